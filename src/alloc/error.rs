@@ -1,0 +1,70 @@
+use super::{AllocatorStats, Layout};
+
+/// Why an allocation failed, with the numbers needed to act on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocatorError {
+    /// The allocator (or the system underneath) could not provide the memory.
+    #[error(
+        "allocator '{allocator}' is out of memory: requested {size} bytes (alignment {align}); \
+         {bytes_in_use} bytes in use{}{}",
+        .limit.map(|l| format!(", limit {l} bytes")).unwrap_or_default(),
+        .largest_free_chunk.map(|l| format!(", largest free chunk {l} bytes")).unwrap_or_default()
+    )]
+    OutOfMemory {
+        /// Name of the allocator that failed.
+        allocator: String,
+        /// Requested size in bytes.
+        size: usize,
+        /// Requested alignment in bytes.
+        align: usize,
+        /// Bytes in use when it failed.
+        bytes_in_use: u64,
+        /// The configured limit, if any.
+        limit: Option<u64>,
+        /// Largest contiguous free block, where the allocator knows it.
+        largest_free_chunk: Option<u64>,
+    },
+    /// A configured memory limit would be exceeded.
+    #[error(
+        "allocator '{allocator}': allocating {size} bytes would exceed its limit of {limit} bytes \
+         ({bytes_in_use} bytes in use)"
+    )]
+    LimitExceeded {
+        /// Name of the allocator.
+        allocator: String,
+        /// Requested size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: u64,
+        /// Bytes in use (or reserved, for allocators that count reservations) when it failed.
+        bytes_in_use: u64,
+    },
+    /// The size/alignment pair cannot be served at all.
+    #[error(
+        "allocator '{allocator}': invalid request of {size} bytes with alignment {align}: {reason}"
+    )]
+    InvalidRequest {
+        /// Name of the allocator.
+        allocator: String,
+        /// Requested size.
+        size: usize,
+        /// Requested alignment.
+        align: usize,
+        /// What was wrong (e.g. "alignment must be a power of two").
+        reason: String,
+    },
+}
+
+impl AllocatorError {
+    /// An out-of-memory error filled from a stats snapshot.
+    pub fn out_of_memory(allocator: &str, layout: Layout, stats: &AllocatorStats) -> Self {
+        Self::OutOfMemory {
+            allocator: allocator.to_string(),
+            size: layout.size(),
+            align: layout.align(),
+            bytes_in_use: stats.bytes_in_use,
+            limit: stats.bytes_limit,
+            largest_free_chunk: stats.largest_free_chunk,
+        }
+    }
+}

@@ -1,0 +1,147 @@
+use crate::sync::{AtomicU64, Ordering};
+use serde::Serialize;
+
+/// A snapshot of an allocator's statistics (TensorFlow's `AllocatorStats`, plus a few fields TF
+/// users ask for).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AllocatorStats {
+    /// Number of allocations made since creation (not reduced by frees).
+    pub num_allocs: u64,
+    /// Number of deallocations since creation.
+    pub num_frees: u64,
+    /// Bytes currently handed out to callers (allocated size, i.e. after rounding).
+    pub bytes_in_use: u64,
+    /// High-water mark of `bytes_in_use` since creation or the last `reset_peak_stats()`.
+    pub peak_bytes_in_use: u64,
+    /// Largest single allocation (allocated size) since creation.
+    pub largest_alloc_size: u64,
+    /// The configured memory limit, if any.
+    pub bytes_limit: Option<u64>,
+    /// Bytes obtained from the system/sub-allocator and held (≥ `bytes_in_use` for caching allocators).
+    pub bytes_reserved: u64,
+    /// High-water mark of `bytes_reserved`.
+    pub peak_bytes_reserved: u64,
+    /// Largest contiguous free block inside the reserved memory, where the allocator knows it.
+    pub largest_free_chunk: Option<u64>,
+    /// Number of regions/blocks obtained from the sub-allocator, where meaningful.
+    pub num_regions: Option<u64>,
+}
+
+impl AllocatorStats {
+    /// Free bytes inside the reserved memory.
+    pub fn bytes_free(&self) -> u64 {
+        self.bytes_reserved.saturating_sub(self.bytes_in_use)
+    }
+
+    /// `1 - largest_free / total_free` (0 when nothing is free or the largest free chunk is unknown).
+    pub fn fragmentation(&self) -> f64 {
+        let free = self.bytes_free();
+        match self.largest_free_chunk {
+            Some(l) if free > 0 => 1.0 - (l as f64 / free as f64),
+            _ => 0.0,
+        }
+    }
+}
+
+/// Lock-free counters behind [`AllocatorStats`], shared by the allocators of this crate.
+///
+/// Never allocates, so it is usable on the global-allocator path.
+#[derive(Debug, Default)]
+pub struct StatsCounter {
+    num_allocs: AtomicU64,
+    num_frees: AtomicU64,
+    bytes_in_use: AtomicU64,
+    peak_bytes_in_use: AtomicU64,
+    largest_alloc_size: AtomicU64,
+    bytes_reserved: AtomicU64,
+    peak_bytes_reserved: AtomicU64,
+}
+
+impl StatsCounter {
+    /// All counters at zero.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            num_allocs: AtomicU64::new(0),
+            num_frees: AtomicU64::new(0),
+            bytes_in_use: AtomicU64::new(0),
+            peak_bytes_in_use: AtomicU64::new(0),
+            largest_alloc_size: AtomicU64::new(0),
+            bytes_reserved: AtomicU64::new(0),
+            peak_bytes_reserved: AtomicU64::new(0),
+        }
+    }
+    /// All counters at zero.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records one allocation of `bytes` (allocated size). Returns the new bytes in use.
+    #[inline]
+    pub fn record_alloc(&self, bytes: u64) -> u64 {
+        self.num_allocs.fetch_add(1, Ordering::Relaxed);
+        let now = self.bytes_in_use.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak_bytes_in_use.fetch_max(now, Ordering::Relaxed);
+        self.largest_alloc_size.fetch_max(bytes, Ordering::Relaxed);
+        now
+    }
+
+    /// Records one deallocation of `bytes` (the same allocated size that was recorded).
+    #[inline]
+    pub fn record_free(&self, bytes: u64) {
+        self.num_frees.fetch_add(1, Ordering::Relaxed);
+        self.bytes_in_use.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Records `bytes` more reserved from the system.
+    #[inline]
+    pub fn record_reserve(&self, bytes: u64) {
+        let now = self.bytes_reserved.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak_bytes_reserved.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Records `bytes` returned to the system.
+    #[inline]
+    pub fn record_release(&self, bytes: u64) {
+        self.bytes_reserved.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Current bytes in use.
+    #[inline]
+    pub fn bytes_in_use(&self) -> u64 {
+        self.bytes_in_use.load(Ordering::Relaxed)
+    }
+
+    /// Current bytes reserved.
+    #[inline]
+    pub fn bytes_reserved(&self) -> u64 {
+        self.bytes_reserved.load(Ordering::Relaxed)
+    }
+
+    /// Sets the peak back to the current use.
+    pub fn reset_peak(&self) {
+        self.peak_bytes_in_use
+            .store(self.bytes_in_use.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.peak_bytes_reserved.store(
+            self.bytes_reserved.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// A snapshot; fields the counter does not know (limit, largest free chunk, regions) are `None`.
+    pub fn snapshot(&self) -> AllocatorStats {
+        AllocatorStats {
+            num_allocs: self.num_allocs.load(Ordering::Relaxed),
+            num_frees: self.num_frees.load(Ordering::Relaxed),
+            bytes_in_use: self.bytes_in_use.load(Ordering::Relaxed),
+            peak_bytes_in_use: self.peak_bytes_in_use.load(Ordering::Relaxed),
+            largest_alloc_size: self.largest_alloc_size.load(Ordering::Relaxed),
+            bytes_limit: None,
+            bytes_reserved: self.bytes_reserved.load(Ordering::Relaxed),
+            peak_bytes_reserved: self.peak_bytes_reserved.load(Ordering::Relaxed),
+            largest_free_chunk: None,
+            num_regions: None,
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! `tensor-alloc bench`: replays tensor-like workloads through chosen allocators.
+
+use clap::Args;
+use std::fmt::Write as _;
+use tensor_alloc::alloc::{AlignedCpuAllocator, AllocatorRef, SystemAllocator, TrackingAllocator};
+use tensor_alloc::sync::Arc;
+use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
+
+/// Arguments of `tensor-alloc bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Comma-separated allocators to compare (the system allocator is always measured as the baseline).
+    #[arg(long, value_delimiter = ',', default_value = "system,cpu,tracking")]
+    pub allocators: Vec<String>,
+    /// Workload to replay (`all` runs every workload).
+    #[arg(long, default_value = "all")]
+    pub workload: WorkloadArg,
+    /// Timed rounds per workload (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    pub rounds: usize,
+    /// Work per round relative to the default.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Seed of the workloads.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A workload name or `all`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum WorkloadArg {
+    /// Every workload.
+    All,
+    /// 60-op inference step.
+    Step,
+    /// 256 KiB–64 MiB churn.
+    Large,
+    /// 8–512 B churn.
+    Small,
+    /// 1 MiB alloc/free, one and 16 at a time.
+    SameSize,
+}
+
+/// The allocator names `bench` knows, with what each is.
+pub const KNOWN: &[(&str, &str)] = &[
+    (
+        "system",
+        "glibc malloc through std::alloc::System (baseline)",
+    ),
+    ("cpu", "AlignedCpuAllocator (posix_memalign, exact stats)"),
+    ("tracking", "TrackingAllocator wrapping the CPU allocator"),
+];
+
+/// Builds a fresh allocator by name.
+pub fn allocator_by_name(name: &str) -> Result<AllocatorRef, String> {
+    Ok(match name {
+        "system" => Arc::new(SystemAllocator),
+        "cpu" => Arc::new(AlignedCpuAllocator::new()),
+        "tracking" => Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new())),
+        other => {
+            let names: Vec<&str> = KNOWN.iter().map(|k| k.0).collect();
+            return Err(format!(
+                "unknown allocator '{other}' in --allocators; expected one of: {}",
+                names.join(", ")
+            ));
+        }
+    })
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    allocator: String,
+    #[serde(flatten)]
+    result: WorkloadResult,
+    ratio_to_system: f64,
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), String> {
+    if args.rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    if !(args.scale > 0.0 && args.scale.is_finite()) {
+        return Err(format!(
+            "--scale must be a positive number, got {}",
+            args.scale
+        ));
+    }
+    let mut names: Vec<String> = vec!["system".into()];
+    for n in &args.allocators {
+        let n = n.trim();
+        if n.is_empty() {
+            continue;
+        }
+        allocator_by_name(n)?; // validate before running anything
+        if !names.iter().any(|m| m == n) {
+            names.push(n.to_string());
+        }
+    }
+    let workloads: Vec<Workload> = match args.workload {
+        WorkloadArg::All => Workload::ALL.to_vec(),
+        WorkloadArg::Step => vec![Workload::Step],
+        WorkloadArg::Large => vec![Workload::Large],
+        WorkloadArg::Small => vec![Workload::Small],
+        WorkloadArg::SameSize => vec![Workload::SameSize, Workload::SameSize16],
+    };
+    let cfg = WorkloadConfig {
+        seed: args.seed,
+        rounds: args.rounds,
+        scale: args.scale,
+    };
+    let mut rows = vec![];
+    for &w in &workloads {
+        let mut baseline = f64::NAN;
+        for name in &names {
+            // A fresh allocator per workload, so caches and peak memory do not carry over.
+            let a = allocator_by_name(name)?;
+            let r = workload::run(&*a, w, &cfg).map_err(|e| {
+                format!("workload '{}' on allocator '{name}' failed: {e}", w.name())
+            })?;
+            drop(a);
+            if name == "system" {
+                baseline = r.median_ns_per_op;
+            }
+            rows.push(Row {
+                allocator: name.clone(),
+                ratio_to_system: r.median_ns_per_op / baseline,
+                result: r,
+            });
+        }
+    }
+    if args.json {
+        let s = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        println!("{s}");
+    } else {
+        print!("{}", table(&rows, &cfg));
+    }
+    Ok(())
+}
+
+fn human(bytes: u64) -> String {
+    const U: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < 3 {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.1} {}", U[i])
+}
+
+fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "tensor-alloc bench: median of {} rounds, seed {}, scale {}",
+        cfg.rounds, cfg.seed, cfg.scale
+    );
+    let _ = writeln!(
+        s,
+        "{:<14} {:<22} {:>14} {:>10} {:>12} {:>12} {:>9}",
+        "workload", "allocator", "median", "vs system", "peak live", "peak RSS+", "RSS/live"
+    );
+    for r in rows {
+        let w = &r.result;
+        let ns = w.median_ns_per_op;
+        let t = if ns >= 1e6 {
+            format!("{:.2} ms/{}", ns / 1e6, w.unit)
+        } else if ns >= 1e3 {
+            format!("{:.2} µs/{}", ns / 1e3, w.unit)
+        } else {
+            format!("{:.1} ns/{}", ns, w.unit)
+        };
+        let (rss, ratio) = match w.peak_rss_growth_bytes {
+            Some(b) => (
+                human(b),
+                format!("{:.2}", b as f64 / w.peak_live_bytes.max(1) as f64),
+            ),
+            None => ("n/a".into(), "n/a".into()),
+        };
+        let _ = writeln!(
+            s,
+            "{:<14} {:<22} {:>14} {:>9.3}x {:>12} {:>12} {:>9}",
+            w.workload,
+            r.allocator,
+            t,
+            r.ratio_to_system,
+            human(w.peak_live_bytes),
+            rss,
+            ratio
+        );
+    }
+    s
+}

@@ -1,0 +1,18 @@
+//! # tensor-alloc
+//!
+//! Pluggable allocators for ML runtimes and ordinary Rust programs — aligned CPU, pool, BFC
+//! (best-fit with coalescing), a tracking wrapper — usable through `allocator-api2` and as
+//! `#[global_allocator]`; ref-counted tensor buffers that remember the allocator that must free
+//! them; a static memory planner and arena; and a TensorFlow Lite model reader.
+//!
+//! Layers (each only uses the layers above it): [`alloc`] → `tensor` → `planner` → `arena` →
+//! `model` → `interpreter`. See `DESIGN.md` of the project for the map.
+
+#![warn(missing_docs)]
+
+pub mod alloc;
+pub mod global;
+pub mod sync;
+pub mod workload;
+
+pub use global::GlobalAllocator;

@@ -1,0 +1,531 @@
+//! Tensor-like allocation workloads shared by `tensor-alloc bench` and the criterion benches.
+//!
+//! Every workload is seeded and deterministic, allocates through any [`Allocator`], writes into what
+//! it allocates (so lazily-mapped memory is really faulted in, as a tensor runtime would), and
+//! reports allocation failure as an error instead of panicking.
+//!
+//! - `step`: a 60-op inference step; each op allocates one 64-byte-aligned output of 1 KiB–4 MiB that
+//!   is freed after its last consumer (the next op, and with 20 % chance a skip connection to op
+//!   i+3..=i+8).
+//! - `large`: 64 live slots churned with 256 KiB–64 MiB buffers, touching one byte per page.
+//! - `small`: 10,000 live 8–512 B objects churned.
+//! - `same-size`: 1 MiB alloc/free repeated; `same-size-16`: 16 × 1 MiB live at a time.
+
+use crate::alloc::{Allocator, AllocatorError, Layout};
+use serde::Serialize;
+use std::ptr::NonNull;
+use std::time::Instant;
+
+/// A small, fast, seeded PRNG (splitmix64). Deterministic across platforms.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        Self(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+    /// The next 64 random bits.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (`n > 0`).
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+    /// Uniform in `lo..=hi`.
+    #[inline]
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+    /// Log-uniform in `lo..=hi` (tensor sizes span orders of magnitude).
+    pub fn log_range(&mut self, lo: u64, hi: u64) -> u64 {
+        let (a, b) = ((lo as f64).ln(), (hi as f64).ln());
+        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        ((a + (b - a) * u).exp() as u64).clamp(lo, hi)
+    }
+    /// `true` with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+}
+
+/// The workloads of `tensor-alloc bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// A 60-op inference step replay.
+    Step,
+    /// 64 slots churned with 256 KiB–64 MiB buffers.
+    Large,
+    /// 10,000 live small objects churned.
+    Small,
+    /// 1 MiB alloc/free repeated.
+    SameSize,
+    /// 16 × 1 MiB allocated, then freed, repeated.
+    SameSize16,
+}
+
+impl Workload {
+    /// All workloads, in display order.
+    pub const ALL: [Workload; 5] = [
+        Workload::Step,
+        Workload::Large,
+        Workload::Small,
+        Workload::SameSize,
+        Workload::SameSize16,
+    ];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Step => "step",
+            Workload::Large => "large",
+            Workload::Small => "small",
+            Workload::SameSize => "same-size",
+            Workload::SameSize16 => "same-size-16",
+        }
+    }
+
+    /// What one "op" is in this workload's per-op figure.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Workload::Step => "step",
+            _ => "op",
+        }
+    }
+}
+
+/// Knobs for one run. `scale` multiplies the default amount of work per round.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkloadConfig {
+    /// Seed for sizes and schedules.
+    pub seed: u64,
+    /// Timed rounds (the median is reported).
+    pub rounds: usize,
+    /// Work per round relative to the default (1.0).
+    pub scale: f64,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        Self {
+            seed: 42,
+            rounds: 7,
+            scale: 1.0,
+        }
+    }
+}
+
+/// The outcome of running one workload on one allocator.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadResult {
+    /// Workload name.
+    pub workload: &'static str,
+    /// Unit of `median_ns_per_op` ("op" or "step").
+    pub unit: &'static str,
+    /// Ops (or steps) per round.
+    pub ops_per_round: u64,
+    /// Median over rounds of nanoseconds per op.
+    pub median_ns_per_op: f64,
+    /// Every round's nanoseconds per op.
+    pub samples_ns_per_op: Vec<f64>,
+    /// Most bytes the workload held live at once (its own accounting, not the allocator's).
+    pub peak_live_bytes: u64,
+    /// Peak resident memory growth of the process during the run (`VmHWM` after a reset, minus the
+    /// resident size before), where Linux allows the reset.
+    pub peak_rss_growth_bytes: Option<u64>,
+}
+
+/// Median of a non-empty slice (NaN for an empty one).
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+struct Block {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+fn alloc_block<A: Allocator + ?Sized>(
+    a: &A,
+    size: usize,
+    align: usize,
+) -> Result<Block, AllocatorError> {
+    let layout =
+        Layout::from_size_align(size, align).map_err(|e| AllocatorError::InvalidRequest {
+            allocator: "workload".into(),
+            size,
+            align,
+            reason: e.to_string(),
+        })?;
+    let p = a
+        .allocate(layout)
+        .map_err(|_| AllocatorError::OutOfMemory {
+            allocator: "workload".into(),
+            size,
+            align,
+            bytes_in_use: 0,
+            limit: None,
+            largest_free_chunk: None,
+        })?;
+    Ok(Block {
+        ptr: p.cast(),
+        layout,
+    })
+}
+
+#[inline]
+fn touch_ends(b: &Block) {
+    let n = b.layout.size();
+    if n > 0 {
+        // SAFETY: the block is live and `n` bytes long.
+        unsafe {
+            b.ptr.as_ptr().write_volatile(1);
+            b.ptr.as_ptr().add(n - 1).write_volatile(1);
+        }
+    }
+}
+
+#[inline]
+fn touch_pages(b: &Block) {
+    let n = b.layout.size();
+    let mut off = 0;
+    while off < n {
+        // SAFETY: off < n, inside the live block.
+        unsafe { b.ptr.as_ptr().add(off).write_volatile(1) };
+        off += 4096;
+    }
+    touch_ends(b);
+}
+
+#[inline]
+fn free_block<A: Allocator + ?Sized>(a: &A, b: Block) {
+    // SAFETY: `b` came from `a.allocate(b.layout)` and is freed once (it is moved in).
+    unsafe { a.deallocate(b.ptr, b.layout) }
+}
+
+/// The precomputed schedule of the `step` workload.
+#[derive(Debug, Clone)]
+pub struct StepSchedule {
+    /// Output size of each op.
+    pub sizes: Vec<usize>,
+    /// For each op, the outputs (op indices) whose last consumer it is.
+    pub frees_after: Vec<Vec<usize>>,
+}
+
+impl StepSchedule {
+    /// The seeded 60-op schedule.
+    pub fn new(seed: u64) -> Self {
+        const OPS: usize = 60;
+        let mut rng = Rng::new(seed);
+        let mut sizes = vec![];
+        let mut last = vec![0usize; OPS];
+        for (i, l) in last.iter_mut().enumerate() {
+            sizes.push(rng.log_range(1024, 4 << 20) as usize);
+            let mut end = (i + 1).min(OPS - 1);
+            if rng.chance(0.2) {
+                end = (i + rng.range(3, 8) as usize).min(OPS - 1);
+            }
+            *l = end;
+        }
+        let mut frees_after = vec![vec![]; OPS];
+        for (i, &l) in last.iter().enumerate() {
+            frees_after[l].push(i);
+        }
+        Self { sizes, frees_after }
+    }
+
+    /// Most bytes live at once during one step.
+    pub fn peak_live(&self) -> u64 {
+        let mut live = 0u64;
+        let mut peak = 0u64;
+        for i in 0..self.sizes.len() {
+            live += self.sizes[i] as u64;
+            peak = peak.max(live);
+            for &j in &self.frees_after[i] {
+                live -= self.sizes[j] as u64;
+            }
+        }
+        peak
+    }
+
+    /// Replays one step through `a`.
+    pub fn run<A: Allocator + ?Sized>(&self, a: &A) -> Result<(), AllocatorError> {
+        let mut live: [Option<Block>; 60] = std::array::from_fn(|_| None);
+        for i in 0..self.sizes.len() {
+            let b = alloc_block(a, self.sizes[i], 64);
+            let b = match b {
+                Ok(b) => b,
+                Err(e) => {
+                    for b in live.iter_mut().filter_map(Option::take) {
+                        free_block(a, b);
+                    }
+                    return Err(e);
+                }
+            };
+            touch_ends(&b);
+            live[i] = Some(b);
+            for &j in &self.frees_after[i] {
+                if let Some(b) = live[j].take() {
+                    free_block(a, b);
+                }
+            }
+        }
+        for b in live.iter_mut().filter_map(Option::take) {
+            free_block(a, b);
+        }
+        Ok(())
+    }
+}
+
+fn clear_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn proc_status_kib(key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Runs `w` on `a` and measures it.
+pub fn run<A: Allocator + ?Sized>(
+    a: &A,
+    w: Workload,
+    cfg: &WorkloadConfig,
+) -> Result<WorkloadResult, AllocatorError> {
+    let scale = |n: f64| ((n * cfg.scale).round() as u64).max(1);
+    let rss_before = proc_status_kib("VmRSS:");
+    let rss_reset = clear_peak_rss();
+    let mut samples = Vec::with_capacity(cfg.rounds);
+    let ops;
+    let peak_live;
+    match w {
+        Workload::Step => {
+            let sched = StepSchedule::new(cfg.seed);
+            let steps = scale(20.0);
+            ops = steps;
+            peak_live = sched.peak_live();
+            sched.run(a)?; // warm-up
+            for _ in 0..cfg.rounds {
+                let t = Instant::now();
+                for _ in 0..steps {
+                    sched.run(a)?;
+                }
+                samples.push(t.elapsed().as_nanos() as f64 / steps as f64);
+            }
+        }
+        Workload::Large => {
+            let n = scale(64.0);
+            ops = n;
+            let mut rng = Rng::new(cfg.seed);
+            let mut slots: Vec<Option<Block>> = (0..64).map(|_| None).collect();
+            let mut live = 0u64;
+            let mut peak = 0u64;
+            let mut result = Ok(());
+            'outer: for _ in 0..cfg.rounds {
+                let t = Instant::now();
+                for _ in 0..n {
+                    let s = rng.below(64) as usize;
+                    if let Some(b) = slots[s].take() {
+                        live -= b.layout.size() as u64;
+                        free_block(a, b);
+                    }
+                    let size = rng.log_range(256 << 10, 64 << 20) as usize;
+                    match alloc_block(a, size, 64) {
+                        Ok(b) => {
+                            touch_pages(&b);
+                            live += size as u64;
+                            peak = peak.max(live);
+                            slots[s] = Some(b);
+                        }
+                        Err(e) => {
+                            result = Err(e);
+                            break 'outer;
+                        }
+                    }
+                }
+                samples.push(t.elapsed().as_nanos() as f64 / n as f64);
+            }
+            for b in slots.into_iter().flatten() {
+                free_block(a, b);
+            }
+            result?;
+            peak_live = peak;
+        }
+        Workload::Small => {
+            let n = scale(200_000.0);
+            ops = n;
+            let mut rng = Rng::new(cfg.seed);
+            let mut slots: Vec<Block> = Vec::with_capacity(10_000);
+            let mut live = 0u64;
+            let mut failed = None;
+            for _ in 0..10_000 {
+                let size = rng.range(8, 512) as usize;
+                match alloc_block(a, size, 8) {
+                    Ok(b) => {
+                        touch_ends(&b);
+                        live += size as u64;
+                        slots.push(b);
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            let mut peak = live;
+            if failed.is_none() {
+                'outer: for _ in 0..cfg.rounds {
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        let s = rng.below(slots.len() as u64) as usize;
+                        let size = rng.range(8, 512) as usize;
+                        match alloc_block(a, size, 8) {
+                            Ok(b) => {
+                                touch_ends(&b);
+                                let old = std::mem::replace(&mut slots[s], b);
+                                live = live + size as u64 - old.layout.size() as u64;
+                                peak = peak.max(live);
+                                free_block(a, old);
+                            }
+                            Err(e) => {
+                                failed = Some(e);
+                                break 'outer;
+                            }
+                        }
+                    }
+                    samples.push(t.elapsed().as_nanos() as f64 / n as f64);
+                }
+            }
+            for b in slots {
+                free_block(a, b);
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            peak_live = peak;
+        }
+        Workload::SameSize => {
+            let n = scale(200_000.0);
+            ops = n;
+            peak_live = 1 << 20;
+            for _ in 0..cfg.rounds {
+                let t = Instant::now();
+                for _ in 0..n {
+                    let b = alloc_block(a, 1 << 20, 64)?;
+                    // SAFETY: block is live and 1 MiB long.
+                    unsafe { b.ptr.as_ptr().write_volatile(1) };
+                    free_block(a, b);
+                }
+                samples.push(t.elapsed().as_nanos() as f64 / n as f64);
+            }
+        }
+        Workload::SameSize16 => {
+            let n = scale(10_000.0);
+            ops = n * 16;
+            peak_live = 16 << 20;
+            for _ in 0..cfg.rounds {
+                let t = Instant::now();
+                for _ in 0..n {
+                    let mut v: [Option<Block>; 16] = std::array::from_fn(|_| None);
+                    let mut err = None;
+                    for slot in v.iter_mut() {
+                        match alloc_block(a, 1 << 20, 64) {
+                            Ok(b) => {
+                                // SAFETY: block is live and 1 MiB long.
+                                unsafe { b.ptr.as_ptr().write_volatile(1) };
+                                *slot = Some(b);
+                            }
+                            Err(e) => {
+                                err = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    for b in v.into_iter().flatten() {
+                        free_block(a, b);
+                    }
+                    if let Some(e) = err {
+                        return Err(e);
+                    }
+                }
+                samples.push(t.elapsed().as_nanos() as f64 / ops as f64);
+            }
+        }
+    }
+    let peak_rss_growth_bytes = match (rss_reset, rss_before, proc_status_kib("VmHWM:")) {
+        (true, Some(before), Some(hwm)) => Some(hwm.saturating_sub(before) * 1024),
+        _ => None,
+    };
+    Ok(WorkloadResult {
+        workload: w.name(),
+        unit: w.unit(),
+        ops_per_round: ops,
+        median_ns_per_op: median(&samples),
+        samples_ns_per_op: samples,
+        peak_live_bytes: peak_live,
+        peak_rss_growth_bytes,
+    })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::alloc::{AlignedCpuAllocator, TensorAllocator};
+
+    #[test]
+    fn every_workload_returns_all_memory() {
+        let a = AlignedCpuAllocator::new();
+        let cfg = WorkloadConfig {
+            seed: 1,
+            rounds: 2,
+            scale: 0.01,
+        };
+        for w in Workload::ALL {
+            let r = run(&a, w, &cfg).unwrap();
+            assert_eq!(r.samples_ns_per_op.len(), 2, "{w:?}");
+            assert!(r.peak_live_bytes > 0);
+            assert_eq!(a.stats().bytes_in_use, 0, "{w:?} leaked");
+        }
+    }
+
+    #[test]
+    fn step_schedule_is_deterministic_and_in_range() {
+        let a = StepSchedule::new(9);
+        let b = StepSchedule::new(9);
+        assert_eq!(a.sizes, b.sizes);
+        assert_eq!(a.sizes.len(), 60);
+        assert!(a.sizes.iter().all(|&s| (1024..=4 << 20).contains(&s)));
+        let freed: usize = a.frees_after.iter().map(Vec::len).sum();
+        assert_eq!(freed, 60, "every output is freed exactly once");
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+}
