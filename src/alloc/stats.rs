@@ -80,11 +80,25 @@ impl StatsCounter {
     /// Records one allocation of `bytes` (allocated size). Returns the new bytes in use.
     #[inline]
     pub fn record_alloc(&self, bytes: u64) -> u64 {
-        self.num_allocs.fetch_add(1, Ordering::Relaxed);
+        self.record_alloc_with_id(bytes).1
+    }
+
+    /// Records one allocation of `bytes` and returns `(ordinal, bytes in use after it)`; the
+    /// ordinal (1, 2, 3, …) is unique per counter and usable as an allocation id.
+    ///
+    /// Two read-modify-write atomics; the maxima are read first and only written when exceeded,
+    /// which keeps the common path free of compare-and-swap loops.
+    #[inline]
+    pub fn record_alloc_with_id(&self, bytes: u64) -> (u64, u64) {
+        let id = self.num_allocs.fetch_add(1, Ordering::Relaxed) + 1;
         let now = self.bytes_in_use.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.peak_bytes_in_use.fetch_max(now, Ordering::Relaxed);
-        self.largest_alloc_size.fetch_max(bytes, Ordering::Relaxed);
-        now
+        if now > self.peak_bytes_in_use.load(Ordering::Relaxed) {
+            self.peak_bytes_in_use.fetch_max(now, Ordering::Relaxed);
+        }
+        if bytes > self.largest_alloc_size.load(Ordering::Relaxed) {
+            self.largest_alloc_size.fetch_max(bytes, Ordering::Relaxed);
+        }
+        (id, now)
     }
 
     /// Records one deallocation of `bytes` (the same allocated size that was recorded).
