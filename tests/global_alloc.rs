@@ -25,8 +25,9 @@ fn counts_exactly_what_the_closure_allocates() {
 fn counts_reallocs_and_nothing_for_pure_code() {
     let (_, c) = count_allocations(|| {
         let mut v: Vec<u32> = Vec::with_capacity(1);
-        v.push(1);
-        v.push(2);
+        for i in 0..2 {
+            v.push(std::hint::black_box(i));
+        }
         v
     })
     .expect("installed");
