@@ -101,6 +101,46 @@ impl StatsCounter {
         (id, now)
     }
 
+    /// Like [`record_alloc_with_id`](Self::record_alloc_with_id), but only if bytes in use stay
+    /// within `limit`; otherwise records nothing and returns the bytes in use.
+    #[inline]
+    pub fn try_record_alloc(&self, bytes: u64, limit: u64) -> Result<(u64, u64), u64> {
+        let mut cur = self.bytes_in_use.load(Ordering::Relaxed);
+        loop {
+            let now = match cur.checked_add(bytes) {
+                Some(n) if n <= limit => n,
+                _ => return Err(cur),
+            };
+            match self.bytes_in_use.compare_exchange_weak(
+                cur,
+                now,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        let now = cur + bytes;
+        let id = self.num_allocs.fetch_add(1, Ordering::Relaxed) + 1;
+        if now > self.peak_bytes_in_use.load(Ordering::Relaxed) {
+            self.peak_bytes_in_use.fetch_max(now, Ordering::Relaxed);
+        }
+        if bytes > self.largest_alloc_size.load(Ordering::Relaxed) {
+            self.largest_alloc_size.fetch_max(bytes, Ordering::Relaxed);
+        }
+        Ok((id, now))
+    }
+
+    /// Undoes a [`try_record_alloc`](Self::try_record_alloc) whose allocation then failed
+    /// underneath. (Peak and largest may keep the value of the failed attempt; the ordinal is
+    /// consumed, so ids stay unique.)
+    #[inline]
+    pub fn unrecord_alloc(&self, bytes: u64) {
+        self.bytes_in_use.fetch_sub(bytes, Ordering::Relaxed);
+        self.num_allocs.fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// Records one deallocation of `bytes` (the same allocated size that was recorded).
     #[inline]
     pub fn record_free(&self, bytes: u64) {
