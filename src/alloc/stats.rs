@@ -133,8 +133,8 @@ impl StatsCounter {
     }
 
     /// Undoes a [`try_record_alloc`](Self::try_record_alloc) whose allocation then failed
-    /// underneath. (Peak and largest may keep the value of the failed attempt; the ordinal is
-    /// consumed, so ids stay unique.)
+    /// underneath. Peak and largest may keep the value of the failed attempt, and the ordinal is
+    /// given back, so callers that use ordinals as ids must not use this pair.
     #[inline]
     pub fn unrecord_alloc(&self, bytes: u64) {
         self.bytes_in_use.fetch_sub(bytes, Ordering::Relaxed);
