@@ -830,7 +830,7 @@ impl Core {
                     r.end()
                 ));
             }
-            let slots = r.occupied_slots().count();
+            let slots = r.count_occupied();
             if slots != n {
                 return Err(format!(
                     "region {ri}: {slots} handle slots set for {n} chunks (stale handle)"
