@@ -94,6 +94,12 @@ pub struct BfcOptions {
     pub timestamp_events: bool,
     /// Keep a memory dump of the last out-of-memory failure. Default on.
     pub dump_on_oom: bool,
+    /// Regions of at least this many bytes are aligned to 2 MiB and advised `MADV_HUGEPAGE`, so
+    /// first touch maps 2 MiB at a time instead of 512 × 4 KiB. Default `None` (small pages): with
+    /// the kernel's usual `defrag=madvise` setting a huge-page fault may stall on memory compaction,
+    /// and on the loaded build machine the `large` bench swung between 10× faster and 5× slower
+    /// first-touch rounds with it on. Worth trying on dedicated inference hosts.
+    pub huge_page_min_region_bytes: Option<usize>,
     /// Name reported by `TensorAllocator::name`. Default `"bfc"`.
     pub name: String,
 }
@@ -112,6 +118,7 @@ impl Default for BfcOptions {
             event_ring_capacity: 1024,
             timestamp_events: false,
             dump_on_oom: true,
+            huge_page_min_region_bytes: None,
             name: "bfc".into(),
         }
     }
