@@ -3,7 +3,9 @@
 use clap::Args;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use tensor_alloc::alloc::{AlignedCpuAllocator, AllocatorRef, SystemAllocator, TrackingAllocator};
+use tensor_alloc::alloc::{
+    AlignedCpuAllocator, AllocatorRef, BfcAllocator, BfcOptions, SystemAllocator, TrackingAllocator,
+};
 use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
 
 /// Arguments of `tensor-alloc bench`.
@@ -52,6 +54,10 @@ pub const KNOWN: &[(&str, &str)] = &[
     ),
     ("cpu", "AlignedCpuAllocator (posix_memalign, exact stats)"),
     ("tracking", "TrackingAllocator wrapping the CPU allocator"),
+    (
+        "bfc",
+        "BfcAllocator (best-fit with coalescing over mmap regions, TF defaults)",
+    ),
 ];
 
 /// Builds a fresh allocator by name.
@@ -60,6 +66,7 @@ pub fn allocator_by_name(name: &str) -> Result<AllocatorRef, String> {
         "system" => Arc::new(SystemAllocator),
         "cpu" => Arc::new(AlignedCpuAllocator::new()),
         "tracking" => Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new())),
+        "bfc" => Arc::new(BfcAllocator::new(BfcOptions::default())),
         other => {
             let names: Vec<&str> = KNOWN.iter().map(|k| k.0).collect();
             return Err(format!(
