@@ -12,6 +12,7 @@
 
 pub mod alloc;
 pub mod global;
+pub mod model;
 pub mod sync;
 pub mod workload;
 
