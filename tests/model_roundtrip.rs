@@ -356,3 +356,17 @@ fn shared_models_round_trip() {
     }
     assert!(n >= 19);
 }
+
+#[test]
+fn corrupt_errors_are_one_line_with_a_field_path() {
+    let bytes = small_model().to_bytes().unwrap();
+    let mut seen_path = false;
+    for cut in (8..bytes.len()).step_by(7) {
+        if let Err(e) = Model::from_bytes(bytes[..cut].to_vec()) {
+            let text = e.to_string();
+            assert!(!text.contains('\n'), "{text:?}");
+            seen_path |= text.contains("(in Model.");
+        }
+    }
+    assert!(seen_path, "some truncation errors name the field path");
+}

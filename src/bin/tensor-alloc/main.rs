@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod inspect;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,6 +24,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// A short self-contained demonstration (the default when no command is given).
     Demo,
+    /// Show what a .tflite model contains: operators, tensors, inputs/outputs, quantization.
+    Inspect(inspect::InspectArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None | Some(Command::Demo) => demo::run(),
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Inspect(args)) => inspect::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -62,9 +62,46 @@ pub fn read_model(bytes: Arc<[u8]>) -> Result<Model, ModelError> {
             String::from_utf8_lossy(&bytes[4..8])
         )));
     }
-    let root = schema::verified_root(&bytes).map_err(|e| ModelError::Corrupt(e.to_string()))?;
+    let root = schema::verified_root(&bytes).map_err(|e| ModelError::Corrupt(describe(&e)))?;
     let decoded = Decoder { file: &bytes }.model(root)?;
     Ok(Model { bytes, ..decoded })
+}
+
+/// One-line description of a verifier error: what is wrong and where, as a field path from the
+/// root (`Model.subgraphs[0].SubGraph.tensors[3].Tensor.name`).
+fn describe(e: &flatbuffers::InvalidFlatbuffer) -> String {
+    let text = e.to_string();
+    let mut lines = text.lines();
+    let what = lines
+        .next()
+        .unwrap_or("invalid flatbuffer")
+        .trim()
+        .to_string();
+    // The trace lists the innermost element first.
+    let mut path: Vec<String> = Vec::new();
+    for line in lines {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("while verifying table field `") {
+            if let Some(name) = rest.split('`').next() {
+                path.push(format!(".{name}"));
+            }
+        } else if let Some(rest) = line.strip_prefix("while verifying vector element ") {
+            if let Some(i) = rest.split_whitespace().next() {
+                path.push(format!("[{i}]"));
+            }
+        } else if let Some(rest) = line.strip_prefix("while verifying union variant `") {
+            if let Some(name) = rest.split('`').next() {
+                path.push(format!("<{name}>"));
+            }
+        }
+    }
+    if path.is_empty() {
+        what
+    } else {
+        path.reverse();
+        let p: String = path.concat();
+        format!("{what} (in {})", p.trim_start_matches('.'))
+    }
 }
 
 struct Decoder<'f> {

@@ -1,0 +1,93 @@
+//! `tensor-alloc inspect` (and, when present, `plan`) on real and bad inputs: bad input is a
+//! one-line error and a non-zero exit code, never a panic.
+
+use std::path::Path;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tensor-alloc"))
+}
+
+fn assert_clean_failure(args: &[&str], needle: &str) {
+    let out = bin()
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?}: one line expected, got {stderr:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: {stderr:?} should mention {needle:?}"
+    );
+}
+
+#[test]
+fn bad_inputs_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.tflite");
+    let text = dir.path().join("notes.tflite");
+    std::fs::write(&text, "this is not a flatbuffer at all").unwrap();
+    let tiny = dir.path().join("tiny.tflite");
+    std::fs::write(&tiny, [1u8, 2, 3]).unwrap();
+    // A structurally corrupt model: valid identifier, root offset pointing outside the file.
+    let corrupt = dir.path().join("corrupt.tflite");
+    let mut bytes = vec![0u8; 64];
+    bytes[0..4].copy_from_slice(&1000u32.to_le_bytes());
+    bytes[4..8].copy_from_slice(b"TFL3");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    for cmd in ["inspect"] {
+        assert_clean_failure(&[cmd, missing.to_str().unwrap()], "missing.tflite");
+        assert_clean_failure(&[cmd, dir.path().to_str().unwrap()], "is a directory");
+        assert_clean_failure(&[cmd, text.to_str().unwrap()], "not a TFLite model");
+        assert_clean_failure(&[cmd, tiny.to_str().unwrap()], "not a TFLite model");
+        assert_clean_failure(
+            &[cmd, corrupt.to_str().unwrap()],
+            "corrupt TFLite flatbuffer",
+        );
+    }
+}
+
+#[test]
+fn inspect_every_shared_model() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/models/tflm");
+    if !dir.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "tflite") {
+            continue;
+        }
+        let out = bin().arg("inspect").arg(&p).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("operators (count)"), "{text}");
+        assert!(text.contains("planned tensors"), "{text}");
+        let out = bin().args(["inspect", "--json"]).arg(&p).output().unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            v["memory"]["planned_tensors"].as_u64().unwrap() >= 2,
+            "{}",
+            p.display()
+        );
+        assert!(v["subgraphs"][0]["op_counts"]
+            .as_object()
+            .is_some_and(|o| !o.is_empty()));
+    }
+}
