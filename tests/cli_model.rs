@@ -44,7 +44,8 @@ fn bad_inputs_are_one_line_errors() {
     bytes[0..4].copy_from_slice(&1000u32.to_le_bytes());
     bytes[4..8].copy_from_slice(b"TFL3");
     std::fs::write(&corrupt, &bytes).unwrap();
-    for cmd in ["inspect"] {
+    let commands: &[&str] = &["inspect"];
+    for &cmd in commands {
         assert_clean_failure(&[cmd, missing.to_str().unwrap()], "missing.tflite");
         assert_clean_failure(&[cmd, dir.path().to_str().unwrap()], "is a directory");
         assert_clean_failure(&[cmd, text.to_str().unwrap()], "not a TFLite model");
