@@ -11,7 +11,9 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+pub mod arena;
 pub mod global;
+pub mod planner;
 pub mod sync;
 pub mod workload;
 
