@@ -1,0 +1,333 @@
+//! The crate's own planner: baselines, several orderings and placements, compaction, and a seeded
+//! iterated-greedy search, stopping as soon as the lower bound is reached.
+
+use super::greedy::{Placer, TfLitePlanner, TflmPlanner, UNPLACED};
+use super::problem::Problem;
+use super::random::SplitMix as Rng;
+use super::{BufferRequirement, Plan, PlanError, Planner};
+
+/// Never worse than [`TflmPlanner`](super::TflmPlanner) or
+/// [`TfLitePlanner`](super::TfLitePlanner) (both are run, with the buffers' own alignment, and the
+/// smaller kept), and as close to the lower bound as it can get:
+///
+/// 1. the TFLM and TFLite placements;
+/// 2. six orderings (size, lifetime length, area, first use, peak pressure — the most bytes live
+///    anywhere in the buffer's lifetime —, size then first use), each placed lowest-gap-first and
+///    best-fit (least slack);
+/// 3. a compaction pass that drops every buffer, lowest first, to its lowest feasible offset;
+/// 4. a seeded iterated-greedy search: the buffer that ends highest (or first crosses the best size
+///    so far) moves earlier in the order, the order is re-placed, and the result is kept when it is
+///    no larger; improvements are compacted.
+///
+/// Every phase stops as soon as the plan reaches the lower bound. The search spends a budget of
+/// *work units* (one per time-overlapping neighbour inspected), not wall time, so the same input
+/// always gives the same plan. The default budget, [`BestPlanner::DEFAULT_BUDGET`], keeps
+/// 10,000 buffers around 10–40 ms in release builds; after the baselines and orderings have been
+/// tried, the search stops once the budget is spent, so large inputs still finish quickly.
+#[derive(Debug, Clone, Copy)]
+pub struct BestPlanner {
+    /// Seed of the search (same seed and input → same plan).
+    pub seed: u64,
+    /// Work units the ordering phase and search may spend (see the type docs).
+    pub budget: u64,
+    /// Upper limit on search iterations, whatever the budget.
+    pub max_iterations: u64,
+}
+
+impl Default for BestPlanner {
+    fn default() -> Self {
+        Self {
+            seed: 0x7e75_0a11_0c5e_ed00,
+            budget: Self::DEFAULT_BUDGET,
+            max_iterations: 20_000,
+        }
+    }
+}
+
+impl BestPlanner {
+    /// Default work budget (neighbour inspections).
+    pub const DEFAULT_BUDGET: u64 = 2_000_000;
+
+    /// The default planner.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A planner with another seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// A planner with another work budget.
+    pub fn with_budget(mut self, budget: u64) -> Self {
+        self.budget = budget;
+        self
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Strategy {
+    FirstFit,
+    BestFit,
+}
+
+/// Outcome of placing one order.
+struct Eval {
+    /// Arena size if the order was placed completely within the bound.
+    arena: Option<usize>,
+    /// The item that ended highest (complete) or first crossed the bound (aborted).
+    culprit: usize,
+}
+
+/// Places `order` on top of the fixed items; aborts as soon as an item ends above `bound`.
+fn eval(placer: &mut Placer<'_>, order: &[usize], strategy: Strategy, bound: usize) -> Eval {
+    placer.reset();
+    let mut top = placer.p.fixed_top;
+    let mut culprit = order.first().copied().unwrap_or(0);
+    for &i in order {
+        let o = match strategy {
+            Strategy::FirstFit => placer.first_fit(i),
+            Strategy::BestFit => placer.slack_best_fit(i),
+        };
+        placer.offsets[i] = o;
+        let end = o + placer.p.items[i].size;
+        if end > bound {
+            return Eval {
+                arena: None,
+                culprit: i,
+            };
+        }
+        if end >= top {
+            top = end;
+            culprit = i;
+        }
+    }
+    Eval {
+        arena: Some(top),
+        culprit,
+    }
+}
+
+/// Re-places every online item, lowest offset first, at its lowest feasible offset. Never raises
+/// an offset: an item's old place stays free because every item re-placed before it sat wholly
+/// below it (or beside it in time) and only moved down. Returns the new order and arena.
+fn compact(placer: &mut Placer<'_>, offsets: &[usize]) -> (Vec<usize>, Vec<usize>, usize) {
+    let p = placer.p;
+    let mut order: Vec<usize> = (0..p.items.len())
+        .filter(|&i| p.items[i].fixed.is_none())
+        .collect();
+    order.sort_by_key(|&i| (offsets[i], i));
+    placer.reset();
+    for &i in &order {
+        let o = placer.first_fit(i);
+        placer.offsets[i] = o;
+    }
+    let arena = placer.arena().max(p.fixed_top);
+    (placer.offsets.clone(), order, arena)
+}
+
+/// For each item, the most bytes live at any step of its lifetime (sparse-table range maximum
+/// over the compressed timeline).
+fn peak_pressure(p: &Problem) -> Vec<usize> {
+    let mut points: Vec<usize> = p.items.iter().map(|it| it.first).collect();
+    points.sort_unstable();
+    points.dedup();
+    let s = points.len();
+    if s == 0 {
+        return Vec::new();
+    }
+    let idx = |step: usize| points.partition_point(|&x| x < step);
+    // Difference array over segment starts: an item covers points first..=last.
+    let mut diff = vec![0i128; s + 1];
+    for it in &p.items {
+        let a = idx(it.first);
+        let b = points.partition_point(|&x| x <= it.last);
+        diff[a] += it.size as i128;
+        diff[b] -= it.size as i128;
+    }
+    let mut live = vec![0usize; s];
+    let mut acc = 0i128;
+    for k in 0..s {
+        acc += diff[k];
+        live[k] = acc.max(0) as usize;
+    }
+    let mut table = vec![live];
+    let mut width = 1;
+    while width * 2 <= s {
+        let prev = &table[table.len() - 1];
+        let next: Vec<usize> = (0..=s - width * 2)
+            .map(|k| prev[k].max(prev[k + width]))
+            .collect();
+        table.push(next);
+        width *= 2;
+    }
+    p.items
+        .iter()
+        .map(|it| {
+            let a = idx(it.first);
+            let b = points.partition_point(|&x| x <= it.last); // exclusive, > a
+            let len = b - a;
+            let level = (usize::BITS - 1 - len.leading_zeros()) as usize;
+            let w = 1usize << level;
+            table[level][a].max(table[level][b - w])
+        })
+        .collect()
+}
+
+impl Planner for BestPlanner {
+    fn name(&self) -> &str {
+        "best"
+    }
+
+    fn plan(&self, buffers: &[BufferRequirement]) -> Result<Plan, PlanError> {
+        let p = Problem::new(buffers, 1)?;
+        let lb = p.lower_bound;
+        let name = self.name();
+        // 1. Baselines.
+        let (tflm_offsets, tflm_order, w1) = TflmPlanner::place(&p);
+        let (tfl_offsets, tfl_order, w2) = TfLitePlanner::place(&p);
+        let arena_of = |offs: &[usize]| -> usize {
+            offs.iter()
+                .zip(&p.items)
+                .map(|(o, it)| o + it.size)
+                .max()
+                .unwrap_or(0)
+        };
+        let (a1, a2) = (arena_of(&tflm_offsets), arena_of(&tfl_offsets));
+        let mut work = w1 + w2;
+        let (mut best_offsets, mut best_arena) = if a2 < a1 {
+            (tfl_offsets, a2)
+        } else {
+            (tflm_offsets, a1)
+        };
+        // The order and strategy the search continues from.
+        let mut cur_order = if a2 < a1 { tfl_order } else { tflm_order };
+        let mut cur_strategy = if a2 < a1 {
+            Strategy::BestFit
+        } else {
+            Strategy::FirstFit
+        };
+        if best_arena <= lb || p.items.is_empty() {
+            return Ok(p.to_plan(name, &best_offsets));
+        }
+        let mut placer = Placer::new(&p);
+        // 3 (early). Compaction of the baseline.
+        let (offs, order, arena) = compact(&mut placer, &best_offsets);
+        if arena < best_arena {
+            best_offsets = offs;
+            best_arena = arena;
+            cur_order = order;
+            cur_strategy = Strategy::FirstFit;
+        }
+        // 2. Orderings × placements.
+        let online: Vec<usize> = (0..p.items.len())
+            .filter(|&i| p.items[i].fixed.is_none())
+            .collect();
+        let pressure = peak_pressure(&p);
+        let len = |i: usize| p.items[i].last - p.items[i].first + 1;
+        let size = |i: usize| p.items[i].size;
+        type Key<'a> = Box<dyn Fn(usize) -> (u128, u128, u128) + 'a>;
+        let keys: Vec<Key<'_>> = vec![
+            // Larger keys first.
+            Box::new(|i| (pressure[i] as u128, size(i) as u128, len(i) as u128)),
+            Box::new(|i| (size(i) as u128, len(i) as u128, 0)),
+            Box::new(|i| (size(i) as u128 * len(i) as u128, size(i) as u128, 0)),
+            Box::new(|i| (len(i) as u128, size(i) as u128, 0)),
+            Box::new(|i| (u128::MAX - p.items[i].first as u128, size(i) as u128, 0)),
+            Box::new(|i| (size(i) as u128, u128::MAX - p.items[i].first as u128, 0)),
+        ];
+        'outer: for key in &keys {
+            let mut order = online.clone();
+            order.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
+            for strategy in [Strategy::FirstFit, Strategy::BestFit] {
+                if work > self.budget {
+                    break 'outer;
+                }
+                placer.work = 0;
+                let e = eval(&mut placer, &order, strategy, best_arena.saturating_sub(1));
+                work += placer.work;
+                if let Some(arena) = e.arena {
+                    best_arena = arena;
+                    best_offsets = placer.offsets.clone();
+                    cur_order = order.clone();
+                    cur_strategy = strategy;
+                    if best_arena <= lb {
+                        return Ok(p.to_plan(name, &best_offsets));
+                    }
+                }
+            }
+        }
+        let (offs, order, arena) = compact(&mut placer, &best_offsets);
+        if arena < best_arena {
+            best_offsets = offs;
+            best_arena = arena;
+            cur_order = order;
+            cur_strategy = Strategy::FirstFit;
+        }
+        if best_arena <= lb {
+            return Ok(p.to_plan(name, &best_offsets));
+        }
+        // 4. Iterated greedy from the best order.
+        let mut rng = Rng(self.seed ^ (p.items.len() as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+        placer.work = 0;
+        let start = eval(&mut placer, &cur_order, cur_strategy, usize::MAX);
+        work += placer.work;
+        let mut cur_arena = start.arena.unwrap_or(usize::MAX);
+        let mut culprit = start.culprit;
+        let mut pos_of = vec![usize::MAX; p.items.len()];
+        let mut iterations = 0u64;
+        let mut candidate = cur_order.clone();
+        while work < self.budget && iterations < self.max_iterations && cur_order.len() > 1 {
+            iterations += 1;
+            for (k, &i) in cur_order.iter().enumerate() {
+                pos_of[i] = k;
+            }
+            candidate.clear();
+            candidate.extend_from_slice(&cur_order);
+            let from = pos_of[culprit];
+            if from == UNPLACED || from == 0 || rng.below(8) == 0 {
+                // Diversify: swap two random positions.
+                let a = rng.below(candidate.len());
+                let b = rng.below(candidate.len());
+                candidate.swap(a, b);
+            } else {
+                let to = rng.below(from);
+                let item = candidate.remove(from);
+                candidate.insert(to, item);
+            }
+            placer.work = 0;
+            let e = eval(&mut placer, &candidate, cur_strategy, cur_arena);
+            work += placer.work;
+            culprit = e.culprit;
+            if let Some(arena) = e.arena {
+                std::mem::swap(&mut cur_order, &mut candidate);
+                cur_arena = arena;
+                if arena < best_arena {
+                    let snapshot = placer.offsets.clone();
+                    let (offs, order, c_arena) = compact(&mut placer, &snapshot);
+                    best_offsets = offs;
+                    best_arena = c_arena;
+                    if c_arena < cur_arena {
+                        cur_order = order;
+                        cur_arena = c_arena;
+                        cur_strategy = Strategy::FirstFit;
+                    }
+                    if best_arena <= lb {
+                        break;
+                    }
+                }
+            }
+        }
+        tracing::debug!(
+            buffers = buffers.len(),
+            iterations,
+            work,
+            arena = best_arena,
+            lower_bound = lb,
+            "best planner finished"
+        );
+        debug_assert!(best_offsets.iter().all(|&o| o != UNPLACED));
+        Ok(p.to_plan(name, &best_offsets))
+    }
+}
