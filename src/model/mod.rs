@@ -11,6 +11,7 @@ pub mod error;
 pub mod lifetimes;
 pub mod ops;
 pub mod options;
+pub mod plan;
 pub mod tflite;
 
 use std::ops::Range;
@@ -23,6 +24,7 @@ pub use lifetimes::{
 };
 pub use ops::BuiltinOp;
 pub use options::{Activation, BuiltinOptions, Padding};
+pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
 
 /// Element type of a tensor (`TensorType` enum of the TFLite schema).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
