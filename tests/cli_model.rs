@@ -92,3 +92,35 @@ fn inspect_every_shared_model() {
             .is_some_and(|o| !o.is_empty()));
     }
 }
+
+#[test]
+fn demo_plans_a_model_built_with_the_writer() {
+    let out = bin().arg("demo").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("written by the crate and read back"),
+        "{text}"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("arena: head"))
+        .expect("arena split line");
+    // head + tail = total, as printed.
+    let nums: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(nums.len(), 3, "{line}");
+    assert_eq!(nums[0] + nums[1], nums[2], "{line}");
+    let svg = text
+        .lines()
+        .find_map(|l| l.split("picture of the best plan: ").nth(1))
+        .expect("svg path");
+    let content = std::fs::read_to_string(svg.trim()).unwrap();
+    assert!(content.contains("<svg"));
+}

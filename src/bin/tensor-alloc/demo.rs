@@ -67,6 +67,10 @@ pub fn run() -> Result<(), String> {
             r.median_ns_per_op / base
         );
     }
+    println!(
+        "\n3. how big must the tensor arena be? a model built with the crate's .tflite writer:"
+    );
+    crate::demo_model::section()?;
     println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking --workload all`");
     Ok(())
 }

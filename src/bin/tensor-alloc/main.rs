@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod demo_model;
 mod inspect;
 
 use clap::{Parser, Subcommand};
