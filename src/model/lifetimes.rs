@@ -128,8 +128,11 @@ pub struct Lifetimes {
 }
 
 impl Lifetimes {
-    /// Derives lifetimes of `opts.subgraph` of `model`.
+    /// Derives lifetimes of `opts.subgraph` of `model` (after [`Model::validate`]).
     pub fn compute(model: &Model, opts: &LifetimeOptions) -> Result<Lifetimes, ModelError> {
+        // Models from the reader are valid already; hand-assembled ones are checked so that the
+        // indexing below cannot go out of range.
+        model.validate()?;
         let si = opts.subgraph;
         let sg = model
             .subgraphs
@@ -454,4 +457,146 @@ fn sweep_max(num_ops: usize, items: impl Iterator<Item = (usize, usize, usize)>)
         best = best.max(live);
     }
     usize::try_from(best).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{BuiltinOptions, ModelBuilder, TensorType};
+
+    fn lt(m: &Model, opts: LifetimeOptions) -> Lifetimes {
+        Lifetimes::compute(m, &opts).unwrap()
+    }
+
+    #[test]
+    fn dead_outputs_orphans_and_pass_through() {
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", TensorType::Float32, &[4]);
+        let dead = b.add_tensor("dead", TensorType::Float32, &[2]);
+        let y = b.add_tensor("y", TensorType::Float32, &[4]);
+        let orphan = b.add_tensor("scratch", TensorType::UInt8, &[10]);
+        b.add_op(BuiltinOp::SPLIT, BuiltinOptions::None, &[x], &[y, dead]);
+        let z = b.add_tensor("z", TensorType::Float32, &[4]);
+        b.add_op(BuiltinOp::ADD, BuiltinOptions::None, &[y, orphan], &[z]);
+        b.inputs(&[x]).outputs(&[z, x]);
+        let m = b.build();
+        let l = lt(&m, LifetimeOptions::default());
+        let get = |t: i32| {
+            l.planned
+                .iter()
+                .find(|p| p.tensor == t as usize)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(
+            (get(dead).first, get(dead).last),
+            (0, 0),
+            "dead output lives at its writer only"
+        );
+        assert_eq!(
+            (get(orphan).first, get(orphan).last, get(orphan).role),
+            (1, 1, TensorRole::OrphanRead)
+        );
+        assert_eq!(
+            (get(x).first, get(x).last),
+            (0, 1),
+            "an input that is also an output lives to the end"
+        );
+        assert_eq!(get(z).role, TensorRole::Output);
+        // Peak: step 0 has x, y, dead = 40; step 1 has x, y, scratch, z = 58.
+        assert_eq!(l.lower_bound(1), 58);
+        assert_eq!(l.lower_bound(16), 64);
+    }
+
+    #[test]
+    fn empty_graph_and_bad_indices() {
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", TensorType::Int8, &[3]);
+        b.inputs(&[x]).outputs(&[x]);
+        let m = b.build();
+        let l = lt(&m, LifetimeOptions::default());
+        assert_eq!(l.num_ops, 0);
+        assert_eq!(l.lower_bound(1), 3);
+
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", TensorType::Int8, &[3]);
+        b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[42]);
+        let err = Lifetimes::compute(&b.build(), &LifetimeOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("operators[0].outputs[0]"), "{err}");
+        let err = Lifetimes::compute(
+            &m,
+            &LifetimeOptions {
+                subgraph: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("subgraph"), "{err}");
+        let err = Lifetimes::compute(
+            &m,
+            &LifetimeOptions {
+                pinned: vec![9],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("pinned"), "{err}");
+    }
+
+    #[test]
+    fn inplace_needs_a_dying_same_sized_input() {
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", TensorType::Int8, &[8]);
+        let a = b.add_tensor("a", TensorType::Int8, &[8]);
+        b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[a]);
+        // `a` is read again later: it does not die at the ADD, so `c` may not reuse it; `b2`
+        // dies there and has the same size: it may.
+        let b2 = b.add_tensor("b2", TensorType::Int8, &[8]);
+        b.add_op(BuiltinOp::TANH, BuiltinOptions::None, &[a], &[b2]);
+        let c = b.add_tensor("c", TensorType::Int8, &[8]);
+        b.add_op(BuiltinOp::ADD, BuiltinOptions::None, &[a, b2], &[c]);
+        let wide = b.add_tensor("wide", TensorType::Int8, &[8]);
+        b.add_op(BuiltinOp::MUL, BuiltinOptions::None, &[a, c], &[wide]);
+        b.inputs(&[x]).outputs(&[wide]);
+        let m = b.build();
+        let l = lt(
+            &m,
+            LifetimeOptions {
+                inplace: true,
+                ..Default::default()
+            },
+        );
+        let slot = |t: i32| {
+            l.planned
+                .iter()
+                .position(|p| p.tensor == t as usize)
+                .unwrap()
+        };
+        assert_eq!(
+            l.planned[slot(a)].alias_of,
+            None,
+            "x is a graph input: never overwritten"
+        );
+        assert_eq!(l.planned[slot(b2)].alias_of, None, "a is still read later");
+        assert_eq!(l.planned[slot(c)].alias_of, Some(slot(b2)));
+        assert_eq!(
+            l.planned[slot(wide)].alias_of,
+            Some(slot(a)),
+            "a dies at the MUL too and is the first candidate"
+        );
+        // Steps 2 and 3 hold three 8-byte tensors each; with {a, wide} and {b2, c} shared, two.
+        assert_eq!(l.lower_bound(1), 24);
+        assert_eq!(l.lower_bound_with_aliases(1), 16);
+        // A wider output (int16) cannot be written into an int8 input.
+        let mut m2 = m.clone();
+        m2.subgraphs[0].tensors[wide as usize].dtype = TensorType::Int16;
+        let l2 = lt(
+            &m2,
+            LifetimeOptions {
+                inplace: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(l2.planned[slot(wide)].alias_of, None);
+    }
 }

@@ -369,7 +369,7 @@ pub struct SignatureDef {
 pub const OFFLINE_MEMORY_ALLOCATION: &str = "OfflineMemoryAllocation";
 
 /// A TFLite model: the graph IR plus the file bytes the constant data lives in.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Model {
     /// The file bytes (for a [`ModelBuilder`] model: the blob holding its constant data).
     pub bytes: Arc<[u8]>,
@@ -387,6 +387,21 @@ pub struct Model {
     pub metadata: Vec<Metadata>,
     /// `signature_defs`.
     pub signatures: Vec<SignatureDef>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("bytes", &format_args!("<{} bytes>", self.bytes.len()))
+            .field("version", &self.version)
+            .field("description", &self.description)
+            .field("operator_codes", &self.operator_codes)
+            .field("subgraphs", &self.subgraphs)
+            .field("buffers", &self.buffers)
+            .field("metadata", &self.metadata)
+            .field("signatures", &self.signatures)
+            .finish()
+    }
 }
 
 impl PartialEq for Model {
@@ -421,6 +436,131 @@ impl Model {
     /// Serializes the model to a `.tflite` flatbuffer. See [`tflite::write_model`].
     pub fn to_bytes(&self) -> Result<Vec<u8>, ModelError> {
         tflite::write_model(self)
+    }
+
+    /// Checks every index of the IR (opcode, tensor, buffer, subgraph) and every buffer range
+    /// against [`Model::bytes`]. The reader guarantees this for the models it returns; call it on
+    /// a model assembled or edited by hand before analysing it ([`Lifetimes::compute`] does).
+    pub fn validate(&self) -> Result<(), ModelError> {
+        fn check(
+            location: impl FnOnce() -> String,
+            index: i64,
+            len: usize,
+            what: &'static str,
+            optional: bool,
+        ) -> Result<(), ModelError> {
+            if (optional && index == -1) || (index >= 0 && (index as u64) < len as u64) {
+                Ok(())
+            } else {
+                Err(ModelError::IndexOutOfRange {
+                    location: location(),
+                    index,
+                    len,
+                    what,
+                })
+            }
+        }
+        for (i, b) in self.buffers.iter().enumerate() {
+            if let Some(r) = &b.data {
+                if r.start > r.end || r.end > self.bytes.len() {
+                    return Err(ModelError::invalid(
+                        format!("buffers[{i}]"),
+                        format!(
+                            "data range {}..{} outside the {} model bytes",
+                            r.start,
+                            r.end,
+                            self.bytes.len()
+                        ),
+                    ));
+                }
+            }
+        }
+        let nbuf = self.buffers.len().max(1);
+        for (si, sg) in self.subgraphs.iter().enumerate() {
+            let n = sg.tensors.len();
+            for (ti, t) in sg.tensors.iter().enumerate() {
+                check(
+                    || format!("subgraphs[{si}].tensors[{ti}].buffer"),
+                    i64::from(t.buffer),
+                    nbuf,
+                    "buffers",
+                    false,
+                )?;
+            }
+            for (k, &t) in sg.inputs.iter().enumerate() {
+                check(
+                    || format!("subgraphs[{si}].inputs[{k}]"),
+                    i64::from(t),
+                    n,
+                    "tensors of the subgraph",
+                    false,
+                )?;
+            }
+            for (k, &t) in sg.outputs.iter().enumerate() {
+                check(
+                    || format!("subgraphs[{si}].outputs[{k}]"),
+                    i64::from(t),
+                    n,
+                    "tensors of the subgraph",
+                    false,
+                )?;
+            }
+            for (oi, op) in sg.operators.iter().enumerate() {
+                check(
+                    || format!("subgraphs[{si}].operators[{oi}].opcode_index"),
+                    i64::from(op.opcode_index),
+                    self.operator_codes.len(),
+                    "operator_codes",
+                    false,
+                )?;
+                for (field, list) in [
+                    ("inputs", &op.inputs),
+                    ("outputs", &op.outputs),
+                    ("intermediates", &op.intermediates),
+                ] {
+                    for (k, &t) in list.iter().enumerate() {
+                        check(
+                            || format!("subgraphs[{si}].operators[{oi}].{field}[{k}]"),
+                            i64::from(t),
+                            n,
+                            "tensors of the subgraph",
+                            true,
+                        )?;
+                    }
+                }
+            }
+        }
+        for (i, m) in self.metadata.iter().enumerate() {
+            check(
+                || format!("metadata[{i}].buffer"),
+                i64::from(m.buffer),
+                self.buffers.len(),
+                "buffers",
+                false,
+            )?;
+        }
+        for (i, s) in self.signatures.iter().enumerate() {
+            check(
+                || format!("signature_defs[{i}].subgraph_index"),
+                i64::from(s.subgraph_index),
+                self.subgraphs.len(),
+                "subgraphs",
+                false,
+            )?;
+            let n = self.subgraphs[s.subgraph_index as usize].tensors.len();
+            for (field, list) in [("inputs", &s.inputs), ("outputs", &s.outputs)] {
+                for (k, t) in list.iter().enumerate() {
+                    check(
+                        || format!("signature_defs[{i}].{field}[{k}].tensor_index"),
+                        i64::from(t.tensor_index),
+                        n,
+                        "tensors of the signature's subgraph",
+                        false,
+                    )?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The bytes of buffer `index` (empty for the sentinel, an empty buffer, or an index out of
