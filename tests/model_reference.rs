@@ -355,3 +355,49 @@ fn inplace_never_raises_the_bound() {
         );
     }
 }
+
+#[test]
+fn builtin_options_match_their_operators() {
+    use tensor_alloc::model::{BuiltinOp as Op, BuiltinOptions as O};
+    let Some(shared) = shared() else { return };
+    let mut checked = std::collections::BTreeMap::<String, usize>::new();
+    for (name, _json, model) in references(&shared) {
+        for (k, op) in model.subgraphs[0].operators.iter().enumerate() {
+            let code = model.builtin_of(op).unwrap();
+            let o = &op.builtin_options;
+            let ok = match code {
+                Op::CONV_2D => matches!(o, O::Conv2D { .. }),
+                Op::DEPTHWISE_CONV_2D => matches!(o, O::DepthwiseConv2D { .. }),
+                Op::FULLY_CONNECTED => matches!(o, O::FullyConnected { .. }),
+                Op::SOFTMAX => matches!(o, O::Softmax { beta } if *beta > 0.0),
+                Op::ADD => matches!(o, O::Add { .. }),
+                Op::SUB => matches!(o, O::Sub { .. }),
+                Op::MUL => matches!(o, O::Mul { .. }),
+                Op::DIV => matches!(o, O::Div { .. }),
+                Op::CAST => matches!(o, O::Cast { .. } | O::None),
+                Op::MAXIMUM | Op::MINIMUM => matches!(o, O::Other { type_id: 39 } | O::None),
+                Op::TRANSPOSE => matches!(o, O::Other { type_id: 26 } | O::None),
+                Op::RESHAPE => matches!(o, O::Reshape { .. } | O::None),
+                Op::AVERAGE_POOL_2D | Op::MAX_POOL_2D => {
+                    matches!(o, O::Pool2D { filter_w, filter_h, stride_w, .. } if *filter_w > 0 && *filter_h > 0 && *stride_w > 0)
+                }
+                Op::SVDF => matches!(o, O::Svdf { rank, .. } if *rank > 0),
+                Op::UNIDIRECTIONAL_SEQUENCE_LSTM => {
+                    matches!(o, O::UnidirectionalSequenceLstm { .. })
+                }
+                Op::CONCATENATION => matches!(o, O::Concatenation { .. }),
+                Op::MEAN | Op::SUM => matches!(o, O::Reducer { .. }),
+                Op::STRIDED_SLICE => matches!(o, O::StridedSlice { .. }),
+                Op::QUANTIZE => matches!(o, O::Other { type_id: 89 } | O::None),
+                Op::DEQUANTIZE => matches!(o, O::Other { type_id: 38 } | O::None),
+                Op::PAD => matches!(o, O::Other { type_id: 22 } | O::None),
+                Op::CUSTOM => matches!(o, O::None),
+                _ => true,
+            };
+            assert!(ok, "{name}: operator {k} {code} has options {o:?}");
+            *checked.entry(code.to_string()).or_default() += 1;
+        }
+    }
+    eprintln!("options checked per op: {checked:?}");
+    assert!(checked.contains_key("CONV_2D") && checked.contains_key("SVDF"));
+}
