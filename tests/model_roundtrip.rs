@@ -370,3 +370,105 @@ fn corrupt_errors_are_one_line_with_a_field_path() {
     }
     assert!(seen_path, "some truncation errors name the field path");
 }
+
+/// Random layered graphs built with the builder: they round-trip through the writer and reader,
+/// and their lifetimes satisfy the planner's invariants.
+#[test]
+fn random_models_round_trip_and_have_sane_lifetimes() {
+    use tensor_alloc::workload::Rng;
+    let ops = [
+        BuiltinOp::ADD,
+        BuiltinOp::RELU,
+        BuiltinOp::RESHAPE,
+        BuiltinOp::CONCATENATION,
+        BuiltinOp::MUL,
+        BuiltinOp::LOGISTIC,
+    ];
+    for seed in 0..200u64 {
+        let mut rng = Rng::new(seed);
+        let mut b = ModelBuilder::new("random");
+        let mut live: Vec<i32> = Vec::new();
+        let input = b.add_tensor("in", TensorType::Int8, &[1, 16]);
+        live.push(input);
+        let n_ops = 1 + rng.below(20) as usize;
+        for k in 0..n_ops {
+            let op = ops[rng.below(ops.len() as u64) as usize];
+            let a = live[rng.below(live.len() as u64) as usize];
+            let bb = live[rng.below(live.len() as u64) as usize];
+            let shape = if rng.chance(0.5) {
+                vec![1, 16]
+            } else {
+                vec![16]
+            };
+            let out = b.add_tensor(&format!("t{k}"), TensorType::Int8, &shape);
+            let inputs: Vec<i32> = match op {
+                BuiltinOp::ADD | BuiltinOp::MUL | BuiltinOp::CONCATENATION => vec![a, bb],
+                _ => vec![a],
+            };
+            let options = match op {
+                BuiltinOp::ADD => BuiltinOptions::Add {
+                    activation: Activation::None,
+                    pot_scale_int16: rng.chance(0.5),
+                },
+                BuiltinOp::MUL => BuiltinOptions::Mul {
+                    activation: Activation::Relu,
+                },
+                BuiltinOp::CONCATENATION => BuiltinOptions::Concatenation {
+                    axis: -1,
+                    activation: Activation::None,
+                },
+                BuiltinOp::RESHAPE => BuiltinOptions::Reshape {
+                    new_shape: Some(shape.clone()),
+                },
+                _ => BuiltinOptions::None,
+            };
+            b.add_op(op, options, &inputs, &[out]);
+            live.push(out);
+        }
+        let out = *live.last().unwrap();
+        b.inputs(&[input]).outputs(&[out]);
+        let m = b.build();
+        let back = Model::from_bytes(m.to_bytes().unwrap()).unwrap();
+        assert_eq!(back, m, "seed {seed}");
+        for inplace in [false, true] {
+            let lt = Lifetimes::compute(
+                &back,
+                &LifetimeOptions {
+                    inplace,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            assert_eq!(lt.num_ops, n_ops);
+            for p in &lt.planned {
+                assert!(p.first <= p.last && p.last < n_ops, "seed {seed}: {p:?}");
+                if let Some(r) = p.alias_of {
+                    assert!(lt.planned[r].alias_of.is_none() && lt.planned[r].bytes >= p.bytes);
+                }
+            }
+            assert!(lt.lower_bound(1) <= lt.naive_bytes());
+            assert!(lt.lower_bound_with_aliases(1) <= lt.lower_bound(1));
+            assert!(lt.lower_bound(1) >= lt.planned.iter().map(|p| p.bytes).max().unwrap_or(0));
+            // The planner accepts the requirements (aliases included) and validates every plan.
+            for alignment in [1, 16] {
+                let opts = tensor_alloc::model::ModelPlanOptions {
+                    lifetimes: LifetimeOptions {
+                        inplace,
+                        ..Default::default()
+                    },
+                    alignment,
+                    use_offline_plan: true,
+                };
+                let plan = tensor_alloc::model::plan_model(&back, &opts).unwrap();
+                let best = plan.report.get("best").unwrap().arena_bytes;
+                assert!(
+                    best <= plan.report.get("tflm").unwrap().arena_bytes,
+                    "seed {seed}"
+                );
+                if !inplace {
+                    assert!(best >= plan.lower_bound_bytes, "seed {seed}");
+                }
+            }
+        }
+    }
+}
