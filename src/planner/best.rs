@@ -46,7 +46,7 @@ impl Default for BestPlanner {
 
 impl BestPlanner {
     /// Default work budget (neighbour inspections).
-    pub const DEFAULT_BUDGET: u64 = 2_000_000;
+    pub const DEFAULT_BUDGET: u64 = 600_000;
 
     /// The default planner.
     pub fn new() -> Self {
@@ -111,20 +111,21 @@ fn eval(placer: &mut Placer<'_>, order: &[usize], strategy: Strategy, bound: usi
 
 /// Re-places every online item, lowest offset first, at its lowest feasible offset. Never raises
 /// an offset: an item's old place stays free because every item re-placed before it sat wholly
-/// below it (or beside it in time) and only moved down. Returns the new order and arena.
-fn compact(placer: &mut Placer<'_>, offsets: &[usize]) -> (Vec<usize>, Vec<usize>, usize) {
+/// below it (or beside it in time) and only moved down. Returns the offsets, the order, the arena and the work spent.
+fn compact(placer: &mut Placer<'_>, offsets: &[usize]) -> (Vec<usize>, Vec<usize>, usize, u64) {
     let p = placer.p;
     let mut order: Vec<usize> = (0..p.items.len())
         .filter(|&i| p.items[i].fixed.is_none())
         .collect();
     order.sort_by_key(|&i| (offsets[i], i));
     placer.reset();
+    placer.work = 0;
     for &i in &order {
         let o = placer.first_fit(i);
         placer.offsets[i] = o;
     }
     let arena = placer.arena().max(p.fixed_top);
-    (placer.offsets.clone(), order, arena)
+    (placer.offsets.clone(), order, arena, placer.work)
 }
 
 /// For each item, the most bytes live at any step of its lifetime (sparse-table range maximum
@@ -213,7 +214,8 @@ impl Planner for BestPlanner {
         }
         let mut placer = Placer::new(&p);
         // 3 (early). Compaction of the baseline.
-        let (offs, order, arena) = compact(&mut placer, &best_offsets);
+        let (offs, order, arena, w) = compact(&mut placer, &best_offsets);
+        work += w;
         if arena < best_arena {
             best_offsets = offs;
             best_arena = arena;
@@ -258,7 +260,8 @@ impl Planner for BestPlanner {
                 }
             }
         }
-        let (offs, order, arena) = compact(&mut placer, &best_offsets);
+        let (offs, order, arena, w) = compact(&mut placer, &best_offsets);
+        work += w;
         if arena < best_arena {
             best_offsets = offs;
             best_arena = arena;
@@ -305,7 +308,8 @@ impl Planner for BestPlanner {
                 cur_arena = arena;
                 if arena < best_arena {
                     let snapshot = placer.offsets.clone();
-                    let (offs, order, c_arena) = compact(&mut placer, &snapshot);
+                    let (offs, order, c_arena, w) = compact(&mut placer, &snapshot);
+                    work += w;
                     best_offsets = offs;
                     best_arena = c_arena;
                     if c_arena < cur_arena {

@@ -189,7 +189,7 @@ impl Planner for LinearPlanner {
     }
 
     fn plan(&self, buffers: &[BufferRequirement]) -> Result<Plan, PlanError> {
-        let p = Problem::new(buffers, 1)?;
+        let p = Problem::build(buffers, 1, false)?;
         let mut offsets: Vec<usize> = p
             .items
             .iter()
