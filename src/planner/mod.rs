@@ -478,3 +478,6 @@ pub fn lower_bound_without_aliasing(buffers: &[BufferRequirement]) -> Result<usi
     });
     Ok(problem::sweep_peak(intervals).0)
 }
+
+#[cfg(test)]
+mod tests;

@@ -114,19 +114,20 @@ pub(crate) fn sweep_peak(intervals: impl Iterator<Item = (usize, usize, usize)>)
         }
     }
     events.sort_unstable_by_key(|&(s, k, _)| (s, k));
-    let (mut live, mut peak, mut peak_step) = (0usize, 0usize, 0usize);
+    // u128 cannot overflow: at most 2^64 buffers of at most 2^64 bytes.
+    let (mut live, mut peak, mut peak_step) = (0u128, 0u128, 0usize);
     for (step, kind, bytes) in events {
         if kind == 0 {
-            live -= bytes;
+            live -= bytes as u128;
         } else {
-            live = live.saturating_add(bytes);
+            live += bytes as u128;
             if live > peak {
                 peak = live;
                 peak_step = step;
             }
         }
     }
-    (peak, peak_step)
+    (usize::try_from(peak).unwrap_or(usize::MAX), peak_step)
 }
 
 impl Problem {
