@@ -130,7 +130,8 @@ fn aliases_are_planned_as_one() {
 
 #[test]
 fn invalid_inputs_are_errors() {
-    let cases: Vec<(Vec<BufferRequirement>, fn(&PlanError) -> bool)> = vec![
+    type Check = fn(&PlanError) -> bool;
+    let cases: Vec<(Vec<BufferRequirement>, Check)> = vec![
         (vec![b(0, 0, 0)], |e| {
             matches!(e, PlanError::ZeroSize { index: 0 })
         }),

@@ -2,6 +2,9 @@
 
 mod bench;
 mod demo;
+#[allow(dead_code)] // `section` is wired into the demo by the lead.
+mod demo_planner;
+mod plan;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,6 +26,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// A short self-contained demonstration (the default when no command is given).
     Demo,
+    /// Plan buffer lifetimes with every planner (linear, tflm, tflite, best) and compare.
+    Plan(plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None | Some(Command::Demo) => demo::run(),
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Plan(args)) => plan::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
