@@ -44,7 +44,7 @@ fn bad_inputs_are_one_line_errors() {
     bytes[0..4].copy_from_slice(&1000u32.to_le_bytes());
     bytes[4..8].copy_from_slice(b"TFL3");
     std::fs::write(&corrupt, &bytes).unwrap();
-    let commands: &[&str] = &["inspect"];
+    let commands: &[&str] = &["inspect", "plan"];
     for &cmd in commands {
         assert_clean_failure(&[cmd, missing.to_str().unwrap()], "missing.tflite");
         assert_clean_failure(&[cmd, dir.path().to_str().unwrap()], "is a directory");
@@ -123,4 +123,140 @@ fn demo_plans_a_model_built_with_the_writer() {
         .expect("svg path");
     let content = std::fs::read_to_string(svg.trim()).unwrap();
     assert!(content.contains("<svg"));
+}
+
+fn plan_json(model: &Path, extra: &[&str]) -> serde_json::Value {
+    let out = bin()
+        .arg("plan")
+        .arg(model)
+        .args(extra)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        model.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The "done means", through the CLI: `plan --alignment 1 --no-inplace` reports the
+/// reference's planned-tensor count and lower bound, `best` reaches it; with in-place sharing
+/// `best` is at most LiteRT's measured span and TFLM's head.
+#[test]
+fn plan_every_shared_model_matches_reference() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if !shared.join("reference").is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let mut n = 0;
+    for e in std::fs::read_dir(shared.join("reference")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let name = p.file_stem().unwrap().to_string_lossy().to_string();
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        let model = shared.join(format!("models/tflm/{name}.tflite"));
+        let v = plan_json(&model, &["--alignment", "1", "--no-inplace"]);
+        let lb = r["memory"]["lower_bound_excl_prepare_time_constants_bytes"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(
+            v["planned_tensors"], r["memory"]["num_planned_tensors"],
+            "{name}"
+        );
+        assert_eq!(v["lower_bound_bytes"].as_u64().unwrap(), lb, "{name}");
+        assert_eq!(
+            v["planners"]["best"]["arena_bytes"].as_u64().unwrap(),
+            lb,
+            "{name}"
+        );
+        let offsets = v["planners"]["best"]["offsets"].as_array().unwrap();
+        assert_eq!(
+            offsets.len() as u64,
+            v["buffers"].as_u64().unwrap(),
+            "{name}"
+        );
+        let head = v["head_bytes"].as_u64().unwrap();
+        let persistent = v["persistent"]["bytes"].as_u64().unwrap();
+        assert_eq!(
+            v["total_arena_bytes"].as_u64().unwrap(),
+            head + persistent,
+            "{name}"
+        );
+
+        let ip = plan_json(&model, &["--alignment", "1"]);
+        let best = ip["planners"]["best"]["arena_bytes"].as_u64().unwrap();
+        if let Some(span) = r["tflite_arena"]["span_bytes"].as_u64() {
+            assert!(best <= span, "{name}: best {best} > LiteRT span {span}");
+        }
+        if let Some(h) = r["runtimes"]["tflm"]["arena"]["arena_head_bytes"].as_u64() {
+            assert!(best <= h, "{name}: best {best} > TFLM head {h}");
+        }
+        n += 1;
+    }
+    assert!(n >= 19);
+}
+
+#[test]
+fn plan_model_text_and_svg() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/models/tflm/keyword_scrambled.tflite");
+    if !model.is_file() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("plan.svg");
+    let out = bin()
+        .arg("plan")
+        .arg(&model)
+        .arg("--svg")
+        .arg(&svg)
+        .arg("--preserve-all")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("16 planned tensors"), "{text}");
+    assert!(
+        text.contains("persistent: 10240 bytes (10240 B variables"),
+        "{text}"
+    );
+    assert!(text.contains("arena to allocate: head"), "{text}");
+    // preserve-all: no reuse, so every planner equals linear.
+    let v = plan_json(&model, &["--preserve-all", "--alignment", "1"]);
+    let linear = v["planners"]["linear"]["arena_bytes"].as_u64().unwrap();
+    assert_eq!(
+        v["planners"]["best"]["arena_bytes"].as_u64().unwrap(),
+        linear
+    );
+    assert_eq!(linear, 718, "naive bytes of the reference");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    // Pinning a tensor and a bad pin.
+    let pinned = plan_json(&model, &["--pin", "0", "--alignment", "1", "--no-inplace"]);
+    assert!(pinned["lower_bound_bytes"].as_u64().unwrap() >= 288);
+    let out = bin()
+        .arg("plan")
+        .arg(&model)
+        .args(["--pin", "100000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pinned"));
+    let out = bin()
+        .arg("plan")
+        .arg(&model)
+        .args(["--alignment", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
 }

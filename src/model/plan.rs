@@ -134,7 +134,7 @@ pub fn plan_model(model: &Model, opts: &ModelPlanOptions) -> Result<ModelPlan, M
             | PlanError::OfflineMisaligned { .. }
             | PlanError::AliasOfflineConflict { .. }),
         ) if has_offline && opts.use_offline_plan => {
-            tracing::warn!(error = %e, "offline memory plan cannot be honoured; planning online");
+            tracing::info!(error = %e, "offline memory plan cannot be honoured; planning online");
             offline_ignored = Some(e.to_string());
             (reqs, tensors) = requirements(&lifetimes, opts.alignment, false);
             planner::plan_all(&reqs).map_err(plan_error)?

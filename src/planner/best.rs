@@ -72,19 +72,16 @@ enum Strategy {
     BestFit,
 }
 
-/// Outcome of placing one order.
-struct Eval {
-    /// Arena size if the order was placed completely within the bound.
-    arena: Option<usize>,
-    /// The item that ended highest (complete) or first crossed the bound (aborted).
-    culprit: usize,
-}
-
-/// Places `order` on top of the fixed items; aborts as soon as an item ends above `bound`.
-fn eval(placer: &mut Placer<'_>, order: &[usize], strategy: Strategy, bound: usize) -> Eval {
+/// Places `order` on top of the fixed items; returns the arena, or `None` as soon as an item ends
+/// above `bound`.
+fn eval(
+    placer: &mut Placer<'_>,
+    order: &[usize],
+    strategy: Strategy,
+    bound: usize,
+) -> Option<usize> {
     placer.reset();
     let mut top = placer.p.fixed_top;
-    let mut culprit = order.first().copied().unwrap_or(0);
     for &i in order {
         let o = match strategy {
             Strategy::FirstFit => placer.first_fit(i),
@@ -93,38 +90,30 @@ fn eval(placer: &mut Placer<'_>, order: &[usize], strategy: Strategy, bound: usi
         placer.offsets[i] = o;
         let end = o + placer.p.items[i].size;
         if end > bound {
-            return Eval {
-                arena: None,
-                culprit: i,
-            };
+            return None;
         }
-        if end >= top {
-            top = end;
-            culprit = i;
-        }
+        top = top.max(end);
     }
-    Eval {
-        arena: Some(top),
-        culprit,
-    }
+    Some(top)
 }
 
 /// Re-places every online item, lowest offset first, at its lowest feasible offset. Never raises
 /// an offset: an item's old place stays free because every item re-placed before it sat wholly
-/// below it (or beside it in time) and only moved down. Returns the new order and arena.
-fn compact(placer: &mut Placer<'_>, offsets: &[usize]) -> (Vec<usize>, Vec<usize>, usize) {
+/// below it (or beside it in time) and only moved down. Returns the offsets, the order, the arena and the work spent.
+fn compact(placer: &mut Placer<'_>, offsets: &[usize]) -> (Vec<usize>, Vec<usize>, usize, u64) {
     let p = placer.p;
     let mut order: Vec<usize> = (0..p.items.len())
         .filter(|&i| p.items[i].fixed.is_none())
         .collect();
     order.sort_by_key(|&i| (offsets[i], i));
     placer.reset();
+    placer.work = 0;
     for &i in &order {
         let o = placer.first_fit(i);
         placer.offsets[i] = o;
     }
     let arena = placer.arena().max(p.fixed_top);
-    (placer.offsets.clone(), order, arena)
+    (placer.offsets.clone(), order, arena, placer.work)
 }
 
 /// For each item, the most bytes live at any step of its lifetime (sparse-table range maximum
@@ -213,7 +202,8 @@ impl Planner for BestPlanner {
         }
         let mut placer = Placer::new(&p);
         // 3 (early). Compaction of the baseline.
-        let (offs, order, arena) = compact(&mut placer, &best_offsets);
+        let (offs, order, arena, w) = compact(&mut placer, &best_offsets);
+        work += w;
         if arena < best_arena {
             best_offsets = offs;
             best_arena = arena;
@@ -241,13 +231,14 @@ impl Planner for BestPlanner {
             let mut order = online.clone();
             order.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
             for strategy in [Strategy::FirstFit, Strategy::BestFit] {
-                if work > self.budget {
+                // The orderings may use half the budget; the search gets the rest.
+                if work > self.budget / 2 {
                     break 'outer;
                 }
                 placer.work = 0;
                 let e = eval(&mut placer, &order, strategy, best_arena.saturating_sub(1));
                 work += placer.work;
-                if let Some(arena) = e.arena {
+                if let Some(arena) = e {
                     best_arena = arena;
                     best_offsets = placer.offsets.clone();
                     cur_order = order.clone();
@@ -258,7 +249,8 @@ impl Planner for BestPlanner {
                 }
             }
         }
-        let (offs, order, arena) = compact(&mut placer, &best_offsets);
+        let (offs, order, arena, w) = compact(&mut placer, &best_offsets);
+        work += w;
         if arena < best_arena {
             best_offsets = offs;
             best_arena = arena;
@@ -268,55 +260,28 @@ impl Planner for BestPlanner {
         if best_arena <= lb {
             return Ok(p.to_plan(name, &best_offsets));
         }
-        // 4. Iterated greedy from the best order.
-        let mut rng = Rng(self.seed ^ (p.items.len() as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+        // 4. Iterated greedy from the best order, re-placing only what a move affects.
+        let rng = Rng(self.seed ^ (p.items.len() as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
         placer.work = 0;
-        let start = eval(&mut placer, &cur_order, cur_strategy, usize::MAX);
+        eval(&mut placer, &cur_order, cur_strategy, usize::MAX);
         work += placer.work;
-        let mut cur_arena = start.arena.unwrap_or(usize::MAX);
-        let mut culprit = start.culprit;
-        let mut pos_of = vec![usize::MAX; p.items.len()];
-        let mut iterations = 0u64;
-        let mut candidate = cur_order.clone();
-        while work < self.budget && iterations < self.max_iterations && cur_order.len() > 1 {
-            iterations += 1;
-            for (k, &i) in cur_order.iter().enumerate() {
-                pos_of[i] = k;
-            }
-            candidate.clear();
-            candidate.extend_from_slice(&cur_order);
-            let from = pos_of[culprit];
-            if from == UNPLACED || from == 0 || rng.below(8) == 0 {
-                // Diversify: swap two random positions.
-                let a = rng.below(candidate.len());
-                let b = rng.below(candidate.len());
-                candidate.swap(a, b);
-            } else {
-                let to = rng.below(from);
-                let item = candidate.remove(from);
-                candidate.insert(to, item);
-            }
-            placer.work = 0;
-            let e = eval(&mut placer, &candidate, cur_strategy, cur_arena);
-            work += placer.work;
-            culprit = e.culprit;
-            if let Some(arena) = e.arena {
-                std::mem::swap(&mut cur_order, &mut candidate);
-                cur_arena = arena;
-                if arena < best_arena {
-                    let snapshot = placer.offsets.clone();
-                    let (offs, order, c_arena) = compact(&mut placer, &snapshot);
-                    best_offsets = offs;
-                    best_arena = c_arena;
-                    if c_arena < cur_arena {
-                        cur_order = order;
-                        cur_arena = c_arena;
-                        cur_strategy = Strategy::FirstFit;
-                    }
-                    if best_arena <= lb {
-                        break;
-                    }
-                }
+        let mut search = Search {
+            placer: &mut placer,
+            order: cur_order,
+            strategy: cur_strategy,
+            rng,
+            work,
+        };
+        let (offs, arena, iterations) = search.run(lb, self.budget, self.max_iterations);
+        work = search.work;
+        if arena < best_arena {
+            best_offsets = offs;
+            best_arena = arena;
+            let (offs, _, arena, w) = compact(&mut placer, &best_offsets);
+            work += w;
+            if arena < best_arena {
+                best_offsets = offs;
+                best_arena = arena;
             }
         }
         tracing::debug!(
@@ -329,5 +294,154 @@ impl Planner for BestPlanner {
         );
         debug_assert!(best_offsets.iter().all(|&o| o != UNPLACED));
         Ok(p.to_plan(name, &best_offsets))
+    }
+}
+
+/// The iterated-greedy search state: an order whose placement is in `placer.offsets`.
+struct Search<'a, 'p> {
+    placer: &'a mut Placer<'p>,
+    order: Vec<usize>,
+    strategy: Strategy,
+    rng: Rng,
+    work: u64,
+}
+
+impl Search<'_, '_> {
+    fn place(&mut self, i: usize) -> usize {
+        match self.strategy {
+            Strategy::FirstFit => self.placer.first_fit(i),
+            Strategy::BestFit => self.placer.slack_best_fit(i),
+        }
+    }
+
+    /// Moves the item at position `from` to position `to < from` and updates ranks.
+    fn shift(&mut self, from: usize, to: usize) {
+        let c = self.order[from];
+        self.order.copy_within(to..from, to + 1);
+        self.order[to] = c;
+        for k in to..=from {
+            self.placer.rank[self.order[k]] = k + 1;
+        }
+    }
+
+    /// Moves the item at `to` back to `from > to`.
+    fn unshift(&mut self, to: usize, from: usize) {
+        let c = self.order[to];
+        self.order.copy_within(to + 1..=from, to);
+        self.order[from] = c;
+        for k in to..=from {
+            self.placer.rank[self.order[k]] = k + 1;
+        }
+    }
+
+    /// The arena of the current placement and an item ending at it (chosen at random among ties).
+    fn top(&mut self) -> (usize, usize) {
+        let p = self.placer.p;
+        let mut arena = p.fixed_top;
+        let mut culprit = self.order[0];
+        let mut ties = 0usize;
+        for &i in &self.order {
+            let end = self.placer.offsets[i] + p.items[i].size;
+            if end > arena {
+                arena = end;
+                culprit = i;
+                ties = 1;
+            } else if end == arena {
+                ties += 1;
+                if self.rng.below(ties) == 0 {
+                    culprit = i;
+                }
+            }
+        }
+        (arena, culprit)
+    }
+
+    /// Runs until the lower bound, the budget or the iteration limit; returns the best offsets,
+    /// their arena and the iterations done.
+    fn run(&mut self, lb: usize, budget: u64, max_iterations: u64) -> (Vec<usize>, usize, u64) {
+        let p = self.placer.p;
+        let n = self.order.len();
+        let m = p.items.len();
+        self.placer.rank = vec![0; m];
+        for (k, &i) in self.order.iter().enumerate() {
+            self.placer.rank[i] = k + 1;
+        }
+        let (mut cur_arena, mut culprit) = self.top();
+        let mut best = (self.placer.offsets.clone(), cur_arena);
+        let mut dirty = vec![false; m];
+        let mut touched: Vec<usize> = Vec::new();
+        let mut undo: Vec<(usize, usize)> = Vec::new();
+        let mut iterations = 0u64;
+        while n > 1 && self.work < budget && iterations < max_iterations && best.1 > lb {
+            iterations += 1;
+            let rank_c = self.placer.rank[culprit];
+            let mut from = rank_c.saturating_sub(1);
+            if rank_c == 0 || from == 0 || self.rng.below(8) == 0 {
+                // Diversify: move a random item earlier.
+                from = 1 + self.rng.below(n - 1);
+            }
+            let to = self.rng.below(from);
+            self.shift(from, to);
+            let c = self.order[to];
+            let rc = self.placer.rank[c];
+            dirty[c] = true;
+            touched.push(c);
+            for &j in p.neighbors(c) {
+                let r = self.placer.rank[j as usize];
+                if r > rc && r <= from + 1 && !dirty[j as usize] {
+                    dirty[j as usize] = true;
+                    touched.push(j as usize);
+                }
+            }
+            undo.clear();
+            let mut aborted = None;
+            for k in to..n {
+                let i = self.order[k];
+                if !dirty[i] {
+                    continue;
+                }
+                let old = self.placer.offsets[i];
+                self.placer.work = 0;
+                let new = self.place(i);
+                self.work += self.placer.work;
+                if new != old {
+                    self.placer.offsets[i] = new;
+                    undo.push((i, old));
+                    let ri = self.placer.rank[i];
+                    for &j in p.neighbors(i) {
+                        let j = j as usize;
+                        if self.placer.rank[j] > ri && !dirty[j] {
+                            dirty[j] = true;
+                            touched.push(j);
+                        }
+                    }
+                }
+                if new + p.items[i].size > cur_arena {
+                    aborted = Some(i);
+                    break;
+                }
+            }
+            self.work += (n - to) as u64 / 16 + 1;
+            for &t in &touched {
+                dirty[t] = false;
+            }
+            touched.clear();
+            if let Some(i) = aborted {
+                for &(j, old) in undo.iter().rev() {
+                    self.placer.offsets[j] = old;
+                }
+                self.unshift(to, from);
+                culprit = i;
+                continue;
+            }
+            let (arena, top) = self.top();
+            cur_arena = arena;
+            culprit = top;
+            if arena < best.1 {
+                best = (self.placer.offsets.clone(), arena);
+            }
+        }
+        self.placer.rank.clear();
+        (best.0, best.1, iterations)
     }
 }

@@ -16,6 +16,10 @@ pub(crate) struct Placer<'p> {
     scratch: Vec<(usize, usize)>,
     /// Neighbor visits so far (the deterministic work measure of the search budget).
     pub work: u64,
+    /// When non-empty: the rank of every item in the current order (fixed items 0, the online
+    /// item at position k has k + 1); a neighbour then counts as placed only if it ranks lower.
+    /// Used by the incremental search, where later items still hold their old offsets.
+    pub rank: Vec<usize>,
 }
 
 impl<'p> Placer<'p> {
@@ -31,6 +35,7 @@ impl<'p> Placer<'p> {
             offsets,
             scratch: Vec::new(),
             work: 0,
+            rank: Vec::new(),
         }
     }
 
@@ -46,10 +51,20 @@ impl<'p> Placer<'p> {
         self.scratch.clear();
         let nb = self.p.neighbors(i);
         self.work += nb.len() as u64 + 1;
-        for &j in nb {
-            let o = self.offsets[j as usize];
-            if o != UNPLACED {
-                self.scratch.push((o, o + self.p.items[j as usize].size));
+        if self.rank.is_empty() {
+            for &j in nb {
+                let o = self.offsets[j as usize];
+                if o != UNPLACED {
+                    self.scratch.push((o, o + self.p.items[j as usize].size));
+                }
+            }
+        } else {
+            let r = self.rank[i];
+            for &j in nb {
+                let o = self.offsets[j as usize];
+                if o != UNPLACED && self.rank[j as usize] < r {
+                    self.scratch.push((o, o + self.p.items[j as usize].size));
+                }
             }
         }
         self.scratch.sort_unstable();
@@ -189,7 +204,7 @@ impl Planner for LinearPlanner {
     }
 
     fn plan(&self, buffers: &[BufferRequirement]) -> Result<Plan, PlanError> {
-        let p = Problem::new(buffers, 1)?;
+        let p = Problem::build(buffers, 1, false)?;
         let mut offsets: Vec<usize> = p
             .items
             .iter()

@@ -37,7 +37,7 @@ pub use best::BestPlanner;
 pub use greedy::{LinearPlanner, TfLitePlanner, TflmPlanner};
 pub use offline::{OfflinePlan, OFFLINE_METADATA_NAME};
 pub use random::random_layered_dag;
-pub use report::{plan_all, plan_all_with, PlanReport, PlannerResult};
+pub use report::{plan_all, plan_all_with, records_from_json, PlanReport, PlannerResult};
 
 use serde::{Deserialize, Serialize};
 
@@ -314,6 +314,9 @@ pub enum PlanError {
     /// A planner option out of range.
     #[error("invalid planner option: {0}")]
     InvalidOption(String),
+    /// A malformed record-set JSON document.
+    #[error("record set: {0}")]
+    Records(String),
     /// Malformed `OfflineMemoryAllocation` metadata.
     #[error("offline memory allocation metadata: {0}")]
     Metadata(String),
@@ -478,3 +481,6 @@ pub fn lower_bound_without_aliasing(buffers: &[BufferRequirement]) -> Result<usi
     });
     Ok(problem::sweep_peak(intervals).0)
 }
+
+#[cfg(test)]
+mod tests;

@@ -114,25 +114,36 @@ pub(crate) fn sweep_peak(intervals: impl Iterator<Item = (usize, usize, usize)>)
         }
     }
     events.sort_unstable_by_key(|&(s, k, _)| (s, k));
-    let (mut live, mut peak, mut peak_step) = (0usize, 0usize, 0usize);
+    // u128 cannot overflow: at most 2^64 buffers of at most 2^64 bytes.
+    let (mut live, mut peak, mut peak_step) = (0u128, 0u128, 0usize);
     for (step, kind, bytes) in events {
         if kind == 0 {
-            live -= bytes;
+            live -= bytes as u128;
         } else {
-            live = live.saturating_add(bytes);
+            live += bytes as u128;
             if live > peak {
                 peak = live;
                 peak_step = step;
             }
         }
     }
-    (peak, peak_step)
+    (usize::try_from(peak).unwrap_or(usize::MAX), peak_step)
 }
 
 impl Problem {
     /// Validates `buffers` and builds the problem. Online items get an alignment of at least
     /// `min_align` (TFLite's tensor alignment); fixed items keep their own.
     pub fn new(buffers: &[BufferRequirement], min_align: usize) -> Result<Self, PlanError> {
+        Self::build(buffers, min_align, true)
+    }
+
+    /// Like [`Problem::new`]; without the time-overlap graph when `with_graph` is false (then
+    /// `neighbors` must not be called).
+    pub fn build(
+        buffers: &[BufferRequirement],
+        min_align: usize,
+        with_graph: bool,
+    ) -> Result<Self, PlanError> {
         check_requirements(buffers)?;
         let n = buffers.len();
         let mut items: Vec<Item> = Vec::new();
@@ -215,61 +226,69 @@ impl Problem {
                 }
             }
         }
-        // Time-overlap graph by a sweep over items sorted by first use.
+        // One sweep over items sorted by first use: the time-overlap graph (when wanted) and the
+        // check that no two offline-planned items overlap.
         let m = items.len();
         let mut order: Vec<usize> = (0..m).collect();
         order.sort_unstable_by_key(|&i| (items[i].first, i));
-        let mut degree = vec![0usize; m];
+        let mut degree = vec![0usize; if with_graph { m } else { 0 }];
         let mut edges: Vec<(u32, u32)> = Vec::new();
         let mut active: Vec<usize> = Vec::new();
+        let mut active_fixed: Vec<usize> = Vec::new();
         for &i in &order {
             let first = items[i].first;
-            active.retain(|&j| items[j].last >= first);
-            for &j in &active {
-                edges.push((i as u32, j as u32));
-                degree[i] += 1;
-                degree[j] += 1;
+            if with_graph {
+                active.retain(|&j| items[j].last >= first);
+                for &j in &active {
+                    edges.push((i as u32, j as u32));
+                    degree[i] += 1;
+                    degree[j] += 1;
+                }
+                active.push(i);
             }
-            active.push(i);
-        }
-        let mut adj_start = vec![0usize; m + 1];
-        for i in 0..m {
-            adj_start[i + 1] = adj_start[i] + degree[i];
-        }
-        let mut fill = adj_start.clone();
-        let mut adj = vec![0u32; adj_start[m]];
-        for &(a, b) in &edges {
-            adj[fill[a as usize]] = b;
-            fill[a as usize] += 1;
-            adj[fill[b as usize]] = a;
-            fill[b as usize] += 1;
-        }
-        drop(edges);
-        // Offline-planned items must not overlap each other.
-        for i in 0..m {
-            let Some(oi) = items[i].fixed else { continue };
-            for &j in &adj[adj_start[i]..adj_start[i + 1]] {
-                let j = j as usize;
-                if j <= i {
-                    continue;
+            if let Some(oi) = items[i].fixed {
+                active_fixed.retain(|&j| items[j].last >= first);
+                for &j in &active_fixed {
+                    // Both fixed: `fixed` is Some for every member of active_fixed.
+                    let oj = items[j].fixed.unwrap_or(0);
+                    let (ei, ej) = (oi + items[i].size, oj + items[j].size);
+                    if oi < ej && oj < ei {
+                        let (a, b) = if items[j].index < items[i].index {
+                            (j, i)
+                        } else {
+                            (i, j)
+                        };
+                        let (oa, ob) = (items[a].fixed.unwrap_or(0), items[b].fixed.unwrap_or(0));
+                        return Err(PlanError::OfflineOverlap {
+                            a: items[a].index,
+                            a_start: oa,
+                            a_end: oa + items[a].size,
+                            a_first: items[a].first,
+                            a_last: items[a].last,
+                            b: items[b].index,
+                            b_start: ob,
+                            b_end: ob + items[b].size,
+                            b_first: items[b].first,
+                            b_last: items[b].last,
+                        });
+                    }
                 }
-                let Some(oj) = items[j].fixed else { continue };
-                let (ei, ej) = (oi + items[i].size, oj + items[j].size);
-                if oi < ej && oj < ei {
-                    let (bi, bj) = (items[i].index, items[j].index);
-                    return Err(PlanError::OfflineOverlap {
-                        a: bi,
-                        a_start: oi,
-                        a_end: ei,
-                        a_first: items[i].first,
-                        a_last: items[i].last,
-                        b: bj,
-                        b_start: oj,
-                        b_end: ej,
-                        b_first: items[j].first,
-                        b_last: items[j].last,
-                    });
-                }
+                active_fixed.push(i);
+            }
+        }
+        let mut adj_start = vec![0usize; if with_graph { m + 1 } else { 1 }];
+        let mut adj = Vec::new();
+        if with_graph {
+            for i in 0..m {
+                adj_start[i + 1] = adj_start[i] + degree[i];
+            }
+            let mut fill = adj_start.clone();
+            adj = vec![0u32; adj_start[m]];
+            for &(a, b) in &edges {
+                adj[fill[a as usize]] = b;
+                fill[a as usize] += 1;
+                adj[fill[b as usize]] = a;
+                fill[b as usize] += 1;
             }
         }
         let fixed_top = items

@@ -4,7 +4,7 @@ use super::{
     lower_bound_without_aliasing, BestPlanner, BufferRequirement, LinearPlanner, Plan, PlanError,
     Planner, TfLitePlanner, TflmPlanner,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::time::Instant;
 
@@ -150,4 +150,47 @@ impl PlanReport {
         }
         s
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordSet {
+    buffers: Vec<Record>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record {
+    size: usize,
+    first: usize,
+    last: usize,
+    #[serde(default)]
+    alignment: Option<usize>,
+    #[serde(default)]
+    offline_offset: Option<usize>,
+    #[serde(default)]
+    alias_of: Option<usize>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// Parses a record set: `{"buffers":[{"size":N,"first":A,"last":B}, ...]}` with optional
+/// `alignment` (default 1), `offline_offset`, `alias_of` and `name` per buffer. Unknown fields
+/// are errors (they are usually typos). The buffers are not validated here; planning does that.
+pub fn records_from_json(text: &str) -> Result<Vec<BufferRequirement>, PlanError> {
+    let set: RecordSet =
+        serde_json::from_str(text).map_err(|e| PlanError::Records(e.to_string()))?;
+    Ok(set
+        .buffers
+        .into_iter()
+        .map(|r| BufferRequirement {
+            size: r.size,
+            alignment: r.alignment.unwrap_or(1),
+            first_use: r.first,
+            last_use: r.last,
+            offline_offset: r.offline_offset,
+            alias_of: r.alias_of,
+            name: r.name,
+        })
+        .collect())
 }

@@ -3,7 +3,11 @@
 mod bench;
 mod demo;
 mod demo_model;
+#[allow(dead_code)] // `section` is wired into the demo by the lead.
+mod demo_planner;
 mod inspect;
+mod plan;
+mod plan_model;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,6 +31,8 @@ enum Command {
     Demo,
     /// Show what a .tflite model contains: operators, tensors, inputs/outputs, quantization.
     Inspect(inspect::InspectArgs),
+    /// Plan buffer lifetimes with every planner (linear, tflm, tflite, best) and compare.
+    Plan(plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +42,7 @@ fn main() -> ExitCode {
         None | Some(Command::Demo) => demo::run(),
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Inspect(args)) => inspect::run(&args),
+        Some(Command::Plan(args)) => plan::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
