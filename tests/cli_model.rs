@@ -260,3 +260,37 @@ fn plan_model_text_and_svg() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn malformed_offline_plan_is_reported() {
+    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, ModelBuilder, TensorType};
+    let mut b = ModelBuilder::new("g");
+    let x = b.add_tensor("x", TensorType::Int8, &[4]);
+    let y = b.add_tensor("y", TensorType::Int8, &[4]);
+    b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
+    b.inputs(&[x]).outputs(&[y]);
+    // Version 7 is not a known format version.
+    let words: Vec<u8> = [7i32, 1, 2, 0, -1]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    b.add_metadata("OfflineMemoryAllocation", &words);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad_offline.tflite");
+    std::fs::write(&path, b.build().to_bytes().unwrap()).unwrap();
+    let out = bin().arg("inspect").arg(&path).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("offline memory plan: invalid, ignored"));
+    assert_clean_failure(&["plan", path.to_str().unwrap()], "OfflineMemoryAllocation");
+    let out = bin()
+        .arg("plan")
+        .arg(&path)
+        .arg("--ignore-offline-plan")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

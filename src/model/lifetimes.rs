@@ -40,6 +40,9 @@ pub struct LifetimeOptions {
     pub pinned: Vec<usize>,
     /// Declare in-place aliases (see the module documentation).
     pub inplace: bool,
+    /// Do not read the `OfflineMemoryAllocation` metadata (no offline offsets; a malformed
+    /// entry is then not an error either).
+    pub ignore_offline_plan: bool,
 }
 
 /// Role of a planned tensor.
@@ -198,7 +201,11 @@ impl Lifetimes {
             }
         }
 
-        let offline = if si == 0 { model.offline_plan()? } else { None };
+        let offline = if si == 0 && !opts.ignore_offline_plan {
+            model.offline_plan()?
+        } else {
+            None
+        };
         let mut pinned = vec![false; n];
         for &p in &opts.pinned {
             if p >= n {

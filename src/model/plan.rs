@@ -123,7 +123,9 @@ pub fn plan_model(model: &Model, opts: &ModelPlanOptions) -> Result<ModelPlan, M
             format!("{}, expected a power of two", opts.alignment),
         ));
     }
-    let lifetimes = Lifetimes::compute(model, &opts.lifetimes)?;
+    let mut lifetime_opts = opts.lifetimes.clone();
+    lifetime_opts.ignore_offline_plan |= !opts.use_offline_plan;
+    let lifetimes = Lifetimes::compute(model, &lifetime_opts)?;
     let has_offline = lifetimes.planned.iter().any(|p| p.offline_offset.is_some());
     let (mut reqs, mut tensors) = requirements(&lifetimes, opts.alignment, opts.use_offline_plan);
     let mut offline_ignored = None;

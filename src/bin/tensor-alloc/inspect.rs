@@ -92,14 +92,20 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         .filter(|c| c.builtin == BuiltinOp::CUSTOM)
         .map(|c| c.custom_code.clone().unwrap_or_default())
         .collect();
+    // A malformed offline plan is reported, not fatal: the rest of the model is still shown.
+    let (offline, offline_error) = match model.offline_plan() {
+        Ok(o) => (o, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     let memory = if model.subgraphs.is_empty() {
         None
     } else {
-        let lt =
-            Lifetimes::compute(&model, &LifetimeOptions::default()).map_err(|e| e.to_string())?;
-        Some(lt)
+        let opts = LifetimeOptions {
+            ignore_offline_plan: offline_error.is_some(),
+            ..Default::default()
+        };
+        Some(Lifetimes::compute(&model, &opts).map_err(|e| e.to_string())?)
     };
-    let offline = model.offline_plan().map_err(|e| e.to_string())?;
     let subgraphs: Vec<usize> = if args.all_subgraphs {
         (0..model.subgraphs.len()).collect()
     } else {
@@ -160,6 +166,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             "metadata": model.metadata.iter().map(|m| json!({
                 "name": m.name, "bytes": model.buffer_data(m.buffer as usize).len()})).collect::<Vec<_>>(),
             "offline_planned_tensors": offline.as_ref().map(|o| o.iter().filter(|x| x.is_some()).count()),
+            "offline_plan_error": offline_error,
             "memory": memory.as_ref().map(|lt| json!({
                 "planned_tensors": lt.num_planned(),
                 "lower_bound_bytes": lt.lower_bound(1),
@@ -279,6 +286,9 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             m.name,
             model.buffer_data(m.buffer as usize).len()
         );
+    }
+    if let Some(e) = &offline_error {
+        println!("offline memory plan: invalid, ignored: {e}");
     }
     if let Some(o) = &offline {
         println!(

@@ -50,6 +50,7 @@ pub fn run(
             preserve_inputs: flags.preserve_inputs,
             pinned: flags.pinned.clone(),
             inplace: !flags.no_inplace,
+            ignore_offline_plan: flags.ignore_offline_plan,
         },
         alignment,
         use_offline_plan: !flags.ignore_offline_plan,
