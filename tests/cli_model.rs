@@ -269,8 +269,8 @@ fn malformed_offline_plan_is_reported() {
     let y = b.add_tensor("y", TensorType::Int8, &[4]);
     b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
     b.inputs(&[x]).outputs(&[y]);
-    // Version 7 is not a known format version.
-    let words: Vec<u8> = [7i32, 1, 2, 0, -1]
+    // The count says 5 offsets but only 2 follow.
+    let words: Vec<u8> = [1i32, 0, 5, 0, -1]
         .iter()
         .flat_map(|w| w.to_le_bytes())
         .collect();
@@ -293,4 +293,45 @@ fn malformed_offline_plan_is_reported() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `plan --embed-offline`: the best plan written into the model as TFLM offline metadata is
+/// read back and kept by every planner.
+#[test]
+fn embedded_offline_plan_is_honoured() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/models/tflm");
+    if !shared.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "person_detect",
+        "dtln_noise_suppression",
+        "keyword_scrambled",
+    ] {
+        let model = shared.join(format!("{name}.tflite"));
+        let out = dir.path().join(format!("{name}_offline.tflite"));
+        let first = plan_json(&model, &["--embed-offline", out.to_str().unwrap()]);
+        let best = first["planners"]["best"]["arena_bytes"].as_u64().unwrap();
+        let again = plan_json(&out, &[]);
+        assert!(
+            again["offline_plan_ignored"].is_null(),
+            "{name}: {}",
+            again["offline_plan_ignored"]
+        );
+        for planner in ["linear", "tflm", "tflite", "best"] {
+            let a = again["planners"][planner]["arena_bytes"].as_u64().unwrap();
+            assert_eq!(a, best, "{name}: {planner} keeps the offline offsets");
+        }
+        assert_eq!(
+            again["planners"]["best"]["offsets"], first["planners"]["best"]["offsets"],
+            "{name}"
+        );
+        // The rest of the model is unchanged.
+        let a = tensor_alloc::model::Model::load(&model).unwrap();
+        let b = tensor_alloc::model::Model::load(&out).unwrap();
+        assert_eq!(a.subgraphs, b.subgraphs);
+        assert!(b.offline_plan().unwrap().is_some());
+    }
 }

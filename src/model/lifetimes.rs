@@ -21,7 +21,7 @@
 //! In-place sharing ([`LifetimeOptions::inplace`]): a RESHAPE / SQUEEZE / EXPAND_DIMS output
 //! aliases its input, and an element-wise op's output may be written into an input of the same
 //! dtype and byte size, when that input dies at the op and is neither a graph input nor a graph
-//! output.
+//! output (and, for offline-planned tensors, when the offline plan gave both the same offset).
 
 use super::{BuiltinOp, Model, ModelError};
 
@@ -332,10 +332,7 @@ impl Lifetimes {
                 continue;
             };
             let Some(yi) = slot[y] else { continue };
-            if self.planned[yi].first != k
-                || self.planned[yi].offline_offset.is_some()
-                || self.planned[yi].alias_of.is_some()
-            {
+            if self.planned[yi].first != k || self.planned[yi].alias_of.is_some() {
                 continue;
             }
             let candidates: Vec<usize> = if reshape {
@@ -357,7 +354,8 @@ impl Lifetimes {
                     || xp.last != k
                     || is_input[x]
                     || is_output[x]
-                    || xp.offline_offset.is_some()
+                    // Offline-planned tensors may only share when the plan put them together.
+                    || xp.offline_offset != yp.offline_offset
                     || !same_type
                     || !fits
                 {
@@ -367,7 +365,9 @@ impl Lifetimes {
                 if taken[root] && self.group_last(root) != k {
                     continue;
                 }
-                if self.planned[root].bytes < self.planned[yi].bytes {
+                if self.planned[root].bytes < self.planned[yi].bytes
+                    || self.planned[root].offline_offset != self.planned[yi].offline_offset
+                {
                     continue;
                 }
                 self.planned[yi].alias_of = Some(root);

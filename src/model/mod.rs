@@ -609,93 +609,79 @@ impl Model {
     /// metadata: one entry per tensor, `Some(offset)` for offline-planned tensors, `None` for
     /// "plan at run time" (-1). `Ok(None)` when the model has no such metadata.
     ///
-    /// Format (little-endian i32 words): format version (0; 1 is accepted too), number of
-    /// subgraphs (written as 1; some producers store the subgraph index, it is not checked),
-    /// number of offsets `n`, then `n` offsets; trailing padding words are allowed.
+    /// The format is parsed by [`crate::planner::OfflinePlan`] (words: format version, subgraph,
+    /// count `n`, then `n` offsets; neither the version nor the subgraph word is checked, as in
+    /// TFLM); the count must equal the number of tensors of subgraph 0, as TFLM requires.
     pub fn offline_plan(&self) -> Result<Option<Vec<Option<usize>>>, ModelError> {
         let Some(bytes) = self.metadata_bytes(OFFLINE_MEMORY_ALLOCATION) else {
             return Ok(None);
         };
         let loc = "metadata[OfflineMemoryAllocation]";
-        if bytes.len() % 4 != 0 || bytes.len() < 12 {
-            return Err(ModelError::invalid(
-                loc,
-                format!(
-                    "{} bytes, expected a whole number of i32 words, at least 3",
-                    bytes.len()
-                ),
-            ));
-        }
-        let word = |i: usize| {
-            i32::from_le_bytes([
-                bytes[4 * i],
-                bytes[4 * i + 1],
-                bytes[4 * i + 2],
-                bytes[4 * i + 3],
-            ])
-        };
-        let words = bytes.len() / 4;
-        let version = word(0);
-        if version != 0 && version != 1 {
-            return Err(ModelError::invalid(
-                loc,
-                format!("format version {version}, expected 0 (or 1)"),
-            ));
-        }
-        let count = word(2);
-        let count_ok = usize::try_from(count).ok().filter(|&c| c <= words - 3);
-        let Some(count) = count_ok else {
-            return Err(ModelError::invalid(
-                loc,
-                format!(
-                    "offset count {count}, expected at most {} (the words after the header)",
-                    words - 3
-                ),
-            ));
-        };
+        let plan = crate::planner::OfflinePlan::from_bytes(bytes)
+            .map_err(|e| ModelError::invalid(loc, e.to_string()))?;
         let tensors = self.subgraphs.first().map_or(0, |s| s.tensors.len());
-        if count != tensors {
+        if plan.offsets.len() != tensors {
             return Err(ModelError::invalid(
                 loc,
-                format!("{count} offsets, expected one per tensor of subgraph 0 ({tensors})"),
+                format!(
+                    "{} offsets, expected one per tensor of subgraph 0 ({tensors})",
+                    plan.offsets.len()
+                ),
             ));
         }
-        let mut out = Vec::with_capacity(count);
-        for i in 0..count {
-            let v = word(3 + i);
-            out.push(match v {
-                -1 => None,
-                v if v >= 0 => Some(v as usize),
-                v => {
-                    return Err(ModelError::invalid(
-                        format!("{loc}.offsets[{i}]"),
-                        format!("{v}, expected -1 or a non-negative offset"),
-                    ))
-                }
-            });
+        Ok(Some(plan.offsets))
+    }
+
+    /// A copy of the model with metadata entry `name` set to `bytes` (replacing an entry of that
+    /// name, or added). The data is appended to a copy of [`Model::bytes`].
+    pub fn with_metadata(&self, name: &str, bytes: &[u8]) -> Model {
+        let mut data = self.bytes.to_vec();
+        let start = data.len().next_multiple_of(16);
+        data.resize(start, 0);
+        data.extend_from_slice(bytes);
+        let mut m = self.clone();
+        m.bytes = Arc::from(data);
+        m.buffers.push(Buffer {
+            data: (!bytes.is_empty()).then_some(start..start + bytes.len()),
+            external: false,
+        });
+        let buffer = (m.buffers.len() - 1) as u32;
+        match m.metadata.iter_mut().find(|e| e.name == name) {
+            Some(e) => e.buffer = buffer,
+            None => m.metadata.push(Metadata {
+                name: name.to_string(),
+                buffer,
+            }),
         }
-        Ok(Some(out))
+        m
     }
 
     /// Encodes an offline plan in TFLM's `OfflineMemoryAllocation` metadata format (see
-    /// [`Model::offline_plan`]).
+    /// [`Model::offline_plan`]; version 1, subgraph 0).
     pub fn encode_offline_plan(offsets: &[Option<usize>]) -> Result<Vec<u8>, ModelError> {
-        let count = i32::try_from(offsets.len()).map_err(|_| {
-            ModelError::Write(format!("{} offsets do not fit an i32 count", offsets.len()))
-        })?;
-        let mut out = Vec::with_capacity(12 + 4 * offsets.len());
-        for w in [0i32, 1, count] {
-            out.extend_from_slice(&w.to_le_bytes());
+        crate::planner::OfflinePlan {
+            version: 1,
+            subgraph: 0,
+            offsets: offsets.to_vec(),
         }
-        for (i, o) in offsets.iter().enumerate() {
-            let v = match o {
-                None => -1,
-                Some(v) => i32::try_from(*v).map_err(|_| {
-                    ModelError::Write(format!("offline offset {v} of tensor {i} exceeds i32"))
-                })?,
-            };
-            out.extend_from_slice(&v.to_le_bytes());
+        .to_bytes()
+        .map_err(|e| ModelError::Write(e.to_string()))
+    }
+
+    /// A copy of the model with `offsets` (one per tensor of subgraph 0) embedded as
+    /// `OfflineMemoryAllocation` metadata, so TFLM (and this crate's planners) use them as fixed
+    /// offsets.
+    pub fn with_offline_plan(&self, offsets: &[Option<usize>]) -> Result<Model, ModelError> {
+        let tensors = self.subgraphs.first().map_or(0, |s| s.tensors.len());
+        if offsets.len() != tensors {
+            return Err(ModelError::Write(format!(
+                "offline plan has {} offsets, expected one per tensor of subgraph 0 ({tensors})",
+                offsets.len()
+            )));
         }
-        Ok(out)
+        Ok(self.with_metadata(
+            OFFLINE_MEMORY_ALLOCATION,
+            &Self::encode_offline_plan(offsets)?,
+        ))
     }
 }

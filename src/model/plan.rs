@@ -60,6 +60,19 @@ impl ModelPlan {
             .unwrap_or(0)
     }
 
+    /// The offsets chosen by planner `name` as one entry per tensor of the planned subgraph
+    /// (`None` for tensors that are not planned) — what [`Model::with_offline_plan`] embeds.
+    pub fn tensor_offsets(&self, name: &str, tensor_count: usize) -> Option<Vec<Option<usize>>> {
+        let r = self.report.get(name)?;
+        let mut out = vec![None; tensor_count];
+        for (&t, &o) in self.tensors.iter().zip(&r.offsets) {
+            if let Some(slot) = out.get_mut(t) {
+                *slot = Some(o);
+            }
+        }
+        Some(out)
+    }
+
     /// What a user should allocate for tensor data: the planned head plus the persistent
     /// section. (Runtime bookkeeping such as TFLM's eval tensors and kernel op data is not
     /// included: it depends on the interpreter, not on the model's tensors.)

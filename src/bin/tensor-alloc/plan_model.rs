@@ -31,6 +31,10 @@ pub struct ModelPlanFlags {
     /// Ignore the model's OfflineMemoryAllocation metadata.
     #[arg(long)]
     pub ignore_offline_plan: bool,
+    /// Write a copy of the model with the best plan embedded as OfflineMemoryAllocation
+    /// metadata (TFLM then uses these offsets instead of planning at run time).
+    #[arg(long, value_name = "OUT.tflite")]
+    pub embed_offline: Option<PathBuf>,
 }
 
 /// Plans `model_path` and prints the report (text or JSON); writes the best plan as SVG to
@@ -78,6 +82,25 @@ pub fn run(
         let picture = plan.report.plans[best].to_svg(&plan.requirements);
         std::fs::write(path, picture)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+
+    if let Some(out) = &flags.embed_offline {
+        if flags.subgraph != 0 {
+            return Err("--embed-offline: TFLM offline plans describe subgraph 0 only".into());
+        }
+        let n = model.subgraphs.first().map_or(0, |s| s.tensors.len());
+        let offsets = plan.tensor_offsets("best", n).ok_or("no best plan")?;
+        let embedded = model
+            .with_offline_plan(&offsets)
+            .map_err(|e| e.to_string())?;
+        let bytes = embedded.to_bytes().map_err(|e| e.to_string())?;
+        std::fs::write(out, bytes).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        if !json_out {
+            println!(
+                "wrote {} with the best plan as OfflineMemoryAllocation metadata",
+                out.display()
+            );
+        }
     }
 
     if json_out {
