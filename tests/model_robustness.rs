@@ -4,7 +4,8 @@
 //!
 //! By default: every truncation of the models up to 64 KiB, a dense sample (the first 2 KiB, the
 //! last 1 KiB and ~2,000 evenly spread lengths) of the larger ones, and 2,000 seeded mutations per
-//! model (80% of them aimed at the flatbuffer structure rather than weight bytes). Set
+//! model (80% of them aimed at the flatbuffer structure rather than weight bytes); a mutated
+//! model that loads must also survive lifetime analysis and a write -> read -> write round trip. Set
 //! `TENSOR_ALLOC_STRESS=1` for every truncation of every model and 20,000 mutations per model.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -51,6 +52,12 @@ fn models() -> Option<Vec<(String, Vec<u8>)>> {
 /// Loads `bytes` (and derives lifetimes when it loads); panics with `what` if the reader panics
 /// or allocates more than 32x the input plus 1 MiB. Returns whether it loaded.
 fn check(bytes: &[u8], what: &dyn Fn() -> String) -> bool {
+    check_with(bytes, what, false)
+}
+
+/// [`check`], and when `write` is set and the input loads: the writer serializes the model, the
+/// result reads back, and writing again gives the same bytes.
+fn check_with(bytes: &[u8], what: &dyn Fn() -> String, write: bool) -> bool {
     let len = bytes.len();
     let (res, counts) = count_allocations(|| {
         catch_unwind(AssertUnwindSafe(|| {
@@ -174,7 +181,13 @@ fn random_mutations_fail_cleanly() {
                 }
                 edits.push(pos);
             }
-            if check(&buf, &|| format!("{name} mutation #{i} at {edits:?}")) {
+            // Write-back checks on every mutation of the small models, every 20th of the big ones.
+            let write = bytes.len() <= 512 * 1024 || i % 20 == 0;
+            if check_with(
+                &buf,
+                &|| format!("{name} mutation #{i} at {edits:?}"),
+                write,
+            ) {
                 ok += 1;
             } else {
                 failed += 1;
