@@ -259,7 +259,7 @@ fn write_operator<'b>(
     let inputs = fbb.create_vector(&o.inputs);
     let outputs = fbb.create_vector(&o.outputs);
     let inter = (!o.intermediates.is_empty()).then(|| fbb.create_vector(&o.intermediates));
-    let custom = (!o.custom_options.is_empty()).then(|| fbb.create_vector(&o.custom_options));
+    let custom = (!o.custom_options.is_empty()).then(|| fbb.create_byte_string(&o.custom_options));
     let mutating = (!o.mutating_variable_inputs.is_empty())
         .then(|| fbb.create_vector(&o.mutating_variable_inputs));
     let options = write_options(fbb, &o.builtin_options);
