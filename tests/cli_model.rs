@@ -191,6 +191,12 @@ fn plan_every_shared_model_matches_reference() {
 
         let ip = plan_json(&model, &["--alignment", "1"]);
         let best = ip["planners"]["best"]["arena_bytes"].as_u64().unwrap();
+        assert_eq!(
+            ip["without_inplace"]["best_arena_bytes"].as_u64().unwrap(),
+            lb,
+            "{name}: both plans reported"
+        );
+        assert!(best <= lb, "{name}");
         if let Some(span) = r["tflite_arena"]["span_bytes"].as_u64() {
             assert!(best <= span, "{name}: best {best} > LiteRT span {span}");
         }

@@ -60,6 +60,14 @@ pub fn run(
         use_offline_plan: !flags.ignore_offline_plan,
     };
     let plan = plan_model(&model, &opts).map_err(|e| e.to_string())?;
+    // With in-place sharing on, also plan without it, so both figures are reported.
+    let without_inplace = if opts.lifetimes.inplace {
+        let mut o = opts.clone();
+        o.lifetimes.inplace = false;
+        Some(plan_model(&model, &o).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
     let lt = &plan.lifetimes;
     let bytes_of = |k: PersistentKind| -> usize {
         lt.persistent
@@ -126,6 +134,17 @@ pub fn run(
                 }),
             );
             obj.insert("head_bytes".into(), json!(plan.head_bytes()));
+            if let Some(w) = &without_inplace {
+                obj.insert(
+                    "without_inplace".into(),
+                    json!({
+                        "lower_bound_bytes": w.report.lower_bound_bytes,
+                        "best_arena_bytes": w.head_bytes(),
+                        "tflm_arena_bytes": w.report.get("tflm").map(|r| r.arena_bytes),
+                        "tflite_arena_bytes": w.report.get("tflite").map(|r| r.arena_bytes),
+                    }),
+                );
+            }
             obj.insert("total_arena_bytes".into(), json!(plan.total_bytes()));
             obj.insert("unused_tensors".into(), json!(lt.unused));
             obj.insert("dynamic_tensors".into(), json!(lt.unsized_tensors));
@@ -151,6 +170,14 @@ pub fn run(
         println!("offline memory plan ignored: {why}");
     }
     print!("{}", plan.report.to_table());
+    if let Some(w) = &without_inplace {
+        println!(
+            "without in-place sharing: lower bound {} bytes, best {} bytes (saved by sharing: {} bytes)",
+            w.report.lower_bound_bytes,
+            w.head_bytes(),
+            w.head_bytes().saturating_sub(plan.head_bytes())
+        );
+    }
     println!(
         "persistent: {} bytes ({} B variables, {} B prepare-time constants, {} tensors)",
         plan.persistent_bytes,
