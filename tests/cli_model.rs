@@ -341,3 +341,29 @@ fn embedded_offline_plan_is_honoured() {
         assert!(b.offline_plan().unwrap().is_some());
     }
 }
+
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/models/tflm/mobilenet_v2_quantized_1x3x224x224.tflite");
+    if !model.is_file() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    // The JSON listing (~2 MB) is far larger than a pipe buffer.
+    let mut child = bin()
+        .args(["inspect", "--json"])
+        .arg(&model)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one chunk, then close our end of the pipe.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut buf = [0u8; 64];
+    std::io::Read::read(&mut stdout, &mut buf).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -26,7 +26,7 @@ pub struct InspectArgs {
 fn quant_text(q: &Option<Quantization>) -> String {
     match q {
         None => String::new(),
-        Some(q) if q.scale.is_empty() => "quant: (no scale)".into(),
+        Some(q) if q.scale.is_empty() => String::new(),
         Some(q) if q.is_per_channel() => format!(
             "per-channel x{} on dim {} (scale {:.3e}..{:.3e})",
             q.scale.len(),

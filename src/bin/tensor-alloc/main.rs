@@ -36,6 +36,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     init_tracing();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -50,6 +51,17 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so `tensor-alloc inspect m.tflite | head` would panic in `println!` when
+/// the reader goes away; restore the default action (exit quietly), as Unix filters do.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists; setting the
+    // disposition of SIGPIPE to SIG_DFL installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
