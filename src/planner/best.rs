@@ -15,15 +15,20 @@ use super::{BufferRequirement, Plan, PlanError, Planner};
 ///    anywhere in the buffer's lifetime —, size then first use), each placed lowest-gap-first and
 ///    best-fit (least slack);
 /// 3. a compaction pass that drops every buffer, lowest first, to its lowest feasible offset;
-/// 4. a seeded iterated-greedy search: the buffer that ends highest (or first crosses the best size
-///    so far) moves earlier in the order, the order is re-placed, and the result is kept when it is
-///    no larger; improvements are compacted.
+/// 4. a seeded iterated-greedy search: the buffer that ends highest (or first crosses the current
+///    size) moves to a random earlier place in the order, the affected buffers are re-placed, and
+///    the move is kept when the arena does not grow (undone otherwise); the best result is
+///    compacted.
 ///
-/// Every phase stops as soon as the plan reaches the lower bound. The search spends a budget of
-/// *work units* (one per time-overlapping neighbour inspected), not wall time, so the same input
-/// always gives the same plan. The default budget, [`BestPlanner::DEFAULT_BUDGET`], keeps
-/// 10,000 buffers around 10–40 ms in release builds; after the baselines and orderings have been
-/// tried, the search stops once the budget is spent, so large inputs still finish quickly.
+/// Every phase stops as soon as the plan reaches the lower bound. The orderings and the search
+/// spend a budget of *work units* (one per time-overlapping neighbour inspected), not wall time,
+/// so the same input always gives the same plan; the baselines and compactions are always run.
+/// The orderings may use a quarter of the budget (at least one ordering is always tried), the
+/// search the rest. Each search step moves one item and re-places only the items whose placement
+/// can change (those after it in the order that overlap a moved item in time), so a step costs
+/// what the move disturbs, not the whole plan. With [`BestPlanner::DEFAULT_BUDGET`], planning
+/// 10,000 buffers of a random layered DAG takes about 36 ms and 100,000 about 0.3 s (release
+/// build, `cargo bench --bench planner`).
 #[derive(Debug, Clone, Copy)]
 pub struct BestPlanner {
     /// Seed of the search (same seed and input → same plan).
@@ -46,7 +51,7 @@ impl Default for BestPlanner {
 
 impl BestPlanner {
     /// Default work budget (neighbour inspections).
-    pub const DEFAULT_BUDGET: u64 = 2_000_000;
+    pub const DEFAULT_BUDGET: u64 = 700_000;
 
     /// The default planner.
     pub fn new() -> Self {
@@ -184,7 +189,9 @@ impl Planner for BestPlanner {
                 .unwrap_or(0)
         };
         let (a1, a2) = (arena_of(&tflm_offsets), arena_of(&tfl_offsets));
-        let mut work = w1 + w2;
+        // The budget covers the orderings and the search; the baselines are always run.
+        let baseline_work = w1 + w2;
+        let mut work = 0u64;
         let (mut best_offsets, mut best_arena) = if a2 < a1 {
             (tfl_offsets, a2)
         } else {
@@ -231,8 +238,8 @@ impl Planner for BestPlanner {
             let mut order = online.clone();
             order.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
             for strategy in [Strategy::FirstFit, Strategy::BestFit] {
-                // The orderings may use half the budget; the search gets the rest.
-                if work > self.budget / 2 {
+                // The orderings may use a quarter of the budget; the search gets the rest.
+                if work > self.budget / 4 {
                     break 'outer;
                 }
                 placer.work = 0;
@@ -288,6 +295,7 @@ impl Planner for BestPlanner {
             buffers = buffers.len(),
             iterations,
             work,
+            baseline_work,
             arena = best_arena,
             lower_bound = lb,
             "best planner finished"
