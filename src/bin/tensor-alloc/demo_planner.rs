@@ -56,3 +56,17 @@ pub fn section() -> Result<(), String> {
     println!("  plan picture: {}", path.display());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn section_runs_and_best_reaches_the_bound() {
+        super::section().unwrap();
+        let bufs = super::records();
+        let report = tensor_alloc::planner::plan_all(&bufs).unwrap();
+        assert_eq!(
+            report.get("best").unwrap().arena_bytes,
+            report.lower_bound_bytes
+        );
+    }
+}
