@@ -16,7 +16,8 @@ use super::{BufferRequirement, Plan, PlanError, Planner};
 ///    best-fit (least slack);
 /// 3. a compaction pass that drops every buffer, lowest first, to its lowest feasible offset;
 /// 4. a seeded iterated-greedy search: the buffer that ends highest (or first crosses the current
-///    size) moves to a random earlier place in the order, the affected buffers are re-placed, and
+///    size) moves earlier in the order (half the time anywhere before, half the time at most 64
+///    places), the affected buffers are re-placed, and
 ///    the move is kept when the arena does not grow (undone otherwise); the best result is
 ///    compacted.
 ///
@@ -388,7 +389,11 @@ impl Search<'_, '_> {
                 // Diversify: move a random item earlier.
                 from = 1 + self.rng.below(n - 1);
             }
-            let to = self.rng.below(from);
+            let to = if self.rng.below(2) == 0 {
+                self.rng.below(from)
+            } else {
+                from - 1 - self.rng.below(from.min(64))
+            };
             self.shift(from, to);
             let c = self.order[to];
             let rc = self.placer.rank[c];
