@@ -347,7 +347,7 @@ impl Search<'_, '_> {
     fn top(&mut self) -> (usize, usize) {
         let p = self.placer.p;
         let mut arena = p.fixed_top;
-        let mut culprit = self.order[0];
+        let mut culprit = self.order.first().copied().unwrap_or(0);
         let mut ties = 0usize;
         for &i in &self.order {
             let end = self.placer.offsets[i] + p.items[i].size;
