@@ -100,3 +100,49 @@ fn best_reaches_the_reference_lower_bounds() {
         eprintln!("{row}");
     }
 }
+
+/// A TFLM-style fixed arena for a real model's plan: one byte short fails with the exact number of
+/// bytes needed; the exact size works.
+#[test]
+fn fixed_arena_for_a_real_model_plan() {
+    use tensor_alloc::arena::{Arena, ArenaError, Category};
+    let Some(dir) = reference_dir() else {
+        eprintln!("skipping: ../shared not found");
+        return;
+    };
+    let path = dir.join("person_detect.json");
+    if !path.exists() {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    }
+    let (bufs, _) = load(&path, 16);
+    let plan = BestPlanner::default().plan(&bufs).unwrap();
+    let persistent = 1000usize; // op data of the model, say
+    let needed = plan.arena_size + 1008;
+    // 16-aligned backing storage so no bytes are lost to aligning the start.
+    let mut storage = vec![0u128; needed / 16];
+    // SAFETY: viewing initialised u128s as bytes; the length covers exactly the vector.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(storage.as_mut_ptr() as *mut u8, needed) };
+    {
+        let (short, _) = bytes.split_at_mut(needed - 16);
+        let mut arena = Arena::from_slice(short, 16).unwrap();
+        arena
+            .allocate_persistent(persistent, 16, Category::OpData)
+            .unwrap();
+        match arena.commit_plan(&plan, &bufs, |_| Category::TensorData) {
+            Err(ArenaError::OutOfSpace { needed: n, .. }) => assert_eq!(n, needed),
+            other => panic!("expected OutOfSpace, got {other:?}"),
+        }
+    }
+    let mut arena = Arena::from_slice(bytes, 16).unwrap().with_recording();
+    arena
+        .allocate_persistent(persistent, 16, Category::OpData)
+        .unwrap();
+    arena
+        .commit_plan(&plan, &bufs, |_| Category::TensorData)
+        .unwrap();
+    assert_eq!(arena.free_bytes(), 0);
+    let rec = arena.recording().unwrap();
+    assert_eq!(rec.tensor_data.used_bytes, plan.arena_size);
+    assert_eq!(rec.op_data.used_bytes, 1008);
+}

@@ -550,11 +550,10 @@ impl<'a> Arena<'a> {
             return Err(too_big(self));
         };
         // Align the absolute address down (the base is aligned to the arena alignment only).
-        let addr = self.base.as_ptr() as usize + raw;
-        let start = raw - (addr % alignment);
-        if raw < addr % alignment || start < self.temp_top {
+        let misalign = (self.base.as_ptr() as usize).wrapping_add(raw) % alignment;
+        let Some(start) = raw.checked_sub(misalign).filter(|&s| s >= self.temp_top) else {
             return Err(too_big(self));
-        }
+        };
         let used = self.tail - start;
         self.tail = start;
         if let Some(rec) = self.recording.as_mut() {
@@ -724,6 +723,22 @@ mod tests {
         assert_eq!(a.free_bytes(), 0);
         assert!(a.allocate_temp(1, 1).is_err());
         assert_eq!(a.used_bytes(), a.size());
+    }
+
+    #[test]
+    fn persistent_alignment_above_arena_alignment() {
+        let mut a = Arena::new_in(cpu(), 256, 16).unwrap();
+        a.commit_head(100).unwrap();
+        let p = a.allocate_persistent(10, 64, Category::OpData).unwrap();
+        assert_eq!(p.as_ptr() as usize % 64, 0);
+        assert!(a.tail_bytes() >= 10 && a.tail_bytes() < 10 + 64);
+        // Whatever is left, a request one byte larger than the free space fails without panicking.
+        let free = a.free_bytes();
+        assert!(a
+            .allocate_persistent(free + 1, 64, Category::OpData)
+            .is_err());
+        assert!(a.allocate_persistent(free, 64, Category::OpData).is_ok() || free % 64 != 0);
+        assert!(a.head_bytes() + a.temp_bytes() + a.free_bytes() + a.tail_bytes() == a.size());
     }
 
     #[test]
