@@ -126,3 +126,53 @@ fn plans_match_reference_and_beat_the_runtimes() {
         );
     }
 }
+
+/// The reported total really is the arena a user must allocate: an arena of exactly that size
+/// holds the best plan's head and every persistent tensor, and (at alignment 1) one byte less
+/// fails with the arena's exact-size error.
+#[test]
+fn reported_total_is_exactly_enough() {
+    use std::sync::Arc;
+    use tensor_alloc::alloc::{AlignedCpuAllocator, AllocatorRef};
+    use tensor_alloc::arena::Arena;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/models/tflm");
+    if !dir.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let allocator: AllocatorRef = Arc::new(AlignedCpuAllocator::new());
+    for name in [
+        "keyword_scrambled",
+        "dtln_noise_suppression",
+        "trained_lstm",
+        "person_detect",
+        "micro_speech_lstm",
+    ] {
+        let model = Model::load(dir.join(format!("{name}.tflite"))).unwrap();
+        for alignment in [1, 16, 64] {
+            let plan = plan_model(&model, &opts(alignment, true)).unwrap();
+            let arena = plan.build_arena(allocator.clone()).unwrap();
+            assert_eq!(arena.size(), plan.total_bytes(), "{name}@{alignment}");
+            assert_eq!(arena.head_bytes(), plan.head_bytes(), "{name}@{alignment}");
+            assert_eq!(
+                arena.tail_bytes(),
+                plan.persistent_bytes,
+                "{name}@{alignment}"
+            );
+            assert_eq!(arena.free_bytes(), 0, "{name}@{alignment}: exactly enough");
+        }
+        let plan = plan_model(&model, &opts(1, true)).unwrap();
+        let mut buf = vec![0u8; plan.total_bytes() - 1];
+        let err = plan
+            .fill_arena(Arena::from_slice(&mut buf, 1).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&plan.total_bytes().to_string()),
+            "{name}: {err}"
+        );
+        let mut buf = vec![0u8; plan.total_bytes()];
+        plan.fill_arena(Arena::from_slice(&mut buf, 1).unwrap())
+            .unwrap();
+    }
+}

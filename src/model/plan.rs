@@ -3,6 +3,8 @@
 //! be for this model?".
 
 use super::{LifetimeOptions, Lifetimes, Model, ModelError};
+use crate::alloc::AllocatorRef;
+use crate::arena::{self, Arena, Category};
 use crate::planner::{self, BufferRequirement, PlanError, PlanReport};
 
 /// How to plan a model.
@@ -48,6 +50,8 @@ pub struct ModelPlan {
     pub persistent_bytes: usize,
     /// Why the offline plan was not honoured, if the model had one that could not be.
     pub offline_ignored: Option<String>,
+    /// The alignment the plan was made with.
+    pub alignment: usize,
 }
 
 impl ModelPlan {
@@ -77,7 +81,38 @@ impl ModelPlan {
     /// section. (Runtime bookkeeping such as TFLM's eval tensors and kernel op data is not
     /// included: it depends on the interpreter, not on the model's tensors.)
     pub fn total_bytes(&self) -> usize {
-        self.head_bytes().saturating_add(self.persistent_bytes)
+        arena::required_bytes(self.head_bytes(), 0, self.persistent_bytes, self.alignment)
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Builds an arena of exactly [`ModelPlan::total_bytes`] from `allocator` (with recording
+    /// on), commits the `best` plan to its head and allocates every persistent tensor from its
+    /// tail: the proof that the reported total is enough. Returns the arena.
+    pub fn build_arena(&self, allocator: AllocatorRef) -> Result<Arena<'static>, ModelError> {
+        let size = self.total_bytes();
+        let arena = Arena::new_in(allocator, size, self.alignment).map_err(arena_error)?;
+        self.fill_arena(arena.with_recording())
+    }
+
+    /// Commits the `best` plan to `arena`'s head and allocates every persistent tensor from its
+    /// tail (an arena over a caller's buffer works too: [`Arena::from_slice`]); fails with the
+    /// arena's exact-size error when it is too small.
+    pub fn fill_arena<'a>(&self, mut arena: Arena<'a>) -> Result<Arena<'a>, ModelError> {
+        let best = self
+            .report
+            .plans
+            .iter()
+            .find(|p| p.planner == "best")
+            .ok_or_else(|| ModelError::invalid("memory plan", "no best plan in the report"))?;
+        arena
+            .commit_plan(best, &self.requirements, |_| Category::TensorData)
+            .map_err(arena_error)?;
+        for p in self.lifetimes.persistent.iter().filter(|p| p.bytes > 0) {
+            arena
+                .allocate_persistent(p.bytes, self.alignment.max(1), Category::TensorData)
+                .map_err(arena_error)?;
+        }
+        Ok(arena)
     }
 }
 
@@ -170,7 +205,12 @@ pub fn plan_model(model: &Model, opts: &ModelPlanOptions) -> Result<ModelPlan, M
         lower_bound_bytes,
         persistent_bytes,
         offline_ignored,
+        alignment: opts.alignment,
     })
+}
+
+fn arena_error(e: arena::ArenaError) -> ModelError {
+    ModelError::invalid("arena", e.to_string())
 }
 
 fn plan_error(e: PlanError) -> ModelError {

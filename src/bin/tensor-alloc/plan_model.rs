@@ -69,6 +69,12 @@ pub fn run(
         None
     };
     let lt = &plan.lifetimes;
+    // Prove the total: build an arena of exactly that size and fill head and tail.
+    let allocator: tensor_alloc::alloc::AllocatorRef =
+        std::sync::Arc::new(tensor_alloc::alloc::AlignedCpuAllocator::new());
+    let arena = plan.build_arena(allocator).map_err(|e| e.to_string())?;
+    let arena_size = arena.size();
+    drop(arena);
     let bytes_of = |k: PersistentKind| -> usize {
         lt.persistent
             .iter()
@@ -146,6 +152,7 @@ pub fn run(
                 );
             }
             obj.insert("total_arena_bytes".into(), json!(plan.total_bytes()));
+            obj.insert("arena_checked_bytes".into(), json!(arena_size));
             obj.insert("unused_tensors".into(), json!(lt.unused));
             obj.insert("dynamic_tensors".into(), json!(lt.unsized_tensors));
             obj.insert("offline_plan_ignored".into(), json!(plan.offline_ignored));
@@ -192,10 +199,11 @@ pub fn run(
         );
     }
     println!(
-        "arena to allocate: head {} + persistent {} = {} bytes of tensor data",
+        "arena to allocate: head {} + persistent {} = {} bytes of tensor data (checked: an arena of {} bytes holds both)",
         plan.head_bytes(),
         plan.persistent_bytes,
-        plan.total_bytes()
+        plan.total_bytes(),
+        arena_size
     );
     if let Some(path) = svg {
         println!("picture of the best plan: {}", path.display());
