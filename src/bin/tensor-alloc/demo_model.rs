@@ -169,6 +169,17 @@ pub fn section() -> Result<(), String> {
             .join(", "),
         plan.total_bytes()
     );
+    let allocator: tensor_alloc::alloc::AllocatorRef =
+        std::sync::Arc::new(tensor_alloc::alloc::AlignedCpuAllocator::new());
+    let arena = plan.build_arena(allocator).map_err(|e| e.to_string())?;
+    println!(
+        "   an arena of exactly {} B from the aligned CPU allocator holds it: head {} B, tail {} B, {} B free",
+        arena.size(),
+        arena.head_bytes(),
+        arena.tail_bytes(),
+        arena.free_bytes()
+    );
+    drop(arena);
     let best = plan
         .report
         .planners
