@@ -318,8 +318,9 @@ impl Lifetimes {
         for (i, p) in self.planned.iter().enumerate() {
             slot[p.tensor] = Some(i);
         }
-        // Roots already used as the target of an alias at some op (one sharer per dying buffer).
-        let mut taken = vec![false; self.planned.len()];
+        // Last step of each alias group, by root: a dying input may only be shared when its whole
+        // group dies at this op (no other member still needs the memory).
+        let mut group_last: Vec<usize> = self.planned.iter().map(|p| p.last).collect();
         for (k, op) in sg.operators.iter().enumerate() {
             let Some(builtin) = model.builtin_of(op) else {
                 continue;
@@ -362,7 +363,7 @@ impl Lifetimes {
                     continue;
                 }
                 let root = xp.alias_of.unwrap_or(xi);
-                if taken[root] && self.group_last(root) != k {
+                if group_last[root] != k {
                     continue;
                 }
                 if self.planned[root].bytes < self.planned[yi].bytes
@@ -371,21 +372,10 @@ impl Lifetimes {
                     continue;
                 }
                 self.planned[yi].alias_of = Some(root);
-                taken[root] = true;
+                group_last[root] = group_last[root].max(self.planned[yi].last);
                 break;
             }
         }
-    }
-
-    /// Last step of the group rooted at `root` (root plus its aliases).
-    fn group_last(&self, root: usize) -> usize {
-        self.planned
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| *i == root || p.alias_of == Some(root))
-            .map(|(_, p)| p.last)
-            .max()
-            .unwrap_or(0)
     }
 
     /// Number of planned tensors.
