@@ -14,8 +14,10 @@ fuzz_target!(|data: &[u8]| {
         let _ = Lifetimes::compute(&model, &LifetimeOptions { inplace: true, ..Default::default() });
         let _ = model.offline_plan();
         if let Ok(bytes) = model.to_bytes() {
-            let again = Model::from_bytes(bytes).expect("a written model reads back");
-            assert_eq!(again, model, "write -> read round trip");
+            let again = Model::from_bytes(bytes.clone()).expect("a written model reads back");
+            // Compared as bytes (write -> read -> write is idempotent): NaN option values make
+            // structural equality unusable here.
+            assert!(again.to_bytes().expect("rewrite") == bytes, "writer is not idempotent");
         }
     }
 });
