@@ -11,7 +11,10 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+pub mod arena;
 pub mod global;
+pub mod model;
+pub mod planner;
 pub mod sync;
 pub mod workload;
 

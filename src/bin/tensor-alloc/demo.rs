@@ -68,6 +68,10 @@ pub fn run() -> Result<(), String> {
         );
     }
     crate::demo_bfc::section()?;
+    println!(
+        "\n3. how big must the tensor arena be? a model built with the crate's .tflite writer:"
+    );
+    crate::demo_model::section()?;
     println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking --workload all`");
     Ok(())
 }

@@ -3,6 +3,12 @@
 mod bench;
 mod demo;
 mod demo_bfc;
+mod demo_model;
+#[allow(dead_code)] // `section` is wired into the demo by the lead.
+mod demo_planner;
+mod inspect;
+mod plan;
+mod plan_model;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,14 +30,21 @@ enum Command {
     Bench(bench::BenchArgs),
     /// A short self-contained demonstration (the default when no command is given).
     Demo,
+    /// Show what a .tflite model contains: operators, tensors, inputs/outputs, quantization.
+    Inspect(inspect::InspectArgs),
+    /// Plan buffer lifetimes with every planner (linear, tflm, tflite, best) and compare.
+    Plan(plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     init_tracing();
     let cli = Cli::parse();
     let result = match cli.command {
         None | Some(Command::Demo) => demo::run(),
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Inspect(args)) => inspect::run(&args),
+        Some(Command::Plan(args)) => plan::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -39,6 +52,17 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so `tensor-alloc inspect m.tflite | head` would panic in `println!` when
+/// the reader goes away; restore the default action (exit quietly), as Unix filters do.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists; setting the
+    // disposition of SIGPIPE to SIG_DFL installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

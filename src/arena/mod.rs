@@ -1,0 +1,761 @@
+//! A single arena: **head** (planned tensors), **temp** (scoped, reset at once), **tail**
+//! (persistent, growing down from the end) — TFLM's `SingleArenaBufferAllocator` layout.
+//!
+//! ```text
+//! 0 ........ head ........ temp_top ...... free ...... tail ........ size
+//! | planned tensors | temp (scoped) |               | persistent data |
+//! ```
+//!
+//! The arena memory comes either from any allocator of the crate ([`Arena::new_in`],
+//! [`Arena::sized_for`]) or from a caller's buffer ([`Arena::from_slice`], TFLM style). Head plus
+//! temp and tail never cross: a request that would make them cross fails with
+//! [`ArenaError::OutOfSpace`], which states the bytes requested, the bytes free and the total the
+//! arena would need. A recording ([`Recording`], like TFLM's `RecordingMicroAllocator`) counts
+//! requested and used bytes per [`Category`] and the temp peak, printable as text and JSON.
+
+use crate::alloc::{AllocatorError, AllocatorRef, Layout};
+use crate::planner::{round_up, BufferRequirement, Plan};
+use serde::Serialize;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+/// Default alignment of arena allocations (TFLM's 16; use 64 for TFLite parity).
+pub const DEFAULT_ALIGNMENT: usize = 16;
+
+/// Which part of the arena a request was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Region {
+    /// The planned tensors at the bottom.
+    Head,
+    /// Scoped temporary allocations above the head.
+    Temp,
+    /// Persistent allocations at the top.
+    Tail,
+}
+
+impl std::fmt::Display for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Region::Head => "head",
+            Region::Temp => "temp",
+            Region::Tail => "tail",
+        })
+    }
+}
+
+/// What an arena operation could not do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArenaError {
+    /// Head/temp and tail would cross.
+    #[error(
+        "arena {region} request of {requested} bytes (alignment {alignment}) does not fit: \
+         {free} bytes free between head/temp and tail; the arena has {size} bytes and would need {needed}"
+    )]
+    OutOfSpace {
+        /// The region asked for.
+        region: Region,
+        /// Bytes requested.
+        requested: usize,
+        /// Alignment requested.
+        alignment: usize,
+        /// Bytes free between the top of head/temp and the tail.
+        free: usize,
+        /// The arena's size.
+        size: usize,
+        /// The total size the arena would need for everything so far plus this request.
+        needed: usize,
+    },
+    /// A fixed user buffer smaller than what the plan and persistent data need.
+    #[error("fixed arena buffer of {size} bytes is too small: {needed} bytes are needed")]
+    TooSmall {
+        /// Usable bytes of the buffer.
+        size: usize,
+        /// Exact bytes needed.
+        needed: usize,
+    },
+    /// A bad alignment.
+    #[error("arena alignment {0} is not a power of two")]
+    BadAlignment(usize),
+    /// The head cannot change while temp allocations are live.
+    #[error("cannot commit a head of {requested} bytes while {temp_bytes} temp bytes are allocated; call reset_temp first")]
+    TempLive {
+        /// Head size requested.
+        requested: usize,
+        /// Temp bytes in use.
+        temp_bytes: usize,
+    },
+    /// A head range beyond the committed head.
+    #[error("head range {offset}..{end} is outside the committed head of {head} bytes")]
+    OutOfRange {
+        /// Start offset.
+        offset: usize,
+        /// End offset.
+        end: usize,
+        /// Committed head bytes.
+        head: usize,
+    },
+    /// The plan and the buffers do not match, or the plan is invalid.
+    #[error("plan does not fit its buffers: {0}")]
+    Plan(#[from] crate::planner::PlanError),
+    /// The backing allocator failed.
+    #[error(transparent)]
+    Allocator(#[from] AllocatorError),
+    /// A size computation overflowed.
+    #[error("arena size overflows: {0}")]
+    Overflow(String),
+}
+
+/// Recording categories (TFLM's `RecordedAllocationType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// Planned tensor data in the head.
+    TensorData,
+    /// Tensor structs / shapes kept in the tail.
+    TensorMetadata,
+    /// Kernel op data kept in the tail.
+    OpData,
+    /// Kernel scratch buffers (planned in the head or persistent in the tail).
+    Scratch,
+}
+
+/// Requested and used bytes and count of one category.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CategoryUsage {
+    /// Bytes asked for.
+    pub requested_bytes: usize,
+    /// Bytes actually taken (alignment padding, plan layout included).
+    pub used_bytes: usize,
+    /// Number of allocations.
+    pub count: usize,
+}
+
+/// Per-category arena usage (TFLM's `RecordingMicroAllocator`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Recording {
+    /// Planned tensor data.
+    pub tensor_data: CategoryUsage,
+    /// Tensor metadata.
+    pub tensor_metadata: CategoryUsage,
+    /// Op data.
+    pub op_data: CategoryUsage,
+    /// Scratch buffers.
+    pub scratch: CategoryUsage,
+    /// Highest temp usage seen (bytes above the head).
+    pub temp_peak_bytes: usize,
+    /// Number of temp allocations.
+    pub temp_count: usize,
+}
+
+impl Recording {
+    fn slot(&mut self, c: Category) -> &mut CategoryUsage {
+        match c {
+            Category::TensorData => &mut self.tensor_data,
+            Category::TensorMetadata => &mut self.tensor_metadata,
+            Category::OpData => &mut self.op_data,
+            Category::Scratch => &mut self.scratch,
+        }
+    }
+
+    /// A text table: one line per category.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "{:<16} {:>12} {:>12} {:>7}\n",
+            "category", "requested", "used", "count"
+        ));
+        for (name, u) in [
+            ("tensor data", self.tensor_data),
+            ("tensor metadata", self.tensor_metadata),
+            ("op data", self.op_data),
+            ("scratch", self.scratch),
+        ] {
+            s.push_str(&format!(
+                "{:<16} {:>12} {:>12} {:>7}\n",
+                name, u.requested_bytes, u.used_bytes, u.count
+            ));
+        }
+        s.push_str(&format!(
+            "{:<16} {:>12} {:>12} {:>7}\n",
+            "temp peak", "", self.temp_peak_bytes, self.temp_count
+        ));
+        s
+    }
+
+    /// As JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        // Serialising plain integers cannot fail; fall back to null to stay total.
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+enum Backing<'a> {
+    Owned {
+        allocator: AllocatorRef,
+        ptr: NonNull<u8>,
+        layout: Layout,
+    },
+    Borrowed(PhantomData<&'a mut [u8]>),
+}
+
+/// One arena buffer split into head, temp and tail. See the [module docs](self).
+pub struct Arena<'a> {
+    base: NonNull<u8>,
+    size: usize,
+    alignment: usize,
+    head: usize,
+    temp_top: usize,
+    tail: usize,
+    recording: Option<Recording>,
+    backing: Backing<'a>,
+}
+
+impl std::fmt::Debug for Arena<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("size", &self.size)
+            .field("alignment", &self.alignment)
+            .field("head", &self.head)
+            .field("temp_top", &self.temp_top)
+            .field("tail", &self.tail)
+            .finish()
+    }
+}
+
+fn check_alignment(alignment: usize) -> Result<(), ArenaError> {
+    if alignment.is_power_of_two() {
+        Ok(())
+    } else {
+        Err(ArenaError::BadAlignment(alignment))
+    }
+}
+
+fn up(v: usize, a: usize) -> Result<usize, ArenaError> {
+    round_up(v, a).ok_or_else(|| ArenaError::Overflow(format!("{v} rounded up to {a}")))
+}
+
+/// Exact arena bytes for a head of `head` bytes, `temp` bytes of temp and `persistent` bytes of
+/// tail, each rounded up to `alignment`.
+pub fn required_bytes(
+    head: usize,
+    temp: usize,
+    persistent: usize,
+    alignment: usize,
+) -> Result<usize, ArenaError> {
+    check_alignment(alignment)?;
+    let total = up(head, alignment)?
+        .checked_add(up(temp, alignment)?)
+        .and_then(|t| {
+            up(persistent, alignment)
+                .ok()
+                .and_then(|p| t.checked_add(p))
+        })
+        .ok_or_else(|| ArenaError::Overflow(format!("{head} + {temp} + {persistent}")))?;
+    Ok(total)
+}
+
+impl Arena<'static> {
+    /// An arena of `size` bytes (rounded up to `alignment`) from `allocator`.
+    pub fn new_in(
+        allocator: AllocatorRef,
+        size: usize,
+        alignment: usize,
+    ) -> Result<Self, ArenaError> {
+        check_alignment(alignment)?;
+        let size = up(size.max(1), alignment)?;
+        let layout = Layout::from_size_align(size, alignment)
+            .map_err(|e| ArenaError::Overflow(format!("layout {size}/{alignment}: {e}")))?;
+        let block = allocator.try_allocate(layout)?;
+        let ptr = block.cast::<u8>();
+        Ok(Self {
+            base: ptr,
+            size,
+            alignment,
+            head: 0,
+            temp_top: 0,
+            tail: size,
+            recording: None,
+            backing: Backing::Owned {
+                allocator,
+                ptr,
+                layout,
+            },
+        })
+    }
+
+    /// An arena sized exactly for `plan` (TFLite style): the plan's arena plus `temp` bytes of temp
+    /// space plus `persistent` bytes of tail, each rounded up to `alignment`; the plan is committed
+    /// to the head.
+    pub fn sized_for(
+        allocator: AllocatorRef,
+        plan: &Plan,
+        buffers: &[BufferRequirement],
+        temp: usize,
+        persistent: usize,
+        alignment: usize,
+    ) -> Result<Self, ArenaError> {
+        let size = required_bytes(plan.arena_size, temp, persistent, alignment)?;
+        let mut arena = Self::new_in(allocator, size, alignment)?;
+        arena.commit_plan(plan, buffers, |_| Category::TensorData)?;
+        Ok(arena)
+    }
+}
+
+impl<'a> Arena<'a> {
+    /// An arena over a caller's buffer (TFLM style). The start is aligned up to `alignment`, so up
+    /// to `alignment - 1` leading bytes are not used.
+    pub fn from_slice(buffer: &'a mut [u8], alignment: usize) -> Result<Self, ArenaError> {
+        check_alignment(alignment)?;
+        let addr = buffer.as_mut_ptr() as usize;
+        let skip = up(addr, alignment)? - addr;
+        let size = buffer.len().saturating_sub(skip);
+        let start = buffer.as_mut_ptr().wrapping_add(skip.min(buffer.len()));
+        // A slice pointer is never null, and `start` stays inside (or one past) the slice.
+        let base = NonNull::new(start).ok_or_else(|| ArenaError::Overflow("null buffer".into()))?;
+        Ok(Self {
+            base,
+            size,
+            alignment,
+            head: 0,
+            temp_top: 0,
+            tail: size,
+            recording: None,
+            backing: Backing::Borrowed(PhantomData),
+        })
+    }
+
+    /// Turns on recording (counts start from now).
+    pub fn with_recording(mut self) -> Self {
+        self.recording = Some(Recording::default());
+        self
+    }
+
+    /// The recording, when recording is on.
+    pub fn recording(&self) -> Option<&Recording> {
+        self.recording.as_ref()
+    }
+
+    /// Usable bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Default alignment of this arena.
+    pub fn alignment(&self) -> usize {
+        self.alignment
+    }
+
+    /// Committed head bytes.
+    pub fn head_bytes(&self) -> usize {
+        self.head
+    }
+
+    /// Temp bytes in use.
+    pub fn temp_bytes(&self) -> usize {
+        self.temp_top - self.head
+    }
+
+    /// Persistent (tail) bytes in use.
+    pub fn tail_bytes(&self) -> usize {
+        self.size - self.tail
+    }
+
+    /// Bytes free between head/temp and tail.
+    pub fn free_bytes(&self) -> usize {
+        self.tail - self.temp_top
+    }
+
+    /// The exact size an arena would need for what is in use now (head + temp + tail).
+    pub fn used_bytes(&self) -> usize {
+        self.temp_top + self.tail_bytes()
+    }
+
+    fn out_of_space(
+        &self,
+        region: Region,
+        requested: usize,
+        alignment: usize,
+        needed: usize,
+    ) -> ArenaError {
+        ArenaError::OutOfSpace {
+            region,
+            requested,
+            alignment,
+            free: self.free_bytes(),
+            size: self.size,
+            needed,
+        }
+    }
+
+    /// Fails with [`ArenaError::TooSmall`] (the exact bytes needed) unless the arena can hold a
+    /// head of `head` bytes, `temp` bytes of temp and `persistent` bytes of tail.
+    pub fn ensure_capacity(
+        &self,
+        head: usize,
+        temp: usize,
+        persistent: usize,
+    ) -> Result<(), ArenaError> {
+        let needed = required_bytes(head, temp, persistent, self.alignment)?;
+        if needed > self.size {
+            return Err(ArenaError::TooSmall {
+                size: self.size,
+                needed,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets the head to `bytes` (rounded up to the arena alignment). Temp must be empty.
+    pub fn commit_head(&mut self, bytes: usize) -> Result<(), ArenaError> {
+        if self.temp_top != self.head {
+            return Err(ArenaError::TempLive {
+                requested: bytes,
+                temp_bytes: self.temp_bytes(),
+            });
+        }
+        let head = up(bytes, self.alignment)?;
+        if head > self.tail {
+            let needed = head
+                .checked_add(self.tail_bytes())
+                .ok_or_else(|| ArenaError::Overflow("head + tail".into()))?;
+            return Err(self.out_of_space(Region::Head, bytes, self.alignment, needed));
+        }
+        self.head = head;
+        self.temp_top = head;
+        Ok(())
+    }
+
+    /// Validates `plan` against `buffers`, commits `plan.arena_size` bytes of head and records
+    /// every buffer under `category_of(index)` (requested = its size; the plan's arena size is
+    /// counted as used by the tensor-data category, or by the category of the first buffer).
+    pub fn commit_plan(
+        &mut self,
+        plan: &Plan,
+        buffers: &[BufferRequirement],
+        category_of: impl Fn(usize) -> Category,
+    ) -> Result<(), ArenaError> {
+        plan.validate(buffers)?;
+        self.commit_head(plan.arena_size)?;
+        if let Some(rec) = self.recording.as_mut() {
+            let mut used_category = Category::TensorData;
+            if !buffers.is_empty()
+                && !(0..buffers.len()).any(|i| category_of(i) == Category::TensorData)
+            {
+                used_category = category_of(0);
+            }
+            for (i, b) in buffers.iter().enumerate() {
+                let slot = rec.slot(category_of(i));
+                slot.requested_bytes = slot.requested_bytes.saturating_add(b.size);
+                slot.count += 1;
+            }
+            let head = self.head;
+            rec.slot(used_category).used_bytes += head;
+        }
+        Ok(())
+    }
+
+    /// Pointer to `len` bytes at `offset` of the head (a planned tensor).
+    pub fn head_ptr(&self, offset: usize, len: usize) -> Result<NonNull<u8>, ArenaError> {
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| ArenaError::Overflow("offset + len".into()))?;
+        if end > self.head {
+            return Err(ArenaError::OutOfRange {
+                offset,
+                end,
+                head: self.head,
+            });
+        }
+        // SAFETY: offset + len <= head <= size, so the result stays inside the arena block.
+        Ok(unsafe { self.base.add(offset) })
+    }
+
+    /// Pointer to buffer `index` of a committed plan.
+    pub fn tensor_ptr(
+        &self,
+        plan: &Plan,
+        buffers: &[BufferRequirement],
+        index: usize,
+    ) -> Result<NonNull<u8>, ArenaError> {
+        let (Some(&off), Some(b)) = (plan.offsets.get(index), buffers.get(index)) else {
+            return Err(ArenaError::Plan(
+                crate::planner::PlanError::LengthMismatch {
+                    offsets: plan.offsets.len(),
+                    buffers: buffers.len(),
+                },
+            ));
+        };
+        self.head_ptr(off, b.size)
+    }
+
+    /// The head as a byte slice (the planned tensors).
+    pub fn head_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `base` points to `size >= head` bytes owned by (or exclusively borrowed for) this
+        // arena, and `&mut self` guarantees no other reference into the arena is handed out by it
+        // for the duration of the borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr(), self.head) }
+    }
+
+    /// A scoped temporary allocation above the head (TFLM's `AllocateTemp`); freed all at once by
+    /// [`reset_temp`](Self::reset_temp).
+    pub fn allocate_temp(
+        &mut self,
+        size: usize,
+        alignment: usize,
+    ) -> Result<NonNull<u8>, ArenaError> {
+        check_alignment(alignment)?;
+        let start = up(self.temp_top, alignment)?;
+        let end = start
+            .checked_add(size)
+            .ok_or_else(|| ArenaError::Overflow("temp offset + size".into()))?;
+        if end > self.tail {
+            let needed = end
+                .checked_add(self.tail_bytes())
+                .ok_or_else(|| ArenaError::Overflow("temp + tail".into()))?;
+            return Err(self.out_of_space(Region::Temp, size, alignment, needed));
+        }
+        self.temp_top = end;
+        if let Some(rec) = self.recording.as_mut() {
+            rec.temp_count += 1;
+            rec.temp_peak_bytes = rec.temp_peak_bytes.max(end - self.head);
+        }
+        // SAFETY: start <= end <= tail <= size: inside the arena block.
+        Ok(unsafe { self.base.add(start) })
+    }
+
+    /// Frees every temp allocation (TFLM's `ResetTempAllocations`).
+    pub fn reset_temp(&mut self) {
+        self.temp_top = self.head;
+    }
+
+    /// A persistent allocation from the tail (grows down; lives as long as the arena).
+    pub fn allocate_persistent(
+        &mut self,
+        size: usize,
+        alignment: usize,
+        category: Category,
+    ) -> Result<NonNull<u8>, ArenaError> {
+        check_alignment(alignment)?;
+        let too_big = |a: &Self| {
+            let needed = a
+                .temp_top
+                .checked_add(a.tail_bytes())
+                .and_then(|n| n.checked_add(size))
+                .and_then(|n| n.checked_add(alignment - 1))
+                .unwrap_or(usize::MAX);
+            a.out_of_space(Region::Tail, size, alignment, needed)
+        };
+        let Some(raw) = self.tail.checked_sub(size) else {
+            return Err(too_big(self));
+        };
+        // Align the absolute address down (the base is aligned to the arena alignment only).
+        let misalign = (self.base.as_ptr() as usize).wrapping_add(raw) % alignment;
+        let Some(start) = raw.checked_sub(misalign).filter(|&s| s >= self.temp_top) else {
+            return Err(too_big(self));
+        };
+        let used = self.tail - start;
+        self.tail = start;
+        if let Some(rec) = self.recording.as_mut() {
+            let slot = rec.slot(category);
+            slot.requested_bytes += size;
+            slot.used_bytes += used;
+            slot.count += 1;
+        }
+        // SAFETY: temp_top <= start and start + size <= old tail <= size: inside the arena block.
+        Ok(unsafe { self.base.add(start) })
+    }
+
+    /// Offset of a pointer returned by this arena (None when it points elsewhere).
+    pub fn offset_of(&self, ptr: NonNull<u8>) -> Option<usize> {
+        let (p, b) = (ptr.as_ptr() as usize, self.base.as_ptr() as usize);
+        (p >= b && p - b <= self.size).then(|| p - b)
+    }
+}
+
+impl Drop for Arena<'_> {
+    fn drop(&mut self) {
+        if let Backing::Owned {
+            allocator,
+            ptr,
+            layout,
+        } = &self.backing
+        {
+            // SAFETY: `ptr` was returned by `allocator.try_allocate(layout)` in `new_in` and is freed
+            // exactly once, here, with the same layout.
+            unsafe { allocator.deallocate(*ptr, *layout) };
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::alloc::AlignedCpuAllocator;
+    use crate::planner::{BestPlanner, Planner};
+    use crate::sync::Arc;
+
+    fn cpu() -> AllocatorRef {
+        Arc::new(AlignedCpuAllocator::new())
+    }
+
+    #[test]
+    fn head_temp_tail_never_cross() {
+        let mut a = Arena::new_in(cpu(), 1024, 16).unwrap();
+        a.commit_head(500).unwrap();
+        assert_eq!(a.head_bytes(), 512);
+        let p = a.allocate_persistent(100, 16, Category::OpData).unwrap();
+        assert_eq!(a.offset_of(p).unwrap() % 16, 0);
+        assert!(a.tail_bytes() >= 100 && a.tail_bytes() < 116 + 16);
+        let t = a.allocate_temp(200, 16).unwrap();
+        assert_eq!(a.offset_of(t), Some(512));
+        let free = a.free_bytes();
+        let err = a.allocate_temp(free + 1, 1).unwrap_err();
+        match err {
+            ArenaError::OutOfSpace {
+                region,
+                requested,
+                free: f,
+                needed,
+                size,
+                ..
+            } => {
+                assert_eq!(region, Region::Temp);
+                assert_eq!(requested, free + 1);
+                assert_eq!(f, free);
+                assert_eq!(size, 1024);
+                assert_eq!(needed, 1025);
+            }
+            e => panic!("unexpected {e}"),
+        }
+        let err = a
+            .allocate_persistent(free + 1, 1, Category::OpData)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ArenaError::OutOfSpace {
+                    region: Region::Tail,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("would need"));
+        // Head cannot change while temp is live, and cannot grow into the tail.
+        assert!(matches!(
+            a.commit_head(10),
+            Err(ArenaError::TempLive { .. })
+        ));
+        a.reset_temp();
+        assert_eq!(a.temp_bytes(), 0);
+        let err = a.commit_head(1024).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ArenaError::OutOfSpace {
+                    region: Region::Head,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn fixed_buffer_reports_exact_need_and_recording_counts() {
+        let bufs = vec![
+            BufferRequirement::new(100, 0, 1).with_alignment(16),
+            BufferRequirement::new(200, 1, 2).with_alignment(16),
+            BufferRequirement::new(50, 2, 3).with_alignment(16),
+        ];
+        let plan = BestPlanner::default().plan(&bufs).unwrap();
+        assert_eq!(plan.arena_size, 112 + 208);
+        let mut storage = vec![0u8; 256 + 64];
+        let a = Arena::from_slice(&mut storage, 16)
+            .unwrap()
+            .with_recording();
+        let size = a.size();
+        let err = a.ensure_capacity(plan.arena_size, 0, 64).unwrap_err();
+        assert_eq!(
+            err,
+            ArenaError::TooSmall {
+                size,
+                needed: 320 + 64
+            }
+        );
+        let mut big = vec![0u8; 1024];
+        let mut a = Arena::from_slice(&mut big, 16).unwrap().with_recording();
+        a.commit_plan(&plan, &bufs, |_| Category::TensorData)
+            .unwrap();
+        let p = a.tensor_ptr(&plan, &bufs, 1).unwrap();
+        // SAFETY: the pointer covers 200 bytes of the committed head.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 7, 200) };
+        a.allocate_persistent(24, 8, Category::TensorMetadata)
+            .unwrap();
+        a.allocate_persistent(40, 16, Category::OpData).unwrap();
+        a.allocate_temp(64, 16).unwrap();
+        a.allocate_temp(10, 16).unwrap();
+        a.reset_temp();
+        let rec = *a.recording().unwrap();
+        assert_eq!(rec.tensor_data.requested_bytes, 350);
+        assert_eq!(rec.tensor_data.used_bytes, 320);
+        assert_eq!(rec.tensor_data.count, 3);
+        assert_eq!(rec.tensor_metadata.requested_bytes, 24);
+        assert_eq!(rec.op_data.count, 1);
+        assert_eq!(rec.temp_peak_bytes, 64 + 16 - 6);
+        assert_eq!(rec.temp_count, 2);
+        assert!(rec.to_text().contains("tensor data"));
+        assert_eq!(rec.to_json()["op_data"]["requested_bytes"], 40);
+    }
+
+    #[test]
+    fn sized_for_plan_is_exact() {
+        let bufs = vec![
+            BufferRequirement::new(1000, 0, 0),
+            BufferRequirement::new(24, 0, 1),
+        ];
+        let plan = BestPlanner::default().plan(&bufs).unwrap();
+        let mut a = Arena::sized_for(cpu(), &plan, &bufs, 32, 48, 16).unwrap();
+        assert_eq!(a.size(), 1024 + 32 + 48);
+        a.allocate_persistent(48, 16, Category::OpData).unwrap();
+        a.allocate_temp(32, 16).unwrap();
+        assert_eq!(a.free_bytes(), 0);
+        assert!(a.allocate_temp(1, 1).is_err());
+        assert_eq!(a.used_bytes(), a.size());
+    }
+
+    #[test]
+    fn persistent_alignment_above_arena_alignment() {
+        let mut a = Arena::new_in(cpu(), 256, 16).unwrap();
+        a.commit_head(100).unwrap();
+        let p = a.allocate_persistent(10, 64, Category::OpData).unwrap();
+        assert_eq!(p.as_ptr() as usize % 64, 0);
+        assert!(a.tail_bytes() >= 10 && a.tail_bytes() < 10 + 64);
+        // Whatever is left, a request one byte larger than the free space fails without panicking.
+        let free = a.free_bytes();
+        assert!(a
+            .allocate_persistent(free + 1, 64, Category::OpData)
+            .is_err());
+        assert!(a.allocate_persistent(free, 64, Category::OpData).is_ok() || free % 64 != 0);
+        assert!(a.head_bytes() + a.temp_bytes() + a.free_bytes() + a.tail_bytes() == a.size());
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        assert!(matches!(
+            Arena::new_in(cpu(), 64, 3),
+            Err(ArenaError::BadAlignment(3))
+        ));
+        let mut a = Arena::new_in(cpu(), 64, 16).unwrap();
+        assert!(a.allocate_temp(1, 6).is_err());
+        assert!(a
+            .allocate_persistent(usize::MAX, 1, Category::Scratch)
+            .is_err());
+        assert!(a.allocate_temp(usize::MAX, 1).is_err());
+        assert!(a.head_ptr(0, 1).is_err());
+        let mut empty: [u8; 0] = [];
+        let e = Arena::from_slice(&mut empty, 16).unwrap();
+        assert_eq!(e.size(), 0);
+    }
+}

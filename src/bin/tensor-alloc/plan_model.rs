@@ -1,0 +1,212 @@
+//! `tensor-alloc plan MODEL.tflite`: plan a real model's arena with every planner — the same
+//! report as `plan --records` plus the number of planned tensors, the persistent section
+//! (variables, prepare-time constants) and the total arena to allocate.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use tensor_alloc::model::{plan_model, LifetimeOptions, Model, ModelPlanOptions, PersistentKind};
+
+/// Alignment of planned tensors when `--alignment` is not given: TFLM's 16 bytes.
+pub const DEFAULT_MODEL_ALIGNMENT: usize = 16;
+
+/// Model-specific options of `plan` (used when a model file is given).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelPlanFlags {
+    /// Do not let outputs share memory with dying inputs (RESHAPE aliases, element-wise ops).
+    #[arg(long)]
+    pub no_inplace: bool,
+    /// Keep every tensor alive to the end (TFLite's preserve_all_tensors): no reuse.
+    #[arg(long)]
+    pub preserve_all: bool,
+    /// Keep graph inputs alive for the whole run (TFLite's default) instead of until their last reader.
+    #[arg(long)]
+    pub preserve_inputs: bool,
+    /// Keep this tensor (index) alive to the end; repeatable.
+    #[arg(long = "pin", value_name = "TENSOR")]
+    pub pinned: Vec<usize>,
+    /// Subgraph of the model to plan.
+    #[arg(long, default_value_t = 0)]
+    pub subgraph: usize,
+    /// Ignore the model's OfflineMemoryAllocation metadata.
+    #[arg(long)]
+    pub ignore_offline_plan: bool,
+    /// Write a copy of the model with the best plan embedded as OfflineMemoryAllocation
+    /// metadata (TFLM then uses these offsets instead of planning at run time).
+    #[arg(long, value_name = "OUT.tflite")]
+    pub embed_offline: Option<PathBuf>,
+}
+
+/// Plans `model_path` and prints the report (text or JSON); writes the best plan as SVG to
+/// `svg` when given.
+pub fn run(
+    model_path: &Path,
+    flags: &ModelPlanFlags,
+    alignment: usize,
+    json_out: bool,
+    svg: Option<&PathBuf>,
+) -> Result<(), String> {
+    let model = Model::load(model_path).map_err(|e| e.to_string())?;
+    let opts = ModelPlanOptions {
+        lifetimes: LifetimeOptions {
+            subgraph: flags.subgraph,
+            preserve_all: flags.preserve_all,
+            preserve_inputs: flags.preserve_inputs,
+            pinned: flags.pinned.clone(),
+            inplace: !flags.no_inplace,
+            ignore_offline_plan: flags.ignore_offline_plan,
+        },
+        alignment,
+        use_offline_plan: !flags.ignore_offline_plan,
+    };
+    let plan = plan_model(&model, &opts).map_err(|e| e.to_string())?;
+    // With in-place sharing on, also plan without it, so both figures are reported.
+    let without_inplace = if opts.lifetimes.inplace {
+        let mut o = opts.clone();
+        o.lifetimes.inplace = false;
+        Some(plan_model(&model, &o).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let lt = &plan.lifetimes;
+    // Prove the total: build an arena of exactly that size and fill head and tail.
+    let allocator: tensor_alloc::alloc::AllocatorRef =
+        std::sync::Arc::new(tensor_alloc::alloc::AlignedCpuAllocator::new());
+    let arena = plan.build_arena(allocator).map_err(|e| e.to_string())?;
+    let arena_size = arena.size();
+    drop(arena);
+    let bytes_of = |k: PersistentKind| -> usize {
+        lt.persistent
+            .iter()
+            .filter(|p| p.kind == k)
+            .map(|p| p.bytes.div_ceil(alignment.max(1)) * alignment.max(1))
+            .sum()
+    };
+    let variables = bytes_of(PersistentKind::Variable);
+    let constants = bytes_of(PersistentKind::PrepareTimeConstant);
+    let aliases = lt.planned.iter().filter(|p| p.alias_of.is_some()).count();
+
+    if let Some(path) = svg {
+        let best = plan
+            .report
+            .planners
+            .iter()
+            .position(|r| r.name == "best")
+            .ok_or("no best plan")?;
+        let picture = plan.report.plans[best].to_svg(&plan.requirements);
+        std::fs::write(path, picture)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+
+    if let Some(out) = &flags.embed_offline {
+        if flags.subgraph != 0 {
+            return Err("--embed-offline: TFLM offline plans describe subgraph 0 only".into());
+        }
+        let n = model.subgraphs.first().map_or(0, |s| s.tensors.len());
+        let offsets = plan.tensor_offsets("best", n).ok_or("no best plan")?;
+        let embedded = model
+            .with_offline_plan(&offsets)
+            .map_err(|e| e.to_string())?;
+        let bytes = embedded.to_bytes().map_err(|e| e.to_string())?;
+        std::fs::write(out, bytes).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        if !json_out {
+            println!(
+                "wrote {} with the best plan as OfflineMemoryAllocation metadata",
+                out.display()
+            );
+        }
+    }
+
+    if json_out {
+        let mut v = plan.report.to_json();
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("model".into(), json!(model_path.display().to_string()));
+            obj.insert("subgraph".into(), json!(flags.subgraph));
+            obj.insert("alignment".into(), json!(alignment));
+            obj.insert("inplace".into(), json!(!flags.no_inplace));
+            obj.insert("planned_tensors".into(), json!(lt.num_planned()));
+            obj.insert("inplace_aliases".into(), json!(aliases));
+            obj.insert("tensors".into(), json!(plan.tensors));
+            obj.insert(
+                "persistent".into(),
+                json!({
+                    "bytes": plan.persistent_bytes,
+                    "variable_bytes": variables,
+                    "prepare_time_constant_bytes": constants,
+                    "tensors": lt.persistent.iter().map(|p| json!({
+                        "index": p.tensor, "name": p.name, "bytes": p.bytes,
+                        "kind": match p.kind { PersistentKind::Variable => "variable", PersistentKind::PrepareTimeConstant => "prepare_time_constant" },
+                    })).collect::<Vec<_>>(),
+                }),
+            );
+            obj.insert("head_bytes".into(), json!(plan.head_bytes()));
+            if let Some(w) = &without_inplace {
+                obj.insert(
+                    "without_inplace".into(),
+                    json!({
+                        "lower_bound_bytes": w.report.lower_bound_bytes,
+                        "best_arena_bytes": w.head_bytes(),
+                        "tflm_arena_bytes": w.report.get("tflm").map(|r| r.arena_bytes),
+                        "tflite_arena_bytes": w.report.get("tflite").map(|r| r.arena_bytes),
+                    }),
+                );
+            }
+            obj.insert("total_arena_bytes".into(), json!(plan.total_bytes()));
+            obj.insert("arena_checked_bytes".into(), json!(arena_size));
+            obj.insert("unused_tensors".into(), json!(lt.unused));
+            obj.insert("dynamic_tensors".into(), json!(lt.unsized_tensors));
+            obj.insert("offline_plan_ignored".into(), json!(plan.offline_ignored));
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+
+    println!(
+        "{}: subgraph {} — {} operators, {} planned tensors ({} in-place aliases), alignment {}",
+        model_path.display(),
+        flags.subgraph,
+        lt.num_ops,
+        lt.num_planned(),
+        aliases,
+        alignment
+    );
+    if let Some(why) = &plan.offline_ignored {
+        println!("offline memory plan ignored: {why}");
+    }
+    print!("{}", plan.report.to_table());
+    if let Some(w) = &without_inplace {
+        println!(
+            "without in-place sharing: lower bound {} bytes, best {} bytes (saved by sharing: {} bytes)",
+            w.report.lower_bound_bytes,
+            w.head_bytes(),
+            w.head_bytes().saturating_sub(plan.head_bytes())
+        );
+    }
+    println!(
+        "persistent: {} bytes ({} B variables, {} B prepare-time constants, {} tensors)",
+        plan.persistent_bytes,
+        variables,
+        constants,
+        lt.persistent.len()
+    );
+    if !lt.unsized_tensors.is_empty() {
+        println!(
+            "dynamic (allocated at run time, not planned): tensors {:?}",
+            lt.unsized_tensors
+        );
+    }
+    println!(
+        "arena to allocate: head {} + persistent {} = {} bytes of tensor data (checked: an arena of {} bytes holds both)",
+        plan.head_bytes(),
+        plan.persistent_bytes,
+        plan.total_bytes(),
+        arena_size
+    );
+    if let Some(path) = svg {
+        println!("picture of the best plan: {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,687 @@
+//! Graph IR of a TFLite model, the `.tflite` reader and writer ([`tflite`]), and tensor lifetimes
+//! for the memory planner ([`lifetimes`]).
+//!
+//! A [`Model`] owns the file bytes (shared, `Arc<[u8]>`) and describes constant tensor data as
+//! byte ranges into them, so loading a model copies no weights. Every index in the IR (buffer,
+//! opcode, tensor, subgraph) was bounds-checked by the reader, so the accessors here cannot go
+//! out of range on a loaded model.
+
+pub mod builder;
+pub mod error;
+pub mod lifetimes;
+pub mod ops;
+pub mod options;
+pub mod plan;
+pub mod tflite;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+pub use builder::ModelBuilder;
+pub use error::ModelError;
+pub use lifetimes::{
+    LifetimeOptions, Lifetimes, PersistentKind, PersistentTensor, PlannedTensor, TensorRole,
+};
+pub use ops::BuiltinOp;
+pub use options::{Activation, BuiltinOptions, Padding};
+pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
+
+/// Element type of a tensor (`TensorType` enum of the TFLite schema).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)] // variant names are the schema's names
+pub enum TensorType {
+    Float32,
+    Float16,
+    Int32,
+    UInt8,
+    Int64,
+    String,
+    Bool,
+    Int16,
+    Complex64,
+    Int8,
+    Float64,
+    Complex128,
+    UInt64,
+    Resource,
+    Variant,
+    UInt32,
+    UInt16,
+    Int4,
+    BFloat16,
+    /// A type code this crate does not know, kept as read.
+    Unknown(i8),
+}
+
+impl TensorType {
+    /// From the raw schema byte.
+    pub fn from_raw(v: i8) -> Self {
+        use TensorType::*;
+        match v {
+            0 => Float32,
+            1 => Float16,
+            2 => Int32,
+            3 => UInt8,
+            4 => Int64,
+            5 => String,
+            6 => Bool,
+            7 => Int16,
+            8 => Complex64,
+            9 => Int8,
+            10 => Float64,
+            11 => Complex128,
+            12 => UInt64,
+            13 => Resource,
+            14 => Variant,
+            15 => UInt32,
+            16 => UInt16,
+            17 => Int4,
+            18 => BFloat16,
+            other => Unknown(other),
+        }
+    }
+
+    /// The raw schema byte.
+    pub fn raw(self) -> i8 {
+        use TensorType::*;
+        match self {
+            Float32 => 0,
+            Float16 => 1,
+            Int32 => 2,
+            UInt8 => 3,
+            Int64 => 4,
+            String => 5,
+            Bool => 6,
+            Int16 => 7,
+            Complex64 => 8,
+            Int8 => 9,
+            Float64 => 10,
+            Complex128 => 11,
+            UInt64 => 12,
+            Resource => 13,
+            Variant => 14,
+            UInt32 => 15,
+            UInt16 => 16,
+            Int4 => 17,
+            BFloat16 => 18,
+            Unknown(v) => v,
+        }
+    }
+
+    /// Size of one element in bits, `None` for types without a fixed size (string, resource,
+    /// variant, unknown).
+    pub fn bits(self) -> Option<usize> {
+        use TensorType::*;
+        Some(match self {
+            Int4 => 4,
+            Bool | UInt8 | Int8 => 8,
+            Float16 | Int16 | UInt16 | BFloat16 => 16,
+            Float32 | Int32 | UInt32 => 32,
+            Int64 | UInt64 | Float64 | Complex64 => 64,
+            Complex128 => 128,
+            String | Resource | Variant | Unknown(_) => return None,
+        })
+    }
+
+    /// Size of one element in bytes (int4 counts as 1: it is unpacked in memory), `None` for
+    /// types without a fixed size.
+    pub fn byte_size(self) -> Option<usize> {
+        self.bits().map(|b| b.div_ceil(8))
+    }
+
+    /// Lower-case name as used by numpy/LiteRT (`"int8"`, `"float32"`).
+    pub fn name(self) -> std::borrow::Cow<'static, str> {
+        use TensorType::*;
+        std::borrow::Cow::Borrowed(match self {
+            Float32 => "float32",
+            Float16 => "float16",
+            Int32 => "int32",
+            UInt8 => "uint8",
+            Int64 => "int64",
+            String => "string",
+            Bool => "bool",
+            Int16 => "int16",
+            Complex64 => "complex64",
+            Int8 => "int8",
+            Float64 => "float64",
+            Complex128 => "complex128",
+            UInt64 => "uint64",
+            Resource => "resource",
+            Variant => "variant",
+            UInt32 => "uint32",
+            UInt16 => "uint16",
+            Int4 => "int4",
+            BFloat16 => "bfloat16",
+            Unknown(v) => return std::borrow::Cow::Owned(format!("unknown({v})")),
+        })
+    }
+}
+
+/// Quantization parameters of a tensor (`QuantizationParameters`). Per-tensor quantization has
+/// one scale; per-channel has one per slice along `quantized_dimension`.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Quantization {
+    /// `min` (import metadata).
+    pub min: Vec<f32>,
+    /// `max` (import metadata).
+    pub max: Vec<f32>,
+    /// `scale`: one per tensor or per channel.
+    pub scale: Vec<f32>,
+    /// `zero_point`, same length as `scale` when present.
+    pub zero_point: Vec<i64>,
+    /// `quantized_dimension`: the axis the per-channel parameters run along.
+    pub quantized_dimension: i32,
+    /// Whether a `details` union (custom quantization) is present; its content is not decoded.
+    pub has_custom_details: bool,
+}
+
+impl Quantization {
+    /// True when there is more than one scale (per-channel / per-axis quantization).
+    pub fn is_per_channel(&self) -> bool {
+        self.scale.len() > 1
+    }
+}
+
+/// A tensor of a subgraph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// `name` (empty when absent).
+    pub name: String,
+    /// `type`.
+    pub dtype: TensorType,
+    /// `shape` (static shape; `-1` only appears in `shape_signature`).
+    pub shape: Vec<i32>,
+    /// `shape_signature` with `-1` for dynamic dimensions, when present.
+    pub shape_signature: Option<Vec<i32>>,
+    /// `buffer`: index into [`Model::buffers`]; 0 is the empty sentinel.
+    pub buffer: u32,
+    /// `quantization`, when present.
+    pub quantization: Option<Quantization>,
+    /// `is_variable`: state kept across invocations (LSTM/SVDF state).
+    pub is_variable: bool,
+    /// Whether `sparsity` parameters are present (the tensor is stored sparse and must be
+    /// densified, e.g. by a DENSIFY op).
+    pub is_sparse: bool,
+    /// `has_rank`.
+    pub has_rank: bool,
+}
+
+impl Tensor {
+    /// Number of elements, with dynamic (`-1`) dimensions counted as 1; `None` on overflow or a
+    /// negative dimension other than -1.
+    pub fn num_elements(&self) -> Option<usize> {
+        self.shape.iter().try_fold(1usize, |acc, &d| {
+            let d = if d == -1 { 1 } else { usize::try_from(d).ok()? };
+            acc.checked_mul(d)
+        })
+    }
+
+    /// Bytes of the dense tensor (`prod(shape) * sizeof(dtype)`, int4 packed two per byte is NOT
+    /// assumed: one byte per element), `None` for types without a fixed size or on overflow.
+    pub fn byte_size(&self) -> Option<usize> {
+        self.num_elements()?.checked_mul(self.dtype.byte_size()?)
+    }
+}
+
+/// A raw data buffer of the model: constant tensor data or metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Buffer {
+    /// Byte range of the data inside [`Model::bytes`]; `None` when the buffer is empty.
+    pub data: Option<Range<usize>>,
+    /// Whether the data is stored outside the flatbuffer (`offset`/`size` fields, models over
+    /// 2 GiB) rather than in the `data` vector.
+    pub external: bool,
+}
+
+/// An operator code of the model (`OperatorCode`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatorCode {
+    /// The effective builtin code: the larger of `deprecated_builtin_code` and `builtin_code`
+    /// (the schema's rule for files written before and after the code space grew past 127).
+    pub builtin: BuiltinOp,
+    /// `deprecated_builtin_code` as stored.
+    pub deprecated_builtin_code: i8,
+    /// `custom_code` for CUSTOM operators.
+    pub custom_code: Option<String>,
+    /// `version` (default 1).
+    pub version: i32,
+}
+
+impl OperatorCode {
+    /// A builtin operator code.
+    pub fn builtin(op: BuiltinOp, version: i32) -> Self {
+        OperatorCode {
+            builtin: op,
+            deprecated_builtin_code: i8::try_from(op.0)
+                .unwrap_or(BuiltinOp::PLACEHOLDER_FOR_GREATER_OP_CODES.0 as i8),
+            custom_code: None,
+            version,
+        }
+    }
+
+    /// A custom operator code.
+    pub fn custom(name: &str, version: i32) -> Self {
+        OperatorCode {
+            builtin: BuiltinOp::CUSTOM,
+            deprecated_builtin_code: BuiltinOp::CUSTOM.0 as i8,
+            custom_code: Some(name.to_string()),
+            version,
+        }
+    }
+
+    /// Display name: the builtin name, `CUSTOM(name)` for custom ops, or `UNKNOWN_BUILTIN_n`.
+    pub fn display_name(&self) -> String {
+        match (&self.custom_code, self.builtin) {
+            (Some(c), BuiltinOp::CUSTOM) => format!("CUSTOM({c})"),
+            (_, op) => op.to_string(),
+        }
+    }
+}
+
+/// An operator (node) of a subgraph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operator {
+    /// `opcode_index` into [`Model::operator_codes`].
+    pub opcode_index: u32,
+    /// `inputs`: tensor indices, `-1` for an omitted optional input.
+    pub inputs: Vec<i32>,
+    /// `outputs`: tensor indices (`-1` tolerated and ignored).
+    pub outputs: Vec<i32>,
+    /// `intermediates`: tensors internal to the op (often only carrying quantization params).
+    pub intermediates: Vec<i32>,
+    /// Decoded `builtin_options`.
+    pub builtin_options: BuiltinOptions,
+    /// `custom_options` bytes (or the large custom options stored outside the flatbuffer).
+    pub custom_options: Vec<u8>,
+    /// `mutating_variable_inputs`.
+    pub mutating_variable_inputs: Vec<bool>,
+}
+
+impl Operator {
+    /// Input tensor indices, skipping omitted (`-1`) ones.
+    pub fn input_tensors(&self) -> impl Iterator<Item = usize> + '_ {
+        self.inputs.iter().filter_map(|&i| usize::try_from(i).ok())
+    }
+    /// Output tensor indices, skipping `-1`.
+    pub fn output_tensors(&self) -> impl Iterator<Item = usize> + '_ {
+        self.outputs.iter().filter_map(|&i| usize::try_from(i).ok())
+    }
+}
+
+/// A subgraph: tensors, operators in execution order, inputs and outputs.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Subgraph {
+    /// `name`, when present.
+    pub name: Option<String>,
+    /// `tensors`.
+    pub tensors: Vec<Tensor>,
+    /// `inputs` (tensor indices).
+    pub inputs: Vec<i32>,
+    /// `outputs` (tensor indices).
+    pub outputs: Vec<i32>,
+    /// `operators` in execution order.
+    pub operators: Vec<Operator>,
+}
+
+impl Subgraph {
+    /// Graph input tensor indices (skipping `-1`).
+    pub fn input_tensors(&self) -> impl Iterator<Item = usize> + '_ {
+        self.inputs.iter().filter_map(|&i| usize::try_from(i).ok())
+    }
+    /// Graph output tensor indices (skipping `-1`).
+    pub fn output_tensors(&self) -> impl Iterator<Item = usize> + '_ {
+        self.outputs.iter().filter_map(|&i| usize::try_from(i).ok())
+    }
+}
+
+/// A named metadata entry (`Metadata`): a name and the buffer holding its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Metadata {
+    /// `name`.
+    pub name: String,
+    /// `buffer` index into [`Model::buffers`].
+    pub buffer: u32,
+}
+
+/// A named tensor of a signature (`TensorMap`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignatureTensor {
+    /// The alias name.
+    pub name: String,
+    /// Tensor index in the signature's subgraph.
+    pub tensor_index: u32,
+}
+
+/// A signature (`SignatureDef`): named entry point into a subgraph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignatureDef {
+    /// `signature_key`.
+    pub key: String,
+    /// `subgraph_index`.
+    pub subgraph_index: u32,
+    /// Named inputs.
+    pub inputs: Vec<SignatureTensor>,
+    /// Named outputs.
+    pub outputs: Vec<SignatureTensor>,
+}
+
+/// Name of the TFLM metadata entry holding offline-planned tensor offsets.
+pub const OFFLINE_MEMORY_ALLOCATION: &str = "OfflineMemoryAllocation";
+
+/// A TFLite model: the graph IR plus the file bytes the constant data lives in.
+#[derive(Clone)]
+pub struct Model {
+    /// The file bytes (for a [`ModelBuilder`] model: the blob holding its constant data).
+    pub bytes: Arc<[u8]>,
+    /// Schema `version` (3 for current files).
+    pub version: u32,
+    /// `description`, when present.
+    pub description: Option<String>,
+    /// `operator_codes`.
+    pub operator_codes: Vec<OperatorCode>,
+    /// `subgraphs`; 0 is the main graph.
+    pub subgraphs: Vec<Subgraph>,
+    /// `buffers`; 0 is the empty sentinel.
+    pub buffers: Vec<Buffer>,
+    /// `metadata`.
+    pub metadata: Vec<Metadata>,
+    /// `signature_defs`.
+    pub signatures: Vec<SignatureDef>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("bytes", &format_args!("<{} bytes>", self.bytes.len()))
+            .field("version", &self.version)
+            .field("description", &self.description)
+            .field("operator_codes", &self.operator_codes)
+            .field("subgraphs", &self.subgraphs)
+            .field("buffers", &self.buffers)
+            .field("metadata", &self.metadata)
+            .field("signatures", &self.signatures)
+            .finish()
+    }
+}
+
+impl PartialEq for Model {
+    /// Structural equality: every IR field, with buffers compared by their bytes (not by where
+    /// they sit in the file).
+    fn eq(&self, other: &Self) -> bool {
+        self.version == other.version
+            && self.description == other.description
+            && self.operator_codes == other.operator_codes
+            && self.subgraphs == other.subgraphs
+            && self.metadata == other.metadata
+            && self.signatures == other.signatures
+            && self.buffers.len() == other.buffers.len()
+            && (0..self.buffers.len()).all(|i| {
+                self.buffer_data(i) == other.buffer_data(i)
+                    && self.buffers[i].external == other.buffers[i].external
+            })
+    }
+}
+
+impl Model {
+    /// Reads a `.tflite` file (verify, then decode). See [`tflite::read_model`].
+    pub fn load(path: impl AsRef<std::path::Path>) -> Result<Model, ModelError> {
+        tflite::load(path)
+    }
+
+    /// Decodes a model from bytes (verify, then decode). See [`tflite::read_model`].
+    pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Result<Model, ModelError> {
+        tflite::read_model(bytes.into())
+    }
+
+    /// Serializes the model to a `.tflite` flatbuffer. See [`tflite::write_model`].
+    pub fn to_bytes(&self) -> Result<Vec<u8>, ModelError> {
+        tflite::write_model(self)
+    }
+
+    /// Checks every index of the IR (opcode, tensor, buffer, subgraph) and every buffer range
+    /// against [`Model::bytes`]. The reader guarantees this for the models it returns; call it on
+    /// a model assembled or edited by hand before analysing it ([`Lifetimes::compute`] does).
+    pub fn validate(&self) -> Result<(), ModelError> {
+        fn check(
+            location: impl FnOnce() -> String,
+            index: i64,
+            len: usize,
+            what: &'static str,
+            optional: bool,
+        ) -> Result<(), ModelError> {
+            if (optional && index == -1) || (index >= 0 && (index as u64) < len as u64) {
+                Ok(())
+            } else {
+                Err(ModelError::IndexOutOfRange {
+                    location: location(),
+                    index,
+                    len,
+                    what,
+                })
+            }
+        }
+        for (i, b) in self.buffers.iter().enumerate() {
+            if let Some(r) = &b.data {
+                if r.start > r.end || r.end > self.bytes.len() {
+                    return Err(ModelError::invalid(
+                        format!("buffers[{i}]"),
+                        format!(
+                            "data range {}..{} outside the {} model bytes",
+                            r.start,
+                            r.end,
+                            self.bytes.len()
+                        ),
+                    ));
+                }
+            }
+        }
+        let nbuf = self.buffers.len().max(1);
+        for (si, sg) in self.subgraphs.iter().enumerate() {
+            let n = sg.tensors.len();
+            for (ti, t) in sg.tensors.iter().enumerate() {
+                check(
+                    || format!("subgraphs[{si}].tensors[{ti}].buffer"),
+                    i64::from(t.buffer),
+                    nbuf,
+                    "buffers",
+                    false,
+                )?;
+            }
+            for (k, &t) in sg.inputs.iter().enumerate() {
+                check(
+                    || format!("subgraphs[{si}].inputs[{k}]"),
+                    i64::from(t),
+                    n,
+                    "tensors of the subgraph",
+                    false,
+                )?;
+            }
+            for (k, &t) in sg.outputs.iter().enumerate() {
+                check(
+                    || format!("subgraphs[{si}].outputs[{k}]"),
+                    i64::from(t),
+                    n,
+                    "tensors of the subgraph",
+                    false,
+                )?;
+            }
+            for (oi, op) in sg.operators.iter().enumerate() {
+                check(
+                    || format!("subgraphs[{si}].operators[{oi}].opcode_index"),
+                    i64::from(op.opcode_index),
+                    self.operator_codes.len(),
+                    "operator_codes",
+                    false,
+                )?;
+                for (field, list) in [
+                    ("inputs", &op.inputs),
+                    ("outputs", &op.outputs),
+                    ("intermediates", &op.intermediates),
+                ] {
+                    for (k, &t) in list.iter().enumerate() {
+                        check(
+                            || format!("subgraphs[{si}].operators[{oi}].{field}[{k}]"),
+                            i64::from(t),
+                            n,
+                            "tensors of the subgraph",
+                            true,
+                        )?;
+                    }
+                }
+            }
+        }
+        for (i, m) in self.metadata.iter().enumerate() {
+            check(
+                || format!("metadata[{i}].buffer"),
+                i64::from(m.buffer),
+                self.buffers.len(),
+                "buffers",
+                false,
+            )?;
+        }
+        for (i, s) in self.signatures.iter().enumerate() {
+            check(
+                || format!("signature_defs[{i}].subgraph_index"),
+                i64::from(s.subgraph_index),
+                self.subgraphs.len(),
+                "subgraphs",
+                false,
+            )?;
+            let n = self.subgraphs[s.subgraph_index as usize].tensors.len();
+            for (field, list) in [("inputs", &s.inputs), ("outputs", &s.outputs)] {
+                for (k, t) in list.iter().enumerate() {
+                    check(
+                        || format!("signature_defs[{i}].{field}[{k}].tensor_index"),
+                        i64::from(t.tensor_index),
+                        n,
+                        "tensors of the signature's subgraph",
+                        false,
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes of buffer `index` (empty for the sentinel, an empty buffer, or an index out of
+    /// range).
+    pub fn buffer_data(&self, index: usize) -> &[u8] {
+        self.buffers
+            .get(index)
+            .and_then(|b| b.data.clone())
+            .and_then(|r| self.bytes.get(r))
+            .unwrap_or(&[])
+    }
+
+    /// The constant data of a tensor (`None` when the tensor has no data: an activation,
+    /// variable or input).
+    pub fn tensor_data(&self, subgraph: usize, tensor: usize) -> Option<&[u8]> {
+        let t = self.subgraphs.get(subgraph)?.tensors.get(tensor)?;
+        let d = self.buffer_data(t.buffer as usize);
+        (!d.is_empty()).then_some(d)
+    }
+
+    /// Whether the tensor is a constant (its buffer holds data).
+    pub fn is_constant(&self, subgraph: usize, tensor: usize) -> bool {
+        self.tensor_data(subgraph, tensor).is_some()
+    }
+
+    /// The operator code of an operator.
+    pub fn opcode(&self, op: &Operator) -> Option<&OperatorCode> {
+        self.operator_codes.get(op.opcode_index as usize)
+    }
+
+    /// The builtin operator of an operator (CUSTOM for custom ops), `None` if its opcode index
+    /// is out of range (cannot happen for a model produced by the reader).
+    pub fn builtin_of(&self, op: &Operator) -> Option<BuiltinOp> {
+        self.opcode(op).map(|c| c.builtin)
+    }
+
+    /// The bytes of the metadata entry called `name`.
+    pub fn metadata_bytes(&self, name: &str) -> Option<&[u8]> {
+        self.metadata
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| self.buffer_data(m.buffer as usize))
+    }
+
+    /// The offline memory plan of subgraph 0 stored as TFLM's `OfflineMemoryAllocation`
+    /// metadata: one entry per tensor, `Some(offset)` for offline-planned tensors, `None` for
+    /// "plan at run time" (-1). `Ok(None)` when the model has no such metadata.
+    ///
+    /// The format is parsed by [`crate::planner::OfflinePlan`] (words: format version, subgraph,
+    /// count `n`, then `n` offsets; neither the version nor the subgraph word is checked, as in
+    /// TFLM); the count must equal the number of tensors of subgraph 0, as TFLM requires.
+    pub fn offline_plan(&self) -> Result<Option<Vec<Option<usize>>>, ModelError> {
+        let Some(bytes) = self.metadata_bytes(OFFLINE_MEMORY_ALLOCATION) else {
+            return Ok(None);
+        };
+        let loc = "metadata[OfflineMemoryAllocation]";
+        let plan = crate::planner::OfflinePlan::from_bytes(bytes)
+            .map_err(|e| ModelError::invalid(loc, e.to_string()))?;
+        let tensors = self.subgraphs.first().map_or(0, |s| s.tensors.len());
+        if plan.offsets.len() != tensors {
+            return Err(ModelError::invalid(
+                loc,
+                format!(
+                    "{} offsets, expected one per tensor of subgraph 0 ({tensors})",
+                    plan.offsets.len()
+                ),
+            ));
+        }
+        Ok(Some(plan.offsets))
+    }
+
+    /// A copy of the model with metadata entry `name` set to `bytes` (replacing an entry of that
+    /// name, or added). The data is appended to a copy of [`Model::bytes`].
+    pub fn with_metadata(&self, name: &str, bytes: &[u8]) -> Model {
+        let mut data = self.bytes.to_vec();
+        let start = data.len().next_multiple_of(16);
+        data.resize(start, 0);
+        data.extend_from_slice(bytes);
+        let mut m = self.clone();
+        m.bytes = Arc::from(data);
+        m.buffers.push(Buffer {
+            data: (!bytes.is_empty()).then_some(start..start + bytes.len()),
+            external: false,
+        });
+        let buffer = (m.buffers.len() - 1) as u32;
+        match m.metadata.iter_mut().find(|e| e.name == name) {
+            Some(e) => e.buffer = buffer,
+            None => m.metadata.push(Metadata {
+                name: name.to_string(),
+                buffer,
+            }),
+        }
+        m
+    }
+
+    /// Encodes an offline plan in TFLM's `OfflineMemoryAllocation` metadata format (see
+    /// [`Model::offline_plan`]; version 1, subgraph 0).
+    pub fn encode_offline_plan(offsets: &[Option<usize>]) -> Result<Vec<u8>, ModelError> {
+        crate::planner::OfflinePlan {
+            version: 1,
+            subgraph: 0,
+            offsets: offsets.to_vec(),
+        }
+        .to_bytes()
+        .map_err(|e| ModelError::Write(e.to_string()))
+    }
+
+    /// A copy of the model with `offsets` (one per tensor of subgraph 0) embedded as
+    /// `OfflineMemoryAllocation` metadata, so TFLM (and this crate's planners) use them as fixed
+    /// offsets.
+    pub fn with_offline_plan(&self, offsets: &[Option<usize>]) -> Result<Model, ModelError> {
+        let tensors = self.subgraphs.first().map_or(0, |s| s.tensors.len());
+        if offsets.len() != tensors {
+            return Err(ModelError::Write(format!(
+                "offline plan has {} offsets, expected one per tensor of subgraph 0 ({tensors})",
+                offsets.len()
+            )));
+        }
+        Ok(self.with_metadata(
+            OFFLINE_MEMORY_ALLOCATION,
+            &Self::encode_offline_plan(offsets)?,
+        ))
+    }
+}

@@ -1,0 +1,564 @@
+//! The `.tflite` reader and writer.
+//!
+//! Reading is two passes: [`flatbuffers`] verification of the whole file (every offset, vtable,
+//! vector length, string, with limits on depth, table count and apparent size), then decoding into
+//! the IR with every index (opcode, tensor, buffer, subgraph) bounds-checked. Nothing is
+//! allocated with a size taken from an unverified field: every vector length was checked against
+//! the file size by the verifier first.
+
+mod schema;
+mod writer;
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use flatbuffers::Vector;
+
+use super::options::{Activation, BuiltinOptions, Padding};
+use super::{
+    Buffer, BuiltinOp, Metadata, Model, ModelError, Operator, OperatorCode, Quantization,
+    SignatureDef, SignatureTensor, Subgraph, Tensor, TensorType,
+};
+use schema::{
+    buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map, T,
+};
+
+pub use writer::write_model;
+
+/// The file identifier of TFLite flatbuffers (bytes 4..8).
+pub const FILE_IDENTIFIER: &[u8; 4] = b"TFL3";
+
+/// Reads and decodes a `.tflite` file.
+pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
+    let path = path.as_ref();
+    let io = |source| ModelError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        return Err(ModelError::NotTflite(format!(
+            "{} is a directory, expected a .tflite file",
+            path.display()
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    read_model(bytes.into())
+}
+
+/// Verifies and decodes a TFLite model held in `bytes`. The returned model keeps `bytes` and
+/// refers to constant data by range.
+pub fn read_model(bytes: Arc<[u8]>) -> Result<Model, ModelError> {
+    if bytes.len() < 8 {
+        return Err(ModelError::NotTflite(format!(
+            "{} bytes, a TFLite flatbuffer has at least 8 (root offset and file identifier)",
+            bytes.len()
+        )));
+    }
+    if &bytes[4..8] != FILE_IDENTIFIER {
+        return Err(ModelError::NotTflite(format!(
+            "file identifier {:?}, expected \"TFL3\"",
+            String::from_utf8_lossy(&bytes[4..8])
+        )));
+    }
+    let root = schema::verified_root(&bytes).map_err(|e| ModelError::Corrupt(describe(&e)))?;
+    let decoded = Decoder { file: &bytes }.model(root)?;
+    Ok(Model { bytes, ..decoded })
+}
+
+/// One-line description of a verifier error: what is wrong and where, as a field path from the
+/// root (`Model.subgraphs[0].SubGraph.tensors[3].Tensor.name`).
+fn describe(e: &flatbuffers::InvalidFlatbuffer) -> String {
+    let text = e.to_string();
+    let mut lines = text.lines();
+    let what = lines
+        .next()
+        .unwrap_or("invalid flatbuffer")
+        .trim()
+        .to_string();
+    // The trace lists the innermost element first.
+    let mut path: Vec<String> = Vec::new();
+    for line in lines {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("while verifying table field `") {
+            if let Some(name) = rest.split('`').next() {
+                path.push(format!(".{name}"));
+            }
+        } else if let Some(rest) = line.strip_prefix("while verifying vector element ") {
+            if let Some(i) = rest.split_whitespace().next() {
+                path.push(format!("[{i}]"));
+            }
+        } else if let Some(rest) = line.strip_prefix("while verifying union variant `") {
+            if let Some(name) = rest.split('`').next() {
+                path.push(format!("<{name}>"));
+            }
+        }
+    }
+    if path.is_empty() {
+        what
+    } else {
+        path.reverse();
+        let p: String = path.concat();
+        format!("{what} (in {})", p.trim_start_matches('.'))
+    }
+}
+
+struct Decoder<'f> {
+    file: &'f [u8],
+}
+
+/// Collects a vector of scalars (length already verified against the file size).
+fn collect<'a, X: flatbuffers::Follow<'a> + 'a>(v: Option<Vector<'a, X>>) -> Vec<X::Inner> {
+    v.map(|v| v.iter().collect()).unwrap_or_default()
+}
+
+fn check_index(
+    location: impl FnOnce() -> String,
+    index: i64,
+    len: usize,
+    what: &'static str,
+    allow_optional: bool,
+) -> Result<(), ModelError> {
+    if (allow_optional && index == -1) || (index >= 0 && (index as u64) < len as u64) {
+        Ok(())
+    } else {
+        Err(ModelError::IndexOutOfRange {
+            location: location(),
+            index,
+            len,
+            what,
+        })
+    }
+}
+
+impl<'f> Decoder<'f> {
+    /// Position of a verified byte vector inside the file.
+    fn range_of(&self, data: &[u8]) -> Range<usize> {
+        let start = data.as_ptr() as usize - self.file.as_ptr() as usize;
+        start..start + data.len()
+    }
+
+    /// Resolves data stored outside the flatbuffer (`offset`/`size`, valid when offset > 1).
+    fn external(&self, location: &str, offset: u64, size: u64) -> Result<Range<usize>, ModelError> {
+        let end = offset.checked_add(size);
+        match end {
+            Some(end) if end <= self.file.len() as u64 => Ok(offset as usize..end as usize),
+            _ => Err(ModelError::invalid(
+                location,
+                format!(
+                    "external data offset {offset} + size {size} exceeds the file size {}",
+                    self.file.len()
+                ),
+            )),
+        }
+    }
+
+    fn model(&self, root: T<'f>) -> Result<Model, ModelError> {
+        let version = root.scalar::<u32>(model::VERSION, 0);
+        let description = root.string(model::DESCRIPTION).map(str::to_string);
+
+        let mut buffers = Vec::new();
+        if let Some(bs) = root.tables(model::BUFFERS) {
+            buffers.reserve(bs.len());
+            for (i, b) in bs.enumerate() {
+                buffers.push(self.buffer(i, b)?);
+            }
+        }
+
+        let mut operator_codes = Vec::new();
+        if let Some(cs) = root.tables(model::OPERATOR_CODES) {
+            operator_codes.reserve(cs.len());
+            for c in cs {
+                let deprecated = c.scalar::<i8>(opcode::DEPRECATED_BUILTIN_CODE, 0);
+                let code = c.scalar::<i32>(opcode::BUILTIN_CODE, 0);
+                operator_codes.push(OperatorCode {
+                    builtin: BuiltinOp(code.max(i32::from(deprecated))),
+                    deprecated_builtin_code: deprecated,
+                    custom_code: c.string(opcode::CUSTOM_CODE).map(str::to_string),
+                    version: c.scalar::<i32>(opcode::VERSION, 1),
+                });
+            }
+        }
+
+        let mut subgraphs = Vec::new();
+        if let Some(sgs) = root.tables(model::SUBGRAPHS) {
+            subgraphs.reserve(sgs.len());
+            for (si, sg) in sgs.enumerate() {
+                subgraphs.push(self.subgraph(si, sg, buffers.len(), operator_codes.len())?);
+            }
+        }
+
+        let mut metadata_list = Vec::new();
+        if let Some(ms) = root.tables(model::METADATA) {
+            for (i, m) in ms.enumerate() {
+                let b = m.scalar::<u32>(metadata::BUFFER, 0);
+                check_index(
+                    || format!("metadata[{i}].buffer"),
+                    i64::from(b),
+                    buffers.len(),
+                    "buffers",
+                    false,
+                )?;
+                metadata_list.push(Metadata {
+                    name: m.string(metadata::NAME).unwrap_or_default().to_string(),
+                    buffer: b,
+                });
+            }
+        }
+
+        let mut signatures = Vec::new();
+        if let Some(ss) = root.tables(model::SIGNATURE_DEFS) {
+            for (i, s) in ss.enumerate() {
+                let sgi = s.scalar::<u32>(signature::SUBGRAPH_INDEX, 0);
+                check_index(
+                    || format!("signature_defs[{i}].subgraph_index"),
+                    i64::from(sgi),
+                    subgraphs.len(),
+                    "subgraphs",
+                    false,
+                )?;
+                let ntensors = subgraphs[sgi as usize].tensors.len();
+                let maps = |slot,
+                            field: &'static str|
+                 -> Result<Vec<SignatureTensor>, ModelError> {
+                    let mut out = Vec::new();
+                    if let Some(ms) = s.tables(slot) {
+                        for (j, m) in ms.enumerate() {
+                            let t = m.scalar::<u32>(tensor_map::TENSOR_INDEX, 0);
+                            check_index(
+                                || format!("signature_defs[{i}].{field}[{j}].tensor_index"),
+                                i64::from(t),
+                                ntensors,
+                                "tensors of the signature's subgraph",
+                                false,
+                            )?;
+                            out.push(SignatureTensor {
+                                name: m.string(tensor_map::NAME).unwrap_or_default().to_string(),
+                                tensor_index: t,
+                            });
+                        }
+                    }
+                    Ok(out)
+                };
+                signatures.push(SignatureDef {
+                    key: s
+                        .string(signature::SIGNATURE_KEY)
+                        .unwrap_or_default()
+                        .to_string(),
+                    subgraph_index: sgi,
+                    inputs: maps(signature::INPUTS, "inputs")?,
+                    outputs: maps(signature::OUTPUTS, "outputs")?,
+                });
+            }
+        }
+
+        Ok(Model {
+            bytes: Arc::from(&[][..]),
+            version,
+            description,
+            operator_codes,
+            subgraphs,
+            buffers,
+            metadata: metadata_list,
+            signatures,
+        })
+    }
+
+    fn buffer(&self, i: usize, b: T<'f>) -> Result<Buffer, ModelError> {
+        let offset = b.scalar::<u64>(buffer::OFFSET, 0);
+        let size = b.scalar::<u64>(buffer::SIZE, 0);
+        if offset > 1 {
+            let r = self.external(&format!("buffers[{i}].offset/size"), offset, size)?;
+            return Ok(Buffer {
+                data: (!r.is_empty()).then_some(r),
+                external: true,
+            });
+        }
+        let data = b
+            .vector::<u8>(buffer::DATA)
+            .map(|v| v.bytes())
+            .filter(|d| !d.is_empty());
+        Ok(Buffer {
+            data: data.map(|d| self.range_of(d)),
+            external: false,
+        })
+    }
+
+    fn subgraph(
+        &self,
+        si: usize,
+        sg: T<'f>,
+        nbuffers: usize,
+        nopcodes: usize,
+    ) -> Result<Subgraph, ModelError> {
+        let mut tensors = Vec::new();
+        if let Some(ts) = sg.tables(subgraph::TENSORS) {
+            tensors.reserve(ts.len());
+            for (ti, t) in ts.enumerate() {
+                tensors.push(self.tensor(si, ti, t, nbuffers)?);
+            }
+        }
+        let n = tensors.len();
+        let indices =
+            |slot, field: &'static str, allow_optional: bool| -> Result<Vec<i32>, ModelError> {
+                let v: Vec<i32> = collect(sg.vector::<i32>(slot));
+                for (k, &t) in v.iter().enumerate() {
+                    check_index(
+                        || format!("subgraphs[{si}].{field}[{k}]"),
+                        i64::from(t),
+                        n,
+                        "tensors of the subgraph",
+                        allow_optional,
+                    )?;
+                }
+                Ok(v)
+            };
+        let inputs = indices(subgraph::INPUTS, "inputs", false)?;
+        let outputs = indices(subgraph::OUTPUTS, "outputs", false)?;
+        let mut operators = Vec::new();
+        if let Some(ops) = sg.tables(subgraph::OPERATORS) {
+            operators.reserve(ops.len());
+            for (oi, op) in ops.enumerate() {
+                operators.push(self.operator(si, oi, op, n, nopcodes)?);
+            }
+        }
+        Ok(Subgraph {
+            name: sg.string(subgraph::NAME).map(str::to_string),
+            tensors,
+            inputs,
+            outputs,
+            operators,
+        })
+    }
+
+    fn tensor(
+        &self,
+        si: usize,
+        ti: usize,
+        t: T<'f>,
+        nbuffers: usize,
+    ) -> Result<Tensor, ModelError> {
+        let buffer = t.scalar::<u32>(tensor::BUFFER, 0);
+        check_index(
+            || format!("subgraphs[{si}].tensors[{ti}].buffer"),
+            i64::from(buffer),
+            nbuffers.max(1),
+            "buffers",
+            false,
+        )?;
+        let quantization = t.table(tensor::QUANTIZATION).map(|q| Quantization {
+            min: collect(q.vector::<f32>(quant::MIN)),
+            max: collect(q.vector::<f32>(quant::MAX)),
+            scale: collect(q.vector::<f32>(quant::SCALE)),
+            zero_point: collect(q.vector::<i64>(quant::ZERO_POINT)),
+            quantized_dimension: q.scalar::<i32>(quant::QUANTIZED_DIMENSION, 0),
+            has_custom_details: q.scalar::<u8>(quant::DETAILS_TYPE, 0) != 0,
+        });
+        let shape: Vec<i32> = collect(t.vector::<i32>(tensor::SHAPE));
+        if let Some((k, d)) = shape.iter().enumerate().find(|(_, &d)| d < -1) {
+            return Err(ModelError::invalid(
+                format!("subgraphs[{si}].tensors[{ti}].shape[{k}]"),
+                format!("dimension {d}, expected >= 0 (or -1 for unknown)"),
+            ));
+        }
+        Ok(Tensor {
+            name: t.string(tensor::NAME).unwrap_or_default().to_string(),
+            dtype: TensorType::from_raw(t.scalar::<i8>(tensor::TYPE, 0)),
+            shape,
+            shape_signature: t
+                .vector::<i32>(tensor::SHAPE_SIGNATURE)
+                .map(|v| v.iter().collect()),
+            buffer,
+            quantization,
+            is_variable: t.scalar::<bool>(tensor::IS_VARIABLE, false),
+            is_sparse: t.has(tensor::SPARSITY),
+            has_rank: t.scalar::<bool>(tensor::HAS_RANK, false),
+        })
+    }
+
+    fn operator(
+        &self,
+        si: usize,
+        oi: usize,
+        op: T<'f>,
+        ntensors: usize,
+        nopcodes: usize,
+    ) -> Result<Operator, ModelError> {
+        let loc = |field: &str| format!("subgraphs[{si}].operators[{oi}].{field}");
+        let opcode_index = op.scalar::<u32>(operator::OPCODE_INDEX, 0);
+        check_index(
+            || loc("opcode_index"),
+            i64::from(opcode_index),
+            nopcodes,
+            "operator_codes",
+            false,
+        )?;
+        let indices = |slot, field: &'static str| -> Result<Vec<i32>, ModelError> {
+            let v: Vec<i32> = collect(op.vector::<i32>(slot));
+            for (k, &t) in v.iter().enumerate() {
+                check_index(
+                    || loc(&format!("{field}[{k}]")),
+                    i64::from(t),
+                    ntensors,
+                    "tensors of the subgraph",
+                    true,
+                )?;
+            }
+            Ok(v)
+        };
+        let inputs = indices(operator::INPUTS, "inputs")?;
+        let outputs = indices(operator::OUTPUTS, "outputs")?;
+        let intermediates = indices(operator::INTERMEDIATES, "intermediates")?;
+        let type_id = op.scalar::<u8>(operator::BUILTIN_OPTIONS_TYPE, 0);
+        let builtin_options = match op.table(operator::BUILTIN_OPTIONS) {
+            Some(table) if type_id != 0 => decode_options(type_id, table),
+            _ => BuiltinOptions::None,
+        };
+        let large_offset = op.scalar::<u64>(operator::LARGE_CUSTOM_OPTIONS_OFFSET, 0);
+        let custom_options = if large_offset > 1 {
+            let size = op.scalar::<u64>(operator::LARGE_CUSTOM_OPTIONS_SIZE, 0);
+            let r = self.external(&loc("large_custom_options_offset/size"), large_offset, size)?;
+            self.file[r].to_vec()
+        } else {
+            op.vector::<u8>(operator::CUSTOM_OPTIONS)
+                .map(|v| v.bytes().to_vec())
+                .unwrap_or_default()
+        };
+        Ok(Operator {
+            opcode_index,
+            inputs,
+            outputs,
+            intermediates,
+            builtin_options,
+            custom_options,
+            mutating_variable_inputs: collect(
+                op.vector::<bool>(operator::MUTATING_VARIABLE_INPUTS),
+            ),
+        })
+    }
+}
+
+/// Decodes a verified options table of union type `type_id`. The slots and types here are those
+/// listed by [`schema::options_fields`] (which the verifier checked).
+fn decode_options(type_id: u8, t: T<'_>) -> BuiltinOptions {
+    use super::options::union_id as u;
+    use schema::slot;
+    let b = |id: u16, d: i8| t.scalar::<i8>(slot(id), d);
+    let flag = |id: u16, d: bool| t.scalar::<u8>(slot(id), u8::from(d)) != 0;
+    let i = |id: u16, d: i32| t.scalar::<i32>(slot(id), d);
+    let f = |id: u16| t.scalar::<f32>(slot(id), 0.0);
+    let act = |id: u16| Activation::from_raw(b(id, 0));
+    let pad = |id: u16| Padding::from_raw(b(id, 0));
+    match type_id {
+        u::CONV_2D => BuiltinOptions::Conv2D {
+            padding: pad(0),
+            stride_w: i(1, 0),
+            stride_h: i(2, 0),
+            activation: act(3),
+            dilation_w: i(4, 1),
+            dilation_h: i(5, 1),
+        },
+        u::DEPTHWISE_CONV_2D => BuiltinOptions::DepthwiseConv2D {
+            padding: pad(0),
+            stride_w: i(1, 0),
+            stride_h: i(2, 0),
+            depth_multiplier: i(3, 0),
+            activation: act(4),
+            dilation_w: i(5, 1),
+            dilation_h: i(6, 1),
+        },
+        u::POOL_2D => BuiltinOptions::Pool2D {
+            padding: pad(0),
+            stride_w: i(1, 0),
+            stride_h: i(2, 0),
+            filter_w: i(3, 0),
+            filter_h: i(4, 0),
+            activation: act(5),
+        },
+        u::SVDF => BuiltinOptions::Svdf {
+            rank: i(0, 0),
+            activation: act(1),
+            asymmetric_quantize_inputs: flag(2, false),
+        },
+        u::FULLY_CONNECTED => BuiltinOptions::FullyConnected {
+            activation: act(0),
+            weights_format: b(1, 0),
+            keep_num_dims: flag(2, false),
+            asymmetric_quantize_inputs: flag(3, false),
+        },
+        u::SOFTMAX => BuiltinOptions::Softmax { beta: f(0) },
+        u::CONCATENATION => BuiltinOptions::Concatenation {
+            axis: i(0, 0),
+            activation: act(1),
+        },
+        u::ADD => BuiltinOptions::Add {
+            activation: act(0),
+            pot_scale_int16: flag(1, true),
+        },
+        u::SUB => BuiltinOptions::Sub {
+            activation: act(0),
+            pot_scale_int16: flag(1, true),
+        },
+        u::MUL => BuiltinOptions::Mul { activation: act(0) },
+        u::DIV => BuiltinOptions::Div { activation: act(0) },
+        u::RESHAPE => BuiltinOptions::Reshape {
+            new_shape: t.vector::<i32>(slot(0)).map(|v| v.iter().collect()),
+        },
+        u::SQUEEZE => BuiltinOptions::Squeeze {
+            squeeze_dims: collect(t.vector::<i32>(slot(0))),
+        },
+        u::REDUCER => BuiltinOptions::Reducer {
+            keep_dims: flag(0, false),
+        },
+        u::STRIDED_SLICE => BuiltinOptions::StridedSlice {
+            begin_mask: i(0, 0),
+            end_mask: i(1, 0),
+            ellipsis_mask: i(2, 0),
+            new_axis_mask: i(3, 0),
+            shrink_axis_mask: i(4, 0),
+            offset: flag(5, false),
+        },
+        u::CAST => BuiltinOptions::Cast {
+            in_data_type: b(0, 0),
+            out_data_type: b(1, 0),
+        },
+        u::RESIZE_BILINEAR => BuiltinOptions::ResizeBilinear {
+            align_corners: flag(2, false),
+            half_pixel_centers: flag(3, false),
+        },
+        u::UNIDIRECTIONAL_SEQUENCE_LSTM => BuiltinOptions::UnidirectionalSequenceLstm {
+            activation: act(0),
+            cell_clip: f(1),
+            proj_clip: f(2),
+            time_major: flag(3, false),
+            asymmetric_quantize_inputs: flag(4, false),
+            diagonal_recurrent_tensors: flag(5, false),
+        },
+        u::DEPTH_TO_SPACE => BuiltinOptions::DepthToSpace {
+            block_size: i(0, 0),
+        },
+        u::SPACE_TO_DEPTH => BuiltinOptions::SpaceToDepth {
+            block_size: i(0, 0),
+        },
+        u::LEAKY_RELU => BuiltinOptions::LeakyRelu { alpha: f(0) },
+        u::GATHER => BuiltinOptions::Gather {
+            axis: i(0, 0),
+            batch_dims: i(1, 0),
+        },
+        u::PACK => BuiltinOptions::Pack {
+            values_count: i(0, 0),
+            axis: i(1, 0),
+        },
+        u::SPLIT => BuiltinOptions::Split {
+            num_splits: i(0, 0),
+        },
+        u::TRANSPOSE_CONV => BuiltinOptions::TransposeConv {
+            padding: pad(0),
+            stride_w: i(1, 0),
+            stride_h: i(2, 0),
+            activation: act(3),
+        },
+        other => BuiltinOptions::Other { type_id: other },
+    }
+}

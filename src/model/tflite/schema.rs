@@ -1,0 +1,471 @@
+//! Hand-written accessors for the subset of the TFLite schema (`schema.fbs`, file identifier
+//! `TFL3`) this crate reads, over the `flatbuffers` crate's `Table` / `Verifier` machinery.
+//!
+//! Every table type has a [`Verifiable`] implementation listing exactly the fields (slot and
+//! type) that the reader later accesses through [`T`]; the reader only touches a table after
+//! `flatbuffers::root_with_opts` verified the whole tree, which is what makes the unchecked
+//! `Table::get` calls in [`T`] sound.
+
+use flatbuffers::{
+    ForwardsUOffset, InvalidFlatbuffer, Table, VOffsetT, Vector, Verifiable, Verifier,
+};
+
+/// Vtable slot of field number `id` (the schema's declaration order): 4 + 2 * id.
+pub(crate) const fn slot(id: u16) -> VOffsetT {
+    4 + 2 * id
+}
+
+/// `Model` fields.
+pub(crate) mod model {
+    use super::slot;
+    pub const VERSION: u16 = slot(0);
+    pub const OPERATOR_CODES: u16 = slot(1);
+    pub const SUBGRAPHS: u16 = slot(2);
+    pub const DESCRIPTION: u16 = slot(3);
+    pub const BUFFERS: u16 = slot(4);
+    pub const METADATA_BUFFER: u16 = slot(5);
+    pub const METADATA: u16 = slot(6);
+    pub const SIGNATURE_DEFS: u16 = slot(7);
+}
+
+/// `OperatorCode` fields.
+pub(crate) mod opcode {
+    use super::slot;
+    pub const DEPRECATED_BUILTIN_CODE: u16 = slot(0);
+    pub const CUSTOM_CODE: u16 = slot(1);
+    pub const VERSION: u16 = slot(2);
+    pub const BUILTIN_CODE: u16 = slot(3);
+}
+
+/// `SubGraph` fields.
+pub(crate) mod subgraph {
+    use super::slot;
+    pub const TENSORS: u16 = slot(0);
+    pub const INPUTS: u16 = slot(1);
+    pub const OUTPUTS: u16 = slot(2);
+    pub const OPERATORS: u16 = slot(3);
+    pub const NAME: u16 = slot(4);
+}
+
+/// `Tensor` fields.
+pub(crate) mod tensor {
+    use super::slot;
+    pub const SHAPE: u16 = slot(0);
+    pub const TYPE: u16 = slot(1);
+    pub const BUFFER: u16 = slot(2);
+    pub const NAME: u16 = slot(3);
+    pub const QUANTIZATION: u16 = slot(4);
+    pub const IS_VARIABLE: u16 = slot(5);
+    pub const SPARSITY: u16 = slot(6);
+    pub const SHAPE_SIGNATURE: u16 = slot(7);
+    pub const HAS_RANK: u16 = slot(8);
+}
+
+/// `QuantizationParameters` fields.
+pub(crate) mod quant {
+    use super::slot;
+    pub const MIN: u16 = slot(0);
+    pub const MAX: u16 = slot(1);
+    pub const SCALE: u16 = slot(2);
+    pub const ZERO_POINT: u16 = slot(3);
+    pub const DETAILS_TYPE: u16 = slot(4);
+    pub const DETAILS: u16 = slot(5);
+    pub const QUANTIZED_DIMENSION: u16 = slot(6);
+}
+
+/// `Operator` fields.
+pub(crate) mod operator {
+    use super::slot;
+    pub const OPCODE_INDEX: u16 = slot(0);
+    pub const INPUTS: u16 = slot(1);
+    pub const OUTPUTS: u16 = slot(2);
+    pub const BUILTIN_OPTIONS_TYPE: u16 = slot(3);
+    pub const BUILTIN_OPTIONS: u16 = slot(4);
+    pub const CUSTOM_OPTIONS: u16 = slot(5);
+    pub const CUSTOM_OPTIONS_FORMAT: u16 = slot(6);
+    pub const MUTATING_VARIABLE_INPUTS: u16 = slot(7);
+    pub const INTERMEDIATES: u16 = slot(8);
+    pub const LARGE_CUSTOM_OPTIONS_OFFSET: u16 = slot(9);
+    pub const LARGE_CUSTOM_OPTIONS_SIZE: u16 = slot(10);
+    pub const BUILTIN_OPTIONS_2_TYPE: u16 = slot(11);
+    pub const BUILTIN_OPTIONS_2: u16 = slot(12);
+}
+
+/// `Buffer` fields.
+pub(crate) mod buffer {
+    use super::slot;
+    pub const DATA: u16 = slot(0);
+    pub const OFFSET: u16 = slot(1);
+    pub const SIZE: u16 = slot(2);
+}
+
+/// `Metadata` fields.
+pub(crate) mod metadata {
+    use super::slot;
+    pub const NAME: u16 = slot(0);
+    pub const BUFFER: u16 = slot(1);
+}
+
+/// `TensorMap` fields.
+pub(crate) mod tensor_map {
+    use super::slot;
+    pub const NAME: u16 = slot(0);
+    pub const TENSOR_INDEX: u16 = slot(1);
+}
+
+/// `SignatureDef` fields.
+pub(crate) mod signature {
+    use super::slot;
+    pub const INPUTS: u16 = slot(0);
+    pub const OUTPUTS: u16 = slot(1);
+    pub const SIGNATURE_KEY: u16 = slot(2);
+    pub const SUBGRAPH_INDEX: u16 = slot(4);
+}
+
+/// Kinds of option fields (scalars are all read with their schema width).
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// 1-byte scalar (byte enum, bool).
+    Byte,
+    /// `int`.
+    I32,
+    /// `float`.
+    F32,
+    /// `[int]`.
+    VecI32,
+}
+
+/// Fields (slot, kind) of the builtin options tables the reader decodes, by union type id.
+/// Tables not listed are verified as tables and not decoded.
+pub(crate) fn options_fields(type_id: u8) -> &'static [(VOffsetT, Kind)] {
+    use crate::model::options::union_id as u;
+    use Kind::*;
+    const S0: u16 = slot(0);
+    const S1: u16 = slot(1);
+    const S2: u16 = slot(2);
+    const S3: u16 = slot(3);
+    const S4: u16 = slot(4);
+    const S5: u16 = slot(5);
+    const S6: u16 = slot(6);
+    match type_id {
+        u::CONV_2D => &[
+            (S0, Byte),
+            (S1, I32),
+            (S2, I32),
+            (S3, Byte),
+            (S4, I32),
+            (S5, I32),
+            (S6, Byte),
+        ],
+        u::DEPTHWISE_CONV_2D => &[
+            (S0, Byte),
+            (S1, I32),
+            (S2, I32),
+            (S3, I32),
+            (S4, Byte),
+            (S5, I32),
+            (S6, I32),
+        ],
+        u::POOL_2D => &[
+            (S0, Byte),
+            (S1, I32),
+            (S2, I32),
+            (S3, I32),
+            (S4, I32),
+            (S5, Byte),
+        ],
+        u::SVDF => &[(S0, I32), (S1, Byte), (S2, Byte)],
+        u::FULLY_CONNECTED => &[(S0, Byte), (S1, Byte), (S2, Byte), (S3, Byte), (S4, Byte)],
+        u::SOFTMAX => &[(S0, F32)],
+        u::CONCATENATION => &[(S0, I32), (S1, Byte)],
+        u::ADD | u::SUB => &[(S0, Byte), (S1, Byte)],
+        u::MUL | u::DIV => &[(S0, Byte)],
+        u::RESHAPE | u::SQUEEZE => &[(S0, VecI32)],
+        u::REDUCER => &[(S0, Byte)],
+        u::STRIDED_SLICE => &[
+            (S0, I32),
+            (S1, I32),
+            (S2, I32),
+            (S3, I32),
+            (S4, I32),
+            (S5, Byte),
+        ],
+        u::CAST => &[(S0, Byte), (S1, Byte)],
+        u::RESIZE_BILINEAR => &[(S0, I32), (S1, I32), (S2, Byte), (S3, Byte)],
+        u::UNIDIRECTIONAL_SEQUENCE_LSTM => &[
+            (S0, Byte),
+            (S1, F32),
+            (S2, F32),
+            (S3, Byte),
+            (S4, Byte),
+            (S5, Byte),
+        ],
+        u::DEPTH_TO_SPACE | u::SPACE_TO_DEPTH => &[(S0, I32)],
+        u::LEAKY_RELU => &[(S0, F32)],
+        u::GATHER | u::PACK => &[(S0, I32), (S1, I32)],
+        u::SPLIT => &[(S0, I32)],
+        u::TRANSPOSE_CONV => &[(S0, Byte), (S1, I32), (S2, I32), (S3, Byte)],
+        _ => &[],
+    }
+}
+
+/// Verifies an options table of union type `type_id` at `table_pos`.
+fn verify_options(
+    type_id: u8,
+    v: &mut Verifier,
+    table_pos: usize,
+) -> Result<(), InvalidFlatbuffer> {
+    let mut tv = v.visit_table(table_pos)?;
+    for &(s, kind) in options_fields(type_id) {
+        tv = match kind {
+            Kind::Byte => tv.visit_field::<u8>("options field", s, false)?,
+            Kind::I32 => tv.visit_field::<i32>("options field", s, false)?,
+            Kind::F32 => tv.visit_field::<f32>("options field", s, false)?,
+            Kind::VecI32 => {
+                tv.visit_field::<ForwardsUOffset<Vector<'_, i32>>>("options field", s, false)?
+            }
+        };
+    }
+    tv.finish();
+    Ok(())
+}
+
+/// Verifies the union value at `pos` (a uoffset to a table).
+fn verify_union_table(type_id: u8, v: &mut Verifier, pos: usize) -> Result<(), InvalidFlatbuffer> {
+    let off = v.get_uoffset(pos)? as usize;
+    verify_options(type_id, v, pos.saturating_add(off))
+}
+
+macro_rules! table_type {
+    ($(#[$m:meta])* $name:ident, |$tv:ident| $body:expr) => {
+        $(#[$m])*
+        #[derive(Clone, Copy)]
+        pub(crate) struct $name;
+        impl Verifiable for $name {
+            fn run_verifier(v: &mut Verifier, pos: usize) -> Result<(), InvalidFlatbuffer> {
+                let $tv = v.visit_table(pos)?;
+                let tv = $body;
+                tv.finish();
+                Ok(())
+            }
+        }
+    };
+}
+
+type Vt<T> = ForwardsUOffset<Vector<'static, ForwardsUOffset<T>>>;
+type Vs<T> = ForwardsUOffset<Vector<'static, T>>;
+type Str = ForwardsUOffset<&'static str>;
+
+table_type!(
+    /// A table whose fields are never read (sparsity, custom quantization details): only its
+    /// header and vtable are verified.
+    OpaqueTable, |tv| tv
+);
+
+table_type!(
+    /// `Model` (root).
+    ModelTable, |tv| tv
+        .visit_field::<u32>("Model.version", model::VERSION, false)?
+        .visit_field::<Vt<OperatorCodeTable>>("Model.operator_codes", model::OPERATOR_CODES, false)?
+        .visit_field::<Vt<SubGraphTable>>("Model.subgraphs", model::SUBGRAPHS, false)?
+        .visit_field::<Str>("Model.description", model::DESCRIPTION, false)?
+        .visit_field::<Vt<BufferTable>>("Model.buffers", model::BUFFERS, false)?
+        .visit_field::<Vs<i32>>("Model.metadata_buffer", model::METADATA_BUFFER, false)?
+        .visit_field::<Vt<MetadataTable>>("Model.metadata", model::METADATA, false)?
+        .visit_field::<Vt<SignatureDefTable>>("Model.signature_defs", model::SIGNATURE_DEFS, false)?
+);
+
+table_type!(
+    /// `OperatorCode`.
+    OperatorCodeTable, |tv| tv
+        .visit_field::<i8>("OperatorCode.deprecated_builtin_code", opcode::DEPRECATED_BUILTIN_CODE, false)?
+        .visit_field::<Str>("OperatorCode.custom_code", opcode::CUSTOM_CODE, false)?
+        .visit_field::<i32>("OperatorCode.version", opcode::VERSION, false)?
+        .visit_field::<i32>("OperatorCode.builtin_code", opcode::BUILTIN_CODE, false)?
+);
+
+table_type!(
+    /// `SubGraph`.
+    SubGraphTable, |tv| tv
+        .visit_field::<Vt<TensorTable>>("SubGraph.tensors", subgraph::TENSORS, false)?
+        .visit_field::<Vs<i32>>("SubGraph.inputs", subgraph::INPUTS, false)?
+        .visit_field::<Vs<i32>>("SubGraph.outputs", subgraph::OUTPUTS, false)?
+        .visit_field::<Vt<OperatorTable>>("SubGraph.operators", subgraph::OPERATORS, false)?
+        .visit_field::<Str>("SubGraph.name", subgraph::NAME, false)?
+);
+
+table_type!(
+    /// `Tensor`.
+    TensorTable, |tv| tv
+        .visit_field::<Vs<i32>>("Tensor.shape", tensor::SHAPE, false)?
+        .visit_field::<i8>("Tensor.type", tensor::TYPE, false)?
+        .visit_field::<u32>("Tensor.buffer", tensor::BUFFER, false)?
+        .visit_field::<Str>("Tensor.name", tensor::NAME, false)?
+        .visit_field::<ForwardsUOffset<QuantTable>>("Tensor.quantization", tensor::QUANTIZATION, false)?
+        .visit_field::<bool>("Tensor.is_variable", tensor::IS_VARIABLE, false)?
+        .visit_field::<ForwardsUOffset<OpaqueTable>>("Tensor.sparsity", tensor::SPARSITY, false)?
+        .visit_field::<Vs<i32>>("Tensor.shape_signature", tensor::SHAPE_SIGNATURE, false)?
+        .visit_field::<bool>("Tensor.has_rank", tensor::HAS_RANK, false)?
+);
+
+table_type!(
+    /// `QuantizationParameters`.
+    QuantTable, |tv| tv
+        .visit_field::<Vs<f32>>("QuantizationParameters.min", quant::MIN, false)?
+        .visit_field::<Vs<f32>>("QuantizationParameters.max", quant::MAX, false)?
+        .visit_field::<Vs<f32>>("QuantizationParameters.scale", quant::SCALE, false)?
+        .visit_field::<Vs<i64>>("QuantizationParameters.zero_point", quant::ZERO_POINT, false)?
+        .visit_union::<u8, _>(
+            "QuantizationParameters.details_type",
+            quant::DETAILS_TYPE,
+            "QuantizationParameters.details",
+            quant::DETAILS,
+            false,
+            |_ty, v, pos| <ForwardsUOffset<OpaqueTable>>::run_verifier(v, pos),
+        )?
+        .visit_field::<i32>("QuantizationParameters.quantized_dimension", quant::QUANTIZED_DIMENSION, false)?
+);
+
+table_type!(
+    /// `Operator`.
+    OperatorTable, |tv| tv
+        .visit_field::<u32>("Operator.opcode_index", operator::OPCODE_INDEX, false)?
+        .visit_field::<Vs<i32>>("Operator.inputs", operator::INPUTS, false)?
+        .visit_field::<Vs<i32>>("Operator.outputs", operator::OUTPUTS, false)?
+        .visit_union::<u8, _>(
+            "Operator.builtin_options_type",
+            operator::BUILTIN_OPTIONS_TYPE,
+            "Operator.builtin_options",
+            operator::BUILTIN_OPTIONS,
+            false,
+            verify_union_table,
+        )?
+        .visit_field::<Vs<u8>>("Operator.custom_options", operator::CUSTOM_OPTIONS, false)?
+        .visit_field::<i8>("Operator.custom_options_format", operator::CUSTOM_OPTIONS_FORMAT, false)?
+        .visit_field::<Vs<bool>>("Operator.mutating_variable_inputs", operator::MUTATING_VARIABLE_INPUTS, false)?
+        .visit_field::<Vs<i32>>("Operator.intermediates", operator::INTERMEDIATES, false)?
+        .visit_field::<u64>("Operator.large_custom_options_offset", operator::LARGE_CUSTOM_OPTIONS_OFFSET, false)?
+        .visit_field::<u64>("Operator.large_custom_options_size", operator::LARGE_CUSTOM_OPTIONS_SIZE, false)?
+        .visit_union::<u8, _>(
+            "Operator.builtin_options_2_type",
+            operator::BUILTIN_OPTIONS_2_TYPE,
+            "Operator.builtin_options_2",
+            operator::BUILTIN_OPTIONS_2,
+            false,
+            |_ty, v, pos| <ForwardsUOffset<OpaqueTable>>::run_verifier(v, pos),
+        )?
+);
+
+table_type!(
+    /// `Buffer`.
+    BufferTable, |tv| tv
+        .visit_field::<Vs<u8>>("Buffer.data", buffer::DATA, false)?
+        .visit_field::<u64>("Buffer.offset", buffer::OFFSET, false)?
+        .visit_field::<u64>("Buffer.size", buffer::SIZE, false)?
+);
+
+table_type!(
+    /// `Metadata`.
+    MetadataTable, |tv| tv
+        .visit_field::<Str>("Metadata.name", metadata::NAME, false)?
+        .visit_field::<u32>("Metadata.buffer", metadata::BUFFER, false)?
+);
+
+table_type!(
+    /// `TensorMap`.
+    TensorMapTable, |tv| tv
+        .visit_field::<Str>("TensorMap.name", tensor_map::NAME, false)?
+        .visit_field::<u32>("TensorMap.tensor_index", tensor_map::TENSOR_INDEX, false)?
+);
+
+table_type!(
+    /// `SignatureDef`.
+    SignatureDefTable, |tv| tv
+        .visit_field::<Vt<TensorMapTable>>("SignatureDef.inputs", signature::INPUTS, false)?
+        .visit_field::<Vt<TensorMapTable>>("SignatureDef.outputs", signature::OUTPUTS, false)?
+        .visit_field::<Str>("SignatureDef.signature_key", signature::SIGNATURE_KEY, false)?
+        .visit_field::<u32>("SignatureDef.subgraph_index", signature::SUBGRAPH_INDEX, false)?
+);
+
+/// A verified table. Constructed only by [`verified_root`] and by following fields of another
+/// verified table, so every accessor below reads a field the verifier checked with the same
+/// slot and type.
+#[derive(Clone, Copy)]
+pub(crate) struct T<'a>(Table<'a>);
+
+impl<'a> T<'a> {
+    /// A scalar field (or its schema default).
+    pub(crate) fn scalar<X>(&self, slot: VOffsetT, default: X) -> X
+    where
+        X: flatbuffers::Follow<'a, Inner = X> + Copy + 'a,
+    {
+        // SAFETY: the whole tree was verified by `verified_root`, whose `Verifiable` impls check
+        // this slot with scalar type `X` (the reader uses the same slot constants and types).
+        unsafe { self.0.get::<X>(slot, Some(default)) }.unwrap_or(default)
+    }
+
+    /// A vector-of-scalars field.
+    pub(crate) fn vector<X>(&self, slot: VOffsetT) -> Option<Vector<'a, X>>
+    where
+        X: flatbuffers::Follow<'a> + 'a,
+    {
+        // SAFETY: verified as `ForwardsUOffset<Vector<X>>` at this slot (see `scalar`).
+        unsafe { self.0.get::<ForwardsUOffset<Vector<'a, X>>>(slot, None) }
+    }
+
+    /// A string field.
+    pub(crate) fn string(&self, slot: VOffsetT) -> Option<&'a str> {
+        // SAFETY: verified as `ForwardsUOffset<&str>` (bounds, UTF-8) at this slot.
+        unsafe { self.0.get::<ForwardsUOffset<&'a str>>(slot, None) }
+    }
+
+    /// A sub-table field.
+    pub(crate) fn table(&self, slot: VOffsetT) -> Option<T<'a>> {
+        // SAFETY: verified as `ForwardsUOffset<SomeTable>` at this slot: the offset is in
+        // bounds and points to a table with a valid vtable.
+        unsafe { self.0.get::<ForwardsUOffset<Table<'a>>>(slot, None) }.map(T)
+    }
+
+    /// Whether a field is present in the vtable.
+    pub(crate) fn has(&self, slot: VOffsetT) -> bool {
+        self.0.vtable().get(slot) != 0
+    }
+
+    /// A vector-of-tables field.
+    pub(crate) fn tables(
+        &self,
+        slot: VOffsetT,
+    ) -> Option<impl ExactSizeIterator<Item = T<'a>> + 'a> {
+        // SAFETY: verified as `ForwardsUOffset<Vector<ForwardsUOffset<SomeTable>>>`: every
+        // element offset was followed and its table verified.
+        let v = unsafe {
+            self.0
+                .get::<ForwardsUOffset<Vector<'a, ForwardsUOffset<Table<'a>>>>>(slot, None)
+        };
+        v.map(|v| v.iter().map(T))
+    }
+}
+
+/// Limits of the flatbuffer verifier for a file of `len` bytes: nesting far deeper than the
+/// schema needs is rejected, and the "apparent size" (bytes reachable when shared objects are
+/// counted once per reference) is capped at a small multiple of the file size, so a hostile
+/// file cannot make the decoder materialize more than that.
+pub(crate) fn verifier_options(len: usize) -> flatbuffers::VerifierOptions {
+    flatbuffers::VerifierOptions {
+        max_depth: 16,
+        max_tables: len / 4 + 16,
+        max_apparent_size: len.saturating_mul(8).saturating_add(1 << 16).min(1 << 31),
+        ignore_missing_null_terminator: true,
+    }
+}
+
+/// Verifies `bytes` as a TFLite `Model` and returns the verified root table.
+pub(crate) fn verified_root(bytes: &[u8]) -> Result<T<'_>, InvalidFlatbuffer> {
+    let opts = verifier_options(bytes.len());
+    let mut v = Verifier::new(&opts, bytes);
+    <ForwardsUOffset<ModelTable>>::run_verifier(&mut v, 0)?;
+    // SAFETY: `run_verifier` above checked the root offset at 0 and the table it points to
+    // (vtable in bounds, every field the reader uses), so following the root offset is sound.
+    let root = unsafe { <ForwardsUOffset<Table<'_>> as flatbuffers::Follow>::follow(bytes, 0) };
+    Ok(T(root))
+}

@@ -1,0 +1,471 @@
+//! The `.tflite` writer: serializes the IR with `flatbuffers::FlatBufferBuilder`, field by field
+//! with the same slots the reader uses. Buffers marked `external` are written after the
+//! flatbuffer and referenced through `offset`/`size` (the >2 GiB layout).
+
+use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, WIPOffset};
+
+use super::schema::{
+    buffer, metadata, model, opcode, operator, quant, signature, slot, subgraph, tensor, tensor_map,
+};
+use crate::model::options::BuiltinOptions;
+use crate::model::{Model, ModelError, Operator, Subgraph, Tensor};
+
+/// Largest flatbuffer the builder can produce (its offsets are signed 32-bit in practice).
+const MAX_FLATBUFFER: usize = (1 << 31) - (1 << 20);
+
+/// Serializes `model` to `.tflite` bytes. Writing then reading gives back an equal [`Model`]
+/// (options kept only as `BuiltinOptions::Other` are written as empty tables of that type).
+pub fn write_model(m: &Model) -> Result<Vec<u8>, ModelError> {
+    let inline: usize = (0..m.buffers.len())
+        .filter(|&i| !m.buffers[i].external)
+        .map(|i| m.buffer_data(i).len())
+        .sum();
+    let custom: usize = m
+        .subgraphs
+        .iter()
+        .flat_map(|s| s.operators.iter())
+        .map(|o| o.custom_options.len())
+        .sum();
+    if inline.saturating_add(custom) > MAX_FLATBUFFER {
+        return Err(ModelError::Write(format!(
+            "{} bytes of inline buffer data and custom options exceed the 2 GiB flatbuffer limit; mark large buffers external",
+            inline + custom
+        )));
+    }
+    let has_external = m.buffers.iter().any(|b| b.external && b.data.is_some());
+    // First pass with placeholder offsets; external offset/size fields are always written (fixed
+    // width), so the second pass with the real offsets has the same length.
+    let placeholder = vec![0u64; m.buffers.len()];
+    let first = build(m, &placeholder)?;
+    if !has_external {
+        return Ok(first);
+    }
+    let base = first.len().next_multiple_of(16);
+    let mut offsets = vec![0u64; m.buffers.len()];
+    let mut pos = base;
+    for (i, b) in m.buffers.iter().enumerate() {
+        if b.external && b.data.is_some() {
+            pos = pos.next_multiple_of(16);
+            offsets[i] = pos as u64;
+            pos += m.buffer_data(i).len();
+        }
+    }
+    let mut out = build(m, &offsets)?;
+    if out.len() != first.len() {
+        return Err(ModelError::Write(format!(
+            "flatbuffer size changed between passes ({} vs {} bytes)",
+            first.len(),
+            out.len()
+        )));
+    }
+    for (i, b) in m.buffers.iter().enumerate() {
+        if b.external && b.data.is_some() {
+            out.resize(offsets[i] as usize, 0);
+            out.extend_from_slice(m.buffer_data(i));
+        }
+    }
+    Ok(out)
+}
+
+fn build(m: &Model, external_offsets: &[u64]) -> Result<Vec<u8>, ModelError> {
+    let mut fbb = FlatBufferBuilder::with_capacity(1024);
+
+    let buffers: Vec<_> = (0..m.buffers.len())
+        .map(|i| {
+            let b = &m.buffers[i];
+            let data =
+                (!b.external && b.data.is_some()).then(|| fbb.create_vector(m.buffer_data(i)));
+            let t = fbb.start_table();
+            if let Some(d) = data {
+                fbb.push_slot_always(buffer::DATA, d);
+            }
+            if b.external && b.data.is_some() {
+                fbb.push_slot_always::<u64>(buffer::OFFSET, external_offsets[i]);
+                fbb.push_slot_always::<u64>(buffer::SIZE, m.buffer_data(i).len() as u64);
+            }
+            fbb.end_table(t)
+        })
+        .collect();
+    let buffers = fbb.create_vector(&buffers);
+
+    let codes: Vec<_> = m
+        .operator_codes
+        .iter()
+        .map(|c| {
+            let custom = c.custom_code.as_deref().map(|s| fbb.create_string(s));
+            let t = fbb.start_table();
+            fbb.push_slot::<i8>(
+                opcode::DEPRECATED_BUILTIN_CODE,
+                c.deprecated_builtin_code,
+                0,
+            );
+            if let Some(s) = custom {
+                fbb.push_slot_always(opcode::CUSTOM_CODE, s);
+            }
+            fbb.push_slot::<i32>(opcode::VERSION, c.version, 1);
+            fbb.push_slot::<i32>(opcode::BUILTIN_CODE, c.builtin.0, 0);
+            fbb.end_table(t)
+        })
+        .collect();
+    let codes = fbb.create_vector(&codes);
+
+    let subgraphs: Vec<_> = m
+        .subgraphs
+        .iter()
+        .map(|s| write_subgraph(&mut fbb, s))
+        .collect();
+    let subgraphs = fbb.create_vector(&subgraphs);
+
+    let metas: Vec<_> = m
+        .metadata
+        .iter()
+        .map(|md| {
+            let name = fbb.create_string(&md.name);
+            let t = fbb.start_table();
+            fbb.push_slot_always(metadata::NAME, name);
+            fbb.push_slot::<u32>(metadata::BUFFER, md.buffer, 0);
+            fbb.end_table(t)
+        })
+        .collect();
+    let metas = (!metas.is_empty()).then(|| fbb.create_vector(&metas));
+
+    let sigs: Vec<_> = m
+        .signatures
+        .iter()
+        .map(|s| {
+            let mut maps = |list: &[crate::model::SignatureTensor]| {
+                let items: Vec<_> = list
+                    .iter()
+                    .map(|st| {
+                        let name = fbb.create_string(&st.name);
+                        let t = fbb.start_table();
+                        fbb.push_slot_always(tensor_map::NAME, name);
+                        fbb.push_slot::<u32>(tensor_map::TENSOR_INDEX, st.tensor_index, 0);
+                        fbb.end_table(t)
+                    })
+                    .collect();
+                fbb.create_vector(&items)
+            };
+            let inputs = maps(&s.inputs);
+            let outputs = maps(&s.outputs);
+            let key = fbb.create_string(&s.key);
+            let t = fbb.start_table();
+            fbb.push_slot_always(signature::INPUTS, inputs);
+            fbb.push_slot_always(signature::OUTPUTS, outputs);
+            fbb.push_slot_always(signature::SIGNATURE_KEY, key);
+            fbb.push_slot::<u32>(signature::SUBGRAPH_INDEX, s.subgraph_index, 0);
+            fbb.end_table(t)
+        })
+        .collect();
+    let sigs = (!sigs.is_empty()).then(|| fbb.create_vector(&sigs));
+
+    let description = m.description.as_deref().map(|d| fbb.create_string(d));
+    let root = fbb.start_table();
+    fbb.push_slot::<u32>(model::VERSION, m.version, 0);
+    fbb.push_slot_always(model::OPERATOR_CODES, codes);
+    fbb.push_slot_always(model::SUBGRAPHS, subgraphs);
+    if let Some(d) = description {
+        fbb.push_slot_always(model::DESCRIPTION, d);
+    }
+    fbb.push_slot_always(model::BUFFERS, buffers);
+    if let Some(md) = metas {
+        fbb.push_slot_always(model::METADATA, md);
+    }
+    if let Some(s) = sigs {
+        fbb.push_slot_always(model::SIGNATURE_DEFS, s);
+    }
+    let root = fbb.end_table(root);
+    fbb.finish(root, Some("TFL3"));
+    Ok(fbb.finished_data().to_vec())
+}
+
+fn write_subgraph<'b>(
+    fbb: &mut FlatBufferBuilder<'b>,
+    s: &Subgraph,
+) -> WIPOffset<flatbuffers::TableFinishedWIPOffset> {
+    let tensors: Vec<_> = s.tensors.iter().map(|t| write_tensor(fbb, t)).collect();
+    let tensors = fbb.create_vector(&tensors);
+    let inputs = fbb.create_vector(&s.inputs);
+    let outputs = fbb.create_vector(&s.outputs);
+    let ops: Vec<_> = s.operators.iter().map(|o| write_operator(fbb, o)).collect();
+    let ops = fbb.create_vector(&ops);
+    let name = s.name.as_deref().map(|n| fbb.create_string(n));
+    let t = fbb.start_table();
+    fbb.push_slot_always(subgraph::TENSORS, tensors);
+    fbb.push_slot_always(subgraph::INPUTS, inputs);
+    fbb.push_slot_always(subgraph::OUTPUTS, outputs);
+    fbb.push_slot_always(subgraph::OPERATORS, ops);
+    if let Some(n) = name {
+        fbb.push_slot_always(subgraph::NAME, n);
+    }
+    fbb.end_table(t)
+}
+
+fn write_tensor<'b>(
+    fbb: &mut FlatBufferBuilder<'b>,
+    t: &Tensor,
+) -> WIPOffset<flatbuffers::TableFinishedWIPOffset> {
+    let shape = fbb.create_vector(&t.shape);
+    let name = fbb.create_string(&t.name);
+    let sig = t.shape_signature.as_ref().map(|s| fbb.create_vector(s));
+    let q = t.quantization.as_ref().map(|q| {
+        let min = fbb.create_vector(&q.min);
+        let max = fbb.create_vector(&q.max);
+        let scale = fbb.create_vector(&q.scale);
+        let zp = fbb.create_vector(&q.zero_point);
+        let details = q.has_custom_details.then(|| {
+            let d = fbb.start_table();
+            fbb.end_table(d)
+        });
+        let qt = fbb.start_table();
+        fbb.push_slot_always(quant::MIN, min);
+        fbb.push_slot_always(quant::MAX, max);
+        fbb.push_slot_always(quant::SCALE, scale);
+        fbb.push_slot_always(quant::ZERO_POINT, zp);
+        if let Some(d) = details {
+            fbb.push_slot_always::<u8>(quant::DETAILS_TYPE, 1);
+            fbb.push_slot_always(quant::DETAILS, d);
+        }
+        fbb.push_slot::<i32>(quant::QUANTIZED_DIMENSION, q.quantized_dimension, 0);
+        fbb.end_table(qt)
+    });
+    let sparsity = t.is_sparse.then(|| {
+        let s = fbb.start_table();
+        fbb.end_table(s)
+    });
+    let tt = fbb.start_table();
+    fbb.push_slot_always(tensor::SHAPE, shape);
+    fbb.push_slot::<i8>(tensor::TYPE, t.dtype.raw(), 0);
+    fbb.push_slot::<u32>(tensor::BUFFER, t.buffer, 0);
+    fbb.push_slot_always(tensor::NAME, name);
+    if let Some(q) = q {
+        fbb.push_slot_always(tensor::QUANTIZATION, q);
+    }
+    fbb.push_slot::<bool>(tensor::IS_VARIABLE, t.is_variable, false);
+    if let Some(s) = sparsity {
+        fbb.push_slot_always(tensor::SPARSITY, s);
+    }
+    if let Some(s) = sig {
+        fbb.push_slot_always(tensor::SHAPE_SIGNATURE, s);
+    }
+    fbb.push_slot::<bool>(tensor::HAS_RANK, t.has_rank, false);
+    fbb.end_table(tt)
+}
+
+fn write_operator<'b>(
+    fbb: &mut FlatBufferBuilder<'b>,
+    o: &Operator,
+) -> WIPOffset<flatbuffers::TableFinishedWIPOffset> {
+    let inputs = fbb.create_vector(&o.inputs);
+    let outputs = fbb.create_vector(&o.outputs);
+    let inter = (!o.intermediates.is_empty()).then(|| fbb.create_vector(&o.intermediates));
+    let custom = (!o.custom_options.is_empty()).then(|| fbb.create_byte_string(&o.custom_options));
+    let mutating = (!o.mutating_variable_inputs.is_empty())
+        .then(|| fbb.create_vector(&o.mutating_variable_inputs));
+    let options = write_options(fbb, &o.builtin_options);
+    let t = fbb.start_table();
+    fbb.push_slot::<u32>(operator::OPCODE_INDEX, o.opcode_index, 0);
+    fbb.push_slot_always(operator::INPUTS, inputs);
+    fbb.push_slot_always(operator::OUTPUTS, outputs);
+    if let Some((ty, off)) = options {
+        fbb.push_slot_always::<u8>(operator::BUILTIN_OPTIONS_TYPE, ty);
+        fbb.push_slot_always(operator::BUILTIN_OPTIONS, off);
+    }
+    if let Some(c) = custom {
+        fbb.push_slot_always(operator::CUSTOM_OPTIONS, c);
+    }
+    if let Some(mv) = mutating {
+        fbb.push_slot_always(operator::MUTATING_VARIABLE_INPUTS, mv);
+    }
+    if let Some(i) = inter {
+        fbb.push_slot_always(operator::INTERMEDIATES, i);
+    }
+    fbb.end_table(t)
+}
+
+fn write_options<'b>(
+    fbb: &mut FlatBufferBuilder<'b>,
+    o: &BuiltinOptions,
+) -> Option<(u8, WIPOffset<UnionWIPOffset>)> {
+    use BuiltinOptions as B;
+    let ty = o.type_id();
+    if ty == 0 {
+        return None;
+    }
+    // Vectors must be created before the table is started.
+    let vec = match o {
+        B::Reshape { new_shape: Some(s) } => Some(fbb.create_vector(s)),
+        B::Squeeze { squeeze_dims } => Some(fbb.create_vector(squeeze_dims)),
+        _ => None,
+    };
+    let t = fbb.start_table();
+    let s = slot;
+    match o {
+        B::None | B::Other { .. } => {}
+        B::Conv2D {
+            padding,
+            stride_w,
+            stride_h,
+            activation,
+            dilation_w,
+            dilation_h,
+        } => {
+            fbb.push_slot::<i8>(s(0), padding.raw(), 0);
+            fbb.push_slot::<i32>(s(1), *stride_w, 0);
+            fbb.push_slot::<i32>(s(2), *stride_h, 0);
+            fbb.push_slot::<i8>(s(3), activation.raw(), 0);
+            fbb.push_slot::<i32>(s(4), *dilation_w, 1);
+            fbb.push_slot::<i32>(s(5), *dilation_h, 1);
+        }
+        B::DepthwiseConv2D {
+            padding,
+            stride_w,
+            stride_h,
+            depth_multiplier,
+            activation,
+            dilation_w,
+            dilation_h,
+        } => {
+            fbb.push_slot::<i8>(s(0), padding.raw(), 0);
+            fbb.push_slot::<i32>(s(1), *stride_w, 0);
+            fbb.push_slot::<i32>(s(2), *stride_h, 0);
+            fbb.push_slot::<i32>(s(3), *depth_multiplier, 0);
+            fbb.push_slot::<i8>(s(4), activation.raw(), 0);
+            fbb.push_slot::<i32>(s(5), *dilation_w, 1);
+            fbb.push_slot::<i32>(s(6), *dilation_h, 1);
+        }
+        B::Pool2D {
+            padding,
+            stride_w,
+            stride_h,
+            filter_w,
+            filter_h,
+            activation,
+        } => {
+            fbb.push_slot::<i8>(s(0), padding.raw(), 0);
+            fbb.push_slot::<i32>(s(1), *stride_w, 0);
+            fbb.push_slot::<i32>(s(2), *stride_h, 0);
+            fbb.push_slot::<i32>(s(3), *filter_w, 0);
+            fbb.push_slot::<i32>(s(4), *filter_h, 0);
+            fbb.push_slot::<i8>(s(5), activation.raw(), 0);
+        }
+        B::Svdf {
+            rank,
+            activation,
+            asymmetric_quantize_inputs,
+        } => {
+            fbb.push_slot::<i32>(s(0), *rank, 0);
+            fbb.push_slot::<i8>(s(1), activation.raw(), 0);
+            fbb.push_slot::<bool>(s(2), *asymmetric_quantize_inputs, false);
+        }
+        B::FullyConnected {
+            activation,
+            weights_format,
+            keep_num_dims,
+            asymmetric_quantize_inputs,
+        } => {
+            fbb.push_slot::<i8>(s(0), activation.raw(), 0);
+            fbb.push_slot::<i8>(s(1), *weights_format, 0);
+            fbb.push_slot::<bool>(s(2), *keep_num_dims, false);
+            fbb.push_slot::<bool>(s(3), *asymmetric_quantize_inputs, false);
+        }
+        B::Softmax { beta } => fbb.push_slot::<f32>(s(0), *beta, 0.0),
+        B::Concatenation { axis, activation } => {
+            fbb.push_slot::<i32>(s(0), *axis, 0);
+            fbb.push_slot::<i8>(s(1), activation.raw(), 0);
+        }
+        B::Add {
+            activation,
+            pot_scale_int16,
+        }
+        | B::Sub {
+            activation,
+            pot_scale_int16,
+        } => {
+            fbb.push_slot::<i8>(s(0), activation.raw(), 0);
+            fbb.push_slot::<bool>(s(1), *pot_scale_int16, true);
+        }
+        B::Mul { activation } | B::Div { activation } => {
+            fbb.push_slot::<i8>(s(0), activation.raw(), 0)
+        }
+        B::Reshape { .. } | B::Squeeze { .. } => {
+            if let Some(v) = vec {
+                fbb.push_slot_always(s(0), v);
+            }
+        }
+        B::Reducer { keep_dims } => fbb.push_slot::<bool>(s(0), *keep_dims, false),
+        B::StridedSlice {
+            begin_mask,
+            end_mask,
+            ellipsis_mask,
+            new_axis_mask,
+            shrink_axis_mask,
+            offset,
+        } => {
+            fbb.push_slot::<i32>(s(0), *begin_mask, 0);
+            fbb.push_slot::<i32>(s(1), *end_mask, 0);
+            fbb.push_slot::<i32>(s(2), *ellipsis_mask, 0);
+            fbb.push_slot::<i32>(s(3), *new_axis_mask, 0);
+            fbb.push_slot::<i32>(s(4), *shrink_axis_mask, 0);
+            fbb.push_slot::<bool>(s(5), *offset, false);
+        }
+        B::Cast {
+            in_data_type,
+            out_data_type,
+        } => {
+            fbb.push_slot::<i8>(s(0), *in_data_type, 0);
+            fbb.push_slot::<i8>(s(1), *out_data_type, 0);
+        }
+        B::ResizeBilinear {
+            align_corners,
+            half_pixel_centers,
+        } => {
+            fbb.push_slot::<bool>(s(2), *align_corners, false);
+            fbb.push_slot::<bool>(s(3), *half_pixel_centers, false);
+        }
+        B::UnidirectionalSequenceLstm {
+            activation,
+            cell_clip,
+            proj_clip,
+            time_major,
+            asymmetric_quantize_inputs,
+            diagonal_recurrent_tensors,
+        } => {
+            fbb.push_slot::<i8>(s(0), activation.raw(), 0);
+            fbb.push_slot::<f32>(s(1), *cell_clip, 0.0);
+            fbb.push_slot::<f32>(s(2), *proj_clip, 0.0);
+            fbb.push_slot::<bool>(s(3), *time_major, false);
+            fbb.push_slot::<bool>(s(4), *asymmetric_quantize_inputs, false);
+            fbb.push_slot::<bool>(s(5), *diagonal_recurrent_tensors, false);
+        }
+        B::DepthToSpace { block_size } | B::SpaceToDepth { block_size } => {
+            fbb.push_slot::<i32>(s(0), *block_size, 0)
+        }
+        B::LeakyRelu { alpha } => fbb.push_slot::<f32>(s(0), *alpha, 0.0),
+        B::Gather {
+            axis: a,
+            batch_dims: b,
+        }
+        | B::Pack {
+            values_count: a,
+            axis: b,
+        } => {
+            fbb.push_slot::<i32>(s(0), *a, 0);
+            fbb.push_slot::<i32>(s(1), *b, 0);
+        }
+        B::Split { num_splits } => fbb.push_slot::<i32>(s(0), *num_splits, 0),
+        B::TransposeConv {
+            padding,
+            stride_w,
+            stride_h,
+            activation,
+        } => {
+            fbb.push_slot::<i8>(s(0), padding.raw(), 0);
+            fbb.push_slot::<i32>(s(1), *stride_w, 0);
+            fbb.push_slot::<i32>(s(2), *stride_h, 0);
+            fbb.push_slot::<i8>(s(3), activation.raw(), 0);
+        }
+    }
+    let t = fbb.end_table(t);
+    Some((ty, t.as_union_value()))
+}

@@ -1,0 +1,369 @@
+//! `tensor-alloc inspect` (and, when present, `plan`) on real and bad inputs: bad input is a
+//! one-line error and a non-zero exit code, never a panic.
+
+use std::path::Path;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tensor-alloc"))
+}
+
+fn assert_clean_failure(args: &[&str], needle: &str) {
+    let out = bin()
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?}: one line expected, got {stderr:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: {stderr:?} should mention {needle:?}"
+    );
+}
+
+#[test]
+fn bad_inputs_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.tflite");
+    let text = dir.path().join("notes.tflite");
+    std::fs::write(&text, "this is not a flatbuffer at all").unwrap();
+    let tiny = dir.path().join("tiny.tflite");
+    std::fs::write(&tiny, [1u8, 2, 3]).unwrap();
+    // A structurally corrupt model: valid identifier, root offset pointing outside the file.
+    let corrupt = dir.path().join("corrupt.tflite");
+    let mut bytes = vec![0u8; 64];
+    bytes[0..4].copy_from_slice(&1000u32.to_le_bytes());
+    bytes[4..8].copy_from_slice(b"TFL3");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    let commands: &[&str] = &["inspect", "plan"];
+    for &cmd in commands {
+        assert_clean_failure(&[cmd, missing.to_str().unwrap()], "missing.tflite");
+        assert_clean_failure(&[cmd, dir.path().to_str().unwrap()], "is a directory");
+        assert_clean_failure(&[cmd, text.to_str().unwrap()], "not a TFLite model");
+        assert_clean_failure(&[cmd, tiny.to_str().unwrap()], "not a TFLite model");
+        assert_clean_failure(
+            &[cmd, corrupt.to_str().unwrap()],
+            "corrupt TFLite flatbuffer",
+        );
+    }
+}
+
+#[test]
+fn inspect_every_shared_model() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/models/tflm");
+    if !dir.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "tflite") {
+            continue;
+        }
+        let out = bin().arg("inspect").arg(&p).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("operators (count)"), "{text}");
+        assert!(text.contains("planned tensors"), "{text}");
+        let out = bin().args(["inspect", "--json"]).arg(&p).output().unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            v["memory"]["planned_tensors"].as_u64().unwrap() >= 2,
+            "{}",
+            p.display()
+        );
+        assert!(v["subgraphs"][0]["op_counts"]
+            .as_object()
+            .is_some_and(|o| !o.is_empty()));
+    }
+}
+
+#[test]
+fn demo_plans_a_model_built_with_the_writer() {
+    let out = bin().arg("demo").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("written by the crate and read back"),
+        "{text}"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("arena: head"))
+        .expect("arena split line");
+    // head + tail = total, as printed.
+    let nums: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(nums.len(), 3, "{line}");
+    assert_eq!(nums[0] + nums[1], nums[2], "{line}");
+    let svg = text
+        .lines()
+        .find_map(|l| l.split("picture of the best plan: ").nth(1))
+        .expect("svg path");
+    let content = std::fs::read_to_string(svg.trim()).unwrap();
+    assert!(content.contains("<svg"));
+}
+
+fn plan_json(model: &Path, extra: &[&str]) -> serde_json::Value {
+    let out = bin()
+        .arg("plan")
+        .arg(model)
+        .args(extra)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        model.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The "done means", through the CLI: `plan --alignment 1 --no-inplace` reports the
+/// reference's planned-tensor count and lower bound, `best` reaches it; with in-place sharing
+/// `best` is at most LiteRT's measured span and TFLM's head.
+#[test]
+fn plan_every_shared_model_matches_reference() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if !shared.join("reference").is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let mut n = 0;
+    for e in std::fs::read_dir(shared.join("reference")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let name = p.file_stem().unwrap().to_string_lossy().to_string();
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        let model = shared.join(format!("models/tflm/{name}.tflite"));
+        let v = plan_json(&model, &["--alignment", "1", "--no-inplace"]);
+        let lb = r["memory"]["lower_bound_excl_prepare_time_constants_bytes"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(
+            v["planned_tensors"], r["memory"]["num_planned_tensors"],
+            "{name}"
+        );
+        assert_eq!(v["lower_bound_bytes"].as_u64().unwrap(), lb, "{name}");
+        assert_eq!(
+            v["planners"]["best"]["arena_bytes"].as_u64().unwrap(),
+            lb,
+            "{name}"
+        );
+        let offsets = v["planners"]["best"]["offsets"].as_array().unwrap();
+        assert_eq!(
+            offsets.len() as u64,
+            v["buffers"].as_u64().unwrap(),
+            "{name}"
+        );
+        let head = v["head_bytes"].as_u64().unwrap();
+        let persistent = v["persistent"]["bytes"].as_u64().unwrap();
+        assert_eq!(
+            v["total_arena_bytes"].as_u64().unwrap(),
+            head + persistent,
+            "{name}"
+        );
+
+        let ip = plan_json(&model, &["--alignment", "1"]);
+        let best = ip["planners"]["best"]["arena_bytes"].as_u64().unwrap();
+        assert_eq!(
+            ip["without_inplace"]["best_arena_bytes"].as_u64().unwrap(),
+            lb,
+            "{name}: both plans reported"
+        );
+        assert!(best <= lb, "{name}");
+        if let Some(span) = r["tflite_arena"]["span_bytes"].as_u64() {
+            assert!(best <= span, "{name}: best {best} > LiteRT span {span}");
+        }
+        if let Some(h) = r["runtimes"]["tflm"]["arena"]["arena_head_bytes"].as_u64() {
+            assert!(best <= h, "{name}: best {best} > TFLM head {h}");
+        }
+        n += 1;
+    }
+    assert!(n >= 19);
+}
+
+#[test]
+fn plan_model_text_and_svg() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/models/tflm/keyword_scrambled.tflite");
+    if !model.is_file() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("plan.svg");
+    let out = bin()
+        .arg("plan")
+        .arg(&model)
+        .arg("--svg")
+        .arg(&svg)
+        .arg("--preserve-all")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("16 planned tensors"), "{text}");
+    assert!(
+        text.contains("persistent: 10240 bytes (10240 B variables"),
+        "{text}"
+    );
+    assert!(text.contains("arena to allocate: head"), "{text}");
+    // preserve-all: no reuse, so every planner equals linear.
+    let v = plan_json(&model, &["--preserve-all", "--alignment", "1"]);
+    let linear = v["planners"]["linear"]["arena_bytes"].as_u64().unwrap();
+    assert_eq!(
+        v["planners"]["best"]["arena_bytes"].as_u64().unwrap(),
+        linear
+    );
+    assert_eq!(linear, 718, "naive bytes of the reference");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    // Pinning a tensor and a bad pin.
+    let pinned = plan_json(&model, &["--pin", "0", "--alignment", "1", "--no-inplace"]);
+    assert!(pinned["lower_bound_bytes"].as_u64().unwrap() >= 288);
+    let out = bin()
+        .arg("plan")
+        .arg(&model)
+        .args(["--pin", "100000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pinned"));
+    let out = bin()
+        .arg("plan")
+        .arg(&model)
+        .args(["--alignment", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn malformed_offline_plan_is_reported() {
+    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, ModelBuilder, TensorType};
+    let mut b = ModelBuilder::new("g");
+    let x = b.add_tensor("x", TensorType::Int8, &[4]);
+    let y = b.add_tensor("y", TensorType::Int8, &[4]);
+    b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
+    b.inputs(&[x]).outputs(&[y]);
+    // The count says 5 offsets but only 2 follow.
+    let words: Vec<u8> = [1i32, 0, 5, 0, -1]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    b.add_metadata("OfflineMemoryAllocation", &words);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad_offline.tflite");
+    std::fs::write(&path, b.build().to_bytes().unwrap()).unwrap();
+    let out = bin().arg("inspect").arg(&path).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("offline memory plan: invalid, ignored"));
+    assert_clean_failure(&["plan", path.to_str().unwrap()], "OfflineMemoryAllocation");
+    let out = bin()
+        .arg("plan")
+        .arg(&path)
+        .arg("--ignore-offline-plan")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `plan --embed-offline`: the best plan written into the model as TFLM offline metadata is
+/// read back and kept by every planner.
+#[test]
+fn embedded_offline_plan_is_honoured() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/models/tflm");
+    if !shared.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "person_detect",
+        "dtln_noise_suppression",
+        "keyword_scrambled",
+    ] {
+        let model = shared.join(format!("{name}.tflite"));
+        let out = dir.path().join(format!("{name}_offline.tflite"));
+        let first = plan_json(&model, &["--embed-offline", out.to_str().unwrap()]);
+        let best = first["planners"]["best"]["arena_bytes"].as_u64().unwrap();
+        let again = plan_json(&out, &[]);
+        assert!(
+            again["offline_plan_ignored"].is_null(),
+            "{name}: {}",
+            again["offline_plan_ignored"]
+        );
+        for planner in ["linear", "tflm", "tflite", "best"] {
+            let a = again["planners"][planner]["arena_bytes"].as_u64().unwrap();
+            assert_eq!(a, best, "{name}: {planner} keeps the offline offsets");
+        }
+        assert_eq!(
+            again["planners"]["best"]["offsets"], first["planners"]["best"]["offsets"],
+            "{name}"
+        );
+        // The rest of the model is unchanged.
+        let a = tensor_alloc::model::Model::load(&model).unwrap();
+        let b = tensor_alloc::model::Model::load(&out).unwrap();
+        assert_eq!(a.subgraphs, b.subgraphs);
+        assert!(b.offline_plan().unwrap().is_some());
+    }
+}
+
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/models/tflm/mobilenet_v2_quantized_1x3x224x224.tflite");
+    if !model.is_file() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    // The JSON listing (~2 MB) is far larger than a pipe buffer.
+    let mut child = bin()
+        .args(["inspect", "--json"])
+        .arg(&model)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one chunk, then close our end of the pipe.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut buf = [0u8; 64];
+    std::io::Read::read(&mut stdout, &mut buf).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -1,0 +1,224 @@
+//! Robustness of the `.tflite` reader: truncations and random byte mutations of every shared
+//! model must load or fail with an error — never panic, never allocate more than a small multiple
+//! of the file size.
+//!
+//! By default: every truncation of the models up to 64 KiB, a dense sample (the first 2 KiB, the
+//! last 1 KiB and ~2,000 evenly spread lengths) of the larger ones, and 2,000 seeded mutations per
+//! model (80% of them aimed at the flatbuffer structure rather than weight bytes); a mutated
+//! model that loads must also survive lifetime analysis, and (on a sample of the mutations) a
+//! write -> read -> write round trip. Set
+//! `TENSOR_ALLOC_STRESS=1` for every truncation of the models up to 1 MiB (every 64th length of
+//! the 4 MB one), 20,000 mutations per model and a write-back check on each.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tensor_alloc::global::count_allocations;
+use tensor_alloc::model::{LifetimeOptions, Lifetimes, Model};
+use tensor_alloc::workload::Rng;
+use tensor_alloc::GlobalAllocator;
+
+#[global_allocator]
+static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+
+fn stress() -> bool {
+    std::env::var("TENSOR_ALLOC_STRESS").is_ok_and(|v| v != "0")
+}
+
+fn models() -> Option<Vec<(String, Vec<u8>)>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/models/tflm");
+    if !dir.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return None;
+    }
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tflite"))
+        .collect();
+    paths.sort();
+    Some(
+        paths
+            .into_iter()
+            .map(|p| {
+                (
+                    p.file_stem().unwrap().to_string_lossy().to_string(),
+                    std::fs::read(&p).unwrap(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Loads `bytes` (and derives lifetimes when it loads); panics with `what` if the reader panics
+/// or allocates more than 32x the input plus 1 MiB. Returns whether it loaded.
+fn check(bytes: &[u8], what: &dyn Fn() -> String) -> bool {
+    check_with(bytes, what, false)
+}
+
+/// [`check`], and when `write` is set and the input loads: the writer serializes the model, the
+/// result reads back, and writing again gives the same bytes.
+fn check_with(bytes: &[u8], what: &dyn Fn() -> String, write: bool) -> bool {
+    let len = bytes.len();
+    let (res, counts) = count_allocations(|| {
+        catch_unwind(AssertUnwindSafe(|| {
+            match Model::from_bytes(Arc::<[u8]>::from(bytes)) {
+                Ok(m) => {
+                    let _ = Lifetimes::compute(&m, &LifetimeOptions::default());
+                    let _ = Lifetimes::compute(
+                        &m,
+                        &LifetimeOptions {
+                            inplace: true,
+                            ..Default::default()
+                        },
+                    );
+                    let _ = m.offline_plan();
+                    if write {
+                        let first = m.to_bytes().expect("a loaded model can be written");
+                        let again =
+                            Model::from_bytes(first.clone()).expect("a written model reads back");
+                        assert!(
+                            again.to_bytes().expect("rewrite") == first,
+                            "writer is not idempotent"
+                        );
+                    }
+                    true
+                }
+                Err(e) => {
+                    // Error messages are built, and short.
+                    assert!(e.to_string().len() < 4096);
+                    false
+                }
+            }
+        }))
+    })
+    .expect("GlobalAllocator is installed in this test binary");
+    let loaded = match res {
+        Ok(l) => l,
+        Err(_) => panic!("reader panicked on {}", what()),
+    };
+    let limit = 32 * len as u64 + (1 << 20); // includes the one copy into the model's Arc
+    assert!(
+        counts.bytes_allocated <= limit,
+        "{}: allocated {} bytes for a {len}-byte input (limit {limit})",
+        what(),
+        counts.bytes_allocated
+    );
+    loaded
+}
+
+#[test]
+fn every_truncation_fails_cleanly() {
+    let Some(models) = models() else { return };
+    let mut total = 0usize;
+    for (name, bytes) in &models {
+        let n = bytes.len();
+        // Stress mode: every truncation up to 1 MiB; beyond that (each truncation copies the
+        // file) the first and last 64 KiB and every 64th length.
+        let full_limit = if stress() { 1 << 20 } else { 64 * 1024 };
+        let lens: Vec<usize> = if n <= full_limit {
+            (0..n).collect()
+        } else {
+            let (head, tail, step) = if stress() {
+                (1 << 16, 1 << 16, 64)
+            } else {
+                (2048, 1024, (n / 2000).max(1))
+            };
+            let mut v: Vec<usize> = (0..head.min(n)).collect();
+            v.extend(n.saturating_sub(tail)..n);
+            v.extend((0..n).step_by(step));
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let mut loaded = 0;
+        for &len in &lens {
+            if check(&bytes[..len], &|| {
+                format!("{name} truncated to {len} of {n} bytes")
+            }) {
+                loaded += 1;
+            }
+        }
+        total += lens.len();
+        // A flatbuffer cut short of its buffers cannot verify; only trailing padding may go.
+        assert!(loaded <= 64, "{name}: {loaded} truncations loaded");
+        assert!(
+            check(bytes, &|| format!("{name} intact")),
+            "{name} must load intact"
+        );
+    }
+    eprintln!("checked {total} truncations");
+}
+
+#[test]
+fn random_mutations_fail_cleanly() {
+    let Some(models) = models() else { return };
+    let per_model = if stress() { 20_000 } else { 2_000 };
+    let mut rng = Rng::new(0x7f1e_5eed);
+    let (mut ok, mut failed) = (0usize, 0usize);
+    for (name, bytes) in &models {
+        // Structure bytes: everything outside constant buffer data.
+        let model = Model::from_bytes(bytes.clone()).unwrap();
+        let mut in_data = vec![false; bytes.len()];
+        for b in &model.buffers {
+            if let Some(r) = b.data.clone() {
+                in_data[r].iter_mut().for_each(|x| *x = true);
+            }
+        }
+        let structure: Vec<usize> = (0..bytes.len()).filter(|&i| !in_data[i]).collect();
+        let mut buf = bytes.clone();
+        for i in 0..per_model {
+            let n = 1 + rng.below(4) as usize;
+            let mut edits = Vec::with_capacity(n);
+            for _ in 0..n {
+                let pos = if rng.chance(0.8) && !structure.is_empty() {
+                    structure[rng.below(structure.len() as u64) as usize]
+                } else {
+                    rng.below(bytes.len() as u64) as usize
+                };
+                match rng.below(4) {
+                    0 => buf[pos] ^= 1 << rng.below(8),
+                    1 => buf[pos] = rng.next_u64() as u8,
+                    2 => {
+                        // A whole little-endian word: hits offsets, lengths and indices.
+                        let p = pos & !3;
+                        let v: u32 = match rng.below(4) {
+                            0 => 0,
+                            1 => u32::MAX,
+                            2 => rng.below(bytes.len() as u64 * 2) as u32,
+                            _ => rng.next_u64() as u32,
+                        };
+                        for (k, b) in v.to_le_bytes().iter().enumerate() {
+                            if p + k < buf.len() {
+                                buf[p + k] = *b;
+                            }
+                        }
+                    }
+                    _ => buf[pos] = buf[pos].wrapping_add(1),
+                }
+                edits.push(pos);
+            }
+            // Write-back checks (slow in debug builds) on every 10th mutation of the models up to
+            // 16 KiB and every 100th of the others; all of them under TENSOR_ALLOC_STRESS.
+            let write = stress() || i % if bytes.len() <= 16 * 1024 { 10 } else { 100 } == 0;
+            if check_with(
+                &buf,
+                &|| format!("{name} mutation #{i} at {edits:?}"),
+                write,
+            ) {
+                ok += 1;
+            } else {
+                failed += 1;
+            }
+            // Restore the touched words.
+            for &pos in &edits {
+                let p = pos & !3;
+                let end = (p + 4).min(buf.len());
+                buf[p..end].copy_from_slice(&bytes[p..end]);
+            }
+        }
+    }
+    eprintln!("mutations: {ok} loaded, {failed} rejected");
+    assert!(failed > 0, "some mutations must be rejected");
+}
