@@ -11,6 +11,7 @@
 
 pub mod cpu;
 mod error;
+pub mod pool;
 mod stats;
 pub mod sub;
 pub mod tracking;
@@ -20,7 +21,7 @@ pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
 // (filled in by the BFC issue) pub use bfc::{BfcAllocator, BfcOptions};
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
 pub use error::AllocatorError;
-// (filled in by the pool issue) pub use pool::{PoolAllocator, PoolOptions};
+pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};
 pub use stats::{AllocatorStats, StatsCounter};
 pub use sub::{MmapSubAllocator, SubAllocator, SubVisitor, SystemSubAllocator};
 pub use tracking::{LiveAllocation, TrackingAllocator};

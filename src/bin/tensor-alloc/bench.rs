@@ -2,7 +2,10 @@
 
 use clap::Args;
 use std::fmt::Write as _;
-use tensor_alloc::alloc::{AlignedCpuAllocator, AllocatorRef, SystemAllocator, TrackingAllocator};
+use tensor_alloc::alloc::{
+    AlignedCpuAllocator, AllocatorRef, PoolAllocator, PoolOptions, SystemAllocator,
+    TrackingAllocator,
+};
 use tensor_alloc::sync::Arc;
 use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
 
@@ -52,6 +55,10 @@ pub const KNOWN: &[(&str, &str)] = &[
     ),
     ("cpu", "AlignedCpuAllocator (posix_memalign, exact stats)"),
     ("tracking", "TrackingAllocator wrapping the CPU allocator"),
+    (
+        "pool",
+        "PoolAllocator (cache of freed buffers by exact size, LRU eviction, auto-resize)",
+    ),
 ];
 
 /// Builds a fresh allocator by name.
@@ -60,6 +67,7 @@ pub fn allocator_by_name(name: &str) -> Result<AllocatorRef, String> {
         "system" => Arc::new(SystemAllocator),
         "cpu" => Arc::new(AlignedCpuAllocator::new()),
         "tracking" => Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new())),
+        "pool" => Arc::new(PoolAllocator::new(PoolOptions::default())),
         other => {
             let names: Vec<&str> = KNOWN.iter().map(|k| k.0).collect();
             return Err(format!(

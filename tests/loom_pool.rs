@@ -1,0 +1,77 @@
+//! Loom model of the pool allocator's get/put/evict paths.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_pool`
+//! (use a separate `--target-dir`, e.g. `target/loom`, to keep the normal build cache).
+#![cfg(loom)]
+
+use std::ptr::NonNull;
+use tensor_alloc::alloc::{Allocator, Layout, PoolAllocator, PoolOptions, TensorAllocator};
+use tensor_alloc::sync::{thread, Arc};
+
+fn pool(limit: usize) -> Arc<PoolAllocator> {
+    Arc::new(PoolAllocator::new(PoolOptions {
+        max_cached_buffers: limit,
+        auto_resize: false,
+        ..PoolOptions::default()
+    }))
+}
+
+/// Allocates, stamps the buffer with `tag`, checks nobody else wrote it, frees it.
+fn use_once(p: &PoolAllocator, layout: Layout, tag: u8) {
+    let ptr: NonNull<u8> = p.allocate(layout).expect("allocation").cast();
+    // SAFETY: the buffer is live and `layout.size()` bytes long.
+    unsafe {
+        std::ptr::write_bytes(ptr.as_ptr(), tag, layout.size());
+        loom::thread::yield_now();
+        let s = std::slice::from_raw_parts(ptr.as_ptr(), layout.size());
+        assert!(s.iter().all(|&b| b == tag), "buffer handed to two owners");
+        p.deallocate(ptr, layout);
+    }
+}
+
+/// Two threads take a cached buffer of the same class and put it back while the pool holds at
+/// most one buffer: a hit, a miss and an eviction race.
+#[test]
+fn concurrent_get_put_same_class() {
+    loom::model(|| {
+        let p = pool(1);
+        let layout = Layout::from_size_align(64, 64).unwrap();
+        use_once(&p, layout, 1); // one buffer cached
+        let p2 = p.clone();
+        let t = thread::spawn(move || use_once(&p2, layout, 2));
+        use_once(&p, layout, 3);
+        t.join().unwrap();
+        let s = p.stats();
+        let ps = p.pool_stats();
+        assert_eq!((s.num_allocs, s.num_frees, s.bytes_in_use), (3, 3, 0));
+        assert_eq!(ps.hits + ps.misses, 3);
+        assert!(ps.hits >= 1, "the first get after warm-up always hits");
+        assert_eq!(ps.cached_buffers, 1, "limit 1 holds exactly one buffer");
+        assert_eq!(ps.evictions, ps.puts - 1);
+        assert_eq!(s.bytes_reserved, ps.cached_bytes);
+    });
+}
+
+/// Different classes: the put of one evicts the other's cached buffer (LRU) while the other
+/// thread may be taking it.
+#[test]
+fn concurrent_get_and_evict_across_classes() {
+    loom::model(|| {
+        let p = pool(1);
+        let a = Layout::from_size_align(64, 64).unwrap();
+        let b = Layout::from_size_align(128, 64).unwrap();
+        use_once(&p, a, 1); // `a` cached
+        let p2 = p.clone();
+        let t = thread::spawn(move || use_once(&p2, a, 2));
+        use_once(&p, b, 3); // miss, then its free evicts whatever is cached
+        t.join().unwrap();
+        let s = p.stats();
+        let ps = p.pool_stats();
+        assert_eq!((s.num_allocs, s.num_frees, s.bytes_in_use), (3, 3, 0));
+        assert_eq!(ps.hits + ps.misses, 3);
+        assert_eq!(ps.cached_buffers, 1);
+        assert_eq!(ps.puts, ps.evictions + 1);
+        p.trim();
+        assert_eq!(p.stats().bytes_reserved, 0);
+    });
+}
