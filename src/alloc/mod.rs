@@ -9,16 +9,17 @@
 //!
 //! This layer never knows about tensors or graphs.
 
+pub mod bfc;
 pub mod cpu;
 mod error;
 pub mod pool;
 mod stats;
 pub mod sub;
 pub mod tracking;
-// (filled in by later issues) pub mod bfc; pub mod pool; pub mod registry;
+// (filled in by later issues) pub mod pool; pub mod registry;
 
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
-// (filled in by the BFC issue) pub use bfc::{BfcAllocator, BfcOptions};
+pub use bfc::{BfcAllocator, BfcGrowth, BfcMemoryDump, BfcOptions};
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
 pub use error::AllocatorError;
 pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};

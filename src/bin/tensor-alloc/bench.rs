@@ -3,8 +3,8 @@
 use clap::Args;
 use std::fmt::Write as _;
 use tensor_alloc::alloc::{
-    AlignedCpuAllocator, AllocatorRef, PoolAllocator, PoolOptions, SystemAllocator,
-    TrackingAllocator,
+    AlignedCpuAllocator, AllocatorRef, BfcAllocator, BfcOptions, PoolAllocator, PoolOptions,
+    SystemAllocator, TrackingAllocator,
 };
 use tensor_alloc::sync::Arc;
 use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
@@ -56,6 +56,10 @@ pub const KNOWN: &[(&str, &str)] = &[
     ("cpu", "AlignedCpuAllocator (posix_memalign, exact stats)"),
     ("tracking", "TrackingAllocator wrapping the CPU allocator"),
     (
+        "bfc",
+        "BfcAllocator (best-fit with coalescing over mmap regions, TF defaults)",
+    ),
+    (
         "pool",
         "PoolAllocator (cache of freed buffers by exact size, LRU eviction, auto-resize)",
     ),
@@ -67,6 +71,7 @@ pub fn allocator_by_name(name: &str) -> Result<AllocatorRef, String> {
         "system" => Arc::new(SystemAllocator),
         "cpu" => Arc::new(AlignedCpuAllocator::new()),
         "tracking" => Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new())),
+        "bfc" => Arc::new(BfcAllocator::new(BfcOptions::default())),
         "pool" => Arc::new(PoolAllocator::new(PoolOptions::default())),
         other => {
             let names: Vec<&str> = KNOWN.iter().map(|k| k.0).collect();

@@ -67,6 +67,7 @@ pub fn run() -> Result<(), String> {
             r.median_ns_per_op / base
         );
     }
+    crate::demo_bfc::section()?;
     println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking --workload all`");
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod demo_bfc;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
