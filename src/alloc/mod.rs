@@ -27,7 +27,6 @@ pub use stats::{AllocatorStats, StatsCounter};
 pub use sub::{MmapSubAllocator, SubAllocator, SubVisitor, SystemSubAllocator};
 pub use tracking::{LiveAllocation, TrackingAllocator};
 
-use crate::sync::Arc;
 use std::ptr::NonNull;
 
 /// The crate's extension of [`Allocator`]: what TensorFlow's `Allocator` adds on top of
@@ -76,7 +75,10 @@ pub trait TensorAllocator: Allocator + Send + Sync {
 }
 
 /// A shared handle to any allocator of the family.
-pub type AllocatorRef = Arc<dyn TensorAllocator>;
+///
+/// Always `std::sync::Arc` (also under loom): the handle's own reference count is not what the loom
+/// models check, and loom's `Arc` cannot hold a `dyn` trait object.
+pub type AllocatorRef = std::sync::Arc<dyn TensorAllocator>;
 
 /// An [`AllocatorRef`] that is itself an [`Allocator`] (cheap to clone), so a shared allocator can
 /// back `allocator_api2` collections: `Vec::new_in(SharedAllocator::new(a.clone()))`.

@@ -2,11 +2,11 @@
 
 use clap::Args;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use tensor_alloc::alloc::{
     AlignedCpuAllocator, AllocatorRef, BfcAllocator, BfcOptions, PoolAllocator, PoolOptions,
     SystemAllocator, TrackingAllocator,
 };
-use tensor_alloc::sync::Arc;
 use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
 
 /// Arguments of `tensor-alloc bench`.
