@@ -11,6 +11,7 @@
 
 pub mod bfc;
 pub mod cpu;
+pub mod env;
 mod error;
 pub mod pool;
 mod stats;
@@ -21,6 +22,7 @@ pub mod tracking;
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
 pub use bfc::{BfcAllocator, BfcGrowth, BfcMemoryDump, BfcOptions};
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
+pub use env::{EnvConfig, EnvError};
 pub use error::AllocatorError;
 pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};
 pub use stats::{AllocatorStats, StatsCounter};
