@@ -68,6 +68,7 @@ pub fn run() -> Result<(), String> {
         );
     }
     crate::demo_bfc::section()?;
+    crate::demo_registry::section()?;
     println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking --workload all`");
     Ok(())
 }
