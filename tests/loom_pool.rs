@@ -76,3 +76,46 @@ fn concurrent_get_and_evict_across_classes() {
         assert_eq!(p.stats().bytes_reserved, 0);
     });
 }
+
+/// Two threads each hold two buffers of different classes at once and free them in opposite
+/// order (every free may evict the other thread's buffer), while the main thread trims.
+#[test]
+fn concurrent_gets_puts_evictions_and_trim() {
+    loom::model(|| {
+        let p = pool(1);
+        let a = Layout::from_size_align(64, 64).unwrap();
+        let b = Layout::from_size_align(128, 128).unwrap();
+        let worker = |p: Arc<PoolAllocator>, first: Layout, second: Layout, tag: u8| {
+            move || {
+                let x: NonNull<u8> = p.allocate(first).expect("allocation").cast();
+                let y: NonNull<u8> = p.allocate(second).expect("allocation").cast();
+                assert_ne!(x, y);
+                assert_eq!(y.as_ptr() as usize % second.align(), 0);
+                // SAFETY: both buffers are live, of their layouts' sizes, and owned here.
+                unsafe {
+                    std::ptr::write_bytes(x.as_ptr(), tag, first.size());
+                    std::ptr::write_bytes(y.as_ptr(), tag, second.size());
+                    p.deallocate(y, second);
+                    let s = std::slice::from_raw_parts(x.as_ptr(), first.size());
+                    assert!(s.iter().all(|&v| v == tag), "buffer handed to two owners");
+                    p.deallocate(x, first);
+                }
+            }
+        };
+        let t1 = thread::spawn(worker(p.clone(), a, b, 1));
+        let t2 = thread::spawn(worker(p.clone(), b, a, 2));
+        p.trim();
+        t1.join().unwrap();
+        t2.join().unwrap();
+        let s = p.stats();
+        let ps = p.pool_stats();
+        assert_eq!((s.num_allocs, s.num_frees, s.bytes_in_use), (4, 4, 0));
+        assert_eq!(ps.hits + ps.misses, 4);
+        assert!(ps.cached_buffers <= 1);
+        assert_eq!(
+            ps.cached_buffers as u64,
+            ps.puts - ps.hits - ps.evictions - ps.trimmed
+        );
+        assert_eq!(s.bytes_reserved, ps.cached_bytes);
+    });
+}
