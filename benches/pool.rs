@@ -1,14 +1,14 @@
 //! Criterion benches of the pool allocator against glibc (`System`) and the aligned CPU allocator:
 //! the `same-size` workloads (1 MiB alloc/free, one at a time and 16 live at a time) and the
-//! 60-op inference step.
+//! 60-op inference step; `pool-shared` is the pool without its thread cache (one lock per call).
 //!
 //! `cargo bench --bench pool`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::ptr::NonNull;
 use tensor_alloc::alloc::{
-    AlignedCpuAllocator, Allocator, Layout, PoolAllocator, PoolBacking, PoolOptions,
-    SizeRounding, SystemAllocator,
+    AlignedCpuAllocator, Allocator, Layout, PoolAllocator, PoolBacking, PoolOptions, SizeRounding,
+    SystemAllocator,
 };
 use tensor_alloc::workload::StepSchedule;
 
@@ -68,14 +68,21 @@ fn pool(c: &mut Criterion) {
         backing: PoolBacking::Mmap,
         ..PoolOptions::default()
     });
+    // TensorFlow's exact semantics: no thread cache, one lock per call.
+    let pool_shared = PoolAllocator::new(PoolOptions {
+        thread_cache: 0,
+        ..PoolOptions::default()
+    });
     let pool_pow2 = PoolAllocator::new(PoolOptions {
         rounding: SizeRounding::PowerOfTwo,
         ..PoolOptions::default()
     });
     same_size(c, "system", &SystemAllocator);
     same_size(c, "pool", &pool);
+    same_size(c, "pool-shared", &pool_shared);
     same_size_16(c, "system", &SystemAllocator);
     same_size_16(c, "pool", &pool);
+    same_size_16(c, "pool-shared", &pool_shared);
     step(c, "system", &SystemAllocator);
     step(c, "cpu", &AlignedCpuAllocator::new());
     step(c, "pool", &pool);
