@@ -5,7 +5,7 @@
 //! free chunk and `bytes_in_use == 0`.
 //!
 //! Default: 1,500 steps per thread (a few seconds in debug). `TENSOR_ALLOC_STRESS=1` runs
-//! 1,000,000 steps per thread (use `--release`).
+//! 1,000,000 steps per thread (use `--release`); any other number N > 1 runs N steps per thread.
 #![cfg(not(loom))]
 
 use allocator_api2::alloc::{Allocator, Layout};
@@ -17,8 +17,12 @@ use tensor_alloc::workload::Rng;
 const MIB: usize = 1 << 20;
 
 fn steps() -> usize {
-    match std::env::var("TENSOR_ALLOC_STRESS").as_deref() {
-        Ok("1") => 1_000_000,
+    match std::env::var("TENSOR_ALLOC_STRESS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        Some(1) => 1_000_000,
+        Some(n) if n > 1 => n,
         _ => 1_500,
     }
 }

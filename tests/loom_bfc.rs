@@ -53,7 +53,10 @@ fn concurrent_alloc_free_coalesce() {
         unsafe { a.deallocate(warm, l(256)) };
 
         let a1 = a.clone();
-        let t1 = thread::spawn(move || alloc_write_free(&a1, 1024, 512, 0x10));
+        let t1 = thread::spawn(move || {
+            alloc_write_free(&a1, 1024, 512, 0x10);
+            alloc_write_free(&a1, 256, 1536, 0x40);
+        });
         let a2 = a.clone();
         let t2 = thread::spawn(move || alloc_write_free(&a2, 512, 1024, 0x20));
         alloc_write_free(&a, 256, 768, 0x30);
@@ -63,14 +66,15 @@ fn concurrent_alloc_free_coalesce() {
         a.check_invariants().unwrap();
         let s = a.stats();
         assert_eq!(s.bytes_in_use, 0);
-        assert_eq!(s.num_allocs, 7);
-        assert_eq!(s.num_frees, 7);
+        assert_eq!(s.num_allocs, 9);
+        assert_eq!(s.num_frees, 9);
         let d = a.memory_dump();
-        assert!(d.regions.iter().all(|r| r.chunks.len() == 1));
-        assert_eq!(
-            d.regions.len(),
-            1,
-            "2,816 bytes at most in use: the 4 KiB region suffices"
-        );
+        // Some interleavings fragment the 4 KiB region enough that a second region is needed;
+        // whatever happened, every region must have coalesced back into one free chunk.
+        assert!(!d.regions.is_empty());
+        assert!(d
+            .regions
+            .iter()
+            .all(|r| r.chunks.len() == 1 && !r.chunks[0].in_use));
     });
 }

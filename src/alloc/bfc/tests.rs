@@ -585,3 +585,23 @@ fn allocator_is_send_and_sync_and_shared() {
     }
     assert_eq!(a.stats().bytes_in_use, 0);
 }
+
+#[test]
+fn huge_page_regions_are_2mib_aligned() {
+    let a = BfcAllocator::new(BfcOptions {
+        huge_page_min_region_bytes: Some(4 * MIB),
+        ..BfcOptions::default()
+    });
+    let small = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
+    let big = a.allocate(l(5 * MIB, 64)).unwrap().cast::<u8>();
+    let d = a.memory_dump();
+    let huge: Vec<_> = d.regions.iter().filter(|r| r.size >= 4 * MIB).collect();
+    assert_eq!(huge.len(), 1);
+    assert_eq!(huge[0].base % (2 * MIB), 0);
+    unsafe {
+        std::ptr::write_bytes(big.as_ptr(), 7, 5 * MIB);
+        a.deallocate(big, l(5 * MIB, 64));
+        a.deallocate(small, l(1000, 8));
+    }
+    a.check_invariants().unwrap();
+}
