@@ -40,6 +40,12 @@
 //! several, a thread's recent cache hits are counted after its next merge, and the peak is
 //! computed at merge time.
 //!
+//! # Contract violations
+//! A free of a pointer the pool never handed out, or a double free, is undefined behaviour by the
+//! `Allocator` contract. The shared path notices a free for a class with no live buffers and
+//! ignores it (logging an error); the thread-cache path only checks in debug builds. Wrap the
+//! pool in [`TrackingAllocator`](super::TrackingAllocator) to reject such frees always.
+//!
 //! # Alignment
 //! Any power-of-two alignment is honoured. Buffers come from the sub-allocator aligned to
 //! `max(align, 64)`; the alignment class (`max(align, 64)`) is part of the cache key, so a cached
@@ -1413,6 +1419,13 @@ mod front {
             } else {
                 f.check_epoch(pool);
             }
+            // A double free would hand the buffer out twice; the thread-cache path does not look
+            // buffers up, so catch it here in debug builds (TrackingAllocator catches it always).
+            debug_assert!(
+                !f.entries[..f.n].iter().any(|e| e.1 == ptr),
+                "double free of {ptr:#x} into pool '{}'",
+                pool.name
+            );
             if f.n >= pool.thread_cache {
                 f.spill(pool);
             }
@@ -2082,6 +2095,16 @@ mod tests {
         assert_eq!((s.num_allocs, s.num_frees, s.bytes_in_use), (2, 2, 0));
         assert_eq!(s.peak_bytes_in_use, 1 << 20);
         assert_eq!(s.bytes_reserved, ps.cached_bytes);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "double free")]
+    fn a_double_free_into_the_thread_cache_is_caught_in_debug_builds() {
+        let p = PoolAllocator::new(tc(4));
+        let a = alloc(&p, l(64, 64));
+        free(&p, a, l(64, 64));
+        free(&p, a, l(64, 64));
     }
 
     #[test]
