@@ -869,6 +869,25 @@ mod tests {
     }
 
     #[test]
+    fn the_process_wide_cpu_allocator_is_created_once_and_freezes_the_registry() {
+        if let Err(e) = env::process_env() {
+            eprintln!("skipping: the test process environment is invalid: {e}");
+            return;
+        }
+        let a = cpu_allocator(None).unwrap();
+        let b = cpu_allocator(Some(3)).unwrap();
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "no NUMA factory: one instance for every node"
+        );
+        assert!(global().is_frozen());
+        let e = register(system_factory("too-late", 1)).unwrap_err();
+        assert!(matches!(e, RegistryError::Frozen { .. }), "{e}");
+        let sel = process_selection().unwrap();
+        assert_eq!(sel.allocator_name(), a.name());
+    }
+
+    #[test]
     fn failing_constructors_are_reported() {
         let r = Registry::new();
         r.register(Factory::new("broken", 1, "fails", |_| {
