@@ -172,3 +172,22 @@ fn demo_shows_the_registry_and_pool_sections() {
     assert!(text.contains("Allocator registry"), "{text}");
     assert!(text.contains("hit rate"), "{text}");
 }
+
+#[test]
+fn a_non_utf8_value_is_an_error_naming_the_variable() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = bin(&[])
+        .env(
+            "TENSOR_ALLOC_CPU_ALLOCATOR",
+            std::ffi::OsStr::from_bytes(b"p\xffol"),
+        )
+        .arg("allocators")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("TENSOR_ALLOC_CPU_ALLOCATOR is not valid UTF-8"),
+        "{err}"
+    );
+}
