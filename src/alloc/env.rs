@@ -19,6 +19,7 @@
 //! | `TENSOR_ALLOC_LARGE_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::large_alloc_warning_fraction` |
 //! | `TENSOR_ALLOC_TOTAL_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::total_warning_fraction` |
 //! | `TENSOR_ALLOC_LOG` | a `tracing` filter | read by the CLI only |
+//! | `TENSOR_ALLOC_STRESS` | a whole number | scale of the randomized stress tests; ignored here |
 //! | `TF_CPU_ALLOCATOR_USE_BFC` | `true`/`1`, `false`/`0` | alias: `true` = `bfc`; `false` = not `bfc` |
 //! | `TF_CPU_BFC_MEM_LIMIT_IN_MB` | MiB | alias of `TENSOR_ALLOC_BFC_MEMORY_LIMIT` |
 
@@ -46,6 +47,9 @@ pub const LARGE_ALLOC_WARNING: &str = "TENSOR_ALLOC_LARGE_ALLOC_WARNING";
 pub const TOTAL_ALLOC_WARNING: &str = "TENSOR_ALLOC_TOTAL_ALLOC_WARNING";
 /// `TENSOR_ALLOC_LOG` (the CLI's `tracing` filter; accepted and ignored here).
 pub const LOG: &str = "TENSOR_ALLOC_LOG";
+/// `TENSOR_ALLOC_STRESS` (the test suite's scale factor for randomized stress tests; accepted
+/// and ignored here).
+pub const STRESS: &str = "TENSOR_ALLOC_STRESS";
 /// TensorFlow's `TF_CPU_ALLOCATOR_USE_BFC`.
 pub const TF_USE_BFC: &str = "TF_CPU_ALLOCATOR_USE_BFC";
 /// TensorFlow's `TF_CPU_BFC_MEM_LIMIT_IN_MB`.
@@ -68,6 +72,7 @@ pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
     (LARGE_ALLOC_WARNING, "a fraction in (0, 1] or off"),
     (TOTAL_ALLOC_WARNING, "a fraction in (0, 1] or off"),
     (LOG, "a tracing filter such as info or tensor_alloc=debug"),
+    (STRESS, "a whole number (test-suite scale factor)"),
     (TF_USE_BFC, "true | false | 1 | 0"),
     (TF_BFC_MEM_LIMIT_MB, "a whole number of MiB"),
 ];
@@ -305,7 +310,7 @@ impl EnvConfig {
                     c.total_alloc_warning =
                         Some(parse_fraction(t).ok_or_else(|| invalid(TOTAL_ALLOC_WARNING, v))?);
                 }
-                LOG => {}
+                LOG | STRESS => {}
                 TF_USE_BFC => {
                     let b = match t.to_ascii_lowercase().as_str() {
                         "true" | "1" => true,
@@ -574,8 +579,9 @@ mod tests {
     }
 
     #[test]
-    fn log_is_known_and_ignored() {
+    fn log_and_stress_are_known_and_ignored() {
         assert_eq!(parse(&[(LOG, "debug")]).unwrap(), EnvConfig::default());
+        assert_eq!(parse(&[(STRESS, "10")]).unwrap(), EnvConfig::default());
     }
 
     #[test]

@@ -2028,7 +2028,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut rng = crate::workload::Rng::new(k);
                     let mut v: Vec<(NonNull<u8>, Layout, u8)> = vec![];
-                    for i in 0..3000 {
+                    for i in 0..3000 * stress() {
                         let layout = l(64 * (1 + rng.below(6) as usize), 64);
                         let ptr = p.allocate(layout).unwrap().cast::<u8>();
                         let tag = (i % 251) as u8;
@@ -2055,18 +2055,81 @@ mod tests {
             h.join().unwrap();
         }
         let s = p.stats();
+        let total = 12_000 * stress() as u64;
         assert_eq!(
             (s.num_allocs, s.num_frees, s.bytes_in_use),
-            (12_000, 12_000, 0)
+            (total, total, 0)
         );
         let ps = p.pool_stats();
-        assert_eq!(ps.hits + ps.misses, 12_000);
+        assert_eq!(ps.hits + ps.misses, total);
         assert_eq!(
             ps.thread_cached_buffers, 0,
             "the threads exited: their caches were merged"
         );
         assert_eq!(s.bytes_reserved, ps.cached_bytes);
         assert!(s.peak_bytes_in_use >= 4 * 5 * 64);
+    }
+
+    /// Scale of the randomized multi-thread tests: `TENSOR_ALLOC_STRESS=N` runs N times the
+    /// default number of operations (default 1).
+    fn stress() -> usize {
+        std::env::var("TENSOR_ALLOC_STRESS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// Buffers allocated on one thread and freed on another (they land in the freeing thread's
+    /// cache), with contents checked for double hand-outs. Scaled by `TENSOR_ALLOC_STRESS`.
+    #[test]
+    fn buffers_freed_on_another_thread_stay_consistent() {
+        use std::sync::mpsc::sync_channel;
+        let p = std::sync::Arc::new(PoolAllocator::new(PoolOptions {
+            auto_resize: true,
+            thread_cache: 8,
+            ..opts(16)
+        }));
+        let n = 4000 * stress();
+        let (tx, rx) = sync_channel::<(usize, Layout, u8)>(32);
+        let producer = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                let mut rng = crate::workload::Rng::new(9);
+                for i in 0..n {
+                    let layout = l(64 * (1 + rng.below(4) as usize), 64);
+                    let ptr = p.allocate(layout).unwrap().cast::<u8>();
+                    let tag = (i % 253) as u8;
+                    unsafe { std::ptr::write_bytes(ptr.as_ptr(), tag, layout.size()) };
+                    tx.send((ptr.as_ptr() as usize, layout, tag)).unwrap();
+                }
+            })
+        };
+        let consumer = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                while let Ok((addr, layout, tag)) = rx.recv() {
+                    let ptr = NonNull::new(addr as *mut u8).unwrap();
+                    let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), layout.size()) };
+                    assert!(
+                        bytes.iter().all(|&b| b == tag),
+                        "buffer shared by two owners"
+                    );
+                    unsafe { p.deallocate(ptr, layout) };
+                }
+            })
+        };
+        producer.join().unwrap();
+        consumer.join().unwrap();
+        let s = p.stats();
+        let ps = p.pool_stats();
+        assert_eq!(
+            (s.num_allocs, s.num_frees, s.bytes_in_use),
+            (n as u64, n as u64, 0)
+        );
+        assert_eq!(ps.hits + ps.misses, n as u64);
+        assert_eq!(s.bytes_reserved, ps.cached_bytes);
+        drop(p);
     }
 
     fn tc(n: usize) -> PoolOptions {
