@@ -321,6 +321,8 @@ struct State {
     reserved: u64,
     peak_reserved: u64,
     live_buffers: i64,
+    /// Regions currently held from the sub-allocator (in use, cached, or in thread caches).
+    regions: u64,
 }
 
 /// A limit change made by auto-resize, logged after the lock is released.
@@ -385,6 +387,7 @@ impl State {
             reserved: 0,
             peak_reserved: 0,
             live_buffers: 0,
+            regions: 0,
         };
         s.grow_nodes(n);
         s
@@ -510,8 +513,16 @@ impl State {
         }
     }
 
+    /// Records a region given back to the sub-allocator.
+    #[inline]
+    fn release_region(&mut self, received: usize) {
+        self.reserved -= received as u64;
+        self.regions -= 1;
+    }
+
     #[inline]
     fn record_reserve(&mut self, received: usize) {
+        self.regions += 1;
         self.reserved += received as u64;
         if self.reserved > self.peak_reserved {
             self.peak_reserved = self.reserved;
@@ -587,7 +598,7 @@ impl State {
         self.release_node(i);
         self.cached_count -= 1;
         self.cached_bytes -= received as u64;
-        self.reserved -= received as u64;
+        self.release_region(received);
         self.evictions += 1;
         Some((ptr, received))
     }
@@ -670,7 +681,7 @@ impl State {
     ) -> PutOutcome {
         let too_big = self.bytes_limit.is_some_and(|l| received as u64 > l);
         if self.limit == 0 || too_big {
-            self.reserved -= received as u64;
+            self.release_region(received);
             return PutOutcome::Release(received);
         }
         // Make room: the count limit first (it feeds auto-resize), then the byte limit.
@@ -698,7 +709,7 @@ impl State {
             }
         }
         let Some(i) = self.take_node() else {
-            self.reserved -= received as u64;
+            self.release_region(received);
             return PutOutcome::Release(received);
         };
         let head = self.classes[ci as usize].head;
@@ -1168,7 +1179,7 @@ impl Inner {
                 c.live = c.live.saturating_sub(1);
                 let received = c.received;
                 let out = if release {
-                    st.reserved -= received as u64;
+                    st.release_region(received);
                     st.trimmed += 1;
                     PutOutcome::Release(received)
                 } else {
@@ -1519,7 +1530,7 @@ impl TensorAllocator for PoolAllocator {
             bytes_reserved: st.reserved,
             peak_bytes_reserved: st.peak_reserved,
             largest_free_chunk: None,
-            num_regions: Some((st.live_buffers.max(0) as u64) + st.cached_count as u64),
+            num_regions: Some(st.regions),
         }
     }
 
@@ -1933,6 +1944,10 @@ mod tests {
             );
             assert_eq!(s.bytes_reserved, in_use + ps.cached_bytes);
             assert_eq!(ps.hits + ps.misses, allocs);
+            assert_eq!(
+                s.num_regions,
+                Some(live.len() as u64 + ps.cached_buffers as u64)
+            );
             let cap = 16 + p.thread_cache_capacity();
             assert!(ps.cached_buffers <= cap, "{ps:?}");
             assert!(
