@@ -350,12 +350,15 @@ impl Core {
     ) -> Result<(usize, usize), Failure> {
         self.bins.remove(&mut self.slab, h);
         let mut h = h;
-        let addr = self.slab[h].addr;
+        // Address and size are tracked in locals from here on: re-reading them from the chunk
+        // right after `split` stored them made a wide load wait on narrower pending stores.
+        let mut addr = self.slab[h].addr;
+        let mut size = self.slab[h].size;
         if align > self.granule {
             let pad = align_pad(addr, align);
             if pad > 0 {
                 let Some(n) = self.split(h, pad) else {
-                    let b = self.bin_for(self.slab[h].size);
+                    let b = self.bin_for(size);
                     self.bins.insert(&mut self.slab, b, h);
                     return Err(Failure::Oom {
                         rounded,
@@ -367,14 +370,16 @@ impl Core {
                 let b = self.bin_for(pad);
                 self.bins.insert(&mut self.slab, b, h);
                 h = n;
+                addr += pad;
+                size -= pad;
             }
         }
-        let size = self.slab[h].size;
         if self.should_split(size, rounded) {
             if let Some(tail) = self.split(h, rounded) {
                 // The tail's next neighbour was the original chunk's, which is in use.
                 let b = self.bin_for(size - rounded);
                 self.bins.insert(&mut self.slab, b, tail);
+                size = rounded;
             }
         }
         let id = self.next_id;
@@ -384,7 +389,6 @@ impl Core {
         c.requested = requested;
         c.id = id;
         c.bin = NO_BIN;
-        let (addr, size) = (c.addr, c.size);
         let st = &mut self.st;
         st.num_allocs += 1;
         st.in_use += size as u64;
