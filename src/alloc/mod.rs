@@ -11,17 +11,21 @@
 
 pub mod bfc;
 pub mod cpu;
+pub mod env;
 mod error;
+pub mod pool;
+pub mod registry;
 mod stats;
 pub mod sub;
 pub mod tracking;
-// (filled in by later issues) pub mod pool; pub mod registry;
 
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
 pub use bfc::{BfcAllocator, BfcGrowth, BfcMemoryDump, BfcOptions};
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
+pub use env::{EnvConfig, EnvError};
 pub use error::AllocatorError;
-// (filled in by the pool issue) pub use pool::{PoolAllocator, PoolOptions};
+pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};
+pub use registry::{cpu_allocator, Factory, Registry, RegistryError, Selection};
 pub use stats::{AllocatorStats, StatsCounter};
 pub use sub::{MmapSubAllocator, SubAllocator, SubVisitor, SystemSubAllocator};
 pub use tracking::{LiveAllocation, TrackingAllocator};

@@ -68,6 +68,7 @@ pub fn run() -> Result<(), String> {
         );
     }
     crate::demo_bfc::section()?;
+    crate::demo_registry::section()?;
     println!(
         "\n3. how big must the tensor arena be? a model built with the crate's .tflite writer:"
     );

@@ -1,5 +1,6 @@
 //! The `tensor-alloc` command-line tool: a thin layer over the library.
 
+mod allocators;
 mod bench;
 mod demo;
 mod demo_bfc;
@@ -9,6 +10,7 @@ mod demo_planner;
 mod inspect;
 mod plan;
 mod plan_model;
+mod demo_registry;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +30,8 @@ struct Cli {
 enum Command {
     /// Replay tensor-like workloads through chosen allocators and compare with the system allocator.
     Bench(bench::BenchArgs),
+    /// List the registered allocator factories, their priorities and the current selection.
+    Allocators(allocators::AllocatorsArgs),
     /// A short self-contained demonstration (the default when no command is given).
     Demo,
     /// Show what a .tflite model contains: operators, tensors, inputs/outputs, quantization.
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Inspect(args)) => inspect::run(&args),
         Some(Command::Plan(args)) => plan::run(&args),
+        Some(Command::Allocators(args)) => allocators::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
