@@ -7,10 +7,10 @@ mod demo_bfc;
 mod demo_model;
 #[allow(dead_code)] // `section` is wired into the demo by the lead.
 mod demo_planner;
+mod demo_registry;
 mod inspect;
 mod plan;
 mod plan_model;
-mod demo_registry;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
