@@ -468,3 +468,23 @@ proptest! {
         prop_assert!(sizes[4] <= sizes[1] && sizes[4] <= sizes[3], "best {:?}", sizes);
     }
 }
+
+#[test]
+fn too_many_overlaps_is_an_error_not_an_abort() {
+    // 11,600 buffers all live at once: 67 million pairs, beyond MAX_OVERLAP_PAIRS.
+    let bufs: Vec<BufferRequirement> = (0..11_600).map(|i| b(16 + i % 7, 0, 3)).collect();
+    let err = TflmPlanner.plan(&bufs).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PlanError::TooManyOverlaps {
+                limit: MAX_OVERLAP_PAIRS,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The linear planner needs no overlap graph.
+    let plan = LinearPlanner.plan(&bufs).unwrap();
+    assert_eq!(plan.arena_size, plan.lower_bound);
+}
