@@ -146,6 +146,8 @@ pub struct Recording {
     pub temp_peak_bytes: usize,
     /// Number of temp allocations.
     pub temp_count: usize,
+    /// Bytes taken from the tail (all persistent categories, alignment padding included).
+    pub tail_used_bytes: usize,
 }
 
 impl Recording {
@@ -179,6 +181,10 @@ impl Recording {
         s.push_str(&format!(
             "{:<16} {:>12} {:>12} {:>7}\n",
             "temp peak", "", self.temp_peak_bytes, self.temp_count
+        ));
+        s.push_str(&format!(
+            "{:<16} {:>12} {:>12}\n",
+            "tail total", "", self.tail_used_bytes
         ));
         s
     }
@@ -298,6 +304,37 @@ impl Arena<'static> {
         let size = required_bytes(plan.arena_size, temp, persistent, alignment)?;
         let mut arena = Self::new_in(allocator, size, alignment)?;
         arena.commit_plan(plan, buffers, |_| Category::TensorData)?;
+        Ok(arena)
+    }
+}
+
+impl Arena<'static> {
+    /// An arena sized exactly from a plan and a recording of an earlier run (TFLite style: plan
+    /// once with recording on, then allocate exactly what was used): the plan's head, the
+    /// recorded temp peak and the recorded tail bytes. The plan is committed. Exact when every
+    /// persistent allocation's alignment is at most `alignment`.
+    pub fn sized_from_recording(
+        allocator: AllocatorRef,
+        plan: &Plan,
+        buffers: &[BufferRequirement],
+        recording: &Recording,
+        alignment: usize,
+    ) -> Result<Self, ArenaError> {
+        let mut arena = Self::sized_for(
+            allocator,
+            plan,
+            buffers,
+            recording.temp_peak_bytes,
+            recording.tail_used_bytes,
+            alignment,
+        )?;
+        arena.recording = Some(Recording::default());
+        // sized_for committed the plan before recording was on; count it now.
+        if let Some(rec) = arena.recording.as_mut() {
+            rec.tensor_data.requested_bytes = buffers.iter().map(|b| b.size).sum();
+            rec.tensor_data.used_bytes = arena.head;
+            rec.tensor_data.count = buffers.len();
+        }
         Ok(arena)
     }
 }
@@ -557,6 +594,7 @@ impl<'a> Arena<'a> {
         let used = self.tail - start;
         self.tail = start;
         if let Some(rec) = self.recording.as_mut() {
+            rec.tail_used_bytes += used;
             let slot = rec.slot(category);
             slot.requested_bytes += size;
             slot.used_bytes += used;
@@ -737,8 +775,59 @@ mod tests {
         assert!(a
             .allocate_persistent(free + 1, 64, Category::OpData)
             .is_err());
-        assert!(a.allocate_persistent(free, 64, Category::OpData).is_ok() || free % 64 != 0);
         assert!(a.head_bytes() + a.temp_bytes() + a.free_bytes() + a.tail_bytes() == a.size());
+    }
+
+    #[test]
+    fn sized_from_recording_fits_the_same_run_exactly() {
+        let bufs = vec![
+            BufferRequirement::new(300, 0, 1),
+            BufferRequirement::new(200, 1, 2),
+        ];
+        let plan = BestPlanner::default().plan(&bufs).unwrap();
+        let run = |a: &mut Arena<'_>| -> Result<(), ArenaError> {
+            a.allocate_persistent(40, 16, Category::TensorMetadata)?;
+            a.allocate_persistent(100, 8, Category::OpData)?;
+            a.allocate_temp(64, 16)?;
+            a.allocate_temp(30, 16)?;
+            a.reset_temp();
+            a.allocate_temp(120, 16)?;
+            a.reset_temp();
+            Ok(())
+        };
+        let mut big = Arena::new_in(cpu(), 4096, 16).unwrap().with_recording();
+        big.commit_plan(&plan, &bufs, |_| Category::TensorData)
+            .unwrap();
+        run(&mut big).unwrap();
+        let rec = *big.recording().unwrap();
+        assert_eq!(rec.temp_peak_bytes, 120);
+        // 40 bytes at 16 take 48; 100 bytes at 8 below them take 104.
+        assert_eq!(rec.tail_used_bytes, 48 + 104);
+        let mut exact = Arena::sized_from_recording(cpu(), &plan, &bufs, &rec, 16).unwrap();
+        assert_eq!(exact.size(), 512 + 128 + 160);
+        run(&mut exact).unwrap();
+        assert_eq!(
+            exact.recording().unwrap().tail_used_bytes,
+            rec.tail_used_bytes
+        );
+        // What is left is the recorded temp peak plus the tail's rounding to 16 (160 - 152).
+        assert_eq!(exact.free_bytes(), 128 + 8);
+        exact.allocate_temp(128, 16).unwrap();
+        let err = exact
+            .allocate_persistent(9, 1, Category::OpData)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ArenaError::OutOfSpace {
+                    region: Region::Tail,
+                    requested: 9,
+                    free: 8,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod svg;
 pub use best::BestPlanner;
 pub use greedy::{LinearPlanner, TfLitePlanner, TflmPlanner};
 pub use offline::{OfflinePlan, OFFLINE_METADATA_NAME};
+pub use problem::MAX_OVERLAP_PAIRS;
 pub use random::random_layered_dag;
 pub use report::{plan_all, plan_all_with, records_from_json, PlanReport, PlannerResult};
 
@@ -314,6 +315,14 @@ pub enum PlanError {
     /// A planner option out of range.
     #[error("invalid planner option: {0}")]
     InvalidOption(String),
+    /// The input has more pairs of simultaneously live buffers than the planner accepts.
+    #[error("{pairs} pairs of simultaneously live buffers exceed the planner's limit of {limit}; split the input or use the linear planner")]
+    TooManyOverlaps {
+        /// Pairs counted so far.
+        pairs: usize,
+        /// The limit ([`MAX_OVERLAP_PAIRS`]).
+        limit: usize,
+    },
     /// A malformed record-set JSON document.
     #[error("record set: {0}")]
     Records(String),

@@ -2,6 +2,11 @@
 
 use super::{round_up, BufferRequirement, Plan, PlanError};
 
+/// Most pairs of time-overlapping blocks a problem may have (the overlap graph takes 8 bytes per
+/// pair): beyond it planning fails with [`PlanError::TooManyOverlaps`] instead of exhausting
+/// memory (e.g. 10,000 buffers all live at once make 50 million pairs).
+pub const MAX_OVERLAP_PAIRS: usize = 64 << 20;
+
 /// One block to place: a buffer together with its aliases.
 #[derive(Debug, Clone)]
 pub(crate) struct Item {
@@ -232,7 +237,7 @@ impl Problem {
         let mut order: Vec<usize> = (0..m).collect();
         order.sort_unstable_by_key(|&i| (items[i].first, i));
         let mut degree = vec![0usize; if with_graph { m } else { 0 }];
-        let mut edges: Vec<(u32, u32)> = Vec::new();
+        let mut pairs = 0usize;
         let mut active: Vec<usize> = Vec::new();
         let mut active_fixed: Vec<usize> = Vec::new();
         for &i in &order {
@@ -240,9 +245,15 @@ impl Problem {
             if with_graph {
                 active.retain(|&j| items[j].last >= first);
                 for &j in &active {
-                    edges.push((i as u32, j as u32));
-                    degree[i] += 1;
                     degree[j] += 1;
+                }
+                degree[i] += active.len();
+                pairs += active.len();
+                if pairs > MAX_OVERLAP_PAIRS {
+                    return Err(PlanError::TooManyOverlaps {
+                        pairs,
+                        limit: MAX_OVERLAP_PAIRS,
+                    });
                 }
                 active.push(i);
             }
@@ -283,12 +294,24 @@ impl Problem {
                 adj_start[i + 1] = adj_start[i] + degree[i];
             }
             let mut fill = adj_start.clone();
-            adj = vec![0u32; adj_start[m]];
-            for &(a, b) in &edges {
-                adj[fill[a as usize]] = b;
-                fill[a as usize] += 1;
-                adj[fill[b as usize]] = a;
-                fill[b as usize] += 1;
+            adj.try_reserve_exact(adj_start[m])
+                .map_err(|_| PlanError::TooManyOverlaps {
+                    pairs,
+                    limit: MAX_OVERLAP_PAIRS,
+                })?;
+            adj.resize(adj_start[m], 0u32);
+            // Second sweep: the same pairs, now written into the adjacency lists.
+            active.clear();
+            for &i in &order {
+                let first = items[i].first;
+                active.retain(|&j| items[j].last >= first);
+                for &j in &active {
+                    adj[fill[i]] = j as u32;
+                    fill[i] += 1;
+                    adj[fill[j]] = i as u32;
+                    fill[j] += 1;
+                }
+                active.push(i);
             }
         }
         let fixed_top = items

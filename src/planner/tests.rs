@@ -74,6 +74,49 @@ fn tflm_end_to_end() {
     assert_eq!(lin.arena_size, 60);
 }
 
+/// The expectations of TFLM's own greedy planner tests (TestGreedyBasics, TestGreedyMedium,
+/// TestOverlapCase), reproduced exactly.
+#[test]
+fn tflm_matches_tflm_test_expectations() {
+    let basics = vec![b(10, 0, 1), b(20, 2, 3)];
+    let plan = TflmPlanner.plan(&basics).unwrap();
+    assert_eq!((plan.offsets, plan.arena_size), (vec![0, 0], 20));
+    let medium = vec![
+        b(10, 0, 1),
+        b(20, 1, 2),
+        b(30, 2, 3),
+        b(40, 3, 4),
+        b(50, 0, 1),
+    ];
+    let plan = TflmPlanner.plan(&medium).unwrap();
+    assert_eq!(plan.offsets, vec![50, 70, 40, 0, 0]);
+    assert_eq!(plan.arena_size, 90);
+    let overlap = vec![b(100, 0, 1), b(50, 2, 3), b(20, 1, 2)];
+    assert_eq!(TflmPlanner.plan(&overlap).unwrap().arena_size, 120);
+}
+
+/// The expectation of TFLite's SimpleMemoryArena test (BasicArenaOperations): six allocations in
+/// call order, alignment 32, best-fit among time-overlapping allocations.
+#[test]
+fn tflite_arena_matches_tflite_test_expectation() {
+    let a = |size, first, last| b(size, first, last).with_alignment(32);
+    let bufs = vec![
+        a(2047, 1, 3),
+        a(2047, 2, 5),
+        a(2047, 3, 6),
+        a(2047, 5, 6),
+        a(1023, 4, 6),
+        a(1023, 6, 6),
+    ];
+    let p = Problem::new(&bufs, 1).unwrap();
+    let mut placer = Placer::new(&p);
+    for i in 0..bufs.len() {
+        let o = placer.tflite_best_fit(i);
+        placer.offsets[i] = o;
+    }
+    assert_eq!(placer.offsets, vec![0, 2048, 4096, 0, 6144, 2048]);
+}
+
 #[test]
 fn tflite_default_alignment_is_64() {
     let bufs = vec![b(10, 0, 1), b(10, 0, 1)];
@@ -424,4 +467,24 @@ proptest! {
         }
         prop_assert!(sizes[4] <= sizes[1] && sizes[4] <= sizes[3], "best {:?}", sizes);
     }
+}
+
+#[test]
+fn too_many_overlaps_is_an_error_not_an_abort() {
+    // 11,600 buffers all live at once: 67 million pairs, beyond MAX_OVERLAP_PAIRS.
+    let bufs: Vec<BufferRequirement> = (0..11_600).map(|i| b(16 + i % 7, 0, 3)).collect();
+    let err = TflmPlanner.plan(&bufs).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PlanError::TooManyOverlaps {
+                limit: MAX_OVERLAP_PAIRS,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The linear planner needs no overlap graph.
+    let plan = LinearPlanner.plan(&bufs).unwrap();
+    assert_eq!(plan.arena_size, plan.lower_bound);
 }
