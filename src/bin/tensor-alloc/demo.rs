@@ -69,10 +69,9 @@ pub fn run() -> Result<(), String> {
     }
     crate::demo_bfc::section()?;
     crate::demo_registry::section()?;
-    println!(
-        "\n3. how big must the tensor arena be? a model built with the crate's .tflite writer:"
-    );
+    crate::demo_planner::section()?;
+    println!("\nHow big must the tensor arena be? A model built with the crate's .tflite writer:");
     crate::demo_model::section()?;
-    println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking --workload all`");
+    println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking,pool,bfc`, `tensor-alloc plan MODEL.tflite`, `tensor-alloc --help`");
     Ok(())
 }

@@ -49,7 +49,7 @@ fn print_report(title: &str, bufs: &[BufferRequirement]) -> Result<PlanReport, S
 /// TFLM/TFLite greedy orders fall 15 % short) with every planner, prints each arena size against
 /// the lower bound, and writes the DAG's best plan as SVG to the temp dir.
 pub fn section() -> Result<(), String> {
-    println!("== memory planner ==");
+    println!("\nMemory planner: lifetimes -> offsets in one arena (linear, TFLM, TFLite and our best planner):");
     print_report(
         "a 12-op network with skips, an in-place op and scratch",
         &records(),

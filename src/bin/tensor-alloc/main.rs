@@ -5,7 +5,6 @@ mod bench;
 mod demo;
 mod demo_bfc;
 mod demo_model;
-#[allow(dead_code)] // `section` is wired into the demo by the lead.
 mod demo_planner;
 mod demo_registry;
 mod inspect;
