@@ -13,6 +13,7 @@
 pub mod alloc;
 pub mod global;
 pub mod sync;
+pub mod tensor;
 pub mod workload;
 
 pub use global::GlobalAllocator;
