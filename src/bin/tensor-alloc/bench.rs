@@ -3,7 +3,19 @@
 use clap::Args;
 use std::fmt::Write as _;
 use tensor_alloc::alloc::{AlignedCpuAllocator, AllocatorRef, SystemAllocator, TrackingAllocator};
+#[cfg(not(loom))]
 use tensor_alloc::sync::Arc;
+
+/// Under `--cfg loom` (the loom tests build this binary too) `sync::Arc` is loom's, which cannot
+/// coerce to `dyn TensorAllocator`; this shim keeps every `Arc::new(allocator)` below compiling.
+#[cfg(loom)]
+struct Arc;
+#[cfg(loom)]
+impl Arc {
+    fn new<A: tensor_alloc::alloc::TensorAllocator + 'static>(a: A) -> AllocatorRef {
+        tensor_alloc::tensor::allocator_ref(a)
+    }
+}
 use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
 
 /// Arguments of `tensor-alloc bench`.
