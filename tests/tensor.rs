@@ -171,6 +171,36 @@ fn shared_buffers_refuse_mutation_until_unique_or_copied() {
 }
 
 #[test]
+fn buffer_forwarding_reuses_unique_buffers_only() {
+    let (tr, a) = tracking();
+    let input = Tensor::from_slice_in(&a, [2, 4], &[1.0f32; 8]).unwrap();
+    let addr = input.buffer().as_ptr();
+    // Unique, same byte size: forwarded as int32 [8] without allocating.
+    let (mut out, forwarded) = Tensor::forward_or_new_in(input, &a, DType::I32, [8]).unwrap();
+    assert!(forwarded);
+    assert_eq!(out.buffer().as_ptr(), addr);
+    assert_eq!(tr.stats().num_allocs, 1);
+    out.as_mut_slice::<i32>().unwrap().fill(5);
+    // Shared: not forwarded, a new buffer is allocated.
+    let keep = out.clone();
+    let (out2, forwarded) = Tensor::forward_or_new_in(out, &a, DType::I32, [8]).unwrap();
+    assert!(!forwarded);
+    assert!(!out2.shares_buffer_with(&keep));
+    assert_eq!(tr.stats().num_allocs, 2);
+    // Wrong size: not forwarded.
+    let back = keep
+        .try_forward(DType::I32, Shape::new(&[4]).unwrap())
+        .unwrap_err();
+    // Into bool: invalid bytes are cleared, so typed access works.
+    let b = back
+        .try_forward(DType::Bool, Shape::new(&[32]).unwrap())
+        .unwrap();
+    assert_eq!(b.as_slice::<bool>().unwrap(), &[false; 32]);
+    drop((b, out2));
+    assert_eq!(tr.live_count(), 0);
+}
+
+#[test]
 fn slices_are_sub_buffers_that_keep_the_root_alive() {
     let (tr, a) = tracking();
     let data: Vec<i32> = (0..24).collect();
@@ -521,7 +551,22 @@ fn npy_reads_big_endian_and_rejects_bad_files() {
 
     let truncated = npy_bytes("<f4", false, "(4,)", &[0; 10]);
     let e = Tensor::read_npy_from_in(&a, &truncated[..]).unwrap_err();
-    assert!(e.to_string().contains("element 2 of 4"), "{e}");
+    assert!(e.to_string().contains("after 10 of 16 bytes"), "{e}");
+    // The same through a file: the length check happens before allocation.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("truncated.npy");
+    std::fs::write(&p, &truncated).unwrap();
+    let e = Tensor::read_npy_in(&a, &p).unwrap_err();
+    assert!(e.to_string().contains("only 10 bytes follow"), "{e}");
+    // A reader whose header promises ~2^40 bytes is refused without allocating them.
+    let huge = npy_bytes("<f4", false, "(274877906944,)", &[0; 8]);
+    let (tr, ta) = tracking();
+    let e = Tensor::read_npy_from_in(&ta, &huge[..]).unwrap_err();
+    assert!(
+        e.to_string().contains("after 8 of 1099511627776 bytes"),
+        "{e}"
+    );
+    assert_eq!(tr.stats().num_allocs, 0);
 
     let fortran = npy_bytes("<f4", true, "(2, 2)", &[0; 16]);
     let e = Tensor::read_npy_from_in(&a, &fortran[..]).unwrap_err();
@@ -537,7 +582,6 @@ fn npy_reads_big_endian_and_rejects_bad_files() {
     assert!(Tensor::read_npy_from_in(&a, &b"not an npy file"[..]).is_err());
 
     // A header promising ~2^40 bytes in a tiny file is refused before any allocation.
-    let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("huge.npy");
     std::fs::write(&p, npy_bytes("<f4", false, "(274877906944,)", &[0; 8])).unwrap();
     let (tr, ta) = tracking();

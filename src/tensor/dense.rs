@@ -303,6 +303,54 @@ impl Tensor {
         Ok(true)
     }
 
+    /// Buffer forwarding (TensorFlow's `forward_input_or_allocate_output`): reuses this tensor's
+    /// buffer for an output of `dtype`/`shape` when nobody else references it, the byte size is
+    /// exactly the same and the data is aligned for `dtype`. The contents are kept (an op is
+    /// about to overwrite them), except that bytes which are not valid bools are cleared when
+    /// forwarding into a bool tensor. Quantization is not carried over.
+    ///
+    /// Returns the tensor unchanged in `Err` when forwarding is not possible.
+    pub fn try_forward(mut self, dtype: DType, shape: Shape) -> Result<Tensor, Tensor> {
+        let fits = shape.byte_size(dtype).ok() == Some(self.byte_size())
+            && (self.buffer.as_ptr() as usize) % dtype.alignment() == 0;
+        if !fits {
+            return Err(self);
+        }
+        match self.buffer.as_mut_bytes() {
+            Ok(bytes) => {
+                if dtype == DType::Bool && check_bytes(dtype, bytes).is_err() {
+                    bytes.fill(0);
+                }
+            }
+            Err(_) => return Err(self),
+        }
+        Ok(Tensor {
+            dtype,
+            shape,
+            buffer: self.buffer,
+            quantization: None,
+        })
+    }
+
+    /// Forwards `input`'s buffer ([`try_forward`](Self::try_forward)) or, if that is not possible,
+    /// allocates a new zeroed tensor from `allocator`. Returns the output and whether it reused
+    /// the input's buffer.
+    pub fn forward_or_new_in(
+        input: Tensor,
+        allocator: &AllocatorRef,
+        dtype: DType,
+        shape: impl IntoShape,
+    ) -> Result<(Tensor, bool), TensorError> {
+        let shape = shape.into_shape()?;
+        match input.try_forward(dtype, shape) {
+            Ok(t) => Ok((t, true)),
+            Err(input) => {
+                drop(input);
+                Ok((Tensor::new_in(allocator, dtype, shape)?, false))
+            }
+        }
+    }
+
     /// A deep copy in a fresh buffer from `allocator` (quantization is kept).
     pub fn copy_in(&self, allocator: &AllocatorRef) -> Result<Tensor, TensorError> {
         Ok(Tensor {

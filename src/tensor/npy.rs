@@ -240,16 +240,39 @@ impl Tensor {
 
     /// Reads `.npy` data from any reader into a tensor whose buffer comes from `allocator`.
     ///
-    /// The reader's length is unknown, so the buffer is sized from the header (zeroed lazily by
-    /// the allocator) and a short read is an error; prefer [`read_npy_in`](Self::read_npy_in) for
-    /// untrusted files.
+    /// The reader's length is unknown, so the data section is first read into a temporary vector
+    /// that grows only as bytes actually arrive (a header promising more data than the stream
+    /// holds is an error, never a huge allocation); it is then decoded into the tensor.
+    /// [`read_npy_in`](Self::read_npy_in) avoids the temporary copy by checking the file length.
     pub fn read_npy_from_in<R: Read>(
         allocator: &AllocatorRef,
         mut reader: R,
     ) -> Result<Tensor, TensorError> {
         let header = NpyHeader::from_reader(&mut reader)
             .map_err(|e| TensorError::npy(READER, format!("header: {e}")))?;
-        read_body(allocator, header, reader, READER, None)
+        let (dtype, shape) = interpret(&header, READER)?;
+        let bytes = shape.byte_size(dtype)?;
+        let mut data = Vec::new();
+        reader
+            .take(bytes as u64)
+            .read_to_end(&mut data)
+            .map_err(|e| TensorError::npy(READER, format!("data: {e}")))?;
+        if data.len() < bytes {
+            return Err(TensorError::npy(
+                READER,
+                format!(
+                    "data ends after {} of {bytes} bytes ({dtype} {shape})",
+                    data.len()
+                ),
+            ));
+        }
+        read_body(
+            allocator,
+            header,
+            &data[..],
+            READER,
+            Some(data.len() as u64),
+        )
     }
 
     /// Writes the tensor as a `.npy` file (C order, native byte order).
