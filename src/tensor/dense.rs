@@ -22,7 +22,8 @@ pub struct Tensor {
     dtype: DType,
     shape: Shape,
     buffer: TensorBuffer,
-    quantization: Option<Quantization>,
+    /// Boxed: most tensors have none, and it keeps `Tensor` small to move around.
+    quantization: Option<Box<Quantization>>,
 }
 
 impl Tensor {
@@ -165,13 +166,13 @@ impl Tensor {
         if let Some(q) = &q {
             q.check_shape(&self.shape)?;
         }
-        self.quantization = q;
+        self.quantization = q.map(Box::new);
         Ok(())
     }
 
     /// The quantization parameters, if any.
     pub fn quantization(&self) -> Option<&Quantization> {
-        self.quantization.as_ref()
+        self.quantization.as_deref()
     }
 
     /// The element type.
@@ -413,11 +414,11 @@ impl Tensor {
             // `check_shape` guaranteed one scale per row, so `start..end` indexes valid entries.
             Some(q) if q.is_per_channel() && q.quantized_dimension() == 0 => {
                 if end > start {
-                    Some(Quantization::per_channel(
+                    Some(Box::new(Quantization::per_channel(
                         q.scales()[start..end].to_vec(),
                         q.zero_points()[start..end].to_vec(),
                         0,
-                    )?)
+                    )?))
                 } else {
                     None
                 }
