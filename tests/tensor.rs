@@ -288,6 +288,10 @@ fn out_of_range_and_misaligned_views_are_errors() {
         TensorBuffer::zeroed_in(&a, 8, 3),
         Err(TensorError::BadAlignment { align: 3 })
     ));
+    assert!(matches!(
+        TensorBuffer::zeroed_in(&a, isize::MAX as usize, 64),
+        Err(TensorError::TooLarge { align: 64, .. })
+    ));
 }
 
 #[test]

@@ -108,11 +108,7 @@ fn layout_for(len: usize, align: usize) -> Result<Layout, TensorError> {
     if !align.is_power_of_two() {
         return Err(TensorError::BadAlignment { align });
     }
-    Layout::from_size_align(len, align).map_err(|_| TensorError::OutOfRange {
-        offset: 0,
-        len,
-        buffer_len: isize::MAX as usize,
-    })
+    Layout::from_size_align(len, align).map_err(|_| TensorError::TooLarge { len, align })
 }
 
 impl TensorBuffer {

@@ -116,6 +116,14 @@ pub enum TensorError {
         /// The alignment requested.
         align: usize,
     },
+    /// A buffer size that, rounded up to its alignment, exceeds `isize::MAX` bytes.
+    #[error("a buffer of {len} bytes aligned to {align} exceeds the maximum of isize::MAX bytes")]
+    TooLarge {
+        /// Requested length.
+        len: usize,
+        /// Requested alignment.
+        align: usize,
+    },
     /// Invalid quantization parameters or parameters that do not fit the tensor.
     #[error("invalid quantization: {reason}")]
     Quantization {

@@ -43,6 +43,7 @@ impl Quantization {
                 "scale[{i}] = {s}; scales must be finite and ≥ 0"
             )));
         }
+        // Broadcast one zero point (index 0 exists: the length is 1).
         if zero_points.len() == 1 && scales.len() > 1 {
             zero_points = vec![zero_points[0]; scales.len()];
         }
@@ -90,6 +91,7 @@ impl Quantization {
         if self.is_per_channel() {
             Some((*self.scales.get(c)?, *self.zero_points.get(c)?))
         } else {
+            // Constructors guarantee at least one scale and as many zero points.
             Some((self.scales[0], self.zero_points[0]))
         }
     }
@@ -97,7 +99,7 @@ impl Quantization {
     /// `scale * (q - zero_point)` for channel `c` (`None` if `c` is out of range).
     pub fn dequantize(&self, q: i64, c: usize) -> Option<f32> {
         let (s, z) = self.params(c)?;
-        Some(s * (q - z) as f32)
+        Some(s * q.saturating_sub(z) as f32)
     }
 
     /// `round(real / scale) + zero_point` clamped to `[min, max]` (`None` if `c` is out of range or
@@ -107,7 +109,8 @@ impl Quantization {
         if s == 0.0 {
             return None;
         }
-        let q = (real / s).round() as i64 + z;
+        // `as` saturates (NaN becomes 0); the addition saturates too, then the clamp applies.
+        let q = ((real / s).round() as i64).saturating_add(z);
         Some(q.clamp(min, max))
     }
 
