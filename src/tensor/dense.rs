@@ -33,7 +33,7 @@ impl Tensor {
     /// today; it will be the registry's CPU allocator (configurable through `TENSOR_ALLOC_*`) once
     /// the registry lands. Use [`new_in`](Self::new_in) to choose the allocator per tensor.
     pub fn new(dtype: DType, shape: impl IntoShape) -> Result<Tensor, TensorError> {
-        Self::new_in(&default_cpu_allocator(), dtype, shape)
+        Self::new_in(&default_cpu_allocator()?, dtype, shape)
     }
 
     /// A zero-filled tensor whose bytes come from (and return to) `allocator`: the per-tensor
@@ -69,7 +69,7 @@ impl Tensor {
         shape: impl IntoShape,
         data: Vec<T>,
     ) -> Result<Tensor, TensorError> {
-        Self::from_slice_in(&default_cpu_allocator(), shape, &data)
+        Self::from_slice_in(&default_cpu_allocator()?, shape, &data)
     }
 
     /// A tensor holding a copy of `data` in a buffer from `allocator`.
@@ -295,11 +295,10 @@ impl Tensor {
         if self.buffer.is_unique() {
             return Ok(false);
         }
-        let allocator = self
-            .buffer
-            .allocator()
-            .cloned()
-            .unwrap_or_else(default_cpu_allocator);
+        let allocator = match self.buffer.allocator() {
+            Some(a) => a.clone(),
+            None => default_cpu_allocator()?,
+        };
         self.buffer = self.buffer.to_unique_in(&allocator, DEFAULT_ALIGNMENT)?;
         Ok(true)
     }

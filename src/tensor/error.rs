@@ -130,6 +130,12 @@ pub enum TensorError {
         /// What was wrong, with the values.
         reason: String,
     },
+    /// The process's default CPU allocator could not be obtained (e.g. a bad `TENSOR_ALLOC_*` setting).
+    #[error("the default CPU allocator is unavailable: {reason}")]
+    DefaultAllocator {
+        /// Why, as reported by the allocator registry.
+        reason: String,
+    },
     /// The allocator could not provide the bytes.
     #[error("allocating a tensor buffer failed: {0}")]
     Alloc(#[from] AllocatorError),

@@ -62,18 +62,19 @@ pub fn allocator_ref<A: TensorAllocator + 'static>(allocator: A) -> AllocatorRef
 ///
 /// Today: one process-wide [`AlignedCpuAllocator`](crate::alloc::AlignedCpuAllocator), created on
 /// first use. This is the single place to re-point when the allocator registry lands: it will
-/// return the registry's CPU allocator (chosen and configured by the `TENSOR_ALLOC_*` environment
-/// variables).
+/// return the registry's process-wide CPU allocator (chosen and configured by the `TENSOR_ALLOC_*`
+/// environment variables). It is fallible for that reason: a bad configuration must surface as
+/// [`TensorError::DefaultAllocator`] from `Tensor::new`, not as a silent fallback.
 #[cfg(not(loom))]
-fn default_cpu_allocator() -> AllocatorRef {
+fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
     static CPU: once_cell::sync::Lazy<AllocatorRef> =
         once_cell::sync::Lazy::new(|| allocator_ref(crate::alloc::AlignedCpuAllocator::new()));
-    CPU.clone()
+    Ok(CPU.clone())
 }
 
 /// Under loom, objects must not outlive one model execution, so no process-wide static: each call
 /// makes a fresh CPU allocator (loom models pass their own allocators anyway).
 #[cfg(loom)]
-fn default_cpu_allocator() -> AllocatorRef {
-    allocator_ref(crate::alloc::AlignedCpuAllocator::new())
+fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
+    Ok(allocator_ref(crate::alloc::AlignedCpuAllocator::new()))
 }

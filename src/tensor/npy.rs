@@ -205,7 +205,7 @@ fn write_bf16<W: Write>(t: &Tensor, dims: &[u64], w: W) -> std::io::Result<()> {
 impl Tensor {
     /// Reads a `.npy` file into a tensor on the default CPU allocator.
     pub fn read_npy(path: impl AsRef<Path>) -> Result<Tensor, TensorError> {
-        Self::read_npy_in(&default_cpu_allocator(), path)
+        Self::read_npy_in(&default_cpu_allocator()?, path)
     }
 
     /// Reads a `.npy` file into a tensor whose buffer comes from `allocator`.
