@@ -1,31 +1,6 @@
 //! [`TensorBuffer`]: reference-counted bytes that remember the allocator that must free them, and
 //! sub-buffer views that keep their root alive (TensorFlow's `TensorBuffer`, `Buffer<T>` and
 //! `SubBuffer<T>`).
-//!
-//! # Reference counting: `Arc`, not a hand-written count
-//!
-//! TensorFlow's `TensorBuffer` derives from `core::RefCounted` (an atomic count, `Unref` deleting at
-//! zero, and `RefCountIsOne()` as an acquire load for buffer forwarding). This crate uses
-//! [`crate::sync::Arc`] around one `Root` (pointer, length, backing) instead, because `Arc` already
-//! *is* that design with the orderings proven correct: clone is a relaxed increment, drop is a
-//! release decrement followed by an acquire fence before the destructor runs, and `Arc::get_mut`
-//! is `RefCountIsOne()` with the acquire load that makes every other (already dropped) holder's
-//! reads happen-before the new writer. A hand-written count would add `unsafe` for no gain: the
-//! header must be heap-allocated either way (it outlives any one handle), weak references are
-//! never created (so `get_mut` checks exactly the strong count), and under `--cfg loom` the same
-//! code uses loom's `Arc`, so `tests/loom_tensor.rs` checks the real buffer: concurrent
-//! clone/drop frees exactly once and no access happens after the free.
-//!
-//! # Mutable access to a shared buffer is refused
-//!
-//! [`TensorBuffer::as_mut_bytes`] succeeds only when this handle is the *only* reference to the root
-//! (no clones, no sub-buffers, no parent). Otherwise it returns [`TensorError::SharedBuffer`]. There
-//! is no implicit copy-on-write: a hidden copy would break buffer forwarding and the arena's
-//! "memory is exactly where the plan put it" promise. Callers that want a private copy ask for it
-//! ([`TensorBuffer::to_unique_in`], `Tensor::make_unique`).
-//!
-//! The one deliberate exception is [`TensorBuffer::independent_view`] (`unsafe`): an arena hands out
-//! views of one region whose writes are coordinated by the memory plan, not by reference counts.
 
 use super::TensorError;
 use crate::alloc::{AllocatorRef, Layout};
@@ -88,6 +63,31 @@ impl Drop for Root {
 /// ([`sub_buffer`](Self::sub_buffer)) is another view of the same root and keeps it alive; views are
 /// always flattened onto the root (no chains). The memory goes back to the allocator that produced
 /// it when the last clone or view is dropped.
+///
+/// # Reference counting: `Arc`, not a hand-written count
+///
+/// TensorFlow's `TensorBuffer` derives from `core::RefCounted` (an atomic count, `Unref` deleting at
+/// zero, and `RefCountIsOne()` as an acquire load for buffer forwarding). This crate uses
+/// [`crate::sync::Arc`] around one `Root` (pointer, length, backing) instead, because `Arc` already
+/// *is* that design with the orderings proven correct: clone is a relaxed increment, drop is a
+/// release decrement followed by an acquire fence before the destructor runs, and `Arc::get_mut`
+/// is `RefCountIsOne()` with the acquire load that makes every other (already dropped) holder's
+/// reads happen-before the new writer. A hand-written count would add `unsafe` for no gain: the
+/// header must be heap-allocated either way (it outlives any one handle), weak references are
+/// never created (so `get_mut` checks exactly the strong count), and under `--cfg loom` the same
+/// code uses loom's `Arc`, so `tests/loom_tensor.rs` checks the real buffer: concurrent
+/// clone/drop frees exactly once and no access happens after the free.
+///
+/// # Mutable access to a shared buffer is refused
+///
+/// [`TensorBuffer::as_mut_bytes`] succeeds only when this handle is the *only* reference to the root
+/// (no clones, no sub-buffers, no parent). Otherwise it returns [`TensorError::SharedBuffer`]. There
+/// is no implicit copy-on-write: a hidden copy would break buffer forwarding and the arena's
+/// "memory is exactly where the plan put it" promise. Callers that want a private copy ask for it
+/// ([`TensorBuffer::to_unique_in`], `Tensor::make_unique`).
+///
+/// The one deliberate exception is [`TensorBuffer::independent_view`] (`unsafe`): an arena hands out
+/// views of one region whose writes are coordinated by the memory plan, not by reference counts.
 pub struct TensorBuffer {
     root: Arc<Root>,
     offset: usize,

@@ -142,7 +142,7 @@ pub enum TensorError {
     /// A `.npy` file that cannot be read or written as a tensor.
     #[error("npy {path}: {reason}")]
     Npy {
-        /// The file (or "<reader>"/"<writer>").
+        /// The file (or `<reader>` / `<writer>`).
         path: String,
         /// What was wrong.
         reason: String,

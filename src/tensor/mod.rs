@@ -7,8 +7,8 @@
 //! - [`Shape`]: ≤ [`MAX_DIMS`] dimensions, checked element count / strides / byte size.
 //! - [`TensorBuffer`]: reference-counted bytes that go back to the allocator that produced them when
 //!   the last reference drops; sub-buffers keep their root alive; external memory can be wrapped.
-//!   See the module docs of `buffer` (on [`TensorBuffer`]) for why `Arc` and why mutable access to a
-//!   shared buffer is refused rather than copied.
+//!   [`TensorBuffer`]'s docs explain why it counts references with `Arc` and why mutable access to
+//!   a shared buffer is refused rather than copied.
 //! - [`Tensor`]: dtype + shape + buffer + quantization, with the per-tensor allocator path
 //!   [`Tensor::new_in`], typed views, `reshape`, `slice` and `.npy` I/O.
 //!
