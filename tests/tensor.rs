@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 use tensor_alloc::alloc::{
-    AlignedCpuAllocator, AllocatorRef, SharedAllocator, SystemAllocator, TensorAllocator,
-    TrackingAllocator,
+    AlignedCpuAllocator, AllocatorRef, BfcAllocator, BfcOptions, PoolAllocator, PoolOptions,
+    SharedAllocator, SystemAllocator, TensorAllocator, TrackingAllocator,
 };
 use tensor_alloc::tensor::{
     allocator_ref, bf16, f16, DType, Quantization, Shape, Tensor, TensorBuffer, TensorError,
@@ -376,6 +376,19 @@ fn each_allocator_kind_backs_tensors_and_gets_every_byte_back() {
     every_byte_comes_back(a.clone());
     assert_eq!(tr.live_count(), 0);
     every_byte_comes_back(allocator_ref(SharedAllocator::new(cpu())));
+    every_byte_comes_back(allocator_ref(BfcAllocator::new(BfcOptions::default())));
+    every_byte_comes_back(allocator_ref(PoolAllocator::new(PoolOptions::default())));
+    // Tracking over the caching allocators: the live report empties as well.
+    let bfc = std::sync::Arc::new(TrackingAllocator::new(BfcAllocator::new(
+        BfcOptions::default(),
+    )));
+    every_byte_comes_back(bfc.clone());
+    assert_eq!(bfc.live_count(), 0);
+    let pool = std::sync::Arc::new(TrackingAllocator::new(PoolAllocator::new(
+        PoolOptions::default(),
+    )));
+    every_byte_comes_back(pool.clone());
+    assert_eq!(pool.live_count(), 0);
 }
 
 #[test]

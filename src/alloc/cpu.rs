@@ -25,6 +25,8 @@ pub struct CpuOptions {
     pub max_total_warnings: u64,
     /// Override of the physical RAM size used for the fractions (`None`: ask the system).
     pub total_ram_bytes: Option<u64>,
+    /// Refuse allocations that would take bytes in use above this (`None`: no limit).
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for CpuOptions {
@@ -35,6 +37,7 @@ impl Default for CpuOptions {
             max_large_alloc_warnings: 5,
             max_total_warnings: 1,
             total_ram_bytes: None,
+            memory_limit: None,
         }
     }
 }
@@ -65,6 +68,7 @@ pub struct AlignedCpuAllocator {
     max_total: u64,
     large_warnings: AtomicU64,
     total_warnings: AtomicU64,
+    limit: Option<u64>,
 }
 
 impl Default for AlignedCpuAllocator {
@@ -97,6 +101,7 @@ impl AlignedCpuAllocator {
             max_total: opts.max_total_warnings,
             large_warnings: AtomicU64::new(0),
             total_warnings: AtomicU64::new(0),
+            limit: opts.memory_limit,
         }
     }
 
@@ -169,12 +174,31 @@ impl AlignedCpuAllocator {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
-        let ptr = self.raw_alloc(layout, zeroed).ok_or(AllocError)?;
         let size = layout.size() as u64;
+        let now = match self.limit {
+            None => {
+                let ptr = self.raw_alloc(layout, zeroed).ok_or(AllocError)?;
+                (ptr, self.stats.record_alloc(size))
+            }
+            Some(limit) => {
+                // Reserve against the limit first so concurrent callers cannot overshoot it.
+                let (_, now) = self
+                    .stats
+                    .try_record_alloc(size, limit)
+                    .map_err(|_| AllocError)?;
+                match self.raw_alloc(layout, zeroed) {
+                    Some(ptr) => (ptr, now),
+                    None => {
+                        self.stats.unrecord_alloc(size);
+                        return Err(AllocError);
+                    }
+                }
+            }
+        };
+        let (ptr, now) = now;
         if size > self.large_threshold {
             self.warn_large(layout.size());
         }
-        let now = self.stats.record_alloc(size);
         if now > self.total_threshold && now - size <= self.total_threshold {
             self.warn_total(now);
         }
@@ -213,7 +237,8 @@ unsafe impl Allocator for AlignedCpuAllocator {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        if old.size() != 0
+        if self.limit.is_none()
+            && old.size() != 0
             && old.align() == new.align()
             && new.align() <= 16
             && old.align() <= old.size()
@@ -241,6 +266,7 @@ impl TensorAllocator for AlignedCpuAllocator {
     }
     fn stats(&self) -> AllocatorStats {
         let mut s = self.stats.snapshot();
+        s.bytes_limit = self.limit;
         // Every byte handed out is held from the system.
         s.bytes_reserved = s.bytes_in_use;
         s.peak_bytes_reserved = s.peak_bytes_in_use;
@@ -250,8 +276,20 @@ impl TensorAllocator for AlignedCpuAllocator {
         self.stats.reset_peak();
     }
     fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
-        self.allocate(layout)
-            .map_err(|_| AllocatorError::out_of_memory(self.name(), layout, &self.stats()))
+        self.allocate(layout).map_err(|_| {
+            let stats = self.stats();
+            match self.limit {
+                Some(limit) if stats.bytes_in_use.saturating_add(layout.size() as u64) > limit => {
+                    AllocatorError::LimitExceeded {
+                        allocator: self.name().to_string(),
+                        size: layout.size(),
+                        limit,
+                        bytes_in_use: stats.bytes_in_use,
+                    }
+                }
+                _ => AllocatorError::out_of_memory(self.name(), layout, &stats),
+            }
+        })
     }
 }
 
@@ -388,6 +426,44 @@ mod tests {
             msg.contains("'cpu'") && msg.contains(&format!("{}", l.size())),
             "{msg}"
         );
+        assert_eq!(a.stats().bytes_in_use, 0);
+    }
+
+    #[test]
+    fn memory_limit_is_never_exceeded_and_explained() {
+        let a = AlignedCpuAllocator::with_options(CpuOptions {
+            memory_limit: Some(10_000),
+            ..CpuOptions::default()
+        });
+        let l = Layout::from_size_align(4_000, 64).unwrap();
+        let p1 = a.allocate(l).unwrap();
+        let p2 = a.allocate(l).unwrap();
+        assert!(a.allocate(l).is_err());
+        let e = a.try_allocate(l).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                AllocatorError::LimitExceeded {
+                    limit: 10_000,
+                    bytes_in_use: 8_000,
+                    size: 4_000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("limit of 10000 bytes"), "{e}");
+        let s = a.stats();
+        assert_eq!(
+            (s.bytes_in_use, s.num_allocs, s.bytes_limit),
+            (8_000, 2, Some(10_000))
+        );
+        unsafe { a.deallocate(p1.cast(), l) };
+        let p3 = a.allocate(l).unwrap();
+        unsafe {
+            a.deallocate(p2.cast(), l);
+            a.deallocate(p3.cast(), l);
+        }
         assert_eq!(a.stats().bytes_in_use, 0);
     }
 

@@ -9,23 +9,27 @@
 //!
 //! This layer never knows about tensors or graphs.
 
+pub mod bfc;
 pub mod cpu;
+pub mod env;
 mod error;
+pub mod pool;
+pub mod registry;
 mod stats;
 pub mod sub;
 pub mod tracking;
-// (filled in by later issues) pub mod bfc; pub mod pool; pub mod registry;
 
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
-// (filled in by the BFC issue) pub use bfc::{BfcAllocator, BfcOptions};
+pub use bfc::{BfcAllocator, BfcGrowth, BfcMemoryDump, BfcOptions};
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
+pub use env::{EnvConfig, EnvError};
 pub use error::AllocatorError;
-// (filled in by the pool issue) pub use pool::{PoolAllocator, PoolOptions};
+pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};
+pub use registry::{cpu_allocator, Factory, Registry, RegistryError, Selection};
 pub use stats::{AllocatorStats, StatsCounter};
 pub use sub::{MmapSubAllocator, SubAllocator, SubVisitor, SystemSubAllocator};
 pub use tracking::{LiveAllocation, TrackingAllocator};
 
-use crate::sync::Arc;
 use std::ptr::NonNull;
 
 /// The crate's extension of [`Allocator`]: what TensorFlow's `Allocator` adds on top of
@@ -74,7 +78,10 @@ pub trait TensorAllocator: Allocator + Send + Sync {
 }
 
 /// A shared handle to any allocator of the family.
-pub type AllocatorRef = Arc<dyn TensorAllocator>;
+///
+/// Always `std::sync::Arc` (also under loom): the handle's own reference count is not what the loom
+/// models check, and loom's `Arc` cannot hold a `dyn` trait object.
+pub type AllocatorRef = std::sync::Arc<dyn TensorAllocator>;
 
 /// An [`AllocatorRef`] that is itself an [`Allocator`] (cheap to clone), so a shared allocator can
 /// back `allocator_api2` collections: `Vec::new_in(SharedAllocator::new(a.clone()))`.

@@ -80,11 +80,65 @@ impl StatsCounter {
     /// Records one allocation of `bytes` (allocated size). Returns the new bytes in use.
     #[inline]
     pub fn record_alloc(&self, bytes: u64) -> u64 {
-        self.num_allocs.fetch_add(1, Ordering::Relaxed);
+        self.record_alloc_with_id(bytes).1
+    }
+
+    /// Records one allocation of `bytes` and returns `(ordinal, bytes in use after it)`; the
+    /// ordinal (1, 2, 3, …) is unique per counter and usable as an allocation id.
+    ///
+    /// Two read-modify-write atomics; the maxima are read first and only written when exceeded,
+    /// which keeps the common path free of compare-and-swap loops.
+    #[inline]
+    pub fn record_alloc_with_id(&self, bytes: u64) -> (u64, u64) {
+        let id = self.num_allocs.fetch_add(1, Ordering::Relaxed) + 1;
         let now = self.bytes_in_use.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.peak_bytes_in_use.fetch_max(now, Ordering::Relaxed);
-        self.largest_alloc_size.fetch_max(bytes, Ordering::Relaxed);
-        now
+        if now > self.peak_bytes_in_use.load(Ordering::Relaxed) {
+            self.peak_bytes_in_use.fetch_max(now, Ordering::Relaxed);
+        }
+        if bytes > self.largest_alloc_size.load(Ordering::Relaxed) {
+            self.largest_alloc_size.fetch_max(bytes, Ordering::Relaxed);
+        }
+        (id, now)
+    }
+
+    /// Like [`record_alloc_with_id`](Self::record_alloc_with_id), but only if bytes in use stay
+    /// within `limit`; otherwise records nothing and returns the bytes in use.
+    #[inline]
+    pub fn try_record_alloc(&self, bytes: u64, limit: u64) -> Result<(u64, u64), u64> {
+        let mut cur = self.bytes_in_use.load(Ordering::Relaxed);
+        loop {
+            let now = match cur.checked_add(bytes) {
+                Some(n) if n <= limit => n,
+                _ => return Err(cur),
+            };
+            match self.bytes_in_use.compare_exchange_weak(
+                cur,
+                now,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        let now = cur + bytes;
+        let id = self.num_allocs.fetch_add(1, Ordering::Relaxed) + 1;
+        if now > self.peak_bytes_in_use.load(Ordering::Relaxed) {
+            self.peak_bytes_in_use.fetch_max(now, Ordering::Relaxed);
+        }
+        if bytes > self.largest_alloc_size.load(Ordering::Relaxed) {
+            self.largest_alloc_size.fetch_max(bytes, Ordering::Relaxed);
+        }
+        Ok((id, now))
+    }
+
+    /// Undoes a [`try_record_alloc`](Self::try_record_alloc) whose allocation then failed
+    /// underneath. Peak and largest may keep the value of the failed attempt, and the ordinal is
+    /// given back, so callers that use ordinals as ids must not use this pair.
+    #[inline]
+    pub fn unrecord_alloc(&self, bytes: u64) {
+        self.bytes_in_use.fetch_sub(bytes, Ordering::Relaxed);
+        self.num_allocs.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Records one deallocation of `bytes` (the same allocated size that was recorded).

@@ -9,10 +9,11 @@
 //! sub-allocator (mmap + mbind) plugs in behind the same trait.
 
 use super::{AllocatorError, Layout};
-use crate::sync::Arc;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// A visitor: `(region pointer, index (NUMA node or 0), region size in bytes)`.
+/// (`std::sync::Arc` also under loom: loom's `Arc` cannot hold a closure trait object.)
 pub type SubVisitor = Arc<dyn Fn(NonNull<u8>, usize, usize) + Send + Sync>;
 
 /// Hands out large regions; the building block of caching allocators.

@@ -1,8 +1,9 @@
 //! `TrackingAllocator<A>`: wraps any allocator and records every live allocation (id, requested and
 //! allocated size), the high-water mark and the totals; prints a live-allocation (leak) report.
 //!
-//! The table is sharded by address (64 shards, each a `sync::Mutex` around a hash map) so threads
-//! rarely contend. An address is removed from the table *before* the memory is freed underneath:
+//! The table is sharded by address (64 shards, each a `sync::SpinLock` around a hash map: the
+//! critical sections are a few nanoseconds, and the unlock is a plain store) so threads rarely
+//! contend. Ids are the ordinal of the allocation in the stats counter, so no extra atomic is paid. An address is removed from the table *before* the memory is freed underneath:
 //! another thread may get the same address back from the inner allocator at once, and its insert
 //! must not collide with a stale entry.
 
@@ -10,7 +11,7 @@ use super::{
     dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, StatsCounter,
     TensorAllocator,
 };
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::SpinLock;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -65,8 +66,7 @@ type Table = HashMap<usize, Entry, BuildHasherDefault<AddrHasher>>;
 pub struct TrackingAllocator<A> {
     inner: A,
     name: String,
-    shards: Box<[Mutex<Table>]>,
-    next_id: AtomicU64,
+    shards: Box<[SpinLock<Table>]>,
     stats: StatsCounter,
 }
 
@@ -84,8 +84,9 @@ impl<A> TrackingAllocator<A> {
         Self {
             inner,
             name: name.into(),
-            shards: (0..SHARDS).map(|_| Mutex::new(Table::default())).collect(),
-            next_id: AtomicU64::new(1),
+            shards: (0..SHARDS)
+                .map(|_| SpinLock::new(Table::default()))
+                .collect(),
             stats: StatsCounter::new(),
         }
     }
@@ -96,7 +97,7 @@ impl<A> TrackingAllocator<A> {
     }
 
     #[inline]
-    fn shard(&self, addr: usize) -> &Mutex<Table> {
+    fn shard(&self, addr: usize) -> &SpinLock<Table> {
         // Mix the bits above a typical 16-byte granule so neighbouring blocks land in different shards.
         let h = (addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize);
         &self.shards[h >> (usize::BITS - SHARDS.trailing_zeros())]
@@ -158,8 +159,7 @@ impl<A: Allocator> TrackingAllocator<A> {
     fn track(&self, block: NonNull<[u8]>, layout: Layout) -> NonNull<[u8]> {
         let addr = block.as_ptr().cast::<u8>() as usize;
         let allocated = block.len().max(layout.size());
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.stats.record_alloc(allocated as u64);
+        let (id, _) = self.stats.record_alloc_with_id(allocated as u64);
         let prev = self.shard(addr).lock().insert(
             addr,
             Entry {

@@ -44,18 +44,9 @@ pub use half::{bf16, f16};
 
 use crate::alloc::{AllocatorRef, TensorAllocator};
 
-/// Wraps an allocator into a shared [`AllocatorRef`] (works under `--cfg loom` too, where
-/// `crate::sync::Arc` is loom's and cannot coerce to a trait object directly).
+/// Wraps an allocator into a shared [`AllocatorRef`].
 pub fn allocator_ref<A: TensorAllocator + 'static>(allocator: A) -> AllocatorRef {
-    #[cfg(not(loom))]
-    {
-        crate::sync::Arc::new(allocator)
-    }
-    #[cfg(loom)]
-    {
-        let std_arc: std::sync::Arc<dyn TensorAllocator> = std::sync::Arc::new(allocator);
-        crate::sync::Arc::from_std(std_arc)
-    }
+    std::sync::Arc::new(allocator)
 }
 
 /// The allocator behind [`Tensor::new`] and the other constructors without an explicit allocator.

@@ -2,28 +2,21 @@
 
 use clap::Args;
 use std::fmt::Write as _;
-use tensor_alloc::alloc::{AlignedCpuAllocator, AllocatorRef, SystemAllocator, TrackingAllocator};
-#[cfg(not(loom))]
-use tensor_alloc::sync::Arc;
-
-/// Under `--cfg loom` (the loom tests build this binary too) `sync::Arc` is loom's, which cannot
-/// coerce to `dyn TensorAllocator`; this shim keeps every `Arc::new(allocator)` below compiling.
-#[cfg(loom)]
-struct Arc;
-#[cfg(loom)]
-impl Arc {
-    fn new<A: tensor_alloc::alloc::TensorAllocator + 'static>(a: A) -> AllocatorRef {
-        tensor_alloc::tensor::allocator_ref(a)
-    }
-}
+use std::sync::Arc;
+use tensor_alloc::alloc::registry::{self, RegistryError};
+use tensor_alloc::alloc::{
+    env, AlignedCpuAllocator, AllocatorRef, SystemAllocator, TrackingAllocator,
+};
 use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
 
 /// Arguments of `tensor-alloc bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Comma-separated allocators to compare (the system allocator is always measured as the baseline).
-    #[arg(long, value_delimiter = ',', default_value = "system,cpu,tracking")]
-    pub allocators: Vec<String>,
+    /// Comma-separated allocators to compare (the system allocator is always measured as the
+    /// baseline). Without it, the registry picks the allocator (priorities and `TENSOR_ALLOC_*`
+    /// variables) and the choice is printed.
+    #[arg(long, value_delimiter = ',')]
+    pub allocators: Option<Vec<String>>,
     /// Workload to replay (`all` runs every workload).
     #[arg(long, default_value = "all")]
     pub workload: WorkloadArg,
@@ -64,21 +57,49 @@ pub const KNOWN: &[(&str, &str)] = &[
     ),
     ("cpu", "AlignedCpuAllocator (posix_memalign, exact stats)"),
     ("tracking", "TrackingAllocator wrapping the CPU allocator"),
+    (
+        "bfc",
+        "BfcAllocator (best-fit with coalescing over mmap regions, TF defaults)",
+    ),
+    (
+        "pool",
+        "PoolAllocator (cache of freed buffers by exact size, LRU eviction, auto-resize)",
+    ),
 ];
 
-/// Builds a fresh allocator by name.
+/// Builds a fresh allocator by name: `system` and `tracking` (over the CPU allocator) directly,
+/// every other name (`cpu`, `bfc`, `pool`, `tracking(<name>)`, user factories) through the
+/// process-wide registry, configured by the `TENSOR_ALLOC_*` environment.
 pub fn allocator_by_name(name: &str) -> Result<AllocatorRef, String> {
-    Ok(match name {
-        "system" => Arc::new(SystemAllocator),
-        "cpu" => Arc::new(AlignedCpuAllocator::new()),
-        "tracking" => Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new())),
-        other => {
-            let names: Vec<&str> = KNOWN.iter().map(|k| k.0).collect();
-            return Err(format!(
-                "unknown allocator '{other}' in --allocators; expected one of: {}",
-                names.join(", ")
-            ));
+    match name {
+        "system" => return Ok(Arc::new(SystemAllocator)),
+        "tracking" => {
+            let env = env::process_env().map_err(|e| e.to_string())?;
+            return Ok(Arc::new(TrackingAllocator::new(
+                AlignedCpuAllocator::with_options(env.cpu_options()),
+            )));
         }
+        _ => {}
+    }
+    let env = env::process_env().map_err(|e| e.to_string())?;
+    registry::global().create(name, env).map_err(|e| match e {
+        RegistryError::Unknown { suggestion, .. } => {
+            let mut names: Vec<String> = KNOWN.iter().map(|k| k.0.to_string()).collect();
+            for f in registry::global().factories() {
+                if !names.contains(&f.name) {
+                    names.push(f.name);
+                }
+            }
+            names.push("tracking(<name>)".into());
+            format!(
+                "unknown allocator '{name}' in --allocators{}; expected one of: {}",
+                suggestion
+                    .map(|s| format!(" (did you mean '{s}'?)"))
+                    .unwrap_or_default(),
+                names.join(", ")
+            )
+        }
+        other => other.to_string(),
     })
 }
 
@@ -101,7 +122,20 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         ));
     }
     let mut names: Vec<String> = vec!["system".into()];
-    for n in &args.allocators {
+    let requested: Vec<String> = match &args.allocators {
+        Some(list) => list.clone(),
+        None => {
+            let sel = registry::process_selection().map_err(|e| e.to_string())?;
+            let line = format!("registry selected {sel}");
+            if args.json {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+            vec![sel.allocator_name()]
+        }
+    };
+    for n in &requested {
         let n = n.trim();
         if n.is_empty() {
             continue;

@@ -67,6 +67,8 @@ pub fn run() -> Result<(), String> {
             r.median_ns_per_op / base
         );
     }
+    crate::demo_bfc::section()?;
+    crate::demo_registry::section()?;
     println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking --workload all`");
     Ok(())
 }

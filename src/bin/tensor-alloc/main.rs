@@ -1,7 +1,10 @@
 //! The `tensor-alloc` command-line tool: a thin layer over the library.
 
+mod allocators;
 mod bench;
 mod demo;
+mod demo_bfc;
+mod demo_registry;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,6 +24,8 @@ struct Cli {
 enum Command {
     /// Replay tensor-like workloads through chosen allocators and compare with the system allocator.
     Bench(bench::BenchArgs),
+    /// List the registered allocator factories, their priorities and the current selection.
+    Allocators(allocators::AllocatorsArgs),
     /// A short self-contained demonstration (the default when no command is given).
     Demo,
 }
@@ -31,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None | Some(Command::Demo) => demo::run(),
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Allocators(args)) => allocators::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,426 @@
+//! Chunks and bins of the BFC allocator.
+//!
+//! Chunks live in a slab (`Vec<Chunk>` indexed by `u32` handles, unused slots chained through
+//! `next`), so creating and retiring a chunk on the alloc/free path never touches the heap once the
+//! slab has grown to the working-set size.
+//!
+//! Each bin is an intrusive **treap** (randomised binary search tree) over the free chunks whose
+//! size falls in the bin, keyed by `(size, address)` — TensorFlow's `std::set` ordering — with the
+//! tree links stored in the chunks themselves. Insert, remove and "smallest chunk ≥ key" are
+//! expected O(log n) and never allocate (a `BTreeSet` would allocate nodes on the hot path; a sorted
+//! list would be O(n) per insert when thousands of small holes share a bin). A bitmap of non-empty
+//! bins makes "the first non-empty bin at or above b" one `trailing_zeros`.
+
+/// The "no chunk" handle.
+pub(crate) const NIL: u32 = u32::MAX;
+/// `Chunk::bin` of a chunk that is in use (not in any bin).
+pub(crate) const NO_BIN: u8 = u8::MAX;
+/// Most bins a BFC allocator can be configured with (one bit each in the non-empty bitmap).
+pub(crate) const MAX_BINS: usize = 64;
+
+/// One contiguous piece of a region: either handed out (in use) or free (in exactly one bin).
+#[derive(Clone, Debug)]
+pub(crate) struct Chunk {
+    /// Start address (exposed provenance of the region's mapping).
+    pub addr: usize,
+    /// Bytes covered (a multiple of the granule). 0 for an unused slab slot.
+    pub size: usize,
+    /// Bytes the caller asked for (0 when free).
+    pub requested: usize,
+    /// Allocation id (0 when free).
+    pub id: u64,
+    /// Value of the allocator's free counter when this chunk was last freed (TF's `freed_at_count`).
+    pub freed_at: u64,
+    /// Neighbour at lower address in the same region (or `NIL`).
+    pub prev: u32,
+    /// Neighbour at higher address in the same region (or `NIL`); free-slot chain for unused slots.
+    pub next: u32,
+    /// Bin index while free, `NO_BIN` while in use.
+    pub bin: u8,
+    /// Whether the chunk is handed out.
+    pub in_use: bool,
+    /// Treap links and priority (meaningful while in a bin).
+    pub left: u32,
+    pub right: u32,
+    pub prio: u32,
+}
+
+impl Chunk {
+    const EMPTY: Chunk = Chunk {
+        addr: 0,
+        size: 0,
+        requested: 0,
+        id: 0,
+        freed_at: 0,
+        prev: NIL,
+        next: NIL,
+        bin: NO_BIN,
+        in_use: false,
+        left: NIL,
+        right: NIL,
+        prio: 0,
+    };
+
+    #[inline]
+    pub fn end(&self) -> usize {
+        self.addr + self.size
+    }
+
+    #[inline]
+    fn key(&self) -> (usize, usize) {
+        (self.size, self.addr)
+    }
+}
+
+/// The chunk slab.
+#[derive(Debug, Default)]
+pub(crate) struct Slab {
+    pub chunks: Vec<Chunk>,
+    free_head: u32,
+    live: usize,
+}
+
+impl Slab {
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            chunks: Vec::with_capacity(n),
+            free_head: NIL,
+            live: 0,
+        }
+    }
+
+    /// Number of chunks in use by regions (free or handed out).
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Makes sure the next `n` calls of [`create`](Self::create) succeed without growing the heap
+    /// allocation again. `false` if the system heap refuses (or the handle space is exhausted).
+    #[inline]
+    pub fn reserve(&mut self, n: usize) -> bool {
+        if self.chunks.capacity() - self.chunks.len() >= n {
+            return true;
+        }
+        self.chunks.len() + n < NIL as usize && self.chunks.try_reserve(n).is_ok()
+    }
+
+    /// A fresh chunk slot (fields reset); `None` if the slab cannot grow (system heap exhausted or
+    /// 2^32 - 1 chunks).
+    #[inline]
+    pub fn create(&mut self) -> Option<u32> {
+        let h = if self.free_head != NIL {
+            let h = self.free_head;
+            self.free_head = self.chunks[h as usize].next;
+            self.chunks[h as usize] = Chunk::EMPTY;
+            h
+        } else {
+            let h = u32::try_from(self.chunks.len())
+                .ok()
+                .filter(|&h| h != NIL)?;
+            self.chunks.try_reserve(1).ok()?;
+            self.chunks.push(Chunk::EMPTY);
+            h
+        };
+        self.live += 1;
+        Some(h)
+    }
+
+    /// Returns a slot to the free chain.
+    #[inline]
+    pub fn retire(&mut self, h: u32) {
+        let c = &mut self.chunks[h as usize];
+        *c = Chunk::EMPTY;
+        c.next = self.free_head;
+        self.free_head = h;
+        self.live -= 1;
+    }
+}
+
+impl std::ops::Index<u32> for Slab {
+    type Output = Chunk;
+    #[inline]
+    fn index(&self, h: u32) -> &Chunk {
+        &self.chunks[h as usize]
+    }
+}
+impl std::ops::IndexMut<u32> for Slab {
+    #[inline]
+    fn index_mut(&mut self, h: u32) -> &mut Chunk {
+        &mut self.chunks[h as usize]
+    }
+}
+
+/// The bins: one treap root per bin plus a bitmap of non-empty bins.
+#[derive(Debug)]
+pub(crate) struct Bins {
+    roots: [u32; MAX_BINS],
+    nonempty: u64,
+    rng: u32,
+}
+
+impl Bins {
+    pub fn new() -> Self {
+        Self {
+            roots: [NIL; MAX_BINS],
+            nonempty: 0,
+            rng: 0x9E37_79B9,
+        }
+    }
+
+    /// Bitmap of non-empty bins (bit i = bin i).
+    #[inline]
+    pub fn nonempty(&self) -> u64 {
+        self.nonempty
+    }
+
+    #[inline]
+    fn next_prio(&mut self) -> u32 {
+        // xorshift32: cheap, never zero, good enough for treap balance.
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        x
+    }
+
+    /// Puts free chunk `h` into `bin`.
+    #[inline]
+    pub fn insert(&mut self, s: &mut Slab, bin: usize, h: u32) {
+        let prio = self.next_prio();
+        let c = &mut s[h];
+        c.bin = bin as u8;
+        c.left = NIL;
+        c.right = NIL;
+        c.prio = prio;
+        self.roots[bin] = insert(s, self.roots[bin], h);
+        self.nonempty |= 1 << bin;
+    }
+
+    /// Takes free chunk `h` out of its bin. Returns `false` if it was not found there (a broken
+    /// invariant the checker reports; the tree is left unchanged).
+    #[inline]
+    pub fn remove(&mut self, s: &mut Slab, h: u32) -> bool {
+        let bin = s[h].bin as usize;
+        if bin >= MAX_BINS {
+            return false;
+        }
+        let key = s[h].key();
+        let mut found = false;
+        self.roots[bin] = remove(s, self.roots[bin], key, &mut found);
+        if self.roots[bin] == NIL {
+            self.nonempty &= !(1 << bin);
+        }
+        let c = &mut s[h];
+        c.bin = NO_BIN;
+        c.left = NIL;
+        c.right = NIL;
+        found
+    }
+
+    /// The smallest chunk of `bin` whose `(size, address)` is ≥ `key`.
+    #[inline]
+    pub fn lower_bound(&self, s: &Slab, bin: usize, key: (usize, usize)) -> u32 {
+        let mut t = self.roots[bin];
+        let mut best = NIL;
+        while t != NIL {
+            let c = &s[t];
+            if c.key() >= key {
+                best = t;
+                t = c.left;
+            } else {
+                t = c.right;
+            }
+        }
+        best
+    }
+
+    /// The largest chunk of `bin` (or `NIL`).
+    pub fn max(&self, s: &Slab, bin: usize) -> u32 {
+        let mut t = self.roots[bin];
+        if t == NIL {
+            return NIL;
+        }
+        while s[t].right != NIL {
+            t = s[t].right;
+        }
+        t
+    }
+
+    /// All chunks of `bin` in `(size, address)` order (for dumps and the checker; allocates).
+    pub fn in_order(&self, s: &Slab, bin: usize) -> Vec<u32> {
+        let mut out = vec![];
+        let mut stack = vec![];
+        let mut t = self.roots[bin];
+        while t != NIL || !stack.is_empty() {
+            while t != NIL {
+                stack.push(t);
+                t = s[t].left;
+            }
+            if let Some(n) = stack.pop() {
+                out.push(n);
+                t = s[n].right;
+            }
+        }
+        out
+    }
+
+    /// Checks the treap of `bin`: search-tree order, heap order of priorities, and that every
+    /// member says it is in `bin`. Returns the members.
+    pub fn check(&self, s: &Slab, bin: usize) -> Result<Vec<u32>, String> {
+        let members = self.in_order(s, bin);
+        for w in members.windows(2) {
+            if s[w[0]].key() >= s[w[1]].key() {
+                return Err(format!(
+                    "bin {bin}: chunks {} and {} out of (size, address) order",
+                    w[0], w[1]
+                ));
+            }
+        }
+        for &m in &members {
+            let c = &s[m];
+            if c.bin as usize != bin {
+                return Err(format!("bin {bin}: chunk {m} records bin {}", c.bin));
+            }
+            for child in [c.left, c.right] {
+                if child != NIL && s[child].prio > c.prio {
+                    return Err(format!("bin {bin}: treap heap order broken at chunk {m}"));
+                }
+            }
+        }
+        let bit = self.nonempty & (1 << bin) != 0;
+        if bit == members.is_empty() {
+            return Err(format!(
+                "bin {bin}: non-empty bit is {bit} but the bin holds {} chunks",
+                members.len()
+            ));
+        }
+        Ok(members)
+    }
+}
+
+/// Splits the treap `t` into (keys < k, keys ≥ k).
+fn split(s: &mut Slab, t: u32, k: (usize, usize)) -> (u32, u32) {
+    if t == NIL {
+        return (NIL, NIL);
+    }
+    if s[t].key() < k {
+        let (l, r) = split(s, s[t].right, k);
+        s[t].right = l;
+        (t, r)
+    } else {
+        let (l, r) = split(s, s[t].left, k);
+        s[t].left = r;
+        (l, t)
+    }
+}
+
+/// Joins treaps `a` and `b` where every key of `a` is below every key of `b`.
+fn merge(s: &mut Slab, a: u32, b: u32) -> u32 {
+    if a == NIL {
+        return b;
+    }
+    if b == NIL {
+        return a;
+    }
+    if s[a].prio > s[b].prio {
+        let r = merge(s, s[a].right, b);
+        s[a].right = r;
+        a
+    } else {
+        let l = merge(s, a, s[b].left);
+        s[b].left = l;
+        b
+    }
+}
+
+fn insert(s: &mut Slab, t: u32, n: u32) -> u32 {
+    if t == NIL {
+        return n;
+    }
+    if s[n].prio > s[t].prio {
+        let (l, r) = split(s, t, s[n].key());
+        s[n].left = l;
+        s[n].right = r;
+        return n;
+    }
+    if s[n].key() < s[t].key() {
+        let l = insert(s, s[t].left, n);
+        s[t].left = l;
+    } else {
+        let r = insert(s, s[t].right, n);
+        s[t].right = r;
+    }
+    t
+}
+
+fn remove(s: &mut Slab, t: u32, k: (usize, usize), found: &mut bool) -> u32 {
+    if t == NIL {
+        return NIL;
+    }
+    let tk = s[t].key();
+    if tk == k {
+        *found = true;
+        return merge(s, s[t].left, s[t].right);
+    }
+    if k < tk {
+        let l = remove(s, s[t].left, k, found);
+        s[t].left = l;
+    } else {
+        let r = remove(s, s[t].right, k, found);
+        s[t].right = r;
+    }
+    t
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::workload::Rng;
+
+    #[test]
+    fn treap_matches_a_sorted_model() {
+        let mut s = Slab::with_capacity(16);
+        let mut bins = Bins::new();
+        let mut model: Vec<(usize, usize, u32)> = vec![];
+        let mut rng = Rng::new(3);
+        for step in 0..4000 {
+            if model.is_empty() || rng.below(3) != 0 {
+                let h = s.create().unwrap();
+                s[h].addr = (step + 1) * 256;
+                s[h].size = 256 * (1 + rng.below(8) as usize);
+                bins.insert(&mut s, 2, h);
+                model.push((s[h].size, s[h].addr, h));
+            } else {
+                let i = rng.below(model.len() as u64) as usize;
+                let (_, _, h) = model.swap_remove(i);
+                assert!(bins.remove(&mut s, h));
+                s.retire(h);
+            }
+            model.sort();
+            let got: Vec<u32> = bins.check(&s, 2).unwrap();
+            let want: Vec<u32> = model.iter().map(|m| m.2).collect();
+            assert_eq!(got, want);
+            let q = (
+                256 * (1 + rng.below(9) as usize),
+                rng.below(5000) as usize * 256,
+            );
+            let lb = bins.lower_bound(&s, 2, q);
+            let want = model.iter().find(|m| (m.0, m.1) >= q).map_or(NIL, |m| m.2);
+            assert_eq!(lb, want);
+            assert_eq!(bins.max(&s, 2), model.last().map_or(NIL, |m| m.2));
+        }
+        assert_eq!(s.live(), model.len());
+    }
+
+    #[test]
+    fn removing_an_absent_chunk_is_reported() {
+        let mut s = Slab::with_capacity(4);
+        let mut bins = Bins::new();
+        let h = s.create().unwrap();
+        s[h].size = 256;
+        s[h].bin = 3;
+        assert!(!bins.remove(&mut s, h));
+        assert_eq!(bins.nonempty(), 0);
+    }
+}

@@ -1,0 +1,950 @@
+//! The single-threaded heart of the BFC allocator. [`super::BfcAllocator`] wraps it in a lock.
+
+use super::chunks::{Bins, Slab, MAX_BINS, NIL, NO_BIN};
+use super::dump::{
+    BfcEvent, BfcEventKind, BfcMemoryDump, BinDump, ChunkDump, EventRing, RegionDump,
+};
+use super::region::{Region, Regions};
+use super::{BfcGrowth, BfcOptions};
+use crate::alloc::sub::SubAllocator;
+use crate::alloc::AllocatorStats;
+use std::ptr::NonNull;
+use std::time::Instant;
+
+/// How many candidates of one bin are examined for an over-aligned request before falling back to
+/// a chunk that fits whatever its address (size ≥ request + alignment - granule).
+const ALIGN_PROBES: usize = 8;
+/// Upper bound on sub-allocator attempts in one growth step (the ×0.9 back-off reaches the request
+/// size long before this for any realistic ratio; the bound makes termination obvious).
+const MAX_GROWTH_TRIES: usize = 64;
+/// Transparent huge page size assumed for region alignment (x86-64 and arm64 with 4 KiB pages).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Plain counters (protected by the allocator's lock, so no atomics on the hot path).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Counters {
+    pub num_allocs: u64,
+    pub num_frees: u64,
+    pub in_use: u64,
+    pub peak_in_use: u64,
+    pub largest_alloc: u64,
+    pub reserved: u64,
+    pub peak_reserved: u64,
+}
+
+/// Why an allocation failed.
+#[derive(Debug, Clone)]
+pub(crate) enum Failure {
+    /// The size cannot be represented after rounding.
+    Invalid(&'static str),
+    /// The memory limit would be exceeded.
+    Limit { rounded: usize },
+    /// The sub-allocator (or the bookkeeping heap) refused.
+    Oom {
+        rounded: usize,
+        cause: Option<String>,
+    },
+}
+
+/// Why a pointer could not be freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FreeError {
+    /// Not inside any region of this allocator.
+    Foreign,
+    /// Inside a region but no chunk starts there (interior pointer, or a chunk already freed and
+    /// merged into a neighbour).
+    NotChunkStart,
+    /// The chunk starting there is already free.
+    DoubleFree,
+}
+
+impl FreeError {
+    pub fn describe(self) -> &'static str {
+        match self {
+            FreeError::Foreign => "pointer was not allocated by this allocator",
+            FreeError::NotChunkStart => {
+                "pointer lies inside this allocator's memory but is not the start of a live \
+                 allocation (interior pointer, or freed twice after merging)"
+            }
+            FreeError::DoubleFree => "double free: the allocation is already free",
+        }
+    }
+}
+
+pub(crate) struct Core {
+    pub slab: Slab,
+    pub bins: Bins,
+    pub regions: Regions,
+    shift: u32,
+    granule: usize,
+    num_bins: usize,
+    limit: u64,
+    has_limit: bool,
+    growth: BfcGrowth,
+    gc: bool,
+    split_ratio: f64,
+    max_waste: usize,
+    initial_region: usize,
+    curr_region: usize,
+    huge_min: usize,
+    regions_created: u64,
+    pub st: Counters,
+    next_id: u64,
+    free_count: u64,
+    events: EventRing,
+    timestamps: bool,
+    epoch: Instant,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("regions", &self.regions.list.len())
+            .field("chunks", &self.slab.live())
+            .field("stats", &self.st)
+            .finish()
+    }
+}
+
+/// Asks the kernel to back the whole 2 MiB pieces of `[p, p+len)` with transparent huge pages
+/// (`MADV_HUGEPAGE`). First touch then faults 2 MiB at once instead of 512 × 4 KiB, which is most of
+/// the cost of filling fresh memory. Only advice: failure (e.g. THP disabled) changes nothing.
+fn advise_huge_pages(p: NonNull<u8>, len: usize) {
+    let start = p.as_ptr().addr();
+    let Some(end) = start.checked_add(len) else {
+        return;
+    };
+    let a = start.next_multiple_of(HUGE_PAGE);
+    let b = round_down(end, HUGE_PAGE);
+    if b <= a {
+        return;
+    }
+    // SAFETY: [a, b) lies inside the region the sub-allocator just handed over; madvise with
+    // MADV_HUGEPAGE does not change the contents or validity of the memory, only how it is backed.
+    let rc = unsafe { libc::madvise(p.as_ptr().add(a - start).cast(), b - a, libc::MADV_HUGEPAGE) };
+    if rc != 0 {
+        tracing::debug!(
+            allocator = "bfc",
+            len = b - a,
+            "MADV_HUGEPAGE refused; using small pages"
+        );
+    }
+}
+
+/// Bytes from `addr` up to the next multiple of `align` (a power of two): `(-addr) mod align`.
+#[inline]
+fn align_pad(addr: usize, align: usize) -> usize {
+    addr.wrapping_neg() & (align - 1)
+}
+
+#[inline]
+fn round_down(x: usize, g: usize) -> usize {
+    x & !(g - 1)
+}
+
+impl Core {
+    /// Validated options in, empty allocator out.
+    pub fn new(o: &BfcOptions) -> Self {
+        let granule = o.granule_bytes;
+        Self {
+            slab: Slab::with_capacity(256),
+            bins: Bins::new(),
+            regions: Regions::default(),
+            shift: granule.trailing_zeros(),
+            granule,
+            num_bins: o.num_bins,
+            limit: o.memory_limit.unwrap_or(u64::MAX),
+            has_limit: o.memory_limit.is_some(),
+            growth: o.growth,
+            gc: o.garbage_collection,
+            split_ratio: o.split_ratio,
+            max_waste: o.max_split_waste_bytes,
+            initial_region: o.initial_region_bytes.max(granule),
+            curr_region: o.initial_region_bytes.max(granule),
+            huge_min: o.huge_page_min_region_bytes.unwrap_or(usize::MAX),
+            regions_created: 0,
+            st: Counters::default(),
+            next_id: 1,
+            free_count: 0,
+            events: EventRing::new(o.event_ring_capacity),
+            timestamps: o.timestamp_events,
+            epoch: Instant::now(),
+        }
+    }
+
+    #[inline]
+    pub fn granule(&self) -> usize {
+        self.granule
+    }
+
+    #[inline]
+    pub fn round(&self, size: usize) -> Option<usize> {
+        // The granule is a power of two: mask arithmetic instead of a division.
+        let g = self.granule;
+        Some(size.max(1).checked_add(g - 1)? & !(g - 1))
+    }
+
+    /// Bin of a chunk of `size` bytes (`size ≥ granule`).
+    #[inline]
+    pub fn bin_for(&self, size: usize) -> usize {
+        let g = (size >> self.shift).max(1);
+        ((usize::BITS - 1 - g.leading_zeros()) as usize).min(self.num_bins - 1)
+    }
+
+    #[inline]
+    fn should_split(&self, size: usize, rounded: usize) -> bool {
+        size > rounded
+            && (size as f64 >= self.split_ratio * rounded as f64
+                || size - rounded >= self.max_waste)
+    }
+
+    #[inline]
+    fn record(&mut self, kind: BfcEventKind, size: usize, requested: usize, id: u64) {
+        let time_ns = if self.timestamps {
+            Some(self.epoch.elapsed().as_nanos() as u64)
+        } else {
+            None
+        };
+        self.events.push(BfcEvent {
+            seq: 0,
+            kind,
+            size,
+            requested,
+            id,
+            time_ns,
+        });
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // allocation
+
+    /// Allocates `size` bytes aligned to `align` (a power of two). Returns the address and the
+    /// chunk size.
+    pub fn allocate(
+        &mut self,
+        sub: &dyn SubAllocator,
+        size: usize,
+        align: usize,
+    ) -> Result<(usize, usize), Failure> {
+        let rounded = self.round(size).ok_or(Failure::Invalid(
+            "size overflows when rounded to the granule",
+        ))?;
+        // Three chunk slots cover the worst case (alignment front split, tail split, new region),
+        // so nothing below can fail half-way for lack of bookkeeping memory.
+        if !self.slab.reserve(3) {
+            return Err(Failure::Oom {
+                rounded,
+                cause: Some("chunk table could not grow".into()),
+            });
+        }
+        let h = self.find_chunk(rounded, align);
+        if h != NIL {
+            return self.use_chunk(h, rounded, align, size);
+        }
+        let grown = match self.extend(sub, rounded, align) {
+            Ok(()) => Ok(()),
+            Err(first) => {
+                if self.gc && self.free_free_regions(sub) > 0 {
+                    tracing::debug!(
+                        allocator = "bfc",
+                        rounded,
+                        "freed whole free regions before retrying growth"
+                    );
+                    self.extend(sub, rounded, align)
+                } else {
+                    Err(first)
+                }
+            }
+        };
+        grown?;
+        let h = self.find_chunk(rounded, align);
+        if h == NIL {
+            // A fresh region of ≥ `rounded` bytes aligned to `align` always fits; reaching this
+            // means the bins are inconsistent, which the invariant checker would report.
+            return Err(Failure::Oom {
+                rounded,
+                cause: Some("internal error: new region not found in the bins".into()),
+            });
+        }
+        self.use_chunk(h, rounded, align, size)
+    }
+
+    #[inline]
+    fn find_chunk(&self, rounded: usize, align: usize) -> u32 {
+        let start = self.bin_for(rounded);
+        let mut mask = self.bins.nonempty() & (u64::MAX << start);
+        while mask != 0 {
+            let b = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if align <= self.granule {
+                // Every chunk address is granule aligned: the first candidate ≥ rounded fits.
+                let h = self.bins.lower_bound(&self.slab, b, (rounded, 0));
+                if h != NIL {
+                    return h;
+                }
+                continue;
+            }
+            let mut key = (rounded, 0);
+            for _ in 0..ALIGN_PROBES {
+                let h = self.bins.lower_bound(&self.slab, b, key);
+                if h == NIL {
+                    break;
+                }
+                let c = &self.slab[h];
+                let pad = align_pad(c.addr, align);
+                if pad.checked_add(rounded).is_some_and(|need| c.size >= need) {
+                    return h;
+                }
+                key = (c.size, c.addr + 1);
+            }
+            // Any chunk of ≥ rounded + align - granule bytes fits wherever it starts.
+            if let Some(need) = rounded.checked_add(align - self.granule) {
+                let h = self.bins.lower_bound(&self.slab, b, (need, 0));
+                if h != NIL {
+                    return h;
+                }
+            }
+        }
+        NIL
+    }
+
+    /// Splits chunk `h` at `off` bytes: `h` keeps the front, the returned chunk is the rest.
+    /// Neither is in a bin afterwards. `None` if no chunk slot is available.
+    fn split(&mut self, h: u32, off: usize) -> Option<u32> {
+        let n = self.slab.create()?;
+        let (addr, size, next, freed_at) = {
+            let c = &self.slab[h];
+            (c.addr, c.size, c.next, c.freed_at)
+        };
+        {
+            let c = &mut self.slab[n];
+            c.addr = addr + off;
+            c.size = size - off;
+            c.prev = h;
+            c.next = next;
+            c.freed_at = freed_at;
+        }
+        if next != NIL {
+            self.slab[next].prev = n;
+        }
+        let c = &mut self.slab[h];
+        c.next = n;
+        c.size = off;
+        match self.regions.find(addr) {
+            Some(ri) => self.regions.list[ri].set_handle(addr + off, self.shift, n),
+            None => tracing::error!(
+                allocator = "bfc",
+                addr,
+                "internal error: chunk outside every region"
+            ),
+        }
+        Some(n)
+    }
+
+    fn use_chunk(
+        &mut self,
+        h: u32,
+        rounded: usize,
+        align: usize,
+        requested: usize,
+    ) -> Result<(usize, usize), Failure> {
+        self.bins.remove(&mut self.slab, h);
+        let mut h = h;
+        // Address and size are tracked in locals from here on: re-reading them from the chunk
+        // right after `split` stored them made a wide load wait on narrower pending stores.
+        let mut addr = self.slab[h].addr;
+        let mut size = self.slab[h].size;
+        if align > self.granule {
+            let pad = align_pad(addr, align);
+            if pad > 0 {
+                let Some(n) = self.split(h, pad) else {
+                    let b = self.bin_for(size);
+                    self.bins.insert(&mut self.slab, b, h);
+                    return Err(Failure::Oom {
+                        rounded,
+                        cause: Some("chunk table could not grow".into()),
+                    });
+                };
+                // The front piece stays free. Its previous neighbour is in use (no two free
+                // chunks are ever adjacent), so it needs no merging.
+                let b = self.bin_for(pad);
+                self.bins.insert(&mut self.slab, b, h);
+                h = n;
+                addr += pad;
+                size -= pad;
+            }
+        }
+        if self.should_split(size, rounded) {
+            if let Some(tail) = self.split(h, rounded) {
+                // The tail's next neighbour was the original chunk's, which is in use.
+                let b = self.bin_for(size - rounded);
+                self.bins.insert(&mut self.slab, b, tail);
+                size = rounded;
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let c = &mut self.slab[h];
+        c.in_use = true;
+        c.requested = requested;
+        c.id = id;
+        c.bin = NO_BIN;
+        let st = &mut self.st;
+        st.num_allocs += 1;
+        st.in_use += size as u64;
+        st.peak_in_use = st.peak_in_use.max(st.in_use);
+        st.largest_alloc = st.largest_alloc.max(size as u64);
+        self.record(BfcEventKind::Alloc, size, requested, id);
+        Ok((addr, size))
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // growth
+
+    fn extend(
+        &mut self,
+        sub: &dyn SubAllocator,
+        rounded: usize,
+        align: usize,
+    ) -> Result<(), Failure> {
+        let available = self.limit.saturating_sub(self.st.reserved);
+        if rounded as u64 > available {
+            return Err(Failure::Limit { rounded });
+        }
+        let g = self.granule;
+        let mut bytes = match self.growth {
+            BfcGrowth::Double => {
+                let mut b = self.curr_region;
+                while b < rounded {
+                    b = b.checked_mul(2).unwrap_or(rounded);
+                }
+                b
+            }
+            BfcGrowth::Exact => {
+                if self.regions_created == 0 {
+                    self.initial_region.max(rounded)
+                } else {
+                    rounded
+                }
+            }
+        };
+        if bytes as u64 > available {
+            // `available ≥ rounded`, and `rounded` is a granule multiple, so this stays ≥ rounded.
+            bytes = round_down(available.min(usize::MAX as u64) as usize, g);
+        }
+        let mut cause = None;
+        for _ in 0..MAX_GROWTH_TRIES {
+            // Regions that will be advised to use huge pages start on a huge-page boundary so
+            // every whole 2 MiB of them can be mapped as one.
+            let region_align = if bytes >= self.huge_min {
+                align.max(g).max(HUGE_PAGE)
+            } else {
+                align.max(g)
+            };
+            match sub.alloc(region_align, bytes) {
+                Ok((p, got)) => match self.add_region(sub, p, got, bytes) {
+                    Ok(()) => {
+                        if self.growth == BfcGrowth::Double && bytes >= self.curr_region {
+                            self.curr_region = bytes.saturating_mul(2);
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        if matches!(e, Failure::Limit { .. }) {
+                            return Err(Failure::Limit { rounded });
+                        }
+                        cause = Some("region bookkeeping could not be allocated".to_string());
+                    }
+                },
+                Err(e) => cause = Some(e.to_string()),
+            }
+            if bytes <= rounded {
+                break;
+            }
+            // Back off ×0.9, by at least one granule (TF could loop forever below 2,560 bytes
+            // because rounding undid the 10 %), never below the request itself.
+            let mut next = round_down(bytes - bytes / 10, g);
+            if next >= bytes {
+                next = bytes - g;
+            }
+            bytes = next.max(rounded);
+        }
+        Err(Failure::Oom { rounded, cause })
+    }
+
+    fn add_region(
+        &mut self,
+        sub: &dyn SubAllocator,
+        p: NonNull<u8>,
+        got: usize,
+        asked: usize,
+    ) -> Result<(), Failure> {
+        let give_back = |sub: &dyn SubAllocator| {
+            // SAFETY: `p`/`got` are exactly what `sub.alloc` just returned and nothing uses them.
+            unsafe { sub.free(p, got) }
+        };
+        if got < asked || got as u64 > self.limit.saturating_sub(self.st.reserved) {
+            give_back(sub);
+            return Err(if got < asked {
+                Failure::Oom {
+                    rounded: asked,
+                    cause: Some("sub-allocator returned fewer bytes than asked".into()),
+                }
+            } else {
+                Failure::Limit { rounded: asked }
+            });
+        }
+        let base = p.as_ptr().expose_provenance();
+        if got >= self.huge_min {
+            advise_huge_pages(p, got);
+        }
+        let usable = round_down(got, self.granule);
+        let Some(mut region) = Region::new(base, usable, got, self.shift) else {
+            give_back(sub);
+            return Err(Failure::Oom {
+                rounded: asked,
+                cause: None,
+            });
+        };
+        let Some(h) = self.slab.create() else {
+            give_back(sub);
+            return Err(Failure::Oom {
+                rounded: asked,
+                cause: None,
+            });
+        };
+        {
+            let c = &mut self.slab[h];
+            c.addr = base;
+            c.size = usable;
+        }
+        region.set_handle(base, self.shift, h);
+        self.regions.insert(region);
+        let b = self.bin_for(usable);
+        self.bins.insert(&mut self.slab, b, h);
+        self.st.reserved += got as u64;
+        self.st.peak_reserved = self.st.peak_reserved.max(self.st.reserved);
+        self.regions_created += 1;
+        tracing::debug!(
+            allocator = "bfc",
+            base,
+            bytes = got,
+            regions = self.regions.list.len(),
+            reserved = self.st.reserved,
+            "new region"
+        );
+        Ok(())
+    }
+
+    /// Returns every region that is one free chunk to the sub-allocator. Returns the bytes freed.
+    pub fn free_free_regions(&mut self, sub: &dyn SubAllocator) -> usize {
+        let mut freed = 0;
+        let mut i = self.regions.list.len();
+        while i > 0 {
+            i -= 1;
+            let r = &self.regions.list[i];
+            let Some(h) = r.handle_at(r.base, self.shift) else {
+                continue;
+            };
+            let c = &self.slab[h];
+            if c.in_use || c.size != r.size {
+                continue;
+            }
+            self.bins.remove(&mut self.slab, h);
+            self.slab.retire(h);
+            let r = self.regions.list.remove(i);
+            self.st.reserved -= r.received as u64;
+            freed += r.received;
+            match NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(r.base)) {
+                // SAFETY: `r.base`/`r.received` are what the sub-allocator returned for this region
+                // (the address was exposed when it was received); no chunk of it is in use.
+                Some(p) => unsafe { sub.free(p, r.received) },
+                None => tracing::error!(allocator = "bfc", "internal error: null region base"),
+            }
+        }
+        freed
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // free / lookup
+
+    /// The region index and chunk of a live allocation at `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: usize) -> Result<(usize, u32), FreeError> {
+        let ri = self.regions.find(addr).ok_or(FreeError::Foreign)?;
+        let r = &self.regions.list[ri];
+        if (addr - r.base) & (self.granule - 1) != 0 {
+            return Err(FreeError::NotChunkStart);
+        }
+        let h = r
+            .handle_at(addr, self.shift)
+            .ok_or(FreeError::NotChunkStart)?;
+        let c = &self.slab[h];
+        if c.addr != addr {
+            return Err(FreeError::NotChunkStart);
+        }
+        if !c.in_use {
+            return Err(FreeError::DoubleFree);
+        }
+        Ok((ri, h))
+    }
+
+    /// Frees the allocation at `addr`; returns its chunk size.
+    #[inline]
+    pub fn free(&mut self, addr: usize) -> Result<usize, FreeError> {
+        let (ri, h) = self.lookup(addr)?;
+        self.free_count += 1;
+        let c = &mut self.slab[h];
+        let (size, requested, id) = (c.size, c.requested, c.id);
+        c.in_use = false;
+        c.requested = 0;
+        c.id = 0;
+        c.freed_at = self.free_count;
+        self.st.num_frees += 1;
+        self.st.in_use -= size as u64;
+        self.record(BfcEventKind::Free, size, requested, id);
+        self.release(ri, h);
+        Ok(size)
+    }
+
+    /// Merges free chunk `h` (not in a bin) with its free neighbours and bins the result.
+    #[inline]
+    fn release(&mut self, ri: usize, h: u32) {
+        let next = self.slab[h].next;
+        if next != NIL && !self.slab[next].in_use {
+            self.bins.remove(&mut self.slab, next);
+            self.absorb(ri, h, next);
+        }
+        let prev = self.slab[h].prev;
+        let h = if prev != NIL && !self.slab[prev].in_use {
+            self.bins.remove(&mut self.slab, prev);
+            self.absorb(ri, prev, h);
+            prev
+        } else {
+            h
+        };
+        let b = self.bin_for(self.slab[h].size);
+        self.bins.insert(&mut self.slab, b, h);
+    }
+
+    /// `b` (directly after `a`) becomes part of `a`.
+    #[inline]
+    fn absorb(&mut self, ri: usize, a: u32, b: u32) {
+        let (baddr, bsize, bnext, bfreed) = {
+            let c = &self.slab[b];
+            (c.addr, c.size, c.next, c.freed_at)
+        };
+        let ca = &mut self.slab[a];
+        ca.size += bsize;
+        ca.next = bnext;
+        ca.freed_at = ca.freed_at.max(bfreed);
+        if bnext != NIL {
+            self.slab[bnext].prev = a;
+        }
+        self.regions.list[ri].clear_handle(baddr, self.shift);
+        self.slab.retire(b);
+    }
+
+    /// Resizes the live allocation at `addr` in place to `new_size` bytes, if its chunk (plus a
+    /// free right neighbour when growing) can hold it and `addr` satisfies `align`. Returns the new
+    /// chunk size.
+    pub fn resize_in_place(&mut self, addr: usize, new_size: usize, align: usize) -> Option<usize> {
+        if addr % align != 0 {
+            return None;
+        }
+        let rounded = self.round(new_size)?;
+        let (ri, h) = self.lookup(addr).ok()?;
+        if !self.slab.reserve(1) {
+            return None;
+        }
+        let size = self.slab[h].size;
+        if rounded > size {
+            let next = self.slab[h].next;
+            if next == NIL || self.slab[next].in_use || size + self.slab[next].size < rounded {
+                return None;
+            }
+            let nsize = self.slab[next].size;
+            self.bins.remove(&mut self.slab, next);
+            self.absorb(ri, h, next);
+            self.st.in_use += nsize as u64;
+        }
+        let size = self.slab[h].size;
+        if self.should_split(size, rounded) {
+            if let Some(tail) = self.split(h, rounded) {
+                self.st.in_use -= (size - rounded) as u64;
+                self.release(ri, tail);
+            }
+        }
+        let c = &mut self.slab[h];
+        c.requested = new_size;
+        let size = c.size;
+        let st = &mut self.st;
+        st.peak_in_use = st.peak_in_use.max(st.in_use);
+        st.largest_alloc = st.largest_alloc.max(size as u64);
+        Some(size)
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // introspection
+
+    pub fn largest_free_chunk(&self) -> u64 {
+        let ne = self.bins.nonempty();
+        if ne == 0 {
+            return 0;
+        }
+        let b = 63 - ne.leading_zeros() as usize;
+        let h = self.bins.max(&self.slab, b);
+        if h == NIL {
+            0
+        } else {
+            self.slab[h].size as u64
+        }
+    }
+
+    pub fn stats(&self) -> AllocatorStats {
+        let s = &self.st;
+        AllocatorStats {
+            num_allocs: s.num_allocs,
+            num_frees: s.num_frees,
+            bytes_in_use: s.in_use,
+            peak_bytes_in_use: s.peak_in_use,
+            largest_alloc_size: s.largest_alloc,
+            bytes_limit: self.has_limit.then_some(self.limit),
+            bytes_reserved: s.reserved,
+            peak_bytes_reserved: s.peak_reserved,
+            largest_free_chunk: Some(self.largest_free_chunk()),
+            num_regions: Some(self.regions.list.len() as u64),
+        }
+    }
+
+    pub fn reset_peak(&mut self) {
+        self.st.peak_in_use = self.st.in_use;
+        self.st.peak_reserved = self.st.reserved;
+    }
+
+    pub fn dump(&self, name: &str) -> BfcMemoryDump {
+        let mut bins: Vec<BinDump> = (0..self.num_bins)
+            .map(|i| BinDump {
+                index: i,
+                min_size: self.granule << i,
+                max_size: (i + 1 < self.num_bins).then(|| (self.granule << (i + 1)) - 1),
+                free_chunks: 0,
+                free_bytes: 0,
+                in_use_chunks: 0,
+                in_use_bytes: 0,
+                requested_bytes: 0,
+            })
+            .collect();
+        let mut regions = vec![];
+        for r in &self.regions.list {
+            let mut chunks = vec![];
+            let mut h = r.handle_at(r.base, self.shift).unwrap_or(NIL);
+            let mut guard = 0usize;
+            while h != NIL && guard <= r.size / self.granule {
+                guard += 1;
+                let c = &self.slab[h];
+                let bd = &mut bins[self.bin_for(c.size)];
+                if c.in_use {
+                    bd.in_use_chunks += 1;
+                    bd.in_use_bytes += c.size;
+                    bd.requested_bytes += c.requested;
+                } else {
+                    bd.free_chunks += 1;
+                    bd.free_bytes += c.size;
+                }
+                chunks.push(ChunkDump {
+                    offset: c.addr.wrapping_sub(r.base),
+                    size: c.size,
+                    in_use: c.in_use,
+                    requested: c.requested,
+                    id: c.id,
+                    freed_at_count: c.freed_at,
+                    bin: (c.bin != NO_BIN).then_some(c.bin as usize),
+                });
+                h = c.next;
+            }
+            regions.push(RegionDump {
+                base: r.base,
+                size: r.size,
+                chunks,
+            });
+        }
+        let stats = self.stats();
+        BfcMemoryDump {
+            allocator: name.to_string(),
+            fragmentation: stats.fragmentation(),
+            stats,
+            granule: self.granule,
+            bins,
+            regions,
+            recent_events: self.events.snapshot(),
+        }
+    }
+
+    /// Walks everything; see [`super::BfcAllocator::check_invariants`].
+    pub fn check(&self) -> Result<(), String> {
+        let g = self.granule;
+        let mut seen_free = vec![false; self.slab.chunks.len()];
+        let mut total_chunks = 0usize;
+        let mut free_chunks = 0usize;
+        let mut in_use = 0u64;
+        let mut reserved = 0u64;
+        let mut prev_end = 0usize;
+        for (ri, r) in self.regions.list.iter().enumerate() {
+            if r.base < prev_end {
+                return Err(format!(
+                    "region {ri} at {:#x} overlaps or is out of order",
+                    r.base
+                ));
+            }
+            prev_end = r.end();
+            if r.base % g != 0 || r.size % g != 0 || r.size == 0 || r.received < r.size {
+                return Err(format!(
+                    "region {ri}: base {:#x}, size {}, received {} (expected granule-aligned, \
+                     non-empty, size ≤ received)",
+                    r.base, r.size, r.received
+                ));
+            }
+            reserved += r.received as u64;
+            let mut h = r
+                .handle_at(r.base, self.shift)
+                .ok_or_else(|| format!("region {ri}: no chunk at its base"))?;
+            let mut expect = r.base;
+            let mut prev = NIL;
+            let mut prev_free = false;
+            let mut n = 0usize;
+            while h != NIL {
+                let c = self
+                    .slab
+                    .chunks
+                    .get(h as usize)
+                    .ok_or_else(|| format!("region {ri}: chunk handle {h} out of range"))?;
+                n += 1;
+                if n > r.size / g {
+                    return Err(format!("region {ri}: chunk list does not end (cycle?)"));
+                }
+                if c.addr != expect {
+                    return Err(format!(
+                        "region {ri}: chunk {h} starts at {:#x}, expected {expect:#x} (gap or overlap)",
+                        c.addr
+                    ));
+                }
+                if c.size == 0 || c.size % g != 0 {
+                    return Err(format!("region {ri}: chunk {h} has size {}", c.size));
+                }
+                if c.prev != prev {
+                    return Err(format!(
+                        "region {ri}: chunk {h} has prev {}, expected {prev}",
+                        c.prev
+                    ));
+                }
+                if r.handle_at(c.addr, self.shift) != Some(h) {
+                    return Err(format!(
+                        "region {ri}: handle table does not map {:#x} to chunk {h}",
+                        c.addr
+                    ));
+                }
+                if c.in_use {
+                    if c.bin != NO_BIN || c.id == 0 || c.requested > c.size {
+                        return Err(format!(
+                            "region {ri}: in-use chunk {h} has bin {}, id {}, requested {} of {}",
+                            c.bin, c.id, c.requested, c.size
+                        ));
+                    }
+                    in_use += c.size as u64;
+                    prev_free = false;
+                } else {
+                    if prev_free {
+                        return Err(format!(
+                            "region {ri}: free chunk {h} follows a free chunk (not coalesced)"
+                        ));
+                    }
+                    let want = self.bin_for(c.size);
+                    if c.bin as usize != want {
+                        return Err(format!(
+                            "region {ri}: free chunk {h} of {} bytes records bin {}, expected {want}",
+                            c.size, c.bin
+                        ));
+                    }
+                    seen_free[h as usize] = true;
+                    free_chunks += 1;
+                    prev_free = true;
+                }
+                expect = c.end();
+                prev = h;
+                h = c.next;
+            }
+            if expect != r.end() {
+                return Err(format!(
+                    "region {ri}: chunks end at {expect:#x}, region ends at {:#x}",
+                    r.end()
+                ));
+            }
+            let slots = r.count_occupied();
+            if slots != n {
+                return Err(format!(
+                    "region {ri}: {slots} handle slots set for {n} chunks (stale handle)"
+                ));
+            }
+            total_chunks += n;
+        }
+        let mut binned = 0usize;
+        for b in 0..MAX_BINS {
+            let members = self.bins.check(&self.slab, b)?;
+            if b >= self.num_bins && !members.is_empty() {
+                return Err(format!(
+                    "bin {b} is beyond the {} configured bins",
+                    self.num_bins
+                ));
+            }
+            for m in &members {
+                if !seen_free.get(*m as usize).copied().unwrap_or(false) {
+                    return Err(format!(
+                        "bin {b}: chunk {m} is not a free chunk of any region"
+                    ));
+                }
+            }
+            binned += members.len();
+        }
+        if binned != free_chunks {
+            return Err(format!(
+                "{free_chunks} free chunks but {binned} chunks in bins"
+            ));
+        }
+        if self.slab.live() != total_chunks {
+            return Err(format!(
+                "{} chunk slots live but {total_chunks} chunks in regions",
+                self.slab.live()
+            ));
+        }
+        if in_use != self.st.in_use {
+            return Err(format!(
+                "stats say {} bytes in use, chunks sum to {in_use}",
+                self.st.in_use
+            ));
+        }
+        if reserved != self.st.reserved {
+            return Err(format!(
+                "stats say {} bytes reserved, regions sum to {reserved}",
+                self.st.reserved
+            ));
+        }
+        if self.has_limit && self.st.reserved > self.limit {
+            return Err(format!(
+                "{} bytes reserved exceeds the limit of {}",
+                self.st.reserved, self.limit
+            ));
+        }
+        Ok(())
+    }
+
+    /// Total free bytes inside the regions.
+    pub fn free_bytes(&self) -> u64 {
+        self.st.reserved.saturating_sub(self.st.in_use)
+    }
+
+    /// Chunk of a live allocation (for per-pointer queries).
+    pub fn live_chunk(&self, addr: usize) -> Option<&super::chunks::Chunk> {
+        self.lookup(addr).ok().map(|(_, h)| &self.slab[h])
+    }
+}

@@ -1,0 +1,607 @@
+use super::*;
+use crate::alloc::SystemSubAllocator;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc as StdArc;
+
+fn l(size: usize, align: usize) -> Layout {
+    Layout::from_size_align(size, align).unwrap()
+}
+
+const MIB: usize = 1 << 20;
+
+/// Records the size of every region handed out.
+fn recording_mmap() -> (StdArc<std::sync::Mutex<Vec<usize>>>, Box<dyn SubAllocator>) {
+    let sizes = StdArc::new(std::sync::Mutex::new(vec![]));
+    let s2 = sizes.clone();
+    let sub =
+        MmapSubAllocator::new().with_alloc_visitor(crate::sync::Arc::new(move |_p, _i, n| {
+            s2.lock().unwrap().push(n);
+        }));
+    (sizes, Box::new(sub))
+}
+
+/// A sub-allocator that refuses regions above `max` bytes and counts attempts.
+struct Capped {
+    max: usize,
+    attempts: StdArc<AtomicUsize>,
+    inner: SystemSubAllocator,
+}
+
+impl SubAllocator for Capped {
+    fn alloc(
+        &self,
+        alignment: usize,
+        num_bytes: usize,
+    ) -> Result<(NonNull<u8>, usize), AllocatorError> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        if num_bytes > self.max {
+            return Err(AllocatorError::OutOfMemory {
+                allocator: "capped".into(),
+                size: num_bytes,
+                align: alignment,
+                bytes_in_use: 0,
+                limit: Some(self.max as u64),
+                largest_free_chunk: None,
+            });
+        }
+        self.inner.alloc(alignment, num_bytes)
+    }
+    unsafe fn free(&self, ptr: NonNull<u8>, num_bytes: usize) {
+        // SAFETY: forwarded from our own caller's contract.
+        unsafe { self.inner.free(ptr, num_bytes) }
+    }
+    fn name(&self) -> &str {
+        "capped"
+    }
+}
+
+/// Captures `tracing` output of a closure.
+fn capture_logs(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Buf(StdArc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let b2 = buf.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_writer(move || b2.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    tracing::subscriber::with_default(sub, f);
+    let v = buf.0.lock().unwrap().clone();
+    String::from_utf8(v).unwrap()
+}
+
+#[test]
+fn alloc_free_coalesces_back_to_one_chunk() {
+    let a = BfcAllocator::new(BfcOptions::default());
+    let p = a.allocate(l(1000, 8)).unwrap();
+    let q = a.allocate(l(5000, 64)).unwrap();
+    let r = a.allocate(l(300, 1)).unwrap();
+    a.check_invariants().unwrap();
+    assert_eq!(a.stats().bytes_in_use, 1024 + 5120 + 512);
+    assert_eq!(a.allocated_size(q.cast()), Some(5120));
+    unsafe {
+        a.deallocate(q.cast(), l(5000, 64)); // middle first: no merge on the left
+        a.check_invariants().unwrap();
+        a.deallocate(p.cast(), l(1000, 8)); // merges right
+        a.check_invariants().unwrap();
+        a.deallocate(r.cast(), l(300, 1)); // merges both sides
+    }
+    a.check_invariants().unwrap();
+    let d = a.memory_dump();
+    assert_eq!(d.regions.len(), 1);
+    assert_eq!(d.regions[0].chunks.len(), 1);
+    assert!(!d.regions[0].chunks[0].in_use);
+    let s = a.stats();
+    assert_eq!((s.bytes_in_use, s.num_allocs, s.num_frees), (0, 3, 3));
+    assert_eq!(s.bytes_reserved, 2 * MIB as u64);
+    assert_eq!(s.largest_free_chunk, Some(2 * MIB as u64));
+    assert_eq!(s.num_regions, Some(1));
+    assert_eq!(s.fragmentation(), 0.0);
+}
+
+#[test]
+fn best_fit_prefers_the_smallest_then_lowest_chunk() {
+    let a = BfcAllocator::new(BfcOptions::default());
+    // Carve holes of 4 KiB, 2 KiB and 2 KiB separated by live blocks.
+    let sizes = [4096, 256, 2048, 256, 2048, 256];
+    let ps: Vec<_> = sizes
+        .iter()
+        .map(|&s| a.allocate(l(s, 1)).unwrap().cast::<u8>())
+        .collect();
+    unsafe {
+        a.deallocate(ps[0], l(4096, 1));
+        a.deallocate(ps[4], l(2048, 1));
+        a.deallocate(ps[2], l(2048, 1));
+    }
+    a.check_invariants().unwrap();
+    let x = a.allocate(l(2000, 1)).unwrap().cast::<u8>();
+    assert_eq!(x, ps[2], "the lower of the two 2 KiB holes");
+    let y = a.allocate(l(1500, 1)).unwrap().cast::<u8>();
+    assert_eq!(y, ps[4], "the remaining 2 KiB hole beats the 4 KiB one");
+    let z = a.allocate(l(3000, 1)).unwrap().cast::<u8>();
+    assert_eq!(z, ps[0]);
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn every_power_of_two_alignment_up_to_64k_is_honoured() {
+    let a = BfcAllocator::new(BfcOptions::default());
+    let mut live = vec![];
+    for shift in 0..=16 {
+        let align = 1usize << shift;
+        for size in [1usize, 300, 4096, 70_000] {
+            let p = a.allocate(l(size, align)).unwrap();
+            let ptr = p.cast::<u8>();
+            assert_eq!(
+                ptr.as_ptr() as usize % align,
+                0,
+                "align {align} size {size}"
+            );
+            assert!(a.allocated_size(ptr).unwrap() >= size);
+            unsafe { std::ptr::write_bytes(ptr.as_ptr(), shift as u8, size) };
+            live.push((ptr, l(size, align), shift as u8));
+            a.check_invariants().unwrap();
+        }
+    }
+    for (p, lay, v) in live {
+        unsafe {
+            assert!(std::slice::from_raw_parts(p.as_ptr(), lay.size())
+                .iter()
+                .all(|&b| b == v));
+            a.deallocate(p, lay);
+        }
+        a.check_invariants().unwrap();
+    }
+    assert_eq!(a.stats().bytes_in_use, 0);
+    for r in a.memory_dump().regions {
+        assert_eq!(r.chunks.len(), 1);
+    }
+}
+
+#[test]
+fn split_rule_follows_ratio_and_waste_threshold() {
+    // Exact growth with a small first region: a 600 KiB region serves 400 KiB without splitting
+    // (600 < 2 × 400), and 256 KiB with a split (600 ≥ 2 × 256).
+    let a = BfcAllocator::with_sub_allocator(
+        Box::new(SystemSubAllocator::new()),
+        BfcOptions {
+            growth: BfcGrowth::Exact,
+            initial_region_bytes: 4096,
+            ..BfcOptions::default()
+        },
+    );
+    let p = a.allocate(l(600 << 10, 64)).unwrap().cast::<u8>();
+    unsafe { a.deallocate(p, l(600 << 10, 64)) };
+    let q = a.allocate(l(400 << 10, 64)).unwrap().cast::<u8>();
+    assert_eq!(a.allocated_size(q), Some(600 << 10));
+    assert_eq!(a.requested_size(q), Some(400 << 10));
+    unsafe { a.deallocate(q, l(400 << 10, 64)) };
+    let r = a.allocate(l(256 << 10, 64)).unwrap().cast::<u8>();
+    assert_eq!(a.allocated_size(r), Some(256 << 10));
+    unsafe { a.deallocate(r, l(256 << 10, 64)) };
+    a.check_invariants().unwrap();
+
+    // A huge ratio disables the ratio rule; the waste threshold still splits.
+    let b = BfcAllocator::new(BfcOptions {
+        split_ratio: 1000.0,
+        max_split_waste_bytes: 64 << 10,
+        ..BfcOptions::default()
+    });
+    let p = b.allocate(l(1 << 20, 64)).unwrap().cast::<u8>();
+    assert_eq!(
+        b.allocated_size(p),
+        Some(1 << 20),
+        "1 MiB remainder ≥ 64 KiB"
+    );
+    unsafe { b.deallocate(p, l(1 << 20, 64)) };
+    let c = BfcAllocator::new(BfcOptions {
+        split_ratio: 1000.0,
+        ..BfcOptions::default()
+    });
+    let p = c.allocate(l(1 << 20, 64)).unwrap().cast::<u8>();
+    assert_eq!(
+        c.allocated_size(p),
+        Some(2 << 20),
+        "no rule applies: whole chunk"
+    );
+    unsafe { c.deallocate(p, l(1 << 20, 64)) };
+}
+
+#[test]
+fn double_growth_doubles_from_the_initial_region() {
+    let (sizes, sub) = recording_mmap();
+    let a = BfcAllocator::with_sub_allocator(sub, BfcOptions::default());
+    let lay = l(1536 << 10, 64);
+    let ps: Vec<_> = (0..4)
+        .map(|_| a.allocate(lay).unwrap().cast::<u8>())
+        .collect();
+    assert_eq!(*sizes.lock().unwrap(), vec![2 * MIB, 4 * MIB, 8 * MIB]);
+    // A request above the current region size gets a region of at least its size.
+    let big = a.allocate(l(40 * MIB, 64)).unwrap().cast::<u8>();
+    assert_eq!(sizes.lock().unwrap().last(), Some(&(64 * MIB)));
+    a.check_invariants().unwrap();
+    for p in ps {
+        unsafe { a.deallocate(p, lay) };
+    }
+    unsafe { a.deallocate(big, l(40 * MIB, 64)) };
+    assert_eq!(a.stats().num_regions, Some(4));
+    assert_eq!(a.trim(), (2 + 4 + 8 + 64) * MIB);
+    let s = a.stats();
+    assert_eq!((s.bytes_reserved, s.num_regions), (0, Some(0)));
+    a.check_invariants().unwrap();
+    // Usable again after trimming everything.
+    let p = a.allocate(l(100, 8)).unwrap().cast::<u8>();
+    unsafe { a.deallocate(p, l(100, 8)) };
+}
+
+#[test]
+fn exact_growth_reserves_what_is_asked() {
+    let (sizes, sub) = recording_mmap();
+    let a = BfcAllocator::with_sub_allocator(
+        sub,
+        BfcOptions {
+            growth: BfcGrowth::Exact,
+            initial_region_bytes: 1 << 20,
+            ..BfcOptions::default()
+        },
+    );
+    let p1 = a.allocate(l(3 * MIB, 64)).unwrap().cast::<u8>();
+    let p2 = a.allocate(l(5 * MIB, 64)).unwrap().cast::<u8>();
+    let p3 = a.allocate(l(12_288, 64)).unwrap().cast::<u8>();
+    assert_eq!(*sizes.lock().unwrap(), vec![3 * MIB, 5 * MIB, 12_288]);
+    unsafe {
+        a.deallocate(p1, l(3 * MIB, 64));
+        a.deallocate(p2, l(5 * MIB, 64));
+        a.deallocate(p3, l(12_288, 64));
+    }
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn growth_backs_off_and_always_terminates() {
+    let a = BfcAllocator::with_sub_allocator(
+        Box::new(Capped {
+            max: 3 * MIB,
+            attempts: StdArc::new(AtomicUsize::new(0)),
+            inner: SystemSubAllocator::new(),
+        }),
+        BfcOptions {
+            initial_region_bytes: 16 * MIB,
+            ..BfcOptions::default()
+        },
+    );
+    let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
+    let s = a.stats();
+    assert!(
+        s.bytes_reserved <= 3 * MIB as u64 && s.bytes_reserved >= 2 * MIB as u64,
+        "backed off ×0.9 steps to just under the cap: {}",
+        s.bytes_reserved
+    );
+    unsafe { a.deallocate(p, l(MIB, 64)) };
+    // A request above the cap fails after a bounded number of attempts.
+    let e = a.try_allocate(l(4 * MIB, 64)).unwrap_err();
+    assert!(matches!(e, AllocatorError::OutOfMemory { .. }), "{e}");
+    a.check_invariants().unwrap();
+
+    // TF's infinite-loop case: tiny regions that always fail.
+    for initial in [256usize, 2560, 2816] {
+        let attempts = StdArc::new(AtomicUsize::new(0));
+        let c = Capped {
+            max: 0,
+            attempts: attempts.clone(),
+            inner: SystemSubAllocator::new(),
+        };
+        let b = BfcAllocator::with_sub_allocator(
+            Box::new(c),
+            BfcOptions {
+                initial_region_bytes: initial,
+                garbage_collection: false,
+                ..BfcOptions::default()
+            },
+        );
+        assert!(b.allocate(l(200, 8)).is_err());
+        let n = attempts.load(Ordering::SeqCst);
+        assert!((1..=12).contains(&n), "initial {initial}: {n} attempts");
+        b.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn memory_limit_is_never_exceeded_and_gc_makes_room() {
+    let opts = BfcOptions {
+        memory_limit: Some(4 * MIB as u64),
+        growth: BfcGrowth::Exact,
+        initial_region_bytes: MIB,
+        ..BfcOptions::default()
+    };
+    let a = BfcAllocator::new(opts.clone());
+    let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
+    unsafe { a.deallocate(p, l(MIB, 64)) };
+    // 3.5 MiB does not fit beside the free 1 MiB region: GC returns it, then growth succeeds.
+    let q = a.allocate(l(3 * MIB + MIB / 2, 64)).unwrap().cast::<u8>();
+    let s = a.stats();
+    assert_eq!(s.num_regions, Some(1));
+    assert!(s.bytes_reserved <= 4 * MIB as u64);
+    assert_eq!(s.bytes_limit, Some(4 * MIB as u64));
+    // Nothing more fits: limit error.
+    let e = a.try_allocate(l(MIB, 64)).unwrap_err();
+    assert!(matches!(e, AllocatorError::LimitExceeded { .. }), "{e}");
+    assert!(a.stats().bytes_reserved <= 4 * MIB as u64);
+    unsafe { a.deallocate(q, l(3 * MIB + MIB / 2, 64)) };
+    a.check_invariants().unwrap();
+
+    // Without garbage collection the same sequence fails.
+    let b = BfcAllocator::new(BfcOptions {
+        garbage_collection: false,
+        ..opts
+    });
+    let p = b.allocate(l(MIB, 64)).unwrap().cast::<u8>();
+    unsafe { b.deallocate(p, l(MIB, 64)) };
+    let e = b.try_allocate(l(3 * MIB + MIB / 2, 64)).unwrap_err();
+    assert!(e.to_string().contains("limit"), "{e}");
+    assert_eq!(b.stats().num_regions, Some(1));
+}
+
+#[test]
+fn oom_reports_fragmentation_and_keeps_a_dump() {
+    let a = BfcAllocator::new(BfcOptions {
+        memory_limit: Some(4 * MIB as u64),
+        initial_region_bytes: 4 * MIB,
+        ..BfcOptions::default()
+    });
+    let blk = l(256 << 10, 64);
+    let ps: Vec<_> = (0..16)
+        .map(|_| a.allocate(blk).unwrap().cast::<u8>())
+        .collect();
+    for p in ps.iter().step_by(2) {
+        unsafe { a.deallocate(*p, blk) };
+    }
+    let s = a.stats();
+    assert_eq!(s.largest_free_chunk, Some(256 << 10));
+    assert!(
+        (s.fragmentation() - 0.875).abs() < 1e-9,
+        "{}",
+        s.fragmentation()
+    );
+    let mut err = None;
+    let logs = capture_logs(|| err = a.try_allocate(l(MIB, 64)).err());
+    let err = err.expect("must fail");
+    assert!(err.to_string().contains("4194304"), "{err}");
+    assert!(logs.contains("fragmentation"), "{logs}");
+    assert!(logs.contains("largest_free_chunk=262144"), "{logs}");
+    assert!(logs.contains("bytes_reserved=4194304"), "{logs}");
+    let d = a.last_oom_dump().expect("dump kept on OOM");
+    assert_eq!(d.regions[0].chunks.len(), 16);
+    let json = d.to_json().unwrap();
+    assert!(json.contains("\"recent_events\"") && json.contains("\"free_chunks\""));
+
+    // True OOM: more than all free bytes together.
+    let logs = capture_logs(|| assert!(a.allocate(l(3 * MIB, 64)).is_err()));
+    assert!(logs.contains("true OOM"), "{logs}");
+    for p in ps.iter().skip(1).step_by(2) {
+        unsafe { a.deallocate(*p, blk) };
+    }
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn bad_frees_are_refused_without_damage() {
+    let a = BfcAllocator::new(BfcOptions::default());
+    let p = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
+    let q = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
+    unsafe { a.deallocate(p, l(1000, 8)) };
+    let before = a.stats();
+    let mut on_stack = [0u8; 64];
+    let foreign = NonNull::new(on_stack.as_mut_ptr()).unwrap();
+    let logs = capture_logs(|| unsafe {
+        a.deallocate(p, l(1000, 8)); // double free
+        a.deallocate(foreign, l(64, 1)); // not ours
+        a.deallocate(NonNull::new(q.as_ptr().add(256)).unwrap(), l(8, 8)); // interior
+    });
+    assert!(logs.contains("double free"), "{logs}");
+    assert!(logs.contains("not allocated by this allocator"), "{logs}");
+    assert!(
+        logs.contains("not the start of a live allocation"),
+        "{logs}"
+    );
+    assert_eq!(a.stats(), before);
+    a.check_invariants().unwrap();
+    unsafe { a.deallocate(q, l(1000, 8)) };
+    a.check_invariants().unwrap();
+    assert_eq!(a.stats().bytes_in_use, 0);
+}
+
+#[test]
+fn per_pointer_queries_and_ids() {
+    let a = BfcAllocator::new(BfcOptions::default());
+    assert!(a.tracks_allocation_sizes());
+    let p = a.allocate(l(10, 8)).unwrap().cast::<u8>();
+    let q = a.allocate(l(700, 8)).unwrap().cast::<u8>();
+    assert_eq!(a.requested_size(p), Some(10));
+    assert_eq!(a.allocated_size(p), Some(256));
+    assert_eq!(a.allocated_size(q), Some(768));
+    let (ip, iq) = (a.allocation_id(p).unwrap(), a.allocation_id(q).unwrap());
+    assert!(ip >= 1 && iq > ip);
+    unsafe { a.deallocate(p, l(10, 8)) };
+    assert_eq!(a.requested_size(p), None);
+    let r = a.allocate(l(10, 8)).unwrap().cast::<u8>();
+    assert!(a.allocation_id(r).unwrap() > iq, "ids never repeat");
+    let ev = a.memory_dump().recent_events;
+    assert_eq!(ev.len(), 4);
+    assert_eq!(ev[2].kind, BfcEventKind::Free);
+    assert_eq!(ev[2].id, ip);
+    unsafe {
+        a.deallocate(q, l(700, 8));
+        a.deallocate(r, l(10, 8));
+    }
+}
+
+#[test]
+fn grow_and_shrink_in_place_and_by_copy() {
+    let a = BfcAllocator::new(BfcOptions::default());
+    let mut v = allocator_api2::vec::Vec::new_in(&a);
+    for i in 0..100_000u32 {
+        v.push(i);
+    }
+    a.check_invariants().unwrap();
+    assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
+    v.truncate(10);
+    v.shrink_to_fit();
+    a.check_invariants().unwrap();
+    assert_eq!(&v[..], &(0..10).collect::<std::vec::Vec<u32>>()[..]);
+    drop(v);
+    assert_eq!(a.stats().bytes_in_use, 0);
+
+    // Growing into a free right neighbour keeps the address.
+    let p = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
+    let g = unsafe { a.grow(p, l(1000, 8), l(50_000, 8)) }.unwrap();
+    assert_eq!(g.cast::<u8>(), p);
+    assert_eq!(a.requested_size(p), Some(50_000));
+    let s = unsafe { a.shrink(p, l(50_000, 8), l(100, 8)) }.unwrap();
+    assert_eq!(s.cast::<u8>(), p);
+    assert_eq!(a.allocated_size(p), Some(256), "tail split off on shrink");
+    a.check_invariants().unwrap();
+    unsafe { a.deallocate(p, l(100, 8)) };
+    assert_eq!(a.stats().bytes_in_use, 0);
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn zero_size_and_impossible_requests() {
+    let a = BfcAllocator::new(BfcOptions::default());
+    let z = a.allocate(l(0, 4096)).unwrap();
+    assert_eq!(z.len(), 0);
+    unsafe { a.deallocate(z.cast(), l(0, 4096)) };
+    assert_eq!(a.stats().num_allocs, 0);
+    let huge = l(isize::MAX as usize - 8192, 4096);
+    let e = a.try_allocate(huge).unwrap_err();
+    assert!(e.to_string().contains("'bfc'"), "{e}");
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn invalid_options_are_named() {
+    let e = BfcAllocator::try_new(BfcOptions {
+        granule_bytes: 300,
+        ..BfcOptions::default()
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("granule_bytes = 300"), "{e}");
+    let e = BfcOptions {
+        split_ratio: 0.5,
+        ..BfcOptions::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert_eq!(e.field, "split_ratio");
+    // `new` falls back to defaults and still works.
+    let a = BfcAllocator::new(BfcOptions {
+        num_bins: 0,
+        ..BfcOptions::default()
+    });
+    let p = a.allocate(l(10, 8)).unwrap();
+    unsafe { a.deallocate(p.cast(), l(10, 8)) };
+    assert_eq!(a.granule(), 256);
+}
+
+#[test]
+fn custom_granule_and_bins() {
+    let a = BfcAllocator::new(BfcOptions {
+        granule_bytes: 64,
+        num_bins: 4,
+        ..BfcOptions::default()
+    });
+    let p = a.allocate(l(65, 8)).unwrap().cast::<u8>();
+    assert_eq!(a.allocated_size(p), Some(128));
+    let d = a.memory_dump();
+    assert_eq!(d.bins.len(), 4);
+    assert_eq!(d.bins[3].max_size, None);
+    assert_eq!(
+        d.bins[3].free_chunks, 1,
+        "the big remainder sits in the last bin"
+    );
+    unsafe { a.deallocate(p, l(65, 8)) };
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn checker_detects_corruption() {
+    let a = BfcAllocator::new(BfcOptions::default());
+    let p = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
+    a.check_invariants().unwrap();
+    {
+        let mut c = a.core.lock();
+        let (_, h) = c.lookup(p.as_ptr() as usize).unwrap();
+        c.slab[h].size += 256;
+    }
+    let e = a.check_invariants().unwrap_err();
+    assert!(e.contains("expected"), "{e}");
+    {
+        let mut c = a.core.lock();
+        let (_, h) = c.lookup(p.as_ptr() as usize).unwrap();
+        c.slab[h].size -= 256;
+        c.st.in_use += 1;
+    }
+    let e = a.check_invariants().unwrap_err();
+    assert!(e.contains("bytes in use"), "{e}");
+    a.core.lock().st.in_use -= 1;
+    unsafe { a.deallocate(p, l(1000, 8)) };
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn allocator_is_send_and_sync_and_shared() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<BfcAllocator>();
+    let a: crate::alloc::AllocatorRef = crate::sync::Arc::new(BfcAllocator::default());
+    let hs: Vec<_> = (0..2)
+        .map(|t| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                for i in 0..2000usize {
+                    let lay = l(64 + (i * 97 + t) % 5000, 64);
+                    let p = a.allocate(lay).unwrap().cast::<u8>();
+                    unsafe {
+                        p.as_ptr().write(t as u8);
+                        assert_eq!(p.as_ptr().read(), t as u8);
+                        a.deallocate(p, lay);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(a.stats().bytes_in_use, 0);
+}
+
+#[test]
+fn huge_page_regions_are_2mib_aligned() {
+    let a = BfcAllocator::new(BfcOptions {
+        huge_page_min_region_bytes: Some(4 * MIB),
+        ..BfcOptions::default()
+    });
+    let small = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
+    let big = a.allocate(l(5 * MIB, 64)).unwrap().cast::<u8>();
+    let d = a.memory_dump();
+    let huge: Vec<_> = d.regions.iter().filter(|r| r.size >= 4 * MIB).collect();
+    assert_eq!(huge.len(), 1);
+    assert_eq!(huge[0].base % (2 * MIB), 0);
+    unsafe {
+        std::ptr::write_bytes(big.as_ptr(), 7, 5 * MIB);
+        a.deallocate(big, l(5 * MIB, 64));
+        a.deallocate(small, l(1000, 8));
+    }
+    a.check_invariants().unwrap();
+}

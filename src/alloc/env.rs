@@ -1,0 +1,664 @@
+//! Environment configuration of the allocator registry: one family of `TENSOR_ALLOC_*` variables,
+//! plus TensorFlow's `TF_CPU_ALLOCATOR_USE_BFC` and `TF_CPU_BFC_MEM_LIMIT_IN_MB` as aliases.
+//!
+//! The parser takes any iterator of `(key, value)` pairs ([`EnvConfig::from_pairs`]), so tests do
+//! not touch the process environment; [`EnvConfig::from_process_env`] reads the real one, and
+//! [`process_env`] reads it once per process. Validation is strict, like PyTorch's allocator
+//! config: an unknown or misspelled `TENSOR_ALLOC_*` variable, an unparsable value, or an alias
+//! that disagrees with its native variable is an [`EnvError`] naming the variable, the value and
+//! what is accepted. Variables outside the family are ignored.
+//!
+//! | variable | values | effect |
+//! |---|---|---|
+//! | `TENSOR_ALLOC_CPU_ALLOCATOR` | `cpu`, `pool`, `bfc`, any registered name, `tracking`, `tracking(<name>)` | which factory `cpu_allocator()` uses (overrides priorities) |
+//! | `TENSOR_ALLOC_BFC_MEMORY_LIMIT` | bytes, optional `KiB`/`MiB`/`GiB` suffix (e.g. `512MiB`) | `BfcOptions::memory_limit` |
+//! | `TENSOR_ALLOC_BFC_GROWTH` | `double`, `exact` | `BfcOptions::growth` |
+//! | `TENSOR_ALLOC_BFC_GC` | `on`, `off` | `BfcOptions::garbage_collection` |
+//! | `TENSOR_ALLOC_POOL_LIMIT` | a count (`0` disables caching) | `PoolOptions::max_cached_buffers` |
+//! | `TENSOR_ALLOC_TRACK` | `0`, `1` | wrap the CPU allocator in `TrackingAllocator` |
+//! | `TENSOR_ALLOC_LARGE_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::large_alloc_warning_fraction` |
+//! | `TENSOR_ALLOC_TOTAL_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::total_warning_fraction` |
+//! | `TENSOR_ALLOC_LOG` | a `tracing` filter | read by the CLI only |
+//! | `TENSOR_ALLOC_STRESS` | a whole number | scale of the randomized stress tests; ignored here |
+//! | `TF_CPU_ALLOCATOR_USE_BFC` | `true`/`1`, `false`/`0` | alias: `true` = `bfc`; `false` = not `bfc` |
+//! | `TF_CPU_BFC_MEM_LIMIT_IN_MB` | MiB | alias of `TENSOR_ALLOC_BFC_MEMORY_LIMIT` |
+
+use super::{BfcGrowth, BfcOptions, CpuOptions, PoolOptions};
+use std::ffi::OsStr;
+
+/// Prefix of the crate's variables.
+pub const PREFIX: &str = "TENSOR_ALLOC_";
+
+/// `TENSOR_ALLOC_CPU_ALLOCATOR`.
+pub const CPU_ALLOCATOR: &str = "TENSOR_ALLOC_CPU_ALLOCATOR";
+/// `TENSOR_ALLOC_BFC_MEMORY_LIMIT`.
+pub const BFC_MEMORY_LIMIT: &str = "TENSOR_ALLOC_BFC_MEMORY_LIMIT";
+/// `TENSOR_ALLOC_BFC_GROWTH`.
+pub const BFC_GROWTH: &str = "TENSOR_ALLOC_BFC_GROWTH";
+/// `TENSOR_ALLOC_BFC_GC`.
+pub const BFC_GC: &str = "TENSOR_ALLOC_BFC_GC";
+/// `TENSOR_ALLOC_POOL_LIMIT`.
+pub const POOL_LIMIT: &str = "TENSOR_ALLOC_POOL_LIMIT";
+/// `TENSOR_ALLOC_TRACK`.
+pub const TRACK: &str = "TENSOR_ALLOC_TRACK";
+/// `TENSOR_ALLOC_LARGE_ALLOC_WARNING`.
+pub const LARGE_ALLOC_WARNING: &str = "TENSOR_ALLOC_LARGE_ALLOC_WARNING";
+/// `TENSOR_ALLOC_TOTAL_ALLOC_WARNING`.
+pub const TOTAL_ALLOC_WARNING: &str = "TENSOR_ALLOC_TOTAL_ALLOC_WARNING";
+/// `TENSOR_ALLOC_LOG` (the CLI's `tracing` filter; accepted and ignored here).
+pub const LOG: &str = "TENSOR_ALLOC_LOG";
+/// `TENSOR_ALLOC_STRESS` (the test suite's scale factor for randomized stress tests; accepted
+/// and ignored here).
+pub const STRESS: &str = "TENSOR_ALLOC_STRESS";
+/// TensorFlow's `TF_CPU_ALLOCATOR_USE_BFC`.
+pub const TF_USE_BFC: &str = "TF_CPU_ALLOCATOR_USE_BFC";
+/// TensorFlow's `TF_CPU_BFC_MEM_LIMIT_IN_MB`.
+pub const TF_BFC_MEM_LIMIT_MB: &str = "TF_CPU_BFC_MEM_LIMIT_IN_MB";
+
+/// Every variable of the family, with its accepted values (for errors and documentation).
+pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
+    (
+        CPU_ALLOCATOR,
+        "cpu | pool | bfc | a registered allocator name | tracking | tracking(<name>)",
+    ),
+    (
+        BFC_MEMORY_LIMIT,
+        "a byte count with an optional KiB/MiB/GiB suffix, e.g. 1073741824 or 512MiB",
+    ),
+    (BFC_GROWTH, "double | exact"),
+    (BFC_GC, "on | off"),
+    (POOL_LIMIT, "a count of cached buffers (0 disables caching)"),
+    (TRACK, "0 | 1"),
+    (LARGE_ALLOC_WARNING, "a fraction in (0, 1] or off"),
+    (TOTAL_ALLOC_WARNING, "a fraction in (0, 1] or off"),
+    (LOG, "a tracing filter such as info or tensor_alloc=debug"),
+    (STRESS, "a whole number (test-suite scale factor)"),
+    (TF_USE_BFC, "true | false | 1 | 0"),
+    (TF_BFC_MEM_LIMIT_MB, "a whole number of MiB"),
+];
+
+/// A configuration error: names the variable, the value and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    /// A `TENSOR_ALLOC_*` variable that does not exist.
+    #[error(
+        "unknown environment variable {name}={value:?}{}; known variables: {}",
+        .suggestion.as_ref().map(|s| format!(" (did you mean {s}?)")).unwrap_or_default(),
+        KNOWN_VARIABLES.iter().map(|k| k.0).collect::<Vec<_>>().join(", ")
+    )]
+    UnknownVariable {
+        /// The variable as set.
+        name: String,
+        /// Its value.
+        value: String,
+        /// The closest known name, if one is close.
+        suggestion: Option<&'static str>,
+    },
+    /// A value that does not parse.
+    #[error("invalid value {name}={value:?}: expected {expected}")]
+    InvalidValue {
+        /// The variable.
+        name: &'static str,
+        /// The rejected value.
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
+    /// A TensorFlow alias and its native variable are both set and disagree.
+    #[error(
+        "{alias}={alias_value:?} conflicts with {native}={native_value:?}: \
+         set only one of them, or make them agree"
+    )]
+    Conflict {
+        /// The TensorFlow variable.
+        alias: &'static str,
+        /// Its value.
+        alias_value: String,
+        /// The native variable.
+        native: &'static str,
+        /// Its value.
+        native_value: String,
+    },
+    /// A variable of the family whose value is not valid UTF-8.
+    #[error("environment variable {name} is not valid UTF-8")]
+    NotUnicode {
+        /// The variable.
+        name: String,
+    },
+}
+
+/// A setting together with the variable that set it (for selection reports).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FromVar<T> {
+    /// The parsed value.
+    pub value: T,
+    /// The variable it came from.
+    pub variable: &'static str,
+    /// The raw text of the variable.
+    pub raw: String,
+}
+
+/// The validated configuration. `Default` = nothing set.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EnvConfig {
+    /// The CPU allocator named by `TENSOR_ALLOC_CPU_ALLOCATOR` or `TF_CPU_ALLOCATOR_USE_BFC=true`.
+    pub cpu_allocator: Option<FromVar<String>>,
+    /// `TF_CPU_ALLOCATOR_USE_BFC=false`: any allocator but `bfc` (priority decides among them).
+    pub exclude_bfc: Option<FromVar<()>>,
+    /// BFC memory limit in bytes.
+    pub bfc_memory_limit: Option<FromVar<u64>>,
+    /// BFC growth policy.
+    pub bfc_growth: Option<BfcGrowth>,
+    /// BFC garbage collection.
+    pub bfc_gc: Option<bool>,
+    /// Pool count limit.
+    pub pool_limit: Option<usize>,
+    /// Wrap the CPU allocator in tracking.
+    pub track: Option<FromVar<bool>>,
+    /// Large-allocation warning fraction (`Some(0.0)` = off).
+    pub large_alloc_warning: Option<f64>,
+    /// Total-use warning fraction (`Some(0.0)` = off).
+    pub total_alloc_warning: Option<f64>,
+}
+
+/// Levenshtein distance (small strings only).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The known name closest to `name`, when it is close enough to be a likely typo.
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let upper = name.to_ascii_uppercase();
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&upper, &c.to_ascii_uppercase()), c))
+        .filter(|&(d, c)| d <= (c.len() / 3).max(2))
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+fn expected(name: &str) -> &'static str {
+    KNOWN_VARIABLES
+        .iter()
+        .find(|k| k.0 == name)
+        .map(|k| k.1)
+        .unwrap_or("a valid value")
+}
+
+fn invalid(name: &'static str, value: &str) -> EnvError {
+    EnvError::InvalidValue {
+        name,
+        value: value.to_string(),
+        expected: expected(name),
+    }
+}
+
+/// Parses a byte count with an optional binary suffix (`KiB`, `MiB`, `GiB`, or `B`; case
+/// insensitive, optional space): `"512MiB"` → 536870912.
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits == 0 {
+        return None;
+    }
+    let n: u64 = t[..digits].parse().ok()?;
+    let shift = match t[digits..].trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "kib" => 10,
+        "mib" => 20,
+        "gib" => 30,
+        _ => return None,
+    };
+    n.checked_mul(1u64 << shift)
+}
+
+fn parse_fraction(s: &str) -> Option<f64> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("off") {
+        return Some(0.0);
+    }
+    let f: f64 = t.parse().ok()?;
+    (f > 0.0 && f <= 1.0).then_some(f)
+}
+
+impl EnvConfig {
+    /// Parses `(key, value)` pairs. Keys outside the family are ignored; the order of the pairs
+    /// does not matter (a key given twice keeps its last value, like an environment).
+    pub fn from_pairs<I, K, V>(pairs: I) -> Result<Self, EnvError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut vars: std::collections::BTreeMap<String, String> = Default::default();
+        for (k, v) in pairs {
+            let k = k.as_ref();
+            if k.starts_with(PREFIX) || k == TF_USE_BFC || k == TF_BFC_MEM_LIMIT_MB {
+                vars.insert(k.to_string(), v.as_ref().to_string());
+            }
+        }
+        let mut c = EnvConfig::default();
+        let mut tf_use_bfc: Option<(bool, String)> = None;
+        let mut tf_limit: Option<(u64, String)> = None;
+        for (k, v) in &vars {
+            let t = v.trim();
+            match k.as_str() {
+                CPU_ALLOCATOR => {
+                    if t.is_empty() || t.chars().any(char::is_whitespace) {
+                        return Err(invalid(CPU_ALLOCATOR, v));
+                    }
+                    c.cpu_allocator = Some(FromVar {
+                        value: t.to_string(),
+                        variable: CPU_ALLOCATOR,
+                        raw: v.clone(),
+                    });
+                }
+                BFC_MEMORY_LIMIT => {
+                    let n = parse_bytes(t)
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| invalid(BFC_MEMORY_LIMIT, v))?;
+                    c.bfc_memory_limit = Some(FromVar {
+                        value: n,
+                        variable: BFC_MEMORY_LIMIT,
+                        raw: v.clone(),
+                    });
+                }
+                BFC_GROWTH => {
+                    c.bfc_growth = Some(match t.to_ascii_lowercase().as_str() {
+                        "double" => BfcGrowth::Double,
+                        "exact" => BfcGrowth::Exact,
+                        _ => return Err(invalid(BFC_GROWTH, v)),
+                    })
+                }
+                BFC_GC => {
+                    c.bfc_gc = Some(match t.to_ascii_lowercase().as_str() {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(invalid(BFC_GC, v)),
+                    })
+                }
+                POOL_LIMIT => {
+                    c.pool_limit = Some(t.parse().map_err(|_| invalid(POOL_LIMIT, v))?);
+                }
+                TRACK => {
+                    let on = match t {
+                        "1" => true,
+                        "0" => false,
+                        _ => return Err(invalid(TRACK, v)),
+                    };
+                    c.track = Some(FromVar {
+                        value: on,
+                        variable: TRACK,
+                        raw: v.clone(),
+                    });
+                }
+                LARGE_ALLOC_WARNING => {
+                    c.large_alloc_warning =
+                        Some(parse_fraction(t).ok_or_else(|| invalid(LARGE_ALLOC_WARNING, v))?);
+                }
+                TOTAL_ALLOC_WARNING => {
+                    c.total_alloc_warning =
+                        Some(parse_fraction(t).ok_or_else(|| invalid(TOTAL_ALLOC_WARNING, v))?);
+                }
+                LOG | STRESS => {}
+                TF_USE_BFC => {
+                    let b = match t.to_ascii_lowercase().as_str() {
+                        "true" | "1" => true,
+                        "false" | "0" => false,
+                        _ => return Err(invalid(TF_USE_BFC, v)),
+                    };
+                    tf_use_bfc = Some((b, v.clone()));
+                }
+                TF_BFC_MEM_LIMIT_MB => {
+                    let mb: u64 = t.parse().map_err(|_| invalid(TF_BFC_MEM_LIMIT_MB, v))?;
+                    let bytes = mb
+                        .checked_mul(1 << 20)
+                        .filter(|&b| b > 0)
+                        .ok_or_else(|| invalid(TF_BFC_MEM_LIMIT_MB, v))?;
+                    tf_limit = Some((bytes, v.clone()));
+                }
+                other => {
+                    return Err(EnvError::UnknownVariable {
+                        name: other.to_string(),
+                        value: v.clone(),
+                        suggestion: closest(other, KNOWN_VARIABLES.iter().map(|k| k.0)),
+                    })
+                }
+            }
+        }
+        if let Some((use_bfc, raw)) = tf_use_bfc {
+            match &c.cpu_allocator {
+                Some(native) => {
+                    let is_bfc = native.value == "bfc";
+                    if use_bfc != is_bfc {
+                        return Err(EnvError::Conflict {
+                            alias: TF_USE_BFC,
+                            alias_value: raw,
+                            native: CPU_ALLOCATOR,
+                            native_value: native.raw.clone(),
+                        });
+                    }
+                }
+                None if use_bfc => {
+                    c.cpu_allocator = Some(FromVar {
+                        value: "bfc".into(),
+                        variable: TF_USE_BFC,
+                        raw,
+                    })
+                }
+                None => {
+                    c.exclude_bfc = Some(FromVar {
+                        value: (),
+                        variable: TF_USE_BFC,
+                        raw,
+                    })
+                }
+            }
+        }
+        if let Some((bytes, raw)) = tf_limit {
+            match &c.bfc_memory_limit {
+                Some(native) if native.value != bytes => {
+                    return Err(EnvError::Conflict {
+                        alias: TF_BFC_MEM_LIMIT_MB,
+                        alias_value: raw,
+                        native: BFC_MEMORY_LIMIT,
+                        native_value: native.raw.clone(),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    c.bfc_memory_limit = Some(FromVar {
+                        value: bytes,
+                        variable: TF_BFC_MEM_LIMIT_MB,
+                        raw,
+                    })
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// Reads the process environment (every call reads it again; see [`process_env`]).
+    pub fn from_process_env() -> Result<Self, EnvError> {
+        let mut pairs = vec![];
+        for (k, v) in std::env::vars_os() {
+            let Some(k) = k.to_str().map(str::to_string) else {
+                continue; // a non-UTF-8 name cannot be one of ours
+            };
+            if !(k.starts_with(PREFIX) || k == TF_USE_BFC || k == TF_BFC_MEM_LIMIT_MB) {
+                continue;
+            }
+            let v = OsStr::to_str(&v)
+                .ok_or_else(|| EnvError::NotUnicode { name: k.clone() })?
+                .to_string();
+            pairs.push((k, v));
+        }
+        Self::from_pairs(pairs)
+    }
+
+    /// Whether the CPU allocator is to be wrapped in tracking.
+    pub fn tracking(&self) -> bool {
+        self.track.as_ref().is_some_and(|t| t.value)
+    }
+
+    /// BFC options: defaults with the configured limit, growth and GC applied.
+    pub fn bfc_options(&self) -> BfcOptions {
+        let mut o = BfcOptions::default();
+        if let Some(l) = &self.bfc_memory_limit {
+            o.memory_limit = Some(l.value);
+        }
+        if let Some(g) = self.bfc_growth {
+            o.growth = g;
+        }
+        if let Some(gc) = self.bfc_gc {
+            o.garbage_collection = gc;
+        }
+        o
+    }
+
+    /// Pool options: defaults with the configured count limit applied.
+    pub fn pool_options(&self) -> PoolOptions {
+        let mut o = PoolOptions::default();
+        if let Some(n) = self.pool_limit {
+            o.max_cached_buffers = n;
+        }
+        o
+    }
+
+    /// CPU allocator options: defaults with the configured warning fractions (`off` = 0, which
+    /// disables that warning).
+    pub fn cpu_options(&self) -> CpuOptions {
+        let mut o = CpuOptions::default();
+        if let Some(f) = self.large_alloc_warning {
+            o.large_alloc_warning_fraction = f;
+        }
+        if let Some(f) = self.total_alloc_warning {
+            o.total_warning_fraction = f;
+        }
+        o
+    }
+}
+
+/// The process environment, read and validated once (later changes are not seen).
+pub fn process_env() -> Result<&'static EnvConfig, EnvError> {
+    static ENV: once_cell::sync::OnceCell<Result<EnvConfig, EnvError>> =
+        once_cell::sync::OnceCell::new();
+    ENV.get_or_init(EnvConfig::from_process_env)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<EnvConfig, EnvError> {
+        EnvConfig::from_pairs(pairs.iter().copied())
+    }
+
+    fn err(pairs: &[(&str, &str)]) -> String {
+        parse(pairs).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn nothing_set_is_the_default_and_foreign_variables_are_ignored() {
+        let c = parse(&[("PATH", "/bin"), ("TF_OTHER", "x"), ("HOME", "/root")]).unwrap();
+        assert_eq!(c, EnvConfig::default());
+        assert_eq!(c.bfc_options(), BfcOptions::default());
+        assert_eq!(c.pool_options(), PoolOptions::default());
+        assert_eq!(c.cpu_options(), CpuOptions::default());
+        assert!(!c.tracking());
+    }
+
+    #[test]
+    fn cpu_allocator() {
+        for name in ["cpu", "pool", "bfc", "my_alloc", "tracking(bfc)"] {
+            let c = parse(&[(CPU_ALLOCATOR, name)]).unwrap();
+            let v = c.cpu_allocator.unwrap();
+            assert_eq!((v.value.as_str(), v.variable), (name, CPU_ALLOCATOR));
+        }
+        for bad in ["", "  ", "b fc"] {
+            let e = err(&[(CPU_ALLOCATOR, bad)]);
+            assert!(
+                e.contains(CPU_ALLOCATOR) && e.contains("cpu | pool | bfc"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn bfc_memory_limit_with_suffixes() {
+        for (raw, bytes) in [
+            ("1073741824", 1u64 << 30),
+            ("512MiB", 512 << 20),
+            ("512 mib", 512 << 20),
+            ("64KiB", 64 << 10),
+            ("2GiB", 2 << 30),
+            ("100B", 100),
+        ] {
+            let c = parse(&[(BFC_MEMORY_LIMIT, raw)]).unwrap();
+            assert_eq!(c.bfc_options().memory_limit, Some(bytes), "{raw}");
+        }
+        for bad in ["", "12MB", "-5", "1.5GiB", "0", "99999999999999GiB", "GiB"] {
+            let e = err(&[(BFC_MEMORY_LIMIT, bad)]);
+            assert!(
+                e.contains(BFC_MEMORY_LIMIT)
+                    && e.contains(&format!("{bad:?}"))
+                    && e.contains("KiB/MiB/GiB"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn bfc_growth_and_gc() {
+        let c = parse(&[(BFC_GROWTH, "exact"), (BFC_GC, "off")]).unwrap();
+        let o = c.bfc_options();
+        assert_eq!((o.growth, o.garbage_collection), (BfcGrowth::Exact, false));
+        let c = parse(&[(BFC_GROWTH, "Double"), (BFC_GC, "on")]).unwrap();
+        let o = c.bfc_options();
+        assert_eq!((o.growth, o.garbage_collection), (BfcGrowth::Double, true));
+        let e = err(&[(BFC_GROWTH, "triple")]);
+        assert!(
+            e.contains("double | exact") && e.contains("\"triple\""),
+            "{e}"
+        );
+        let e = err(&[(BFC_GC, "yes")]);
+        assert!(e.contains(BFC_GC) && e.contains("on | off"), "{e}");
+    }
+
+    #[test]
+    fn pool_limit() {
+        assert_eq!(
+            parse(&[(POOL_LIMIT, "250")])
+                .unwrap()
+                .pool_options()
+                .max_cached_buffers,
+            250
+        );
+        assert_eq!(parse(&[(POOL_LIMIT, "0")]).unwrap().pool_limit, Some(0));
+        for bad in ["-1", "lots", "1e3"] {
+            let e = err(&[(POOL_LIMIT, bad)]);
+            assert!(e.contains(POOL_LIMIT) && e.contains("count"), "{e}");
+        }
+    }
+
+    #[test]
+    fn track() {
+        assert!(parse(&[(TRACK, "1")]).unwrap().tracking());
+        assert!(!parse(&[(TRACK, "0")]).unwrap().tracking());
+        let e = err(&[(TRACK, "true")]);
+        assert!(e.contains(TRACK) && e.contains("0 | 1"), "{e}");
+    }
+
+    #[test]
+    fn warning_fractions() {
+        let c = parse(&[(LARGE_ALLOC_WARNING, "0.25"), (TOTAL_ALLOC_WARNING, "off")]).unwrap();
+        let o = c.cpu_options();
+        assert_eq!(o.large_alloc_warning_fraction, 0.25);
+        assert_eq!(o.total_warning_fraction, 0.0, "off disables the warning");
+        for bad in ["0", "1.5", "-0.1", "NaN", "half"] {
+            let e = err(&[(TOTAL_ALLOC_WARNING, bad)]);
+            assert!(
+                e.contains(TOTAL_ALLOC_WARNING) && e.contains("(0, 1]"),
+                "{e}"
+            );
+            let e = err(&[(LARGE_ALLOC_WARNING, bad)]);
+            assert!(e.contains(LARGE_ALLOC_WARNING), "{e}");
+        }
+    }
+
+    #[test]
+    fn log_and_stress_are_known_and_ignored() {
+        assert_eq!(parse(&[(LOG, "debug")]).unwrap(), EnvConfig::default());
+        assert_eq!(parse(&[(STRESS, "10")]).unwrap(), EnvConfig::default());
+    }
+
+    #[test]
+    fn unknown_variables_suggest_the_closest_name() {
+        let e = parse(&[("TENSOR_ALLOC_TRAK", "1")]).unwrap_err();
+        assert_eq!(
+            e,
+            EnvError::UnknownVariable {
+                name: "TENSOR_ALLOC_TRAK".into(),
+                value: "1".into(),
+                suggestion: Some(TRACK),
+            }
+        );
+        let s = e.to_string();
+        assert!(s.contains("did you mean TENSOR_ALLOC_TRACK?"), "{s}");
+        let s = err(&[("TENSOR_ALLOC_BFC_MEMORY_LIMT", "1GiB")]);
+        assert!(
+            s.contains("did you mean TENSOR_ALLOC_BFC_MEMORY_LIMIT?"),
+            "{s}"
+        );
+        let s = err(&[("TENSOR_ALLOC_CPU_ALOCATOR", "bfc")]);
+        assert!(
+            s.contains("did you mean TENSOR_ALLOC_CPU_ALLOCATOR?"),
+            "{s}"
+        );
+        let s = err(&[("TENSOR_ALLOC_SOMETHING_ELSE_ENTIRELY", "x")]);
+        assert!(
+            !s.contains("did you mean") && s.contains("known variables"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn tf_use_bfc_alias() {
+        let c = parse(&[(TF_USE_BFC, "true")]).unwrap();
+        let v = c.cpu_allocator.unwrap();
+        assert_eq!((v.value.as_str(), v.variable), ("bfc", TF_USE_BFC));
+        let c = parse(&[(TF_USE_BFC, "0")]).unwrap();
+        assert!(c.cpu_allocator.is_none() && c.exclude_bfc.is_some());
+        // Agreeing with the native variable is fine.
+        parse(&[(TF_USE_BFC, "1"), (CPU_ALLOCATOR, "bfc")]).unwrap();
+        parse(&[(TF_USE_BFC, "false"), (CPU_ALLOCATOR, "pool")]).unwrap();
+        // Disagreeing is an error naming both.
+        let e = err(&[(TF_USE_BFC, "true"), (CPU_ALLOCATOR, "pool")]);
+        assert!(
+            e.contains(TF_USE_BFC) && e.contains(CPU_ALLOCATOR) && e.contains("\"pool\""),
+            "{e}"
+        );
+        let e = err(&[(TF_USE_BFC, "false"), (CPU_ALLOCATOR, "bfc")]);
+        assert!(e.contains("conflicts"), "{e}");
+        let e = err(&[(TF_USE_BFC, "yes")]);
+        assert!(e.contains(TF_USE_BFC) && e.contains("true | false"), "{e}");
+    }
+
+    #[test]
+    fn tf_bfc_memory_limit_alias() {
+        let c = parse(&[(TF_BFC_MEM_LIMIT_MB, "512")]).unwrap();
+        let l = c.bfc_memory_limit.clone().unwrap();
+        assert_eq!((l.value, l.variable), (512 << 20, TF_BFC_MEM_LIMIT_MB));
+        assert_eq!(c.bfc_options().memory_limit, Some(512 << 20));
+        parse(&[(TF_BFC_MEM_LIMIT_MB, "512"), (BFC_MEMORY_LIMIT, "512MiB")]).unwrap();
+        let e = err(&[(TF_BFC_MEM_LIMIT_MB, "512"), (BFC_MEMORY_LIMIT, "1GiB")]);
+        assert!(
+            e.contains(TF_BFC_MEM_LIMIT_MB) && e.contains(BFC_MEMORY_LIMIT),
+            "{e}"
+        );
+        for bad in ["0", "1.5", "many", "99999999999999999"] {
+            let e = err(&[(TF_BFC_MEM_LIMIT_MB, bad)]);
+            assert!(e.contains(TF_BFC_MEM_LIMIT_MB) && e.contains("MiB"), "{e}");
+        }
+    }
+
+    #[test]
+    fn closest_name_is_case_insensitive_and_bounded() {
+        let names = ["cpu", "pool", "bfc"];
+        assert_eq!(closest("BFC", names), Some("bfc"));
+        assert_eq!(closest("poool", names), Some("pool"));
+        assert_eq!(closest("zzzzzzzz", names), None);
+    }
+}

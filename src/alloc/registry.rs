@@ -1,0 +1,903 @@
+//! The allocator registry: TensorFlow's `AllocatorFactoryRegistry` and `ProcessState` CPU
+//! allocator accessor.
+//!
+//! A [`Factory`] has a name, a priority, a description, a constructor, and optionally a per-NUMA-node
+//! constructor. The process-wide registry ([`global`]) starts with the built-ins:
+//!
+//! | name | priority | allocator |
+//! |---|---|---|
+//! | `cpu` | 100 | [`AlignedCpuAllocator`] (warning thresholds from the environment) |
+//! | `bfc` | 50 | [`BfcAllocator`] (limit, growth, GC from the environment) |
+//! | `pool` | 40 | [`PoolAllocator`] (count limit from the environment) |
+//!
+//! and `tracking` wraps any of them (`tracking(<name>)`, or `TENSOR_ALLOC_TRACK=1` for the CPU
+//! allocator).
+//!
+//! # Selection
+//! 1. If `TENSOR_ALLOC_CPU_ALLOCATOR` (or `TF_CPU_ALLOCATOR_USE_BFC=true`) names an allocator,
+//!    it is used; an unknown name is an error listing the registered ones.
+//! 2. Otherwise the factory with the **highest priority** wins (`TF_CPU_ALLOCATOR_USE_BFC=false`
+//!    takes `bfc` out of the running). **Tie-break:** among equal priorities the
+//!    lexicographically smallest name wins (byte order of the UTF-8 name). Registration order
+//!    never matters, so the choice is the same whatever order crates register in. (TensorFlow
+//!    leaves ties unspecified.)
+//!
+//! # Freezing
+//! Registering the same name with the same priority twice is an error. Once an allocator has
+//! been handed out ([`Registry::cpu_allocator`] or [`Registry::create`]), the registry is frozen
+//! and further registration is an error, as in TensorFlow.
+//!
+//! [`Registry::new`] builds an independent registry (tests use it without touching the process
+//! state); [`global`] and [`cpu_allocator`] are the process-wide ones.
+
+use super::env::{self, EnvConfig, EnvError};
+use super::{
+    AlignedCpuAllocator, AllocatorRef, BfcAllocator, PoolAllocator, SharedAllocator,
+    TrackingAllocator,
+};
+use crate::sync::Mutex;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a constructor gets: the NUMA node (`None` = no affinity) and the validated configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct FactoryContext<'a> {
+    /// The NUMA node the allocator is for (`None`: no affinity).
+    pub numa_node: Option<usize>,
+    /// The environment configuration.
+    pub env: &'a EnvConfig,
+}
+
+/// A constructor of allocators.
+pub type Constructor =
+    Arc<dyn Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync>;
+
+/// A named allocator factory with a priority.
+#[derive(Clone)]
+pub struct Factory {
+    name: String,
+    priority: i32,
+    description: String,
+    create: Constructor,
+    create_for_node: Option<Constructor>,
+}
+
+impl std::fmt::Debug for Factory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Factory")
+            .field("name", &self.name)
+            .field("priority", &self.priority)
+            .field("numa", &self.create_for_node.is_some())
+            .finish()
+    }
+}
+
+impl Factory {
+    /// A factory whose allocator has no NUMA affinity (one instance serves every node).
+    pub fn new<F>(
+        name: impl Into<String>,
+        priority: i32,
+        description: impl Into<String>,
+        create: F,
+    ) -> Self
+    where
+        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync + 'static,
+    {
+        Self {
+            name: name.into(),
+            priority,
+            description: description.into(),
+            create: Arc::new(create),
+            create_for_node: None,
+        }
+    }
+
+    /// Adds a per-NUMA-node constructor: `cpu_allocator(Some(node))` then builds one allocator
+    /// per node with it (`ctx.numa_node` is `Some(node)`).
+    pub fn with_numa<F>(mut self, create_for_node: F) -> Self
+    where
+        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync + 'static,
+    {
+        self.create_for_node = Some(Arc::new(create_for_node));
+        self
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The priority (higher wins).
+    pub fn priority(&self) -> i32 {
+        self.priority
+    }
+    /// What the factory builds.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    /// Whether it has a per-NUMA-node constructor.
+    pub fn numa_enabled(&self) -> bool {
+        self.create_for_node.is_some()
+    }
+}
+
+/// A registry error: names the allocator, the variable and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// Same name and priority registered twice.
+    #[error("allocator factory '{name}' with priority {priority} is already registered")]
+    Duplicate {
+        /// The name.
+        name: String,
+        /// The priority.
+        priority: i32,
+    },
+    /// Registration after an allocator was handed out.
+    #[error(
+        "cannot register allocator factory '{name}': the registry is frozen because an \
+         allocator has already been handed out; register factories before first use"
+    )]
+    Frozen {
+        /// The name that was being registered.
+        name: String,
+    },
+    /// A name that is not registered.
+    #[error(
+        "unknown allocator '{name}'{}{}; registered: {}",
+        .variable.map(|v| format!(" (from {v})")).unwrap_or_default(),
+        .suggestion.as_ref().map(|s| format!(", did you mean '{s}'?")).unwrap_or_default(),
+        .registered.join(", ")
+    )]
+    Unknown {
+        /// The requested name.
+        name: String,
+        /// The variable that asked for it, if any.
+        variable: Option<&'static str>,
+        /// The closest registered name.
+        suggestion: Option<String>,
+        /// Every registered name (plus the `tracking(<name>)` forms).
+        registered: Vec<String>,
+    },
+    /// No factory can be selected.
+    #[error("no allocator factory is registered{}", if *.bfc_excluded { " (other than 'bfc', excluded by TF_CPU_ALLOCATOR_USE_BFC=false)" } else { "" })]
+    Empty {
+        /// Whether `bfc` was excluded by `TF_CPU_ALLOCATOR_USE_BFC=false`.
+        bfc_excluded: bool,
+    },
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// A constructor failed.
+    #[error("allocator factory '{name}' failed to construct an allocator: {reason}")]
+    Construction {
+        /// The factory.
+        name: String,
+        /// Its error.
+        reason: String,
+    },
+}
+
+/// Why an allocator was chosen.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum SelectionReason {
+    /// A variable named it.
+    Variable {
+        /// The variable.
+        variable: &'static str,
+        /// Its raw value.
+        value: String,
+    },
+    /// Highest priority.
+    Priority {
+        /// The next factory in selection order, with its priority (if any).
+        runner_up: Option<(String, i32)>,
+        /// Whether the runner-up had the same priority (the name tie-break decided).
+        tie_broken_by_name: bool,
+        /// `TF_CPU_ALLOCATOR_USE_BFC=false` took `bfc` out of the running.
+        bfc_excluded: bool,
+    },
+}
+
+/// Which allocator the registry chooses and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Selection {
+    /// The factory chosen.
+    pub factory: String,
+    /// Its priority.
+    pub priority: i32,
+    /// Why.
+    pub reason: SelectionReason,
+    /// The variable that turned tracking on (`TENSOR_ALLOC_TRACK=1` or a `tracking(..)` name).
+    pub tracking: Option<String>,
+}
+
+impl Selection {
+    /// The name of the allocator that will be handed out (`tracking(<factory>)` when tracked).
+    pub fn allocator_name(&self) -> String {
+        if self.tracking.is_some() {
+            format!("tracking({})", self.factory)
+        } else {
+            self.factory.clone()
+        }
+    }
+}
+
+impl std::fmt::Display for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "'{}' (priority {})", self.factory, self.priority)?;
+        match &self.reason {
+            SelectionReason::Variable { variable, value } => {
+                write!(f, " chosen by {variable}={value}")?
+            }
+            SelectionReason::Priority {
+                runner_up,
+                tie_broken_by_name,
+                bfc_excluded,
+            } => {
+                write!(f, " chosen as the highest priority")?;
+                match runner_up {
+                    Some((n, p)) if *tie_broken_by_name => {
+                        write!(f, " (tied with '{n}' at {p}; the smaller name wins)")?
+                    }
+                    Some((n, p)) => write!(f, " (next: '{n}' at {p})")?,
+                    None => {}
+                }
+                if *bfc_excluded {
+                    write!(f, ", 'bfc' excluded by {}=false", env::TF_USE_BFC)?;
+                }
+            }
+        }
+        if let Some(t) = &self.tracking {
+            write!(f, "; wrapped in tracking ({t})")?;
+        }
+        Ok(())
+    }
+}
+
+/// One row of [`Registry::factories`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FactoryInfo {
+    /// Name.
+    pub name: String,
+    /// Priority.
+    pub priority: i32,
+    /// Description.
+    pub description: String,
+    /// Has a per-NUMA-node constructor.
+    pub numa: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    factories: Vec<Factory>,
+    frozen: bool,
+    /// The CPU allocator per node key (`usize::MAX` = no affinity), with its selection.
+    cpu: BTreeMap<usize, AllocatorRef>,
+    cpu_selection: Option<Selection>,
+}
+
+/// A registry of allocator factories. See the [module docs](self).
+#[derive(Default)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("factories", &self.factories())
+            .field("frozen", &self.is_frozen())
+            .finish()
+    }
+}
+
+/// Splits `tracking(<name>)` / `tracking` from a plain name.
+fn parse_name(s: &str) -> (bool, Option<&str>) {
+    if s == "tracking" {
+        return (true, None);
+    }
+    match s
+        .strip_prefix("tracking(")
+        .and_then(|r| r.strip_suffix(')'))
+    {
+        Some(inner) => (true, Some(inner)),
+        None => (false, Some(s)),
+    }
+}
+
+/// Selection order: priority descending, then name ascending.
+fn order(a: &Factory, b: &Factory) -> std::cmp::Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then_with(|| a.name.as_bytes().cmp(b.name.as_bytes()))
+}
+
+/// The built-in factories: `cpu` (100), `bfc` (50), `pool` (40).
+pub fn builtin_factories() -> Vec<Factory> {
+    vec![
+        Factory::new(
+            "cpu",
+            100,
+            "AlignedCpuAllocator: posix_memalign, exact stats, large-allocation warnings",
+            |ctx| {
+                Ok(
+                    Arc::new(AlignedCpuAllocator::with_options(ctx.env.cpu_options()))
+                        as AllocatorRef,
+                )
+            },
+        ),
+        Factory::new(
+            "bfc",
+            50,
+            "BfcAllocator: best-fit with coalescing over mmap regions",
+            |ctx| {
+                BfcAllocator::try_new(ctx.env.bfc_options())
+                    .map(|a| Arc::new(a) as AllocatorRef)
+                    .map_err(|e| e.to_string())
+            },
+        ),
+        Factory::new(
+            "pool",
+            40,
+            "PoolAllocator: cache of freed buffers by size, LRU eviction, auto-resize",
+            |ctx| Ok(Arc::new(PoolAllocator::new(ctx.env.pool_options())) as AllocatorRef),
+        ),
+    ]
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry with the built-in factories ([`builtin_factories`]).
+    pub fn with_builtins() -> Self {
+        let r = Self::new();
+        r.inner.lock().factories = builtin_factories();
+        r
+    }
+
+    /// Registers a factory. Errors: the same name and priority already registered, or the
+    /// registry is frozen.
+    pub fn register(&self, factory: Factory) -> Result<(), RegistryError> {
+        let mut g = self.inner.lock();
+        if g.frozen {
+            return Err(RegistryError::Frozen { name: factory.name });
+        }
+        if g.factories
+            .iter()
+            .any(|f| f.name == factory.name && f.priority == factory.priority)
+        {
+            return Err(RegistryError::Duplicate {
+                name: factory.name,
+                priority: factory.priority,
+            });
+        }
+        tracing::debug!(name = %factory.name, priority = factory.priority, "allocator factory registered");
+        g.factories.push(factory);
+        Ok(())
+    }
+
+    /// Whether an allocator has been handed out (registration is closed).
+    pub fn is_frozen(&self) -> bool {
+        self.inner.lock().frozen
+    }
+
+    /// The registered factories in selection order (priority descending, then name).
+    pub fn factories(&self) -> Vec<FactoryInfo> {
+        let mut v: Vec<Factory> = self.inner.lock().factories.clone();
+        v.sort_by(order);
+        v.into_iter()
+            .map(|f| FactoryInfo {
+                numa: f.numa_enabled(),
+                name: f.name,
+                priority: f.priority,
+                description: f.description,
+            })
+            .collect()
+    }
+
+    fn unknown(factories: &[Factory], name: &str, variable: Option<&'static str>) -> RegistryError {
+        let mut registered: Vec<String> = factories.iter().map(|f| f.name.clone()).collect();
+        registered.sort();
+        registered.dedup();
+        let suggestion =
+            env::closest(name, registered.iter().map(String::as_str)).map(String::from);
+        registered.push("tracking".into());
+        registered.push("tracking(<name>)".into());
+        RegistryError::Unknown {
+            name: name.to_string(),
+            variable,
+            suggestion,
+            registered,
+        }
+    }
+
+    /// The highest-priority factory named `name`.
+    fn find<'a>(factories: &'a [Factory], name: &str) -> Option<&'a Factory> {
+        factories
+            .iter()
+            .filter(|f| f.name == name)
+            .min_by(|a, b| order(a, b))
+    }
+
+    fn select_in(factories: &[Factory], env: &EnvConfig) -> Result<Selection, RegistryError> {
+        let mut tracking = env
+            .track
+            .as_ref()
+            .filter(|t| t.value)
+            .map(|t| format!("{}={}", t.variable, t.raw));
+        if let Some(chosen) = &env.cpu_allocator {
+            let (tracked, inner) = parse_name(&chosen.value);
+            if tracked && tracking.is_none() {
+                tracking = Some(format!("{}={}", chosen.variable, chosen.raw));
+            }
+            if let Some(inner) = inner {
+                let f = Self::find(factories, inner)
+                    .ok_or_else(|| Self::unknown(factories, inner, Some(chosen.variable)))?;
+                return Ok(Selection {
+                    factory: f.name.clone(),
+                    priority: f.priority,
+                    reason: SelectionReason::Variable {
+                        variable: chosen.variable,
+                        value: chosen.raw.clone(),
+                    },
+                    tracking,
+                });
+            }
+            // Bare `tracking`: the priority winner, wrapped.
+        }
+        let bfc_excluded = env.exclude_bfc.is_some();
+        let mut candidates: Vec<&Factory> = factories
+            .iter()
+            .filter(|f| !(bfc_excluded && f.name == "bfc"))
+            .collect();
+        candidates.sort_by(|a, b| order(a, b));
+        let first = candidates
+            .first()
+            .ok_or(RegistryError::Empty { bfc_excluded })?;
+        let runner_up = candidates.iter().find(|f| f.name != first.name);
+        Ok(Selection {
+            factory: first.name.clone(),
+            priority: first.priority,
+            reason: SelectionReason::Priority {
+                runner_up: runner_up.map(|f| (f.name.clone(), f.priority)),
+                tie_broken_by_name: runner_up.is_some_and(|f| f.priority == first.priority),
+                bfc_excluded,
+            },
+            tracking,
+        })
+    }
+
+    /// Which allocator [`cpu_allocator`](Self::cpu_allocator) would hand out under `env`, and
+    /// why. Does not freeze the registry.
+    pub fn select(&self, env: &EnvConfig) -> Result<Selection, RegistryError> {
+        Self::select_in(&self.inner.lock().factories, env)
+    }
+
+    fn build(
+        f: &Factory,
+        numa_node: Option<usize>,
+        env: &EnvConfig,
+        tracking: bool,
+    ) -> Result<AllocatorRef, RegistryError> {
+        let ctx = FactoryContext { numa_node, env };
+        let ctor = match (numa_node, &f.create_for_node) {
+            (Some(_), Some(c)) => c,
+            _ => &f.create,
+        };
+        let a = ctor(&ctx).map_err(|reason| RegistryError::Construction {
+            name: f.name.clone(),
+            reason,
+        })?;
+        Ok(if tracking {
+            Arc::new(TrackingAllocator::new(SharedAllocator::new(a)))
+        } else {
+            a
+        })
+    }
+
+    /// Builds a fresh allocator by name (`<name>`, `tracking(<name>)` or `tracking` for the
+    /// priority winner). Freezes the registry.
+    pub fn create(&self, name: &str, env: &EnvConfig) -> Result<AllocatorRef, RegistryError> {
+        let mut g = self.inner.lock();
+        let (tracked, inner) = parse_name(name);
+        let f = match inner {
+            Some(n) => {
+                Self::find(&g.factories, n).ok_or_else(|| Self::unknown(&g.factories, n, None))?
+            }
+            None => {
+                let sel = Self::select_in(&g.factories, env)?;
+                Self::find(&g.factories, &sel.factory)
+                    .ok_or_else(|| Self::unknown(&g.factories, &sel.factory, None))?
+            }
+        }
+        .clone();
+        g.frozen = true;
+        drop(g);
+        Self::build(&f, None, env, tracked)
+    }
+
+    /// The CPU allocator for `numa_node` (`None`: no affinity), created on first use and the
+    /// same handle afterwards; wrapped in tracking when the selection says so. Factories without
+    /// a per-node constructor serve every node with one instance. Freezes the registry.
+    ///
+    /// The selection is made once, with the `env` of the first call.
+    pub fn cpu_allocator(
+        &self,
+        numa_node: Option<usize>,
+        env: &EnvConfig,
+    ) -> Result<AllocatorRef, RegistryError> {
+        let mut g = self.inner.lock();
+        let sel = match &g.cpu_selection {
+            Some(s) => s.clone(),
+            None => {
+                let s = Self::select_in(&g.factories, env)?;
+                tracing::info!(selection = %s, "CPU allocator selected");
+                g.cpu_selection = Some(s.clone());
+                s
+            }
+        };
+        let f = Self::find(&g.factories, &sel.factory)
+            .ok_or_else(|| Self::unknown(&g.factories, &sel.factory, None))?
+            .clone();
+        let key = match numa_node {
+            Some(n) if f.numa_enabled() => n,
+            _ => usize::MAX,
+        };
+        if let Some(a) = g.cpu.get(&key) {
+            return Ok(a.clone());
+        }
+        g.frozen = true;
+        let node = (key != usize::MAX).then_some(key);
+        let a = Self::build(&f, node, env, sel.tracking.is_some())?;
+        g.cpu.insert(key, a.clone());
+        Ok(a)
+    }
+
+    /// The selection made by the first [`cpu_allocator`](Self::cpu_allocator) call, if any.
+    pub fn cpu_selection(&self) -> Option<Selection> {
+        self.inner.lock().cpu_selection.clone()
+    }
+}
+
+/// The process-wide registry, with the built-ins registered.
+pub fn global() -> &'static Registry {
+    static GLOBAL: once_cell::sync::Lazy<Registry> =
+        once_cell::sync::Lazy::new(Registry::with_builtins);
+    &GLOBAL
+}
+
+/// Registers a factory in the process-wide registry (before the first allocator is handed out).
+pub fn register(factory: Factory) -> Result<(), RegistryError> {
+    global().register(factory)
+}
+
+/// The process's CPU allocator for `numa_node` (`None` or any node without a NUMA-enabled
+/// factory: the shared "no affinity" instance), configured from the process environment (read
+/// once). TensorFlow's `ProcessState::GetCPUAllocator`.
+pub fn cpu_allocator(numa_node: Option<usize>) -> Result<AllocatorRef, RegistryError> {
+    let env = env::process_env()?;
+    global().cpu_allocator(numa_node, env)
+}
+
+/// What [`cpu_allocator`] chooses under the process environment, and why.
+pub fn process_selection() -> Result<Selection, RegistryError> {
+    let env = env::process_env()?;
+    match global().cpu_selection() {
+        Some(s) => Ok(s),
+        None => global().select(env),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::alloc::{Layout, SystemAllocator};
+
+    fn expect_err<T>(r: Result<T, RegistryError>) -> RegistryError {
+        match r {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e,
+        }
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> EnvConfig {
+        EnvConfig::from_pairs(pairs.iter().copied()).unwrap()
+    }
+
+    fn system_factory(name: &str, priority: i32) -> Factory {
+        Factory::new(name, priority, "test", |_| {
+            Ok(Arc::new(SystemAllocator) as AllocatorRef)
+        })
+    }
+
+    #[test]
+    fn builtins_and_default_selection() {
+        let r = Registry::with_builtins();
+        let names: Vec<(String, i32)> = r
+            .factories()
+            .into_iter()
+            .map(|f| (f.name, f.priority))
+            .collect();
+        assert_eq!(
+            names,
+            vec![("cpu".into(), 100), ("bfc".into(), 50), ("pool".into(), 40)]
+        );
+        let s = r.select(&EnvConfig::default()).unwrap();
+        assert_eq!((s.factory.as_str(), s.priority), ("cpu", 100));
+        assert_eq!(
+            s.reason,
+            SelectionReason::Priority {
+                runner_up: Some(("bfc".into(), 50)),
+                tie_broken_by_name: false,
+                bfc_excluded: false
+            }
+        );
+        assert!(s.to_string().contains("highest priority"), "{s}");
+        let a = r.cpu_allocator(None, &EnvConfig::default()).unwrap();
+        assert_eq!(a.name(), "cpu");
+    }
+
+    #[test]
+    fn each_builtin_can_be_chosen_by_variable_and_works() {
+        for name in ["cpu", "bfc", "pool"] {
+            let r = Registry::with_builtins();
+            let e = env(&[(env::CPU_ALLOCATOR, name)]);
+            let s = r.select(&e).unwrap();
+            assert_eq!(s.factory, name);
+            assert_eq!(
+                s.reason,
+                SelectionReason::Variable {
+                    variable: env::CPU_ALLOCATOR,
+                    value: name.into()
+                }
+            );
+            let a = r.cpu_allocator(None, &e).unwrap();
+            assert_eq!(a.name(), name);
+            let l = Layout::from_size_align(4096, 64).unwrap();
+            let p = a.allocate(l).unwrap();
+            assert_eq!(p.as_ptr().cast::<u8>() as usize % 64, 0);
+            assert_eq!(a.stats().bytes_in_use, 4096);
+            unsafe { a.deallocate(p.cast(), l) };
+        }
+    }
+
+    #[test]
+    fn tf_alias_selects_bfc_and_configures_it() {
+        let r = Registry::with_builtins();
+        let e = env(&[(env::TF_USE_BFC, "true"), (env::TF_BFC_MEM_LIMIT_MB, "64")]);
+        let s = r.select(&e).unwrap();
+        assert_eq!(s.factory, "bfc");
+        assert!(
+            s.to_string().contains("TF_CPU_ALLOCATOR_USE_BFC=true"),
+            "{s}"
+        );
+        let a = r.cpu_allocator(None, &e).unwrap();
+        assert_eq!(a.stats().bytes_limit, Some(64 << 20));
+        let too_big = Layout::from_size_align(128 << 20, 64).unwrap();
+        assert!(a.try_allocate(too_big).is_err());
+    }
+
+    #[test]
+    fn tf_alias_false_excludes_bfc() {
+        let r = Registry::new();
+        r.register(system_factory("bfc", 500)).unwrap();
+        r.register(system_factory("other", 1)).unwrap();
+        let s = r.select(&env(&[(env::TF_USE_BFC, "false")])).unwrap();
+        assert_eq!(s.factory, "other");
+        assert!(s.to_string().contains("excluded"), "{s}");
+        let only = Registry::new();
+        only.register(system_factory("bfc", 1)).unwrap();
+        let e = only
+            .select(&env(&[(env::TF_USE_BFC, "false")]))
+            .unwrap_err();
+        assert_eq!(e, RegistryError::Empty { bfc_excluded: true });
+    }
+
+    #[test]
+    fn highest_priority_wins_and_ties_break_by_name() {
+        let r = Registry::new();
+        r.register(system_factory("zeta", 10)).unwrap();
+        r.register(system_factory("beta", 10)).unwrap();
+        r.register(system_factory("alpha", 5)).unwrap();
+        let s = r.select(&EnvConfig::default()).unwrap();
+        assert_eq!(s.factory, "beta", "equal priority: the smaller name wins");
+        assert!(matches!(
+            s.reason,
+            SelectionReason::Priority {
+                tie_broken_by_name: true,
+                ..
+            }
+        ));
+        // Registration order does not matter.
+        let r2 = Registry::new();
+        r2.register(system_factory("beta", 10)).unwrap();
+        r2.register(system_factory("zeta", 10)).unwrap();
+        assert_eq!(r2.select(&EnvConfig::default()).unwrap().factory, "beta");
+        r.register(system_factory("alpha", 11)).unwrap();
+        assert_eq!(r.select(&EnvConfig::default()).unwrap().factory, "alpha");
+    }
+
+    #[test]
+    fn duplicate_name_and_priority_is_an_error() {
+        let r = Registry::with_builtins();
+        let e = r.register(system_factory("cpu", 100)).unwrap_err();
+        assert_eq!(
+            e,
+            RegistryError::Duplicate {
+                name: "cpu".into(),
+                priority: 100
+            }
+        );
+        assert!(e.to_string().contains("'cpu' with priority 100"));
+        // Same name, another priority: allowed; the higher one is used for that name.
+        r.register(system_factory("cpu", 200)).unwrap();
+        let a = r.cpu_allocator(None, &EnvConfig::default()).unwrap();
+        assert_eq!(a.name(), "system");
+    }
+
+    #[test]
+    fn registration_after_first_use_is_an_error() {
+        let r = Registry::with_builtins();
+        r.register(system_factory("mine", 1)).unwrap();
+        assert!(!r.is_frozen());
+        let _a = r.cpu_allocator(None, &EnvConfig::default()).unwrap();
+        assert!(r.is_frozen());
+        let e = r.register(system_factory("late", 1000)).unwrap_err();
+        assert_eq!(
+            e,
+            RegistryError::Frozen {
+                name: "late".into()
+            }
+        );
+        assert!(e.to_string().contains("frozen"));
+        let r = Registry::with_builtins();
+        let _b = r.create("pool", &EnvConfig::default()).unwrap();
+        assert!(r.register(system_factory("late", 1)).is_err());
+    }
+
+    #[test]
+    fn unknown_names_list_the_registered_ones() {
+        let r = Registry::with_builtins();
+        let e = r.select(&env(&[(env::CPU_ALLOCATOR, "bcf")])).unwrap_err();
+        let s = e.to_string();
+        assert!(
+            s.contains("'bcf'")
+                && s.contains(env::CPU_ALLOCATOR)
+                && s.contains("did you mean 'bfc'")
+                && s.contains("cpu, pool"),
+            "{s}"
+        );
+        let e = expect_err(r.create("nope", &EnvConfig::default()));
+        assert!(
+            matches!(e, RegistryError::Unknown { variable: None, .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cpu_allocator_is_created_once_and_shared_across_nodes_without_numa() {
+        let r = Registry::with_builtins();
+        let e = EnvConfig::default();
+        let a = r.cpu_allocator(None, &e).unwrap();
+        let b = r.cpu_allocator(None, &e).unwrap();
+        let c = r.cpu_allocator(Some(1), &e).unwrap();
+        assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &c));
+        // The selection is fixed by the first call.
+        let d = r
+            .cpu_allocator(None, &env(&[(env::CPU_ALLOCATOR, "pool")]))
+            .unwrap();
+        assert!(Arc::ptr_eq(&a, &d));
+        assert_eq!(r.cpu_selection().unwrap().factory, "cpu");
+    }
+
+    #[test]
+    fn numa_factories_get_one_allocator_per_node() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s2 = seen.clone();
+        let r = Registry::new();
+        r.register(system_factory("numa", 1).with_numa(move |ctx| {
+            s2.fetch_add(1 + ctx.numa_node.unwrap_or(100), Ordering::SeqCst);
+            Ok(Arc::new(AlignedCpuAllocator::new()) as AllocatorRef)
+        }))
+        .unwrap();
+        let e = EnvConfig::default();
+        let n0 = r.cpu_allocator(Some(0), &e).unwrap();
+        let n1 = r.cpu_allocator(Some(1), &e).unwrap();
+        let n1b = r.cpu_allocator(Some(1), &e).unwrap();
+        let none = r.cpu_allocator(None, &e).unwrap();
+        assert!(!Arc::ptr_eq(&n0, &n1) && Arc::ptr_eq(&n1, &n1b));
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            1 + 2,
+            "per-node constructor ran for 0 and 1"
+        );
+        assert_eq!(
+            none.name(),
+            "system",
+            "no affinity uses the plain constructor"
+        );
+        assert!(r.factories()[0].numa);
+    }
+
+    #[test]
+    fn tracking_wraps_the_selected_allocator() {
+        let r = Registry::with_builtins();
+        let e = env(&[(env::TRACK, "1"), (env::CPU_ALLOCATOR, "pool")]);
+        let s = r.select(&e).unwrap();
+        assert_eq!(s.allocator_name(), "tracking(pool)");
+        assert!(s.to_string().contains("TENSOR_ALLOC_TRACK=1"), "{s}");
+        let a = r.cpu_allocator(None, &e).unwrap();
+        assert_eq!(a.name(), "tracking(pool)");
+        assert!(a.tracks_allocation_sizes());
+        let l = Layout::from_size_align(100, 8).unwrap();
+        let p = a.allocate(l).unwrap();
+        assert_eq!(a.requested_size(p.cast()), Some(100));
+        unsafe { a.deallocate(p.cast(), l) };
+
+        let r = Registry::with_builtins();
+        let e = env(&[(env::CPU_ALLOCATOR, "tracking(bfc)")]);
+        let s = r.select(&e).unwrap();
+        assert_eq!((s.factory.as_str(), s.tracking.is_some()), ("bfc", true));
+        let e = env(&[(env::CPU_ALLOCATOR, "tracking")]);
+        assert_eq!(r.select(&e).unwrap().allocator_name(), "tracking(cpu)");
+        assert_eq!(
+            r.create("tracking(pool)", &EnvConfig::default())
+                .unwrap()
+                .name(),
+            "tracking(pool)"
+        );
+    }
+
+    #[test]
+    fn env_reaches_the_builtin_constructors() {
+        let r = Registry::with_builtins();
+        let e = env(&[(env::CPU_ALLOCATOR, "bfc"), (env::BFC_MEMORY_LIMIT, "8MiB")]);
+        assert_eq!(
+            r.cpu_allocator(None, &e).unwrap().stats().bytes_limit,
+            Some(8 << 20)
+        );
+        let r = Registry::with_builtins();
+        let e = env(&[(env::POOL_LIMIT, "0")]);
+        let p = r.create("pool", &e).unwrap();
+        let l = Layout::from_size_align(1000, 8).unwrap();
+        let x = p.allocate(l).unwrap();
+        unsafe { p.deallocate(x.cast(), l) };
+        assert_eq!(p.stats().bytes_reserved, 0, "limit 0: nothing cached");
+    }
+
+    #[test]
+    fn the_process_wide_cpu_allocator_is_created_once_and_freezes_the_registry() {
+        if let Err(e) = env::process_env() {
+            eprintln!("skipping: the test process environment is invalid: {e}");
+            return;
+        }
+        let a = cpu_allocator(None).unwrap();
+        let b = cpu_allocator(Some(3)).unwrap();
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "no NUMA factory: one instance for every node"
+        );
+        assert!(global().is_frozen());
+        let e = register(system_factory("too-late", 1)).unwrap_err();
+        assert!(matches!(e, RegistryError::Frozen { .. }), "{e}");
+        let sel = process_selection().unwrap();
+        assert_eq!(sel.allocator_name(), a.name());
+    }
+
+    #[test]
+    fn failing_constructors_are_reported() {
+        let r = Registry::new();
+        r.register(Factory::new("broken", 1, "fails", |_| {
+            Err("no device".into())
+        }))
+        .unwrap();
+        let e = expect_err(r.cpu_allocator(None, &EnvConfig::default()));
+        assert_eq!(
+            e.to_string(),
+            "allocator factory 'broken' failed to construct an allocator: no device"
+        );
+    }
+}
