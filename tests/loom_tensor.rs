@@ -88,6 +88,20 @@ fn counting() -> (AllocatorRef, &'static Counting) {
     (allocator_ref(ByRef(c)), c)
 }
 
+/// Runs a loom model, counting the interleavings explored, and checks that loom really explored
+/// more than one (so the model is not vacuous).
+fn explore(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let n2 = n.clone();
+    loom::model(move || {
+        n2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    let n = n.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("{name}: {n} interleavings");
+    assert!(n > 1, "{name}: loom explored only {n} interleaving(s)");
+}
+
 fn check_freed_once(c: &Counting) {
     assert_eq!(c.allocs.load(Ordering::SeqCst), 1, "one allocation");
     assert_eq!(c.frees.load(Ordering::SeqCst), 1, "freed exactly once");
@@ -97,7 +111,7 @@ fn check_freed_once(c: &Counting) {
 /// original: exactly one free, and no thread's read can come after it.
 #[test]
 fn concurrent_clone_and_drop_frees_exactly_once() {
-    loom::model(|| {
+    explore("concurrent_clone_and_drop_frees_exactly_once", || {
         let (a, c) = counting();
         let buf = TensorBuffer::zeroed_in(&a, 16, 8).unwrap();
         drop(a);
@@ -128,36 +142,56 @@ fn concurrent_clone_and_drop_frees_exactly_once() {
 /// access. If granted (the count is one), the owner's write must be ordered after the thread's read.
 #[test]
 fn unique_mutable_access_is_ordered_after_other_holders() {
-    loom::model(|| {
-        let (a, c) = counting();
-        let mut buf = TensorBuffer::zeroed_in(&a, 8, 8).unwrap();
-        drop(a);
-        let other = buf.clone();
-        let t = loom::thread::spawn(move || {
-            c.touch();
-            drop(other);
-        });
-        match buf.as_mut_bytes() {
-            Ok(bytes) => {
-                bytes[0] = 1;
-                c.write(1);
+    use std::sync::atomic::{AtomicUsize as StdCount, Ordering::Relaxed};
+    // Which outcome each interleaving produced: both must occur, or the model missed a case.
+    let granted = std::sync::Arc::new(StdCount::new(0));
+    let refused = std::sync::Arc::new(StdCount::new(0));
+    let (g, r) = (granted.clone(), refused.clone());
+    explore(
+        "unique_mutable_access_is_ordered_after_other_holders",
+        move || {
+            let (a, c) = counting();
+            let mut buf = TensorBuffer::zeroed_in(&a, 8, 8).unwrap();
+            drop(a);
+            let other = buf.clone();
+            let t = loom::thread::spawn(move || {
+                c.touch();
+                drop(other);
+            });
+            match buf.as_mut_bytes() {
+                Ok(bytes) => {
+                    bytes[0] = 1;
+                    c.write(1);
+                    g.fetch_add(1, Relaxed);
+                }
+                Err(e) => {
+                    assert!(e.to_string().contains("shared by 2"));
+                    r.fetch_add(1, Relaxed);
+                }
             }
-            Err(e) => assert!(e.to_string().contains("shared by 2")),
-        }
-        t.join().unwrap();
-        // After the join the owner is always unique.
-        assert!(buf.is_unique());
-        assert!(buf.as_mut_bytes().is_ok());
-        drop(buf);
-        check_freed_once(c);
-    });
+            t.join().unwrap();
+            // After the join the owner is always unique.
+            assert!(buf.is_unique());
+            assert!(buf.as_mut_bytes().is_ok());
+            drop(buf);
+            check_freed_once(c);
+        },
+    );
+    assert!(
+        granted.load(Relaxed) > 0,
+        "no interleaving granted mutable access"
+    );
+    assert!(
+        refused.load(Relaxed) > 0,
+        "no interleaving refused mutable access"
+    );
 }
 
 /// Three holders dropping concurrently (main + two threads), one via an independent view whose
 /// owner is a clone of the root: the root is freed once, after all of them.
 #[test]
 fn independent_view_keeps_root_alive_across_threads() {
-    loom::model(|| {
+    explore("independent_view_keeps_root_alive_across_threads", || {
         let (a, c) = counting();
         let root = TensorBuffer::zeroed_in(&a, 16, 8).unwrap();
         drop(a);
