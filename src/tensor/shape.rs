@@ -20,7 +20,6 @@ const MAX_BYTES: usize = isize::MAX as usize;
 pub struct Shape {
     dims: [usize; MAX_DIMS],
     rank: u8,
-    elements: usize,
 }
 
 /// Row-major strides of a [`Shape`] in elements (or bytes, from [`Shape::byte_strides`]).
@@ -53,20 +52,18 @@ impl Shape {
         for &d in dims.iter().rev() {
             acc = acc
                 .checked_mul(d.max(1))
-                .ok_or(TensorError::ShapeOverflow {
+                .ok_or_else(|| TensorError::ShapeOverflow {
                     dims: dims.to_vec(),
                     dtype: None,
                     what: "element count or stride",
                     limit: usize::MAX as u128,
                 })?;
         }
-        let elements = if dims.contains(&0) { 0 } else { acc };
         let mut arr = [0usize; MAX_DIMS];
         arr[..dims.len()].copy_from_slice(dims);
         Ok(Shape {
             dims: arr,
             rank: dims.len() as u8,
-            elements,
         })
     }
 
@@ -75,7 +72,6 @@ impl Shape {
         Shape {
             dims: [0; MAX_DIMS],
             rank: 0,
-            elements: 1,
         }
     }
 
@@ -116,7 +112,9 @@ impl Shape {
 
     /// Number of elements (1 for a scalar, 0 if any dimension is 0).
     pub fn num_elements(&self) -> usize {
-        self.elements
+        // Cannot overflow: the constructor checked the product of max(d, 1) over all dimensions,
+        // which bounds this product.
+        self.dims().iter().product()
     }
 
     /// Row-major strides in elements: the last dimension has stride 1.
@@ -148,7 +146,7 @@ impl Shape {
 
     /// Size in bytes of a dense tensor of `dtype` with this shape; more than `isize::MAX` bytes is an error.
     pub fn byte_size(&self, dtype: DType) -> Result<usize, TensorError> {
-        self.elements
+        self.num_elements()
             .checked_mul(dtype.size())
             .filter(|&b| b <= MAX_BYTES)
             .ok_or_else(|| self.overflow(Some(dtype), "byte size", MAX_BYTES as u128))
