@@ -5,13 +5,18 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::sync::Arc;
-use tensor_alloc::alloc::{AlignedCpuAllocator, AllocatorRef, SystemAllocator, TrackingAllocator};
+use tensor_alloc::alloc::{
+    AlignedCpuAllocator, AllocatorRef, BfcAllocator, BfcOptions, PoolAllocator, PoolOptions,
+    SystemAllocator, TrackingAllocator,
+};
 use tensor_alloc::tensor::{DType, Tensor};
 
 fn allocators() -> Vec<(&'static str, AllocatorRef)> {
     vec![
         ("system", Arc::new(SystemAllocator)),
         ("cpu", Arc::new(AlignedCpuAllocator::new())),
+        ("bfc", Arc::new(BfcAllocator::new(BfcOptions::default()))),
+        ("pool", Arc::new(PoolAllocator::new(PoolOptions::default()))),
         (
             "tracking",
             Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new())),
