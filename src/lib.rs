@@ -16,6 +16,7 @@ pub mod global;
 pub mod model;
 pub mod planner;
 pub mod sync;
+pub mod tensor;
 pub mod workload;
 
 pub use global::GlobalAllocator;

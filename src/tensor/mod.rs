@@ -1,0 +1,71 @@
+//! Tensors on top of the allocator framework, as TensorFlow's `Tensor` / `TensorBuffer` /
+//! `Buffer<T>` / `SubBuffer<T>` do it.
+//!
+//! - [`DType`]: the element types TFLite models use (f32, f16, bf16, f64, i8…u64, bool), with sizes,
+//!   alignments, names and the TFLite `TensorType` mapping; [`Element`] ties Rust types to them.
+//! - [`Quantization`]: per-tensor or per-channel affine parameters kept beside the dtype.
+//! - [`Shape`]: ≤ [`MAX_DIMS`] dimensions, checked element count / strides / byte size.
+//! - [`TensorBuffer`]: reference-counted bytes that go back to the allocator that produced them when
+//!   the last reference drops; sub-buffers keep their root alive; external memory can be wrapped.
+//!   [`TensorBuffer`]'s docs explain why it counts references with `Arc` and why mutable access to
+//!   a shared buffer is refused rather than copied.
+//! - [`Tensor`]: dtype + shape + buffer + quantization, with the per-tensor allocator path
+//!   [`Tensor::new_in`], typed views, `reshape`, `slice` and `.npy` I/O.
+//!
+//! ```
+//! use tensor_alloc::tensor::{DType, Tensor};
+//! let mut t = Tensor::new(DType::F32, [2, 3])?;
+//! t.as_mut_slice::<f32>()?.copy_from_slice(&[1., 2., 3., 4., 5., 6.]);
+//! let row = t.slice(1, 2)?;               // shares t's buffer
+//! assert_eq!(row.as_slice::<f32>()?, &[4., 5., 6.]);
+//! assert!(t.as_mut_slice::<f32>().is_err()); // shared now: mutable access is refused
+//! drop(row);
+//! assert!(t.as_mut_slice::<f32>().is_ok());
+//! # Ok::<(), tensor_alloc::tensor::TensorError>(())
+//! ```
+
+mod buffer;
+mod dense;
+mod dtype;
+mod error;
+mod npy;
+mod quant;
+mod shape;
+
+pub use buffer::{TensorBuffer, DEFAULT_ALIGNMENT};
+pub use dense::Tensor;
+pub use dtype::{DType, Element};
+pub use error::TensorError;
+pub use quant::Quantization;
+pub use shape::{IntoShape, Shape, Strides, MAX_DIMS};
+
+/// The `f16`/`bf16` storage types used for typed access to [`DType::F16`] / [`DType::BF16`] tensors.
+pub use half::{bf16, f16};
+
+use crate::alloc::{AllocatorRef, TensorAllocator};
+
+/// Wraps an allocator into a shared [`AllocatorRef`].
+pub fn allocator_ref<A: TensorAllocator + 'static>(allocator: A) -> AllocatorRef {
+    std::sync::Arc::new(allocator)
+}
+
+/// The allocator behind [`Tensor::new`] and the other constructors without an explicit allocator.
+///
+/// Today: one process-wide [`AlignedCpuAllocator`](crate::alloc::AlignedCpuAllocator), created on
+/// first use. This is the single place to re-point when the allocator registry lands: it will
+/// return the registry's process-wide CPU allocator (chosen and configured by the `TENSOR_ALLOC_*`
+/// environment variables). It is fallible for that reason: a bad configuration must surface as
+/// [`TensorError::DefaultAllocator`] from `Tensor::new`, not as a silent fallback.
+#[cfg(not(loom))]
+fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
+    static CPU: once_cell::sync::Lazy<AllocatorRef> =
+        once_cell::sync::Lazy::new(|| allocator_ref(crate::alloc::AlignedCpuAllocator::new()));
+    Ok(CPU.clone())
+}
+
+/// Under loom, objects must not outlive one model execution, so no process-wide static: each call
+/// makes a fresh CPU allocator (loom models pass their own allocators anyway).
+#[cfg(loom)]
+fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
+    Ok(allocator_ref(crate::alloc::AlignedCpuAllocator::new()))
+}

@@ -1,0 +1,312 @@
+//! `.npy` reading and writing through `npyz`.
+//!
+//! Supported: C-order arrays of `|b1`, `i1/u1/i2/u2/i4/u4/i8/u8` and `f2/f4/f8` in either byte order
+//! (converted to native order on read, written in native order). bfloat16 has no numpy type
+//! character: it is written as raw 2-byte records `|V2` (little-endian bits, what `ml_dtypes`
+//! produces), and a `V2` file is read back as bfloat16. Fortran-order files and structured dtypes
+//! are refused with an error naming the header field.
+
+use super::{default_cpu_allocator, DType, Element, Shape, Tensor, TensorError};
+use crate::alloc::AllocatorRef;
+use npyz::{FixedSizeBytes, NpyFile, NpyHeader, Order, TypeChar, WriterBuilder};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::path::Path;
+
+const READER: &str = "<reader>";
+const WRITER: &str = "<writer>";
+
+/// The dtype and shape a parsed header describes.
+fn interpret(header: &NpyHeader, label: &str) -> Result<(DType, Shape), TensorError> {
+    if header.order() == Order::Fortran {
+        return Err(TensorError::npy(
+            label,
+            "fortran_order is True; only C-order arrays are supported (save with np.ascontiguousarray)",
+        ));
+    }
+    let ts = match header.dtype() {
+        npyz::DType::Plain(ts) => ts,
+        other => {
+            return Err(TensorError::npy(
+                label,
+                format!(
+                    "descr {} is a structured or sub-array dtype; expected a plain numeric or bool type",
+                    other.descr()
+                ),
+            ))
+        }
+    };
+    let size = ts.size_field();
+    let dtype = match (ts.type_char(), size) {
+        (TypeChar::Bool, 1) => DType::Bool,
+        (TypeChar::Int, 1) => DType::I8,
+        (TypeChar::Int, 2) => DType::I16,
+        (TypeChar::Int, 4) => DType::I32,
+        (TypeChar::Int, 8) => DType::I64,
+        (TypeChar::Uint, 1) => DType::U8,
+        (TypeChar::Uint, 2) => DType::U16,
+        (TypeChar::Uint, 4) => DType::U32,
+        (TypeChar::Uint, 8) => DType::U64,
+        (TypeChar::Float, 2) => DType::F16,
+        (TypeChar::Float, 4) => DType::F32,
+        (TypeChar::Float, 8) => DType::F64,
+        (TypeChar::RawData, 2) => DType::BF16,
+        _ => {
+            return Err(TensorError::npy(
+                label,
+                format!(
+                    "descr '{ts}' is not supported; expected one of |b1, i1/u1/i2/u2/i4/u4/i8/u8, f2/f4/f8, |V2 (bfloat16)"
+                ),
+            ))
+        }
+    };
+    let mut dims = Vec::with_capacity(header.shape().len());
+    for &d in header.shape() {
+        dims.push(usize::try_from(d).map_err(|_| {
+            TensorError::npy(
+                label,
+                format!(
+                    "dimension {d} of shape {:?} does not fit in usize",
+                    header.shape()
+                ),
+            )
+        })?);
+    }
+    Ok((dtype, Shape::new(&dims)?))
+}
+
+fn fill<T: Element + npyz::Deserialize, R: Read>(
+    file: NpyFile<R>,
+    tensor: &mut Tensor,
+    label: &str,
+) -> Result<(), TensorError> {
+    let data = file
+        .data::<T>()
+        .map_err(|e| TensorError::npy(label, format!("dtype: {e}")))?;
+    let dst = tensor.as_mut_slice::<T>()?;
+    let expected = dst.len();
+    let mut n = 0usize;
+    for (d, v) in dst.iter_mut().zip(data) {
+        *d = v.map_err(|e| {
+            TensorError::npy(label, format!("reading element {n} of {expected}: {e}"))
+        })?;
+        n += 1;
+    }
+    if n != expected {
+        return Err(TensorError::npy(
+            label,
+            format!("data ends after {n} of {expected} elements"),
+        ));
+    }
+    Ok(())
+}
+
+fn fill_bf16<R: Read>(
+    file: NpyFile<R>,
+    tensor: &mut Tensor,
+    label: &str,
+) -> Result<(), TensorError> {
+    let data = file
+        .data::<FixedSizeBytes<2>>()
+        .map_err(|e| TensorError::npy(label, format!("dtype: {e}")))?;
+    let dst = tensor.as_mut_slice::<half::bf16>()?;
+    let expected = dst.len();
+    let mut n = 0usize;
+    for (d, v) in dst.iter_mut().zip(data) {
+        let v = v.map_err(|e| {
+            TensorError::npy(label, format!("reading element {n} of {expected}: {e}"))
+        })?;
+        *d = half::bf16::from_bits(u16::from_le_bytes(v.0));
+        n += 1;
+    }
+    if n != expected {
+        return Err(TensorError::npy(
+            label,
+            format!("data ends after {n} of {expected} elements"),
+        ));
+    }
+    Ok(())
+}
+
+fn read_body<R: Read>(
+    allocator: &AllocatorRef,
+    header: NpyHeader,
+    reader: R,
+    label: &str,
+    available: Option<u64>,
+) -> Result<Tensor, TensorError> {
+    let (dtype, shape) = interpret(&header, label)?;
+    let bytes = shape.byte_size(dtype)?;
+    if let Some(avail) = available {
+        if bytes as u64 > avail {
+            return Err(TensorError::npy(
+                label,
+                format!(
+                    "header promises {bytes} data bytes ({dtype} {shape}) but only {avail} bytes follow the header"
+                ),
+            ));
+        }
+    }
+    let mut t = Tensor::zeros_in(allocator, dtype, shape)?;
+    let file = NpyFile::with_header(header, reader);
+    match dtype {
+        DType::F32 => fill::<f32, R>(file, &mut t, label)?,
+        DType::F16 => fill::<half::f16, R>(file, &mut t, label)?,
+        DType::BF16 => fill_bf16(file, &mut t, label)?,
+        DType::F64 => fill::<f64, R>(file, &mut t, label)?,
+        DType::I8 => fill::<i8, R>(file, &mut t, label)?,
+        DType::U8 => fill::<u8, R>(file, &mut t, label)?,
+        DType::I16 => fill::<i16, R>(file, &mut t, label)?,
+        DType::U16 => fill::<u16, R>(file, &mut t, label)?,
+        DType::I32 => fill::<i32, R>(file, &mut t, label)?,
+        DType::U32 => fill::<u32, R>(file, &mut t, label)?,
+        DType::I64 => fill::<i64, R>(file, &mut t, label)?,
+        DType::U64 => fill::<u64, R>(file, &mut t, label)?,
+        DType::Bool => fill::<bool, R>(file, &mut t, label)?,
+    }
+    Ok(t)
+}
+
+fn write_typed<T: Element + npyz::AutoSerialize, W: Write>(
+    t: &Tensor,
+    dims: &[u64],
+    w: W,
+) -> std::io::Result<()> {
+    let data = t
+        .as_slice::<T>()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+    let mut out = npyz::WriteOptions::<T>::new()
+        .default_dtype()
+        .shape(dims)
+        .writer(w)
+        .begin_nd()?;
+    out.extend(data.iter().copied())?;
+    out.finish()
+}
+
+fn write_bf16<W: Write>(t: &Tensor, dims: &[u64], w: W) -> std::io::Result<()> {
+    let data = t
+        .as_slice::<half::bf16>()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+    let ts: npyz::TypeStr = "|V2"
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{e}")))?;
+    let mut out = npyz::WriteOptions::<FixedSizeBytes<2>>::new()
+        .dtype(npyz::DType::Plain(ts))
+        .shape(dims)
+        .writer(w)
+        .begin_nd()?;
+    out.extend(
+        data.iter()
+            .map(|v| FixedSizeBytes(v.to_bits().to_le_bytes())),
+    )?;
+    out.finish()
+}
+
+impl Tensor {
+    /// Reads a `.npy` file into a tensor on the default CPU allocator.
+    pub fn read_npy(path: impl AsRef<Path>) -> Result<Tensor, TensorError> {
+        Self::read_npy_in(&default_cpu_allocator()?, path)
+    }
+
+    /// Reads a `.npy` file into a tensor whose buffer comes from `allocator`.
+    ///
+    /// The header's promised data size is checked against the file length before anything is
+    /// allocated, so a corrupted header cannot trigger a huge allocation.
+    pub fn read_npy_in(
+        allocator: &AllocatorRef,
+        path: impl AsRef<Path>,
+    ) -> Result<Tensor, TensorError> {
+        let path = path.as_ref();
+        let label = path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|e| TensorError::npy(&label, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| TensorError::npy(&label, e))?
+            .len();
+        let mut reader = BufReader::new(file);
+        let header = NpyHeader::from_reader(&mut reader)
+            .map_err(|e| TensorError::npy(&label, format!("header: {e}")))?;
+        let pos = reader
+            .stream_position()
+            .map_err(|e| TensorError::npy(&label, e))?;
+        read_body(
+            allocator,
+            header,
+            reader,
+            &label,
+            Some(len.saturating_sub(pos)),
+        )
+    }
+
+    /// Reads `.npy` data from any reader into a tensor whose buffer comes from `allocator`.
+    ///
+    /// The reader's length is unknown, so the data section is first read into a temporary vector
+    /// that grows only as bytes actually arrive (a header promising more data than the stream
+    /// holds is an error, never a huge allocation); it is then decoded into the tensor.
+    /// [`read_npy_in`](Self::read_npy_in) avoids the temporary copy by checking the file length.
+    pub fn read_npy_from_in<R: Read>(
+        allocator: &AllocatorRef,
+        mut reader: R,
+    ) -> Result<Tensor, TensorError> {
+        let header = NpyHeader::from_reader(&mut reader)
+            .map_err(|e| TensorError::npy(READER, format!("header: {e}")))?;
+        let (dtype, shape) = interpret(&header, READER)?;
+        let bytes = shape.byte_size(dtype)?;
+        let mut data = Vec::new();
+        reader
+            .take(bytes as u64)
+            .read_to_end(&mut data)
+            .map_err(|e| TensorError::npy(READER, format!("data: {e}")))?;
+        if data.len() < bytes {
+            return Err(TensorError::npy(
+                READER,
+                format!(
+                    "data ends after {} of {bytes} bytes ({dtype} {shape})",
+                    data.len()
+                ),
+            ));
+        }
+        read_body(
+            allocator,
+            header,
+            &data[..],
+            READER,
+            Some(data.len() as u64),
+        )
+    }
+
+    /// Writes the tensor as a `.npy` file (C order, native byte order).
+    pub fn write_npy(&self, path: impl AsRef<Path>) -> Result<(), TensorError> {
+        let path = path.as_ref();
+        let label = path.display().to_string();
+        let file = std::fs::File::create(path).map_err(|e| TensorError::npy(&label, e))?;
+        let mut w = BufWriter::new(file);
+        self.write_npy_labeled(&mut w, &label)?;
+        w.flush().map_err(|e| TensorError::npy(&label, e))
+    }
+
+    /// Writes the tensor in `.npy` format to `writer`.
+    pub fn write_npy_to<W: Write>(&self, writer: W) -> Result<(), TensorError> {
+        self.write_npy_labeled(writer, WRITER)
+    }
+
+    fn write_npy_labeled<W: Write>(&self, w: W, label: &str) -> Result<(), TensorError> {
+        let dims: Vec<u64> = self.dims().iter().map(|&d| d as u64).collect();
+        let r = match self.dtype() {
+            DType::F32 => write_typed::<f32, W>(self, &dims, w),
+            DType::F16 => write_typed::<half::f16, W>(self, &dims, w),
+            DType::BF16 => write_bf16(self, &dims, w),
+            DType::F64 => write_typed::<f64, W>(self, &dims, w),
+            DType::I8 => write_typed::<i8, W>(self, &dims, w),
+            DType::U8 => write_typed::<u8, W>(self, &dims, w),
+            DType::I16 => write_typed::<i16, W>(self, &dims, w),
+            DType::U16 => write_typed::<u16, W>(self, &dims, w),
+            DType::I32 => write_typed::<i32, W>(self, &dims, w),
+            DType::U32 => write_typed::<u32, W>(self, &dims, w),
+            DType::I64 => write_typed::<i64, W>(self, &dims, w),
+            DType::U64 => write_typed::<u64, W>(self, &dims, w),
+            DType::Bool => write_typed::<bool, W>(self, &dims, w),
+        };
+        r.map_err(|e| TensorError::npy(label, e))
+    }
+}
