@@ -51,16 +51,15 @@ pub fn allocator_ref<A: TensorAllocator + 'static>(allocator: A) -> AllocatorRef
 
 /// The allocator behind [`Tensor::new`] and the other constructors without an explicit allocator.
 ///
-/// Today: one process-wide [`AlignedCpuAllocator`](crate::alloc::AlignedCpuAllocator), created on
-/// first use. This is the single place to re-point when the allocator registry lands: it will
-/// return the registry's process-wide CPU allocator (chosen and configured by the `TENSOR_ALLOC_*`
-/// environment variables). It is fallible for that reason: a bad configuration must surface as
+/// The registry's process-wide CPU allocator ([`crate::alloc::registry::cpu_allocator`]), created
+/// once and chosen and configured by the `TENSOR_ALLOC_*` environment variables (the highest-priority
+/// factory otherwise). It is fallible for that reason: a bad configuration surfaces as
 /// [`TensorError::DefaultAllocator`] from `Tensor::new`, not as a silent fallback.
 #[cfg(not(loom))]
 fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
-    static CPU: once_cell::sync::Lazy<AllocatorRef> =
-        once_cell::sync::Lazy::new(|| allocator_ref(crate::alloc::AlignedCpuAllocator::new()));
-    Ok(CPU.clone())
+    crate::alloc::registry::cpu_allocator(None).map_err(|e| TensorError::DefaultAllocator {
+        reason: e.to_string(),
+    })
 }
 
 /// Under loom, objects must not outlive one model execution, so no process-wide static: each call
