@@ -37,14 +37,17 @@ impl Counting {
     }
     /// A tracked read standing for a read of the buffer's bytes.
     fn touch(&self) -> u64 {
+        // SAFETY: loom's UnsafeCell hands out a valid pointer for the duration of the closure.
         self.bytes.with(|p| unsafe { *p })
     }
     /// A tracked write standing for a write of the buffer's bytes.
     fn write(&self, v: u64) {
+        // SAFETY: loom's UnsafeCell hands out a valid, exclusive pointer for the closure.
         self.bytes.with_mut(|p| unsafe { *p = v })
     }
 }
 
+// SAFETY: each pointer came from this allocator with this layout/size and is freed exactly once.
 unsafe impl Allocator for Counting {
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         self.allocs.fetch_add(1, Ordering::SeqCst);
@@ -54,6 +57,7 @@ unsafe impl Allocator for Counting {
         // The allocator reuses the memory: model it as a write of the bytes.
         self.write(u64::MAX);
         self.frees.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { self.inner.deallocate(ptr, layout) }
     }
 }
@@ -68,11 +72,13 @@ fn counting() -> (AllocatorRef, &'static Counting) {
     // (loom objects are iteration-local; the leak is a few bytes per explored interleaving).
     let c: &'static Counting = Box::leak(Box::new(Counting::new()));
     struct ByRef(&'static Counting);
+    // SAFETY: each pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe impl Allocator for ByRef {
         fn allocate(&self, l: Layout) -> Result<NonNull<[u8]>, AllocError> {
             self.0.allocate(l)
         }
         unsafe fn deallocate(&self, p: NonNull<u8>, l: Layout) {
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { self.0.deallocate(p, l) }
         }
     }

@@ -19,9 +19,11 @@ fn concurrent_alloc_free_keeps_table_exact() {
                     let p = t.allocate(l).unwrap();
                     let id = t.allocation_id(p.cast()).unwrap();
                     assert!(id >= 1);
+                    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                     unsafe { t.deallocate(p.cast(), l) };
                     let q = t.allocate(l).unwrap();
                     assert_eq!(t.requested_size(q.cast()), Some(32));
+                    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                     unsafe { t.deallocate(q.cast(), l) };
                 })
             })

@@ -350,6 +350,7 @@ mod tests {
                     "align {align} size {size}"
                 );
                 assert_eq!(p.len(), size);
+                // SAFETY: the blocks are live and at least as long as the bytes touched; each is freed once, after its last use.
                 unsafe {
                     std::ptr::write_bytes(p.as_ptr().cast::<u8>(), 0x5A, size);
                     a.deallocate(p.cast(), l);
@@ -367,6 +368,7 @@ mod tests {
         let p = a.allocate(l).unwrap();
         assert_eq!(p.len(), 0);
         assert_eq!(p.as_ptr().cast::<u8>() as usize % 256, 0);
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { a.deallocate(p.cast(), l) };
         assert_eq!(a.stats().num_allocs, 0);
     }
@@ -391,6 +393,7 @@ mod tests {
             } else {
                 let i = rng.below(live.len() as u64) as usize;
                 let (p, l) = live.swap_remove(i);
+                // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                 unsafe { a.deallocate(p.cast(), l) };
                 in_use -= l.size() as u64;
                 frees += 1;
@@ -408,6 +411,7 @@ mod tests {
             );
         }
         for (p, l) in live {
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { a.deallocate(p.cast(), l) };
         }
         assert_eq!(a.stats().bytes_in_use, 0);
@@ -458,8 +462,10 @@ mod tests {
             (s.bytes_in_use, s.num_allocs, s.bytes_limit),
             (8_000, 2, Some(10_000))
         );
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { a.deallocate(p1.cast(), l) };
         let p3 = a.allocate(l).unwrap();
+        // SAFETY: each pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe {
             a.deallocate(p2.cast(), l);
             a.deallocate(p3.cast(), l);
@@ -485,6 +491,7 @@ mod tests {
         );
         assert_eq!(total, 1, "crossing 50% happens once");
         for p in v {
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { a.deallocate(p.cast(), l) };
         }
     }

@@ -1572,6 +1572,7 @@ mod tests {
     }
 
     fn free(p: &PoolAllocator, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { p.deallocate(ptr, layout) }
     }
 
@@ -1645,6 +1646,7 @@ mod tests {
                 for _ in 0..2 {
                     let a = alloc(&p, l(size, align));
                     assert_eq!(a.as_ptr() as usize % align, 0, "size {size} align {align}");
+                    // SAFETY: the block is live and at least as long as the bytes touched here.
                     unsafe { std::ptr::write_bytes(a.as_ptr(), 0xA5, size) };
                     free(&p, a, l(size, align));
                 }
@@ -1920,6 +1922,7 @@ mod tests {
             if live.is_empty() || rng.below(3) != 0 {
                 let layout = l(1 + rng.below(9000) as usize, 1 << rng.below(10));
                 let ptr = alloc(&p, layout);
+                // SAFETY: the block is live and at least as long as the bytes touched here.
                 unsafe { ptr.as_ptr().write_volatile(7) };
                 in_use += layout.size().next_power_of_two() as u64;
                 peak = peak.max(in_use);
@@ -1985,6 +1988,7 @@ mod tests {
             Ok((p, got + self.calls.fetch_add(1, Ordering::SeqCst)))
         }
         unsafe fn free(&self, p: NonNull<u8>, n: usize) {
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { self.inner.free(p, n) }
         }
         fn name(&self) -> &str {
@@ -2047,20 +2051,24 @@ mod tests {
                         let layout = l(64 * (1 + rng.below(6) as usize), 64);
                         let ptr = p.allocate(layout).unwrap().cast::<u8>();
                         let tag = (i % 251) as u8;
+                        // SAFETY: the block is live and at least as long as the bytes touched here.
                         unsafe { std::ptr::write_bytes(ptr.as_ptr(), tag, layout.size()) };
                         v.push((ptr, layout, tag));
                         if v.len() > 5 {
                             let (ptr, layout, tag) = v.swap_remove(rng.below(6) as usize);
                             let bytes =
+                                // SAFETY: the block is live and at least as long as the bytes touched here.
                                 unsafe { std::slice::from_raw_parts(ptr.as_ptr(), layout.size()) };
                             assert!(
                                 bytes.iter().all(|&b| b == tag),
                                 "buffer shared by two owners"
                             );
+                            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                             unsafe { p.deallocate(ptr, layout) };
                         }
                     }
                     for (ptr, layout, _) in v {
+                        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                         unsafe { p.deallocate(ptr, layout) };
                     }
                 })
@@ -2115,6 +2123,7 @@ mod tests {
                     let layout = l(64 * (1 + rng.below(4) as usize), 64);
                     let ptr = p.allocate(layout).unwrap().cast::<u8>();
                     let tag = (i % 253) as u8;
+                    // SAFETY: the block is live and at least as long as the bytes touched here.
                     unsafe { std::ptr::write_bytes(ptr.as_ptr(), tag, layout.size()) };
                     tx.send((ptr.as_ptr() as usize, layout, tag)).unwrap();
                 }
@@ -2125,11 +2134,13 @@ mod tests {
             std::thread::spawn(move || {
                 while let Ok((addr, layout, tag)) = rx.recv() {
                     let ptr = NonNull::new(addr as *mut u8).unwrap();
+                    // SAFETY: the block is live and at least as long as the bytes touched here.
                     let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), layout.size()) };
                     assert!(
                         bytes.iter().all(|&b| b == tag),
                         "buffer shared by two owners"
                     );
+                    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                     unsafe { p.deallocate(ptr, layout) };
                 }
             })
@@ -2287,11 +2298,13 @@ mod tests {
         let p2 = p.clone();
         let h = std::thread::spawn(move || {
             let x = p2.allocate(l(512, 64)).unwrap().cast::<u8>();
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { p2.deallocate(x, l(512, 64)) }; // now in this thread's cache
             done_tx.send(()).unwrap();
             go_rx.recv().unwrap();
             // The next operation sees the trim and releases the cached buffer first.
             let y = p2.allocate(l(1024, 64)).unwrap().cast::<u8>();
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { p2.deallocate(y, l(1024, 64)) };
             done_tx.send(()).unwrap();
             go_rx.recv().unwrap();
@@ -2331,6 +2344,7 @@ mod tests {
         let p2 = shared.clone();
         let h = std::thread::spawn(move || {
             let x = p2.allocate(l(4096, 64)).unwrap().cast::<u8>();
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { p2.deallocate(x, l(4096, 64)) };
             drop(p2);
             back_tx.send(()).unwrap();

@@ -659,6 +659,7 @@ mod tests {
             let p = a.allocate(l).unwrap();
             assert_eq!(p.as_ptr().cast::<u8>() as usize % 64, 0);
             assert_eq!(a.stats().bytes_in_use, 4096);
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { a.deallocate(p.cast(), l) };
         }
     }
@@ -835,6 +836,7 @@ mod tests {
         let l = Layout::from_size_align(100, 8).unwrap();
         let p = a.allocate(l).unwrap();
         assert_eq!(a.requested_size(p.cast()), Some(100));
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { a.deallocate(p.cast(), l) };
 
         let r = Registry::with_builtins();
@@ -864,6 +866,7 @@ mod tests {
         let p = r.create("pool", &e).unwrap();
         let l = Layout::from_size_align(1000, 8).unwrap();
         let x = p.allocate(l).unwrap();
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { p.deallocate(x.cast(), l) };
         assert_eq!(p.stats().bytes_reserved, 0, "limit 0: nothing cached");
     }

@@ -350,6 +350,7 @@ mod tests {
             assert_eq!(na.load(Ordering::SeqCst), 5);
             assert_eq!(nf.load(Ordering::SeqCst), 0);
             for (p, n) in regions {
+                // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                 unsafe { s.free(p, n) };
             }
             assert_eq!(na.load(Ordering::SeqCst), 5);
@@ -365,6 +366,7 @@ mod tests {
             assert_eq!(p.as_ptr() as usize % align, 0);
             assert_eq!(n % page_size(), 0);
             assert!(n >= 5000);
+            // SAFETY: the blocks are live and at least as long as the bytes touched; each is freed once, after its last use.
             unsafe {
                 std::ptr::write_bytes(p.as_ptr(), 0xAB, n);
                 s.free(p, n);
@@ -394,6 +396,7 @@ mod tests {
             let (p, n) = s.alloc(align, 1000).unwrap();
             assert_eq!(p.as_ptr() as usize % align, 0);
             assert_eq!(n, 1000);
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { s.free(p, n) };
         }
     }

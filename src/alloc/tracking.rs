@@ -341,6 +341,7 @@ mod tests {
                 live.push((p, l, id));
             } else {
                 let (p, l, _) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                 unsafe { t.deallocate(p.cast(), l) };
                 assert_eq!(t.allocation_id(p.cast()), None);
             }
@@ -367,6 +368,7 @@ mod tests {
             "{text}"
         );
         for (p, l, _) in live {
+            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
             unsafe { t.deallocate(p.cast(), l) };
         }
         assert_eq!(t.live_count(), 0);
@@ -379,6 +381,8 @@ mod tests {
         let t = TrackingAllocator::new(AlignedCpuAllocator::new());
         let l = Layout::from_size_align(100, 8).unwrap();
         let p = t.allocate(l).unwrap();
+        // SAFETY: the first free is valid; the second is the deliberate double free under test,
+        // which the table rejects before it reaches the inner allocator.
         unsafe {
             t.deallocate(p.cast(), l);
             t.deallocate(p.cast(), l);
@@ -411,10 +415,12 @@ mod tests {
                         v.push((t.allocate(l).unwrap(), l));
                         if i % 3 == 0 {
                             let (p, l) = v.swap_remove(0);
+                            // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                             unsafe { t.deallocate(p.cast(), l) };
                         }
                     }
                     for (p, l) in v {
+                        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
                         unsafe { t.deallocate(p.cast(), l) };
                     }
                 })

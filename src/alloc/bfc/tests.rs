@@ -89,6 +89,7 @@ fn alloc_free_coalesces_back_to_one_chunk() {
     a.check_invariants().unwrap();
     assert_eq!(a.stats().bytes_in_use, 1024 + 5120 + 512);
     assert_eq!(a.allocated_size(q.cast()), Some(5120));
+    // SAFETY: each pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe {
         a.deallocate(q.cast(), l(5000, 64)); // middle first: no merge on the left
         a.check_invariants().unwrap();
@@ -118,6 +119,7 @@ fn best_fit_prefers_the_smallest_then_lowest_chunk() {
         .iter()
         .map(|&s| a.allocate(l(s, 1)).unwrap().cast::<u8>())
         .collect();
+    // SAFETY: each pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe {
         a.deallocate(ps[0], l(4096, 1));
         a.deallocate(ps[4], l(2048, 1));
@@ -148,12 +150,14 @@ fn every_power_of_two_alignment_up_to_64k_is_honoured() {
                 "align {align} size {size}"
             );
             assert!(a.allocated_size(ptr).unwrap() >= size);
+            // SAFETY: the block is live and at least as long as the bytes touched here.
             unsafe { std::ptr::write_bytes(ptr.as_ptr(), shift as u8, size) };
             live.push((ptr, l(size, align), shift as u8));
             a.check_invariants().unwrap();
         }
     }
     for (p, lay, v) in live {
+        // SAFETY: the blocks are live and at least as long as the bytes touched; each is freed once, after its last use.
         unsafe {
             assert!(std::slice::from_raw_parts(p.as_ptr(), lay.size())
                 .iter()
@@ -181,13 +185,16 @@ fn split_rule_follows_ratio_and_waste_threshold() {
         },
     );
     let p = a.allocate(l(600 << 10, 64)).unwrap().cast::<u8>();
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(600 << 10, 64)) };
     let q = a.allocate(l(400 << 10, 64)).unwrap().cast::<u8>();
     assert_eq!(a.allocated_size(q), Some(600 << 10));
     assert_eq!(a.requested_size(q), Some(400 << 10));
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(q, l(400 << 10, 64)) };
     let r = a.allocate(l(256 << 10, 64)).unwrap().cast::<u8>();
     assert_eq!(a.allocated_size(r), Some(256 << 10));
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(r, l(256 << 10, 64)) };
     a.check_invariants().unwrap();
 
@@ -203,6 +210,7 @@ fn split_rule_follows_ratio_and_waste_threshold() {
         Some(1 << 20),
         "1 MiB remainder ≥ 64 KiB"
     );
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { b.deallocate(p, l(1 << 20, 64)) };
     let c = BfcAllocator::new(BfcOptions {
         split_ratio: 1000.0,
@@ -214,6 +222,7 @@ fn split_rule_follows_ratio_and_waste_threshold() {
         Some(2 << 20),
         "no rule applies: whole chunk"
     );
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { c.deallocate(p, l(1 << 20, 64)) };
 }
 
@@ -231,8 +240,10 @@ fn double_growth_doubles_from_the_initial_region() {
     assert_eq!(sizes.lock().unwrap().last(), Some(&(64 * MIB)));
     a.check_invariants().unwrap();
     for p in ps {
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { a.deallocate(p, lay) };
     }
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(big, l(40 * MIB, 64)) };
     assert_eq!(a.stats().num_regions, Some(4));
     assert_eq!(a.trim(), (2 + 4 + 8 + 64) * MIB);
@@ -241,6 +252,7 @@ fn double_growth_doubles_from_the_initial_region() {
     a.check_invariants().unwrap();
     // Usable again after trimming everything.
     let p = a.allocate(l(100, 8)).unwrap().cast::<u8>();
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(100, 8)) };
 }
 
@@ -259,6 +271,7 @@ fn exact_growth_reserves_what_is_asked() {
     let p2 = a.allocate(l(5 * MIB, 64)).unwrap().cast::<u8>();
     let p3 = a.allocate(l(12_288, 64)).unwrap().cast::<u8>();
     assert_eq!(*sizes.lock().unwrap(), vec![3 * MIB, 5 * MIB, 12_288]);
+    // SAFETY: each pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe {
         a.deallocate(p1, l(3 * MIB, 64));
         a.deallocate(p2, l(5 * MIB, 64));
@@ -287,6 +300,7 @@ fn growth_backs_off_and_always_terminates() {
         "backed off ×0.9 steps to just under the cap: {}",
         s.bytes_reserved
     );
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(MIB, 64)) };
     // A request above the cap fails after a bounded number of attempts.
     let e = a.try_allocate(l(4 * MIB, 64)).unwrap_err();
@@ -326,6 +340,7 @@ fn memory_limit_is_never_exceeded_and_gc_makes_room() {
     };
     let a = BfcAllocator::new(opts.clone());
     let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(MIB, 64)) };
     // 3.5 MiB does not fit beside the free 1 MiB region: GC returns it, then growth succeeds.
     let q = a.allocate(l(3 * MIB + MIB / 2, 64)).unwrap().cast::<u8>();
@@ -337,6 +352,7 @@ fn memory_limit_is_never_exceeded_and_gc_makes_room() {
     let e = a.try_allocate(l(MIB, 64)).unwrap_err();
     assert!(matches!(e, AllocatorError::LimitExceeded { .. }), "{e}");
     assert!(a.stats().bytes_reserved <= 4 * MIB as u64);
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(q, l(3 * MIB + MIB / 2, 64)) };
     a.check_invariants().unwrap();
 
@@ -346,6 +362,7 @@ fn memory_limit_is_never_exceeded_and_gc_makes_room() {
         ..opts
     });
     let p = b.allocate(l(MIB, 64)).unwrap().cast::<u8>();
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { b.deallocate(p, l(MIB, 64)) };
     let e = b.try_allocate(l(3 * MIB + MIB / 2, 64)).unwrap_err();
     assert!(e.to_string().contains("limit"), "{e}");
@@ -364,6 +381,7 @@ fn oom_reports_fragmentation_and_keeps_a_dump() {
         .map(|_| a.allocate(blk).unwrap().cast::<u8>())
         .collect();
     for p in ps.iter().step_by(2) {
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { a.deallocate(*p, blk) };
     }
     let s = a.stats();
@@ -389,6 +407,7 @@ fn oom_reports_fragmentation_and_keeps_a_dump() {
     let logs = capture_logs(|| assert!(a.allocate(l(3 * MIB, 64)).is_err()));
     assert!(logs.contains("true OOM"), "{logs}");
     for p in ps.iter().skip(1).step_by(2) {
+        // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { a.deallocate(*p, blk) };
     }
     a.check_invariants().unwrap();
@@ -399,10 +418,13 @@ fn bad_frees_are_refused_without_damage() {
     let a = BfcAllocator::new(BfcOptions::default());
     let p = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
     let q = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(1000, 8)) };
     let before = a.stats();
     let mut on_stack = [0u8; 64];
     let foreign = NonNull::new(on_stack.as_mut_ptr()).unwrap();
+    // SAFETY: deliberately invalid frees (double, foreign, interior): the test checks that the BFC
+    // detects each in O(1) and touches no memory for them; none of these addresses is dereferenced.
     let logs = capture_logs(|| unsafe {
         a.deallocate(p, l(1000, 8)); // double free
         a.deallocate(foreign, l(64, 1)); // not ours
@@ -416,6 +438,7 @@ fn bad_frees_are_refused_without_damage() {
     );
     assert_eq!(a.stats(), before);
     a.check_invariants().unwrap();
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(q, l(1000, 8)) };
     a.check_invariants().unwrap();
     assert_eq!(a.stats().bytes_in_use, 0);
@@ -432,6 +455,7 @@ fn per_pointer_queries_and_ids() {
     assert_eq!(a.allocated_size(q), Some(768));
     let (ip, iq) = (a.allocation_id(p).unwrap(), a.allocation_id(q).unwrap());
     assert!(ip >= 1 && iq > ip);
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(10, 8)) };
     assert_eq!(a.requested_size(p), None);
     let r = a.allocate(l(10, 8)).unwrap().cast::<u8>();
@@ -440,6 +464,7 @@ fn per_pointer_queries_and_ids() {
     assert_eq!(ev.len(), 4);
     assert_eq!(ev[2].kind, BfcEventKind::Free);
     assert_eq!(ev[2].id, ip);
+    // SAFETY: each pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe {
         a.deallocate(q, l(700, 8));
         a.deallocate(r, l(10, 8));
@@ -464,13 +489,16 @@ fn grow_and_shrink_in_place_and_by_copy() {
 
     // Growing into a free right neighbour keeps the address.
     let p = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
+    // SAFETY: the pointer is live, from this allocator, with the old layout given.
     let g = unsafe { a.grow(p, l(1000, 8), l(50_000, 8)) }.unwrap();
     assert_eq!(g.cast::<u8>(), p);
     assert_eq!(a.requested_size(p), Some(50_000));
+    // SAFETY: the pointer is live, from this allocator, with the old layout given.
     let s = unsafe { a.shrink(p, l(50_000, 8), l(100, 8)) }.unwrap();
     assert_eq!(s.cast::<u8>(), p);
     assert_eq!(a.allocated_size(p), Some(256), "tail split off on shrink");
     a.check_invariants().unwrap();
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(100, 8)) };
     assert_eq!(a.stats().bytes_in_use, 0);
     a.check_invariants().unwrap();
@@ -481,6 +509,7 @@ fn zero_size_and_impossible_requests() {
     let a = BfcAllocator::new(BfcOptions::default());
     let z = a.allocate(l(0, 4096)).unwrap();
     assert_eq!(z.len(), 0);
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(z.cast(), l(0, 4096)) };
     assert_eq!(a.stats().num_allocs, 0);
     let huge = l(isize::MAX as usize - 8192, 4096);
@@ -510,6 +539,7 @@ fn invalid_options_are_named() {
         ..BfcOptions::default()
     });
     let p = a.allocate(l(10, 8)).unwrap();
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p.cast(), l(10, 8)) };
     assert_eq!(a.granule(), 256);
 }
@@ -530,6 +560,7 @@ fn custom_granule_and_bins() {
         d.bins[3].free_chunks, 1,
         "the big remainder sits in the last bin"
     );
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(65, 8)) };
     a.check_invariants().unwrap();
 }
@@ -555,6 +586,7 @@ fn checker_detects_corruption() {
     let e = a.check_invariants().unwrap_err();
     assert!(e.contains("bytes in use"), "{e}");
     a.core.lock().st.in_use -= 1;
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(1000, 8)) };
     a.check_invariants().unwrap();
 }
@@ -571,6 +603,7 @@ fn allocator_is_send_and_sync_and_shared() {
                 for i in 0..2000usize {
                     let lay = l(64 + (i * 97 + t) % 5000, 64);
                     let p = a.allocate(lay).unwrap().cast::<u8>();
+                    // SAFETY: each pointer came from this allocator with this layout/size and is freed exactly once.
                     unsafe {
                         p.as_ptr().write(t as u8);
                         assert_eq!(p.as_ptr().read(), t as u8);
@@ -598,6 +631,7 @@ fn huge_page_regions_are_2mib_aligned() {
     let huge: Vec<_> = d.regions.iter().filter(|r| r.size >= 4 * MIB).collect();
     assert_eq!(huge.len(), 1);
     assert_eq!(huge[0].base % (2 * MIB), 0);
+    // SAFETY: the blocks are live and at least as long as the bytes touched; each is freed once, after its last use.
     unsafe {
         std::ptr::write_bytes(big.as_ptr(), 7, 5 * MIB);
         a.deallocate(big, l(5 * MIB, 64));
