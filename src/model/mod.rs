@@ -442,24 +442,7 @@ impl Model {
     /// against [`Model::bytes`]. The reader guarantees this for the models it returns; call it on
     /// a model assembled or edited by hand before analysing it ([`Lifetimes::compute`] does).
     pub fn validate(&self) -> Result<(), ModelError> {
-        fn check(
-            location: impl FnOnce() -> String,
-            index: i64,
-            len: usize,
-            what: &'static str,
-            optional: bool,
-        ) -> Result<(), ModelError> {
-            if (optional && index == -1) || (index >= 0 && (index as u64) < len as u64) {
-                Ok(())
-            } else {
-                Err(ModelError::IndexOutOfRange {
-                    location: location(),
-                    index,
-                    len,
-                    what,
-                })
-            }
-        }
+        use tflite::check_index as check;
         for (i, b) in self.buffers.iter().enumerate() {
             if let Some(r) = &b.data {
                 if r.start > r.end || r.end > self.bytes.len() {

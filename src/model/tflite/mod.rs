@@ -113,7 +113,8 @@ fn collect<'a, X: flatbuffers::Follow<'a> + 'a>(v: Option<Vector<'a, X>>) -> Vec
     v.map(|v| v.iter().collect()).unwrap_or_default()
 }
 
-fn check_index(
+/// `Ok` when `index` is in `0..len` (or `-1` where optional), else an error naming the location.
+pub(crate) fn check_index(
     location: impl FnOnce() -> String,
     index: i64,
     len: usize,
