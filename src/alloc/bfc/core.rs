@@ -8,6 +8,7 @@ use super::region::{Region, Regions};
 use super::{BfcGrowth, BfcOptions};
 use crate::alloc::sub::SubAllocator;
 use crate::alloc::AllocatorStats;
+use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::time::Instant;
 
@@ -82,7 +83,7 @@ pub(crate) struct Cached {
 pub(crate) struct Core {
     pub slab: Slab,
     /// Recently freed chunks kept whole (oldest first); see `BfcOptions::recent_free_cache`.
-    pub quick: Vec<Cached>,
+    pub quick: VecDeque<Cached>,
     quick_cap: usize,
     quick_max: usize,
     /// Bytes held by the recent-free cache and their bound.
@@ -102,6 +103,9 @@ pub(crate) struct Core {
     initial_region: usize,
     curr_region: usize,
     huge_min: usize,
+    /// Freed chunks of at least this many bytes give their whole pages back (`MADV_DONTNEED`).
+    release_min: usize,
+    page: usize,
     regions_created: u64,
     pub st: Counters,
     next_id: u64,
@@ -146,6 +150,26 @@ fn advise_huge_pages(p: NonNull<u8>, len: usize) {
     }
 }
 
+/// Tells the kernel the whole pages of the free chunk `[addr, addr+len)` are not needed
+/// (`MADV_DONTNEED`): they stop counting as resident and read back as zeros when touched again.
+#[cold]
+#[inline(never)]
+fn release_pages(addr: usize, len: usize, page: usize) {
+    let a = addr.next_multiple_of(page);
+    let b = round_down(addr + len, page);
+    if b <= a {
+        return;
+    }
+    let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(a);
+    // SAFETY: [a, b) lies inside a chunk that was just freed (no caller may use it any more) of a
+    // region this allocator owns; MADV_DONTNEED on private anonymous or heap memory only drops the
+    // page contents (nobody relies on them: the allocator never promises contents of new blocks).
+    let rc = unsafe { libc::madvise(p, b - a, libc::MADV_DONTNEED) };
+    if rc != 0 {
+        tracing::debug!(allocator = "bfc", len = b - a, "MADV_DONTNEED refused");
+    }
+}
+
 /// Bytes from `addr` up to the next multiple of `align` (a power of two): `(-addr) mod align`.
 #[inline]
 fn align_pad(addr: usize, align: usize) -> usize {
@@ -163,7 +187,7 @@ impl Core {
         let granule = o.granule_bytes;
         Self {
             slab: Slab::with_capacity(256),
-            quick: Vec::with_capacity(o.recent_free_cache),
+            quick: VecDeque::with_capacity(o.recent_free_cache),
             quick_cap: o.recent_free_cache,
             quick_max: o.recent_free_max_chunk_bytes,
             quick_bytes: 0,
@@ -182,6 +206,8 @@ impl Core {
             initial_region: o.initial_region_bytes.max(granule),
             curr_region: o.initial_region_bytes.max(granule),
             huge_min: o.huge_page_min_region_bytes.unwrap_or(usize::MAX),
+            release_min: o.release_pages_min_bytes.unwrap_or(usize::MAX),
+            page: crate::alloc::sub::page_size(),
             regions_created: 0,
             st: Counters::default(),
             next_id: 1,
@@ -250,8 +276,11 @@ impl Core {
             "size overflows when rounded to the granule",
         ))?;
         if !self.quick.is_empty() {
-            if let Some(i) = self.quick_find(rounded, align) {
-                return Ok(self.use_cached(i, size));
+            if let Some(hit) = self
+                .quick_find(rounded, align)
+                .and_then(|i| self.use_cached(i, size))
+            {
+                return Ok(hit);
             }
             // Cached chunks that could serve this request go back to the bins first, so the
             // choice below is the same best fit as without the cache.
@@ -314,8 +343,15 @@ impl Core {
 
     /// Hands out cache entry `i` whole (no bin, split or handle-table work).
     #[inline]
-    fn use_cached(&mut self, i: usize, requested: usize) -> (usize, usize) {
-        let e = self.quick.remove(i);
+    fn use_cached(&mut self, i: usize, requested: usize) -> Option<(usize, usize)> {
+        // Usually the newest entry (LIFO): a pop, no shifting.
+        let e = if i + 1 == self.quick.len() {
+            self.quick.pop_back()
+        } else {
+            self.quick.remove(i)
+        };
+        // `i` came from `quick_find` on the same cache under the same lock, so this is `Some`.
+        let e = e?;
         self.quick_bytes -= e.size;
         let id = self.next_id;
         self.next_id += 1;
@@ -329,7 +365,7 @@ impl Core {
         st.peak_in_use = st.peak_in_use.max(st.in_use);
         st.largest_alloc = st.largest_alloc.max(e.size as u64);
         self.record(BfcEventKind::Alloc, e.size, requested, id);
-        (e.addr, e.size)
+        Some((e.addr, e.size))
     }
 
     /// Takes cache entry `e` out of the cache state and frees it for real (merge + bin).
@@ -353,8 +389,9 @@ impl Core {
         let mut i = 0;
         while i < self.quick.len() {
             if self.quick[i].size >= rounded {
-                let e = self.quick.remove(i);
-                self.uncache(e);
+                if let Some(e) = self.quick.remove(i) {
+                    self.uncache(e);
+                }
             } else {
                 i += 1;
             }
@@ -364,7 +401,7 @@ impl Core {
     /// Frees every chunk of the recent-free cache for real (merging with free neighbours), so
     /// the bins, trim, dumps and statistics see fully coalesced memory.
     pub fn flush_quick(&mut self) {
-        while let Some(e) = self.quick.pop() {
+        while let Some(e) = self.quick.pop_back() {
             self.uncache(e);
         }
     }
@@ -709,15 +746,20 @@ impl Core {
             while self.quick.len() >= self.quick_cap
                 || self.quick_bytes + size > self.quick_max_total
             {
-                let old = self.quick.remove(0);
+                let Some(old) = self.quick.pop_front() else {
+                    break;
+                };
                 self.uncache(old);
             }
             self.slab[h].cached = true;
             self.quick_bytes += size;
-            self.quick.push(Cached { size, addr, h });
+            self.quick.push_back(Cached { size, addr, h });
         } else {
             let c = &mut self.slab[h];
             c.in_use = false;
+            if size >= self.release_min {
+                release_pages(addr, size, self.page);
+            }
             self.release(ri, h);
         }
         Ok(size)
@@ -1042,7 +1084,7 @@ impl Core {
                     e.addr, e.size, e.h, c.addr, c.size, c.cached
                 ));
             }
-            if self.quick[..i].iter().any(|o| o.h == e.h) {
+            if self.quick.iter().take(i).any(|o| o.h == e.h) {
                 return Err(format!("recent-free cache holds chunk {} twice", e.h));
             }
         }

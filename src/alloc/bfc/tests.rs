@@ -686,7 +686,7 @@ fn recent_free_cache_respects_alignment_and_bounds() {
     assert!(a.core.lock().quick.iter().map(|e| e.size).sum::<usize>() <= 12288);
     a.check_invariants().unwrap();
     // An alignment the cached address does not satisfy is served from the bins instead.
-    let newest = a.core.lock().quick.last().map(|e| e.addr).unwrap();
+    let newest = a.core.lock().quick.back().map(|e| e.addr).unwrap();
     let align = 1usize << (newest.trailing_zeros() + 1);
     let q = a.allocate(l(4096, align)).unwrap().cast::<u8>();
     assert_eq!(q.as_ptr().addr() % align, 0);
@@ -775,4 +775,32 @@ fn recent_free_cache_with_cross_thread_frees() {
     assert_eq!((s.bytes_in_use, s.num_allocs, s.num_frees), (0, 200, 200));
     a.check_invariants().unwrap();
     assert_eq!(a.memory_dump().regions[0].chunks.len(), 1);
+}
+
+#[test]
+fn released_pages_of_big_free_chunks_read_back_as_zero() {
+    // Anonymous private mmap memory reads back as zeros after MADV_DONTNEED, which shows the
+    // pages were handed back; without the option the old contents stay.
+    for (release, expect_zero) in [(Some(MIB), true), (None, false)] {
+        let a = BfcAllocator::new(BfcOptions {
+            release_pages_min_bytes: release,
+            recent_free_cache: 0,
+            ..BfcOptions::default()
+        });
+        let _guard = a.allocate(l(256, 8)).unwrap(); // keeps the region from being trimmed
+        let p = a.allocate(l(4 * MIB, 4096)).unwrap().cast::<u8>();
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0xAB, 4 * MIB) };
+        unsafe { a.deallocate(p, l(4 * MIB, 4096)) };
+        a.check_invariants().unwrap();
+        let q = a.allocate(l(4 * MIB, 4096)).unwrap().cast::<u8>();
+        assert_eq!(q, p, "the same chunk is reused");
+        let byte = unsafe { q.as_ptr().add(MIB).read_volatile() };
+        assert_eq!(
+            byte == 0,
+            expect_zero,
+            "release {release:?}: byte {byte:#x}"
+        );
+        unsafe { a.deallocate(q, l(4 * MIB, 4096)) };
+        a.check_invariants().unwrap();
+    }
 }
