@@ -8,7 +8,6 @@ use super::region::{Region, Regions};
 use super::{BfcGrowth, BfcOptions};
 use crate::alloc::sub::SubAllocator;
 use crate::alloc::AllocatorStats;
-use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::time::Instant;
 
@@ -72,23 +71,35 @@ impl FreeError {
     }
 }
 
-/// One chunk of the recent-free cache.
-#[derive(Debug, Clone, Copy)]
+/// One chunk of the recent-free cache (a copy, for tests and the checker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Cached {
     pub size: usize,
     pub addr: usize,
     pub h: u32,
 }
 
+/// The recent-free cache, threaded through the cached chunks themselves (their treap fields are
+/// unused while they are in no bin): `left`/`right` link all cached chunks oldest → newest (for
+/// eviction), `prio` links the cached chunks of one size bin newest → oldest (for lookup), so a
+/// hit or a miss looks at the few chunks of one or two bins, never at the whole cache.
+#[derive(Debug)]
+struct Quick {
+    heads: [u32; MAX_BINS],
+    mask: u64,
+    oldest: u32,
+    newest: u32,
+    len: usize,
+    bytes: usize,
+    cap: usize,
+    max_chunk: usize,
+    max_bytes: usize,
+}
+
 pub(crate) struct Core {
     pub slab: Slab,
-    /// Recently freed chunks kept whole (oldest first); see `BfcOptions::recent_free_cache`.
-    pub quick: VecDeque<Cached>,
-    quick_cap: usize,
-    quick_max: usize,
-    /// Bytes held by the recent-free cache and their bound.
-    quick_bytes: usize,
-    quick_max_total: usize,
+    /// Recently freed chunks kept whole; see `BfcOptions::recent_free_cache`.
+    quick: Quick,
     pub bins: Bins,
     pub regions: Regions,
     shift: u32,
@@ -187,11 +198,17 @@ impl Core {
         let granule = o.granule_bytes;
         Self {
             slab: Slab::with_capacity(256),
-            quick: VecDeque::with_capacity(o.recent_free_cache),
-            quick_cap: o.recent_free_cache,
-            quick_max: o.recent_free_max_chunk_bytes,
-            quick_bytes: 0,
-            quick_max_total: o.recent_free_max_bytes,
+            quick: Quick {
+                heads: [NIL; MAX_BINS],
+                mask: 0,
+                oldest: NIL,
+                newest: NIL,
+                len: 0,
+                bytes: 0,
+                cap: o.recent_free_cache,
+                max_chunk: o.recent_free_max_chunk_bytes,
+                max_bytes: o.recent_free_max_bytes,
+            },
             bins: Bins::new(),
             regions: Regions::default(),
             shift: granule.trailing_zeros(),
@@ -275,16 +292,13 @@ impl Core {
         let rounded = self.round(size).ok_or(Failure::Invalid(
             "size overflows when rounded to the granule",
         ))?;
-        if !self.quick.is_empty() {
-            if let Some(hit) = self
-                .quick_find(rounded, align)
-                .and_then(|i| self.use_cached(i, size))
-            {
-                return Ok(hit);
+        // The smallest cached chunk larger than the request (kept for the best-fit check below).
+        let mut cached_fit = NIL;
+        if self.quick.len > 0 {
+            match self.quick_find(rounded, align) {
+                Ok(h) => return Ok(self.use_cached(h, size)),
+                Err(fit) => cached_fit = fit,
             }
-            // Cached chunks that could serve this request go back to the bins first, so the
-            // choice below is the same best fit as without the cache.
-            self.uncache_fitting(rounded);
         }
         // Three chunk slots cover the worst case (alignment front split, tail split, new region),
         // so nothing below can fail half-way for lack of bookkeeping memory.
@@ -295,7 +309,19 @@ impl Core {
             });
         }
         let mut h = self.find_chunk(rounded, align);
-        if h == NIL && !self.quick.is_empty() {
+        if cached_fit != NIL {
+            // Best fit over bins *and* cache: a cached chunk smaller than the bins' candidate
+            // goes back to the bins (merging with free neighbours) and the search is repeated.
+            let better = h == NIL || {
+                let (b, c) = (&self.slab[h], &self.slab[cached_fit]);
+                (c.size, c.addr) < (b.size, b.addr)
+            };
+            if better {
+                self.uncache(cached_fit);
+                h = self.find_chunk(rounded, align);
+            }
+        }
+        if h == NIL && self.quick.len > 0 {
             // Cached chunks are free memory: coalesce them before growing.
             self.flush_quick();
             h = self.find_chunk(rounded, align);
@@ -331,79 +357,172 @@ impl Core {
         self.use_chunk(h, rounded, align, size)
     }
 
-    /// The recent-free cache entry to reuse for a request of `rounded` bytes aligned to `align`:
-    /// the newest one of exactly that size. (Reusing larger entries that would not be split was
-    /// measured too: it raised the `large` bench's peak RSS from 1.27× to 1.31–1.35× live.)
+    /// The recent-free cache chunk to reuse for a request of `rounded` bytes aligned to `align`:
+    /// `Ok` with the newest one of exactly that size, else `Err` with the smallest larger one
+    /// (`NIL` if none). Only the request's bin (and, for the fallback, the first non-empty bin
+    /// above it) is looked at. (Handing out larger chunks whole was measured too: it raised the
+    /// `large` bench's peak RSS from 1.27× to 1.31–1.35× live.)
     #[inline]
-    fn quick_find(&self, rounded: usize, align: usize) -> Option<usize> {
-        self.quick
-            .iter()
-            .rposition(|e| e.size == rounded && e.addr & (align - 1) == 0)
+    fn quick_find(&self, rounded: usize, align: usize) -> Result<u32, u32> {
+        let b = self.bin_for(rounded);
+        let mut fit = NIL;
+        let mut fit_size = usize::MAX;
+        if self.quick.mask & (1 << b) != 0 {
+            let mut h = self.quick.heads[b];
+            while h != NIL {
+                let c = &self.slab[h];
+                if c.size == rounded && c.addr & (align - 1) == 0 {
+                    return Ok(h);
+                }
+                if c.size >= rounded && c.size < fit_size {
+                    (fit, fit_size) = (h, c.size);
+                }
+                h = c.prio;
+            }
+        }
+        if fit == NIL {
+            let above = self.quick.mask & (u64::MAX << b).wrapping_shl(1);
+            if b + 1 < MAX_BINS && above != 0 {
+                let mut h = self.quick.heads[above.trailing_zeros() as usize];
+                while h != NIL {
+                    let c = &self.slab[h];
+                    if c.size < fit_size {
+                        (fit, fit_size) = (h, c.size);
+                    }
+                    h = c.prio;
+                }
+            }
+        }
+        Err(fit)
     }
 
-    /// Hands out cache entry `i` whole (no bin, split or handle-table work).
-    #[inline]
-    fn use_cached(&mut self, i: usize, requested: usize) -> Option<(usize, usize)> {
-        // Usually the newest entry (LIFO): a pop, no shifting.
-        let e = if i + 1 == self.quick.len() {
-            self.quick.pop_back()
+    /// Adds in-use chunk `h` (just freed by its owner) to the cache as the newest entry.
+    fn quick_push(&mut self, h: u32) {
+        let size = self.slab[h].size;
+        let b = self.bin_for(size);
+        let (head, newest) = (self.quick.heads[b], self.quick.newest);
+        {
+            let c = &mut self.slab[h];
+            c.cached = true;
+            c.prio = head;
+            c.left = newest;
+            c.right = NIL;
+        }
+        if newest != NIL {
+            self.slab[newest].right = h;
         } else {
-            self.quick.remove(i)
+            self.quick.oldest = h;
+        }
+        let q = &mut self.quick;
+        q.newest = h;
+        q.heads[b] = h;
+        q.mask |= 1 << b;
+        q.len += 1;
+        q.bytes += size;
+    }
+
+    /// Takes cached chunk `h` out of the cache (it stays marked in use, with no links).
+    fn quick_unlink(&mut self, h: u32) {
+        let (size, older, newer, next_in_bin) = {
+            let c = &self.slab[h];
+            (c.size, c.left, c.right, c.prio)
         };
-        // `i` came from `quick_find` on the same cache under the same lock, so this is `Some`.
-        let e = e?;
-        self.quick_bytes -= e.size;
+        let b = self.bin_for(size);
+        // Bin list: singly linked newest → oldest; hits are usually at its head.
+        if self.quick.heads[b] == h {
+            self.quick.heads[b] = next_in_bin;
+            if next_in_bin == NIL {
+                self.quick.mask &= !(1 << b);
+            }
+        } else {
+            let mut p = self.quick.heads[b];
+            while p != NIL && self.slab[p].prio != h {
+                p = self.slab[p].prio;
+            }
+            if p != NIL {
+                self.slab[p].prio = next_in_bin;
+            } else {
+                tracing::error!(
+                    allocator = "bfc",
+                    "internal error: cached chunk not in its list"
+                );
+            }
+        }
+        if older != NIL {
+            self.slab[older].right = newer;
+        } else {
+            self.quick.oldest = newer;
+        }
+        if newer != NIL {
+            self.slab[newer].left = older;
+        } else {
+            self.quick.newest = older;
+        }
+        let c = &mut self.slab[h];
+        c.cached = false;
+        c.left = NIL;
+        c.right = NIL;
+        c.prio = 0;
+        self.quick.len -= 1;
+        self.quick.bytes -= size;
+    }
+
+    /// Hands out cached chunk `h` whole (no bin, split or handle-table work).
+    #[inline]
+    fn use_cached(&mut self, h: u32, requested: usize) -> (usize, usize) {
+        self.quick_unlink(h);
         let id = self.next_id;
         self.next_id += 1;
-        let c = &mut self.slab[e.h];
-        c.cached = false;
+        let c = &mut self.slab[h];
         c.requested = requested;
         c.id = id;
+        let (addr, size) = (c.addr, c.size);
         let st = &mut self.st;
         st.num_allocs += 1;
-        st.in_use += e.size as u64;
+        st.in_use += size as u64;
         st.peak_in_use = st.peak_in_use.max(st.in_use);
-        st.largest_alloc = st.largest_alloc.max(e.size as u64);
-        self.record(BfcEventKind::Alloc, e.size, requested, id);
-        Some((e.addr, e.size))
+        st.largest_alloc = st.largest_alloc.max(size as u64);
+        self.record(BfcEventKind::Alloc, size, requested, id);
+        (addr, size)
     }
 
-    /// Takes cache entry `e` out of the cache state and frees it for real (merge + bin).
-    fn uncache(&mut self, e: Cached) {
-        self.quick_bytes -= e.size;
-        let c = &mut self.slab[e.h];
-        c.cached = false;
-        c.in_use = false;
-        match self.regions.find(e.addr) {
-            Some(ri) => self.release(ri, e.h),
+    /// Takes cached chunk `h` out of the cache and frees it for real (merge + bin).
+    fn uncache(&mut self, h: u32) {
+        self.quick_unlink(h);
+        self.slab[h].in_use = false;
+        let addr = self.slab[h].addr;
+        match self.regions.find(addr) {
+            Some(ri) => self.release(ri, h),
             None => tracing::error!(
                 allocator = "bfc",
-                addr = e.addr,
+                addr,
                 "internal error: cached chunk outside every region"
             ),
-        }
-    }
-
-    /// Merges back every cached chunk of at least `rounded` bytes.
-    fn uncache_fitting(&mut self, rounded: usize) {
-        let mut i = 0;
-        while i < self.quick.len() {
-            if self.quick[i].size >= rounded {
-                if let Some(e) = self.quick.remove(i) {
-                    self.uncache(e);
-                }
-            } else {
-                i += 1;
-            }
         }
     }
 
     /// Frees every chunk of the recent-free cache for real (merging with free neighbours), so
     /// the bins, trim, dumps and statistics see fully coalesced memory.
     pub fn flush_quick(&mut self) {
-        while let Some(e) = self.quick.pop_back() {
-            self.uncache(e);
+        while self.quick.oldest != NIL {
+            self.uncache(self.quick.oldest);
         }
+    }
+
+    /// The cached chunks, oldest first (walks the list; for tests and the checker).
+    pub fn cached_entries(&self) -> Vec<Cached> {
+        let mut v = vec![];
+        let mut h = self.quick.oldest;
+        while h != NIL && v.len() <= self.quick.len {
+            let c = &self.slab[h];
+            v.push(Cached {
+                size: c.size,
+                addr: c.addr,
+                h,
+            });
+            h = c.right;
+        }
+        v
     }
 
     #[inline]
@@ -740,20 +859,17 @@ impl Core {
         self.st.num_frees += 1;
         self.st.in_use -= size as u64;
         self.record(BfcEventKind::Free, size, requested, id);
-        if size <= self.quick_max && size <= self.quick_max_total && self.quick_cap > 0 {
+        let q = &self.quick;
+        if size <= q.max_chunk && size <= q.max_bytes && q.cap > 0 {
             // Keep the chunk whole for the next request of its size; it stays marked in use so
             // neighbours do not merge into it, and `lookup` refuses it as a double free.
-            while self.quick.len() >= self.quick_cap
-                || self.quick_bytes + size > self.quick_max_total
+            while self.quick.oldest != NIL
+                && (self.quick.len >= self.quick.cap
+                    || self.quick.bytes + size > self.quick.max_bytes)
             {
-                let Some(old) = self.quick.pop_front() else {
-                    break;
-                };
-                self.uncache(old);
+                self.uncache(self.quick.oldest);
             }
-            self.slab[h].cached = true;
-            self.quick_bytes += size;
-            self.quick.push_back(Cached { size, addr, h });
+            self.quick_push(h);
         } else {
             let c = &mut self.slab[h];
             c.in_use = false;
@@ -1058,35 +1174,70 @@ impl Core {
             }
             total_chunks += n;
         }
-        if self.quick.len() > self.quick_cap || cached_seen != self.quick.len() {
+        let q = &self.quick;
+        let entries = self.cached_entries();
+        if entries.len() != q.len || q.len > q.cap || cached_seen != q.len {
             return Err(format!(
-                "{cached_seen} cached chunks in regions but {} entries in the recent-free cache \
-                 (capacity {})",
-                self.quick.len(),
-                self.quick_cap
+                "recent-free cache: {cached_seen} cached chunks in regions, {} on its age list, \
+                 count {} (capacity {})",
+                entries.len(),
+                q.len,
+                q.cap
             ));
         }
-        let cached_bytes: usize = self.quick.iter().map(|e| e.size).sum();
-        if cached_bytes != self.quick_bytes || cached_bytes > self.quick_max_total {
+        let cached_bytes: usize = entries.iter().map(|e| e.size).sum();
+        if cached_bytes != q.bytes || cached_bytes > q.max_bytes {
             return Err(format!(
                 "recent-free cache holds {cached_bytes} bytes, counted {} (bound {})",
-                self.quick_bytes, self.quick_max_total
+                q.bytes, q.max_bytes
             ));
         }
-        for (i, e) in self.quick.iter().enumerate() {
-            let c = self.slab.chunks.get(e.h as usize).ok_or_else(|| {
-                format!("recent-free cache entry {i}: handle {} out of range", e.h)
-            })?;
-            if !c.cached || c.addr != e.addr || c.size != e.size {
+        let mut prev = NIL;
+        for (i, e) in entries.iter().enumerate() {
+            let c = &self.slab[e.h];
+            if !c.cached || c.left != prev || c.size > q.max_chunk {
                 return Err(format!(
-                    "recent-free cache entry {i} ({:#x}, {} bytes) does not match chunk {} \
-                     ({:#x}, {} bytes, cached {})",
-                    e.addr, e.size, e.h, c.addr, c.size, c.cached
+                    "recent-free cache entry {i} (chunk {}, {} bytes): cached {}, older link {} \
+                     (expected {prev}), size bound {}",
+                    e.h, c.size, c.cached, c.left, q.max_chunk
                 ));
             }
-            if self.quick.iter().take(i).any(|o| o.h == e.h) {
-                return Err(format!("recent-free cache holds chunk {} twice", e.h));
+            prev = e.h;
+        }
+        if q.newest != prev {
+            return Err(format!(
+                "recent-free cache: newest is {}, the age list ends at {prev}",
+                q.newest
+            ));
+        }
+        let mut in_bins = 0usize;
+        for b in 0..MAX_BINS {
+            let mut h = q.heads[b];
+            if (h != NIL) != (q.mask & (1 << b) != 0) {
+                return Err(format!(
+                    "recent-free cache: bin {b} head and bitmap disagree"
+                ));
             }
+            while h != NIL {
+                in_bins += 1;
+                if in_bins > q.len {
+                    return Err(format!("recent-free cache: bin {b} list too long (cycle?)"));
+                }
+                let c = &self.slab[h];
+                if !c.cached || self.bin_for(c.size) != b {
+                    return Err(format!(
+                        "recent-free cache: chunk {h} of {} bytes in list {b} (cached {})",
+                        c.size, c.cached
+                    ));
+                }
+                h = c.prio;
+            }
+        }
+        if in_bins != q.len {
+            return Err(format!(
+                "recent-free cache: {in_bins} chunks in its bin lists, {} counted",
+                q.len
+            ));
         }
         let mut binned = 0usize;
         for b in 0..MAX_BINS {

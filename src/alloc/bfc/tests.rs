@@ -621,33 +621,33 @@ fn recent_free_cache_reuses_exact_size_with_exact_stats() {
     unsafe { a.deallocate(p, l(MIB, 64)) };
     a.check_invariants().unwrap();
     // The freed chunk is cached whole (not merged with the free rest of the region)…
-    assert_eq!(a.core.lock().quick.len(), 1);
+    assert_eq!(a.core.lock().cached_entries().len(), 1);
     assert_eq!(a.requested_size(p), None, "a cached chunk is not live");
     // …and a second free of it is refused as a double free, leaving everything intact.
     let logs = capture_logs(|| unsafe { a.deallocate(p, l(MIB, 64)) });
     assert!(logs.contains("double free"), "{logs}");
     a.check_invariants().unwrap();
-    assert_eq!(a.core.lock().quick.len(), 1);
+    assert_eq!(a.core.lock().cached_entries().len(), 1);
     // The next request of the same rounded size gets it back with fresh metadata.
     let q = a.allocate(l(MIB - 100, 64)).unwrap().cast::<u8>();
     assert_eq!(q, p);
     assert!(a.allocation_id(q).unwrap() > id1);
     assert_eq!(a.requested_size(q), Some(MIB - 100));
     assert_eq!(a.allocated_size(q), Some(MIB));
-    assert!(a.core.lock().quick.is_empty());
+    assert!(a.core.lock().cached_entries().is_empty());
     a.check_invariants().unwrap();
     // A smaller request merges the cached chunk back first, so best fit is unchanged: the
     // lowest address wins.
     unsafe { a.deallocate(q, l(MIB - 100, 64)) };
     let r = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
     assert_eq!(r, p);
-    assert!(a.core.lock().quick.is_empty());
+    assert!(a.core.lock().cached_entries().is_empty());
     a.check_invariants().unwrap();
     // A cached chunk too small for a request stays cached.
     unsafe { a.deallocate(r, l(4096, 64)) };
     let t = a.allocate(l(8192, 64)).unwrap().cast::<u8>();
     assert_eq!(t.as_ptr().addr(), p.as_ptr().addr() + 4096);
-    assert_eq!(a.core.lock().quick.len(), 1);
+    assert_eq!(a.core.lock().cached_entries().len(), 1);
     a.check_invariants().unwrap();
     // Statistics are exact while chunks sit in the cache.
     {
@@ -679,14 +679,33 @@ fn recent_free_cache_respects_alignment_and_bounds() {
     for &p in &ps {
         unsafe { a.deallocate(p, l(4096, 8)) };
         a.check_invariants().unwrap();
-        assert!(a.core.lock().quick.len() <= 2, "capacity bound");
+        assert!(a.core.lock().cached_entries().len() <= 2, "capacity bound");
     }
     unsafe { a.deallocate(big, l(16384, 8)) };
-    assert!(a.core.lock().quick.iter().all(|e| e.size <= 8192));
-    assert!(a.core.lock().quick.iter().map(|e| e.size).sum::<usize>() <= 12288);
+    assert!(a
+        .core
+        .lock()
+        .cached_entries()
+        .iter()
+        .all(|e| e.size <= 8192));
+    assert!(
+        a.core
+            .lock()
+            .cached_entries()
+            .iter()
+            .map(|e| e.size)
+            .sum::<usize>()
+            <= 12288
+    );
     a.check_invariants().unwrap();
     // An alignment the cached address does not satisfy is served from the bins instead.
-    let newest = a.core.lock().quick.back().map(|e| e.addr).unwrap();
+    let newest = a
+        .core
+        .lock()
+        .cached_entries()
+        .last()
+        .map(|e| e.addr)
+        .unwrap();
     let align = 1usize << (newest.trailing_zeros() + 1);
     let q = a.allocate(l(4096, align)).unwrap().cast::<u8>();
     assert_eq!(q.as_ptr().addr() % align, 0);
@@ -703,9 +722,9 @@ fn recent_free_cache_is_flushed_by_trim_gc_and_drop() {
     let a = BfcAllocator::new(cache_opts(8));
     let p = a.allocate(l(MIB, 64)).unwrap();
     unsafe { a.deallocate(p.cast(), l(MIB, 64)) };
-    assert_eq!(a.core.lock().quick.len(), 1);
+    assert_eq!(a.core.lock().cached_entries().len(), 1);
     assert_eq!(a.trim(), 2 * MIB);
-    assert_eq!(a.core.lock().quick.len(), 0);
+    assert_eq!(a.core.lock().cached_entries().len(), 0);
     a.check_invariants().unwrap();
     // garbage collection before growth: a cached 1 MiB chunk must not force a second region.
     let a = BfcAllocator::new(BfcOptions {
@@ -727,7 +746,7 @@ fn recent_free_cache_is_flushed_by_trim_gc_and_drop() {
     let a = BfcAllocator::with_sub_allocator(Box::new(sub), cache_opts(8));
     let p = a.allocate(l(MIB, 64)).unwrap();
     unsafe { a.deallocate(p.cast(), l(MIB, 64)) };
-    assert_eq!(a.core.lock().quick.len(), 1);
+    assert_eq!(a.core.lock().cached_entries().len(), 1);
     drop(a);
     assert_eq!(freed.load(Ordering::SeqCst), 2 * MIB);
 }
@@ -737,7 +756,7 @@ fn recent_free_cache_off_merges_at_once() {
     let a = BfcAllocator::new(cache_opts(0));
     let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
     unsafe { a.deallocate(p, l(MIB, 64)) };
-    assert!(a.core.lock().quick.is_empty());
+    assert!(a.core.lock().cached_entries().is_empty());
     assert_eq!(a.core.lock().largest_free_chunk(), 2 * MIB as u64);
     a.check_invariants().unwrap();
 }
