@@ -25,7 +25,8 @@ pub(crate) struct Chunk {
     pub addr: usize,
     /// Bytes covered (a multiple of the granule). 0 for an unused slab slot.
     pub size: usize,
-    /// Bytes the caller asked for (0 when free).
+    /// Bytes the caller asked for (0 when free; while cached, the rounded size of the request it
+    /// last served, which is its recent-free cache key).
     pub requested: usize,
     /// Allocation id (0 when free).
     pub id: u64,

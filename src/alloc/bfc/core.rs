@@ -371,7 +371,7 @@ impl Core {
             let mut h = self.quick.heads[b];
             while h != NIL {
                 let c = &self.slab[h];
-                if c.size == rounded && c.addr & (align - 1) == 0 {
+                if c.requested == rounded && c.addr & (align - 1) == 0 {
                     return Ok(h);
                 }
                 if c.size >= rounded && c.size < fit_size {
@@ -399,7 +399,7 @@ impl Core {
     /// Adds in-use chunk `h` (just freed by its owner) to the cache as the newest entry.
     fn quick_push(&mut self, h: u32) {
         let size = self.slab[h].size;
-        let b = self.bin_for(size);
+        let b = self.bin_for(self.slab[h].requested);
         let (head, newest) = (self.quick.heads[b], self.quick.newest);
         {
             let c = &mut self.slab[h];
@@ -423,11 +423,11 @@ impl Core {
 
     /// Takes cached chunk `h` out of the cache (it stays marked in use, with no links).
     fn quick_unlink(&mut self, h: u32) {
-        let (size, older, newer, next_in_bin) = {
+        let (size, key, older, newer, next_in_bin) = {
             let c = &self.slab[h];
-            (c.size, c.left, c.right, c.prio)
+            (c.size, c.requested, c.left, c.right, c.prio)
         };
-        let b = self.bin_for(size);
+        let b = self.bin_for(key);
         // Bin list: singly linked newest → oldest; hits are usually at its head.
         if self.quick.heads[b] == h {
             self.quick.heads[b] = next_in_bin;
@@ -460,6 +460,7 @@ impl Core {
         }
         let c = &mut self.slab[h];
         c.cached = false;
+        c.requested = 0;
         c.left = NIL;
         c.right = NIL;
         c.prio = 0;
@@ -869,6 +870,10 @@ impl Core {
             {
                 self.uncache(self.quick.oldest);
             }
+            // While cached, `requested` holds the rounded size of the request the chunk served
+            // (its lookup key): the chunk may be larger (not split), and goes back only to a
+            // request of that same rounded size, so reuse wastes nothing the first use did not.
+            self.slab[h].requested = self.round(requested).unwrap_or(size).min(size);
             self.quick_push(h);
         } else {
             let c = &mut self.slab[h];
@@ -1120,10 +1125,16 @@ impl Core {
                     ));
                 }
                 if c.cached {
-                    if !c.in_use || c.bin != NO_BIN || c.id != 0 || c.requested != 0 {
+                    if !c.in_use
+                        || c.bin != NO_BIN
+                        || c.id != 0
+                        || c.requested == 0
+                        || c.requested > c.size
+                        || c.requested % g != 0
+                    {
                         return Err(format!(
                             "region {ri}: cached chunk {h} has in_use {}, bin {}, id {}, \
-                             requested {} (expected true, none, 0, 0)",
+                             key {} (expected true, none, 0, a granule multiple ≤ its size)",
                             c.in_use, c.bin, c.id, c.requested
                         ));
                     }
@@ -1224,7 +1235,7 @@ impl Core {
                     return Err(format!("recent-free cache: bin {b} list too long (cycle?)"));
                 }
                 let c = &self.slab[h];
-                if !c.cached || self.bin_for(c.size) != b {
+                if !c.cached || self.bin_for(c.requested) != b {
                     return Err(format!(
                         "recent-free cache: chunk {h} of {} bytes in list {b} (cached {})",
                         c.size, c.cached

@@ -13,7 +13,8 @@
 //!   free neighbours on both sides, so no two free chunks are ever adjacent — except that a chunk
 //!   of at most [`BfcOptions::recent_free_max_chunk_bytes`] is first kept whole in a small
 //!   **recent-free cache** ([`BfcOptions::recent_free_cache`]) and handed straight back to the next
-//!   request of its exact rounded size (no bin, split, merge or handle-table work); it is merged
+//!   request of the rounded size it last served (no bin, split, merge or handle-table work); a
+//!   request that misses the cache still gets the best fit over bins and cache; a cached chunk is merged
 //!   when evicted from the cache, before the allocator grows or fails, and on `trim()`, `stats()`,
 //!   `memory_dump()` and drop.
 //! - The **region manager** maps a pointer to its chunk in O(1) once the region is found: one handle
@@ -111,9 +112,11 @@ pub struct BfcOptions {
     /// Capacity of the **recent-free cache** (0 disables it). Default 64.
     ///
     /// A freed chunk of at most [`recent_free_max_chunk_bytes`](Self::recent_free_max_chunk_bytes)
-    /// is kept whole instead of being merged and binned; the next request of exactly its rounded
-    /// size (and an alignment its address satisfies) gets the newest such chunk back without any
-    /// bin, split, merge or handle-table work. The cache is
+    /// is kept whole instead of being merged and binned; the next request of the same rounded size
+    /// as the one it last served (and an alignment its address satisfies) gets the newest such
+    /// chunk back without any bin, split, merge or handle-table work. A request that misses the
+    /// cache still gets the best fit: a cached chunk that fits better than the bins' candidate is
+    /// merged back first and the bins are searched again. The cache is
     /// part of the locked state, so every thread shares it and nothing about it is approximate:
     /// statistics count a cached chunk as free at once; a second free of a cached pointer is
     /// refused as a double free; `trim()`, garbage collection before growth or failure,

@@ -823,3 +823,29 @@ fn released_pages_of_big_free_chunks_read_back_as_zero() {
         a.check_invariants().unwrap();
     }
 }
+
+#[test]
+fn checker_detects_recent_free_cache_corruption() {
+    let a = BfcAllocator::new(cache_opts(4));
+    let p = a.allocate(l(4000, 8)).unwrap();
+    unsafe { a.deallocate(p.cast(), l(4000, 8)) };
+    a.check_invariants().unwrap();
+    let h = a.core.lock().cached_entries()[0].h;
+    assert_eq!(
+        a.core.lock().slab[h].requested,
+        4096,
+        "key = rounded request"
+    );
+    a.core.lock().slab[h].cached = false; // looks like a live chunk without an id
+    assert!(a.check_invariants().is_err());
+    a.core.lock().slab[h].cached = true;
+    a.check_invariants().unwrap();
+    a.core.lock().slab[h].requested = 100; // key not a granule multiple
+    assert!(a.check_invariants().unwrap_err().contains("cached chunk"));
+    a.core.lock().slab[h].requested = 4096;
+    a.check_invariants().unwrap();
+    // The cached chunk goes back to a request of the same rounded size.
+    let q = a.allocate(l(3900, 8)).unwrap();
+    assert_eq!(q.cast::<u8>(), p.cast::<u8>());
+    unsafe { a.deallocate(q.cast(), l(3900, 8)) };
+}
