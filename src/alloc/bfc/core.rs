@@ -397,6 +397,7 @@ impl Core {
     }
 
     /// Adds in-use chunk `h` (just freed by its owner) to the cache as the newest entry.
+    #[inline]
     fn quick_push(&mut self, h: u32) {
         let size = self.slab[h].size;
         let b = self.bin_for(self.slab[h].requested);
@@ -422,6 +423,7 @@ impl Core {
     }
 
     /// Takes cached chunk `h` out of the cache (it stays marked in use, with no links).
+    #[inline]
     fn quick_unlink(&mut self, h: u32) {
         let (size, key, older, newer, next_in_bin) = {
             let c = &self.slab[h];
