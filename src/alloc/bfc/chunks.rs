@@ -25,7 +25,8 @@ pub(crate) struct Chunk {
     pub addr: usize,
     /// Bytes covered (a multiple of the granule). 0 for an unused slab slot.
     pub size: usize,
-    /// Bytes the caller asked for (0 when free).
+    /// Bytes the caller asked for (0 when free; while cached, the rounded size of the request it
+    /// last served, which is its recent-free cache key).
     pub requested: usize,
     /// Allocation id (0 when free).
     pub id: u64,
@@ -37,8 +38,11 @@ pub(crate) struct Chunk {
     pub next: u32,
     /// Bin index while free, `NO_BIN` while in use.
     pub bin: u8,
-    /// Whether the chunk is handed out.
+    /// Whether the chunk is handed out — or held in the recent-free cache (see `cached`).
     pub in_use: bool,
+    /// Freed by its owner but kept whole in the allocator's recent-free cache (`in_use` stays
+    /// true so neighbours do not merge with it; it is in no bin).
+    pub cached: bool,
     /// Treap links and priority (meaningful while in a bin).
     pub left: u32,
     pub right: u32,
@@ -56,6 +60,7 @@ impl Chunk {
         next: NIL,
         bin: NO_BIN,
         in_use: false,
+        cached: false,
         left: NIL,
         right: NIL,
         prio: 0,
