@@ -250,13 +250,8 @@ unsafe impl Allocator for AlignedCpuAllocator {
             self.stats.record_alloc(new.size() as u64);
             return Ok(NonNull::slice_from_raw_parts(p, new.size()));
         }
-        let block = self.allocate(new)?;
-        // SAFETY: both blocks are valid for old.size() bytes and distinct allocations.
-        unsafe {
-            std::ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), old.size());
-            self.deallocate(ptr, old);
-        }
-        Ok(block)
+        // SAFETY: the caller guarantees `ptr` is a live block of ours allocated with `old`.
+        unsafe { super::move_to_new_block(self, ptr, old, new) }
     }
 }
 

@@ -180,3 +180,29 @@ pub(crate) fn dangling_for(layout: Layout) -> NonNull<[u8]> {
     let ptr = unsafe { NonNull::new_unchecked(ptr) };
     NonNull::slice_from_raw_parts(ptr, 0)
 }
+
+/// The fallback of `grow` / `shrink` when a block cannot be resized in place: allocate `new` from
+/// `a`, copy the bytes both layouts have in common, free the old block.
+///
+/// # Safety
+/// `ptr` must be a live block of `a` allocated with `old` (the `grow`/`shrink` contract); on success
+/// it is freed and must not be used again; on failure it is untouched.
+pub(crate) unsafe fn move_to_new_block<A: Allocator + ?Sized>(
+    a: &A,
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+) -> Result<NonNull<[u8]>, AllocError> {
+    let block = a.allocate(new)?;
+    // SAFETY: `ptr` is live for `old.size()` bytes and `block` for at least `new.size()` bytes; they
+    // are distinct allocations; the old block is freed once, after the copy.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            ptr.as_ptr(),
+            block.as_ptr().cast::<u8>(),
+            old.size().min(new.size()),
+        );
+        a.deallocate(ptr, old);
+    }
+    Ok(block)
+}

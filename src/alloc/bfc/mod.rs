@@ -504,14 +504,8 @@ unsafe impl Allocator for BfcAllocator {
                 return Ok(NonNull::slice_from_raw_parts(ptr, new.size()));
             }
         }
-        let block = self.allocate(new)?;
-        // SAFETY: the caller guarantees `ptr` is live for `old.size()` bytes; `block` is a distinct
-        // fresh allocation of ≥ new.size() ≥ old.size() bytes; the old block is freed once.
-        unsafe {
-            std::ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), old.size());
-            self.deallocate(ptr, old);
-        }
-        Ok(block)
+        // SAFETY: the caller guarantees `ptr` is a live block of ours allocated with `old`.
+        unsafe { super::move_to_new_block(self, ptr, old, new) }
     }
 
     unsafe fn shrink(
@@ -534,14 +528,8 @@ unsafe impl Allocator for BfcAllocator {
                 return Ok(NonNull::slice_from_raw_parts(ptr, new.size()));
             }
         }
-        let block = self.allocate(new)?;
-        // SAFETY: `ptr` is live for old.size() ≥ new.size() bytes; `block` is a distinct fresh
-        // allocation of new.size() bytes; the old block is freed once.
-        unsafe {
-            std::ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), new.size());
-            self.deallocate(ptr, old);
-        }
-        Ok(block)
+        // SAFETY: the caller guarantees `ptr` is a live block of ours allocated with `old`.
+        unsafe { super::move_to_new_block(self, ptr, old, new) }
     }
 }
 
