@@ -1,73 +1,349 @@
 //! `TrackingAllocator<A>`: wraps any allocator and records every live allocation (id, requested and
-//! allocated size), the high-water mark and the totals; prints a live-allocation (leak) report.
+//! allocated size, alignment), the high-water mark and the totals; prints a live-allocation (leak)
+//! report.
 //!
-//! The table is sharded by address (64 shards, each a `sync::SpinLock` around a hash map: the
-//! critical sections are a few nanoseconds, and the unlock is a plain store) so threads rarely
-//! contend. Ids are the ordinal of the allocation in the stats counter, so no extra atomic is paid. An address is removed from the table *before* the memory is freed underneath:
-//! another thread may get the same address back from the inner allocator at once, and its insert
-//! must not collide with a stale entry.
+//! # Design: a header per block, a slot table, and a per-thread front
+//!
+//! TensorFlow's `TrackingAllocator` keeps a hash map under a mutex; the first version of this
+//! wrapper kept a sharded hash map under spin locks plus shared atomic counters, and cost about
+//! three times the wrapped allocator on small objects: every operation paid three atomic
+//! read-modify-writes (each one drains the store buffer) and a hash-table probe into a table the
+//! size of the live set. This version pays no atomic read-modify-write on the common path:
+//!
+//! - Each block carries a 16-byte **header** in front of the pointer handed out (the inner
+//!   allocator is asked for `size + max(align, 16)` bytes at `max(align, 16)` alignment). The
+//!   header holds the index of the block's **slot** and its allocated size.
+//! - The **slot table** (chunks of 1024, 2048, 4096, … 32-byte slots that are never moved or
+//!   freed before the allocator) holds, per live block: address, id, requested and allocated
+//!   size, alignment. The leak report walks it; a free finds its slot through the header in O(1)
+//!   and checks that the slot still holds its address.
+//! - A per-thread **front** (thread-local, bound to the last tracking allocator the thread used)
+//!   holds a private list of free slots, a block of 256 reserved ids and counter deltas, so a
+//!   thread allocates and frees with plain loads and stores. It goes to the shared state (one spin
+//!   lock) only to take or return a batch of slots, every 1,024 operations to publish its
+//!   counters, when it moves to another tracking allocator, and at thread exit.
+//!
+//! What this means for users:
+//! - **Statistics** are exact whenever one thread is at work, and at any moment for the calling
+//!   thread's own operations (`stats()` publishes the caller's deltas first). Another thread's
+//!   last (at most 1,024) operations appear once it publishes: at its next slow path, its next
+//!   1,024th operation, or its exit. The peak is computed at publication points, so with several
+//!   threads at work it can miss a peak that lasted less than one publication interval.
+//! - **The live report and the per-pointer queries are always exact** (they read the slot table).
+//!   `requested_size`, `allocated_size` and `allocation_id` take a pointer that may be foreign or
+//!   dead, so they must not read its header: they scan the slot table (O(live)). Holders of a live
+//!   pointer can use the O(1) [`TrackingAllocator::live_allocation`] instead.
+//! - **Ids** are unique and never reused; each thread draws them in blocks of 256, so they increase
+//!   along each thread's allocations but interleave in blocks across threads.
+//! - **Bad frees:** a free checks that the slot named by the header still holds this address
+//!   before anything is forwarded, so a double free, or a pointer whose header names no slot of
+//!   its own, is logged (`tracing::error!`) and ignored. This reads the 16 bytes before the pointer: for a pointer
+//!   never allocated here, or a block the inner allocator has already returned to the system, that
+//!   read is itself outside the caller's contract (as `Allocator::deallocate` states) and may fault.
+//!   Two threads freeing the same block at the same instant are not detected.
+//! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
+//!   show them; this wrapper's statistics count what its callers were given), plus 32 bytes per
+//!   slot in the table (slots are reused; the table is as large as the most blocks ever live at
+//!   once, plus the threads' spare slots).
+//!
+//! The slot of a block is cleared *before* the block is freed underneath: once the inner allocator
+//! has it back, another thread may get the same address at once and fill a new slot for it.
 
 use super::{
-    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, StatsCounter,
-    TensorAllocator,
+    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, TensorAllocator,
 };
-use crate::sync::SpinLock;
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, SpinLock};
 use serde::Serialize;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
-
-const SHARDS: usize = 64;
 
 /// One live allocation as the tracking allocator saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LiveAllocation {
-    /// Unique id (1, 2, 3, … in allocation order).
+    /// Unique id (never reused; increasing along each thread's allocations).
     pub id: u64,
     /// Address handed to the caller.
     pub address: usize,
     /// Bytes the caller asked for.
     pub requested: usize,
-    /// Bytes the inner allocator reserved (≥ requested when it reports sizes; else = requested).
+    /// Bytes usable at `address` (≥ requested: what the inner allocator reserved, minus the header).
     pub allocated: usize,
     /// Alignment the caller asked for.
     pub align: usize,
 }
 
-#[derive(Clone, Copy)]
-struct Entry {
-    id: u64,
-    requested: usize,
-    allocated: usize,
-    align: usize,
+/// Bytes of the header directly in front of every block: slot index, then allocated size.
+const HEADER: usize = 16;
+/// The first chunk of the slot table has `1 << FIRST_SHIFT` slots; each next chunk doubles.
+#[cfg(not(loom))]
+const FIRST_SHIFT: u32 = 10;
+#[cfg(loom)]
+const FIRST_SHIFT: u32 = 1;
+/// Chunks of the slot table (2^10 + … + 2^49 slots: more than any address space holds).
+const MAX_CHUNKS: usize = 40;
+/// "No slot" in a free list (fits the link encoding of [`link`]).
+const NIL: u64 = u64::MAX >> 1;
+
+/// The slot word of a free slot whose successor on its free list is `next`: odd, so it never
+/// equals a block address (blocks are at least 16-byte aligned).
+#[inline]
+fn link(next: u64) -> usize {
+    ((next as usize) << 1) | 1
 }
 
-/// Addresses are already well spread above their alignment bits; a multiplicative mix is enough
-/// and much cheaper than SipHash.
-#[derive(Default)]
-struct AddrHasher(u64);
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+/// The successor encoded in a free slot's word.
+#[inline]
+fn unlink(word: usize) -> u64 {
+    (word >> 1) as u64
+}
+
+/// One slot of the table: 32 bytes, so a slot never straddles a cache line and the line a free
+/// reads (to check the word) is the line the next allocation, which reuses the slot (last in,
+/// first out), writes.
+///
+/// The *word* is the address of the live block or, for a free slot, an odd link to the next free
+/// slot. All fields are atomics (plain loads and stores on the common platforms) because the leak
+/// report reads slots other threads are writing.
+#[repr(C, align(32))]
+struct Slot {
+    word: AtomicUsize,
+    id: AtomicU64,
+    requested: AtomicUsize,
+    /// Allocated size in the low 58 bits, log2 of the alignment in the top 6.
+    packed: AtomicU64,
+}
+
+const SIZE_BITS: u32 = 58;
+
+impl Slot {
+    fn new() -> Self {
+        Self {
+            word: AtomicUsize::new(0),
+            id: AtomicU64::new(0),
+            requested: AtomicUsize::new(0),
+            packed: AtomicU64::new(0),
         }
     }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+}
+
+/// Reads one live slot consistently enough for a report.
+fn read_slot(slot: &Slot) -> Option<LiveAllocation> {
+    let address = slot.word.load(Ordering::Acquire);
+    if address == 0 || address & 1 == 1 {
+        return None;
+    }
+    let packed = slot.packed.load(Ordering::Relaxed);
+    let a = LiveAllocation {
+        id: slot.id.load(Ordering::Relaxed),
+        address,
+        requested: slot.requested.load(Ordering::Relaxed),
+        allocated: (packed & ((1 << SIZE_BITS) - 1)) as usize,
+        align: 1usize << (packed >> SIZE_BITS),
+    };
+    // A slot freed while it was read is skipped; a stable word means the fields above belong to
+    // this block, unless the same address was freed and allocated again in between (only a report
+    // taken while other threads allocate can see that mix).
+    (slot.word.load(Ordering::Acquire) == address).then_some(a)
+}
+
+/// Counters published by fronts (and updated directly on the shared path).
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    allocs: u64,
+    frees: u64,
+    in_use: i64,
+    peak: i64,
+    largest: u64,
+}
+
+/// A batch of counter changes not yet published.
+#[derive(Debug, Default, Clone, Copy)]
+struct Deltas {
+    allocs: u64,
+    frees: u64,
+    in_use: i64,
+    /// Highest value `in_use` reached since the last publication (≥ 0).
+    peak: i64,
+    largest: u64,
+}
+
+impl Counters {
+    fn absorb(&mut self, d: &Deltas) {
+        self.allocs += d.allocs;
+        self.frees += d.frees;
+        self.peak = self.peak.max(self.in_use + d.peak);
+        self.in_use += d.in_use;
+        self.largest = self.largest.max(d.largest);
     }
 }
 
-type Table = HashMap<usize, Entry, BuildHasherDefault<AddrHasher>>;
+/// State behind the spin lock: the shared free-slot list, the bump index and the counters.
+struct State {
+    free_head: u64,
+    /// Slots `0..bump` have been handed out at least once.
+    bump: u64,
+    counters: Counters,
+}
+
+/// Everything a front may outlive its allocator with: kept in an `Arc` shared by the allocator and
+/// the fronts bound to it.
+struct Shared {
+    /// Chunk `k` (address of `1 << (FIRST_SHIFT + k)` slots), 0 until created. Published with
+    /// release under the state lock; never changed again until drop.
+    chunks: [AtomicUsize; MAX_CHUNKS],
+    /// Mirror of `State::bump` readable without the lock (frees bound-check header indices).
+    created: AtomicU64,
+    next_id: AtomicU64,
+    state: SpinLock<State>,
+}
+
+impl Shared {
+    fn new() -> Self {
+        Self {
+            chunks: std::array::from_fn(|_| AtomicUsize::new(0)),
+            created: AtomicU64::new(0),
+            next_id: AtomicU64::new(1),
+            state: SpinLock::new(State {
+                free_head: NIL,
+                bump: 0,
+                counters: Counters::default(),
+            }),
+        }
+    }
+
+    /// `(chunk, offset)` of a slot index.
+    #[inline]
+    fn locate(idx: u64) -> (usize, usize) {
+        let j = idx + (1 << FIRST_SHIFT);
+        let k = (63 - j.leading_zeros() - FIRST_SHIFT) as usize;
+        (k, (j - (1u64 << (FIRST_SHIFT as usize + k))) as usize)
+    }
+
+    /// A slot handed out before, or `None` for an index outside the table.
+    #[inline]
+    fn slot(&self, idx: u64) -> Option<&Slot> {
+        if idx >= self.created.load(Ordering::Acquire) {
+            return None;
+        }
+        let (k, off) = Self::locate(idx);
+        let base = self.chunks.get(k)?.load(Ordering::Acquire) as *const Slot;
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: chunk `k` holds `1 << (FIRST_SHIFT + k)` initialised slots and `off` is below
+        // that by construction of `locate`; chunks live until `Shared` drops, which outlives `&self`.
+        Some(unsafe { &*base.add(off) })
+    }
+
+    /// The word of a slot handed out before.
+    #[inline]
+    fn word(&self, idx: u64) -> Option<&AtomicUsize> {
+        self.slot(idx).map(|s| &s.word)
+    }
+
+    /// Every slot handed out so far.
+    fn slots(&self) -> impl Iterator<Item = &Slot> + '_ {
+        let created = self.created.load(Ordering::Acquire);
+        (0..created).filter_map(|i| self.slot(i))
+    }
+
+    /// Takes up to `n` free slots under the lock (reusing freed ones first, then creating new ones),
+    /// returned as a linked list `(head, tail, count)` through their words. Count 0 when the slot table
+    /// cannot grow (out of memory).
+    fn take_slots(&self, st: &mut State, n: usize) -> (u64, u64, usize) {
+        let (mut head, mut tail, mut count) = (NIL, NIL, 0);
+        while count < n {
+            let idx = if st.free_head != NIL {
+                let idx = st.free_head;
+                let Some(w) = self.word(idx) else { break };
+                st.free_head = unlink(w.load(Ordering::Relaxed));
+                idx
+            } else {
+                let idx = st.bump;
+                let (k, off) = Self::locate(idx);
+                if off == 0 && !self.create_chunk(k) {
+                    break;
+                }
+                st.bump += 1;
+                self.created.store(st.bump, Ordering::Release);
+                idx
+            };
+            let Some(w) = self.word(idx) else { break };
+            w.store(link(head), Ordering::Relaxed);
+            if tail == NIL {
+                tail = idx;
+            }
+            head = idx;
+            count += 1;
+        }
+        (head, tail, count)
+    }
+
+    /// Creates chunk `k`; false when memory for it is not available.
+    #[cold]
+    fn create_chunk(&self, k: usize) -> bool {
+        if k >= MAX_CHUNKS {
+            return false;
+        }
+        let n = 1usize << (FIRST_SHIFT as usize + k);
+        let mut v: Vec<Slot> = Vec::new();
+        if v.try_reserve_exact(n).is_err() {
+            tracing::error!(
+                slots = n,
+                "tracking allocator: no memory for {n} more slots of its table"
+            );
+            return false;
+        }
+        v.extend((0..n).map(|_| Slot::new()));
+        let ptr = Box::into_raw(v.into_boxed_slice()) as *mut Slot;
+        self.chunks[k].store(ptr as usize, Ordering::Release);
+        true
+    }
+
+    /// Puts a list of free slots back on the shared list.
+    fn put_slots(st: &mut State, shared: &Shared, head: u64, tail: u64) {
+        if head == NIL {
+            return;
+        }
+        if let Some(t) = shared.word(tail) {
+            t.store(link(st.free_head), Ordering::Relaxed);
+            st.free_head = head;
+        }
+    }
+
+    /// Every live allocation, in id order.
+    fn live(&self) -> Vec<LiveAllocation> {
+        let mut out: Vec<LiveAllocation> = self.slots().filter_map(read_slot).collect();
+        out.sort_by_key(|a| a.id);
+        out
+    }
+
+    fn find(&self, addr: usize) -> Option<LiveAllocation> {
+        self.slots()
+            .filter(|s| s.word.load(Ordering::Relaxed) == addr)
+            .find_map(read_slot)
+            .filter(|a| a.address == addr)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for (k, c) in self.chunks.iter().enumerate() {
+            let p = c.load(Ordering::Acquire) as *mut Slot;
+            if !p.is_null() {
+                let n = 1usize << (FIRST_SHIFT as usize + k);
+                // SAFETY: `p` came from `Box::into_raw` of a boxed slice of exactly `n` slots in
+                // `create_chunk`, and `drop` runs once, when no front or allocator refers to it.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) });
+            }
+        }
+    }
+}
 
 /// Wraps an allocator and tracks every live allocation.
 pub struct TrackingAllocator<A> {
     inner: A,
     name: String,
-    shards: Box<[SpinLock<Table>]>,
-    stats: StatsCounter,
+    shared: std::sync::Arc<Shared>,
 }
 
 impl<A: TensorAllocator> TrackingAllocator<A> {
@@ -78,16 +354,34 @@ impl<A: TensorAllocator> TrackingAllocator<A> {
     }
 }
 
+/// The `(slot index, allocated size)` in the header of `ptr`.
+///
+/// # Safety
+/// The 16 bytes before `ptr` must be readable (true for every live block of this allocator).
+#[inline]
+unsafe fn read_header(ptr: NonNull<u8>) -> (u64, usize) {
+    // SAFETY: per the caller; the header is 8-byte aligned (blocks are aligned to at least 16).
+    unsafe {
+        let h = ptr.as_ptr().sub(HEADER).cast::<u64>();
+        (h.read(), h.add(1).read() as usize)
+    }
+}
+
+/// The layout asked of the inner allocator for `layout`, and the offset of the caller's pointer.
+#[inline]
+fn outer_layout(layout: Layout) -> Option<(Layout, usize)> {
+    let off = layout.align().max(HEADER);
+    let size = layout.size().checked_add(off)?;
+    Some((Layout::from_size_align(size, off).ok()?, off))
+}
+
 impl<A> TrackingAllocator<A> {
     /// Wraps any `allocator_api2` allocator under the given name.
     pub fn with_name(inner: A, name: impl Into<String>) -> Self {
         Self {
             inner,
             name: name.into(),
-            shards: (0..SHARDS)
-                .map(|_| SpinLock::new(Table::default()))
-                .collect(),
-            stats: StatsCounter::new(),
+            shared: std::sync::Arc::new(Shared::new()),
         }
     }
 
@@ -96,33 +390,30 @@ impl<A> TrackingAllocator<A> {
         &self.inner
     }
 
-    #[inline]
-    fn shard(&self, addr: usize) -> &SpinLock<Table> {
-        // Mix the bits above a typical 16-byte granule so neighbouring blocks land in different shards.
-        let h = (addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize);
-        &self.shards[h >> (usize::BITS - SHARDS.trailing_zeros())]
-    }
-
     /// Every live allocation, in id order.
     pub fn live_allocations(&self) -> Vec<LiveAllocation> {
-        let mut out = vec![];
-        for s in self.shards.iter() {
-            let t = s.lock();
-            out.extend(t.iter().map(|(&address, e)| LiveAllocation {
-                id: e.id,
-                address,
-                requested: e.requested,
-                allocated: e.allocated,
-                align: e.align,
-            }));
-        }
-        out.sort_by_key(|a| a.id);
-        out
+        self.shared.live()
     }
 
     /// Number of live allocations.
     pub fn live_count(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.shared
+            .slots()
+            .filter(|s| {
+                let v = s.word.load(Ordering::Relaxed);
+                v != 0 && v & 1 == 0
+            })
+            .count()
+    }
+
+    /// What the table holds for a live block, in O(1) through its header.
+    ///
+    /// # Safety
+    /// `ptr` must be a live block returned by this allocator (not yet freed).
+    pub unsafe fn live_allocation(&self, ptr: NonNull<u8>) -> Option<LiveAllocation> {
+        // SAFETY: the caller guarantees a live block of ours, so its header precedes it.
+        let (idx, _) = unsafe { read_header(ptr) };
+        read_slot(self.shared.slot(idx)?).filter(|a| a.address == ptr.as_ptr() as usize)
     }
 
     /// A printable leak report: one line per live allocation, then the totals.
@@ -148,71 +439,155 @@ impl<A> TrackingAllocator<A> {
         s
     }
 
-    fn lookup(&self, ptr: NonNull<u8>) -> Option<Entry> {
+    /// Publishes the calling thread's counter deltas for this allocator (done automatically every
+    /// 1,024 operations, at thread exit and by `stats()`); useful before reading `stats()` from
+    /// another thread.
+    pub fn publish_thread_stats(&self) {
+        front::publish(&self.shared);
+    }
+
+    /// Records a new block at `addr` (the caller's pointer, after the header): fills a slot and the
+    /// header. `false` when no slot is available (the slot table cannot grow).
+    #[inline]
+    fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize) -> bool {
+        let a = addr.as_ptr() as usize;
+        let (idx, id) = match front::take(&self.shared, allocated as u64) {
+            Some(x) => x,
+            None => match self.take_shared(allocated as u64) {
+                Some(x) => x,
+                None => return false,
+            },
+        };
+        let Some(s) = self.shared.slot(idx) else {
+            return false;
+        };
+        let align_log2 = u64::from(layout.align().trailing_zeros());
+        s.id.store(id, Ordering::Relaxed);
+        s.requested.store(layout.size(), Ordering::Relaxed);
+        s.packed.store(
+            (allocated as u64 & ((1 << SIZE_BITS) - 1)) | (align_log2 << SIZE_BITS),
+            Ordering::Relaxed,
+        );
+        s.word.store(a, Ordering::Release);
+        // SAFETY: the header lies inside the block the inner allocator just returned (the caller's
+        // pointer is at least HEADER bytes past its start) and is 8-byte aligned.
+        unsafe {
+            let h = addr.as_ptr().sub(HEADER).cast::<u64>();
+            h.write(idx);
+            h.add(1).write(allocated as u64);
+        }
+        true
+    }
+
+    /// The shared (locked) path of `track`: one slot, one id, counters updated directly.
+    #[cold]
+    fn take_shared(&self, allocated: u64) -> Option<(u64, u64)> {
+        let mut st = self.shared.state.lock();
+        let (head, _, n) = self.shared.take_slots(&mut st, 1);
+        if n == 0 {
+            return None;
+        }
+        st.counters.absorb(&Deltas {
+            allocs: 1,
+            frees: 0,
+            in_use: allocated as i64,
+            peak: allocated as i64,
+            largest: allocated,
+        });
+        drop(st);
+        Some((head, self.shared.next_id.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// Forgets the block at `ptr` (its slot is cleared and released) and returns its allocated
+    /// size; `None` (and an error event) when the slot named by its header does not hold `ptr`.
+    ///
+    /// # Safety
+    /// The 16 bytes before `ptr` must be readable (see the module documentation on bad frees).
+    #[inline]
+    unsafe fn untrack(&self, ptr: NonNull<u8>, layout: Layout) -> Option<usize> {
         let addr = ptr.as_ptr() as usize;
-        self.shard(addr).lock().get(&addr).copied()
+        // SAFETY: forwarded from the caller.
+        let (idx, allocated) = unsafe { read_header(ptr) };
+        let Some(w) = self
+            .shared
+            .word(idx)
+            .filter(|w| w.load(Ordering::Acquire) == addr)
+        else {
+            tracing::error!(
+                allocator = %self.name,
+                address = addr,
+                size = layout.size(),
+                "free of an address this allocator does not hold live (a double free or a foreign \
+                 pointer); ignored"
+            );
+            return None;
+        };
+        if !front::give(&self.shared, idx, w, allocated as u64) {
+            let mut st = self.shared.state.lock();
+            w.store(link(NIL), Ordering::Release);
+            Shared::put_slots(&mut st, &self.shared, idx, idx);
+            st.counters.absorb(&Deltas {
+                frees: 1,
+                in_use: -(allocated as i64),
+                ..Deltas::default()
+            });
+        }
+        Some(allocated)
+    }
+
+    fn snapshot(&self) -> AllocatorStats {
+        front::publish(&self.shared);
+        let c = self.shared.state.lock().counters;
+        AllocatorStats {
+            num_allocs: c.allocs,
+            num_frees: c.frees,
+            bytes_in_use: c.in_use.max(0) as u64,
+            peak_bytes_in_use: c.peak.max(0) as u64,
+            largest_alloc_size: c.largest,
+            ..AllocatorStats::default()
+        }
     }
 }
 
 impl<A: Allocator> TrackingAllocator<A> {
+    /// Tracks a block the inner allocator returned for `outer`, or gives it back when the table
+    /// cannot take it.
     #[inline]
-    fn track(&self, block: NonNull<[u8]>, layout: Layout) -> NonNull<[u8]> {
-        let addr = block.as_ptr().cast::<u8>() as usize;
-        let allocated = block.len().max(layout.size());
-        let (id, _) = self.stats.record_alloc_with_id(allocated as u64);
-        let prev = self.shard(addr).lock().insert(
-            addr,
-            Entry {
-                id,
-                requested: layout.size(),
-                allocated,
-                align: layout.align(),
-            },
-        );
-        if let Some(p) = prev {
-            // The inner allocator handed out an address that is still live: a bug below us.
-            tracing::error!(
-                allocator = %self.name,
-                address = addr,
-                stale_id = p.id,
-                "inner allocator returned an address that is still live"
-            );
-        }
-        block
-    }
-
-    #[inline]
-    fn untrack(&self, ptr: NonNull<u8>, layout: Layout) -> bool {
-        let addr = ptr.as_ptr() as usize;
-        match self.shard(addr).lock().remove(&addr) {
-            Some(e) => {
-                self.stats.record_free(e.allocated as u64);
-                true
-            }
-            None => {
-                tracing::error!(
-                    allocator = %self.name,
-                    address = addr,
-                    size = layout.size(),
-                    "free of an address this allocator does not own (or a double free); ignored"
-                );
-                false
-            }
+    fn finish(
+        &self,
+        block: NonNull<[u8]>,
+        layout: Layout,
+        outer: Layout,
+        off: usize,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        let base = block.cast::<u8>();
+        let allocated = block.len().max(outer.size()) - off;
+        // SAFETY: `off < outer.size() <= block.len()`, so the caller's pointer is inside the block.
+        let user = unsafe { base.add(off) };
+        if self.track(user, layout, allocated) {
+            Ok(NonNull::slice_from_raw_parts(user, allocated))
+        } else {
+            // SAFETY: `base` was just returned by the inner allocator for `outer`.
+            unsafe { self.inner.deallocate(base, outer) };
+            Err(AllocError)
         }
     }
 }
 
-// SAFETY: allocation and deallocation are forwarded to the inner allocator with the caller's
-// layout; the table only observes addresses. A pointer unknown to the table is not forwarded, so a
-// double free cannot reach the inner allocator.
+// SAFETY: every block handed out lies inside a block of the inner allocator obtained for a layout
+// of at least `size + offset` bytes at an alignment that is a multiple of the caller's, offset by
+// a multiple of that alignment, so it is valid and aligned for the caller's layout. Deallocation
+// forwards the same outer block and layout (rebuilt from the caller's layout) only after the slot
+// proved the block live, so a detected double free never reaches the inner allocator.
 unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
-        let b = self.inner.allocate(layout)?;
-        Ok(self.track(b, layout))
+        let (outer, off) = outer_layout(layout).ok_or(AllocError)?;
+        let b = self.inner.allocate(outer)?;
+        self.finish(b, layout, outer, off)
     }
 
     #[inline]
@@ -220,8 +595,9 @@ unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
-        let b = self.inner.allocate_zeroed(layout)?;
-        Ok(self.track(b, layout))
+        let (outer, off) = outer_layout(layout).ok_or(AllocError)?;
+        let b = self.inner.allocate_zeroed(outer)?;
+        self.finish(b, layout, outer, off)
     }
 
     #[inline]
@@ -229,12 +605,21 @@ unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
         if layout.size() == 0 {
             return;
         }
-        // Remove from the table first: once the inner allocator has the block back, another thread
-        // may receive the same address and insert it.
-        if self.untrack(ptr, layout) {
-            // SAFETY: the table proved `ptr` is a live block of ours, allocated with `layout` per the
-            // caller's contract.
-            unsafe { self.inner.deallocate(ptr, layout) }
+        let Some((outer, off)) = outer_layout(layout) else {
+            tracing::error!(
+                allocator = %self.name,
+                size = layout.size(),
+                "free with a layout no block of this allocator can have; ignored"
+            );
+            return;
+        };
+        // Clear the slot first: once the inner allocator has the block back, another thread may
+        // receive the same address and fill a slot for it.
+        // SAFETY: the caller guarantees `ptr` is a live block of ours, so its header is readable.
+        if unsafe { self.untrack(ptr, layout) }.is_some() {
+            // SAFETY: the slot proved `ptr` live; the inner block starts `off` bytes before it and
+            // was allocated with `outer` (the caller's layout fits the block per the contract).
+            unsafe { self.inner.deallocate(ptr.sub(off), outer) }
         }
     }
 }
@@ -247,7 +632,7 @@ where
         &self.name
     }
     fn stats(&self) -> AllocatorStats {
-        let mut s = self.stats.snapshot();
+        let mut s = self.snapshot();
         if let Some(inner) = self.inner.as_tensor_allocator() {
             let i = inner.stats();
             s.bytes_limit = i.bytes_limit;
@@ -259,7 +644,11 @@ where
         s
     }
     fn reset_peak_stats(&self) {
-        self.stats.reset_peak();
+        front::publish(&self.shared);
+        {
+            let mut st = self.shared.state.lock();
+            st.counters.peak = st.counters.in_use;
+        }
         if let Some(inner) = self.inner.as_tensor_allocator() {
             inner.reset_peak_stats();
         }
@@ -268,26 +657,315 @@ where
         true
     }
     fn requested_size(&self, ptr: NonNull<u8>) -> Option<usize> {
-        self.lookup(ptr).map(|e| e.requested)
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.requested)
     }
     fn allocated_size(&self, ptr: NonNull<u8>) -> Option<usize> {
-        self.lookup(ptr).map(|e| e.allocated)
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.allocated)
     }
     fn allocation_id(&self, ptr: NonNull<u8>) -> Option<u64> {
-        self.lookup(ptr).map(|e| e.id)
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.id)
     }
     fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
+        let (outer, off) = outer_layout(layout).ok_or_else(|| AllocatorError::InvalidRequest {
+            allocator: self.name.clone(),
+            size: layout.size(),
+            align: layout.align(),
+            reason: format!(
+                "size plus the {}-byte tracking header overflows the address space",
+                layout.align().max(HEADER)
+            ),
+        })?;
         let b = match self.inner.as_tensor_allocator() {
-            Some(i) => i.try_allocate(layout)?,
+            Some(i) => i
+                .try_allocate(outer)
+                .map_err(|e| caller_view(e, &self.name, layout))?,
             None => self
                 .inner
-                .allocate(layout)
+                .allocate(outer)
                 .map_err(|_| AllocatorError::out_of_memory(&self.name, layout, &self.stats()))?,
         };
-        Ok(self.track(b, layout))
+        self.finish(b, layout, outer, off)
+            .map_err(|_| AllocatorError::out_of_memory(&self.name, layout, &self.stats()))
+    }
+}
+
+/// Restates an inner allocator's error in the caller's terms: this allocator's name and the size
+/// and alignment the caller asked for (the inner allocator saw them with the header added).
+fn caller_view(e: AllocatorError, name: &str, layout: Layout) -> AllocatorError {
+    let inner_name = |a: String| format!("{name} over {a}");
+    match e {
+        AllocatorError::OutOfMemory {
+            allocator,
+            bytes_in_use,
+            limit,
+            largest_free_chunk,
+            ..
+        } => AllocatorError::OutOfMemory {
+            allocator: inner_name(allocator),
+            size: layout.size(),
+            align: layout.align(),
+            bytes_in_use,
+            limit,
+            largest_free_chunk,
+        },
+        AllocatorError::LimitExceeded {
+            allocator,
+            limit,
+            bytes_in_use,
+            ..
+        } => AllocatorError::LimitExceeded {
+            allocator: inner_name(allocator),
+            size: layout.size(),
+            limit,
+            bytes_in_use,
+        },
+        AllocatorError::InvalidRequest {
+            allocator, reason, ..
+        } => AllocatorError::InvalidRequest {
+            allocator: inner_name(allocator),
+            size: layout.size(),
+            align: layout.align(),
+            reason,
+        },
+    }
+}
+
+impl<A> Drop for TrackingAllocator<A> {
+    fn drop(&mut self) {
+        // Hand this thread's spare slots back (other threads' fronts keep `Shared` alive until
+        // they move on or exit; nothing they hold refers to the inner allocator).
+        front::release(&self.shared);
+    }
+}
+
+/// Under loom there is no front: the models check the shared, locked path, which is the same code
+/// the fronts fall back to.
+#[cfg(loom)]
+mod front {
+    use super::{AtomicUsize, Shared};
+    use std::sync::Arc;
+
+    #[inline]
+    pub(super) fn take(_s: &Arc<Shared>, _allocated: u64) -> Option<(u64, u64)> {
+        None
+    }
+    #[inline]
+    pub(super) fn give(_s: &Arc<Shared>, _idx: u64, _word: &AtomicUsize, _allocated: u64) -> bool {
+        false
+    }
+    pub(super) fn publish(_s: &Arc<Shared>) {}
+    pub(super) fn release(_s: &Arc<Shared>) {}
+}
+
+/// The per-thread front: free slots, reserved ids and unpublished counters of the last tracking
+/// allocator this thread used, all touched without atomic read-modify-writes.
+#[cfg(not(loom))]
+mod front {
+    use super::{link, unlink, AtomicUsize, Deltas, Shared, NIL};
+    use crate::sync::Ordering;
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    /// Slots taken from the shared list at once.
+    const REFILL: usize = 32;
+    /// Free slots a front keeps before handing them all back.
+    const MAX_FREE: usize = 512;
+    /// Ids reserved at once.
+    const IDS: u64 = 256;
+    /// Operations between publications of the counters.
+    const PUBLISH_EVERY: u32 = 1024;
+
+    struct Front {
+        shared: Option<Arc<Shared>>,
+        /// This thread's free slots: a list through the slot words, `n` long, ending at `tail`.
+        head: u64,
+        tail: u64,
+        n: usize,
+        id_next: u64,
+        id_end: u64,
+        d: Deltas,
+        ops: u32,
+    }
+
+    impl Front {
+        #[inline]
+        fn bound(&self, s: &Arc<Shared>) -> bool {
+            self.shared.as_ref().is_some_and(|x| Arc::ptr_eq(x, s))
+        }
+
+        /// Publishes the counters and, with `slots`, hands the free slots back.
+        fn publish_into(&mut self, s: &Shared, slots: bool) {
+            let mut st = s.state.lock();
+            st.counters.absorb(&self.d);
+            if slots {
+                Shared::put_slots(&mut st, s, self.head, self.tail);
+            }
+            drop(st);
+            self.d = Deltas::default();
+            self.ops = 0;
+            if slots {
+                self.head = NIL;
+                self.tail = NIL;
+                self.n = 0;
+            }
+        }
+
+        /// Hands everything back and unbinds (reserved ids are dropped: ids are never reused).
+        fn unbind(&mut self) {
+            if let Some(s) = self.shared.take() {
+                self.publish_into(&s, true);
+            }
+            self.id_next = 0;
+            self.id_end = 0;
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn bind(&mut self, s: &Arc<Shared>) {
+            self.unbind();
+            self.shared = Some(s.clone());
+        }
+
+        /// Takes a batch of slots (the list is empty) and publishes on the way.
+        #[cold]
+        #[inline(never)]
+        fn refill(&mut self, s: &Shared) -> bool {
+            let mut st = s.state.lock();
+            st.counters.absorb(&self.d);
+            let (h, t, n) = s.take_slots(&mut st, REFILL);
+            drop(st);
+            self.d = Deltas::default();
+            self.ops = 0;
+            self.head = h;
+            self.tail = t;
+            self.n = n;
+            n > 0
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn publish_slow(&mut self, s: &Shared, slots: bool) {
+            self.publish_into(s, slots);
+        }
+    }
+
+    impl Drop for Front {
+        fn drop(&mut self) {
+            self.unbind();
+        }
+    }
+
+    thread_local! {
+        static FRONT: RefCell<Front> = const {
+            RefCell::new(Front {
+                shared: None,
+                head: NIL,
+                tail: NIL,
+                n: 0,
+                id_next: 0,
+                id_end: 0,
+                d: Deltas { allocs: 0, frees: 0, in_use: 0, peak: 0, largest: 0 },
+                ops: 0,
+            })
+        };
+    }
+
+    /// Runs `f` on this thread's front; `None` when it is borrowed further up the stack or already
+    /// destroyed (thread exit), and the caller takes the shared path.
+    #[inline]
+    fn with<R>(f: impl FnOnce(&mut Front) -> R) -> Option<R> {
+        FRONT
+            .try_with(|c| c.try_borrow_mut().ok().map(|mut g| f(&mut g)))
+            .ok()
+            .flatten()
+    }
+
+    /// A free slot and a fresh id for a new block of `allocated` bytes, counted; `None` when the
+    /// caller must use the shared path.
+    #[inline]
+    pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64)> {
+        with(|f| {
+            if !f.bound(s) {
+                f.bind(s);
+            }
+            if f.n == 0 && !f.refill(s) {
+                return None;
+            }
+            let idx = f.head;
+            let word = s.word(idx)?;
+            if f.id_next == f.id_end {
+                f.id_next = s.next_id.fetch_add(IDS, Ordering::Relaxed);
+                f.id_end = f.id_next + IDS;
+            }
+            let id = f.id_next;
+            f.id_next += 1;
+            f.head = unlink(word.load(Ordering::Relaxed));
+            f.n -= 1;
+            if f.n == 0 {
+                f.tail = NIL;
+            }
+            let d = &mut f.d;
+            d.allocs += 1;
+            d.in_use += allocated as i64;
+            d.peak = d.peak.max(d.in_use);
+            d.largest = d.largest.max(allocated);
+            f.ops += 1;
+            if f.ops >= PUBLISH_EVERY {
+                f.publish_slow(s, false);
+            }
+            Some((idx, id))
+        })
+        .flatten()
+    }
+
+    /// Takes back slot `idx` (whose word is `word`) of a freed block of `allocated` bytes: the
+    /// word becomes a link on this thread's free list, and the free is counted. `false` when the
+    /// caller must use the shared path.
+    #[inline]
+    pub(super) fn give(s: &Arc<Shared>, idx: u64, word: &AtomicUsize, allocated: u64) -> bool {
+        with(|f| {
+            if !f.bound(s) {
+                f.bind(s);
+            }
+            word.store(link(f.head), Ordering::Release);
+            if f.n == 0 {
+                f.tail = idx;
+            }
+            f.head = idx;
+            f.n += 1;
+            let d = &mut f.d;
+            d.frees += 1;
+            d.in_use -= allocated as i64;
+            f.ops += 1;
+            if f.n >= MAX_FREE {
+                f.publish_slow(s, true);
+            } else if f.ops >= PUBLISH_EVERY {
+                f.publish_slow(s, false);
+            }
+            true
+        })
+        .unwrap_or(false)
+    }
+
+    /// Publishes this thread's counters if its front is bound to `s`.
+    pub(super) fn publish(s: &Arc<Shared>) {
+        with(|f| {
+            if f.bound(s) {
+                f.publish_into(s, false);
+            }
+        });
+    }
+
+    /// Unbinds this thread's front from `s` (the allocator is going away).
+    pub(super) fn release(s: &Arc<Shared>) {
+        with(|f| {
+            if f.bound(s) {
+                f.unbind();
+            }
+        });
     }
 }
 
@@ -374,6 +1052,205 @@ mod tests {
         assert_eq!(t.live_count(), 0);
         assert_eq!(t.stats().bytes_in_use, 0);
         assert_eq!(t.inner().stats().bytes_in_use, 0);
+    }
+
+    #[test]
+    fn every_alignment_to_4096_and_the_header_cost_is_visible_below() {
+        let t = TrackingAllocator::new(AlignedCpuAllocator::new());
+        let mut blocks = vec![];
+        for shift in 0..=12 {
+            let l = Layout::from_size_align(24, 1 << shift).unwrap();
+            let p = t.allocate(l).unwrap();
+            assert_eq!(p.as_ptr().cast::<u8>() as usize % l.align(), 0);
+            assert!(p.len() >= 24);
+            // SAFETY: a live block of ours.
+            let info = unsafe { t.live_allocation(p.cast()) }.unwrap();
+            assert_eq!((info.requested, info.align), (24, l.align()));
+            assert_eq!(t.allocated_size(p.cast()), Some(info.allocated));
+            blocks.push((p, l));
+        }
+        // The wrapper counts what its callers got; the inner allocator also holds the headers.
+        let header_bytes: u64 = (0..=12).map(|s| (1u64 << s).max(16)).sum();
+        assert_eq!(t.stats().bytes_in_use, 13 * 24);
+        assert_eq!(t.inner().stats().bytes_in_use, 13 * 24 + header_bytes);
+        for (p, l) in blocks {
+            // SAFETY: each block came from `t` with `l` and is freed once.
+            unsafe { t.deallocate(p.cast(), l) };
+        }
+        assert_eq!(t.inner().stats().bytes_in_use, 0);
+    }
+
+    #[test]
+    fn slot_table_grows_past_its_first_chunks_and_reuses_slots() {
+        let t = TrackingAllocator::new(AlignedCpuAllocator::new());
+        let l = Layout::from_size_align(8, 8).unwrap();
+        for round in 0..2 {
+            let v: Vec<_> = (0..5000).map(|_| t.allocate(l).unwrap()).collect();
+            assert_eq!(t.live_count(), 5000);
+            let last = v[4999].cast::<u8>();
+            assert_eq!(t.requested_size(last), Some(8));
+            let ids: std::collections::HashSet<u64> =
+                t.live_allocations().iter().map(|a| a.id).collect();
+            assert_eq!(ids.len(), 5000);
+            for p in v {
+                // SAFETY: each block came from `t` with `l` and is freed once.
+                unsafe { t.deallocate(p.cast(), l) };
+            }
+            assert_eq!(t.live_count(), 0);
+            let s = t.stats();
+            assert_eq!((s.num_allocs, s.bytes_in_use), (5000 * (round + 1), 0));
+            assert_eq!(s.peak_bytes_in_use, 5000 * 8);
+        }
+        // Slots were reused: the table holds about one round's worth, not two.
+        assert!(t.shared.created.load(Ordering::Relaxed) < 7000);
+    }
+
+    #[test]
+    fn freed_on_another_thread_and_reported_exactly() {
+        let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+        let l = Layout::from_size_align(100, 16).unwrap();
+        let blocks: Vec<usize> = (0..300)
+            .map(|_| t.allocate(l).unwrap().cast::<u8>().as_ptr() as usize)
+            .collect();
+        assert_eq!(t.stats().bytes_in_use, 300 * 100);
+        let mut expect: Vec<usize> = blocks[200..].to_vec();
+        let t2 = t.clone();
+        std::thread::spawn(move || {
+            for &b in &blocks[..200] {
+                let p = NonNull::new(b as *mut u8).unwrap();
+                // SAFETY: each block came from `t` with `l` and is freed once.
+                unsafe { t2.deallocate(p, l) };
+            }
+        })
+        .join()
+        .unwrap();
+        // The other thread published its counters when it exited.
+        let s = t.stats();
+        assert_eq!((s.num_allocs, s.num_frees), (300, 200));
+        assert_eq!(s.bytes_in_use, 100 * 100);
+        assert_eq!(s.peak_bytes_in_use, 300 * 100);
+        let live: Vec<usize> = t.live_allocations().iter().map(|a| a.address).collect();
+        expect.sort_unstable();
+        let mut got = live.clone();
+        got.sort_unstable();
+        assert_eq!(got, expect);
+        for a in live {
+            // SAFETY: the remaining blocks came from `t` with `l` and are freed once.
+            unsafe { t.deallocate(NonNull::new(a as *mut u8).unwrap(), l) };
+        }
+        assert_eq!(t.stats().bytes_in_use, 0);
+    }
+
+    #[test]
+    fn two_allocators_used_in_turn_on_one_thread_keep_separate_exact_counts() {
+        let a = TrackingAllocator::new(AlignedCpuAllocator::new());
+        let b = TrackingAllocator::new(AlignedCpuAllocator::new());
+        let l = Layout::from_size_align(64, 8).unwrap();
+        let mut la = vec![];
+        let mut lb = vec![];
+        for i in 0..2000 {
+            la.push(a.allocate(l).unwrap());
+            if i % 2 == 0 {
+                lb.push(b.allocate(l).unwrap());
+            }
+            if i % 3 == 0 {
+                let p = la.swap_remove(0);
+                // SAFETY: from `a` with `l`, freed once.
+                unsafe { a.deallocate(p.cast(), l) };
+            }
+        }
+        assert_eq!(a.stats().bytes_in_use, la.len() as u64 * 64);
+        assert_eq!(b.stats().bytes_in_use, lb.len() as u64 * 64);
+        assert_eq!(a.live_count(), la.len());
+        assert_eq!(b.live_count(), lb.len());
+        // A block of `a` is unknown to `b`: the free is refused, not forwarded.
+        // SAFETY: deliberately the wrong allocator, which reads the header of a live block of
+        // `a` (readable) and finds that `b`'s slot does not hold it.
+        unsafe { b.deallocate(la[0].cast(), l) };
+        assert_eq!(a.live_count(), la.len());
+        for p in la {
+            // SAFETY: from `a` with `l`, freed once.
+            unsafe { a.deallocate(p.cast(), l) };
+        }
+        for p in lb {
+            // SAFETY: from `b` with `l`, freed once.
+            unsafe { b.deallocate(p.cast(), l) };
+        }
+        assert_eq!((a.stats().bytes_in_use, b.stats().bytes_in_use), (0, 0));
+        assert_eq!(a.stats().num_allocs, 2000);
+        assert_eq!(b.stats().num_allocs, 1000);
+    }
+
+    #[test]
+    fn publish_makes_another_threads_counts_visible_while_it_lives() {
+        let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t2 = t.clone();
+        let h = std::thread::spawn(move || {
+            let l = Layout::from_size_align(10, 8).unwrap();
+            let p = t2.allocate(l).unwrap();
+            t2.publish_thread_stats();
+            tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            // SAFETY: from `t2` with `l`, freed once.
+            unsafe { t2.deallocate(p.cast(), l) };
+        });
+        rx.recv().unwrap();
+        let s = t.stats();
+        assert_eq!((s.num_allocs, s.bytes_in_use), (1, 10));
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
+        assert_eq!(t.stats().bytes_in_use, 0);
+    }
+
+    #[test]
+    fn dropping_the_allocator_while_another_thread_holds_its_slots_is_safe() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+        let t2 = t.clone();
+        let h = std::thread::spawn(move || {
+            let l = Layout::from_size_align(32, 8).unwrap();
+            let p = t2.allocate(l).unwrap();
+            // SAFETY: from `t2` with `l`, freed once; this thread's front keeps spare slots.
+            unsafe { t2.deallocate(p.cast(), l) };
+            drop(t2);
+            back_tx.send(()).unwrap();
+            rx.recv().unwrap();
+            // The allocator is gone; this thread's front still refers to its table and must
+            // move to a new allocator cleanly.
+            let other = TrackingAllocator::new(AlignedCpuAllocator::new());
+            let q = other.allocate(l).unwrap();
+            // SAFETY: from `other` with `l`, freed once.
+            unsafe { other.deallocate(q.cast(), l) };
+            assert_eq!(other.stats().num_allocs, 1);
+        });
+        back_rx.recv().unwrap();
+        assert_eq!(std::sync::Arc::strong_count(&t), 1);
+        drop(t);
+        tx.send(()).unwrap();
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn try_allocate_explains_failures_in_the_callers_terms() {
+        let t = TrackingAllocator::new(AlignedCpuAllocator::with_options(
+            crate::alloc::CpuOptions {
+                memory_limit: Some(1000),
+                ..Default::default()
+            },
+        ));
+        let l = Layout::from_size_align(5000, 64).unwrap();
+        let e = t.try_allocate(l).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("tracking(cpu)"), "{text}");
+        assert!(text.contains("5000"), "{text}");
+        assert!(t.allocate(l).is_err());
+        let huge = Layout::from_size_align(usize::MAX - 100, 8).unwrap_or(l);
+        assert!(t.try_allocate(huge).is_err());
+        assert_eq!(t.live_count(), 0);
+        assert_eq!(t.stats().num_allocs, 0);
     }
 
     #[test]
