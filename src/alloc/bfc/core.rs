@@ -25,8 +25,15 @@ const HUGE_PAGE: usize = 2 << 20;
 pub(crate) struct Counters {
     pub num_allocs: u64,
     pub num_frees: u64,
-    pub in_use: u64,
-    pub peak_in_use: u64,
+    /// Bytes of chunks handed out and not in any thread cache. Signed: with several threads,
+    /// one thread's frees into its cache may be merged before another thread's hits on the
+    /// same chunks (reported values are clamped at 0).
+    pub in_use: i64,
+    pub peak_in_use: i64,
+    /// Bytes of chunks sitting in per-thread caches (as of the last merge of each thread's
+    /// counters). These chunks are marked in use in the chunk structures, so
+    /// `in_use + thread_cached` always equals the sum over in-use chunks.
+    pub thread_cached: i64,
     pub largest_alloc: u64,
     pub reserved: u64,
     pub peak_reserved: u64,
@@ -116,6 +123,10 @@ pub(crate) struct Core {
     huge_min: usize,
     /// Freed chunks of at least this many bytes give their whole pages back (`MADV_DONTNEED`).
     release_min: usize,
+    /// Requests of at most this many (rounded) bytes always get a chunk of exactly the rounded
+    /// size (split whatever the split rule says), so a free into a thread cache knows the chunk
+    /// size from the caller's `Layout` alone. 0 without thread caches.
+    exact_max: usize,
     page: usize,
     regions_created: u64,
     pub st: Counters,
@@ -224,6 +235,11 @@ impl Core {
             curr_region: o.initial_region_bytes.max(granule),
             huge_min: o.huge_page_min_region_bytes.unwrap_or(usize::MAX),
             release_min: o.release_pages_min_bytes.unwrap_or(usize::MAX),
+            exact_max: if o.thread_cache > 0 && !cfg!(loom) {
+                o.thread_cache_max_chunk_bytes
+            } else {
+                0
+            },
             page: crate::alloc::sub::page_size(),
             regions_created: 0,
             st: Counters::default(),
@@ -233,11 +249,6 @@ impl Core {
             timestamps: o.timestamp_events,
             epoch: Instant::now(),
         }
-    }
-
-    #[inline]
-    pub fn granule(&self) -> usize {
-        self.granule
     }
 
     #[inline]
@@ -257,7 +268,8 @@ impl Core {
     #[inline]
     fn should_split(&self, size: usize, rounded: usize) -> bool {
         size > rounded
-            && (size as f64 >= self.split_ratio * rounded as f64
+            && (rounded <= self.exact_max
+                || size as f64 >= self.split_ratio * rounded as f64
                 || size - rounded >= self.max_waste)
     }
 
@@ -371,7 +383,11 @@ impl Core {
             let mut h = self.quick.heads[b];
             while h != NIL {
                 let c = &self.slab[h];
-                if c.requested == rounded && c.addr & (align - 1) == 0 {
+                // With thread caches, small requests need a chunk of exactly their size.
+                if c.requested == rounded
+                    && c.addr & (align - 1) == 0
+                    && (rounded > self.exact_max || c.size == rounded)
+                {
                     return Ok(h);
                 }
                 if c.size >= rounded && c.size < fit_size {
@@ -482,7 +498,7 @@ impl Core {
         let (addr, size) = (c.addr, c.size);
         let st = &mut self.st;
         st.num_allocs += 1;
-        st.in_use += size as u64;
+        st.in_use += size as i64;
         st.peak_in_use = st.peak_in_use.max(st.in_use);
         st.largest_alloc = st.largest_alloc.max(size as u64);
         self.record(BfcEventKind::Alloc, size, requested, id);
@@ -650,7 +666,7 @@ impl Core {
         c.bin = NO_BIN;
         let st = &mut self.st;
         st.num_allocs += 1;
-        st.in_use += size as u64;
+        st.in_use += size as i64;
         st.peak_in_use = st.peak_in_use.max(st.in_use);
         st.largest_alloc = st.largest_alloc.max(size as u64);
         self.record(BfcEventKind::Alloc, size, requested, id);
@@ -853,14 +869,64 @@ impl Core {
     #[inline]
     pub fn free(&mut self, addr: usize) -> Result<usize, FreeError> {
         let (ri, h) = self.lookup(addr)?;
+        let size = self.slab[h].size;
+        self.st.num_frees += 1;
+        self.st.in_use -= size as i64;
+        self.free_chunk(ri, h);
+        Ok(size)
+    }
+
+    /// Frees a chunk that comes back from a thread cache: its free was already counted (in the
+    /// thread's merged counters), so only `thread_cached` changes. `size` is the cache key (the
+    /// rounded request), which must be the chunk's size.
+    pub fn free_thread_cached(&mut self, addr: usize, size: usize) -> Result<(), FreeError> {
+        let (ri, h) = self.lookup(addr)?;
+        let actual = self.slab[h].size;
+        if actual != size {
+            tracing::error!(
+                allocator = "bfc",
+                addr,
+                cached_as = size,
+                chunk_size = actual,
+                "thread-cached chunk has a different size than its cache key (freed with a \
+                 wrong Layout?)"
+            );
+        }
+        self.st.thread_cached -= size as i64;
+        // Keep `in_use + thread_cached` equal to the in-use chunk bytes even after a bad key.
+        self.st.in_use += size as i64 - actual as i64;
+        self.free_chunk(ri, h);
+        Ok(())
+    }
+
+    /// Merges a thread's cache counters (see `front::Deltas`).
+    #[inline]
+    pub fn merge(&mut self, allocs: u64, frees: u64, in_use: i64, peak: i64) {
+        let st = &mut self.st;
+        st.num_allocs += allocs;
+        st.num_frees += frees;
+        st.peak_in_use = st.peak_in_use.max(st.in_use + peak);
+        st.in_use += in_use;
+        st.thread_cached -= in_use;
+    }
+
+    /// Whether the in-use, not cached chunk at `addr` is exactly `size` bytes and starts at an
+    /// address aligned to `align` (debug check of a free into a thread cache).
+    pub fn is_live_chunk_of(&self, addr: usize, size: usize, align: usize) -> bool {
+        self.lookup(addr)
+            .is_ok_and(|(_, h)| self.slab[h].size == size && addr & (align - 1) == 0)
+    }
+
+    /// Frees in-use chunk `h` of region `ri` (statistics already updated by the caller).
+    #[inline]
+    fn free_chunk(&mut self, ri: usize, h: u32) {
         self.free_count += 1;
         let c = &mut self.slab[h];
         let (size, requested, id) = (c.size, c.requested, c.id);
+        let addr = c.addr;
         c.requested = 0;
         c.id = 0;
         c.freed_at = self.free_count;
-        self.st.num_frees += 1;
-        self.st.in_use -= size as u64;
         self.record(BfcEventKind::Free, size, requested, id);
         let q = &self.quick;
         if size <= q.max_chunk && size <= q.max_bytes && q.cap > 0 {
@@ -885,7 +951,6 @@ impl Core {
             }
             self.release(ri, h);
         }
-        Ok(size)
     }
 
     /// Merges free chunk `h` (not in a bin) with its free neighbours and bins the result.
@@ -947,12 +1012,12 @@ impl Core {
             let nsize = self.slab[next].size;
             self.bins.remove(&mut self.slab, next);
             self.absorb(ri, h, next);
-            self.st.in_use += nsize as u64;
+            self.st.in_use += nsize as i64;
         }
         let size = self.slab[h].size;
         if self.should_split(size, rounded) {
             if let Some(tail) = self.split(h, rounded) {
-                self.st.in_use -= (size - rounded) as u64;
+                self.st.in_use -= (size - rounded) as i64;
                 self.release(ri, tail);
             }
         }
@@ -987,8 +1052,8 @@ impl Core {
         AllocatorStats {
             num_allocs: s.num_allocs,
             num_frees: s.num_frees,
-            bytes_in_use: s.in_use,
-            peak_bytes_in_use: s.peak_in_use,
+            bytes_in_use: s.in_use.max(0) as u64,
+            peak_bytes_in_use: s.peak_in_use.max(0) as u64,
             largest_alloc_size: s.largest_alloc,
             bytes_limit: self.has_limit.then_some(self.limit),
             bytes_reserved: s.reserved,
@@ -1003,7 +1068,8 @@ impl Core {
         self.st.peak_reserved = self.st.reserved;
     }
 
-    pub fn dump(&self, name: &str) -> BfcMemoryDump {
+    /// `thread_entries`: `(size, address)` of the chunks in the calling thread's cache.
+    pub fn dump(&self, name: &str, thread_entries: &[(usize, usize)]) -> BfcMemoryDump {
         let mut bins: Vec<BinDump> = (0..self.num_bins)
             .map(|i| BinDump {
                 index: i,
@@ -1025,7 +1091,8 @@ impl Core {
                 guard += 1;
                 let c = &self.slab[h];
                 let bd = &mut bins[self.bin_for(c.size)];
-                if c.in_use {
+                let thread_cached = c.in_use && thread_entries.iter().any(|e| e.1 == c.addr);
+                if c.in_use && !thread_cached {
                     bd.in_use_chunks += 1;
                     bd.in_use_bytes += c.size;
                     bd.requested_bytes += c.requested;
@@ -1036,7 +1103,8 @@ impl Core {
                 chunks.push(ChunkDump {
                     offset: c.addr.wrapping_sub(r.base),
                     size: c.size,
-                    in_use: c.in_use,
+                    in_use: c.in_use && !thread_cached,
+                    thread_cached,
                     requested: c.requested,
                     id: c.id,
                     freed_at_count: c.freed_at,
@@ -1059,6 +1127,7 @@ impl Core {
             bins,
             regions,
             recent_events: self.events.snapshot(),
+            thread_cached_bytes: self.st.thread_cached.max(0) as u64,
         }
     }
 
@@ -1281,10 +1350,10 @@ impl Core {
                 self.slab.live()
             ));
         }
-        if in_use != self.st.in_use {
+        if in_use as i64 != self.st.in_use + self.st.thread_cached {
             return Err(format!(
-                "stats say {} bytes in use, chunks sum to {in_use}",
-                self.st.in_use
+                "stats say {} bytes in use and {} in thread caches, in-use chunks sum to {in_use}",
+                self.st.in_use, self.st.thread_cached
             ));
         }
         if reserved != self.st.reserved {
@@ -1302,9 +1371,48 @@ impl Core {
         Ok(())
     }
 
+    /// Checks the calling thread's cache entries `(size, address)`: each is an in-use chunk (not
+    /// in the recent-free cache) of exactly its key's size, listed once, and together they fit
+    /// in the bytes counted as thread-cached.
+    pub fn check_thread_cached(&self, entries: &[(usize, usize)]) -> Result<(), String> {
+        let mut total = 0i64;
+        for (i, &(size, addr)) in entries.iter().enumerate() {
+            if entries[..i].iter().any(|e| e.1 == addr) {
+                return Err(format!(
+                    "thread cache holds chunk {addr:#x} twice (double free)"
+                ));
+            }
+            match self.lookup(addr) {
+                Ok((_, h)) if self.slab[h].size == size => {}
+                Ok((_, h)) => {
+                    return Err(format!(
+                        "thread cache entry {addr:#x} is keyed {size} bytes but its chunk has {}",
+                        self.slab[h].size
+                    ))
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "thread cache entry {addr:#x} ({size} bytes) is not a live chunk: {}",
+                        e.describe()
+                    ))
+                }
+            }
+            total += size as i64;
+        }
+        if total > self.st.thread_cached {
+            return Err(format!(
+                "this thread caches {total} bytes but only {} are counted as thread-cached",
+                self.st.thread_cached
+            ));
+        }
+        Ok(())
+    }
+
     /// Total free bytes inside the regions.
     pub fn free_bytes(&self) -> u64 {
-        self.st.reserved.saturating_sub(self.st.in_use)
+        self.st
+            .reserved
+            .saturating_sub(self.st.in_use.max(0) as u64)
     }
 
     /// Chunk of a live allocation (for per-pointer queries).

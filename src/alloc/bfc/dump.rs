@@ -109,8 +109,11 @@ pub struct ChunkDump {
     pub offset: usize,
     /// Chunk size in bytes.
     pub size: usize,
-    /// Whether it is handed out.
+    /// Whether it is handed out (chunks in the dumping thread's cache are not).
     pub in_use: bool,
+    /// Whether it sits in the dumping thread's front cache (freed by its owner, kept for reuse by
+    /// that thread; other threads' cached chunks show as in use).
+    pub thread_cached: bool,
     /// Bytes requested (0 when free).
     pub requested: usize,
     /// Allocation id (0 when free).
@@ -148,8 +151,10 @@ pub struct BfcMemoryDump {
     pub bins: Vec<BinDump>,
     /// Every region and chunk.
     pub regions: Vec<RegionDump>,
-    /// The most recent events, oldest first.
+    /// The most recent events, oldest first (thread-cache hits and puts are not recorded).
     pub recent_events: Vec<BfcEvent>,
+    /// Bytes of chunks in all threads' front caches, as of each thread's last merge.
+    pub thread_cached_bytes: u64,
 }
 
 impl BfcMemoryDump {

@@ -9,6 +9,16 @@ fn l(size: usize, align: usize) -> Layout {
 
 const MIB: usize = 1 << 20;
 
+/// Options for tests of the shared (locked) path and chunk layout: no thread cache (whose
+/// lock-free frees would keep chunks out of the bins) and no dirty-page budget.
+fn core_opts() -> BfcOptions {
+    BfcOptions {
+        thread_cache: 0,
+        max_dirty_ratio: None,
+        ..BfcOptions::default()
+    }
+}
+
 /// Records the size of every region handed out.
 fn recording_mmap() -> (StdArc<std::sync::Mutex<Vec<usize>>>, Box<dyn SubAllocator>) {
     let sizes = StdArc::new(std::sync::Mutex::new(vec![]));
@@ -82,7 +92,7 @@ fn capture_logs(f: impl FnOnce()) -> String {
 
 #[test]
 fn alloc_free_coalesces_back_to_one_chunk() {
-    let a = BfcAllocator::new(BfcOptions::default());
+    let a = BfcAllocator::new(core_opts());
     let p = a.allocate(l(1000, 8)).unwrap();
     let q = a.allocate(l(5000, 64)).unwrap();
     let r = a.allocate(l(300, 1)).unwrap();
@@ -112,7 +122,7 @@ fn alloc_free_coalesces_back_to_one_chunk() {
 
 #[test]
 fn best_fit_prefers_the_smallest_then_lowest_chunk() {
-    let a = BfcAllocator::new(BfcOptions::default());
+    let a = BfcAllocator::new(core_opts());
     // Carve holes of 4 KiB, 2 KiB and 2 KiB separated by live blocks.
     let sizes = [4096, 256, 2048, 256, 2048, 256];
     let ps: Vec<_> = sizes
@@ -137,7 +147,7 @@ fn best_fit_prefers_the_smallest_then_lowest_chunk() {
 
 #[test]
 fn every_power_of_two_alignment_up_to_64k_is_honoured() {
-    let a = BfcAllocator::new(BfcOptions::default());
+    let a = BfcAllocator::new(core_opts());
     let mut live = vec![];
     for shift in 0..=16 {
         let align = 1usize << shift;
@@ -181,7 +191,7 @@ fn split_rule_follows_ratio_and_waste_threshold() {
         BfcOptions {
             growth: BfcGrowth::Exact,
             initial_region_bytes: 4096,
-            ..BfcOptions::default()
+            ..core_opts()
         },
     );
     let p = a.allocate(l(600 << 10, 64)).unwrap().cast::<u8>();
@@ -202,7 +212,7 @@ fn split_rule_follows_ratio_and_waste_threshold() {
     let b = BfcAllocator::new(BfcOptions {
         split_ratio: 1000.0,
         max_split_waste_bytes: 64 << 10,
-        ..BfcOptions::default()
+        ..core_opts()
     });
     let p = b.allocate(l(1 << 20, 64)).unwrap().cast::<u8>();
     assert_eq!(
@@ -214,7 +224,7 @@ fn split_rule_follows_ratio_and_waste_threshold() {
     unsafe { b.deallocate(p, l(1 << 20, 64)) };
     let c = BfcAllocator::new(BfcOptions {
         split_ratio: 1000.0,
-        ..BfcOptions::default()
+        ..core_opts()
     });
     let p = c.allocate(l(1 << 20, 64)).unwrap().cast::<u8>();
     assert_eq!(
@@ -229,7 +239,7 @@ fn split_rule_follows_ratio_and_waste_threshold() {
 #[test]
 fn double_growth_doubles_from_the_initial_region() {
     let (sizes, sub) = recording_mmap();
-    let a = BfcAllocator::with_sub_allocator(sub, BfcOptions::default());
+    let a = BfcAllocator::with_sub_allocator(sub, core_opts());
     let lay = l(1536 << 10, 64);
     let ps: Vec<_> = (0..4)
         .map(|_| a.allocate(lay).unwrap().cast::<u8>())
@@ -264,7 +274,7 @@ fn exact_growth_reserves_what_is_asked() {
         BfcOptions {
             growth: BfcGrowth::Exact,
             initial_region_bytes: 1 << 20,
-            ..BfcOptions::default()
+            ..core_opts()
         },
     );
     let p1 = a.allocate(l(3 * MIB, 64)).unwrap().cast::<u8>();
@@ -290,7 +300,7 @@ fn growth_backs_off_and_always_terminates() {
         }),
         BfcOptions {
             initial_region_bytes: 16 * MIB,
-            ..BfcOptions::default()
+            ..core_opts()
         },
     );
     let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
@@ -320,7 +330,7 @@ fn growth_backs_off_and_always_terminates() {
             BfcOptions {
                 initial_region_bytes: initial,
                 garbage_collection: false,
-                ..BfcOptions::default()
+                ..core_opts()
             },
         );
         assert!(b.allocate(l(200, 8)).is_err());
@@ -336,7 +346,7 @@ fn memory_limit_is_never_exceeded_and_gc_makes_room() {
         memory_limit: Some(4 * MIB as u64),
         growth: BfcGrowth::Exact,
         initial_region_bytes: MIB,
-        ..BfcOptions::default()
+        ..core_opts()
     };
     let a = BfcAllocator::new(opts.clone());
     let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
@@ -374,7 +384,7 @@ fn oom_reports_fragmentation_and_keeps_a_dump() {
     let a = BfcAllocator::new(BfcOptions {
         memory_limit: Some(4 * MIB as u64),
         initial_region_bytes: 4 * MIB,
-        ..BfcOptions::default()
+        ..core_opts()
     });
     let blk = l(256 << 10, 64);
     let ps: Vec<_> = (0..16)
@@ -415,7 +425,7 @@ fn oom_reports_fragmentation_and_keeps_a_dump() {
 
 #[test]
 fn bad_frees_are_refused_without_damage() {
-    let a = BfcAllocator::new(BfcOptions::default());
+    let a = BfcAllocator::new(core_opts());
     let p = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
     let q = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
     // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
@@ -446,7 +456,7 @@ fn bad_frees_are_refused_without_damage() {
 
 #[test]
 fn per_pointer_queries_and_ids() {
-    let a = BfcAllocator::new(BfcOptions::default());
+    let a = BfcAllocator::new(core_opts());
     assert!(a.tracks_allocation_sizes());
     let p = a.allocate(l(10, 8)).unwrap().cast::<u8>();
     let q = a.allocate(l(700, 8)).unwrap().cast::<u8>();
@@ -473,7 +483,7 @@ fn per_pointer_queries_and_ids() {
 
 #[test]
 fn grow_and_shrink_in_place_and_by_copy() {
-    let a = BfcAllocator::new(BfcOptions::default());
+    let a = BfcAllocator::new(core_opts());
     let mut v = allocator_api2::vec::Vec::new_in(&a);
     for i in 0..100_000u32 {
         v.push(i);
@@ -506,7 +516,7 @@ fn grow_and_shrink_in_place_and_by_copy() {
 
 #[test]
 fn zero_size_and_impossible_requests() {
-    let a = BfcAllocator::new(BfcOptions::default());
+    let a = BfcAllocator::new(core_opts());
     let z = a.allocate(l(0, 4096)).unwrap();
     assert_eq!(z.len(), 0);
     // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
@@ -522,13 +532,13 @@ fn zero_size_and_impossible_requests() {
 fn invalid_options_are_named() {
     let e = BfcAllocator::try_new(BfcOptions {
         granule_bytes: 300,
-        ..BfcOptions::default()
+        ..core_opts()
     })
     .unwrap_err();
     assert!(e.to_string().contains("granule_bytes = 300"), "{e}");
     let e = BfcOptions {
         split_ratio: 0.5,
-        ..BfcOptions::default()
+        ..core_opts()
     }
     .validate()
     .unwrap_err();
@@ -536,7 +546,7 @@ fn invalid_options_are_named() {
     // `new` falls back to defaults and still works.
     let a = BfcAllocator::new(BfcOptions {
         num_bins: 0,
-        ..BfcOptions::default()
+        ..core_opts()
     });
     let p = a.allocate(l(10, 8)).unwrap();
     // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
@@ -549,7 +559,7 @@ fn custom_granule_and_bins() {
     let a = BfcAllocator::new(BfcOptions {
         granule_bytes: 64,
         num_bins: 4,
-        ..BfcOptions::default()
+        ..core_opts()
     });
     let p = a.allocate(l(65, 8)).unwrap().cast::<u8>();
     assert_eq!(a.allocated_size(p), Some(128));
@@ -567,25 +577,25 @@ fn custom_granule_and_bins() {
 
 #[test]
 fn checker_detects_corruption() {
-    let a = BfcAllocator::new(BfcOptions::default());
+    let a = BfcAllocator::new(core_opts());
     let p = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
     a.check_invariants().unwrap();
     {
-        let mut c = a.core.lock();
+        let mut c = a.inner.core.lock();
         let (_, h) = c.lookup(p.as_ptr() as usize).unwrap();
         c.slab[h].size += 256;
     }
     let e = a.check_invariants().unwrap_err();
     assert!(e.contains("expected"), "{e}");
     {
-        let mut c = a.core.lock();
+        let mut c = a.inner.core.lock();
         let (_, h) = c.lookup(p.as_ptr() as usize).unwrap();
         c.slab[h].size -= 256;
         c.st.in_use += 1;
     }
     let e = a.check_invariants().unwrap_err();
     assert!(e.contains("bytes in use"), "{e}");
-    a.core.lock().st.in_use -= 1;
+    a.inner.core.lock().st.in_use -= 1;
     // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(1000, 8)) };
     a.check_invariants().unwrap();
@@ -595,7 +605,7 @@ fn checker_detects_corruption() {
 fn allocator_is_send_and_sync_and_shared() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<BfcAllocator>();
-    let a: crate::alloc::AllocatorRef = crate::sync::Arc::new(BfcAllocator::default());
+    let a: crate::alloc::AllocatorRef = crate::sync::Arc::new(BfcAllocator::new(core_opts()));
     let hs: Vec<_> = (0..2)
         .map(|t| {
             let a = a.clone();
@@ -623,7 +633,7 @@ fn allocator_is_send_and_sync_and_shared() {
 fn huge_page_regions_are_2mib_aligned() {
     let a = BfcAllocator::new(BfcOptions {
         huge_page_min_region_bytes: Some(4 * MIB),
-        ..BfcOptions::default()
+        ..core_opts()
     });
     let small = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
     let big = a.allocate(l(5 * MIB, 64)).unwrap().cast::<u8>();
@@ -643,7 +653,7 @@ fn huge_page_regions_are_2mib_aligned() {
 fn cache_opts(entries: usize) -> BfcOptions {
     BfcOptions {
         recent_free_cache: entries,
-        ..BfcOptions::default()
+        ..core_opts()
     }
 }
 
@@ -655,37 +665,37 @@ fn recent_free_cache_reuses_exact_size_with_exact_stats() {
     unsafe { a.deallocate(p, l(MIB, 64)) };
     a.check_invariants().unwrap();
     // The freed chunk is cached whole (not merged with the free rest of the region)…
-    assert_eq!(a.core.lock().cached_entries().len(), 1);
+    assert_eq!(a.inner.core.lock().cached_entries().len(), 1);
     assert_eq!(a.requested_size(p), None, "a cached chunk is not live");
     // …and a second free of it is refused as a double free, leaving everything intact.
     let logs = capture_logs(|| unsafe { a.deallocate(p, l(MIB, 64)) });
     assert!(logs.contains("double free"), "{logs}");
     a.check_invariants().unwrap();
-    assert_eq!(a.core.lock().cached_entries().len(), 1);
+    assert_eq!(a.inner.core.lock().cached_entries().len(), 1);
     // The next request of the same rounded size gets it back with fresh metadata.
     let q = a.allocate(l(MIB - 100, 64)).unwrap().cast::<u8>();
     assert_eq!(q, p);
     assert!(a.allocation_id(q).unwrap() > id1);
     assert_eq!(a.requested_size(q), Some(MIB - 100));
     assert_eq!(a.allocated_size(q), Some(MIB));
-    assert!(a.core.lock().cached_entries().is_empty());
+    assert!(a.inner.core.lock().cached_entries().is_empty());
     a.check_invariants().unwrap();
     // A smaller request merges the cached chunk back first, so best fit is unchanged: the
     // lowest address wins.
     unsafe { a.deallocate(q, l(MIB - 100, 64)) };
     let r = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
     assert_eq!(r, p);
-    assert!(a.core.lock().cached_entries().is_empty());
+    assert!(a.inner.core.lock().cached_entries().is_empty());
     a.check_invariants().unwrap();
     // A cached chunk too small for a request stays cached.
     unsafe { a.deallocate(r, l(4096, 64)) };
     let t = a.allocate(l(8192, 64)).unwrap().cast::<u8>();
     assert_eq!(t.as_ptr().addr(), p.as_ptr().addr() + 4096);
-    assert_eq!(a.core.lock().cached_entries().len(), 1);
+    assert_eq!(a.inner.core.lock().cached_entries().len(), 1);
     a.check_invariants().unwrap();
     // Statistics are exact while chunks sit in the cache.
     {
-        let core = a.core.lock();
+        let core = a.inner.core.lock();
         assert_eq!(core.st.in_use, 8192);
         assert_eq!((core.st.num_allocs, core.st.num_frees), (4, 3));
     }
@@ -704,7 +714,7 @@ fn recent_free_cache_respects_alignment_and_bounds() {
         recent_free_cache: 2,
         recent_free_max_chunk_bytes: 8192,
         recent_free_max_bytes: 12288,
-        ..BfcOptions::default()
+        ..core_opts()
     });
     let ps: Vec<_> = (0..4)
         .map(|_| a.allocate(l(4096, 8)).unwrap().cast::<u8>())
@@ -713,17 +723,22 @@ fn recent_free_cache_respects_alignment_and_bounds() {
     for &p in &ps {
         unsafe { a.deallocate(p, l(4096, 8)) };
         a.check_invariants().unwrap();
-        assert!(a.core.lock().cached_entries().len() <= 2, "capacity bound");
+        assert!(
+            a.inner.core.lock().cached_entries().len() <= 2,
+            "capacity bound"
+        );
     }
     unsafe { a.deallocate(big, l(16384, 8)) };
     assert!(a
+        .inner
         .core
         .lock()
         .cached_entries()
         .iter()
         .all(|e| e.size <= 8192));
     assert!(
-        a.core
+        a.inner
+            .core
             .lock()
             .cached_entries()
             .iter()
@@ -734,6 +749,7 @@ fn recent_free_cache_respects_alignment_and_bounds() {
     a.check_invariants().unwrap();
     // An alignment the cached address does not satisfy is served from the bins instead.
     let newest = a
+        .inner
         .core
         .lock()
         .cached_entries()
@@ -756,9 +772,9 @@ fn recent_free_cache_is_flushed_by_trim_gc_and_drop() {
     let a = BfcAllocator::new(cache_opts(8));
     let p = a.allocate(l(MIB, 64)).unwrap();
     unsafe { a.deallocate(p.cast(), l(MIB, 64)) };
-    assert_eq!(a.core.lock().cached_entries().len(), 1);
+    assert_eq!(a.inner.core.lock().cached_entries().len(), 1);
     assert_eq!(a.trim(), 2 * MIB);
-    assert_eq!(a.core.lock().cached_entries().len(), 0);
+    assert_eq!(a.inner.core.lock().cached_entries().len(), 0);
     a.check_invariants().unwrap();
     // garbage collection before growth: a cached 1 MiB chunk must not force a second region.
     let a = BfcAllocator::new(BfcOptions {
@@ -780,7 +796,7 @@ fn recent_free_cache_is_flushed_by_trim_gc_and_drop() {
     let a = BfcAllocator::with_sub_allocator(Box::new(sub), cache_opts(8));
     let p = a.allocate(l(MIB, 64)).unwrap();
     unsafe { a.deallocate(p.cast(), l(MIB, 64)) };
-    assert_eq!(a.core.lock().cached_entries().len(), 1);
+    assert_eq!(a.inner.core.lock().cached_entries().len(), 1);
     drop(a);
     assert_eq!(freed.load(Ordering::SeqCst), 2 * MIB);
 }
@@ -790,8 +806,8 @@ fn recent_free_cache_off_merges_at_once() {
     let a = BfcAllocator::new(cache_opts(0));
     let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
     unsafe { a.deallocate(p, l(MIB, 64)) };
-    assert!(a.core.lock().cached_entries().is_empty());
-    assert_eq!(a.core.lock().largest_free_chunk(), 2 * MIB as u64);
+    assert!(a.inner.core.lock().cached_entries().is_empty());
+    assert_eq!(a.inner.core.lock().largest_free_chunk(), 2 * MIB as u64);
     a.check_invariants().unwrap();
 }
 
@@ -838,7 +854,7 @@ fn released_pages_of_big_free_chunks_read_back_as_zero() {
         let a = BfcAllocator::new(BfcOptions {
             release_pages_min_bytes: release,
             recent_free_cache: 0,
-            ..BfcOptions::default()
+            ..core_opts()
         });
         let _guard = a.allocate(l(256, 8)).unwrap(); // keeps the region from being trimmed
         let p = a.allocate(l(4 * MIB, 4096)).unwrap().cast::<u8>();
@@ -864,19 +880,19 @@ fn checker_detects_recent_free_cache_corruption() {
     let p = a.allocate(l(4000, 8)).unwrap();
     unsafe { a.deallocate(p.cast(), l(4000, 8)) };
     a.check_invariants().unwrap();
-    let h = a.core.lock().cached_entries()[0].h;
+    let h = a.inner.core.lock().cached_entries()[0].h;
     assert_eq!(
-        a.core.lock().slab[h].requested,
+        a.inner.core.lock().slab[h].requested,
         4096,
         "key = rounded request"
     );
-    a.core.lock().slab[h].cached = false; // looks like a live chunk without an id
+    a.inner.core.lock().slab[h].cached = false; // looks like a live chunk without an id
     assert!(a.check_invariants().is_err());
-    a.core.lock().slab[h].cached = true;
+    a.inner.core.lock().slab[h].cached = true;
     a.check_invariants().unwrap();
-    a.core.lock().slab[h].requested = 100; // key not a granule multiple
+    a.inner.core.lock().slab[h].requested = 100; // key not a granule multiple
     assert!(a.check_invariants().unwrap_err().contains("cached chunk"));
-    a.core.lock().slab[h].requested = 4096;
+    a.inner.core.lock().slab[h].requested = 4096;
     a.check_invariants().unwrap();
     // The cached chunk goes back to a request of the same rounded size.
     let q = a.allocate(l(3900, 8)).unwrap();
