@@ -59,10 +59,14 @@ mod imp {
     use crate::sync::{Arc, Ordering};
     use std::cell::RefCell;
 
-    /// Keys are compared 16 at a time (one or two vector compares).
-    const BLOCK: usize = 16;
-    const _: () = assert!(MAX_THREAD_CACHE % BLOCK == 0);
+    /// Hash heads (a power of two, comfortably above the entry capacity).
+    const HEADS: usize = 512;
+    /// "No entry" in the `u16` links.
+    const NONE: u16 = u16::MAX;
+    const _: () = assert!(MAX_THREAD_CACHE < NONE as usize);
 
+    /// One thread's cache: up to `MAX_THREAD_CACHE` slots, each chained into the list of its
+    /// key's hash head (newest first), free slots chained through `link`.
     struct Front {
         owner: Option<Arc<Inner>>,
         /// The owner's epoch when this cache last synchronised with it.
@@ -71,10 +75,24 @@ mod imp {
         shift: u32,
         n: usize,
         bytes: usize,
-        /// Rounded size / granule of each entry; `keys[..n]`, roughly oldest first.
+        /// Age stamp source (for spilling the oldest entries first; after it wraps, a spill may
+        /// pick some newer entries, which only costs a later miss).
+        clock: u32,
+        free: u16,
+        /// Number of slots ever used (`free` chains slots below it).
+        used: u16,
+        heads: [u16; HEADS],
+        /// Rounded size / granule of each slot (0: free slot).
         keys: [u32; MAX_THREAD_CACHE],
         addrs: [usize; MAX_THREAD_CACHE],
+        link: [u16; MAX_THREAD_CACHE],
+        stamp: [u32; MAX_THREAD_CACHE],
         d: Deltas,
+    }
+
+    #[inline]
+    fn head_of(key: u32) -> usize {
+        (key.wrapping_mul(0x9E37_79B1) >> (32 - HEADS.trailing_zeros())) as usize
     }
 
     impl Front {
@@ -83,15 +101,34 @@ mod imp {
             self.owner.as_ref().is_some_and(|o| Arc::ptr_eq(o, a))
         }
 
+        /// Occupied slots, as `(slot, key, addr)`.
+        fn occupied(&self) -> impl Iterator<Item = (usize, u32, usize)> + '_ {
+            (0..self.used as usize)
+                .filter(|&i| self.keys[i] != 0)
+                .map(|i| (i, self.keys[i], self.addrs[i]))
+        }
+
+        /// Empties the cache (without handing anything back).
+        fn clear(&mut self) {
+            self.heads = [NONE; HEADS];
+            self.n = 0;
+            self.bytes = 0;
+            self.free = NONE;
+            self.used = 0;
+        }
+
         /// Hands everything back to the owner and unbinds. Returns the bytes handed back.
         fn flush_all(&mut self) -> usize {
             let Some(owner) = self.owner.take() else {
                 return 0;
             };
             let d = std::mem::take(&mut self.d);
-            let n = std::mem::take(&mut self.n);
-            owner.absorb(&self.keys[..n], &self.addrs[..n], self.shift, &d);
-            std::mem::take(&mut self.bytes)
+            let used = self.used as usize;
+            owner.absorb(&self.keys[..used], &self.addrs[..used], self.shift, &d);
+            let bytes = self.bytes;
+            self.keys[..used].fill(0);
+            self.clear();
+            bytes
             // `owner` (an `Arc`) is dropped here; if it was the last reference the allocator's
             // remaining free regions go back to the sub-allocator.
         }
@@ -114,54 +151,82 @@ mod imp {
             }
         }
 
+        /// Unlinks slot `i` (whose predecessor in its chain is `prev`) and frees the slot.
+        #[inline]
+        fn remove(&mut self, i: usize, prev: u16, head: usize) {
+            let next = self.link[i];
+            if prev == NONE {
+                self.heads[head] = next;
+            } else {
+                self.link[prev as usize] = next;
+            }
+            self.bytes -= (self.keys[i] as usize) << self.shift;
+            self.keys[i] = 0;
+            self.link[i] = self.free;
+            self.free = i as u16;
+            self.n -= 1;
+        }
+
         /// Makes room for `size` more bytes: hands back the older half when full, and older
         /// entries until the byte bound allows `size` more.
         #[cold]
         #[inline(never)]
         fn spill(&mut self, a: &Arc<Inner>, cap: usize, size: usize, max_bytes: usize) {
-            let n = self.n;
-            let mut k = if n >= cap { n.div_ceil(2) } else { 0 };
-            let mut bytes = self.bytes;
-            for &key in &self.keys[..k] {
-                bytes -= (key as usize) << self.shift;
+            let mut order = [0u16; MAX_THREAD_CACHE];
+            let mut m = 0;
+            for i in 0..self.used as usize {
+                if self.keys[i] != 0 {
+                    order[m] = i as u16;
+                    m += 1;
+                }
             }
-            while k < n && bytes + size > max_bytes {
-                bytes -= (self.keys[k] as usize) << self.shift;
+            let order = &mut order[..m];
+            order.sort_unstable_by_key(|&i| self.stamp[i as usize]);
+            let mut k = if self.n >= cap { self.n.div_ceil(2) } else { 0 };
+            let mut bytes = self.bytes;
+            for &i in &order[..k.min(m)] {
+                bytes -= (self.keys[i as usize] as usize) << self.shift;
+            }
+            while k < m && bytes + size > max_bytes {
+                bytes -= (self.keys[order[k] as usize] as usize) << self.shift;
                 k += 1;
             }
+            let k = k.min(m);
+            let mut keys = [0u32; MAX_THREAD_CACHE];
+            let mut addrs = [0usize; MAX_THREAD_CACHE];
+            for (j, &i) in order[..k].iter().enumerate() {
+                let i = i as usize;
+                keys[j] = self.keys[i];
+                addrs[j] = self.addrs[i];
+                let h = head_of(self.keys[i]);
+                let mut prev = NONE;
+                let mut p = self.heads[h];
+                while p != NONE && p as usize != i {
+                    prev = p;
+                    p = self.link[p as usize];
+                }
+                if p != NONE {
+                    self.remove(i, prev, h);
+                }
+            }
             let d = std::mem::take(&mut self.d);
-            a.absorb(&self.keys[..k], &self.addrs[..k], self.shift, &d);
-            self.keys.copy_within(k..n, 0);
-            self.addrs.copy_within(k..n, 0);
-            self.n = n - k;
-            self.bytes = bytes;
+            a.absorb(&keys[..k], &addrs[..k], self.shift, &d);
         }
 
-        /// Index of the newest entry with `key` whose address is aligned to `align`.
+        /// Slot (and chain predecessor, hash head) of the newest entry with `key` whose address
+        /// is aligned to `align`.
         #[inline]
-        fn find(&self, key: u32, align: usize) -> Option<usize> {
-            let n = self.n;
-            let mut b = n.div_ceil(BLOCK);
-            while b > 0 {
-                b -= 1;
-                let base = b * BLOCK;
-                let Ok(block) = <&[u32; BLOCK]>::try_from(&self.keys[base..base + BLOCK]) else {
-                    return None;
-                };
-                let mut m = 0u32;
-                for (i, &k) in block.iter().enumerate() {
-                    m |= u32::from(k == key) << i;
+        fn find(&self, key: u32, align: usize) -> Option<(usize, u16, usize)> {
+            let h = head_of(key);
+            let mut prev = NONE;
+            let mut i = self.heads[h];
+            while i != NONE {
+                let s = i as usize;
+                if self.keys[s] == key && self.addrs[s] & (align - 1) == 0 {
+                    return Some((s, prev, h));
                 }
-                if n - base < BLOCK {
-                    m &= (1u32 << (n - base)) - 1;
-                }
-                while m != 0 {
-                    let i = base + 31 - m.leading_zeros() as usize;
-                    if self.addrs[i] & (align - 1) == 0 {
-                        return Some(i);
-                    }
-                    m &= !(1u32 << (i - base));
-                }
+                prev = i;
+                i = self.link[s];
             }
             None
         }
@@ -181,8 +246,14 @@ mod imp {
                 shift: 0,
                 n: 0,
                 bytes: 0,
+                clock: 0,
+                free: NONE,
+                used: 0,
+                heads: [NONE; HEADS],
                 keys: [0; MAX_THREAD_CACHE],
                 addrs: [0; MAX_THREAD_CACHE],
+                link: [NONE; MAX_THREAD_CACHE],
+                stamp: [0; MAX_THREAD_CACHE],
                 d: Deltas { allocs: 0, frees: 0, in_use: 0, peak: 0 },
             })
         };
@@ -207,13 +278,9 @@ mod imp {
                 return None;
             }
             f.check_epoch(a);
-            let i = f.find((rounded >> f.shift) as u32, align)?;
+            let (i, prev, h) = f.find((rounded >> f.shift) as u32, align)?;
             let addr = f.addrs[i];
-            let last = f.n - 1;
-            f.keys[i] = f.keys[last];
-            f.addrs[i] = f.addrs[last];
-            f.n = last;
-            f.bytes -= rounded;
+            f.remove(i, prev, h);
             let d = &mut f.d;
             d.allocs += 1;
             d.in_use += rounded as i64;
@@ -240,17 +307,32 @@ mod imp {
             // A double free would hand the chunk out twice; the lock-free path does not look
             // chunks up, so catch it here in debug builds.
             debug_assert!(
-                !f.addrs[..f.n].contains(&addr),
+                !f.occupied().any(|e| e.2 == addr),
                 "double free of {addr:#x} into the thread cache of BFC allocator '{}'",
                 a.name
             );
             if f.n >= cap || f.bytes + rounded > max_bytes {
                 f.spill(a, cap, rounded, max_bytes);
             }
-            let n = f.n;
-            f.keys[n] = (rounded >> f.shift) as u32;
-            f.addrs[n] = addr;
-            f.n = n + 1;
+            let i = if f.free != NONE {
+                let i = f.free as usize;
+                f.free = f.link[i];
+                i
+            } else {
+                // `n < cap ≤ MAX_THREAD_CACHE` after the spill, so an unused slot is left.
+                let i = f.used as usize;
+                f.used += 1;
+                i
+            };
+            let key = (rounded >> f.shift) as u32;
+            let h = head_of(key);
+            f.keys[i] = key;
+            f.addrs[i] = addr;
+            f.link[i] = f.heads[h];
+            f.heads[h] = i as u16;
+            f.clock = f.clock.wrapping_add(1);
+            f.stamp[i] = f.clock;
+            f.n += 1;
             f.bytes += rounded;
             let d = &mut f.d;
             d.frees += 1;
@@ -277,8 +359,8 @@ mod imp {
     pub(in super::super) fn current_entries(a: &Arc<Inner>) -> Vec<(usize, usize)> {
         with(|f| {
             if f.bound_to(a) {
-                (0..f.n)
-                    .map(|i| ((f.keys[i] as usize) << f.shift, f.addrs[i]))
+                f.occupied()
+                    .map(|(_, k, addr)| ((k as usize) << f.shift, addr))
                     .collect()
             } else {
                 vec![]

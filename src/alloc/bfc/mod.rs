@@ -659,6 +659,9 @@ impl Inner {
         let mut core = self.core.lock();
         core.merge(d.allocs, d.frees, d.in_use, d.peak);
         for (&key, &addr) in keys.iter().zip(addrs) {
+            if key == 0 {
+                continue; // a free slot of the thread cache
+            }
             let size = (key as usize) << shift;
             if let Err(e) = core.free_thread_cached(addr, size) {
                 tracing::error!(
