@@ -43,6 +43,14 @@ pub(crate) struct Chunk {
     /// Freed by its owner but kept whole in the allocator's recent-free cache (`in_use` stays
     /// true so neighbours do not merge with it; it is in no bin).
     pub cached: bool,
+    /// While free: upper bound of its bytes whose pages may be resident (0 once its pages were
+    /// released and it has not been handed out since).
+    pub dirty: usize,
+    /// Links of the dirty-page budget's list (meaningful while `on_dirty_list`).
+    pub dprev: u32,
+    pub dnext: u32,
+    /// On the dirty-page budget's list of free chunks with resident pages.
+    pub on_dirty_list: bool,
     /// Treap links and priority (meaningful while in a bin).
     pub left: u32,
     pub right: u32,
@@ -61,6 +69,10 @@ impl Chunk {
         bin: NO_BIN,
         in_use: false,
         cached: false,
+        dirty: 0,
+        dprev: NIL,
+        dnext: NIL,
+        on_dirty_list: false,
         left: NIL,
         right: NIL,
         prio: 0,

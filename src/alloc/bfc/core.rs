@@ -19,6 +19,7 @@ const ALIGN_PROBES: usize = 8;
 const MAX_GROWTH_TRIES: usize = 64;
 /// Transparent huge page size assumed for region alignment (x86-64 and arm64 with 4 KiB pages).
 const HUGE_PAGE: usize = 2 << 20;
+const DECAY: f64 = 1.0 / 1024.0;
 
 /// Plain counters (protected by the allocator's lock, so no atomics on the hot path).
 #[derive(Debug, Default, Clone)]
@@ -103,6 +104,29 @@ struct Quick {
     max_bytes: usize,
 }
 
+/// The dirty-page budget's state: free chunks of at least `min` bytes with possibly resident
+/// pages, on a list threaded through the chunks (`dprev`/`dnext`) from least to most recently
+/// freed.
+#[derive(Debug)]
+struct Dirty {
+    enabled: bool,
+    ratio: f64,
+    min: usize,
+    /// Sum of `Chunk::dirty` over the listed chunks.
+    total: u64,
+    oldest: u32,
+    newest: u32,
+    /// Bytes given back with `MADV_DONTNEED` so far (by the budget and by
+    /// `release_pages_min_bytes`).
+    released: u64,
+    /// Chunks released by the budget so far.
+    purges: u64,
+    /// Recent high-water mark of bytes in use (decays towards the current value).
+    reference: f64,
+    /// The budget is never below this many bytes.
+    floor: f64,
+}
+
 pub(crate) struct Core {
     pub slab: Slab,
     /// Recently freed chunks kept whole; see `BfcOptions::recent_free_cache`.
@@ -123,11 +147,16 @@ pub(crate) struct Core {
     huge_min: usize,
     /// Freed chunks of at least this many bytes give their whole pages back (`MADV_DONTNEED`).
     release_min: usize,
+    /// Dirty-page budget (see `BfcOptions::max_dirty_ratio`).
+    dirty: Dirty,
     /// Requests of at most this many (rounded) bytes always get a chunk of exactly the rounded
     /// size (split whatever the split rule says), so a free into a thread cache knows the chunk
     /// size from the caller's `Layout` alone. 0 without thread caches.
     exact_max: usize,
     page: usize,
+    /// Alignment of the ranges the dirty-page budget releases: the page size, or 2 MiB when
+    /// regions use transparent huge pages (releasing part of a huge page would split it).
+    purge_unit: usize,
     regions_created: u64,
     pub st: Counters,
     next_id: u64,
@@ -176,11 +205,11 @@ fn advise_huge_pages(p: NonNull<u8>, len: usize) {
 /// (`MADV_DONTNEED`): they stop counting as resident and read back as zeros when touched again.
 #[cold]
 #[inline(never)]
-fn release_pages(addr: usize, len: usize, page: usize) {
+fn release_pages(addr: usize, len: usize, page: usize) -> usize {
     let a = addr.next_multiple_of(page);
     let b = round_down(addr + len, page);
     if b <= a {
-        return;
+        return 0;
     }
     let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(a);
     // SAFETY: [a, b) lies inside a chunk that was just freed (no caller may use it any more) of a
@@ -189,7 +218,9 @@ fn release_pages(addr: usize, len: usize, page: usize) {
     let rc = unsafe { libc::madvise(p, b - a, libc::MADV_DONTNEED) };
     if rc != 0 {
         tracing::debug!(allocator = "bfc", len = b - a, "MADV_DONTNEED refused");
+        return 0;
     }
+    b - a
 }
 
 /// Bytes from `addr` up to the next multiple of `align` (a power of two): `(-addr) mod align`.
@@ -230,17 +261,42 @@ impl Core {
             growth: o.growth,
             gc: o.garbage_collection,
             split_ratio: o.split_ratio,
-            max_waste: o.max_split_waste_bytes,
+            // With the dirty-page budget, a big chunk is also split when the remainder would be
+            // at least `dirty_min_chunk_bytes`: an unsplit remainder counts as in use, so its
+            // resident pages would escape the budget.
+            max_waste: if o.max_dirty_ratio.is_some() {
+                o.max_split_waste_bytes
+                    .min(o.dirty_min_chunk_bytes.max(o.granule_bytes))
+            } else {
+                o.max_split_waste_bytes
+            },
             initial_region: o.initial_region_bytes.max(granule),
             curr_region: o.initial_region_bytes.max(granule),
             huge_min: o.huge_page_min_region_bytes.unwrap_or(usize::MAX),
             release_min: o.release_pages_min_bytes.unwrap_or(usize::MAX),
+            dirty: Dirty {
+                enabled: o.max_dirty_ratio.is_some(),
+                ratio: o.max_dirty_ratio.unwrap_or(0.0),
+                min: o.dirty_min_chunk_bytes.max(granule),
+                total: 0,
+                oldest: NIL,
+                newest: NIL,
+                released: 0,
+                purges: 0,
+                reference: 0.0,
+                floor: o.dirty_floor_bytes as f64,
+            },
             exact_max: if o.thread_cache > 0 && !cfg!(loom) {
                 o.thread_cache_max_chunk_bytes
             } else {
                 0
             },
             page: crate::alloc::sub::page_size(),
+            purge_unit: if o.huge_page_min_region_bytes.is_some() {
+                HUGE_PAGE.max(crate::alloc::sub::page_size())
+            } else {
+                crate::alloc::sub::page_size()
+            },
             regions_created: 0,
             st: Counters::default(),
             next_id: 1,
@@ -319,6 +375,14 @@ impl Core {
                 rounded,
                 cause: Some("chunk table could not grow".into()),
             });
+        }
+        if rounded >= self.dirty.min && self.dirty.oldest != NIL {
+            // Big request: prefer the best-fitting free chunk whose pages are still resident, so
+            // the budget's releases are not faulted straight back in.
+            let h = self.find_dirty(rounded, align);
+            if h != NIL {
+                return self.use_chunk(h, rounded, align, size);
+            }
         }
         let mut h = self.find_chunk(rounded, align);
         if cached_fit != NIL {
@@ -508,10 +572,15 @@ impl Core {
     /// Takes cached chunk `h` out of the cache and frees it for real (merge + bin).
     fn uncache(&mut self, h: u32) {
         self.quick_unlink(h);
-        self.slab[h].in_use = false;
-        let addr = self.slab[h].addr;
+        let c = &mut self.slab[h];
+        c.in_use = false;
+        c.dirty = c.size;
+        let addr = c.addr;
         match self.regions.find(addr) {
-            Some(ri) => self.release(ri, h),
+            Some(ri) => {
+                self.release(ri, h);
+                self.enforce_dirty_budget();
+            }
             None => tracing::error!(
                 allocator = "bfc",
                 addr,
@@ -542,6 +611,25 @@ impl Core {
             h = c.right;
         }
         v
+    }
+
+    /// The smallest chunk on the dirty list that holds `rounded` bytes at `align` with at least
+    /// half of them possibly resident (`NIL` if none). The list holds only free chunks of at
+    /// least `dirty_min_chunk_bytes` that were not released, so it is short.
+    fn find_dirty(&self, rounded: usize, align: usize) -> u32 {
+        let mut best = NIL;
+        let mut best_key = (usize::MAX, usize::MAX);
+        let mut h = self.dirty.newest;
+        while h != NIL {
+            let c = &self.slab[h];
+            let need = align_pad(c.addr, align).saturating_add(rounded);
+            if c.size >= need && c.dirty >= rounded / 2 && (c.size, c.addr) < best_key {
+                best = h;
+                best_key = (c.size, c.addr);
+            }
+            h = c.dprev;
+        }
+        best
     }
 
     #[inline]
@@ -587,9 +675,9 @@ impl Core {
     /// Neither is in a bin afterwards. `None` if no chunk slot is available.
     fn split(&mut self, h: u32, off: usize) -> Option<u32> {
         let n = self.slab.create()?;
-        let (addr, size, next, freed_at) = {
+        let (addr, size, next, freed_at, dirty) = {
             let c = &self.slab[h];
-            (c.addr, c.size, c.next, c.freed_at)
+            (c.addr, c.size, c.next, c.freed_at, c.dirty)
         };
         {
             let c = &mut self.slab[n];
@@ -598,6 +686,8 @@ impl Core {
             c.prev = h;
             c.next = next;
             c.freed_at = freed_at;
+            // Where the resident pages were is not known: each piece keeps an upper bound.
+            c.dirty = dirty.min(size - off);
         }
         if next != NIL {
             self.slab[next].prev = n;
@@ -605,6 +695,7 @@ impl Core {
         let c = &mut self.slab[h];
         c.next = n;
         c.size = off;
+        c.dirty = dirty.min(off);
         match self.regions.find(addr) {
             Some(ri) => self.regions.list[ri].set_handle(addr + off, self.shift, n),
             None => tracing::error!(
@@ -623,7 +714,7 @@ impl Core {
         align: usize,
         requested: usize,
     ) -> Result<(usize, usize), Failure> {
-        self.bins.remove(&mut self.slab, h);
+        self.bin_remove(h);
         let mut h = h;
         // Address and size are tracked in locals from here on: re-reading them from the chunk
         // right after `split` stored them made a wide load wait on narrower pending stores.
@@ -634,7 +725,7 @@ impl Core {
             if pad > 0 {
                 let Some(n) = self.split(h, pad) else {
                     let b = self.bin_for(size);
-                    self.bins.insert(&mut self.slab, b, h);
+                    self.bin_insert(b, h);
                     return Err(Failure::Oom {
                         rounded,
                         cause: Some("chunk table could not grow".into()),
@@ -643,7 +734,7 @@ impl Core {
                 // The front piece stays free. Its previous neighbour is in use (no two free
                 // chunks are ever adjacent), so it needs no merging.
                 let b = self.bin_for(pad);
-                self.bins.insert(&mut self.slab, b, h);
+                self.bin_insert(b, h);
                 h = n;
                 addr += pad;
                 size -= pad;
@@ -653,7 +744,7 @@ impl Core {
             if let Some(tail) = self.split(h, rounded) {
                 // The tail's next neighbour was the original chunk's, which is in use.
                 let b = self.bin_for(size - rounded);
-                self.bins.insert(&mut self.slab, b, tail);
+                self.bin_insert(b, tail);
                 size = rounded;
             }
         }
@@ -796,7 +887,7 @@ impl Core {
         region.set_handle(base, self.shift, h);
         self.regions.insert(region);
         let b = self.bin_for(usable);
-        self.bins.insert(&mut self.slab, b, h);
+        self.bin_insert(b, h);
         self.st.reserved += got as u64;
         self.st.peak_reserved = self.st.peak_reserved.max(self.st.reserved);
         self.regions_created += 1;
@@ -826,7 +917,7 @@ impl Core {
             if c.in_use || c.size != r.size {
                 continue;
             }
-            self.bins.remove(&mut self.slab, h);
+            self.bin_remove(h);
             self.slab.retire(h);
             let r = self.regions.list.remove(i);
             self.st.reserved -= r.received as u64;
@@ -946,10 +1037,103 @@ impl Core {
         } else {
             let c = &mut self.slab[h];
             c.in_use = false;
+            c.dirty = size;
             if size >= self.release_min {
-                release_pages(addr, size, self.page);
+                self.dirty.released += release_pages(addr, size, self.page) as u64;
+                self.slab[h].dirty = 0;
             }
             self.release(ri, h);
+            self.enforce_dirty_budget();
+        }
+    }
+
+    /// Puts free chunk `h` into bin `b` (and on the dirty list when it counts for the budget).
+    #[inline]
+    fn bin_insert(&mut self, b: usize, h: u32) {
+        self.bins.insert(&mut self.slab, b, h);
+        let c = &self.slab[h];
+        if self.dirty.enabled && c.dirty > 0 && c.size >= self.dirty.min {
+            let (dirty, newest) = (c.dirty, self.dirty.newest);
+            let c = &mut self.slab[h];
+            c.on_dirty_list = true;
+            c.dprev = newest;
+            c.dnext = NIL;
+            if newest != NIL {
+                self.slab[newest].dnext = h;
+            } else {
+                self.dirty.oldest = h;
+            }
+            self.dirty.newest = h;
+            self.dirty.total += dirty as u64;
+        }
+    }
+
+    /// Takes free chunk `h` out of its bin (and off the dirty list).
+    #[inline]
+    fn bin_remove(&mut self, h: u32) {
+        self.bins.remove(&mut self.slab, h);
+        if self.slab[h].on_dirty_list {
+            self.dirty_unlink(h);
+        }
+    }
+
+    #[inline]
+    fn dirty_unlink(&mut self, h: u32) {
+        let c = &mut self.slab[h];
+        let (p, n, dirty) = (c.dprev, c.dnext, c.dirty);
+        c.on_dirty_list = false;
+        c.dprev = NIL;
+        c.dnext = NIL;
+        if p != NIL {
+            self.slab[p].dnext = n;
+        } else {
+            self.dirty.oldest = n;
+        }
+        if n != NIL {
+            self.slab[n].dprev = p;
+        } else {
+            self.dirty.newest = p;
+        }
+        self.dirty.total -= dirty as u64;
+    }
+
+    /// Bytes the dirty-page budget allows right now: `ratio × bytes in use`, less what the
+    /// recent-free cache and the thread caches keep resident.
+    #[inline]
+    fn dirty_allowance(&self) -> u64 {
+        let in_use = self.st.in_use.max(0) as f64;
+        let reference = self.dirty.reference.max(in_use);
+        let held = self.quick.bytes as f64 + self.st.thread_cached.max(0) as f64;
+        ((1.0 + self.dirty.ratio) * reference - in_use - held).max(self.dirty.floor) as u64
+    }
+
+    /// Releases the pages of the least recently freed dirty chunks while the budget is exceeded.
+    #[inline]
+    fn enforce_dirty_budget(&mut self) {
+        let in_use = self.st.in_use.max(0) as f64;
+        let r = &mut self.dirty.reference;
+        *r = if in_use >= *r {
+            in_use
+        } else {
+            *r - (*r - in_use) * DECAY
+        };
+        if self.dirty.total > 0 && self.dirty.total > self.dirty_allowance() {
+            self.purge_dirty();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn purge_dirty(&mut self) {
+        let allowed = self.dirty_allowance();
+        while self.dirty.total > allowed && self.dirty.oldest != NIL {
+            let h = self.dirty.oldest;
+            self.dirty_unlink(h);
+            let c = &mut self.slab[h];
+            let (addr, size) = (c.addr, c.size);
+            c.dirty = 0;
+            self.dirty.released += release_pages(addr, size, self.purge_unit) as u64;
+            self.dirty.purges += 1;
         }
     }
 
@@ -958,29 +1142,30 @@ impl Core {
     fn release(&mut self, ri: usize, h: u32) {
         let next = self.slab[h].next;
         if next != NIL && !self.slab[next].in_use {
-            self.bins.remove(&mut self.slab, next);
+            self.bin_remove(next);
             self.absorb(ri, h, next);
         }
         let prev = self.slab[h].prev;
         let h = if prev != NIL && !self.slab[prev].in_use {
-            self.bins.remove(&mut self.slab, prev);
+            self.bin_remove(prev);
             self.absorb(ri, prev, h);
             prev
         } else {
             h
         };
         let b = self.bin_for(self.slab[h].size);
-        self.bins.insert(&mut self.slab, b, h);
+        self.bin_insert(b, h);
     }
 
     /// `b` (directly after `a`) becomes part of `a`.
     #[inline]
     fn absorb(&mut self, ri: usize, a: u32, b: u32) {
-        let (baddr, bsize, bnext, bfreed) = {
+        let (baddr, bsize, bnext, bfreed, bdirty) = {
             let c = &self.slab[b];
-            (c.addr, c.size, c.next, c.freed_at)
+            (c.addr, c.size, c.next, c.freed_at, c.dirty)
         };
         let ca = &mut self.slab[a];
+        ca.dirty += bdirty;
         ca.size += bsize;
         ca.next = bnext;
         ca.freed_at = ca.freed_at.max(bfreed);
@@ -1010,7 +1195,7 @@ impl Core {
                 return None;
             }
             let nsize = self.slab[next].size;
-            self.bins.remove(&mut self.slab, next);
+            self.bin_remove(next);
             self.absorb(ri, h, next);
             self.st.in_use += nsize as i64;
         }
@@ -1018,7 +1203,9 @@ impl Core {
         if self.should_split(size, rounded) {
             if let Some(tail) = self.split(h, rounded) {
                 self.st.in_use -= (size - rounded) as i64;
+                self.slab[tail].dirty = size - rounded;
                 self.release(ri, tail);
+                self.enforce_dirty_budget();
             }
         }
         let c = &mut self.slab[h];
@@ -1105,6 +1292,7 @@ impl Core {
                     size: c.size,
                     in_use: c.in_use && !thread_cached,
                     thread_cached,
+                    dirty_bytes: if c.in_use { 0 } else { c.dirty },
                     requested: c.requested,
                     id: c.id,
                     freed_at_count: c.freed_at,
@@ -1128,6 +1316,9 @@ impl Core {
             regions,
             recent_events: self.events.snapshot(),
             thread_cached_bytes: self.st.thread_cached.max(0) as u64,
+            dirty_free_bytes: self.dirty.total,
+            released_bytes: self.dirty.released,
+            dirty_purges: self.dirty.purges,
         }
     }
 
@@ -1338,6 +1529,46 @@ impl Core {
                 }
             }
             binned += members.len();
+        }
+        let mut listed = 0u64;
+        let mut count = 0usize;
+        let mut prev = NIL;
+        let mut h = self.dirty.oldest;
+        while h != NIL {
+            count += 1;
+            if count > free_chunks {
+                return Err("dirty list is longer than the free chunks (cycle?)".into());
+            }
+            let c = &self.slab[h];
+            if !c.on_dirty_list
+                || c.in_use
+                || c.bin == NO_BIN
+                || c.dprev != prev
+                || c.dirty == 0
+                || c.dirty > c.size
+                || c.size < self.dirty.min
+            {
+                return Err(format!(
+                    "dirty list: chunk {h} ({} bytes, {} dirty, in use {}, bin {}, marked {}) \
+                     does not belong there or is mislinked",
+                    c.size, c.dirty, c.in_use, c.bin, c.on_dirty_list
+                ));
+            }
+            listed += c.dirty as u64;
+            prev = h;
+            h = c.dnext;
+        }
+        if prev != self.dirty.newest || listed != self.dirty.total {
+            return Err(format!(
+                "dirty list sums to {listed} bytes, counted {}; ends at {prev}, newest {}",
+                self.dirty.total, self.dirty.newest
+            ));
+        }
+        let marked = self.slab.chunks.iter().filter(|c| c.on_dirty_list).count();
+        if marked != count {
+            return Err(format!(
+                "{marked} chunks marked dirty-listed, {count} on the list"
+            ));
         }
         if binned != free_chunks {
             return Err(format!(

@@ -114,6 +114,9 @@ pub struct ChunkDump {
     /// Whether it sits in the dumping thread's front cache (freed by its owner, kept for reuse by
     /// that thread; other threads' cached chunks show as in use).
     pub thread_cached: bool,
+    /// For a free chunk: upper bound of its bytes whose pages may still be resident (0 after its
+    /// pages were released by the dirty-page budget). 0 for in-use chunks.
+    pub dirty_bytes: usize,
     /// Bytes requested (0 when free).
     pub requested: usize,
     /// Allocation id (0 when free).
@@ -155,6 +158,13 @@ pub struct BfcMemoryDump {
     pub recent_events: Vec<BfcEvent>,
     /// Bytes of chunks in all threads' front caches, as of each thread's last merge.
     pub thread_cached_bytes: u64,
+    /// Bytes of free chunks the dirty-page budget counts as possibly resident.
+    pub dirty_free_bytes: u64,
+    /// Bytes given back to the kernel with `MADV_DONTNEED` so far (budget and
+    /// `release_pages_min_bytes`).
+    pub released_bytes: u64,
+    /// Free chunks whose pages the dirty-page budget released so far.
+    pub dirty_purges: u64,
 }
 
 impl BfcMemoryDump {

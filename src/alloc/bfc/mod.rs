@@ -162,6 +162,10 @@ pub struct BfcOptions {
     pub max_dirty_ratio: Option<f64>,
     /// Smallest free chunk the dirty-page budget counts and releases. Default 1 MiB.
     pub dirty_min_chunk_bytes: usize,
+    /// The dirty-page budget never goes below this many bytes, so a program with little memory
+    /// in use does not release and re-fault the same buffers over and over (with it at 0 and no
+    /// thread cache, the `step` bench went from 3.6 µs to 87 µs per step). Default 32 MiB.
+    pub dirty_floor_bytes: usize,
     /// Name reported by `TensorAllocator::name`. Default `"bfc"`.
     pub name: String,
 }
@@ -190,6 +194,7 @@ impl Default for BfcOptions {
             thread_cache_max_chunk_bytes: 4 << 20,
             max_dirty_ratio: Some(0.1),
             dirty_min_chunk_bytes: 1 << 20,
+            dirty_floor_bytes: 32 << 20,
             name: "bfc".into(),
         }
     }
