@@ -574,7 +574,7 @@ impl Core {
         self.quick_unlink(h);
         let c = &mut self.slab[h];
         c.in_use = false;
-        c.dirty = c.size;
+        c.set_dirty(c.addr, c.end());
         let addr = c.addr;
         match self.regions.find(addr) {
             Some(ri) => {
@@ -623,7 +623,7 @@ impl Core {
         while h != NIL {
             let c = &self.slab[h];
             let need = align_pad(c.addr, align).saturating_add(rounded);
-            if c.size >= need && c.dirty >= rounded / 2 && (c.size, c.addr) < best_key {
+            if c.size >= need && c.dirty() >= rounded / 2 && (c.size, c.addr) < best_key {
                 best = h;
                 best_key = (c.size, c.addr);
             }
@@ -677,7 +677,7 @@ impl Core {
         let n = self.slab.create()?;
         let (addr, size, next, freed_at, dirty) = {
             let c = &self.slab[h];
-            (c.addr, c.size, c.next, c.freed_at, c.dirty)
+            (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
         };
         {
             let c = &mut self.slab[n];
@@ -687,7 +687,7 @@ impl Core {
             c.next = next;
             c.freed_at = freed_at;
             // Where the resident pages were is not known: each piece keeps an upper bound.
-            c.dirty = dirty.min(size - off);
+            c.set_dirty(dirty.0.max(addr + off), dirty.1);
         }
         if next != NIL {
             self.slab[next].prev = n;
@@ -695,7 +695,7 @@ impl Core {
         let c = &mut self.slab[h];
         c.next = n;
         c.size = off;
-        c.dirty = dirty.min(off);
+        c.set_dirty(dirty.0, dirty.1.min(addr + off));
         match self.regions.find(addr) {
             Some(ri) => self.regions.list[ri].set_handle(addr + off, self.shift, n),
             None => tracing::error!(
@@ -1037,10 +1037,10 @@ impl Core {
         } else {
             let c = &mut self.slab[h];
             c.in_use = false;
-            c.dirty = size;
+            c.set_dirty(addr, addr + size);
             if size >= self.release_min {
                 self.dirty.released += release_pages(addr, size, self.page) as u64;
-                self.slab[h].dirty = 0;
+                self.slab[h].set_dirty(0, 0);
             }
             self.release(ri, h);
             self.enforce_dirty_budget();
@@ -1052,8 +1052,8 @@ impl Core {
     fn bin_insert(&mut self, b: usize, h: u32) {
         self.bins.insert(&mut self.slab, b, h);
         let c = &self.slab[h];
-        if self.dirty.enabled && c.dirty > 0 && c.size >= self.dirty.min {
-            let (dirty, newest) = (c.dirty, self.dirty.newest);
+        if self.dirty.enabled && c.dirty() > 0 && c.size >= self.dirty.min {
+            let (dirty, newest) = (c.dirty(), self.dirty.newest);
             let c = &mut self.slab[h];
             c.on_dirty_list = true;
             c.dprev = newest;
@@ -1080,7 +1080,7 @@ impl Core {
     #[inline]
     fn dirty_unlink(&mut self, h: u32) {
         let c = &mut self.slab[h];
-        let (p, n, dirty) = (c.dprev, c.dnext, c.dirty);
+        let (p, n, dirty) = (c.dprev, c.dnext, c.dirty());
         c.on_dirty_list = false;
         c.dprev = NIL;
         c.dnext = NIL;
@@ -1130,9 +1130,11 @@ impl Core {
             let h = self.dirty.oldest;
             self.dirty_unlink(h);
             let c = &mut self.slab[h];
-            let (addr, size) = (c.addr, c.size);
-            c.dirty = 0;
-            self.dirty.released += release_pages(addr, size, self.purge_unit) as u64;
+            // Only the part that may be resident: a chunk released before and merged with a
+            // freshly freed neighbour is not advised twice.
+            let (lo, hi) = (c.dirty_lo, c.dirty_hi);
+            c.set_dirty(0, 0);
+            self.dirty.released += release_pages(lo, hi - lo, self.purge_unit) as u64;
             self.dirty.purges += 1;
         }
     }
@@ -1162,10 +1164,10 @@ impl Core {
     fn absorb(&mut self, ri: usize, a: u32, b: u32) {
         let (baddr, bsize, bnext, bfreed, bdirty) = {
             let c = &self.slab[b];
-            (c.addr, c.size, c.next, c.freed_at, c.dirty)
+            (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
         };
         let ca = &mut self.slab[a];
-        ca.dirty += bdirty;
+        ca.merge_dirty(bdirty.0, bdirty.1);
         ca.size += bsize;
         ca.next = bnext;
         ca.freed_at = ca.freed_at.max(bfreed);
@@ -1203,7 +1205,8 @@ impl Core {
         if self.should_split(size, rounded) {
             if let Some(tail) = self.split(h, rounded) {
                 self.st.in_use -= (size - rounded) as i64;
-                self.slab[tail].dirty = size - rounded;
+                let t = &mut self.slab[tail];
+                t.set_dirty(t.addr, t.end());
                 self.release(ri, tail);
                 self.enforce_dirty_budget();
             }
@@ -1292,7 +1295,7 @@ impl Core {
                     size: c.size,
                     in_use: c.in_use && !thread_cached,
                     thread_cached,
-                    dirty_bytes: if c.in_use { 0 } else { c.dirty },
+                    dirty_bytes: if c.in_use { 0 } else { c.dirty() },
                     requested: c.requested,
                     id: c.id,
                     freed_at_count: c.freed_at,
@@ -1544,17 +1547,22 @@ impl Core {
                 || c.in_use
                 || c.bin == NO_BIN
                 || c.dprev != prev
-                || c.dirty == 0
-                || c.dirty > c.size
+                || c.dirty() == 0
+                || c.dirty_lo < c.addr
+                || c.dirty_hi > c.end()
                 || c.size < self.dirty.min
             {
                 return Err(format!(
                     "dirty list: chunk {h} ({} bytes, {} dirty, in use {}, bin {}, marked {}) \
                      does not belong there or is mislinked",
-                    c.size, c.dirty, c.in_use, c.bin, c.on_dirty_list
+                    c.size,
+                    c.dirty(),
+                    c.in_use,
+                    c.bin,
+                    c.on_dirty_list
                 ));
             }
-            listed += c.dirty as u64;
+            listed += c.dirty() as u64;
             prev = h;
             h = c.dnext;
         }
