@@ -109,7 +109,10 @@ struct Quick {
 /// freed.
 #[derive(Debug)]
 struct Dirty {
+    /// Free chunks are tracked (always: big requests prefer resident chunks).
     enabled: bool,
+    /// Pages are released when over budget (`max_dirty_ratio` is set).
+    purge: bool,
     ratio: f64,
     min: usize,
     /// Sum of `Chunk::dirty` over the listed chunks.
@@ -261,21 +264,19 @@ impl Core {
             growth: o.growth,
             gc: o.garbage_collection,
             split_ratio: o.split_ratio,
-            // With the dirty-page budget, a big chunk is also split when the remainder would be
-            // at least `dirty_min_chunk_bytes`: an unsplit remainder counts as in use, so its
-            // resident pages would escape the budget.
-            max_waste: if o.max_dirty_ratio.is_some() {
-                o.max_split_waste_bytes
-                    .min(o.dirty_min_chunk_bytes.max(o.granule_bytes))
-            } else {
-                o.max_split_waste_bytes
-            },
+            // A big chunk is also split when the remainder would be at least
+            // `dirty_min_chunk_bytes`: an unsplit remainder counts as in use, so resident pages
+            // in it would escape the dirty-page budget, and it cannot serve anyone else.
+            max_waste: o
+                .max_split_waste_bytes
+                .min(o.dirty_min_chunk_bytes.max(o.granule_bytes)),
             initial_region: o.initial_region_bytes.max(granule),
             curr_region: o.initial_region_bytes.max(granule),
             huge_min: o.huge_page_min_region_bytes.unwrap_or(usize::MAX),
             release_min: o.release_pages_min_bytes.unwrap_or(usize::MAX),
             dirty: Dirty {
-                enabled: o.max_dirty_ratio.is_some(),
+                enabled: true,
+                purge: o.max_dirty_ratio.is_some(),
                 ratio: o.max_dirty_ratio.unwrap_or(0.0),
                 min: o.dirty_min_chunk_bytes.max(granule),
                 total: 0,
@@ -1110,6 +1111,9 @@ impl Core {
     /// Releases the pages of the least recently freed dirty chunks while the budget is exceeded.
     #[inline]
     fn enforce_dirty_budget(&mut self) {
+        if !self.dirty.purge {
+            return;
+        }
         let in_use = self.st.in_use.max(0) as f64;
         let r = &mut self.dirty.reference;
         *r = if in_use >= *r {

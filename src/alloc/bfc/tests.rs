@@ -222,8 +222,22 @@ fn split_rule_follows_ratio_and_waste_threshold() {
     );
     // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { b.deallocate(p, l(1 << 20, 64)) };
+    // `dirty_min_chunk_bytes` (1 MiB) is a waste threshold too: a 1 MiB remainder is split off.
     let c = BfcAllocator::new(BfcOptions {
         split_ratio: 1000.0,
+        ..core_opts()
+    });
+    let p = c.allocate(l(1 << 20, 64)).unwrap().cast::<u8>();
+    assert_eq!(
+        c.allocated_size(p),
+        Some(1 << 20),
+        "1 MiB remainder ≥ 1 MiB"
+    );
+    // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
+    unsafe { c.deallocate(p, l(1 << 20, 64)) };
+    let c = BfcAllocator::new(BfcOptions {
+        split_ratio: 1000.0,
+        dirty_min_chunk_bytes: 4 << 20,
         ..core_opts()
     });
     let p = c.allocate(l(1 << 20, 64)).unwrap().cast::<u8>();
@@ -1051,7 +1065,7 @@ fn thread_cache_spills_its_oldest_half_when_full() {
     // SAFETY: allocated just above with this layout.
     unsafe { a.deallocate(p, l(40 * 1024, 64)) };
     let (_, bytes) = a.thread_cached();
-    assert!(bytes <= 64 * 1024 && bytes >= 40 * 1024, "{bytes}");
+    assert!((40 * 1024..=64 * 1024).contains(&bytes), "{bytes}");
     let s = a.stats();
     assert_eq!((s.bytes_in_use, s.num_allocs, s.num_frees), (0, 7, 7));
     a.check_invariants().unwrap();
