@@ -124,7 +124,14 @@ mod imp {
             };
             let d = std::mem::take(&mut self.d);
             let used = self.used as usize;
-            owner.absorb(&self.keys[..used], &self.addrs[..used], self.shift, &d);
+            owner.absorb(
+                self.keys[..used]
+                    .iter()
+                    .copied()
+                    .zip(self.addrs[..used].iter().copied()),
+                self.shift,
+                &d,
+            );
             let bytes = self.bytes;
             self.keys[..used].fill(0);
             self.clear();
@@ -191,13 +198,17 @@ mod imp {
                 bytes -= (self.keys[order[k] as usize] as usize) << self.shift;
                 k += 1;
             }
-            let k = k.min(m);
-            let mut keys = [0u32; MAX_THREAD_CACHE];
-            let mut addrs = [0usize; MAX_THREAD_CACHE];
-            for (j, &i) in order[..k].iter().enumerate() {
+            let victims = &order[..k.min(m)];
+            let d = std::mem::take(&mut self.d);
+            a.absorb(
+                victims
+                    .iter()
+                    .map(|&i| (self.keys[i as usize], self.addrs[i as usize])),
+                self.shift,
+                &d,
+            );
+            for &i in victims {
                 let i = i as usize;
-                keys[j] = self.keys[i];
-                addrs[j] = self.addrs[i];
                 let h = head_of(self.keys[i]);
                 let mut prev = NONE;
                 let mut p = self.heads[h];
@@ -209,8 +220,6 @@ mod imp {
                     self.remove(i, prev, h);
                 }
             }
-            let d = std::mem::take(&mut self.d);
-            a.absorb(&keys[..k], &addrs[..k], self.shift, &d);
         }
 
         /// Slot (and chain predecessor, hash head) of the newest entry with `key` whose address

@@ -726,10 +726,10 @@ impl BfcAllocator {
 impl Inner {
     /// Takes back chunks from a thread cache together with that cache's counters.
     #[cfg_attr(loom, allow(dead_code))]
-    fn absorb(&self, keys: &[u32], addrs: &[usize], shift: u32, d: &front::Deltas) {
+    fn absorb(&self, entries: impl Iterator<Item = (u32, usize)>, shift: u32, d: &front::Deltas) {
         let mut core = self.core.lock();
         core.merge(d.allocs, d.frees, d.in_use, d.peak);
-        for (&key, &addr) in keys.iter().zip(addrs) {
+        for (key, addr) in entries {
             if key == 0 {
                 continue; // a free slot of the thread cache
             }
