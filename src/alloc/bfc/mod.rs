@@ -215,10 +215,10 @@ pub struct BfcOptions {
     /// address range that may be resident, so released pages are not advised again when the
     /// chunk merges with a freshly freed neighbour, and reuse prefers resident chunks.
     ///
-    /// Default `None` (nothing is released): on the `large` bench (2-core VM, same run)
-    /// `Some(0.1)` gave peak RSS 1.09× the live bytes at 0.8× glibc's time, `Some(0.2)` 1.15×
-    /// at 0.5×, and `None` 1.22× at 0.15× — releasing pages means faulting them in again when
-    /// the next big buffer lands there, which is most of glibc's own cost. Use it on
+    /// Default `None` (nothing is released): on the `large` bench (2-core VM, two runs)
+    /// `Some(0.1)` gave peak RSS 1.09× the live bytes at 0.69–0.72× glibc's time, `Some(0.2)`
+    /// 1.15× at 0.38–0.40×, and `None` 1.22× at 0.14× — releasing pages means faulting them in
+    /// again when the next big buffer lands there, which is most of glibc's own cost. Use it on
     /// memory-bound hosts.
     pub max_dirty_ratio: Option<f64>,
     /// Free chunks of at least this size are tracked as resident ("dirty") or released, and
@@ -532,7 +532,7 @@ impl BfcAllocator {
         let d = front::take_deltas(&self.inner);
         let entries = front::current_entries(&self.inner);
         let inner = &*self.inner;
-        if entries.len() > inner.tc_entries.max(1) * 2 {
+        if entries.len() > inner.tc_entries {
             return Err(format!(
                 "thread cache holds {} chunks, capacity {}",
                 entries.len(),
