@@ -1,5 +1,6 @@
-//! Criterion benches: BFC vs the system allocator on the `step` replay (60-op inference step) and
-//! on 1 MiB same-size alloc/free. `cargo bench --bench bfc`.
+//! Criterion benches: BFC (with its per-thread cache, and without it: the locked path) vs the
+//! system allocator on the `step` replay (60-op inference step) and on 1 MiB same-size
+//! alloc/free. `cargo bench --bench bfc`.
 
 use allocator_api2::alloc::{Allocator, Layout};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -13,7 +14,17 @@ fn step(c: &mut Criterion) {
     g.bench_function("system", |b| b.iter(|| sched.run(&sys).unwrap()));
     let bfc = BfcAllocator::new(BfcOptions::default());
     g.bench_function("bfc", |b| b.iter(|| sched.run(&bfc).unwrap()));
+    let locked = BfcAllocator::new(no_thread_cache());
+    g.bench_function("bfc-locked", |b| b.iter(|| sched.run(&locked).unwrap()));
     g.finish();
+}
+
+/// Default options without the per-thread cache (every operation takes the lock).
+fn no_thread_cache() -> BfcOptions {
+    BfcOptions {
+        thread_cache: 0,
+        ..BfcOptions::default()
+    }
 }
 
 fn same_size<A: Allocator>(a: &A) {
@@ -32,6 +43,8 @@ fn same_size_1mib(c: &mut Criterion) {
     g.bench_function("system", |b| b.iter(|| same_size(&sys)));
     let bfc = BfcAllocator::new(BfcOptions::default());
     g.bench_function("bfc", |b| b.iter(|| same_size(&bfc)));
+    let locked = BfcAllocator::new(no_thread_cache());
+    g.bench_function("bfc-locked", |b| b.iter(|| same_size(&locked)));
     g.finish();
 }
 

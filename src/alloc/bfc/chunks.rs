@@ -43,6 +43,15 @@ pub(crate) struct Chunk {
     /// Freed by its owner but kept whole in the allocator's recent-free cache (`in_use` stays
     /// true so neighbours do not merge with it; it is in no bin).
     pub cached: bool,
+    /// While free: the address range `[dirty_lo, dirty_hi)` that holds every page of the chunk
+    /// that may be resident (empty once its pages were released and nothing was merged in).
+    pub dirty_lo: usize,
+    pub dirty_hi: usize,
+    /// Links of the dirty-page budget's list (meaningful while `on_dirty_list`).
+    pub dprev: u32,
+    pub dnext: u32,
+    /// On the dirty-page budget's list of free chunks with resident pages.
+    pub on_dirty_list: bool,
     /// Treap links and priority (meaningful while in a bin).
     pub left: u32,
     pub right: u32,
@@ -61,6 +70,11 @@ impl Chunk {
         bin: NO_BIN,
         in_use: false,
         cached: false,
+        dirty_lo: 0,
+        dirty_hi: 0,
+        dprev: NIL,
+        dnext: NIL,
+        on_dirty_list: false,
         left: NIL,
         right: NIL,
         prio: 0,
@@ -69,6 +83,35 @@ impl Chunk {
     #[inline]
     pub fn end(&self) -> usize {
         self.addr + self.size
+    }
+
+    /// Bytes that may be resident (length of the dirty range).
+    #[inline]
+    pub fn dirty(&self) -> usize {
+        self.dirty_hi.saturating_sub(self.dirty_lo)
+    }
+
+    /// Sets the dirty range (`lo >= hi`: clean).
+    #[inline]
+    pub fn set_dirty(&mut self, lo: usize, hi: usize) {
+        if lo < hi {
+            (self.dirty_lo, self.dirty_hi) = (lo, hi);
+        } else {
+            (self.dirty_lo, self.dirty_hi) = (0, 0);
+        }
+    }
+
+    /// Widens the dirty range to cover `[lo, hi)` too (a neighbour merged in).
+    #[inline]
+    pub fn merge_dirty(&mut self, lo: usize, hi: usize) {
+        if lo >= hi {
+            return;
+        }
+        if self.dirty() == 0 {
+            self.set_dirty(lo, hi);
+        } else {
+            self.set_dirty(self.dirty_lo.min(lo), self.dirty_hi.max(hi));
+        }
     }
 
     #[inline]

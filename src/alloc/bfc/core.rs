@@ -19,14 +19,22 @@ const ALIGN_PROBES: usize = 8;
 const MAX_GROWTH_TRIES: usize = 64;
 /// Transparent huge page size assumed for region alignment (x86-64 and arm64 with 4 KiB pages).
 const HUGE_PAGE: usize = 2 << 20;
+const DECAY: f64 = 1.0 / 1024.0;
 
 /// Plain counters (protected by the allocator's lock, so no atomics on the hot path).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Counters {
     pub num_allocs: u64,
     pub num_frees: u64,
-    pub in_use: u64,
-    pub peak_in_use: u64,
+    /// Bytes of chunks handed out and not in any thread cache. Signed: with several threads,
+    /// one thread's frees into its cache may be merged before another thread's hits on the
+    /// same chunks (reported values are clamped at 0).
+    pub in_use: i64,
+    pub peak_in_use: i64,
+    /// Bytes of chunks sitting in per-thread caches (as of the last merge of each thread's
+    /// counters). These chunks are marked in use in the chunk structures, so
+    /// `in_use + thread_cached` always equals the sum over in-use chunks.
+    pub thread_cached: i64,
     pub largest_alloc: u64,
     pub reserved: u64,
     pub peak_reserved: u64,
@@ -96,6 +104,32 @@ struct Quick {
     max_bytes: usize,
 }
 
+/// The dirty-page budget's state: free chunks of at least `min` bytes with possibly resident
+/// pages, on a list threaded through the chunks (`dprev`/`dnext`) from least to most recently
+/// freed.
+#[derive(Debug)]
+struct Dirty {
+    /// Free chunks are tracked (always: big requests prefer resident chunks).
+    enabled: bool,
+    /// Pages are released when over budget (`max_dirty_ratio` is set).
+    purge: bool,
+    ratio: f64,
+    min: usize,
+    /// Sum of `Chunk::dirty` over the listed chunks.
+    total: u64,
+    oldest: u32,
+    newest: u32,
+    /// Bytes given back with `MADV_DONTNEED` so far (by the budget and by
+    /// `release_pages_min_bytes`).
+    released: u64,
+    /// Chunks released by the budget so far.
+    purges: u64,
+    /// Recent high-water mark of bytes in use (decays towards the current value).
+    reference: f64,
+    /// The budget is never below this many bytes.
+    floor: f64,
+}
+
 pub(crate) struct Core {
     pub slab: Slab,
     /// Recently freed chunks kept whole; see `BfcOptions::recent_free_cache`.
@@ -116,7 +150,16 @@ pub(crate) struct Core {
     huge_min: usize,
     /// Freed chunks of at least this many bytes give their whole pages back (`MADV_DONTNEED`).
     release_min: usize,
+    /// Dirty-page budget (see `BfcOptions::max_dirty_ratio`).
+    dirty: Dirty,
+    /// Requests of at most this many (rounded) bytes always get a chunk of exactly the rounded
+    /// size (split whatever the split rule says), so a free into a thread cache knows the chunk
+    /// size from the caller's `Layout` alone. 0 without thread caches.
+    exact_max: usize,
     page: usize,
+    /// Alignment of the ranges the dirty-page budget releases: the page size, or 2 MiB when
+    /// regions use transparent huge pages (releasing part of a huge page would split it).
+    purge_unit: usize,
     regions_created: u64,
     pub st: Counters,
     next_id: u64,
@@ -165,11 +208,11 @@ fn advise_huge_pages(p: NonNull<u8>, len: usize) {
 /// (`MADV_DONTNEED`): they stop counting as resident and read back as zeros when touched again.
 #[cold]
 #[inline(never)]
-fn release_pages(addr: usize, len: usize, page: usize) {
+fn release_pages(addr: usize, len: usize, page: usize) -> usize {
     let a = addr.next_multiple_of(page);
     let b = round_down(addr + len, page);
     if b <= a {
-        return;
+        return 0;
     }
     let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(a);
     // SAFETY: [a, b) lies inside a chunk that was just freed (no caller may use it any more) of a
@@ -178,7 +221,9 @@ fn release_pages(addr: usize, len: usize, page: usize) {
     let rc = unsafe { libc::madvise(p, b - a, libc::MADV_DONTNEED) };
     if rc != 0 {
         tracing::debug!(allocator = "bfc", len = b - a, "MADV_DONTNEED refused");
+        return 0;
     }
+    b - a
 }
 
 /// Bytes from `addr` up to the next multiple of `align` (a power of two): `(-addr) mod align`.
@@ -219,12 +264,40 @@ impl Core {
             growth: o.growth,
             gc: o.garbage_collection,
             split_ratio: o.split_ratio,
-            max_waste: o.max_split_waste_bytes,
+            // A big chunk is also split when the remainder would be at least
+            // `dirty_min_chunk_bytes`: an unsplit remainder counts as in use, so resident pages
+            // in it would escape the dirty-page budget, and it cannot serve anyone else.
+            max_waste: o
+                .max_split_waste_bytes
+                .min(o.dirty_min_chunk_bytes.max(o.granule_bytes)),
             initial_region: o.initial_region_bytes.max(granule),
             curr_region: o.initial_region_bytes.max(granule),
             huge_min: o.huge_page_min_region_bytes.unwrap_or(usize::MAX),
             release_min: o.release_pages_min_bytes.unwrap_or(usize::MAX),
+            dirty: Dirty {
+                enabled: true,
+                purge: o.max_dirty_ratio.is_some(),
+                ratio: o.max_dirty_ratio.unwrap_or(0.0),
+                min: o.dirty_min_chunk_bytes.max(granule),
+                total: 0,
+                oldest: NIL,
+                newest: NIL,
+                released: 0,
+                purges: 0,
+                reference: 0.0,
+                floor: o.dirty_floor_bytes as f64,
+            },
+            exact_max: if o.thread_cache > 0 && !cfg!(loom) {
+                o.thread_cache_max_chunk_bytes
+            } else {
+                0
+            },
             page: crate::alloc::sub::page_size(),
+            purge_unit: if o.huge_page_min_region_bytes.is_some() {
+                HUGE_PAGE.max(crate::alloc::sub::page_size())
+            } else {
+                crate::alloc::sub::page_size()
+            },
             regions_created: 0,
             st: Counters::default(),
             next_id: 1,
@@ -233,11 +306,6 @@ impl Core {
             timestamps: o.timestamp_events,
             epoch: Instant::now(),
         }
-    }
-
-    #[inline]
-    pub fn granule(&self) -> usize {
-        self.granule
     }
 
     #[inline]
@@ -257,7 +325,8 @@ impl Core {
     #[inline]
     fn should_split(&self, size: usize, rounded: usize) -> bool {
         size > rounded
-            && (size as f64 >= self.split_ratio * rounded as f64
+            && (rounded <= self.exact_max
+                || size as f64 >= self.split_ratio * rounded as f64
                 || size - rounded >= self.max_waste)
     }
 
@@ -307,6 +376,14 @@ impl Core {
                 rounded,
                 cause: Some("chunk table could not grow".into()),
             });
+        }
+        if rounded >= self.dirty.min && self.dirty.oldest != NIL {
+            // Big request: prefer the best-fitting free chunk whose pages are still resident, so
+            // the budget's releases are not faulted straight back in.
+            let h = self.find_dirty(rounded, align);
+            if h != NIL {
+                return self.use_chunk(h, rounded, align, size);
+            }
         }
         let mut h = self.find_chunk(rounded, align);
         if cached_fit != NIL {
@@ -371,7 +448,11 @@ impl Core {
             let mut h = self.quick.heads[b];
             while h != NIL {
                 let c = &self.slab[h];
-                if c.requested == rounded && c.addr & (align - 1) == 0 {
+                // With thread caches, small requests need a chunk of exactly their size.
+                if c.requested == rounded
+                    && c.addr & (align - 1) == 0
+                    && (rounded > self.exact_max || c.size == rounded)
+                {
                     return Ok(h);
                 }
                 if c.size >= rounded && c.size < fit_size {
@@ -482,7 +563,7 @@ impl Core {
         let (addr, size) = (c.addr, c.size);
         let st = &mut self.st;
         st.num_allocs += 1;
-        st.in_use += size as u64;
+        st.in_use += size as i64;
         st.peak_in_use = st.peak_in_use.max(st.in_use);
         st.largest_alloc = st.largest_alloc.max(size as u64);
         self.record(BfcEventKind::Alloc, size, requested, id);
@@ -492,10 +573,15 @@ impl Core {
     /// Takes cached chunk `h` out of the cache and frees it for real (merge + bin).
     fn uncache(&mut self, h: u32) {
         self.quick_unlink(h);
-        self.slab[h].in_use = false;
-        let addr = self.slab[h].addr;
+        let c = &mut self.slab[h];
+        c.in_use = false;
+        c.set_dirty(c.addr, c.end());
+        let addr = c.addr;
         match self.regions.find(addr) {
-            Some(ri) => self.release(ri, h),
+            Some(ri) => {
+                self.release(ri, h);
+                self.enforce_dirty_budget();
+            }
             None => tracing::error!(
                 allocator = "bfc",
                 addr,
@@ -526,6 +612,25 @@ impl Core {
             h = c.right;
         }
         v
+    }
+
+    /// The smallest chunk on the dirty list that holds `rounded` bytes at `align` with at least
+    /// half of them possibly resident (`NIL` if none). The list holds only free chunks of at
+    /// least `dirty_min_chunk_bytes` that were not released, so it is short.
+    fn find_dirty(&self, rounded: usize, align: usize) -> u32 {
+        let mut best = NIL;
+        let mut best_key = (usize::MAX, usize::MAX);
+        let mut h = self.dirty.newest;
+        while h != NIL {
+            let c = &self.slab[h];
+            let need = align_pad(c.addr, align).saturating_add(rounded);
+            if c.size >= need && c.dirty() >= rounded / 2 && (c.size, c.addr) < best_key {
+                best = h;
+                best_key = (c.size, c.addr);
+            }
+            h = c.dprev;
+        }
+        best
     }
 
     #[inline]
@@ -571,9 +676,9 @@ impl Core {
     /// Neither is in a bin afterwards. `None` if no chunk slot is available.
     fn split(&mut self, h: u32, off: usize) -> Option<u32> {
         let n = self.slab.create()?;
-        let (addr, size, next, freed_at) = {
+        let (addr, size, next, freed_at, dirty) = {
             let c = &self.slab[h];
-            (c.addr, c.size, c.next, c.freed_at)
+            (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
         };
         {
             let c = &mut self.slab[n];
@@ -582,6 +687,8 @@ impl Core {
             c.prev = h;
             c.next = next;
             c.freed_at = freed_at;
+            // Where the resident pages were is not known: each piece keeps an upper bound.
+            c.set_dirty(dirty.0.max(addr + off), dirty.1);
         }
         if next != NIL {
             self.slab[next].prev = n;
@@ -589,6 +696,7 @@ impl Core {
         let c = &mut self.slab[h];
         c.next = n;
         c.size = off;
+        c.set_dirty(dirty.0, dirty.1.min(addr + off));
         match self.regions.find(addr) {
             Some(ri) => self.regions.list[ri].set_handle(addr + off, self.shift, n),
             None => tracing::error!(
@@ -607,7 +715,7 @@ impl Core {
         align: usize,
         requested: usize,
     ) -> Result<(usize, usize), Failure> {
-        self.bins.remove(&mut self.slab, h);
+        self.bin_remove(h);
         let mut h = h;
         // Address and size are tracked in locals from here on: re-reading them from the chunk
         // right after `split` stored them made a wide load wait on narrower pending stores.
@@ -618,7 +726,7 @@ impl Core {
             if pad > 0 {
                 let Some(n) = self.split(h, pad) else {
                     let b = self.bin_for(size);
-                    self.bins.insert(&mut self.slab, b, h);
+                    self.bin_insert(b, h);
                     return Err(Failure::Oom {
                         rounded,
                         cause: Some("chunk table could not grow".into()),
@@ -627,7 +735,7 @@ impl Core {
                 // The front piece stays free. Its previous neighbour is in use (no two free
                 // chunks are ever adjacent), so it needs no merging.
                 let b = self.bin_for(pad);
-                self.bins.insert(&mut self.slab, b, h);
+                self.bin_insert(b, h);
                 h = n;
                 addr += pad;
                 size -= pad;
@@ -637,7 +745,7 @@ impl Core {
             if let Some(tail) = self.split(h, rounded) {
                 // The tail's next neighbour was the original chunk's, which is in use.
                 let b = self.bin_for(size - rounded);
-                self.bins.insert(&mut self.slab, b, tail);
+                self.bin_insert(b, tail);
                 size = rounded;
             }
         }
@@ -650,7 +758,7 @@ impl Core {
         c.bin = NO_BIN;
         let st = &mut self.st;
         st.num_allocs += 1;
-        st.in_use += size as u64;
+        st.in_use += size as i64;
         st.peak_in_use = st.peak_in_use.max(st.in_use);
         st.largest_alloc = st.largest_alloc.max(size as u64);
         self.record(BfcEventKind::Alloc, size, requested, id);
@@ -780,7 +888,7 @@ impl Core {
         region.set_handle(base, self.shift, h);
         self.regions.insert(region);
         let b = self.bin_for(usable);
-        self.bins.insert(&mut self.slab, b, h);
+        self.bin_insert(b, h);
         self.st.reserved += got as u64;
         self.st.peak_reserved = self.st.peak_reserved.max(self.st.reserved);
         self.regions_created += 1;
@@ -810,7 +918,7 @@ impl Core {
             if c.in_use || c.size != r.size {
                 continue;
             }
-            self.bins.remove(&mut self.slab, h);
+            self.bin_remove(h);
             self.slab.retire(h);
             let r = self.regions.list.remove(i);
             self.st.reserved -= r.received as u64;
@@ -853,14 +961,64 @@ impl Core {
     #[inline]
     pub fn free(&mut self, addr: usize) -> Result<usize, FreeError> {
         let (ri, h) = self.lookup(addr)?;
+        let size = self.slab[h].size;
+        self.st.num_frees += 1;
+        self.st.in_use -= size as i64;
+        self.free_chunk(ri, h);
+        Ok(size)
+    }
+
+    /// Frees a chunk that comes back from a thread cache: its free was already counted (in the
+    /// thread's merged counters), so only `thread_cached` changes. `size` is the cache key (the
+    /// rounded request), which must be the chunk's size.
+    pub fn free_thread_cached(&mut self, addr: usize, size: usize) -> Result<(), FreeError> {
+        let (ri, h) = self.lookup(addr)?;
+        let actual = self.slab[h].size;
+        if actual != size {
+            tracing::error!(
+                allocator = "bfc",
+                addr,
+                cached_as = size,
+                chunk_size = actual,
+                "thread-cached chunk has a different size than its cache key (freed with a \
+                 wrong Layout?)"
+            );
+        }
+        self.st.thread_cached -= size as i64;
+        // Keep `in_use + thread_cached` equal to the in-use chunk bytes even after a bad key.
+        self.st.in_use += size as i64 - actual as i64;
+        self.free_chunk(ri, h);
+        Ok(())
+    }
+
+    /// Merges a thread's cache counters (see `front::Deltas`).
+    #[inline]
+    pub fn merge(&mut self, allocs: u64, frees: u64, in_use: i64, peak: i64) {
+        let st = &mut self.st;
+        st.num_allocs += allocs;
+        st.num_frees += frees;
+        st.peak_in_use = st.peak_in_use.max(st.in_use + peak);
+        st.in_use += in_use;
+        st.thread_cached -= in_use;
+    }
+
+    /// Whether the in-use, not cached chunk at `addr` is exactly `size` bytes and starts at an
+    /// address aligned to `align` (debug check of a free into a thread cache).
+    pub fn is_live_chunk_of(&self, addr: usize, size: usize, align: usize) -> bool {
+        self.lookup(addr)
+            .is_ok_and(|(_, h)| self.slab[h].size == size && addr & (align - 1) == 0)
+    }
+
+    /// Frees in-use chunk `h` of region `ri` (statistics already updated by the caller).
+    #[inline]
+    fn free_chunk(&mut self, ri: usize, h: u32) {
         self.free_count += 1;
         let c = &mut self.slab[h];
         let (size, requested, id) = (c.size, c.requested, c.id);
+        let addr = c.addr;
         c.requested = 0;
         c.id = 0;
         c.freed_at = self.free_count;
-        self.st.num_frees += 1;
-        self.st.in_use -= size as u64;
         self.record(BfcEventKind::Free, size, requested, id);
         let q = &self.quick;
         if size <= q.max_chunk && size <= q.max_bytes && q.cap > 0 {
@@ -880,12 +1038,109 @@ impl Core {
         } else {
             let c = &mut self.slab[h];
             c.in_use = false;
+            c.set_dirty(addr, addr + size);
             if size >= self.release_min {
-                release_pages(addr, size, self.page);
+                self.dirty.released += release_pages(addr, size, self.page) as u64;
+                self.slab[h].set_dirty(0, 0);
             }
             self.release(ri, h);
+            self.enforce_dirty_budget();
         }
-        Ok(size)
+    }
+
+    /// Puts free chunk `h` into bin `b` (and on the dirty list when it counts for the budget).
+    #[inline]
+    fn bin_insert(&mut self, b: usize, h: u32) {
+        self.bins.insert(&mut self.slab, b, h);
+        let c = &self.slab[h];
+        if self.dirty.enabled && c.dirty() > 0 && c.size >= self.dirty.min {
+            let (dirty, newest) = (c.dirty(), self.dirty.newest);
+            let c = &mut self.slab[h];
+            c.on_dirty_list = true;
+            c.dprev = newest;
+            c.dnext = NIL;
+            if newest != NIL {
+                self.slab[newest].dnext = h;
+            } else {
+                self.dirty.oldest = h;
+            }
+            self.dirty.newest = h;
+            self.dirty.total += dirty as u64;
+        }
+    }
+
+    /// Takes free chunk `h` out of its bin (and off the dirty list).
+    #[inline]
+    fn bin_remove(&mut self, h: u32) {
+        self.bins.remove(&mut self.slab, h);
+        if self.slab[h].on_dirty_list {
+            self.dirty_unlink(h);
+        }
+    }
+
+    #[inline]
+    fn dirty_unlink(&mut self, h: u32) {
+        let c = &mut self.slab[h];
+        let (p, n, dirty) = (c.dprev, c.dnext, c.dirty());
+        c.on_dirty_list = false;
+        c.dprev = NIL;
+        c.dnext = NIL;
+        if p != NIL {
+            self.slab[p].dnext = n;
+        } else {
+            self.dirty.oldest = n;
+        }
+        if n != NIL {
+            self.slab[n].dprev = p;
+        } else {
+            self.dirty.newest = p;
+        }
+        self.dirty.total -= dirty as u64;
+    }
+
+    /// Bytes the dirty-page budget allows right now: `ratio × bytes in use`, less what the
+    /// recent-free cache and the thread caches keep resident.
+    #[inline]
+    fn dirty_allowance(&self) -> u64 {
+        let in_use = self.st.in_use.max(0) as f64;
+        let reference = self.dirty.reference.max(in_use);
+        let held = self.quick.bytes as f64 + self.st.thread_cached.max(0) as f64;
+        ((1.0 + self.dirty.ratio) * reference - in_use - held).max(self.dirty.floor) as u64
+    }
+
+    /// Releases the pages of the least recently freed dirty chunks while the budget is exceeded.
+    #[inline]
+    fn enforce_dirty_budget(&mut self) {
+        if !self.dirty.purge {
+            return;
+        }
+        let in_use = self.st.in_use.max(0) as f64;
+        let r = &mut self.dirty.reference;
+        *r = if in_use >= *r {
+            in_use
+        } else {
+            *r - (*r - in_use) * DECAY
+        };
+        if self.dirty.total > 0 && self.dirty.total > self.dirty_allowance() {
+            self.purge_dirty();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn purge_dirty(&mut self) {
+        let allowed = self.dirty_allowance();
+        while self.dirty.total > allowed && self.dirty.oldest != NIL {
+            let h = self.dirty.oldest;
+            self.dirty_unlink(h);
+            let c = &mut self.slab[h];
+            // Only the part that may be resident: a chunk released before and merged with a
+            // freshly freed neighbour is not advised twice.
+            let (lo, hi) = (c.dirty_lo, c.dirty_hi);
+            c.set_dirty(0, 0);
+            self.dirty.released += release_pages(lo, hi - lo, self.purge_unit) as u64;
+            self.dirty.purges += 1;
+        }
     }
 
     /// Merges free chunk `h` (not in a bin) with its free neighbours and bins the result.
@@ -893,29 +1148,30 @@ impl Core {
     fn release(&mut self, ri: usize, h: u32) {
         let next = self.slab[h].next;
         if next != NIL && !self.slab[next].in_use {
-            self.bins.remove(&mut self.slab, next);
+            self.bin_remove(next);
             self.absorb(ri, h, next);
         }
         let prev = self.slab[h].prev;
         let h = if prev != NIL && !self.slab[prev].in_use {
-            self.bins.remove(&mut self.slab, prev);
+            self.bin_remove(prev);
             self.absorb(ri, prev, h);
             prev
         } else {
             h
         };
         let b = self.bin_for(self.slab[h].size);
-        self.bins.insert(&mut self.slab, b, h);
+        self.bin_insert(b, h);
     }
 
     /// `b` (directly after `a`) becomes part of `a`.
     #[inline]
     fn absorb(&mut self, ri: usize, a: u32, b: u32) {
-        let (baddr, bsize, bnext, bfreed) = {
+        let (baddr, bsize, bnext, bfreed, bdirty) = {
             let c = &self.slab[b];
-            (c.addr, c.size, c.next, c.freed_at)
+            (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
         };
         let ca = &mut self.slab[a];
+        ca.merge_dirty(bdirty.0, bdirty.1);
         ca.size += bsize;
         ca.next = bnext;
         ca.freed_at = ca.freed_at.max(bfreed);
@@ -945,15 +1201,18 @@ impl Core {
                 return None;
             }
             let nsize = self.slab[next].size;
-            self.bins.remove(&mut self.slab, next);
+            self.bin_remove(next);
             self.absorb(ri, h, next);
-            self.st.in_use += nsize as u64;
+            self.st.in_use += nsize as i64;
         }
         let size = self.slab[h].size;
         if self.should_split(size, rounded) {
             if let Some(tail) = self.split(h, rounded) {
-                self.st.in_use -= (size - rounded) as u64;
+                self.st.in_use -= (size - rounded) as i64;
+                let t = &mut self.slab[tail];
+                t.set_dirty(t.addr, t.end());
                 self.release(ri, tail);
+                self.enforce_dirty_budget();
             }
         }
         let c = &mut self.slab[h];
@@ -987,8 +1246,8 @@ impl Core {
         AllocatorStats {
             num_allocs: s.num_allocs,
             num_frees: s.num_frees,
-            bytes_in_use: s.in_use,
-            peak_bytes_in_use: s.peak_in_use,
+            bytes_in_use: s.in_use.max(0) as u64,
+            peak_bytes_in_use: s.peak_in_use.max(0) as u64,
             largest_alloc_size: s.largest_alloc,
             bytes_limit: self.has_limit.then_some(self.limit),
             bytes_reserved: s.reserved,
@@ -1003,7 +1262,8 @@ impl Core {
         self.st.peak_reserved = self.st.reserved;
     }
 
-    pub fn dump(&self, name: &str) -> BfcMemoryDump {
+    /// `thread_entries`: `(size, address)` of the chunks in the calling thread's cache.
+    pub fn dump(&self, name: &str, thread_entries: &[(usize, usize)]) -> BfcMemoryDump {
         let mut bins: Vec<BinDump> = (0..self.num_bins)
             .map(|i| BinDump {
                 index: i,
@@ -1025,7 +1285,8 @@ impl Core {
                 guard += 1;
                 let c = &self.slab[h];
                 let bd = &mut bins[self.bin_for(c.size)];
-                if c.in_use {
+                let thread_cached = c.in_use && thread_entries.iter().any(|e| e.1 == c.addr);
+                if c.in_use && !thread_cached {
                     bd.in_use_chunks += 1;
                     bd.in_use_bytes += c.size;
                     bd.requested_bytes += c.requested;
@@ -1036,7 +1297,9 @@ impl Core {
                 chunks.push(ChunkDump {
                     offset: c.addr.wrapping_sub(r.base),
                     size: c.size,
-                    in_use: c.in_use,
+                    in_use: c.in_use && !thread_cached,
+                    thread_cached,
+                    dirty_bytes: if c.in_use { 0 } else { c.dirty() },
                     requested: c.requested,
                     id: c.id,
                     freed_at_count: c.freed_at,
@@ -1059,6 +1322,10 @@ impl Core {
             bins,
             regions,
             recent_events: self.events.snapshot(),
+            thread_cached_bytes: self.st.thread_cached.max(0) as u64,
+            dirty_free_bytes: self.dirty.total,
+            released_bytes: self.dirty.released,
+            dirty_purges: self.dirty.purges,
         }
     }
 
@@ -1270,6 +1537,51 @@ impl Core {
             }
             binned += members.len();
         }
+        let mut listed = 0u64;
+        let mut count = 0usize;
+        let mut prev = NIL;
+        let mut h = self.dirty.oldest;
+        while h != NIL {
+            count += 1;
+            if count > free_chunks {
+                return Err("dirty list is longer than the free chunks (cycle?)".into());
+            }
+            let c = &self.slab[h];
+            if !c.on_dirty_list
+                || c.in_use
+                || c.bin == NO_BIN
+                || c.dprev != prev
+                || c.dirty() == 0
+                || c.dirty_lo < c.addr
+                || c.dirty_hi > c.end()
+                || c.size < self.dirty.min
+            {
+                return Err(format!(
+                    "dirty list: chunk {h} ({} bytes, {} dirty, in use {}, bin {}, marked {}) \
+                     does not belong there or is mislinked",
+                    c.size,
+                    c.dirty(),
+                    c.in_use,
+                    c.bin,
+                    c.on_dirty_list
+                ));
+            }
+            listed += c.dirty() as u64;
+            prev = h;
+            h = c.dnext;
+        }
+        if prev != self.dirty.newest || listed != self.dirty.total {
+            return Err(format!(
+                "dirty list sums to {listed} bytes, counted {}; ends at {prev}, newest {}",
+                self.dirty.total, self.dirty.newest
+            ));
+        }
+        let marked = self.slab.chunks.iter().filter(|c| c.on_dirty_list).count();
+        if marked != count {
+            return Err(format!(
+                "{marked} chunks marked dirty-listed, {count} on the list"
+            ));
+        }
         if binned != free_chunks {
             return Err(format!(
                 "{free_chunks} free chunks but {binned} chunks in bins"
@@ -1281,10 +1593,10 @@ impl Core {
                 self.slab.live()
             ));
         }
-        if in_use != self.st.in_use {
+        if in_use as i64 != self.st.in_use + self.st.thread_cached {
             return Err(format!(
-                "stats say {} bytes in use, chunks sum to {in_use}",
-                self.st.in_use
+                "stats say {} bytes in use and {} in thread caches, in-use chunks sum to {in_use}",
+                self.st.in_use, self.st.thread_cached
             ));
         }
         if reserved != self.st.reserved {
@@ -1302,9 +1614,48 @@ impl Core {
         Ok(())
     }
 
+    /// Checks the calling thread's cache entries `(size, address)`: each is an in-use chunk (not
+    /// in the recent-free cache) of exactly its key's size, listed once, and together they fit
+    /// in the bytes counted as thread-cached.
+    pub fn check_thread_cached(&self, entries: &[(usize, usize)]) -> Result<(), String> {
+        let mut total = 0i64;
+        for (i, &(size, addr)) in entries.iter().enumerate() {
+            if entries[..i].iter().any(|e| e.1 == addr) {
+                return Err(format!(
+                    "thread cache holds chunk {addr:#x} twice (double free)"
+                ));
+            }
+            match self.lookup(addr) {
+                Ok((_, h)) if self.slab[h].size == size => {}
+                Ok((_, h)) => {
+                    return Err(format!(
+                        "thread cache entry {addr:#x} is keyed {size} bytes but its chunk has {}",
+                        self.slab[h].size
+                    ))
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "thread cache entry {addr:#x} ({size} bytes) is not a live chunk: {}",
+                        e.describe()
+                    ))
+                }
+            }
+            total += size as i64;
+        }
+        if total > self.st.thread_cached {
+            return Err(format!(
+                "this thread caches {total} bytes but only {} are counted as thread-cached",
+                self.st.thread_cached
+            ));
+        }
+        Ok(())
+    }
+
     /// Total free bytes inside the regions.
     pub fn free_bytes(&self) -> u64 {
-        self.st.reserved.saturating_sub(self.st.in_use)
+        self.st
+            .reserved
+            .saturating_sub(self.st.in_use.max(0) as u64)
     }
 
     /// Chunk of a live allocation (for per-pointer queries).

@@ -109,8 +109,14 @@ pub struct ChunkDump {
     pub offset: usize,
     /// Chunk size in bytes.
     pub size: usize,
-    /// Whether it is handed out.
+    /// Whether it is handed out (chunks in the dumping thread's cache are not).
     pub in_use: bool,
+    /// Whether it sits in the dumping thread's front cache (freed by its owner, kept for reuse by
+    /// that thread; other threads' cached chunks show as in use).
+    pub thread_cached: bool,
+    /// For a free chunk: upper bound of its bytes whose pages may still be resident (0 after its
+    /// pages were released by the dirty-page budget). 0 for in-use chunks.
+    pub dirty_bytes: usize,
     /// Bytes requested (0 when free).
     pub requested: usize,
     /// Allocation id (0 when free).
@@ -148,8 +154,17 @@ pub struct BfcMemoryDump {
     pub bins: Vec<BinDump>,
     /// Every region and chunk.
     pub regions: Vec<RegionDump>,
-    /// The most recent events, oldest first.
+    /// The most recent events, oldest first (thread-cache hits and puts are not recorded).
     pub recent_events: Vec<BfcEvent>,
+    /// Bytes of chunks in all threads' front caches, as of each thread's last merge.
+    pub thread_cached_bytes: u64,
+    /// Bytes of free chunks the dirty-page budget counts as possibly resident.
+    pub dirty_free_bytes: u64,
+    /// Bytes given back to the kernel with `MADV_DONTNEED` so far (budget and
+    /// `release_pages_min_bytes`).
+    pub released_bytes: u64,
+    /// Free chunks whose pages the dirty-page budget released so far.
+    pub dirty_purges: u64,
 }
 
 impl BfcMemoryDump {

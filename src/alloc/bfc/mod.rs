@@ -44,14 +44,65 @@
 //! free then frees the new owner's block), and a wrong `Layout` on free (the chunk's own size is
 //! used; the layout's size is ignored).
 //!
+//! # Thread cache
+//! In front of the lock each thread keeps a small cache ([`BfcOptions::thread_cache`] entries,
+//! at most [`BfcOptions::thread_cache_max_bytes`]) of chunks it freed, keyed by rounded size.
+//! A free of at most [`BfcOptions::thread_cache_max_chunk_bytes`] goes there without the lock
+//! or any atomic read-modify-write — the caller's `Layout` gives the size, because requests up to
+//! that bound always get a chunk of exactly their rounded size — and an allocation first takes
+//! the newest cached chunk of its rounded size whose address meets the alignment. For the core
+//! a cached chunk stays in use (it does not merge); the cache belongs to one allocator at a
+//! time (the last one the thread freed into) and keeps its shared state alive through an `Arc`.
+//! - **Full**: the older half goes back under one lock (and the oldest entries until the byte
+//!   bound allows the new chunk).
+//! - **Statistics**: hits and puts are counted per thread and merged under the lock at the
+//!   thread's next locked operation (a miss, `stats()`, `memory_dump()`, `check_invariants()`,
+//!   `trim()`), a spill, a move to another allocator, and thread exit. With one thread every
+//!   statistic is exact and `bytes_in_use` excludes cached chunks; with several, another
+//!   thread's recent hits and puts show up after its next merge and the peak is computed at
+//!   merge time. `requested_size`/`allocation_id` of a block served from a thread cache report
+//!   the chunk's last locked allocation (same rounded size); hits and puts are not in the event
+//!   ring.
+//! - **trim() and out-of-memory**: both bump an epoch and hand the calling thread's cache back
+//!   at once (an allocation that fails retries once after that); every other thread hands its
+//!   cache back at its next operation on this allocator or when it exits.
+//! - **Drop**: the dropping thread's cache goes back at once; other threads' caches keep the
+//!   shared state (and the regions holding their chunks) alive until they hand their chunks back
+//!   — at their next use of another BFC allocator or at thread exit — and the last one returns
+//!   every region to the sub-allocator.
+//! - **Checks**: `memory_dump()` marks the calling thread's cached chunks
+//!   ([`ChunkDump::thread_cached`]) and reports all threads' cached bytes
+//!   ([`BfcMemoryDump::thread_cached_bytes`]); `check_invariants()` verifies that in-use chunks
+//!   add up to bytes in use plus bytes in thread caches, and that each of the calling thread's
+//!   entries is a live chunk of exactly its key's size, listed once.
+//! - **Not detected** on the lock-free path in release builds: a double free of a
+//!   thread-cacheable block, and a free with a `Layout` of another size (both violate the
+//!   `Allocator` contract; the chunk would be handed out twice or under the wrong size). Debug
+//!   builds check every such free against the chunk table and the thread's cache and panic.
+//!
+//! Under loom there is no thread cache: the models check the shared, locked path.
+//!
+//! # Resident free memory
+//! Free chunks of at least [`BfcOptions::dirty_min_chunk_bytes`] remember the address range
+//! whose pages may still be resident; big requests take the best-fitting resident chunk first.
+//! With [`BfcOptions::max_dirty_ratio`] the least recently freed of them release their pages
+//! (`MADV_DONTNEED`) when resident free memory exceeds its budget; `memory_dump()` reports
+//! [`BfcMemoryDump::dirty_free_bytes`], [`BfcMemoryDump::released_bytes`] and per chunk
+//! [`ChunkDump::dirty_bytes`].
+//!
 //! # Cost
-//! One lock (`crate::sync::SpinLock`) around all state; counters are plain integers under that lock.
-//! The alloc/free path does not allocate once the chunk slab and the event ring have reached their
-//! working size. Region handle tables live on the system heap, outside `bytes_reserved`.
+//! One lock (`crate::sync::SpinLock`) around all shared state; counters are plain integers under
+//! that lock. Thread-cache hits and puts take no lock. The alloc/free path does not allocate
+//! once the chunk slab and the event ring have reached their working size (the thread cache is
+//! a fixed-size thread-local array). Region handle tables live on the system heap, outside
+//! `bytes_reserved`. The allocator is not used as a `#[global_allocator]`; the thread cache
+//! still never allocates and refuses re-entrance (`try_borrow_mut`) and use during thread
+//! exit (`try_with`), falling back to the locked path.
 
 mod chunks;
 mod core;
 mod dump;
+mod front;
 mod region;
 
 pub use dump::{BfcEvent, BfcEventKind, BfcMemoryDump, BinDump, ChunkDump, RegionDump};
@@ -61,11 +112,14 @@ use super::{
     dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, MmapSubAllocator,
     SubAllocator, TensorAllocator,
 };
-use crate::sync::{Mutex, SpinLock};
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering, SpinLock};
 use std::ptr::NonNull;
 
 /// Upper bound of [`BfcOptions::recent_free_cache`] (the cache is searched linearly).
 pub const MAX_RECENT_FREE_CACHE: usize = 1024;
+
+/// Upper bound of [`BfcOptions::thread_cache`] (entries per thread).
+pub const MAX_THREAD_CACHE: usize = 256;
 
 /// How the allocator grows when no free chunk fits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -138,6 +192,46 @@ pub struct BfcOptions {
     /// made it 1.7× slower than glibc instead of 0.04×; 4 MiB gave 1.02× RSS at 1.6× glibc time.
     /// For memory-bound hosts, not for speed.
     pub release_pages_min_bytes: Option<usize>,
+    /// Capacity of each thread's **front cache** in entries (0 disables it; at most
+    /// [`MAX_THREAD_CACHE`]). Default 64. See the [module docs](self#thread-cache).
+    pub thread_cache: usize,
+    /// Most bytes one thread's front cache holds. Default 32 MiB (the `step` bench's 60 outputs
+    /// of 1 KiB–4 MiB total 27.5 MiB, so one whole step fits).
+    pub thread_cache_max_bytes: usize,
+    /// Largest rounded request whose chunk goes to a thread cache. Requests up to this size
+    /// always get a chunk of exactly their rounded size (split regardless of
+    /// [`split_ratio`](Self::split_ratio)), so a free knows the chunk size from its `Layout`.
+    /// Default 4 MiB.
+    pub thread_cache_max_chunk_bytes: usize,
+    /// **Dirty-page budget**: with `Some(r)`, free chunks of at least
+    /// [`dirty_min_chunk_bytes`](Self::dirty_min_chunk_bytes) whose pages may still be resident
+    /// (freed and not released since) may total at most
+    /// `(1 + r) × H − in_use − cached`, where `H` is a recent high-water mark of bytes in use
+    /// (it follows `in_use` up at once and decays towards it by 1/1024 of the gap per free),
+    /// `cached` the bytes in the recent-free and thread caches, and never less than
+    /// [`dirty_floor_bytes`](Self::dirty_floor_bytes). Over budget, the least recently freed of
+    /// them give their pages back (`MADV_DONTNEED`) until the total is under budget again, so
+    /// resident memory stays near `(1 + r) ×` the high-water mark. Each free chunk remembers the
+    /// address range that may be resident, so released pages are not advised again when the
+    /// chunk merges with a freshly freed neighbour, and reuse prefers resident chunks.
+    ///
+    /// Default `None` (nothing is released): on the `large` bench (2-core VM, two runs)
+    /// `Some(0.1)` gave peak RSS 1.09× the live bytes at 0.69–0.72× glibc's time, `Some(0.2)`
+    /// 1.15× at 0.38–0.40×, and `None` 1.22× at 0.14× — releasing pages means faulting them in
+    /// again when the next big buffer lands there, which is most of glibc's own cost. Use it on
+    /// memory-bound hosts.
+    pub max_dirty_ratio: Option<f64>,
+    /// Free chunks of at least this size are tracked as resident ("dirty") or released, and
+    /// requests of at least this size take the best-fitting *resident* free chunk when there is
+    /// one (at least half of the request resident) before any clean one. It is also a split
+    /// threshold: a chunk is split when the remainder would be at least this big, whatever
+    /// [`split_ratio`](Self::split_ratio) says (an unsplit remainder counts as in use, keeps its
+    /// pages resident outside the budget and serves nobody). Default 1 MiB.
+    pub dirty_min_chunk_bytes: usize,
+    /// The dirty-page budget never goes below this many bytes, so a program with little memory
+    /// in use does not release and re-fault the same buffers over and over (with it at 0 and no
+    /// thread cache, the `step` bench went from 3.6 µs to 87 µs per step). Default 32 MiB.
+    pub dirty_floor_bytes: usize,
     /// Name reported by `TensorAllocator::name`. Default `"bfc"`.
     pub name: String,
 }
@@ -161,6 +255,12 @@ impl Default for BfcOptions {
             recent_free_max_chunk_bytes: 1 << 20,
             recent_free_max_bytes: 16 << 20,
             release_pages_min_bytes: None,
+            thread_cache: 64,
+            thread_cache_max_bytes: 32 << 20,
+            thread_cache_max_chunk_bytes: 4 << 20,
+            max_dirty_ratio: None,
+            dirty_min_chunk_bytes: 1 << 20,
+            dirty_floor_bytes: 32 << 20,
             name: "bfc".into(),
         }
     }
@@ -219,6 +319,23 @@ impl BfcOptions {
                 "0..=1024 entries",
             );
         }
+        if self.thread_cache > MAX_THREAD_CACHE {
+            return err(
+                "thread_cache",
+                self.thread_cache.to_string(),
+                "0..=256 entries",
+            );
+        }
+        if self
+            .max_dirty_ratio
+            .is_some_and(|r| !(r.is_finite() && r >= 0.0))
+        {
+            return err(
+                "max_dirty_ratio",
+                format!("{:?}", self.max_dirty_ratio),
+                "None or a finite number ≥ 0.0",
+            );
+        }
         if self.initial_region_bytes == 0 {
             return err("initial_region_bytes", "0".into(), "at least 1 byte");
         }
@@ -228,6 +345,13 @@ impl BfcOptions {
 
 /// Best-fit-with-coalescing allocator; see the [module docs](self).
 pub struct BfcAllocator {
+    inner: Arc<Inner>,
+}
+
+/// The shared part of a BFC allocator: what thread caches hold on to (through an `Arc`), so the
+/// allocator's memory stays valid — and is returned to the sub-allocator — even when its handle
+/// is dropped while other threads still cache chunks.
+struct Inner {
     /// All allocator state. A spin lock rather than `sync::Mutex`: critical sections are tens of
     /// nanoseconds and an uncontended lock+unlock pair measured 11–16 ns against 26–33 ns for
     /// parking_lot on the 2-core build machine (the unlock is a plain release store instead of a
@@ -237,11 +361,27 @@ pub struct BfcAllocator {
     name: String,
     dump_on_oom: bool,
     last_oom: Mutex<Option<BfcMemoryDump>>,
+    /// The granule (copied out of the core so the lock-free path can round requests).
+    granule: usize,
+    /// Thread cache capacity in entries (0 = off, always 0 under loom).
+    tc_entries: usize,
+    /// Most bytes one thread cache holds.
+    tc_max_bytes: usize,
+    /// Largest rounded request that is thread-cached.
+    tc_max_chunk: usize,
+    /// Bumped by `trim()` and before an out-of-memory failure: a thread cache that sees a new
+    /// value hands its chunks back at its next operation.
+    epoch: AtomicU64,
 }
 
 impl std::fmt::Debug for BfcAllocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BfcAllocator({} over {})", self.name, self.sub.name())
+        write!(
+            f,
+            "BfcAllocator({} over {})",
+            self.inner.name,
+            self.inner.sub.name()
+        )
     }
 }
 
@@ -289,44 +429,92 @@ impl BfcAllocator {
                 }
             }
         };
+        // Under loom there is no thread cache: the models check the shared, locked path.
+        // A granule multiple (so every request up to it rounds to at most it) whose granule
+        // count fits the cache's 32-bit keys.
+        let g = opts.granule_bytes;
+        let tc_max_chunk = opts
+            .thread_cache_max_chunk_bytes
+            .min(opts.thread_cache_max_bytes)
+            .min(g.saturating_mul(u32::MAX as usize))
+            & !(g - 1);
+        let tc_entries = if cfg!(loom) || tc_max_chunk == 0 {
+            0
+        } else {
+            opts.thread_cache
+        };
+        let mut core_opts = opts.clone();
+        core_opts.thread_cache = tc_entries;
+        core_opts.thread_cache_max_chunk_bytes = tc_max_chunk;
         Self {
-            core: SpinLock::new(Core::new(&opts)),
-            sub,
-            name: opts.name.clone(),
-            dump_on_oom: opts.dump_on_oom,
-            last_oom: Mutex::new(None),
+            inner: Arc::new(Inner {
+                core: SpinLock::new(Core::new(&core_opts)),
+                sub,
+                name: opts.name.clone(),
+                dump_on_oom: opts.dump_on_oom,
+                last_oom: Mutex::new(None),
+                granule: opts.granule_bytes,
+                tc_entries,
+                tc_max_bytes: opts.thread_cache_max_bytes,
+                tc_max_chunk,
+                epoch: AtomicU64::new(0),
+            }),
         }
     }
 
     /// The sub-allocator regions come from.
     pub fn sub_allocator(&self) -> &dyn SubAllocator {
-        &*self.sub
+        &*self.inner.sub
     }
 
     /// The granule in bytes.
     pub fn granule(&self) -> usize {
-        self.core.lock().granule()
+        self.inner.granule
+    }
+
+    /// The per-thread cache capacity in effect (0 = off).
+    pub fn thread_cache_capacity(&self) -> usize {
+        self.inner.tc_entries
+    }
+
+    /// Chunks and bytes in the calling thread's cache for this allocator.
+    pub fn thread_cached(&self) -> (usize, usize) {
+        front::current_entries(&self.inner)
+            .iter()
+            .fold((0, 0), |(n, b), e| (n + 1, b + e.0))
     }
 
     /// Returns every fully free region to the sub-allocator. Returns the bytes given back.
+    ///
+    /// The calling thread's cache is emptied into the allocator first; other threads hand their
+    /// cached chunks back at their next operation on this allocator (or when they exit), so
+    /// regions they still cache are returned by a later `trim()`.
     pub fn trim(&self) -> usize {
-        let freed = self.core.lock().free_free_regions(&*self.sub);
+        let inner = &*self.inner;
+        inner.epoch.fetch_add(1, Ordering::Relaxed);
+        front::release_current(&self.inner);
+        let freed = inner.core.lock().free_free_regions(&*inner.sub);
         if freed > 0 {
-            tracing::debug!(allocator = %self.name, freed, "trim returned free regions");
+            tracing::debug!(allocator = %inner.name, freed, "trim returned free regions");
         }
         freed
     }
 
-    /// A snapshot of every bin, region and chunk and the recent events.
+    /// A snapshot of every bin, region and chunk and the recent events. Chunks in the calling
+    /// thread's cache are marked [`ChunkDump::thread_cached`]; other threads' cached chunks show
+    /// as in use (their total is in [`BfcMemoryDump::thread_cached_bytes`]).
     pub fn memory_dump(&self) -> BfcMemoryDump {
-        let mut core = self.core.lock();
+        let d = front::take_deltas(&self.inner);
+        let entries = front::current_entries(&self.inner);
+        let mut core = self.inner.core.lock();
+        core.merge(d.allocs, d.frees, d.in_use, d.peak);
         core.flush_quick();
-        core.dump(&self.name)
+        core.dump(&self.inner.name, &entries)
     }
 
     /// The dump taken at the last out-of-memory failure (when `dump_on_oom` is on).
     pub fn last_oom_dump(&self) -> Option<BfcMemoryDump> {
-        self.last_oom.lock().clone()
+        self.inner.last_oom.lock().clone()
     }
 
     /// Walks every region and bin and checks: regions are sorted and disjoint; chunks tile each
@@ -335,11 +523,44 @@ impl BfcAllocator {
     /// cache entries one to one, within its count and byte bounds); every free
     /// chunk is in exactly the bin for its size and every bin member is such a chunk (and the bin
     /// trees are ordered by `(size, address)`); the handle table maps every chunk start to its chunk
-    /// and holds nothing else; the chunk slab has no leaked slots; bytes in use and bytes reserved
-    /// equal the sums over chunks and regions; the memory limit holds. Cost: linear in chunks plus
-    /// handle slots (a test/debug tool, not for hot paths).
+    /// and holds nothing else; the chunk slab has no leaked slots; bytes in use plus bytes in
+    /// thread caches equal the in-use chunks, and bytes reserved the regions; the memory limit
+    /// holds; every chunk in the calling thread's cache is an in-use chunk of exactly its cache
+    /// key's size, at most once, within the cache's count and byte bounds. Cost: linear in
+    /// chunks plus handle slots (a test/debug tool, not for hot paths).
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.core.lock().check()
+        let d = front::take_deltas(&self.inner);
+        let entries = front::current_entries(&self.inner);
+        let inner = &*self.inner;
+        if entries.len() > inner.tc_entries {
+            return Err(format!(
+                "thread cache holds {} chunks, capacity {}",
+                entries.len(),
+                inner.tc_entries
+            ));
+        }
+        let bytes: usize = entries.iter().map(|e| e.0).sum();
+        if bytes > inner.tc_max_bytes {
+            return Err(format!(
+                "thread cache holds {bytes} bytes, bound {}",
+                inner.tc_max_bytes
+            ));
+        }
+        let mut core = inner.core.lock();
+        core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        core.check()?;
+        core.check_thread_cached(&entries)
+    }
+
+    /// Merges the calling thread's cache counters into the shared state (under the lock).
+    #[inline]
+    fn lock_merged(&self) -> crate::sync::SpinGuard<'_, Core> {
+        let d = front::take_deltas(&self.inner);
+        let mut core = self.inner.core.lock();
+        if d.allocs | d.frees != 0 {
+            core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        }
+        core
     }
 
     #[inline]
@@ -347,10 +568,29 @@ impl BfcAllocator {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
-        let r = self
-            .core
-            .lock()
-            .allocate(&*self.sub, layout.size(), layout.align());
+        let inner = &*self.inner;
+        if inner.tc_entries > 0 && layout.size() <= inner.tc_max_chunk {
+            // `tc_max_chunk` is a granule multiple, so this cannot overflow.
+            let rounded = (layout.size() + inner.granule - 1) & !(inner.granule - 1);
+            if let Some(addr) = front::pop(&self.inner, rounded, layout.align()) {
+                if let Some(p) = ptr_from_addr(addr) {
+                    return Ok(NonNull::slice_from_raw_parts(p, layout.size()));
+                }
+            }
+        }
+        let mut r = self
+            .lock_merged()
+            .allocate(&*inner.sub, layout.size(), layout.align());
+        if matches!(r, Err(Failure::Limit { .. } | Failure::Oom { .. })) && inner.tc_entries > 0 {
+            // Garbage collection of thread caches: this thread's cached chunks go back at once,
+            // every other thread's at its next operation; then retry once.
+            inner.epoch.fetch_add(1, Ordering::Relaxed);
+            if front::release_current(&self.inner) > 0 {
+                r = self
+                    .lock_merged()
+                    .allocate(&*inner.sub, layout.size(), layout.align());
+            }
+        }
         match r.map(|(addr, _)| ptr_from_addr(addr)) {
             Ok(Some(p)) => Ok(NonNull::slice_from_raw_parts(p, layout.size())),
             Ok(None) => Err(self.report_failure(
@@ -364,21 +604,53 @@ impl BfcAllocator {
         }
     }
 
+    #[inline]
+    fn dealloc_impl(&self, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        let inner = &*self.inner;
+        let addr = ptr.as_ptr().addr();
+        if inner.tc_entries > 0 && layout.size() <= inner.tc_max_chunk {
+            let rounded = (layout.size() + inner.granule - 1) & !(inner.granule - 1);
+            // The lock-free path cannot see the chunk; in debug builds make sure it is a live
+            // chunk of exactly the cache key's size (a wrong `Layout` or a double free through
+            // the shared path would otherwise corrupt the cache).
+            debug_assert!(
+                inner
+                    .core
+                    .lock()
+                    .is_live_chunk_of(addr, rounded, layout.align()),
+                "free of {addr:#x} into BFC '{}' thread cache: not a live chunk of {rounded} \
+                 bytes (double free or wrong Layout)",
+                inner.name
+            );
+            if front::push(&self.inner, rounded, addr) {
+                return;
+            }
+        }
+        let r = self.lock_merged().free(addr);
+        if let Err(e) = r {
+            self.report_bad_free(ptr, layout.size(), e);
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn report_failure(&self, layout: Layout, f: Failure) -> AllocatorError {
+        let inner = &*self.inner;
         let (stats, free_bytes, dump) = {
-            let mut core = self.core.lock();
+            let mut core = self.lock_merged();
             core.flush_quick();
-            let dump = self.dump_on_oom.then(|| core.dump(&self.name));
+            let dump = inner.dump_on_oom.then(|| core.dump(&inner.name, &[]));
             (core.stats(), core.free_bytes(), dump)
         };
         let largest = stats.largest_free_chunk.unwrap_or(0);
         let (rounded, cause) = match &f {
             Failure::Invalid(why) => {
-                tracing::warn!(allocator = %self.name, size = layout.size(), align = layout.align(), reason = why, "invalid allocation request");
+                tracing::warn!(allocator = %inner.name, size = layout.size(), align = layout.align(), reason = why, "invalid allocation request");
                 return AllocatorError::InvalidRequest {
-                    allocator: self.name.clone(),
+                    allocator: inner.name.clone(),
                     size: layout.size(),
                     align: layout.align(),
                     reason: (*why).to_string(),
@@ -393,7 +665,7 @@ impl BfcAllocator {
             "true"
         };
         tracing::warn!(
-            allocator = %self.name,
+            allocator = %inner.name,
             requested = layout.size(),
             align = layout.align(),
             rounded,
@@ -415,20 +687,20 @@ impl BfcAllocator {
         if let Some(d) = dump {
             if tracing::enabled!(tracing::Level::DEBUG) {
                 if let Ok(json) = serde_json::to_string(&d) {
-                    tracing::debug!(allocator = %self.name, dump = %json, "memory dump at OOM");
+                    tracing::debug!(allocator = %inner.name, dump = %json, "memory dump at OOM");
                 }
             }
-            *self.last_oom.lock() = Some(d);
+            *inner.last_oom.lock() = Some(d);
         }
         match f {
             Failure::Limit { .. } => AllocatorError::LimitExceeded {
-                allocator: self.name.clone(),
+                allocator: inner.name.clone(),
                 size: layout.size(),
                 limit: stats.bytes_limit.unwrap_or(u64::MAX),
                 bytes_in_use: stats.bytes_in_use,
             },
             _ => AllocatorError::OutOfMemory {
-                allocator: self.name.clone(),
+                allocator: inner.name.clone(),
                 size: layout.size(),
                 align: layout.align(),
                 bytes_in_use: stats.bytes_in_use,
@@ -442,7 +714,7 @@ impl BfcAllocator {
     #[inline(never)]
     fn report_bad_free(&self, ptr: NonNull<u8>, size: usize, e: self::core::FreeError) {
         tracing::error!(
-            allocator = %self.name,
+            allocator = %self.inner.name,
             ptr = ?ptr,
             size,
             "refused to free: {}",
@@ -451,7 +723,31 @@ impl BfcAllocator {
     }
 }
 
-impl Drop for BfcAllocator {
+impl Inner {
+    /// Takes back chunks from a thread cache together with that cache's counters.
+    #[cfg_attr(loom, allow(dead_code))]
+    fn absorb(&self, entries: impl Iterator<Item = (u32, usize)>, shift: u32, d: &front::Deltas) {
+        let mut core = self.core.lock();
+        core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        for (key, addr) in entries {
+            if key == 0 {
+                continue; // a free slot of the thread cache
+            }
+            let size = (key as usize) << shift;
+            if let Err(e) = core.free_thread_cached(addr, size) {
+                tracing::error!(
+                    allocator = %self.name,
+                    addr,
+                    size,
+                    "thread-cached chunk refused: {}",
+                    e.describe()
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
     fn drop(&mut self) {
         let sub = &*self.sub;
         let mut core = self.core.lock();
@@ -467,11 +763,24 @@ impl Drop for BfcAllocator {
     }
 }
 
+impl Drop for BfcAllocator {
+    fn drop(&mut self) {
+        // This thread's cached chunks go back now. Other threads' caches keep `Inner` alive
+        // until they hand their chunks back (next operation on another BFC allocator, or thread
+        // exit); the last one runs `Inner::drop`, which returns every free region.
+        front::release_current(&self.inner);
+    }
+}
+
 // SAFETY: every non-empty block is a chunk of a region owned by this allocator, at least
 // `layout.size()` bytes long and aligned to `layout.align()` (over-aligned requests are carved at an
-// aligned address); a chunk is handed out to one caller at a time (marked in use under the lock)
-// and stays valid until it is freed; regions are only returned to the sub-allocator when entirely
-// free. Zero-size requests get a dangling aligned pointer that is never looked up.
+// aligned address; a thread-cache hit is checked against the requested alignment); a chunk is
+// handed out to one caller at a time — marked in use under the lock, or taken out of the one
+// thread cache that holds it (only its thread can reach it) — and stays valid until it is freed;
+// a thread-cached chunk is exactly the rounded size of the request it is given to (requests up to
+// the thread-cache bound always get exact chunks); regions are only returned to the
+// sub-allocator when entirely free, and thread caches keep the shared state alive through an
+// `Arc`. Zero-size requests get a dangling aligned pointer that is never looked up.
 unsafe impl Allocator for BfcAllocator {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
@@ -480,13 +789,7 @@ unsafe impl Allocator for BfcAllocator {
 
     #[inline]
     unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
-        if layout.size() == 0 {
-            return;
-        }
-        let r = self.core.lock().free(ptr.as_ptr().addr());
-        if let Err(e) = r {
-            self.report_bad_free(ptr, layout.size(), e);
-        }
+        self.dealloc_impl(ptr, layout)
     }
 
     unsafe fn grow(
@@ -497,8 +800,7 @@ unsafe impl Allocator for BfcAllocator {
     ) -> Result<NonNull<[u8]>, AllocError> {
         if old.size() != 0 {
             let in_place =
-                self.core
-                    .lock()
+                self.lock_merged()
                     .resize_in_place(ptr.as_ptr().addr(), new.size(), new.align());
             if in_place.is_some() {
                 return Ok(NonNull::slice_from_raw_parts(ptr, new.size()));
@@ -521,8 +823,7 @@ unsafe impl Allocator for BfcAllocator {
         }
         if old.size() != 0 {
             let in_place =
-                self.core
-                    .lock()
+                self.lock_merged()
                     .resize_in_place(ptr.as_ptr().addr(), new.size(), new.align());
             if in_place.is_some() {
                 return Ok(NonNull::slice_from_raw_parts(ptr, new.size()));
@@ -535,34 +836,37 @@ unsafe impl Allocator for BfcAllocator {
 
 impl TensorAllocator for BfcAllocator {
     fn name(&self) -> &str {
-        &self.name
+        &self.inner.name
     }
     fn stats(&self) -> AllocatorStats {
-        let mut core = self.core.lock();
+        let mut core = self.lock_merged();
         // Cached chunks are free bytes; merge them so the largest free chunk is exact.
         core.flush_quick();
         core.stats()
     }
     fn reset_peak_stats(&self) {
-        self.core.lock().reset_peak();
+        self.lock_merged().reset_peak();
     }
     fn tracks_allocation_sizes(&self) -> bool {
         true
     }
     fn requested_size(&self, ptr: NonNull<u8>) -> Option<usize> {
-        self.core
+        self.inner
+            .core
             .lock()
             .live_chunk(ptr.as_ptr().addr())
             .map(|c| c.requested)
     }
     fn allocated_size(&self, ptr: NonNull<u8>) -> Option<usize> {
-        self.core
+        self.inner
+            .core
             .lock()
             .live_chunk(ptr.as_ptr().addr())
             .map(|c| c.size)
     }
     fn allocation_id(&self, ptr: NonNull<u8>) -> Option<u64> {
-        self.core
+        self.inner
+            .core
             .lock()
             .live_chunk(ptr.as_ptr().addr())
             .map(|c| c.id)
