@@ -451,15 +451,12 @@ impl<A> TrackingAllocator<A> {
     #[inline]
     fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize) -> bool {
         let a = addr.as_ptr() as usize;
-        let (idx, id) = match front::take(&self.shared, allocated as u64) {
+        let (idx, id, s) = match front::take(&self.shared, allocated as u64) {
             Some(x) => x,
             None => match self.take_shared(allocated as u64) {
                 Some(x) => x,
                 None => return false,
             },
-        };
-        let Some(s) = self.shared.slot(idx) else {
-            return false;
         };
         let align_log2 = u64::from(layout.align().trailing_zeros());
         s.id.store(id, Ordering::Relaxed);
@@ -481,7 +478,7 @@ impl<A> TrackingAllocator<A> {
 
     /// The shared (locked) path of `track`: one slot, one id, counters updated directly.
     #[cold]
-    fn take_shared(&self, allocated: u64) -> Option<(u64, u64)> {
+    fn take_shared(&self, allocated: u64) -> Option<(u64, u64, &Slot)> {
         let mut st = self.shared.state.lock();
         let (head, _, n) = self.shared.take_slots(&mut st, 1);
         if n == 0 {
@@ -495,7 +492,12 @@ impl<A> TrackingAllocator<A> {
             largest: allocated,
         });
         drop(st);
-        Some((head, self.shared.next_id.fetch_add(1, Ordering::Relaxed)))
+        let slot = self.shared.slot(head)?;
+        Some((
+            head,
+            self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            slot,
+        ))
     }
 
     /// Forgets the block at `ptr` (its slot is cleared and released) and returns its allocated
@@ -745,11 +747,11 @@ impl<A> Drop for TrackingAllocator<A> {
 /// the fronts fall back to.
 #[cfg(loom)]
 mod front {
-    use super::{AtomicUsize, Shared};
+    use super::{AtomicUsize, Shared, Slot};
     use std::sync::Arc;
 
     #[inline]
-    pub(super) fn take(_s: &Arc<Shared>, _allocated: u64) -> Option<(u64, u64)> {
+    pub(super) fn take(_s: &Arc<Shared>, _allocated: u64) -> Option<(u64, u64, &Slot)> {
         None
     }
     #[inline]
@@ -764,7 +766,7 @@ mod front {
 /// allocator this thread used, all touched without atomic read-modify-writes.
 #[cfg(not(loom))]
 mod front {
-    use super::{link, unlink, AtomicUsize, Deltas, Shared, NIL};
+    use super::{link, unlink, AtomicUsize, Deltas, Shared, Slot, NIL};
     use crate::sync::Ordering;
     use std::cell::RefCell;
     use std::sync::Arc;
@@ -886,7 +888,7 @@ mod front {
     /// A free slot and a fresh id for a new block of `allocated` bytes, counted; `None` when the
     /// caller must use the shared path.
     #[inline]
-    pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64)> {
+    pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)> {
         with(|f| {
             if !f.bound(s) {
                 f.bind(s);
@@ -895,14 +897,14 @@ mod front {
                 return None;
             }
             let idx = f.head;
-            let word = s.word(idx)?;
+            let slot = s.slot(idx)?;
             if f.id_next == f.id_end {
                 f.id_next = s.next_id.fetch_add(IDS, Ordering::Relaxed);
                 f.id_end = f.id_next + IDS;
             }
             let id = f.id_next;
             f.id_next += 1;
-            f.head = unlink(word.load(Ordering::Relaxed));
+            f.head = unlink(slot.word.load(Ordering::Relaxed));
             f.n -= 1;
             if f.n == 0 {
                 f.tail = NIL;
@@ -916,7 +918,7 @@ mod front {
             if f.ops >= PUBLISH_EVERY {
                 f.publish_slow(s, false);
             }
-            Some((idx, id))
+            Some((idx, id, slot))
         })
         .flatten()
     }
