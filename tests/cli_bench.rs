@@ -43,6 +43,8 @@ fn bench_json_has_a_row_per_allocator_and_workload() {
         assert_eq!(r["workload"], "small");
         assert_eq!(r["samples_ns_per_op"].as_array().unwrap().len(), 2);
         assert!(r["median_ns_per_op"].as_f64().unwrap() > 0.0);
+        let faults = r["page_faults_per_op"].as_f64().unwrap();
+        assert!(faults.is_finite() && faults >= 0.0, "{faults}");
     }
     assert_eq!(rows[0]["ratio_to_system"].as_f64().unwrap(), 1.0);
 }

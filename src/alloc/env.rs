@@ -14,6 +14,7 @@
 //! | `TENSOR_ALLOC_BFC_MEMORY_LIMIT` | bytes, optional `KiB`/`MiB`/`GiB` suffix (e.g. `512MiB`) | `BfcOptions::memory_limit` |
 //! | `TENSOR_ALLOC_BFC_GROWTH` | `double`, `exact` | `BfcOptions::growth` |
 //! | `TENSOR_ALLOC_BFC_GC` | `on`, `off` | `BfcOptions::garbage_collection` |
+//! | `TENSOR_ALLOC_BFC_DIRTY_RATIO` | a ratio ≥ 0 (e.g. `0.2`), or `off` | `BfcOptions::max_dirty_ratio` |
 //! | `TENSOR_ALLOC_POOL_LIMIT` | a count (`0` disables caching) | `PoolOptions::max_cached_buffers` |
 //! | `TENSOR_ALLOC_TRACK` | `0`, `1` | wrap the CPU allocator in `TrackingAllocator` |
 //! | `TENSOR_ALLOC_LARGE_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::large_alloc_warning_fraction` |
@@ -37,6 +38,8 @@ pub const BFC_MEMORY_LIMIT: &str = "TENSOR_ALLOC_BFC_MEMORY_LIMIT";
 pub const BFC_GROWTH: &str = "TENSOR_ALLOC_BFC_GROWTH";
 /// `TENSOR_ALLOC_BFC_GC`.
 pub const BFC_GC: &str = "TENSOR_ALLOC_BFC_GC";
+/// `TENSOR_ALLOC_BFC_DIRTY_RATIO`.
+pub const BFC_DIRTY_RATIO: &str = "TENSOR_ALLOC_BFC_DIRTY_RATIO";
 /// `TENSOR_ALLOC_POOL_LIMIT`.
 pub const POOL_LIMIT: &str = "TENSOR_ALLOC_POOL_LIMIT";
 /// `TENSOR_ALLOC_TRACK`.
@@ -67,6 +70,10 @@ pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
     ),
     (BFC_GROWTH, "double | exact"),
     (BFC_GC, "on | off"),
+    (
+        BFC_DIRTY_RATIO,
+        "a ratio of resident free memory to bytes in use, >= 0 and <= 100 (e.g. 0.2), or off",
+    ),
     (POOL_LIMIT, "a count of cached buffers (0 disables caching)"),
     (TRACK, "0 | 1"),
     (LARGE_ALLOC_WARNING, "a fraction in (0, 1] or off"),
@@ -151,6 +158,8 @@ pub struct EnvConfig {
     pub bfc_growth: Option<BfcGrowth>,
     /// BFC garbage collection.
     pub bfc_gc: Option<bool>,
+    /// BFC dirty-page budget (`Some(None)` = `off`).
+    pub bfc_dirty_ratio: Option<Option<f64>>,
     /// Pool count limit.
     pub pool_limit: Option<usize>,
     /// Wrap the CPU allocator in tracking.
@@ -287,6 +296,17 @@ impl EnvConfig {
                         _ => return Err(invalid(BFC_GC, v)),
                     })
                 }
+                BFC_DIRTY_RATIO => {
+                    c.bfc_dirty_ratio = Some(if t.eq_ignore_ascii_case("off") {
+                        None
+                    } else {
+                        let r: f64 = t.parse().map_err(|_| invalid(BFC_DIRTY_RATIO, v))?;
+                        if !(0.0..=100.0).contains(&r) {
+                            return Err(invalid(BFC_DIRTY_RATIO, v));
+                        }
+                        Some(r)
+                    });
+                }
                 POOL_LIMIT => {
                     c.pool_limit = Some(t.parse().map_err(|_| invalid(POOL_LIMIT, v))?);
                 }
@@ -411,7 +431,7 @@ impl EnvConfig {
         self.track.as_ref().is_some_and(|t| t.value)
     }
 
-    /// BFC options: defaults with the configured limit, growth and GC applied.
+    /// BFC options: defaults with the configured limit, growth, GC and dirty-page budget applied.
     pub fn bfc_options(&self) -> BfcOptions {
         let mut o = BfcOptions::default();
         if let Some(l) = &self.bfc_memory_limit {
@@ -422,6 +442,9 @@ impl EnvConfig {
         }
         if let Some(gc) = self.bfc_gc {
             o.garbage_collection = gc;
+        }
+        if let Some(r) = self.bfc_dirty_ratio {
+            o.max_dirty_ratio = r;
         }
         o
     }
@@ -535,6 +558,32 @@ mod tests {
         );
         let e = err(&[(BFC_GC, "yes")]);
         assert!(e.contains(BFC_GC) && e.contains("on | off"), "{e}");
+    }
+
+    #[test]
+    fn bfc_dirty_ratio() {
+        assert_eq!(
+            parse(&[]).unwrap().bfc_options().max_dirty_ratio,
+            BfcOptions::default().max_dirty_ratio
+        );
+        for (raw, want) in [
+            ("0.2", Some(0.2)),
+            ("0", Some(0.0)),
+            (" 1.5 ", Some(1.5)),
+            ("OFF", None),
+        ] {
+            let c = parse(&[(BFC_DIRTY_RATIO, raw)]).unwrap();
+            assert_eq!(c.bfc_options().max_dirty_ratio, want, "{raw}");
+        }
+        for bad in ["", "-0.1", "abc", "NaN", "inf", "101", "20%"] {
+            let e = err(&[(BFC_DIRTY_RATIO, bad)]);
+            assert!(
+                e.contains(BFC_DIRTY_RATIO)
+                    && e.contains(&format!("{bad:?}"))
+                    && e.contains("or off"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

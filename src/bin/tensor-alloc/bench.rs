@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use tensor_alloc::alloc::registry::{self, RegistryError};
 use tensor_alloc::alloc::{
-    env, AlignedCpuAllocator, AllocatorRef, SystemAllocator, TrackingAllocator,
+    env, AlignedCpuAllocator, Allocator, AllocatorRef, BfcAllocator, PoolAllocator,
+    SystemAllocator, TrackingAllocator,
 };
 use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
 
@@ -103,6 +104,55 @@ pub fn allocator_by_name(name: &str) -> Result<AllocatorRef, String> {
     })
 }
 
+/// An allocator under measurement. The built-ins are held by their concrete types, so the
+/// workload calls them the way Rust code using them directly does (static dispatch, as in the
+/// criterion benches); anything else the registry makes goes through `Arc<dyn TensorAllocator>`.
+enum Measured {
+    System(SystemAllocator),
+    Cpu(AlignedCpuAllocator),
+    Tracking(TrackingAllocator<AlignedCpuAllocator>),
+    Bfc(BfcAllocator),
+    Pool(PoolAllocator),
+    Dyn(AllocatorRef),
+}
+
+impl Measured {
+    /// A fresh allocator by name, configured like the registry's factory of that name.
+    fn new(name: &str) -> Result<Self, String> {
+        let env = env::process_env().map_err(|e| e.to_string())?;
+        Ok(match name {
+            "system" => Self::System(SystemAllocator),
+            "cpu" => Self::Cpu(AlignedCpuAllocator::with_options(env.cpu_options())),
+            "tracking" => Self::Tracking(TrackingAllocator::new(
+                AlignedCpuAllocator::with_options(env.cpu_options()),
+            )),
+            "bfc" => {
+                Self::Bfc(BfcAllocator::try_new(env.bfc_options()).map_err(|e| e.to_string())?)
+            }
+            "pool" => Self::Pool(PoolAllocator::new(env.pool_options())),
+            other => Self::Dyn(allocator_by_name(other)?),
+        })
+    }
+
+    fn run(&self, w: Workload, cfg: &WorkloadConfig) -> Result<WorkloadResult, String> {
+        fn go<A: Allocator + ?Sized>(
+            a: &A,
+            w: Workload,
+            cfg: &WorkloadConfig,
+        ) -> Result<WorkloadResult, String> {
+            workload::run(a, w, cfg).map_err(|e| e.to_string())
+        }
+        match self {
+            Self::System(a) => go(a, w, cfg),
+            Self::Cpu(a) => go(a, w, cfg),
+            Self::Tracking(a) => go(a, w, cfg),
+            Self::Bfc(a) => go(a, w, cfg),
+            Self::Pool(a) => go(a, w, cfg),
+            Self::Dyn(a) => go(&**a, w, cfg),
+        }
+    }
+}
+
 #[derive(serde::Serialize)]
 struct Row {
     allocator: String,
@@ -162,8 +212,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         let mut baseline = f64::NAN;
         for name in &names {
             // A fresh allocator per workload, so caches and peak memory do not carry over.
-            let a = allocator_by_name(name)?;
-            let r = workload::run(&*a, w, &cfg).map_err(|e| {
+            let a = Measured::new(name)?;
+            let r = a.run(w, &cfg).map_err(|e| {
                 format!("workload '{}' on allocator '{name}' failed: {e}", w.name())
             })?;
             drop(a);
@@ -206,8 +256,15 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<14} {:<22} {:>14} {:>10} {:>12} {:>12} {:>9}",
-        "workload", "allocator", "median", "vs system", "peak live", "peak RSS+", "RSS/live"
+        "{:<14} {:<22} {:>14} {:>10} {:>12} {:>12} {:>9} {:>10}",
+        "workload",
+        "allocator",
+        "median",
+        "vs system",
+        "peak live",
+        "peak RSS+",
+        "RSS/live",
+        "faults/op"
     );
     for r in rows {
         let w = &r.result;
@@ -226,16 +283,20 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
             ),
             None => ("n/a".into(), "n/a".into()),
         };
+        let faults = w
+            .page_faults_per_op
+            .map_or_else(|| "n/a".to_string(), |f| format!("{f:.1}"));
         let _ = writeln!(
             s,
-            "{:<14} {:<22} {:>14} {:>9.3}x {:>12} {:>12} {:>9}",
+            "{:<14} {:<22} {:>14} {:>9.3}x {:>12} {:>12} {:>9} {:>10}",
             w.workload,
             r.allocator,
             t,
             r.ratio_to_system,
             human(w.peak_live_bytes),
             rss,
-            ratio
+            ratio,
+            faults
         );
     }
     s
