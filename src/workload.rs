@@ -39,13 +39,19 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
-    /// Uniform in `lo..=hi`.
+    /// Uniform in `lo..=hi` (the bounds are swapped when `lo > hi`).
     #[inline]
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
+        let (lo, hi) = (lo.min(hi), lo.max(hi));
+        match (hi - lo).checked_add(1) {
+            Some(n) => lo + self.below(n),
+            None => self.next_u64(),
+        }
     }
-    /// Log-uniform in `lo..=hi` (tensor sizes span orders of magnitude).
+    /// Log-uniform in `lo..=hi` (tensor sizes span orders of magnitude; bounds swapped when
+    /// `lo > hi`, 0 treated as 1).
     pub fn log_range(&mut self, lo: u64, hi: u64) -> u64 {
+        let (lo, hi) = (lo.min(hi).max(1), lo.max(hi).max(1));
         let (a, b) = ((lo as f64).ln(), (hi as f64).ln());
         let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         ((a + (b - a) * u).exp() as u64).clamp(lo, hi)
@@ -228,10 +234,10 @@ fn free_block<A: Allocator + ?Sized>(a: &A, b: Block) {
 /// The precomputed schedule of the `step` workload.
 #[derive(Debug, Clone)]
 pub struct StepSchedule {
-    /// Output size of each op.
-    pub sizes: Vec<usize>,
+    /// Output size of each op (private: `run` relies on the schedule `new` builds).
+    sizes: Vec<usize>,
     /// For each op, the outputs (op indices) whose last consumer it is.
-    pub frees_after: Vec<Vec<usize>>,
+    frees_after: Vec<Vec<usize>>,
 }
 
 impl StepSchedule {
@@ -254,6 +260,16 @@ impl StepSchedule {
             frees_after[l].push(i);
         }
         Self { sizes, frees_after }
+    }
+
+    /// Output size of each op.
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+
+    /// For each op, the outputs (op indices) whose last consumer it is.
+    pub fn frees_after(&self) -> &[Vec<usize>] {
+        &self.frees_after
     }
 
     /// Most bytes live at once during one step.
@@ -492,7 +508,7 @@ pub fn run<A: Allocator + ?Sized>(
     }
     let page_faults_per_op = match (faults_before, minor_faults()) {
         (Some(a), Some(b)) => {
-            Some(b.saturating_sub(a) as f64 / (ops * cfg.rounds.max(1) as u64) as f64)
+            Some(b.saturating_sub(a) as f64 / (ops as f64 * cfg.rounds.max(1) as f64))
         }
         _ => None,
     };
@@ -542,6 +558,40 @@ mod tests {
         assert!(a.sizes.iter().all(|&s| (1024..=4 << 20).contains(&s)));
         let freed: usize = a.frees_after.iter().map(Vec::len).sum();
         assert_eq!(freed, 60, "every output is freed exactly once");
+        // Each output dies at the next op, or with a skip connection at op i+3..=i+8 (clamped
+        // to the last op); about 20 % have a skip.
+        let (mut skips, mut outputs) = (0, 0);
+        for seed in 0..200 {
+            let s = StepSchedule::new(seed);
+            for (end, freed) in s.frees_after().iter().enumerate() {
+                for &i in freed {
+                    assert!(
+                        end > i || (i == 59 && end == 59),
+                        "seed {seed}: {i} freed at {end}"
+                    );
+                    let d = end - i;
+                    assert!(d == 1 || (3..=8).contains(&d) || end == 59, "{i} -> {end}");
+                    // Outputs far enough from the end show their skip distance exactly.
+                    if i + 8 < 59 {
+                        outputs += 1;
+                        skips += usize::from(d >= 3);
+                    }
+                }
+            }
+        }
+        let share = skips as f64 / outputs as f64;
+        assert!((0.17..0.23).contains(&share), "skip share {share}");
+    }
+
+    #[test]
+    fn rng_ranges_tolerate_swapped_and_extreme_bounds() {
+        let mut r = Rng::new(3);
+        for _ in 0..1000 {
+            assert!((5..=9).contains(&r.range(9, 5)));
+            assert!((1..=64).contains(&r.log_range(64, 0)));
+        }
+        let _ = r.range(0, u64::MAX);
+        assert_eq!(r.range(7, 7), 7);
     }
 
     #[test]

@@ -44,6 +44,10 @@ fn concurrent_alloc_free_coalesce() {
                 initial_region_bytes: 4096,
                 event_ring_capacity: 4,
                 dump_on_oom: false,
+                // Every free merges with its neighbours at once (no chunk parked whole in the
+                // recent-free cache), so the threads race on split *and* coalesce.
+                recent_free_cache: 0,
+                thread_cache: 0,
                 ..BfcOptions::default()
             },
         ));

@@ -231,6 +231,21 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
     n.checked_mul(1u64 << shift)
 }
 
+/// Splits an allocator name as `TENSOR_ALLOC_CPU_ALLOCATOR` takes it: `(wrapped in tracking,
+/// inner name)`; bare `tracking` has no inner name (the priority winner is wrapped).
+pub fn parse_allocator_name(s: &str) -> (bool, Option<&str>) {
+    if s == "tracking" {
+        return (true, None);
+    }
+    match s
+        .strip_prefix("tracking(")
+        .and_then(|r| r.strip_suffix(')'))
+    {
+        Some(inner) => (true, Some(inner)),
+        None => (false, Some(s)),
+    }
+}
+
 fn parse_fraction(s: &str) -> Option<f64> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("off") {
@@ -358,8 +373,24 @@ impl EnvConfig {
         }
         if let Some((use_bfc, raw)) = tf_use_bfc {
             match &c.cpu_allocator {
+                // `tracking` alone wraps whatever the priorities pick: the alias decides that.
+                Some(native) if parse_allocator_name(&native.value).1.is_none() => {
+                    if use_bfc {
+                        c.cpu_allocator = Some(FromVar {
+                            value: "tracking(bfc)".into(),
+                            variable: TF_USE_BFC,
+                            raw,
+                        });
+                    } else {
+                        c.exclude_bfc = Some(FromVar {
+                            value: (),
+                            variable: TF_USE_BFC,
+                            raw,
+                        });
+                    }
+                }
                 Some(native) => {
-                    let is_bfc = native.value == "bfc";
+                    let is_bfc = parse_allocator_name(&native.value).1 == Some("bfc");
                     if use_bfc != is_bfc {
                         return Err(EnvError::Conflict {
                             alias: TF_USE_BFC,
@@ -673,7 +704,28 @@ mod tests {
         // Agreeing with the native variable is fine.
         parse(&[(TF_USE_BFC, "1"), (CPU_ALLOCATOR, "bfc")]).unwrap();
         parse(&[(TF_USE_BFC, "false"), (CPU_ALLOCATOR, "pool")]).unwrap();
-        // Disagreeing is an error naming both.
+        parse(&[(TF_USE_BFC, "true"), (CPU_ALLOCATOR, "tracking(bfc)")]).unwrap();
+        parse(&[(TF_USE_BFC, "false"), (CPU_ALLOCATOR, "tracking(cpu)")]).unwrap();
+        // Bare `tracking` wraps the priority winner: the alias picks (or excludes) bfc.
+        let c = parse(&[(TF_USE_BFC, "true"), (CPU_ALLOCATOR, "tracking")]).unwrap();
+        assert_eq!(c.cpu_allocator.unwrap().value, "tracking(bfc)");
+        let c = parse(&[(TF_USE_BFC, "false"), (CPU_ALLOCATOR, "tracking")]).unwrap();
+        assert_eq!(c.cpu_allocator.unwrap().value, "tracking");
+        assert!(c.exclude_bfc.is_some());
+        // Disagreeing is an error naming both, also through tracking(<name>).
+        for (alias, native) in [
+            ("false", "tracking(bfc)"),
+            ("true", "tracking(pool)"),
+            ("0", "bfc"),
+        ] {
+            let e = err(&[(TF_USE_BFC, alias), (CPU_ALLOCATOR, native)]);
+            assert!(
+                e.contains(TF_USE_BFC)
+                    && e.contains(CPU_ALLOCATOR)
+                    && e.contains(&format!("{native:?}")),
+                "{e}"
+            );
+        }
         let e = err(&[(TF_USE_BFC, "true"), (CPU_ALLOCATOR, "pool")]);
         assert!(
             e.contains(TF_USE_BFC) && e.contains(CPU_ALLOCATOR) && e.contains("\"pool\""),

@@ -290,20 +290,6 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-/// Splits `tracking(<name>)` / `tracking` from a plain name.
-fn parse_name(s: &str) -> (bool, Option<&str>) {
-    if s == "tracking" {
-        return (true, None);
-    }
-    match s
-        .strip_prefix("tracking(")
-        .and_then(|r| r.strip_suffix(')'))
-    {
-        Some(inner) => (true, Some(inner)),
-        None => (false, Some(s)),
-    }
-}
-
 /// Selection order: priority descending, then name ascending.
 fn order(a: &Factory, b: &Factory) -> std::cmp::Ordering {
     b.priority
@@ -428,7 +414,7 @@ impl Registry {
             .filter(|t| t.value)
             .map(|t| format!("{}={}", t.variable, t.raw));
         if let Some(chosen) = &env.cpu_allocator {
-            let (tracked, inner) = parse_name(&chosen.value);
+            let (tracked, inner) = env::parse_allocator_name(&chosen.value);
             if tracked && tracking.is_none() {
                 tracking = Some(format!("{}={}", chosen.variable, chosen.raw));
             }
@@ -501,7 +487,7 @@ impl Registry {
     /// priority winner). Freezes the registry.
     pub fn create(&self, name: &str, env: &EnvConfig) -> Result<AllocatorRef, RegistryError> {
         let mut g = self.inner.lock();
-        let (tracked, inner) = parse_name(name);
+        let (tracked, inner) = env::parse_allocator_name(name);
         let f = match inner {
             Some(n) => {
                 Self::find(&g.factories, n).ok_or_else(|| Self::unknown(&g.factories, n, None))?

@@ -266,6 +266,9 @@ impl Default for BfcOptions {
     }
 }
 
+/// Largest [`BfcOptions::event_ring_capacity`] (the ring is allocated up front).
+pub const MAX_EVENT_RING: usize = 1 << 20;
+
 /// A [`BfcOptions`] field with a value the allocator cannot use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid BFC option {field} = {value}: expected {expected}")]
@@ -338,6 +341,13 @@ impl BfcOptions {
         }
         if self.initial_region_bytes == 0 {
             return err("initial_region_bytes", "0".into(), "at least 1 byte");
+        }
+        if self.event_ring_capacity > MAX_EVENT_RING {
+            return err(
+                "event_ring_capacity",
+                self.event_ring_capacity.to_string(),
+                "0..=1048576 events",
+            );
         }
         Ok(())
     }

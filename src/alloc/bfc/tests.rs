@@ -557,6 +557,13 @@ fn invalid_options_are_named() {
     .validate()
     .unwrap_err();
     assert_eq!(e.field, "split_ratio");
+    // An event ring sized by an unchecked number would abort on allocation: refused instead.
+    let e = BfcAllocator::try_new(BfcOptions {
+        event_ring_capacity: usize::MAX,
+        ..core_opts()
+    })
+    .unwrap_err();
+    assert_eq!(e.field, "event_ring_capacity");
     // `new` falls back to defaults and still works.
     let a = BfcAllocator::new(BfcOptions {
         num_bins: 0,
