@@ -4,13 +4,19 @@ use allocator_api2::boxed::Box as ABox;
 use allocator_api2::vec::Vec as AVec;
 use std::sync::Arc;
 use tensor_alloc::alloc::{
-    AlignedCpuAllocator, AllocatorRef, SharedAllocator, TensorAllocator, TrackingAllocator,
+    AlignedCpuAllocator, AllocatorRef, BfcAllocator, BfcOptions, Layout, PoolAllocator,
+    PoolOptions, SharedAllocator, TensorAllocator, TrackingAllocator,
 };
 
 fn family() -> Vec<AllocatorRef> {
     vec![
         Arc::new(AlignedCpuAllocator::new()),
         Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new())),
+        Arc::new(BfcAllocator::new(BfcOptions::default())),
+        Arc::new(PoolAllocator::new(PoolOptions::default())),
+        Arc::new(TrackingAllocator::new(BfcAllocator::new(
+            BfcOptions::default(),
+        ))),
     ]
 }
 
@@ -79,4 +85,25 @@ fn borrowed_allocators_work_directly() {
     assert_eq!(t.allocation_id(ptr), Some(1));
     drop(b);
     assert_eq!(t.live_count(), 0);
+}
+
+#[test]
+fn zero_size_requests_follow_the_contract() {
+    for a in family() {
+        for align in [1usize, 8, 64, 4096] {
+            let l = Layout::from_size_align(0, align).unwrap();
+            let p = a.allocate(l).unwrap();
+            assert_eq!(p.len(), 0, "{}", a.name());
+            assert_eq!(p.cast::<u8>().as_ptr() as usize % align, 0, "{}", a.name());
+            // SAFETY: `p` came from `a.allocate(l)` and is freed once.
+            unsafe { a.deallocate(p.cast(), l) };
+        }
+        let s = a.stats();
+        assert_eq!(
+            (s.num_allocs, s.bytes_in_use),
+            (0, 0),
+            "{}: zero-size requests are not allocations",
+            a.name()
+        );
+    }
 }
