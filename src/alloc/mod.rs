@@ -26,7 +26,7 @@ pub use env::{EnvConfig, EnvError};
 pub use error::AllocatorError;
 pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};
 pub use registry::{cpu_allocator, Factory, Registry, RegistryError, Selection};
-pub use stats::{AllocatorStats, StatsCounter};
+pub use stats::{AllocatorStats, CacheStats, StatsCounter};
 pub use sub::{MmapSubAllocator, SubAllocator, SubVisitor, SystemSubAllocator};
 pub use tracking::{LiveAllocation, TrackingAllocator};
 

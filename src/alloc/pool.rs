@@ -60,8 +60,8 @@
 //! with the size recorded for its class; a sub-allocator that breaks this gets an error, not UB.
 
 use super::{
-    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, MmapSubAllocator,
-    SubAllocator, SystemSubAllocator, TensorAllocator,
+    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, CacheStats, Layout,
+    MmapSubAllocator, SubAllocator, SystemSubAllocator, TensorAllocator,
 };
 use crate::sync::{AtomicBool, AtomicU64, Ordering, SpinLock};
 // `std` Arc also under loom: the handle's reference count is not what the models check (the
@@ -753,6 +753,13 @@ impl State {
         self.bytes_in_use += d.in_use;
     }
 
+    /// Bytes the sub-allocator gave for buffers of `key` (the cache counts those).
+    fn received_size(&mut self, key: Key) -> usize {
+        self.find(key)
+            .map(|ci| self.classes[ci as usize].received)
+            .unwrap_or(key.size)
+    }
+
     fn pool_stats(&self) -> PoolStats {
         PoolStats {
             hits: self.hits,
@@ -855,12 +862,8 @@ impl PoolAllocator {
         st.merge(&d);
         let mut ps = st.pool_stats();
         for key in entries {
-            let received = st
-                .find(key)
-                .map(|ci| st.classes[ci as usize].received)
-                .unwrap_or(key.size);
             ps.cached_buffers += 1;
-            ps.cached_bytes += received as u64;
+            ps.cached_bytes += st.received_size(key) as u64;
             ps.thread_cached_buffers += 1;
         }
         ps
@@ -1517,9 +1520,14 @@ impl TensorAllocator for PoolAllocator {
     }
 
     fn stats(&self) -> AllocatorStats {
-        let deltas = front::take_deltas(&self.inner);
+        let (deltas, entries) = front::snapshot(&self.inner);
         let mut st = self.inner.state.lock();
         st.merge(&deltas);
+        let mut ps = st.pool_stats();
+        for key in entries {
+            ps.cached_buffers += 1;
+            ps.cached_bytes += st.received_size(key) as u64;
+        }
         AllocatorStats {
             num_allocs: st.num_allocs,
             num_frees: st.num_frees,
@@ -1531,6 +1539,13 @@ impl TensorAllocator for PoolAllocator {
             peak_bytes_reserved: st.peak_reserved,
             largest_free_chunk: None,
             num_regions: Some(st.regions),
+            cache: Some(CacheStats {
+                hits: ps.hits,
+                misses: ps.misses,
+                evictions: ps.evictions,
+                cached_buffers: ps.cached_buffers as u64,
+                cached_bytes: ps.cached_bytes,
+            }),
         }
     }
 
@@ -1574,6 +1589,42 @@ mod tests {
     fn free(p: &PoolAllocator, ptr: NonNull<u8>, layout: Layout) {
         // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
         unsafe { p.deallocate(ptr, layout) }
+    }
+
+    #[test]
+    fn cache_counters_reach_trait_object_users() {
+        // With and without the thread cache: the registry hands out `Arc<dyn TensorAllocator>`,
+        // so hits, misses, evictions and cached bytes must be visible through `stats()`.
+        for thread_cache in [0, 8] {
+            let pool = Arc::new(PoolAllocator::new(PoolOptions {
+                thread_cache,
+                ..opts(1)
+            }));
+            let dynp: Arc<dyn TensorAllocator> = pool.clone();
+            let a = alloc(&pool, l(4096, 64));
+            let b = alloc(&pool, l(8192, 64));
+            free(&pool, a, l(4096, 64));
+            let a2 = alloc(&pool, l(4096, 64)); // hit
+            free(&pool, a2, l(4096, 64));
+            free(&pool, b, l(8192, 64));
+            let s = dynp.stats();
+            let c = s.cache.expect("the pool reports its cache");
+            let ps = pool.pool_stats();
+            assert_eq!((c.hits, c.misses), (1, 2), "thread_cache {thread_cache}");
+            assert_eq!(c.evictions, ps.evictions, "thread_cache {thread_cache}");
+            assert_eq!(c.cached_buffers, ps.cached_buffers as u64);
+            assert_eq!(c.cached_bytes, ps.cached_bytes);
+            if thread_cache == 0 {
+                // Limit 1: the second free evicts the first buffer.
+                assert_eq!(
+                    (c.evictions, c.cached_buffers, c.cached_bytes),
+                    (1, 1, 8192)
+                );
+            } else {
+                assert_eq!((c.cached_buffers, c.cached_bytes), (2, 4096 + 8192));
+            }
+            assert_eq!(s.bytes_in_use, 0);
+        }
     }
 
     #[test]

@@ -25,6 +25,23 @@ pub struct AllocatorStats {
     pub largest_free_chunk: Option<u64>,
     /// Number of regions/blocks obtained from the sub-allocator, where meaningful.
     pub num_regions: Option<u64>,
+    /// Counters of a buffer cache (the pool allocator's), `None` for allocators without one.
+    pub cache: Option<CacheStats>,
+}
+
+/// The buffer-cache counters of a caching allocator, as [`AllocatorStats::cache`] reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CacheStats {
+    /// Requests served from the cache.
+    pub hits: u64,
+    /// Requests that went to the sub-allocator.
+    pub misses: u64,
+    /// Cached buffers evicted (least recently used first) to stay within the limits.
+    pub evictions: u64,
+    /// Buffers in the cache now (including threads' front caches the caller can see).
+    pub cached_buffers: u64,
+    /// Bytes in the cache now.
+    pub cached_bytes: u64,
 }
 
 impl AllocatorStats {
@@ -196,6 +213,7 @@ impl StatsCounter {
             peak_bytes_reserved: self.peak_bytes_reserved.load(Ordering::Relaxed),
             largest_free_chunk: None,
             num_regions: None,
+            cache: None,
         }
     }
 }

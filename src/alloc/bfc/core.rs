@@ -1254,6 +1254,7 @@ impl Core {
             peak_bytes_reserved: s.peak_reserved,
             largest_free_chunk: Some(self.largest_free_chunk()),
             num_regions: Some(self.regions.list.len() as u64),
+            cache: None,
         }
     }
 
