@@ -427,6 +427,7 @@ fn external_memory_and_arena_style_independent_views() {
             arena.independent_view(64, 128).unwrap(),
         )
     };
+    // SAFETY: the range is out of bounds, so no view is created (the call must fail).
     assert!(unsafe { arena.independent_view(200, 57) }.is_err());
     let mut t1 = Tensor::from_buffer(DType::F32, [16], v1).unwrap();
     let mut t2 = Tensor::from_buffer(DType::I32, [32], v2).unwrap();

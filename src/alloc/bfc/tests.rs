@@ -683,12 +683,14 @@ fn recent_free_cache_reuses_exact_size_with_exact_stats() {
     let a = BfcAllocator::new(cache_opts(4));
     let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
     let id1 = a.allocation_id(p).unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(p, l(MIB, 64)) };
     a.check_invariants().unwrap();
     // The freed chunk is cached whole (not merged with the free rest of the region)…
     assert_eq!(a.inner.core.lock().cached_entries().len(), 1);
     assert_eq!(a.requested_size(p), None, "a cached chunk is not live");
     // …and a second free of it is refused as a double free, leaving everything intact.
+    // SAFETY: a deliberate second free of a chunk the allocator still holds (its region is mapped); the locked path finds it not live and refuses it without touching its bytes.
     let logs = capture_logs(|| unsafe { a.deallocate(p, l(MIB, 64)) });
     assert!(logs.contains("double free"), "{logs}");
     a.check_invariants().unwrap();
@@ -703,12 +705,14 @@ fn recent_free_cache_reuses_exact_size_with_exact_stats() {
     a.check_invariants().unwrap();
     // A smaller request merges the cached chunk back first, so best fit is unchanged: the
     // lowest address wins.
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(q, l(MIB - 100, 64)) };
     let r = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
     assert_eq!(r, p);
     assert!(a.inner.core.lock().cached_entries().is_empty());
     a.check_invariants().unwrap();
     // A cached chunk too small for a request stays cached.
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(r, l(4096, 64)) };
     let t = a.allocate(l(8192, 64)).unwrap().cast::<u8>();
     assert_eq!(t.as_ptr().addr(), p.as_ptr().addr() + 4096);
@@ -723,6 +727,7 @@ fn recent_free_cache_reuses_exact_size_with_exact_stats() {
     let s = a.stats();
     assert_eq!((s.bytes_in_use, s.num_allocs, s.num_frees), (8192, 4, 3));
     assert_eq!(s.largest_free_chunk, Some(2 * MIB as u64 - 12288));
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(t, l(8192, 64)) };
     let d = a.memory_dump();
     assert_eq!(d.regions[0].chunks.len(), 1, "dump merges cached chunks");
@@ -742,6 +747,7 @@ fn recent_free_cache_respects_alignment_and_bounds() {
         .collect();
     let big = a.allocate(l(16384, 8)).unwrap().cast::<u8>();
     for &p in &ps {
+        // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
         unsafe { a.deallocate(p, l(4096, 8)) };
         a.check_invariants().unwrap();
         assert!(
@@ -749,6 +755,7 @@ fn recent_free_cache_respects_alignment_and_bounds() {
             "capacity bound"
         );
     }
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(big, l(16384, 8)) };
     assert!(a
         .inner
@@ -782,6 +789,7 @@ fn recent_free_cache_respects_alignment_and_bounds() {
     assert_eq!(q.as_ptr().addr() % align, 0);
     assert_ne!(q.as_ptr().addr(), newest);
     a.check_invariants().unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(q, l(4096, align)) };
     assert_eq!(a.stats().bytes_in_use, 0);
     a.check_invariants().unwrap();
@@ -792,6 +800,7 @@ fn recent_free_cache_is_flushed_by_trim_gc_and_drop() {
     // trim
     let a = BfcAllocator::new(cache_opts(8));
     let p = a.allocate(l(MIB, 64)).unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(p.cast(), l(MIB, 64)) };
     assert_eq!(a.inner.core.lock().cached_entries().len(), 1);
     assert_eq!(a.trim(), 2 * MIB);
@@ -803,10 +812,12 @@ fn recent_free_cache_is_flushed_by_trim_gc_and_drop() {
         ..cache_opts(8)
     });
     let p = a.allocate(l(MIB, 64)).unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(p.cast(), l(MIB, 64)) };
     let q = a.allocate(l(2 * MIB, 64)).unwrap();
     assert_eq!(a.stats().num_regions, Some(1));
     a.check_invariants().unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(q.cast(), l(2 * MIB, 64)) };
     // drop returns every region although a chunk is still cached.
     let freed = StdArc::new(AtomicUsize::new(0));
@@ -816,6 +827,7 @@ fn recent_free_cache_is_flushed_by_trim_gc_and_drop() {
     }));
     let a = BfcAllocator::with_sub_allocator(Box::new(sub), cache_opts(8));
     let p = a.allocate(l(MIB, 64)).unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(p.cast(), l(MIB, 64)) };
     assert_eq!(a.inner.core.lock().cached_entries().len(), 1);
     drop(a);
@@ -826,6 +838,7 @@ fn recent_free_cache_is_flushed_by_trim_gc_and_drop() {
 fn recent_free_cache_off_merges_at_once() {
     let a = BfcAllocator::new(cache_opts(0));
     let p = a.allocate(l(MIB, 64)).unwrap().cast::<u8>();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(p, l(MIB, 64)) };
     assert!(a.inner.core.lock().cached_entries().is_empty());
     assert_eq!(a.inner.core.lock().largest_free_chunk(), 2 * MIB as u64);
@@ -841,6 +854,7 @@ fn recent_free_cache_with_cross_thread_frees() {
             .iter()
             .map(|&n| {
                 let p = a.allocate(l(n, 64)).unwrap().cast::<u8>();
+                // SAFETY: the block was just allocated with at least this many bytes and is live.
                 unsafe { std::ptr::write_bytes(p.as_ptr(), round as u8, n) };
                 p.as_ptr().expose_provenance()
             })
@@ -854,6 +868,7 @@ fn recent_free_cache_with_cross_thread_frees() {
                     .iter()
                     .all(|&b| b == round as u8);
                 assert!(ok, "block overwritten");
+                // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
                 unsafe { a2.deallocate(p, l(n, 64)) };
             }
         })
@@ -879,17 +894,21 @@ fn released_pages_of_big_free_chunks_read_back_as_zero() {
         });
         let _guard = a.allocate(l(256, 8)).unwrap(); // keeps the region from being trimmed
         let p = a.allocate(l(4 * MIB, 4096)).unwrap().cast::<u8>();
+        // SAFETY: the block was just allocated with at least this many bytes and is live.
         unsafe { std::ptr::write_bytes(p.as_ptr(), 0xAB, 4 * MIB) };
+        // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
         unsafe { a.deallocate(p, l(4 * MIB, 4096)) };
         a.check_invariants().unwrap();
         let q = a.allocate(l(4 * MIB, 4096)).unwrap().cast::<u8>();
         assert_eq!(q, p, "the same chunk is reused");
+        // SAFETY: `q` is a live 4 MiB block, so byte MIB is inside it.
         let byte = unsafe { q.as_ptr().add(MIB).read_volatile() };
         assert_eq!(
             byte == 0,
             expect_zero,
             "release {release:?}: byte {byte:#x}"
         );
+        // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
         unsafe { a.deallocate(q, l(4 * MIB, 4096)) };
         a.check_invariants().unwrap();
     }
@@ -899,6 +918,7 @@ fn released_pages_of_big_free_chunks_read_back_as_zero() {
 fn checker_detects_recent_free_cache_corruption() {
     let a = BfcAllocator::new(cache_opts(4));
     let p = a.allocate(l(4000, 8)).unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(p.cast(), l(4000, 8)) };
     a.check_invariants().unwrap();
     let h = a.inner.core.lock().cached_entries()[0].h;
@@ -918,6 +938,7 @@ fn checker_detects_recent_free_cache_corruption() {
     // The cached chunk goes back to a request of the same rounded size.
     let q = a.allocate(l(3900, 8)).unwrap();
     assert_eq!(q.cast::<u8>(), p.cast::<u8>());
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(q.cast(), l(3900, 8)) };
 }
 
@@ -1018,6 +1039,7 @@ fn thread_cache_hits_keep_stats_exact_single_threaded() {
         (2 * MIB as u64, 3, 1, 2 * MIB as u64)
     );
     a.check_invariants().unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe {
         a.deallocate(q, l(MIB, 64));
         a.deallocate(r, l(MIB, 64));
@@ -1036,11 +1058,13 @@ fn thread_cache_hits_keep_stats_exact_single_threaded() {
     // An over-aligned request only takes a cached chunk whose address satisfies it.
     let big = a.allocate(l(MIB, 1 << 21)).unwrap().cast::<u8>();
     assert_eq!(big.as_ptr().addr() % (1 << 21), 0);
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(big, l(MIB, 1 << 21)) };
     a.check_invariants().unwrap();
     // Bigger than the thread-cache bound: straight to the shared path.
     let h = a.allocate(l(8 * MIB, 64)).unwrap().cast::<u8>();
     let before = a.thread_cached();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(h, l(8 * MIB, 64)) };
     assert_eq!(a.thread_cached(), before);
     assert_eq!(a.stats().bytes_in_use, 0);
@@ -1346,6 +1370,7 @@ fn dirty_budget_releases_the_oldest_resident_free_chunks() {
     a.check_invariants().unwrap();
     // A released chunk is not released twice: freeing a neighbour merges it with the clean
     // chunk and only the newly freed bytes count as dirty.
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(ps[1], l(sizes[1], 64)) };
     let d = a.memory_dump();
     assert!(
@@ -1355,6 +1380,7 @@ fn dirty_budget_releases_the_oldest_resident_free_chunks() {
     );
     assert!(d.released_bytes <= 12 * MIB as u64, "{}", d.released_bytes);
     a.check_invariants().unwrap();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
     unsafe { a.deallocate(ps[2], l(sizes[2], 64)) };
     a.check_invariants().unwrap();
     // Released memory reads back as zeros when handed out again (the pages were dropped).
