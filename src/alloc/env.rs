@@ -117,7 +117,7 @@ pub enum EnvError {
          set only one of them, or make them agree"
     )]
     Conflict {
-        /// The TensorFlow variable.
+        /// The TensorFlow alias (or `TENSOR_ALLOC_TRACK=0` against a `tracking(...)` name).
         alias: &'static str,
         /// Its value.
         alias_value: String,
@@ -369,6 +369,17 @@ impl EnvConfig {
                         suggestion: closest(other, KNOWN_VARIABLES.iter().map(|k| k.0)),
                     })
                 }
+            }
+        }
+        // `TENSOR_ALLOC_TRACK=0` and a `tracking(...)` allocator name say opposite things.
+        if let (Some(t), Some(ca)) = (&c.track, &c.cpu_allocator) {
+            if !t.value && parse_allocator_name(&ca.value).0 {
+                return Err(EnvError::Conflict {
+                    alias: TRACK,
+                    alias_value: t.raw.clone(),
+                    native: CPU_ALLOCATOR,
+                    native_value: ca.raw.clone(),
+                });
             }
         }
         if let Some((use_bfc, raw)) = tf_use_bfc {
@@ -725,6 +736,12 @@ mod tests {
                     && e.contains(&format!("{native:?}")),
                 "{e}"
             );
+        }
+        // TENSOR_ALLOC_TRACK=0 against a tracking(...) name is a conflict too; =1 agrees.
+        for name in ["tracking", "tracking(bfc)"] {
+            let e = err(&[(TRACK, "0"), (CPU_ALLOCATOR, name)]);
+            assert!(e.contains(TRACK) && e.contains(&format!("{name:?}")), "{e}");
+            parse(&[(TRACK, "1"), (CPU_ALLOCATOR, name)]).unwrap();
         }
         let e = err(&[(TF_USE_BFC, "true"), (CPU_ALLOCATOR, "pool")]);
         assert!(
