@@ -63,7 +63,7 @@ use super::{
     dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, CacheStats, Layout,
     MmapSubAllocator, SubAllocator, SystemSubAllocator, TensorAllocator,
 };
-use crate::sync::{AtomicBool, AtomicU64, Ordering, SpinLock};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, SpinGuard, SpinLock};
 // `std` Arc also under loom: the handle's reference count is not what the models check (the
 // lock and the cache state are), and methods take `self: &Arc<Self>`, which loom's Arc cannot.
 use std::collections::HashMap;
@@ -857,6 +857,12 @@ impl PoolAllocator {
     /// Includes the calling thread's cache; other threads' caches are counted once they are
     /// merged (at their next slow-path operation, `trim`, or thread exit).
     pub fn pool_stats(&self) -> PoolStats {
+        self.locked_stats().1
+    }
+
+    /// Merges the calling thread's counters and returns the locked state with the pool's
+    /// counters, the calling thread's cached buffers included.
+    fn locked_stats(&self) -> (SpinGuard<'_, State>, PoolStats) {
         let (d, entries) = front::snapshot(&self.inner);
         let mut st = self.inner.state.lock();
         st.merge(&d);
@@ -866,7 +872,7 @@ impl PoolAllocator {
             ps.cached_bytes += st.received_size(key) as u64;
             ps.thread_cached_buffers += 1;
         }
-        ps
+        (st, ps)
     }
 
     /// The sub-allocator behind the pool.
@@ -1520,14 +1526,7 @@ impl TensorAllocator for PoolAllocator {
     }
 
     fn stats(&self) -> AllocatorStats {
-        let (deltas, entries) = front::snapshot(&self.inner);
-        let mut st = self.inner.state.lock();
-        st.merge(&deltas);
-        let mut ps = st.pool_stats();
-        for key in entries {
-            ps.cached_buffers += 1;
-            ps.cached_bytes += st.received_size(key) as u64;
-        }
+        let (st, ps) = self.locked_stats();
         AllocatorStats {
             num_allocs: st.num_allocs,
             num_frees: st.num_frees,
