@@ -12,16 +12,20 @@
 //!
 //! - Each block carries a 16-byte **header** in front of the pointer handed out (the inner
 //!   allocator is asked for `size + max(align, 16)` bytes at `max(align, 16)` alignment). The
-//!   header holds the index of the block's **slot** and its allocated size.
+//!   header holds the index of the block's **slot**, its allocated size and a 40-bit **check**
+//!   (a hash of the address, index, size and a per-allocator salt), so a free proves the block
+//!   live from the header alone, which shares a cache line with the inner allocator's own
+//!   bookkeeping, instead of loading the slot (a cache miss on every random free).
 //! - The **slot table** (chunks of 1024, 2048, 4096, … 32-byte slots that are never moved or
 //!   freed before the allocator) holds, per live block: address, id, requested and allocated
-//!   size, alignment. The leak report walks it; a free finds its slot through the header in O(1)
-//!   and checks that the slot still holds its address.
-//! - A per-thread **front** (thread-local, bound to the last tracking allocator the thread used)
-//!   holds a private list of free slots, a block of 256 reserved ids and counter deltas, so a
-//!   thread allocates and frees with plain loads and stores. It goes to the shared state (one spin
-//!   lock) only to take or return a batch of slots, every 1,024 operations to publish its
-//!   counters, when it moves to another tracking allocator, and at thread exit.
+//!   size, alignment. The leak report and the per-pointer queries read it; a free only *stores*
+//!   to its slot (marking it free), which the processor completes in the background.
+//! - A per-thread **front** (a thread-local of plain cells, bound to the last tracking
+//!   allocator the thread used) holds a stack of up to 64 free slots, a block of 256 reserved
+//!   ids and counter deltas, so a thread allocates and frees with plain loads and stores. It goes
+//!   to the shared state (one spin lock) only to take or return half a stack of slots, every
+//!   1,024 allocations or frees to publish its counters, when it moves to another tracking
+//!   allocator, and at thread exit.
 //!
 //! What this means for users:
 //! - **Statistics** are exact whenever one thread is at work, and at any moment for the calling
@@ -35,12 +39,15 @@
 //!   pointer can use the O(1) [`TrackingAllocator::live_allocation`] instead.
 //! - **Ids** are unique and never reused; each thread draws them in blocks of 256, so they increase
 //!   along each thread's allocations but interleave in blocks across threads.
-//! - **Bad frees:** a free checks that the slot named by the header still holds this address
-//!   before anything is forwarded, so a double free, or a pointer whose header names no slot of
-//!   its own, is logged (`tracing::error!`) and ignored. This reads the 16 bytes before the pointer: for a pointer
-//!   never allocated here, or a block the inner allocator has already returned to the system, that
-//!   read is itself outside the caller's contract (as `Allocator::deallocate` states) and may fault.
-//!   Two threads freeing the same block at the same instant are not detected.
+//! - **Bad frees:** a free checks the header before anything is forwarded, and poisons the check
+//!   of a block it frees, so a double free (whose header is poisoned, or overwritten by the inner
+//!   allocator's free list), a block of another tracking allocator (another salt) or a foreign
+//!   pointer is logged (`tracing::error!`) and ignored, except with probability 2⁻⁴⁰ for bytes
+//!   that happen to form a valid check. Debug builds also compare the slot's address, which is
+//!   exact. This reads the 16 bytes before the pointer: for a pointer never allocated here, or a
+//!   block the inner allocator has already returned to the system, that read is itself outside
+//!   the caller's contract (as `Allocator::deallocate` states) and may fault. Two threads freeing
+//!   the same block at the same instant are not detected.
 //! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
 //!   show them; this wrapper's statistics count what its callers were given), plus 32 bytes per
 //!   slot in the table (slots are reused; the table is as large as the most blocks ever live at
@@ -97,12 +104,13 @@ fn unlink(word: usize) -> u64 {
 }
 
 /// One slot of the table: 32 bytes, so a slot never straddles a cache line and the line a free
-/// reads (to check the word) is the line the next allocation, which reuses the slot (last in,
-/// first out), writes.
+/// writes (marking the slot free) is the line the next allocation on that thread, which reuses
+/// the slot (last in, first out), writes.
 ///
-/// The *word* is the address of the live block or, for a free slot, an odd link to the next free
-/// slot. All fields are atomics (plain loads and stores on the common platforms) because the leak
-/// report reads slots other threads are writing.
+/// The *word* is the address of the live block or, for a free slot, an odd value: a link to the
+/// next free slot on the shared list, or 1 on a thread's stack (an odd value never equals a
+/// block address). All fields are atomics (plain loads and stores on the common platforms)
+/// because the leak report reads slots other threads are writing.
 #[repr(C, align(32))]
 struct Slot {
     word: AtomicUsize,
@@ -259,6 +267,10 @@ impl Shared {
                 idx
             } else {
                 let idx = st.bump;
+                if idx > IDX_MASK {
+                    // The header has 40 bits for the index.
+                    break;
+                }
                 let (k, off) = Self::locate(idx);
                 if off == 0 && !self.create_chunk(k) {
                     break;
@@ -354,16 +366,57 @@ impl<A: TensorAllocator> TrackingAllocator<A> {
     }
 }
 
-/// The `(slot index, allocated size)` in the header of `ptr`.
+/// Bits of the slot index in the header's first word (the table holds at most 2^40 slots).
+const IDX_BITS: u32 = 40;
+/// Bits of the allocated size in the header's second word; a larger block stores [`BIG`] there
+/// and keeps its size in its slot only.
+const SIZE_HDR_BITS: u32 = 48;
+/// The header's size field of a block of 2^48 bytes or more.
+const BIG: u64 = (1 << SIZE_HDR_BITS) - 1;
+const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
+
+/// The 40-bit check of a header: a hash of the allocator's salt, the block's address, its slot
+/// index and its size field. A free recomputes it, so a pointer whose header was not written by
+/// this allocator for this address (a double free, whose header the inner allocator has reused
+/// or this allocator has poisoned; a foreign pointer; a block of another tracking allocator)
+/// fails it with probability 1 − 2⁻⁴⁰, without a load from the slot table.
+#[inline]
+fn header_check(salt: u64, addr: usize, idx: u64, size_field: u64) -> u64 {
+    let x = addr as u64 ^ salt ^ idx.rotate_left(24) ^ size_field.rotate_left(40);
+    // The high bits of a product by an odd constant depend on every bit of `x`.
+    x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 24
+}
+
+/// The two words of the header of a block at `addr` in slot `idx` with `allocated` bytes.
+#[inline]
+fn encode_header(salt: u64, addr: usize, idx: u64, allocated: u64) -> [u64; 2] {
+    let size_field = allocated.min(BIG);
+    let chk = header_check(salt, addr, idx, size_field);
+    [
+        idx | ((chk >> 16) << IDX_BITS),
+        size_field | ((chk & 0xFFFF) << SIZE_HDR_BITS),
+    ]
+}
+
+/// The `(slot index, size field)` of a header whose check holds for `addr`, else `None`.
+#[inline]
+fn decode_header(salt: u64, addr: usize, h: [u64; 2]) -> Option<(u64, u64)> {
+    let idx = h[0] & IDX_MASK;
+    let size_field = h[1] & BIG;
+    let chk = ((h[0] >> IDX_BITS) << 16) | (h[1] >> SIZE_HDR_BITS);
+    (chk == header_check(salt, addr, idx, size_field)).then_some((idx, size_field))
+}
+
+/// The raw header words of `ptr`.
 ///
 /// # Safety
 /// The 16 bytes before `ptr` must be readable (true for every live block of this allocator).
 #[inline]
-unsafe fn read_header(ptr: NonNull<u8>) -> (u64, usize) {
+unsafe fn read_header(ptr: NonNull<u8>) -> [u64; 2] {
     // SAFETY: per the caller; the header is 8-byte aligned (blocks are aligned to at least 16).
     unsafe {
         let h = ptr.as_ptr().sub(HEADER).cast::<u64>();
-        (h.read(), h.add(1).read() as usize)
+        [h.read(), h.add(1).read()]
     }
 }
 
@@ -412,7 +465,8 @@ impl<A> TrackingAllocator<A> {
     /// `ptr` must be a live block returned by this allocator (not yet freed).
     pub unsafe fn live_allocation(&self, ptr: NonNull<u8>) -> Option<LiveAllocation> {
         // SAFETY: the caller guarantees a live block of ours, so its header precedes it.
-        let (idx, _) = unsafe { read_header(ptr) };
+        let h = unsafe { read_header(ptr) };
+        let (idx, _) = decode_header(self.salt(), ptr.as_ptr() as usize, h)?;
         read_slot(self.shared.slot(idx)?).filter(|a| a.address == ptr.as_ptr() as usize)
     }
 
@@ -469,9 +523,10 @@ impl<A> TrackingAllocator<A> {
         // SAFETY: the header lies inside the block the inner allocator just returned (the caller's
         // pointer is at least HEADER bytes past its start) and is 8-byte aligned.
         unsafe {
+            let [w0, w1] = encode_header(self.salt(), a, idx, allocated as u64);
             let h = addr.as_ptr().sub(HEADER).cast::<u64>();
-            h.write(idx);
-            h.add(1).write(allocated as u64);
+            h.write(w0);
+            h.add(1).write(w1);
         }
         true
     }
@@ -509,12 +564,17 @@ impl<A> TrackingAllocator<A> {
     unsafe fn untrack(&self, ptr: NonNull<u8>, layout: Layout) -> Option<usize> {
         let addr = ptr.as_ptr() as usize;
         // SAFETY: forwarded from the caller.
-        let (idx, allocated) = unsafe { read_header(ptr) };
-        let Some(w) = self
-            .shared
-            .word(idx)
-            .filter(|w| w.load(Ordering::Acquire) == addr)
-        else {
+        let h = unsafe { read_header(ptr) };
+        // The header's check proves the block live without reading its slot (a cache miss on a
+        // random free); debug builds also compare the slot's word, which is exact.
+        let found = decode_header(self.salt(), addr, h).and_then(|(idx, size_field)| {
+            let slot = self.shared.slot(idx)?;
+            if cfg!(debug_assertions) && slot.word.load(Ordering::Acquire) != addr {
+                return None;
+            }
+            Some((idx, size_field, slot))
+        });
+        let Some((idx, size_field, slot)) = found else {
             tracing::error!(
                 allocator = %self.name,
                 address = addr,
@@ -524,7 +584,22 @@ impl<A> TrackingAllocator<A> {
             );
             return None;
         };
-        if !front::give(&self.shared, idx, w, allocated as u64) {
+        let allocated = if size_field == BIG {
+            slot.packed.load(Ordering::Relaxed) & ((1 << SIZE_BITS) - 1)
+        } else {
+            size_field
+        } as usize;
+        // Poison the check, so that freeing this pointer again fails it even if the inner
+        // allocator leaves the bytes as they are.
+        // SAFETY: the header is readable and writable: it lies inside the live block.
+        unsafe {
+            ptr.as_ptr()
+                .sub(HEADER)
+                .cast::<u64>()
+                .write(h[0] ^ (1 << 63))
+        };
+        let w = &slot.word;
+        if !front::give(&self.shared, idx, slot, allocated as u64) {
             let mut st = self.shared.state.lock();
             w.store(link(NIL), Ordering::Release);
             Shared::put_slots(&mut st, &self.shared, idx, idx);
@@ -535,6 +610,13 @@ impl<A> TrackingAllocator<A> {
             });
         }
         Some(allocated)
+    }
+
+    /// The salt of this allocator's header checks: the address of its shared state, unique among
+    /// live tracking allocators.
+    #[inline]
+    fn salt(&self) -> u64 {
+        std::sync::Arc::as_ptr(&self.shared) as u64
     }
 
     fn snapshot(&self) -> AllocatorStats {
@@ -747,7 +829,7 @@ impl<A> Drop for TrackingAllocator<A> {
 /// the fronts fall back to.
 #[cfg(loom)]
 mod front {
-    use super::{AtomicUsize, Shared, Slot};
+    use super::{Shared, Slot};
     use std::sync::Arc;
 
     #[inline]
@@ -755,206 +837,292 @@ mod front {
         None
     }
     #[inline]
-    pub(super) fn give(_s: &Arc<Shared>, _idx: u64, _word: &AtomicUsize, _allocated: u64) -> bool {
+    pub(super) fn give(_s: &Arc<Shared>, _idx: u64, _slot: &Slot, _allocated: u64) -> bool {
         false
     }
     pub(super) fn publish(_s: &Arc<Shared>) {}
     pub(super) fn release(_s: &Arc<Shared>) {}
 }
 
-/// The per-thread front: free slots, reserved ids and unpublished counters of the last tracking
-/// allocator this thread used, all touched without atomic read-modify-writes.
+/// The per-thread front: a stack of free slots, reserved ids and unpublished counters of the last
+/// tracking allocator this thread used, all plain thread-local loads and stores.
+///
+/// The front lives in a `const` thread-local of `Cell`s with no destructor, so reaching it costs
+/// one thread-pointer-relative address and no state check. A second thread-local, [`GUARD`],
+/// has the destructor that hands the front's slots and counters back at thread exit; it is
+/// touched only when the front binds to an allocator (the slow path).
 #[cfg(not(loom))]
 mod front {
-    use super::{link, unlink, AtomicUsize, Deltas, Shared, Slot, NIL};
+    use super::{Deltas, Shared, Slot, NIL};
     use crate::sync::Ordering;
-    use std::cell::RefCell;
+    use std::cell::Cell;
     use std::sync::Arc;
 
+    /// Free slots a front holds at most; a full stack hands half back.
+    const CAP: usize = 64;
     /// Slots taken from the shared list at once.
-    const REFILL: usize = 32;
-    /// Free slots a front keeps before handing them all back.
-    const MAX_FREE: usize = 512;
+    const REFILL: usize = CAP / 2;
     /// Ids reserved at once.
     const IDS: u64 = 256;
-    /// Operations between publications of the counters.
-    const PUBLISH_EVERY: u32 = 1024;
+    /// Allocations (or frees) between publications of the counters.
+    const PUBLISH_EVERY: u64 = 1024;
 
     struct Front {
-        shared: Option<Arc<Shared>>,
-        /// This thread's free slots: a list through the slot words, `n` long, ending at `tail`.
-        head: u64,
-        tail: u64,
-        n: usize,
-        id_next: u64,
-        id_end: u64,
-        d: Deltas,
-        ops: u32,
+        /// The bound allocator's state: a strong reference (from `Arc::into_raw`), or null.
+        shared: Cell<*const Shared>,
+        /// Free slots: index and address, `n` of them.
+        stack: [Cell<(u64, *const Slot)>; CAP],
+        n: Cell<usize>,
+        id_next: Cell<u64>,
+        id_end: Cell<u64>,
+        allocs: Cell<u64>,
+        frees: Cell<u64>,
+        in_use: Cell<i64>,
+        peak: Cell<i64>,
+        largest: Cell<u64>,
+    }
+
+    thread_local! {
+        static FRONT: Front = const {
+            Front {
+                shared: Cell::new(std::ptr::null()),
+                stack: [const { Cell::new((NIL, std::ptr::null())) }; CAP],
+                n: Cell::new(0),
+                id_next: Cell::new(0),
+                id_end: Cell::new(0),
+                allocs: Cell::new(0),
+                frees: Cell::new(0),
+                in_use: Cell::new(0),
+                peak: Cell::new(0),
+                largest: Cell::new(0),
+            }
+        };
+        /// Unbinds this thread's front at thread exit.
+        static GUARD: Guard = const { Guard };
+    }
+
+    struct Guard;
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = FRONT.try_with(|f| f.unbind());
+        }
     }
 
     impl Front {
         #[inline]
         fn bound(&self, s: &Arc<Shared>) -> bool {
-            self.shared.as_ref().is_some_and(|x| Arc::ptr_eq(x, s))
+            std::ptr::eq(self.shared.get(), Arc::as_ptr(s))
         }
 
-        /// Publishes the counters and, with `slots`, hands the free slots back.
-        fn publish_into(&mut self, s: &Shared, slots: bool) {
+        fn deltas(&self) -> Deltas {
+            Deltas {
+                allocs: self.allocs.get(),
+                frees: self.frees.get(),
+                in_use: self.in_use.get(),
+                peak: self.peak.get(),
+                largest: self.largest.get(),
+            }
+        }
+
+        fn clear_deltas(&self) {
+            self.allocs.set(0);
+            self.frees.set(0);
+            self.in_use.set(0);
+            self.peak.set(0);
+            self.largest.set(0);
+        }
+
+        /// Links `slots` into a list through their words and puts it on the shared free list.
+        fn give_back(st: &mut super::State, s: &Shared, slots: &[Cell<(u64, *const Slot)>]) {
+            let (mut head, mut tail) = (NIL, NIL);
+            for c in slots {
+                let (idx, _) = c.get();
+                if let Some(w) = s.word(idx) {
+                    w.store(super::link(head), Ordering::Relaxed);
+                    if tail == NIL {
+                        tail = idx;
+                    }
+                    head = idx;
+                }
+            }
+            Shared::put_slots(st, s, head, tail);
+        }
+
+        /// Publishes the counters and, with `slots`, hands all free slots back.
+        fn publish_into(&self, s: &Shared, slots: bool) {
+            let d = self.deltas();
             let mut st = s.state.lock();
-            st.counters.absorb(&self.d);
+            st.counters.absorb(&d);
             if slots {
-                Shared::put_slots(&mut st, s, self.head, self.tail);
+                Self::give_back(&mut st, s, &self.stack[..self.n.get()]);
             }
             drop(st);
-            self.d = Deltas::default();
-            self.ops = 0;
+            self.clear_deltas();
             if slots {
-                self.head = NIL;
-                self.tail = NIL;
-                self.n = 0;
+                self.n.set(0);
             }
         }
 
         /// Hands everything back and unbinds (reserved ids are dropped: ids are never reused).
-        fn unbind(&mut self) {
-            if let Some(s) = self.shared.take() {
+        fn unbind(&self) {
+            let p = self.shared.replace(std::ptr::null());
+            if !p.is_null() {
+                // SAFETY: `p` is the strong reference taken by `bind` (see `shared`); it is
+                // released exactly once, here, after the front no longer stores it.
+                let s = unsafe { Arc::from_raw(p) };
                 self.publish_into(&s, true);
             }
-            self.id_next = 0;
-            self.id_end = 0;
+            self.id_next.set(0);
+            self.id_end.set(0);
         }
 
+        /// Binds to `s`; false when this thread is exiting (its guard is gone) and the caller
+        /// must use the shared path.
         #[cold]
         #[inline(never)]
-        fn bind(&mut self, s: &Arc<Shared>) {
+        fn bind(&self, s: &Arc<Shared>) -> bool {
+            if GUARD.try_with(|_| ()).is_err() {
+                return false;
+            }
             self.unbind();
-            self.shared = Some(s.clone());
+            self.shared.set(Arc::into_raw(s.clone()));
+            true
         }
 
-        /// Takes a batch of slots (the list is empty) and publishes on the way.
+        /// Takes a batch of slots (the stack is empty) and publishes on the way.
         #[cold]
         #[inline(never)]
-        fn refill(&mut self, s: &Shared) -> bool {
+        fn refill(&self, s: &Shared) -> bool {
+            let d = self.deltas();
             let mut st = s.state.lock();
-            st.counters.absorb(&self.d);
-            let (h, t, n) = s.take_slots(&mut st, REFILL);
+            st.counters.absorb(&d);
+            let (mut idx, _, n) = s.take_slots(&mut st, REFILL);
+            let mut got = 0;
+            for _ in 0..n {
+                let Some(slot) = s.slot(idx) else { break };
+                let next = super::unlink(slot.word.load(Ordering::Relaxed));
+                slot.word.store(1, Ordering::Relaxed);
+                self.stack[got].set((idx, slot));
+                got += 1;
+                idx = next;
+            }
             drop(st);
-            self.d = Deltas::default();
-            self.ops = 0;
-            self.head = h;
-            self.tail = t;
-            self.n = n;
-            n > 0
+            self.clear_deltas();
+            self.n.set(got);
+            got > 0
+        }
+
+        /// Hands the older half of a full stack back.
+        #[cold]
+        #[inline(never)]
+        fn spill(&self, s: &Shared) {
+            let keep = CAP - REFILL;
+            let mut st = s.state.lock();
+            Self::give_back(&mut st, s, &self.stack[..REFILL]);
+            drop(st);
+            for i in 0..keep {
+                self.stack[i].set(self.stack[REFILL + i].get());
+            }
+            self.n.set(keep);
         }
 
         #[cold]
         #[inline(never)]
-        fn publish_slow(&mut self, s: &Shared, slots: bool) {
-            self.publish_into(s, slots);
+        fn more_ids(&self, s: &Shared) {
+            let first = s.next_id.fetch_add(IDS, Ordering::Relaxed);
+            self.id_next.set(first);
+            self.id_end.set(first + IDS);
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn publish_slow(&self, s: &Shared) {
+            self.publish_into(s, false);
         }
     }
 
-    impl Drop for Front {
-        fn drop(&mut self) {
-            self.unbind();
-        }
-    }
-
-    thread_local! {
-        static FRONT: RefCell<Front> = const {
-            RefCell::new(Front {
-                shared: None,
-                head: NIL,
-                tail: NIL,
-                n: 0,
-                id_next: 0,
-                id_end: 0,
-                d: Deltas { allocs: 0, frees: 0, in_use: 0, peak: 0, largest: 0 },
-                ops: 0,
-            })
-        };
-    }
-
-    /// Runs `f` on this thread's front; `None` when it is borrowed further up the stack or already
-    /// destroyed (thread exit), and the caller takes the shared path.
-    #[inline]
-    fn with<R>(f: impl FnOnce(&mut Front) -> R) -> Option<R> {
-        FRONT
-            .try_with(|c| c.try_borrow_mut().ok().map(|mut g| f(&mut g)))
-            .ok()
-            .flatten()
+    /// This thread's front. The thread-local has no destructor, so it is valid for the whole life
+    /// of the thread; going through a pointer keeps `LocalKey::with` small enough to inline.
+    #[inline(always)]
+    fn front() -> &'static Front {
+        let p: *const Front = FRONT.with(|f| f as *const Front);
+        // SAFETY: `FRONT` is a `const`-initialised thread-local without a destructor: its storage
+        // lives as long as the thread, and this reference never leaves the thread (`Front` is
+        // not `Sync`, so `&Front` is not `Send`).
+        unsafe { &*p }
     }
 
     /// A free slot and a fresh id for a new block of `allocated` bytes, counted; `None` when the
     /// caller must use the shared path.
-    #[inline]
+    #[inline(always)]
     pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)> {
-        with(|f| {
-            if !f.bound(s) {
-                f.bind(s);
-            }
-            if f.n == 0 && !f.refill(s) {
+        let f = front();
+        {
+            if !f.bound(s) && !f.bind(s) {
                 return None;
             }
-            let idx = f.head;
-            let slot = s.slot(idx)?;
-            if f.id_next == f.id_end {
-                f.id_next = s.next_id.fetch_add(IDS, Ordering::Relaxed);
-                f.id_end = f.id_next + IDS;
+            let mut n = f.n.get();
+            if n == 0 {
+                if !f.refill(s) {
+                    return None;
+                }
+                n = f.n.get();
             }
-            let id = f.id_next;
-            f.id_next += 1;
-            f.head = unlink(slot.word.load(Ordering::Relaxed));
-            f.n -= 1;
-            if f.n == 0 {
-                f.tail = NIL;
+            n -= 1;
+            f.n.set(n);
+            let (idx, slot) = f.stack[n].get();
+            if f.id_next.get() == f.id_end.get() {
+                f.more_ids(s);
             }
-            let d = &mut f.d;
-            d.allocs += 1;
-            d.in_use += allocated as i64;
-            d.peak = d.peak.max(d.in_use);
-            d.largest = d.largest.max(allocated);
-            f.ops += 1;
-            if f.ops >= PUBLISH_EVERY {
-                f.publish_slow(s, false);
+            let id = f.id_next.get();
+            f.id_next.set(id + 1);
+            let allocs = f.allocs.get() + 1;
+            f.allocs.set(allocs);
+            let in_use = f.in_use.get() + allocated as i64;
+            f.in_use.set(in_use);
+            f.peak.set(f.peak.get().max(in_use));
+            f.largest.set(f.largest.get().max(allocated));
+            if allocs >= PUBLISH_EVERY {
+                f.publish_slow(s);
             }
-            Some((idx, id, slot))
-        })
-        .flatten()
+            // SAFETY: slots on a front's stack belong to the bound allocator's table, whose
+            // chunks live as long as `s` (the caller's reference to that same state).
+            Some((idx, id, unsafe { &*slot }))
+        }
     }
 
-    /// Takes back slot `idx` (whose word is `word`) of a freed block of `allocated` bytes: the
-    /// word becomes a link on this thread's free list, and the free is counted. `false` when the
-    /// caller must use the shared path.
-    #[inline]
-    pub(super) fn give(s: &Arc<Shared>, idx: u64, word: &AtomicUsize, allocated: u64) -> bool {
-        with(|f| {
-            if !f.bound(s) {
-                f.bind(s);
+    /// Takes back slot `idx` (at `slot`) of a freed block of `allocated` bytes: the slot is marked
+    /// free and pushed on this thread's stack, and the free is counted. `false` when the caller
+    /// must use the shared path.
+    #[inline(always)]
+    pub(super) fn give(s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) -> bool {
+        let f = front();
+        {
+            if !f.bound(s) && !f.bind(s) {
+                return false;
             }
-            word.store(link(f.head), Ordering::Release);
-            if f.n == 0 {
-                f.tail = idx;
+            slot.word.store(1, Ordering::Release);
+            let mut n = f.n.get();
+            if n == CAP {
+                f.spill(s);
+                n = f.n.get();
             }
-            f.head = idx;
-            f.n += 1;
-            let d = &mut f.d;
-            d.frees += 1;
-            d.in_use -= allocated as i64;
-            f.ops += 1;
-            if f.n >= MAX_FREE {
-                f.publish_slow(s, true);
-            } else if f.ops >= PUBLISH_EVERY {
-                f.publish_slow(s, false);
+            f.stack[n].set((idx, slot));
+            f.n.set(n + 1);
+            let frees = f.frees.get() + 1;
+            f.frees.set(frees);
+            f.in_use.set(f.in_use.get() - allocated as i64);
+            if frees >= PUBLISH_EVERY {
+                f.publish_slow(s);
             }
             true
-        })
-        .unwrap_or(false)
+        }
     }
 
     /// Publishes this thread's counters if its front is bound to `s`.
     pub(super) fn publish(s: &Arc<Shared>) {
-        with(|f| {
+        let _ = FRONT.try_with(|f| {
             if f.bound(s) {
                 f.publish_into(s, false);
             }
@@ -963,7 +1131,7 @@ mod front {
 
     /// Unbinds this thread's front from `s` (the allocator is going away).
     pub(super) fn release(s: &Arc<Shared>) {
-        with(|f| {
+        let _ = FRONT.try_with(|f| {
             if f.bound(s) {
                 f.unbind();
             }
@@ -1253,6 +1421,110 @@ mod tests {
         assert!(t.try_allocate(huge).is_err());
         assert_eq!(t.live_count(), 0);
         assert_eq!(t.stats().num_allocs, 0);
+    }
+
+    #[test]
+    fn header_check_accepts_its_own_header_and_rejects_any_changed_bit() {
+        let (salt, addr) = (0x7f00_1234_5670u64, 0x5555_0000_1230usize);
+        for (idx, allocated) in [(0u64, 1u64), (12_345, 4096), (IDX_MASK, 1 << 47)] {
+            let h = encode_header(salt, addr, idx, allocated);
+            assert_eq!(decode_header(salt, addr, h), Some((idx, allocated)));
+            for bit in 0..128 {
+                let mut bad = h;
+                bad[bit / 64] ^= 1 << (bit % 64);
+                assert_eq!(decode_header(salt, addr, bad), None, "bit {bit} flipped");
+            }
+            // Another address or another allocator's salt does not match.
+            assert_eq!(decode_header(salt, addr + 16, h), None);
+            assert_eq!(decode_header(salt ^ 0x40, addr, h), None);
+        }
+        // A block of 2^48 bytes or more keeps its size in the slot: the header says BIG.
+        let h = encode_header(salt, addr, 7, 1 << 50);
+        assert_eq!(decode_header(salt, addr, h), Some((7, BIG)));
+        // What glibc leaves in a freed block's first 16 bytes (a free-list link and a key) and
+        // zeroed memory are not headers.
+        assert_eq!(decode_header(salt, addr, [0, 0]), None);
+        assert_eq!(
+            decode_header(salt, addr, [addr as u64 >> 12, 0x1234_5678_9abc]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_freed_block_whose_bytes_are_left_intact_is_still_refused_twice() {
+        // The BFC allocator does not write into freed memory, so only the poisoned check stops
+        // the second free.
+        let t = TrackingAllocator::new(crate::alloc::BfcAllocator::new(
+            crate::alloc::BfcOptions::default(),
+        ));
+        let l = Layout::from_size_align(200, 16).unwrap();
+        let p = t.allocate(l).unwrap();
+        let q = t.allocate(l).unwrap();
+        // SAFETY: the first free is valid; the second is the deliberate double free under test
+        // (the BFC region stays mapped, so its header is readable).
+        unsafe {
+            t.deallocate(p.cast(), l);
+            t.deallocate(p.cast(), l);
+        }
+        let s = t.stats();
+        assert_eq!((s.num_frees, s.bytes_in_use), (1, 200));
+        assert_eq!(t.inner().stats().num_frees, 1);
+        // SAFETY: `q` came from `t` with `l` and is freed once.
+        unsafe { t.deallocate(q.cast(), l) };
+        assert_eq!(t.live_count(), 0);
+    }
+
+    #[test]
+    fn many_threads_spill_and_refill_their_slot_stacks_and_counts_stay_exact() {
+        // Each thread allocates far more than one front holds (so its stack spills and
+        // refills) and frees blocks another thread allocated.
+        let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+        let l = Layout::from_size_align(48, 16).unwrap();
+        // A rendezvous channel: at most two bursts are live at once.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<usize>>(0);
+        let producer = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                for _ in 0..20 {
+                    let v: Vec<usize> = (0..500)
+                        .map(|_| t.allocate(l).unwrap().cast::<u8>().as_ptr() as usize)
+                        .collect();
+                    tx.send(v).unwrap();
+                }
+            })
+        };
+        let consumer = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                for v in rx {
+                    for a in v {
+                        // SAFETY: each block came from `t` with `l` and is freed once.
+                        unsafe { t.deallocate(NonNull::new(a as *mut u8).unwrap(), l) };
+                    }
+                }
+            })
+        };
+        producer.join().unwrap();
+        consumer.join().unwrap();
+        let s = t.stats();
+        assert_eq!(
+            (s.num_allocs, s.num_frees, s.bytes_in_use),
+            (10_000, 10_000, 0)
+        );
+        assert_eq!(t.live_count(), 0);
+        // Slots went back to the shared list and are reused: the table did not grow past what
+        // one burst of 500 plus the fronts' stacks needs.
+        assert!(t.shared.created.load(Ordering::Relaxed) < 2_000);
+        let ids: Vec<u64> = (0..100)
+            .map(|_| {
+                let p = t.allocate(l).unwrap();
+                let id = t.allocation_id(p.cast()).unwrap();
+                // SAFETY: from `t` with `l`, freed once.
+                unsafe { t.deallocate(p.cast(), l) };
+                id
+            })
+            .collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids keep increasing");
     }
 
     #[test]
