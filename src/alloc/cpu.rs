@@ -169,7 +169,8 @@ impl AlignedCpuAllocator {
         NonNull::new(ptr.cast())
     }
 
-    #[inline]
+    // Always inlined: wrappers (tracking) otherwise call it out of line on every allocation.
+    #[inline(always)]
     fn alloc_impl(&self, layout: Layout, zeroed: bool) -> Result<NonNull<[u8]>, AllocError> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));

@@ -425,7 +425,12 @@ unsafe fn read_header(ptr: NonNull<u8>) -> [u64; 2] {
 fn outer_layout(layout: Layout) -> Option<(Layout, usize)> {
     let off = layout.align().max(HEADER);
     let size = layout.size().checked_add(off)?;
-    Some((Layout::from_size_align(size, off).ok()?, off))
+    if size > isize::MAX as usize - (off - 1) {
+        return None;
+    }
+    // SAFETY: `off` is a power of two (the larger of two powers of two) and `size` rounded up to
+    // it does not exceed `isize::MAX` (checked just above): `Layout`'s two conditions.
+    Some((unsafe { Layout::from_size_align_unchecked(size, off) }, off))
 }
 
 impl<A> TrackingAllocator<A> {
