@@ -69,6 +69,12 @@ fn benches(c: &mut Criterion) {
     );
     step(c, "system", &SystemAllocator);
     step(c, "cpu", &AlignedCpuAllocator::new());
+    // The tracking overhead on tensor-sized blocks (1 KiB–4 MiB), where it is a few percent.
+    step(
+        c,
+        "tracking(cpu)",
+        &TrackingAllocator::new(AlignedCpuAllocator::new()),
+    );
 }
 
 criterion_group! {
