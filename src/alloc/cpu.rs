@@ -211,7 +211,7 @@ impl AlignedCpuAllocator {
 // (malloc is only used when align ≤ 16 ≤ glibc's guarantee and align ≤ size); it stays valid until
 // `deallocate` frees it; zero-size requests get a dangling aligned pointer that is never freed.
 unsafe impl Allocator for AlignedCpuAllocator {
-    #[inline]
+    #[inline(always)]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         self.alloc_impl(layout, false)
     }
@@ -279,6 +279,7 @@ impl TensorAllocator for AlignedCpuAllocator {
                     AllocatorError::LimitExceeded {
                         allocator: self.name().to_string(),
                         size: layout.size(),
+                        align: layout.align(),
                         limit,
                         bytes_in_use: stats.bytes_in_use,
                     }
@@ -447,12 +448,14 @@ mod tests {
                     limit: 10_000,
                     bytes_in_use: 8_000,
                     size: 4_000,
+                    align: 64,
                     ..
                 }
             ),
             "{e}"
         );
         assert!(e.to_string().contains("limit of 10000 bytes"), "{e}");
+        assert!(e.to_string().contains("4000 bytes (alignment 64)"), "{e}");
         let s = a.stats();
         assert_eq!(
             (s.bytes_in_use, s.num_allocs, s.bytes_limit),

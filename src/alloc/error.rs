@@ -26,14 +26,16 @@ pub enum AllocatorError {
     },
     /// A configured memory limit would be exceeded.
     #[error(
-        "allocator '{allocator}': allocating {size} bytes would exceed its limit of {limit} bytes \
-         ({bytes_in_use} bytes in use)"
+        "allocator '{allocator}': allocating {size} bytes (alignment {align}) would exceed its limit \
+         of {limit} bytes ({bytes_in_use} bytes in use)"
     )]
     LimitExceeded {
         /// Name of the allocator.
         allocator: String,
         /// Requested size in bytes.
         size: usize,
+        /// Requested alignment in bytes.
+        align: usize,
         /// The limit in bytes.
         limit: u64,
         /// Bytes in use (or reserved, for allocators that count reservations) when it failed.

@@ -808,6 +808,7 @@ fn caller_view(e: AllocatorError, name: &str, layout: Layout) -> AllocatorError 
         } => AllocatorError::LimitExceeded {
             allocator: inner_name(allocator),
             size: layout.size(),
+            align: layout.align(),
             limit,
             bytes_in_use,
         },
@@ -1420,7 +1421,20 @@ mod tests {
         let e = t.try_allocate(l).unwrap_err();
         let text = e.to_string();
         assert!(text.contains("tracking(cpu)"), "{text}");
-        assert!(text.contains("5000"), "{text}");
+        // The caller's size and alignment, not the inner request with the header added.
+        assert!(
+            matches!(
+                e,
+                AllocatorError::LimitExceeded {
+                    size: 5000,
+                    align: 64,
+                    limit: 1000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(text.contains("5000 bytes (alignment 64)"), "{text}");
         assert!(t.allocate(l).is_err());
         let huge = Layout::from_size_align(usize::MAX - 100, 8).unwrap_or(l);
         assert!(t.try_allocate(huge).is_err());

@@ -706,6 +706,7 @@ impl BfcAllocator {
             Failure::Limit { .. } => AllocatorError::LimitExceeded {
                 allocator: inner.name.clone(),
                 size: layout.size(),
+                align: layout.align(),
                 limit: stats.bytes_limit.unwrap_or(u64::MAX),
                 bytes_in_use: stats.bytes_in_use,
             },

@@ -374,7 +374,10 @@ fn memory_limit_is_never_exceeded_and_gc_makes_room() {
     assert_eq!(s.bytes_limit, Some(4 * MIB as u64));
     // Nothing more fits: limit error.
     let e = a.try_allocate(l(MIB, 64)).unwrap_err();
-    assert!(matches!(e, AllocatorError::LimitExceeded { .. }), "{e}");
+    assert!(
+        matches!(e, AllocatorError::LimitExceeded { size: MIB, align: 64, limit, .. } if limit == 4 * MIB as u64),
+        "{e}"
+    );
     assert!(a.stats().bytes_reserved <= 4 * MIB as u64);
     // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(q, l(3 * MIB + MIB / 2, 64)) };
