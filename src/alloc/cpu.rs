@@ -496,6 +496,53 @@ mod tests {
     }
 
     #[test]
+    fn warnings_are_logged_with_the_numbers_and_bounded() {
+        use crate::alloc::test_support::capture_logs;
+        // RAM of 1,000,000 bytes: one allocation above 100,000 bytes is "large"; the total
+        // warning comes when use crosses 500,000.
+        let a = AlignedCpuAllocator::with_options(CpuOptions {
+            total_ram_bytes: Some(1_000_000),
+            max_large_alloc_warnings: 2,
+            ..CpuOptions::default()
+        });
+        let big = Layout::from_size_align(150_000, 64).unwrap();
+        let small = Layout::from_size_align(50_000, 64).unwrap();
+        let mut live = vec![];
+        let logs = capture_logs(|| {
+            for _ in 0..3 {
+                live.push((a.allocate(big).unwrap(), big));
+            }
+            // 450,000 in use, then 500,000 (not above the threshold), 550,000 (above), 600,000.
+            for _ in 0..4 {
+                live.push((a.allocate(small).unwrap(), small));
+            }
+        });
+        let large: Vec<&str> = logs
+            .lines()
+            .filter(|l| l.contains("large-allocation threshold"))
+            .collect();
+        assert_eq!(large.len(), 2, "at most 2 large warnings logged:\n{logs}");
+        assert!(
+            large[0].contains("WARN") && large[0].contains("size=150000"),
+            "{logs}"
+        );
+        assert!(large[0].contains("threshold=100000"), "{logs}");
+        let total: Vec<&str> = logs
+            .lines()
+            .filter(|l| l.contains("total allocated memory"))
+            .collect();
+        assert_eq!(total.len(), 1, "crossing 50% is logged once:\n{logs}");
+        assert!(total[0].contains("bytes_in_use=550000"), "{logs}");
+        assert!(total[0].contains("threshold=500000"), "{logs}");
+        // Counted even when not logged.
+        assert_eq!(a.warnings_raised(), (3, 1));
+        for (p, l) in live {
+            // SAFETY: each block came from `a` with `l` and is freed once.
+            unsafe { a.deallocate(p.cast(), l) };
+        }
+    }
+
+    #[test]
     fn grow_keeps_contents() {
         let a = AlignedCpuAllocator::new();
         let mut v = allocator_api2::vec::Vec::new_in(&a);

@@ -17,6 +17,8 @@ pub mod pool;
 pub mod registry;
 mod stats;
 pub mod sub;
+#[cfg(all(test, not(loom)))]
+mod test_support;
 pub mod tracking;
 
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};

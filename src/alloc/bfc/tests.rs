@@ -1,4 +1,5 @@
 use super::*;
+use crate::alloc::test_support::capture_logs;
 use crate::alloc::SystemSubAllocator;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc as StdArc;
@@ -63,31 +64,6 @@ impl SubAllocator for Capped {
     fn name(&self) -> &str {
         "capped"
     }
-}
-
-/// Captures `tracing` output of a closure.
-fn capture_logs(f: impl FnOnce()) -> String {
-    #[derive(Clone, Default)]
-    struct Buf(StdArc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buf = Buf::default();
-    let b2 = buf.clone();
-    let sub = tracing_subscriber::fmt()
-        .with_writer(move || b2.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    tracing::subscriber::with_default(sub, f);
-    let v = buf.0.lock().unwrap().clone();
-    String::from_utf8(v).unwrap()
 }
 
 #[test]
