@@ -1861,9 +1861,20 @@ mod tests {
         });
         thrash(&p, 1000); // 999 evictions: no check yet
         assert_eq!(p.pool_stats().count_limit, 1);
-        thrash(&p, 2); // the 1,000th eviction triggers the check
+        // The 1,000th eviction triggers the check, and the raise is logged with its numbers.
+        let logs =
+            crate::alloc::test_support::capture_logs_at(tracing::Level::INFO, || thrash(&p, 2));
         let s = p.pool_stats();
         assert_eq!((s.count_limit, s.limit_raises), (101, 1), "{s:?}");
+        let line = logs
+            .lines()
+            .find(|l| l.contains("pool auto-resize"))
+            .unwrap_or_else(|| panic!("no auto-resize line in:\n{logs}"));
+        assert!(
+            line.contains("INFO") && line.contains("from=1") && line.contains("to=101"),
+            "{line}"
+        );
+        assert!(line.contains("eviction_rate="), "{line}");
 
         let fixed = PoolAllocator::new(opts(1));
         thrash(&fixed, 3000);

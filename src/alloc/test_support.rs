@@ -5,6 +5,11 @@ use std::sync::{Arc, Mutex};
 /// Runs `f` with a `tracing` subscriber of this thread that keeps every event at `WARN` level
 /// and above, and returns them as text (one line per event).
 pub(crate) fn capture_logs(f: impl FnOnce()) -> String {
+    capture_logs_at(tracing::Level::WARN, f)
+}
+
+/// [`capture_logs`] for events at `level` and above.
+pub(crate) fn capture_logs_at(level: tracing::Level, f: impl FnOnce()) -> String {
     #[derive(Clone, Default)]
     struct Buf(Arc<Mutex<Vec<u8>>>);
     impl std::io::Write for Buf {
@@ -21,7 +26,7 @@ pub(crate) fn capture_logs(f: impl FnOnce()) -> String {
     let sub = tracing_subscriber::fmt()
         .with_writer(move || b2.clone())
         .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
+        .with_max_level(level)
         .finish();
     tracing::subscriber::with_default(sub, f);
     let v = buf.0.lock().unwrap().clone();
