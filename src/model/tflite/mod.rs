@@ -63,7 +63,11 @@ pub fn read_model(bytes: Arc<[u8]>) -> Result<Model, ModelError> {
         )));
     }
     let root = schema::verified_root(&bytes).map_err(|e| ModelError::Corrupt(describe(&e)))?;
-    let decoded = Decoder { file: &bytes }.model(root)?;
+    let decoded = Decoder {
+        file: &bytes,
+        copied: std::cell::Cell::new(0),
+    }
+    .model(root)?;
     Ok(Model { bytes, ..decoded })
 }
 
@@ -106,6 +110,11 @@ fn describe(e: &flatbuffers::InvalidFlatbuffer) -> String {
 
 struct Decoder<'f> {
     file: &'f [u8],
+    /// Bytes of out-of-flatbuffer data copied so far (large custom options). In a valid file
+    /// each operator's range is its own, so the total never exceeds the file size; a corrupt
+    /// file whose operators all name the same large range is refused instead of copying it once
+    /// per operator.
+    copied: std::cell::Cell<usize>,
 }
 
 /// Collects a vector of scalars (length already verified against the file size).
@@ -419,7 +428,20 @@ impl<'f> Decoder<'f> {
         let large_offset = op.scalar::<u64>(operator::LARGE_CUSTOM_OPTIONS_OFFSET, 0);
         let custom_options = if large_offset > 1 {
             let size = op.scalar::<u64>(operator::LARGE_CUSTOM_OPTIONS_SIZE, 0);
-            let r = self.external(&loc("large_custom_options_offset/size"), large_offset, size)?;
+            let location = loc("large_custom_options_offset/size");
+            let r = self.external(&location, large_offset, size)?;
+            let total = self.copied.get().saturating_add(r.len());
+            if total > self.file.len() {
+                return Err(ModelError::invalid(
+                    &location,
+                    format!(
+                        "large custom options of the operators so far add up to {total} bytes, more \
+                         than the file's {} bytes: operators share one range (corrupt file)",
+                        self.file.len()
+                    ),
+                ));
+            }
+            self.copied.set(total);
             self.file[r].to_vec()
         } else {
             op.vector::<u8>(operator::CUSTOM_OPTIONS)
@@ -561,5 +583,57 @@ fn decode_options(type_id: u8, t: T<'_>) -> BuiltinOptions {
             activation: act(3),
         },
         other => BuiltinOptions::Other { type_id: other },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::writer::test_hooks::LARGE_CUSTOM_OPTIONS;
+    use super::*;
+    use crate::model::builder::ModelBuilder;
+    use crate::model::TensorType;
+
+    /// A model of `ops` custom operators, each written with large custom options at
+    /// `offset`/`size` (offsets point into the file itself).
+    fn with_large_options(ops: usize, offset: u64, size: u64) -> Vec<u8> {
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", TensorType::Float32, &[4]);
+        b.inputs(&[x]).outputs(&[x]);
+        for _ in 0..ops {
+            b.add_custom_op("Opaque", &[], &[x], &[x]);
+        }
+        let m = b.build();
+        LARGE_CUSTOM_OPTIONS.set(Some((offset, size)));
+        let bytes = write_model(&m);
+        LARGE_CUSTOM_OPTIONS.set(None);
+        bytes.unwrap()
+    }
+
+    #[test]
+    fn large_custom_options_are_read_from_outside_the_flatbuffer() {
+        let bytes = with_large_options(2, 8, 16);
+        let m = read_model(bytes.clone().into()).unwrap();
+        for op in &m.subgraphs[0].operators {
+            assert_eq!(op.custom_options, bytes[8..24]);
+        }
+        // A range past the end of the file is an error naming the field.
+        let len = bytes.len() as u64;
+        let e = read_model(with_large_options(1, len - 4, 64).into()).unwrap_err();
+        assert!(
+            e.to_string().contains("large_custom_options_offset/size"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn operators_sharing_one_large_range_cannot_multiply_the_memory_read() {
+        // 64 operators all naming most of the file: copying each would take 64 times the file.
+        let probe = with_large_options(64, 8, 16);
+        let size = probe.len() as u64 / 2;
+        let bytes = with_large_options(64, 8, size);
+        let e = read_model(bytes.into()).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("large custom options"), "{text}");
+        assert!(text.contains("corrupt"), "{text}");
     }
 }

@@ -280,7 +280,22 @@ fn write_operator<'b>(
     if let Some(i) = inter {
         fbb.push_slot_always(operator::INTERMEDIATES, i);
     }
+    #[cfg(test)]
+    if let Some((offset, size)) = test_hooks::LARGE_CUSTOM_OPTIONS.get() {
+        fbb.push_slot_always::<u64>(operator::LARGE_CUSTOM_OPTIONS_OFFSET, offset);
+        fbb.push_slot_always::<u64>(operator::LARGE_CUSTOM_OPTIONS_SIZE, size);
+    }
     fbb.end_table(t)
+}
+
+/// Lets the reader's tests write fields the IR does not model.
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    thread_local! {
+        /// When set, every operator is written with these large-custom-options offset and size.
+        pub(crate) static LARGE_CUSTOM_OPTIONS: std::cell::Cell<Option<(u64, u64)>> =
+            const { std::cell::Cell::new(None) };
+    }
 }
 
 fn write_options<'b>(
