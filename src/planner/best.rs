@@ -218,7 +218,8 @@ impl Planner for BestPlanner {
             .filter(|&i| p.items[i].fixed.is_none())
             .collect();
         let pressure = peak_pressure(&p);
-        let len = |i: usize| p.items[i].last - p.items[i].first + 1;
+        // Saturating: `last` may be `usize::MAX` in user records (validation only asks first ≤ last).
+        let len = |i: usize| (p.items[i].last - p.items[i].first).saturating_add(1);
         let size = |i: usize| p.items[i].size;
         type Key<'a> = Box<dyn Fn(usize) -> (u128, u128, u128) + 'a>;
         let keys: Vec<Key<'_>> = vec![

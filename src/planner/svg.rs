@@ -37,10 +37,12 @@ pub(crate) fn render(plan: &Plan, buffers: &[BufferRequirement]) -> String {
     const RIGHT: f64 = 20.0;
     let min_step = buffers.iter().map(|b| b.first_use).min().unwrap_or(0);
     let max_step = buffers.iter().map(|b| b.last_use).max().unwrap_or(0);
-    let steps = (max_step - min_step + 1) as f64;
+    // In f64 and saturating: steps come from user records and may reach `usize::MAX`, and a
+    // buffer given here need not have been validated (first ≤ last).
+    let steps = max_step.saturating_sub(min_step) as f64 + 1.0;
     let top_bytes = plan.arena_size.max(plan.lower_bound).max(1) as f64;
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let x = |step: usize| LEFT + (step - min_step) as f64 / steps * pw;
+    let x = |step: f64| LEFT + (step - min_step as f64) / steps * pw;
     let y = |bytes: usize| TOP + ph - bytes as f64 / top_bytes * ph;
     let mut s = String::new();
     let _ = writeln!(
@@ -94,7 +96,7 @@ pub(crate) fn render(plan: &Plan, buffers: &[BufferRequirement]) -> String {
     };
     for (i, (b, &off)) in buffers.iter().zip(&plan.offsets).enumerate() {
         let padded = b.padded_size().unwrap_or(b.size);
-        let (x0, x1) = (x(b.first_use), x(b.last_use + 1));
+        let (x0, x1) = (x(b.first_use as f64), x(b.last_use as f64 + 1.0));
         let (y1, y0) = (y(off), y(off.saturating_add(padded)));
         let hue = (i as u64).wrapping_mul(137) % 360;
         let name = b

@@ -488,3 +488,56 @@ fn too_many_overlaps_is_an_error_not_an_abort() {
     let plan = LinearPlanner.plan(&bufs).unwrap();
     assert_eq!(plan.arena_size, plan.lower_bound);
 }
+
+#[test]
+fn lifetimes_reaching_usize_max_plan_and_draw_without_overflow() {
+    // A record may say "live until the end" with the largest step; nothing may overflow on it.
+    let bufs = vec![
+        b(100, 0, usize::MAX),
+        b(60, 3, 9),
+        b(60, 5, usize::MAX),
+        b(40, usize::MAX, usize::MAX),
+        b(80, 0, 4),
+    ];
+    for planner in [
+        &LinearPlanner as &dyn Planner,
+        &TflmPlanner,
+        &TfLitePlanner::default(),
+        &BestPlanner::default(),
+    ] {
+        let plan = planner.plan(&bufs).unwrap();
+        plan.validate(&bufs).unwrap();
+        let svg = plan.to_svg(&bufs);
+        assert!(
+            svg.contains("</svg>") && !svg.contains("NaN"),
+            "{}",
+            planner.name()
+        );
+    }
+    // Random instances where the baselines miss the bound, so the best planner searches
+    // orderings keyed by lifetime length (which must not overflow either).
+    let mut rng = crate::workload::Rng::new(5);
+    let mut searched = 0;
+    for _ in 0..200 {
+        let mut bufs = vec![b(1 + rng.below(100) as usize, 0, usize::MAX)];
+        for _ in 0..10 {
+            let first = rng.below(8) as usize;
+            let last = first + rng.below(4) as usize;
+            bufs.push(b(1 + rng.below(100) as usize, first, last));
+        }
+        let tflm = TflmPlanner.plan(&bufs).unwrap();
+        let best = BestPlanner::default().plan(&bufs).unwrap();
+        best.validate(&bufs).unwrap();
+        assert!(best.arena_size <= tflm.arena_size);
+        searched += usize::from(tflm.arena_size > tflm.lower_bound);
+    }
+    assert!(searched > 0, "no instance made the best planner search");
+}
+
+#[test]
+fn drawing_unvalidated_buffers_does_not_panic() {
+    // `to_svg` is public and takes any buffers: an inverted lifetime draws, it does not panic.
+    let plan = LinearPlanner.plan(&[b(10, 0, 1)]).unwrap();
+    let svg = plan.to_svg(&[b(10, 5, 2)]);
+    assert!(svg.contains("</svg>"));
+}
