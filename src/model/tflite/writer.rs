@@ -288,16 +288,6 @@ fn write_operator<'b>(
     fbb.end_table(t)
 }
 
-/// Lets the reader's tests write fields the IR does not model.
-#[cfg(test)]
-pub(crate) mod test_hooks {
-    thread_local! {
-        /// When set, every operator is written with these large-custom-options offset and size.
-        pub(crate) static LARGE_CUSTOM_OPTIONS: std::cell::Cell<Option<(u64, u64)>> =
-            const { std::cell::Cell::new(None) };
-    }
-}
-
 fn write_options<'b>(
     fbb: &mut FlatBufferBuilder<'b>,
     o: &BuiltinOptions,
@@ -483,4 +473,14 @@ fn write_options<'b>(
     }
     let t = fbb.end_table(t);
     Some((ty, t.as_union_value()))
+}
+
+/// Lets the reader's tests write fields the IR does not model.
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    thread_local! {
+        /// When set, every operator is written with these large-custom-options offset and size.
+        pub(crate) static LARGE_CUSTOM_OPTIONS: std::cell::Cell<Option<(u64, u64)>> =
+            const { std::cell::Cell::new(None) };
+    }
 }
