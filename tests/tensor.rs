@@ -608,6 +608,22 @@ fn npy_reads_big_endian_and_rejects_bad_files() {
     assert_eq!(tr.stats().num_allocs, 0);
     let e = Tensor::read_npy(dir.path().join("missing.npy")).unwrap_err();
     assert!(e.to_string().contains("missing.npy"), "{e}");
+
+    // A version-2 header whose length field claims ~4 GiB (in a 12-byte file) is refused before
+    // the header is read (the `.npy` library would allocate the claimed length first).
+    let mut claim = b"\x93NUMPY\x02\x00".to_vec();
+    claim.extend_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    let e = Tensor::read_npy_from_in(&a, &claim[..]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("header length field says 4294967280 bytes"),
+        "{e}"
+    );
+    let p = dir.path().join("claim.npy");
+    std::fs::write(&p, &claim).unwrap();
+    let e = Tensor::read_npy_in(&a, &p).unwrap_err();
+    assert!(e.to_string().contains("expected at most 12"), "{e}");
+    assert!(e.to_string().contains("claim.npy"), "{e}");
 }
 
 fn reference_dir() -> Option<PathBuf> {

@@ -13,6 +13,49 @@ use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
 const READER: &str = "<reader>";
+
+/// Longest `.npy` header accepted. NumPy writes headers of a few hundred bytes and by default
+/// refuses to read any longer than 10,000; the length field itself can claim up to 4 GiB, which
+/// `npyz` would allocate before reading a byte of it.
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// Reads the header after checking its declared length (at most [`MAX_HEADER_BYTES`], and at
+/// most `available` bytes when the stream length is known).
+fn read_header<R: Read>(
+    mut reader: R,
+    label: &str,
+    available: Option<u64>,
+) -> Result<NpyHeader, TensorError> {
+    // Magic (6 bytes), version (2), header length (2 bytes in version 1, 4 in versions 2 and 3).
+    let mut pre = [0u8; 12];
+    reader
+        .read_exact(&mut pre[..8])
+        .map_err(|e| TensorError::npy(label, format!("header: {e}")))?;
+    let mut n = 8;
+    if &pre[..6] == b"\x93NUMPY" {
+        let width = if pre[6] == 1 { 2 } else { 4 };
+        reader
+            .read_exact(&mut pre[8..8 + width])
+            .map_err(|e| TensorError::npy(label, format!("header: {e}")))?;
+        n += width;
+        let declared = pre[8..8 + width]
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+        let limit = available.map_or(MAX_HEADER_BYTES, |a| a.min(MAX_HEADER_BYTES));
+        if declared > limit {
+            return Err(TensorError::npy(
+                label,
+                format!(
+                    "header length field says {declared} bytes; expected at most {limit} (the \
+                     file is corrupt or not a .npy file)"
+                ),
+            ));
+        }
+    }
+    NpyHeader::from_reader(&mut (&pre[..n]).chain(reader))
+        .map_err(|e| TensorError::npy(label, format!("header: {e}")))
+}
 const WRITER: &str = "<writer>";
 
 /// The dtype and shape a parsed header describes.
@@ -210,8 +253,9 @@ impl Tensor {
 
     /// Reads a `.npy` file into a tensor whose buffer comes from `allocator`.
     ///
-    /// The header's promised data size is checked against the file length before anything is
-    /// allocated, so a corrupted header cannot trigger a huge allocation.
+    /// The header's declared length and its promised data size are checked against the file
+    /// length (and the header against a 1 MiB cap) before anything is allocated, so a corrupted
+    /// header cannot trigger a huge allocation.
     pub fn read_npy_in(
         allocator: &AllocatorRef,
         path: impl AsRef<Path>,
@@ -224,8 +268,7 @@ impl Tensor {
             .map_err(|e| TensorError::npy(&label, e))?
             .len();
         let mut reader = BufReader::new(file);
-        let header = NpyHeader::from_reader(&mut reader)
-            .map_err(|e| TensorError::npy(&label, format!("header: {e}")))?;
+        let header = read_header(&mut reader, &label, Some(len))?;
         let pos = reader
             .stream_position()
             .map_err(|e| TensorError::npy(&label, e))?;
@@ -248,8 +291,7 @@ impl Tensor {
         allocator: &AllocatorRef,
         mut reader: R,
     ) -> Result<Tensor, TensorError> {
-        let header = NpyHeader::from_reader(&mut reader)
-            .map_err(|e| TensorError::npy(READER, format!("header: {e}")))?;
+        let header = read_header(&mut reader, READER, None)?;
         let (dtype, shape) = interpret(&header, READER)?;
         let bytes = shape.byte_size(dtype)?;
         let mut data = Vec::new();
