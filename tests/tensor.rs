@@ -234,6 +234,21 @@ fn slices_are_sub_buffers_that_keep_the_root_alive() {
 }
 
 #[test]
+fn slicing_a_tensor_with_a_zero_inner_dimension_gives_empty_rows() {
+    let (_tr, a) = tracking();
+    let t = Tensor::new_in(&a, DType::F32, [4, 0, 3]).unwrap();
+    assert_eq!(t.num_elements(), 0);
+    let s = t.slice(1, 3).unwrap();
+    assert_eq!(s.dims(), &[2, 0, 3]);
+    assert_eq!(s.num_elements(), 0);
+    assert_eq!(s.buffer().len(), 0);
+    assert!(matches!(
+        t.slice(2, 5),
+        Err(TensorError::SliceOutOfRange { .. })
+    ));
+}
+
+#[test]
 fn out_of_range_and_misaligned_views_are_errors() {
     let a = cpu();
     let b = TensorBuffer::zeroed_in(&a, 64, 64).unwrap();

@@ -29,9 +29,11 @@ pub struct Tensor {
 impl Tensor {
     /// A zero-filled tensor from the process's default CPU allocator.
     ///
-    /// The default allocator is a process-wide [`AlignedCpuAllocator`](crate::alloc::AlignedCpuAllocator)
-    /// today; it will be the registry's CPU allocator (configurable through `TENSOR_ALLOC_*`) once
-    /// the registry lands. Use [`new_in`](Self::new_in) to choose the allocator per tensor.
+    /// The default allocator is the registry's process-wide CPU allocator
+    /// ([`cpu_allocator`](crate::alloc::registry::cpu_allocator): chosen and configured by the
+    /// `TENSOR_ALLOC_*` variables, else the highest-priority factory); a bad configuration is a
+    /// [`TensorError::DefaultAllocator`]. Use [`new_in`](Self::new_in) to choose the allocator per
+    /// tensor.
     pub fn new(dtype: DType, shape: impl IntoShape) -> Result<Tensor, TensorError> {
         Self::new_in(&default_cpu_allocator()?, dtype, shape)
     }
@@ -399,13 +401,11 @@ impl Tensor {
             });
         }
         let shape = self.shape.with_dim0(end - start)?;
-        // Row size in bytes: a sub-product of a valid byte size, so it cannot overflow.
-        let row_bytes = self
-            .shape
-            .byte_strides(self.dtype)?
-            .first()
-            .copied()
-            .unwrap_or(0);
+        // Row size in bytes: the byte size over the rows (0 when an inner dimension is 0; the
+        // strides would count such a dimension as 1). `start ≤ end ≤ dim0`, so the offsets below
+        // are at most the byte size and cannot overflow.
+        let total = self.shape.byte_size(self.dtype)?;
+        let row_bytes = total.checked_div(dim0).unwrap_or(0);
         let buffer = self
             .buffer
             .sub_buffer(start * row_bytes, (end - start) * row_bytes)?;
