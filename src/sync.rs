@@ -1,6 +1,6 @@
 //! The one place where the crate gets its concurrency primitives.
 //!
-//! Under `--cfg loom` every atomic, mutex and `Arc` comes from [`loom`], so the loom models in
+//! Under `--cfg loom` every atomic, mutex and `Arc` comes from the `loom` crate, so the loom models in
 //! `tests/loom_*.rs` explore all interleavings of the real code. Otherwise atomics and `Arc` come from
 //! `std`, and [`Mutex`] is `parking_lot`'s (small, fast, no poisoning).
 //!
