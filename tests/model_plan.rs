@@ -127,6 +127,47 @@ fn plans_match_reference_and_beat_the_runtimes() {
     }
 }
 
+/// The `tflm` planner is TFLM's `GreedyMemoryPlanner`: at TFLM's 16-byte alignment its arena
+/// equals the head TFLM itself planned for every model whose kernels request no scratch buffers
+/// (TFLM plans those in the head too, and they are not tensors of the graph). The audio
+/// preprocessors have many equal-size buffers, so they also pin TFLM's order for ties.
+#[test]
+fn tflm_planner_reproduces_tflms_own_head() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if !shared.join("reference").is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let same = [
+        "audio_preprocessor_float",
+        "audio_preprocessor_int8",
+        "hello_world_float",
+        "hello_world_int8",
+        "it_seanet_add0",
+        "it_seanet_conv10",
+        "it_seanet_pad0",
+        "micro_speech_quantized",
+        "mobilenet_v2_quantized_1x3x224x224",
+        "person_detect",
+        "person_detect_qdimfix",
+        "simple_add_model",
+    ];
+    for name in same {
+        let json: Value = serde_json::from_slice(
+            &std::fs::read(shared.join(format!("reference/{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        let head = json["runtimes"]["tflm"]["arena"]["arena_head_bytes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: no TFLM head in the reference"))
+            as usize;
+        let model = Model::load(shared.join(format!("models/tflm/{name}.tflite"))).unwrap();
+        let plan = plan_model(&model, &opts(16, false)).unwrap();
+        let tflm = plan.report.get("tflm").unwrap().arena_bytes;
+        assert_eq!(tflm, head, "{name}: tflm planner vs TFLM's head");
+    }
+}
+
 /// The reported total really is the arena a user must allocate: an arena of exactly that size
 /// holds the best plan's head and every persistent tensor, and (at alignment 1) one byte less
 /// fails with the arena's exact-size error.

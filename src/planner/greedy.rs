@@ -159,12 +159,14 @@ fn aligned(v: usize, align: usize) -> usize {
     round_up(v, align).unwrap_or(v)
 }
 
-/// The online items, in TFLM's order: size descending, stable (ties keep buffer order).
+/// The online items, in TFLM's order: size descending, ties highest index first. TFLM's
+/// `GreedyMemoryPlanner` fills its sort array with the online buffers from the tail (so in
+/// descending index order) and then runs a stable descending sort on sizes.
 pub(crate) fn tflm_order(p: &Problem) -> Vec<usize> {
     let mut order: Vec<usize> = (0..p.items.len())
         .filter(|&i| p.items[i].fixed.is_none())
         .collect();
-    order.sort_by(|&a, &b| p.items[b].size.cmp(&p.items[a].size));
+    order.sort_by(|&a, &b| p.items[b].size.cmp(&p.items[a].size).then(b.cmp(&a)));
     order
 }
 
