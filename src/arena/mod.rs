@@ -120,6 +120,16 @@ pub enum Category {
     Scratch,
 }
 
+impl Category {
+    /// Every category.
+    pub const ALL: [Category; 4] = [
+        Category::TensorData,
+        Category::TensorMetadata,
+        Category::OpData,
+        Category::Scratch,
+    ];
+}
+
 /// Requested and used bytes and count of one category.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CategoryUsage {
@@ -214,6 +224,8 @@ pub struct Arena<'a> {
     temp_top: usize,
     tail: usize,
     recording: Option<Recording>,
+    /// What the committed plan contributed to `recording` (replaced by the next commit).
+    committed: Recording,
     backing: Backing<'a>,
 }
 
@@ -282,6 +294,7 @@ impl Arena<'static> {
             temp_top: 0,
             tail: size,
             recording: None,
+            committed: Recording::default(),
             backing: Backing::Owned {
                 allocator,
                 ptr,
@@ -328,13 +341,14 @@ impl Arena<'static> {
             recording.tail_used_bytes,
             alignment,
         )?;
-        arena.recording = Some(Recording::default());
-        // sized_for committed the plan before recording was on; count it now.
-        if let Some(rec) = arena.recording.as_mut() {
-            rec.tensor_data.requested_bytes = buffers.iter().map(|b| b.size).sum();
-            rec.tensor_data.used_bytes = arena.head;
-            rec.tensor_data.count = buffers.len();
-        }
+        // sized_for committed the plan before recording was on; count it now (and remember it as
+        // the committed plan's share, which a later commit replaces).
+        let mut rec = Recording::default();
+        rec.tensor_data.requested_bytes = buffers.iter().map(|b| b.size).sum();
+        rec.tensor_data.used_bytes = arena.head;
+        rec.tensor_data.count = buffers.len();
+        arena.recording = Some(rec);
+        arena.committed = rec;
         Ok(arena)
     }
 }
@@ -358,6 +372,7 @@ impl<'a> Arena<'a> {
             temp_top: 0,
             tail: size,
             recording: None,
+            committed: Recording::default(),
             backing: Backing::Borrowed(PhantomData),
         })
     }
@@ -365,6 +380,7 @@ impl<'a> Arena<'a> {
     /// Turns on recording (counts start from now).
     pub fn with_recording(mut self) -> Self {
         self.recording = Some(Recording::default());
+        self.committed = Recording::default();
         self
     }
 
@@ -475,6 +491,9 @@ impl<'a> Arena<'a> {
         plan.validate(buffers)?;
         self.commit_head(plan.arena_size)?;
         if let Some(rec) = self.recording.as_mut() {
+            // The recording shows the plan in force: a new commit replaces what the previous
+            // one recorded instead of adding to it.
+            let mut now = Recording::default();
             let mut used_category = Category::TensorData;
             if !buffers.is_empty()
                 && !(0..buffers.len()).any(|i| category_of(i) == Category::TensorData)
@@ -482,12 +501,24 @@ impl<'a> Arena<'a> {
                 used_category = category_of(0);
             }
             for (i, b) in buffers.iter().enumerate() {
-                let slot = rec.slot(category_of(i));
+                let slot = now.slot(category_of(i));
                 slot.requested_bytes = slot.requested_bytes.saturating_add(b.size);
                 slot.count += 1;
             }
-            let head = self.head;
-            rec.slot(used_category).used_bytes += head;
+            now.slot(used_category).used_bytes = self.head;
+            for c in Category::ALL {
+                let (old, new) = (*self.committed.slot(c), *now.slot(c));
+                let slot = rec.slot(c);
+                slot.requested_bytes = (slot.requested_bytes.saturating_sub(old.requested_bytes))
+                    .saturating_add(new.requested_bytes);
+                slot.count = slot
+                    .count
+                    .saturating_sub(old.count)
+                    .saturating_add(new.count);
+                slot.used_bytes =
+                    (slot.used_bytes.saturating_sub(old.used_bytes)).saturating_add(new.used_bytes);
+            }
+            self.committed = now;
         }
         Ok(())
     }
@@ -745,6 +776,24 @@ mod tests {
         assert_eq!(rec.temp_count, 2);
         assert!(rec.to_text().contains("tensor data"));
         assert_eq!(rec.to_json()["op_data"]["requested_bytes"], 40);
+        // Committing a plan again records the plan in force, not the sum of all commits.
+        a.commit_plan(&plan, &bufs, |_| Category::TensorData)
+            .unwrap();
+        assert_eq!(*a.recording().unwrap(), rec);
+        let one = vec![BufferRequirement::new(64, 0, 0).with_alignment(16)];
+        let small = BestPlanner::default().plan(&one).unwrap();
+        a.commit_plan(&small, &one, |_| Category::Scratch).unwrap();
+        let again = *a.recording().unwrap();
+        assert_eq!(again.tensor_data, CategoryUsage::default());
+        assert_eq!(
+            (
+                again.scratch.requested_bytes,
+                again.scratch.used_bytes,
+                again.scratch.count
+            ),
+            (64, 64, 1)
+        );
+        assert_eq!(again.op_data, rec.op_data, "tail categories are untouched");
     }
 
     #[test]
