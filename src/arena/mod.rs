@@ -67,12 +67,26 @@ pub enum ArenaError {
         needed: usize,
     },
     /// A fixed user buffer smaller than what the plan and persistent data need.
-    #[error("fixed arena buffer of {size} bytes is too small: {needed} bytes are needed")]
+    #[error(
+        "fixed arena buffer of {size} usable bytes is too small: {needed} bytes are needed{}",
+        if *skipped > 0 {
+            format!(
+                " ({skipped} bytes at its start were skipped to align it: give {} bytes at this \
+                 address, or {needed} bytes at an aligned one)",
+                needed.saturating_add(*skipped)
+            )
+        } else {
+            String::new()
+        }
+    )]
     TooSmall {
-        /// Usable bytes of the buffer.
+        /// Usable bytes of the buffer (after `skipped`).
         size: usize,
-        /// Exact bytes needed.
+        /// Exact usable bytes needed.
         needed: usize,
+        /// Bytes at the start of a user buffer given to [`Arena::from_slice`] that were skipped
+        /// to align the arena's start (0 for an aligned buffer or an owned arena).
+        skipped: usize,
     },
     /// A bad alignment.
     #[error("arena alignment {0} is not a power of two")]
@@ -226,6 +240,8 @@ pub struct Arena<'a> {
     recording: Option<Recording>,
     /// What the committed plan contributed to `recording` (replaced by the next commit).
     committed: Recording,
+    /// Bytes of a user buffer skipped to align the start (see [`ArenaError::TooSmall`]).
+    skipped: usize,
     backing: Backing<'a>,
 }
 
@@ -295,6 +311,7 @@ impl Arena<'static> {
             tail: size,
             recording: None,
             committed: Recording::default(),
+            skipped: 0,
             backing: Backing::Owned {
                 allocator,
                 ptr,
@@ -360,6 +377,7 @@ impl<'a> Arena<'a> {
         check_alignment(alignment)?;
         let addr = buffer.as_mut_ptr() as usize;
         let skip = up(addr, alignment)? - addr;
+        let buffer_len = buffer.len();
         let size = buffer.len().saturating_sub(skip);
         let start = buffer.as_mut_ptr().wrapping_add(skip.min(buffer.len()));
         // A slice pointer is never null, and `start` stays inside (or one past) the slice.
@@ -373,6 +391,7 @@ impl<'a> Arena<'a> {
             tail: size,
             recording: None,
             committed: Recording::default(),
+            skipped: skip.min(buffer_len),
             backing: Backing::Borrowed(PhantomData),
         })
     }
@@ -454,6 +473,7 @@ impl<'a> Arena<'a> {
             return Err(ArenaError::TooSmall {
                 size: self.size,
                 needed,
+                skipped: self.skipped,
             });
         }
         Ok(())
@@ -750,7 +770,8 @@ mod tests {
             err,
             ArenaError::TooSmall {
                 size,
-                needed: 320 + 64
+                needed: 320 + 64,
+                skipped: 0,
             }
         );
         let mut big = vec![0u8; 1024];
@@ -794,6 +815,31 @@ mod tests {
             (64, 64, 1)
         );
         assert_eq!(again.op_data, rec.op_data, "tail categories are untouched");
+    }
+
+    #[test]
+    fn an_unaligned_user_buffer_reports_the_bytes_it_loses_to_alignment() {
+        let mut storage = [0u128; 16]; // 256 bytes, 16-aligned
+                                       // SAFETY: reinterpreting the u128 array as its 256 bytes (u8 has no invalid values).
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(storage.as_mut_ptr().cast::<u8>(), 256) };
+        let a = Arena::from_slice(&mut bytes[1..], 16).unwrap();
+        assert_eq!(a.size(), 255 - 15);
+        let e = a.ensure_capacity(240, 0, 16).unwrap_err();
+        assert_eq!(
+            e,
+            ArenaError::TooSmall {
+                size: 240,
+                needed: 256,
+                skipped: 15
+            }
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("15 bytes at its start were skipped"),
+            "{text}"
+        );
+        assert!(text.contains("give 271 bytes at this address"), "{text}");
     }
 
     #[test]
