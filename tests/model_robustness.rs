@@ -6,7 +6,8 @@
 //! last 1 KiB and ~2,000 evenly spread lengths) of the larger ones, and 2,000 seeded mutations per
 //! model (80% of them aimed at the flatbuffer structure rather than weight bytes); a mutated
 //! model that loads must also survive lifetime analysis, and (on a sample of the mutations) a
-//! write -> read -> write round trip. Set
+//! write -> read -> write round trip and planning with every planner (plus validation and the SVG
+//! picture of the best plan). Set
 //! `TENSOR_ALLOC_STRESS=1` for every truncation of the models up to 1 MiB (every 64th length of
 //! the 4 MB one), 20,000 mutations per model and a write-back check on each.
 
@@ -15,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tensor_alloc::global::count_allocations;
-use tensor_alloc::model::{LifetimeOptions, Lifetimes, Model};
+use tensor_alloc::model::{plan_model, LifetimeOptions, Lifetimes, Model, ModelPlanOptions};
+use tensor_alloc::planner::{BestPlanner, Planner};
 use tensor_alloc::workload::Rng;
 use tensor_alloc::GlobalAllocator;
 
@@ -75,6 +77,25 @@ fn check_with(bytes: &[u8], what: &dyn Fn() -> String, write: bool) -> bool {
                     );
                     let _ = m.offline_plan();
                     if write {
+                        // The planning path on hostile input: every planner, validation, and
+                        // the picture (errors are fine; panics are not).
+                        for inplace in [false, true] {
+                            let opts = ModelPlanOptions {
+                                lifetimes: LifetimeOptions {
+                                    inplace,
+                                    ..Default::default()
+                                },
+                                alignment: 16,
+                                use_offline_plan: true,
+                            };
+                            if let Ok(mp) = plan_model(&m, &opts) {
+                                assert!(mp.head_bytes() >= mp.lower_bound_bytes || inplace);
+                                if let Ok(plan) = BestPlanner::default().plan(&mp.requirements) {
+                                    plan.validate(&mp.requirements).expect("a plan validates");
+                                    assert!(plan.to_svg(&mp.requirements).ends_with("</svg>\n"));
+                                }
+                            }
+                        }
                         let first = m.to_bytes().expect("a loaded model can be written");
                         let again =
                             Model::from_bytes(first.clone()).expect("a written model reads back");
