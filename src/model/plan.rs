@@ -100,10 +100,8 @@ impl ModelPlan {
     pub fn fill_arena<'a>(&self, mut arena: Arena<'a>) -> Result<Arena<'a>, ModelError> {
         let best = self
             .report
-            .plans
-            .iter()
-            .find(|p| p.planner == "best")
-            .ok_or_else(|| ModelError::invalid("memory plan", "no best plan in the report"))?;
+            .chosen_plan()
+            .ok_or_else(|| ModelError::invalid("memory plan", "no plan in the report"))?;
         arena
             .commit_plan(best, &self.requirements, |_| Category::TensorData)
             .map_err(arena_error)?;

@@ -35,6 +35,10 @@ pub struct PlanReport {
     pub planners: Vec<PlannerResult>,
     /// The plans themselves, same order (for drawing).
     pub plans: Vec<Plan>,
+    /// Planners that could not plan this input, with the reason (today only
+    /// [`PlanError::TooManyOverlaps`]: the overlap graph would be too large, which the linear
+    /// planner does not need).
+    pub skipped: Vec<(String, String)>,
 }
 
 /// Runs linear, tflm, tflite (with tensor alignment 1, so every planner sees the same alignment
@@ -58,9 +62,21 @@ pub fn plan_all_with(
     let mut results = Vec::with_capacity(planners.len());
     let mut plans = Vec::with_capacity(planners.len());
     let mut lb = lb_plain;
+    let mut skipped = Vec::new();
+    let mut too_many = None;
     for planner in planners {
         let start = Instant::now();
-        let plan = planner.plan(buffers)?;
+        let plan = match planner.plan(buffers) {
+            Ok(plan) => plan,
+            // The input is fine; this planner's overlap graph would be too big. Report the
+            // planners that can plan it (the linear one always can).
+            Err(e @ PlanError::TooManyOverlaps { .. }) => {
+                skipped.push((planner.name().to_string(), e.to_string()));
+                too_many = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let millis = start.elapsed().as_secs_f64() * 1e3;
         plan.validate(buffers)?;
         lb = plan.lower_bound;
@@ -72,7 +88,10 @@ pub fn plan_all_with(
         });
         plans.push(plan);
     }
-    if planners.is_empty() {
+    if results.is_empty() {
+        if let Some(e) = too_many {
+            return Err(e);
+        }
         lb = super::lower_bound(buffers)?;
     }
     Ok(PlanReport {
@@ -81,6 +100,7 @@ pub fn plan_all_with(
         lower_bound_without_aliasing_bytes: lb_plain,
         planners: results,
         plans,
+        skipped,
     })
 }
 
@@ -90,8 +110,17 @@ impl PlanReport {
         self.planners.iter().find(|r| r.name == name)
     }
 
+    /// The plan to use: `best`'s, or the smallest of the others when `best` was skipped.
+    pub fn chosen_plan(&self) -> Option<&Plan> {
+        self.plans
+            .iter()
+            .find(|p| p.planner == "best")
+            .or_else(|| self.plans.iter().min_by_key(|p| p.arena_size))
+    }
+
     /// `{"lower_bound_bytes":…, "lower_bound_without_aliasing_bytes":…, "buffers":…,
-    /// "planners":{"linear":{"arena_bytes":…,"millis":…,"offsets":[…]}, "tflm":…, "tflite":…, "best":…}}`.
+    /// "planners":{"linear":{"arena_bytes":…,"millis":…,"offsets":[…]}, "tflm":…, "tflite":…, "best":…},
+    /// "skipped":{"<planner>":"<reason>"}}`.
     pub fn to_json(&self) -> serde_json::Value {
         let mut planners = serde_json::Map::new();
         for r in &self.planners {
@@ -105,11 +134,17 @@ impl PlanReport {
                 }),
             );
         }
+        let skipped: serde_json::Map<String, serde_json::Value> = self
+            .skipped
+            .iter()
+            .map(|(n, why)| (n.clone(), serde_json::Value::from(why.clone())))
+            .collect();
         serde_json::json!({
             "buffers": self.buffers,
             "lower_bound_bytes": self.lower_bound_bytes,
             "lower_bound_without_aliasing_bytes": self.lower_bound_without_aliasing_bytes,
             "planners": planners,
+            "skipped": skipped,
         })
     }
 
@@ -147,6 +182,9 @@ impl PlanReport {
                 self.ratio(r.arena_bytes),
                 r.millis
             );
+        }
+        for (name, why) in &self.skipped {
+            let _ = writeln!(s, "{name:<8} skipped: {why}");
         }
         s
     }

@@ -488,6 +488,22 @@ fn too_many_overlaps_is_an_error_not_an_abort() {
     // The linear planner needs no overlap graph.
     let plan = LinearPlanner.plan(&bufs).unwrap();
     assert_eq!(plan.arena_size, plan.lower_bound);
+    // The report still answers, with the planners that could plan the input.
+    let report = plan_all(&bufs).unwrap();
+    assert_eq!(report.planners.len(), 1);
+    assert_eq!(report.planners[0].name, "linear");
+    let names: Vec<&str> = report.skipped.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["tflm", "tflite", "best"]);
+    assert_eq!(report.chosen_plan().unwrap().planner, "linear");
+    assert!(
+        report.to_table().contains("best     skipped: "),
+        "{}",
+        report.to_table()
+    );
+    assert!(report.to_json()["skipped"]["tflm"].is_string());
+    // Only planners that need the graph: an error when none can plan.
+    let err = plan_all_with(&bufs, &[&TflmPlanner, &BestPlanner::default()]).unwrap_err();
+    assert!(matches!(err, PlanError::TooManyOverlaps { .. }), "{err}");
 }
 
 #[test]

@@ -57,11 +57,7 @@ pub fn report(buffers: &mut [BufferRequirement], args: &PlanArgs) -> Result<Plan
         print!("{}", report.to_table());
     }
     if let Some(path) = &args.svg {
-        let best = report
-            .plans
-            .iter()
-            .find(|p| p.planner == "best")
-            .ok_or("no best plan in the report")?;
+        let best = report.chosen_plan().ok_or("no plan in the report")?;
         std::fs::write(path, best.to_svg(buffers))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         if !args.json {

@@ -87,13 +87,11 @@ pub fn run(
     let aliases = lt.planned.iter().filter(|p| p.alias_of.is_some()).count();
 
     if let Some(path) = svg {
-        let best = plan
+        let picture = plan
             .report
-            .planners
-            .iter()
-            .position(|r| r.name == "best")
-            .ok_or("no best plan")?;
-        let picture = plan.report.plans[best].to_svg(&plan.requirements);
+            .chosen_plan()
+            .ok_or("no plan in the report")?
+            .to_svg(&plan.requirements);
         std::fs::write(path, picture)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
