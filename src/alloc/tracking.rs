@@ -974,7 +974,7 @@ mod front {
         fn unbind(&self) {
             let p = self.shared.replace(std::ptr::null());
             if !p.is_null() {
-                // SAFETY: `p` is the strong reference taken by `bind` (see `shared`); it is
+                // SAFETY: `p` is the strong reference taken by `bind` (the `shared` field); it is
                 // released exactly once, here, after the front no longer stores it.
                 let s = unsafe { Arc::from_raw(p) };
                 self.publish_into(&s, true);
