@@ -526,17 +526,18 @@ impl<'a> Arena<'a> {
                 slot.count += 1;
             }
             now.slot(used_category).used_bytes = self.head;
+            let replace =
+                |cur: usize, old: usize, new: usize| cur.saturating_sub(old).saturating_add(new);
             for c in Category::ALL {
                 let (old, new) = (*self.committed.slot(c), *now.slot(c));
                 let slot = rec.slot(c);
-                slot.requested_bytes = (slot.requested_bytes.saturating_sub(old.requested_bytes))
-                    .saturating_add(new.requested_bytes);
-                slot.count = slot
-                    .count
-                    .saturating_sub(old.count)
-                    .saturating_add(new.count);
-                slot.used_bytes =
-                    (slot.used_bytes.saturating_sub(old.used_bytes)).saturating_add(new.used_bytes);
+                slot.requested_bytes = replace(
+                    slot.requested_bytes,
+                    old.requested_bytes,
+                    new.requested_bytes,
+                );
+                slot.count = replace(slot.count, old.count, new.count);
+                slot.used_bytes = replace(slot.used_bytes, old.used_bytes, new.used_bytes);
             }
             self.committed = now;
         }
@@ -819,8 +820,9 @@ mod tests {
 
     #[test]
     fn an_unaligned_user_buffer_reports_the_bytes_it_loses_to_alignment() {
-        let mut storage = [0u128; 16]; // 256 bytes, 16-aligned
-                                       // SAFETY: reinterpreting the u128 array as its 256 bytes (u8 has no invalid values).
+        // 256 bytes, 16-aligned.
+        let mut storage = [0u128; 16];
+        // SAFETY: reinterpreting the u128 array as its 256 bytes (u8 has no invalid values).
         let bytes =
             unsafe { std::slice::from_raw_parts_mut(storage.as_mut_ptr().cast::<u8>(), 256) };
         let a = Arena::from_slice(&mut bytes[1..], 16).unwrap();
