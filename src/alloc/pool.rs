@@ -353,6 +353,15 @@ enum PutOutcome {
 
 const NO_KEY: Key = Key { size: 0, align: 0 };
 
+/// Why a size class could not be found or made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClassError {
+    /// The class exists with this different received size (a non-deterministic sub-allocator).
+    Mismatch(usize),
+    /// The class tables cannot grow (out of memory).
+    NoMemory,
+}
+
 impl State {
     fn new(opts: &PoolOptions) -> Self {
         let n = opts.max_cached_buffers.min(PREALLOC_NODES_CAP);
@@ -395,6 +404,11 @@ impl State {
 
     /// Adds up to `n` fresh nodes to the free-node list.
     fn grow_nodes(&mut self, n: usize) {
+        // Out of memory for the node slab: no new node, and the caller returns the buffer to the
+        // sub-allocator instead of caching it.
+        if self.nodes.try_reserve(n).is_err() {
+            return;
+        }
         for _ in 0..n {
             let idx = self.nodes.len();
             if idx >= NIL as usize {
@@ -444,18 +458,24 @@ impl State {
         Some(ci)
     }
 
-    /// The class of `key`, created with `received` bytes if new. `Err(expected)` when the class
-    /// exists with a different received size.
-    fn class_for_miss(&mut self, key: Key, received: usize) -> Result<u32, usize> {
+    /// The class of `key`, created with `received` bytes if new. `Err(Mismatch(expected))` when
+    /// the class exists with a different received size, `Err(NoMemory)` when the tables cannot
+    /// grow.
+    fn class_for_miss(&mut self, key: Key, received: usize) -> Result<u32, ClassError> {
         if let Some(ci) = self.find(key) {
             let c = &self.classes[ci as usize];
             return if c.received == received {
                 Ok(ci)
             } else {
-                Err(c.received)
+                Err(ClassError::Mismatch(c.received))
             };
         }
         self.maybe_sweep();
+        if self.class_index.try_reserve(1).is_err()
+            || (self.free_classes.is_empty() && self.classes.try_reserve(1).is_err())
+        {
+            return Err(ClassError::NoMemory);
+        }
         let class = Class {
             key,
             head: NIL,
@@ -485,6 +505,12 @@ impl State {
     /// distinct sizes), so the tables do not grow without bound.
     fn maybe_sweep(&mut self) {
         if self.class_index.len() < self.sweep_at {
+            return;
+        }
+        // Room for every class on the free list, so the pushes below cannot fail; without it
+        // (out of memory) the sweep waits for a later miss.
+        let room = self.classes.len().saturating_sub(self.free_classes.len());
+        if self.free_classes.try_reserve(room).is_err() {
             return;
         }
         for (ci, c) in self.classes.iter_mut().enumerate() {
@@ -899,33 +925,46 @@ impl PoolAllocator {
 
 impl Inner {
     /// Returns every buffer of the shared cache to the sub-allocator.
+    ///
+    /// In batches through a fixed array, without allocating: a trim runs when the sub-allocator
+    /// has just failed, i.e. when memory is short.
     fn trim_shared(&self) -> (usize, u64) {
-        let victims = {
-            let mut st = self.state.lock();
-            let mut v = Vec::with_capacity(st.cached_count);
-            while let Some(x) = st.evict_lru() {
-                // `evict_lru` counts evictions; a trim is reported separately.
-                st.evictions -= 1;
-                v.push(x);
+        const BATCH: usize = 64;
+        let (mut count, mut bytes) = (0usize, 0u64);
+        loop {
+            let mut batch = [(0usize, 0usize); BATCH];
+            let mut k = 0;
+            {
+                let mut st = self.state.lock();
+                while k < BATCH {
+                    let Some(x) = st.evict_lru() else { break };
+                    // `evict_lru` counts evictions; a trim is reported separately.
+                    st.evictions -= 1;
+                    batch[k] = x;
+                    k += 1;
+                }
+                st.trimmed += k as u64;
             }
-            st.trimmed += v.len() as u64;
-            v
-        };
-        let bytes = victims.iter().map(|v| v.1 as u64).sum();
-        for &(p, n) in &victims {
-            // SAFETY: every cached pointer came from `self.sub.alloc` with `n` bytes received and
-            // was removed from the cache above, so it is freed exactly once.
-            unsafe { self.free_region(p, n) };
+            for &(p, n) in &batch[..k] {
+                // SAFETY: every cached pointer came from `self.sub.alloc` with `n` bytes received
+                // and was removed from the cache above, so it is freed exactly once.
+                unsafe { self.free_region(p, n) };
+                bytes += n as u64;
+            }
+            count += k;
+            if k < BATCH {
+                break;
+            }
         }
-        if !victims.is_empty() {
+        if count > 0 {
             tracing::debug!(
                 allocator = %self.name,
-                buffers = victims.len(),
+                buffers = count,
                 bytes,
                 "pool trimmed"
             );
         }
-        (victims.len(), bytes)
+        (count, bytes)
     }
 
     /// # Safety
@@ -1021,7 +1060,7 @@ impl Inner {
                     .map_err(|e| self.annotate(e, layout))?
             }
         };
-        let mismatch = {
+        let failed = {
             let mut st = self.state.lock();
             match st.class_for_miss(key, received) {
                 Ok(ci) => {
@@ -1030,10 +1069,17 @@ impl Inner {
                     st.record_reserve(received);
                     None
                 }
-                Err(expected) => Some(expected),
+                Err(e) => Some(e),
             }
         };
-        if let Some(expected) = mismatch {
+        if failed == Some(ClassError::NoMemory) {
+            // SAFETY: `ptr` was just received from `self.sub` with `received` bytes and never
+            // handed out.
+            unsafe { self.sub.free(ptr, received) };
+            let oom = AllocatorError::out_of_memory(&self.name, layout, &AllocatorStats::default());
+            return Err(self.annotate(oom, layout));
+        }
+        if let Some(ClassError::Mismatch(expected)) = failed {
             // SAFETY: `ptr` was just received from `self.sub` with `received` bytes and never
             // handed out.
             unsafe { self.sub.free(ptr, received) };
@@ -1911,6 +1957,29 @@ mod tests {
         let s = p.pool_stats();
         assert!(s.evictions >= 1000, "{s:?}");
         assert_eq!((s.count_limit, s.limit_raises), (1, 0), "{s:?}");
+    }
+
+    #[test]
+    fn trim_returns_every_cached_buffer_in_batches() {
+        // More cached buffers than one trim batch (64): every one is returned, counted once.
+        let (frees, vf) = counting();
+        let p = PoolAllocator::with_sub_allocator(
+            opts(1000),
+            Box::new(MmapSubAllocator::new().with_free_visitor(vf)),
+        );
+        let v: Vec<_> = (1..=200)
+            .map(|i| (alloc(&p, l(i * 64, 64)), i * 64))
+            .collect();
+        for (ptr, size) in v {
+            free(&p, ptr, l(size, 64));
+        }
+        assert_eq!(p.pool_stats().cached_buffers, 200);
+        let (n, _) = p.trim();
+        assert_eq!(n, 200);
+        assert_eq!(frees.load(Ordering::SeqCst), 200);
+        let s = p.pool_stats();
+        assert_eq!((s.cached_buffers, s.trimmed, s.evictions), (0, 200, 0));
+        assert_eq!(p.stats().bytes_reserved, 0);
     }
 
     #[test]
