@@ -866,7 +866,8 @@ impl Core {
             advise_huge_pages(p, got);
         }
         let usable = round_down(got, self.granule);
-        let Some(mut region) = Region::new(base, usable, got, self.shift) else {
+        let room = self.regions.try_reserve_one();
+        let Some(mut region) = Region::new(base, usable, got, self.shift).filter(|_| room) else {
             give_back(sub);
             return Err(Failure::Oom {
                 rounded: asked,

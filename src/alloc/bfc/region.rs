@@ -151,7 +151,13 @@ impl Regions {
         (addr < l[i].end()).then_some(i)
     }
 
-    /// Inserts a region keeping the order; returns its index.
+    /// Room for one more region; false when the list cannot grow (out of memory).
+    pub fn try_reserve_one(&mut self) -> bool {
+        self.list.try_reserve(1).is_ok()
+    }
+
+    /// Inserts a region keeping the order; returns its index. Call [`Self::try_reserve_one`]
+    /// first: with room reserved the insert cannot allocate.
     pub fn insert(&mut self, r: Region) -> usize {
         let i = self.list.partition_point(|x| x.base < r.base);
         self.list.insert(i, r);
