@@ -254,11 +254,16 @@ impl Shared {
         (0..created).filter_map(|i| self.slot(i))
     }
 
-    /// Takes up to `n` free slots under the lock (reusing freed ones first, then creating new ones),
-    /// returned as a linked list `(head, tail, count)` through their words. Count 0 when the slot table
-    /// cannot grow (out of memory).
-    fn take_slots(&self, st: &mut State, n: usize) -> (u64, u64, usize) {
-        let (mut head, mut tail, mut count) = (NIL, NIL, 0);
+    /// Takes up to `n` free slots under the lock (reusing freed ones first, then creating new
+    /// ones), marks each one free but taken (word 1) and passes it to `each`; returns how many.
+    /// Fewer than `n` when the slot table cannot grow (out of memory, or 2^40 slots).
+    fn take_slots<'s>(
+        &'s self,
+        st: &mut State,
+        n: usize,
+        mut each: impl FnMut(u64, &'s Slot),
+    ) -> usize {
+        let mut count = 0;
         while count < n {
             let idx = if st.free_head != NIL {
                 let idx = st.free_head;
@@ -279,15 +284,12 @@ impl Shared {
                 self.created.store(st.bump, Ordering::Release);
                 idx
             };
-            let Some(w) = self.word(idx) else { break };
-            w.store(link(head), Ordering::Relaxed);
-            if tail == NIL {
-                tail = idx;
-            }
-            head = idx;
+            let Some(slot) = self.slot(idx) else { break };
+            slot.word.store(1, Ordering::Relaxed);
+            each(idx, slot);
             count += 1;
         }
-        (head, tail, count)
+        count
     }
 
     /// Creates chunk `k`; false when memory for it is not available.
@@ -540,10 +542,10 @@ impl<A> TrackingAllocator<A> {
     #[cold]
     fn take_shared(&self, allocated: u64) -> Option<(u64, u64, &Slot)> {
         let mut st = self.shared.state.lock();
-        let (head, _, n) = self.shared.take_slots(&mut st, 1);
-        if n == 0 {
-            return None;
-        }
+        let mut taken = None;
+        self.shared
+            .take_slots(&mut st, 1, |idx, slot| taken = Some((idx, slot)));
+        let (idx, slot) = taken?;
         st.counters.absorb(&Deltas {
             allocs: 1,
             frees: 0,
@@ -552,9 +554,8 @@ impl<A> TrackingAllocator<A> {
             largest: allocated,
         });
         drop(st);
-        let slot = self.shared.slot(head)?;
         Some((
-            head,
+            idx,
             self.shared.next_id.fetch_add(1, Ordering::Relaxed),
             slot,
         ))
@@ -1003,19 +1004,16 @@ mod front {
             let d = self.deltas();
             let mut st = s.state.lock();
             st.counters.absorb(&d);
-            let (mut idx, _, n) = s.take_slots(&mut st, REFILL);
-            let mut got = 0;
-            for _ in 0..n {
-                let Some(slot) = s.slot(idx) else { break };
-                let next = super::unlink(slot.word.load(Ordering::Relaxed));
-                slot.word.store(1, Ordering::Relaxed);
-                self.stack[got].set((idx, slot));
-                got += 1;
-                idx = next;
-            }
+            // Refills happen on an empty stack, and `REFILL` entries fit in it.
+            self.n.set(0);
+            s.take_slots(&mut st, REFILL, |idx, slot| {
+                let i = self.n.get();
+                self.stack[i].set((idx, slot));
+                self.n.set(i + 1);
+            });
+            let got = self.n.get();
             drop(st);
             self.clear_deltas();
-            self.n.set(got);
             got > 0
         }
 
