@@ -4,7 +4,7 @@
 //! measured arena span and TFLM's planned head (where the reference has them). Like-for-like
 //! alignments (16 for TFLM, 64 for LiteRT) are checked too. Skips when `../shared` is absent.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tensor_alloc::model::{plan_model, LifetimeOptions, Model, ModelPlanOptions};
@@ -20,13 +20,22 @@ fn opts(alignment: usize, inplace: bool) -> ModelPlanOptions {
     }
 }
 
+/// `../shared` when it holds the reference facts; `None` (with a notice) otherwise.
+fn shared_with_reference() -> Option<PathBuf> {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if shared.join("reference").is_dir() {
+        Some(shared)
+    } else {
+        eprintln!("skipping: ../shared not found");
+        None
+    }
+}
+
 #[test]
 fn plans_match_reference_and_beat_the_runtimes() {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if !shared.join("reference").is_dir() {
-        eprintln!("skipping: ../shared not found");
+    let Some(shared) = shared_with_reference() else {
         return;
-    }
+    };
     let mut names: Vec<String> = std::fs::read_dir(shared.join("reference"))
         .unwrap()
         .filter_map(|e| {
@@ -133,11 +142,9 @@ fn plans_match_reference_and_beat_the_runtimes() {
 /// preprocessors have many equal-size buffers, so they also pin TFLM's order for ties.
 #[test]
 fn tflm_planner_reproduces_tflms_own_head() {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if !shared.join("reference").is_dir() {
-        eprintln!("skipping: ../shared not found");
+    let Some(shared) = shared_with_reference() else {
         return;
-    }
+    };
     let same = [
         "audio_preprocessor_float",
         "audio_preprocessor_int8",
