@@ -13,6 +13,7 @@
 pub mod alloc;
 pub mod arena;
 pub mod global;
+pub mod interpreter;
 pub mod model;
 pub mod planner;
 pub mod sync;

@@ -1,0 +1,666 @@
+//! Building an interpreter: init → prepare → memory planning, all before the first invoke.
+//!
+//! [`InterpreterBuilder::build`] is the only way to get an [`Interpreter`], so an interpreter
+//! that can `invoke()` exists only after planning succeeded (typestate by construction).
+
+use super::allocation::{self, MemoryPlan, Owner, ALIGNMENT};
+use super::context::{
+    BuildState, InitContext, InvokeContext, NodeMemory, NodeRuntime, Persistent, PrepareContext,
+    Slot, MAX_INPUTS, MAX_OUTPUTS,
+};
+use super::error::{InterpreterError, MissingOp, Phase};
+use super::graph::{self, NodeInfo, TensorEntry, TensorKind};
+use super::kernel::{InPlace, Registration};
+use super::resolver::OpResolver;
+use super::{Interpreter, MemorySummary};
+use crate::alloc::AllocatorRef;
+use crate::arena::{Arena, Category};
+use crate::model::{LifetimeOptions, Lifetimes, Model};
+use std::cell::Cell;
+use std::sync::Arc;
+
+/// Where the arena comes from.
+pub enum ArenaSource<'a> {
+    /// A caller's buffer (TFLM style): fails with the exact bytes needed when too small.
+    Buffer(&'a mut [u8]),
+    /// An allocator of the registry: the arena is sized exactly from the plan.
+    Allocator(AllocatorRef),
+    /// The registry's CPU allocator.
+    Default,
+}
+
+/// Builds an [`Interpreter`] for subgraph 0 of a model.
+pub struct InterpreterBuilder<'m, 'a> {
+    model: &'m Model,
+    resolver: OpResolver,
+    arena: ArenaSource<'a>,
+}
+
+impl<'m> InterpreterBuilder<'m, 'static> {
+    /// A builder with the crate's builtin kernels and the registry's CPU allocator.
+    pub fn new(model: &'m Model) -> Self {
+        InterpreterBuilder {
+            model,
+            resolver: OpResolver::with_builtins(),
+            arena: ArenaSource::Default,
+        }
+    }
+}
+
+impl<'m, 'a> InterpreterBuilder<'m, 'a> {
+    /// Uses `resolver` instead of the builtin kernels.
+    pub fn resolver(mut self, resolver: OpResolver) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// Places the arena in a caller's buffer.
+    pub fn arena_buffer<'b>(self, buffer: &'b mut [u8]) -> InterpreterBuilder<'m, 'b> {
+        InterpreterBuilder {
+            model: self.model,
+            resolver: self.resolver,
+            arena: ArenaSource::Buffer(buffer),
+        }
+    }
+
+    /// Allocates the arena from `allocator`.
+    pub fn arena_allocator(mut self, allocator: AllocatorRef) -> Self {
+        self.arena = ArenaSource::Allocator(allocator);
+        self
+    }
+
+    /// Runs init, prepare and memory planning.
+    pub fn build(self) -> Result<Interpreter<'a>, InterpreterError> {
+        let staged = stage(self.model, &self.resolver)?;
+        finish(self.model, staged, self.arena)
+    }
+}
+
+/// What init and prepare produced, before an arena exists.
+pub(crate) struct Staged {
+    pub tensors: Vec<TensorEntry>,
+    pub nodes: Vec<NodeInfo>,
+    pub registrations: Vec<Registration>,
+    pub memory: Vec<NodeMemory>,
+    pub persistent: Persistent,
+    /// Persistent record of each tail tensor (variables, prepare-time constants, copied
+    /// constants).
+    pub tensor_record: Vec<Option<u32>>,
+    pub plan: MemoryPlan,
+    pub temp_peak: usize,
+    /// Initial contents of variables that have data in the model.
+    pub variable_init: Vec<(usize, Vec<u8>)>,
+}
+
+impl Staged {
+    /// Arena bytes this model needs.
+    pub fn arena_bytes(&self) -> Result<usize, InterpreterError> {
+        self.plan.arena_bytes(self.persistent.tail_bytes())
+    }
+}
+
+fn kernel_error(node: &NodeInfo, phase: Phase, e: super::KernelError) -> InterpreterError {
+    InterpreterError::Kernel {
+        node: node.index,
+        op: node.op_name.clone(),
+        phase,
+        message: e.0,
+    }
+}
+
+/// Init, prepare (with prepare-time evaluation of constant ops) and head planning.
+pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, InterpreterError> {
+    model.validate()?;
+    let lifetimes = Lifetimes::compute(
+        model,
+        &LifetimeOptions {
+            inplace: true,
+            ..Default::default()
+        },
+    )?;
+    let (mut tensors, nodes) = graph::build(model, &lifetimes)?;
+
+    // Every missing op at once.
+    let mut missing = Vec::new();
+    let mut registrations = Vec::with_capacity(nodes.len());
+    for n in &nodes {
+        match resolver.find(n.builtin, n.custom.as_deref(), n.version) {
+            Some(r) => registrations.push(r.clone()),
+            None => missing.push(MissingOp {
+                node: n.index,
+                op: n.op_name.clone(),
+                version: n.version,
+            }),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(InterpreterError::MissingOps(missing));
+    }
+
+    let sg = &model.subgraphs[0];
+    let mut persistent = Persistent::default();
+    let mut tensor_record: Vec<Option<u32>> = vec![None; tensors.len()];
+    let mut variable_init = Vec::new();
+    // Constants whose file data is misaligned for 16-byte views get an aligned tail copy, and so
+    // do variables (their initial value, zero unless the model gives one).
+    for (t, e) in tensors.iter_mut().enumerate() {
+        let data = model.tensor_data(0, t);
+        let needs_copy = match e.kind {
+            TensorKind::Constant => data.is_some_and(|d| d.as_ptr() as usize % ALIGNMENT != 0),
+            TensorKind::Variable => true,
+            _ => false,
+        };
+        if !needs_copy {
+            continue;
+        }
+        if sg.tensors[t].is_variable && data.is_some() {
+            e.kind = TensorKind::Variable;
+        }
+        let record = persistent
+            .allocate(e.bytes, Category::TensorData)
+            .map_err(|k| InterpreterError::Memory(k.0))?;
+        if let Some(d) = data {
+            let dst = persistent.bytes_mut(record);
+            if d.len() != dst.len() {
+                return Err(InterpreterError::Tensor {
+                    index: t,
+                    name: e.name.clone(),
+                    message: format!("data has {} bytes, expected {}", d.len(), dst.len()),
+                });
+            }
+            dst.copy_from_slice(d);
+            if e.kind == TensorKind::Variable {
+                variable_init.push((t, d.to_vec()));
+            }
+        }
+        tensor_record[t] = Some(record);
+    }
+
+    // Results of prepare-time nodes, kept aside until the tail is laid out (so prepare can read
+    // them while the staging grows).
+    let mut computed: Vec<Option<Vec<u128>>> = vec![None; tensors.len()];
+    let mut memory: Vec<NodeMemory> = Vec::with_capacity(nodes.len());
+    let mut temp = Vec::new();
+    let mut temp_peak = 0usize;
+    for (i, node) in nodes.iter().enumerate() {
+        let op = &sg.operators[i];
+        check_counts(node)?;
+        let reg = &registrations[i];
+        let mut mem = NodeMemory::default();
+        {
+            let mut ctx = InitContext {
+                state: BuildState {
+                    node,
+                    options: &op.builtin_options,
+                    custom_options: &op.custom_options,
+                    persistent: &mut persistent,
+                    memory: &mut mem,
+                },
+            };
+            reg.kernel
+                .init(&mut ctx)
+                .map_err(|e| kernel_error(node, Phase::Init, e))?;
+        }
+        {
+            let constant = |t: usize| -> Option<&[u8]> {
+                match tensors[t].kind {
+                    TensorKind::Constant => model.tensor_data(0, t),
+                    TensorKind::PrepareTimeConstant => computed[t].as_ref().map(|w| {
+                        // SAFETY: `w` holds at least `bytes` initialised bytes (words of 16).
+                        unsafe {
+                            std::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes)
+                        }
+                    }),
+                    _ => None,
+                }
+            };
+            let mut ctx = PrepareContext {
+                state: BuildState {
+                    node,
+                    options: &op.builtin_options,
+                    custom_options: &op.custom_options,
+                    persistent: &mut persistent,
+                    memory: &mut mem,
+                },
+                tensors: &tensors,
+                constant: &constant,
+                temp: &mut temp,
+                temp_peak: &mut temp_peak,
+            };
+            reg.kernel
+                .prepare(&mut ctx)
+                .map_err(|e| kernel_error(node, Phase::Prepare, e))?;
+        }
+        temp.clear();
+        if node.prepare_time {
+            evaluate_at_build(
+                node,
+                reg,
+                &mem,
+                &tensors,
+                model,
+                &mut persistent,
+                &mut computed,
+                &tensor_record,
+            )?;
+        }
+        memory.push(mem);
+    }
+    drop(temp);
+
+    // Prepare-time results move into the tail.
+    for (t, w) in computed.into_iter().enumerate() {
+        let Some(w) = w else { continue };
+        let record = persistent
+            .allocate(tensors[t].bytes, Category::TensorData)
+            .map_err(|k| InterpreterError::Memory(k.0))?;
+        // SAFETY: `w` holds at least `bytes` initialised bytes.
+        let src = unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes) };
+        persistent.bytes_mut(record).copy_from_slice(src);
+        tensor_record[t] = Some(record);
+    }
+    for (t, e) in tensors.iter().enumerate() {
+        if e.kind == TensorKind::PrepareTimeConstant && tensor_record[t].is_none() {
+            return Err(InterpreterError::Tensor {
+                index: t,
+                name: e.name.clone(),
+                message: "computable at prepare time but no node produced it".into(),
+            });
+        }
+    }
+
+    // Head: planned tensors and scratch; reshape aliases only where the kernel runs in place.
+    let producer = producers(&nodes, tensors.len());
+    let scratch: Vec<Vec<usize>> = nodes
+        .iter()
+        .zip(&memory)
+        .map(|(n, m)| {
+            if n.prepare_time {
+                Vec::new()
+            } else {
+                m.scratch.clone()
+            }
+        })
+        .collect();
+    let plan = allocation::plan_head(&lifetimes, &nodes, &scratch, |t| {
+        producer[t].is_some_and(|n| {
+            registrations[n].inplace == InPlace::ReshapeOutput0
+                && nodes[n].outputs.first() == Some(&(t as i32))
+        })
+    })?;
+
+    Ok(Staged {
+        tensors,
+        nodes,
+        registrations,
+        memory,
+        persistent,
+        tensor_record,
+        plan,
+        temp_peak,
+        variable_init,
+    })
+}
+
+fn check_counts(node: &NodeInfo) -> Result<(), InterpreterError> {
+    if node.inputs.len() > MAX_INPUTS || node.outputs.len() > MAX_OUTPUTS {
+        return Err(InterpreterError::Kernel {
+            node: node.index,
+            op: node.op_name.clone(),
+            phase: Phase::Prepare,
+            message: format!(
+                "{} inputs and {} outputs; at most {MAX_INPUTS} and {MAX_OUTPUTS} are supported",
+                node.inputs.len(),
+                node.outputs.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn producers(nodes: &[NodeInfo], n: usize) -> Vec<Option<usize>> {
+    let mut p = vec![None; n];
+    for node in nodes {
+        for &t in &node.outputs {
+            if let Ok(t) = usize::try_from(t) {
+                if p[t].is_none() {
+                    p[t] = Some(node.index);
+                }
+            }
+        }
+    }
+    p
+}
+
+/// Runs a node whose inputs are all constant once, writing its outputs to `computed`.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_at_build(
+    node: &NodeInfo,
+    reg: &Registration,
+    mem: &NodeMemory,
+    tensors: &[TensorEntry],
+    model: &Model,
+    persistent: &mut Persistent,
+    computed: &mut [Option<Vec<u128>>],
+    tensor_record: &[Option<u32>],
+) -> Result<(), InterpreterError> {
+    let err = |message: String| InterpreterError::Kernel {
+        node: node.index,
+        op: node.op_name.clone(),
+        phase: Phase::Invoke,
+        message,
+    };
+    let words = |bytes: usize| bytes.div_ceil(ALIGNMENT);
+    for &t in &node.outputs {
+        if let Ok(t) = usize::try_from(t) {
+            if computed[t].is_some() {
+                return Err(err(format!("tensor {t} is written twice at prepare time")));
+            }
+            computed[t] = Some(vec![0u128; words(tensors[t].bytes)]);
+        }
+    }
+    let mut scratch_bufs: Vec<Vec<u128>> =
+        mem.scratch.iter().map(|&b| vec![0u128; words(b)]).collect();
+    let mut slots: Vec<Slot> = tensors
+        .iter()
+        .map(|e| Slot {
+            ptr: std::ptr::null_mut(),
+            bytes: 0,
+            dtype: e.dtype,
+        })
+        .collect();
+    for &t in node.inputs.iter().chain(&node.outputs) {
+        let Ok(t) = usize::try_from(t) else { continue };
+        let e = &tensors[t];
+        let ptr = if let Some(w) = computed[t].as_mut() {
+            w.as_mut_ptr() as *mut u8
+        } else if let Some(r) = tensor_record[t] {
+            persistent.ptr(r)
+        } else if let Some(d) = model.tensor_data(0, t) {
+            d.as_ptr() as *mut u8
+        } else {
+            return Err(err(format!(
+                "input tensor `{}` has no data at prepare time",
+                e.name
+            )));
+        };
+        slots[t] = Slot {
+            ptr,
+            bytes: e.bytes,
+            dtype: e.dtype,
+        };
+    }
+    let records: Vec<(*mut u8, usize)> = (0..persistent.records.len())
+        .map(|r| (persistent.ptr(r as u32), persistent.records[r].size))
+        .collect();
+    let rt = NodeRuntime {
+        op_data: mem
+            .op_data
+            .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
+        scratch: scratch_bufs
+            .iter_mut()
+            .zip(&mem.scratch)
+            .map(|(b, &n)| (b.as_mut_ptr() as *mut u8, n))
+            .collect(),
+        variable_inputs: 0,
+        aliased: false,
+    };
+    check_disjoint(node, &rt, &slots, tensors)?;
+    let mut ctx = InvokeContext {
+        node,
+        rt: &rt,
+        slots: &slots,
+        tensors,
+        records: &records,
+        taken: Cell::new(0),
+    };
+    reg.kernel
+        .invoke(&mut ctx)
+        .map_err(|e| kernel_error(node, Phase::Invoke, e))
+}
+
+/// Proves the invariant [`InvokeContext`] relies on: a node's writable views (outputs, variable
+/// inputs, scratch) are disjoint from each other and from its read-only inputs, except input 0 /
+/// output 0 of a reshape in place; and constants are never written.
+pub(crate) fn check_disjoint(
+    node: &NodeInfo,
+    rt: &NodeRuntime,
+    slots: &[Slot],
+    tensors: &[TensorEntry],
+) -> Result<(), InterpreterError> {
+    let err = |message: String| InterpreterError::Kernel {
+        node: node.index,
+        op: node.op_name.clone(),
+        phase: Phase::MemoryPlanning,
+        message,
+    };
+    let range = |p: *mut u8, n: usize| (p as usize, (p as usize).saturating_add(n));
+    let overlap = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+    let mut writable: Vec<((usize, usize), String)> = Vec::new();
+    for (k, &t) in node.outputs.iter().enumerate() {
+        let Ok(t) = usize::try_from(t) else { continue };
+        if matches!(tensors[t].kind, TensorKind::Constant) {
+            return Err(err(format!(
+                "output {k} is the constant tensor `{}`",
+                tensors[t].name
+            )));
+        }
+        writable.push((range(slots[t].ptr, slots[t].bytes), format!("output {k}")));
+    }
+    for (k, &t) in node.inputs.iter().enumerate() {
+        let Ok(t) = usize::try_from(t) else { continue };
+        if k < 64 && rt.variable_inputs & (1 << k) != 0 {
+            writable.push((
+                range(slots[t].ptr, slots[t].bytes),
+                format!("variable input {k}"),
+            ));
+        }
+    }
+    for (k, &(p, n)) in rt.scratch.iter().enumerate() {
+        writable.push((range(p, n), format!("scratch {k}")));
+    }
+    for i in 0..writable.len() {
+        for j in i + 1..writable.len() {
+            if overlap(writable[i].0, writable[j].0) {
+                return Err(err(format!(
+                    "{} and {} share memory",
+                    writable[i].1, writable[j].1
+                )));
+            }
+        }
+    }
+    for (k, &t) in node.inputs.iter().enumerate() {
+        let Ok(t) = usize::try_from(t) else { continue };
+        if k < 64 && rt.variable_inputs & (1 << k) != 0 {
+            continue;
+        }
+        let r = range(slots[t].ptr, slots[t].bytes);
+        for (w, name) in &writable {
+            let reshape_pair = rt.aliased && k == 0 && name == "output 0";
+            if overlap(r, *w) && !reshape_pair {
+                return Err(err(format!("input {k} and {name} share memory")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Lays out the arena and resolves every address.
+pub(crate) fn finish<'a>(
+    model: &Model,
+    staged: Staged,
+    source: ArenaSource<'a>,
+) -> Result<Interpreter<'a>, InterpreterError> {
+    let arena_bytes = staged.arena_bytes()?;
+    let mut arena = match source {
+        ArenaSource::Buffer(buf) => {
+            let given = buf.len();
+            let arena = Arena::from_slice(buf, ALIGNMENT).map_err(allocation::arena_error)?;
+            arena
+                .ensure_capacity(staged.plan.head_bytes(), 0, staged.persistent.tail_bytes())
+                .map_err(|e| match allocation::arena_error(e) {
+                    InterpreterError::ArenaTooSmall {
+                        needed, skipped, ..
+                    } => InterpreterError::ArenaTooSmall {
+                        given,
+                        needed,
+                        skipped,
+                    },
+                    other => other,
+                })?;
+            arena
+        }
+        ArenaSource::Allocator(a) => {
+            Arena::new_in(a, arena_bytes, ALIGNMENT).map_err(allocation::arena_error)?
+        }
+        ArenaSource::Default => {
+            let a = crate::alloc::registry::cpu_allocator(None)
+                .map_err(|e| InterpreterError::Memory(format!("default allocator: {e}")))?;
+            Arena::new_in(a, arena_bytes, ALIGNMENT).map_err(allocation::arena_error)?
+        }
+    }
+    .with_recording();
+    let records = allocation::fill_arena(&mut arena, &staged.plan, &staged.persistent)?;
+
+    let Staged {
+        tensors,
+        nodes,
+        registrations,
+        memory,
+        persistent,
+        tensor_record,
+        plan,
+        temp_peak,
+        variable_init,
+    } = staged;
+
+    // Addresses of tensors and scratch.
+    let mut slots: Vec<Slot> = tensors
+        .iter()
+        .map(|e| Slot {
+            ptr: std::ptr::null_mut(),
+            bytes: 0,
+            dtype: e.dtype,
+        })
+        .collect();
+    let mut scratch_ptr: Vec<Vec<(*mut u8, usize)>> = memory
+        .iter()
+        .map(|m| vec![(std::ptr::null_mut(), 0); m.scratch.len()])
+        .collect();
+    for (i, owner) in plan.owners.iter().enumerate() {
+        let ptr = arena
+            .tensor_ptr(&plan.plan, &plan.requirements, i)
+            .map_err(allocation::arena_error)?
+            .as_ptr();
+        match *owner {
+            Owner::Tensor(t) => {
+                slots[t] = Slot {
+                    ptr,
+                    bytes: tensors[t].bytes,
+                    dtype: tensors[t].dtype,
+                }
+            }
+            Owner::Scratch { node, k } => scratch_ptr[node][k] = (ptr, memory[node].scratch[k]),
+        }
+    }
+    let bytes: Arc<[u8]> = model.bytes.clone();
+    for (t, e) in tensors.iter().enumerate() {
+        if let Some(r) = tensor_record[t] {
+            slots[t] = Slot {
+                ptr: records[r as usize].0,
+                bytes: e.bytes,
+                dtype: e.dtype,
+            };
+        } else if e.kind == TensorKind::Constant {
+            if let Some(d) = model.tensor_data(0, t) {
+                slots[t] = Slot {
+                    ptr: d.as_ptr() as *mut u8,
+                    bytes: e.bytes,
+                    dtype: e.dtype,
+                };
+            }
+        } else if e.bytes > 0 && slots[t].ptr.is_null() && e.kind == TensorKind::Planned {
+            return Err(InterpreterError::Memory(format!(
+                "tensor {t} `{}` was not placed by the plan",
+                e.name
+            )));
+        }
+        if slots[t].ptr.is_null() {
+            // Zero-byte or unused tensors get a dangling, well-aligned address.
+            slots[t].ptr = std::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8;
+        }
+    }
+
+    let mut runtimes = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let mut variable_inputs = 0u64;
+        for (k, &t) in node.inputs.iter().enumerate() {
+            if let Ok(t) = usize::try_from(t) {
+                if tensors[t].kind == TensorKind::Variable && k < 64 {
+                    variable_inputs |= 1 << k;
+                }
+            }
+        }
+        let aliased = registrations[i].inplace == InPlace::ReshapeOutput0
+            && match (node.inputs.first(), node.outputs.first()) {
+                (Some(&a), Some(&b)) if a >= 0 && b >= 0 => {
+                    slots[a as usize].ptr == slots[b as usize].ptr && slots[a as usize].bytes > 0
+                }
+                _ => false,
+            };
+        let rt = NodeRuntime {
+            op_data: memory[i]
+                .op_data
+                .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
+            scratch: std::mem::take(&mut scratch_ptr[i]),
+            variable_inputs,
+            aliased,
+        };
+        if !node.prepare_time {
+            check_disjoint(node, &rt, &slots, &tensors)?;
+        }
+        runtimes.push(rt);
+    }
+
+    let scratch_bytes: usize = memory
+        .iter()
+        .zip(&nodes)
+        .filter(|(_, n)| !n.prepare_time)
+        .flat_map(|(m, _)| m.scratch.iter())
+        .sum();
+    let op_data_bytes: usize = persistent
+        .records
+        .iter()
+        .filter(|r| r.category == Category::OpData)
+        .map(|r| r.size.next_multiple_of(ALIGNMENT))
+        .sum();
+    let summary = MemorySummary {
+        total_bytes: arena_bytes,
+        head_bytes: plan.head_bytes(),
+        tail_bytes: persistent.tail_bytes(),
+        scratch_bytes,
+        persistent_bytes: persistent.tail_bytes() - op_data_bytes,
+        op_data_bytes,
+        temp_peak_bytes: temp_peak,
+        heap_bytes: 0,
+        offline_plan_ignored: plan.offline_ignored.clone(),
+    };
+    let sg = &model.subgraphs[0];
+    let mut interp = Interpreter {
+        model_bytes: bytes,
+        tensors,
+        nodes,
+        registrations,
+        runtimes,
+        slots,
+        records,
+        arena,
+        inputs: sg.input_tensors().collect(),
+        outputs: sg.output_tensors().collect(),
+        variable_init,
+        summary,
+    };
+    interp.summary.heap_bytes = interp.heap_bytes();
+    interp.reset_variables();
+    Ok(interp)
+}

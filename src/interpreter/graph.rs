@@ -1,0 +1,189 @@
+//! The executable graph built from a `model::Subgraph`: one [`TensorEntry`] per tensor (the one
+//! place model tensor types become `tensor::DType`) and one [`NodeInfo`] per operator.
+
+use super::error::InterpreterError;
+use crate::model::{BuiltinOp, Model, Quantization};
+use crate::tensor::DType;
+
+/// How a tensor is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorKind {
+    /// Data in the model file.
+    Constant,
+    /// Computed once at build from constants (kept in the arena tail).
+    PrepareTimeConstant,
+    /// State kept across invokes (arena tail).
+    Variable,
+    /// Planned into the arena head (inputs, outputs, intermediates).
+    Planned,
+    /// Not used by any operator and not a graph input or output.
+    Unused,
+}
+
+/// A tensor of the executable graph.
+#[derive(Clone, Debug)]
+pub struct TensorEntry {
+    /// Name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions (static shape).
+    pub dims: Vec<usize>,
+    /// Bytes (`prod(dims) * dtype size`).
+    pub bytes: usize,
+    /// Quantization parameters.
+    pub quantization: Option<Quantization>,
+    /// Storage kind.
+    pub kind: TensorKind,
+}
+
+/// An operator of the executable graph.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    /// Index in the subgraph.
+    pub index: usize,
+    /// Builtin op (CUSTOM for custom ops).
+    pub builtin: BuiltinOp,
+    /// Display name (`CONV_2D`, `CUSTOM(name)`).
+    pub op_name: String,
+    /// Custom op name.
+    pub custom: Option<String>,
+    /// Op version.
+    pub version: i32,
+    /// Input tensor indices (`-1` = omitted).
+    pub inputs: Vec<i32>,
+    /// Output tensor indices.
+    pub outputs: Vec<i32>,
+    /// Whether every input is constant: the node runs once at build.
+    pub prepare_time: bool,
+}
+
+/// Builds the tensor table of subgraph 0 (kinds from the model's lifetimes) and the node list.
+pub(crate) fn build(
+    model: &Model,
+    lifetimes: &crate::model::Lifetimes,
+) -> Result<(Vec<TensorEntry>, Vec<NodeInfo>), InterpreterError> {
+    use crate::model::PersistentKind;
+    let sg = model
+        .subgraphs
+        .first()
+        .ok_or_else(|| InterpreterError::Usage("the model has no subgraph to run".into()))?;
+    let mut kinds = vec![TensorKind::Unused; sg.tensors.len()];
+    for p in &lifetimes.planned {
+        kinds[p.tensor] = TensorKind::Planned;
+    }
+    for p in &lifetimes.persistent {
+        kinds[p.tensor] = match p.kind {
+            PersistentKind::Variable => TensorKind::Variable,
+            PersistentKind::PrepareTimeConstant => TensorKind::PrepareTimeConstant,
+        };
+    }
+    if let Some(&t) = lifetimes.unsized_tensors.first() {
+        let tensor = &sg.tensors[t];
+        return Err(InterpreterError::Tensor {
+            index: t,
+            name: tensor.name.clone(),
+            message: format!(
+                "dtype {} has no fixed size; this interpreter runs only fixed-size tensors",
+                tensor.dtype.name()
+            ),
+        });
+    }
+    let mut tensors = Vec::with_capacity(sg.tensors.len());
+    for (t, tensor) in sg.tensors.iter().enumerate() {
+        let err = |message: String| InterpreterError::Tensor {
+            index: t,
+            name: tensor.name.clone(),
+            message,
+        };
+        if model.is_constant(0, t) {
+            kinds[t] = TensorKind::Constant;
+        }
+        let dtype = match DType::from_tflite(tensor.dtype.raw()) {
+            Some(d) => d,
+            None if kinds[t] == TensorKind::Unused => DType::U8,
+            None => {
+                return Err(err(format!(
+                    "dtype {} is not supported by the interpreter",
+                    tensor.dtype.name()
+                )))
+            }
+        };
+        let mut dims = Vec::with_capacity(tensor.shape.len());
+        for &d in &tensor.shape {
+            match usize::try_from(d) {
+                Ok(d) => dims.push(d),
+                Err(_) => {
+                    return Err(err(format!(
+                        "shape {:?} has a negative dimension; a static shape was expected",
+                        tensor.shape
+                    )))
+                }
+            }
+        }
+        let bytes = dims
+            .iter()
+            .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
+            .ok_or_else(|| err(format!("shape {:?} overflows the byte size", tensor.shape)))?;
+        if kinds[t] == TensorKind::Constant {
+            let have = model.tensor_data(0, t).map_or(0, <[u8]>::len);
+            if have != bytes {
+                return Err(err(format!(
+                    "constant data has {have} bytes, shape {:?} of {} needs {bytes}",
+                    tensor.shape, dtype
+                )));
+            }
+            if dtype == DType::Bool {
+                if let Some(i) = model
+                    .tensor_data(0, t)
+                    .and_then(|d| d.iter().position(|&b| b > 1))
+                {
+                    return Err(err(format!("bool constant byte {i} is not 0 or 1")));
+                }
+            }
+        }
+        if tensor.is_sparse && kinds[t] == TensorKind::Constant {
+            // Stored sparse: only DENSIFY may read it (its data length is then not the dense
+            // size, caught above); nothing else to check here.
+        }
+        tensors.push(TensorEntry {
+            name: tensor.name.clone(),
+            dtype,
+            dims,
+            bytes,
+            quantization: tensor.quantization.clone(),
+            kind: kinds[t],
+        });
+    }
+    let mut nodes = Vec::with_capacity(sg.operators.len());
+    for (i, op) in sg.operators.iter().enumerate() {
+        let code = model.opcode(op).ok_or_else(|| {
+            InterpreterError::Usage(format!(
+                "node {i}: opcode index {} out of range",
+                op.opcode_index
+            ))
+        })?;
+        let inputs_const = op.input_tensors().next().is_some()
+            && op.input_tensors().all(|t| {
+                matches!(
+                    kinds[t],
+                    TensorKind::Constant | TensorKind::PrepareTimeConstant
+                )
+            });
+        let outputs_ptc = op.output_tensors().next().is_some()
+            && op
+                .output_tensors()
+                .all(|t| kinds[t] == TensorKind::PrepareTimeConstant);
+        nodes.push(NodeInfo {
+            index: i,
+            builtin: code.builtin,
+            op_name: code.display_name(),
+            custom: code.custom_code.clone(),
+            version: code.version,
+            inputs: op.inputs.clone(),
+            outputs: op.outputs.clone(),
+            prepare_time: (inputs_const || outputs_ptc) && outputs_ptc,
+        });
+    }
+    Ok((tensors, nodes))
+}

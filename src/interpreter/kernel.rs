@@ -1,0 +1,81 @@
+//! The kernel API: one trait per operator implementation and the registration that tells the
+//! interpreter how to use it.
+//!
+//! A kernel sees its node only through a phase's context, so a call in the wrong phase does not
+//! compile:
+//!
+//! | phase | context | may |
+//! |---|---|---|
+//! | init | [`InitContext`] | read options, allocate persistent memory, set op data |
+//! | prepare | [`PrepareContext`] | also read tensor shapes, dtypes, quantization and constant data, request scratch, use temp memory |
+//! | invoke | [`InvokeContext`] | read inputs, write outputs, variables and scratch; read op data and persistent memory |
+//!
+//! Prepare validates everything invoke relies on (shapes, dtypes, quantization, options): a model
+//! that lies must fail at build time with a message, never make invoke read or write out of
+//! bounds. Invoke performs no heap allocation on its success path.
+
+use super::context::{InitContext, InvokeContext, PrepareContext};
+use super::error::KernelError;
+use std::sync::Arc;
+
+/// An operator implementation. Stateless: everything a node needs lives in its op data and
+/// persistent memory (in the arena), so one kernel object serves every node of its op.
+pub trait Kernel: Send + Sync {
+    /// Init phase: parse options, allocate what does not depend on tensors.
+    fn init(&self, _ctx: &mut InitContext<'_>) -> Result<(), KernelError> {
+        Ok(())
+    }
+    /// Prepare phase: validate the node, compute the op data, request scratch.
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError>;
+    /// Invoke phase: compute.
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError>;
+}
+
+/// Whether a node's output may share memory with one of its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum InPlace {
+    /// Output and inputs never share memory.
+    #[default]
+    Never,
+    /// Output 0 may be placed on input 0 when input 0 dies at this node (RESHAPE, SQUEEZE,
+    /// EXPAND_DIMS). The kernel then moves the bytes with
+    /// [`InvokeContext::copy_input_to_output`], which is a no-op when they share memory.
+    ReshapeOutput0,
+}
+
+/// A kernel with what the interpreter must know about it.
+#[derive(Clone)]
+pub struct Registration {
+    /// Name for reports (`ADD`, `SignalWindow`).
+    pub name: &'static str,
+    /// The implementation.
+    pub kernel: Arc<dyn Kernel>,
+    /// In-place ability.
+    pub inplace: InPlace,
+}
+
+impl Registration {
+    /// A registration of `kernel` under `name`, never in place.
+    pub fn new(name: &'static str, kernel: impl Kernel + 'static) -> Self {
+        Registration {
+            name,
+            kernel: Arc::new(kernel),
+            inplace: InPlace::Never,
+        }
+    }
+
+    /// The same registration with an in-place ability.
+    pub fn with_inplace(mut self, inplace: InPlace) -> Self {
+        self.inplace = inplace;
+        self
+    }
+}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("name", &self.name)
+            .field("inplace", &self.inplace)
+            .finish()
+    }
+}

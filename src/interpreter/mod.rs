@@ -1,0 +1,448 @@
+//! A TensorFlow Lite interpreter on the crate's arenas and allocators, shaped like
+//! TFLite-Micro's `MicroInterpreter`: a model, an op resolver and one arena; all planning at
+//! build; invoke only computes.
+//!
+//! ```text
+//! InterpreterBuilder::build():  init ──► prepare ──► memory planning ──► Interpreter
+//!                               (op data, persistent arrays, scratch requests; constant
+//!                                ops evaluated once)          (head + tail, one arena)
+//! Interpreter::invoke():        every node's kernel, in order, on the planned memory
+//! ```
+//!
+//! **Invoke never allocates.** Every tensor, scratch buffer, op data record and persistent
+//! array has its address before the first invoke; `invoke` walks the nodes and calls kernels
+//! that only read and write those addresses. `tests/interpreter_zero_alloc.rs` proves it with
+//! the counting global allocator ([`crate::global::count_allocations`]) on every shared model.
+//!
+//! Layout: [`kernel`] (the trait and registration), [`context`] (what each phase may do),
+//! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `allocation`
+//! (lifetimes → planner → arena), `builder` (the phases), [`kernels`] (one op per file),
+//! [`reference`] (plain slice arithmetic, the bit-exact oracle).
+
+pub mod context;
+pub mod error;
+pub mod kernel;
+pub mod kernels;
+pub mod reference;
+pub mod resolver;
+
+mod allocation;
+mod builder;
+mod graph;
+
+pub use allocation::ALIGNMENT;
+pub use builder::{ArenaSource, InterpreterBuilder};
+pub use context::{
+    InitContext, InvokeContext, PersistentArray, PrepareContext, ScratchId, TensorInfo,
+};
+pub use error::{InterpreterError, KernelError, MissingOp, Phase};
+pub use graph::TensorKind;
+pub use kernel::{InPlace, Kernel, Registration};
+pub use resolver::OpResolver;
+
+use crate::arena::{Arena, Recording};
+use crate::model::{Model, Quantization};
+use crate::tensor::{DType, Element, Tensor};
+use context::{NodeRuntime, Slot};
+use graph::{NodeInfo, TensorEntry};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the interpreter's memory is used.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MemorySummary {
+    /// Arena bytes: head + tail (what a caller's buffer must hold, at an aligned address).
+    pub total_bytes: usize,
+    /// Head: planned tensors and kernel scratch.
+    pub head_bytes: usize,
+    /// Tail: op data, persistent arrays, variables, prepare-time constants.
+    pub tail_bytes: usize,
+    /// Sum of the kernel scratch requests (inside the head).
+    pub scratch_bytes: usize,
+    /// Tail bytes that are tensors (variables, prepare-time constants, aligned constant copies).
+    pub persistent_bytes: usize,
+    /// Tail bytes of op data and persistent arrays.
+    pub op_data_bytes: usize,
+    /// Largest temp request during prepare (freed before the arena exists).
+    pub temp_peak_bytes: usize,
+    /// Heap bytes the interpreter keeps after build (tensor and node tables, kernel
+    /// registrations), outside the arena.
+    pub heap_bytes: usize,
+    /// Why the model's offline plan was not used, if it had one that could not be.
+    pub offline_plan_ignored: Option<String>,
+}
+
+/// What a graph input or output is.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorDesc<'a> {
+    /// Tensor index in the subgraph.
+    pub index: usize,
+    /// Name.
+    pub name: &'a str,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions.
+    pub dims: &'a [usize],
+    /// Quantization, when the model gives it.
+    pub quantization: Option<&'a Quantization>,
+    /// Bytes.
+    pub bytes: usize,
+}
+
+/// A model ready to run. Built by [`InterpreterBuilder`]; see the [module docs](self).
+pub struct Interpreter<'a> {
+    /// Keeps the constant data alive (slots point into it).
+    #[allow(dead_code)]
+    model_bytes: Arc<[u8]>,
+    tensors: Vec<TensorEntry>,
+    nodes: Vec<NodeInfo>,
+    registrations: Vec<Registration>,
+    runtimes: Vec<NodeRuntime>,
+    slots: Vec<Slot>,
+    records: Vec<(*mut u8, usize)>,
+    arena: Arena<'a>,
+    inputs: Vec<usize>,
+    outputs: Vec<usize>,
+    variable_init: Vec<(usize, Vec<u8>)>,
+    summary: MemorySummary,
+}
+
+// SAFETY: the raw pointers point into the arena (owned or exclusively borrowed for 'a) and
+// into `model_bytes` (shared, never written); nothing is tied to the creating thread.
+unsafe impl Send for Interpreter<'_> {}
+
+impl<'a> Interpreter<'a> {
+    /// Builds an interpreter for `model` with the builtin kernels and the registry's CPU
+    /// allocator (see [`InterpreterBuilder`] for the other choices).
+    pub fn new(model: &Model) -> Result<Interpreter<'static>, InterpreterError> {
+        InterpreterBuilder::new(model).build()
+    }
+
+    /// Exact arena bytes `model` needs with `resolver`'s kernels: what a caller's buffer must
+    /// hold (at a 16-byte aligned address).
+    pub fn arena_bytes_for(
+        model: &Model,
+        resolver: &OpResolver,
+    ) -> Result<usize, InterpreterError> {
+        builder::stage(model, resolver)?.arena_bytes()
+    }
+
+    /// Runs every node once.
+    pub fn invoke(&mut self) -> Result<(), InterpreterError> {
+        for i in 0..self.nodes.len() {
+            self.invoke_node(i)?;
+        }
+        Ok(())
+    }
+
+    /// Runs every node once and adds each node's time to `times` (one entry per node; prepare-
+    /// time nodes get nothing). No allocation.
+    pub fn invoke_profiled(&mut self, times: &mut [Duration]) -> Result<(), InterpreterError> {
+        for i in 0..self.nodes.len() {
+            let start = std::time::Instant::now();
+            self.invoke_node(i)?;
+            if let Some(t) = times.get_mut(i) {
+                *t += start.elapsed();
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn invoke_node(&mut self, i: usize) -> Result<(), InterpreterError> {
+        let node = &self.nodes[i];
+        if node.prepare_time {
+            return Ok(());
+        }
+        let mut ctx = InvokeContext {
+            node,
+            rt: &self.runtimes[i],
+            slots: &self.slots,
+            tensors: &self.tensors,
+            records: &self.records,
+            taken: Cell::new(0),
+        };
+        self.registrations[i]
+            .kernel
+            .invoke(&mut ctx)
+            .map_err(|e| InterpreterError::Kernel {
+                node: node.index,
+                op: node.op_name.clone(),
+                phase: Phase::Invoke,
+                message: e.0,
+            })
+    }
+
+    /// Restores every variable tensor to its initial value (zero unless the model gives one).
+    pub fn reset_variables(&mut self) {
+        for (t, e) in self.tensors.iter().enumerate() {
+            if e.kind != TensorKind::Variable {
+                continue;
+            }
+            let s = self.slots[t];
+            // SAFETY: a variable's slot is `bytes` long in the arena tail, owned by this
+            // interpreter; `&mut self` means no view of it is alive.
+            let dst = unsafe { std::slice::from_raw_parts_mut(s.ptr, s.bytes) };
+            match self.variable_init.iter().find(|(v, _)| *v == t) {
+                Some((_, init)) if init.len() == dst.len() => dst.copy_from_slice(init),
+                _ => dst.fill(0),
+            }
+        }
+    }
+
+    /// Number of graph inputs.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+    /// Number of graph outputs.
+    pub fn num_outputs(&self) -> usize {
+        self.outputs.len()
+    }
+    /// Number of nodes.
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+    /// Display name of node `i`'s op.
+    pub fn node_op(&self, i: usize) -> Option<&str> {
+        self.nodes.get(i).map(|n| n.op_name.as_str())
+    }
+    /// Whether node `i` ran once at build (all inputs constant) and is skipped by invoke.
+    pub fn node_is_prepare_time(&self, i: usize) -> bool {
+        self.nodes.get(i).is_some_and(|n| n.prepare_time)
+    }
+
+    fn desc(&self, t: usize) -> TensorDesc<'_> {
+        let e = &self.tensors[t];
+        TensorDesc {
+            index: t,
+            name: &e.name,
+            dtype: e.dtype,
+            dims: &e.dims,
+            quantization: e.quantization.as_ref(),
+            bytes: e.bytes,
+        }
+    }
+
+    fn io_index(list: &[usize], k: usize, what: &str) -> Result<usize, InterpreterError> {
+        list.get(k).copied().ok_or_else(|| {
+            InterpreterError::Usage(format!(
+                "{what} {k} requested, the model has {} {what}s",
+                list.len()
+            ))
+        })
+    }
+
+    /// Graph input `k`.
+    pub fn input_desc(&self, k: usize) -> Result<TensorDesc<'_>, InterpreterError> {
+        Ok(self.desc(Self::io_index(&self.inputs, k, "input")?))
+    }
+    /// Graph output `k`.
+    pub fn output_desc(&self, k: usize) -> Result<TensorDesc<'_>, InterpreterError> {
+        Ok(self.desc(Self::io_index(&self.outputs, k, "output")?))
+    }
+    /// Position of the graph input called `name`.
+    pub fn input_by_name(&self, name: &str) -> Option<usize> {
+        self.inputs
+            .iter()
+            .position(|&t| self.tensors[t].name == name)
+    }
+    /// Position of the graph output called `name`.
+    pub fn output_by_name(&self, name: &str) -> Option<usize> {
+        self.outputs
+            .iter()
+            .position(|&t| self.tensors[t].name == name)
+    }
+
+    fn typed_slot<T: Element>(&self, t: usize) -> Result<Slot, InterpreterError> {
+        let e = &self.tensors[t];
+        if T::DTYPE != e.dtype {
+            return Err(InterpreterError::Tensor {
+                index: t,
+                name: e.name.clone(),
+                message: format!("has dtype {}, accessed as {}", e.dtype, T::DTYPE),
+            });
+        }
+        Ok(self.slots[t])
+    }
+
+    /// Mutable view of graph input `k` (write it before each invoke: its memory may be reused
+    /// once the last reader has run).
+    pub fn input_mut<T: Element>(&mut self, k: usize) -> Result<&mut [T], InterpreterError> {
+        let t = Self::io_index(&self.inputs, k, "input")?;
+        let s = self.typed_slot::<T>(t)?;
+        if T::DTYPE == DType::Bool {
+            return Err(InterpreterError::Usage(
+                "write bool inputs with input_bytes_mut".into(),
+            ));
+        }
+        // SAFETY: the slot is `bytes` of arena (or tail) memory owned by this interpreter,
+        // aligned to 16; `&mut self` makes the view exclusive; T is a numeric type here.
+        Ok(unsafe {
+            std::slice::from_raw_parts_mut(s.ptr as *mut T, s.bytes / std::mem::size_of::<T>())
+        })
+    }
+
+    /// Mutable bytes of graph input `k`.
+    pub fn input_bytes_mut(&mut self, k: usize) -> Result<&mut [u8], InterpreterError> {
+        let t = Self::io_index(&self.inputs, k, "input")?;
+        let s = self.slots[t];
+        if self.tensors[t].kind == TensorKind::Constant {
+            return Err(InterpreterError::Usage(format!(
+                "input {k} is a constant tensor"
+            )));
+        }
+        // SAFETY: as in `input_mut`; any byte pattern is accepted because the view is `u8` and
+        // bool inputs are validated by the kernels that read them as u8.
+        Ok(unsafe { std::slice::from_raw_parts_mut(s.ptr, s.bytes) })
+    }
+
+    /// Read-only view of graph output `k` (valid until the next invoke).
+    pub fn output<T: Element>(&self, k: usize) -> Result<&[T], InterpreterError> {
+        let t = Self::io_index(&self.outputs, k, "output")?;
+        let s = self.typed_slot::<T>(t)?;
+        if T::DTYPE == DType::Bool {
+            return Err(InterpreterError::Usage(
+                "read bool outputs with output_bytes".into(),
+            ));
+        }
+        // SAFETY: `bytes` of memory owned by this interpreter, aligned; `&self` keeps invoke
+        // (which needs `&mut self`) from writing while the view lives.
+        Ok(unsafe {
+            std::slice::from_raw_parts(s.ptr as *const T, s.bytes / std::mem::size_of::<T>())
+        })
+    }
+
+    /// Bytes of graph output `k`.
+    pub fn output_bytes(&self, k: usize) -> Result<&[u8], InterpreterError> {
+        let t = Self::io_index(&self.outputs, k, "output")?;
+        let s = self.slots[t];
+        // SAFETY: as in `output`.
+        Ok(unsafe { std::slice::from_raw_parts(s.ptr, s.bytes) })
+    }
+
+    /// Copies `tensor` into graph input `k`; its dtype and shape must match the input's.
+    pub fn set_input(&mut self, k: usize, tensor: &Tensor) -> Result<(), InterpreterError> {
+        let d = self.input_desc(k)?;
+        if tensor.dtype() != d.dtype || tensor.dims() != d.dims {
+            return Err(InterpreterError::Tensor {
+                index: d.index,
+                name: d.name.to_string(),
+                message: format!(
+                    "input {k} expects {} {:?}, got {} {:?}",
+                    d.dtype,
+                    d.dims,
+                    tensor.dtype(),
+                    tensor.dims()
+                ),
+            });
+        }
+        self.input_bytes_mut(k)?.copy_from_slice(tensor.as_bytes());
+        Ok(())
+    }
+
+    /// Graph output `k` copied into a new [`Tensor`] (from the registry's CPU allocator).
+    pub fn output_tensor(&self, k: usize) -> Result<Tensor, InterpreterError> {
+        let d = self.output_desc(k)?;
+        let bytes = self.output_bytes(k)?;
+        let mut t = Tensor::zeros(d.dtype, d.dims)
+            .map_err(|e| InterpreterError::Usage(format!("output {k}: {e}")))?;
+        t.as_mut_bytes()
+            .map_err(|e| InterpreterError::Usage(format!("output {k}: {e}")))?
+            .copy_from_slice(bytes);
+        Ok(t)
+    }
+
+    /// Exact arena bytes in use, scratch included (head + tail).
+    pub fn arena_used_bytes(&self) -> usize {
+        self.summary.total_bytes
+    }
+
+    /// The memory summary.
+    pub fn memory(&self) -> &MemorySummary {
+        &self.summary
+    }
+
+    /// The arena's per-category recording (TFLM's `RecordingMicroAllocator`).
+    pub fn recording(&self) -> Option<&Recording> {
+        self.arena.recording()
+    }
+
+    /// Text report: the summary and the per-category recording.
+    pub fn memory_report(&self) -> String {
+        let s = &self.summary;
+        let mut out = format!(
+            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data)\n\
+             heap kept by the interpreter: {} B; prepare temp peak: {} B\n",
+            s.total_bytes,
+            s.head_bytes,
+            s.scratch_bytes,
+            s.tail_bytes,
+            s.persistent_bytes,
+            s.op_data_bytes,
+            s.heap_bytes,
+            s.temp_peak_bytes
+        );
+        if let Some(r) = self.recording() {
+            out.push_str(&r.to_text());
+        }
+        out
+    }
+
+    /// The memory report as JSON.
+    pub fn memory_report_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.summary).unwrap_or(serde_json::Value::Null);
+        if let (Some(obj), Some(r)) = (v.as_object_mut(), self.recording()) {
+            obj.insert("recording".into(), r.to_json());
+        }
+        v
+    }
+
+    /// Heap bytes of the interpreter's own tables (not the arena, not the model).
+    fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let tensors: usize = self
+            .tensors
+            .iter()
+            .map(|e| {
+                e.name.capacity()
+                    + e.dims.capacity() * size_of::<usize>()
+                    + e.quantization.as_ref().map_or(0, |q| {
+                        q.scale.capacity() * 4
+                            + q.zero_point.capacity() * 8
+                            + q.min.capacity() * 4
+                            + q.max.capacity() * 4
+                    })
+            })
+            .sum::<usize>()
+            + self.tensors.capacity() * size_of::<TensorEntry>();
+        let nodes: usize = self
+            .nodes
+            .iter()
+            .map(|n| {
+                n.op_name.capacity()
+                    + n.custom.as_ref().map_or(0, String::capacity)
+                    + (n.inputs.capacity() + n.outputs.capacity()) * 4
+            })
+            .sum::<usize>()
+            + self.nodes.capacity() * size_of::<NodeInfo>();
+        let runtimes: usize = self
+            .runtimes
+            .iter()
+            .map(|r| r.scratch.capacity() * size_of::<(*mut u8, usize)>())
+            .sum::<usize>()
+            + self.runtimes.capacity() * size_of::<NodeRuntime>();
+        tensors
+            + nodes
+            + runtimes
+            + self.registrations.capacity() * size_of::<Registration>()
+            + self.slots.capacity() * size_of::<Slot>()
+            + self.records.capacity() * size_of::<(*mut u8, usize)>()
+            + (self.inputs.capacity() + self.outputs.capacity()) * size_of::<usize>()
+            + self
+                .variable_init
+                .iter()
+                .map(|(_, v)| v.capacity())
+                .sum::<usize>()
+    }
+}
