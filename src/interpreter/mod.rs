@@ -446,3 +446,6 @@ impl<'a> Interpreter<'a> {
                 .sum::<usize>()
     }
 }
+
+#[cfg(test)]
+mod tests;
