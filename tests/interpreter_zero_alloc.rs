@@ -15,7 +15,9 @@ use tensor_alloc::GlobalAllocator;
 static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 
 fn check_set(set: &str) {
-    let Some(shared) = common::shared() else { return };
+    let Some(shared) = common::shared() else {
+        return;
+    };
     let mut checked = 0;
     let mut not_built = Vec::new();
     for case in common::cases(&shared, set) {
