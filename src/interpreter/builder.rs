@@ -97,6 +97,16 @@ impl Staged {
     pub fn arena_bytes(&self) -> Result<usize, InterpreterError> {
         self.plan.arena_bytes(self.persistent.tail_bytes())
     }
+
+    /// Sum of the scratch requests of nodes that run at invoke.
+    pub fn scratch_bytes(&self) -> usize {
+        self.memory
+            .iter()
+            .zip(&self.nodes)
+            .filter(|(_, n)| !n.prepare_time)
+            .flat_map(|(m, _)| m.scratch.iter())
+            .sum()
+    }
 }
 
 fn kernel_error(node: &NodeInfo, phase: Phase, e: super::KernelError) -> InterpreterError {
@@ -521,6 +531,7 @@ pub(crate) fn finish<'a>(
     }
     .with_recording();
     let records = allocation::fill_arena(&mut arena, &staged.plan, &staged.persistent)?;
+    let scratch_bytes = staged.scratch_bytes();
 
     let Staged {
         tensors,
@@ -622,12 +633,6 @@ pub(crate) fn finish<'a>(
         runtimes.push(rt);
     }
 
-    let scratch_bytes: usize = memory
-        .iter()
-        .zip(&nodes)
-        .filter(|(_, n)| !n.prepare_time)
-        .flat_map(|(m, _)| m.scratch.iter())
-        .sum();
     let op_data_bytes: usize = persistent
         .records
         .iter()

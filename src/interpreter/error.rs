@@ -150,7 +150,10 @@ pub enum InterpreterError {
 fn list(ops: &[MissingOp]) -> String {
     let mut groups: Vec<(&str, i32, Vec<usize>)> = Vec::new();
     for m in ops {
-        match groups.iter_mut().find(|(op, v, _)| *op == m.op && *v == m.version) {
+        match groups
+            .iter_mut()
+            .find(|(op, v, _)| *op == m.op && *v == m.version)
+        {
             Some(g) => g.2.push(m.node),
             None => groups.push((&m.op, m.version, vec![m.node])),
         }

@@ -73,6 +73,19 @@ pub struct MemorySummary {
     pub offline_plan_ignored: Option<String>,
 }
 
+/// What a model needs of a caller-provided arena (see [`Interpreter::arena_needs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ArenaNeeds {
+    /// Bytes of the buffer (at a 16-byte aligned address; up to 15 more otherwise).
+    pub total_bytes: usize,
+    /// Head: planned tensors and scratch.
+    pub head_bytes: usize,
+    /// Kernel scratch inside the head.
+    pub scratch_bytes: usize,
+    /// Tail: op data, persistent arrays, variables, prepare-time constants.
+    pub tail_bytes: usize,
+}
+
 /// What a graph input or output is.
 #[derive(Clone, Copy, Debug)]
 pub struct TensorDesc<'a> {
@@ -125,7 +138,22 @@ impl<'a> Interpreter<'a> {
         model: &Model,
         resolver: &OpResolver,
     ) -> Result<usize, InterpreterError> {
-        builder::stage(model, resolver)?.arena_bytes()
+        Ok(Self::arena_needs(model, resolver)?.total_bytes)
+    }
+
+    /// What `model` needs of an arena with `resolver`'s kernels, by part (init, prepare and
+    /// planning run; no arena is made).
+    pub fn arena_needs(
+        model: &Model,
+        resolver: &OpResolver,
+    ) -> Result<ArenaNeeds, InterpreterError> {
+        let staged = builder::stage(model, resolver)?;
+        Ok(ArenaNeeds {
+            total_bytes: staged.arena_bytes()?,
+            head_bytes: staged.plan.head_bytes(),
+            scratch_bytes: staged.scratch_bytes(),
+            tail_bytes: staged.persistent.tail_bytes(),
+        })
     }
 
     /// Runs every node once.
