@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tensor_alloc::global::count_allocations;
-use tensor_alloc::model::{plan_model, LifetimeOptions, Lifetimes, Model, ModelPlanOptions};
+use tensor_alloc::interpreter::{plan_model, ModelPlanOptions};
+use tensor_alloc::model::{LifetimeOptions, Lifetimes, Model};
 use tensor_alloc::planner::{BestPlanner, Planner};
 use tensor_alloc::workload::Rng;
 use tensor_alloc::GlobalAllocator;

@@ -23,6 +23,7 @@ pub mod context;
 pub mod error;
 pub mod kernel;
 pub mod kernels;
+pub mod plan;
 pub mod reference;
 pub mod resolver;
 
@@ -38,6 +39,7 @@ pub use context::{
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
 pub use kernel::{InPlace, Kernel, Registration};
+pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
 pub use resolver::OpResolver;
 
 use crate::arena::{Arena, Recording};

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use tensor_alloc::interpreter::{Interpreter, OpResolver};
-use tensor_alloc::model::{plan_model, LifetimeOptions, Model, ModelPlanOptions, PersistentKind};
+use tensor_alloc::interpreter::{plan_model, Interpreter, ModelPlanOptions, OpResolver};
+use tensor_alloc::model::{LifetimeOptions, Model, PersistentKind};
 
 /// Alignment of planned tensors when `--alignment` is not given: TFLM's 16 bytes.
 pub const DEFAULT_MODEL_ALIGNMENT: usize = 16;
