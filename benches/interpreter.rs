@@ -23,7 +23,10 @@ fn bench_models(c: &mut Criterion) {
         files.sort();
         for f in files {
             let name = f.file_stem().unwrap().to_string_lossy().to_string();
-            if filter.as_ref().is_some_and(|m| !m.split(',').any(|x| x == name)) {
+            if filter
+                .as_ref()
+                .is_some_and(|m| !m.split(',').any(|x| x == name))
+            {
                 continue;
             }
             let Ok(model) = Model::load(&f) else { continue };

@@ -28,10 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let mut words = vec![0u128; needs.total_bytes.div_ceil(16)];
     // SAFETY: plain memory of the u128 words, viewed as bytes for as long as `words` lives.
-    let arena: &mut [u8] = unsafe {
-        std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, needs.total_bytes)
-    };
-    let mut interp = InterpreterBuilder::new(&model).arena_buffer(arena).build()?;
+    let arena: &mut [u8] =
+        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, needs.total_bytes) };
+    let mut interp = InterpreterBuilder::new(&model)
+        .arena_buffer(arena)
+        .build()?;
 
     // 2. Inputs: from a .npy file (input 0), zeros otherwise.
     for k in 0..interp.num_inputs() {

@@ -263,3 +263,36 @@ fn constant_ops_run_once_at_build_into_the_tail() {
     interp.invoke().unwrap();
     assert_eq!(interp.output::<f32>(0).unwrap(), &[1.5, 2.5, 3.5, 4.5]);
 }
+
+#[test]
+fn output_views_share_the_arena_buffer_and_block_invoke() {
+    let model = reshape_chain();
+    let mut interp = Interpreter::new(&model).unwrap();
+    interp
+        .input_mut::<f32>(0)
+        .unwrap()
+        .copy_from_slice(&[1., 2., 3., 4., 5., 6.]);
+    interp.invoke().unwrap();
+    let view = interp.output_view(0).unwrap();
+    assert_eq!(view.as_slice::<f32>().unwrap(), &[1., 2., 3., 4., 5., 6.]);
+    assert_eq!(view.dims(), &[6]);
+    let err = interp.invoke().unwrap_err().to_string();
+    assert!(
+        err.contains("1 tensor view(s) of the arena are still alive"),
+        "{err}"
+    );
+    drop(view);
+    interp.invoke().unwrap();
+
+    // A caller's buffer cannot be viewed past its borrow: views are refused there.
+    let need = Interpreter::arena_bytes_for(&model, &OpResolver::with_builtins()).unwrap();
+    let mut words = vec![0u128; need / 16 + 1];
+    // SAFETY: plain bytes of the u128 words.
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 16) };
+    let interp = InterpreterBuilder::new(&model)
+        .arena_buffer(bytes)
+        .build()
+        .unwrap();
+    assert!(interp.output_view(0).is_err());
+}
