@@ -3,3 +3,13 @@
 //! [`super::kernels`] validate a node and call these.
 
 pub mod quant;
+pub mod add;
+pub mod broadcast;
+pub mod cast;
+pub mod div;
+pub mod fixed_point;
+pub mod logistic;
+pub mod maximum_minimum;
+pub mod mul;
+pub mod quantize;
+pub mod softmax;
