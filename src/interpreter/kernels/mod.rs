@@ -5,10 +5,12 @@ use super::resolver::OpResolver;
 
 pub mod add;
 pub mod binary_common;
+pub mod dequantize;
 pub mod reshape;
 
 /// Registers every builtin kernel of the crate.
 pub fn register_builtins(r: &mut OpResolver) {
     add::register(r);
+    dequantize::register(r);
     reshape::register(r);
 }
