@@ -6,13 +6,16 @@
 //! `pot_scale_int16` does not change the arithmetic), and int32 ignores the fused activation.
 
 use super::binary_common::{
-    activation_range_i32, check_lengths, fused_activation, output_activation_range,
-    prepare_binary, quant_params,
+    check_lengths, fused_activation, output_activation_range, prepare_binary, quant_params,
 };
 use crate::interpreter::reference::add::{add_f32, add_i32, add_quantized, AddQuantParams};
 use crate::interpreter::reference::broadcast::BroadcastShapes;
-use crate::interpreter::reference::quant::{activation_range_f32, quantize_multiplier, QuantizedMultiplier};
-use crate::interpreter::{InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration};
+use crate::interpreter::reference::quant::{
+    activation_range_f32, quantize_multiplier, QuantizedMultiplier,
+};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
 use crate::kernel_bail;
 use crate::model::{Activation, BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
@@ -72,7 +75,6 @@ impl Kernel for Add {
                     }
                 }
                 // TFLM's int32 ADD clamps to the full int32 range whatever the activation.
-                let _ = activation_range_i32(act);
                 Math::I32 {
                     lo: i32::MIN,
                     hi: i32::MAX,

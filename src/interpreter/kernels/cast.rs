@@ -4,7 +4,9 @@
 //! follow the same C++ conversion rules, as LiteRT's CAST does).
 
 use crate::interpreter::reference::cast::{cast, cast_to_bool};
-use crate::interpreter::{InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};

@@ -2,13 +2,15 @@
 //! int8 quotient (multiplier `s1 / (s2 * s_out)`), with broadcasting up to 6-D.
 
 use super::binary_common::{
-    activation_range_i32, check_lengths, fused_activation, output_activation_range,
-    prepare_binary, quant_params,
+    activation_range_i32, check_lengths, fused_activation, output_activation_range, prepare_binary,
+    quant_params,
 };
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::div::{div_f32, div_i32, div_quantized, DivQuantParams};
 use crate::interpreter::reference::quant::{activation_range_f32, quantize_multiplier};
-use crate::interpreter::{InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
 use crate::kernel_bail;
 use crate::model::{Activation, BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;

@@ -10,7 +10,9 @@ use crate::interpreter::reference::logistic::{
     Int8ActivationParams,
 };
 use crate::interpreter::reference::quant::{frexp, QuantizedMultiplier};
-use crate::interpreter::{InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
@@ -112,7 +114,7 @@ impl Kernel for Sigmoidal {
                         m *= 2.0;
                     }
                     kernel_ensure!(
-                        m <= 32767.0,
+                        m.partial_cmp(&32767.0) != Some(std::cmp::Ordering::Greater),
                         "input `{}` scale {in_scale} is too large for the int16 kernel",
                         input.name
                     );
@@ -169,11 +171,23 @@ impl Kernel for Sigmoidal {
                 let (i, o) = io!(i8);
                 tanh_int8(i, o, &p)
             }
-            (Math::I16 { multiplier, left_shift }, false) => {
+            (
+                Math::I16 {
+                    multiplier,
+                    left_shift,
+                },
+                false,
+            ) => {
                 let (i, o) = io!(i16);
                 logistic_int16(i, o, multiplier, left_shift)
             }
-            (Math::I16 { multiplier, left_shift }, true) => {
+            (
+                Math::I16 {
+                    multiplier,
+                    left_shift,
+                },
+                true,
+            ) => {
                 let (i, o) = io!(i16);
                 tanh_int16(i, o, multiplier, left_shift)
             }

@@ -5,10 +5,12 @@
 use super::binary_common::{check_lengths, prepare_binary};
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::maximum_minimum::{maximum, minimum};
-use crate::interpreter::{InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::kernel_bail;
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
-use crate::kernel_bail;
 
 #[derive(Clone, Copy, Debug)]
 struct MaxMinData {

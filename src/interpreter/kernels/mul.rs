@@ -3,16 +3,18 @@
 //! `s1 * s2 / s_out`; int16 requires zero points of 0), with broadcasting up to 6-D.
 
 use super::binary_common::{
-    activation_range_i32, check_lengths, fused_activation, output_activation_range,
-    prepare_binary, quant_params,
+    activation_range_i32, check_lengths, fused_activation, output_activation_range, prepare_binary,
+    quant_params,
 };
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::mul::{mul_f32, mul_i32, mul_quantized, MulQuantParams};
 use crate::interpreter::reference::quant::{activation_range_f32, quantize_multiplier};
-use crate::interpreter::{InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration};
-use crate::{kernel_bail, kernel_ensure};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
 use crate::model::{Activation, BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
+use crate::{kernel_bail, kernel_ensure};
 
 #[derive(Clone, Copy, Debug)]
 enum Math {

@@ -7,7 +7,9 @@
 use super::binary_common::quant_params;
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
 use crate::interpreter::reference::quantize::{affine_quantize, requantize};
-use crate::interpreter::{InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};

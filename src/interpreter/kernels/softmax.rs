@@ -21,7 +21,9 @@ use super::binary_common::quant_params;
 
 #[derive(Clone, Copy, Debug)]
 enum Math {
-    F32 { beta: f32 },
+    F32 {
+        beta: f32,
+    },
     I8ToI8(SoftmaxQuantParams),
     I8ToI16(SoftmaxQuantParams),
     I16 {

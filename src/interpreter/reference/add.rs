@@ -36,8 +36,11 @@ pub fn add_quantized_value(x: i32, y: i32, p: &AddQuantParams) -> i32 {
         let shifted = offset.wrapping_add(v).wrapping_mul(1i32 << p.left_shift);
         multiply_by_quantized_multiplier_smaller_than_one_exp(shifted, m.multiplier, m.shift)
     };
-    let raw_sum = scale(x, p.input1_offset, p.input1_multiplier)
-        .wrapping_add(scale(y, p.input2_offset, p.input2_multiplier));
+    let raw_sum = scale(x, p.input1_offset, p.input1_multiplier).wrapping_add(scale(
+        y,
+        p.input2_offset,
+        p.input2_multiplier,
+    ));
     let raw_output = multiply_by_quantized_multiplier_smaller_than_one_exp(
         raw_sum,
         p.output_multiplier.multiplier,
@@ -86,7 +89,15 @@ mod tests {
     use super::*;
     use crate::interpreter::reference::quant::quantize_multiplier;
 
-    fn params(s1: f64, z1: i32, s2: f64, z2: i32, so: f64, zo: i32, left_shift: i32) -> AddQuantParams {
+    fn params(
+        s1: f64,
+        z1: i32,
+        s2: f64,
+        z2: i32,
+        so: f64,
+        zo: i32,
+        left_shift: i32,
+    ) -> AddQuantParams {
         let twice_max = 2.0 * s1.max(s2);
         AddQuantParams {
             left_shift,
@@ -112,7 +123,11 @@ mod tests {
         for i in 0..4 {
             let real = 0.1 * f64::from(a[i] as i32 - 3) + 0.05 * f64::from(b[i] as i32 + 2);
             let want = ((real / 0.2).round() as i32 + 1).clamp(-128, 127);
-            assert!((i32::from(out[i]) - want).abs() <= 1, "{i}: {} vs {want}", out[i]);
+            assert!(
+                (i32::from(out[i]) - want).abs() <= 1,
+                "{i}: {} vs {want}",
+                out[i]
+            );
         }
     }
 

@@ -169,9 +169,9 @@ mod tests {
         broadcast_binary(&s, &a, &b, &mut out, |x, y| x + y);
         let mut want = Vec::new();
         for i in 0..2 {
-            for j in 0..4 {
+            for bj in &b {
                 for k in 0..3 {
-                    want.push(a[i * 3 + k] + b[j]);
+                    want.push(a[i * 3 + k] + bj);
                 }
             }
         }

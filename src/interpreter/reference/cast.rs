@@ -14,7 +14,7 @@ pub trait CastTo<D>: Copy {
 #[inline(always)]
 fn f64_to_i64_x86(x: f64) -> i64 {
     let t = x.trunc();
-    if t.is_nan() || t >= 9_223_372_036_854_775_808.0 || t < -9_223_372_036_854_775_808.0 {
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&t) {
         i64::MIN
     } else {
         t as i64
@@ -25,7 +25,7 @@ fn f64_to_i64_x86(x: f64) -> i64 {
 #[inline(always)]
 fn f64_to_i32_x86(x: f64) -> i32 {
     let t = x.trunc();
-    if t.is_nan() || t >= 2_147_483_648.0 || t < -2_147_483_648.0 {
+    if !(-2_147_483_648.0..2_147_483_648.0).contains(&t) {
         i32::MIN
     } else {
         t as i32

@@ -53,7 +53,8 @@ pub fn div_quantized_value(x: i32, y: i32, p: &DivQuantParams) -> i32 {
     let total_shift = p.output_multiplier.shift - recip_shift - headroom;
     // MultiplyByQuantizedMultiplierSmallerThanOneExp with a shift that is a right shift for
     // every representable operand; out-of-range shifts are defined instead of undefined.
-    let high = saturating_rounding_doubling_high_mul(unscaled_quotient, p.output_multiplier.multiplier);
+    let high =
+        saturating_rounding_doubling_high_mul(unscaled_quotient, p.output_multiplier.multiplier);
     let right = -total_shift;
     let scaled = if right < 0 {
         high.wrapping_shl((-right) as u32)

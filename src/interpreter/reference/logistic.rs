@@ -167,17 +167,26 @@ mod tests {
         tanh_int8(&input, &mut out_t, &p);
         for (i, &x) in input.iter().enumerate() {
             let r = 0.05 * f64::from(i32::from(x) - 3);
-            let want = (256.0 / (1.0 + (-r).exp()) - 128.0).round().clamp(-128.0, 127.0);
+            let want = (256.0 / (1.0 + (-r).exp()) - 128.0)
+                .round()
+                .clamp(-128.0, 127.0);
             assert!((f64::from(out[i]) - want).abs() <= 1.0, "{x}: {}", out[i]);
             let want = (128.0 * r.tanh()).round().clamp(-128.0, 127.0);
-            assert!((f64::from(out_t[i]) - want).abs() <= 1.0, "{x}: {}", out_t[i]);
+            assert!(
+                (f64::from(out_t[i]) - want).abs() <= 1.0,
+                "{x}: {}",
+                out_t[i]
+            );
         }
     }
 
     #[test]
     fn int16_logistic_and_tanh_are_close() {
         // Input scale 2^-12 (power of two): multiplier 0, left shift 0.
-        let input: Vec<i16> = (-32768..=32767).step_by(97).map(|v: i32| v as i16).collect();
+        let input: Vec<i16> = (-32768..=32767)
+            .step_by(97)
+            .map(|v: i32| v as i16)
+            .collect();
         let mut out = vec![0i16; input.len()];
         logistic_int16(&input, &mut out, 0, 0);
         let mut out_t = vec![0i16; input.len()];
@@ -187,7 +196,11 @@ mod tests {
             let want = 32768.0 / (1.0 + (-r).exp());
             assert!((f64::from(out[i]) - want).abs() <= 3.0, "{x}: {}", out[i]);
             let want = 32768.0 * r.tanh();
-            assert!((f64::from(out_t[i]) - want).abs() <= 6.0, "{x}: {}", out_t[i]);
+            assert!(
+                (f64::from(out_t[i]) - want).abs() <= 6.0,
+                "{x}: {}",
+                out_t[i]
+            );
         }
     }
 

@@ -39,7 +39,7 @@ quant_int!(i8, u8, i16, i32);
 #[inline(always)]
 pub fn f32_to_i32_x86(x: f32) -> i32 {
     let t = f64::from(x).trunc();
-    if t.is_nan() || t >= 2_147_483_648.0 || t < -2_147_483_648.0 {
+    if !(-2_147_483_648.0..2_147_483_648.0).contains(&t) {
         i32::MIN
     } else {
         t as i32
@@ -64,8 +64,9 @@ pub fn requantize<I: QuantInt, O: QuantInt>(
     output: &mut [O],
 ) {
     for (o, &x) in output.iter_mut().zip(input) {
-        let v = multiply_by_quantized_multiplier(x.into().wrapping_sub(input_zero_point), multiplier)
-            .wrapping_add(output_zero_point);
+        let v =
+            multiply_by_quantized_multiplier(x.into().wrapping_sub(input_zero_point), multiplier)
+                .wrapping_add(output_zero_point);
         *o = O::saturate(v);
     }
 }
@@ -78,7 +79,12 @@ mod tests {
     #[test]
     fn affine_quantize_rounds_half_away_and_clamps() {
         let mut out = [0i8; 6];
-        affine_quantize(&[0.25, -0.25, 0.75, 100.0, -100.0, f32::NAN], 0.5, -1, &mut out);
+        affine_quantize(
+            &[0.25, -0.25, 0.75, 100.0, -100.0, f32::NAN],
+            0.5,
+            -1,
+            &mut out,
+        );
         // NaN converts to INT_MIN, and INT_MIN + (-1) wraps to INT_MAX as the C code does.
         assert_eq!(out, [0, -2, 1, 127, -128, 127]);
         let mut out = [0i16; 2];

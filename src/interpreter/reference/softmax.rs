@@ -22,7 +22,10 @@ pub fn softmax_f32(input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
     if depth == 0 {
         return;
     }
-    for (inp, out) in input.chunks_exact(depth).zip(output.chunks_exact_mut(depth)) {
+    for (inp, out) in input
+        .chunks_exact(depth)
+        .zip(output.chunks_exact_mut(depth))
+    {
         let mut max = f32::MIN;
         for &x in inp {
             max = if max < x { x } else { max };
@@ -73,14 +76,24 @@ pub fn softmax_quantized<O: QuantInt>(
         );
         exp_on_negative_values(rescaled, SCALED_DIFF_INTEGER_BITS)
     };
-    for (inp, out) in input.chunks_exact(depth).zip(output.chunks_exact_mut(depth)) {
-        let max_in_row = inp.iter().copied().max().map_or(i32::from(i8::MIN), i32::from);
+    for (inp, out) in input
+        .chunks_exact(depth)
+        .zip(output.chunks_exact_mut(depth))
+    {
+        let max_in_row = inp
+            .iter()
+            .copied()
+            .max()
+            .map_or(i32::from(i8::MIN), i32::from);
         let mut sum_of_exps = 0i32;
         for &x in inp {
             let diff = i32::from(x) - max_in_row;
             if diff >= p.diff_min {
-                sum_of_exps = sum_of_exps
-                    .wrapping_add(rescale(scaled_exp(diff), 0, ACCUMULATION_INTEGER_BITS));
+                sum_of_exps = sum_of_exps.wrapping_add(rescale(
+                    scaled_exp(diff),
+                    0,
+                    ACCUMULATION_INTEGER_BITS,
+                ));
             }
         }
         let (shifted_scale, num_bits_over_unit) =
@@ -142,7 +155,10 @@ pub fn softmax_int16(
     if depth == 0 {
         return Ok(());
     }
-    for (inp, out) in input.chunks_exact(depth).zip(output.chunks_exact_mut(depth)) {
+    for (inp, out) in input
+        .chunks_exact(depth)
+        .zip(output.chunks_exact_mut(depth))
+    {
         let max_in_row = inp.iter().copied().max().unwrap_or(i16::MIN);
         let mut sum_of_exps = 0i32;
         for (o, &x) in out.iter_mut().zip(inp) {
@@ -217,13 +233,21 @@ mod tests {
         let want = softmax_real(&input.map(|v| f64::from(v) * scale));
         for i in 0..6 {
             let got = (f64::from(out[i]) + 128.0) / 256.0;
-            assert!((got - want[i]).abs() <= 1.0 / 256.0, "{i}: {got} vs {}", want[i]);
+            assert!(
+                (got - want[i]).abs() <= 1.0 / 256.0,
+                "{i}: {got} vs {}",
+                want[i]
+            );
         }
         let mut out16 = [0i16; 6];
         softmax_quantized(&input, &mut out16, 6, &p).unwrap();
         for i in 0..6 {
             let got = (f64::from(out16[i]) + 32768.0) / 65536.0;
-            assert!((got - want[i]).abs() <= 2.0 / 65536.0, "{i}: {got} vs {}", want[i]);
+            assert!(
+                (got - want[i]).abs() <= 2.0 / 65536.0,
+                "{i}: {got} vs {}",
+                want[i]
+            );
         }
     }
 
