@@ -5,12 +5,10 @@ use tensor_alloc::interpreter::InterpreterBuilder;
 use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, Model, ModelBuilder, TensorType};
 use tensor_alloc::tensor::Tensor;
 
-fn one_op(
-    op: BuiltinOp,
-    options: BuiltinOptions,
-    inputs: &[(TensorType, &[i32], Option<(f32, i64)>)],
-    output: (TensorType, &[i32], Option<(f32, i64)>),
-) -> Model {
+/// A tensor of a one-op model: dtype, shape, optional (scale, zero point).
+type Spec<'a> = (TensorType, &'a [i32], Option<(f32, i64)>);
+
+fn one_op(op: BuiltinOp, options: BuiltinOptions, inputs: &[Spec<'_>], output: Spec<'_>) -> Model {
     let mut b = ModelBuilder::new("g");
     let mut ins = Vec::new();
     for (k, (t, shape, q)) in inputs.iter().enumerate() {
