@@ -4,8 +4,12 @@
 use super::resolver::OpResolver;
 
 pub mod reshape;
+pub mod svdf;
+pub mod unidirectional_sequence_lstm;
 
 /// Registers every builtin kernel of the crate.
 pub fn register_builtins(r: &mut OpResolver) {
     reshape::register(r);
+    svdf::register(r);
+    unidirectional_sequence_lstm::register(r);
 }

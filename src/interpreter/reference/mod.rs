@@ -2,4 +2,7 @@
 //! bit-exact oracle (as `lite/kernels/internal/reference/` is to TFLite). Kernels under
 //! [`super::kernels`] validate a node and call these.
 
+pub mod activations_int16;
+pub mod lstm;
 pub mod quant;
+pub mod svdf;
