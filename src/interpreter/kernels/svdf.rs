@@ -189,8 +189,9 @@ impl Kernel for Svdf {
                 if let Some(b) = &bias {
                     let (b_scale, _) = b.per_tensor_quant()?;
                     let want = f64::from(st_scale * wt_scale);
+                    let close = (f64::from(b_scale) - want).abs() < 1e-5;
                     kernel_ensure!(
-                        (f64::from(b_scale) - want).abs() < 1e-5,
+                        close,
                         "bias `{}` scale {b_scale}, expected activation_state scale × \
                          weights_time scale = {want}",
                         b.name

@@ -36,9 +36,9 @@ const OUTPUT_STATE: usize = 18;
 const CELL_STATE: usize = 19;
 
 /// Q3.12: the scale of gate pre-activations.
-const GATE_INPUT_SCALE: f32 = 0.000_244_140_625;
+const GATE_INPUT_SCALE: f32 = 1.0 / 4096.0;
 /// Q0.15: the scale of gate outputs.
-const GATE_OUTPUT_SCALE: f32 = 0.000_030_517_578_125;
+const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
 
 #[derive(Clone, Copy, Debug)]
 enum Path {

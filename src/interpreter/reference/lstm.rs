@@ -184,6 +184,7 @@ enum GateAct {
 /// Integer LSTM over the whole sequence. Lengths: `input` = batch·time·input_dim, `hidden` and
 /// `cell` = batch·state_dim, `output` = batch·time·state_dim, each buffer ≥ rows·state_dim.
 /// Panics when a slice is shorter (the kernel's prepare guarantees the lengths).
+#[allow(clippy::too_many_arguments)]
 pub fn lstm_int8(
     s: &LstmShape,
     p: &LstmIntegerParams,
@@ -321,6 +322,7 @@ pub fn logistic_f32(v: f32) -> f32 {
 
 /// Float LSTM over the whole sequence; lengths as for [`lstm_int8`]. `cell_clip > 0` clips the
 /// cell state to `±cell_clip`.
+#[allow(clippy::too_many_arguments)]
 pub fn lstm_f32(
     s: &LstmShape,
     cell_clip: f32,
