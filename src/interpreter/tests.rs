@@ -218,3 +218,81 @@ fn a_shape_lie_is_a_prepare_error() {
     assert!(msg.contains("node 0 (RESHAPE) prepare"), "{msg}");
     assert!(msg.contains("6 elements"), "{msg}");
 }
+
+/// `out = a + b` over f32, for models that need a consumer of a constant.
+struct AddF32;
+
+impl Kernel for AddF32 {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        ctx.expect_io(2, 1)?;
+        let a = ctx.input(0)?;
+        ctx.input(1)?.expect_dims(a.dims)?;
+        ctx.output(0)?.expect_dims(a.dims)
+    }
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let (a, b) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
+        for (o, (x, y)) in ctx.output::<f32>(0)?.iter_mut().zip(a.iter().zip(b)) {
+            *o = x + y;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn constant_ops_run_once_at_build_into_the_tail() {
+    let mut b = ModelBuilder::new("ptc");
+    let x = b.add_tensor("x", TensorType::Float32, &[4]);
+    let halves: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+        .collect();
+    let w16 = b.add_constant("w16", TensorType::Float16, &[4], &halves);
+    let w = b.add_tensor("w", TensorType::Float32, &[4]);
+    let y = b.add_tensor("y", TensorType::Float32, &[4]);
+    b.add_op(BuiltinOp::DEQUANTIZE, BuiltinOptions::None, &[w16], &[w]);
+    b.add_custom_op("AddF32", &[], &[x, w], &[y]);
+    b.inputs(&[x]).outputs(&[y]);
+    let model = b.build();
+    let mut r = OpResolver::with_builtins();
+    r.register_custom("AddF32", Registration::new("AddF32", AddF32));
+    let mut interp = InterpreterBuilder::new(&model).resolver(r).build().unwrap();
+    assert!(interp.node_is_prepare_time(0));
+    assert!(!interp.node_is_prepare_time(1));
+    assert_eq!(interp.memory().persistent_bytes, 16, "w lives in the tail");
+    interp.input_mut::<f32>(0).unwrap().fill(0.5);
+    interp.invoke().unwrap();
+    assert_eq!(interp.output::<f32>(0).unwrap(), &[1.5, 2.5, 3.5, 4.5]);
+}
+
+#[test]
+fn output_views_share_the_arena_buffer_and_block_invoke() {
+    let model = reshape_chain();
+    let mut interp = Interpreter::new(&model).unwrap();
+    interp
+        .input_mut::<f32>(0)
+        .unwrap()
+        .copy_from_slice(&[1., 2., 3., 4., 5., 6.]);
+    interp.invoke().unwrap();
+    let view = interp.output_view(0).unwrap();
+    assert_eq!(view.as_slice::<f32>().unwrap(), &[1., 2., 3., 4., 5., 6.]);
+    assert_eq!(view.dims(), &[6]);
+    let err = interp.invoke().unwrap_err().to_string();
+    assert!(
+        err.contains("1 tensor view(s) of the arena are still alive"),
+        "{err}"
+    );
+    drop(view);
+    interp.invoke().unwrap();
+
+    // A caller's buffer cannot be viewed past its borrow: views are refused there.
+    let need = Interpreter::arena_bytes_for(&model, &OpResolver::with_builtins()).unwrap();
+    let mut words = vec![0u128; need / 16 + 1];
+    // SAFETY: plain bytes of the u128 words.
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 16) };
+    let interp = InterpreterBuilder::new(&model)
+        .arena_buffer(bytes)
+        .build()
+        .unwrap();
+    assert!(interp.output_view(0).is_err());
+}

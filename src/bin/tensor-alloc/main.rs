@@ -4,6 +4,7 @@ mod allocators;
 mod bench;
 mod demo;
 mod demo_bfc;
+mod demo_interpreter;
 mod demo_model;
 mod demo_planner;
 mod demo_registry;

@@ -3,12 +3,14 @@
 
 use super::resolver::OpResolver;
 
+pub mod dequantize;
 pub mod reshape;
 pub mod svdf;
 pub mod unidirectional_sequence_lstm;
 
 /// Registers every builtin kernel of the crate.
 pub fn register_builtins(r: &mut OpResolver) {
+    dequantize::register(r);
     reshape::register(r);
     svdf::register(r);
     unidirectional_sequence_lstm::register(r);

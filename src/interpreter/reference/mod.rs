@@ -3,6 +3,7 @@
 //! [`super::kernels`] validate a node and call these.
 
 pub mod activations_int16;
+pub mod dequantize;
 pub mod lstm;
 pub mod quant;
 pub mod svdf;
