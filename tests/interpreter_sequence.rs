@@ -116,6 +116,7 @@ fn noise(n: usize, seed: u64) -> Vec<f64> {
 }
 
 /// Naive f64 LSTM (batch-major, batch 1) with sigmoid gates and tanh cell, cell clip.
+#[allow(clippy::too_many_arguments)]
 fn lstm_f64(
     w_in: &[Vec<f64>],
     w_rec: &[Vec<f64>],
