@@ -5,13 +5,32 @@
 //!   computed here in f64, matches the reference output;
 //! - int8 LSTMs: the dequantized output follows a float LSTM on the dequantized weights;
 //! - SVDF nodes: int8 and float paths agree with a float model of the quantized node;
-//! - every stateful node: `reset_variables()` reproduces the first invoke.
+//! - every stateful node: `reset_variables()` reproduces the first invoke;
+//! - every invoke allocates nothing (counting global allocator).
 //!
 //! Skips with a notice without `../shared`.
 
-use tensor_alloc::interpreter::InterpreterBuilder;
+#![cfg(not(loom))]
+
+use tensor_alloc::global::count_allocations;
+use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder};
 use tensor_alloc::model::{BuiltinOp, Model};
 use tensor_alloc::tensor::Tensor;
+use tensor_alloc::GlobalAllocator;
+
+#[global_allocator]
+static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+
+/// One invoke, which must not touch the heap.
+fn invoke(interp: &mut Interpreter<'_>) {
+    let (r, counts) = count_allocations(|| interp.invoke()).unwrap();
+    r.unwrap();
+    assert_eq!(
+        counts.total_allocations(),
+        0,
+        "invoke allocated: {counts:?}"
+    );
+}
 
 /// `../shared`, or `../../shared` from a worktree under `wt/`; `None` with a notice.
 fn shared() -> Option<std::path::PathBuf> {
@@ -175,7 +194,7 @@ fn float_lstm_then_fc_softmax_matches_trained_lstm_reference() {
     let m = single_op(&model, lstm);
     let mut interp = InterpreterBuilder::new(&m).build().unwrap();
     interp.set_input(0, &input).unwrap();
-    interp.invoke().unwrap();
+    invoke(&mut interp);
     let seq = interp.output::<f32>(0).unwrap().to_vec();
 
     // The LSTM itself against a naive f64 model of its weights.
@@ -240,10 +259,10 @@ fn float_lstm_then_fc_softmax_matches_trained_lstm_reference() {
     }
 
     // State: a reset reproduces the first invoke.
-    interp.invoke().unwrap();
+    invoke(&mut interp);
     assert_ne!(interp.output::<f32>(0).unwrap(), &seq[..]);
     interp.reset_variables();
-    interp.invoke().unwrap();
+    invoke(&mut interp);
     assert_eq!(interp.output::<f32>(0).unwrap(), &seq[..]);
 }
 
@@ -275,7 +294,7 @@ fn int8_lstms_follow_their_float_model_and_reset() {
                 .collect();
             let input = Tensor::from_vec(d.clone(), xq.clone()).unwrap();
             interp.set_input(0, &input).unwrap();
-            interp.invoke().unwrap();
+            invoke(&mut interp);
             let first = interp.output::<i8>(0).unwrap().to_vec();
 
             let deq_w = |k: usize| -> Vec<f64> {
@@ -324,10 +343,10 @@ fn int8_lstms_follow_their_float_model_and_reset() {
                 "{name} node {lstm}: worst deviation {worst} (hidden scale {h_scale})"
             );
 
-            interp.invoke().unwrap();
+            invoke(&mut interp);
             let second = interp.output::<i8>(0).unwrap().to_vec();
             interp.reset_variables();
-            interp.invoke().unwrap();
+            invoke(&mut interp);
             assert_eq!(interp.output::<i8>(0).unwrap(), &first[..], "{name}");
             assert_ne!(second, first, "{name}: state had no effect");
         }
@@ -401,7 +420,7 @@ fn svdf_nodes_follow_their_float_model_and_reset() {
                 interp
                     .set_input(0, &Tensor::from_vec(vec![1, n_in], xq).unwrap())
                     .unwrap();
-                interp.invoke().unwrap();
+                invoke(&mut interp);
                 let out = interp.output::<i8>(0).unwrap().to_vec();
                 if step == 0 {
                     first_out = out.clone();
@@ -448,8 +467,75 @@ fn svdf_nodes_follow_their_float_model_and_reset() {
             interp
                 .set_input(0, &Tensor::from_vec(vec![1, n_in], x0).unwrap())
                 .unwrap();
-            interp.invoke().unwrap();
+            invoke(&mut interp);
             assert_eq!(interp.output::<i8>(0).unwrap(), &first_out[..], "{name}");
         }
     }
+}
+
+/// Builds `m` and returns the error text (the build must fail).
+fn build_error(m: &Model) -> String {
+    match InterpreterBuilder::new(m).build() {
+        Ok(_) => panic!("a lying model was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn lying_nodes_are_refused_at_prepare() {
+    let Some(kws) = load("keyword_scrambled") else {
+        return;
+    };
+    let svdf = single_op(&kws, ops_of(&kws, BuiltinOp::SVDF)[0]);
+
+    let mut m = svdf.clone();
+    if let tensor_alloc::model::BuiltinOptions::Svdf { rank, .. } =
+        &mut m.subgraphs[0].operators[0].builtin_options
+    {
+        *rank = 3;
+    }
+    let e = build_error(&m);
+    assert!(e.contains("rank 3"), "{e}");
+
+    let mut m = svdf.clone();
+    let state = m.subgraphs[0].operators[0].inputs[4] as usize;
+    m.subgraphs[0].tensors[state].shape = vec![1, 511];
+    let e = build_error(&m);
+    assert!(e.contains("activation_state"), "{e}");
+
+    let mut m = svdf.clone();
+    let wt = m.subgraphs[0].operators[0].inputs[2] as usize;
+    m.subgraphs[0].tensors[wt].quantization = None;
+    let e = build_error(&m);
+    assert!(e.contains("quantization"), "{e}");
+
+    let Some(lstm_model) = load("micro_speech_lstm") else {
+        return;
+    };
+    let lstm = single_op(
+        &lstm_model,
+        ops_of(&lstm_model, BuiltinOp::UNIDIRECTIONAL_SEQUENCE_LSTM)[0],
+    );
+
+    let mut m = lstm.clone();
+    let bias = m.subgraphs[0].operators[0].inputs[12];
+    m.subgraphs[0].operators[0].inputs[9] = bias;
+    let e = build_error(&m);
+    assert!(e.contains("peephole"), "{e}");
+
+    let mut m = lstm.clone();
+    m.subgraphs[0].operators[0].inputs[1] = -1;
+    let e = build_error(&m);
+    assert!(e.contains("CIFG"), "{e}");
+
+    let mut m = lstm.clone();
+    let h = m.subgraphs[0].operators[0].inputs[18] as usize;
+    m.subgraphs[0].tensors[h].shape = vec![1, 79];
+    let e = build_error(&m);
+    assert!(e.contains("expected [79, 257]"), "{e}");
+
+    let mut m = lstm.clone();
+    m.subgraphs[0].operators[0].inputs.truncate(20);
+    let e = build_error(&m);
+    assert!(e.contains("24"), "{e}");
 }
