@@ -14,6 +14,8 @@ pub mod mul;
 pub mod quantize;
 pub mod reshape;
 pub mod softmax;
+pub mod svdf;
+pub mod unidirectional_sequence_lstm;
 
 /// Registers every builtin kernel of the crate.
 pub fn register_builtins(r: &mut OpResolver) {
@@ -27,4 +29,6 @@ pub fn register_builtins(r: &mut OpResolver) {
     quantize::register(r);
     reshape::register(r);
     softmax::register(r);
+    svdf::register(r);
+    unidirectional_sequence_lstm::register(r);
 }
