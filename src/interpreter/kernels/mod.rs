@@ -7,6 +7,7 @@ pub mod average_pool;
 pub mod concatenation;
 pub mod conv;
 pub mod depthwise_conv;
+pub mod dequantize;
 pub mod fully_connected;
 pub mod mean;
 pub mod pad;
@@ -21,6 +22,7 @@ pub fn register_builtins(r: &mut OpResolver) {
     concatenation::register(r);
     conv::register(r);
     depthwise_conv::register(r);
+    dequantize::register(r);
     fully_connected::register(r);
     mean::register(r);
     pad::register(r);

@@ -5,6 +5,7 @@
 pub mod concatenation;
 pub mod conv;
 pub mod depthwise_conv;
+pub mod dequantize;
 pub mod fully_connected;
 pub mod mean;
 pub mod pad;
