@@ -1,0 +1,340 @@
+//! CONV_2D: float, int8 (per-tensor or per-channel weights) and 16x8 (int16 activations, int8
+//! weights, int64 or int32 bias), as TFLM's `conv.cc`. Prepare computes the window geometry
+//! (SAME / VALID, strides, dilation, groups) and the per-channel multipliers; invoke switches on
+//! the kind.
+
+use super::quant_params::{
+    expect_zero_point_zero, filter_scales, float_range, fused_activation, padding_kind,
+    per_channel_multipliers, positive, quantized_range, window_axis,
+};
+use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+};
+use crate::kernel_ensure;
+use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::tensor::DType;
+
+/// Which arithmetic a convolution node runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ConvKind {
+    /// float32.
+    F32,
+    /// int8 activations and weights, int32 bias.
+    I8,
+    /// int16 activations, int8 weights, int64 accumulator (int64 or no bias).
+    I16Acc64,
+    /// int16 activations, int8 weights, int32 bias and accumulator.
+    I16Acc32,
+}
+
+/// What prepare computes for a convolution (shared with DEPTHWISE_CONV_2D).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvData {
+    pub kind: ConvKind,
+    pub geometry: ConvGeometry,
+    pub has_bias: bool,
+    pub float_min: f32,
+    pub float_max: f32,
+    pub act_min: i32,
+    pub act_max: i32,
+    pub input_offset: i32,
+    pub output_offset: i32,
+    pub multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+}
+
+/// Validated dtypes, bias and quantization of a convolution-like node whose output channels
+/// run along `channel_dim` of the filter; fills `kind`, offsets, ranges and multipliers.
+pub(crate) fn prepare_quantization(
+    ctx: &mut PrepareContext<'_>,
+    activation: crate::model::Activation,
+    channel_dim: usize,
+    out_c: usize,
+    data: &mut ConvData,
+) -> Result<(), KernelError> {
+    let input = ctx.input(0)?;
+    let filter = ctx.input(1)?;
+    let output = ctx.output(0)?;
+    let bias = if ctx.num_inputs() >= 3 {
+        ctx.optional_input(2)?
+    } else {
+        None
+    };
+    let act = fused_activation(activation)?;
+    kernel_ensure!(
+        input.dtype == output.dtype,
+        "input `{}` is {} but output `{}` is {}",
+        input.name,
+        input.dtype,
+        output.name,
+        output.dtype
+    );
+    let (kind, bias_dtype) = match (input.dtype, filter.dtype) {
+        (DType::F32, DType::F32) => (ConvKind::F32, DType::F32),
+        (DType::I8, DType::I8) => (ConvKind::I8, DType::I32),
+        (DType::I16, DType::I8) => match bias.map(|b| b.dtype) {
+            Some(DType::I32) => (ConvKind::I16Acc32, DType::I32),
+            _ => (ConvKind::I16Acc64, DType::I64),
+        },
+        (i, f) => {
+            return Err(KernelError::new(format!(
+                "input {i} with filter {f} is not supported (float32/float32, int8/int8, \
+                 int16/int8)"
+            )))
+        }
+    };
+    data.kind = kind;
+    if let Some(b) = bias {
+        b.expect_dtype(bias_dtype)?;
+        kernel_ensure!(
+            b.num_elements() == out_c,
+            "bias `{}` has {} elements, expected {out_c} (one per output channel)",
+            b.name,
+            b.num_elements()
+        );
+    }
+    data.has_bias = bias.is_some();
+    if kind == ConvKind::F32 {
+        (data.float_min, data.float_max) = float_range(act);
+        return Ok(());
+    }
+    let (input_scale, input_zp) = input.per_tensor_quant()?;
+    let (output_scale, output_zp) = output.per_tensor_quant()?;
+    if input.dtype == DType::I16 {
+        expect_zero_point_zero(&input)?;
+        expect_zero_point_zero(&output)?;
+    }
+    let scales = filter_scales(&filter, channel_dim, out_c)?;
+    if let Some(q) = filter.quantization {
+        if let Some(zp) = q.zero_point.iter().find(|&&z| z != 0) {
+            return Err(KernelError::new(format!(
+                "filter `{}` has zero point {zp}, expected 0 (symmetric weights)",
+                filter.name
+            )));
+        }
+    }
+    let max_shift = (kind == ConvKind::I16Acc64).then_some(7);
+    data.multipliers = Some(per_channel_multipliers(
+        ctx,
+        input_scale,
+        scales,
+        output_scale,
+        out_c,
+        max_shift,
+    )?);
+    data.input_offset = -input_zp;
+    data.output_offset = output_zp;
+    (data.act_min, data.act_max) = quantized_range(act, &output)?;
+    Ok(())
+}
+
+/// A float convolution loop (conv or depthwise).
+pub(crate) type FloatConvFn =
+    fn(&ConvGeometry, &[f32], &[f32], Option<&[f32]>, f32, f32, &mut [f32]);
+/// A quantized convolution loop with input/output type `I` and bias type `B`.
+pub(crate) type QuantConvFn<I, B> =
+    fn(&ConvGeometry, &[I], &[i8], Option<&[B]>, &ConvQuant<'_>, &mut [I]);
+
+/// Runs a prepared convolution-like node with the given loop (conv or depthwise).
+pub(crate) fn invoke_conv_like(
+    ctx: &mut InvokeContext<'_>,
+    f32_fn: FloatConvFn,
+    i8_fn: QuantConvFn<i8, i32>,
+    i16_64: QuantConvFn<i16, i64>,
+    i16_32: QuantConvFn<i16, i32>,
+) -> Result<(), KernelError> {
+    let d = *ctx.op_data::<ConvData>()?;
+    let g = &d.geometry;
+    if d.kind == ConvKind::F32 {
+        let bias = if d.has_bias {
+            Some(ctx.input::<f32>(2)?)
+        } else {
+            None
+        };
+        f32_fn(
+            g,
+            ctx.input::<f32>(0)?,
+            ctx.input::<f32>(1)?,
+            bias,
+            d.float_min,
+            d.float_max,
+            ctx.output::<f32>(0)?,
+        );
+        return Ok(());
+    }
+    let (m, s) = d
+        .multipliers
+        .ok_or_else(|| KernelError::new("quantized convolution without multipliers"))?;
+    let q = ConvQuant {
+        input_offset: d.input_offset,
+        output_offset: d.output_offset,
+        multipliers: ctx.persistent(m)?,
+        shifts: ctx.persistent(s)?,
+        act_min: d.act_min,
+        act_max: d.act_max,
+    };
+    match d.kind {
+        ConvKind::I8 => {
+            let bias = if d.has_bias {
+                Some(ctx.input::<i32>(2)?)
+            } else {
+                None
+            };
+            i8_fn(
+                g,
+                ctx.input::<i8>(0)?,
+                ctx.input::<i8>(1)?,
+                bias,
+                &q,
+                ctx.output::<i8>(0)?,
+            );
+        }
+        ConvKind::I16Acc64 => {
+            let bias = if d.has_bias {
+                Some(ctx.input::<i64>(2)?)
+            } else {
+                None
+            };
+            i16_64(
+                g,
+                ctx.input::<i16>(0)?,
+                ctx.input::<i8>(1)?,
+                bias,
+                &q,
+                ctx.output::<i16>(0)?,
+            );
+        }
+        ConvKind::I16Acc32 => {
+            let bias = if d.has_bias {
+                Some(ctx.input::<i32>(2)?)
+            } else {
+                None
+            };
+            i16_32(
+                g,
+                ctx.input::<i16>(0)?,
+                ctx.input::<i8>(1)?,
+                bias,
+                &q,
+                ctx.output::<i16>(0)?,
+            );
+        }
+        ConvKind::F32 => {}
+    }
+    Ok(())
+}
+
+/// The CONV_2D kernel.
+pub struct Conv2D;
+
+impl Kernel for Conv2D {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        kernel_ensure!(
+            (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
+            "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
+            ctx.num_inputs(),
+            ctx.num_outputs()
+        );
+        let BuiltinOptions::Conv2D {
+            padding,
+            stride_w,
+            stride_h,
+            activation,
+            dilation_w,
+            dilation_h,
+        } = *ctx.options()
+        else {
+            return Err(KernelError::new("CONV_2D without Conv2DOptions"));
+        };
+        let input = ctx.input(0)?;
+        let filter = ctx.input(1)?;
+        let output = ctx.output(0)?;
+        for t in [&input, &filter, &output] {
+            kernel_ensure!(
+                t.dims.len() == 4,
+                "tensor `{}` has shape {:?}, expected 4 dimensions",
+                t.name,
+                t.dims
+            );
+        }
+        let (i, f, o) = (input.dims, filter.dims, output.dims);
+        kernel_ensure!(
+            i[0] == o[0],
+            "input batch {} differs from output batch {}",
+            i[0],
+            o[0]
+        );
+        kernel_ensure!(
+            f[0] == o[3],
+            "filter `{}` has {} output channels, output `{}` has {}",
+            filter.name,
+            f[0],
+            output.name,
+            o[3]
+        );
+        kernel_ensure!(
+            f[3] > 0 && i[3] % f[3] == 0 && i[3] > 0,
+            "input channels {} are not a multiple of the filter depth {}",
+            i[3],
+            f[3]
+        );
+        let groups = i[3] / f[3];
+        kernel_ensure!(
+            o[3] % groups == 0,
+            "output channels {} are not a multiple of the {groups} groups",
+            o[3]
+        );
+        let pad = padding_kind(padding)?;
+        let (sh, sw) = (
+            positive("stride_h", stride_h)?,
+            positive("stride_w", stride_w)?,
+        );
+        let (dh, dw) = (
+            positive("dilation_h", dilation_h)?,
+            positive("dilation_w", dilation_w)?,
+        );
+        let gh = window_axis("height", pad, i[1], f[1], sh, dh, o[1])?;
+        let gw = window_axis("width", pad, i[2], f[2], sw, dw, o[2])?;
+        let mut data = ConvData {
+            kind: ConvKind::F32,
+            geometry: ConvGeometry {
+                batches: i[0],
+                in_h: i[1],
+                in_w: i[2],
+                in_c: i[3],
+                out_h: o[1],
+                out_w: o[2],
+                out_c: o[3],
+                filter_h: f[1],
+                filter_w: f[2],
+                filter_depth: f[3],
+                stride_h: sh,
+                stride_w: sw,
+                dilation_h: dh,
+                dilation_w: dw,
+                pad_h: gh.pad,
+                pad_w: gw.pad,
+                depth_multiplier: 1,
+            },
+            has_bias: false,
+            float_min: f32::MIN,
+            float_max: f32::MAX,
+            act_min: 0,
+            act_max: 0,
+            input_offset: 0,
+            output_offset: 0,
+            multipliers: None,
+        };
+        prepare_quantization(ctx, activation, 0, o[3], &mut data)?;
+        ctx.set_op_data(data)
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        invoke_conv_like(ctx, conv_f32, conv_i8, conv_i16::<i64>, conv_i16::<i32>)
+    }
+}
+
+/// Registers CONV_2D.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(BuiltinOp::CONV_2D, Registration::new("CONV_2D", Conv2D));
+}

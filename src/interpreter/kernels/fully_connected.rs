@@ -1,0 +1,309 @@
+//! FULLY_CONNECTED: float, int8 (per-tensor or per-channel weights) and 16x8 (int64 or int32
+//! bias), optional bias, `keep_num_dims`, as TFLM's `fully_connected.cc`.
+
+use super::quant_params::{
+    expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
+};
+use crate::interpreter::reference::fully_connected::{
+    fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,
+};
+use crate::interpreter::reference::quant::quantize_multiplier;
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+};
+use crate::kernel_ensure;
+use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::tensor::DType;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FcKind {
+    F32,
+    I8,
+    I16Acc64,
+    I16Acc32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct FcData {
+    kind: FcKind,
+    batches: usize,
+    depth: usize,
+    units: usize,
+    has_bias: bool,
+    float_min: f32,
+    float_max: f32,
+    act_min: i32,
+    act_max: i32,
+    input_offset: i32,
+    weights_offset: i32,
+    output_offset: i32,
+    multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+}
+
+/// The FULLY_CONNECTED kernel.
+pub struct FullyConnected;
+
+impl Kernel for FullyConnected {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        kernel_ensure!(
+            (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
+            "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
+            ctx.num_inputs(),
+            ctx.num_outputs()
+        );
+        let BuiltinOptions::FullyConnected {
+            activation,
+            weights_format,
+            keep_num_dims,
+            ..
+        } = *ctx.options()
+        else {
+            return Err(KernelError::new(
+                "FULLY_CONNECTED without FullyConnectedOptions",
+            ));
+        };
+        kernel_ensure!(
+            weights_format == 0,
+            "weights format {weights_format} is not supported (DEFAULT only)"
+        );
+        let act = fused_activation(activation)?;
+        let input = ctx.input(0)?;
+        let weights = ctx.input(1)?;
+        let output = ctx.output(0)?;
+        let bias = if ctx.num_inputs() == 3 {
+            ctx.optional_input(2)?
+        } else {
+            None
+        };
+        kernel_ensure!(
+            weights.dims.len() == 2,
+            "weights `{}` have shape {:?}, expected [units, depth]",
+            weights.name,
+            weights.dims
+        );
+        let (units, depth) = (weights.dims[0], weights.dims[1]);
+        kernel_ensure!(depth > 0, "weights `{}` have depth 0", weights.name);
+        let n_in = input.num_elements();
+        kernel_ensure!(
+            n_in % depth == 0,
+            "input `{}` has {n_in} elements, not a multiple of the depth {depth}",
+            input.name
+        );
+        let batches = n_in / depth;
+        kernel_ensure!(
+            output.dims.last() == Some(&units) && output.num_elements() == batches * units,
+            "output `{}` has shape {:?}, expected {batches} rows of {units}",
+            output.name,
+            output.dims
+        );
+        if keep_num_dims {
+            let lead = &input.dims[..input.dims.len().saturating_sub(1)];
+            kernel_ensure!(
+                input.dims.last() == Some(&depth)
+                    && output.dims.len() == input.dims.len()
+                    && &output.dims[..lead.len()] == lead,
+                "keep_num_dims: output `{}` has shape {:?}, input `{}` {:?}, depth {depth}",
+                output.name,
+                output.dims,
+                input.name,
+                input.dims
+            );
+        }
+        kernel_ensure!(
+            input.dtype == output.dtype,
+            "input `{}` is {} but output `{}` is {}",
+            input.name,
+            input.dtype,
+            output.name,
+            output.dtype
+        );
+        let (kind, bias_dtype) = match (input.dtype, weights.dtype) {
+            (DType::F32, DType::F32) => (FcKind::F32, DType::F32),
+            (DType::I8, DType::I8) => (FcKind::I8, DType::I32),
+            (DType::I16, DType::I8) => match bias.map(|b| b.dtype) {
+                Some(DType::I32) => (FcKind::I16Acc32, DType::I32),
+                _ => (FcKind::I16Acc64, DType::I64),
+            },
+            (i, w) => {
+                return Err(KernelError::new(format!(
+                    "input {i} with weights {w} is not supported (float32/float32, \
+                     int8/int8, int16/int8)"
+                )))
+            }
+        };
+        if let Some(b) = bias {
+            b.expect_dtype(bias_dtype)?;
+            kernel_ensure!(
+                b.num_elements() == units,
+                "bias `{}` has {} elements, expected {units}",
+                b.name,
+                b.num_elements()
+            );
+        }
+        let mut data = FcData {
+            kind,
+            batches,
+            depth,
+            units,
+            has_bias: bias.is_some(),
+            float_min: f32::MIN,
+            float_max: f32::MAX,
+            act_min: 0,
+            act_max: 0,
+            input_offset: 0,
+            weights_offset: 0,
+            output_offset: 0,
+            multipliers: None,
+        };
+        if kind == FcKind::F32 {
+            (data.float_min, data.float_max) = float_range(act);
+            return ctx.set_op_data(data);
+        }
+        let (input_scale, input_zp) = input.per_tensor_quant()?;
+        let (output_scale, output_zp) = output.per_tensor_quant()?;
+        if input.dtype == DType::I16 {
+            expect_zero_point_zero(&input)?;
+            expect_zero_point_zero(&output)?;
+        }
+        let scales = filter_scales(&weights, 0, units)?;
+        let max_shift = (kind == FcKind::I16Acc64).then_some(7);
+        let mut mult = Vec::with_capacity(scales.len());
+        let mut shift = Vec::with_capacity(scales.len());
+        for (c, &s) in scales.iter().enumerate() {
+            // Per tensor, TFLite multiplies the scales in float first
+            // (`GetQuantizedConvolutionMultipler`); per channel in double.
+            let real = if scales.len() == 1 {
+                f64::from(input_scale * s) / f64::from(output_scale)
+            } else {
+                f64::from(input_scale) * f64::from(s) / f64::from(output_scale)
+            };
+            let m = quantize_multiplier(real);
+            if let Some(max) = max_shift {
+                kernel_ensure!(
+                    m.shift <= max,
+                    "unit {c}: rescale factor {real} is too large for the 16-bit kernel"
+                );
+            }
+            mult.push(m.multiplier);
+            shift.push(m.shift);
+        }
+        let weights_zp = match weights.quantization {
+            Some(q) if scales.len() == 1 => q.zero_point.first().copied().unwrap_or(0),
+            _ => 0,
+        };
+        let weights_zp = i32::try_from(weights_zp)
+            .ok()
+            .filter(|z| (-128..=127).contains(z))
+            .ok_or_else(|| {
+                KernelError::new(format!(
+                    "weights `{}` zero point {weights_zp} out of range",
+                    weights.name
+                ))
+            })?;
+        data.multipliers = Some((ctx.persistent_array(&mult)?, ctx.persistent_array(&shift)?));
+        data.input_offset = -input_zp;
+        data.weights_offset = -weights_zp;
+        data.output_offset = output_zp;
+        (data.act_min, data.act_max) = quantized_range(act, &output)?;
+        ctx.set_op_data(data)
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<FcData>()?;
+        let (b, k, u) = (d.batches, d.depth, d.units);
+        if d.kind == FcKind::F32 {
+            let bias = if d.has_bias {
+                Some(ctx.input::<f32>(2)?)
+            } else {
+                None
+            };
+            fully_connected_f32(
+                b,
+                k,
+                u,
+                ctx.input::<f32>(0)?,
+                ctx.input::<f32>(1)?,
+                bias,
+                d.float_min,
+                d.float_max,
+                ctx.output::<f32>(0)?,
+            );
+            return Ok(());
+        }
+        let (m, s) = d
+            .multipliers
+            .ok_or_else(|| KernelError::new("quantized FULLY_CONNECTED without multipliers"))?;
+        let q = FcQuant {
+            input_offset: d.input_offset,
+            weights_offset: d.weights_offset,
+            output_offset: d.output_offset,
+            multipliers: ctx.persistent(m)?,
+            shifts: ctx.persistent(s)?,
+            act_min: d.act_min,
+            act_max: d.act_max,
+        };
+        match d.kind {
+            FcKind::I8 => {
+                let bias = if d.has_bias {
+                    Some(ctx.input::<i32>(2)?)
+                } else {
+                    None
+                };
+                fully_connected_i8(
+                    b,
+                    k,
+                    u,
+                    ctx.input::<i8>(0)?,
+                    ctx.input::<i8>(1)?,
+                    bias,
+                    &q,
+                    ctx.output::<i8>(0)?,
+                );
+            }
+            FcKind::I16Acc64 => {
+                let bias = if d.has_bias {
+                    Some(ctx.input::<i64>(2)?)
+                } else {
+                    None
+                };
+                fully_connected_i16(
+                    b,
+                    k,
+                    u,
+                    ctx.input::<i16>(0)?,
+                    ctx.input::<i8>(1)?,
+                    bias,
+                    &q,
+                    ctx.output::<i16>(0)?,
+                );
+            }
+            FcKind::I16Acc32 => {
+                let bias = if d.has_bias {
+                    Some(ctx.input::<i32>(2)?)
+                } else {
+                    None
+                };
+                fully_connected_i16(
+                    b,
+                    k,
+                    u,
+                    ctx.input::<i16>(0)?,
+                    ctx.input::<i8>(1)?,
+                    bias,
+                    &q,
+                    ctx.output::<i16>(0)?,
+                );
+            }
+            FcKind::F32 => {}
+        }
+        Ok(())
+    }
+}
+
+/// Registers FULLY_CONNECTED.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::FULLY_CONNECTED,
+        Registration::new("FULLY_CONNECTED", FullyConnected),
+    );
+}

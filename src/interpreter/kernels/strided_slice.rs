@@ -1,0 +1,139 @@
+//! STRIDED_SLICE: any element type, constant int32 begin / end / strides, every mask (begin,
+//! end, ellipsis, new axis, shrink axis) and `offset`, as TFLite's `strided_slice.cc`.
+
+use crate::interpreter::reference::strided_slice::{
+    slice_plan, strided_slice, SlicePlan, SliceSpec,
+};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::kernel_ensure;
+use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::tensor::DType;
+
+#[derive(Clone, Copy, Debug)]
+struct SliceData {
+    dtype: DType,
+    plan: SlicePlan,
+}
+
+/// The STRIDED_SLICE kernel.
+pub struct StridedSlice;
+
+impl Kernel for StridedSlice {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        ctx.expect_io(4, 1)?;
+        let (begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask, offset) =
+            match *ctx.options() {
+                BuiltinOptions::StridedSlice {
+                    begin_mask,
+                    end_mask,
+                    ellipsis_mask,
+                    new_axis_mask,
+                    shrink_axis_mask,
+                    offset,
+                } => (
+                    begin_mask,
+                    end_mask,
+                    ellipsis_mask,
+                    new_axis_mask,
+                    shrink_axis_mask,
+                    offset,
+                ),
+                BuiltinOptions::None => (0, 0, 0, 0, 0, false),
+                _ => {
+                    return Err(KernelError::new(
+                        "STRIDED_SLICE without StridedSliceOptions",
+                    ))
+                }
+            };
+        let input = ctx.input(0)?;
+        let output = ctx.output(0)?;
+        kernel_ensure!(
+            input.dtype == output.dtype,
+            "input is {} but output is {}",
+            input.dtype,
+            output.dtype
+        );
+        kernel_ensure!(
+            !matches!(
+                input.dtype,
+                DType::F16 | DType::BF16 | DType::F64 | DType::U16 | DType::U32 | DType::U64
+            ),
+            "dtype {} is not supported",
+            input.dtype
+        );
+        let mut idx: [&[i32]; 3] = [&[], &[], &[]];
+        for (k, slot) in idx.iter_mut().enumerate() {
+            let t = ctx.input(k + 1)?;
+            t.expect_dtype(DType::I32)?;
+            kernel_ensure!(
+                t.dims.len() == 1,
+                "index tensor `{}` has shape {:?}, expected 1 dimension",
+                t.name,
+                t.dims
+            );
+            *slot = t.const_data::<i32>()?;
+        }
+        let spec = SliceSpec {
+            begin: idx[0],
+            end: idx[1],
+            strides: idx[2],
+            begin_mask,
+            end_mask,
+            ellipsis_mask,
+            new_axis_mask,
+            shrink_axis_mask,
+            offset,
+        };
+        let plan = slice_plan(input.dims, &spec).map_err(KernelError::new)?;
+        kernel_ensure!(
+            output.dims == plan.out_shape()
+                || (output.num_elements() == plan.output_len()
+                    && output
+                        .dims
+                        .iter()
+                        .filter(|&&d| d != 1)
+                        .eq(plan.out_shape().iter().filter(|&&d| d != 1))),
+            "output `{}` has shape {:?}, the slice gives {:?}",
+            output.name,
+            output.dims,
+            plan.out_shape()
+        );
+        ctx.set_op_data(SliceData {
+            dtype: input.dtype,
+            plan,
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<SliceData>()?;
+        macro_rules! run {
+            ($t:ty) => {
+                strided_slice(&d.plan, ctx.input::<$t>(0)?, ctx.output::<$t>(0)?)
+            };
+        }
+        match d.dtype {
+            DType::F32 => run!(f32),
+            DType::I8 => run!(i8),
+            DType::U8 | DType::Bool => run!(u8),
+            DType::I16 => run!(i16),
+            DType::I32 => run!(i32),
+            DType::I64 => run!(i64),
+            other => {
+                return Err(KernelError::new(format!(
+                    "dtype {other} in STRIDED_SLICE op data"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Registers STRIDED_SLICE.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::STRIDED_SLICE,
+        Registration::new("STRIDED_SLICE", StridedSlice),
+    );
+}

@@ -1,0 +1,107 @@
+//! TRANSPOSE: any element type up to 6-D with a constant permutation (int32 or int64), as
+//! TFLite's `transpose.cc`.
+
+use crate::interpreter::reference::transpose::{transpose, TransposePlan};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::kernel_ensure;
+use crate::model::BuiltinOp;
+use crate::tensor::DType;
+
+#[derive(Clone, Copy, Debug)]
+struct TransposeData {
+    dtype: DType,
+    plan: TransposePlan,
+}
+
+/// The TRANSPOSE kernel.
+pub struct Transpose;
+
+impl Kernel for Transpose {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        ctx.expect_io(2, 1)?;
+        let input = ctx.input(0)?;
+        let perm = ctx.input(1)?;
+        let output = ctx.output(0)?;
+        kernel_ensure!(
+            input.dtype == output.dtype,
+            "input is {} but output is {}",
+            input.dtype,
+            output.dtype
+        );
+        kernel_ensure!(
+            !matches!(
+                input.dtype,
+                DType::F16 | DType::BF16 | DType::F64 | DType::U16 | DType::U32 | DType::U64
+            ),
+            "dtype {} is not supported",
+            input.dtype
+        );
+        let perm: Vec<i32> = match perm.dtype {
+            DType::I32 => perm.const_data::<i32>()?.to_vec(),
+            DType::I64 => perm
+                .const_data::<i64>()?
+                .iter()
+                .map(|&v| i32::try_from(v).unwrap_or(-1))
+                .collect(),
+            d => {
+                return Err(KernelError::new(format!(
+                    "permutation `{}` has dtype {d}, expected int32 or int64",
+                    perm.name
+                )))
+            }
+        };
+        let plan = TransposePlan::new(input.dims, &perm).ok_or_else(|| {
+            KernelError::new(format!(
+                "permutation {perm:?} is not a permutation of the {} dimensions of `{}` \
+                 (at most 6)",
+                input.dims.len(),
+                input.name
+            ))
+        })?;
+        let lead = 6 - input.dims.len();
+        kernel_ensure!(
+            output.dims == &plan.out_dims[lead..],
+            "output `{}` has shape {:?}, expected {:?}",
+            output.name,
+            output.dims,
+            &plan.out_dims[lead..]
+        );
+        ctx.set_op_data(TransposeData {
+            dtype: input.dtype,
+            plan,
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<TransposeData>()?;
+        macro_rules! run {
+            ($t:ty) => {
+                transpose(&d.plan, ctx.input::<$t>(0)?, ctx.output::<$t>(0)?)
+            };
+        }
+        match d.dtype {
+            DType::F32 => run!(f32),
+            DType::I8 => run!(i8),
+            DType::U8 | DType::Bool => run!(u8),
+            DType::I16 => run!(i16),
+            DType::I32 => run!(i32),
+            DType::I64 => run!(i64),
+            other => {
+                return Err(KernelError::new(format!(
+                    "dtype {other} in TRANSPOSE op data"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Registers TRANSPOSE.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::TRANSPOSE,
+        Registration::new("TRANSPOSE", Transpose),
+    );
+}
