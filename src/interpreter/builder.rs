@@ -152,12 +152,15 @@ pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, Inte
     let mut persistent = Persistent::default();
     let mut tensor_record: Vec<Option<u32>> = vec![None; tensors.len()];
     let mut variable_init = Vec::new();
-    // Constants whose file data is misaligned for 16-byte views get an aligned tail copy, and so
-    // do variables (their initial value, zero unless the model gives one).
+    // Constants whose file data is misaligned for their element type get an aligned tail copy,
+    // and so do variables (their initial value: the model's data, else zero).
     for (t, e) in tensors.iter_mut().enumerate() {
         let data = model.tensor_data(0, t);
         let needs_copy = match e.kind {
-            TensorKind::Constant => data.is_some_and(|d| d.as_ptr() as usize % ALIGNMENT != 0),
+            TensorKind::Constant => {
+                sg.tensors[t].is_variable
+                    || data.is_some_and(|d| d.as_ptr() as usize % e.dtype.alignment() != 0)
+            }
             TensorKind::Variable => true,
             _ => false,
         };
