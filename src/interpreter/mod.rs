@@ -25,6 +25,7 @@ pub mod kernel;
 pub mod kernels;
 pub mod reference;
 pub mod resolver;
+pub mod signal;
 
 mod allocation;
 mod builder;
