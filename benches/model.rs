@@ -4,7 +4,8 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::Path;
 use std::sync::Arc;
-use tensor_alloc::model::{plan_model, LifetimeOptions, Lifetimes, Model, ModelPlanOptions};
+use tensor_alloc::interpreter::{plan_model, ModelPlanOptions};
+use tensor_alloc::model::{LifetimeOptions, Lifetimes, Model};
 
 fn bench(c: &mut Criterion) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/models/tflm");

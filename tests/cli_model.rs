@@ -237,7 +237,8 @@ fn plan_model_text_and_svg() {
         text.contains("persistent: 10240 bytes (10240 B variables"),
         "{text}"
     );
-    assert!(text.contains("arena to allocate: head"), "{text}");
+    assert!(text.contains("tensor data only (planner figures"), "{text}");
+    assert!(text.contains("interpreter"), "{text}");
     // preserve-all: no reuse, so every planner equals linear.
     let v = plan_json(&model, &["--preserve-all", "--alignment", "1"]);
     let linear = v["planners"]["linear"]["arena_bytes"].as_u64().unwrap();

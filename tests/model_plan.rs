@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tensor_alloc::model::{plan_model, LifetimeOptions, Model, ModelPlanOptions};
+use tensor_alloc::interpreter::{plan_model, ModelPlanOptions};
+use tensor_alloc::model::{LifetimeOptions, Model};
 
 fn opts(alignment: usize, inplace: bool) -> ModelPlanOptions {
     ModelPlanOptions {

@@ -7,7 +7,8 @@
 //! model (80% of them aimed at the flatbuffer structure rather than weight bytes); a mutated
 //! model that loads must also survive lifetime analysis, and (on a sample of the mutations) a
 //! write -> read -> write round trip and planning with every planner (plus validation and the SVG
-//! picture of the best plan). Set
+//! picture of the best plan). Every mutated model that loads is also built by the interpreter,
+//! and a sample is invoked on zero inputs: errors must name the node or tensor, never panic. Set
 //! `TENSOR_ALLOC_STRESS=1` for every truncation of the models up to 1 MiB (every 64th length of
 //! the 4 MB one), 20,000 mutations per model and a write-back check on each.
 
@@ -16,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tensor_alloc::global::count_allocations;
-use tensor_alloc::model::{plan_model, LifetimeOptions, Lifetimes, Model, ModelPlanOptions};
+use tensor_alloc::interpreter::{plan_model, Interpreter, ModelPlanOptions};
+use tensor_alloc::model::{LifetimeOptions, Lifetimes, Model};
 use tensor_alloc::planner::{BestPlanner, Planner};
 use tensor_alloc::workload::Rng;
 use tensor_alloc::GlobalAllocator;
@@ -53,16 +55,59 @@ fn models() -> Option<Vec<(String, Vec<u8>)>> {
     )
 }
 
+/// How much of the interpreter a loaded mutation goes through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// Load and analyse only.
+    Load,
+    /// Also build the interpreter (init, prepare, planning).
+    Build,
+    /// Also invoke it once on zero inputs.
+    Invoke,
+}
+
+/// Builds (and invokes) the interpreter on a model that loaded: an error must name what it is
+/// about; a panic fails the test.
+fn run_interpreter(m: &Model, run: Run, what: &dyn Fn() -> String) {
+    if run == Run::Load {
+        return;
+    }
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let mut interp = match Interpreter::new(m) {
+            Ok(i) => i,
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(!msg.is_empty() && msg.len() < 8192, "{msg}");
+                return;
+            }
+        };
+        if run == Run::Invoke {
+            for k in 0..interp.num_inputs() {
+                if let Ok(b) = interp.input_bytes_mut(k) {
+                    b.fill(0);
+                }
+            }
+            if let Err(e) = interp.invoke() {
+                assert!(e.to_string().contains("node "), "{e}");
+            }
+        }
+    }));
+    if r.is_err() {
+        panic!("interpreter panicked on {}", what());
+    }
+}
+
 /// Loads `bytes` (and derives lifetimes when it loads); panics with `what` if the reader panics
 /// or allocates more than 32x the input plus 1 MiB. Returns whether it loaded.
 fn check(bytes: &[u8], what: &dyn Fn() -> String) -> bool {
-    check_with(bytes, what, false)
+    check_with(bytes, what, false, Run::Load)
 }
 
 /// [`check`], and when `write` is set and the input loads: the writer serializes the model, the
 /// result reads back, and writing again gives the same bytes.
-fn check_with(bytes: &[u8], what: &dyn Fn() -> String, write: bool) -> bool {
+fn check_with(bytes: &[u8], what: &dyn Fn() -> String, write: bool, run: Run) -> bool {
     let len = bytes.len();
+    let mut loaded_model = None;
     let (res, counts) = count_allocations(|| {
         catch_unwind(AssertUnwindSafe(|| {
             match Model::from_bytes(Arc::<[u8]>::from(bytes)) {
@@ -104,6 +149,7 @@ fn check_with(bytes: &[u8], what: &dyn Fn() -> String, write: bool) -> bool {
                             "writer is not idempotent"
                         );
                     }
+                    loaded_model = Some(m);
                     true
                 }
                 Err(e) => {
@@ -126,6 +172,9 @@ fn check_with(bytes: &[u8], what: &dyn Fn() -> String, write: bool) -> bool {
         what(),
         counts.bytes_allocated
     );
+    if let Some(m) = loaded_model {
+        run_interpreter(&m, run, what);
+    }
     loaded
 }
 
@@ -223,10 +272,27 @@ fn random_mutations_fail_cleanly() {
             // Write-back checks (slow in debug builds) on every 10th mutation of the models up to
             // 16 KiB and every 100th of the others; all of them under TENSOR_ALLOC_STRESS.
             let write = stress() || i % if bytes.len() <= 16 * 1024 { 10 } else { 100 } == 0;
+            // The interpreter: every loaded mutation is built (models up to 400 KiB; every 50th
+            // of larger ones) and invoked (every 4th up to 64 KiB, every 100th up to 400 KiB, in
+            // release builds also every 100th of the larger ones).
+            let small = bytes.len() <= 64 * 1024;
+            let medium = bytes.len() <= 400 * 1024;
+            let run = if stress()
+                || (small && i % 4 == 0)
+                || (medium && i % 100 == 0)
+                || (!cfg!(debug_assertions) && i % 100 == 0)
+            {
+                Run::Invoke
+            } else if medium || i % 50 == 0 {
+                Run::Build
+            } else {
+                Run::Load
+            };
             if check_with(
                 &buf,
                 &|| format!("{name} mutation #{i} at {edits:?}"),
                 write,
+                run,
             ) {
                 ok += 1;
             } else {

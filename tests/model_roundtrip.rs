@@ -451,7 +451,7 @@ fn random_models_round_trip_and_have_sane_lifetimes() {
             assert!(lt.lower_bound(1) >= lt.planned.iter().map(|p| p.bytes).max().unwrap_or(0));
             // The planner accepts the requirements (aliases included) and validates every plan.
             for alignment in [1, 16] {
-                let opts = tensor_alloc::model::ModelPlanOptions {
+                let opts = tensor_alloc::interpreter::ModelPlanOptions {
                     lifetimes: LifetimeOptions {
                         inplace,
                         ..Default::default()
@@ -459,7 +459,7 @@ fn random_models_round_trip_and_have_sane_lifetimes() {
                     alignment,
                     use_offline_plan: true,
                 };
-                let plan = tensor_alloc::model::plan_model(&back, &opts).unwrap();
+                let plan = tensor_alloc::interpreter::plan_model(&back, &opts).unwrap();
                 let best = plan.report.get("best").unwrap().arena_bytes;
                 assert!(
                     best <= plan.report.get("tflm").unwrap().arena_bytes,

@@ -70,7 +70,7 @@ pub(crate) fn plan_head(
                 p.alias_of = None;
             }
         }
-        let (mut reqs, tensors) = crate::model::plan::requirements(&lt, ALIGNMENT, offline);
+        let (mut reqs, tensors) = super::plan::requirements(&lt, ALIGNMENT, offline);
         let mut owners: Vec<Owner> = tensors.into_iter().map(Owner::Tensor).collect();
         for (node, list) in nodes.iter().zip(scratch) {
             for (k, &bytes) in list.iter().enumerate() {

@@ -16,6 +16,7 @@ use super::{Interpreter, MemorySummary};
 use crate::alloc::AllocatorRef;
 use crate::arena::{Arena, Category};
 use crate::model::{LifetimeOptions, Lifetimes, Model};
+use crate::tensor::TensorBuffer;
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -96,6 +97,16 @@ impl Staged {
     /// Arena bytes this model needs.
     pub fn arena_bytes(&self) -> Result<usize, InterpreterError> {
         self.plan.arena_bytes(self.persistent.tail_bytes())
+    }
+
+    /// Sum of the scratch requests of nodes that run at invoke.
+    pub fn scratch_bytes(&self) -> usize {
+        self.memory
+            .iter()
+            .zip(&self.nodes)
+            .filter(|(_, n)| !n.prepare_time)
+            .flat_map(|(m, _)| m.scratch.iter())
+            .sum()
     }
 }
 
@@ -485,6 +496,24 @@ pub(crate) fn check_disjoint(
     Ok(())
 }
 
+/// An arena over a fresh zeroed `TensorBuffer` of `bytes` from `allocator`, kept in `storage`.
+fn owned_arena(
+    allocator: &AllocatorRef,
+    bytes: usize,
+    storage: &mut Option<TensorBuffer>,
+) -> Result<Arena<'static>, InterpreterError> {
+    let buffer = TensorBuffer::zeroed_in(allocator, bytes, ALIGNMENT)
+        .map_err(|e| InterpreterError::Memory(format!("arena of {bytes} bytes: {e}")))?;
+    // SAFETY: the buffer's `bytes` bytes stay allocated while `storage` holds the root, and the
+    // interpreter declares its arena before its storage, so the arena (which never frees a
+    // borrowed slice) is dropped first. Writes go only through the arena's planned regions;
+    // tensor views handed out later are checked to be gone before each invoke.
+    let slice: &'static mut [u8] =
+        unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr(), bytes) };
+    *storage = Some(buffer);
+    Arena::from_slice(slice, ALIGNMENT).map_err(allocation::arena_error)
+}
+
 /// Lays out the arena and resolves every address.
 pub(crate) fn finish<'a>(
     model: &Model,
@@ -492,6 +521,9 @@ pub(crate) fn finish<'a>(
     source: ArenaSource<'a>,
 ) -> Result<Interpreter<'a>, InterpreterError> {
     let arena_bytes = staged.arena_bytes()?;
+    // An arena the interpreter owns lives in one ref-counted `TensorBuffer`, so outputs can be
+    // handed out as tensor views of it (`Interpreter::output_view`).
+    let mut storage = None;
     let mut arena = match source {
         ArenaSource::Buffer(buf) => {
             let given = buf.len();
@@ -510,17 +542,16 @@ pub(crate) fn finish<'a>(
                 })?;
             arena
         }
-        ArenaSource::Allocator(a) => {
-            Arena::new_in(a, arena_bytes, ALIGNMENT).map_err(allocation::arena_error)?
-        }
+        ArenaSource::Allocator(a) => owned_arena(&a, arena_bytes, &mut storage)?,
         ArenaSource::Default => {
             let a = crate::alloc::registry::cpu_allocator(None)
                 .map_err(|e| InterpreterError::Memory(format!("default allocator: {e}")))?;
-            Arena::new_in(a, arena_bytes, ALIGNMENT).map_err(allocation::arena_error)?
+            owned_arena(&a, arena_bytes, &mut storage)?
         }
     }
     .with_recording();
     let records = allocation::fill_arena(&mut arena, &staged.plan, &staged.persistent)?;
+    let scratch_bytes = staged.scratch_bytes();
 
     let Staged {
         tensors,
@@ -622,12 +653,6 @@ pub(crate) fn finish<'a>(
         runtimes.push(rt);
     }
 
-    let scratch_bytes: usize = memory
-        .iter()
-        .zip(&nodes)
-        .filter(|(_, n)| !n.prepare_time)
-        .flat_map(|(m, _)| m.scratch.iter())
-        .sum();
     let op_data_bytes: usize = persistent
         .records
         .iter()
@@ -655,6 +680,7 @@ pub(crate) fn finish<'a>(
         slots,
         records,
         arena,
+        storage,
         inputs: sg.input_tensors().collect(),
         outputs: sg.output_tensors().collect(),
         variable_init,

@@ -146,9 +146,37 @@ pub enum InterpreterError {
     Usage(String),
 }
 
+/// One clause per distinct (op, version), naming all its nodes.
 fn list(ops: &[MissingOp]) -> String {
-    ops.iter()
-        .map(|m| m.to_string())
+    let mut groups: Vec<(&str, i32, Vec<usize>)> = Vec::new();
+    for m in ops {
+        match groups
+            .iter_mut()
+            .find(|(op, v, _)| *op == m.op && *v == m.version)
+        {
+            Some(g) => g.2.push(m.node),
+            None => groups.push((&m.op, m.version, vec![m.node])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(op, version, nodes)| {
+            let first = MissingOp {
+                node: nodes[0],
+                op: op.to_string(),
+                version: *version,
+            }
+            .to_string();
+            if nodes.len() == 1 {
+                first
+            } else {
+                let list: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+                first.replace(
+                    &format!("(node {}", nodes[0]),
+                    &format!("(nodes {}", list.join(", ")),
+                )
+            }
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }

@@ -23,6 +23,7 @@ pub mod context;
 pub mod error;
 pub mod kernel;
 pub mod kernels;
+pub mod plan;
 pub mod reference;
 pub mod resolver;
 pub mod signal;
@@ -39,11 +40,12 @@ pub use context::{
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
 pub use kernel::{InPlace, Kernel, Registration};
+pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
 pub use resolver::OpResolver;
 
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::{DType, Element, Tensor, TensorBuffer};
 use context::{NodeRuntime, Slot};
 use graph::{NodeInfo, TensorEntry};
 use std::cell::Cell;
@@ -74,6 +76,19 @@ pub struct MemorySummary {
     pub offline_plan_ignored: Option<String>,
 }
 
+/// What a model needs of a caller-provided arena (see [`Interpreter::arena_needs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ArenaNeeds {
+    /// Bytes of the buffer (at a 16-byte aligned address; up to 15 more otherwise).
+    pub total_bytes: usize,
+    /// Head: planned tensors and scratch.
+    pub head_bytes: usize,
+    /// Kernel scratch inside the head.
+    pub scratch_bytes: usize,
+    /// Tail: op data, persistent arrays, variables, prepare-time constants.
+    pub tail_bytes: usize,
+}
+
 /// What a graph input or output is.
 #[derive(Clone, Copy, Debug)]
 pub struct TensorDesc<'a> {
@@ -102,7 +117,11 @@ pub struct Interpreter<'a> {
     runtimes: Vec<NodeRuntime>,
     slots: Vec<Slot>,
     records: Vec<(*mut u8, usize)>,
+    /// Declared before `storage`: dropped first (it may borrow `storage`'s memory).
     arena: Arena<'a>,
+    /// The ref-counted buffer holding an arena the interpreter owns (`None` for a caller's
+    /// buffer).
+    storage: Option<TensorBuffer>,
     inputs: Vec<usize>,
     outputs: Vec<usize>,
     variable_init: Vec<(usize, Vec<u8>)>,
@@ -126,11 +145,28 @@ impl<'a> Interpreter<'a> {
         model: &Model,
         resolver: &OpResolver,
     ) -> Result<usize, InterpreterError> {
-        builder::stage(model, resolver)?.arena_bytes()
+        Ok(Self::arena_needs(model, resolver)?.total_bytes)
     }
 
-    /// Runs every node once.
+    /// What `model` needs of an arena with `resolver`'s kernels, by part (init, prepare and
+    /// planning run; no arena is made).
+    pub fn arena_needs(
+        model: &Model,
+        resolver: &OpResolver,
+    ) -> Result<ArenaNeeds, InterpreterError> {
+        let staged = builder::stage(model, resolver)?;
+        Ok(ArenaNeeds {
+            total_bytes: staged.arena_bytes()?,
+            head_bytes: staged.plan.head_bytes(),
+            scratch_bytes: staged.scratch_bytes(),
+            tail_bytes: staged.persistent.tail_bytes(),
+        })
+    }
+
+    /// Runs every node once. Fails (before computing anything) while tensor views from
+    /// [`output_view`](Self::output_view) are alive.
     pub fn invoke(&mut self) -> Result<(), InterpreterError> {
+        self.check_no_views()?;
         for i in 0..self.nodes.len() {
             self.invoke_node(i)?;
         }
@@ -140,6 +176,7 @@ impl<'a> Interpreter<'a> {
     /// Runs every node once and adds each node's time to `times` (one entry per node; prepare-
     /// time nodes get nothing). No allocation.
     pub fn invoke_profiled(&mut self, times: &mut [Duration]) -> Result<(), InterpreterError> {
+        self.check_no_views()?;
         for i in 0..self.nodes.len() {
             let start = std::time::Instant::now();
             self.invoke_node(i)?;
@@ -148,6 +185,16 @@ impl<'a> Interpreter<'a> {
             }
         }
         Ok(())
+    }
+
+    fn check_no_views(&self) -> Result<(), InterpreterError> {
+        match &self.storage {
+            Some(b) if b.ref_count() > 1 => Err(InterpreterError::Usage(format!(
+                "{} tensor view(s) of the arena are still alive; drop them before invoke",
+                b.ref_count() - 1
+            ))),
+            _ => Ok(()),
+        }
     }
 
     #[inline]
@@ -354,6 +401,56 @@ impl<'a> Interpreter<'a> {
         Ok(t)
     }
 
+    /// Graph output `k` as a [`Tensor`] view of the arena (no copy; it shares the arena's
+    /// ref-counted buffer and carries the output's quantization). Only for an arena the
+    /// interpreter owns; `invoke` refuses to run while a view is alive, so a view never changes
+    /// under its reader.
+    pub fn output_view(&self, k: usize) -> Result<Tensor, InterpreterError> {
+        let d = self.output_desc(k)?;
+        let storage = self.storage.as_ref().ok_or_else(|| {
+            InterpreterError::Usage(
+                "tensor views need an arena the interpreter owns; with a caller's buffer use output() or output_tensor()".into(),
+            )
+        })?;
+        let s = self.slots[d.index];
+        let offset = (s.ptr as usize).wrapping_sub(storage.as_ptr() as usize);
+        let err =
+            |e: crate::tensor::TensorError| InterpreterError::Usage(format!("output {k}: {e}"));
+        if offset > storage.len() {
+            return Err(InterpreterError::Usage(format!(
+                "output {k} is a constant of the model, not arena memory; use output_tensor()"
+            )));
+        }
+        let t = Tensor::from_buffer(
+            d.dtype,
+            d.dims,
+            storage.sub_buffer(offset, s.bytes).map_err(err)?,
+        )
+        .map_err(err)?;
+        match d.quantization.filter(|q| !q.scale.is_empty()) {
+            Some(q) => {
+                let zps: Vec<i64> = q.zero_point.clone();
+                let tq = if q.scale.len() == 1 {
+                    crate::tensor::Quantization::per_tensor(
+                        q.scale[0],
+                        zps.first().copied().unwrap_or(0),
+                    )
+                } else {
+                    crate::tensor::Quantization::per_channel(
+                        q.scale.clone(),
+                        zps,
+                        usize::try_from(q.quantized_dimension).unwrap_or(0),
+                    )
+                };
+                match tq {
+                    Ok(tq) => t.with_quantization(tq).map_err(err),
+                    Err(_) => Ok(t),
+                }
+            }
+            None => Ok(t),
+        }
+    }
+
     /// Exact arena bytes in use, scratch included (head + tail).
     pub fn arena_used_bytes(&self) -> usize {
         self.summary.total_bytes
@@ -447,3 +544,6 @@ impl<'a> Interpreter<'a> {
                 .sum::<usize>()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,6 @@ pub mod error;
 pub mod lifetimes;
 pub mod ops;
 pub mod options;
-pub mod plan;
 pub mod tflite;
 
 use std::ops::Range;
@@ -24,7 +23,6 @@ pub use lifetimes::{
 };
 pub use ops::BuiltinOp;
 pub use options::{Activation, BuiltinOptions, Padding};
-pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
 
 /// Element type of a tensor (`TensorType` enum of the TFLite schema).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -72,6 +72,10 @@ pub fn run() -> Result<(), String> {
     crate::demo_planner::section()?;
     println!("\nHow big must the tensor arena be? A model built with the crate's .tflite writer:");
     crate::demo_model::section()?;
-    println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking,pool,bfc`, `tensor-alloc plan MODEL.tflite`, `tensor-alloc --help`");
+    println!("\nRunning a model: a small int8 classifier built in code, in a fixed arena:");
+    if let Err(e) = crate::demo_interpreter::section() {
+        return Err(format!("interpreter demo: {e}"));
+    }
+    println!("\nMore: `tensor-alloc bench --allocators system,cpu,tracking,pool,bfc`, `tensor-alloc plan MODEL.tflite`, `tensor-alloc run MODEL.tflite`, `tensor-alloc --help`");
     Ok(())
 }

@@ -2,9 +2,10 @@
 //! read back through the verifying reader, planned by every planner, and split into the arena's
 //! head (planned tensors), tail (persistent tensors) and total; the best plan is drawn as SVG.
 
+use tensor_alloc::interpreter::{plan_model, ModelPlanOptions};
 use tensor_alloc::model::{
-    plan_model, Activation, BuiltinOp, BuiltinOptions, LifetimeOptions, Model, ModelBuilder,
-    ModelPlanOptions, Padding, TensorType,
+    Activation, BuiltinOp, BuiltinOptions, LifetimeOptions, Model, ModelBuilder, Padding,
+    TensorType,
 };
 
 /// Builds the demo model: a small int8 keyword-spotting-like network with a float16 weight

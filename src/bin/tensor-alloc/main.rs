@@ -4,12 +4,14 @@ mod allocators;
 mod bench;
 mod demo;
 mod demo_bfc;
+mod demo_interpreter;
 mod demo_model;
 mod demo_planner;
 mod demo_registry;
 mod inspect;
 mod plan;
 mod plan_model;
+mod run;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -37,7 +39,14 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Plan buffer lifetimes with every planner (linear, tflm, tflite, best) and compare.
     Plan(plan::PlanArgs),
+    /// Run a .tflite model with the bundled interpreter: outputs, memory, latency, heap
+    /// allocations during invoke, per-op profile.
+    Run(run::RunArgs),
 }
+
+/// The CLI counts heap allocations (`run` reports those made during invoke).
+#[global_allocator]
+static GLOBAL: tensor_alloc::GlobalAllocator = tensor_alloc::GlobalAllocator::new();
 
 fn main() -> ExitCode {
     restore_sigpipe();
@@ -49,6 +58,7 @@ fn main() -> ExitCode {
         Some(Command::Inspect(args)) => inspect::run(&args),
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Allocators(args)) => allocators::run(&args),
+        Some(Command::Run(args)) => run::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use tensor_alloc::model::{plan_model, LifetimeOptions, Model, ModelPlanOptions, PersistentKind};
+use tensor_alloc::interpreter::{plan_model, Interpreter, ModelPlanOptions, OpResolver};
+use tensor_alloc::model::{LifetimeOptions, Model, PersistentKind};
 
 /// Alignment of planned tensors when `--alignment` is not given: TFLM's 16 bytes.
 pub const DEFAULT_MODEL_ALIGNMENT: usize = 16;
@@ -99,6 +100,11 @@ pub fn run(
     let variables = bytes_of(PersistentKind::Variable);
     let constants = bytes_of(PersistentKind::PrepareTimeConstant);
     let aliases = lt.planned.iter().filter(|p| p.alias_of.is_some()).count();
+    // What this crate's interpreter needs in a caller-provided buffer (head with kernel scratch,
+    // tail with op data and persistent tensors): the number `run --arena-bytes` accepts.
+    let interpreter = (flags.subgraph == 0).then(|| {
+        Interpreter::arena_needs(&model, &OpResolver::with_builtins()).map_err(|e| e.to_string())
+    });
 
     if let Some(path) = svg {
         let picture = plan
@@ -168,6 +174,19 @@ pub fn run(
             obj.insert("unused_tensors".into(), json!(lt.unused));
             obj.insert("dynamic_tensors".into(), json!(lt.unsized_tensors));
             obj.insert("offline_plan_ignored".into(), json!(plan.offline_ignored));
+            obj.insert(
+                "interpreter".into(),
+                match &interpreter {
+                    Some(Ok(n)) => json!({
+                        "caller_buffer_bytes": n.total_bytes,
+                        "head_bytes": n.head_bytes,
+                        "scratch_bytes": n.scratch_bytes,
+                        "tail_bytes": n.tail_bytes,
+                    }),
+                    Some(Err(e)) => json!({ "error": e }),
+                    None => json!({ "error": "the interpreter runs subgraph 0 only" }),
+                },
+            );
         }
         println!(
             "{}",
@@ -211,12 +230,20 @@ pub fn run(
         );
     }
     println!(
-        "arena to allocate: head {} + persistent {} = {} bytes of tensor data (checked: an arena of {} bytes holds both)",
+        "tensor data only (planner figures, no kernel scratch or op data): head {} + persistent {} = {} bytes (checked: an arena of {} bytes holds both)",
         plan.head_bytes(),
         plan.persistent_bytes,
         plan.total_bytes(),
         arena_size
     );
+    match &interpreter {
+        Some(Ok(n)) => println!(
+            "interpreter (builtin kernels): a caller buffer needs {} bytes = head {} (tensors + {} B kernel scratch) + tail {} (op data, variables, prepare-time constants), at a 16-byte aligned address; `run --arena-bytes {}` accepts exactly this",
+            n.total_bytes, n.head_bytes, n.scratch_bytes, n.tail_bytes, n.total_bytes
+        ),
+        Some(Err(e)) => println!("interpreter: cannot run this model: {e}"),
+        None => println!("interpreter: runs subgraph 0 only"),
+    }
     if let Some(path) = svg {
         println!("picture of the best plan: {}", path.display());
     }

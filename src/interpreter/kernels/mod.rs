@@ -3,9 +3,11 @@
 
 use super::resolver::OpResolver;
 
+pub mod dequantize;
 pub mod reshape;
 
 /// Registers every builtin kernel of the crate.
 pub fn register_builtins(r: &mut OpResolver) {
+    dequantize::register(r);
     reshape::register(r);
 }

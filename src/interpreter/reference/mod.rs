@@ -2,4 +2,5 @@
 //! bit-exact oracle (as `lite/kernels/internal/reference/` is to TFLite). Kernels under
 //! [`super::kernels`] validate a node and call these.
 
+pub mod dequantize;
 pub mod quant;

@@ -1,10 +1,11 @@
-//! Planning a model's arena: lifetimes of a subgraph turned into planner requirements, planned
-//! by every planner, plus the persistent section — the answer to "how big must my tensor arena
+//! Planning a model's tensor data with every planner (the figures `tensor-alloc plan MODEL`
+//! compares): lifetimes of a subgraph turned into planner requirements, planned by every
+//! planner, plus the persistent section — the answer to "how big must my tensor arena
 //! be for this model?".
 
-use super::{LifetimeOptions, Lifetimes, Model, ModelError};
 use crate::alloc::AllocatorRef;
 use crate::arena::{self, Arena, Category};
+use crate::model::{LifetimeOptions, Lifetimes, Model, ModelError};
 use crate::planner::{self, BufferRequirement, PlanError, PlanReport};
 
 /// How to plan a model.

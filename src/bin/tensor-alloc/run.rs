@@ -1,0 +1,312 @@
+//! `tensor-alloc run MODEL.tflite`: build the interpreter, feed inputs, invoke, write outputs,
+//! and report memory, latency, heap allocations during invoke and (with `--profile`) per-op
+//! time.
+
+use clap::Args;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tensor_alloc::alloc::registry;
+use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError};
+use tensor_alloc::model::Model;
+use tensor_alloc::tensor::{DType, Tensor};
+use tensor_alloc::workload::Rng;
+use tensor_alloc::GlobalAllocator;
+
+/// Arguments of `tensor-alloc run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The model.
+    #[arg(value_name = "MODEL.tflite")]
+    pub model: PathBuf,
+    /// Input `.npy` files in graph-input order (default: a seeded deterministic input).
+    #[arg(long = "input", value_name = "FILE.npy")]
+    pub inputs: Vec<PathBuf>,
+    /// Write `output_K.npy` files here.
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Number of timed invokes.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub repeat: u32,
+    /// Run in a caller-provided arena of exactly this many bytes (TFLM style).
+    #[arg(long, value_name = "N")]
+    pub arena_bytes: Option<usize>,
+    /// Allocate the arena from this registry allocator (`cpu`, `bfc`, `pool`, `tracking(bfc)`...).
+    #[arg(long, value_name = "NAME", conflicts_with = "arena_bytes")]
+    pub allocator: Option<String>,
+    /// Per-op time table (median over the repeats).
+    #[arg(long)]
+    pub profile: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Most bytes `--arena-bytes` may ask for.
+const MAX_ARENA: usize = 1 << 40;
+
+fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, String> {
+    let mut rng = Rng::new(seed);
+    let mut t = Tensor::zeros(dtype, dims).map_err(|e| e.to_string())?;
+    let n = t.num_elements();
+    let bytes = t.as_mut_bytes().map_err(|e| e.to_string())?;
+    for i in 0..n {
+        let r = rng.next_u64();
+        let unit = (r >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+        match dtype {
+            DType::F32 => {
+                bytes[i * 4..i * 4 + 4].copy_from_slice(&((unit * 2.0 - 1.0) as f32).to_le_bytes())
+            }
+            DType::I8 | DType::U8 => bytes[i] = r as u8,
+            DType::I16 => bytes[i * 2..i * 2 + 2]
+                .copy_from_slice(&((rng.range(0, 512) as i64 - 256) as i16).to_le_bytes()),
+            DType::Bool => bytes[i] = (r & 1) as u8,
+            _ => {
+                let size = dtype.size();
+                let v = (r % 8).to_le_bytes();
+                bytes[i * size..i * size + size.min(8)].copy_from_slice(&v[..size.min(8)]);
+            }
+        }
+    }
+    Ok(t)
+}
+
+fn describe(t: &Tensor) -> String {
+    let n = t.num_elements().min(8);
+    let vals: Vec<String> = match t.dtype() {
+        DType::F32 => t
+            .as_slice::<f32>()
+            .map(|s| s[..n].iter().map(|v| format!("{v:.6}")).collect()),
+        DType::I8 => t
+            .as_slice::<i8>()
+            .map(|s| s[..n].iter().map(|v| v.to_string()).collect()),
+        DType::U8 => t
+            .as_slice::<u8>()
+            .map(|s| s[..n].iter().map(|v| v.to_string()).collect()),
+        DType::I16 => t
+            .as_slice::<i16>()
+            .map(|s| s[..n].iter().map(|v| v.to_string()).collect()),
+        DType::I32 => t
+            .as_slice::<i32>()
+            .map(|s| s[..n].iter().map(|v| v.to_string()).collect()),
+        _ => Ok(vec!["…".into()]),
+    }
+    .unwrap_or_default();
+    let more = if t.num_elements() > n { ", …" } else { "" };
+    format!("[{}{more}]", vals.join(", "))
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Runs the command.
+pub fn run(args: &RunArgs) -> Result<(), String> {
+    let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let mut buffer: Vec<u128>;
+    let mut interp = match (&args.arena_bytes, &args.allocator) {
+        (Some(n), _) => {
+            if *n > MAX_ARENA {
+                return Err(format!("--arena-bytes {n}: at most {MAX_ARENA} bytes"));
+            }
+            buffer = Vec::new();
+            buffer
+                .try_reserve_exact(n.div_ceil(16))
+                .map_err(|_| format!("--arena-bytes {n}: cannot allocate the buffer"))?;
+            buffer.resize(n.div_ceil(16), 0);
+            // SAFETY: the u128 words are plain memory; the byte view covers exactly the first
+            // `n` bytes of them and borrows `buffer` for the interpreter's life.
+            let bytes =
+                unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr() as *mut u8, *n) };
+            InterpreterBuilder::new(&model).arena_buffer(bytes).build()
+        }
+        (None, Some(name)) => {
+            let env =
+                tensor_alloc::alloc::EnvConfig::from_process_env().map_err(|e| e.to_string())?;
+            let a = registry::global()
+                .create(name, &env)
+                .map_err(|e| format!("--allocator {name}: {e}"))?;
+            InterpreterBuilder::new(&model).arena_allocator(a).build()
+        }
+        (None, None) => InterpreterBuilder::new(&model).build(),
+    }
+    .map_err(|e: InterpreterError| format!("{}: {e}", args.model.display()))?;
+
+    // Inputs.
+    let n_in = interp.num_inputs();
+    if !args.inputs.is_empty() && args.inputs.len() != n_in {
+        return Err(format!(
+            "the model has {n_in} input(s), {} --input file(s) given",
+            args.inputs.len()
+        ));
+    }
+    let mut inputs = Vec::with_capacity(n_in);
+    for k in 0..n_in {
+        let t = match args.inputs.get(k) {
+            Some(p) => Tensor::read_npy(p).map_err(|e| format!("{}: {e}", p.display()))?,
+            None => {
+                let d = interp.input_desc(k).map_err(|e| e.to_string())?;
+                seeded_input(d.dtype, d.dims, k as u64)?
+            }
+        };
+        interp.set_input(k, &t).map_err(|e| e.to_string())?;
+        inputs.push(t);
+    }
+    let set_inputs = |interp: &mut Interpreter<'_>| -> Result<(), String> {
+        for (k, t) in inputs.iter().enumerate() {
+            interp.set_input(k, t).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+
+    // First invoke: the outputs reported and written.
+    interp.invoke().map_err(|e| e.to_string())?;
+    let outputs: Vec<Tensor> = (0..interp.num_outputs())
+        .map(|k| interp.output_tensor(k).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let mut files = vec![None; outputs.len()];
+    if let Some(dir) = &args.output_dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (k, t) in outputs.iter().enumerate() {
+            let p = dir.join(format!("output_{k}.npy"));
+            t.write_npy(&p)
+                .map_err(|e| format!("{}: {e}", p.display()))?;
+            files[k] = Some(p.display().to_string());
+        }
+    }
+
+    // Timed invokes (inputs restored before each, outside the timing).
+    let runs = args.repeat as usize;
+    let mut times = Vec::with_capacity(runs);
+    let mut allocations = 0u64;
+    for _ in 0..runs {
+        set_inputs(&mut interp)?;
+        let before = GlobalAllocator::process_counts();
+        let start = Instant::now();
+        interp.invoke().map_err(|e| e.to_string())?;
+        let t = start.elapsed();
+        let after = GlobalAllocator::process_counts();
+        allocations += after.total_allocations() - before.total_allocations();
+        times.push(t);
+    }
+    let min = times.iter().copied().min().unwrap_or_default();
+    let med = median(&mut times);
+
+    // Per-op profile.
+    let nodes = interp.num_nodes();
+    let mut op_times: Vec<Vec<Duration>> = Vec::new();
+    if args.profile || args.json {
+        op_times = vec![Vec::with_capacity(runs); nodes];
+        let mut one = vec![Duration::ZERO; nodes];
+        for _ in 0..runs {
+            set_inputs(&mut interp)?;
+            one.fill(Duration::ZERO);
+            interp
+                .invoke_profiled(&mut one)
+                .map_err(|e| e.to_string())?;
+            for (i, t) in one.iter().enumerate() {
+                op_times[i].push(*t);
+            }
+        }
+    }
+    let op_medians: Vec<Duration> = op_times.iter_mut().map(|v| median(v)).collect();
+
+    let m = interp.memory().clone();
+    if args.json {
+        let outs: Vec<_> = outputs
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let d = interp.output_desc(k).ok();
+                serde_json::json!({
+                    "name": d.map(|d| d.name.to_string()),
+                    "dtype": t.dtype().name(),
+                    "shape": t.dims(),
+                    "file": files[k],
+                })
+            })
+            .collect();
+        let ops: Vec<_> = (0..nodes)
+            .map(|i| {
+                serde_json::json!({
+                    "index": i,
+                    "op": interp.node_op(i),
+                    "median_us": us(op_medians[i]),
+                    "prepare_time": interp.node_is_prepare_time(i),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "model": args.model.display().to_string(),
+            "inputs": if args.inputs.is_empty() { "seeded" } else { "files" },
+            "outputs": outs,
+            "arena": {
+                "total_bytes": m.total_bytes,
+                "head_bytes": m.head_bytes,
+                "tail_bytes": m.tail_bytes,
+                "scratch_bytes": m.scratch_bytes,
+                "persistent_bytes": m.persistent_bytes,
+                "op_data_bytes": m.op_data_bytes,
+                "heap_bytes": m.heap_bytes,
+            },
+            "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},
+            "invoke_heap_allocations": allocations,
+            "ops": ops,
+        });
+        println!("{v}");
+        return Ok(());
+    }
+
+    println!("model: {}", args.model.display());
+    if args.inputs.is_empty() {
+        println!("inputs: seeded deterministic values (seed = input index; give --input FILE.npy for real data)");
+    }
+    for (k, t) in outputs.iter().enumerate() {
+        let name = interp
+            .output_desc(k)
+            .map(|d| d.name.to_string())
+            .unwrap_or_default();
+        println!(
+            "output {k} `{name}`: {} {:?} {}{}",
+            t.dtype(),
+            t.dims(),
+            describe(t),
+            files[k]
+                .as_ref()
+                .map(|f| format!(" -> {f}"))
+                .unwrap_or_default()
+        );
+    }
+    print!("{}", interp.memory_report());
+    println!(
+        "latency over {runs} invoke(s): median {:.1} µs, min {:.1} µs",
+        us(med),
+        us(min)
+    );
+    println!("heap allocations during the timed invokes (whole process): {allocations}");
+    if args.profile {
+        println!(
+            "{:>5}  {:<28} {:>12} {:>7}",
+            "node", "op", "median µs", "share"
+        );
+        let total: f64 = op_medians.iter().map(|d| us(*d)).sum::<f64>().max(1e-9);
+        for (i, d) in op_medians.iter().enumerate() {
+            let op = interp.node_op(i).unwrap_or("?");
+            let note = if interp.node_is_prepare_time(i) {
+                "  (ran at prepare)"
+            } else {
+                ""
+            };
+            println!(
+                "{i:>5}  {op:<28} {:>12.1} {:>6.1}%{note}",
+                us(*d),
+                100.0 * us(*d) / total
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! Shared helpers of the interpreter integration tests: locating `../shared`, reading a model's
+//! reference facts, inputs and outputs, and comparing outputs the way the issue asks (integers
+//! bit-exact, floats within a relative tolerance).
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use tensor_alloc::interpreter::Interpreter;
+use tensor_alloc::tensor::{DType, Tensor};
+
+/// `../shared`, or `None` (with a printed notice) when absent.
+pub fn shared() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if p.join("reference").is_dir() && p.join("models/tflm").is_dir() {
+        Some(p)
+    } else {
+        eprintln!("skipping: ../shared not found");
+        None
+    }
+}
+
+/// A shared model with its reference facts.
+pub struct Case {
+    /// Model name (file stem).
+    pub name: String,
+    /// The `.tflite` file.
+    pub model: PathBuf,
+    /// `reference/<name>/` (or `reference/keras/<name>/`).
+    pub dir: PathBuf,
+    /// `reference/<name>.json`.
+    pub json: Value,
+}
+
+/// Every shared model of `set` (`"tflm"` or `"keras"`) that has reference facts, sorted.
+pub fn cases(shared: &Path, set: &str) -> Vec<Case> {
+    let (models, refs) = match set {
+        "keras" => (shared.join("models/keras"), shared.join("reference/keras")),
+        _ => (shared.join("models/tflm"), shared.join("reference")),
+    };
+    let mut out = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&models)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    for f in files {
+        if f.extension().is_none_or(|e| e != "tflite") {
+            continue;
+        }
+        let name = f.file_stem().unwrap().to_string_lossy().to_string();
+        let json_path = refs.join(format!("{name}.json"));
+        let Ok(bytes) = std::fs::read(&json_path) else {
+            continue;
+        };
+        let json: Value = serde_json::from_slice(&bytes).unwrap();
+        out.push(Case {
+            dir: refs.join(&name),
+            name,
+            model: f,
+            json,
+        });
+    }
+    out
+}
+
+impl Case {
+    /// The reference inputs, in graph-input order.
+    pub fn inputs(&self) -> Vec<Tensor> {
+        let mut v = Vec::new();
+        for k in 0.. {
+            let p = self.dir.join(format!("input_{k}.npy"));
+            if !p.exists() {
+                break;
+            }
+            v.push(Tensor::read_npy(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
+        }
+        v
+    }
+
+    /// The reference output `k` to compare with: TFLM's reference kernels, else LiteRT's
+    /// reference kernels, else LiteRT's default output.
+    pub fn reference_output(&self, k: usize) -> Option<(String, Tensor)> {
+        for f in [
+            format!("alt/tflm.output_{k}.npy"),
+            format!("alt/litert_ref.output_{k}.npy"),
+            format!("output_{k}.npy"),
+        ] {
+            let p = self.dir.join(&f);
+            if p.exists() {
+                return Some((f, Tensor::read_npy(&p).unwrap()));
+            }
+        }
+        None
+    }
+
+    /// Largest relative difference the reference facts record between runtimes (float
+    /// outputs), at least `floor`.
+    pub fn float_tolerance(&self, floor: f64) -> f64 {
+        let mut tol = floor;
+        if let Some(rt) = self.json["runtimes"].as_object() {
+            for v in rt.values() {
+                for key in ["compare_to_reference", "compare_to_litert_ref"] {
+                    if let Some(list) = v[key].as_array() {
+                        for c in list {
+                            if let Some(r) = c["rel_max_diff"].as_f64() {
+                                tol = tol.max(r);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        tol
+    }
+}
+
+/// Sets every input of `interp` from `inputs`.
+pub fn set_inputs(interp: &mut Interpreter<'_>, inputs: &[Tensor]) -> Result<(), String> {
+    for (k, t) in inputs.iter().enumerate() {
+        interp.set_input(k, t).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Compares `ours` with `reference`: integers bit-exact, floats within `tol` of the largest
+/// reference magnitude.
+pub fn compare(what: &str, ours: &Tensor, reference: &Tensor, tol: f64) -> Result<(), String> {
+    if ours.dims() != reference.dims() && ours.num_elements() != reference.num_elements() {
+        return Err(format!(
+            "{what}: shape {:?} vs reference {:?}",
+            ours.dims(),
+            reference.dims()
+        ));
+    }
+    if ours.dtype() != reference.dtype() {
+        return Err(format!(
+            "{what}: dtype {} vs reference {}",
+            ours.dtype(),
+            reference.dtype()
+        ));
+    }
+    match ours.dtype() {
+        DType::F32 => {
+            let a = ours.as_slice::<f32>().unwrap();
+            let b = reference.as_slice::<f32>().unwrap();
+            let scale = b
+                .iter()
+                .fold(0f64, |m, &x| m.max(f64::from(x).abs()))
+                .max(1e-30);
+            let (mut worst, mut at) = (0f64, 0usize);
+            for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+                let d = (f64::from(x) - f64::from(y)).abs() / scale;
+                if d > worst || d.is_nan() {
+                    worst = d;
+                    at = i;
+                }
+            }
+            if worst > tol || worst.is_nan() {
+                return Err(format!(
+                    "{what}: relative difference {worst:.3e} at index {at} ({} vs {}), tolerance {tol:.1e}",
+                    a[at], b[at]
+                ));
+            }
+            Ok(())
+        }
+        _ => {
+            let (a, b) = (ours.as_bytes(), reference.as_bytes());
+            if a != b {
+                let size = ours.dtype().size();
+                let i = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0) / size;
+                return Err(format!(
+                    "{what}: not bit-exact, first difference at element {i}"
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs one invoke on `inputs` and returns every output as a tensor.
+pub fn run_once(interp: &mut Interpreter<'_>, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+    set_inputs(interp, inputs)?;
+    interp.invoke().map_err(|e| e.to_string())?;
+    (0..interp.num_outputs())
+        .map(|k| interp.output_tensor(k).map_err(|e| e.to_string()))
+        .collect()
+}

@@ -1,0 +1,144 @@
+//! Every shared model through the interpreter (`../shared/models/tflm`, except the NPU-only
+//! `person_detect_vela`): outputs equal the reference runtimes' (integers bit-exact with the
+//! reference kernels, floats within tolerance), stateful models reproduce their first output
+//! after `reset_variables()`, and a caller buffer of exactly `arena_used_bytes()` works while one
+//! alignment unit less fails with the exact shortfall. Skips with a notice without `../shared`.
+
+mod common;
+
+use common::{cases, compare, run_once, shared, Case};
+use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, ALIGNMENT};
+use tensor_alloc::model::Model;
+
+/// Models no CPU kernel set can run.
+const NOT_RUNNABLE: &[&str] = &["person_detect_vela"];
+
+struct Outcome {
+    name: String,
+    result: Result<String, String>,
+}
+
+fn check_model(case: &Case) -> Result<String, String> {
+    let model = Model::load(&case.model).map_err(|e| e.to_string())?;
+    let inputs = case.inputs();
+    let tol = case.float_tolerance(1e-5);
+
+    // 1. Registry allocator, first invoke against the reference.
+    let mut interp = InterpreterBuilder::new(&model)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let first = run_once(&mut interp, &inputs)?;
+    for (k, ours) in first.iter().enumerate() {
+        let (file, reference) = case
+            .reference_output(k)
+            .ok_or_else(|| format!("no reference output {k}"))?;
+        compare(&format!("output {k} vs {file}"), ours, &reference, tol)?;
+    }
+
+    // 2. Variables: a second invoke may differ; after a reset the first output comes back.
+    let _ = run_once(&mut interp, &inputs)?;
+    interp.reset_variables();
+    let again = run_once(&mut interp, &inputs)?;
+    for (k, (a, b)) in first.iter().zip(&again).enumerate() {
+        compare(&format!("output {k} after reset_variables"), b, a, 0.0)?;
+    }
+
+    // 3. A caller's buffer of exactly arena_used_bytes(), and one alignment unit less.
+    let need = interp.arena_used_bytes();
+    let mut words = vec![0u128; need.div_ceil(16) + 1];
+    // SAFETY-free view: u128 words are 16-byte aligned, so the slice starts aligned.
+    let bytes: &mut [u8] = bytemuck_bytes(&mut words);
+    {
+        let mut exact = InterpreterBuilder::new(&model)
+            .arena_buffer(&mut bytes[..need])
+            .build()
+            .map_err(|e| format!("exact buffer of {need} bytes: {e}"))?;
+        let out = run_once(&mut exact, &inputs)?;
+        for (k, (a, b)) in first.iter().zip(&out).enumerate() {
+            compare(&format!("output {k} in a caller buffer"), b, a, 0.0)?;
+        }
+    }
+    if need >= ALIGNMENT {
+        match InterpreterBuilder::new(&model)
+            .arena_buffer(&mut bytes[..need - ALIGNMENT])
+            .build()
+        {
+            Err(InterpreterError::ArenaTooSmall { given, needed, .. }) => {
+                if needed != need || given != need - ALIGNMENT {
+                    return Err(format!(
+                        "short buffer: error says {needed} needed / {given} given, expected {need} / {}",
+                        need - ALIGNMENT
+                    ));
+                }
+            }
+            Err(e) => return Err(format!("short buffer: unexpected error {e}")),
+            Ok(_) => {
+                return Err(format!(
+                    "a buffer of {} bytes was accepted",
+                    need - ALIGNMENT
+                ))
+            }
+        }
+    }
+    let m = interp.memory();
+    Ok(format!(
+        "arena {} B (head {}, tail {}, scratch {}), heap {} B",
+        m.total_bytes, m.head_bytes, m.tail_bytes, m.scratch_bytes, m.heap_bytes
+    ))
+}
+
+fn bytemuck_bytes(words: &mut [u128]) -> &mut [u8] {
+    let len = std::mem::size_of_val(words);
+    // SAFETY: u128 has no padding and every byte pattern is a valid u8; the view covers exactly
+    // the words' memory and borrows them mutably.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, len) }
+}
+
+fn run_set(set: &str) {
+    let Some(shared) = shared() else { return };
+    let mut outcomes = Vec::new();
+    for case in cases(&shared, set) {
+        if NOT_RUNNABLE.contains(&case.name.as_str()) {
+            continue;
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_model(&case)))
+            .unwrap_or_else(|_| Err("panicked".into()));
+        outcomes.push(Outcome {
+            name: case.name.clone(),
+            result,
+        });
+    }
+    let mut failed = 0;
+    for o in &outcomes {
+        match &o.result {
+            Ok(s) => eprintln!("ok      {:<40} {s}", o.name),
+            Err(e) => {
+                failed += 1;
+                eprintln!("FAILED  {:<40} {e}", o.name);
+            }
+        }
+    }
+    assert!(!outcomes.is_empty(), "no models found");
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} models failed (see above)",
+        outcomes.len()
+    );
+}
+
+#[test]
+fn tflm_models_match_reference() {
+    run_set("tflm");
+}
+
+#[test]
+fn npu_model_fails_with_clear_error() {
+    let Some(shared) = shared() else { return };
+    let model = Model::load(shared.join("models/tflm/person_detect_vela.tflite")).unwrap();
+    let err = Interpreter::new(&model)
+        .err()
+        .expect("the ethos-u model must not build");
+    let msg = err.to_string();
+    assert!(msg.contains("custom op `ethos-u` not registered"), "{msg}");
+}

