@@ -348,27 +348,27 @@ impl KissPlan {
 
 /// Fills `twiddles` (`nfft` values) for a forward transform: `exp(-2πik/n)` as kissfft
 /// computes it.
-pub fn fill_twiddles<T: KissScalar>(nfft: usize, twiddles: &mut [Cpx<T>]) {
-    for (k, t) in twiddles.iter_mut().enumerate().take(nfft) {
+pub fn fill_twiddles<T: KissScalar>(nfft: usize, twiddles: &mut [T]) {
+    for k in 0..nfft.min(twiddles.len() / 2) {
         let phase = -2.0 * std::f64::consts::PI * k as f64 / nfft as f64;
-        *t = T::cexp(phase);
+        st(twiddles, k, T::cexp(phase));
     }
 }
 
 /// The butterflies of one kissfft transform, over an output buffer.
 struct Work<'a, T> {
-    tw: &'a [Cpx<T>],
+    tw: &'a [T],
     nfft: usize,
-    scratch: &'a mut [Cpx<T>],
+    scratch: &'a mut [T],
 }
 
 impl<T: KissScalar> Work<'_, T> {
     /// `kf_work`: the transform of `input[in_off + j * fstride]` into `out[out_off..]`.
     fn work(
         &mut self,
-        out: &mut [Cpx<T>],
+        out: &mut [T],
         out_off: usize,
-        input: &[Cpx<T>],
+        input: &[T],
         in_off: usize,
         fstride: usize,
         factors: &[(usize, usize)],
@@ -376,7 +376,7 @@ impl<T: KissScalar> Work<'_, T> {
         let (p, m) = factors[0];
         if m == 1 {
             for j in 0..p {
-                out[out_off + j] = input[in_off + j * fstride];
+                st(out, out_off + j, ld(input, in_off + j * fstride));
             }
         } else {
             for j in 0..p {
@@ -390,7 +390,7 @@ impl<T: KissScalar> Work<'_, T> {
                 );
             }
         }
-        let f = &mut out[out_off..out_off + p * m];
+        let f = &mut out[2 * out_off..2 * (out_off + p * m)];
         match p {
             2 => self.bfly2(f, fstride, m),
             3 => self.bfly3(f, fstride, m),
@@ -400,24 +400,24 @@ impl<T: KissScalar> Work<'_, T> {
         }
     }
 
-    fn bfly2(&self, f: &mut [Cpx<T>], fstride: usize, m: usize) {
+    fn bfly2(&self, f: &mut [T], fstride: usize, m: usize) {
         for k in 0..m {
-            let a = T::fix_div(f[k], 2);
-            let b = T::fix_div(f[k + m], 2);
-            let t = T::c_mul(b, self.tw[k * fstride]);
-            f[k + m] = csub(a, t);
-            f[k] = cadd(a, t);
+            let a = T::fix_div(ld(f, k), 2);
+            let b = T::fix_div(ld(f, k + m), 2);
+            let t = T::c_mul(b, ld(self.tw, k * fstride));
+            st(f, k + m, csub(a, t));
+            st(f, k, cadd(a, t));
         }
     }
 
-    fn bfly3(&self, f: &mut [Cpx<T>], fstride: usize, m: usize) {
-        let epi3 = self.tw[fstride * m];
+    fn bfly3(&self, f: &mut [T], fstride: usize, m: usize) {
+        let epi3 = ld(self.tw, fstride * m);
         for k in 0..m {
-            let f0 = T::fix_div(f[k], 3);
-            let f1 = T::fix_div(f[k + m], 3);
-            let f2 = T::fix_div(f[k + 2 * m], 3);
-            let s1 = T::c_mul(f1, self.tw[k * fstride]);
-            let s2 = T::c_mul(f2, self.tw[2 * k * fstride]);
+            let f0 = T::fix_div(ld(f, k), 3);
+            let f1 = T::fix_div(ld(f, k + m), 3);
+            let f2 = T::fix_div(ld(f, k + 2 * m), 3);
+            let s1 = T::c_mul(f1, ld(self.tw, k * fstride));
+            let s2 = T::c_mul(f2, ld(self.tw, 2 * k * fstride));
             let s3 = cadd(s1, s2);
             let s0 = csub(s1, s2);
             let mut fm = Cpx {
@@ -425,65 +425,81 @@ impl<T: KissScalar> Work<'_, T> {
                 i: T::sub(f0.i, T::half(s3.i)),
             };
             let s0 = T::mul_by_scalar(s0, epi3.i);
-            f[k] = cadd(f0, s3);
-            f[k + 2 * m] = Cpx {
-                r: T::add(fm.r, s0.i),
-                i: T::sub(fm.i, s0.r),
-            };
+            st(f, k, cadd(f0, s3));
+            st(
+                f,
+                k + 2 * m,
+                Cpx {
+                    r: T::add(fm.r, s0.i),
+                    i: T::sub(fm.i, s0.r),
+                },
+            );
             fm.r = T::sub(fm.r, s0.i);
             fm.i = T::add(fm.i, s0.r);
-            f[k + m] = fm;
+            st(f, k + m, fm);
         }
     }
 
-    fn bfly4(&self, f: &mut [Cpx<T>], fstride: usize, m: usize) {
+    fn bfly4(&self, f: &mut [T], fstride: usize, m: usize) {
         for k in 0..m {
-            let f0 = T::fix_div(f[k], 4);
-            let f1 = T::fix_div(f[k + m], 4);
-            let f2 = T::fix_div(f[k + 2 * m], 4);
-            let f3 = T::fix_div(f[k + 3 * m], 4);
-            let s0 = T::c_mul(f1, self.tw[k * fstride]);
-            let s1 = T::c_mul(f2, self.tw[2 * k * fstride]);
-            let s2 = T::c_mul(f3, self.tw[3 * k * fstride]);
+            let f0 = T::fix_div(ld(f, k), 4);
+            let f1 = T::fix_div(ld(f, k + m), 4);
+            let f2 = T::fix_div(ld(f, k + 2 * m), 4);
+            let f3 = T::fix_div(ld(f, k + 3 * m), 4);
+            let s0 = T::c_mul(f1, ld(self.tw, k * fstride));
+            let s1 = T::c_mul(f2, ld(self.tw, 2 * k * fstride));
+            let s2 = T::c_mul(f3, ld(self.tw, 3 * k * fstride));
             let s5 = csub(f0, s1);
             let f0 = cadd(f0, s1);
             let s3 = cadd(s0, s2);
             let s4 = csub(s0, s2);
-            f[k + 2 * m] = csub(f0, s3);
-            f[k] = cadd(f0, s3);
-            f[k + m] = Cpx {
-                r: T::add(s5.r, s4.i),
-                i: T::sub(s5.i, s4.r),
-            };
-            f[k + 3 * m] = Cpx {
-                r: T::sub(s5.r, s4.i),
-                i: T::add(s5.i, s4.r),
-            };
+            st(f, k + 2 * m, csub(f0, s3));
+            st(f, k, cadd(f0, s3));
+            st(
+                f,
+                k + m,
+                Cpx {
+                    r: T::add(s5.r, s4.i),
+                    i: T::sub(s5.i, s4.r),
+                },
+            );
+            st(
+                f,
+                k + 3 * m,
+                Cpx {
+                    r: T::sub(s5.r, s4.i),
+                    i: T::add(s5.i, s4.r),
+                },
+            );
         }
     }
 
-    fn bfly5(&self, f: &mut [Cpx<T>], fstride: usize, m: usize) {
-        let ya = self.tw[fstride * m];
-        let yb = self.tw[fstride * 2 * m];
+    fn bfly5(&self, f: &mut [T], fstride: usize, m: usize) {
+        let ya = ld(self.tw, fstride * m);
+        let yb = ld(self.tw, fstride * 2 * m);
         let (add, sub, mul) = (T::add, T::sub, T::s_mul);
         for u in 0..m {
-            let s0 = T::fix_div(f[u], 5);
-            let f1 = T::fix_div(f[u + m], 5);
-            let f2 = T::fix_div(f[u + 2 * m], 5);
-            let f3 = T::fix_div(f[u + 3 * m], 5);
-            let f4 = T::fix_div(f[u + 4 * m], 5);
-            let s1 = T::c_mul(f1, self.tw[u * fstride]);
-            let s2 = T::c_mul(f2, self.tw[2 * u * fstride]);
-            let s3 = T::c_mul(f3, self.tw[3 * u * fstride]);
-            let s4 = T::c_mul(f4, self.tw[4 * u * fstride]);
+            let s0 = T::fix_div(ld(f, u), 5);
+            let f1 = T::fix_div(ld(f, u + m), 5);
+            let f2 = T::fix_div(ld(f, u + 2 * m), 5);
+            let f3 = T::fix_div(ld(f, u + 3 * m), 5);
+            let f4 = T::fix_div(ld(f, u + 4 * m), 5);
+            let s1 = T::c_mul(f1, ld(self.tw, u * fstride));
+            let s2 = T::c_mul(f2, ld(self.tw, 2 * u * fstride));
+            let s3 = T::c_mul(f3, ld(self.tw, 3 * u * fstride));
+            let s4 = T::c_mul(f4, ld(self.tw, 4 * u * fstride));
             let s7 = cadd(s1, s4);
             let s10 = csub(s1, s4);
             let s8 = cadd(s2, s3);
             let s9 = csub(s2, s3);
-            f[u] = Cpx {
-                r: add(s0.r, add(s7.r, s8.r)),
-                i: add(s0.i, add(s7.i, s8.i)),
-            };
+            st(
+                f,
+                u,
+                Cpx {
+                    r: add(s0.r, add(s7.r, s8.r)),
+                    i: add(s0.i, add(s7.i, s8.i)),
+                },
+            );
             let s5 = Cpx {
                 r: add(add(s0.r, mul(s7.r, ya.r)), mul(s8.r, yb.r)),
                 i: add(add(s0.i, mul(s7.i, ya.r)), mul(s8.i, yb.r)),
@@ -492,8 +508,8 @@ impl<T: KissScalar> Work<'_, T> {
                 r: add(mul(s10.i, ya.i), mul(s9.i, yb.i)),
                 i: sub(T::neg(mul(s10.r, ya.i)), mul(s9.r, yb.i)),
             };
-            f[u + m] = csub(s5, s6);
-            f[u + 4 * m] = cadd(s5, s6);
+            st(f, u + m, csub(s5, s6));
+            st(f, u + 4 * m, cadd(s5, s6));
             let s11 = Cpx {
                 r: add(add(s0.r, mul(s7.r, yb.r)), mul(s8.r, ya.r)),
                 i: add(add(s0.i, mul(s7.i, yb.r)), mul(s8.i, ya.r)),
@@ -502,29 +518,29 @@ impl<T: KissScalar> Work<'_, T> {
                 r: add(T::neg(mul(s10.i, yb.i)), mul(s9.i, ya.i)),
                 i: sub(mul(s10.r, yb.i), mul(s9.r, ya.i)),
             };
-            f[u + 2 * m] = cadd(s11, s12);
-            f[u + 3 * m] = csub(s11, s12);
+            st(f, u + 2 * m, cadd(s11, s12));
+            st(f, u + 3 * m, csub(s11, s12));
         }
     }
 
-    fn bfly_generic(&mut self, f: &mut [Cpx<T>], fstride: usize, m: usize, p: usize) {
-        let scratch = &mut self.scratch[..p];
+    fn bfly_generic(&mut self, f: &mut [T], fstride: usize, m: usize, p: usize) {
+        let scratch = &mut self.scratch[..2 * p];
         for u in 0..m {
-            for (q1, s) in scratch.iter_mut().enumerate() {
-                *s = T::fix_div(f[u + q1 * m], p as u32);
+            for q1 in 0..p {
+                st(scratch, q1, T::fix_div(ld(f, u + q1 * m), p as u32));
             }
             for q1 in 0..p {
                 let k = u + q1 * m;
                 let mut twidx = 0usize;
-                let mut acc = scratch[0];
-                for s in scratch.iter().skip(1) {
+                let mut acc = ld(scratch, 0);
+                for q in 1..p {
                     twidx += fstride * k;
                     if twidx >= self.nfft {
                         twidx -= self.nfft;
                     }
-                    acc = cadd(acc, T::c_mul(*s, self.tw[twidx]));
+                    acc = cadd(acc, T::c_mul(ld(scratch, q), ld(self.tw, twidx)));
                 }
-                f[k] = acc;
+                st(f, k, acc);
             }
         }
     }
@@ -548,20 +564,20 @@ fn csub<T: KissScalar>(a: Cpx<T>, b: Cpx<T>) -> Cpx<T> {
 /// `twiddles` from [`fill_twiddles`] and `scratch` of [`KissPlan::generic_scratch_len`].
 pub fn kiss_fft<T: KissScalar>(
     plan: &KissPlan,
-    twiddles: &[Cpx<T>],
-    input: &[Cpx<T>],
-    output: &mut [Cpx<T>],
-    scratch: &mut [Cpx<T>],
+    twiddles: &[T],
+    input: &[T],
+    output: &mut [T],
+    scratch: &mut [T],
 ) -> Result<(), SignalError> {
     let n = plan.nfft;
-    check_len(OP, "FFT twiddles", n, twiddles.len())?;
-    check_len(OP, "FFT input", n, input.len())?;
-    check_len(OP, "FFT output", n, output.len())?;
-    if scratch.len() < plan.generic_scratch_len() {
+    check_len(OP, "FFT twiddles", 2 * n, twiddles.len())?;
+    check_len(OP, "FFT input", 2 * n, input.len())?;
+    check_len(OP, "FFT output", 2 * n, output.len())?;
+    if scratch.len() < 2 * plan.generic_scratch_len() {
         return Err(SignalError::Length {
             op: OP,
             what: "FFT scratch",
-            expected: plan.generic_scratch_len(),
+            expected: 2 * plan.generic_scratch_len(),
             actual: scratch.len(),
         });
     }
@@ -609,32 +625,34 @@ impl RfftPlan {
         self.fft_length / 2 + 1
     }
 
-    /// Twiddles of the complex FFT.
+    /// Scalars of one output frame: `fft_length + 2` (interleaved bins).
+    pub fn output_len(&self) -> usize {
+        2 * self.output_bins()
+    }
+
+    /// Scalars of the complex FFT's twiddles (interleaved).
     pub fn twiddles_len(&self) -> usize {
-        self.sub.nfft
+        2 * self.sub.nfft
     }
 
-    /// Twiddles of the real split ("super twiddles").
+    /// Scalars of the real split's twiddles ("super twiddles", interleaved).
     pub fn super_twiddles_len(&self) -> usize {
-        self.sub.nfft / 2
+        2 * (self.sub.nfft / 2)
     }
 
-    /// Complex scratch [`rfft`] needs: the complex FFT's output plus the generic butterfly's.
+    /// Scalars of scratch [`rfft`] needs: the complex FFT's output plus the generic
+    /// butterfly's.
     pub fn scratch_len(&self) -> usize {
-        self.sub.nfft + self.sub.generic_scratch_len()
+        2 * (self.sub.nfft + self.sub.generic_scratch_len())
     }
 }
 
 /// Fills the real split's twiddles (`plan.super_twiddles_len()` values).
-pub fn fill_super_twiddles<T: KissScalar>(plan: &RfftPlan, super_twiddles: &mut [Cpx<T>]) {
+pub fn fill_super_twiddles<T: KissScalar>(plan: &RfftPlan, super_twiddles: &mut [T]) {
     let ncfft = plan.sub.nfft as f64;
-    for (i, t) in super_twiddles
-        .iter_mut()
-        .enumerate()
-        .take(plan.super_twiddles_len())
-    {
+    for i in 0..(plan.super_twiddles_len() / 2).min(super_twiddles.len() / 2) {
         let phase = -std::f64::consts::PI * ((i + 1) as f64 / ncfft + 0.5);
-        *t = T::cexp(phase);
+        st(super_twiddles, i, T::cexp(phase));
     }
 }
 
@@ -642,11 +660,11 @@ pub fn fill_super_twiddles<T: KissScalar>(plan: &RfftPlan, super_twiddles: &mut 
 /// `output` (`fft_length / 2 + 1` bins).
 pub fn rfft<T: KissScalar>(
     plan: &RfftPlan,
-    twiddles: &[Cpx<T>],
-    super_twiddles: &[Cpx<T>],
-    input: &[Cpx<T>],
-    output: &mut [Cpx<T>],
-    scratch: &mut [Cpx<T>],
+    twiddles: &[T],
+    super_twiddles: &[T],
+    input: &[T],
+    output: &mut [T],
+    scratch: &mut [T],
 ) -> Result<(), SignalError> {
     let ncfft = plan.sub.nfft;
     check_len(
@@ -655,7 +673,7 @@ pub fn rfft<T: KissScalar>(
         plan.super_twiddles_len(),
         super_twiddles.len(),
     )?;
-    check_len(OP, "output bins", plan.output_bins(), output.len())?;
+    check_len(OP, "output", plan.output_len(), output.len())?;
     if scratch.len() < plan.scratch_len() {
         return Err(SignalError::Length {
             op: OP,
@@ -664,21 +682,29 @@ pub fn rfft<T: KissScalar>(
             actual: scratch.len(),
         });
     }
-    let (tmp, generic) = scratch.split_at_mut(ncfft);
+    let (tmp, generic) = scratch.split_at_mut(2 * ncfft);
     kiss_fft(&plan.sub, twiddles, input, tmp, generic)?;
 
-    let tdc = T::fix_div(tmp[0], 2);
-    output[0] = Cpx {
-        r: T::add(tdc.r, tdc.i),
-        i: T::default(),
-    };
-    output[ncfft] = Cpx {
-        r: T::sub(tdc.r, tdc.i),
-        i: T::default(),
-    };
+    let tdc = T::fix_div(ld(tmp, 0), 2);
+    st(
+        output,
+        0,
+        Cpx {
+            r: T::add(tdc.r, tdc.i),
+            i: T::default(),
+        },
+    );
+    st(
+        output,
+        ncfft,
+        Cpx {
+            r: T::sub(tdc.r, tdc.i),
+            i: T::default(),
+        },
+    );
     for k in 1..=ncfft / 2 {
-        let fpk = T::fix_div(tmp[k], 2);
-        let nk = tmp[ncfft - k];
+        let fpk = T::fix_div(ld(tmp, k), 2);
+        let nk = ld(tmp, ncfft - k);
         let fpnk = T::fix_div(
             Cpx {
                 r: nk.r,
@@ -688,32 +714,81 @@ pub fn rfft<T: KissScalar>(
         );
         let f1k = cadd(fpk, fpnk);
         let f2k = csub(fpk, fpnk);
-        let tw = T::c_mul(f2k, super_twiddles[k - 1]);
-        output[k] = Cpx {
-            r: T::half_sum(f1k.r, tw.r),
-            i: T::half_sum(f1k.i, tw.i),
-        };
-        output[ncfft - k] = Cpx {
-            r: T::half_diff(f1k.r, tw.r),
-            i: T::half_diff(tw.i, f1k.i),
-        };
+        let tw = T::c_mul(f2k, ld(super_twiddles, k - 1));
+        st(
+            output,
+            k,
+            Cpx {
+                r: T::half_sum(f1k.r, tw.r),
+                i: T::half_sum(f1k.i, tw.i),
+            },
+        );
+        st(
+            output,
+            ncfft - k,
+            Cpx {
+                r: T::half_diff(f1k.r, tw.r),
+                i: T::half_diff(tw.i, f1k.i),
+            },
+        );
     }
     Ok(())
 }
 
-/// Reads interleaved (re, im) scalars into complex values (`dst.len() * 2 == src.len()`).
-pub fn deinterleave<T: Copy>(src: &[T], dst: &mut [Cpx<T>]) {
-    for (d, s) in dst.iter_mut().zip(src.chunks_exact(2)) {
-        *d = Cpx { r: s[0], i: s[1] };
+/// Complex element `k` of an interleaved (re, im) slice.
+#[inline]
+fn ld<T: Copy>(v: &[T], k: usize) -> Cpx<T> {
+    Cpx {
+        r: v[2 * k],
+        i: v[2 * k + 1],
     }
 }
 
-/// Writes complex values as interleaved (re, im) scalars.
-pub fn interleave<T: Copy>(src: &[Cpx<T>], dst: &mut [T]) {
-    for (s, d) in src.iter().zip(dst.chunks_exact_mut(2)) {
-        d[0] = s.r;
-        d[1] = s.i;
+/// Stores complex element `k` of an interleaved (re, im) slice.
+#[inline]
+fn st<T: Copy>(v: &mut [T], k: usize, c: Cpx<T>) {
+    v[2 * k] = c.r;
+    v[2 * k + 1] = c.i;
+}
+
+/// Transforms every frame of `input` (frames of `frame_len <= fft_length` samples, zero-padded
+/// in `padded`, which holds `fft_length` scalars) into `output` (`fft_length + 2` interleaved
+/// scalars per frame), as TFLM's RFFT kernel does. Allocates nothing.
+#[allow(clippy::too_many_arguments)]
+pub fn rfft_frames<T: KissScalar>(
+    plan: &RfftPlan,
+    twiddles: &[T],
+    super_twiddles: &[T],
+    input: &[T],
+    frame_len: usize,
+    output: &mut [T],
+    padded: &mut [T],
+    scratch: &mut [T],
+) -> Result<(), SignalError> {
+    if frame_len == 0 || frame_len > plan.fft_length || input.len() % frame_len != 0 {
+        return Err(SignalError::Value {
+            op: OP,
+            what: "input frame length",
+            value: frame_len as i64,
+        });
     }
+    let per_out = plan.output_len();
+    check_len(
+        OP,
+        "output",
+        input.len() / frame_len * per_out,
+        output.len(),
+    )?;
+    check_len(OP, "padded frame", plan.fft_length, padded.len())?;
+    for (frame, out) in input
+        .chunks_exact(frame_len)
+        .zip(output.chunks_exact_mut(per_out))
+    {
+        padded[..frame_len].copy_from_slice(frame);
+        padded[frame_len..].fill(T::default());
+        rfft(plan, twiddles, super_twiddles, padded, out, scratch)?;
+    }
+    Ok(())
 }
 
 /// A ready-to-use real FFT owning its tables and buffers (tests, tools; the kernel keeps the
@@ -721,28 +796,26 @@ pub fn interleave<T: Copy>(src: &[Cpx<T>], dst: &mut [T]) {
 #[derive(Clone, Debug)]
 pub struct Rfft<T> {
     plan: RfftPlan,
-    twiddles: Vec<Cpx<T>>,
-    super_twiddles: Vec<Cpx<T>>,
-    input: Vec<Cpx<T>>,
-    bins: Vec<Cpx<T>>,
-    scratch: Vec<Cpx<T>>,
+    twiddles: Vec<T>,
+    super_twiddles: Vec<T>,
+    padded: Vec<T>,
+    scratch: Vec<T>,
 }
 
 impl<T: KissScalar> Rfft<T> {
     /// Tables and buffers for `fft_length`.
     pub fn new(fft_length: usize) -> Result<Self, SignalError> {
         let plan = RfftPlan::new(fft_length)?;
-        let mut twiddles = vec![Cpx::default(); plan.twiddles_len()];
+        let mut twiddles = vec![T::default(); plan.twiddles_len()];
         fill_twiddles(plan.sub.nfft, &mut twiddles);
-        let mut super_twiddles = vec![Cpx::default(); plan.super_twiddles_len()];
+        let mut super_twiddles = vec![T::default(); plan.super_twiddles_len()];
         fill_super_twiddles(&plan, &mut super_twiddles);
         Ok(Rfft {
             plan,
             twiddles,
             super_twiddles,
-            input: vec![Cpx::default(); plan.sub.nfft],
-            bins: vec![Cpx::default(); plan.output_bins()],
-            scratch: vec![Cpx::default(); plan.scratch_len()],
+            padded: vec![T::default(); fft_length],
+            scratch: vec![T::default(); plan.scratch_len()],
         })
     }
 
@@ -751,47 +824,23 @@ impl<T: KissScalar> Rfft<T> {
         &self.plan
     }
 
-    /// Transforms every frame of `input` (frames of `frame_len <= fft_length` samples,
-    /// zero-padded) into `output` (`fft_length + 2` interleaved scalars per frame).
+    /// See [`rfft_frames`].
     pub fn apply(
         &mut self,
         input: &[T],
         frame_len: usize,
         output: &mut [T],
     ) -> Result<(), SignalError> {
-        let per_out = 2 * self.plan.output_bins();
-        if frame_len == 0 || frame_len > self.plan.fft_length || input.len() % frame_len != 0 {
-            return Err(SignalError::Value {
-                op: OP,
-                what: "input frame length",
-                value: frame_len as i64,
-            });
-        }
-        check_len(
-            OP,
-            "output",
-            input.len() / frame_len * per_out,
-            output.len(),
-        )?;
-        let mut padded = vec![T::default(); self.plan.fft_length];
-        for (frame, out) in input
-            .chunks_exact(frame_len)
-            .zip(output.chunks_exact_mut(per_out))
-        {
-            padded[..frame_len].copy_from_slice(frame);
-            padded[frame_len..].fill(T::default());
-            deinterleave(&padded, &mut self.input);
-            rfft(
-                &self.plan,
-                &self.twiddles,
-                &self.super_twiddles,
-                &self.input,
-                &mut self.bins,
-                &mut self.scratch,
-            )?;
-            interleave(&self.bins, out);
-        }
-        Ok(())
+        rfft_frames(
+            &self.plan,
+            &self.twiddles,
+            &self.super_twiddles,
+            input,
+            frame_len,
+            output,
+            &mut self.padded,
+            &mut self.scratch,
+        )
     }
 }
 
@@ -928,8 +977,9 @@ mod tests {
 
     #[test]
     fn int16_twiddles_round_like_kissfft() {
-        let mut tw = vec![Cpx::<i16>::default(); 8];
-        fill_twiddles(8, &mut tw);
+        let mut flat = vec![0i16; 16];
+        fill_twiddles(8, &mut flat);
+        let tw: Vec<Cpx<i16>> = (0..8).map(|k| ld(&flat, k)).collect();
         assert_eq!(tw[0], Cpx { r: 32767, i: 0 });
         assert_eq!(tw[2], Cpx { r: 0, i: -32767 });
         assert_eq!(
