@@ -19,7 +19,9 @@
 //!
 //! Layout: one op per file, each with its options struct (`parse` from the custom-options
 //! bytes, errors naming the op, the option and the value) and plain functions over slices with
-//! no interpreter types, testable alone; [`flexbuffer`] reads the options. The RFFT is kissfft
+//! no interpreter types, testable alone; [`flexbuffer`] reads the options; [`kernels`] is the
+//! interpreter glue (prepare validates, invoke calls the math) and [`register_all`] registers
+//! the nine ops by their custom names. The RFFT is kissfft
 //! (v1.3.0, as TFLM builds it: fixed-point 16 or 32 bit, or float) reproduced operation by
 //! operation, rounding included.
 //!
@@ -35,9 +37,12 @@ pub mod filter_bank_log;
 pub mod filter_bank_spectral_subtraction;
 pub mod filter_bank_square_root;
 pub mod flexbuffer;
+pub mod kernels;
 pub mod pcan;
 pub mod rfft;
 pub mod window;
+
+pub use kernels::register_all;
 
 /// What a Signal math function found wrong with its arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
