@@ -6,7 +6,10 @@
 //! Needs `../shared` (models and reference outputs; `SHARED_DIR_FOR_TESTS` overrides the
 //! path); skips with a notice when it is absent.
 
+#![cfg(not(loom))]
+
 use std::path::{Path, PathBuf};
+use tensor_alloc::global::count_allocations;
 use tensor_alloc::interpreter::signal::{
     energy, fft_auto_scale, filter_bank, filter_bank_log, filter_bank_spectral_subtraction,
     filter_bank_square_root, pcan, rfft, window,
@@ -14,6 +17,11 @@ use tensor_alloc::interpreter::signal::{
 use tensor_alloc::interpreter::Interpreter;
 use tensor_alloc::model::{BuiltinOp, BuiltinOptions, Model, TensorType};
 use tensor_alloc::tensor::Tensor;
+use tensor_alloc::GlobalAllocator;
+
+// The counting allocator, so the interpreter test can prove invoke allocates nothing.
+#[global_allocator]
+static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 
 /// A tensor's values in the harness.
 #[derive(Clone, Debug, PartialEq)]
@@ -392,7 +400,7 @@ fn cut(model: &Model, ops: std::ops::Range<usize>, inputs: &[i32], outputs: &[i3
 }
 
 /// The Signal kernels through the interpreter (`OpResolver::with_builtins`) agree with the
-/// harness above, which matches TFLM. The full models also need builtin kernels the
+/// harness above, which matches TFLM, and a second invoke allocates nothing. The full models also need builtin kernels the
 /// interpreter may not have yet, so the two runs of Signal ops are cut out: window to energy
 /// (with RESHAPE between), and filter bank to log.
 #[test]
@@ -427,6 +435,15 @@ fn signal_kernels_in_the_interpreter_match_the_math() {
     let mut it = Interpreter::new(&front).unwrap();
     it.input_mut::<i16>(0).unwrap().copy_from_slice(&input);
     it.invoke().unwrap();
+    // Inputs are rewritten before each invoke (their memory may be reused within a run).
+    it.input_mut::<i16>(0).unwrap().copy_from_slice(&input);
+    let (r, counts) = count_allocations(|| it.invoke()).unwrap();
+    r.unwrap();
+    assert_eq!(
+        counts.total_allocations(),
+        0,
+        "invoke allocated: {counts:?}"
+    );
     let want_scale = vals[scale_t as usize].as_ref().unwrap().i32().to_vec();
     assert_eq!(it.output::<i32>(0).unwrap(), &want_scale[..]);
     let o = energy::EnergyOptions::parse(&sg.operators[energy].custom_options).unwrap();
@@ -450,6 +467,19 @@ fn signal_kernels_in_the_interpreter_match_the_math() {
         .copy_from_slice(vals[bank_in as usize].as_ref().unwrap().u32());
     it.input_mut::<i32>(1).unwrap().copy_from_slice(&want_scale);
     it.invoke().unwrap();
+    // The spectral subtraction's noise estimate restarts at zero each invoke (see the
+    // kernel's docs), so a second invoke on the same input gives the same outputs.
+    it.input_mut::<u32>(0)
+        .unwrap()
+        .copy_from_slice(vals[bank_in as usize].as_ref().unwrap().u32());
+    it.input_mut::<i32>(1).unwrap().copy_from_slice(&want_scale);
+    let (r, counts) = count_allocations(|| it.invoke()).unwrap();
+    r.unwrap();
+    assert_eq!(
+        counts.total_allocations(),
+        0,
+        "invoke allocated: {counts:?}"
+    );
     for (k, &t) in stages.iter().enumerate() {
         let want = vals[t as usize].as_ref().unwrap();
         let same = match want {
@@ -467,4 +497,61 @@ fn signal_kernels_in_the_interpreter_match_the_math() {
         assert!(same, "stage output {k} (tensor {t}) differs from the math");
     }
     eprintln!("{name}: the nine Signal kernels in the interpreter match the bit-exact math");
+}
+
+/// A model that lies about the Signal ops' shapes, dtypes or options fails at build with a
+/// message naming the op, never at invoke.
+#[test]
+fn lying_models_fail_at_build() {
+    let Some(shared) = shared() else { return };
+    let model = Model::load(shared.join("models/tflm/audio_preprocessor_int8.tflite")).unwrap();
+    let sg = &model.subgraphs[0];
+    let names: Vec<String> = sg
+        .operators
+        .iter()
+        .map(|op| model.operator_codes[op.opcode_index as usize].display_name())
+        .collect();
+    let pos = |n: &str| names.iter().position(|x| x.contains(n)).unwrap();
+    let (window, energy) = (pos("SignalWindow"), pos("SignalEnergy"));
+    let rfft_op = pos("SignalRfft");
+    let base = cut(
+        &model,
+        window..energy + 1,
+        &[sg.inputs[0]],
+        &[sg.operators[energy].outputs[0]],
+    );
+    let build = |m: &Model| {
+        let m = Model::from_bytes(m.to_bytes().unwrap()).unwrap();
+        Interpreter::new(&m).err().map(|e| e.to_string())
+    };
+    assert_eq!(build(&base), None, "the unchanged cut builds");
+
+    // The RFFT output is too short for fft_length 512.
+    let mut m = base.clone();
+    let t = m.subgraphs[0].operators[rfft_op - window].outputs[0] as usize;
+    m.subgraphs[0].tensors[t].shape = vec![100];
+    let e = build(&m).expect("short RFFT output is refused");
+    assert!(e.contains("SignalRfft"), "{e}");
+
+    // Energy's end_index beyond its output: shrink the energy output.
+    let mut m = base.clone();
+    let t = m.subgraphs[0].operators[energy - window].outputs[0] as usize;
+    m.subgraphs[0].tensors[t].shape = vec![200];
+    let e = build(&m).expect("short energy output is refused");
+    assert!(e.contains("SignalEnergy"), "{e}");
+
+    // Corrupted window options.
+    let mut m = base.clone();
+    let opts = &mut m.subgraphs[0].operators[0].custom_options;
+    let n = opts.len();
+    opts[n - 1] = 3; // root byte width 3
+    let e = build(&m).expect("corrupt options are refused");
+    assert!(e.contains("SignalWindow"), "{e}");
+
+    // Window weights of the wrong dtype.
+    let mut m = base.clone();
+    let w = m.subgraphs[0].operators[0].inputs[1] as usize;
+    m.subgraphs[0].tensors[w].dtype = TensorType::Int32;
+    m.subgraphs[0].tensors[w].shape = vec![240];
+    assert!(build(&m).is_some(), "int32 window weights are refused");
 }
