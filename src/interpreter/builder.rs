@@ -183,6 +183,19 @@ pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, Inte
             if e.kind == TensorKind::Variable {
                 variable_init.push((t, d.to_vec()));
             }
+        } else if e.kind == TensorKind::Variable && e.dtype == crate::tensor::DType::I8 {
+            // TFLM (`MicroInterpreterGraph::ResetTensorData`) fills an int8 variable with its
+            // zero point (a real 0), not with zero bytes; the reference outputs depend on it.
+            let zp = e
+                .quantization
+                .as_ref()
+                .and_then(|q| q.zero_point.first().copied())
+                .unwrap_or(0);
+            if zp != 0 {
+                let dst = persistent.bytes_mut(record);
+                dst.fill(zp as i8 as u8);
+                variable_init.push((t, dst.to_vec()));
+            }
         }
         tensor_record[t] = Some(record);
     }

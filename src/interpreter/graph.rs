@@ -163,14 +163,9 @@ pub(crate) fn build(
                 op.opcode_index
             ))
         })?;
-        let inputs_const = op.input_tensors().next().is_some()
-            && op.input_tensors().all(|t| {
-                matches!(
-                    kinds[t],
-                    TensorKind::Constant | TensorKind::PrepareTimeConstant
-                )
-            });
-        let outputs_ptc = op.output_tensors().next().is_some()
+        // Lifetimes marked the outputs of all-constant ops as prepare-time constants; such a
+        // node runs once at build.
+        let prepare_time = op.output_tensors().next().is_some()
             && op
                 .output_tensors()
                 .all(|t| kinds[t] == TensorKind::PrepareTimeConstant);
@@ -182,7 +177,7 @@ pub(crate) fn build(
             version: code.version,
             inputs: op.inputs.clone(),
             outputs: op.outputs.clone(),
-            prepare_time: (inputs_const || outputs_ptc) && outputs_ptc,
+            prepare_time,
         });
     }
     Ok((tensors, nodes))

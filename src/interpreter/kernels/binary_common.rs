@@ -1,0 +1,154 @@
+//! What the broadcasting binary kernels (ADD, MUL, DIV, MAXIMUM, MINIMUM) share in prepare:
+//! node arity, dtype agreement, the broadcast of the input shapes against the output shape, the
+//! fused activation, and the quantized activation range (TFLM's `kernel_util` role).
+
+use crate::interpreter::reference::broadcast::BroadcastShapes;
+use crate::interpreter::reference::quant::{activation_range_quantized, FusedActivation};
+use crate::interpreter::{KernelError, PrepareContext, TensorInfo};
+use crate::kernel_ensure;
+use crate::model::Activation;
+use crate::tensor::DType;
+
+/// The two inputs and the output of a binary node, checked to share `dtype` (when given) and
+/// to broadcast onto the output's shape.
+pub struct BinaryNode<'a> {
+    /// Input 1.
+    pub input1: TensorInfo<'a>,
+    /// Input 2.
+    pub input2: TensorInfo<'a>,
+    /// Output.
+    pub output: TensorInfo<'a>,
+    /// How the inputs map onto the output.
+    pub shapes: BroadcastShapes,
+}
+
+/// Checks a binary node: 2 inputs, 1 output, equal dtypes, broadcast-compatible shapes whose
+/// broadcast is the output shape.
+pub fn prepare_binary<'a>(ctx: &PrepareContext<'a>) -> Result<BinaryNode<'a>, KernelError> {
+    ctx.expect_io(2, 1)?;
+    let input1 = ctx.input(0)?;
+    let input2 = ctx.input(1)?;
+    let output = ctx.output(0)?;
+    kernel_ensure!(
+        input1.dtype == input2.dtype && input1.dtype == output.dtype,
+        "inputs `{}` ({}) and `{}` ({}) and output `{}` ({}) must have one dtype",
+        input1.name,
+        input1.dtype,
+        input2.name,
+        input2.dtype,
+        output.name,
+        output.dtype
+    );
+    let shapes = BroadcastShapes::new(input1.dims, input2.dims).map_err(|e| {
+        KernelError::new(format!(
+            "inputs `{}` {:?} and `{}` {:?}: {e}",
+            input1.name, input1.dims, input2.name, input2.dims
+        ))
+    })?;
+    let rank = input1.dims.len().max(input2.dims.len());
+    kernel_ensure!(
+        output.dims == shapes.output_dims(rank),
+        "output `{}` has shape {:?}, the broadcast of {:?} and {:?} is {:?}",
+        output.name,
+        output.dims,
+        input1.dims,
+        input2.dims,
+        shapes.output_dims(rank)
+    );
+    Ok(BinaryNode {
+        input1,
+        input2,
+        output,
+        shapes,
+    })
+}
+
+/// The fused activations elementwise kernels support (NONE, RELU, RELU_N1_TO_1, RELU6).
+pub fn fused_activation(a: Activation) -> Result<FusedActivation, KernelError> {
+    Ok(match a {
+        Activation::None => FusedActivation::None,
+        Activation::Relu => FusedActivation::Relu,
+        Activation::ReluN1To1 => FusedActivation::ReluN1To1,
+        Activation::Relu6 => FusedActivation::Relu6,
+        other => {
+            return Err(KernelError::new(format!(
+                "fused activation {other:?} is not supported (NONE, RELU, RELU_N1_TO_1, RELU6)"
+            )))
+        }
+    })
+}
+
+/// `CalculateActivationRange` for int32 outputs.
+pub fn activation_range_i32(act: FusedActivation) -> (i32, i32) {
+    match act {
+        FusedActivation::None => (i32::MIN, i32::MAX),
+        FusedActivation::Relu => (0, i32::MAX),
+        FusedActivation::ReluN1To1 => (-1, 1),
+        FusedActivation::Relu6 => (0, 6),
+    }
+}
+
+/// Storage range of a quantized dtype.
+pub fn quantized_range(dtype: DType) -> Option<(i32, i32)> {
+    match dtype {
+        DType::I8 => Some((i8::MIN.into(), i8::MAX.into())),
+        DType::U8 => Some((0, u8::MAX.into())),
+        DType::I16 => Some((i16::MIN.into(), i16::MAX.into())),
+        DType::I32 => Some((i32::MIN, i32::MAX)),
+        _ => None,
+    }
+}
+
+/// Per-tensor scale and zero point, the zero point checked to lie in the dtype's range.
+pub fn quant_params(t: &TensorInfo<'_>) -> Result<(f32, i32), KernelError> {
+    let (scale, zp) = t.per_tensor_quant()?;
+    if let Some((lo, hi)) = quantized_range(t.dtype) {
+        kernel_ensure!(
+            (lo..=hi).contains(&zp),
+            "tensor `{}` zero point {zp} is outside the {} range [{lo}, {hi}]",
+            t.name,
+            t.dtype
+        );
+    }
+    Ok((scale, zp))
+}
+
+/// The quantized activation range of `output` (scale/zero point given) for its dtype.
+pub fn output_activation_range(
+    output: &TensorInfo<'_>,
+    act: FusedActivation,
+    scale: f32,
+    zero_point: i32,
+) -> Result<(i32, i32), KernelError> {
+    let (qmin, qmax) = quantized_range(output.dtype).ok_or_else(|| {
+        KernelError::new(format!(
+            "output `{}` dtype {} is not a quantized type",
+            output.name, output.dtype
+        ))
+    })?;
+    let (lo, hi) = activation_range_quantized(act, scale, zero_point, qmin, qmax);
+    kernel_ensure!(
+        lo <= hi,
+        "output `{}`: empty activation range [{lo}, {hi}] for {act:?}",
+        output.name
+    );
+    Ok((lo, hi))
+}
+
+/// Fails unless the element counts a kernel was prepared for are the ones it is given.
+#[inline]
+pub fn check_lengths(
+    shapes: &BroadcastShapes,
+    n1: usize,
+    n2: usize,
+    a: usize,
+    b: usize,
+    out: usize,
+) -> Result<(), KernelError> {
+    if a != n1 || b != n2 || out != shapes.output_len() {
+        return Err(KernelError::new(
+            "tensor sizes differ from the ones prepared for",
+        ));
+    }
+    Ok(())
+}

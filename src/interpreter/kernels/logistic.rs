@@ -1,0 +1,209 @@
+//! LOGISTIC (TFLM's `kernels/logistic.cc` + `logistic_common.cc`) and TANH (TFLM's
+//! `kernels/tanh.cc`): float32; int8 through gemmlowp's fixed-point logistic / tanh on the
+//! input rescaled to Q4.27 (inputs beyond the range radius saturate); int16 by interpolating
+//! `sigmoid_table_uint16` after rescaling the input to Q3.12 (zero points 0, output scale
+//! 2^-15). TANH shares this file because its prepare and arithmetic are LOGISTIC's.
+
+use crate::interpreter::reference::fixed_point::{calculate_input_radius, checked_log2};
+use crate::interpreter::reference::logistic::{
+    logistic_f32, logistic_int16, logistic_int8, tanh_f32, tanh_int16, tanh_int8,
+    Int8ActivationParams,
+};
+use crate::interpreter::reference::quant::{frexp, QuantizedMultiplier};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::model::BuiltinOp;
+use crate::tensor::DType;
+use crate::{kernel_bail, kernel_ensure};
+
+use super::binary_common::quant_params;
+
+#[derive(Clone, Copy, Debug)]
+enum Math {
+    F32,
+    I8(Int8ActivationParams),
+    I16 { multiplier: i32, left_shift: i32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ActData {
+    len: usize,
+    math: Math,
+}
+
+/// LOGISTIC (`tanh == false`) or TANH.
+pub struct Sigmoidal {
+    tanh: bool,
+}
+
+impl Kernel for Sigmoidal {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        ctx.expect_io(1, 1)?;
+        let input = ctx.input(0)?;
+        let output = ctx.output(0)?;
+        kernel_ensure!(
+            input.dtype == output.dtype,
+            "input `{}` ({}) and output `{}` ({}) must have one dtype",
+            input.name,
+            input.dtype,
+            output.name,
+            output.dtype
+        );
+        kernel_ensure!(
+            input.num_elements() == output.num_elements(),
+            "input `{}` {:?} and output `{}` {:?} differ in element count",
+            input.name,
+            input.dims,
+            output.name,
+            output.dims
+        );
+        let math = match input.dtype {
+            DType::F32 => Math::F32,
+            DType::I8 => {
+                let (in_scale, in_zp) = quant_params(&input)?;
+                let (_, out_zp) = quant_params(&output)?;
+                if !self.tanh {
+                    kernel_ensure!(
+                        out_zp == -128,
+                        "output `{}` zero point must be -128, is {out_zp}",
+                        output.name
+                    );
+                }
+                // Q4.27 input: scale * 2^27 as frexp mantissa (Q31) and exponent.
+                let (q, shift) = frexp(f64::from(in_scale) * f64::from(1i32 << 27));
+                kernel_ensure!(
+                    (0..=30).contains(&shift),
+                    "input `{}` scale {in_scale} is outside the range the int8 kernel supports",
+                    input.name
+                );
+                let m = (q * 2f64.powi(31)).round();
+                // TFLM casts to int32 without a check; a mantissa rounding up to 2^31 wraps.
+                let multiplier = if m >= 2_147_483_648.0 {
+                    i32::MIN
+                } else {
+                    m as i32
+                };
+                Math::I8(Int8ActivationParams {
+                    input_zero_point: in_zp,
+                    input_range_radius: calculate_input_radius(4, shift, 31),
+                    input_multiplier: QuantizedMultiplier { multiplier, shift },
+                })
+            }
+            DType::I16 => {
+                let (in_scale, in_zp) = quant_params(&input)?;
+                let (out_scale, out_zp) = quant_params(&output)?;
+                kernel_ensure!(
+                    in_zp == 0 && out_zp == 0,
+                    "int16 zero points must be 0, are {in_zp} and {out_zp}"
+                );
+                let (log2, mut pot) = checked_log2(in_scale);
+                let mut left_shift = 12 + log2;
+                pot &= if self.tanh {
+                    left_shift == 0 || left_shift == 1
+                } else {
+                    left_shift == 0
+                };
+                let multiplier = if pot {
+                    0
+                } else {
+                    let mut m = f64::from(in_scale) * 4096.0 * 3.0;
+                    left_shift = 0;
+                    while m <= 32767.0 / 2.0 && left_shift <= 30 {
+                        left_shift += 1;
+                        m *= 2.0;
+                    }
+                    kernel_ensure!(
+                        m.partial_cmp(&32767.0) != Some(std::cmp::Ordering::Greater),
+                        "input `{}` scale {in_scale} is too large for the int16 kernel",
+                        input.name
+                    );
+                    m as i32
+                };
+                let (out_log2, out_pot) = checked_log2(out_scale);
+                kernel_ensure!(
+                    out_pot && out_log2 == -15,
+                    "output `{}` scale must be 2^-15, is {out_scale}",
+                    output.name
+                );
+                Math::I16 {
+                    multiplier,
+                    left_shift,
+                }
+            }
+            other => kernel_bail!(
+                "input `{}` has dtype {other}; float32, int8 and int16 are supported",
+                input.name
+            ),
+        };
+        ctx.set_op_data(ActData {
+            len: input.num_elements(),
+            math,
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<ActData>()?;
+        macro_rules! io {
+            ($t:ty) => {{
+                let i = ctx.input::<$t>(0)?;
+                let o = ctx.output::<$t>(0)?;
+                if i.len() != d.len || o.len() != d.len {
+                    kernel_bail!("tensor sizes differ from the ones prepared for");
+                }
+                (i, o)
+            }};
+        }
+        match (d.math, self.tanh) {
+            (Math::F32, false) => {
+                let (i, o) = io!(f32);
+                logistic_f32(i, o)
+            }
+            (Math::F32, true) => {
+                let (i, o) = io!(f32);
+                tanh_f32(i, o)
+            }
+            (Math::I8(p), false) => {
+                let (i, o) = io!(i8);
+                logistic_int8(i, o, &p)
+            }
+            (Math::I8(p), true) => {
+                let (i, o) = io!(i8);
+                tanh_int8(i, o, &p)
+            }
+            (
+                Math::I16 {
+                    multiplier,
+                    left_shift,
+                },
+                false,
+            ) => {
+                let (i, o) = io!(i16);
+                logistic_int16(i, o, multiplier, left_shift)
+            }
+            (
+                Math::I16 {
+                    multiplier,
+                    left_shift,
+                },
+                true,
+            ) => {
+                let (i, o) = io!(i16);
+                tanh_int16(i, o, multiplier, left_shift)
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Registers LOGISTIC and TANH.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::LOGISTIC,
+        Registration::new("LOGISTIC", Sigmoidal { tanh: false }),
+    );
+    r.register_builtin(
+        BuiltinOp::TANH,
+        Registration::new("TANH", Sigmoidal { tanh: true }),
+    );
+}

@@ -1,0 +1,187 @@
+//! SOFTMAX over the last dimension (TFLM's `kernels/softmax.cc` + `softmax_common.cc`): float32
+//! with `beta`; int8 to int8 (output scale 1/256, zero point -128) or int16 (scale 1/65536,
+//! zero point -32768) through gemmlowp fixed point; int16 to int16 (zero points 0, output scale
+//! 1/32768) through the exp and `1/(1+x)` lookup tables TFLM generates at prepare, kept here in
+//! persistent arrays.
+
+use crate::interpreter::reference::fixed_point::calculate_input_radius;
+use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
+use crate::interpreter::reference::softmax::{
+    softmax_f32, softmax_int16, softmax_int16_luts, softmax_quantized, SoftmaxQuantParams,
+    SCALED_DIFF_INTEGER_BITS,
+};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+};
+use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::tensor::DType;
+use crate::{kernel_bail, kernel_ensure};
+
+use super::binary_common::quant_params;
+
+#[derive(Clone, Copy, Debug)]
+enum Math {
+    F32 {
+        beta: f32,
+    },
+    I8ToI8(SoftmaxQuantParams),
+    I8ToI16(SoftmaxQuantParams),
+    I16 {
+        multiplier: QuantizedMultiplier,
+        exp_lut: PersistentArray<i16>,
+        recip_lut: PersistentArray<i16>,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SoftmaxData {
+    len: usize,
+    depth: usize,
+    math: Math,
+}
+
+/// The SOFTMAX kernel.
+pub struct Softmax;
+
+fn near(x: f32, want: f32, tol: f32) -> bool {
+    (x - want).abs() <= tol
+}
+
+impl Kernel for Softmax {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        ctx.expect_io(1, 1)?;
+        let input = ctx.input(0)?;
+        let output = ctx.output(0)?;
+        kernel_ensure!(
+            !input.dims.is_empty(),
+            "input `{}` must have at least one dimension",
+            input.name
+        );
+        input.expect_dims(output.dims)?;
+        let beta = match ctx.options() {
+            BuiltinOptions::Softmax { beta } => *beta,
+            other => kernel_bail!("expected SoftmaxOptions, found {other:?}"),
+        };
+        let depth = input.dims[input.dims.len() - 1];
+        let math = match (input.dtype, output.dtype) {
+            (DType::F32, DType::F32) => Math::F32 {
+                beta: f64::from(beta) as f32,
+            },
+            (DType::I8, DType::I8 | DType::I16) => {
+                let (in_scale, _) = quant_params(&input)?;
+                let (out_scale, out_zp) = quant_params(&output)?;
+                if output.dtype == DType::I8 {
+                    kernel_ensure!(
+                        out_zp == -128 && out_scale == 1.0 / 256.0,
+                        "output `{}` must have scale 1/256 and zero point -128, has {out_scale} and {out_zp}",
+                        output.name
+                    );
+                } else {
+                    kernel_ensure!(
+                        out_zp == -32768 && near(out_scale, 1.0 / 65536.0, 0.001 / 65536.0),
+                        "output `{}` must have scale 1/65536 and zero point -32768, has {out_scale} and {out_zp}",
+                        output.name
+                    );
+                }
+                let real = (f64::from(beta)
+                    * f64::from(in_scale)
+                    * f64::from(1i32 << (31 - SCALED_DIFF_INTEGER_BITS)))
+                .min(f64::from(i32::MAX));
+                let m = quantize_multiplier(real);
+                kernel_ensure!(
+                    (0..=30).contains(&m.shift) && m.multiplier > 0,
+                    "beta {beta} * input scale {in_scale} is too small for the int8 softmax"
+                );
+                let p = SoftmaxQuantParams {
+                    input_multiplier: m.multiplier,
+                    input_left_shift: m.shift,
+                    diff_min: -calculate_input_radius(SCALED_DIFF_INTEGER_BITS, m.shift, 31),
+                };
+                if output.dtype == DType::I8 {
+                    Math::I8ToI8(p)
+                } else {
+                    Math::I8ToI16(p)
+                }
+            }
+            (DType::I16, DType::I16) => {
+                let (in_scale, in_zp) = quant_params(&input)?;
+                let (out_scale, out_zp) = quant_params(&output)?;
+                kernel_ensure!(
+                    in_zp == 0 && out_zp == 0,
+                    "int16 softmax needs zero points of 0, has {in_zp} and {out_zp}"
+                );
+                kernel_ensure!(
+                    near(out_scale, 1.0 / 32768.0, 0.001 / 32768.0),
+                    "output `{}` must have scale 1/32768, has {out_scale}",
+                    output.name
+                );
+                let multiplier = quantize_multiplier(
+                    f64::from(in_scale) * f64::from(beta) / (10.0 / 65535.0),
+                );
+                let (exp, recip) = softmax_int16_luts();
+                let exp_lut = ctx.persistent_array(&exp)?;
+                let recip_lut = ctx.persistent_array(&recip)?;
+                Math::I16 {
+                    multiplier,
+                    exp_lut,
+                    recip_lut,
+                }
+            }
+            (i, o) => kernel_bail!(
+                "SOFTMAX from {i} (`{}`) to {o} (`{}`) is not supported (float32, int8->int8/int16, int16->int16)",
+                input.name,
+                output.name
+            ),
+        };
+        ctx.set_op_data(SoftmaxData {
+            len: input.num_elements(),
+            depth,
+            math,
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<SoftmaxData>()?;
+        macro_rules! io {
+            ($src:ty, $dst:ty) => {{
+                let i = ctx.input::<$src>(0)?;
+                let o = ctx.output::<$dst>(0)?;
+                if i.len() != d.len || o.len() != d.len {
+                    kernel_bail!("tensor sizes differ from the ones prepared for");
+                }
+                (i, o)
+            }};
+        }
+        let overflow = |_| KernelError::new("softmax: sum of exponentials overflowed");
+        match d.math {
+            Math::F32 { beta } => {
+                let (i, o) = io!(f32, f32);
+                softmax_f32(i, o, d.depth, beta);
+            }
+            Math::I8ToI8(p) => {
+                let (i, o) = io!(i8, i8);
+                softmax_quantized(i, o, d.depth, &p).map_err(overflow)?;
+            }
+            Math::I8ToI16(p) => {
+                let (i, o) = io!(i8, i16);
+                softmax_quantized(i, o, d.depth, &p).map_err(overflow)?;
+            }
+            Math::I16 {
+                multiplier,
+                exp_lut,
+                recip_lut,
+            } => {
+                let exp_lut = ctx.persistent(exp_lut)?;
+                let recip_lut = ctx.persistent(recip_lut)?;
+                let (i, o) = io!(i16, i16);
+                softmax_int16(i, o, d.depth, multiplier, exp_lut, recip_lut).map_err(overflow)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Registers SOFTMAX.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(BuiltinOp::SOFTMAX, Registration::new("SOFTMAX", Softmax));
+}

@@ -1,0 +1,469 @@
+//! UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite-Micro implements it: the standard LSTM (all four gates
+//! with input and recurrent weights and gate biases), float32 or 8x8→16 integer (int8 input,
+//! hidden state and output, int8 weights, int32 biases, int16 cell state of power-of-two scale).
+//!
+//! Inputs (24): 0 input, 1-4 input-to-{input, forget, cell, output} weights, 5-8 recurrent
+//! weights, 9-11 peephole (must be omitted), 12-15 gate biases, 16-17 projection (must be
+//! omitted), 18 output (hidden) state and 19 cell state (variables), 20-23 layer norm (must be
+//! omitted). CIFG (omitted input gate), peephole, projection, layer norm, diagonal recurrent
+//! weights, hybrid (float input with int8 weights) and 16-bit activations are refused at
+//! prepare: TFLM does not run them either.
+//!
+//! Prepare precomputes every FC and multiplication rescale as TFLM does (`lstm_eval_common.cc`)
+//! and requests TFLM's four scratch buffers of `batch * state` cell elements.
+
+use crate::interpreter::context::TensorInfo;
+use crate::interpreter::reference::lstm::{
+    lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams, LstmShape,
+    LstmWeights, MulParams,
+};
+use crate::interpreter::reference::quant::quantize_multiplier;
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, ScratchId,
+};
+use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::tensor::{DType, Element};
+use crate::{kernel_bail, kernel_ensure};
+
+const INPUT: usize = 0;
+/// First input-to-gate weights (input gate); 1..=4.
+const INPUT_WEIGHTS: usize = 1;
+/// First recurrent weights; 5..=8.
+const RECURRENT_WEIGHTS: usize = 5;
+/// First gate bias; 12..=15.
+const BIASES: usize = 12;
+const OUTPUT_STATE: usize = 18;
+const CELL_STATE: usize = 19;
+
+/// Q3.12: the scale of gate pre-activations.
+const GATE_INPUT_SCALE: f32 = 1.0 / 4096.0;
+/// Q0.15: the scale of gate outputs.
+const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
+
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    F32 { cell_clip: f32 },
+    Int8(LstmIntegerParams),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct LstmData {
+    shape: LstmShape,
+    path: Path,
+    scratch: [ScratchId; 4],
+}
+
+/// The UNIDIRECTIONAL_SEQUENCE_LSTM kernel.
+pub struct UnidirectionalSequenceLstm;
+
+fn name_of(k: usize) -> &'static str {
+    match k {
+        0 => "input",
+        1 => "input_to_input_weights",
+        2 => "input_to_forget_weights",
+        3 => "input_to_cell_weights",
+        4 => "input_to_output_weights",
+        5 => "recurrent_to_input_weights",
+        6 => "recurrent_to_forget_weights",
+        7 => "recurrent_to_cell_weights",
+        8 => "recurrent_to_output_weights",
+        9 => "cell_to_input_weights (peephole)",
+        10 => "cell_to_forget_weights (peephole)",
+        11 => "cell_to_output_weights (peephole)",
+        12 => "input_gate_bias",
+        13 => "forget_gate_bias",
+        14 => "cell_gate_bias",
+        15 => "output_gate_bias",
+        16 => "projection_weights",
+        17 => "projection_bias",
+        18 => "output_state",
+        19 => "cell_state",
+        20 => "input_layer_norm_coefficients",
+        21 => "forget_layer_norm_coefficients",
+        22 => "cell_layer_norm_coefficients",
+        _ => "output_layer_norm_coefficients",
+    }
+}
+
+fn required<'a>(ctx: &PrepareContext<'a>, k: usize) -> Result<TensorInfo<'a>, KernelError> {
+    ctx.optional_input(k)?.ok_or_else(|| {
+        KernelError::new(format!(
+            "input {k} ({}) is omitted; only the standard LSTM is supported (no CIFG)",
+            name_of(k)
+        ))
+    })
+}
+
+/// Per-tensor `(scale, zero_point)` of a quantized tensor, refusing per-channel parameters.
+fn quant(t: &TensorInfo<'_>) -> Result<(f32, i32), KernelError> {
+    t.per_tensor_quant()
+}
+
+/// TFLite's `QuantizeMultiplier` of `a * b / c` computed in double from float scales.
+fn ratio(a: f32, b: f32, c: f32) -> crate::interpreter::reference::quant::QuantizedMultiplier {
+    quantize_multiplier(f64::from(a) * f64::from(b) / f64::from(c))
+}
+
+/// TFLite's `CheckedLog2`: `round(ln(x) / ln(2))` in float, and whether `x` is a power of two.
+fn checked_log2(x: f32) -> (i32, bool) {
+    let l = x.ln() * (1.0f32 / 2f32.ln());
+    let r = l.round();
+    (r as i32, (l - r).abs() < 1e-3)
+}
+
+impl Kernel for UnidirectionalSequenceLstm {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        ctx.expect_io(24, 1)?;
+        let (activation, cell_clip, time_major, diagonal) = match ctx.options() {
+            BuiltinOptions::UnidirectionalSequenceLstm {
+                activation,
+                cell_clip,
+                time_major,
+                diagonal_recurrent_tensors,
+                ..
+            } => (
+                *activation,
+                *cell_clip,
+                *time_major,
+                *diagonal_recurrent_tensors,
+            ),
+            other => kernel_bail!(
+                "UNIDIRECTIONAL_SEQUENCE_LSTM needs UnidirectionalSequenceLSTMOptions, the node \
+                 has {other:?}"
+            ),
+        };
+        kernel_ensure!(
+            activation == Activation::Tanh,
+            "cell gate activation {activation:?}, only TANH is supported"
+        );
+        kernel_ensure!(
+            !diagonal,
+            "diagonal_recurrent_tensors is not supported (TFLM needs full recurrent weights)"
+        );
+        kernel_ensure!(
+            cell_clip.is_finite(),
+            "cell_clip {cell_clip}, expected a finite number"
+        );
+        for k in (9..12).chain(16..18).chain(20..24) {
+            if let Some(t) = ctx.optional_input(k)? {
+                kernel_bail!(
+                    "input {k} ({}) is present as tensor `{}`: peephole, projection and layer \
+                     norm LSTMs are not supported",
+                    name_of(k),
+                    t.name
+                );
+            }
+        }
+
+        let input = required(ctx, INPUT)?;
+        let hidden = required(ctx, OUTPUT_STATE)?;
+        let cell = required(ctx, CELL_STATE)?;
+        let output = ctx.output(0)?;
+        let weights: [TensorInfo<'_>; 8] = {
+            let mut w = [input; 8];
+            for (i, slot) in w.iter_mut().enumerate() {
+                *slot = required(ctx, INPUT_WEIGHTS + i)?;
+            }
+            w
+        };
+        let biases: [TensorInfo<'_>; 4] = {
+            let mut b = [input; 4];
+            for (i, slot) in b.iter_mut().enumerate() {
+                *slot = required(ctx, BIASES + i)?;
+            }
+            b
+        };
+
+        // Shapes.
+        kernel_ensure!(
+            input.dims.len() == 3,
+            "input `{}` has shape {:?}, expected rank 3 ({})",
+            input.name,
+            input.dims,
+            if time_major {
+                "[time, batch, input]"
+            } else {
+                "[batch, time, input]"
+            }
+        );
+        let (batch, time_steps) = if time_major {
+            (input.dims[1], input.dims[0])
+        } else {
+            (input.dims[0], input.dims[1])
+        };
+        let input_dim = input.dims[2];
+        kernel_ensure!(
+            hidden.dims.len() == 2,
+            "output_state `{}` has shape {:?}, expected [batch, state]",
+            hidden.name,
+            hidden.dims
+        );
+        let state_dim = hidden.dims[1];
+        for (i, w) in weights.iter().enumerate() {
+            let cols = if i < 4 { input_dim } else { state_dim };
+            w.expect_dims(&[state_dim, cols])?;
+        }
+        for b in &biases {
+            b.expect_dims(&[state_dim])?;
+        }
+        let state_len = batch
+            .checked_mul(state_dim)
+            .ok_or_else(|| KernelError::new("state size overflows"))?;
+        for s in [&hidden, &cell] {
+            kernel_ensure!(
+                s.num_elements() == state_len,
+                "state `{}` has shape {:?}, expected {state_len} elements (batch {batch} × \
+                 state {state_dim})",
+                s.name,
+                s.dims
+            );
+            kernel_ensure!(
+                s.is_variable,
+                "state `{}` must be a variable tensor",
+                s.name
+            );
+        }
+        output.expect_dims(&[input.dims[0], input.dims[1], state_dim])?;
+        let shape = LstmShape {
+            time_major,
+            batch,
+            time_steps,
+            input_dim,
+            state_dim,
+        };
+
+        // Types.
+        kernel_ensure!(
+            hidden.dtype == input.dtype && output.dtype == input.dtype,
+            "input `{}` ({}), output_state `{}` ({}) and output `{}` ({}) must share one dtype",
+            input.name,
+            input.dtype,
+            hidden.name,
+            hidden.dtype,
+            output.name,
+            output.dtype
+        );
+        let weight_type = weights[1].dtype;
+        for w in &weights {
+            kernel_ensure!(
+                w.dtype == weight_type,
+                "weights `{}` have dtype {}, expected {weight_type} like the other weights",
+                w.name,
+                w.dtype
+            );
+        }
+        let bias_type = biases[1].dtype;
+        for b in &biases {
+            kernel_ensure!(
+                b.dtype == bias_type,
+                "bias `{}` has dtype {}, expected {bias_type} like the other biases",
+                b.name,
+                b.dtype
+            );
+        }
+
+        let (path, cell_bytes) = match (input.dtype, weight_type) {
+            (DType::F32, DType::F32) => {
+                kernel_ensure!(
+                    bias_type == DType::F32 && cell.dtype == DType::F32,
+                    "a float32 LSTM needs float32 biases and cell state (bias {bias_type}, cell \
+                     state {})",
+                    cell.dtype
+                );
+                (Path::F32 { cell_clip }, 4)
+            }
+            (DType::F32, w) => {
+                kernel_bail!("hybrid LSTM (float32 input, {w} weights) is not supported")
+            }
+            (DType::I8, DType::I8) => {
+                kernel_ensure!(
+                    bias_type == DType::I32,
+                    "bias `{}` has dtype {bias_type}, expected int32",
+                    biases[0].name
+                );
+                kernel_ensure!(
+                    cell.dtype == DType::I16,
+                    "cell_state `{}` has dtype {}, expected int16 (TFLM's quantized LSTM)",
+                    cell.name,
+                    cell.dtype
+                );
+                (
+                    Path::Int8(integer_params(&input, &hidden, &cell, &weights, cell_clip)?),
+                    2,
+                )
+            }
+            (DType::I16, _) => kernel_bail!(
+                "16-bit activation LSTM (input `{}` int16) is not implemented",
+                input.name
+            ),
+            (a, w) => kernel_bail!(
+                "input dtype {a} with weights dtype {w}: expected float32/float32 or int8/int8"
+            ),
+        };
+
+        let bytes = state_len
+            .checked_mul(cell_bytes)
+            .ok_or_else(|| KernelError::new("scratch size overflows"))?;
+        let scratch = [
+            ctx.request_scratch(bytes)?,
+            ctx.request_scratch(bytes)?,
+            ctx.request_scratch(bytes)?,
+            ctx.request_scratch(bytes)?,
+        ];
+        ctx.set_op_data(LstmData {
+            shape,
+            path,
+            scratch,
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<LstmData>()?;
+        match d.path {
+            Path::F32 { cell_clip } => {
+                let (w, input, hidden, cell, output, buffers) =
+                    views::<f32, f32, f32, f32>(ctx, &d)?;
+                lstm_f32(
+                    &d.shape, cell_clip, &w, input, hidden, cell, output, buffers,
+                );
+            }
+            Path::Int8(p) => {
+                let (w, input, hidden, cell, output, buffers) = views::<i8, i8, i32, i16>(ctx, &d)?;
+                lstm_int8(&d.shape, &p, &w, input, hidden, cell, output, buffers);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// TFLM's `PrepareGateParametersInteger`.
+fn integer_params(
+    input: &TensorInfo<'_>,
+    hidden: &TensorInfo<'_>,
+    cell: &TensorInfo<'_>,
+    weights: &[TensorInfo<'_>; 8],
+    cell_clip: f32,
+) -> Result<LstmIntegerParams, KernelError> {
+    let (in_scale, in_zp) = quant(input)?;
+    let (h_scale, h_zp) = quant(hidden)?;
+    let (cell_scale, _) = quant(cell)?;
+    let mut gates = [GateParams::default(); 4];
+    for (g, gp) in gates.iter_mut().enumerate() {
+        let wi = &weights[g];
+        let wr = &weights[4 + g];
+        let (wi_scale, wi_zp) = quant(wi)?;
+        let (wr_scale, wr_zp) = quant(wr)?;
+        gp.input_fc = GateFcParams {
+            input_offset: in_zp.wrapping_neg(),
+            weights_offset: wi_zp.wrapping_neg(),
+            multiplier: ratio(in_scale, wi_scale, GATE_INPUT_SCALE),
+        };
+        gp.recurrent_fc = GateFcParams {
+            input_offset: h_zp.wrapping_neg(),
+            weights_offset: wr_zp.wrapping_neg(),
+            multiplier: ratio(h_scale, wr_scale, GATE_INPUT_SCALE),
+        };
+    }
+    let i16_mul = |a: f32, b: f32, c: f32| MulParams {
+        output_offset: 0,
+        multiplier: ratio(a, b, c),
+        min: i32::from(i16::MIN),
+        max: i32::from(i16::MAX),
+    };
+    // TFLM does not insist on a power of two (it rounds the logarithm); the tanh input shift
+    // derived from it must stay a valid shift.
+    let (power, _) = checked_log2(cell_scale);
+    kernel_ensure!(
+        (-43..=16).contains(&power),
+        "cell_state `{}` scale {cell_scale} (2^{power}) is outside the range TFLM's int16 tanh \
+         can rescale",
+        cell.name
+    );
+    let quantized_cell_clip =
+        (f64::from(cell_clip) / f64::from(cell_scale)).clamp(-32768.0, 32767.0) as i16;
+    Ok(LstmIntegerParams {
+        gates,
+        forget_cell_mul: i16_mul(GATE_OUTPUT_SCALE, cell_scale, cell_scale),
+        input_mul: i16_mul(GATE_OUTPUT_SCALE, GATE_OUTPUT_SCALE, cell_scale),
+        output_mul: MulParams {
+            output_offset: h_zp,
+            multiplier: ratio(GATE_OUTPUT_SCALE, GATE_OUTPUT_SCALE, h_scale),
+            min: i32::from(i8::MIN),
+            max: i32::from(i8::MAX),
+        },
+        clip_cell: cell_clip > 0.0,
+        quantized_cell_clip,
+        cell_scale_power: power,
+    })
+}
+
+type Views<'a, A, W, B, C> = (
+    LstmWeights<'a, W, B>,
+    &'a [A],
+    &'a mut [A],
+    &'a mut [C],
+    &'a mut [A],
+    LstmBuffers<'a, C>,
+);
+
+/// The node's tensors and scratch at their validated lengths.
+fn views<'a, A: Element, W: Element, B: Element, C: crate::interpreter::context::Scalar>(
+    ctx: &InvokeContext<'a>,
+    d: &LstmData,
+) -> Result<Views<'a, A, W, B, C>, KernelError> {
+    let s = &d.shape;
+    let state_len = s.batch * s.state_dim;
+    let seq = s.batch * s.time_steps;
+    let w = LstmWeights {
+        input: [
+            sized::<W>(ctx.input(INPUT_WEIGHTS)?, s.state_dim * s.input_dim)?,
+            sized::<W>(ctx.input(INPUT_WEIGHTS + 1)?, s.state_dim * s.input_dim)?,
+            sized::<W>(ctx.input(INPUT_WEIGHTS + 2)?, s.state_dim * s.input_dim)?,
+            sized::<W>(ctx.input(INPUT_WEIGHTS + 3)?, s.state_dim * s.input_dim)?,
+        ],
+        recurrent: [
+            sized::<W>(ctx.input(RECURRENT_WEIGHTS)?, s.state_dim * s.state_dim)?,
+            sized::<W>(ctx.input(RECURRENT_WEIGHTS + 1)?, s.state_dim * s.state_dim)?,
+            sized::<W>(ctx.input(RECURRENT_WEIGHTS + 2)?, s.state_dim * s.state_dim)?,
+            sized::<W>(ctx.input(RECURRENT_WEIGHTS + 3)?, s.state_dim * s.state_dim)?,
+        ],
+        bias: [
+            sized::<B>(ctx.input(BIASES)?, s.state_dim)?,
+            sized::<B>(ctx.input(BIASES + 1)?, s.state_dim)?,
+            sized::<B>(ctx.input(BIASES + 2)?, s.state_dim)?,
+            sized::<B>(ctx.input(BIASES + 3)?, s.state_dim)?,
+        ],
+    };
+    let input = sized::<A>(ctx.input(INPUT)?, seq * s.input_dim)?;
+    let hidden = sized_mut::<A>(ctx.variable(OUTPUT_STATE)?, state_len)?;
+    let cell = sized_mut::<C>(ctx.variable(CELL_STATE)?, state_len)?;
+    let output = sized_mut::<A>(ctx.output(0)?, seq * s.state_dim)?;
+    let buffers = LstmBuffers {
+        b: [
+            sized_mut::<C>(ctx.scratch(d.scratch[0])?, state_len)?,
+            sized_mut::<C>(ctx.scratch(d.scratch[1])?, state_len)?,
+            sized_mut::<C>(ctx.scratch(d.scratch[2])?, state_len)?,
+            sized_mut::<C>(ctx.scratch(d.scratch[3])?, state_len)?,
+        ],
+    };
+    Ok((w, input, hidden, cell, output, buffers))
+}
+
+fn sized<T>(s: &[T], len: usize) -> Result<&[T], KernelError> {
+    s.get(..len)
+        .ok_or_else(|| KernelError::new(format!("tensor of {} elements, {len} needed", s.len())))
+}
+
+fn sized_mut<T>(s: &mut [T], len: usize) -> Result<&mut [T], KernelError> {
+    let n = s.len();
+    s.get_mut(..len)
+        .ok_or_else(|| KernelError::new(format!("buffer of {n} elements, {len} needed")))
+}
+
+/// Registers UNIDIRECTIONAL_SEQUENCE_LSTM.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::UNIDIRECTIONAL_SEQUENCE_LSTM,
+        Registration::new("UNIDIRECTIONAL_SEQUENCE_LSTM", UnidirectionalSequenceLstm),
+    );
+}

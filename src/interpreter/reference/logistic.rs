@@ -1,0 +1,216 @@
+//! LOGISTIC arithmetic (TFLite's `reference/logistic.h` and
+//! `reference/integer_ops/logistic.h`, the paths TFLM runs): float with TFLite's cut-offs, int8
+//! through gemmlowp's fixed-point logistic, int16 by interpolating `sigmoid_table_uint16`.
+
+use super::fixed_point::{self, SIGMOID_TABLE_UINT16};
+use super::quant::{multiply_by_quantized_multiplier, rounding_divide_by_pot, QuantizedMultiplier};
+
+/// Float logistic.
+pub fn logistic_f32(input: &[f32], output: &mut [f32]) {
+    const CUTOFF_UPPER: f32 = 16.619_047;
+    const CUTOFF_LOWER: f32 = -9.0;
+    for (o, &x) in output.iter_mut().zip(input) {
+        *o = if x > CUTOFF_UPPER {
+            1.0
+        } else if x < CUTOFF_LOWER {
+            x.exp()
+        } else {
+            1.0 / (1.0 + (-x).exp())
+        };
+    }
+}
+
+/// Parameters of the int8 logistic / tanh (TFLM's `OpDataLogistic`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Int8ActivationParams {
+    /// Input zero point.
+    pub input_zero_point: i32,
+    /// Inputs at or beyond this distance from the zero point saturate.
+    pub input_range_radius: i32,
+    /// Input scale * 2^27 as a Q31 multiplier and shift (to Q4.27).
+    pub input_multiplier: QuantizedMultiplier,
+}
+
+/// Int8 logistic (output scale 1/256, zero point -128).
+pub fn logistic_int8(input: &[i8], output: &mut [i8], p: &Int8ActivationParams) {
+    for (o, &x) in output.iter_mut().zip(input) {
+        let v = i32::from(x) - p.input_zero_point;
+        *o = if v <= -p.input_range_radius {
+            i8::MIN
+        } else if v >= p.input_range_radius {
+            i8::MAX
+        } else {
+            let q4 = multiply_by_quantized_multiplier(v, p.input_multiplier);
+            let q0 = fixed_point::logistic(q4, 4);
+            let q23 = rounding_divide_by_pot(q0, 31 - 8);
+            (q23 - 128).clamp(-128, 127) as i8
+        };
+    }
+}
+
+/// Prepares the int16 input rescale: `(multiplier, left_shift)` after TFLM's power-of-two
+/// substitution (`multiplier == 0` means `3 << left_shift`, shift 0).
+#[inline(always)]
+fn int16_rescale(multiplier: i32, left_shift: i32) -> (i32, i32, i32) {
+    let (m, s) = if multiplier == 0 {
+        (3i32.wrapping_shl(left_shift as u32), 0)
+    } else {
+        (multiplier, left_shift)
+    };
+    let round = if s > 0 { 1i32 << (s - 1) } else { 0 };
+    (m, s, round)
+}
+
+/// Int16 logistic (input Q3.12 after rescale, output Q0.15).
+pub fn logistic_int16(input: &[i16], output: &mut [i16], multiplier: i32, left_shift: i32) {
+    let (m, s, round) = int16_rescale(multiplier, left_shift);
+    for (o, &x) in output.iter_mut().zip(input) {
+        let v = i32::from(x).wrapping_mul(m).wrapping_add(round) >> s;
+        let abs = v.unsigned_abs();
+        let uh = abs >> 9;
+        let mut result: u32 = if uh >= 255 {
+            0x7FFF << 10
+        } else {
+            let ua = u32::from(SIGMOID_TABLE_UINT16[uh as usize]);
+            let ub = u32::from(SIGMOID_TABLE_UINT16[uh as usize + 1]);
+            let ut = abs & 0x1ff;
+            (ua << 9).wrapping_add(ut.wrapping_mul(ub.wrapping_sub(ua)))
+        };
+        result = if v >= 0 {
+            result.wrapping_add(1 << 9)
+        } else {
+            (1u32 << 25)
+                .wrapping_sub(result)
+                .wrapping_add(1 << 9)
+                .wrapping_sub(1)
+        };
+        *o = (result >> 10) as i16;
+    }
+}
+
+/// Int8 tanh (output scale 1/128, zero point 0).
+pub fn tanh_int8(input: &[i8], output: &mut [i8], p: &Int8ActivationParams) {
+    for (o, &x) in output.iter_mut().zip(input) {
+        let v = i32::from(x) - p.input_zero_point;
+        *o = if v <= -p.input_range_radius {
+            i8::MIN
+        } else if v >= p.input_range_radius {
+            i8::MAX
+        } else {
+            let q4 = multiply_by_quantized_multiplier(v, p.input_multiplier);
+            let q0 = fixed_point::tanh(q4, 4);
+            rounding_divide_by_pot(q0, 31 - 7).clamp(-128, 127) as i8
+        };
+    }
+}
+
+/// Int16 tanh (input Q3.12 after rescale, output Q0.15).
+pub fn tanh_int16(input: &[i16], output: &mut [i16], multiplier: i32, left_shift: i32) {
+    let (m, s, round) = int16_rescale(multiplier, left_shift);
+    for (o, &x) in output.iter_mut().zip(input) {
+        let v = i32::from(x).wrapping_mul(m).wrapping_add(round) >> s;
+        let abs = v.unsigned_abs();
+        let uh = abs >> 8;
+        let mut result: i32 = if uh >= 255 {
+            0xFFFF << 8
+        } else {
+            let ua = u32::from(SIGMOID_TABLE_UINT16[uh as usize]);
+            let ub = u32::from(SIGMOID_TABLE_UINT16[uh as usize + 1]);
+            let ut = abs & 0xFF;
+            (ua << 8).wrapping_add(ut.wrapping_mul(ub.wrapping_sub(ua))) as i32
+        };
+        result = if v >= 0 {
+            result.wrapping_sub(1 << 23).wrapping_add(1 << 7)
+        } else {
+            result
+                .wrapping_neg()
+                .wrapping_add(1 << 23)
+                .wrapping_add(1 << 7)
+                .wrapping_sub(1)
+        };
+        *o = (result >> 8) as i16;
+    }
+}
+
+/// Float tanh.
+pub fn tanh_f32(input: &[f32], output: &mut [f32]) {
+    for (o, &x) in output.iter_mut().zip(input) {
+        *o = x.tanh();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpreter::reference::fixed_point::calculate_input_radius;
+    use crate::interpreter::reference::quant::frexp;
+
+    fn int8_params(scale: f64, zp: i32) -> Int8ActivationParams {
+        let (q, shift) = frexp(scale * f64::from(1 << 27));
+        Int8ActivationParams {
+            input_zero_point: zp,
+            input_range_radius: calculate_input_radius(4, shift, 31),
+            input_multiplier: QuantizedMultiplier {
+                multiplier: (q * 2f64.powi(31)).round() as i32,
+                shift,
+            },
+        }
+    }
+
+    #[test]
+    fn int8_logistic_and_tanh_are_close() {
+        let p = int8_params(0.05, 3);
+        let input: Vec<i8> = (-128..=127).collect();
+        let mut out = vec![0i8; 256];
+        logistic_int8(&input, &mut out, &p);
+        let mut out_t = vec![0i8; 256];
+        tanh_int8(&input, &mut out_t, &p);
+        for (i, &x) in input.iter().enumerate() {
+            let r = 0.05 * f64::from(i32::from(x) - 3);
+            let want = (256.0 / (1.0 + (-r).exp()) - 128.0)
+                .round()
+                .clamp(-128.0, 127.0);
+            assert!((f64::from(out[i]) - want).abs() <= 1.0, "{x}: {}", out[i]);
+            let want = (128.0 * r.tanh()).round().clamp(-128.0, 127.0);
+            assert!(
+                (f64::from(out_t[i]) - want).abs() <= 1.0,
+                "{x}: {}",
+                out_t[i]
+            );
+        }
+    }
+
+    #[test]
+    fn int16_logistic_and_tanh_are_close() {
+        // Input scale 2^-12 (power of two): multiplier 0, left shift 0.
+        let input: Vec<i16> = (-32768..=32767)
+            .step_by(97)
+            .map(|v: i32| v as i16)
+            .collect();
+        let mut out = vec![0i16; input.len()];
+        logistic_int16(&input, &mut out, 0, 0);
+        let mut out_t = vec![0i16; input.len()];
+        tanh_int16(&input, &mut out_t, 0, 0);
+        for (i, &x) in input.iter().enumerate() {
+            let r = f64::from(x) / 4096.0;
+            let want = 32768.0 / (1.0 + (-r).exp());
+            assert!((f64::from(out[i]) - want).abs() <= 3.0, "{x}: {}", out[i]);
+            let want = 32768.0 * r.tanh();
+            assert!(
+                (f64::from(out_t[i]) - want).abs() <= 6.0,
+                "{x}: {}",
+                out_t[i]
+            );
+        }
+    }
+
+    #[test]
+    fn float_logistic() {
+        let mut out = [0f32; 4];
+        logistic_f32(&[0.0, 20.0, -10.0, 1.0], &mut out);
+        assert_eq!(out[0], 0.5);
+        assert_eq!(out[1], 1.0);
+        assert!((out[2] - (-10.0f32).exp()).abs() < 1e-9);
+        assert!((out[3] - 0.731_058_6).abs() < 1e-6);
+    }
+}

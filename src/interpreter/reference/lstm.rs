@@ -1,0 +1,630 @@
+//! UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite-Micro evaluates it (`lstm_eval.h`, `lstm_eval.cc`):
+//! the standard LSTM without CIFG, peephole, projection or layer norm.
+//!
+//! Per time step, with `h` the previous hidden state and `c` the cell state:
+//! ```text
+//! f = sigmoid(FC(x, W_f, b_f) + FC(h, R_f))      i = sigmoid(FC(x, W_i, b_i) + FC(h, R_i))
+//! g = tanh   (FC(x, W_c, b_c) + FC(h, R_c))      c = clip(f * c + i * g)
+//! o = sigmoid(FC(x, W_o, b_o) + FC(h, R_o))      h = o * tanh(c);  output[t] = h
+//! ```
+//! Time-major input `[time, batch, input]` steps all batches at once; batch-major input
+//! `[batch, time, input]` runs each batch row through all its steps (state row by row).
+//!
+//! The integer path is TFLM's 8x8→16: int8 input/hidden/output, int8 weights, int32 bias, int16
+//! gates (FC outputs in Q3.12, gate outputs in Q0.15) and int16 cell state whose scale is a
+//! power of two.
+
+use super::activations_int16::{logistic_int16_in_place, tanh_int16, tanh_int16_in_place};
+use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
+
+/// Gate order of the weights/bias arrays, matching the op's input order.
+pub mod gate {
+    /// Input gate.
+    pub const INPUT: usize = 0;
+    /// Forget gate.
+    pub const FORGET: usize = 1;
+    /// Cell gate.
+    pub const CELL: usize = 2;
+    /// Output gate.
+    pub const OUTPUT: usize = 3;
+}
+
+/// Sizes of one LSTM node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LstmShape {
+    /// Input is `[time, batch, input]` (else `[batch, time, input]`).
+    pub time_major: bool,
+    /// Batch size.
+    pub batch: usize,
+    /// Time steps.
+    pub time_steps: usize,
+    /// Input features.
+    pub input_dim: usize,
+    /// Hidden / cell units.
+    pub state_dim: usize,
+}
+
+impl LstmShape {
+    /// Rows processed per step.
+    fn rows(&self) -> usize {
+        if self.time_major {
+            self.batch
+        } else {
+            1
+        }
+    }
+}
+
+/// Weights and biases of the four gates, indexed by [`gate`].
+#[derive(Clone, Copy, Debug)]
+pub struct LstmWeights<'a, W, B> {
+    /// Input-to-gate weights, `[state, input]` each.
+    pub input: [&'a [W]; 4],
+    /// Recurrent (hidden-to-gate) weights, `[state, state]` each.
+    pub recurrent: [&'a [W]; 4],
+    /// Gate biases, `[state]` each.
+    pub bias: [&'a [B]; 4],
+}
+
+/// The four scratch buffers TFLM requests, each `batch * state` cell elements.
+pub struct LstmBuffers<'a, C> {
+    /// Buffers 0..3.
+    pub b: [&'a mut [C]; 4],
+}
+
+/// Quantized fully connected parameters into an int16 gate (output zero point 0, full int16
+/// range).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GateFcParams {
+    /// `-input_zero_point`.
+    pub input_offset: i32,
+    /// `-weights_zero_point`.
+    pub weights_offset: i32,
+    /// `input_scale * weights_scale / 2^-12`.
+    pub multiplier: QuantizedMultiplier,
+}
+
+/// One gate's two FCs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GateParams {
+    /// Input FC (with the gate bias).
+    pub input_fc: GateFcParams,
+    /// Recurrent FC (no bias).
+    pub recurrent_fc: GateFcParams,
+}
+
+/// Elementwise multiplication of two symmetric int16 operands into an output type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MulParams {
+    /// Output zero point.
+    pub output_offset: i32,
+    /// `scale1 * scale2 / output_scale`.
+    pub multiplier: QuantizedMultiplier,
+    /// Clamp minimum.
+    pub min: i32,
+    /// Clamp maximum.
+    pub max: i32,
+}
+
+/// Everything the integer LSTM precomputes at prepare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct LstmIntegerParams {
+    /// Per gate, indexed by [`gate`].
+    pub gates: [GateParams; 4],
+    /// forget (Q0.15) × cell → cell.
+    pub forget_cell_mul: MulParams,
+    /// input gate (Q0.15) × cell gate (Q0.15) → cell.
+    pub input_mul: MulParams,
+    /// tanh(cell) (Q0.15) × output gate (Q0.15) → hidden (int8, with zero point).
+    pub output_mul: MulParams,
+    /// Clip the cell state to `±quantized_cell_clip` (when the option's `cell_clip > 0`).
+    pub clip_cell: bool,
+    /// `cell_clip / cell_scale`, saturated to int16 and truncated.
+    pub quantized_cell_clip: i16,
+    /// `log2(cell_scale)` rounded (e.g. -11 for a cell scale of 2^-11).
+    pub cell_scale_power: i32,
+}
+
+/// `int8 × int8 (+ int32 bias) → int16` fully connected of TFLite's integer reference kernel,
+/// `rows` rows of `depth` inputs into `out_depth` outputs.
+#[allow(clippy::too_many_arguments)]
+fn fc_i8_i16(
+    p: &GateFcParams,
+    input: &[i8],
+    rows: usize,
+    depth: usize,
+    weights: &[i8],
+    bias: Option<&[i32]>,
+    out_depth: usize,
+    output: &mut [i16],
+) {
+    for b in 0..rows {
+        let x = &input[b * depth..(b + 1) * depth];
+        for oc in 0..out_depth {
+            let w = &weights[oc * depth..(oc + 1) * depth];
+            let mut acc = 0i32;
+            for (&wv, &xv) in w.iter().zip(x) {
+                acc = acc.wrapping_add(
+                    (i32::from(wv).wrapping_add(p.weights_offset))
+                        .wrapping_mul(i32::from(xv).wrapping_add(p.input_offset)),
+                );
+            }
+            if let Some(bias) = bias {
+                acc = acc.wrapping_add(bias[oc]);
+            }
+            let v = multiply_by_quantized_multiplier(acc, p.multiplier);
+            output[b * out_depth + oc] = v.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16;
+        }
+    }
+}
+
+/// Saturating int16 elementwise add (`out = a + b`, in place on `a`).
+fn add_sat_i16(a: &mut [i16], b: &[i16]) {
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x = x.saturating_add(y);
+    }
+}
+
+/// TFLite's `MulElementwise` over symmetric int16 inputs.
+#[inline(always)]
+fn mul_value(p: &MulParams, a: i16, b: i16) -> i32 {
+    let prod = i32::from(a) * i32::from(b);
+    p.output_offset
+        .wrapping_add(multiply_by_quantized_multiplier(prod, p.multiplier))
+        .clamp(p.min, p.max)
+}
+
+/// Which nonlinearity a gate ends with.
+#[derive(Clone, Copy)]
+enum GateAct {
+    Sigmoid,
+    Tanh,
+}
+
+/// Integer LSTM over the whole sequence. Lengths: `input` = batch·time·input_dim, `hidden` and
+/// `cell` = batch·state_dim, `output` = batch·time·state_dim, each buffer ≥ rows·state_dim.
+/// Panics when a slice is shorter (the kernel's prepare guarantees the lengths).
+#[allow(clippy::too_many_arguments)]
+pub fn lstm_int8(
+    s: &LstmShape,
+    p: &LstmIntegerParams,
+    w: &LstmWeights<'_, i8, i32>,
+    input: &[i8],
+    hidden: &mut [i8],
+    cell: &mut [i16],
+    output: &mut [i8],
+    buffers: LstmBuffers<'_, i16>,
+) {
+    let rows = s.rows();
+    let n = rows * s.state_dim;
+    let [b0, b1, b2, b3] = buffers.b;
+    let (b0, b1, b2, b3) = (&mut b0[..n], &mut b1[..n], &mut b2[..n], &mut b3[..n]);
+    let in_step = rows * s.input_dim;
+    let outer = if s.time_major { 1 } else { s.batch };
+    let mut in_off = 0;
+    let mut out_off = 0;
+    for batch in 0..outer {
+        let st = batch * s.state_dim..batch * s.state_dim + n;
+        for _ in 0..s.time_steps {
+            let x = &input[in_off..in_off + in_step];
+            let h = &mut hidden[st.clone()];
+            let c = &mut cell[st.clone()];
+            let gate_calc = |g: usize, out: &mut [i16], tmp: &mut [i16], h: &[i8], act: GateAct| {
+                let gp = &p.gates[g];
+                fc_i8_i16(
+                    &gp.input_fc,
+                    x,
+                    rows,
+                    s.input_dim,
+                    w.input[g],
+                    Some(w.bias[g]),
+                    s.state_dim,
+                    out,
+                );
+                fc_i8_i16(
+                    &gp.recurrent_fc,
+                    h,
+                    rows,
+                    s.state_dim,
+                    w.recurrent[g],
+                    None,
+                    s.state_dim,
+                    tmp,
+                );
+                add_sat_i16(out, tmp);
+                match act {
+                    GateAct::Sigmoid => logistic_int16_in_place(0, 0, out),
+                    // Gate pre-activations are Q3.12: scale power -12, no shift.
+                    GateAct::Tanh => tanh_int16_in_place(0, 0, out),
+                }
+            };
+            gate_calc(gate::FORGET, b0, b3, h, GateAct::Sigmoid);
+            gate_calc(gate::INPUT, b1, b3, h, GateAct::Sigmoid);
+            gate_calc(gate::CELL, b2, b3, h, GateAct::Tanh);
+
+            // Cell update: c = f*c + i*g, clipped.
+            for (cv, &f) in c.iter_mut().zip(b0.iter()) {
+                *cv = mul_value(&p.forget_cell_mul, f, *cv) as i16;
+            }
+            for (iv, &g) in b1.iter_mut().zip(b2.iter()) {
+                *iv = mul_value(&p.input_mul, *iv, g) as i16;
+            }
+            add_sat_i16(c, b1);
+            if p.clip_cell {
+                let clip = p.quantized_cell_clip;
+                for cv in c.iter_mut() {
+                    *cv = (*cv).min(clip).max(clip.wrapping_neg());
+                }
+            }
+
+            // Hidden update: h = o * tanh(c).
+            gate_calc(gate::OUTPUT, b1, b3, h, GateAct::Sigmoid);
+            let (mult, shift) = tanh_input_scaling(p.cell_scale_power);
+            tanh_int16(mult, shift, c, b0);
+            for ((hv, &t), &o) in h.iter_mut().zip(b0.iter()).zip(b1.iter()) {
+                *hv = mul_value(&p.output_mul, t, o) as i8;
+            }
+            output[out_off..out_off + n].copy_from_slice(h);
+            in_off += in_step;
+            out_off += n;
+        }
+    }
+}
+
+/// TFLM's `Tanh` wrapper of the LSTM: the `(input_multiplier, input_left_shift)` that turn a cell
+/// state of scale `2^cell_scale_power` into the Q3.12 tanh input.
+pub fn tanh_input_scaling(cell_scale_power: i32) -> (i32, i32) {
+    let shift = 15 + cell_scale_power - 3;
+    if shift < 0 {
+        (3, -shift)
+    } else {
+        (0, shift)
+    }
+}
+
+/// `f32` fully connected (`total + bias`, no activation).
+fn fc_f32(
+    input: &[f32],
+    rows: usize,
+    depth: usize,
+    weights: &[f32],
+    bias: Option<&[f32]>,
+    out_depth: usize,
+    output: &mut [f32],
+) {
+    for b in 0..rows {
+        let x = &input[b * depth..(b + 1) * depth];
+        for oc in 0..out_depth {
+            let wr = &weights[oc * depth..(oc + 1) * depth];
+            let mut total = 0f32;
+            for (&xv, &wv) in x.iter().zip(wr) {
+                total += xv * wv;
+            }
+            let bias_value = bias.map_or(0.0, |b| b[oc]);
+            output[b * out_depth + oc] = total + bias_value;
+        }
+    }
+}
+
+/// TFLite's reference float logistic (with its cut-offs).
+#[inline]
+pub fn logistic_f32(v: f32) -> f32 {
+    const CUTOFF_UPPER: f32 = 16.619_047;
+    const CUTOFF_LOWER: f32 = -9.0;
+    if v > CUTOFF_UPPER {
+        1.0
+    } else if v < CUTOFF_LOWER {
+        v.exp()
+    } else {
+        1.0 / (1.0 + (-v).exp())
+    }
+}
+
+/// Float LSTM over the whole sequence; lengths as for [`lstm_int8`]. `cell_clip > 0` clips the
+/// cell state to `±cell_clip`.
+#[allow(clippy::too_many_arguments)]
+pub fn lstm_f32(
+    s: &LstmShape,
+    cell_clip: f32,
+    w: &LstmWeights<'_, f32, f32>,
+    input: &[f32],
+    hidden: &mut [f32],
+    cell: &mut [f32],
+    output: &mut [f32],
+    buffers: LstmBuffers<'_, f32>,
+) {
+    let rows = s.rows();
+    let n = rows * s.state_dim;
+    let [b0, b1, b2, b3] = buffers.b;
+    let (b0, b1, b2, b3) = (&mut b0[..n], &mut b1[..n], &mut b2[..n], &mut b3[..n]);
+    let in_step = rows * s.input_dim;
+    let outer = if s.time_major { 1 } else { s.batch };
+    let mut in_off = 0;
+    let mut out_off = 0;
+    for batch in 0..outer {
+        let st = batch * s.state_dim..batch * s.state_dim + n;
+        for _ in 0..s.time_steps {
+            let x = &input[in_off..in_off + in_step];
+            let h = &mut hidden[st.clone()];
+            let c = &mut cell[st.clone()];
+            let gate_calc =
+                |g: usize, out: &mut [f32], tmp: &mut [f32], h: &[f32], act: GateAct| {
+                    fc_f32(
+                        x,
+                        rows,
+                        s.input_dim,
+                        w.input[g],
+                        Some(w.bias[g]),
+                        s.state_dim,
+                        out,
+                    );
+                    fc_f32(h, rows, s.state_dim, w.recurrent[g], None, s.state_dim, tmp);
+                    for (o, &t) in out.iter_mut().zip(tmp.iter()) {
+                        *o += t;
+                        *o = match act {
+                            GateAct::Sigmoid => logistic_f32(*o),
+                            GateAct::Tanh => o.tanh(),
+                        };
+                    }
+                };
+            gate_calc(gate::FORGET, b0, b3, h, GateAct::Sigmoid);
+            gate_calc(gate::INPUT, b1, b3, h, GateAct::Sigmoid);
+            gate_calc(gate::CELL, b2, b3, h, GateAct::Tanh);
+
+            for (cv, &f) in c.iter_mut().zip(b0.iter()) {
+                *cv *= f;
+            }
+            for (iv, &g) in b1.iter_mut().zip(b2.iter()) {
+                *iv *= g;
+            }
+            for (cv, &v) in c.iter_mut().zip(b1.iter()) {
+                *cv += v;
+            }
+            if cell_clip > 0.0 {
+                for cv in c.iter_mut() {
+                    *cv = cell_clip.min(*cv).max(-cell_clip);
+                }
+            }
+
+            gate_calc(gate::OUTPUT, b1, b3, h, GateAct::Sigmoid);
+            for (t, &cv) in b0.iter_mut().zip(c.iter()) {
+                *t = cv.tanh();
+            }
+            for ((hv, &t), &o) in h.iter_mut().zip(b0.iter()).zip(b1.iter()) {
+                *hv = t * o;
+            }
+            output[out_off..out_off + n].copy_from_slice(h);
+            in_off += in_step;
+            out_off += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpreter::reference::quant::quantize_multiplier;
+
+    fn sigmoid(x: f64) -> f64 {
+        1.0 / (1.0 + (-x).exp())
+    }
+
+    /// Naive f64 LSTM for one batch row.
+    #[allow(clippy::type_complexity)]
+    fn naive(
+        state: usize,
+        inp: usize,
+        wi: &[Vec<f32>; 4],
+        wr: &[Vec<f32>; 4],
+        bias: &[Vec<f32>; 4],
+        xs: &[Vec<f32>],
+    ) -> Vec<Vec<f64>> {
+        let mut h = vec![0f64; state];
+        let mut c = vec![0f64; state];
+        let mut outs = Vec::new();
+        for x in xs {
+            let pre = |g: usize, k: usize| -> f64 {
+                let mut a = f64::from(bias[g][k]);
+                for d in 0..inp {
+                    a += f64::from(wi[g][k * inp + d]) * f64::from(x[d]);
+                }
+                for d in 0..state {
+                    a += f64::from(wr[g][k * state + d]) * h[d];
+                }
+                a
+            };
+            let mut nh = vec![0f64; state];
+            for k in 0..state {
+                let i = sigmoid(pre(gate::INPUT, k));
+                let f = sigmoid(pre(gate::FORGET, k));
+                let g = pre(gate::CELL, k).tanh();
+                let o = sigmoid(pre(gate::OUTPUT, k));
+                c[k] = f * c[k] + i * g;
+                nh[k] = o * c[k].tanh();
+            }
+            h = nh;
+            outs.push(h.clone());
+        }
+        outs
+    }
+
+    fn weights(n: usize, seed: f32) -> [Vec<f32>; 4] {
+        std::array::from_fn(|g| {
+            (0..n)
+                .map(|i| ((i as f32 + seed) * (0.31 + g as f32 * 0.07)).sin() * 0.5)
+                .collect()
+        })
+    }
+
+    #[test]
+    fn float_matches_naive_in_both_layouts() {
+        let (batch, time, inp, state) = (2usize, 3usize, 3usize, 2usize);
+        let wi = weights(state * inp, 1.0);
+        let wr = weights(state * state, 2.0);
+        let bias = weights(state, 3.0);
+        // Batch-major input [batch, time, inp].
+        let xs: Vec<Vec<Vec<f32>>> = (0..batch)
+            .map(|b| {
+                (0..time)
+                    .map(|t| {
+                        (0..inp)
+                            .map(|d| ((b * 7 + t * 3 + d) as f32 * 0.4).cos())
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let want: Vec<Vec<Vec<f64>>> = xs
+            .iter()
+            .map(|x| naive(state, inp, &wi, &wr, &bias, x))
+            .collect();
+        let w = LstmWeights {
+            input: std::array::from_fn(|g| wi[g].as_slice()),
+            recurrent: std::array::from_fn(|g| wr[g].as_slice()),
+            bias: std::array::from_fn(|g| bias[g].as_slice()),
+        };
+        for time_major in [false, true] {
+            let s = LstmShape {
+                time_major,
+                batch,
+                time_steps: time,
+                input_dim: inp,
+                state_dim: state,
+            };
+            let mut input = Vec::new();
+            if time_major {
+                for t in 0..time {
+                    for x in &xs {
+                        input.extend_from_slice(&x[t]);
+                    }
+                }
+            } else {
+                for x in &xs {
+                    for xt in x {
+                        input.extend_from_slice(xt);
+                    }
+                }
+            }
+            let mut hidden = vec![0f32; batch * state];
+            let mut cell = vec![0f32; batch * state];
+            let mut out = vec![0f32; batch * time * state];
+            let mut bufs = [
+                vec![0f32; batch * state],
+                vec![0f32; batch * state],
+                vec![0f32; batch * state],
+                vec![0f32; batch * state],
+            ];
+            let [a, b, c, d] = &mut bufs;
+            lstm_f32(
+                &s,
+                0.0,
+                &w,
+                &input,
+                &mut hidden,
+                &mut cell,
+                &mut out,
+                LstmBuffers { b: [a, b, c, d] },
+            );
+            for bb in 0..batch {
+                for t in 0..time {
+                    for k in 0..state {
+                        let got = if time_major {
+                            out[(t * batch + bb) * state + k]
+                        } else {
+                            out[(bb * time + t) * state + k]
+                        };
+                        let w = want[bb][t][k];
+                        assert!(
+                            (f64::from(got) - w).abs() < 1e-5,
+                            "tm {time_major} b {bb} t {t} k {k}: {got} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_tracks_float() {
+        // One unit, one input, one step: quantize a small float LSTM and compare.
+        let (x_scale, w_scale, h_scale) = (1.0f64 / 128.0, 1.0f64 / 64.0, 1.0f64 / 128.0);
+        let fc = |in_scale: f64, zp: i32| GateFcParams {
+            input_offset: -zp,
+            weights_offset: 0,
+            multiplier: quantize_multiplier(in_scale * w_scale / 2f64.powi(-12)),
+        };
+        let gates = [GateParams {
+            input_fc: fc(x_scale, 0),
+            recurrent_fc: fc(h_scale, 0),
+        }; 4];
+        let mul = |scale: f64, zp: i32, min: i32, max: i32| MulParams {
+            output_offset: zp,
+            multiplier: quantize_multiplier(scale),
+            min,
+            max,
+        };
+        let cell_scale = 2f64.powi(-11);
+        let p = LstmIntegerParams {
+            gates,
+            forget_cell_mul: mul(2f64.powi(-15), 0, -32768, 32767),
+            input_mul: mul(2f64.powi(-30) / cell_scale, 0, -32768, 32767),
+            output_mul: mul(2f64.powi(-30) / h_scale, 0, -128, 127),
+            clip_cell: false,
+            quantized_cell_clip: 0,
+            cell_scale_power: -11,
+        };
+        let wq: [i8; 4] = [32, 16, 48, -24]; // real 0.5, 0.25, 0.75, -0.375
+        let wr: [i8; 4] = [8, -8, 16, 4];
+        let bias_real = [0.1f64, 0.2, -0.1, 0.3];
+        let bq: Vec<i32> = bias_real
+            .iter()
+            .map(|b| (b / (x_scale * w_scale)).round() as i32)
+            .collect();
+        let w = LstmWeights {
+            input: std::array::from_fn(|g| std::slice::from_ref(&wq[g])),
+            recurrent: std::array::from_fn(|g| std::slice::from_ref(&wr[g])),
+            bias: std::array::from_fn(|g| std::slice::from_ref(&bq[g])),
+        };
+        let s = LstmShape {
+            time_major: false,
+            batch: 1,
+            time_steps: 2,
+            input_dim: 1,
+            state_dim: 1,
+        };
+        let mut hidden = [0i8];
+        let mut cell = [0i16];
+        let mut out = [0i8; 2];
+        let mut bufs = [[0i16; 1]; 4];
+        let [a, b, c, d] = &mut bufs;
+        lstm_int8(
+            &s,
+            &p,
+            &w,
+            &[64, -32],
+            &mut hidden,
+            &mut cell,
+            &mut out,
+            LstmBuffers { b: [a, b, c, d] },
+        );
+        let wf: [Vec<f32>; 4] = std::array::from_fn(|g| vec![wq[g] as f32 / 64.0]);
+        let rf: [Vec<f32>; 4] = std::array::from_fn(|g| vec![wr[g] as f32 / 64.0]);
+        let bf: [Vec<f32>; 4] = std::array::from_fn(|g| vec![bias_real[g] as f32]);
+        let want = naive(1, 1, &wf, &rf, &bf, &[vec![0.5], vec![-0.25]]);
+        for t in 0..2 {
+            let got = f64::from(out[t]) * h_scale;
+            assert!(
+                (got - want[t][0]).abs() < 0.02,
+                "t {t}: {got} vs {}",
+                want[t][0]
+            );
+        }
+    }
+
+    #[test]
+    fn tanh_scaling_of_cell_state() {
+        assert_eq!(tanh_input_scaling(-12), (0, 0));
+        assert_eq!(tanh_input_scaling(-11), (0, 1));
+        assert_eq!(tanh_input_scaling(-15), (3, 3));
+    }
+}
