@@ -265,7 +265,10 @@ impl Kernel for Energy {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let o = *ctx.op_data::<energy::EnergyOptions>()?;
-        energy::spectrum_to_energy(ctx.input::<i16>(0)?, &o, ctx.output::<u32>(0)?).map_err(err)
+        let out = ctx.output::<u32>(0)?;
+        // TFLM leaves bins outside start..end as the arena had them; zero is deterministic.
+        out.fill(0);
+        energy::spectrum_to_energy(ctx.input::<i16>(0)?, &o, out).map_err(err)
     }
 }
 

@@ -13,7 +13,7 @@
 //! | `SignalEnergy` | complex spectrum → power | i16 (interleaved re, im) → u32 |
 //! | `SignalFilterBank` | power + 5 constant tables → channels | u32, i16 ×5 → u64 |
 //! | `SignalFilterBankSquareRoot` | channels, scale bits → magnitudes | u64, i32 → u32 |
-//! | `SignalFilterBankSpectralSubtraction` | channels → cleaned, noise estimate | u32 → u32, u32 (state across invokes) |
+//! | `SignalFilterBankSpectralSubtraction` | channels → cleaned, noise estimate | u32 → u32, u32 (state across invokes in TFLM; see [`kernels::FilterBankSpectralSubtraction`]) |
 //! | `SignalPCAN` | channels, noise estimate, gain LUT → normalized | u32, u32, i16 → u32 |
 //! | `SignalFilterBankLog` | channels → log channels | u32 → i16 |
 //!
