@@ -26,6 +26,7 @@ pub mod kernels;
 pub mod plan;
 pub mod reference;
 pub mod resolver;
+pub mod signal;
 
 mod allocation;
 mod builder;

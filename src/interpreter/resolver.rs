@@ -25,6 +25,7 @@ impl OpResolver {
     pub fn with_builtins() -> Self {
         let mut r = Self::new();
         super::kernels::register_builtins(&mut r);
+        super::signal::register_all(&mut r);
         r
     }
 

@@ -1,0 +1,61 @@
+//! `SignalFftAutoScale`: shifts a frame left by as many bits as its largest magnitude allows
+//! (so the fixed-point FFT keeps precision) and reports the shift.
+
+use super::{check_len, most_significant_bit32, SignalError};
+
+const OP: &str = "SignalFftAutoScale";
+
+/// TFLM's `MaxAbs16`, including its quirk: `-32768` is kept as `-32768` (its negation does not
+/// fit `i16`), which then makes the scale 0.
+pub fn max_abs16(input: &[i16]) -> i16 {
+    let mut max: i16 = 0;
+    for &v in input {
+        if v > max {
+            max = v;
+        } else if -i32::from(v) > i32::from(max) {
+            max = (-i32::from(v)) as i16;
+        }
+    }
+    max
+}
+
+/// Scales `input` into `output` by `2^s` and returns `s`, the number of bits the largest
+/// magnitude can be shifted left while staying below `2^15` (0 when it cannot).
+pub fn fft_auto_scale(input: &[i16], output: &mut [i16]) -> Result<i32, SignalError> {
+    check_len(OP, "output", input.len(), output.len())?;
+    let max = max_abs16(input);
+    // The C converts the i16 to u32 (sign-extending) before counting bits.
+    let msb = most_significant_bit32(i32::from(max) as u32) as i32;
+    let scale_bits = (16 - msb - 1).max(0);
+    for (o, &x) in output.iter_mut().zip(input) {
+        *o = (i32::from(x) * (1 << scale_bits)) as i16;
+    }
+    Ok(scale_bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_to_fill_15_bits() {
+        let mut out = [0i16; 3];
+        assert_eq!(fft_auto_scale(&[1, -3, 2], &mut out).unwrap(), 13);
+        assert_eq!(out, [1 << 13, -3 << 13, 2 << 13]);
+        assert_eq!(fft_auto_scale(&[0, 0, 0], &mut out).unwrap(), 0);
+        assert_eq!(fft_auto_scale(&[16384, 0, 0], &mut out).unwrap(), 0);
+        assert_eq!(fft_auto_scale(&[16383, 0, -16384], &mut out).unwrap(), 0);
+        assert_eq!(fft_auto_scale(&[8191, 0, -8191], &mut out).unwrap(), 2);
+        assert_eq!(out, [32764, 0, -32764]);
+        assert!(fft_auto_scale(&[1, 2], &mut out).is_err());
+    }
+
+    #[test]
+    fn min_value_quirk() {
+        assert_eq!(max_abs16(&[-32768, 5]), 5); // 5 > -32768 replaces it
+        assert_eq!(max_abs16(&[5, -32768]), -32768);
+        let mut out = [0i16; 2];
+        assert_eq!(fft_auto_scale(&[1, -32768], &mut out).unwrap(), 0);
+        assert_eq!(out, [1, -32768]);
+    }
+}

@@ -1,0 +1,1032 @@
+//! `SignalRfft`: the real FFT of TFLM's Signal library, which is kissfft v1.3.0's `kiss_fftr`
+//! built three ways: 16-bit fixed point (`T` = INT16), 32-bit fixed point (INT32) and float
+//! (FLOAT32). Each frame of the input (last dimension, at most `fft_length` samples) is
+//! zero-padded to `fft_length` and transformed into `fft_length / 2 + 1` complex bins stored
+//! interleaved (re, im).
+//!
+//! The code follows kissfft's operation order exactly, so results are bit-identical:
+//! - fixed point: every butterfly input is pre-divided by the radix (`x * (MAX / p)` rounded,
+//!   15 or 31 fractional bits), products are rounded with `(x + 2^(b-1)) >> b`, sums wrap to the
+//!   scalar width, and the final real-FFT split halves sums computed at `int` width;
+//! - float: plain `f32` arithmetic in the C expression order (no fused multiply-add), with
+//!   twiddles `(float)cos(phase)` computed in `f64`.
+//!
+//! A complex FFT of `n = fft_length / 2` points is factored into radices 4, 2, 3, 5 and then any
+//! remaining primes (a generic butterfly), exactly as `kf_factor` does.
+
+use super::flexbuffer::{int_option, options_map};
+use super::{check_len, SignalError};
+
+const OP: &str = "SignalRfft";
+
+/// Largest number of (radix, remaining length) pairs a plan holds (kissfft's `MAXFACTORS`).
+pub const MAX_FACTORS: usize = 32;
+
+/// Largest supported `fft_length`.
+pub const MAX_FFT_LENGTH: usize = 1 << 20;
+
+/// Element type of the transform (the `T` option, a TFLite `TensorType` number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RfftType {
+    /// `TensorType_INT16` (7): kissfft `FIXED_POINT=16`.
+    Int16,
+    /// `TensorType_INT32` (2): kissfft `FIXED_POINT=32`.
+    Int32,
+    /// `TensorType_FLOAT32` (0): float kissfft.
+    Float32,
+}
+
+/// Options of `SignalRfft`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RfftOptions {
+    /// Element type.
+    pub dtype: RfftType,
+    /// Transform length (even, `2..=MAX_FFT_LENGTH`).
+    pub fft_length: usize,
+}
+
+impl RfftOptions {
+    /// Parses the custom options (`{T: int, fft_length: int}`).
+    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
+        let m = options_map(OP, bytes)?;
+        let t = int_option(OP, &m, "T", i64::from(i32::MIN)..=i64::from(i32::MAX))?;
+        let dtype = match t {
+            7 => RfftType::Int16,
+            2 => RfftType::Int32,
+            0 => RfftType::Float32,
+            other => {
+                return Err(format!(
+                    "{OP}: option `T` is {other}, expected 7 (INT16), 2 (INT32) or 0 (FLOAT32)"
+                ))
+            }
+        };
+        let fft_length = int_option(OP, &m, "fft_length", 2..=MAX_FFT_LENGTH as i64)? as usize;
+        if fft_length % 2 != 0 {
+            return Err(format!(
+                "{OP}: option `fft_length` is {fft_length}, expected an even number"
+            ));
+        }
+        Ok(RfftOptions { dtype, fft_length })
+    }
+}
+
+/// A complex value.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cpx<T> {
+    /// Real part.
+    pub r: T,
+    /// Imaginary part.
+    pub i: T,
+}
+
+/// The arithmetic of one kissfft build (`kiss_fft_scalar` and the guts macros).
+pub trait KissScalar: Copy + Default + PartialEq + std::fmt::Debug + 'static {
+    /// `a + b` stored as a scalar.
+    fn add(a: Self, b: Self) -> Self;
+    /// `a - b` stored as a scalar.
+    fn sub(a: Self, b: Self) -> Self;
+    /// `-a` stored as a scalar.
+    fn neg(a: Self) -> Self;
+    /// `S_MUL(a, b)`.
+    fn s_mul(a: Self, b: Self) -> Self;
+    /// `C_MUL(a, b)`.
+    fn c_mul(a: Cpx<Self>, b: Cpx<Self>) -> Cpx<Self>;
+    /// `C_FIXDIV(c, div)` (no-op for float).
+    fn fix_div(c: Cpx<Self>, div: u32) -> Cpx<Self>;
+    /// `HALF_OF(a)` of a scalar.
+    fn half(a: Self) -> Self;
+    /// `HALF_OF(a + b)`, the sum taken at the C expression's width.
+    fn half_sum(a: Self, b: Self) -> Self;
+    /// `HALF_OF(a - b)`, the difference taken at the C expression's width.
+    fn half_diff(a: Self, b: Self) -> Self;
+    /// `C_MULBYSCALAR(c, s)`.
+    fn mul_by_scalar(c: Cpx<Self>, s: Self) -> Cpx<Self>;
+    /// `kf_cexp(phase)`: the twiddle for a phase in radians.
+    fn cexp(phase: f64) -> Cpx<Self>;
+}
+
+impl KissScalar for i16 {
+    fn add(a: i16, b: i16) -> i16 {
+        a.wrapping_add(b)
+    }
+    fn sub(a: i16, b: i16) -> i16 {
+        a.wrapping_sub(b)
+    }
+    fn neg(a: i16) -> i16 {
+        a.wrapping_neg()
+    }
+    fn s_mul(a: i16, b: i16) -> i16 {
+        sround16(i32::from(a) * i32::from(b))
+    }
+    fn c_mul(a: Cpx<i16>, b: Cpx<i16>) -> Cpx<i16> {
+        let p = |x: i16, y: i16| i32::from(x) * i32::from(y);
+        Cpx {
+            r: sround16(p(a.r, b.r).wrapping_sub(p(a.i, b.i))),
+            i: sround16(p(a.r, b.i).wrapping_add(p(a.i, b.r))),
+        }
+    }
+    fn fix_div(c: Cpx<i16>, div: u32) -> Cpx<i16> {
+        let k = (32767 / div) as i32;
+        Cpx {
+            r: sround16(i32::from(c.r) * k),
+            i: sround16(i32::from(c.i) * k),
+        }
+    }
+    fn half(a: i16) -> i16 {
+        a >> 1
+    }
+    fn half_sum(a: i16, b: i16) -> i16 {
+        ((i32::from(a) + i32::from(b)) >> 1) as i16
+    }
+    fn half_diff(a: i16, b: i16) -> i16 {
+        ((i32::from(a) - i32::from(b)) >> 1) as i16
+    }
+    fn mul_by_scalar(c: Cpx<i16>, s: i16) -> Cpx<i16> {
+        Cpx {
+            r: Self::s_mul(c.r, s),
+            i: Self::s_mul(c.i, s),
+        }
+    }
+    fn cexp(phase: f64) -> Cpx<i16> {
+        Cpx {
+            r: (0.5 + 32767.0 * phase.cos()).floor() as i16,
+            i: (0.5 + 32767.0 * phase.sin()).floor() as i16,
+        }
+    }
+}
+
+/// `sround` of the 16-bit build: round 15 fractional bits off, keep the low 16 bits.
+fn sround16(x: i32) -> i16 {
+    (x.wrapping_add(1 << 14) >> 15) as i16
+}
+
+/// `sround` of the 32-bit build: round 31 fractional bits off, keep the low 32 bits.
+fn sround32(x: i64) -> i32 {
+    (x.wrapping_add(1 << 30) >> 31) as i32
+}
+
+impl KissScalar for i32 {
+    fn add(a: i32, b: i32) -> i32 {
+        a.wrapping_add(b)
+    }
+    fn sub(a: i32, b: i32) -> i32 {
+        a.wrapping_sub(b)
+    }
+    fn neg(a: i32) -> i32 {
+        a.wrapping_neg()
+    }
+    fn s_mul(a: i32, b: i32) -> i32 {
+        sround32(i64::from(a) * i64::from(b))
+    }
+    fn c_mul(a: Cpx<i32>, b: Cpx<i32>) -> Cpx<i32> {
+        let p = |x: i32, y: i32| i64::from(x) * i64::from(y);
+        Cpx {
+            r: sround32(p(a.r, b.r).wrapping_sub(p(a.i, b.i))),
+            i: sround32(p(a.r, b.i).wrapping_add(p(a.i, b.r))),
+        }
+    }
+    fn fix_div(c: Cpx<i32>, div: u32) -> Cpx<i32> {
+        let k = i64::from(2_147_483_647 / div);
+        Cpx {
+            r: sround32(i64::from(c.r) * k),
+            i: sround32(i64::from(c.i) * k),
+        }
+    }
+    fn half(a: i32) -> i32 {
+        a >> 1
+    }
+    // The C sums two `int`s (overflow is undefined there); two's complement wrap is what the
+    // usual code generation gives.
+    fn half_sum(a: i32, b: i32) -> i32 {
+        a.wrapping_add(b) >> 1
+    }
+    fn half_diff(a: i32, b: i32) -> i32 {
+        a.wrapping_sub(b) >> 1
+    }
+    fn mul_by_scalar(c: Cpx<i32>, s: i32) -> Cpx<i32> {
+        Cpx {
+            r: Self::s_mul(c.r, s),
+            i: Self::s_mul(c.i, s),
+        }
+    }
+    fn cexp(phase: f64) -> Cpx<i32> {
+        Cpx {
+            r: (0.5 + 2_147_483_647.0 * phase.cos()).floor() as i32,
+            i: (0.5 + 2_147_483_647.0 * phase.sin()).floor() as i32,
+        }
+    }
+}
+
+impl KissScalar for f32 {
+    fn add(a: f32, b: f32) -> f32 {
+        a + b
+    }
+    fn sub(a: f32, b: f32) -> f32 {
+        a - b
+    }
+    fn neg(a: f32) -> f32 {
+        -a
+    }
+    fn s_mul(a: f32, b: f32) -> f32 {
+        a * b
+    }
+    fn c_mul(a: Cpx<f32>, b: Cpx<f32>) -> Cpx<f32> {
+        Cpx {
+            r: a.r * b.r - a.i * b.i,
+            i: a.r * b.i + a.i * b.r,
+        }
+    }
+    fn fix_div(c: Cpx<f32>, _div: u32) -> Cpx<f32> {
+        c
+    }
+    // TFLM patches kissfft's HALF_OF to multiply by a float 0.5.
+    fn half(a: f32) -> f32 {
+        a * 0.5
+    }
+    fn half_sum(a: f32, b: f32) -> f32 {
+        (a + b) * 0.5
+    }
+    fn half_diff(a: f32, b: f32) -> f32 {
+        (a - b) * 0.5
+    }
+    fn mul_by_scalar(c: Cpx<f32>, s: f32) -> Cpx<f32> {
+        Cpx {
+            r: c.r * s,
+            i: c.i * s,
+        }
+    }
+    fn cexp(phase: f64) -> Cpx<f32> {
+        Cpx {
+            r: phase.cos() as f32,
+            i: phase.sin() as f32,
+        }
+    }
+}
+
+/// A complex FFT plan: length and radix factorization (kissfft's `kiss_fft_state` without the
+/// twiddles, which live in a separate slice so the plan is `Copy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KissPlan {
+    /// Complex length.
+    pub nfft: usize,
+    factors: [u32; 2 * MAX_FACTORS],
+    num_factors: usize,
+    /// Largest radix handled by the generic butterfly (0 when none).
+    pub max_generic_radix: usize,
+}
+
+impl KissPlan {
+    /// Factors `nfft` as `kf_factor` does: 4s, then 2s, then odd numbers up to `sqrt(nfft)`,
+    /// then the remainder.
+    pub fn new(nfft: usize) -> Result<Self, SignalError> {
+        if nfft == 0 || nfft > MAX_FFT_LENGTH {
+            return Err(SignalError::Value {
+                op: OP,
+                what: "complex FFT length",
+                value: nfft as i64,
+            });
+        }
+        let mut factors = [0u32; 2 * MAX_FACTORS];
+        let mut num_factors = 0;
+        let mut max_generic_radix = 0;
+        let floor_sqrt = (nfft as f64).sqrt().floor() as usize;
+        let mut n = nfft;
+        let mut p = 4usize;
+        loop {
+            while n % p != 0 {
+                p = match p {
+                    4 => 2,
+                    2 => 3,
+                    _ => p + 2,
+                };
+                if p > floor_sqrt {
+                    p = n;
+                }
+            }
+            n /= p;
+            if num_factors == MAX_FACTORS {
+                // Unreachable for nfft <= 2^20 (at most 20 factors), kept as a value.
+                return Err(SignalError::Value {
+                    op: OP,
+                    what: "number of FFT factors",
+                    value: num_factors as i64,
+                });
+            }
+            factors[2 * num_factors] = p as u32;
+            factors[2 * num_factors + 1] = n as u32;
+            num_factors += 1;
+            if !matches!(p, 2..=5) {
+                max_generic_radix = max_generic_radix.max(p);
+            }
+            if n <= 1 {
+                break;
+            }
+        }
+        Ok(KissPlan {
+            nfft,
+            factors,
+            num_factors,
+            max_generic_radix,
+        })
+    }
+
+    /// The (radix, remaining length) pairs.
+    pub fn factors(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.num_factors).map(|k| {
+            (
+                self.factors[2 * k] as usize,
+                self.factors[2 * k + 1] as usize,
+            )
+        })
+    }
+
+    /// Complex elements of scratch the generic butterfly needs.
+    pub fn generic_scratch_len(&self) -> usize {
+        self.max_generic_radix
+    }
+}
+
+/// Fills `twiddles` (`nfft` values) for a forward transform: `exp(-2πik/n)` as kissfft
+/// computes it.
+pub fn fill_twiddles<T: KissScalar>(nfft: usize, twiddles: &mut [T]) {
+    for k in 0..nfft.min(twiddles.len() / 2) {
+        let phase = -2.0 * std::f64::consts::PI * k as f64 / nfft as f64;
+        st(twiddles, k, T::cexp(phase));
+    }
+}
+
+/// The butterflies of one kissfft transform, over an output buffer.
+struct Work<'a, T> {
+    tw: &'a [T],
+    nfft: usize,
+    scratch: &'a mut [T],
+}
+
+impl<T: KissScalar> Work<'_, T> {
+    /// `kf_work`: the transform of `input[in_off + j * fstride]` into `out[out_off..]`.
+    fn work(
+        &mut self,
+        out: &mut [T],
+        out_off: usize,
+        input: &[T],
+        in_off: usize,
+        fstride: usize,
+        factors: &[(usize, usize)],
+    ) {
+        let (p, m) = factors[0];
+        if m == 1 {
+            for j in 0..p {
+                st(out, out_off + j, ld(input, in_off + j * fstride));
+            }
+        } else {
+            for j in 0..p {
+                self.work(
+                    out,
+                    out_off + j * m,
+                    input,
+                    in_off + j * fstride,
+                    fstride * p,
+                    &factors[1..],
+                );
+            }
+        }
+        let f = &mut out[2 * out_off..2 * (out_off + p * m)];
+        match p {
+            2 => self.bfly2(f, fstride, m),
+            3 => self.bfly3(f, fstride, m),
+            4 => self.bfly4(f, fstride, m),
+            5 => self.bfly5(f, fstride, m),
+            _ => self.bfly_generic(f, fstride, m, p),
+        }
+    }
+
+    fn bfly2(&self, f: &mut [T], fstride: usize, m: usize) {
+        for k in 0..m {
+            let a = T::fix_div(ld(f, k), 2);
+            let b = T::fix_div(ld(f, k + m), 2);
+            let t = T::c_mul(b, ld(self.tw, k * fstride));
+            st(f, k + m, csub(a, t));
+            st(f, k, cadd(a, t));
+        }
+    }
+
+    fn bfly3(&self, f: &mut [T], fstride: usize, m: usize) {
+        let epi3 = ld(self.tw, fstride * m);
+        for k in 0..m {
+            let f0 = T::fix_div(ld(f, k), 3);
+            let f1 = T::fix_div(ld(f, k + m), 3);
+            let f2 = T::fix_div(ld(f, k + 2 * m), 3);
+            let s1 = T::c_mul(f1, ld(self.tw, k * fstride));
+            let s2 = T::c_mul(f2, ld(self.tw, 2 * k * fstride));
+            let s3 = cadd(s1, s2);
+            let s0 = csub(s1, s2);
+            let mut fm = Cpx {
+                r: T::sub(f0.r, T::half(s3.r)),
+                i: T::sub(f0.i, T::half(s3.i)),
+            };
+            let s0 = T::mul_by_scalar(s0, epi3.i);
+            st(f, k, cadd(f0, s3));
+            st(
+                f,
+                k + 2 * m,
+                Cpx {
+                    r: T::add(fm.r, s0.i),
+                    i: T::sub(fm.i, s0.r),
+                },
+            );
+            fm.r = T::sub(fm.r, s0.i);
+            fm.i = T::add(fm.i, s0.r);
+            st(f, k + m, fm);
+        }
+    }
+
+    fn bfly4(&self, f: &mut [T], fstride: usize, m: usize) {
+        for k in 0..m {
+            let f0 = T::fix_div(ld(f, k), 4);
+            let f1 = T::fix_div(ld(f, k + m), 4);
+            let f2 = T::fix_div(ld(f, k + 2 * m), 4);
+            let f3 = T::fix_div(ld(f, k + 3 * m), 4);
+            let s0 = T::c_mul(f1, ld(self.tw, k * fstride));
+            let s1 = T::c_mul(f2, ld(self.tw, 2 * k * fstride));
+            let s2 = T::c_mul(f3, ld(self.tw, 3 * k * fstride));
+            let s5 = csub(f0, s1);
+            let f0 = cadd(f0, s1);
+            let s3 = cadd(s0, s2);
+            let s4 = csub(s0, s2);
+            st(f, k + 2 * m, csub(f0, s3));
+            st(f, k, cadd(f0, s3));
+            st(
+                f,
+                k + m,
+                Cpx {
+                    r: T::add(s5.r, s4.i),
+                    i: T::sub(s5.i, s4.r),
+                },
+            );
+            st(
+                f,
+                k + 3 * m,
+                Cpx {
+                    r: T::sub(s5.r, s4.i),
+                    i: T::add(s5.i, s4.r),
+                },
+            );
+        }
+    }
+
+    fn bfly5(&self, f: &mut [T], fstride: usize, m: usize) {
+        let ya = ld(self.tw, fstride * m);
+        let yb = ld(self.tw, fstride * 2 * m);
+        let (add, sub, mul) = (T::add, T::sub, T::s_mul);
+        for u in 0..m {
+            let s0 = T::fix_div(ld(f, u), 5);
+            let f1 = T::fix_div(ld(f, u + m), 5);
+            let f2 = T::fix_div(ld(f, u + 2 * m), 5);
+            let f3 = T::fix_div(ld(f, u + 3 * m), 5);
+            let f4 = T::fix_div(ld(f, u + 4 * m), 5);
+            let s1 = T::c_mul(f1, ld(self.tw, u * fstride));
+            let s2 = T::c_mul(f2, ld(self.tw, 2 * u * fstride));
+            let s3 = T::c_mul(f3, ld(self.tw, 3 * u * fstride));
+            let s4 = T::c_mul(f4, ld(self.tw, 4 * u * fstride));
+            let s7 = cadd(s1, s4);
+            let s10 = csub(s1, s4);
+            let s8 = cadd(s2, s3);
+            let s9 = csub(s2, s3);
+            st(
+                f,
+                u,
+                Cpx {
+                    r: add(s0.r, add(s7.r, s8.r)),
+                    i: add(s0.i, add(s7.i, s8.i)),
+                },
+            );
+            let s5 = Cpx {
+                r: add(add(s0.r, mul(s7.r, ya.r)), mul(s8.r, yb.r)),
+                i: add(add(s0.i, mul(s7.i, ya.r)), mul(s8.i, yb.r)),
+            };
+            let s6 = Cpx {
+                r: add(mul(s10.i, ya.i), mul(s9.i, yb.i)),
+                i: sub(T::neg(mul(s10.r, ya.i)), mul(s9.r, yb.i)),
+            };
+            st(f, u + m, csub(s5, s6));
+            st(f, u + 4 * m, cadd(s5, s6));
+            let s11 = Cpx {
+                r: add(add(s0.r, mul(s7.r, yb.r)), mul(s8.r, ya.r)),
+                i: add(add(s0.i, mul(s7.i, yb.r)), mul(s8.i, ya.r)),
+            };
+            let s12 = Cpx {
+                r: add(T::neg(mul(s10.i, yb.i)), mul(s9.i, ya.i)),
+                i: sub(mul(s10.r, yb.i), mul(s9.r, ya.i)),
+            };
+            st(f, u + 2 * m, cadd(s11, s12));
+            st(f, u + 3 * m, csub(s11, s12));
+        }
+    }
+
+    fn bfly_generic(&mut self, f: &mut [T], fstride: usize, m: usize, p: usize) {
+        let scratch = &mut self.scratch[..2 * p];
+        for u in 0..m {
+            for q1 in 0..p {
+                st(scratch, q1, T::fix_div(ld(f, u + q1 * m), p as u32));
+            }
+            for q1 in 0..p {
+                let k = u + q1 * m;
+                let mut twidx = 0usize;
+                let mut acc = ld(scratch, 0);
+                for q in 1..p {
+                    twidx += fstride * k;
+                    if twidx >= self.nfft {
+                        twidx -= self.nfft;
+                    }
+                    acc = cadd(acc, T::c_mul(ld(scratch, q), ld(self.tw, twidx)));
+                }
+                st(f, k, acc);
+            }
+        }
+    }
+}
+
+fn cadd<T: KissScalar>(a: Cpx<T>, b: Cpx<T>) -> Cpx<T> {
+    Cpx {
+        r: T::add(a.r, b.r),
+        i: T::add(a.i, b.i),
+    }
+}
+
+fn csub<T: KissScalar>(a: Cpx<T>, b: Cpx<T>) -> Cpx<T> {
+    Cpx {
+        r: T::sub(a.r, b.r),
+        i: T::sub(a.i, b.i),
+    }
+}
+
+/// `kiss_fft`: forward complex FFT of `input` into `output` (both `plan.nfft` long), with
+/// `twiddles` from [`fill_twiddles`] and `scratch` of [`KissPlan::generic_scratch_len`].
+pub fn kiss_fft<T: KissScalar>(
+    plan: &KissPlan,
+    twiddles: &[T],
+    input: &[T],
+    output: &mut [T],
+    scratch: &mut [T],
+) -> Result<(), SignalError> {
+    let n = plan.nfft;
+    check_len(OP, "FFT twiddles", 2 * n, twiddles.len())?;
+    check_len(OP, "FFT input", 2 * n, input.len())?;
+    check_len(OP, "FFT output", 2 * n, output.len())?;
+    if scratch.len() < 2 * plan.generic_scratch_len() {
+        return Err(SignalError::Length {
+            op: OP,
+            what: "FFT scratch",
+            expected: 2 * plan.generic_scratch_len(),
+            actual: scratch.len(),
+        });
+    }
+    let mut factors = [(0usize, 0usize); MAX_FACTORS];
+    for (slot, f) in factors.iter_mut().zip(plan.factors()) {
+        *slot = f;
+    }
+    let mut w = Work {
+        tw: twiddles,
+        nfft: n,
+        scratch,
+    };
+    w.work(output, 0, input, 0, 1, &factors[..plan.num_factors]);
+    Ok(())
+}
+
+/// A real-FFT plan (`kiss_fftr_state` without its arrays): `fft_length` real samples, a
+/// complex FFT of half that length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RfftPlan {
+    /// Real transform length.
+    pub fft_length: usize,
+    /// The complex FFT of `fft_length / 2` points.
+    pub sub: KissPlan,
+}
+
+impl RfftPlan {
+    /// A plan for an even `fft_length` in `2..=MAX_FFT_LENGTH`.
+    pub fn new(fft_length: usize) -> Result<Self, SignalError> {
+        if fft_length < 2 || fft_length % 2 != 0 || fft_length > MAX_FFT_LENGTH {
+            return Err(SignalError::Value {
+                op: OP,
+                what: "fft_length",
+                value: fft_length as i64,
+            });
+        }
+        Ok(RfftPlan {
+            fft_length,
+            sub: KissPlan::new(fft_length / 2)?,
+        })
+    }
+
+    /// Complex bins produced: `fft_length / 2 + 1`.
+    pub fn output_bins(&self) -> usize {
+        self.fft_length / 2 + 1
+    }
+
+    /// Scalars of one output frame: `fft_length + 2` (interleaved bins).
+    pub fn output_len(&self) -> usize {
+        2 * self.output_bins()
+    }
+
+    /// Scalars of the complex FFT's twiddles (interleaved).
+    pub fn twiddles_len(&self) -> usize {
+        2 * self.sub.nfft
+    }
+
+    /// Scalars of the real split's twiddles ("super twiddles", interleaved).
+    pub fn super_twiddles_len(&self) -> usize {
+        2 * (self.sub.nfft / 2)
+    }
+
+    /// Scalars of scratch [`rfft`] needs: the complex FFT's output plus the generic
+    /// butterfly's.
+    pub fn scratch_len(&self) -> usize {
+        2 * (self.sub.nfft + self.sub.generic_scratch_len())
+    }
+}
+
+/// Fills the real split's twiddles (`plan.super_twiddles_len()` values).
+pub fn fill_super_twiddles<T: KissScalar>(plan: &RfftPlan, super_twiddles: &mut [T]) {
+    let ncfft = plan.sub.nfft as f64;
+    for i in 0..(plan.super_twiddles_len() / 2).min(super_twiddles.len() / 2) {
+        let phase = -std::f64::consts::PI * ((i + 1) as f64 / ncfft + 0.5);
+        st(super_twiddles, i, T::cexp(phase));
+    }
+}
+
+/// `kiss_fftr`: the real FFT of `input` (`fft_length` samples, as complex pairs) into
+/// `output` (`fft_length / 2 + 1` bins).
+pub fn rfft<T: KissScalar>(
+    plan: &RfftPlan,
+    twiddles: &[T],
+    super_twiddles: &[T],
+    input: &[T],
+    output: &mut [T],
+    scratch: &mut [T],
+) -> Result<(), SignalError> {
+    let ncfft = plan.sub.nfft;
+    check_len(
+        OP,
+        "super twiddles",
+        plan.super_twiddles_len(),
+        super_twiddles.len(),
+    )?;
+    check_len(OP, "output", plan.output_len(), output.len())?;
+    if scratch.len() < plan.scratch_len() {
+        return Err(SignalError::Length {
+            op: OP,
+            what: "scratch",
+            expected: plan.scratch_len(),
+            actual: scratch.len(),
+        });
+    }
+    let (tmp, generic) = scratch.split_at_mut(2 * ncfft);
+    kiss_fft(&plan.sub, twiddles, input, tmp, generic)?;
+
+    let tdc = T::fix_div(ld(tmp, 0), 2);
+    st(
+        output,
+        0,
+        Cpx {
+            r: T::add(tdc.r, tdc.i),
+            i: T::default(),
+        },
+    );
+    st(
+        output,
+        ncfft,
+        Cpx {
+            r: T::sub(tdc.r, tdc.i),
+            i: T::default(),
+        },
+    );
+    for k in 1..=ncfft / 2 {
+        let fpk = T::fix_div(ld(tmp, k), 2);
+        let nk = ld(tmp, ncfft - k);
+        let fpnk = T::fix_div(
+            Cpx {
+                r: nk.r,
+                i: T::neg(nk.i),
+            },
+            2,
+        );
+        let f1k = cadd(fpk, fpnk);
+        let f2k = csub(fpk, fpnk);
+        let tw = T::c_mul(f2k, ld(super_twiddles, k - 1));
+        st(
+            output,
+            k,
+            Cpx {
+                r: T::half_sum(f1k.r, tw.r),
+                i: T::half_sum(f1k.i, tw.i),
+            },
+        );
+        st(
+            output,
+            ncfft - k,
+            Cpx {
+                r: T::half_diff(f1k.r, tw.r),
+                i: T::half_diff(tw.i, f1k.i),
+            },
+        );
+    }
+    Ok(())
+}
+
+/// Complex element `k` of an interleaved (re, im) slice.
+#[inline]
+fn ld<T: Copy>(v: &[T], k: usize) -> Cpx<T> {
+    Cpx {
+        r: v[2 * k],
+        i: v[2 * k + 1],
+    }
+}
+
+/// Stores complex element `k` of an interleaved (re, im) slice.
+#[inline]
+fn st<T: Copy>(v: &mut [T], k: usize, c: Cpx<T>) {
+    v[2 * k] = c.r;
+    v[2 * k + 1] = c.i;
+}
+
+/// Transforms every frame of `input` (frames of `frame_len <= fft_length` samples, zero-padded
+/// in `padded`, which holds `fft_length` scalars) into `output` (`fft_length + 2` interleaved
+/// scalars per frame), as TFLM's RFFT kernel does. Allocates nothing.
+#[allow(clippy::too_many_arguments)]
+pub fn rfft_frames<T: KissScalar>(
+    plan: &RfftPlan,
+    twiddles: &[T],
+    super_twiddles: &[T],
+    input: &[T],
+    frame_len: usize,
+    output: &mut [T],
+    padded: &mut [T],
+    scratch: &mut [T],
+) -> Result<(), SignalError> {
+    if frame_len == 0 || frame_len > plan.fft_length || input.len() % frame_len != 0 {
+        return Err(SignalError::Value {
+            op: OP,
+            what: "input frame length",
+            value: frame_len as i64,
+        });
+    }
+    let per_out = plan.output_len();
+    check_len(
+        OP,
+        "output",
+        input.len() / frame_len * per_out,
+        output.len(),
+    )?;
+    check_len(OP, "padded frame", plan.fft_length, padded.len())?;
+    for (frame, out) in input
+        .chunks_exact(frame_len)
+        .zip(output.chunks_exact_mut(per_out))
+    {
+        padded[..frame_len].copy_from_slice(frame);
+        padded[frame_len..].fill(T::default());
+        rfft(plan, twiddles, super_twiddles, padded, out, scratch)?;
+    }
+    Ok(())
+}
+
+/// A ready-to-use real FFT owning its tables and buffers (tests, tools; the kernel keeps the
+/// same pieces in arena memory instead).
+#[derive(Clone, Debug)]
+pub struct Rfft<T> {
+    plan: RfftPlan,
+    twiddles: Vec<T>,
+    super_twiddles: Vec<T>,
+    padded: Vec<T>,
+    scratch: Vec<T>,
+}
+
+impl<T: KissScalar> Rfft<T> {
+    /// Tables and buffers for `fft_length`.
+    pub fn new(fft_length: usize) -> Result<Self, SignalError> {
+        let plan = RfftPlan::new(fft_length)?;
+        let mut twiddles = vec![T::default(); plan.twiddles_len()];
+        fill_twiddles(plan.sub.nfft, &mut twiddles);
+        let mut super_twiddles = vec![T::default(); plan.super_twiddles_len()];
+        fill_super_twiddles(&plan, &mut super_twiddles);
+        Ok(Rfft {
+            plan,
+            twiddles,
+            super_twiddles,
+            padded: vec![T::default(); fft_length],
+            scratch: vec![T::default(); plan.scratch_len()],
+        })
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &RfftPlan {
+        &self.plan
+    }
+
+    /// See [`rfft_frames`].
+    pub fn apply(
+        &mut self,
+        input: &[T],
+        frame_len: usize,
+        output: &mut [T],
+    ) -> Result<(), SignalError> {
+        rfft_frames(
+            &self.plan,
+            &self.twiddles,
+            &self.super_twiddles,
+            input,
+            frame_len,
+            output,
+            &mut self.padded,
+            &mut self.scratch,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dft(x: &[f64]) -> Vec<(f64, f64)> {
+        let n = x.len();
+        (0..=n / 2)
+            .map(|k| {
+                let mut re = 0.0;
+                let mut im = 0.0;
+                for (j, &v) in x.iter().enumerate() {
+                    let ph = -2.0 * std::f64::consts::PI * (k * j) as f64 / n as f64;
+                    re += v * ph.cos();
+                    im += v * ph.sin();
+                }
+                (re, im)
+            })
+            .collect()
+    }
+
+    fn signal(n: usize, seed: u64) -> Vec<i16> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 33) as i32 % 20000) as i16
+            })
+            .collect()
+    }
+
+    #[test]
+    fn factorization_matches_kf_factor() {
+        let f = |n| KissPlan::new(n).unwrap().factors().collect::<Vec<_>>();
+        assert_eq!(f(256), vec![(4, 64), (4, 16), (4, 4), (4, 1)]);
+        assert_eq!(f(128), vec![(4, 32), (4, 8), (4, 2), (2, 1)]);
+        assert_eq!(f(240), vec![(4, 60), (4, 15), (3, 5), (5, 1)]);
+        assert_eq!(f(7), vec![(7, 1)]);
+        assert_eq!(f(1), vec![(1, 1)]);
+        assert_eq!(f(2 * 49), vec![(2, 49), (7, 7), (7, 1)]);
+        assert_eq!(KissPlan::new(14).unwrap().max_generic_radix, 7);
+    }
+
+    #[test]
+    fn float_rfft_matches_dft() {
+        for n in [2usize, 4, 8, 12, 16, 30, 40, 64, 98, 160, 512] {
+            let x: Vec<f32> = signal(n, n as u64)
+                .iter()
+                .map(|&v| f32::from(v) / 1000.0)
+                .collect();
+            let mut fft = Rfft::<f32>::new(n).unwrap();
+            let mut out = vec![0f32; n + 2];
+            fft.apply(&x, n, &mut out).unwrap();
+            let want = dft(&x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+            for (k, &(re, im)) in want.iter().enumerate() {
+                let tol = 1e-4 * n as f64 * 20.0;
+                assert!((f64::from(out[2 * k]) - re).abs() < tol, "n={n} k={k} re");
+                assert!(
+                    (f64::from(out[2 * k + 1]) - im).abs() < tol,
+                    "n={n} k={k} im"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn int16_rfft_is_the_scaled_dft() {
+        // Fixed point: each stage divides by its radix and the split by 2, so the output is
+        // DFT / fft_length, within a few LSB of rounding per stage.
+        for n in [8usize, 16, 64, 96, 120, 256, 512] {
+            let x = signal(n, 7 + n as u64);
+            let mut fft = Rfft::<i16>::new(n).unwrap();
+            let mut out = vec![0i16; n + 2];
+            fft.apply(&x, n, &mut out).unwrap();
+            let want = dft(&x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+            let stages = fft.plan().sub.factors().count() as f64 + 1.0;
+            for (k, &(re, im)) in want.iter().enumerate() {
+                let tol = 1.0 + 1.5 * stages;
+                let (gr, gi) = (f64::from(out[2 * k]), f64::from(out[2 * k + 1]));
+                assert!(
+                    (gr - re / n as f64).abs() <= tol,
+                    "n={n} k={k}: {gr} vs {}",
+                    re / n as f64
+                );
+                assert!(
+                    (gi - im / n as f64).abs() <= tol,
+                    "n={n} k={k}: {gi} vs {}",
+                    im / n as f64
+                );
+            }
+            // DC and Nyquist bins are real.
+            assert_eq!(out[1], 0);
+            assert_eq!(out[n + 1], 0);
+        }
+    }
+
+    #[test]
+    fn int16_fixed_point_properties() {
+        let n = 512;
+        let mut fft = Rfft::<i16>::new(n).unwrap();
+        let mut out = vec![0i16; n + 2];
+        // Zero in, zero out.
+        fft.apply(&vec![0i16; n], n, &mut out).unwrap();
+        assert!(out.iter().all(|&v| v == 0));
+        // A constant: all energy in DC, which is the mean (scaled by 1/n * n).
+        fft.apply(&vec![16384i16; n], n, &mut out).unwrap();
+        // Each radix-4 stage scales by 8191/8192 instead of 1/4 exactly, the split by
+        // 16383/16384: about 0.06% low after five stages.
+        assert!((i32::from(out[0]) - 16384).abs() <= 16, "{}", out[0]);
+        assert!(out[2..].iter().all(|&v| v.abs() <= 4), "leakage");
+        // Full-scale input never overflows into garbage: magnitudes stay below 2^15.
+        let x: Vec<i16> = (0..n)
+            .map(|j| if j % 2 == 0 { 32767 } else { -32768 })
+            .collect();
+        fft.apply(&x, n, &mut out).unwrap();
+        assert!(
+            (i32::from(out[n]) - 32767).abs() <= 32,
+            "nyquist {}",
+            out[n]
+        );
+        // Shorter frames are zero-padded: a frame of 480 is the 512 transform of the padded one.
+        let x = signal(480, 3);
+        let mut padded = x.clone();
+        padded.resize(512, 0);
+        let mut a = vec![0i16; n + 2];
+        fft.apply(&x, 480, &mut out).unwrap();
+        fft.apply(&padded, 512, &mut a).unwrap();
+        assert_eq!(out, a);
+    }
+
+    #[test]
+    fn int16_twiddles_round_like_kissfft() {
+        let mut flat = vec![0i16; 16];
+        fill_twiddles(8, &mut flat);
+        let tw: Vec<Cpx<i16>> = (0..8).map(|k| ld(&flat, k)).collect();
+        assert_eq!(tw[0], Cpx { r: 32767, i: 0 });
+        assert_eq!(tw[2], Cpx { r: 0, i: -32767 });
+        assert_eq!(
+            tw[1],
+            Cpx {
+                r: 23170,
+                i: -23170
+            }
+        ); // 32767 / sqrt 2 = 23169.77
+        assert_eq!(tw[4], Cpx { r: -32767, i: 0 });
+    }
+
+    #[test]
+    fn int32_rfft_is_the_scaled_dft() {
+        let n = 64;
+        let x: Vec<i32> = signal(n, 11).iter().map(|&v| i32::from(v) << 16).collect();
+        let mut fft = Rfft::<i32>::new(n).unwrap();
+        let mut out = vec![0i32; n + 2];
+        fft.apply(&x, n, &mut out).unwrap();
+        let want = dft(&x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+        for (k, &(re, _)) in want.iter().enumerate() {
+            assert!(
+                (f64::from(out[2 * k]) - re / n as f64).abs() < 16.0,
+                "k={k}"
+            );
+        }
+    }
+
+    #[test]
+    fn options_and_errors() {
+        let bytes = [
+            84, 0, 102, 102, 116, 95, 108, 101, 110, 103, 116, 104, 0, 2, 14, 13, 2, 0, 1, 0, 2, 0,
+            7, 0, 0, 2, 5, 5, 6, 37, 1,
+        ];
+        let o = RfftOptions::parse(&bytes).unwrap();
+        assert_eq!(o.dtype, RfftType::Int16);
+        assert_eq!(o.fft_length, 512);
+        let mut bad = bytes;
+        bad[22] = 9; // T = 9
+        let e = RfftOptions::parse(&bad).unwrap_err();
+        assert!(e.contains("`T`") && e.contains('9'), "{e}");
+        let mut bad = bytes;
+        bad[24] = 1; // fft_length = 513
+        assert!(RfftOptions::parse(&bad).unwrap_err().contains("513"));
+        assert!(RfftPlan::new(7).is_err());
+        let mut fft = Rfft::<i16>::new(16).unwrap();
+        assert!(fft.apply(&[0; 17], 17, &mut [0; 20]).is_err());
+        assert!(fft.apply(&[0; 16], 16, &mut [0; 17]).is_err());
+    }
+}
