@@ -14,12 +14,8 @@ use tensor_alloc::interpreter::signal::{
     energy, fft_auto_scale, filter_bank, filter_bank_log, filter_bank_spectral_subtraction,
     filter_bank_square_root, pcan, rfft, window,
 };
-use tensor_alloc::interpreter::{
-    Interpreter, InterpreterBuilder, InvokeContext, Kernel, KernelError, OpResolver,
-    PrepareContext, Registration,
-};
+use tensor_alloc::interpreter::Interpreter;
 use tensor_alloc::model::{BuiltinOp, BuiltinOptions, Model, TensorType};
-use tensor_alloc::tensor::DType;
 use tensor_alloc::tensor::Tensor;
 use tensor_alloc::GlobalAllocator;
 
@@ -471,8 +467,9 @@ fn signal_kernels_in_the_interpreter_match_the_math() {
         .copy_from_slice(vals[bank_in as usize].as_ref().unwrap().u32());
     it.input_mut::<i32>(1).unwrap().copy_from_slice(&want_scale);
     it.invoke().unwrap();
-    // The spectral subtraction's noise estimate restarts at zero each invoke (see the
-    // kernel's docs), so a second invoke on the same input gives the same outputs.
+    // The spectral subtraction's noise estimate is state refined by each invoke: reset it so the
+    // counted invoke is again the first of a stream.
+    it.reset_variables();
     it.input_mut::<u32>(0)
         .unwrap()
         .copy_from_slice(vals[bank_in as usize].as_ref().unwrap().u32());
@@ -560,158 +557,29 @@ fn lying_models_fail_at_build() {
     assert!(build(&m).is_some(), "int32 window weights are refused");
 }
 
-/// Test-only STRIDED_SLICE for what these models use: 1-D int32, constant begin/end, stride 1,
-/// no masks (the crate's own kernel may not exist yet).
-struct Slice1d;
-
-impl Kernel for Slice1d {
-    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        ctx.expect_io(4, 1)?;
-        let (x, out) = (ctx.input(0)?, ctx.output(0)?);
-        x.expect_dtype(DType::I32)?;
-        out.expect_dtype(DType::I32)?;
-        let b = ctx.input(1)?.const_data::<i32>()?.to_vec();
-        let e = ctx.input(2)?.const_data::<i32>()?.to_vec();
-        let st = ctx.input(3)?.const_data::<i32>()?.to_vec();
-        let ok = x.dims.len() == 1
-            && b.len() == 1
-            && e.len() == 1
-            && st == [1]
-            && 0 <= b[0]
-            && b[0] <= e[0]
-            && e[0] as usize <= x.num_elements()
-            && out.num_elements() == (e[0] - b[0]) as usize
-            && matches!(
-                ctx.options(),
-                BuiltinOptions::StridedSlice {
-                    begin_mask: 0,
-                    end_mask: 0,
-                    ellipsis_mask: 0,
-                    new_axis_mask: 0,
-                    shrink_axis_mask: 0,
-                    ..
-                }
-            );
-        if !ok {
-            return Err(KernelError::new("test STRIDED_SLICE: unsupported node"));
-        }
-        ctx.set_op_data(b[0] as usize)
-    }
-
-    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
-        let b = *ctx.op_data::<usize>()?;
-        let out = ctx.output::<i32>(0)?;
-        let n = out.len();
-        out.copy_from_slice(&ctx.input::<i32>(0)?[b..b + n]);
-        Ok(())
-    }
-}
-
-/// Test-only CONCATENATION of 1-D int32 tensors.
-struct Concat1d;
-
-impl Kernel for Concat1d {
-    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        let n = ctx.num_inputs();
-        let mut total = 0;
-        for k in 0..n {
-            let t = ctx.input(k)?;
-            t.expect_dtype(DType::I32)?;
-            if t.dims.len() != 1 {
-                return Err(KernelError::new("test CONCATENATION: 1-D only"));
-            }
-            total += t.num_elements();
-        }
-        let out = ctx.output(0)?;
-        out.expect_dtype(DType::I32)?;
-        out.expect_dims(&[total])?;
-        ctx.set_op_data(n)
-    }
-
-    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
-        let n = *ctx.op_data::<usize>()?;
-        let out = ctx.output::<i32>(0)?;
-        let mut at = 0;
-        for k in 0..n {
-            let x = ctx.input::<i32>(k)?;
-            out[at..at + x.len()].copy_from_slice(x);
-            at += x.len();
-        }
-        Ok(())
-    }
-}
-
-/// Both whole models through the interpreter (the crate's kernels, plus test-only STRIDED_SLICE
-/// and CONCATENATION when the crate lacks them) match TFLM bit for bit, and invoke allocates
-/// nothing.
+/// The spectral subtraction's noise estimate is state: a second frame sees the first frame's
+/// estimate (so its outputs differ), and `reset_variables()` brings the first frame's outputs
+/// back exactly.
 #[test]
-fn whole_models_in_the_interpreter_match_tflm() {
+fn noise_estimate_is_state_across_invokes() {
     let Some(shared) = shared() else { return };
-    for name in ["audio_preprocessor_int8", "audio_preprocessor_float"] {
-        let model = Model::load(shared.join(format!("models/tflm/{name}.tflite"))).unwrap();
-        let dir = shared.join(format!("reference/{name}"));
-        let input = Tensor::read_npy(dir.join("input_0.npy")).unwrap();
-        let input = input.to_vec::<i16>().unwrap();
-        let want = Tensor::read_npy(dir.join("alt/tflm.output_0.npy")).unwrap();
-        let mut r = OpResolver::with_builtins();
-        for (op, reg) in [
-            (
-                BuiltinOp::STRIDED_SLICE,
-                Registration::new("STRIDED_SLICE", Slice1d),
-            ),
-            (
-                BuiltinOp::CONCATENATION,
-                Registration::new("CONCATENATION", Concat1d),
-            ),
-        ] {
-            if r.find(op, None, 1).is_none() {
-                r.register_builtin(op, reg);
-            }
-        }
-        let mut it = InterpreterBuilder::new(&model).resolver(r).build().unwrap();
+    let model = Model::load(shared.join("models/tflm/audio_preprocessor_int8.tflite")).unwrap();
+    let input = Tensor::read_npy(shared.join("reference/audio_preprocessor_int8/input_0.npy"))
+        .unwrap()
+        .to_vec::<i16>()
+        .unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    let frame = |it: &mut Interpreter<'_>| {
         it.input_mut::<i16>(0).unwrap().copy_from_slice(&input);
         it.invoke().unwrap();
-        it.input_mut::<i16>(0).unwrap().copy_from_slice(&input);
-        let (res, counts) = count_allocations(|| it.invoke()).unwrap();
-        res.unwrap();
-        assert_eq!(
-            counts.total_allocations(),
-            0,
-            "{name}: invoke allocated: {counts:?}"
-        );
-        let got: Vec<u32> = match want.dtype() {
-            DType::I8 => it
-                .output::<i8>(0)
-                .unwrap()
-                .iter()
-                .map(|&v| v as u32)
-                .collect(),
-            DType::F32 => it
-                .output::<f32>(0)
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect(),
-            other => panic!("{name}: output dtype {other}"),
-        };
-        let w: Vec<u32> = match want.dtype() {
-            DType::I8 => want
-                .to_vec::<i8>()
-                .unwrap()
-                .iter()
-                .map(|&v| v as u32)
-                .collect(),
-            _ => want
-                .to_vec::<f32>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect(),
-        };
-        assert_eq!(got.len(), w.len());
-        match (0..w.len()).find(|&i| got[i] != w[i]) {
-            None => eprintln!("{name}: interpreter output matches TFLM bit for bit"),
-            Some(i) => panic!("{name}: interpreter output differs from TFLM at index {i}"),
-        }
-    }
+        it.output::<i8>(0).unwrap().to_vec()
+    };
+    let first = frame(&mut it);
+    let second = frame(&mut it);
+    assert_ne!(
+        first, second,
+        "the second frame must see the refined noise estimate"
+    );
+    it.reset_variables();
+    assert_eq!(frame(&mut it), first);
 }

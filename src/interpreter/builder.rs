@@ -431,6 +431,7 @@ fn evaluate_at_build(
             .collect(),
         variable_inputs: 0,
         aliased: false,
+        states: mem.states.clone(),
     };
     check_disjoint(node, &rt, &slots, tensors)?;
     let mut ctx = InvokeContext {
@@ -440,6 +441,7 @@ fn evaluate_at_build(
         tensors,
         records: &records,
         taken: Cell::new(0),
+        taken_states: Cell::new(0),
     };
     reg.kernel
         .invoke(&mut ctx)
@@ -662,6 +664,7 @@ pub(crate) fn finish<'a>(
             scratch: std::mem::take(&mut scratch_ptr[i]),
             variable_inputs,
             aliased,
+            states: memory[i].states.clone(),
         };
         if !node.prepare_time {
             check_disjoint(node, &rt, &slots, &tensors)?;
@@ -686,6 +689,10 @@ pub(crate) fn finish<'a>(
         heap_bytes: 0,
         offline_plan_ignored: plan.offline_ignored.clone(),
     };
+    let states: Vec<(*mut u8, usize)> = memory
+        .iter()
+        .flat_map(|m| m.states.iter().map(|&r| records[r as usize]))
+        .collect();
     let sg = &model.subgraphs[0];
     let mut interp = Interpreter {
         model_bytes: bytes,
@@ -700,6 +707,7 @@ pub(crate) fn finish<'a>(
         inputs: sg.input_tensors().collect(),
         outputs: sg.output_tensors().collect(),
         variable_init,
+        states,
         summary,
     };
     interp.summary.heap_bytes = interp.heap_bytes();

@@ -80,6 +80,27 @@ impl<T> PersistentArray<T> {
     }
 }
 
+/// Kernel state of `len` values of `T` in the arena's tail that invoke may write (e.g. a noise
+/// estimate refined frame after frame), zeroed at build and by
+/// [`reset_variables`](super::Interpreter::reset_variables). Only the node that allocated it can
+/// reach it.
+#[derive(Debug)]
+pub struct StateArray<T> {
+    record: u32,
+    len: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for StateArray<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for StateArray<T> {}
+
+/// Most state arrays a node may allocate.
+pub const MAX_STATES: usize = 64;
+
 /// A scratch buffer requested by a node's prepare (index into that node's requests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScratchId(pub(crate) u32);
@@ -183,6 +204,8 @@ pub(crate) struct NodeMemory {
     pub op_data: Option<OpDataRef>,
     /// Scratch requests (bytes), in request order.
     pub scratch: Vec<usize>,
+    /// Records of the node's state arrays.
+    pub states: Vec<u32>,
 }
 
 /// A tensor as prepare sees it.
@@ -524,6 +547,33 @@ impl<'a> PrepareContext<'a> {
         self.state.persistent_array(values)
     }
 
+    /// `len` zeroed values of kernel state that invoke may read and write (see [`StateArray`]).
+    pub fn persistent_state<T: Scalar>(
+        &mut self,
+        len: usize,
+    ) -> Result<StateArray<T>, KernelError> {
+        if self.state.memory.states.len() >= MAX_STATES {
+            return Err(KernelError::new(format!(
+                "more than {MAX_STATES} state arrays"
+            )));
+        }
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| KernelError::new(format!("state of {len} values overflows")))?;
+        let record = self.state.persistent.allocate(bytes, Category::OpData)?;
+        self.state
+            .memory
+            .states
+            .try_reserve(1)
+            .map_err(|_| KernelError::new("out of memory"))?;
+        self.state.memory.states.push(record);
+        Ok(StateArray {
+            record,
+            len,
+            _t: PhantomData,
+        })
+    }
+
     /// Requests `bytes` of scratch for invoke (16-byte aligned), planned into the arena head.
     pub fn request_scratch(&mut self, bytes: usize) -> Result<ScratchId, KernelError> {
         let n = self.state.memory.scratch.len();
@@ -573,6 +623,8 @@ pub(crate) struct NodeRuntime {
     pub variable_inputs: u64,
     /// Output 0 shares input 0's memory (reshape in place).
     pub aliased: bool,
+    /// Records of the node's state arrays.
+    pub states: Vec<u32>,
 }
 
 /// Invoke: typed views of the node's tensors, scratch, op data and persistent arrays.
@@ -588,6 +640,7 @@ pub struct InvokeContext<'a> {
     pub(crate) tensors: &'a [TensorEntry],
     pub(crate) records: &'a [(*mut u8, usize)],
     pub(crate) taken: Cell<u128>,
+    pub(crate) taken_states: Cell<u64>,
 }
 
 impl<'a> InvokeContext<'a> {
@@ -735,6 +788,34 @@ impl<'a> InvokeContext<'a> {
         self.take(32 + k, "variable input", k)?;
         // SAFETY: as for outputs: disjoint, taken once, aligned, in bounds.
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, len) })
+    }
+
+    /// Mutable view of state array `array` of this node (once per invoke).
+    pub fn state<T: Scalar>(&self, array: StateArray<T>) -> Result<&'a mut [T], KernelError> {
+        let pos = self
+            .rt
+            .states
+            .iter()
+            .position(|&r| r == array.record)
+            .ok_or_else(|| KernelError::new("state array of another node"))?;
+        let bit = 1u64 << pos;
+        if self.taken_states.get() & bit != 0 {
+            return Err(KernelError::new(
+                "state array was already taken in this invoke",
+            ));
+        }
+        let &(ptr, size) = self
+            .records
+            .get(array.record as usize)
+            .ok_or_else(|| KernelError::new("state array of another interpreter"))?;
+        if array.len.saturating_mul(std::mem::size_of::<T>()) > size {
+            return Err(KernelError::new("state array of another interpreter"));
+        }
+        self.taken_states.set(self.taken_states.get() | bit);
+        // SAFETY: the record belongs to this node only (checked above), is 16-byte aligned and
+        // at least `len * size_of::<T>()` bytes in the arena tail, disjoint from every tensor and
+        // scratch buffer; taken once per invoke; `T` accepts any bit pattern.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, array.len) })
     }
 
     /// Mutable view of scratch buffer `id` (once per invoke), `bytes / size_of::<T>()` elements.

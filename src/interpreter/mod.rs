@@ -35,7 +35,7 @@ mod graph;
 pub use allocation::ALIGNMENT;
 pub use builder::{ArenaSource, InterpreterBuilder};
 pub use context::{
-    InitContext, InvokeContext, PersistentArray, PrepareContext, ScratchId, TensorInfo,
+    InitContext, InvokeContext, PersistentArray, PrepareContext, ScratchId, StateArray, TensorInfo,
 };
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
@@ -125,6 +125,8 @@ pub struct Interpreter<'a> {
     inputs: Vec<usize>,
     outputs: Vec<usize>,
     variable_init: Vec<(usize, Vec<u8>)>,
+    /// Kernel state arrays (address, bytes), zeroed by `reset_variables`.
+    states: Vec<(*mut u8, usize)>,
     summary: MemorySummary,
 }
 
@@ -210,6 +212,7 @@ impl<'a> Interpreter<'a> {
             tensors: &self.tensors,
             records: &self.records,
             taken: Cell::new(0),
+            taken_states: Cell::new(0),
         };
         self.registrations[i]
             .kernel
@@ -222,8 +225,14 @@ impl<'a> Interpreter<'a> {
             })
     }
 
-    /// Restores every variable tensor to its initial value (zero unless the model gives one).
+    /// Restores every variable tensor to its initial value (the model's data; else the zero point
+    /// for int8, zero otherwise) and zeroes every kernel state array.
     pub fn reset_variables(&mut self) {
+        for &(ptr, bytes) in &self.states {
+            // SAFETY: a state record of `bytes` in the arena tail owned by this interpreter;
+            // `&mut self` means no view of it is alive.
+            unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
+        }
         for (t, e) in self.tensors.iter().enumerate() {
             if e.kind != TensorKind::Variable {
                 continue;

@@ -365,13 +365,16 @@ impl Kernel for FilterBankSquareRoot {
 
 // ---------------------------------------------------------------------------------------------
 
-/// `SignalFilterBankSpectralSubtraction`.
-///
-/// **Limitation:** TFLM keeps the noise estimate in persistent memory across invokes (a stream
-/// of frames refines it; a reset zeroes it). The kernel API has no persistent memory that
-/// invoke may write, so this kernel starts every invoke from the reset state (zero estimate):
-/// the first invoke after a reset is bit-exact, later ones are not yet.
+/// `SignalFilterBankSpectralSubtraction`. The noise estimate is kernel state (a
+/// [`StateArray`](crate::interpreter::StateArray)): each invoke refines it, output 1 is a copy
+/// of it, and `reset_variables()` zeroes it, as TFLM's `Reset` does.
 pub struct FilterBankSpectralSubtraction;
+
+#[derive(Clone, Copy)]
+struct SpectralSubtractionData {
+    options: filter_bank_spectral_subtraction::SpectralSubtractionOptions,
+    noise: crate::interpreter::StateArray<u32>,
+}
 
 impl Kernel for FilterBankSpectralSubtraction {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -387,20 +390,24 @@ impl Kernel for FilterBankSpectralSubtraction {
             expect_rank(OP, t, 1)?;
             expect_len(OP, t, o.num_channels, "num_channels")?;
         }
-        ctx.set_op_data(o)
+        let noise = ctx.persistent_state::<u32>(o.num_channels)?;
+        ctx.set_op_data(SpectralSubtractionData { options: o, noise })
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
-        let o = *ctx.op_data::<filter_bank_spectral_subtraction::SpectralSubtractionOptions>()?;
-        let noise = ctx.output::<u32>(1)?;
-        noise.fill(0); // the reset state; see the type's docs
+        let d = *ctx.op_data::<SpectralSubtractionData>()?;
+        let state = ctx.state(d.noise)?;
         filter_bank_spectral_subtraction::spectral_subtraction(
-            &o,
+            &d.options,
             ctx.input::<u32>(0)?,
             ctx.output::<u32>(0)?,
-            noise,
+            state,
         )
-        .map_err(err)
+        .map_err(err)?;
+        let noise_out = ctx.output::<u32>(1)?;
+        let n = noise_out.len().min(state.len());
+        noise_out[..n].copy_from_slice(&state[..n]);
+        Ok(())
     }
 }
 
