@@ -16,8 +16,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared")
 
 
-def litert_median(path, inputs, runs, xnnpack):
+def litert_median(path, input_files, runs, xnnpack):
+    """Runs `litert_child` in a separate process: LiteRT crashes on some models."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", path, "--runs", str(runs)]
+    if xnnpack:
+        cmd.append("--xnnpack")
+    for f in input_files:
+        cmd += ["--input", f]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        v = json.loads(p.stdout.strip().splitlines()[-1])
+        return v
+    except Exception:
+        return None
+
+
+def litert_child(path, input_files, runs, xnnpack):
     from ai_edge_litert import interpreter as lit
+    inputs = [np.load(f) for f in input_files]
     kw = {"num_threads": 1}
     if not xnnpack:
         kw["experimental_op_resolver_type"] = lit.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
@@ -55,7 +71,13 @@ def main():
     ap.add_argument("--models", default="")
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "tensor-alloc"))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--xnnpack", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--input", action="append", default=[], help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child:
+        print(json.dumps(litert_child(a.child, a.input, a.runs, a.xnnpack)))
+        return
     want = set(filter(None, a.models.split(",")))
     rows = []
     for group, refdir in (("tflm", "reference"), ("keras", "reference/keras")):
@@ -71,10 +93,9 @@ def main():
             while os.path.exists(os.path.join(rd, f"input_{k}.npy")):
                 files.append(os.path.join(rd, f"input_{k}.npy"))
                 k += 1
-            inputs = [np.load(x) for x in files]
             ours, info = ours_median(a.binary, path, files, a.runs)
-            ref = litert_median(path, inputs, a.runs, False)
-            xnn = litert_median(path, inputs, a.runs, True)
+            ref = litert_median(path, files, a.runs, False)
+            xnn = litert_median(path, files, a.runs, True)
             rows.append({"model": name, "ours_us": ours, "litert_us": ref, "xnnpack_us": xnn,
                          "note": None if ours is not None else info})
     if a.json:
