@@ -35,7 +35,8 @@ mod graph;
 pub use allocation::ALIGNMENT;
 pub use builder::{ArenaSource, InterpreterBuilder};
 pub use context::{
-    InitContext, InvokeContext, PersistentArray, PrepareContext, ScratchId, StateArray, TensorInfo,
+    InitContext, InvokeContext, PersistentArray, PrepareContext, Scalar, ScratchId, StateArray,
+    TensorInfo,
 };
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;

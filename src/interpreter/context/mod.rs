@@ -1,12 +1,14 @@
 //! The per-phase contexts a kernel works through ([`InitContext`], [`PrepareContext`],
 //! [`InvokeContext`]) and the handles it keeps between phases ([`PersistentArray`],
-//! [`ScratchId`]).
+//! [`StateArray`], [`ScratchId`]).
 //!
 //! Memory a kernel asks for:
 //! - **op data** ([`PrepareContext::set_op_data`]): one `Copy` value per node, kept in the
 //!   arena's tail and read back at invoke with its type checked;
 //! - **persistent arrays** ([`PrepareContext::persistent_array`]): e.g. per-channel multipliers,
-//!   in the tail for the interpreter's life;
+//!   in the tail for the interpreter's life, read-only at invoke;
+//! - **state** ([`PrepareContext::persistent_state`]): tail memory invoke may write (a running
+//!   estimate), zeroed by `reset_variables`;
 //! - **scratch** ([`PrepareContext::request_scratch`]): bytes that exist only while the node
 //!   runs, planned into the arena's head beside the tensors (their lifetime is the one node);
 //! - **temp** ([`PrepareContext::temp`]): bytes for the duration of this node's prepare only.
@@ -20,8 +22,14 @@ use crate::arena::Category;
 use crate::model::{BuiltinOp, BuiltinOptions, Quantization};
 use crate::tensor::{DType, Element};
 use std::any::TypeId;
-use std::cell::Cell;
 use std::marker::PhantomData;
+
+mod invoke;
+mod staging;
+
+pub use invoke::InvokeContext;
+pub(crate) use invoke::{NodeRuntime, Slot};
+pub(crate) use staging::{NodeMemory, OpDataRef, Persistent};
 
 /// Most outputs a node may have.
 pub const MAX_OUTPUTS: usize = 32;
@@ -104,109 +112,6 @@ pub const MAX_STATES: usize = 64;
 /// A scratch buffer requested by a node's prepare (index into that node's requests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScratchId(pub(crate) u32);
-
-/// One persistent record.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Record {
-    /// Byte offset in the staging buffer.
-    pub offset: usize,
-    /// Bytes.
-    pub size: usize,
-    /// Recording category.
-    pub category: Category,
-}
-
-/// Persistent memory while building: staged on the heap, copied to the arena tail afterwards.
-#[derive(Default)]
-pub(crate) struct Persistent {
-    /// 16-byte aligned staging bytes (`u128` words).
-    staging: Vec<u128>,
-    /// Bytes used in `staging`.
-    used: usize,
-    /// Records in allocation order.
-    pub records: Vec<Record>,
-}
-
-impl Persistent {
-    /// A new zeroed record of `size` bytes.
-    pub fn allocate(&mut self, size: usize, category: Category) -> Result<u32, KernelError> {
-        let offset = self.used;
-        let rounded = size
-            .checked_next_multiple_of(RECORD_ALIGNMENT)
-            .and_then(|r| offset.checked_add(r))
-            .ok_or_else(|| {
-                KernelError::new(format!("persistent request of {size} bytes overflows"))
-            })?;
-        let words = rounded / RECORD_ALIGNMENT;
-        if words > self.staging.len() {
-            let extra = words - self.staging.len();
-            self.staging.try_reserve(extra).map_err(|_| {
-                KernelError::new(format!("out of memory staging {size} persistent bytes"))
-            })?;
-            self.staging.resize(words, 0);
-        }
-        self.used = rounded;
-        let index = u32::try_from(self.records.len())
-            .map_err(|_| KernelError::new("more than 2^32 persistent records"))?;
-        self.records.push(Record {
-            offset,
-            size,
-            category,
-        });
-        Ok(index)
-    }
-
-    /// Total tail bytes the records take in an arena aligned to [`RECORD_ALIGNMENT`].
-    pub fn tail_bytes(&self) -> usize {
-        self.used
-    }
-
-    /// The staged bytes of a record.
-    pub fn bytes(&self, record: u32) -> &[u8] {
-        let r = self.records[record as usize];
-        // SAFETY: the record lies inside `used <= staging.len() * 16` initialised bytes (the
-        // staging words are zero-initialised), and `&self` keeps them borrowed immutably.
-        unsafe {
-            std::slice::from_raw_parts((self.staging.as_ptr() as *const u8).add(r.offset), r.size)
-        }
-    }
-
-    /// The staged bytes of a record, mutable.
-    pub fn bytes_mut(&mut self, record: u32) -> &mut [u8] {
-        let r = self.records[record as usize];
-        // SAFETY: as in `bytes`, and `&mut self` makes the borrow exclusive.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                (self.staging.as_mut_ptr() as *mut u8).add(r.offset),
-                r.size,
-            )
-        }
-    }
-
-    /// Pointer to a record's staged bytes (valid until the next `allocate`).
-    pub fn ptr(&mut self, record: u32) -> *mut u8 {
-        let r = self.records[record as usize];
-        // SAFETY: the offset lies inside the staging allocation (see `bytes`).
-        unsafe { (self.staging.as_mut_ptr() as *mut u8).add(r.offset) }
-    }
-}
-
-/// What a node's op data is: its record and type.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct OpDataRef {
-    pub record: u32,
-    pub type_id: TypeId,
-}
-
-/// What init and prepare produce for one node.
-#[derive(Default)]
-pub(crate) struct NodeMemory {
-    pub op_data: Option<OpDataRef>,
-    /// Scratch requests (bytes), in request order.
-    pub scratch: Vec<usize>,
-    /// Records of the node's state arrays.
-    pub states: Vec<u32>,
-}
 
 /// A tensor as prepare sees it.
 #[derive(Clone, Copy, Debug)]
@@ -604,256 +509,5 @@ impl<'a> PrepareContext<'a> {
         // SAFETY: `temp` holds `words * 16 >= bytes` zeroed bytes, borrowed mutably through
         // `&mut self`.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.temp.as_mut_ptr() as *mut u8, bytes) })
-    }
-}
-
-/// One tensor at invoke: where its bytes are.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Slot {
-    pub ptr: *mut u8,
-    pub bytes: usize,
-    pub dtype: DType,
-}
-
-/// A node at invoke: resolved scratch and op data, and which of its tensors are writable.
-pub(crate) struct NodeRuntime {
-    pub op_data: Option<(*const u8, TypeId)>,
-    pub scratch: Vec<(*mut u8, usize)>,
-    /// Bit `k`: input `k` is variable state (written through [`InvokeContext::variable`]).
-    pub variable_inputs: u64,
-    /// Output 0 shares input 0's memory (reshape in place).
-    pub aliased: bool,
-    /// Records of the node's state arrays.
-    pub states: Vec<u32>,
-}
-
-/// Invoke: typed views of the node's tensors, scratch, op data and persistent arrays.
-///
-/// Every writable view (output, variable, scratch) can be taken once per invoke, so views
-/// never alias: the build proved that a node's writable tensors and scratch are disjoint from
-/// each other and from its read-only inputs, except input 0 / output 0 of a reshape in place,
-/// which are only reachable together through [`copy_input_to_output`](Self::copy_input_to_output).
-pub struct InvokeContext<'a> {
-    pub(crate) node: &'a NodeInfo,
-    pub(crate) rt: &'a NodeRuntime,
-    pub(crate) slots: &'a [Slot],
-    pub(crate) tensors: &'a [TensorEntry],
-    pub(crate) records: &'a [(*mut u8, usize)],
-    pub(crate) taken: Cell<u128>,
-    pub(crate) taken_states: Cell<u64>,
-}
-
-impl<'a> InvokeContext<'a> {
-    /// Node index.
-    pub fn node_index(&self) -> usize {
-        self.node.index
-    }
-
-    /// The op data stored by prepare.
-    pub fn op_data<T: Copy + Send + Sync + 'static>(&self) -> Result<&'a T, KernelError> {
-        match self.rt.op_data {
-            Some((ptr, id)) if id == TypeId::of::<T>() => {
-                // SAFETY: the record was written with a `T` at build (same TypeId), copied
-                // byte-for-byte to a 16-byte aligned arena record that lives as long as the
-                // interpreter, and nothing writes it after build.
-                Ok(unsafe { &*(ptr as *const T) })
-            }
-            Some(_) => Err(KernelError::new("op data has another type")),
-            None => Err(KernelError::new("no op data was set in prepare")),
-        }
-    }
-
-    /// A persistent array stored by prepare.
-    pub fn persistent<T: Scalar>(&self, array: PersistentArray<T>) -> Result<&'a [T], KernelError> {
-        let &(ptr, size) = self
-            .records
-            .get(array.record as usize)
-            .ok_or_else(|| KernelError::new("persistent array of another interpreter"))?;
-        if array.len.saturating_mul(std::mem::size_of::<T>()) > size {
-            return Err(KernelError::new("persistent array of another interpreter"));
-        }
-        // SAFETY: the record holds at least `len * size_of::<T>()` initialised bytes at a 16-byte
-        // aligned address for the interpreter's life, is never written after build, and `T`
-        // accepts any bit pattern (`Scalar`).
-        Ok(unsafe { std::slice::from_raw_parts(ptr as *const T, array.len) })
-    }
-
-    fn tensor_of(&self, list: &[i32], k: usize, what: &str) -> Result<usize, KernelError> {
-        match list.get(k) {
-            Some(&t) if t >= 0 => Ok(t as usize),
-            Some(_) => Err(KernelError::new(format!("{what} {k} is omitted"))),
-            None => Err(KernelError::new(format!(
-                "{what} {k} requested, the node has {}",
-                list.len()
-            ))),
-        }
-    }
-
-    fn typed<T: Element>(&self, t: usize) -> Result<(*mut u8, usize), KernelError> {
-        let s = self.slots[t];
-        if !dtype_matches::<T>(s.dtype) {
-            return Err(KernelError::new(format!(
-                "tensor `{}` has dtype {}, read as {}",
-                self.tensors[t].name,
-                s.dtype,
-                T::DTYPE
-            )));
-        }
-        if s.bytes > 0 && s.ptr as usize % std::mem::align_of::<T>() != 0 {
-            return Err(KernelError::new(format!(
-                "tensor `{}` is not aligned for {}",
-                self.tensors[t].name,
-                T::DTYPE
-            )));
-        }
-        Ok((s.ptr, s.bytes / std::mem::size_of::<T>()))
-    }
-
-    fn take(&self, bit: usize, what: &str, k: usize) -> Result<(), KernelError> {
-        let mask = 1u128.checked_shl(bit as u32).unwrap_or(0);
-        if mask == 0 || self.taken.get() & mask != 0 {
-            return Err(KernelError::new(format!(
-                "{what} {k} was already taken in this invoke"
-            )));
-        }
-        self.taken.set(self.taken.get() | mask);
-        Ok(())
-    }
-
-    /// Dimensions of input `k`.
-    pub fn input_dims(&self, k: usize) -> Result<&'a [usize], KernelError> {
-        let t = self.tensor_of(&self.node.inputs, k, "input")?;
-        Ok(&self.tensors[t].dims)
-    }
-
-    /// Dimensions of output `k`.
-    pub fn output_dims(&self, k: usize) -> Result<&'a [usize], KernelError> {
-        let t = self.tensor_of(&self.node.outputs, k, "output")?;
-        Ok(&self.tensors[t].dims)
-    }
-
-    /// Whether input `k` is present (not an omitted optional input).
-    pub fn has_input(&self, k: usize) -> bool {
-        matches!(self.node.inputs.get(k), Some(&t) if t >= 0)
-    }
-
-    /// Read-only view of input `k`.
-    pub fn input<T: Element>(&self, k: usize) -> Result<&'a [T], KernelError> {
-        let t = self.tensor_of(&self.node.inputs, k, "input")?;
-        if k < 64 && self.rt.variable_inputs & (1 << k) != 0 {
-            return Err(KernelError::new(format!(
-                "input {k} is variable state: use variable({k})"
-            )));
-        }
-        if k == 0 && self.rt.aliased {
-            return Err(KernelError::new(
-                "input 0 shares memory with output 0: use copy_input_to_output",
-            ));
-        }
-        let (ptr, len) = self.typed::<T>(t)?;
-        // SAFETY: the slot covers `len` elements of initialised, aligned memory that no writable
-        // view of this node overlaps (checked at build) and that lives for 'a.
-        Ok(unsafe { std::slice::from_raw_parts(ptr as *const T, len) })
-    }
-
-    /// Mutable view of output `k` (once per invoke).
-    pub fn output<T: Element>(&self, k: usize) -> Result<&'a mut [T], KernelError> {
-        let t = self.tensor_of(&self.node.outputs, k, "output")?;
-        if k >= MAX_OUTPUTS {
-            return Err(KernelError::new(format!(
-                "output {k}: at most {MAX_OUTPUTS} outputs"
-            )));
-        }
-        if k == 0 && self.rt.aliased {
-            return Err(KernelError::new(
-                "output 0 shares memory with input 0: use copy_input_to_output",
-            ));
-        }
-        let (ptr, len) = self.typed::<T>(t)?;
-        self.take(k, "output", k)?;
-        // SAFETY: outputs are disjoint from every other view of this node (checked at build),
-        // taken at most once per invoke (`take`), aligned and `len` elements long.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, len) })
-    }
-
-    /// Mutable view of variable input `k` (state kept across invokes; once per invoke).
-    pub fn variable<T: Element>(&self, k: usize) -> Result<&'a mut [T], KernelError> {
-        let t = self.tensor_of(&self.node.inputs, k, "input")?;
-        if k >= 64 || self.rt.variable_inputs & (1 << k) == 0 {
-            return Err(KernelError::new(format!(
-                "input {k} is not a variable tensor"
-            )));
-        }
-        let (ptr, len) = self.typed::<T>(t)?;
-        self.take(32 + k, "variable input", k)?;
-        // SAFETY: as for outputs: disjoint, taken once, aligned, in bounds.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, len) })
-    }
-
-    /// Mutable view of state array `array` of this node (once per invoke).
-    pub fn state<T: Scalar>(&self, array: StateArray<T>) -> Result<&'a mut [T], KernelError> {
-        let pos = self
-            .rt
-            .states
-            .iter()
-            .position(|&r| r == array.record)
-            .ok_or_else(|| KernelError::new("state array of another node"))?;
-        let bit = 1u64 << pos;
-        if self.taken_states.get() & bit != 0 {
-            return Err(KernelError::new(
-                "state array was already taken in this invoke",
-            ));
-        }
-        let &(ptr, size) = self
-            .records
-            .get(array.record as usize)
-            .ok_or_else(|| KernelError::new("state array of another interpreter"))?;
-        if array.len.saturating_mul(std::mem::size_of::<T>()) > size {
-            return Err(KernelError::new("state array of another interpreter"));
-        }
-        self.taken_states.set(self.taken_states.get() | bit);
-        // SAFETY: the record belongs to this node only (checked above), is 16-byte aligned and
-        // at least `len * size_of::<T>()` bytes in the arena tail, disjoint from every tensor and
-        // scratch buffer; taken once per invoke; `T` accepts any bit pattern.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, array.len) })
-    }
-
-    /// Mutable view of scratch buffer `id` (once per invoke), `bytes / size_of::<T>()` elements.
-    pub fn scratch<T: Scalar>(&self, id: ScratchId) -> Result<&'a mut [T], KernelError> {
-        let &(ptr, bytes) = self
-            .rt
-            .scratch
-            .get(id.0 as usize)
-            .filter(|_| (id.0 as usize) < MAX_SCRATCH)
-            .ok_or_else(|| {
-                KernelError::new(format!("scratch buffer {} was not requested", id.0))
-            })?;
-        self.take(96 + id.0 as usize, "scratch", id.0 as usize)?;
-        // SAFETY: the scratch buffer is 16-byte aligned, `bytes` long, planned disjoint from
-        // every tensor live at this node, taken once, and `T` accepts any bit pattern.
-        Ok(unsafe {
-            std::slice::from_raw_parts_mut(ptr as *mut T, bytes / std::mem::size_of::<T>())
-        })
-    }
-
-    /// Copies input `ki`'s bytes to output `ko` (a no-op when they share memory; overlapping
-    /// memory is handled as `memmove`). The byte sizes must be equal.
-    pub fn copy_input_to_output(&self, ki: usize, ko: usize) -> Result<(), KernelError> {
-        let ti = self.tensor_of(&self.node.inputs, ki, "input")?;
-        let to = self.tensor_of(&self.node.outputs, ko, "output")?;
-        let (si, so) = (self.slots[ti], self.slots[to]);
-        if si.bytes != so.bytes {
-            return Err(KernelError::new(format!(
-                "input {ki} has {} bytes, output {ko} {}",
-                si.bytes, so.bytes
-            )));
-        }
-        self.take(ko, "output", ko)?;
-        if si.ptr != so.ptr && si.bytes > 0 {
-            // SAFETY: both ranges are `bytes` long inside live memory of this interpreter;
-            // `copy` is a memmove, correct for overlap; the output was not handed out.
-            unsafe { std::ptr::copy(si.ptr as *const u8, so.ptr, si.bytes) };
-        }
-        Ok(())
     }
 }

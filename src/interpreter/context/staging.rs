@@ -1,0 +1,111 @@
+//! Persistent memory while building: records staged on the heap during init and prepare and
+//! copied into the arena's tail once the arena exists. Handles name records, not addresses, so
+//! they stay valid across that move.
+
+use super::RECORD_ALIGNMENT;
+use crate::arena::Category;
+use crate::interpreter::KernelError;
+use std::any::TypeId;
+
+/// One persistent record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Record {
+    /// Byte offset in the staging buffer.
+    pub offset: usize,
+    /// Bytes.
+    pub size: usize,
+    /// Recording category.
+    pub category: Category,
+}
+
+/// Persistent memory while building: staged on the heap, copied to the arena tail afterwards.
+#[derive(Default)]
+pub(crate) struct Persistent {
+    /// 16-byte aligned staging bytes (`u128` words).
+    staging: Vec<u128>,
+    /// Bytes used in `staging`.
+    used: usize,
+    /// Records in allocation order.
+    pub records: Vec<Record>,
+}
+
+impl Persistent {
+    /// A new zeroed record of `size` bytes.
+    pub fn allocate(&mut self, size: usize, category: Category) -> Result<u32, KernelError> {
+        let offset = self.used;
+        let rounded = size
+            .checked_next_multiple_of(RECORD_ALIGNMENT)
+            .and_then(|r| offset.checked_add(r))
+            .ok_or_else(|| {
+                KernelError::new(format!("persistent request of {size} bytes overflows"))
+            })?;
+        let words = rounded / RECORD_ALIGNMENT;
+        if words > self.staging.len() {
+            let extra = words - self.staging.len();
+            self.staging.try_reserve(extra).map_err(|_| {
+                KernelError::new(format!("out of memory staging {size} persistent bytes"))
+            })?;
+            self.staging.resize(words, 0);
+        }
+        self.used = rounded;
+        let index = u32::try_from(self.records.len())
+            .map_err(|_| KernelError::new("more than 2^32 persistent records"))?;
+        self.records.push(Record {
+            offset,
+            size,
+            category,
+        });
+        Ok(index)
+    }
+
+    /// Total tail bytes the records take in an arena aligned to [`RECORD_ALIGNMENT`].
+    pub fn tail_bytes(&self) -> usize {
+        self.used
+    }
+
+    /// The staged bytes of a record.
+    pub fn bytes(&self, record: u32) -> &[u8] {
+        let r = self.records[record as usize];
+        // SAFETY: the record lies inside `used <= staging.len() * 16` initialised bytes (the
+        // staging words are zero-initialised), and `&self` keeps them borrowed immutably.
+        unsafe {
+            std::slice::from_raw_parts((self.staging.as_ptr() as *const u8).add(r.offset), r.size)
+        }
+    }
+
+    /// The staged bytes of a record, mutable.
+    pub fn bytes_mut(&mut self, record: u32) -> &mut [u8] {
+        let r = self.records[record as usize];
+        // SAFETY: as in `bytes`, and `&mut self` makes the borrow exclusive.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                (self.staging.as_mut_ptr() as *mut u8).add(r.offset),
+                r.size,
+            )
+        }
+    }
+
+    /// Pointer to a record's staged bytes (valid until the next `allocate`).
+    pub fn ptr(&mut self, record: u32) -> *mut u8 {
+        let r = self.records[record as usize];
+        // SAFETY: the offset lies inside the staging allocation (see `bytes`).
+        unsafe { (self.staging.as_mut_ptr() as *mut u8).add(r.offset) }
+    }
+}
+
+/// What a node's op data is: its record and type.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpDataRef {
+    pub record: u32,
+    pub type_id: TypeId,
+}
+
+/// What init and prepare produce for one node.
+#[derive(Default)]
+pub(crate) struct NodeMemory {
+    pub op_data: Option<OpDataRef>,
+    /// Scratch requests (bytes), in request order.
+    pub scratch: Vec<usize>,
+    /// Records of the node's state arrays.
+    pub states: Vec<u32>,
+}
