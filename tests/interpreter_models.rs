@@ -80,7 +80,27 @@ fn check_model(case: &Case) -> Result<String, String> {
             }
         }
     }
+    // 4. Memory: the head (tensors + kernel scratch) never above TFLM's head, nor above LiteRT's
+    //    measured span including its kernel temporaries.
     let m = interp.memory();
+    let tflm = &case.json["runtimes"]["tflm"]["arena"]["arena_head_bytes"];
+    if let Some(h) = tflm.as_u64() {
+        if m.head_bytes as u64 > h {
+            return Err(format!("head {} B above TFLM's head {h} B", m.head_bytes));
+        }
+    }
+    let arena = &case.json["tflite_arena"];
+    let span = arena["span_incl_visible_temporaries_bytes"]
+        .as_u64()
+        .or_else(|| arena["span_bytes"].as_u64());
+    if let Some(span) = span {
+        if m.head_bytes as u64 > span {
+            return Err(format!(
+                "head {} B above LiteRT's span {span} B",
+                m.head_bytes
+            ));
+        }
+    }
     Ok(format!(
         "arena {} B (head {}, tail {}, scratch {}), heap {} B",
         m.total_bytes, m.head_bytes, m.tail_bytes, m.scratch_bytes, m.heap_bytes

@@ -694,6 +694,15 @@ pub(crate) fn finish<'a>(
         .flat_map(|m| m.states.iter().map(|&r| records[r as usize]))
         .collect();
     let sg = &model.subgraphs[0];
+    // Kernels have turned quantization parameters into op data; only graph inputs and outputs
+    // keep theirs (users read them), which keeps per-channel scales off the heap.
+    let mut tensors = tensors;
+    let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
+    for (t, e) in tensors.iter_mut().enumerate() {
+        if !io.contains(&t) {
+            e.quantization = None;
+        }
+    }
     let mut interp = Interpreter {
         model_bytes: bytes,
         tensors,

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
-    ScratchId, TensorInfo,
+    StateArray, TensorInfo,
 };
 use crate::kernel_ensure;
 use crate::tensor::DType;
@@ -119,11 +119,14 @@ impl Kernel for FftAutoScale {
 /// `SignalRfft` (int16, int32 or float32 by its `T` option).
 pub struct Rfft;
 
+/// Twiddles, super-twiddles and the work buffer (`fft_length` scalars of padded frame, then the
+/// transform's scratch). The work buffer is kernel state in the tail, where TFLM keeps it too,
+/// so the arena's head stays what TFLM's is.
 #[derive(Clone, Copy)]
 enum RfftTables {
-    I16(PersistentArray<i16>, PersistentArray<i16>),
-    I32(PersistentArray<i32>, PersistentArray<i32>),
-    F32(PersistentArray<f32>, PersistentArray<f32>),
+    I16(PersistentArray<i16>, PersistentArray<i16>, StateArray<i16>),
+    I32(PersistentArray<i32>, PersistentArray<i32>, StateArray<i32>),
+    F32(PersistentArray<f32>, PersistentArray<f32>, StateArray<f32>),
 }
 
 #[derive(Clone, Copy)]
@@ -131,14 +134,14 @@ struct RfftData {
     plan: rfft::RfftPlan,
     frame_len: usize,
     tables: RfftTables,
-    /// `fft_length` scalars of padded frame, then the transform's scratch.
-    scratch: ScratchId,
 }
+
+type Tables<T> = (PersistentArray<T>, PersistentArray<T>, StateArray<T>);
 
 fn rfft_tables<T: rfft::KissScalar + crate::interpreter::context::Scalar>(
     ctx: &mut PrepareContext<'_>,
     plan: &rfft::RfftPlan,
-) -> Result<(PersistentArray<T>, PersistentArray<T>), KernelError> {
+) -> Result<Tables<T>, KernelError> {
     let mut tw = Vec::new();
     tw.try_reserve_exact(plan.twiddles_len())
         .map_err(|_| KernelError::new("SignalRfft: out of memory for twiddles"))?;
@@ -146,7 +149,12 @@ fn rfft_tables<T: rfft::KissScalar + crate::interpreter::context::Scalar>(
     rfft::fill_twiddles(plan.sub.nfft, &mut tw);
     let mut stw = vec![T::default(); plan.super_twiddles_len()];
     rfft::fill_super_twiddles(plan, &mut stw);
-    Ok((ctx.persistent_array(&tw)?, ctx.persistent_array(&stw)?))
+    let work = ctx.persistent_state::<T>(plan.fft_length + plan.scratch_len())?;
+    Ok((
+        ctx.persistent_array(&tw)?,
+        ctx.persistent_array(&stw)?,
+        work,
+    ))
 }
 
 impl Kernel for Rfft {
@@ -155,10 +163,10 @@ impl Kernel for Rfft {
         let o = rfft::RfftOptions::parse(ctx.custom_options()).map_err(opt_err)?;
         ctx.expect_io(1, 1)?;
         let (input, output) = (ctx.input(0)?, ctx.output(0)?);
-        let (dtype, size) = match o.dtype {
-            rfft::RfftType::Int16 => (DType::I16, 2),
-            rfft::RfftType::Int32 => (DType::I32, 4),
-            rfft::RfftType::Float32 => (DType::F32, 4),
+        let dtype = match o.dtype {
+            rfft::RfftType::Int16 => DType::I16,
+            rfft::RfftType::Int32 => DType::I32,
+            rfft::RfftType::Float32 => DType::F32,
         };
         input.expect_dtype(dtype)?;
         output.expect_dtype(dtype)?;
@@ -190,32 +198,30 @@ impl Kernel for Rfft {
         )?;
         let tables = match o.dtype {
             rfft::RfftType::Int16 => {
-                let (a, b) = rfft_tables::<i16>(ctx, &plan)?;
-                RfftTables::I16(a, b)
+                let (a, b, w) = rfft_tables::<i16>(ctx, &plan)?;
+                RfftTables::I16(a, b, w)
             }
             rfft::RfftType::Int32 => {
-                let (a, b) = rfft_tables::<i32>(ctx, &plan)?;
-                RfftTables::I32(a, b)
+                let (a, b, w) = rfft_tables::<i32>(ctx, &plan)?;
+                RfftTables::I32(a, b, w)
             }
             rfft::RfftType::Float32 => {
-                let (a, b) = rfft_tables::<f32>(ctx, &plan)?;
-                RfftTables::F32(a, b)
+                let (a, b, w) = rfft_tables::<f32>(ctx, &plan)?;
+                RfftTables::F32(a, b, w)
             }
         };
-        let scratch = ctx.request_scratch((o.fft_length + plan.scratch_len()) * size)?;
         ctx.set_op_data(RfftData {
             plan,
             frame_len,
             tables,
-            scratch,
         })
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<RfftData>()?;
         macro_rules! run {
-            ($t:ty, $tw:expr, $stw:expr) => {{
-                let scratch = ctx.scratch::<$t>(d.scratch)?;
+            ($t:ty, $tw:expr, $stw:expr, $work:expr) => {{
+                let scratch = ctx.state::<$t>($work)?;
                 kernel_ensure!(
                     scratch.len() >= d.plan.fft_length,
                     "SignalRfft: scratch of {} values",
@@ -236,9 +242,9 @@ impl Kernel for Rfft {
             }};
         }
         match d.tables {
-            RfftTables::I16(tw, stw) => run!(i16, tw, stw),
-            RfftTables::I32(tw, stw) => run!(i32, tw, stw),
-            RfftTables::F32(tw, stw) => run!(f32, tw, stw),
+            RfftTables::I16(tw, stw, w) => run!(i16, tw, stw, w),
+            RfftTables::I32(tw, stw, w) => run!(i32, tw, stw, w),
+            RfftTables::F32(tw, stw, w) => run!(f32, tw, stw, w),
         }
     }
 }
@@ -373,7 +379,7 @@ pub struct FilterBankSpectralSubtraction;
 #[derive(Clone, Copy)]
 struct SpectralSubtractionData {
     options: filter_bank_spectral_subtraction::SpectralSubtractionOptions,
-    noise: crate::interpreter::StateArray<u32>,
+    noise: StateArray<u32>,
 }
 
 impl Kernel for FilterBankSpectralSubtraction {
