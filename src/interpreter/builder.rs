@@ -77,6 +77,14 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
     }
 }
 
+/// A variable tensor's initial value when it is not all zero bytes.
+pub(crate) enum VariableInit {
+    /// The model's data.
+    Data(Vec<u8>),
+    /// Every byte this value (an int8 zero point).
+    Fill(u8),
+}
+
 /// What init and prepare produced, before an arena exists.
 pub(crate) struct Staged {
     pub tensors: Vec<TensorEntry>,
@@ -90,7 +98,7 @@ pub(crate) struct Staged {
     pub plan: MemoryPlan,
     pub temp_peak: usize,
     /// Initial contents of variables that have data in the model.
-    pub variable_init: Vec<(usize, Vec<u8>)>,
+    pub variable_init: Vec<(usize, VariableInit)>,
 }
 
 impl Staged {
@@ -184,7 +192,7 @@ pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, Inte
             }
             dst.copy_from_slice(d);
             if e.kind == TensorKind::Variable {
-                variable_init.push((t, d.to_vec()));
+                variable_init.push((t, VariableInit::Data(d.to_vec())));
             }
         } else if e.kind == TensorKind::Variable && e.dtype == crate::tensor::DType::I8 {
             // TFLM (`MicroInterpreterGraph::ResetTensorData`) fills an int8 variable with its
@@ -197,7 +205,7 @@ pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, Inte
             if zp != 0 {
                 let dst = persistent.bytes_mut(record);
                 dst.fill(zp as i8 as u8);
-                variable_init.push((t, dst.to_vec()));
+                variable_init.push((t, VariableInit::Fill(zp as i8 as u8)));
             }
         }
         tensor_record[t] = Some(record);

@@ -32,7 +32,7 @@ pub struct TensorEntry {
     /// Bytes (`prod(dims) * dtype size`).
     pub bytes: usize,
     /// Quantization parameters.
-    pub quantization: Option<Quantization>,
+    pub quantization: Option<Box<Quantization>>,
     /// Storage kind.
     pub kind: TensorKind,
 }
@@ -151,7 +151,7 @@ pub(crate) fn build(
             dtype,
             dims,
             bytes,
-            quantization: tensor.quantization.clone(),
+            quantization: tensor.quantization.clone().map(Box::new),
             kind: kinds[t],
         });
     }

@@ -125,7 +125,7 @@ pub struct Interpreter<'a> {
     storage: Option<TensorBuffer>,
     inputs: Vec<usize>,
     outputs: Vec<usize>,
-    variable_init: Vec<(usize, Vec<u8>)>,
+    variable_init: Vec<(usize, builder::VariableInit)>,
     /// Kernel state arrays (address, bytes), zeroed by `reset_variables`.
     states: Vec<(*mut u8, usize)>,
     summary: MemorySummary,
@@ -243,7 +243,10 @@ impl<'a> Interpreter<'a> {
             // interpreter; `&mut self` means no view of it is alive.
             let dst = unsafe { std::slice::from_raw_parts_mut(s.ptr, s.bytes) };
             match self.variable_init.iter().find(|(v, _)| *v == t) {
-                Some((_, init)) if init.len() == dst.len() => dst.copy_from_slice(init),
+                Some((_, builder::VariableInit::Data(init))) if init.len() == dst.len() => {
+                    dst.copy_from_slice(init)
+                }
+                Some((_, builder::VariableInit::Fill(b))) => dst.fill(*b),
                 _ => dst.fill(0),
             }
         }
@@ -277,7 +280,7 @@ impl<'a> Interpreter<'a> {
             name: &e.name,
             dtype: e.dtype,
             dims: &e.dims,
-            quantization: e.quantization.as_ref(),
+            quantization: e.quantization.as_deref(),
             bytes: e.bytes,
         }
     }
@@ -516,7 +519,8 @@ impl<'a> Interpreter<'a> {
                 e.name.capacity()
                     + e.dims.capacity() * size_of::<usize>()
                     + e.quantization.as_ref().map_or(0, |q| {
-                        q.scale.capacity() * 4
+                        size_of::<Quantization>()
+                            + q.scale.capacity() * 4
                             + q.zero_point.capacity() * 8
                             + q.min.capacity() * 4
                             + q.max.capacity() * 4
@@ -550,8 +554,13 @@ impl<'a> Interpreter<'a> {
             + self
                 .variable_init
                 .iter()
-                .map(|(_, v)| v.capacity())
+                .map(|(_, v)| match v {
+                    builder::VariableInit::Data(d) => d.capacity(),
+                    builder::VariableInit::Fill(_) => 0,
+                })
                 .sum::<usize>()
+            + self.variable_init.capacity() * size_of::<(usize, builder::VariableInit)>()
+            + self.states.capacity() * size_of::<(*mut u8, usize)>()
     }
 }
 

@@ -397,7 +397,7 @@ impl<'a> PrepareContext<'a> {
             name: &e.name,
             dtype: e.dtype,
             dims: &e.dims,
-            quantization: e.quantization.as_ref(),
+            quantization: e.quantization.as_deref(),
             is_constant: matches!(
                 e.kind,
                 TensorKind::Constant | TensorKind::PrepareTimeConstant
