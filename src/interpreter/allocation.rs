@@ -11,12 +11,16 @@
 //! Arena bytes = head + tail exactly, so a caller's buffer of [`MemoryPlan::arena_bytes`] works
 //! and one alignment unit less fails with the exact shortfall.
 
-use super::context::{Persistent, RECORD_ALIGNMENT};
+use super::builder::ArenaSource;
+use super::context::{NodeMemory, Persistent, Slot, RECORD_ALIGNMENT};
 use super::error::InterpreterError;
-use super::graph::NodeInfo;
+use super::graph::{NodeInfo, TensorEntry, TensorKind};
+use crate::alloc::AllocatorRef;
 use crate::arena::{Arena, ArenaError, Category};
 use crate::model::Lifetimes;
+use crate::model::Model;
 use crate::planner::{self, BufferRequirement, Plan, PlanError};
+use crate::tensor::TensorBuffer;
 
 /// Alignment of every arena buffer (TFLM's 16).
 pub const ALIGNMENT: usize = RECORD_ALIGNMENT;
@@ -148,6 +152,132 @@ pub(crate) fn fill_arena(
         out.push((ptr.as_ptr(), r.size));
     }
     Ok(out)
+}
+
+/// Addresses of every tensor (head offset, tail record, or the model's constant data; a
+/// dangling aligned address for zero-byte and unused tensors) and of every node's scratch.
+#[allow(clippy::type_complexity)]
+pub(crate) fn resolve_addresses(
+    arena: &Arena<'_>,
+    plan: &MemoryPlan,
+    tensors: &[TensorEntry],
+    memory: &[NodeMemory],
+    tensor_record: &[Option<u32>],
+    records: &[(*mut u8, usize)],
+    model: &Model,
+) -> Result<(Vec<Slot>, Vec<Vec<(*mut u8, usize)>>), InterpreterError> {
+    let mut slots: Vec<Slot> = tensors
+        .iter()
+        .map(|e| Slot {
+            ptr: std::ptr::null_mut(),
+            bytes: 0,
+            dtype: e.dtype,
+        })
+        .collect();
+    let mut scratch_ptr: Vec<Vec<(*mut u8, usize)>> = memory
+        .iter()
+        .map(|m| vec![(std::ptr::null_mut(), 0); m.scratch.len()])
+        .collect();
+    for (i, owner) in plan.owners.iter().enumerate() {
+        let ptr = arena
+            .tensor_ptr(&plan.plan, &plan.requirements, i)
+            .map_err(arena_error)?
+            .as_ptr();
+        match *owner {
+            Owner::Tensor(t) => {
+                slots[t] = Slot {
+                    ptr,
+                    bytes: tensors[t].bytes,
+                    dtype: tensors[t].dtype,
+                }
+            }
+            Owner::Scratch { node, k } => scratch_ptr[node][k] = (ptr, memory[node].scratch[k]),
+        }
+    }
+    for (t, e) in tensors.iter().enumerate() {
+        if let Some(r) = tensor_record[t] {
+            slots[t] = Slot {
+                ptr: records[r as usize].0,
+                bytes: e.bytes,
+                dtype: e.dtype,
+            };
+        } else if e.kind == TensorKind::Constant {
+            if let Some(d) = model.tensor_data(0, t) {
+                slots[t] = Slot {
+                    ptr: d.as_ptr() as *mut u8,
+                    bytes: e.bytes,
+                    dtype: e.dtype,
+                };
+            }
+        } else if e.bytes > 0 && slots[t].ptr.is_null() && e.kind == TensorKind::Planned {
+            return Err(InterpreterError::Memory(format!(
+                "tensor {t} `{}` was not placed by the plan",
+                e.name
+            )));
+        }
+        if slots[t].ptr.is_null() {
+            // Zero-byte or unused tensors get a dangling, well-aligned address.
+            slots[t].ptr = std::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8;
+        }
+    }
+
+    Ok((slots, scratch_ptr))
+}
+
+/// The arena for a build: over the caller's buffer (checked to hold `head + tail`, the error
+/// giving the exact bytes needed), or over a fresh `TensorBuffer` of exactly `total` bytes from
+/// an allocator (returned as the storage that keeps it alive), with recording on.
+pub(crate) fn make_arena<'a>(
+    source: ArenaSource<'a>,
+    head: usize,
+    tail: usize,
+    total: usize,
+) -> Result<(Arena<'a>, Option<TensorBuffer>), InterpreterError> {
+    let mut storage = None;
+    let arena = match source {
+        ArenaSource::Buffer(buf) => {
+            let given = buf.len();
+            let arena = Arena::from_slice(buf, ALIGNMENT).map_err(arena_error)?;
+            arena
+                .ensure_capacity(head, 0, tail)
+                .map_err(|e| match arena_error(e) {
+                    InterpreterError::ArenaTooSmall {
+                        needed, skipped, ..
+                    } => InterpreterError::ArenaTooSmall {
+                        given,
+                        needed,
+                        skipped,
+                    },
+                    other => other,
+                })?;
+            arena
+        }
+        ArenaSource::Allocator(a) => owned_arena(&a, total, &mut storage)?,
+        ArenaSource::Default => {
+            let a = crate::alloc::registry::cpu_allocator(None)
+                .map_err(|e| InterpreterError::Memory(format!("default allocator: {e}")))?;
+            owned_arena(&a, total, &mut storage)?
+        }
+    };
+    Ok((arena.with_recording(), storage))
+}
+
+/// An arena over a fresh zeroed `TensorBuffer` of `bytes` from `allocator`, kept in `storage`.
+fn owned_arena(
+    allocator: &AllocatorRef,
+    bytes: usize,
+    storage: &mut Option<TensorBuffer>,
+) -> Result<Arena<'static>, InterpreterError> {
+    let buffer = TensorBuffer::zeroed_in(allocator, bytes, ALIGNMENT)
+        .map_err(|e| InterpreterError::Memory(format!("arena of {bytes} bytes: {e}")))?;
+    // SAFETY: the buffer's `bytes` bytes stay allocated while `storage` holds the root, and the
+    // interpreter declares its arena before its storage, so the arena (which never frees a
+    // borrowed slice) is dropped first. Writes go only through the arena's planned regions;
+    // tensor views handed out later are checked to be gone before each invoke.
+    let slice: &'static mut [u8] =
+        unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr(), bytes) };
+    *storage = Some(buffer);
+    Arena::from_slice(slice, ALIGNMENT).map_err(arena_error)
 }
 
 pub(crate) fn arena_error(e: ArenaError) -> InterpreterError {

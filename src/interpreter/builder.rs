@@ -3,10 +3,10 @@
 //! [`InterpreterBuilder::build`] is the only way to get an [`Interpreter`], so an interpreter
 //! that can `invoke()` exists only after planning succeeded (typestate by construction).
 
-use super::allocation::{self, MemoryPlan, Owner, ALIGNMENT};
+use super::allocation::{self, MemoryPlan, ALIGNMENT};
 use super::context::{
-    BuildState, InitContext, InvokeContext, NodeMemory, NodeRuntime, Persistent, PrepareContext,
-    Slot, MAX_INPUTS, MAX_OUTPUTS,
+    check_node_views, BuildState, InitContext, InvokeContext, NodeMemory, NodeRuntime, Persistent,
+    PrepareContext, Slot, MAX_INPUTS, MAX_OUTPUTS,
 };
 use super::error::{InterpreterError, MissingOp, Phase};
 use super::graph::{self, NodeInfo, TensorEntry, TensorKind};
@@ -14,9 +14,8 @@ use super::kernel::{InPlace, Registration};
 use super::resolver::OpResolver;
 use super::{Interpreter, MemorySummary};
 use crate::alloc::AllocatorRef;
-use crate::arena::{Arena, Category};
+use crate::arena::Category;
 use crate::model::{LifetimeOptions, Lifetimes, Model};
-use crate::tensor::TensorBuffer;
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -441,7 +440,7 @@ fn evaluate_at_build(
         aliased: false,
         states: mem.states.clone(),
     };
-    check_disjoint(node, &rt, &slots, tensors)?;
+    check_node_views(node, &rt, &slots, tensors)?;
     let mut ctx = InvokeContext {
         node,
         rt: &rt,
@@ -456,90 +455,6 @@ fn evaluate_at_build(
         .map_err(|e| kernel_error(node, Phase::Invoke, e))
 }
 
-/// Proves the invariant [`InvokeContext`] relies on: a node's writable views (outputs, variable
-/// inputs, scratch) are disjoint from each other and from its read-only inputs, except input 0 /
-/// output 0 of a reshape in place; and constants are never written.
-pub(crate) fn check_disjoint(
-    node: &NodeInfo,
-    rt: &NodeRuntime,
-    slots: &[Slot],
-    tensors: &[TensorEntry],
-) -> Result<(), InterpreterError> {
-    let err = |message: String| InterpreterError::Kernel {
-        node: node.index,
-        op: node.op_name.clone(),
-        phase: Phase::MemoryPlanning,
-        message,
-    };
-    let range = |p: *mut u8, n: usize| (p as usize, (p as usize).saturating_add(n));
-    let overlap = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
-    let mut writable: Vec<((usize, usize), String)> = Vec::new();
-    for (k, &t) in node.outputs.iter().enumerate() {
-        let Ok(t) = usize::try_from(t) else { continue };
-        if matches!(tensors[t].kind, TensorKind::Constant) {
-            return Err(err(format!(
-                "output {k} is the constant tensor `{}`",
-                tensors[t].name
-            )));
-        }
-        writable.push((range(slots[t].ptr, slots[t].bytes), format!("output {k}")));
-    }
-    for (k, &t) in node.inputs.iter().enumerate() {
-        let Ok(t) = usize::try_from(t) else { continue };
-        if k < 64 && rt.variable_inputs & (1 << k) != 0 {
-            writable.push((
-                range(slots[t].ptr, slots[t].bytes),
-                format!("variable input {k}"),
-            ));
-        }
-    }
-    for (k, &(p, n)) in rt.scratch.iter().enumerate() {
-        writable.push((range(p, n), format!("scratch {k}")));
-    }
-    for i in 0..writable.len() {
-        for j in i + 1..writable.len() {
-            if overlap(writable[i].0, writable[j].0) {
-                return Err(err(format!(
-                    "{} and {} share memory",
-                    writable[i].1, writable[j].1
-                )));
-            }
-        }
-    }
-    for (k, &t) in node.inputs.iter().enumerate() {
-        let Ok(t) = usize::try_from(t) else { continue };
-        if k < 64 && rt.variable_inputs & (1 << k) != 0 {
-            continue;
-        }
-        let r = range(slots[t].ptr, slots[t].bytes);
-        for (w, name) in &writable {
-            let reshape_pair = rt.aliased && k == 0 && name == "output 0";
-            if overlap(r, *w) && !reshape_pair {
-                return Err(err(format!("input {k} and {name} share memory")));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// An arena over a fresh zeroed `TensorBuffer` of `bytes` from `allocator`, kept in `storage`.
-fn owned_arena(
-    allocator: &AllocatorRef,
-    bytes: usize,
-    storage: &mut Option<TensorBuffer>,
-) -> Result<Arena<'static>, InterpreterError> {
-    let buffer = TensorBuffer::zeroed_in(allocator, bytes, ALIGNMENT)
-        .map_err(|e| InterpreterError::Memory(format!("arena of {bytes} bytes: {e}")))?;
-    // SAFETY: the buffer's `bytes` bytes stay allocated while `storage` holds the root, and the
-    // interpreter declares its arena before its storage, so the arena (which never frees a
-    // borrowed slice) is dropped first. Writes go only through the arena's planned regions;
-    // tensor views handed out later are checked to be gone before each invoke.
-    let slice: &'static mut [u8] =
-        unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr(), bytes) };
-    *storage = Some(buffer);
-    Arena::from_slice(slice, ALIGNMENT).map_err(allocation::arena_error)
-}
-
 /// Lays out the arena and resolves every address.
 pub(crate) fn finish<'a>(
     model: &Model,
@@ -547,35 +462,12 @@ pub(crate) fn finish<'a>(
     source: ArenaSource<'a>,
 ) -> Result<Interpreter<'a>, InterpreterError> {
     let arena_bytes = staged.arena_bytes()?;
-    // An arena the interpreter owns lives in one ref-counted `TensorBuffer`, so outputs can be
-    // handed out as tensor views of it (`Interpreter::output_view`).
-    let mut storage = None;
-    let mut arena = match source {
-        ArenaSource::Buffer(buf) => {
-            let given = buf.len();
-            let arena = Arena::from_slice(buf, ALIGNMENT).map_err(allocation::arena_error)?;
-            arena
-                .ensure_capacity(staged.plan.head_bytes(), 0, staged.persistent.tail_bytes())
-                .map_err(|e| match allocation::arena_error(e) {
-                    InterpreterError::ArenaTooSmall {
-                        needed, skipped, ..
-                    } => InterpreterError::ArenaTooSmall {
-                        given,
-                        needed,
-                        skipped,
-                    },
-                    other => other,
-                })?;
-            arena
-        }
-        ArenaSource::Allocator(a) => owned_arena(&a, arena_bytes, &mut storage)?,
-        ArenaSource::Default => {
-            let a = crate::alloc::registry::cpu_allocator(None)
-                .map_err(|e| InterpreterError::Memory(format!("default allocator: {e}")))?;
-            owned_arena(&a, arena_bytes, &mut storage)?
-        }
-    }
-    .with_recording();
+    let (mut arena, storage) = allocation::make_arena(
+        source,
+        staged.plan.head_bytes(),
+        staged.persistent.tail_bytes(),
+        arena_bytes,
+    )?;
     let records = allocation::fill_arena(&mut arena, &staged.plan, &staged.persistent)?;
     let scratch_bytes = staged.scratch_bytes();
 
@@ -591,62 +483,16 @@ pub(crate) fn finish<'a>(
         variable_init,
     } = staged;
 
-    // Addresses of tensors and scratch.
-    let mut slots: Vec<Slot> = tensors
-        .iter()
-        .map(|e| Slot {
-            ptr: std::ptr::null_mut(),
-            bytes: 0,
-            dtype: e.dtype,
-        })
-        .collect();
-    let mut scratch_ptr: Vec<Vec<(*mut u8, usize)>> = memory
-        .iter()
-        .map(|m| vec![(std::ptr::null_mut(), 0); m.scratch.len()])
-        .collect();
-    for (i, owner) in plan.owners.iter().enumerate() {
-        let ptr = arena
-            .tensor_ptr(&plan.plan, &plan.requirements, i)
-            .map_err(allocation::arena_error)?
-            .as_ptr();
-        match *owner {
-            Owner::Tensor(t) => {
-                slots[t] = Slot {
-                    ptr,
-                    bytes: tensors[t].bytes,
-                    dtype: tensors[t].dtype,
-                }
-            }
-            Owner::Scratch { node, k } => scratch_ptr[node][k] = (ptr, memory[node].scratch[k]),
-        }
-    }
     let bytes: Arc<[u8]> = model.bytes.clone();
-    for (t, e) in tensors.iter().enumerate() {
-        if let Some(r) = tensor_record[t] {
-            slots[t] = Slot {
-                ptr: records[r as usize].0,
-                bytes: e.bytes,
-                dtype: e.dtype,
-            };
-        } else if e.kind == TensorKind::Constant {
-            if let Some(d) = model.tensor_data(0, t) {
-                slots[t] = Slot {
-                    ptr: d.as_ptr() as *mut u8,
-                    bytes: e.bytes,
-                    dtype: e.dtype,
-                };
-            }
-        } else if e.bytes > 0 && slots[t].ptr.is_null() && e.kind == TensorKind::Planned {
-            return Err(InterpreterError::Memory(format!(
-                "tensor {t} `{}` was not placed by the plan",
-                e.name
-            )));
-        }
-        if slots[t].ptr.is_null() {
-            // Zero-byte or unused tensors get a dangling, well-aligned address.
-            slots[t].ptr = std::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8;
-        }
-    }
+    let (slots, mut scratch_ptr) = allocation::resolve_addresses(
+        &arena,
+        &plan,
+        &tensors,
+        &memory,
+        &tensor_record,
+        &records,
+        model,
+    )?;
 
     let mut runtimes = Vec::with_capacity(nodes.len());
     for (i, node) in nodes.iter().enumerate() {
@@ -675,7 +521,7 @@ pub(crate) fn finish<'a>(
             states: memory[i].states.clone(),
         };
         if !node.prepare_time {
-            check_disjoint(node, &rt, &slots, &tensors)?;
+            check_node_views(node, &rt, &slots, &tensors)?;
         }
         runtimes.push(rt);
     }

@@ -4,8 +4,8 @@
 use super::{
     dtype_matches, PersistentArray, Scalar, ScratchId, StateArray, MAX_OUTPUTS, MAX_SCRATCH,
 };
-use crate::interpreter::graph::{NodeInfo, TensorEntry};
-use crate::interpreter::KernelError;
+use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorKind};
+use crate::interpreter::{InterpreterError, KernelError, Phase};
 use crate::tensor::{DType, Element};
 use std::any::TypeId;
 use std::cell::Cell;
@@ -259,4 +259,70 @@ impl<'a> InvokeContext<'a> {
         }
         Ok(())
     }
+}
+
+/// Proves the invariant [`InvokeContext`] relies on: a node's writable views (outputs, variable
+/// inputs, scratch) are disjoint from each other and from its read-only inputs, except input 0 /
+/// output 0 of a reshape in place; and constants are never written.
+pub(crate) fn check_node_views(
+    node: &NodeInfo,
+    rt: &NodeRuntime,
+    slots: &[Slot],
+    tensors: &[TensorEntry],
+) -> Result<(), InterpreterError> {
+    let err = |message: String| InterpreterError::Kernel {
+        node: node.index,
+        op: node.op_name.clone(),
+        phase: Phase::MemoryPlanning,
+        message,
+    };
+    let range = |p: *mut u8, n: usize| (p as usize, (p as usize).saturating_add(n));
+    let overlap = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+    let mut writable: Vec<((usize, usize), String)> = Vec::new();
+    for (k, &t) in node.outputs.iter().enumerate() {
+        let Ok(t) = usize::try_from(t) else { continue };
+        if matches!(tensors[t].kind, TensorKind::Constant) {
+            return Err(err(format!(
+                "output {k} is the constant tensor `{}`",
+                tensors[t].name
+            )));
+        }
+        writable.push((range(slots[t].ptr, slots[t].bytes), format!("output {k}")));
+    }
+    for (k, &t) in node.inputs.iter().enumerate() {
+        let Ok(t) = usize::try_from(t) else { continue };
+        if k < 64 && rt.variable_inputs & (1 << k) != 0 {
+            writable.push((
+                range(slots[t].ptr, slots[t].bytes),
+                format!("variable input {k}"),
+            ));
+        }
+    }
+    for (k, &(p, n)) in rt.scratch.iter().enumerate() {
+        writable.push((range(p, n), format!("scratch {k}")));
+    }
+    for i in 0..writable.len() {
+        for j in i + 1..writable.len() {
+            if overlap(writable[i].0, writable[j].0) {
+                return Err(err(format!(
+                    "{} and {} share memory",
+                    writable[i].1, writable[j].1
+                )));
+            }
+        }
+    }
+    for (k, &t) in node.inputs.iter().enumerate() {
+        let Ok(t) = usize::try_from(t) else { continue };
+        if k < 64 && rt.variable_inputs & (1 << k) != 0 {
+            continue;
+        }
+        let r = range(slots[t].ptr, slots[t].bytes);
+        for (w, name) in &writable {
+            let reshape_pair = rt.aliased && k == 0 && name == "output 0";
+            if overlap(r, *w) && !reshape_pair {
+                return Err(err(format!("input {k} and {name} share memory")));
+            }
+        }
+    }
+    Ok(())
 }

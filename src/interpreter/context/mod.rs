@@ -28,7 +28,7 @@ mod invoke;
 mod staging;
 
 pub use invoke::InvokeContext;
-pub(crate) use invoke::{NodeRuntime, Slot};
+pub(crate) use invoke::{check_node_views, NodeRuntime, Slot};
 pub(crate) use staging::{NodeMemory, OpDataRef, Persistent};
 
 /// Most outputs a node may have.
