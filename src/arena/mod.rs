@@ -374,13 +374,31 @@ impl<'a> Arena<'a> {
     /// An arena over a caller's buffer (TFLM style). The start is aligned up to `alignment`, so up
     /// to `alignment - 1` leading bytes are not used.
     pub fn from_slice(buffer: &'a mut [u8], alignment: usize) -> Result<Self, ArenaError> {
+        let len = buffer.len();
+        // SAFETY: the slice is valid and exclusively borrowed for 'a, which the arena carries.
+        unsafe { Self::from_raw_parts(buffer.as_mut_ptr(), len, alignment) }
+    }
+
+    /// An arena over `len` bytes at `ptr` that the caller keeps valid (e.g. a `TensorBuffer`
+    /// the caller owns): no reference to the bytes is created, so other raw views of the same
+    /// memory (tensor views handed out by an interpreter) stay valid alongside it.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes for `'a`, and nothing may access
+    /// the bytes the arena hands out while they are in use, other than through pointers derived
+    /// from it or under a scheme the caller guarantees.
+    pub unsafe fn from_raw_parts(
+        ptr: *mut u8,
+        len: usize,
+        alignment: usize,
+    ) -> Result<Self, ArenaError> {
         check_alignment(alignment)?;
-        let addr = buffer.as_mut_ptr() as usize;
+        let addr = ptr as usize;
         let skip = up(addr, alignment)? - addr;
-        let buffer_len = buffer.len();
-        let size = buffer.len().saturating_sub(skip);
-        let start = buffer.as_mut_ptr().wrapping_add(skip.min(buffer.len()));
-        // A slice pointer is never null, and `start` stays inside (or one past) the slice.
+        let buffer_len = len;
+        let size = len.saturating_sub(skip);
+        let start = ptr.wrapping_add(skip.min(len));
+        // `start` stays inside (or one past) the buffer; a null buffer is refused.
         let base = NonNull::new(start).ok_or_else(|| ArenaError::Overflow("null buffer".into()))?;
         Ok(Self {
             base,

@@ -270,14 +270,14 @@ fn owned_arena(
 ) -> Result<Arena<'static>, InterpreterError> {
     let buffer = TensorBuffer::zeroed_in(allocator, bytes, ALIGNMENT)
         .map_err(|e| InterpreterError::Memory(format!("arena of {bytes} bytes: {e}")))?;
-    // SAFETY: the buffer's `bytes` bytes stay allocated while `storage` holds the root, and the
-    // interpreter declares its arena before its storage, so the arena (which never frees a
-    // borrowed slice) is dropped first. Writes go only through the arena's planned regions;
-    // tensor views handed out later are checked to be gone before each invoke.
-    let slice: &'static mut [u8] =
-        unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr(), bytes) };
+    let ptr = buffer.as_mut_ptr();
     *storage = Some(buffer);
-    Arena::from_slice(slice, ALIGNMENT).map_err(arena_error)
+    // SAFETY: the buffer's `bytes` bytes stay allocated while `storage` holds the root, and the
+    // interpreter declares its arena before its storage, so the arena (which frees nothing it
+    // did not allocate) is dropped first. No reference to the bytes is made: the arena and the
+    // tensor views of `output_view` both use raw pointers from the same root, and views are
+    // checked to be gone before each invoke writes.
+    unsafe { Arena::from_raw_parts(ptr, bytes, ALIGNMENT) }.map_err(arena_error)
 }
 
 pub(crate) fn arena_error(e: ArenaError) -> InterpreterError {
