@@ -558,7 +558,7 @@ mod tests {
                 &g,
                 0f32,
                 |a, i, f| a + input[i] * filter[f],
-                |a, _| a.max(-3.0).min(3.0),
+                |a, _| a.clamp(-3.0, 3.0),
             );
             assert_eq!(out, want, "float {g:?}");
         }

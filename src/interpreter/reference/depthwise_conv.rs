@@ -5,53 +5,47 @@
 use super::conv::{Accum16, ConvGeometry, ConvQuant};
 use super::quant::multiply_by_quantized_multiplier;
 
-/// Shared loop nest. Output channels go in tiles of 16, then 8, then 1 lanes; each output pixel
-/// clips its window once and accumulates every tap into a tile of independent per-channel
-/// accumulators (contiguous filter lanes, so LLVM vectorizes the lanes), in the reference's
-/// tap order. `mac(acc, x, w)` adds one product, `finish(acc, out_channel)` produces the output.
+/// Shared loop nest. Output channels go in tiles of 16, 8 or 1 lanes whose input values are
+/// either adjacent (depth multiplier 1) or one shared input channel (the depth multiplier is a
+/// multiple of the tile); each output pixel clips its window once and accumulates every tap into
+/// the tile's independent per-channel accumulators (contiguous filter lanes, so LLVM vectorizes
+/// the lanes), in the reference's tap order. `load(x)` widens an input value (once per value),
+/// `mac(acc, loaded, w)` adds one product, `finish(acc, out_channel)` produces the output.
 #[inline(always)]
-fn depthwise_loop<I: Copy, W: Copy, A: Copy, O>(
+#[allow(clippy::too_many_arguments)]
+fn depthwise_loop<I: Copy, P: Copy, W: Copy, A: Copy, O>(
     g: &ConvGeometry,
     input: &[I],
     filter: &[W],
     output: &mut [O],
     zero: A,
-    mac: impl Fn(A, I, W) -> A + Copy,
+    load: impl Fn(I) -> P + Copy,
+    mac: impl Fn(A, P, W) -> A + Copy,
     mut finish: impl FnMut(A, usize) -> O,
 ) {
+    let dm = g.depth_multiplier.max(1);
     let mut oc0 = 0;
     while oc0 < g.out_c {
-        oc0 += match g.out_c - oc0 {
-            16.. => depthwise_tile::<I, W, A, O, 16>(
-                g,
-                input,
-                filter,
-                output,
-                oc0,
-                zero,
-                mac,
-                &mut finish,
-            ),
-            8.. => depthwise_tile::<I, W, A, O, 8>(
-                g,
-                input,
-                filter,
-                output,
-                oc0,
-                zero,
-                mac,
-                &mut finish,
-            ),
-            _ => depthwise_tile::<I, W, A, O, 1>(
-                g,
-                input,
-                filter,
-                output,
-                oc0,
-                zero,
-                mac,
-                &mut finish,
-            ),
+        let left = g.out_c - oc0;
+        let (f, z) = (&mut finish, zero);
+        // Tiles start at multiples of their width (16s, then 8s, then 1s), so when the width
+        // divides dm every lane reads input channel oc0 / dm.
+        oc0 += if left >= 16 && dm == 1 {
+            depthwise_tile::<_, _, _, _, _, 16, false>(
+                g, input, filter, output, oc0, z, load, mac, f,
+            )
+        } else if left >= 16 && dm % 16 == 0 {
+            depthwise_tile::<_, _, _, _, _, 16, true>(
+                g, input, filter, output, oc0, z, load, mac, f,
+            )
+        } else if left >= 8 && dm == 1 {
+            depthwise_tile::<_, _, _, _, _, 8, false>(
+                g, input, filter, output, oc0, z, load, mac, f,
+            )
+        } else if left >= 8 && dm % 8 == 0 {
+            depthwise_tile::<_, _, _, _, _, 8, true>(g, input, filter, output, oc0, z, load, mac, f)
+        } else {
+            depthwise_tile::<_, _, _, _, _, 1, true>(g, input, filter, output, oc0, z, load, mac, f)
         };
     }
 }
@@ -59,23 +53,18 @@ fn depthwise_loop<I: Copy, W: Copy, A: Copy, O>(
 /// Output channels `oc0..oc0 + T` of every output pixel; returns `T`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn depthwise_tile<I: Copy, W: Copy, A: Copy, O, const T: usize>(
+fn depthwise_tile<I: Copy, P: Copy, W: Copy, A: Copy, O, const T: usize, const SHARED: bool>(
     g: &ConvGeometry,
     input: &[I],
     filter: &[W],
     output: &mut [O],
     oc0: usize,
     zero: A,
-    mac: impl Fn(A, I, W) -> A,
+    load: impl Fn(I) -> P,
+    mac: impl Fn(A, P, W) -> A,
     finish: &mut impl FnMut(A, usize) -> O,
 ) -> usize {
-    let dm = g.depth_multiplier.max(1);
-    // How lane t finds its input channel (oc0 + t) / dm within a pixel.
-    let contiguous = dm == 1;
-    // Tiles start at multiples of T (16s, then one 8, then 1s), so when T divides dm all
-    // lanes read the same input channel.
-    let shared = dm % T == 0;
-    let channel: [usize; T] = std::array::from_fn(|t| (oc0 + t) / dm);
+    let ic = oc0 / g.depth_multiplier.max(1);
     for b in 0..g.batches {
         for out_y in 0..g.out_h {
             let wy = g.row_window(out_y);
@@ -88,12 +77,11 @@ fn depthwise_tile<I: Copy, W: Copy, A: Copy, O, const T: usize>(
                         let px = (row + wx.at(fx)) * g.in_c;
                         let f0 = (fy * g.filter_w + fx) * g.out_c + oc0;
                         let w: &[W; T] = filter[f0..f0 + T].try_into().unwrap();
-                        let x: [I; T] = if contiguous {
-                            input[px + oc0..px + oc0 + T].try_into().unwrap()
-                        } else if shared {
-                            [input[px + channel[0]]; T]
+                        let x: [P; T] = if SHARED {
+                            [load(input[px + ic]); T]
                         } else {
-                            std::array::from_fn(|t| input[px + channel[t]])
+                            let x: &[I; T] = input[px + oc0..px + oc0 + T].try_into().unwrap();
+                            x.map(&load)
                         };
                         for t in 0..T {
                             acc[t] = mac(acc[t], x[t], w[t]);
@@ -126,6 +114,7 @@ pub fn depthwise_conv_f32(
         filter,
         output,
         0.0f32,
+        |x| x,
         |acc, x, w| acc + x * w,
         |acc, oc| {
             (acc + bias.map_or(0.0, |b| b[oc]))
@@ -153,7 +142,8 @@ pub fn depthwise_conv_i8(
         filter,
         output,
         0i32,
-        |acc, x: i8, w: i8| acc.wrapping_add(i32::from(i16::from(w) * (i16::from(x) + offset))),
+        |x: i8| i16::from(x) + offset,
+        |acc, x: i16, w: i8| acc.wrapping_add(i32::from(i16::from(w) * x)),
         |acc, oc| {
             let acc = acc.wrapping_add(bias.map_or(0, |b| b[oc]));
             multiply_by_quantized_multiplier(acc, q.multiplier(oc))
@@ -178,6 +168,7 @@ pub fn depthwise_conv_i16<A: Accum16>(
         filter,
         output,
         A::ZERO,
+        |x: i16| x,
         |acc: A, x: i16, w: i8| acc.mac(i32::from(w), i32::from(x)),
         |acc, oc| {
             let acc = match bias {
@@ -294,7 +285,7 @@ mod tests {
                 &g,
                 0f32,
                 |a, i, f| a + input[i] * filter[f],
-                |a, _| a.max(-3.0).min(3.0),
+                |a, _| a.clamp(-3.0, 3.0),
             );
             assert_eq!(out, want, "float {g:?}");
         }
