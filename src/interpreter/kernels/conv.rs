@@ -104,6 +104,12 @@ pub(crate) fn prepare_quantization(
         expect_zero_point_zero(&input)?;
         expect_zero_point_zero(&output)?;
     }
+    // The int8 loops compute `x - zero_point` in 16 bits.
+    kernel_ensure!(
+        input.dtype != DType::I8 || (-128..=127).contains(&input_zp),
+        "input `{}` zero point {input_zp} is outside the int8 range",
+        input.name
+    );
     let scales = filter_scales(&filter, channel_dim, out_c)?;
     if let Some(q) = filter.quantization {
         if let Some(zp) = q.zero_point.iter().find(|&&z| z != 0) {

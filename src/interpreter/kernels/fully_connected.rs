@@ -165,6 +165,12 @@ impl Kernel for FullyConnected {
             expect_zero_point_zero(&input)?;
             expect_zero_point_zero(&output)?;
         }
+        // The int8 loop computes `x - zero_point` in 16 bits.
+        kernel_ensure!(
+            input.dtype != DType::I8 || (-128..=127).contains(&input_zp),
+            "input `{}` zero point {input_zp} is outside the int8 range",
+            input.name
+        );
         let scales = filter_scales(&weights, 0, units)?;
         let max_shift = (kind == FcKind::I16Acc64).then_some(7);
         let mut mult = Vec::with_capacity(scales.len());

@@ -46,8 +46,9 @@ pub struct ConvGeometry {
 }
 
 impl ConvGeometry {
-    /// Input rows `(filter_y, in_y)` the window of output row `out_y` covers inside the input.
-    #[inline]
+    /// Input rows `(filter_y, in_y)` the window of output row `out_y` covers inside the input
+    /// (tap by tap: the tests' oracle).
+    #[cfg(test)]
     pub(crate) fn rows(&self, out_y: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
         let origin = (out_y * self.stride_h) as isize - self.pad_h as isize;
         (0..self.filter_h).filter_map(move |f| {
@@ -56,13 +57,34 @@ impl ConvGeometry {
         })
     }
     /// Input columns `(filter_x, in_x)` the window of output column `out_x` covers.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn cols(&self, out_x: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
         let origin = (out_x * self.stride_w) as isize - self.pad_w as isize;
         (0..self.filter_w).filter_map(move |f| {
             let x = origin + (f * self.dilation_w) as isize;
             (x >= 0 && (x as usize) < self.in_w).then_some((f, x as usize))
         })
+    }
+    /// The window of output row `out_y` clipped to the input: the filter rows `f0..f1` whose
+    /// input row `origin + f * dilation_h` lies inside, and `origin`.
+    #[inline]
+    pub(crate) fn row_window(&self, out_y: usize) -> ClippedWindow {
+        ClippedWindow::new(
+            (out_y * self.stride_h) as isize - self.pad_h as isize,
+            self.filter_h,
+            self.dilation_h,
+            self.in_h,
+        )
+    }
+    /// The window of output column `out_x` clipped to the input (see [`Self::row_window`]).
+    #[inline]
+    pub(crate) fn col_window(&self, out_x: usize) -> ClippedWindow {
+        ClippedWindow::new(
+            (out_x * self.stride_w) as isize - self.pad_w as isize,
+            self.filter_w,
+            self.dilation_w,
+            self.in_w,
+        )
     }
     /// Elements of the input.
     pub fn input_len(&self) -> usize {
@@ -74,33 +96,91 @@ impl ConvGeometry {
     }
 }
 
-/// Shared loop nest: `mac(acc, input_index, filter_index)` accumulates one product, `finish(acc,
+/// One axis of a filter window clipped to the input once: taps `f0..f1` are inside, tap `f`
+/// reads input coordinate `origin + f * dilation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClippedWindow {
+    pub f0: usize,
+    pub f1: usize,
+    origin: isize,
+    dilation: usize,
+}
+
+impl ClippedWindow {
+    #[inline]
+    fn new(origin: isize, filter: usize, dilation: usize, size: usize) -> Self {
+        let d = dilation as isize;
+        // First tap with origin + f * d >= 0, first tap with origin + f * d >= size.
+        let f0 = if origin >= 0 {
+            0
+        } else {
+            ((-origin + d - 1) / d) as usize
+        };
+        let end = size as isize - origin;
+        let f1 = if end <= 0 {
+            0
+        } else {
+            (((end + d - 1) / d) as usize).min(filter)
+        };
+        ClippedWindow {
+            f0: f0.min(f1),
+            f1,
+            origin,
+            dilation,
+        }
+    }
+    /// Input coordinate of tap `f` (inside the input for `f` in `f0..f1`).
+    #[inline(always)]
+    pub fn at(&self, f: usize) -> usize {
+        (self.origin + (f * self.dilation) as isize) as usize
+    }
+}
+
+/// Shared loop nest. Each output pixel clips its window once; then, per output channel and
+/// filter row, `dot(acc, input_run, filter_run)` accumulates a contiguous run of the NHWC input
+/// against the matching run of the OHWI filter (the whole clipped row when the columns are
+/// dense, else one tap's input channels), in the reference's summation order. `finish(acc,
 /// out_channel)` produces the output value.
 #[inline(always)]
-fn conv_loop<A: Copy, O>(
+fn conv_loop<I: Copy, W: Copy, A: Copy, O>(
     g: &ConvGeometry,
+    input: &[I],
+    filter: &[W],
     output: &mut [O],
     zero: A,
-    mut mac: impl FnMut(A, usize, usize) -> A,
+    mut dot: impl FnMut(A, &[I], &[W]) -> A,
     mut finish: impl FnMut(A, usize) -> O,
 ) {
-    let groups = (g.in_c / g.filter_depth.max(1)).max(1);
+    let fd = g.filter_depth.max(1);
+    let groups = (g.in_c / fd).max(1);
     let filters_per_group = (g.out_c / groups).max(1);
+    // One run per filter row when a row's taps are adjacent in both input and filter.
+    let dense = g.dilation_w == 1 && fd == g.in_c;
     let mut o = 0;
     for b in 0..g.batches {
         for out_y in 0..g.out_h {
+            let wy = g.row_window(out_y);
             for out_x in 0..g.out_w {
+                let wx = g.col_window(out_x);
+                let taps = wx.f1 - wx.f0;
                 for oc in 0..g.out_c {
                     let group = oc / filters_per_group;
                     let mut acc = zero;
-                    for (fy, y) in g.rows(out_y) {
-                        for (fx, x) in g.cols(out_x) {
-                            let in_base =
-                                ((b * g.in_h + y) * g.in_w + x) * g.in_c + group * g.filter_depth;
-                            let f_base =
-                                ((oc * g.filter_h + fy) * g.filter_w + fx) * g.filter_depth;
-                            for ic in 0..g.filter_depth {
-                                acc = mac(acc, in_base + ic, f_base + ic);
+                    for fy in wy.f0..wy.f1 {
+                        let row = (b * g.in_h + wy.at(fy)) * g.in_w;
+                        let f_row = (oc * g.filter_h + fy) * g.filter_w;
+                        if dense {
+                            if taps > 0 {
+                                let i0 = (row + wx.at(wx.f0)) * g.in_c;
+                                let f0 = (f_row + wx.f0) * fd;
+                                let n = taps * fd;
+                                acc = dot(acc, &input[i0..i0 + n], &filter[f0..f0 + n]);
+                            }
+                        } else {
+                            for fx in wx.f0..wx.f1 {
+                                let i0 = (row + wx.at(fx)) * g.in_c + group * fd;
+                                let f0 = (f_row + fx) * fd;
+                                acc = dot(acc, &input[i0..i0 + fd], &filter[f0..f0 + fd]);
                             }
                         }
                     }
@@ -110,6 +190,34 @@ fn conv_loop<A: Copy, O>(
             }
         }
     }
+}
+
+/// `sum(w * (x + offset))` of int8 runs with a 32-bit accumulator. `x + offset` and the product
+/// fit in 16 bits (`offset` is minus an int8 zero point), which lets LLVM vectorize with
+/// 16-bit multiplies.
+#[inline(always)]
+pub(crate) fn dot_i8(x: &[i8], w: &[i8], offset: i16) -> i32 {
+    x.iter()
+        .zip(w)
+        .map(|(&x, &w)| i32::from(i16::from(w) * (i16::from(x) + offset)))
+        .fold(0i32, i32::wrapping_add)
+}
+
+/// `sum(x * w)` of an int16 run against int8 weights, exact in 64 bits: blocks of 256 products
+/// (each at most 2^22 in magnitude) cannot overflow a 32-bit partial sum.
+#[inline(always)]
+pub(crate) fn dot_i16_i64(x: &[i16], w: &[i8]) -> i64 {
+    x.chunks(256)
+        .zip(w.chunks(256))
+        .map(|(x, w)| {
+            let s: i32 = x
+                .iter()
+                .zip(w)
+                .map(|(&x, &w)| i32::from(x) * i32::from(w))
+                .sum();
+            i64::from(s)
+        })
+        .sum()
 }
 
 /// Float convolution: sum of products, plus bias, clamped to `[act_min, act_max]`.
@@ -124,9 +232,11 @@ pub fn conv_f32(
 ) {
     conv_loop(
         g,
+        input,
+        filter,
         output,
         0.0f32,
-        |acc, i, f| acc + input[i] * filter[f],
+        |acc, x, w| x.iter().zip(w).fold(acc, |acc, (&x, &w)| acc + x * w),
         |acc, oc| {
             let b = bias.map_or(0.0, |b| b[oc]);
             (acc + b).max(act_min).min(act_max)
@@ -171,11 +281,15 @@ pub fn conv_i8(
     q: &ConvQuant<'_>,
     output: &mut [i8],
 ) {
+    // The kernels validate int8 zero points, so the offset fits in 16 bits.
+    let offset = q.input_offset as i16;
     conv_loop(
         g,
+        input,
+        filter,
         output,
         0i32,
-        |acc, i, f| acc.wrapping_add(i32::from(filter[f]) * (i32::from(input[i]) + q.input_offset)),
+        |acc, x, w| acc.wrapping_add(dot_i8(x, w, offset)),
         |acc, oc| {
             let acc = acc.wrapping_add(bias.map_or(0, |b| b[oc]));
             let v = multiply_by_quantized_multiplier(acc, q.multiplier(oc))
@@ -196,6 +310,8 @@ pub trait Accum16: Copy + Send + Sync + 'static {
     fn add(self, bias: Self) -> Self;
     /// Rescale to output units.
     fn rescale(self, m: QuantizedMultiplier) -> i32;
+    /// `self + sum(x * w)`.
+    fn dot(self, x: &[i16], w: &[i8]) -> Self;
 }
 
 impl Accum16 for i64 {
@@ -211,6 +327,10 @@ impl Accum16 for i64 {
     #[inline(always)]
     fn rescale(self, m: QuantizedMultiplier) -> i32 {
         multiply_by_quantized_multiplier_i64(self, m)
+    }
+    #[inline(always)]
+    fn dot(self, x: &[i16], w: &[i8]) -> Self {
+        self.wrapping_add(dot_i16_i64(x, w))
     }
 }
 
@@ -228,6 +348,12 @@ impl Accum16 for i32 {
     fn rescale(self, m: QuantizedMultiplier) -> i32 {
         multiply_by_quantized_multiplier(self, m)
     }
+    #[inline(always)]
+    fn dot(self, x: &[i16], w: &[i8]) -> Self {
+        x.iter().zip(w).fold(self, |acc, (&x, &w)| {
+            acc.wrapping_add(i32::from(x) * i32::from(w))
+        })
+    }
 }
 
 /// 16x8 per-channel convolution: int16 input (zero point 0), int8 filter, accumulator `A`,
@@ -242,9 +368,11 @@ pub fn conv_i16<A: Accum16>(
 ) {
     conv_loop(
         g,
+        input,
+        filter,
         output,
         A::ZERO,
-        |acc, i, f| acc.mac(i32::from(filter[f]), i32::from(input[i])),
+        |acc, x, w| acc.dot(x, w),
         |acc, oc| {
             let acc = match bias {
                 Some(b) => acc.add(b[oc]),
@@ -255,10 +383,186 @@ pub fn conv_i16<A: Accum16>(
     );
 }
 
+/// Test helpers shared with the depthwise tests: a deterministic generator and random
+/// geometries.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::ConvGeometry;
+
+    /// xorshift64*.
+    pub struct Rng(pub u64);
+    impl Rng {
+        pub fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        /// Uniform in `lo..=hi`.
+        pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+            lo + (self.next() % (hi - lo + 1) as u64) as i64
+        }
+        pub fn pick(&mut self, lo: usize, hi: usize) -> usize {
+            self.range(lo as i64, hi as i64) as usize
+        }
+        pub fn i8s(&mut self, n: usize) -> Vec<i8> {
+            (0..n).map(|_| self.range(-128, 127) as i8).collect()
+        }
+        pub fn i16s(&mut self, n: usize) -> Vec<i16> {
+            (0..n).map(|_| self.range(-32768, 32767) as i16).collect()
+        }
+        pub fn f32s(&mut self, n: usize) -> Vec<f32> {
+            (0..n)
+                .map(|_| self.range(-1000, 1000) as f32 / 256.0)
+                .collect()
+        }
+    }
+
+    /// A random window geometry (any padding, stride, dilation; windows may leave the input
+    /// entirely); channels are left to the caller.
+    pub fn random_window(r: &mut Rng) -> ConvGeometry {
+        ConvGeometry {
+            batches: r.pick(1, 2),
+            in_h: r.pick(1, 9),
+            in_w: r.pick(1, 9),
+            out_h: r.pick(1, 6),
+            out_w: r.pick(1, 6),
+            filter_h: r.pick(1, 4),
+            filter_w: r.pick(1, 4),
+            stride_h: r.pick(1, 3),
+            stride_w: r.pick(1, 3),
+            dilation_h: r.pick(1, 2),
+            dilation_w: r.pick(1, 2),
+            pad_h: r.pick(0, 3),
+            pad_w: r.pick(0, 3),
+            ..ConvGeometry::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testutil::{random_window, Rng};
     use super::*;
     use crate::interpreter::reference::quant::quantize_multiplier;
+
+    /// The tap-by-tap loop nest the fast loop replaced: the oracle.
+    fn naive<A: Copy, O>(
+        g: &ConvGeometry,
+        zero: A,
+        mac: impl Fn(A, usize, usize) -> A,
+        finish: impl Fn(A, usize) -> O,
+    ) -> Vec<O> {
+        let groups = g.in_c / g.filter_depth;
+        let per_group = g.out_c / groups;
+        let mut out = Vec::new();
+        for b in 0..g.batches {
+            for oy in 0..g.out_h {
+                for ox in 0..g.out_w {
+                    for oc in 0..g.out_c {
+                        let group = oc / per_group;
+                        let mut acc = zero;
+                        for (fy, y) in g.rows(oy) {
+                            for (fx, x) in g.cols(ox) {
+                                let i = ((b * g.in_h + y) * g.in_w + x) * g.in_c
+                                    + group * g.filter_depth;
+                                let f = ((oc * g.filter_h + fy) * g.filter_w + fx) * g.filter_depth;
+                                for ic in 0..g.filter_depth {
+                                    acc = mac(acc, i + ic, f + ic);
+                                }
+                            }
+                        }
+                        out.push(finish(acc, oc));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn clipped_window_matches_tap_tests() {
+        let mut r = Rng(7);
+        for _ in 0..2000 {
+            let g = random_window(&mut r);
+            for oy in 0..g.out_h {
+                let w = g.row_window(oy);
+                let fast: Vec<_> = (w.f0..w.f1).map(|f| (f, w.at(f))).collect();
+                assert_eq!(fast, g.rows(oy).collect::<Vec<_>>(), "{g:?} row {oy}");
+            }
+        }
+    }
+
+    #[test]
+    fn random_shapes_match_tap_by_tap_loop() {
+        let mut r = Rng(42);
+        for _ in 0..300 {
+            let mut g = random_window(&mut r);
+            g.filter_depth = r.pick(1, 5);
+            let groups = if r.pick(0, 3) == 0 { r.pick(1, 3) } else { 1 };
+            g.in_c = g.filter_depth * groups;
+            g.out_c = groups * r.pick(1, 4);
+            let n_f = g.out_c * g.filter_h * g.filter_w * g.filter_depth;
+            let filter = r.i8s(n_f);
+            let mults: Vec<_> = (0..g.out_c)
+                .map(|_| quantize_multiplier(r.range(1, 1000) as f64 / 40000.0))
+                .collect();
+            let q = ConvQuant {
+                input_offset: r.range(-127, 128) as i32,
+                output_offset: r.range(-128, 127) as i32,
+                multipliers: &mults.iter().map(|m| m.multiplier).collect::<Vec<_>>(),
+                shifts: &mults.iter().map(|m| m.shift).collect::<Vec<_>>(),
+                act_min: -128,
+                act_max: 127,
+            };
+            let bias: Vec<i32> = (0..g.out_c).map(|_| r.range(-5000, 5000) as i32).collect();
+
+            let input = r.i8s(g.input_len());
+            let mut out = vec![0i8; g.output_len()];
+            conv_i8(&g, &input, &filter, Some(&bias), &q, &mut out);
+            let want = naive(
+                &g,
+                0i32,
+                |a, i, f| a + i32::from(filter[f]) * (i32::from(input[i]) + q.input_offset),
+                |a, oc| {
+                    (multiply_by_quantized_multiplier(a + bias[oc], q.multiplier(oc))
+                        + q.output_offset)
+                        .clamp(-128, 127) as i8
+                },
+            );
+            assert_eq!(out, want, "int8 {g:?}");
+
+            let input = r.i16s(g.input_len());
+            let q16 = ConvQuant {
+                input_offset: 0,
+                output_offset: 0,
+                act_min: -32768,
+                act_max: 32767,
+                ..q
+            };
+            let mut out = vec![0i16; g.output_len()];
+            conv_i16::<i64>(&g, &input, &filter, None, &q16, &mut out);
+            let want = naive(
+                &g,
+                0i64,
+                |a, i, f| a + i64::from(filter[f]) * i64::from(input[i]),
+                |a, oc| a.rescale(q16.multiplier(oc)).clamp(-32768, 32767) as i16,
+            );
+            assert_eq!(out, want, "int16 {g:?}");
+
+            let input = r.f32s(g.input_len());
+            let filter = r.f32s(n_f);
+            let mut out = vec![0f32; g.output_len()];
+            conv_f32(&g, &input, &filter, None, -3.0, 3.0, &mut out);
+            let want = naive(
+                &g,
+                0f32,
+                |a, i, f| a + input[i] * filter[f],
+                |a, _| a.clamp(-3.0, 3.0),
+            );
+            assert_eq!(out, want, "float {g:?}");
+        }
+    }
 
     fn geom(in_hw: (usize, usize), c: usize, f: (usize, usize), oc: usize) -> ConvGeometry {
         ConvGeometry {

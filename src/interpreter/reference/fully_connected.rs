@@ -2,7 +2,7 @@
 //! `reference_integer_ops::FullyConnected{,PerChannel}` for int8 and 16x8): `batches` rows of
 //! `depth` inputs times a `[units, depth]` weight matrix.
 
-use super::conv::Accum16;
+use super::conv::{dot_i8, Accum16};
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 
 /// Float: per row and unit, the dot product plus bias, clamped.
@@ -79,12 +79,16 @@ pub fn fully_connected_i8(
         let row = &input[b * depth..(b + 1) * depth];
         for u in 0..units {
             let w = &weights[u * depth..(u + 1) * depth];
-            let mut acc = 0i32;
-            for d in 0..depth {
-                acc = acc.wrapping_add(
-                    (i32::from(w[d]) + q.weights_offset) * (i32::from(row[d]) + q.input_offset),
-                );
-            }
+            let acc = if q.weights_offset == 0 {
+                // The kernel validates int8 zero points, so the offset fits in 16 bits.
+                dot_i8(row, w, q.input_offset as i16)
+            } else {
+                row.iter().zip(w).fold(0i32, |acc, (&x, &w)| {
+                    acc.wrapping_add(
+                        (i32::from(w) + q.weights_offset) * (i32::from(x) + q.input_offset),
+                    )
+                })
+            };
             let acc = acc.wrapping_add(bias.map_or(0, |bb| bb[u]));
             output[b * units + u] = multiply_by_quantized_multiplier(acc, q.multiplier(u))
                 .wrapping_add(q.output_offset)
