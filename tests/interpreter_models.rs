@@ -18,10 +18,13 @@ struct Outcome {
     result: Result<String, String>,
 }
 
-fn check_model(case: &Case) -> Result<String, String> {
+/// Keras models that do not run yet, with why (skipped by `keras_models_match_reference`).
+const KERAS_PENDING: &[&str] = &[];
+
+fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
     let model = Model::load(&case.model).map_err(|e| e.to_string())?;
     let inputs = case.inputs();
-    let tol = case.float_tolerance(1e-5);
+    let tol = case.float_tolerance(tol_floor);
 
     // 1. Registry allocator, first invoke against the reference.
     let mut interp = InterpreterBuilder::new(&model)
@@ -116,13 +119,22 @@ fn bytemuck_bytes(words: &mut [u128]) -> &mut [u8] {
 
 fn run_set(set: &str) {
     let Some(shared) = shared() else { return };
+    // Float tolerance floor: 1e-5 for the TFLM examples, 1e-4 for the larger keras models.
+    let tol_floor = if set == "keras" { 1e-4 } else { 1e-5 };
+    let only = std::env::var("KERAS_ONLY").ok();
     let mut outcomes = Vec::new();
     for case in cases(&shared, set) {
-        if NOT_RUNNABLE.contains(&case.name.as_str()) {
+        if NOT_RUNNABLE.contains(&case.name.as_str())
+            || (set == "keras" && KERAS_PENDING.contains(&case.name.as_str()))
+            || only.as_deref().is_some_and(|o| !case.name.contains(o))
+        {
+            eprintln!("skipped {}", case.name);
             continue;
         }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_model(&case)))
-            .unwrap_or_else(|_| Err("panicked".into()));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check_model(&case, tol_floor)
+        }))
+        .unwrap_or_else(|_| Err("panicked".into()));
         outcomes.push(Outcome {
             name: case.name.clone(),
             result,
@@ -150,6 +162,11 @@ fn run_set(set: &str) {
 #[test]
 fn tflm_models_match_reference() {
     run_set("tflm");
+}
+
+#[test]
+fn keras_models_match_reference() {
+    run_set("keras");
 }
 
 #[test]
