@@ -52,12 +52,7 @@ impl Kernel for DepthToSpace {
             "input `{}` depth {c} is not a multiple of block_size^2 = {bb}",
             input.name
         );
-        let want = [
-            b,
-            h.checked_mul(block).unwrap_or(usize::MAX),
-            w.checked_mul(block).unwrap_or(usize::MAX),
-            c / bb,
-        ];
+        let want = [b, h.saturating_mul(block), w.saturating_mul(block), c / bb];
         output.expect_dims(&want)?;
         match input.dtype {
             DType::F32 | DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::I64 => {}

@@ -187,14 +187,14 @@ fn populate<T: Copy>(
         for l in 0..p.rank {
             orig[p.order[l]] = at[l];
         }
-        for l in p.rank..p.levels {
-            let k = p.order[l] - p.rank;
+        for (&o, &a) in p.order[p.rank..p.levels].iter().zip(&at[p.rank..p.levels]) {
+            let k = o - p.rank;
             let d = p.block_map[k];
-            orig[d] = orig[d] * p.block_size[k] + at[l];
+            orig[d] = orig[d] * p.block_size[k] + a;
         }
         let mut flat = 0;
-        for d in 0..p.rank {
-            flat = flat * p.dims[d] + orig[d];
+        for (&dim, &i) in p.dims[..p.rank].iter().zip(&orig[..p.rank]) {
+            flat = flat * dim + i;
         }
         if let (Some(o), Some(&v)) = (out.get_mut(flat), values.get(*src)) {
             *o = v;
