@@ -2,7 +2,7 @@
 //! place model tensor types become `tensor::DType`) and one [`NodeInfo`] per operator.
 
 use super::error::InterpreterError;
-use crate::model::{BuiltinOp, Model, Quantization};
+use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
 use crate::tensor::DType;
 
 /// How a tensor is stored.
@@ -35,6 +35,9 @@ pub struct TensorEntry {
     pub quantization: Option<Box<Quantization>>,
     /// Storage kind.
     pub kind: TensorKind,
+    /// Sparse storage of a constant (its `bytes` are then the stored values, not the dense
+    /// size); only DENSIFY reads such a tensor.
+    pub sparsity: Option<Box<Sparsity>>,
 }
 
 /// An operator of the executable graph.
@@ -121,11 +124,22 @@ pub(crate) fn build(
                 }
             }
         }
-        let bytes = dims
+        let mut bytes = dims
             .iter()
             .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
             .ok_or_else(|| err(format!("shape {:?} overflows the byte size", tensor.shape)))?;
-        if kinds[t] == TensorKind::Constant {
+        let sparse = tensor.sparsity.is_some() && kinds[t] == TensorKind::Constant;
+        if sparse {
+            // Stored sparse: the data holds the stored values only (DENSIFY checks their count).
+            let have = model.tensor_data(0, t).map_or(0, <[u8]>::len);
+            if have % dtype.size() != 0 {
+                return Err(err(format!(
+                    "sparse constant data has {have} bytes, not a multiple of {}",
+                    dtype.size()
+                )));
+            }
+            bytes = have;
+        } else if kinds[t] == TensorKind::Constant {
             let have = model.tensor_data(0, t).map_or(0, <[u8]>::len);
             if have != bytes {
                 return Err(err(format!(
@@ -142,10 +156,6 @@ pub(crate) fn build(
                 }
             }
         }
-        if tensor.is_sparse && kinds[t] == TensorKind::Constant {
-            // Stored sparse: only DENSIFY may read it (its data length is then not the dense
-            // size, caught above); nothing else to check here.
-        }
         tensors.push(TensorEntry {
             name: tensor.name.clone(),
             dtype,
@@ -153,6 +163,11 @@ pub(crate) fn build(
             bytes,
             quantization: tensor.quantization.clone().map(Box::new),
             kind: kinds[t],
+            sparsity: if sparse {
+                tensor.sparsity.clone().map(Box::new)
+            } else {
+                None
+            },
         });
     }
     let mut nodes = Vec::with_capacity(sg.operators.len());
@@ -179,6 +194,22 @@ pub(crate) fn build(
             outputs: op.outputs.clone(),
             prepare_time,
         });
+    }
+    // A constant stored sparse holds fewer bytes than its shape: only DENSIFY may read it.
+    for n in &nodes {
+        if n.builtin == BuiltinOp::DENSIFY {
+            continue;
+        }
+        for &t in &n.inputs {
+            if let Some(e) = usize::try_from(t).ok().and_then(|t| tensors.get(t)) {
+                if e.sparsity.is_some() {
+                    return Err(InterpreterError::Usage(format!(
+                        "node {} ({}): input `{}` is stored sparse; only DENSIFY can read it",
+                        n.index, n.op_name, e.name
+                    )));
+                }
+            }
+        }
     }
     Ok((tensors, nodes))
 }

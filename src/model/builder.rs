@@ -68,6 +68,7 @@ impl ModelBuilder {
             quantization: None,
             is_variable: false,
             is_sparse: false,
+            sparsity: None,
             has_rank: true,
         });
         (self.subgraph.tensors.len() - 1) as i32

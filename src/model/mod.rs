@@ -180,6 +180,64 @@ impl Quantization {
     }
 }
 
+/// `SparseIndexVector` union of the schema: the integer width a sparse index array is stored in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SparseIndexVector {
+    /// `Int32Vector`.
+    Int32(Vec<i32>),
+    /// `Uint16Vector`.
+    Uint16(Vec<u16>),
+    /// `Uint8Vector`.
+    Uint8(Vec<u8>),
+}
+
+impl SparseIndexVector {
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        match self {
+            SparseIndexVector::Int32(v) => v.len(),
+            SparseIndexVector::Uint16(v) => v.len(),
+            SparseIndexVector::Uint8(v) => v.len(),
+        }
+    }
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Entry `i` widened to `i64`, `None` out of range.
+    pub fn get(&self, i: usize) -> Option<i64> {
+        match self {
+            SparseIndexVector::Int32(v) => v.get(i).map(|&x| i64::from(x)),
+            SparseIndexVector::Uint16(v) => v.get(i).map(|&x| i64::from(x)),
+            SparseIndexVector::Uint8(v) => v.get(i).map(|&x| i64::from(x)),
+        }
+    }
+}
+
+/// `DimensionMetadata` of the schema: how one level of the traversal order is stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimensionMetadata {
+    /// `format`: 0 = `DENSE`, 1 = `SPARSE_CSR` (other values kept as read).
+    pub format: i8,
+    /// `dense_size` (dense levels).
+    pub dense_size: i32,
+    /// `array_segments` (CSR levels).
+    pub array_segments: Option<SparseIndexVector>,
+    /// `array_indices` (CSR levels).
+    pub array_indices: Option<SparseIndexVector>,
+}
+
+/// `SparsityParameters` of the schema (TACO-style sparse storage of a constant tensor).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Sparsity {
+    /// `traversal_order`: the original dimensions, then the block dimensions, in storage order.
+    pub traversal_order: Vec<i32>,
+    /// `block_map`: for each block dimension, the original dimension it blocks.
+    pub block_map: Vec<i32>,
+    /// `dim_metadata`: one entry per level of `traversal_order`.
+    pub dim_metadata: Vec<DimensionMetadata>,
+}
+
 /// A tensor of a subgraph.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
@@ -200,6 +258,8 @@ pub struct Tensor {
     /// Whether `sparsity` parameters are present (the tensor is stored sparse and must be
     /// densified, e.g. by a DENSIFY op).
     pub is_sparse: bool,
+    /// The `sparsity` parameters, when present (as read; validated by their consumer).
+    pub sparsity: Option<Sparsity>,
     /// `has_rank`.
     pub has_rank: bool,
 }

@@ -132,6 +132,8 @@ pub mod union_id {
     pub const TRANSPOSE_CONV: u8 = 49;
     /// `ExpandDimsOptions`.
     pub const EXPAND_DIMS: u8 = 52;
+    /// `ShapeOptions`.
+    pub const SHAPE: u8 = 55;
     /// `PackOptions`.
     pub const PACK: u8 = 59;
     /// `UnidirectionalSequenceLSTMOptions`.
@@ -146,6 +148,10 @@ pub mod union_id {
     pub const DEPTH_TO_SPACE: u8 = 94;
     /// `DensifyOptions`.
     pub const DENSIFY: u8 = 99;
+    /// `BatchMatMulOptions`.
+    pub const BATCH_MATMUL: u8 = 101;
+    /// `GeluOptions`.
+    pub const GELU: u8 = 116;
     /// Highest union type id of the `BuiltinOptions` union in the schema (`RightShiftOptions`).
     pub const MAX_KNOWN: u8 = 126;
 }
@@ -265,6 +271,16 @@ pub enum BuiltinOptions {
         stride_h: i32,
         activation: Activation,
     },
+    /// `ShapeOptions` (raw `TensorType` byte of the output).
+    Shape { out_type: i8 },
+    /// `BatchMatMulOptions`.
+    BatchMatMul {
+        adj_x: bool,
+        adj_y: bool,
+        asymmetric_quantize_inputs: bool,
+    },
+    /// `GeluOptions`.
+    Gelu { approximate: bool },
     /// Any other options table (including the field-less ones: PadOptions, TransposeOptions,
     /// DequantizeOptions, QuantizeOptions, HardSwishOptions, MaximumMinimumOptions, ...), kept as
     /// its union type id; its fields are not decoded and a writer emits an empty table.
@@ -302,6 +318,9 @@ impl BuiltinOptions {
             BuiltinOptions::Pack { .. } => u::PACK,
             BuiltinOptions::Split { .. } => u::SPLIT,
             BuiltinOptions::TransposeConv { .. } => u::TRANSPOSE_CONV,
+            BuiltinOptions::Shape { .. } => u::SHAPE,
+            BuiltinOptions::BatchMatMul { .. } => u::BATCH_MATMUL,
+            BuiltinOptions::Gelu { .. } => u::GELU,
             BuiltinOptions::Other { type_id } => *type_id,
         }
     }

@@ -135,6 +135,15 @@ impl<'a> InvokeContext<'a> {
         Ok(&self.tensors[t].dims)
     }
 
+    /// Sparse storage parameters of input `k` (a constant stored sparse), if any.
+    pub fn input_sparsity(
+        &self,
+        k: usize,
+    ) -> Result<Option<&'a crate::model::Sparsity>, KernelError> {
+        let t = self.tensor_of(&self.node.inputs, k, "input")?;
+        Ok(self.tensors[t].sparsity.as_deref())
+    }
+
     /// Whether input `k` is present (not an omitted optional input).
     pub fn has_input(&self, k: usize) -> bool {
         matches!(self.node.inputs.get(k), Some(&t) if t >= 0)

@@ -19,7 +19,7 @@
 use super::error::KernelError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
 use crate::arena::Category;
-use crate::model::{BuiltinOp, BuiltinOptions, Quantization};
+use crate::model::{BuiltinOp, BuiltinOptions, Quantization, Sparsity};
 use crate::tensor::{DType, Element};
 use std::any::TypeId;
 use std::marker::PhantomData;
@@ -130,6 +130,9 @@ pub struct TensorInfo<'a> {
     pub is_constant: bool,
     /// Whether it is variable state (kept across invokes).
     pub is_variable: bool,
+    /// Sparse storage parameters of a constant stored sparse (its data holds the stored
+    /// values only; see DENSIFY).
+    pub sparsity: Option<&'a Sparsity>,
     data: Option<&'a [u8]>,
 }
 
@@ -403,6 +406,7 @@ impl<'a> PrepareContext<'a> {
                 TensorKind::Constant | TensorKind::PrepareTimeConstant
             ),
             is_variable: e.kind == TensorKind::Variable,
+            sparsity: e.sparsity.as_deref(),
             data: (self.constant)(t),
         }
     }

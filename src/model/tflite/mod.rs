@@ -17,8 +17,9 @@ use flatbuffers::Vector;
 
 use super::options::{Activation, BuiltinOptions, Padding};
 use super::{
-    Buffer, BuiltinOp, Metadata, Model, ModelError, Operator, OperatorCode, Quantization,
-    SignatureDef, SignatureTensor, Subgraph, Tensor, TensorType,
+    Buffer, BuiltinOp, DimensionMetadata, Metadata, Model, ModelError, Operator, OperatorCode,
+    Quantization, SignatureDef, SignatureTensor, SparseIndexVector, Sparsity, Subgraph, Tensor,
+    TensorType,
 };
 use schema::{
     buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map, T,
@@ -383,6 +384,7 @@ impl<'f> Decoder<'f> {
             quantization,
             is_variable: t.scalar::<bool>(tensor::IS_VARIABLE, false),
             is_sparse: t.has(tensor::SPARSITY),
+            sparsity: t.table(tensor::SPARSITY).map(decode_sparsity),
             has_rank: t.scalar::<bool>(tensor::HAS_RANK, false),
         })
     }
@@ -464,6 +466,52 @@ impl<'f> Decoder<'f> {
 
 /// Decodes a verified options table of union type `type_id`. The slots and types here are those
 /// listed by [`schema::options_fields`] (which the verifier checked).
+/// A `SparseIndexVector` union value of type `ty` (`None` for an unknown or absent one).
+fn decode_index_vector(ty: u8, t: Option<T<'_>>) -> Option<SparseIndexVector> {
+    use schema::sparsity as sp;
+    let t = t?;
+    match ty {
+        sp::INT32_VECTOR => Some(SparseIndexVector::Int32(collect(
+            t.vector::<i32>(sp::VALUES),
+        ))),
+        sp::UINT16_VECTOR => Some(SparseIndexVector::Uint16(collect(
+            t.vector::<u16>(sp::VALUES),
+        ))),
+        sp::UINT8_VECTOR => Some(SparseIndexVector::Uint8(collect(
+            t.vector::<u8>(sp::VALUES),
+        ))),
+        _ => None,
+    }
+}
+
+/// `SparsityParameters` as read (the verifier checked every table and vector).
+fn decode_sparsity(t: T<'_>) -> Sparsity {
+    use schema::sparsity as sp;
+    let dim_metadata = t
+        .tables(sp::DIM_METADATA)
+        .map(|it| {
+            it.map(|d| DimensionMetadata {
+                format: d.scalar::<i8>(sp::FORMAT, 0),
+                dense_size: d.scalar::<i32>(sp::DENSE_SIZE, 0),
+                array_segments: decode_index_vector(
+                    d.scalar::<u8>(sp::ARRAY_SEGMENTS_TYPE, 0),
+                    d.table(sp::ARRAY_SEGMENTS),
+                ),
+                array_indices: decode_index_vector(
+                    d.scalar::<u8>(sp::ARRAY_INDICES_TYPE, 0),
+                    d.table(sp::ARRAY_INDICES),
+                ),
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    Sparsity {
+        traversal_order: collect(t.vector::<i32>(sp::TRAVERSAL_ORDER)),
+        block_map: collect(t.vector::<i32>(sp::BLOCK_MAP)),
+        dim_metadata,
+    }
+}
+
 fn decode_options(type_id: u8, t: T<'_>) -> BuiltinOptions {
     use super::options::union_id as u;
     use schema::slot;
@@ -581,6 +629,15 @@ fn decode_options(type_id: u8, t: T<'_>) -> BuiltinOptions {
             stride_w: i(1, 0),
             stride_h: i(2, 0),
             activation: act(3),
+        },
+        u::SHAPE => BuiltinOptions::Shape { out_type: b(0, 0) },
+        u::BATCH_MATMUL => BuiltinOptions::BatchMatMul {
+            adj_x: flag(0, false),
+            adj_y: flag(1, false),
+            asymmetric_quantize_inputs: flag(2, false),
+        },
+        u::GELU => BuiltinOptions::Gelu {
+            approximate: flag(0, false),
         },
         other => BuiltinOptions::Other { type_id: other },
     }

@@ -205,6 +205,8 @@ pub(crate) fn options_fields(type_id: u8) -> &'static [(VOffsetT, Kind)] {
         u::GATHER | u::PACK => &[(S0, I32), (S1, I32)],
         u::SPLIT => &[(S0, I32)],
         u::TRANSPOSE_CONV => &[(S0, Byte), (S1, I32), (S2, I32), (S3, Byte)],
+        u::SHAPE | u::GELU => &[(S0, Byte)],
+        u::BATCH_MATMUL => &[(S0, Byte), (S1, Byte), (S2, Byte)],
         _ => &[],
     }
 }
@@ -303,10 +305,84 @@ table_type!(
         .visit_field::<Str>("Tensor.name", tensor::NAME, false)?
         .visit_field::<ForwardsUOffset<QuantTable>>("Tensor.quantization", tensor::QUANTIZATION, false)?
         .visit_field::<bool>("Tensor.is_variable", tensor::IS_VARIABLE, false)?
-        .visit_field::<ForwardsUOffset<OpaqueTable>>("Tensor.sparsity", tensor::SPARSITY, false)?
+        .visit_field::<ForwardsUOffset<SparsityTable>>("Tensor.sparsity", tensor::SPARSITY, false)?
         .visit_field::<Vs<i32>>("Tensor.shape_signature", tensor::SHAPE_SIGNATURE, false)?
         .visit_field::<bool>("Tensor.has_rank", tensor::HAS_RANK, false)?
 );
+
+/// Fields of `SparsityParameters`, `DimensionMetadata` and the index vector tables.
+pub(crate) mod sparsity {
+    use super::slot;
+    pub const TRAVERSAL_ORDER: u16 = slot(0);
+    pub const BLOCK_MAP: u16 = slot(1);
+    pub const DIM_METADATA: u16 = slot(2);
+    pub const FORMAT: u16 = slot(0);
+    pub const DENSE_SIZE: u16 = slot(1);
+    pub const ARRAY_SEGMENTS_TYPE: u16 = slot(2);
+    pub const ARRAY_SEGMENTS: u16 = slot(3);
+    pub const ARRAY_INDICES_TYPE: u16 = slot(4);
+    pub const ARRAY_INDICES: u16 = slot(5);
+    /// `values` of `Int32Vector` / `Uint16Vector` / `Uint8Vector`.
+    pub const VALUES: u16 = slot(0);
+    /// Union type ids of `SparseIndexVector`.
+    pub const INT32_VECTOR: u8 = 1;
+    pub const UINT16_VECTOR: u8 = 2;
+    pub const UINT8_VECTOR: u8 = 3;
+}
+
+table_type!(
+    /// `SparsityParameters`.
+    SparsityTable, |tv| tv
+        .visit_field::<Vs<i32>>("SparsityParameters.traversal_order", sparsity::TRAVERSAL_ORDER, false)?
+        .visit_field::<Vs<i32>>("SparsityParameters.block_map", sparsity::BLOCK_MAP, false)?
+        .visit_field::<Vt<DimMetadataTable>>("SparsityParameters.dim_metadata", sparsity::DIM_METADATA, false)?
+);
+
+table_type!(
+    /// `DimensionMetadata`.
+    DimMetadataTable, |tv| tv
+        .visit_field::<i8>("DimensionMetadata.format", sparsity::FORMAT, false)?
+        .visit_field::<i32>("DimensionMetadata.dense_size", sparsity::DENSE_SIZE, false)?
+        .visit_union::<u8, _>(
+            "DimensionMetadata.array_segments_type",
+            sparsity::ARRAY_SEGMENTS_TYPE,
+            "DimensionMetadata.array_segments",
+            sparsity::ARRAY_SEGMENTS,
+            false,
+            verify_index_vector,
+        )?
+        .visit_union::<u8, _>(
+            "DimensionMetadata.array_indices_type",
+            sparsity::ARRAY_INDICES_TYPE,
+            "DimensionMetadata.array_indices",
+            sparsity::ARRAY_INDICES,
+            false,
+            verify_index_vector,
+        )?
+);
+
+table_type!(
+    /// `Int32Vector`.
+    Int32VectorTable, |tv| tv.visit_field::<Vs<i32>>("Int32Vector.values", sparsity::VALUES, false)?
+);
+table_type!(
+    /// `Uint16Vector`.
+    Uint16VectorTable, |tv| tv.visit_field::<Vs<u16>>("Uint16Vector.values", sparsity::VALUES, false)?
+);
+table_type!(
+    /// `Uint8Vector`.
+    Uint8VectorTable, |tv| tv.visit_field::<Vs<u8>>("Uint8Vector.values", sparsity::VALUES, false)?
+);
+
+/// Verifies a `SparseIndexVector` union value of type `ty` at `pos`.
+fn verify_index_vector(ty: u8, v: &mut Verifier, pos: usize) -> Result<(), InvalidFlatbuffer> {
+    match ty {
+        sparsity::INT32_VECTOR => <ForwardsUOffset<Int32VectorTable>>::run_verifier(v, pos),
+        sparsity::UINT16_VECTOR => <ForwardsUOffset<Uint16VectorTable>>::run_verifier(v, pos),
+        sparsity::UINT8_VECTOR => <ForwardsUOffset<Uint8VectorTable>>::run_verifier(v, pos),
+        _ => <ForwardsUOffset<OpaqueTable>>::run_verifier(v, pos),
+    }
+}
 
 table_type!(
     /// `QuantizationParameters`.

@@ -8,7 +8,7 @@ use super::schema::{
     buffer, metadata, model, opcode, operator, quant, signature, slot, subgraph, tensor, tensor_map,
 };
 use crate::model::options::BuiltinOptions;
-use crate::model::{Model, ModelError, Operator, Subgraph, Tensor};
+use crate::model::{Model, ModelError, Operator, SparseIndexVector, Sparsity, Subgraph, Tensor};
 
 /// Largest flatbuffer the builder can produce (its offsets are signed 32-bit in practice).
 const MAX_FLATBUFFER: usize = (1 << 31) - (1 << 20);
@@ -229,10 +229,13 @@ fn write_tensor<'b>(
         fbb.push_slot::<i32>(quant::QUANTIZED_DIMENSION, q.quantized_dimension, 0);
         fbb.end_table(qt)
     });
-    let sparsity = t.is_sparse.then(|| {
-        let s = fbb.start_table();
-        fbb.end_table(s)
-    });
+    let sparsity = match &t.sparsity {
+        Some(sp) => Some(write_sparsity(fbb, sp)),
+        None => t.is_sparse.then(|| {
+            let s = fbb.start_table();
+            fbb.end_table(s)
+        }),
+    };
     let tt = fbb.start_table();
     fbb.push_slot_always(tensor::SHAPE, shape);
     fbb.push_slot::<i8>(tensor::TYPE, t.dtype.raw(), 0);
@@ -250,6 +253,62 @@ fn write_tensor<'b>(
     }
     fbb.push_slot::<bool>(tensor::HAS_RANK, t.has_rank, false);
     fbb.end_table(tt)
+}
+
+/// A `SparseIndexVector` union value: (type id, table).
+fn write_index_vector(
+    fbb: &mut FlatBufferBuilder<'_>,
+    v: &SparseIndexVector,
+) -> (u8, WIPOffset<flatbuffers::TableFinishedWIPOffset>) {
+    use super::schema::sparsity as sp;
+    macro_rules! table {
+        ($ty:expr, $x:expr) => {{
+            let values = fbb.create_vector($x);
+            let t = fbb.start_table();
+            fbb.push_slot_always(sp::VALUES, values);
+            ($ty, fbb.end_table(t))
+        }};
+    }
+    match v {
+        SparseIndexVector::Int32(x) => table!(sp::INT32_VECTOR, x),
+        SparseIndexVector::Uint16(x) => table!(sp::UINT16_VECTOR, x),
+        SparseIndexVector::Uint8(x) => table!(sp::UINT8_VECTOR, x),
+    }
+}
+
+fn write_sparsity(
+    fbb: &mut FlatBufferBuilder<'_>,
+    s: &Sparsity,
+) -> WIPOffset<flatbuffers::TableFinishedWIPOffset> {
+    use super::schema::sparsity as sp;
+    let traversal = fbb.create_vector(&s.traversal_order);
+    let block_map = fbb.create_vector(&s.block_map);
+    let mut dims = Vec::with_capacity(s.dim_metadata.len());
+    for d in &s.dim_metadata {
+        let seg = d
+            .array_segments
+            .as_ref()
+            .map(|v| write_index_vector(fbb, v));
+        let idx = d.array_indices.as_ref().map(|v| write_index_vector(fbb, v));
+        let t = fbb.start_table();
+        fbb.push_slot::<i8>(sp::FORMAT, d.format, 0);
+        fbb.push_slot::<i32>(sp::DENSE_SIZE, d.dense_size, 0);
+        if let Some((ty, v)) = seg {
+            fbb.push_slot_always::<u8>(sp::ARRAY_SEGMENTS_TYPE, ty);
+            fbb.push_slot_always(sp::ARRAY_SEGMENTS, v);
+        }
+        if let Some((ty, v)) = idx {
+            fbb.push_slot_always::<u8>(sp::ARRAY_INDICES_TYPE, ty);
+            fbb.push_slot_always(sp::ARRAY_INDICES, v);
+        }
+        dims.push(fbb.end_table(t));
+    }
+    let dims = fbb.create_vector(&dims);
+    let t = fbb.start_table();
+    fbb.push_slot_always(sp::TRAVERSAL_ORDER, traversal);
+    fbb.push_slot_always(sp::BLOCK_MAP, block_map);
+    fbb.push_slot_always(sp::DIM_METADATA, dims);
+    fbb.end_table(t)
 }
 
 fn write_operator<'b>(
@@ -470,6 +529,17 @@ fn write_options<'b>(
             fbb.push_slot::<i32>(s(2), *stride_h, 0);
             fbb.push_slot::<i8>(s(3), activation.raw(), 0);
         }
+        B::Shape { out_type } => fbb.push_slot::<i8>(s(0), *out_type, 0),
+        B::BatchMatMul {
+            adj_x,
+            adj_y,
+            asymmetric_quantize_inputs,
+        } => {
+            fbb.push_slot::<bool>(s(0), *adj_x, false);
+            fbb.push_slot::<bool>(s(1), *adj_y, false);
+            fbb.push_slot::<bool>(s(2), *asymmetric_quantize_inputs, false);
+        }
+        B::Gelu { approximate } => fbb.push_slot::<bool>(s(0), *approximate, false),
     }
     let t = fbb.end_table(t);
     Some((ty, t.as_union_value()))

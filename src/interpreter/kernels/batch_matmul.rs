@@ -1,0 +1,99 @@
+//! BATCH_MATMUL: float32 (LiteRT's `batch_matmul.cc`), `adj_x` / `adj_y` from the options,
+//! ranks 2 to 5 with broadcasting of the batch dimensions.
+
+use crate::interpreter::reference::batch_matmul::{
+    batch_matmul_f32, BatchMatMulGeometry, MAX_BATCH_DIMS,
+};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::tensor::DType;
+use crate::{kernel_bail, kernel_ensure};
+
+/// The BATCH_MATMUL kernel.
+pub struct BatchMatMul;
+
+fn batch_dims(dims: &[usize]) -> [usize; MAX_BATCH_DIMS] {
+    let mut out = [1; MAX_BATCH_DIMS];
+    let b = &dims[..dims.len() - 2];
+    out[MAX_BATCH_DIMS - b.len()..].copy_from_slice(b);
+    out
+}
+
+impl Kernel for BatchMatMul {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        ctx.expect_io(2, 1)?;
+        let (adj_x, adj_y) = match *ctx.options() {
+            BuiltinOptions::BatchMatMul { adj_x, adj_y, .. } => (adj_x, adj_y),
+            BuiltinOptions::None => (false, false),
+            ref o => kernel_bail!("BATCH_MATMUL with options {o:?}"),
+        };
+        let lhs = ctx.input(0)?;
+        let rhs = ctx.input(1)?;
+        let output = ctx.output(0)?;
+        for t in [&lhs, &rhs, &output] {
+            t.expect_dtype(DType::F32)?;
+        }
+        for t in [&lhs, &rhs] {
+            kernel_ensure!(
+                (2..=MAX_BATCH_DIMS + 2).contains(&t.dims.len()),
+                "tensor `{}` has rank {}, expected 2 to 5",
+                t.name,
+                t.dims.len()
+            );
+        }
+        let (lr, rr) = (lhs.dims.len(), rhs.dims.len());
+        let (l0, l1) = (lhs.dims[lr - 2], lhs.dims[lr - 1]);
+        let (r0, r1) = (rhs.dims[rr - 2], rhs.dims[rr - 1]);
+        let (m, k) = if adj_x { (l1, l0) } else { (l0, l1) };
+        let (k2, n) = if adj_y { (r1, r0) } else { (r0, r1) };
+        kernel_ensure!(
+            k == k2,
+            "lhs `{}` {:?} (adj_x {adj_x}) and rhs `{}` {:?} (adj_y {adj_y}) disagree on the \
+             reduction length",
+            lhs.name,
+            lhs.dims,
+            rhs.name,
+            rhs.dims
+        );
+        let (lb, rb) = (batch_dims(lhs.dims), batch_dims(rhs.dims));
+        let mut want = [0usize; MAX_BATCH_DIMS + 2];
+        for i in 0..MAX_BATCH_DIMS {
+            kernel_ensure!(
+                lb[i] == rb[i] || lb[i] == 1 || rb[i] == 1,
+                "batch dimensions of {:?} and {:?} do not broadcast",
+                lhs.dims,
+                rhs.dims
+            );
+            want[i] = lb[i].max(rb[i]);
+        }
+        want[MAX_BATCH_DIMS] = m;
+        want[MAX_BATCH_DIMS + 1] = n;
+        let rank = lr.max(rr);
+        output.expect_dims(&want[MAX_BATCH_DIMS + 2 - rank..])?;
+        ctx.set_op_data(BatchMatMulGeometry {
+            lhs_batch: lb,
+            rhs_batch: rb,
+            m,
+            k,
+            n,
+            adj_x,
+            adj_y,
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let g = *ctx.op_data::<BatchMatMulGeometry>()?;
+        batch_matmul_f32(&g, ctx.input(0)?, ctx.input(1)?, ctx.output(0)?);
+        Ok(())
+    }
+}
+
+/// Registers BATCH_MATMUL.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::BATCH_MATMUL,
+        Registration::new("BATCH_MATMUL", BatchMatMul),
+    );
+}

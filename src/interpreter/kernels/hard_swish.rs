@@ -1,0 +1,71 @@
+//! HARD_SWISH: float32 and int8 (LiteRT's `activations.cc` and reference kernels; the int8
+//! parameters are derived in prepare as LiteRT's `HardSwishPrepare` does).
+
+use super::unary_common::prepare_unary;
+use crate::interpreter::reference::hard_swish::{
+    hard_swish_f32, hard_swish_i8, hard_swish_params, HardSwishParams,
+};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::kernel_bail;
+use crate::model::BuiltinOp;
+use crate::tensor::DType;
+
+/// The HARD_SWISH kernel.
+pub struct HardSwish;
+
+#[derive(Clone, Copy)]
+struct OpData {
+    dtype: DType,
+    params: HardSwishParams,
+}
+
+impl Kernel for HardSwish {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        let (input, output) = prepare_unary(ctx)?;
+        let params = match input.dtype {
+            DType::F32 => HardSwishParams::default(),
+            DType::I8 => {
+                let (si, zi) = input.per_tensor_quant()?;
+                let (so, zo) = output.per_tensor_quant()?;
+                for (t, z) in [(&input, zi), (&output, zo)] {
+                    if !(-128..=127).contains(&z) {
+                        kernel_bail!("tensor `{}` zero point {z} outside int8", t.name);
+                    }
+                }
+                hard_swish_params(si, zi, so, zo).ok_or_else(|| {
+                    KernelError::new(format!(
+                        "input scale {si} / 128 over output scale {so} needs a left shift, \
+                         which HARD_SWISH does not support"
+                    ))
+                })?
+            }
+            d => kernel_bail!(
+                "input `{}` has dtype {d}; HARD_SWISH takes float32 or int8",
+                input.name
+            ),
+        };
+        ctx.set_op_data(OpData {
+            dtype: input.dtype,
+            params,
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<OpData>()?;
+        match d.dtype {
+            DType::F32 => hard_swish_f32(ctx.input(0)?, ctx.output(0)?),
+            _ => hard_swish_i8(&d.params, ctx.input(0)?, ctx.output(0)?),
+        }
+        Ok(())
+    }
+}
+
+/// Registers HARD_SWISH.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::HARD_SWISH,
+        Registration::new("HARD_SWISH", HardSwish),
+    );
+}

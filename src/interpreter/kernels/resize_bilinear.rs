@@ -1,0 +1,121 @@
+//! RESIZE_BILINEAR: float32 and int8, `align_corners` / `half_pixel_centers` from the options
+//! (LiteRT's `resize_bilinear.cc`); the size input must agree with the output's static shape.
+
+use crate::interpreter::reference::resize_bilinear::{
+    resize_bilinear_f32, resize_bilinear_i8, ResizeGeometry,
+};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::tensor::DType;
+use crate::{kernel_bail, kernel_ensure};
+
+/// The RESIZE_BILINEAR kernel.
+pub struct ResizeBilinear;
+
+#[derive(Clone, Copy)]
+struct OpData {
+    dtype: DType,
+    geometry: ResizeGeometry,
+}
+
+impl Kernel for ResizeBilinear {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        ctx.expect_io(2, 1)?;
+        let (align_corners, half_pixel_centers) = match *ctx.options() {
+            BuiltinOptions::ResizeBilinear {
+                align_corners,
+                half_pixel_centers,
+            } => (align_corners, half_pixel_centers),
+            BuiltinOptions::None => (false, false),
+            ref o => kernel_bail!("RESIZE_BILINEAR with options {o:?}"),
+        };
+        kernel_ensure!(
+            !(align_corners && half_pixel_centers),
+            "align_corners and half_pixel_centers are both set"
+        );
+        let input = ctx.input(0)?;
+        let size = ctx.input(1)?;
+        let output = ctx.output(0)?;
+        kernel_ensure!(
+            input.dtype == output.dtype,
+            "input is {} but output is {}",
+            input.dtype,
+            output.dtype
+        );
+        let ([b, ih, iw, c], [ob, oh, ow, oc]) = (
+            <[usize; 4]>::try_from(input.dims).map_err(|_| {
+                KernelError::new(format!(
+                    "input `{}` has shape {:?}, expected 4-D",
+                    input.name, input.dims
+                ))
+            })?,
+            <[usize; 4]>::try_from(output.dims).map_err(|_| {
+                KernelError::new(format!(
+                    "output `{}` has shape {:?}, expected 4-D",
+                    output.name, output.dims
+                ))
+            })?,
+        );
+        kernel_ensure!(
+            b == ob && c == oc && ih > 0 && iw > 0 && oh > 0 && ow > 0,
+            "input shape {:?} and output shape {:?} differ in batch or channels, or are empty",
+            input.dims,
+            output.dims
+        );
+        size.expect_dtype(DType::I32)?;
+        size.expect_dims(&[2])?;
+        if let Some(v) = size.data::<i32>()? {
+            kernel_ensure!(
+                v.len() == 2
+                    && usize::try_from(v[0]).ok() == Some(oh)
+                    && usize::try_from(v[1]).ok() == Some(ow),
+                "size `{}` is {v:?}, the output is {oh}x{ow}",
+                size.name
+            );
+        }
+        match input.dtype {
+            DType::F32 => {}
+            DType::I8 => {
+                let qi = input.per_tensor_quant()?;
+                let qo = output.per_tensor_quant()?;
+                kernel_ensure!(
+                    qi == qo,
+                    "input quantization {qi:?} differs from output {qo:?}"
+                );
+            }
+            d => kernel_bail!("dtype {d} is not supported (float32, int8)"),
+        }
+        ctx.set_op_data(OpData {
+            dtype: input.dtype,
+            geometry: ResizeGeometry {
+                batches: b,
+                in_h: ih,
+                in_w: iw,
+                channels: c,
+                out_h: oh,
+                out_w: ow,
+                align_corners,
+                half_pixel_centers,
+            },
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<OpData>()?;
+        match d.dtype {
+            DType::F32 => resize_bilinear_f32(&d.geometry, ctx.input(0)?, ctx.output(0)?),
+            _ => resize_bilinear_i8(&d.geometry, ctx.input(0)?, ctx.output(0)?),
+        }
+        Ok(())
+    }
+}
+
+/// Registers RESIZE_BILINEAR.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::RESIZE_BILINEAR,
+        Registration::new("RESIZE_BILINEAR", ResizeBilinear),
+    );
+}

@@ -1,0 +1,29 @@
+//! RSQRT: float32 (LiteRT's `elementwise.cc`).
+
+use super::unary_common::prepare_unary;
+use crate::interpreter::reference::rsqrt::rsqrt_f32;
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::model::BuiltinOp;
+use crate::tensor::DType;
+
+/// The RSQRT kernel.
+pub struct Rsqrt;
+
+impl Kernel for Rsqrt {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        let (input, _) = prepare_unary(ctx)?;
+        input.expect_dtype(DType::F32)
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        rsqrt_f32(ctx.input(0)?, ctx.output(0)?);
+        Ok(())
+    }
+}
+
+/// Registers RSQRT.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(BuiltinOp::RSQRT, Registration::new("RSQRT", Rsqrt));
+}

@@ -1,0 +1,152 @@
+//! TRANSPOSE_CONV: float32 (LiteRT's `transpose_conv.cc`): inputs output_shape (int32, must
+//! equal the output's static shape when constant), weights `[out_c, fh, fw, in_c]`, input and
+//! an optional bias; padding computed from the output size as LiteRT does.
+
+use super::quant_params::{float_range, fused_activation, padding_kind, positive};
+use crate::interpreter::reference::padding::axis_geometry;
+use crate::interpreter::reference::transpose_conv::{transpose_conv_f32, TransposeConvGeometry};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::tensor::DType;
+use crate::{kernel_bail, kernel_ensure};
+
+/// The TRANSPOSE_CONV kernel.
+pub struct TransposeConv;
+
+#[derive(Clone, Copy)]
+struct OpData {
+    geometry: TransposeConvGeometry,
+    has_bias: bool,
+    act_min: f32,
+    act_max: f32,
+}
+
+fn dims4(t: &crate::interpreter::TensorInfo<'_>) -> Result<[usize; 4], KernelError> {
+    <[usize; 4]>::try_from(t.dims).map_err(|_| {
+        KernelError::new(format!(
+            "tensor `{}` has shape {:?}, expected 4 dimensions",
+            t.name, t.dims
+        ))
+    })
+}
+
+impl Kernel for TransposeConv {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        kernel_ensure!(
+            ctx.num_outputs() == 1 && (3..=4).contains(&ctx.num_inputs()),
+            "{} inputs and {} outputs, expected 3 or 4 inputs and 1 output",
+            ctx.num_inputs(),
+            ctx.num_outputs()
+        );
+        let BuiltinOptions::TransposeConv {
+            padding,
+            stride_w,
+            stride_h,
+            activation,
+        } = *ctx.options()
+        else {
+            kernel_bail!("TRANSPOSE_CONV without TransposeConvOptions");
+        };
+        let act = fused_activation(activation)?;
+        let pad = padding_kind(padding)?;
+        let (sh, sw) = (
+            positive("stride_h", stride_h)?,
+            positive("stride_w", stride_w)?,
+        );
+        let shape = ctx.input(0)?;
+        let filter = ctx.input(1)?;
+        let input = ctx.input(2)?;
+        let bias = if ctx.num_inputs() == 4 {
+            ctx.optional_input(3)?
+        } else {
+            None
+        };
+        let output = ctx.output(0)?;
+        for t in [&filter, &input, &output] {
+            t.expect_dtype(DType::F32)?;
+        }
+        let [b, ih, iw, ic] = dims4(&input)?;
+        let [oc, fh, fw, fc] = dims4(&filter)?;
+        let [ob, oh, ow, occ] = dims4(&output)?;
+        kernel_ensure!(
+            fc == ic && occ == oc && ob == b && fh > 0 && fw > 0,
+            "filter {:?}, input {:?} and output {:?} disagree",
+            filter.dims,
+            input.dims,
+            output.dims
+        );
+        shape.expect_dtype(DType::I32)?;
+        shape.expect_dims(&[4])?;
+        if let Some(v) = shape.data::<i32>()? {
+            let same = v
+                .iter()
+                .zip(output.dims)
+                .all(|(&a, &d)| usize::try_from(a).ok() == Some(d));
+            kernel_ensure!(
+                same,
+                "output_shape `{}` is {v:?}, the output is {:?}",
+                shape.name,
+                output.dims
+            );
+        }
+        if let Some(bias) = &bias {
+            bias.expect_dtype(DType::F32)?;
+            kernel_ensure!(
+                bias.num_elements() == oc,
+                "bias `{}` has {} values for {oc} output channels",
+                bias.name,
+                bias.num_elements()
+            );
+        }
+        let gh = axis_geometry(pad, oh, fh, sh, 1)
+            .ok_or_else(|| KernelError::new("invalid vertical window geometry"))?;
+        let gw = axis_geometry(pad, ow, fw, sw, 1)
+            .ok_or_else(|| KernelError::new("invalid horizontal window geometry"))?;
+        let (act_min, act_max) = float_range(act);
+        ctx.set_op_data(OpData {
+            geometry: TransposeConvGeometry {
+                batches: b,
+                in_h: ih,
+                in_w: iw,
+                in_c: ic,
+                out_h: oh,
+                out_w: ow,
+                out_c: oc,
+                filter_h: fh,
+                filter_w: fw,
+                stride_h: sh,
+                stride_w: sw,
+                pad_h: gh.pad,
+                pad_w: gw.pad,
+            },
+            has_bias: bias.is_some(),
+            act_min,
+            act_max,
+        })
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<OpData>()?;
+        let bias: &[f32] = if d.has_bias { ctx.input(3)? } else { &[] };
+        transpose_conv_f32(
+            &d.geometry,
+            ctx.input(2)?,
+            ctx.input(1)?,
+            bias,
+            d.act_min,
+            d.act_max,
+            ctx.output(0)?,
+        );
+        Ok(())
+    }
+}
+
+/// Registers TRANSPOSE_CONV.
+pub fn register(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::TRANSPOSE_CONV,
+        Registration::new("TRANSPOSE_CONV", TransposeConv),
+    );
+}

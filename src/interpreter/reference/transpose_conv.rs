@@ -1,0 +1,119 @@
+//! TRANSPOSE_CONV arithmetic (`reference_ops::TransposeConv`, float): every input element
+//! scatters `input * filter` into the output window it maps to (`in * stride - pad + f`), then
+//! the bias is added and the fused activation applied. NHWC input and output, filter
+//! `[out_c, filter_h, filter_w, in_c]`.
+
+/// Shapes, strides and padding of a transpose convolution.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransposeConvGeometry {
+    /// Batches.
+    pub batches: usize,
+    /// Input height.
+    pub in_h: usize,
+    /// Input width.
+    pub in_w: usize,
+    /// Input channels.
+    pub in_c: usize,
+    /// Output height.
+    pub out_h: usize,
+    /// Output width.
+    pub out_w: usize,
+    /// Output channels.
+    pub out_c: usize,
+    /// Filter height.
+    pub filter_h: usize,
+    /// Filter width.
+    pub filter_w: usize,
+    /// Vertical stride.
+    pub stride_h: usize,
+    /// Horizontal stride.
+    pub stride_w: usize,
+    /// Padding above (output rows cut at the top).
+    pub pad_h: usize,
+    /// Padding left.
+    pub pad_w: usize,
+}
+
+/// Float transpose convolution; `bias` has `out_c` values or is empty.
+pub fn transpose_conv_f32(
+    g: &TransposeConvGeometry,
+    input: &[f32],
+    filter: &[f32],
+    bias: &[f32],
+    act_min: f32,
+    act_max: f32,
+    output: &mut [f32],
+) {
+    output.fill(0.0);
+    for b in 0..g.batches {
+        for iy in 0..g.in_h {
+            for ix in 0..g.in_w {
+                let in_base = ((b * g.in_h + iy) * g.in_w + ix) * g.in_c;
+                for ic in 0..g.in_c {
+                    let v = input[in_base + ic];
+                    for fy in 0..g.filter_h {
+                        let oy = (iy * g.stride_h + fy) as isize - g.pad_h as isize;
+                        if oy < 0 || oy >= g.out_h as isize {
+                            continue;
+                        }
+                        for fx in 0..g.filter_w {
+                            let ox = (ix * g.stride_w + fx) as isize - g.pad_w as isize;
+                            if ox < 0 || ox >= g.out_w as isize {
+                                continue;
+                            }
+                            let out_base =
+                                ((b * g.out_h + oy as usize) * g.out_w + ox as usize) * g.out_c;
+                            for oc in 0..g.out_c {
+                                let w = filter
+                                    [((oc * g.filter_h + fy) * g.filter_w + fx) * g.in_c + ic];
+                                output[out_base + oc] += v * w;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for px in output.chunks_exact_mut(g.out_c.max(1)) {
+        for (oc, o) in px.iter_mut().enumerate() {
+            let with_bias = *o + bias.get(oc).copied().unwrap_or(0.0);
+            *o = with_bias.max(act_min).min(act_max);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stride_two_scatter() {
+        // 1x2x1x1 input, 2x1 filter of ones, stride 2 vertically, no padding -> 1x4x1x1.
+        let g = TransposeConvGeometry {
+            batches: 1,
+            in_h: 2,
+            in_w: 1,
+            in_c: 1,
+            out_h: 4,
+            out_w: 1,
+            out_c: 1,
+            filter_h: 2,
+            filter_w: 1,
+            stride_h: 2,
+            stride_w: 1,
+            pad_h: 0,
+            pad_w: 0,
+        };
+        let mut o = [0.0f32; 4];
+        transpose_conv_f32(
+            &g,
+            &[1.0, 2.0],
+            &[1.0, 10.0],
+            &[0.5],
+            f32::MIN,
+            f32::MAX,
+            &mut o,
+        );
+        assert_eq!(o, [1.5, 10.5, 2.5, 20.5]);
+    }
+}
