@@ -43,7 +43,9 @@ const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
 
 #[derive(Clone, Copy, Debug)]
 enum Path {
-    F32 { cell_clip: f32 },
+    F32 {
+        cell_clip: f32,
+    },
     Int8 {
         params: LstmIntegerParams,
         /// Effective biases, `[8, state]`: the input FCs' of gates 0..4, then the recurrent

@@ -171,9 +171,9 @@ pub fn gate_effective_bias(
 /// vectorizes (pairwise 16-bit multiply-adds).
 #[inline]
 pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    a.iter()
-        .zip(b)
-        .fold(0i32, |acc, (&x, &y)| acc.wrapping_add(i32::from(x) * i32::from(y)))
+    a.iter().zip(b).fold(0i32, |acc, (&x, &y)| {
+        acc.wrapping_add(i32::from(x) * i32::from(y))
+    })
 }
 
 /// An int8 gate FC into int16 (TFLM's `FullyConnected` 8x8→16 with the gate's multiplier),
@@ -649,7 +649,13 @@ mod tests {
             .collect();
         let mut eb = [[0i32; 1]; 8];
         for g in 0..4 {
-            gate_effective_bias(&gates[g].input_fc, &wq[g..=g], 1, Some(&bq[g..=g]), &mut eb[g]);
+            gate_effective_bias(
+                &gates[g].input_fc,
+                &wq[g..=g],
+                1,
+                Some(&bq[g..=g]),
+                &mut eb[g],
+            );
             gate_effective_bias(&gates[g].recurrent_fc, &wr[g..=g], 1, None, &mut eb[g + 4]);
         }
         let w = LstmInt8Weights {
