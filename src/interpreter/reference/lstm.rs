@@ -373,6 +373,35 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `tanh` as Eigen evaluates it for float (`generic_fast_tanh_float`, which TFLite's own float
+/// LSTM uses): an odd 13/6 rational minimax approximation, clamped where `tanh` rounds to ±1.
+/// A few ulp from the correctly rounded value (the test bounds it), without libm's call.
+#[inline]
+#[allow(clippy::excessive_precision)] // Eigen's constants as published
+pub fn tanh_f32(x: f32) -> f32 {
+    const CLAMP: f32 = 7.90531110763549805;
+    const ALPHA: [f32; 7] = [
+        -2.76076847742355e-16,
+        2.00018790482477e-13,
+        -8.60467152213735e-11,
+        5.12229709037114e-08,
+        1.48572235717979e-05,
+        6.37261928875436e-04,
+        4.89352455891786e-03,
+    ];
+    const BETA: [f32; 4] = [
+        1.19825839466702e-06,
+        1.18534705686654e-04,
+        2.26843463243900e-03,
+        4.89352518554385e-03,
+    ];
+    let x = x.clamp(-CLAMP, CLAMP);
+    let x2 = x * x;
+    let p = ALPHA[1..].iter().fold(ALPHA[0], |p, &a| p * x2 + a) * x;
+    let q = BETA[1..].iter().fold(BETA[0], |q, &b| q * x2 + b);
+    p / q
+}
+
 /// TFLite's reference float logistic (with its cut-offs).
 #[inline]
 pub fn logistic_f32(v: f32) -> f32 {
@@ -430,7 +459,7 @@ pub fn lstm_f32(
                         *o += t;
                         *o = match act {
                             GateAct::Sigmoid => logistic_f32(*o),
-                            GateAct::Tanh => o.tanh(),
+                            GateAct::Tanh => tanh_f32(*o),
                         };
                     }
                 };
@@ -455,7 +484,7 @@ pub fn lstm_f32(
 
             gate_calc(gate::OUTPUT, b1, b3, h, GateAct::Sigmoid);
             for (t, &cv) in b0.iter_mut().zip(c.iter()) {
-                *t = cv.tanh();
+                *t = tanh_f32(cv);
             }
             for ((hv, &t), &o) in h.iter_mut().zip(b0.iter()).zip(b1.iter()) {
                 *hv = t * o;
@@ -779,5 +808,24 @@ mod tests {
             let want: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum();
             assert!((f64::from(dot_f32(&a, &b)) - want).abs() < 1e-5, "n {n}");
         }
+    }
+
+    #[test]
+    fn fast_tanh_is_within_a_few_ulp() {
+        let mut worst = 0f64;
+        let mut x = -10f32;
+        while x < 10.0 {
+            let want = f64::from(x).tanh();
+            let got = f64::from(tanh_f32(x));
+            if want != 0.0 {
+                worst = worst.max(((got - want) / want).abs());
+            }
+            x += 1.0 / 4096.0;
+        }
+        for x in [1e-30f32, -1e-20, 1e-6, 3e-4, 0.0] {
+            let want = f64::from(x).tanh();
+            assert!((f64::from(tanh_f32(x)) - want).abs() <= want.abs() * 1e-6);
+        }
+        assert!(worst < 1e-6, "worst relative error {worst}");
     }
 }
