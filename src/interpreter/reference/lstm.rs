@@ -352,11 +352,11 @@ fn fc_f32(
     }
 }
 
-/// `Σ a·b` in eight interleaved partial sums (a reordering of the sequential sum that LLVM
+/// `Σ a·b` in four interleaved partial sums (a reordering of the sequential sum that LLVM
 /// vectorizes; the float result moves by rounding only).
 #[inline]
 pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-    const L: usize = 8;
+    const L: usize = 4;
     let mut acc = [0f32; L];
     let (ac, bc) = (a.chunks_exact(L), b.chunks_exact(L));
     let tail: f32 = ac
@@ -827,5 +827,30 @@ mod tests {
             assert!((f64::from(tanh_f32(x)) - want).abs() <= want.abs() * 1e-6);
         }
         assert!(worst < 1e-6, "worst relative error {worst}");
+    }
+
+    #[test]
+    fn fc_f32_matches_sequential_sums() {
+        let mut seed = 9u64;
+        for case in 0..100 {
+            let depth = 1 + lcg(&mut seed) as usize % 40;
+            let rows = 1 + lcg(&mut seed) as usize % 23;
+            let v = |seed: &mut u64| (lcg(seed) % 2001) as f32 / 1000.0 - 1.0;
+            let x: Vec<f32> = (0..depth).map(|_| v(&mut seed)).collect();
+            let w: Vec<f32> = (0..depth * rows).map(|_| v(&mut seed)).collect();
+            let bias: Vec<f32> = (0..rows).map(|_| v(&mut seed)).collect();
+            let mut got = vec![0f32; rows];
+            fc_f32(&x, 1, depth, &w, Some(&bias), rows, &mut got);
+            for r in 0..rows {
+                let want: f64 = (0..depth)
+                    .map(|d| f64::from(x[d]) * f64::from(w[r * depth + d]))
+                    .sum::<f64>()
+                    + f64::from(bias[r]);
+                assert!(
+                    (f64::from(got[r]) - want).abs() < 1e-5,
+                    "case {case} row {r}"
+                );
+            }
+        }
     }
 }
