@@ -19,6 +19,9 @@ use crate::{kernel_bail, kernel_ensure};
 
 use super::binary_common::quant_params;
 
+// Op data lives once per node in the arena tail; boxing the large variant would not save
+// memory.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 enum Math {
     F32,

@@ -41,6 +41,9 @@ const GATE_INPUT_SCALE: f32 = 1.0 / 4096.0;
 /// Q0.15: the scale of gate outputs.
 const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
 
+// Op data lives once per node in the arena tail; boxing the large variant would not save
+// memory.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 enum Path {
     F32 {

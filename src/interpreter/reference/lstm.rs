@@ -455,12 +455,10 @@ pub fn lstm_f32(
                         out,
                     );
                     fc_f32(h, rows, s.state_dim, w.recurrent[g], None, s.state_dim, tmp);
-                    for (o, &t) in out.iter_mut().zip(tmp.iter()) {
-                        *o += t;
-                        *o = match act {
-                            GateAct::Sigmoid => logistic_f32(*o),
-                            GateAct::Tanh => tanh_f32(*o),
-                        };
+                    let gate = out.iter_mut().zip(tmp.iter());
+                    match act {
+                        GateAct::Sigmoid => gate.for_each(|(o, &t)| *o = logistic_f32(*o + t)),
+                        GateAct::Tanh => gate.for_each(|(o, &t)| *o = tanh_f32(*o + t)),
                     }
                 };
             gate_calc(gate::FORGET, b0, b3, h, GateAct::Sigmoid);
