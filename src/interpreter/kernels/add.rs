@@ -8,13 +8,15 @@
 use super::binary_common::{
     check_lengths, fused_activation, output_activation_range, prepare_binary, quant_params,
 };
-use crate::interpreter::reference::add::{add_f32, add_i32, add_quantized, AddQuantParams};
+use crate::interpreter::reference::add::{
+    add_f32, add_i32, add_int8_input_tables, add_int8_with_tables, add_quantized, AddQuantParams,
+};
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::quant::{
     activation_range_f32, quantize_multiplier, QuantizedMultiplier,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
 };
 use crate::kernel_bail;
 use crate::model::{Activation, BuiltinOp, BuiltinOptions};
@@ -22,9 +24,17 @@ use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
 enum Math {
-    F32 { lo: f32, hi: f32 },
-    I32 { lo: i32, hi: i32 },
+    F32 {
+        lo: f32,
+        hi: f32,
+    },
+    I32 {
+        lo: i32,
+        hi: i32,
+    },
     Quant(AddQuantParams),
+    /// Int8 of one shape: the inputs' shares of the raw sum tabulated at prepare.
+    Int8Tables(AddQuantParams, PersistentArray<i32>),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -108,6 +118,17 @@ impl Kernel for Add {
                 out.name
             ),
         };
+        let math = match math {
+            Math::Quant(p)
+                if out.dtype == DType::I8
+                    && !node.shapes.requires_broadcast
+                    && (-31..=0).contains(&p.output_multiplier.shift) =>
+            {
+                let tables = add_int8_input_tables(&p);
+                Math::Int8Tables(p, ctx.persistent_array(tables.as_flattened())?)
+            }
+            other => other,
+        };
         ctx.set_op_data(AddData {
             shapes: node.shapes,
             n1: node.input1.num_elements(),
@@ -131,6 +152,13 @@ impl Kernel for Add {
         match d.math {
             Math::F32 { lo, hi } => run!(f32, |a, b, o| add_f32(s, lo, hi, a, b, o)),
             Math::I32 { lo, hi } => run!(i32, |a, b, o| add_i32(s, lo, hi, a, b, o)),
+            Math::Int8Tables(p, tables) => {
+                let all = ctx.persistent(tables)?;
+                let (t1, t2) = all.split_at(all.len() / 2);
+                let bad = |_| KernelError::new("ADD tables have the wrong length");
+                let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
+                run!(i8, |a, b, o| add_int8_with_tables(tables, &p, a, b, o))
+            }
             Math::Quant(p) => {
                 if p.left_shift == 15 {
                     run!(i16, |a, b, o| add_quantized(s, &p, a, b, o))

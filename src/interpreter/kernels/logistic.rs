@@ -6,8 +6,8 @@
 
 use crate::interpreter::reference::fixed_point::{calculate_input_radius, checked_log2};
 use crate::interpreter::reference::logistic::{
-    logistic_f32, logistic_int16, logistic_int8, tanh_f32, tanh_int16, tanh_int8,
-    Int8ActivationParams,
+    int8_table, logistic_f32, logistic_int16, logistic_int8, lookup_int8, tanh_f32, tanh_int16,
+    tanh_int8, Int8ActivationParams,
 };
 use crate::interpreter::reference::quant::{frexp, QuantizedMultiplier};
 use crate::interpreter::{
@@ -19,11 +19,18 @@ use crate::{kernel_bail, kernel_ensure};
 
 use super::binary_common::quant_params;
 
+// Op data lives once per node in the arena tail; boxing the large variant would not save
+// memory.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 enum Math {
     F32,
-    I8(Int8ActivationParams),
-    I16 { multiplier: i32, left_shift: i32 },
+    /// Int8: the function's values for all 256 inputs, built at prepare.
+    I8([i8; 256]),
+    I16 {
+        multiplier: i32,
+        left_shift: i32,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -84,10 +91,15 @@ impl Kernel for Sigmoidal {
                 } else {
                     m as i32
                 };
-                Math::I8(Int8ActivationParams {
+                let p = Int8ActivationParams {
                     input_zero_point: in_zp,
                     input_range_radius: calculate_input_radius(4, shift, 31),
                     input_multiplier: QuantizedMultiplier { multiplier, shift },
+                };
+                Math::I8(if self.tanh {
+                    int8_table(|i, o| tanh_int8(i, o, &p))
+                } else {
+                    int8_table(|i, o| logistic_int8(i, o, &p))
                 })
             }
             DType::I16 => {
@@ -143,7 +155,7 @@ impl Kernel for Sigmoidal {
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
-        let d = *ctx.op_data::<ActData>()?;
+        let d = ctx.op_data::<ActData>()?;
         macro_rules! io {
             ($t:ty) => {{
                 let i = ctx.input::<$t>(0)?;
@@ -154,7 +166,7 @@ impl Kernel for Sigmoidal {
                 (i, o)
             }};
         }
-        match (d.math, self.tanh) {
+        match (&d.math, self.tanh) {
             (Math::F32, false) => {
                 let (i, o) = io!(f32);
                 logistic_f32(i, o)
@@ -163,13 +175,9 @@ impl Kernel for Sigmoidal {
                 let (i, o) = io!(f32);
                 tanh_f32(i, o)
             }
-            (Math::I8(p), false) => {
+            (Math::I8(table), _) => {
                 let (i, o) = io!(i8);
-                logistic_int8(i, o, &p)
-            }
-            (Math::I8(p), true) => {
-                let (i, o) = io!(i8);
-                tanh_int8(i, o, &p)
+                lookup_int8(table, i, o)
             }
             (
                 Math::I16 {
@@ -179,7 +187,7 @@ impl Kernel for Sigmoidal {
                 false,
             ) => {
                 let (i, o) = io!(i16);
-                logistic_int16(i, o, multiplier, left_shift)
+                logistic_int16(i, o, *multiplier, *left_shift)
             }
             (
                 Math::I16 {
@@ -189,7 +197,7 @@ impl Kernel for Sigmoidal {
                 true,
             ) => {
                 let (i, o) = io!(i16);
-                tanh_int16(i, o, multiplier, left_shift)
+                tanh_int16(i, o, *multiplier, *left_shift)
             }
         }
         Ok(())

@@ -182,6 +182,11 @@ impl Kernel for Svdf {
                     b.expect_dtype(DType::I32)?;
                 }
                 let (in_scale, in_zp) = input.per_tensor_quant()?;
+                kernel_ensure!(
+                    (-128..=127).contains(&in_zp),
+                    "input `{}` zero point {in_zp} is outside the int8 range",
+                    input.name
+                );
                 let (wf_scale, _) = wf.per_tensor_quant()?;
                 let (wt_scale, _) = wt.per_tensor_quant()?;
                 let (st_scale, st_zp) = state.per_tensor_quant()?;

@@ -14,12 +14,13 @@
 
 use crate::interpreter::context::TensorInfo;
 use crate::interpreter::reference::lstm::{
-    lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams, LstmShape,
-    LstmWeights, MulParams,
+    gate_effective_bias, lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers,
+    LstmInt8Weights, LstmIntegerParams, LstmShape, LstmWeights, MulParams,
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, ScratchId,
+    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    ScratchId,
 };
 use crate::model::{Activation, BuiltinOp, BuiltinOptions};
 use crate::tensor::{DType, Element};
@@ -40,10 +41,20 @@ const GATE_INPUT_SCALE: f32 = 1.0 / 4096.0;
 /// Q0.15: the scale of gate outputs.
 const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
 
+// Op data lives once per node in the arena tail; boxing the large variant would not save
+// memory.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 enum Path {
-    F32 { cell_clip: f32 },
-    Int8(LstmIntegerParams),
+    F32 {
+        cell_clip: f32,
+    },
+    Int8 {
+        params: LstmIntegerParams,
+        /// Effective biases, `[8, state]`: the input FCs' of gates 0..4, then the recurrent
+        /// FCs'.
+        effective_bias: PersistentArray<i32>,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -287,8 +298,24 @@ impl Kernel for UnidirectionalSequenceLstm {
                     cell.name,
                     cell.dtype
                 );
+                let params = integer_params(&input, &hidden, &cell, &weights, cell_clip)?;
+                let mut eb = vec![0i32; 8 * state_dim];
+                for (g, out) in eb.chunks_exact_mut(state_dim).enumerate() {
+                    let (fc, depth, bias) = if g < 4 {
+                        let bias = biases[g].const_data::<i32>()?;
+                        (&params.gates[g].input_fc, input_dim, Some(bias))
+                    } else {
+                        (&params.gates[g - 4].recurrent_fc, state_dim, None)
+                    };
+                    let w = weights[g].const_data::<i8>()?;
+                    gate_effective_bias(fc, w, depth, bias, out);
+                }
+                let effective_bias = ctx.persistent_array(&eb)?;
                 (
-                    Path::Int8(integer_params(&input, &hidden, &cell, &weights, cell_clip)?),
+                    Path::Int8 {
+                        params,
+                        effective_bias,
+                    },
                     2,
                 )
             }
@@ -327,9 +354,21 @@ impl Kernel for UnidirectionalSequenceLstm {
                     &d.shape, cell_clip, &w, input, hidden, cell, output, buffers,
                 );
             }
-            Path::Int8(p) => {
+            Path::Int8 {
+                params,
+                effective_bias,
+            } => {
                 let (w, input, hidden, cell, output, buffers) = views::<i8, i8, i32, i16>(ctx, &d)?;
-                lstm_int8(&d.shape, &p, &w, input, hidden, cell, output, buffers);
+                let eb = ctx.persistent(effective_bias)?;
+                let n = d.shape.state_dim;
+                let part = |g: usize| &eb[g * n..(g + 1) * n];
+                let w = LstmInt8Weights {
+                    input: w.input,
+                    recurrent: w.recurrent,
+                    input_effective_bias: [part(0), part(1), part(2), part(3)],
+                    recurrent_effective_bias: [part(4), part(5), part(6), part(7)],
+                };
+                lstm_int8(&d.shape, &params, &w, input, hidden, cell, output, buffers);
             }
         }
         Ok(())

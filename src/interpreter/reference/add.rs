@@ -32,15 +32,9 @@ pub struct AddQuantParams {
 /// One quantized sum (`AddFunc`), before narrowing.
 #[inline(always)]
 pub fn add_quantized_value(x: i32, y: i32, p: &AddQuantParams) -> i32 {
-    let scale = |v: i32, offset: i32, m: QuantizedMultiplier| {
-        let shifted = offset.wrapping_add(v).wrapping_mul(1i32 << p.left_shift);
-        multiply_by_quantized_multiplier_smaller_than_one_exp(shifted, m.multiplier, m.shift)
-    };
-    let raw_sum = scale(x, p.input1_offset, p.input1_multiplier).wrapping_add(scale(
-        y,
-        p.input2_offset,
-        p.input2_multiplier,
-    ));
+    let raw_sum = scaled_input(x, p.input1_offset, p.input1_multiplier, p.left_shift).wrapping_add(
+        scaled_input(y, p.input2_offset, p.input2_multiplier, p.left_shift),
+    );
     let raw_output = multiply_by_quantized_multiplier_smaller_than_one_exp(
         raw_sum,
         p.output_multiplier.multiplier,
@@ -50,7 +44,99 @@ pub fn add_quantized_value(x: i32, y: i32, p: &AddQuantParams) -> i32 {
     raw_output.clamp(p.activation_min, p.activation_max)
 }
 
-/// Quantized ADD with broadcasting (int8, int16 general path).
+/// gemmlowp's `SaturatingRoundingDoublingHighMul` for `b ≥ 0`, where it never saturates and
+/// its nudge-then-truncate reduces to one rounding shift, `(a·b + 2³⁰) >> 31`. Computed from
+/// an unsigned 32×32→64 product (one SSE2 `pmuludq`): with `a' = a + 2³¹ ≥ 0`,
+/// `a·b + 2³⁰ = a'·b + 2³⁰ - 2³¹·b`, so the result is `((a'·b + 2³⁰) >> 31) - b` exactly.
+#[inline(always)]
+fn high_mul_positive(a: i32, b: i32) -> i32 {
+    let a_biased = u64::from((a as u32) ^ (1 << 31));
+    let shifted = (a_biased * u64::from(b as u32) + (1 << 30)) >> 31;
+    (shifted as i64 - i64::from(b)) as i32
+}
+
+/// gemmlowp's `RoundingDivideByPOT` without branches.
+#[inline(always)]
+fn rounding_shift(x: i32, exponent: u32) -> i32 {
+    let mask = ((1i64 << exponent) - 1) as i32;
+    let threshold = (mask >> 1) + ((x >> 31) & 1);
+    (x >> exponent) + i32::from((x & mask) > threshold)
+}
+
+/// One input's share of the raw sum in [`add_quantized_value`]: the offset value, shifted left
+/// and scaled by its multiplier.
+#[inline(always)]
+fn scaled_input(v: i32, offset: i32, m: QuantizedMultiplier, left_shift: i32) -> i32 {
+    let shifted = offset.wrapping_add(v).wrapping_mul(1i32 << left_shift);
+    multiply_by_quantized_multiplier_smaller_than_one_exp(shifted, m.multiplier, m.shift)
+}
+
+/// The two inputs' shares of an int8 ADD's raw sum for every input value, indexed by the
+/// value's bit pattern as `u8` (built at prepare from the exact function).
+pub fn add_int8_input_tables(p: &AddQuantParams) -> [[i32; 256]; 2] {
+    let table = |offset: i32, m: QuantizedMultiplier| -> [i32; 256] {
+        std::array::from_fn(|i| scaled_input(i32::from(i as u8 as i8), offset, m, p.left_shift))
+    };
+    [
+        table(p.input1_offset, p.input1_multiplier),
+        table(p.input2_offset, p.input2_multiplier),
+    ]
+}
+
+/// Int8 ADD of same-shape inputs through [`add_int8_input_tables`]: per element two table
+/// reads and the output rescale. Needs a positive output multiplier with shift in `-31..=0`.
+pub fn add_int8_with_tables(
+    tables: [&[i32; 256]; 2],
+    p: &AddQuantParams,
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+) {
+    let m = p.output_multiplier;
+    let right = (-m.shift) as u32;
+    let [t1, t2] = tables;
+    // Two passes per block: the table reads (scalar), then the rescale (vectorizes).
+    const BLOCK: usize = 64;
+    let mut raw = [0i32; BLOCK];
+    for ((o, a), b) in out
+        .chunks_mut(BLOCK)
+        .zip(a.chunks(BLOCK))
+        .zip(b.chunks(BLOCK))
+    {
+        let raw = &mut raw[..o.len()];
+        for ((r, &x), &y) in raw.iter_mut().zip(a).zip(b) {
+            *r = t1[usize::from(x as u8)].wrapping_add(t2[usize::from(y as u8)]);
+        }
+        for (o, &r) in o.iter_mut().zip(raw.iter()) {
+            *o = rounding_shift(high_mul_positive(r, m.multiplier), right)
+                .wrapping_add(p.output_offset)
+                .clamp(p.activation_min, p.activation_max) as i8;
+        }
+    }
+}
+
+/// [`add_quantized_value`] for positive multipliers (which prepare guarantees), written
+/// branch-free so a loop over it vectorizes.
+#[inline(always)]
+fn add_quantized_value_positive(x: i32, y: i32, p: &AddQuantParams) -> i32 {
+    let scale = |v: i32, offset: i32, m: QuantizedMultiplier| {
+        let shifted = offset.wrapping_add(v).wrapping_mul(1i32 << p.left_shift);
+        rounding_shift(high_mul_positive(shifted, m.multiplier), (-m.shift) as u32)
+    };
+    let raw_sum = scale(x, p.input1_offset, p.input1_multiplier).wrapping_add(scale(
+        y,
+        p.input2_offset,
+        p.input2_multiplier,
+    ));
+    let m = p.output_multiplier;
+    rounding_shift(high_mul_positive(raw_sum, m.multiplier), (-m.shift) as u32)
+        .wrapping_add(p.output_offset)
+        .clamp(p.activation_min, p.activation_max)
+}
+
+/// Quantized ADD with broadcasting (int8, int16). Inputs of one shape take an elementwise
+/// loop that vectorizes when all three multipliers are positive and their shifts in
+/// `-31..=0` (what [`QuantizedMultiplier`]s of reals in (0, 1) are).
 pub fn add_quantized<T: QuantInt>(
     shapes: &BroadcastShapes,
     p: &AddQuantParams,
@@ -58,6 +144,21 @@ pub fn add_quantized<T: QuantInt>(
     b: &[T],
     out: &mut [T],
 ) {
+    let ms = [
+        p.input1_multiplier,
+        p.input2_multiplier,
+        p.output_multiplier,
+    ];
+    if !shapes.requires_broadcast
+        && ms
+            .iter()
+            .all(|m| m.multiplier > 0 && (-31..=0).contains(&m.shift))
+    {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = T::from_i32(add_quantized_value_positive(x.into(), y.into(), p));
+        }
+        return;
+    }
     broadcast_binary(shapes, a, b, out, |x, y| {
         T::from_i32(add_quantized_value(x.into(), y.into(), p))
     });
@@ -151,5 +252,82 @@ mod tests {
         let mut out = [0i32; 3];
         add_i32(&s, i32::MIN, i32::MAX, &[1, i32::MAX, 3], &[1], &mut out);
         assert_eq!(out, [2, i32::MIN, 4]);
+    }
+
+    #[test]
+    fn same_shape_fast_path_is_bit_exact() {
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as i32
+        };
+        for case in 0..300 {
+            let int16 = case % 2 == 1;
+            let left_shift = if int16 { 15 } else { 20 };
+            let scale = |r: i32| f64::from(r.rem_euclid(1000) + 1) * 1e-3;
+            let zp = |r: i32| if int16 { 0 } else { r.rem_euclid(256) - 128 };
+            let mut p = params(
+                scale(next()),
+                zp(next()),
+                scale(next()),
+                zp(next()),
+                scale(next()) * 2.0,
+                zp(next()),
+                left_shift,
+            );
+            if int16 {
+                (p.activation_min, p.activation_max) = (-32768, 32767);
+            }
+            let n = 1 + next().rem_euclid(100) as usize;
+            let s = BroadcastShapes::new(&[n], &[n]).unwrap();
+            if int16 {
+                let a: Vec<i16> = (0..n).map(|_| next() as i16).collect();
+                let b: Vec<i16> = (0..n).map(|_| next() as i16).collect();
+                let mut got = vec![0i16; n];
+                add_quantized(&s, &p, &a, &b, &mut got);
+                for i in 0..n {
+                    let want = add_quantized_value(a[i].into(), b[i].into(), &p) as i16;
+                    assert_eq!(got[i], want, "case {case} {p:?}");
+                }
+            } else {
+                let a: Vec<i8> = (0..n).map(|_| next() as i8).collect();
+                let b: Vec<i8> = (0..n).map(|_| next() as i8).collect();
+                let mut got = vec![0i8; n];
+                let mut tabled = vec![0i8; n];
+                add_quantized(&s, &p, &a, &b, &mut got);
+                let [t1, t2] = add_int8_input_tables(&p);
+                add_int8_with_tables([&t1, &t2], &p, &a, &b, &mut tabled);
+                for i in 0..n {
+                    let want = add_quantized_value(a[i].into(), b[i].into(), &p) as i8;
+                    assert_eq!(got[i], want, "case {case} {p:?}");
+                    assert_eq!(tabled[i], want, "case {case} {p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn positive_high_mul_matches_gemmlowp() {
+        use crate::interpreter::reference::quant::saturating_rounding_doubling_high_mul;
+        let mut seed = 5u64;
+        for i in 0..200_000 {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let a = (seed >> 16) as i32;
+            let b = ((seed >> 33) as i32) >> (i % 31);
+            let a = match i % 97 {
+                0 => i32::MIN,
+                1 => i32::MAX,
+                _ => a,
+            };
+            assert_eq!(
+                high_mul_positive(a, b),
+                saturating_rounding_doubling_high_mul(a, b),
+                "{a} {b}"
+            );
+        }
     }
 }

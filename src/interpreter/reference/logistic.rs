@@ -139,6 +139,24 @@ pub fn tanh_f32(input: &[f32], output: &mut [f32]) {
     }
 }
 
+/// A 256-entry table of an int8 → int8 function, indexed by the input's bit pattern as `u8`:
+/// built once from the exact integer function, so looking values up is bit-exact by
+/// construction (how TFLite's optimized int8 LOGISTIC / TANH run).
+pub fn int8_table(f: impl Fn(&[i8], &mut [i8])) -> [i8; 256] {
+    let inputs: [i8; 256] = std::array::from_fn(|i| i as u8 as i8);
+    let mut table = [0i8; 256];
+    f(&inputs, &mut table);
+    table
+}
+
+/// `output[i] = table[input[i] as u8]`.
+#[inline]
+pub fn lookup_int8(table: &[i8; 256], input: &[i8], output: &mut [i8]) {
+    for (o, &x) in output.iter_mut().zip(input) {
+        *o = table[usize::from(x as u8)];
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +230,29 @@ mod tests {
         assert_eq!(out[1], 1.0);
         assert!((out[2] - (-10.0f32).exp()).abs() < 1e-9);
         assert!((out[3] - 0.731_058_6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn int8_tables_match_the_functions_on_all_inputs() {
+        let inputs: Vec<i8> = (-128..=127).collect();
+        for (zp, scale) in [(-128, 0.1f64), (0, 0.02), (5, 0.6114), (-3, 1.5)] {
+            let (q, shift) =
+                crate::interpreter::reference::quant::frexp(scale * f64::from(1 << 27));
+            let p = Int8ActivationParams {
+                input_zero_point: zp,
+                input_range_radius: fixed_point::calculate_input_radius(4, shift, 31),
+                input_multiplier: QuantizedMultiplier {
+                    multiplier: (q * 2f64.powi(31)).round().min(f64::from(i32::MAX)) as i32,
+                    shift,
+                },
+            };
+            for f in [logistic_int8, tanh_int8] {
+                let table = int8_table(|i, o| f(i, o, &p));
+                let (mut want, mut got) = (vec![0i8; 256], vec![0i8; 256]);
+                f(&inputs, &mut want, &p);
+                lookup_int8(&table, &inputs, &mut got);
+                assert_eq!(got, want, "zp {zp} scale {scale}");
+            }
+        }
     }
 }

@@ -66,6 +66,21 @@ pub struct LstmWeights<'a, W, B> {
     pub bias: [&'a [B]; 4],
 }
 
+/// Int8 weights of the four gates, indexed by [`gate`], with the zero-point terms and biases
+/// folded into effective biases by [`gate_effective_bias`] (TFLite's
+/// `input_to_*_effective_bias` / `recurrent_to_*_effective_bias`).
+#[derive(Clone, Copy, Debug)]
+pub struct LstmInt8Weights<'a> {
+    /// Input-to-gate weights, `[state, input]` each.
+    pub input: [&'a [i8]; 4],
+    /// Recurrent (hidden-to-gate) weights, `[state, state]` each.
+    pub recurrent: [&'a [i8]; 4],
+    /// Effective bias of each input FC (gate bias included), `[state]` each.
+    pub input_effective_bias: [&'a [i32]; 4],
+    /// Effective bias of each recurrent FC, `[state]` each.
+    pub recurrent_effective_bias: [&'a [i32]; 4],
+}
+
 /// The four scratch buffers TFLM requests, each `batch * state` cell elements.
 pub struct LstmBuffers<'a, C> {
     /// Buffers 0..3.
@@ -127,6 +142,42 @@ pub struct LstmIntegerParams {
 
 /// `int8 × int8 (+ int32 bias) → int16` fully connected of TFLite's integer reference kernel,
 /// `rows` rows of `depth` inputs into `out_depth` outputs.
+/// The per-row constant part of an int8 gate FC with zero points (TFLite's
+/// `PrecomputeZeroPointTimesWeightWithBias`, plus the weights' own zero point):
+/// `Σ_d (w + wo)(x + xo) = Σ w·x + wo·Σx + [xo·Σ_d w + depth·wo·xo + bias]`, the bracket being
+/// what this returns per output row. All terms wrap modulo 2³², as the reference's int32
+/// accumulator does, so the split is bit-exact. `weights` is `[rows, depth]`.
+pub fn gate_effective_bias(
+    p: &GateFcParams,
+    weights: &[i8],
+    depth: usize,
+    bias: Option<&[i32]>,
+    out: &mut [i32],
+) {
+    let depth_term = (depth as i32)
+        .wrapping_mul(p.weights_offset)
+        .wrapping_mul(p.input_offset);
+    for (oc, (o, w)) in out.iter_mut().zip(weights.chunks_exact(depth)).enumerate() {
+        let row_sum = w.iter().fold(0i32, |a, &v| a.wrapping_add(i32::from(v)));
+        *o = p
+            .input_offset
+            .wrapping_mul(row_sum)
+            .wrapping_add(depth_term)
+            .wrapping_add(bias.map_or(0, |b| b[oc]));
+    }
+}
+
+/// `Σ a·b` of two int8 vectors in a wrapping int32 accumulator: a contiguous loop LLVM
+/// vectorizes (pairwise 16-bit multiply-adds).
+#[inline]
+pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter().zip(b).fold(0i32, |acc, (&x, &y)| {
+        acc.wrapping_add(i32::from(x) * i32::from(y))
+    })
+}
+
+/// An int8 gate FC into int16 (TFLM's `FullyConnected` 8x8→16 with the gate's multiplier),
+/// its zero-point terms precomputed by [`gate_effective_bias`] into `effective_bias`.
 #[allow(clippy::too_many_arguments)]
 fn fc_i8_i16(
     p: &GateFcParams,
@@ -134,31 +185,31 @@ fn fc_i8_i16(
     rows: usize,
     depth: usize,
     weights: &[i8],
-    bias: Option<&[i32]>,
+    effective_bias: &[i32],
     out_depth: usize,
     output: &mut [i16],
 ) {
     for b in 0..rows {
         let x = &input[b * depth..(b + 1) * depth];
-        for oc in 0..out_depth {
-            let w = &weights[oc * depth..(oc + 1) * depth];
-            let mut acc = 0i32;
-            for (&wv, &xv) in w.iter().zip(x) {
-                acc = acc.wrapping_add(
-                    (i32::from(wv).wrapping_add(p.weights_offset))
-                        .wrapping_mul(i32::from(xv).wrapping_add(p.input_offset)),
-                );
-            }
-            if let Some(bias) = bias {
-                acc = acc.wrapping_add(bias[oc]);
-            }
+        let x_term = if p.weights_offset == 0 {
+            0
+        } else {
+            let sum = x.iter().fold(0i32, |a, &v| a.wrapping_add(i32::from(v)));
+            p.weights_offset.wrapping_mul(sum)
+        };
+        let out = &mut output[b * out_depth..(b + 1) * out_depth];
+        for ((o, w), &eb) in out
+            .iter_mut()
+            .zip(weights.chunks_exact(depth))
+            .zip(effective_bias)
+        {
+            let acc = dot_i8(w, x).wrapping_add(eb).wrapping_add(x_term);
             let v = multiply_by_quantized_multiplier(acc, p.multiplier);
-            output[b * out_depth + oc] = v.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16;
+            *o = v.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16;
         }
     }
 }
 
-/// Saturating int16 elementwise add (`out = a + b`, in place on `a`).
 fn add_sat_i16(a: &mut [i16], b: &[i16]) {
     for (x, &y) in a.iter_mut().zip(b) {
         *x = x.saturating_add(y);
@@ -188,7 +239,7 @@ enum GateAct {
 pub fn lstm_int8(
     s: &LstmShape,
     p: &LstmIntegerParams,
-    w: &LstmWeights<'_, i8, i32>,
+    w: &LstmInt8Weights<'_>,
     input: &[i8],
     hidden: &mut [i8],
     cell: &mut [i16],
@@ -217,7 +268,7 @@ pub fn lstm_int8(
                     rows,
                     s.input_dim,
                     w.input[g],
-                    Some(w.bias[g]),
+                    w.input_effective_bias[g],
                     s.state_dim,
                     out,
                 );
@@ -227,7 +278,7 @@ pub fn lstm_int8(
                     rows,
                     s.state_dim,
                     w.recurrent[g],
-                    None,
+                    w.recurrent_effective_bias[g],
                     s.state_dim,
                     tmp,
                 );
@@ -294,16 +345,61 @@ fn fc_f32(
 ) {
     for b in 0..rows {
         let x = &input[b * depth..(b + 1) * depth];
-        for oc in 0..out_depth {
-            let wr = &weights[oc * depth..(oc + 1) * depth];
-            let mut total = 0f32;
-            for (&xv, &wv) in x.iter().zip(wr) {
-                total += xv * wv;
-            }
-            let bias_value = bias.map_or(0.0, |b| b[oc]);
-            output[b * out_depth + oc] = total + bias_value;
+        let out = &mut output[b * out_depth..(b + 1) * out_depth];
+        for (oc, (o, wr)) in out.iter_mut().zip(weights.chunks_exact(depth)).enumerate() {
+            *o = dot_f32(x, wr) + bias.map_or(0.0, |b| b[oc]);
         }
     }
+}
+
+/// `Σ a·b` in four interleaved partial sums (a reordering of the sequential sum that LLVM
+/// vectorizes; the float result moves by rounding only).
+#[inline]
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    const L: usize = 4;
+    let mut acc = [0f32; L];
+    let (ac, bc) = (a.chunks_exact(L), b.chunks_exact(L));
+    let tail: f32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ac.zip(bc) {
+        for i in 0..L {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `tanh` as Eigen evaluates it for float (`generic_fast_tanh_float`, which TFLite's own float
+/// LSTM uses): an odd 13/6 rational minimax approximation, clamped where `tanh` rounds to ±1.
+/// A few ulp from the correctly rounded value (the test bounds it), without libm's call.
+#[inline]
+#[allow(clippy::excessive_precision)] // Eigen's constants as published
+pub fn tanh_f32(x: f32) -> f32 {
+    const CLAMP: f32 = 7.90531110763549805;
+    const ALPHA: [f32; 7] = [
+        -2.76076847742355e-16,
+        2.00018790482477e-13,
+        -8.60467152213735e-11,
+        5.12229709037114e-08,
+        1.48572235717979e-05,
+        6.37261928875436e-04,
+        4.89352455891786e-03,
+    ];
+    const BETA: [f32; 4] = [
+        1.19825839466702e-06,
+        1.18534705686654e-04,
+        2.26843463243900e-03,
+        4.89352518554385e-03,
+    ];
+    let x = x.clamp(-CLAMP, CLAMP);
+    let x2 = x * x;
+    let p = ALPHA[1..].iter().fold(ALPHA[0], |p, &a| p * x2 + a) * x;
+    let q = BETA[1..].iter().fold(BETA[0], |q, &b| q * x2 + b);
+    p / q
 }
 
 /// TFLite's reference float logistic (with its cut-offs).
@@ -359,12 +455,10 @@ pub fn lstm_f32(
                         out,
                     );
                     fc_f32(h, rows, s.state_dim, w.recurrent[g], None, s.state_dim, tmp);
-                    for (o, &t) in out.iter_mut().zip(tmp.iter()) {
-                        *o += t;
-                        *o = match act {
-                            GateAct::Sigmoid => logistic_f32(*o),
-                            GateAct::Tanh => o.tanh(),
-                        };
+                    let gate = out.iter_mut().zip(tmp.iter());
+                    match act {
+                        GateAct::Sigmoid => gate.for_each(|(o, &t)| *o = logistic_f32(*o + t)),
+                        GateAct::Tanh => gate.for_each(|(o, &t)| *o = tanh_f32(*o + t)),
                     }
                 };
             gate_calc(gate::FORGET, b0, b3, h, GateAct::Sigmoid);
@@ -388,7 +482,7 @@ pub fn lstm_f32(
 
             gate_calc(gate::OUTPUT, b1, b3, h, GateAct::Sigmoid);
             for (t, &cv) in b0.iter_mut().zip(c.iter()) {
-                *t = cv.tanh();
+                *t = tanh_f32(cv);
             }
             for ((hv, &t), &o) in h.iter_mut().zip(b0.iter()).zip(b1.iter()) {
                 *hv = t * o;
@@ -580,10 +674,22 @@ mod tests {
             .iter()
             .map(|b| (b / (x_scale * w_scale)).round() as i32)
             .collect();
-        let w = LstmWeights {
+        let mut eb = [[0i32; 1]; 8];
+        for g in 0..4 {
+            gate_effective_bias(
+                &gates[g].input_fc,
+                &wq[g..=g],
+                1,
+                Some(&bq[g..=g]),
+                &mut eb[g],
+            );
+            gate_effective_bias(&gates[g].recurrent_fc, &wr[g..=g], 1, None, &mut eb[g + 4]);
+        }
+        let w = LstmInt8Weights {
             input: std::array::from_fn(|g| std::slice::from_ref(&wq[g])),
             recurrent: std::array::from_fn(|g| std::slice::from_ref(&wr[g])),
-            bias: std::array::from_fn(|g| std::slice::from_ref(&bq[g])),
+            input_effective_bias: std::array::from_fn(|g| eb[g].as_slice()),
+            recurrent_effective_bias: std::array::from_fn(|g| eb[g + 4].as_slice()),
         };
         let s = LstmShape {
             time_major: false,
@@ -626,5 +732,123 @@ mod tests {
         assert_eq!(tanh_input_scaling(-12), (0, 0));
         assert_eq!(tanh_input_scaling(-11), (0, 1));
         assert_eq!(tanh_input_scaling(-15), (3, 3));
+    }
+
+    /// A small deterministic generator for the randomized tests.
+    fn lcg(seed: &mut u64) -> u32 {
+        *seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (*seed >> 33) as u32
+    }
+
+    /// The gate FC as TFLM writes it: both zero points applied inside the loop.
+    fn fc_i8_i16_naive(
+        p: &GateFcParams,
+        x: &[i8],
+        weights: &[i8],
+        bias: Option<&[i32]>,
+        out: &mut [i16],
+    ) {
+        let depth = x.len();
+        for (oc, o) in out.iter_mut().enumerate() {
+            let mut acc = 0i32;
+            for d in 0..depth {
+                acc = acc.wrapping_add(
+                    (i32::from(weights[oc * depth + d]) + p.weights_offset)
+                        .wrapping_mul(i32::from(x[d]) + p.input_offset),
+                );
+            }
+            acc = acc.wrapping_add(bias.map_or(0, |b| b[oc]));
+            let v = multiply_by_quantized_multiplier(acc, p.multiplier);
+            *o = v.clamp(-32768, 32767) as i16;
+        }
+    }
+
+    #[test]
+    fn int8_fc_with_effective_bias_is_bit_exact() {
+        let mut seed = 7u64;
+        for case in 0..200 {
+            let depth = 1 + lcg(&mut seed) as usize % 300;
+            let rows = 1 + lcg(&mut seed) as usize % 20;
+            let byte = |seed: &mut u64| lcg(seed) as u8 as i8;
+            let x: Vec<i8> = (0..depth).map(|_| byte(&mut seed)).collect();
+            let w: Vec<i8> = (0..depth * rows).map(|_| byte(&mut seed)).collect();
+            let bias: Vec<i32> = (0..rows).map(|_| lcg(&mut seed) as i32 >> 12).collect();
+            let p = GateFcParams {
+                input_offset: i32::from(byte(&mut seed)),
+                weights_offset: if case % 3 == 0 {
+                    i32::from(byte(&mut seed))
+                } else {
+                    0
+                },
+                multiplier: quantize_multiplier(f64::from(lcg(&mut seed) % 1000 + 1) * 1e-4),
+            };
+            let with_bias = case % 2 == 0;
+            let b = with_bias.then_some(bias.as_slice());
+            let mut want = vec![0i16; rows];
+            fc_i8_i16_naive(&p, &x, &w, b, &mut want);
+            let mut eb = vec![0i32; rows];
+            gate_effective_bias(&p, &w, depth, b, &mut eb);
+            let mut got = vec![0i16; rows];
+            fc_i8_i16(&p, &x, 1, depth, &w, &eb, rows, &mut got);
+            assert_eq!(got, want, "case {case}: depth {depth} rows {rows}");
+        }
+    }
+
+    #[test]
+    fn dot_f32_matches_sequential_sum() {
+        let mut seed = 3u64;
+        for n in 0..70 {
+            let v = |seed: &mut u64| (lcg(seed) % 2001) as f32 / 1000.0 - 1.0;
+            let a: Vec<f32> = (0..n).map(|_| v(&mut seed)).collect();
+            let b: Vec<f32> = (0..n).map(|_| v(&mut seed)).collect();
+            let want: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum();
+            assert!((f64::from(dot_f32(&a, &b)) - want).abs() < 1e-5, "n {n}");
+        }
+    }
+
+    #[test]
+    fn fast_tanh_is_within_a_few_ulp() {
+        let mut worst = 0f64;
+        let mut x = -10f32;
+        while x < 10.0 {
+            let want = f64::from(x).tanh();
+            let got = f64::from(tanh_f32(x));
+            if want != 0.0 {
+                worst = worst.max(((got - want) / want).abs());
+            }
+            x += 1.0 / 4096.0;
+        }
+        for x in [1e-30f32, -1e-20, 1e-6, 3e-4, 0.0] {
+            let want = f64::from(x).tanh();
+            assert!((f64::from(tanh_f32(x)) - want).abs() <= want.abs() * 1e-6);
+        }
+        assert!(worst < 1e-6, "worst relative error {worst}");
+    }
+
+    #[test]
+    fn fc_f32_matches_sequential_sums() {
+        let mut seed = 9u64;
+        for case in 0..100 {
+            let depth = 1 + lcg(&mut seed) as usize % 40;
+            let rows = 1 + lcg(&mut seed) as usize % 23;
+            let v = |seed: &mut u64| (lcg(seed) % 2001) as f32 / 1000.0 - 1.0;
+            let x: Vec<f32> = (0..depth).map(|_| v(&mut seed)).collect();
+            let w: Vec<f32> = (0..depth * rows).map(|_| v(&mut seed)).collect();
+            let bias: Vec<f32> = (0..rows).map(|_| v(&mut seed)).collect();
+            let mut got = vec![0f32; rows];
+            fc_f32(&x, 1, depth, &w, Some(&bias), rows, &mut got);
+            for r in 0..rows {
+                let want: f64 = (0..depth)
+                    .map(|d| f64::from(x[d]) * f64::from(w[r * depth + d]))
+                    .sum::<f64>()
+                    + f64::from(bias[r]);
+                assert!(
+                    (f64::from(got[r]) - want).abs() < 1e-5,
+                    "case {case} row {r}"
+                );
+            }
+        }
     }
 }

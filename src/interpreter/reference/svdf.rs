@@ -161,17 +161,18 @@ pub fn svdf_integer<T: SvdfState>(
     let state = &mut state[..s.state_len()];
     shift_state(state);
 
-    // Feature matmul into the newest column of every filter.
+    // Feature matmul into the newest column of every filter. An int8 zero point keeps
+    // `x - zp` within ±255, so the products are 16-bit × 16-bit (a loop LLVM vectorizes with
+    // pairwise multiply-adds) and equal the reference's int32 ones.
+    debug_assert!((-128..=127).contains(&p.input_zero_point));
+    let zp = p.input_zero_point as i16;
     for b in 0..n_batch {
         let x = &input[b * n_input..(b + 1) * n_input];
         for r in 0..n_filter {
             let w = &weights_feature[r * n_input..(r + 1) * n_input];
-            let mut dot = 0i32;
-            for (&wv, &xv) in w.iter().zip(x) {
-                dot = dot.wrapping_add(
-                    i32::from(wv).wrapping_mul(i32::from(xv).wrapping_sub(p.input_zero_point)),
-                );
-            }
+            let dot = w.iter().zip(x).fold(0i32, |acc, (&wv, &xv)| {
+                acc.wrapping_add(i32::from(wv) * i32::from(i16::from(xv) - zp))
+            });
             let dot = multiply_by_quantized_multiplier(dot, p.scale_1).clamp(T::MIN, T::MAX);
             state[(b * n_filter + r) * n_memory + n_memory - 1] =
                 T::from_i32(p.state_zero_point.wrapping_add(dot));
@@ -183,14 +184,14 @@ pub fn svdf_integer<T: SvdfState>(
         for i in 0..n_filter {
             let st = &state[(b * n_filter + i) * n_memory..(b * n_filter + i + 1) * n_memory];
             let wt = &weights_time[i * n_memory..(i + 1) * n_memory];
-            let mut acc = 0i32;
-            for (&w, &v) in wt.iter().zip(st) {
-                acc = acc.wrapping_add(
-                    w.to_i32()
-                        .wrapping_mul(v.to_i32().wrapping_sub(p.state_zero_point)),
-                );
-            }
-            scratch[b * n_filter + i] = acc;
+            // Σ w·(v - zp) = Σ w·v - zp·Σ w (modulo 2³², as the reference's accumulator).
+            let (wv, w_sum) = wt.iter().zip(st).fold((0i32, 0i32), |(a, s), (&w, &v)| {
+                (
+                    a.wrapping_add(w.to_i32() * v.to_i32()),
+                    s.wrapping_add(w.to_i32()),
+                )
+            });
+            scratch[b * n_filter + i] = wv.wrapping_sub(p.state_zero_point.wrapping_mul(w_sum));
         }
     }
 
