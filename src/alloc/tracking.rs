@@ -229,8 +229,6 @@ struct Shared {
     created: AtomicU64,
     next_id: AtomicU64,
     state: SpinLock<State>,
-    /// Which addresses hold a live block: what a free checks before it reads a header.
-    shadow: shadow::Shadow,
 }
 
 impl Shared {
@@ -244,7 +242,6 @@ impl Shared {
                 bump: 0,
                 counters: Counters::default(),
             }),
-            shadow: shadow::Shadow::new(),
         }
     }
 
@@ -610,6 +607,9 @@ fn no_shadow_entry(name: &str, addr: usize) {
 /// Wraps an allocator and tracks every live allocation.
 pub struct TrackingAllocator<A> {
     inner: A,
+    /// Which addresses hold a live block: what a free checks before it reads a header. Here
+    /// rather than in [`Shared`] (fronts never use it), one load closer.
+    shadow: shadow::Shadow,
     name: String,
     shared: std::sync::Arc<Shared>,
 }
@@ -694,6 +694,7 @@ impl<A> TrackingAllocator<A> {
     pub fn with_name(inner: A, name: impl Into<String>) -> Self {
         Self {
             inner,
+            shadow: shadow::Shadow::new(),
             name: name.into(),
             shared: std::sync::Arc::new(Shared::new()),
         }
@@ -729,7 +730,7 @@ impl<A> TrackingAllocator<A> {
     /// (the header read here could otherwise be memory the inner allocator already took back).
     pub unsafe fn live_allocation(&self, ptr: NonNull<u8>) -> Option<LiveAllocation> {
         let addr = ptr.as_ptr() as usize;
-        let seen = self.shared.shadow.entry(addr).map_or(0, shadow::get);
+        let seen = self.shadow.entry(addr).map_or(0, shadow::get);
         if seen == 0 || addr % HEADER != 0 {
             return None;
         }
@@ -775,7 +776,7 @@ impl<A> TrackingAllocator<A> {
     #[inline]
     fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize, off: usize) -> bool {
         let a = addr.as_ptr() as usize;
-        let Some(mark) = self.shared.shadow.entry_or_create(a) else {
+        let Some(mark) = self.shadow.entry_or_create(a) else {
             no_shadow_entry(&self.name, a);
             return false;
         };
@@ -845,11 +846,13 @@ impl<A> TrackingAllocator<A> {
     #[inline]
     unsafe fn untrack(&self, ptr: NonNull<u8>, layout: Layout, off: usize) -> Option<Layout> {
         let addr = ptr.as_ptr() as usize;
-        let mark = self.shared.shadow.entry(addr);
-        let class = off.trailing_zeros() as u8;
-        let seen = mark.map_or(0, shadow::get);
+        let Some(mark) = self.shadow.entry(addr) else {
+            self.refuse(addr, layout, BadFree::Shadow { seen: 0 });
+            return None;
+        };
+        let seen = shadow::get(mark);
         // The shadow has one entry per 16 bytes: a pointer inside a granule is never a block.
-        if seen != class || addr % HEADER != 0 {
+        if seen != off.trailing_zeros() as u8 || addr % HEADER != 0 {
             self.refuse(addr, layout, BadFree::Shadow { seen });
             return None;
         }
@@ -871,13 +874,16 @@ impl<A> TrackingAllocator<A> {
         } else {
             size_field
         } as usize;
-        let inner_layout = allocated
-            .checked_add(off)
-            .and_then(|n| Layout::from_size_align(n, off).ok());
-        let Some(inner_layout) = inner_layout.filter(|_| layout.size() <= allocated) else {
+        // `allocated + off` is the length the inner allocator returned for this block, so it
+        // cannot exceed `isize::MAX`; checked anyway, as `outer_layout` does, in case the header
+        // was rewritten with a valid check (probability 2⁻⁴⁰).
+        if layout.size() > allocated || allocated > isize::MAX as usize - (2 * off - 1) {
             self.refuse(addr, layout, BadFree::Size { allocated });
             return None;
-        };
+        }
+        // SAFETY: `off` is a power of two (`max` of two powers of two) and `allocated + off`
+        // rounded up to it is at most `isize::MAX` (checked just above).
+        let inner_layout = unsafe { Layout::from_size_align_unchecked(allocated + off, off) };
         // Debug builds also read the slot (a cache miss on a random free): it must hold this
         // address, and the layout must be the one the block was allocated with, exactly.
         if cfg!(debug_assertions) {
@@ -893,9 +899,7 @@ impl<A> TrackingAllocator<A> {
                 return None;
             }
         }
-        if let Some(m) = mark {
-            shadow::set(m, 0);
-        }
+        shadow::set(mark, 0);
         let w = &slot.word;
         if !front::give(&self.shared, idx, slot, allocated as u64) {
             let mut st = self.shared.state.lock();
