@@ -2028,16 +2028,24 @@ mod tests {
             assert_eq!(t.live_count(), 1);
             assert_eq!(t.inner().stats().num_frees, 0);
         }
-        if cfg!(debug_assertions) {
-            // Debug builds read the slot: a size below the requested one is refused too.
-            for ql in [Layout::from_size_align(999, 64).unwrap()] {
-                // SAFETY: the deliberate bad frees under test; none is forwarded.
-                let logs = unsafe { free_logged(&t, p, ql) };
-                assert!(logs.contains("ERROR"), "{ql:?}: {logs}");
-                assert_eq!(t.live_count(), 1);
-            }
-        }
         assert_eq!(t.stats().num_frees, 0);
+        if cfg!(debug_assertions) {
+            // Debug builds read the slot: a size below the requested one, or another alignment
+            // with the same header offset, is refused too.
+            let l16 = Layout::from_size_align(40, 16).unwrap();
+            let q = t.allocate(l16).unwrap().cast::<u8>();
+            for (r, rl) in [
+                (p, Layout::from_size_align(999, 64).unwrap()),
+                (q, Layout::from_size_align(40, 8).unwrap()),
+            ] {
+                // SAFETY: the deliberate bad frees under test; none is forwarded.
+                let logs = unsafe { free_logged(&t, r, rl) };
+                assert!(logs.contains("Layout other than its own"), "{rl:?}: {logs}");
+                assert_eq!(t.live_count(), 2);
+            }
+            // SAFETY: `q` came from `t` with `l16` and is freed once.
+            unsafe { t.deallocate(q, l16) };
+        }
         // SAFETY: `p` came from `t` with `l` and is freed once.
         let logs = unsafe { free_logged(&t, p, l) };
         assert!(logs.is_empty(), "{logs}");
