@@ -632,10 +632,10 @@ const BIG: u64 = (1 << SIZE_HDR_BITS) - 1;
 const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
 
 /// The 40-bit check of a header: a hash of the allocator's salt, the block's address, its slot
-/// index and its size field. A free recomputes it, so a pointer whose header was not written by
-/// this allocator for this address (a double free, whose header the inner allocator has reused
-/// or this allocator has poisoned; a foreign pointer; a block of another tracking allocator)
-/// fails it with probability 1 − 2⁻⁴⁰, without a load from the slot table.
+/// index and its size field. A free recomputes it once the address index has proved the block
+/// live, so a header that was overwritten (a write in front of the block) fails it with
+/// probability 1 − 2⁻⁴⁰ instead of naming another block's slot or a wrong size. It is not what
+/// detects double or foreign frees: the header of such a pointer is never read.
 #[inline]
 fn header_check(salt: u64, addr: usize, idx: u64, size_field: u64) -> u64 {
     let x = addr as u64 ^ salt ^ idx.rotate_left(24) ^ size_field.rotate_left(40);
@@ -1686,8 +1686,8 @@ mod tests {
         assert_eq!(a.live_count(), la.len());
         assert_eq!(b.live_count(), lb.len());
         // A block of `a` is unknown to `b`: the free is refused, not forwarded.
-        // SAFETY: deliberately the wrong allocator, which reads the header of a live block of
-        // `a` (readable) and finds that `b`'s slot does not hold it.
+        // SAFETY: deliberately the wrong allocator: `b`'s address index has no entry for the
+        // block, so nothing is read or forwarded.
         unsafe { b.deallocate(la[0].cast(), l) };
         assert_eq!(a.live_count(), la.len());
         for p in la {
@@ -1817,16 +1817,16 @@ mod tests {
 
     #[test]
     fn a_freed_block_whose_bytes_are_left_intact_is_still_refused_twice() {
-        // The BFC allocator does not write into freed memory, so only the poisoned check stops
-        // the second free.
+        // The BFC allocator does not write into freed memory, so the header of the freed block is
+        // intact: only the address index stops the second free.
         let t = TrackingAllocator::new(crate::alloc::BfcAllocator::new(
             crate::alloc::BfcOptions::default(),
         ));
         let l = Layout::from_size_align(200, 16).unwrap();
         let p = t.allocate(l).unwrap();
         let q = t.allocate(l).unwrap();
-        // SAFETY: the first free is valid; the second is the deliberate double free under test
-        // (the BFC region stays mapped, so its header is readable).
+        // SAFETY: the first free is valid; the second is the deliberate double free under test,
+        // refused by the address index without reading the block.
         unsafe {
             t.deallocate(p.cast(), l);
             t.deallocate(p.cast(), l);
@@ -1898,7 +1898,7 @@ mod tests {
         let l = Layout::from_size_align(100, 8).unwrap();
         let p = t.allocate(l).unwrap();
         // SAFETY: the first free is valid; the second is the deliberate double free under test,
-        // which the table rejects before it reaches the inner allocator.
+        // which the address index rejects before anything is read or forwarded.
         unsafe {
             t.deallocate(p.cast(), l);
             t.deallocate(p.cast(), l);
