@@ -18,9 +18,9 @@
 //!   bookkeeping, instead of loading the slot (a cache miss on every random free).
 //! - The header is read only once the block is proved live: an **address index** (the
 //!   *shadow*, a three-level radix tree over addresses below 2^48 with one byte per 16-byte
-//!   granule, nodes from the system heap, never moved or freed before the allocator) holds, for
-//!   each address where a live block of this allocator starts, the block's header offset
-//!   (`log2(max(align, 16))`), else 0. An allocation sets its byte, a free checks and clears it:
+//!   granule, nodes in anonymous mappings of their own, never moved or freed before the
+//!   allocator) holds, for each address where a live block of this allocator starts, the
+//!   block's header offset (`log2(max(align, 16))`), else 0. An allocation sets its byte, a free checks and clears it:
 //!   three dependent loads and one plain store each, no lock and no atomic read-modify-write,
 //!   and neighbouring blocks share the index's cache lines (one line per KiB of heap).
 //! - The **slot table** (chunks of 1024, 2048, 4096, … 32-byte slots that are never moved or
@@ -392,12 +392,13 @@ impl Drop for Shared {
 /// A three-level radix tree over user addresses below 2^48 (x86-64 and AArch64 hand out no
 /// others unless asked to): a root of 2^14 pointers (bits 34..48), middle nodes of 2^14 pointers
 /// (bits 20..34) and leaves of 2^16 bytes (bits 4..20: one leaf per MiB of address space). Nodes
-/// come zeroed from the system heap (`std::alloc::System`, not the global allocator; large ones
-/// are fresh `mmap` pages, so only the pages touched cost memory), are created on first use (a
-/// compare-and-swap, off the hot path) and are freed only when the allocator's shared state
-/// drops, so a lookup is three dependent loads without a lock. The leaf bytes of neighbouring
-/// blocks share cache lines (one line covers 1 KiB of heap): resident cost is 1/16 of the heap
-/// pages blocks start in, plus 4 KiB per MiB-sized stretch holding a block start.
+/// are anonymous mappings of their own (`mmap`: not the global allocator, and not the heap of
+/// the allocator being watched, whose layout the index must not change; only the pages touched
+/// are resident; under Miri, which cannot `mmap` here, zeroed memory from `std::alloc::System`),
+/// are created on first use (a compare-and-swap, off the hot path) and are unmapped only when
+/// the allocator drops, so a lookup is three dependent loads without a lock. The leaf bytes of
+/// neighbouring blocks share cache lines (one line covers 1 KiB of heap): resident cost is 1/16 of
+/// the heap pages blocks start in, plus 4 KiB per MiB-sized stretch holding a block start.
 ///
 /// Entries are written only by the thread that owns the block at that moment (the allocating
 /// thread sets it before handing the block out; the freeing thread clears it before the inner
@@ -407,7 +408,6 @@ impl Drop for Shared {
 ///
 /// Plain `std` atomics also under loom: the shadow is not a synchronisation point of the model.
 mod shadow {
-    use std::alloc::{GlobalAlloc, Layout, System};
     use std::ptr::{null_mut, NonNull};
     use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
@@ -511,17 +511,66 @@ mod shadow {
         }
     }
 
+    /// Zeroed memory for a node: its own anonymous mapping, so the index never shares (or
+    /// reshapes) the heap of the allocator it watches, and only the pages touched are resident.
+    #[cfg(not(miri))]
+    fn map_zeroed<T: Node>() -> Option<NonNull<T>> {
+        // SAFETY: an anonymous private mapping of a non-zero size (`Node`'s contract) at an
+        // address of the kernel's choice: no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                null_mut(),
+                std::mem::size_of::<T>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        // Page-aligned, so aligned for any node; zero-filled, which is a valid empty node.
+        NonNull::new(p.cast::<T>())
+    }
+
+    /// Returns a node's memory.
+    ///
+    /// # Safety
+    /// `p` came from [`map_zeroed::<T>`] and nothing refers to it any more.
+    #[cfg(not(miri))]
+    unsafe fn unmap<T: Node>(p: NonNull<T>) {
+        // SAFETY: per the caller, `p` is a whole mapping of `size_of::<T>()` bytes of ours.
+        unsafe { libc::munmap(p.as_ptr().cast(), std::mem::size_of::<T>()) };
+    }
+
+    /// Miri cannot `mmap` here: nodes come zeroed from the system heap there.
+    #[cfg(miri)]
+    fn map_zeroed<T: Node>() -> Option<NonNull<T>> {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        // SAFETY: the layout has a non-zero size (`Node`'s contract); zeroed memory is a valid,
+        // empty node (also `Node`'s contract).
+        NonNull::new(unsafe { System.alloc_zeroed(Layout::new::<T>()) }.cast::<T>())
+    }
+
+    /// Returns a node's memory.
+    ///
+    /// # Safety
+    /// `p` came from [`map_zeroed::<T>`] and nothing refers to it any more.
+    #[cfg(miri)]
+    unsafe fn unmap<T: Node>(p: NonNull<T>) {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        // SAFETY: per the caller, `p` was allocated by `System` with this layout.
+        unsafe { System.dealloc(p.as_ptr().cast(), Layout::new::<T>()) }
+    }
+
     /// Publishes a zeroed node in `p` (or returns the one another thread published first).
     #[cold]
     #[inline(never)]
     fn create<T: Node>(p: &AtomicPtr<T>) -> Option<NonNull<T>> {
-        let layout = Layout::new::<T>();
-        // SAFETY: `layout` has a non-zero size (`Node`'s contract); zeroed memory is a valid,
-        // empty node (also `Node`'s contract).
-        let fresh = unsafe { System.alloc_zeroed(layout) }.cast::<T>();
-        let Some(fresh) = NonNull::new(fresh) else {
+        let Some(fresh) = map_zeroed::<T>() else {
             tracing::error!(
-                bytes = layout.size(),
+                bytes = std::mem::size_of::<T>(),
                 "tracking allocator: no memory for a node of its address index"
             );
             return None;
@@ -534,21 +583,20 @@ mod shadow {
         ) {
             Ok(_) => Some(fresh),
             Err(winner) => {
-                // SAFETY: `fresh` came from `System.alloc_zeroed(layout)` above and was never
-                // published.
-                unsafe { System.dealloc(fresh.as_ptr().cast(), layout) };
+                // SAFETY: `fresh` came from `map_zeroed` above and was never published.
+                unsafe { unmap(fresh) };
                 NonNull::new(winner)
             }
         }
     }
 
-    /// Frees a node allocated by [`create`].
+    /// Frees a node made by [`create`].
     ///
     /// # Safety
     /// `p` came from `create::<T>` and nothing refers to it any more.
     unsafe fn free<T: Node>(p: NonNull<T>) {
-        // SAFETY: per the caller, `p` was allocated by `System` with this layout.
-        unsafe { System.dealloc(p.as_ptr().cast(), Layout::new::<T>()) }
+        // SAFETY: per the caller (`create` takes its nodes from `map_zeroed`).
+        unsafe { unmap(p) }
     }
 
     impl Drop for Shadow {
