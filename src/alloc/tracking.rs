@@ -1572,13 +1572,23 @@ mod tests {
     use super::*;
     use crate::alloc::AlignedCpuAllocator;
 
+    /// `n`, or `miri` under Miri, which interprets every load and store (the heavy tests keep
+    /// their shape at a size Miri finishes in minutes).
+    const fn scale(n: usize, miri: usize) -> usize {
+        if cfg!(miri) {
+            miri
+        } else {
+            n
+        }
+    }
+
     #[test]
     fn ids_unique_and_live_report_exact() {
         let t = TrackingAllocator::new(AlignedCpuAllocator::new());
         let mut rng = crate::workload::Rng::new(3);
         let mut live: Vec<(NonNull<[u8]>, Layout, u64)> = vec![];
         let mut seen = std::collections::HashSet::new();
-        for _ in 0..3000 {
+        for _ in 0..scale(3000, 300) {
             if live.is_empty() || rng.below(2) == 0 {
                 let l = Layout::from_size_align(1 + rng.below(2000) as usize, 1 << rng.below(8))
                     .unwrap();
@@ -1654,25 +1664,27 @@ mod tests {
     fn slot_table_grows_past_its_first_chunks_and_reuses_slots() {
         let t = TrackingAllocator::new(AlignedCpuAllocator::new());
         let l = Layout::from_size_align(8, 8).unwrap();
+        // More than the first two chunks (1,024 + 2,048 slots) hold.
+        let n = scale(5000, 3200);
         for round in 0..2 {
-            let v: Vec<_> = (0..5000).map(|_| t.allocate(l).unwrap()).collect();
-            assert_eq!(t.live_count(), 5000);
-            let last = v[4999].cast::<u8>();
+            let v: Vec<_> = (0..n).map(|_| t.allocate(l).unwrap()).collect();
+            assert_eq!(t.live_count(), n);
+            let last = v[n - 1].cast::<u8>();
             assert_eq!(t.requested_size(last), Some(8));
             let ids: std::collections::HashSet<u64> =
                 t.live_allocations().iter().map(|a| a.id).collect();
-            assert_eq!(ids.len(), 5000);
+            assert_eq!(ids.len(), n);
             for p in v {
                 // SAFETY: each block came from `t` with `l` and is freed once.
                 unsafe { t.deallocate(p.cast(), l) };
             }
             assert_eq!(t.live_count(), 0);
             let s = t.stats();
-            assert_eq!((s.num_allocs, s.bytes_in_use), (5000 * (round + 1), 0));
-            assert_eq!(s.peak_bytes_in_use, 5000 * 8);
+            assert_eq!((s.num_allocs, s.bytes_in_use), (n as u64 * (round + 1), 0));
+            assert_eq!(s.peak_bytes_in_use, n as u64 * 8);
         }
         // Slots were reused: the table holds about one round's worth, not two.
-        assert!(t.shared.created.load(Ordering::Relaxed) < 7000);
+        assert!(t.shared.created.load(Ordering::Relaxed) < (n as u64) * 7 / 5);
     }
 
     #[test]
@@ -1718,7 +1730,8 @@ mod tests {
         let l = Layout::from_size_align(64, 8).unwrap();
         let mut la = vec![];
         let mut lb = vec![];
-        for i in 0..2000 {
+        let n = scale(2000, 300);
+        for i in 0..n {
             la.push(a.allocate(l).unwrap());
             if i % 2 == 0 {
                 lb.push(b.allocate(l).unwrap());
@@ -1747,8 +1760,8 @@ mod tests {
             unsafe { b.deallocate(p.cast(), l) };
         }
         assert_eq!((a.stats().bytes_in_use, b.stats().bytes_in_use), (0, 0));
-        assert_eq!(a.stats().num_allocs, 2000);
-        assert_eq!(b.stats().num_allocs, 1000);
+        assert_eq!(a.stats().num_allocs, n as u64);
+        assert_eq!(b.stats().num_allocs, n as u64 / 2);
     }
 
     #[test]
@@ -1893,13 +1906,15 @@ mod tests {
         // refills) and frees blocks another thread allocated.
         let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
         let l = Layout::from_size_align(48, 16).unwrap();
+        // Bursts larger than a front's stack (64 slots).
+        let (bursts, burst) = (scale(20, 4), scale(500, 100));
         // A rendezvous channel: at most two bursts are live at once.
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<usize>>(0);
         let producer = {
             let t = t.clone();
             std::thread::spawn(move || {
-                for _ in 0..20 {
-                    let v: Vec<usize> = (0..500)
+                for _ in 0..bursts {
+                    let v: Vec<usize> = (0..burst)
                         .map(|_| t.allocate(l).unwrap().cast::<u8>().as_ptr() as usize)
                         .collect();
                     tx.send(v).unwrap();
@@ -1922,13 +1937,13 @@ mod tests {
         let s = t.stats();
         assert_eq!(
             (s.num_allocs, s.num_frees, s.bytes_in_use),
-            (10_000, 10_000, 0)
+            ((bursts * burst) as u64, (bursts * burst) as u64, 0)
         );
         assert_eq!(t.live_count(), 0);
         // Slots went back to the shared list and are reused: the table did not grow past what
-        // one burst of 500 plus the fronts' stacks needs.
-        assert!(t.shared.created.load(Ordering::Relaxed) < 2_000);
-        let ids: Vec<u64> = (0..100)
+        // two bursts plus the fronts' stacks need.
+        assert!(t.shared.created.load(Ordering::Relaxed) < 4 * burst as u64);
+        let ids: Vec<u64> = (0..scale(100, 20))
             .map(|_| {
                 let p = t.allocate(l).unwrap();
                 let id = t.allocation_id(p.cast()).unwrap();
@@ -2156,12 +2171,13 @@ mod tests {
     #[test]
     fn concurrent_threads_keep_exact_counts() {
         let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+        let n = scale(2000, 150);
         let hs: Vec<_> = (0..4)
             .map(|k| {
                 let t = t.clone();
                 std::thread::spawn(move || {
                     let mut v = vec![];
-                    for i in 0..2000 {
+                    for i in 0..n {
                         let l = Layout::from_size_align(16 + (i + k) % 300, 16).unwrap();
                         v.push((t.allocate(l).unwrap(), l));
                         if i % 3 == 0 {
@@ -2181,8 +2197,8 @@ mod tests {
             h.join().unwrap();
         }
         let s = t.stats();
-        assert_eq!(s.num_allocs, 8000);
-        assert_eq!(s.num_frees, 8000);
+        assert_eq!(s.num_allocs, 4 * n as u64);
+        assert_eq!(s.num_frees, 4 * n as u64);
         assert_eq!(s.bytes_in_use, 0);
         assert_eq!(t.live_count(), 0);
     }
