@@ -69,6 +69,13 @@
 //!   2⁻⁴⁰. Not detected: a second free after this allocator handed the same address out again
 //!   (it frees the new block, as with any allocator), and two threads freeing the same block at
 //!   the same instant (each may pass the index before the other clears it).
+//!
+//!   Cost, in every build: the index lookup and store, about 30 instructions per allocation and
+//!   per free with no atomic read-modify-write (callgrind, an allocate + free pair of 8–512-byte
+//!   objects: 254 instructions over glibc's instead of 194 without the index; the tensor-sized
+//!   step workload: +18 % over the wrapped allocator's instructions instead of +13 %), one
+//!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
+//!   Debug builds add a load of the slot per free (a cache miss on a random free).
 //! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
 //!   show them; this wrapper's statistics count what its callers were given), plus 32 bytes per
 //!   slot in the table (slots are reused; the table is as large as the most blocks ever live at
