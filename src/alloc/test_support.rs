@@ -26,6 +26,8 @@ pub(crate) fn capture_logs_at(level: tracing::Level, f: impl FnOnce()) -> String
     let sub = tracing_subscriber::fmt()
         .with_writer(move || b2.clone())
         .with_ansi(false)
+        // No timestamps: no test reads them, and Miri's isolation has no wall clock.
+        .without_time()
         .with_max_level(level)
         .finish();
     tracing::subscriber::with_default(sub, f);
