@@ -2,7 +2,8 @@
 //! `reference/integer_ops/logistic.h`, the paths TFLM runs): float with TFLite's cut-offs, int8
 //! through gemmlowp's fixed-point logistic, int16 by interpolating `sigmoid_table_uint16`.
 
-use super::fixed_point::{self, SIGMOID_TABLE_UINT16};
+use super::activations_int16;
+use super::fixed_point;
 use super::quant::{multiply_by_quantized_multiplier, rounding_divide_by_pot, QuantizedMultiplier};
 
 /// Float logistic.
@@ -48,44 +49,10 @@ pub fn logistic_int8(input: &[i8], output: &mut [i8], p: &Int8ActivationParams) 
     }
 }
 
-/// Prepares the int16 input rescale: `(multiplier, left_shift)` after TFLM's power-of-two
-/// substitution (`multiplier == 0` means `3 << left_shift`, shift 0).
-#[inline(always)]
-fn int16_rescale(multiplier: i32, left_shift: i32) -> (i32, i32, i32) {
-    let (m, s) = if multiplier == 0 {
-        (3i32.wrapping_shl(left_shift as u32), 0)
-    } else {
-        (multiplier, left_shift)
-    };
-    let round = if s > 0 { 1i32 << (s - 1) } else { 0 };
-    (m, s, round)
-}
-
-/// Int16 logistic (input Q3.12 after rescale, output Q0.15).
+/// Int16 logistic (input Q3.12 after rescale, output Q0.15): the shared int16 sigmoid of
+/// [`activations_int16`](super::activations_int16).
 pub fn logistic_int16(input: &[i16], output: &mut [i16], multiplier: i32, left_shift: i32) {
-    let (m, s, round) = int16_rescale(multiplier, left_shift);
-    for (o, &x) in output.iter_mut().zip(input) {
-        let v = i32::from(x).wrapping_mul(m).wrapping_add(round) >> s;
-        let abs = v.unsigned_abs();
-        let uh = abs >> 9;
-        let mut result: u32 = if uh >= 255 {
-            0x7FFF << 10
-        } else {
-            let ua = u32::from(SIGMOID_TABLE_UINT16[uh as usize]);
-            let ub = u32::from(SIGMOID_TABLE_UINT16[uh as usize + 1]);
-            let ut = abs & 0x1ff;
-            (ua << 9).wrapping_add(ut.wrapping_mul(ub.wrapping_sub(ua)))
-        };
-        result = if v >= 0 {
-            result.wrapping_add(1 << 9)
-        } else {
-            (1u32 << 25)
-                .wrapping_sub(result)
-                .wrapping_add(1 << 9)
-                .wrapping_sub(1)
-        };
-        *o = (result >> 10) as i16;
-    }
+    activations_int16::logistic_int16(multiplier, left_shift, input, output);
 }
 
 /// Int8 tanh (output scale 1/128, zero point 0).
@@ -104,32 +71,10 @@ pub fn tanh_int8(input: &[i8], output: &mut [i8], p: &Int8ActivationParams) {
     }
 }
 
-/// Int16 tanh (input Q3.12 after rescale, output Q0.15).
+/// Int16 tanh (input Q3.12 after rescale, output Q0.15): the shared int16 tanh of
+/// [`activations_int16`](super::activations_int16).
 pub fn tanh_int16(input: &[i16], output: &mut [i16], multiplier: i32, left_shift: i32) {
-    let (m, s, round) = int16_rescale(multiplier, left_shift);
-    for (o, &x) in output.iter_mut().zip(input) {
-        let v = i32::from(x).wrapping_mul(m).wrapping_add(round) >> s;
-        let abs = v.unsigned_abs();
-        let uh = abs >> 8;
-        let mut result: i32 = if uh >= 255 {
-            0xFFFF << 8
-        } else {
-            let ua = u32::from(SIGMOID_TABLE_UINT16[uh as usize]);
-            let ub = u32::from(SIGMOID_TABLE_UINT16[uh as usize + 1]);
-            let ut = abs & 0xFF;
-            (ua << 8).wrapping_add(ut.wrapping_mul(ub.wrapping_sub(ua))) as i32
-        };
-        result = if v >= 0 {
-            result.wrapping_sub(1 << 23).wrapping_add(1 << 7)
-        } else {
-            result
-                .wrapping_neg()
-                .wrapping_add(1 << 23)
-                .wrapping_add(1 << 7)
-                .wrapping_sub(1)
-        };
-        *o = (result >> 8) as i16;
-    }
+    activations_int16::tanh_int16(multiplier, left_shift, input, output);
 }
 
 /// Float tanh.
