@@ -168,6 +168,20 @@ impl<'a> InvokeContext<'a> {
         Ok(unsafe { std::slice::from_raw_parts(ptr as *const T, len) })
     }
 
+    /// Read-only view of input `k` when `present` (e.g. an optional bias the prepare found),
+    /// `None` otherwise.
+    pub fn input_if<T: Element>(
+        &self,
+        present: bool,
+        k: usize,
+    ) -> Result<Option<&'a [T]>, KernelError> {
+        if present {
+            self.input::<T>(k).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     /// Mutable view of output `k` (once per invoke).
     pub fn output<T: Element>(&self, k: usize) -> Result<&'a mut [T], KernelError> {
         let t = self.tensor_of(&self.node.outputs, k, "output")?;

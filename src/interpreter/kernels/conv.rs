@@ -152,11 +152,7 @@ pub(crate) fn invoke_conv_like(
     let d = *ctx.op_data::<ConvData>()?;
     let g = &d.geometry;
     if d.kind == ConvKind::F32 {
-        let bias = if d.has_bias {
-            Some(ctx.input::<f32>(2)?)
-        } else {
-            None
-        };
+        let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
         f32_fn(
             g,
             ctx.input::<f32>(0)?,
@@ -181,11 +177,7 @@ pub(crate) fn invoke_conv_like(
     };
     match d.kind {
         ConvKind::I8 => {
-            let bias = if d.has_bias {
-                Some(ctx.input::<i32>(2)?)
-            } else {
-                None
-            };
+            let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
             i8_fn(
                 g,
                 ctx.input::<i8>(0)?,
@@ -196,11 +188,7 @@ pub(crate) fn invoke_conv_like(
             );
         }
         ConvKind::I16Acc64 => {
-            let bias = if d.has_bias {
-                Some(ctx.input::<i64>(2)?)
-            } else {
-                None
-            };
+            let bias = ctx.input_if::<i64>(d.has_bias, 2)?;
             i16_64(
                 g,
                 ctx.input::<i16>(0)?,
@@ -211,11 +199,7 @@ pub(crate) fn invoke_conv_like(
             );
         }
         ConvKind::I16Acc32 => {
-            let bias = if d.has_bias {
-                Some(ctx.input::<i32>(2)?)
-            } else {
-                None
-            };
+            let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
             i16_32(
                 g,
                 ctx.input::<i16>(0)?,

@@ -218,11 +218,7 @@ impl Kernel for FullyConnected {
         let d = *ctx.op_data::<FcData>()?;
         let (b, k, u) = (d.batches, d.depth, d.units);
         if d.kind == FcKind::F32 {
-            let bias = if d.has_bias {
-                Some(ctx.input::<f32>(2)?)
-            } else {
-                None
-            };
+            let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
             fully_connected_f32(
                 b,
                 k,
@@ -250,11 +246,7 @@ impl Kernel for FullyConnected {
         };
         match d.kind {
             FcKind::I8 => {
-                let bias = if d.has_bias {
-                    Some(ctx.input::<i32>(2)?)
-                } else {
-                    None
-                };
+                let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
                 fully_connected_i8(
                     b,
                     k,
@@ -267,11 +259,7 @@ impl Kernel for FullyConnected {
                 );
             }
             FcKind::I16Acc64 => {
-                let bias = if d.has_bias {
-                    Some(ctx.input::<i64>(2)?)
-                } else {
-                    None
-                };
+                let bias = ctx.input_if::<i64>(d.has_bias, 2)?;
                 fully_connected_i16(
                     b,
                     k,
@@ -284,11 +272,7 @@ impl Kernel for FullyConnected {
                 );
             }
             FcKind::I16Acc32 => {
-                let bias = if d.has_bias {
-                    Some(ctx.input::<i32>(2)?)
-                } else {
-                    None
-                };
+                let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
                 fully_connected_i16(
                     b,
                     k,
