@@ -44,6 +44,11 @@ impl Default for CpuOptions {
 
 /// Physical RAM in bytes (`sysconf`, no allocation); 0 if unknown.
 pub fn physical_ram_bytes() -> u64 {
+    // Miri does not implement `sysconf(_SC_PHYS_PAGES)`: "unknown", which turns the RAM-share
+    // warnings off (they are not what the Miri runs check).
+    if cfg!(miri) {
+        return 0;
+    }
     // SAFETY: sysconf has no preconditions.
     let (pages, page) = unsafe {
         (
