@@ -12,6 +12,7 @@
 
 pub mod alloc;
 pub mod arena;
+pub mod fileio;
 pub mod global;
 pub mod interpreter;
 pub mod model;

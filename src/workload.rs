@@ -11,7 +11,7 @@
 //! - `small`: 10,000 live 8–512 B objects churned.
 //! - `same-size`: 1 MiB alloc/free repeated; `same-size-16`: 16 × 1 MiB live at a time.
 
-use crate::alloc::{Allocator, AllocatorError, Layout};
+use crate::alloc::{Allocator, AllocatorError, Layout, TensorAllocator};
 use serde::Serialize;
 use std::ptr::NonNull;
 use std::time::Instant;
@@ -119,6 +119,31 @@ pub struct WorkloadConfig {
     pub scale: f64,
 }
 
+/// Most rounds a [`WorkloadConfig`] may ask for (each round replays the whole workload).
+pub const MAX_ROUNDS: usize = 1000;
+/// Largest `scale` of a [`WorkloadConfig`] (100 × the default work per round).
+pub const MAX_SCALE: f64 = 100.0;
+
+impl WorkloadConfig {
+    /// Checks the knobs: `rounds` in `1..=MAX_ROUNDS`, `scale` finite in `(0, MAX_SCALE]`. The
+    /// message names the knob as the CLI flag (`--rounds`, `--scale`).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.rounds == 0 || self.rounds > MAX_ROUNDS {
+            return Err(format!(
+                "--rounds {} is out of range: expected 1 to {MAX_ROUNDS} (each round replays the whole workload)",
+                self.rounds
+            ));
+        }
+        if !(self.scale > 0.0 && self.scale <= MAX_SCALE) {
+            return Err(format!(
+                "--scale {} is out of range: expected a number above 0 and at most {MAX_SCALE} (times the default work per round)",
+                self.scale
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for WorkloadConfig {
     fn default() -> Self {
         Self {
@@ -173,10 +198,27 @@ struct Block {
     layout: Layout,
 }
 
+/// How a failed allocation is described: the allocator's name, limit and bytes in use when the
+/// allocator can say them ([`run`]), a generic description otherwise.
+type Describe<'a> = &'a dyn Fn(Layout) -> AllocatorError;
+
+/// The description for an allocator that only implements `allocator_api2::Allocator`.
+fn generic_failure(layout: Layout) -> AllocatorError {
+    AllocatorError::OutOfMemory {
+        allocator: "(allocator under test)".into(),
+        size: layout.size(),
+        align: layout.align(),
+        bytes_in_use: 0,
+        limit: None,
+        largest_free_chunk: None,
+    }
+}
+
 fn alloc_block<A: Allocator + ?Sized>(
     a: &A,
     size: usize,
     align: usize,
+    describe: Describe<'_>,
 ) -> Result<Block, AllocatorError> {
     let layout =
         Layout::from_size_align(size, align).map_err(|e| AllocatorError::InvalidRequest {
@@ -185,16 +227,7 @@ fn alloc_block<A: Allocator + ?Sized>(
             align,
             reason: e.to_string(),
         })?;
-    let p = a
-        .allocate(layout)
-        .map_err(|_| AllocatorError::OutOfMemory {
-            allocator: "workload".into(),
-            size,
-            align,
-            bytes_in_use: 0,
-            limit: None,
-            largest_free_chunk: None,
-        })?;
+    let p = a.allocate(layout).map_err(|_| describe(layout))?;
     Ok(Block {
         ptr: p.cast(),
         layout,
@@ -288,9 +321,17 @@ impl StepSchedule {
 
     /// Replays one step through `a`.
     pub fn run<A: Allocator + ?Sized>(&self, a: &A) -> Result<(), AllocatorError> {
+        self.run_described(a, &generic_failure)
+    }
+
+    fn run_described<A: Allocator + ?Sized>(
+        &self,
+        a: &A,
+        describe: Describe<'_>,
+    ) -> Result<(), AllocatorError> {
         let mut live: [Option<Block>; 60] = std::array::from_fn(|_| None);
         for i in 0..self.sizes.len() {
-            let b = alloc_block(a, self.sizes[i], 64);
+            let b = alloc_block(a, self.sizes[i], 64, describe);
             let b = match b {
                 Ok(b) => b,
                 Err(e) => {
@@ -339,17 +380,21 @@ fn proc_status_kib(key: &str) -> Option<u64> {
         .ok()
 }
 
-/// Runs `w` on `a` and measures it.
-pub fn run<A: Allocator + ?Sized>(
+/// Runs `w` on `a` and measures it. A failed allocation is reported with `a`'s name, limit
+/// and bytes in use at the moment it failed.
+pub fn run<A: TensorAllocator + ?Sized>(
     a: &A,
     w: Workload,
     cfg: &WorkloadConfig,
 ) -> Result<WorkloadResult, AllocatorError> {
+    let describe_fn = |layout: Layout| AllocatorError::out_of_memory(a.name(), layout, &a.stats());
+    let describe: Describe<'_> = &describe_fn;
     let scale = |n: f64| ((n * cfg.scale).round() as u64).max(1);
     let rss_before = proc_status_kib("VmRSS:");
     let rss_reset = clear_peak_rss();
     let faults_before = minor_faults();
-    let mut samples = Vec::with_capacity(cfg.rounds);
+    // Grows with the rounds actually run: a huge `rounds` must not overflow a capacity.
+    let mut samples = Vec::with_capacity(cfg.rounds.min(MAX_ROUNDS));
     let ops;
     let peak_live;
     match w {
@@ -358,11 +403,11 @@ pub fn run<A: Allocator + ?Sized>(
             let steps = scale(20.0);
             ops = steps;
             peak_live = sched.peak_live();
-            sched.run(a)?; // warm-up
+            sched.run_described(a, describe)?; // warm-up
             for _ in 0..cfg.rounds {
                 let t = Instant::now();
                 for _ in 0..steps {
-                    sched.run(a)?;
+                    sched.run_described(a, describe)?;
                 }
                 samples.push(t.elapsed().as_nanos() as f64 / steps as f64);
             }
@@ -384,7 +429,7 @@ pub fn run<A: Allocator + ?Sized>(
                         free_block(a, b);
                     }
                     let size = rng.log_range(256 << 10, 64 << 20) as usize;
-                    match alloc_block(a, size, 64) {
+                    match alloc_block(a, size, 64, describe) {
                         Ok(b) => {
                             touch_pages(&b);
                             live += size as u64;
@@ -414,7 +459,7 @@ pub fn run<A: Allocator + ?Sized>(
             let mut failed = None;
             for _ in 0..10_000 {
                 let size = rng.range(8, 512) as usize;
-                match alloc_block(a, size, 8) {
+                match alloc_block(a, size, 8, describe) {
                     Ok(b) => {
                         touch_ends(&b);
                         live += size as u64;
@@ -433,7 +478,7 @@ pub fn run<A: Allocator + ?Sized>(
                     for _ in 0..n {
                         let s = rng.below(slots.len() as u64) as usize;
                         let size = rng.range(8, 512) as usize;
-                        match alloc_block(a, size, 8) {
+                        match alloc_block(a, size, 8, describe) {
                             Ok(b) => {
                                 touch_ends(&b);
                                 let old = std::mem::replace(&mut slots[s], b);
@@ -465,7 +510,7 @@ pub fn run<A: Allocator + ?Sized>(
             for _ in 0..cfg.rounds {
                 let t = Instant::now();
                 for _ in 0..n {
-                    let b = alloc_block(a, 1 << 20, 64)?;
+                    let b = alloc_block(a, 1 << 20, 64, describe)?;
                     // SAFETY: block is live and 1 MiB long.
                     unsafe { b.ptr.as_ptr().write_volatile(1) };
                     free_block(a, b);
@@ -483,7 +528,7 @@ pub fn run<A: Allocator + ?Sized>(
                     let mut v: [Option<Block>; 16] = std::array::from_fn(|_| None);
                     let mut err = None;
                     for slot in v.iter_mut() {
-                        match alloc_block(a, 1 << 20, 64) {
+                        match alloc_block(a, 1 << 20, 64, describe) {
                             Ok(b) => {
                                 // SAFETY: block is live and 1 MiB long.
                                 unsafe { b.ptr.as_ptr().write_volatile(1) };

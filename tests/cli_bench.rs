@@ -92,6 +92,31 @@ fn bad_numbers_are_errors() {
         let out = bin().arg("bench").args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
     }
+    // Huge values are refused at once with one clear line (not a capacity-overflow panic, an
+    // abort, or a run that never ends).
+    for args in [
+        ["--rounds", "18446744073709551615"],
+        ["--rounds", "4294967296"],
+        ["--rounds", "1001"],
+        ["--scale", "1e300"],
+        ["--scale", "inf"],
+        ["--scale", "NaN"],
+        ["--scale", "101"],
+    ] {
+        let start = std::time::Instant::now();
+        let out = bin().arg("bench").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("out of range") && err.contains(args[0]),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{args:?}"
+        );
+    }
 }
 
 #[test]

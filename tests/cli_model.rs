@@ -117,12 +117,40 @@ fn demo_plans_a_model_built_with_the_writer() {
         .collect();
     assert_eq!(nums.len(), 3, "{line}");
     assert_eq!(nums[0] + nums[1], nums[2], "{line}");
-    let svg = text
-        .lines()
-        .find_map(|l| l.split("picture of the best plan: ").nth(1))
-        .expect("svg path");
-    let content = std::fs::read_to_string(svg.trim()).unwrap();
-    assert!(content.contains("<svg"));
+    assert!(text.contains("picture of the best plan: "), "{text}");
+}
+
+/// The demo writes nothing: not in `$TMPDIR` (where a planted symbolic link at a fixed name
+/// would be followed and its target overwritten), not in the working directory.
+#[test]
+fn demo_writes_no_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    #[cfg(unix)]
+    for name in ["tensor-alloc-plan.svg", "tensor-alloc-demo-model-plan.svg"] {
+        std::os::unix::fs::symlink(&victim, tmp.path().join(name)).unwrap();
+    }
+    let list = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = list(tmp.path());
+    let out = bin()
+        .arg("demo")
+        .env("TMPDIR", tmp.path())
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert_eq!(list(tmp.path()), before);
+    assert!(list(cwd.path()).is_empty());
 }
 
 fn plan_json(model: &Path, extra: &[&str]) -> serde_json::Value {
@@ -393,4 +421,155 @@ fn plan_reports_an_arena_too_big_to_build_here() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("was not proven"), "{stderr}");
     assert!(stdout.contains(&(1u64 << 61).to_string()), "{stdout}");
+    // A number that was not verified is never labelled verified, in text or JSON.
+    assert!(!stdout.contains("(checked"), "{stdout}");
+    assert!(stdout.contains("NOT checked"), "{stdout}");
+    let out = bin()
+        .args(["plan", path.to_str().unwrap(), "--no-inplace", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["arena_checked_bytes"].is_null(), "{v}");
+    assert!(v["arena_not_checked"].as_str().is_some(), "{v}");
+    assert_eq!(v["total_arena_bytes"].as_u64(), Some(1u64 << 61));
+}
+
+/// Inputs are never read whole without a limit: a device, a FIFO or a huge (sparse) file is
+/// refused from its metadata and first bytes, before any large allocation.
+#[test]
+fn non_regular_and_huge_inputs_are_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in ["inspect", "plan"] {
+        assert_clean_failure(&[cmd, "/dev/zero"], "not a regular file");
+    }
+    assert_clean_failure(&["plan", "--records", "/dev/zero"], "not a regular file");
+    // A 3 GiB sparse file: with a TFLite identifier it is refused by its size, without one by
+    // its first bytes; either way at once.
+    let huge = dir.path().join("huge.tflite");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len(3 << 30).unwrap();
+    drop(f);
+    let start = std::time::Instant::now();
+    assert_clean_failure(&["inspect", huge.to_str().unwrap()], "not a TFLite model");
+    {
+        use std::io::{Seek, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&huge).unwrap();
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.write_all(&[16, 0, 0, 0, b'T', b'F', b'L', b'3']).unwrap();
+    }
+    assert_clean_failure(&["inspect", huge.to_str().unwrap()], "at most 2147483648");
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    // The same rule for `.npy` inputs of `run` and the library's npy reader.
+    let err = tensor_alloc::tensor::Tensor::read_npy("/dev/zero").unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    // A records file above the cap is refused by its size.
+    let big = dir.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    assert_clean_failure(&["plan", "--records", big.to_str().unwrap()], "at most");
+}
+
+/// Tensor names with control characters never reach the terminal raw from `inspect`, and
+/// `plan --svg` stays well-formed XML.
+#[test]
+fn control_characters_in_names_are_escaped() {
+    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, ModelBuilder, TensorType};
+    let mut b = ModelBuilder::new("g");
+    let x = b.add_tensor("in\x1b[2J\x07", TensorType::Int8, &[4]);
+    let y = b.add_tensor("out\r\x00<&>", TensorType::Int8, &[4]);
+    b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
+    b.inputs(&[x]).outputs(&[y]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("names.tflite");
+    std::fs::write(&path, b.build().to_bytes().unwrap()).unwrap();
+    let out = bin().args(["inspect"]).arg(&path).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{text:?}"
+    );
+    assert!(text.contains("in\\u{1b}[2J\\u{7}"), "{text}");
+    let svg = dir.path().join("p.svg");
+    let out = bin()
+        .args(["plan"])
+        .arg(&path)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    // XML 1.0: no control characters other than tab, newline and carriage return.
+    assert!(
+        !picture
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')),
+        "{picture:?}"
+    );
+    assert!(picture.contains("&lt;&amp;&gt;"), "{picture}");
+}
+
+/// Model-only flags with `--records` are an error, not silently ignored; embedding an offline
+/// plan again replaces the metadata buffer instead of adding one (the file does not grow).
+#[test]
+fn model_flags_with_records_and_repeated_embedding() {
+    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, Model, ModelBuilder, TensorType};
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.json");
+    std::fs::write(&rec, r#"{"buffers":[{"size":4,"first":0,"last":1}]}"#).unwrap();
+    let out_model = dir.path().join("o.tflite");
+    for flag in [
+        vec!["--embed-offline", out_model.to_str().unwrap()],
+        vec!["--pin", "0"],
+        vec!["--subgraph", "0"],
+        vec!["--no-inplace"],
+        vec!["--preserve-all"],
+        vec!["--preserve-inputs"],
+        vec!["--ignore-offline-plan"],
+    ] {
+        let mut args = vec!["plan", "--records", rec.to_str().unwrap()];
+        args.extend(&flag);
+        assert_clean_failure(&args, flag[0]);
+    }
+    assert!(!out_model.exists());
+
+    let mut b = ModelBuilder::new("g");
+    let x = b.add_tensor("x", TensorType::Int8, &[64]);
+    let y = b.add_tensor("y", TensorType::Int8, &[64]);
+    let z = b.add_tensor("z", TensorType::Int8, &[64]);
+    b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
+    b.add_op(BuiltinOp::TANH, BuiltinOptions::None, &[y], &[z]);
+    b.inputs(&[x]).outputs(&[z]);
+    let mut path = dir.path().join("m0.tflite");
+    std::fs::write(&path, b.build().to_bytes().unwrap()).unwrap();
+    let mut sizes = Vec::new();
+    let mut buffers = Vec::new();
+    for k in 1..=3 {
+        let next = dir.path().join(format!("m{k}.tflite"));
+        let out = bin()
+            .arg("plan")
+            .arg(&path)
+            .arg("--embed-offline")
+            .arg(&next)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        sizes.push(std::fs::metadata(&next).unwrap().len());
+        buffers.push(Model::load(&next).unwrap().buffers.len());
+        path = next;
+    }
+    assert_eq!(sizes[0], sizes[2], "{sizes:?}");
+    assert_eq!(buffers[0], buffers[2], "{buffers:?}");
 }

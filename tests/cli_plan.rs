@@ -89,3 +89,45 @@ fn plan_bad_input_is_one_line_error() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// 200,000 buffers all live at once: the overlap graph would have 2·10¹⁰ pairs. The planners
+/// that need it are skipped after an O(n log n) count, and the linear plan is validated in
+/// O(n log n): seconds, not minutes.
+#[test]
+fn plan_records_all_live_skips_before_quadratic_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("wide.json");
+    let mut body = String::from(r#"{"buffers":["#);
+    for i in 0..200_000 {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(r#"{"size":16,"first":0,"last":1}"#);
+    }
+    body.push_str("]}");
+    std::fs::write(&rec, body).unwrap();
+    let start = std::time::Instant::now();
+    let out = bin()
+        .args(["plan", "--json", "--records"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["planners"]["linear"]["arena_bytes"].as_u64(),
+        Some(3_200_000)
+    );
+    for name in ["tflm", "tflite", "best"] {
+        assert!(v["skipped"][name].as_str().is_some(), "{name}: {v}");
+    }
+    assert!(
+        elapsed < std::time::Duration::from_secs(30),
+        "took {elapsed:?}"
+    );
+}

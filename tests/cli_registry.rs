@@ -191,3 +191,54 @@ fn a_non_utf8_value_is_an_error_naming_the_variable() {
         "{err}"
     );
 }
+
+/// Values that used to be accepted silently or with a misleading message, the OOM message of a
+/// limited BFC allocator, and colour codes on a stderr that is not a terminal.
+#[test]
+fn environment_values_and_oom_messages() {
+    let e = run_err(&[("TENSOR_ALLOC_LOG", "[")], &["allocators"]);
+    assert!(
+        e.contains("TENSOR_ALLOC_LOG") && e.contains("tracing filter"),
+        "{e}"
+    );
+    let e = run_err(&[("TENSOR_ALLOC_STRESS", "banana")], &["allocators"]);
+    assert!(e.contains("TENSOR_ALLOC_STRESS"), "{e}");
+    let e = run_err(&[("TENSOR_ALLOC_BFC_MEMORY_LIMIT", "0")], &["allocators"]);
+    assert!(e.contains("above 0"), "{e}");
+    let e = run_err(
+        &[("TF_CPU_BFC_MEM_LIMIT_IN_MB", "99999999999999999999")],
+        &["allocators"],
+    );
+    assert!(e.contains("17592186044415"), "{e}");
+    let e = run_err(
+        &[("TENSOR_ALLOC_CPU_ALLOCATOR", "tracking(tracking(cpu))")],
+        &["allocators"],
+    );
+    assert!(e.contains("tracking wraps once"), "{e}");
+    let e = run_err(&[], &["bench", "--allocators", "tracking(tracking(cpu))"]);
+    assert!(e.contains("did you mean 'tracking(cpu)'"), "{e}");
+    // The OOM names the allocator that failed and its limit; stderr is a pipe: no colour codes.
+    let out = bin(&[
+        ("TENSOR_ALLOC_CPU_ALLOCATOR", "bfc"),
+        ("TENSOR_ALLOC_BFC_MEMORY_LIMIT", "1"),
+    ])
+    .args([
+        "bench",
+        "--workload",
+        "step",
+        "--rounds",
+        "1",
+        "--scale",
+        "0.01",
+    ])
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("allocator 'bfc'") && e.contains("limit 1 bytes"),
+        "{e}"
+    );
+    assert!(!e.contains("'workload'"), "{e}");
+    assert!(!e.contains('\x1b'), "{e:?}");
+}

@@ -212,6 +212,39 @@ fn invalid(name: &'static str, value: &str) -> EnvError {
     }
 }
 
+/// An `InvalidValue` error with a specific description of what is accepted.
+fn invalid_because(name: &'static str, value: &str, expected: &'static str) -> EnvError {
+    EnvError::InvalidValue {
+        name,
+        value: value.to_string(),
+        expected,
+    }
+}
+
+/// Whether `s` has the form [`parse_bytes`] accepts (digits and an optional suffix), so a
+/// `None` from it means the number is too large.
+fn bytes_syntax(s: &str) -> bool {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    digits > 0
+        && matches!(
+            t[digits..].trim().to_ascii_lowercase().as_str(),
+            "" | "b" | "kib" | "mib" | "gib"
+        )
+}
+
+/// `tracking(tracking(...))` (or `tracking(tracking)`): tracking wraps a factory once.
+pub(crate) fn nested_tracking(variable: &'static str, name: &str, raw: &str) -> Option<EnvError> {
+    let (tracked, inner) = parse_allocator_name(name);
+    (tracked && inner.is_some_and(|i| parse_allocator_name(i).0)).then(|| {
+        invalid_because(
+            variable,
+            raw,
+            "a factory name or tracking(<name>) around one (tracking wraps once: tracking(tracking(...)) is not an allocator)",
+        )
+    })
+}
+
 /// Parses a byte count with an optional binary suffix (`KiB`, `MiB`, `GiB`, or `B`; case
 /// insensitive, optional space): `"512MiB"` → 536870912.
 pub fn parse_bytes(s: &str) -> Option<u64> {
@@ -281,6 +314,9 @@ impl EnvConfig {
                     if t.is_empty() || t.chars().any(char::is_whitespace) {
                         return Err(invalid(CPU_ALLOCATOR, v));
                     }
+                    if let Some(e) = nested_tracking(CPU_ALLOCATOR, t, v) {
+                        return Err(e);
+                    }
                     c.cpu_allocator = Some(FromVar {
                         value: t.to_string(),
                         variable: CPU_ALLOCATOR,
@@ -288,9 +324,24 @@ impl EnvConfig {
                     });
                 }
                 BFC_MEMORY_LIMIT => {
-                    let n = parse_bytes(t)
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| invalid(BFC_MEMORY_LIMIT, v))?;
+                    let n = match parse_bytes(t) {
+                        Some(0) => {
+                            return Err(invalid_because(
+                                BFC_MEMORY_LIMIT,
+                                v,
+                                "a byte count above 0 (a limit of 0 bytes would refuse every allocation; unset the variable for no limit), with an optional KiB/MiB/GiB suffix",
+                            ))
+                        }
+                        Some(n) => n,
+                        None if bytes_syntax(t) => {
+                            return Err(invalid_because(
+                                BFC_MEMORY_LIMIT,
+                                v,
+                                "a byte count below 2^64 (16 EiB), with an optional KiB/MiB/GiB suffix",
+                            ))
+                        }
+                        None => return Err(invalid(BFC_MEMORY_LIMIT, v)),
+                    };
                     c.bfc_memory_limit = Some(FromVar {
                         value: n,
                         variable: BFC_MEMORY_LIMIT,
@@ -345,7 +396,17 @@ impl EnvConfig {
                     c.total_alloc_warning =
                         Some(parse_fraction(t).ok_or_else(|| invalid(TOTAL_ALLOC_WARNING, v))?);
                 }
-                LOG | STRESS => {}
+                LOG => {
+                    // The CLI's filter: refused here rather than silently replaced by the default.
+                    if tracing_subscriber::EnvFilter::try_new(t).is_err() {
+                        return Err(invalid(LOG, v));
+                    }
+                }
+                STRESS => {
+                    if t.parse::<u64>().is_err() {
+                        return Err(invalid(STRESS, v));
+                    }
+                }
                 TF_USE_BFC => {
                     let b = match t.to_ascii_lowercase().as_str() {
                         "true" | "1" => true,
@@ -355,11 +416,16 @@ impl EnvConfig {
                     tf_use_bfc = Some((b, v.clone()));
                 }
                 TF_BFC_MEM_LIMIT_MB => {
-                    let mb: u64 = t.parse().map_err(|_| invalid(TF_BFC_MEM_LIMIT_MB, v))?;
-                    let bytes = mb
-                        .checked_mul(1 << 20)
+                    const RANGE: &str = "a whole number of MiB from 1 to 17592186044415 (the byte count must fit in 64 bits; unset the variable for no limit)";
+                    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                        return Err(invalid(TF_BFC_MEM_LIMIT_MB, v));
+                    }
+                    let bytes = t
+                        .parse::<u64>()
+                        .ok()
+                        .and_then(|mb| mb.checked_mul(1 << 20))
                         .filter(|&b| b > 0)
-                        .ok_or_else(|| invalid(TF_BFC_MEM_LIMIT_MB, v))?;
+                        .ok_or_else(|| invalid_because(TF_BFC_MEM_LIMIT_MB, v, RANGE))?;
                     tf_limit = Some((bytes, v.clone()));
                 }
                 other => {
@@ -641,6 +707,36 @@ mod tests {
         for bad in ["-1", "lots", "1e3"] {
             let e = err(&[(POOL_LIMIT, bad)]);
             assert!(e.contains(POOL_LIMIT) && e.contains("count"), "{e}");
+        }
+    }
+
+    #[test]
+    fn values_accepted_silently_before_are_errors_with_the_right_words() {
+        let e = err(&[(LOG, "[")]);
+        assert!(e.contains(LOG) && e.contains("tracing filter"), "{e}");
+        assert!(parse(&[(LOG, "info,tensor_alloc=debug")]).is_ok());
+        let e = err(&[(STRESS, "banana")]);
+        assert!(e.contains(STRESS) && e.contains("whole number"), "{e}");
+        // 0 is a byte count: the message says why it is refused.
+        let e = err(&[(BFC_MEMORY_LIMIT, "0")]);
+        assert!(e.contains("above 0"), "{e}");
+        let e = err(&[(BFC_MEMORY_LIMIT, "99999999999999GiB")]);
+        assert!(e.contains("below 2^64"), "{e}");
+        for v in ["17592186044416", "99999999999999999999"] {
+            let e = err(&[(TF_BFC_MEM_LIMIT_MB, v)]);
+            assert!(e.contains("17592186044415"), "{e}");
+        }
+        assert_eq!(
+            parse(&[(TF_BFC_MEM_LIMIT_MB, "17592186044415")])
+                .unwrap()
+                .bfc_memory_limit
+                .unwrap()
+                .value,
+            17592186044415 << 20
+        );
+        for v in ["tracking(tracking(cpu))", "tracking(tracking)"] {
+            let e = err(&[(CPU_ALLOCATOR, v)]);
+            assert!(e.contains("tracking wraps once"), "{e}");
         }
     }
 

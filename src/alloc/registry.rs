@@ -486,6 +486,16 @@ impl Registry {
     /// Builds a fresh allocator by name (`<name>`, `tracking(<name>)` or `tracking` for the
     /// priority winner). Freezes the registry.
     pub fn create(&self, name: &str, env: &EnvConfig) -> Result<AllocatorRef, RegistryError> {
+        if env::nested_tracking(env::CPU_ALLOCATOR, name, name).is_some() {
+            // `tracking(tracking(x))`: tracking wraps a factory once.
+            let (_, inner) = env::parse_allocator_name(name);
+            let g = self.inner.lock();
+            let mut e = Self::unknown(&g.factories, name, None);
+            if let RegistryError::Unknown { suggestion, .. } = &mut e {
+                *suggestion = inner.map(String::from);
+            }
+            return Err(e);
+        }
         let mut g = self.inner.lock();
         let (tracked, inner) = env::parse_allocator_name(name);
         let f = match inner {

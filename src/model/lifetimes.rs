@@ -77,7 +77,7 @@ pub struct PlannedTensor {
     pub tensor: usize,
     /// Tensor name.
     pub name: String,
-    /// Bytes (`prod(shape) * sizeof(dtype)`, `-1` dimensions counted as 1).
+    /// Bytes (`prod(shape) * sizeof(dtype)`).
     pub bytes: usize,
     /// First step it is live.
     pub first: usize,
@@ -233,7 +233,13 @@ impl Lifetimes {
             let written = first_write[t] != usize::MAX;
             let read = last_read[t].is_some();
             let touched = written || read || is_input[t] || is_output[t];
-            let Some(bytes) = tensor.byte_size() else {
+            let size = tensor.static_byte_size().map_err(|problem| {
+                ModelError::invalid(
+                    format!("subgraphs[{si}].tensors[{t}] ({:?})", tensor.name),
+                    problem,
+                )
+            })?;
+            let Some(bytes) = size else {
                 if touched || tensor.is_variable {
                     out.unsized_tensors.push(t);
                 } else {
@@ -538,6 +544,37 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("pinned"), "{err}");
+    }
+
+    #[test]
+    fn overflowing_or_negative_static_shapes_are_errors() {
+        // A static tensor whose byte size overflows is not "dynamic": it is an error.
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", TensorType::Float32, &[1 << 30, 1 << 30, 1 << 30]);
+        let y = b.add_tensor("y", TensorType::Float32, &[4]);
+        b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
+        b.inputs(&[x]).outputs(&[y]);
+        let err = Lifetimes::compute(&b.build(), &LifetimeOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("tensors[0]") && err.to_string().contains("overflows"),
+            "{err}"
+        );
+        // `-1` in `shape` (not `shape_signature`) is not sized as 1.
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", TensorType::Int8, &[-1, 4]);
+        let y = b.add_tensor("y", TensorType::Int8, &[4]);
+        b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
+        b.inputs(&[x]).outputs(&[y]);
+        let err = Lifetimes::compute(&b.build(), &LifetimeOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("negative dimension -1"), "{err}");
+        // A type without a fixed size is still dynamic, not an error.
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", TensorType::String, &[4]);
+        let y = b.add_tensor("y", TensorType::Int8, &[4]);
+        b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
+        b.inputs(&[x]).outputs(&[y]);
+        let l = lt(&b.build(), LifetimeOptions::default());
+        assert_eq!(l.unsized_tensors, vec![0]);
     }
 
     #[test]

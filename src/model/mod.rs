@@ -265,19 +265,45 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    /// Number of elements, with dynamic (`-1`) dimensions counted as 1; `None` on overflow or a
-    /// negative dimension other than -1.
+    /// Number of elements of the static `shape`; `None` on overflow or a negative dimension
+    /// (`-1` belongs in `shape_signature`; in `shape` it is not a size).
     pub fn num_elements(&self) -> Option<usize> {
         self.shape.iter().try_fold(1usize, |acc, &d| {
-            let d = if d == -1 { 1 } else { usize::try_from(d).ok()? };
+            let d = usize::try_from(d).ok()?;
             acc.checked_mul(d)
         })
     }
 
     /// Bytes of the dense tensor (`prod(shape) * sizeof(dtype)`, int4 packed two per byte is NOT
-    /// assumed: one byte per element), `None` for types without a fixed size or on overflow.
+    /// assumed: one byte per element), `None` for types without a fixed size, on overflow or on
+    /// a negative dimension. [`Tensor::static_byte_size`] tells these apart.
     pub fn byte_size(&self) -> Option<usize> {
         self.num_elements()?.checked_mul(self.dtype.byte_size()?)
+    }
+
+    /// Bytes of the dense tensor: `Ok(None)` when the type has no fixed size (string,
+    /// resource, variant: allocated at run time), `Err` (what is wrong) when the static
+    /// `shape` has a negative dimension or its byte size overflows.
+    pub fn static_byte_size(&self) -> Result<Option<usize>, String> {
+        if let Some(d) = self.shape.iter().find(|&&d| d < 0) {
+            return Err(format!(
+                "shape {:?} has the negative dimension {d} (a dynamic dimension belongs in shape_signature; shape holds the static size)",
+                self.shape
+            ));
+        }
+        let Some(elem) = self.dtype.byte_size() else {
+            return Ok(None);
+        };
+        self.num_elements()
+            .and_then(|n| n.checked_mul(elem))
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "shape {:?} of {} overflows the byte size",
+                    self.shape,
+                    self.dtype.name()
+                )
+            })
     }
 }
 
@@ -682,11 +708,36 @@ impl Model {
         data.extend_from_slice(bytes);
         let mut m = self.clone();
         m.bytes = Arc::from(data);
-        m.buffers.push(Buffer {
+        let new_buffer = Buffer {
             data: (!bytes.is_empty()).then_some(start..start + bytes.len()),
             external: false,
-        });
-        let buffer = (m.buffers.len() - 1) as u32;
+        };
+        // Replacing an entry reuses its buffer when nothing else refers to it, so embedding
+        // again does not add a buffer (and the written file does not grow) each time.
+        let reusable = m
+            .metadata
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.buffer)
+            .filter(|&b| {
+                b != 0
+                    && (b as usize) < m.buffers.len()
+                    && m.metadata.iter().filter(|e| e.buffer == b).count() == 1
+                    && !m
+                        .subgraphs
+                        .iter()
+                        .any(|sg| sg.tensors.iter().any(|t| t.buffer == b))
+            });
+        let buffer = match reusable {
+            Some(b) => {
+                m.buffers[b as usize] = new_buffer;
+                b
+            }
+            None => {
+                m.buffers.push(new_buffer);
+                (m.buffers.len() - 1) as u32
+            }
+        };
         match m.metadata.iter_mut().find(|e| e.name == name) {
             Some(e) => e.buffer = buffer,
             None => m.metadata.push(Metadata {

@@ -318,7 +318,7 @@ pub enum PlanError {
     /// The input has more pairs of simultaneously live buffers than the planner accepts.
     #[error("{pairs} pairs of simultaneously live buffers exceed the planner's limit of {limit}; split the input or use the linear planner")]
     TooManyOverlaps {
-        /// Pairs counted so far.
+        /// Pairs of simultaneously live blocks (alias groups count once).
         pairs: usize,
         /// The limit ([`MAX_OVERLAP_PAIRS`]).
         limit: usize,
@@ -363,7 +363,8 @@ impl Plan {
     /// offsets kept; aliases at their target's offset; every buffer inside `arena_size`; and no two
     /// buffers whose lifetimes intersect share a byte (declared alias groups excepted).
     ///
-    /// Runs in O(n log n + k) for k pairs of time-overlapping buffers.
+    /// Runs in O(n log n) (plus the sizes of alias groups), whatever the number of
+    /// time-overlapping pairs.
     pub fn validate(&self, buffers: &[BufferRequirement]) -> Result<(), PlanError> {
         if self.offsets.len() != buffers.len() {
             return Err(PlanError::LengthMismatch {
@@ -420,32 +421,58 @@ impl Plan {
         let group = |i: usize| buffers[i].alias_of.unwrap_or(i);
         let mut order: Vec<usize> = (0..buffers.len()).collect();
         order.sort_by_key(|&i| (buffers[i].first_use, i));
-        let mut active: Vec<usize> = Vec::new();
+        // Sweep over time with the live buffers indexed by (offset, index). Invariant: live
+        // buffers of different alias groups are disjoint in memory (else the sweep has already
+        // failed), and members of one group share their offset. So for a new buffer [s, e) only
+        // the live buffers starting below e are candidates, visited by descending offset, and
+        // the walk stops at the first offset whose buffers all end at or before s: everything
+        // further down belongs to other groups, so it is disjoint from those and ends at or
+        // before s too. O(n log n) plus the sizes of alias groups, not the number of
+        // time-overlapping pairs.
+        let mut live: std::collections::BTreeMap<(usize, usize), ()> = Default::default();
+        let mut expiry: std::collections::BinaryHeap<std::cmp::Reverse<(usize, usize)>> =
+            Default::default();
         for &i in &order {
             let bi = &buffers[i];
-            active.retain(|&j| buffers[j].last_use >= bi.first_use);
-            for &j in &active {
-                if group(i) == group(j) {
-                    continue;
+            while let Some(&std::cmp::Reverse((last, j))) = expiry.peek() {
+                if last >= bi.first_use {
+                    break;
                 }
-                let (si, sj) = (self.offsets[i], self.offsets[j]);
-                if si < ends[j] && sj < ends[i] {
-                    let (a, b) = if j < i { (j, i) } else { (i, j) };
-                    return Err(PlanError::Overlap {
-                        a,
-                        a_start: self.offsets[a],
-                        a_end: ends[a],
-                        a_first: buffers[a].first_use,
-                        a_last: buffers[a].last_use,
-                        b,
-                        b_start: self.offsets[b],
-                        b_end: ends[b],
-                        b_first: buffers[b].first_use,
-                        b_last: buffers[b].last_use,
-                    });
+                expiry.pop();
+                live.remove(&(self.offsets[j], j));
+            }
+            let (s, e) = (self.offsets[i], ends[i]);
+            let mut current_start = None;
+            let mut reaches = false;
+            for (&(sj, j), _) in live.range(..(e, 0)).rev() {
+                if current_start != Some(sj) {
+                    if current_start.is_some() && !reaches {
+                        break;
+                    }
+                    current_start = Some(sj);
+                    reaches = false;
+                }
+                if ends[j] > s {
+                    reaches = true;
+                    if group(i) != group(j) {
+                        let (a, b) = if j < i { (j, i) } else { (i, j) };
+                        return Err(PlanError::Overlap {
+                            a,
+                            a_start: self.offsets[a],
+                            a_end: ends[a],
+                            a_first: buffers[a].first_use,
+                            a_last: buffers[a].last_use,
+                            b,
+                            b_start: self.offsets[b],
+                            b_end: ends[b],
+                            b_first: buffers[b].first_use,
+                            b_last: buffers[b].last_use,
+                        });
+                    }
                 }
             }
-            active.push(i);
+            live.insert((s, i), ());
+            expiry.push(std::cmp::Reverse((bi.last_use, i)));
         }
         Ok(())
     }
@@ -472,7 +499,7 @@ pub trait Planner {
 /// its aliases count once (as the block they are planned as), and at least the end of every
 /// offline-planned buffer. Errors on invalid input.
 pub fn lower_bound(buffers: &[BufferRequirement]) -> Result<usize, PlanError> {
-    Ok(problem::Problem::new(buffers, 1)?.lower_bound)
+    Ok(problem::Problem::build(buffers, 1, false)?.lower_bound)
 }
 
 /// The lower bound without aliasing: the most padded bytes live at any one step, every buffer

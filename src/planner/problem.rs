@@ -236,6 +236,24 @@ impl Problem {
         let m = items.len();
         let mut order: Vec<usize> = (0..m).collect();
         order.sort_unstable_by_key(|&i| (items[i].first, i));
+        if with_graph {
+            // Count the time-overlapping pairs first, in O(m log m), so an input whose overlap
+            // graph would be too large is refused before any quadratic work: item i (in sweep
+            // order) overlaps every earlier item except those that ended before it starts.
+            let mut lasts: Vec<usize> = items.iter().map(|it| it.last).collect();
+            lasts.sort_unstable();
+            let mut total = 0usize;
+            for (pos, &i) in order.iter().enumerate() {
+                let ended = lasts.partition_point(|&l| l < items[i].first);
+                total = total.saturating_add(pos - ended);
+            }
+            if total > MAX_OVERLAP_PAIRS {
+                return Err(PlanError::TooManyOverlaps {
+                    pairs: total,
+                    limit: MAX_OVERLAP_PAIRS,
+                });
+            }
+        }
         let mut degree = vec![0usize; if with_graph { m } else { 0 }];
         let mut pairs = 0usize;
         let mut active: Vec<usize> = Vec::new();

@@ -3,7 +3,7 @@
 use super::{BufferRequirement, Plan};
 use std::fmt::Write;
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -12,6 +12,12 @@ fn escape(s: &str) -> String {
             '&' => out.push_str("&amp;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            // XML 1.0 allows no control characters but tab, newline and carriage return, not
+            // even as character references, nor U+FFFE / U+FFFF: write them as `\u{..}` text.
+            '\t' | '\n' | '\r' => out.push(c),
+            c if c.is_control() || c == '\u{FFFE}' || c == '\u{FFFF}' => {
+                out.extend(c.escape_unicode())
+            }
             c => out.push(c),
         }
     }

@@ -262,11 +262,9 @@ impl Tensor {
     ) -> Result<Tensor, TensorError> {
         let path = path.as_ref();
         let label = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|e| TensorError::npy(&label, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| TensorError::npy(&label, e))?
-            .len();
+        // Regular files only: a device or FIFO has no length to check the header against.
+        let (file, len) =
+            crate::fileio::open_regular(path).map_err(|e| TensorError::npy(&label, e))?;
         let mut reader = BufReader::new(file);
         let header = read_header(&mut reader, &label, Some(len))?;
         let pos = reader

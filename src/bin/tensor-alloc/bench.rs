@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use tensor_alloc::alloc::registry::{self, RegistryError};
 use tensor_alloc::alloc::{
-    env, AlignedCpuAllocator, Allocator, AllocatorRef, BfcAllocator, PoolAllocator,
-    SystemAllocator, TrackingAllocator,
+    env, AlignedCpuAllocator, AllocatorRef, BfcAllocator, PoolAllocator, SystemAllocator,
+    TrackingAllocator,
 };
 use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
 
@@ -135,7 +135,7 @@ impl Measured {
     }
 
     fn run(&self, w: Workload, cfg: &WorkloadConfig) -> Result<WorkloadResult, String> {
-        fn go<A: Allocator + ?Sized>(
+        fn go<A: tensor_alloc::alloc::TensorAllocator + ?Sized>(
             a: &A,
             w: Workload,
             cfg: &WorkloadConfig,
@@ -162,15 +162,12 @@ struct Row {
 }
 
 pub fn run(args: &BenchArgs) -> Result<(), String> {
-    if args.rounds == 0 {
-        return Err("--rounds must be at least 1".into());
+    WorkloadConfig {
+        seed: args.seed,
+        rounds: args.rounds,
+        scale: args.scale,
     }
-    if !(args.scale > 0.0 && args.scale.is_finite()) {
-        return Err(format!(
-            "--scale must be a positive number, got {}",
-            args.scale
-        ));
-    }
+    .validate()?;
     let mut names: Vec<String> = vec!["system".into()];
     let requested: Vec<String> = match &args.allocators {
         Some(list) => list.clone(),

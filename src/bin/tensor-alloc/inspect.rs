@@ -64,12 +64,29 @@ fn kind(model: &Model, si: usize, ti: usize, t: &Tensor) -> &'static str {
     }
 }
 
+/// `s` with control characters (escape sequences, carriage returns, NUL, ...) written as
+/// `\u{..}` escapes, so names from a model file cannot drive the terminal.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn op_counts(model: &Model, sg: &Subgraph) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for op in &sg.operators {
         let name = model
             .opcode(op)
-            .map(|c| c.display_name())
+            .map(|c| printable(&c.display_name()).into_owned())
             .unwrap_or_else(|| "INVALID_OPCODE".into());
         *counts.entry(name).or_insert(0) += 1;
     }
@@ -189,7 +206,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         model.version
     );
     if let Some(d) = &model.description {
-        println!("description: {d}");
+        println!("description: {}", printable(d));
     }
     println!(
         "{} subgraph(s), {} operator code(s), {} buffer(s)",
@@ -200,13 +217,13 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
     if !unknown.is_empty() {
         println!(
             "UNKNOWN builtin operators (kept, not understood): {}",
-            unknown.join(", ")
+            printable(&unknown.join(", "))
         );
     }
     if !custom.is_empty() {
         println!(
             "custom operators (need a registered kernel): {}",
-            custom.join(", ")
+            printable(&custom.join(", "))
         );
     }
     for &si in &subgraphs {
@@ -226,7 +243,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
                 if let Some(t) = usize::try_from(i).ok().and_then(|i| sg.tensors.get(i)) {
                     println!(
                         "  {label} #{i:<4} {:<40} {:<8} {:?}{} {}",
-                        t.name,
+                        printable(&t.name),
                         t.dtype.name(),
                         t.shape,
                         t.shape_signature
@@ -247,7 +264,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             "index", "kind", "dtype", "bytes", "shape", "name"
         );
         for (ti, t) in sg.tensors.iter().enumerate() {
-            let mut name = t.name.clone();
+            let mut name = printable(&t.name).into_owned();
             if name.chars().count() > 44 {
                 name = name.chars().take(41).collect::<String>() + "...";
             }
@@ -268,7 +285,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
     for s in &model.signatures {
         let names = |l: &[tensor_alloc::model::SignatureTensor]| {
             l.iter()
-                .map(|t| format!("{}=#{}", t.name, t.tensor_index))
+                .map(|t| format!("{}=#{}", printable(&t.name), t.tensor_index))
                 .collect::<Vec<_>>()
                 .join(", ")
         };

@@ -50,7 +50,10 @@ static GLOBAL: tensor_alloc::GlobalAllocator = tensor_alloc::GlobalAllocator::ne
 
 fn main() -> ExitCode {
     restore_sigpipe();
-    init_tracing();
+    if let Err(e) = init_tracing() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         None | Some(Command::Demo) => demo::run(),
@@ -80,12 +83,33 @@ fn restore_sigpipe() {
     }
 }
 
-fn init_tracing() {
+/// Logging to stderr at the level of `TENSOR_ALLOC_LOG` (default `warn`); a filter that does
+/// not parse is an error, not silently replaced by the default. Colour codes only when stderr
+/// is a terminal.
+fn init_tracing() -> Result<(), String> {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_env("TENSOR_ALLOC_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = match std::env::var_os(tensor_alloc::alloc::env::LOG) {
+        None => EnvFilter::new("warn"),
+        Some(v) => {
+            let text = v.to_str().ok_or_else(|| {
+                format!(
+                    "environment variable {} is not valid UTF-8",
+                    tensor_alloc::alloc::env::LOG
+                )
+            })?;
+            EnvFilter::try_new(text.trim()).map_err(|e| {
+                format!(
+                    "invalid value {}={text:?}: expected a tracing filter such as info or tensor_alloc=debug ({e})",
+                    tensor_alloc::alloc::env::LOG
+                )
+            })?
+        }
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
+    Ok(())
 }

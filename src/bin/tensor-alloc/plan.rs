@@ -29,13 +29,19 @@ pub struct PlanArgs {
     pub alignment: Option<usize>,
 }
 
+/// Largest `--records` file read (about 2.5 million buffers of JSON).
+const MAX_RECORDS_FILE_BYTES: u64 = 256 << 20;
+
 /// Loads the buffers named by the arguments.
 fn load(args: &PlanArgs) -> Result<Vec<BufferRequirement>, String> {
     let Some(path) = &args.records else {
         return Err("plan: give a model (tensor-alloc plan MODEL.tflite) or a record set with --records FILE.json".to_string());
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read records file {}: {e}", path.display()))?;
+    let bytes =
+        tensor_alloc::fileio::read_regular_file(path, MAX_RECORDS_FILE_BYTES, "records file")
+            .map_err(|e| format!("cannot read records file {}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| format!("records file {} is not UTF-8: {e}", path.display()))?;
     records_from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -80,6 +86,14 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
             args.json,
             args.svg.as_ref(),
         );
+    }
+    let given = args.model_flags.given();
+    if !given.is_empty() {
+        return Err(format!(
+            "{} appl{} to a model (tensor-alloc plan MODEL.tflite), not to --records",
+            given.join(", "),
+            if given.len() == 1 { "ies" } else { "y" }
+        ));
     }
     let mut buffers = load(args)?;
     report(&mut buffers, args).map(|_| ())

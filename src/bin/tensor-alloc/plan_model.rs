@@ -26,9 +26,9 @@ pub struct ModelPlanFlags {
     /// Keep this tensor (index) alive to the end; repeatable.
     #[arg(long = "pin", value_name = "TENSOR")]
     pub pinned: Vec<usize>,
-    /// Subgraph of the model to plan.
-    #[arg(long, default_value_t = 0)]
-    pub subgraph: usize,
+    /// Subgraph of the model to plan (default 0).
+    #[arg(long)]
+    pub subgraph: Option<usize>,
     /// Ignore the model's OfflineMemoryAllocation metadata.
     #[arg(long)]
     pub ignore_offline_plan: bool,
@@ -36,6 +36,28 @@ pub struct ModelPlanFlags {
     /// metadata (TFLM then uses these offsets instead of planning at run time).
     #[arg(long, value_name = "OUT.tflite")]
     pub embed_offline: Option<PathBuf>,
+}
+
+impl ModelPlanFlags {
+    /// The model-only flags that were given (they mean nothing for a record set).
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        let flags: [(&'static str, bool); 7] = [
+            ("--no-inplace", self.no_inplace),
+            ("--preserve-all", self.preserve_all),
+            ("--preserve-inputs", self.preserve_inputs),
+            ("--pin", !self.pinned.is_empty()),
+            ("--subgraph", self.subgraph.is_some()),
+            ("--ignore-offline-plan", self.ignore_offline_plan),
+            ("--embed-offline", self.embed_offline.is_some()),
+        ];
+        for (name, given) in flags {
+            if given {
+                v.push(name);
+            }
+        }
+        v
+    }
 }
 
 /// Plans `model_path` and prints the report (text or JSON); writes the best plan as SVG to
@@ -48,9 +70,10 @@ pub fn run(
     svg: Option<&PathBuf>,
 ) -> Result<(), String> {
     let model = Model::load(model_path).map_err(|e| e.to_string())?;
+    let subgraph = flags.subgraph.unwrap_or(0);
     let opts = ModelPlanOptions {
         lifetimes: LifetimeOptions {
-            subgraph: flags.subgraph,
+            subgraph,
             preserve_all: flags.preserve_all,
             preserve_inputs: flags.preserve_inputs,
             pinned: flags.pinned.clone(),
@@ -75,18 +98,20 @@ pub fn run(
     // a note that it was not proven here.
     let allocator: tensor_alloc::alloc::AllocatorRef =
         std::sync::Arc::new(tensor_alloc::alloc::AlignedCpuAllocator::new());
-    let arena_size =
+    // `Ok(size)` when an arena of that size was built and filled here; `Err(reason)` when
+    // this machine could not allocate it (then no number is labelled as checked).
+    let arena_check: Result<usize, String> =
         match tensor_alloc::arena::Arena::new_in(allocator, plan.total_bytes(), plan.alignment) {
-            Ok(arena) => plan
+            Ok(arena) => Ok(plan
                 .fill_arena(arena.with_recording())
                 .map_err(|e| e.to_string())?
-                .size(),
+                .size()),
             Err(tensor_alloc::arena::ArenaError::Allocator(e)) => {
                 eprintln!(
                     "note: the total of {} bytes was not proven by building the arena here: {e}",
                     plan.total_bytes()
                 );
-                plan.total_bytes()
+                Err(e.to_string())
             }
             Err(e) => return Err(e.to_string()),
         };
@@ -102,7 +127,7 @@ pub fn run(
     let aliases = lt.planned.iter().filter(|p| p.alias_of.is_some()).count();
     // What this crate's interpreter needs in a caller-provided buffer (head with kernel scratch,
     // tail with op data and persistent tensors): the number `run --arena-bytes` accepts.
-    let interpreter = (flags.subgraph == 0).then(|| {
+    let interpreter = (subgraph == 0).then(|| {
         Interpreter::arena_needs(&model, &OpResolver::with_builtins()).map_err(|e| e.to_string())
     });
 
@@ -117,7 +142,7 @@ pub fn run(
     }
 
     if let Some(out) = &flags.embed_offline {
-        if flags.subgraph != 0 {
+        if subgraph != 0 {
             return Err("--embed-offline: TFLM offline plans describe subgraph 0 only".into());
         }
         let n = model.subgraphs.first().map_or(0, |s| s.tensors.len());
@@ -139,7 +164,7 @@ pub fn run(
         let mut v = plan.report.to_json();
         if let Some(obj) = v.as_object_mut() {
             obj.insert("model".into(), json!(model_path.display().to_string()));
-            obj.insert("subgraph".into(), json!(flags.subgraph));
+            obj.insert("subgraph".into(), json!(subgraph));
             obj.insert("alignment".into(), json!(alignment));
             obj.insert("inplace".into(), json!(!flags.no_inplace));
             obj.insert("planned_tensors".into(), json!(lt.num_planned()));
@@ -170,7 +195,16 @@ pub fn run(
                 );
             }
             obj.insert("total_arena_bytes".into(), json!(plan.total_bytes()));
-            obj.insert("arena_checked_bytes".into(), json!(arena_size));
+            // `arena_checked_bytes` is present only when the arena was really built and filled.
+            match &arena_check {
+                Ok(size) => {
+                    obj.insert("arena_checked_bytes".into(), json!(size));
+                }
+                Err(reason) => {
+                    obj.insert("arena_checked_bytes".into(), serde_json::Value::Null);
+                    obj.insert("arena_not_checked".into(), json!(reason));
+                }
+            }
             obj.insert("unused_tensors".into(), json!(lt.unused));
             obj.insert("dynamic_tensors".into(), json!(lt.unsized_tensors));
             obj.insert("offline_plan_ignored".into(), json!(plan.offline_ignored));
@@ -198,7 +232,7 @@ pub fn run(
     println!(
         "{}: subgraph {} — {} operators, {} planned tensors ({} in-place aliases), alignment {}",
         model_path.display(),
-        flags.subgraph,
+        subgraph,
         lt.num_ops,
         lt.num_planned(),
         aliases,
@@ -229,12 +263,15 @@ pub fn run(
             lt.unsized_tensors
         );
     }
+    let check = match &arena_check {
+        Ok(size) => format!("checked: an arena of {size} bytes holds both"),
+        Err(reason) => format!("NOT checked: building the arena failed here: {reason}"),
+    };
     println!(
-        "tensor data only (planner figures, no kernel scratch or op data): head {} + persistent {} = {} bytes (checked: an arena of {} bytes holds both)",
+        "tensor data only (planner figures, no kernel scratch or op data): head {} + persistent {} = {} bytes ({check})",
         plan.head_bytes(),
         plan.persistent_bytes,
         plan.total_bytes(),
-        arena_size
     );
     match &interpreter {
         Some(Ok(n)) => println!(

@@ -268,7 +268,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     for (k, t) in outputs.iter().enumerate() {
         let name = interp
             .output_desc(k)
-            .map(|d| d.name.to_string())
+            .map(|d| crate::inspect::printable(d.name).into_owned())
             .unwrap_or_default();
         println!(
             "output {k} `{name}`: {} {:?} {}{}",

@@ -30,22 +30,67 @@ pub use writer::write_model;
 /// The file identifier of TFLite flatbuffers (bytes 4..8).
 pub const FILE_IDENTIFIER: &[u8; 4] = b"TFL3";
 
-/// Reads and decodes a `.tflite` file.
+/// Largest `.tflite` file [`load`] reads: a flatbuffer cannot exceed 2 GiB (its offsets are
+/// 32-bit signed). Models with external buffers beyond that: [`load_with_limit`].
+pub const MAX_MODEL_FILE_BYTES: u64 = 1 << 31;
+
+/// Reads and decodes a `.tflite` file of at most [`MAX_MODEL_FILE_BYTES`].
 pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
+    load_with_limit(path, MAX_MODEL_FILE_BYTES)
+}
+
+/// Reads and decodes a `.tflite` file of at most `max_bytes` bytes. Only regular files are read;
+/// the size and the file identifier are checked before the file is read (a device, a FIFO, a
+/// huge or a foreign file costs nothing), and the bytes are read once, into the model's buffer.
+pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, ModelError> {
+    use std::io::Read;
     let path = path.as_ref();
     let io = |source| ModelError::Io {
         path: path.display().to_string(),
         source,
     };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if meta.is_dir() {
+    if std::fs::metadata(path).map_err(io)?.is_dir() {
         return Err(ModelError::NotTflite(format!(
             "{} is a directory, expected a .tflite file",
             path.display()
         )));
     }
-    let bytes = std::fs::read(path).map_err(io)?;
-    read_model(bytes.into())
+    let (mut file, len) = crate::fileio::open_regular(path).map_err(io)?;
+    if len < 8 {
+        return Err(ModelError::NotTflite(format!(
+            "{len} bytes, a TFLite flatbuffer has at least 8 (root offset and file identifier)"
+        )));
+    }
+    let mut head = [0u8; 8];
+    file.read_exact(&mut head).map_err(io)?;
+    if &head[4..8] != FILE_IDENTIFIER {
+        return Err(ModelError::NotTflite(format!(
+            "file identifier {:?}, expected \"TFL3\"",
+            String::from_utf8_lossy(&head[4..8])
+        )));
+    }
+    if len > max_bytes {
+        return Err(ModelError::NotTflite(format!(
+            "{} is {len} bytes; at most {max_bytes} are read (a flatbuffer cannot exceed 2 GiB)",
+            path.display()
+        )));
+    }
+    let len = usize::try_from(len).map_err(|_| {
+        ModelError::NotTflite(format!("{len} bytes do not fit in this address space"))
+    })?;
+    // Read straight into the model's shared buffer (one copy of the file in memory, not two).
+    let mut buf: Arc<[std::mem::MaybeUninit<u8>]> = Arc::new_uninit_slice(len);
+    Arc::get_mut(&mut buf)
+        .expect("a new Arc is unique")
+        .fill(std::mem::MaybeUninit::new(0));
+    // SAFETY: every element was initialised (to 0) by the `fill` just above.
+    let mut bytes: Arc<[u8]> = unsafe { buf.assume_init() };
+    let data = Arc::get_mut(&mut bytes).expect("a new Arc is unique");
+    data[..8].copy_from_slice(&head);
+    // Exactly the measured length: a file that shrank meanwhile is an I/O error, one that grew
+    // is read up to the measured length only.
+    file.read_exact(&mut data[8..]).map_err(io)?;
+    read_model(bytes)
 }
 
 /// Verifies and decodes a TFLite model held in `bytes`. The returned model keeps `bytes` and
