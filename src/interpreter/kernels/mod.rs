@@ -26,6 +26,7 @@ pub mod mul;
 pub mod neg;
 pub mod pack;
 pub mod pad;
+mod pool_common;
 pub mod prelu;
 mod quant_params;
 pub mod quantize;
