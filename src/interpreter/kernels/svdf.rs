@@ -8,8 +8,9 @@
 //! plus `batch * num_units` for the integer path.
 
 use crate::interpreter::reference::quant::quantize_multiplier;
+use crate::interpreter::reference::quantize::QuantInt;
 use crate::interpreter::reference::svdf::{
-    svdf_f32, svdf_integer, FloatActivation, SvdfQuantParams, SvdfShape, SvdfState,
+    svdf_f32, svdf_integer, FloatActivation, SvdfQuantParams, SvdfShape,
 };
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, ScratchId,
@@ -272,7 +273,7 @@ fn sized_mut<T>(s: &mut [T], len: usize) -> Result<&mut [T], KernelError> {
         .ok_or_else(|| KernelError::new(format!("buffer of {n} elements, {len} needed")))
 }
 
-fn run_integer<T: SvdfState + Element>(
+fn run_integer<T: QuantInt + Element>(
     ctx: &InvokeContext<'_>,
     d: &SvdfData,
     p: &SvdfQuantParams,

@@ -4,6 +4,7 @@
 //! multiplier.
 
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
+use super::quantize::QuantInt;
 
 /// Most input dimensions a reduction handles.
 pub const MAX_DIMS: usize = 8;
@@ -119,44 +120,10 @@ pub fn mean_multiplier(m: QuantizedMultiplier, count: usize) -> QuantizedMultipl
     }
 }
 
-/// Integer element types of the quantized mean.
-pub trait MeanInt: Copy {
-    /// Smallest value.
-    const MIN: i32;
-    /// Largest value.
-    const MAX: i32;
-    /// Widen.
-    fn to_i32(self) -> i32;
-    /// Narrow (the value is in range).
-    fn from_i32(v: i32) -> Self;
-}
-
-impl MeanInt for i8 {
-    const MIN: i32 = i8::MIN as i32;
-    const MAX: i32 = i8::MAX as i32;
-    fn to_i32(self) -> i32 {
-        i32::from(self)
-    }
-    fn from_i32(v: i32) -> Self {
-        v as i8
-    }
-}
-
-impl MeanInt for i16 {
-    const MIN: i32 = i16::MIN as i32;
-    const MAX: i32 = i16::MAX as i32;
-    fn to_i32(self) -> i32 {
-        i32::from(self)
-    }
-    fn from_i32(v: i32) -> Self {
-        v as i16
-    }
-}
-
 /// Quantized mean: 32-bit sums (wrapping, as TFLite's "expected overflow" add), minus
 /// `input_zero_point * count`, rescaled by `mean_multiplier(m, count)`, plus the output zero
 /// point, clamped to the type. `temp` holds `num_outputs` sums. An empty input gives zeros.
-pub fn mean_quantized<T: MeanInt>(
+pub fn mean_quantized<T: QuantInt>(
     plan: &ReducePlan,
     input: &[T],
     input_zero_point: i32,

@@ -13,6 +13,11 @@ pub trait QuantInt: Copy + Into<i32> + Send + Sync + 'static {
     const MAX: i32;
     /// Narrows a value known to lie in `[MIN, MAX]` (wraps otherwise, as C's cast does).
     fn from_i32(v: i32) -> Self;
+    /// Widens.
+    #[inline(always)]
+    fn to_i32(self) -> i32 {
+        self.into()
+    }
     /// Clamps to `[MIN, MAX]` and narrows.
     #[inline(always)]
     fn saturate(v: i32) -> Self {

@@ -12,6 +12,7 @@
 //! It applies no fused activation (TFLM's integer SVDF ignores it; the int8 clamp remains).
 
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
+use super::quantize::QuantInt;
 
 /// Sizes of one SVDF node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,40 +51,6 @@ pub struct SvdfQuantParams {
     pub output_zero_point: i32,
     /// Activation state zero point.
     pub state_zero_point: i32,
-}
-
-/// An integer activation-state element type of the integer SVDF (`i8` or `i16`).
-pub trait SvdfState: Copy {
-    /// Smallest value.
-    const MIN: i32;
-    /// Largest value.
-    const MAX: i32;
-    /// Widening.
-    fn to_i32(self) -> i32;
-    /// Truncating narrowing (C's `static_cast` on two's complement).
-    fn from_i32(v: i32) -> Self;
-}
-
-impl SvdfState for i8 {
-    const MIN: i32 = i8::MIN as i32;
-    const MAX: i32 = i8::MAX as i32;
-    fn to_i32(self) -> i32 {
-        i32::from(self)
-    }
-    fn from_i32(v: i32) -> Self {
-        v as i8
-    }
-}
-
-impl SvdfState for i16 {
-    const MIN: i32 = i16::MIN as i32;
-    const MAX: i32 = i16::MAX as i32;
-    fn to_i32(self) -> i32 {
-        i32::from(self)
-    }
-    fn from_i32(v: i32) -> Self {
-        v as i16
-    }
 }
 
 /// Float fused activations SVDF applies (TFLM's `ActivationValFloat`).
@@ -138,7 +105,7 @@ fn shift_state<T: Copy>(state: &mut [T]) {
 /// batch·num_units, `output` = batch·num_units. Panics when a slice is shorter (the kernel's
 /// prepare guarantees the lengths).
 #[allow(clippy::too_many_arguments)]
-pub fn svdf_integer<T: SvdfState>(
+pub fn svdf_integer<T: QuantInt>(
     s: &SvdfShape,
     p: &SvdfQuantParams,
     input: &[i8],
