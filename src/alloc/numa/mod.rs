@@ -228,6 +228,41 @@ pub fn node_of(ptr: *const u8) -> Result<usize, NumaError> {
     sys::node_of_addr(page).map_err(|e| NumaError::from_io("get_mempolicy", &e))
 }
 
+/// The memory policy of the page containing `ptr`, as the kernel reports it (`get_mempolicy`
+/// with `MPOL_F_ADDR`): the proof that a range was bound, even on a one-node machine where the
+/// node of every page is 0 anyway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagePolicy {
+    /// `MPOL_DEFAULT`, `MPOL_PREFERRED`, `MPOL_BIND`, … (see [`sys`]).
+    pub mode: i32,
+    /// The policy's nodes, ascending (empty for `MPOL_DEFAULT`).
+    pub nodes: Vec<usize>,
+}
+
+impl PagePolicy {
+    /// The mode's name (`MPOL_BIND`, …), or `"other"`.
+    pub fn mode_name(&self) -> &'static str {
+        match self.mode {
+            sys::MPOL_DEFAULT => "MPOL_DEFAULT",
+            sys::MPOL_PREFERRED => "MPOL_PREFERRED",
+            sys::MPOL_BIND => "MPOL_BIND",
+            _ => "other",
+        }
+    }
+}
+
+/// The policy of the page containing `ptr` (see [`PagePolicy`]). [`NumaError::Unsupported`]
+/// where the sandbox refuses the call.
+pub fn policy_of(ptr: *const u8) -> Result<PagePolicy, NumaError> {
+    let page = (ptr as usize) & !(crate::alloc::sub::page_size() - 1);
+    let (mode, mask) =
+        sys::policy_of_addr(page).map_err(|e| NumaError::from_io("get_mempolicy", &e))?;
+    Ok(PagePolicy {
+        mode,
+        nodes: mask.nodes(),
+    })
+}
+
 /// The node of every page of `[ptr, ptr + len)` (`move_pages` with no target nodes; nothing
 /// moves). `None` for a page that is not resident. [`NumaError::Unsupported`] where the
 /// sandbox refuses the call.

@@ -44,6 +44,21 @@ impl NodeMask {
         Self { words }
     }
 
+    /// An empty mask with room for every node the kernel can have ([`MAX_NODES`]), for the
+    /// kernel to fill.
+    pub fn all_nodes_capacity() -> Self {
+        Self {
+            words: vec![0; MAX_NODES / WORD_BITS],
+        }
+    }
+
+    /// The nodes set in the mask, ascending.
+    pub fn nodes(&self) -> Vec<usize> {
+        (0..self.bits())
+            .filter(|&n| self.words[n / WORD_BITS] & (1 << (n % WORD_BITS)) != 0)
+            .collect()
+    }
+
     /// How many node bits the mask holds (a multiple of the word size).
     pub fn bits(&self) -> usize {
         self.words.len() * WORD_BITS
@@ -124,6 +139,28 @@ pub fn node_of_addr(addr: usize) -> io::Result<usize> {
     usize::try_from(node).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
+/// The policy of the page at `addr` and its node mask: `get_mempolicy(&mode, mask, maxnode,
+/// addr, MPOL_F_ADDR)`. Does not fault the page in. `EFAULT` for an unmapped `addr`.
+pub fn policy_of_addr(addr: usize) -> io::Result<(c_int, NodeMask)> {
+    let mut mode: c_int = -1;
+    let mut mask = NodeMask::all_nodes_capacity();
+    // SAFETY: `mode` is a valid `int`; the kernel writes `maxnode - 1` = `mask.bits()` bits (the
+    // same off-by-one as `mbind`) into `mask.words`, which holds exactly that many; `addr` is only
+    // looked up.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_get_mempolicy,
+            &mut mode as *mut c_int,
+            mask.words.as_mut_ptr(),
+            mask.maxnode(),
+            addr,
+            MPOL_F_ADDR,
+        )
+    };
+    check(rc)?;
+    Ok((mode, mask))
+}
+
 /// `move_pages(0, n, pages, NULL, status, 0)`: with no target nodes the call moves nothing and
 /// writes, per page, its node or a negative `errno` (`-ENOENT`: not present, `-EFAULT`: not
 /// mapped). `status` must be as long as `pages` (`EINVAL` otherwise).
@@ -196,6 +233,8 @@ mod tests {
         assert_eq!(m.maxnode() as usize, WORD_BITS + 1, "the top bit is read");
         let m = NodeMask::single(WORD_BITS + 2);
         assert_eq!(m.words, vec![0, 4]);
+        assert_eq!(m.nodes(), vec![WORD_BITS + 2]);
+        assert_eq!(NodeMask::all_nodes_capacity().bits(), MAX_NODES);
         assert_eq!(m.maxnode() as usize, 2 * WORD_BITS + 1);
     }
 
