@@ -148,3 +148,30 @@ fn the_current_node_agrees_with_getcpu() {
         }
     }
 }
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn visitors_see_each_region_with_its_node() {
+    use std::sync::{Arc, Mutex};
+    type Seen = Arc<Mutex<Vec<(&'static str, usize, usize)>>>;
+    let seen: Seen = Default::default();
+    let (a, f) = (seen.clone(), seen.clone());
+    let sub = NumaSubAllocator::new(0)
+        .unwrap()
+        .with_alloc_visitor(Arc::new(move |_p, node, len| {
+            a.lock().unwrap().push(("alloc", node, len))
+        }))
+        .with_free_visitor(Arc::new(move |_p, node, len| {
+            f.lock().unwrap().push(("free", node, len))
+        }));
+    let (p, len) = sub.alloc(64, 10_000).unwrap();
+    assert_eq!(len, 10_000usize.next_multiple_of(page_size()));
+    // SAFETY: the region came from `sub.alloc` with this size and is freed once.
+    unsafe { sub.free(p, len) };
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![("alloc", 0, len), ("free", 0, len)]
+    );
+    let e = sub.alloc(3, 100).unwrap_err().to_string();
+    assert!(e.contains("numa(0)") && e.contains("power of two"), "{e}");
+}

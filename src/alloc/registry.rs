@@ -567,10 +567,13 @@ impl Registry {
     }
 
     /// The CPU allocator for `numa_node` (`None`: no affinity), created on first use and the
-    /// same handle afterwards; wrapped in tracking when the selection says so. Factories without
-    /// a per-node constructor serve every node with one instance. Freezes the registry.
+    /// same handle afterwards; wrapped in tracking when the selection says so. Whether a node
+    /// gets its own allocator follows the [NUMA plan](self#numa); otherwise every node shares
+    /// the `None` instance. Freezes the registry.
     ///
-    /// The selection is made once, with the `env` of the first call.
+    /// The selection and the NUMA plan are made once, with the `env` of the first call. Errors:
+    /// [`RegistryError::Numa`] for a node that is not online or not enabled by
+    /// `TENSOR_ALLOC_NUMA`, or a listed node that is not online.
     pub fn cpu_allocator(
         &self,
         numa_node: Option<usize>,
@@ -687,9 +690,10 @@ pub fn register(factory: Factory) -> Result<(), RegistryError> {
     global().register(factory)
 }
 
-/// The process's CPU allocator for `numa_node` (`None` or any node without a NUMA-enabled
-/// factory: the shared "no affinity" instance), configured from the process environment (read
-/// once). TensorFlow's `ProcessState::GetCPUAllocator`.
+/// The process's CPU allocator for `numa_node`, configured from the process environment (read
+/// once): per node when the [NUMA plan](self#numa) enables it, the shared "no affinity" instance
+/// otherwise (`None`, `TENSOR_ALLOC_NUMA=off`, or `auto` on a one-node machine). TensorFlow's
+/// `ProcessState::GetCPUAllocator(numa_node)`.
 pub fn cpu_allocator(numa_node: Option<usize>) -> Result<AllocatorRef, RegistryError> {
     let env = env::process_env()?;
     global().cpu_allocator(numa_node, env)
