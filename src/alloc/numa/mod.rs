@@ -270,9 +270,10 @@ pub fn nodes_of_pages(ptr: *const u8, len: usize) -> Result<Vec<Option<usize>>, 
     let page = crate::alloc::sub::page_size();
     let start = (ptr as usize) & !(page - 1);
     let end = (ptr as usize).saturating_add(len);
+    // Addresses for the kernel to look up; nothing dereferences them here.
     let pages: Vec<*const u8> = (start..end)
         .step_by(page)
-        .map(|a| ptr.wrapping_add(a.wrapping_sub(ptr as usize)))
+        .map(std::ptr::without_provenance::<u8>)
         .collect();
     let mut status = vec![0; pages.len()];
     sys::page_status(&pages, &mut status).map_err(|e| NumaError::from_io("move_pages", &e))?;
