@@ -19,11 +19,14 @@
 //! | `TENSOR_ALLOC_TRACK` | `0`, `1` | wrap the CPU allocator in `TrackingAllocator` |
 //! | `TENSOR_ALLOC_LARGE_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::large_alloc_warning_fraction` |
 //! | `TENSOR_ALLOC_TOTAL_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::total_warning_fraction` |
+//! | `TENSOR_ALLOC_NUMA` | `auto`, `off`, a node list (`0,2-3`) | per-node allocators of `cpu_allocator(Some(node))` |
+//! | `TENSOR_ALLOC_NUMA_POLICY` | `bind`, `preferred` | `mbind` mode of node-bound memory |
 //! | `TENSOR_ALLOC_LOG` | a `tracing` filter | read by the CLI only |
 //! | `TENSOR_ALLOC_STRESS` | a whole number | scale of the randomized stress tests; ignored here |
 //! | `TF_CPU_ALLOCATOR_USE_BFC` | `true`/`1`, `false`/`0` | alias: `true` = `bfc`; `false` = not `bfc` |
 //! | `TF_CPU_BFC_MEM_LIMIT_IN_MB` | MiB | alias of `TENSOR_ALLOC_BFC_MEMORY_LIMIT` |
 
+use super::numa::{NumaMode, NumaPolicy};
 use super::{BfcGrowth, BfcOptions, CpuOptions, PoolOptions};
 use std::ffi::OsStr;
 
@@ -48,6 +51,10 @@ pub const TRACK: &str = "TENSOR_ALLOC_TRACK";
 pub const LARGE_ALLOC_WARNING: &str = "TENSOR_ALLOC_LARGE_ALLOC_WARNING";
 /// `TENSOR_ALLOC_TOTAL_ALLOC_WARNING`.
 pub const TOTAL_ALLOC_WARNING: &str = "TENSOR_ALLOC_TOTAL_ALLOC_WARNING";
+/// `TENSOR_ALLOC_NUMA`.
+pub const NUMA: &str = "TENSOR_ALLOC_NUMA";
+/// `TENSOR_ALLOC_NUMA_POLICY`.
+pub const NUMA_POLICY: &str = "TENSOR_ALLOC_NUMA_POLICY";
 /// `TENSOR_ALLOC_LOG` (the CLI's `tracing` filter; accepted and ignored here).
 pub const LOG: &str = "TENSOR_ALLOC_LOG";
 /// `TENSOR_ALLOC_STRESS` (the test suite's scale factor for randomized stress tests; accepted
@@ -78,6 +85,11 @@ pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
     (TRACK, "0 | 1"),
     (LARGE_ALLOC_WARNING, "a fraction in (0, 1] or off"),
     (TOTAL_ALLOC_WARNING, "a fraction in (0, 1] or off"),
+    (
+        NUMA,
+        "auto | off | a list of NUMA node numbers and ascending ranges below 1024, e.g. 0 or 0,2-3",
+    ),
+    (NUMA_POLICY, "bind | preferred"),
     (LOG, "a tracing filter such as info or tensor_alloc=debug"),
     (STRESS, "a whole number (test-suite scale factor)"),
     (TF_USE_BFC, "true | false | 1 | 0"),
@@ -168,6 +180,10 @@ pub struct EnvConfig {
     pub large_alloc_warning: Option<f64>,
     /// Total-use warning fraction (`Some(0.0)` = off).
     pub total_alloc_warning: Option<f64>,
+    /// Per-node allocators (`TENSOR_ALLOC_NUMA`; unset = `auto`).
+    pub numa: Option<FromVar<NumaMode>>,
+    /// Placement of node-bound memory (`TENSOR_ALLOC_NUMA_POLICY`; unset = `bind`).
+    pub numa_policy: Option<NumaPolicy>,
 }
 
 /// Levenshtein distance (small strings only).
@@ -395,6 +411,17 @@ impl EnvConfig {
                 TOTAL_ALLOC_WARNING => {
                     c.total_alloc_warning =
                         Some(parse_fraction(t).ok_or_else(|| invalid(TOTAL_ALLOC_WARNING, v))?);
+                }
+                NUMA => {
+                    c.numa = Some(FromVar {
+                        value: NumaMode::parse(t).ok_or_else(|| invalid(NUMA, v))?,
+                        variable: NUMA,
+                        raw: v.clone(),
+                    });
+                }
+                NUMA_POLICY => {
+                    c.numa_policy =
+                        Some(NumaPolicy::parse(t).ok_or_else(|| invalid(NUMA_POLICY, v))?);
                 }
                 LOG => {
                     // The CLI's filter: refused here rather than silently replaced by the default.
@@ -866,6 +893,37 @@ mod tests {
             let e = err(&[(TF_BFC_MEM_LIMIT_MB, bad)]);
             assert!(e.contains(TF_BFC_MEM_LIMIT_MB) && e.contains("MiB"), "{e}");
         }
+    }
+
+    #[test]
+    fn numa_mode_and_policy() {
+        let c = parse(&[(NUMA, "0,2-3"), (NUMA_POLICY, "preferred")]).unwrap();
+        let m = c.numa.unwrap();
+        assert_eq!(
+            (m.value, m.variable),
+            (NumaMode::Nodes(vec![0, 2, 3]), NUMA)
+        );
+        assert_eq!(c.numa_policy, Some(NumaPolicy::Preferred));
+        assert_eq!(
+            parse(&[(NUMA, "Auto")]).unwrap().numa.unwrap().value,
+            NumaMode::Auto
+        );
+        assert_eq!(
+            parse(&[(NUMA, "off")]).unwrap().numa.unwrap().value,
+            NumaMode::Off
+        );
+        for bad in ["", "on", "3-1", "0,,1", "1024", "node0"] {
+            let e = err(&[(NUMA, bad)]);
+            assert!(
+                e.contains(NUMA) && e.contains(&format!("{bad:?}")) && e.contains("auto | off"),
+                "{e}"
+            );
+        }
+        let e = err(&[(NUMA_POLICY, "interleave")]);
+        assert!(
+            e.contains(NUMA_POLICY) && e.contains("bind | preferred"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -27,10 +27,22 @@
 //! been handed out ([`Registry::cpu_allocator`] or [`Registry::create`]), the registry is frozen
 //! and further registration is an error, as in TensorFlow.
 //!
+//! # NUMA
+//! `cpu_allocator(Some(node))` follows the registry's [`NumaPlan`] (`TENSOR_ALLOC_NUMA` resolved
+//! against the topology once, with the first call's environment). When it shares (`off`, or
+//! `auto` on one node) every node gets the shared instance. Otherwise each enabled node gets its
+//! own allocator from a factory with a per-node constructor: the selected one, or — when the
+//! selection was made by priority and the winner has none — the highest-priority factory that
+//! has one (NUMA-capable factories win, TensorFlow's rule; the built-in `bfc` and `pool` have
+//! one, `cpu` has not). Per-node constructors take their memory from
+//! [`FactoryContext::sub_allocator`], where NUMA-capable sub-allocator factories win for a node
+//! ([`SubFactories`]). A node that is not online, or not listed, is a [`RegistryError::Numa`].
+//!
 //! [`Registry::new`] builds an independent registry (tests use it without touching the process
 //! state); [`global`] and [`cpu_allocator`] are the process-wide ones.
 
 use super::env::{self, EnvConfig, EnvError};
+use super::numa::{self, NumaError, NumaPlan, SubFactories, SubFactory, Topology};
 use super::{
     AlignedCpuAllocator, AllocatorRef, BfcAllocator, PoolAllocator, SharedAllocator,
     TrackingAllocator,
@@ -46,6 +58,10 @@ pub struct FactoryContext<'a> {
     pub numa_node: Option<usize>,
     /// The environment configuration.
     pub env: &'a EnvConfig,
+    /// The registry's sub-allocator factories (see [`FactoryContext::sub_allocator`]).
+    pub sub_allocators: &'a SubFactories,
+    /// The NUMA topology the registry works with.
+    pub topology: &'a Topology,
 }
 
 /// A constructor of allocators.
@@ -166,6 +182,9 @@ pub enum RegistryError {
     /// The configuration is invalid.
     #[error(transparent)]
     Env(#[from] EnvError),
+    /// A NUMA node request or `TENSOR_ALLOC_NUMA` does not fit the topology.
+    #[error(transparent)]
+    Numa(#[from] NumaError),
     /// A constructor failed.
     #[error("allocator factory '{name}' failed to construct an allocator: {reason}")]
     Construction {
@@ -273,6 +292,18 @@ struct Inner {
     /// The CPU allocator per node key (`usize::MAX` = no affinity), with its selection.
     cpu: BTreeMap<usize, AllocatorRef>,
     cpu_selection: Option<Selection>,
+    subs: SubFactories,
+    /// `None`: [`Topology::system`].
+    topology: Option<Arc<Topology>>,
+    numa: Option<NumaPlan>,
+}
+
+impl Inner {
+    fn topology(&self) -> &Topology {
+        self.topology
+            .as_deref()
+            .unwrap_or_else(|| Topology::system())
+    }
 }
 
 /// A registry of allocator factories. See the [module docs](self).
@@ -320,13 +351,26 @@ pub fn builtin_factories() -> Vec<Factory> {
                     .map(|a| Arc::new(a) as AllocatorRef)
                     .map_err(|e| e.to_string())
             },
-        ),
+        )
+        .with_numa(|ctx| {
+            let opts = ctx.env.bfc_options();
+            opts.validate().map_err(|e| e.to_string())?;
+            let sub = ctx.sub_allocator()?;
+            Ok(Arc::new(BfcAllocator::with_sub_allocator(sub, opts)) as AllocatorRef)
+        }),
         Factory::new(
             "pool",
             40,
             "PoolAllocator: cache of freed buffers by size, LRU eviction, auto-resize",
             |ctx| Ok(Arc::new(PoolAllocator::new(ctx.env.pool_options())) as AllocatorRef),
-        ),
+        )
+        .with_numa(|ctx| {
+            let sub = ctx.sub_allocator()?;
+            Ok(Arc::new(PoolAllocator::with_sub_allocator(
+                ctx.env.pool_options(),
+                sub,
+            )) as AllocatorRef)
+        }),
     ]
 }
 
@@ -466,8 +510,14 @@ impl Registry {
         numa_node: Option<usize>,
         env: &EnvConfig,
         tracking: bool,
+        (sub_allocators, topology): (&SubFactories, &Topology),
     ) -> Result<AllocatorRef, RegistryError> {
-        let ctx = FactoryContext { numa_node, env };
+        let ctx = FactoryContext {
+            numa_node,
+            env,
+            sub_allocators,
+            topology,
+        };
         let ctor = match (numa_node, &f.create_for_node) {
             (Some(_), Some(c)) => c,
             _ => &f.create,
@@ -510,15 +560,20 @@ impl Registry {
         }
         .clone();
         g.frozen = true;
+        let (subs, topology) = (g.subs.clone(), g.topology.clone());
         drop(g);
-        Self::build(&f, None, env, tracked)
+        let topology = topology.as_deref().unwrap_or_else(|| Topology::system());
+        Self::build(&f, None, env, tracked, (&subs, topology))
     }
 
     /// The CPU allocator for `numa_node` (`None`: no affinity), created on first use and the
-    /// same handle afterwards; wrapped in tracking when the selection says so. Factories without
-    /// a per-node constructor serve every node with one instance. Freezes the registry.
+    /// same handle afterwards; wrapped in tracking when the selection says so. Whether a node
+    /// gets its own allocator follows the [NUMA plan](self#numa); otherwise every node shares
+    /// the `None` instance. Freezes the registry.
     ///
-    /// The selection is made once, with the `env` of the first call.
+    /// The selection and the NUMA plan are made once, with the `env` of the first call. Errors:
+    /// [`RegistryError::Numa`] for a node that is not online or not enabled by
+    /// `TENSOR_ALLOC_NUMA`, or a listed node that is not online.
     pub fn cpu_allocator(
         &self,
         numa_node: Option<usize>,
@@ -534,21 +589,87 @@ impl Registry {
                 s
             }
         };
-        let f = Self::find(&g.factories, &sel.factory)
-            .ok_or_else(|| Self::unknown(&g.factories, &sel.factory, None))?
-            .clone();
-        let key = match numa_node {
-            Some(n) if f.numa_enabled() => n,
-            _ => usize::MAX,
+        if g.numa.is_none() {
+            let p = numa::plan(env.numa.as_ref(), g.topology())?;
+            tracing::debug!(plan = ?p, "NUMA plan");
+            g.numa = Some(p);
+        }
+        let selected = Self::find(&g.factories, &sel.factory)
+            .ok_or_else(|| Self::unknown(&g.factories, &sel.factory, None))?;
+        let node = match &g.numa {
+            Some(p) => p.node_for(numa_node, g.topology())?,
+            None => None,
+        };
+        let per_node = node.and_then(|_| numa::numa_capable(&g.factories, selected, &sel, env));
+        let (f, key) = match (per_node, node) {
+            (Some(f), Some(n)) => (f.clone(), n),
+            _ => (selected.clone(), usize::MAX),
         };
         if let Some(a) = g.cpu.get(&key) {
             return Ok(a.clone());
         }
         g.frozen = true;
         let node = (key != usize::MAX).then_some(key);
-        let a = Self::build(&f, node, env, sel.tracking.is_some())?;
+        let a = Self::build(
+            &f,
+            node,
+            env,
+            sel.tracking.is_some(),
+            (&g.subs, g.topology()),
+        )?;
         g.cpu.insert(key, a.clone());
         Ok(a)
+    }
+
+    /// Uses `topology` instead of the machine's ([`Topology::system`]) for NUMA decisions
+    /// (builder style; tests present fake machines with it).
+    pub fn with_topology(self, topology: Topology) -> Self {
+        self.inner.lock().topology = Some(Arc::new(topology));
+        self
+    }
+
+    /// Registers a sub-allocator factory. Errors as [`register`](Self::register): the same name
+    /// and priority twice, or a frozen registry.
+    pub fn register_sub_allocator(&self, factory: SubFactory) -> Result<(), RegistryError> {
+        let mut g = self.inner.lock();
+        if g.frozen {
+            return Err(RegistryError::Frozen {
+                name: factory.name().to_string(),
+            });
+        }
+        let priority = factory.priority();
+        g.subs
+            .register(factory)
+            .map_err(|name| RegistryError::Duplicate { name, priority })
+    }
+
+    /// A new sub-allocator for `numa_node` from the sub-allocator factories (see
+    /// [`SubFactories`]); placement policy from `env`.
+    pub fn sub_allocator(
+        &self,
+        numa_node: Option<usize>,
+        env: &EnvConfig,
+    ) -> Result<Box<dyn super::SubAllocator>, RegistryError> {
+        let g = self.inner.lock();
+        if let Some(node) = numa_node {
+            g.topology().check_online(node)?;
+        }
+        let ctx = numa::SubContext {
+            numa_node,
+            topology: g.topology(),
+            policy: env.numa_policy.unwrap_or_default(),
+        };
+        g.subs
+            .create(&ctx)
+            .map_err(|reason| RegistryError::Construction {
+                name: "sub-allocator".into(),
+                reason,
+            })
+    }
+
+    /// The NUMA plan fixed by the first [`cpu_allocator`](Self::cpu_allocator) call, if any.
+    pub fn numa_plan(&self) -> Option<NumaPlan> {
+        self.inner.lock().numa.clone()
     }
 
     /// The selection made by the first [`cpu_allocator`](Self::cpu_allocator) call, if any.
@@ -569,9 +690,10 @@ pub fn register(factory: Factory) -> Result<(), RegistryError> {
     global().register(factory)
 }
 
-/// The process's CPU allocator for `numa_node` (`None` or any node without a NUMA-enabled
-/// factory: the shared "no affinity" instance), configured from the process environment (read
-/// once). TensorFlow's `ProcessState::GetCPUAllocator`.
+/// The process's CPU allocator for `numa_node`, configured from the process environment (read
+/// once): per node when the [NUMA plan](self#numa) enables it, the shared "no affinity" instance
+/// otherwise (`None`, `TENSOR_ALLOC_NUMA=off`, or `auto` on a one-node machine). TensorFlow's
+/// `ProcessState::GetCPUAllocator(numa_node)`.
 pub fn cpu_allocator(numa_node: Option<usize>) -> Result<AllocatorRef, RegistryError> {
     let env = env::process_env()?;
     global().cpu_allocator(numa_node, env)
@@ -794,7 +916,17 @@ mod tests {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let seen = Arc::new(AtomicUsize::new(0));
         let s2 = seen.clone();
-        let r = Registry::new();
+        let two_nodes = Topology::from_nodes(
+            (0..2)
+                .map(|id| numa::NodeInfo {
+                    id,
+                    cpus: vec![id],
+                    mem_total_bytes: 1 << 30,
+                })
+                .collect(),
+        )
+        .unwrap();
+        let r = Registry::new().with_topology(two_nodes);
         r.register(system_factory("numa", 1).with_numa(move |ctx| {
             s2.fetch_add(1 + ctx.numa_node.unwrap_or(100), Ordering::SeqCst);
             Ok(Arc::new(AlignedCpuAllocator::new()) as AllocatorRef)
@@ -874,11 +1006,10 @@ mod tests {
             return;
         }
         let a = cpu_allocator(None).unwrap();
-        let b = cpu_allocator(Some(3)).unwrap();
-        assert!(
-            Arc::ptr_eq(&a, &b),
-            "no NUMA factory: one instance for every node"
-        );
+        if !Topology::system().is_numa() {
+            let b = cpu_allocator(Some(3)).unwrap();
+            assert!(Arc::ptr_eq(&a, &b), "one node: one instance for every node");
+        }
         assert!(global().is_frozen());
         let e = register(system_factory("too-late", 1)).unwrap_err();
         assert!(matches!(e, RegistryError::Frozen { .. }), "{e}");
