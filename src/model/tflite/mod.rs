@@ -6,6 +6,7 @@
 //! allocated with a size taken from an unverified field: every vector length was checked against
 //! the file size by the verifier first.
 
+mod options;
 mod schema;
 mod writer;
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use flatbuffers::Vector;
 
-use super::options::{Activation, BuiltinOptions, Padding};
+use super::options::BuiltinOptions;
 use super::{
     Buffer, BuiltinOp, DimensionMetadata, Metadata, Model, ModelError, Operator, OperatorCode,
     Quantization, SignatureDef, SignatureTensor, SparseIndexVector, Sparsity, Subgraph, Tensor,
@@ -469,7 +470,7 @@ impl<'f> Decoder<'f> {
         let intermediates = indices(operator::INTERMEDIATES, "intermediates")?;
         let type_id = op.scalar::<u8>(operator::BUILTIN_OPTIONS_TYPE, 0);
         let builtin_options = match op.table(operator::BUILTIN_OPTIONS) {
-            Some(table) if type_id != 0 => decode_options(type_id, table),
+            Some(table) if type_id != 0 => options::decode_options(type_id, table),
             _ => BuiltinOptions::None,
         };
         let large_offset = op.scalar::<u64>(operator::LARGE_CUSTOM_OPTIONS_OFFSET, 0);
@@ -509,8 +510,6 @@ impl<'f> Decoder<'f> {
     }
 }
 
-/// Decodes a verified options table of union type `type_id`. The slots and types here are those
-/// listed by [`schema::options_fields`] (which the verifier checked).
 /// A `SparseIndexVector` union value of type `ty` (`None` for an unknown or absent one).
 fn decode_index_vector(ty: u8, t: Option<T<'_>>) -> Option<SparseIndexVector> {
     use schema::sparsity as sp;
@@ -554,137 +553,6 @@ fn decode_sparsity(t: T<'_>) -> Sparsity {
         traversal_order: collect(t.vector::<i32>(sp::TRAVERSAL_ORDER)),
         block_map: collect(t.vector::<i32>(sp::BLOCK_MAP)),
         dim_metadata,
-    }
-}
-
-fn decode_options(type_id: u8, t: T<'_>) -> BuiltinOptions {
-    use super::options::union_id as u;
-    use schema::slot;
-    let b = |id: u16, d: i8| t.scalar::<i8>(slot(id), d);
-    let flag = |id: u16, d: bool| t.scalar::<u8>(slot(id), u8::from(d)) != 0;
-    let i = |id: u16, d: i32| t.scalar::<i32>(slot(id), d);
-    let f = |id: u16| t.scalar::<f32>(slot(id), 0.0);
-    let act = |id: u16| Activation::from_raw(b(id, 0));
-    let pad = |id: u16| Padding::from_raw(b(id, 0));
-    match type_id {
-        u::CONV_2D => BuiltinOptions::Conv2D {
-            padding: pad(0),
-            stride_w: i(1, 0),
-            stride_h: i(2, 0),
-            activation: act(3),
-            dilation_w: i(4, 1),
-            dilation_h: i(5, 1),
-        },
-        u::DEPTHWISE_CONV_2D => BuiltinOptions::DepthwiseConv2D {
-            padding: pad(0),
-            stride_w: i(1, 0),
-            stride_h: i(2, 0),
-            depth_multiplier: i(3, 0),
-            activation: act(4),
-            dilation_w: i(5, 1),
-            dilation_h: i(6, 1),
-        },
-        u::POOL_2D => BuiltinOptions::Pool2D {
-            padding: pad(0),
-            stride_w: i(1, 0),
-            stride_h: i(2, 0),
-            filter_w: i(3, 0),
-            filter_h: i(4, 0),
-            activation: act(5),
-        },
-        u::SVDF => BuiltinOptions::Svdf {
-            rank: i(0, 0),
-            activation: act(1),
-            asymmetric_quantize_inputs: flag(2, false),
-        },
-        u::FULLY_CONNECTED => BuiltinOptions::FullyConnected {
-            activation: act(0),
-            weights_format: b(1, 0),
-            keep_num_dims: flag(2, false),
-            asymmetric_quantize_inputs: flag(3, false),
-        },
-        u::SOFTMAX => BuiltinOptions::Softmax { beta: f(0) },
-        u::CONCATENATION => BuiltinOptions::Concatenation {
-            axis: i(0, 0),
-            activation: act(1),
-        },
-        u::ADD => BuiltinOptions::Add {
-            activation: act(0),
-            pot_scale_int16: flag(1, true),
-        },
-        u::SUB => BuiltinOptions::Sub {
-            activation: act(0),
-            pot_scale_int16: flag(1, true),
-        },
-        u::MUL => BuiltinOptions::Mul { activation: act(0) },
-        u::DIV => BuiltinOptions::Div { activation: act(0) },
-        u::RESHAPE => BuiltinOptions::Reshape {
-            new_shape: t.vector::<i32>(slot(0)).map(|v| v.iter().collect()),
-        },
-        u::SQUEEZE => BuiltinOptions::Squeeze {
-            squeeze_dims: collect(t.vector::<i32>(slot(0))),
-        },
-        u::REDUCER => BuiltinOptions::Reducer {
-            keep_dims: flag(0, false),
-        },
-        u::STRIDED_SLICE => BuiltinOptions::StridedSlice {
-            begin_mask: i(0, 0),
-            end_mask: i(1, 0),
-            ellipsis_mask: i(2, 0),
-            new_axis_mask: i(3, 0),
-            shrink_axis_mask: i(4, 0),
-            offset: flag(5, false),
-        },
-        u::CAST => BuiltinOptions::Cast {
-            in_data_type: b(0, 0),
-            out_data_type: b(1, 0),
-        },
-        u::RESIZE_BILINEAR => BuiltinOptions::ResizeBilinear {
-            align_corners: flag(2, false),
-            half_pixel_centers: flag(3, false),
-        },
-        u::UNIDIRECTIONAL_SEQUENCE_LSTM => BuiltinOptions::UnidirectionalSequenceLstm {
-            activation: act(0),
-            cell_clip: f(1),
-            proj_clip: f(2),
-            time_major: flag(3, false),
-            asymmetric_quantize_inputs: flag(4, false),
-            diagonal_recurrent_tensors: flag(5, false),
-        },
-        u::DEPTH_TO_SPACE => BuiltinOptions::DepthToSpace {
-            block_size: i(0, 0),
-        },
-        u::SPACE_TO_DEPTH => BuiltinOptions::SpaceToDepth {
-            block_size: i(0, 0),
-        },
-        u::LEAKY_RELU => BuiltinOptions::LeakyRelu { alpha: f(0) },
-        u::GATHER => BuiltinOptions::Gather {
-            axis: i(0, 0),
-            batch_dims: i(1, 0),
-        },
-        u::PACK => BuiltinOptions::Pack {
-            values_count: i(0, 0),
-            axis: i(1, 0),
-        },
-        u::SPLIT => BuiltinOptions::Split {
-            num_splits: i(0, 0),
-        },
-        u::TRANSPOSE_CONV => BuiltinOptions::TransposeConv {
-            padding: pad(0),
-            stride_w: i(1, 0),
-            stride_h: i(2, 0),
-            activation: act(3),
-        },
-        u::SHAPE => BuiltinOptions::Shape { out_type: b(0, 0) },
-        u::BATCH_MATMUL => BuiltinOptions::BatchMatMul {
-            adj_x: flag(0, false),
-            adj_y: flag(1, false),
-            asymmetric_quantize_inputs: flag(2, false),
-        },
-        u::GELU => BuiltinOptions::Gelu {
-            approximate: flag(0, false),
-        },
-        other => BuiltinOptions::Other { type_id: other },
     }
 }
 
