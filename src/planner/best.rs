@@ -29,9 +29,9 @@ use std::collections::BTreeSet;
 /// An ordering is tried only while its estimated cost keeps the orderings within a quarter of the
 /// budget; the search gets the rest. Each search step moves one item and re-places only the items whose placement
 /// can change (those after it in the order that overlap a moved item in time), so a step costs
-/// what the move disturbs, not the whole plan. With [`BestPlanner::DEFAULT_BUDGET`], planning
-/// 10,000 buffers of a random layered DAG takes about 20 ms and 100,000 about 0.15 s on an idle
-/// core (release build, `cargo bench --bench planner`).
+/// what the move disturbs, not the whole plan. The trade-off: a larger `budget` buys plans closer
+/// to the lower bound at proportionally more planning time; the budget caps that time whatever
+/// the input (`BENCHMARKS.md` has measured times).
 #[derive(Debug, Clone, Copy)]
 pub struct BestPlanner {
     /// Seed of the search (same seed and input → same plan).
