@@ -1,23 +1,22 @@
 //! Deterministic inputs for the crate's tests, benches, bench harness and the CLI's generated
 //! model inputs. Not part of the supported API: hidden from the docs, may change at any time.
 
-/// A small, fast, seeded PRNG (splitmix64). Deterministic across platforms.
+use crate::planner::random::SplitMix;
+
+/// A small, fast, seeded PRNG (the planner's splitmix64, with u64 ranges). Deterministic
+/// across platforms.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix);
 
 impl Rng {
     /// A generator from a seed.
     pub fn new(seed: u64) -> Self {
-        Self(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+        Self(SplitMix(seed ^ 0x5DEE_CE66_D1CE_4E5B))
     }
     /// The next 64 random bits.
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next()
     }
     /// Uniform in `0..n` (`n > 0`).
     #[inline]

@@ -29,7 +29,7 @@ mod best;
 mod greedy;
 mod offline;
 mod problem;
-mod random;
+pub(crate) mod random;
 mod report;
 mod svg;
 
