@@ -199,15 +199,19 @@ macro_rules! define_codec {
             }
         }
 
-        /// Writes `o` as an options table: its union type id and the table (`None` for
-        /// [`BuiltinOptions::None`]; [`BuiltinOptions::Other`] is an empty table of its type).
+        /// Writes `o` as an options table: its union type id and the table (`None` for type
+        /// id 0, i.e. [`BuiltinOptions::None`]; [`BuiltinOptions::Other`] is an empty table of
+        /// its type).
         pub(crate) fn write_options<'b>(
             fbb: &mut FlatBufferBuilder<'b>,
             o: &BuiltinOptions,
         ) -> Option<(u8, WIPOffset<UnionWIPOffset>)> {
+            let type_id = o.type_id();
+            if type_id == 0 {
+                return None;
+            }
             let table = match o {
-                BuiltinOptions::None => return None,
-                BuiltinOptions::Other { .. } => {
+                BuiltinOptions::None | BuiltinOptions::Other { .. } => {
                     let t = fbb.start_table();
                     fbb.end_table(t)
                 }
@@ -225,7 +229,7 @@ macro_rules! define_codec {
                     fbb.end_table(t)
                 })*
             };
-            Some((o.type_id(), table.as_union_value()))
+            Some((type_id, table.as_union_value()))
         }
 
         /// Every declared options table, once with defaults and once with every field set to a
