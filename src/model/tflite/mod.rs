@@ -211,113 +211,30 @@ impl<'f> Decoder<'f> {
         }
     }
 
+    /// The whole model: buffers first, then operator codes and subgraphs (whose indices are
+    /// checked against them), then metadata and signatures.
     fn model(&self, root: T<'f>) -> Result<Model, ModelError> {
-        let version = root.scalar::<u32>(model::VERSION, 0);
-        let description = root.string(model::DESCRIPTION).map(str::to_string);
-
-        let mut buffers = Vec::new();
-        if let Some(bs) = root.tables(model::BUFFERS) {
-            buffers.reserve(bs.len());
-            for (i, b) in bs.enumerate() {
-                buffers.push(self.buffer(i, b)?);
-            }
-        }
-
-        let mut operator_codes = Vec::new();
-        if let Some(cs) = root.tables(model::OPERATOR_CODES) {
-            operator_codes.reserve(cs.len());
-            for c in cs {
-                let deprecated = c.scalar::<i8>(opcode::DEPRECATED_BUILTIN_CODE, 0);
-                let code = c.scalar::<i32>(opcode::BUILTIN_CODE, 0);
-                operator_codes.push(OperatorCode {
-                    builtin: BuiltinOp(code.max(i32::from(deprecated))),
-                    deprecated_builtin_code: deprecated,
-                    custom_code: c.string(opcode::CUSTOM_CODE).map(str::to_string),
-                    version: c.scalar::<i32>(opcode::VERSION, 1),
-                });
-            }
-        }
-
-        let mut subgraphs = Vec::new();
-        if let Some(sgs) = root.tables(model::SUBGRAPHS) {
-            subgraphs.reserve(sgs.len());
-            for (si, sg) in sgs.enumerate() {
-                subgraphs.push(self.subgraph(si, sg, buffers.len(), operator_codes.len())?);
-            }
-        }
-
-        let mut metadata_list = Vec::new();
-        if let Some(ms) = root.tables(model::METADATA) {
-            for (i, m) in ms.enumerate() {
-                let b = m.scalar::<u32>(metadata::BUFFER, 0);
-                check_index(
-                    || format!("metadata[{i}].buffer"),
-                    i64::from(b),
-                    buffers.len(),
-                    "buffers",
-                    false,
-                )?;
-                metadata_list.push(Metadata {
-                    name: m.string(metadata::NAME).unwrap_or_default().to_string(),
-                    buffer: b,
-                });
-            }
-        }
-
-        let mut signatures = Vec::new();
-        if let Some(ss) = root.tables(model::SIGNATURE_DEFS) {
-            for (i, s) in ss.enumerate() {
-                let sgi = s.scalar::<u32>(signature::SUBGRAPH_INDEX, 0);
-                check_index(
-                    || format!("signature_defs[{i}].subgraph_index"),
-                    i64::from(sgi),
-                    subgraphs.len(),
-                    "subgraphs",
-                    false,
-                )?;
-                let ntensors = subgraphs[sgi as usize].tensors.len();
-                let maps = |slot,
-                            field: &'static str|
-                 -> Result<Vec<SignatureTensor>, ModelError> {
-                    let mut out = Vec::new();
-                    if let Some(ms) = s.tables(slot) {
-                        for (j, m) in ms.enumerate() {
-                            let t = m.scalar::<u32>(tensor_map::TENSOR_INDEX, 0);
-                            check_index(
-                                || format!("signature_defs[{i}].{field}[{j}].tensor_index"),
-                                i64::from(t),
-                                ntensors,
-                                "tensors of the signature's subgraph",
-                                false,
-                            )?;
-                            out.push(SignatureTensor {
-                                name: m.string(tensor_map::NAME).unwrap_or_default().to_string(),
-                                tensor_index: t,
-                            });
-                        }
-                    }
-                    Ok(out)
-                };
-                signatures.push(SignatureDef {
-                    key: s
-                        .string(signature::SIGNATURE_KEY)
-                        .unwrap_or_default()
-                        .to_string(),
-                    subgraph_index: sgi,
-                    inputs: maps(signature::INPUTS, "inputs")?,
-                    outputs: maps(signature::OUTPUTS, "outputs")?,
-                });
-            }
-        }
-
+        let buffers = collect_tables(root.tables(model::BUFFERS), |i, b| self.buffer(i, b))?;
+        let operator_codes = collect_tables(root.tables(model::OPERATOR_CODES), |_, c| {
+            Ok(operator_code(c))
+        })?;
+        let subgraphs = collect_tables(root.tables(model::SUBGRAPHS), |si, sg| {
+            self.subgraph(si, sg, buffers.len(), operator_codes.len())
+        })?;
+        let metadata = collect_tables(root.tables(model::METADATA), |i, m| {
+            metadata_entry(i, m, buffers.len())
+        })?;
+        let signatures = collect_tables(root.tables(model::SIGNATURE_DEFS), |i, s| {
+            signature_def(i, s, &subgraphs)
+        })?;
         Ok(Model {
             bytes: Arc::from(&[][..]),
-            version,
-            description,
+            version: root.scalar::<u32>(model::VERSION, 0),
+            description: root.string(model::DESCRIPTION).map(str::to_string),
             operator_codes,
             subgraphs,
             buffers,
-            metadata: metadata_list,
+            metadata,
             signatures,
         })
     }
@@ -349,13 +266,9 @@ impl<'f> Decoder<'f> {
         nbuffers: usize,
         nopcodes: usize,
     ) -> Result<Subgraph, ModelError> {
-        let mut tensors = Vec::new();
-        if let Some(ts) = sg.tables(subgraph::TENSORS) {
-            tensors.reserve(ts.len());
-            for (ti, t) in ts.enumerate() {
-                tensors.push(self.tensor(si, ti, t, nbuffers)?);
-            }
-        }
+        let tensors = collect_tables(sg.tables(subgraph::TENSORS), |ti, t| {
+            self.tensor(si, ti, t, nbuffers)
+        })?;
         let n = tensors.len();
         let indices =
             |slot, field: &'static str, allow_optional: bool| -> Result<Vec<i32>, ModelError> {
@@ -373,13 +286,9 @@ impl<'f> Decoder<'f> {
             };
         let inputs = indices(subgraph::INPUTS, "inputs", false)?;
         let outputs = indices(subgraph::OUTPUTS, "outputs", false)?;
-        let mut operators = Vec::new();
-        if let Some(ops) = sg.tables(subgraph::OPERATORS) {
-            operators.reserve(ops.len());
-            for (oi, op) in ops.enumerate() {
-                operators.push(self.operator(si, oi, op, n, nopcodes)?);
-            }
-        }
+        let operators = collect_tables(sg.tables(subgraph::OPERATORS), |oi, op| {
+            self.operator(si, oi, op, n, nopcodes)
+        })?;
         Ok(Subgraph {
             name: sg.string(subgraph::NAME).map(str::to_string),
             tensors,
@@ -508,6 +417,87 @@ impl<'f> Decoder<'f> {
             ),
         })
     }
+}
+
+/// Decodes every table of a vector-of-tables field with `f(index, table)` (empty when absent).
+fn collect_tables<'f, X>(
+    tables: Option<impl ExactSizeIterator<Item = T<'f>>>,
+    mut f: impl FnMut(usize, T<'f>) -> Result<X, ModelError>,
+) -> Result<Vec<X>, ModelError> {
+    let Some(tables) = tables else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(tables.len());
+    for (i, t) in tables.enumerate() {
+        out.push(f(i, t)?);
+    }
+    Ok(out)
+}
+
+/// An `OperatorCode` (the builtin code is the larger of the two code fields, as TFLite reads it).
+fn operator_code(c: T<'_>) -> OperatorCode {
+    let deprecated = c.scalar::<i8>(opcode::DEPRECATED_BUILTIN_CODE, 0);
+    let code = c.scalar::<i32>(opcode::BUILTIN_CODE, 0);
+    OperatorCode {
+        builtin: BuiltinOp(code.max(i32::from(deprecated))),
+        deprecated_builtin_code: deprecated,
+        custom_code: c.string(opcode::CUSTOM_CODE).map(str::to_string),
+        version: c.scalar::<i32>(opcode::VERSION, 1),
+    }
+}
+
+/// Metadata entry `i`, its buffer index checked against `nbuffers`.
+fn metadata_entry(i: usize, m: T<'_>, nbuffers: usize) -> Result<Metadata, ModelError> {
+    let b = m.scalar::<u32>(metadata::BUFFER, 0);
+    check_index(
+        || format!("metadata[{i}].buffer"),
+        i64::from(b),
+        nbuffers,
+        "buffers",
+        false,
+    )?;
+    Ok(Metadata {
+        name: m.string(metadata::NAME).unwrap_or_default().to_string(),
+        buffer: b,
+    })
+}
+
+/// Signature definition `i`, its subgraph and tensor indices checked.
+fn signature_def(i: usize, s: T<'_>, subgraphs: &[Subgraph]) -> Result<SignatureDef, ModelError> {
+    let sgi = s.scalar::<u32>(signature::SUBGRAPH_INDEX, 0);
+    check_index(
+        || format!("signature_defs[{i}].subgraph_index"),
+        i64::from(sgi),
+        subgraphs.len(),
+        "subgraphs",
+        false,
+    )?;
+    let ntensors = subgraphs[sgi as usize].tensors.len();
+    let maps = |slot, field: &'static str| {
+        collect_tables(s.tables(slot), |j, m| {
+            let t = m.scalar::<u32>(tensor_map::TENSOR_INDEX, 0);
+            check_index(
+                || format!("signature_defs[{i}].{field}[{j}].tensor_index"),
+                i64::from(t),
+                ntensors,
+                "tensors of the signature's subgraph",
+                false,
+            )?;
+            Ok(SignatureTensor {
+                name: m.string(tensor_map::NAME).unwrap_or_default().to_string(),
+                tensor_index: t,
+            })
+        })
+    };
+    Ok(SignatureDef {
+        key: s
+            .string(signature::SIGNATURE_KEY)
+            .unwrap_or_default()
+            .to_string(),
+        subgraph_index: sgi,
+        inputs: maps(signature::INPUTS, "inputs")?,
+        outputs: maps(signature::OUTPUTS, "outputs")?,
+    })
 }
 
 /// A `SparseIndexVector` union value of type `ty` (`None` for an unknown or absent one).
