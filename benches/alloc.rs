@@ -8,7 +8,8 @@ use std::ptr::NonNull;
 use tensor_alloc::alloc::{
     AlignedCpuAllocator, Allocator, Layout, SystemAllocator, TrackingAllocator,
 };
-use tensor_alloc::workload::{Rng, StepSchedule};
+use tensor_alloc::test_support::Rng;
+use tensor_alloc::workload::StepSchedule;
 
 /// 10,000 live 8–512 B objects; each iteration replaces 64 of them (64 alloc + 64 free).
 fn small_churn<A: Allocator>(c: &mut Criterion, group: &str, name: &str, a: &A) {

@@ -17,8 +17,14 @@ pub mod global;
 pub mod interpreter;
 pub mod model;
 pub mod planner;
-pub mod sync;
+pub(crate) mod sync;
 pub mod tensor;
+#[doc(hidden)]
+pub mod test_support;
+/// The bench harness of `tensor-alloc bench` and the allocator benches (feature `cli`); not part
+/// of the library's API.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod workload;
 
 pub use global::GlobalAllocator;

@@ -16,51 +16,8 @@ use serde::Serialize;
 use std::ptr::NonNull;
 use std::time::Instant;
 
-/// A small, fast, seeded PRNG (splitmix64). Deterministic across platforms.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Self {
-        Self(seed ^ 0x5DEE_CE66_D1CE_4E5B)
-    }
-    /// The next 64 random bits.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (`n > 0`).
-    #[inline]
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-    /// Uniform in `lo..=hi` (the bounds are swapped when `lo > hi`).
-    #[inline]
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        let (lo, hi) = (lo.min(hi), lo.max(hi));
-        match (hi - lo).checked_add(1) {
-            Some(n) => lo + self.below(n),
-            None => self.next_u64(),
-        }
-    }
-    /// Log-uniform in `lo..=hi` (tensor sizes span orders of magnitude; bounds swapped when
-    /// `lo > hi`, 0 treated as 1).
-    pub fn log_range(&mut self, lo: u64, hi: u64) -> u64 {
-        let (lo, hi) = (lo.min(hi).max(1), lo.max(hi).max(1));
-        let (a, b) = ((lo as f64).ln(), (hi as f64).ln());
-        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        ((a + (b - a) * u).exp() as u64).clamp(lo, hi)
-    }
-    /// `true` with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-}
+/// The harness's random numbers (also at their old path for existing callers).
+pub use crate::test_support::Rng;
 
 /// The workloads of `tensor-alloc bench`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -626,17 +583,6 @@ mod tests {
         }
         let share = skips as f64 / outputs as f64;
         assert!((0.17..0.23).contains(&share), "skip share {share}");
-    }
-
-    #[test]
-    fn rng_ranges_tolerate_swapped_and_extreme_bounds() {
-        let mut r = Rng::new(3);
-        for _ in 0..1000 {
-            assert!((5..=9).contains(&r.range(9, 5)));
-            assert!((1..=64).contains(&r.log_range(64, 0)));
-        }
-        let _ = r.range(0, u64::MAX);
-        assert_eq!(r.range(7, 7), 7);
     }
 
     #[test]

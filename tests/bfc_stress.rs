@@ -12,7 +12,7 @@ use allocator_api2::alloc::{Allocator, Layout};
 use std::ptr::NonNull;
 use std::sync::Arc;
 use tensor_alloc::alloc::{BfcAllocator, BfcGrowth, BfcOptions, TensorAllocator};
-use tensor_alloc::workload::Rng;
+use tensor_alloc::test_support::Rng;
 
 const MIB: usize = 1 << 20;
 

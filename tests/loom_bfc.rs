@@ -6,10 +6,10 @@
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_bfc`
 #![cfg(loom)]
 
+use loom::{sync::Arc, thread};
 use tensor_alloc::alloc::{
     Allocator, BfcAllocator, BfcOptions, Layout, SystemSubAllocator, TensorAllocator,
 };
-use tensor_alloc::sync::{thread, Arc};
 
 fn l(size: usize) -> Layout {
     Layout::from_size_align(size, 256).unwrap()

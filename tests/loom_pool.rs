@@ -4,9 +4,9 @@
 //! (use a separate `--target-dir`, e.g. `target/loom`, to keep the normal build cache).
 #![cfg(loom)]
 
+use loom::{sync::Arc, thread};
 use std::ptr::NonNull;
 use tensor_alloc::alloc::{Allocator, Layout, PoolAllocator, PoolOptions, TensorAllocator};
-use tensor_alloc::sync::{thread, Arc};
 
 fn pool(limit: usize) -> Arc<PoolAllocator> {
     Arc::new(PoolAllocator::new(PoolOptions {

@@ -9,12 +9,12 @@
 #![cfg(loom)]
 
 use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicUsize, Ordering};
 use std::ptr::NonNull;
 use tensor_alloc::alloc::{
     AlignedCpuAllocator, AllocError, Allocator, AllocatorRef, AllocatorStats, Layout,
     TensorAllocator,
 };
-use tensor_alloc::sync::{AtomicUsize, Ordering};
 use tensor_alloc::tensor::{allocator_ref, TensorBuffer};
 
 /// Counts allocations/frees of real memory (from the CPU allocator) and models "the bytes" as a

@@ -20,7 +20,7 @@ use tensor_alloc::global::count_allocations;
 use tensor_alloc::interpreter::{plan_model, Interpreter, ModelPlanOptions};
 use tensor_alloc::model::{LifetimeOptions, Lifetimes, Model};
 use tensor_alloc::planner::{BestPlanner, Planner};
-use tensor_alloc::workload::Rng;
+use tensor_alloc::test_support::Rng;
 use tensor_alloc::GlobalAllocator;
 
 #[global_allocator]

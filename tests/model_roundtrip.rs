@@ -375,7 +375,7 @@ fn corrupt_errors_are_one_line_with_a_field_path() {
 /// and their lifetimes satisfy the planner's invariants.
 #[test]
 fn random_models_round_trip_and_have_sane_lifetimes() {
-    use tensor_alloc::workload::Rng;
+    use tensor_alloc::test_support::Rng;
     let ops = [
         BuiltinOp::ADD,
         BuiltinOp::RELU,

@@ -425,6 +425,7 @@ impl EnvConfig {
                 }
                 LOG => {
                     // The CLI's filter: refused here rather than silently replaced by the default.
+                    #[cfg(feature = "cli")]
                     if tracing_subscriber::EnvFilter::try_new(t).is_err() {
                         return Err(invalid(LOG, v));
                     }

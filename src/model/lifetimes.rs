@@ -23,7 +23,7 @@
 //! dtype and byte size, when that input dies at the op and is neither a graph input nor a graph
 //! output (and, for offline-planned tensors, when the offline plan gave both the same offset).
 
-use super::{BuiltinOp, Model, ModelError};
+use super::{BuiltinOp, Model, ModelError, Subgraph};
 
 /// How to derive lifetimes.
 #[derive(Clone, Debug, Default)]
@@ -93,7 +93,8 @@ pub struct PlannedTensor {
 }
 
 /// Why a tensor is persistent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PersistentKind {
     /// `is_variable` state.
     Variable,
@@ -102,9 +103,10 @@ pub enum PersistentKind {
 }
 
 /// A tensor of the persistent section (arena tail).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PersistentTensor {
     /// Tensor index.
+    #[serde(rename = "index")]
     pub tensor: usize,
     /// Tensor name.
     pub name: String,
@@ -130,8 +132,144 @@ pub struct Lifetimes {
     pub unsized_tensors: Vec<usize>,
 }
 
+/// What the graph says about every tensor of one subgraph: constness, graph input/output,
+/// the steps that first write, first read and last read it, and whether it is a prepare-time
+/// constant.
+struct TensorFacts {
+    is_const: Vec<bool>,
+    is_input: Vec<bool>,
+    is_output: Vec<bool>,
+    prepare_time_constant: Vec<bool>,
+    /// Step of the first op writing the tensor (`usize::MAX`: none).
+    first_write: Vec<usize>,
+    /// Step of the first op reading the tensor (`usize::MAX`: none).
+    first_read: Vec<usize>,
+    last_read: Vec<Option<usize>>,
+}
+
+impl TensorFacts {
+    fn new(model: &Model, si: usize) -> Self {
+        let sg = &model.subgraphs[si];
+        let n = sg.tensors.len();
+        let mut f = TensorFacts {
+            is_const: (0..n).map(|t| model.is_constant(si, t)).collect(),
+            is_input: vec![false; n],
+            is_output: vec![false; n],
+            prepare_time_constant: vec![false; n],
+            first_write: vec![usize::MAX; n],
+            first_read: vec![usize::MAX; n],
+            last_read: vec![None; n],
+        };
+        for t in sg.input_tensors() {
+            f.is_input[t] = true;
+        }
+        for t in sg.output_tensors() {
+            f.is_output[t] = true;
+        }
+        f.mark_prepare_time_constants(model, sg);
+        f.record_uses(sg);
+        f
+    }
+
+    /// Prepare-time constants: outputs of ops whose (non-optional) inputs are all constant or
+    /// themselves prepare-time constants, and of SHAPE/RANK on inputs with static shapes.
+    fn mark_prepare_time_constants(&mut self, model: &Model, sg: &Subgraph) {
+        for op in &sg.operators {
+            let builtin = model.builtin_of(op).unwrap_or(BuiltinOp::CUSTOM);
+            if builtin == BuiltinOp::CUSTOM || op.input_tensors().next().is_none() {
+                continue;
+            }
+            let all_const = op.input_tensors().all(|t| {
+                (self.is_const[t] || self.prepare_time_constant[t]) && !sg.tensors[t].is_variable
+            });
+            let static_shape_op = matches!(builtin, BuiltinOp::SHAPE | BuiltinOp::RANK)
+                && op.input_tensors().all(|t| {
+                    let sig = sg.tensors[t].shape_signature.as_ref();
+                    sig.is_none_or(|s| s.iter().all(|&d| d >= 0))
+                });
+            if all_const || static_shape_op {
+                for t in op.output_tensors() {
+                    if !self.is_const[t] && !self.is_output[t] && !sg.tensors[t].is_variable {
+                        self.prepare_time_constant[t] = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// First write, first read and last read of every tensor, by op step.
+    fn record_uses(&mut self, sg: &Subgraph) {
+        for (k, op) in sg.operators.iter().enumerate() {
+            for t in op.output_tensors() {
+                self.first_write[t] = self.first_write[t].min(k);
+            }
+            for t in op.input_tensors() {
+                self.first_read[t] = self.first_read[t].min(k);
+                self.last_read[t] = Some(self.last_read[t].map_or(k, |l| l.max(k)));
+            }
+        }
+    }
+
+    fn written(&self, t: usize) -> bool {
+        self.first_write[t] != usize::MAX
+    }
+
+    /// Read or written by an op, or a graph input or output.
+    fn touched(&self, t: usize) -> bool {
+        self.written(t) || self.last_read[t].is_some() || self.is_input[t] || self.is_output[t]
+    }
+
+    /// First step, role and last step of a touched tensor (`end` is the last op's step):
+    /// inputs live from step 0, outputs to `end`, others from their first write (or read) to
+    /// their last read.
+    fn interval(&self, t: usize, end: usize) -> (usize, TensorRole, usize) {
+        let output_or = |role| {
+            if self.is_output[t] {
+                TensorRole::Output
+            } else {
+                role
+            }
+        };
+        let (first, role) = if self.is_input[t] {
+            (0, TensorRole::Input)
+        } else if self.written(t) {
+            (self.first_write[t], output_or(TensorRole::Intermediate))
+        } else if self.last_read[t].is_some() {
+            (self.first_read[t], output_or(TensorRole::OrphanRead))
+        } else {
+            (0, TensorRole::Output)
+        };
+        let last = if self.is_output[t] {
+            end
+        } else {
+            self.last_read[t].unwrap_or(first).max(first)
+        };
+        (first, role, last)
+    }
+}
+
+/// One flag per tensor: kept alive to the end by `--pin`.
+fn pinned_mask(pinned: &[usize], n: usize) -> Result<Vec<bool>, ModelError> {
+    let mut mask = vec![false; n];
+    for &p in pinned {
+        if p >= n {
+            return Err(ModelError::IndexOutOfRange {
+                location: "lifetime options.pinned".into(),
+                index: p as i64,
+                len: n,
+                what: "tensors of the subgraph",
+            });
+        }
+        mask[p] = true;
+    }
+    Ok(mask)
+}
+
 impl Lifetimes {
-    /// Derives lifetimes of `opts.subgraph` of `model` (after [`Model::validate`]).
+    /// Derives lifetimes of `opts.subgraph` of `model` (after [`Model::validate`]): each
+    /// non-constant tensor is unused, unsized (dynamic), persistent (variable or prepare-time
+    /// constant) or planned from its first to its last use; then in-place aliases are declared
+    /// when `opts.inplace`.
     pub fn compute(model: &Model, opts: &LifetimeOptions) -> Result<Lifetimes, ModelError> {
         // Models from the reader are valid already; hand-assembled ones are checked so that the
         // indexing below cannot go out of range.
@@ -146,93 +284,25 @@ impl Lifetimes {
                 len: model.subgraphs.len(),
                 what: "subgraphs",
             })?;
-        let n = sg.tensors.len();
-        let num_ops = sg.operators.len();
-        let end = num_ops.saturating_sub(1);
-        let is_const: Vec<bool> = (0..n).map(|t| model.is_constant(si, t)).collect();
-        let mut is_input = vec![false; n];
-        let mut is_output = vec![false; n];
-        for t in sg.input_tensors() {
-            is_input[t] = true;
-        }
-        for t in sg.output_tensors() {
-            is_output[t] = true;
-        }
-
-        // Prepare-time constants: outputs of ops whose (non-optional) inputs are all constant or
-        // themselves prepare-time constants, and of SHAPE/RANK on inputs with static shapes.
-        let mut ptc = vec![false; n];
-        for op in &sg.operators {
-            let builtin = model.builtin_of(op).unwrap_or(BuiltinOp::CUSTOM);
-            if builtin == BuiltinOp::CUSTOM {
-                continue;
-            }
-            let mut inputs = op.input_tensors().peekable();
-            if inputs.peek().is_none() {
-                continue;
-            }
-            let all_const = op
-                .input_tensors()
-                .all(|t| (is_const[t] || ptc[t]) && !sg.tensors[t].is_variable);
-            let static_shape_op = matches!(builtin, BuiltinOp::SHAPE | BuiltinOp::RANK)
-                && op.input_tensors().all(|t| {
-                    let sig = sg.tensors[t].shape_signature.as_ref();
-                    sig.is_none_or(|s| s.iter().all(|&d| d >= 0))
-                });
-            if all_const || static_shape_op {
-                for t in op.output_tensors() {
-                    if !is_const[t] && !is_output[t] && !sg.tensors[t].is_variable {
-                        ptc[t] = true;
-                    }
-                }
-            }
-        }
-
-        let mut first_write = vec![usize::MAX; n];
-        let mut first_read = vec![usize::MAX; n];
-        let mut last_read: Vec<Option<usize>> = vec![None; n];
-        for (k, op) in sg.operators.iter().enumerate() {
-            for t in op.output_tensors() {
-                first_write[t] = first_write[t].min(k);
-            }
-            for t in op.input_tensors() {
-                first_read[t] = first_read[t].min(k);
-                last_read[t] = Some(last_read[t].map_or(k, |l| l.max(k)));
-            }
-        }
-
+        let facts = TensorFacts::new(model, si);
         let offline = if si == 0 && !opts.ignore_offline_plan {
             model.offline_plan()?
         } else {
             None
         };
-        let mut pinned = vec![false; n];
-        for &p in &opts.pinned {
-            if p >= n {
-                return Err(ModelError::IndexOutOfRange {
-                    location: "lifetime options.pinned".into(),
-                    index: p as i64,
-                    len: n,
-                    what: "tensors of the subgraph",
-                });
-            }
-            pinned[p] = true;
-        }
-
+        let pinned = pinned_mask(&opts.pinned, sg.tensors.len())?;
+        let end = sg.operators.len().saturating_sub(1);
         let mut out = Lifetimes {
-            num_ops,
+            num_ops: sg.operators.len(),
             planned: Vec::new(),
             persistent: Vec::new(),
             unused: Vec::new(),
             unsized_tensors: Vec::new(),
         };
         for (t, tensor) in sg.tensors.iter().enumerate() {
-            if is_const[t] {
+            if facts.is_const[t] {
                 continue;
             }
-            let written = first_write[t] != usize::MAX;
-            let read = last_read[t].is_some();
-            let touched = written || read || is_input[t] || is_output[t];
             let size = tensor.static_byte_size().map_err(|problem| {
                 ModelError::invalid(
                     format!("subgraphs[{si}].tensors[{t}] ({:?})", tensor.name),
@@ -240,80 +310,45 @@ impl Lifetimes {
                 )
             })?;
             let Some(bytes) = size else {
-                if touched || tensor.is_variable {
+                if facts.touched(t) || tensor.is_variable {
                     out.unsized_tensors.push(t);
                 } else {
                     out.unused.push(t);
                 }
                 continue;
             };
-            if tensor.is_variable {
-                out.persistent.push(PersistentTensor {
-                    tensor: t,
-                    name: tensor.name.clone(),
-                    bytes,
-                    kind: PersistentKind::Variable,
-                });
-                continue;
-            }
-            if ptc[t] {
-                out.persistent.push(PersistentTensor {
-                    tensor: t,
-                    name: tensor.name.clone(),
-                    bytes,
-                    kind: PersistentKind::PrepareTimeConstant,
-                });
-                continue;
-            }
-            if !touched {
-                out.unused.push(t);
-                continue;
-            }
-            let (first, role) = if is_input[t] {
-                (0, TensorRole::Input)
-            } else if written {
-                (
-                    first_write[t],
-                    if is_output[t] {
-                        TensorRole::Output
-                    } else {
-                        TensorRole::Intermediate
-                    },
-                )
-            } else if read {
-                (
-                    first_read[t],
-                    if is_output[t] {
-                        TensorRole::Output
-                    } else {
-                        TensorRole::OrphanRead
-                    },
-                )
-            } else {
-                (0, TensorRole::Output)
-            };
-            let mut last = if is_output[t] {
-                end
-            } else {
-                last_read[t].unwrap_or(first).max(first)
-            };
-            if opts.preserve_all || pinned[t] || (opts.preserve_inputs && is_input[t]) {
-                last = end;
-            }
-            out.planned.push(PlannedTensor {
+            let persistent = |kind| PersistentTensor {
                 tensor: t,
                 name: tensor.name.clone(),
                 bytes,
-                first,
-                last,
-                role,
-                alias_of: None,
-                offline_offset: offline.as_ref().and_then(|o| o.get(t).copied().flatten()),
-            });
+                kind,
+            };
+            if tensor.is_variable {
+                out.persistent.push(persistent(PersistentKind::Variable));
+            } else if facts.prepare_time_constant[t] {
+                out.persistent
+                    .push(persistent(PersistentKind::PrepareTimeConstant));
+            } else if !facts.touched(t) {
+                out.unused.push(t);
+            } else {
+                let (first, role, mut last) = facts.interval(t, end);
+                if opts.preserve_all || pinned[t] || (opts.preserve_inputs && facts.is_input[t]) {
+                    last = end;
+                }
+                out.planned.push(PlannedTensor {
+                    tensor: t,
+                    name: tensor.name.clone(),
+                    bytes,
+                    first,
+                    last,
+                    role,
+                    alias_of: None,
+                    offline_offset: offline.as_ref().and_then(|o| o.get(t).copied().flatten()),
+                });
+            }
         }
-
         if opts.inplace {
-            out.declare_inplace(model, si, &is_input, &is_output);
+            out.declare_inplace(model, si, &facts.is_input, &facts.is_output);
         }
         Ok(out)
     }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod lifetimes;
 pub mod ops;
 pub mod options;
+pub mod summary;
 pub mod tflite;
 
 use std::ops::Range;

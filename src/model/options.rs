@@ -156,175 +156,173 @@ pub mod union_id {
     pub const MAX_KNOWN: u8 = 126;
 }
 
-/// Decoded builtin options of an operator.
-#[derive(Clone, Debug, PartialEq)]
-#[allow(missing_docs)] // field names are the schema's field names
-pub enum BuiltinOptions {
-    /// No options table.
-    None,
-    /// `Conv2DOptions`.
-    Conv2D {
-        padding: Padding,
-        stride_w: i32,
-        stride_h: i32,
-        activation: Activation,
-        dilation_w: i32,
-        dilation_h: i32,
-    },
-    /// `DepthwiseConv2DOptions`.
-    DepthwiseConv2D {
-        padding: Padding,
-        stride_w: i32,
-        stride_h: i32,
-        depth_multiplier: i32,
-        activation: Activation,
-        dilation_w: i32,
-        dilation_h: i32,
-    },
-    /// `Pool2DOptions` (AVERAGE_POOL_2D, MAX_POOL_2D, L2_POOL_2D).
-    Pool2D {
-        padding: Padding,
-        stride_w: i32,
-        stride_h: i32,
-        filter_w: i32,
-        filter_h: i32,
-        activation: Activation,
-    },
-    /// `SVDFOptions`.
-    Svdf {
-        rank: i32,
-        activation: Activation,
-        asymmetric_quantize_inputs: bool,
-    },
-    /// `FullyConnectedOptions`.
-    FullyConnected {
-        activation: Activation,
-        weights_format: i8,
-        keep_num_dims: bool,
-        asymmetric_quantize_inputs: bool,
-    },
-    /// `SoftmaxOptions`.
-    Softmax { beta: f32 },
-    /// `ConcatenationOptions`.
-    Concatenation { axis: i32, activation: Activation },
-    /// `AddOptions`.
-    Add {
-        activation: Activation,
-        pot_scale_int16: bool,
-    },
-    /// `SubOptions`.
-    Sub {
-        activation: Activation,
-        pot_scale_int16: bool,
-    },
-    /// `MulOptions`.
-    Mul { activation: Activation },
-    /// `DivOptions`.
-    Div { activation: Activation },
-    /// `ReshapeOptions` (`new_shape` absent = `None`).
-    Reshape { new_shape: Option<Vec<i32>> },
-    /// `SqueezeOptions`.
-    Squeeze { squeeze_dims: Vec<i32> },
-    /// `ReducerOptions` (MEAN, SUM, REDUCE_MAX, ...).
-    Reducer { keep_dims: bool },
-    /// `StridedSliceOptions`.
-    StridedSlice {
-        begin_mask: i32,
-        end_mask: i32,
-        ellipsis_mask: i32,
-        new_axis_mask: i32,
-        shrink_axis_mask: i32,
-        offset: bool,
-    },
-    /// `CastOptions` (raw `TensorType` bytes).
-    Cast { in_data_type: i8, out_data_type: i8 },
-    /// `ResizeBilinearOptions`.
-    ResizeBilinear {
-        align_corners: bool,
-        half_pixel_centers: bool,
-    },
-    /// `UnidirectionalSequenceLSTMOptions`.
-    UnidirectionalSequenceLstm {
-        activation: Activation,
-        cell_clip: f32,
-        proj_clip: f32,
-        time_major: bool,
-        asymmetric_quantize_inputs: bool,
-        diagonal_recurrent_tensors: bool,
-    },
-    /// `DepthToSpaceOptions`.
-    DepthToSpace { block_size: i32 },
-    /// `SpaceToDepthOptions`.
-    SpaceToDepth { block_size: i32 },
-    /// `LeakyReluOptions`.
-    LeakyRelu { alpha: f32 },
-    /// `GatherOptions`.
-    Gather { axis: i32, batch_dims: i32 },
-    /// `PackOptions`.
-    Pack { values_count: i32, axis: i32 },
-    /// `SplitOptions`.
-    Split { num_splits: i32 },
-    /// `TransposeConvOptions`.
-    TransposeConv {
-        padding: Padding,
-        stride_w: i32,
-        stride_h: i32,
-        activation: Activation,
-    },
-    /// `ShapeOptions` (raw `TensorType` byte of the output).
-    Shape { out_type: i8 },
-    /// `BatchMatMulOptions`.
-    BatchMatMul {
-        adj_x: bool,
-        adj_y: bool,
-        asymmetric_quantize_inputs: bool,
-    },
-    /// `GeluOptions`.
-    Gelu { approximate: bool },
-    /// Any other options table (including the field-less ones: PadOptions, TransposeOptions,
-    /// DequantizeOptions, QuantizeOptions, HardSwishOptions, MaximumMinimumOptions, ...), kept as
-    /// its union type id; its fields are not decoded and a writer emits an empty table.
-    Other { type_id: u8 },
+/// The builtin options tables this crate decodes: the one declaration of each table's fields,
+/// with the schema's field number (vtable slot `4 + 2 * n`) and default (0, `false`, `0.0`, the
+/// enum's zero value, or an empty / absent vector unless `= value` says otherwise).
+///
+/// The [`BuiltinOptions`] enum, the `.tflite` verifier, decoder and writer are all generated from
+/// this list, so adding an op's options is one entry here. Callers pass a macro that receives the
+/// whole list; each entry reads
+/// `Variant = UNION_ID { field_number name: Type [= default], ... }`.
+macro_rules! builtin_options_table {
+    ($callback:ident) => {
+        $callback! {
+            /// `Conv2DOptions`.
+            Conv2D = CONV_2D {
+                0 padding: Padding,
+                1 stride_w: i32,
+                2 stride_h: i32,
+                3 activation: Activation,
+                4 dilation_w: i32 = 1,
+                5 dilation_h: i32 = 1,
+            }
+            /// `DepthwiseConv2DOptions`.
+            DepthwiseConv2D = DEPTHWISE_CONV_2D {
+                0 padding: Padding,
+                1 stride_w: i32,
+                2 stride_h: i32,
+                3 depth_multiplier: i32,
+                4 activation: Activation,
+                5 dilation_w: i32 = 1,
+                6 dilation_h: i32 = 1,
+            }
+            /// `Pool2DOptions` (AVERAGE_POOL_2D, MAX_POOL_2D, L2_POOL_2D).
+            Pool2D = POOL_2D {
+                0 padding: Padding,
+                1 stride_w: i32,
+                2 stride_h: i32,
+                3 filter_w: i32,
+                4 filter_h: i32,
+                5 activation: Activation,
+            }
+            /// `SVDFOptions`.
+            Svdf = SVDF {
+                0 rank: i32,
+                1 activation: Activation,
+                2 asymmetric_quantize_inputs: bool,
+            }
+            /// `FullyConnectedOptions`.
+            FullyConnected = FULLY_CONNECTED {
+                0 activation: Activation,
+                1 weights_format: i8,
+                2 keep_num_dims: bool,
+                3 asymmetric_quantize_inputs: bool,
+            }
+            /// `SoftmaxOptions`.
+            Softmax = SOFTMAX { 0 beta: f32 }
+            /// `ConcatenationOptions`.
+            Concatenation = CONCATENATION { 0 axis: i32, 1 activation: Activation }
+            /// `AddOptions`.
+            Add = ADD { 0 activation: Activation, 1 pot_scale_int16: bool = true }
+            /// `SubOptions`.
+            Sub = SUB { 0 activation: Activation, 1 pot_scale_int16: bool = true }
+            /// `MulOptions`.
+            Mul = MUL { 0 activation: Activation }
+            /// `DivOptions`.
+            Div = DIV { 0 activation: Activation }
+            /// `ReshapeOptions` (`new_shape` absent = `None`).
+            Reshape = RESHAPE { 0 new_shape: Option<Vec<i32>> }
+            /// `SqueezeOptions`.
+            Squeeze = SQUEEZE { 0 squeeze_dims: Vec<i32> }
+            /// `ReducerOptions` (MEAN, SUM, REDUCE_MAX, ...).
+            Reducer = REDUCER { 0 keep_dims: bool }
+            /// `StridedSliceOptions`.
+            StridedSlice = STRIDED_SLICE {
+                0 begin_mask: i32,
+                1 end_mask: i32,
+                2 ellipsis_mask: i32,
+                3 new_axis_mask: i32,
+                4 shrink_axis_mask: i32,
+                5 offset: bool,
+            }
+            /// `CastOptions` (raw `TensorType` bytes).
+            Cast = CAST { 0 in_data_type: i8, 1 out_data_type: i8 }
+            /// `ResizeBilinearOptions` (fields 0 and 1, `new_height` / `new_width`, are deprecated).
+            ResizeBilinear = RESIZE_BILINEAR { 2 align_corners: bool, 3 half_pixel_centers: bool }
+            /// `UnidirectionalSequenceLSTMOptions`.
+            UnidirectionalSequenceLstm = UNIDIRECTIONAL_SEQUENCE_LSTM {
+                0 activation: Activation,
+                1 cell_clip: f32,
+                2 proj_clip: f32,
+                3 time_major: bool,
+                4 asymmetric_quantize_inputs: bool,
+                5 diagonal_recurrent_tensors: bool,
+            }
+            /// `DepthToSpaceOptions`.
+            DepthToSpace = DEPTH_TO_SPACE { 0 block_size: i32 }
+            /// `SpaceToDepthOptions`.
+            SpaceToDepth = SPACE_TO_DEPTH { 0 block_size: i32 }
+            /// `LeakyReluOptions`.
+            LeakyRelu = LEAKY_RELU { 0 alpha: f32 }
+            /// `GatherOptions`.
+            Gather = GATHER { 0 axis: i32, 1 batch_dims: i32 }
+            /// `PackOptions`.
+            Pack = PACK { 0 values_count: i32, 1 axis: i32 }
+            /// `SplitOptions`.
+            Split = SPLIT { 0 num_splits: i32 }
+            /// `TransposeConvOptions`.
+            TransposeConv = TRANSPOSE_CONV {
+                0 padding: Padding,
+                1 stride_w: i32,
+                2 stride_h: i32,
+                3 activation: Activation,
+            }
+            /// `ShapeOptions` (raw `TensorType` byte of the output).
+            Shape = SHAPE { 0 out_type: i8 }
+            /// `BatchMatMulOptions`.
+            BatchMatMul = BATCH_MATMUL {
+                0 adj_x: bool,
+                1 adj_y: bool,
+                2 asymmetric_quantize_inputs: bool,
+            }
+            /// `GeluOptions`.
+            Gelu = GELU { 0 approximate: bool }
+        }
+    };
+}
+pub(crate) use builtin_options_table;
+
+/// Defines [`BuiltinOptions`] and its `type_id` from [`builtin_options_table`].
+macro_rules! define_builtin_options {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $uid:ident {
+            $($id:literal $field:ident : $ty:ty $(= $default:expr)?),* $(,)?
+        }
+    )*) => {
+        /// Decoded builtin options of an operator.
+        #[derive(Clone, Debug, PartialEq)]
+        #[allow(missing_docs)] // field names are the schema's field names
+        pub enum BuiltinOptions {
+            /// No options table.
+            None,
+            $(
+                $(#[$doc])*
+                $variant { $($field: $ty),* },
+            )*
+            /// Any other options table (including the field-less ones: PadOptions,
+            /// TransposeOptions, DequantizeOptions, QuantizeOptions, HardSwishOptions,
+            /// MaximumMinimumOptions, ...), kept as its union type id; its fields are not decoded
+            /// and a writer emits an empty table.
+            Other { type_id: u8 },
+        }
+
+        impl BuiltinOptions {
+            /// The union type id this value is stored under (0 for `None`).
+            pub fn type_id(&self) -> u8 {
+                match self {
+                    BuiltinOptions::None => 0,
+                    $(BuiltinOptions::$variant { .. } => union_id::$uid,)*
+                    BuiltinOptions::Other { type_id } => *type_id,
+                }
+            }
+        }
+    };
 }
 
-impl BuiltinOptions {
-    /// The union type id this value is stored under (0 for `None`).
-    pub fn type_id(&self) -> u8 {
-        use union_id as u;
-        match self {
-            BuiltinOptions::None => 0,
-            BuiltinOptions::Conv2D { .. } => u::CONV_2D,
-            BuiltinOptions::DepthwiseConv2D { .. } => u::DEPTHWISE_CONV_2D,
-            BuiltinOptions::Pool2D { .. } => u::POOL_2D,
-            BuiltinOptions::Svdf { .. } => u::SVDF,
-            BuiltinOptions::FullyConnected { .. } => u::FULLY_CONNECTED,
-            BuiltinOptions::Softmax { .. } => u::SOFTMAX,
-            BuiltinOptions::Concatenation { .. } => u::CONCATENATION,
-            BuiltinOptions::Add { .. } => u::ADD,
-            BuiltinOptions::Sub { .. } => u::SUB,
-            BuiltinOptions::Mul { .. } => u::MUL,
-            BuiltinOptions::Div { .. } => u::DIV,
-            BuiltinOptions::Reshape { .. } => u::RESHAPE,
-            BuiltinOptions::Squeeze { .. } => u::SQUEEZE,
-            BuiltinOptions::Reducer { .. } => u::REDUCER,
-            BuiltinOptions::StridedSlice { .. } => u::STRIDED_SLICE,
-            BuiltinOptions::Cast { .. } => u::CAST,
-            BuiltinOptions::ResizeBilinear { .. } => u::RESIZE_BILINEAR,
-            BuiltinOptions::UnidirectionalSequenceLstm { .. } => u::UNIDIRECTIONAL_SEQUENCE_LSTM,
-            BuiltinOptions::DepthToSpace { .. } => u::DEPTH_TO_SPACE,
-            BuiltinOptions::SpaceToDepth { .. } => u::SPACE_TO_DEPTH,
-            BuiltinOptions::LeakyRelu { .. } => u::LEAKY_RELU,
-            BuiltinOptions::Gather { .. } => u::GATHER,
-            BuiltinOptions::Pack { .. } => u::PACK,
-            BuiltinOptions::Split { .. } => u::SPLIT,
-            BuiltinOptions::TransposeConv { .. } => u::TRANSPOSE_CONV,
-            BuiltinOptions::Shape { .. } => u::SHAPE,
-            BuiltinOptions::BatchMatMul { .. } => u::BATCH_MATMUL,
-            BuiltinOptions::Gelu { .. } => u::GELU,
-            BuiltinOptions::Other { type_id } => *type_id,
-        }
-    }
+builtin_options_table!(define_builtin_options);
 
+impl BuiltinOptions {
     /// The fused activation, for the options that carry one.
     pub fn activation(&self) -> Option<Activation> {
         match self {

@@ -29,9 +29,9 @@ use std::collections::BTreeSet;
 /// An ordering is tried only while its estimated cost keeps the orderings within a quarter of the
 /// budget; the search gets the rest. Each search step moves one item and re-places only the items whose placement
 /// can change (those after it in the order that overlap a moved item in time), so a step costs
-/// what the move disturbs, not the whole plan. With [`BestPlanner::DEFAULT_BUDGET`], planning
-/// 10,000 buffers of a random layered DAG takes about 20 ms and 100,000 about 0.15 s on an idle
-/// core (release build, `cargo bench --bench planner`).
+/// what the move disturbs, not the whole plan. The trade-off: a larger `budget` buys plans closer
+/// to the lower bound at proportionally more planning time; the budget caps that time whatever
+/// the input (`BENCHMARKS.md` has measured times).
 #[derive(Debug, Clone, Copy)]
 pub struct BestPlanner {
     /// Seed of the search (same seed and input → same plan).
@@ -172,127 +172,175 @@ fn peak_pressure(p: &Problem) -> Vec<usize> {
         .collect()
 }
 
-impl Planner for BestPlanner {
-    fn name(&self) -> &str {
-        "best"
+/// The orderings of phase 2, also the restart points of the search: the online items sorted by
+/// a key, larger keys first, ties by index.
+struct Orderings<'p> {
+    p: &'p Problem,
+    /// The items a planner places (not offline-fixed), by index.
+    online: Vec<usize>,
+    /// [`peak_pressure`] of every item.
+    pressure: Vec<usize>,
+}
+
+impl<'p> Orderings<'p> {
+    /// Number of keys.
+    const COUNT: usize = 6;
+
+    fn new(p: &'p Problem) -> Self {
+        Orderings {
+            p,
+            online: (0..p.items.len())
+                .filter(|&i| p.items[i].fixed.is_none())
+                .collect(),
+            pressure: peak_pressure(p),
+        }
     }
 
-    fn plan(&self, buffers: &[BufferRequirement]) -> Result<Plan, PlanError> {
-        let p = Problem::new(buffers, 1)?;
-        let lb = p.lower_bound;
-        let name = self.name();
-        // 1. Baselines.
-        let (tflm_offsets, _, w1) = TflmPlanner::place(&p);
-        let (tfl_offsets, _, w2) = TfLitePlanner::place(&p);
-        let arena_of = |offs: &[usize]| -> usize {
-            offs.iter()
-                .zip(&p.items)
-                .map(|(o, it)| o + it.size)
-                .max()
-                .unwrap_or(0)
-        };
-        let (a1, a2) = (arena_of(&tflm_offsets), arena_of(&tfl_offsets));
-        // The budget covers the orderings and the search; the baselines are always run.
-        let baseline_work = w1 + w2;
-        let mut work = 0u64;
-        let (mut best_offsets, mut best_arena) = if a2 < a1 {
-            (tfl_offsets, a2)
-        } else {
-            (tflm_offsets, a1)
-        };
-        if best_arena <= lb || p.items.is_empty() {
-            return Ok(p.to_plan(name, &best_offsets));
-        }
-        let mut placer = Placer::new(&p);
-        // 3 (early). Compaction of the baseline.
-        // Compaction never grows the arena: adopt its order (placed first-fit) as the state.
-        let (offs, order, arena, _) = compact(&mut placer, &best_offsets);
-        best_offsets = offs;
-        best_arena = arena;
-        // The order and strategy the search continues from.
-        let mut cur_order = order;
-        let mut cur_strategy = Strategy::FirstFit;
-        let mut ordering_improved = false;
-        // 2. Orderings × placements.
-        let online: Vec<usize> = (0..p.items.len())
-            .filter(|&i| p.items[i].fixed.is_none())
-            .collect();
-        let pressure = peak_pressure(&p);
+    /// Key `k` of item `i`: peak pressure, size, area, lifetime length, first use, size then
+    /// first use.
+    fn key(&self, k: usize, i: usize) -> (u128, u128, u128) {
+        let it = &self.p.items[i];
         // Saturating: `last` may be `usize::MAX` in user records (validation only asks first ≤ last).
-        let len = |i: usize| (p.items[i].last - p.items[i].first).saturating_add(1);
-        let size = |i: usize| p.items[i].size;
-        type Key<'a> = Box<dyn Fn(usize) -> (u128, u128, u128) + 'a>;
-        let keys: Vec<Key<'_>> = vec![
-            // Larger keys first.
-            Box::new(|i| (pressure[i] as u128, size(i) as u128, len(i) as u128)),
-            Box::new(|i| (size(i) as u128, len(i) as u128, 0)),
-            Box::new(|i| (size(i) as u128 * len(i) as u128, size(i) as u128, 0)),
-            Box::new(|i| (len(i) as u128, size(i) as u128, 0)),
-            Box::new(|i| (u128::MAX - p.items[i].first as u128, size(i) as u128, 0)),
-            Box::new(|i| (size(i) as u128, u128::MAX - p.items[i].first as u128, 0)),
-        ];
+        let len = (it.last - it.first).saturating_add(1) as u128;
+        let size = it.size as u128;
+        let early = u128::MAX - it.first as u128;
+        match k {
+            0 => (self.pressure[i] as u128, size, len),
+            1 => (size, len, 0),
+            2 => (size * len, size, 0),
+            3 => (len, size, 0),
+            4 => (early, size, 0),
+            _ => (size, early, 0),
+        }
+    }
+
+    /// The online items in the order of key `k % COUNT`.
+    fn order(&self, k: usize) -> Vec<usize> {
+        let k = k % Self::COUNT;
+        let mut order = self.online.clone();
+        order.sort_by(|&a, &b| self.key(k, b).cmp(&self.key(k, a)).then(a.cmp(&b)));
+        order
+    }
+}
+
+/// The planner's state between phases: the best placement so far and the order (with its
+/// strategy) the search continues from, whose placement the placer holds.
+struct State {
+    best_offsets: Vec<usize>,
+    best_arena: usize,
+    order: Vec<usize>,
+    strategy: Strategy,
+    /// Work units spent by the orderings and the search.
+    work: u64,
+}
+
+impl State {
+    /// Compacts `offsets`; compaction never grows the arena, so its result becomes the best and
+    /// its order (placed first-fit) the current state.
+    fn compacted(placer: &mut Placer<'_>, offsets: &[usize], work: u64) -> State {
+        let (best_offsets, order, best_arena, _) = compact(placer, offsets);
+        State {
+            best_offsets,
+            best_arena,
+            order,
+            strategy: Strategy::FirstFit,
+            work,
+        }
+    }
+}
+
+/// The better of the TFLM and TFLite placements (TFLM on a tie), its arena and the work both
+/// took.
+fn baselines(p: &Problem) -> (Vec<usize>, usize, u64) {
+    let (tflm_offsets, _, w1) = TflmPlanner::place(p);
+    let (tfl_offsets, _, w2) = TfLitePlanner::place(p);
+    let arena_of = |offs: &[usize]| -> usize {
+        offs.iter()
+            .zip(&p.items)
+            .map(|(o, it)| o + it.size)
+            .max()
+            .unwrap_or(0)
+    };
+    let (a1, a2) = (arena_of(&tflm_offsets), arena_of(&tfl_offsets));
+    if a2 < a1 {
+        (tfl_offsets, a2, w1 + w2)
+    } else {
+        (tflm_offsets, a1, w1 + w2)
+    }
+}
+
+impl BestPlanner {
+    /// Phase 2: every ordering with both placements, while their estimated cost stays within a
+    /// quarter of the budget. Returns true as soon as one reaches the lower bound (then
+    /// `st.best_offsets` is that placement); otherwise leaves the placer holding the placement
+    /// of `st.order` (compacted when an ordering improved on the baseline).
+    fn try_orderings(
+        &self,
+        placer: &mut Placer<'_>,
+        orderings: &Orderings,
+        st: &mut State,
+    ) -> bool {
+        let p = placer.p;
+        let lb = p.lower_bound;
         // What one full placement costs in work units (every neighbour list read once).
-        let eval_cost = p
-            .items
-            .iter()
-            .enumerate()
-            .map(|(i, _)| p.neighbors(i).len() as u64 + 1)
+        let eval_cost = (0..p.items.len())
+            .map(|i| p.neighbors(i).len() as u64 + 1)
             .sum::<u64>();
-        'outer: for key in &keys {
+        let mut improved = false;
+        'outer: for k in 0..Orderings::COUNT {
             // The orderings may use a quarter of the budget; the search gets the rest.
-            if work + eval_cost > self.budget / 4 {
+            if st.work + eval_cost > self.budget / 4 {
                 break;
             }
-            let mut order = online.clone();
-            order.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
+            let order = orderings.order(k);
             for strategy in [Strategy::FirstFit, Strategy::BestFit] {
-                if work + eval_cost > self.budget / 4 {
+                if st.work + eval_cost > self.budget / 4 {
                     break 'outer;
                 }
                 placer.work = 0;
-                let e = eval(&mut placer, &order, strategy, best_arena.saturating_sub(1));
-                work += placer.work;
+                let e = eval(placer, &order, strategy, st.best_arena.saturating_sub(1));
+                st.work += placer.work;
                 if let Some(arena) = e {
-                    ordering_improved = true;
-                    best_arena = arena;
-                    best_offsets = placer.offsets.clone();
-                    cur_order = order.clone();
-                    cur_strategy = strategy;
-                    if best_arena <= lb {
-                        return Ok(p.to_plan(name, &best_offsets));
+                    improved = true;
+                    st.best_arena = arena;
+                    st.best_offsets = placer.offsets.clone();
+                    st.order = order.clone();
+                    st.strategy = strategy;
+                    if st.best_arena <= lb {
+                        return true;
                     }
                 }
             }
         }
-        if ordering_improved {
-            // Compact the orderings' best (not counted, like the first compaction). Compaction
-            // never grows the arena, so its order (placed first-fit) becomes the current state,
-            // and the placer already holds that placement.
-            let (offs, order, arena, _) = compact(&mut placer, &best_offsets);
-            best_offsets = offs;
-            best_arena = arena;
-            cur_order = order;
-            cur_strategy = Strategy::FirstFit;
+        if improved {
+            // Compact the orderings' best (not counted, like the first compaction); the placer
+            // then holds that placement.
+            *st = State::compacted(placer, &st.best_offsets, st.work);
         } else {
             // The placer must hold the placement of the current order for the search.
-            eval(&mut placer, &cur_order, cur_strategy, usize::MAX);
+            eval(placer, &st.order, st.strategy, usize::MAX);
         }
-        if best_arena <= lb {
-            return Ok(p.to_plan(name, &best_offsets));
-        }
-        // 4. Iterated greedy from the best order, re-placing only what a move affects. A round
-        // that stops improving for `patience` iterations restarts from another ordering.
+        false
+    }
+
+    /// Phase 4: iterated greedy from the current order, re-placing only what a move affects. A
+    /// round that stops improving for `patience` iterations restarts from the next ordering
+    /// (alternating placements; randomly perturbed after a full cycle). Returns the iterations
+    /// done.
+    fn search(&self, placer: &mut Placer<'_>, orderings: &Orderings, st: &mut State) -> u64 {
+        let p = placer.p;
+        let lb = p.lower_bound;
         let mut rng = Rng(self.seed ^ (p.items.len() as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
-        let patience = 100 + 2 * online.len() as u64;
+        let patience = 100 + 2 * orderings.online.len() as u64;
         let mut iterations = 0u64;
         let mut round = 0usize;
         loop {
             let mut search = Search {
-                placer: &mut placer,
-                order: cur_order,
-                strategy: cur_strategy,
+                placer: &mut *placer,
+                order: std::mem::take(&mut st.order),
+                strategy: st.strategy,
                 rng,
-                work,
+                work: st.work,
             };
             let (offs, arena, iters, stagnated) = search.run(
                 lb,
@@ -300,59 +348,83 @@ impl Planner for BestPlanner {
                 self.max_iterations.saturating_sub(iterations),
                 patience,
             );
-            work = search.work;
+            st.work = search.work;
             rng = search.rng;
             iterations += iters;
-            if arena < best_arena {
-                best_offsets = offs;
-                best_arena = arena;
-                let (offs, _, arena, w) = compact(&mut placer, &best_offsets);
-                work += w;
-                if arena < best_arena {
-                    best_offsets = offs;
-                    best_arena = arena;
+            if arena < st.best_arena {
+                st.best_offsets = offs;
+                st.best_arena = arena;
+                let (offs, _, arena, w) = compact(placer, &st.best_offsets);
+                st.work += w;
+                if arena < st.best_arena {
+                    st.best_offsets = offs;
+                    st.best_arena = arena;
                 }
             }
             if !stagnated
-                || best_arena <= lb
-                || work >= self.budget
+                || st.best_arena <= lb
+                || st.work >= self.budget
                 || iterations >= self.max_iterations
             {
-                break;
+                return iterations;
             }
-            // Restart from the next ordering, alternating placements; after a full cycle of
-            // the orderings, perturb them with random swaps.
             round += 1;
-            let key = &keys[round % keys.len()];
-            let mut order = online.clone();
-            order.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
-            if round >= keys.len() {
+            let mut order = orderings.order(round);
+            if round >= Orderings::COUNT {
                 for _ in 0..(order.len() / 8).max(1) {
                     let (a, b) = (rng.below(order.len()), rng.below(order.len()));
                     order.swap(a, b);
                 }
             }
-            cur_strategy = if round % 2 == 0 {
+            st.strategy = if round % 2 == 0 {
                 Strategy::FirstFit
             } else {
                 Strategy::BestFit
             };
             placer.work = 0;
-            eval(&mut placer, &order, cur_strategy, usize::MAX);
-            work += placer.work;
-            cur_order = order;
+            eval(placer, &order, st.strategy, usize::MAX);
+            st.work += placer.work;
+            st.order = order;
         }
+    }
+}
+
+impl Planner for BestPlanner {
+    fn name(&self) -> &str {
+        "best"
+    }
+
+    /// The phases of the type docs, in order; each returns as soon as the lower bound is met.
+    fn plan(&self, buffers: &[BufferRequirement]) -> Result<Plan, PlanError> {
+        let p = Problem::new(buffers, 1)?;
+        let lb = p.lower_bound;
+        let name = self.name();
+        // 1. Baselines (always run; the budget covers the orderings and the search).
+        let (offsets, arena, baseline_work) = baselines(&p);
+        if arena <= lb || p.items.is_empty() {
+            return Ok(p.to_plan(name, &offsets));
+        }
+        let mut placer = Placer::new(&p);
+        // 3 (early). Compaction of the baseline.
+        let mut st = State::compacted(&mut placer, &offsets, 0);
+        // 2. Orderings × placements.
+        let orderings = Orderings::new(&p);
+        if self.try_orderings(&mut placer, &orderings, &mut st) || st.best_arena <= lb {
+            return Ok(p.to_plan(name, &st.best_offsets));
+        }
+        // 4. Iterated greedy.
+        let iterations = self.search(&mut placer, &orderings, &mut st);
         tracing::debug!(
             buffers = buffers.len(),
             iterations,
-            work,
+            work = st.work,
             baseline_work,
-            arena = best_arena,
+            arena = st.best_arena,
             lower_bound = lb,
             "best planner finished"
         );
-        debug_assert!(best_offsets.iter().all(|&o| o != UNPLACED));
-        Ok(p.to_plan(name, &best_offsets))
+        debug_assert!(st.best_offsets.iter().all(|&o| o != UNPLACED));
+        Ok(p.to_plan(name, &st.best_offsets))
     }
 }
 

@@ -29,7 +29,7 @@ mod best;
 mod greedy;
 mod offline;
 mod problem;
-mod random;
+pub(crate) mod random;
 mod report;
 mod svg;
 
@@ -373,6 +373,13 @@ impl Plan {
             });
         }
         problem::check_requirements(buffers)?;
+        let ends = self.check_placements(buffers)?;
+        self.check_disjoint(buffers, &ends)
+    }
+
+    /// Per buffer: alignment, offline offset and alias offset kept, end within the arena.
+    /// Returns every buffer's end (offset + padded size).
+    fn check_placements(&self, buffers: &[BufferRequirement]) -> Result<Vec<usize>, PlanError> {
         let mut ends = Vec::with_capacity(buffers.len());
         for (i, (b, &off)) in buffers.iter().zip(&self.offsets).enumerate() {
             if off % b.alignment != 0 {
@@ -418,6 +425,15 @@ impl Plan {
             }
             ends.push(end);
         }
+        Ok(ends)
+    }
+
+    /// No two buffers of different alias groups that are live at the same step share a byte.
+    fn check_disjoint(
+        &self,
+        buffers: &[BufferRequirement],
+        ends: &[usize],
+    ) -> Result<(), PlanError> {
         let group = |i: usize| buffers[i].alias_of.unwrap_or(i);
         let mut order: Vec<usize> = (0..buffers.len()).collect();
         order.sort_by_key(|&i| (buffers[i].first_use, i));

@@ -2,12 +2,14 @@
 
 use super::BufferRequirement;
 
-/// splitmix64: small, seeded, deterministic on every platform (private to the planner so it
-/// depends on no other module).
+/// splitmix64: small, seeded, deterministic on every platform (the planner's, so it depends on
+/// no other module; `test_support::Rng` builds on it).
 #[derive(Debug, Clone)]
 pub(crate) struct SplitMix(pub u64);
 
 impl SplitMix {
+    /// The next 64 random bits.
+    #[inline]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

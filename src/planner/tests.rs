@@ -533,7 +533,7 @@ fn lifetimes_reaching_usize_max_plan_and_draw_without_overflow() {
     }
     // Random instances where the baselines miss the bound, so the best planner searches
     // orderings keyed by lifetime length (which must not overflow either).
-    let mut rng = crate::workload::Rng::new(5);
+    let mut rng = crate::test_support::Rng::new(5);
     let mut searched = 0;
     for _ in 0..200 {
         let mut bufs = vec![b(1 + rng.below(100) as usize, 0, usize::MAX)];

@@ -4,9 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
-use tensor_alloc::interpreter::{plan_model, Interpreter, ModelPlanOptions, OpResolver};
-use tensor_alloc::model::{LifetimeOptions, Model, PersistentKind};
+use serde::Serialize;
+use tensor_alloc::interpreter::{
+    plan_model, ArenaNeeds, Interpreter, ModelPlan, ModelPlanOptions, OpResolver,
+};
+use tensor_alloc::model::{LifetimeOptions, Model, PersistentKind, PersistentTensor};
 
 /// Alignment of planned tensors when `--alignment` is not given: TFLM's 16 bytes.
 pub const DEFAULT_MODEL_ALIGNMENT: usize = 16;
@@ -70,19 +72,7 @@ pub fn run(
     svg: Option<&PathBuf>,
 ) -> Result<(), String> {
     let model = Model::load(model_path).map_err(|e| e.to_string())?;
-    let subgraph = flags.subgraph.unwrap_or(0);
-    let opts = ModelPlanOptions {
-        lifetimes: LifetimeOptions {
-            subgraph,
-            preserve_all: flags.preserve_all,
-            preserve_inputs: flags.preserve_inputs,
-            pinned: flags.pinned.clone(),
-            inplace: !flags.no_inplace,
-            ignore_offline_plan: flags.ignore_offline_plan,
-        },
-        alignment,
-        use_offline_plan: !flags.ignore_offline_plan,
-    };
+    let opts = plan_options(flags, alignment);
     let plan = plan_model(&model, &opts).map_err(|e| e.to_string())?;
     // With in-place sharing on, also plan without it, so both figures are reported.
     let without_inplace = if opts.lifetimes.inplace {
@@ -92,66 +82,26 @@ pub fn run(
     } else {
         None
     };
-    let lt = &plan.lifetimes;
-    // Prove the total: build an arena of exactly that size and fill head and tail. When this
-    // machine cannot allocate that much, the figure is still reported (it is arithmetic), with
-    // a note that it was not proven here.
-    let allocator: tensor_alloc::alloc::AllocatorRef =
-        std::sync::Arc::new(tensor_alloc::alloc::AlignedCpuAllocator::new());
-    // `Ok(size)` when an arena of that size was built and filled here; `Err(reason)` when
-    // this machine could not allocate it (then no number is labelled as checked).
-    let arena_check: Result<usize, String> =
-        match tensor_alloc::arena::Arena::new_in(allocator, plan.total_bytes(), plan.alignment) {
-            Ok(arena) => Ok(plan
-                .fill_arena(arena.with_recording())
-                .map_err(|e| e.to_string())?
-                .size()),
-            Err(tensor_alloc::arena::ArenaError::Allocator(e)) => {
-                eprintln!(
-                    "note: the total of {} bytes was not proven by building the arena here: {e}",
-                    plan.total_bytes()
-                );
-                Err(e.to_string())
-            }
-            Err(e) => return Err(e.to_string()),
-        };
-    let bytes_of = |k: PersistentKind| -> usize {
-        lt.persistent
-            .iter()
-            .filter(|p| p.kind == k)
-            .map(|p| p.bytes.div_ceil(alignment.max(1)) * alignment.max(1))
-            .sum()
-    };
-    let variables = bytes_of(PersistentKind::Variable);
-    let constants = bytes_of(PersistentKind::PrepareTimeConstant);
-    let aliases = lt.planned.iter().filter(|p| p.alias_of.is_some()).count();
+    let arena_check = prove_arena(&plan)?;
+    let subgraph = opts.lifetimes.subgraph;
     // What this crate's interpreter needs in a caller-provided buffer (head with kernel scratch,
     // tail with op data and persistent tensors): the number `run --arena-bytes` accepts.
-    let interpreter = (subgraph == 0).then(|| {
-        Interpreter::arena_needs(&model, &OpResolver::with_builtins()).map_err(|e| e.to_string())
-    });
-
+    let interpreter = match subgraph {
+        0 => match Interpreter::arena_needs(&model, &OpResolver::with_builtins()) {
+            Ok(n) => InterpreterNeeds::from(n),
+            Err(e) => InterpreterNeeds::Error {
+                error: e.to_string(),
+            },
+        },
+        _ => InterpreterNeeds::Error {
+            error: "the interpreter runs subgraph 0 only".into(),
+        },
+    };
     if let Some(path) = svg {
-        let picture = plan
-            .report
-            .chosen_plan()
-            .ok_or("no plan in the report")?
-            .to_svg(&plan.requirements);
-        std::fs::write(path, picture)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write_svg(&plan, path)?;
     }
-
     if let Some(out) = &flags.embed_offline {
-        if subgraph != 0 {
-            return Err("--embed-offline: TFLM offline plans describe subgraph 0 only".into());
-        }
-        let n = model.subgraphs.first().map_or(0, |s| s.tensors.len());
-        let offsets = plan.tensor_offsets("best", n).ok_or("no best plan")?;
-        let embedded = model
-            .with_offline_plan(&offsets)
-            .map_err(|e| e.to_string())?;
-        let bytes = embedded.to_bytes().map_err(|e| e.to_string())?;
-        std::fs::write(out, bytes).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        embed_offline(&model, &plan, subgraph, out)?;
         if !json_out {
             println!(
                 "wrote {} with the best plan as OfflineMemoryAllocation metadata",
@@ -159,130 +109,288 @@ pub fn run(
             );
         }
     }
-
+    let summary = PlanSummary::new(
+        model_path,
+        &plan,
+        &opts,
+        without_inplace.as_ref(),
+        arena_check,
+        interpreter,
+    );
     if json_out {
-        let mut v = plan.report.to_json();
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("model".into(), json!(model_path.display().to_string()));
-            obj.insert("subgraph".into(), json!(subgraph));
-            obj.insert("alignment".into(), json!(alignment));
-            obj.insert("inplace".into(), json!(!flags.no_inplace));
-            obj.insert("planned_tensors".into(), json!(lt.num_planned()));
-            obj.insert("inplace_aliases".into(), json!(aliases));
-            obj.insert("tensors".into(), json!(plan.tensors));
-            obj.insert(
-                "persistent".into(),
-                json!({
-                    "bytes": plan.persistent_bytes,
-                    "variable_bytes": variables,
-                    "prepare_time_constant_bytes": constants,
-                    "tensors": lt.persistent.iter().map(|p| json!({
-                        "index": p.tensor, "name": p.name, "bytes": p.bytes,
-                        "kind": match p.kind { PersistentKind::Variable => "variable", PersistentKind::PrepareTimeConstant => "prepare_time_constant" },
-                    })).collect::<Vec<_>>(),
-                }),
-            );
-            obj.insert("head_bytes".into(), json!(plan.head_bytes()));
-            if let Some(w) = &without_inplace {
-                obj.insert(
-                    "without_inplace".into(),
-                    json!({
-                        "lower_bound_bytes": w.report.lower_bound_bytes,
-                        "best_arena_bytes": w.head_bytes(),
-                        "tflm_arena_bytes": w.report.get("tflm").map(|r| r.arena_bytes),
-                        "tflite_arena_bytes": w.report.get("tflite").map(|r| r.arena_bytes),
-                    }),
-                );
-            }
-            obj.insert("total_arena_bytes".into(), json!(plan.total_bytes()));
-            // `arena_checked_bytes` is present only when the arena was really built and filled.
-            match &arena_check {
-                Ok(size) => {
-                    obj.insert("arena_checked_bytes".into(), json!(size));
-                }
-                Err(reason) => {
-                    obj.insert("arena_checked_bytes".into(), serde_json::Value::Null);
-                    obj.insert("arena_not_checked".into(), json!(reason));
-                }
-            }
-            obj.insert("unused_tensors".into(), json!(lt.unused));
-            obj.insert("dynamic_tensors".into(), json!(lt.unsized_tensors));
-            obj.insert("offline_plan_ignored".into(), json!(plan.offline_ignored));
-            obj.insert(
-                "interpreter".into(),
-                match &interpreter {
-                    Some(Ok(n)) => json!({
-                        "caller_buffer_bytes": n.total_bytes,
-                        "head_bytes": n.head_bytes,
-                        "scratch_bytes": n.scratch_bytes,
-                        "tail_bytes": n.tail_bytes,
-                    }),
-                    Some(Err(e)) => json!({ "error": e }),
-                    None => json!({ "error": "the interpreter runs subgraph 0 only" }),
-                },
-            );
-        }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
-        return Ok(());
+        print_json(&plan, &summary)
+    } else {
+        print_text(&plan, &summary, svg);
+        Ok(())
     }
+}
 
+/// The library's planning options from the command line.
+fn plan_options(flags: &ModelPlanFlags, alignment: usize) -> ModelPlanOptions {
+    ModelPlanOptions {
+        lifetimes: LifetimeOptions {
+            subgraph: flags.subgraph.unwrap_or(0),
+            preserve_all: flags.preserve_all,
+            preserve_inputs: flags.preserve_inputs,
+            pinned: flags.pinned.clone(),
+            inplace: !flags.no_inplace,
+            ignore_offline_plan: flags.ignore_offline_plan,
+        },
+        alignment,
+        use_offline_plan: !flags.ignore_offline_plan,
+    }
+}
+
+/// Proves the total: builds an arena of exactly that size and fills head and tail. `Ok(size)`
+/// when that worked; `Err(reason)` when this machine cannot allocate that much (the figure is
+/// still reported, it is arithmetic, but no number is labelled as checked). The outer error is
+/// a plan that does not fit the arena it asked for.
+fn prove_arena(plan: &ModelPlan) -> Result<Result<usize, String>, String> {
+    let allocator: tensor_alloc::alloc::AllocatorRef =
+        std::sync::Arc::new(tensor_alloc::alloc::AlignedCpuAllocator::new());
+    match tensor_alloc::arena::Arena::new_in(allocator, plan.total_bytes(), plan.alignment) {
+        Ok(arena) => Ok(Ok(plan
+            .fill_arena(arena.with_recording())
+            .map_err(|e| e.to_string())?
+            .size())),
+        Err(tensor_alloc::arena::ArenaError::Allocator(e)) => {
+            eprintln!(
+                "note: the total of {} bytes was not proven by building the arena here: {e}",
+                plan.total_bytes()
+            );
+            Ok(Err(e.to_string()))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Writes the chosen plan as SVG.
+fn write_svg(plan: &ModelPlan, path: &Path) -> Result<(), String> {
+    let picture = plan
+        .report
+        .chosen_plan()
+        .ok_or("no plan in the report")?
+        .to_svg(&plan.requirements);
+    std::fs::write(path, picture).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Writes a copy of the model with the best plan as `OfflineMemoryAllocation` metadata.
+fn embed_offline(
+    model: &Model,
+    plan: &ModelPlan,
+    subgraph: usize,
+    out: &Path,
+) -> Result<(), String> {
+    if subgraph != 0 {
+        return Err("--embed-offline: TFLM offline plans describe subgraph 0 only".into());
+    }
+    let n = model.subgraphs.first().map_or(0, |s| s.tensors.len());
+    let offsets = plan.tensor_offsets("best", n).ok_or("no best plan")?;
+    let embedded = model
+        .with_offline_plan(&offsets)
+        .map_err(|e| e.to_string())?;
+    let bytes = embedded.to_bytes().map_err(|e| e.to_string())?;
+    std::fs::write(out, bytes).map_err(|e| format!("cannot write {}: {e}", out.display()))
+}
+
+/// What `plan MODEL` reports beside the planners' table: JSON adds these keys to
+/// [`PlanReport::to_json`](tensor_alloc::planner::PlanReport::to_json); the text renders them.
+#[derive(Serialize)]
+struct PlanSummary<'a> {
+    model: String,
+    subgraph: usize,
+    alignment: usize,
+    inplace: bool,
+    #[serde(skip)]
+    operators: usize,
+    planned_tensors: usize,
+    inplace_aliases: usize,
+    tensors: &'a [usize],
+    persistent: PersistentSummary<'a>,
+    head_bytes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    without_inplace: Option<WithoutInplace>,
+    total_arena_bytes: usize,
+    /// Present (non-null) only when the arena was really built and filled.
+    arena_checked_bytes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arena_not_checked: Option<String>,
+    unused_tensors: &'a [usize],
+    dynamic_tensors: &'a [usize],
+    offline_plan_ignored: &'a Option<String>,
+    interpreter: InterpreterNeeds,
+}
+
+/// The persistent section (arena tail) of the planned tensors.
+#[derive(Serialize)]
+struct PersistentSummary<'a> {
+    bytes: usize,
+    variable_bytes: usize,
+    prepare_time_constant_bytes: usize,
+    tensors: &'a [PersistentTensor],
+}
+
+/// The same model planned without in-place sharing.
+#[derive(Serialize)]
+struct WithoutInplace {
+    lower_bound_bytes: usize,
+    best_arena_bytes: usize,
+    tflm_arena_bytes: Option<usize>,
+    tflite_arena_bytes: Option<usize>,
+}
+
+/// What the bundled interpreter needs of a caller buffer, or why it cannot run the model.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum InterpreterNeeds {
+    Needs {
+        caller_buffer_bytes: usize,
+        head_bytes: usize,
+        scratch_bytes: usize,
+        tail_bytes: usize,
+    },
+    Error {
+        error: String,
+    },
+}
+
+impl From<ArenaNeeds> for InterpreterNeeds {
+    fn from(n: ArenaNeeds) -> Self {
+        InterpreterNeeds::Needs {
+            caller_buffer_bytes: n.total_bytes,
+            head_bytes: n.head_bytes,
+            scratch_bytes: n.scratch_bytes,
+            tail_bytes: n.tail_bytes,
+        }
+    }
+}
+
+impl<'a> PlanSummary<'a> {
+    fn new(
+        model_path: &Path,
+        plan: &'a ModelPlan,
+        opts: &ModelPlanOptions,
+        without_inplace: Option<&ModelPlan>,
+        arena_check: Result<usize, String>,
+        interpreter: InterpreterNeeds,
+    ) -> Self {
+        let lt = &plan.lifetimes;
+        let alignment = opts.alignment;
+        let bytes_of = |k: PersistentKind| -> usize {
+            lt.persistent
+                .iter()
+                .filter(|p| p.kind == k)
+                .map(|p| p.bytes.div_ceil(alignment.max(1)) * alignment.max(1))
+                .sum()
+        };
+        let (arena_checked_bytes, arena_not_checked) = match arena_check {
+            Ok(size) => (Some(size), None),
+            Err(reason) => (None, Some(reason)),
+        };
+        PlanSummary {
+            model: model_path.display().to_string(),
+            subgraph: opts.lifetimes.subgraph,
+            alignment,
+            inplace: opts.lifetimes.inplace,
+            operators: lt.num_ops,
+            planned_tensors: lt.num_planned(),
+            inplace_aliases: lt.planned.iter().filter(|p| p.alias_of.is_some()).count(),
+            tensors: &plan.tensors,
+            persistent: PersistentSummary {
+                bytes: plan.persistent_bytes,
+                variable_bytes: bytes_of(PersistentKind::Variable),
+                prepare_time_constant_bytes: bytes_of(PersistentKind::PrepareTimeConstant),
+                tensors: &lt.persistent,
+            },
+            head_bytes: plan.head_bytes(),
+            without_inplace: without_inplace.map(|w| WithoutInplace {
+                lower_bound_bytes: w.report.lower_bound_bytes,
+                best_arena_bytes: w.head_bytes(),
+                tflm_arena_bytes: w.report.get("tflm").map(|r| r.arena_bytes),
+                tflite_arena_bytes: w.report.get("tflite").map(|r| r.arena_bytes),
+            }),
+            total_arena_bytes: plan.total_bytes(),
+            arena_checked_bytes,
+            arena_not_checked,
+            unused_tensors: &lt.unused,
+            dynamic_tensors: &lt.unsized_tensors,
+            offline_plan_ignored: &plan.offline_ignored,
+            interpreter,
+        }
+    }
+}
+
+/// The planners' report with the summary's keys added.
+fn print_json(plan: &ModelPlan, summary: &PlanSummary) -> Result<(), String> {
+    let mut v = plan.report.to_json();
+    let extra = serde_json::to_value(summary).map_err(|e| e.to_string())?;
+    if let (Some(obj), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
+        obj.extend(extra);
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+fn print_text(plan: &ModelPlan, s: &PlanSummary, svg: Option<&PathBuf>) {
     println!(
         "{}: subgraph {} — {} operators, {} planned tensors ({} in-place aliases), alignment {}",
-        model_path.display(),
-        subgraph,
-        lt.num_ops,
-        lt.num_planned(),
-        aliases,
-        alignment
+        s.model, s.subgraph, s.operators, s.planned_tensors, s.inplace_aliases, s.alignment
     );
-    if let Some(why) = &plan.offline_ignored {
+    if let Some(why) = s.offline_plan_ignored {
         println!("offline memory plan ignored: {why}");
     }
     print!("{}", plan.report.to_table());
-    if let Some(w) = &without_inplace {
+    if let Some(w) = &s.without_inplace {
         println!(
             "without in-place sharing: lower bound {} bytes, best {} bytes (saved by sharing: {} bytes)",
-            w.report.lower_bound_bytes,
-            w.head_bytes(),
-            w.head_bytes().saturating_sub(plan.head_bytes())
+            w.lower_bound_bytes,
+            w.best_arena_bytes,
+            w.best_arena_bytes.saturating_sub(s.head_bytes)
         );
     }
+    let p = &s.persistent;
     println!(
         "persistent: {} bytes ({} B variables, {} B prepare-time constants, {} tensors)",
-        plan.persistent_bytes,
-        variables,
-        constants,
-        lt.persistent.len()
+        p.bytes,
+        p.variable_bytes,
+        p.prepare_time_constant_bytes,
+        p.tensors.len()
     );
-    if !lt.unsized_tensors.is_empty() {
+    if !s.dynamic_tensors.is_empty() {
         println!(
             "dynamic (allocated at run time, not planned): tensors {:?}",
-            lt.unsized_tensors
+            s.dynamic_tensors
         );
     }
-    let check = match &arena_check {
-        Ok(size) => format!("checked: an arena of {size} bytes holds both"),
-        Err(reason) => format!("NOT checked: building the arena failed here: {reason}"),
+    let check = match (&s.arena_checked_bytes, &s.arena_not_checked) {
+        (Some(size), _) => format!("checked: an arena of {size} bytes holds both"),
+        (None, reason) => format!(
+            "NOT checked: building the arena failed here: {}",
+            reason.as_deref().unwrap_or_default()
+        ),
     };
     println!(
         "tensor data only (planner figures, no kernel scratch or op data): head {} + persistent {} = {} bytes ({check})",
-        plan.head_bytes(),
-        plan.persistent_bytes,
-        plan.total_bytes(),
+        s.head_bytes, p.bytes, s.total_arena_bytes,
     );
-    match &interpreter {
-        Some(Ok(n)) => println!(
-            "interpreter (builtin kernels): a caller buffer needs {} bytes = head {} (tensors + {} B kernel scratch) + tail {} (op data, variables, prepare-time constants), at a 16-byte aligned address; `run --arena-bytes {}` accepts exactly this",
-            n.total_bytes, n.head_bytes, n.scratch_bytes, n.tail_bytes, n.total_bytes
+    match &s.interpreter {
+        InterpreterNeeds::Needs {
+            caller_buffer_bytes: total,
+            head_bytes,
+            scratch_bytes,
+            tail_bytes,
+        } => println!(
+            "interpreter (builtin kernels): a caller buffer needs {total} bytes = head {head_bytes} (tensors + {scratch_bytes} B kernel scratch) + tail {tail_bytes} (op data, variables, prepare-time constants), at a 16-byte aligned address; `run --arena-bytes {total}` accepts exactly this"
         ),
-        Some(Err(e)) => println!("interpreter: cannot run this model: {e}"),
-        None => println!("interpreter: runs subgraph 0 only"),
+        InterpreterNeeds::Error { .. } if s.subgraph != 0 => {
+            println!("interpreter: runs subgraph 0 only")
+        }
+        InterpreterNeeds::Error { error } => println!("interpreter: cannot run this model: {error}"),
     }
     if let Some(path) = svg {
         println!("picture of the best plan: {}", path.display());
     }
-    Ok(())
 }

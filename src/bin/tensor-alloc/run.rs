@@ -9,7 +9,7 @@ use tensor_alloc::alloc::registry;
 use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError};
 use tensor_alloc::model::Model;
 use tensor_alloc::tensor::{DType, Tensor};
-use tensor_alloc::workload::Rng;
+use tensor_alloc::test_support::Rng;
 use tensor_alloc::GlobalAllocator;
 
 /// Arguments of `tensor-alloc run`.

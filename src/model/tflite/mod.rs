@@ -6,6 +6,7 @@
 //! allocated with a size taken from an unverified field: every vector length was checked against
 //! the file size by the verifier first.
 
+mod options;
 mod schema;
 mod writer;
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use flatbuffers::Vector;
 
-use super::options::{Activation, BuiltinOptions, Padding};
+use super::options::BuiltinOptions;
 use super::{
     Buffer, BuiltinOp, DimensionMetadata, Metadata, Model, ModelError, Operator, OperatorCode,
     Quantization, SignatureDef, SignatureTensor, SparseIndexVector, Sparsity, Subgraph, Tensor,
@@ -210,113 +211,30 @@ impl<'f> Decoder<'f> {
         }
     }
 
+    /// The whole model: buffers first, then operator codes and subgraphs (whose indices are
+    /// checked against them), then metadata and signatures.
     fn model(&self, root: T<'f>) -> Result<Model, ModelError> {
-        let version = root.scalar::<u32>(model::VERSION, 0);
-        let description = root.string(model::DESCRIPTION).map(str::to_string);
-
-        let mut buffers = Vec::new();
-        if let Some(bs) = root.tables(model::BUFFERS) {
-            buffers.reserve(bs.len());
-            for (i, b) in bs.enumerate() {
-                buffers.push(self.buffer(i, b)?);
-            }
-        }
-
-        let mut operator_codes = Vec::new();
-        if let Some(cs) = root.tables(model::OPERATOR_CODES) {
-            operator_codes.reserve(cs.len());
-            for c in cs {
-                let deprecated = c.scalar::<i8>(opcode::DEPRECATED_BUILTIN_CODE, 0);
-                let code = c.scalar::<i32>(opcode::BUILTIN_CODE, 0);
-                operator_codes.push(OperatorCode {
-                    builtin: BuiltinOp(code.max(i32::from(deprecated))),
-                    deprecated_builtin_code: deprecated,
-                    custom_code: c.string(opcode::CUSTOM_CODE).map(str::to_string),
-                    version: c.scalar::<i32>(opcode::VERSION, 1),
-                });
-            }
-        }
-
-        let mut subgraphs = Vec::new();
-        if let Some(sgs) = root.tables(model::SUBGRAPHS) {
-            subgraphs.reserve(sgs.len());
-            for (si, sg) in sgs.enumerate() {
-                subgraphs.push(self.subgraph(si, sg, buffers.len(), operator_codes.len())?);
-            }
-        }
-
-        let mut metadata_list = Vec::new();
-        if let Some(ms) = root.tables(model::METADATA) {
-            for (i, m) in ms.enumerate() {
-                let b = m.scalar::<u32>(metadata::BUFFER, 0);
-                check_index(
-                    || format!("metadata[{i}].buffer"),
-                    i64::from(b),
-                    buffers.len(),
-                    "buffers",
-                    false,
-                )?;
-                metadata_list.push(Metadata {
-                    name: m.string(metadata::NAME).unwrap_or_default().to_string(),
-                    buffer: b,
-                });
-            }
-        }
-
-        let mut signatures = Vec::new();
-        if let Some(ss) = root.tables(model::SIGNATURE_DEFS) {
-            for (i, s) in ss.enumerate() {
-                let sgi = s.scalar::<u32>(signature::SUBGRAPH_INDEX, 0);
-                check_index(
-                    || format!("signature_defs[{i}].subgraph_index"),
-                    i64::from(sgi),
-                    subgraphs.len(),
-                    "subgraphs",
-                    false,
-                )?;
-                let ntensors = subgraphs[sgi as usize].tensors.len();
-                let maps = |slot,
-                            field: &'static str|
-                 -> Result<Vec<SignatureTensor>, ModelError> {
-                    let mut out = Vec::new();
-                    if let Some(ms) = s.tables(slot) {
-                        for (j, m) in ms.enumerate() {
-                            let t = m.scalar::<u32>(tensor_map::TENSOR_INDEX, 0);
-                            check_index(
-                                || format!("signature_defs[{i}].{field}[{j}].tensor_index"),
-                                i64::from(t),
-                                ntensors,
-                                "tensors of the signature's subgraph",
-                                false,
-                            )?;
-                            out.push(SignatureTensor {
-                                name: m.string(tensor_map::NAME).unwrap_or_default().to_string(),
-                                tensor_index: t,
-                            });
-                        }
-                    }
-                    Ok(out)
-                };
-                signatures.push(SignatureDef {
-                    key: s
-                        .string(signature::SIGNATURE_KEY)
-                        .unwrap_or_default()
-                        .to_string(),
-                    subgraph_index: sgi,
-                    inputs: maps(signature::INPUTS, "inputs")?,
-                    outputs: maps(signature::OUTPUTS, "outputs")?,
-                });
-            }
-        }
-
+        let buffers = collect_tables(root.tables(model::BUFFERS), |i, b| self.buffer(i, b))?;
+        let operator_codes = collect_tables(root.tables(model::OPERATOR_CODES), |_, c| {
+            Ok(operator_code(c))
+        })?;
+        let subgraphs = collect_tables(root.tables(model::SUBGRAPHS), |si, sg| {
+            self.subgraph(si, sg, buffers.len(), operator_codes.len())
+        })?;
+        let metadata = collect_tables(root.tables(model::METADATA), |i, m| {
+            metadata_entry(i, m, buffers.len())
+        })?;
+        let signatures = collect_tables(root.tables(model::SIGNATURE_DEFS), |i, s| {
+            signature_def(i, s, &subgraphs)
+        })?;
         Ok(Model {
             bytes: Arc::from(&[][..]),
-            version,
-            description,
+            version: root.scalar::<u32>(model::VERSION, 0),
+            description: root.string(model::DESCRIPTION).map(str::to_string),
             operator_codes,
             subgraphs,
             buffers,
-            metadata: metadata_list,
+            metadata,
             signatures,
         })
     }
@@ -348,13 +266,9 @@ impl<'f> Decoder<'f> {
         nbuffers: usize,
         nopcodes: usize,
     ) -> Result<Subgraph, ModelError> {
-        let mut tensors = Vec::new();
-        if let Some(ts) = sg.tables(subgraph::TENSORS) {
-            tensors.reserve(ts.len());
-            for (ti, t) in ts.enumerate() {
-                tensors.push(self.tensor(si, ti, t, nbuffers)?);
-            }
-        }
+        let tensors = collect_tables(sg.tables(subgraph::TENSORS), |ti, t| {
+            self.tensor(si, ti, t, nbuffers)
+        })?;
         let n = tensors.len();
         let indices =
             |slot, field: &'static str, allow_optional: bool| -> Result<Vec<i32>, ModelError> {
@@ -372,13 +286,9 @@ impl<'f> Decoder<'f> {
             };
         let inputs = indices(subgraph::INPUTS, "inputs", false)?;
         let outputs = indices(subgraph::OUTPUTS, "outputs", false)?;
-        let mut operators = Vec::new();
-        if let Some(ops) = sg.tables(subgraph::OPERATORS) {
-            operators.reserve(ops.len());
-            for (oi, op) in ops.enumerate() {
-                operators.push(self.operator(si, oi, op, n, nopcodes)?);
-            }
-        }
+        let operators = collect_tables(sg.tables(subgraph::OPERATORS), |oi, op| {
+            self.operator(si, oi, op, n, nopcodes)
+        })?;
         Ok(Subgraph {
             name: sg.string(subgraph::NAME).map(str::to_string),
             tensors,
@@ -469,7 +379,7 @@ impl<'f> Decoder<'f> {
         let intermediates = indices(operator::INTERMEDIATES, "intermediates")?;
         let type_id = op.scalar::<u8>(operator::BUILTIN_OPTIONS_TYPE, 0);
         let builtin_options = match op.table(operator::BUILTIN_OPTIONS) {
-            Some(table) if type_id != 0 => decode_options(type_id, table),
+            Some(table) if type_id != 0 => options::decode_options(type_id, table),
             _ => BuiltinOptions::None,
         };
         let large_offset = op.scalar::<u64>(operator::LARGE_CUSTOM_OPTIONS_OFFSET, 0);
@@ -509,8 +419,87 @@ impl<'f> Decoder<'f> {
     }
 }
 
-/// Decodes a verified options table of union type `type_id`. The slots and types here are those
-/// listed by [`schema::options_fields`] (which the verifier checked).
+/// Decodes every table of a vector-of-tables field with `f(index, table)` (empty when absent).
+fn collect_tables<'f, X>(
+    tables: Option<impl ExactSizeIterator<Item = T<'f>>>,
+    mut f: impl FnMut(usize, T<'f>) -> Result<X, ModelError>,
+) -> Result<Vec<X>, ModelError> {
+    let Some(tables) = tables else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(tables.len());
+    for (i, t) in tables.enumerate() {
+        out.push(f(i, t)?);
+    }
+    Ok(out)
+}
+
+/// An `OperatorCode` (the builtin code is the larger of the two code fields, as TFLite reads it).
+fn operator_code(c: T<'_>) -> OperatorCode {
+    let deprecated = c.scalar::<i8>(opcode::DEPRECATED_BUILTIN_CODE, 0);
+    let code = c.scalar::<i32>(opcode::BUILTIN_CODE, 0);
+    OperatorCode {
+        builtin: BuiltinOp(code.max(i32::from(deprecated))),
+        deprecated_builtin_code: deprecated,
+        custom_code: c.string(opcode::CUSTOM_CODE).map(str::to_string),
+        version: c.scalar::<i32>(opcode::VERSION, 1),
+    }
+}
+
+/// Metadata entry `i`, its buffer index checked against `nbuffers`.
+fn metadata_entry(i: usize, m: T<'_>, nbuffers: usize) -> Result<Metadata, ModelError> {
+    let b = m.scalar::<u32>(metadata::BUFFER, 0);
+    check_index(
+        || format!("metadata[{i}].buffer"),
+        i64::from(b),
+        nbuffers,
+        "buffers",
+        false,
+    )?;
+    Ok(Metadata {
+        name: m.string(metadata::NAME).unwrap_or_default().to_string(),
+        buffer: b,
+    })
+}
+
+/// Signature definition `i`, its subgraph and tensor indices checked.
+fn signature_def(i: usize, s: T<'_>, subgraphs: &[Subgraph]) -> Result<SignatureDef, ModelError> {
+    let sgi = s.scalar::<u32>(signature::SUBGRAPH_INDEX, 0);
+    check_index(
+        || format!("signature_defs[{i}].subgraph_index"),
+        i64::from(sgi),
+        subgraphs.len(),
+        "subgraphs",
+        false,
+    )?;
+    let ntensors = subgraphs[sgi as usize].tensors.len();
+    let maps = |slot, field: &'static str| {
+        collect_tables(s.tables(slot), |j, m| {
+            let t = m.scalar::<u32>(tensor_map::TENSOR_INDEX, 0);
+            check_index(
+                || format!("signature_defs[{i}].{field}[{j}].tensor_index"),
+                i64::from(t),
+                ntensors,
+                "tensors of the signature's subgraph",
+                false,
+            )?;
+            Ok(SignatureTensor {
+                name: m.string(tensor_map::NAME).unwrap_or_default().to_string(),
+                tensor_index: t,
+            })
+        })
+    };
+    Ok(SignatureDef {
+        key: s
+            .string(signature::SIGNATURE_KEY)
+            .unwrap_or_default()
+            .to_string(),
+        subgraph_index: sgi,
+        inputs: maps(signature::INPUTS, "inputs")?,
+        outputs: maps(signature::OUTPUTS, "outputs")?,
+    })
+}
+
 /// A `SparseIndexVector` union value of type `ty` (`None` for an unknown or absent one).
 fn decode_index_vector(ty: u8, t: Option<T<'_>>) -> Option<SparseIndexVector> {
     use schema::sparsity as sp;
@@ -554,137 +543,6 @@ fn decode_sparsity(t: T<'_>) -> Sparsity {
         traversal_order: collect(t.vector::<i32>(sp::TRAVERSAL_ORDER)),
         block_map: collect(t.vector::<i32>(sp::BLOCK_MAP)),
         dim_metadata,
-    }
-}
-
-fn decode_options(type_id: u8, t: T<'_>) -> BuiltinOptions {
-    use super::options::union_id as u;
-    use schema::slot;
-    let b = |id: u16, d: i8| t.scalar::<i8>(slot(id), d);
-    let flag = |id: u16, d: bool| t.scalar::<u8>(slot(id), u8::from(d)) != 0;
-    let i = |id: u16, d: i32| t.scalar::<i32>(slot(id), d);
-    let f = |id: u16| t.scalar::<f32>(slot(id), 0.0);
-    let act = |id: u16| Activation::from_raw(b(id, 0));
-    let pad = |id: u16| Padding::from_raw(b(id, 0));
-    match type_id {
-        u::CONV_2D => BuiltinOptions::Conv2D {
-            padding: pad(0),
-            stride_w: i(1, 0),
-            stride_h: i(2, 0),
-            activation: act(3),
-            dilation_w: i(4, 1),
-            dilation_h: i(5, 1),
-        },
-        u::DEPTHWISE_CONV_2D => BuiltinOptions::DepthwiseConv2D {
-            padding: pad(0),
-            stride_w: i(1, 0),
-            stride_h: i(2, 0),
-            depth_multiplier: i(3, 0),
-            activation: act(4),
-            dilation_w: i(5, 1),
-            dilation_h: i(6, 1),
-        },
-        u::POOL_2D => BuiltinOptions::Pool2D {
-            padding: pad(0),
-            stride_w: i(1, 0),
-            stride_h: i(2, 0),
-            filter_w: i(3, 0),
-            filter_h: i(4, 0),
-            activation: act(5),
-        },
-        u::SVDF => BuiltinOptions::Svdf {
-            rank: i(0, 0),
-            activation: act(1),
-            asymmetric_quantize_inputs: flag(2, false),
-        },
-        u::FULLY_CONNECTED => BuiltinOptions::FullyConnected {
-            activation: act(0),
-            weights_format: b(1, 0),
-            keep_num_dims: flag(2, false),
-            asymmetric_quantize_inputs: flag(3, false),
-        },
-        u::SOFTMAX => BuiltinOptions::Softmax { beta: f(0) },
-        u::CONCATENATION => BuiltinOptions::Concatenation {
-            axis: i(0, 0),
-            activation: act(1),
-        },
-        u::ADD => BuiltinOptions::Add {
-            activation: act(0),
-            pot_scale_int16: flag(1, true),
-        },
-        u::SUB => BuiltinOptions::Sub {
-            activation: act(0),
-            pot_scale_int16: flag(1, true),
-        },
-        u::MUL => BuiltinOptions::Mul { activation: act(0) },
-        u::DIV => BuiltinOptions::Div { activation: act(0) },
-        u::RESHAPE => BuiltinOptions::Reshape {
-            new_shape: t.vector::<i32>(slot(0)).map(|v| v.iter().collect()),
-        },
-        u::SQUEEZE => BuiltinOptions::Squeeze {
-            squeeze_dims: collect(t.vector::<i32>(slot(0))),
-        },
-        u::REDUCER => BuiltinOptions::Reducer {
-            keep_dims: flag(0, false),
-        },
-        u::STRIDED_SLICE => BuiltinOptions::StridedSlice {
-            begin_mask: i(0, 0),
-            end_mask: i(1, 0),
-            ellipsis_mask: i(2, 0),
-            new_axis_mask: i(3, 0),
-            shrink_axis_mask: i(4, 0),
-            offset: flag(5, false),
-        },
-        u::CAST => BuiltinOptions::Cast {
-            in_data_type: b(0, 0),
-            out_data_type: b(1, 0),
-        },
-        u::RESIZE_BILINEAR => BuiltinOptions::ResizeBilinear {
-            align_corners: flag(2, false),
-            half_pixel_centers: flag(3, false),
-        },
-        u::UNIDIRECTIONAL_SEQUENCE_LSTM => BuiltinOptions::UnidirectionalSequenceLstm {
-            activation: act(0),
-            cell_clip: f(1),
-            proj_clip: f(2),
-            time_major: flag(3, false),
-            asymmetric_quantize_inputs: flag(4, false),
-            diagonal_recurrent_tensors: flag(5, false),
-        },
-        u::DEPTH_TO_SPACE => BuiltinOptions::DepthToSpace {
-            block_size: i(0, 0),
-        },
-        u::SPACE_TO_DEPTH => BuiltinOptions::SpaceToDepth {
-            block_size: i(0, 0),
-        },
-        u::LEAKY_RELU => BuiltinOptions::LeakyRelu { alpha: f(0) },
-        u::GATHER => BuiltinOptions::Gather {
-            axis: i(0, 0),
-            batch_dims: i(1, 0),
-        },
-        u::PACK => BuiltinOptions::Pack {
-            values_count: i(0, 0),
-            axis: i(1, 0),
-        },
-        u::SPLIT => BuiltinOptions::Split {
-            num_splits: i(0, 0),
-        },
-        u::TRANSPOSE_CONV => BuiltinOptions::TransposeConv {
-            padding: pad(0),
-            stride_w: i(1, 0),
-            stride_h: i(2, 0),
-            activation: act(3),
-        },
-        u::SHAPE => BuiltinOptions::Shape { out_type: b(0, 0) },
-        u::BATCH_MATMUL => BuiltinOptions::BatchMatMul {
-            adj_x: flag(0, false),
-            adj_y: flag(1, false),
-            asymmetric_quantize_inputs: flag(2, false),
-        },
-        u::GELU => BuiltinOptions::Gelu {
-            approximate: flag(0, false),
-        },
-        other => BuiltinOptions::Other { type_id: other },
     }
 }
 

@@ -2,12 +2,11 @@
 //! with the same slots the reader uses. Buffers marked `external` are written after the
 //! flatbuffer and referenced through `offset`/`size` (the >2 GiB layout).
 
-use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, WIPOffset};
+use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::schema::{
-    buffer, metadata, model, opcode, operator, quant, signature, slot, subgraph, tensor, tensor_map,
+    buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map,
 };
-use crate::model::options::BuiltinOptions;
 use crate::model::{Model, ModelError, Operator, SparseIndexVector, Sparsity, Subgraph, Tensor};
 
 /// Largest flatbuffer the builder can produce (its offsets are signed 32-bit in practice).
@@ -321,7 +320,7 @@ fn write_operator<'b>(
     let custom = (!o.custom_options.is_empty()).then(|| fbb.create_byte_string(&o.custom_options));
     let mutating = (!o.mutating_variable_inputs.is_empty())
         .then(|| fbb.create_vector(&o.mutating_variable_inputs));
-    let options = write_options(fbb, &o.builtin_options);
+    let options = super::options::write_options(fbb, &o.builtin_options);
     let t = fbb.start_table();
     fbb.push_slot::<u32>(operator::OPCODE_INDEX, o.opcode_index, 0);
     fbb.push_slot_always(operator::INPUTS, inputs);
@@ -345,204 +344,6 @@ fn write_operator<'b>(
         fbb.push_slot_always::<u64>(operator::LARGE_CUSTOM_OPTIONS_SIZE, size);
     }
     fbb.end_table(t)
-}
-
-fn write_options<'b>(
-    fbb: &mut FlatBufferBuilder<'b>,
-    o: &BuiltinOptions,
-) -> Option<(u8, WIPOffset<UnionWIPOffset>)> {
-    use BuiltinOptions as B;
-    let ty = o.type_id();
-    if ty == 0 {
-        return None;
-    }
-    // Vectors must be created before the table is started.
-    let vec = match o {
-        B::Reshape { new_shape: Some(s) } => Some(fbb.create_vector(s)),
-        B::Squeeze { squeeze_dims } => Some(fbb.create_vector(squeeze_dims)),
-        _ => None,
-    };
-    let t = fbb.start_table();
-    let s = slot;
-    match o {
-        B::None | B::Other { .. } => {}
-        B::Conv2D {
-            padding,
-            stride_w,
-            stride_h,
-            activation,
-            dilation_w,
-            dilation_h,
-        } => {
-            fbb.push_slot::<i8>(s(0), padding.raw(), 0);
-            fbb.push_slot::<i32>(s(1), *stride_w, 0);
-            fbb.push_slot::<i32>(s(2), *stride_h, 0);
-            fbb.push_slot::<i8>(s(3), activation.raw(), 0);
-            fbb.push_slot::<i32>(s(4), *dilation_w, 1);
-            fbb.push_slot::<i32>(s(5), *dilation_h, 1);
-        }
-        B::DepthwiseConv2D {
-            padding,
-            stride_w,
-            stride_h,
-            depth_multiplier,
-            activation,
-            dilation_w,
-            dilation_h,
-        } => {
-            fbb.push_slot::<i8>(s(0), padding.raw(), 0);
-            fbb.push_slot::<i32>(s(1), *stride_w, 0);
-            fbb.push_slot::<i32>(s(2), *stride_h, 0);
-            fbb.push_slot::<i32>(s(3), *depth_multiplier, 0);
-            fbb.push_slot::<i8>(s(4), activation.raw(), 0);
-            fbb.push_slot::<i32>(s(5), *dilation_w, 1);
-            fbb.push_slot::<i32>(s(6), *dilation_h, 1);
-        }
-        B::Pool2D {
-            padding,
-            stride_w,
-            stride_h,
-            filter_w,
-            filter_h,
-            activation,
-        } => {
-            fbb.push_slot::<i8>(s(0), padding.raw(), 0);
-            fbb.push_slot::<i32>(s(1), *stride_w, 0);
-            fbb.push_slot::<i32>(s(2), *stride_h, 0);
-            fbb.push_slot::<i32>(s(3), *filter_w, 0);
-            fbb.push_slot::<i32>(s(4), *filter_h, 0);
-            fbb.push_slot::<i8>(s(5), activation.raw(), 0);
-        }
-        B::Svdf {
-            rank,
-            activation,
-            asymmetric_quantize_inputs,
-        } => {
-            fbb.push_slot::<i32>(s(0), *rank, 0);
-            fbb.push_slot::<i8>(s(1), activation.raw(), 0);
-            fbb.push_slot::<bool>(s(2), *asymmetric_quantize_inputs, false);
-        }
-        B::FullyConnected {
-            activation,
-            weights_format,
-            keep_num_dims,
-            asymmetric_quantize_inputs,
-        } => {
-            fbb.push_slot::<i8>(s(0), activation.raw(), 0);
-            fbb.push_slot::<i8>(s(1), *weights_format, 0);
-            fbb.push_slot::<bool>(s(2), *keep_num_dims, false);
-            fbb.push_slot::<bool>(s(3), *asymmetric_quantize_inputs, false);
-        }
-        B::Softmax { beta } => fbb.push_slot::<f32>(s(0), *beta, 0.0),
-        B::Concatenation { axis, activation } => {
-            fbb.push_slot::<i32>(s(0), *axis, 0);
-            fbb.push_slot::<i8>(s(1), activation.raw(), 0);
-        }
-        B::Add {
-            activation,
-            pot_scale_int16,
-        }
-        | B::Sub {
-            activation,
-            pot_scale_int16,
-        } => {
-            fbb.push_slot::<i8>(s(0), activation.raw(), 0);
-            fbb.push_slot::<bool>(s(1), *pot_scale_int16, true);
-        }
-        B::Mul { activation } | B::Div { activation } => {
-            fbb.push_slot::<i8>(s(0), activation.raw(), 0)
-        }
-        B::Reshape { .. } | B::Squeeze { .. } => {
-            if let Some(v) = vec {
-                fbb.push_slot_always(s(0), v);
-            }
-        }
-        B::Reducer { keep_dims } => fbb.push_slot::<bool>(s(0), *keep_dims, false),
-        B::StridedSlice {
-            begin_mask,
-            end_mask,
-            ellipsis_mask,
-            new_axis_mask,
-            shrink_axis_mask,
-            offset,
-        } => {
-            fbb.push_slot::<i32>(s(0), *begin_mask, 0);
-            fbb.push_slot::<i32>(s(1), *end_mask, 0);
-            fbb.push_slot::<i32>(s(2), *ellipsis_mask, 0);
-            fbb.push_slot::<i32>(s(3), *new_axis_mask, 0);
-            fbb.push_slot::<i32>(s(4), *shrink_axis_mask, 0);
-            fbb.push_slot::<bool>(s(5), *offset, false);
-        }
-        B::Cast {
-            in_data_type,
-            out_data_type,
-        } => {
-            fbb.push_slot::<i8>(s(0), *in_data_type, 0);
-            fbb.push_slot::<i8>(s(1), *out_data_type, 0);
-        }
-        B::ResizeBilinear {
-            align_corners,
-            half_pixel_centers,
-        } => {
-            fbb.push_slot::<bool>(s(2), *align_corners, false);
-            fbb.push_slot::<bool>(s(3), *half_pixel_centers, false);
-        }
-        B::UnidirectionalSequenceLstm {
-            activation,
-            cell_clip,
-            proj_clip,
-            time_major,
-            asymmetric_quantize_inputs,
-            diagonal_recurrent_tensors,
-        } => {
-            fbb.push_slot::<i8>(s(0), activation.raw(), 0);
-            fbb.push_slot::<f32>(s(1), *cell_clip, 0.0);
-            fbb.push_slot::<f32>(s(2), *proj_clip, 0.0);
-            fbb.push_slot::<bool>(s(3), *time_major, false);
-            fbb.push_slot::<bool>(s(4), *asymmetric_quantize_inputs, false);
-            fbb.push_slot::<bool>(s(5), *diagonal_recurrent_tensors, false);
-        }
-        B::DepthToSpace { block_size } | B::SpaceToDepth { block_size } => {
-            fbb.push_slot::<i32>(s(0), *block_size, 0)
-        }
-        B::LeakyRelu { alpha } => fbb.push_slot::<f32>(s(0), *alpha, 0.0),
-        B::Gather {
-            axis: a,
-            batch_dims: b,
-        }
-        | B::Pack {
-            values_count: a,
-            axis: b,
-        } => {
-            fbb.push_slot::<i32>(s(0), *a, 0);
-            fbb.push_slot::<i32>(s(1), *b, 0);
-        }
-        B::Split { num_splits } => fbb.push_slot::<i32>(s(0), *num_splits, 0),
-        B::TransposeConv {
-            padding,
-            stride_w,
-            stride_h,
-            activation,
-        } => {
-            fbb.push_slot::<i8>(s(0), padding.raw(), 0);
-            fbb.push_slot::<i32>(s(1), *stride_w, 0);
-            fbb.push_slot::<i32>(s(2), *stride_h, 0);
-            fbb.push_slot::<i8>(s(3), activation.raw(), 0);
-        }
-        B::Shape { out_type } => fbb.push_slot::<i8>(s(0), *out_type, 0),
-        B::BatchMatMul {
-            adj_x,
-            adj_y,
-            asymmetric_quantize_inputs,
-        } => {
-            fbb.push_slot::<bool>(s(0), *adj_x, false);
-            fbb.push_slot::<bool>(s(1), *adj_y, false);
-            fbb.push_slot::<bool>(s(2), *asymmetric_quantize_inputs, false);
-        }
-        B::Gelu { approximate } => fbb.push_slot::<bool>(s(0), *approximate, false),
-    }
-    let t = fbb.end_table(t);
-    Some((ty, t.as_union_value()))
 }
 
 /// Lets the reader's tests write fields the IR does not model.

@@ -1,0 +1,36 @@
+//! The one place where the crate gets its concurrency primitives, switched by one `cfg`.
+//!
+//! Normally (`native.rs`) atomics and `Arc` come from `std` and [`Mutex`] is `parking_lot`'s
+//! (small, fast, no poisoning). Under `--cfg loom` (`mocked.rs`) every atomic, mutex and `Arc` comes
+//! from the `loom` crate, so the loom models in `tests/loom_*.rs` explore all
+//! interleavings of the real code. Both modules offer the same names and signatures; code
+//! elsewhere never tests `cfg(loom)` for them.
+//!
+//! Two mutexes are offered on purpose:
+//! - [`Mutex`]: for ordinary library allocators and tables.
+//! - [`SpinLock`]: a tiny test-and-test-and-set lock that never allocates. Use it for anything on
+//!   the `#[global_allocator]` path: parking_lot allocates when a thread first parks, which can
+//!   deadlock a global allocator that is itself waiting on the lock. Under loom it is a loom
+//!   mutex, so models can explore it.
+
+#[cfg(loom)]
+mod mocked;
+#[cfg(loom)]
+pub(crate) use mocked::*;
+
+#[cfg(not(loom))]
+mod native;
+#[cfg(not(loom))]
+pub(crate) use native::*;
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Self::new(T::default())
+    }
+}
+
+impl<T> std::fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Mutex { .. }")
+    }
+}
