@@ -3,6 +3,7 @@
 
 use super::resolver::OpResolver;
 
+pub mod abs;
 pub mod add;
 pub mod average_pool;
 pub mod batch_matmul;
@@ -15,9 +16,11 @@ pub mod depth_to_space;
 pub mod depthwise_conv;
 pub mod dequantize;
 pub mod div;
+pub mod exp;
 pub mod fully_connected;
 pub mod gelu;
 pub mod hard_swish;
+pub mod leaky_relu;
 pub mod logistic;
 pub mod max_pool;
 pub mod maximum_minimum;
@@ -30,11 +33,13 @@ mod pool_common;
 pub mod prelu;
 mod quant_params;
 pub mod quantize;
+pub mod relu;
 pub mod reshape;
 pub mod resize_bilinear;
 pub mod rsqrt;
 pub mod shape;
 pub mod softmax;
+pub mod sqrt;
 pub mod squared_difference;
 pub mod strided_slice;
 pub mod svdf;
@@ -80,4 +85,9 @@ pub fn register_builtins(r: &mut OpResolver) {
     shape::register(r);
     squared_difference::register(r);
     transpose_conv::register(r);
+    abs::register(r);
+    exp::register(r);
+    leaky_relu::register(r);
+    relu::register(r);
+    sqrt::register(r);
 }

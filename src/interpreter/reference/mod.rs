@@ -2,6 +2,7 @@
 //! bit-exact oracle (as `lite/kernels/internal/reference/` is to TFLite). Kernels under
 //! [`super::kernels`] validate a node and call these.
 
+pub mod activations;
 pub mod activations_int16;
 pub mod add;
 pub mod batch_matmul;
@@ -14,6 +15,7 @@ pub mod depth_to_space;
 pub mod depthwise_conv;
 pub mod dequantize;
 pub mod div;
+pub mod elementwise;
 pub mod fixed_point;
 pub mod fully_connected;
 pub mod gelu;
@@ -37,6 +39,7 @@ pub mod rsqrt;
 pub mod softmax;
 pub mod squared_difference;
 pub mod strided_slice;
+pub mod sub;
 pub mod svdf;
 pub mod transpose;
 pub mod transpose_conv;

@@ -1,0 +1,79 @@
+//! RELU, RELU6 and RELU_N1_TO_1 (LiteRT's `activations.cc`): float32 clamps; int8 and int16
+//! rescale the input to the output's quantization and clamp to the activation range
+//! (`ReluX`), with the range quantized as `CalculateActivationRangeQuantized` does. Int16 needs
+//! zero points 0.
+
+use super::binary_common::output_activation_range;
+use super::unary_common::{int8_table_of, invoke_unary, prepare_unary, unary_quant, UnaryMath};
+use crate::interpreter::reference::activations::{relu_x_f32, relu_x_quantized, ReluQuantParams};
+use crate::interpreter::reference::quant::{
+    activation_range_f32, quantize_multiplier, FusedActivation,
+};
+use crate::interpreter::{
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+};
+use crate::kernel_bail;
+use crate::model::BuiltinOp;
+use crate::tensor::DType;
+
+type Data = UnaryMath<(f32, f32), ReluQuantParams>;
+
+/// One of the RELU family, by the activation whose range it clamps to.
+pub struct ReluX {
+    act: FusedActivation,
+}
+
+impl Kernel for ReluX {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        let (input, output) = prepare_unary(ctx)?;
+        let data: Data = match input.dtype {
+            DType::F32 => UnaryMath::F32(activation_range_f32(self.act)),
+            DType::I8 | DType::I16 => {
+                let (si, zi, so, zo) = unary_quant(&input, &output)?;
+                let (activation_min, activation_max) =
+                    output_activation_range(&output, self.act, so, zo)?;
+                let p = ReluQuantParams {
+                    input_offset: zi,
+                    output_offset: zo,
+                    // LiteRT divides in single precision, then widens.
+                    multiplier: quantize_multiplier(f64::from(si / so)),
+                    activation_min,
+                    activation_max,
+                };
+                if input.dtype == DType::I8 {
+                    UnaryMath::I8(int8_table_of(|x| relu_x_quantized(x, &p)))
+                } else {
+                    UnaryMath::I16(p)
+                }
+            }
+            d => kernel_bail!(
+                "input `{}` has dtype {d}; float32, int8 and int16 are supported",
+                input.name
+            ),
+        };
+        ctx.set_op_data(data)
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        invoke_unary::<(f32, f32), ReluQuantParams>(
+            ctx,
+            |&(lo, hi), x| relu_x_f32(x, lo, hi),
+            relu_x_quantized,
+        )
+    }
+}
+
+/// Registers RELU, RELU6 and RELU_N1_TO_1.
+pub fn register(r: &mut OpResolver) {
+    for (op, name, act) in [
+        (BuiltinOp::RELU, "RELU", FusedActivation::Relu),
+        (BuiltinOp::RELU6, "RELU6", FusedActivation::Relu6),
+        (
+            BuiltinOp::RELU_N1_TO_1,
+            "RELU_N1_TO_1",
+            FusedActivation::ReluN1To1,
+        ),
+    ] {
+        r.register_builtin(op, Registration::new(name, ReluX { act }));
+    }
+}
