@@ -33,6 +33,7 @@ mod pool_common;
 pub mod prelu;
 mod quant_params;
 pub mod quantize;
+pub mod reduce_max;
 pub mod relu;
 pub mod reshape;
 pub mod resize_bilinear;
@@ -42,6 +43,7 @@ pub mod softmax;
 pub mod sqrt;
 pub mod squared_difference;
 pub mod strided_slice;
+pub mod sum;
 pub mod svdf;
 pub mod transpose;
 pub mod transpose_conv;
@@ -90,4 +92,6 @@ pub fn register_builtins(r: &mut OpResolver) {
     leaky_relu::register(r);
     relu::register(r);
     sqrt::register(r);
+    sum::register(r);
+    reduce_max::register(r);
 }
