@@ -136,10 +136,16 @@ pub mod union_id {
     pub const SHAPE: u8 = 55;
     /// `PackOptions`.
     pub const PACK: u8 = 59;
+    /// `UnpackOptions`.
+    pub const UNPACK: u8 = 64;
     /// `UnidirectionalSequenceLSTMOptions`.
     pub const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
+    /// `ResizeNearestNeighborOptions`.
+    pub const RESIZE_NEAREST_NEIGHBOR: u8 = 74;
     /// `LeakyReluOptions`.
     pub const LEAKY_RELU: u8 = 75;
+    /// `SplitVOptions`.
+    pub const SPLIT_V: u8 = 79;
     /// `QuantizeOptions`.
     pub const QUANTIZE: u8 = 89;
     /// `HardSwishOptions`.
@@ -264,6 +270,15 @@ pub enum BuiltinOptions {
     Pack { values_count: i32, axis: i32 },
     /// `SplitOptions`.
     Split { num_splits: i32 },
+    /// `SplitVOptions`.
+    SplitV { num_splits: i32 },
+    /// `UnpackOptions`.
+    Unpack { num: i32, axis: i32 },
+    /// `ResizeNearestNeighborOptions`.
+    ResizeNearestNeighbor {
+        align_corners: bool,
+        half_pixel_centers: bool,
+    },
     /// `TransposeConvOptions`.
     TransposeConv {
         padding: Padding,
@@ -317,6 +332,9 @@ impl BuiltinOptions {
             BuiltinOptions::Gather { .. } => u::GATHER,
             BuiltinOptions::Pack { .. } => u::PACK,
             BuiltinOptions::Split { .. } => u::SPLIT,
+            BuiltinOptions::SplitV { .. } => u::SPLIT_V,
+            BuiltinOptions::Unpack { .. } => u::UNPACK,
+            BuiltinOptions::ResizeNearestNeighbor { .. } => u::RESIZE_NEAREST_NEIGHBOR,
             BuiltinOptions::TransposeConv { .. } => u::TRANSPOSE_CONV,
             BuiltinOptions::Shape { .. } => u::SHAPE,
             BuiltinOptions::BatchMatMul { .. } => u::BATCH_MATMUL,

@@ -18,6 +18,7 @@ pub mod dequantize;
 pub mod div;
 pub mod exp;
 pub mod fully_connected;
+pub mod gather;
 pub mod gelu;
 pub mod hard_swish;
 pub mod leaky_relu;
@@ -25,6 +26,7 @@ pub mod logistic;
 pub mod max_pool;
 pub mod maximum_minimum;
 pub mod mean;
+mod movement_common;
 pub mod mul;
 pub mod neg;
 pub mod pack;
@@ -37,9 +39,12 @@ pub mod reduce_max;
 pub mod relu;
 pub mod reshape;
 pub mod resize_bilinear;
+pub mod resize_nearest_neighbor;
 pub mod rsqrt;
 pub mod shape;
+pub mod slice;
 pub mod softmax;
+pub mod split;
 pub mod sqrt;
 pub mod squared_difference;
 pub mod strided_slice;
@@ -49,6 +54,7 @@ pub mod transpose;
 pub mod transpose_conv;
 mod unary_common;
 pub mod unidirectional_sequence_lstm;
+pub mod unpack;
 
 /// Registers every builtin kernel of the crate.
 pub fn register_builtins(r: &mut OpResolver) {
@@ -94,4 +100,9 @@ pub fn register_builtins(r: &mut OpResolver) {
     sqrt::register(r);
     sum::register(r);
     reduce_max::register(r);
+    gather::register(r);
+    slice::register(r);
+    split::register(r);
+    unpack::register(r);
+    resize_nearest_neighbor::register(r);
 }

@@ -669,6 +669,17 @@ fn decode_options(type_id: u8, t: T<'_>) -> BuiltinOptions {
         u::SPLIT => BuiltinOptions::Split {
             num_splits: i(0, 0),
         },
+        u::SPLIT_V => BuiltinOptions::SplitV {
+            num_splits: i(0, 0),
+        },
+        u::UNPACK => BuiltinOptions::Unpack {
+            num: i(0, 0),
+            axis: i(1, 0),
+        },
+        u::RESIZE_NEAREST_NEIGHBOR => BuiltinOptions::ResizeNearestNeighbor {
+            align_corners: flag(0, false),
+            half_pixel_centers: flag(1, false),
+        },
         u::TRANSPOSE_CONV => BuiltinOptions::TransposeConv {
             padding: pad(0),
             stride_w: i(1, 0),

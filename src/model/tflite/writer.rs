@@ -513,11 +513,21 @@ fn write_options<'b>(
         | B::Pack {
             values_count: a,
             axis: b,
-        } => {
+        }
+        | B::Unpack { num: a, axis: b } => {
             fbb.push_slot::<i32>(s(0), *a, 0);
             fbb.push_slot::<i32>(s(1), *b, 0);
         }
-        B::Split { num_splits } => fbb.push_slot::<i32>(s(0), *num_splits, 0),
+        B::Split { num_splits } | B::SplitV { num_splits } => {
+            fbb.push_slot::<i32>(s(0), *num_splits, 0)
+        }
+        B::ResizeNearestNeighbor {
+            align_corners,
+            half_pixel_centers,
+        } => {
+            fbb.push_slot::<bool>(s(0), *align_corners, false);
+            fbb.push_slot::<bool>(s(1), *half_pixel_centers, false);
+        }
         B::TransposeConv {
             padding,
             stride_w,
