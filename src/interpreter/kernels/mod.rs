@@ -52,11 +52,12 @@ pub mod sum;
 pub mod svdf;
 pub mod transpose;
 pub mod transpose_conv;
+pub mod transpose_conv_bias;
 mod unary_common;
 pub mod unidirectional_sequence_lstm;
 pub mod unpack;
 
-/// Registers every builtin kernel of the crate.
+/// Registers every builtin kernel of the crate, and MediaPipe's `Convolution2DTransposeBias`.
 pub fn register_builtins(r: &mut OpResolver) {
     add::register(r);
     average_pool::register(r);
@@ -105,4 +106,5 @@ pub fn register_builtins(r: &mut OpResolver) {
     split::register(r);
     unpack::register(r);
     resize_nearest_neighbor::register(r);
+    transpose_conv_bias::register(r);
 }

@@ -1,6 +1,7 @@
 //! RESIZE_BILINEAR: float32 and int8, `align_corners` / `half_pixel_centers` from the options
 //! (LiteRT's `resize_bilinear.cc`); the size input must agree with the output's static shape.
 
+use super::quant_params::dims4;
 use crate::interpreter::reference::resize_bilinear::{
     resize_bilinear_f32, resize_bilinear_i8, ResizeGeometry,
 };
@@ -45,15 +46,7 @@ pub(crate) fn prepare_resize<'a>(
         output.name,
         output.dtype
     );
-    let four = |t: &TensorInfo<'_>| {
-        <[usize; 4]>::try_from(t.dims).map_err(|_| {
-            KernelError::new(format!(
-                "tensor `{}` has shape {:?}, expected 4-D",
-                t.name, t.dims
-            ))
-        })
-    };
-    let ([b, ih, iw, c], [ob, oh, ow, oc]) = (four(&input)?, four(&output)?);
+    let ([b, ih, iw, c], [ob, oh, ow, oc]) = (dims4(&input)?, dims4(&output)?);
     kernel_ensure!(
         b == ob && c == oc && ih > 0 && iw > 0 && oh > 0 && ow > 0,
         "input `{}` shape {:?} and output `{}` shape {:?} differ in batch or channels, or are \
