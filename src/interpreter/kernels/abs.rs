@@ -3,15 +3,13 @@
 //! output zero point and clamp (`AbsEvalQuantized`). Int16 needs zero points 0.
 
 use super::binary_common::quantized_range;
-use super::unary_common::{int8_table_of, invoke_unary, prepare_unary, unary_quant, UnaryMath};
+use super::unary_common::{invoke_unary, prepare_unary, unary_math, UnaryMath};
 use crate::interpreter::reference::elementwise::{abs_quantized, AbsQuantParams};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
-use crate::kernel_bail;
 use crate::model::BuiltinOp;
-use crate::tensor::DType;
 
 type Data = UnaryMath<(), AbsQuantParams>;
 
@@ -21,30 +19,24 @@ pub struct Abs;
 impl Kernel for Abs {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
-        let data: Data = match input.dtype {
-            DType::F32 => UnaryMath::F32(()),
-            DType::I8 | DType::I16 => {
-                let (si, zi, so, zo) = unary_quant(&input, &output)?;
-                let (qmin, qmax) = quantized_range(input.dtype).unwrap_or((0, 0));
-                let p = AbsQuantParams {
+        let (qmin, qmax) = quantized_range(input.dtype).unwrap_or((0, 0));
+        let data: Data = unary_math(
+            &input,
+            &output,
+            (),
+            true,
+            |(si, zi, so, zo)| {
+                Ok(AbsQuantParams {
                     input_offset: zi,
                     output_offset: zo,
                     // LiteRT divides in single precision, then widens.
                     rescale: (si != so).then(|| quantize_multiplier(f64::from(si / so))),
                     qmin,
                     qmax,
-                };
-                if input.dtype == DType::I8 {
-                    UnaryMath::I8(int8_table_of(|x| abs_quantized(x, &p)))
-                } else {
-                    UnaryMath::I16(p)
-                }
-            }
-            d => kernel_bail!(
-                "input `{}` has dtype {d}; float32, int8 and int16 are supported",
-                input.name
-            ),
-        };
+                })
+            },
+            abs_quantized,
+        )?;
         ctx.set_op_data(data)
     }
 

@@ -8,8 +8,8 @@
 //! (TFLM); int32 SUB applies it (LiteRT's `SubWithActivation`).
 
 use super::binary_common::{
-    activation_range_i32, check_lengths, fused_activation, output_activation_range, prepare_binary,
-    quant_params,
+    activation_range_i32, binary_io, expect_not_quantized, node_activation,
+    output_activation_range, prepare_binary, quant_params,
 };
 use crate::interpreter::reference::add::{
     add_f32, add_i32, add_int8_input_tables, add_int8_with_tables, add_quantized, AddQuantParams,
@@ -23,7 +23,7 @@ use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
 };
 use crate::kernel_bail;
-use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
@@ -100,13 +100,18 @@ impl Kernel for Sub {
 
 fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
     let node = prepare_binary(ctx)?;
-    let activation = match (op, ctx.options()) {
-        (Op::Add, BuiltinOptions::Add { activation, .. })
-        | (Op::Sub, BuiltinOptions::Sub { activation, .. }) => *activation,
-        (_, BuiltinOptions::None) => Activation::None,
-        (_, other) => kernel_bail!("expected {op:?}Options, found {other:?}"),
+    let act = match op {
+        Op::Add => node_activation(
+            ctx,
+            |o| matches!(o, BuiltinOptions::Add { .. }),
+            "AddOptions",
+        )?,
+        Op::Sub => node_activation(
+            ctx,
+            |o| matches!(o, BuiltinOptions::Sub { .. }),
+            "SubOptions",
+        )?,
     };
-    let act = fused_activation(activation)?;
     let out = &node.output;
     let math = match out.dtype {
         DType::F32 => {
@@ -114,11 +119,7 @@ fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
             Math::F32 { lo, hi }
         }
         DType::I32 => {
-            for t in [&node.input1, &node.input2] {
-                if t.quantization.is_some_and(|q| !q.scale.is_empty()) {
-                    kernel_bail!("int32 input `{}` must not be quantized", t.name);
-                }
-            }
+            expect_not_quantized(&[&node.input1, &node.input2])?;
             // TFLM's int32 ADD clamps to the full int32 range whatever the activation;
             // LiteRT's int32 SUB applies it.
             let (lo, hi) = match op {
@@ -184,10 +185,7 @@ fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
     let s = &d.shapes;
     macro_rules! run {
         ($t:ty, |$a:ident, $b:ident, $o:ident| $body:expr) => {{
-            let $a = ctx.input::<$t>(0)?;
-            let $b = ctx.input::<$t>(1)?;
-            let $o = ctx.output::<$t>(0)?;
-            check_lengths(s, d.n1, d.n2, $a.len(), $b.len(), $o.len())?;
+            let ($a, $b, $o) = binary_io::<$t>(ctx, s, d.n1, d.n2)?;
             $body
         }};
     }

@@ -4,7 +4,7 @@
 //! points 0.
 
 use super::binary_common::quantized_range;
-use super::unary_common::{int8_table_of, invoke_unary, prepare_unary, unary_quant, UnaryMath};
+use super::unary_common::{invoke_unary, prepare_unary, unary_math, UnaryMath};
 use crate::interpreter::reference::activations::{
     leaky_relu_f32, leaky_relu_quantized, LeakyReluQuantParams,
 };
@@ -13,7 +13,6 @@ use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
-use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 type Data = UnaryMath<f32, LeakyReluQuantParams>;
@@ -29,12 +28,14 @@ impl Kernel for LeakyRelu {
             other => kernel_bail!("expected LeakyReluOptions, found {other:?}"),
         };
         kernel_ensure!(alpha.is_finite(), "alpha {alpha} is not finite");
-        let data: Data = match input.dtype {
-            DType::F32 => UnaryMath::F32(alpha),
-            DType::I8 | DType::I16 => {
-                let (si, zi, so, zo) = unary_quant(&input, &output)?;
-                let (qmin, qmax) = quantized_range(output.dtype).unwrap_or((0, 0));
-                let p = LeakyReluQuantParams {
+        let (qmin, qmax) = quantized_range(output.dtype).unwrap_or((0, 0));
+        let data: Data = unary_math(
+            &input,
+            &output,
+            alpha,
+            true,
+            |(si, zi, so, zo)| {
+                Ok(LeakyReluQuantParams {
                     input_offset: zi,
                     output_offset: zo,
                     // LiteRT divides in single precision, then widens.
@@ -42,18 +43,10 @@ impl Kernel for LeakyRelu {
                     alpha: quantize_multiplier(f64::from(si * alpha / so)),
                     qmin,
                     qmax,
-                };
-                if input.dtype == DType::I8 {
-                    UnaryMath::I8(int8_table_of(|x| leaky_relu_quantized(x, &p)))
-                } else {
-                    UnaryMath::I16(p)
-                }
-            }
-            d => kernel_bail!(
-                "input `{}` has dtype {d}; float32, int8 and int16 are supported",
-                input.name
-            ),
-        };
+                })
+            },
+            leaky_relu_quantized,
+        )?;
         ctx.set_op_data(data)
     }
 

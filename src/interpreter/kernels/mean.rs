@@ -4,6 +4,7 @@
 //! LiteRT's generic reductions in the element type ([`invoke_generic`], for SUM and
 //! REDUCE_MAX).
 
+use super::unary_common::expect_same_dtype;
 use crate::interpreter::reference::mean::{
     mean_f32, mean_quantized, reduce_generic, reduce_plan, ReducePlan,
 };
@@ -195,14 +196,7 @@ pub(crate) fn prepare_reduce<'a>(ctx: &PrepareContext<'a>) -> Result<ReduceNode<
         output.num_elements(),
         plan.num_outputs
     );
-    kernel_ensure!(
-        input.dtype == output.dtype,
-        "input `{}` is {} but output `{}` is {}",
-        input.name,
-        input.dtype,
-        output.name,
-        output.dtype
-    );
+    expect_same_dtype(&input, &output)?;
     Ok(ReduceNode {
         input,
         output,

@@ -4,6 +4,7 @@
 //! resolution, reading a constant index vector of int32 or int64, and the dtype switch of
 //! invoke ([`with_movable_type`]).
 
+use super::unary_common::expect_same_dtype;
 use crate::interpreter::{KernelError, TensorInfo};
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
@@ -28,14 +29,7 @@ pub(crate) fn expect_moved_from(
         input.name,
         input.dtype
     );
-    kernel_ensure!(
-        output.dtype == input.dtype,
-        "output `{}` is {} but input `{}` is {}",
-        output.name,
-        output.dtype,
-        input.name,
-        input.dtype
-    );
+    expect_same_dtype(input, output)?;
     let per_tensor = |t: &TensorInfo<'_>| {
         t.quantization
             .filter(|q| !q.scale.is_empty())

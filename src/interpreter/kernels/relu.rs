@@ -4,7 +4,7 @@
 //! zero points 0.
 
 use super::binary_common::output_activation_range;
-use super::unary_common::{int8_table_of, invoke_unary, prepare_unary, unary_quant, UnaryMath};
+use super::unary_common::{invoke_unary, prepare_unary, unary_math, UnaryMath};
 use crate::interpreter::reference::activations::{relu_x_f32, relu_x_quantized, ReluQuantParams};
 use crate::interpreter::reference::quant::{
     activation_range_f32, quantize_multiplier, FusedActivation,
@@ -12,9 +12,7 @@ use crate::interpreter::reference::quant::{
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
-use crate::kernel_bail;
 use crate::model::BuiltinOp;
-use crate::tensor::DType;
 
 type Data = UnaryMath<(f32, f32), ReluQuantParams>;
 
@@ -26,31 +24,26 @@ pub struct ReluX {
 impl Kernel for ReluX {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
-        let data: Data = match input.dtype {
-            DType::F32 => UnaryMath::F32(activation_range_f32(self.act)),
-            DType::I8 | DType::I16 => {
-                let (si, zi, so, zo) = unary_quant(&input, &output)?;
+        let act = self.act;
+        let data: Data = unary_math(
+            &input,
+            &output,
+            activation_range_f32(act),
+            true,
+            |(si, zi, so, zo)| {
                 let (activation_min, activation_max) =
-                    output_activation_range(&output, self.act, so, zo)?;
-                let p = ReluQuantParams {
+                    output_activation_range(&output, act, so, zo)?;
+                Ok(ReluQuantParams {
                     input_offset: zi,
                     output_offset: zo,
                     // LiteRT divides in single precision, then widens.
                     multiplier: quantize_multiplier(f64::from(si / so)),
                     activation_min,
                     activation_max,
-                };
-                if input.dtype == DType::I8 {
-                    UnaryMath::I8(int8_table_of(|x| relu_x_quantized(x, &p)))
-                } else {
-                    UnaryMath::I16(p)
-                }
-            }
-            d => kernel_bail!(
-                "input `{}` has dtype {d}; float32, int8 and int16 are supported",
-                input.name
-            ),
-        };
+                })
+            },
+            relu_x_quantized,
+        )?;
         ctx.set_op_data(data)
     }
 

@@ -2,6 +2,7 @@
 //! (LiteRT's `resize_bilinear.cc`); the size input must agree with the output's static shape.
 
 use super::quant_params::dims4;
+use super::unary_common::expect_same_dtype;
 use crate::interpreter::reference::resize_bilinear::{
     resize_bilinear_f32, resize_bilinear_i8, ResizeGeometry,
 };
@@ -38,14 +39,7 @@ pub(crate) fn prepare_resize<'a>(
     let input = ctx.input(0)?;
     let size = ctx.input(1)?;
     let output = ctx.output(0)?;
-    kernel_ensure!(
-        input.dtype == output.dtype,
-        "input `{}` is {} but output `{}` is {}",
-        input.name,
-        input.dtype,
-        output.name,
-        output.dtype
-    );
+    expect_same_dtype(&input, &output)?;
     let ([b, ih, iw, c], [ob, oh, ow, oc]) = (dims4(&input)?, dims4(&output)?);
     kernel_ensure!(
         b == ob && c == oc && ih > 0 && iw > 0 && oh > 0 && ow > 0,

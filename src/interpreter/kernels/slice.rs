@@ -63,17 +63,7 @@ impl Kernel for Slice {
             b32[d] = i32::try_from(b).map_err(bad)?;
             e32[d] = i32::try_from(b + s).map_err(bad)?;
         }
-        let spec = SliceSpec {
-            begin: &b32[..rank],
-            end: &e32[..rank],
-            strides: &[1; MAX_RANK][..rank],
-            begin_mask: 0,
-            end_mask: 0,
-            ellipsis_mask: 0,
-            new_axis_mask: 0,
-            shrink_axis_mask: 0,
-            offset: false,
-        };
+        let spec = SliceSpec::new(&b32[..rank], &e32[..rank], &[1; MAX_RANK][..rank]);
         let plan = slice_plan(input.dims, &spec).map_err(KernelError::new)?;
         output.expect_dims(plan.out_shape())?;
         ctx.set_op_data((input.dtype, plan))

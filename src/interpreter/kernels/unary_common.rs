@@ -12,13 +12,11 @@ use crate::interpreter::{InvokeContext, KernelError, PrepareContext, TensorInfo}
 use crate::kernel_ensure;
 use crate::tensor::DType;
 
-/// Checks a unary node: 1 input and 1 output of one dtype and one shape.
-pub fn prepare_unary<'a>(
-    ctx: &PrepareContext<'a>,
-) -> Result<(TensorInfo<'a>, TensorInfo<'a>), KernelError> {
-    ctx.expect_io(1, 1)?;
-    let input = ctx.input(0)?;
-    let output = ctx.output(0)?;
+/// Fails unless `output` has `input`'s dtype.
+pub fn expect_same_dtype(
+    input: &TensorInfo<'_>,
+    output: &TensorInfo<'_>,
+) -> Result<(), KernelError> {
     kernel_ensure!(
         input.dtype == output.dtype,
         "input `{}` is {} but output `{}` is {}",
@@ -27,6 +25,17 @@ pub fn prepare_unary<'a>(
         output.name,
         output.dtype
     );
+    Ok(())
+}
+
+/// Checks a unary node: 1 input and 1 output of one dtype and one shape.
+pub fn prepare_unary<'a>(
+    ctx: &PrepareContext<'a>,
+) -> Result<(TensorInfo<'a>, TensorInfo<'a>), KernelError> {
+    ctx.expect_io(1, 1)?;
+    let input = ctx.input(0)?;
+    let output = ctx.output(0)?;
+    expect_same_dtype(&input, &output)?;
     output.expect_dims(input.dims)?;
     Ok((input, output))
 }
@@ -64,6 +73,33 @@ pub fn unary_quant(
         );
     }
     Ok((si, zi, so, zo))
+}
+
+/// The op data of a [`UnaryMath`] kernel for its input dtype: `float` for float32; for int8
+/// (and int16 when `int16` is set) `quant` builds the integer parameters from the node's
+/// quantization ([`unary_quant`]), and int8 tabulates `apply` over them. Other dtypes are an
+/// error naming `input`.
+pub fn unary_math<F, Q>(
+    input: &TensorInfo<'_>,
+    output: &TensorInfo<'_>,
+    float: F,
+    int16: bool,
+    quant: impl FnOnce((f32, i32, f32, i32)) -> Result<Q, KernelError>,
+    apply: impl Fn(i32, &Q) -> i32,
+) -> Result<UnaryMath<F, Q>, KernelError> {
+    match input.dtype {
+        DType::F32 => Ok(UnaryMath::F32(float)),
+        DType::I8 => {
+            let q = quant(unary_quant(input, output)?)?;
+            Ok(UnaryMath::I8(int8_table_of(|x| apply(x, &q))))
+        }
+        DType::I16 if int16 => Ok(UnaryMath::I16(quant(unary_quant(input, output)?)?)),
+        d => Err(KernelError::new(format!(
+            "input `{}` has dtype {d}; float32, int8{} are supported",
+            input.name,
+            if int16 { " and int16" } else { "" }
+        ))),
+    }
 }
 
 /// The int8 table of an integer function `f` (its result is clamped to int8 by `f`).
