@@ -295,13 +295,15 @@ fn malformed_elementwise_nodes_are_errors() {
         &[q(I8, &[3], 0.1, 0)],
     );
     expect_error(&m, &["SQRT", "in0", "float32"]);
-    let m = one_op(
-        BuiltinOp::EXP,
-        BuiltinOptions::None,
-        &[q(I16, &[3], 0.1, 0)],
-        &[q(I16, &[3], 0.1, 0)],
-    );
-    expect_error(&m, &["EXP", "int16"]);
+    for op in [BuiltinOp::EXP, BuiltinOp::RELU_N1_TO_1] {
+        let m = one_op(
+            op,
+            BuiltinOptions::None,
+            &[q(I16, &[3], 0.1, 0)],
+            &[q(I16, &[3], 0.1, 0)],
+        );
+        expect_error(&m, &["int16"]);
+    }
     let m = one_op(
         BuiltinOp::ABS,
         BuiltinOptions::None,

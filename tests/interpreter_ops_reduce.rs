@@ -1,5 +1,6 @@
-//! SUM and REDUCE_MAX through the interpreter: negative and duplicate axes, `keep_dims`, int8
-//! sums in the element type and LiteRT's rescaling sum, and malformed nodes rejected at build.
+//! SUM and REDUCE_MAX through the interpreter: negative and duplicate axes, `keep_dims`, integer
+//! sums in the element type, LiteRT's requantizing int8 / int16 sum (checked against LiteRT 2.3's
+//! kernels), and malformed nodes rejected at build.
 
 mod ops_util;
 
@@ -50,7 +51,8 @@ fn float_sum_over_negative_and_duplicate_axes() {
 }
 
 #[test]
-fn int_sums_wrap_in_the_element_type() {
+fn integer_sums() {
+    // Quantized int8 with equal scales: sum(x - zp) + zp, saturated.
     let m = one_op(
         BuiltinOp::SUM,
         reducer(false),
@@ -58,7 +60,17 @@ fn int_sums_wrap_in_the_element_type() {
         &[q(I8, &[2], 0.5, 3)],
     );
     let out = &run::<i8>(&m, &[tensor(&[2, 2], vec![100i8, 100, -3, 4])])[0];
-    assert_eq!(out, &[-56, 1]);
+    assert_eq!(out, &[127, -2]);
+    // Int16, zero points 0: a saturated sum.
+    let m = one_op(
+        BuiltinOp::SUM,
+        reducer(false),
+        &[q(TensorType::Int16, &[2, 2], 0.001, 0), c_i32(&[1], &[1])],
+        &[q(TensorType::Int16, &[2], 0.001, 0)],
+    );
+    let out = &run::<i16>(&m, &[tensor(&[2, 2], vec![30000i16, 30000, -5, 7])])[0];
+    assert_eq!(out, &[32767, 2]);
+    // Int32 wraps.
     let m = one_op(
         BuiltinOp::SUM,
         reducer(true),
@@ -71,6 +83,8 @@ fn int_sums_wrap_in_the_element_type() {
 
 #[test]
 fn int8_sum_with_rescale_follows_litert() {
+    // Single-precision requantization, saturated (LiteRT 2.3's kernels, checked on random
+    // inputs).
     let (si, zi, so, zo) = (0.02f32, -7i32, 0.15f32, 11i32);
     let m = one_op(
         BuiltinOp::SUM,
@@ -84,7 +98,7 @@ fn int8_sum_with_rescale_follows_litert() {
         let sum: i32 = x[r * 5..r * 5 + 5].iter().map(|&v| i32::from(v)).sum();
         let scale = si / so;
         let bias = (-zi) as f32 * scale * 5.0;
-        let want = (((sum as f32 * scale + bias).round() as i32) + zo) as i8;
+        let want = (((sum as f32 * scale + bias).round() as i32) + zo).clamp(-128, 127) as i8;
         assert_eq!(out[r], want, "row {r}");
     }
 }

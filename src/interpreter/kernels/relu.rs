@@ -1,7 +1,7 @@
-//! RELU, RELU6 and RELU_N1_TO_1 (LiteRT's `activations.cc`): float32 clamps; int8 and int16
-//! rescale the input to the output's quantization and clamp to the activation range
-//! (`ReluX`), with the range quantized as `CalculateActivationRangeQuantized` does. Int16 needs
-//! zero points 0.
+//! RELU, RELU6 and RELU_N1_TO_1 (LiteRT's `activations.cc`): float32 clamps; int8 (and int16
+//! for RELU and RELU6, as LiteRT) rescale the input to the output's quantization and clamp to
+//! the activation range (`ReluX`), with the range quantized as
+//! `CalculateActivationRangeQuantized` does. Int16 needs zero points 0.
 
 use super::binary_common::output_activation_range;
 use super::unary_common::{invoke_unary, prepare_unary, unary_math, UnaryMath};
@@ -16,9 +16,11 @@ use crate::model::BuiltinOp;
 
 type Data = UnaryMath<(f32, f32), ReluQuantParams>;
 
-/// One of the RELU family, by the activation whose range it clamps to.
+/// One of the RELU family, by the activation whose range it clamps to; `int16` when LiteRT
+/// has the op for int16 (RELU and RELU6, not RELU_N1_TO_1).
 pub struct ReluX {
     act: FusedActivation,
+    int16: bool,
 }
 
 impl Kernel for ReluX {
@@ -29,7 +31,7 @@ impl Kernel for ReluX {
             &input,
             &output,
             activation_range_f32(act),
-            true,
+            self.int16,
             |(si, zi, so, zo)| {
                 let (activation_min, activation_max) =
                     output_activation_range(&output, act, so, zo)?;
@@ -58,15 +60,16 @@ impl Kernel for ReluX {
 
 /// Registers RELU, RELU6 and RELU_N1_TO_1.
 pub fn register(r: &mut OpResolver) {
-    for (op, name, act) in [
-        (BuiltinOp::RELU, "RELU", FusedActivation::Relu),
-        (BuiltinOp::RELU6, "RELU6", FusedActivation::Relu6),
+    for (op, name, act, int16) in [
+        (BuiltinOp::RELU, "RELU", FusedActivation::Relu, true),
+        (BuiltinOp::RELU6, "RELU6", FusedActivation::Relu6, true),
         (
             BuiltinOp::RELU_N1_TO_1,
             "RELU_N1_TO_1",
             FusedActivation::ReluN1To1,
+            false,
         ),
     ] {
-        r.register_builtin(op, Registration::new(name, ReluX { act }));
+        r.register_builtin(op, Registration::new(name, ReluX { act, int16 }));
     }
 }

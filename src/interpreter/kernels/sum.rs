@@ -1,25 +1,24 @@
-//! SUM (LiteRT's `reduce.cc` `EvalSum`): float32, int32, int64 and int16 sums in the element type
-//! (integers wrap; int16 input and output share their quantization, zero point 0); int8 sums
-//! in int8 when input and output share their quantization, else LiteRT's rescaling sum
-//! (32-bit sums, a single-precision rescale, a wrapping narrowing).
+//! SUM (LiteRT's `reduce.cc` `EvalSum`, as LiteRT 2.3's kernels compute it): float32, int32 and
+//! int64 sums in the element type (integers wrap); int8 and int16 requantized from 32-bit sums
+//! (`round(sum * s_in / s_out - z_in * count * s_in / s_out) + z_out` in single precision,
+//! saturated). Int16 input and output share their quantization with zero point 0.
 
-use super::mean::{
-    generic_dtype, invoke_generic, prepare_reduce, quantization, Generic, ReduceNode,
-};
-use crate::interpreter::reference::mean::{sum_int8_rescaled, ReducePlan};
+use super::binary_common::quant_params;
+use super::mean::{generic_dtype, invoke_generic, prepare_reduce, Generic, ReduceNode};
+use crate::interpreter::reference::mean::{sum_quantized, ReducePlan};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, ScratchId,
 };
+use crate::kernel_ensure;
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
-use crate::{kernel_bail, kernel_ensure};
 
 #[derive(Clone, Copy, Debug)]
 enum Math {
     /// In the element type.
     Generic(DType),
-    /// Int8 with a rescale: input and output `(scale, zero_point)`, the sums' scratch.
-    Int8Rescaled((f32, i32), (f32, i32), ScratchId),
+    /// Int8 or int16, requantized: input and output `(scale, zero_point)`, the sums' scratch.
+    Quantized(DType, (f32, i32), (f32, i32), ScratchId),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -41,25 +40,23 @@ impl Kernel for Sum {
             "input `{}` has dtype {dtype}; SUM takes float32, int8, int16, int32 and int64",
             node.input.name
         );
-        let (qi, qo) = (quantization(&node.input)?, quantization(&node.output)?);
-        let math = if dtype == DType::I8 && qi != qo {
-            let (Some(qi), Some(qo)) = (qi, qo) else {
-                kernel_bail!(
-                    "int8 input `{}` and output `{}` must both be quantized or share their \
-                     quantization",
-                    node.input.name,
-                    node.output.name
-                );
-            };
-            let bytes = node
-                .plan
-                .num_outputs
-                .checked_mul(4)
-                .ok_or_else(|| KernelError::new("accumulator size overflows"))?;
-            Math::Int8Rescaled(qi, qo, ctx.request_scratch(bytes)?)
-        } else {
-            node.expect_same_quantization()?;
-            Math::Generic(dtype)
+        let math = match dtype {
+            DType::I8 | DType::I16 => {
+                if dtype == DType::I16 {
+                    node.expect_same_quantization()?;
+                }
+                let (qi, qo) = (quant_params(&node.input)?, quant_params(&node.output)?);
+                let bytes = node
+                    .plan
+                    .num_outputs
+                    .checked_mul(4)
+                    .ok_or_else(|| KernelError::new("accumulator size overflows"))?;
+                Math::Quantized(dtype, qi, qo, ctx.request_scratch(bytes)?)
+            }
+            _ => {
+                node.expect_same_quantization()?;
+                Math::Generic(dtype)
+            }
         };
         ctx.set_op_data(SumData {
             plan: node.plan,
@@ -71,15 +68,15 @@ impl Kernel for Sum {
         let d = *ctx.op_data::<SumData>()?;
         match d.math {
             Math::Generic(dtype) => invoke_generic(ctx, &d.plan, dtype, Generic::Sum),
-            Math::Int8Rescaled(qi, qo, temp) => {
-                sum_int8_rescaled(
-                    &d.plan,
-                    ctx.input::<i8>(0)?,
-                    qi,
-                    qo,
-                    ctx.scratch::<i32>(temp)?,
-                    ctx.output::<i8>(0)?,
-                );
+            Math::Quantized(dtype, qi, qo, temp) => {
+                let temp = ctx.scratch::<i32>(temp)?;
+                if dtype == DType::I8 {
+                    let (i, o) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+                    sum_quantized(&d.plan, i, qi, qo, temp, o);
+                } else {
+                    let (i, o) = (ctx.input::<i16>(0)?, ctx.output::<i16>(0)?);
+                    sum_quantized(&d.plan, i, qi, qo, temp, o);
+                }
                 Ok(())
             }
         }

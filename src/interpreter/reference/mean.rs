@@ -2,7 +2,7 @@
 //! and TFLM's `QuantizedMeanOrSum` for int8 / int16: sums over the reduced axes in row-major
 //! input order, then a float division or an integer requantization that folds `1 / count` into
 //! the multiplier), LiteRT's generic reductions (`ReduceGeneric`: SUM, REDUCE_MAX in the
-//! element type) and LiteRT's rescaling int8 SUM (`QuantizedMeanOrSum` with `compute_sum`).
+//! element type) and LiteRT's quantized SUM (a single-precision requantization, saturated).
 
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 use super::quantize::{f32_to_i32_x86, QuantInt};
@@ -114,20 +114,22 @@ fn sum_i32<T: QuantInt>(plan: &ReducePlan, input: &[T], temp: &mut [i32]) {
     });
 }
 
-/// LiteRT's int8 SUM when input and output quantization differ: 32-bit sums, then
-/// `round(sum * s + bias) + output_zero_point` in single precision with `s = input_scale /
-/// output_scale` and `bias = -input_zero_point * s * count`, narrowed to int8 by wrapping (C's
-/// cast, no clamp). Quantization is `(scale, zero_point)`. An empty input gives zeros.
-pub fn sum_int8_rescaled(
+/// LiteRT's quantized SUM (int8, int16): 32-bit sums, then `round(sum * s + bias) +
+/// output_zero_point` in single precision with `s = input_scale / output_scale` and
+/// `bias = -input_zero_point * s * count`, saturated to the type. Quantization is
+/// `(scale, zero_point)`. An empty input gives zeros.
+pub fn sum_quantized<T: QuantInt>(
     plan: &ReducePlan,
-    input: &[i8],
+    input: &[T],
     (input_scale, input_zero_point): (f32, i32),
     (output_scale, output_zero_point): (f32, i32),
     temp: &mut [i32],
-    output: &mut [i8],
+    output: &mut [T],
 ) {
     let n = plan.num_outputs;
-    output[..n].fill(0);
+    for v in &mut output[..n] {
+        *v = T::from_i32(0);
+    }
     if plan.dims[..plan.rank].contains(&0) || plan.count == 0 {
         return;
     }
@@ -136,7 +138,7 @@ pub fn sum_int8_rescaled(
     let bias = (-input_zero_point) as f32 * scale * plan.count as f32;
     for (o, &sum) in output[..n].iter_mut().zip(&temp[..n]) {
         let v = f32_to_i32_x86((sum as f32 * scale + bias).round());
-        *o = v.wrapping_add(output_zero_point) as i8;
+        *o = T::saturate(v.saturating_add(output_zero_point));
     }
 }
 
@@ -251,31 +253,31 @@ mod tests {
     }
 
     #[test]
-    fn int8_rescaled_sum_wraps_like_litert() {
+    fn quantized_sum_requantizes_and_saturates() {
         let p = reduce_plan(&[2, 2], &[1]).unwrap();
         let mut temp = [0i32; 2];
         let mut out = [0i8; 2];
         // scale ratio 0.5, input zp 2: (sum - 2 * 2) * 0.5 + output zp 1.
         // Row 0: (17 - 4) * 0.5 = 6.5 rounds away from zero to 7.
-        sum_int8_rescaled(
+        sum_quantized(
             &p,
-            &[10, 7, 127, 127],
+            &[10i8, 7, 127, 127],
             (0.2, 2),
             (0.4, 1),
             &mut temp,
             &mut out,
         );
         assert_eq!(out, [8, 126]);
-        sum_int8_rescaled(
+        // (254 - 4) * 2 + 1 = 501 saturates.
+        sum_quantized(
             &p,
-            &[10, 7, 127, 127],
+            &[10i8, 7, 127, 127],
             (0.4, 2),
             (0.2, 1),
             &mut temp,
             &mut out,
         );
-        // (254 - 4) * 2 + 1 = 501 wraps to -11.
-        assert_eq!(out[1], (501i32 as u8) as i8);
+        assert_eq!(out[1], 127);
     }
 
     #[test]
