@@ -312,3 +312,34 @@ fn malformed_elementwise_nodes_are_errors() {
     );
     expect_error(&m, &["ABS", "out0", "[4]"]);
 }
+
+#[test]
+fn int16_sub_with_power_of_two_scales_shifts() {
+    // pot_scale_int16 with scales 2^-10, 2^-11, 2^-10: input 2 is halved with rounding, as
+    // LiteRT's Sub16 (checked against LiteRT 2.3).
+    let pot = |s1: f32, s2: f32, so: f32| {
+        one_op(
+            BuiltinOp::SUB,
+            BuiltinOptions::Sub {
+                activation: Activation::None,
+                pot_scale_int16: true,
+            },
+            &[q(I16, &[4], s1, 0), q(I16, &[4], s2, 0)],
+            &[q(I16, &[4], so, 0)],
+        )
+    };
+    let m = pot(1.0 / 1024.0, 1.0 / 2048.0, 1.0 / 1024.0);
+    let out = &run::<i16>(
+        &m,
+        &[
+            tensor(&[4], vec![100i16, -32768, 5, 0]),
+            tensor(&[4], vec![3i16, 2, -3, 32767]),
+        ],
+    )[0];
+    assert_eq!(out, &[98, -32768, 7, -16384]);
+    // Neither input at the output's scale: refused, as LiteRT does.
+    expect_error(
+        &pot(1.0 / 4096.0, 1.0 / 1024.0, 1.0 / 512.0),
+        &["SUB", "power-of-two"],
+    );
+}

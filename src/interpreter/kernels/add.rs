@@ -3,28 +3,31 @@
 //! multipliers, output multiplier), all with broadcasting up to 6-D and a fused activation.
 //! SUB is the quantized ADD with input 2's multiplier negated, as LiteRT computes it.
 //!
-//! As in TFLM, int16 always takes the general-scale path (TFLM passes `pot_scale = false`, so
-//! `pot_scale_int16` does not change the arithmetic). Int32 ADD ignores the fused activation
-//! (TFLM); int32 SUB applies it (LiteRT's `SubWithActivation`).
+//! As in TFLM, int16 ADD always takes the general-scale path (TFLM passes `pot_scale = false`,
+//! so `pot_scale_int16` does not change the arithmetic). Int16 SUB follows LiteRT: with
+//! `pot_scale_int16` and power-of-two scales it shifts and subtracts (`Sub16`), else the
+//! general path. Int32 ADD ignores the fused activation (TFLM); int32 SUB applies it (LiteRT's
+//! `SubWithActivation`).
 
 use super::binary_common::{
     activation_range_i32, binary_io, expect_not_quantized, node_activation,
-    output_activation_range, prepare_binary, quant_params,
+    output_activation_range, prepare_binary, quant_params, BinaryNode,
 };
 use crate::interpreter::reference::add::{
     add_f32, add_i32, add_int8_input_tables, add_int8_with_tables, add_quantized, AddQuantParams,
 };
 use crate::interpreter::reference::broadcast::BroadcastShapes;
+use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::quant::{
     activation_range_f32, quantize_multiplier, QuantizedMultiplier,
 };
-use crate::interpreter::reference::sub::{sub_f32, sub_i32};
+use crate::interpreter::reference::sub::{sub16_pot, sub_f32, sub_i32};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
 };
-use crate::kernel_bail;
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
+use crate::{kernel_bail, kernel_ensure};
 
 #[derive(Clone, Copy, Debug)]
 enum Math {
@@ -37,6 +40,14 @@ enum Math {
         hi: i32,
     },
     Quant(AddQuantParams),
+    /// Int16 SUB of power-of-two scales (LiteRT's `pot_scale_int16` path): input right shifts
+    /// and the activation clamp.
+    Sub16Pot {
+        shift1: i32,
+        shift2: i32,
+        lo: i32,
+        hi: i32,
+    },
     /// Int8 of one shape: the inputs' shares of the raw sum tabulated at prepare.
     Int8Tables(AddQuantParams, PersistentArray<i32>),
 }
@@ -70,6 +81,54 @@ pub(crate) fn multiplier_smaller_than_one(
         kernel_bail!("{what} multiplier {real} must lie in (0, 1)");
     }
     Ok(m)
+}
+
+/// Whether a SUB node takes LiteRT's int16 power-of-two path: `pot_scale_int16` set in its
+/// options and the scales of both inputs and the output powers of two.
+fn pot_scale_int16(ctx: &PrepareContext<'_>, node: &BinaryNode<'_>) -> Result<bool, KernelError> {
+    if !matches!(
+        ctx.options(),
+        BuiltinOptions::Sub {
+            pot_scale_int16: true,
+            ..
+        }
+    ) {
+        return Ok(false);
+    }
+    for t in [&node.input1, &node.input2, &node.output] {
+        if !checked_log2(quant_params(t)?.0).1 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// LiteRT's `PrepareInt16SubOpPOT`: zero points 0, shifts `log2(s_in) - log2(s_out)` that are
+/// not positive, at least one of them 0. Returned as right shifts.
+fn sub16_pot_shifts(node: &BinaryNode<'_>) -> Result<(i32, i32), KernelError> {
+    let mut log2 = [0i32; 3];
+    for (l, t) in log2
+        .iter_mut()
+        .zip([&node.input1, &node.input2, &node.output])
+    {
+        let (scale, zp) = quant_params(t)?;
+        kernel_ensure!(
+            zp == 0,
+            "int16 SUB with power-of-two scales: tensor `{}` has zero point {zp}, expected 0",
+            t.name
+        );
+        *l = checked_log2(scale).0;
+    }
+    let (shift1, shift2) = (log2[0] - log2[2], log2[1] - log2[2]);
+    kernel_ensure!(
+        shift1 <= 0 && shift2 <= 0 && (shift1 == 0 || shift2 == 0),
+        "int16 SUB with power-of-two scales: input scales 2^{} and 2^{} against output 2^{}; one \
+         input must have the output's scale and the other one no larger",
+        log2[0],
+        log2[1],
+        log2[2]
+    );
+    Ok((-shift1, -shift2))
 }
 
 /// The ADD kernel.
@@ -127,6 +186,16 @@ fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
                 Op::Sub => activation_range_i32(act),
             };
             Math::I32 { lo, hi }
+        }
+        DType::I16 if op == Op::Sub && pot_scale_int16(ctx, &node)? => {
+            let (lo, hi) = output_activation_range(out, act, quant_params(out)?.0, 0)?;
+            let (shift1, shift2) = sub16_pot_shifts(&node)?;
+            Math::Sub16Pot {
+                shift1,
+                shift2,
+                lo,
+                hi,
+            }
         }
         DType::I8 | DType::I16 => {
             let (s1, z1) = quant_params(&node.input1)?;
@@ -201,6 +270,15 @@ fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
             let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
             run!(i8, |a, b, o| add_int8_with_tables(tables, &p, a, b, o))
         }
+        (
+            Math::Sub16Pot {
+                shift1,
+                shift2,
+                lo,
+                hi,
+            },
+            _,
+        ) => run!(i16, |a, b, o| sub16_pot(s, shift1, shift2, lo, hi, a, b, o)),
         (Math::Quant(p), _) => {
             if p.left_shift == 15 {
                 run!(i16, |a, b, o| add_quantized(s, &p, a, b, o))
