@@ -31,11 +31,15 @@ use crate::{kernel_bail, kernel_ensure};
 
 #[derive(Clone, Copy, Debug)]
 enum Math {
+    /// Float sum or difference (`op`) with the activation clamp.
     F32 {
+        op: Op,
         lo: f32,
         hi: f32,
     },
+    /// Int32 sum or difference (`op`) with the clamp.
     I32 {
+        op: Op,
         lo: i32,
         hi: i32,
     },
@@ -52,7 +56,7 @@ enum Math {
     Int8Tables(AddQuantParams, PersistentArray<i32>),
 }
 
-/// Which of the two ops a node runs.
+/// Which of the two ops a float or int32 node runs (quantized SUB is ADD's arithmetic).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     Add,
@@ -61,7 +65,6 @@ enum Op {
 
 #[derive(Clone, Copy, Debug)]
 struct AddData {
-    op: Op,
     shapes: BroadcastShapes,
     n1: usize,
     n2: usize,
@@ -175,7 +178,7 @@ fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
     let math = match out.dtype {
         DType::F32 => {
             let (lo, hi) = activation_range_f32(act);
-            Math::F32 { lo, hi }
+            Math::F32 { op, lo, hi }
         }
         DType::I32 => {
             expect_not_quantized(&[&node.input1, &node.input2])?;
@@ -185,7 +188,7 @@ fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
                 Op::Add => (i32::MIN, i32::MAX),
                 Op::Sub => activation_range_i32(act),
             };
-            Math::I32 { lo, hi }
+            Math::I32 { op, lo, hi }
         }
         DType::I16 if op == Op::Sub && pot_scale_int16(ctx, &node)? => {
             let (lo, hi) = output_activation_range(out, act, quant_params(out)?.0, 0)?;
@@ -241,7 +244,6 @@ fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
         other => other,
     };
     ctx.set_op_data(AddData {
-        op,
         shapes: node.shapes,
         n1: node.input1.num_elements(),
         n2: node.input2.num_elements(),
@@ -258,28 +260,41 @@ fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
             $body
         }};
     }
-    match (d.math, d.op) {
-        (Math::F32 { lo, hi }, Op::Add) => run!(f32, |a, b, o| add_f32(s, lo, hi, a, b, o)),
-        (Math::F32 { lo, hi }, Op::Sub) => run!(f32, |a, b, o| sub_f32(s, lo, hi, a, b, o)),
-        (Math::I32 { lo, hi }, Op::Add) => run!(i32, |a, b, o| add_i32(s, lo, hi, a, b, o)),
-        (Math::I32 { lo, hi }, Op::Sub) => run!(i32, |a, b, o| sub_i32(s, lo, hi, a, b, o)),
-        (Math::Int8Tables(p, tables), _) => {
+    match d.math {
+        Math::F32 {
+            op: Op::Add,
+            lo,
+            hi,
+        } => run!(f32, |a, b, o| add_f32(s, lo, hi, a, b, o)),
+        Math::F32 {
+            op: Op::Sub,
+            lo,
+            hi,
+        } => run!(f32, |a, b, o| sub_f32(s, lo, hi, a, b, o)),
+        Math::I32 {
+            op: Op::Add,
+            lo,
+            hi,
+        } => run!(i32, |a, b, o| add_i32(s, lo, hi, a, b, o)),
+        Math::I32 {
+            op: Op::Sub,
+            lo,
+            hi,
+        } => run!(i32, |a, b, o| sub_i32(s, lo, hi, a, b, o)),
+        Math::Int8Tables(p, tables) => {
             let all = ctx.persistent(tables)?;
             let (t1, t2) = all.split_at(all.len() / 2);
             let bad = |_| KernelError::new("ADD tables have the wrong length");
             let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
             run!(i8, |a, b, o| add_int8_with_tables(tables, &p, a, b, o))
         }
-        (
-            Math::Sub16Pot {
-                shift1,
-                shift2,
-                lo,
-                hi,
-            },
-            _,
-        ) => run!(i16, |a, b, o| sub16_pot(s, shift1, shift2, lo, hi, a, b, o)),
-        (Math::Quant(p), _) => {
+        Math::Sub16Pot {
+            shift1,
+            shift2,
+            lo,
+            hi,
+        } => run!(i16, |a, b, o| sub16_pot(s, shift1, shift2, lo, hi, a, b, o)),
+        Math::Quant(p) => {
             if p.left_shift == 15 {
                 run!(i16, |a, b, o| add_quantized(s, &p, a, b, o))
             } else {
