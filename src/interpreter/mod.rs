@@ -71,7 +71,8 @@ pub struct MemorySummary {
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build (tensor and node tables, kernel
-    /// registrations), outside the arena.
+    /// registrations), outside the arena; not counted: the copy of the model's tables kept for
+    /// [`Interpreter::resize_input`] (its weights stay shared with the model).
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
