@@ -106,12 +106,26 @@ pub fn reduce_generic<T: Copy>(
     for_each(plan, |i, o| output[o] = f(output[o], input[i]));
 }
 
-/// The 32-bit (wrapping) sums of the integer inputs into `temp` (`num_outputs` long).
-fn sum_i32<T: QuantInt>(plan: &ReducePlan, input: &[T], temp: &mut [i32]) {
+/// The 32-bit (wrapping) sums of the integer inputs into `temp` (`num_outputs` long), and
+/// `true`; for an empty reduction, zeros in `output` and `false` (the quantized reductions'
+/// result then).
+fn sums_or_zeros<T: QuantInt>(
+    plan: &ReducePlan,
+    input: &[T],
+    temp: &mut [i32],
+    output: &mut [T],
+) -> bool {
+    if plan.dims[..plan.rank].contains(&0) || plan.count == 0 {
+        for v in &mut output[..plan.num_outputs] {
+            *v = T::from_i32(0);
+        }
+        return false;
+    }
     temp[..plan.num_outputs].fill(0);
     for_each(plan, |i, o| {
         temp[o] = temp[o].wrapping_add(input[i].to_i32())
     });
+    true
 }
 
 /// LiteRT's quantized SUM (int8, int16): 32-bit sums, then `round(sum * s + bias) +
@@ -127,13 +141,9 @@ pub fn sum_quantized<T: QuantInt>(
     output: &mut [T],
 ) {
     let n = plan.num_outputs;
-    for v in &mut output[..n] {
-        *v = T::from_i32(0);
-    }
-    if plan.dims[..plan.rank].contains(&0) || plan.count == 0 {
+    if !sums_or_zeros(plan, input, temp, output) {
         return;
     }
-    sum_i32(plan, input, temp);
     let scale = input_scale / output_scale;
     let bias = (-input_zero_point) as f32 * scale * plan.count as f32;
     for (o, &sum) in output[..n].iter_mut().zip(&temp[..n]) {
@@ -182,13 +192,9 @@ pub fn mean_quantized<T: QuantInt>(
     output: &mut [T],
 ) {
     let n = plan.num_outputs;
-    for v in &mut output[..n] {
-        *v = T::from_i32(0);
-    }
-    if plan.dims[..plan.rank].contains(&0) || plan.count == 0 {
+    if !sums_or_zeros(plan, input, temp, output) {
         return;
     }
-    sum_i32(plan, input, temp);
     let m = mean_multiplier(m, plan.count);
     let zp_total = i64::from(input_zero_point).wrapping_mul(plan.count as i64);
     for (o, &sum) in output[..n].iter_mut().zip(&temp[..n]) {
