@@ -71,7 +71,8 @@ pub struct MemorySummary {
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build (tensor and node tables, kernel
-    /// registrations), outside the arena.
+    /// registrations), outside the arena; not counted: the copy of the model's tables kept for
+    /// [`Interpreter::resize_input`] (its weights stay shared with the model).
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
@@ -129,10 +130,16 @@ pub struct Interpreter<'a> {
     /// Kernel state arrays (address, bytes), zeroed by `reset_variables`.
     states: Vec<(*mut u8, usize)>,
     summary: MemorySummary,
+    /// The model (its tables; the data is shared with `model_bytes`), the kernels and the
+    /// arena source, for [`resize_input`](Self::resize_input).
+    model: Arc<Model>,
+    resolver: OpResolver,
+    rebuild: builder::Rebuild,
 }
 
-// SAFETY: the raw pointers point into the arena (owned or exclusively borrowed for 'a) and
-// into `model_bytes` (shared, never written); nothing is tied to the creating thread.
+// SAFETY: the raw pointers point into the arena (owned or exclusively borrowed for 'a, the
+// caller's buffer also named by `rebuild`) and into `model_bytes` (shared, never written);
+// nothing is tied to the creating thread.
 unsafe impl Send for Interpreter<'_> {}
 
 impl<'a> Interpreter<'a> {
@@ -174,6 +181,78 @@ impl<'a> Interpreter<'a> {
             self.invoke_node(i)?;
         }
         Ok(())
+    }
+
+    /// Gives graph input `k` the shape `dims` (LiteRT's `ResizeInputTensor`) and plans the
+    /// interpreter again: init, prepare (constant-op chains included, so shape computations see
+    /// the new shape) and memory planning run anew with the same kernels, into the same arena
+    /// source. A caller's buffer that is now too small fails with
+    /// [`InterpreterError::ArenaTooSmall`] and leaves the interpreter as it was; an owned arena
+    /// is replaced by one of the new size. Inputs, outputs and variables start over (variables
+    /// at their initial values); invoke still performs no heap allocation.
+    ///
+    /// Only dimensions the model declares dynamic (`-1` in the input's `shape_signature`, as
+    /// converters write for a batch of `None`) may change, all by one factor; every tensor's
+    /// dynamic dimensions follow by that factor (see the crate's builder for the rule). A no-op
+    /// when `dims` is the current shape. Fails while tensor views from
+    /// [`output_view`](Self::output_view) are alive.
+    pub fn resize_input(&mut self, k: usize, dims: &[usize]) -> Result<(), InterpreterError> {
+        self.check_no_views()?;
+        let t = Self::io_index(&self.inputs, k, "input")?;
+        if self.tensors[t].dims == dims {
+            return Ok(());
+        }
+        let model = Arc::new(builder::resized_model(&self.model, t, dims)?);
+        let resolver = self.resolver.clone();
+        let staged = builder::stage(&model, &resolver)?;
+        let fresh = match &self.rebuild {
+            builder::Rebuild::Allocator(a) => {
+                builder::finish(model, resolver, staged, ArenaSource::Allocator(a.clone()))?
+            }
+            builder::Rebuild::Default => {
+                builder::finish(model, resolver, staged, ArenaSource::Default)?
+            }
+            &builder::Rebuild::Buffer { ptr, len } => {
+                let needed = staged.arena_bytes()?;
+                let skipped = ptr.align_offset(ALIGNMENT).min(len);
+                if len - skipped < needed {
+                    return Err(InterpreterError::ArenaTooSmall {
+                        given: len,
+                        needed: needed + skipped,
+                        skipped,
+                    });
+                }
+                // The old arena goes first: nothing may use the buffer through it again.
+                let empty =
+                    Arena::from_slice(&mut [], ALIGNMENT).map_err(allocation::arena_error)?;
+                drop(std::mem::replace(&mut self.arena, empty));
+                self.poison();
+                // SAFETY: `ptr`/`len` is the caller's buffer this interpreter borrowed
+                // exclusively for 'a at build (`InterpreterBuilder::arena_buffer`); the arena
+                // that used it is dropped and every pointer into it was cleared by `poison`,
+                // so this is again the only access to those bytes for the rest of 'a.
+                let buffer: &'a mut [u8] = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+                builder::finish(model, resolver, staged, ArenaSource::Buffer(buffer))?
+            }
+        };
+        *self = fresh;
+        Ok(())
+    }
+
+    /// Leaves no pointer into the arena behind: no node, input or output remains, so nothing
+    /// can read or write through the old addresses (used while the arena is replaced; an error
+    /// there leaves this empty interpreter).
+    fn poison(&mut self) {
+        self.nodes.clear();
+        self.runtimes.clear();
+        self.registrations.clear();
+        self.slots.clear();
+        self.records.clear();
+        self.states.clear();
+        self.inputs.clear();
+        self.outputs.clear();
+        self.variable_init.clear();
+        self.tensors.clear();
     }
 
     /// Runs every node once and adds each node's time to `times` (one entry per node; prepare-

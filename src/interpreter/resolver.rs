@@ -21,7 +21,8 @@ impl OpResolver {
         Self::default()
     }
 
-    /// Every builtin kernel the crate ships, plus the Signal library custom ops.
+    /// Every builtin kernel the crate ships, plus the Signal library custom ops and MediaPipe's
+    /// `Convolution2DTransposeBias`.
     pub fn with_builtins() -> Self {
         let mut r = Self::new();
         super::kernels::register_builtins(&mut r);

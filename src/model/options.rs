@@ -136,10 +136,16 @@ pub mod union_id {
     pub const SHAPE: u8 = 55;
     /// `PackOptions`.
     pub const PACK: u8 = 59;
+    /// `UnpackOptions`.
+    pub const UNPACK: u8 = 64;
     /// `UnidirectionalSequenceLSTMOptions`.
     pub const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
+    /// `ResizeNearestNeighborOptions`.
+    pub const RESIZE_NEAREST_NEIGHBOR: u8 = 74;
     /// `LeakyReluOptions`.
     pub const LEAKY_RELU: u8 = 75;
+    /// `SplitVOptions`.
+    pub const SPLIT_V: u8 = 79;
     /// `QuantizeOptions`.
     pub const QUANTIZE: u8 = 89;
     /// `HardSwishOptions`.
@@ -260,6 +266,12 @@ macro_rules! builtin_options_table {
             Pack = PACK { 0 values_count: i32, 1 axis: i32 }
             /// `SplitOptions`.
             Split = SPLIT { 0 num_splits: i32 }
+            /// `SplitVOptions`.
+            SplitV = SPLIT_V { 0 num_splits: i32 }
+            /// `UnpackOptions`.
+            Unpack = UNPACK { 0 num: i32, 1 axis: i32 }
+            /// `ResizeNearestNeighborOptions`.
+            ResizeNearestNeighbor = RESIZE_NEAREST_NEIGHBOR { 0 align_corners: bool, 1 half_pixel_centers: bool }
             /// `TransposeConvOptions`.
             TransposeConv = TRANSPOSE_CONV {
                 0 padding: Padding,

@@ -144,17 +144,25 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             args.inputs.len()
         ));
     }
+    // An input file whose shape differs from the model's (another batch) resizes that input
+    // first; resizing plans the interpreter again, so every input is set afterwards.
     let mut inputs = Vec::with_capacity(n_in);
-    for k in 0..n_in {
-        let t = match args.inputs.get(k) {
-            Some(p) => Tensor::read_npy(p).map_err(|e| format!("{}: {e}", p.display()))?,
-            None => {
-                let d = interp.input_desc(k).map_err(|e| e.to_string())?;
-                seeded_input(d.dtype, d.dims, k as u64)?
-            }
-        };
-        interp.set_input(k, &t).map_err(|e| e.to_string())?;
+    for (k, p) in args.inputs.iter().enumerate() {
+        let t = Tensor::read_npy(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let current = interp.input_desc(k).map_err(|e| e.to_string())?.dims;
+        if t.shape().dims() != current {
+            interp
+                .resize_input(k, t.shape().dims())
+                .map_err(|e| format!("{}: resizing input {k}: {e}", p.display()))?;
+        }
         inputs.push(t);
+    }
+    for k in inputs.len()..n_in {
+        let d = interp.input_desc(k).map_err(|e| e.to_string())?;
+        inputs.push(seeded_input(d.dtype, d.dims, k as u64)?);
+    }
+    for (k, t) in inputs.iter().enumerate() {
+        interp.set_input(k, t).map_err(|e| e.to_string())?;
     }
     let set_inputs = |interp: &mut Interpreter<'_>| -> Result<(), String> {
         for (k, t) in inputs.iter().enumerate() {

@@ -1,40 +1,66 @@
-//! ADD (TFLM's `kernels/add.cc` + `add_common.cc`): float32 and int32 sums, and the quantized
-//! int8 / int16 sum (left shift 20 / 15, per-input multipliers, output multiplier), all with
-//! broadcasting up to 6-D and a fused activation.
+//! ADD (TFLM's `kernels/add.cc` + `add_common.cc`) and SUB (LiteRT's `sub.cc`): float32 and
+//! int32 sums or differences, and the quantized int8 / int16 sum (left shift 20 / 15, per-input
+//! multipliers, output multiplier), all with broadcasting up to 6-D and a fused activation.
+//! SUB is the quantized ADD with input 2's multiplier negated, as LiteRT computes it.
 //!
-//! As in TFLM, int16 always takes the general-scale path (TFLM passes `pot_scale = false`, so
-//! `pot_scale_int16` does not change the arithmetic), and int32 ignores the fused activation.
+//! As in TFLM, int16 ADD always takes the general-scale path (TFLM passes `pot_scale = false`,
+//! so `pot_scale_int16` does not change the arithmetic). Int16 SUB follows LiteRT: with
+//! `pot_scale_int16` and power-of-two scales it shifts and subtracts (`Sub16`), else the
+//! general path. Int32 ADD ignores the fused activation (TFLM); int32 SUB applies it (LiteRT's
+//! `SubWithActivation`).
 
 use super::binary_common::{
-    check_lengths, fused_activation, output_activation_range, prepare_binary, quant_params,
+    activation_range_i32, binary_io, expect_not_quantized, node_activation,
+    output_activation_range, prepare_binary, quant_params, BinaryNode,
 };
 use crate::interpreter::reference::add::{
     add_f32, add_i32, add_int8_input_tables, add_int8_with_tables, add_quantized, AddQuantParams,
 };
 use crate::interpreter::reference::broadcast::BroadcastShapes;
+use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::quant::{
     activation_range_f32, quantize_multiplier, QuantizedMultiplier,
 };
+use crate::interpreter::reference::sub::{sub16_pot, sub_f32, sub_i32};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
 };
-use crate::kernel_bail;
-use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
+use crate::{kernel_bail, kernel_ensure};
 
 #[derive(Clone, Copy, Debug)]
 enum Math {
+    /// Float sum or difference (`op`) with the activation clamp.
     F32 {
+        op: Op,
         lo: f32,
         hi: f32,
     },
+    /// Int32 sum or difference (`op`) with the clamp.
     I32 {
+        op: Op,
         lo: i32,
         hi: i32,
     },
     Quant(AddQuantParams),
+    /// Int16 SUB of power-of-two scales (LiteRT's `pot_scale_int16` path): input right shifts
+    /// and the activation clamp.
+    Sub16Pot {
+        shift1: i32,
+        shift2: i32,
+        lo: i32,
+        hi: i32,
+    },
     /// Int8 of one shape: the inputs' shares of the raw sum tabulated at prepare.
     Int8Tables(AddQuantParams, PersistentArray<i32>),
+}
+
+/// Which of the two ops a float or int32 node runs (quantized SUB is ADD's arithmetic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Add,
+    Sub,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -60,118 +86,227 @@ pub(crate) fn multiplier_smaller_than_one(
     Ok(m)
 }
 
+/// Whether a SUB node takes LiteRT's int16 power-of-two path: `pot_scale_int16` set in its
+/// options and the scales of both inputs and the output powers of two.
+fn pot_scale_int16(ctx: &PrepareContext<'_>, node: &BinaryNode<'_>) -> Result<bool, KernelError> {
+    if !matches!(
+        ctx.options(),
+        BuiltinOptions::Sub {
+            pot_scale_int16: true,
+            ..
+        }
+    ) {
+        return Ok(false);
+    }
+    for t in [&node.input1, &node.input2, &node.output] {
+        if !checked_log2(quant_params(t)?.0).1 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// LiteRT's `PrepareInt16SubOpPOT`: zero points 0, shifts `log2(s_in) - log2(s_out)` that are
+/// not positive, at least one of them 0. Returned as right shifts.
+fn sub16_pot_shifts(node: &BinaryNode<'_>) -> Result<(i32, i32), KernelError> {
+    let mut log2 = [0i32; 3];
+    for (l, t) in log2
+        .iter_mut()
+        .zip([&node.input1, &node.input2, &node.output])
+    {
+        let (scale, zp) = quant_params(t)?;
+        kernel_ensure!(
+            zp == 0,
+            "int16 SUB with power-of-two scales: tensor `{}` has zero point {zp}, expected 0",
+            t.name
+        );
+        *l = checked_log2(scale).0;
+    }
+    let (shift1, shift2) = (log2[0] - log2[2], log2[1] - log2[2]);
+    kernel_ensure!(
+        shift1 <= 0 && shift2 <= 0 && (shift1 == 0 || shift2 == 0),
+        "int16 SUB with power-of-two scales: input scales 2^{} and 2^{} against output 2^{}; one \
+         input must have the output's scale and the other one no larger",
+        log2[0],
+        log2[1],
+        log2[2]
+    );
+    Ok((-shift1, -shift2))
+}
+
 /// The ADD kernel.
 pub struct Add;
 
+/// The SUB kernel.
+pub struct Sub;
+
 impl Kernel for Add {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        let node = prepare_binary(ctx)?;
-        let activation = match ctx.options() {
-            BuiltinOptions::Add { activation, .. } => *activation,
-            BuiltinOptions::None => Activation::None,
-            other => kernel_bail!("expected AddOptions, found {other:?}"),
-        };
-        let act = fused_activation(activation)?;
-        let out = &node.output;
-        let math = match out.dtype {
-            DType::F32 => {
-                let (lo, hi) = activation_range_f32(act);
-                Math::F32 { lo, hi }
-            }
-            DType::I32 => {
-                for t in [&node.input1, &node.input2] {
-                    if t.quantization.is_some_and(|q| !q.scale.is_empty()) {
-                        kernel_bail!("int32 input `{}` must not be quantized", t.name);
-                    }
-                }
-                // TFLM's int32 ADD clamps to the full int32 range whatever the activation.
-                Math::I32 {
-                    lo: i32::MIN,
-                    hi: i32::MAX,
-                }
-            }
-            DType::I8 | DType::I16 => {
-                let (s1, z1) = quant_params(&node.input1)?;
-                let (s2, z2) = quant_params(&node.input2)?;
-                let (so, zo) = quant_params(out)?;
-                let left_shift = if out.dtype == DType::I16 { 15 } else { 20 };
-                let twice_max_input_scale = 2.0 * f64::from(s1.max(s2));
-                let real1 = f64::from(s1) / twice_max_input_scale;
-                let real2 = f64::from(s2) / twice_max_input_scale;
-                let real_out =
-                    twice_max_input_scale / (f64::from(1i32 << left_shift) * f64::from(so));
-                let (activation_min, activation_max) = output_activation_range(out, act, so, zo)?;
-                Math::Quant(AddQuantParams {
-                    left_shift,
-                    input1_offset: -z1,
-                    input2_offset: -z2,
-                    output_offset: zo,
-                    input1_multiplier: multiplier_smaller_than_one(real1, "input 1")?,
-                    input2_multiplier: multiplier_smaller_than_one(real2, "input 2")?,
-                    output_multiplier: multiplier_smaller_than_one(real_out, "output")?,
-                    activation_min,
-                    activation_max,
-                })
-            }
-            other => kernel_bail!(
-                "output `{}` has dtype {other}; ADD supports float32, int32, int8 and int16",
-                out.name
-            ),
-        };
-        let math = match math {
-            Math::Quant(p)
-                if out.dtype == DType::I8
-                    && !node.shapes.requires_broadcast
-                    && (-31..=0).contains(&p.output_multiplier.shift) =>
-            {
-                let tables = add_int8_input_tables(&p);
-                Math::Int8Tables(p, ctx.persistent_array(tables.as_flattened())?)
-            }
-            other => other,
-        };
-        ctx.set_op_data(AddData {
-            shapes: node.shapes,
-            n1: node.input1.num_elements(),
-            n2: node.input2.num_elements(),
-            math,
-        })
+        prepare(ctx, Op::Add)
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
-        let d = *ctx.op_data::<AddData>()?;
-        let s = &d.shapes;
-        macro_rules! run {
-            ($t:ty, |$a:ident, $b:ident, $o:ident| $body:expr) => {{
-                let $a = ctx.input::<$t>(0)?;
-                let $b = ctx.input::<$t>(1)?;
-                let $o = ctx.output::<$t>(0)?;
-                check_lengths(s, d.n1, d.n2, $a.len(), $b.len(), $o.len())?;
-                $body
-            }};
-        }
-        match d.math {
-            Math::F32 { lo, hi } => run!(f32, |a, b, o| add_f32(s, lo, hi, a, b, o)),
-            Math::I32 { lo, hi } => run!(i32, |a, b, o| add_i32(s, lo, hi, a, b, o)),
-            Math::Int8Tables(p, tables) => {
-                let all = ctx.persistent(tables)?;
-                let (t1, t2) = all.split_at(all.len() / 2);
-                let bad = |_| KernelError::new("ADD tables have the wrong length");
-                let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
-                run!(i8, |a, b, o| add_int8_with_tables(tables, &p, a, b, o))
-            }
-            Math::Quant(p) => {
-                if p.left_shift == 15 {
-                    run!(i16, |a, b, o| add_quantized(s, &p, a, b, o))
-                } else {
-                    run!(i8, |a, b, o| add_quantized(s, &p, a, b, o))
-                }
-            }
-        }
-        Ok(())
+        invoke(ctx)
     }
 }
 
-/// Registers ADD.
+impl Kernel for Sub {
+    fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+        prepare(ctx, Op::Sub)
+    }
+
+    fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        invoke(ctx)
+    }
+}
+
+fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
+    let node = prepare_binary(ctx)?;
+    let act = match op {
+        Op::Add => node_activation(
+            ctx,
+            |o| matches!(o, BuiltinOptions::Add { .. }),
+            "AddOptions",
+        )?,
+        Op::Sub => node_activation(
+            ctx,
+            |o| matches!(o, BuiltinOptions::Sub { .. }),
+            "SubOptions",
+        )?,
+    };
+    let out = &node.output;
+    let math = match out.dtype {
+        DType::F32 => {
+            let (lo, hi) = activation_range_f32(act);
+            Math::F32 { op, lo, hi }
+        }
+        DType::I32 => {
+            expect_not_quantized(&[&node.input1, &node.input2])?;
+            // TFLM's int32 ADD clamps to the full int32 range whatever the activation;
+            // LiteRT's int32 SUB applies it.
+            let (lo, hi) = match op {
+                Op::Add => (i32::MIN, i32::MAX),
+                Op::Sub => activation_range_i32(act),
+            };
+            Math::I32 { op, lo, hi }
+        }
+        DType::I16 if op == Op::Sub && pot_scale_int16(ctx, &node)? => {
+            let (lo, hi) = output_activation_range(out, act, quant_params(out)?.0, 0)?;
+            let (shift1, shift2) = sub16_pot_shifts(&node)?;
+            Math::Sub16Pot {
+                shift1,
+                shift2,
+                lo,
+                hi,
+            }
+        }
+        DType::I8 | DType::I16 => {
+            let (s1, z1) = quant_params(&node.input1)?;
+            let (s2, z2) = quant_params(&node.input2)?;
+            let (so, zo) = quant_params(out)?;
+            let left_shift = if out.dtype == DType::I16 { 15 } else { 20 };
+            let twice_max_input_scale = 2.0 * f64::from(s1.max(s2));
+            let real1 = f64::from(s1) / twice_max_input_scale;
+            let real2 = f64::from(s2) / twice_max_input_scale;
+            let real_out = twice_max_input_scale / (f64::from(1i32 << left_shift) * f64::from(so));
+            let (activation_min, activation_max) = output_activation_range(out, act, so, zo)?;
+            let mut input2_multiplier = multiplier_smaller_than_one(real2, "input 2")?;
+            if op == Op::Sub {
+                // LiteRT runs quantized SUB through ADD with input 2 negated this way.
+                input2_multiplier.multiplier = -input2_multiplier.multiplier;
+            }
+            Math::Quant(AddQuantParams {
+                left_shift,
+                input1_offset: -z1,
+                input2_offset: -z2,
+                output_offset: zo,
+                input1_multiplier: multiplier_smaller_than_one(real1, "input 1")?,
+                input2_multiplier,
+                output_multiplier: multiplier_smaller_than_one(real_out, "output")?,
+                activation_min,
+                activation_max,
+            })
+        }
+        other => kernel_bail!(
+            "output `{}` has dtype {other}; {op:?} supports float32, int32, int8 and int16",
+            out.name
+        ),
+    };
+    let math = match math {
+        Math::Quant(p)
+            if out.dtype == DType::I8
+                && !node.shapes.requires_broadcast
+                && (-31..=0).contains(&p.output_multiplier.shift) =>
+        {
+            let tables = add_int8_input_tables(&p);
+            Math::Int8Tables(p, ctx.persistent_array(tables.as_flattened())?)
+        }
+        other => other,
+    };
+    ctx.set_op_data(AddData {
+        shapes: node.shapes,
+        n1: node.input1.num_elements(),
+        n2: node.input2.num_elements(),
+        math,
+    })
+}
+
+fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+    let d = *ctx.op_data::<AddData>()?;
+    let s = &d.shapes;
+    macro_rules! run {
+        ($t:ty, |$a:ident, $b:ident, $o:ident| $body:expr) => {{
+            let ($a, $b, $o) = binary_io::<$t>(ctx, s, d.n1, d.n2)?;
+            $body
+        }};
+    }
+    match d.math {
+        Math::F32 {
+            op: Op::Add,
+            lo,
+            hi,
+        } => run!(f32, |a, b, o| add_f32(s, lo, hi, a, b, o)),
+        Math::F32 {
+            op: Op::Sub,
+            lo,
+            hi,
+        } => run!(f32, |a, b, o| sub_f32(s, lo, hi, a, b, o)),
+        Math::I32 {
+            op: Op::Add,
+            lo,
+            hi,
+        } => run!(i32, |a, b, o| add_i32(s, lo, hi, a, b, o)),
+        Math::I32 {
+            op: Op::Sub,
+            lo,
+            hi,
+        } => run!(i32, |a, b, o| sub_i32(s, lo, hi, a, b, o)),
+        Math::Int8Tables(p, tables) => {
+            let all = ctx.persistent(tables)?;
+            let (t1, t2) = all.split_at(all.len() / 2);
+            let bad = |_| KernelError::new("ADD tables have the wrong length");
+            let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
+            run!(i8, |a, b, o| add_int8_with_tables(tables, &p, a, b, o))
+        }
+        Math::Sub16Pot {
+            shift1,
+            shift2,
+            lo,
+            hi,
+        } => run!(i16, |a, b, o| sub16_pot(s, shift1, shift2, lo, hi, a, b, o)),
+        Math::Quant(p) => {
+            if p.left_shift == 15 {
+                run!(i16, |a, b, o| add_quantized(s, &p, a, b, o))
+            } else {
+                run!(i8, |a, b, o| add_quantized(s, &p, a, b, o))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Registers ADD and SUB.
 pub fn register(r: &mut OpResolver) {
     r.register_builtin(BuiltinOp::ADD, Registration::new("ADD", Add));
+    r.register_builtin(BuiltinOp::SUB, Registration::new("SUB", Sub));
 }

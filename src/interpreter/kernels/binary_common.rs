@@ -4,10 +4,10 @@
 
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::quant::{activation_range_quantized, FusedActivation};
-use crate::interpreter::{KernelError, PrepareContext, TensorInfo};
+use crate::interpreter::{InvokeContext, KernelError, PrepareContext, TensorInfo};
 use crate::kernel_ensure;
-use crate::model::Activation;
-use crate::tensor::DType;
+use crate::model::{Activation, BuiltinOptions};
+use crate::tensor::{DType, Element};
 
 /// The two inputs and the output of a binary node, checked to share `dtype` (when given) and
 /// to broadcast onto the output's shape.
@@ -78,6 +78,22 @@ pub fn fused_activation(a: Activation) -> Result<FusedActivation, KernelError> {
     })
 }
 
+/// The fused activation of a binary node: from its options when `own` recognizes them as the
+/// op's table, none when the node has no options; another table is an error naming `want`.
+pub fn node_activation(
+    ctx: &PrepareContext<'_>,
+    own: fn(&BuiltinOptions) -> bool,
+    want: &str,
+) -> Result<FusedActivation, KernelError> {
+    match ctx.options() {
+        BuiltinOptions::None => Ok(FusedActivation::None),
+        o if own(o) => fused_activation(o.activation().unwrap_or(Activation::None)),
+        other => Err(KernelError::new(format!(
+            "expected {want}, found {other:?}"
+        ))),
+    }
+}
+
 /// `CalculateActivationRange` for int32 outputs.
 pub fn activation_range_i32(act: FusedActivation) -> (i32, i32) {
     match act {
@@ -133,6 +149,37 @@ pub fn output_activation_range(
         output.name
     );
     Ok((lo, hi))
+}
+
+/// Fails if any of `inputs` carries quantization parameters (int32 arithmetic kernels).
+pub fn expect_not_quantized(inputs: &[&TensorInfo<'_>]) -> Result<(), KernelError> {
+    for t in inputs {
+        kernel_ensure!(
+            t.quantization.is_none_or(|q| q.scale.is_empty()),
+            "int32 input `{}` must not be quantized",
+            t.name
+        );
+    }
+    Ok(())
+}
+
+/// Inputs 0 and 1 and output 0 of a binary node at invoke.
+pub type BinaryIo<'a, T> = (&'a [T], &'a [T], &'a mut [T]);
+
+/// Inputs 0 and 1 and output 0 of a binary node at invoke, viewed as `T` and checked against
+/// the element counts prepare saw (`n1`, `n2`, and the broadcast output).
+#[inline]
+pub fn binary_io<'a, T: Element>(
+    ctx: &InvokeContext<'a>,
+    shapes: &BroadcastShapes,
+    n1: usize,
+    n2: usize,
+) -> Result<BinaryIo<'a, T>, KernelError> {
+    let a = ctx.input::<T>(0)?;
+    let b = ctx.input::<T>(1)?;
+    let o = ctx.output::<T>(0)?;
+    check_lengths(shapes, n1, n2, a.len(), b.len(), o.len())?;
+    Ok((a, b, o))
 }
 
 /// Fails unless the element counts a kernel was prepared for are the ones it is given.

@@ -1,7 +1,9 @@
-//! DEPTH_TO_SPACE: any 1-, 2-, 4- or 8-byte dtype (pure data movement; LiteRT's
-//! `depth_to_space.cc`), NHWC, `block_size` from `DepthToSpaceOptions`.
+//! DEPTH_TO_SPACE and SPACE_TO_DEPTH (LiteRT's `depth_to_space.cc`, `space_to_depth.cc`): any
+//! movable dtype (pure data movement), NHWC, `block_size` from the op's options; SPACE_TO_DEPTH
+//! needs height and width divisible by it, DEPTH_TO_SPACE a depth divisible by its square.
 
-use crate::interpreter::reference::depth_to_space::depth_to_space;
+use super::movement_common::{expect_moved_from, with_movable_type};
+use crate::interpreter::reference::depth_to_space::{depth_to_space, space_to_depth};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
@@ -9,8 +11,10 @@ use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
-/// The DEPTH_TO_SPACE kernel.
-pub struct DepthToSpace;
+/// DEPTH_TO_SPACE (`to_depth == false`) or SPACE_TO_DEPTH.
+pub struct DepthSpace {
+    to_depth: bool,
+}
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -19,11 +23,14 @@ struct OpData {
     block: usize,
 }
 
-impl Kernel for DepthToSpace {
+impl Kernel for DepthSpace {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
-        let BuiltinOptions::DepthToSpace { block_size } = *ctx.options() else {
-            kernel_bail!("DEPTH_TO_SPACE without DepthToSpaceOptions");
+        let block_size = match (self.to_depth, ctx.options()) {
+            (false, BuiltinOptions::DepthToSpace { block_size })
+            | (true, BuiltinOptions::SpaceToDepth { block_size }) => *block_size,
+            (false, other) => kernel_bail!("expected DepthToSpaceOptions, found {other:?}"),
+            (true, other) => kernel_bail!("expected SpaceToDepthOptions, found {other:?}"),
         };
         let block = usize::try_from(block_size)
             .ok()
@@ -31,12 +38,7 @@ impl Kernel for DepthToSpace {
             .ok_or_else(|| KernelError::new(format!("block_size {block_size} is not positive")))?;
         let input = ctx.input(0)?;
         let output = ctx.output(0)?;
-        kernel_ensure!(
-            input.dtype == output.dtype,
-            "input is {} but output is {}",
-            input.dtype,
-            output.dtype
-        );
+        expect_moved_from(&output, &input)?;
         let [b, h, w, c] = *input.dims else {
             kernel_bail!(
                 "input `{}` has shape {:?}, expected 4 dimensions",
@@ -47,17 +49,22 @@ impl Kernel for DepthToSpace {
         let bb = block
             .checked_mul(block)
             .ok_or_else(|| KernelError::new("block_size overflows"))?;
-        kernel_ensure!(
-            c % bb == 0,
-            "input `{}` depth {c} is not a multiple of block_size^2 = {bb}",
-            input.name
-        );
-        let want = [b, h.saturating_mul(block), w.saturating_mul(block), c / bb];
+        let want = if self.to_depth {
+            kernel_ensure!(
+                h % block == 0 && w % block == 0,
+                "input `{}` height {h} and width {w} are not multiples of block_size {block}",
+                input.name
+            );
+            [b, h / block, w / block, c.saturating_mul(bb)]
+        } else {
+            kernel_ensure!(
+                c % bb == 0,
+                "input `{}` depth {c} is not a multiple of block_size^2 = {bb}",
+                input.name
+            );
+            [b, h.saturating_mul(block), w.saturating_mul(block), c / bb]
+        };
         output.expect_dims(&want)?;
-        match input.dtype {
-            DType::F32 | DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::I64 => {}
-            d => kernel_bail!("dtype {d} is not supported"),
-        }
         ctx.set_op_data(OpData {
             dtype: input.dtype,
             dims: [b, h, w, c],
@@ -67,27 +74,26 @@ impl Kernel for DepthToSpace {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
-        macro_rules! run {
-            ($t:ty) => {
-                depth_to_space::<$t>(ctx.input(0)?, d.dims, d.block, ctx.output(0)?)
-            };
-        }
-        match d.dtype {
-            DType::F32 => run!(f32),
-            DType::I8 => run!(i8),
-            DType::U8 => run!(u8),
-            DType::I16 => run!(i16),
-            DType::I32 => run!(i32),
-            _ => run!(i64),
-        }
+        with_movable_type!(d.dtype, T => {
+            let (input, output) = (ctx.input::<T>(0)?, ctx.output::<T>(0)?);
+            if self.to_depth {
+                space_to_depth(input, d.dims, d.block, output)
+            } else {
+                depth_to_space(input, d.dims, d.block, output)
+            }
+        });
         Ok(())
     }
 }
 
-/// Registers DEPTH_TO_SPACE.
+/// Registers DEPTH_TO_SPACE and SPACE_TO_DEPTH.
 pub fn register(r: &mut OpResolver) {
     r.register_builtin(
         BuiltinOp::DEPTH_TO_SPACE,
-        Registration::new("DEPTH_TO_SPACE", DepthToSpace),
+        Registration::new("DEPTH_TO_SPACE", DepthSpace { to_depth: false }),
+    );
+    r.register_builtin(
+        BuiltinOp::SPACE_TO_DEPTH,
+        Registration::new("SPACE_TO_DEPTH", DepthSpace { to_depth: true }),
     );
 }

@@ -2,8 +2,8 @@
 //! int8 quotient (multiplier `s1 / (s2 * s_out)`), with broadcasting up to 6-D.
 
 use super::binary_common::{
-    activation_range_i32, check_lengths, fused_activation, output_activation_range, prepare_binary,
-    quant_params,
+    activation_range_i32, binary_io, expect_not_quantized, node_activation,
+    output_activation_range, prepare_binary, quant_params,
 };
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::div::{div_f32, div_i32, div_quantized, DivQuantParams};
@@ -12,7 +12,7 @@ use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
 use crate::kernel_bail;
-use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
@@ -36,12 +36,11 @@ pub struct Div;
 impl Kernel for Div {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let node = prepare_binary(ctx)?;
-        let activation = match ctx.options() {
-            BuiltinOptions::Div { activation } => *activation,
-            BuiltinOptions::None => Activation::None,
-            other => kernel_bail!("expected DivOptions, found {other:?}"),
-        };
-        let act = fused_activation(activation)?;
+        let act = node_activation(
+            ctx,
+            |o| matches!(o, BuiltinOptions::Div { .. }),
+            "DivOptions",
+        )?;
         let out = &node.output;
         let math = match out.dtype {
             DType::F32 => {
@@ -49,11 +48,7 @@ impl Kernel for Div {
                 Math::F32 { lo, hi }
             }
             DType::I32 => {
-                for t in [&node.input1, &node.input2] {
-                    if t.quantization.is_some_and(|q| !q.scale.is_empty()) {
-                        kernel_bail!("int32 input `{}` must not be quantized", t.name);
-                    }
-                }
+                expect_not_quantized(&[&node.input1, &node.input2])?;
                 let (lo, hi) = activation_range_i32(act);
                 Math::I32 { lo, hi }
             }
@@ -91,10 +86,7 @@ impl Kernel for Div {
         let s = &d.shapes;
         macro_rules! run {
             ($t:ty, |$a:ident, $b:ident, $o:ident| $body:expr) => {{
-                let $a = ctx.input::<$t>(0)?;
-                let $b = ctx.input::<$t>(1)?;
-                let $o = ctx.output::<$t>(0)?;
-                check_lengths(s, d.n1, d.n2, $a.len(), $b.len(), $o.len())?;
+                let ($a, $b, $o) = binary_io::<$t>(ctx, s, d.n1, d.n2)?;
                 $body
             }};
         }

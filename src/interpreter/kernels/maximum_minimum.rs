@@ -2,7 +2,7 @@
 //! to 6-D for float32, int8, int16, int32 and int64. Quantized inputs are compared raw, as TFLM
 //! does (it assumes, without checking, that inputs and output share quantization).
 
-use super::binary_common::{check_lengths, prepare_binary};
+use super::binary_common::{binary_io, prepare_binary};
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::maximum_minimum::{maximum, minimum};
 use crate::interpreter::{
@@ -51,10 +51,7 @@ impl Kernel for MaximumMinimum {
         let s = &d.shapes;
         macro_rules! run {
             ($t:ty) => {{
-                let a = ctx.input::<$t>(0)?;
-                let b = ctx.input::<$t>(1)?;
-                let o = ctx.output::<$t>(0)?;
-                check_lengths(s, d.n1, d.n2, a.len(), b.len(), o.len())?;
+                let (a, b, o) = binary_io::<$t>(ctx, s, d.n1, d.n2)?;
                 if self.max {
                     maximum(s, a, b, o)
                 } else {

@@ -3,6 +3,7 @@
 
 use super::resolver::OpResolver;
 
+pub mod abs;
 pub mod add;
 pub mod average_pool;
 pub mod batch_matmul;
@@ -15,13 +16,17 @@ pub mod depth_to_space;
 pub mod depthwise_conv;
 pub mod dequantize;
 pub mod div;
+pub mod exp;
 pub mod fully_connected;
+pub mod gather;
 pub mod gelu;
 pub mod hard_swish;
+pub mod leaky_relu;
 pub mod logistic;
 pub mod max_pool;
 pub mod maximum_minimum;
 pub mod mean;
+mod movement_common;
 pub mod mul;
 pub mod neg;
 pub mod pack;
@@ -30,20 +35,29 @@ mod pool_common;
 pub mod prelu;
 mod quant_params;
 pub mod quantize;
+pub mod reduce_max;
+pub mod relu;
 pub mod reshape;
 pub mod resize_bilinear;
+pub mod resize_nearest_neighbor;
 pub mod rsqrt;
 pub mod shape;
+pub mod slice;
 pub mod softmax;
+pub mod split;
+pub mod sqrt;
 pub mod squared_difference;
 pub mod strided_slice;
+pub mod sum;
 pub mod svdf;
 pub mod transpose;
 pub mod transpose_conv;
+pub mod transpose_conv_bias;
 mod unary_common;
 pub mod unidirectional_sequence_lstm;
+pub mod unpack;
 
-/// Registers every builtin kernel of the crate.
+/// Registers every builtin kernel of the crate, and MediaPipe's `Convolution2DTransposeBias`.
 pub fn register_builtins(r: &mut OpResolver) {
     add::register(r);
     average_pool::register(r);
@@ -80,4 +94,17 @@ pub fn register_builtins(r: &mut OpResolver) {
     shape::register(r);
     squared_difference::register(r);
     transpose_conv::register(r);
+    abs::register(r);
+    exp::register(r);
+    leaky_relu::register(r);
+    relu::register(r);
+    sqrt::register(r);
+    sum::register(r);
+    reduce_max::register(r);
+    gather::register(r);
+    slice::register(r);
+    split::register(r);
+    unpack::register(r);
+    resize_nearest_neighbor::register(r);
+    transpose_conv_bias::register(r);
 }

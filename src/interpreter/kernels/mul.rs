@@ -3,7 +3,7 @@
 //! `s1 * s2 / s_out`; int16 requires zero points of 0), with broadcasting up to 6-D.
 
 use super::binary_common::{
-    activation_range_i32, check_lengths, fused_activation, output_activation_range, prepare_binary,
+    activation_range_i32, binary_io, node_activation, output_activation_range, prepare_binary,
     quant_params,
 };
 use crate::interpreter::reference::broadcast::BroadcastShapes;
@@ -12,7 +12,7 @@ use crate::interpreter::reference::quant::{activation_range_f32, quantize_multip
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
-use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -38,12 +38,11 @@ pub struct Mul;
 impl Kernel for Mul {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let node = prepare_binary(ctx)?;
-        let activation = match ctx.options() {
-            BuiltinOptions::Mul { activation } => *activation,
-            BuiltinOptions::None => Activation::None,
-            other => kernel_bail!("expected MulOptions, found {other:?}"),
-        };
-        let act = fused_activation(activation)?;
+        let act = node_activation(
+            ctx,
+            |o| matches!(o, BuiltinOptions::Mul { .. }),
+            "MulOptions",
+        )?;
         let out = &node.output;
         let math = match out.dtype {
             DType::F32 => {
@@ -98,10 +97,7 @@ impl Kernel for Mul {
         let s = &d.shapes;
         macro_rules! run {
             ($t:ty, |$a:ident, $b:ident, $o:ident| $body:expr) => {{
-                let $a = ctx.input::<$t>(0)?;
-                let $b = ctx.input::<$t>(1)?;
-                let $o = ctx.output::<$t>(0)?;
-                check_lengths(s, d.n1, d.n2, $a.len(), $b.len(), $o.len())?;
+                let ($a, $b, $o) = binary_io::<$t>(ctx, s, d.n1, d.n2)?;
                 $body
             }};
         }

@@ -26,6 +26,16 @@ pub(crate) fn fused_activation(a: Activation) -> Result<FusedActivation, KernelE
     })
 }
 
+/// The dimensions of a 4-D tensor, an error naming it otherwise.
+pub(crate) fn dims4(t: &TensorInfo<'_>) -> Result<[usize; 4], KernelError> {
+    <[usize; 4]>::try_from(t.dims).map_err(|_| {
+        KernelError::new(format!(
+            "tensor `{}` has shape {:?}, expected 4 dimensions",
+            t.name, t.dims
+        ))
+    })
+}
+
 /// The padding scheme of the options.
 pub(crate) fn padding_kind(p: Padding) -> Result<PaddingKind, KernelError> {
     match p {

@@ -1,11 +1,13 @@
 //! RESIZE_BILINEAR: float32 and int8, `align_corners` / `half_pixel_centers` from the options
 //! (LiteRT's `resize_bilinear.cc`); the size input must agree with the output's static shape.
 
+use super::quant_params::dims4;
+use super::unary_common::expect_same_dtype;
 use crate::interpreter::reference::resize_bilinear::{
     resize_bilinear_f32, resize_bilinear_i8, ResizeGeometry,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, TensorInfo,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
@@ -20,9 +22,60 @@ struct OpData {
     geometry: ResizeGeometry,
 }
 
+/// What RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR share in prepare: 2 inputs and 1 output,
+/// 4-D input and output of one dtype agreeing in batch and channels and not empty, an int32
+/// `size` of shape `[2]` that (when constant) is the output's height and width, and the
+/// options' `align_corners` and `half_pixel_centers` not both set.
+pub(crate) fn prepare_resize<'a>(
+    ctx: &PrepareContext<'a>,
+    align_corners: bool,
+    half_pixel_centers: bool,
+) -> Result<(TensorInfo<'a>, TensorInfo<'a>, ResizeGeometry), KernelError> {
+    ctx.expect_io(2, 1)?;
+    kernel_ensure!(
+        !(align_corners && half_pixel_centers),
+        "align_corners and half_pixel_centers are both set"
+    );
+    let input = ctx.input(0)?;
+    let size = ctx.input(1)?;
+    let output = ctx.output(0)?;
+    expect_same_dtype(&input, &output)?;
+    let ([b, ih, iw, c], [ob, oh, ow, oc]) = (dims4(&input)?, dims4(&output)?);
+    kernel_ensure!(
+        b == ob && c == oc && ih > 0 && iw > 0 && oh > 0 && ow > 0,
+        "input `{}` shape {:?} and output `{}` shape {:?} differ in batch or channels, or are \
+         empty",
+        input.name,
+        input.dims,
+        output.name,
+        output.dims
+    );
+    size.expect_dtype(DType::I32)?;
+    size.expect_dims(&[2])?;
+    if let Some(v) = size.data::<i32>()? {
+        kernel_ensure!(
+            v.len() == 2
+                && usize::try_from(v[0]).ok() == Some(oh)
+                && usize::try_from(v[1]).ok() == Some(ow),
+            "size `{}` is {v:?}, the output is {oh}x{ow}",
+            size.name
+        );
+    }
+    let geometry = ResizeGeometry {
+        batches: b,
+        in_h: ih,
+        in_w: iw,
+        channels: c,
+        out_h: oh,
+        out_w: ow,
+        align_corners,
+        half_pixel_centers,
+    };
+    Ok((input, output, geometry))
+}
+
 impl Kernel for ResizeBilinear {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        ctx.expect_io(2, 1)?;
         let (align_corners, half_pixel_centers) = match *ctx.options() {
             BuiltinOptions::ResizeBilinear {
                 align_corners,
@@ -31,50 +84,7 @@ impl Kernel for ResizeBilinear {
             BuiltinOptions::None => (false, false),
             ref o => kernel_bail!("RESIZE_BILINEAR with options {o:?}"),
         };
-        kernel_ensure!(
-            !(align_corners && half_pixel_centers),
-            "align_corners and half_pixel_centers are both set"
-        );
-        let input = ctx.input(0)?;
-        let size = ctx.input(1)?;
-        let output = ctx.output(0)?;
-        kernel_ensure!(
-            input.dtype == output.dtype,
-            "input is {} but output is {}",
-            input.dtype,
-            output.dtype
-        );
-        let ([b, ih, iw, c], [ob, oh, ow, oc]) = (
-            <[usize; 4]>::try_from(input.dims).map_err(|_| {
-                KernelError::new(format!(
-                    "input `{}` has shape {:?}, expected 4-D",
-                    input.name, input.dims
-                ))
-            })?,
-            <[usize; 4]>::try_from(output.dims).map_err(|_| {
-                KernelError::new(format!(
-                    "output `{}` has shape {:?}, expected 4-D",
-                    output.name, output.dims
-                ))
-            })?,
-        );
-        kernel_ensure!(
-            b == ob && c == oc && ih > 0 && iw > 0 && oh > 0 && ow > 0,
-            "input shape {:?} and output shape {:?} differ in batch or channels, or are empty",
-            input.dims,
-            output.dims
-        );
-        size.expect_dtype(DType::I32)?;
-        size.expect_dims(&[2])?;
-        if let Some(v) = size.data::<i32>()? {
-            kernel_ensure!(
-                v.len() == 2
-                    && usize::try_from(v[0]).ok() == Some(oh)
-                    && usize::try_from(v[1]).ok() == Some(ow),
-                "size `{}` is {v:?}, the output is {oh}x{ow}",
-                size.name
-            );
-        }
+        let (input, output, geometry) = prepare_resize(ctx, align_corners, half_pixel_centers)?;
         match input.dtype {
             DType::F32 => {}
             DType::I8 => {
@@ -89,16 +99,7 @@ impl Kernel for ResizeBilinear {
         }
         ctx.set_op_data(OpData {
             dtype: input.dtype,
-            geometry: ResizeGeometry {
-                batches: b,
-                in_h: ih,
-                in_w: iw,
-                channels: c,
-                out_h: oh,
-                out_w: ow,
-                align_corners,
-                half_pixel_centers,
-            },
+            geometry,
         })
     }
 

@@ -2,11 +2,11 @@
 //! equal the output's static shape when constant), weights `[out_c, fh, fw, in_c]`, input and
 //! an optional bias; padding computed from the output size as LiteRT does.
 
-use super::quant_params::{float_range, fused_activation, padding_kind, positive};
+use super::quant_params::{dims4, float_range, fused_activation, padding_kind, positive};
 use crate::interpreter::reference::padding::axis_geometry;
 use crate::interpreter::reference::transpose_conv::{transpose_conv_f32, TransposeConvGeometry};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, TensorInfo,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
@@ -23,12 +23,55 @@ struct OpData {
     act_max: f32,
 }
 
-fn dims4(t: &crate::interpreter::TensorInfo<'_>) -> Result<[usize; 4], KernelError> {
-    <[usize; 4]>::try_from(t.dims).map_err(|_| {
-        KernelError::new(format!(
-            "tensor `{}` has shape {:?}, expected 4 dimensions",
-            t.name, t.dims
-        ))
+/// The float operands of a transposed convolution (TRANSPOSE_CONV and MediaPipe's
+/// `Convolution2DTransposeBias`) checked against each other: 4-D float32 input
+/// `[b, ih, iw, ic]`, filter `[oc, fh, fw, ic]` and output `[b, oh, ow, oc]`, a bias (when
+/// given) of `oc` float32 values. Returns the geometry without strides and padding.
+pub(crate) fn check_operands(
+    input: &TensorInfo<'_>,
+    filter: &TensorInfo<'_>,
+    bias: Option<&TensorInfo<'_>>,
+    output: &TensorInfo<'_>,
+) -> Result<TransposeConvGeometry, KernelError> {
+    for t in [filter, input, output] {
+        t.expect_dtype(DType::F32)?;
+    }
+    let [b, ih, iw, ic] = dims4(input)?;
+    let [oc, fh, fw, fc] = dims4(filter)?;
+    let [ob, oh, ow, occ] = dims4(output)?;
+    kernel_ensure!(
+        fc == ic && occ == oc && ob == b && fh > 0 && fw > 0,
+        "filter `{}` {:?}, input `{}` {:?} and output `{}` {:?} disagree",
+        filter.name,
+        filter.dims,
+        input.name,
+        input.dims,
+        output.name,
+        output.dims
+    );
+    if let Some(bias) = bias {
+        bias.expect_dtype(DType::F32)?;
+        kernel_ensure!(
+            bias.num_elements() == oc,
+            "bias `{}` has {} values for {oc} output channels",
+            bias.name,
+            bias.num_elements()
+        );
+    }
+    Ok(TransposeConvGeometry {
+        batches: b,
+        in_h: ih,
+        in_w: iw,
+        in_c: ic,
+        out_h: oh,
+        out_w: ow,
+        out_c: oc,
+        filter_h: fh,
+        filter_w: fw,
+        stride_h: 1,
+        stride_w: 1,
+        pad_h: 0,
+        pad_w: 0,
     })
 }
 
@@ -64,19 +107,7 @@ impl Kernel for TransposeConv {
             None
         };
         let output = ctx.output(0)?;
-        for t in [&filter, &input, &output] {
-            t.expect_dtype(DType::F32)?;
-        }
-        let [b, ih, iw, ic] = dims4(&input)?;
-        let [oc, fh, fw, fc] = dims4(&filter)?;
-        let [ob, oh, ow, occ] = dims4(&output)?;
-        kernel_ensure!(
-            fc == ic && occ == oc && ob == b && fh > 0 && fw > 0,
-            "filter {:?}, input {:?} and output {:?} disagree",
-            filter.dims,
-            input.dims,
-            output.dims
-        );
+        let mut geometry = check_operands(&input, &filter, bias.as_ref(), &output)?;
         shape.expect_dtype(DType::I32)?;
         shape.expect_dims(&[4])?;
         if let Some(v) = shape.data::<i32>()? {
@@ -91,36 +122,15 @@ impl Kernel for TransposeConv {
                 output.dims
             );
         }
-        if let Some(bias) = &bias {
-            bias.expect_dtype(DType::F32)?;
-            kernel_ensure!(
-                bias.num_elements() == oc,
-                "bias `{}` has {} values for {oc} output channels",
-                bias.name,
-                bias.num_elements()
-            );
-        }
-        let gh = axis_geometry(pad, oh, fh, sh, 1)
+        let g = &mut geometry;
+        let gh = axis_geometry(pad, g.out_h, g.filter_h, sh, 1)
             .ok_or_else(|| KernelError::new("invalid vertical window geometry"))?;
-        let gw = axis_geometry(pad, ow, fw, sw, 1)
+        let gw = axis_geometry(pad, g.out_w, g.filter_w, sw, 1)
             .ok_or_else(|| KernelError::new("invalid horizontal window geometry"))?;
+        (g.stride_h, g.stride_w, g.pad_h, g.pad_w) = (sh, sw, gh.pad, gw.pad);
         let (act_min, act_max) = float_range(act);
         ctx.set_op_data(OpData {
-            geometry: TransposeConvGeometry {
-                batches: b,
-                in_h: ih,
-                in_w: iw,
-                in_c: ic,
-                out_h: oh,
-                out_w: ow,
-                out_c: oc,
-                filter_h: fh,
-                filter_w: fw,
-                stride_h: sh,
-                stride_w: sw,
-                pad_h: gh.pad,
-                pad_w: gw.pad,
-            },
+            geometry,
             has_bias: bias.is_some(),
             act_min,
             act_max,

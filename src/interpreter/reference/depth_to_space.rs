@@ -1,23 +1,46 @@
-//! DEPTH_TO_SPACE data movement (`reference_ops::DepthToSpace`, NHWC, DCR order): output
-//! `(b, y, x, c)` takes input `(b, y / s, x / s, ((y % s) * s + x % s) * out_c + c)`.
+//! DEPTH_TO_SPACE and SPACE_TO_DEPTH data movement (`reference_ops::DepthToSpace`,
+//! `SpaceToDepth`, NHWC, DCR order). One mapping serves both: pixel `(b, y, x)` of the
+//! spatially large tensor `[batches, h, w, c]` holds the `c` channels that the small tensor
+//! `[batches, h / s, w / s, c * s * s]` keeps at pixel `(b, y / s, x / s)` from channel
+//! `((y % s) * s + x % s) * c`.
+
+/// Calls `f(large, small)` with the offsets of every run of `c` channels that the two layouts
+/// share, for the large tensor `[batches, h, w, c]` and block size `block` (`h` and `w`
+/// multiples of it).
+#[inline(always)]
+fn for_each_run([batches, h, w, c]: [usize; 4], block: usize, mut f: impl FnMut(usize, usize)) {
+    let (small_h, small_w, small_c) = (h / block, w / block, c * block * block);
+    let mut large = 0;
+    for b in 0..batches {
+        for y in 0..h {
+            for x in 0..w {
+                let small = ((b * small_h + y / block) * small_w + x / block) * small_c
+                    + ((y % block) * block + x % block) * c;
+                f(large, small);
+                large += c;
+            }
+        }
+    }
+}
 
 /// Moves `input` of shape `[batches, in_h, in_w, in_c]` into `output` of shape
 /// `[batches, in_h * block, in_w * block, in_c / (block * block)]`.
 pub fn depth_to_space<T: Copy>(input: &[T], in_dims: [usize; 4], block: usize, output: &mut [T]) {
     let [batches, in_h, in_w, in_c] = in_dims;
-    let out_c = in_c / (block * block);
-    let (out_h, out_w) = (in_h * block, in_w * block);
-    let mut o = 0;
-    for b in 0..batches {
-        for y in 0..out_h {
-            for x in 0..out_w {
-                let base = ((b * in_h + y / block) * in_w + x / block) * in_c
-                    + ((y % block) * block + x % block) * out_c;
-                output[o..o + out_c].copy_from_slice(&input[base..base + out_c]);
-                o += out_c;
-            }
-        }
-    }
+    let c = in_c / (block * block);
+    let large = [batches, in_h * block, in_w * block, c];
+    for_each_run(large, block, |o, i| {
+        output[o..o + c].copy_from_slice(&input[i..i + c])
+    });
+}
+
+/// Moves `input` of shape `[batches, in_h, in_w, in_c]` (`in_h`, `in_w` multiples of `block`)
+/// into `output` of shape `[batches, in_h / block, in_w / block, in_c * block * block]`.
+pub fn space_to_depth<T: Copy>(input: &[T], in_dims: [usize; 4], block: usize, output: &mut [T]) {
+    let c = in_dims[3];
+    for_each_run(in_dims, block, |i, o| {
+        output[o..o + c].copy_from_slice(&input[i..i + c])
+    });
 }
 
 #[cfg(test)]
@@ -34,5 +57,17 @@ mod tests {
         let mut out = [0; 8];
         depth_to_space(&[1, 2, 3, 4, 5, 6, 7, 8], [1, 1, 2, 4], 2, &mut out);
         assert_eq!(out, [1, 2, 5, 6, 3, 4, 7, 8]);
+    }
+
+    #[test]
+    fn space_to_depth_inverts_depth_to_space() {
+        let input: Vec<i32> = (0..2 * 4 * 6 * 3).collect();
+        let mut packed = vec![0; input.len()];
+        space_to_depth(&input, [2, 4, 6, 3], 2, &mut packed);
+        // Pixel (0, 0, 1) of the packed tensor starts with input pixel (0, 0, 2).
+        assert_eq!(&packed[12..15], &[6, 7, 8]);
+        let mut back = vec![0; input.len()];
+        depth_to_space(&packed, [2, 2, 3, 12], 2, &mut back);
+        assert_eq!(back, input);
     }
 }

@@ -1,10 +1,11 @@
-//! MEAN arithmetic (TFLite's `reference_ops::Mean` for float and TFLM's
-//! `QuantizedMeanOrSum` for int8 / int16): sums over the reduced axes in row-major input order,
-//! then a float division or an integer requantization that folds `1 / count` into the
-//! multiplier.
+//! Reduction arithmetic over a [`ReducePlan`]: MEAN (TFLite's `reference_ops::Mean` for float
+//! and TFLM's `QuantizedMeanOrSum` for int8 / int16: sums over the reduced axes in row-major
+//! input order, then a float division or an integer requantization that folds `1 / count` into
+//! the multiplier), LiteRT's generic reductions (`ReduceGeneric`: SUM, REDUCE_MAX in the
+//! element type) and LiteRT's quantized SUM (a single-precision requantization, saturated).
 
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
-use super::quantize::QuantInt;
+use super::quantize::{f32_to_i32_x86, QuantInt};
 
 /// Most input dimensions a reduction handles.
 pub const MAX_DIMS: usize = 8;
@@ -92,10 +93,68 @@ fn for_each(plan: &ReducePlan, mut f: impl FnMut(usize, usize)) {
     }
 }
 
+/// LiteRT's `ReduceGeneric`: every output starts at `init`, then `f(current, element)` folds
+/// each input element into its output in row-major input order. An empty input leaves `init`.
+pub fn reduce_generic<T: Copy>(
+    plan: &ReducePlan,
+    input: &[T],
+    init: T,
+    output: &mut [T],
+    f: impl Fn(T, T) -> T,
+) {
+    output[..plan.num_outputs].fill(init);
+    for_each(plan, |i, o| output[o] = f(output[o], input[i]));
+}
+
+/// The 32-bit (wrapping) sums of the integer inputs into `temp` (`num_outputs` long), and
+/// `true`; for an empty reduction, zeros in `output` and `false` (the quantized reductions'
+/// result then).
+fn sums_or_zeros<T: QuantInt>(
+    plan: &ReducePlan,
+    input: &[T],
+    temp: &mut [i32],
+    output: &mut [T],
+) -> bool {
+    if plan.dims[..plan.rank].contains(&0) || plan.count == 0 {
+        for v in &mut output[..plan.num_outputs] {
+            *v = T::from_i32(0);
+        }
+        return false;
+    }
+    temp[..plan.num_outputs].fill(0);
+    for_each(plan, |i, o| {
+        temp[o] = temp[o].wrapping_add(input[i].to_i32())
+    });
+    true
+}
+
+/// LiteRT's quantized SUM (int8, int16): 32-bit sums, then `round(sum * s + bias) +
+/// output_zero_point` in single precision with `s = input_scale / output_scale` and
+/// `bias = -input_zero_point * s * count`, saturated to the type. Quantization is
+/// `(scale, zero_point)`. An empty input gives zeros.
+pub fn sum_quantized<T: QuantInt>(
+    plan: &ReducePlan,
+    input: &[T],
+    (input_scale, input_zero_point): (f32, i32),
+    (output_scale, output_zero_point): (f32, i32),
+    temp: &mut [i32],
+    output: &mut [T],
+) {
+    let n = plan.num_outputs;
+    if !sums_or_zeros(plan, input, temp, output) {
+        return;
+    }
+    let scale = input_scale / output_scale;
+    let bias = (-input_zero_point) as f32 * scale * plan.count as f32;
+    for (o, &sum) in output[..n].iter_mut().zip(&temp[..n]) {
+        let v = f32_to_i32_x86((sum as f32 * scale + bias).round());
+        *o = T::saturate(v.saturating_add(output_zero_point));
+    }
+}
+
 /// Float mean: `output` holds the running sums, then each is divided by the count.
 pub fn mean_f32(plan: &ReducePlan, input: &[f32], output: &mut [f32]) {
-    output[..plan.num_outputs].fill(0.0);
-    for_each(plan, |i, o| output[o] += input[i]);
+    reduce_generic(plan, input, 0.0, output, |a, x| x + a);
     if plan.count > 0 {
         let n = plan.count as f32;
         for v in &mut output[..plan.num_outputs] {
@@ -133,16 +192,9 @@ pub fn mean_quantized<T: QuantInt>(
     output: &mut [T],
 ) {
     let n = plan.num_outputs;
-    temp[..n].fill(0);
-    for v in &mut output[..n] {
-        *v = T::from_i32(0);
-    }
-    if plan.dims[..plan.rank].contains(&0) || plan.count == 0 {
+    if !sums_or_zeros(plan, input, temp, output) {
         return;
     }
-    for_each(plan, |i, o| {
-        temp[o] = temp[o].wrapping_add(input[i].to_i32())
-    });
     let m = mean_multiplier(m, plan.count);
     let zp_total = i64::from(input_zero_point).wrapping_mul(plan.count as i64);
     for (o, &sum) in output[..n].iter_mut().zip(&temp[..n]) {
@@ -174,6 +226,64 @@ mod tests {
         let mut out = [0.0f32; 4];
         mean_f32(&p, &input, &mut out);
         assert_eq!(out, [2.0, 3.0, 8.0, 9.0]);
+    }
+
+    #[test]
+    fn generic_sum_and_max() {
+        let p = reduce_plan(&[2, 3], &[-1]).unwrap();
+        let mut out = [0i8; 2];
+        reduce_generic(&p, &[100i8, 27, 1, -5, 7, -128], 0, &mut out, |a, x| {
+            x.wrapping_add(a)
+        });
+        assert_eq!(out, [-128, -126]);
+        let mut out = [0f32; 2];
+        reduce_generic(
+            &p,
+            &[1.0, 9.0, 2.0, -5.0, -7.0, -6.0],
+            f32::MIN,
+            &mut out,
+            |a, x| {
+                if x > a {
+                    x
+                } else {
+                    a
+                }
+            },
+        );
+        assert_eq!(out, [9.0, -5.0]);
+        // An empty input leaves the initial value.
+        let p = reduce_plan(&[0, 2], &[0]).unwrap();
+        let mut out = [1i32; 2];
+        reduce_generic(&p, &[], i32::MIN, &mut out, i32::max);
+        assert_eq!(out, [i32::MIN; 2]);
+    }
+
+    #[test]
+    fn quantized_sum_requantizes_and_saturates() {
+        let p = reduce_plan(&[2, 2], &[1]).unwrap();
+        let mut temp = [0i32; 2];
+        let mut out = [0i8; 2];
+        // scale ratio 0.5, input zp 2: (sum - 2 * 2) * 0.5 + output zp 1.
+        // Row 0: (17 - 4) * 0.5 = 6.5 rounds away from zero to 7.
+        sum_quantized(
+            &p,
+            &[10i8, 7, 127, 127],
+            (0.2, 2),
+            (0.4, 1),
+            &mut temp,
+            &mut out,
+        );
+        assert_eq!(out, [8, 126]);
+        // (254 - 4) * 2 + 1 = 501 saturates.
+        sum_quantized(
+            &p,
+            &[10i8, 7, 127, 127],
+            (0.4, 2),
+            (0.2, 1),
+            &mut temp,
+            &mut out,
+        );
+        assert_eq!(out[1], 127);
     }
 
     #[test]

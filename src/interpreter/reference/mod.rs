@@ -2,6 +2,7 @@
 //! bit-exact oracle (as `lite/kernels/internal/reference/` is to TFLite). Kernels under
 //! [`super::kernels`] validate a node and call these.
 
+pub mod activations;
 pub mod activations_int16;
 pub mod add;
 pub mod batch_matmul;
@@ -14,8 +15,10 @@ pub mod depth_to_space;
 pub mod depthwise_conv;
 pub mod dequantize;
 pub mod div;
+pub mod elementwise;
 pub mod fixed_point;
 pub mod fully_connected;
+pub mod gather;
 pub mod gelu;
 pub mod hard_swish;
 pub mod logistic;
@@ -33,10 +36,13 @@ pub mod prelu;
 pub mod quant;
 pub mod quantize;
 pub mod resize_bilinear;
+pub mod resize_nearest_neighbor;
 pub mod rsqrt;
 pub mod softmax;
+pub mod split;
 pub mod squared_difference;
 pub mod strided_slice;
+pub mod sub;
 pub mod svdf;
 pub mod transpose;
 pub mod transpose_conv;

@@ -239,6 +239,23 @@ pub fn slice_plan(in_dims: &[usize], s: &SliceSpec<'_>) -> Result<SlicePlan, Str
     Ok(plan)
 }
 
+impl<'a> SliceSpec<'a> {
+    /// A spec of `begin`, `end` and `strides` with every mask clear and `offset` false.
+    pub fn new(begin: &'a [i32], end: &'a [i32], strides: &'a [i32]) -> Self {
+        SliceSpec {
+            begin,
+            end,
+            strides,
+            begin_mask: 0,
+            end_mask: 0,
+            ellipsis_mask: 0,
+            new_axis_mask: 0,
+            shrink_axis_mask: 0,
+            offset: false,
+        }
+    }
+}
+
 /// Writes the slice into `output` (length `plan.output_len()`).
 pub fn strided_slice<T: Copy>(plan: &SlicePlan, input: &[T], output: &mut [T]) {
     let idx = |a: usize, k: usize| (plan.starts[a] + k as i64 * plan.steps[a]) * plan.in_strides[a];
@@ -270,17 +287,7 @@ mod tests {
     use super::*;
 
     fn spec<'a>(b: &'a [i32], e: &'a [i32], s: &'a [i32]) -> SliceSpec<'a> {
-        SliceSpec {
-            begin: b,
-            end: e,
-            strides: s,
-            begin_mask: 0,
-            end_mask: 0,
-            ellipsis_mask: 0,
-            new_axis_mask: 0,
-            shrink_axis_mask: 0,
-            offset: false,
-        }
+        SliceSpec::new(b, e, s)
     }
 
     fn run(dims: &[usize], s: &SliceSpec<'_>) -> (Vec<usize>, Vec<i32>) {

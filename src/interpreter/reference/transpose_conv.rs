@@ -34,7 +34,8 @@ pub struct TransposeConvGeometry {
     pub pad_w: usize,
 }
 
-/// Float transpose convolution; `bias` has `out_c` values or is empty.
+/// Float transpose convolution; `bias` has `out_c` values or is empty. The bias is added to
+/// the accumulated sum, then the activation clamp applies (LiteRT's `TRANSPOSE_CONV`).
 pub fn transpose_conv_f32(
     g: &TransposeConvGeometry,
     input: &[f32],
@@ -45,6 +46,35 @@ pub fn transpose_conv_f32(
     output: &mut [f32],
 ) {
     output.fill(0.0);
+    accumulate(g, input, filter, output);
+    for px in output.chunks_exact_mut(g.out_c.max(1)) {
+        for (oc, o) in px.iter_mut().enumerate() {
+            let with_bias = *o + bias.get(oc).copied().unwrap_or(0.0);
+            *o = with_bias.max(act_min).min(act_max);
+        }
+    }
+}
+
+/// Float transpose convolution whose sums start from the bias (`out_c` values), without an
+/// activation: MediaPipe's `Convolution2DTransposeBias` arithmetic, whose float rounding differs
+/// from adding the bias last.
+pub fn transpose_conv_bias_first_f32(
+    g: &TransposeConvGeometry,
+    input: &[f32],
+    filter: &[f32],
+    bias: &[f32],
+    output: &mut [f32],
+) {
+    for px in output.chunks_exact_mut(g.out_c.max(1)) {
+        px.copy_from_slice(&bias[..px.len()]);
+    }
+    accumulate(g, input, filter, output);
+}
+
+/// Adds every input value times every filter tap into the outputs it reaches, in TFLite's
+/// reference loop order (input pixel, input channel, filter row, filter column, output
+/// channel).
+fn accumulate(g: &TransposeConvGeometry, input: &[f32], filter: &[f32], output: &mut [f32]) {
     for b in 0..g.batches {
         for iy in 0..g.in_h {
             for ix in 0..g.in_w {
@@ -72,12 +102,6 @@ pub fn transpose_conv_f32(
                     }
                 }
             }
-        }
-    }
-    for px in output.chunks_exact_mut(g.out_c.max(1)) {
-        for (oc, o) in px.iter_mut().enumerate() {
-            let with_bias = *o + bias.get(oc).copied().unwrap_or(0.0);
-            *o = with_bias.max(act_min).min(act_max);
         }
     }
 }
