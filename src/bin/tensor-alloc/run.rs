@@ -39,12 +39,18 @@ pub struct RunArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Split the model across these devices (`cpu,npu`, `cpu,cpu-reference`; see `partition`).
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["arena_bytes", "allocator", "profile"])]
+    pub devices: Option<String>,
+    /// Partitioning policy with `--devices`: `min-copy` or `tengine`.
+    #[arg(long, default_value = "min-copy", requires = "devices")]
+    pub policy: String,
 }
 
 /// Most bytes `--arena-bytes` may ask for.
 const MAX_ARENA: usize = 1 << 40;
 
-fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, String> {
+pub(crate) fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, String> {
     let mut rng = Rng::new(seed);
     let mut t = Tensor::zeros(dtype, dims).map_err(|e| e.to_string())?;
     let n = t.num_elements();
@@ -70,7 +76,7 @@ fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, Strin
     Ok(t)
 }
 
-fn describe(t: &Tensor) -> String {
+pub(crate) fn describe(t: &Tensor) -> String {
     let n = t.num_elements().min(8);
     let vals: Vec<String> = match t.dtype() {
         DType::F32 => t
@@ -95,17 +101,20 @@ fn describe(t: &Tensor) -> String {
     format!("[{}{more}]", vals.join(", "))
 }
 
-fn median(v: &mut [Duration]) -> Duration {
+pub(crate) fn median(v: &mut [Duration]) -> Duration {
     v.sort_unstable();
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-fn us(d: Duration) -> f64 {
+pub(crate) fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
 /// Runs the command.
 pub fn run(args: &RunArgs) -> Result<(), String> {
+    if let Some(devices) = &args.devices {
+        return crate::partition::run_split(args, devices);
+    }
     let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
     let mut buffer: Vec<u128>;
     let mut interp = match (&args.arena_bytes, &args.allocator) {

@@ -1,0 +1,147 @@
+//! Every shared model the interpreter runs on one device runs split across `cpu,npu` (both
+//! policies) and `cpu,cpu-reference` with outputs bit-exactly equal to the single-device run,
+//! and every partition of every shared model satisfies the partition invariants. Skips with a
+//! notice when `../shared` is absent.
+#![cfg(not(loom))]
+
+mod common;
+
+use tensor_alloc::interpreter::device::DeviceSet;
+use tensor_alloc::interpreter::partition::{policy_by_name, PartitionGraph};
+use tensor_alloc::interpreter::schedule::PartitionedInterpreter;
+use tensor_alloc::interpreter::InterpreterBuilder;
+use tensor_alloc::model::Model;
+use tensor_alloc::tensor::Tensor;
+
+/// Outputs of the single-device run, as bytes (None: the interpreter does not run the model).
+fn single_device(model: &Model, inputs: &[Tensor]) -> Option<Vec<Vec<u8>>> {
+    let mut interp = InterpreterBuilder::new(model).build().ok()?;
+    // Twice, as `split_run` does (stateful models change their outputs from run to run).
+    for _ in 0..2 {
+        common::set_inputs(&mut interp, inputs).ok()?;
+        interp.invoke().ok()?;
+    }
+    (0..interp.num_outputs())
+        .map(|k| interp.output_bytes(k).ok().map(<[u8]>::to_vec))
+        .collect()
+}
+
+fn split_run(
+    model: &Model,
+    inputs: &[Tensor],
+    devices: &str,
+    policy: &str,
+) -> Result<(Vec<Vec<u8>>, usize, usize), String> {
+    let set = DeviceSet::from_names(devices).map_err(|e| e.to_string())?;
+    let policy = policy_by_name(policy).ok_or("policy")?;
+    let mut p =
+        PartitionedInterpreter::build(model, &set, policy.as_ref()).map_err(|e| e.to_string())?;
+    // Twice: the second run proves nothing stale is relied on between invokes.
+    for _ in 0..2 {
+        for (k, t) in inputs.iter().enumerate() {
+            p.set_input(k, t).map_err(|e| e.to_string())?;
+        }
+        p.invoke().map_err(|e| e.to_string())?;
+    }
+    let outs = (0..p.num_outputs())
+        .map(|k| p.output_bytes(k).map(<[u8]>::to_vec))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok((
+        outs,
+        p.partition().subgraphs.len(),
+        p.partition().bytes_copied_per_invoke,
+    ))
+}
+
+fn check_set(set: &str) {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    let only = std::env::var("DEVICES_TEST_ONLY").ok();
+    for case in common::cases(&shared, set) {
+        if only.as_ref().is_some_and(|o| *o != case.name) {
+            continue;
+        }
+        let model = Model::load(&case.model).unwrap();
+        let inputs = case.inputs();
+        let Some(expected) = single_device(&model, &inputs) else {
+            eprintln!(
+                "skip {:<36} (the interpreter does not run it on one device)",
+                case.name
+            );
+            continue;
+        };
+        for (devices, policy) in [
+            ("cpu,npu", "min-copy"),
+            ("cpu,npu", "tengine"),
+            ("cpu,cpu-reference", "min-copy"),
+            ("cpu-reference,cpu", "min-copy"),
+        ] {
+            match split_run(&model, &inputs, devices, policy) {
+                Ok((outs, subgraphs, bytes)) if outs == expected => eprintln!(
+                    "ok   {:<36} {devices:<18} {policy:<9} {subgraphs:>3} subgraph(s) {bytes:>9} B copied",
+                    case.name
+                ),
+                Ok((outs, ..)) => failures.push(format!(
+                    "{} {devices} {policy}: outputs differ: {:?}",
+                    case.name,
+                    outs.iter()
+                        .zip(&expected)
+                        .map(|(a, b)| (a.len(), b.len(), a.iter().zip(b).filter(|(x, y)| x != y).count()))
+                        .collect::<Vec<_>>()
+                )),
+                Err(e) => failures.push(format!("{} {devices} {policy}: {e}", case.name)),
+            }
+        }
+        checked += 1;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked > 0);
+}
+
+#[test]
+fn tflm_models_split_run_bit_exact() {
+    check_set("tflm");
+}
+
+#[test]
+fn keras_models_split_run_bit_exact() {
+    check_set("keras");
+}
+
+/// Partition properties on every shared model (also those the interpreter cannot run).
+#[test]
+fn shared_model_partitions_are_valid() {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let mut n = 0;
+    for set in ["tflm", "keras"] {
+        for case in common::cases(&shared, set) {
+            let model = Model::load(&case.model).unwrap();
+            for devices in ["cpu,npu", "cpu,cpu-reference,npu", "npu,cpu"] {
+                let set = DeviceSet::from_names(devices).unwrap();
+                let graph = match PartitionGraph::from_model(&model, &set) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        eprintln!("skip {} on {devices}: {e}", case.name);
+                        continue;
+                    }
+                };
+                for policy in ["min-copy", "tengine"] {
+                    let p = policy_by_name(policy)
+                        .unwrap()
+                        .partition(&graph, &set)
+                        .unwrap();
+                    p.validate(&graph, &set)
+                        .unwrap_or_else(|e| panic!("{} {devices} {policy}: {e}", case.name));
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert!(n > 0);
+}
