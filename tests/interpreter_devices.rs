@@ -145,3 +145,70 @@ fn shared_model_partitions_are_valid() {
     }
     assert!(n > 0);
 }
+
+/// An npu whose memory cannot hold its subgraphs: the partitioner sends them back to the cpu
+/// (the report says why) and the run stays bit-exact; with a memory that holds nothing, every
+/// op runs on the cpu.
+#[test]
+fn too_small_device_memory_falls_back() {
+    use std::sync::Arc;
+    use tensor_alloc::interpreter::device::{CpuDevice, NpuConfig, NpuDevice};
+    use tensor_alloc::interpreter::partition::MinCopyPolicy;
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let case = common::cases(&shared, "tflm")
+        .into_iter()
+        .find(|c| c.name == "person_detect")
+        .unwrap();
+    let model = Model::load(&case.model).unwrap();
+    let inputs = case.inputs();
+    let expected = single_device(&model, &inputs).unwrap();
+    let full = {
+        let set = DeviceSet::from_names("cpu,npu").unwrap();
+        PartitionedInterpreter::build(&model, &set, &MinCopyPolicy::default()).unwrap()
+    };
+    let npu_arena = full
+        .spaces()
+        .iter()
+        .find(|s| s.space == "npu")
+        .unwrap()
+        .arena_bytes;
+    for memory_bytes in [npu_arena / 2, 1] {
+        let npu = NpuDevice::new(NpuConfig {
+            memory_bytes,
+            ..NpuConfig::default()
+        });
+        let set = DeviceSet::new(vec![Arc::new(CpuDevice::new()), Arc::new(npu)]).unwrap();
+        let mut p = PartitionedInterpreter::build(&model, &set, &MinCopyPolicy::default())
+            .unwrap_or_else(|e| panic!("{memory_bytes} B of npu memory: {e}"));
+        let fell_back: Vec<_> = p
+            .partition()
+            .decisions
+            .iter()
+            .filter(|d| d.reason.contains("memory fallback"))
+            .collect();
+        assert!(!fell_back.is_empty(), "{memory_bytes} B: nothing fell back");
+        assert!(fell_back.iter().all(|d| d.device == "cpu"));
+        if let Some(s) = p.spaces().iter().find(|s| s.space == "npu") {
+            assert!(s.arena_bytes <= memory_bytes, "{s:?}");
+        }
+        if memory_bytes == 1 {
+            assert!(p
+                .partition()
+                .subgraphs
+                .iter()
+                .all(|s| s.device_name == "cpu"));
+        }
+        for _ in 0..2 {
+            for (k, t) in inputs.iter().enumerate() {
+                p.set_input(k, t).unwrap();
+            }
+            p.invoke().unwrap();
+        }
+        let outs: Vec<Vec<u8>> = (0..p.num_outputs())
+            .map(|k| p.output_bytes(k).unwrap().to_vec())
+            .collect();
+        assert_eq!(outs, expected, "{memory_bytes} B of npu memory");
+    }
+}

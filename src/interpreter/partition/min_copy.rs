@@ -3,8 +3,10 @@
 //!
 //! 1. **Preference.** Each op goes to the first device, in the set's preference order
 //!    (accelerators in list order, then the fallback), that runs it.
-//! 2. **Regions.** A region is a connected group of ops on one non-fallback device (connected
-//!    through activations). A region that has no weighted op (CONV, FC...: an op with a constant
+//! 2. **Regions.** A region is a subgraph on a non-fallback device as step 4 would group the
+//!    current assignment (a convex set of ops: ops connected only through other devices' ops,
+//!    like the two ends of a residual connection around a CPU op, are different regions). A
+//!    region that has no weighted op (CONV, FC...: an op with a constant
 //!    input of rank ≥ 2), has fewer than `min_nodes_per_partition` ops, or weighs less than
 //!    `min_complexity` (Tengine's weights: FULLY_CONNECTED 3, others 1) goes to the next device
 //!    that runs its ops: its copies would cost more than its work saves.
@@ -17,8 +19,8 @@
 //!
 //! Every op's decision records the step that placed it.
 
+use super::Policy;
 use super::{complexity, copy_bytes, group_on_dag, Partition, PartitionError, PartitionGraph};
-use super::{Policy, TensorClass};
 use crate::interpreter::device::DeviceSet;
 
 /// The min-copy policy (see the [module docs](self)).
@@ -117,7 +119,7 @@ impl MinCopyPolicy {
     ) -> bool {
         let fallback = devices.fallback();
         let mut moved = false;
-        for region in regions(graph, device_of) {
+        for region in group_on_dag(graph, device_of) {
             let d = device_of[region[0]];
             if d == fallback {
                 continue;
@@ -207,38 +209,4 @@ fn place_glue(
             return any;
         }
     }
-}
-
-/// Connected groups of ops on the same device, linked by activations one writes and the other
-/// reads. Each region is a list of positions, ascending.
-fn regions(graph: &PartitionGraph, device_of: &[usize]) -> Vec<Vec<usize>> {
-    let n = graph.nodes.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn find(p: &mut [usize], mut x: usize) -> usize {
-        while p[x] != x {
-            p[x] = p[p[x]];
-            x = p[x];
-        }
-        x
-    }
-    for (t, tensor) in graph.tensors.iter().enumerate() {
-        if tensor.class != TensorClass::Activation {
-            continue;
-        }
-        let Some(p) = graph.producer[t] else { continue };
-        for &c in &graph.consumers[t] {
-            if device_of[c] == device_of[p] {
-                let (a, b) = (find(&mut parent, p), find(&mut parent, c));
-                parent[a] = b;
-            }
-        }
-    }
-    let mut by_root: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-    for k in 0..n {
-        let r = find(&mut parent, k);
-        by_root.entry(r).or_default().push(k);
-    }
-    let mut out: Vec<Vec<usize>> = by_root.into_values().collect();
-    out.sort_by_key(|r| r[0]);
-    out
 }
