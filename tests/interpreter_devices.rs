@@ -7,7 +7,7 @@
 mod common;
 
 use tensor_alloc::interpreter::device::DeviceSet;
-use tensor_alloc::interpreter::partition::{policy_by_name, PartitionGraph};
+use tensor_alloc::interpreter::partition::policy_by_name;
 use tensor_alloc::interpreter::schedule::PartitionedInterpreter;
 use tensor_alloc::interpreter::InterpreterBuilder;
 use tensor_alloc::model::Model;
@@ -110,40 +110,6 @@ fn tflm_models_split_run_bit_exact() {
 #[test]
 fn keras_models_split_run_bit_exact() {
     check_set("keras");
-}
-
-/// Partition properties on every shared model (also those the interpreter cannot run).
-#[test]
-fn shared_model_partitions_are_valid() {
-    let Some(shared) = common::shared() else {
-        return;
-    };
-    let mut n = 0;
-    for set in ["tflm", "keras"] {
-        for case in common::cases(&shared, set) {
-            let model = Model::load(&case.model).unwrap();
-            for devices in ["cpu,npu", "cpu,cpu-reference,npu", "npu,cpu"] {
-                let set = DeviceSet::from_names(devices).unwrap();
-                let graph = match PartitionGraph::from_model(&model, &set) {
-                    Ok(g) => g,
-                    Err(e) => {
-                        eprintln!("skip {} on {devices}: {e}", case.name);
-                        continue;
-                    }
-                };
-                for policy in ["min-copy", "tengine"] {
-                    let p = policy_by_name(policy)
-                        .unwrap()
-                        .partition(&graph, &set)
-                        .unwrap();
-                    p.validate(&graph, &set)
-                        .unwrap_or_else(|e| panic!("{} {devices} {policy}: {e}", case.name));
-                    n += 1;
-                }
-            }
-        }
-    }
-    assert!(n > 0);
 }
 
 /// An npu whose memory cannot hold its subgraphs: the partitioner sends them back to the cpu

@@ -1,7 +1,9 @@
-//! Partition properties on random DAGs, checked against a recomputation written here from the
-//! rules alone: every op on a device that runs it, each op in exactly one subgraph, no cycle
+//! Partition properties on random DAGs and on every shared model (skipped with a notice when
+//! `../shared` is absent), checked against a recomputation written here from the rules alone: every op on a device that runs it, each op in exactly one subgraph, no cycle
 //! between subgraphs, and inputs, outputs and wait counts as the rules define them.
 #![cfg(not(loom))]
+
+mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use tensor_alloc::interpreter::device::{DeviceSet, Support};
@@ -9,7 +11,7 @@ use tensor_alloc::interpreter::partition::{
     MinCopyPolicy, Partition, PartitionGraph, PartitionNode, PartitionTensor, Policy,
     TenginePolicy, TensorClass,
 };
-use tensor_alloc::model::BuiltinOp;
+use tensor_alloc::model::{BuiltinOp, Model};
 use tensor_alloc::workload::Rng;
 
 const OPS: &[BuiltinOp] = &[
@@ -28,7 +30,7 @@ fn random_graph(rng: &mut Rng, n_devices: usize, fallback: usize) -> PartitionGr
     let n_ops = rng.range(1, 40) as usize;
     let mut tensors: Vec<PartitionTensor> = Vec::new();
     let mut activations: Vec<usize> = Vec::new();
-    let mut add = |tensors: &mut Vec<PartitionTensor>, class, rng: &mut Rng| {
+    let add = |tensors: &mut Vec<PartitionTensor>, class, rng: &mut Rng| {
         tensors.push(PartitionTensor {
             name: format!("t{}", tensors.len()),
             bytes: rng.log_range(1, 1 << 16) as usize,
@@ -235,4 +237,39 @@ fn random_dags_satisfy_the_partition_rules() {
             check(&g, devices, &p, &format!("case {case} {name}"));
         }
     }
+}
+
+#[test]
+fn shared_model_partitions_satisfy_the_partition_rules() {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let mut checked = 0;
+    for set in ["tflm", "keras"] {
+        for case in common::cases(&shared, set) {
+            let model = Model::load(&case.model).unwrap();
+            for names in ["cpu,npu", "cpu,cpu-reference,npu", "npu,cpu"] {
+                let devices = DeviceSet::from_names(names).unwrap();
+                let g = match PartitionGraph::from_model(&model, &devices) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        // Models with ops no device runs (an Ethos-U custom op, sparse weights
+                        // read by FULLY_CONNECTED) say so instead of partitioning.
+                        eprintln!("skip {} on {names}: {e}", case.name);
+                        continue;
+                    }
+                };
+                let policies: [(&str, Box<dyn Policy>); 2] = [
+                    ("min-copy", Box::new(MinCopyPolicy::default())),
+                    ("tengine", Box::new(TenginePolicy)),
+                ];
+                for (name, policy) in policies {
+                    let p = policy.partition(&g, &devices).unwrap();
+                    check(&g, &devices, &p, &format!("{} {names} {name}", case.name));
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 0);
 }

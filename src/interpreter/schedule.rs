@@ -260,6 +260,10 @@ fn copy(c: &CopyStep) {
     unsafe { std::ptr::copy_nonoverlapping(c.src, c.dst, c.bytes) };
 }
 
+/// A space's model, the model node index of each of its nodes, and its subgraphs (index, node
+/// range) in run order.
+type SpaceModel = (Model, Vec<usize>, Vec<(usize, Range<usize>)>);
+
 enum Built {
     Spaces(Vec<(usize, Space)>),
     TooBig { space: usize, reason: String },
@@ -273,7 +277,7 @@ fn space_model(
     partition: &Partition,
     devices: &DeviceSet,
     space: usize,
-) -> (Model, Vec<usize>, Vec<(usize, Range<usize>)>) {
+) -> SpaceModel {
     let host = space == devices.fallback();
     let sg = &model.subgraphs[0];
     let mine: Vec<&super::partition::Subgraph> = partition

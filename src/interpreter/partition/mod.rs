@@ -293,57 +293,16 @@ impl Partition {
     }
 }
 
-/// Copies the assignment implies: each activation tensor goes once to every other memory space
-/// that reads it (graph outputs are read by the host; graph inputs come from the host).
-fn plan_copies(
+/// Calls `f(tensor, from space, to space)` for every copy the assignment implies: each activation
+/// goes once to every other memory space that reads it (graph outputs are read by the host;
+/// graph inputs come from the host).
+fn for_each_copy(
     graph: &PartitionGraph,
     devices: &DeviceSet,
     device_of: &[usize],
-    group_of: &[usize],
-) -> Vec<TensorCopy> {
+    mut f: impl FnMut(usize, usize, usize),
+) {
     let host = devices.fallback();
-    let mut copies = Vec::new();
-    for (t, tensor) in graph.tensors.iter().enumerate() {
-        if tensor.class != TensorClass::Activation {
-            continue;
-        }
-        let (from, after) = match graph.producer[t] {
-            Some(k) => (devices.space_of(device_of[k]), Some(group_of[k])),
-            None => (host, None),
-        };
-        let mut to: Vec<usize> = graph.consumers[t]
-            .iter()
-            .map(|&c| devices.space_of(device_of[c]))
-            .collect();
-        if graph.is_graph_output(t) {
-            to.push(host);
-        }
-        to.sort_unstable();
-        to.dedup();
-        for s in to.into_iter().filter(|&s| s != from) {
-            copies.push(TensorCopy {
-                tensor: t,
-                from: devices.get(from).name().to_string(),
-                to: devices.get(s).name().to_string(),
-                bytes: tensor.bytes,
-                after,
-                spaces: (from, s),
-            });
-        }
-    }
-    copies.sort_by_key(|c| (c.after.map_or(0, |a| a + 1), c.tensor, c.spaces.1));
-    copies
-}
-
-/// Bytes copied per invoke under an assignment (what [`plan_copies`] would sum), without
-/// building the list.
-pub(crate) fn copy_bytes(
-    graph: &PartitionGraph,
-    devices: &DeviceSet,
-    device_of: &[usize],
-) -> usize {
-    let host = devices.fallback();
-    let mut total = 0;
     let mut seen: Vec<usize> = Vec::with_capacity(devices.len());
     for (t, tensor) in graph.tensors.iter().enumerate() {
         if tensor.class != TensorClass::Activation {
@@ -358,10 +317,44 @@ pub(crate) fn copy_bytes(
         for s in dests {
             if s != from && !seen.contains(&s) {
                 seen.push(s);
-                total += tensor.bytes;
+                f(t, from, s);
             }
         }
     }
+}
+
+/// The copy steps of an assignment, in the order the schedule makes them.
+fn plan_copies(
+    graph: &PartitionGraph,
+    devices: &DeviceSet,
+    device_of: &[usize],
+    group_of: &[usize],
+) -> Vec<TensorCopy> {
+    let mut copies = Vec::new();
+    for_each_copy(graph, devices, device_of, |t, from, to| {
+        copies.push(TensorCopy {
+            tensor: t,
+            from: devices.get(from).name().to_string(),
+            to: devices.get(to).name().to_string(),
+            bytes: graph.tensors[t].bytes,
+            after: graph.producer[t].map(|k| group_of[k]),
+            spaces: (from, to),
+        });
+    });
+    copies.sort_by_key(|c| (c.after.map_or(0, |a| a + 1), c.tensor, c.spaces.1));
+    copies
+}
+
+/// Bytes copied per invoke under an assignment.
+pub(crate) fn copy_bytes(
+    graph: &PartitionGraph,
+    devices: &DeviceSet,
+    device_of: &[usize],
+) -> usize {
+    let mut total = 0;
+    for_each_copy(graph, devices, device_of, |t, _, _| {
+        total += graph.tensors[t].bytes
+    });
     total
 }
 

@@ -4,7 +4,9 @@
 //! set (other devices get nothing). The algorithm, on ops in model order:
 //!
 //! 1. **Blocked ops**: ops the accelerator refuses (an op it does not list, or a precision it
-//!    does not run).
+//!    does not run). The precision test is the device's own `supports` answer, over inputs and
+//!    outputs; Tengine's `node_in_precision` looks at output dtypes only (a quantized output
+//!    always passes).
 //! 2. **Back-to-front scan** over the blocked ops: for blocked op `b` with the next blocked op
 //!    `e` (or the end), count the complexity of `[b, e)`: every op the accelerator *lists*
 //!    weighs 1, FULLY_CONNECTED 3 (`b` itself counts when only its precision blocked it). Below
@@ -55,19 +57,16 @@ impl Policy for TenginePolicy {
                 .sum();
             let why_blocked = graph.refusal(b, nn).unwrap_or("no accelerator").to_string();
             if c < TENGINE_COMPLEX_COUNT {
-                for k in b..e {
-                    reasons[k] = if k == b {
-                        format!("blocked: {why_blocked}")
-                    } else {
-                        format!(
-                            "range of ops {b}..{e} has complexity {c} < {TENGINE_COMPLEX_COUNT}"
-                        )
-                    };
+                reasons[b] = format!("blocked: {why_blocked}");
+                for r in reasons.iter_mut().take(e).skip(b + 1) {
+                    *r = format!(
+                        "range of ops {b}..{e} has complexity {c} < {TENGINE_COMPLEX_COUNT}"
+                    );
                 }
                 list.push((cpu, (b..e).collect()));
             } else {
-                for k in b + 1..e {
-                    reasons[k] = format!("range after blocked op {b} has complexity {c}");
+                for r in reasons.iter_mut().take(e).skip(b + 1) {
+                    *r = format!("range after blocked op {b} has complexity {c}");
                 }
                 reasons[b] = format!("blocked: {why_blocked}");
                 list.push((nn, (b + 1..e).collect()));
