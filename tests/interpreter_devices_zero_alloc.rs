@@ -24,11 +24,17 @@ fn check_set(set: &str, combos: &[(&str, &str)]) {
     let mut checked = 0;
     for case in common::cases(&shared, set) {
         let model = Model::load(&case.model).unwrap();
-        if InterpreterBuilder::new(&model).build().is_err() {
-            eprintln!("skip {} (does not run on one device)", case.name);
+        let inputs = case.inputs();
+        let runs = InterpreterBuilder::new(&model)
+            .build()
+            .is_ok_and(|mut i| common::set_inputs(&mut i, &inputs).is_ok() && i.invoke().is_ok());
+        if !runs {
+            eprintln!(
+                "skip {} (the interpreter does not run it on one device)",
+                case.name
+            );
             continue;
         }
-        let inputs = case.inputs();
         for &(devices, policy) in combos {
             let set = DeviceSet::from_names(devices).unwrap();
             let policy = policy_by_name(policy).unwrap();

@@ -81,33 +81,17 @@ pub fn run(args: &PartitionArgs) -> Result<(), String> {
 /// `tensor-alloc run MODEL --devices LIST`: the `run` report for a split model, plus the
 /// per-space arenas and the copies.
 pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String> {
-    use crate::run::{describe, median, seeded_input, us};
-    use std::time::Instant;
+    use crate::run::{describe, median, read_inputs, timed_invokes, us, write_outputs};
     use tensor_alloc::tensor::Tensor;
-    use tensor_alloc::GlobalAllocator;
 
     let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
     let (set, policy) = devices_and_policy(devices, &args.policy)?;
     let mut p = PartitionedInterpreter::build(&model, &set, policy.as_ref())
         .map_err(|e| format!("{}: {e}", args.model.display()))?;
-    let n_in = p.num_inputs();
-    if !args.inputs.is_empty() && args.inputs.len() != n_in {
-        return Err(format!(
-            "the model has {n_in} input(s), {} --input file(s) given",
-            args.inputs.len()
-        ));
-    }
-    let mut inputs = Vec::with_capacity(n_in);
-    for k in 0..n_in {
-        let t = match args.inputs.get(k) {
-            Some(path) => Tensor::read_npy(path).map_err(|e| format!("{}: {e}", path.display()))?,
-            None => {
-                let d = p.input_desc(k).map_err(|e| e.to_string())?;
-                seeded_input(d.dtype, d.dims, k as u64)?
-            }
-        };
-        inputs.push(t);
-    }
+    let inputs = read_inputs(&args.inputs, p.num_inputs(), |k| {
+        let d = p.input_desc(k).map_err(|e| e.to_string())?;
+        Ok((d.dtype, d.dims.to_vec()))
+    })?;
     let set_inputs = |p: &mut PartitionedInterpreter| -> Result<(), String> {
         for (k, t) in inputs.iter().enumerate() {
             p.set_input(k, t).map_err(|e| e.to_string())?;
@@ -119,29 +103,11 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
     let outputs: Vec<Tensor> = (0..p.num_outputs())
         .map(|k| p.output_tensor(k).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    let mut files = vec![None; outputs.len()];
-    if let Some(dir) = &args.output_dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for (k, t) in outputs.iter().enumerate() {
-            let path = dir.join(format!("output_{k}.npy"));
-            t.write_npy(&path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            files[k] = Some(path.display().to_string());
-        }
-    }
+    let files = write_outputs(args.output_dir.as_deref(), &outputs)?;
     let runs = args.repeat as usize;
-    let mut times = Vec::with_capacity(runs);
-    let mut allocations = 0u64;
-    for _ in 0..runs {
-        set_inputs(&mut p)?;
-        let before = GlobalAllocator::process_counts();
-        let start = Instant::now();
-        p.invoke().map_err(|e| e.to_string())?;
-        let t = start.elapsed();
-        allocations +=
-            GlobalAllocator::process_counts().total_allocations() - before.total_allocations();
-        times.push(t);
-    }
+    let (mut times, allocations) = timed_invokes(&mut p, runs, set_inputs, |p| {
+        p.invoke().map_err(|e| e.to_string())
+    })?;
     let min = times.iter().copied().min().unwrap_or_default();
     let med = median(&mut times);
     let part = p.partition();
@@ -179,6 +145,9 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
         args.model.display(),
         part.policy
     );
+    if args.inputs.is_empty() {
+        println!("inputs: seeded deterministic values (seed = input index; give --input FILE.npy for real data)");
+    }
     for (k, t) in outputs.iter().enumerate() {
         let name = p
             .output_desc(k)
@@ -213,16 +182,19 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
 
 fn print_spaces<'a>(spaces: impl Iterator<Item = &'a SpaceSummary>) {
     for s in spaces {
+        let runs = if s.devices.is_empty() {
+            "no subgraph: graph inputs and outputs only".to_string()
+        } else {
+            format!("{} subgraph(s) of {}", s.subgraphs, s.devices.join(", "))
+        };
         println!(
-            "memory space {}: arena {} B{} from {} ({} subgraph(s); devices {})",
+            "memory space {}: arena {} B{} from {} ({runs})",
             s.space,
             s.arena_bytes,
             s.limit_bytes
                 .map(|l| format!(" of {l} B"))
                 .unwrap_or_default(),
             s.allocator,
-            s.subgraphs,
-            s.devices.join(", ")
         );
     }
 }

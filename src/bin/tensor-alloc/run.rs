@@ -50,7 +50,7 @@ pub struct RunArgs {
 /// Most bytes `--arena-bytes` may ask for.
 const MAX_ARENA: usize = 1 << 40;
 
-pub(crate) fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, String> {
+fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, String> {
     let mut rng = Rng::new(seed);
     let mut t = Tensor::zeros(dtype, dims).map_err(|e| e.to_string())?;
     let n = t.num_elements();
@@ -111,6 +111,71 @@ pub(crate) fn us(d: Duration) -> f64 {
 }
 
 /// Runs the command.
+/// The inputs: `.npy` files in graph-input order, else a seeded input of each input's dtype and
+/// shape (`desc(k)`).
+pub(crate) fn read_inputs(
+    files: &[PathBuf],
+    n_in: usize,
+    desc: impl Fn(usize) -> Result<(DType, Vec<usize>), String>,
+) -> Result<Vec<Tensor>, String> {
+    if !files.is_empty() && files.len() != n_in {
+        return Err(format!(
+            "the model has {n_in} input(s), {} --input file(s) given",
+            files.len()
+        ));
+    }
+    (0..n_in)
+        .map(|k| match files.get(k) {
+            Some(p) => Tensor::read_npy(p).map_err(|e| format!("{}: {e}", p.display())),
+            None => {
+                let (dtype, dims) = desc(k)?;
+                seeded_input(dtype, &dims, k as u64)
+            }
+        })
+        .collect()
+}
+
+/// Writes `output_K.npy` into `dir` (when given); returns each file's path.
+pub(crate) fn write_outputs(
+    dir: Option<&std::path::Path>,
+    outputs: &[Tensor],
+) -> Result<Vec<Option<String>>, String> {
+    let mut files = vec![None; outputs.len()];
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (k, t) in outputs.iter().enumerate() {
+            let p = dir.join(format!("output_{k}.npy"));
+            t.write_npy(&p)
+                .map_err(|e| format!("{}: {e}", p.display()))?;
+            files[k] = Some(p.display().to_string());
+        }
+    }
+    Ok(files)
+}
+
+/// `runs` timed invokes of `state` (inputs restored before each, outside the timing): each time
+/// and the heap allocations the whole process made during them.
+pub(crate) fn timed_invokes<S>(
+    state: &mut S,
+    runs: usize,
+    set_inputs: impl Fn(&mut S) -> Result<(), String>,
+    mut invoke: impl FnMut(&mut S) -> Result<(), String>,
+) -> Result<(Vec<Duration>, u64), String> {
+    let mut times = Vec::with_capacity(runs);
+    let mut allocations = 0u64;
+    for _ in 0..runs {
+        set_inputs(state)?;
+        let before = GlobalAllocator::process_counts();
+        let start = Instant::now();
+        invoke(state)?;
+        let t = start.elapsed();
+        let after = GlobalAllocator::process_counts();
+        allocations += after.total_allocations() - before.total_allocations();
+        times.push(t);
+    }
+    Ok((times, allocations))
+}
+
 pub fn run(args: &RunArgs) -> Result<(), String> {
     if let Some(devices) = &args.devices {
         return crate::partition::run_split(args, devices);
@@ -147,24 +212,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 
     // Inputs.
     let n_in = interp.num_inputs();
-    if !args.inputs.is_empty() && args.inputs.len() != n_in {
-        return Err(format!(
-            "the model has {n_in} input(s), {} --input file(s) given",
-            args.inputs.len()
-        ));
-    }
-    let mut inputs = Vec::with_capacity(n_in);
-    for k in 0..n_in {
-        let t = match args.inputs.get(k) {
-            Some(p) => Tensor::read_npy(p).map_err(|e| format!("{}: {e}", p.display()))?,
-            None => {
-                let d = interp.input_desc(k).map_err(|e| e.to_string())?;
-                seeded_input(d.dtype, d.dims, k as u64)?
-            }
-        };
-        interp.set_input(k, &t).map_err(|e| e.to_string())?;
-        inputs.push(t);
-    }
+    let inputs = read_inputs(&args.inputs, n_in, |k| {
+        let d = interp.input_desc(k).map_err(|e| e.to_string())?;
+        Ok((d.dtype, d.dims.to_vec()))
+    })?;
     let set_inputs = |interp: &mut Interpreter<'_>| -> Result<(), String> {
         for (k, t) in inputs.iter().enumerate() {
             interp.set_input(k, t).map_err(|e| e.to_string())?;
@@ -173,35 +224,18 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     };
 
     // First invoke: the outputs reported and written.
+    set_inputs(&mut interp)?;
     interp.invoke().map_err(|e| e.to_string())?;
     let outputs: Vec<Tensor> = (0..interp.num_outputs())
         .map(|k| interp.output_tensor(k).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    let mut files = vec![None; outputs.len()];
-    if let Some(dir) = &args.output_dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for (k, t) in outputs.iter().enumerate() {
-            let p = dir.join(format!("output_{k}.npy"));
-            t.write_npy(&p)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
-            files[k] = Some(p.display().to_string());
-        }
-    }
+    let files = write_outputs(args.output_dir.as_deref(), &outputs)?;
 
     // Timed invokes (inputs restored before each, outside the timing).
     let runs = args.repeat as usize;
-    let mut times = Vec::with_capacity(runs);
-    let mut allocations = 0u64;
-    for _ in 0..runs {
-        set_inputs(&mut interp)?;
-        let before = GlobalAllocator::process_counts();
-        let start = Instant::now();
-        interp.invoke().map_err(|e| e.to_string())?;
-        let t = start.elapsed();
-        let after = GlobalAllocator::process_counts();
-        allocations += after.total_allocations() - before.total_allocations();
-        times.push(t);
-    }
+    let (mut times, allocations) = timed_invokes(&mut interp, runs, &set_inputs, |i| {
+        i.invoke().map_err(|e| e.to_string())
+    })?;
     let min = times.iter().copied().min().unwrap_or_default();
     let med = median(&mut times);
 

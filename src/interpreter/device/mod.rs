@@ -138,8 +138,8 @@ pub trait Device: Send + Sync {
     fn lists_op(&self, _op: BuiltinOp) -> bool {
         true
     }
-    /// An estimate of the op's cost on this device in arbitrary units (`None`: unknown). Reports
-    /// show it; the policies do not need it.
+    /// An estimate of the op's cost on this device in arbitrary units (`None`: unknown), for
+    /// user policies; the built-in policies decide on support, weights and copied bytes only.
     fn cost(&self, _query: &OpQuery<'_>) -> Option<u64> {
         None
     }
