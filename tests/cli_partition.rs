@@ -10,6 +10,17 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tensor-alloc"))
 }
 
+/// Runs the tool with `args`, expecting success; its stdout.
+fn run_ok(args: &[&str]) -> Vec<u8> {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 fn model(name: &str) -> Option<String> {
     let p =
         Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../shared/models/tflm/{name}.tflite"));
@@ -28,26 +39,19 @@ fn partition_json_has_the_issue_fields() {
     };
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("p.svg");
-    let out = bin()
-        .args([
-            "partition",
-            &m,
-            "--devices",
-            "cpu,npu",
-            "--policy",
-            "tengine",
-            "--json",
-            "--svg",
-        ])
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let svg_arg = svg.display().to_string();
+    let stdout = run_ok(&[
+        "partition",
+        &m,
+        "--devices",
+        "cpu,npu",
+        "--policy",
+        "tengine",
+        "--json",
+        "--svg",
+        &svg_arg,
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     let subgraphs = v["subgraphs"].as_array().unwrap();
     assert!(subgraphs.len() > 1);
     for s in subgraphs {
@@ -88,36 +92,37 @@ fn partition_text_and_run_with_devices() {
     let Some(m) = model("person_detect") else {
         return;
     };
-    let out = bin()
-        .args(["partition", &m, "--devices", "cpu,npu"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success());
+    let stdout = run_ok(&["partition", &m, "--devices", "cpu,npu"]);
+    let text = String::from_utf8_lossy(&stdout);
     assert!(
         text.contains("policy min-copy") && text.contains("decisions:"),
         "{text}"
     );
     assert!(text.contains("memory space npu"), "{text}");
-    let out = bin()
-        .args(["run", &m, "--devices", "cpu,npu", "--repeat", "1", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let dir = tempfile::tempdir().unwrap();
+    let (split_dir, single_dir) = (dir.path().join("split"), dir.path().join("single"));
+    let (split_arg, single_arg) = (
+        split_dir.display().to_string(),
+        single_dir.display().to_string(),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stdout = run_ok(&[
+        "run",
+        &m,
+        "--devices",
+        "cpu,npu",
+        "--repeat",
+        "1",
+        "--json",
+        "--output-dir",
+        &split_arg,
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(v["invoke_heap_allocations"], 0);
-    assert!(v["spaces"].as_array().unwrap().len() == 2);
-    // The split run's output equals the single-device run's.
-    let single = bin()
-        .args(["run", &m, "--repeat", "1", "--json"])
-        .output()
-        .unwrap();
-    let s: serde_json::Value = serde_json::from_slice(&single.stdout).unwrap();
-    assert_eq!(v["outputs"][0]["shape"], s["outputs"][0]["shape"]);
+    assert_eq!(v["spaces"].as_array().unwrap().len(), 2);
+    // The split run's output file equals the single-device run's, byte for byte.
+    run_ok(&["run", &m, "--repeat", "1", "--output-dir", &single_arg]);
+    let read = |d: &Path| std::fs::read(d.join("output_0.npy")).unwrap();
+    assert_eq!(read(&split_dir), read(&single_dir));
 }
 
 #[test]

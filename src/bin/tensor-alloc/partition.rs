@@ -81,7 +81,9 @@ pub fn run(args: &PartitionArgs) -> Result<(), String> {
 /// `tensor-alloc run MODEL --devices LIST`: the `run` report for a split model, plus the
 /// per-space arenas and the copies.
 pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String> {
-    use crate::run::{describe, median, read_inputs, timed_invokes, us, write_outputs};
+    use crate::run::{
+        median, outputs_json, print_outputs, read_inputs, timed_invokes, us, write_outputs,
+    };
     use tensor_alloc::tensor::Tensor;
 
     let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
@@ -113,18 +115,9 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
     let part = p.partition();
     let spaces = p.spaces();
     if args.json {
-        let outs: Vec<_> = outputs
-            .iter()
-            .enumerate()
-            .map(|(k, t)| {
-                serde_json::json!({
-                    "name": p.output_desc(k).ok().map(|d| d.name.to_string()),
-                    "dtype": t.dtype().name(),
-                    "shape": t.dims(),
-                    "file": files[k],
-                })
-            })
-            .collect();
+        let outs = outputs_json(&outputs, &files, |k| {
+            p.output_desc(k).ok().map(|d| d.name.to_string())
+        });
         let v = serde_json::json!({
             "model": args.model.display().to_string(),
             "devices": devices,
@@ -145,25 +138,9 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
         args.model.display(),
         part.policy
     );
-    if args.inputs.is_empty() {
-        println!("inputs: seeded deterministic values (seed = input index; give --input FILE.npy for real data)");
-    }
-    for (k, t) in outputs.iter().enumerate() {
-        let name = p
-            .output_desc(k)
-            .map(|d| crate::inspect::printable(d.name).into_owned())
-            .unwrap_or_default();
-        println!(
-            "output {k} `{name}`: {} {:?} {}{}",
-            t.dtype(),
-            t.dims(),
-            describe(t),
-            files[k]
-                .as_ref()
-                .map(|f| format!(" -> {f}"))
-                .unwrap_or_default()
-        );
-    }
+    print_outputs(args.inputs.is_empty(), &outputs, &files, |k| {
+        p.output_desc(k).ok().map(|d| d.name.to_string())
+    });
     println!(
         "{} subgraph(s); {} copy step(s), {} B copied per invoke",
         part.subgraphs.len(),

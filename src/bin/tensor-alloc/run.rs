@@ -76,7 +76,7 @@ fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, Strin
     Ok(t)
 }
 
-pub(crate) fn describe(t: &Tensor) -> String {
+fn describe(t: &Tensor) -> String {
     let n = t.num_elements().min(8);
     let vals: Vec<String> = match t.dtype() {
         DType::F32 => t
@@ -151,6 +151,53 @@ pub(crate) fn write_outputs(
         }
     }
     Ok(files)
+}
+
+/// The `outputs` entries of the JSON report.
+pub(crate) fn outputs_json(
+    outputs: &[Tensor],
+    files: &[Option<String>],
+    name: impl Fn(usize) -> Option<String>,
+) -> Vec<serde_json::Value> {
+    outputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            serde_json::json!({
+                "name": name(k),
+                "dtype": t.dtype().name(),
+                "shape": t.dims(),
+                "file": files[k],
+            })
+        })
+        .collect()
+}
+
+/// The inputs notice and one line per output of the text report.
+pub(crate) fn print_outputs(
+    seeded: bool,
+    outputs: &[Tensor],
+    files: &[Option<String>],
+    name: impl Fn(usize) -> Option<String>,
+) {
+    if seeded {
+        println!("inputs: seeded deterministic values (seed = input index; give --input FILE.npy for real data)");
+    }
+    for (k, t) in outputs.iter().enumerate() {
+        let name = name(k)
+            .map(|n| crate::inspect::printable(&n).into_owned())
+            .unwrap_or_default();
+        println!(
+            "output {k} `{name}`: {} {:?} {}{}",
+            t.dtype(),
+            t.dims(),
+            describe(t),
+            files[k]
+                .as_ref()
+                .map(|f| format!(" -> {f}"))
+                .unwrap_or_default()
+        );
+    }
 }
 
 /// `runs` timed invokes of `state` (inputs restored before each, outside the timing): each time
@@ -233,7 +280,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 
     // Timed invokes (inputs restored before each, outside the timing).
     let runs = args.repeat as usize;
-    let (mut times, allocations) = timed_invokes(&mut interp, runs, &set_inputs, |i| {
+    let (mut times, allocations) = timed_invokes(&mut interp, runs, set_inputs, |i| {
         i.invoke().map_err(|e| e.to_string())
     })?;
     let min = times.iter().copied().min().unwrap_or_default();
@@ -260,19 +307,9 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 
     let m = interp.memory().clone();
     if args.json {
-        let outs: Vec<_> = outputs
-            .iter()
-            .enumerate()
-            .map(|(k, t)| {
-                let d = interp.output_desc(k).ok();
-                serde_json::json!({
-                    "name": d.map(|d| d.name.to_string()),
-                    "dtype": t.dtype().name(),
-                    "shape": t.dims(),
-                    "file": files[k],
-                })
-            })
-            .collect();
+        let outs = outputs_json(&outputs, &files, |k| {
+            interp.output_desc(k).ok().map(|d| d.name.to_string())
+        });
         let ops: Vec<_> = (0..nodes)
             .map(|i| {
                 serde_json::json!({
@@ -305,25 +342,9 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
 
     println!("model: {}", args.model.display());
-    if args.inputs.is_empty() {
-        println!("inputs: seeded deterministic values (seed = input index; give --input FILE.npy for real data)");
-    }
-    for (k, t) in outputs.iter().enumerate() {
-        let name = interp
-            .output_desc(k)
-            .map(|d| crate::inspect::printable(d.name).into_owned())
-            .unwrap_or_default();
-        println!(
-            "output {k} `{name}`: {} {:?} {}{}",
-            t.dtype(),
-            t.dims(),
-            describe(t),
-            files[k]
-                .as_ref()
-                .map(|f| format!(" -> {f}"))
-                .unwrap_or_default()
-        );
-    }
+    print_outputs(args.inputs.is_empty(), &outputs, &files, |k| {
+        interp.output_desc(k).ok().map(|d| d.name.to_string())
+    });
     print!("{}", interp.memory_report());
     println!(
         "latency over {runs} invoke(s): median {:.1} µs, min {:.1} µs",
