@@ -17,7 +17,9 @@
 //! Layout: [`kernel`] (the trait and registration), [`context`] (what each phase may do),
 //! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `allocation`
 //! (lifetimes → planner → arena), `builder` (the phases), [`kernels`] (one op per file),
-//! [`reference`] (plain slice arithmetic, the bit-exact oracle).
+//! [`reference`] (plain slice arithmetic, the bit-exact oracle), [`device`] (where ops run),
+//! [`partition`] (splitting a model across devices), [`schedule`] (running the split model: one
+//! arena per memory space, planned copies, wait counts).
 
 pub mod context;
 pub mod device;
