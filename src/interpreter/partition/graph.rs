@@ -209,7 +209,7 @@ impl PartitionGraph {
                 .iter()
                 .map(|d| match variable {
                     Some(&v) if !d.host_addressable() => Support::No(format!(
-                        "touches variable `{}`; state stays in host memory",
+                        "touches variable tensor {v} `{}`; state stays in host memory",
                         tensors[v].name
                     )),
                     _ => d.supports(&query),
