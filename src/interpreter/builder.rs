@@ -230,6 +230,15 @@ fn kernel_error(node: &NodeInfo, phase: Phase, e: super::KernelError) -> Interpr
 
 /// Init, prepare (with prepare-time evaluation of constant ops) and head planning.
 pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, InterpreterError> {
+    stage_with(model, &|_| resolver)
+}
+
+/// [`stage`] with a resolver per node (`resolver_of(node index)`): a partition's memory space
+/// runs nodes of several devices, each with its device's kernels.
+pub(crate) fn stage_with<'r>(
+    model: &Model,
+    resolver_of: &dyn Fn(usize) -> &'r OpResolver,
+) -> Result<Staged, InterpreterError> {
     model.validate()?;
     let lifetimes = Lifetimes::compute(
         model,
@@ -244,7 +253,7 @@ pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, Inte
     let mut missing = Vec::new();
     let mut registrations = Vec::with_capacity(nodes.len());
     for n in &nodes {
-        match resolver.find(n.builtin, n.custom.as_deref(), n.version) {
+        match resolver_of(n.index).find(n.builtin, n.custom.as_deref(), n.version) {
             Some(r) => registrations.push(r.clone()),
             None => missing.push(MissingOp {
                 node: n.index,

@@ -17,15 +17,20 @@
 //! Layout: [`kernel`] (the trait and registration), [`context`] (what each phase may do),
 //! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `allocation`
 //! (lifetimes → planner → arena), `builder` (the phases), [`kernels`] (one op per file),
-//! [`reference`] (plain slice arithmetic, the bit-exact oracle).
+//! [`reference`] (plain slice arithmetic, the bit-exact oracle), [`device`] (where ops run),
+//! [`partition`] (splitting a model across devices), [`schedule`] (running the split model: one
+//! arena per memory space, planned copies, wait counts).
 
 pub mod context;
+pub mod device;
 pub mod error;
 pub mod kernel;
 pub mod kernels;
+pub mod partition;
 pub mod plan;
 pub mod reference;
 pub mod resolver;
+pub mod schedule;
 pub mod signal;
 
 mod allocation;
@@ -267,6 +272,30 @@ impl<'a> Interpreter<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Runs nodes `range` (in order; prepare-time nodes are skipped). A partition's schedule
+    /// runs a memory space's interpreter one subgraph (a contiguous node range) at a time.
+    pub(crate) fn invoke_range(
+        &mut self,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), InterpreterError> {
+        if range.start == 0 {
+            self.check_no_views()?;
+        }
+        for i in range {
+            self.invoke_node(i)?;
+        }
+        Ok(())
+    }
+
+    /// Address and bytes of tensor `t`'s memory (`None` for an index out of range or a tensor
+    /// without memory). Valid while the interpreter lives; the schedule copies through it.
+    pub(crate) fn tensor_memory(&self, t: usize) -> Option<(*mut u8, usize)> {
+        self.slots
+            .get(t)
+            .filter(|s| !s.ptr.is_null())
+            .map(|s| (s.ptr, s.bytes))
     }
 
     fn check_no_views(&self) -> Result<(), InterpreterError> {

@@ -62,6 +62,20 @@ impl OpResolver {
             .map(|(_, _, r)| r)
     }
 
+    /// A resolver with only `ops` of this one (same kernels, same version ranges); ops this
+    /// resolver lacks are left out.
+    pub fn subset(&self, ops: &[BuiltinOp]) -> OpResolver {
+        OpResolver {
+            builtins: self
+                .builtins
+                .iter()
+                .filter(|(code, _)| ops.iter().any(|o| o.0 == **code))
+                .map(|(code, v)| (*code, v.clone()))
+                .collect(),
+            customs: HashMap::new(),
+        }
+    }
+
     /// Registered builtin ops, sorted by code.
     pub fn builtin_ops(&self) -> Vec<BuiltinOp> {
         let mut v: Vec<BuiltinOp> = self.builtins.keys().map(|&c| BuiltinOp(c)).collect();

@@ -9,6 +9,7 @@ mod demo_model;
 mod demo_planner;
 mod demo_registry;
 mod inspect;
+mod partition;
 mod plan;
 mod plan_model;
 mod run;
@@ -39,6 +40,9 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Plan buffer lifetimes with every planner (linear, tflm, tflite, best) and compare.
     Plan(plan::PlanArgs),
+    /// Split a .tflite model across devices: subgraphs, copies between memory spaces, and why
+    /// each op went where it went.
+    Partition(partition::PartitionArgs),
     /// Run a .tflite model with the bundled interpreter: outputs, memory, latency, heap
     /// allocations during invoke, per-op profile.
     Run(run::RunArgs),
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Allocators(args)) => allocators::run(&args),
         Some(Command::Run(args)) => run::run(&args),
+        Some(Command::Partition(args)) => partition::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -39,6 +39,12 @@ pub struct RunArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Split the model across these devices (`cpu,npu`, `cpu,cpu-reference`; see `partition`).
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["arena_bytes", "allocator", "profile"])]
+    pub devices: Option<String>,
+    /// Partitioning policy with `--devices`: `min-copy` or `tengine`.
+    #[arg(long, default_value = "min-copy", requires = "devices")]
+    pub policy: String,
 }
 
 /// Most bytes `--arena-bytes` may ask for.
@@ -95,17 +101,132 @@ fn describe(t: &Tensor) -> String {
     format!("[{}{more}]", vals.join(", "))
 }
 
-fn median(v: &mut [Duration]) -> Duration {
+pub(crate) fn median(v: &mut [Duration]) -> Duration {
     v.sort_unstable();
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-fn us(d: Duration) -> f64 {
+pub(crate) fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
 /// Runs the command.
+/// The inputs: `.npy` files in graph-input order, else a seeded input of each input's dtype and
+/// shape (`desc(k)`).
+pub(crate) fn read_inputs(
+    files: &[PathBuf],
+    n_in: usize,
+    desc: impl Fn(usize) -> Result<(DType, Vec<usize>), String>,
+) -> Result<Vec<Tensor>, String> {
+    if !files.is_empty() && files.len() != n_in {
+        return Err(format!(
+            "the model has {n_in} input(s), {} --input file(s) given",
+            files.len()
+        ));
+    }
+    (0..n_in)
+        .map(|k| match files.get(k) {
+            Some(p) => Tensor::read_npy(p).map_err(|e| format!("{}: {e}", p.display())),
+            None => {
+                let (dtype, dims) = desc(k)?;
+                seeded_input(dtype, &dims, k as u64)
+            }
+        })
+        .collect()
+}
+
+/// Writes `output_K.npy` into `dir` (when given); returns each file's path.
+pub(crate) fn write_outputs(
+    dir: Option<&std::path::Path>,
+    outputs: &[Tensor],
+) -> Result<Vec<Option<String>>, String> {
+    let mut files = vec![None; outputs.len()];
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (k, t) in outputs.iter().enumerate() {
+            let p = dir.join(format!("output_{k}.npy"));
+            t.write_npy(&p)
+                .map_err(|e| format!("{}: {e}", p.display()))?;
+            files[k] = Some(p.display().to_string());
+        }
+    }
+    Ok(files)
+}
+
+/// The `outputs` entries of the JSON report.
+pub(crate) fn outputs_json(
+    outputs: &[Tensor],
+    files: &[Option<String>],
+    name: impl Fn(usize) -> Option<String>,
+) -> Vec<serde_json::Value> {
+    outputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            serde_json::json!({
+                "name": name(k),
+                "dtype": t.dtype().name(),
+                "shape": t.dims(),
+                "file": files[k],
+            })
+        })
+        .collect()
+}
+
+/// The inputs notice and one line per output of the text report.
+pub(crate) fn print_outputs(
+    seeded: bool,
+    outputs: &[Tensor],
+    files: &[Option<String>],
+    name: impl Fn(usize) -> Option<String>,
+) {
+    if seeded {
+        println!("inputs: seeded deterministic values (seed = input index; give --input FILE.npy for real data)");
+    }
+    for (k, t) in outputs.iter().enumerate() {
+        let name = name(k)
+            .map(|n| crate::inspect::printable(&n).into_owned())
+            .unwrap_or_default();
+        println!(
+            "output {k} `{name}`: {} {:?} {}{}",
+            t.dtype(),
+            t.dims(),
+            describe(t),
+            files[k]
+                .as_ref()
+                .map(|f| format!(" -> {f}"))
+                .unwrap_or_default()
+        );
+    }
+}
+
+/// `runs` timed invokes of `state` (inputs restored before each, outside the timing): each time
+/// and the heap allocations the whole process made during them.
+pub(crate) fn timed_invokes<S>(
+    state: &mut S,
+    runs: usize,
+    set_inputs: impl Fn(&mut S) -> Result<(), String>,
+    mut invoke: impl FnMut(&mut S) -> Result<(), String>,
+) -> Result<(Vec<Duration>, u64), String> {
+    let mut times = Vec::with_capacity(runs);
+    let mut allocations = 0u64;
+    for _ in 0..runs {
+        set_inputs(state)?;
+        let before = GlobalAllocator::process_counts();
+        let start = Instant::now();
+        invoke(state)?;
+        let t = start.elapsed();
+        let after = GlobalAllocator::process_counts();
+        allocations += after.total_allocations() - before.total_allocations();
+        times.push(t);
+    }
+    Ok((times, allocations))
+}
+
 pub fn run(args: &RunArgs) -> Result<(), String> {
+    if let Some(devices) = &args.devices {
+        return crate::partition::run_split(args, devices);
+    }
     let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
     let mut buffer: Vec<u128>;
     let mut interp = match (&args.arena_bytes, &args.allocator) {
@@ -138,31 +259,19 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 
     // Inputs.
     let n_in = interp.num_inputs();
-    if !args.inputs.is_empty() && args.inputs.len() != n_in {
-        return Err(format!(
-            "the model has {n_in} input(s), {} --input file(s) given",
-            args.inputs.len()
-        ));
-    }
-    // An input file whose shape differs from the model's (another batch) resizes that input
-    // first; resizing plans the interpreter again, so every input is set afterwards.
-    let mut inputs = Vec::with_capacity(n_in);
-    for (k, p) in args.inputs.iter().enumerate() {
-        let t = Tensor::read_npy(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let inputs = read_inputs(&args.inputs, n_in, |k| {
+        let d = interp.input_desc(k).map_err(|e| e.to_string())?;
+        Ok((d.dtype, d.dims.to_vec()))
+    })?;
+    // An input file whose shape differs from the model's (another batch) resizes that input;
+    // resizing plans the interpreter again, so inputs are set only after every resize.
+    for (k, t) in inputs.iter().enumerate() {
         let current = interp.input_desc(k).map_err(|e| e.to_string())?.dims;
         if t.shape().dims() != current {
             interp
                 .resize_input(k, t.shape().dims())
-                .map_err(|e| format!("{}: resizing input {k}: {e}", p.display()))?;
+                .map_err(|e| format!("{}: resizing input {k}: {e}", args.inputs[k].display()))?;
         }
-        inputs.push(t);
-    }
-    for k in inputs.len()..n_in {
-        let d = interp.input_desc(k).map_err(|e| e.to_string())?;
-        inputs.push(seeded_input(d.dtype, d.dims, k as u64)?);
-    }
-    for (k, t) in inputs.iter().enumerate() {
-        interp.set_input(k, t).map_err(|e| e.to_string())?;
     }
     let set_inputs = |interp: &mut Interpreter<'_>| -> Result<(), String> {
         for (k, t) in inputs.iter().enumerate() {
@@ -172,35 +281,18 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     };
 
     // First invoke: the outputs reported and written.
+    set_inputs(&mut interp)?;
     interp.invoke().map_err(|e| e.to_string())?;
     let outputs: Vec<Tensor> = (0..interp.num_outputs())
         .map(|k| interp.output_tensor(k).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    let mut files = vec![None; outputs.len()];
-    if let Some(dir) = &args.output_dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for (k, t) in outputs.iter().enumerate() {
-            let p = dir.join(format!("output_{k}.npy"));
-            t.write_npy(&p)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
-            files[k] = Some(p.display().to_string());
-        }
-    }
+    let files = write_outputs(args.output_dir.as_deref(), &outputs)?;
 
     // Timed invokes (inputs restored before each, outside the timing).
     let runs = args.repeat as usize;
-    let mut times = Vec::with_capacity(runs);
-    let mut allocations = 0u64;
-    for _ in 0..runs {
-        set_inputs(&mut interp)?;
-        let before = GlobalAllocator::process_counts();
-        let start = Instant::now();
-        interp.invoke().map_err(|e| e.to_string())?;
-        let t = start.elapsed();
-        let after = GlobalAllocator::process_counts();
-        allocations += after.total_allocations() - before.total_allocations();
-        times.push(t);
-    }
+    let (mut times, allocations) = timed_invokes(&mut interp, runs, set_inputs, |i| {
+        i.invoke().map_err(|e| e.to_string())
+    })?;
     let min = times.iter().copied().min().unwrap_or_default();
     let med = median(&mut times);
 
@@ -225,19 +317,9 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 
     let m = interp.memory().clone();
     if args.json {
-        let outs: Vec<_> = outputs
-            .iter()
-            .enumerate()
-            .map(|(k, t)| {
-                let d = interp.output_desc(k).ok();
-                serde_json::json!({
-                    "name": d.map(|d| d.name.to_string()),
-                    "dtype": t.dtype().name(),
-                    "shape": t.dims(),
-                    "file": files[k],
-                })
-            })
-            .collect();
+        let outs = outputs_json(&outputs, &files, |k| {
+            interp.output_desc(k).ok().map(|d| d.name.to_string())
+        });
         let ops: Vec<_> = (0..nodes)
             .map(|i| {
                 serde_json::json!({
@@ -270,25 +352,9 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
 
     println!("model: {}", args.model.display());
-    if args.inputs.is_empty() {
-        println!("inputs: seeded deterministic values (seed = input index; give --input FILE.npy for real data)");
-    }
-    for (k, t) in outputs.iter().enumerate() {
-        let name = interp
-            .output_desc(k)
-            .map(|d| crate::inspect::printable(d.name).into_owned())
-            .unwrap_or_default();
-        println!(
-            "output {k} `{name}`: {} {:?} {}{}",
-            t.dtype(),
-            t.dims(),
-            describe(t),
-            files[k]
-                .as_ref()
-                .map(|f| format!(" -> {f}"))
-                .unwrap_or_default()
-        );
-    }
+    print_outputs(args.inputs.is_empty(), &outputs, &files, |k| {
+        interp.output_desc(k).ok().map(|d| d.name.to_string())
+    });
     print!("{}", interp.memory_report());
     println!(
         "latency over {runs} invoke(s): median {:.1} µs, min {:.1} µs",
