@@ -1,0 +1,80 @@
+//! Inputs the `interpreter` fuzz target (`fuzz/fuzz_targets/interpreter.rs`) once failed on,
+//! rebuilt here from the shared models by the same mutation, so each stays fixed.
+#![cfg(not(loom))]
+
+mod common;
+
+use tensor_alloc::global::{count_allocations, GlobalAllocator};
+use tensor_alloc::interpreter::{InterpreterBuilder, InterpreterError, Phase};
+use tensor_alloc::model::Model;
+
+#[global_allocator]
+static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+
+/// Loads `name` from `../shared/models/tflm`, applies `mutate`, and re-reads the written bytes.
+fn mutated(name: &str, mutate: impl FnOnce(&mut Model)) -> Option<Model> {
+    let shared = common::shared()?;
+    let mut model = Model::load(shared.join("models/tflm").join(name)).expect("shared model loads");
+    mutate(&mut model);
+    Some(Model::from_bytes(model.to_bytes().expect("writes")).expect("reads back"))
+}
+
+/// A weight tensor whose buffer was cut loose: FULLY_CONNECTED read whatever the arena held
+/// there (another tensor's bytes), so two invokes on the same input gave different outputs.
+/// Now the build refuses the tensor nobody fills.
+#[test]
+fn a_tensor_read_but_never_written_is_refused_at_build() {
+    let Some(model) = mutated("hello_world_int8.tflite", |m| {
+        let sg = &mut m.subgraphs[0];
+        let weights = sg.operators[0].inputs[1] as usize;
+        sg.tensors[weights].buffer = 0;
+    }) else {
+        return;
+    };
+    let weights = model.subgraphs[0].operators[0].inputs[1] as usize;
+    match InterpreterBuilder::new(&model).build() {
+        Err(InterpreterError::Tensor { index, message, .. }) => {
+            assert_eq!(index, weights);
+            assert!(message.contains("never written"), "{message}");
+            assert!(message.contains("node 0"), "{message}");
+        }
+        Err(e) => panic!("expected the unfilled tensor to be named, got: {e}"),
+        Ok(_) => panic!("a model reading a tensor nobody fills built"),
+    }
+}
+
+/// An SVDF state variable claiming [16515073, 1024] (16 GiB): the build staged (and zeroed)
+/// the variable before the SVDF kernel's prepare could see the shape was wrong. Now prepare
+/// refuses it first and nothing that size is allocated.
+#[test]
+fn a_variable_of_the_wrong_shape_fails_in_prepare_before_it_is_staged() {
+    let mut state = None;
+    let Some(model) = mutated("keyword_scrambled_8bit.tflite", |m| {
+        let sg = &mut m.subgraphs[0];
+        let t = (0..sg.tensors.len())
+            .find(|&t| sg.tensors[t].is_variable)
+            .expect("the model has SVDF state variables");
+        sg.tensors[t].shape[0] = 16_515_073;
+        state = Some(t);
+    }) else {
+        return;
+    };
+    let state = state.unwrap();
+    let (result, counts) = count_allocations(|| InterpreterBuilder::new(&model).build())
+        .expect("the counting global allocator is installed");
+    match result {
+        Err(InterpreterError::Kernel {
+            phase, op, message, ..
+        }) => {
+            assert_eq!(phase, Phase::Prepare, "{message}");
+            assert_eq!(op, "SVDF", "{message}");
+        }
+        Err(e) => panic!("expected SVDF's prepare to refuse tensor {state}, got: {e}"),
+        Ok(_) => panic!("a 16 GiB SVDF state of the wrong shape built"),
+    }
+    assert!(
+        counts.bytes_allocated < 1 << 30,
+        "{} bytes allocated before the shape was refused",
+        counts.bytes_allocated
+    );
+}
