@@ -78,3 +78,24 @@ fn a_variable_of_the_wrong_shape_fails_in_prepare_before_it_is_staged() {
         counts.bytes_allocated
     );
 }
+
+/// The same for a custom op (the Signal library's, bundled here): a window's weights cut loose
+/// were read as whatever the arena held.
+#[test]
+fn a_custom_op_input_nobody_fills_is_refused_too() {
+    let Some(model) = mutated("audio_preprocessor_int8.tflite", |m| {
+        // Tensor 1: the window's int16 weights, [480].
+        let w = &mut m.subgraphs[0].tensors[1];
+        assert!(w.buffer != 0 && w.shape == [480], "tensor 1 is no longer the window weights");
+        w.buffer = 0;
+    }) else {
+        return;
+    };
+    match InterpreterBuilder::new(&model).build() {
+        Err(InterpreterError::Tensor { message, .. }) => {
+            assert!(message.contains("never written"), "{message}")
+        }
+        Err(e) => panic!("expected the unfilled tensor to be named, got: {e}"),
+        Ok(_) => panic!("a model reading a tensor nobody fills built"),
+    }
+}

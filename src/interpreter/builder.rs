@@ -328,33 +328,32 @@ pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, Inte
     })
 }
 
-/// Refuses tensors that a builtin node reads but nothing fills: no data, neither a graph input
-/// nor a variable, and no node writes them. Their bytes would be whatever the arena held
-/// before (another tensor's data), so outputs would depend on history. Custom ops may take such
-/// tensors as working memory they fill themselves (Ethos-U's scratch inputs), so a tensor any
-/// custom node reads is allowed.
+/// Refuses tensors that a node reads but nothing fills: no data, neither a graph input nor a
+/// variable, and no node writes them. Their bytes would be whatever the arena held before
+/// (another tensor's data), so outputs would depend on history. No kernel can fill them
+/// either: a kernel only reads its inputs (variables aside), so a custom op that uses an input
+/// as working memory (Ethos-U's scratch) must take it as scratch or output instead.
 fn refuse_orphan_reads(lifetimes: &Lifetimes, nodes: &[NodeInfo]) -> Result<(), InterpreterError> {
-    for p in lifetimes
+    let Some(p) = lifetimes
         .planned
         .iter()
-        .filter(|p| p.role == TensorRole::OrphanRead)
-    {
-        let t = p.tensor as i32;
-        let mut readers = nodes.iter().filter(|n| n.inputs.contains(&t));
-        if readers.clone().any(|n| n.custom.is_some()) {
-            continue;
-        }
-        let reader = readers.next().map_or(p.first, |n| n.index);
-        return Err(InterpreterError::Tensor {
-            index: p.tensor,
-            name: p.name.clone(),
-            message: format!(
-                "read by node {reader} but never written: it has no data, is neither a graph \
-                 input nor a variable, and no node outputs it"
-            ),
-        });
-    }
-    Ok(())
+        .find(|p| p.role == TensorRole::OrphanRead)
+    else {
+        return Ok(());
+    };
+    let t = p.tensor as i32;
+    let reader = nodes
+        .iter()
+        .find(|n| n.inputs.contains(&t))
+        .map_or(p.first, |n| n.index);
+    Err(InterpreterError::Tensor {
+        index: p.tensor,
+        name: p.name.clone(),
+        message: format!(
+            "read by node {reader} but never written: it has no data, is neither a graph input \
+             nor a variable, and no node outputs it"
+        ),
+    })
 }
 
 /// Copies tensor `t` (a misaligned constant or a variable) into a new tail record: the model's
