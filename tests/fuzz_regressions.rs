@@ -1,5 +1,7 @@
-//! Inputs the `interpreter` fuzz target (`fuzz/fuzz_targets/interpreter.rs`) once failed on,
-//! rebuilt here from the shared models by the same mutation, so each stays fixed.
+//! Inputs the `interpreter` fuzz target (`fuzz/fuzz_targets/interpreter.rs`) once failed on:
+//! the files themselves (`tests/fuzz/*.tflite`, no `../shared` needed) must load, build and
+//! invoke or fail with an error, twice with the same outputs; and each failure rebuilt from
+//! its shared model by the same mutation, with the error it must now give.
 #![cfg(not(loom))]
 
 mod common;
@@ -10,6 +12,50 @@ use tensor_alloc::model::Model;
 
 #[global_allocator]
 static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+
+/// Every saved fuzz input: an error or a repeatable run, never a panic.
+#[test]
+fn saved_fuzz_inputs_fail_cleanly_or_run_repeatably() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/fuzz exists")
+        .map(|e| e.expect("readable entry").path())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 4,
+        "saved inputs missing from {}",
+        dir.display()
+    );
+    for path in files {
+        let Ok(model) = Model::load(&path) else {
+            continue;
+        };
+        let Ok(mut interp) = InterpreterBuilder::new(&model).build() else {
+            continue;
+        };
+        let mut outputs = Vec::new();
+        for _ in 0..2 {
+            for k in 0..interp.num_inputs() {
+                let bytes = interp.input_bytes_mut(k).unwrap();
+                for (i, b) in bytes.iter_mut().enumerate() {
+                    *b = (i as u8).wrapping_mul(31).wrapping_add(7);
+                }
+            }
+            interp.reset_variables();
+            if interp.invoke().is_err() {
+                break;
+            }
+            let out: Vec<Vec<u8>> = (0..interp.num_outputs())
+                .map(|k| interp.output_bytes(k).unwrap().to_vec())
+                .collect();
+            outputs.push(out);
+        }
+        if let [a, b] = &outputs[..] {
+            assert_eq!(a, b, "{}: outputs changed between invokes", path.display());
+        }
+    }
+}
 
 /// Loads `name` from `../shared/models/tflm`, applies `mutate`, and re-reads the written bytes.
 fn mutated(name: &str, mutate: impl FnOnce(&mut Model)) -> Option<Model> {
@@ -86,7 +132,10 @@ fn a_custom_op_input_nobody_fills_is_refused_too() {
     let Some(model) = mutated("audio_preprocessor_int8.tflite", |m| {
         // Tensor 1: the window's int16 weights, [480].
         let w = &mut m.subgraphs[0].tensors[1];
-        assert!(w.buffer != 0 && w.shape == [480], "tensor 1 is no longer the window weights");
+        assert!(
+            w.buffer != 0 && w.shape == [480],
+            "tensor 1 is no longer the window weights"
+        );
         w.buffer = 0;
     }) else {
         return;
