@@ -409,17 +409,26 @@ fn each_allocator_kind_backs_tensors_and_gets_every_byte_back() {
 #[test]
 fn external_memory_and_arena_style_independent_views() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    struct Flag(std::sync::Arc<AtomicBool>);
-    impl Drop for Flag {
+    /// The external owner: keeps the storage alive and records when it is dropped.
+    struct Owner {
+        _storage: Vec<u64>,
+        released: std::sync::Arc<AtomicBool>,
+    }
+    impl Drop for Owner {
         fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
+            self.released.store(true, Ordering::SeqCst);
         }
     }
-    let storage: &'static mut [u64] = Box::leak(vec![7u64; 8].into_boxed_slice());
+    let mut storage = vec![7u64; 8];
     let ptr = std::ptr::NonNull::new(storage.as_mut_ptr().cast::<u8>()).unwrap();
     let released = std::sync::Arc::new(AtomicBool::new(false));
-    // SAFETY (test): the leaked storage lives forever and is only accessed through this buffer.
-    let ext = unsafe { TensorBuffer::from_external(ptr, 64, Flag(released.clone())) };
+    let owner = Owner {
+        _storage: storage,
+        released: released.clone(),
+    };
+    // SAFETY (test): the Vec's heap storage does not move when the Vec moves into `owner`, which
+    // the buffer keeps alive; it is only accessed through this buffer.
+    let ext = unsafe { TensorBuffer::from_external(ptr, 64, owner) };
     assert!(ext.allocator().is_none());
     let t = Tensor::from_buffer(DType::U64, [8], ext.clone()).unwrap();
     assert_eq!(t.as_slice::<u64>().unwrap(), &[7; 8]);

@@ -15,7 +15,7 @@ use super::resolver::OpResolver;
 use super::{Interpreter, MemorySummary};
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;
-use crate::model::{LifetimeOptions, Lifetimes, Model};
+use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -265,60 +265,35 @@ pub(crate) fn stage_with<'r>(
     if !missing.is_empty() {
         return Err(InterpreterError::MissingOps(missing));
     }
+    refuse_orphan_reads(&lifetimes, &nodes)?;
 
     let sg = &model.subgraphs[0];
     let mut persistent = Persistent::default();
     let mut tensor_record: Vec<Option<u32>> = vec![None; tensors.len()];
     let mut variable_init = Vec::new();
-    // Constants whose file data is misaligned for their element type get an aligned tail copy,
-    // and so do variables (their initial value: the model's data, else zero).
-    for (t, e) in tensors.iter_mut().enumerate() {
-        let data = model.tensor_data(0, t);
-        let needs_copy = match e.kind {
-            TensorKind::Constant => {
-                sg.tensors[t].is_variable
-                    || data.is_some_and(|d| d.as_ptr() as usize % e.dtype.alignment() != 0)
-            }
-            TensorKind::Variable => true,
-            _ => false,
-        };
-        if !needs_copy {
-            continue;
+    // Constants whose file data is misaligned for their element type get an aligned tail copy
+    // now (prepare-time nodes read them); variables get theirs after prepare has validated
+    // their shapes, so a model that lies about a variable's size fails in its kernel's prepare
+    // instead of staging that many bytes first.
+    let is_variable = |t: usize, e: &TensorEntry| {
+        e.kind == TensorKind::Variable
+            || (e.kind == TensorKind::Constant && sg.tensors[t].is_variable)
+    };
+    for (t, e) in tensors.iter().enumerate() {
+        let misaligned = e.kind == TensorKind::Constant
+            && !is_variable(t, e)
+            && model
+                .tensor_data(0, t)
+                .is_some_and(|d| d.as_ptr() as usize % e.dtype.alignment() != 0);
+        if misaligned {
+            tensor_record[t] = Some(stage_tensor_copy(
+                model,
+                &mut persistent,
+                t,
+                e,
+                &mut variable_init,
+            )?);
         }
-        if sg.tensors[t].is_variable && data.is_some() {
-            e.kind = TensorKind::Variable;
-        }
-        let record = persistent
-            .allocate(e.bytes, Category::TensorData)
-            .map_err(|k| InterpreterError::Memory(k.0))?;
-        if let Some(d) = data {
-            let dst = persistent.bytes_mut(record);
-            if d.len() != dst.len() {
-                return Err(InterpreterError::Tensor {
-                    index: t,
-                    name: e.name.clone(),
-                    message: format!("data has {} bytes, expected {}", d.len(), dst.len()),
-                });
-            }
-            dst.copy_from_slice(d);
-            if e.kind == TensorKind::Variable {
-                variable_init.push((t, VariableInit::Data(d.to_vec())));
-            }
-        } else if e.kind == TensorKind::Variable && e.dtype == crate::tensor::DType::I8 {
-            // TFLM (`MicroInterpreterGraph::ResetTensorData`) fills an int8 variable with its
-            // zero point (a real 0), not with zero bytes; the reference outputs depend on it.
-            let zp = e
-                .quantization
-                .as_ref()
-                .and_then(|q| q.zero_point.first().copied())
-                .unwrap_or(0);
-            if zp != 0 {
-                let dst = persistent.bytes_mut(record);
-                dst.fill(zp as i8 as u8);
-                variable_init.push((t, VariableInit::Fill(zp as i8 as u8)));
-            }
-        }
-        tensor_record[t] = Some(record);
     }
 
     // Results of prepare-time nodes, kept aside until the tail is laid out (so prepare can read
@@ -393,6 +368,23 @@ pub(crate) fn stage_with<'r>(
     }
     drop(temp);
 
+    // Variables: their initial value (the model's data, else zero; int8 at its zero point).
+    for (t, e) in tensors.iter_mut().enumerate() {
+        if !is_variable(t, e) {
+            continue;
+        }
+        if model.tensor_data(0, t).is_some() {
+            e.kind = TensorKind::Variable;
+        }
+        tensor_record[t] = Some(stage_tensor_copy(
+            model,
+            &mut persistent,
+            t,
+            e,
+            &mut variable_init,
+        )?);
+    }
+
     // Prepare-time results move into the tail.
     for (t, w) in computed.into_iter().enumerate() {
         let Some(w) = w else { continue };
@@ -445,6 +437,78 @@ pub(crate) fn stage_with<'r>(
         temp_peak,
         variable_init,
     })
+}
+
+/// Refuses tensors that a node reads but nothing fills: no data, neither a graph input nor a
+/// variable, and no node writes them. Their bytes would be whatever the arena held before
+/// (another tensor's data), so outputs would depend on history. No kernel can fill them
+/// either: a kernel only reads its inputs (variables aside), so a custom op that uses an input
+/// as working memory (Ethos-U's scratch) must take it as scratch or output instead.
+fn refuse_orphan_reads(lifetimes: &Lifetimes, nodes: &[NodeInfo]) -> Result<(), InterpreterError> {
+    let Some(p) = lifetimes
+        .planned
+        .iter()
+        .find(|p| p.role == TensorRole::OrphanRead)
+    else {
+        return Ok(());
+    };
+    let t = p.tensor as i32;
+    let reader = nodes
+        .iter()
+        .find(|n| n.inputs.contains(&t))
+        .map_or(p.first, |n| n.index);
+    Err(InterpreterError::Tensor {
+        index: p.tensor,
+        name: p.name.clone(),
+        message: format!(
+            "read by node {reader} but never written: it has no data, is neither a graph input \
+             nor a variable, and no node outputs it"
+        ),
+    })
+}
+
+/// Copies tensor `t` (a misaligned constant or a variable) into a new tail record: the model's
+/// data, else zero bytes (an int8 variable: its zero point, as TFLM). Records a variable's
+/// initial value in `variable_init` when it is not all zero bytes.
+fn stage_tensor_copy(
+    model: &Model,
+    persistent: &mut Persistent,
+    t: usize,
+    e: &TensorEntry,
+    variable_init: &mut Vec<(usize, VariableInit)>,
+) -> Result<u32, InterpreterError> {
+    let data = model.tensor_data(0, t);
+    let record = persistent
+        .allocate(e.bytes, Category::TensorData)
+        .map_err(|k| InterpreterError::Memory(k.0))?;
+    if let Some(d) = data {
+        let dst = persistent.bytes_mut(record);
+        if d.len() != dst.len() {
+            return Err(InterpreterError::Tensor {
+                index: t,
+                name: e.name.clone(),
+                message: format!("data has {} bytes, expected {}", d.len(), dst.len()),
+            });
+        }
+        dst.copy_from_slice(d);
+        if e.kind == TensorKind::Variable {
+            variable_init.push((t, VariableInit::Data(d.to_vec())));
+        }
+    } else if e.kind == TensorKind::Variable && e.dtype == crate::tensor::DType::I8 {
+        // TFLM (`MicroInterpreterGraph::ResetTensorData`) fills an int8 variable with its
+        // zero point (a real 0), not with zero bytes; the reference outputs depend on it.
+        let zp = e
+            .quantization
+            .as_ref()
+            .and_then(|q| q.zero_point.first().copied())
+            .unwrap_or(0);
+        if zp != 0 {
+            let dst = persistent.bytes_mut(record);
+            dst.fill(zp as i8 as u8);
+            variable_init.push((t, VariableInit::Fill(zp as i8 as u8)));
+        }
+    }
+    Ok(record)
 }
 
 fn check_counts(node: &NodeInfo) -> Result<(), InterpreterError> {

@@ -104,8 +104,15 @@ pub fn filter_bank_accumulate(
     let mut unweight_acc: u64 = 0;
     for c in 0..=output.len() {
         let width = tables.channel_widths[c].max(0) as usize;
-        let f = tables.channel_frequency_starts[c].max(0) as usize;
-        let w = tables.channel_weight_starts[c].max(0) as usize;
+        // An empty channel's starts are not checked (its bin loop does not run): any value.
+        let (f, w) = if width == 0 {
+            (0, 0)
+        } else {
+            (
+                tables.channel_frequency_starts[c] as usize,
+                tables.channel_weight_starts[c] as usize,
+            )
+        };
         let bins = &input[f..f + width];
         let weights = &tables.weights[w..w + width];
         let unweights = &tables.unweights[w..w + width];
@@ -134,6 +141,23 @@ mod tests {
             36, 1,
         ];
         assert_eq!(FilterBankOptions::parse(&bytes).unwrap().num_channels, 40);
+    }
+
+    #[test]
+    fn an_empty_channel_may_start_anywhere() {
+        // Channel 1 has width 0 and starts far outside both tables (found by the fuzzer: the
+        // empty range was still sliced at its start).
+        let tables = FilterBankTables {
+            weights: &[1, 2],
+            unweights: &[3, 4],
+            channel_frequency_starts: &[0, 3584, -7],
+            channel_weight_starts: &[0, 9000, -1],
+            channel_widths: &[2, 0, -3],
+        };
+        let mut out = [0u64; 2];
+        filter_bank_accumulate(&tables, &[10, 20], &mut out).unwrap();
+        // Entry 0 seeds entry 1 with the unweighted sum 3*10 + 4*20; nothing else adds.
+        assert_eq!(out, [110, 0]);
     }
 
     #[test]
