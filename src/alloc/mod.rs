@@ -20,6 +20,8 @@ mod stats;
 pub mod sub;
 #[cfg(all(test, not(loom)))]
 mod test_support;
+#[doc(hidden)]
+pub mod thread_cache;
 pub mod tracking;
 
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};

@@ -59,6 +59,7 @@
 //! received size, as [`SystemSubAllocator`] and [`MmapSubAllocator`] do — because it frees a buffer
 //! with the size recorded for its class; a sub-allocator that breaks this gets an error, not UB.
 
+use super::thread_cache::Deltas;
 use super::{
     dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, CacheStats, Layout,
     MmapSubAllocator, SubAllocator, SystemSubAllocator, TensorAllocator,
@@ -768,15 +769,14 @@ impl State {
 
     /// Folds a thread cache's counters into the shared ones.
     #[inline]
-    fn merge(&mut self, d: &front::Deltas) {
+    fn merge(&mut self, d: &Deltas) {
         self.num_allocs += d.allocs;
         self.num_frees += d.frees;
         self.hits += d.allocs;
         self.puts += d.frees;
         self.window_puts += d.frees;
         self.live_buffers += d.allocs as i64 - d.frees as i64;
-        self.peak_in_use = self.peak_in_use.max(self.bytes_in_use + d.peak);
-        self.bytes_in_use += d.in_use;
+        d.merge_level(&mut self.bytes_in_use, &mut self.peak_in_use);
     }
 
     /// Bytes the sub-allocator gave for buffers of `key` (the cache counts those).
@@ -1211,11 +1211,10 @@ impl Inner {
 
     /// Takes back buffers from a thread cache (oldest first) with that cache's counters: they
     /// are cached (evicting as needed) or, with `release`, returned to the sub-allocator.
-    #[cfg(not(loom))]
-    fn absorb(
+    fn take_back_buffers(
         &self,
         entries: &[(Key, usize)],
-        deltas: &front::Deltas,
+        deltas: &Deltas,
         release: bool,
     ) -> (usize, u64) {
         let mut ev = Evictions {
@@ -1286,190 +1285,77 @@ impl Drop for PoolAllocator {
     }
 }
 
-/// Under loom there is no thread cache: the models check the shared, locked path. These stubs
-/// keep the shared path's code identical.
-#[cfg(loom)]
-mod front {
-    use super::{Inner, Key};
-    use std::sync::Arc;
-
-    /// No counters without a thread cache.
-    #[derive(Debug, Default, Clone, Copy)]
-    pub(super) struct Deltas {
-        pub(super) allocs: u64,
-        pub(super) frees: u64,
-        pub(super) in_use: i64,
-        pub(super) peak: i64,
-    }
-
-    #[inline]
-    pub(super) fn take_deltas(_pool: &Arc<Inner>) -> Deltas {
-        Deltas::default()
-    }
-
-    #[inline]
-    pub(super) fn pop(_pool: &Arc<Inner>, _key: Key) -> Option<usize> {
-        None
-    }
-
-    #[inline]
-    pub(super) fn push(_pool: &Arc<Inner>, _key: Key, _ptr: usize) -> bool {
-        false
-    }
-
-    pub(super) fn snapshot(_pool: &Arc<Inner>) -> (Deltas, Vec<Key>) {
-        (Deltas::default(), vec![])
-    }
-
-    pub(super) fn release_current(_pool: &Arc<Inner>) -> (usize, u64) {
-        (0, 0)
-    }
-}
-
-/// The per-thread front cache: a small LIFO of recently freed buffers of one pool, used without
-/// any lock or atomic read-modify-write.
+/// The pool's per-thread cache: a small LIFO of recently freed buffers of one pool, used without
+/// any lock or atomic read-modify-write. Binding, epochs, counters and the exit path are
+/// [`thread_cache`](super::thread_cache)'s; this module holds the store and its push/pop.
 ///
-/// A thread's cache belongs to the last pool it freed into. Counters are kept as deltas and
-/// merged into the pool under its lock at the thread's next slow-path operation, at `stats()` /
-/// `pool_stats()` / `trim()` from that thread, when the thread moves to another pool, and at
-/// thread exit. With one thread all statistics are exact; with several, another thread's recent
-/// cache hits show up after its next merge, and the peak is computed at merge time.
-#[cfg(not(loom))]
+/// A thread's cache belongs to the last pool it freed into. A `trim()` (the pool's epoch moves)
+/// or a dropped pool (`closed`) makes a hand-back return the buffers to the sub-allocator;
+/// otherwise they go to the shared cache.
 mod front {
+    use super::super::thread_cache::{self, Deltas, Owner, ThreadCache};
     use super::{Inner, Key, MAX_THREAD_CACHE};
     use crate::sync::Ordering;
     use std::cell::RefCell;
     use std::sync::Arc;
 
-    /// Counters of one thread's cache operations since the last merge.
-    #[derive(Debug, Default, Clone, Copy)]
-    pub(super) struct Deltas {
-        /// Allocations served by the thread cache (each one a hit).
-        pub(super) allocs: u64,
-        /// Frees into the thread cache (each one a put).
-        pub(super) frees: u64,
-        /// Net rounded bytes handed out (negative when more were freed).
-        pub(super) in_use: i64,
-        /// Highest value `in_use` reached since the last merge (≥ 0).
-        pub(super) peak: i64,
-    }
-
-    struct Front {
-        pool: Option<Arc<Inner>>,
-        epoch: u64,
+    /// The buffers one thread caches: `entries[..n]`, oldest first.
+    pub(super) struct Store {
         n: usize,
         entries: [(Key, usize); MAX_THREAD_CACHE],
-        d: Deltas,
     }
 
     const EMPTY: (Key, usize) = (Key { size: 0, align: 0 }, 0);
 
-    impl Front {
-        #[inline]
-        fn bound_to(&self, pool: &Arc<Inner>) -> bool {
-            self.pool.as_ref().is_some_and(|p| Arc::ptr_eq(p, pool))
+    impl Owner for Inner {
+        type Store = Store;
+        /// Buffers and bytes returned to the sub-allocator.
+        type Report = (usize, u64);
+
+        fn epoch(&self) -> u64 {
+            self.epoch.load(Ordering::Relaxed)
         }
 
-        /// Hands everything back to the bound pool and unbinds.
-        fn flush_all(&mut self) -> (usize, u64) {
-            let Some(pool) = self.pool.take() else {
-                return (0, 0);
-            };
-            let release = pool.epoch.load(Ordering::Relaxed) != self.epoch
-                || pool.closed.load(Ordering::Relaxed);
-            let d = std::mem::take(&mut self.d);
-            let r = pool.absorb(&self.entries[..self.n], &d, release);
-            self.n = 0;
+        fn take_back(&self, store: &mut Store, deltas: Deltas, stale: bool) -> (usize, u64) {
+            let release = stale || self.closed.load(Ordering::Relaxed);
+            let r = self.take_back_buffers(&store.entries[..store.n], &deltas, release);
+            store.n = 0;
             r
-        }
-
-        /// Makes the cache belong to `pool`, returning the previous pool's buffers.
-        #[cold]
-        #[inline(never)]
-        fn bind(&mut self, pool: &Arc<Inner>) {
-            self.flush_all();
-            self.pool = Some(pool.clone());
-            self.epoch = pool.epoch.load(Ordering::Relaxed);
-        }
-
-        /// After a `trim()` elsewhere, release this thread's buffers (and stay bound).
-        #[inline]
-        fn check_epoch(&mut self, pool: &Arc<Inner>) {
-            let e = pool.epoch.load(Ordering::Relaxed);
-            if e != self.epoch {
-                self.rebind_after_trim(pool, e);
-            }
-        }
-
-        #[cold]
-        #[inline(never)]
-        fn rebind_after_trim(&mut self, pool: &Arc<Inner>, epoch: u64) {
-            self.flush_all();
-            self.pool = Some(pool.clone());
-            self.epoch = epoch;
-        }
-
-        /// Full: hands the older half to the shared cache under one lock.
-        #[cold]
-        #[inline(never)]
-        fn spill(&mut self, pool: &Arc<Inner>) {
-            let cap = self.n;
-            let half = cap.div_ceil(2);
-            let d = std::mem::take(&mut self.d);
-            pool.absorb(&self.entries[..half], &d, false);
-            self.entries.copy_within(half..cap, 0);
-            self.n = cap - half;
-        }
-    }
-
-    impl Drop for Front {
-        fn drop(&mut self) {
-            self.flush_all();
         }
     }
 
     thread_local! {
-        static FRONT: RefCell<Front> = const {
-            RefCell::new(Front {
-                pool: None,
-                epoch: 0,
-                n: 0,
-                entries: [EMPTY; MAX_THREAD_CACHE],
-                d: Deltas { allocs: 0, frees: 0, in_use: 0, peak: 0 },
-            })
-        };
+        static CACHE: RefCell<ThreadCache<Inner>> =
+            const { RefCell::new(ThreadCache::new(Store { n: 0, entries: [EMPTY; MAX_THREAD_CACHE] })) };
     }
 
-    /// Runs `f` on this thread's cache; `None` when it is in use further up the stack
-    /// (re-entrance from a sub-allocator) or already destroyed (thread exit).
-    #[inline]
-    fn with<R>(f: impl FnOnce(&mut Front) -> R) -> Option<R> {
-        FRONT
-            .try_with(|c| c.try_borrow_mut().ok().map(|mut g| f(&mut g)))
-            .ok()
-            .flatten()
+    /// Full: hands the older half to the shared cache under one lock.
+    #[cold]
+    #[inline(never)]
+    fn spill(c: &mut ThreadCache<Inner>, pool: &Inner) {
+        let cap = c.store.n;
+        let half = cap.div_ceil(2);
+        let d = std::mem::take(&mut c.deltas);
+        pool.take_back_buffers(&c.store.entries[..half], &d, false);
+        c.store.entries.copy_within(half..cap, 0);
+        c.store.n = cap - half;
     }
 
     /// A cached buffer of `key` from this thread's cache, if it holds one.
     #[inline]
     pub(super) fn pop(pool: &Arc<Inner>, key: Key) -> Option<usize> {
-        with(|f| {
-            if !f.bound_to(pool) {
+        thread_cache::with(&CACHE, |c| {
+            if !c.enter_bound(pool) {
                 return None;
             }
-            f.check_epoch(pool);
-            let n = f.n;
-            let i = f.entries[..n].iter().rposition(|e| e.0 == key)?;
-            let ptr = f.entries[i].1;
+            let s = &mut c.store;
+            let n = s.n;
+            let i = s.entries[..n].iter().rposition(|e| e.0 == key)?;
+            let ptr = s.entries[i].1;
             // Usually the top entry (LIFO); otherwise close the gap.
-            for j in i + 1..n {
-                f.entries[j - 1] = f.entries[j];
-            }
-            f.n = n - 1;
-            let d = &mut f.d;
-            d.allocs += 1;
-            d.in_use += key.size as i64;
-            d.peak = d.peak.max(d.in_use);
+            s.entries.copy_within(i + 1..n, i);
+            s.n = n - 1;
+            c.deltas.alloc(key.size as u64);
             Some(ptr)
         })
         .flatten()
@@ -1479,27 +1365,22 @@ mod front {
     /// path (cache unavailable).
     #[inline]
     pub(super) fn push(pool: &Arc<Inner>, key: Key, ptr: usize) -> bool {
-        with(|f| {
-            if !f.bound_to(pool) {
-                f.bind(pool);
-            } else {
-                f.check_epoch(pool);
-            }
+        thread_cache::with(&CACHE, |c| {
+            c.enter(pool);
             // A double free would hand the buffer out twice; the thread-cache path does not look
             // buffers up, so catch it here in debug builds (TrackingAllocator catches it always).
             debug_assert!(
-                !f.entries[..f.n].iter().any(|e| e.1 == ptr),
+                !c.store.entries[..c.store.n].iter().any(|e| e.1 == ptr),
                 "double free of {ptr:#x} into pool '{}'",
                 pool.name
             );
-            if f.n >= pool.thread_cache {
-                f.spill(pool);
+            if c.store.n >= pool.thread_cache {
+                spill(c, pool);
             }
-            f.entries[f.n] = (key, ptr);
-            f.n += 1;
-            let d = &mut f.d;
-            d.frees += 1;
-            d.in_use -= key.size as i64;
+            let s = &mut c.store;
+            s.entries[s.n] = (key, ptr);
+            s.n += 1;
+            c.deltas.free(key.size as u64);
             true
         })
         .unwrap_or(false)
@@ -1508,43 +1389,25 @@ mod front {
     /// Takes this thread's counters for `pool` (to merge under the lock the caller takes).
     #[inline]
     pub(super) fn take_deltas(pool: &Arc<Inner>) -> Deltas {
-        with(|f| {
-            if f.bound_to(pool) {
-                std::mem::take(&mut f.d)
-            } else {
-                Deltas::default()
-            }
-        })
-        .unwrap_or_default()
+        thread_cache::take_deltas(&CACHE, pool)
     }
 
     /// This thread's counters for `pool` (taken) and the keys it caches (left in place).
     pub(super) fn snapshot(pool: &Arc<Inner>) -> (Deltas, Vec<Key>) {
-        with(|f| {
-            if f.bound_to(pool) {
-                (
-                    std::mem::take(&mut f.d),
-                    f.entries[..f.n].iter().map(|e| e.0).collect(),
-                )
+        thread_cache::with(&CACHE, |c| {
+            if c.is_bound_to(pool) {
+                let keys = c.store.entries[..c.store.n].iter().map(|e| e.0).collect();
+                (std::mem::take(&mut c.deltas), keys)
             } else {
-                (Deltas::default(), vec![])
+                (Deltas::ZERO, vec![])
             }
         })
         .unwrap_or_default()
     }
 
-    /// Releases this thread's cache if it belongs to `pool` (trim, drop).
+    /// Releases this thread's cache to the sub-allocator if it belongs to `pool` (trim, drop).
     pub(super) fn release_current(pool: &Arc<Inner>) -> (usize, u64) {
-        with(|f| {
-            if f.bound_to(pool) {
-                // Force release: make the cache's epoch differ from the pool's.
-                f.epoch = pool.epoch.load(Ordering::Relaxed).wrapping_add(1);
-                f.flush_all()
-            } else {
-                (0, 0)
-            }
-        })
-        .unwrap_or((0, 0))
+        thread_cache::release(&CACHE, pool)
     }
 }
 

@@ -90,6 +90,7 @@
 //! once the inner allocator has it back, another thread may get the same address at once and fill
 //! a new slot for it.
 
+use super::thread_cache::Deltas;
 use super::{
     dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, TensorAllocator,
 };
@@ -200,23 +201,12 @@ struct Counters {
     largest: u64,
 }
 
-/// A batch of counter changes not yet published.
-#[derive(Debug, Default, Clone, Copy)]
-struct Deltas {
-    allocs: u64,
-    frees: u64,
-    in_use: i64,
-    /// Highest value `in_use` reached since the last publication (≥ 0).
-    peak: i64,
-    largest: u64,
-}
-
 impl Counters {
+    /// Merges a front's (or the shared path's) counter changes.
     fn absorb(&mut self, d: &Deltas) {
         self.allocs += d.allocs;
         self.frees += d.frees;
-        self.peak = self.peak.max(self.in_use + d.peak);
-        self.in_use += d.in_use;
+        d.merge_level(&mut self.in_use, &mut self.peak);
         self.largest = self.largest.max(d.largest);
     }
 }
@@ -874,13 +864,9 @@ impl<A> TrackingAllocator<A> {
         self.shared
             .take_slots(&mut st, 1, |idx, slot| taken = Some((idx, slot)));
         let (idx, slot) = taken?;
-        st.counters.absorb(&Deltas {
-            allocs: 1,
-            frees: 0,
-            in_use: allocated as i64,
-            peak: allocated as i64,
-            largest: allocated,
-        });
+        let mut d = Deltas::ZERO;
+        d.alloc(allocated);
+        st.counters.absorb(&d);
         drop(st);
         Some((
             idx,
@@ -963,11 +949,9 @@ impl<A> TrackingAllocator<A> {
             let mut st = self.shared.state.lock();
             w.store(link(NIL), Ordering::Release);
             Shared::put_slots(&mut st, &self.shared, idx, idx);
-            st.counters.absorb(&Deltas {
-                frees: 1,
-                in_use: -(allocated as i64),
-                ..Deltas::default()
-            });
+            let mut d = Deltas::ZERO;
+            d.free(allocated as u64);
+            st.counters.absorb(&d);
         }
         Some(inner_layout)
     }
@@ -1238,37 +1222,15 @@ impl<A> Drop for TrackingAllocator<A> {
     }
 }
 
-/// Under loom there is no front: the models check the shared, locked path, which is the same code
-/// the fronts fall back to.
-#[cfg(loom)]
-mod front {
-    use super::{Shared, Slot};
-    use std::sync::Arc;
-
-    #[inline]
-    pub(super) fn take(_s: &Arc<Shared>, _allocated: u64) -> Option<(u64, u64, &Slot)> {
-        None
-    }
-    #[inline]
-    pub(super) fn give(_s: &Arc<Shared>, _idx: u64, _slot: &Slot, _allocated: u64) -> bool {
-        false
-    }
-    pub(super) fn publish(_s: &Arc<Shared>) {}
-    pub(super) fn release(_s: &Arc<Shared>) {}
-}
-
 /// The per-thread front: a stack of free slots, reserved ids and unpublished counters of the last
-/// tracking allocator this thread used, all plain thread-local loads and stores.
-///
-/// The front lives in a `const` thread-local of `Cell`s with no destructor, so reaching it costs
-/// one thread-pointer-relative address and no state check. A second thread-local, [`GUARD`],
-/// has the destructor that hands the front's slots and counters back at thread exit; it is
-/// touched only when the front binds to an allocator (the slow path).
-#[cfg(not(loom))]
+/// tracking allocator this thread used, all plain thread-local loads and stores. Binding,
+/// counters and the exit path are [`thread_cache`](super::thread_cache)'s; the tracking wrapper
+/// has no epoch (nothing asks fronts to hand their slots back early).
 mod front {
-    use super::{Deltas, Shared, Slot, NIL};
+    use super::super::thread_cache::{self, Deltas, Owner, ThreadCache};
+    use super::{Shared, Slot, State, NIL};
     use crate::sync::Ordering;
-    use std::cell::Cell;
+    use std::cell::RefCell;
     use std::sync::Arc;
 
     /// Free slots a front holds at most; a full stack hands half back.
@@ -1280,226 +1242,133 @@ mod front {
     /// Allocations (or frees) between publications of the counters.
     const PUBLISH_EVERY: u64 = 1024;
 
-    struct Front {
-        /// The bound allocator's state: a strong reference (from `Arc::into_raw`), or null.
-        shared: Cell<*const Shared>,
-        /// Free slots: index and address, `n` of them.
-        stack: [Cell<(u64, *const Slot)>; CAP],
-        n: Cell<usize>,
-        id_next: Cell<u64>,
-        id_end: Cell<u64>,
-        allocs: Cell<u64>,
-        frees: Cell<u64>,
-        in_use: Cell<i64>,
-        peak: Cell<i64>,
-        largest: Cell<u64>,
+    /// What a front holds: free slots (`stack[..n]`, index and address) and the reserved ids
+    /// `id_next..id_end`. Invariant: every slot on the stack is free (word 1) and belongs to the
+    /// bound allocator's table.
+    pub(super) struct Store {
+        stack: [(u64, *const Slot); CAP],
+        n: usize,
+        id_next: u64,
+        id_end: u64,
+    }
+
+    impl Owner for Shared {
+        type Store = Store;
+        type Report = ();
+
+        fn epoch(&self) -> u64 {
+            0
+        }
+
+        /// Publishes the counters and puts every free slot back on the shared list; reserved ids
+        /// are dropped (ids are never reused).
+        fn take_back(&self, store: &mut Store, deltas: Deltas, _stale: bool) {
+            let mut st = self.state.lock();
+            st.counters.absorb(&deltas);
+            give_back(&mut st, self, &store.stack[..store.n]);
+            drop(st);
+            store.n = 0;
+            store.id_next = 0;
+            store.id_end = 0;
+        }
     }
 
     thread_local! {
-        static FRONT: Front = const {
-            Front {
-                shared: Cell::new(std::ptr::null()),
-                stack: [const { Cell::new((NIL, std::ptr::null())) }; CAP],
-                n: Cell::new(0),
-                id_next: Cell::new(0),
-                id_end: Cell::new(0),
-                allocs: Cell::new(0),
-                frees: Cell::new(0),
-                in_use: Cell::new(0),
-                peak: Cell::new(0),
-                largest: Cell::new(0),
-            }
+        static CACHE: RefCell<ThreadCache<Shared>> = const {
+            RefCell::new(ThreadCache::new(Store {
+                stack: [(NIL, std::ptr::null()); CAP],
+                n: 0,
+                id_next: 0,
+                id_end: 0,
+            }))
         };
-        /// Unbinds this thread's front at thread exit.
-        static GUARD: Guard = const { Guard };
     }
 
-    struct Guard;
-
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            let _ = FRONT.try_with(|f| f.unbind());
-        }
-    }
-
-    impl Front {
-        #[inline]
-        fn bound(&self, s: &Arc<Shared>) -> bool {
-            std::ptr::eq(self.shared.get(), Arc::as_ptr(s))
-        }
-
-        fn deltas(&self) -> Deltas {
-            Deltas {
-                allocs: self.allocs.get(),
-                frees: self.frees.get(),
-                in_use: self.in_use.get(),
-                peak: self.peak.get(),
-                largest: self.largest.get(),
-            }
-        }
-
-        fn clear_deltas(&self) {
-            self.allocs.set(0);
-            self.frees.set(0);
-            self.in_use.set(0);
-            self.peak.set(0);
-            self.largest.set(0);
-        }
-
-        /// Links `slots` into a list through their words and puts it on the shared free list.
-        fn give_back(st: &mut super::State, s: &Shared, slots: &[Cell<(u64, *const Slot)>]) {
-            let (mut head, mut tail) = (NIL, NIL);
-            for c in slots {
-                let (idx, _) = c.get();
-                if let Some(w) = s.word(idx) {
-                    w.store(super::link(head), Ordering::Relaxed);
-                    if tail == NIL {
-                        tail = idx;
-                    }
-                    head = idx;
+    /// Links `slots` into a list through their words and puts it on the shared free list.
+    fn give_back(st: &mut State, s: &Shared, slots: &[(u64, *const Slot)]) {
+        let (mut head, mut tail) = (NIL, NIL);
+        for &(idx, _) in slots {
+            if let Some(w) = s.word(idx) {
+                w.store(super::link(head), Ordering::Relaxed);
+                if tail == NIL {
+                    tail = idx;
                 }
-            }
-            Shared::put_slots(st, s, head, tail);
-        }
-
-        /// Publishes the counters and, with `slots`, hands all free slots back.
-        fn publish_into(&self, s: &Shared, slots: bool) {
-            let d = self.deltas();
-            let mut st = s.state.lock();
-            st.counters.absorb(&d);
-            if slots {
-                Self::give_back(&mut st, s, &self.stack[..self.n.get()]);
-            }
-            drop(st);
-            self.clear_deltas();
-            if slots {
-                self.n.set(0);
+                head = idx;
             }
         }
-
-        /// Hands everything back and unbinds (reserved ids are dropped: ids are never reused).
-        fn unbind(&self) {
-            let p = self.shared.replace(std::ptr::null());
-            if !p.is_null() {
-                // SAFETY: `p` is the strong reference taken by `bind` (the `shared` field); it is
-                // released exactly once, here, after the front no longer stores it.
-                let s = unsafe { Arc::from_raw(p) };
-                self.publish_into(&s, true);
-            }
-            self.id_next.set(0);
-            self.id_end.set(0);
-        }
-
-        /// Binds to `s`; false when this thread is exiting (its guard is gone) and the caller
-        /// must use the shared path.
-        #[cold]
-        #[inline(never)]
-        fn bind(&self, s: &Arc<Shared>) -> bool {
-            if GUARD.try_with(|_| ()).is_err() {
-                return false;
-            }
-            self.unbind();
-            self.shared.set(Arc::into_raw(s.clone()));
-            true
-        }
-
-        /// Takes a batch of slots (the stack is empty) and publishes on the way.
-        #[cold]
-        #[inline(never)]
-        fn refill(&self, s: &Shared) -> bool {
-            let d = self.deltas();
-            let mut st = s.state.lock();
-            st.counters.absorb(&d);
-            // Refills happen on an empty stack, and `REFILL` entries fit in it.
-            self.n.set(0);
-            s.take_slots(&mut st, REFILL, |idx, slot| {
-                let i = self.n.get();
-                self.stack[i].set((idx, slot));
-                self.n.set(i + 1);
-            });
-            let got = self.n.get();
-            drop(st);
-            self.clear_deltas();
-            got > 0
-        }
-
-        /// Hands the older half of a full stack back.
-        #[cold]
-        #[inline(never)]
-        fn spill(&self, s: &Shared) {
-            let keep = CAP - REFILL;
-            let mut st = s.state.lock();
-            Self::give_back(&mut st, s, &self.stack[..REFILL]);
-            drop(st);
-            for i in 0..keep {
-                self.stack[i].set(self.stack[REFILL + i].get());
-            }
-            self.n.set(keep);
-        }
-
-        #[cold]
-        #[inline(never)]
-        fn more_ids(&self, s: &Shared) {
-            let first = s.next_id.fetch_add(IDS, Ordering::Relaxed);
-            self.id_next.set(first);
-            self.id_end.set(first + IDS);
-        }
-
-        #[cold]
-        #[inline(never)]
-        fn publish_slow(&self, s: &Shared) {
-            self.publish_into(s, false);
-        }
+        Shared::put_slots(st, s, head, tail);
     }
 
-    /// This thread's front. The thread-local has no destructor, so it is valid for the whole life
-    /// of the thread; going through a pointer keeps `LocalKey::with` small enough to inline.
-    #[inline(always)]
-    fn front() -> &'static Front {
-        let p: *const Front = FRONT.with(|f| f as *const Front);
-        // SAFETY: `FRONT` is a `const`-initialised thread-local without a destructor: its storage
-        // lives as long as the thread, and this reference never leaves the thread (`Front` is
-        // not `Sync`, so `&Front` is not `Send`).
-        unsafe { &*p }
+    /// Merges the front's counters under the lock.
+    #[cold]
+    #[inline(never)]
+    fn publish_now(c: &mut ThreadCache<Shared>, s: &Shared) {
+        let d = std::mem::take(&mut c.deltas);
+        s.state.lock().counters.absorb(&d);
+    }
+
+    /// Takes a batch of slots (the stack is empty) and publishes on the way.
+    #[cold]
+    #[inline(never)]
+    fn refill(c: &mut ThreadCache<Shared>, s: &Shared) -> bool {
+        let d = std::mem::take(&mut c.deltas);
+        let mut st = s.state.lock();
+        st.counters.absorb(&d);
+        let store = &mut c.store;
+        // Refills happen on an empty stack, and `REFILL` entries fit in it.
+        store.n = 0;
+        s.take_slots(&mut st, REFILL, |idx, slot| {
+            store.stack[store.n] = (idx, slot);
+            store.n += 1;
+        });
+        store.n > 0
+    }
+
+    /// Hands the older half of a full stack back.
+    #[cold]
+    #[inline(never)]
+    fn spill(store: &mut Store, s: &Shared) {
+        let keep = CAP - REFILL;
+        give_back(&mut s.state.lock(), s, &store.stack[..REFILL]);
+        store.stack.copy_within(REFILL.., 0);
+        store.n = keep;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn more_ids(store: &mut Store, s: &Shared) {
+        let first = s.next_id.fetch_add(IDS, Ordering::Relaxed);
+        store.id_next = first;
+        store.id_end = first + IDS;
     }
 
     /// A free slot and a fresh id for a new block of `allocated` bytes, counted; `None` when the
     /// caller must use the shared path.
     #[inline(always)]
     pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)> {
-        let f = front();
-        {
-            if !f.bound(s) && !f.bind(s) {
+        let (idx, id, slot) = thread_cache::with(&CACHE, |c| {
+            c.enter(s);
+            if c.store.n == 0 && !refill(c, s) {
                 return None;
             }
-            let mut n = f.n.get();
-            if n == 0 {
-                if !f.refill(s) {
-                    return None;
-                }
-                n = f.n.get();
+            let store = &mut c.store;
+            store.n -= 1;
+            let (idx, slot) = store.stack[store.n];
+            if store.id_next == store.id_end {
+                more_ids(store, s);
             }
-            n -= 1;
-            f.n.set(n);
-            let (idx, slot) = f.stack[n].get();
-            if f.id_next.get() == f.id_end.get() {
-                f.more_ids(s);
+            let id = store.id_next;
+            store.id_next = id + 1;
+            c.deltas.alloc(allocated);
+            if c.deltas.allocs >= PUBLISH_EVERY {
+                publish_now(c, s);
             }
-            let id = f.id_next.get();
-            f.id_next.set(id + 1);
-            let allocs = f.allocs.get() + 1;
-            f.allocs.set(allocs);
-            let in_use = f.in_use.get() + allocated as i64;
-            f.in_use.set(in_use);
-            f.peak.set(f.peak.get().max(in_use));
-            f.largest.set(f.largest.get().max(allocated));
-            if allocs >= PUBLISH_EVERY {
-                f.publish_slow(s);
-            }
-            // SAFETY: slots on a front's stack belong to the bound allocator's table, whose
-            // chunks live as long as `s` (the caller's reference to that same state).
-            Some((idx, id, unsafe { &*slot }))
-        }
+            Some((idx, id, slot))
+        })
+        .flatten()?;
+        // SAFETY: slots on a front's stack belong to the bound allocator's table, whose chunks
+        // live as long as `s` (the caller's reference to that same state).
+        Some((idx, id, unsafe { &*slot }))
     }
 
     /// Takes back slot `idx` (at `slot`) of a freed block of `allocated` bytes: the slot is marked
@@ -1507,45 +1376,36 @@ mod front {
     /// must use the shared path.
     #[inline(always)]
     pub(super) fn give(s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) -> bool {
-        let f = front();
-        {
-            if !f.bound(s) && !f.bind(s) {
-                return false;
-            }
+        thread_cache::with(&CACHE, |c| {
+            c.enter(s);
             slot.word.store(1, Ordering::Release);
-            let mut n = f.n.get();
-            if n == CAP {
-                f.spill(s);
-                n = f.n.get();
+            if c.store.n == CAP {
+                spill(&mut c.store, s);
             }
-            f.stack[n].set((idx, slot));
-            f.n.set(n + 1);
-            let frees = f.frees.get() + 1;
-            f.frees.set(frees);
-            f.in_use.set(f.in_use.get() - allocated as i64);
-            if frees >= PUBLISH_EVERY {
-                f.publish_slow(s);
+            let store = &mut c.store;
+            store.stack[store.n] = (idx, slot);
+            store.n += 1;
+            c.deltas.free(allocated);
+            if c.deltas.frees >= PUBLISH_EVERY {
+                publish_now(c, s);
             }
             true
-        }
+        })
+        .unwrap_or(false)
     }
 
     /// Publishes this thread's counters if its front is bound to `s`.
     pub(super) fn publish(s: &Arc<Shared>) {
-        let _ = FRONT.try_with(|f| {
-            if f.bound(s) {
-                f.publish_into(s, false);
+        thread_cache::with(&CACHE, |c| {
+            if c.is_bound_to(s) {
+                publish_now(c, s);
             }
         });
     }
 
     /// Unbinds this thread's front from `s` (the allocator is going away).
     pub(super) fn release(s: &Arc<Shared>) {
-        let _ = FRONT.try_with(|f| {
-            if f.bound(s) {
-                f.unbind();
-            }
-        });
+        thread_cache::release(&CACHE, s)
     }
 }
 

@@ -992,15 +992,15 @@ impl Core {
         Ok(())
     }
 
-    /// Merges a thread's cache counters (see `front::Deltas`).
+    /// Merges a thread cache's counters: its hits and puts count as allocations and frees, and
+    /// the bytes it handed out (or took) move between `in_use` and `thread_cached`.
     #[inline]
-    pub fn merge(&mut self, allocs: u64, frees: u64, in_use: i64, peak: i64) {
+    pub fn merge(&mut self, d: &crate::alloc::thread_cache::Deltas) {
         let st = &mut self.st;
-        st.num_allocs += allocs;
-        st.num_frees += frees;
-        st.peak_in_use = st.peak_in_use.max(st.in_use + peak);
-        st.in_use += in_use;
-        st.thread_cached -= in_use;
+        st.num_allocs += d.allocs;
+        st.num_frees += d.frees;
+        st.thread_cached -= d.in_use;
+        d.merge_level(&mut st.in_use, &mut st.peak_in_use);
     }
 
     /// Whether the in-use, not cached chunk at `addr` is exactly `size` bytes and starts at an

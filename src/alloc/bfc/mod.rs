@@ -75,10 +75,13 @@
 //!   ([`BfcMemoryDump::thread_cached_bytes`]); `check_invariants()` verifies that in-use chunks
 //!   add up to bytes in use plus bytes in thread caches, and that each of the calling thread's
 //!   entries is a live chunk of exactly its key's size, listed once.
-//! - **Not detected** on the lock-free path in release builds: a double free of a
-//!   thread-cacheable block, and a free with a `Layout` of another size (both violate the
-//!   `Allocator` contract; the chunk would be handed out twice or under the wrong size). Debug
-//!   builds check every such free against the chunk table and the thread's cache and panic.
+//! - **Double free** of a chunk the freeing thread's cache still holds: refused with a `tracing`
+//!   error in every build (the cache indexes its chunks by address too), so the chunk is never
+//!   handed out twice.
+//! - **Not detected** on the lock-free path in release builds: a double free from two different
+//!   threads (each cache holds the chunk once), and a free with a `Layout` of another size (both
+//!   violate the `Allocator` contract; the chunk would be handed out twice or under the wrong
+//!   size). Debug builds check every such free against the chunk table and panic.
 //!
 //! Under loom there is no thread cache: the models check the shared, locked path.
 //!
@@ -112,8 +115,11 @@ use super::{
     dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, MmapSubAllocator,
     SubAllocator, TensorAllocator,
 };
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering, SpinLock};
+use crate::sync::{AtomicU64, Mutex, Ordering, SpinLock};
 use std::ptr::NonNull;
+// `std` Arc also under loom, as the pool's: thread caches hold it (there are none under loom) and
+// its reference count is not what the models check.
+use std::sync::Arc;
 
 /// Upper bound of [`BfcOptions::recent_free_cache`] (the cache is searched linearly).
 pub const MAX_RECENT_FREE_CACHE: usize = 1024;
@@ -517,7 +523,7 @@ impl BfcAllocator {
         let d = front::take_deltas(&self.inner);
         let entries = front::current_entries(&self.inner);
         let mut core = self.inner.core.lock();
-        core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        core.merge(&d);
         core.flush_quick();
         core.dump(&self.inner.name, &entries)
     }
@@ -557,7 +563,7 @@ impl BfcAllocator {
             ));
         }
         let mut core = inner.core.lock();
-        core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        core.merge(&d);
         core.check()?;
         core.check_thread_cached(&entries)
     }
@@ -567,8 +573,8 @@ impl BfcAllocator {
     fn lock_merged(&self) -> crate::sync::SpinGuard<'_, Core> {
         let d = front::take_deltas(&self.inner);
         let mut core = self.inner.core.lock();
-        if d.allocs | d.frees != 0 {
-            core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        if !d.is_empty() {
+            core.merge(&d);
         }
         core
     }
@@ -635,8 +641,16 @@ impl BfcAllocator {
                  bytes (double free or wrong Layout)",
                 inner.name
             );
-            if front::push(&self.inner, rounded, addr) {
-                return;
+            match front::push(&self.inner, rounded, addr) {
+                front::Push::Cached => return,
+                front::Push::DoubleFree => {
+                    return self.report_bad_free(
+                        ptr,
+                        layout.size(),
+                        self::core::FreeError::DoubleFree,
+                    )
+                }
+                front::Push::Unavailable => {}
             }
         }
         let r = self.lock_merged().free(addr);
@@ -735,11 +749,16 @@ impl BfcAllocator {
 }
 
 impl Inner {
-    /// Takes back chunks from a thread cache together with that cache's counters.
-    #[cfg_attr(loom, allow(dead_code))]
-    fn absorb(&self, entries: impl Iterator<Item = (u32, usize)>, shift: u32, d: &front::Deltas) {
+    /// Takes back chunks from a thread cache (`(size >> shift, address)`, key 0 for an empty
+    /// slot) together with that cache's counters. Takes the core lock.
+    fn take_back_chunks(
+        &self,
+        entries: impl Iterator<Item = (u32, usize)>,
+        shift: u32,
+        d: &crate::alloc::thread_cache::Deltas,
+    ) {
         let mut core = self.core.lock();
-        core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        core.merge(d);
         for (key, addr) in entries {
             if key == 0 {
                 continue; // a free slot of the thread cache
