@@ -28,7 +28,7 @@ pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
 pub use bfc::{BfcAllocator, BfcGrowth, BfcMemoryDump, BfcOptions};
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
 pub use env::{EnvConfig, EnvError};
-pub use error::AllocatorError;
+pub use error::{AllocatorError, FactoryError, InvariantError};
 pub use failing::{FailingAllocator, FailingSubAllocator, FailurePolicy};
 pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};
 pub use registry::{cpu_allocator, Factory, Registry, RegistryError, Selection};

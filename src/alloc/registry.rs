@@ -32,7 +32,7 @@
 
 use super::env::{self, EnvConfig, EnvError};
 use super::{
-    AlignedCpuAllocator, AllocatorRef, BfcAllocator, PoolAllocator, SharedAllocator,
+    AlignedCpuAllocator, AllocatorRef, BfcAllocator, FactoryError, PoolAllocator, SharedAllocator,
     TrackingAllocator,
 };
 use crate::sync::Mutex;
@@ -50,7 +50,7 @@ pub struct FactoryContext<'a> {
 
 /// A constructor of allocators.
 pub type Constructor =
-    Arc<dyn Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync>;
+    Arc<dyn Fn(&FactoryContext<'_>) -> Result<AllocatorRef, FactoryError> + Send + Sync>;
 
 /// A named allocator factory with a priority.
 #[derive(Clone)]
@@ -81,7 +81,7 @@ impl Factory {
         create: F,
     ) -> Self
     where
-        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync + 'static,
+        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, FactoryError> + Send + Sync + 'static,
     {
         Self {
             name: name.into(),
@@ -96,7 +96,7 @@ impl Factory {
     /// per node with it (`ctx.numa_node` is `Some(node)`).
     pub fn with_numa<F>(mut self, create_for_node: F) -> Self
     where
-        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync + 'static,
+        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, FactoryError> + Send + Sync + 'static,
     {
         self.create_for_node = Some(Arc::new(create_for_node));
         self
@@ -172,7 +172,8 @@ pub enum RegistryError {
         /// The factory.
         name: String,
         /// Its error.
-        reason: String,
+        #[source]
+        reason: FactoryError,
     },
 }
 
@@ -318,7 +319,7 @@ pub fn builtin_factories() -> Vec<Factory> {
             |ctx| {
                 BfcAllocator::try_new(ctx.env.bfc_options())
                     .map(|a| Arc::new(a) as AllocatorRef)
-                    .map_err(|e| e.to_string())
+                    .map_err(FactoryError::from)
             },
         ),
         Factory::new(

@@ -112,8 +112,8 @@ pub use dump::{BfcEvent, BfcEventKind, BfcMemoryDump, BinDump, ChunkDump, Region
 
 use self::core::{Core, Failure};
 use super::{
-    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, MmapSubAllocator,
-    SubAllocator, TensorAllocator,
+    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, InvariantError, Layout,
+    MmapSubAllocator, SubAllocator, TensorAllocator,
 };
 use crate::sync::{AtomicU64, Mutex, Ordering, SpinLock};
 use std::ptr::NonNull;
@@ -544,28 +544,29 @@ impl BfcAllocator {
     /// holds; every chunk in the calling thread's cache is an in-use chunk of exactly its cache
     /// key's size, at most once, within the cache's count and byte bounds. Cost: linear in
     /// chunks plus handle slots (a test/debug tool, not for hot paths).
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
         let d = front::take_deltas(&self.inner);
         let entries = front::current_entries(&self.inner);
         let inner = &*self.inner;
+        let thread_cache = |m: String| InvariantError::new("thread cache", m);
         if entries.len() > inner.tc_entries {
-            return Err(format!(
+            return Err(thread_cache(format!(
                 "thread cache holds {} chunks, capacity {}",
                 entries.len(),
                 inner.tc_entries
-            ));
+            )));
         }
         let bytes: usize = entries.iter().map(|e| e.0).sum();
         if bytes > inner.tc_max_bytes {
-            return Err(format!(
+            return Err(thread_cache(format!(
                 "thread cache holds {bytes} bytes, bound {}",
                 inner.tc_max_bytes
-            ));
+            )));
         }
         let mut core = inner.core.lock();
         core.merge(&d);
-        core.check()?;
-        core.check_thread_cached(&entries)
+        core.check().map_err(|m| InvariantError::new("core", m))?;
+        core.check_thread_cached(&entries).map_err(thread_cache)
     }
 
     /// Merges the calling thread's cache counters into the shared state (under the lock).

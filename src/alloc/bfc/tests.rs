@@ -586,7 +586,7 @@ fn checker_detects_corruption() {
         c.slab[h].size += 256;
     }
     let e = a.check_invariants().unwrap_err();
-    assert!(e.contains("expected"), "{e}");
+    assert!(e.to_string().contains("expected"), "{e}");
     {
         let mut c = a.inner.core.lock();
         let (_, h) = c.lookup(p.as_ptr() as usize).unwrap();
@@ -594,7 +594,7 @@ fn checker_detects_corruption() {
         c.st.in_use += 1;
     }
     let e = a.check_invariants().unwrap_err();
-    assert!(e.contains("bytes in use"), "{e}");
+    assert!(e.to_string().contains("bytes in use"), "{e}");
     a.inner.core.lock().st.in_use -= 1;
     // SAFETY: the pointer came from this allocator with this layout/size and is freed exactly once.
     unsafe { a.deallocate(p, l(1000, 8)) };
@@ -911,7 +911,11 @@ fn checker_detects_recent_free_cache_corruption() {
     a.inner.core.lock().slab[h].cached = true;
     a.check_invariants().unwrap();
     a.inner.core.lock().slab[h].requested = 100; // key not a granule multiple
-    assert!(a.check_invariants().unwrap_err().contains("cached chunk"));
+    assert!(a
+        .check_invariants()
+        .unwrap_err()
+        .to_string()
+        .contains("cached chunk"));
     a.inner.core.lock().slab[h].requested = 4096;
     a.check_invariants().unwrap();
     // The cached chunk goes back to a request of the same rounded size.
