@@ -98,6 +98,9 @@ pub trait Owner: Send + Sync + 'static {
     /// What a hand-back reports to the caller (e.g. buffers and bytes returned).
     type Report: Default;
 
+    /// Whether the owner ever moves its epoch; `false` lets caches skip the check.
+    const HAS_EPOCH: bool = true;
+
     /// The owner's epoch: a cache bound at another epoch hands its store back before using it.
     fn epoch(&self) -> u64;
 
@@ -162,7 +165,7 @@ impl<O: Owner> ThreadCache<O> {
     /// all), and hands back and rebinds when the owner's epoch moved.
     #[inline]
     pub fn enter(&mut self, owner: &Arc<O>) {
-        if !self.is_bound_to(owner) || owner.epoch() != self.epoch {
+        if !self.is_bound_to(owner) || (O::HAS_EPOCH && owner.epoch() != self.epoch) {
             self.bind(owner);
         }
     }
@@ -174,7 +177,7 @@ impl<O: Owner> ThreadCache<O> {
         if !self.is_bound_to(owner) {
             return false;
         }
-        if owner.epoch() != self.epoch {
+        if O::HAS_EPOCH && owner.epoch() != self.epoch {
             self.bind(owner);
         }
         true
@@ -204,7 +207,7 @@ pub type CacheKey<O> = LocalKey<RefCell<ThreadCache<O>>>;
 /// Runs `f` on this thread's cache in `key`; `None` when it is in use further up the stack or
 /// already destroyed (see the module docs).
 #[cfg(not(loom))]
-#[inline]
+#[inline(always)]
 pub fn with<O: Owner, R>(
     key: &'static CacheKey<O>,
     f: impl FnOnce(&mut ThreadCache<O>) -> R,

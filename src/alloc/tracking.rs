@@ -1255,6 +1255,7 @@ mod front {
     impl Owner for Shared {
         type Store = Store;
         type Report = ();
+        const HAS_EPOCH: bool = false;
 
         fn epoch(&self) -> u64 {
             0
