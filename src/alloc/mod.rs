@@ -25,7 +25,10 @@ pub mod thread_cache;
 pub mod tracking;
 
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
-pub use bfc::{BfcAllocator, BfcGrowth, BfcMemoryDump, BfcOptions};
+pub use bfc::{
+    BfcAllocator, BfcDebug, BfcDirtyPages, BfcGrowth, BfcMemoryDump, BfcOptions, BfcPages,
+    BfcRecentFree, BfcThreadCache,
+};
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
 pub use env::{EnvConfig, EnvError};
 pub use error::{AllocatorError, FactoryError, InvariantError};

@@ -132,7 +132,7 @@ struct Dirty {
 
 pub(crate) struct Core {
     pub slab: Slab,
-    /// Recently freed chunks kept whole; see `BfcOptions::recent_free_cache`.
+    /// Recently freed chunks kept whole; see `BfcOptions::recent_free`.
     quick: Quick,
     pub bins: Bins,
     pub regions: Regions,
@@ -150,7 +150,7 @@ pub(crate) struct Core {
     huge_min: usize,
     /// Freed chunks of at least this many bytes give their whole pages back (`MADV_DONTNEED`).
     release_min: usize,
-    /// Dirty-page budget (see `BfcOptions::max_dirty_ratio`).
+    /// Dirty-page budget (see `BfcOptions::dirty_pages`).
     dirty: Dirty,
     /// Requests of at most this many (rounded) bytes always get a chunk of exactly the rounded
     /// size (split whatever the split rule says), so a free into a thread cache knows the chunk
@@ -250,9 +250,9 @@ impl Core {
                 newest: NIL,
                 len: 0,
                 bytes: 0,
-                cap: o.recent_free_cache,
-                max_chunk: o.recent_free_max_chunk_bytes,
-                max_bytes: o.recent_free_max_bytes,
+                cap: o.recent_free.entries,
+                max_chunk: o.recent_free.max_chunk_bytes,
+                max_bytes: o.recent_free.max_bytes,
             },
             bins: Bins::new(),
             regions: Regions::default(),
@@ -265,35 +265,35 @@ impl Core {
             gc: o.garbage_collection,
             split_ratio: o.split_ratio,
             // A big chunk is also split when the remainder would be at least
-            // `dirty_min_chunk_bytes`: an unsplit remainder counts as in use, so resident pages
+            // `resident_min_chunk_bytes`: an unsplit remainder counts as in use, so resident pages
             // in it would escape the dirty-page budget, and it cannot serve anyone else.
             max_waste: o
                 .max_split_waste_bytes
-                .min(o.dirty_min_chunk_bytes.max(o.granule_bytes)),
+                .min(o.pages.resident_min_chunk_bytes.max(o.granule_bytes)),
             initial_region: o.initial_region_bytes.max(granule),
             curr_region: o.initial_region_bytes.max(granule),
-            huge_min: o.huge_page_min_region_bytes.unwrap_or(usize::MAX),
-            release_min: o.release_pages_min_bytes.unwrap_or(usize::MAX),
+            huge_min: o.pages.huge_page_min_region_bytes.unwrap_or(usize::MAX),
+            release_min: o.pages.release_min_chunk_bytes.unwrap_or(usize::MAX),
             dirty: Dirty {
                 enabled: true,
-                purge: o.max_dirty_ratio.is_some(),
-                ratio: o.max_dirty_ratio.unwrap_or(0.0),
-                min: o.dirty_min_chunk_bytes.max(granule),
+                purge: o.dirty_pages.is_some(),
+                ratio: o.dirty_pages.map_or(0.0, |d| d.max_dirty_ratio),
+                min: o.pages.resident_min_chunk_bytes.max(granule),
                 total: 0,
                 oldest: NIL,
                 newest: NIL,
                 released: 0,
                 purges: 0,
                 reference: 0.0,
-                floor: o.dirty_floor_bytes as f64,
+                floor: o.dirty_pages.map_or(0, |d| d.floor_bytes) as f64,
             },
-            exact_max: if o.thread_cache > 0 && !cfg!(loom) {
-                o.thread_cache_max_chunk_bytes
+            exact_max: if o.thread_cache.entries > 0 && !cfg!(loom) {
+                o.thread_cache.max_chunk_bytes
             } else {
                 0
             },
             page: crate::alloc::sub::page_size(),
-            purge_unit: if o.huge_page_min_region_bytes.is_some() {
+            purge_unit: if o.pages.huge_page_min_region_bytes.is_some() {
                 HUGE_PAGE.max(crate::alloc::sub::page_size())
             } else {
                 crate::alloc::sub::page_size()
@@ -302,8 +302,8 @@ impl Core {
             st: Counters::default(),
             next_id: 1,
             free_count: 0,
-            events: EventRing::new(o.event_ring_capacity),
-            timestamps: o.timestamp_events,
+            events: EventRing::new(o.debug.event_ring_capacity),
+            timestamps: o.debug.timestamp_events,
             epoch: Instant::now(),
         }
     }
@@ -616,7 +616,7 @@ impl Core {
 
     /// The smallest chunk on the dirty list that holds `rounded` bytes at `align` with at least
     /// half of them possibly resident (`NIL` if none). The list holds only free chunks of at
-    /// least `dirty_min_chunk_bytes` that were not released, so it is short.
+    /// least `resident_min_chunk_bytes` that were not released, so it is short.
     fn find_dirty(&self, rounded: usize, align: usize) -> u32 {
         let mut best = NIL;
         let mut best_key = (usize::MAX, usize::MAX);

@@ -11,8 +11,8 @@
 //!   when it is at least [`BfcOptions::split_ratio`] × the rounded request, or when the remainder
 //!   would waste at least [`BfcOptions::max_split_waste_bytes`] (128 MiB). A freed chunk merges with
 //!   free neighbours on both sides, so no two free chunks are ever adjacent — except that a chunk
-//!   of at most [`BfcOptions::recent_free_max_chunk_bytes`] is first kept whole in a small
-//!   **recent-free cache** ([`BfcOptions::recent_free_cache`]) and handed straight back to the next
+//!   of at most [`BfcRecentFree::max_chunk_bytes`] is first kept whole in a small
+//!   **recent-free cache** ([`BfcOptions::recent_free`]) and handed straight back to the next
 //!   request of the rounded size it last served (no bin, split, merge or handle-table work); a
 //!   request that misses the cache still gets the best fit over bins and cache; a cached chunk is merged
 //!   when evicted from the cache, before the allocator grows or fails, and on `trim()`, `stats()`,
@@ -45,9 +45,9 @@
 //! used; the layout's size is ignored).
 //!
 //! # Thread cache
-//! In front of the lock each thread keeps a small cache ([`BfcOptions::thread_cache`] entries,
-//! at most [`BfcOptions::thread_cache_max_bytes`]) of chunks it freed, keyed by rounded size.
-//! A free of at most [`BfcOptions::thread_cache_max_chunk_bytes`] goes there without the lock
+//! In front of the lock each thread keeps a small cache ([`BfcThreadCache::entries`] entries,
+//! at most [`BfcThreadCache::max_bytes`]) of chunks it freed, keyed by rounded size.
+//! A free of at most [`BfcThreadCache::max_chunk_bytes`] goes there without the lock
 //! or any atomic read-modify-write — the caller's `Layout` gives the size, because requests up to
 //! that bound always get a chunk of exactly their rounded size — and an allocation first takes
 //! the newest cached chunk of its rounded size whose address meets the alignment. For the core
@@ -86,9 +86,9 @@
 //! Under loom there is no thread cache: the models check the shared, locked path.
 //!
 //! # Resident free memory
-//! Free chunks of at least [`BfcOptions::dirty_min_chunk_bytes`] remember the address range
+//! Free chunks of at least [`BfcPages::resident_min_chunk_bytes`] remember the address range
 //! whose pages may still be resident; big requests take the best-fitting resident chunk first.
-//! With [`BfcOptions::max_dirty_ratio`] the least recently freed of them release their pages
+//! With [`BfcOptions::dirty_pages`] the least recently freed of them release their pages
 //! (`MADV_DONTNEED`) when resident free memory exceeds its budget; `memory_dump()` reports
 //! [`BfcMemoryDump::dirty_free_bytes`], [`BfcMemoryDump::released_bytes`] and per chunk
 //! [`ChunkDump::dirty_bytes`].
@@ -121,10 +121,10 @@ use std::ptr::NonNull;
 // its reference count is not what the models check.
 use std::sync::Arc;
 
-/// Upper bound of [`BfcOptions::recent_free_cache`] (the cache is searched linearly).
+/// Upper bound of [`BfcRecentFree::entries`] (the cache is searched linearly).
 pub const MAX_RECENT_FREE_CACHE: usize = 1024;
 
-/// Upper bound of [`BfcOptions::thread_cache`] (entries per thread).
+/// Upper bound of [`BfcThreadCache::entries`] (entries per thread).
 pub const MAX_THREAD_CACHE: usize = 256;
 
 /// How the allocator grows when no free chunk fits.
@@ -138,7 +138,9 @@ pub enum BfcGrowth {
     Exact,
 }
 
-/// Configuration of a [`BfcAllocator`]. `Default` gives TensorFlow's numbers.
+/// Configuration of a [`BfcAllocator`]. `Default` gives TensorFlow's numbers for the core
+/// (granule, bins, split rule, growth) and this crate's defaults for the features TensorFlow
+/// does not have, each in its own group.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BfcOptions {
     /// Most bytes the allocator may reserve from its sub-allocator (`None`: unlimited).
@@ -157,89 +159,178 @@ pub struct BfcOptions {
     pub split_ratio: f64,
     /// … or when the remainder would be at least this many bytes. Default 128 MiB.
     pub max_split_waste_bytes: usize,
-    /// Capacity of the recent-event ring in dumps (0 disables it). Default 1024.
+    /// Name reported by `TensorAllocator::name`. Default `"bfc"`.
+    pub name: String,
+    /// Each thread's lock-free front cache. See the [module docs](self#thread-cache).
+    pub thread_cache: BfcThreadCache,
+    /// The shared cache of recently freed small chunks, kept whole for reuse.
+    pub recent_free: BfcRecentFree,
+    /// Page-level behaviour of regions and free chunks (huge pages, releasing pages, which
+    /// chunks count as resident).
+    pub pages: BfcPages,
+    /// The dirty-page budget: with `Some`, resident free memory is bounded and the least
+    /// recently freed chunks release their pages beyond it. Default `None` (nothing is
+    /// released): releasing pages means faulting them in again when the next big buffer lands
+    /// there, so it trades speed for resident memory; use it on memory-bound hosts.
+    pub dirty_pages: Option<BfcDirtyPages>,
+    /// Introspection: the event ring, timestamps, the dump kept at out-of-memory.
+    pub debug: BfcDebug,
+}
+
+/// [`BfcOptions::thread_cache`]: each thread's cache of chunks it freed, used without the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BfcThreadCache {
+    /// Capacity in entries (0 disables it; at most [`MAX_THREAD_CACHE`]). Default 64.
+    pub entries: usize,
+    /// Most bytes one thread's cache holds. Default 32 MiB (so a whole inference step of the
+    /// `step` workload's outputs fits).
+    pub max_bytes: usize,
+    /// Largest rounded request whose chunk goes to a thread cache. Requests up to this size
+    /// always get a chunk of exactly their rounded size (split regardless of
+    /// [`BfcOptions::split_ratio`]), so a free knows the chunk size from its `Layout`.
+    /// Default 4 MiB.
+    pub max_chunk_bytes: usize,
+}
+
+impl Default for BfcThreadCache {
+    fn default() -> Self {
+        Self {
+            entries: 64,
+            max_bytes: 32 << 20,
+            max_chunk_bytes: 4 << 20,
+        }
+    }
+}
+
+impl BfcThreadCache {
+    /// No thread cache: every operation takes the lock.
+    pub const OFF: Self = Self {
+        entries: 0,
+        max_bytes: 32 << 20,
+        max_chunk_bytes: 4 << 20,
+    };
+}
+
+/// [`BfcOptions::recent_free`]: the **recent-free cache**.
+///
+/// A freed chunk of at most [`max_chunk_bytes`](Self::max_chunk_bytes) is kept whole instead of
+/// being merged and binned; the next request of the same rounded size as the one it last served
+/// (and an alignment its address satisfies) gets the newest such chunk back without any bin,
+/// split, merge or handle-table work. A request that misses the cache still gets the best fit: a
+/// cached chunk that fits better than the bins' candidate is merged back first and the bins are
+/// searched again. The cache is part of the locked state, so every thread shares it and nothing
+/// about it is approximate: statistics count a cached chunk as free at once; a second free of a
+/// cached pointer is refused as a double free; `trim()`, garbage collection before growth or
+/// failure, `stats()`, `memory_dump()` and drop first merge every cached chunk back (so they see
+/// the same coalesced memory as without the cache); `check_invariants()` checks the cache too.
+/// When the cache is full the oldest entry is merged back. The one visible difference: a cached
+/// chunk may sit next to a free chunk until it is reused or flushed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BfcRecentFree {
+    /// Capacity in entries (0 disables it; at most [`MAX_RECENT_FREE_CACHE`]). Default 64.
+    pub entries: usize,
+    /// Largest chunk the cache keeps (bytes). Default 1 MiB: bigger chunks raise peak resident
+    /// memory without saving much (their use costs far more than the bin search).
+    pub max_chunk_bytes: usize,
+    /// Most bytes the cache holds in total (oldest entries are merged back first).
+    /// Default 16 MiB.
+    pub max_bytes: usize,
+}
+
+impl Default for BfcRecentFree {
+    fn default() -> Self {
+        Self {
+            entries: 64,
+            max_chunk_bytes: 1 << 20,
+            max_bytes: 16 << 20,
+        }
+    }
+}
+
+/// [`BfcOptions::pages`]: how regions and free chunks deal with pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BfcPages {
+    /// Regions of at least this many bytes are aligned to 2 MiB and advised `MADV_HUGEPAGE`, so
+    /// first touch maps 2 MiB at a time instead of 512 × 4 KiB. Default `None` (small pages):
+    /// with the kernel's usual `defrag=madvise` setting a huge-page fault may stall on memory
+    /// compaction, so first-touch time becomes unpredictable. Worth trying on dedicated
+    /// inference hosts.
+    pub huge_page_min_region_bytes: Option<usize>,
+    /// Freed chunks of at least this many bytes (that do not go to the recent-free cache) hand
+    /// their whole pages back to the kernel (`MADV_DONTNEED`), so free memory stops being
+    /// resident; reusing it faults the pages in again. Default `None` (off): lower resident
+    /// memory for much slower reuse of big buffers; for memory-bound hosts, not for speed.
+    pub release_min_chunk_bytes: Option<usize>,
+    /// Free chunks of at least this size are tracked as resident ("dirty") or released, and
+    /// requests of at least this size take the best-fitting *resident* free chunk when there is
+    /// one (at least half of the request resident) before any clean one. It is also a split
+    /// threshold: a chunk is split when the remainder would be at least this big, whatever
+    /// [`BfcOptions::split_ratio`] says (an unsplit remainder counts as in use, keeps its pages
+    /// resident outside the budget and serves nobody). Default 1 MiB.
+    pub resident_min_chunk_bytes: usize,
+}
+
+impl Default for BfcPages {
+    fn default() -> Self {
+        Self {
+            huge_page_min_region_bytes: None,
+            release_min_chunk_bytes: None,
+            resident_min_chunk_bytes: 1 << 20,
+        }
+    }
+}
+
+/// [`BfcOptions::dirty_pages`]: the **dirty-page budget**.
+///
+/// Free chunks of at least [`BfcPages::resident_min_chunk_bytes`] whose pages may still be
+/// resident (freed and not released since) may total at most
+/// `(1 + max_dirty_ratio) × H − in_use − cached`, where `H` is a recent high-water mark of bytes
+/// in use (it follows `in_use` up at once and decays towards it by 1/1024 of the gap per free),
+/// `cached` the bytes in the recent-free and thread caches, and never less than
+/// [`floor_bytes`](Self::floor_bytes). Over budget, the least recently freed of them give their
+/// pages back (`MADV_DONTNEED`) until the total is under budget again, so resident memory stays
+/// near `(1 + max_dirty_ratio) ×` the high-water mark. Each free chunk remembers the address
+/// range that may be resident, so released pages are not advised again when the chunk merges
+/// with a freshly freed neighbour, and reuse prefers resident chunks. A smaller ratio means less
+/// resident memory and more page faults on reuse.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BfcDirtyPages {
+    /// The ratio `r` of the budget (finite, ≥ 0.0). Default 0.2.
+    pub max_dirty_ratio: f64,
+    /// The budget never goes below this many bytes, so a program with little memory in use
+    /// does not release and re-fault the same buffers over and over. Default 32 MiB.
+    pub floor_bytes: usize,
+}
+
+impl Default for BfcDirtyPages {
+    fn default() -> Self {
+        Self {
+            max_dirty_ratio: 0.2,
+            floor_bytes: 32 << 20,
+        }
+    }
+}
+
+/// [`BfcOptions::debug`]: what the allocator records for dumps and failure reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BfcDebug {
+    /// Capacity of the recent-event ring in dumps (0 disables it; at most [`MAX_EVENT_RING`]).
+    /// Default 1024.
     pub event_ring_capacity: usize,
     /// Stamp events with the time since creation (costs a clock read per alloc/free). Default off.
     pub timestamp_events: bool,
     /// Keep a memory dump of the last out-of-memory failure. Default on.
     pub dump_on_oom: bool,
-    /// Regions of at least this many bytes are aligned to 2 MiB and advised `MADV_HUGEPAGE`, so
-    /// first touch maps 2 MiB at a time instead of 512 × 4 KiB. Default `None` (small pages): with
-    /// the kernel's usual `defrag=madvise` setting a huge-page fault may stall on memory compaction,
-    /// and on the loaded build machine the `large` bench swung between 10× faster and 5× slower
-    /// first-touch rounds with it on. Worth trying on dedicated inference hosts.
-    pub huge_page_min_region_bytes: Option<usize>,
-    /// Capacity of the **recent-free cache** (0 disables it). Default 64.
-    ///
-    /// A freed chunk of at most [`recent_free_max_chunk_bytes`](Self::recent_free_max_chunk_bytes)
-    /// is kept whole instead of being merged and binned; the next request of the same rounded size
-    /// as the one it last served (and an alignment its address satisfies) gets the newest such
-    /// chunk back without any bin, split, merge or handle-table work. A request that misses the
-    /// cache still gets the best fit: a cached chunk that fits better than the bins' candidate is
-    /// merged back first and the bins are searched again. The cache is
-    /// part of the locked state, so every thread shares it and nothing about it is approximate:
-    /// statistics count a cached chunk as free at once; a second free of a cached pointer is
-    /// refused as a double free; `trim()`, garbage collection before growth or failure,
-    /// `stats()`, `memory_dump()` and drop first merge every cached chunk back (so they see the
-    /// same coalesced memory as without the cache); `check_invariants()` checks the cache too.
-    /// When the cache is full the oldest entry is merged back. The one visible difference: a
-    /// cached chunk may sit next to a free chunk until it is reused or flushed.
-    pub recent_free_cache: usize,
-    /// Largest chunk the recent-free cache keeps (bytes). Default 1 MiB (caching bigger chunks
-    /// raised the `large` bench's peak RSS without a measurable gain).
-    pub recent_free_max_chunk_bytes: usize,
-    /// Most bytes the recent-free cache holds in total (oldest entries are merged back first).
-    /// Default 16 MiB.
-    pub recent_free_max_bytes: usize,
-    /// Freed chunks of at least this many bytes (that do not go to the recent-free cache) hand
-    /// their whole pages back to the kernel (`MADV_DONTNEED`), so free memory stops being
-    /// resident; reusing it faults the pages in again. Default `None` (off): on the `large`
-    /// bench (2-core VM) a 16 MiB threshold cut peak RSS from 1.25× to 1.10× the live bytes but
-    /// made it 1.7× slower than glibc instead of 0.04×; 4 MiB gave 1.02× RSS at 1.6× glibc time.
-    /// For memory-bound hosts, not for speed.
-    pub release_pages_min_bytes: Option<usize>,
-    /// Capacity of each thread's **front cache** in entries (0 disables it; at most
-    /// [`MAX_THREAD_CACHE`]). Default 64. See the [module docs](self#thread-cache).
-    pub thread_cache: usize,
-    /// Most bytes one thread's front cache holds. Default 32 MiB (the `step` bench's 60 outputs
-    /// of 1 KiB–4 MiB total 27.5 MiB, so one whole step fits).
-    pub thread_cache_max_bytes: usize,
-    /// Largest rounded request whose chunk goes to a thread cache. Requests up to this size
-    /// always get a chunk of exactly their rounded size (split regardless of
-    /// [`split_ratio`](Self::split_ratio)), so a free knows the chunk size from its `Layout`.
-    /// Default 4 MiB.
-    pub thread_cache_max_chunk_bytes: usize,
-    /// **Dirty-page budget**: with `Some(r)`, free chunks of at least
-    /// [`dirty_min_chunk_bytes`](Self::dirty_min_chunk_bytes) whose pages may still be resident
-    /// (freed and not released since) may total at most
-    /// `(1 + r) × H − in_use − cached`, where `H` is a recent high-water mark of bytes in use
-    /// (it follows `in_use` up at once and decays towards it by 1/1024 of the gap per free),
-    /// `cached` the bytes in the recent-free and thread caches, and never less than
-    /// [`dirty_floor_bytes`](Self::dirty_floor_bytes). Over budget, the least recently freed of
-    /// them give their pages back (`MADV_DONTNEED`) until the total is under budget again, so
-    /// resident memory stays near `(1 + r) ×` the high-water mark. Each free chunk remembers the
-    /// address range that may be resident, so released pages are not advised again when the
-    /// chunk merges with a freshly freed neighbour, and reuse prefers resident chunks.
-    ///
-    /// Default `None` (nothing is released): on the `large` bench (2-core VM, two runs)
-    /// `Some(0.1)` gave peak RSS 1.09× the live bytes at 0.69–0.72× glibc's time, `Some(0.2)`
-    /// 1.15× at 0.38–0.40×, and `None` 1.22× at 0.14× — releasing pages means faulting them in
-    /// again when the next big buffer lands there, which is most of glibc's own cost. Use it on
-    /// memory-bound hosts.
-    pub max_dirty_ratio: Option<f64>,
-    /// Free chunks of at least this size are tracked as resident ("dirty") or released, and
-    /// requests of at least this size take the best-fitting *resident* free chunk when there is
-    /// one (at least half of the request resident) before any clean one. It is also a split
-    /// threshold: a chunk is split when the remainder would be at least this big, whatever
-    /// [`split_ratio`](Self::split_ratio) says (an unsplit remainder counts as in use, keeps its
-    /// pages resident outside the budget and serves nobody). Default 1 MiB.
-    pub dirty_min_chunk_bytes: usize,
-    /// The dirty-page budget never goes below this many bytes, so a program with little memory
-    /// in use does not release and re-fault the same buffers over and over (with it at 0 and no
-    /// thread cache, the `step` bench went from 3.6 µs to 87 µs per step). Default 32 MiB.
-    pub dirty_floor_bytes: usize,
-    /// Name reported by `TensorAllocator::name`. Default `"bfc"`.
-    pub name: String,
+}
+
+impl Default for BfcDebug {
+    fn default() -> Self {
+        Self {
+            event_ring_capacity: 1024,
+            timestamp_events: false,
+            dump_on_oom: true,
+        }
+    }
 }
 
 impl Default for BfcOptions {
@@ -253,26 +344,17 @@ impl Default for BfcOptions {
             num_bins: 21,
             split_ratio: 2.0,
             max_split_waste_bytes: 128 << 20,
-            event_ring_capacity: 1024,
-            timestamp_events: false,
-            dump_on_oom: true,
-            huge_page_min_region_bytes: None,
-            recent_free_cache: 64,
-            recent_free_max_chunk_bytes: 1 << 20,
-            recent_free_max_bytes: 16 << 20,
-            release_pages_min_bytes: None,
-            thread_cache: 64,
-            thread_cache_max_bytes: 32 << 20,
-            thread_cache_max_chunk_bytes: 4 << 20,
-            max_dirty_ratio: None,
-            dirty_min_chunk_bytes: 1 << 20,
-            dirty_floor_bytes: 32 << 20,
             name: "bfc".into(),
+            thread_cache: BfcThreadCache::default(),
+            recent_free: BfcRecentFree::default(),
+            pages: BfcPages::default(),
+            dirty_pages: None,
+            debug: BfcDebug::default(),
         }
     }
 }
 
-/// Largest [`BfcOptions::event_ring_capacity`] (the ring is allocated up front).
+/// Largest [`BfcDebug::event_ring_capacity`] (the ring is allocated up front).
 pub const MAX_EVENT_RING: usize = 1 << 20;
 
 /// A [`BfcOptions`] field with a value the allocator cannot use.
@@ -321,37 +403,33 @@ impl BfcOptions {
                 "a finite number ≥ 1.0",
             );
         }
-        if self.recent_free_cache > MAX_RECENT_FREE_CACHE {
+        if self.recent_free.entries > MAX_RECENT_FREE_CACHE {
             return err(
                 "recent_free_cache",
-                self.recent_free_cache.to_string(),
+                self.recent_free.entries.to_string(),
                 "0..=1024 entries",
             );
         }
-        if self.thread_cache > MAX_THREAD_CACHE {
+        if self.thread_cache.entries > MAX_THREAD_CACHE {
             return err(
                 "thread_cache",
-                self.thread_cache.to_string(),
+                self.thread_cache.entries.to_string(),
                 "0..=256 entries",
             );
         }
-        if self
-            .max_dirty_ratio
-            .is_some_and(|r| !(r.is_finite() && r >= 0.0))
-        {
-            return err(
-                "max_dirty_ratio",
-                format!("{:?}", self.max_dirty_ratio),
-                "None or a finite number ≥ 0.0",
-            );
+        if let Some(d) = self.dirty_pages {
+            let r = d.max_dirty_ratio;
+            if !(r.is_finite() && r >= 0.0) {
+                return err("max_dirty_ratio", r.to_string(), "a finite number ≥ 0.0");
+            }
         }
         if self.initial_region_bytes == 0 {
             return err("initial_region_bytes", "0".into(), "at least 1 byte");
         }
-        if self.event_ring_capacity > MAX_EVENT_RING {
+        if self.debug.event_ring_capacity > MAX_EVENT_RING {
             return err(
                 "event_ring_capacity",
-                self.event_ring_capacity.to_string(),
+                self.debug.event_ring_capacity.to_string(),
                 "0..=1048576 events",
             );
         }
@@ -450,28 +528,29 @@ impl BfcAllocator {
         // count fits the cache's 32-bit keys.
         let g = opts.granule_bytes;
         let tc_max_chunk = opts
-            .thread_cache_max_chunk_bytes
-            .min(opts.thread_cache_max_bytes)
+            .thread_cache
+            .max_chunk_bytes
+            .min(opts.thread_cache.max_bytes)
             .min(g.saturating_mul(u32::MAX as usize))
             & !(g - 1);
         let tc_entries = if cfg!(loom) || tc_max_chunk == 0 {
             0
         } else {
-            opts.thread_cache
+            opts.thread_cache.entries
         };
         let mut core_opts = opts.clone();
-        core_opts.thread_cache = tc_entries;
-        core_opts.thread_cache_max_chunk_bytes = tc_max_chunk;
+        core_opts.thread_cache.entries = tc_entries;
+        core_opts.thread_cache.max_chunk_bytes = tc_max_chunk;
         Self {
             inner: Arc::new(Inner {
                 core: SpinLock::new(Core::new(&core_opts)),
                 sub,
                 name: opts.name.clone(),
-                dump_on_oom: opts.dump_on_oom,
+                dump_on_oom: opts.debug.dump_on_oom,
                 last_oom: Mutex::new(None),
                 granule: opts.granule_bytes,
                 tc_entries,
-                tc_max_bytes: opts.thread_cache_max_bytes,
+                tc_max_bytes: opts.thread_cache.max_bytes,
                 tc_max_chunk,
                 epoch: AtomicU64::new(0),
             }),

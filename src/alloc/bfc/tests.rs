@@ -14,8 +14,8 @@ const MIB: usize = 1 << 20;
 /// lock-free frees would keep chunks out of the bins) and no dirty-page budget.
 fn core_opts() -> BfcOptions {
     BfcOptions {
-        thread_cache: 0,
-        max_dirty_ratio: None,
+        thread_cache: BfcThreadCache::OFF,
+        dirty_pages: None,
         ..BfcOptions::default()
     }
 }
@@ -213,7 +213,10 @@ fn split_rule_follows_ratio_and_waste_threshold() {
     unsafe { c.deallocate(p, l(1 << 20, 64)) };
     let c = BfcAllocator::new(BfcOptions {
         split_ratio: 1000.0,
-        dirty_min_chunk_bytes: 4 << 20,
+        pages: BfcPages {
+            resident_min_chunk_bytes: 4 << 20,
+            ..BfcPages::default()
+        },
         ..core_opts()
     });
     let p = c.allocate(l(1 << 20, 64)).unwrap().cast::<u8>();
@@ -538,7 +541,10 @@ fn invalid_options_are_named() {
     assert_eq!(e.field, "split_ratio");
     // An event ring sized by an unchecked number would abort on allocation: refused instead.
     let e = BfcAllocator::try_new(BfcOptions {
-        event_ring_capacity: usize::MAX,
+        debug: BfcDebug {
+            event_ring_capacity: usize::MAX,
+            ..BfcDebug::default()
+        },
         ..core_opts()
     })
     .unwrap_err();
@@ -632,7 +638,10 @@ fn allocator_is_send_and_sync_and_shared() {
 #[test]
 fn huge_page_regions_are_2mib_aligned() {
     let a = BfcAllocator::new(BfcOptions {
-        huge_page_min_region_bytes: Some(4 * MIB),
+        pages: BfcPages {
+            huge_page_min_region_bytes: Some(4 * MIB),
+            ..BfcPages::default()
+        },
         ..core_opts()
     });
     let small = a.allocate(l(1000, 8)).unwrap().cast::<u8>();
@@ -652,7 +661,10 @@ fn huge_page_regions_are_2mib_aligned() {
 
 fn cache_opts(entries: usize) -> BfcOptions {
     BfcOptions {
-        recent_free_cache: entries,
+        recent_free: BfcRecentFree {
+            entries,
+            ..BfcRecentFree::default()
+        },
         ..core_opts()
     }
 }
@@ -716,9 +728,11 @@ fn recent_free_cache_reuses_exact_size_with_exact_stats() {
 #[test]
 fn recent_free_cache_respects_alignment_and_bounds() {
     let a = BfcAllocator::new(BfcOptions {
-        recent_free_cache: 2,
-        recent_free_max_chunk_bytes: 8192,
-        recent_free_max_bytes: 12288,
+        recent_free: BfcRecentFree {
+            entries: 2,
+            max_chunk_bytes: 8192,
+            max_bytes: 12288,
+        },
         ..core_opts()
     });
     let ps: Vec<_> = (0..4)
@@ -867,8 +881,14 @@ fn released_pages_of_big_free_chunks_read_back_as_zero() {
     // pages were handed back; without the option the old contents stay.
     for (release, expect_zero) in [(Some(MIB), true), (None, false)] {
         let a = BfcAllocator::new(BfcOptions {
-            release_pages_min_bytes: release,
-            recent_free_cache: 0,
+            pages: BfcPages {
+                release_min_chunk_bytes: release,
+                ..BfcPages::default()
+            },
+            recent_free: BfcRecentFree {
+                entries: 0,
+                ..BfcRecentFree::default()
+            },
             ..core_opts()
         });
         let _guard = a.allocate(l(256, 8)).unwrap(); // keeps the region from being trimmed
@@ -931,7 +951,7 @@ fn checker_detects_recent_free_cache_corruption() {
 /// Default options with the thread cache on and the dirty-page budget off.
 fn tc_opts() -> BfcOptions {
     BfcOptions {
-        max_dirty_ratio: None,
+        dirty_pages: None,
         ..BfcOptions::default()
     }
 }
@@ -1057,8 +1077,11 @@ fn thread_cache_hits_keep_stats_exact_single_threaded() {
 #[test]
 fn thread_cache_spills_its_oldest_half_when_full() {
     let a = BfcAllocator::new(BfcOptions {
-        thread_cache: 4,
-        thread_cache_max_bytes: 64 * 1024,
+        thread_cache: BfcThreadCache {
+            entries: 4,
+            max_bytes: 64 * 1024,
+            ..BfcThreadCache::default()
+        },
         ..tc_opts()
     });
     let ps: Vec<_> = (1..=6)
@@ -1303,14 +1326,20 @@ fn thread_cache_off_and_options_validated() {
     unsafe { a.deallocate(p, l(4096, 64)) };
     assert_eq!(a.thread_cached(), (0, 0));
     let e = BfcOptions {
-        thread_cache: MAX_THREAD_CACHE + 1,
+        thread_cache: BfcThreadCache {
+            entries: MAX_THREAD_CACHE + 1,
+            ..BfcThreadCache::default()
+        },
         ..BfcOptions::default()
     }
     .validate()
     .unwrap_err();
     assert_eq!(e.field, "thread_cache");
     let e = BfcOptions {
-        max_dirty_ratio: Some(f64::NAN),
+        dirty_pages: Some(BfcDirtyPages {
+            max_dirty_ratio: f64::NAN,
+            ..BfcDirtyPages::default()
+        }),
         ..BfcOptions::default()
     }
     .validate()
@@ -1321,12 +1350,20 @@ fn thread_cache_off_and_options_validated() {
 #[test]
 fn dirty_budget_releases_the_oldest_resident_free_chunks() {
     let a = BfcAllocator::new(BfcOptions {
-        thread_cache: 0,
-        recent_free_cache: 0,
-        max_dirty_ratio: Some(0.0),
-        dirty_floor_bytes: 0,
-        dirty_min_chunk_bytes: MIB,
         initial_region_bytes: 64 * MIB,
+        thread_cache: BfcThreadCache::OFF,
+        recent_free: BfcRecentFree {
+            entries: 0,
+            ..BfcRecentFree::default()
+        },
+        dirty_pages: Some(BfcDirtyPages {
+            max_dirty_ratio: 0.0,
+            floor_bytes: 0,
+        }),
+        pages: BfcPages {
+            resident_min_chunk_bytes: MIB,
+            ..BfcPages::default()
+        },
         ..BfcOptions::default()
     });
     let sizes = [8 * MIB, 4 * MIB, 8 * MIB, 4 * MIB];
@@ -1395,8 +1432,11 @@ fn dirty_budget_releases_the_oldest_resident_free_chunks() {
 #[test]
 fn dirty_budget_floor_keeps_small_working_sets_resident() {
     let a = BfcAllocator::new(BfcOptions {
-        thread_cache: 0,
-        max_dirty_ratio: Some(0.0),
+        thread_cache: BfcThreadCache::OFF,
+        dirty_pages: Some(BfcDirtyPages {
+            max_dirty_ratio: 0.0,
+            ..BfcDirtyPages::default()
+        }),
         ..BfcOptions::default()
     });
     for _ in 0..20 {
