@@ -424,7 +424,7 @@ fn remove(s: &mut Slab, t: u32, k: (usize, usize), found: &mut bool) -> u32 {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::workload::Rng;
+    use crate::alloc::test_support::Rng;
 
     #[test]
     fn treap_matches_a_sorted_model() {

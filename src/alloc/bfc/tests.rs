@@ -1191,7 +1191,7 @@ fn blocks_allocated_on_one_thread_and_freed_on_another() {
     let (tx, rx) = std::sync::mpsc::channel::<(usize, usize)>();
     let a1 = a.clone();
     let producer = std::thread::spawn(move || {
-        let mut rng = crate::workload::Rng::new(7);
+        let mut rng = crate::alloc::test_support::Rng::new(7);
         for i in 0..400 {
             let size = rng.log_range(64, 3 * MIB as u64) as usize;
             let p = a1.allocate(l(size, 64)).unwrap().cast::<u8>();
