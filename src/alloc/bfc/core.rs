@@ -1,6 +1,6 @@
 //! The single-threaded heart of the BFC allocator. [`super::BfcAllocator`] wraps it in a lock.
 
-use super::chunks::{Bins, Slab, MAX_BINS, NIL, NO_BIN};
+use super::chunks::{Bins, ChunkState, Slab, MAX_BINS, NIL, NO_BIN};
 use super::dump::{
     BfcEvent, BfcEventKind, BfcMemoryDump, BinDump, ChunkDump, EventRing, RegionDump,
 };
@@ -409,7 +409,7 @@ impl Core {
         let grown = match self.extend(sub, rounded, align) {
             Ok(()) => Ok(()),
             Err(first) => {
-                if self.gc && self.free_free_regions(sub) > 0 {
+                if self.gc && self.deallocate_free_regions(sub) > 0 {
                     tracing::debug!(
                         allocator = "bfc",
                         rounded,
@@ -449,7 +449,7 @@ impl Core {
             while h != NIL {
                 let c = &self.slab[h];
                 // With thread caches, small requests need a chunk of exactly their size.
-                if c.requested == rounded
+                if c.cache_key() == rounded
                     && c.addr & (align - 1) == 0
                     && (rounded > self.exact_max || c.size == rounded)
                 {
@@ -458,7 +458,7 @@ impl Core {
                 if c.size >= rounded && c.size < fit_size {
                     (fit, fit_size) = (h, c.size);
                 }
-                h = c.prio;
+                h = c.cache_next_in_bin();
             }
         }
         if fit == NIL {
@@ -470,28 +470,23 @@ impl Core {
                     if c.size < fit_size {
                         (fit, fit_size) = (h, c.size);
                     }
-                    h = c.prio;
+                    h = c.cache_next_in_bin();
                 }
             }
         }
         Err(fit)
     }
 
-    /// Adds in-use chunk `h` (just freed by its owner) to the cache as the newest entry.
+    /// Adds in-use chunk `h` (just freed by its owner, `key` the rounded size of the request it
+    /// served) to the cache as the newest entry.
     #[inline]
-    fn quick_push(&mut self, h: u32) {
+    fn quick_push(&mut self, h: u32, key: usize) {
         let size = self.slab[h].size;
-        let b = self.bin_for(self.slab[h].requested);
+        let b = self.bin_for(key);
         let (head, newest) = (self.quick.heads[b], self.quick.newest);
-        {
-            let c = &mut self.slab[h];
-            c.cached = true;
-            c.prio = head;
-            c.left = newest;
-            c.right = NIL;
-        }
+        self.slab[h].set_cached(key, newest, NIL, head);
         if newest != NIL {
-            self.slab[newest].right = h;
+            self.slab[newest].set_cache_newer(h);
         } else {
             self.quick.oldest = h;
         }
@@ -508,7 +503,13 @@ impl Core {
     fn quick_unlink(&mut self, h: u32) {
         let (size, key, older, newer, next_in_bin) = {
             let c = &self.slab[h];
-            (c.size, c.requested, c.left, c.right, c.prio)
+            (
+                c.size,
+                c.cache_key(),
+                c.cache_older(),
+                c.cache_newer(),
+                c.cache_next_in_bin(),
+            )
         };
         let b = self.bin_for(key);
         // Bin list: singly linked newest → oldest; hits are usually at its head.
@@ -519,11 +520,11 @@ impl Core {
             }
         } else {
             let mut p = self.quick.heads[b];
-            while p != NIL && self.slab[p].prio != h {
-                p = self.slab[p].prio;
+            while p != NIL && self.slab[p].cache_next_in_bin() != h {
+                p = self.slab[p].cache_next_in_bin();
             }
             if p != NIL {
-                self.slab[p].prio = next_in_bin;
+                self.slab[p].set_cache_next_in_bin(next_in_bin);
             } else {
                 tracing::error!(
                     allocator = "bfc",
@@ -532,21 +533,16 @@ impl Core {
             }
         }
         if older != NIL {
-            self.slab[older].right = newer;
+            self.slab[older].set_cache_newer(newer);
         } else {
             self.quick.oldest = newer;
         }
         if newer != NIL {
-            self.slab[newer].left = older;
+            self.slab[newer].set_cache_older(older);
         } else {
             self.quick.newest = older;
         }
-        let c = &mut self.slab[h];
-        c.cached = false;
-        c.requested = 0;
-        c.left = NIL;
-        c.right = NIL;
-        c.prio = 0;
+        self.slab[h].clear_cached();
         self.quick.len -= 1;
         self.quick.bytes -= size;
     }
@@ -574,12 +570,12 @@ impl Core {
     fn uncache(&mut self, h: u32) {
         self.quick_unlink(h);
         let c = &mut self.slab[h];
-        c.in_use = false;
+        c.state = ChunkState::Free;
         c.set_dirty(c.addr, c.end());
         let addr = c.addr;
         match self.regions.find(addr) {
             Some(ri) => {
-                self.release(ri, h);
+                self.free_and_coalesce(ri, h);
                 self.enforce_dirty_budget();
             }
             None => tracing::error!(
@@ -609,7 +605,7 @@ impl Core {
                 addr: c.addr,
                 h,
             });
-            h = c.right;
+            h = c.cache_newer();
         }
         v
     }
@@ -752,7 +748,7 @@ impl Core {
         let id = self.next_id;
         self.next_id += 1;
         let c = &mut self.slab[h];
-        c.in_use = true;
+        c.state = ChunkState::InUse;
         c.requested = requested;
         c.id = id;
         c.bin = NO_BIN;
@@ -905,7 +901,7 @@ impl Core {
     }
 
     /// Returns every region that is one free chunk to the sub-allocator. Returns the bytes freed.
-    pub fn free_free_regions(&mut self, sub: &dyn SubAllocator) -> usize {
+    pub fn deallocate_free_regions(&mut self, sub: &dyn SubAllocator) -> usize {
         self.flush_quick();
         let mut freed = 0;
         let mut i = self.regions.list.len();
@@ -916,7 +912,7 @@ impl Core {
                 continue;
             };
             let c = &self.slab[h];
-            if c.in_use || c.size != r.size {
+            if !c.is_free() || c.size != r.size {
                 continue;
             }
             self.bin_remove(h);
@@ -952,7 +948,7 @@ impl Core {
         if c.addr != addr {
             return Err(FreeError::NotChunkStart);
         }
-        if !c.in_use || c.cached {
+        if c.state != ChunkState::InUse {
             return Err(FreeError::DoubleFree);
         }
         Ok((ri, h))
@@ -995,7 +991,7 @@ impl Core {
     /// Merges a thread cache's counters: its hits and puts count as allocations and frees, and
     /// the bytes it handed out (or took) move between `in_use` and `thread_cached`.
     #[inline]
-    pub fn merge(&mut self, d: &crate::alloc::thread_cache::Deltas) {
+    pub fn merge_thread_counters(&mut self, d: &crate::alloc::thread_cache::Deltas) {
         let st = &mut self.st;
         st.num_allocs += d.allocs;
         st.num_frees += d.frees;
@@ -1031,20 +1027,20 @@ impl Core {
             {
                 self.uncache(self.quick.oldest);
             }
-            // While cached, `requested` holds the rounded size of the request the chunk served
-            // (its lookup key): the chunk may be larger (not split), and goes back only to a
-            // request of that same rounded size, so reuse wastes nothing the first use did not.
-            self.slab[h].requested = self.round(requested).unwrap_or(size).min(size);
-            self.quick_push(h);
+            // The cache key is the rounded size of the request the chunk served: the chunk may be
+            // larger (not split), and goes back only to a request of that same rounded size, so
+            // reuse wastes nothing the first use did not.
+            let key = self.round(requested).unwrap_or(size).min(size);
+            self.quick_push(h, key);
         } else {
             let c = &mut self.slab[h];
-            c.in_use = false;
+            c.state = ChunkState::Free;
             c.set_dirty(addr, addr + size);
             if size >= self.release_min {
                 self.dirty.released += release_pages(addr, size, self.page) as u64;
                 self.slab[h].set_dirty(0, 0);
             }
-            self.release(ri, h);
+            self.free_and_coalesce(ri, h);
             self.enforce_dirty_budget();
         }
     }
@@ -1146,16 +1142,16 @@ impl Core {
 
     /// Merges free chunk `h` (not in a bin) with its free neighbours and bins the result.
     #[inline]
-    fn release(&mut self, ri: usize, h: u32) {
+    fn free_and_coalesce(&mut self, ri: usize, h: u32) {
         let next = self.slab[h].next;
-        if next != NIL && !self.slab[next].in_use {
+        if next != NIL && self.slab[next].is_free() {
             self.bin_remove(next);
-            self.absorb(ri, h, next);
+            self.merge(ri, h, next);
         }
         let prev = self.slab[h].prev;
-        let h = if prev != NIL && !self.slab[prev].in_use {
+        let h = if prev != NIL && self.slab[prev].is_free() {
             self.bin_remove(prev);
-            self.absorb(ri, prev, h);
+            self.merge(ri, prev, h);
             prev
         } else {
             h
@@ -1166,7 +1162,7 @@ impl Core {
 
     /// `b` (directly after `a`) becomes part of `a`.
     #[inline]
-    fn absorb(&mut self, ri: usize, a: u32, b: u32) {
+    fn merge(&mut self, ri: usize, a: u32, b: u32) {
         let (baddr, bsize, bnext, bfreed, bdirty) = {
             let c = &self.slab[b];
             (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
@@ -1198,12 +1194,12 @@ impl Core {
         let size = self.slab[h].size;
         if rounded > size {
             let next = self.slab[h].next;
-            if next == NIL || self.slab[next].in_use || size + self.slab[next].size < rounded {
+            if next == NIL || !self.slab[next].is_free() || size + self.slab[next].size < rounded {
                 return None;
             }
             let nsize = self.slab[next].size;
             self.bin_remove(next);
-            self.absorb(ri, h, next);
+            self.merge(ri, h, next);
             self.st.in_use += nsize as i64;
         }
         let size = self.slab[h].size;
@@ -1212,7 +1208,7 @@ impl Core {
                 self.st.in_use -= (size - rounded) as i64;
                 let t = &mut self.slab[tail];
                 t.set_dirty(t.addr, t.end());
-                self.release(ri, tail);
+                self.free_and_coalesce(ri, tail);
                 self.enforce_dirty_budget();
             }
         }
@@ -1287,8 +1283,8 @@ impl Core {
                 guard += 1;
                 let c = &self.slab[h];
                 let bd = &mut bins[self.bin_for(c.size)];
-                let thread_cached = c.in_use && thread_entries.iter().any(|e| e.1 == c.addr);
-                if c.in_use && !thread_cached {
+                let thread_cached = !c.is_free() && thread_entries.iter().any(|e| e.1 == c.addr);
+                if !c.is_free() && !thread_cached {
                     bd.in_use_chunks += 1;
                     bd.in_use_bytes += c.size;
                     bd.requested_bytes += c.requested;
@@ -1299,9 +1295,9 @@ impl Core {
                 chunks.push(ChunkDump {
                     offset: c.addr.wrapping_sub(r.base),
                     size: c.size,
-                    in_use: c.in_use && !thread_cached,
+                    in_use: !c.is_free() && !thread_cached,
                     thread_cached,
-                    dirty_bytes: if c.in_use { 0 } else { c.dirty() },
+                    dirty_bytes: if c.is_free() { c.dirty() } else { 0 },
                     requested: c.requested,
                     id: c.id,
                     freed_at_count: c.freed_at,
@@ -1395,24 +1391,25 @@ impl Core {
                         c.addr
                     ));
                 }
-                if c.cached {
-                    if !c.in_use
-                        || c.bin != NO_BIN
+                if c.is_cached() {
+                    if c.bin != NO_BIN
                         || c.id != 0
-                        || c.requested == 0
-                        || c.requested > c.size
-                        || c.requested % g != 0
+                        || c.cache_key() == 0
+                        || c.cache_key() > c.size
+                        || c.cache_key() % g != 0
                     {
                         return Err(format!(
-                            "region {ri}: cached chunk {h} has in_use {}, bin {}, id {}, \
-                             key {} (expected true, none, 0, a granule multiple ≤ its size)",
-                            c.in_use, c.bin, c.id, c.requested
+                            "region {ri}: cached chunk {h} has bin {}, id {}, key {} (expected \
+                             none, 0, a granule multiple ≤ its size)",
+                            c.bin,
+                            c.id,
+                            c.cache_key()
                         ));
                     }
                     cached_seen += 1;
                     // Cached chunks are deliberately not merged with free neighbours.
                     prev_free = false;
-                } else if c.in_use {
+                } else if c.state == ChunkState::InUse {
                     if c.bin != NO_BIN || c.id == 0 || c.requested > c.size {
                         return Err(format!(
                             "region {ri}: in-use chunk {h} has bin {}, id {}, requested {} of {}",
@@ -1477,11 +1474,15 @@ impl Core {
         let mut prev = NIL;
         for (i, e) in entries.iter().enumerate() {
             let c = &self.slab[e.h];
-            if !c.cached || c.left != prev || c.size > q.max_chunk {
+            if !c.is_cached() || c.cache_older() != prev || c.size > q.max_chunk {
                 return Err(format!(
                     "recent-free cache entry {i} (chunk {}, {} bytes): cached {}, older link {} \
                      (expected {prev}), size bound {}",
-                    e.h, c.size, c.cached, c.left, q.max_chunk
+                    e.h,
+                    c.size,
+                    c.is_cached(),
+                    c.cache_older(),
+                    q.max_chunk
                 ));
             }
             prev = e.h;
@@ -1506,13 +1507,14 @@ impl Core {
                     return Err(format!("recent-free cache: bin {b} list too long (cycle?)"));
                 }
                 let c = &self.slab[h];
-                if !c.cached || self.bin_for(c.requested) != b {
+                if !c.is_cached() || self.bin_for(c.cache_key()) != b {
                     return Err(format!(
                         "recent-free cache: chunk {h} of {} bytes in list {b} (cached {})",
-                        c.size, c.cached
+                        c.size,
+                        c.is_cached()
                     ));
                 }
-                h = c.prio;
+                h = c.cache_next_in_bin();
             }
         }
         if in_bins != q.len {
@@ -1550,7 +1552,7 @@ impl Core {
             }
             let c = &self.slab[h];
             if !c.on_dirty_list
-                || c.in_use
+                || !c.is_free()
                 || c.bin == NO_BIN
                 || c.dprev != prev
                 || c.dirty() == 0
@@ -1563,7 +1565,7 @@ impl Core {
                      does not belong there or is mislinked",
                     c.size,
                     c.dirty(),
-                    c.in_use,
+                    !c.is_free(),
                     c.bin,
                     c.on_dirty_list
                 ));

@@ -588,7 +588,7 @@ impl BfcAllocator {
         let inner = &*self.inner;
         inner.epoch.fetch_add(1, Ordering::Relaxed);
         front::release_current(&self.inner);
-        let freed = inner.core.lock().free_free_regions(&*inner.sub);
+        let freed = inner.core.lock().deallocate_free_regions(&*inner.sub);
         if freed > 0 {
             tracing::debug!(allocator = %inner.name, freed, "trim returned free regions");
         }
@@ -602,7 +602,7 @@ impl BfcAllocator {
         let d = front::take_deltas(&self.inner);
         let entries = front::current_entries(&self.inner);
         let mut core = self.inner.core.lock();
-        core.merge(&d);
+        core.merge_thread_counters(&d);
         core.flush_quick();
         core.dump(&self.inner.name, &entries)
     }
@@ -643,7 +643,7 @@ impl BfcAllocator {
             )));
         }
         let mut core = inner.core.lock();
-        core.merge(&d);
+        core.merge_thread_counters(&d);
         core.check().map_err(|m| InvariantError::new("core", m))?;
         core.check_thread_cached(&entries).map_err(thread_cache)
     }
@@ -654,7 +654,7 @@ impl BfcAllocator {
         let d = front::take_deltas(&self.inner);
         let mut core = self.inner.core.lock();
         if !d.is_empty() {
-            core.merge(&d);
+            core.merge_thread_counters(&d);
         }
         core
     }
@@ -838,7 +838,7 @@ impl Inner {
         d: &crate::alloc::thread_cache::Deltas,
     ) {
         let mut core = self.core.lock();
-        core.merge(d);
+        core.merge_thread_counters(d);
         for (key, addr) in entries {
             if key == 0 {
                 continue; // a free slot of the thread cache
@@ -861,7 +861,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let sub = &*self.sub;
         let mut core = self.core.lock();
-        core.free_free_regions(sub);
+        core.deallocate_free_regions(sub);
         if !core.regions.list.is_empty() {
             tracing::warn!(
                 allocator = %self.name,

@@ -926,9 +926,9 @@ fn checker_detects_recent_free_cache_corruption() {
         4096,
         "key = rounded request"
     );
-    a.inner.core.lock().slab[h].cached = false; // looks like a live chunk without an id
+    a.inner.core.lock().slab[h].state = chunks::ChunkState::InUse; // looks like a live chunk without an id
     assert!(a.check_invariants().is_err());
-    a.inner.core.lock().slab[h].cached = true;
+    a.inner.core.lock().slab[h].state = chunks::ChunkState::Cached;
     a.check_invariants().unwrap();
     a.inner.core.lock().slab[h].requested = 100; // key not a granule multiple
     assert!(a

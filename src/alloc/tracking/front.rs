@@ -41,7 +41,7 @@ impl Owner for Shared {
     /// are dropped (ids are never reused).
     fn take_back(&self, store: &mut Store, deltas: Deltas, _stale: bool) {
         let mut st = self.state.lock();
-        st.counters.absorb(&deltas);
+        st.counters.merge(&deltas);
         give_back(&mut st, self, &store.stack[..store.n]);
         drop(st);
         store.n = 0;
@@ -81,7 +81,7 @@ fn give_back(st: &mut State, s: &Shared, slots: &[(u64, *const Slot)]) {
 #[inline(never)]
 fn publish_now(c: &mut ThreadCache<Shared>, s: &Shared) {
     let d = std::mem::take(&mut c.deltas);
-    s.state.lock().counters.absorb(&d);
+    s.state.lock().counters.merge(&d);
 }
 
 /// Takes a batch of slots (the stack is empty) and publishes on the way.
@@ -90,7 +90,7 @@ fn publish_now(c: &mut ThreadCache<Shared>, s: &Shared) {
 fn refill(c: &mut ThreadCache<Shared>, s: &Shared) -> bool {
     let d = std::mem::take(&mut c.deltas);
     let mut st = s.state.lock();
-    st.counters.absorb(&d);
+    st.counters.merge(&d);
     let store = &mut c.store;
     // Refills happen on an empty stack, and `REFILL` entries fit in it.
     store.n = 0;

@@ -301,7 +301,7 @@ impl<A> TrackingAllocator<A> {
         let (idx, slot) = taken?;
         let mut d = Deltas::ZERO;
         d.alloc(allocated);
-        st.counters.absorb(&d);
+        st.counters.merge(&d);
         drop(st);
         Some((
             idx,
@@ -386,7 +386,7 @@ impl<A> TrackingAllocator<A> {
             Shared::put_slots(&mut st, &self.shared, idx, idx);
             let mut d = Deltas::ZERO;
             d.free(allocated as u64);
-            st.counters.absorb(&d);
+            st.counters.merge(&d);
         }
         Some(inner_layout)
     }

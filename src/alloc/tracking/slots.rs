@@ -91,7 +91,7 @@ pub(super) struct Counters {
 
 impl Counters {
     /// Merges a front's (or the shared path's) counter changes.
-    pub(super) fn absorb(&mut self, d: &Deltas) {
+    pub(super) fn merge(&mut self, d: &Deltas) {
         self.allocs += d.allocs;
         self.frees += d.frees;
         d.merge_level(&mut self.in_use, &mut self.peak);
