@@ -603,7 +603,7 @@ impl BfcAllocator {
         let entries = front::current_entries(&self.inner);
         let mut core = self.inner.core.lock();
         core.merge_thread_counters(&d);
-        core.flush_quick();
+        core.flush_recent();
         core.dump(&self.inner.name, &entries)
     }
 
@@ -644,7 +644,7 @@ impl BfcAllocator {
         }
         let mut core = inner.core.lock();
         core.merge_thread_counters(&d);
-        core.check().map_err(|m| InvariantError::new("core", m))?;
+        core.check()?;
         core.check_thread_cached(&entries).map_err(thread_cache)
     }
 
@@ -745,7 +745,7 @@ impl BfcAllocator {
         let inner = &*self.inner;
         let (stats, free_bytes, dump) = {
             let mut core = self.lock_merged();
-            core.flush_quick();
+            core.flush_recent();
             let dump = inner.dump_on_oom.then(|| core.dump(&inner.name, &[]));
             (core.stats(), core.free_bytes(), dump)
         };
@@ -951,7 +951,7 @@ impl TensorAllocator for BfcAllocator {
     fn stats(&self) -> AllocatorStats {
         let mut core = self.lock_merged();
         // Cached chunks are free bytes; merge them so the largest free chunk is exact.
-        core.flush_quick();
+        core.flush_recent();
         core.stats()
     }
     fn reset_peak_stats(&self) {
