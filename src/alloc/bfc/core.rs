@@ -46,6 +46,17 @@ pub(crate) struct Counters {
     pub peak_reserved: u64,
 }
 
+impl Counters {
+    /// Counts one allocation of a chunk of `size` bytes handed out under the lock.
+    #[inline]
+    fn count_alloc(&mut self, size: usize) {
+        self.num_allocs += 1;
+        self.in_use += size as i64;
+        self.peak_in_use = self.peak_in_use.max(self.in_use);
+        self.largest_alloc = self.largest_alloc.max(size as u64);
+    }
+}
+
 /// Why an allocation failed.
 #[derive(Debug, Clone)]
 pub(crate) enum Failure {
@@ -608,11 +619,7 @@ impl Core {
         c.requested = requested;
         c.id = id;
         c.bin = NO_BIN;
-        let st = &mut self.st;
-        st.num_allocs += 1;
-        st.in_use += size as i64;
-        st.peak_in_use = st.peak_in_use.max(st.in_use);
-        st.largest_alloc = st.largest_alloc.max(size as u64);
+        self.st.count_alloc(size);
         self.record(BfcEventKind::Alloc, size, requested, id);
         Ok((addr, size))
     }

@@ -7,8 +7,8 @@ impl Core {
     /// The recent-free cache chunk to reuse for a request of `rounded` bytes aligned to `align`:
     /// `Ok` with the newest one of exactly that size, else `Err` with the smallest larger one
     /// (`NIL` if none). Only the request's bin (and, for the fallback, the first non-empty bin
-    /// above it) is looked at. (Handing out larger chunks whole was measured too: it raised the
-    /// `large` bench's peak RSS from 1.27× to 1.31–1.35× live.)
+    /// above it) is looked at. A larger cached chunk is not handed out whole: that would keep
+    /// its unused tail resident and raise peak memory.
     #[inline]
     pub(super) fn recent_find(&self, rounded: usize, align: usize) -> Result<u32, u32> {
         let b = self.bin_for(rounded);
@@ -127,11 +127,7 @@ impl Core {
         c.requested = requested;
         c.id = id;
         let (addr, size) = (c.addr, c.size);
-        let st = &mut self.st;
-        st.num_allocs += 1;
-        st.in_use += size as i64;
-        st.peak_in_use = st.peak_in_use.max(st.in_use);
-        st.largest_alloc = st.largest_alloc.max(size as u64);
+        self.st.count_alloc(size);
         self.record(BfcEventKind::Alloc, size, requested, id);
         (addr, size)
     }
