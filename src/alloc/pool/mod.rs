@@ -15,9 +15,9 @@
 //!
 //! 1. **Thread cache** ([`PoolOptions::thread_cache`], default 32 buffers): each thread keeps a
 //!    small LIFO of the buffers it freed last, for the last pool it freed into. A hit or a free
-//!    that fits touches only thread-local memory — no lock, no atomic read-modify-write (one
-//!    uncontended lock/unlock pair costs ≈ 6 ns on the 2-core CI machine, so a lock per call
-//!    cannot reach the ≈ 10 ns/op this path does). When it is full, the older half is handed to
+//!    that fits touches only thread-local memory — no lock, no atomic read-modify-write (even an
+//!    uncontended lock/unlock pair costs about as much as the whole cached path; numbers in
+//!    `BENCHMARKS.md`). When it is full, the older half is handed to
 //!    the shared cache under one lock. Its counters are merged into the pool's under the lock at
 //!    the thread's next shared-path operation, at `stats()`/`pool_stats()`/`trim()` from that
 //!    thread, and at thread exit. `trim()` releases the calling thread's cache at once and other
@@ -145,10 +145,9 @@ impl SizeRounding {
 /// Which sub-allocator a pool built by [`PoolAllocator::new`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PoolBacking {
-    /// [`SystemSubAllocator`] (`posix_memalign`). The default: measured against `Mmap` with the
-    /// bench workloads it is as fast on `step` and `same-size`, ≈ 20 % faster on `large`
-    /// (glibc reuses its own free memory on misses) and far better on `small` (no page
-    /// granularity: 2.8× less time and ~10× less RSS).
+    /// [`SystemSubAllocator`] (`posix_memalign`). The default: glibc reuses its own free memory
+    /// on misses and has no page granularity, so it is never slower than `Mmap` and much better
+    /// for small buffers (time and resident memory; see `BENCHMARKS.md`).
     #[default]
     System,
     /// [`MmapSubAllocator`]: every miss is a fresh anonymous mapping (page granular), every

@@ -4,11 +4,10 @@
 //!
 //! # Design: a header per block, a slot table, an address index, and a per-thread front
 //!
-//! TensorFlow's `TrackingAllocator` keeps a hash map under a mutex; the first version of this
-//! wrapper kept a sharded hash map under spin locks plus shared atomic counters, and cost about
-//! three times the wrapped allocator on small objects: every operation paid three atomic
-//! read-modify-writes (each one drains the store buffer) and a hash-table probe into a table the
-//! size of the live set. This version pays no atomic read-modify-write on the common path:
+//! TensorFlow's `TrackingAllocator` keeps a hash map under a mutex: every operation pays a lock,
+//! atomic read-modify-writes (each one drains the store buffer) and a hash-table probe into a
+//! table the size of the live set, several times the cost of the wrapped allocator on small
+//! objects. This wrapper pays no atomic read-modify-write on the common path:
 //!
 //! - Each block carries a 16-byte **header** in front of the pointer handed out (the inner
 //!   allocator is asked for `size + max(align, 16)` bytes at `max(align, 16)` alignment). The
@@ -27,8 +26,8 @@
 //!   freed before the allocator) holds, per live block: address, id, requested and allocated
 //!   size, alignment. The leak report and the per-pointer queries read it; a free only *stores*
 //!   to its slot (marking it free), which the processor completes in the background.
-//! - A per-thread **front** (a thread-local of plain cells, bound to the last tracking
-//!   allocator the thread used) holds a stack of up to 64 free slots, a block of 256 reserved
+//! - A per-thread **front** (the crate's one [thread cache](crate::alloc::thread_cache) mechanism,
+//!   bound to the last tracking allocator the thread used) holds a stack of up to 64 free slots, a block of 256 reserved
 //!   ids and counter deltas, so a thread allocates and frees with plain loads and stores. It goes
 //!   to the shared state (one spin lock) only to take or return half a stack of slots, every
 //!   1,024 allocations or frees to publish its counters, when it moves to another tracking
@@ -51,8 +50,8 @@
 //!   not counted; a live block stays live (and in the leak report). Nothing outside this
 //!   allocator's own tables is read before the address index has proved a live block of ours at
 //!   the pointer, so a bad free never touches memory the inner allocator has taken back or never
-//!   gave out (the first version read the header first, which faulted on a double free of a
-//!   block glibc had unmapped). In every build, exactly:
+//!   gave out (reading the header first would fault on a double free of a block the inner
+//!   allocator has unmapped). In every build, exactly:
 //!   - a **double free** (the index entry was cleared by the first free),
 //!   - a **foreign pointer**, or a block of **another tracking allocator** (no entry in this
 //!     allocator's index),
@@ -70,10 +69,8 @@
 //!   (it frees the new block, as with any allocator), and two threads freeing the same block at
 //!   the same instant (each may pass the index before the other clears it).
 //!
-//!   Cost, in every build: the index lookup and store, about 30 instructions per allocation and
-//!   per free with no atomic read-modify-write (callgrind, an allocate + free pair of 8–512-byte
-//!   objects: 254 instructions over glibc's instead of 194 without the index; the tensor-sized
-//!   step workload: +18 % over the wrapped allocator's instructions instead of +13 %), one
+//!   Cost, in every build: the index lookup and store, a few tens of instructions per allocation
+//!   and per free with no atomic read-modify-write (instruction counts in `BENCHMARKS.md`), one
 //!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
 //!   Debug builds add a load of the slot per free (a cache miss on a random free).
 //! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
