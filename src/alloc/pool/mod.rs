@@ -740,11 +740,6 @@ impl TensorAllocator for PoolAllocator {
     fn stats(&self) -> AllocatorStats {
         let (st, ps) = self.locked_stats();
         AllocatorStats {
-            num_allocs: st.num_allocs,
-            num_frees: st.num_frees,
-            bytes_in_use: st.bytes_in_use.max(0) as u64,
-            peak_bytes_in_use: st.peak_in_use.max(0) as u64,
-            largest_alloc_size: st.largest,
             bytes_limit: None,
             bytes_reserved: st.reserved,
             peak_bytes_reserved: st.peak_reserved,
@@ -757,6 +752,13 @@ impl TensorAllocator for PoolAllocator {
                 cached_buffers: ps.cached_buffers as u64,
                 cached_bytes: ps.cached_bytes,
             }),
+            ..AllocatorStats::counted(
+                st.num_allocs,
+                st.num_frees,
+                st.bytes_in_use,
+                st.peak_in_use,
+                st.largest,
+            )
         }
     }
 

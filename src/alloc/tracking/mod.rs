@@ -447,14 +447,7 @@ impl<A> TrackingAllocator<A> {
     fn snapshot(&self) -> AllocatorStats {
         front::publish(&self.shared);
         let c = self.shared.state.lock().counters;
-        AllocatorStats {
-            num_allocs: c.allocs,
-            num_frees: c.frees,
-            bytes_in_use: c.in_use.max(0) as u64,
-            peak_bytes_in_use: c.peak.max(0) as u64,
-            largest_alloc_size: c.largest,
-            ..AllocatorStats::default()
-        }
+        AllocatorStats::counted(c.allocs, c.frees, c.in_use, c.peak, c.largest)
     }
 }
 

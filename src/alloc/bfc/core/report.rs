@@ -21,17 +21,19 @@ impl Core {
     pub fn stats(&self) -> AllocatorStats {
         let s = &self.st;
         AllocatorStats {
-            num_allocs: s.num_allocs,
-            num_frees: s.num_frees,
-            bytes_in_use: s.in_use.max(0) as u64,
-            peak_bytes_in_use: s.peak_in_use.max(0) as u64,
-            largest_alloc_size: s.largest_alloc,
             bytes_limit: self.growth.has_limit.then_some(self.growth.limit),
             bytes_reserved: s.reserved,
             peak_bytes_reserved: s.peak_reserved,
             largest_free_chunk: Some(self.largest_free_chunk()),
             num_regions: Some(self.regions.list.len() as u64),
             cache: None,
+            ..AllocatorStats::counted(
+                s.num_allocs,
+                s.num_frees,
+                s.in_use,
+                s.peak_in_use,
+                s.largest_alloc,
+            )
         }
     }
 
