@@ -20,10 +20,11 @@
 //!   computed at merge time.
 //! - **Exit.** Dropping a cache (thread exit) hands the store and counters back: the one exit
 //!   path, [`ThreadCache`]'s `Drop`.
-//! - **Access.** [`with`] runs a closure on this thread's cache of a given thread-local; it
-//!   answers `None` (the caller takes its locked path) when the cache is already borrowed
-//!   further up the stack (re-entrance from a sub-allocator or a logging subscriber that
-//!   allocates) or destroyed (thread exit). Under `--cfg loom` it always answers `None`: loom
+//! - **Access.** `per_thread_cache!` declares an allocator's thread-local and its `with`, which
+//!   runs a closure on this thread's cache; it answers `None` (the caller takes its locked path)
+//!   when the cache is already borrowed further up the stack (re-entrance from a sub-allocator
+//!   or a logging subscriber that allocates) or destroyed (thread exit). Under `--cfg loom` it
+//!   always answers `None`: loom
 //!   threads share one OS thread's thread-locals, so the allocators' models check the locked
 //!   path, and `tests/loom_thread_cache.rs` checks this module's binding, epoch and hand-back
 //!   logic with caches owned by the model's threads directly.
@@ -31,9 +32,7 @@
 //! What differs per allocator is only the store's layout (a LIFO of buffers, a hashed set of
 //! chunks, a stack of slots) and what taking it back means; that is [`Owner`].
 
-use std::cell::RefCell;
 use std::sync::Arc;
-use std::thread::LocalKey;
 
 /// Counter changes of one thread's cache operations since its last merge.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +103,11 @@ pub trait Owner: Send + Sync + 'static {
     /// The owner's epoch: a cache bound at another epoch hands its store back before using it.
     fn epoch(&self) -> u64;
 
+    /// Called when a cache binds to this owner (its store is empty): lets the store record
+    /// per-owner constants.
+    #[inline]
+    fn on_bind(&self, _store: &mut Self::Store) {}
+
     /// Takes back everything `store` holds and merges `deltas`, leaving `store` empty. `stale`:
     /// the epoch changed since the cache bound, or the owner asked for its memory back
     /// ([`release`]). Takes the owner's lock.
@@ -158,6 +162,7 @@ impl<O: Owner> ThreadCache<O> {
     pub fn bind(&mut self, owner: &Arc<O>) {
         self.unbind(false);
         self.epoch = owner.epoch();
+        owner.on_bind(&mut self.store);
         self.owner = Some(owner.clone());
     }
 
@@ -183,6 +188,16 @@ impl<O: Owner> ThreadCache<O> {
         true
     }
 
+    /// Hands the store back to `owner` as stale (`trim()`, out of memory, drop) if bound to it,
+    /// and unbinds.
+    pub fn release(&mut self, owner: &Arc<O>) -> O::Report {
+        if self.is_bound_to(owner) {
+            self.unbind(true)
+        } else {
+            O::Report::default()
+        }
+    }
+
     /// Takes the counters not yet merged (zero when bound to another owner).
     #[inline]
     pub fn take_deltas(&mut self, owner: &Arc<O>) -> Deltas {
@@ -201,47 +216,41 @@ impl<O: Owner> Drop for ThreadCache<O> {
     }
 }
 
-/// A thread-local holding one [`ThreadCache`] per thread.
-pub type CacheKey<O> = LocalKey<RefCell<ThreadCache<O>>>;
-
-/// Runs `f` on this thread's cache in `key`; `None` when it is in use further up the stack or
-/// already destroyed (see the module docs).
-#[cfg(not(loom))]
-#[inline(always)]
-pub fn with<O: Owner, R>(
-    key: &'static CacheKey<O>,
-    f: impl FnOnce(&mut ThreadCache<O>) -> R,
-) -> Option<R> {
-    key.try_with(|c| c.try_borrow_mut().ok().map(|mut g| f(&mut g)))
-        .ok()
-        .flatten()
-}
-
-/// Under loom there is no thread cache: every caller takes its locked path.
-#[cfg(loom)]
-#[inline]
-pub fn with<O: Owner, R>(
-    _key: &'static CacheKey<O>,
-    _f: impl FnOnce(&mut ThreadCache<O>) -> R,
-) -> Option<R> {
-    None
-}
-
-/// Takes this thread's counters for `owner` (to merge under the lock the caller takes).
-#[inline]
-pub fn take_deltas<O: Owner>(key: &'static CacheKey<O>, owner: &Arc<O>) -> Deltas {
-    with(key, |c| c.take_deltas(owner)).unwrap_or_default()
-}
-
-/// Hands this thread's store back to `owner` as stale (`trim()`, out of memory, drop) if the
-/// cache is bound to it, and unbinds.
-pub fn release<O: Owner>(key: &'static CacheKey<O>, owner: &Arc<O>) -> O::Report {
-    with(key, |c| {
-        if c.is_bound_to(owner) {
-            c.unbind(true)
-        } else {
-            O::Report::default()
+/// Declares, in the calling module, the thread-local `CACHE` holding one
+/// `ThreadCache<$owner>` per thread (starting unbound around `$empty`), and
+/// `fn with<R>(f: impl FnOnce(&mut ThreadCache<$owner>) -> R) -> Option<R>`, which runs `f` on
+/// this thread's cache and answers `None` when the cache is in use further up the stack
+/// (re-entrance) or already destroyed (thread exit); under `--cfg loom`, always `None`.
+///
+/// A macro rather than a function taking the `LocalKey`: the thread-local access then compiles
+/// to a direct thread-pointer-relative address instead of a call through the key's accessor.
+macro_rules! per_thread_cache {
+    ($owner:ty, $empty:expr) => {
+        thread_local! {
+            static CACHE: std::cell::RefCell<$crate::alloc::thread_cache::ThreadCache<$owner>> =
+                const { std::cell::RefCell::new($crate::alloc::thread_cache::ThreadCache::new($empty)) };
         }
-    })
-    .unwrap_or_default()
+
+        /// Runs `f` on this thread's cache (see `thread_cache::per_thread_cache`).
+        #[cfg(not(loom))]
+        #[inline(always)]
+        fn with<R>(
+            f: impl FnOnce(&mut $crate::alloc::thread_cache::ThreadCache<$owner>) -> R,
+        ) -> Option<R> {
+            CACHE
+                .try_with(|c| c.try_borrow_mut().ok().map(|mut g| f(&mut g)))
+                .ok()
+                .flatten()
+        }
+
+        /// Under loom there is no thread cache: every caller takes its locked path.
+        #[cfg(loom)]
+        #[inline(always)]
+        fn with<R>(
+            _f: impl FnOnce(&mut $crate::alloc::thread_cache::ThreadCache<$owner>) -> R,
+        ) -> Option<R> {
+            None
+        }
+    };
 }
+pub(crate) use per_thread_cache;

@@ -7,12 +7,12 @@
 //! miss, `stats()`, `memory_dump()`, `check_invariants()`, `trim()`), when the cache spills, when
 //! the thread moves to another allocator, and at thread exit.
 //!
-//! A chunk is in at most one slot of one store: a second free of a pointer this thread's cache
-//! holds is found through the address index and refused (logged), in every build.
+//! A chunk is in at most one slot of one store: a second free (with the same `Layout`) of a
+//! pointer this thread's cache holds is found through the address filter and refused (logged),
+//! in every build.
 
 use super::{Inner, MAX_THREAD_CACHE};
-use crate::alloc::thread_cache::{self, Deltas, Owner, ThreadCache};
-use std::cell::RefCell;
+use crate::alloc::thread_cache::{per_thread_cache, Deltas, Owner, ThreadCache};
 use std::sync::Arc;
 
 /// Hash heads of each index (a power of two, comfortably above the entry capacity).
@@ -22,13 +22,12 @@ const NONE: u16 = u16::MAX;
 const _: () = assert!(MAX_THREAD_CACHE < NONE as usize);
 
 /// The chunks one thread caches: up to `MAX_THREAD_CACHE` slots, each chained into the list of
-/// its size key's hash head (newest first) and of its address's hash head; free slots are
-/// chained through `link`.
+/// its size key's hash head (newest first); free slots are chained through `link`.
 ///
 /// Invariants: `n` slots hold a key ≠ 0, all below `used`; a slot with key 0 is on the free list;
 /// `bytes` is the sum of the occupied slots' sizes; every occupied slot is on exactly one size
-/// chain (of `head_of(key)`) and one address chain (of `head_of_addr(addr)`); no address occurs
-/// twice.
+/// chain (of `head_of(key)`); `seen[b]` counts the occupied slots whose address hashes to `b`;
+/// no address occurs twice.
 pub(super) struct Store {
     /// log2 of the owner's granule (keys are sizes in granules); set at bind.
     shift: u32,
@@ -41,15 +40,14 @@ pub(super) struct Store {
     /// Number of slots ever used (`free` chains slots below it).
     used: u16,
     heads: [u16; HEADS],
-    /// Heads of the address chains.
-    addr_heads: [u16; HEADS],
+    /// Occupied slots per address hash: a free whose bucket is empty is certainly not a double
+    /// free, so the exact check (a walk of the key's chain) runs only on a bucket collision.
+    seen: [u16; SEEN],
     /// Rounded size / granule of each slot (0: free slot).
     keys: [u32; MAX_THREAD_CACHE],
     addrs: [usize; MAX_THREAD_CACHE],
     /// Next slot on the size chain (or on the free list).
     link: [u16; MAX_THREAD_CACHE],
-    /// Next slot on the address chain.
-    addr_link: [u16; MAX_THREAD_CACHE],
     stamp: [u32; MAX_THREAD_CACHE],
 }
 
@@ -59,10 +57,14 @@ fn head_of(key: u32) -> usize {
     (key.wrapping_mul(0x9E37_79B1) >> (32 - HEADS.trailing_zeros())) as usize
 }
 
-/// Hash head of a chunk address (chunks are at least 16-byte aligned).
+/// Buckets of the address filter (`Store::seen`).
+const SEEN: usize = 1024;
+
+/// Address-filter bucket of a chunk address (chunks are at least 16-byte aligned).
 #[inline]
-fn head_of_addr(addr: usize) -> usize {
-    head_of((addr >> 4) as u32 ^ (addr >> 36) as u32)
+fn bucket_of(addr: usize) -> usize {
+    (((addr >> 4) as u32 ^ (addr >> 36) as u32).wrapping_mul(0x9E37_79B1)
+        >> (32 - SEEN.trailing_zeros())) as usize
 }
 
 impl Store {
@@ -74,11 +76,10 @@ impl Store {
         free: NONE,
         used: 0,
         heads: [NONE; HEADS],
-        addr_heads: [NONE; HEADS],
+        seen: [0; SEEN],
         keys: [0; MAX_THREAD_CACHE],
         addrs: [0; MAX_THREAD_CACHE],
         link: [NONE; MAX_THREAD_CACHE],
-        addr_link: [NONE; MAX_THREAD_CACHE],
         stamp: [0; MAX_THREAD_CACHE],
     };
 
@@ -94,43 +95,33 @@ impl Store {
         let used = self.used as usize;
         self.keys[..used].fill(0);
         self.heads = [NONE; HEADS];
-        self.addr_heads = [NONE; HEADS];
+        self.seen = [0; SEEN];
         self.n = 0;
         self.bytes = 0;
         self.free = NONE;
         self.used = 0;
     }
 
-    /// Whether a slot holds `addr`.
+    /// Whether a slot holds `addr` under `key` (a double free with the same `Layout`).
     #[inline]
-    fn holds(&self, addr: usize) -> bool {
-        let mut i = self.addr_heads[head_of_addr(addr)];
-        while i != NONE {
-            if self.addrs[i as usize] == addr {
-                return true;
-            }
-            i = self.addr_link[i as usize];
+    fn holds(&self, key: u32, addr: usize) -> bool {
+        if self.seen[bucket_of(addr)] == 0 {
+            return false;
         }
-        false
+        self.holds_slow(key, addr)
     }
 
-    /// Unlinks slot `i` from its address chain.
-    #[inline]
-    fn unlink_addr(&mut self, i: usize) {
-        let h = head_of_addr(self.addrs[i]);
-        let mut p = self.addr_heads[h];
-        if p as usize == i {
-            self.addr_heads[h] = self.addr_link[i];
-            return;
-        }
-        while p != NONE {
-            let next = self.addr_link[p as usize];
-            if next as usize == i {
-                self.addr_link[p as usize] = self.addr_link[i];
-                return;
+    #[cold]
+    #[inline(never)]
+    fn holds_slow(&self, key: u32, addr: usize) -> bool {
+        let mut i = self.heads[head_of(key)];
+        while i != NONE {
+            if self.keys[i as usize] == key && self.addrs[i as usize] == addr {
+                return true;
             }
-            p = next;
+            i = self.link[i as usize];
         }
+        false
     }
 
     /// Unlinks slot `i` (whose predecessor in its size chain is `prev`) and frees the slot.
@@ -142,7 +133,7 @@ impl Store {
         } else {
             self.link[prev as usize] = next;
         }
-        self.unlink_addr(i);
+        self.seen[bucket_of(self.addrs[i])] -= 1;
         self.bytes -= (self.keys[i] as usize) << self.shift;
         self.keys[i] = 0;
         self.link[i] = self.free;
@@ -169,9 +160,7 @@ impl Store {
         self.addrs[i] = addr;
         self.link[i] = self.heads[h];
         self.heads[h] = i as u16;
-        let ha = head_of_addr(addr);
-        self.addr_link[i] = self.addr_heads[ha];
-        self.addr_heads[ha] = i as u16;
+        self.seen[bucket_of(addr)] += 1;
         self.clock = self.clock.wrapping_add(1);
         self.stamp[i] = self.clock;
         self.n += 1;
@@ -220,6 +209,10 @@ impl Owner for Inner {
         self.epoch.load(crate::sync::Ordering::Relaxed)
     }
 
+    fn on_bind(&self, store: &mut Store) {
+        store.shift = self.granule.trailing_zeros();
+    }
+
     fn take_back(&self, store: &mut Store, deltas: Deltas, _stale: bool) -> usize {
         let used = store.used as usize;
         self.take_back_chunks(
@@ -236,10 +229,7 @@ impl Owner for Inner {
     }
 }
 
-thread_local! {
-    static CACHE: RefCell<ThreadCache<Inner>> =
-        const { RefCell::new(ThreadCache::new(Store::EMPTY)) };
-}
+per_thread_cache!(Inner, Store::EMPTY);
 
 /// Makes room for `size` more bytes: hands back the older half when full, and older entries
 /// until the byte bound allows `size` more.
@@ -279,17 +269,10 @@ fn spill(c: &mut ThreadCache<Inner>, a: &Inner, size: usize) {
     }
 }
 
-/// Binds `c` to `a` if needed and records the granule the keys are measured in.
-#[inline]
-fn enter(c: &mut ThreadCache<Inner>, a: &Arc<Inner>) {
-    c.enter(a);
-    c.store.shift = a.granule.trailing_zeros();
-}
-
 /// A cached chunk of exactly `rounded` bytes aligned to `align`, if this thread has one.
 #[inline]
 pub(super) fn pop(a: &Arc<Inner>, rounded: usize, align: usize) -> Option<usize> {
-    thread_cache::with(&CACHE, |c| {
+    with(|c| {
         if c.store.n == 0 || !c.enter_bound(a) {
             return None;
         }
@@ -319,11 +302,11 @@ pub(super) fn push(a: &Arc<Inner>, rounded: usize, addr: usize) -> Push {
     if rounded > a.tc_max_bytes {
         return Push::Unavailable;
     }
-    thread_cache::with(&CACHE, |c| {
-        enter(c, a);
+    with(|c| {
+        c.enter(a);
         // A double free would hand the chunk out twice; the lock-free path does not look
-        // chunks up, so the address index catches a second free of a chunk this thread holds.
-        if c.store.holds(addr) {
+        // chunks up, so the address filter catches a second free of a chunk this thread holds.
+        if c.store.holds((rounded >> c.store.shift) as u32, addr) {
             return Push::DoubleFree;
         }
         if c.store.n >= a.tc_entries || c.store.bytes + rounded > a.tc_max_bytes {
@@ -339,12 +322,12 @@ pub(super) fn push(a: &Arc<Inner>, rounded: usize, addr: usize) -> Push {
 /// Takes this thread's counters for `a` (to merge under the lock the caller takes).
 #[inline]
 pub(super) fn take_deltas(a: &Arc<Inner>) -> Deltas {
-    thread_cache::take_deltas(&CACHE, a)
+    with(|c| c.take_deltas(a)).unwrap_or_default()
 }
 
 /// `(size, address)` of every chunk in this thread's cache for `a`.
 pub(super) fn current_entries(a: &Arc<Inner>) -> Vec<(usize, usize)> {
-    thread_cache::with(&CACHE, |c| {
+    with(|c| {
         if c.is_bound_to(a) {
             let s = &c.store;
             s.occupied()
@@ -360,5 +343,5 @@ pub(super) fn current_entries(a: &Arc<Inner>) -> Vec<(usize, usize)> {
 /// Hands this thread's cache back to `a` if it belongs to `a`, and unbinds. Returns the bytes
 /// handed back.
 pub(super) fn release_current(a: &Arc<Inner>) -> usize {
-    thread_cache::release(&CACHE, a)
+    with(|c| c.release(a)).unwrap_or_default()
 }

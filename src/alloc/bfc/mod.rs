@@ -76,7 +76,7 @@
 //!   add up to bytes in use plus bytes in thread caches, and that each of the calling thread's
 //!   entries is a live chunk of exactly its key's size, listed once.
 //! - **Double free** of a chunk the freeing thread's cache still holds: refused with a `tracing`
-//!   error in every build (the cache indexes its chunks by address too), so the chunk is never
+//!   error in every build (the cache keeps a filter of the addresses it holds), so the chunk is never
 //!   handed out twice.
 //! - **Not detected** on the lock-free path in release builds: a double free from two different
 //!   threads (each cache holds the chunk once), and a free with a `Layout` of another size (both

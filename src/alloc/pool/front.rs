@@ -6,10 +6,9 @@
 //! or a dropped pool (`closed`) makes a hand-back return the buffers to the sub-allocator;
 //! otherwise they go to the shared cache.
 
-use super::super::thread_cache::{self, Deltas, Owner, ThreadCache};
+use super::super::thread_cache::{per_thread_cache, Deltas, Owner, ThreadCache};
 use super::{Inner, Key, MAX_THREAD_CACHE};
 use crate::sync::Ordering;
-use std::cell::RefCell;
 use std::sync::Arc;
 
 /// The buffers one thread caches: `entries[..n]`, oldest first.
@@ -37,10 +36,13 @@ impl Owner for Inner {
     }
 }
 
-thread_local! {
-    static CACHE: RefCell<ThreadCache<Inner>> =
-        const { RefCell::new(ThreadCache::new(Store { n: 0, entries: [EMPTY; MAX_THREAD_CACHE] })) };
-}
+per_thread_cache!(
+    Inner,
+    Store {
+        n: 0,
+        entries: [EMPTY; MAX_THREAD_CACHE]
+    }
+);
 
 /// Full: hands the older half to the shared cache under one lock.
 #[cold]
@@ -57,7 +59,7 @@ fn spill(c: &mut ThreadCache<Inner>, pool: &Inner) {
 /// A cached buffer of `key` from this thread's cache, if it holds one.
 #[inline]
 pub(super) fn pop(pool: &Arc<Inner>, key: Key) -> Option<usize> {
-    thread_cache::with(&CACHE, |c| {
+    with(|c| {
         if !c.enter_bound(pool) {
             return None;
         }
@@ -65,8 +67,11 @@ pub(super) fn pop(pool: &Arc<Inner>, key: Key) -> Option<usize> {
         let n = s.n;
         let i = s.entries[..n].iter().rposition(|e| e.0 == key)?;
         let ptr = s.entries[i].1;
-        // Usually the top entry (LIFO); otherwise close the gap.
-        s.entries.copy_within(i + 1..n, i);
+        // Usually the top entry (LIFO); otherwise close the gap (a loop: no `memmove` call for
+        // the usual empty range).
+        for j in i + 1..n {
+            s.entries[j - 1] = s.entries[j];
+        }
         s.n = n - 1;
         c.deltas.alloc(key.size as u64);
         Some(ptr)
@@ -78,7 +83,7 @@ pub(super) fn pop(pool: &Arc<Inner>, key: Key) -> Option<usize> {
 /// path (cache unavailable).
 #[inline]
 pub(super) fn push(pool: &Arc<Inner>, key: Key, ptr: usize) -> bool {
-    thread_cache::with(&CACHE, |c| {
+    with(|c| {
         c.enter(pool);
         // A double free would hand the buffer out twice; the thread-cache path does not look
         // buffers up, so catch it here in debug builds (TrackingAllocator catches it always).
@@ -102,12 +107,12 @@ pub(super) fn push(pool: &Arc<Inner>, key: Key, ptr: usize) -> bool {
 /// Takes this thread's counters for `pool` (to merge under the lock the caller takes).
 #[inline]
 pub(super) fn take_deltas(pool: &Arc<Inner>) -> Deltas {
-    thread_cache::take_deltas(&CACHE, pool)
+    with(|c| c.take_deltas(pool)).unwrap_or_default()
 }
 
 /// This thread's counters for `pool` (taken) and the keys it caches (left in place).
 pub(super) fn snapshot(pool: &Arc<Inner>) -> (Deltas, Vec<Key>) {
-    thread_cache::with(&CACHE, |c| {
+    with(|c| {
         if c.is_bound_to(pool) {
             let keys = c.store.entries[..c.store.n].iter().map(|e| e.0).collect();
             (std::mem::take(&mut c.deltas), keys)
@@ -120,5 +125,5 @@ pub(super) fn snapshot(pool: &Arc<Inner>) -> (Deltas, Vec<Key>) {
 
 /// Releases this thread's cache to the sub-allocator if it belongs to `pool` (trim, drop).
 pub(super) fn release_current(pool: &Arc<Inner>) -> (usize, u64) {
-    thread_cache::release(&CACHE, pool)
+    with(|c| c.release(pool)).unwrap_or_default()
 }

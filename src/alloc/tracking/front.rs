@@ -3,10 +3,9 @@
 //! counters and the exit path are [`thread_cache`](crate::alloc::thread_cache)'s; the tracking wrapper
 //! has no epoch (nothing asks fronts to hand their slots back early).
 
-use super::super::thread_cache::{self, Deltas, Owner, ThreadCache};
+use super::super::thread_cache::{per_thread_cache, Deltas, Owner, ThreadCache};
 use super::{Shared, Slot, State, NIL};
 use crate::sync::Ordering;
-use std::cell::RefCell;
 use std::sync::Arc;
 
 /// Free slots a front holds at most; a full stack hands half back.
@@ -50,16 +49,15 @@ impl Owner for Shared {
     }
 }
 
-thread_local! {
-    static CACHE: RefCell<ThreadCache<Shared>> = const {
-        RefCell::new(ThreadCache::new(Store {
-            stack: [(NIL, std::ptr::null()); CAP],
-            n: 0,
-            id_next: 0,
-            id_end: 0,
-        }))
-    };
-}
+per_thread_cache!(
+    Shared,
+    Store {
+        stack: [(NIL, std::ptr::null()); CAP],
+        n: 0,
+        id_next: 0,
+        id_end: 0
+    }
+);
 
 /// Links `slots` into a list through their words and puts it on the shared free list.
 fn give_back(st: &mut State, s: &Shared, slots: &[(u64, *const Slot)]) {
@@ -123,7 +121,7 @@ fn more_ids(store: &mut Store, s: &Shared) {
 /// caller must use the shared path.
 #[inline(always)]
 pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)> {
-    let (idx, id, slot) = thread_cache::with(&CACHE, |c| {
+    let (idx, id, slot) = with(|c| {
         c.enter(s);
         if c.store.n == 0 && !refill(c, s) {
             return None;
@@ -153,7 +151,7 @@ pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)>
 /// must use the shared path.
 #[inline(always)]
 pub(super) fn give(s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) -> bool {
-    thread_cache::with(&CACHE, |c| {
+    with(|c| {
         c.enter(s);
         slot.word.store(1, Ordering::Release);
         if c.store.n == CAP {
@@ -173,7 +171,7 @@ pub(super) fn give(s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) -> bo
 
 /// Publishes this thread's counters if its front is bound to `s`.
 pub(super) fn publish(s: &Arc<Shared>) {
-    thread_cache::with(&CACHE, |c| {
+    with(|c| {
         if c.is_bound_to(s) {
             publish_now(c, s);
         }
@@ -182,5 +180,5 @@ pub(super) fn publish(s: &Arc<Shared>) {
 
 /// Unbinds this thread's front from `s` (the allocator is going away).
 pub(super) fn release(s: &Arc<Shared>) {
-    thread_cache::release(&CACHE, s)
+    with(|c| c.release(s)).unwrap_or_default()
 }
