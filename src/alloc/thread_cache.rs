@@ -249,6 +249,8 @@ macro_rules! per_thread_cache {
         fn with<R>(
             _f: impl FnOnce(&mut $crate::alloc::thread_cache::ThreadCache<$owner>) -> R,
         ) -> Option<R> {
+            // Named (never accessed) so the declaration and its empty store count as used.
+            let _ = &CACHE;
             None
         }
     };
