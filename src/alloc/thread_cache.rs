@@ -110,7 +110,7 @@ pub trait Owner: Send + Sync + 'static {
 
     /// Takes back everything `store` holds and merges `deltas`, leaving `store` empty. `stale`:
     /// the epoch changed since the cache bound, or the owner asked for its memory back
-    /// ([`release`]). Takes the owner's lock.
+    /// ([`ThreadCache::release`]). Takes the owner's lock.
     fn take_back(&self, store: &mut Self::Store, deltas: Deltas, stale: bool) -> Self::Report;
 }
 
