@@ -4,7 +4,7 @@
 
 use allocator_api2::alloc::{Allocator, Layout};
 use criterion::{criterion_group, criterion_main, Criterion};
-use tensor_alloc::alloc::{BfcAllocator, BfcOptions, SystemAllocator};
+use tensor_alloc::alloc::{BfcAllocator, BfcOptions, BfcThreadCache, SystemAllocator};
 use tensor_alloc::workload::StepSchedule;
 
 fn step(c: &mut Criterion) {
@@ -22,7 +22,7 @@ fn step(c: &mut Criterion) {
 /// Default options without the per-thread cache (every operation takes the lock).
 fn no_thread_cache() -> BfcOptions {
     BfcOptions {
-        thread_cache: 0,
+        thread_cache: BfcThreadCache::OFF,
         ..BfcOptions::default()
     }
 }

@@ -8,7 +8,8 @@
 
 use loom::{sync::Arc, thread};
 use tensor_alloc::alloc::{
-    Allocator, BfcAllocator, BfcOptions, Layout, SystemSubAllocator, TensorAllocator,
+    Allocator, BfcAllocator, BfcDebug, BfcOptions, BfcRecentFree, BfcThreadCache, Layout,
+    SystemSubAllocator, TensorAllocator,
 };
 
 fn l(size: usize) -> Layout {
@@ -42,12 +43,18 @@ fn concurrent_alloc_free_coalesce() {
             Box::new(SystemSubAllocator::new()),
             BfcOptions {
                 initial_region_bytes: 4096,
-                event_ring_capacity: 4,
-                dump_on_oom: false,
                 // Every free merges with its neighbours at once (no chunk parked whole in the
                 // recent-free cache), so the threads race on split *and* coalesce.
-                recent_free_cache: 0,
-                thread_cache: 0,
+                debug: BfcDebug {
+                    event_ring_capacity: 4,
+                    dump_on_oom: false,
+                    ..BfcDebug::default()
+                },
+                recent_free: BfcRecentFree {
+                    entries: 0,
+                    ..BfcRecentFree::default()
+                },
+                thread_cache: BfcThreadCache::OFF,
                 ..BfcOptions::default()
             },
         ));

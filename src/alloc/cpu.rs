@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn stats_match_a_model_after_random_sequences() {
         let a = AlignedCpuAllocator::new();
-        let mut rng = crate::workload::Rng::new(7);
+        let mut rng = crate::alloc::test_support::Rng::new(7);
         let mut live: Vec<(NonNull<[u8]>, Layout)> = vec![];
         let (mut in_use, mut peak, mut allocs, mut frees, mut largest) =
             (0u64, 0u64, 0u64, 0u64, 0u64);

@@ -14,7 +14,7 @@
 //! | `TENSOR_ALLOC_BFC_MEMORY_LIMIT` | bytes, optional `KiB`/`MiB`/`GiB` suffix (e.g. `512MiB`) | `BfcOptions::memory_limit` |
 //! | `TENSOR_ALLOC_BFC_GROWTH` | `double`, `exact` | `BfcOptions::growth` |
 //! | `TENSOR_ALLOC_BFC_GC` | `on`, `off` | `BfcOptions::garbage_collection` |
-//! | `TENSOR_ALLOC_BFC_DIRTY_RATIO` | a ratio ≥ 0 (e.g. `0.2`), or `off` | `BfcOptions::max_dirty_ratio` |
+//! | `TENSOR_ALLOC_BFC_DIRTY_RATIO` | a ratio ≥ 0 (e.g. `0.2`), or `off` | `BfcOptions::dirty_pages` (`BfcDirtyPages::max_dirty_ratio`; `off`: `None`) |
 //! | `TENSOR_ALLOC_POOL_LIMIT` | a count (`0` disables caching) | `PoolOptions::max_cached_buffers` |
 //! | `TENSOR_ALLOC_TRACK` | `0`, `1` | wrap the CPU allocator in `TrackingAllocator` |
 //! | `TENSOR_ALLOC_LARGE_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::large_alloc_warning_fraction` |
@@ -27,7 +27,7 @@
 //! | `TF_CPU_BFC_MEM_LIMIT_IN_MB` | MiB | alias of `TENSOR_ALLOC_BFC_MEMORY_LIMIT` |
 
 use super::numa::{NumaMode, NumaPolicy};
-use super::{BfcGrowth, BfcOptions, CpuOptions, PoolOptions};
+use super::{BfcDirtyPages, BfcGrowth, BfcOptions, CpuOptions, PoolOptions};
 use std::ffi::OsStr;
 
 /// Prefix of the crate's variables.
@@ -304,6 +304,99 @@ fn parse_fraction(s: &str) -> Option<f64> {
     (f > 0.0 && f <= 1.0).then_some(f)
 }
 
+/// TensorFlow's variables as read, applied after the native ones (they may conflict with them).
+#[derive(Default)]
+struct TfAliases {
+    /// `TF_CPU_ALLOCATOR_USE_BFC`: the value and its raw text.
+    use_bfc: Option<(bool, String)>,
+    /// `TF_CPU_BFC_MEM_LIMIT_IN_MB` in bytes, and its raw text.
+    memory_limit: Option<(u64, String)>,
+}
+
+/// The pairs that belong to the family (prefix or a TensorFlow alias), last value winning.
+fn family_vars<I, K, V>(pairs: I) -> std::collections::BTreeMap<String, String>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    let mut vars = std::collections::BTreeMap::new();
+    for (k, v) in pairs {
+        let k = k.as_ref();
+        if k.starts_with(PREFIX) || k == TF_USE_BFC || k == TF_BFC_MEM_LIMIT_MB {
+            vars.insert(k.to_string(), v.as_ref().to_string());
+        }
+    }
+    vars
+}
+
+/// `TENSOR_ALLOC_CPU_ALLOCATOR`: one allocator name, `tracking(...)` at most once.
+fn parse_cpu_allocator(t: &str, v: &str) -> Result<FromVar<String>, EnvError> {
+    if t.is_empty() || t.chars().any(char::is_whitespace) {
+        return Err(invalid(CPU_ALLOCATOR, v));
+    }
+    if let Some(e) = nested_tracking(CPU_ALLOCATOR, t, v) {
+        return Err(e);
+    }
+    Ok(FromVar {
+        value: t.to_string(),
+        variable: CPU_ALLOCATOR,
+        raw: v.to_string(),
+    })
+}
+
+/// `TENSOR_ALLOC_BFC_MEMORY_LIMIT`: a byte count above 0 with an optional suffix.
+fn parse_bfc_memory_limit(t: &str, v: &str) -> Result<FromVar<u64>, EnvError> {
+    let n = match parse_bytes(t) {
+        Some(0) => {
+            return Err(invalid_because(
+                BFC_MEMORY_LIMIT,
+                v,
+                "a byte count above 0 (a limit of 0 bytes would refuse every allocation; unset the variable for no limit), with an optional KiB/MiB/GiB suffix",
+            ))
+        }
+        Some(n) => n,
+        None if bytes_syntax(t) => {
+            return Err(invalid_because(
+                BFC_MEMORY_LIMIT,
+                v,
+                "a byte count below 2^64 (16 EiB), with an optional KiB/MiB/GiB suffix",
+            ))
+        }
+        None => return Err(invalid(BFC_MEMORY_LIMIT, v)),
+    };
+    Ok(FromVar {
+        value: n,
+        variable: BFC_MEMORY_LIMIT,
+        raw: v.to_string(),
+    })
+}
+
+/// `TENSOR_ALLOC_BFC_DIRTY_RATIO`: `off` (`None`) or a ratio in 0..=100.
+fn parse_dirty_ratio(t: &str, v: &str) -> Result<Option<f64>, EnvError> {
+    if t.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let r: f64 = t.parse().map_err(|_| invalid(BFC_DIRTY_RATIO, v))?;
+    if !(0.0..=100.0).contains(&r) {
+        return Err(invalid(BFC_DIRTY_RATIO, v));
+    }
+    Ok(Some(r))
+}
+
+/// `TF_CPU_BFC_MEM_LIMIT_IN_MB`: whole MiB whose byte count fits in 64 bits, above 0.
+fn parse_tf_memory_limit_mb(t: &str, v: &str) -> Result<u64, EnvError> {
+    const RANGE: &str = "a whole number of MiB from 1 to 17592186044415 (the byte count must fit in 64 bits; unset the variable for no limit)";
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid(TF_BFC_MEM_LIMIT_MB, v));
+    }
+    t.parse::<u64>()
+        .ok()
+        .and_then(|mb| mb.checked_mul(1 << 20))
+        .filter(|&b| b > 0)
+        .ok_or_else(|| invalid_because(TF_BFC_MEM_LIMIT_MB, v, RANGE))
+}
+
 impl EnvConfig {
     /// Parses `(key, value)` pairs. Keys outside the family are ignored; the order of the pairs
     /// does not matter (a key given twice keeps its last value, like an environment).
@@ -313,160 +406,108 @@ impl EnvConfig {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        let mut vars: std::collections::BTreeMap<String, String> = Default::default();
-        for (k, v) in pairs {
-            let k = k.as_ref();
-            if k.starts_with(PREFIX) || k == TF_USE_BFC || k == TF_BFC_MEM_LIMIT_MB {
-                vars.insert(k.to_string(), v.as_ref().to_string());
-            }
-        }
         let mut c = EnvConfig::default();
-        let mut tf_use_bfc: Option<(bool, String)> = None;
-        let mut tf_limit: Option<(u64, String)> = None;
-        for (k, v) in &vars {
-            let t = v.trim();
-            match k.as_str() {
-                CPU_ALLOCATOR => {
-                    if t.is_empty() || t.chars().any(char::is_whitespace) {
-                        return Err(invalid(CPU_ALLOCATOR, v));
-                    }
-                    if let Some(e) = nested_tracking(CPU_ALLOCATOR, t, v) {
-                        return Err(e);
-                    }
-                    c.cpu_allocator = Some(FromVar {
-                        value: t.to_string(),
-                        variable: CPU_ALLOCATOR,
-                        raw: v.clone(),
-                    });
-                }
-                BFC_MEMORY_LIMIT => {
-                    let n = match parse_bytes(t) {
-                        Some(0) => {
-                            return Err(invalid_because(
-                                BFC_MEMORY_LIMIT,
-                                v,
-                                "a byte count above 0 (a limit of 0 bytes would refuse every allocation; unset the variable for no limit), with an optional KiB/MiB/GiB suffix",
-                            ))
-                        }
-                        Some(n) => n,
-                        None if bytes_syntax(t) => {
-                            return Err(invalid_because(
-                                BFC_MEMORY_LIMIT,
-                                v,
-                                "a byte count below 2^64 (16 EiB), with an optional KiB/MiB/GiB suffix",
-                            ))
-                        }
-                        None => return Err(invalid(BFC_MEMORY_LIMIT, v)),
-                    };
-                    c.bfc_memory_limit = Some(FromVar {
-                        value: n,
-                        variable: BFC_MEMORY_LIMIT,
-                        raw: v.clone(),
-                    });
-                }
-                BFC_GROWTH => {
-                    c.bfc_growth = Some(match t.to_ascii_lowercase().as_str() {
-                        "double" => BfcGrowth::Double,
-                        "exact" => BfcGrowth::Exact,
-                        _ => return Err(invalid(BFC_GROWTH, v)),
-                    })
-                }
-                BFC_GC => {
-                    c.bfc_gc = Some(match t.to_ascii_lowercase().as_str() {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(invalid(BFC_GC, v)),
-                    })
-                }
-                BFC_DIRTY_RATIO => {
-                    c.bfc_dirty_ratio = Some(if t.eq_ignore_ascii_case("off") {
-                        None
-                    } else {
-                        let r: f64 = t.parse().map_err(|_| invalid(BFC_DIRTY_RATIO, v))?;
-                        if !(0.0..=100.0).contains(&r) {
-                            return Err(invalid(BFC_DIRTY_RATIO, v));
-                        }
-                        Some(r)
-                    });
-                }
-                POOL_LIMIT => {
-                    c.pool_limit = Some(t.parse().map_err(|_| invalid(POOL_LIMIT, v))?);
-                }
-                TRACK => {
-                    let on = match t {
-                        "1" => true,
-                        "0" => false,
-                        _ => return Err(invalid(TRACK, v)),
-                    };
-                    c.track = Some(FromVar {
-                        value: on,
-                        variable: TRACK,
-                        raw: v.clone(),
-                    });
-                }
-                LARGE_ALLOC_WARNING => {
-                    c.large_alloc_warning =
-                        Some(parse_fraction(t).ok_or_else(|| invalid(LARGE_ALLOC_WARNING, v))?);
-                }
-                TOTAL_ALLOC_WARNING => {
-                    c.total_alloc_warning =
-                        Some(parse_fraction(t).ok_or_else(|| invalid(TOTAL_ALLOC_WARNING, v))?);
-                }
-                NUMA => {
-                    c.numa = Some(FromVar {
-                        value: NumaMode::parse(t).ok_or_else(|| invalid(NUMA, v))?,
-                        variable: NUMA,
-                        raw: v.clone(),
-                    });
-                }
-                NUMA_POLICY => {
-                    c.numa_policy =
-                        Some(NumaPolicy::parse(t).ok_or_else(|| invalid(NUMA_POLICY, v))?);
-                }
-                LOG => {
-                    // The CLI's filter: refused here rather than silently replaced by the default.
-                    #[cfg(feature = "cli")]
-                    if tracing_subscriber::EnvFilter::try_new(t).is_err() {
-                        return Err(invalid(LOG, v));
-                    }
-                }
-                STRESS => {
-                    if t.parse::<u64>().is_err() {
-                        return Err(invalid(STRESS, v));
-                    }
-                }
-                TF_USE_BFC => {
-                    let b = match t.to_ascii_lowercase().as_str() {
-                        "true" | "1" => true,
-                        "false" | "0" => false,
-                        _ => return Err(invalid(TF_USE_BFC, v)),
-                    };
-                    tf_use_bfc = Some((b, v.clone()));
-                }
-                TF_BFC_MEM_LIMIT_MB => {
-                    const RANGE: &str = "a whole number of MiB from 1 to 17592186044415 (the byte count must fit in 64 bits; unset the variable for no limit)";
-                    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                        return Err(invalid(TF_BFC_MEM_LIMIT_MB, v));
-                    }
-                    let bytes = t
-                        .parse::<u64>()
-                        .ok()
-                        .and_then(|mb| mb.checked_mul(1 << 20))
-                        .filter(|&b| b > 0)
-                        .ok_or_else(|| invalid_because(TF_BFC_MEM_LIMIT_MB, v, RANGE))?;
-                    tf_limit = Some((bytes, v.clone()));
-                }
-                other => {
-                    return Err(EnvError::UnknownVariable {
-                        name: other.to_string(),
-                        value: v.clone(),
-                        suggestion: closest(other, KNOWN_VARIABLES.iter().map(|k| k.0)),
-                    })
+        let mut aliases = TfAliases::default();
+        for (k, v) in &family_vars(pairs) {
+            c.set(k, v, &mut aliases)?;
+        }
+        c.check_track_agrees()?;
+        c.apply_tf_use_bfc(aliases.use_bfc)?;
+        c.apply_tf_memory_limit(aliases.memory_limit)?;
+        Ok(c)
+    }
+
+    /// Parses one variable of the family into `self` (TensorFlow's aliases into `aliases`, applied
+    /// once every native variable is known).
+    fn set(&mut self, k: &str, v: &str, aliases: &mut TfAliases) -> Result<(), EnvError> {
+        let t = v.trim();
+        match k {
+            CPU_ALLOCATOR => self.cpu_allocator = Some(parse_cpu_allocator(t, v)?),
+            BFC_MEMORY_LIMIT => self.bfc_memory_limit = Some(parse_bfc_memory_limit(t, v)?),
+            BFC_GROWTH => {
+                self.bfc_growth = Some(match t.to_ascii_lowercase().as_str() {
+                    "double" => BfcGrowth::Double,
+                    "exact" => BfcGrowth::Exact,
+                    _ => return Err(invalid(BFC_GROWTH, v)),
+                })
+            }
+            BFC_GC => {
+                self.bfc_gc = Some(match t.to_ascii_lowercase().as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(invalid(BFC_GC, v)),
+                })
+            }
+            BFC_DIRTY_RATIO => self.bfc_dirty_ratio = Some(parse_dirty_ratio(t, v)?),
+            POOL_LIMIT => self.pool_limit = Some(t.parse().map_err(|_| invalid(POOL_LIMIT, v))?),
+            TRACK => {
+                let on = match t {
+                    "1" => true,
+                    "0" => false,
+                    _ => return Err(invalid(TRACK, v)),
+                };
+                self.track = Some(FromVar {
+                    value: on,
+                    variable: TRACK,
+                    raw: v.to_string(),
+                });
+            }
+            LARGE_ALLOC_WARNING => {
+                self.large_alloc_warning =
+                    Some(parse_fraction(t).ok_or_else(|| invalid(LARGE_ALLOC_WARNING, v))?);
+            }
+            TOTAL_ALLOC_WARNING => {
+                self.total_alloc_warning =
+                    Some(parse_fraction(t).ok_or_else(|| invalid(TOTAL_ALLOC_WARNING, v))?);
+            }
+            NUMA => {
+                self.numa = Some(FromVar {
+                    value: NumaMode::parse(t).ok_or_else(|| invalid(NUMA, v))?,
+                    variable: NUMA,
+                    raw: v.to_string(),
+                });
+            }
+            NUMA_POLICY => {
+                self.numa_policy =
+                    Some(NumaPolicy::parse(t).ok_or_else(|| invalid(NUMA_POLICY, v))?);
+            }
+            LOG => {
+                // The CLI's filter: refused here rather than silently replaced by the default.
+                #[cfg(feature = "cli")]
+                if tracing_subscriber::EnvFilter::try_new(t).is_err() {
+                    return Err(invalid(LOG, v));
                 }
             }
+            STRESS => {
+                if t.parse::<u64>().is_err() {
+                    return Err(invalid(STRESS, v));
+                }
+            }
+            TF_USE_BFC => {
+                let b = match t.to_ascii_lowercase().as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err(invalid(TF_USE_BFC, v)),
+                };
+                aliases.use_bfc = Some((b, v.to_string()));
+            }
+            TF_BFC_MEM_LIMIT_MB => {
+                aliases.memory_limit = Some((parse_tf_memory_limit_mb(t, v)?, v.to_string()))
+            }
+            other => {
+                return Err(EnvError::UnknownVariable {
+                    name: other.to_string(),
+                    value: v.to_string(),
+                    suggestion: closest(other, KNOWN_VARIABLES.iter().map(|k| k.0)),
+                })
+            }
         }
-        // `TENSOR_ALLOC_TRACK=0` and a `tracking(...)` allocator name say opposite things.
-        if let (Some(t), Some(ca)) = (&c.track, &c.cpu_allocator) {
+        Ok(())
+    }
+
+    /// `TENSOR_ALLOC_TRACK=0` and a `tracking(...)` allocator name say opposite things.
+    fn check_track_agrees(&self) -> Result<(), EnvError> {
+        if let (Some(t), Some(ca)) = (&self.track, &self.cpu_allocator) {
             if !t.value && parse_allocator_name(&ca.value).0 {
                 return Err(EnvError::Conflict {
                     alias: TRACK,
@@ -476,74 +517,80 @@ impl EnvConfig {
                 });
             }
         }
-        if let Some((use_bfc, raw)) = tf_use_bfc {
-            match &c.cpu_allocator {
-                // `tracking` alone wraps whatever the priorities pick: the alias decides that.
-                Some(native) if parse_allocator_name(&native.value).1.is_none() => {
-                    if use_bfc {
-                        c.cpu_allocator = Some(FromVar {
-                            value: "tracking(bfc)".into(),
-                            variable: TF_USE_BFC,
-                            raw,
-                        });
-                    } else {
-                        c.exclude_bfc = Some(FromVar {
-                            value: (),
-                            variable: TF_USE_BFC,
-                            raw,
-                        });
-                    }
-                }
-                Some(native) => {
-                    let is_bfc = parse_allocator_name(&native.value).1 == Some("bfc");
-                    if use_bfc != is_bfc {
-                        return Err(EnvError::Conflict {
-                            alias: TF_USE_BFC,
-                            alias_value: raw,
-                            native: CPU_ALLOCATOR,
-                            native_value: native.raw.clone(),
-                        });
-                    }
-                }
-                None if use_bfc => {
-                    c.cpu_allocator = Some(FromVar {
-                        value: "bfc".into(),
-                        variable: TF_USE_BFC,
-                        raw,
-                    })
-                }
-                None => {
-                    c.exclude_bfc = Some(FromVar {
-                        value: (),
-                        variable: TF_USE_BFC,
-                        raw,
-                    })
-                }
-            }
-        }
-        if let Some((bytes, raw)) = tf_limit {
-            match &c.bfc_memory_limit {
-                Some(native) if native.value != bytes => {
-                    return Err(EnvError::Conflict {
-                        alias: TF_BFC_MEM_LIMIT_MB,
-                        alias_value: raw,
-                        native: BFC_MEMORY_LIMIT,
-                        native_value: native.raw.clone(),
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    c.bfc_memory_limit = Some(FromVar {
-                        value: bytes,
-                        variable: TF_BFC_MEM_LIMIT_MB,
-                        raw,
-                    })
-                }
-            }
-        }
-        Ok(c)
+        Ok(())
     }
 
+    /// `TF_CPU_ALLOCATOR_USE_BFC`: names `bfc` (keeping a `tracking` wrapper) or excludes it;
+    /// an error when `TENSOR_ALLOC_CPU_ALLOCATOR` names another allocator.
+    fn apply_tf_use_bfc(&mut self, alias: Option<(bool, String)>) -> Result<(), EnvError> {
+        let Some((use_bfc, raw)) = alias else {
+            return Ok(());
+        };
+        let exclude = |raw| FromVar {
+            value: (),
+            variable: TF_USE_BFC,
+            raw,
+        };
+        match &self.cpu_allocator {
+            // `tracking` alone wraps whatever the priorities pick: the alias decides that.
+            Some(native) if parse_allocator_name(&native.value).1.is_none() => {
+                if use_bfc {
+                    self.cpu_allocator = Some(FromVar {
+                        value: "tracking(bfc)".into(),
+                        variable: TF_USE_BFC,
+                        raw,
+                    });
+                } else {
+                    self.exclude_bfc = Some(exclude(raw));
+                }
+            }
+            Some(native) => {
+                let is_bfc = parse_allocator_name(&native.value).1 == Some("bfc");
+                if use_bfc != is_bfc {
+                    return Err(EnvError::Conflict {
+                        alias: TF_USE_BFC,
+                        alias_value: raw,
+                        native: CPU_ALLOCATOR,
+                        native_value: native.raw.clone(),
+                    });
+                }
+            }
+            None if use_bfc => {
+                self.cpu_allocator = Some(FromVar {
+                    value: "bfc".into(),
+                    variable: TF_USE_BFC,
+                    raw,
+                })
+            }
+            None => self.exclude_bfc = Some(exclude(raw)),
+        }
+        Ok(())
+    }
+
+    /// `TF_CPU_BFC_MEM_LIMIT_IN_MB`: the BFC limit unless the native variable sets it; an error
+    /// when both are set and disagree.
+    fn apply_tf_memory_limit(&mut self, alias: Option<(u64, String)>) -> Result<(), EnvError> {
+        let Some((bytes, raw)) = alias else {
+            return Ok(());
+        };
+        match &self.bfc_memory_limit {
+            Some(native) if native.value != bytes => Err(EnvError::Conflict {
+                alias: TF_BFC_MEM_LIMIT_MB,
+                alias_value: raw,
+                native: BFC_MEMORY_LIMIT,
+                native_value: native.raw.clone(),
+            }),
+            Some(_) => Ok(()),
+            None => {
+                self.bfc_memory_limit = Some(FromVar {
+                    value: bytes,
+                    variable: TF_BFC_MEM_LIMIT_MB,
+                    raw,
+                });
+                Ok(())
+            }
+        }
+    }
     /// Reads the process environment (every call reads it again; see [`process_env`]).
     pub fn from_process_env() -> Result<Self, EnvError> {
         let mut pairs = vec![];
@@ -580,7 +627,10 @@ impl EnvConfig {
             o.garbage_collection = gc;
         }
         if let Some(r) = self.bfc_dirty_ratio {
-            o.max_dirty_ratio = r;
+            o.dirty_pages = r.map(|max_dirty_ratio| BfcDirtyPages {
+                max_dirty_ratio,
+                ..BfcDirtyPages::default()
+            });
         }
         o
     }
@@ -699,8 +749,8 @@ mod tests {
     #[test]
     fn bfc_dirty_ratio() {
         assert_eq!(
-            parse(&[]).unwrap().bfc_options().max_dirty_ratio,
-            BfcOptions::default().max_dirty_ratio
+            parse(&[]).unwrap().bfc_options().dirty_pages,
+            BfcOptions::default().dirty_pages
         );
         for (raw, want) in [
             ("0.2", Some(0.2)),
@@ -709,7 +759,11 @@ mod tests {
             ("OFF", None),
         ] {
             let c = parse(&[(BFC_DIRTY_RATIO, raw)]).unwrap();
-            assert_eq!(c.bfc_options().max_dirty_ratio, want, "{raw}");
+            assert_eq!(
+                c.bfc_options().dirty_pages.map(|d| d.max_dirty_ratio),
+                want,
+                "{raw}"
+            );
         }
         for bad in ["", "-0.1", "abc", "NaN", "inf", "101", "20%"] {
             let e = err(&[(BFC_DIRTY_RATIO, bad)]);

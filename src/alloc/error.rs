@@ -70,3 +70,74 @@ impl AllocatorError {
         }
     }
 }
+
+/// Why a registry factory (a built-in one, a device's or a user's) could not build its allocator.
+///
+/// The registry wraps it in [`RegistryError::Construction`](super::RegistryError::Construction)
+/// with the factory's name. `From<String>` and `From<&str>` give [`Failed`](Self::Failed), so a
+/// constructor can write `Err("no device".into())`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FactoryError {
+    /// The options the factory derived (from the environment or its own defaults) are invalid.
+    #[error("{0}")]
+    InvalidOptions(String),
+    /// A resource the allocator needs is absent (a device, a NUMA node).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Any other failure.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl FactoryError {
+    /// The same kind of error with `what: ` in front of its message.
+    pub fn context(self, what: &str) -> Self {
+        match self {
+            Self::InvalidOptions(m) => Self::InvalidOptions(format!("{what}: {m}")),
+            Self::Unavailable(m) => Self::Unavailable(format!("{what}: {m}")),
+            Self::Failed(m) => Self::Failed(format!("{what}: {m}")),
+        }
+    }
+}
+
+impl From<String> for FactoryError {
+    fn from(reason: String) -> Self {
+        Self::Failed(reason)
+    }
+}
+
+impl From<&str> for FactoryError {
+    fn from(reason: &str) -> Self {
+        Self::Failed(reason.to_string())
+    }
+}
+
+impl From<super::bfc::BfcOptionsError> for FactoryError {
+    fn from(e: super::bfc::BfcOptionsError) -> Self {
+        Self::InvalidOptions(e.to_string())
+    }
+}
+
+/// A broken internal invariant found by an allocator's consistency check (e.g.
+/// [`BfcAllocator::check_invariants`](super::BfcAllocator::check_invariants)): a bug in the
+/// allocator or memory corruption by its user, never a recoverable condition.
+///
+/// Displays as `message` alone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvariantError {
+    /// The structure whose invariant failed (e.g. `"bins"`, `"thread cache"`).
+    pub part: &'static str,
+    /// What was found, with the addresses and sizes involved.
+    pub message: String,
+}
+
+impl InvariantError {
+    /// An invariant of `part` failed as `message` says.
+    pub fn new(part: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            part,
+            message: message.into(),
+        }
+    }
+}

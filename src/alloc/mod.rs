@@ -21,13 +21,18 @@ mod stats;
 pub mod sub;
 #[cfg(all(test, not(loom)))]
 mod test_support;
+#[doc(hidden)]
+pub mod thread_cache;
 pub mod tracking;
 
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
-pub use bfc::{BfcAllocator, BfcGrowth, BfcMemoryDump, BfcOptions};
+pub use bfc::{
+    BfcAllocator, BfcDebug, BfcDirtyPages, BfcGrowth, BfcMemoryDump, BfcOptions, BfcPages,
+    BfcRecentFree, BfcThreadCache,
+};
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
 pub use env::{EnvConfig, EnvError};
-pub use error::AllocatorError;
+pub use error::{AllocatorError, FactoryError, InvariantError};
 pub use failing::{FailingAllocator, FailingSubAllocator, FailurePolicy};
 pub use numa::{NumaError, NumaPolicy, NumaSubAllocator, Topology};
 pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};

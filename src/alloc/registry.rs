@@ -44,7 +44,7 @@
 use super::env::{self, EnvConfig, EnvError};
 use super::numa::{self, NumaError, NumaPlan, SubFactories, SubFactory, Topology};
 use super::{
-    AlignedCpuAllocator, AllocatorRef, BfcAllocator, PoolAllocator, SharedAllocator,
+    AlignedCpuAllocator, AllocatorRef, BfcAllocator, FactoryError, PoolAllocator, SharedAllocator,
     TrackingAllocator,
 };
 use crate::sync::Mutex;
@@ -66,7 +66,7 @@ pub struct FactoryContext<'a> {
 
 /// A constructor of allocators.
 pub type Constructor =
-    Arc<dyn Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync>;
+    Arc<dyn Fn(&FactoryContext<'_>) -> Result<AllocatorRef, FactoryError> + Send + Sync>;
 
 /// A named allocator factory with a priority.
 #[derive(Clone)]
@@ -97,7 +97,7 @@ impl Factory {
         create: F,
     ) -> Self
     where
-        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync + 'static,
+        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, FactoryError> + Send + Sync + 'static,
     {
         Self {
             name: name.into(),
@@ -112,7 +112,7 @@ impl Factory {
     /// per node with it (`ctx.numa_node` is `Some(node)`).
     pub fn with_numa<F>(mut self, create_for_node: F) -> Self
     where
-        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, String> + Send + Sync + 'static,
+        F: Fn(&FactoryContext<'_>) -> Result<AllocatorRef, FactoryError> + Send + Sync + 'static,
     {
         self.create_for_node = Some(Arc::new(create_for_node));
         self
@@ -191,7 +191,8 @@ pub enum RegistryError {
         /// The factory.
         name: String,
         /// Its error.
-        reason: String,
+        #[source]
+        reason: FactoryError,
     },
 }
 
@@ -349,7 +350,7 @@ pub fn builtin_factories() -> Vec<Factory> {
             |ctx| {
                 BfcAllocator::try_new(ctx.env.bfc_options())
                     .map(|a| Arc::new(a) as AllocatorRef)
-                    .map_err(|e| e.to_string())
+                    .map_err(FactoryError::from)
             },
         )
         .with_numa(|ctx| {

@@ -45,6 +45,20 @@ pub struct CacheStats {
 }
 
 impl AllocatorStats {
+    /// The counts every allocator keeps, from running totals whose byte levels are signed (a
+    /// thread cache's merged deltas can briefly take them below 0; reported as 0). The other
+    /// fields are left at their defaults.
+    pub(crate) fn counted(allocs: u64, frees: u64, in_use: i64, peak: i64, largest: u64) -> Self {
+        Self {
+            num_allocs: allocs,
+            num_frees: frees,
+            bytes_in_use: in_use.max(0) as u64,
+            peak_bytes_in_use: peak.max(0) as u64,
+            largest_alloc_size: largest,
+            ..Self::default()
+        }
+    }
+
     /// Free bytes inside the reserved memory.
     pub fn bytes_free(&self) -> u64 {
         self.bytes_reserved.saturating_sub(self.bytes_in_use)

@@ -34,3 +34,35 @@ pub(crate) fn capture_logs_at(level: tracing::Level, f: impl FnOnce()) -> String
     let v = buf.0.lock().unwrap().clone();
     String::from_utf8(v).unwrap()
 }
+
+/// A small seeded generator for the allocator tests (SplitMix64): the same seed gives the same
+/// sequence on every platform, so a failing randomized test can be replayed.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+
+    /// The next 64 random bits.
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Log-uniform in `lo..=hi` (`0 < lo ≤ hi`): sizes that span orders of magnitude.
+    pub(crate) fn log_range(&mut self, lo: u64, hi: u64) -> u64 {
+        let (a, b) = ((lo as f64).ln(), (hi as f64).ln());
+        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        ((a + (b - a) * u).exp() as u64).clamp(lo, hi)
+    }
+}

@@ -25,8 +25,8 @@ pub(crate) struct Chunk {
     pub addr: usize,
     /// Bytes covered (a multiple of the granule). 0 for an unused slab slot.
     pub size: usize,
-    /// Bytes the caller asked for (0 when free; while cached, the rounded size of the request it
-    /// last served, which is its recent-free cache key).
+    /// Bytes the caller asked for while in use (0 otherwise). While cached, the field holds the
+    /// recent-free cache key instead: use [`cache_key`](Self::cache_key).
     pub requested: usize,
     /// Allocation id (0 when free).
     pub id: u64,
@@ -38,11 +38,8 @@ pub(crate) struct Chunk {
     pub next: u32,
     /// Bin index while free, `NO_BIN` while in use.
     pub bin: u8,
-    /// Whether the chunk is handed out — or held in the recent-free cache (see `cached`).
-    pub in_use: bool,
-    /// Freed by its owner but kept whole in the allocator's recent-free cache (`in_use` stays
-    /// true so neighbours do not merge with it; it is in no bin).
-    pub cached: bool,
+    /// Handed out, free in a bin, or kept whole in the recent-free cache.
+    pub state: ChunkState,
     /// While free: the address range `[dirty_lo, dirty_hi)` that holds every page of the chunk
     /// that may be resident (empty once its pages were released and nothing was merged in).
     pub dirty_lo: usize,
@@ -52,10 +49,24 @@ pub(crate) struct Chunk {
     pub dnext: u32,
     /// On the dirty-page budget's list of free chunks with resident pages.
     pub on_dirty_list: bool,
-    /// Treap links and priority (meaningful while in a bin).
+    /// Treap links and priority while free in a bin. While cached the same three words are the
+    /// recent-free cache's links: use the `cache_*` accessors.
     pub left: u32,
     pub right: u32,
     pub prio: u32,
+}
+
+/// Where a chunk is. Neighbours merge only with [`Free`](Self::Free) chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChunkState {
+    /// Handed out to a caller (or held in a thread cache, which the core counts as in use): in
+    /// no bin, with an id.
+    InUse,
+    /// Free, in exactly the bin for its size (treap links meaningful), no id.
+    Free,
+    /// Freed by its owner and kept whole in the recent-free cache: in no bin, no id, never
+    /// merged into by a neighbour; its cache links and key are meaningful.
+    Cached,
 }
 
 impl Chunk {
@@ -68,8 +79,7 @@ impl Chunk {
         prev: NIL,
         next: NIL,
         bin: NO_BIN,
-        in_use: false,
-        cached: false,
+        state: ChunkState::Free,
         dirty_lo: 0,
         dirty_hi: 0,
         dprev: NIL,
@@ -79,6 +89,76 @@ impl Chunk {
         right: NIL,
         prio: 0,
     };
+
+    /// Whether the chunk is free in a bin (the only state neighbours merge with).
+    #[inline]
+    pub fn is_free(&self) -> bool {
+        self.state == ChunkState::Free
+    }
+
+    /// Whether the chunk is in the recent-free cache.
+    #[inline]
+    pub fn is_cached(&self) -> bool {
+        self.state == ChunkState::Cached
+    }
+
+    /// Recent-free cache: the rounded size of the request this chunk last served (its key).
+    #[inline]
+    pub fn cache_key(&self) -> usize {
+        self.requested
+    }
+
+    /// Recent-free cache: the next older entry of the whole cache (or `NIL`).
+    #[inline]
+    pub fn cache_older(&self) -> u32 {
+        self.left
+    }
+
+    /// Recent-free cache: the next newer entry of the whole cache (or `NIL`).
+    #[inline]
+    pub fn cache_newer(&self) -> u32 {
+        self.right
+    }
+
+    /// Recent-free cache: the next older entry of the same size bin (or `NIL`).
+    #[inline]
+    pub fn cache_next_in_bin(&self) -> u32 {
+        self.prio
+    }
+
+    /// Puts the chunk in the recent-free cache under `key` with the given links.
+    #[inline]
+    pub fn set_cached(&mut self, key: usize, older: u32, newer: u32, next_in_bin: u32) {
+        self.state = ChunkState::Cached;
+        self.requested = key;
+        (self.left, self.right, self.prio) = (older, newer, next_in_bin);
+    }
+
+    /// Sets [`cache_newer`](Self::cache_newer).
+    #[inline]
+    pub fn set_cache_newer(&mut self, h: u32) {
+        self.right = h;
+    }
+
+    /// Sets [`cache_older`](Self::cache_older).
+    #[inline]
+    pub fn set_cache_older(&mut self, h: u32) {
+        self.left = h;
+    }
+
+    /// Sets [`cache_next_in_bin`](Self::cache_next_in_bin).
+    #[inline]
+    pub fn set_cache_next_in_bin(&mut self, h: u32) {
+        self.prio = h;
+    }
+
+    /// Takes the chunk out of the recent-free cache: in use again, no key, no links.
+    #[inline]
+    pub fn clear_cached(&mut self) {
+        self.state = ChunkState::InUse;
+        self.requested = 0;
+        (self.left, self.right, self.prio) = (NIL, NIL, 0);
+    }
 
     #[inline]
     pub fn end(&self) -> usize {
@@ -348,23 +428,23 @@ impl Bins {
 }
 
 /// Splits the treap `t` into (keys < k, keys ≥ k).
-fn split(s: &mut Slab, t: u32, k: (usize, usize)) -> (u32, u32) {
+fn split_at_key(s: &mut Slab, t: u32, k: (usize, usize)) -> (u32, u32) {
     if t == NIL {
         return (NIL, NIL);
     }
     if s[t].key() < k {
-        let (l, r) = split(s, s[t].right, k);
+        let (l, r) = split_at_key(s, s[t].right, k);
         s[t].right = l;
         (t, r)
     } else {
-        let (l, r) = split(s, s[t].left, k);
+        let (l, r) = split_at_key(s, s[t].left, k);
         s[t].left = r;
         (l, t)
     }
 }
 
 /// Joins treaps `a` and `b` where every key of `a` is below every key of `b`.
-fn merge(s: &mut Slab, a: u32, b: u32) -> u32 {
+fn join(s: &mut Slab, a: u32, b: u32) -> u32 {
     if a == NIL {
         return b;
     }
@@ -372,11 +452,11 @@ fn merge(s: &mut Slab, a: u32, b: u32) -> u32 {
         return a;
     }
     if s[a].prio > s[b].prio {
-        let r = merge(s, s[a].right, b);
+        let r = join(s, s[a].right, b);
         s[a].right = r;
         a
     } else {
-        let l = merge(s, a, s[b].left);
+        let l = join(s, a, s[b].left);
         s[b].left = l;
         b
     }
@@ -387,7 +467,7 @@ fn insert(s: &mut Slab, t: u32, n: u32) -> u32 {
         return n;
     }
     if s[n].prio > s[t].prio {
-        let (l, r) = split(s, t, s[n].key());
+        let (l, r) = split_at_key(s, t, s[n].key());
         s[n].left = l;
         s[n].right = r;
         return n;
@@ -409,7 +489,7 @@ fn remove(s: &mut Slab, t: u32, k: (usize, usize), found: &mut bool) -> u32 {
     let tk = s[t].key();
     if tk == k {
         *found = true;
-        return merge(s, s[t].left, s[t].right);
+        return join(s, s[t].left, s[t].right);
     }
     if k < tk {
         let l = remove(s, s[t].left, k, found);
@@ -424,7 +504,7 @@ fn remove(s: &mut Slab, t: u32, k: (usize, usize), found: &mut bool) -> u32 {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::workload::Rng;
+    use crate::alloc::test_support::Rng;
 
     #[test]
     fn treap_matches_a_sorted_model() {

@@ -27,7 +27,7 @@ pub struct BfcEvent {
     pub requested: usize,
     /// Allocation id.
     pub id: u64,
-    /// Nanoseconds since the allocator was created, when `BfcOptions::timestamp_events` is on
+    /// Nanoseconds since the allocator was created, when `BfcDebug::timestamp_events` is on
     /// (reading the clock costs about as much as the allocation itself, so it is off by default).
     pub time_ns: Option<u64>,
 }

@@ -11,8 +11,8 @@
 //!   when it is at least [`BfcOptions::split_ratio`] × the rounded request, or when the remainder
 //!   would waste at least [`BfcOptions::max_split_waste_bytes`] (128 MiB). A freed chunk merges with
 //!   free neighbours on both sides, so no two free chunks are ever adjacent — except that a chunk
-//!   of at most [`BfcOptions::recent_free_max_chunk_bytes`] is first kept whole in a small
-//!   **recent-free cache** ([`BfcOptions::recent_free_cache`]) and handed straight back to the next
+//!   of at most [`BfcRecentFree::max_chunk_bytes`] is first kept whole in a small
+//!   **recent-free cache** ([`BfcOptions::recent_free`]) and handed straight back to the next
 //!   request of the rounded size it last served (no bin, split, merge or handle-table work); a
 //!   request that misses the cache still gets the best fit over bins and cache; a cached chunk is merged
 //!   when evicted from the cache, before the allocator grows or fails, and on `trim()`, `stats()`,
@@ -45,9 +45,9 @@
 //! used; the layout's size is ignored).
 //!
 //! # Thread cache
-//! In front of the lock each thread keeps a small cache ([`BfcOptions::thread_cache`] entries,
-//! at most [`BfcOptions::thread_cache_max_bytes`]) of chunks it freed, keyed by rounded size.
-//! A free of at most [`BfcOptions::thread_cache_max_chunk_bytes`] goes there without the lock
+//! In front of the lock each thread keeps a small cache ([`BfcThreadCache::entries`] entries,
+//! at most [`BfcThreadCache::max_bytes`]) of chunks it freed, keyed by rounded size.
+//! A free of at most [`BfcThreadCache::max_chunk_bytes`] goes there without the lock
 //! or any atomic read-modify-write — the caller's `Layout` gives the size, because requests up to
 //! that bound always get a chunk of exactly their rounded size — and an allocation first takes
 //! the newest cached chunk of its rounded size whose address meets the alignment. For the core
@@ -75,17 +75,20 @@
 //!   ([`BfcMemoryDump::thread_cached_bytes`]); `check_invariants()` verifies that in-use chunks
 //!   add up to bytes in use plus bytes in thread caches, and that each of the calling thread's
 //!   entries is a live chunk of exactly its key's size, listed once.
-//! - **Not detected** on the lock-free path in release builds: a double free of a
-//!   thread-cacheable block, and a free with a `Layout` of another size (both violate the
-//!   `Allocator` contract; the chunk would be handed out twice or under the wrong size). Debug
-//!   builds check every such free against the chunk table and the thread's cache and panic.
+//! - **Double free** of a chunk the freeing thread's cache still holds: refused with a `tracing`
+//!   error in every build (the cache keeps a filter of the addresses it holds), so the chunk is never
+//!   handed out twice.
+//! - **Not detected** on the lock-free path in release builds: a double free from two different
+//!   threads (each cache holds the chunk once), and a free with a `Layout` of another size (both
+//!   violate the `Allocator` contract; the chunk would be handed out twice or under the wrong
+//!   size). Debug builds check every such free against the chunk table and panic.
 //!
 //! Under loom there is no thread cache: the models check the shared, locked path.
 //!
 //! # Resident free memory
-//! Free chunks of at least [`BfcOptions::dirty_min_chunk_bytes`] remember the address range
+//! Free chunks of at least [`BfcPages::resident_min_chunk_bytes`] remember the address range
 //! whose pages may still be resident; big requests take the best-fitting resident chunk first.
-//! With [`BfcOptions::max_dirty_ratio`] the least recently freed of them release their pages
+//! With [`BfcOptions::dirty_pages`] the least recently freed of them release their pages
 //! (`MADV_DONTNEED`) when resident free memory exceeds its budget; `memory_dump()` reports
 //! [`BfcMemoryDump::dirty_free_bytes`], [`BfcMemoryDump::released_bytes`] and per chunk
 //! [`ChunkDump::dirty_bytes`].
@@ -103,255 +106,25 @@ mod chunks;
 mod core;
 mod dump;
 mod front;
+mod options;
 mod region;
 
 pub use dump::{BfcEvent, BfcEventKind, BfcMemoryDump, BinDump, ChunkDump, RegionDump};
+pub use options::{
+    BfcDebug, BfcDirtyPages, BfcGrowth, BfcOptions, BfcOptionsError, BfcPages, BfcRecentFree,
+    BfcThreadCache, MAX_EVENT_RING, MAX_RECENT_FREE_CACHE, MAX_THREAD_CACHE,
+};
 
 use self::core::{Core, Failure};
 use super::{
-    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, MmapSubAllocator,
-    SubAllocator, TensorAllocator,
+    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, InvariantError, Layout,
+    MmapSubAllocator, SubAllocator, TensorAllocator,
 };
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering, SpinLock};
+use crate::sync::{AtomicU64, Mutex, Ordering, SpinLock};
 use std::ptr::NonNull;
-
-/// Upper bound of [`BfcOptions::recent_free_cache`] (the cache is searched linearly).
-pub const MAX_RECENT_FREE_CACHE: usize = 1024;
-
-/// Upper bound of [`BfcOptions::thread_cache`] (entries per thread).
-pub const MAX_THREAD_CACHE: usize = 256;
-
-/// How the allocator grows when no free chunk fits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub enum BfcGrowth {
-    /// TensorFlow: start at `initial_region_bytes`, double each time (at least the request).
-    #[default]
-    Double,
-    /// ONNX Runtime's `kSameAsRequested`: each new region is exactly the rounded request (the first
-    /// one is at least `initial_region_bytes`).
-    Exact,
-}
-
-/// Configuration of a [`BfcAllocator`]. `Default` gives TensorFlow's numbers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BfcOptions {
-    /// Most bytes the allocator may reserve from its sub-allocator (`None`: unlimited).
-    pub memory_limit: Option<u64>,
-    /// Growth policy.
-    pub growth: BfcGrowth,
-    /// Before failing, return fully free regions to the sub-allocator and retry.
-    pub garbage_collection: bool,
-    /// Size of the first region (`Double` doubles from here). Default 2 MiB.
-    pub initial_region_bytes: usize,
-    /// Rounding granule and smallest chunk; a power of two in 16..=16 MiB. Default 256.
-    pub granule_bytes: usize,
-    /// Number of bins (1..=64). Default 21.
-    pub num_bins: usize,
-    /// Split a chunk when it is at least this many times the rounded request (≥ 1.0). Default 2.0.
-    pub split_ratio: f64,
-    /// … or when the remainder would be at least this many bytes. Default 128 MiB.
-    pub max_split_waste_bytes: usize,
-    /// Capacity of the recent-event ring in dumps (0 disables it). Default 1024.
-    pub event_ring_capacity: usize,
-    /// Stamp events with the time since creation (costs a clock read per alloc/free). Default off.
-    pub timestamp_events: bool,
-    /// Keep a memory dump of the last out-of-memory failure. Default on.
-    pub dump_on_oom: bool,
-    /// Regions of at least this many bytes are aligned to 2 MiB and advised `MADV_HUGEPAGE`, so
-    /// first touch maps 2 MiB at a time instead of 512 × 4 KiB. Default `None` (small pages): with
-    /// the kernel's usual `defrag=madvise` setting a huge-page fault may stall on memory compaction,
-    /// and on the loaded build machine the `large` bench swung between 10× faster and 5× slower
-    /// first-touch rounds with it on. Worth trying on dedicated inference hosts.
-    pub huge_page_min_region_bytes: Option<usize>,
-    /// Capacity of the **recent-free cache** (0 disables it). Default 64.
-    ///
-    /// A freed chunk of at most [`recent_free_max_chunk_bytes`](Self::recent_free_max_chunk_bytes)
-    /// is kept whole instead of being merged and binned; the next request of the same rounded size
-    /// as the one it last served (and an alignment its address satisfies) gets the newest such
-    /// chunk back without any bin, split, merge or handle-table work. A request that misses the
-    /// cache still gets the best fit: a cached chunk that fits better than the bins' candidate is
-    /// merged back first and the bins are searched again. The cache is
-    /// part of the locked state, so every thread shares it and nothing about it is approximate:
-    /// statistics count a cached chunk as free at once; a second free of a cached pointer is
-    /// refused as a double free; `trim()`, garbage collection before growth or failure,
-    /// `stats()`, `memory_dump()` and drop first merge every cached chunk back (so they see the
-    /// same coalesced memory as without the cache); `check_invariants()` checks the cache too.
-    /// When the cache is full the oldest entry is merged back. The one visible difference: a
-    /// cached chunk may sit next to a free chunk until it is reused or flushed.
-    pub recent_free_cache: usize,
-    /// Largest chunk the recent-free cache keeps (bytes). Default 1 MiB (caching bigger chunks
-    /// raised the `large` bench's peak RSS without a measurable gain).
-    pub recent_free_max_chunk_bytes: usize,
-    /// Most bytes the recent-free cache holds in total (oldest entries are merged back first).
-    /// Default 16 MiB.
-    pub recent_free_max_bytes: usize,
-    /// Freed chunks of at least this many bytes (that do not go to the recent-free cache) hand
-    /// their whole pages back to the kernel (`MADV_DONTNEED`), so free memory stops being
-    /// resident; reusing it faults the pages in again. Default `None` (off): on the `large`
-    /// bench (2-core VM) a 16 MiB threshold cut peak RSS from 1.25× to 1.10× the live bytes but
-    /// made it 1.7× slower than glibc instead of 0.04×; 4 MiB gave 1.02× RSS at 1.6× glibc time.
-    /// For memory-bound hosts, not for speed.
-    pub release_pages_min_bytes: Option<usize>,
-    /// Capacity of each thread's **front cache** in entries (0 disables it; at most
-    /// [`MAX_THREAD_CACHE`]). Default 64. See the [module docs](self#thread-cache).
-    pub thread_cache: usize,
-    /// Most bytes one thread's front cache holds. Default 32 MiB (the `step` bench's 60 outputs
-    /// of 1 KiB–4 MiB total 27.5 MiB, so one whole step fits).
-    pub thread_cache_max_bytes: usize,
-    /// Largest rounded request whose chunk goes to a thread cache. Requests up to this size
-    /// always get a chunk of exactly their rounded size (split regardless of
-    /// [`split_ratio`](Self::split_ratio)), so a free knows the chunk size from its `Layout`.
-    /// Default 4 MiB.
-    pub thread_cache_max_chunk_bytes: usize,
-    /// **Dirty-page budget**: with `Some(r)`, free chunks of at least
-    /// [`dirty_min_chunk_bytes`](Self::dirty_min_chunk_bytes) whose pages may still be resident
-    /// (freed and not released since) may total at most
-    /// `(1 + r) × H − in_use − cached`, where `H` is a recent high-water mark of bytes in use
-    /// (it follows `in_use` up at once and decays towards it by 1/1024 of the gap per free),
-    /// `cached` the bytes in the recent-free and thread caches, and never less than
-    /// [`dirty_floor_bytes`](Self::dirty_floor_bytes). Over budget, the least recently freed of
-    /// them give their pages back (`MADV_DONTNEED`) until the total is under budget again, so
-    /// resident memory stays near `(1 + r) ×` the high-water mark. Each free chunk remembers the
-    /// address range that may be resident, so released pages are not advised again when the
-    /// chunk merges with a freshly freed neighbour, and reuse prefers resident chunks.
-    ///
-    /// Default `None` (nothing is released): on the `large` bench (2-core VM, two runs)
-    /// `Some(0.1)` gave peak RSS 1.09× the live bytes at 0.69–0.72× glibc's time, `Some(0.2)`
-    /// 1.15× at 0.38–0.40×, and `None` 1.22× at 0.14× — releasing pages means faulting them in
-    /// again when the next big buffer lands there, which is most of glibc's own cost. Use it on
-    /// memory-bound hosts.
-    pub max_dirty_ratio: Option<f64>,
-    /// Free chunks of at least this size are tracked as resident ("dirty") or released, and
-    /// requests of at least this size take the best-fitting *resident* free chunk when there is
-    /// one (at least half of the request resident) before any clean one. It is also a split
-    /// threshold: a chunk is split when the remainder would be at least this big, whatever
-    /// [`split_ratio`](Self::split_ratio) says (an unsplit remainder counts as in use, keeps its
-    /// pages resident outside the budget and serves nobody). Default 1 MiB.
-    pub dirty_min_chunk_bytes: usize,
-    /// The dirty-page budget never goes below this many bytes, so a program with little memory
-    /// in use does not release and re-fault the same buffers over and over (with it at 0 and no
-    /// thread cache, the `step` bench went from 3.6 µs to 87 µs per step). Default 32 MiB.
-    pub dirty_floor_bytes: usize,
-    /// Name reported by `TensorAllocator::name`. Default `"bfc"`.
-    pub name: String,
-}
-
-impl Default for BfcOptions {
-    fn default() -> Self {
-        Self {
-            memory_limit: None,
-            growth: BfcGrowth::Double,
-            garbage_collection: true,
-            initial_region_bytes: 2 << 20,
-            granule_bytes: 256,
-            num_bins: 21,
-            split_ratio: 2.0,
-            max_split_waste_bytes: 128 << 20,
-            event_ring_capacity: 1024,
-            timestamp_events: false,
-            dump_on_oom: true,
-            huge_page_min_region_bytes: None,
-            recent_free_cache: 64,
-            recent_free_max_chunk_bytes: 1 << 20,
-            recent_free_max_bytes: 16 << 20,
-            release_pages_min_bytes: None,
-            thread_cache: 64,
-            thread_cache_max_bytes: 32 << 20,
-            thread_cache_max_chunk_bytes: 4 << 20,
-            max_dirty_ratio: None,
-            dirty_min_chunk_bytes: 1 << 20,
-            dirty_floor_bytes: 32 << 20,
-            name: "bfc".into(),
-        }
-    }
-}
-
-/// Largest [`BfcOptions::event_ring_capacity`] (the ring is allocated up front).
-pub const MAX_EVENT_RING: usize = 1 << 20;
-
-/// A [`BfcOptions`] field with a value the allocator cannot use.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid BFC option {field} = {value}: expected {expected}")]
-pub struct BfcOptionsError {
-    /// The field name.
-    pub field: &'static str,
-    /// The rejected value.
-    pub value: String,
-    /// What is accepted.
-    pub expected: &'static str,
-}
-
-impl BfcOptions {
-    /// Checks every field.
-    pub fn validate(&self) -> Result<(), BfcOptionsError> {
-        let err = |field, value: String, expected| {
-            Err(BfcOptionsError {
-                field,
-                value,
-                expected,
-            })
-        };
-        let g = self.granule_bytes;
-        if !g.is_power_of_two() || !(16..=16 << 20).contains(&g) {
-            return err(
-                "granule_bytes",
-                g.to_string(),
-                "a power of two from 16 to 16777216",
-            );
-        }
-        if !(1..=chunks::MAX_BINS).contains(&self.num_bins)
-            || g.trailing_zeros() as usize + self.num_bins > 63
-        {
-            return err(
-                "num_bins",
-                self.num_bins.to_string(),
-                "1..=64 with granule << num_bins below 2^63",
-            );
-        }
-        if !(self.split_ratio.is_finite() && self.split_ratio >= 1.0) {
-            return err(
-                "split_ratio",
-                self.split_ratio.to_string(),
-                "a finite number ≥ 1.0",
-            );
-        }
-        if self.recent_free_cache > MAX_RECENT_FREE_CACHE {
-            return err(
-                "recent_free_cache",
-                self.recent_free_cache.to_string(),
-                "0..=1024 entries",
-            );
-        }
-        if self.thread_cache > MAX_THREAD_CACHE {
-            return err(
-                "thread_cache",
-                self.thread_cache.to_string(),
-                "0..=256 entries",
-            );
-        }
-        if self
-            .max_dirty_ratio
-            .is_some_and(|r| !(r.is_finite() && r >= 0.0))
-        {
-            return err(
-                "max_dirty_ratio",
-                format!("{:?}", self.max_dirty_ratio),
-                "None or a finite number ≥ 0.0",
-            );
-        }
-        if self.initial_region_bytes == 0 {
-            return err("initial_region_bytes", "0".into(), "at least 1 byte");
-        }
-        if self.event_ring_capacity > MAX_EVENT_RING {
-            return err(
-                "event_ring_capacity",
-                self.event_ring_capacity.to_string(),
-                "0..=1048576 events",
-            );
-        }
-        Ok(())
-    }
-}
+// `std` Arc also under loom, as the pool's: thread caches hold it (there are none under loom) and
+// its reference count is not what the models check.
+use std::sync::Arc;
 
 /// Best-fit-with-coalescing allocator; see the [module docs](self).
 pub struct BfcAllocator {
@@ -363,9 +136,9 @@ pub struct BfcAllocator {
 /// is dropped while other threads still cache chunks.
 struct Inner {
     /// All allocator state. A spin lock rather than `sync::Mutex`: critical sections are tens of
-    /// nanoseconds and an uncontended lock+unlock pair measured 11–16 ns against 26–33 ns for
-    /// parking_lot on the 2-core build machine (the unlock is a plain release store instead of a
-    /// CAS). Waiters spin briefly, then yield; the lock never allocates.
+    /// nanoseconds, and an uncontended spin lock+unlock is about half of parking_lot's (the
+    /// unlock is a plain release store instead of a CAS). Waiters spin briefly, then yield; the
+    /// lock never allocates.
     core: SpinLock<Core>,
     sub: Box<dyn SubAllocator>,
     name: String,
@@ -444,28 +217,29 @@ impl BfcAllocator {
         // count fits the cache's 32-bit keys.
         let g = opts.granule_bytes;
         let tc_max_chunk = opts
-            .thread_cache_max_chunk_bytes
-            .min(opts.thread_cache_max_bytes)
+            .thread_cache
+            .max_chunk_bytes
+            .min(opts.thread_cache.max_bytes)
             .min(g.saturating_mul(u32::MAX as usize))
             & !(g - 1);
         let tc_entries = if cfg!(loom) || tc_max_chunk == 0 {
             0
         } else {
-            opts.thread_cache
+            opts.thread_cache.entries
         };
         let mut core_opts = opts.clone();
-        core_opts.thread_cache = tc_entries;
-        core_opts.thread_cache_max_chunk_bytes = tc_max_chunk;
+        core_opts.thread_cache.entries = tc_entries;
+        core_opts.thread_cache.max_chunk_bytes = tc_max_chunk;
         Self {
             inner: Arc::new(Inner {
                 core: SpinLock::new(Core::new(&core_opts)),
                 sub,
                 name: opts.name.clone(),
-                dump_on_oom: opts.dump_on_oom,
+                dump_on_oom: opts.debug.dump_on_oom,
                 last_oom: Mutex::new(None),
                 granule: opts.granule_bytes,
                 tc_entries,
-                tc_max_bytes: opts.thread_cache_max_bytes,
+                tc_max_bytes: opts.thread_cache.max_bytes,
                 tc_max_chunk,
                 epoch: AtomicU64::new(0),
             }),
@@ -503,7 +277,7 @@ impl BfcAllocator {
         let inner = &*self.inner;
         inner.epoch.fetch_add(1, Ordering::Relaxed);
         front::release_current(&self.inner);
-        let freed = inner.core.lock().free_free_regions(&*inner.sub);
+        let freed = inner.core.lock().deallocate_free_regions(&*inner.sub);
         if freed > 0 {
             tracing::debug!(allocator = %inner.name, freed, "trim returned free regions");
         }
@@ -517,8 +291,8 @@ impl BfcAllocator {
         let d = front::take_deltas(&self.inner);
         let entries = front::current_entries(&self.inner);
         let mut core = self.inner.core.lock();
-        core.merge(d.allocs, d.frees, d.in_use, d.peak);
-        core.flush_quick();
+        core.merge_thread_counters(&d);
+        core.flush_recent();
         core.dump(&self.inner.name, &entries)
     }
 
@@ -538,28 +312,29 @@ impl BfcAllocator {
     /// holds; every chunk in the calling thread's cache is an in-use chunk of exactly its cache
     /// key's size, at most once, within the cache's count and byte bounds. Cost: linear in
     /// chunks plus handle slots (a test/debug tool, not for hot paths).
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
         let d = front::take_deltas(&self.inner);
         let entries = front::current_entries(&self.inner);
         let inner = &*self.inner;
+        let thread_cache = |m: String| InvariantError::new("thread cache", m);
         if entries.len() > inner.tc_entries {
-            return Err(format!(
+            return Err(thread_cache(format!(
                 "thread cache holds {} chunks, capacity {}",
                 entries.len(),
                 inner.tc_entries
-            ));
+            )));
         }
         let bytes: usize = entries.iter().map(|e| e.0).sum();
         if bytes > inner.tc_max_bytes {
-            return Err(format!(
+            return Err(thread_cache(format!(
                 "thread cache holds {bytes} bytes, bound {}",
                 inner.tc_max_bytes
-            ));
+            )));
         }
         let mut core = inner.core.lock();
-        core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        core.merge_thread_counters(&d);
         core.check()?;
-        core.check_thread_cached(&entries)
+        core.check_thread_cached(&entries).map_err(thread_cache)
     }
 
     /// Merges the calling thread's cache counters into the shared state (under the lock).
@@ -567,8 +342,8 @@ impl BfcAllocator {
     fn lock_merged(&self) -> crate::sync::SpinGuard<'_, Core> {
         let d = front::take_deltas(&self.inner);
         let mut core = self.inner.core.lock();
-        if d.allocs | d.frees != 0 {
-            core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        if !d.is_empty() {
+            core.merge_thread_counters(&d);
         }
         core
     }
@@ -635,8 +410,16 @@ impl BfcAllocator {
                  bytes (double free or wrong Layout)",
                 inner.name
             );
-            if front::push(&self.inner, rounded, addr) {
-                return;
+            match front::push(&self.inner, rounded, addr) {
+                front::Push::Cached => return,
+                front::Push::DoubleFree => {
+                    return self.report_bad_free(
+                        ptr,
+                        layout.size(),
+                        self::core::FreeError::DoubleFree,
+                    )
+                }
+                front::Push::Unavailable => {}
             }
         }
         let r = self.lock_merged().free(addr);
@@ -651,7 +434,7 @@ impl BfcAllocator {
         let inner = &*self.inner;
         let (stats, free_bytes, dump) = {
             let mut core = self.lock_merged();
-            core.flush_quick();
+            core.flush_recent();
             let dump = inner.dump_on_oom.then(|| core.dump(&inner.name, &[]));
             (core.stats(), core.free_bytes(), dump)
         };
@@ -735,11 +518,16 @@ impl BfcAllocator {
 }
 
 impl Inner {
-    /// Takes back chunks from a thread cache together with that cache's counters.
-    #[cfg_attr(loom, allow(dead_code))]
-    fn absorb(&self, entries: impl Iterator<Item = (u32, usize)>, shift: u32, d: &front::Deltas) {
+    /// Takes back chunks from a thread cache (`(size >> shift, address)`, key 0 for an empty
+    /// slot) together with that cache's counters. Takes the core lock.
+    fn take_back_chunks(
+        &self,
+        entries: impl Iterator<Item = (u32, usize)>,
+        shift: u32,
+        d: &crate::alloc::thread_cache::Deltas,
+    ) {
         let mut core = self.core.lock();
-        core.merge(d.allocs, d.frees, d.in_use, d.peak);
+        core.merge_thread_counters(d);
         for (key, addr) in entries {
             if key == 0 {
                 continue; // a free slot of the thread cache
@@ -762,7 +550,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let sub = &*self.sub;
         let mut core = self.core.lock();
-        core.free_free_regions(sub);
+        core.deallocate_free_regions(sub);
         if !core.regions.list.is_empty() {
             tracing::warn!(
                 allocator = %self.name,
@@ -852,7 +640,7 @@ impl TensorAllocator for BfcAllocator {
     fn stats(&self) -> AllocatorStats {
         let mut core = self.lock_merged();
         // Cached chunks are free bytes; merge them so the largest free chunk is exact.
-        core.flush_quick();
+        core.flush_recent();
         core.stats()
     }
     fn reset_peak_stats(&self) {

@@ -4,7 +4,7 @@
 use super::{notice_one_node, NumaError, NumaMode, NumaPolicy, NumaSubAllocator, Topology};
 use crate::alloc::env::{EnvConfig, FromVar};
 use crate::alloc::registry::{Factory, FactoryContext, Selection, SelectionReason};
-use crate::alloc::{MmapSubAllocator, SubAllocator};
+use crate::alloc::{FactoryError, MmapSubAllocator, SubAllocator};
 use std::sync::Arc;
 
 /// What a sub-allocator constructor gets.
@@ -20,7 +20,7 @@ pub struct SubContext<'a> {
 
 /// A constructor of sub-allocators.
 pub type SubConstructor =
-    Arc<dyn Fn(&SubContext<'_>) -> Result<Box<dyn SubAllocator>, String> + Send + Sync>;
+    Arc<dyn Fn(&SubContext<'_>) -> Result<Box<dyn SubAllocator>, FactoryError> + Send + Sync>;
 
 /// A named sub-allocator factory with a priority; NUMA-capable ones bind memory to
 /// `ctx.numa_node`.
@@ -46,7 +46,10 @@ impl SubFactory {
     /// A factory whose memory has no node affinity.
     pub fn new<F>(name: impl Into<String>, priority: i32, create: F) -> Self
     where
-        F: Fn(&SubContext<'_>) -> Result<Box<dyn SubAllocator>, String> + Send + Sync + 'static,
+        F: Fn(&SubContext<'_>) -> Result<Box<dyn SubAllocator>, FactoryError>
+            + Send
+            + Sync
+            + 'static,
     {
         Self {
             name: name.into(),
@@ -59,7 +62,10 @@ impl SubFactory {
     /// A NUMA-capable factory: it places memory on `ctx.numa_node`.
     pub fn numa<F>(name: impl Into<String>, priority: i32, create: F) -> Self
     where
-        F: Fn(&SubContext<'_>) -> Result<Box<dyn SubAllocator>, String> + Send + Sync + 'static,
+        F: Fn(&SubContext<'_>) -> Result<Box<dyn SubAllocator>, FactoryError>
+            + Send
+            + Sync
+            + 'static,
     {
         Self {
             numa: true,
@@ -101,7 +107,7 @@ impl Default for SubFactories {
         let numa = SubFactory::numa("numa", 50, |ctx| match ctx.numa_node {
             Some(node) => NumaSubAllocator::for_topology(node, ctx.topology)
                 .map(|s| Box::new(s.with_policy(ctx.policy)) as Box<dyn SubAllocator>)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| FactoryError::Unavailable(e.to_string())),
             None => Ok(Box::new(MmapSubAllocator::new()) as Box<dyn SubAllocator>),
         });
         Self {
@@ -139,11 +145,11 @@ impl SubFactories {
     }
 
     /// Builds the sub-allocator for `ctx.numa_node` with the selected factory.
-    pub fn create(&self, ctx: &SubContext<'_>) -> Result<Box<dyn SubAllocator>, String> {
-        let f = self
-            .select(ctx.numa_node)
-            .ok_or_else(|| "no sub-allocator factory is registered".to_string())?;
-        (f.create)(ctx).map_err(|e| format!("sub-allocator factory '{}': {e}", f.name))
+    pub fn create(&self, ctx: &SubContext<'_>) -> Result<Box<dyn SubAllocator>, FactoryError> {
+        let f = self.select(ctx.numa_node).ok_or_else(|| {
+            FactoryError::Unavailable("no sub-allocator factory is registered".into())
+        })?;
+        (f.create)(ctx).map_err(|e| e.context(&format!("sub-allocator factory '{}'", f.name)))
     }
 }
 
@@ -162,7 +168,7 @@ fn rank(a: &SubFactory, b: &SubFactory, for_node: bool) -> std::cmp::Ordering {
 impl FactoryContext<'_> {
     /// The sub-allocator for this context's node, from the registry's sub-allocator factories
     /// (node-bound when a NUMA-capable factory serves it), placed by `TENSOR_ALLOC_NUMA_POLICY`.
-    pub fn sub_allocator(&self) -> Result<Box<dyn SubAllocator>, String> {
+    pub fn sub_allocator(&self) -> Result<Box<dyn SubAllocator>, FactoryError> {
         self.sub_allocators.create(&SubContext {
             numa_node: self.numa_node,
             topology: self.topology,

@@ -1,0 +1,90 @@
+//! The dirty-page budget's operations: find a resident chunk, keep the list, release pages
+//! over budget. The state and its invariants: [`Dirty`](super::Dirty).
+
+use super::*;
+
+impl Core {
+    /// The smallest chunk on the dirty list that holds `rounded` bytes at `align` with at least
+    /// half of them possibly resident (`NIL` if none). The list holds only free chunks of at
+    /// least `resident_min_chunk_bytes` that were not released, so it is short.
+    pub(super) fn find_dirty(&self, rounded: usize, align: usize) -> u32 {
+        let mut best = NIL;
+        let mut best_key = (usize::MAX, usize::MAX);
+        let mut h = self.dirty.newest;
+        while h != NIL {
+            let c = &self.slab[h];
+            let need = align_pad(c.addr, align).saturating_add(rounded);
+            if c.size >= need && c.dirty() >= rounded / 2 && (c.size, c.addr) < best_key {
+                best = h;
+                best_key = (c.size, c.addr);
+            }
+            h = c.dprev;
+        }
+        best
+    }
+
+    #[inline]
+    pub(super) fn dirty_unlink(&mut self, h: u32) {
+        let c = &mut self.slab[h];
+        let (p, n, dirty) = (c.dprev, c.dnext, c.dirty());
+        c.on_dirty_list = false;
+        c.dprev = NIL;
+        c.dnext = NIL;
+        if p != NIL {
+            self.slab[p].dnext = n;
+        } else {
+            self.dirty.oldest = n;
+        }
+        if n != NIL {
+            self.slab[n].dprev = p;
+        } else {
+            self.dirty.newest = p;
+        }
+        self.dirty.total -= dirty as u64;
+    }
+
+    /// Bytes the dirty-page budget allows right now: `ratio × bytes in use`, less what the
+    /// recent-free cache and the thread caches keep resident.
+    #[inline]
+    pub(super) fn dirty_allowance(&self) -> u64 {
+        let in_use = self.st.in_use.max(0) as f64;
+        let reference = self.dirty.reference.max(in_use);
+        let held = self.recent.bytes as f64 + self.st.thread_cached.max(0) as f64;
+        ((1.0 + self.dirty.ratio) * reference - in_use - held).max(self.dirty.floor) as u64
+    }
+
+    /// Releases the pages of the least recently freed dirty chunks while the budget is exceeded.
+    #[inline]
+    pub(super) fn enforce_dirty_budget(&mut self) {
+        if !self.dirty.purge {
+            return;
+        }
+        let in_use = self.st.in_use.max(0) as f64;
+        let r = &mut self.dirty.reference;
+        *r = if in_use >= *r {
+            in_use
+        } else {
+            *r - (*r - in_use) * DECAY
+        };
+        if self.dirty.total > 0 && self.dirty.total > self.dirty_allowance() {
+            self.purge_dirty();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn purge_dirty(&mut self) {
+        let allowed = self.dirty_allowance();
+        while self.dirty.total > allowed && self.dirty.oldest != NIL {
+            let h = self.dirty.oldest;
+            self.dirty_unlink(h);
+            let c = &mut self.slab[h];
+            // Only the part that may be resident: a chunk released before and merged with a
+            // freshly freed neighbour is not advised twice.
+            let (lo, hi) = (c.dirty_lo, c.dirty_hi);
+            c.set_dirty(0, 0);
+            self.dirty.released += release_pages(lo, hi - lo, self.dirty.purge_unit) as u64;
+            self.dirty.purges += 1;
+        }
+    }
+}

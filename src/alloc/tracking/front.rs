@@ -1,0 +1,184 @@
+//! The per-thread front: a stack of free slots, reserved ids and unpublished counters of the last
+//! tracking allocator this thread used, all plain thread-local loads and stores. Binding,
+//! counters and the exit path are [`thread_cache`](crate::alloc::thread_cache)'s; the tracking wrapper
+//! has no epoch (nothing asks fronts to hand their slots back early).
+
+use super::super::thread_cache::{per_thread_cache, Deltas, Owner, ThreadCache};
+use super::{Shared, Slot, State, NIL};
+use crate::sync::Ordering;
+use std::sync::Arc;
+
+/// Free slots a front holds at most; a full stack hands half back.
+const CAP: usize = 64;
+/// Slots taken from the shared list at once.
+const REFILL: usize = CAP / 2;
+/// Ids reserved at once.
+const IDS: u64 = 256;
+/// Allocations (or frees) between publications of the counters.
+const PUBLISH_EVERY: u64 = 1024;
+
+/// What a front holds: free slots (`stack[..n]`, index and address) and the reserved ids
+/// `id_next..id_end`. Invariant: every slot on the stack is free (word 1) and belongs to the
+/// bound allocator's table.
+pub(super) struct Store {
+    stack: [(u64, *const Slot); CAP],
+    n: usize,
+    id_next: u64,
+    id_end: u64,
+}
+
+impl Owner for Shared {
+    type Store = Store;
+    type Report = ();
+    const HAS_EPOCH: bool = false;
+
+    fn epoch(&self) -> u64 {
+        0
+    }
+
+    /// Publishes the counters and puts every free slot back on the shared list; reserved ids
+    /// are dropped (ids are never reused).
+    fn take_back(&self, store: &mut Store, deltas: Deltas, _stale: bool) {
+        let mut st = self.state.lock();
+        st.counters.merge(&deltas);
+        give_back(&mut st, self, &store.stack[..store.n]);
+        drop(st);
+        store.n = 0;
+        store.id_next = 0;
+        store.id_end = 0;
+    }
+}
+
+per_thread_cache!(
+    Shared,
+    Store {
+        stack: [(NIL, std::ptr::null()); CAP],
+        n: 0,
+        id_next: 0,
+        id_end: 0
+    }
+);
+
+/// Links `slots` into a list through their words and puts it on the shared free list.
+fn give_back(st: &mut State, s: &Shared, slots: &[(u64, *const Slot)]) {
+    let (mut head, mut tail) = (NIL, NIL);
+    for &(idx, _) in slots {
+        if let Some(w) = s.word(idx) {
+            w.store(super::link(head), Ordering::Relaxed);
+            if tail == NIL {
+                tail = idx;
+            }
+            head = idx;
+        }
+    }
+    Shared::put_slots(st, s, head, tail);
+}
+
+/// Merges the front's counters under the lock.
+#[cold]
+#[inline(never)]
+fn publish_now(c: &mut ThreadCache<Shared>, s: &Shared) {
+    let d = std::mem::take(&mut c.deltas);
+    s.state.lock().counters.merge(&d);
+}
+
+/// Takes a batch of slots (the stack is empty) and publishes on the way.
+#[cold]
+#[inline(never)]
+fn refill(c: &mut ThreadCache<Shared>, s: &Shared) -> bool {
+    let d = std::mem::take(&mut c.deltas);
+    let mut st = s.state.lock();
+    st.counters.merge(&d);
+    let store = &mut c.store;
+    // Refills happen on an empty stack, and `REFILL` entries fit in it.
+    store.n = 0;
+    s.take_slots(&mut st, REFILL, |idx, slot| {
+        store.stack[store.n] = (idx, slot);
+        store.n += 1;
+    });
+    store.n > 0
+}
+
+/// Hands the older half of a full stack back.
+#[cold]
+#[inline(never)]
+fn spill(store: &mut Store, s: &Shared) {
+    let keep = CAP - REFILL;
+    give_back(&mut s.state.lock(), s, &store.stack[..REFILL]);
+    store.stack.copy_within(REFILL.., 0);
+    store.n = keep;
+}
+
+#[cold]
+#[inline(never)]
+fn more_ids(store: &mut Store, s: &Shared) {
+    let first = s.next_id.fetch_add(IDS, Ordering::Relaxed);
+    store.id_next = first;
+    store.id_end = first + IDS;
+}
+
+/// A free slot and a fresh id for a new block of `allocated` bytes, counted; `None` when the
+/// caller must use the shared path.
+#[inline(always)]
+pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)> {
+    let (idx, id, slot) = with(|c| {
+        c.enter(s);
+        if c.store.n == 0 && !refill(c, s) {
+            return None;
+        }
+        let store = &mut c.store;
+        store.n -= 1;
+        let (idx, slot) = store.stack[store.n];
+        if store.id_next == store.id_end {
+            more_ids(store, s);
+        }
+        let id = store.id_next;
+        store.id_next = id + 1;
+        c.deltas.alloc(allocated);
+        if c.deltas.allocs >= PUBLISH_EVERY {
+            publish_now(c, s);
+        }
+        Some((idx, id, slot))
+    })
+    .flatten()?;
+    // SAFETY: slots on a front's stack belong to the bound allocator's table, whose chunks
+    // live as long as `s` (the caller's reference to that same state).
+    Some((idx, id, unsafe { &*slot }))
+}
+
+/// Takes back slot `idx` (at `slot`) of a freed block of `allocated` bytes: the slot is marked
+/// free and pushed on this thread's stack, and the free is counted. `false` when the caller
+/// must use the shared path.
+#[inline(always)]
+pub(super) fn give(s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) -> bool {
+    with(|c| {
+        c.enter(s);
+        slot.word.store(1, Ordering::Release);
+        if c.store.n == CAP {
+            spill(&mut c.store, s);
+        }
+        let store = &mut c.store;
+        store.stack[store.n] = (idx, slot);
+        store.n += 1;
+        c.deltas.free(allocated);
+        if c.deltas.frees >= PUBLISH_EVERY {
+            publish_now(c, s);
+        }
+        true
+    })
+    .unwrap_or(false)
+}
+
+/// Publishes this thread's counters if its front is bound to `s`.
+pub(super) fn publish(s: &Arc<Shared>) {
+    with(|c| {
+        if c.is_bound_to(s) {
+            publish_now(c, s);
+        }
+    });
+}
+
+/// Unbinds this thread's front from `s` (the allocator is going away).
+pub(super) fn release(s: &Arc<Shared>) {
+    with(|c| c.release(s)).unwrap_or_default()
+}

@@ -1,0 +1,676 @@
+//! `TrackingAllocator<A>`: wraps any allocator and records every live allocation (id, requested and
+//! allocated size, alignment), the high-water mark and the totals; prints a live-allocation (leak)
+//! report.
+//!
+//! # Design: a header per block, a slot table, an address index, and a per-thread front
+//!
+//! TensorFlow's `TrackingAllocator` keeps a hash map under a mutex: every operation pays a lock,
+//! atomic read-modify-writes (each one drains the store buffer) and a hash-table probe into a
+//! table the size of the live set, several times the cost of the wrapped allocator on small
+//! objects. This wrapper pays no atomic read-modify-write on the common path:
+//!
+//! - Each block carries a 16-byte **header** in front of the pointer handed out (the inner
+//!   allocator is asked for `size + max(align, 16)` bytes at `max(align, 16)` alignment). The
+//!   header holds the index of the block's **slot**, its allocated size and a 40-bit **check**
+//!   (a hash of the address, index, size and a per-allocator salt), so a free finds its slot and
+//!   size from the header, which shares a cache line with the inner allocator's own
+//!   bookkeeping, instead of loading the slot (a cache miss on every random free).
+//! - The header is read only once the block is proved live: an **address index** (the
+//!   *shadow*, a three-level radix tree over addresses below 2^48 with one byte per 16-byte
+//!   granule, nodes in anonymous mappings of their own, never moved or freed before the
+//!   allocator) holds, for each address where a live block of this allocator starts, the
+//!   block's header offset (`log2(max(align, 16))`), else 0. An allocation sets its byte, a free checks and clears it:
+//!   three dependent loads and one plain store each, no lock and no atomic read-modify-write,
+//!   and neighbouring blocks share the index's cache lines (one line per KiB of heap).
+//! - The **slot table** (chunks of 1024, 2048, 4096, … 32-byte slots that are never moved or
+//!   freed before the allocator) holds, per live block: address, id, requested and allocated
+//!   size, alignment. The leak report and the per-pointer queries read it; a free only *stores*
+//!   to its slot (marking it free), which the processor completes in the background.
+//! - A per-thread **front** (the crate's one [thread cache](crate::alloc::thread_cache) mechanism,
+//!   bound to the last tracking allocator the thread used) holds a stack of up to 64 free slots, a block of 256 reserved
+//!   ids and counter deltas, so a thread allocates and frees with plain loads and stores. It goes
+//!   to the shared state (one spin lock) only to take or return half a stack of slots, every
+//!   1,024 allocations or frees to publish its counters, when it moves to another tracking
+//!   allocator, and at thread exit.
+//!
+//! What this means for users:
+//! - **Statistics** are exact whenever one thread is at work, and at any moment for the calling
+//!   thread's own operations (`stats()` publishes the caller's deltas first). Another thread's
+//!   last (at most 1,024) operations appear once it publishes: at its next slow path, its next
+//!   1,024th operation, or its exit. The peak is computed at publication points, so with several
+//!   threads at work it can miss a peak that lasted less than one publication interval.
+//! - **The live report and the per-pointer queries are always exact** (they read the slot table).
+//!   `requested_size`, `allocated_size` and `allocation_id` take a pointer that may be foreign or
+//!   dead and may be freed by another thread during the call, so they must not read its header:
+//!   they scan the slot table (O(live)). Callers that know no other thread frees the pointer
+//!   meanwhile can use the O(1) [`TrackingAllocator::live_allocation`] instead.
+//! - **Ids** are unique and never reused; each thread draws them in blocks of 256, so they increase
+//!   along each thread's allocations but interleave in blocks across threads.
+//! - **Bad frees** are refused: logged (`tracing::error!`), not forwarded to the inner allocator,
+//!   not counted; a live block stays live (and in the leak report). Nothing outside this
+//!   allocator's own tables is read before the address index has proved a live block of ours at
+//!   the pointer, so a bad free never touches memory the inner allocator has taken back or never
+//!   gave out (reading the header first would fault on a double free of a block the inner
+//!   allocator has unmapped). In every build, exactly:
+//!   - a **double free** (the index entry was cleared by the first free),
+//!   - a **foreign pointer**, or a block of **another tracking allocator** (no entry in this
+//!     allocator's index),
+//!   - an **interior pointer** (no entry at that address, or not 16-byte aligned),
+//!   - a **wrong `Layout` alignment** that changes the header offset (`max(align, 16)`: e.g.
+//!     64 for a block of 16, or 16 for a block of 64),
+//!   - a **wrong `Layout` size above the block's** allocated size (from the header).
+//!
+//!   Debug builds also read the slot (a cache miss per free) and refuse, exactly, a size below
+//!   the requested one and any other alignment (e.g. 8 for a block of 16). Release builds free
+//!   such a block correctly anyway: the inner allocator always gets the block's own size and
+//!   header offset back, never the caller's. A live block whose header was overwritten (a write
+//!   in front of the block) fails the 40-bit check and is refused, except with probability
+//!   2⁻⁴⁰. Not detected: a second free after this allocator handed the same address out again
+//!   (it frees the new block, as with any allocator), and two threads freeing the same block at
+//!   the same instant (each may pass the index before the other clears it).
+//!
+//!   Cost, in every build: the index lookup and store, a few tens of instructions per allocation
+//!   and per free with no atomic read-modify-write (instruction counts in `BENCHMARKS.md`), one
+//!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
+//!   Debug builds add a load of the slot per free (a cache miss on a random free).
+//! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
+//!   show them; this wrapper's statistics count what its callers were given), plus 32 bytes per
+//!   slot in the table (slots are reused; the table is as large as the most blocks ever live at
+//!   once, plus the threads' spare slots), plus the address index: 128 KiB of address space for
+//!   its root and each 16 GiB stretch holding blocks, 64 KiB per MiB stretch holding a block
+//!   start, of which only the pages touched are resident (1/16 of the heap pages where blocks
+//!   start: about 6 % for small objects, one 4 KiB page for a large block). An inner allocator
+//!   returning an address at or above 2^48 (which x86-64 and AArch64 do only when asked) has
+//!   its allocation refused.
+//!
+//! The slot and the index entry of a block are cleared *before* the block is freed underneath:
+//! once the inner allocator has it back, another thread may get the same address at once and fill
+//! a new slot for it.
+
+use super::thread_cache::Deltas;
+use super::{
+    dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, TensorAllocator,
+};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, SpinLock};
+use serde::Serialize;
+use std::ptr::NonNull;
+
+mod front;
+mod header;
+mod shadow;
+mod slots;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+use header::*;
+use slots::*;
+
+/// One live allocation as the tracking allocator saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LiveAllocation {
+    /// Unique id (never reused; increasing along each thread's allocations).
+    pub id: u64,
+    /// Address handed to the caller.
+    pub address: usize,
+    /// Bytes the caller asked for.
+    pub requested: usize,
+    /// Bytes usable at `address` (≥ requested: what the inner allocator reserved, minus the header).
+    pub allocated: usize,
+    /// Alignment the caller asked for.
+    pub align: usize,
+}
+
+/// Bytes of the header directly in front of every block: slot index, then allocated size.
+const HEADER: usize = 16;
+/// Why a free was refused.
+#[derive(Debug, Clone, Copy)]
+enum BadFree {
+    /// The shadow entry of the address is `seen`, not the header offset the caller's `Layout`
+    /// implies (0: no live block of ours starts there), or the address is not 16-aligned.
+    Shadow { seen: u8 },
+    /// A live block of ours whose header fails its check (or names no slot).
+    Header,
+    /// The caller's size exceeds the block's.
+    Size { allocated: usize },
+    /// Debug builds: the caller's size is below the requested size, or its alignment differs.
+    Layout { requested: usize, align: usize },
+}
+
+/// Logs an allocation the shadow cannot record (the block goes back to the inner allocator).
+#[cold]
+#[inline(never)]
+fn no_shadow_entry(name: &str, addr: usize) {
+    if addr >> shadow::ADDR_BITS != 0 {
+        tracing::error!(
+            allocator = %name,
+            address = addr,
+            "the inner allocator returned an address at or above 2^{}, which the tracking \
+             allocator's address index does not cover; allocation refused",
+            shadow::ADDR_BITS
+        );
+    }
+}
+
+/// Wraps an allocator and tracks every live allocation.
+pub struct TrackingAllocator<A> {
+    inner: A,
+    /// Which addresses hold a live block: what a free checks before it reads a header. Here
+    /// rather than in [`Shared`] (fronts never use it), one load closer.
+    shadow: shadow::Shadow,
+    name: String,
+    shared: std::sync::Arc<Shared>,
+}
+
+impl<A: TensorAllocator> TrackingAllocator<A> {
+    /// Wraps a member of the family; the name becomes `tracking(<inner name>)`.
+    pub fn new(inner: A) -> Self {
+        let name = format!("tracking({})", inner.name());
+        Self::with_name(inner, name)
+    }
+}
+
+impl<A> TrackingAllocator<A> {
+    /// Wraps any `allocator_api2` allocator under the given name.
+    pub fn with_name(inner: A, name: impl Into<String>) -> Self {
+        Self {
+            inner,
+            shadow: shadow::Shadow::new(),
+            name: name.into(),
+            shared: std::sync::Arc::new(Shared::new()),
+        }
+    }
+
+    /// The wrapped allocator.
+    pub fn inner(&self) -> &A {
+        &self.inner
+    }
+
+    /// Every live allocation, in id order.
+    pub fn live_allocations(&self) -> Vec<LiveAllocation> {
+        self.shared.live()
+    }
+
+    /// Number of live allocations.
+    pub fn live_count(&self) -> usize {
+        self.shared
+            .slots()
+            .filter(|s| {
+                let v = s.word.load(Ordering::Relaxed);
+                v != 0 && v & 1 == 0
+            })
+            .count()
+    }
+
+    /// What the table holds for a live block, in O(1) through the address index and the block's
+    /// header; `None` for any pointer that is not a live block of this allocator (found without
+    /// reading memory outside this allocator's tables).
+    ///
+    /// # Safety
+    /// If `ptr` is a live block of this allocator, no other thread may free it during the call
+    /// (the header read here could otherwise be memory the inner allocator already took back).
+    pub unsafe fn live_allocation(&self, ptr: NonNull<u8>) -> Option<LiveAllocation> {
+        let addr = ptr.as_ptr() as usize;
+        let seen = self.shadow.entry(addr).map_or(0, shadow::get);
+        if seen == 0 || addr % HEADER != 0 {
+            return None;
+        }
+        // SAFETY: the shadow proves a live block of ours at `ptr`, which the caller does not free
+        // concurrently, so its header precedes it inside the inner block.
+        let h = unsafe { read_header(ptr) };
+        let (idx, _) = decode_header(self.salt(), ptr.as_ptr() as usize, h)?;
+        read_slot(self.shared.slot(idx)?).filter(|a| a.address == ptr.as_ptr() as usize)
+    }
+
+    /// A printable leak report: one line per live allocation, then the totals.
+    pub fn leak_report(&self) -> String {
+        use std::fmt::Write;
+        let live = self.live_allocations();
+        let mut s = String::new();
+        let total: usize = live.iter().map(|a| a.requested).sum();
+        let _ = writeln!(
+            s,
+            "{}: {} live allocation(s), {} bytes requested",
+            self.name,
+            live.len(),
+            total
+        );
+        for a in &live {
+            let _ = writeln!(
+                s,
+                "  id {:>8}  {:#014x}  requested {:>12}  allocated {:>12}  align {}",
+                a.id, a.address, a.requested, a.allocated, a.align
+            );
+        }
+        s
+    }
+
+    /// Publishes the calling thread's counter deltas for this allocator (done automatically every
+    /// 1,024 operations, at thread exit and by `stats()`); useful before reading `stats()` from
+    /// another thread.
+    pub fn publish_thread_stats(&self) {
+        front::publish(&self.shared);
+    }
+
+    /// Records a new block at `addr` (the caller's pointer, after the header): fills a slot and the
+    /// header. `false` when no slot is available (the slot table cannot grow).
+    #[inline]
+    fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize, off: usize) -> bool {
+        let a = addr.as_ptr() as usize;
+        let Some(mark) = self.shadow.entry_or_create(a) else {
+            no_shadow_entry(&self.name, a);
+            return false;
+        };
+        let (idx, id, s) = match front::take(&self.shared, allocated as u64) {
+            Some(x) => x,
+            None => match self.take_shared(allocated as u64) {
+                Some(x) => x,
+                None => return false,
+            },
+        };
+        let align_log2 = u64::from(layout.align().trailing_zeros());
+        s.id.store(id, Ordering::Relaxed);
+        s.requested.store(layout.size(), Ordering::Relaxed);
+        s.packed.store(
+            (allocated as u64 & ((1 << SIZE_BITS) - 1)) | (align_log2 << SIZE_BITS),
+            Ordering::Relaxed,
+        );
+        s.word.store(a, Ordering::Release);
+        // SAFETY: the header lies inside the block the inner allocator just returned (the caller's
+        // pointer is at least HEADER bytes past its start) and is 8-byte aligned.
+        unsafe {
+            let [w0, w1] = encode_header(self.salt(), a, idx, allocated as u64);
+            let h = addr.as_ptr().sub(HEADER).cast::<u64>();
+            h.write(w0);
+            h.add(1).write(w1);
+        }
+        // Last: from here on a free of `a` is accepted.
+        shadow::set(mark, off.trailing_zeros() as u8);
+        true
+    }
+
+    /// The shared (locked) path of `track`: one slot, one id, counters updated directly.
+    #[cold]
+    fn take_shared(&self, allocated: u64) -> Option<(u64, u64, &Slot)> {
+        let mut st = self.shared.state.lock();
+        let mut taken = None;
+        self.shared
+            .take_slots(&mut st, 1, |idx, slot| taken = Some((idx, slot)));
+        let (idx, slot) = taken?;
+        let mut d = Deltas::ZERO;
+        d.alloc(allocated);
+        st.counters.merge(&d);
+        drop(st);
+        Some((
+            idx,
+            self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            slot,
+        ))
+    }
+
+    /// Forgets the block at `ptr` (its slot and shadow entry are cleared, the slot released) and
+    /// returns the layout to give the inner block back with: the block's own size (what the inner
+    /// allocator returned) at the header offset's alignment, whatever size the caller passed;
+    /// `None`, with an error event and nothing changed, when `ptr` is
+    /// not a live block of this allocator or `layout` cannot be the block's.
+    ///
+    /// Nothing outside this allocator's own tables is read until the shadow has proved a live
+    /// block of ours at `ptr`: only then is its header read.
+    ///
+    /// # Safety
+    /// `ptr` may be anything; if it is a live block of this allocator, no other thread may free it
+    /// at the same time (a race the caller's own contract already rules out).
+    #[inline]
+    unsafe fn untrack(&self, ptr: NonNull<u8>, layout: Layout, off: usize) -> Option<Layout> {
+        let addr = ptr.as_ptr() as usize;
+        let Some(mark) = self.shadow.entry(addr) else {
+            self.refuse(addr, layout, BadFree::Shadow { seen: 0 });
+            return None;
+        };
+        let seen = shadow::get(mark);
+        // The shadow has one entry per 16 bytes: a pointer inside a granule is never a block.
+        if seen != off.trailing_zeros() as u8 || addr % HEADER != 0 {
+            self.refuse(addr, layout, BadFree::Shadow { seen });
+            return None;
+        }
+        // SAFETY: the shadow says a live block of this allocator starts at `addr`, so the 16
+        // bytes in front of it are its header, inside the inner block (the caller does not free
+        // it concurrently).
+        let h = unsafe { read_header(ptr) };
+        let Some((idx, size_field)) = decode_header(self.salt(), addr, h) else {
+            // The block is live and ours, so its header was overwritten (a buffer underflow).
+            self.refuse(addr, layout, BadFree::Header);
+            return None;
+        };
+        let Some(slot) = self.shared.slot(idx) else {
+            self.refuse(addr, layout, BadFree::Header);
+            return None;
+        };
+        let allocated = if size_field == BIG {
+            slot.packed.load(Ordering::Relaxed) & ((1 << SIZE_BITS) - 1)
+        } else {
+            size_field
+        } as usize;
+        // `allocated + off` is the length the inner allocator returned for this block, so it
+        // cannot exceed `isize::MAX`; checked anyway, as `outer_layout` does, in case the header
+        // was rewritten with a valid check (probability 2⁻⁴⁰).
+        if layout.size() > allocated || allocated > isize::MAX as usize - (2 * off - 1) {
+            self.refuse(addr, layout, BadFree::Size { allocated });
+            return None;
+        }
+        // SAFETY: `off` is a power of two (`max` of two powers of two) and `allocated + off`
+        // rounded up to it is at most `isize::MAX` (checked just above).
+        let inner_layout = unsafe { Layout::from_size_align_unchecked(allocated + off, off) };
+        // Debug builds also read the slot (a cache miss on a random free): it must hold this
+        // address, and the layout must be the one the block was allocated with, exactly.
+        if cfg!(debug_assertions) {
+            let packed = slot.packed.load(Ordering::Relaxed);
+            let requested = slot.requested.load(Ordering::Relaxed);
+            let align = 1usize << (packed >> SIZE_BITS);
+            if slot.word.load(Ordering::Acquire) != addr {
+                self.refuse(addr, layout, BadFree::Header);
+                return None;
+            }
+            if layout.size() < requested || layout.align() != align {
+                self.refuse(addr, layout, BadFree::Layout { requested, align });
+                return None;
+            }
+        }
+        shadow::set(mark, 0);
+        let w = &slot.word;
+        if !front::give(&self.shared, idx, slot, allocated as u64) {
+            let mut st = self.shared.state.lock();
+            w.store(link(NIL), Ordering::Release);
+            Shared::put_slots(&mut st, &self.shared, idx, idx);
+            let mut d = Deltas::ZERO;
+            d.free(allocated as u64);
+            st.counters.merge(&d);
+        }
+        Some(inner_layout)
+    }
+
+    /// Logs a refused free (`tracing::error!`); nothing is forwarded or counted.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, addr: usize, layout: Layout, why: BadFree) {
+        let (size, align) = (layout.size(), layout.align());
+        let name = &self.name;
+        match why {
+            BadFree::Shadow { seen: 0 } => tracing::error!(
+                allocator = %name, address = addr, size, align,
+                "free of an address that is not a live block of this allocator (a double free, \
+                 a foreign or interior pointer, or another allocator's block); ignored"
+            ),
+            BadFree::Shadow { .. } if addr % HEADER != 0 => tracing::error!(
+                allocator = %name, address = addr, size, align,
+                "free of an address that is not a live block of this allocator (an interior \
+                 pointer); ignored"
+            ),
+            BadFree::Shadow { seen } => tracing::error!(
+                allocator = %name, address = addr, size, align,
+                block_align = 1usize << seen,
+                "free of a live block with a Layout of another alignment (the block was \
+                 allocated with alignment {}); ignored, the block stays live",
+                if seen as u32 == HEADER.trailing_zeros() {
+                    format!("≤ {HEADER}")
+                } else {
+                    (1usize << seen).to_string()
+                }
+            ),
+            BadFree::Size { allocated } => tracing::error!(
+                allocator = %name, address = addr, size, align, allocated,
+                "free of a live block with a Layout larger than the block ({allocated} bytes); \
+                 ignored, the block stays live"
+            ),
+            BadFree::Layout {
+                requested,
+                align: block_align,
+            } => tracing::error!(
+                allocator = %name, address = addr, size, align, requested, block_align,
+                "free of a live block with a Layout other than its own (size {requested}, \
+                 alignment {block_align}); ignored, the block stays live"
+            ),
+            BadFree::Header => tracing::error!(
+                allocator = %name, address = addr, size, align,
+                "free of a live block whose header was overwritten (a write in front of the \
+                 block); ignored, the block stays live"
+            ),
+        }
+    }
+
+    /// The salt of this allocator's header checks: the address of its shared state, unique among
+    /// live tracking allocators.
+    #[inline]
+    fn salt(&self) -> u64 {
+        std::sync::Arc::as_ptr(&self.shared) as u64
+    }
+
+    fn snapshot(&self) -> AllocatorStats {
+        front::publish(&self.shared);
+        let c = self.shared.state.lock().counters;
+        AllocatorStats::counted(c.allocs, c.frees, c.in_use, c.peak, c.largest)
+    }
+}
+
+impl<A: Allocator> TrackingAllocator<A> {
+    /// Tracks a block the inner allocator returned for `outer`, or gives it back when the table
+    /// cannot take it.
+    #[inline]
+    fn finish(
+        &self,
+        block: NonNull<[u8]>,
+        layout: Layout,
+        outer: Layout,
+        off: usize,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        let base = block.cast::<u8>();
+        let allocated = block.len().max(outer.size()) - off;
+        // SAFETY: `off < outer.size() <= block.len()`, so the caller's pointer is inside the block.
+        let user = unsafe { base.add(off) };
+        if self.track(user, layout, allocated, off) {
+            Ok(NonNull::slice_from_raw_parts(user, allocated))
+        } else {
+            // SAFETY: `base` was just returned by the inner allocator for `outer`.
+            unsafe { self.inner.deallocate(base, outer) };
+            Err(AllocError)
+        }
+    }
+}
+
+// SAFETY: every block handed out lies inside a block of the inner allocator obtained for a layout
+// of at least `size + offset` bytes at an alignment that is a multiple of the caller's, offset by
+// a multiple of that alignment, so it is valid and aligned for the caller's layout. Deallocation
+// forwards the same outer block and layout (rebuilt from the caller's layout) only after the
+// shadow proved the block live with that header offset, so a detected double free, foreign or
+// interior pointer never reaches the inner allocator.
+unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
+    #[inline]
+    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        if layout.size() == 0 {
+            return Ok(dangling_for(layout));
+        }
+        let (outer, off) = outer_layout(layout).ok_or(AllocError)?;
+        let b = self.inner.allocate(outer)?;
+        self.finish(b, layout, outer, off)
+    }
+
+    #[inline]
+    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        if layout.size() == 0 {
+            return Ok(dangling_for(layout));
+        }
+        let (outer, off) = outer_layout(layout).ok_or(AllocError)?;
+        let b = self.inner.allocate_zeroed(outer)?;
+        self.finish(b, layout, outer, off)
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        let Some((_, off)) = outer_layout(layout) else {
+            tracing::error!(
+                allocator = %self.name,
+                size = layout.size(),
+                "free with a layout no block of this allocator can have; ignored"
+            );
+            return;
+        };
+        // Clear the slot and the shadow entry first: once the inner allocator has the block
+        // back, another thread may receive the same address and fill a slot for it.
+        // SAFETY: `untrack` accepts any pointer; a live block of ours is not freed by another
+        // thread at the same time (the caller's contract: it is this caller's to free).
+        if let Some(outer) = unsafe { self.untrack(ptr, layout, off) } {
+            // SAFETY: the shadow proved a live block of ours at `ptr` whose header offset is
+            // `off`, so the inner block starts `off` bytes before it; `outer` has that alignment
+            // and the length the inner allocator returned for it, which fits the block.
+            unsafe { self.inner.deallocate(ptr.sub(off), outer) }
+        }
+    }
+}
+
+impl<A: Allocator + Send + Sync> TensorAllocator for TrackingAllocator<A>
+where
+    A: MaybeTensorAllocator,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn stats(&self) -> AllocatorStats {
+        let mut s = self.snapshot();
+        if let Some(inner) = self.inner.as_tensor_allocator() {
+            let i = inner.stats();
+            s.bytes_limit = i.bytes_limit;
+            s.bytes_reserved = i.bytes_reserved;
+            s.peak_bytes_reserved = i.peak_bytes_reserved;
+            s.largest_free_chunk = i.largest_free_chunk;
+            s.num_regions = i.num_regions;
+        }
+        s
+    }
+    fn reset_peak_stats(&self) {
+        front::publish(&self.shared);
+        {
+            let mut st = self.shared.state.lock();
+            st.counters.peak = st.counters.in_use;
+        }
+        if let Some(inner) = self.inner.as_tensor_allocator() {
+            inner.reset_peak_stats();
+        }
+    }
+    fn tracks_allocation_sizes(&self) -> bool {
+        true
+    }
+    fn requested_size(&self, ptr: NonNull<u8>) -> Option<usize> {
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.requested)
+    }
+    fn allocated_size(&self, ptr: NonNull<u8>) -> Option<usize> {
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.allocated)
+    }
+    fn allocation_id(&self, ptr: NonNull<u8>) -> Option<u64> {
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.id)
+    }
+    fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
+        if layout.size() == 0 {
+            return Ok(dangling_for(layout));
+        }
+        let (outer, off) = outer_layout(layout).ok_or_else(|| AllocatorError::InvalidRequest {
+            allocator: self.name.clone(),
+            size: layout.size(),
+            align: layout.align(),
+            reason: format!(
+                "size plus the {}-byte tracking header overflows the address space",
+                layout.align().max(HEADER)
+            ),
+        })?;
+        let b = match self.inner.as_tensor_allocator() {
+            Some(i) => i
+                .try_allocate(outer)
+                .map_err(|e| caller_view(e, &self.name, layout))?,
+            None => self
+                .inner
+                .allocate(outer)
+                .map_err(|_| AllocatorError::out_of_memory(&self.name, layout, &self.stats()))?,
+        };
+        self.finish(b, layout, outer, off)
+            .map_err(|_| AllocatorError::out_of_memory(&self.name, layout, &self.stats()))
+    }
+}
+
+/// Restates an inner allocator's error in the caller's terms: this allocator's name and the size
+/// and alignment the caller asked for (the inner allocator saw them with the header added).
+fn caller_view(e: AllocatorError, name: &str, layout: Layout) -> AllocatorError {
+    let inner_name = |a: String| format!("{name} over {a}");
+    match e {
+        AllocatorError::OutOfMemory {
+            allocator,
+            bytes_in_use,
+            limit,
+            largest_free_chunk,
+            ..
+        } => AllocatorError::OutOfMemory {
+            allocator: inner_name(allocator),
+            size: layout.size(),
+            align: layout.align(),
+            bytes_in_use,
+            limit,
+            largest_free_chunk,
+        },
+        AllocatorError::LimitExceeded {
+            allocator,
+            limit,
+            bytes_in_use,
+            ..
+        } => AllocatorError::LimitExceeded {
+            allocator: inner_name(allocator),
+            size: layout.size(),
+            align: layout.align(),
+            limit,
+            bytes_in_use,
+        },
+        AllocatorError::InvalidRequest {
+            allocator, reason, ..
+        } => AllocatorError::InvalidRequest {
+            allocator: inner_name(allocator),
+            size: layout.size(),
+            align: layout.align(),
+            reason,
+        },
+    }
+}
+
+impl<A> Drop for TrackingAllocator<A> {
+    fn drop(&mut self) {
+        // Hand this thread's spare slots back (other threads' fronts keep `Shared` alive until
+        // they move on or exit; nothing they hold refers to the inner allocator).
+        front::release(&self.shared);
+    }
+}
+
+/// Lets the tracking wrapper forward stats and descriptive errors when the inner allocator is a
+/// member of the family, and still wrap plain `allocator_api2` allocators.
+pub trait MaybeTensorAllocator {
+    /// `Some(self)` for members of the family.
+    fn as_tensor_allocator(&self) -> Option<&dyn TensorAllocator>;
+}
+
+impl<T: TensorAllocator> MaybeTensorAllocator for T {
+    fn as_tensor_allocator(&self) -> Option<&dyn TensorAllocator> {
+        Some(self)
+    }
+}
+
+impl MaybeTensorAllocator for allocator_api2::alloc::Global {
+    fn as_tensor_allocator(&self) -> Option<&dyn TensorAllocator> {
+        None
+    }
+}
+
+impl<A> std::fmt::Debug for TrackingAllocator<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrackingAllocator")
+            .field("name", &self.name)
+            .field("live", &self.live_count())
+            .finish()
+    }
+}
