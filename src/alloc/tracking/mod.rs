@@ -7,7 +7,8 @@
 //! TensorFlow's `TrackingAllocator` keeps a hash map under a mutex: every operation pays a lock,
 //! atomic read-modify-writes (each one drains the store buffer) and a hash-table probe into a
 //! table the size of the live set, several times the cost of the wrapped allocator on small
-//! objects. This wrapper pays no atomic read-modify-write on the common path:
+//! objects. This wrapper pays one uncontended atomic read-modify-write per free and none per
+//! allocation:
 //!
 //! - Each block carries a 16-byte **header** in front of the pointer handed out (the inner
 //!   allocator is asked for `size + max(align, 16)` bytes at `max(align, 16)` alignment). The
@@ -19,9 +20,10 @@
 //!   *shadow*, a three-level radix tree over addresses below 2^48 with one byte per 16-byte
 //!   granule, nodes in anonymous mappings of their own, never moved or freed before the
 //!   allocator) holds, for each address where a live block of this allocator starts, the
-//!   block's header offset (`log2(max(align, 16))`), else 0. An allocation sets its byte, a free checks and clears it:
-//!   three dependent loads and one plain store each, no lock and no atomic read-modify-write,
-//!   and neighbouring blocks share the index's cache lines (one line per KiB of heap).
+//!   block's header offset (`log2(max(align, 16))`), else 0. An allocation sets its byte (a
+//!   plain store); a free checks it and clears it with a compare-and-swap, so of two threads
+//!   freeing one block at once exactly one proceeds. Three dependent loads each, no lock, and
+//!   neighbouring blocks share the index's cache lines (one line per KiB of heap).
 //! - The **slot table** (chunks of 1024, 2048, 4096, … 32-byte slots that are never moved or
 //!   freed before the allocator) holds, per live block: address, id, requested and allocated
 //!   size, alignment. The leak report and the per-pointer queries read it; a free only *stores*
@@ -65,12 +67,13 @@
 //!   such a block correctly anyway: the inner allocator always gets the block's own size and
 //!   header offset back, never the caller's. A live block whose header was overwritten (a write
 //!   in front of the block) fails the 40-bit check and is refused, except with probability
-//!   2⁻⁴⁰. Not detected: a second free after this allocator handed the same address out again
-//!   (it frees the new block, as with any allocator), and two threads freeing the same block at
-//!   the same instant (each may pass the index before the other clears it).
+//!   2⁻⁴⁰. Two threads freeing the same block at the same instant: one frees it, the other is
+//!   refused as a double free (the compare-and-swap on its index entry decides). Not
+//!   detected: a second free after this allocator handed the same address out again (it frees
+//!   the new block, as with any allocator).
 //!
-//!   Cost, in every build: the index lookup and store, a few tens of instructions per allocation
-//!   and per free with no atomic read-modify-write (instruction counts in `BENCHMARKS.md`), one
+//!   Cost, in every build: the index lookup, a store per allocation and a compare-and-swap per
+//!   free, a few tens of instructions each (instruction counts in `BENCHMARKS.md`), one
 //!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
 //!   Debug builds add a load of the slot per free (a cache miss on a random free).
 //! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
@@ -317,8 +320,9 @@ impl<A> TrackingAllocator<A> {
     /// block of ours at `ptr`: only then is its header read.
     ///
     /// # Safety
-    /// `ptr` may be anything; if it is a live block of this allocator, no other thread may free it
-    /// at the same time (a race the caller's own contract already rules out).
+    /// `ptr` may be anything. If it is a live block of this allocator, another thread may free
+    /// it at the same time (the claim on its index entry lets exactly one proceed), but none
+    /// may free it again after this allocator handed its address out anew.
     #[inline]
     unsafe fn untrack(&self, ptr: NonNull<u8>, layout: Layout, off: usize) -> Option<Layout> {
         let addr = ptr.as_ptr() as usize;
@@ -332,18 +336,27 @@ impl<A> TrackingAllocator<A> {
             self.refuse(addr, layout, BadFree::Shadow { seen });
             return None;
         }
-        // SAFETY: the shadow says a live block of this allocator starts at `addr`, so the 16
-        // bytes in front of it are its header, inside the inner block (the caller does not free
-        // it concurrently).
+        // Claim the block: a thread freeing it at the same instant finds the entry cleared.
+        if !shadow::claim(mark, seen) {
+            self.refuse(addr, layout, BadFree::Shadow { seen: 0 });
+            return None;
+        }
+        // Every refusal from here on gives the claim back: the block stays live.
+        let refuse = |why| {
+            shadow::set(mark, seen);
+            self.refuse(addr, layout, why);
+            None
+        };
+        // SAFETY: the shadow said a live block of this allocator starts at `addr` and this
+        // thread's claim cleared it, so no other free reads past this point; the 16 bytes in
+        // front of `addr` are its header, inside the inner block.
         let h = unsafe { read_header(ptr) };
         let Some((idx, size_field)) = decode_header(self.salt(), addr, h) else {
             // The block is live and ours, so its header was overwritten (a buffer underflow).
-            self.refuse(addr, layout, BadFree::Header);
-            return None;
+            return refuse(BadFree::Header);
         };
         let Some(slot) = self.shared.slot(idx) else {
-            self.refuse(addr, layout, BadFree::Header);
-            return None;
+            return refuse(BadFree::Header);
         };
         let allocated = if size_field == BIG {
             slot.packed.load(Ordering::Relaxed) & ((1 << SIZE_BITS) - 1)
@@ -354,8 +367,7 @@ impl<A> TrackingAllocator<A> {
         // cannot exceed `isize::MAX`; checked anyway, as `outer_layout` does, in case the header
         // was rewritten with a valid check (probability 2⁻⁴⁰).
         if layout.size() > allocated || allocated > isize::MAX as usize - (2 * off - 1) {
-            self.refuse(addr, layout, BadFree::Size { allocated });
-            return None;
+            return refuse(BadFree::Size { allocated });
         }
         // SAFETY: `off` is a power of two (`max` of two powers of two) and `allocated + off`
         // rounded up to it is at most `isize::MAX` (checked just above).
@@ -367,15 +379,12 @@ impl<A> TrackingAllocator<A> {
             let requested = slot.requested.load(Ordering::Relaxed);
             let align = 1usize << (packed >> SIZE_BITS);
             if slot.word.load(Ordering::Acquire) != addr {
-                self.refuse(addr, layout, BadFree::Header);
-                return None;
+                return refuse(BadFree::Header);
             }
             if layout.size() < requested || layout.align() != align {
-                self.refuse(addr, layout, BadFree::Layout { requested, align });
-                return None;
+                return refuse(BadFree::Layout { requested, align });
             }
         }
-        shadow::set(mark, 0);
         let w = &slot.word;
         if !front::give(&self.shared, idx, slot, allocated as u64) {
             let mut st = self.shared.state.lock();

@@ -78,6 +78,16 @@ pub(super) fn set(e: &AtomicU8, v: u8) {
     e.store(v, Ordering::Relaxed)
 }
 
+/// Clears an entry that holds `seen`, atomically: of two threads freeing the same block at
+/// once, exactly one gets `true` (the other then finds 0, a double free). Relaxed suffices:
+/// the claim only decides who frees; the header was published to the freeing thread by
+/// whatever handed it the pointer.
+#[inline]
+pub(super) fn claim(e: &AtomicU8, seen: u8) -> bool {
+    e.compare_exchange(seen, 0, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+}
+
 pub(super) struct Shadow {
     root: AtomicPtr<Root>,
 }

@@ -631,3 +631,75 @@ fn concurrent_threads_keep_exact_counts() {
     assert_eq!(s.bytes_in_use, 0);
     assert_eq!(t.live_count(), 0);
 }
+
+/// An inner allocator that counts frees and never returns memory (so no address is handed out
+/// twice while the test runs): a block freed twice shows up as one free too many.
+struct CountFrees {
+    frees: std::sync::atomic::AtomicUsize,
+}
+
+// SAFETY: blocks come from the global allocator with the caller's layout and are never freed
+// (deallocate only counts), so every block stays valid for as long as its user holds it.
+unsafe impl Allocator for CountFrees {
+    fn allocate(&self, l: Layout) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
+        // SAFETY: the tracking wrapper never asks for a zero-size block (it adds a header).
+        let p = unsafe { std::alloc::alloc(l) };
+        NonNull::new(p)
+            .map(|p| NonNull::slice_from_raw_parts(p, l.size()))
+            .ok_or(allocator_api2::alloc::AllocError)
+    }
+    unsafe fn deallocate(&self, _p: NonNull<u8>, _l: Layout) {
+        self.frees.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn two_threads_freeing_one_block_at_once_free_it_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let rounds = scale(20_000, 20);
+    let t = TrackingAllocator::with_name(
+        CountFrees {
+            frees: AtomicUsize::new(0),
+        },
+        "race",
+    );
+    let l = Layout::from_size_align(48, 16).unwrap();
+    // Round r: the main thread publishes a block in `block`, then both threads free it as soon
+    // as `go` reaches r (spinning, so the two frees start within a few nanoseconds).
+    let block = AtomicUsize::new(0);
+    let go = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let free_round = |r: usize| {
+        while go.load(SeqCst) != r {
+            std::hint::spin_loop();
+        }
+        let p = NonNull::new(block.load(SeqCst) as *mut u8).unwrap();
+        // SAFETY: a live block of `t` with layout `l`; the second, concurrent free of it
+        // is the race under test, which the wrapper must refuse.
+        unsafe { t.deallocate(p, l) };
+        done.fetch_add(1, SeqCst);
+    };
+    std::thread::scope(|s| {
+        let free_round = &free_round;
+        s.spawn(move || {
+            for r in 1..=rounds {
+                free_round(r);
+            }
+        });
+        for r in 1..=rounds {
+            let p = t.allocate(l).unwrap();
+            block.store(p.cast::<u8>().as_ptr() as usize, SeqCst);
+            go.store(r, SeqCst);
+            free_round(r);
+            while done.load(SeqCst) != 2 * r {
+                std::hint::spin_loop();
+            }
+        }
+    });
+    assert_eq!(
+        t.inner().frees.load(SeqCst),
+        rounds,
+        "a block reached the inner allocator twice"
+    );
+    assert_eq!(t.live_count(), 0);
+}
