@@ -478,6 +478,55 @@ fn per_pointer_queries_and_ids() {
 }
 
 #[test]
+fn event_timestamps_are_monotonic_and_measure_elapsed_time() {
+    // Off by default: no clock read, no timestamp.
+    let a = BfcAllocator::new(core_opts());
+    let p = a.allocate(l(100, 8)).unwrap().cast::<u8>();
+    // SAFETY: the pointer came from this allocator with this layout and is freed exactly once.
+    unsafe { a.deallocate(p, l(100, 8)) };
+    assert!(a
+        .memory_dump()
+        .recent_events
+        .iter()
+        .all(|e| e.time_ns.is_none()));
+
+    let start = std::time::Instant::now();
+    let a = BfcAllocator::new(BfcOptions {
+        debug: BfcDebug {
+            timestamp_events: true,
+            ..BfcDebug::default()
+        },
+        ..core_opts()
+    });
+    let p = a.allocate(l(100, 8)).unwrap().cast::<u8>();
+    let pause = std::time::Duration::from_millis(20);
+    std::thread::sleep(pause);
+    let q = a.allocate(l(5000, 64)).unwrap().cast::<u8>();
+    // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
+    unsafe {
+        a.deallocate(p, l(100, 8));
+        a.deallocate(q, l(5000, 64));
+    }
+    let bound = start.elapsed().as_nanos() as u64;
+    let ev = a.memory_dump().recent_events;
+    assert_eq!(ev.len(), 4);
+    let t: Vec<u64> = ev.iter().map(|e| e.time_ns.expect("timestamped")).collect();
+    assert!(
+        t.windows(2).all(|w| w[0] <= w[1]),
+        "timestamps go back: {t:?}"
+    );
+    assert!(ev.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(
+        t[1] - t[0] >= pause.as_nanos() as u64,
+        "the 20 ms pause between the two allocations is not in {t:?}"
+    );
+    assert!(
+        t[3] <= bound,
+        "a timestamp after the test's own clock: {t:?} > {bound}"
+    );
+}
+
+#[test]
 fn grow_and_shrink_in_place_and_by_copy() {
     let a = BfcAllocator::new(core_opts());
     let mut v = allocator_api2::vec::Vec::new_in(&a);
