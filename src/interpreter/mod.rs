@@ -180,6 +180,10 @@ impl<'a> Interpreter<'a> {
 
     /// Runs every node once. Fails (before computing anything) while tensor views from
     /// [`output_view`](Self::output_view) are alive.
+    ///
+    /// Graph inputs are planned as TFLM plans them: an input's bytes may be reused once its
+    /// last reader has run, so write every input before each invoke (LiteRT keeps inputs; the
+    /// arena here is smaller by not doing so).
     pub fn invoke(&mut self) -> Result<(), InterpreterError> {
         self.check_no_views()?;
         for i in 0..self.nodes.len() {
