@@ -632,24 +632,35 @@ fn concurrent_threads_keep_exact_counts() {
     assert_eq!(t.live_count(), 0);
 }
 
-/// An inner allocator that counts frees and never returns memory (so no address is handed out
-/// twice while the test runs): a block freed twice shows up as one free too many.
+/// An inner allocator that counts frees and returns memory only when dropped (so no address is
+/// handed out twice while the test runs): a block freed twice shows up as one free too many.
 struct CountFrees {
     frees: std::sync::atomic::AtomicUsize,
+    blocks: std::sync::Mutex<Vec<(usize, Layout)>>,
 }
 
-// SAFETY: blocks come from the global allocator with the caller's layout and are never freed
-// (deallocate only counts), so every block stays valid for as long as its user holds it.
+// SAFETY: blocks come from the global allocator with the caller's layout and are returned to it
+// only when the allocator is dropped (deallocate only counts), so every block stays valid for
+// as long as its user holds it.
 unsafe impl Allocator for CountFrees {
     fn allocate(&self, l: Layout) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
         // SAFETY: the tracking wrapper never asks for a zero-size block (it adds a header).
-        let p = unsafe { std::alloc::alloc(l) };
-        NonNull::new(p)
-            .map(|p| NonNull::slice_from_raw_parts(p, l.size()))
-            .ok_or(allocator_api2::alloc::AllocError)
+        let p = NonNull::new(unsafe { std::alloc::alloc(l) })
+            .ok_or(allocator_api2::alloc::AllocError)?;
+        self.blocks.lock().unwrap().push((p.as_ptr() as usize, l));
+        Ok(NonNull::slice_from_raw_parts(p, l.size()))
     }
     unsafe fn deallocate(&self, _p: NonNull<u8>, _l: Layout) {
         self.frees.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for CountFrees {
+    fn drop(&mut self) {
+        for &(p, l) in self.blocks.get_mut().unwrap().iter() {
+            // SAFETY: allocated above with this layout, freed once, here.
+            unsafe { std::alloc::dealloc(p as *mut u8, l) };
+        }
     }
 }
 
@@ -660,6 +671,7 @@ fn two_threads_freeing_one_block_at_once_free_it_once() {
     let t = TrackingAllocator::with_name(
         CountFrees {
             frees: AtomicUsize::new(0),
+            blocks: std::sync::Mutex::new(Vec::new()),
         },
         "race",
     );
