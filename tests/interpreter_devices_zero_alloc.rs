@@ -1,7 +1,11 @@
 //! A split run performs zero heap allocations per invoke (subgraphs, copy steps and wait counts
 //! included): proven with the counting `GlobalAllocator` on every shared model the interpreter
-//! runs, split across `cpu,npu` (both policies) and `cpu,cpu-reference`. Skips with a notice
-//! when `../shared` is absent.
+//! runs, split across `cpu,npu` (both policies) and `cpu,cpu-reference`, with the threaded
+//! schedule (one worker per memory space) and the sequential one. The calling thread's counters
+//! see only that thread; the workers' allocations are proven zero by the process-wide counters,
+//! read around the invoke while the tests of this binary are serialised (`SERIAL`), so no other
+//! test thread allocates meanwhile (the harness's own thread may: the least of a few invokes
+//! counts). Skips with a notice when `../shared` is absent.
 #![cfg(not(loom))]
 
 mod common;
@@ -17,7 +21,11 @@ use tensor_alloc::GlobalAllocator;
 #[global_allocator]
 static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 
+/// Serialises the tests of this binary: the process-wide counters must see one invoke only.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn check_set(set: &str, combos: &[(&str, &str)]) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(shared) = common::shared() else {
         return;
     };
@@ -42,16 +50,41 @@ fn check_set(set: &str, combos: &[(&str, &str)]) {
             for (k, t) in inputs.iter().enumerate() {
                 p.set_input(k, t).unwrap();
             }
-            p.invoke().unwrap();
-            let (r, counts) = count_allocations(|| p.invoke()).unwrap();
-            r.unwrap();
-            assert_eq!(
-                counts.total_allocations(),
-                0,
-                "{} on {devices}: invoke allocated: {counts:?}",
-                case.name
-            );
-            checked += 1;
+            for concurrent in [true, false] {
+                p.set_concurrent(concurrent).unwrap();
+                p.invoke().unwrap();
+                let (r, counts) = count_allocations(|| p.invoke()).unwrap();
+                r.unwrap();
+                assert_eq!(
+                    counts.total_allocations(),
+                    0,
+                    "{} on {devices} (concurrent: {concurrent}): invoke allocated on the \
+                     calling thread: {counts:?}",
+                    case.name
+                );
+                // Process-wide: the harness's main thread may allocate meanwhile (its "running
+                // for over 60 seconds" notice in slow debug runs), so take the least of a few
+                // invokes; an invoke that allocates (on a worker) does so every time.
+                let mut least = None;
+                for _ in 0..5 {
+                    let before = GlobalAllocator::process_counts();
+                    let r = p.invoke();
+                    let after = GlobalAllocator::process_counts();
+                    r.unwrap();
+                    let n = after.total_allocations() - before.total_allocations();
+                    least = Some(least.map_or(n, |l: u64| l.min(n)));
+                    if n == 0 {
+                        break;
+                    }
+                }
+                assert_eq!(
+                    least,
+                    Some(0),
+                    "{} on {devices} (concurrent: {concurrent}): invoke allocated on some thread",
+                    case.name
+                );
+                checked += 1;
+            }
         }
         eprintln!("ok  {:<40} 0 allocations per split invoke", case.name);
     }

@@ -48,3 +48,47 @@ impl<T> SpinLock<T> {
         self.inner.lock().expect("loom mutex poisoned")
     }
 }
+
+/// Handle of a thread started by [`spawn`].
+pub type JoinHandle<T> = loom::thread::JoinHandle<T>;
+
+/// Starts a loom thread (the name is not used; never fails under loom).
+pub fn spawn<F>(_name: String, f: F) -> std::io::Result<JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    Ok(loom::thread::spawn(f))
+}
+
+/// The condition variable of `native.rs`, on loom's mutex and condvar.
+pub struct Signal {
+    lock: loom::sync::Mutex<()>,
+    cv: loom::sync::Condvar,
+}
+
+impl Signal {
+    /// A signal nobody waits on.
+    pub fn new() -> Self {
+        Self {
+            lock: loom::sync::Mutex::new(()),
+            cv: loom::sync::Condvar::new(),
+        }
+    }
+
+    /// Blocks until `done()` is true (evaluated under the lock).
+    pub fn wait_until(&self, mut done: impl FnMut() -> bool) {
+        if done() {
+            return;
+        }
+        let mut g = self.lock.lock().expect("loom mutex poisoned");
+        while !done() {
+            g = self.cv.wait(g).expect("loom mutex poisoned");
+        }
+    }
+
+    /// Wakes every waiter.
+    pub fn notify_all(&self) {
+        drop(self.lock.lock().expect("loom mutex poisoned"));
+        self.cv.notify_all();
+    }
+}

@@ -100,3 +100,53 @@ impl<T> Drop for SpinGuard<'_, T> {
         self.lock.locked.store(false, O::Release);
     }
 }
+
+/// Handle of a thread started by [`spawn`].
+pub type JoinHandle<T> = std::thread::JoinHandle<T>;
+
+/// Starts a named thread (`std::thread::Builder`; its error if the OS refuses).
+pub fn spawn<F>(name: String, f: F) -> std::io::Result<JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    std::thread::Builder::new().name(name).spawn(f)
+}
+
+/// A condition variable for conditions kept in atomics: waiters block until a condition holds,
+/// changers call [`notify_all`](Signal::notify_all) after changing it. `std`'s mutex and condvar
+/// (futex-based): waiting and notifying never allocate, unlike `parking_lot`, whose first park
+/// on a thread allocates.
+pub struct Signal {
+    lock: std::sync::Mutex<()>,
+    cv: std::sync::Condvar,
+}
+
+impl Signal {
+    /// A signal nobody waits on.
+    pub const fn new() -> Self {
+        Self {
+            lock: std::sync::Mutex::new(()),
+            cv: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Blocks until `done()` is true. `done` is evaluated under the signal's lock, and
+    /// [`notify_all`](Signal::notify_all) takes that lock, so a change made before a notify is
+    /// never missed.
+    pub fn wait_until(&self, mut done: impl FnMut() -> bool) {
+        if done() {
+            return;
+        }
+        // Poison cannot carry a broken invariant here: the lock protects `()`.
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !done() {
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Wakes every waiter (call after changing what they wait for).
+    pub fn notify_all(&self) {
+        drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
+        self.cv.notify_all();
+    }
+}
