@@ -3,35 +3,17 @@
 //! equal the single-device run's bit for bit; an npu with no memory sends everything back.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::sync::Arc;
 use tensor_alloc::interpreter::device::{CpuDevice, DeviceSet, NpuConfig, NpuDevice};
 use tensor_alloc::interpreter::partition::TenginePolicy;
 use tensor_alloc::interpreter::schedule::PartitionedInterpreter;
 use tensor_alloc::interpreter::Interpreter;
-use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, Model, ModelBuilder, TensorType};
+use tensor_alloc::model::Model;
 
 fn model() -> Model {
-    let mut b = ModelBuilder::new("split");
-    let shape = [1, 4, 4, 2];
-    let x = b.add_tensor("x", TensorType::Int8, &shape);
-    let y = b.add_tensor("y", TensorType::Int8, &shape);
-    let a = b.add_tensor("a", TensorType::Int8, &shape);
-    let t = b.add_tensor("t", TensorType::Int8, &shape);
-    let z = b.add_tensor("z", TensorType::Int8, &shape);
-    b.quantize(x, 0.05, -3)
-        .quantize(y, 0.04, 2)
-        .quantize(a, 0.08, 1)
-        .quantize(t, 1.0 / 128.0, 0)
-        .quantize(z, 0.06, -1);
-    let add = || BuiltinOptions::Add {
-        activation: Activation::None,
-        pot_scale_int16: false,
-    };
-    b.add_op(BuiltinOp::ADD, add(), &[x, y], &[a]);
-    b.add_op(BuiltinOp::TANH, BuiltinOptions::None, &[a], &[t]);
-    b.add_op(BuiltinOp::ADD, add(), &[t, x], &[z]);
-    b.inputs(&[x, y]).outputs(&[z, a]);
-    b.build()
+    common::split_model()
 }
 
 fn fill(bytes: &mut [u8], seed: u8) {

@@ -5,6 +5,8 @@
 //! model built in code and an npu whose ADD kernel can be told to fail.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use tensor_alloc::alloc::AllocatorRef;
@@ -17,31 +19,11 @@ use tensor_alloc::interpreter::kernel::{Kernel, Registration};
 use tensor_alloc::interpreter::partition::TenginePolicy;
 use tensor_alloc::interpreter::schedule::{PartitionedInterpreter, ScheduleError};
 use tensor_alloc::interpreter::{Interpreter, OpResolver};
-use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, Model, ModelBuilder, TensorType};
+use tensor_alloc::model::{BuiltinOp, Model};
 
 /// ADD(x, y) -> a on the npu; TANH(a) -> t and ADD(t, x) -> z on the cpu (Tengine policy).
 fn model() -> Model {
-    let mut b = ModelBuilder::new("split");
-    let shape = [1, 4, 4, 2];
-    let x = b.add_tensor("x", TensorType::Int8, &shape);
-    let y = b.add_tensor("y", TensorType::Int8, &shape);
-    let a = b.add_tensor("a", TensorType::Int8, &shape);
-    let t = b.add_tensor("t", TensorType::Int8, &shape);
-    let z = b.add_tensor("z", TensorType::Int8, &shape);
-    b.quantize(x, 0.05, -3)
-        .quantize(y, 0.04, 2)
-        .quantize(a, 0.08, 1)
-        .quantize(t, 1.0 / 128.0, 0)
-        .quantize(z, 0.06, -1);
-    let add = || BuiltinOptions::Add {
-        activation: Activation::None,
-        pot_scale_int16: false,
-    };
-    b.add_op(BuiltinOp::ADD, add(), &[x, y], &[a]);
-    b.add_op(BuiltinOp::TANH, BuiltinOptions::None, &[a], &[t]);
-    b.add_op(BuiltinOp::ADD, add(), &[t, x], &[z]);
-    b.inputs(&[x, y]).outputs(&[z, a]);
-    b.build()
+    common::split_model()
 }
 
 const RUN: u8 = 0;

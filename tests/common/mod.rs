@@ -184,3 +184,30 @@ pub fn run_once(interp: &mut Interpreter<'_>, inputs: &[Tensor]) -> Result<Vec<T
         .map(|k| interp.output_tensor(k).map_err(|e| e.to_string()))
         .collect()
 }
+
+/// A small int8 model built in code, for split runs that need no `../shared`: ADD(x, y) -> a,
+/// TANH(a) -> t, ADD(t, x) -> z; outputs z and a (a graph output also read by a later op).
+pub fn split_model() -> tensor_alloc::model::Model {
+    use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, ModelBuilder, TensorType};
+    let mut b = ModelBuilder::new("split");
+    let shape = [1, 4, 4, 2];
+    let x = b.add_tensor("x", TensorType::Int8, &shape);
+    let y = b.add_tensor("y", TensorType::Int8, &shape);
+    let a = b.add_tensor("a", TensorType::Int8, &shape);
+    let t = b.add_tensor("t", TensorType::Int8, &shape);
+    let z = b.add_tensor("z", TensorType::Int8, &shape);
+    b.quantize(x, 0.05, -3)
+        .quantize(y, 0.04, 2)
+        .quantize(a, 0.08, 1)
+        .quantize(t, 1.0 / 128.0, 0)
+        .quantize(z, 0.06, -1);
+    let add = || BuiltinOptions::Add {
+        activation: Activation::None,
+        pot_scale_int16: false,
+    };
+    b.add_op(BuiltinOp::ADD, add(), &[x, y], &[a]);
+    b.add_op(BuiltinOp::TANH, BuiltinOptions::None, &[a], &[t]);
+    b.add_op(BuiltinOp::ADD, add(), &[t, x], &[z]);
+    b.inputs(&[x, y]).outputs(&[z, a]);
+    b.build()
+}
