@@ -279,7 +279,11 @@ pub(crate) fn stage_with<'r>(
         e.kind == TensorKind::Variable
             || (e.kind == TensorKind::Constant && sg.tensors[t].is_variable)
     };
-    for (t, e) in tensors.iter().enumerate() {
+    for (t, e) in tensors.iter_mut().enumerate() {
+        // A variable with initial data is a variable to prepare (not a constant).
+        if is_variable(t, e) && model.tensor_data(0, t).is_some() {
+            e.kind = TensorKind::Variable;
+        }
         let misaligned = e.kind == TensorKind::Constant
             && !is_variable(t, e)
             && model
@@ -369,12 +373,9 @@ pub(crate) fn stage_with<'r>(
     drop(temp);
 
     // Variables: their initial value (the model's data, else zero; int8 at its zero point).
-    for (t, e) in tensors.iter_mut().enumerate() {
+    for (t, e) in tensors.iter().enumerate() {
         if !is_variable(t, e) {
             continue;
-        }
-        if model.tensor_data(0, t).is_some() {
-            e.kind = TensorKind::Variable;
         }
         tensor_record[t] = Some(stage_tensor_copy(
             model,
