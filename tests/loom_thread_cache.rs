@@ -8,9 +8,11 @@
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_thread_cache`
 #![cfg(loom)]
 
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::Mutex;
+use loom::thread;
 use std::sync::Arc;
 use tensor_alloc::alloc::thread_cache::{Deltas, Owner, ThreadCache};
-use tensor_alloc::sync::{thread, AtomicU64, Mutex, Ordering};
 
 /// Bytes of every item.
 const SIZE: u64 = 8;
@@ -41,7 +43,7 @@ impl Owner for Pool {
     }
 
     fn take_back(&self, store: &mut Vec<u32>, d: Deltas, stale: bool) -> usize {
-        let mut g = self.state.lock();
+        let mut g = self.state.lock().unwrap();
         let t = &mut *g;
         t.allocs += d.allocs;
         t.frees += d.frees;
@@ -75,7 +77,7 @@ fn alloc(p: &Arc<Pool>, c: &mut ThreadCache<Pool>) -> u32 {
         }
     }
     let d = c.take_deltas(p);
-    let mut g = p.state.lock();
+    let mut g = p.state.lock().unwrap();
     let t = &mut *g;
     t.allocs += d.allocs;
     t.frees += d.frees;
@@ -125,7 +127,7 @@ fn trim_races_with_cache_hits_and_exit() {
         assert!(c.store.is_empty() && c.deltas.is_empty());
         t.join().unwrap();
         drop(c);
-        let t = p.state.lock();
+        let t = p.state.lock().unwrap();
         let mut items = t.free_items.clone();
         items.sort_unstable();
         assert_eq!(items, [1, 2], "every item back exactly once");
@@ -164,7 +166,7 @@ fn rebinding_hands_back_to_the_previous_owner() {
         t.join().unwrap();
         drop(c);
         for (p, want) in [(&a, vec![1, 2]), (&b, vec![10])] {
-            let t = p.state.lock();
+            let t = p.state.lock().unwrap();
             let mut items = t.free_items.clone();
             items.sort_unstable();
             assert_eq!(items, want);
