@@ -34,6 +34,7 @@ pub struct InterpreterBuilder<'m, 'a> {
     model: &'m Model,
     resolver: OpResolver,
     arena: ArenaSource<'a>,
+    threads: usize,
 }
 
 impl<'m> InterpreterBuilder<'m, 'static> {
@@ -44,6 +45,7 @@ impl<'m> InterpreterBuilder<'m, 'static> {
             model,
             resolver: OpResolver::with_builtins(),
             arena: ArenaSource::Default,
+            threads: 1,
         }
     }
 }
@@ -67,6 +69,7 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             model: self.model,
             resolver: self.resolver,
             arena: ArenaSource::Buffer(buffer),
+            threads: self.threads,
         }
     }
 
@@ -76,15 +79,39 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         self
     }
 
-    /// Runs init, prepare and memory planning.
+    /// Runs kernels on `n` threads: the invoking thread and `n - 1` workers created at build
+    /// (LiteRT's `num_threads`). Kernels that split their work (convolutions and matrix
+    /// products of the optimized set) use them; invoke still performs no heap allocation on any
+    /// thread. Default 1; 0 is an error at build.
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n;
+        self
+    }
+
+    /// Runs init, prepare and memory planning, and starts the kernel threads.
     pub fn build(self) -> Result<Interpreter<'a>, InterpreterError> {
+        if self.threads == 0 {
+            return Err(InterpreterError::Usage(
+                "threads must be at least 1 (the invoking thread), got 0".into(),
+            ));
+        }
         let staged = stage(self.model, &self.resolver)?;
-        finish(
+        let mut interp = finish(
             Arc::new(self.model.clone()),
             self.resolver,
             staged,
             self.arena,
-        )
+        )?;
+        if self.threads > 1 {
+            let pool = super::threads::ThreadPool::new(self.threads).map_err(|e| {
+                InterpreterError::Usage(format!(
+                    "cannot start {} kernel threads: {e}",
+                    self.threads - 1
+                ))
+            })?;
+            interp.threads = Some(pool);
+        }
+        Ok(interp)
     }
 }
 
@@ -632,6 +659,7 @@ fn evaluate_at_build(
         records: &records,
         taken: Cell::new(0),
         taken_states: Cell::new(0),
+        threads: None,
     };
     reg.kernel
         .invoke(&mut ctx)
@@ -770,6 +798,7 @@ pub(crate) fn finish<'a>(
         model,
         resolver,
         rebuild,
+        threads: None,
     };
     interp.summary.heap_bytes = interp.heap_bytes();
     interp.reset_variables();

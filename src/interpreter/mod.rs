@@ -34,6 +34,7 @@ pub mod reference;
 pub mod resolver;
 pub mod schedule;
 pub mod signal;
+pub mod threads;
 
 mod allocation;
 mod builder;
@@ -142,6 +143,9 @@ pub struct Interpreter<'a> {
     model: Arc<Model>,
     resolver: OpResolver,
     rebuild: builder::Rebuild,
+    /// Kernel threads besides the invoking one (`None`: one thread). Kept across
+    /// [`resize_input`](Self::resize_input).
+    threads: Option<threads::ThreadPool>,
 }
 
 // SAFETY: the raw pointers point into the arena (owned or exclusively borrowed for 'a, the
@@ -246,7 +250,9 @@ impl<'a> Interpreter<'a> {
                 builder::finish(model, resolver, staged, ArenaSource::Buffer(buffer))?
             }
         };
+        let threads = self.threads.take();
         *self = fresh;
+        self.threads = threads;
         Ok(())
     }
 
@@ -328,6 +334,7 @@ impl<'a> Interpreter<'a> {
             records: &self.records,
             taken: Cell::new(0),
             taken_states: Cell::new(0),
+            threads: self.threads.as_mut(),
         };
         self.registrations[i]
             .kernel

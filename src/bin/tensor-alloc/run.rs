@@ -46,6 +46,10 @@ pub struct RunArgs {
     /// pick the set per device instead (`cpu` / `cpu-reference`).
     #[arg(long, default_value = "optimized", value_parser = parse_kernel_set, conflicts_with = "devices")]
     pub kernels: KernelSet,
+    /// Kernel threads (the invoking thread plus N - 1 workers created at build; LiteRT's
+    /// `num_threads`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256), conflicts_with = "devices")]
+    pub threads: u32,
     /// Partitioning policy with `--devices`: `min-copy` or `tengine`.
     #[arg(long, default_value = "min-copy", requires = "devices")]
     pub policy: String,
@@ -254,6 +258,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr() as *mut u8, *n) };
             InterpreterBuilder::new(&model)
                 .kernel_set(args.kernels)
+                .threads(args.threads as usize)
                 .arena_buffer(bytes)
                 .build()
         }
@@ -265,11 +270,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 .map_err(|e| format!("--allocator {name}: {e}"))?;
             InterpreterBuilder::new(&model)
                 .kernel_set(args.kernels)
+                .threads(args.threads as usize)
                 .arena_allocator(a)
                 .build()
         }
         (None, None) => InterpreterBuilder::new(&model)
             .kernel_set(args.kernels)
+            .threads(args.threads as usize)
             .build(),
     }
     .map_err(|e: InterpreterError| format!("{}: {e}", args.model.display()))?;
@@ -350,6 +357,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         let v = serde_json::json!({
             "model": args.model.display().to_string(),
             "kernels": args.kernels.name(),
+            "threads": args.threads,
             "inputs": if args.inputs.is_empty() { "seeded" } else { "files" },
             "outputs": outs,
             "arena": {
@@ -370,7 +378,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
 
     println!("model: {}", args.model.display());
-    println!("kernels: {}", args.kernels);
+    println!("kernels: {}, threads: {}", args.kernels, args.threads);
     print_outputs(args.inputs.is_empty(), &outputs, &files, |k| {
         interp.output_desc(k).ok().map(|d| d.name.to_string())
     });
