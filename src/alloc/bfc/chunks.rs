@@ -10,6 +10,12 @@
 //! expected O(log n) and never allocate (a `BTreeSet` would allocate nodes on the hot path; a sorted
 //! list would be O(n) per insert when thousands of small holes share a bin). A bitmap of non-empty
 //! bins makes "the first non-empty bin at or above b" one `trailing_zeros`.
+//!
+//! The slab's storage comes from an `allocator_api2` allocator: the heap (`Global`) for the
+//! library's BFC, `mmap`-backed memory for the `#[global_allocator]`'s large-buffer heap, which
+//! must never allocate through itself.
+
+use allocator_api2::alloc::{Allocator, Global};
 
 /// The "no chunk" handle.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -200,10 +206,10 @@ impl Chunk {
     }
 }
 
-/// The chunk slab.
-#[derive(Debug, Default)]
-pub(crate) struct Slab {
-    pub chunks: Vec<Chunk>,
+/// The chunk slab, its storage from `A`.
+#[derive(Debug)]
+pub(crate) struct Slab<A: Allocator = Global> {
+    pub chunks: allocator_api2::vec::Vec<Chunk, A>,
     free_head: u32,
     live: usize,
 }
@@ -211,7 +217,18 @@ pub(crate) struct Slab {
 impl Slab {
     pub fn with_capacity(n: usize) -> Self {
         Self {
-            chunks: Vec::with_capacity(n),
+            chunks: allocator_api2::vec::Vec::with_capacity(n),
+            free_head: NIL,
+            live: 0,
+        }
+    }
+}
+
+impl<A: Allocator> Slab<A> {
+    /// An empty slab whose storage will come from `alloc` (nothing is allocated yet).
+    pub fn new_in(alloc: A) -> Self {
+        Self {
+            chunks: allocator_api2::vec::Vec::new_in(alloc),
             free_head: NIL,
             live: 0,
         }
@@ -264,14 +281,14 @@ impl Slab {
     }
 }
 
-impl std::ops::Index<u32> for Slab {
+impl<A: Allocator> std::ops::Index<u32> for Slab<A> {
     type Output = Chunk;
     #[inline]
     fn index(&self, h: u32) -> &Chunk {
         &self.chunks[h as usize]
     }
 }
-impl std::ops::IndexMut<u32> for Slab {
+impl<A: Allocator> std::ops::IndexMut<u32> for Slab<A> {
     #[inline]
     fn index_mut(&mut self, h: u32) -> &mut Chunk {
         &mut self.chunks[h as usize]
@@ -314,7 +331,7 @@ impl Bins {
 
     /// Puts free chunk `h` into `bin`.
     #[inline]
-    pub fn insert(&mut self, s: &mut Slab, bin: usize, h: u32) {
+    pub fn insert<A: Allocator>(&mut self, s: &mut Slab<A>, bin: usize, h: u32) {
         let prio = self.next_prio();
         let c = &mut s[h];
         c.bin = bin as u8;
@@ -328,7 +345,7 @@ impl Bins {
     /// Takes free chunk `h` out of its bin. Returns `false` if it was not found there (a broken
     /// invariant the checker reports; the tree is left unchanged).
     #[inline]
-    pub fn remove(&mut self, s: &mut Slab, h: u32) -> bool {
+    pub fn remove<A: Allocator>(&mut self, s: &mut Slab<A>, h: u32) -> bool {
         let bin = s[h].bin as usize;
         if bin >= MAX_BINS {
             return false;
@@ -348,7 +365,7 @@ impl Bins {
 
     /// The smallest chunk of `bin` whose `(size, address)` is ≥ `key`.
     #[inline]
-    pub fn lower_bound(&self, s: &Slab, bin: usize, key: (usize, usize)) -> u32 {
+    pub fn lower_bound<A: Allocator>(&self, s: &Slab<A>, bin: usize, key: (usize, usize)) -> u32 {
         let mut t = self.roots[bin];
         let mut best = NIL;
         while t != NIL {
@@ -364,7 +381,7 @@ impl Bins {
     }
 
     /// The largest chunk of `bin` (or `NIL`).
-    pub fn max(&self, s: &Slab, bin: usize) -> u32 {
+    pub fn max<A: Allocator>(&self, s: &Slab<A>, bin: usize) -> u32 {
         let mut t = self.roots[bin];
         if t == NIL {
             return NIL;
@@ -376,7 +393,7 @@ impl Bins {
     }
 
     /// All chunks of `bin` in `(size, address)` order (for dumps and the checker; allocates).
-    pub fn in_order(&self, s: &Slab, bin: usize) -> Vec<u32> {
+    pub fn in_order<A: Allocator>(&self, s: &Slab<A>, bin: usize) -> Vec<u32> {
         let mut out = vec![];
         let mut stack = vec![];
         let mut t = self.roots[bin];
@@ -395,7 +412,7 @@ impl Bins {
 
     /// Checks the treap of `bin`: search-tree order, heap order of priorities, and that every
     /// member says it is in `bin`. Returns the members.
-    pub fn check(&self, s: &Slab, bin: usize) -> Result<Vec<u32>, String> {
+    pub fn check<A: Allocator>(&self, s: &Slab<A>, bin: usize) -> Result<Vec<u32>, String> {
         let members = self.in_order(s, bin);
         for w in members.windows(2) {
             if s[w[0]].key() >= s[w[1]].key() {
@@ -428,7 +445,7 @@ impl Bins {
 }
 
 /// Splits the treap `t` into (keys < k, keys ≥ k).
-fn split_at_key(s: &mut Slab, t: u32, k: (usize, usize)) -> (u32, u32) {
+fn split_at_key<A: Allocator>(s: &mut Slab<A>, t: u32, k: (usize, usize)) -> (u32, u32) {
     if t == NIL {
         return (NIL, NIL);
     }
@@ -444,7 +461,7 @@ fn split_at_key(s: &mut Slab, t: u32, k: (usize, usize)) -> (u32, u32) {
 }
 
 /// Joins treaps `a` and `b` where every key of `a` is below every key of `b`.
-fn join(s: &mut Slab, a: u32, b: u32) -> u32 {
+fn join<A: Allocator>(s: &mut Slab<A>, a: u32, b: u32) -> u32 {
     if a == NIL {
         return b;
     }
@@ -462,7 +479,7 @@ fn join(s: &mut Slab, a: u32, b: u32) -> u32 {
     }
 }
 
-fn insert(s: &mut Slab, t: u32, n: u32) -> u32 {
+fn insert<A: Allocator>(s: &mut Slab<A>, t: u32, n: u32) -> u32 {
     if t == NIL {
         return n;
     }
@@ -482,7 +499,7 @@ fn insert(s: &mut Slab, t: u32, n: u32) -> u32 {
     t
 }
 
-fn remove(s: &mut Slab, t: u32, k: (usize, usize), found: &mut bool) -> u32 {
+fn remove<A: Allocator>(s: &mut Slab<A>, t: u32, k: (usize, usize), found: &mut bool) -> u32 {
     if t == NIL {
         return NIL;
     }
