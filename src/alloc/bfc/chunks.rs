@@ -295,6 +295,122 @@ impl<A: Allocator> std::ops::IndexMut<u32> for Slab<A> {
     }
 }
 
+/// Free chunks whose pages may be resident, on a list threaded through the chunks
+/// (`dprev`/`dnext`, `on_dirty_list`) from least to most recently freed; `total` is the sum of
+/// their dirty ranges.
+#[derive(Debug)]
+pub(crate) struct DirtyList {
+    pub oldest: u32,
+    pub newest: u32,
+    pub total: u64,
+}
+
+impl DirtyList {
+    pub const fn new() -> Self {
+        Self {
+            oldest: NIL,
+            newest: NIL,
+            total: 0,
+        }
+    }
+
+    /// Appends chunk `h` (not on the list) as the most recently freed.
+    #[inline]
+    pub fn push<A: Allocator>(&mut self, s: &mut Slab<A>, h: u32) {
+        let newest = self.newest;
+        let c = &mut s[h];
+        c.on_dirty_list = true;
+        c.dprev = newest;
+        c.dnext = NIL;
+        self.total += c.dirty() as u64;
+        if newest != NIL {
+            s[newest].dnext = h;
+        } else {
+            self.oldest = h;
+        }
+        self.newest = h;
+    }
+
+    /// Takes chunk `h` (on the list) off it.
+    #[inline]
+    pub fn unlink<A: Allocator>(&mut self, s: &mut Slab<A>, h: u32) {
+        let c = &mut s[h];
+        let (p, n, dirty) = (c.dprev, c.dnext, c.dirty());
+        c.on_dirty_list = false;
+        c.dprev = NIL;
+        c.dnext = NIL;
+        if p != NIL {
+            s[p].dnext = n;
+        } else {
+            self.oldest = n;
+        }
+        if n != NIL {
+            s[n].dprev = p;
+        } else {
+            self.newest = p;
+        }
+        self.total -= dirty as u64;
+    }
+}
+
+/// How many candidates of one bin [`Bins::best_fit`] examines for an over-aligned request before
+/// falling back to a chunk that fits wherever it starts.
+const ALIGN_PROBES: usize = 8;
+
+/// Bytes from `addr` up to the next multiple of `align` (a power of two): `(-addr) mod align`.
+#[inline]
+pub(crate) fn align_pad(addr: usize, align: usize) -> usize {
+    addr.wrapping_neg() & (align - 1)
+}
+
+/// Splits chunk `h` at `off` bytes in the slab: `h` keeps the front, the returned chunk (linked
+/// after it, not in any bin) is the rest; each keeps the part of the dirty range over it. The
+/// caller records the new chunk start in its region. `None` if no chunk slot is available.
+pub(crate) fn split_chunk<A: Allocator>(s: &mut Slab<A>, h: u32, off: usize) -> Option<u32> {
+    let n = s.create()?;
+    let (addr, size, next, freed_at, dirty) = {
+        let c = &s[h];
+        (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
+    };
+    {
+        let c = &mut s[n];
+        c.addr = addr + off;
+        c.size = size - off;
+        c.prev = h;
+        c.next = next;
+        c.freed_at = freed_at;
+        // Where the resident pages were is not known: each piece keeps an upper bound.
+        c.set_dirty(dirty.0.max(addr + off), dirty.1);
+    }
+    if next != NIL {
+        s[next].prev = n;
+    }
+    let c = &mut s[h];
+    c.next = n;
+    c.size = off;
+    c.set_dirty(dirty.0, dirty.1.min(addr + off));
+    Some(n)
+}
+
+/// Chunk `b` (directly after `a`, neither in a bin) becomes part of `a` and its slot is retired.
+/// Returns `b`'s address, whose region handle the caller clears.
+pub(crate) fn merge_chunks<A: Allocator>(s: &mut Slab<A>, a: u32, b: u32) -> usize {
+    let (baddr, bsize, bnext, bfreed, bdirty) = {
+        let c = &s[b];
+        (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
+    };
+    let ca = &mut s[a];
+    ca.merge_dirty(bdirty.0, bdirty.1);
+    ca.size += bsize;
+    ca.next = bnext;
+    ca.freed_at = ca.freed_at.max(bfreed);
+    if bnext != NIL {
+        s[bnext].prev = a;
+    }
+    s.retire(b);
+    baddr
+}
+
 /// The bins: one treap root per bin plus a bitmap of non-empty bins.
 #[derive(Debug)]
 pub(crate) struct Bins {
@@ -378,6 +494,53 @@ impl Bins {
             }
         }
         best
+    }
+
+    /// Best fit from bin `start` up: the smallest free chunk that holds `rounded` bytes at an
+    /// address aligned to `align` (chunk addresses are multiples of `granule`), or `NIL`.
+    #[inline]
+    pub fn best_fit<A: Allocator>(
+        &self,
+        s: &Slab<A>,
+        start: usize,
+        rounded: usize,
+        align: usize,
+        granule: usize,
+    ) -> u32 {
+        let mut mask = self.nonempty & (u64::MAX << start);
+        while mask != 0 {
+            let b = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if align <= granule {
+                // Every chunk address is granule aligned: the first candidate ≥ rounded fits.
+                let h = self.lower_bound(s, b, (rounded, 0));
+                if h != NIL {
+                    return h;
+                }
+                continue;
+            }
+            let mut key = (rounded, 0);
+            for _ in 0..ALIGN_PROBES {
+                let h = self.lower_bound(s, b, key);
+                if h == NIL {
+                    break;
+                }
+                let c = &s[h];
+                let pad = align_pad(c.addr, align);
+                if pad.checked_add(rounded).is_some_and(|need| c.size >= need) {
+                    return h;
+                }
+                key = (c.size, c.addr + 1);
+            }
+            // Any chunk of ≥ rounded + align - granule bytes fits wherever it starts.
+            if let Some(need) = rounded.checked_add(align - granule) {
+                let h = self.lower_bound(s, b, (need, 0));
+                if h != NIL {
+                    return h;
+                }
+            }
+        }
+        NIL
     }
 
     /// The largest chunk of `bin` (or `NIL`).
