@@ -75,7 +75,10 @@ fn limit_refuses_what_would_exceed_it() {
     assert!(v.try_reserve_exact(70 << 20).is_err());
     let a = vec![1u8; 32 << 20];
     let mut b: Vec<u8> = Vec::new();
-    assert!(b.try_reserve_exact(40 << 20).is_err(), "32 + 40 MiB > 64 MiB");
+    assert!(
+        b.try_reserve_exact(40 << 20).is_err(),
+        "32 + 40 MiB > 64 MiB"
+    );
     b.try_reserve_exact(16 << 20).unwrap();
     let s = GLOBAL.stats();
     assert!(s.refused_by_limit >= 3, "{s:?}");
@@ -99,11 +102,16 @@ fn bad_values_fall_back_to_defaults_and_are_reported_later() {
         return;
     }
     let s = GLOBAL.stats();
-    assert_eq!((s.mode, s.threshold, s.limit), (GlobalMode::Hybrid, 256 << 10, None));
+    assert_eq!(
+        (s.mode, s.threshold, s.limit),
+        (GlobalMode::Hybrid, 256 << 10, None)
+    );
     let errors = tensor_alloc::global::report_config_errors();
     let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
     assert_eq!(text.len(), 3, "{text:?}");
-    assert!(text[0].contains("TENSOR_ALLOC_GLOBAL=\"turbo\"") && text[0].contains("system | hybrid"));
+    assert!(
+        text[0].contains("TENSOR_ALLOC_GLOBAL=\"turbo\"") && text[0].contains("system | hybrid")
+    );
     assert!(text[1].contains("TENSOR_ALLOC_GLOBAL_THRESHOLD=\"12\"") && text[1].contains("4096"));
     assert!(text[2].contains("TENSOR_ALLOC_GLOBAL_LIMIT=\"lots\"") && text[2].contains("no limit"));
 }

@@ -42,7 +42,10 @@ fn collections_use_both_heaps_and_stats_return_to_baseline() {
         for i in 0..200u32 {
             let big = (i as usize % 7 + 1) * (300 << 10);
             maps.insert(i, vec![i as u8; big]);
-            tree.insert(format!("key-{i}"), vec![1u8; 64 + i as usize].into_boxed_slice());
+            tree.insert(
+                format!("key-{i}"),
+                vec![1u8; 64 + i as usize].into_boxed_slice(),
+            );
             q.push_back(vec![i as f32; 1000 + (i as usize) * 1000]);
             if q.len() > 20 {
                 q.pop_front();
@@ -58,7 +61,10 @@ fn collections_use_both_heaps_and_stats_return_to_baseline() {
         let zeroed = vec![0u8; 8 << 20];
         assert!(zeroed.iter().all(|&b| b == 0));
         let s = GLOBAL.stats();
-        assert!(s.large.bytes_in_use > 0 && s.system.bytes_in_use > 0, "{s:?}");
+        assert!(
+            s.large.bytes_in_use > 0 && s.system.bytes_in_use > 0,
+            "{s:?}"
+        );
         assert!(s.large.peak_bytes_in_use >= s.large.bytes_in_use);
         assert!(s.peak_bytes_in_use >= s.bytes_in_use);
     }
@@ -69,5 +75,8 @@ fn collections_use_both_heaps_and_stats_return_to_baseline() {
         end.large_heap.frees - base.large_heap.frees
     );
     // Small blocks of the test harness may come and go meanwhile; the large heap is exact.
-    assert!(end.bytes_in_use <= base.bytes_in_use + (64 << 10), "{base:?}\n{end:?}");
+    assert!(
+        end.bytes_in_use <= base.bytes_in_use + (64 << 10),
+        "{base:?}\n{end:?}"
+    );
 }

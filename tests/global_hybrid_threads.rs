@@ -46,7 +46,10 @@ fn threads_allocate_and_free_each_others_blocks() {
     let consumer = std::thread::spawn(move || {
         let mut n = 0;
         for v in rx {
-            assert!(v.iter().all(|&b| b == v[0]), "block corrupted across threads");
+            assert!(
+                v.iter().all(|&b| b == v[0]),
+                "block corrupted across threads"
+            );
             n += 1;
         }
         n

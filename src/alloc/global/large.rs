@@ -37,13 +37,15 @@ const MAX_REGION: usize = 64 << 30;
 /// Largest alignment served (bigger ones return null).
 const MAX_ALIGN: usize = 1 << 30;
 /// Resident free memory allowed as a fraction over the recent high-water mark of bytes in use.
-const DIRTY_RATIO: f64 = 1.10;
+const DIRTY_RATIO: f64 = 1.5;
 /// The budget never goes below this many bytes.
 const DIRTY_FLOOR: usize = 64 << 20;
 /// The high-water mark decays towards bytes in use by this fraction of the gap per free.
 const DECAY: f64 = 1.0 / 256.0;
-/// Most donor chunks one allocation moves pages from (bounds the syscalls per allocation).
-const MAX_DONORS: usize = 16;
+/// Most `mremap` calls one allocation makes (bounds its system calls; the rest is faulted in).
+const MAX_MOVES: usize = 64;
+/// Pages whose residency one `mincore` call reports (the size of its stack buffer).
+const RESIDENCY_BATCH: usize = 4096;
 
 /// Counters of the large heap (bytes are chunk bytes: whole pages).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -315,46 +317,74 @@ impl LargeHeap {
         }
     }
 
-    /// Moves resident pages of other free chunks into the parts of in-use chunk `h` that are
-    /// not resident, so the caller does not fault them in.
+    /// Moves resident pages of other free chunks into the pages of in-use chunk `h` that are not
+    /// resident (`mincore` tells which), so the caller does not fault them in.
     fn fill(&mut self, h: u32) {
-        let (addr, end, lo, hi) = {
-            let c = &self.slab[h];
-            (c.addr, c.end(), c.dirty_lo, c.dirty_hi)
-        };
-        let (lo, hi) = if lo < hi {
-            (lo.max(addr), hi.min(end))
-        } else {
-            (end, end)
-        };
-        let mut donors = 0;
-        // The clean parts: [addr, lo) and [hi, end) (all of it when nothing is resident).
-        for (mut a, b) in [(addr, lo), (hi.max(lo), end)] {
-            while a < b && donors < MAX_DONORS && self.dirty.oldest != NIL {
-                let d = self.dirty.oldest;
-                let (dlo, dhi) = (self.slab[d].dirty_lo, self.slab[d].dirty_hi);
-                let n = (b - a).min(dhi - dlo);
-                match move_pages(dhi - n, a, n) {
-                    Move::Done => {}
-                    Move::Unsupported => {
-                        self.can_move = false;
-                        return;
-                    }
-                    Move::Refused => {
-                        self.st.move_failures += 1;
-                        return;
-                    }
+        let (addr, end) = (self.slab[h].addr, self.slab[h].end());
+        let page = self.page;
+        let mut vec = [0u8; RESIDENCY_BATCH];
+        let mut pos = addr;
+        let mut moves = 0;
+        while pos < end && self.dirty.oldest != NIL {
+            let len = (end - pos).min(RESIDENCY_BATCH * page);
+            let pages = len / page;
+            let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(pos);
+            // SAFETY: [pos, pos + len) is mapped (inside a region of this heap) and `vec` has
+            // room for one byte per page of it.
+            if unsafe { libc::mincore(p, len, vec.as_mut_ptr()) } != 0 {
+                return;
+            }
+            let mut i = 0;
+            while i < pages {
+                if vec[i] & 1 != 0 {
+                    i += 1;
+                    continue;
                 }
-                donors += 1;
-                self.st.moved_bytes += n as u64;
-                a += n;
-                self.dirty.total -= n as u64;
-                self.slab[d].set_dirty(dlo, dhi - n);
-                if dhi - n == dlo {
-                    self.drained(d);
+                let start = i;
+                while i < pages && vec[i] & 1 == 0 {
+                    i += 1;
+                }
+                let (a, b) = (pos + start * page, pos + i * page);
+                if !self.fill_run(a, b, &mut moves) {
+                    return;
                 }
             }
+            pos += len;
         }
+    }
+
+    /// Moves resident pages of the least recently freed chunks into `[a, b)`. `false` when
+    /// moving has to stop (no donors, the move budget of this allocation spent, or the kernel
+    /// refused).
+    fn fill_run(&mut self, mut a: usize, b: usize, moves: &mut usize) -> bool {
+        while a < b {
+            if *moves >= MAX_MOVES || self.dirty.oldest == NIL {
+                return false;
+            }
+            let d = self.dirty.oldest;
+            let (dlo, dhi) = (self.slab[d].dirty_lo, self.slab[d].dirty_hi);
+            let n = (b - a).min(dhi - dlo);
+            match move_pages(dhi - n, a, n) {
+                Move::Done => {}
+                Move::Unsupported => {
+                    self.can_move = false;
+                    return false;
+                }
+                Move::Refused => {
+                    self.st.move_failures += 1;
+                    return false;
+                }
+            }
+            *moves += 1;
+            self.st.moved_bytes += n as u64;
+            a += n;
+            self.dirty.total -= n as u64;
+            self.slab[d].set_dirty(dlo, dhi - n);
+            if dhi - n == dlo {
+                self.drained(d);
+            }
+        }
+        true
     }
 
     /// Free chunk `d` has no resident pages left: off the dirty list, mapped afresh.
