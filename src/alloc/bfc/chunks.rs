@@ -166,6 +166,19 @@ impl Chunk {
         (self.left, self.right, self.prio) = (NIL, NIL, 0);
     }
 
+    /// The global allocator's large heap: the resident bytes of a free chunk (an estimate kept
+    /// in `requested`, which that heap does not use otherwise).
+    #[inline]
+    pub fn resident(&self) -> usize {
+        self.requested
+    }
+
+    /// Sets [`resident`](Self::resident).
+    #[inline]
+    pub fn set_resident(&mut self, r: usize) {
+        self.requested = r;
+    }
+
     #[inline]
     pub fn end(&self) -> usize {
         self.addr + self.size

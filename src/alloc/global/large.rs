@@ -24,7 +24,7 @@
 
 use super::meta::MetaAlloc;
 use crate::alloc::bfc::chunks::{
-    align_pad, merge_chunks, split_chunk, Bins, ChunkState, DirtyList, Slab, NIL, NO_BIN,
+    align_pad, merge_chunks, split_chunk, Bins, Chunk, ChunkState, DirtyList, Slab, NIL, NO_BIN,
 };
 use crate::alloc::bfc::region::{Region, Regions};
 
@@ -46,6 +46,14 @@ const DECAY: f64 = 1.0 / 256.0;
 const MAX_MOVES: usize = 64;
 /// Pages whose residency one `mincore` call reports (the size of its stack buffer).
 const RESIDENCY_BATCH: usize = 4096;
+/// Most listed chunks one allocation looks at for a dense donor.
+const MAX_CHECKS: usize = 64;
+/// Blocks above this size are measured with `mincore` when freed (which pages are resident) and
+/// filled with moved pages when handed out. Smaller ones count as wholly resident when freed
+/// and are never filled: measuring costs tens of nanoseconds per page, which a block touched
+/// only here and there never earns back, while for blocks of this size and more one avoided
+/// page fault (a microsecond or more) pays for the measurement of a hundred pages.
+const MEASURE_MIN: usize = 4 << 20;
 
 /// Counters of the large heap (bytes are chunk bytes: whole pages).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -87,6 +95,10 @@ pub(crate) struct LargeHeap {
     reference: f64,
     /// Moving pages is off after the kernel refused `MREMAP_DONTUNMAP` (before Linux 5.7).
     can_move: bool,
+    /// Sum of `Chunk::resident` over the chunks on the dirty list, and over the dense ones among
+    /// them (at least half of their dirty range resident: worth moving pages from).
+    resident_free: u64,
+    dense_free: u64,
     st: LargeHeapStats,
 }
 
@@ -167,13 +179,15 @@ impl LargeHeap {
             next_region: FIRST_REGION,
             reference: 0.0,
             can_move: true,
+            resident_free: 0,
+            dense_free: 0,
             st: LargeHeapStats::default(),
         }
     }
 
     pub fn stats(&self) -> LargeHeapStats {
         LargeHeapStats {
-            free_resident_bytes: self.dirty.total,
+            free_resident_bytes: self.resident_free,
             regions: self.regions.list.len() as u64,
             ..self.st
         }
@@ -222,7 +236,7 @@ impl LargeHeap {
         let h = self.take(h, rounded, align);
         if zeroed {
             self.zero_dirty(h);
-        } else if self.can_move {
+        } else if self.can_move && rounded > MEASURE_MIN {
             self.fill(h);
         }
         let c = &mut self.slab[h];
@@ -259,23 +273,29 @@ impl LargeHeap {
     /// `rounded` (both stay free), marks the rest in use. Returns the in-use chunk.
     fn take(&mut self, h: u32, rounded: usize, align: usize) -> u32 {
         self.unbin(h);
+        let resident = self.slab[h].resident();
         let mut h = h;
         let pad = align_pad(self.slab[h].addr, align);
         if pad > 0 {
             // Slots were reserved: the split cannot fail.
             if let Some(n) = self.split(h, pad) {
+                let front = &mut self.slab[h];
+                front.set_resident(resident.min(front.dirty()));
                 self.bin(h);
                 h = n;
             }
         }
         if self.slab[h].size > rounded {
             if let Some(tail) = self.split(h, rounded) {
+                let t = &mut self.slab[tail];
+                t.set_resident(resident.min(t.dirty()));
                 self.bin(tail);
             }
         }
         let c = &mut self.slab[h];
         c.state = ChunkState::InUse;
         c.bin = NO_BIN;
+        c.set_resident(0);
         h
     }
 
@@ -288,21 +308,80 @@ impl LargeHeap {
         Some(n)
     }
 
-    /// Puts free chunk `h` into its bin (and on the dirty list when it may be resident).
+    /// Puts free chunk `h` into its bin (and on the dirty list when it has resident pages).
     fn bin(&mut self, h: u32) {
         let b = self.bin_for(self.slab[h].size);
-        self.slab[h].state = ChunkState::Free;
+        let c = &mut self.slab[h];
+        c.state = ChunkState::Free;
+        if c.dirty() == 0 || c.resident() == 0 {
+            c.set_dirty(0, 0);
+            c.set_resident(0);
+        }
         self.bins.insert(&mut self.slab, b, h);
         if self.slab[h].dirty() > 0 {
-            self.dirty.push(&mut self.slab, h);
+            self.list_push(h);
         }
     }
 
     fn unbin(&mut self, h: u32) {
         self.bins.remove(&mut self.slab, h);
         if self.slab[h].on_dirty_list {
-            self.dirty.unlink(&mut self.slab, h);
+            self.list_unlink(h);
         }
+    }
+
+    /// Whether pages are worth moving out of free chunk `c`: at least half its dirty range is
+    /// resident.
+    #[inline]
+    fn dense(c: &Chunk) -> bool {
+        c.resident() * 2 >= c.dirty()
+    }
+
+    fn list_push(&mut self, h: u32) {
+        self.dirty.push(&mut self.slab, h);
+        let c = &self.slab[h];
+        self.resident_free += c.resident() as u64;
+        if Self::dense(c) {
+            self.dense_free += c.resident() as u64;
+        }
+    }
+
+    fn list_unlink(&mut self, h: u32) {
+        let c = &self.slab[h];
+        let (r, dense) = (c.resident() as u64, Self::dense(c));
+        self.dirty.unlink(&mut self.slab, h);
+        self.resident_free -= r;
+        if dense {
+            self.dense_free -= r;
+        }
+    }
+
+    /// Resident bytes of `[lo, hi)` and the smallest range holding them (`mincore`); the whole
+    /// range is assumed resident if the kernel cannot say.
+    fn residency(&self, lo: usize, hi: usize) -> (usize, usize, usize) {
+        let page = self.page;
+        let mut vec = [0u8; RESIDENCY_BATCH];
+        let (mut count, mut first, mut last) = (0, hi, lo);
+        let mut pos = lo;
+        while pos < hi {
+            let len = (hi - pos).min(RESIDENCY_BATCH * page);
+            let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(pos);
+            // SAFETY: [pos, pos + len) is mapped (inside a region of this heap) and `vec` has
+            // room for one byte per page of it.
+            if unsafe { libc::mincore(p, len, vec.as_mut_ptr()) } != 0 {
+                return (hi - lo, lo, hi);
+            }
+            for (i, &v) in vec[..len / page].iter().enumerate() {
+                if v & 1 != 0 {
+                    let a = pos + i * page;
+                    count += page;
+                    first = first.min(a);
+                    last = last.max(a + page);
+                }
+            }
+            pos += len;
+        }
+        (count, first, last)
     }
 
     /// Zeroes what may be resident of in-use chunk `h` (the rest reads as zero pages).
@@ -325,7 +404,10 @@ impl LargeHeap {
         let mut vec = [0u8; RESIDENCY_BATCH];
         let mut pos = addr;
         let mut moves = 0;
-        while pos < end && self.dirty.oldest != NIL {
+        if self.dense_free < (16 * page) as u64 {
+            return;
+        }
+        while pos < end && self.dense_free > 0 {
             let len = (end - pos).min(RESIDENCY_BATCH * page);
             let pages = len / page;
             let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(pos);
@@ -353,15 +435,26 @@ impl LargeHeap {
         }
     }
 
-    /// Moves resident pages of the least recently freed chunks into `[a, b)`. `false` when
-    /// moving has to stop (no donors, the move budget of this allocation spent, or the kernel
-    /// refused).
+    /// Moves resident pages of the least recently freed dense chunks into `[a, b)`. `false`
+    /// when moving has to stop (no dense donor, the move budget of this allocation spent, or the
+    /// kernel refused).
     fn fill_run(&mut self, mut a: usize, b: usize, moves: &mut usize) -> bool {
         while a < b {
-            if *moves >= MAX_MOVES || self.dirty.oldest == NIL {
+            if *moves >= MAX_MOVES || self.dense_free == 0 {
                 return false;
             }
-            let d = self.dirty.oldest;
+            let mut d = self.dirty.oldest;
+            let mut checks = 0;
+            while d != NIL && !Self::dense(&self.slab[d]) {
+                checks += 1;
+                if checks >= MAX_CHECKS {
+                    return false;
+                }
+                d = self.slab[d].dnext;
+            }
+            if d == NIL {
+                return false;
+            }
             let (dlo, dhi) = (self.slab[d].dirty_lo, self.slab[d].dirty_hi);
             let n = (b - a).min(dhi - dlo);
             match move_pages(dhi - n, a, n) {
@@ -378,19 +471,25 @@ impl LargeHeap {
             *moves += 1;
             self.st.moved_bytes += n as u64;
             a += n;
-            self.dirty.total -= n as u64;
-            self.slab[d].set_dirty(dlo, dhi - n);
-            if dhi - n == dlo {
+            self.list_unlink(d);
+            let c = &mut self.slab[d];
+            c.set_dirty(dlo, dhi - n);
+            c.set_resident(c.resident().saturating_sub(n).min(c.dirty()));
+            if c.dirty() == 0 || c.resident() == 0 {
                 self.drained(d);
+            } else {
+                self.list_push(d);
             }
         }
         true
     }
 
-    /// Free chunk `d` has no resident pages left: off the dirty list, mapped afresh.
+    /// Free chunk `d` (off the dirty list) has no resident pages left worth tracking: mapped
+    /// afresh, which also merges its mappings back into one.
     fn drained(&mut self, d: u32) {
-        self.dirty.unlink(&mut self.slab, d);
-        let c = &self.slab[d];
+        let c = &mut self.slab[d];
+        c.set_dirty(0, 0);
+        c.set_resident(0);
         map_fresh(c.addr, c.size);
     }
 
@@ -407,8 +506,15 @@ impl LargeHeap {
             return false;
         }
         let size = c.size;
-        c.set_dirty(addr, addr + size);
         c.state = ChunkState::Free;
+        let (resident, lo, hi) = if size > MEASURE_MIN {
+            self.residency(addr, addr + size)
+        } else {
+            (size, addr, addr + size)
+        };
+        let c = &mut self.slab[h];
+        c.set_dirty(lo, hi);
+        c.set_resident(resident);
         self.st.frees += 1;
         self.st.chunk_bytes_in_use -= size as u64;
         self.coalesce_and_bin(ri, h);
@@ -421,13 +527,17 @@ impl LargeHeap {
         let next = self.slab[h].next;
         if next != NIL && self.slab[next].is_free() {
             self.unbin(next);
+            let r = self.slab[h].resident() + self.slab[next].resident();
             let a = merge_chunks(&mut self.slab, h, next);
+            self.slab[h].set_resident(r);
             self.regions.list[ri].clear_handle(a, self.shift);
         }
         let prev = self.slab[h].prev;
         let h = if prev != NIL && self.slab[prev].is_free() {
             self.unbin(prev);
+            let r = self.slab[h].resident() + self.slab[prev].resident();
             let a = merge_chunks(&mut self.slab, prev, h);
+            self.slab[prev].set_resident(r);
             self.regions.list[ri].clear_handle(a, self.shift);
             prev
         } else {
@@ -447,13 +557,16 @@ impl LargeHeap {
             *r - (*r - in_use) * DECAY
         };
         let allowed = (DIRTY_RATIO * self.reference - in_use).max(DIRTY_FLOOR as f64) as u64;
-        while self.dirty.total > allowed && self.dirty.oldest != NIL {
+        while self.resident_free > allowed && self.dirty.oldest != NIL {
             let d = self.dirty.oldest;
-            let (lo, hi) = (self.slab[d].dirty_lo, self.slab[d].dirty_hi);
-            self.dirty.unlink(&mut self.slab, d);
-            self.slab[d].set_dirty(0, 0);
+            let c = &self.slab[d];
+            let (lo, hi, r) = (c.dirty_lo, c.dirty_hi, c.resident());
+            self.list_unlink(d);
+            let c = &mut self.slab[d];
+            c.set_dirty(0, 0);
+            c.set_resident(0);
             if map_fresh(lo, hi - lo) {
-                self.st.released_bytes += (hi - lo) as u64;
+                self.st.released_bytes += r as u64;
             }
         }
     }
@@ -499,6 +612,7 @@ impl LargeHeap {
                 self.st.chunk_bytes_in_use -= (size - rounded) as u64;
                 let t = &mut self.slab[tail];
                 t.set_dirty(t.addr, t.end());
+                t.set_resident(t.size);
                 t.state = ChunkState::Free;
                 self.coalesce_and_bin(ri, tail);
             }

@@ -96,14 +96,23 @@ struct ModeRow {
     released_bytes: u64,
 }
 
-fn child(mode: &str, w: Workload, args: &BenchArgs) -> Result<serde_json::Value, String> {
+/// The `--workload` value that makes a child run `w` (`same-size` runs both same-size workloads).
+fn cli_name(w: Workload) -> &'static str {
+    match w {
+        Workload::SameSize16 => "same-size",
+        other => other.name(),
+    }
+}
+
+/// Runs the workloads of `--workload <name>` in a child in `mode`: one report per workload.
+fn child(mode: &str, name: &str, args: &BenchArgs) -> Result<Vec<serde_json::Value>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let out = std::process::Command::new(exe)
         .args([
             "bench",
             "--global-child",
             "--workload",
-            w.name(),
+            name,
             "--rounds",
             &args.rounds.to_string(),
             "--scale",
@@ -116,20 +125,19 @@ fn child(mode: &str, w: Workload, args: &BenchArgs) -> Result<serde_json::Value,
         .map_err(|e| format!("cannot start the {mode}-mode child: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "workload '{}' in global mode '{mode}' failed ({}): {}",
-            w.name(),
+            "workload '{name}' in global mode '{mode}' failed ({}): {}",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().last().unwrap_or_default();
-    serde_json::from_str(line).map_err(|e| {
-        format!(
-            "the {mode}-mode child printed no report ({e}): {}",
-            text.trim()
-        )
-    })
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("the {mode}-mode child printed a bad report ({e}): {l}"))
+        })
+        .collect()
 }
 
 /// The parent side: every workload in every mode, one table (or JSON).
@@ -149,11 +157,30 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
     if modes.is_empty() {
         return Err("--global-modes needs at least one mode (system, hybrid)".into());
     }
+    // Reports per (mode, workload name), one child per mode and `--workload` value.
+    let mut reports: Vec<(String, serde_json::Value)> = vec![];
+    let mut names: Vec<&str> = workloads.iter().map(|&w| cli_name(w)).collect();
+    names.dedup();
+    for name in names {
+        for m in &modes {
+            for v in child(m, name, args)? {
+                reports.push((m.clone(), v));
+            }
+        }
+    }
     let mut rows = vec![];
     for &w in workloads {
         let mut first = f64::NAN;
         for m in &modes {
-            let v = child(m, w, args)?;
+            let Some((_, v)) = reports
+                .iter()
+                .find(|(rm, v)| rm == m && v["result"]["workload"] == w.name())
+            else {
+                return Err(format!(
+                    "the {m}-mode child reported nothing for workload '{}'",
+                    w.name()
+                ));
+            };
             let r = &v["result"];
             let median = r["median_ns_per_op"].as_f64().unwrap_or(f64::NAN);
             if first.is_nan() {
