@@ -35,8 +35,8 @@ fn main() {
     let t = std::time::Instant::now();
     for i in 0..200usize {
         let n = (1 + (i * 7919) % 32) << 20;
-        let mut b = Vec::with_capacity(n);
-        b.resize(n, 0u8);
+        // `alloc_zeroed`: the large heap zeroes only the pages that may be resident.
+        let mut b = vec![0u8; n];
         for p in (0..n).step_by(4096) {
             b[p] = 1;
         }
