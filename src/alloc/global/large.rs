@@ -102,10 +102,6 @@ pub(crate) struct LargeHeap {
     st: LargeHeapStats,
 }
 
-// SAFETY: the heap owns its chunk tables and the address ranges of its regions; it holds no
-// thread-affine state, and the global allocator only touches it under its lock.
-unsafe impl Send for LargeHeap {}
-
 /// Maps `[addr, addr + len)` afresh (private anonymous, zero pages): its old pages go back to the
 /// kernel and its mappings become one. `false` if the kernel refused.
 fn map_fresh(addr: usize, len: usize) -> bool {
