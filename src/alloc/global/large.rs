@@ -4,20 +4,24 @@
 //! allocator, logs, formats or panics on purpose.
 //!
 //! **Resident pages follow the live bytes.** Every free chunk remembers the address range that
-//! may hold resident pages (its *dirty* range) and sits on a list from least to most recently
-//! freed. A new block takes the best-fitting free chunk, preferring one that is mostly resident;
-//! the parts of it that are not resident are then filled by *moving* resident pages out of other
-//! free chunks with `mremap(MREMAP_FIXED | MREMAP_DONTUNMAP)`: the kernel re-links page tables,
-//! nothing is copied, faulted or zeroed, and the donor range stays mapped (empty). So a big
-//! buffer is faulted in only while the free resident memory cannot cover it, and the process
+//! may hold resident pages (its *dirty* range) and an estimate of its resident bytes, and sits on
+//! a list from least to most recently freed. Blocks above 4 MiB are measured with `mincore` when
+//! freed; smaller ones count as wholly resident. A new block takes the best-fitting free chunk,
+//! preferring one that is mostly resident; for blocks above 4 MiB the pages `mincore` reports
+//! non-resident are then filled by *moving* resident pages out of *dense* free chunks (at least
+//! half resident) with `mremap(MREMAP_FIXED | MREMAP_DONTUNMAP)`: the kernel re-links page
+//! tables, nothing is copied, faulted or zeroed, and the donor range stays mapped (empty). So a
+//! big buffer is faulted in only while free resident memory cannot cover it, and the process
 //! stays resident at about its peak live bytes whatever the fragmentation between big blocks.
-//! A free chunk drained completely is mapped afresh (`mmap(MAP_FIXED)`), which merges its
-//! mappings back into one and keeps the number of kernel mappings bounded.
+//! A donor drained completely is mapped afresh (`mmap(MAP_FIXED)`), which merges its mappings
+//! back into one and keeps the number of kernel mappings bounded; an allocation makes at most
+//! 64 moves. Without `MREMAP_DONTUNMAP` (Linux before 5.7) nothing is moved.
 //!
-//! **Budget.** Free resident bytes may total at most `ratio × H − in_use` (at least a floor),
-//! `H` being a recent high-water mark of bytes in use that decays slowly towards the current
-//! value; beyond it the least recently freed chunks are mapped afresh (their pages go back to
-//! the kernel). A program that frees most of its memory therefore gives it back.
+//! **Budget.** Free resident bytes may total at most `1.5 × H − in_use` (at least 64 MiB), `H`
+//! being a recent high-water mark of bytes in use that decays slowly towards the current value;
+//! beyond it the least recently freed chunks are mapped afresh (their pages go back to the
+//! kernel). It is there for programs that shrink: moving pages already keeps fragmentation from
+//! growing the resident set.
 //!
 //! `alloc_zeroed` never takes moved pages: it zeroes only the chunk's dirty range (the rest is
 //! known to be untouched, zero pages).
