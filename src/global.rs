@@ -1,5 +1,6 @@
 //! `GlobalAllocator`: a `#[global_allocator]` that counts every heap operation, process-wide and per
-//! thread, without ever allocating itself.
+//! thread, and (in its default *hybrid* mode) serves big buffers from a heap that reuses them
+//! instead of mapping and faulting fresh pages each time. It never allocates through itself.
 //!
 //! ```no_run
 //! #[global_allocator]
@@ -7,16 +8,45 @@
 //!
 //! let (v, counts) = tensor_alloc::global::count_allocations(|| vec![1u8; 100]).unwrap();
 //! assert_eq!(counts.allocs, 1);
+//! println!("{:?}", GLOBAL.stats());
 //! ```
 //!
-//! Memory comes from the system heap (`malloc`/`posix_memalign`, the same as `std::alloc::System`).
-//! The bookkeeping is lock-free atomics plus a `const`-initialised thread-local `Cell` (which needs
-//! no destructor registration and therefore no allocation), so the allocator is safe to call from any
-//! thread, during start-up before `main`, during thread teardown, and in a `fork` child (there is no
-//! lock a parent thread could have held across the fork).
+//! # Modes
+//! Read once, at the first allocation of the process, with `libc::getenv`:
+//!
+//! | variable | values | default |
+//! |---|---|---|
+//! | `TENSOR_ALLOC_GLOBAL` | `system`, `hybrid` | `hybrid` |
+//! | `TENSOR_ALLOC_GLOBAL_THRESHOLD` | bytes, optional `KiB`/`MiB`/`GiB` suffix, 4 KiB to 1 TiB | `256KiB` |
+//! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes above 0, optional suffix | no limit |
+//!
+//! - `system`: every request goes to the system heap (`malloc`/`posix_memalign`, the same as
+//!   `std::alloc::System`).
+//! - `hybrid`: requests of at least the threshold go to the large-buffer heap
+//!   ([`crate::alloc::global`]): best fit with coalescing over big `mmap` regions whose
+//!   bookkeeping lives in `mmap`-backed memory, which moves resident pages of free blocks into new
+//!   ones instead of faulting fresh pages. Smaller requests go to the system heap. `dealloc` and
+//!   `realloc` find a block's heap from its size and the large heap's address ranges.
+//! - The limit caps the bytes in use through the allocator (requested sizes, both heaps): a
+//!   request that would exceed it returns null, as the `cap` crate does.
+//!
+//! A bad value falls back to the default; [`config_errors`] returns it later, off the allocation
+//! path (the CLI prints it at start-up).
+//!
+//! # Safety properties
+//! Nothing on the allocation path allocates, formats, logs or panics (unwinding out of an
+//! allocator is undefined behaviour; failures return null). The counters are atomics and a
+//! `const`-initialised thread-local `Cell` (no destructor registration, hence no allocation); the
+//! large heap is behind a spin lock that never allocates or parks. `pthread_atfork` handlers take
+//! that lock before `fork` and release it in parent and child, so a child forked while another
+//! thread was inside the large heap can allocate. Safe from any thread, during start-up before
+//! `main`, during thread teardown and in `fork` children.
 //!
 //! [`count_allocations`] is what the interpreter's "invoke performs zero heap allocations" test uses.
 
+use crate::alloc::global::config;
+use crate::alloc::global::hybrid::{self, active};
+pub use crate::alloc::global::{GlobalMode, LargeHeapStats};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -62,6 +92,12 @@ static REALLOCS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
 static IN_USE: AtomicU64 = AtomicU64::new(0);
 static PEAK: AtomicU64 = AtomicU64::new(0);
+/// Requested bytes in use in the large heap, and their peak (the system heap's are the rest).
+static LARGE_IN_USE: AtomicU64 = AtomicU64::new(0);
+static LARGE_PEAK: AtomicU64 = AtomicU64::new(0);
+static SYSTEM_PEAK: AtomicU64 = AtomicU64::new(0);
+/// Requests refused because of `TENSOR_ALLOC_GLOBAL_LIMIT`.
+static REFUSED: AtomicU64 = AtomicU64::new(0);
 
 #[inline]
 fn bump(f: impl FnOnce(&mut AllocationCounts)) {
@@ -73,7 +109,118 @@ fn bump(f: impl FnOnce(&mut AllocationCounts)) {
     });
 }
 
-/// A counting global allocator over the system heap. See the module docs.
+/// `fetch_max` only when `v` is a new maximum (a plain load otherwise: no locked instruction on
+/// the common path).
+#[inline]
+fn raise(peak: &AtomicU64, v: u64) {
+    if v > peak.load(Ordering::Relaxed) {
+        peak.fetch_max(v, Ordering::Relaxed);
+    }
+}
+
+/// Bytes in use and peak of one heap of the [`GlobalAllocator`] (requested sizes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BackendStats {
+    /// Bytes of live blocks.
+    pub bytes_in_use: u64,
+    /// Most bytes of live blocks at once since start.
+    pub peak_bytes_in_use: u64,
+}
+
+/// A snapshot of [`GlobalAllocator::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct GlobalStats {
+    /// The mode in effect.
+    pub mode: GlobalMode,
+    /// Requests of at least this many bytes go to the large heap (hybrid mode).
+    pub threshold: usize,
+    /// `TENSOR_ALLOC_GLOBAL_LIMIT`, if set.
+    pub limit: Option<u64>,
+    /// Requested bytes in use through the allocator, both heaps.
+    pub bytes_in_use: u64,
+    /// Peak of `bytes_in_use` since start.
+    pub peak_bytes_in_use: u64,
+    /// The system heap's share.
+    pub system: BackendStats,
+    /// The large heap's share.
+    pub large: BackendStats,
+    /// The large heap's own counters (pages, regions, moved and released bytes).
+    pub large_heap: LargeHeapStats,
+    /// Requests refused because they would have exceeded the limit.
+    pub refused_by_limit: u64,
+    /// Operations counted since start.
+    pub counts: AllocationCounts,
+}
+
+/// A `TENSOR_ALLOC_GLOBAL*` variable whose value was refused (the default was used instead).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid value {variable}={value:?} for the global allocator: expected {expected}; using the default ({default})"
+)]
+pub struct GlobalConfigError {
+    /// The variable.
+    pub variable: &'static str,
+    /// Its value (as read now; lossy UTF-8).
+    pub value: String,
+    /// What is accepted.
+    pub expected: &'static str,
+    /// What was used instead.
+    pub default: &'static str,
+}
+
+/// The configuration errors of the global allocator's variables (empty when all are valid or
+/// unset). Allocates: call it after start-up, never from inside an allocator.
+pub fn config_errors() -> Vec<GlobalConfigError> {
+    let bits = crate::alloc::global::hybrid::config_error_bits();
+    let vars = [
+        (
+            config::BAD_MODE,
+            config::GLOBAL,
+            config::EXPECTED_MODE,
+            "hybrid",
+        ),
+        (
+            config::BAD_THRESHOLD,
+            config::GLOBAL_THRESHOLD,
+            config::EXPECTED_THRESHOLD,
+            "256KiB",
+        ),
+        (
+            config::BAD_LIMIT,
+            config::GLOBAL_LIMIT,
+            config::EXPECTED_LIMIT,
+            "no limit",
+        ),
+    ];
+    vars.iter()
+        .filter(|v| bits & v.0 != 0)
+        .map(|&(_, variable, expected, default)| GlobalConfigError {
+            variable,
+            value: std::env::var_os(variable)
+                .map(|v| v.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            expected,
+            default,
+        })
+        .collect()
+}
+
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// Logs each of [`config_errors`] once per process as a `tracing` warning (later calls log
+/// nothing) and returns them. For programs to call after start-up (the CLI does).
+pub fn report_config_errors() -> Vec<GlobalConfigError> {
+    let errors = config_errors();
+    if !REPORTED.swap(true, Ordering::Relaxed) {
+        for e in &errors {
+            tracing::warn!(target: "tensor_alloc::global", "{e}");
+        }
+    }
+    errors
+}
+
+/// A counting global allocator over the system heap and (hybrid mode) a large-buffer heap. See
+/// the module docs.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GlobalAllocator;
 
@@ -103,73 +250,244 @@ impl GlobalAllocator {
         (IN_USE.load(Ordering::Relaxed), PEAK.load(Ordering::Relaxed))
     }
 
+    /// The mode in effect (reads the environment if nothing was allocated yet).
+    pub fn mode() -> GlobalMode {
+        crate::alloc::global::hybrid::mode()
+    }
+
+    /// See [`config_errors`].
+    pub fn config_errors() -> Vec<GlobalConfigError> {
+        config_errors()
+    }
+
+    /// Bytes in use, peaks, per heap. Takes the large heap's lock briefly; allocates nothing.
+    pub fn stats(&self) -> GlobalStats {
+        let a = active();
+        let in_use = IN_USE.load(Ordering::Relaxed);
+        let large = LARGE_IN_USE.load(Ordering::Relaxed);
+        GlobalStats {
+            mode: Self::mode(),
+            threshold: a.threshold,
+            limit: (a.limit != u64::MAX).then_some(a.limit),
+            bytes_in_use: in_use,
+            peak_bytes_in_use: PEAK.load(Ordering::Relaxed),
+            system: BackendStats {
+                bytes_in_use: in_use.saturating_sub(large),
+                peak_bytes_in_use: SYSTEM_PEAK.load(Ordering::Relaxed),
+            },
+            large: BackendStats {
+                bytes_in_use: large,
+                peak_bytes_in_use: LARGE_PEAK.load(Ordering::Relaxed),
+            },
+            large_heap: crate::alloc::global::hybrid::large_stats(),
+            refused_by_limit: REFUSED.load(Ordering::Relaxed),
+            counts: Self::process_counts(),
+        }
+    }
+
+    /// Reserves `size` bytes under the limit before allocating (no-op without a limit).
     #[inline]
-    fn on_alloc(size: usize) {
+    fn charge(size: usize, limit: u64) -> bool {
+        if limit == u64::MAX {
+            return true;
+        }
+        let size = size as u64;
+        let ok = IN_USE
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
+                cur.checked_add(size).filter(|&n| n <= limit)
+            })
+            .is_ok();
+        if !ok {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// Takes back a [`charge`](Self::charge) whose allocation failed.
+    #[inline]
+    fn uncharge(size: usize, limit: u64) {
+        if limit != u64::MAX {
+            IN_USE.fetch_sub(size as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a successful allocation of `size` bytes (already charged when there is a limit).
+    #[inline]
+    fn on_alloc(size: usize, limit: u64, large: bool) {
         INSTALLED.store(true, Ordering::Relaxed);
         ALLOCS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(size as u64, Ordering::Relaxed);
-        let now = IN_USE.fetch_add(size as u64, Ordering::Relaxed) + size as u64;
-        PEAK.fetch_max(now, Ordering::Relaxed);
+        let size = size as u64;
+        let now = if limit == u64::MAX {
+            IN_USE.fetch_add(size, Ordering::Relaxed) + size
+        } else {
+            IN_USE.load(Ordering::Relaxed)
+        };
+        Self::note_levels(now, large.then_some(size));
         bump(|c| {
             c.allocs += 1;
-            c.bytes_allocated += size as u64;
+            c.bytes_allocated += size;
         });
+    }
+
+    /// Total bytes in use are `now`; `large_added` bytes went to the large heap (`None`: the
+    /// block is in the system heap). Raises the peaks.
+    #[inline]
+    fn note_levels(now: u64, large_added: Option<u64>) {
+        raise(&PEAK, now);
+        match large_added {
+            Some(by) => {
+                let l = LARGE_IN_USE.fetch_add(by, Ordering::Relaxed) + by;
+                raise(&LARGE_PEAK, l);
+            }
+            None => raise(
+                &SYSTEM_PEAK,
+                now.saturating_sub(LARGE_IN_USE.load(Ordering::Relaxed)),
+            ),
+        }
+    }
+
+    #[inline]
+    fn allocate(layout: Layout, zeroed: bool) -> *mut u8 {
+        let a = active();
+        let size = layout.size();
+        if !Self::charge(size, a.limit) {
+            return std::ptr::null_mut();
+        }
+        let large = a.hybrid && size >= a.threshold;
+        let p = if large {
+            hybrid::large_alloc(size, layout.align(), zeroed)
+        } else if zeroed {
+            // SAFETY: caller upholds `GlobalAlloc::alloc_zeroed`'s contract (non-zero size).
+            unsafe { System.alloc_zeroed(layout) }
+        } else {
+            // SAFETY: caller upholds `GlobalAlloc::alloc`'s contract (non-zero size).
+            unsafe { System.alloc(layout) }
+        };
+        if p.is_null() {
+            Self::uncharge(size, a.limit);
+        } else {
+            Self::on_alloc(size, a.limit, large);
+        }
+        p
+    }
+
+    /// Moves the block `ptr` (`layout`, in the large heap iff `old_large`) to a new block of
+    /// `new_size` bytes in the large heap iff `new_large`; null (old block intact) on failure.
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this allocator with `layout`, and `new_size > 0`.
+    unsafe fn move_block(
+        ptr: *mut u8,
+        layout: Layout,
+        new_size: usize,
+        old_large: bool,
+        new_large: bool,
+    ) -> *mut u8 {
+        let q = if new_large {
+            hybrid::large_alloc(new_size, layout.align(), false)
+        } else {
+            match Layout::from_size_align(new_size, layout.align()) {
+                // SAFETY: `new_size > 0` (realloc's contract).
+                Ok(l) => unsafe { System.alloc(l) },
+                Err(_) => std::ptr::null_mut(),
+            }
+        };
+        if q.is_null() {
+            return q;
+        }
+        // SAFETY: both blocks are live, distinct, and at least this long.
+        unsafe { std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size)) };
+        if !(old_large && hybrid::large_free(ptr)) {
+            // SAFETY: `ptr` is a live system-heap block with `layout` (caller's contract).
+            unsafe { System.dealloc(ptr, layout) };
+        }
+        q
     }
 }
 
-// SAFETY: every call is forwarded to `std::alloc::System` with the caller's layout, which upholds the
-// GlobalAlloc contract; the counters are atomics and a const thread-local `Cell`, none of which
-// allocate or unwind.
+// SAFETY: small requests (and all in system mode) are forwarded to `std::alloc::System` with the
+// caller's layout; large ones are served by the large heap, which hands out distinct, page-aligned
+// (or `align`-aligned) blocks of at least the requested size from its own mappings, and frees only
+// pointers it finds as live blocks in its regions (anything else goes to `System`). Counters are
+// atomics and a const thread-local `Cell`; nothing allocates or unwinds.
 unsafe impl GlobalAlloc for GlobalAllocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: caller upholds `GlobalAlloc::alloc`'s contract (non-zero size).
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            Self::on_alloc(layout.size());
-        }
-        p
+        Self::allocate(layout, false)
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as in `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            Self::on_alloc(layout.size());
-        }
-        p
+        Self::allocate(layout, true)
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let size = layout.size();
         DEALLOCS.fetch_add(1, Ordering::Relaxed);
-        IN_USE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        IN_USE.fetch_sub(size as u64, Ordering::Relaxed);
         bump(|c| c.deallocs += 1);
-        // SAFETY: caller guarantees `ptr` came from this allocator (hence System) with `layout`.
+        let a = active();
+        if a.hybrid && size >= a.threshold && hybrid::large_free(ptr) {
+            LARGE_IN_USE.fetch_sub(size as u64, Ordering::Relaxed);
+            return;
+        }
+        // SAFETY: caller guarantees `ptr` came from this allocator with `layout`; it is not a
+        // large-heap block, so it came from System.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: caller upholds `GlobalAlloc::realloc`'s contract.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            INSTALLED.store(true, Ordering::Relaxed);
-            REALLOCS.fetch_add(1, Ordering::Relaxed);
-            let grow = new_size.saturating_sub(layout.size()) as u64;
-            BYTES.fetch_add(grow, Ordering::Relaxed);
-            if new_size >= layout.size() {
-                let now = IN_USE.fetch_add(grow, Ordering::Relaxed) + grow;
-                PEAK.fetch_max(now, Ordering::Relaxed);
-            } else {
-                IN_USE.fetch_sub((layout.size() - new_size) as u64, Ordering::Relaxed);
-            }
-            bump(|c| {
-                c.reallocs += 1;
-                c.bytes_allocated += grow;
-            });
+        let a = active();
+        let old = layout.size();
+        let grow = new_size.saturating_sub(old);
+        if grow > 0 && !Self::charge(grow, a.limit) {
+            return std::ptr::null_mut();
         }
+        let old_large = a.hybrid && old >= a.threshold && hybrid::large_owns(ptr);
+        let new_large = a.hybrid && new_size >= a.threshold;
+        let p = match (old_large, new_large) {
+            // SAFETY: caller upholds `GlobalAlloc::realloc`'s contract; `ptr` is System's.
+            (false, false) => unsafe { System.realloc(ptr, layout, new_size) },
+            (true, true)
+                if layout.align() <= crate::alloc::sub::page_size()
+                    && hybrid::large_resize(ptr, new_size) =>
+            {
+                ptr
+            }
+            // SAFETY: forwarded contract (live block with `layout`, new_size > 0).
+            _ => unsafe { Self::move_block(ptr, layout, new_size, old_large, new_large) },
+        };
+        if p.is_null() {
+            Self::uncharge(grow, a.limit);
+            return p;
+        }
+        INSTALLED.store(true, Ordering::Relaxed);
+        REALLOCS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(grow as u64, Ordering::Relaxed);
+        if old_large {
+            LARGE_IN_USE.fetch_sub(old as u64, Ordering::Relaxed);
+        }
+        let now = if new_size >= old {
+            if a.limit == u64::MAX {
+                IN_USE.fetch_add(grow as u64, Ordering::Relaxed) + grow as u64
+            } else {
+                // Charged before the call.
+                IN_USE.load(Ordering::Relaxed)
+            }
+        } else {
+            let shrink = (old - new_size) as u64;
+            IN_USE
+                .fetch_sub(shrink, Ordering::Relaxed)
+                .wrapping_sub(shrink)
+        };
+        Self::note_levels(now, new_large.then_some(new_size as u64));
+        bump(|c| {
+            c.reallocs += 1;
+            c.bytes_allocated += grow as u64;
+        });
         p
     }
 }

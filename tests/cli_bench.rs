@@ -130,3 +130,53 @@ fn demo_runs_without_arguments() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("live-allocation report"), "{text}");
 }
+
+#[test]
+fn bench_global_modes_runs_each_mode_in_its_own_process() {
+    let out = bin()
+        .args([
+            "bench",
+            "--global-modes",
+            "system,hybrid",
+            "--workload",
+            "same-size",
+            "--rounds",
+            "1",
+            "--scale",
+            "0.01",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows: Vec<(&str, &str)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["workload"].as_str().unwrap(), r["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("same-size", "system"),
+            ("same-size", "hybrid"),
+            ("same-size-16", "system"),
+            ("same-size-16", "hybrid"),
+        ]
+    );
+    let out = bin()
+        .args(["bench", "--global-modes", "system,jemalloc"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("jemalloc") && err.contains("system, hybrid"),
+        "{err}"
+    );
+}

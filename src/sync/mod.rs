@@ -13,6 +13,11 @@
 //!   deadlock a global allocator that is itself waiting on the lock. Under loom it is a loom
 //!   mutex, so models can explore it.
 
+mod spin;
+/// The never-allocating spin lock with a `const` constructor in every build (for statics of the
+/// `#[global_allocator]` path).
+pub(crate) use spin::SpinLock as StaticSpinLock;
+
 #[cfg(loom)]
 mod mocked;
 #[cfg(loom)]

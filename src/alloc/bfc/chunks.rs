@@ -10,6 +10,12 @@
 //! expected O(log n) and never allocate (a `BTreeSet` would allocate nodes on the hot path; a sorted
 //! list would be O(n) per insert when thousands of small holes share a bin). A bitmap of non-empty
 //! bins makes "the first non-empty bin at or above b" one `trailing_zeros`.
+//!
+//! The slab's storage comes from an `allocator_api2` allocator: the heap (`Global`) for the
+//! library's BFC, `mmap`-backed memory for the `#[global_allocator]`'s large-buffer heap, which
+//! must never allocate through itself.
+
+use allocator_api2::alloc::{Allocator, Global};
 
 /// The "no chunk" handle.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -160,6 +166,19 @@ impl Chunk {
         (self.left, self.right, self.prio) = (NIL, NIL, 0);
     }
 
+    /// The global allocator's large heap: the resident bytes of a free chunk (an estimate kept
+    /// in `requested`, which that heap does not use otherwise).
+    #[inline]
+    pub fn resident(&self) -> usize {
+        self.requested
+    }
+
+    /// Sets [`resident`](Self::resident).
+    #[inline]
+    pub fn set_resident(&mut self, r: usize) {
+        self.requested = r;
+    }
+
     #[inline]
     pub fn end(&self) -> usize {
         self.addr + self.size
@@ -200,10 +219,10 @@ impl Chunk {
     }
 }
 
-/// The chunk slab.
-#[derive(Debug, Default)]
-pub(crate) struct Slab {
-    pub chunks: Vec<Chunk>,
+/// The chunk slab, its storage from `A`.
+#[derive(Debug)]
+pub(crate) struct Slab<A: Allocator = Global> {
+    pub chunks: allocator_api2::vec::Vec<Chunk, A>,
     free_head: u32,
     live: usize,
 }
@@ -211,7 +230,18 @@ pub(crate) struct Slab {
 impl Slab {
     pub fn with_capacity(n: usize) -> Self {
         Self {
-            chunks: Vec::with_capacity(n),
+            chunks: allocator_api2::vec::Vec::with_capacity(n),
+            free_head: NIL,
+            live: 0,
+        }
+    }
+}
+
+impl<A: Allocator> Slab<A> {
+    /// An empty slab whose storage will come from `alloc` (nothing is allocated yet).
+    pub fn new_in(alloc: A) -> Self {
+        Self {
+            chunks: allocator_api2::vec::Vec::new_in(alloc),
             free_head: NIL,
             live: 0,
         }
@@ -264,18 +294,134 @@ impl Slab {
     }
 }
 
-impl std::ops::Index<u32> for Slab {
+impl<A: Allocator> std::ops::Index<u32> for Slab<A> {
     type Output = Chunk;
     #[inline]
     fn index(&self, h: u32) -> &Chunk {
         &self.chunks[h as usize]
     }
 }
-impl std::ops::IndexMut<u32> for Slab {
+impl<A: Allocator> std::ops::IndexMut<u32> for Slab<A> {
     #[inline]
     fn index_mut(&mut self, h: u32) -> &mut Chunk {
         &mut self.chunks[h as usize]
     }
+}
+
+/// Free chunks whose pages may be resident, on a list threaded through the chunks
+/// (`dprev`/`dnext`, `on_dirty_list`) from least to most recently freed; `total` is the sum of
+/// their dirty ranges.
+#[derive(Debug)]
+pub(crate) struct DirtyList {
+    pub oldest: u32,
+    pub newest: u32,
+    pub total: u64,
+}
+
+impl DirtyList {
+    pub const fn new() -> Self {
+        Self {
+            oldest: NIL,
+            newest: NIL,
+            total: 0,
+        }
+    }
+
+    /// Appends chunk `h` (not on the list) as the most recently freed.
+    #[inline]
+    pub fn push<A: Allocator>(&mut self, s: &mut Slab<A>, h: u32) {
+        let newest = self.newest;
+        let c = &mut s[h];
+        c.on_dirty_list = true;
+        c.dprev = newest;
+        c.dnext = NIL;
+        self.total += c.dirty() as u64;
+        if newest != NIL {
+            s[newest].dnext = h;
+        } else {
+            self.oldest = h;
+        }
+        self.newest = h;
+    }
+
+    /// Takes chunk `h` (on the list) off it.
+    #[inline]
+    pub fn unlink<A: Allocator>(&mut self, s: &mut Slab<A>, h: u32) {
+        let c = &mut s[h];
+        let (p, n, dirty) = (c.dprev, c.dnext, c.dirty());
+        c.on_dirty_list = false;
+        c.dprev = NIL;
+        c.dnext = NIL;
+        if p != NIL {
+            s[p].dnext = n;
+        } else {
+            self.oldest = n;
+        }
+        if n != NIL {
+            s[n].dprev = p;
+        } else {
+            self.newest = p;
+        }
+        self.total -= dirty as u64;
+    }
+}
+
+/// How many candidates of one bin [`Bins::best_fit`] examines for an over-aligned request before
+/// falling back to a chunk that fits wherever it starts.
+const ALIGN_PROBES: usize = 8;
+
+/// Bytes from `addr` up to the next multiple of `align` (a power of two): `(-addr) mod align`.
+#[inline]
+pub(crate) fn align_pad(addr: usize, align: usize) -> usize {
+    addr.wrapping_neg() & (align - 1)
+}
+
+/// Splits chunk `h` at `off` bytes in the slab: `h` keeps the front, the returned chunk (linked
+/// after it, not in any bin) is the rest; each keeps the part of the dirty range over it. The
+/// caller records the new chunk start in its region. `None` if no chunk slot is available.
+pub(crate) fn split_chunk<A: Allocator>(s: &mut Slab<A>, h: u32, off: usize) -> Option<u32> {
+    let n = s.create()?;
+    let (addr, size, next, freed_at, dirty) = {
+        let c = &s[h];
+        (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
+    };
+    {
+        let c = &mut s[n];
+        c.addr = addr + off;
+        c.size = size - off;
+        c.prev = h;
+        c.next = next;
+        c.freed_at = freed_at;
+        // Where the resident pages were is not known: each piece keeps an upper bound.
+        c.set_dirty(dirty.0.max(addr + off), dirty.1);
+    }
+    if next != NIL {
+        s[next].prev = n;
+    }
+    let c = &mut s[h];
+    c.next = n;
+    c.size = off;
+    c.set_dirty(dirty.0, dirty.1.min(addr + off));
+    Some(n)
+}
+
+/// Chunk `b` (directly after `a`, neither in a bin) becomes part of `a` and its slot is retired.
+/// Returns `b`'s address, whose region handle the caller clears.
+pub(crate) fn merge_chunks<A: Allocator>(s: &mut Slab<A>, a: u32, b: u32) -> usize {
+    let (baddr, bsize, bnext, bfreed, bdirty) = {
+        let c = &s[b];
+        (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
+    };
+    let ca = &mut s[a];
+    ca.merge_dirty(bdirty.0, bdirty.1);
+    ca.size += bsize;
+    ca.next = bnext;
+    ca.freed_at = ca.freed_at.max(bfreed);
+    if bnext != NIL {
+        s[bnext].prev = a;
+    }
+    s.retire(b);
+    baddr
 }
 
 /// The bins: one treap root per bin plus a bitmap of non-empty bins.
@@ -314,7 +460,7 @@ impl Bins {
 
     /// Puts free chunk `h` into `bin`.
     #[inline]
-    pub fn insert(&mut self, s: &mut Slab, bin: usize, h: u32) {
+    pub fn insert<A: Allocator>(&mut self, s: &mut Slab<A>, bin: usize, h: u32) {
         let prio = self.next_prio();
         let c = &mut s[h];
         c.bin = bin as u8;
@@ -328,7 +474,7 @@ impl Bins {
     /// Takes free chunk `h` out of its bin. Returns `false` if it was not found there (a broken
     /// invariant the checker reports; the tree is left unchanged).
     #[inline]
-    pub fn remove(&mut self, s: &mut Slab, h: u32) -> bool {
+    pub fn remove<A: Allocator>(&mut self, s: &mut Slab<A>, h: u32) -> bool {
         let bin = s[h].bin as usize;
         if bin >= MAX_BINS {
             return false;
@@ -348,7 +494,7 @@ impl Bins {
 
     /// The smallest chunk of `bin` whose `(size, address)` is ≥ `key`.
     #[inline]
-    pub fn lower_bound(&self, s: &Slab, bin: usize, key: (usize, usize)) -> u32 {
+    pub fn lower_bound<A: Allocator>(&self, s: &Slab<A>, bin: usize, key: (usize, usize)) -> u32 {
         let mut t = self.roots[bin];
         let mut best = NIL;
         while t != NIL {
@@ -363,8 +509,55 @@ impl Bins {
         best
     }
 
+    /// Best fit from bin `start` up: the smallest free chunk that holds `rounded` bytes at an
+    /// address aligned to `align` (chunk addresses are multiples of `granule`), or `NIL`.
+    #[inline]
+    pub fn best_fit<A: Allocator>(
+        &self,
+        s: &Slab<A>,
+        start: usize,
+        rounded: usize,
+        align: usize,
+        granule: usize,
+    ) -> u32 {
+        let mut mask = self.nonempty & (u64::MAX << start);
+        while mask != 0 {
+            let b = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if align <= granule {
+                // Every chunk address is granule aligned: the first candidate ≥ rounded fits.
+                let h = self.lower_bound(s, b, (rounded, 0));
+                if h != NIL {
+                    return h;
+                }
+                continue;
+            }
+            let mut key = (rounded, 0);
+            for _ in 0..ALIGN_PROBES {
+                let h = self.lower_bound(s, b, key);
+                if h == NIL {
+                    break;
+                }
+                let c = &s[h];
+                let pad = align_pad(c.addr, align);
+                if pad.checked_add(rounded).is_some_and(|need| c.size >= need) {
+                    return h;
+                }
+                key = (c.size, c.addr + 1);
+            }
+            // Any chunk of ≥ rounded + align - granule bytes fits wherever it starts.
+            if let Some(need) = rounded.checked_add(align - granule) {
+                let h = self.lower_bound(s, b, (need, 0));
+                if h != NIL {
+                    return h;
+                }
+            }
+        }
+        NIL
+    }
+
     /// The largest chunk of `bin` (or `NIL`).
-    pub fn max(&self, s: &Slab, bin: usize) -> u32 {
+    pub fn max<A: Allocator>(&self, s: &Slab<A>, bin: usize) -> u32 {
         let mut t = self.roots[bin];
         if t == NIL {
             return NIL;
@@ -376,7 +569,7 @@ impl Bins {
     }
 
     /// All chunks of `bin` in `(size, address)` order (for dumps and the checker; allocates).
-    pub fn in_order(&self, s: &Slab, bin: usize) -> Vec<u32> {
+    pub fn in_order<A: Allocator>(&self, s: &Slab<A>, bin: usize) -> Vec<u32> {
         let mut out = vec![];
         let mut stack = vec![];
         let mut t = self.roots[bin];
@@ -395,7 +588,7 @@ impl Bins {
 
     /// Checks the treap of `bin`: search-tree order, heap order of priorities, and that every
     /// member says it is in `bin`. Returns the members.
-    pub fn check(&self, s: &Slab, bin: usize) -> Result<Vec<u32>, String> {
+    pub fn check<A: Allocator>(&self, s: &Slab<A>, bin: usize) -> Result<Vec<u32>, String> {
         let members = self.in_order(s, bin);
         for w in members.windows(2) {
             if s[w[0]].key() >= s[w[1]].key() {
@@ -428,7 +621,7 @@ impl Bins {
 }
 
 /// Splits the treap `t` into (keys < k, keys ≥ k).
-fn split_at_key(s: &mut Slab, t: u32, k: (usize, usize)) -> (u32, u32) {
+fn split_at_key<A: Allocator>(s: &mut Slab<A>, t: u32, k: (usize, usize)) -> (u32, u32) {
     if t == NIL {
         return (NIL, NIL);
     }
@@ -444,7 +637,7 @@ fn split_at_key(s: &mut Slab, t: u32, k: (usize, usize)) -> (u32, u32) {
 }
 
 /// Joins treaps `a` and `b` where every key of `a` is below every key of `b`.
-fn join(s: &mut Slab, a: u32, b: u32) -> u32 {
+fn join<A: Allocator>(s: &mut Slab<A>, a: u32, b: u32) -> u32 {
     if a == NIL {
         return b;
     }
@@ -462,7 +655,7 @@ fn join(s: &mut Slab, a: u32, b: u32) -> u32 {
     }
 }
 
-fn insert(s: &mut Slab, t: u32, n: u32) -> u32 {
+fn insert<A: Allocator>(s: &mut Slab<A>, t: u32, n: u32) -> u32 {
     if t == NIL {
         return n;
     }
@@ -482,7 +675,7 @@ fn insert(s: &mut Slab, t: u32, n: u32) -> u32 {
     t
 }
 
-fn remove(s: &mut Slab, t: u32, k: (usize, usize), found: &mut bool) -> u32 {
+fn remove<A: Allocator>(s: &mut Slab<A>, t: u32, k: (usize, usize), found: &mut bool) -> u32 {
     if t == NIL {
         return NIL;
     }

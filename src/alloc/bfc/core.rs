@@ -1,6 +1,8 @@
 //! The single-threaded heart of the BFC allocator. [`super::BfcAllocator`] wraps it in a lock.
 
-use super::chunks::{Bins, ChunkState, Slab, MAX_BINS, NIL, NO_BIN};
+use super::chunks::{
+    align_pad, merge_chunks, split_chunk, Bins, ChunkState, DirtyList, Slab, MAX_BINS, NIL, NO_BIN,
+};
 use super::dump::{
     BfcEvent, BfcEventKind, BfcMemoryDump, BinDump, ChunkDump, EventRing, RegionDump,
 };
@@ -17,9 +19,6 @@ mod growth;
 mod recent;
 mod report;
 
-/// How many candidates of one bin are examined for an over-aligned request before falling back to
-/// a chunk that fits whatever its address (size ≥ request + alignment - granule).
-const ALIGN_PROBES: usize = 8;
 /// Upper bound on sub-allocator attempts in one growth step (the ×0.9 back-off reaches the request
 /// size long before this for any realistic ratio; the bound makes termination obvious).
 const MAX_GROWTH_TRIES: usize = 64;
@@ -143,10 +142,8 @@ struct Dirty {
     purge: bool,
     ratio: f64,
     min: usize,
-    /// Sum of `Chunk::dirty` over the listed chunks.
-    total: u64,
-    oldest: u32,
-    newest: u32,
+    /// The listed chunks (oldest → newest) and the sum of their `Chunk::dirty`.
+    list: DirtyList,
     /// Bytes given back with `MADV_DONTNEED` so far (by the budget and by
     /// `release_pages_min_bytes`).
     released: u64,
@@ -281,12 +278,6 @@ fn release_pages(addr: usize, len: usize, page: usize) -> usize {
     b - a
 }
 
-/// Bytes from `addr` up to the next multiple of `align` (a power of two): `(-addr) mod align`.
-#[inline]
-fn align_pad(addr: usize, align: usize) -> usize {
-    addr.wrapping_neg() & (align - 1)
-}
-
 #[inline]
 fn round_down(x: usize, g: usize) -> usize {
     x & !(g - 1)
@@ -344,9 +335,7 @@ impl Core {
                 purge: o.dirty_pages.is_some(),
                 ratio: o.dirty_pages.map_or(0.0, |d| d.max_dirty_ratio),
                 min: o.pages.resident_min_chunk_bytes.max(granule),
-                total: 0,
-                oldest: NIL,
-                newest: NIL,
+                list: DirtyList::new(),
                 released: 0,
                 purges: 0,
                 reference: 0.0,
@@ -439,7 +428,7 @@ impl Core {
                 cause: Some("chunk table could not grow".into()),
             });
         }
-        if rounded >= self.dirty.min && self.dirty.oldest != NIL {
+        if rounded >= self.dirty.min && self.dirty.list.oldest != NIL {
             // Big request: prefer the best-fitting free chunk whose pages are still resident, so
             // the budget's releases are not faulted straight back in.
             let h = self.find_dirty(rounded, align);
@@ -499,67 +488,15 @@ impl Core {
     #[inline]
     fn find_chunk(&self, rounded: usize, align: usize) -> u32 {
         let start = self.bin_for(rounded);
-        let mut mask = self.bins.nonempty() & (u64::MAX << start);
-        while mask != 0 {
-            let b = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            if align <= self.fit.granule {
-                // Every chunk address is granule aligned: the first candidate ≥ rounded fits.
-                let h = self.bins.lower_bound(&self.slab, b, (rounded, 0));
-                if h != NIL {
-                    return h;
-                }
-                continue;
-            }
-            let mut key = (rounded, 0);
-            for _ in 0..ALIGN_PROBES {
-                let h = self.bins.lower_bound(&self.slab, b, key);
-                if h == NIL {
-                    break;
-                }
-                let c = &self.slab[h];
-                let pad = align_pad(c.addr, align);
-                if pad.checked_add(rounded).is_some_and(|need| c.size >= need) {
-                    return h;
-                }
-                key = (c.size, c.addr + 1);
-            }
-            // Any chunk of ≥ rounded + align - granule bytes fits wherever it starts.
-            if let Some(need) = rounded.checked_add(align - self.fit.granule) {
-                let h = self.bins.lower_bound(&self.slab, b, (need, 0));
-                if h != NIL {
-                    return h;
-                }
-            }
-        }
-        NIL
+        self.bins
+            .best_fit(&self.slab, start, rounded, align, self.fit.granule)
     }
 
     /// Splits chunk `h` at `off` bytes: `h` keeps the front, the returned chunk is the rest.
     /// Neither is in a bin afterwards. `None` if no chunk slot is available.
     fn split(&mut self, h: u32, off: usize) -> Option<u32> {
-        let n = self.slab.create()?;
-        let (addr, size, next, freed_at, dirty) = {
-            let c = &self.slab[h];
-            (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
-        };
-        {
-            let c = &mut self.slab[n];
-            c.addr = addr + off;
-            c.size = size - off;
-            c.prev = h;
-            c.next = next;
-            c.freed_at = freed_at;
-            // Where the resident pages were is not known: each piece keeps an upper bound.
-            c.set_dirty(dirty.0.max(addr + off), dirty.1);
-        }
-        if next != NIL {
-            self.slab[next].prev = n;
-        }
-        let c = &mut self.slab[h];
-        c.next = n;
-        c.size = off;
-        c.set_dirty(dirty.0, dirty.1.min(addr + off));
+        let addr = self.slab[h].addr;
+        let n = split_chunk(&mut self.slab, h, off)?;
         match self.regions.find(addr) {
             Some(ri) => self.regions.list[ri].set_handle(addr + off, self.fit.shift, n),
             None => tracing::error!(
@@ -745,18 +682,7 @@ impl Core {
         self.bins.insert(&mut self.slab, b, h);
         let c = &self.slab[h];
         if self.dirty.enabled && c.dirty() > 0 && c.size >= self.dirty.min {
-            let (dirty, newest) = (c.dirty(), self.dirty.newest);
-            let c = &mut self.slab[h];
-            c.on_dirty_list = true;
-            c.dprev = newest;
-            c.dnext = NIL;
-            if newest != NIL {
-                self.slab[newest].dnext = h;
-            } else {
-                self.dirty.oldest = h;
-            }
-            self.dirty.newest = h;
-            self.dirty.total += dirty as u64;
+            self.dirty.list.push(&mut self.slab, h);
         }
     }
 
@@ -765,7 +691,7 @@ impl Core {
     fn bin_remove(&mut self, h: u32) {
         self.bins.remove(&mut self.slab, h);
         if self.slab[h].on_dirty_list {
-            self.dirty_unlink(h);
+            self.dirty.list.unlink(&mut self.slab, h);
         }
     }
 
@@ -792,20 +718,8 @@ impl Core {
     /// `b` (directly after `a`) becomes part of `a`.
     #[inline]
     fn merge(&mut self, ri: usize, a: u32, b: u32) {
-        let (baddr, bsize, bnext, bfreed, bdirty) = {
-            let c = &self.slab[b];
-            (c.addr, c.size, c.next, c.freed_at, (c.dirty_lo, c.dirty_hi))
-        };
-        let ca = &mut self.slab[a];
-        ca.merge_dirty(bdirty.0, bdirty.1);
-        ca.size += bsize;
-        ca.next = bnext;
-        ca.freed_at = ca.freed_at.max(bfreed);
-        if bnext != NIL {
-            self.slab[bnext].prev = a;
-        }
+        let baddr = merge_chunks(&mut self.slab, a, b);
         self.regions.list[ri].clear_handle(baddr, self.fit.shift);
-        self.slab.retire(b);
     }
 
     /// Resizes the live allocation at `addr` in place to `new_size` bytes, if its chunk (plus a

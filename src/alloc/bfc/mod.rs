@@ -102,12 +102,12 @@
 //! still never allocates and refuses re-entrance (`try_borrow_mut`) and use during thread
 //! exit (`try_with`), falling back to the locked path.
 
-mod chunks;
+pub(crate) mod chunks;
 mod core;
 mod dump;
 mod front;
 mod options;
-mod region;
+pub(crate) mod region;
 
 pub use dump::{BfcEvent, BfcEventKind, BfcMemoryDump, BinDump, ChunkDump, RegionDump};
 pub use options::{

@@ -11,11 +11,16 @@
 //! that were ever written: the resident cost is 4 bytes per chunk start touched, not 1/64 of every
 //! region. Adjacent regions are *not* merged even when the sub-allocator allows it: keeping them
 //! separate is what lets `trim()` and the out-of-memory path return a fully free region on its own.
+//!
+//! Tables and the region list come from an `allocator_api2` allocator `A` (the heap by default;
+//! `mmap`-backed memory for the `#[global_allocator]`'s large-buffer heap).
 
+use allocator_api2::alloc::{Allocator, Global};
+use allocator_api2::boxed::Box as ABox;
 use std::alloc::Layout as StdLayout;
 
 /// One region obtained from the sub-allocator.
-pub(crate) struct Region {
+pub(crate) struct Region<A: Allocator = Global> {
     /// First usable address (exposed provenance of the sub-allocator's pointer).
     pub base: usize,
     /// Usable bytes (a multiple of the granule, ≤ `received`).
@@ -23,10 +28,10 @@ pub(crate) struct Region {
     /// Bytes the sub-allocator reported (what must be handed back to it).
     pub received: usize,
     /// One slot per granule: `chunk handle + 1` at chunk starts, 0 elsewhere.
-    handles: Box<[u32]>,
+    handles: ABox<[u32], A>,
 }
 
-impl std::fmt::Debug for Region {
+impl<A: Allocator> std::fmt::Debug for Region<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -37,10 +42,19 @@ impl std::fmt::Debug for Region {
 }
 
 impl Region {
-    /// A region with an all-empty handle table, or `None` if the table cannot be allocated.
+    /// A region with an all-empty handle table from the heap, or `None` if the table cannot be
+    /// allocated.
     pub fn new(base: usize, size: usize, received: usize, shift: u32) -> Option<Self> {
+        Self::new_in(base, size, received, shift, Global)
+    }
+}
+
+impl<A: Allocator> Region<A> {
+    /// A region with an all-empty handle table from `alloc`, or `None` if the table cannot be
+    /// allocated.
+    pub fn new_in(base: usize, size: usize, received: usize, shift: u32, alloc: A) -> Option<Self> {
         let slots = size >> shift;
-        let handles = zeroed_slots(slots)?;
+        let handles = zeroed_slots(slots, alloc)?;
         Some(Self {
             base,
             size,
@@ -112,31 +126,37 @@ impl Region {
     }
 }
 
-/// A zero-filled `[u32]` of `n` slots from the system heap (lazily backed by the kernel), or `None`
-/// when the heap refuses.
-fn zeroed_slots(n: usize) -> Option<Box<[u32]>> {
-    if n == 0 {
-        return Some(Box::new([]));
-    }
+/// A zero-filled `[u32]` of `n` slots from `alloc` (lazily backed by the kernel when it comes
+/// from fresh pages), or `None` when the allocator refuses.
+fn zeroed_slots<A: Allocator>(n: usize, alloc: A) -> Option<ABox<[u32], A>> {
     let layout = StdLayout::array::<u32>(n).ok()?;
-    // SAFETY: `layout` has a non-zero size (n > 0).
-    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u32>();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` was allocated by the global allocator with the layout of `[u32; n]`, is fully
-    // initialised (zeroed; 0 is a valid u32) and owned by nobody else, which is exactly what
-    // `Box<[u32]>` requires to own and later free it.
-    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) })
+    let p = alloc.allocate_zeroed(layout).ok()?.cast::<u32>();
+    // SAFETY: `p` was allocated by `alloc` with the layout of `[u32; n]` (a zero-sized layout when
+    // n == 0, which `Box` never frees), is fully initialised (zeroed; 0 is a valid u32) and owned
+    // by nobody else, which is exactly what `Box<[u32], A>` requires to own and later free it.
+    Some(unsafe { ABox::from_raw_in(std::ptr::slice_from_raw_parts_mut(p.as_ptr(), n), alloc) })
 }
 
 /// The regions, sorted by base address.
-#[derive(Debug, Default)]
-pub(crate) struct Regions {
-    pub list: Vec<Region>,
+#[derive(Debug)]
+pub(crate) struct Regions<A: Allocator = Global> {
+    pub list: allocator_api2::vec::Vec<Region<A>, A>,
 }
 
-impl Regions {
+impl Default for Regions {
+    fn default() -> Self {
+        Self::new_in(Global)
+    }
+}
+
+impl<A: Allocator> Regions<A> {
+    /// No regions; the list's storage will come from `alloc`.
+    pub fn new_in(alloc: A) -> Self {
+        Self {
+            list: allocator_api2::vec::Vec::new_in(alloc),
+        }
+    }
+
     /// Index of the region containing `addr`.
     #[inline]
     pub fn find(&self, addr: usize) -> Option<usize> {
@@ -158,7 +178,7 @@ impl Regions {
 
     /// Inserts a region keeping the order; returns its index. Call [`Self::try_reserve_one`]
     /// first: with room reserved the insert cannot allocate.
-    pub fn insert(&mut self, r: Region) -> usize {
+    pub fn insert(&mut self, r: Region<A>) -> usize {
         let i = self.list.partition_point(|x| x.base < r.base);
         self.list.insert(i, r);
         i

@@ -21,11 +21,15 @@
 //! | `TENSOR_ALLOC_TOTAL_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::total_warning_fraction` |
 //! | `TENSOR_ALLOC_NUMA` | `auto`, `off`, a node list (`0,2-3`) | per-node allocators of `cpu_allocator(Some(node))` |
 //! | `TENSOR_ALLOC_NUMA_POLICY` | `bind`, `preferred` | `mbind` mode of node-bound memory |
+//! | `TENSOR_ALLOC_GLOBAL` | `system`, `hybrid` | mode of [`crate::GlobalAllocator`]; validated here, read by it |
+//! | `TENSOR_ALLOC_GLOBAL_THRESHOLD` | bytes (4 KiB to 1 TiB), optional suffix | hybrid mode's large-buffer threshold |
+//! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes above 0, optional suffix | cap on bytes in use through `GlobalAllocator` |
 //! | `TENSOR_ALLOC_LOG` | a `tracing` filter | read by the CLI only |
 //! | `TENSOR_ALLOC_STRESS` | a whole number | scale of the randomized stress tests; ignored here |
 //! | `TF_CPU_ALLOCATOR_USE_BFC` | `true`/`1`, `false`/`0` | alias: `true` = `bfc`; `false` = not `bfc` |
 //! | `TF_CPU_BFC_MEM_LIMIT_IN_MB` | MiB | alias of `TENSOR_ALLOC_BFC_MEMORY_LIMIT` |
 
+use super::global::config as global_config;
 use super::numa::{NumaMode, NumaPolicy};
 use super::{BfcDirtyPages, BfcGrowth, BfcOptions, CpuOptions, PoolOptions};
 use std::ffi::OsStr;
@@ -55,6 +59,12 @@ pub const TOTAL_ALLOC_WARNING: &str = "TENSOR_ALLOC_TOTAL_ALLOC_WARNING";
 pub const NUMA: &str = "TENSOR_ALLOC_NUMA";
 /// `TENSOR_ALLOC_NUMA_POLICY`.
 pub const NUMA_POLICY: &str = "TENSOR_ALLOC_NUMA_POLICY";
+/// `TENSOR_ALLOC_GLOBAL` (read by [`crate::GlobalAllocator`]; validated here).
+pub const GLOBAL: &str = global_config::GLOBAL;
+/// `TENSOR_ALLOC_GLOBAL_THRESHOLD` (read by [`crate::GlobalAllocator`]; validated here).
+pub const GLOBAL_THRESHOLD: &str = global_config::GLOBAL_THRESHOLD;
+/// `TENSOR_ALLOC_GLOBAL_LIMIT` (read by [`crate::GlobalAllocator`]; validated here).
+pub const GLOBAL_LIMIT: &str = global_config::GLOBAL_LIMIT;
 /// `TENSOR_ALLOC_LOG` (the CLI's `tracing` filter; accepted and ignored here).
 pub const LOG: &str = "TENSOR_ALLOC_LOG";
 /// `TENSOR_ALLOC_STRESS` (the test suite's scale factor for randomized stress tests; accepted
@@ -90,6 +100,9 @@ pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
         "auto | off | a list of NUMA node numbers and ascending ranges below 1024, e.g. 0 or 0,2-3",
     ),
     (NUMA_POLICY, "bind | preferred"),
+    (GLOBAL, global_config::EXPECTED_MODE),
+    (GLOBAL_THRESHOLD, global_config::EXPECTED_THRESHOLD),
+    (GLOBAL_LIMIT, global_config::EXPECTED_LIMIT),
     (LOG, "a tracing filter such as info or tensor_alloc=debug"),
     (STRESS, "a whole number (test-suite scale factor)"),
     (TF_USE_BFC, "true | false | 1 | 0"),
@@ -264,20 +277,8 @@ pub(crate) fn nested_tracking(variable: &'static str, name: &str, raw: &str) -> 
 /// Parses a byte count with an optional binary suffix (`KiB`, `MiB`, `GiB`, or `B`; case
 /// insensitive, optional space): `"512MiB"` → 536870912.
 pub fn parse_bytes(s: &str) -> Option<u64> {
-    let t = s.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    if digits == 0 {
-        return None;
-    }
-    let n: u64 = t[..digits].parse().ok()?;
-    let shift = match t[digits..].trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "kib" => 10,
-        "mib" => 20,
-        "gib" => 30,
-        _ => return None,
-    };
-    n.checked_mul(1u64 << shift)
+    // One parser for the registry and the global allocator (which cannot allocate).
+    global_config::parse_bytes(s.as_bytes())
 }
 
 /// Splits an allocator name as `TENSOR_ALLOC_CPU_ALLOCATOR` takes it: `(wrapped in tracking,
@@ -478,6 +479,19 @@ impl EnvConfig {
                     return Err(invalid(LOG, v));
                 }
             }
+            // Read by the global allocator itself (an empty value means unset there too).
+            GLOBAL if !t.is_empty() && global_config::parse_mode(t.as_bytes()).is_none() => {
+                return Err(invalid(GLOBAL, v))
+            }
+            GLOBAL_THRESHOLD
+                if !t.is_empty() && global_config::parse_threshold(t.as_bytes()).is_none() =>
+            {
+                return Err(invalid(GLOBAL_THRESHOLD, v))
+            }
+            GLOBAL_LIMIT if !t.is_empty() && global_config::parse_limit(t.as_bytes()).is_none() => {
+                return Err(invalid(GLOBAL_LIMIT, v))
+            }
+            GLOBAL | GLOBAL_THRESHOLD | GLOBAL_LIMIT => {}
             STRESS => {
                 if t.parse::<u64>().is_err() {
                     return Err(invalid(STRESS, v));

@@ -22,6 +22,25 @@ fn nothing_set_is_the_default_and_foreign_variables_are_ignored() {
 }
 
 #[test]
+fn global_allocator_variables_are_known_and_validated() {
+    parse(&[
+        (GLOBAL, "system"),
+        (GLOBAL_THRESHOLD, "1MiB"),
+        (GLOBAL_LIMIT, "8GiB"),
+    ])
+    .unwrap();
+    parse(&[(GLOBAL, "")]).unwrap();
+    for (k, v, want) in [
+        (GLOBAL, "mimalloc", "system | hybrid"),
+        (GLOBAL_THRESHOLD, "100", "4096"),
+        (GLOBAL_LIMIT, "0", "above 0"),
+    ] {
+        let e = err(&[(k, v)]);
+        assert!(e.contains(k) && e.contains(v) && e.contains(want), "{e}");
+    }
+}
+
+#[test]
 fn cpu_allocator() {
     for name in ["cpu", "pool", "bfc", "my_alloc", "tracking(bfc)"] {
         let c = parse(&[(CPU_ALLOCATOR, name)]).unwrap();

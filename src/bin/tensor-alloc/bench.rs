@@ -33,6 +33,15 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Compare the modes of the `#[global_allocator]` (`system`, `hybrid`): each workload runs
+    /// through the process's global allocator in a child process per mode
+    /// (`TENSOR_ALLOC_GLOBAL=<mode>`), reported against the first mode. Ignores --allocators.
+    #[arg(long, value_delimiter = ',')]
+    pub global_modes: Option<Vec<String>>,
+    /// Internal: the child process of --global-modes (one workload on the global allocator,
+    /// JSON report).
+    #[arg(long, hide = true)]
+    pub global_child: bool,
 }
 
 /// A workload name or `all`.
@@ -168,6 +177,27 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         scale: args.scale,
     }
     .validate()?;
+    let workloads: Vec<Workload> = match args.workload {
+        WorkloadArg::All => Workload::ALL.to_vec(),
+        WorkloadArg::Step => vec![Workload::Step],
+        WorkloadArg::Large => vec![Workload::Large],
+        WorkloadArg::Small => vec![Workload::Small],
+        WorkloadArg::SameSize => vec![Workload::SameSize, Workload::SameSize16],
+    };
+    let cfg = WorkloadConfig {
+        seed: args.seed,
+        rounds: args.rounds,
+        scale: args.scale,
+    };
+    if args.global_child {
+        for &w in &workloads {
+            crate::bench_global::run_child(w, &cfg)?;
+        }
+        return Ok(());
+    }
+    if let Some(modes) = &args.global_modes {
+        return crate::bench_global::run(args, modes, &workloads);
+    }
     let mut names: Vec<String> = vec!["system".into()];
     let requested: Vec<String> = match &args.allocators {
         Some(list) => list.clone(),
@@ -192,18 +222,6 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             names.push(n.to_string());
         }
     }
-    let workloads: Vec<Workload> = match args.workload {
-        WorkloadArg::All => Workload::ALL.to_vec(),
-        WorkloadArg::Step => vec![Workload::Step],
-        WorkloadArg::Large => vec![Workload::Large],
-        WorkloadArg::Small => vec![Workload::Small],
-        WorkloadArg::SameSize => vec![Workload::SameSize, Workload::SameSize16],
-    };
-    let cfg = WorkloadConfig {
-        seed: args.seed,
-        rounds: args.rounds,
-        scale: args.scale,
-    };
     let mut rows = vec![];
     for &w in &workloads {
         let mut baseline = f64::NAN;
@@ -233,7 +251,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     const U: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = bytes as f64;
     let mut i = 0;
@@ -242,6 +260,17 @@ fn human(bytes: u64) -> String {
         i += 1;
     }
     format!("{v:.1} {}", U[i])
+}
+
+/// A per-op time with a readable unit (`3.10 ms/op`).
+pub(crate) fn per_op(ns: f64, unit: &str) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms/{unit}", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} µs/{unit}", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns/{unit}")
+    }
 }
 
 fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
@@ -265,14 +294,7 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
     );
     for r in rows {
         let w = &r.result;
-        let ns = w.median_ns_per_op;
-        let t = if ns >= 1e6 {
-            format!("{:.2} ms/{}", ns / 1e6, w.unit)
-        } else if ns >= 1e3 {
-            format!("{:.2} µs/{}", ns / 1e3, w.unit)
-        } else {
-            format!("{:.1} ns/{}", ns, w.unit)
-        };
+        let t = per_op(w.median_ns_per_op, w.unit);
         let (rss, ratio) = match w.peak_rss_growth_bytes {
             Some(b) => (
                 human(b),

@@ -2,6 +2,7 @@
 
 mod allocators;
 mod bench;
+mod bench_global;
 mod demo;
 mod demo_bfc;
 mod demo_interpreter;
@@ -48,7 +49,8 @@ enum Command {
     Run(run::RunArgs),
 }
 
-/// The CLI counts heap allocations (`run` reports those made during invoke).
+/// The CLI counts heap allocations (`run` reports those made during invoke) and, in the default
+/// hybrid mode, reuses large buffers (`bench --global-modes` compares the modes).
 #[global_allocator]
 static GLOBAL: tensor_alloc::GlobalAllocator = tensor_alloc::GlobalAllocator::new();
 
@@ -58,6 +60,9 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
+    // Bad TENSOR_ALLOC_GLOBAL* values were replaced by defaults when the allocator started;
+    // say so now (as warnings), off the allocation path.
+    tensor_alloc::global::report_config_errors();
     let cli = Cli::parse();
     let result = match cli.command {
         None | Some(Command::Demo) => demo::run(),

@@ -293,7 +293,7 @@ impl Core {
         let mut listed = 0u64;
         let mut count = 0usize;
         let mut prev = NIL;
-        let mut h = self.dirty.oldest;
+        let mut h = self.dirty.list.oldest;
         while h != NIL {
             count += 1;
             if count > free_chunks {
@@ -323,10 +323,10 @@ impl Core {
             prev = h;
             h = c.dnext;
         }
-        if prev != self.dirty.newest || listed != self.dirty.total {
+        if prev != self.dirty.list.newest || listed != self.dirty.list.total {
             return Err(format!(
                 "dirty list sums to {listed} bytes, counted {}; ends at {prev}, newest {}",
-                self.dirty.total, self.dirty.newest
+                self.dirty.list.total, self.dirty.list.newest
             ));
         }
         let marked = self.slab.chunks.iter().filter(|c| c.on_dirty_list).count();

@@ -10,7 +10,7 @@ impl Core {
     pub(super) fn find_dirty(&self, rounded: usize, align: usize) -> u32 {
         let mut best = NIL;
         let mut best_key = (usize::MAX, usize::MAX);
-        let mut h = self.dirty.newest;
+        let mut h = self.dirty.list.newest;
         while h != NIL {
             let c = &self.slab[h];
             let need = align_pad(c.addr, align).saturating_add(rounded);
@@ -21,26 +21,6 @@ impl Core {
             h = c.dprev;
         }
         best
-    }
-
-    #[inline]
-    pub(super) fn dirty_unlink(&mut self, h: u32) {
-        let c = &mut self.slab[h];
-        let (p, n, dirty) = (c.dprev, c.dnext, c.dirty());
-        c.on_dirty_list = false;
-        c.dprev = NIL;
-        c.dnext = NIL;
-        if p != NIL {
-            self.slab[p].dnext = n;
-        } else {
-            self.dirty.oldest = n;
-        }
-        if n != NIL {
-            self.slab[n].dprev = p;
-        } else {
-            self.dirty.newest = p;
-        }
-        self.dirty.total -= dirty as u64;
     }
 
     /// Bytes the dirty-page budget allows right now: `ratio × bytes in use`, less what the
@@ -66,7 +46,7 @@ impl Core {
         } else {
             *r - (*r - in_use) * DECAY
         };
-        if self.dirty.total > 0 && self.dirty.total > self.dirty_allowance() {
+        if self.dirty.list.total > 0 && self.dirty.list.total > self.dirty_allowance() {
             self.purge_dirty();
         }
     }
@@ -75,9 +55,9 @@ impl Core {
     #[inline(never)]
     pub(super) fn purge_dirty(&mut self) {
         let allowed = self.dirty_allowance();
-        while self.dirty.total > allowed && self.dirty.oldest != NIL {
-            let h = self.dirty.oldest;
-            self.dirty_unlink(h);
+        while self.dirty.list.total > allowed && self.dirty.list.oldest != NIL {
+            let h = self.dirty.list.oldest;
+            self.dirty.list.unlink(&mut self.slab, h);
             let c = &mut self.slab[h];
             // Only the part that may be resident: a chunk released before and merged with a
             // freshly freed neighbour is not advised twice.

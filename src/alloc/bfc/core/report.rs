@@ -103,7 +103,7 @@ impl Core {
             regions,
             recent_events: self.events.ring.snapshot(),
             thread_cached_bytes: self.st.thread_cached.max(0) as u64,
-            dirty_free_bytes: self.dirty.total,
+            dirty_free_bytes: self.dirty.list.total,
             released_bytes: self.dirty.released,
             dirty_purges: self.dirty.purges,
         }

@@ -1,0 +1,221 @@
+//! Configuration of the `#[global_allocator]`, read once from the environment without allocating
+//! (`libc::getenv` and byte-slice parsing), so it can run inside the first allocation of the
+//! process. Bad values fall back to the defaults and are remembered as a bit mask, for the
+//! report made later, off the allocation path ([`crate::global::config_errors`]).
+
+/// `TENSOR_ALLOC_GLOBAL`: `system` or `hybrid`.
+pub const GLOBAL: &str = "TENSOR_ALLOC_GLOBAL";
+/// `TENSOR_ALLOC_GLOBAL_THRESHOLD`: requests of at least this many bytes go to the large heap.
+pub const GLOBAL_THRESHOLD: &str = "TENSOR_ALLOC_GLOBAL_THRESHOLD";
+/// `TENSOR_ALLOC_GLOBAL_LIMIT`: most bytes in use through the global allocator.
+pub const GLOBAL_LIMIT: &str = "TENSOR_ALLOC_GLOBAL_LIMIT";
+
+/// Default of `TENSOR_ALLOC_GLOBAL_THRESHOLD`: 256 KiB.
+pub const DEFAULT_THRESHOLD: usize = 256 << 10;
+/// Smallest accepted threshold: one 4 KiB page (the large heap hands out whole pages).
+pub const MIN_THRESHOLD: u64 = 4 << 10;
+/// Largest accepted threshold: 1 TiB.
+pub const MAX_THRESHOLD: u64 = 1 << 40;
+
+/// What each variable accepts (for error messages and the registry's list of variables).
+pub const EXPECTED_MODE: &str = "system | hybrid";
+/// What `TENSOR_ALLOC_GLOBAL_THRESHOLD` accepts.
+pub const EXPECTED_THRESHOLD: &str =
+    "a byte count from 4096 (4KiB) to 1TiB with an optional KiB/MiB/GiB suffix, e.g. 262144 or 256KiB";
+/// What `TENSOR_ALLOC_GLOBAL_LIMIT` accepts.
+pub const EXPECTED_LIMIT: &str =
+    "a byte count above 0 with an optional KiB/MiB/GiB suffix, e.g. 8GiB (unset for no limit)";
+
+/// Which backend serves what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GlobalMode {
+    /// Everything from the system heap (`malloc`), counted.
+    System,
+    /// Requests of at least the threshold from the large-buffer heap, the rest from the system.
+    Hybrid,
+}
+
+/// Bits of [`Config::errors`].
+pub const BAD_MODE: u8 = 1;
+/// Bit of a bad `TENSOR_ALLOC_GLOBAL_THRESHOLD`.
+pub const BAD_THRESHOLD: u8 = 2;
+/// Bit of a bad `TENSOR_ALLOC_GLOBAL_LIMIT`.
+pub const BAD_LIMIT: u8 = 4;
+
+/// The parsed configuration (`limit == u64::MAX`: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// `TENSOR_ALLOC_GLOBAL`.
+    pub mode: GlobalMode,
+    /// `TENSOR_ALLOC_GLOBAL_THRESHOLD` in bytes.
+    pub threshold: usize,
+    /// `TENSOR_ALLOC_GLOBAL_LIMIT` in bytes (`u64::MAX`: none).
+    pub limit: u64,
+    /// `BAD_*` bits of the variables whose values were refused.
+    pub errors: u8,
+}
+
+/// Parses a byte count with an optional binary suffix (`B`, `KiB`, `MiB`, `GiB`; case insensitive,
+/// spaces allowed around the number and before the suffix) without allocating.
+pub fn parse_bytes(s: &[u8]) -> Option<u64> {
+    let t = s.trim_ascii();
+    let digits = t
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(t.len());
+    if digits == 0 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in &t[..digits] {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    let suffix = t[digits..].trim_ascii();
+    let shift = if suffix.is_empty() || suffix.eq_ignore_ascii_case(b"b") {
+        0
+    } else if suffix.eq_ignore_ascii_case(b"kib") {
+        10
+    } else if suffix.eq_ignore_ascii_case(b"mib") {
+        20
+    } else if suffix.eq_ignore_ascii_case(b"gib") {
+        30
+    } else {
+        return None;
+    };
+    n.checked_mul(1u64 << shift)
+}
+
+/// `TENSOR_ALLOC_GLOBAL`'s value.
+pub fn parse_mode(s: &[u8]) -> Option<GlobalMode> {
+    let t = s.trim_ascii();
+    if t.eq_ignore_ascii_case(b"system") {
+        Some(GlobalMode::System)
+    } else if t.eq_ignore_ascii_case(b"hybrid") {
+        Some(GlobalMode::Hybrid)
+    } else {
+        None
+    }
+}
+
+/// `TENSOR_ALLOC_GLOBAL_THRESHOLD`'s value.
+pub fn parse_threshold(s: &[u8]) -> Option<usize> {
+    parse_bytes(s)
+        .filter(|t| (MIN_THRESHOLD..=MAX_THRESHOLD).contains(t))
+        .and_then(|t| usize::try_from(t).ok())
+}
+
+/// `TENSOR_ALLOC_GLOBAL_LIMIT`'s value.
+pub fn parse_limit(s: &[u8]) -> Option<u64> {
+    parse_bytes(s).filter(|&l| l > 0)
+}
+
+impl Config {
+    /// From `(variable, value)` lookups (`None`: unset). Unset and empty values take the
+    /// defaults; bad ones too, with their bit set in `errors`.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<&'static [u8]>) -> Self {
+        let mut c = Config {
+            mode: GlobalMode::Hybrid,
+            threshold: DEFAULT_THRESHOLD,
+            limit: u64::MAX,
+            errors: 0,
+        };
+        let set = |v: Option<&'static [u8]>| v.filter(|v| !v.trim_ascii().is_empty());
+        if let Some(v) = set(get(GLOBAL)) {
+            match parse_mode(v) {
+                Some(m) => c.mode = m,
+                None => c.errors |= BAD_MODE,
+            }
+        }
+        if let Some(v) = set(get(GLOBAL_THRESHOLD)) {
+            match parse_threshold(v) {
+                Some(t) => c.threshold = t,
+                None => c.errors |= BAD_THRESHOLD,
+            }
+        }
+        if let Some(v) = set(get(GLOBAL_LIMIT)) {
+            match parse_limit(v) {
+                Some(l) => c.limit = l,
+                None => c.errors |= BAD_LIMIT,
+            }
+        }
+        c
+    }
+
+    /// From the process environment through `libc::getenv` (no allocation).
+    pub fn from_process_env() -> Self {
+        Self::from_lookup(getenv)
+    }
+}
+
+/// `getenv(name)` for a name known at compile time, as bytes; never allocates.
+fn getenv(name: &str) -> Option<&'static [u8]> {
+    // Names are short constants: a NUL-terminated copy on the stack.
+    let mut buf = [0u8; 64];
+    let b = name.as_bytes();
+    if b.len() >= buf.len() {
+        return None;
+    }
+    buf[..b.len()].copy_from_slice(b);
+    // SAFETY: `buf` is NUL-terminated (zero-filled beyond the name). getenv returns a pointer into
+    // the environment block or null; the environment is not modified by this crate, and the value
+    // is read at once (treated as 'static for the duration of the parse only).
+    let p = unsafe { libc::getenv(buf.as_ptr().cast()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null getenv result is a NUL-terminated C string.
+    Some(unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes())
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &'static [(&'static str, &'static str)]) -> Config {
+        Config::from_lookup(|k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.as_bytes())
+        })
+    }
+
+    #[test]
+    fn defaults_and_good_values() {
+        let c = cfg(&[]);
+        assert_eq!(
+            (c.mode, c.threshold, c.limit, c.errors),
+            (GlobalMode::Hybrid, 256 << 10, u64::MAX, 0)
+        );
+        let c = cfg(&[
+            (GLOBAL, " System "),
+            (GLOBAL_THRESHOLD, "1 MiB"),
+            (GLOBAL_LIMIT, "8GiB"),
+        ]);
+        assert_eq!(
+            (c.mode, c.threshold, c.limit, c.errors),
+            (GlobalMode::System, 1 << 20, 8 << 30, 0)
+        );
+        assert_eq!(cfg(&[(GLOBAL, "")]).errors, 0);
+    }
+
+    #[test]
+    fn bad_values_fall_back_and_are_flagged() {
+        let c = cfg(&[
+            (GLOBAL, "jemalloc"),
+            (GLOBAL_THRESHOLD, "12"),
+            (GLOBAL_LIMIT, "0"),
+        ]);
+        assert_eq!(c.errors, BAD_MODE | BAD_THRESHOLD | BAD_LIMIT);
+        assert_eq!(
+            (c.mode, c.threshold, c.limit),
+            (GlobalMode::Hybrid, DEFAULT_THRESHOLD, u64::MAX)
+        );
+        assert_eq!(parse_bytes(b"99999999999999999999"), None);
+        assert_eq!(parse_bytes(b"17179869184GiB"), None);
+        assert_eq!(parse_bytes(b"4 kb"), None);
+        assert_eq!(parse_bytes(b"64KiB"), Some(64 << 10));
+        assert_eq!(parse_threshold(b"2TiB"), None);
+    }
+}

@@ -1,0 +1,182 @@
+//! The process-wide state behind [`crate::global::GlobalAllocator`]: the configuration, read once
+//! without allocating, and the one large-buffer heap behind a spin lock, with its `fork`
+//! handlers. Every function here may run inside the global allocator: none allocates, logs,
+//! formats or panics.
+
+use super::config::{Config, GlobalMode};
+use super::large::{LargeHeap, LargeHeapStats};
+use crate::sync::StaticSpinLock;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+/// 0: not read yet; 1: system; 2: hybrid.
+static MODE: AtomicU8 = AtomicU8::new(0);
+static THRESHOLD: AtomicUsize = AtomicUsize::new(usize::MAX);
+static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
+static ERRORS: AtomicU8 = AtomicU8::new(0);
+
+/// The large heap (created at its first request).
+static HEAP: StaticSpinLock<Option<LargeHeap>> = StaticSpinLock::new(None);
+/// Lowest start and highest end of any block the large heap handed out: a pointer outside is
+/// not the heap's without taking the lock.
+static LO: AtomicUsize = AtomicUsize::new(usize::MAX);
+static HI: AtomicUsize = AtomicUsize::new(0);
+/// 0: fork handlers not registered; 1: being registered; 2: registered.
+static ATFORK: AtomicU8 = AtomicU8::new(0);
+
+/// The configuration in effect.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Active {
+    /// Requests of at least `threshold` bytes go to the large heap.
+    pub hybrid: bool,
+    pub threshold: usize,
+    /// `u64::MAX`: no limit.
+    pub limit: u64,
+}
+
+/// The configuration, read from the environment at the first call of the process.
+#[inline]
+pub(crate) fn active() -> Active {
+    let m = MODE.load(Ordering::Acquire);
+    if m == 0 {
+        return init();
+    }
+    Active {
+        hybrid: m == 2,
+        threshold: THRESHOLD.load(Ordering::Relaxed),
+        limit: LIMIT.load(Ordering::Relaxed),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn init() -> Active {
+    // Two threads racing here read the same environment and store the same values.
+    let c = Config::from_process_env();
+    THRESHOLD.store(c.threshold, Ordering::Relaxed);
+    LIMIT.store(c.limit, Ordering::Relaxed);
+    ERRORS.store(c.errors, Ordering::Relaxed);
+    let hybrid = c.mode == GlobalMode::Hybrid;
+    MODE.store(if hybrid { 2 } else { 1 }, Ordering::Release);
+    Active {
+        hybrid,
+        threshold: c.threshold,
+        limit: c.limit,
+    }
+}
+
+/// Bits of the variables whose values were refused (see `config::BAD_*`).
+pub(crate) fn config_error_bits() -> u8 {
+    active();
+    ERRORS.load(Ordering::Relaxed)
+}
+
+/// The mode in effect.
+pub(crate) fn mode() -> GlobalMode {
+    if active().hybrid {
+        GlobalMode::Hybrid
+    } else {
+        GlobalMode::System
+    }
+}
+
+extern "C" fn before_fork() {
+    HEAP.lock_forever();
+}
+
+extern "C" fn after_fork() {
+    // SAFETY: `before_fork` took the lock on the forking thread and no guard exists; in the
+    // child, that thread is the only one.
+    unsafe { HEAP.force_unlock() };
+}
+
+/// Registers the `fork` handlers once (before the heap is first used, so a fork can never see
+/// its lock held without them).
+#[inline]
+fn ensure_fork_handlers() {
+    if ATFORK.load(Ordering::Acquire) == 2 {
+        return;
+    }
+    register_fork_handlers();
+}
+
+#[cold]
+#[inline(never)]
+fn register_fork_handlers() {
+    if ATFORK
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        // SAFETY: the handlers are `extern "C"` functions without arguments that only take or
+        // release the heap's spin lock. glibc's registration allocates with its own malloc, not
+        // through this allocator.
+        unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
+        ATFORK.store(2, Ordering::Release);
+    } else {
+        while ATFORK.load(Ordering::Acquire) != 2 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// A block of `size` bytes aligned to `align` from the large heap, or null.
+#[inline]
+pub(crate) fn large_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
+    ensure_fork_handlers();
+    let addr = {
+        let mut g = HEAP.lock();
+        let heap = g.get_or_insert_with(LargeHeap::new);
+        heap.allocate(size, align, zeroed)
+    };
+    let Some(addr) = addr else {
+        return std::ptr::null_mut();
+    };
+    if addr < LO.load(Ordering::Relaxed) {
+        LO.fetch_min(addr, Ordering::Relaxed);
+    }
+    let end = addr.saturating_add(size);
+    if end > HI.load(Ordering::Relaxed) {
+        HI.fetch_max(end, Ordering::Relaxed);
+    }
+    std::ptr::with_exposed_provenance_mut(addr)
+}
+
+/// Whether `ptr` may be the large heap's (inside the span of its blocks).
+#[inline]
+fn in_span(ptr: *mut u8) -> bool {
+    let a = ptr.addr();
+    a >= LO.load(Ordering::Relaxed) && a < HI.load(Ordering::Relaxed)
+}
+
+/// Frees `ptr` if it is a live block of the large heap; `false` (nothing done) otherwise.
+#[inline]
+pub(crate) fn large_free(ptr: *mut u8) -> bool {
+    if !in_span(ptr) {
+        return false;
+    }
+    let mut g = HEAP.lock();
+    g.as_mut().is_some_and(|h| h.free(ptr.addr()))
+}
+
+/// Whether `ptr` lies in the large heap's regions.
+#[inline]
+pub(crate) fn large_owns(ptr: *mut u8) -> bool {
+    if !in_span(ptr) {
+        return false;
+    }
+    let g = HEAP.lock();
+    g.as_ref().is_some_and(|h| h.owns(ptr.addr()))
+}
+
+/// Resizes the large block at `ptr` in place; `false` if it cannot.
+#[inline]
+pub(crate) fn large_resize(ptr: *mut u8, new_size: usize) -> bool {
+    let mut g = HEAP.lock();
+    g.as_mut()
+        .is_some_and(|h| h.resize_in_place(ptr.addr(), new_size))
+}
+
+/// The large heap's counters (all zero before its first request).
+pub(crate) fn large_stats() -> LargeHeapStats {
+    let g = HEAP.lock();
+    g.as_ref().map(LargeHeap::stats).unwrap_or_default()
+}

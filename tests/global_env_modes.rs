@@ -1,0 +1,117 @@
+//! `GlobalAllocator`'s environment variables. The configuration is read once, at the first
+//! allocation of the process, so each test re-runs this test binary with the variables set and
+//! checks inside that child process.
+
+use std::alloc::Layout;
+use std::process::Command;
+use tensor_alloc::global::GlobalMode;
+use tensor_alloc::GlobalAllocator;
+
+#[global_allocator]
+static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+
+const CHILD: &str = "TENSOR_ALLOC_TEST_GLOBAL_ENV_CHILD";
+
+/// In the parent: runs `test` alone in a child process with `env` and asserts it passed.
+/// Returns `true` in the child (where the test body must run).
+fn in_child(test: &str, env: &[(&str, &str)]) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "child run of {test} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "the child did not run {test}"
+    );
+    false
+}
+
+#[test]
+fn system_mode_serves_everything_from_the_system_heap() {
+    if !in_child(
+        "system_mode_serves_everything_from_the_system_heap",
+        &[("TENSOR_ALLOC_GLOBAL", "system")],
+    ) {
+        return;
+    }
+    assert_eq!(GlobalAllocator::mode(), GlobalMode::System);
+    let v = vec![1u8; 8 << 20];
+    let s = GLOBAL.stats();
+    assert_eq!(s.mode, GlobalMode::System);
+    assert!(s.system.bytes_in_use >= 8 << 20);
+    assert_eq!((s.large.bytes_in_use, s.large_heap.allocs), (0, 0));
+    drop(v);
+}
+
+#[test]
+fn limit_refuses_what_would_exceed_it() {
+    if !in_child(
+        "limit_refuses_what_would_exceed_it",
+        &[
+            ("TENSOR_ALLOC_GLOBAL_LIMIT", "64MiB"),
+            ("TENSOR_ALLOC_GLOBAL_THRESHOLD", "1MiB"),
+        ],
+    ) {
+        return;
+    }
+    let s = GLOBAL.stats();
+    assert_eq!((s.limit, s.threshold), (Some(64 << 20), 1 << 20));
+    let l100 = Layout::from_size_align(100 << 20, 64).unwrap();
+    // SAFETY: a non-zero layout; the result escapes (so the call cannot be elided) and is null.
+    let p = std::hint::black_box(unsafe { std::alloc::alloc(l100) });
+    assert!(p.is_null());
+    let mut v: Vec<u8> = Vec::new();
+    assert!(v.try_reserve_exact(70 << 20).is_err());
+    let a = vec![1u8; 32 << 20];
+    let mut b: Vec<u8> = Vec::new();
+    assert!(
+        b.try_reserve_exact(40 << 20).is_err(),
+        "32 + 40 MiB > 64 MiB"
+    );
+    b.try_reserve_exact(16 << 20).unwrap();
+    let s = GLOBAL.stats();
+    assert!(s.refused_by_limit >= 3, "{s:?}");
+    assert!(s.bytes_in_use <= 64 << 20);
+    drop((a, b));
+    // Freed memory counts against the limit no more.
+    let c = vec![2u8; 60 << 20];
+    assert_eq!(c[(60 << 20) - 1], 2);
+}
+
+#[test]
+fn bad_values_fall_back_to_defaults_and_are_reported_later() {
+    if !in_child(
+        "bad_values_fall_back_to_defaults_and_are_reported_later",
+        &[
+            ("TENSOR_ALLOC_GLOBAL", "turbo"),
+            ("TENSOR_ALLOC_GLOBAL_THRESHOLD", "12"),
+            ("TENSOR_ALLOC_GLOBAL_LIMIT", "lots"),
+        ],
+    ) {
+        return;
+    }
+    let s = GLOBAL.stats();
+    assert_eq!(
+        (s.mode, s.threshold, s.limit),
+        (GlobalMode::Hybrid, 256 << 10, None)
+    );
+    let errors = tensor_alloc::global::report_config_errors();
+    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(text.len(), 3, "{text:?}");
+    assert!(
+        text[0].contains("TENSOR_ALLOC_GLOBAL=\"turbo\"") && text[0].contains("system | hybrid")
+    );
+    assert!(text[1].contains("TENSOR_ALLOC_GLOBAL_THRESHOLD=\"12\"") && text[1].contains("4096"));
+    assert!(text[2].contains("TENSOR_ALLOC_GLOBAL_LIMIT=\"lots\"") && text[2].contains("no limit"));
+}
