@@ -55,6 +55,8 @@ struct Shared {
     left: AtomicUsize,
     /// Number of workers (fixed at build).
     workers: AtomicUsize,
+    /// Workers that have started (their thread's start-up allocations are behind them).
+    started: AtomicUsize,
     shutdown: AtomicBool,
     signal: Signal,
 }
@@ -104,6 +106,7 @@ impl ThreadPool {
             next: AtomicUsize::new(0),
             left: AtomicUsize::new(0),
             workers: AtomicUsize::new(n),
+            started: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             signal: Signal::new(),
         });
@@ -124,6 +127,11 @@ impl ThreadPool {
                 }
             }
         }
+        // A new thread allocates while it starts (its handle, name, thread-locals); wait for
+        // that to be over so that no invoke ever overlaps it.
+        let s = &*pool.shared;
+        s.signal
+            .wait_until(|| s.started.load(Ordering::Acquire) == n);
         Ok(pool)
     }
 
@@ -178,6 +186,8 @@ impl Drop for ThreadPool {
 
 /// A worker: waits for the next round (or shutdown), works in it, leaves it.
 fn worker(s: &Shared) {
+    s.started.fetch_add(1, Ordering::AcqRel);
+    s.signal.notify_all();
     let mut seen = 0u64;
     loop {
         s.signal.wait_until(|| {
