@@ -7,7 +7,9 @@
 mod common;
 
 use common::{cases, compare, run_once, shared, Case};
-use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, ALIGNMENT};
+use tensor_alloc::interpreter::{
+    Interpreter, InterpreterBuilder, InterpreterError, OpResolver, ALIGNMENT,
+};
 use tensor_alloc::model::Model;
 
 /// Models no CPU kernel set can run.
@@ -19,17 +21,11 @@ struct Outcome {
 }
 
 /// Keras models that do not pass yet (skipped by `keras_models_match_reference`), and why:
-/// - `mobilenet_v3_small_int8`: the int8 SOFTMAX at its end fails at invoke ("sum of
-///   exponentials overflowed"); no LiteRT reference-kernel output exists for it either.
 /// - `pruned_cnn_sparse`: a FULLY_CONNECTED reads its sparse weights directly (LiteRT's sparse
 ///   FULLY_CONNECTED path), which the FULLY_CONNECTED kernel does not support.
 /// - `unet_prelu_f32`: the output matches, but the arena head (6291456 B) is above LiteRT's
 ///   measured span (4390912 B).
-const KERAS_PENDING: &[&str] = &[
-    "mobilenet_v3_small_int8",
-    "pruned_cnn_sparse",
-    "unet_prelu_f32",
-];
+const KERAS_PENDING: &[&str] = &["pruned_cnn_sparse", "unet_prelu_f32"];
 
 fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
     let model = Model::load(&case.model).map_err(|e| e.to_string())?;
@@ -186,4 +182,30 @@ fn npu_model_fails_with_clear_error() {
         .expect("the ethos-u model must not build");
     let msg = err.to_string();
     assert!(msg.contains("custom op `ethos-u` not registered"), "{msg}");
+}
+
+/// The int8 MobileNetV3 ends in a 1000-class int8 SOFTMAX. Its only reference output is LiteRT's
+/// built-in (optimized) kernels' (LiteRT's reference kernels abort on this model), so besides the
+/// default reference softmax (in `keras_models_match_reference`) the model also runs with
+/// LiteRT's x86-64 float-table softmax, which must match that output bit for bit.
+#[test]
+fn int8_softmax_with_litert_arithmetic_matches_litert() {
+    let Some(shared) = shared() else { return };
+    let Some(case) = cases(&shared, "keras")
+        .into_iter()
+        .find(|c| c.name == "mobilenet_v3_small_int8")
+    else {
+        eprintln!("skipped: mobilenet_v3_small_int8 not found");
+        return;
+    };
+    let model = Model::load(&case.model).unwrap();
+    let mut resolver = OpResolver::with_builtins();
+    tensor_alloc::interpreter::kernels::softmax::register_litert_optimized(&mut resolver);
+    let mut interp = InterpreterBuilder::new(&model)
+        .resolver(resolver)
+        .build()
+        .unwrap();
+    let out = run_once(&mut interp, &case.inputs()).unwrap();
+    let (file, reference) = case.reference_output(0).unwrap();
+    compare(&format!("output 0 vs {file}"), &out[0], &reference, 0.0).unwrap();
 }
