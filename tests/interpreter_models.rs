@@ -21,11 +21,9 @@ struct Outcome {
 }
 
 /// Keras models that do not pass yet (skipped by `keras_models_match_reference`), and why:
-/// - `pruned_cnn_sparse`: a FULLY_CONNECTED reads its sparse weights directly (LiteRT's sparse
-///   FULLY_CONNECTED path), which the FULLY_CONNECTED kernel does not support.
 /// - `unet_prelu_f32`: the output matches, but the arena head (6291456 B) is above LiteRT's
 ///   measured span (4390912 B).
-const KERAS_PENDING: &[&str] = &["pruned_cnn_sparse", "unet_prelu_f32"];
+const KERAS_PENDING: &[&str] = &["unet_prelu_f32"];
 
 fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
     let model = Model::load(&case.model).map_err(|e| e.to_string())?;

@@ -266,6 +266,7 @@ pub(crate) fn stage_with<'r>(
         return Err(InterpreterError::MissingOps(missing));
     }
     refuse_orphan_reads(&lifetimes, &nodes)?;
+    refuse_sparse_reads(&tensors, &nodes, &registrations)?;
 
     let sg = &model.subgraphs[0];
     let mut persistent = Persistent::default();
@@ -438,6 +439,30 @@ pub(crate) fn stage_with<'r>(
         temp_peak,
         variable_init,
     })
+}
+
+/// Refuses a constant stored sparse as the input of a kernel that did not declare it reads
+/// sparse storage ([`Registration::with_sparse_inputs`]): its bytes are the stored values, fewer
+/// than its shape says, so a dense kernel would read past them.
+fn refuse_sparse_reads(
+    tensors: &[TensorEntry],
+    nodes: &[NodeInfo],
+    registrations: &[Registration],
+) -> Result<(), InterpreterError> {
+    for (n, reg) in nodes.iter().zip(registrations) {
+        for (k, &t) in n.inputs.iter().enumerate() {
+            let Some(e) = usize::try_from(t).ok().and_then(|t| tensors.get(t)) else {
+                continue;
+            };
+            if e.sparsity.is_some() && !reg.reads_sparse_input(k) {
+                return Err(InterpreterError::Usage(format!(
+                    "node {} ({}): input {k} `{}` is stored sparse, which this kernel cannot                      read (DENSIFY and FULLY_CONNECTED weights can)",
+                    n.index, n.op_name, e.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses tensors that a node reads but nothing fills: no data, neither a graph input nor a

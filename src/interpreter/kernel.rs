@@ -52,6 +52,10 @@ pub struct Registration {
     pub kernel: Arc<dyn Kernel>,
     /// In-place ability.
     pub inplace: InPlace,
+    /// Bit `k`: input `k` may be a constant stored sparse (the kernel reads its sparsity
+    /// parameters). Any other input stored sparse fails the build, since its bytes are not
+    /// the dense tensor.
+    pub sparse_inputs: u64,
 }
 
 impl Registration {
@@ -61,6 +65,7 @@ impl Registration {
             name,
             kernel: Arc::new(kernel),
             inplace: InPlace::Never,
+            sparse_inputs: 0,
         }
     }
 
@@ -69,6 +74,17 @@ impl Registration {
         self.inplace = inplace;
         self
     }
+
+    /// The same registration reading the inputs of bit mask `inputs` in sparse storage.
+    pub fn with_sparse_inputs(mut self, inputs: u64) -> Self {
+        self.sparse_inputs = inputs;
+        self
+    }
+
+    /// Whether input `k` may be a constant stored sparse.
+    pub fn reads_sparse_input(&self, k: usize) -> bool {
+        k < 64 && self.sparse_inputs & (1 << k) != 0
+    }
 }
 
 impl std::fmt::Debug for Registration {
@@ -76,6 +92,7 @@ impl std::fmt::Debug for Registration {
         f.debug_struct("Registration")
             .field("name", &self.name)
             .field("inplace", &self.inplace)
+            .field("sparse_inputs", &self.sparse_inputs)
             .finish()
     }
 }

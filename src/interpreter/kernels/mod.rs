@@ -18,6 +18,7 @@ pub mod dequantize;
 pub mod div;
 pub mod exp;
 pub mod fully_connected;
+pub mod fully_connected_sparse;
 pub mod gather;
 pub mod gelu;
 pub mod hard_swish;
@@ -68,6 +69,7 @@ pub fn register_builtins(r: &mut OpResolver) {
     dequantize::register(r);
     div::register(r);
     fully_connected::register(r);
+    fully_connected_sparse::register(r);
     logistic::register(r);
     maximum_minimum::register(r);
     mean::register(r);

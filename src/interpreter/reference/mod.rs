@@ -18,6 +18,7 @@ pub mod div;
 pub mod elementwise;
 pub mod fixed_point;
 pub mod fully_connected;
+pub mod fully_connected_sparse;
 pub mod gather;
 pub mod gelu;
 pub mod hard_swish;
