@@ -20,10 +20,8 @@ struct Outcome {
     result: Result<String, String>,
 }
 
-/// Keras models that do not pass yet (skipped by `keras_models_match_reference`), and why:
-/// - `unet_prelu_f32`: the output matches, but the arena head (6291456 B) is above LiteRT's
-///   measured span (4390912 B).
-const KERAS_PENDING: &[&str] = &["unet_prelu_f32"];
+/// Keras models that do not pass yet (skipped by `keras_models_match_reference`), and why.
+const KERAS_PENDING: &[&str] = &[];
 
 fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
     let model = Model::load(&case.model).map_err(|e| e.to_string())?;
@@ -96,11 +94,7 @@ fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
             return Err(format!("head {} B above TFLM's head {h} B", m.head_bytes));
         }
     }
-    let arena = &case.json["tflite_arena"];
-    let span = arena["span_incl_visible_temporaries_bytes"]
-        .as_u64()
-        .or_else(|| arena["span_bytes"].as_u64());
-    if let Some(span) = span {
+    if let Some(span) = litert_span(&case.json["tflite_arena"]) {
         if m.head_bytes as u64 > span {
             return Err(format!(
                 "head {} B above LiteRT's span {span} B",
@@ -109,9 +103,54 @@ fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "arena {} B (head {}, tail {}, scratch {}), heap {} B",
-        m.total_bytes, m.head_bytes, m.tail_bytes, m.scratch_bytes, m.heap_bytes
+        "arena {} B (head {}, tail {}, scratch {}), heap {} B; LiteRT span {}",
+        m.total_bytes,
+        m.head_bytes,
+        m.tail_bytes,
+        m.scratch_bytes,
+        m.heap_bytes,
+        litert_span(&case.json["tflite_arena"]).map_or("-".into(), |s| format!("{s} B"))
     ))
+}
+
+/// LiteRT's arena span from the reference facts: the span measured after `allocate_tensors()`
+/// (with its visible kernel temporaries), or, when LiteRT left tensors unallocated until invoke
+/// (`unmeasured_tensors`: everything after an op whose output shape is only known at invoke,
+/// such as a TRANSPOSE_CONV fed by a SHAPE/STRIDED_SLICE/PACK chain), at least the extent of the
+/// arena those tensors occupied after invoke. That extent is the largest cluster of their
+/// `addr_after_invoke` addresses (dynamic tensors live on the heap, terabytes away from the
+/// arena mapping), from its lowest address to its highest end: a lower estimate of LiteRT's
+/// real arena, since the arena may start below it.
+fn litert_span(arena: &serde_json::Value) -> Option<u64> {
+    let measured = arena["span_incl_visible_temporaries_bytes"]
+        .as_u64()
+        .or_else(|| arena["span_bytes"].as_u64())?;
+    let mut placed: Vec<(u64, u64)> = arena["unmeasured_tensors"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|t| Some((t["addr_after_invoke"].as_u64()?, t["bytes"].as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    placed.sort_unstable();
+    let mut best: &[(u64, u64)] = &[];
+    let mut start = 0;
+    for i in 1..=placed.len() {
+        if i == placed.len() || placed[i].0 - placed[i - 1].0 > 1 << 32 {
+            if i - start > best.len() {
+                best = &placed[start..i];
+            }
+            start = i;
+        }
+    }
+    let after_invoke = match best {
+        [first, ..] if best.len() >= 2 => {
+            best.iter().map(|&(a, b)| a + b).max().unwrap_or(0) - first.0
+        }
+        _ => 0,
+    };
+    Some(measured.max(after_invoke))
 }
 
 fn bytemuck_bytes(words: &mut [u128]) -> &mut [u8] {
