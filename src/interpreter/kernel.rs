@@ -41,6 +41,22 @@ pub enum InPlace {
     /// EXPAND_DIMS). The kernel then moves the bytes with
     /// [`InvokeContext::copy_input_to_output`], which is a no-op when they share memory.
     ReshapeOutput0,
+    /// A unary element-wise op: output 0 may be placed on input 0 when input 0 has the same
+    /// dtype and byte size, dies at this node and is an intermediate (not a graph input,
+    /// output, variable or constant). The kernel takes both through
+    /// [`InvokeContext::unary_io`], which hands out the output alone when they share memory;
+    /// its math must then compute each element from the same element only (read before
+    /// write), as [`crate::interpreter::reference::in_place::map_in_place`] guarantees.
+    /// Binary ops are not declared: with broadcasting, an output element depends on other
+    /// elements' positions of the inputs.
+    UnaryElementwise,
+}
+
+impl InPlace {
+    /// Whether output 0 may share input 0's memory.
+    pub fn shares_input0(self) -> bool {
+        self != InPlace::Never
+    }
 }
 
 /// A kernel with what the interpreter must know about it.
