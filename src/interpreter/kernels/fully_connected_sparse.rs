@@ -17,7 +17,7 @@ use super::fully_connected::FullyConnected;
 use super::quant_params::{filter_scales, float_range, fused_activation, quantized_range};
 use crate::interpreter::reference::fully_connected::FcQuant;
 use crate::interpreter::reference::fully_connected_sparse::{
-    plan_sparse_fc, sparse_fully_connected_f32, sparse_fully_connected_i8,
+    plan_sparse_fc, sparse_fully_connected_f32, sparse_fully_connected_i8, with_block_csr,
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
@@ -26,7 +26,7 @@ use crate::interpreter::{
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
-use crate::{kernel_bail, kernel_ensure, with_block_csr};
+use crate::{kernel_bail, kernel_ensure};
 
 #[derive(Clone, Copy, Debug)]
 enum Math {

@@ -256,8 +256,6 @@ pub fn sparse_fully_connected_i8<S: SparseIndex, I: SparseIndex>(
 
 /// Runs `$body` with `$csr` bound to a [`BlockCsr`] over the index arrays of `$sp` (whichever
 /// integer widths they are stored in); evaluates to `None` when `$sp` has no CSR level.
-#[macro_export]
-#[doc(hidden)]
 macro_rules! with_block_csr {
     ($sp:expr, $block:expr, |$csr:ident| $body:expr) => {{
         use $crate::interpreter::reference::fully_connected_sparse::BlockCsr;
@@ -294,6 +292,7 @@ macro_rules! with_block_csr {
         }
     }};
 }
+pub(crate) use with_block_csr;
 
 #[cfg(test)]
 mod tests {
