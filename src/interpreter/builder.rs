@@ -11,7 +11,7 @@ use super::context::{
 use super::error::{InterpreterError, MissingOp, Phase};
 use super::graph::{self, NodeInfo, TensorEntry, TensorKind};
 use super::kernel::Registration;
-use super::resolver::OpResolver;
+use super::resolver::{KernelSet, OpResolver};
 use super::{Interpreter, MemorySummary};
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;
@@ -34,15 +34,18 @@ pub struct InterpreterBuilder<'m, 'a> {
     model: &'m Model,
     resolver: OpResolver,
     arena: ArenaSource<'a>,
+    threads: usize,
 }
 
 impl<'m> InterpreterBuilder<'m, 'static> {
-    /// A builder with the crate's builtin kernels and the registry's CPU allocator.
+    /// A builder with the crate's builtin kernels (the default [`KernelSet`], optimized) and the
+    /// registry's CPU allocator.
     pub fn new(model: &'m Model) -> Self {
         InterpreterBuilder {
             model,
             resolver: OpResolver::with_builtins(),
             arena: ArenaSource::Default,
+            threads: 1,
         }
     }
 }
@@ -54,12 +57,19 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         self
     }
 
+    /// Uses the builtin kernels of `set` ([`OpResolver::with_kernel_set`]), replacing the
+    /// resolver.
+    pub fn kernel_set(self, set: KernelSet) -> Self {
+        self.resolver(OpResolver::with_kernel_set(set))
+    }
+
     /// Places the arena in a caller's buffer.
     pub fn arena_buffer<'b>(self, buffer: &'b mut [u8]) -> InterpreterBuilder<'m, 'b> {
         InterpreterBuilder {
             model: self.model,
             resolver: self.resolver,
             arena: ArenaSource::Buffer(buffer),
+            threads: self.threads,
         }
     }
 
@@ -69,15 +79,39 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         self
     }
 
-    /// Runs init, prepare and memory planning.
+    /// Runs kernels on `n` threads: the invoking thread and `n - 1` workers created at build
+    /// (LiteRT's `num_threads`). Kernels that split their work (convolutions and matrix
+    /// products of the optimized set) use them; invoke still performs no heap allocation on any
+    /// thread. Default 1; 0 is an error at build.
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n;
+        self
+    }
+
+    /// Runs init, prepare and memory planning, and starts the kernel threads.
     pub fn build(self) -> Result<Interpreter<'a>, InterpreterError> {
+        if self.threads == 0 {
+            return Err(InterpreterError::Usage(
+                "threads must be at least 1 (the invoking thread), got 0".into(),
+            ));
+        }
         let staged = stage(self.model, &self.resolver)?;
-        finish(
+        let mut interp = finish(
             Arc::new(self.model.clone()),
             self.resolver,
             staged,
             self.arena,
-        )
+        )?;
+        if self.threads > 1 {
+            let pool = super::threads::ThreadPool::new(self.threads).map_err(|e| {
+                InterpreterError::Usage(format!(
+                    "cannot start {} kernel threads: {e}",
+                    self.threads - 1
+                ))
+            })?;
+            interp.threads = Some(pool);
+        }
+        Ok(interp)
     }
 }
 
@@ -666,6 +700,7 @@ fn evaluate_at_build(
         records: &records,
         taken: Cell::new(0),
         taken_states: Cell::new(0),
+        threads: None,
     };
     reg.kernel
         .invoke(&mut ctx)
@@ -804,6 +839,7 @@ pub(crate) fn finish<'a>(
         model,
         resolver,
         rebuild,
+        threads: None,
     };
     interp.summary.heap_bytes = interp.heap_bytes();
     interp.reset_variables();

@@ -17,7 +17,8 @@
 //! Layout: [`kernel`] (the trait and registration), [`context`] (what each phase may do),
 //! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `allocation`
 //! (lifetimes → planner → arena), `builder` (the phases), [`kernels`] (one op per file),
-//! [`reference`] (plain slice arithmetic, the bit-exact oracle), [`device`] (where ops run),
+//! [`reference`] (plain slice arithmetic, the bit-exact oracle), [`optimized`] (the faster
+//! arithmetic of the default [`KernelSet`]), [`device`] (where ops run),
 //! [`partition`] (splitting a model across devices), [`schedule`] (running the split model: one
 //! arena per memory space, planned copies, wait counts).
 
@@ -33,6 +34,7 @@ pub mod reference;
 pub mod resolver;
 pub mod schedule;
 pub mod signal;
+pub mod threads;
 
 mod allocation;
 mod builder;
@@ -48,7 +50,7 @@ pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
 pub use kernel::{InPlace, Kernel, Registration};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
-pub use resolver::OpResolver;
+pub use resolver::{KernelSet, OpResolver};
 
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};
@@ -141,6 +143,9 @@ pub struct Interpreter<'a> {
     model: Arc<Model>,
     resolver: OpResolver,
     rebuild: builder::Rebuild,
+    /// Kernel threads besides the invoking one (`None`: one thread). Kept across
+    /// [`resize_input`](Self::resize_input).
+    threads: Option<threads::ThreadPool>,
 }
 
 // SAFETY: the raw pointers point into the arena (owned or exclusively borrowed for 'a, the
@@ -245,7 +250,9 @@ impl<'a> Interpreter<'a> {
                 builder::finish(model, resolver, staged, ArenaSource::Buffer(buffer))?
             }
         };
+        let threads = self.threads.take();
         *self = fresh;
+        self.threads = threads;
         Ok(())
     }
 
@@ -327,6 +334,7 @@ impl<'a> Interpreter<'a> {
             records: &self.records,
             taken: Cell::new(0),
             taken_states: Cell::new(0),
+            threads: self.threads.as_mut(),
         };
         self.registrations[i]
             .kernel

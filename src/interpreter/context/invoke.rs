@@ -45,9 +45,37 @@ pub struct InvokeContext<'a> {
     pub(crate) records: &'a [(*mut u8, usize)],
     pub(crate) taken: Cell<u128>,
     pub(crate) taken_states: Cell<u64>,
+    /// The interpreter's kernel threads (`None`: one thread, or a prepare-time node).
+    pub(crate) threads: Option<&'a mut crate::interpreter::threads::ThreadPool>,
 }
 
 impl<'a> InvokeContext<'a> {
+    /// Threads this node's work may be split over (1 without kernel threads).
+    pub fn threads(&self) -> usize {
+        self.threads.as_ref().map_or(1, |p| p.threads())
+    }
+
+    /// Runs `f(i)` for every `i` in `0..tasks` on the interpreter's kernel threads (the calling
+    /// thread takes part), returning when all have run; sequentially without kernel threads.
+    /// Performs no heap allocation. Tasks must not panic (a panicking task aborts).
+    pub fn parallel_for(&mut self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        match self.threads.as_deref_mut() {
+            Some(pool) => pool.run(tasks, f),
+            None => (0..tasks).for_each(f),
+        }
+    }
+
+    /// Splits `out` into consecutive chunks of `chunk` elements and runs `f(k, chunk_k)` for
+    /// each on the kernel threads ([`parallel_for`](Self::parallel_for) over disjoint parts).
+    pub fn for_each_chunk_mut<T: Send>(
+        &mut self,
+        out: &mut [T],
+        chunk: usize,
+        f: &(dyn Fn(usize, &mut [T]) + Sync),
+    ) {
+        crate::interpreter::threads::for_each_chunk_mut(self.threads.as_deref_mut(), out, chunk, f)
+    }
+
     /// Node index.
     pub fn node_index(&self) -> usize {
         self.node.index

@@ -21,8 +21,8 @@ use crate::interpreter::reference::fully_connected_sparse::{
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InitContext, InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext,
-    Registration,
+    InitContext, InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray,
+    PrepareContext, Registration,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
@@ -295,12 +295,13 @@ pub fn with_sparse_weights(dense: Registration) -> Registration {
 }
 
 /// Registers FULLY_CONNECTED with sparse weights over the registered dense kernel (the crate's
-/// dense FULLY_CONNECTED when none is registered yet).
-pub fn register(r: &mut OpResolver) {
+/// dense FULLY_CONNECTED of kernel set `set` when none is registered yet). The sparse path is
+/// the same in both sets.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
     let dense = r
         .find(BuiltinOp::FULLY_CONNECTED, None, 1)
         .cloned()
-        .unwrap_or_else(|| Registration::new("FULLY_CONNECTED", FullyConnected));
+        .unwrap_or_else(|| Registration::new("FULLY_CONNECTED", FullyConnected { set }));
     r.register_builtin(BuiltinOp::FULLY_CONNECTED, with_sparse_weights(dense));
 }
 

@@ -7,16 +7,16 @@
 //! Two kernels share this file and differ only on int8 input: [`Softmax::reference`] (the
 //! default registration) runs TFLite's fixed-point reference arithmetic, and
 //! [`Softmax::litert_optimized`] runs the float exp table LiteRT's built-in kernels use on
-//! x86-64 (`crate::interpreter::optimized::softmax`), bit-exact with LiteRT's default kernels
+//! x86-64 (`crate::interpreter::reference::softmax_table`), bit-exact with LiteRT's default kernels
 //! and close to, but not bit-exact with, the reference.
 
-use crate::interpreter::optimized::softmax::{softmax_exp_table, softmax_table, TABLE_SIZE};
 use crate::interpreter::reference::fixed_point::calculate_input_radius;
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
 use crate::interpreter::reference::softmax::{
     softmax_f32, softmax_int16, softmax_int16_luts, softmax_quantized, SoftmaxQuantParams,
     SCALED_DIFF_INTEGER_BITS,
 };
+use crate::interpreter::reference::softmax_table::{softmax_exp_table, softmax_table, TABLE_SIZE};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
 };

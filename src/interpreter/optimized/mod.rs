@@ -1,6 +1,10 @@
-//! Arithmetic of LiteRT's optimized kernels where it is not the reference arithmetic (plain
-//! slice math, no interpreter types, like [`super::reference`]). Kept only where LiteRT's
-//! built-in kernels compute differently from its reference kernels, so the crate can reproduce
-//! either bit for bit.
-
-pub mod softmax;
+//! Faster arithmetic of the kernels over slices, with no interpreter types (as
+//! `lite/kernels/internal/optimized/` is to TFLite): what the [`KernelSet::Optimized`] kernels
+//! call where an op has a faster variant. Every function here computes what its counterpart in
+//! [`super::reference`] computes: integer results bit for bit, float results up to the rounding
+//! of a different summation order.
+//!
+//! SIMD code is chosen at run time (`is_x86_feature_detected!`), with a portable fallback on
+//! every target, so one binary runs everywhere.
+//!
+//! [`KernelSet::Optimized`]: super::KernelSet::Optimized

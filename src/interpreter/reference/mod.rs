@@ -41,6 +41,7 @@ pub mod resize_bilinear;
 pub mod resize_nearest_neighbor;
 pub mod rsqrt;
 pub mod softmax;
+pub mod softmax_table;
 pub mod split;
 pub mod squared_difference;
 pub mod strided_slice;

@@ -1,6 +1,8 @@
-//! LiteRT's optimized 8-bit SOFTMAX on x86-64 (`optimized_ops::Softmax` over the float table
-//! of `PopulateSoftmaxLookupTable`; the `SoftmaxInt8LUT` variant is built only for aarch64
-//! with clang).
+//! LiteRT's built-in (optimized) 8-bit SOFTMAX on x86-64 (`optimized_ops::Softmax` over the
+//! float table of `PopulateSoftmaxLookupTable`; the `SoftmaxInt8LUT` variant is built only for
+//! aarch64 with clang). A second oracle beside [`super::softmax`]: what LiteRT's default
+//! kernels compute, which is not what its reference kernels compute, so it lives here and not
+//! under `optimized/` (whose functions equal their reference counterparts).
 //!
 //! Prepare fills a 256-entry table `table[255 - d] = expf(-input_scale * beta * d)` for the
 //! distances `d = max - x` a row can have. Per row, invoke sums `table[255 - max + x]` in

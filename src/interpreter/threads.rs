@@ -1,0 +1,310 @@
+//! The interpreter's kernel threads: a fixed set of workers created at build that help the
+//! invoking thread run one kernel's independent tasks (`InvokeContext::parallel_for`).
+//!
+//! # Model
+//! A *round* is one `run(tasks, f)` call: tasks `0..tasks` are handed out by a shared counter
+//! (`next.fetch_add`), the caller and every worker take tasks until none is left, and `run`
+//! returns only after every task has finished **and** every worker that joined the round has
+//! left it. So `f` (borrowed from the caller's stack) is never touched after `run` returns, and
+//! a worker can never take a task of the next round with the previous round's `f`.
+//!
+//! Nothing here allocates after [`ThreadPool::new`]: the job is a raw pointer to the caller's
+//! closure, the counters are atomics, blocking is [`Signal`] (a `std` mutex and condvar). This is
+//! what keeps `invoke()` free of heap allocations on every thread.
+//!
+//! **Memory ordering.** The caller writes the job and the counters, then publishes the round by
+//! bumping `round` with `Release` (under the signal's lock, via `notify_all`). A worker reads
+//! `round` with `Acquire` before reading the job, so it sees the round's job. A worker's writes
+//! (its tasks' outputs) happen before its `done.fetch_add(AcqRel)` and `active.fetch_sub(AcqRel)`;
+//! the caller returns after `Acquire` loads saw both counts complete, so every task's writes
+//! happen before `run` returns.
+//!
+//! Tasks are kernel arithmetic on shapes validated at prepare and do not panic; if one does,
+//! the process aborts (unwinding out of a task would free the closure while other threads still
+//! run it).
+
+use crate::sync::{
+    spawn, AtomicBool, AtomicU64, AtomicUsize, JoinHandle, Ordering, Signal, SpinLock,
+};
+use std::sync::Arc;
+
+/// The type-erased job of a round: the caller's closure, valid while its round runs.
+#[derive(Clone, Copy)]
+struct Job(*const (dyn Fn(usize) + Sync));
+
+// SAFETY: the closure behind the pointer is `Sync` (shared calls from several threads are
+// allowed), and `run` keeps it alive until every worker has left the round.
+unsafe impl Send for Job {}
+
+/// State shared by the caller and the workers.
+struct Shared {
+    /// Round number; bumped (Release) to publish a new job. Workers remember the last one seen.
+    round: AtomicU64,
+    /// The current round's job: set by the caller between rounds (no worker inside one), read
+    /// by workers after an Acquire load of `round`. A spin lock, which never allocates, taken
+    /// once per round by each thread.
+    job: SpinLock<Option<Job>>,
+    /// The current round's task count (same protocol as `job`).
+    tasks: AtomicUsize,
+    /// Next task to hand out.
+    next: AtomicUsize,
+    /// Tasks finished this round.
+    done: AtomicUsize,
+    /// Workers inside the current round (joined, not yet left).
+    active: AtomicUsize,
+    shutdown: AtomicBool,
+    signal: Signal,
+}
+
+impl Shared {
+    /// Takes and runs tasks of the current round until none is left.
+    fn work(&self, job: Job) {
+        let tasks = self.tasks.load(Ordering::Relaxed);
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= tasks {
+                break;
+            }
+            let abort = AbortOnUnwind;
+            // SAFETY: the round's caller keeps the closure alive until `done == tasks` and
+            // `active == 0`; this thread has not yet counted task `i` as done nor left the round.
+            unsafe { (*job.0)(i) };
+            std::mem::forget(abort);
+            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == tasks {
+                self.signal.notify_all();
+            }
+        }
+    }
+}
+
+/// Worker threads that help run a kernel's tasks. `threads` counts the invoking thread too, so
+/// a pool of `n` threads spawns `n - 1` workers.
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ThreadPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadPool")
+            .field("threads", &self.threads())
+            .finish()
+    }
+}
+
+impl ThreadPool {
+    /// A pool of `threads` threads (the caller plus `threads - 1` workers). Errors when a
+    /// worker cannot be spawned (the ones already spawned are stopped).
+    pub fn new(threads: usize) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            round: AtomicU64::new(0),
+            job: SpinLock::new(None),
+            tasks: AtomicUsize::new(0),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            signal: Signal::new(),
+        });
+        let mut pool = ThreadPool {
+            shared,
+            workers: Vec::with_capacity(threads.saturating_sub(1)),
+        };
+        for k in 1..threads.max(1) {
+            let s = pool.shared.clone();
+            // On error `pool` drops here, which stops and joins the workers spawned so far.
+            let h = spawn(format!("tensor-alloc-kernel-{k}"), move || worker(&s))?;
+            pool.workers.push(h);
+        }
+        Ok(pool)
+    }
+
+    /// Threads that run a round's tasks (workers plus the caller).
+    pub fn threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    /// Runs `f(i)` for every `i` in `0..tasks`, on the caller and the workers; returns when all
+    /// have run. Does not allocate.
+    pub fn run(&mut self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        if tasks == 0 {
+            return;
+        }
+        if self.workers.is_empty() || tasks == 1 {
+            (0..tasks).for_each(f);
+            return;
+        }
+        let s = &*self.shared;
+        // SAFETY: erases the closure's lifetime; it outlives the round because this function
+        // returns only after every task is done and every worker has left the round.
+        let job = Job(unsafe {
+            std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const (dyn Fn(usize) + Sync)>(
+                f as *const _,
+            )
+        });
+        // No worker is in a round (the previous `run` waited for `active == 0`), so the job
+        // and counters can be written; `&mut self` keeps a second caller out.
+        *s.job.lock() = Some(job);
+        s.tasks.store(tasks, Ordering::Relaxed);
+        s.next.store(0, Ordering::Relaxed);
+        s.done.store(0, Ordering::Relaxed);
+        s.round.fetch_add(1, Ordering::Release);
+        s.signal.notify_all();
+        s.work(job);
+        s.signal.wait_until(|| {
+            s.done.load(Ordering::Acquire) == tasks && s.active.load(Ordering::Acquire) == 0
+        });
+        *s.job.lock() = None;
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.signal.notify_all();
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A worker: waits for a new round (or shutdown), joins it, works, leaves.
+fn worker(s: &Shared) {
+    let mut seen = 0u64;
+    loop {
+        let mut round = 0;
+        s.signal.wait_until(|| {
+            round = s.round.load(Ordering::Acquire);
+            if round != seen && !s.shutdown.load(Ordering::Acquire) {
+                // Join under the signal's lock, before the caller can see `done == tasks`
+                // without this worker: the caller's final check also runs under the lock.
+                s.active.fetch_add(1, Ordering::AcqRel);
+                return true;
+            }
+            s.shutdown.load(Ordering::Acquire)
+        });
+        if round == seen {
+            return; // shutdown
+        }
+        seen = round;
+        // This worker joined the round after an Acquire load of `round`, which the caller
+        // bumped (Release) after setting the job; the caller clears it only after `active`
+        // drops back to 0.
+        let job = *s.job.lock();
+        if let Some(job) = job {
+            s.work(job);
+        }
+        if s.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+            s.signal.notify_all();
+        }
+    }
+}
+
+/// Splits `out` into consecutive chunks of `chunk` elements (the last may be shorter) and runs
+/// `f(k, chunk_k)` for each on `pool` (sequentially without one). Each task gets its own
+/// disjoint part of `out`, so kernels split their output rows across threads without `unsafe`.
+pub fn for_each_chunk_mut<T: Send>(
+    pool: Option<&mut ThreadPool>,
+    out: &mut [T],
+    chunk: usize,
+    f: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
+    let chunk = chunk.max(1);
+    match pool {
+        Some(pool) if pool.threads() > 1 && out.len() > chunk => {
+            let len = out.len();
+            let base = SendPtr(out.as_mut_ptr());
+            let tasks = len.div_ceil(chunk);
+            pool.run(tasks, &|k| {
+                let start = k * chunk;
+                let n = chunk.min(len - start);
+                // SAFETY: tasks `k` cover disjoint ranges `start..start + n` of `out`, which
+                // is exclusively borrowed for the whole round; each task runs once.
+                let part = unsafe { std::slice::from_raw_parts_mut(base.get().add(start), n) };
+                f(k, part);
+            });
+        }
+        _ => {
+            for (k, part) in out.chunks_mut(chunk).enumerate() {
+                f(k, part);
+            }
+        }
+    }
+}
+
+/// Aborts the process when dropped during a task's unwinding (see the module docs).
+struct AbortOnUnwind;
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        std::process::abort();
+    }
+}
+
+/// A raw pointer that may cross threads (its users uphold disjointness).
+struct SendPtr<T>(*mut T);
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+// SAFETY: only used by `for_each_chunk_mut`, whose tasks touch disjoint ranges of a `T: Send`
+// slice.
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn every_task_runs_once_per_round() {
+        for threads in 1..=4 {
+            let mut pool = ThreadPool::new(threads).unwrap();
+            assert_eq!(pool.threads(), threads);
+            for tasks in [0usize, 1, 2, 3, 7, 64, 1000] {
+                let hits: Vec<AtomicU32> = (0..tasks).map(|_| AtomicU32::new(0)).collect();
+                for _ in 0..20 {
+                    pool.run(tasks, &|i| {
+                        hits[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+                assert!(hits
+                    .iter()
+                    .all(|h| h.load(std::sync::atomic::Ordering::Relaxed) == 20));
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_cover_the_slice_disjointly() {
+        let mut pool = ThreadPool::new(3).unwrap();
+        for (len, chunk) in [
+            (0usize, 4usize),
+            (1, 4),
+            (10, 3),
+            (100, 7),
+            (64, 64),
+            (65, 64),
+        ] {
+            let mut v = vec![0u32; len];
+            for_each_chunk_mut(Some(&mut pool), &mut v, chunk, &|k, part| {
+                for (j, x) in part.iter_mut().enumerate() {
+                    *x += (k * chunk + j) as u32 + 1;
+                }
+            });
+            assert_eq!(
+                v,
+                (1..=len as u32).collect::<Vec<_>>(),
+                "len {len} chunk {chunk}"
+            );
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Kernel threads (`InterpreterBuilder::threads`): every shared model gives the same outputs
+//! with 1, 2 and 3 threads (bit for bit: a kernel splits its output, never an accumulation), in
+//! both kernel sets, and invoke performs no heap allocation in the whole process (workers
+//! included). One test function, so no other test of this binary allocates meanwhile. Skips with
+//! a notice when `../shared` is absent.
+#![cfg(not(loom))]
+
+mod common;
+
+use tensor_alloc::interpreter::{InterpreterBuilder, InterpreterError, KernelSet};
+use tensor_alloc::model::Model;
+use tensor_alloc::GlobalAllocator;
+
+#[global_allocator]
+static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+
+#[test]
+fn threads_keep_outputs_and_allocate_nothing_during_invoke() {
+    // The builder refuses zero threads with a message naming the value.
+    let model = common::split_model();
+    match InterpreterBuilder::new(&model).threads(0).build() {
+        Err(InterpreterError::Usage(m)) => assert!(m.contains("got 0"), "{m}"),
+        other => panic!("threads(0) built: {:?}", other.map(|_| ())),
+    }
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let mut checked = 0;
+    for set in ["tflm", "keras"] {
+        for case in common::cases(&shared, set) {
+            if case.name == "person_detect_vela" {
+                continue;
+            }
+            let model = Model::load(&case.model).unwrap();
+            let inputs = case.inputs();
+            for kernels in KernelSet::ALL {
+                let mut want = None;
+                for threads in [1, 2, 3] {
+                    let mut interp = InterpreterBuilder::new(&model)
+                        .kernel_set(kernels)
+                        .threads(threads)
+                        .build()
+                        .unwrap_or_else(|e| panic!("{} ({kernels}, {threads}): {e}", case.name));
+                    common::set_inputs(&mut interp, &inputs).unwrap();
+                    interp.invoke().unwrap();
+                    common::set_inputs(&mut interp, &inputs).unwrap();
+                    let before = GlobalAllocator::process_counts();
+                    interp.invoke().unwrap();
+                    let after = GlobalAllocator::process_counts();
+                    assert_eq!(
+                        after.total_allocations() - before.total_allocations(),
+                        0,
+                        "{} ({kernels}, {threads} threads): invoke allocated",
+                        case.name
+                    );
+                    let outs: Vec<Vec<u8>> = (0..interp.num_outputs())
+                        .map(|k| interp.output_bytes(k).unwrap().to_vec())
+                        .collect();
+                    match &want {
+                        None => want = Some(outs),
+                        Some(w) => assert!(
+                            *w == outs,
+                            "{} ({kernels}): {threads} threads change the outputs",
+                            case.name
+                        ),
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    eprintln!("{checked} model runs compared");
+    assert!(checked > 0);
+}
