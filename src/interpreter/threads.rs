@@ -2,22 +2,26 @@
 //! invoking thread run one kernel's independent tasks (`InvokeContext::parallel_for`).
 //!
 //! # Model
-//! A *round* is one `run(tasks, f)` call: tasks `0..tasks` are handed out by a shared counter
-//! (`next.fetch_add`), the caller and every worker take tasks until none is left, and `run`
-//! returns only after every task has finished **and** every worker that joined the round has
-//! left it. So `f` (borrowed from the caller's stack) is never touched after `run` returns, and
-//! a worker can never take a task of the next round with the previous round's `f`.
+//! A *round* is one `run(tasks, f)` call. Every worker takes part in every round: the caller
+//! publishes the job and bumps `round`; each worker wakes, takes tasks `0..tasks` from a shared
+//! counter (`next.fetch_add`) alongside the caller until none is left, and reports that it left
+//! the round (`left`). `run` returns once the caller's own tasks are done and every worker has
+//! left, so all tasks have ended, `f` (borrowed from the caller's stack) is never touched after
+//! `run` returns, and the caller never publishes round `r + 1` while a worker is still in
+//! round `r` (a worker therefore sees the rounds one by one and never mixes two rounds' jobs and
+//! counters).
 //!
 //! Nothing here allocates after [`ThreadPool::new`]: the job is a raw pointer to the caller's
-//! closure, the counters are atomics, blocking is [`Signal`] (a `std` mutex and condvar). This is
-//! what keeps `invoke()` free of heap allocations on every thread.
+//! closure, the counters are atomics, blocking is [`Signal`] (a `std` mutex and condvar) and the
+//! job slot a [`SpinLock`]. This is what keeps `invoke()` free of heap allocations on every
+//! thread. The price of waking every worker each round is one futex wake-up per worker, so
+//! kernels split only work that is large against it.
 //!
-//! **Memory ordering.** The caller writes the job and the counters, then publishes the round by
-//! bumping `round` with `Release` (under the signal's lock, via `notify_all`). A worker reads
-//! `round` with `Acquire` before reading the job, so it sees the round's job. A worker's writes
-//! (its tasks' outputs) happen before its `done.fetch_add(AcqRel)` and `active.fetch_sub(AcqRel)`;
-//! the caller returns after `Acquire` loads saw both counts complete, so every task's writes
-//! happen before `run` returns.
+//! **Memory ordering.** The caller writes the job and the counters, then bumps `round` with
+//! `Release`; a worker reads `round` with `Acquire` before it reads them. A worker's writes (its
+//! tasks' outputs) happen before its `left.fetch_add(AcqRel)`; the caller returns after an
+//! `Acquire` load saw every worker's increment, so every task's writes happen before `run`
+//! returns. `tests/loom_threads.rs` model-checks this.
 //!
 //! Tasks are kernel arithmetic on shapes validated at prepare and do not panic; if one does,
 //! the process aborts (unwinding out of a task would free the closure while other threads still
@@ -38,20 +42,19 @@ unsafe impl Send for Job {}
 
 /// State shared by the caller and the workers.
 struct Shared {
-    /// Round number; bumped (Release) to publish a new job. Workers remember the last one seen.
+    /// Rounds published so far; bumped (Release) to start one.
     round: AtomicU64,
-    /// The current round's job: set by the caller between rounds (no worker inside one), read
-    /// by workers after an Acquire load of `round`. A spin lock, which never allocates, taken
-    /// once per round by each thread.
+    /// The current round's job: set by the caller between rounds, read by each worker once per
+    /// round after an Acquire load of `round`. A spin lock, which never allocates.
     job: SpinLock<Option<Job>>,
-    /// The current round's task count (same protocol as `job`).
+    /// The current round's task count (written between rounds, like `job`).
     tasks: AtomicUsize,
     /// Next task to hand out.
     next: AtomicUsize,
-    /// Tasks finished this round.
-    done: AtomicUsize,
-    /// Workers inside the current round (joined, not yet left).
-    active: AtomicUsize,
+    /// Workers that have left the current round.
+    left: AtomicUsize,
+    /// Number of workers (fixed at build).
+    workers: AtomicUsize,
     shutdown: AtomicBool,
     signal: Signal,
 }
@@ -66,13 +69,10 @@ impl Shared {
                 break;
             }
             let abort = AbortOnUnwind;
-            // SAFETY: the round's caller keeps the closure alive until `done == tasks` and
-            // `active == 0`; this thread has not yet counted task `i` as done nor left the round.
+            // SAFETY: the round's caller keeps the closure alive until every worker has left
+            // the round, and this thread has not left it yet.
             unsafe { (*job.0)(i) };
             std::mem::forget(abort);
-            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == tasks {
-                self.signal.notify_all();
-            }
         }
     }
 }
@@ -96,25 +96,33 @@ impl ThreadPool {
     /// A pool of `threads` threads (the caller plus `threads - 1` workers). Errors when a
     /// worker cannot be spawned (the ones already spawned are stopped).
     pub fn new(threads: usize) -> std::io::Result<Self> {
+        let n = threads.saturating_sub(1);
         let shared = Arc::new(Shared {
             round: AtomicU64::new(0),
             job: SpinLock::new(None),
             tasks: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            active: AtomicUsize::new(0),
+            left: AtomicUsize::new(0),
+            workers: AtomicUsize::new(n),
             shutdown: AtomicBool::new(false),
             signal: Signal::new(),
         });
         let mut pool = ThreadPool {
             shared,
-            workers: Vec::with_capacity(threads.saturating_sub(1)),
+            workers: Vec::with_capacity(n),
         };
-        for k in 1..threads.max(1) {
+        for k in 1..=n {
             let s = pool.shared.clone();
-            // On error `pool` drops here, which stops and joins the workers spawned so far.
-            let h = spawn(format!("tensor-alloc-kernel-{k}"), move || worker(&s))?;
-            pool.workers.push(h);
+            match spawn(format!("tensor-alloc-kernel-{k}"), move || worker(&s)) {
+                Ok(h) => pool.workers.push(h),
+                Err(e) => {
+                    // Rounds wait for `workers` workers: count only the ones that exist
+                    // before `pool` drops (which stops and joins them).
+                    let spawned = pool.workers.len();
+                    pool.shared.workers.store(spawned, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
         }
         Ok(pool)
     }
@@ -135,25 +143,25 @@ impl ThreadPool {
             return;
         }
         let s = &*self.shared;
+        let workers = self.workers.len();
         // SAFETY: erases the closure's lifetime; it outlives the round because this function
-        // returns only after every task is done and every worker has left the round.
+        // returns only after every worker has left the round.
         let job = Job(unsafe {
             std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const (dyn Fn(usize) + Sync)>(
                 f as *const _,
             )
         });
-        // No worker is in a round (the previous `run` waited for `active == 0`), so the job
+        // Every worker left the previous round (the previous `run` waited for it), so the job
         // and counters can be written; `&mut self` keeps a second caller out.
         *s.job.lock() = Some(job);
         s.tasks.store(tasks, Ordering::Relaxed);
         s.next.store(0, Ordering::Relaxed);
-        s.done.store(0, Ordering::Relaxed);
+        s.left.store(0, Ordering::Relaxed);
         s.round.fetch_add(1, Ordering::Release);
         s.signal.notify_all();
         s.work(job);
-        s.signal.wait_until(|| {
-            s.done.load(Ordering::Acquire) == tasks && s.active.load(Ordering::Acquire) == 0
-        });
+        s.signal
+            .wait_until(|| s.left.load(Ordering::Acquire) == workers);
         *s.job.lock() = None;
     }
 }
@@ -168,35 +176,34 @@ impl Drop for ThreadPool {
     }
 }
 
-/// A worker: waits for a new round (or shutdown), joins it, works, leaves.
+/// A worker: waits for the next round (or shutdown), works in it, leaves it.
 fn worker(s: &Shared) {
     let mut seen = 0u64;
     loop {
-        let mut round = 0;
         s.signal.wait_until(|| {
-            round = s.round.load(Ordering::Acquire);
-            if round != seen && !s.shutdown.load(Ordering::Acquire) {
-                // Join under the signal's lock, before the caller can see `done == tasks`
-                // without this worker: the caller's final check also runs under the lock.
-                s.active.fetch_add(1, Ordering::AcqRel);
-                return true;
-            }
-            s.shutdown.load(Ordering::Acquire)
+            s.round.load(Ordering::Acquire) != seen || s.shutdown.load(Ordering::Acquire)
         });
-        if round == seen {
-            return; // shutdown
+        // Shutdown happens between rounds (`Drop` takes the pool by `&mut`).
+        if s.shutdown.load(Ordering::Acquire) {
+            return;
         }
-        seen = round;
-        // This worker joined the round after an Acquire load of `round`, which the caller
-        // bumped (Release) after setting the job; the caller clears it only after `active`
-        // drops back to 0.
+        // The caller publishes round `seen + 1` only after this worker left round `seen`.
+        seen = s.round.load(Ordering::Acquire);
         let job = *s.job.lock();
         if let Some(job) = job {
             s.work(job);
         }
-        if s.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if s.left.fetch_add(1, Ordering::AcqRel) + 1 == s.workers.load(Ordering::Relaxed) {
             s.signal.notify_all();
         }
+    }
+}
+
+/// Aborts the process when dropped during a task's unwinding (see the module docs).
+struct AbortOnUnwind;
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        std::process::abort();
     }
 }
 
@@ -229,14 +236,6 @@ pub fn for_each_chunk_mut<T: Send>(
                 f(k, part);
             }
         }
-    }
-}
-
-/// Aborts the process when dropped during a task's unwinding (see the module docs).
-struct AbortOnUnwind;
-impl Drop for AbortOnUnwind {
-    fn drop(&mut self) {
-        std::process::abort();
     }
 }
 
