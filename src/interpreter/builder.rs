@@ -10,7 +10,7 @@ use super::context::{
 };
 use super::error::{InterpreterError, MissingOp, Phase};
 use super::graph::{self, NodeInfo, TensorEntry, TensorKind};
-use super::kernel::{InPlace, Registration};
+use super::kernel::Registration;
 use super::resolver::{KernelSet, OpResolver};
 use super::{Interpreter, MemorySummary};
 use crate::alloc::AllocatorRef;
@@ -300,6 +300,23 @@ pub(crate) fn stage_with<'r>(
         return Err(InterpreterError::MissingOps(missing));
     }
     refuse_orphan_reads(&lifetimes, &nodes)?;
+    refuse_sparse_reads(&tensors, &nodes, &registrations)?;
+    // In-place aliases only where the kernel runs in place: declared again with that mask, so
+    // a chain of aliases never hangs on a node whose output got its own memory.
+    let mut inplace_ops = vec![false; model.subgraphs[0].operators.len()];
+    for (n, reg) in nodes.iter().zip(&registrations) {
+        if let Some(slot) = inplace_ops.get_mut(n.index) {
+            *slot = reg.inplace.shares_input0();
+        }
+    }
+    let lifetimes = Lifetimes::compute(
+        model,
+        &LifetimeOptions {
+            inplace: true,
+            inplace_ops: Some(inplace_ops),
+            ..Default::default()
+        },
+    )?;
 
     let sg = &model.subgraphs[0];
     let mut persistent = Persistent::default();
@@ -456,7 +473,7 @@ pub(crate) fn stage_with<'r>(
         .collect();
     let plan = allocation::plan_head(&lifetimes, &nodes, &scratch, |t| {
         producer[t].is_some_and(|n| {
-            registrations[n].inplace == InPlace::ReshapeOutput0
+            registrations[n].inplace.shares_input0()
                 && nodes[n].outputs.first() == Some(&(t as i32))
         })
     })?;
@@ -472,6 +489,30 @@ pub(crate) fn stage_with<'r>(
         temp_peak,
         variable_init,
     })
+}
+
+/// Refuses a constant stored sparse as the input of a kernel that did not declare it reads
+/// sparse storage ([`Registration::with_sparse_inputs`]): its bytes are the stored values, fewer
+/// than its shape says, so a dense kernel would read past them.
+fn refuse_sparse_reads(
+    tensors: &[TensorEntry],
+    nodes: &[NodeInfo],
+    registrations: &[Registration],
+) -> Result<(), InterpreterError> {
+    for (n, reg) in nodes.iter().zip(registrations) {
+        for (k, &t) in n.inputs.iter().enumerate() {
+            let Some(e) = usize::try_from(t).ok().and_then(|t| tensors.get(t)) else {
+                continue;
+            };
+            if e.sparsity.is_some() && !reg.reads_sparse_input(k) {
+                return Err(InterpreterError::Usage(format!(
+                    "node {} ({}): input {k} `{}` is stored sparse, which this kernel cannot                      read (DENSIFY and FULLY_CONNECTED weights can)",
+                    n.index, n.op_name, e.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses tensors that a node reads but nothing fills: no data, neither a graph input nor a
@@ -725,7 +766,7 @@ pub(crate) fn finish<'a>(
                 }
             }
         }
-        let aliased = registrations[i].inplace == InPlace::ReshapeOutput0
+        let aliased = registrations[i].inplace.shares_input0()
             && match (node.inputs.first(), node.outputs.first()) {
                 (Some(&a), Some(&b)) if a >= 0 && b >= 0 => {
                     slots[a as usize].ptr == slots[b as usize].ptr && slots[a as usize].bytes > 0

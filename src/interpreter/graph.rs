@@ -36,7 +36,7 @@ pub struct TensorEntry {
     /// Storage kind.
     pub kind: TensorKind,
     /// Sparse storage of a constant (its `bytes` are then the stored values, not the dense
-    /// size); only DENSIFY reads such a tensor.
+    /// size); only kernels registered to read it sparse (`Registration::sparse_inputs`) may.
     pub sparsity: Option<Box<Sparsity>>,
 }
 
@@ -194,22 +194,6 @@ pub(crate) fn build(
             outputs: op.outputs.clone(),
             prepare_time,
         });
-    }
-    // A constant stored sparse holds fewer bytes than its shape: only DENSIFY may read it.
-    for n in &nodes {
-        if n.builtin == BuiltinOp::DENSIFY {
-            continue;
-        }
-        for &t in &n.inputs {
-            if let Some(e) = usize::try_from(t).ok().and_then(|t| tensors.get(t)) {
-                if e.sparsity.is_some() {
-                    return Err(InterpreterError::Usage(format!(
-                        "node {} ({}): input `{}` is stored sparse; only DENSIFY can read it",
-                        n.index, n.op_name, e.name
-                    )));
-                }
-            }
-        }
     }
     Ok((tensors, nodes))
 }

@@ -41,6 +41,22 @@ pub enum InPlace {
     /// EXPAND_DIMS). The kernel then moves the bytes with
     /// [`InvokeContext::copy_input_to_output`], which is a no-op when they share memory.
     ReshapeOutput0,
+    /// A unary element-wise op: output 0 may be placed on input 0 when input 0 has the same
+    /// dtype and byte size, dies at this node and is an intermediate (not a graph input,
+    /// output, variable or constant). The kernel takes both through
+    /// [`InvokeContext::unary_io`], which hands out the output alone when they share memory;
+    /// its math must then compute each element from the same element only (read before
+    /// write), as [`crate::interpreter::reference::in_place::map_in_place`] guarantees.
+    /// Binary ops are not declared: with broadcasting, an output element depends on other
+    /// elements' positions of the inputs.
+    UnaryElementwise,
+}
+
+impl InPlace {
+    /// Whether output 0 may share input 0's memory.
+    pub fn shares_input0(self) -> bool {
+        self != InPlace::Never
+    }
 }
 
 /// A kernel with what the interpreter must know about it.
@@ -52,6 +68,10 @@ pub struct Registration {
     pub kernel: Arc<dyn Kernel>,
     /// In-place ability.
     pub inplace: InPlace,
+    /// Bit `k`: input `k` may be a constant stored sparse (the kernel reads its sparsity
+    /// parameters). Any other input stored sparse fails the build, since its bytes are not
+    /// the dense tensor.
+    pub sparse_inputs: u64,
 }
 
 impl Registration {
@@ -61,6 +81,7 @@ impl Registration {
             name,
             kernel: Arc::new(kernel),
             inplace: InPlace::Never,
+            sparse_inputs: 0,
         }
     }
 
@@ -69,6 +90,17 @@ impl Registration {
         self.inplace = inplace;
         self
     }
+
+    /// The same registration reading the inputs of bit mask `inputs` in sparse storage.
+    pub fn with_sparse_inputs(mut self, inputs: u64) -> Self {
+        self.sparse_inputs = inputs;
+        self
+    }
+
+    /// Whether input `k` may be a constant stored sparse.
+    pub fn reads_sparse_input(&self, k: usize) -> bool {
+        k < 64 && self.sparse_inputs & (1 << k) != 0
+    }
 }
 
 impl std::fmt::Debug for Registration {
@@ -76,6 +108,7 @@ impl std::fmt::Debug for Registration {
         f.debug_struct("Registration")
             .field("name", &self.name)
             .field("inplace", &self.inplace)
+            .field("sparse_inputs", &self.sparse_inputs)
             .finish()
     }
 }

@@ -32,6 +32,69 @@ fn reshape_chain_runs_in_place_and_copies_from_inputs() {
     assert!(interp.input_mut::<f32>(1).is_err());
 }
 
+/// `x -> LOGISTIC -> o (output) -> TANH -> a -> HARD_SWISH -> b -> LOGISTIC -> c (output)`,
+/// float32 [4, 300] each (more than one in-place chunk). `o` lives to the end, so without
+/// sharing three buffers are live while HARD_SWISH runs; with it, `a`, `b` and `c` share one.
+fn unary_chain() -> Model {
+    let mut b = ModelBuilder::new("unary_chain");
+    let t: Vec<i32> = ["x", "o", "a", "b", "c"]
+        .iter()
+        .map(|n| b.add_tensor(n, TensorType::Float32, &[4, 300]))
+        .collect();
+    let ops = [
+        BuiltinOp::LOGISTIC,
+        BuiltinOp::TANH,
+        BuiltinOp::HARD_SWISH,
+        BuiltinOp::LOGISTIC,
+    ];
+    for (k, op) in ops.into_iter().enumerate() {
+        b.add_op(op, BuiltinOptions::None, &[t[k]], &[t[k + 1]]);
+    }
+    b.inputs(&[t[0]]).outputs(&[t[1], t[4]]);
+    b.build()
+}
+
+#[test]
+fn unary_elementwise_ops_run_in_place_with_the_same_results() {
+    let model = unary_chain();
+    let x: Vec<f32> = (0..1200).map(|i| (i as f32 - 600.0) / 97.0).collect();
+    let run = |resolver: OpResolver| {
+        let mut interp = InterpreterBuilder::new(&model)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        interp.input_mut::<f32>(0).unwrap().copy_from_slice(&x);
+        interp.invoke().unwrap();
+        (
+            interp.output::<f32>(1).unwrap().to_vec(),
+            interp.memory().head_bytes,
+        )
+    };
+    let (shared, shared_head) = run(OpResolver::with_builtins());
+    // The same kernels declared never in place.
+    let mut separate = OpResolver::with_builtins();
+    for op in [BuiltinOp::LOGISTIC, BuiltinOp::TANH, BuiltinOp::HARD_SWISH] {
+        let mut reg = separate.find(op, None, 1).unwrap().clone();
+        reg.inplace = InPlace::Never;
+        separate.register_builtin(op, reg);
+    }
+    let (apart, apart_head) = run(separate);
+    assert_eq!(shared, apart);
+    assert_eq!(shared_head, 2 * 4800);
+    assert_eq!(apart_head, 3 * 4800);
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| {
+            let sigmoid = |v: f32| 1.0 / (1.0 + (-v).exp());
+            let a = sigmoid(v).tanh();
+            sigmoid(a * (a + 3.0).clamp(0.0, 6.0) / 6.0)
+        })
+        .collect();
+    for (g, w) in shared.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-6, "{g} vs {w}");
+    }
+}
+
 /// A user op: `out = in * scale[c] + state`, `state = out`; uses op data, a persistent
 /// array, a scratch buffer and a variable.
 struct ScaleAccumulate;

@@ -40,6 +40,10 @@ pub struct LifetimeOptions {
     pub pinned: Vec<usize>,
     /// Declare in-place aliases (see the module documentation).
     pub inplace: bool,
+    /// With `inplace`: only operators `k` with `inplace_ops[k]` may alias their output (an
+    /// interpreter passes the operators whose kernels run in place); `None` = every reshape-like
+    /// and element-wise operator.
+    pub inplace_ops: Option<Vec<bool>>,
     /// Do not read the `OfflineMemoryAllocation` metadata (no offline offsets; a malformed
     /// entry is then not an error either).
     pub ignore_offline_plan: bool,
@@ -348,12 +352,25 @@ impl Lifetimes {
             }
         }
         if opts.inplace {
-            out.declare_inplace(model, si, &facts.is_input, &facts.is_output);
+            out.declare_inplace(
+                model,
+                si,
+                &facts.is_input,
+                &facts.is_output,
+                opts.inplace_ops.as_deref(),
+            );
         }
         Ok(out)
     }
 
-    fn declare_inplace(&mut self, model: &Model, si: usize, is_input: &[bool], is_output: &[bool]) {
+    fn declare_inplace(
+        &mut self,
+        model: &Model,
+        si: usize,
+        is_input: &[bool],
+        is_output: &[bool],
+        allowed: Option<&[bool]>,
+    ) {
         let sg = &model.subgraphs[si];
         let mut slot = vec![None; sg.tensors.len()];
         for (i, p) in self.planned.iter().enumerate() {
@@ -366,6 +383,9 @@ impl Lifetimes {
             let Some(builtin) = model.builtin_of(op) else {
                 continue;
             };
+            if allowed.is_some_and(|a| !a.get(k).copied().unwrap_or(false)) {
+                continue;
+            }
             let reshape = builtin.is_reshape_like();
             if !(reshape || builtin.is_elementwise()) || op.output_tensors().count() != 1 {
                 continue;

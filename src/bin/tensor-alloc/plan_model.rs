@@ -135,6 +135,7 @@ fn plan_options(flags: &ModelPlanFlags, alignment: usize) -> ModelPlanOptions {
             pinned: flags.pinned.clone(),
             inplace: !flags.no_inplace,
             ignore_offline_plan: flags.ignore_offline_plan,
+            inplace_ops: None,
         },
         alignment,
         use_offline_plan: !flags.ignore_offline_plan,

@@ -24,7 +24,7 @@ pub(crate) struct NodeRuntime {
     pub scratch: Vec<(*mut u8, usize)>,
     /// Bit `k`: input `k` is variable state (written through [`InvokeContext::variable`]).
     pub variable_inputs: u64,
-    /// Output 0 shares input 0's memory (reshape in place).
+    /// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
     pub aliased: bool,
     /// Records of the node's state arrays.
     pub states: Vec<u32>,
@@ -34,8 +34,9 @@ pub(crate) struct NodeRuntime {
 ///
 /// Every writable view (output, variable, scratch) can be taken once per invoke, so views
 /// never alias: the build proved that a node's writable tensors and scratch are disjoint from
-/// each other and from its read-only inputs, except input 0 / output 0 of a reshape in place,
-/// which are only reachable together through [`copy_input_to_output`](Self::copy_input_to_output).
+/// each other and from its read-only inputs, except input 0 / output 0 of a node in place,
+/// which are only reachable through [`copy_input_to_output`](Self::copy_input_to_output) or
+/// [`unary_io`](Self::unary_io).
 pub struct InvokeContext<'a> {
     pub(crate) node: &'a NodeInfo,
     pub(crate) rt: &'a NodeRuntime,
@@ -187,7 +188,7 @@ impl<'a> InvokeContext<'a> {
         }
         if k == 0 && self.rt.aliased {
             return Err(KernelError::new(
-                "input 0 shares memory with output 0: use copy_input_to_output",
+                "input 0 shares memory with output 0: use copy_input_to_output or unary_io",
             ));
         }
         let (ptr, len) = self.typed::<T>(t)?;
@@ -220,7 +221,7 @@ impl<'a> InvokeContext<'a> {
         }
         if k == 0 && self.rt.aliased {
             return Err(KernelError::new(
-                "output 0 shares memory with input 0: use copy_input_to_output",
+                "output 0 shares memory with input 0: use copy_input_to_output or unary_io",
             ));
         }
         let (ptr, len) = self.typed::<T>(t)?;
@@ -228,6 +229,41 @@ impl<'a> InvokeContext<'a> {
         // SAFETY: outputs are disjoint from every other view of this node (checked at build),
         // taken at most once per invoke (`take`), aligned and `len` elements long.
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, len) })
+    }
+
+    /// Input 0 and output 0 of a unary element-wise node ([`InPlace::UnaryElementwise`]): a
+    /// read-only input and the output (once per invoke), or `None` and the output when the
+    /// planner put output 0 on input 0's memory; the output then holds input 0's values and
+    /// the kernel computes in place.
+    ///
+    /// [`InPlace::UnaryElementwise`]: crate::interpreter::InPlace::UnaryElementwise
+    #[allow(clippy::type_complexity)]
+    pub fn unary_io<I: Element, O: Element>(
+        &self,
+    ) -> Result<(Option<&'a [I]>, &'a mut [O]), KernelError> {
+        if !self.rt.aliased {
+            return Ok((Some(self.input::<I>(0)?), self.output::<O>(0)?));
+        }
+        let ti = self.tensor_of(&self.node.inputs, 0, "input")?;
+        let to = self.tensor_of(&self.node.outputs, 0, "output")?;
+        // Both views' dtypes must match what the kernel reads and writes.
+        let (_, n_in) = self.typed::<I>(ti)?;
+        let (ptr, len) = self.typed::<O>(to)?;
+        if I::DTYPE != O::DTYPE || n_in != len {
+            return Err(KernelError::new(format!(
+                "input 0 ({n_in} x {}) shares memory with output 0 ({len} x {}): only the \
+                 same dtype and size can be computed in place",
+                I::DTYPE,
+                O::DTYPE
+            )));
+        }
+        self.take(0, "output", 0)?;
+        // SAFETY: as for `output`: output 0 is disjoint from every other view of this node
+        // (checked at build; its only overlap is input 0, which is not handed out here),
+        // taken once, aligned, `len` elements long.
+        Ok((None, unsafe {
+            std::slice::from_raw_parts_mut(ptr as *mut O, len)
+        }))
     }
 
     /// Mutable view of variable input `k` (state kept across invokes; once per invoke).
@@ -369,6 +405,7 @@ pub(crate) fn check_node_views(
         }
         let r = range(slots[t].ptr, slots[t].bytes);
         for (w, name) in &writable {
+            // Input 0 / output 0 of an in-place node start at the same address.
             let reshape_pair = rt.aliased && k == 0 && name == "output 0";
             if overlap(r, *w) && !reshape_pair {
                 return Err(err(format!("input {k} and {name} share memory")));

@@ -69,5 +69,8 @@ impl Kernel for Densify {
 
 /// Registers DENSIFY.
 pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::DENSIFY, Registration::new("DENSIFY", Densify));
+    r.register_builtin(
+        BuiltinOp::DENSIFY,
+        Registration::new("DENSIFY", Densify).with_sparse_inputs(1),
+    );
 }

@@ -5,8 +5,9 @@ use super::unary_common::prepare_unary;
 use crate::interpreter::reference::hard_swish::{
     hard_swish_f32, hard_swish_i8, hard_swish_params, HardSwishParams,
 };
+use crate::interpreter::reference::in_place::map_in_place;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InPlace, InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
 use crate::kernel_bail;
 use crate::model::BuiltinOp;
@@ -54,9 +55,20 @@ impl Kernel for HardSwish {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
+        // The output alone when the planner put it on the input (`InPlace::UnaryElementwise`):
+        // both functions are element-wise.
         match d.dtype {
-            DType::F32 => hard_swish_f32(ctx.input(0)?, ctx.output(0)?),
-            _ => hard_swish_i8(&d.params, ctx.input(0)?, ctx.output(0)?),
+            DType::F32 => match ctx.unary_io::<f32, f32>()? {
+                (Some(i), o) => hard_swish_f32(i, o),
+                (None, o) => map_in_place(o, hard_swish_f32),
+            },
+            _ => {
+                let f = |i: &[i8], o: &mut [i8]| hard_swish_i8(&d.params, i, o);
+                match ctx.unary_io::<i8, i8>()? {
+                    (Some(i), o) => f(i, o),
+                    (None, o) => map_in_place(o, f),
+                }
+            }
         }
         Ok(())
     }
@@ -66,6 +78,6 @@ impl Kernel for HardSwish {
 pub fn register(r: &mut OpResolver) {
     r.register_builtin(
         BuiltinOp::HARD_SWISH,
-        Registration::new("HARD_SWISH", HardSwish),
+        Registration::new("HARD_SWISH", HardSwish).with_inplace(InPlace::UnaryElementwise),
     );
 }

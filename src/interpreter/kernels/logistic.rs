@@ -5,13 +5,14 @@
 //! 2^-15). TANH shares this file because its prepare and arithmetic are LOGISTIC's.
 
 use crate::interpreter::reference::fixed_point::{calculate_input_radius, checked_log2};
+use crate::interpreter::reference::in_place::map_in_place;
 use crate::interpreter::reference::logistic::{
     int8_table, logistic_f32, logistic_int16, logistic_int8, lookup_int8, tanh_f32, tanh_int16,
     tanh_int8, Int8ActivationParams,
 };
 use crate::interpreter::reference::quant::{frexp, QuantizedMultiplier};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InPlace, InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
@@ -156,49 +157,48 @@ impl Kernel for Sigmoidal {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = ctx.op_data::<ActData>()?;
-        macro_rules! io {
-            ($t:ty) => {{
-                let i = ctx.input::<$t>(0)?;
-                let o = ctx.output::<$t>(0)?;
-                if i.len() != d.len || o.len() != d.len {
+        // Input and output, or the output alone when the planner put it on the input
+        // (`InPlace::UnaryElementwise`): every function below is element-wise.
+        macro_rules! run {
+            ($t:ty, $f:expr) => {{
+                let (i, o) = ctx.unary_io::<$t, $t>()?;
+                if o.len() != d.len || i.is_some_and(|i| i.len() != d.len) {
                     kernel_bail!("tensor sizes differ from the ones prepared for");
                 }
-                (i, o)
+                match i {
+                    Some(i) => $f(i, o),
+                    None => map_in_place(o, $f),
+                }
             }};
         }
         match (&d.math, self.tanh) {
-            (Math::F32, false) => {
-                let (i, o) = io!(f32);
-                logistic_f32(i, o)
-            }
-            (Math::F32, true) => {
-                let (i, o) = io!(f32);
-                tanh_f32(i, o)
-            }
-            (Math::I8(table), _) => {
-                let (i, o) = io!(i8);
-                lookup_int8(table, i, o)
-            }
+            (Math::F32, false) => run!(f32, logistic_f32),
+            (Math::F32, true) => run!(f32, tanh_f32),
+            (Math::I8(table), _) => run!(i8, |i: &[i8], o: &mut [i8]| lookup_int8(table, i, o)),
             (
                 Math::I16 {
                     multiplier,
                     left_shift,
                 },
                 false,
-            ) => {
-                let (i, o) = io!(i16);
-                logistic_int16(i, o, *multiplier, *left_shift)
-            }
+            ) => run!(i16, |i: &[i16], o: &mut [i16]| logistic_int16(
+                i,
+                o,
+                *multiplier,
+                *left_shift
+            )),
             (
                 Math::I16 {
                     multiplier,
                     left_shift,
                 },
                 true,
-            ) => {
-                let (i, o) = io!(i16);
-                tanh_int16(i, o, *multiplier, *left_shift)
-            }
+            ) => run!(i16, |i: &[i16], o: &mut [i16]| tanh_int16(
+                i,
+                o,
+                *multiplier,
+                *left_shift
+            )),
         }
         Ok(())
     }
@@ -208,10 +208,11 @@ impl Kernel for Sigmoidal {
 pub fn register(r: &mut OpResolver) {
     r.register_builtin(
         BuiltinOp::LOGISTIC,
-        Registration::new("LOGISTIC", Sigmoidal { tanh: false }),
+        Registration::new("LOGISTIC", Sigmoidal { tanh: false })
+            .with_inplace(InPlace::UnaryElementwise),
     );
     r.register_builtin(
         BuiltinOp::TANH,
-        Registration::new("TANH", Sigmoidal { tanh: true }),
+        Registration::new("TANH", Sigmoidal { tanh: true }).with_inplace(InPlace::UnaryElementwise),
     );
 }

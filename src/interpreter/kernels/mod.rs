@@ -23,6 +23,7 @@ pub mod dequantize;
 pub mod div;
 pub mod exp;
 pub mod fully_connected;
+pub mod fully_connected_sparse;
 pub mod gather;
 pub mod gelu;
 pub mod hard_swish;
@@ -74,6 +75,7 @@ pub fn register_builtins(r: &mut OpResolver, set: KernelSet) {
     dequantize::register(r);
     div::register(r);
     fully_connected::register(r, set);
+    fully_connected_sparse::register(r, set);
     logistic::register(r);
     maximum_minimum::register(r);
     mean::register(r);

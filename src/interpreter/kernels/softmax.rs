@@ -3,6 +3,12 @@
 //! zero point -32768) through gemmlowp fixed point; int16 to int16 (zero points 0, output scale
 //! 1/32768) through the exp and `1/(1+x)` lookup tables TFLM generates at prepare, kept here in
 //! persistent arrays.
+//!
+//! Two kernels share this file and differ only on int8 input: [`Softmax::reference`] (the
+//! default registration) runs TFLite's fixed-point reference arithmetic, and
+//! [`Softmax::litert_optimized`] runs the float exp table LiteRT's built-in kernels use on
+//! x86-64 (`crate::interpreter::reference::softmax_table`), bit-exact with LiteRT's default kernels
+//! and close to, but not bit-exact with, the reference.
 
 use crate::interpreter::reference::fixed_point::calculate_input_radius;
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
@@ -10,6 +16,7 @@ use crate::interpreter::reference::softmax::{
     softmax_f32, softmax_int16, softmax_int16_luts, softmax_quantized, SoftmaxQuantParams,
     SCALED_DIFF_INTEGER_BITS,
 };
+use crate::interpreter::reference::softmax_table::{softmax_exp_table, softmax_table, TABLE_SIZE};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
 };
@@ -26,6 +33,13 @@ enum Math {
     },
     I8ToI8(SoftmaxQuantParams),
     I8ToI16(SoftmaxQuantParams),
+    /// LiteRT's optimized int8 path: the exp table, then the output scale and zero point.
+    I8Table {
+        table: PersistentArray<f32>,
+        output_scale: f32,
+        output_zero_point: i32,
+        int16_output: bool,
+    },
     I16 {
         multiplier: QuantizedMultiplier,
         exp_lut: PersistentArray<i16>,
@@ -41,7 +55,23 @@ struct SoftmaxData {
 }
 
 /// The SOFTMAX kernel.
-pub struct Softmax;
+#[derive(Clone, Copy, Debug)]
+pub struct Softmax {
+    int8_table: bool,
+}
+
+impl Softmax {
+    /// TFLite's reference arithmetic on every dtype.
+    pub const fn reference() -> Self {
+        Softmax { int8_table: false }
+    }
+
+    /// LiteRT's built-in (optimized, x86-64) arithmetic: int8 input through the float exp
+    /// table; float32 and int16 as [`Softmax::reference`].
+    pub const fn litert_optimized() -> Self {
+        Softmax { int8_table: true }
+    }
+}
 
 fn near(x: f32, want: f32, tol: f32) -> bool {
     (x - want).abs() <= tol
@@ -83,24 +113,34 @@ impl Kernel for Softmax {
                         output.name
                     );
                 }
-                let real = (f64::from(beta)
-                    * f64::from(in_scale)
-                    * f64::from(1i32 << (31 - SCALED_DIFF_INTEGER_BITS)))
-                .min(f64::from(i32::MAX));
-                let m = quantize_multiplier(real);
-                kernel_ensure!(
-                    (0..=30).contains(&m.shift) && m.multiplier > 0,
-                    "beta {beta} * input scale {in_scale} is too small for the int8 softmax"
-                );
-                let p = SoftmaxQuantParams {
-                    input_multiplier: m.multiplier,
-                    input_left_shift: m.shift,
-                    diff_min: -calculate_input_radius(SCALED_DIFF_INTEGER_BITS, m.shift, 31),
-                };
-                if output.dtype == DType::I8 {
-                    Math::I8ToI8(p)
+                if self.int8_table {
+                    let table: [f32; TABLE_SIZE] = softmax_exp_table(in_scale, beta);
+                    Math::I8Table {
+                        table: ctx.persistent_array(&table)?,
+                        output_scale: out_scale,
+                        output_zero_point: out_zp,
+                        int16_output: output.dtype == DType::I16,
+                    }
                 } else {
-                    Math::I8ToI16(p)
+                    let real = (f64::from(beta)
+                        * f64::from(in_scale)
+                        * f64::from(1i32 << (31 - SCALED_DIFF_INTEGER_BITS)))
+                    .min(f64::from(i32::MAX));
+                    let m = quantize_multiplier(real);
+                    kernel_ensure!(
+                        (0..=30).contains(&m.shift) && m.multiplier > 0,
+                        "beta {beta} * input scale {in_scale} is too small for the int8 softmax"
+                    );
+                    let p = SoftmaxQuantParams {
+                        input_multiplier: m.multiplier,
+                        input_left_shift: m.shift,
+                        diff_min: -calculate_input_radius(SCALED_DIFF_INTEGER_BITS, m.shift, 31),
+                    };
+                    if output.dtype == DType::I8 {
+                        Math::I8ToI8(p)
+                    } else {
+                        Math::I8ToI16(p)
+                    }
                 }
             }
             (DType::I16, DType::I16) => {
@@ -160,11 +200,29 @@ impl Kernel for Softmax {
             }
             Math::I8ToI8(p) => {
                 let (i, o) = io!(i8, i8);
-                softmax_quantized(i, o, d.depth, &p).map_err(overflow)?;
+                softmax_quantized(i, o, d.depth, &p);
             }
             Math::I8ToI16(p) => {
                 let (i, o) = io!(i8, i16);
-                softmax_quantized(i, o, d.depth, &p).map_err(overflow)?;
+                softmax_quantized(i, o, d.depth, &p);
+            }
+            Math::I8Table {
+                table,
+                output_scale,
+                output_zero_point,
+                int16_output,
+            } => {
+                let table: &[f32; TABLE_SIZE] = ctx
+                    .persistent(table)?
+                    .try_into()
+                    .map_err(|_| KernelError::new("softmax: exp table of another size"))?;
+                if int16_output {
+                    let (i, o) = io!(i8, i16);
+                    softmax_table(i, o, d.depth, table, output_scale, output_zero_point);
+                } else {
+                    let (i, o) = io!(i8, i8);
+                    softmax_table(i, o, d.depth, table, output_scale, output_zero_point);
+                }
             }
             Math::I16 {
                 multiplier,
@@ -181,7 +239,19 @@ impl Kernel for Softmax {
     }
 }
 
-/// Registers SOFTMAX.
+/// Registers SOFTMAX with the reference arithmetic.
 pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::SOFTMAX, Registration::new("SOFTMAX", Softmax));
+    r.register_builtin(
+        BuiltinOp::SOFTMAX,
+        Registration::new("SOFTMAX", Softmax::reference()),
+    );
+}
+
+/// Registers (replaces) SOFTMAX with LiteRT's built-in x86-64 arithmetic
+/// ([`Softmax::litert_optimized`]).
+pub fn register_litert_optimized(r: &mut OpResolver) {
+    r.register_builtin(
+        BuiltinOp::SOFTMAX,
+        Registration::new("SOFTMAX", Softmax::litert_optimized()),
+    );
 }

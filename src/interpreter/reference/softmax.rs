@@ -8,7 +8,7 @@ use super::fixed_point::{
 };
 use super::quant::{
     multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_greater_than_one,
-    rounding_divide_by_pot, saturating_rounding_doubling_high_mul, QuantizedMultiplier,
+    saturating_rounding_doubling_high_mul, QuantizedMultiplier,
 };
 use super::quantize::QuantInt;
 
@@ -53,19 +53,55 @@ pub struct SoftmaxQuantParams {
     pub diff_min: i32,
 }
 
-/// The int8 path's row would need a shift outside `0..=31` (an overflowed sum).
+/// The int16 path's sum of exponentials has no headroom left (it overflowed 32 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SoftmaxOverflow;
 
-/// Int8-input softmax (int8 or int16 output) of rows of `depth` values.
+/// gemmlowp's `RoundingDivideByPOT` (round half away from zero) for any `exponent` in
+/// `0..=62`. For `0..=31` it is exactly gemmlowp's; gemmlowp asserts `exponent <= 31`, and
+/// beyond that (where its mask and shift would be undefined) this returns the same rounding of
+/// the exact quotient: 0, or -1 for `i32::MIN / 2^32`.
+pub fn rounding_divide_by_pot_wide(x: i32, exponent: u32) -> i32 {
+    debug_assert!(exponent <= 62);
+    let x = i64::from(x);
+    let mask = (1i64 << exponent) - 1;
+    let remainder = x & mask;
+    let threshold = (mask >> 1) + i64::from(x < 0);
+    ((x >> exponent) + i64::from(remainder > threshold)) as i32
+}
+
+/// `1 / sum` of a row as gemmlowp's `GetReciprocal` gives it for a Q12.19 sum: `(shifted
+/// scale, num_bits_over_unit)`. A sum that needs more than 32 bits (more than 4095 classes
+/// at the maximum, where TFLite's 32-bit `FixedPoint` addition would overflow) is first
+/// shifted right by the extra bits and read with that many more integer bits; every sum that
+/// fits 32 bits takes exactly TFLite's path.
+fn reciprocal_of_sum(sum: i64) -> (i32, i32) {
+    let extra = (64 - sum.leading_zeros()).saturating_sub(31) as i32;
+    let raw = (sum >> extra) as i32;
+    get_reciprocal(raw, ACCUMULATION_INTEGER_BITS + extra)
+}
+
+/// Int8-input softmax (int8 or int16 output) of rows of `depth` values: TFLite's
+/// `reference_ops::Softmax` (exp in Q5.26 -> Q0.31, sum in Q12.19, a fixed-point reciprocal,
+/// one rounding shift per output).
+///
+/// The output shift is `num_bits_over_unit + 31 - output bits`, `num_bits_over_unit` being
+/// `floor(log2(sum))`; for int8 output it exceeds 31 once the sum of exponentials reaches 2^9
+/// (for instance ~1000 classes of similar logits; int16 output only gets there past 4095
+/// classes), which gemmlowp's `RoundingDivideByPOT` asserts against (LiteRT's reference
+/// kernels abort there, release builds shift by the count modulo 32). This function divides
+/// exactly instead ([`rounding_divide_by_pot_wide`]): each probability is then below half an
+/// output step and becomes the output minimum, as the real-valued formula says. The sum is
+/// accumulated in 64 bits, so any depth works; rows whose sum fits 32 bits are bit-exact with
+/// TFLite.
 pub fn softmax_quantized<O: QuantInt>(
     input: &[i8],
     output: &mut [O],
     depth: usize,
     p: &SoftmaxQuantParams,
-) -> Result<(), SoftmaxOverflow> {
+) {
     if depth == 0 {
-        return Ok(());
+        return;
     }
     let out_bits = (std::mem::size_of::<O>() * 8) as i32;
     let scaled_exp = |diff: i32| {
@@ -85,27 +121,21 @@ pub fn softmax_quantized<O: QuantInt>(
             .copied()
             .max()
             .map_or(i32::from(i8::MIN), i32::from);
-        let mut sum_of_exps = 0i32;
+        let mut sum_of_exps = 0i64;
         for &x in inp {
             let diff = i32::from(x) - max_in_row;
             if diff >= p.diff_min {
-                sum_of_exps = sum_of_exps.wrapping_add(rescale(
-                    scaled_exp(diff),
-                    0,
-                    ACCUMULATION_INTEGER_BITS,
-                ));
+                sum_of_exps += i64::from(rescale(scaled_exp(diff), 0, ACCUMULATION_INTEGER_BITS));
             }
         }
-        let (shifted_scale, num_bits_over_unit) =
-            get_reciprocal(sum_of_exps, ACCUMULATION_INTEGER_BITS);
-        let exponent = num_bits_over_unit + 31 - out_bits;
-        if !(0..=31).contains(&exponent) {
-            return Err(SoftmaxOverflow);
-        }
+        // The row maximum contributes exp(0) = 2^19 in Q12.19, so the sum is positive and the
+        // exponent below is at least 31 - out_bits >= 15.
+        let (shifted_scale, num_bits_over_unit) = reciprocal_of_sum(sum_of_exps);
+        let exponent = (num_bits_over_unit + 31 - out_bits).clamp(0, 62) as u32;
         for (o, &x) in out.iter_mut().zip(inp) {
             let diff = i32::from(x) - max_in_row;
             *o = if diff >= p.diff_min {
-                let unsat = rounding_divide_by_pot(
+                let unsat = rounding_divide_by_pot_wide(
                     saturating_rounding_doubling_high_mul(shifted_scale, scaled_exp(diff)),
                     exponent,
                 );
@@ -115,7 +145,6 @@ pub fn softmax_quantized<O: QuantInt>(
             };
         }
     }
-    Ok(())
 }
 
 /// The two lookup tables of the int16 softmax, generated as TFLM's prepare does.
@@ -229,7 +258,7 @@ mod tests {
         let p = int8_params(scale, 1.0);
         let input = [10i8, 20, -5, 30, 30, -128];
         let mut out = [0i8; 6];
-        softmax_quantized(&input, &mut out, 6, &p).unwrap();
+        softmax_quantized(&input, &mut out, 6, &p);
         let want = softmax_real(&input.map(|v| f64::from(v) * scale));
         for i in 0..6 {
             let got = (f64::from(out[i]) + 128.0) / 256.0;
@@ -240,7 +269,7 @@ mod tests {
             );
         }
         let mut out16 = [0i16; 6];
-        softmax_quantized(&input, &mut out16, 6, &p).unwrap();
+        softmax_quantized(&input, &mut out16, 6, &p);
         for i in 0..6 {
             let got = (f64::from(out16[i]) + 32768.0) / 65536.0;
             assert!(
@@ -248,6 +277,100 @@ mod tests {
                 "{i}: {got} vs {}",
                 want[i]
             );
+        }
+    }
+
+    /// Real softmax of int8 logits at `scale`, quantized to the int8 / int16 output grids.
+    fn check_rows_close(input: &[i8], depth: usize, scale: f64) {
+        let p = int8_params(scale, 1.0);
+        let mut out8 = vec![0i8; input.len()];
+        let mut out16 = vec![0i16; input.len()];
+        softmax_quantized(input, &mut out8, depth, &p);
+        softmax_quantized(input, &mut out16, depth, &p);
+        for (r, row) in input.chunks_exact(depth).enumerate() {
+            let want = softmax_real(
+                &row.iter()
+                    .map(|&v| f64::from(v) * scale)
+                    .collect::<Vec<_>>(),
+            );
+            for (c, w) in want.iter().enumerate() {
+                let i = r * depth + c;
+                let got8 = (f64::from(out8[i]) + 128.0) / 256.0;
+                let got16 = (f64::from(out16[i]) + 32768.0) / 65536.0;
+                assert!(
+                    (got8 - w).abs() <= 1.0 / 256.0,
+                    "int8 [{r},{c}]: {got8} vs {w}"
+                );
+                // Each class's exp is rounded to the Q12.19 grid before summing: up to half a
+                // 2^-19 step each, which the int16 grid resolves.
+                let tol16 = 4.0 / 65536.0 + depth as f64 * 0.5 / f64::from(1 << 19);
+                assert!(
+                    (got16 - w).abs() <= tol16,
+                    "int16 [{r},{c}]: {got16} vs {w}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn int8_softmax_over_1000_classes_does_not_overflow() {
+        // Similar logits over 1000 classes: the sum of exponentials is ~1000, so the int8
+        // output shift is 33, past gemmlowp's 31.
+        let depth = 1000;
+        let mut input = Vec::with_capacity(2 * depth);
+        let mut state = 12345u32;
+        for _ in 0..depth {
+            state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            input.push(((state >> 16) % 9) as i8 - 4);
+        }
+        // Second row: one clear winner among 999 equal logits.
+        input.extend(std::iter::repeat_n(-128i8, depth));
+        input[depth + 17] = 127;
+        check_rows_close(&input, depth, 0.05);
+        let p = int8_params(0.05, 1.0);
+        let mut out = vec![0i8; input.len()];
+        softmax_quantized(&input, &mut out, depth, &p);
+        assert!(out[..depth].iter().all(|&v| v == -128));
+        assert_eq!(out[depth + 17], 127);
+    }
+
+    #[test]
+    fn int8_softmax_beyond_4095_classes_sums_in_64_bits() {
+        // 5000 equal logits: the Q12.19 sum (5000 * 2^19) no longer fits 32 bits.
+        let depth = 5000;
+        let mut input = vec![3i8; depth];
+        input[0] = 9;
+        check_rows_close(&input, depth, 0.1);
+    }
+
+    #[test]
+    fn wide_rounding_division_matches_gemmlowp_and_extends_it() {
+        let xs = [
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            3,
+            1 << 30,
+            -(1 << 30),
+            i32::MAX,
+            i32::MIN,
+            12345,
+            -54321,
+        ];
+        for &x in &xs {
+            for e in 0..=31u32 {
+                assert_eq!(
+                    rounding_divide_by_pot_wide(x, e),
+                    super::super::quant::rounding_divide_by_pot(x, e as i32),
+                    "{x} >> {e}"
+                );
+            }
+            for e in 32..=62u32 {
+                let want = if x == i32::MIN && e == 32 { -1 } else { 0 };
+                assert_eq!(rounding_divide_by_pot_wide(x, e), want, "{x} >> {e}");
+            }
         }
     }
 
