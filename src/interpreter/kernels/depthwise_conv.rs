@@ -1,7 +1,7 @@
 //! DEPTHWISE_CONV_2D: float, int8 (per-tensor or per-channel weights) and 16x8 (int64 bias), as
 //! TFLM's `depthwise_conv.cc`; filter `[1, h, w, in_c * depth_multiplier]`.
 
-use super::conv::{invoke_conv_like, prepare_quantization, ConvData, ConvKind};
+use super::conv::{invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path};
 use super::quant_params::{padding_kind, positive, window_axis};
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::depthwise_conv::{
@@ -111,6 +111,7 @@ impl Kernel for DepthwiseConv2D {
                 pad_w: gw.pad,
                 depth_multiplier: dm,
             },
+            f32_path: F32Path::Reference,
             has_bias: false,
             float_min: f32::MIN,
             float_max: f32::MAX,

@@ -8,3 +8,6 @@
 //! every target, so one binary runs everywhere.
 //!
 //! [`KernelSet::Optimized`]: super::KernelSet::Optimized
+
+pub mod conv;
+pub mod gemm;
