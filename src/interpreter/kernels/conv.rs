@@ -48,6 +48,8 @@ pub(crate) enum F32Path {
         filter: PackedFilter,
         cols: Option<ScratchId>,
     },
+    /// Direct SIMD depthwise convolution (depth multiplier 1).
+    Depthwise,
 }
 
 /// Where a packed filter lives.
@@ -381,17 +383,28 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
             fast::pack_filter(g, &plan, w, &mut packed);
             PackedFilter::Persistent(ctx.persistent_array(&packed)?)
         }
-        _ => PackedFilter::Scratch(ctx.request_scratch(len * 4)?),
+        _ => PackedFilter::Scratch(request_f32_scratch(ctx, len)?),
     };
     let cols = match plan.cols_len() {
         0 => None,
-        n => Some(ctx.request_scratch(n * 4)?),
+        n => Some(request_f32_scratch(ctx, n)?),
     };
     Ok(F32Path::Gemm {
         plan,
         filter: packed,
         cols,
     })
+}
+
+/// Scratch for `len` f32 values.
+pub(crate) fn request_f32_scratch(
+    ctx: &mut PrepareContext<'_>,
+    len: usize,
+) -> Result<ScratchId, KernelError> {
+    let bytes = len
+        .checked_mul(4)
+        .ok_or_else(|| KernelError::new(format!("scratch of {len} floats overflows")))?;
+    ctx.request_scratch(bytes)
 }
 
 fn invoke_gemm(

@@ -9,5 +9,7 @@
 //!
 //! [`KernelSet::Optimized`]: super::KernelSet::Optimized
 
+pub mod batch_matmul;
 pub mod conv;
+pub mod depthwise_conv;
 pub mod gemm;
