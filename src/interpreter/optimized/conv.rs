@@ -127,11 +127,12 @@ pub fn conv_f32(
 fn im2col(g: &ConvGeometry, image: &[f32], p0: usize, rows: usize, cols: &mut [f32]) {
     let c = g.in_c;
     let k = g.filter_h * g.filter_w * c;
-    for (r, row) in cols.chunks_exact_mut(k).take(rows).enumerate() {
-        let p = p0 + r;
-        let (oy, ox) = (p / g.out_w, p % g.out_w);
-        let wy = g.row_window(oy);
-        let wx = g.col_window(ox);
+    let (mut oy, mut ox) = (p0 / g.out_w, p0 % g.out_w);
+    let mut wy = g.row_window(oy);
+    for row in cols.chunks_exact_mut(k).take(rows) {
+        // Taps fx0..fx1 of this column are inside; tap fx reads x0 + fx * dilation.
+        let x0 = (ox * g.stride_w) as isize - g.pad_w as isize;
+        let (fx0, fx1) = clip(x0, g.filter_w, g.dilation_w, g.in_w);
         for fy in 0..g.filter_h {
             let dst_row = &mut row[fy * g.filter_w * c..][..g.filter_w * c];
             if fy < wy.f0 || fy >= wy.f1 {
@@ -139,19 +140,81 @@ fn im2col(g: &ConvGeometry, image: &[f32], p0: usize, rows: usize, cols: &mut [f
                 continue;
             }
             let src_row = &image[wy.at(fy) * g.in_w * c..][..g.in_w * c];
-            dst_row[..wx.f0 * c].fill(0.0);
-            dst_row[wx.f1.max(wx.f0) * c..].fill(0.0);
-            if g.dilation_w == 1 && wx.f1 > wx.f0 {
+            if fx0 > 0 {
+                dst_row[..fx0 * c].fill(0.0);
+            }
+            if fx1 < g.filter_w {
+                dst_row[fx1 * c..].fill(0.0);
+            }
+            let at = |fx: usize| (x0 + (fx * g.dilation_w) as isize) as usize;
+            if g.dilation_w == 1 && fx1 > fx0 {
                 // Adjacent taps read adjacent input pixels: one run.
-                let x0 = wx.at(wx.f0);
-                let len = (wx.f1 - wx.f0) * c;
-                dst_row[wx.f0 * c..][..len].copy_from_slice(&src_row[x0 * c..][..len]);
+                let len = (fx1 - fx0) * c;
+                copy(
+                    &mut dst_row[fx0 * c..][..len],
+                    &src_row[at(fx0) * c..][..len],
+                );
             } else {
-                for fx in wx.f0..wx.f1 {
-                    dst_row[fx * c..][..c].copy_from_slice(&src_row[wx.at(fx) * c..][..c]);
+                for fx in fx0..fx1 {
+                    copy(&mut dst_row[fx * c..][..c], &src_row[at(fx) * c..][..c]);
                 }
             }
         }
+        ox += 1;
+        if ox == g.out_w {
+            ox = 0;
+            oy += 1;
+            if oy < g.out_h {
+                wy = g.row_window(oy);
+            }
+        }
+    }
+}
+
+/// Taps `f0..f1` (`f0 <= f1`) of a window starting at `origin` whose coordinate
+/// `origin + f * dilation` lies in `0..size`; without a division when `dilation` is 1.
+#[inline(always)]
+fn clip(origin: isize, filter: usize, dilation: usize, size: usize) -> (usize, usize) {
+    let d = dilation as isize;
+    let end = size as isize - origin;
+    let (f0, f1) = if d == 1 {
+        (
+            (-origin).max(0) as usize,
+            end.clamp(0, filter as isize) as usize,
+        )
+    } else {
+        let f0 = if origin >= 0 {
+            0
+        } else {
+            ((-origin + d - 1) / d) as usize
+        };
+        let f1 = if end <= 0 {
+            0
+        } else {
+            (((end + d - 1) / d) as usize).min(filter)
+        };
+        (f0, f1)
+    };
+    (f0.min(f1), f1)
+}
+
+/// `dst.copy_from_slice(src)` without a `memcpy` call for the short runs of images with few
+/// channels (a first layer copies runs of 3 to 9 values, where the call costs more than the copy).
+#[inline(always)]
+fn copy(dst: &mut [f32], src: &[f32]) {
+    if dst.len() > 32 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (d, s) in (&mut d).zip(&mut s) {
+        let s: &[f32; 8] = s.try_into().expect("chunks of 8");
+        let d: &mut [f32; 8] = d.try_into().expect("chunks of 8");
+        *d = *s;
+    }
+    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = *s;
     }
 }
 

@@ -400,13 +400,18 @@ mod x86 {
         let (lo, hi) = (_mm256_set1_ps(t.min), _mm256_set1_ps(t.max));
         let mut bias = [_mm256_setzero_ps(); 2];
         if let (true, Some(bp)) = (t.last, t.bias) {
-            let mut tmp = [0.0f32; NR];
-            // SAFETY: `cols` bias values are inside.
-            unsafe { std::ptr::copy_nonoverlapping(bp, tmp.as_mut_ptr(), t.cols) };
-            bias = [
-                _mm256_loadu_ps(tmp.as_ptr()),
-                _mm256_loadu_ps(tmp[8..].as_ptr()),
-            ];
+            if t.cols == NR {
+                // SAFETY: `cols == NR` bias values are inside.
+                bias = unsafe { [_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8))] };
+            } else {
+                let mut tmp = [0.0f32; NR];
+                // SAFETY: `cols` bias values are inside.
+                unsafe { std::ptr::copy_nonoverlapping(bp, tmp.as_mut_ptr(), t.cols) };
+                bias = [
+                    _mm256_loadu_ps(tmp.as_ptr()),
+                    _mm256_loadu_ps(tmp[8..].as_ptr()),
+                ];
+            }
         }
         for (i, row) in acc.iter().enumerate() {
             // SAFETY: row `i < R` of C has `cols` values inside; a full row is read and written
