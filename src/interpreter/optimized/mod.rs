@@ -12,4 +12,5 @@
 pub mod batch_matmul;
 pub mod conv;
 pub mod depthwise_conv;
+pub mod gelu;
 pub mod gemm;
