@@ -1,16 +1,17 @@
 //! f32 matrix product `C = clamp(A · Bᵀ + bias)` for convolutions, fully connected layers and
 //! batch matmuls: `A` is `m × k` with any row and column strides, `B` is `n × k` (or `k × n`),
-//! packed once per call into column panels in caller-provided memory, `C` is `m × n` row-major
-//! with a row stride.
+//! packed into column panels in caller-provided memory (per call, or once at prepare for constant
+//! weights), `C` is `m × n` row-major with a row stride.
 //!
-//! **Why a hand-written kernel and not the `gemm` crate.** `gemm` 0.18 (used by candle) is
-//! faster on big products on an AVX-512 machine (about 112 GFLOP/s on one core against about 70
-//! for this kernel, see `BENCHMARKS.md`), but it allocates its packing buffers on the heap on
-//! every call (one or two allocations per product, measured with a counting global allocator),
-//! and an interpreter's invoke performs no heap allocation. Its API takes no caller memory for
-//! them. This kernel packs into memory the caller plans (the interpreter's arena scratch), runs
-//! on the convolution shapes of the models at hand at a throughput close to the machine's AVX2
-//! peak, and has no dependency.
+//! **Why a hand-written kernel and not the `gemm` crate.** Measured on the products of
+//! MobileNet's pointwise convolutions, a first-layer im2col and a transformer projection (one
+//! core, best of 50; `BENCHMARKS.md`), `gemm` 0.18 (used by candle) and this kernel run at the
+//! same speed, 110 to 115 GFLOP/s on the large shapes. But `gemm` allocates its packing buffers
+//! on the heap on one or two of every call (counted with a counting global allocator), and its
+//! API takes no caller memory for them, while the interpreter's invoke performs no heap
+//! allocation. This kernel packs into memory the caller plans (the arena's scratch or tail),
+//! which also lets a constant filter be packed once at prepare instead of at every call, and
+//! adds no dependency.
 //!
 //! **Kernel.** GotoBLAS-style blocking without packing `A` (its rows are read in place, which
 //! lets a pointwise convolution use the input tensor directly): `k` in blocks of [`KC`], `n` in
