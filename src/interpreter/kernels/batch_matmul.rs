@@ -1,11 +1,15 @@
 //! BATCH_MATMUL: float32 (LiteRT's `batch_matmul.cc`), `adj_x` / `adj_y` from the options,
-//! ranks 2 to 5 with broadcasting of the batch dimensions.
+//! ranks 2 to 5 with broadcasting of the batch dimensions. The optimized set multiplies through
+//! [`crate::interpreter::optimized::batch_matmul`], packing the right-hand matrix into scratch.
 
+use super::conv::request_f32_scratch;
+use crate::interpreter::optimized::batch_matmul as fast;
 use crate::interpreter::reference::batch_matmul::{
     batch_matmul_f32, BatchMatMulGeometry, MAX_BATCH_DIMS,
 };
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
+    ScratchId,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
@@ -15,6 +19,14 @@ use crate::{kernel_bail, kernel_ensure};
 pub struct BatchMatMul {
     /// Which arithmetic invoke runs.
     pub set: KernelSet,
+}
+
+/// What prepare computes.
+#[derive(Clone, Copy, Debug)]
+struct BatchMatMulData {
+    geometry: BatchMatMulGeometry,
+    /// Packing buffer of the optimized set (none: the reference loop).
+    packed: Option<ScratchId>,
 }
 
 fn batch_dims(dims: &[usize]) -> [usize; MAX_BATCH_DIMS] {
@@ -75,7 +87,7 @@ impl Kernel for BatchMatMul {
         want[MAX_BATCH_DIMS + 1] = n;
         let rank = lr.max(rr);
         output.expect_dims(&want[MAX_BATCH_DIMS + 2 - rank..])?;
-        ctx.set_op_data(BatchMatMulGeometry {
+        let geometry = BatchMatMulGeometry {
             lhs_batch: lb,
             rhs_batch: rb,
             m,
@@ -83,12 +95,26 @@ impl Kernel for BatchMatMul {
             n,
             adj_x,
             adj_y,
-        })
+        };
+        let packed = match self.set {
+            KernelSet::Reference => None,
+            KernelSet::Optimized => Some(request_f32_scratch(ctx, fast::packed_len(&geometry))?),
+        };
+        ctx.set_op_data(BatchMatMulData { geometry, packed })
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
-        let g = *ctx.op_data::<BatchMatMulGeometry>()?;
-        batch_matmul_f32(&g, ctx.input(0)?, ctx.input(1)?, ctx.output(0)?);
+        let d = *ctx.op_data::<BatchMatMulData>()?;
+        match d.packed {
+            Some(id) => fast::batch_matmul_f32(
+                &d.geometry,
+                ctx.input(0)?,
+                ctx.input(1)?,
+                ctx.output(0)?,
+                ctx.scratch(id)?,
+            ),
+            None => batch_matmul_f32(&d.geometry, ctx.input(0)?, ctx.input(1)?, ctx.output(0)?),
+        }
         Ok(())
     }
 }

@@ -2,15 +2,23 @@
 //! weights, int64 or int32 bias), as TFLM's `conv.cc`. Prepare computes the window geometry
 //! (SAME / VALID, strides, dilation, groups) and the per-channel multipliers; invoke switches on
 //! the kind.
+//!
+//! In the optimized set a float convolution runs as matrix products
+//! ([`crate::interpreter::optimized::conv`]): prepare packs a constant filter once into the
+//! arena's tail (a filter computed at run time is packed into scratch at each invoke) and
+//! requests the im2col block as scratch, so the arena size is known at build and invoke does not
+//! allocate. The packed filter is a second copy of the weights, as XNNPACK keeps one; it costs
+//! tail bytes, not head bytes.
 
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, padding_kind,
     per_channel_multipliers, positive, quantized_range, window_axis,
 };
+use crate::interpreter::optimized::conv::{self as fast, ConvPlan};
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
-    Registration,
+    Registration, ScratchId,
 };
 use crate::kernel_ensure;
 use crate::model::{BuiltinOp, BuiltinOptions};
@@ -29,10 +37,35 @@ pub(crate) enum ConvKind {
     I16Acc32,
 }
 
+/// Which arithmetic a float convolution-like node runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum F32Path {
+    /// The reference loop (the reference set, and shapes the optimized code does not cover).
+    Reference,
+    /// Matrix products with a packed filter and, unless pointwise, an im2col block.
+    Gemm {
+        plan: ConvPlan,
+        filter: PackedFilter,
+        cols: Option<ScratchId>,
+    },
+    /// Direct SIMD depthwise convolution (depth multiplier 1).
+    Depthwise,
+}
+
+/// Where a packed filter lives.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PackedFilter {
+    /// Packed at prepare from a constant filter.
+    Persistent(PersistentArray<f32>),
+    /// Packed at every invoke into this scratch (the filter is not constant).
+    Scratch(ScratchId),
+}
+
 /// What prepare computes for a convolution (shared with DEPTHWISE_CONV_2D).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ConvData {
     pub kind: ConvKind,
+    pub f32_path: F32Path,
     pub geometry: ConvGeometry,
     pub has_bias: bool,
     pub float_min: f32,
@@ -310,6 +343,7 @@ impl Kernel for Conv2D {
                 pad_w: gw.pad,
                 depth_multiplier: 1,
             },
+            f32_path: F32Path::Reference,
             has_bias: false,
             float_min: f32::MIN,
             float_max: f32::MAX,
@@ -320,12 +354,92 @@ impl Kernel for Conv2D {
             multipliers: None,
         };
         prepare_quantization(ctx, activation, 0, o[3], &mut data)?;
+        if self.set == KernelSet::Optimized && data.kind == ConvKind::F32 {
+            data.f32_path = prepare_gemm(ctx, &data.geometry)?;
+        }
         ctx.set_op_data(data)
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<ConvData>()?;
+        if let F32Path::Gemm { plan, filter, cols } = d.f32_path {
+            return invoke_gemm(ctx, &d, &plan, filter, cols);
+        }
         invoke_conv_like(ctx, conv_f32, conv_i8, conv_i16::<i64>, conv_i16::<i32>)
     }
+}
+
+/// The matrix-product path of a float convolution: the packed filter (now when constant, else
+/// scratch for invoke) and the im2col scratch. Grouped convolutions keep the reference loop.
+fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Path, KernelError> {
+    let Some(plan) = ConvPlan::new(g) else {
+        return Ok(F32Path::Reference);
+    };
+    let filter = ctx.input(1)?;
+    let len = plan.packed_filter_len(g);
+    let packed = match filter.data::<f32>()? {
+        Some(w) if filter.is_constant => {
+            let mut packed = vec![0.0f32; len];
+            fast::pack_filter(g, &plan, w, &mut packed);
+            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+        }
+        _ => PackedFilter::Scratch(request_f32_scratch(ctx, len)?),
+    };
+    let cols = match plan.cols_len() {
+        0 => None,
+        n => Some(request_f32_scratch(ctx, n)?),
+    };
+    Ok(F32Path::Gemm {
+        plan,
+        filter: packed,
+        cols,
+    })
+}
+
+/// Scratch for `len` f32 values.
+pub(crate) fn request_f32_scratch(
+    ctx: &mut PrepareContext<'_>,
+    len: usize,
+) -> Result<ScratchId, KernelError> {
+    let bytes = len
+        .checked_mul(4)
+        .ok_or_else(|| KernelError::new(format!("scratch of {len} floats overflows")))?;
+    ctx.request_scratch(bytes)
+}
+
+fn invoke_gemm(
+    ctx: &mut InvokeContext<'_>,
+    d: &ConvData,
+    plan: &ConvPlan,
+    filter: PackedFilter,
+    cols: Option<ScratchId>,
+) -> Result<(), KernelError> {
+    let g = &d.geometry;
+    let packed: &[f32] = match filter {
+        PackedFilter::Persistent(p) => ctx.persistent(p)?,
+        PackedFilter::Scratch(id) => {
+            let s = ctx.scratch::<f32>(id)?;
+            fast::pack_filter(g, plan, ctx.input::<f32>(1)?, s);
+            &*s
+        }
+    };
+    let cols: &mut [f32] = match cols {
+        Some(id) => ctx.scratch::<f32>(id)?,
+        None => &mut [],
+    };
+    let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
+    fast::conv_f32(
+        g,
+        plan,
+        ctx.input::<f32>(0)?,
+        packed,
+        bias,
+        d.float_min,
+        d.float_max,
+        ctx.output::<f32>(0)?,
+        cols,
+    );
+    Ok(())
 }
 
 /// Registers CONV_2D of kernel set `set`.

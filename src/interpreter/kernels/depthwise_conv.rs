@@ -1,8 +1,11 @@
 //! DEPTHWISE_CONV_2D: float, int8 (per-tensor or per-channel weights) and 16x8 (int64 bias), as
-//! TFLM's `depthwise_conv.cc`; filter `[1, h, w, in_c * depth_multiplier]`.
+//! TFLM's `depthwise_conv.cc`; filter `[1, h, w, in_c * depth_multiplier]`. In the optimized
+//! set a float node with depth multiplier 1 runs
+//! [`crate::interpreter::optimized::depthwise_conv`].
 
-use super::conv::{invoke_conv_like, prepare_quantization, ConvData, ConvKind};
+use super::conv::{invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path};
 use super::quant_params::{padding_kind, positive, window_axis};
+use crate::interpreter::optimized::depthwise_conv as fast;
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::depthwise_conv::{
     depthwise_conv_f32, depthwise_conv_i16, depthwise_conv_i8,
@@ -111,6 +114,7 @@ impl Kernel for DepthwiseConv2D {
                 pad_w: gw.pad,
                 depth_multiplier: dm,
             },
+            f32_path: F32Path::Reference,
             has_bias: false,
             float_min: f32::MIN,
             float_max: f32::MAX,
@@ -121,10 +125,30 @@ impl Kernel for DepthwiseConv2D {
             multipliers: None,
         };
         prepare_quantization(ctx, activation, 3, o[3], &mut data)?;
+        if self.set == KernelSet::Optimized
+            && data.kind == ConvKind::F32
+            && fast::covers(&data.geometry)
+        {
+            data.f32_path = F32Path::Depthwise;
+        }
         ctx.set_op_data(data)
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let d = *ctx.op_data::<ConvData>()?;
+        if let F32Path::Depthwise = d.f32_path {
+            let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
+            fast::depthwise_conv_f32(
+                &d.geometry,
+                ctx.input::<f32>(0)?,
+                ctx.input::<f32>(1)?,
+                bias,
+                d.float_min,
+                d.float_max,
+                ctx.output::<f32>(0)?,
+            );
+            return Ok(());
+        }
         invoke_conv_like(
             ctx,
             depthwise_conv_f32,

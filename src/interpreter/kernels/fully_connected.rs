@@ -1,8 +1,15 @@
 //! FULLY_CONNECTED: float, int8 (per-tensor or per-channel weights) and 16x8 (int64 or int32
-//! bias), optional bias, `keep_num_dims`, as TFLM's `fully_connected.cc`.
+//! bias), optional bias, `keep_num_dims`, as TFLM's `fully_connected.cc`. The optimized set
+//! runs a float layer through [`crate::interpreter::optimized::gemm`]: one dot product per
+//! output for fewer than [`GEMM_MIN_ROWS`] input rows, else a matrix product with the weights
+//! packed once at prepare (constant weights) or into scratch at each invoke.
 
+use super::conv::{request_f32_scratch, PackedFilter};
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
+};
+use crate::interpreter::optimized::gemm::{
+    gemm_dot, gemm_packed, pack_b, packed_b_len, Epilogue, Strided,
 };
 use crate::interpreter::reference::fully_connected::{
     fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,
@@ -24,9 +31,23 @@ enum FcKind {
     I16Acc32,
 }
 
+/// Input rows from which a float layer packs its weights for the matrix product.
+pub const GEMM_MIN_ROWS: usize = 4;
+
+/// Which arithmetic a float layer runs.
+#[derive(Clone, Copy, Debug)]
+enum FcF32Path {
+    Reference,
+    /// One dot product per output (weights read in place).
+    Dot,
+    /// Matrix product with packed weights.
+    Gemm(PackedFilter),
+}
+
 #[derive(Clone, Copy, Debug)]
 struct FcData {
     kind: FcKind,
+    f32_path: FcF32Path,
     batches: usize,
     depth: usize,
     units: usize,
@@ -39,6 +60,15 @@ struct FcData {
     weights_offset: i32,
     output_offset: i32,
     multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+}
+
+/// `[units, depth]` weights as the `n × k` operand of a matrix product.
+fn weights_view(w: &[f32], depth: usize) -> Strided<'_> {
+    Strided {
+        data: w,
+        rs: depth,
+        cs: 1,
+    }
 }
 
 /// The FULLY_CONNECTED kernel of one kernel set.
@@ -146,6 +176,7 @@ impl Kernel for FullyConnected {
         }
         let mut data = FcData {
             kind,
+            f32_path: FcF32Path::Reference,
             batches,
             depth,
             units,
@@ -161,6 +192,21 @@ impl Kernel for FullyConnected {
         };
         if kind == FcKind::F32 {
             (data.float_min, data.float_max) = float_range(act);
+            if self.set == KernelSet::Optimized {
+                data.f32_path = if batches < GEMM_MIN_ROWS {
+                    FcF32Path::Dot
+                } else {
+                    let len = packed_b_len(units, depth);
+                    FcF32Path::Gemm(match weights.data::<f32>()? {
+                        Some(w) if weights.is_constant => {
+                            let mut packed = vec![0.0f32; len];
+                            pack_b(units, depth, weights_view(w, depth), &mut packed);
+                            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+                        }
+                        _ => PackedFilter::Scratch(request_f32_scratch(ctx, len)?),
+                    })
+                };
+            }
             return ctx.set_op_data(data);
         }
         let (input_scale, input_zp) = input.per_tensor_quant()?;
@@ -223,6 +269,36 @@ impl Kernel for FullyConnected {
         let (b, k, u) = (d.batches, d.depth, d.units);
         if d.kind == FcKind::F32 {
             let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
+            let ep = Epilogue {
+                bias,
+                min: d.float_min,
+                max: d.float_max,
+            };
+            match d.f32_path {
+                FcF32Path::Reference => {}
+                FcF32Path::Dot => {
+                    let (x, w) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
+                    gemm_dot(b, u, k, x, w, &ep, ctx.output::<f32>(0)?, u);
+                    return Ok(());
+                }
+                FcF32Path::Gemm(filter) => {
+                    let packed: &[f32] = match filter {
+                        PackedFilter::Persistent(p) => ctx.persistent(p)?,
+                        PackedFilter::Scratch(id) => {
+                            let s = ctx.scratch::<f32>(id)?;
+                            pack_b(u, k, weights_view(ctx.input::<f32>(1)?, k), s);
+                            &*s
+                        }
+                    };
+                    let x = Strided {
+                        data: ctx.input::<f32>(0)?,
+                        rs: k,
+                        cs: 1,
+                    };
+                    gemm_packed(b, u, k, x, packed, &ep, ctx.output::<f32>(0)?, u);
+                    return Ok(());
+                }
+            }
             fully_connected_f32(
                 b,
                 k,

@@ -1,17 +1,22 @@
 //! GELU: float32, exact (erf) or `approximate` (tanh) as `GeluOptions` says (LiteRT's
-//! `gelu.cc`).
+//! `gelu.cc`). The optimized set evaluates `erf` in single precision
+//! ([`crate::interpreter::optimized::gelu`]) instead of the reference's double-precision series.
 
 use super::unary_common::prepare_unary;
+use crate::interpreter::optimized::gelu as fast;
 use crate::interpreter::reference::gelu::gelu_f32;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
 };
 use crate::kernel_bail;
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
 
-/// The GELU kernel.
-pub struct Gelu;
+/// The GELU kernel of one kernel set.
+pub struct Gelu {
+    /// Which arithmetic invoke runs.
+    pub set: KernelSet,
+}
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -32,12 +37,15 @@ impl Kernel for Gelu {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
-        gelu_f32(ctx.input(0)?, d.approximate, ctx.output(0)?);
+        match self.set {
+            KernelSet::Reference => gelu_f32(ctx.input(0)?, d.approximate, ctx.output(0)?),
+            KernelSet::Optimized => fast::gelu_f32(ctx.input(0)?, d.approximate, ctx.output(0)?),
+        }
         Ok(())
     }
 }
 
-/// Registers GELU.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::GELU, Registration::new("GELU", Gelu));
+/// Registers GELU of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
+    r.register_builtin(BuiltinOp::GELU, Registration::new("GELU", Gelu { set }));
 }

@@ -8,3 +8,9 @@
 //! every target, so one binary runs everywhere.
 //!
 //! [`KernelSet::Optimized`]: super::KernelSet::Optimized
+
+pub mod batch_matmul;
+pub mod conv;
+pub mod depthwise_conv;
+pub mod gelu;
+pub mod gemm;

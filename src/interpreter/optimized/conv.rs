@@ -1,0 +1,326 @@
+//! Float CONV_2D as matrix products ([`super::gemm`]): output pixels are rows, output channels
+//! columns, and the OHWI filter is `B` (`out_c × filter_h·filter_w·in_c`, packed once).
+//!
+//! A pointwise convolution (1×1 filter, stride 1, no padding) multiplies the NHWC input in place.
+//! Every other convolution gathers its input windows (im2col) into a buffer of
+//! [`ConvPlan::col_rows`] rows at a time, so the buffer stays small (tens of KiB, in cache) and
+//! bounded whatever the image size, and multiplies each block. Grouped convolutions are not
+//! covered ([`ConvPlan::new`] returns `None`); their kernels run the reference loop.
+
+use super::gemm::{gemm_packed, pack_b, packed_b_len, Epilogue, Strided, MR};
+use crate::interpreter::reference::conv::ConvGeometry;
+
+/// Bytes of im2col rows a block aims at (L1/L2 resident).
+const COL_BLOCK_BYTES: usize = 64 * 1024;
+/// Most output pixels per im2col block.
+const MAX_COL_ROWS: usize = 512;
+
+/// How a convolution runs as matrix products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvPlan {
+    /// Depth of the product: `filter_h · filter_w · in_c`.
+    pub k: usize,
+    /// Output pixels per im2col block; 0 for a pointwise convolution (no im2col).
+    pub col_rows: usize,
+}
+
+impl ConvPlan {
+    /// The plan of `g`, or `None` for a grouped convolution.
+    pub fn new(g: &ConvGeometry) -> Option<ConvPlan> {
+        if g.filter_depth != g.in_c || g.depth_multiplier > 1 {
+            return None;
+        }
+        let k = g.filter_h * g.filter_w * g.in_c;
+        let pointwise = g.filter_h == 1
+            && g.filter_w == 1
+            && g.stride_h == 1
+            && g.stride_w == 1
+            && g.pad_h == 0
+            && g.pad_w == 0
+            && g.in_h == g.out_h
+            && g.in_w == g.out_w;
+        let col_rows = if pointwise {
+            0
+        } else {
+            let rows = (COL_BLOCK_BYTES / (4 * k.max(1))).clamp(MR, MAX_COL_ROWS);
+            (rows / MR * MR).min(g.out_h * g.out_w).max(1)
+        };
+        Some(ConvPlan { k, col_rows })
+    }
+
+    /// Elements of the packed filter ([`pack_filter`]).
+    pub fn packed_filter_len(&self, g: &ConvGeometry) -> usize {
+        packed_b_len(g.out_c, self.k)
+    }
+
+    /// Elements of the im2col buffer (0 for a pointwise convolution).
+    pub fn cols_len(&self) -> usize {
+        self.col_rows * self.k
+    }
+}
+
+/// Packs an OHWI filter for [`conv_f32`].
+pub fn pack_filter(g: &ConvGeometry, plan: &ConvPlan, filter: &[f32], packed: &mut [f32]) {
+    let b = Strided {
+        data: &filter[..g.out_c * plan.k],
+        rs: plan.k,
+        cs: 1,
+    };
+    pack_b(g.out_c, plan.k, b, packed);
+}
+
+/// Float convolution with a packed filter: the same values as
+/// [`crate::interpreter::reference::conv::conv_f32`] up to summation order. `cols` holds
+/// [`ConvPlan::cols_len`] elements.
+#[allow(clippy::too_many_arguments)]
+pub fn conv_f32(
+    g: &ConvGeometry,
+    plan: &ConvPlan,
+    input: &[f32],
+    packed_filter: &[f32],
+    bias: Option<&[f32]>,
+    act_min: f32,
+    act_max: f32,
+    output: &mut [f32],
+    cols: &mut [f32],
+) {
+    let ep = Epilogue {
+        bias,
+        min: act_min,
+        max: act_max,
+    };
+    let n = g.out_c;
+    let k = plan.k;
+    if plan.col_rows == 0 {
+        let m = g.batches * g.out_h * g.out_w;
+        let a = Strided {
+            data: &input[..m * k],
+            rs: k,
+            cs: 1,
+        };
+        gemm_packed(m, n, k, a, packed_filter, &ep, &mut output[..m * n], n);
+        return;
+    }
+    let pixels = g.out_h * g.out_w;
+    for b in 0..g.batches {
+        let image = &input[b * g.in_h * g.in_w * g.in_c..][..g.in_h * g.in_w * g.in_c];
+        let out = &mut output[b * pixels * n..][..pixels * n];
+        let mut p0 = 0;
+        while p0 < pixels {
+            let rows = plan.col_rows.min(pixels - p0);
+            let block = &mut cols[..rows * k];
+            im2col(g, image, p0, rows, block);
+            let a = Strided {
+                data: block,
+                rs: k,
+                cs: 1,
+            };
+            gemm_packed(rows, n, k, a, packed_filter, &ep, &mut out[p0 * n..], n);
+            p0 += rows;
+        }
+    }
+}
+
+/// Rows `p0..p0 + rows` (output pixels of one image, row-major) of the im2col matrix: per
+/// pixel, the `filter_h · filter_w` windows of `in_c` input values in OHWI order, zeros where a
+/// tap falls in the padding.
+fn im2col(g: &ConvGeometry, image: &[f32], p0: usize, rows: usize, cols: &mut [f32]) {
+    let c = g.in_c;
+    let k = g.filter_h * g.filter_w * c;
+    let (mut oy, mut ox) = (p0 / g.out_w, p0 % g.out_w);
+    let mut wy = g.row_window(oy);
+    for row in cols.chunks_exact_mut(k).take(rows) {
+        // Taps fx0..fx1 of this column are inside; tap fx reads x0 + fx * dilation.
+        let x0 = (ox * g.stride_w) as isize - g.pad_w as isize;
+        let (fx0, fx1) = clip(x0, g.filter_w, g.dilation_w, g.in_w);
+        for fy in 0..g.filter_h {
+            let dst_row = &mut row[fy * g.filter_w * c..][..g.filter_w * c];
+            if fy < wy.f0 || fy >= wy.f1 {
+                dst_row.fill(0.0);
+                continue;
+            }
+            let src_row = &image[wy.at(fy) * g.in_w * c..][..g.in_w * c];
+            if fx0 > 0 {
+                dst_row[..fx0 * c].fill(0.0);
+            }
+            if fx1 < g.filter_w {
+                dst_row[fx1 * c..].fill(0.0);
+            }
+            let at = |fx: usize| (x0 + (fx * g.dilation_w) as isize) as usize;
+            if g.dilation_w == 1 && fx1 > fx0 {
+                // Adjacent taps read adjacent input pixels: one run.
+                let len = (fx1 - fx0) * c;
+                copy(
+                    &mut dst_row[fx0 * c..][..len],
+                    &src_row[at(fx0) * c..][..len],
+                );
+            } else {
+                for fx in fx0..fx1 {
+                    copy(&mut dst_row[fx * c..][..c], &src_row[at(fx) * c..][..c]);
+                }
+            }
+        }
+        ox += 1;
+        if ox == g.out_w {
+            ox = 0;
+            oy += 1;
+            if oy < g.out_h {
+                wy = g.row_window(oy);
+            }
+        }
+    }
+}
+
+/// Taps `f0..f1` (`f0 <= f1`) of a window starting at `origin` whose coordinate
+/// `origin + f * dilation` lies in `0..size`; without a division when `dilation` is 1.
+#[inline(always)]
+fn clip(origin: isize, filter: usize, dilation: usize, size: usize) -> (usize, usize) {
+    let d = dilation as isize;
+    let end = size as isize - origin;
+    let (f0, f1) = if d == 1 {
+        (
+            (-origin).max(0) as usize,
+            end.clamp(0, filter as isize) as usize,
+        )
+    } else {
+        let f0 = if origin >= 0 {
+            0
+        } else {
+            ((-origin + d - 1) / d) as usize
+        };
+        let f1 = if end <= 0 {
+            0
+        } else {
+            (((end + d - 1) / d) as usize).min(filter)
+        };
+        (f0, f1)
+    };
+    (f0.min(f1), f1)
+}
+
+/// `dst.copy_from_slice(src)` without a `memcpy` call for the short runs of images with few
+/// channels (a first layer copies runs of 3 to 9 values, where the call costs more than the copy).
+#[inline(always)]
+fn copy(dst: &mut [f32], src: &[f32]) {
+    if dst.len() > 32 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (d, s) in (&mut d).zip(&mut s) {
+        let s: &[f32; 8] = s.try_into().expect("chunks of 8");
+        let d: &mut [f32; 8] = d.try_into().expect("chunks of 8");
+        *d = *s;
+    }
+    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = *s;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpreter::reference::conv::conv_f32 as reference;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).wrapping_add(7);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn geometry(
+        (h, w, c): (usize, usize, usize),
+        (fh, fw, oc): (usize, usize, usize),
+        stride: usize,
+        dilation: usize,
+        same: bool,
+        batches: usize,
+    ) -> ConvGeometry {
+        let span = |f: usize| (f - 1) * dilation + 1;
+        let (out_h, out_w, pad_h, pad_w) = if same {
+            let (oh, ow) = (h.div_ceil(stride), w.div_ceil(stride));
+            let pad =
+                |o: usize, i: usize, f: usize| ((o - 1) * stride + span(f)).saturating_sub(i) / 2;
+            (oh, ow, pad(oh, h, fh), pad(ow, w, fw))
+        } else {
+            (
+                (h - span(fh)) / stride + 1,
+                (w - span(fw)) / stride + 1,
+                0,
+                0,
+            )
+        };
+        ConvGeometry {
+            batches,
+            in_h: h,
+            in_w: w,
+            in_c: c,
+            out_h,
+            out_w,
+            out_c: oc,
+            filter_h: fh,
+            filter_w: fw,
+            filter_depth: c,
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: dilation,
+            dilation_w: dilation,
+            pad_h,
+            pad_w,
+            depth_multiplier: 1,
+        }
+    }
+
+    #[test]
+    fn matches_reference_over_geometries() {
+        let cases = [
+            geometry((9, 7, 5), (1, 1, 19), 1, 1, false, 2), // pointwise
+            geometry((9, 7, 5), (1, 1, 3), 2, 1, true, 1),   // strided 1x1: im2col
+            geometry((8, 8, 3), (3, 3, 17), 2, 1, true, 1),  // first layer of a mobilenet
+            geometry((6, 9, 4), (3, 2, 8), 1, 2, true, 2),   // dilated, batches
+            geometry((5, 5, 40), (3, 3, 33), 1, 1, false, 1), // k > KC
+            geometry((30, 30, 2), (5, 5, 6), 1, 1, true, 1), // several im2col blocks
+        ];
+        for g in cases {
+            let plan = ConvPlan::new(&g).unwrap();
+            let input = values(g.input_len(), 1);
+            let filter = values(g.out_c * plan.k, 2);
+            let bias = values(g.out_c, 3);
+            let mut want = vec![0.0; g.output_len()];
+            reference(&g, &input, &filter, Some(&bias), -2.0, 2.5, &mut want);
+            let mut packed = vec![0.0; plan.packed_filter_len(&g)];
+            pack_filter(&g, &plan, &filter, &mut packed);
+            let mut cols = vec![f32::NAN; plan.cols_len()];
+            let mut got = vec![f32::NAN; g.output_len()];
+            conv_f32(
+                &g,
+                &plan,
+                &input,
+                &packed,
+                Some(&bias),
+                -2.0,
+                2.5,
+                &mut got,
+                &mut cols,
+            );
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn grouped_convolutions_have_no_plan() {
+        let mut g = geometry((4, 4, 4), (1, 1, 4), 1, 1, false, 1);
+        g.filter_depth = 2;
+        assert_eq!(ConvPlan::new(&g), None);
+    }
+}

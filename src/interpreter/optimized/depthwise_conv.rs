@@ -1,0 +1,219 @@
+//! Float DEPTHWISE_CONV_2D with a depth multiplier of 1, directly in SIMD: NHWC keeps a pixel's
+//! channels adjacent, so each output pixel accumulates its clipped window tap by tap into
+//! 8-lane vectors of channels (32 channels per pass, in four independent accumulators), adds the
+//! bias and clamps. AVX2+FMA when the CPU has them, the reference loop otherwise; other depth
+//! multipliers are not covered ([`covers`]) and run the reference loop.
+
+use crate::interpreter::reference::conv::ConvGeometry;
+use crate::interpreter::reference::depthwise_conv::depthwise_conv_f32 as reference;
+
+/// Whether [`depthwise_conv_f32`] handles `g` (depth multiplier 1).
+pub fn covers(g: &ConvGeometry) -> bool {
+    g.depth_multiplier == 1 && g.in_c == g.out_c
+}
+
+/// Float depthwise convolution (filter `[1, h, w, channels]`): the same values as the
+/// reference up to FMA rounding.
+///
+/// # Panics
+/// When `g` is not [covered](covers) or a slice is shorter than `g` says.
+pub fn depthwise_conv_f32(
+    g: &ConvGeometry,
+    input: &[f32],
+    filter: &[f32],
+    bias: Option<&[f32]>,
+    act_min: f32,
+    act_max: f32,
+    output: &mut [f32],
+) {
+    assert!(
+        covers(g),
+        "depthwise_conv_f32: depth multiplier {}",
+        g.depth_multiplier
+    );
+    assert!(
+        input.len() >= g.input_len()
+            && filter.len() >= g.filter_h * g.filter_w * g.out_c
+            && output.len() >= g.output_len()
+            && bias.is_none_or(|b| b.len() >= g.out_c),
+        "depthwise_conv_f32: slices shorter than {g:?}"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: AVX2 and FMA are present; the slice lengths were checked above against
+            // every index the loop forms from `g`.
+            unsafe { x86::depthwise(g, input, filter, bias, act_min, act_max, output) };
+            return;
+        }
+    }
+    reference(g, input, filter, bias, act_min, act_max, output);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::ConvGeometry;
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// AVX2 and FMA are present; `input`, `filter`, `output` (and `bias`) hold at least what
+    /// `g` describes; the depth multiplier is 1.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn depthwise(
+        g: &ConvGeometry,
+        input: &[f32],
+        filter: &[f32],
+        bias: Option<&[f32]>,
+        act_min: f32,
+        act_max: f32,
+        output: &mut [f32],
+    ) {
+        let c = g.out_c;
+        let (lo, hi) = (_mm256_set1_ps(act_min), _mm256_set1_ps(act_max));
+        let (inp, flt, out) = (input.as_ptr(), filter.as_ptr(), output.as_mut_ptr());
+        let bias_at = |ch: usize| bias.map_or(0.0, |b| b[ch]);
+        let mut o = 0;
+        for b in 0..g.batches {
+            for oy in 0..g.out_h {
+                let wy = g.row_window(oy);
+                for ox in 0..g.out_w {
+                    let wx = g.col_window(ox);
+                    // Tap (fy, fx) reads input pixel `px(fy, fx)` and filter row `fy * fw + fx`.
+                    let px =
+                        |fy: usize, fx: usize| ((b * g.in_h + wy.at(fy)) * g.in_w + wx.at(fx)) * c;
+                    let mut ch = 0;
+                    while ch + 32 <= c {
+                        let mut acc = [_mm256_setzero_ps(); 4];
+                        for fy in wy.f0..wy.f1 {
+                            for fx in wx.f0..wx.f1 {
+                                // SAFETY: the tap is inside the input (clipped window) and
+                                // `ch + 32 <= c`; the filter row `fy * fw + fx` has `c` values.
+                                unsafe {
+                                    let x = inp.add(px(fy, fx) + ch);
+                                    let w = flt.add((fy * g.filter_w + fx) * c + ch);
+                                    for (l, a) in acc.iter_mut().enumerate() {
+                                        *a = _mm256_fmadd_ps(
+                                            _mm256_loadu_ps(x.add(8 * l)),
+                                            _mm256_loadu_ps(w.add(8 * l)),
+                                            *a,
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                        for (l, a) in acc.iter().enumerate() {
+                            let bv = match bias {
+                                // SAFETY: `ch + 8 l + 8 <= c <= bias.len()`.
+                                Some(bb) => unsafe { _mm256_loadu_ps(bb.as_ptr().add(ch + 8 * l)) },
+                                None => _mm256_setzero_ps(),
+                            };
+                            let v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(*a, bv), lo), hi);
+                            // SAFETY: output pixel `o` has `c` channels inside `output`.
+                            unsafe { _mm256_storeu_ps(out.add(o + ch + 8 * l), v) };
+                        }
+                        ch += 32;
+                    }
+                    while ch + 8 <= c {
+                        let mut acc = _mm256_setzero_ps();
+                        for fy in wy.f0..wy.f1 {
+                            for fx in wx.f0..wx.f1 {
+                                // SAFETY: as above, with `ch + 8 <= c`.
+                                unsafe {
+                                    let x = _mm256_loadu_ps(inp.add(px(fy, fx) + ch));
+                                    let w =
+                                        _mm256_loadu_ps(flt.add((fy * g.filter_w + fx) * c + ch));
+                                    acc = _mm256_fmadd_ps(x, w, acc);
+                                }
+                            }
+                        }
+                        let bv = match bias {
+                            // SAFETY: `ch + 8 <= c <= bias.len()`.
+                            Some(bb) => unsafe { _mm256_loadu_ps(bb.as_ptr().add(ch)) },
+                            None => _mm256_setzero_ps(),
+                        };
+                        let v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(acc, bv), lo), hi);
+                        // SAFETY: output pixel `o` has `c` channels inside `output`.
+                        unsafe { _mm256_storeu_ps(out.add(o + ch), v) };
+                        ch += 8;
+                    }
+                    for ch in ch..c {
+                        let mut acc = 0.0f32;
+                        for fy in wy.f0..wy.f1 {
+                            for fx in wx.f0..wx.f1 {
+                                acc = input[px(fy, fx) + ch]
+                                    .mul_add(filter[(fy * g.filter_w + fx) * c + ch], acc);
+                            }
+                        }
+                        output[o + ch] = (acc + bias_at(ch)).max(act_min).min(act_max);
+                    }
+                    o += c;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).wrapping_add(11);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_reference() {
+        // Channel counts exercise the 32-, 8- and 1-lane passes; strides, dilation, padding.
+        for &(c, stride, dilation, pad) in
+            &[(45, 1, 1, 1), (8, 2, 1, 1), (3, 1, 2, 2), (64, 2, 1, 0)]
+        {
+            let (in_h, in_w, fh, fw) = (9, 11, 3, 3);
+            let span = 2 * dilation + 1;
+            let g = ConvGeometry {
+                batches: 2,
+                in_h,
+                in_w,
+                in_c: c,
+                out_h: (in_h + 2 * pad - span) / stride + 1,
+                out_w: (in_w + 2 * pad - span) / stride + 1,
+                out_c: c,
+                filter_h: fh,
+                filter_w: fw,
+                filter_depth: 1,
+                stride_h: stride,
+                stride_w: stride,
+                dilation_h: dilation,
+                dilation_w: dilation,
+                pad_h: pad,
+                pad_w: pad,
+                depth_multiplier: 1,
+            };
+            let input = values(g.input_len(), 1);
+            let filter = values(fh * fw * c, 2);
+            let bias = values(c, 3);
+            for bias in [Some(&bias[..]), None] {
+                let mut want = vec![0.0; g.output_len()];
+                reference(&g, &input, &filter, bias, -1.5, 2.0, &mut want);
+                let mut got = vec![f32::NAN; g.output_len()];
+                depthwise_conv_f32(&g, &input, &filter, bias, -1.5, 2.0, &mut got);
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!((a - b).abs() <= 1e-5, "c {c}: element {i}: {a} vs {b}");
+                }
+            }
+        }
+        let g = ConvGeometry {
+            depth_multiplier: 2,
+            ..ConvGeometry::default()
+        };
+        assert!(!covers(&g));
+    }
+}

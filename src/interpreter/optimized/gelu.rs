@@ -1,0 +1,70 @@
+//! Float GELU, exact form `0.5 x (1 + erf(x / sqrt 2))`, with `erf` as a single-precision
+//! rational function (the odd polynomial of degree 13 over the even one of degree 8 that Eigen
+//! and XLA use, on `x` clamped to `[-4, 4]`, where `erf` is 1 to float precision): branch-free
+//! arithmetic that the compiler vectorizes, against the reference's double-precision series.
+//! Absolute error of `erf` below 5e-7 (four float ulps near 1) (tested against the reference), so outputs agree with the
+//! reference to a few float ulps of `x`. The `approximate` (tanh) form is the reference's.
+
+use crate::interpreter::reference::gelu::gelu_f32 as reference;
+
+/// `erf(x)` in single precision.
+#[inline(always)]
+pub fn erf_f32(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = x2 * -2.726_142_3e-10 + 2.770_681_4e-8;
+    p = p * x2 - 2.101_024e-6;
+    p = p * x2 - 5.692_506_5e-5;
+    p = p * x2 - 7.349_906_5e-4;
+    p = p * x2 - 2.954_600_1e-3;
+    p = p * x2 - 1.609_603_4e-2;
+    p *= x;
+    let mut q = x2 * -1.456_607_2e-5 - 2.133_740_6e-4;
+    q = q * x2 - 1.682_827e-3;
+    q = q * x2 - 7.373_329_3e-3;
+    q = q * x2 - 1.426_474e-2;
+    p / q
+}
+
+/// Float GELU over a slice.
+pub fn gelu_f32(input: &[f32], approximate: bool, output: &mut [f32]) {
+    if approximate {
+        reference(input, true, output);
+        return;
+    }
+    for (o, &x) in output.iter_mut().zip(input) {
+        *o = 0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpreter::reference::gelu::erf;
+
+    #[test]
+    fn erf_within_float_precision() {
+        let mut worst = 0.0f64;
+        for i in -60_000..=60_000 {
+            let x = i as f32 / 10_000.0;
+            let d = (f64::from(erf_f32(x)) - erf(f64::from(x))).abs();
+            worst = worst.max(d);
+        }
+        assert!(worst < 5e-7, "largest error {worst:e}");
+    }
+
+    #[test]
+    fn gelu_matches_reference() {
+        let input: Vec<f32> = (-4000..4000).map(|i| i as f32 / 500.0).collect();
+        let (mut want, mut got) = (vec![0.0; input.len()], vec![0.0; input.len()]);
+        reference(&input, false, &mut want);
+        gelu_f32(&input, false, &mut got);
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                "{}: {a} vs {b}",
+                input[i]
+            );
+        }
+    }
+}

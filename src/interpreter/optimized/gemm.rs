@@ -1,0 +1,672 @@
+//! f32 matrix product `C = clamp(A · Bᵀ + bias)` for convolutions, fully connected layers and
+//! batch matmuls: `A` is `m × k` with any row and column strides, `B` is `n × k` (or `k × n`),
+//! packed into column panels in caller-provided memory (per call, or once at prepare for constant
+//! weights), `C` is `m × n` row-major with a row stride.
+//!
+//! **Why a hand-written kernel and not the `gemm` crate.** Measured on the products of
+//! MobileNet's pointwise convolutions, a first-layer im2col and a transformer projection (one
+//! core, best of 50; `BENCHMARKS.md`), `gemm` 0.18 (used by candle) and this kernel run at the
+//! same speed, 110 to 115 GFLOP/s on the large shapes. But `gemm` allocates its packing buffers
+//! on the heap on one or two of every call (counted with a counting global allocator), and its
+//! API takes no caller memory for them, while the interpreter's invoke performs no heap
+//! allocation. This kernel packs into memory the caller plans (the arena's scratch or tail),
+//! which also lets a constant filter be packed once at prepare instead of at every call, and
+//! adds no dependency.
+//!
+//! **Kernel.** GotoBLAS-style blocking without packing `A` (its rows are read in place, which
+//! lets a pointwise convolution use the input tensor directly): `k` in blocks of [`KC`], `n` in
+//! blocks whose packed panels stay in L2, and per block a register tile of [`MR`] rows × [`NR`]
+//! columns (12 AVX2 accumulators, one broadcast of `A` and two loads of `B` per step). The tile
+//! runs with AVX2+FMA when the CPU has them (`is_x86_feature_detected!`, checked per call) and
+//! as plain Rust otherwise; both sum `k` in the same order, so results do not depend on the ISA
+//! apart from FMA's single rounding.
+//!
+//! Every entry point checks the slice lengths against the shapes before any unchecked access,
+//! and panics (a broken caller invariant) rather than read or write out of bounds.
+
+/// Rows of the register tile.
+pub const MR: usize = 6;
+/// Columns of the register tile (two AVX2 vectors), the width of a packed panel.
+pub const NR: usize = 16;
+/// Depth of one block of `k`.
+pub const KC: usize = 256;
+/// Bytes of packed `B` panels one `n` block keeps in L2.
+const L2_PANEL_BYTES: usize = 256 * 1024;
+
+/// What to do with each output: add `bias[j]` (when given), then clamp to `[min, max]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Epilogue<'a> {
+    /// One value per column, or none.
+    pub bias: Option<&'a [f32]>,
+    /// Lower clamp.
+    pub min: f32,
+    /// Upper clamp.
+    pub max: f32,
+}
+
+impl Epilogue<'_> {
+    /// No bias, no clamp.
+    pub const NONE: Epilogue<'static> = Epilogue {
+        bias: None,
+        min: f32::NEG_INFINITY,
+        max: f32::INFINITY,
+    };
+}
+
+/// A strided read-only matrix view: element `(i, j)` is `data[i * rs + j * cs]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Strided<'a> {
+    /// The elements.
+    pub data: &'a [f32],
+    /// Row stride.
+    pub rs: usize,
+    /// Column stride.
+    pub cs: usize,
+}
+
+impl Strided<'_> {
+    /// Whether every element of a `rows × cols` view lies inside `data`.
+    fn covers(&self, rows: usize, cols: usize) -> bool {
+        rows == 0
+            || cols == 0
+            || (rows - 1)
+                .checked_mul(self.rs)
+                .and_then(|r| {
+                    (cols - 1)
+                        .checked_mul(self.cs)
+                        .and_then(|c| r.checked_add(c))
+                })
+                .is_some_and(|last| last < self.data.len())
+    }
+}
+
+/// Elements [`pack_b`] writes for `n` columns of depth `k`.
+pub fn packed_b_len(n: usize, k: usize) -> usize {
+    n.div_ceil(NR) * NR * k
+}
+
+/// Packs `B` (`n × k`: element `(j, p)` at `b.data[j * b.rs + p * b.cs]`) into panels of [`NR`]
+/// columns: panel `q` holds `packed[q * k * NR + p * NR + jj] = B(q * NR + jj, p)`, zero past
+/// column `n`.
+pub fn pack_b(n: usize, k: usize, b: Strided<'_>, packed: &mut [f32]) {
+    assert!(b.covers(n, k), "pack_b: B view too short for {n} x {k}");
+    if k == 0 || n == 0 {
+        return;
+    }
+    let packed = &mut packed[..packed_b_len(n, k)];
+    for (q, panel) in packed.chunks_exact_mut(k * NR).enumerate() {
+        let j0 = q * NR;
+        let cols = NR.min(n - j0);
+        if b.rs == 1 {
+            // Columns adjacent in memory (B stored `k × n`): one run per depth step.
+            for (p, dst) in panel.chunks_exact_mut(NR).enumerate() {
+                let src = &b.data[j0 + p * b.cs..][..cols];
+                dst[..cols].copy_from_slice(src);
+                dst[cols..].fill(0.0);
+            }
+        } else {
+            if cols < NR {
+                panel.fill(0.0);
+            }
+            for jj in 0..cols {
+                let row = (j0 + jj) * b.rs;
+                for p in 0..k {
+                    panel[p * NR + jj] = b.data[row + p * b.cs];
+                }
+            }
+        }
+    }
+}
+
+/// `C = clamp(A · Bᵀ + bias)` for `A` `m × k`, packed `B` ([`pack_b`] of `n × k`), `C` `m × n`
+/// at row stride `ldc`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_packed(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Strided<'_>,
+    packed_b: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(a.covers(m, k), "gemm: A view too short for {m} x {k}");
+    assert!(
+        packed_b.len() >= packed_b_len(n, k),
+        "gemm: packed B too short"
+    );
+    assert!(
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        "gemm: C too short"
+    );
+    if let Some(b) = ep.bias {
+        assert!(b.len() >= n, "gemm: bias has {} of {n} values", b.len());
+    }
+    if k == 0 {
+        for i in 0..m {
+            for j in 0..n {
+                let v = ep.bias.map_or(0.0, |b| b[j]);
+                c[i * ldc + j] = v.max(ep.min).min(ep.max);
+            }
+        }
+        return;
+    }
+    let isa = Isa::detect();
+    let panels = n.div_ceil(NR);
+    let kc_max = KC.min(k);
+    let panels_per_block = (L2_PANEL_BYTES / (kc_max * NR * 4)).max(1);
+    let mut k0 = 0;
+    while k0 < k {
+        let kc = KC.min(k - k0);
+        let first = k0 == 0;
+        let last = k0 + kc == k;
+        let mut q0 = 0;
+        while q0 < panels {
+            let q1 = panels.min(q0 + panels_per_block);
+            let mut i0 = 0;
+            while i0 < m {
+                let rows = MR.min(m - i0);
+                for q in q0..q1 {
+                    let j0 = q * NR;
+                    let tile = Tile {
+                        kc,
+                        // SAFETY (of the pointers built here, used by the tile): `a.covers(m, k)`
+                        // and `i0 < m`, `k0 < k` keep the offset inside `a.data`; the panel
+                        // offset is below `packed_b_len(n, k)`; `i0 * ldc + j0` is inside `c`.
+                        a: a.data[i0 * a.rs + k0 * a.cs..].as_ptr(),
+                        a_rs: a.rs,
+                        a_cs: a.cs,
+                        b: packed_b[q * k * NR + k0 * NR..].as_ptr(),
+                        c: c[i0 * ldc + j0..].as_mut_ptr(),
+                        ldc,
+                        cols: NR.min(n - j0),
+                        first,
+                        last,
+                        bias: ep.bias.map(|b| b[j0..].as_ptr()),
+                        min: ep.min,
+                        max: ep.max,
+                    };
+                    // SAFETY: the tile reads `rows` rows of A at strides `a_rs`/`a_cs` for `kc`
+                    // steps (inside A: rows < m - i0 + 1, steps < k - k0 + 1), `kc * NR` packed
+                    // values (inside the panel), `cols` bias values, and reads/writes `rows`
+                    // rows of `cols` values of C at stride `ldc` (inside C by the asserts).
+                    unsafe { run_tile(isa, rows, &tile) };
+                }
+                i0 += rows;
+            }
+            q0 = q1;
+        }
+        k0 += kc;
+    }
+}
+
+/// `C = clamp(A · Bᵀ + bias)` with `B` stored `n × k` row-major and not packed: one dot product
+/// per output, for few rows of `A` (a fully connected layer on one input), where packing `B`
+/// would cost as much as the product.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_dot(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        a.len() >= m * k && b.len() >= n * k,
+        "gemm_dot: A or B too short"
+    );
+    assert!(
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        "gemm_dot: C too short"
+    );
+    let isa = Isa::detect();
+    for i in 0..m {
+        let row = &a[i * k..(i + 1) * k];
+        for j in 0..n {
+            let w = &b[j * k..(j + 1) * k];
+            let total = match isa {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `Isa::Avx2Fma` is only detected when the CPU has AVX2 and FMA.
+                Isa::Avx2Fma => unsafe { x86::dot(row, w) },
+                Isa::Portable => dot_portable(row, w),
+            };
+            let v = total + ep.bias.map_or(0.0, |b| b[j]);
+            c[i * ldc + j] = v.max(ep.min).min(ep.max);
+        }
+    }
+}
+
+fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+    // Eight independent partial sums, which LLVM vectorizes.
+    let mut acc = [0.0f32; 8];
+    let (ac, at) = a.split_at(a.len() / 8 * 8);
+    let (bc, bt) = b.split_at(ac.len());
+    for (x, y) in ac.chunks_exact(8).zip(bc.chunks_exact(8)) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut total = acc.iter().sum::<f32>();
+    for (x, y) in at.iter().zip(bt) {
+        total += x * y;
+    }
+    total
+}
+
+/// The instruction set a call runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// x86-64 with AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+    /// Plain Rust (vectorized by the compiler for the build target).
+    Portable,
+}
+
+impl Isa {
+    /// The best the running CPU supports.
+    pub fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Isa::Avx2Fma;
+            }
+        }
+        Isa::Portable
+    }
+}
+
+/// One register tile's operands (raw, so the SIMD tile needs no bounds checks).
+struct Tile {
+    kc: usize,
+    a: *const f32,
+    a_rs: usize,
+    a_cs: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    first: bool,
+    last: bool,
+    bias: Option<*const f32>,
+    min: f32,
+    max: f32,
+}
+
+/// Runs a tile of `rows` (1..=MR) rows.
+///
+/// # Safety
+/// The tile's pointers cover what [`Tile`] describes: `rows` rows of A for `kc` steps, `kc * NR`
+/// packed values, `cols` bias values, `rows` rows of `cols` values of C; `isa` is supported.
+unsafe fn run_tile(isa: Isa, rows: usize, t: &Tile) {
+    macro_rules! go {
+        ($f:ident) => {
+            match rows {
+                1 => $f::<1>(t),
+                2 => $f::<2>(t),
+                3 => $f::<3>(t),
+                4 => $f::<4>(t),
+                5 => $f::<5>(t),
+                _ => $f::<6>(t),
+            }
+        };
+    }
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => go!(tile_avx2),
+        Isa::Portable => go!(tile_portable),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn tile_avx2<const R: usize>(t: &Tile) {
+    // SAFETY: forwarded from `run_tile` (AVX2 and FMA present, pointers in bounds).
+    unsafe { x86::tile::<R>(t) }
+}
+
+/// The portable tile: the same summation order as the AVX2 tile.
+///
+/// # Safety
+/// As [`run_tile`].
+unsafe fn tile_portable<const R: usize>(t: &Tile) {
+    let mut acc = [[0.0f32; NR]; R];
+    for p in 0..t.kc {
+        // SAFETY: `p < kc`, so the packed row and each A element are inside (see `run_tile`).
+        let b = unsafe { &*(t.b.add(p * NR) as *const [f32; NR]) };
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: row `i < R` and step `p < kc` of A are inside.
+            let a = unsafe { *t.a.add(i * t.a_rs + p * t.a_cs) };
+            for (r, &bv) in row.iter_mut().zip(b) {
+                *r += a * bv;
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (jj, &v) in row.iter().enumerate().take(t.cols) {
+            // SAFETY: row `i < R`, column `jj < cols` of C (and of the bias) are inside.
+            unsafe {
+                let dst = t.c.add(i * t.ldc + jj);
+                let mut v = if t.first { v } else { *dst + v };
+                if t.last {
+                    if let Some(b) = t.bias {
+                        v += *b.add(jj);
+                    }
+                    v = v.max(t.min).min(t.max);
+                }
+                *dst = v;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Tile, NR};
+    use std::arch::x86_64::*;
+
+    /// The AVX2+FMA register tile: `R` rows × 16 columns in `2 R` accumulators.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; the tile's pointers are in bounds (see `run_tile`).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile<const R: usize>(t: &Tile) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        let (mut a, mut b) = (t.a, t.b);
+        for _ in 0..t.kc {
+            // SAFETY: `b` walks the `kc * NR` packed values, `a` the `kc` steps of each row.
+            unsafe {
+                let b0 = _mm256_loadu_ps(b);
+                let b1 = _mm256_loadu_ps(b.add(8));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let ai = _mm256_broadcast_ss(&*a.add(i * t.a_rs));
+                    row[0] = _mm256_fmadd_ps(ai, b0, row[0]);
+                    row[1] = _mm256_fmadd_ps(ai, b1, row[1]);
+                }
+                a = a.add(t.a_cs);
+                b = b.add(NR);
+            }
+        }
+        let (lo, hi) = (_mm256_set1_ps(t.min), _mm256_set1_ps(t.max));
+        let mut bias = [_mm256_setzero_ps(); 2];
+        if let (true, Some(bp)) = (t.last, t.bias) {
+            if t.cols == NR {
+                // SAFETY: `cols == NR` bias values are inside.
+                bias = unsafe { [_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8))] };
+            } else {
+                let mut tmp = [0.0f32; NR];
+                // SAFETY: `cols` bias values are inside.
+                unsafe { std::ptr::copy_nonoverlapping(bp, tmp.as_mut_ptr(), t.cols) };
+                bias = [
+                    _mm256_loadu_ps(tmp.as_ptr()),
+                    _mm256_loadu_ps(tmp[8..].as_ptr()),
+                ];
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            // SAFETY: row `i < R` of C has `cols` values inside; a full row is read and written
+            // with vector accesses only when `cols == NR`.
+            unsafe {
+                let dst = t.c.add(i * t.ldc);
+                let mut v = *row;
+                if t.cols == NR {
+                    if !t.first {
+                        v[0] = _mm256_add_ps(_mm256_loadu_ps(dst), v[0]);
+                        v[1] = _mm256_add_ps(_mm256_loadu_ps(dst.add(8)), v[1]);
+                    }
+                    if t.last {
+                        for (h, b) in v.iter_mut().zip(bias) {
+                            *h = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(*h, b), lo), hi);
+                        }
+                    }
+                    _mm256_storeu_ps(dst, v[0]);
+                    _mm256_storeu_ps(dst.add(8), v[1]);
+                } else {
+                    let mut tmp = [0.0f32; NR];
+                    if !t.first {
+                        std::ptr::copy_nonoverlapping(dst, tmp.as_mut_ptr(), t.cols);
+                    }
+                    let mut old = [
+                        _mm256_loadu_ps(tmp.as_ptr()),
+                        _mm256_loadu_ps(tmp[8..].as_ptr()),
+                    ];
+                    for h in 0..2 {
+                        old[h] = _mm256_add_ps(old[h], v[h]);
+                        if t.last {
+                            old[h] = _mm256_min_ps(
+                                _mm256_max_ps(_mm256_add_ps(old[h], bias[h]), lo),
+                                hi,
+                            );
+                        }
+                    }
+                    _mm256_storeu_ps(tmp.as_mut_ptr(), old[0]);
+                    _mm256_storeu_ps(tmp[8..].as_mut_ptr(), old[1]);
+                    std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, t.cols);
+                }
+            }
+        }
+    }
+
+    /// `sum(a[i] * b[i])` with four 8-lane accumulators.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        // SAFETY: every vector load reads `i..i + 8 <= n` of both slices.
+        unsafe {
+            while i + 32 <= n {
+                for (l, s) in acc.iter_mut().enumerate() {
+                    let x = _mm256_loadu_ps(a.as_ptr().add(i + 8 * l));
+                    let y = _mm256_loadu_ps(b.as_ptr().add(i + 8 * l));
+                    *s = _mm256_fmadd_ps(x, y, *s);
+                }
+                i += 32;
+            }
+            while i + 8 <= n {
+                let x = _mm256_loadu_ps(a.as_ptr().add(i));
+                let y = _mm256_loadu_ps(b.as_ptr().add(i));
+                acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
+                i += 8;
+            }
+        }
+        let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` holds 8 values.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), s) };
+        let mut total = lanes.iter().sum::<f32>();
+        for j in i..n {
+            total += a[j] * b[j];
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Strided<'_>,
+        b: Strided<'_>,
+        ep: &Epilogue<'_>,
+    ) -> Vec<f32> {
+        let mut c = vec![0.0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0.0f64;
+                for p in 0..k {
+                    s += f64::from(a.data[i * a.rs + p * a.cs])
+                        * f64::from(b.data[j * b.rs + p * b.cs]);
+                }
+                let v = s as f32 + ep.bias.map_or(0.0, |b| b[j]);
+                c[i * n + j] = v.max(ep.min).min(ep.max);
+            }
+        }
+        c
+    }
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn close(ours: &[f32], want: &[f32], k: usize) {
+        for (i, (x, y)) in ours.iter().zip(want).enumerate() {
+            let tol = 1e-5 * (k as f32).max(1.0);
+            assert!((x - y).abs() <= tol, "element {i}: {x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn packed_matches_naive_on_edge_shapes() {
+        // Shapes straddle MR, NR and KC; transposed and plain layouts of both operands.
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (5, 17, 3),
+            (6, 16, 256),
+            (13, 33, 257),
+            (7, 40, 600),
+            (2, 3, 0),
+        ] {
+            let av = values(m * k, 1);
+            let bv = values(n * k, 2);
+            let bias = values(n, 3);
+            for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a = if a_t {
+                    Strided {
+                        data: &av,
+                        rs: 1,
+                        cs: m,
+                    }
+                } else {
+                    Strided {
+                        data: &av,
+                        rs: k,
+                        cs: 1,
+                    }
+                };
+                let b = if b_t {
+                    Strided {
+                        data: &bv,
+                        rs: 1,
+                        cs: n,
+                    }
+                } else {
+                    Strided {
+                        data: &bv,
+                        rs: k,
+                        cs: 1,
+                    }
+                };
+                let ep = Epilogue {
+                    bias: Some(&bias),
+                    min: -3.0,
+                    max: 3.0,
+                };
+                let want = naive(m, n, k, a, b, &ep);
+                let mut packed = vec![f32::NAN; packed_b_len(n, k)];
+                pack_b(n, k, b, &mut packed);
+                // C with a wider row stride: the gap must stay untouched.
+                let ldc = n + 3;
+                let mut c = vec![7.0f32; m * ldc];
+                gemm_packed(m, n, k, a, &packed, &ep, &mut c, ldc);
+                let got: Vec<f32> = (0..m)
+                    .flat_map(|i| c[i * ldc..i * ldc + n].to_vec())
+                    .collect();
+                close(&got, &want, k);
+                for i in 0..m {
+                    assert!(c[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
+                }
+                if !b_t && !a_t {
+                    let mut c = vec![0.0f32; m * n];
+                    gemm_dot(m, n, k, &av, &bv, &ep, &mut c, n);
+                    close(&c, &want, k);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn portable_tile_matches_detected_tile() {
+        let (m, n, k) = (9, 21, 70);
+        let av = values(m * k, 4);
+        let bv = values(n * k, 5);
+        let a = Strided {
+            data: &av,
+            rs: k,
+            cs: 1,
+        };
+        let mut packed = vec![0.0; packed_b_len(n, k)];
+        pack_b(
+            n,
+            k,
+            Strided {
+                data: &bv,
+                rs: k,
+                cs: 1,
+            },
+            &mut packed,
+        );
+        let want = naive(
+            m,
+            n,
+            k,
+            a,
+            Strided {
+                data: &bv,
+                rs: k,
+                cs: 1,
+            },
+            &Epilogue::NONE,
+        );
+        let mut c = vec![0.0f32; m * n];
+        for i0 in (0..m).step_by(MR) {
+            let rows = MR.min(m - i0);
+            for q in 0..n.div_ceil(NR) {
+                let t = Tile {
+                    kc: k,
+                    a: av[i0 * k..].as_ptr(),
+                    a_rs: k,
+                    a_cs: 1,
+                    b: packed[q * k * NR..].as_ptr(),
+                    c: c[i0 * n + q * NR..].as_mut_ptr(),
+                    ldc: n,
+                    cols: NR.min(n - q * NR),
+                    first: true,
+                    last: true,
+                    bias: None,
+                    min: f32::NEG_INFINITY,
+                    max: f32::INFINITY,
+                };
+                // SAFETY: the tile covers rows i0..i0 + rows, panel q, inside every buffer.
+                unsafe { run_tile(Isa::Portable, rows, &t) };
+            }
+        }
+        close(&c, &want, k);
+    }
+}
