@@ -26,6 +26,7 @@ pub mod device;
 pub mod error;
 pub mod kernel;
 pub mod kernels;
+pub mod optimized;
 pub mod partition;
 pub mod plan;
 pub mod reference;

@@ -1,0 +1,93 @@
+//! Optimized int8 FULLY_CONNECTED: the inputs and result of
+//! [`reference::fully_connected::fully_connected_i8`](crate::interpreter::reference::fully_connected::fully_connected_i8),
+//! bit-exact.
+//!
+//! Input rows are widened to `int16` `x + input_offset` in blocks on the stack, multiplied with
+//! the `[units, depth]` weights by [`gemm_i16_i8`] (4 units × 2 rows per micro-kernel), and
+//! requantized with the reference's `multiply_by_quantized_multiplier`. Weights with a zero
+//! point (`weights_offset != 0`, which symmetric int8 models never have) and rows longer than
+//! the block ([`PATCH_ELEMS`](super::conv_i8::PATCH_ELEMS)) run the reference loop.
+
+use super::conv_i8::{widen, PATCH_ELEMS};
+use super::gemm_i8::{gemm_i16_i8, padded};
+use super::Isa;
+use crate::interpreter::reference::fully_connected::{self as reference, FcQuant};
+use crate::interpreter::reference::quant::multiply_by_quantized_multiplier;
+
+/// Rows per block at most.
+const MAX_ROWS: usize = 8;
+
+/// int8 fully connected on the best path for this CPU.
+#[allow(clippy::too_many_arguments)]
+pub fn fully_connected_i8(
+    batches: usize,
+    depth: usize,
+    units: usize,
+    input: &[i8],
+    weights: &[i8],
+    bias: Option<&[i32]>,
+    q: &FcQuant<'_>,
+    output: &mut [i8],
+) {
+    fully_connected_i8_with(
+        Isa::detect(),
+        batches,
+        depth,
+        units,
+        input,
+        weights,
+        bias,
+        q,
+        output,
+    );
+}
+
+/// [`fully_connected_i8`] on path `isa` (falling back to [`Isa::Portable`] where the CPU lacks
+/// it).
+#[allow(clippy::too_many_arguments)]
+pub fn fully_connected_i8_with(
+    isa: Isa,
+    batches: usize,
+    depth: usize,
+    units: usize,
+    input: &[i8],
+    weights: &[i8],
+    bias: Option<&[i32]>,
+    q: &FcQuant<'_>,
+    output: &mut [i8],
+) {
+    let stride = padded(depth);
+    if q.weights_offset != 0 || depth == 0 || stride > PATCH_ELEMS {
+        reference::fully_connected_i8(batches, depth, units, input, weights, bias, q, output);
+        return;
+    }
+    let rows_per_block = (PATCH_ELEMS / stride).min(MAX_ROWS);
+    let mut patch = [0i16; PATCH_ELEMS];
+    // The kernel validates int8 zero points, so the offset fits in 16 bits.
+    let offset = q.input_offset as i16;
+    let mut b0 = 0;
+    while b0 < batches {
+        let rows = (batches - b0).min(rows_per_block);
+        for r in 0..rows {
+            let src = &input[(b0 + r) * depth..][..depth];
+            widen(src, &mut patch[r * stride..][..depth], offset);
+        }
+        let out = &mut output[b0 * units..(b0 + rows) * units];
+        gemm_i16_i8(
+            isa,
+            &patch[..rows * stride],
+            stride,
+            rows,
+            depth,
+            weights,
+            units,
+            |r, u, acc| {
+                let acc = acc.wrapping_add(bias.map_or(0, |b| b[u]));
+                out[r * units + u] = multiply_by_quantized_multiplier(acc, q.multiplier(u))
+                    .wrapping_add(q.output_offset)
+                    .clamp(q.act_min, q.act_max) as i8;
+            },
+        );
+        b0 += rows;
+    }
+}
