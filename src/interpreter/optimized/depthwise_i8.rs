@@ -11,7 +11,7 @@
 //!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
-use super::conv_i8::requantize;
+use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use crate::interpreter::reference::conv::{ConvGeometry, ConvQuant};
 use crate::interpreter::reference::depthwise_conv as reference;
@@ -52,7 +52,7 @@ pub fn depthwise_conv_i8_with(
             // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2.
             unsafe { depthwise_avx2(g, input, filter, bias, q, output) }
         }
-        _ => depthwise_body(g, input, filter, bias, q, output),
+        _ => depthwise_body(Isa::Portable, g, input, filter, bias, q, output),
     }
 }
 
@@ -70,11 +70,12 @@ unsafe fn depthwise_avx2(
     q: &ConvQuant<'_>,
     output: &mut [i8],
 ) {
-    depthwise_body(g, input, filter, bias, q, output);
+    depthwise_body(Isa::Avx2, g, input, filter, bias, q, output);
 }
 
 #[inline(always)]
 fn depthwise_body(
+    isa: Isa,
     g: &ConvGeometry,
     input: &[i8],
     filter: &[i8],
@@ -88,6 +89,14 @@ fn depthwise_body(
     let dm = g.depth_multiplier.max(1);
     // The kernels validate int8 zero points, so the offset fits in 16 bits.
     let offset = q.input_offset as i16;
+    let rq = Requant {
+        bias,
+        multipliers: q.multipliers,
+        shifts: q.shifts,
+        output_offset: q.output_offset,
+        act_min: q.act_min,
+        act_max: q.act_max,
+    };
     let mut o = 0;
     for b in 0..g.batches {
         for out_y in 0..g.out_h {
@@ -116,10 +125,7 @@ fn depthwise_body(
                         }
                     }
                 }
-                let out = &mut output[o..o + out_c];
-                for (oc, (out, &a)) in out.iter_mut().zip(acc.iter()).enumerate() {
-                    *out = requantize(a, oc, bias, q);
-                }
+                requantize_row(isa, &rq, 0, acc, &mut output[o..o + out_c]);
                 o += out_c;
             }
         }

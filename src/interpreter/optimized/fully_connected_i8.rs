@@ -8,14 +8,11 @@
 //! point (`weights_offset != 0`, which symmetric int8 models never have) and rows longer than
 //! the block ([`PATCH_ELEMS`](super::conv_i8::PATCH_ELEMS)) run the reference loop.
 
-use super::conv_i8::{widen, PATCH_ELEMS};
+use super::conv_i8::{widen, COLS, MAX_ROWS, PATCH_ELEMS};
 use super::gemm_i8::{gemm_i16_i8, padded};
+use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use crate::interpreter::reference::fully_connected::{self as reference, FcQuant};
-use crate::interpreter::reference::quant::multiply_by_quantized_multiplier;
-
-/// Rows per block at most.
-const MAX_ROWS: usize = 8;
 
 /// int8 fully connected on the best path for this CPU.
 #[allow(clippy::too_many_arguments)]
@@ -63,8 +60,17 @@ pub fn fully_connected_i8_with(
     }
     let rows_per_block = (PATCH_ELEMS / stride).min(MAX_ROWS);
     let mut patch = [0i16; PATCH_ELEMS];
+    let mut acc = [0i32; MAX_ROWS * COLS];
     // The kernel validates int8 zero points, so the offset fits in 16 bits.
     let offset = q.input_offset as i16;
+    let rq = Requant {
+        bias,
+        multipliers: q.multipliers,
+        shifts: q.shifts,
+        output_offset: q.output_offset,
+        act_min: q.act_min,
+        act_max: q.act_max,
+    };
     let mut b0 = 0;
     while b0 < batches {
         let rows = (batches - b0).min(rows_per_block);
@@ -72,22 +78,18 @@ pub fn fully_connected_i8_with(
             let src = &input[(b0 + r) * depth..][..depth];
             widen(src, &mut patch[r * stride..][..depth], offset);
         }
-        let out = &mut output[b0 * units..(b0 + rows) * units];
-        gemm_i16_i8(
-            isa,
-            &patch[..rows * stride],
-            stride,
-            rows,
-            depth,
-            weights,
-            units,
-            |r, u, acc| {
-                let acc = acc.wrapping_add(bias.map_or(0, |b| b[u]));
-                out[r * units + u] = multiply_by_quantized_multiplier(acc, q.multiplier(u))
-                    .wrapping_add(q.output_offset)
-                    .clamp(q.act_min, q.act_max) as i8;
-            },
-        );
+        let patch = &patch[..rows * stride];
+        for c0 in (0..units).step_by(COLS) {
+            let nc = (units - c0).min(COLS);
+            let w = &weights[c0 * depth..(c0 + nc) * depth];
+            gemm_i16_i8(isa, patch, stride, rows, depth, w, nc, |r, c, v| {
+                acc[r * nc + c] = v
+            });
+            for r in 0..rows {
+                let out = &mut output[(b0 + r) * units + c0..][..nc];
+                requantize_row(isa, &rq, c0, &acc[r * nc..(r + 1) * nc], out);
+            }
+        }
         b0 += rows;
     }
 }

@@ -9,6 +9,7 @@ pub mod depthwise_i8;
 pub mod fully_connected_i8;
 mod gemm_i8;
 mod isa;
+mod requant_i8;
 
 pub use isa::Isa;
 

@@ -289,3 +289,56 @@ fn avx2_is_used_where_the_cpu_has_it() {
     assert_eq!(Isa::Avx2.supported(), Isa::detect());
     assert_eq!(Isa::Portable.supported(), Isa::Portable);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The vector output stage against the scalar one over the whole accumulator range, every
+    /// shift TFLite produces, and the saturating `i32::MIN * i32::MIN` case.
+    #[test]
+    fn requantization_matches_scalar(
+        acc in proptest::collection::vec(any::<i32>(), 0..40),
+        seed in any::<u64>(),
+        c0 in 0usize..5,
+    ) {
+        use super::requant_i8::{requantize_row, Requant};
+        let mut r = Rng(seed | 1);
+        let channels = c0 + acc.len();
+        let mut mults: Vec<i32> = (0..channels)
+            .map(|_| match r.pick(0, 5) {
+                0 => i32::MIN,
+                1 => 0,
+                2 => i32::MAX,
+                _ => r.range(1 << 30, i32::MAX as i64) as i32,
+            })
+            .collect();
+        let shifts: Vec<i32> = (0..channels).map(|_| r.range(-31, 30) as i32).collect();
+        let mut acc = acc;
+        for (i, a) in acc.iter_mut().enumerate() {
+            if r.pick(0, 7) == 0 {
+                // x == multiplier == i32::MIN after a zero shift: the saturating case.
+                *a = i32::MIN;
+                mults[c0 + i] = i32::MIN;
+            }
+        }
+        let bias: Vec<i32> = (0..channels).map(|_| r.range(-1 << 20, 1 << 20) as i32).collect();
+        let per_tensor = r.pick(0, 3) == 0;
+        let n = if per_tensor { 1 } else { channels };
+        let rq = Requant {
+            bias: (r.pick(0, 1) == 0).then_some(&bias[..]),
+            multipliers: &mults[..n.max(1).min(channels.max(1))],
+            shifts: &shifts[..n.max(1).min(channels.max(1))],
+            output_offset: r.range(-128, 127) as i32,
+            act_min: -128,
+            act_max: 127,
+        };
+        prop_assume!(channels > 0);
+        let mut want = vec![0i8; acc.len()];
+        requantize_row(Isa::Portable, &rq, c0, &acc, &mut want);
+        for &isa in Isa::available() {
+            let mut got = vec![0i8; acc.len()];
+            requantize_row(isa, &rq, c0, &acc, &mut got);
+            prop_assert_eq!(&got, &want, "{:?}", isa);
+        }
+    }
+}
