@@ -147,18 +147,32 @@ mod avx2 {
         _mm_cvtsi128_si32(s)
     }
 
-    /// 16 weights of row `row` from `i`, widened to int16; past `k` (the last, partial step)
-    /// from a zero-padded copy, so no load leaves the weight row.
+    /// Sums of the lanes of `a`, `b`, `c`, `d` (wrapping).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn hsum4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> [i32; 4] {
+        let h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+        let s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+        let mut out = [0i32; 4];
+        _mm_storeu_si128(out.as_mut_ptr().cast(), s);
+        out
+    }
+
+    /// 16 weights of row `row` from `i`, widened to int16. Lanes past `k` (in the last, partial
+    /// step) may hold the next row's weights: they meet the zero padding of the activation
+    /// rows and add nothing. Only where 16 bytes would leave `w` does the step load from a
+    /// zero-padded copy.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn weights(w: &[i8], row: usize, k: usize, i: usize) -> __m256i {
         let start = row * k + i;
-        if i + STEP <= k {
-            // SAFETY: `start + 16 <= (row + 1) * k <= w.len()` (the caller checked `w`).
+        if start + STEP <= w.len() {
+            // SAFETY: just checked.
             _mm256_cvtepi8_epi16(_mm_loadu_si128(w.as_ptr().add(start).cast()))
         } else {
             let mut tail = [0i8; STEP];
-            tail[..k - i].copy_from_slice(&w[start..row * k + k]);
+            let end = row * k + k;
+            tail[..end - start].copy_from_slice(&w[start..end]);
             _mm256_cvtepi8_epi16(_mm_loadu_si128(tail.as_ptr().cast()))
         }
     }
@@ -194,8 +208,15 @@ mod avx2 {
             i += STEP;
         }
         for r in 0..R {
-            for c in 0..C {
-                finish(r0 + r, c0 + c, hsum(acc[r][c]));
+            if C == 4 {
+                let s = hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+                for (c, &v) in s.iter().enumerate() {
+                    finish(r0 + r, c0 + c, v);
+                }
+            } else {
+                for c in 0..C {
+                    finish(r0 + r, c0 + c, hsum(acc[r][c]));
+                }
             }
         }
     }
