@@ -2,10 +2,12 @@
 //! [`reference::depthwise_conv::depthwise_conv_i8`](crate::interpreter::reference::depthwise_conv::depthwise_conv_i8),
 //! bit-exact.
 //!
-//! Pixel-major: each output pixel keeps one `i32` accumulator per output channel (on the stack)
-//! and adds every tap of its clipped window as one contiguous run over all channels (input
-//! pixel and filter tap are both channel-contiguous), so the input is read once per tap
-//! instead of once per channel tile. `w * (x + input_offset)` is exact in 16 bits
+//! Pixel-major: each output pixel clips its window once, accumulates all its channels and
+//! requantizes them as one row; the window's input stays in L1 meanwhile (the reference runs
+//! tile-major and walks the whole input once per channel tile). With depth multiplier 1 each tap
+//! is one contiguous run over all channels (input pixel and filter tap are both
+//! channel-contiguous); with a larger multiplier the channels go in tiles of 16, 8 and 1 whose
+//! accumulators stay in registers across the taps. `w * (x + input_offset)` is exact in 16 bits
 //! (`|w| ≤ 128`, `|x + offset| ≤ 255`), which lets the vectorizer use 16-bit multiplies; the
 //! AVX2 path is the same loop compiled with AVX2 enabled. Requantization is the reference's.
 //!
@@ -13,7 +15,7 @@
 
 use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
-use crate::interpreter::reference::conv::{ConvGeometry, ConvQuant};
+use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry, ConvQuant};
 use crate::interpreter::reference::depthwise_conv as reference;
 
 /// Output channels the on-stack accumulators hold (16 KiB).
@@ -84,7 +86,7 @@ fn depthwise_body(
     output: &mut [i8],
 ) {
     let mut acc = [0i32; MAX_CHANNELS];
-    let (in_c, out_c) = (g.in_c, g.out_c);
+    let out_c = g.out_c;
     let acc = &mut acc[..out_c];
     let dm = g.depth_multiplier.max(1);
     // The kernels validate int8 zero points, so the offset fits in 16 bits.
@@ -103,31 +105,98 @@ fn depthwise_body(
             let wy = g.row_window(out_y);
             for out_x in 0..g.out_w {
                 let wx = g.col_window(out_x);
-                acc.fill(0);
-                for fy in wy.f0..wy.f1 {
-                    let row = (b * g.in_h + wy.at(fy)) * g.in_w;
-                    for fx in wx.f0..wx.f1 {
-                        let x = &input[(row + wx.at(fx)) * in_c..][..in_c];
-                        let w = &filter[(fy * g.filter_w + fx) * out_c..][..out_c];
-                        if dm == 1 {
+                if dm == 1 {
+                    // Adjacent channels: one run per tap over all of them.
+                    acc.fill(0);
+                    for fy in wy.f0..wy.f1 {
+                        let row = (b * g.in_h + wy.at(fy)) * g.in_w;
+                        for fx in wx.f0..wx.f1 {
+                            let x = &input[(row + wx.at(fx)) * out_c..][..out_c];
+                            let w = &filter[(fy * g.filter_w + fx) * out_c..][..out_c];
                             for ((a, &w), &x) in acc.iter_mut().zip(w).zip(x) {
                                 let p = i16::from(w).wrapping_mul(i16::from(x) + offset);
                                 *a = a.wrapping_add(i32::from(p));
                             }
-                        } else {
-                            let runs = acc.chunks_exact_mut(dm).zip(w.chunks_exact(dm));
-                            for ((a, w), &x) in runs.zip(x) {
-                                let x = i16::from(x) + offset;
-                                for (a, &w) in a.iter_mut().zip(w) {
-                                    *a = a.wrapping_add(i32::from(i16::from(w).wrapping_mul(x)));
-                                }
-                            }
                         }
+                    }
+                } else {
+                    let taps = Taps {
+                        g,
+                        input,
+                        filter,
+                        row0: b * g.in_h,
+                        wy,
+                        wx,
+                        offset,
+                    };
+                    let mut oc0 = 0;
+                    while out_c - oc0 >= 16 {
+                        taps.tile::<16>(oc0, dm, &mut acc[oc0..oc0 + 16]);
+                        oc0 += 16;
+                    }
+                    if out_c - oc0 >= 8 {
+                        taps.tile::<8>(oc0, dm, &mut acc[oc0..oc0 + 8]);
+                        oc0 += 8;
+                    }
+                    while oc0 < out_c {
+                        taps.tile::<1>(oc0, dm, &mut acc[oc0..oc0 + 1]);
+                        oc0 += 1;
                     }
                 }
                 requantize_row(isa, &rq, 0, acc, &mut output[o..o + out_c]);
                 o += out_c;
             }
         }
+    }
+}
+
+/// The clipped window of one output pixel.
+struct Taps<'a> {
+    g: &'a ConvGeometry,
+    input: &'a [i8],
+    filter: &'a [i8],
+    /// `batch * in_h`.
+    row0: usize,
+    wy: ClippedWindow,
+    wx: ClippedWindow,
+    offset: i16,
+}
+
+impl Taps<'_> {
+    /// Output channels `oc0..oc0 + T` of the pixel into `out` (depth multiplier `dm > 1`):
+    /// every tap into `T` accumulators held in registers. Lane `t` reads input channel
+    /// `(oc0 + t) / dm`: one broadcast value when `T` divides `dm`, else gathered per lane.
+    #[inline(always)]
+    fn tile<const T: usize>(&self, oc0: usize, dm: usize, out: &mut [i32]) {
+        let g = self.g;
+        let (in_c, out_c) = (g.in_c, g.out_c);
+        let mut ic = [0usize; T];
+        for (t, ic) in ic.iter_mut().enumerate() {
+            *ic = (oc0 + t) / dm;
+        }
+        let mut acc = [0i32; T];
+        for fy in self.wy.f0..self.wy.f1 {
+            let row = (self.row0 + self.wy.at(fy)) * g.in_w;
+            for fx in self.wx.f0..self.wx.f1 {
+                let px = &self.input[(row + self.wx.at(fx)) * in_c..][..in_c];
+                let w: &[i8; T] = self.filter[(fy * g.filter_w + fx) * out_c + oc0..][..T]
+                    .try_into()
+                    .unwrap();
+                let mut x = [0i16; T];
+                if dm % T == 0 {
+                    // Every lane reads one input channel.
+                    x = [i16::from(px[oc0 / dm]) + self.offset; T];
+                } else {
+                    for t in 0..T {
+                        x[t] = i16::from(px[ic[t]]) + self.offset;
+                    }
+                }
+                for t in 0..T {
+                    let p = i16::from(w[t]).wrapping_mul(x[t]);
+                    acc[t] = acc[t].wrapping_add(i32::from(p));
+                }
+            }
+        }
+        out[..T].copy_from_slice(&acc);
     }
 }
