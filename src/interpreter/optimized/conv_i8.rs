@@ -13,10 +13,11 @@
 //! pass over the filter. Windows longer than the block (`filter_h * filter_w * in_c >
 //! PATCH_ELEMS`) and grouped convolutions run the reference loop.
 
-use super::gemm_i8::{gemm_i16_i8, padded};
+use super::gemm_i8::{gemm_i16_i8, padded, zeroed_prefix};
 use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use crate::interpreter::reference::conv::{self as reference, ConvGeometry, ConvQuant};
+use std::mem::MaybeUninit;
 
 /// `int16` elements of the on-stack im2col block.
 pub const PATCH_ELEMS: usize = 16 * 1024;
@@ -54,9 +55,12 @@ pub fn conv_i8_with(
         reference::conv_i8(g, input, filter, bias, q, output);
         return;
     }
-    let rows_per_block = (PATCH_ELEMS / stride).min(MAX_ROWS);
-    let mut patch = [0i16; PATCH_ELEMS];
-    let mut acc = [0i32; MAX_ROWS * COLS];
+    let pixels = g.batches * g.out_h * g.out_w;
+    let rows_per_block = (PATCH_ELEMS / stride).min(MAX_ROWS).min(pixels.max(1));
+    let mut patch = [MaybeUninit::<i16>::uninit(); PATCH_ELEMS];
+    let mut acc = [MaybeUninit::<i32>::uninit(); MAX_ROWS * COLS];
+    let patch = zeroed_prefix(&mut patch, rows_per_block * stride);
+    let acc = zeroed_prefix(&mut acc, rows_per_block * COLS.min(g.out_c));
     // The kernels validate int8 zero points, so the offset fits in 16 bits and `x + offset`
     // in -255..=255.
     let offset = q.input_offset as i16;
@@ -68,7 +72,6 @@ pub fn conv_i8_with(
         act_min: q.act_min,
         act_max: q.act_max,
     };
-    let pixels = g.batches * g.out_h * g.out_w;
     let out_c = g.out_c;
     let mut p0 = 0;
     while p0 < pixels {

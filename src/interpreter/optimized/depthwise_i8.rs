@@ -13,10 +13,12 @@
 //!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
+use super::gemm_i8::zeroed_prefix;
 use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry, ConvQuant};
 use crate::interpreter::reference::depthwise_conv as reference;
+use std::mem::MaybeUninit;
 
 /// Output channels the on-stack accumulators hold (16 KiB).
 pub const MAX_CHANNELS: usize = 4096;
@@ -85,9 +87,9 @@ fn depthwise_body(
     q: &ConvQuant<'_>,
     output: &mut [i8],
 ) {
-    let mut acc = [0i32; MAX_CHANNELS];
     let out_c = g.out_c;
-    let acc = &mut acc[..out_c];
+    let mut acc = [MaybeUninit::<i32>::uninit(); MAX_CHANNELS];
+    let acc = zeroed_prefix(&mut acc, out_c);
     let dm = g.depth_multiplier.max(1);
     // The kernels validate int8 zero points, so the offset fits in 16 bits.
     let offset = q.input_offset as i16;

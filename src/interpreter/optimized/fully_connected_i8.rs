@@ -9,10 +9,11 @@
 //! the block ([`PATCH_ELEMS`](super::conv_i8::PATCH_ELEMS)) run the reference loop.
 
 use super::conv_i8::{widen, COLS, MAX_ROWS, PATCH_ELEMS};
-use super::gemm_i8::{gemm_i16_i8, padded};
+use super::gemm_i8::{gemm_i16_i8, padded, zeroed_prefix};
 use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use crate::interpreter::reference::fully_connected::{self as reference, FcQuant};
+use std::mem::MaybeUninit;
 
 /// int8 fully connected on the best path for this CPU.
 #[allow(clippy::too_many_arguments)]
@@ -58,9 +59,11 @@ pub fn fully_connected_i8_with(
         reference::fully_connected_i8(batches, depth, units, input, weights, bias, q, output);
         return;
     }
-    let rows_per_block = (PATCH_ELEMS / stride).min(MAX_ROWS);
-    let mut patch = [0i16; PATCH_ELEMS];
-    let mut acc = [0i32; MAX_ROWS * COLS];
+    let rows_per_block = (PATCH_ELEMS / stride).min(MAX_ROWS).min(batches.max(1));
+    let mut patch = [MaybeUninit::<i16>::uninit(); PATCH_ELEMS];
+    let mut acc = [MaybeUninit::<i32>::uninit(); MAX_ROWS * COLS];
+    let patch = zeroed_prefix(&mut patch, rows_per_block * stride);
+    let acc = zeroed_prefix(&mut acc, rows_per_block * COLS.min(units));
     // The kernel validates int8 zero points, so the offset fits in 16 bits.
     let offset = q.input_offset as i16;
     let rq = Requant {

@@ -9,6 +9,7 @@
 //! would need unsigned activations and saturates its int16 pair sums, so it is not exact.)
 
 use super::Isa;
+use std::mem::MaybeUninit;
 
 /// Lanes of one step; activation rows are padded with zeros to a multiple of it.
 pub(crate) const STEP: usize = 16;
@@ -17,6 +18,17 @@ pub(crate) const STEP: usize = 16;
 #[inline]
 pub(crate) fn padded(k: usize) -> usize {
     k.div_ceil(STEP) * STEP
+}
+
+/// The first `n` elements of `buf`, zeroed: stack buffers are sized for the largest layer, and
+/// a small layer then initializes only what it uses.
+pub(crate) fn zeroed_prefix<T: Copy + Default>(buf: &mut [MaybeUninit<T>], n: usize) -> &mut [T] {
+    let s = &mut buf[..n];
+    for x in s.iter_mut() {
+        x.write(T::default());
+    }
+    // SAFETY: every element of `s` was just initialized, and `MaybeUninit<T>` has `T`'s layout.
+    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// Calls `finish(row, col, acc)` for every `row < rows`, `col < n` with
