@@ -2,12 +2,16 @@
 //! `person_detect_vela`): outputs equal the reference runtimes' (integers bit-exact with the
 //! reference kernels, floats within tolerance), stateful models reproduce their first output
 //! after `reset_variables()`, and a caller buffer of exactly `arena_used_bytes()` works while one
-//! alignment unit less fails with the exact shortfall. Skips with a notice without `../shared`.
+//! alignment unit less fails with the exact shortfall. Every model runs with both kernel sets
+//! (reference and optimized), each held to the same tolerances. Skips with a notice without
+//! `../shared`.
 
 mod common;
 
 use common::{cases, compare, run_once, shared, Case};
-use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, ALIGNMENT};
+use tensor_alloc::interpreter::{
+    Interpreter, InterpreterBuilder, InterpreterError, KernelSet, ALIGNMENT,
+};
 use tensor_alloc::model::Model;
 
 /// Models no CPU kernel set can run.
@@ -31,13 +35,14 @@ const KERAS_PENDING: &[&str] = &[
     "unet_prelu_f32",
 ];
 
-fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
+fn check_model(case: &Case, tol_floor: f64, set: KernelSet) -> Result<String, String> {
     let model = Model::load(&case.model).map_err(|e| e.to_string())?;
     let inputs = case.inputs();
     let tol = case.float_tolerance(tol_floor);
 
     // 1. Registry allocator, first invoke against the reference.
     let mut interp = InterpreterBuilder::new(&model)
+        .kernel_set(set)
         .build()
         .map_err(|e| e.to_string())?;
     let first = run_once(&mut interp, &inputs)?;
@@ -63,6 +68,7 @@ fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
     let bytes: &mut [u8] = bytemuck_bytes(&mut words);
     {
         let mut exact = InterpreterBuilder::new(&model)
+            .kernel_set(set)
             .arena_buffer(&mut bytes[..need])
             .build()
             .map_err(|e| format!("exact buffer of {need} bytes: {e}"))?;
@@ -73,6 +79,7 @@ fn check_model(case: &Case, tol_floor: f64) -> Result<String, String> {
     }
     if need >= ALIGNMENT {
         match InterpreterBuilder::new(&model)
+            .kernel_set(set)
             .arena_buffer(&mut bytes[..need - ALIGNMENT])
             .build()
         {
@@ -139,14 +146,16 @@ fn run_set(set: &str) {
             eprintln!("skipped {}", case.name);
             continue;
         }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            check_model(&case, tol_floor)
-        }))
-        .unwrap_or_else(|_| Err("panicked".into()));
-        outcomes.push(Outcome {
-            name: case.name.clone(),
-            result,
-        });
+        for kernels in KernelSet::ALL {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check_model(&case, tol_floor, kernels)
+            }))
+            .unwrap_or_else(|_| Err("panicked".into()));
+            outcomes.push(Outcome {
+                name: format!("{} ({kernels})", case.name),
+                result,
+            });
+        }
     }
     let mut failed = 0;
     for o in &outcomes {

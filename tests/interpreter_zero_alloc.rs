@@ -1,13 +1,13 @@
 //! `invoke()` performs zero heap allocations: proven with the counting `GlobalAllocator`
 //! installed as this binary's global allocator, on every runnable shared model (tflm and keras
-//! sets) and on a user kernel with op data, scratch and variables. Skips the shared models with a
+//! sets, both kernel sets) and on a user kernel with op data, scratch and variables. Skips the shared models with a
 //! notice when `../shared` is absent.
 #![cfg(not(loom))]
 
 mod common;
 
 use tensor_alloc::global::count_allocations;
-use tensor_alloc::interpreter::InterpreterBuilder;
+use tensor_alloc::interpreter::{InterpreterBuilder, KernelSet};
 use tensor_alloc::model::Model;
 use tensor_alloc::GlobalAllocator;
 
@@ -25,27 +25,32 @@ fn check_set(set: &str) {
             continue;
         }
         let model = Model::load(&case.model).unwrap();
-        let mut interp = match InterpreterBuilder::new(&model).build() {
-            Ok(i) => i,
-            Err(e) => {
-                not_built.push(format!("{}: {e}", case.name));
-                continue;
-            }
-        };
         let inputs = case.inputs();
-        common::set_inputs(&mut interp, &inputs).unwrap();
-        interp.invoke().unwrap();
-        common::set_inputs(&mut interp, &inputs).unwrap();
-        let (r, counts) = count_allocations(|| interp.invoke()).unwrap();
-        r.unwrap();
-        assert_eq!(
-            counts.total_allocations(),
-            0,
-            "{}: invoke allocated: {counts:?}",
-            case.name
-        );
-        eprintln!("ok  {:<40} 0 allocations per invoke", case.name);
-        checked += 1;
+        for kernels in KernelSet::ALL {
+            let mut interp = match InterpreterBuilder::new(&model).kernel_set(kernels).build() {
+                Ok(i) => i,
+                Err(e) => {
+                    not_built.push(format!("{} ({kernels}): {e}", case.name));
+                    continue;
+                }
+            };
+            common::set_inputs(&mut interp, &inputs).unwrap();
+            interp.invoke().unwrap();
+            common::set_inputs(&mut interp, &inputs).unwrap();
+            let (r, counts) = count_allocations(|| interp.invoke()).unwrap();
+            r.unwrap();
+            assert_eq!(
+                counts.total_allocations(),
+                0,
+                "{} ({kernels}): invoke allocated: {counts:?}",
+                case.name
+            );
+            eprintln!(
+                "ok  {:<40} {kernels:<9} 0 allocations per invoke",
+                case.name
+            );
+            checked += 1;
+        }
     }
     assert!(
         not_built.is_empty(),

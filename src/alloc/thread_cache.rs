@@ -45,7 +45,9 @@ pub struct Deltas {
     pub in_use: i64,
     /// Highest value `in_use` reached since the last merge (≥ 0).
     pub peak: i64,
-    /// Largest single allocation since the last merge.
+    /// Largest single allocation since the last merge, recorded by [`Deltas::note_size`] for
+    /// owners whose caches serve sizes the owner never saw (tracking). Pool and BFC caches hand
+    /// out only chunks their owner allocated (and counted) before, so they leave it at 0.
     pub largest: u64,
 }
 
@@ -65,6 +67,11 @@ impl Deltas {
         self.allocs += 1;
         self.in_use += bytes as i64;
         self.peak = self.peak.max(self.in_use);
+    }
+
+    /// Records `bytes` as a candidate for [`largest`](Self::largest).
+    #[inline]
+    pub fn note_size(&mut self, bytes: u64) {
         self.largest = self.largest.max(bytes);
     }
 

@@ -11,7 +11,7 @@ use super::context::{
 use super::error::{InterpreterError, MissingOp, Phase};
 use super::graph::{self, NodeInfo, TensorEntry, TensorKind};
 use super::kernel::{InPlace, Registration};
-use super::resolver::OpResolver;
+use super::resolver::{KernelSet, OpResolver};
 use super::{Interpreter, MemorySummary};
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;
@@ -37,7 +37,8 @@ pub struct InterpreterBuilder<'m, 'a> {
 }
 
 impl<'m> InterpreterBuilder<'m, 'static> {
-    /// A builder with the crate's builtin kernels and the registry's CPU allocator.
+    /// A builder with the crate's builtin kernels (the default [`KernelSet`], optimized) and the
+    /// registry's CPU allocator.
     pub fn new(model: &'m Model) -> Self {
         InterpreterBuilder {
             model,
@@ -52,6 +53,12 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
     pub fn resolver(mut self, resolver: OpResolver) -> Self {
         self.resolver = resolver;
         self
+    }
+
+    /// Uses the builtin kernels of `set` ([`OpResolver::with_kernel_set`]), replacing the
+    /// resolver.
+    pub fn kernel_set(self, set: KernelSet) -> Self {
+        self.resolver(OpResolver::with_kernel_set(set))
     }
 
     /// Places the arena in a caller's buffer.

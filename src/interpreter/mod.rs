@@ -17,7 +17,8 @@
 //! Layout: [`kernel`] (the trait and registration), [`context`] (what each phase may do),
 //! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `allocation`
 //! (lifetimes → planner → arena), `builder` (the phases), [`kernels`] (one op per file),
-//! [`reference`] (plain slice arithmetic, the bit-exact oracle), [`device`] (where ops run),
+//! [`reference`] (plain slice arithmetic, the bit-exact oracle), [`optimized`] (the faster
+//! arithmetic of the default [`KernelSet`]), [`device`] (where ops run),
 //! [`partition`] (splitting a model across devices), [`schedule`] (running the split model: one
 //! arena per memory space, planned copies, wait counts).
 
@@ -48,7 +49,7 @@ pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
 pub use kernel::{InPlace, Kernel, Registration};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
-pub use resolver::OpResolver;
+pub use resolver::{KernelSet, OpResolver};
 
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};

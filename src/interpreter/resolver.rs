@@ -1,9 +1,50 @@
 //! The op resolver: which kernel runs a builtin op (by code and version) or a custom op (by
 //! name). Users add or override kernels before building an interpreter.
+//!
+//! The crate ships two kernel sets ([`KernelSet`]): the portable reference kernels, the
+//! bit-exact oracle, and the optimized kernels (the default), which run the same validation and
+//! differ only in the arithmetic of the ops that have a faster variant. Integer results are
+//! bit-exact between the sets; float results agree within rounding (a different summation
+//! order), which the conformance tests bound.
 
 use super::kernel::Registration;
 use crate::model::BuiltinOp;
 use std::collections::HashMap;
+
+/// Which arithmetic the builtin kernels of a resolver run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum KernelSet {
+    /// Plain slice arithmetic of [`super::reference`]: portable, the bit-exact oracle.
+    Reference,
+    /// The reference kernels, with the ops that have one running their faster variant of
+    /// [`super::optimized`] (SIMD chosen at run time, with a portable fallback).
+    #[default]
+    Optimized,
+}
+
+impl KernelSet {
+    /// Both sets, reference first.
+    pub const ALL: [KernelSet; 2] = [KernelSet::Reference, KernelSet::Optimized];
+
+    /// `reference` or `optimized`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelSet::Reference => "reference",
+            KernelSet::Optimized => "optimized",
+        }
+    }
+
+    /// The set called `name` (`reference`, `optimized`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Display for KernelSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Maps builtin ops and custom op names to kernel registrations.
 ///
@@ -21,11 +62,26 @@ impl OpResolver {
         Self::default()
     }
 
-    /// Every builtin kernel the crate ships, plus the Signal library custom ops and MediaPipe's
-    /// `Convolution2DTransposeBias`.
+    /// Every builtin kernel the crate ships in the default set ([`KernelSet::Optimized`]), plus
+    /// the Signal library custom ops and MediaPipe's `Convolution2DTransposeBias`.
     pub fn with_builtins() -> Self {
+        Self::with_kernel_set(KernelSet::default())
+    }
+
+    /// [`Self::with_builtins`] with the reference kernels: the bit-exact oracle.
+    pub fn reference() -> Self {
+        Self::with_kernel_set(KernelSet::Reference)
+    }
+
+    /// [`Self::with_builtins`] with the optimized kernels (the default).
+    pub fn optimized() -> Self {
+        Self::with_kernel_set(KernelSet::Optimized)
+    }
+
+    /// Every builtin kernel of `set`, plus the custom ops of [`Self::with_builtins`].
+    pub fn with_kernel_set(set: KernelSet) -> Self {
         let mut r = Self::new();
-        super::kernels::register_builtins(&mut r);
+        super::kernels::register_builtins(&mut r, set);
         super::signal::register_all(&mut r);
         r
     }

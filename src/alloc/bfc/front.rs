@@ -20,6 +20,7 @@ const HEADS: usize = 512;
 /// "No entry" in the `u16` links.
 const NONE: u16 = u16::MAX;
 const _: () = assert!(MAX_THREAD_CACHE < NONE as usize);
+const _: () = assert!(SEEN <= u16::MAX as usize + 1);
 
 /// The chunks one thread caches: up to `MAX_THREAD_CACHE` slots, each chained into the list of
 /// its size key's hash head (newest first); free slots are chained through `link`.
@@ -43,6 +44,8 @@ pub(super) struct Store {
     /// Occupied slots per address hash: a free whose bucket is empty is certainly not a double
     /// free, so the exact check (a walk of the key's chain) runs only on a bucket collision.
     seen: [u16; SEEN],
+    /// Address-filter bucket of each occupied slot (kept so a removal need not rehash).
+    bucket: [u16; MAX_THREAD_CACHE],
     /// Rounded size / granule of each slot (0: free slot).
     keys: [u32; MAX_THREAD_CACHE],
     addrs: [usize; MAX_THREAD_CACHE],
@@ -60,11 +63,12 @@ fn head_of(key: u32) -> usize {
 /// Buckets of the address filter (`Store::seen`).
 const SEEN: usize = 1024;
 
-/// Address-filter bucket of a chunk address (chunks are at least 16-byte aligned).
+/// Address-filter bucket of a chunk address (chunks are at least 16-byte aligned): the top bits
+/// of a 64-bit multiplicative hash, so every address bit reaches the bucket in three instructions.
 #[inline]
 fn bucket_of(addr: usize) -> usize {
-    (((addr >> 4) as u32 ^ (addr >> 36) as u32).wrapping_mul(0x9E37_79B1)
-        >> (32 - SEEN.trailing_zeros())) as usize
+    ((addr as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SEEN.trailing_zeros()))
+        as usize
 }
 
 impl Store {
@@ -77,6 +81,7 @@ impl Store {
         used: 0,
         heads: [NONE; HEADS],
         seen: [0; SEEN],
+        bucket: [0; MAX_THREAD_CACHE],
         keys: [0; MAX_THREAD_CACHE],
         addrs: [0; MAX_THREAD_CACHE],
         link: [NONE; MAX_THREAD_CACHE],
@@ -102,10 +107,11 @@ impl Store {
         self.used = 0;
     }
 
-    /// Whether a slot holds `addr` under `key` (a double free with the same `Layout`).
+    /// Whether a slot holds `addr` (whose filter bucket is `bucket`) under `key`: a double free
+    /// with the same `Layout`.
     #[inline]
-    fn holds(&self, key: u32, addr: usize) -> bool {
-        if self.seen[bucket_of(addr)] == 0 {
+    fn holds(&self, key: u32, addr: usize, bucket: usize) -> bool {
+        if self.seen[bucket] == 0 {
             return false;
         }
         self.holds_slow(key, addr)
@@ -133,7 +139,7 @@ impl Store {
         } else {
             self.link[prev as usize] = next;
         }
-        self.seen[bucket_of(self.addrs[i])] -= 1;
+        self.seen[self.bucket[i] as usize] -= 1;
         self.bytes -= (self.keys[i] as usize) << self.shift;
         self.keys[i] = 0;
         self.link[i] = self.free;
@@ -141,9 +147,10 @@ impl Store {
         self.n -= 1;
     }
 
-    /// Adds `addr` of `rounded` bytes (room was made by the caller).
+    /// Adds `addr` of `rounded` bytes, whose filter bucket is `bucket` (room was made by the
+    /// caller).
     #[inline]
-    fn insert(&mut self, rounded: usize, addr: usize) {
+    fn insert(&mut self, rounded: usize, addr: usize, bucket: usize) {
         let i = if self.free != NONE {
             let i = self.free as usize;
             self.free = self.link[i];
@@ -160,7 +167,8 @@ impl Store {
         self.addrs[i] = addr;
         self.link[i] = self.heads[h];
         self.heads[h] = i as u16;
-        self.seen[bucket_of(addr)] += 1;
+        self.seen[bucket] += 1;
+        self.bucket[i] = bucket as u16;
         self.clock = self.clock.wrapping_add(1);
         self.stamp[i] = self.clock;
         self.n += 1;
@@ -205,6 +213,7 @@ impl Owner for Inner {
     /// Bytes handed back.
     type Report = usize;
 
+    #[inline]
     fn epoch(&self) -> u64 {
         self.epoch.load(crate::sync::Ordering::Relaxed)
     }
@@ -306,13 +315,16 @@ pub(super) fn push(a: &Arc<Inner>, rounded: usize, addr: usize) -> Push {
         c.enter(a);
         // A double free would hand the chunk out twice; the lock-free path does not look
         // chunks up, so the address filter catches a second free of a chunk this thread holds.
-        if c.store.holds((rounded >> c.store.shift) as u32, addr) {
+        let bucket = bucket_of(addr);
+        if c.store
+            .holds((rounded >> c.store.shift) as u32, addr, bucket)
+        {
             return Push::DoubleFree;
         }
         if c.store.n >= a.tc_entries || c.store.bytes + rounded > a.tc_max_bytes {
             spill(c, a, rounded);
         }
-        c.store.insert(rounded, addr);
+        c.store.insert(rounded, addr, bucket);
         c.deltas.free(rounded as u64);
         Push::Cached
     })

@@ -24,6 +24,7 @@ impl Owner for Inner {
     /// Buffers and bytes returned to the sub-allocator.
     type Report = (usize, u64);
 
+    #[inline]
     fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Relaxed)
     }

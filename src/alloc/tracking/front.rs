@@ -32,6 +32,7 @@ impl Owner for Shared {
     type Report = ();
     const HAS_EPOCH: bool = false;
 
+    #[inline]
     fn epoch(&self) -> u64 {
         0
     }
@@ -135,6 +136,7 @@ pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)>
         let id = store.id_next;
         store.id_next = id + 1;
         c.deltas.alloc(allocated);
+        c.deltas.note_size(allocated);
         if c.deltas.allocs >= PUBLISH_EVERY {
             publish_now(c, s);
         }

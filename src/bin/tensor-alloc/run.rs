@@ -6,7 +6,7 @@ use clap::Args;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tensor_alloc::alloc::registry;
-use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError};
+use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, KernelSet};
 use tensor_alloc::model::Model;
 use tensor_alloc::tensor::{DType, Tensor};
 use tensor_alloc::test_support::Rng;
@@ -42,9 +42,18 @@ pub struct RunArgs {
     /// Split the model across these devices (`cpu,npu`, `cpu,cpu-reference`; see `partition`).
     #[arg(long, value_name = "LIST", conflicts_with_all = ["arena_bytes", "allocator", "profile"])]
     pub devices: Option<String>,
+    /// Kernel set: `optimized` (default) or `reference` (the bit-exact oracle). With `--devices`,
+    /// pick the set per device instead (`cpu` / `cpu-reference`).
+    #[arg(long, default_value = "optimized", value_parser = parse_kernel_set, conflicts_with = "devices")]
+    pub kernels: KernelSet,
     /// Partitioning policy with `--devices`: `min-copy` or `tengine`.
     #[arg(long, default_value = "min-copy", requires = "devices")]
     pub policy: String,
+}
+
+fn parse_kernel_set(s: &str) -> Result<KernelSet, String> {
+    KernelSet::from_name(s)
+        .ok_or_else(|| format!("unknown kernel set `{s}`; expected `optimized` or `reference`"))
 }
 
 /// Most bytes `--arena-bytes` may ask for.
@@ -243,7 +252,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             // `n` bytes of them and borrows `buffer` for the interpreter's life.
             let bytes =
                 unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr() as *mut u8, *n) };
-            InterpreterBuilder::new(&model).arena_buffer(bytes).build()
+            InterpreterBuilder::new(&model)
+                .kernel_set(args.kernels)
+                .arena_buffer(bytes)
+                .build()
         }
         (None, Some(name)) => {
             let env =
@@ -251,9 +263,14 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             let a = registry::global()
                 .create(name, &env)
                 .map_err(|e| format!("--allocator {name}: {e}"))?;
-            InterpreterBuilder::new(&model).arena_allocator(a).build()
+            InterpreterBuilder::new(&model)
+                .kernel_set(args.kernels)
+                .arena_allocator(a)
+                .build()
         }
-        (None, None) => InterpreterBuilder::new(&model).build(),
+        (None, None) => InterpreterBuilder::new(&model)
+            .kernel_set(args.kernels)
+            .build(),
     }
     .map_err(|e: InterpreterError| format!("{}: {e}", args.model.display()))?;
 
@@ -332,6 +349,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             .collect();
         let v = serde_json::json!({
             "model": args.model.display().to_string(),
+            "kernels": args.kernels.name(),
             "inputs": if args.inputs.is_empty() { "seeded" } else { "files" },
             "outputs": outs,
             "arena": {
@@ -352,6 +370,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
 
     println!("model: {}", args.model.display());
+    println!("kernels: {}", args.kernels);
     print_outputs(args.inputs.is_empty(), &outputs, &files, |k| {
         interp.output_desc(k).ok().map(|d| d.name.to_string())
     });

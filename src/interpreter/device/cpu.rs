@@ -7,21 +7,23 @@ use crate::interpreter::resolver::OpResolver;
 /// The host CPU: runs every op its resolver has a kernel for, in memory from the registry's
 /// CPU allocator (chosen by the environment, `TENSOR_ALLOC_CPU_ALLOCATOR`).
 ///
-/// `cpu-reference` ([`CpuDevice::reference`]) runs the reference kernel set, to run part of a
-/// model on the oracle kernels and bisect a numerical difference. The crate ships one kernel set
-/// today — the bit-exact reference kernels — so `cpu` and `cpu-reference` run the same code; they
-/// are still two devices (two names in reports, two resolvers a user may change independently).
+/// `cpu` ([`CpuDevice::new`]) runs the default kernel set ([`OpResolver::optimized`]);
+/// `cpu-reference` ([`CpuDevice::reference`]) runs the reference kernel set
+/// ([`OpResolver::reference`]), to run part of a model on the oracle kernels and bisect a
+/// numerical difference. Integer ops give the same bits on both; float ops with an optimized
+/// variant (convolutions, matrix products) agree within rounding. Both are host-addressable, so
+/// a tensor passed between them is not copied.
 pub struct CpuDevice {
     name: &'static str,
     resolver: OpResolver,
 }
 
 impl CpuDevice {
-    /// `cpu`: the default kernels.
+    /// `cpu`: the default (optimized) kernels.
     pub fn new() -> Self {
         CpuDevice {
             name: "cpu",
-            resolver: OpResolver::with_builtins(),
+            resolver: OpResolver::optimized(),
         }
     }
 
@@ -29,7 +31,7 @@ impl CpuDevice {
     pub fn reference() -> Self {
         CpuDevice {
             name: "cpu-reference",
-            resolver: OpResolver::with_builtins(),
+            resolver: OpResolver::reference(),
         }
     }
 }

@@ -57,7 +57,7 @@ pub struct NpuDevice {
 impl NpuDevice {
     /// An NPU with `config`.
     pub fn new(config: NpuConfig) -> Self {
-        let resolver = OpResolver::with_builtins().subset(&config.ops);
+        let resolver = OpResolver::reference().subset(&config.ops);
         NpuDevice { config, resolver }
     }
 

@@ -5,14 +5,17 @@ use crate::interpreter::reference::batch_matmul::{
     batch_matmul_f32, BatchMatMulGeometry, MAX_BATCH_DIMS,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
-/// The BATCH_MATMUL kernel.
-pub struct BatchMatMul;
+/// The BATCH_MATMUL kernel of one kernel set.
+pub struct BatchMatMul {
+    /// Which arithmetic invoke runs.
+    pub set: KernelSet,
+}
 
 fn batch_dims(dims: &[usize]) -> [usize; MAX_BATCH_DIMS] {
     let mut out = [1; MAX_BATCH_DIMS];
@@ -90,10 +93,10 @@ impl Kernel for BatchMatMul {
     }
 }
 
-/// Registers BATCH_MATMUL.
-pub fn register(r: &mut OpResolver) {
+/// Registers BATCH_MATMUL of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::BATCH_MATMUL,
-        Registration::new("BATCH_MATMUL", BatchMatMul),
+        Registration::new("BATCH_MATMUL", BatchMatMul { set }),
     );
 }

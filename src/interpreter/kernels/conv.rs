@@ -9,7 +9,8 @@ use super::quant_params::{
 };
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
+    Registration,
 };
 use crate::kernel_ensure;
 use crate::model::{BuiltinOp, BuiltinOptions};
@@ -214,8 +215,11 @@ pub(crate) fn invoke_conv_like(
     Ok(())
 }
 
-/// The CONV_2D kernel.
-pub struct Conv2D;
+/// The CONV_2D kernel of one kernel set.
+pub struct Conv2D {
+    /// Which arithmetic invoke runs.
+    pub set: KernelSet,
+}
 
 impl Kernel for Conv2D {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -324,7 +328,10 @@ impl Kernel for Conv2D {
     }
 }
 
-/// Registers CONV_2D.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::CONV_2D, Registration::new("CONV_2D", Conv2D));
+/// Registers CONV_2D of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
+    r.register_builtin(
+        BuiltinOp::CONV_2D,
+        Registration::new("CONV_2D", Conv2D { set }),
+    );
 }

@@ -8,13 +8,16 @@ use crate::interpreter::reference::depthwise_conv::{
     depthwise_conv_f32, depthwise_conv_i16, depthwise_conv_i8,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
 use crate::model::{BuiltinOp, BuiltinOptions};
 
-/// The DEPTHWISE_CONV_2D kernel.
-pub struct DepthwiseConv2D;
+/// The DEPTHWISE_CONV_2D kernel of one kernel set.
+pub struct DepthwiseConv2D {
+    /// Which arithmetic invoke runs.
+    pub set: KernelSet,
+}
 
 impl Kernel for DepthwiseConv2D {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -132,10 +135,10 @@ impl Kernel for DepthwiseConv2D {
     }
 }
 
-/// Registers DEPTHWISE_CONV_2D.
-pub fn register(r: &mut OpResolver) {
+/// Registers DEPTHWISE_CONV_2D of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::DEPTHWISE_CONV_2D,
-        Registration::new("DEPTHWISE_CONV_2D", DepthwiseConv2D),
+        Registration::new("DEPTHWISE_CONV_2D", DepthwiseConv2D { set }),
     );
 }

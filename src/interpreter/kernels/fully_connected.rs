@@ -9,7 +9,8 @@ use crate::interpreter::reference::fully_connected::{
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
+    Registration,
 };
 use crate::kernel_ensure;
 use crate::model::{BuiltinOp, BuiltinOptions};
@@ -40,8 +41,11 @@ struct FcData {
     multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
 }
 
-/// The FULLY_CONNECTED kernel.
-pub struct FullyConnected;
+/// The FULLY_CONNECTED kernel of one kernel set.
+pub struct FullyConnected {
+    /// Which arithmetic invoke runs.
+    pub set: KernelSet,
+}
 
 impl Kernel for FullyConnected {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -290,10 +294,10 @@ impl Kernel for FullyConnected {
     }
 }
 
-/// Registers FULLY_CONNECTED.
-pub fn register(r: &mut OpResolver) {
+/// Registers FULLY_CONNECTED of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::FULLY_CONNECTED,
-        Registration::new("FULLY_CONNECTED", FullyConnected),
+        Registration::new("FULLY_CONNECTED", FullyConnected { set }),
     );
 }

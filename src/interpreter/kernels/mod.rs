@@ -1,7 +1,12 @@
 //! Builtin kernels, one op per file: each validates its node in prepare, stores op data, and
 //! calls the plain arithmetic of [`super::reference`] in invoke (a dtype switch).
+//!
+//! Ops with a faster variant (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL) take the
+//! [`KernelSet`] at registration: their kernel value carries it, prepare validates the node the
+//! same way in both sets and records in the op data which arithmetic invoke runs (and requests
+//! the scratch that arithmetic needs), so the two sets differ only in the call invoke makes.
 
-use super::resolver::OpResolver;
+use super::resolver::{KernelSet, OpResolver};
 
 pub mod abs;
 pub mod add;
@@ -57,17 +62,18 @@ mod unary_common;
 pub mod unidirectional_sequence_lstm;
 pub mod unpack;
 
-/// Registers every builtin kernel of the crate, and MediaPipe's `Convolution2DTransposeBias`.
-pub fn register_builtins(r: &mut OpResolver) {
+/// Registers every builtin kernel of the crate in kernel set `set`, and MediaPipe's
+/// `Convolution2DTransposeBias`.
+pub fn register_builtins(r: &mut OpResolver, set: KernelSet) {
     add::register(r);
     average_pool::register(r);
     cast::register(r);
     concatenation::register(r);
-    conv::register(r);
-    depthwise_conv::register(r);
+    conv::register(r, set);
+    depthwise_conv::register(r, set);
     dequantize::register(r);
     div::register(r);
-    fully_connected::register(r);
+    fully_connected::register(r, set);
     logistic::register(r);
     maximum_minimum::register(r);
     mean::register(r);
@@ -80,7 +86,7 @@ pub fn register_builtins(r: &mut OpResolver) {
     svdf::register(r);
     transpose::register(r);
     unidirectional_sequence_lstm::register(r);
-    batch_matmul::register(r);
+    batch_matmul::register(r, set);
     densify::register(r);
     depth_to_space::register(r);
     gelu::register(r);

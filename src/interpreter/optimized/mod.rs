@@ -1,8 +1,14 @@
-//! Optimized arithmetic of the kernels: pure functions over slices with the same inputs as their
-//! counterparts in [`super::reference`], so a kernel can run either. The integer functions are
-//! bit-exact with the reference (integer accumulation is exact in any order, and the
-//! requantization is the reference's own); they pick AVX2 at run time where the CPU has it and
-//! a portable loop nest otherwise (see [`Isa`]).
+//! Faster arithmetic of the kernels over slices, with no interpreter types (as
+//! `lite/kernels/internal/optimized/` is to TFLite): what the [`KernelSet::Optimized`] kernels
+//! call where an op has a faster variant. Every function here computes what its counterpart in
+//! [`super::reference`] computes: integer results bit for bit, float results up to the rounding
+//! of a different summation order.
+//!
+//! SIMD code is chosen at run time (`is_x86_feature_detected!`), with a portable fallback on
+//! every target, so one binary runs everywhere. The int8 functions take the reference's inputs
+//! and have `*_with(Isa, ..)` variants that force a path (see [`Isa`]).
+//!
+//! [`KernelSet::Optimized`]: super::KernelSet::Optimized
 
 pub mod conv_i8;
 pub mod depthwise_i8;
