@@ -1,7 +1,7 @@
 //! DEPTHWISE_CONV_2D: float, int8 (per-tensor or per-channel weights) and 16x8 (int64 bias), as
 //! TFLM's `depthwise_conv.cc`; filter `[1, h, w, in_c * depth_multiplier]`.
 
-use super::conv::{invoke_conv_like, prepare_quantization, ConvData, ConvKind};
+use super::conv::{invoke_conv_like, prepare_quantization, ConvData, ConvKind, QuantConvFn};
 use super::quant_params::{padding_kind, positive, window_axis};
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::depthwise_conv::{
@@ -125,10 +125,14 @@ impl Kernel for DepthwiseConv2D {
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        let i8_fn: QuantConvFn<i8, i32> = match self.set {
+            KernelSet::Reference => depthwise_conv_i8,
+            KernelSet::Optimized => crate::interpreter::optimized::depthwise_i8::depthwise_conv_i8,
+        };
         invoke_conv_like(
             ctx,
             depthwise_conv_f32,
-            depthwise_conv_i8,
+            i8_fn,
             depthwise_conv_i16::<i64>,
             depthwise_conv_i16::<i32>,
         )
