@@ -189,10 +189,11 @@ mod avx2 {
         }
     }
 
-    /// One block of `R` activation rows × `C` weight rows.
+    /// One block of `R` activation rows × `C` weight rows (indexed loops over the register
+    /// arrays: `R` and `C` are constants the compiler unrolls).
     #[inline]
     #[target_feature(enable = "avx2")]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
     unsafe fn block<const R: usize, const C: usize>(
         a: &[i16],
         a_stride: usize,
