@@ -4,7 +4,7 @@
 //! Each output pixel's receptive field is gathered into an im2col row of `int16` values
 //! `x + input_offset` (zero at padded taps, which the reference skips: `w * 0` adds nothing), a
 //! block of such rows is multiplied with the OHWI filter (whose output channels are exactly the
-//! rows of a `[out_c, filter_h * filter_w * in_c]` matrix) by [`gemm_i16_i8`], and each
+//! rows of a `[out_c, filter_h * filter_w * in_c]` matrix) by `gemm_i8::gemm_i16_i8`, and each
 //! row of accumulators is requantized (bit-exact with the reference's
 //! `multiply_by_quantized_multiplier`, eight channels at a time on AVX2).
 //!
