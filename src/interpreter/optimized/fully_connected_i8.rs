@@ -6,7 +6,7 @@
 //! the `[units, depth]` weights by `gemm_i8::gemm_i16_i8` (4 units × 2 rows per micro-kernel), and
 //! requantized with the reference's `multiply_by_quantized_multiplier`. Weights with a zero
 //! point (`weights_offset != 0`, which symmetric int8 models never have) and rows longer than
-//! the block ([`PATCH_ELEMS`](super::conv_i8::PATCH_ELEMS)) run the reference loop.
+//! the block ([`PATCH_ELEMS`]) run the reference loop.
 
 use super::conv_i8::{widen, COLS, MAX_ROWS, PATCH_ELEMS};
 use super::gemm_i8::{gemm_i16_i8, padded, zeroed_prefix};
