@@ -6,8 +6,8 @@
 //! requantizes them as one row; the window's input stays in L1 meanwhile (the reference runs
 //! tile-major and walks the whole input once per channel tile). With depth multiplier 1 each tap
 //! is one contiguous run over all channels (input pixel and filter tap are both
-//! channel-contiguous); with a larger multiplier the channels go in tiles of 16, 8 and 1 whose
-//! accumulators stay in registers across the taps. `w * (x + input_offset)` is exact in 16 bits
+//! channel-contiguous); with a larger multiplier, or few channels, the channels go in tiles of
+//! 16, 8 and 1 whose accumulators stay in registers across the taps. `w * (x + input_offset)` is exact in 16 bits
 //! (`|w| ≤ 128`, `|x + offset| ≤ 255`), which lets the vectorizer use 16-bit multiplies; the
 //! AVX2 path is the same loop compiled with AVX2 enabled. Requantization is the reference's.
 //!
@@ -19,6 +19,10 @@ use super::Isa;
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry, ConvQuant};
 use crate::interpreter::reference::depthwise_conv as reference;
 use std::mem::MaybeUninit;
+
+/// Up to this many channels (depth multiplier 1) a pixel runs in register tiles rather than
+/// one run per tap (a short run costs more in loop overhead than it saves).
+const SMALL: usize = 16;
 
 /// Output channels the on-stack accumulators hold (16 KiB).
 pub const MAX_CHANNELS: usize = 4096;
@@ -107,7 +111,7 @@ fn depthwise_body(
             let wy = g.row_window(out_y);
             for out_x in 0..g.out_w {
                 let wx = g.col_window(out_x);
-                if dm == 1 {
+                if dm == 1 && out_c > SMALL {
                     // Adjacent channels: one run per tap over all of them.
                     acc.fill(0);
                     for fy in wy.f0..wy.f1 {
@@ -131,18 +135,10 @@ fn depthwise_body(
                         wx,
                         offset,
                     };
-                    let mut oc0 = 0;
-                    while out_c - oc0 >= 16 {
-                        taps.tile::<16>(oc0, dm, &mut acc[oc0..oc0 + 16]);
-                        oc0 += 16;
-                    }
-                    if out_c - oc0 >= 8 {
-                        taps.tile::<8>(oc0, dm, &mut acc[oc0..oc0 + 8]);
-                        oc0 += 8;
-                    }
-                    while oc0 < out_c {
-                        taps.tile::<1>(oc0, dm, &mut acc[oc0..oc0 + 1]);
-                        oc0 += 1;
+                    if dm == 1 {
+                        taps.tiles::<true>(dm, acc);
+                    } else {
+                        taps.tiles::<false>(dm, acc);
                     }
                 }
                 requantize_row(isa, &rq, 0, acc, &mut output[o..o + out_c]);
@@ -165,11 +161,31 @@ struct Taps<'a> {
 }
 
 impl Taps<'_> {
-    /// Output channels `oc0..oc0 + T` of the pixel into `out` (depth multiplier `dm > 1`):
-    /// every tap into `T` accumulators held in registers. Lane `t` reads input channel
-    /// `(oc0 + t) / dm`: one broadcast value when `T` divides `dm`, else gathered per lane.
+    /// All output channels of the pixel into `acc`, in tiles of 16, 8 and 1 (`CONTIGUOUS`:
+    /// depth multiplier 1).
     #[inline(always)]
-    fn tile<const T: usize>(&self, oc0: usize, dm: usize, out: &mut [i32]) {
+    fn tiles<const CONTIGUOUS: bool>(&self, dm: usize, acc: &mut [i32]) {
+        let out_c = acc.len();
+        let mut oc0 = 0;
+        while out_c - oc0 >= 16 {
+            self.tile::<16, CONTIGUOUS>(oc0, dm, &mut acc[oc0..oc0 + 16]);
+            oc0 += 16;
+        }
+        if out_c - oc0 >= 8 {
+            self.tile::<8, CONTIGUOUS>(oc0, dm, &mut acc[oc0..oc0 + 8]);
+            oc0 += 8;
+        }
+        while oc0 < out_c {
+            self.tile::<1, CONTIGUOUS>(oc0, dm, &mut acc[oc0..oc0 + 1]);
+            oc0 += 1;
+        }
+    }
+
+    /// Output channels `oc0..oc0 + T` of the pixel into `out`: every tap into `T` accumulators
+    /// held in registers. Lane `t` reads input channel `(oc0 + t) / dm`: adjacent channels when
+    /// `dm == 1`, one broadcast value when `T` divides `dm`, else gathered per lane.
+    #[inline(always)]
+    fn tile<const T: usize, const CONTIGUOUS: bool>(&self, oc0: usize, dm: usize, out: &mut [i32]) {
         let g = self.g;
         let (in_c, out_c) = (g.in_c, g.out_c);
         let mut ic = [0usize; T];
@@ -185,7 +201,12 @@ impl Taps<'_> {
                     .try_into()
                     .unwrap();
                 let mut x = [0i16; T];
-                if dm % T == 0 {
+                if CONTIGUOUS {
+                    let src: &[i8; T] = px[oc0..oc0 + T].try_into().unwrap();
+                    for t in 0..T {
+                        x[t] = i16::from(src[t]) + self.offset;
+                    }
+                } else if dm % T == 0 {
                     // Every lane reads one input channel.
                     x = [i16::from(px[oc0 / dm]) + self.offset; T];
                 } else {
