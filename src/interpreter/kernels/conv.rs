@@ -365,7 +365,11 @@ impl Kernel for Conv2D {
         if let F32Path::Gemm { plan, filter, cols } = d.f32_path {
             return invoke_gemm(ctx, &d, &plan, filter, cols);
         }
-        invoke_conv_like(ctx, conv_f32, conv_i8, conv_i16::<i64>, conv_i16::<i32>)
+        let i8_fn: QuantConvFn<i8, i32> = match self.set {
+            KernelSet::Reference => conv_i8,
+            KernelSet::Optimized => crate::interpreter::optimized::conv_i8::conv_i8,
+        };
+        invoke_conv_like(ctx, conv_f32, i8_fn, conv_i16::<i64>, conv_i16::<i32>)
     }
 }
 

@@ -3,7 +3,9 @@
 //! set a float node with depth multiplier 1 runs
 //! [`crate::interpreter::optimized::depthwise_conv`].
 
-use super::conv::{invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path};
+use super::conv::{
+    invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path, QuantConvFn,
+};
 use super::quant_params::{padding_kind, positive, window_axis};
 use crate::interpreter::optimized::depthwise_conv as fast;
 use crate::interpreter::reference::conv::ConvGeometry;
@@ -149,10 +151,14 @@ impl Kernel for DepthwiseConv2D {
             );
             return Ok(());
         }
+        let i8_fn: QuantConvFn<i8, i32> = match self.set {
+            KernelSet::Reference => depthwise_conv_i8,
+            KernelSet::Optimized => crate::interpreter::optimized::depthwise_i8::depthwise_conv_i8,
+        };
         invoke_conv_like(
             ctx,
             depthwise_conv_f32,
-            depthwise_conv_i8,
+            i8_fn,
             depthwise_conv_i16::<i64>,
             depthwise_conv_i16::<i32>,
         )

@@ -327,7 +327,13 @@ impl Kernel for FullyConnected {
         match d.kind {
             FcKind::I8 => {
                 let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
-                fully_connected_i8(
+                let i8_fn = match self.set {
+                    KernelSet::Reference => fully_connected_i8,
+                    KernelSet::Optimized => {
+                        crate::interpreter::optimized::fully_connected_i8::fully_connected_i8
+                    }
+                };
+                i8_fn(
                     b,
                     k,
                     u,

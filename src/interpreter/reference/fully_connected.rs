@@ -53,7 +53,7 @@ pub struct FcQuant<'a> {
 
 impl FcQuant<'_> {
     #[inline(always)]
-    fn multiplier(&self, u: usize) -> QuantizedMultiplier {
+    pub(crate) fn multiplier(&self, u: usize) -> QuantizedMultiplier {
         let i = if self.multipliers.len() == 1 { 0 } else { u };
         QuantizedMultiplier {
             multiplier: self.multipliers[i],

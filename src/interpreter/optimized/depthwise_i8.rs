@@ -1,0 +1,225 @@
+//! Optimized int8 DEPTHWISE_CONV_2D: the inputs and result of
+//! [`reference::depthwise_conv::depthwise_conv_i8`](crate::interpreter::reference::depthwise_conv::depthwise_conv_i8),
+//! bit-exact.
+//!
+//! Pixel-major: each output pixel clips its window once, accumulates all its channels and
+//! requantizes them as one row; the window's input stays in L1 meanwhile (the reference runs
+//! tile-major and walks the whole input once per channel tile). With depth multiplier 1 each tap
+//! is one contiguous run over all channels (input pixel and filter tap are both
+//! channel-contiguous); with a larger multiplier, or few channels, the channels go in tiles of
+//! 16, 8 and 1 whose accumulators stay in registers across the taps. `w * (x + input_offset)` is exact in 16 bits
+//! (`|w| ≤ 128`, `|x + offset| ≤ 255`), which lets the vectorizer use 16-bit multiplies; the
+//! AVX2 path is the same loop compiled with AVX2 enabled. Requantization is the reference's.
+//!
+//! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
+
+use super::gemm_i8::zeroed_prefix;
+use super::requant_i8::{requantize_row, Requant};
+use super::Isa;
+use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry, ConvQuant};
+use crate::interpreter::reference::depthwise_conv as reference;
+use std::mem::MaybeUninit;
+
+/// Up to this many channels (depth multiplier 1) a pixel runs in register tiles rather than
+/// one run per tap (a short run costs more in loop overhead than it saves).
+const SMALL: usize = 16;
+
+/// Output channels the on-stack accumulators hold (16 KiB).
+pub const MAX_CHANNELS: usize = 4096;
+
+/// int8 per-channel depthwise convolution on the best path for this CPU.
+pub fn depthwise_conv_i8(
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    output: &mut [i8],
+) {
+    depthwise_conv_i8_with(Isa::detect(), g, input, filter, bias, q, output);
+}
+
+/// [`depthwise_conv_i8`] on path `isa` (falling back to [`Isa::Portable`] where the CPU lacks
+/// it).
+pub fn depthwise_conv_i8_with(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    output: &mut [i8],
+) {
+    if g.out_c > MAX_CHANNELS || g.out_c != g.in_c * g.depth_multiplier.max(1) {
+        reference::depthwise_conv_i8(g, input, filter, bias, q, output);
+        return;
+    }
+    match isa.supported() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2.
+            unsafe { depthwise_avx2(g, input, filter, bias, q, output) }
+        }
+        _ => depthwise_body(Isa::Portable, g, input, filter, bias, q, output),
+    }
+}
+
+/// [`depthwise_body`] compiled with AVX2.
+///
+/// # Safety
+/// The CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn depthwise_avx2(
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    output: &mut [i8],
+) {
+    depthwise_body(Isa::Avx2, g, input, filter, bias, q, output);
+}
+
+#[inline(always)]
+fn depthwise_body(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    output: &mut [i8],
+) {
+    let out_c = g.out_c;
+    let mut acc = [MaybeUninit::<i32>::uninit(); MAX_CHANNELS];
+    let acc = zeroed_prefix(&mut acc, out_c);
+    let dm = g.depth_multiplier.max(1);
+    // The kernels validate int8 zero points, so the offset fits in 16 bits.
+    let offset = q.input_offset as i16;
+    let rq = Requant {
+        bias,
+        multipliers: q.multipliers,
+        shifts: q.shifts,
+        output_offset: q.output_offset,
+        act_min: q.act_min,
+        act_max: q.act_max,
+    };
+    let mut o = 0;
+    for b in 0..g.batches {
+        for out_y in 0..g.out_h {
+            let wy = g.row_window(out_y);
+            for out_x in 0..g.out_w {
+                let wx = g.col_window(out_x);
+                if dm == 1 && out_c > SMALL {
+                    // Adjacent channels: one run per tap over all of them.
+                    acc.fill(0);
+                    for fy in wy.f0..wy.f1 {
+                        let row = (b * g.in_h + wy.at(fy)) * g.in_w;
+                        for fx in wx.f0..wx.f1 {
+                            let x = &input[(row + wx.at(fx)) * out_c..][..out_c];
+                            let w = &filter[(fy * g.filter_w + fx) * out_c..][..out_c];
+                            for ((a, &w), &x) in acc.iter_mut().zip(w).zip(x) {
+                                let p = i16::from(w).wrapping_mul(i16::from(x) + offset);
+                                *a = a.wrapping_add(i32::from(p));
+                            }
+                        }
+                    }
+                } else {
+                    let taps = Taps {
+                        g,
+                        input,
+                        filter,
+                        row0: b * g.in_h,
+                        wy,
+                        wx,
+                        offset,
+                    };
+                    if dm == 1 {
+                        taps.tiles::<true>(dm, acc);
+                    } else {
+                        taps.tiles::<false>(dm, acc);
+                    }
+                }
+                requantize_row(isa, &rq, 0, acc, &mut output[o..o + out_c]);
+                o += out_c;
+            }
+        }
+    }
+}
+
+/// The clipped window of one output pixel.
+struct Taps<'a> {
+    g: &'a ConvGeometry,
+    input: &'a [i8],
+    filter: &'a [i8],
+    /// `batch * in_h`.
+    row0: usize,
+    wy: ClippedWindow,
+    wx: ClippedWindow,
+    offset: i16,
+}
+
+impl Taps<'_> {
+    /// All output channels of the pixel into `acc`, in tiles of 16, 8 and 1 (`CONTIGUOUS`:
+    /// depth multiplier 1).
+    #[inline(always)]
+    fn tiles<const CONTIGUOUS: bool>(&self, dm: usize, acc: &mut [i32]) {
+        let out_c = acc.len();
+        let mut oc0 = 0;
+        while out_c - oc0 >= 16 {
+            self.tile::<16, CONTIGUOUS>(oc0, dm, &mut acc[oc0..oc0 + 16]);
+            oc0 += 16;
+        }
+        if out_c - oc0 >= 8 {
+            self.tile::<8, CONTIGUOUS>(oc0, dm, &mut acc[oc0..oc0 + 8]);
+            oc0 += 8;
+        }
+        while oc0 < out_c {
+            self.tile::<1, CONTIGUOUS>(oc0, dm, &mut acc[oc0..oc0 + 1]);
+            oc0 += 1;
+        }
+    }
+
+    /// Output channels `oc0..oc0 + T` of the pixel into `out`: every tap into `T` accumulators
+    /// held in registers. Lane `t` reads input channel `(oc0 + t) / dm`: adjacent channels when
+    /// `dm == 1`, one broadcast value when `T` divides `dm`, else gathered per lane.
+    #[inline(always)]
+    fn tile<const T: usize, const CONTIGUOUS: bool>(&self, oc0: usize, dm: usize, out: &mut [i32]) {
+        let g = self.g;
+        let (in_c, out_c) = (g.in_c, g.out_c);
+        let mut ic = [0usize; T];
+        for (t, ic) in ic.iter_mut().enumerate() {
+            *ic = (oc0 + t) / dm;
+        }
+        let mut acc = [0i32; T];
+        for fy in self.wy.f0..self.wy.f1 {
+            let row = (self.row0 + self.wy.at(fy)) * g.in_w;
+            for fx in self.wx.f0..self.wx.f1 {
+                let px = &self.input[(row + self.wx.at(fx)) * in_c..][..in_c];
+                let w: &[i8; T] = self.filter[(fy * g.filter_w + fx) * out_c + oc0..][..T]
+                    .try_into()
+                    .unwrap();
+                let mut x = [0i16; T];
+                if CONTIGUOUS {
+                    let src: &[i8; T] = px[oc0..oc0 + T].try_into().unwrap();
+                    for t in 0..T {
+                        x[t] = i16::from(src[t]) + self.offset;
+                    }
+                } else if dm % T == 0 {
+                    // Every lane reads one input channel.
+                    x = [i16::from(px[oc0 / dm]) + self.offset; T];
+                } else {
+                    for t in 0..T {
+                        x[t] = i16::from(px[ic[t]]) + self.offset;
+                    }
+                }
+                for t in 0..T {
+                    let p = i16::from(w[t]).wrapping_mul(x[t]);
+                    acc[t] = acc[t].wrapping_add(i32::from(p));
+                }
+            }
+        }
+        out[..T].copy_from_slice(&acc);
+    }
+}

@@ -1,0 +1,156 @@
+//! The int8 output stage of convolution and fully connected layers, a row of channels at a time:
+//! bias, `MultiplyByQuantizedMultiplier` (per channel or per tensor), output offset, clamp —
+//! bit-exact with the reference's scalar `multiply_by_quantized_multiplier`, eight channels per
+//! step on AVX2.
+//!
+//! The AVX2 rounding high multiply uses that the reference's
+//! `(ab + (ab >= 0 ? 2^30 : 1 - 2^30)) / 2^31` (C division, truncating) equals
+//! `floor((ab + 2^30) / 2^31)` for every 64-bit product `ab`; the low 32 bits of a logical
+//! 64-bit shift are those of the arithmetic one, and the only product whose quotient leaves
+//! `i32` (`i32::MIN * i32::MIN`) is saturated as in the reference.
+
+use super::Isa;
+use crate::interpreter::reference::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
+
+/// What the output stage of one layer needs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Requant<'a> {
+    /// One bias per channel, if any.
+    pub bias: Option<&'a [i32]>,
+    /// One Q31 multiplier per channel, or one for all (`len() == 1`).
+    pub multipliers: &'a [i32],
+    /// Shifts matching `multipliers`.
+    pub shifts: &'a [i32],
+    /// Added after rescaling.
+    pub output_offset: i32,
+    /// Clamp, output units.
+    pub act_min: i32,
+    /// Clamp, output units.
+    pub act_max: i32,
+}
+
+impl Requant<'_> {
+    #[inline(always)]
+    fn scalar(&self, acc: i32, c: usize) -> i8 {
+        let i = if self.multipliers.len() == 1 { 0 } else { c };
+        let m = QuantizedMultiplier {
+            multiplier: self.multipliers[i],
+            shift: self.shifts[i],
+        };
+        let acc = acc.wrapping_add(self.bias.map_or(0, |b| b[c]));
+        multiply_by_quantized_multiplier(acc, m)
+            .wrapping_add(self.output_offset)
+            .clamp(self.act_min, self.act_max) as i8
+    }
+}
+
+/// `out[i]` = the output value of accumulator `acc[i]` of channel `c0 + i`.
+pub(crate) fn requantize_row(isa: Isa, rq: &Requant<'_>, c0: usize, acc: &[i32], out: &mut [i8]) {
+    let n = acc.len().min(out.len());
+    let done = match isa.supported() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2.
+            unsafe { avx2::requantize(rq, c0, &acc[..n], &mut out[..n]) }
+        }
+        _ => 0,
+    };
+    for i in done..n {
+        out[i] = rq.scalar(acc[i], c0 + i);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::Requant;
+    use std::arch::x86_64::*;
+
+    /// Eight `i32` from `s[i..]`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and `i + 8 <= s.len()`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load(s: &[i32], i: usize) -> __m256i {
+        debug_assert!(i + 8 <= s.len());
+        _mm256_loadu_si256(s.as_ptr().add(i).cast())
+    }
+
+    /// Eight-channel steps of [`super::requantize_row`]; returns how many values it wrote (a
+    /// multiple of 8), the caller finishes the rest.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn requantize(
+        rq: &Requant<'_>,
+        c0: usize,
+        acc: &[i32],
+        out: &mut [i8],
+    ) -> usize {
+        let n = acc.len() / 8 * 8;
+        let per_tensor = rq.multipliers.len() == 1;
+        let channels = c0 + n;
+        // Every channel read below must exist.
+        if (!per_tensor && (rq.multipliers.len() < channels || rq.shifts.len() < channels))
+            || rq.bias.is_some_and(|b| b.len() < channels)
+        {
+            return 0;
+        }
+        let zero = _mm256_setzero_si256();
+        let one = _mm256_set1_epi32(1);
+        let out_off = _mm256_set1_epi32(rq.output_offset);
+        let (lo, hi) = (_mm256_set1_epi32(rq.act_min), _mm256_set1_epi32(rq.act_max));
+        let nudge = _mm256_set1_epi64x(1 << 30);
+        let min = _mm256_set1_epi32(i32::MIN);
+        let mut i = 0;
+        while i < n {
+            let c = c0 + i;
+            // SAFETY (loads): `c + 8 <= channels`, within every per-channel slice (checked
+            // above), and `i + 8 <= n <= acc.len()`.
+            let (m, s) = if per_tensor {
+                (
+                    _mm256_set1_epi32(rq.multipliers[0]),
+                    _mm256_set1_epi32(rq.shifts[0]),
+                )
+            } else {
+                (load(rq.multipliers, c), load(rq.shifts, c))
+            };
+            let mut x = load(acc, i);
+            if let Some(b) = rq.bias {
+                x = _mm256_add_epi32(x, load(b, c));
+            }
+            let left = _mm256_max_epi32(s, zero);
+            let right = _mm256_max_epi32(_mm256_sub_epi32(zero, s), zero);
+            let x = _mm256_sllv_epi32(x, left);
+            // Rounding doubling high multiply, even and odd lanes as 64-bit products.
+            let even = _mm256_add_epi64(_mm256_mul_epi32(x, m), nudge);
+            let odd = _mm256_add_epi64(
+                _mm256_mul_epi32(_mm256_srli_epi64::<32>(x), _mm256_srli_epi64::<32>(m)),
+                nudge,
+            );
+            let even = _mm256_srli_epi64::<31>(even);
+            let odd = _mm256_slli_epi64::<1>(odd);
+            let high = _mm256_blend_epi32::<0b1010_1010>(even, odd);
+            let overflow = _mm256_and_si256(_mm256_cmpeq_epi32(x, min), _mm256_cmpeq_epi32(m, min));
+            let high = _mm256_blendv_epi8(high, _mm256_set1_epi32(i32::MAX), overflow);
+            // Rounding divide by 2^right, ties away from zero.
+            let mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, right), one);
+            let remainder = _mm256_and_si256(high, mask);
+            let threshold =
+                _mm256_sub_epi32(_mm256_srai_epi32::<1>(mask), _mm256_cmpgt_epi32(zero, high));
+            let v = _mm256_sub_epi32(
+                _mm256_srav_epi32(high, right),
+                _mm256_cmpgt_epi32(remainder, threshold),
+            );
+            let v = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(v, out_off), lo), hi);
+            // Pack the eight clamped values (in -128..=127) to bytes.
+            let w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+            let b = _mm_packs_epi16(w, w);
+            // SAFETY: `i + 8 <= n <= out.len()`.
+            _mm_storel_epi64(out.as_mut_ptr().add(i).cast(), b);
+            i += 8;
+        }
+        n
+    }
+}

@@ -1,0 +1,344 @@
+//! The optimized int8 functions against the reference, bit for bit, on every path this CPU
+//! can run, over random geometries (padding, strides, dilation, depth multipliers, odd channel
+//! counts), quantization (per tensor and per channel, every input offset, fused activation
+//! ranges) and the fallbacks (grouped convolutions, long windows, weight zero points).
+
+use super::conv_i8::{conv_i8_with, PATCH_ELEMS};
+use super::depthwise_i8::{depthwise_conv_i8_with, MAX_CHANNELS};
+use super::fully_connected_i8::fully_connected_i8_with;
+use super::Isa;
+use crate::interpreter::reference::conv::testutil::{random_window, Rng};
+use crate::interpreter::reference::conv::{conv_i8, ConvGeometry, ConvQuant};
+use crate::interpreter::reference::depthwise_conv::depthwise_conv_i8;
+use crate::interpreter::reference::fully_connected::{fully_connected_i8, FcQuant};
+use crate::interpreter::reference::quant::quantize_multiplier;
+use proptest::prelude::*;
+
+/// Multipliers and shifts for `n` channels: one shared value (per tensor) or one each, over
+/// scales from tiny to above 1 (positive shifts).
+fn multipliers(r: &mut Rng, n: usize) -> (Vec<i32>, Vec<i32>) {
+    let per_tensor = r.pick(0, 2) == 0;
+    let first = r.range(1, 40000) as f64 / 10000.0 * 0.05;
+    (0..n)
+        .map(|_| {
+            let real = if per_tensor {
+                first
+            } else {
+                r.range(1, 40000) as f64 / 10000.0 * 0.05
+            };
+            let m = quantize_multiplier(real);
+            (m.multiplier, m.shift)
+        })
+        .unzip()
+}
+
+/// A fused activation range in output units: none, RELU, RELU6-like or a narrow window.
+fn act_range(r: &mut Rng, output_offset: i32) -> (i32, i32) {
+    match r.pick(0, 3) {
+        0 => (-128, 127),
+        1 => (output_offset.max(-128), 127),
+        2 => (output_offset.max(-128), (output_offset + 60).min(127)),
+        _ => (-20, 20),
+    }
+}
+
+struct Quant {
+    mults: Vec<i32>,
+    shifts: Vec<i32>,
+    input_offset: i32,
+    output_offset: i32,
+    act: (i32, i32),
+}
+
+impl Quant {
+    fn random(r: &mut Rng, n: usize) -> Quant {
+        let (mults, shifts) = multipliers(r, n);
+        let output_offset = r.range(-128, 127) as i32;
+        Quant {
+            mults,
+            shifts,
+            // -zero_point for every int8 zero point; the extremes are the risky ones.
+            input_offset: match r.pick(0, 4) {
+                0 => -127,
+                1 => 128,
+                _ => r.range(-127, 128) as i32,
+            },
+            output_offset,
+            act: act_range(r, output_offset),
+        }
+    }
+    fn conv(&self) -> ConvQuant<'_> {
+        ConvQuant {
+            input_offset: self.input_offset,
+            output_offset: self.output_offset,
+            multipliers: &self.mults,
+            shifts: &self.shifts,
+            act_min: self.act.0,
+            act_max: self.act.1,
+        }
+    }
+}
+
+fn bias(r: &mut Rng, n: usize) -> Option<Vec<i32>> {
+    (r.pick(0, 3) != 0).then(|| (0..n).map(|_| r.range(-40000, 40000) as i32).collect())
+}
+
+fn check_conv(r: &mut Rng, g: &ConvGeometry) {
+    let filter = r.i8s(g.out_c * g.filter_h * g.filter_w * g.filter_depth);
+    let input = r.i8s(g.input_len());
+    let qq = Quant::random(r, g.out_c);
+    let q = qq.conv();
+    let b = bias(r, g.out_c);
+    let mut want = vec![0i8; g.output_len()];
+    conv_i8(g, &input, &filter, b.as_deref(), &q, &mut want);
+    for &isa in Isa::available() {
+        let mut got = vec![0i8; g.output_len()];
+        conv_i8_with(isa, g, &input, &filter, b.as_deref(), &q, &mut got);
+        assert_eq!(got, want, "{isa:?} {g:?} offset {}", q.input_offset);
+    }
+}
+
+#[test]
+fn conv_matches_reference_on_random_windows() {
+    let mut r = Rng(0x15_c0ffee);
+    for _ in 0..400 {
+        let mut g = random_window(&mut r);
+        g.in_c = [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 40][r.pick(0, 10)];
+        g.filter_depth = g.in_c;
+        g.out_c = r.pick(1, 19);
+        g.depth_multiplier = 1;
+        check_conv(&mut r, &g);
+    }
+}
+
+#[test]
+fn conv_matches_reference_on_model_like_shapes() {
+    let mut r = Rng(77);
+    // (in, channels, out channels, filter, stride, dilation, pad): pointwise, SAME 3x3 with
+    // stride 2, dilated, a 1xN audio filter, a first layer on 3 channels.
+    let shapes = [
+        (12, 24, 37, 1, 1, 1, 0),
+        (9, 16, 20, 3, 2, 1, 1),
+        (11, 13, 9, 3, 1, 2, 2),
+        (8, 3, 32, 3, 2, 1, 0),
+        (10, 64, 8, 5, 1, 1, 2),
+    ];
+    for &(hw, c, oc, f, s, d, p) in &shapes {
+        let out = (hw + 2 * p - d * (f - 1) - 1) / s + 1;
+        let g = ConvGeometry {
+            batches: 2,
+            in_h: hw,
+            in_w: hw + 1,
+            in_c: c,
+            out_h: out,
+            out_w: (hw + 1 + 2 * p - d * (f - 1) - 1) / s + 1,
+            out_c: oc,
+            filter_h: f,
+            filter_w: f,
+            filter_depth: c,
+            stride_h: s,
+            stride_w: s,
+            dilation_h: d,
+            dilation_w: d,
+            pad_h: p,
+            pad_w: p,
+            depth_multiplier: 1,
+        };
+        for _ in 0..4 {
+            check_conv(&mut r, &g);
+        }
+    }
+}
+
+#[test]
+fn conv_fallbacks_match_reference() {
+    let mut r = Rng(5);
+    // Grouped convolution: 2 groups of 3 input channels.
+    let mut g = random_window(&mut r);
+    (g.in_c, g.filter_depth, g.out_c, g.depth_multiplier) = (6, 3, 4, 1);
+    check_conv(&mut r, &g);
+    // A window longer than the im2col block.
+    let g = ConvGeometry {
+        batches: 1,
+        in_h: 2,
+        in_w: 2,
+        in_c: PATCH_ELEMS / 4 + 3,
+        out_h: 1,
+        out_w: 1,
+        out_c: 5,
+        filter_h: 2,
+        filter_w: 2,
+        filter_depth: PATCH_ELEMS / 4 + 3,
+        stride_h: 1,
+        stride_w: 1,
+        dilation_h: 1,
+        dilation_w: 1,
+        pad_h: 0,
+        pad_w: 0,
+        depth_multiplier: 1,
+    };
+    check_conv(&mut r, &g);
+}
+
+fn check_depthwise(r: &mut Rng, g: &ConvGeometry) {
+    let filter = r.i8s(g.out_c * g.filter_h * g.filter_w);
+    let input = r.i8s(g.input_len());
+    let qq = Quant::random(r, g.out_c);
+    let q = qq.conv();
+    let b = bias(r, g.out_c);
+    let mut want = vec![0i8; g.output_len()];
+    depthwise_conv_i8(g, &input, &filter, b.as_deref(), &q, &mut want);
+    for &isa in Isa::available() {
+        let mut got = vec![0i8; g.output_len()];
+        depthwise_conv_i8_with(isa, g, &input, &filter, b.as_deref(), &q, &mut got);
+        assert_eq!(got, want, "{isa:?} {g:?} offset {}", q.input_offset);
+    }
+}
+
+#[test]
+fn depthwise_matches_reference_on_random_windows() {
+    let mut r = Rng(0xd3);
+    for _ in 0..400 {
+        let mut g = random_window(&mut r);
+        g.in_c = [1, 2, 3, 5, 8, 15, 16, 17, 32, 33, 47][r.pick(0, 10)];
+        g.depth_multiplier = [1, 1, 1, 2, 3, 4, 8, 16][r.pick(0, 7)];
+        g.out_c = g.in_c * g.depth_multiplier;
+        g.filter_depth = 1;
+        check_depthwise(&mut r, &g);
+    }
+    // More channels than the accumulators hold: the reference loop.
+    let mut g = random_window(&mut r);
+    (g.in_c, g.depth_multiplier, g.filter_depth) = (MAX_CHANNELS + 1, 1, 1);
+    (g.out_c, g.batches, g.out_h, g.out_w) = (MAX_CHANNELS + 1, 1, 2, 2);
+    check_depthwise(&mut r, &g);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn fully_connected_matches_reference(
+        batches in 1usize..12,
+        depth in 1usize..300,
+        units in 1usize..23,
+        seed in any::<u64>(),
+        weights_zero_point in prop_oneof![4 => Just(0i32), 1 => -128i32..=127],
+    ) {
+        let mut r = Rng(seed | 1);
+        let input = r.i8s(batches * depth);
+        let weights = r.i8s(units * depth);
+        let qq = Quant::random(&mut r, units);
+        let per_tensor = r.pick(0, 1) == 0;
+        let n = if per_tensor { 1 } else { units };
+        let q = FcQuant {
+            input_offset: qq.input_offset,
+            weights_offset: -weights_zero_point,
+            output_offset: qq.output_offset,
+            multipliers: &qq.mults[..n],
+            shifts: &qq.shifts[..n],
+            act_min: qq.act.0,
+            act_max: qq.act.1,
+        };
+        let b = bias(&mut r, units);
+        let mut want = vec![0i8; batches * units];
+        fully_connected_i8(batches, depth, units, &input, &weights, b.as_deref(), &q, &mut want);
+        for &isa in Isa::available() {
+            let mut got = vec![0i8; batches * units];
+            fully_connected_i8_with(
+                isa, batches, depth, units, &input, &weights, b.as_deref(), &q, &mut got,
+            );
+            prop_assert_eq!(&got, &want, "{:?}", isa);
+        }
+    }
+}
+
+#[test]
+fn fully_connected_long_rows_fall_back() {
+    let mut r = Rng(9);
+    let (batches, depth, units) = (2, PATCH_ELEMS + 5, 3);
+    let input = r.i8s(batches * depth);
+    let weights = r.i8s(units * depth);
+    let qq = Quant::random(&mut r, units);
+    let q = FcQuant {
+        input_offset: qq.input_offset,
+        weights_offset: 0,
+        output_offset: qq.output_offset,
+        multipliers: &qq.mults,
+        shifts: &qq.shifts,
+        act_min: qq.act.0,
+        act_max: qq.act.1,
+    };
+    let mut want = vec![0i8; batches * units];
+    fully_connected_i8(batches, depth, units, &input, &weights, None, &q, &mut want);
+    for &isa in Isa::available() {
+        let mut got = vec![0i8; batches * units];
+        fully_connected_i8_with(
+            isa, batches, depth, units, &input, &weights, None, &q, &mut got,
+        );
+        assert_eq!(got, want, "{isa:?}");
+    }
+}
+
+#[test]
+fn avx2_is_used_where_the_cpu_has_it() {
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        Isa::detect() == Isa::Avx2,
+        std::arch::is_x86_feature_detected!("avx2")
+    );
+    assert_eq!(Isa::Avx2.supported(), Isa::detect());
+    assert_eq!(Isa::Portable.supported(), Isa::Portable);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The vector output stage against the scalar one over the whole accumulator range, every
+    /// shift TFLite produces, and the saturating `i32::MIN * i32::MIN` case.
+    #[test]
+    fn requantization_matches_scalar(
+        acc in proptest::collection::vec(any::<i32>(), 0..40),
+        seed in any::<u64>(),
+        c0 in 0usize..5,
+    ) {
+        use super::requant_i8::{requantize_row, Requant};
+        prop_assume!(c0 + acc.len() > 0);
+        let mut r = Rng(seed | 1);
+        let channels = c0 + acc.len();
+        let mut mults: Vec<i32> = (0..channels)
+            .map(|_| match r.pick(0, 5) {
+                0 => i32::MIN,
+                1 => 0,
+                2 => i32::MAX,
+                _ => r.range(1 << 30, i32::MAX as i64) as i32,
+            })
+            .collect();
+        let shifts: Vec<i32> = (0..channels).map(|_| r.range(-31, 30) as i32).collect();
+        let mut acc = acc;
+        for (i, a) in acc.iter_mut().enumerate() {
+            if r.pick(0, 7) == 0 {
+                // x == multiplier == i32::MIN after a zero shift: the saturating case.
+                *a = i32::MIN;
+                mults[c0 + i] = i32::MIN;
+            }
+        }
+        let bias: Vec<i32> = (0..channels).map(|_| r.range(-1 << 20, 1 << 20) as i32).collect();
+        let per_tensor = r.pick(0, 3) == 0;
+        let n = if per_tensor { 1 } else { channels };
+        let rq = Requant {
+            bias: (r.pick(0, 1) == 0).then_some(&bias[..]),
+            multipliers: &mults[..n],
+            shifts: &shifts[..n],
+            output_offset: r.range(-128, 127) as i32,
+            act_min: -128,
+            act_max: 127,
+        };
+        let mut want = vec![0i8; acc.len()];
+        requantize_row(Isa::Portable, &rq, c0, &acc, &mut want);
+        for &isa in Isa::available() {
+            let mut got = vec![0i8; acc.len()];
+            requantize_row(isa, &rq, c0, &acc, &mut got);
+            prop_assert_eq!(&got, &want, "{:?}", isa);
+        }
+    }
+}
