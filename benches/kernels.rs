@@ -105,6 +105,12 @@ fn bench_conv(c: &mut Criterion) {
                     6.0,
                     &mut out,
                     &mut cols,
+                    1,
+                    &mut |o, chunk, f| {
+                        for (k, part) in o.chunks_mut(chunk).enumerate() {
+                            f(k, part)
+                        }
+                    },
                 )
             })
         });

@@ -432,16 +432,20 @@ fn invoke_gemm(
         None => &mut [],
     };
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
+    let (input, output) = (ctx.input::<f32>(0)?, ctx.output::<f32>(0)?);
+    let threads = ctx.threads();
     fast::conv_f32(
         g,
         plan,
-        ctx.input::<f32>(0)?,
+        input,
         packed,
         bias,
         d.float_min,
         d.float_max,
-        ctx.output::<f32>(0)?,
+        output,
         cols,
+        threads,
+        &mut |out, chunk, f| ctx.for_each_chunk_mut(out, chunk, f),
     );
     Ok(())
 }

@@ -69,9 +69,19 @@ pub fn pack_filter(g: &ConvGeometry, plan: &ConvPlan, filter: &[f32], packed: &m
     pack_b(g.out_c, plan.k, b, packed);
 }
 
+/// Runs `f(k, chunk_k)` over consecutive chunks of `chunk` elements of a slice, possibly on
+/// several threads (`InvokeContext::for_each_chunk_mut`); each call gets a disjoint chunk.
+pub type ChunkRunner<'r> = dyn FnMut(&mut [f32], usize, &(dyn Fn(usize, &mut [f32]) + Sync)) + 'r;
+
+/// Output rows (pixels) a pointwise task takes at least: below this, waking another thread
+/// costs more than the rows' arithmetic.
+const MIN_TASK_ROWS: usize = 16 * MR;
+
 /// Float convolution with a packed filter: the same values as
 /// [`crate::interpreter::reference::conv::conv_f32`] up to summation order. `cols` holds
-/// [`ConvPlan::cols_len`] elements.
+/// [`ConvPlan::cols_len`] elements. A pointwise convolution splits its output rows into
+/// `threads` tasks through `run_chunks` (each row's sums are the same whichever task computes
+/// it, so the result does not depend on the split); the im2col path runs on the caller.
 #[allow(clippy::too_many_arguments)]
 pub fn conv_f32(
     g: &ConvGeometry,
@@ -83,6 +93,8 @@ pub fn conv_f32(
     act_max: f32,
     output: &mut [f32],
     cols: &mut [f32],
+    threads: usize,
+    run_chunks: &mut ChunkRunner<'_>,
 ) {
     let ep = Epilogue {
         bias,
@@ -93,12 +105,23 @@ pub fn conv_f32(
     let k = plan.k;
     if plan.col_rows == 0 {
         let m = g.batches * g.out_h * g.out_w;
-        let a = Strided {
-            data: &input[..m * k],
-            rs: k,
-            cs: 1,
+        let rows = if threads > 1 {
+            (m.div_ceil(threads).div_ceil(MR) * MR).max(MIN_TASK_ROWS)
+        } else {
+            m
         };
-        gemm_packed(m, n, k, a, packed_filter, &ep, &mut output[..m * n], n);
+        let input = &input[..m * k];
+        let ep = &ep;
+        run_chunks(&mut output[..m * n], rows * n, &|t, part| {
+            let r0 = t * rows;
+            let mt = part.len() / n;
+            let a = Strided {
+                data: &input[r0 * k..(r0 + mt) * k],
+                rs: k,
+                cs: 1,
+            };
+            gemm_packed(mt, n, k, a, packed_filter, ep, part, n);
+        });
         return;
     }
     let pixels = g.out_h * g.out_w;
@@ -282,7 +305,7 @@ mod tests {
     #[test]
     fn matches_reference_over_geometries() {
         let cases = [
-            geometry((9, 7, 5), (1, 1, 19), 1, 1, false, 2), // pointwise
+            geometry((9, 7, 5), (1, 1, 19), 1, 1, false, 2), // pointwise (126 rows: 2 tasks)
             geometry((9, 7, 5), (1, 1, 3), 2, 1, true, 1),   // strided 1x1: im2col
             geometry((8, 8, 3), (3, 3, 17), 2, 1, true, 1),  // first layer of a mobilenet
             geometry((6, 9, 4), (3, 2, 8), 1, 2, true, 2),   // dilated, batches
@@ -298,21 +321,39 @@ mod tests {
             reference(&g, &input, &filter, Some(&bias), -2.0, 2.5, &mut want);
             let mut packed = vec![0.0; plan.packed_filter_len(&g)];
             pack_filter(&g, &plan, &filter, &mut packed);
-            let mut cols = vec![f32::NAN; plan.cols_len()];
-            let mut got = vec![f32::NAN; g.output_len()];
-            conv_f32(
-                &g,
-                &plan,
-                &input,
-                &packed,
-                Some(&bias),
-                -2.0,
-                2.5,
-                &mut got,
-                &mut cols,
-            );
-            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
+            let mut first: Option<Vec<f32>> = None;
+            for threads in [1, 3] {
+                let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
+                let mut cols = vec![f32::NAN; plan.cols_len()];
+                let mut got = vec![f32::NAN; g.output_len()];
+                conv_f32(
+                    &g,
+                    &plan,
+                    &input,
+                    &packed,
+                    Some(&bias),
+                    -2.0,
+                    2.5,
+                    &mut got,
+                    &mut cols,
+                    threads,
+                    &mut |o, chunk, f| {
+                        crate::interpreter::threads::for_each_chunk_mut(
+                            Some(&mut pool),
+                            o,
+                            chunk,
+                            f,
+                        )
+                    },
+                );
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
+                }
+                // Splitting the rows changes no value.
+                match &first {
+                    None => first = Some(got),
+                    Some(f) => assert!(f == &got, "{g:?}: {threads} threads differ"),
+                }
             }
         }
     }
