@@ -10,7 +10,7 @@ static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 fn counts_exactly_what_the_closure_allocates() {
     let (v, c) = count_allocations(|| {
         let a = vec![1u8; 100];
-        let b = Box::new(5u64);
+        let b = std::hint::black_box(Box::new(5u64));
         drop(b);
         a
     })
