@@ -9,6 +9,10 @@ use tensor_alloc::GlobalAllocator;
 #[global_allocator]
 static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 
+/// Both tests compare process-wide statistics before and after their work: they take turns, so
+/// neither sees the other's blocks come and go.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn size_for(i: usize) -> usize {
     if i % 3 == 0 {
         (256 << 10) + (i % 11) * 70_000
@@ -19,6 +23,7 @@ fn size_for(i: usize) -> usize {
 
 #[test]
 fn threads_allocate_and_free_each_others_blocks() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let before = GLOBAL.stats();
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     let producers: Vec<_> = (0..4)
@@ -84,6 +89,7 @@ thread_local! {
 
 #[test]
 fn thread_local_destructors_allocate_and_free() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let before = GLOBAL.stats();
     let threads: Vec<_> = (0..8)
         .map(|i| {

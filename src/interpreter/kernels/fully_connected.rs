@@ -17,7 +17,7 @@ use crate::interpreter::reference::fully_connected::{
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
-    Registration,
+    Registration, TensorInfo,
 };
 use crate::kernel_ensure;
 use crate::model::{BuiltinOp, BuiltinOptions};
@@ -109,48 +109,7 @@ impl Kernel for FullyConnected {
         } else {
             None
         };
-        kernel_ensure!(
-            weights.dims.len() == 2,
-            "weights `{}` have shape {:?}, expected [units, depth]",
-            weights.name,
-            weights.dims
-        );
-        let (units, depth) = (weights.dims[0], weights.dims[1]);
-        kernel_ensure!(depth > 0, "weights `{}` have depth 0", weights.name);
-        let n_in = input.num_elements();
-        kernel_ensure!(
-            n_in % depth == 0,
-            "input `{}` has {n_in} elements, not a multiple of the depth {depth}",
-            input.name
-        );
-        let batches = n_in / depth;
-        kernel_ensure!(
-            output.dims.last() == Some(&units) && output.num_elements() == batches * units,
-            "output `{}` has shape {:?}, expected {batches} rows of {units}",
-            output.name,
-            output.dims
-        );
-        if keep_num_dims {
-            let lead = &input.dims[..input.dims.len().saturating_sub(1)];
-            kernel_ensure!(
-                input.dims.last() == Some(&depth)
-                    && output.dims.len() == input.dims.len()
-                    && &output.dims[..lead.len()] == lead,
-                "keep_num_dims: output `{}` has shape {:?}, input `{}` {:?}, depth {depth}",
-                output.name,
-                output.dims,
-                input.name,
-                input.dims
-            );
-        }
-        kernel_ensure!(
-            input.dtype == output.dtype,
-            "input `{}` is {} but output `{}` is {}",
-            input.name,
-            input.dtype,
-            output.name,
-            output.dtype
-        );
+        let (units, depth, batches) = fc_shapes(&input, &weights, &output, keep_num_dims)?;
         let (kind, bias_dtype) = match (input.dtype, weights.dtype) {
             (DType::F32, DType::F32) => (FcKind::F32, DType::F32),
             (DType::I8, DType::I8) => (FcKind::I8, DType::I32),
@@ -374,6 +333,60 @@ impl Kernel for FullyConnected {
         }
         Ok(())
     }
+}
+
+/// `(units, depth, batches)` of a FULLY_CONNECTED node whose weights are `[units, depth]` (dense
+/// or sparse), after checking the input and output shapes (with `keep_num_dims`, the output keeps
+/// the input's leading dimensions) and that input and output share a dtype.
+pub(crate) fn fc_shapes(
+    input: &TensorInfo<'_>,
+    weights: &TensorInfo<'_>,
+    output: &TensorInfo<'_>,
+    keep_num_dims: bool,
+) -> Result<(usize, usize, usize), KernelError> {
+    kernel_ensure!(
+        weights.dims.len() == 2,
+        "weights `{}` have shape {:?}, expected [units, depth]",
+        weights.name,
+        weights.dims
+    );
+    let (units, depth) = (weights.dims[0], weights.dims[1]);
+    kernel_ensure!(depth > 0, "weights `{}` have depth 0", weights.name);
+    let n_in = input.num_elements();
+    kernel_ensure!(
+        n_in % depth == 0,
+        "input `{}` has {n_in} elements, not a multiple of the depth {depth}",
+        input.name
+    );
+    let batches = n_in / depth;
+    kernel_ensure!(
+        output.dims.last() == Some(&units) && output.num_elements() == batches * units,
+        "output `{}` has shape {:?}, expected {batches} rows of {units}",
+        output.name,
+        output.dims
+    );
+    if keep_num_dims {
+        let lead = &input.dims[..input.dims.len().saturating_sub(1)];
+        kernel_ensure!(
+            input.dims.last() == Some(&depth)
+                && output.dims.len() == input.dims.len()
+                && &output.dims[..lead.len()] == lead,
+            "keep_num_dims: output `{}` has shape {:?}, input `{}` {:?}, depth {depth}",
+            output.name,
+            output.dims,
+            input.name,
+            input.dims
+        );
+    }
+    kernel_ensure!(
+        input.dtype == output.dtype,
+        "input `{}` is {} but output `{}` is {}",
+        input.name,
+        input.dtype,
+        output.name,
+        output.dtype
+    );
+    Ok((units, depth, batches))
 }
 
 /// Registers FULLY_CONNECTED of kernel set `set`.

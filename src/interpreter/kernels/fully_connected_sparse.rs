@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use super::fully_connected::FullyConnected;
+use super::fully_connected::{fc_shapes, FullyConnected};
 use super::quant_params::{filter_scales, float_range, fused_activation, quantized_range};
 use crate::interpreter::reference::fully_connected::FcQuant;
 use crate::interpreter::reference::fully_connected_sparse::{
@@ -124,48 +124,7 @@ fn prepare_sparse(ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         "sparse weights `{}` must be a constant",
         weights.name
     );
-    kernel_ensure!(
-        weights.dims.len() == 2,
-        "weights `{}` have shape {:?}, expected [units, depth]",
-        weights.name,
-        weights.dims
-    );
-    let (units, depth) = (weights.dims[0], weights.dims[1]);
-    kernel_ensure!(depth > 0, "weights `{}` have depth 0", weights.name);
-    let n_in = input.num_elements();
-    kernel_ensure!(
-        n_in % depth == 0,
-        "input `{}` has {n_in} elements, not a multiple of the depth {depth}",
-        input.name
-    );
-    let batches = n_in / depth;
-    kernel_ensure!(
-        output.dims.last() == Some(&units) && output.num_elements() == batches * units,
-        "output `{}` has shape {:?}, expected {batches} rows of {units}",
-        output.name,
-        output.dims
-    );
-    if keep_num_dims {
-        let lead = &input.dims[..input.dims.len().saturating_sub(1)];
-        kernel_ensure!(
-            input.dims.last() == Some(&depth)
-                && output.dims.len() == input.dims.len()
-                && &output.dims[..lead.len()] == lead,
-            "keep_num_dims: output `{}` has shape {:?}, input `{}` {:?}, depth {depth}",
-            output.name,
-            output.dims,
-            input.name,
-            input.dims
-        );
-    }
-    kernel_ensure!(
-        input.dtype == output.dtype,
-        "input `{}` is {} but output `{}` is {}",
-        input.name,
-        input.dtype,
-        output.name,
-        output.dtype
-    );
+    let (units, depth, batches) = fc_shapes(&input, &weights, &output, keep_num_dims)?;
     let (stored, bias_dtype) = match (input.dtype, weights.dtype) {
         (DType::F32, DType::F32) => (weights.const_data::<f32>()?.len(), DType::F32),
         (DType::I8, DType::I8) => (weights.const_data::<i8>()?.len(), DType::I32),
