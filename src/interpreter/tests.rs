@@ -95,6 +95,61 @@ fn unary_elementwise_ops_run_in_place_with_the_same_results() {
     }
 }
 
+/// int8 HARD_SWISH: the optimized set's table gives the same bits as the reference arithmetic
+/// on every int8 input, for several quantizations, in place (a chain) and not.
+#[test]
+fn int8_hard_swish_table_matches_the_reference_arithmetic() {
+    for (si, zi, so, zo) in [
+        (0.05f32, -10i64, 0.03f32, -90i64),
+        (0.2, 0, 0.2, -128),
+        (0.011, 37, 0.0093, 5),
+        (0.5, -128, 0.4, -100),
+    ] {
+        let mut b = ModelBuilder::new("hard_swish_i8");
+        let t: Vec<i32> = ["x", "y", "z"]
+            .iter()
+            .map(|n| b.add_tensor(n, TensorType::Int8, &[2, 256]))
+            .collect();
+        b.quantize(t[0], si, zi);
+        b.quantize(t[1], so, zo);
+        b.quantize(t[2], so, zo);
+        b.add_op(
+            BuiltinOp::HARD_SWISH,
+            BuiltinOptions::None,
+            &[t[0]],
+            &[t[1]],
+        );
+        b.add_op(
+            BuiltinOp::HARD_SWISH,
+            BuiltinOptions::None,
+            &[t[1]],
+            &[t[2]],
+        );
+        b.inputs(&[t[0]]).outputs(&[t[2]]);
+        let model = b.build();
+        let x: Vec<i8> = (0..512).map(|i| (i % 256) as u8 as i8).collect();
+        let run = |set: KernelSet| {
+            let mut interp = InterpreterBuilder::new(&model)
+                .kernel_set(set)
+                .build()
+                .unwrap();
+            interp.input_mut::<i8>(0).unwrap().copy_from_slice(&x);
+            interp.invoke().unwrap();
+            interp.output::<i8>(0).unwrap().to_vec()
+        };
+        let (reference, optimized) = (run(KernelSet::Reference), run(KernelSet::Optimized));
+        assert_eq!(
+            reference, optimized,
+            "scales {si}/{so}, zero points {zi}/{zo}"
+        );
+        // Not a degenerate quantization: the outputs take many values.
+        let mut distinct = reference.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 8, "scales {si}/{so}: outputs {distinct:?}");
+    }
+}
+
 /// A user op: `out = in * scale[c] + state`, `state = out`; uses op data, a persistent
 /// array, a scratch buffer and a variable.
 struct ScaleAccumulate;

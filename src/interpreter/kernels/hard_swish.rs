@@ -1,25 +1,34 @@
 //! HARD_SWISH: float32 and int8 (LiteRT's `activations.cc` and reference kernels; the int8
-//! parameters are derived in prepare as LiteRT's `HardSwishPrepare` does).
+//! parameters are derived in prepare as LiteRT's `HardSwishPrepare` does). The optimized set
+//! runs int8 through a 256-entry table that prepare fills by running the reference arithmetic on
+//! every int8 value, so both sets give the same bits.
 
 use super::unary_common::prepare_unary;
 use crate::interpreter::reference::hard_swish::{
     hard_swish_f32, hard_swish_i8, hard_swish_params, HardSwishParams,
 };
 use crate::interpreter::reference::in_place::map_in_place;
+use crate::interpreter::reference::logistic::{int8_table, lookup_int8};
 use crate::interpreter::{
-    InPlace, InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InPlace, InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext,
+    Registration,
 };
 use crate::kernel_bail;
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The HARD_SWISH kernel.
-pub struct HardSwish;
+pub struct HardSwish {
+    /// Which arithmetic invoke runs (int8: per element, or the table).
+    pub set: KernelSet,
+}
 
 #[derive(Clone, Copy)]
 struct OpData {
     dtype: DType,
     params: HardSwishParams,
+    /// int8, optimized set: the output of every input value (`table[x as u8]`).
+    table: Option<[i8; 256]>,
 }
 
 impl Kernel for HardSwish {
@@ -47,9 +56,12 @@ impl Kernel for HardSwish {
                 input.name
             ),
         };
+        let table = (input.dtype == DType::I8 && self.set == KernelSet::Optimized)
+            .then(|| int8_table(|i, o| hard_swish_i8(&params, i, o)));
         ctx.set_op_data(OpData {
             dtype: input.dtype,
             params,
+            table,
         })
     }
 
@@ -63,7 +75,10 @@ impl Kernel for HardSwish {
                 (None, o) => map_in_place(o, hard_swish_f32),
             },
             _ => {
-                let f = |i: &[i8], o: &mut [i8]| hard_swish_i8(&d.params, i, o);
+                let f = |i: &[i8], o: &mut [i8]| match &d.table {
+                    Some(t) => lookup_int8(t, i, o),
+                    None => hard_swish_i8(&d.params, i, o),
+                };
                 match ctx.unary_io::<i8, i8>()? {
                     (Some(i), o) => f(i, o),
                     (None, o) => map_in_place(o, f),
@@ -74,10 +89,10 @@ impl Kernel for HardSwish {
     }
 }
 
-/// Registers HARD_SWISH.
-pub fn register(r: &mut OpResolver) {
+/// Registers HARD_SWISH of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::HARD_SWISH,
-        Registration::new("HARD_SWISH", HardSwish).with_inplace(InPlace::UnaryElementwise),
+        Registration::new("HARD_SWISH", HardSwish { set }).with_inplace(InPlace::UnaryElementwise),
     );
 }

@@ -1,10 +1,11 @@
 //! Builtin kernels, one op per file: each validates its node in prepare, stores op data, and
 //! calls the plain arithmetic of [`super::reference`] in invoke (a dtype switch).
 //!
-//! Ops with a faster variant (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, GELU) take the
-//! [`KernelSet`] at registration: their kernel value carries it, prepare validates the node the
-//! same way in both sets and records in the op data which arithmetic invoke runs (and requests
-//! the scratch that arithmetic needs), so the two sets differ only in the call invoke makes.
+//! Ops with a faster variant (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, GELU,
+//! HARD_SWISH) take the [`KernelSet`] at registration: their kernel value carries it, prepare
+//! validates the node the same way in both sets and records in the op data which arithmetic
+//! invoke runs (and requests the scratch that arithmetic needs), so the two sets differ only in
+//! the call invoke makes.
 
 use super::resolver::{KernelSet, OpResolver};
 
@@ -92,7 +93,7 @@ pub fn register_builtins(r: &mut OpResolver, set: KernelSet) {
     densify::register(r);
     depth_to_space::register(r);
     gelu::register(r, set);
-    hard_swish::register(r);
+    hard_swish::register(r, set);
     max_pool::register(r);
     neg::register(r);
     pack::register(r);
