@@ -21,6 +21,15 @@ use tensor_alloc::interpreter::schedule::{PartitionedInterpreter, ScheduleError}
 use tensor_alloc::interpreter::{Interpreter, OpResolver};
 use tensor_alloc::model::{BuiltinOp, Model};
 
+/// Every test builds interpreters whose workers `drop_joins_the_worker` counts: they take turns,
+/// so that count sees no other test's workers come and go.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// This test's turn (a test that panicked while holding it leaves nothing to protect).
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// ADD(x, y) -> a on the npu; TANH(a) -> t and ADD(t, x) -> z on the cpu (Tengine policy).
 fn model() -> Model {
     common::split_model()
@@ -156,6 +165,7 @@ fn worker_threads() -> Option<usize> {
 
 #[test]
 fn concurrent_and_sequential_are_bit_exact_and_workers_are_joined() {
+    let _turn = turn();
     let m = model();
     let mode = Arc::new(AtomicU8::new(RUN));
     let mut p = build(&mode);
@@ -180,9 +190,9 @@ fn concurrent_and_sequential_are_bit_exact_and_workers_are_joined() {
 
 #[test]
 fn drop_joins_the_worker() {
-    // Other tests of this binary may start and stop workers meanwhile, so the check is loose:
-    // a worker exists while the interpreter lives and fewer exist after its drop. The tight
-    // check is `drop` itself: it joins (blocks until the worker has exited).
+    let _turn = turn();
+    // The other tests of this binary wait for their turn, so no other worker comes or goes
+    // meanwhile; the tight check is `drop` itself: it joins (blocks until the worker has exited).
     let mode = Arc::new(AtomicU8::new(RUN));
     let before = worker_threads();
     let p = build(&mode);
@@ -205,6 +215,7 @@ fn drop_joins_the_worker() {
 
 #[test]
 fn kernel_error_on_a_worker_is_returned_and_the_interpreter_stays_usable() {
+    let _turn = turn();
     let m = model();
     let mode = Arc::new(AtomicU8::new(RUN));
     let mut p = build(&mode);
@@ -229,6 +240,7 @@ fn kernel_error_on_a_worker_is_returned_and_the_interpreter_stays_usable() {
 
 #[test]
 fn kernel_panic_on_a_worker_is_an_error_and_poisons() {
+    let _turn = turn();
     let mode = Arc::new(AtomicU8::new(PANIC));
     let mut p = build(&mode);
     assert!(p.concurrent());
@@ -244,6 +256,7 @@ fn kernel_panic_on_a_worker_is_an_error_and_poisons() {
 
 #[test]
 fn sequential_kernel_error_is_returned_too() {
+    let _turn = turn();
     let m = model();
     let mode = Arc::new(AtomicU8::new(FAIL));
     let mut p = build(&mode);
@@ -256,6 +269,7 @@ fn sequential_kernel_error_is_returned_too() {
 
 #[test]
 fn sequential_kernel_panic_is_an_error_and_poisons() {
+    let _turn = turn();
     let mode = Arc::new(AtomicU8::new(PANIC));
     let mut p = build(&mode);
     p.set_concurrent(false).unwrap();
