@@ -3,19 +3,23 @@
 //!
 //! # Model
 //! A *round* is one `run(tasks, f)` call. Every worker takes part in every round: the caller
-//! publishes the job and bumps `round`; each worker wakes, takes tasks `0..tasks` from a shared
-//! counter (`next.fetch_add`) alongside the caller until none is left, and reports that it left
-//! the round (`left`). `run` returns once the caller's own tasks are done and every worker has
+//! publishes the job and bumps `round`; each worker wakes, runs its share of tasks `0..tasks`
+//! alongside the caller, and reports that it left the round (`left`). The share is fixed:
+//! thread `t` of `T` (the caller is 0, workers 1..T) runs tasks `t, t + T, t + 2T, ...`. Kernels
+//! split consecutive layers the same way (task `t` = the `t`-th band of rows), so a thread
+//! mostly reads rows that it wrote itself a layer earlier and that are still in its own cache;
+//! with tasks handed out first come, first served, each layer read about half its input from
+//! the other core's cache, which made the layers after a split one slower. `run` returns once the caller's own tasks are done and every worker has
 //! left, so all tasks have ended, `f` (borrowed from the caller's stack) is never touched after
 //! `run` returns, and the caller never publishes round `r + 1` while a worker is still in
 //! round `r` (a worker therefore sees the rounds one by one and never mixes two rounds' jobs and
 //! counters).
 //!
 //! Nothing here allocates after [`ThreadPool::new`]: the job is a raw pointer to the caller's
-//! closure, the counters are atomics, blocking is [`Signal`] (a `std` mutex and condvar) and the
-//! job slot a [`SpinLock`]. This is what keeps `invoke()` free of heap allocations on every
-//! thread. The price of waking every worker each round is one futex wake-up per worker, so
-//! kernels split only work that is large against it.
+//! closure, the counters are atomics, waiting is a bounded poll ([`SPIN`]) and then
+//! [`Signal`] (a `std` mutex and condvar), and the job slot a [`SpinLock`]. This is what keeps
+//! `invoke()` free of heap allocations on every thread. A round still costs a `notify_all`
+//! (a futex wake call) on each side, so kernels split only work that is large against it.
 //!
 //! **Memory ordering.** The caller writes the job and the counters, then bumps `round` with
 //! `Release`; a worker reads `round` with `Acquire` before it reads them. A worker's writes (its
@@ -28,9 +32,17 @@
 //! run it).
 
 use crate::sync::{
-    spawn, AtomicBool, AtomicU64, AtomicUsize, JoinHandle, Ordering, Signal, SpinLock,
+    spawn, spin_until, AtomicBool, AtomicU64, AtomicUsize, JoinHandle, Ordering, Signal, SpinLock,
 };
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a waiting thread polls before it blocks: a worker waiting for the next round, the
+/// caller waiting for the workers to leave one. A model's kernels follow each other within
+/// microseconds, and a futex wake-up costs tens of microseconds on each side of a round, which
+/// is as long as a small layer's arithmetic; polling for a while keeps the hand-off at a few
+/// cache-line transfers. The price is one busy core for this long after the last round.
+const SPIN: Duration = Duration::from_micros(1000);
 
 /// The type-erased job of a round: the caller's closure, valid while its round runs.
 #[derive(Clone, Copy)]
@@ -49,8 +61,6 @@ struct Shared {
     job: SpinLock<Option<Job>>,
     /// The current round's task count (written between rounds, like `job`).
     tasks: AtomicUsize,
-    /// Next task to hand out.
-    next: AtomicUsize,
     /// Workers that have left the current round.
     left: AtomicUsize,
     /// Number of workers (fixed at build).
@@ -62,14 +72,12 @@ struct Shared {
 }
 
 impl Shared {
-    /// Takes and runs tasks of the current round until none is left.
-    fn work(&self, job: Job) {
+    /// Runs thread `me`'s share of the current round's tasks: `me, me + T, ...` for `T`
+    /// threads.
+    fn work(&self, job: Job, me: usize) {
         let tasks = self.tasks.load(Ordering::Relaxed);
-        loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= tasks {
-                break;
-            }
+        let threads = self.workers.load(Ordering::Relaxed) + 1;
+        for i in (me..tasks).step_by(threads) {
             let abort = AbortOnUnwind;
             // SAFETY: the round's caller keeps the closure alive until every worker has left
             // the round, and this thread has not left it yet.
@@ -103,7 +111,6 @@ impl ThreadPool {
             round: AtomicU64::new(0),
             job: SpinLock::new(None),
             tasks: AtomicUsize::new(0),
-            next: AtomicUsize::new(0),
             left: AtomicUsize::new(0),
             workers: AtomicUsize::new(n),
             started: AtomicUsize::new(0),
@@ -116,7 +123,7 @@ impl ThreadPool {
         };
         for k in 1..=n {
             let s = pool.shared.clone();
-            match spawn(format!("tensor-alloc-kernel-{k}"), move || worker(&s)) {
+            match spawn(format!("tensor-alloc-kernel-{k}"), move || worker(&s, k)) {
                 Ok(h) => pool.workers.push(h),
                 Err(e) => {
                     // Rounds wait for `workers` workers: count only the ones that exist
@@ -163,13 +170,14 @@ impl ThreadPool {
         // and counters can be written; `&mut self` keeps a second caller out.
         *s.job.lock() = Some(job);
         s.tasks.store(tasks, Ordering::Relaxed);
-        s.next.store(0, Ordering::Relaxed);
         s.left.store(0, Ordering::Relaxed);
         s.round.fetch_add(1, Ordering::Release);
         s.signal.notify_all();
-        s.work(job);
-        s.signal
-            .wait_until(|| s.left.load(Ordering::Acquire) == workers);
+        s.work(job, 0);
+        let all_left = || s.left.load(Ordering::Acquire) == workers;
+        if !spin_until(SPIN, all_left) {
+            s.signal.wait_until(all_left);
+        }
         *s.job.lock() = None;
     }
 }
@@ -185,14 +193,15 @@ impl Drop for ThreadPool {
 }
 
 /// A worker: waits for the next round (or shutdown), works in it, leaves it.
-fn worker(s: &Shared) {
+fn worker(s: &Shared, me: usize) {
     s.started.fetch_add(1, Ordering::AcqRel);
     s.signal.notify_all();
     let mut seen = 0u64;
     loop {
-        s.signal.wait_until(|| {
-            s.round.load(Ordering::Acquire) != seen || s.shutdown.load(Ordering::Acquire)
-        });
+        let next = || s.round.load(Ordering::Acquire) != seen || s.shutdown.load(Ordering::Acquire);
+        if !spin_until(SPIN, next) {
+            s.signal.wait_until(next);
+        }
         // Shutdown happens between rounds (`Drop` takes the pool by `&mut`).
         if s.shutdown.load(Ordering::Acquire) {
             return;
@@ -201,7 +210,7 @@ fn worker(s: &Shared) {
         seen = s.round.load(Ordering::Acquire);
         let job = *s.job.lock();
         if let Some(job) = job {
-            s.work(job);
+            s.work(job, me);
         }
         if s.left.fetch_add(1, Ordering::AcqRel) + 1 == s.workers.load(Ordering::Relaxed) {
             s.signal.notify_all();
@@ -249,6 +258,46 @@ pub fn for_each_chunk_mut<T: Send>(
     }
 }
 
+/// A slice whose disjoint parts tasks of one round borrow mutably, for work split along two
+/// slices at once (a kernel's output rows and each task's own scratch block), where
+/// [`for_each_chunk_mut`] splits only one.
+pub struct DisjointMut<'a, T> {
+    ptr: SendPtr<T>,
+    len: usize,
+    _borrow: std::marker::PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T: Send> DisjointMut<'a, T> {
+    /// Lends `slice` out in parts for as long as this value lives.
+    pub fn new(slice: &'a mut [T]) -> Self {
+        DisjointMut {
+            ptr: SendPtr(slice.as_mut_ptr()),
+            len: slice.len(),
+            _borrow: std::marker::PhantomData,
+        }
+    }
+
+    /// Elements `start..start + len`.
+    ///
+    /// # Safety
+    /// No other live reference (from another call) overlaps this part: callers give each task
+    /// its own range.
+    ///
+    /// # Panics
+    /// When the range is outside the slice.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn part(&self, start: usize, len: usize) -> &mut [T] {
+        assert!(
+            start <= self.len && len <= self.len - start,
+            "DisjointMut::part: {start}+{len} outside {} elements",
+            self.len
+        );
+        // SAFETY: inside the exclusively borrowed slice (checked above); the caller
+        // guarantees no overlapping part is alive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.get().add(start), len) }
+    }
+}
+
 /// A raw pointer that may cross threads (its users uphold disjointness).
 struct SendPtr<T>(*mut T);
 impl<T> Clone for SendPtr<T> {
@@ -262,8 +311,8 @@ impl<T> SendPtr<T> {
         self.0
     }
 }
-// SAFETY: only used by `for_each_chunk_mut`, whose tasks touch disjoint ranges of a `T: Send`
-// slice.
+// SAFETY: only used by `for_each_chunk_mut` and `DisjointMut`, whose tasks touch disjoint
+// ranges of a `T: Send` slice.
 unsafe impl<T: Send> Send for SendPtr<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for SendPtr<T> {}
