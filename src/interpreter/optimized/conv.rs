@@ -73,15 +73,31 @@ pub fn pack_filter(g: &ConvGeometry, plan: &ConvPlan, filter: &[f32], packed: &m
 /// several threads (`InvokeContext::for_each_chunk_mut`); each call gets a disjoint chunk.
 pub type ChunkRunner<'r> = dyn FnMut(&mut [f32], usize, &(dyn Fn(usize, &mut [f32]) + Sync)) + 'r;
 
-/// Output rows (pixels) a pointwise task takes at least: below this, waking another thread
-/// costs more than the rows' arithmetic.
-const MIN_TASK_ROWS: usize = 16 * MR;
+/// Multiply-adds a task takes at least: below this, handing rows to another thread costs more
+/// than their arithmetic (a round costs a few microseconds; this is about ten).
+const MIN_TASK_MACS: usize = 1 << 19;
+
+/// Output rows per task when `m` rows of an `n`-column, depth-`k` product run on `threads`
+/// threads: an even share rounded up to whole register tiles ([`MR`]), but no less than
+/// [`MIN_TASK_MACS`] of work; `m` (one task) on one thread.
+pub fn task_rows(m: usize, n: usize, k: usize, threads: usize) -> usize {
+    if threads <= 1 || m == 0 {
+        return m.max(1);
+    }
+    let share = m.div_ceil(threads).div_ceil(MR) * MR;
+    let least = MIN_TASK_MACS.div_ceil((n * k).max(1)).div_ceil(MR) * MR;
+    share.max(least).min(m)
+}
 
 /// Float convolution with a packed filter: the same values as
-/// [`crate::interpreter::reference::conv::conv_f32`] up to summation order. `cols` holds
-/// [`ConvPlan::cols_len`] elements. A pointwise convolution splits its output rows into
-/// `threads` tasks through `run_chunks` (each row's sums are the same whichever task computes
-/// it, so the result does not depend on the split); the im2col path runs on the caller.
+/// [`crate::interpreter::reference::conv::conv_f32`] up to summation order.
+///
+/// The output rows (pixels of all batches) are split into tasks of [`task_rows`] run through
+/// `run_chunks`; an im2col task gathers its rows block by block into its own part of `cols`,
+/// which holds [`ConvPlan::cols_len`] elements per task (at most `cols.len() / cols_len`
+/// tasks run, so one block's worth runs on one thread). Every output row is computed by the
+/// same products in the same order whichever task and block hold it, so the result does not
+/// depend on `threads`.
 #[allow(clippy::too_many_arguments)]
 pub fn conv_f32(
     g: &ConvGeometry,
@@ -103,15 +119,14 @@ pub fn conv_f32(
     };
     let n = g.out_c;
     let k = plan.k;
+    let m = g.batches * g.out_h * g.out_w;
+    if m == 0 || n == 0 {
+        return;
+    }
+    let ep = &ep;
     if plan.col_rows == 0 {
-        let m = g.batches * g.out_h * g.out_w;
-        let rows = if threads > 1 {
-            (m.div_ceil(threads).div_ceil(MR) * MR).max(MIN_TASK_ROWS)
-        } else {
-            m
-        };
+        let rows = task_rows(m, n, k, threads);
         let input = &input[..m * k];
-        let ep = &ep;
         run_chunks(&mut output[..m * n], rows * n, &|t, part| {
             let r0 = t * rows;
             let mt = part.len() / n;
@@ -124,13 +139,27 @@ pub fn conv_f32(
         });
         return;
     }
+    let block = plan.cols_len();
+    let buffers = (cols.len() / block).max(1);
+    let rows = task_rows(m, n, k, threads.min(buffers));
+    assert!(
+        cols.len() >= m.div_ceil(rows) * block,
+        "conv_f32: im2col scratch of {} for {} tasks of {block}",
+        cols.len(),
+        m.div_ceil(rows)
+    );
+    let cols = crate::interpreter::threads::DisjointMut::new(cols);
     let pixels = g.out_h * g.out_w;
-    for b in 0..g.batches {
-        let image = &input[b * g.in_h * g.in_w * g.in_c..][..g.in_h * g.in_w * g.in_c];
-        let out = &mut output[b * pixels * n..][..pixels * n];
-        let mut p0 = 0;
-        while p0 < pixels {
-            let rows = plan.col_rows.min(pixels - p0);
+    let image_len = g.in_h * g.in_w * g.in_c;
+    run_chunks(&mut output[..m * n], rows * n, &|t, part| {
+        // SAFETY: task `t` runs once per round and is the only one using block `t`.
+        let cols = unsafe { cols.part(t * block, block) };
+        let (r0, r1) = (t * rows, t * rows + part.len() / n);
+        let mut r = r0;
+        while r < r1 {
+            let (b, p0) = (r / pixels, r % pixels);
+            let rows = plan.col_rows.min(pixels - p0).min(r1 - r);
+            let image = &input[b * image_len..][..image_len];
             let block = &mut cols[..rows * k];
             im2col(g, image, p0, rows, block);
             let a = Strided {
@@ -138,10 +167,19 @@ pub fn conv_f32(
                 rs: k,
                 cs: 1,
             };
-            gemm_packed(rows, n, k, a, packed_filter, &ep, &mut out[p0 * n..], n);
-            p0 += rows;
+            gemm_packed(
+                rows,
+                n,
+                k,
+                a,
+                packed_filter,
+                ep,
+                &mut part[(r - r0) * n..],
+                n,
+            );
+            r += rows;
         }
-    }
+    });
 }
 
 /// Rows `p0..p0 + rows` (output pixels of one image, row-major) of the im2col matrix: per
