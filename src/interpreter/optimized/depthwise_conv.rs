@@ -246,6 +246,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interpreter::reference::depthwise_conv::depthwise_conv_f32 as reference;
 
     fn values(n: usize, seed: u32) -> Vec<f32> {
         let mut x = seed.wrapping_mul(2654435761).wrapping_add(11);
@@ -296,6 +297,27 @@ mod tests {
                 depthwise_conv_f32(&g, &input, &filter, bias, -1.5, 2.0, &mut got);
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert!((a - b).abs() <= 1e-5, "c {c}: element {i}: {a} vs {b}");
+                }
+                let mut plain = vec![f32::NAN; g.output_len()];
+                portable(&g, &input, &filter, bias, -1.5, 2.0, 0, &mut plain);
+                assert_eq!(plain, want, "c {c}: the portable loop is the reference's");
+                // Bands of rows (as threads split a layer) give the bits of one call.
+                let row_len = g.out_w * c;
+                for band in [1, 2, 5] {
+                    let mut split = vec![f32::NAN; g.output_len()];
+                    for (t, part) in split.chunks_mut(band * row_len).enumerate() {
+                        depthwise_conv_f32_rows(
+                            &g,
+                            &input,
+                            &filter,
+                            bias,
+                            -1.5,
+                            2.0,
+                            t * band,
+                            part,
+                        );
+                    }
+                    assert_eq!(split, got, "c {c}: bands of {band} rows");
                 }
             }
         }

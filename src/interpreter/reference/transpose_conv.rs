@@ -183,4 +183,54 @@ mod tests {
         );
         assert_eq!(o, [1.5, 10.5, 2.5, 20.5]);
     }
+
+    #[test]
+    fn bands_of_rows_give_the_bits_of_one_call() {
+        let mut x = 12345u32;
+        let mut values = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    (x % 2001) as f32 / 700.0 - 1.4
+                })
+                .collect()
+        };
+        for (stride, pad, f) in [(2, 0, 2), (2, 1, 3), (1, 1, 3), (3, 2, 5)] {
+            let (in_h, in_w, in_c, out_c, batches) = (5, 4, 3, 4, 2);
+            let g = TransposeConvGeometry {
+                batches,
+                in_h,
+                in_w,
+                in_c,
+                out_h: (in_h - 1) * stride + f - 2 * pad,
+                out_w: (in_w - 1) * stride + f - 2 * pad,
+                out_c,
+                filter_h: f,
+                filter_w: f,
+                stride_h: stride,
+                stride_w: stride,
+                pad_h: pad,
+                pad_w: pad,
+            };
+            let input = values(batches * in_h * in_w * in_c);
+            let filter = values(out_c * f * f * in_c);
+            let bias = values(out_c);
+            let len = batches * g.out_h * g.out_w * out_c;
+            let mut whole = vec![f32::NAN; len];
+            transpose_conv_f32(&g, &input, &filter, &bias, -1.0, 1.5, &mut whole);
+            let row_len = g.out_w * out_c;
+            for band in [1, 2, 3, 7] {
+                let mut split = vec![f32::NAN; len];
+                for (t, part) in split.chunks_mut(band * row_len).enumerate() {
+                    transpose_conv_f32_rows(&g, &input, &filter, &bias, -1.0, 1.5, t * band, part);
+                }
+                assert_eq!(
+                    split, whole,
+                    "stride {stride} pad {pad} filter {f} band {band}"
+                );
+            }
+        }
+    }
 }
