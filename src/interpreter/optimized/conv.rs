@@ -74,19 +74,35 @@ pub fn pack_filter(g: &ConvGeometry, plan: &ConvPlan, filter: &[f32], packed: &m
 pub type ChunkRunner<'r> = dyn FnMut(&mut [f32], usize, &(dyn Fn(usize, &mut [f32]) + Sync)) + 'r;
 
 /// Multiply-adds a task takes at least: below this, handing rows to another thread costs more
-/// than their arithmetic (a round costs a few microseconds; this is about ten).
-const MIN_TASK_MACS: usize = 1 << 19;
+/// than their arithmetic (a round costs a few microseconds; this is about five).
+const MIN_TASK_MACS: usize = 1 << 18;
+
+/// How many tasks `work` multiply-adds split into on `threads` threads: one per thread, but
+/// none smaller than [`MIN_TASK_MACS`] (so at least one).
+pub fn task_count(work: usize, threads: usize) -> usize {
+    (work / MIN_TASK_MACS).clamp(1, threads.max(1))
+}
 
 /// Output rows per task when `m` rows of an `n`-column, depth-`k` product run on `threads`
-/// threads: an even share rounded up to whole register tiles ([`MR`]), but no less than
-/// [`MIN_TASK_MACS`] of work; `m` (one task) on one thread.
+/// threads: `m` shared evenly among [`task_count`] tasks, rounded up to whole register tiles
+/// ([`MR`]); `m` (one task) on one thread.
 pub fn task_rows(m: usize, n: usize, k: usize, threads: usize) -> usize {
-    if threads <= 1 || m == 0 {
+    let tasks = task_count(m.saturating_mul(n).saturating_mul(k), threads);
+    if tasks == 1 {
         return m.max(1);
     }
-    let share = m.div_ceil(threads).div_ceil(MR) * MR;
-    let least = MIN_TASK_MACS.div_ceil((n * k).max(1)).div_ceil(MR) * MR;
-    share.max(least).min(m)
+    (m.div_ceil(tasks).div_ceil(MR) * MR).min(m)
+}
+
+/// Output columns per task when one row of `n` columns of depth `k` (a fully connected layer
+/// on one input) runs on `threads` threads: `n` shared evenly among [`task_count`] tasks,
+/// rounded up to 16 (whole vectors); `n` on one thread.
+pub fn task_units(n: usize, k: usize, threads: usize) -> usize {
+    let tasks = task_count(n.saturating_mul(k), threads);
+    if tasks == 1 {
+        return n.max(1);
+    }
+    (n.div_ceil(tasks).div_ceil(16) * 16).min(n)
 }
 
 /// Float convolution with a packed filter: the same values as

@@ -29,21 +29,12 @@ pub fn depthwise_conv_f32(
     depthwise_conv_f32_rows(g, input, filter, bias, act_min, act_max, 0, output);
 }
 
-/// Multiply-adds a task of a split depthwise layer takes at least (see
-/// [`super::conv::task_rows`]).
-const MIN_TASK_MACS: usize = 1 << 17;
-
-/// Output rows (of `batches · out_h`) per task when `g` runs on `threads` threads: an even
-/// share, but no less than [`MIN_TASK_MACS`] of work; all rows on one thread.
+/// Output rows (of `batches · out_h`) per task when `g` runs on `threads` threads: shared
+/// evenly among [`super::conv::task_count`] tasks; all rows on one thread.
 pub fn task_rows(g: &ConvGeometry, threads: usize) -> usize {
     let rows = g.batches * g.out_h;
-    if threads <= 1 || rows == 0 {
-        return rows.max(1);
-    }
-    let row_macs = (g.out_w * g.out_c * g.filter_h * g.filter_w).max(1);
-    rows.div_ceil(threads)
-        .max(MIN_TASK_MACS.div_ceil(row_macs))
-        .min(rows)
+    let macs = rows * g.out_w * g.out_c * g.filter_h * g.filter_w;
+    rows.div_ceil(super::conv::task_count(macs, threads)).max(1)
 }
 
 /// Output rows `row0..` (row `b * out_h + oy`; as many as `output` holds, whole rows of
