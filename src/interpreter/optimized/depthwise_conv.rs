@@ -62,11 +62,7 @@ pub fn depthwise_conv_f32_rows(
         g.depth_multiplier
     );
     let row_len = g.out_w * g.out_c;
-    let rows = if row_len == 0 {
-        0
-    } else {
-        output.len() / row_len
-    };
+    let rows = output.len().checked_div(row_len).unwrap_or(0);
     assert!(
         input.len() >= g.input_len()
             && filter.len() >= g.filter_h * g.filter_w * g.out_c
