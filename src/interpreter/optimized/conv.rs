@@ -73,14 +73,17 @@ pub fn pack_filter(g: &ConvGeometry, plan: &ConvPlan, filter: &[f32], packed: &m
 /// several threads (`InvokeContext::for_each_chunk_mut`); each call gets a disjoint chunk.
 pub type ChunkRunner<'r> = dyn FnMut(&mut [f32], usize, &(dyn Fn(usize, &mut [f32]) + Sync)) + 'r;
 
-/// Multiply-adds a task takes at least: below this, handing rows to another thread costs more
-/// than their arithmetic (a round costs a few microseconds; this is about five).
-const MIN_TASK_MACS: usize = 1 << 18;
+/// Multiply-adds per task that make a hand-off worth it: a round costs a few microseconds of
+/// hand-off plus the cache traffic of rows that the next layer reads on another core, and
+/// this is about ten microseconds of arithmetic. (A 64 × 96 × 96 fully connected layer split
+/// in two tasks made a small transformer slower.)
+const MIN_TASK_MACS: usize = 1 << 19;
 
 /// How many tasks `work` multiply-adds split into on `threads` threads: one per thread, but
-/// none smaller than [`MIN_TASK_MACS`] (so at least one).
+/// about [`MIN_TASK_MACS`] each at least (`work / MIN_TASK_MACS` rounded to nearest, so no
+/// task is below three quarters of it), and at least one.
 pub fn task_count(work: usize, threads: usize) -> usize {
-    (work / MIN_TASK_MACS).clamp(1, threads.max(1))
+    (work.saturating_add(MIN_TASK_MACS / 2) / MIN_TASK_MACS).clamp(1, threads.max(1))
 }
 
 /// Output rows per task when `m` rows of an `n`-column, depth-`k` product run on `threads`
