@@ -368,6 +368,9 @@ mod tests {
             geometry((6, 9, 4), (3, 2, 8), 1, 2, true, 2),   // dilated, batches
             geometry((5, 5, 40), (3, 3, 33), 1, 1, false, 1), // k > KC
             geometry((30, 30, 2), (5, 5, 6), 1, 1, true, 1), // several im2col blocks
+            // Large enough to split: 3 tasks of several im2col blocks each, across batches.
+            geometry((28, 30, 8), (3, 3, 32), 1, 1, true, 2),
+            geometry((40, 40, 16), (1, 1, 40), 1, 1, false, 1), // pointwise, 3 tasks
         ];
         for g in cases {
             let plan = ConvPlan::new(&g).unwrap();
@@ -381,7 +384,7 @@ mod tests {
             let mut first: Option<Vec<f32>> = None;
             for threads in [1, 3] {
                 let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
-                let mut cols = vec![f32::NAN; plan.cols_len()];
+                let mut cols = vec![f32::NAN; plan.cols_len() * threads];
                 let mut got = vec![f32::NAN; g.output_len()];
                 conv_f32(
                     &g,
@@ -413,6 +416,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tasks_are_even_and_not_too_small() {
+        assert_eq!(task_count(0, 4), 1);
+        assert_eq!(task_count(MIN_TASK_MACS, 4), 1);
+        assert_eq!(task_count(MIN_TASK_MACS * 3 / 2, 4), 2);
+        assert_eq!(task_count(MIN_TASK_MACS * 100, 4), 4);
+        assert_eq!(task_count(usize::MAX, 2), 2);
+        // 64 x 96 x 96 stays whole; 1,600 rows of 32 x 72 split into 3 tiles-aligned bands.
+        assert_eq!(task_rows(64, 96, 96, 2), 64);
+        assert_eq!(task_rows(1600, 32, 72, 3), 534);
+        assert_eq!(task_rows(1600, 32, 72, 1), 1600);
+        assert_eq!(task_units(1000, 1280, 2), 512);
+        assert_eq!(task_units(10, 10, 2), 10);
     }
 
     #[test]
