@@ -80,9 +80,11 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
     }
 
     /// Runs kernels on `n` threads: the invoking thread and `n - 1` workers created at build
-    /// (LiteRT's `num_threads`). Kernels that split their work (convolutions and matrix
-    /// products of the optimized set) use them; invoke still performs no heap allocation on any
-    /// thread. Default 1; 0 is an error at build.
+    /// (LiteRT's `num_threads`). Kernels that split their work (the optimized set's float
+    /// convolutions, depthwise and fully connected layers; TRANSPOSE_CONV, PRELU, float
+    /// MAX_POOL_2D) use them, with the same bits as on one thread; each extra thread adds one
+    /// im2col block to the scratch ([`Interpreter::arena_needs_threads`]). Invoke still performs
+    /// no heap allocation on any thread. Default 1; 0 is an error at build.
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = n;
         self
