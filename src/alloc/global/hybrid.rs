@@ -6,13 +6,14 @@
 use super::config::{Config, GlobalMode};
 use super::large::{LargeHeap, LargeHeapStats};
 use crate::sync::StaticSpinLock;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// 0: not read yet; 1: system; 2: hybrid.
 static MODE: AtomicU8 = AtomicU8::new(0);
 static THRESHOLD: AtomicUsize = AtomicUsize::new(usize::MAX);
 static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 static ERRORS: AtomicU8 = AtomicU8::new(0);
+static HUGE_PAGES: AtomicBool = AtomicBool::new(false);
 
 /// The large heap (created at its first request).
 static HEAP: StaticSpinLock<Option<LargeHeap>> = StaticSpinLock::new(None);
@@ -55,6 +56,7 @@ fn init() -> Active {
     THRESHOLD.store(c.threshold, Ordering::Relaxed);
     LIMIT.store(c.limit, Ordering::Relaxed);
     ERRORS.store(c.errors, Ordering::Relaxed);
+    HUGE_PAGES.store(c.huge_pages, Ordering::Relaxed);
     let hybrid = c.mode == GlobalMode::Hybrid;
     MODE.store(if hybrid { 2 } else { 1 }, Ordering::Release);
     Active {
@@ -124,7 +126,9 @@ pub(crate) fn large_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     ensure_fork_handlers();
     let addr = {
         let mut g = HEAP.lock();
-        let heap = g.get_or_insert_with(LargeHeap::new);
+        // `active()` ran before (the caller chose this heap by its threshold): the flag is set.
+        let heap =
+            g.get_or_insert_with(|| LargeHeap::new(HUGE_PAGES.load(Ordering::Relaxed)));
         heap.allocate(size, align, zeroed)
     };
     let Some(addr) = addr else {
