@@ -127,8 +127,7 @@ pub(crate) fn large_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     let addr = {
         let mut g = HEAP.lock();
         // `active()` ran before (the caller chose this heap by its threshold): the flag is set.
-        let heap =
-            g.get_or_insert_with(|| LargeHeap::new(HUGE_PAGES.load(Ordering::Relaxed)));
+        let heap = g.get_or_insert_with(|| LargeHeap::new(HUGE_PAGES.load(Ordering::Relaxed)));
         heap.allocate(size, align, zeroed)
     };
     let Some(addr) = addr else {

@@ -681,10 +681,7 @@ impl LargeHeap {
                         libc::munmap(p, head);
                     }
                     if tail > 0 {
-                        libc::munmap(
-                            std::ptr::with_exposed_provenance_mut(base + bytes),
-                            tail,
-                        );
+                        libc::munmap(std::ptr::with_exposed_provenance_mut(base + bytes), tail);
                     }
                 }
                 if self.huge {
