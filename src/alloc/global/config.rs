@@ -178,7 +178,7 @@ impl Config {
 }
 
 /// `getenv(name)` for a name known at compile time, as bytes; never allocates.
-fn getenv(name: &str) -> Option<&'static [u8]> {
+pub(crate) fn getenv(name: &str) -> Option<&'static [u8]> {
     // Names are short constants: a NUL-terminated copy on the stack.
     let mut buf = [0u8; 64];
     let b = name.as_bytes();
