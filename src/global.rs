@@ -27,7 +27,10 @@
 //!   ([`crate::alloc::global`]): best fit with coalescing over big `mmap` regions whose
 //!   bookkeeping lives in `mmap`-backed memory, which moves resident pages of free blocks into new
 //!   ones instead of faulting fresh pages. Smaller requests go to the system heap. `dealloc` and
-//!   `realloc` find a block's heap from its size and the large heap's address ranges.
+//!   `realloc` find a block's heap from its size and the large heap's address ranges. With
+//!   glibc, `malloc`'s mmap threshold becomes the hybrid threshold and its trim threshold twice
+//!   that, unless the user set either (glibc raises them only when it frees big blocks, which
+//!   the large heap takes instead).
 //! - The limit caps the bytes in use through the allocator (requested sizes, both heaps): a
 //!   request that would exceed it returns null, as the `cap` crate does.
 //! - Huge pages `on`: the large heap's regions start at 2 MiB boundaries and are advised
