@@ -8,6 +8,7 @@ use super::conv::{request_f32_scratch, PackedFilter};
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
+use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
 use crate::interpreter::optimized::gemm::{
     gemm_dot, gemm_packed, pack_b, packed_b_len, Epilogue, Strided,
 };
@@ -60,6 +61,8 @@ struct FcData {
     weights_offset: i32,
     output_offset: i32,
     multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+    /// The optimized set's packed int8 weights (`None`: the reference loop runs).
+    i8_packed: Option<PackedFilter<i8>>,
 }
 
 /// `[units, depth]` weights as the `n × k` operand of a matrix product.
@@ -69,6 +72,29 @@ fn weights_view(w: &[f32], depth: usize) -> Strided<'_> {
         rs: depth,
         cs: 1,
     }
+}
+
+/// The optimized int8 weights: packed now when constant, else scratch packed at each invoke;
+/// `None` where the optimized product does not run (see [`fast_i8::packs`]).
+fn prepare_i8_packing(
+    ctx: &mut PrepareContext<'_>,
+    weights: &TensorInfo<'_>,
+    depth: usize,
+    units: usize,
+    weights_offset: i32,
+) -> Result<Option<PackedFilter<i8>>, KernelError> {
+    let len = fast_i8::packed_weights_len(depth, units, weights_offset);
+    if len == 0 {
+        return Ok(None);
+    }
+    Ok(Some(match weights.data::<i8>()? {
+        Some(w) if weights.is_constant => {
+            let mut packed = vec![0i8; len];
+            fast_i8::pack_weights(depth, units, weights_offset, w, &mut packed);
+            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+        }
+        _ => PackedFilter::Scratch(ctx.request_scratch(len)?),
+    }))
 }
 
 /// The FULLY_CONNECTED kernel of one kernel set.
@@ -148,6 +174,7 @@ impl Kernel for FullyConnected {
             weights_offset: 0,
             output_offset: 0,
             multipliers: None,
+            i8_packed: None,
         };
         if kind == FcKind::F32 {
             (data.float_min, data.float_max) = float_range(act);
@@ -220,6 +247,9 @@ impl Kernel for FullyConnected {
         data.weights_offset = -weights_zp;
         data.output_offset = output_zp;
         (data.act_min, data.act_max) = quantized_range(act, &output)?;
+        if self.set == KernelSet::Optimized && kind == FcKind::I8 {
+            data.i8_packed = prepare_i8_packing(ctx, &weights, depth, units, data.weights_offset)?;
+        }
         ctx.set_op_data(data)
     }
 
@@ -286,22 +316,20 @@ impl Kernel for FullyConnected {
         match d.kind {
             FcKind::I8 => {
                 let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
-                let i8_fn = match self.set {
-                    KernelSet::Reference => fully_connected_i8,
-                    KernelSet::Optimized => {
-                        crate::interpreter::optimized::fully_connected_i8::fully_connected_i8
+                let (x, w) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
+                let packed: &[i8] = match d.i8_packed {
+                    None => {
+                        fully_connected_i8(b, k, u, x, w, bias, &q, ctx.output::<i8>(0)?);
+                        return Ok(());
+                    }
+                    Some(PackedFilter::Persistent(p)) => ctx.persistent(p)?,
+                    Some(PackedFilter::Scratch(id)) => {
+                        let s = ctx.scratch::<i8>(id)?;
+                        fast_i8::pack_weights(k, u, d.weights_offset, w, s);
+                        &*s
                     }
                 };
-                i8_fn(
-                    b,
-                    k,
-                    u,
-                    ctx.input::<i8>(0)?,
-                    ctx.input::<i8>(1)?,
-                    bias,
-                    &q,
-                    ctx.output::<i8>(0)?,
-                );
+                fast_i8::fully_connected_i8(b, k, u, x, w, packed, bias, &q, ctx.output::<i8>(0)?);
             }
             FcKind::I16Acc64 => {
                 let bias = ctx.input_if::<i64>(d.has_bias, 2)?;
