@@ -15,7 +15,7 @@ use crate::interpreter::optimized::gemm::{
 use crate::interpreter::reference::fully_connected::{
     fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,
 };
-use crate::interpreter::reference::quant::quantize_multiplier;
+use crate::interpreter::reference::quant::{quantize_multiplier, FusedActivation};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
     Registration, TensorInfo,
@@ -105,37 +105,16 @@ pub struct FullyConnected {
 
 impl Kernel for FullyConnected {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        kernel_ensure!(
-            (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
-            "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
-            ctx.num_inputs(),
-            ctx.num_outputs()
-        );
-        let BuiltinOptions::FullyConnected {
-            activation,
-            weights_format,
-            keep_num_dims,
-            ..
-        } = *ctx.options()
-        else {
-            return Err(KernelError::new(
-                "FULLY_CONNECTED without FullyConnectedOptions",
-            ));
-        };
-        kernel_ensure!(
-            weights_format == 0,
-            "weights format {weights_format} is not supported (DEFAULT only)"
-        );
-        let act = fused_activation(activation)?;
-        let input = ctx.input(0)?;
-        let weights = ctx.input(1)?;
-        let output = ctx.output(0)?;
-        let bias = if ctx.num_inputs() == 3 {
-            ctx.optional_input(2)?
-        } else {
-            None
-        };
-        let (units, depth, batches) = fc_shapes(&input, &weights, &output, keep_num_dims)?;
+        let FcNode {
+            act,
+            input,
+            weights,
+            output,
+            bias,
+            units,
+            depth,
+            batches,
+        } = fc_node(ctx, "")?;
         let (kind, bias_dtype) = match (input.dtype, weights.dtype) {
             (DType::F32, DType::F32) => (FcKind::F32, DType::F32),
             (DType::I8, DType::I8) => (FcKind::I8, DType::I32),
@@ -361,6 +340,68 @@ impl Kernel for FullyConnected {
         }
         Ok(())
     }
+}
+
+/// What the dense and sparse FULLY_CONNECTED kernels read first: the options and operands.
+pub(crate) struct FcNode<'a> {
+    pub act: FusedActivation,
+    pub input: TensorInfo<'a>,
+    pub weights: TensorInfo<'a>,
+    pub output: TensorInfo<'a>,
+    pub bias: Option<TensorInfo<'a>>,
+    pub units: usize,
+    pub depth: usize,
+    pub batches: usize,
+}
+
+/// Checks a FULLY_CONNECTED node's operand counts and options (DEFAULT weights format only;
+/// `which` names the kernel in that message, e.g. " with sparse weights") and reads its
+/// operands and shapes (see [`fc_shapes`]).
+pub(crate) fn fc_node<'a>(
+    ctx: &PrepareContext<'a>,
+    which: &str,
+) -> Result<FcNode<'a>, KernelError> {
+    kernel_ensure!(
+        (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
+        "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
+        ctx.num_inputs(),
+        ctx.num_outputs()
+    );
+    let BuiltinOptions::FullyConnected {
+        activation,
+        weights_format,
+        keep_num_dims,
+        ..
+    } = *ctx.options()
+    else {
+        return Err(KernelError::new(
+            "FULLY_CONNECTED without FullyConnectedOptions",
+        ));
+    };
+    kernel_ensure!(
+        weights_format == 0,
+        "weights format {weights_format} is not supported{which} (DEFAULT only)"
+    );
+    let act = fused_activation(activation)?;
+    let input = ctx.input(0)?;
+    let weights = ctx.input(1)?;
+    let output = ctx.output(0)?;
+    let bias = if ctx.num_inputs() == 3 {
+        ctx.optional_input(2)?
+    } else {
+        None
+    };
+    let (units, depth, batches) = fc_shapes(&input, &weights, &output, keep_num_dims)?;
+    Ok(FcNode {
+        act,
+        input,
+        weights,
+        output,
+        bias,
+        units,
+        depth,
+        batches,
+    })
 }
 
 /// `(units, depth, batches)` of a FULLY_CONNECTED node whose weights are `[units, depth]` (dense
