@@ -7,7 +7,9 @@
 //! ([`crate::interpreter::optimized::conv`]): prepare packs a constant filter once into the
 //! arena's tail (a filter computed at run time is packed into scratch at each invoke) and
 //! requests the im2col block as scratch, so the arena size is known at build and invoke does not
-//! allocate. The packed filter is a second copy of the weights, as XNNPACK keeps one; it costs
+//! allocate. An int8 convolution packs its filter the same way (into 8-channel panels for
+//! [`crate::interpreter::optimized::conv_i8`]; the im2col block is on that function's stack).
+//! The packed filter is a second copy of the weights, as XNNPACK and ruy keep one; it costs
 //! tail bytes, not head bytes.
 
 use super::quant_params::{

@@ -2,7 +2,8 @@
 //! bias), optional bias, `keep_num_dims`, as TFLM's `fully_connected.cc`. The optimized set
 //! runs a float layer through [`crate::interpreter::optimized::gemm`]: one dot product per
 //! output for fewer than [`GEMM_MIN_ROWS`] input rows, else a matrix product with the weights
-//! packed once at prepare (constant weights) or into scratch at each invoke.
+//! packed once at prepare (constant weights) or into scratch at each invoke; an int8 layer
+//! packs its weights the same way for [`crate::interpreter::optimized::fully_connected_i8`].
 
 use super::conv::{request_f32_scratch, PackedFilter};
 use super::quant_params::{
