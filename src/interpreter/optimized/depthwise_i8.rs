@@ -105,12 +105,33 @@ fn depthwise_body(
         act_min: q.act_min,
         act_max: q.act_max,
     };
+    // Interior pixels of 8-channel groups on AVX2 (see `avx2_rows`).
+    #[cfg(not(target_arch = "x86_64"))]
+    let rows_fast = false;
+    #[cfg(target_arch = "x86_64")]
+    let rows_fast = isa == Isa::Avx2
+        && out_c % 8 == 0
+        && (dm == 1 || dm % 8 == 0)
+        && g.filter_h * g.filter_w <= 2 * avx2_rows::MAX_PAIRS;
     let mut o = 0;
     for b in 0..g.batches {
         for out_y in 0..g.out_h {
             let wy = g.row_window(out_y);
+            #[cfg(target_arch = "x86_64")]
+            if rows_fast {
+                // SAFETY: `isa == Isa::Avx2` only inside `depthwise_avx2`, whose caller checked
+                // the CPU; the geometry conditions were checked just above.
+                unsafe {
+                    avx2_rows::row(g, input, filter, &rq, offset, b, out_y, &wy, output);
+                }
+            }
             for out_x in 0..g.out_w {
                 let wx = g.col_window(out_x);
+                if rows_fast && wx.f0 == 0 && wx.f1 == g.filter_w {
+                    // Written by `avx2_rows::row`.
+                    o += out_c;
+                    continue;
+                }
                 if dm == 1 && out_c > SMALL {
                     // Adjacent channels: one run per tap over all of them.
                     acc.fill(0);
@@ -221,5 +242,114 @@ impl Taps<'_> {
             }
         }
         out[..T].copy_from_slice(&acc);
+    }
+}
+
+/// Depthwise rows on AVX2, for the pixels whose window lies inside the input horizontally
+/// ("interior"; the caller runs the others), with `out_c % 8 == 0` and depth multiplier 1 or a
+/// multiple of 8. Per output row and 8-channel group, the taps (valid rows × every column) go in
+/// pairs: the two taps' 8 input bytes are interleaved (`vpunpcklbw`), widened to int16 and
+/// offset, and one `vpmaddwd` with the pair's interleaved weights adds both taps of 8 channels
+/// (`|w (x + offset)| ≤ 128 * 255`, exact). The weights of a row's pairs are widened once per
+/// group and row and stay in L1; the output stage is the shared AVX2 requantization.
+#[cfg(target_arch = "x86_64")]
+mod avx2_rows {
+    use super::super::requant_i8::{requantize_row, Requant};
+    use super::super::Isa;
+    use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
+    use std::arch::x86_64::*;
+
+    /// Tap pairs per window at most (windows of up to 32 taps, e.g. 5 × 5).
+    pub(super) const MAX_PAIRS: usize = 16;
+
+    /// The interior pixels of output row `out_y` of batch `b` (window rows `wy`).
+    ///
+    /// # Safety
+    /// The CPU supports AVX2; `g.out_c % 8 == 0`, the depth multiplier is 1 or a multiple of
+    /// 8, the window has at most `2 * MAX_PAIRS` taps, and the slices have `g`'s lengths.
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn row(
+        g: &ConvGeometry,
+        input: &[i8],
+        filter: &[i8],
+        rq: &Requant<'_>,
+        offset: i16,
+        b: usize,
+        out_y: usize,
+        wy: &ClippedWindow,
+        output: &mut [i8],
+    ) {
+        let (in_c, out_c) = (g.in_c, g.out_c);
+        let dm = g.depth_multiplier.max(1);
+        // Taps of the row: input offset from the pixel's first input column, filter offset.
+        let mut taps = [(0usize, 0usize); 2 * MAX_PAIRS];
+        let mut n = 0;
+        for fy in wy.f0..wy.f1 {
+            let y = b * g.in_h + wy.at(fy);
+            for fx in 0..g.filter_w {
+                taps[n] = (
+                    (y * g.in_w + fx * g.dilation_w) * in_c,
+                    (fy * g.filter_w + fx) * out_c,
+                );
+                n += 1;
+            }
+        }
+        // No taps (a row of padding): every accumulator stays 0, as in the reference.
+        let pairs = n.div_ceil(2);
+        let off = _mm256_set1_epi16(offset);
+        let mut w = [_mm256_setzero_si256(); MAX_PAIRS];
+        let mut acc_out = [0i32; 8];
+        let out_row = (b * g.out_h + out_y) * g.out_w;
+        for oc0 in (0..out_c).step_by(8) {
+            for (p, wp) in w.iter_mut().enumerate().take(pairs) {
+                let (_, fa) = taps[2 * p];
+                let wa = _mm_loadl_epi64(filter.as_ptr().add(fa + oc0).cast());
+                let wb = if 2 * p + 1 < n {
+                    _mm_loadl_epi64(filter.as_ptr().add(taps[2 * p + 1].1 + oc0).cast())
+                } else {
+                    // The odd tap out: its partner's weights are zero (its input, the first
+                    // tap's again, adds nothing).
+                    _mm_setzero_si128()
+                };
+                *wp = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(wa, wb));
+            }
+            let ic = oc0 / dm;
+            for out_x in 0..g.out_w {
+                let wx = g.col_window(out_x);
+                if wx.f0 != 0 || wx.f1 != g.filter_w {
+                    continue;
+                }
+                let base = wx.at(0) * in_c + ic;
+                let mut acc = _mm256_setzero_si256();
+                for (p, wp) in w.iter().enumerate().take(pairs) {
+                    let ia = taps[2 * p].0 + base;
+                    let ib = if 2 * p + 1 < n {
+                        taps[2 * p + 1].0 + base
+                    } else {
+                        ia
+                    };
+                    let (xa, xb) = if dm == 1 {
+                        debug_assert!(ia.max(ib) + 8 <= input.len());
+                        // SAFETY: 8 adjacent channels of an input pixel inside the input.
+                        (
+                            _mm_loadl_epi64(input.as_ptr().add(ia).cast()),
+                            _mm_loadl_epi64(input.as_ptr().add(ib).cast()),
+                        )
+                    } else {
+                        // Every lane reads input channel `ic`.
+                        (
+                            _mm_set1_epi8(*input.get_unchecked(ia)),
+                            _mm_set1_epi8(*input.get_unchecked(ib)),
+                        )
+                    };
+                    let x = _mm256_add_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(xa, xb)), off);
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x, *wp));
+                }
+                _mm256_storeu_si256(acc_out.as_mut_ptr().cast(), acc);
+                let o = (out_row + out_x) * out_c + oc0;
+                requantize_row(Isa::Avx2, rq, oc0, &acc_out, &mut output[o..o + 8]);
+            }
+        }
     }
 }

@@ -255,6 +255,49 @@ fn depthwise_matches_reference_on_random_windows() {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    /// Larger images, so most pixels are interior: the AVX2 rows of 8-channel groups (depth
+    /// multiplier 1 or a multiple of 8, up to 32 taps with 5 × 5 and 4 × 8 windows, odd tap
+    /// counts) next to the border pixels of the generic loop.
+    #[test]
+    fn depthwise_interior_rows_match_reference(
+        hw in 6usize..20,
+        groups in 1usize..6,
+        dm in prop_oneof![Just(1usize), Just(8), Just(16)],
+        (fh, fw) in prop_oneof![Just((3usize, 3usize)), Just((5, 5)), Just((4, 8)), Just((1, 3))],
+        stride in 1usize..3,
+        same in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let in_c = if dm == 1 { groups * 8 } else { groups };
+        let (pad_h, pad_w) = if same { ((fh - 1) / 2, (fw - 1) / 2) } else { (0, 0) };
+        let out = |n: usize, f: usize, p: usize| (n + 2 * p).saturating_sub(f) / stride + 1;
+        prop_assume!(hw + 2 * pad_w >= fw && hw + 2 * pad_h >= fh);
+        let g = ConvGeometry {
+            batches: 1,
+            in_h: hw,
+            in_w: hw + 3,
+            in_c,
+            out_h: out(hw, fh, pad_h),
+            out_w: out(hw + 3, fw, pad_w),
+            out_c: in_c * dm,
+            filter_h: fh,
+            filter_w: fw,
+            filter_depth: 1,
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h,
+            pad_w,
+            depth_multiplier: dm,
+        };
+        check_depthwise(&mut Rng::new(seed), &g);
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
