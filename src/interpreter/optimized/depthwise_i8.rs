@@ -259,8 +259,9 @@ mod avx2_rows {
     use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
     use std::arch::x86_64::*;
 
-    /// Tap pairs per window at most (windows of up to 32 taps, e.g. 5 × 5).
-    pub(super) const MAX_PAIRS: usize = 16;
+    /// Tap pairs per window at most (windows of up to 80 taps, e.g. micro_speech's 10 × 8; the
+    /// widened weights of a row take 32 bytes per pair on the stack).
+    pub(super) const MAX_PAIRS: usize = 40;
 
     /// The interior pixels of output row `out_y` of batch `b` (window rows `wy`).
     ///

@@ -258,14 +258,20 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(120))]
 
     /// Larger images, so most pixels are interior: the AVX2 rows of 8-channel groups (depth
-    /// multiplier 1 or a multiple of 8, up to 32 taps with 5 × 5 and 4 × 8 windows, odd tap
-    /// counts) next to the border pixels of the generic loop.
+    /// multiplier 1 or a multiple of 8, up to 80 taps with 5 × 5, 4 × 8 and 10 × 8 windows, odd
+    /// tap counts) next to the border pixels of the generic loop.
     #[test]
     fn depthwise_interior_rows_match_reference(
         hw in 6usize..20,
         groups in 1usize..6,
         dm in prop_oneof![Just(1usize), Just(8), Just(16)],
-        (fh, fw) in prop_oneof![Just((3usize, 3usize)), Just((5, 5)), Just((4, 8)), Just((1, 3))],
+        (fh, fw) in prop_oneof![
+            Just((3usize, 3usize)),
+            Just((5, 5)),
+            Just((4, 8)),
+            Just((1, 3)),
+            Just((10, 8)),
+        ],
         stride in 1usize..3,
         same in any::<bool>(),
         seed in any::<u64>(),
