@@ -11,6 +11,11 @@
 //! (`|w| ≤ 128`, `|x + offset| ≤ 255`), which lets the vectorizer use 16-bit multiplies; the
 //! AVX2 path is the same loop compiled with AVX2 enabled. Requantization is the reference's.
 //!
+//! On AVX2, layers whose output channels come in groups of 8 (depth multiplier 1 or a multiple
+//! of 8, windows of up to 80 taps) run their interior pixels (window inside the input
+//! horizontally) row by row in `avx2_rows`: two taps per `vpmaddwd`, weights widened once per
+//! row and group. Only the border pixels take the per-pixel loop above.
+//!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
 use super::gemm_i8::zeroed_prefix;
