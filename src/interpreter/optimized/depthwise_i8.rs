@@ -302,60 +302,140 @@ mod avx2_rows {
             }
         }
         // No taps (a row of padding): every accumulator stays 0, as in the reference.
+        let out_row = (b * g.out_h + out_y) * g.out_w;
+        // Depth multiplier 1 with 16 channels at a time where they come in 16s: one 16-byte
+        // load per tap feeds two groups.
+        if dm == 1 && out_c % 16 == 0 {
+            for oc0 in (0..out_c).step_by(16) {
+                groups::<2>(
+                    g,
+                    input,
+                    filter,
+                    rq,
+                    offset,
+                    &taps[..n],
+                    oc0,
+                    out_row,
+                    output,
+                );
+            }
+        } else {
+            for oc0 in (0..out_c).step_by(8) {
+                groups::<1>(
+                    g,
+                    input,
+                    filter,
+                    rq,
+                    offset,
+                    &taps[..n],
+                    oc0,
+                    out_row,
+                    output,
+                );
+            }
+        }
+    }
+
+    /// `8 * G` bytes from `p` (`G` is 1 or 2) in the low lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load<const G: usize>(p: *const i8) -> __m128i {
+        if G == 2 {
+            _mm_loadu_si128(p.cast())
+        } else {
+            _mm_loadl_epi64(p.cast())
+        }
+    }
+
+    /// Output channels `oc0..oc0 + 8 * G` of the interior pixels of one output row (first
+    /// pixel `out_row`), over `taps`.
+    ///
+    /// # Safety
+    /// As [`row`]; with `G == 2` the depth multiplier is 1 and `oc0 + 16 <= out_c`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn groups<const G: usize>(
+        g: &ConvGeometry,
+        input: &[i8],
+        filter: &[i8],
+        rq: &Requant<'_>,
+        offset: i16,
+        taps: &[(usize, usize)],
+        oc0: usize,
+        out_row: usize,
+        output: &mut [i8],
+    ) {
+        let (in_c, out_c) = (g.in_c, g.out_c);
+        let dm = g.depth_multiplier.max(1);
+        let n = taps.len();
         let pairs = n.div_ceil(2);
         let off = _mm256_set1_epi16(offset);
-        let mut w = [_mm256_setzero_si256(); MAX_PAIRS];
-        let mut acc_out = [0i32; 8];
-        let out_row = (b * g.out_h + out_y) * g.out_w;
-        for oc0 in (0..out_c).step_by(8) {
-            for (p, wp) in w.iter_mut().enumerate().take(pairs) {
-                let (_, fa) = taps[2 * p];
-                let wa = _mm_loadl_epi64(filter.as_ptr().add(fa + oc0).cast());
-                let wb = if 2 * p + 1 < n {
-                    _mm_loadl_epi64(filter.as_ptr().add(taps[2 * p + 1].1 + oc0).cast())
+        let mut w = [[_mm256_setzero_si256(); G]; MAX_PAIRS];
+        for (p, wp) in w.iter_mut().enumerate().take(pairs) {
+            // SAFETY: `8 * G` channels of a filter tap (`oc0 + 8 * G <= out_c`).
+            let wa = load::<G>(filter.as_ptr().add(taps[2 * p].1 + oc0));
+            let wb = if 2 * p + 1 < n {
+                load::<G>(filter.as_ptr().add(taps[2 * p + 1].1 + oc0))
+            } else {
+                // The odd tap out: its partner's weights are zero (its input, the first
+                // tap's again, adds nothing).
+                _mm_setzero_si128()
+            };
+            wp[0] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(wa, wb));
+            if G == 2 {
+                wp[G - 1] = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(wa, wb));
+            }
+        }
+        let ic = oc0 / dm;
+        let mut acc_out = [0i32; 16];
+        for out_x in 0..g.out_w {
+            let wx = g.col_window(out_x);
+            if wx.f0 != 0 || wx.f1 != g.filter_w {
+                continue;
+            }
+            let base = wx.at(0) * in_c + ic;
+            let mut acc = [_mm256_setzero_si256(); G];
+            for (p, wp) in w.iter().enumerate().take(pairs) {
+                let ia = taps[2 * p].0 + base;
+                let ib = if 2 * p + 1 < n {
+                    taps[2 * p + 1].0 + base
                 } else {
-                    // The odd tap out: its partner's weights are zero (its input, the first
-                    // tap's again, adds nothing).
-                    _mm_setzero_si128()
+                    ia
                 };
-                *wp = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(wa, wb));
-            }
-            let ic = oc0 / dm;
-            for out_x in 0..g.out_w {
-                let wx = g.col_window(out_x);
-                if wx.f0 != 0 || wx.f1 != g.filter_w {
-                    continue;
+                let (xa, xb) = if dm == 1 {
+                    debug_assert!(ia.max(ib) + 8 * G <= input.len());
+                    // SAFETY: `8 * G` adjacent channels of an input pixel inside the input.
+                    (
+                        load::<G>(input.as_ptr().add(ia)),
+                        load::<G>(input.as_ptr().add(ib)),
+                    )
+                } else {
+                    // Every lane reads input channel `ic` (`G == 1`).
+                    (
+                        _mm_set1_epi8(*input.get_unchecked(ia)),
+                        _mm_set1_epi8(*input.get_unchecked(ib)),
+                    )
+                };
+                let lo = _mm256_add_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(xa, xb)), off);
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(lo, wp[0]));
+                if G == 2 {
+                    let hi = _mm256_add_epi16(_mm256_cvtepi8_epi16(_mm_unpackhi_epi8(xa, xb)), off);
+                    acc[G - 1] = _mm256_add_epi32(acc[G - 1], _mm256_madd_epi16(hi, wp[G - 1]));
                 }
-                let base = wx.at(0) * in_c + ic;
-                let mut acc = _mm256_setzero_si256();
-                for (p, wp) in w.iter().enumerate().take(pairs) {
-                    let ia = taps[2 * p].0 + base;
-                    let ib = if 2 * p + 1 < n {
-                        taps[2 * p + 1].0 + base
-                    } else {
-                        ia
-                    };
-                    let (xa, xb) = if dm == 1 {
-                        debug_assert!(ia.max(ib) + 8 <= input.len());
-                        // SAFETY: 8 adjacent channels of an input pixel inside the input.
-                        (
-                            _mm_loadl_epi64(input.as_ptr().add(ia).cast()),
-                            _mm_loadl_epi64(input.as_ptr().add(ib).cast()),
-                        )
-                    } else {
-                        // Every lane reads input channel `ic`.
-                        (
-                            _mm_set1_epi8(*input.get_unchecked(ia)),
-                            _mm_set1_epi8(*input.get_unchecked(ib)),
-                        )
-                    };
-                    let x = _mm256_add_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(xa, xb)), off);
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x, *wp));
-                }
-                _mm256_storeu_si256(acc_out.as_mut_ptr().cast(), acc);
-                let o = (out_row + out_x) * out_c + oc0;
-                requantize_row(Isa::Avx2, rq, oc0, &acc_out, &mut output[o..o + 8]);
             }
+            for (j, a) in acc.iter().enumerate() {
+                // SAFETY: `acc_out` has 16 lanes, `8 j + 8 <= 8 G <= 16`.
+                _mm256_storeu_si256(acc_out.as_mut_ptr().add(8 * j).cast(), *a);
+            }
+            let o = (out_row + out_x) * out_c + oc0;
+            requantize_row(
+                Isa::Avx2,
+                rq,
+                oc0,
+                &acc_out[..8 * G],
+                &mut output[o..o + 8 * G],
+            );
         }
     }
 }
