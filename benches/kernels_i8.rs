@@ -106,6 +106,9 @@ fn bench_conv(c: &mut Criterion) {
             act_max: 127,
         };
         let mut out = vec![0i8; g.output_len()];
+        // Packed once, as the kernel does at prepare.
+        let mut packed = vec![0i8; conv_i8::packed_filter_len(g)];
+        conv_i8::pack_filter(g, &filter, &mut packed);
         group.bench_function(BenchmarkId::new("reference", l.name), |b| {
             b.iter(|| {
                 tensor_alloc::interpreter::reference::conv::conv_i8(
@@ -120,7 +123,18 @@ fn bench_conv(c: &mut Criterion) {
         });
         for &isa in Isa::available() {
             group.bench_function(BenchmarkId::new(format!("{isa:?}"), l.name), |b| {
-                b.iter(|| conv_i8::conv_i8_with(isa, g, &input, &filter, Some(&bias), &q, &mut out))
+                b.iter(|| {
+                    conv_i8::conv_i8_with(
+                        isa,
+                        g,
+                        &input,
+                        &filter,
+                        &packed,
+                        Some(&bias),
+                        &q,
+                        &mut out,
+                    )
+                })
             });
         }
     }
@@ -163,6 +177,9 @@ fn bench_depthwise(c: &mut Criterion) {
             act_max: 127,
         };
         let mut out = vec![0i8; g.output_len()];
+        // Packed once, as the kernel does at prepare.
+        let mut packed = vec![0i8; conv_i8::packed_filter_len(g)];
+        conv_i8::pack_filter(g, &filter, &mut packed);
         group.bench_function(BenchmarkId::new("reference", l.name), |b| {
             b.iter(|| {
                 depthwise_conv::depthwise_conv_i8(g, &input, &filter, Some(&bias), &q, &mut out)
@@ -211,6 +228,8 @@ fn bench_fully_connected(c: &mut Criterion) {
             act_max: 127,
         };
         let mut out = vec![0i8; batches * units];
+        let mut packed = vec![0i8; fully_connected_i8::packed_weights_len(depth, units, 0)];
+        fully_connected_i8::pack_weights(depth, units, 0, &weights, &mut packed);
         group.bench_function(BenchmarkId::new("reference", name), |b| {
             b.iter(|| {
                 fully_connected::fully_connected_i8(
@@ -235,6 +254,7 @@ fn bench_fully_connected(c: &mut Criterion) {
                         units,
                         &input,
                         &weights,
+                        &packed,
                         Some(&bias),
                         &q,
                         &mut out,

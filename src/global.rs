@@ -19,6 +19,7 @@
 //! | `TENSOR_ALLOC_GLOBAL` | `system`, `hybrid` | `hybrid` |
 //! | `TENSOR_ALLOC_GLOBAL_THRESHOLD` | bytes, optional `KiB`/`MiB`/`GiB` suffix, 4 KiB to 1 TiB | `256KiB` |
 //! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes above 0, optional suffix | no limit |
+//! | `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` | `on`, `off` | `off` |
 //!
 //! - `system`: every request goes to the system heap (`malloc`/`posix_memalign`, the same as
 //!   `std::alloc::System`).
@@ -26,9 +27,20 @@
 //!   ([`crate::alloc::global`]): best fit with coalescing over big `mmap` regions whose
 //!   bookkeeping lives in `mmap`-backed memory, which moves resident pages of free blocks into new
 //!   ones instead of faulting fresh pages. Smaller requests go to the system heap. `dealloc` and
-//!   `realloc` find a block's heap from its size and the large heap's address ranges.
+//!   `realloc` find a block's heap from its size and the large heap's address ranges. With
+//!   glibc, `malloc`'s mmap threshold becomes the hybrid threshold and its trim threshold twice
+//!   that, unless the user set either (glibc raises them only when it frees big blocks, which
+//!   the large heap takes instead).
 //! - The limit caps the bytes in use through the allocator (requested sizes, both heaps): a
 //!   request that would exceed it returns null, as the `cap` crate does.
+//! - Huge pages `on`: the large heap's regions start at 2 MiB boundaries and are advised
+//!   `MADV_HUGEPAGE` (again after a range is mapped afresh), so with transparent huge pages in
+//!   `madvise` or `always` mode a first touch of a whole free 2 MiB faults one huge page instead
+//!   of 512 small ones. Trade-offs: memory freshly taken from the kernel in 2 MiB pieces is
+//!   zeroed in 2 MiB pieces (cold memory, and in VMs with free page reporting often not backed
+//!   by the host: see BENCHMARKS.md, where it is slower than `off`), a block's neighbourhood up
+//!   to the next 2 MiB boundary becomes resident with it, and `khugepaged` may collapse partly
+//!   resident free ranges into whole huge pages. Off by default.
 //!
 //! A bad value falls back to the default; [`config_errors`] returns it later, off the allocation
 //! path (the CLI prints it at start-up).
@@ -190,6 +202,12 @@ pub fn config_errors() -> Vec<GlobalConfigError> {
             config::GLOBAL_LIMIT,
             config::EXPECTED_LIMIT,
             "no limit",
+        ),
+        (
+            config::BAD_HUGE_PAGES,
+            config::GLOBAL_HUGE_PAGES,
+            config::EXPECTED_HUGE_PAGES,
+            "off",
         ),
     ];
     vars.iter()

@@ -97,6 +97,7 @@ fn bad_values_fall_back_to_defaults_and_are_reported_later() {
             ("TENSOR_ALLOC_GLOBAL", "turbo"),
             ("TENSOR_ALLOC_GLOBAL_THRESHOLD", "12"),
             ("TENSOR_ALLOC_GLOBAL_LIMIT", "lots"),
+            ("TENSOR_ALLOC_GLOBAL_HUGE_PAGES", "sometimes"),
         ],
     ) {
         return;
@@ -108,10 +109,65 @@ fn bad_values_fall_back_to_defaults_and_are_reported_later() {
     );
     let errors = tensor_alloc::global::report_config_errors();
     let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-    assert_eq!(text.len(), 3, "{text:?}");
+    assert_eq!(text.len(), 4, "{text:?}");
     assert!(
         text[0].contains("TENSOR_ALLOC_GLOBAL=\"turbo\"") && text[0].contains("system | hybrid")
     );
     assert!(text[1].contains("TENSOR_ALLOC_GLOBAL_THRESHOLD=\"12\"") && text[1].contains("4096"));
     assert!(text[2].contains("TENSOR_ALLOC_GLOBAL_LIMIT=\"lots\"") && text[2].contains("no limit"));
+    assert!(
+        text[3].contains("TENSOR_ALLOC_GLOBAL_HUGE_PAGES=\"sometimes\"")
+            && text[3].contains("on | off")
+            && text[3].contains("(off)")
+    );
+}
+
+/// Whether glibc served the live `malloc` block at `p` by `mmap` (bit 2 of the chunk's size word,
+/// just before the block).
+#[cfg(target_env = "gnu")]
+fn glibc_mmapped(p: *const u8) -> bool {
+    // SAFETY: `p` is a live block from glibc's malloc: the word before it is its chunk's size.
+    unsafe { p.cast::<usize>().sub(1).read() & 2 != 0 }
+}
+
+#[cfg(target_env = "gnu")]
+#[test]
+fn hybrid_mode_keeps_glibc_blocks_below_the_threshold_in_its_heap() {
+    if !in_child(
+        "hybrid_mode_keeps_glibc_blocks_below_the_threshold_in_its_heap",
+        &[
+            ("TENSOR_ALLOC_GLOBAL", "hybrid"),
+            ("TENSOR_ALLOC_GLOBAL_HUGE_PAGES", "on"),
+        ],
+    ) {
+        return;
+    }
+    // 200 KiB: above glibc's default mmap threshold (128 KiB), below the hybrid one (256 KiB).
+    let v = vec![1u8; 200 << 10];
+    assert!(!glibc_mmapped(v.as_ptr()), "200 KiB was mmapped by glibc");
+    let big = vec![1u8; 8 << 20];
+    let s = GLOBAL.stats();
+    assert!(s.large_heap.allocs >= 1 && s.large.bytes_in_use >= 8 << 20);
+    assert!(big.iter().all(|&b| b == 1));
+    drop((v, big));
+}
+
+#[cfg(target_env = "gnu")]
+#[test]
+fn hybrid_mode_keeps_the_users_glibc_threshold() {
+    if !in_child(
+        "hybrid_mode_keeps_the_users_glibc_threshold",
+        &[
+            ("TENSOR_ALLOC_GLOBAL", "hybrid"),
+            ("MALLOC_MMAP_THRESHOLD_", "131072"),
+        ],
+    ) {
+        return;
+    }
+    let v = vec![1u8; 200 << 10];
+    assert!(
+        glibc_mmapped(v.as_ptr()),
+        "the user's 128 KiB mmap threshold was overridden"
+    );
+    drop(v);
 }

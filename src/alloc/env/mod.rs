@@ -24,6 +24,7 @@
 //! | `TENSOR_ALLOC_GLOBAL` | `system`, `hybrid` | mode of [`crate::GlobalAllocator`]; validated here, read by it |
 //! | `TENSOR_ALLOC_GLOBAL_THRESHOLD` | bytes (4 KiB to 1 TiB), optional suffix | hybrid mode's large-buffer threshold |
 //! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes above 0, optional suffix | cap on bytes in use through `GlobalAllocator` |
+//! | `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` | `on`, `off` | transparent huge pages for the hybrid mode's large heap |
 //! | `TENSOR_ALLOC_LOG` | a `tracing` filter | read by the CLI only |
 //! | `TENSOR_ALLOC_STRESS` | a whole number | scale of the randomized stress tests; ignored here |
 //! | `TF_CPU_ALLOCATOR_USE_BFC` | `true`/`1`, `false`/`0` | alias: `true` = `bfc`; `false` = not `bfc` |
@@ -65,6 +66,8 @@ pub const GLOBAL: &str = global_config::GLOBAL;
 pub const GLOBAL_THRESHOLD: &str = global_config::GLOBAL_THRESHOLD;
 /// `TENSOR_ALLOC_GLOBAL_LIMIT` (read by [`crate::GlobalAllocator`]; validated here).
 pub const GLOBAL_LIMIT: &str = global_config::GLOBAL_LIMIT;
+/// `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` (read by [`crate::GlobalAllocator`]; validated here).
+pub const GLOBAL_HUGE_PAGES: &str = global_config::GLOBAL_HUGE_PAGES;
 /// `TENSOR_ALLOC_LOG` (the CLI's `tracing` filter; accepted and ignored here).
 pub const LOG: &str = "TENSOR_ALLOC_LOG";
 /// `TENSOR_ALLOC_STRESS` (the test suite's scale factor for randomized stress tests; accepted
@@ -103,6 +106,7 @@ pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
     (GLOBAL, global_config::EXPECTED_MODE),
     (GLOBAL_THRESHOLD, global_config::EXPECTED_THRESHOLD),
     (GLOBAL_LIMIT, global_config::EXPECTED_LIMIT),
+    (GLOBAL_HUGE_PAGES, global_config::EXPECTED_HUGE_PAGES),
     (LOG, "a tracing filter such as info or tensor_alloc=debug"),
     (STRESS, "a whole number (test-suite scale factor)"),
     (TF_USE_BFC, "true | false | 1 | 0"),
@@ -491,7 +495,12 @@ impl EnvConfig {
             GLOBAL_LIMIT if !t.is_empty() && global_config::parse_limit(t.as_bytes()).is_none() => {
                 return Err(invalid(GLOBAL_LIMIT, v))
             }
-            GLOBAL | GLOBAL_THRESHOLD | GLOBAL_LIMIT => {}
+            GLOBAL_HUGE_PAGES
+                if !t.is_empty() && global_config::parse_huge_pages(t.as_bytes()).is_none() =>
+            {
+                return Err(invalid(GLOBAL_HUGE_PAGES, v))
+            }
+            GLOBAL | GLOBAL_THRESHOLD | GLOBAL_LIMIT | GLOBAL_HUGE_PAGES => {}
             STRESS => {
                 if t.parse::<u64>().is_err() {
                     return Err(invalid(STRESS, v));

@@ -27,6 +27,7 @@ fn global_allocator_variables_are_known_and_validated() {
         (GLOBAL, "system"),
         (GLOBAL_THRESHOLD, "1MiB"),
         (GLOBAL_LIMIT, "8GiB"),
+        (GLOBAL_HUGE_PAGES, "on"),
     ])
     .unwrap();
     parse(&[(GLOBAL, "")]).unwrap();
@@ -34,6 +35,7 @@ fn global_allocator_variables_are_known_and_validated() {
         (GLOBAL, "mimalloc", "system | hybrid"),
         (GLOBAL_THRESHOLD, "100", "4096"),
         (GLOBAL_LIMIT, "0", "above 0"),
+        (GLOBAL_HUGE_PAGES, "maybe", "on | off"),
     ] {
         let e = err(&[(k, v)]);
         assert!(e.contains(k) && e.contains(v) && e.contains(want), "{e}");

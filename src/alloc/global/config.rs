@@ -10,6 +10,9 @@ pub const GLOBAL_THRESHOLD: &str = "TENSOR_ALLOC_GLOBAL_THRESHOLD";
 /// `TENSOR_ALLOC_GLOBAL_LIMIT`: most bytes in use through the global allocator.
 pub const GLOBAL_LIMIT: &str = "TENSOR_ALLOC_GLOBAL_LIMIT";
 
+/// `TENSOR_ALLOC_GLOBAL_HUGE_PAGES`: `on` asks for transparent huge pages on the large heap.
+pub const GLOBAL_HUGE_PAGES: &str = "TENSOR_ALLOC_GLOBAL_HUGE_PAGES";
+
 /// Default of `TENSOR_ALLOC_GLOBAL_THRESHOLD`: 256 KiB.
 pub const DEFAULT_THRESHOLD: usize = 256 << 10;
 /// Smallest accepted threshold: one 4 KiB page (the large heap hands out whole pages).
@@ -25,6 +28,9 @@ pub const EXPECTED_THRESHOLD: &str =
 /// What `TENSOR_ALLOC_GLOBAL_LIMIT` accepts.
 pub const EXPECTED_LIMIT: &str =
     "a byte count above 0 with an optional KiB/MiB/GiB suffix, e.g. 8GiB (unset for no limit)";
+
+/// What `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` accepts.
+pub const EXPECTED_HUGE_PAGES: &str = "on | off";
 
 /// Which backend serves what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -42,6 +48,8 @@ pub const BAD_MODE: u8 = 1;
 pub const BAD_THRESHOLD: u8 = 2;
 /// Bit of a bad `TENSOR_ALLOC_GLOBAL_LIMIT`.
 pub const BAD_LIMIT: u8 = 4;
+/// Bit of a bad `TENSOR_ALLOC_GLOBAL_HUGE_PAGES`.
+pub const BAD_HUGE_PAGES: u8 = 8;
 
 /// The parsed configuration (`limit == u64::MAX`: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +60,8 @@ pub struct Config {
     pub threshold: usize,
     /// `TENSOR_ALLOC_GLOBAL_LIMIT` in bytes (`u64::MAX`: none).
     pub limit: u64,
+    /// `TENSOR_ALLOC_GLOBAL_HUGE_PAGES`: `madvise(MADV_HUGEPAGE)` on the large heap's regions.
+    pub huge_pages: bool,
     /// `BAD_*` bits of the variables whose values were refused.
     pub errors: u8,
 }
@@ -110,6 +120,18 @@ pub fn parse_limit(s: &[u8]) -> Option<u64> {
     parse_bytes(s).filter(|&l| l > 0)
 }
 
+/// `TENSOR_ALLOC_GLOBAL_HUGE_PAGES`'s value (`on` or `off`, case insensitive).
+pub fn parse_huge_pages(s: &[u8]) -> Option<bool> {
+    let t = s.trim_ascii();
+    if t.eq_ignore_ascii_case(b"on") {
+        Some(true)
+    } else if t.eq_ignore_ascii_case(b"off") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 impl Config {
     /// From `(variable, value)` lookups (`None`: unset). Unset and empty values take the
     /// defaults; bad ones too, with their bit set in `errors`.
@@ -118,6 +140,7 @@ impl Config {
             mode: GlobalMode::Hybrid,
             threshold: DEFAULT_THRESHOLD,
             limit: u64::MAX,
+            huge_pages: false,
             errors: 0,
         };
         let set = |v: Option<&'static [u8]>| v.filter(|v| !v.trim_ascii().is_empty());
@@ -139,6 +162,12 @@ impl Config {
                 None => c.errors |= BAD_LIMIT,
             }
         }
+        if let Some(v) = set(get(GLOBAL_HUGE_PAGES)) {
+            match parse_huge_pages(v) {
+                Some(h) => c.huge_pages = h,
+                None => c.errors |= BAD_HUGE_PAGES,
+            }
+        }
         c
     }
 
@@ -149,7 +178,7 @@ impl Config {
 }
 
 /// `getenv(name)` for a name known at compile time, as bytes; never allocates.
-fn getenv(name: &str) -> Option<&'static [u8]> {
+pub(crate) fn getenv(name: &str) -> Option<&'static [u8]> {
     // Names are short constants: a NUL-terminated copy on the stack.
     let mut buf = [0u8; 64];
     let b = name.as_bytes();
@@ -185,18 +214,20 @@ mod tests {
     fn defaults_and_good_values() {
         let c = cfg(&[]);
         assert_eq!(
-            (c.mode, c.threshold, c.limit, c.errors),
-            (GlobalMode::Hybrid, 256 << 10, u64::MAX, 0)
+            (c.mode, c.threshold, c.limit, c.huge_pages, c.errors),
+            (GlobalMode::Hybrid, 256 << 10, u64::MAX, false, 0)
         );
         let c = cfg(&[
             (GLOBAL, " System "),
             (GLOBAL_THRESHOLD, "1 MiB"),
             (GLOBAL_LIMIT, "8GiB"),
+            (GLOBAL_HUGE_PAGES, " ON"),
         ]);
         assert_eq!(
-            (c.mode, c.threshold, c.limit, c.errors),
-            (GlobalMode::System, 1 << 20, 8 << 30, 0)
+            (c.mode, c.threshold, c.limit, c.huge_pages, c.errors),
+            (GlobalMode::System, 1 << 20, 8 << 30, true, 0)
         );
+        assert!(!cfg(&[(GLOBAL_HUGE_PAGES, "off")]).huge_pages);
         assert_eq!(cfg(&[(GLOBAL, "")]).errors, 0);
     }
 
@@ -206,11 +237,15 @@ mod tests {
             (GLOBAL, "jemalloc"),
             (GLOBAL_THRESHOLD, "12"),
             (GLOBAL_LIMIT, "0"),
+            (GLOBAL_HUGE_PAGES, "yes"),
         ]);
-        assert_eq!(c.errors, BAD_MODE | BAD_THRESHOLD | BAD_LIMIT);
         assert_eq!(
-            (c.mode, c.threshold, c.limit),
-            (GlobalMode::Hybrid, DEFAULT_THRESHOLD, u64::MAX)
+            c.errors,
+            BAD_MODE | BAD_THRESHOLD | BAD_LIMIT | BAD_HUGE_PAGES
+        );
+        assert_eq!(
+            (c.mode, c.threshold, c.limit, c.huge_pages),
+            (GlobalMode::Hybrid, DEFAULT_THRESHOLD, u64::MAX, false)
         );
         assert_eq!(parse_bytes(b"99999999999999999999"), None);
         assert_eq!(parse_bytes(b"17179869184GiB"), None);

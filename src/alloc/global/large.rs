@@ -40,6 +40,9 @@ const FIRST_REGION: usize = 1 << 30;
 const MAX_REGION: usize = 64 << 30;
 /// Largest alignment served (bigger ones return null).
 const MAX_ALIGN: usize = 1 << 30;
+/// Size of a transparent huge page (x86-64, aarch64 with 4 KiB pages): regions start at a
+/// multiple of it, so every whole 2 MiB of a region can be backed by one huge page.
+const HUGE_PAGE: usize = 2 << 20;
 /// Resident free memory allowed as a fraction over the recent high-water mark of bytes in use.
 const DIRTY_RATIO: f64 = 1.5;
 /// The budget never goes below this many bytes.
@@ -97,6 +100,8 @@ pub(crate) struct LargeHeap {
     shift: u32,
     next_region: usize,
     reference: f64,
+    /// `madvise(MADV_HUGEPAGE)` on regions (`TENSOR_ALLOC_GLOBAL_HUGE_PAGES`).
+    huge: bool,
     /// Moving pages is off after the kernel refused `MREMAP_DONTUNMAP` (before Linux 5.7).
     can_move: bool,
     /// Sum of `Chunk::resident` over the chunks on the dirty list, and over the dense ones among
@@ -108,7 +113,7 @@ pub(crate) struct LargeHeap {
 
 /// Maps `[addr, addr + len)` afresh (private anonymous, zero pages): its old pages go back to the
 /// kernel and its mappings become one. `false` if the kernel refused.
-fn map_fresh(addr: usize, len: usize) -> bool {
+fn map_fresh(addr: usize, len: usize, huge: bool) -> bool {
     let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(addr);
     // SAFETY: [addr, addr + len) lies in a free chunk of a region this heap mapped: nobody uses
     // its contents, and replacing the mapping with a fresh one of the same protection keeps the
@@ -124,11 +129,27 @@ fn map_fresh(addr: usize, len: usize) -> bool {
         )
     };
     if r != libc::MAP_FAILED {
+        // The fresh mapping lost the region's huge-page advice: give it back, so the range
+        // faults huge pages again and merges with its neighbours' mappings.
+        if huge {
+            advise_huge(addr, len);
+        }
         return true;
     }
     // Out of mappings (the new one could not be split off): at least drop the pages.
     // SAFETY: as above; MADV_DONTNEED only discards the contents of a free range.
     unsafe { libc::madvise(p, len, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Asks for transparent huge pages on `[addr, addr + len)` (`MADV_HUGEPAGE`): with THP in
+/// `madvise` or `always` mode, the first touch of a whole free 2 MiB then faults one huge page
+/// instead of 512 small ones. Without THP support (or in `never` mode) the kernel refuses or
+/// ignores it, which changes nothing.
+fn advise_huge(addr: usize, len: usize) {
+    let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(addr);
+    // SAFETY: [addr, addr + len) is mapped by this heap; the advice changes how pages are
+    // backed, never their contents.
+    unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
 }
 
 /// Outcome of moving pages.
@@ -166,8 +187,9 @@ fn move_pages(src: usize, dst: usize, len: usize) -> Move {
 }
 
 impl LargeHeap {
-    /// An empty heap (nothing mapped until the first request).
-    pub fn new() -> Self {
+    /// An empty heap (nothing mapped until the first request); `huge`: ask for transparent huge
+    /// pages on its regions.
+    pub fn new(huge: bool) -> Self {
         let page = crate::alloc::sub::page_size();
         Self {
             slab: Slab::new_in(MetaAlloc),
@@ -178,6 +200,7 @@ impl LargeHeap {
             shift: page.trailing_zeros(),
             next_region: FIRST_REGION,
             reference: 0.0,
+            huge,
             can_move: true,
             resident_free: 0,
             dense_free: 0,
@@ -490,7 +513,7 @@ impl LargeHeap {
         let c = &mut self.slab[d];
         c.set_dirty(0, 0);
         c.set_resident(0);
-        map_fresh(c.addr, c.size);
+        map_fresh(c.addr, c.size, self.huge);
     }
 
     /// Frees the block at `addr`. `false` if no live block starts there.
@@ -565,7 +588,7 @@ impl LargeHeap {
             let c = &mut self.slab[d];
             c.set_dirty(0, 0);
             c.set_resident(0);
-            if map_fresh(lo, hi - lo) {
+            if map_fresh(lo, hi - lo, self.huge) {
                 self.st.released_bytes += r as u64;
             }
         }
@@ -633,11 +656,13 @@ impl LargeHeap {
             return None;
         }
         loop {
+            // Room to start the region at a multiple of HUGE_PAGE.
+            let mapped = bytes.checked_add(HUGE_PAGE - self.page)?;
             // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
             let p = unsafe {
                 libc::mmap(
                     std::ptr::null_mut(),
-                    bytes,
+                    mapped,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                     -1,
@@ -645,13 +670,29 @@ impl LargeHeap {
                 )
             };
             if p != libc::MAP_FAILED {
-                let base = p.expose_provenance();
+                let start = p.expose_provenance();
+                // Keep the 2 MiB-aligned `bytes` of the mapping; unmap the ends.
+                let base = (start + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
+                let (head, tail) = (base - start, start + mapped - (base + bytes));
+                // SAFETY: both ranges are ends of the mapping just made, which nothing refers
+                // to; the region keeps [base, base + bytes).
+                unsafe {
+                    if head > 0 {
+                        libc::munmap(p, head);
+                    }
+                    if tail > 0 {
+                        libc::munmap(std::ptr::with_exposed_provenance_mut(base + bytes), tail);
+                    }
+                }
+                if self.huge {
+                    advise_huge(base, bytes);
+                }
                 if self.add_region(base, bytes).is_some() {
                     self.next_region = bytes.saturating_mul(2).min(MAX_REGION);
                     return Some(());
                 }
                 // SAFETY: the mapping was just made and nothing refers to it.
-                unsafe { libc::munmap(p, bytes) };
+                unsafe { libc::munmap(std::ptr::with_exposed_provenance_mut(base), bytes) };
                 return None;
             }
             // Address space or commit limit: try smaller, down to what the request needs.
@@ -694,7 +735,7 @@ mod tests {
 
     #[test]
     fn blocks_are_reused_coalesced_and_accounted() {
-        let mut h = LargeHeap::new();
+        let mut h = LargeHeap::new(false);
         let a = h.allocate(1 << 20, 64, false).unwrap();
         let b = h.allocate(3 << 20, 4096, false).unwrap();
         assert_ne!(a, b);
@@ -716,7 +757,13 @@ mod tests {
 
     #[test]
     fn moved_pages_keep_blocks_usable_and_zeroed_blocks_are_zero() {
-        let mut h = LargeHeap::new();
+        for huge in [false, true] {
+            moved_pages_case(huge);
+        }
+    }
+
+    fn moved_pages_case(huge: bool) {
+        let mut h = LargeHeap::new(huge);
         let mut live = vec![];
         for i in 0..8 {
             let n = (i + 1) << 20;
@@ -724,6 +771,8 @@ mod tests {
             touch(a, n);
             live.push(a);
         }
+        // The first block starts the first region, which starts at a huge-page boundary.
+        assert_eq!(live[0] % HUGE_PAGE, 0);
         for a in live.drain(..).step_by(2) {
             assert!(h.free(a));
         }
@@ -743,7 +792,7 @@ mod tests {
 
     #[test]
     fn alignment_resize_and_refusals() {
-        let mut h = LargeHeap::new();
+        let mut h = LargeHeap::new(true);
         let a = h.allocate(300 << 10, 1 << 21, false).unwrap();
         assert_eq!(a % (1 << 21), 0);
         assert!(h.resize_in_place(a, 600 << 10));

@@ -7,7 +7,10 @@
 //! ([`crate::interpreter::optimized::conv`]): prepare packs a constant filter once into the
 //! arena's tail (a filter computed at run time is packed into scratch at each invoke) and
 //! requests one im2col block per kernel thread as scratch, so the arena size is known at build
-//! and invoke does not allocate; with several threads the output rows are split among them. The packed filter is a second copy of the weights, as XNNPACK keeps one; it costs
+//! and invoke does not allocate; with several threads the output rows are split among them.
+//! An int8 convolution packs its filter the same way (into 8-channel panels for
+//! [`crate::interpreter::optimized::conv_i8`]; the im2col block is on that function's stack).
+//! The packed filter is a second copy of the weights, as XNNPACK and ruy keep one; it costs
 //! tail bytes, not head bytes.
 
 use super::quant_params::{
@@ -15,6 +18,7 @@ use super::quant_params::{
     per_channel_multipliers, positive, quantized_range, window_axis,
 };
 use crate::interpreter::optimized::conv::{self as fast, ConvPlan};
+use crate::interpreter::optimized::conv_i8 as fast_i8;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
@@ -54,9 +58,9 @@ pub(crate) enum F32Path {
 
 /// Where a packed filter lives.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum PackedFilter {
+pub(crate) enum PackedFilter<T = f32> {
     /// Packed at prepare from a constant filter.
-    Persistent(PersistentArray<f32>),
+    Persistent(PersistentArray<T>),
     /// Packed at every invoke into this scratch (the filter is not constant).
     Scratch(ScratchId),
 }
@@ -75,6 +79,8 @@ pub(crate) struct ConvData {
     pub input_offset: i32,
     pub output_offset: i32,
     pub multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+    /// The optimized set's packed int8 convolution filter (`None`: the reference loop runs).
+    pub i8_packed: Option<PackedFilter<i8>>,
 }
 
 /// Validated dtypes, bias and quantization of a convolution-like node whose output channels
@@ -352,10 +358,14 @@ impl Kernel for Conv2D {
             input_offset: 0,
             output_offset: 0,
             multipliers: None,
+            i8_packed: None,
         };
         prepare_quantization(ctx, activation, 0, o[3], &mut data)?;
         if self.set == KernelSet::Optimized && data.kind == ConvKind::F32 {
             data.f32_path = prepare_gemm(ctx, &data.geometry)?;
+        }
+        if self.set == KernelSet::Optimized && data.kind == ConvKind::I8 {
+            data.i8_packed = prepare_i8_packing(ctx, &data.geometry)?;
         }
         ctx.set_op_data(data)
     }
@@ -365,12 +375,64 @@ impl Kernel for Conv2D {
         if let F32Path::Gemm { plan, filter, cols } = d.f32_path {
             return invoke_gemm(ctx, &d, &plan, filter, cols);
         }
-        let i8_fn: QuantConvFn<i8, i32> = match self.set {
-            KernelSet::Reference => conv_i8,
-            KernelSet::Optimized => crate::interpreter::optimized::conv_i8::conv_i8,
-        };
-        invoke_conv_like(ctx, conv_f32, i8_fn, conv_i16::<i64>, conv_i16::<i32>)
+        if let Some(packed) = d.i8_packed {
+            return invoke_i8_packed(ctx, &d, packed);
+        }
+        invoke_conv_like(ctx, conv_f32, conv_i8, conv_i16::<i64>, conv_i16::<i32>)
     }
+}
+
+/// The optimized int8 filter: packed now when constant, else scratch packed at each invoke;
+/// `None` where the optimized product does not run (see [`fast_i8::packs`]).
+fn prepare_i8_packing(
+    ctx: &mut PrepareContext<'_>,
+    g: &ConvGeometry,
+) -> Result<Option<PackedFilter<i8>>, KernelError> {
+    let len = fast_i8::packed_filter_len(g);
+    if len == 0 {
+        return Ok(None);
+    }
+    let filter = ctx.input(1)?;
+    Ok(Some(match filter.data::<i8>()? {
+        Some(w) if filter.is_constant => {
+            let mut packed = vec![0i8; len];
+            fast_i8::pack_filter(g, w, &mut packed);
+            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+        }
+        _ => PackedFilter::Scratch(ctx.request_scratch(len)?),
+    }))
+}
+
+fn invoke_i8_packed(
+    ctx: &mut InvokeContext<'_>,
+    d: &ConvData,
+    packed: PackedFilter<i8>,
+) -> Result<(), KernelError> {
+    let g = &d.geometry;
+    let filter = ctx.input::<i8>(1)?;
+    let packed: &[i8] = match packed {
+        PackedFilter::Persistent(p) => ctx.persistent(p)?,
+        PackedFilter::Scratch(id) => {
+            let s = ctx.scratch::<i8>(id)?;
+            fast_i8::pack_filter(g, filter, s);
+            &*s
+        }
+    };
+    let (m, s) = d
+        .multipliers
+        .ok_or_else(|| KernelError::new("quantized convolution without multipliers"))?;
+    let q = ConvQuant {
+        input_offset: d.input_offset,
+        output_offset: d.output_offset,
+        multipliers: ctx.persistent(m)?,
+        shifts: ctx.persistent(s)?,
+        act_min: d.act_min,
+        act_max: d.act_max,
+    };
+    let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
+    let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+    fast_i8::conv_i8(g, input, filter, packed, bias, &q, output);
+    Ok(())
 }
 
 /// The matrix-product path of a float convolution: the packed filter (now when constant, else

@@ -125,6 +125,7 @@ impl Kernel for DepthwiseConv2D {
             input_offset: 0,
             output_offset: 0,
             multipliers: None,
+            i8_packed: None,
         };
         prepare_quantization(ctx, activation, 3, o[3], &mut data)?;
         if self.set == KernelSet::Optimized

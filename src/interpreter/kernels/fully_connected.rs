@@ -2,20 +2,22 @@
 //! bias), optional bias, `keep_num_dims`, as TFLM's `fully_connected.cc`. The optimized set
 //! runs a float layer through [`crate::interpreter::optimized::gemm`]: one dot product per
 //! output for fewer than [`GEMM_MIN_ROWS`] input rows, else a matrix product with the weights
-//! packed once at prepare (constant weights) or into scratch at each invoke.
+//! packed once at prepare (constant weights) or into scratch at each invoke; an int8 layer
+//! packs its weights the same way for [`crate::interpreter::optimized::fully_connected_i8`].
 
 use super::conv::{request_f32_scratch, PackedFilter};
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
 use crate::interpreter::optimized::conv::{task_rows, task_units};
+use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
 use crate::interpreter::optimized::gemm::{
     gemm_dot, gemm_packed, pack_b, packed_b_len, Epilogue, Strided,
 };
 use crate::interpreter::reference::fully_connected::{
     fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,
 };
-use crate::interpreter::reference::quant::quantize_multiplier;
+use crate::interpreter::reference::quant::{quantize_multiplier, FusedActivation};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
     Registration, TensorInfo,
@@ -61,6 +63,8 @@ struct FcData {
     weights_offset: i32,
     output_offset: i32,
     multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+    /// The optimized set's packed int8 weights (`None`: the reference loop runs).
+    i8_packed: Option<PackedFilter<i8>>,
 }
 
 /// `[units, depth]` weights as the `n × k` operand of a matrix product.
@@ -72,6 +76,29 @@ fn weights_view(w: &[f32], depth: usize) -> Strided<'_> {
     }
 }
 
+/// The optimized int8 weights: packed now when constant, else scratch packed at each invoke;
+/// `None` where the optimized product does not run (see [`fast_i8::packs`]).
+fn prepare_i8_packing(
+    ctx: &mut PrepareContext<'_>,
+    weights: &TensorInfo<'_>,
+    depth: usize,
+    units: usize,
+    weights_offset: i32,
+) -> Result<Option<PackedFilter<i8>>, KernelError> {
+    let len = fast_i8::packed_weights_len(depth, units, weights_offset);
+    if len == 0 {
+        return Ok(None);
+    }
+    Ok(Some(match weights.data::<i8>()? {
+        Some(w) if weights.is_constant => {
+            let mut packed = vec![0i8; len];
+            fast_i8::pack_weights(depth, units, weights_offset, w, &mut packed);
+            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+        }
+        _ => PackedFilter::Scratch(ctx.request_scratch(len)?),
+    }))
+}
+
 /// The FULLY_CONNECTED kernel of one kernel set.
 pub struct FullyConnected {
     /// Which arithmetic invoke runs.
@@ -80,37 +107,16 @@ pub struct FullyConnected {
 
 impl Kernel for FullyConnected {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        kernel_ensure!(
-            (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
-            "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
-            ctx.num_inputs(),
-            ctx.num_outputs()
-        );
-        let BuiltinOptions::FullyConnected {
-            activation,
-            weights_format,
-            keep_num_dims,
-            ..
-        } = *ctx.options()
-        else {
-            return Err(KernelError::new(
-                "FULLY_CONNECTED without FullyConnectedOptions",
-            ));
-        };
-        kernel_ensure!(
-            weights_format == 0,
-            "weights format {weights_format} is not supported (DEFAULT only)"
-        );
-        let act = fused_activation(activation)?;
-        let input = ctx.input(0)?;
-        let weights = ctx.input(1)?;
-        let output = ctx.output(0)?;
-        let bias = if ctx.num_inputs() == 3 {
-            ctx.optional_input(2)?
-        } else {
-            None
-        };
-        let (units, depth, batches) = fc_shapes(&input, &weights, &output, keep_num_dims)?;
+        let FcNode {
+            act,
+            input,
+            weights,
+            output,
+            bias,
+            units,
+            depth,
+            batches,
+        } = fc_node(ctx, "")?;
         let (kind, bias_dtype) = match (input.dtype, weights.dtype) {
             (DType::F32, DType::F32) => (FcKind::F32, DType::F32),
             (DType::I8, DType::I8) => (FcKind::I8, DType::I32),
@@ -149,6 +155,7 @@ impl Kernel for FullyConnected {
             weights_offset: 0,
             output_offset: 0,
             multipliers: None,
+            i8_packed: None,
         };
         if kind == FcKind::F32 {
             (data.float_min, data.float_max) = float_range(act);
@@ -221,6 +228,9 @@ impl Kernel for FullyConnected {
         data.weights_offset = -weights_zp;
         data.output_offset = output_zp;
         (data.act_min, data.act_max) = quantized_range(act, &output)?;
+        if self.set == KernelSet::Optimized && kind == FcKind::I8 {
+            data.i8_packed = prepare_i8_packing(ctx, &weights, depth, units, data.weights_offset)?;
+        }
         ctx.set_op_data(data)
     }
 
@@ -313,22 +323,20 @@ impl Kernel for FullyConnected {
         match d.kind {
             FcKind::I8 => {
                 let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
-                let i8_fn = match self.set {
-                    KernelSet::Reference => fully_connected_i8,
-                    KernelSet::Optimized => {
-                        crate::interpreter::optimized::fully_connected_i8::fully_connected_i8
+                let (x, w) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
+                let packed: &[i8] = match d.i8_packed {
+                    None => {
+                        fully_connected_i8(b, k, u, x, w, bias, &q, ctx.output::<i8>(0)?);
+                        return Ok(());
+                    }
+                    Some(PackedFilter::Persistent(p)) => ctx.persistent(p)?,
+                    Some(PackedFilter::Scratch(id)) => {
+                        let s = ctx.scratch::<i8>(id)?;
+                        fast_i8::pack_weights(k, u, d.weights_offset, w, s);
+                        &*s
                     }
                 };
-                i8_fn(
-                    b,
-                    k,
-                    u,
-                    ctx.input::<i8>(0)?,
-                    ctx.input::<i8>(1)?,
-                    bias,
-                    &q,
-                    ctx.output::<i8>(0)?,
-                );
+                fast_i8::fully_connected_i8(b, k, u, x, w, packed, bias, &q, ctx.output::<i8>(0)?);
             }
             FcKind::I16Acc64 => {
                 let bias = ctx.input_if::<i64>(d.has_bias, 2)?;
@@ -360,6 +368,68 @@ impl Kernel for FullyConnected {
         }
         Ok(())
     }
+}
+
+/// What the dense and sparse FULLY_CONNECTED kernels read first: the options and operands.
+pub(crate) struct FcNode<'a> {
+    pub act: FusedActivation,
+    pub input: TensorInfo<'a>,
+    pub weights: TensorInfo<'a>,
+    pub output: TensorInfo<'a>,
+    pub bias: Option<TensorInfo<'a>>,
+    pub units: usize,
+    pub depth: usize,
+    pub batches: usize,
+}
+
+/// Checks a FULLY_CONNECTED node's operand counts and options (DEFAULT weights format only;
+/// `which` names the kernel in that message, e.g. " with sparse weights") and reads its
+/// operands and shapes (see [`fc_shapes`]).
+pub(crate) fn fc_node<'a>(
+    ctx: &PrepareContext<'a>,
+    which: &str,
+) -> Result<FcNode<'a>, KernelError> {
+    kernel_ensure!(
+        (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
+        "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
+        ctx.num_inputs(),
+        ctx.num_outputs()
+    );
+    let BuiltinOptions::FullyConnected {
+        activation,
+        weights_format,
+        keep_num_dims,
+        ..
+    } = *ctx.options()
+    else {
+        return Err(KernelError::new(
+            "FULLY_CONNECTED without FullyConnectedOptions",
+        ));
+    };
+    kernel_ensure!(
+        weights_format == 0,
+        "weights format {weights_format} is not supported{which} (DEFAULT only)"
+    );
+    let act = fused_activation(activation)?;
+    let input = ctx.input(0)?;
+    let weights = ctx.input(1)?;
+    let output = ctx.output(0)?;
+    let bias = if ctx.num_inputs() == 3 {
+        ctx.optional_input(2)?
+    } else {
+        None
+    };
+    let (units, depth, batches) = fc_shapes(&input, &weights, &output, keep_num_dims)?;
+    Ok(FcNode {
+        act,
+        input,
+        weights,
+        output,
+        bias,
+        units,
+        depth,
+        batches,
+    })
 }
 
 /// `(units, depth, batches)` of a FULLY_CONNECTED node whose weights are `[units, depth]` (dense

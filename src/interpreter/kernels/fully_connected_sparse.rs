@@ -13,8 +13,8 @@
 
 use std::sync::Arc;
 
-use super::fully_connected::{fc_shapes, FullyConnected};
-use super::quant_params::{filter_scales, float_range, fused_activation, quantized_range};
+use super::fully_connected::{fc_node, FcNode, FullyConnected};
+use super::quant_params::{filter_scales, float_range, quantized_range};
 use crate::interpreter::reference::fully_connected::FcQuant;
 use crate::interpreter::reference::fully_connected_sparse::{
     plan_sparse_fc, sparse_fully_connected_f32, sparse_fully_connected_i8, with_block_csr,
@@ -24,7 +24,7 @@ use crate::interpreter::{
     InitContext, InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray,
     PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -88,34 +88,16 @@ impl Kernel for SparseAwareFullyConnected {
 }
 
 fn prepare_sparse(ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-    kernel_ensure!(
-        (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
-        "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
-        ctx.num_inputs(),
-        ctx.num_outputs()
-    );
-    let BuiltinOptions::FullyConnected {
-        activation,
-        weights_format,
-        keep_num_dims,
-        ..
-    } = *ctx.options()
-    else {
-        kernel_bail!("FULLY_CONNECTED without FullyConnectedOptions");
-    };
-    kernel_ensure!(
-        weights_format == 0,
-        "weights format {weights_format} is not supported with sparse weights (DEFAULT only)"
-    );
-    let act = fused_activation(activation)?;
-    let input = ctx.input(0)?;
-    let weights = ctx.input(1)?;
-    let output = ctx.output(0)?;
-    let bias = if ctx.num_inputs() == 3 {
-        ctx.optional_input(2)?
-    } else {
-        None
-    };
+    let FcNode {
+        act,
+        input,
+        weights,
+        output,
+        bias,
+        units,
+        depth,
+        batches,
+    } = fc_node(ctx, " with sparse weights")?;
     let Some(sp) = weights.sparsity else {
         kernel_bail!("weights `{}` are not stored sparse", weights.name);
     };
@@ -124,7 +106,6 @@ fn prepare_sparse(ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         "sparse weights `{}` must be a constant",
         weights.name
     );
-    let (units, depth, batches) = fc_shapes(&input, &weights, &output, keep_num_dims)?;
     let (stored, bias_dtype) = match (input.dtype, weights.dtype) {
         (DType::F32, DType::F32) => (weights.const_data::<f32>()?.len(), DType::F32),
         (DType::I8, DType::I8) => (weights.const_data::<i8>()?.len(), DType::I32),

@@ -1,66 +1,91 @@
 //! Optimized int8 CONV_2D: the inputs and result of
-//! [`reference::conv::conv_i8`](crate::interpreter::reference::conv::conv_i8), bit-exact.
+//! [`reference::conv::conv_i8`](crate::interpreter::reference::conv::conv_i8), bit-exact, with
+//! the filter packed beforehand by [`pack_filter`] (the kernel packs a constant filter once at
+//! prepare).
 //!
-//! Each output pixel's receptive field is gathered into an im2col row of `int16` values
-//! `x + input_offset` (zero at padded taps, which the reference skips: `w * 0` adds nothing), a
-//! block of such rows is multiplied with the OHWI filter (whose output channels are exactly the
-//! rows of a `[out_c, filter_h * filter_w * in_c]` matrix) by `gemm_i8::gemm_i16_i8`, and each
-//! row of accumulators is requantized (bit-exact with the reference's
-//! `multiply_by_quantized_multiplier`, eight channels at a time on AVX2).
+//! The OHWI filter's output channels are exactly the rows of a `[out_c, filter_h * filter_w *
+//! in_c]` matrix. A block of output pixels is turned into `int16` rows `x + input_offset` (zero
+//! at padded taps, which the reference skips: `w * 0` adds nothing) and multiplied with the
+//! packed filter by `gemm_i8::gemm_requant`, which requantizes each tile of accumulators into
+//! the output (bit-exact with the reference's `multiply_by_quantized_multiplier`). A pointwise
+//! convolution (1×1, stride 1, no padding) reads its rows straight from the input pixels; any
+//! other gathers an im2col row per pixel.
 //!
-//! Trade-off: the im2col block lives on the stack ([`PATCH_ELEMS`] `int16`, 32 KiB), so the
-//! function needs no scratch and keeps the reference's signature; up to 8 pixels share one
-//! pass over the filter. Windows longer than the block (`filter_h * filter_w * in_c >
-//! PATCH_ELEMS`) and grouped convolutions run the reference loop.
+//! Trade-off: the block lives on the stack ([`PATCH_ELEMS`] `int16`, 32 KiB, sized for L1/L2),
+//! so the function needs no scratch. Windows longer than the block (`filter_h * filter_w * in_c
+//! > PATCH_ELEMS`) and grouped convolutions run the reference loop (see [`packs`]).
 
-use super::gemm_i8::{gemm_i16_i8, padded, zeroed_prefix};
-use super::requant_i8::{requantize_row, Requant};
+use super::gemm_i8::{gemm_requant, pack, packed_len, padded, zeroed_prefix, OutRows};
+use super::requant_i8::Requant;
 use super::Isa;
 use crate::interpreter::reference::conv::{self as reference, ConvGeometry, ConvQuant};
 use std::mem::MaybeUninit;
 
-/// `int16` elements of the on-stack im2col block.
+/// `int16` elements of the on-stack activation block.
 pub const PATCH_ELEMS: usize = 16 * 1024;
-/// Output pixels per im2col block at most.
-pub(crate) const MAX_ROWS: usize = 8;
-/// Output channels per pass over the block (the accumulators of `MAX_ROWS` rows of them live
-/// on the stack until their row is requantized).
-pub(crate) const COLS: usize = 512;
 
-/// int8 per-channel convolution on the best path for this CPU.
+/// Whether [`conv_i8_with`] runs the packed matrix product for `g` (else the reference loop,
+/// which needs no packed filter).
+pub fn packs(g: &ConvGeometry) -> bool {
+    let k = g.filter_h * g.filter_w * g.in_c;
+    g.filter_depth == g.in_c && k > 0 && padded(k) <= PATCH_ELEMS
+}
+
+/// Bytes of the packed filter of `g` (0 where [`packs`] is false).
+pub fn packed_filter_len(g: &ConvGeometry) -> usize {
+    if packs(g) {
+        packed_len(g.out_c, g.filter_h * g.filter_w * g.in_c)
+    } else {
+        0
+    }
+}
+
+/// Packs the OHWI `filter` of `g` into `out` (`packed_filter_len(g)` bytes).
+///
+/// # Panics
+/// If `filter` or `out` is shorter than `g` needs (a caller's bug: the kernel sizes them).
+pub fn pack_filter(g: &ConvGeometry, filter: &[i8], out: &mut [i8]) {
+    if packs(g) {
+        pack(filter, g.out_c, g.filter_h * g.filter_w * g.in_c, out);
+    }
+}
+
+/// int8 per-channel convolution on the best path for this CPU: `packed` is `filter` packed by
+/// [`pack_filter`].
 pub fn conv_i8(
     g: &ConvGeometry,
     input: &[i8],
     filter: &[i8],
+    packed: &[i8],
     bias: Option<&[i32]>,
     q: &ConvQuant<'_>,
     output: &mut [i8],
 ) {
-    conv_i8_with(Isa::detect(), g, input, filter, bias, q, output);
+    conv_i8_with(Isa::detect(), g, input, filter, packed, bias, q, output);
 }
 
 /// [`conv_i8`] on path `isa` (falling back to [`Isa::Portable`] where the CPU lacks it).
+#[allow(clippy::too_many_arguments)]
 pub fn conv_i8_with(
     isa: Isa,
     g: &ConvGeometry,
     input: &[i8],
     filter: &[i8],
+    packed: &[i8],
     bias: Option<&[i32]>,
     q: &ConvQuant<'_>,
     output: &mut [i8],
 ) {
-    let k = g.filter_h * g.filter_w * g.in_c;
-    let stride = padded(k);
-    if g.filter_depth != g.in_c || k == 0 || stride > PATCH_ELEMS {
+    if !packs(g) {
         reference::conv_i8(g, input, filter, bias, q, output);
         return;
     }
+    let k = g.filter_h * g.filter_w * g.in_c;
+    let stride = padded(k);
     let pixels = g.batches * g.out_h * g.out_w;
-    let rows_per_block = (PATCH_ELEMS / stride).min(MAX_ROWS).min(pixels.max(1));
+    let rows_per_block = (PATCH_ELEMS / stride).min(pixels.max(1));
     let mut patch = [MaybeUninit::<i16>::uninit(); PATCH_ELEMS];
-    let mut acc = [MaybeUninit::<i32>::uninit(); MAX_ROWS * COLS];
     let patch = zeroed_prefix(&mut patch, rows_per_block * stride);
-    let acc = zeroed_prefix(&mut acc, rows_per_block * COLS.min(g.out_c));
     // The kernels validate int8 zero points, so the offset fits in 16 bits and `x + offset`
     // in -255..=255.
     let offset = q.input_offset as i16;
@@ -72,31 +97,50 @@ pub fn conv_i8_with(
         act_min: q.act_min,
         act_max: q.act_max,
     };
+    let pointwise = g.filter_h == 1
+        && g.filter_w == 1
+        && g.stride_h == 1
+        && g.stride_w == 1
+        && g.pad_h == 0
+        && g.pad_w == 0
+        && g.in_h == g.out_h
+        && g.in_w == g.out_w;
     let out_c = g.out_c;
     let mut p0 = 0;
     while p0 < pixels {
         let rows = (pixels - p0).min(rows_per_block);
-        for r in 0..rows {
-            gather(
-                g,
-                input,
+        if pointwise && stride == k {
+            // Pixel `p` is input row `p`, and the rows are adjacent: one run.
+            widen(
+                &input[p0 * k..(p0 + rows) * k],
+                &mut patch[..rows * k],
                 offset,
-                p0 + r,
-                &mut patch[r * stride..r * stride + k],
             );
-        }
-        let patch = &patch[..rows * stride];
-        for c0 in (0..out_c).step_by(COLS) {
-            let nc = (out_c - c0).min(COLS);
-            let w = &filter[c0 * k..(c0 + nc) * k];
-            gemm_i16_i8(isa, patch, stride, rows, k, w, nc, |r, c, v| {
-                acc[r * nc + c] = v
-            });
+        } else if pointwise {
             for r in 0..rows {
-                let out = &mut output[(p0 + r) * out_c + c0..][..nc];
-                requantize_row(isa, &rq, c0, &acc[r * nc..(r + 1) * nc], out);
+                let src = &input[(p0 + r) * k..][..k];
+                widen(src, &mut patch[r * stride..][..k], offset);
+            }
+        } else {
+            for r in 0..rows {
+                gather(g, input, offset, p0 + r, &mut patch[r * stride..][..k]);
             }
         }
+        let out = OutRows {
+            out: &mut output[p0 * out_c..(p0 + rows) * out_c],
+            stride: out_c,
+        };
+        gemm_requant(
+            isa,
+            &patch[..rows * stride],
+            stride,
+            rows,
+            k,
+            packed,
+            out_c,
+            &rq,
+            out,
+        );
         p0 += rows;
     }
 }

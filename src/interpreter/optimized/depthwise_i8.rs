@@ -11,6 +11,11 @@
 //! (`|w| ≤ 128`, `|x + offset| ≤ 255`), which lets the vectorizer use 16-bit multiplies; the
 //! AVX2 path is the same loop compiled with AVX2 enabled. Requantization is the reference's.
 //!
+//! On AVX2, layers whose output channels come in groups of 8 (depth multiplier 1 or a multiple
+//! of 8, windows of up to 80 taps) run their interior pixels (window inside the input
+//! horizontally) row by row in `avx2_rows`: two taps per `vpmaddwd`, weights widened once per
+//! row and group. Only the border pixels take the per-pixel loop above.
+//!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
 use super::gemm_i8::zeroed_prefix;
@@ -105,12 +110,33 @@ fn depthwise_body(
         act_min: q.act_min,
         act_max: q.act_max,
     };
+    // Interior pixels of 8-channel groups on AVX2 (see `avx2_rows`).
+    #[cfg(not(target_arch = "x86_64"))]
+    let rows_fast = false;
+    #[cfg(target_arch = "x86_64")]
+    let rows_fast = isa == Isa::Avx2
+        && out_c % 8 == 0
+        && (dm == 1 || dm % 8 == 0)
+        && g.filter_h * g.filter_w <= 2 * avx2_rows::MAX_PAIRS;
     let mut o = 0;
     for b in 0..g.batches {
         for out_y in 0..g.out_h {
             let wy = g.row_window(out_y);
+            #[cfg(target_arch = "x86_64")]
+            if rows_fast {
+                // SAFETY: `isa == Isa::Avx2` only inside `depthwise_avx2`, whose caller checked
+                // the CPU; the geometry conditions were checked just above.
+                unsafe {
+                    avx2_rows::row(g, input, filter, &rq, offset, b, out_y, &wy, output);
+                }
+            }
             for out_x in 0..g.out_w {
                 let wx = g.col_window(out_x);
+                if rows_fast && wx.f0 == 0 && wx.f1 == g.filter_w {
+                    // Written by `avx2_rows::row`.
+                    o += out_c;
+                    continue;
+                }
                 if dm == 1 && out_c > SMALL {
                     // Adjacent channels: one run per tap over all of them.
                     acc.fill(0);
@@ -221,5 +247,195 @@ impl Taps<'_> {
             }
         }
         out[..T].copy_from_slice(&acc);
+    }
+}
+
+/// Depthwise rows on AVX2, for the pixels whose window lies inside the input horizontally
+/// ("interior"; the caller runs the others), with `out_c % 8 == 0` and depth multiplier 1 or a
+/// multiple of 8. Per output row and 8-channel group, the taps (valid rows × every column) go in
+/// pairs: the two taps' 8 input bytes are interleaved (`vpunpcklbw`), widened to int16 and
+/// offset, and one `vpmaddwd` with the pair's interleaved weights adds both taps of 8 channels
+/// (`|w (x + offset)| ≤ 128 * 255`, exact). The weights of a row's pairs are widened once per
+/// group and row and stay in L1; the output stage is the shared AVX2 requantization.
+#[cfg(target_arch = "x86_64")]
+mod avx2_rows {
+    use super::super::requant_i8::{requantize_row, Requant};
+    use super::super::Isa;
+    use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
+    use std::arch::x86_64::*;
+
+    /// Tap pairs per window at most (windows of up to 80 taps, e.g. micro_speech's 10 × 8; the
+    /// widened weights of a row take 32 bytes per pair on the stack).
+    pub(super) const MAX_PAIRS: usize = 40;
+
+    /// The interior pixels of output row `out_y` of batch `b` (window rows `wy`).
+    ///
+    /// # Safety
+    /// The CPU supports AVX2; `g.out_c % 8 == 0`, the depth multiplier is 1 or a multiple of
+    /// 8, the window has at most `2 * MAX_PAIRS` taps, and the slices have `g`'s lengths.
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn row(
+        g: &ConvGeometry,
+        input: &[i8],
+        filter: &[i8],
+        rq: &Requant<'_>,
+        offset: i16,
+        b: usize,
+        out_y: usize,
+        wy: &ClippedWindow,
+        output: &mut [i8],
+    ) {
+        let (in_c, out_c) = (g.in_c, g.out_c);
+        let dm = g.depth_multiplier.max(1);
+        // Taps of the row: input offset from the pixel's first input column, filter offset.
+        let mut taps = [(0usize, 0usize); 2 * MAX_PAIRS];
+        let mut n = 0;
+        for fy in wy.f0..wy.f1 {
+            let y = b * g.in_h + wy.at(fy);
+            for fx in 0..g.filter_w {
+                taps[n] = (
+                    (y * g.in_w + fx * g.dilation_w) * in_c,
+                    (fy * g.filter_w + fx) * out_c,
+                );
+                n += 1;
+            }
+        }
+        // No taps (a row of padding): every accumulator stays 0, as in the reference.
+        let out_row = (b * g.out_h + out_y) * g.out_w;
+        // Depth multiplier 1 with 16 channels at a time where they come in 16s: one 16-byte
+        // load per tap feeds two groups.
+        if dm == 1 && out_c % 16 == 0 {
+            for oc0 in (0..out_c).step_by(16) {
+                groups::<2>(
+                    g,
+                    input,
+                    filter,
+                    rq,
+                    offset,
+                    &taps[..n],
+                    oc0,
+                    out_row,
+                    output,
+                );
+            }
+        } else {
+            for oc0 in (0..out_c).step_by(8) {
+                groups::<1>(
+                    g,
+                    input,
+                    filter,
+                    rq,
+                    offset,
+                    &taps[..n],
+                    oc0,
+                    out_row,
+                    output,
+                );
+            }
+        }
+    }
+
+    /// `8 * G` bytes from `p` (`G` is 1 or 2) in the low lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load<const G: usize>(p: *const i8) -> __m128i {
+        if G == 2 {
+            _mm_loadu_si128(p.cast())
+        } else {
+            _mm_loadl_epi64(p.cast())
+        }
+    }
+
+    /// Output channels `oc0..oc0 + 8 * G` of the interior pixels of one output row (first
+    /// pixel `out_row`), over `taps`.
+    ///
+    /// # Safety
+    /// As [`row`]; with `G == 2` the depth multiplier is 1 and `oc0 + 16 <= out_c`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn groups<const G: usize>(
+        g: &ConvGeometry,
+        input: &[i8],
+        filter: &[i8],
+        rq: &Requant<'_>,
+        offset: i16,
+        taps: &[(usize, usize)],
+        oc0: usize,
+        out_row: usize,
+        output: &mut [i8],
+    ) {
+        let (in_c, out_c) = (g.in_c, g.out_c);
+        let dm = g.depth_multiplier.max(1);
+        let n = taps.len();
+        let pairs = n.div_ceil(2);
+        let off = _mm256_set1_epi16(offset);
+        let mut w = [[_mm256_setzero_si256(); G]; MAX_PAIRS];
+        for (p, wp) in w.iter_mut().enumerate().take(pairs) {
+            // SAFETY: `8 * G` channels of a filter tap (`oc0 + 8 * G <= out_c`).
+            let wa = load::<G>(filter.as_ptr().add(taps[2 * p].1 + oc0));
+            let wb = if 2 * p + 1 < n {
+                load::<G>(filter.as_ptr().add(taps[2 * p + 1].1 + oc0))
+            } else {
+                // The odd tap out: its partner's weights are zero (its input, the first
+                // tap's again, adds nothing).
+                _mm_setzero_si128()
+            };
+            wp[0] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(wa, wb));
+            if G == 2 {
+                wp[G - 1] = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(wa, wb));
+            }
+        }
+        let ic = oc0 / dm;
+        let mut acc_out = [0i32; 16];
+        for out_x in 0..g.out_w {
+            let wx = g.col_window(out_x);
+            if wx.f0 != 0 || wx.f1 != g.filter_w {
+                continue;
+            }
+            let base = wx.at(0) * in_c + ic;
+            let mut acc = [_mm256_setzero_si256(); G];
+            for (p, wp) in w.iter().enumerate().take(pairs) {
+                let ia = taps[2 * p].0 + base;
+                let ib = if 2 * p + 1 < n {
+                    taps[2 * p + 1].0 + base
+                } else {
+                    ia
+                };
+                let (xa, xb) = if dm == 1 {
+                    debug_assert!(ia.max(ib) + 8 * G <= input.len());
+                    // SAFETY: `8 * G` adjacent channels of an input pixel inside the input.
+                    (
+                        load::<G>(input.as_ptr().add(ia)),
+                        load::<G>(input.as_ptr().add(ib)),
+                    )
+                } else {
+                    // Every lane reads input channel `ic` (`G == 1`).
+                    (
+                        _mm_set1_epi8(*input.get_unchecked(ia)),
+                        _mm_set1_epi8(*input.get_unchecked(ib)),
+                    )
+                };
+                let lo = _mm256_add_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(xa, xb)), off);
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(lo, wp[0]));
+                if G == 2 {
+                    let hi = _mm256_add_epi16(_mm256_cvtepi8_epi16(_mm_unpackhi_epi8(xa, xb)), off);
+                    acc[G - 1] = _mm256_add_epi32(acc[G - 1], _mm256_madd_epi16(hi, wp[G - 1]));
+                }
+            }
+            for (j, a) in acc.iter().enumerate() {
+                // SAFETY: `acc_out` has 16 lanes, `8 j + 8 <= 8 G <= 16`.
+                _mm256_storeu_si256(acc_out.as_mut_ptr().add(8 * j).cast(), *a);
+            }
+            let o = (out_row + out_x) * out_c + oc0;
+            requantize_row(
+                Isa::Avx2,
+                rq,
+                oc0,
+                &acc_out[..8 * G],
+                &mut output[o..o + 8 * G],
+            );
+        }
     }
 }

@@ -1,21 +1,54 @@
 //! Optimized int8 FULLY_CONNECTED: the inputs and result of
 //! [`reference::fully_connected::fully_connected_i8`](crate::interpreter::reference::fully_connected::fully_connected_i8),
-//! bit-exact.
+//! bit-exact, with the weights packed beforehand by [`pack_weights`] (the kernel packs constant
+//! weights once at prepare).
 //!
-//! Input rows are widened to `int16` `x + input_offset` in blocks on the stack, multiplied with
-//! the `[units, depth]` weights by `gemm_i8::gemm_i16_i8` (4 units × 2 rows per micro-kernel), and
-//! requantized with the reference's `multiply_by_quantized_multiplier`. Weights with a zero
+//! Input rows are widened to `int16` `x + input_offset` in blocks on the stack and multiplied
+//! with the packed `[units, depth]` weights by `gemm_i8::gemm_requant`, which requantizes into
+//! the output with the reference's `multiply_by_quantized_multiplier`. Weights with a zero
 //! point (`weights_offset != 0`, which symmetric int8 models never have) and rows longer than
-//! the block ([`PATCH_ELEMS`]) run the reference loop.
+//! the block ([`PATCH_ELEMS`]) run the reference loop (see [`packs`]).
 
-use super::conv_i8::{widen, COLS, MAX_ROWS, PATCH_ELEMS};
-use super::gemm_i8::{gemm_i16_i8, padded, zeroed_prefix};
-use super::requant_i8::{requantize_row, Requant};
+use super::conv_i8::{widen, PATCH_ELEMS};
+use super::gemm_i8::{gemm_requant, pack, packed_len, padded, zeroed_prefix, OutRows};
+use super::requant_i8::Requant;
 use super::Isa;
 use crate::interpreter::reference::fully_connected::{self as reference, FcQuant};
 use std::mem::MaybeUninit;
 
-/// int8 fully connected on the best path for this CPU.
+/// Whether [`fully_connected_i8_with`] runs the packed matrix product for rows of `depth` and
+/// weights offset `weights_offset` (else the reference loop, which needs no packed weights).
+pub fn packs(depth: usize, weights_offset: i32) -> bool {
+    weights_offset == 0 && depth > 0 && padded(depth) <= PATCH_ELEMS
+}
+
+/// Bytes of the packed `[units, depth]` weights (0 where [`packs`] is false).
+pub fn packed_weights_len(depth: usize, units: usize, weights_offset: i32) -> usize {
+    if packs(depth, weights_offset) {
+        packed_len(units, depth)
+    } else {
+        0
+    }
+}
+
+/// Packs the `[units, depth]` `weights` into `out` (`packed_weights_len` bytes).
+///
+/// # Panics
+/// If `weights` or `out` is shorter than that (a caller's bug: the kernel sizes them).
+pub fn pack_weights(
+    depth: usize,
+    units: usize,
+    weights_offset: i32,
+    weights: &[i8],
+    out: &mut [i8],
+) {
+    if packs(depth, weights_offset) {
+        pack(weights, units, depth, out);
+    }
+}
+
+/// int8 fully connected on the best path for this CPU: `packed` is `weights` packed by
+/// [`pack_weights`].
 #[allow(clippy::too_many_arguments)]
 pub fn fully_connected_i8(
     batches: usize,
@@ -23,6 +56,7 @@ pub fn fully_connected_i8(
     units: usize,
     input: &[i8],
     weights: &[i8],
+    packed: &[i8],
     bias: Option<&[i32]>,
     q: &FcQuant<'_>,
     output: &mut [i8],
@@ -34,6 +68,7 @@ pub fn fully_connected_i8(
         units,
         input,
         weights,
+        packed,
         bias,
         q,
         output,
@@ -50,20 +85,19 @@ pub fn fully_connected_i8_with(
     units: usize,
     input: &[i8],
     weights: &[i8],
+    packed: &[i8],
     bias: Option<&[i32]>,
     q: &FcQuant<'_>,
     output: &mut [i8],
 ) {
-    let stride = padded(depth);
-    if q.weights_offset != 0 || depth == 0 || stride > PATCH_ELEMS {
+    if !packs(depth, q.weights_offset) {
         reference::fully_connected_i8(batches, depth, units, input, weights, bias, q, output);
         return;
     }
-    let rows_per_block = (PATCH_ELEMS / stride).min(MAX_ROWS).min(batches.max(1));
+    let stride = padded(depth);
+    let rows_per_block = (PATCH_ELEMS / stride).min(batches.max(1));
     let mut patch = [MaybeUninit::<i16>::uninit(); PATCH_ELEMS];
-    let mut acc = [MaybeUninit::<i32>::uninit(); MAX_ROWS * COLS];
     let patch = zeroed_prefix(&mut patch, rows_per_block * stride);
-    let acc = zeroed_prefix(&mut acc, rows_per_block * COLS.min(units));
     // The kernel validates int8 zero points, so the offset fits in 16 bits.
     let offset = q.input_offset as i16;
     let rq = Requant {
@@ -81,18 +115,21 @@ pub fn fully_connected_i8_with(
             let src = &input[(b0 + r) * depth..][..depth];
             widen(src, &mut patch[r * stride..][..depth], offset);
         }
-        let patch = &patch[..rows * stride];
-        for c0 in (0..units).step_by(COLS) {
-            let nc = (units - c0).min(COLS);
-            let w = &weights[c0 * depth..(c0 + nc) * depth];
-            gemm_i16_i8(isa, patch, stride, rows, depth, w, nc, |r, c, v| {
-                acc[r * nc + c] = v
-            });
-            for r in 0..rows {
-                let out = &mut output[(b0 + r) * units + c0..][..nc];
-                requantize_row(isa, &rq, c0, &acc[r * nc..(r + 1) * nc], out);
-            }
-        }
+        let out = OutRows {
+            out: &mut output[b0 * units..(b0 + rows) * units],
+            stride: units,
+        };
+        gemm_requant(
+            isa,
+            &patch[..rows * stride],
+            stride,
+            rows,
+            depth,
+            packed,
+            units,
+            &rq,
+            out,
+        );
         b0 += rows;
     }
 }

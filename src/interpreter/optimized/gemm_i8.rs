@@ -1,23 +1,38 @@
-//! The int8 matrix product under the optimized convolution and fully connected layers:
-//! `rows` int16 activation rows (already `x + input_offset`) times `n` int8 weight rows, with
-//! 32-bit wrapping accumulators (exact, and equal to the reference's in any summation order).
+//! The int8 matrix product under the optimized convolution and fully connected layers, with the
+//! output stage fused: `rows` int16 activation rows (already `x + input_offset`) times `n` int8
+//! weight rows, 32-bit wrapping accumulators (exact, and equal to the reference's in any
+//! summation order), each tile of accumulators requantized straight into the output rows.
 //!
-//! Blocking: 4 weight rows × 2 activation rows per micro-kernel (8 accumulators), weight rows
-//! outermost so a 4-row weight block is reused from L1 by every activation row of the call. The
-//! AVX2 kernel widens 16 weights to int16 (`vpmovsxbw`) and multiplies with `vpmaddwd`, whose
-//! pair sums stay exact: `|w * x| ≤ 128 * 255`, so a pair is far inside `i32`. (`vpmaddubsw`
-//! would need unsigned activations and saturates its int16 pair sums, so it is not exact.)
+//! Weights are packed once (at prepare for constant weights) into panels of [`PANEL`] output
+//! channels: for each pair of depth positions `(2j, 2j + 1)` a panel holds 16 bytes, channel by
+//! channel `w[c][2j], w[c][2j + 1]`, zero past the last channel and past `k`. A step of the
+//! micro-kernel widens one panel's 16 bytes to int16 (`vpmovsxbw`, eight channels × two depths),
+//! broadcasts one activation pair (`x[2j], x[2j + 1]`, one 32-bit load) and multiplies with
+//! `vpmaddwd`: lane `c` gets `w[c][2j] x[2j] + w[c][2j + 1] x[2j + 1]`, so the accumulators hold
+//! whole output channels (no horizontal sums) and go to the vectorized requantization as they
+//! are. Pair sums stay exact: `|w x| ≤ 128 * 255`. (`vpmaddubsw` needs unsigned activations and
+//! saturates its int16 pair sums, so it is not exact.)
+//!
+//! Tile: up to [`TILE_ROWS`] activation rows × 2 panels (16 channels): 12 accumulators, 2
+//! weight registers and one broadcast fill the 16 AVX2 registers, and each weight load feeds 6
+//! multiplies. Channel tiles are outermost so a 16-channel slice of the weights (16 `k` bytes)
+//! stays in L1 while every row of the call passes it; the caller sizes its row block for L2.
+//! The packed copy is the weights rounded up to 8 channels and an even depth: at most
+//! `7 * k + n` bytes more than the weights.
 
+use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use std::mem::MaybeUninit;
 
-/// Lanes of one step; activation rows are padded with zeros to a multiple of it.
-pub(crate) const STEP: usize = 16;
+/// Output channels per packed panel (one AVX2 register of `i32` accumulators).
+pub(crate) const PANEL: usize = 8;
+/// Activation rows per micro-kernel tile at most.
+pub(crate) const TILE_ROWS: usize = 6;
 
-/// `k` rounded up to [`STEP`]: the row stride the activation rows need.
+/// `k` rounded up to even: the shortest row stride of the activation rows.
 #[inline]
 pub(crate) fn padded(k: usize) -> usize {
-    k.div_ceil(STEP) * STEP
+    k.div_ceil(2) * 2
 }
 
 /// The first `n` elements of `buf`, zeroed: stack buffers are sized for the largest layer, and
@@ -31,97 +46,144 @@ pub(crate) fn zeroed_prefix<T: Copy + Default>(buf: &mut [MaybeUninit<T>], n: us
     unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
-/// Calls `finish(row, col, acc)` for every `row < rows`, `col < n` with
-/// `acc = sum_i a[row * a_stride + i] * w[col * k + i]` over `i < k` (wrapping `i32`).
-///
-/// `a` holds `rows` rows of stride `a_stride >= padded(k)`, each zero in `k..padded(k)`.
+/// Length of the packed form of `n` weight rows of depth `k`.
+pub(crate) fn packed_len(n: usize, k: usize) -> usize {
+    n.div_ceil(PANEL) * PANEL * padded(k)
+}
+
+/// Packs `n` weight rows of depth `k` (`w[c * k + i]`) into `out` (`packed_len(n, k)` bytes).
 ///
 /// # Panics
-/// If `a` or `w` is shorter than that (a caller's bug: the kernels size them).
+/// If `w` or `out` is shorter than that (a caller's bug: the kernels size them).
+pub(crate) fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8]) {
+    let pairs = padded(k) / 2;
+    let out = &mut out[..packed_len(n, k)];
+    out.fill(0);
+    for c in 0..n {
+        let (panel, lane) = (c / PANEL, c % PANEL);
+        let row = &w[c * k..(c + 1) * k];
+        for (i, &v) in row.iter().enumerate() {
+            out[(panel * pairs + i / 2) * 2 * PANEL + lane * 2 + i % 2] = v;
+        }
+    }
+}
+
+/// Where the requantized rows go: row `r` of the call at `out[r * stride..][..n]`.
+pub(crate) struct OutRows<'a> {
+    /// The output rows.
+    pub out: &'a mut [i8],
+    /// Distance between rows.
+    pub stride: usize,
+}
+
+/// `out` row `r`, channel `c` = the output stage `rq` of
+/// `sum_i a[r * a_stride + i] * w[c][i]` over `i < k` (wrapping `i32`), for `r < rows`, `c < n`,
+/// with `w` packed by [`pack`] into `packed`.
+///
+/// `a` holds `rows` rows of stride `a_stride >= padded(k)` (the element at `k` of a row with odd
+/// `k` may hold anything: its weight is zero).
+///
+/// # Panics
+/// If `k == 0` or a slice is shorter than that (a caller's bug: the kernels check both).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn gemm_i16_i8(
+pub(crate) fn gemm_requant(
     isa: Isa,
     a: &[i16],
     a_stride: usize,
     rows: usize,
     k: usize,
-    w: &[i8],
+    packed: &[i8],
     n: usize,
-    mut finish: impl FnMut(usize, usize, i32),
+    rq: &Requant<'_>,
+    out: OutRows<'_>,
 ) {
     if rows == 0 || n == 0 {
         return;
     }
+    assert!(k > 0, "an empty product has no packed weights");
     assert!(a_stride >= padded(k) && a.len() >= (rows - 1) * a_stride + padded(k));
-    assert!(w.len() >= n * k);
+    assert!(packed.len() >= packed_len(n, k));
+    assert!(out.out.len() >= (rows - 1) * out.stride + n && out.stride >= n);
+    let mut tile = |r0: usize, c0: usize, acc: &[[i32; 2 * PANEL]], nc: usize| {
+        for (r, acc) in acc.iter().enumerate() {
+            let o = &mut out.out[(r0 + r) * out.stride + c0..][..nc];
+            requantize_row(isa, rq, c0, &acc[..nc], o);
+        }
+    };
     match isa.supported() {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
             // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2; the slice
             // lengths were checked above.
-            unsafe { avx2::gemm(a, a_stride, rows, k, w, n, &mut finish) }
+            unsafe { avx2::gemm(a, a_stride, rows, k, packed, n, &mut tile) }
         }
-        _ => portable::gemm(a, a_stride, rows, k, w, n, &mut finish),
+        _ => portable::gemm(a, a_stride, rows, k, packed, n, &mut tile),
     }
 }
 
-/// Column blocks of 4 weight rows (outer), row blocks of 2 activation rows (inner), then the
-/// tails: `block(r0, c0, nr, nc)` covers rows `r0..r0 + nr` and columns `c0..c0 + nc`.
+/// Channel tiles of 2 panels (outer, 1 panel for an odd last one), row tiles of
+/// [`TILE_ROWS`] (inner): `block(r0, panel0, nr, panels)`.
 #[inline(always)]
-fn for_blocks(rows: usize, n: usize, mut block: impl FnMut(usize, usize, usize, usize)) {
-    let mut c0 = 0;
-    while c0 < n {
-        let nc = if n - c0 >= 4 { 4 } else { 1 };
+fn for_tiles(rows: usize, n: usize, mut block: impl FnMut(usize, usize, usize, usize)) {
+    let panels = n.div_ceil(PANEL);
+    let mut p0 = 0;
+    while p0 < panels {
+        let np = (panels - p0).min(2);
         let mut r0 = 0;
         while r0 < rows {
-            let nr = (rows - r0).min(2);
-            block(r0, c0, nr, nc);
+            let nr = (rows - r0).min(TILE_ROWS);
+            block(r0, p0, nr, np);
             r0 += nr;
         }
-        c0 += nc;
+        p0 += np;
     }
 }
 
+/// The accumulators a tile hands to the output stage: `TILE_ROWS` rows of 16 channels.
+type TileAcc = [[i32; 2 * PANEL]; TILE_ROWS];
+
 mod portable {
-    use super::for_blocks;
+    use super::{for_tiles, padded, TileAcc, PANEL, TILE_ROWS};
 
-    /// Lanes of the portable accumulators (8 `i32` = two SSE registers per accumulator, so a
-    /// 2 × 4 block fits the 16 registers of x86-64's baseline).
-    const L: usize = 8;
-
-    /// One block with `R` × `C` fixed so the compiler unrolls and vectorizes the lanes.
+    /// One tile with `R` rows × `P` panels fixed so the compiler unrolls and vectorizes.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn block<const R: usize, const C: usize>(
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    fn block<const R: usize, const P: usize>(
         a: &[i16],
         a_stride: usize,
         k: usize,
-        w: &[i8],
+        packed: &[i8],
         r0: usize,
-        c0: usize,
-        finish: &mut impl FnMut(usize, usize, i32),
+        p0: usize,
+        acc_out: &mut TileAcc,
     ) {
-        let mut acc = [[[0i32; L]; C]; R];
-        let full = k / L * L;
-        for i in (0..full).step_by(L) {
-            for c in 0..C {
-                let wv: &[i8; L] = w[(c0 + c) * k + i..][..L].try_into().unwrap();
-                for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let xv: &[i16; L] = a[(r0 + r) * a_stride + i..][..L].try_into().unwrap();
-                    for l in 0..L {
-                        acc_r[c][l] = acc_r[c][l].wrapping_add(i32::from(wv[l]) * i32::from(xv[l]));
+        let pairs = padded(k) / 2;
+        let mut acc = [[[0i32; PANEL]; P]; R];
+        for j in 0..pairs {
+            let mut w = [[0i32; 2 * PANEL]; P];
+            for p in 0..P {
+                let src: &[i8; 2 * PANEL] = packed[((p0 + p) * pairs + j) * 2 * PANEL..]
+                    [..2 * PANEL]
+                    .try_into()
+                    .unwrap();
+                for l in 0..2 * PANEL {
+                    w[p][l] = i32::from(src[l]);
+                }
+            }
+            for r in 0..R {
+                let at = (r0 + r) * a_stride + 2 * j;
+                let (x0, x1) = (i32::from(a[at]), i32::from(a[at + 1]));
+                for p in 0..P {
+                    for c in 0..PANEL {
+                        let s = w[p][2 * c] * x0 + w[p][2 * c + 1] * x1;
+                        acc[r][p][c] = acc[r][p][c].wrapping_add(s);
                     }
                 }
             }
         }
-        for (r, acc_r) in acc.iter().enumerate() {
-            for (c, lanes) in acc_r.iter().enumerate() {
-                let mut s = lanes.iter().fold(0i32, |s, &v| s.wrapping_add(v));
-                for i in full..k {
-                    let x = i32::from(a[(r0 + r) * a_stride + i]);
-                    s = s.wrapping_add(x * i32::from(w[(c0 + c) * k + i]));
-                }
-                finish(r0 + r, c0 + c, s);
+        for r in 0..R {
+            for p in 0..P {
+                acc_out[r][p * PANEL..(p + 1) * PANEL].copy_from_slice(&acc[r][p]);
             }
         }
     }
@@ -131,127 +193,114 @@ mod portable {
         a_stride: usize,
         rows: usize,
         k: usize,
-        w: &[i8],
+        packed: &[i8],
         n: usize,
-        finish: &mut impl FnMut(usize, usize, i32),
+        tile: &mut impl FnMut(usize, usize, &[[i32; 2 * PANEL]], usize),
     ) {
-        for_blocks(rows, n, |r0, c0, nr, nc| match (nr, nc) {
-            (2, 4) => block::<2, 4>(a, a_stride, k, w, r0, c0, finish),
-            (1, 4) => block::<1, 4>(a, a_stride, k, w, r0, c0, finish),
-            (2, _) => block::<2, 1>(a, a_stride, k, w, r0, c0, finish),
-            _ => block::<1, 1>(a, a_stride, k, w, r0, c0, finish),
+        let mut acc: TileAcc = [[0; 2 * PANEL]; TILE_ROWS];
+        for_tiles(rows, n, |r0, p0, nr, np| {
+            macro_rules! run {
+                ($($r:literal),*) => {
+                    match (nr, np) {
+                        $(($r, 2) => block::<$r, 2>(a, a_stride, k, packed, r0, p0, &mut acc),
+                          ($r, _) => block::<$r, 1>(a, a_stride, k, packed, r0, p0, &mut acc),)*
+                        _ => unreachable!("row tiles have 1..=TILE_ROWS rows"),
+                    }
+                };
+            }
+            run!(1, 2, 3, 4, 5, 6);
+            let nc = (n - p0 * PANEL).min(np * PANEL);
+            tile(r0, p0 * PANEL, &acc[..nr], nc);
         });
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{for_blocks, padded, STEP};
+    use super::{for_tiles, padded, TileAcc, PANEL, TILE_ROWS};
     use std::arch::x86_64::*;
 
-    /// Sum of the eight `i32` lanes (wrapping).
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn hsum(v: __m256i) -> i32 {
-        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        _mm_cvtsi128_si32(s)
-    }
-
-    /// Sums of the lanes of `a`, `b`, `c`, `d` (wrapping).
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn hsum4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> [i32; 4] {
-        let h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-        let s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
-        let mut out = [0i32; 4];
-        _mm_storeu_si128(out.as_mut_ptr().cast(), s);
-        out
-    }
-
-    /// 16 weights of row `row` from `i`, widened to int16. Lanes past `k` (in the last, partial
-    /// step) may hold the next row's weights: they meet the zero padding of the activation
-    /// rows and add nothing. Only where 16 bytes would leave `w` does the step load from a
-    /// zero-padded copy.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn weights(w: &[i8], row: usize, k: usize, i: usize) -> __m256i {
-        let start = row * k + i;
-        if start + STEP <= w.len() {
-            // SAFETY: just checked.
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(w.as_ptr().add(start).cast()))
-        } else {
-            let mut tail = [0i8; STEP];
-            let end = row * k + k;
-            tail[..end - start].copy_from_slice(&w[start..end]);
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(tail.as_ptr().cast()))
-        }
-    }
-
-    /// One block of `R` activation rows × `C` weight rows (indexed loops over the register
-    /// arrays: `R` and `C` are constants the compiler unrolls).
+    /// One tile of `R` activation rows × `P` panels (indexed loops over the register arrays:
+    /// `R` and `P` are constants the compiler unrolls).
+    ///
+    /// # Safety
+    /// The CPU supports AVX2; rows `r0..r0 + R` of `a` have `padded(k)` readable elements and
+    /// panels `p0..p0 + P` exist in `packed` (checked by `gemm_requant`).
     #[inline]
     #[target_feature(enable = "avx2")]
     #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-    unsafe fn block<const R: usize, const C: usize>(
+    unsafe fn block<const R: usize, const P: usize>(
         a: &[i16],
         a_stride: usize,
         k: usize,
-        w: &[i8],
+        packed: &[i8],
         r0: usize,
-        c0: usize,
-        finish: &mut impl FnMut(usize, usize, i32),
+        p0: usize,
+        acc_out: &mut TileAcc,
     ) {
-        let mut acc = [[_mm256_setzero_si256(); C]; R];
-        let mut x = [_mm256_setzero_si256(); R];
-        let mut i = 0;
-        while i < padded(k) {
-            for r in 0..R {
-                // SAFETY: row `r0 + r` has `padded(k)` readable elements from its start
-                // (checked by `gemm_i16_i8`) and `i + 16 <= padded(k)`.
-                x[r] = _mm256_loadu_si256(a.as_ptr().add((r0 + r) * a_stride + i).cast());
+        let pairs = padded(k) / 2;
+        let mut acc = [[_mm256_setzero_si256(); P]; R];
+        let mut wp = [packed.as_ptr(); P];
+        for p in 0..P {
+            wp[p] = packed.as_ptr().add((p0 + p) * pairs * 2 * PANEL);
+        }
+        let mut ap = [a.as_ptr(); R];
+        for r in 0..R {
+            ap[r] = a.as_ptr().add((r0 + r) * a_stride);
+        }
+        for j in 0..pairs {
+            let mut w = [_mm256_setzero_si256(); P];
+            for p in 0..P {
+                // SAFETY: panel `p0 + p` has `pairs` steps of 16 bytes.
+                w[p] = _mm256_cvtepi8_epi16(_mm_loadu_si128(wp[p].add(j * 2 * PANEL).cast()));
             }
-            for c in 0..C {
-                let wv = weights(w, c0 + c, k, i);
-                for r in 0..R {
-                    acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(wv, x[r]));
+            for r in 0..R {
+                // SAFETY: `2 j + 1 < padded(k)`, inside the row.
+                let x = _mm256_set1_epi32(ap[r].add(2 * j).cast::<i32>().read_unaligned());
+                for p in 0..P {
+                    acc[r][p] = _mm256_add_epi32(acc[r][p], _mm256_madd_epi16(w[p], x));
                 }
             }
-            i += STEP;
         }
         for r in 0..R {
-            if C == 4 {
-                let s = hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-                for (c, &v) in s.iter().enumerate() {
-                    finish(r0 + r, c0 + c, v);
-                }
-            } else {
-                for c in 0..C {
-                    finish(r0 + r, c0 + c, hsum(acc[r][c]));
-                }
+            for p in 0..P {
+                // SAFETY: `acc_out[r]` has 16 `i32`, `p * 8 + 8 <= 16`.
+                _mm256_storeu_si256(acc_out[r].as_mut_ptr().add(p * PANEL).cast(), acc[r][p]);
             }
         }
     }
 
     /// # Safety
-    /// The CPU supports AVX2; `a` and `w` have the lengths `gemm_i16_i8` checks.
+    /// The CPU supports AVX2; `a` and `packed` have the lengths `gemm_requant` checks.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn gemm(
         a: &[i16],
         a_stride: usize,
         rows: usize,
         k: usize,
-        w: &[i8],
+        packed: &[i8],
         n: usize,
-        finish: &mut impl FnMut(usize, usize, i32),
+        tile: &mut impl FnMut(usize, usize, &[[i32; 2 * PANEL]], usize),
     ) {
-        for_blocks(rows, n, |r0, c0, nr, nc| match (nr, nc) {
-            // SAFETY: as for `gemm` (the closure runs inside it).
-            (2, 4) => unsafe { block::<2, 4>(a, a_stride, k, w, r0, c0, finish) },
-            (1, 4) => unsafe { block::<1, 4>(a, a_stride, k, w, r0, c0, finish) },
-            (2, _) => unsafe { block::<2, 1>(a, a_stride, k, w, r0, c0, finish) },
-            _ => unsafe { block::<1, 1>(a, a_stride, k, w, r0, c0, finish) },
+        let mut acc: TileAcc = [[0; 2 * PANEL]; TILE_ROWS];
+        for_tiles(rows, n, |r0, p0, nr, np| {
+            macro_rules! run {
+                ($($r:literal),*) => {
+                    match (nr, np) {
+                        // SAFETY: as for `gemm` (the closure runs inside it).
+                        $(($r, 2) => unsafe {
+                            block::<$r, 2>(a, a_stride, k, packed, r0, p0, &mut acc)
+                        },
+                        ($r, _) => unsafe {
+                            block::<$r, 1>(a, a_stride, k, packed, r0, p0, &mut acc)
+                        },)*
+                        _ => unreachable!("row tiles have 1..=TILE_ROWS rows"),
+                    }
+                };
+            }
+            run!(1, 2, 3, 4, 5, 6);
+            let nc = (n - p0 * PANEL).min(np * PANEL);
+            tile(r0, p0 * PANEL, &acc[..nr], nc);
         });
     }
 }

@@ -44,7 +44,9 @@ impl Requant<'_> {
     }
 }
 
-/// `out[i]` = the output value of accumulator `acc[i]` of channel `c0 + i`.
+/// `out[i]` = the output value of accumulator `acc[i]` of channel `c0 + i`. Inlined, so AVX2
+/// callers that run it once per small tile keep its constants in registers.
+#[inline]
 pub(crate) fn requantize_row(isa: Isa, rq: &Requant<'_>, c0: usize, acc: &[i32], out: &mut [i8]) {
     let n = acc.len().min(out.len());
     let done = match isa.supported() {
@@ -81,6 +83,7 @@ mod avx2 {
     ///
     /// # Safety
     /// The CPU supports AVX2.
+    #[inline]
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn requantize(
         rq: &Requant<'_>,

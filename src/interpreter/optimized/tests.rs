@@ -1,11 +1,12 @@
 //! The optimized int8 functions against the reference, bit for bit, on every path this CPU
 //! can run, over random geometries (padding, strides, dilation, depth multipliers, odd channel
 //! counts), quantization (per tensor and per channel, every input offset, fused activation
-//! ranges) and the fallbacks (grouped convolutions, long windows, weight zero points).
+//! ranges), the packed matrix product's tiles (row and channel tails, pointwise rows read in
+//! place, odd depths) and the fallbacks (grouped convolutions, long windows, weight zero points).
 
-use super::conv_i8::{conv_i8_with, PATCH_ELEMS};
+use super::conv_i8::{conv_i8_with, pack_filter, packed_filter_len, PATCH_ELEMS};
 use super::depthwise_i8::{depthwise_conv_i8_with, MAX_CHANNELS};
-use super::fully_connected_i8::fully_connected_i8_with;
+use super::fully_connected_i8::{fully_connected_i8_with, pack_weights, packed_weights_len};
 use super::Isa;
 use crate::interpreter::reference::conv::testutil::{random_window, Rng};
 use crate::interpreter::reference::conv::{conv_i8, ConvGeometry, ConvQuant};
@@ -91,16 +92,18 @@ fn check_conv(r: &mut Rng, g: &ConvGeometry) {
     let b = bias(r, g.out_c);
     let mut want = vec![0i8; g.output_len()];
     conv_i8(g, &input, &filter, b.as_deref(), &q, &mut want);
+    let mut packed = vec![0i8; packed_filter_len(g)];
+    pack_filter(g, &filter, &mut packed);
     for &isa in Isa::available() {
         let mut got = vec![0i8; g.output_len()];
-        conv_i8_with(isa, g, &input, &filter, b.as_deref(), &q, &mut got);
+        conv_i8_with(isa, g, &input, &filter, &packed, b.as_deref(), &q, &mut got);
         assert_eq!(got, want, "{isa:?} {g:?} offset {}", q.input_offset);
     }
 }
 
 #[test]
 fn conv_matches_reference_on_random_windows() {
-    let mut r = Rng(0x15_c0ffee);
+    let mut r = Rng::new(0x15_c0ffee);
     for _ in 0..400 {
         let mut g = random_window(&mut r);
         g.in_c = [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 40][r.pick(0, 10)];
@@ -113,7 +116,7 @@ fn conv_matches_reference_on_random_windows() {
 
 #[test]
 fn conv_matches_reference_on_model_like_shapes() {
-    let mut r = Rng(77);
+    let mut r = Rng::new(77);
     // (in, channels, out channels, filter, stride, dilation, pad): pointwise, SAME 3x3 with
     // stride 2, dilated, a 1xN audio filter, a first layer on 3 channels.
     let shapes = [
@@ -150,9 +153,47 @@ fn conv_matches_reference_on_model_like_shapes() {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    /// Pointwise layers read their rows from the input pixels (in one run when the depth is
+    /// even); many pixels and channels exercise every row tile (1..=6 rows) with one and two
+    /// panels.
+    #[test]
+    fn pointwise_conv_matches_reference(
+        batches in 1usize..3,
+        h in 1usize..9,
+        w in 1usize..9,
+        in_c in 1usize..70,
+        out_c in 1usize..70,
+        seed in any::<u64>(),
+    ) {
+        let g = ConvGeometry {
+            batches,
+            in_h: h,
+            in_w: w,
+            in_c,
+            out_h: h,
+            out_w: w,
+            out_c,
+            filter_h: 1,
+            filter_w: 1,
+            filter_depth: in_c,
+            stride_h: 1,
+            stride_w: 1,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h: 0,
+            pad_w: 0,
+            depth_multiplier: 1,
+        };
+        check_conv(&mut Rng::new(seed), &g);
+    }
+}
+
 #[test]
 fn conv_fallbacks_match_reference() {
-    let mut r = Rng(5);
+    let mut r = Rng::new(5);
     // Grouped convolution: 2 groups of 3 input channels.
     let mut g = random_window(&mut r);
     (g.in_c, g.filter_depth, g.out_c, g.depth_multiplier) = (6, 3, 4, 1);
@@ -197,7 +238,7 @@ fn check_depthwise(r: &mut Rng, g: &ConvGeometry) {
 
 #[test]
 fn depthwise_matches_reference_on_random_windows() {
-    let mut r = Rng(0xd3);
+    let mut r = Rng::new(0xd3);
     for _ in 0..400 {
         let mut g = random_window(&mut r);
         g.in_c = [1, 2, 3, 5, 8, 15, 16, 17, 32, 33, 47][r.pick(0, 10)];
@@ -214,6 +255,55 @@ fn depthwise_matches_reference_on_random_windows() {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    /// Larger images, so most pixels are interior: the AVX2 rows of 8-channel groups (depth
+    /// multiplier 1 or a multiple of 8, up to 80 taps with 5 × 5, 4 × 8 and 10 × 8 windows, odd
+    /// tap counts) next to the border pixels of the generic loop.
+    #[test]
+    fn depthwise_interior_rows_match_reference(
+        hw in 6usize..20,
+        groups in 1usize..6,
+        dm in prop_oneof![Just(1usize), Just(8), Just(16)],
+        (fh, fw) in prop_oneof![
+            Just((3usize, 3usize)),
+            Just((5, 5)),
+            Just((4, 8)),
+            Just((1, 3)),
+            Just((10, 8)),
+        ],
+        stride in 1usize..3,
+        same in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let in_c = if dm == 1 { groups * 8 } else { groups };
+        let (pad_h, pad_w) = if same { ((fh - 1) / 2, (fw - 1) / 2) } else { (0, 0) };
+        let out = |n: usize, f: usize, p: usize| (n + 2 * p).saturating_sub(f) / stride + 1;
+        prop_assume!(hw + 2 * pad_w >= fw && hw + 2 * pad_h >= fh);
+        let g = ConvGeometry {
+            batches: 1,
+            in_h: hw,
+            in_w: hw + 3,
+            in_c,
+            out_h: out(hw, fh, pad_h),
+            out_w: out(hw + 3, fw, pad_w),
+            out_c: in_c * dm,
+            filter_h: fh,
+            filter_w: fw,
+            filter_depth: 1,
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h,
+            pad_w,
+            depth_multiplier: dm,
+        };
+        check_depthwise(&mut Rng::new(seed), &g);
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
@@ -224,7 +314,7 @@ proptest! {
         seed in any::<u64>(),
         weights_zero_point in prop_oneof![4 => Just(0i32), 1 => -128i32..=127],
     ) {
-        let mut r = Rng(seed | 1);
+        let mut r = Rng::new(seed);
         let input = r.i8s(batches * depth);
         let weights = r.i8s(units * depth);
         let qq = Quant::random(&mut r, units);
@@ -242,10 +332,12 @@ proptest! {
         let b = bias(&mut r, units);
         let mut want = vec![0i8; batches * units];
         fully_connected_i8(batches, depth, units, &input, &weights, b.as_deref(), &q, &mut want);
+        let mut packed = vec![0i8; packed_weights_len(depth, units, q.weights_offset)];
+        pack_weights(depth, units, q.weights_offset, &weights, &mut packed);
         for &isa in Isa::available() {
             let mut got = vec![0i8; batches * units];
             fully_connected_i8_with(
-                isa, batches, depth, units, &input, &weights, b.as_deref(), &q, &mut got,
+                isa, batches, depth, units, &input, &weights, &packed, b.as_deref(), &q, &mut got,
             );
             prop_assert_eq!(&got, &want, "{:?}", isa);
         }
@@ -254,7 +346,7 @@ proptest! {
 
 #[test]
 fn fully_connected_long_rows_fall_back() {
-    let mut r = Rng(9);
+    let mut r = Rng::new(9);
     let (batches, depth, units) = (2, PATCH_ELEMS + 5, 3);
     let input = r.i8s(batches * depth);
     let weights = r.i8s(units * depth);
@@ -270,10 +362,20 @@ fn fully_connected_long_rows_fall_back() {
     };
     let mut want = vec![0i8; batches * units];
     fully_connected_i8(batches, depth, units, &input, &weights, None, &q, &mut want);
+    assert_eq!(packed_weights_len(depth, units, 0), 0);
     for &isa in Isa::available() {
         let mut got = vec![0i8; batches * units];
         fully_connected_i8_with(
-            isa, batches, depth, units, &input, &weights, None, &q, &mut got,
+            isa,
+            batches,
+            depth,
+            units,
+            &input,
+            &weights,
+            &[],
+            None,
+            &q,
+            &mut got,
         );
         assert_eq!(got, want, "{isa:?}");
     }
@@ -303,7 +405,7 @@ proptest! {
     ) {
         use super::requant_i8::{requantize_row, Requant};
         prop_assume!(c0 + acc.len() > 0);
-        let mut r = Rng(seed | 1);
+        let mut r = Rng::new(seed);
         let channels = c0 + acc.len();
         let mut mults: Vec<i32> = (0..channels)
             .map(|_| match r.pick(0, 5) {

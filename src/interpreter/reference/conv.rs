@@ -389,18 +389,15 @@ pub fn conv_i16<A: Accum16>(
 pub(crate) mod testutil {
     use super::ConvGeometry;
 
-    /// xorshift64*.
-    pub struct Rng(pub u64);
+    /// The crate's test generator with the value helpers these tests use.
+    pub struct Rng(crate::test_support::Rng);
     impl Rng {
-        pub fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        pub fn new(seed: u64) -> Self {
+            Self(crate::test_support::Rng::new(seed))
         }
         /// Uniform in `lo..=hi`.
         pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-            lo + (self.next() % (hi - lo + 1) as u64) as i64
+            lo + self.0.below((hi - lo + 1) as u64) as i64
         }
         pub fn pick(&mut self, lo: usize, hi: usize) -> usize {
             self.range(lo as i64, hi as i64) as usize
@@ -482,7 +479,7 @@ mod tests {
 
     #[test]
     fn clipped_window_matches_tap_tests() {
-        let mut r = Rng(7);
+        let mut r = Rng::new(7);
         for _ in 0..2000 {
             let g = random_window(&mut r);
             for oy in 0..g.out_h {
@@ -495,7 +492,7 @@ mod tests {
 
     #[test]
     fn random_shapes_match_tap_by_tap_loop() {
-        let mut r = Rng(42);
+        let mut r = Rng::new(42);
         for _ in 0..300 {
             let mut g = random_window(&mut r);
             g.filter_depth = r.pick(1, 5);

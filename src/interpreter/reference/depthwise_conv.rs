@@ -220,7 +220,7 @@ mod tests {
 
     #[test]
     fn random_shapes_match_tap_by_tap_loop() {
-        let mut r = Rng(3);
+        let mut r = Rng::new(3);
         for _ in 0..300 {
             let mut g = random_window(&mut r);
             g.in_c = r.pick(1, 5);
