@@ -7,8 +7,9 @@
 //! after `run` returns, so a missing happens-before edge between a worker's task and the
 //! caller's return is reported as a data race; a task counter proves each runs exactly once per
 //! round, and the second round's values prove no task ran with the first round's job. With the
-//! `left` hand-off made `Relaxed` it fails (a causality violation on an output cell); an earlier
-//! design in which a worker could join a round late deadlocked here.
+//! worker's leaving RMW on the gate made `Relaxed` it fails (a causality violation on an output
+//! cell). The worker may enter either round or find a round already closed (the caller ran
+//! both tasks); loom explores all three.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom cargo test
 //! --release --test loom_threads`.

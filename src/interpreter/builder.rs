@@ -80,9 +80,11 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
     }
 
     /// Runs kernels on `n` threads: the invoking thread and `n - 1` workers created at build
-    /// (LiteRT's `num_threads`). Kernels that split their work (convolutions and matrix
-    /// products of the optimized set) use them; invoke still performs no heap allocation on any
-    /// thread. Default 1; 0 is an error at build.
+    /// (LiteRT's `num_threads`). Kernels that split their work (the optimized set's float
+    /// convolutions, depthwise and fully connected layers; TRANSPOSE_CONV, PRELU, float
+    /// MAX_POOL_2D) use them, with the same bits as on one thread; each extra thread adds one
+    /// im2col block to the scratch ([`Interpreter::arena_needs_threads`]). Invoke still performs
+    /// no heap allocation on any thread. Default 1; 0 is an error at build.
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = n;
         self
@@ -95,7 +97,7 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 "threads must be at least 1 (the invoking thread), got 0".into(),
             ));
         }
-        let staged = stage(self.model, &self.resolver)?;
+        let staged = stage(self.model, &self.resolver, self.threads)?;
         let mut interp = finish(
             Arc::new(self.model.clone()),
             self.resolver,
@@ -263,8 +265,14 @@ fn kernel_error(node: &NodeInfo, phase: Phase, e: super::KernelError) -> Interpr
 }
 
 /// Init, prepare (with prepare-time evaluation of constant ops) and head planning.
-pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, InterpreterError> {
-    stage_with(model, &|_| resolver)
+/// `threads` is the number of kernel threads invoke will run with (kernels size per-thread
+/// scratch by it, [`PrepareContext::threads`]).
+pub(crate) fn stage(
+    model: &Model,
+    resolver: &OpResolver,
+    threads: usize,
+) -> Result<Staged, InterpreterError> {
+    stage_with(model, &|_| resolver, threads)
 }
 
 /// [`stage`] with a resolver per node (`resolver_of(node index)`): a partition's memory space
@@ -272,6 +280,7 @@ pub(crate) fn stage(model: &Model, resolver: &OpResolver) -> Result<Staged, Inte
 pub(crate) fn stage_with<'r>(
     model: &Model,
     resolver_of: &dyn Fn(usize) -> &'r OpResolver,
+    threads: usize,
 ) -> Result<Staged, InterpreterError> {
     model.validate()?;
     let lifetimes = Lifetimes::compute(
@@ -401,6 +410,7 @@ pub(crate) fn stage_with<'r>(
                 constant: &constant,
                 temp: &mut temp,
                 temp_peak: &mut temp_peak,
+                threads,
             };
             reg.kernel
                 .prepare(&mut ctx)

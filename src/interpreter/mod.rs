@@ -169,13 +169,24 @@ impl<'a> Interpreter<'a> {
         Ok(Self::arena_needs(model, resolver)?.total_bytes)
     }
 
-    /// What `model` needs of an arena with `resolver`'s kernels, by part (init, prepare and
-    /// planning run; no arena is made).
+    /// What `model` needs of an arena with `resolver`'s kernels on one kernel thread, by part
+    /// (init, prepare and planning run; no arena is made).
     pub fn arena_needs(
         model: &Model,
         resolver: &OpResolver,
     ) -> Result<ArenaNeeds, InterpreterError> {
-        let staged = builder::stage(model, resolver)?;
+        Self::arena_needs_threads(model, resolver, 1)
+    }
+
+    /// [`arena_needs`](Self::arena_needs) for an interpreter built with
+    /// [`InterpreterBuilder::threads`]`(threads)`: kernels that give each thread its own
+    /// scratch (im2col blocks) request `threads` copies, so the scratch can be larger.
+    pub fn arena_needs_threads(
+        model: &Model,
+        resolver: &OpResolver,
+        threads: usize,
+    ) -> Result<ArenaNeeds, InterpreterError> {
+        let staged = builder::stage(model, resolver, threads.max(1))?;
         Ok(ArenaNeeds {
             total_bytes: staged.arena_bytes()?,
             head_bytes: staged.plan.head_bytes(),
@@ -219,7 +230,8 @@ impl<'a> Interpreter<'a> {
         }
         let model = Arc::new(builder::resized_model(&self.model, t, dims)?);
         let resolver = self.resolver.clone();
-        let staged = builder::stage(&model, &resolver)?;
+        let threads = self.threads.as_ref().map_or(1, |p| p.threads());
+        let staged = builder::stage(&model, &resolver, threads)?;
         let fresh = match &self.rebuild {
             builder::Rebuild::Allocator(a) => {
                 builder::finish(model, resolver, staged, ArenaSource::Allocator(a.clone()))?

@@ -92,3 +92,13 @@ impl Signal {
         self.cv.notify_all();
     }
 }
+
+/// `native.rs`'s bounded spin, as two polls with a loom yield between them (the time budget
+/// is ignored: loom explores the interleavings of both the spin and the blocking fallback).
+pub fn spin_until(_budget: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+    if done() {
+        return true;
+    }
+    loom::thread::yield_now();
+    done()
+}

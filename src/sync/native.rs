@@ -76,3 +76,25 @@ impl Signal {
         self.cv.notify_all();
     }
 }
+
+/// Polls `done()` for up to `budget` (with the CPU's spin-wait hint between polls, and a
+/// `sched_yield` every 64 polls) and returns whether it became true. Never blocks or
+/// allocates: for hand-offs expected within microseconds, before falling back to
+/// [`Signal::wait_until`]. The yield matters when the thread that will make `done()` true
+/// shares this CPU (the OS put both on one core): without it, that thread would wait for this
+/// one's whole budget before it runs.
+pub fn spin_until(budget: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        for _ in 0..64 {
+            if done() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= budget {
+            return done();
+        }
+        std::thread::yield_now();
+    }
+}

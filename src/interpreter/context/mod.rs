@@ -349,9 +349,16 @@ pub struct PrepareContext<'a> {
     pub(crate) constant: &'a dyn Fn(usize) -> Option<&'a [u8]>,
     pub(crate) temp: &'a mut Vec<u128>,
     pub(crate) temp_peak: &'a mut usize,
+    /// Kernel threads invoke runs with (1 without a thread pool).
+    pub(crate) threads: usize,
 }
 
 impl<'a> PrepareContext<'a> {
+    /// Kernel threads invoke will run this node with ([`InvokeContext::threads`] is this or 1):
+    /// a kernel that gives each thread its own scratch requests that many copies.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
     /// Node index.
     pub fn node_index(&self) -> usize {
         self.state.node.index

@@ -6,8 +6,9 @@
 //! In the optimized set a float convolution runs as matrix products
 //! ([`crate::interpreter::optimized::conv`]): prepare packs a constant filter once into the
 //! arena's tail (a filter computed at run time is packed into scratch at each invoke) and
-//! requests the im2col block as scratch, so the arena size is known at build and invoke does not
-//! allocate. An int8 convolution packs its filter the same way (into 8-channel panels for
+//! requests one im2col block per kernel thread as scratch, so the arena size is known at build
+//! and invoke does not allocate; with several threads the output rows are split among them.
+//! An int8 convolution packs its filter the same way (into 8-channel panels for
 //! [`crate::interpreter::optimized::conv_i8`]; the im2col block is on that function's stack).
 //! The packed filter is a second copy of the weights, as XNNPACK and ruy keep one; it costs
 //! tail bytes, not head bytes.
@@ -450,9 +451,18 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
         }
         _ => PackedFilter::Scratch(request_f32_scratch(ctx, len)?),
     };
+    // One im2col block per kernel thread (each thread gathers its own rows).
     let cols = match plan.cols_len() {
         0 => None,
-        n => Some(request_f32_scratch(ctx, n)?),
+        n => {
+            let all = n.checked_mul(ctx.threads()).ok_or_else(|| {
+                KernelError::new(format!(
+                    "im2col scratch of {n} floats x {} threads overflows",
+                    ctx.threads()
+                ))
+            })?;
+            Some(request_f32_scratch(ctx, all)?)
+        }
     };
     Ok(F32Path::Gemm {
         plan,

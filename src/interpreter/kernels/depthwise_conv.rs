@@ -140,16 +140,25 @@ impl Kernel for DepthwiseConv2D {
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<ConvData>()?;
         if let F32Path::Depthwise = d.f32_path {
+            // Bands of output rows, one task each (the bits do not depend on the split).
+            let g = &d.geometry;
             let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
-            fast::depthwise_conv_f32(
-                &d.geometry,
-                ctx.input::<f32>(0)?,
-                ctx.input::<f32>(1)?,
-                bias,
-                d.float_min,
-                d.float_max,
-                ctx.output::<f32>(0)?,
-            );
+            let (input, filter) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
+            let output = &mut ctx.output::<f32>(0)?[..g.output_len()];
+            let rows = fast::task_rows(g, ctx.threads());
+            let row_len = g.out_w * g.out_c;
+            ctx.for_each_chunk_mut(output, rows * row_len, &|t, part| {
+                fast::depthwise_conv_f32_rows(
+                    g,
+                    input,
+                    filter,
+                    bias,
+                    d.float_min,
+                    d.float_max,
+                    t * rows,
+                    part,
+                );
+            });
             return Ok(());
         }
         let i8_fn: QuantConvFn<i8, i32> = match self.set {

@@ -9,6 +9,7 @@ use super::conv::{request_f32_scratch, PackedFilter};
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
+use crate::interpreter::optimized::conv::{task_rows, task_units};
 use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
 use crate::interpreter::optimized::gemm::{
     gemm_dot, gemm_packed, pack_b, packed_b_len, Epilogue, Strided,
@@ -247,7 +248,26 @@ impl Kernel for FullyConnected {
                 FcF32Path::Reference => {}
                 FcF32Path::Dot => {
                     let (x, w) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
-                    gemm_dot(b, u, k, x, w, &ep, ctx.output::<f32>(0)?, u);
+                    let out = &mut ctx.output::<f32>(0)?[..b * u];
+                    let threads = ctx.threads();
+                    if b == 1 {
+                        // One row: bands of units (each a dot product of its own).
+                        let units = task_units(u, k, threads);
+                        ctx.for_each_chunk_mut(out, units, &|t, part| {
+                            let j0 = t * units;
+                            let ep = Epilogue {
+                                bias: ep.bias.map(|b| &b[j0..]),
+                                ..ep
+                            };
+                            gemm_dot(1, part.len(), k, x, &w[j0 * k..], &ep, part, part.len());
+                        });
+                    } else {
+                        let rows = task_rows(b, u, k, threads);
+                        ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                            let (r0, rt) = (t * rows, part.len() / u);
+                            gemm_dot(rt, u, k, &x[r0 * k..], w, &ep, part, u);
+                        });
+                    }
                     return Ok(());
                 }
                 FcF32Path::Gemm(filter) => {
@@ -259,12 +279,19 @@ impl Kernel for FullyConnected {
                             &*s
                         }
                     };
-                    let x = Strided {
-                        data: ctx.input::<f32>(0)?,
-                        rs: k,
-                        cs: 1,
-                    };
-                    gemm_packed(b, u, k, x, packed, &ep, ctx.output::<f32>(0)?, u);
+                    let x = ctx.input::<f32>(0)?;
+                    let out = &mut ctx.output::<f32>(0)?[..b * u];
+                    // Bands of rows (the bits of each row do not depend on the split).
+                    let rows = task_rows(b, u, k, ctx.threads());
+                    ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                        let (r0, rt) = (t * rows, part.len() / u);
+                        let x = Strided {
+                            data: &x[r0 * k..(r0 + rt) * k],
+                            rs: k,
+                            cs: 1,
+                        };
+                        gemm_packed(rt, u, k, x, packed, &ep, part, u);
+                    });
                     return Ok(());
                 }
             }

@@ -2,7 +2,7 @@
 //! padding, fused activation (LiteRT's `pooling.cc`).
 
 use super::pool_common::{prepare_pool, PoolData};
-use crate::interpreter::reference::max_pool::{max_pool_f32, max_pool_i16, max_pool_i8};
+use crate::interpreter::reference::max_pool::{max_pool_f32_rows, max_pool_i16, max_pool_i8};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
@@ -11,6 +11,9 @@ use crate::tensor::DType;
 
 /// The MAX_POOL_2D kernel.
 pub struct MaxPool2D;
+
+/// Output values a task takes at least (smaller layers stay on one thread).
+const MIN_TASK_ELEMENTS: usize = 16 * 1024;
 
 impl Kernel for MaxPool2D {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -22,7 +25,19 @@ impl Kernel for MaxPool2D {
         let d = *ctx.op_data::<PoolData>()?;
         let g = &d.geometry;
         match d.dtype {
-            DType::F32 => max_pool_f32(g, ctx.input(0)?, d.float_min, d.float_max, ctx.output(0)?),
+            DType::F32 => {
+                // Bands of output rows, one per kernel thread (same bits with any split).
+                let input = ctx.input::<f32>(0)?;
+                let rows = g.batches * g.out_h;
+                let row_len = g.out_w * g.channels;
+                let output = &mut ctx.output::<f32>(0)?[..rows * row_len];
+                let band = rows
+                    .div_ceil(ctx.threads())
+                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
+                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                    max_pool_f32_rows(g, input, d.float_min, d.float_max, t * band, part)
+                });
+            }
             DType::I8 => max_pool_i8(g, ctx.input(0)?, d.act_min, d.act_max, ctx.output(0)?),
             _ => max_pool_i16(g, ctx.input(0)?, d.act_min, d.act_max, ctx.output(0)?),
         }

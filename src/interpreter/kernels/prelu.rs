@@ -1,7 +1,7 @@
 //! PRELU: float32 and int8, alpha broadcast against the input (LiteRT's `prelu.cc`).
 
 use crate::interpreter::reference::broadcast::BroadcastShapes;
-use crate::interpreter::reference::prelu::{prelu_f32, prelu_i8, PreluParams};
+use crate::interpreter::reference::prelu::{prelu_f32_range, prelu_i8_range, PreluParams};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
@@ -12,6 +12,9 @@ use crate::{kernel_bail, kernel_ensure};
 
 /// The PRELU kernel.
 pub struct Prelu;
+
+/// Elements a task takes at least (a round's hand-off costs as much as a few thousand).
+const MIN_TASK_ELEMENTS: usize = 16 * 1024;
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -79,15 +82,25 @@ impl Kernel for Prelu {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
+        // Consecutive ranges of the output, one per kernel thread (each element is computed
+        // alone, so the split changes no bit).
+        let len = d.shapes.output_len();
+        let chunk = len.div_ceil(ctx.threads()).max(MIN_TASK_ELEMENTS);
         match d.dtype {
-            DType::F32 => prelu_f32(&d.shapes, ctx.input(0)?, ctx.input(1)?, ctx.output(0)?),
-            _ => prelu_i8(
-                &d.shapes,
-                &d.params,
-                ctx.input(0)?,
-                ctx.input(1)?,
-                ctx.output(0)?,
-            ),
+            DType::F32 => {
+                let (x, a) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
+                let out = &mut ctx.output::<f32>(0)?[..len];
+                ctx.for_each_chunk_mut(out, chunk, &|t, part| {
+                    prelu_f32_range(&d.shapes, x, a, t * chunk, part)
+                });
+            }
+            _ => {
+                let (x, a) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
+                let out = &mut ctx.output::<i8>(0)?[..len];
+                ctx.for_each_chunk_mut(out, chunk, &|t, part| {
+                    prelu_i8_range(&d.shapes, &d.params, x, a, t * chunk, part)
+                });
+            }
         }
         Ok(())
     }

@@ -4,7 +4,9 @@
 
 use super::quant_params::{dims4, float_range, fused_activation, padding_kind, positive};
 use crate::interpreter::reference::padding::axis_geometry;
-use crate::interpreter::reference::transpose_conv::{transpose_conv_f32, TransposeConvGeometry};
+use crate::interpreter::reference::transpose_conv::{
+    transpose_conv_f32_rows, TransposeConvGeometry,
+};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, TensorInfo,
 };
@@ -140,15 +142,18 @@ impl Kernel for TransposeConv {
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
         let bias: &[f32] = if d.has_bias { ctx.input(3)? } else { &[] };
-        transpose_conv_f32(
-            &d.geometry,
-            ctx.input(2)?,
-            ctx.input(1)?,
-            bias,
-            d.act_min,
-            d.act_max,
-            ctx.output(0)?,
-        );
+        let g = &d.geometry;
+        let (input, filter) = (ctx.input::<f32>(2)?, ctx.input::<f32>(1)?);
+        let output = ctx.output::<f32>(0)?;
+        let rows = g.batches * g.out_h;
+        let row_len = g.out_w * g.out_c;
+        let output = &mut output[..rows * row_len];
+        // Bands of output rows, one per thread (the bits do not depend on the split); a band
+        // shorter than a few rows is not worth a hand-off.
+        let band = rows.div_ceil(ctx.threads()).max(4);
+        ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+            transpose_conv_f32_rows(g, input, filter, bias, d.act_min, d.act_max, t * band, part);
+        });
         Ok(())
     }
 }

@@ -73,15 +73,50 @@ pub fn pack_filter(g: &ConvGeometry, plan: &ConvPlan, filter: &[f32], packed: &m
 /// several threads (`InvokeContext::for_each_chunk_mut`); each call gets a disjoint chunk.
 pub type ChunkRunner<'r> = dyn FnMut(&mut [f32], usize, &(dyn Fn(usize, &mut [f32]) + Sync)) + 'r;
 
-/// Output rows (pixels) a pointwise task takes at least: below this, waking another thread
-/// costs more than the rows' arithmetic.
-const MIN_TASK_ROWS: usize = 16 * MR;
+/// Multiply-adds per task that make a hand-off worth it: a round costs a few microseconds of
+/// hand-off plus the cache traffic of rows that the next layer reads on another core, and
+/// this is about ten microseconds of arithmetic. (A 64 × 96 × 96 fully connected layer split
+/// in two tasks made a small transformer slower.)
+const MIN_TASK_MACS: usize = 1 << 19;
+
+/// How many tasks `work` multiply-adds split into on `threads` threads: one per thread, but
+/// about [`MIN_TASK_MACS`] each at least (`work / MIN_TASK_MACS` rounded to nearest, so no
+/// task is below three quarters of it), and at least one.
+pub fn task_count(work: usize, threads: usize) -> usize {
+    (work.saturating_add(MIN_TASK_MACS / 2) / MIN_TASK_MACS).clamp(1, threads.max(1))
+}
+
+/// Output rows per task when `m` rows of an `n`-column, depth-`k` product run on `threads`
+/// threads: `m` shared evenly among [`task_count`] tasks, rounded up to whole register tiles
+/// ([`MR`]); `m` (one task) on one thread.
+pub fn task_rows(m: usize, n: usize, k: usize, threads: usize) -> usize {
+    let tasks = task_count(m.saturating_mul(n).saturating_mul(k), threads);
+    if tasks == 1 {
+        return m.max(1);
+    }
+    (m.div_ceil(tasks).div_ceil(MR) * MR).min(m)
+}
+
+/// Output columns per task when one row of `n` columns of depth `k` (a fully connected layer
+/// on one input) runs on `threads` threads: `n` shared evenly among [`task_count`] tasks,
+/// rounded up to 16 (whole vectors); `n` on one thread.
+pub fn task_units(n: usize, k: usize, threads: usize) -> usize {
+    let tasks = task_count(n.saturating_mul(k), threads);
+    if tasks == 1 {
+        return n.max(1);
+    }
+    (n.div_ceil(tasks).div_ceil(16) * 16).min(n)
+}
 
 /// Float convolution with a packed filter: the same values as
-/// [`crate::interpreter::reference::conv::conv_f32`] up to summation order. `cols` holds
-/// [`ConvPlan::cols_len`] elements. A pointwise convolution splits its output rows into
-/// `threads` tasks through `run_chunks` (each row's sums are the same whichever task computes
-/// it, so the result does not depend on the split); the im2col path runs on the caller.
+/// [`crate::interpreter::reference::conv::conv_f32`] up to summation order.
+///
+/// The output rows (pixels of all batches) are split into tasks of [`task_rows`] run through
+/// `run_chunks`; an im2col task gathers its rows block by block into its own part of `cols`,
+/// which holds [`ConvPlan::cols_len`] elements per task (at most `cols.len() / cols_len`
+/// tasks run, so one block's worth runs on one thread). Every output row is computed by the
+/// same products in the same order whichever task and block hold it, so the result does not
+/// depend on `threads`.
 #[allow(clippy::too_many_arguments)]
 pub fn conv_f32(
     g: &ConvGeometry,
@@ -103,15 +138,14 @@ pub fn conv_f32(
     };
     let n = g.out_c;
     let k = plan.k;
+    let m = g.batches * g.out_h * g.out_w;
+    if m == 0 || n == 0 {
+        return;
+    }
+    let ep = &ep;
     if plan.col_rows == 0 {
-        let m = g.batches * g.out_h * g.out_w;
-        let rows = if threads > 1 {
-            (m.div_ceil(threads).div_ceil(MR) * MR).max(MIN_TASK_ROWS)
-        } else {
-            m
-        };
+        let rows = task_rows(m, n, k, threads);
         let input = &input[..m * k];
-        let ep = &ep;
         run_chunks(&mut output[..m * n], rows * n, &|t, part| {
             let r0 = t * rows;
             let mt = part.len() / n;
@@ -124,13 +158,27 @@ pub fn conv_f32(
         });
         return;
     }
+    let block = plan.cols_len();
+    let buffers = (cols.len() / block).max(1);
+    let rows = task_rows(m, n, k, threads.min(buffers));
+    assert!(
+        cols.len() >= m.div_ceil(rows) * block,
+        "conv_f32: im2col scratch of {} for {} tasks of {block}",
+        cols.len(),
+        m.div_ceil(rows)
+    );
+    let cols = crate::interpreter::threads::DisjointMut::new(cols);
     let pixels = g.out_h * g.out_w;
-    for b in 0..g.batches {
-        let image = &input[b * g.in_h * g.in_w * g.in_c..][..g.in_h * g.in_w * g.in_c];
-        let out = &mut output[b * pixels * n..][..pixels * n];
-        let mut p0 = 0;
-        while p0 < pixels {
-            let rows = plan.col_rows.min(pixels - p0);
+    let image_len = g.in_h * g.in_w * g.in_c;
+    run_chunks(&mut output[..m * n], rows * n, &|t, part| {
+        // SAFETY: task `t` runs once per round and is the only one using block `t`.
+        let cols = unsafe { cols.part(t * block, block) };
+        let (r0, r1) = (t * rows, t * rows + part.len() / n);
+        let mut r = r0;
+        while r < r1 {
+            let (b, p0) = (r / pixels, r % pixels);
+            let rows = plan.col_rows.min(pixels - p0).min(r1 - r);
+            let image = &input[b * image_len..][..image_len];
             let block = &mut cols[..rows * k];
             im2col(g, image, p0, rows, block);
             let a = Strided {
@@ -138,10 +186,19 @@ pub fn conv_f32(
                 rs: k,
                 cs: 1,
             };
-            gemm_packed(rows, n, k, a, packed_filter, &ep, &mut out[p0 * n..], n);
-            p0 += rows;
+            gemm_packed(
+                rows,
+                n,
+                k,
+                a,
+                packed_filter,
+                ep,
+                &mut part[(r - r0) * n..],
+                n,
+            );
+            r += rows;
         }
-    }
+    });
 }
 
 /// Rows `p0..p0 + rows` (output pixels of one image, row-major) of the im2col matrix: per
@@ -311,6 +368,9 @@ mod tests {
             geometry((6, 9, 4), (3, 2, 8), 1, 2, true, 2),   // dilated, batches
             geometry((5, 5, 40), (3, 3, 33), 1, 1, false, 1), // k > KC
             geometry((30, 30, 2), (5, 5, 6), 1, 1, true, 1), // several im2col blocks
+            // Large enough to split: 3 tasks of several im2col blocks each, across batches.
+            geometry((28, 30, 8), (3, 3, 32), 1, 1, true, 2),
+            geometry((40, 40, 16), (1, 1, 40), 1, 1, false, 1), // pointwise, 3 tasks
         ];
         for g in cases {
             let plan = ConvPlan::new(&g).unwrap();
@@ -324,7 +384,7 @@ mod tests {
             let mut first: Option<Vec<f32>> = None;
             for threads in [1, 3] {
                 let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
-                let mut cols = vec![f32::NAN; plan.cols_len()];
+                let mut cols = vec![f32::NAN; plan.cols_len() * threads];
                 let mut got = vec![f32::NAN; g.output_len()];
                 conv_f32(
                     &g,
@@ -356,6 +416,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tasks_are_even_and_not_too_small() {
+        assert_eq!(task_count(0, 4), 1);
+        assert_eq!(task_count(MIN_TASK_MACS, 4), 1);
+        assert_eq!(task_count(MIN_TASK_MACS * 3 / 2, 4), 2);
+        assert_eq!(task_count(MIN_TASK_MACS * 100, 4), 4);
+        assert_eq!(task_count(usize::MAX, 2), 2);
+        // 64 x 96 x 96 stays whole; 1,600 rows of 32 x 72 split into 3 tiles-aligned bands.
+        assert_eq!(task_rows(64, 96, 96, 2), 64);
+        assert_eq!(task_rows(1600, 32, 72, 3), 534);
+        assert_eq!(task_rows(1600, 32, 72, 1), 1600);
+        assert_eq!(task_units(1000, 1280, 2), 512);
+        assert_eq!(task_units(10, 10, 2), 10);
     }
 
     #[test]

@@ -5,7 +5,6 @@
 //! multipliers are not covered ([`covers`]) and run the reference loop.
 
 use crate::interpreter::reference::conv::ConvGeometry;
-use crate::interpreter::reference::depthwise_conv::depthwise_conv_f32 as reference;
 
 /// Whether [`depthwise_conv_f32`] handles `g` (depth multiplier 1).
 pub fn covers(g: &ConvGeometry) -> bool {
@@ -26,29 +25,99 @@ pub fn depthwise_conv_f32(
     act_max: f32,
     output: &mut [f32],
 ) {
+    let output = &mut output[..g.output_len()];
+    depthwise_conv_f32_rows(g, input, filter, bias, act_min, act_max, 0, output);
+}
+
+/// Output rows (of `batches · out_h`) per task when `g` runs on `threads` threads: shared
+/// evenly among [`super::conv::task_count`] tasks; all rows on one thread.
+pub fn task_rows(g: &ConvGeometry, threads: usize) -> usize {
+    let rows = g.batches * g.out_h;
+    let macs = rows * g.out_w * g.out_c * g.filter_h * g.filter_w;
+    rows.div_ceil(super::conv::task_count(macs, threads)).max(1)
+}
+
+/// Output rows `row0..` (row `b * out_h + oy`; as many as `output` holds, whole rows of
+/// `out_w · out_c` values) of [`depthwise_conv_f32`]: each output value is computed the same
+/// way whichever rows a call covers, so a layer split into bands of rows across threads gives
+/// the bits of one call.
+///
+/// # Panics
+/// When `g` is not [covered](covers), `output` is not whole rows inside the output, or a slice
+/// is shorter than `g` says.
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_conv_f32_rows(
+    g: &ConvGeometry,
+    input: &[f32],
+    filter: &[f32],
+    bias: Option<&[f32]>,
+    act_min: f32,
+    act_max: f32,
+    row0: usize,
+    output: &mut [f32],
+) {
     assert!(
         covers(g),
         "depthwise_conv_f32: depth multiplier {}",
         g.depth_multiplier
     );
+    let row_len = g.out_w * g.out_c;
+    let rows = output.len().checked_div(row_len).unwrap_or(0);
     assert!(
         input.len() >= g.input_len()
             && filter.len() >= g.filter_h * g.filter_w * g.out_c
-            && output.len() >= g.output_len()
+            && rows * row_len == output.len()
+            && row0 + rows <= g.batches * g.out_h
             && bias.is_none_or(|b| b.len() >= g.out_c),
-        "depthwise_conv_f32: slices shorter than {g:?}"
+        "depthwise_conv_f32: slices shorter than {g:?} (rows {row0}+{rows})"
     );
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: AVX2 and FMA are present; the slice lengths were checked above against
-            // every index the loop forms from `g`.
-            unsafe { x86::depthwise(g, input, filter, bias, act_min, act_max, output) };
+            // every index the loop forms from `g` and the row range.
+            unsafe { x86::depthwise(g, input, filter, bias, act_min, act_max, row0, rows, output) };
             return;
         }
     }
-    reference(g, input, filter, bias, act_min, act_max, output);
+    portable(g, input, filter, bias, act_min, act_max, row0, output);
+}
+
+/// The reference arithmetic (`acc + x * w` over the clipped window, row by row of the filter,
+/// then bias and clamp) over output rows `row0..`.
+#[allow(clippy::too_many_arguments)]
+fn portable(
+    g: &ConvGeometry,
+    input: &[f32],
+    filter: &[f32],
+    bias: Option<&[f32]>,
+    act_min: f32,
+    act_max: f32,
+    row0: usize,
+    output: &mut [f32],
+) {
+    let c = g.out_c;
+    let row_len = g.out_w * c;
+    for (r, out_row) in output.chunks_exact_mut(row_len.max(1)).enumerate() {
+        let (b, oy) = ((row0 + r) / g.out_h, (row0 + r) % g.out_h);
+        let wy = g.row_window(oy);
+        for (ox, px_out) in out_row.chunks_exact_mut(c).enumerate() {
+            let wx = g.col_window(ox);
+            for (ch, o) in px_out.iter_mut().enumerate() {
+                let mut acc = 0.0f32;
+                for fy in wy.f0..wy.f1 {
+                    for fx in wx.f0..wx.f1 {
+                        let x = input[((b * g.in_h + wy.at(fy)) * g.in_w + wx.at(fx)) * c + ch];
+                        acc += x * filter[(fy * g.filter_w + fx) * c + ch];
+                    }
+                }
+                *o = (acc + bias.map_or(0.0, |b| b[ch]))
+                    .max(act_min)
+                    .min(act_max);
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -56,10 +125,14 @@ mod x86 {
     use super::ConvGeometry;
     use std::arch::x86_64::*;
 
+    /// Output rows `row0..row0 + rows` into `output` (which holds exactly those rows).
+    ///
     /// # Safety
-    /// AVX2 and FMA are present; `input`, `filter`, `output` (and `bias`) hold at least what
-    /// `g` describes; the depth multiplier is 1.
+    /// AVX2 and FMA are present; `input`, `filter` (and `bias`) hold at least what `g`
+    /// describes, `output` holds `rows` output rows and `row0 + rows <= batches * out_h`; the
+    /// depth multiplier is 1.
     #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn depthwise(
         g: &ConvGeometry,
         input: &[f32],
@@ -67,6 +140,8 @@ mod x86 {
         bias: Option<&[f32]>,
         act_min: f32,
         act_max: f32,
+        row0: usize,
+        rows: usize,
         output: &mut [f32],
     ) {
         let c = g.out_c;
@@ -74,8 +149,9 @@ mod x86 {
         let (inp, flt, out) = (input.as_ptr(), filter.as_ptr(), output.as_mut_ptr());
         let bias_at = |ch: usize| bias.map_or(0.0, |b| b[ch]);
         let mut o = 0;
-        for b in 0..g.batches {
-            for oy in 0..g.out_h {
+        for r in row0..row0 + rows {
+            let (b, oy) = (r / g.out_h, r % g.out_h);
+            {
                 let wy = g.row_window(oy);
                 for ox in 0..g.out_w {
                     let wx = g.col_window(ox);
@@ -157,6 +233,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interpreter::reference::depthwise_conv::depthwise_conv_f32 as reference;
 
     fn values(n: usize, seed: u32) -> Vec<f32> {
         let mut x = seed.wrapping_mul(2654435761).wrapping_add(11);
@@ -207,6 +284,27 @@ mod tests {
                 depthwise_conv_f32(&g, &input, &filter, bias, -1.5, 2.0, &mut got);
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert!((a - b).abs() <= 1e-5, "c {c}: element {i}: {a} vs {b}");
+                }
+                let mut plain = vec![f32::NAN; g.output_len()];
+                portable(&g, &input, &filter, bias, -1.5, 2.0, 0, &mut plain);
+                assert_eq!(plain, want, "c {c}: the portable loop is the reference's");
+                // Bands of rows (as threads split a layer) give the bits of one call.
+                let row_len = g.out_w * c;
+                for band in [1, 2, 5] {
+                    let mut split = vec![f32::NAN; g.output_len()];
+                    for (t, part) in split.chunks_mut(band * row_len).enumerate() {
+                        depthwise_conv_f32_rows(
+                            &g,
+                            &input,
+                            &filter,
+                            bias,
+                            -1.5,
+                            2.0,
+                            t * band,
+                            part,
+                        );
+                    }
+                    assert_eq!(split, got, "c {c}: bands of {band} rows");
                 }
             }
         }

@@ -154,9 +154,86 @@ pub fn broadcast_binary<A: Copy, B: Copy, O>(
     }
 }
 
+/// Output elements `start..start + out.len()` of [`broadcast_binary`]: each element is the
+/// same `f(a[i1], b[i2])`, so an output split into ranges (one per thread) gets the bits of one
+/// call.
+pub fn broadcast_binary_range<A: Copy, B: Copy, O>(
+    shapes: &BroadcastShapes,
+    a: &[A],
+    b: &[B],
+    start: usize,
+    out: &mut [O],
+    f: impl Fn(A, B) -> O,
+) {
+    if !shapes.requires_broadcast {
+        let (a, b) = (&a[start..], &b[start..]);
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = f(x, y);
+        }
+        return;
+    }
+    let e = &shapes.extents;
+    let (s1, s2) = (&shapes.strides1, &shapes.strides2);
+    // The output index of `start`, innermost dimension last.
+    let mut idx = [0usize; MAX_BROADCAST_DIMS];
+    let mut rest = start;
+    for i in (0..MAX_BROADCAST_DIMS).rev() {
+        idx[i] = rest % e[i].max(1);
+        rest /= e[i].max(1);
+    }
+    let last = MAX_BROADCAST_DIMS - 1;
+    let mut o = 0;
+    while o < out.len() {
+        let (mut ao, mut bo) = (0, 0);
+        for i in 0..last {
+            ao += idx[i] * s1[i];
+            bo += idx[i] * s2[i];
+        }
+        let run = (e[last] - idx[last]).min(out.len() - o);
+        for (j, out) in out[o..o + run].iter_mut().enumerate() {
+            let i = idx[last] + j;
+            *out = f(a[ao + i * s1[last]], b[bo + i * s2[last]]);
+        }
+        o += run;
+        idx[last] = 0;
+        for i in (0..last).rev() {
+            idx[i] += 1;
+            if idx[i] < e[i] {
+                break;
+            }
+            idx[i] = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_match_the_whole() {
+        for (a_dims, b_dims) in [
+            (&[2usize, 3, 4][..], &[4usize][..]),
+            (&[2, 1, 3], &[4, 1]),
+            (&[3, 5], &[3, 5]),
+            (&[1, 4, 4, 3], &[1, 1, 3]),
+        ] {
+            let s = BroadcastShapes::new(a_dims, b_dims).unwrap();
+            let a: Vec<i32> = (0..a_dims.iter().product::<usize>() as i32).collect();
+            let b: Vec<i32> = (0..b_dims.iter().product::<usize>() as i32)
+                .map(|x| x * 1000)
+                .collect();
+            let mut whole = vec![0; s.output_len()];
+            broadcast_binary(&s, &a, &b, &mut whole, |x, y| x + y);
+            for chunk in [1, 2, 5, 7, s.output_len()] {
+                let mut parts = vec![-1; s.output_len()];
+                for (k, part) in parts.chunks_mut(chunk).enumerate() {
+                    broadcast_binary_range(&s, &a, &b, k * chunk, part, |x, y| x + y);
+                }
+                assert_eq!(parts, whole, "{a_dims:?} {b_dims:?} chunk {chunk}");
+            }
+        }
+    }
 
     #[test]
     fn broadcasts_like_numpy() {

@@ -12,16 +12,21 @@ fn window(out: usize, stride: usize, pad: usize, filter: usize, size: usize) -> 
     (start, end.max(start))
 }
 
+/// Output rows `row0..` (row `b * out_h + oy`, as many whole rows as `output` holds).
 fn max_pool<T: Copy + PartialOrd>(
     g: &PoolGeometry,
     input: &[T],
     lowest: T,
+    row0: usize,
     output: &mut [T],
     clamp: impl Fn(T) -> T,
 ) {
+    let row_len = g.out_w * g.channels;
+    let rows = output.len().checked_div(row_len).unwrap_or(0);
     let mut o = 0;
-    for b in 0..g.batches {
-        for oy in 0..g.out_h {
+    for r in row0..row0 + rows {
+        let (b, oy) = (r / g.out_h, r % g.out_h);
+        {
             let (y0, y1) = window(oy, g.stride_h, g.pad_h, g.filter_h, g.in_h);
             for ox in 0..g.out_w {
                 let (x0, x1) = window(ox, g.stride_w, g.pad_w, g.filter_w, g.in_w);
@@ -51,12 +56,30 @@ pub fn max_pool_f32(
     act_max: f32,
     output: &mut [f32],
 ) {
-    max_pool(g, input, f32::MIN, output, |v| v.max(act_min).min(act_max));
+    let output = &mut output[..g.batches * g.out_h * g.out_w * g.channels];
+    max_pool_f32_rows(g, input, act_min, act_max, 0, output);
+}
+
+/// Output rows `row0..` (row `b * out_h + oy`; as many whole rows of `out_w · channels`
+/// values as `output` holds) of [`max_pool_f32`], for splitting the rows among threads (each
+/// value is computed alone, so the split changes no bit).
+pub fn max_pool_f32_rows(
+    g: &PoolGeometry,
+    input: &[f32],
+    act_min: f32,
+    act_max: f32,
+    row0: usize,
+    output: &mut [f32],
+) {
+    max_pool(g, input, f32::MIN, row0, output, |v| {
+        v.max(act_min).min(act_max)
+    });
 }
 
 /// int8 max pooling with clamp (in output units).
 pub fn max_pool_i8(g: &PoolGeometry, input: &[i8], act_min: i32, act_max: i32, output: &mut [i8]) {
-    max_pool(g, input, i8::MIN, output, |v| {
+    let output = &mut output[..g.batches * g.out_h * g.out_w * g.channels];
+    max_pool(g, input, i8::MIN, 0, output, |v| {
         i32::from(v).clamp(act_min, act_max) as i8
     });
 }
@@ -69,7 +92,8 @@ pub fn max_pool_i16(
     act_max: i32,
     output: &mut [i16],
 ) {
-    max_pool(g, input, i16::MIN, output, |v| {
+    let output = &mut output[..g.batches * g.out_h * g.out_w * g.channels];
+    max_pool(g, input, i16::MIN, 0, output, |v| {
         i32::from(v).clamp(act_min, act_max) as i16
     });
 }

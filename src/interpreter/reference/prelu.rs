@@ -1,18 +1,29 @@
 //! PRELU arithmetic (LiteRT's `prelu.cc` float path and `reference_ops::BroadcastPrelu4DSlow`
 //! for int8): `x` where `x >= 0`, `alpha * x` elsewhere, `alpha` broadcast against `x`.
 
-use super::broadcast::{broadcast_binary, BroadcastShapes};
+use super::broadcast::{broadcast_binary_range, BroadcastShapes};
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 
 /// Float PReLU.
 pub fn prelu_f32(shapes: &BroadcastShapes, input: &[f32], alpha: &[f32], out: &mut [f32]) {
-    broadcast_binary(
-        shapes,
-        input,
-        alpha,
-        out,
-        |x, a| if x >= 0.0 { x } else { x * a },
-    );
+    prelu_f32_range(shapes, input, alpha, 0, out);
+}
+
+/// Output elements `start..start + out.len()` of [`prelu_f32`] (for splitting among threads).
+pub fn prelu_f32_range(
+    shapes: &BroadcastShapes,
+    input: &[f32],
+    alpha: &[f32],
+    start: usize,
+    out: &mut [f32],
+) {
+    broadcast_binary_range(shapes, input, alpha, start, out, |x, a| {
+        if x >= 0.0 {
+            x
+        } else {
+            x * a
+        }
+    });
 }
 
 /// Quantization of an int8 PReLU.
@@ -38,7 +49,19 @@ pub fn prelu_i8(
     alpha: &[i8],
     out: &mut [i8],
 ) {
-    broadcast_binary(shapes, input, alpha, out, |x, a| {
+    prelu_i8_range(shapes, p, input, alpha, 0, out);
+}
+
+/// Output elements `start..start + out.len()` of [`prelu_i8`] (for splitting among threads).
+pub fn prelu_i8_range(
+    shapes: &BroadcastShapes,
+    p: &PreluParams,
+    input: &[i8],
+    alpha: &[i8],
+    start: usize,
+    out: &mut [i8],
+) {
+    broadcast_binary_range(shapes, input, alpha, start, out, |x, a| {
         let x = i32::from(x) - p.input_zero_point;
         let v = if x >= 0 {
             multiply_by_quantized_multiplier(x, p.positive)

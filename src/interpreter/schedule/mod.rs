@@ -589,7 +589,7 @@ fn build_spaces(
             source,
         };
         let resolver_of = |i: usize| &resolvers[device_of_node[order[i]]];
-        let staged = stage_with(&m, &resolver_of).map_err(err)?;
+        let staged = stage_with(&m, &resolver_of, 1).map_err(err)?;
         let needed = staged.arena_bytes().map_err(err)?;
         if let Some(limit) = owner.memory_limit().filter(|&l| needed > l) {
             return Ok(Built::TooBig {
