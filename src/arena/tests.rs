@@ -144,8 +144,7 @@ fn an_unaligned_user_buffer_reports_the_bytes_it_loses_to_alignment() {
     // 256 bytes, 16-aligned.
     let mut storage = [0u128; 16];
     // SAFETY: reinterpreting the u128 array as its 256 bytes (u8 has no invalid values).
-    let bytes =
-        unsafe { std::slice::from_raw_parts_mut(storage.as_mut_ptr().cast::<u8>(), 256) };
+    let bytes = unsafe { std::slice::from_raw_parts_mut(storage.as_mut_ptr().cast::<u8>(), 256) };
     let a = Arena::from_slice(&mut bytes[1..], 16).unwrap();
     assert_eq!(a.size(), 255 - 15);
     let e = a.ensure_capacity(240, 0, 16).unwrap_err();
