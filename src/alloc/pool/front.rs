@@ -48,7 +48,7 @@ per_thread_cache!(
 /// Full: hands the older half to the shared cache under one lock.
 #[cold]
 #[inline(never)]
-fn spill(c: &mut ThreadCache<Inner>, pool: &Inner) {
+fn spill(c: &mut ThreadCache<Inner>, pool: &Arc<Inner>) {
     let cap = c.store.n;
     let half = cap.div_ceil(2);
     let d = std::mem::take(&mut c.deltas);
