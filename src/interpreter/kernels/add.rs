@@ -13,8 +13,10 @@ use super::binary_common::{
     activation_range_i32, binary_io, expect_not_quantized, node_activation,
     output_activation_range, prepare_binary, quant_params, BinaryNode,
 };
+use crate::interpreter::optimized::{add_quantized::add_quantized_same_shape, Isa};
 use crate::interpreter::reference::add::{
-    add_f32, add_i32, add_int8_input_tables, add_int8_with_tables, add_quantized, AddQuantParams,
+    add_f32, add_i32, add_int8_input_tables, add_int8_with_tables, add_quantized,
+    has_positive_multipliers, AddQuantParams,
 };
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::fixed_point::checked_log2;
@@ -23,7 +25,8 @@ use crate::interpreter::reference::quant::{
 };
 use crate::interpreter::reference::sub::{sub16_pot, sub_f32, sub_i32};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
+    Registration,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
@@ -54,6 +57,9 @@ enum Math {
     },
     /// Int8 of one shape: the inputs' shares of the raw sum tabulated at prepare.
     Int8Tables(AddQuantParams, PersistentArray<i32>),
+    /// Int16 of one shape with positive multipliers, optimized set: the reference's element
+    /// arithmetic compiled for the CPU's widest vectors (`Isa`).
+    Int16SameShape(AddQuantParams),
 }
 
 /// Which of the two ops a float or int32 node runs (quantized SUB is ADD's arithmetic).
@@ -134,15 +140,21 @@ fn sub16_pot_shifts(node: &BinaryNode<'_>) -> Result<(i32, i32), KernelError> {
     Ok((-shift1, -shift2))
 }
 
-/// The ADD kernel.
-pub struct Add;
+/// The ADD kernel of one kernel set.
+pub struct Add {
+    /// Which set's arithmetic the kernel runs.
+    pub set: KernelSet,
+}
 
-/// The SUB kernel.
-pub struct Sub;
+/// The SUB kernel of one kernel set.
+pub struct Sub {
+    /// Which set's arithmetic the kernel runs.
+    pub set: KernelSet,
+}
 
 impl Kernel for Add {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        prepare(ctx, Op::Add)
+        prepare(ctx, Op::Add, self.set)
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
@@ -152,7 +164,7 @@ impl Kernel for Add {
 
 impl Kernel for Sub {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        prepare(ctx, Op::Sub)
+        prepare(ctx, Op::Sub, self.set)
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
@@ -160,7 +172,7 @@ impl Kernel for Sub {
     }
 }
 
-fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
+fn prepare(ctx: &mut PrepareContext<'_>, op: Op, set: KernelSet) -> Result<(), KernelError> {
     let node = prepare_binary(ctx)?;
     let act = match op {
         Op::Add => node_activation(
@@ -241,6 +253,14 @@ fn prepare(ctx: &mut PrepareContext<'_>, op: Op) -> Result<(), KernelError> {
             let tables = add_int8_input_tables(&p);
             Math::Int8Tables(p, ctx.persistent_array(tables.as_flattened())?)
         }
+        Math::Quant(p)
+            if set == KernelSet::Optimized
+                && out.dtype == DType::I16
+                && !node.shapes.requires_broadcast
+                && has_positive_multipliers(&p) =>
+        {
+            Math::Int16SameShape(p)
+        }
         other => other,
     };
     ctx.set_op_data(AddData {
@@ -288,6 +308,15 @@ fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
             let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
             run!(i8, |a, b, o| add_int8_with_tables(tables, &p, a, b, o))
         }
+        Math::Int16SameShape(p) => {
+            run!(i16, |a, b, o| add_quantized_same_shape(
+                Isa::detect(),
+                &p,
+                a,
+                b,
+                o
+            ))
+        }
         Math::Sub16Pot {
             shift1,
             shift2,
@@ -305,8 +334,8 @@ fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
     Ok(())
 }
 
-/// Registers ADD and SUB.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::ADD, Registration::new("ADD", Add));
-    r.register_builtin(BuiltinOp::SUB, Registration::new("SUB", Sub));
+/// Registers ADD and SUB of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
+    r.register_builtin(BuiltinOp::ADD, Registration::new("ADD", Add { set }));
+    r.register_builtin(BuiltinOp::SUB, Registration::new("SUB", Sub { set }));
 }

@@ -1,8 +1,8 @@
 //! Builtin kernels, one op per file: each validates its node in prepare, stores op data, and
 //! calls the plain arithmetic of [`super::reference`] in invoke (a dtype switch).
 //!
-//! Ops with a faster variant (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, GELU,
-//! HARD_SWISH) take the [`KernelSet`] at registration: their kernel value carries it, prepare
+//! Ops with a faster variant (ADD/SUB, CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL,
+//! GELU, HARD_SWISH) take the [`KernelSet`] at registration: their kernel value carries it, prepare
 //! validates the node the same way in both sets and records in the op data which arithmetic
 //! invoke runs (and requests the scratch that arithmetic needs), so the two sets differ only in
 //! the call invoke makes.
@@ -67,7 +67,7 @@ pub mod unpack;
 /// Registers every builtin kernel of the crate in kernel set `set`, and MediaPipe's
 /// `Convolution2DTransposeBias`.
 pub fn register_builtins(r: &mut OpResolver, set: KernelSet) {
-    add::register(r);
+    add::register(r, set);
     average_pool::register(r);
     cast::register(r);
     concatenation::register(r);

@@ -10,6 +10,7 @@
 //!
 //! [`KernelSet::Optimized`]: super::KernelSet::Optimized
 
+pub mod add_quantized;
 pub mod batch_matmul;
 pub mod conv;
 pub mod conv_i8;

@@ -118,7 +118,7 @@ pub fn add_int8_with_tables(
 /// [`add_quantized_value`] for positive multipliers (which prepare guarantees), written
 /// branch-free so a loop over it vectorizes.
 #[inline(always)]
-fn add_quantized_value_positive(x: i32, y: i32, p: &AddQuantParams) -> i32 {
+pub fn add_quantized_value_positive(x: i32, y: i32, p: &AddQuantParams) -> i32 {
     let scale = |v: i32, offset: i32, m: QuantizedMultiplier| {
         let shifted = offset.wrapping_add(v).wrapping_mul(1i32 << p.left_shift);
         rounding_shift(high_mul_positive(shifted, m.multiplier), (-m.shift) as u32)
@@ -134,6 +134,18 @@ fn add_quantized_value_positive(x: i32, y: i32, p: &AddQuantParams) -> i32 {
         .clamp(p.activation_min, p.activation_max)
 }
 
+/// Whether all three multipliers of `p` are positive with shifts in `-31..=0` (what
+/// [`QuantizedMultiplier`]s of reals in (0, 1) are), so [`add_quantized_value_positive`] applies.
+pub fn has_positive_multipliers(p: &AddQuantParams) -> bool {
+    [
+        p.input1_multiplier,
+        p.input2_multiplier,
+        p.output_multiplier,
+    ]
+    .iter()
+    .all(|m| m.multiplier > 0 && (-31..=0).contains(&m.shift))
+}
+
 /// Quantized ADD with broadcasting (int8, int16). Inputs of one shape take an elementwise
 /// loop that vectorizes when all three multipliers are positive and their shifts in
 /// `-31..=0` (what [`QuantizedMultiplier`]s of reals in (0, 1) are).
@@ -144,16 +156,7 @@ pub fn add_quantized<T: QuantInt>(
     b: &[T],
     out: &mut [T],
 ) {
-    let ms = [
-        p.input1_multiplier,
-        p.input2_multiplier,
-        p.output_multiplier,
-    ];
-    if !shapes.requires_broadcast
-        && ms
-            .iter()
-            .all(|m| m.multiplier > 0 && (-31..=0).contains(&m.shift))
-    {
+    if !shapes.requires_broadcast && has_positive_multipliers(p) {
         for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
             *o = T::from_i32(add_quantized_value_positive(x.into(), y.into(), p));
         }
