@@ -19,6 +19,7 @@ use super::quant_params::{
 };
 use crate::interpreter::optimized::conv::{self as fast, ConvPlan};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
+use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
@@ -181,6 +182,25 @@ pub(crate) type FloatConvFn =
 pub(crate) type QuantConvFn<I, B> =
     fn(&ConvGeometry, &[I], &[i8], Option<&[B]>, &ConvQuant<'_>, &mut [I]);
 
+/// The quantization of a quantized convolution's invoke: its op data with the per-channel
+/// multipliers and shifts from the persistent section.
+pub(crate) fn conv_quant<'a>(
+    ctx: &InvokeContext<'a>,
+    d: &ConvData,
+) -> Result<ConvQuant<'a>, KernelError> {
+    let (m, s) = d
+        .multipliers
+        .ok_or_else(|| KernelError::new("quantized convolution without multipliers"))?;
+    Ok(ConvQuant {
+        input_offset: d.input_offset,
+        output_offset: d.output_offset,
+        multipliers: ctx.persistent(m)?,
+        shifts: ctx.persistent(s)?,
+        act_min: d.act_min,
+        act_max: d.act_max,
+    })
+}
+
 /// Runs a prepared convolution-like node with the given loop (conv or depthwise).
 pub(crate) fn invoke_conv_like(
     ctx: &mut InvokeContext<'_>,
@@ -204,17 +224,7 @@ pub(crate) fn invoke_conv_like(
         );
         return Ok(());
     }
-    let (m, s) = d
-        .multipliers
-        .ok_or_else(|| KernelError::new("quantized convolution without multipliers"))?;
-    let q = ConvQuant {
-        input_offset: d.input_offset,
-        output_offset: d.output_offset,
-        multipliers: ctx.persistent(m)?,
-        shifts: ctx.persistent(s)?,
-        act_min: d.act_min,
-        act_max: d.act_max,
-    };
+    let q = conv_quant(ctx, &d)?;
     match d.kind {
         ConvKind::I8 => {
             let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
@@ -418,20 +428,22 @@ fn invoke_i8_packed(
             &*s
         }
     };
-    let (m, s) = d
-        .multipliers
-        .ok_or_else(|| KernelError::new("quantized convolution without multipliers"))?;
-    let q = ConvQuant {
-        input_offset: d.input_offset,
-        output_offset: d.output_offset,
-        multipliers: ctx.persistent(m)?,
-        shifts: ctx.persistent(s)?,
-        act_min: d.act_min,
-        act_max: d.act_max,
-    };
+    let q = conv_quant(ctx, d)?;
     let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
     let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
-    fast_i8::conv_i8(g, input, filter, packed, bias, &q, output);
+    if !fast_i8::packs(g) {
+        fast_i8::conv_i8(g, input, filter, packed, bias, &q, output);
+        return Ok(());
+    }
+    // Bands of output pixels, one per kernel-thread task (`task_rows`: about 512 K
+    // multiply-adds a task at least).
+    let k = g.filter_h * g.filter_w * g.in_c;
+    let pixels = g.batches * g.out_h * g.out_w;
+    let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
+    let isa = Isa::detect();
+    ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
+        fast_i8::conv_i8_rows_with(isa, g, input, packed, bias, &q, t * rows, band);
+    });
     Ok(())
 }
 

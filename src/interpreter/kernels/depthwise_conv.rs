@@ -4,10 +4,11 @@
 //! [`crate::interpreter::optimized::depthwise_conv`].
 
 use super::conv::{
-    invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path, QuantConvFn,
+    conv_quant, invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path, QuantConvFn,
 };
 use super::quant_params::{padding_kind, positive, window_axis};
 use crate::interpreter::optimized::depthwise_conv as fast;
+use crate::interpreter::optimized::{depthwise_i8, Isa};
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::depthwise_conv::{
     depthwise_conv_f32, depthwise_conv_i16, depthwise_conv_i8,
@@ -155,6 +156,32 @@ impl Kernel for DepthwiseConv2D {
                     bias,
                     d.float_min,
                     d.float_max,
+                    t * rows,
+                    part,
+                );
+            });
+            return Ok(());
+        }
+        if self.set == KernelSet::Optimized
+            && d.kind == ConvKind::I8
+            && depthwise_i8::fast_path(&d.geometry)
+        {
+            // Bands of output rows, as for float.
+            let g = &d.geometry;
+            let q = conv_quant(ctx, &d)?;
+            let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
+            let (input, filter) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
+            let output = &mut ctx.output::<i8>(0)?[..g.output_len()];
+            let rows = fast::task_rows(g, ctx.threads());
+            let isa = Isa::detect();
+            ctx.for_each_chunk_mut(output, rows * g.out_w * g.out_c, &|t, part| {
+                depthwise_i8::depthwise_conv_i8_rows_with(
+                    isa,
+                    g,
+                    input,
+                    filter,
+                    bias,
+                    &q,
                     t * rows,
                     part,
                 );

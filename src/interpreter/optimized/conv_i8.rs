@@ -80,9 +80,41 @@ pub fn conv_i8_with(
         reference::conv_i8(g, input, filter, bias, q, output);
         return;
     }
+    conv_i8_rows_with(isa, g, input, packed, bias, q, 0, output);
+}
+
+/// Output pixels `first_pixel..first_pixel + output.len() / out_c` (batch-major linear
+/// indices) of [`conv_i8_with`], for a geometry that [`packs`]: what one kernel-thread task
+/// computes. Every pixel's values are the same whichever band holds it (integer sums are exact),
+/// so splitting the output into bands does not change a bit.
+///
+/// # Panics
+/// When `output.len()` is not a whole number of pixels inside the output (a caller bug).
+#[allow(clippy::too_many_arguments)]
+pub fn conv_i8_rows_with(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    packed: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    first_pixel: usize,
+    output: &mut [i8],
+) {
+    debug_assert!(packs(g));
     let k = g.filter_h * g.filter_w * g.in_c;
     let stride = padded(k);
-    let pixels = g.batches * g.out_h * g.out_w;
+    let out_c = g.out_c;
+    if out_c == 0 || output.is_empty() {
+        return;
+    }
+    assert!(
+        output.len() % out_c == 0 && first_pixel * out_c + output.len() <= g.output_len(),
+        "conv_i8_rows_with: {} values from pixel {first_pixel} are not whole pixels of a {}-value output",
+        output.len(),
+        g.output_len()
+    );
+    let pixels = output.len() / out_c;
     let rows_per_block = (PATCH_ELEMS / stride).min(pixels.max(1));
     let mut patch = [MaybeUninit::<i16>::uninit(); PATCH_ELEMS];
     let patch = zeroed_prefix(&mut patch, rows_per_block * stride);
@@ -105,25 +137,25 @@ pub fn conv_i8_with(
         && g.pad_w == 0
         && g.in_h == g.out_h
         && g.in_w == g.out_w;
-    let out_c = g.out_c;
     let mut p0 = 0;
     while p0 < pixels {
         let rows = (pixels - p0).min(rows_per_block);
+        let at = first_pixel + p0;
         if pointwise && stride == k {
             // Pixel `p` is input row `p`, and the rows are adjacent: one run.
             widen(
-                &input[p0 * k..(p0 + rows) * k],
+                &input[at * k..(at + rows) * k],
                 &mut patch[..rows * k],
                 offset,
             );
         } else if pointwise {
             for r in 0..rows {
-                let src = &input[(p0 + r) * k..][..k];
+                let src = &input[(at + r) * k..][..k];
                 widen(src, &mut patch[r * stride..][..k], offset);
             }
         } else {
             for r in 0..rows {
-                gather(g, input, offset, p0 + r, &mut patch[r * stride..][..k]);
+                gather(g, input, offset, at + r, &mut patch[r * stride..][..k]);
             }
         }
         let out = OutRows {

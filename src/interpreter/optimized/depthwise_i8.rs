@@ -55,17 +55,53 @@ pub fn depthwise_conv_i8_with(
     q: &ConvQuant<'_>,
     output: &mut [i8],
 ) {
-    if g.out_c > MAX_CHANNELS || g.out_c != g.in_c * g.depth_multiplier.max(1) {
+    if !fast_path(g) {
         reference::depthwise_conv_i8(g, input, filter, bias, q, output);
         return;
     }
+    depthwise_conv_i8_rows_with(isa, g, input, filter, bias, q, 0, output);
+}
+
+/// Whether [`depthwise_conv_i8_with`] runs this module's loops for `g` (else the reference's).
+pub fn fast_path(g: &ConvGeometry) -> bool {
+    g.out_c <= MAX_CHANNELS && g.out_c == g.in_c * g.depth_multiplier.max(1)
+}
+
+/// Output rows `first_row..` (batch-major: row `b * out_h + out_y`, `output.len() / (out_w *
+/// out_c)` of them) of [`depthwise_conv_i8_with`], for a geometry on the [`fast_path`]: what
+/// one kernel-thread task computes. A row's values do not depend on the band holding it.
+///
+/// # Panics
+/// When `output` is not whole rows inside the output (a caller bug).
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_conv_i8_rows_with(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    first_row: usize,
+    output: &mut [i8],
+) {
+    debug_assert!(fast_path(g));
+    let row_len = g.out_w * g.out_c;
+    if row_len == 0 || output.is_empty() {
+        return;
+    }
+    assert!(
+        output.len() % row_len == 0 && first_row * row_len + output.len() <= g.output_len(),
+        "depthwise_conv_i8_rows_with: {} values from row {first_row} are not whole rows of a {}-value output",
+        output.len(),
+        g.output_len()
+    );
     match isa.supported() {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
             // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2.
-            unsafe { depthwise_avx2(g, input, filter, bias, q, output) }
+            unsafe { depthwise_avx2(g, input, filter, bias, q, first_row, output) }
         }
-        _ => depthwise_body(Isa::Portable, g, input, filter, bias, q, output),
+        _ => depthwise_body(Isa::Portable, g, input, filter, bias, q, first_row, output),
     }
 }
 
@@ -75,18 +111,22 @@ pub fn depthwise_conv_i8_with(
 /// The CPU supports AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn depthwise_avx2(
     g: &ConvGeometry,
     input: &[i8],
     filter: &[i8],
     bias: Option<&[i32]>,
     q: &ConvQuant<'_>,
+    first_row: usize,
     output: &mut [i8],
 ) {
-    depthwise_body(Isa::Avx2, g, input, filter, bias, q, output);
+    depthwise_body(Isa::Avx2, g, input, filter, bias, q, first_row, output);
 }
 
+/// Rows `first_row..` into `output` (whole rows, checked by the caller).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn depthwise_body(
     isa: Isa,
     g: &ConvGeometry,
@@ -94,6 +134,7 @@ fn depthwise_body(
     filter: &[i8],
     bias: Option<&[i32]>,
     q: &ConvQuant<'_>,
+    first_row: usize,
     output: &mut [i8],
 ) {
     let out_c = g.out_c;
@@ -118,16 +159,18 @@ fn depthwise_body(
         && out_c % 8 == 0
         && (dm == 1 || dm % 8 == 0)
         && g.filter_h * g.filter_w <= 2 * avx2_rows::MAX_PAIRS;
-    let mut o = 0;
-    for b in 0..g.batches {
-        for out_y in 0..g.out_h {
+    let row_len = g.out_w * out_c;
+    for (r, output) in output.chunks_exact_mut(row_len).enumerate() {
+        let (b, out_y) = ((first_row + r) / g.out_h, (first_row + r) % g.out_h);
+        let mut o = 0;
+        {
             let wy = g.row_window(out_y);
             #[cfg(target_arch = "x86_64")]
             if rows_fast {
                 // SAFETY: `isa == Isa::Avx2` only inside `depthwise_avx2`, whose caller checked
                 // the CPU; the geometry conditions were checked just above.
                 unsafe {
-                    avx2_rows::row(g, input, filter, &rq, offset, b, out_y, &wy, output);
+                    avx2_rows::row(g, input, filter, &rq, offset, b, &wy, output);
                 }
             }
             for out_x in 0..g.out_w {
@@ -268,11 +311,13 @@ mod avx2_rows {
     /// widened weights of a row take 32 bytes per pair on the stack).
     pub(super) const MAX_PAIRS: usize = 40;
 
-    /// The interior pixels of output row `out_y` of batch `b` (window rows `wy`).
+    /// The interior pixels of output row `out_y` of batch `b` (window rows `wy`) into `output`,
+    /// which holds that row (`out_w * out_c` values).
     ///
     /// # Safety
     /// The CPU supports AVX2; `g.out_c % 8 == 0`, the depth multiplier is 1 or a multiple of
-    /// 8, the window has at most `2 * MAX_PAIRS` taps, and the slices have `g`'s lengths.
+    /// 8, the window has at most `2 * MAX_PAIRS` taps, `input` and `filter` have `g`'s lengths
+    /// and `output` holds one output row (`g.out_w * g.out_c` values).
     #[target_feature(enable = "avx2")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn row(
@@ -282,7 +327,6 @@ mod avx2_rows {
         rq: &Requant<'_>,
         offset: i16,
         b: usize,
-        out_y: usize,
         wy: &ClippedWindow,
         output: &mut [i8],
     ) {
@@ -302,7 +346,8 @@ mod avx2_rows {
             }
         }
         // No taps (a row of padding): every accumulator stays 0, as in the reference.
-        let out_row = (b * g.out_h + out_y) * g.out_w;
+        // `output` holds this output row only.
+        let out_row = 0;
         // Depth multiplier 1 with 16 channels at a time where they come in 16s: one 16-byte
         // load per tap feeds two groups.
         if dm == 1 && out_c % 16 == 0 {

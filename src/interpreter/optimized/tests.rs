@@ -4,8 +4,12 @@
 //! ranges), the packed matrix product's tiles (row and channel tails, pointwise rows read in
 //! place, odd depths) and the fallbacks (grouped convolutions, long windows, weight zero points).
 
-use super::conv_i8::{conv_i8_with, pack_filter, packed_filter_len, PATCH_ELEMS};
-use super::depthwise_i8::{depthwise_conv_i8_with, MAX_CHANNELS};
+use super::conv_i8::{
+    conv_i8_rows_with, conv_i8_with, pack_filter, packed_filter_len, packs, PATCH_ELEMS,
+};
+use super::depthwise_i8::{
+    depthwise_conv_i8_rows_with, depthwise_conv_i8_with, fast_path, MAX_CHANNELS,
+};
 use super::fully_connected_i8::{fully_connected_i8_with, pack_weights, packed_weights_len};
 use super::Isa;
 use crate::interpreter::reference::conv::testutil::{random_window, Rng};
@@ -98,6 +102,15 @@ fn check_conv(r: &mut Rng, g: &ConvGeometry) {
         let mut got = vec![0i8; g.output_len()];
         conv_i8_with(isa, g, &input, &filter, &packed, b.as_deref(), &q, &mut got);
         assert_eq!(got, want, "{isa:?} {g:?} offset {}", q.input_offset);
+        if packs(g) {
+            // Kernel-thread bands: any split into runs of whole pixels gives the same bits.
+            let mut got = vec![0i8; g.output_len()];
+            let band = r.pick(1, 40);
+            for (t, part) in got.chunks_mut(band * g.out_c).enumerate() {
+                conv_i8_rows_with(isa, g, &input, &packed, b.as_deref(), &q, t * band, part);
+            }
+            assert_eq!(got, want, "{isa:?} {g:?} bands of {band} pixels");
+        }
     }
 }
 
@@ -233,6 +246,25 @@ fn check_depthwise(r: &mut Rng, g: &ConvGeometry) {
         let mut got = vec![0i8; g.output_len()];
         depthwise_conv_i8_with(isa, g, &input, &filter, b.as_deref(), &q, &mut got);
         assert_eq!(got, want, "{isa:?} {g:?} offset {}", q.input_offset);
+        if fast_path(g) {
+            // Kernel-thread bands: any split into runs of whole rows gives the same bits.
+            let mut got = vec![0i8; g.output_len()];
+            let band = r.pick(1, 4);
+            let row_len = g.out_w * g.out_c;
+            for (t, part) in got.chunks_mut(band * row_len).enumerate() {
+                depthwise_conv_i8_rows_with(
+                    isa,
+                    g,
+                    &input,
+                    &filter,
+                    b.as_deref(),
+                    &q,
+                    t * band,
+                    part,
+                );
+            }
+            assert_eq!(got, want, "{isa:?} {g:?} bands of {band} rows");
+        }
     }
 }
 
