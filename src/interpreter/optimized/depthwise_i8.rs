@@ -163,56 +163,54 @@ fn depthwise_body(
     for (r, output) in output.chunks_exact_mut(row_len).enumerate() {
         let (b, out_y) = ((first_row + r) / g.out_h, (first_row + r) % g.out_h);
         let mut o = 0;
-        {
-            let wy = g.row_window(out_y);
-            #[cfg(target_arch = "x86_64")]
-            if rows_fast {
-                // SAFETY: `isa == Isa::Avx2` only inside `depthwise_avx2`, whose caller checked
-                // the CPU; the geometry conditions were checked just above.
-                unsafe {
-                    avx2_rows::row(g, input, filter, &rq, offset, b, &wy, output);
-                }
+        let wy = g.row_window(out_y);
+        #[cfg(target_arch = "x86_64")]
+        if rows_fast {
+            // SAFETY: `isa == Isa::Avx2` only inside `depthwise_avx2`, whose caller checked
+            // the CPU; the geometry conditions were checked just above.
+            unsafe {
+                avx2_rows::row(g, input, filter, &rq, offset, b, &wy, output);
             }
-            for out_x in 0..g.out_w {
-                let wx = g.col_window(out_x);
-                if rows_fast && wx.f0 == 0 && wx.f1 == g.filter_w {
-                    // Written by `avx2_rows::row`.
-                    o += out_c;
-                    continue;
-                }
-                if dm == 1 && out_c > SMALL {
-                    // Adjacent channels: one run per tap over all of them.
-                    acc.fill(0);
-                    for fy in wy.f0..wy.f1 {
-                        let row = (b * g.in_h + wy.at(fy)) * g.in_w;
-                        for fx in wx.f0..wx.f1 {
-                            let x = &input[(row + wx.at(fx)) * out_c..][..out_c];
-                            let w = &filter[(fy * g.filter_w + fx) * out_c..][..out_c];
-                            for ((a, &w), &x) in acc.iter_mut().zip(w).zip(x) {
-                                let p = i16::from(w).wrapping_mul(i16::from(x) + offset);
-                                *a = a.wrapping_add(i32::from(p));
-                            }
+        }
+        for out_x in 0..g.out_w {
+            let wx = g.col_window(out_x);
+            if rows_fast && wx.f0 == 0 && wx.f1 == g.filter_w {
+                // Written by `avx2_rows::row`.
+                o += out_c;
+                continue;
+            }
+            if dm == 1 && out_c > SMALL {
+                // Adjacent channels: one run per tap over all of them.
+                acc.fill(0);
+                for fy in wy.f0..wy.f1 {
+                    let row = (b * g.in_h + wy.at(fy)) * g.in_w;
+                    for fx in wx.f0..wx.f1 {
+                        let x = &input[(row + wx.at(fx)) * out_c..][..out_c];
+                        let w = &filter[(fy * g.filter_w + fx) * out_c..][..out_c];
+                        for ((a, &w), &x) in acc.iter_mut().zip(w).zip(x) {
+                            let p = i16::from(w).wrapping_mul(i16::from(x) + offset);
+                            *a = a.wrapping_add(i32::from(p));
                         }
                     }
-                } else {
-                    let taps = Taps {
-                        g,
-                        input,
-                        filter,
-                        row0: b * g.in_h,
-                        wy,
-                        wx,
-                        offset,
-                    };
-                    if dm == 1 {
-                        taps.tiles::<true>(dm, acc);
-                    } else {
-                        taps.tiles::<false>(dm, acc);
-                    }
                 }
-                requantize_row(isa, &rq, 0, acc, &mut output[o..o + out_c]);
-                o += out_c;
+            } else {
+                let taps = Taps {
+                    g,
+                    input,
+                    filter,
+                    row0: b * g.in_h,
+                    wy,
+                    wx,
+                    offset,
+                };
+                if dm == 1 {
+                    taps.tiles::<true>(dm, acc);
+                } else {
+                    taps.tiles::<false>(dm, acc);
+                }
             }
+            requantize_row(isa, &rq, 0, acc, &mut output[o..o + out_c]);
+            o += out_c;
         }
     }
 }
@@ -311,7 +309,7 @@ mod avx2_rows {
     /// widened weights of a row take 32 bytes per pair on the stack).
     pub(super) const MAX_PAIRS: usize = 40;
 
-    /// The interior pixels of output row `out_y` of batch `b` (window rows `wy`) into `output`,
+    /// The interior pixels of one output row of batch `b` (window rows `wy`) into `output`,
     /// which holds that row (`out_w * out_c` values).
     ///
     /// # Safety
