@@ -7,7 +7,8 @@
 //! - `step`: a 60-op inference step; each op allocates one 64-byte-aligned output of 1 KiB–4 MiB that
 //!   is freed after its last consumer (the next op, and with 20 % chance a skip connection to op
 //!   i+3..=i+8).
-//! - `large`: 64 live slots churned with 256 KiB–64 MiB buffers, touching one byte per page.
+//! - `large`: 64 live slots churned with 256 KiB–64 MiB buffers, touching one byte per page; the
+//!   slots are filled and churned for as many rounds as are timed before the timed rounds.
 //! - `small`: 10,000 live 8–512 B objects churned.
 //! - `same-size`: 1 MiB alloc/free repeated; `same-size-16`: 16 × 1 MiB live at a time.
 
@@ -124,14 +125,20 @@ pub struct WorkloadResult {
     pub median_ns_per_op: f64,
     /// Every round's nanoseconds per op.
     pub samples_ns_per_op: Vec<f64>,
+    /// Nanoseconds per op of the untimed warm-up, where the warm-up is itself the workload's
+    /// churn (`large`: filling the slots, then as many rounds as are timed). It includes the
+    /// first touch of every page up to the warm-up's high-water mark of live bytes, which any
+    /// allocator pays once; the timed rounds measure churn after it.
+    pub warmup_ns_per_op: Option<f64>,
     /// Most bytes the workload held live at once (its own accounting, not the allocator's).
     pub peak_live_bytes: u64,
     /// Peak resident memory growth of the process during the run (`VmHWM` after a reset, minus the
     /// resident size before), where Linux allows the reset.
     pub peak_rss_growth_bytes: Option<u64>,
-    /// Minor page faults of the process per op (or step) over the whole run, warm-up and
-    /// initial fill included (`getrusage`): the cost a caching allocator saves by reusing
-    /// resident memory, and a steadier measure than time on a noisy machine.
+    /// Minor page faults of the process per op (or step) during the timed rounds
+    /// (`getrusage`; the warm-up and initial fill are not counted): the cost a caching
+    /// allocator saves by reusing resident memory, and a steadier measure than time on a noisy
+    /// machine.
     pub page_faults_per_op: Option<f64>,
 }
 
@@ -219,6 +226,85 @@ fn touch_pages(b: &Block) {
 fn free_block<A: Allocator + ?Sized>(a: &A, b: Block) {
     // SAFETY: `b` came from `a.allocate(b.layout)` and is freed once (it is moved in).
     unsafe { a.deallocate(b.ptr, b.layout) }
+}
+
+/// The `large` workload's state: [`LargeChurn::SLOTS`] slots, each holding one buffer of
+/// 256 KiB–64 MiB (log-uniform) with one byte touched per page; `peak` is the most bytes live
+/// at once so far.
+struct LargeChurn {
+    rng: Rng,
+    slots: Vec<Option<Block>>,
+    live: u64,
+    peak: u64,
+}
+
+impl LargeChurn {
+    const SLOTS: usize = 64;
+
+    fn new(seed: u64) -> Self {
+        Self {
+            rng: Rng::new(seed),
+            slots: (0..Self::SLOTS).map(|_| None).collect(),
+            live: 0,
+            peak: 0,
+        }
+    }
+
+    /// Allocates a fresh buffer into slot `s` (which must be empty).
+    fn put<A: Allocator + ?Sized>(
+        &mut self,
+        a: &A,
+        s: usize,
+        describe: Describe<'_>,
+    ) -> Result<(), AllocatorError> {
+        let size = self.rng.log_range(256 << 10, 64 << 20) as usize;
+        let b = alloc_block(a, size, 64, describe)?;
+        touch_pages(&b);
+        self.live += size as u64;
+        self.peak = self.peak.max(self.live);
+        self.slots[s] = Some(b);
+        Ok(())
+    }
+
+    /// Fills every empty slot.
+    fn fill<A: Allocator + ?Sized>(
+        &mut self,
+        a: &A,
+        describe: Describe<'_>,
+    ) -> Result<(), AllocatorError> {
+        for s in 0..Self::SLOTS {
+            if self.slots[s].is_none() {
+                self.put(a, s, describe)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `n` ops, each freeing a random slot's buffer and allocating a new one into it.
+    fn churn<A: Allocator + ?Sized>(
+        &mut self,
+        a: &A,
+        n: u64,
+        describe: Describe<'_>,
+    ) -> Result<(), AllocatorError> {
+        for _ in 0..n {
+            let s = self.rng.below(Self::SLOTS as u64) as usize;
+            if let Some(b) = self.slots[s].take() {
+                self.live -= b.layout.size() as u64;
+                free_block(a, b);
+            }
+            self.put(a, s, describe)?;
+        }
+        Ok(())
+    }
+
+    /// Frees every buffer.
+    fn free_all<A: Allocator + ?Sized>(&mut self, a: &A) {
+        for b in self.slots.iter_mut().filter_map(Option::take) {
+            free_block(a, b);
+        }
+        self.live = 0;
+    }
 }
 
 /// The precomputed schedule of the `step` workload.
@@ -349,7 +435,8 @@ pub fn run<A: TensorAllocator + ?Sized>(
     let scale = |n: f64| ((n * cfg.scale).round() as u64).max(1);
     let rss_before = proc_status_kib("VmRSS:");
     let rss_reset = clear_peak_rss();
-    let faults_before = minor_faults();
+    let mut faults_before = None;
+    let mut warmup_ns_per_op = None;
     // Grows with the rounds actually run: a huge `rounds` must not overflow a capacity.
     let mut samples = Vec::with_capacity(cfg.rounds.min(MAX_ROUNDS));
     let ops;
@@ -361,6 +448,7 @@ pub fn run<A: TensorAllocator + ?Sized>(
             ops = steps;
             peak_live = sched.peak_live();
             sched.run_described(a, describe)?; // warm-up
+            faults_before = minor_faults();
             for _ in 0..cfg.rounds {
                 let t = Instant::now();
                 for _ in 0..steps {
@@ -372,40 +460,27 @@ pub fn run<A: TensorAllocator + ?Sized>(
         Workload::Large => {
             let n = scale(64.0);
             ops = n;
-            let mut rng = Rng::new(cfg.seed);
-            let mut slots: Vec<Option<Block>> = (0..64).map(|_| None).collect();
-            let mut live = 0u64;
-            let mut peak = 0u64;
-            let mut result = Ok(());
-            'outer: for _ in 0..cfg.rounds {
+            let mut churn = LargeChurn::new(cfg.seed);
+            let outcome = (|| {
+                // Warm-up, untimed: fill every slot, then as many churn rounds as are timed.
                 let t = Instant::now();
-                for _ in 0..n {
-                    let s = rng.below(64) as usize;
-                    if let Some(b) = slots[s].take() {
-                        live -= b.layout.size() as u64;
-                        free_block(a, b);
-                    }
-                    let size = rng.log_range(256 << 10, 64 << 20) as usize;
-                    match alloc_block(a, size, 64, describe) {
-                        Ok(b) => {
-                            touch_pages(&b);
-                            live += size as u64;
-                            peak = peak.max(live);
-                            slots[s] = Some(b);
-                        }
-                        Err(e) => {
-                            result = Err(e);
-                            break 'outer;
-                        }
-                    }
+                churn.fill(a, describe)?;
+                for _ in 0..cfg.rounds {
+                    churn.churn(a, n, describe)?;
                 }
-                samples.push(t.elapsed().as_nanos() as f64 / n as f64);
-            }
-            for b in slots.into_iter().flatten() {
-                free_block(a, b);
-            }
-            result?;
-            peak_live = peak;
+                let warm_ops = LargeChurn::SLOTS as u64 + n * cfg.rounds as u64;
+                warmup_ns_per_op = Some(t.elapsed().as_nanos() as f64 / warm_ops as f64);
+                faults_before = minor_faults();
+                for _ in 0..cfg.rounds {
+                    let t = Instant::now();
+                    churn.churn(a, n, describe)?;
+                    samples.push(t.elapsed().as_nanos() as f64 / n as f64);
+                }
+                Ok::<(), AllocatorError>(())
+            })();
+            churn.free_all(a);
+            outcome?;
+            peak_live = churn.peak;
         }
         Workload::Small => {
             let n = scale(200_000.0);
@@ -429,6 +504,7 @@ pub fn run<A: TensorAllocator + ?Sized>(
                 }
             }
             let mut peak = live;
+            faults_before = minor_faults();
             if failed.is_none() {
                 'outer: for _ in 0..cfg.rounds {
                     let t = Instant::now();
@@ -464,6 +540,7 @@ pub fn run<A: TensorAllocator + ?Sized>(
             let n = scale(200_000.0);
             ops = n;
             peak_live = 1 << 20;
+            faults_before = minor_faults();
             for _ in 0..cfg.rounds {
                 let t = Instant::now();
                 for _ in 0..n {
@@ -479,6 +556,7 @@ pub fn run<A: TensorAllocator + ?Sized>(
             let n = scale(10_000.0);
             ops = n * 16;
             peak_live = 16 << 20;
+            faults_before = minor_faults();
             for _ in 0..cfg.rounds {
                 let t = Instant::now();
                 for _ in 0..n {
@@ -524,6 +602,7 @@ pub fn run<A: TensorAllocator + ?Sized>(
         ops_per_round: ops,
         median_ns_per_op: median(&samples),
         samples_ns_per_op: samples,
+        warmup_ns_per_op,
         peak_live_bytes: peak_live,
         peak_rss_growth_bytes,
         page_faults_per_op,
@@ -547,6 +626,8 @@ mod tests {
             let r = run(&a, w, &cfg).unwrap();
             assert_eq!(r.samples_ns_per_op.len(), 2, "{w:?}");
             assert!(r.peak_live_bytes > 0);
+            // Only `large` has a churning warm-up to report.
+            assert_eq!(r.warmup_ns_per_op.is_some(), w == Workload::Large, "{w:?}");
             assert_eq!(a.stats().bytes_in_use, 0, "{w:?} leaked");
         }
     }

@@ -168,6 +168,8 @@ struct Row {
     #[serde(flatten)]
     result: WorkloadResult,
     ratio_to_system: f64,
+    /// The warm-up's time per op against the system heap's (workloads with a timed-like warm-up).
+    warmup_ratio_to_system: Option<f64>,
 }
 
 pub fn run(args: &BenchArgs) -> Result<(), String> {
@@ -225,6 +227,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let mut rows = vec![];
     for &w in &workloads {
         let mut baseline = f64::NAN;
+        let mut warmup_baseline = None;
         for name in &names {
             // A fresh allocator per workload, so caches and peak memory do not carry over.
             let a = Measured::new(name)?;
@@ -234,10 +237,12 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             drop(a);
             if name == "system" {
                 baseline = r.median_ns_per_op;
+                warmup_baseline = r.warmup_ns_per_op;
             }
             rows.push(Row {
                 allocator: name.clone(),
                 ratio_to_system: r.median_ns_per_op / baseline,
+                warmup_ratio_to_system: r.warmup_ns_per_op.zip(warmup_baseline).map(|(w, b)| w / b),
                 result: r,
             });
         }
@@ -262,6 +267,16 @@ pub(crate) fn human(bytes: u64) -> String {
     format!("{v:.1} {}", U[i])
 }
 
+/// The warm-up column: its time per op and its ratio to the first row's, or `-` for a
+/// workload without a churning warm-up.
+pub(crate) fn warmup_cell(ns: Option<f64>, ratio: Option<f64>, unit: &str) -> String {
+    match (ns, ratio) {
+        (Some(ns), Some(r)) => format!("{} {r:.2}x", per_op(ns, unit)),
+        (Some(ns), None) => per_op(ns, unit),
+        _ => "-".into(),
+    }
+}
+
 /// A per-op time with a readable unit (`3.10 ms/op`).
 pub(crate) fn per_op(ns: f64, unit: &str) -> String {
     if ns >= 1e6 {
@@ -277,12 +292,12 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "tensor-alloc bench: median of {} rounds, seed {}, scale {}",
+        "tensor-alloc bench: median of {} timed rounds after a warm-up, seed {}, scale {}; faults/op over the timed rounds",
         cfg.rounds, cfg.seed, cfg.scale
     );
     let _ = writeln!(
         s,
-        "{:<14} {:<22} {:>14} {:>10} {:>12} {:>12} {:>9} {:>10}",
+        "{:<14} {:<22} {:>14} {:>10} {:>12} {:>12} {:>9} {:>10} {:>20}",
         "workload",
         "allocator",
         "median",
@@ -290,7 +305,8 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
         "peak live",
         "peak RSS+",
         "RSS/live",
-        "faults/op"
+        "faults/op",
+        "warm-up"
     );
     for r in rows {
         let w = &r.result;
@@ -307,7 +323,7 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
             .map_or_else(|| "n/a".to_string(), |f| format!("{f:.1}"));
         let _ = writeln!(
             s,
-            "{:<14} {:<22} {:>14} {:>9.3}x {:>12} {:>12} {:>9} {:>10}",
+            "{:<14} {:<22} {:>14} {:>9.3}x {:>12} {:>12} {:>9} {:>10} {:>20}",
             w.workload,
             r.allocator,
             t,
@@ -315,7 +331,8 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
             human(w.peak_live_bytes),
             rss,
             ratio,
-            faults
+            faults,
+            warmup_cell(w.warmup_ns_per_op, r.warmup_ratio_to_system, w.unit)
         );
     }
     s

@@ -92,6 +92,8 @@ struct ModeRow {
     peak_live_bytes: u64,
     peak_rss_growth_bytes: Option<u64>,
     page_faults_per_op: Option<f64>,
+    warmup_ns_per_op: Option<f64>,
+    warmup_ratio_to_first: Option<f64>,
     moved_bytes: u64,
     released_bytes: u64,
 }
@@ -171,6 +173,7 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
     let mut rows = vec![];
     for &w in workloads {
         let mut first = f64::NAN;
+        let mut first_warmup = None;
         for m in &modes {
             let Some((_, v)) = reports
                 .iter()
@@ -183,8 +186,10 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
             };
             let r = &v["result"];
             let median = r["median_ns_per_op"].as_f64().unwrap_or(f64::NAN);
+            let warmup = r["warmup_ns_per_op"].as_f64();
             if first.is_nan() {
                 first = median;
+                first_warmup = warmup;
             }
             let heap = &v["stats"]["large_heap"];
             rows.push(ModeRow {
@@ -196,6 +201,8 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
                 peak_live_bytes: r["peak_live_bytes"].as_u64().unwrap_or(0),
                 peak_rss_growth_bytes: r["peak_rss_growth_bytes"].as_u64(),
                 page_faults_per_op: r["page_faults_per_op"].as_f64(),
+                warmup_ns_per_op: warmup,
+                warmup_ratio_to_first: warmup.zip(first_warmup).map(|(w, f)| w / f),
                 moved_bytes: heap["moved_bytes"].as_u64().unwrap_or(0),
                 released_bytes: heap["released_bytes"].as_u64().unwrap_or(0),
             });
@@ -209,12 +216,12 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "tensor-alloc bench --global-modes: #[global_allocator] per mode (one child process each), median of {} rounds, seed {}, scale {}",
+        "tensor-alloc bench --global-modes: #[global_allocator] per mode (one child process each), median of {} timed rounds after a warm-up, seed {}, scale {}; faults/op over the timed rounds",
         args.rounds, args.seed, args.scale
     );
     let _ = writeln!(
         s,
-        "{:<14} {:<8} {:>14} {:>9} {:>12} {:>12} {:>9} {:>10} {:>11} {:>11}",
+        "{:<14} {:<8} {:>14} {:>9} {:>12} {:>12} {:>9} {:>10} {:>11} {:>11} {:>20}",
         "workload",
         "mode",
         "median",
@@ -224,7 +231,8 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
         "RSS/live",
         "faults/op",
         "moved",
-        "released"
+        "released",
+        "warm-up"
     );
     for r in &rows {
         let (rss, ratio) = match r.peak_rss_growth_bytes {
@@ -236,7 +244,7 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
         };
         let _ = writeln!(
             s,
-            "{:<14} {:<8} {:>14} {:>8.3}x {:>12} {:>12} {:>9} {:>10} {:>11} {:>11}",
+            "{:<14} {:<8} {:>14} {:>8.3}x {:>12} {:>12} {:>9} {:>10} {:>11} {:>11} {:>20}",
             r.workload,
             r.mode,
             crate::bench::per_op(r.median_ns_per_op, &r.unit),
@@ -248,6 +256,7 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
                 .map_or_else(|| "n/a".to_string(), |f| format!("{f:.1}")),
             crate::bench::human(r.moved_bytes),
             crate::bench::human(r.released_bytes),
+            crate::bench::warmup_cell(r.warmup_ns_per_op, r.warmup_ratio_to_first, &r.unit),
         );
     }
     print!("{s}");
