@@ -17,15 +17,16 @@
 //! back into one and keeps the number of kernel mappings bounded; an allocation makes at most
 //! 64 moves. Without `MREMAP_DONTUNMAP` (Linux before 5.7) nothing is moved.
 //!
-//! **Budget.** Free resident bytes may total at most `1.5 × H − in_use` (at least 64 MiB), `H`
-//! being a recent high-water mark of bytes in use that decays slowly towards the current value;
+//! **Budget.** Free resident bytes may total at most what [`DirtyBudget`] allows (1.5 × a
+//! high-water mark of bytes in use that decays with a one-second half-life, minus bytes in use);
 //! beyond it the least recently freed chunks are mapped afresh (their pages go back to the
 //! kernel). It is there for programs that shrink: moving pages already keeps fragmentation from
-//! growing the resident set.
+//! growing the resident set, and a dip in live bytes shorter than the half-life keeps its pages.
 //!
 //! `alloc_zeroed` never takes moved pages: it zeroes only the chunk's dirty range (the rest is
 //! known to be untouched, zero pages).
 
+use super::budget::{self, DirtyBudget};
 use super::meta::MetaAlloc;
 use crate::alloc::bfc::chunks::{
     align_pad, merge_chunks, split_chunk, Bins, Chunk, ChunkState, DirtyList, Slab, NIL, NO_BIN,
@@ -43,12 +44,6 @@ const MAX_ALIGN: usize = 1 << 30;
 /// Size of a transparent huge page (x86-64, aarch64 with 4 KiB pages): regions start at a
 /// multiple of it, so every whole 2 MiB of a region can be backed by one huge page.
 const HUGE_PAGE: usize = 2 << 20;
-/// Resident free memory allowed as a fraction over the recent high-water mark of bytes in use.
-const DIRTY_RATIO: f64 = 1.5;
-/// The budget never goes below this many bytes.
-const DIRTY_FLOOR: usize = 64 << 20;
-/// The high-water mark decays towards bytes in use by this fraction of the gap per free.
-const DECAY: f64 = 1.0 / 256.0;
 /// Most `mremap` calls one allocation makes (bounds its system calls; the rest is faulted in).
 const MAX_MOVES: usize = 64;
 /// Pages whose residency one `mincore` call reports (the size of its stack buffer).
@@ -99,7 +94,7 @@ pub(crate) struct LargeHeap {
     page: usize,
     shift: u32,
     next_region: usize,
-    reference: f64,
+    budget: DirtyBudget,
     /// `madvise(MADV_HUGEPAGE)` on regions (`TENSOR_ALLOC_GLOBAL_HUGE_PAGES`).
     huge: bool,
     /// Moving pages is off after the kernel refused `MREMAP_DONTUNMAP` (before Linux 5.7).
@@ -199,7 +194,7 @@ impl LargeHeap {
             page,
             shift: page.trailing_zeros(),
             next_region: FIRST_REGION,
-            reference: 0.0,
+            budget: DirtyBudget::default(),
             huge,
             can_move: true,
             resident_free: 0,
@@ -271,7 +266,7 @@ impl LargeHeap {
             .st
             .peak_chunk_bytes_in_use
             .max(self.st.chunk_bytes_in_use);
-        self.reference = self.reference.max(self.st.chunk_bytes_in_use as f64);
+        self.budget.note_in_use(self.st.chunk_bytes_in_use);
         Some(addr)
     }
 
@@ -572,14 +567,9 @@ impl LargeHeap {
     /// Gives the pages of the least recently freed chunks back while resident free memory is
     /// over the budget.
     fn enforce_budget(&mut self) {
-        let in_use = self.st.chunk_bytes_in_use as f64;
-        let r = &mut self.reference;
-        *r = if in_use >= *r {
-            in_use
-        } else {
-            *r - (*r - in_use) * DECAY
-        };
-        let allowed = (DIRTY_RATIO * self.reference - in_use).max(DIRTY_FLOOR as f64) as u64;
+        let allowed = self
+            .budget
+            .allowed(self.st.chunk_bytes_in_use, budget::now_ns());
         while self.resident_free > allowed && self.dirty.oldest != NIL {
             let d = self.dirty.oldest;
             let c = &self.slab[d];

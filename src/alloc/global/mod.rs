@@ -3,6 +3,7 @@
 //! large-buffer heap of the hybrid mode, and the process-wide state tying them together. Nothing
 //! here allocates through the global allocator.
 
+mod budget;
 pub mod config;
 pub(crate) mod hybrid;
 pub(crate) mod large;
