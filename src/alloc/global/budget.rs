@@ -68,7 +68,7 @@ pub(super) fn now_ns() -> u64 {
         .max(1)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
