@@ -12,12 +12,18 @@ use super::error::{InterpreterError, MissingOp, Phase};
 use super::graph::{self, NodeInfo, TensorEntry, TensorKind};
 use super::kernel::Registration;
 use super::resolver::{KernelSet, OpResolver};
-use super::{Interpreter, MemorySummary};
+use super::Interpreter;
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
 use std::cell::Cell;
 use std::sync::Arc;
+
+mod place;
+mod resize;
+
+pub(crate) use place::{finish, Rebuild};
+pub(crate) use resize::resized_model;
 
 /// Where the arena comes from.
 pub enum ArenaSource<'a> {
@@ -115,103 +121,6 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         }
         Ok(interp)
     }
-}
-
-/// The arena source an interpreter was built with, kept so that
-/// [`Interpreter::resize_input`] can plan again into the same place.
-pub(crate) enum Rebuild {
-    /// A caller's buffer, exclusively borrowed for the interpreter's life: its start and length.
-    Buffer { ptr: *mut u8, len: usize },
-    /// An allocator of the registry.
-    Allocator(AllocatorRef),
-    /// The registry's CPU allocator.
-    Default,
-}
-
-/// `model` with graph input tensor `input` of shape `dims` and every other activation tensor
-/// reshaped to match, for [`Interpreter::resize_input`].
-///
-/// Converters mark the dimensions that follow the batch with `-1` in `shape_signature` (the
-/// file's `shape` holds them for the batch the model was saved with). A resize may change only
-/// such dimensions of the input, all by one factor (`dims / shape`); every non-constant tensor
-/// then has its `-1` dimensions scaled by that factor, which must divide exactly. Tensors
-/// without dynamic dimensions keep their shapes; constant-op chains (SHAPE, PACK,
-/// STRIDED_SLICE) are evaluated again by the rebuild and see the new shapes. Kernels then check
-/// every node as at build, so a model whose dynamic dimensions are not batch-like fails with
-/// the node that disagrees.
-pub(crate) fn resized_model(
-    model: &Model,
-    input: usize,
-    dims: &[usize],
-) -> Result<Model, InterpreterError> {
-    let sg = &model.subgraphs[0];
-    let t = &sg.tensors[input];
-    let usage = |message: String| InterpreterError::Usage(message);
-    let current: Vec<usize> = t.shape.iter().map(|&d| d.max(0) as usize).collect();
-    if dims.len() != current.len() {
-        return Err(usage(format!(
-            "input `{}` has rank {}, resize to {dims:?} has rank {}",
-            t.name,
-            current.len(),
-            dims.len()
-        )));
-    }
-    let dynamic = |sig: Option<&Vec<i32>>, d: usize| sig.is_some_and(|s| s.get(d) == Some(&-1));
-    // The factor num / den, from the first changed dimension; only dynamic ones may change.
-    let mut factor: Option<(usize, usize)> = None;
-    for d in 0..dims.len() {
-        if dims[d] == current[d] {
-            continue;
-        }
-        if !dynamic(t.shape_signature.as_ref(), d) {
-            return Err(usage(format!(
-                "input `{}` dimension {d} is static (shape_signature {:?}); it stays {}, not {}",
-                t.name, t.shape_signature, current[d], dims[d]
-            )));
-        }
-        if dims[d] == 0 || current[d] == 0 {
-            return Err(usage(format!(
-                "input `{}` dimension {d}: resizing from or to 0 is not supported",
-                t.name
-            )));
-        }
-        factor.get_or_insert((dims[d], current[d]));
-    }
-    let Some((num, den)) = factor else {
-        return Ok(model.clone());
-    };
-    for d in 0..dims.len() {
-        if dynamic(t.shape_signature.as_ref(), d) && dims[d] * den != current[d] * num {
-            return Err(usage(format!(
-                "input `{}`: dynamic dimensions of {current:?} -> {dims:?} do not scale by one \
-                 factor",
-                t.name
-            )));
-        }
-    }
-    let mut out = model.clone();
-    for (i, tensor) in out.subgraphs[0].tensors.iter_mut().enumerate() {
-        let Some(sig) = tensor.shape_signature.clone() else {
-            continue;
-        };
-        if model.tensor_data(0, i).is_some() {
-            continue;
-        }
-        for (d, dim) in tensor.shape.iter_mut().enumerate() {
-            if sig.get(d) != Some(&-1) {
-                continue;
-            }
-            let scaled = (*dim as i64) * num as i64;
-            if *dim < 0 || scaled % den as i64 != 0 || scaled / den as i64 > i64::from(i32::MAX) {
-                return Err(usage(format!(
-                    "tensor `{}` dimension {d} ({dim}) does not scale by {num}/{den}",
-                    tensor.name
-                )));
-            }
-            *dim = (scaled / den as i64) as i32;
-        }
-    }
-    Ok(out)
 }
 
 /// A variable tensor's initial value when it is not all zero bytes.
@@ -715,143 +624,4 @@ fn evaluate_at_build(
     reg.kernel
         .invoke(&mut ctx)
         .map_err(|e| kernel_error(node, Phase::Invoke, e))
-}
-
-/// Lays out the arena and resolves every address. The interpreter keeps `model`, `resolver`
-/// and where the arena came from, for [`Interpreter::resize_input`].
-pub(crate) fn finish<'a>(
-    model: Arc<Model>,
-    resolver: OpResolver,
-    staged: Staged,
-    source: ArenaSource<'a>,
-) -> Result<Interpreter<'a>, InterpreterError> {
-    let rebuild = match &source {
-        ArenaSource::Buffer(buf) => Rebuild::Buffer {
-            ptr: buf.as_ptr() as *mut u8,
-            len: buf.len(),
-        },
-        ArenaSource::Allocator(a) => Rebuild::Allocator(a.clone()),
-        ArenaSource::Default => Rebuild::Default,
-    };
-    let arena_bytes = staged.arena_bytes()?;
-    let (mut arena, storage) = allocation::make_arena(
-        source,
-        staged.plan.head_bytes(),
-        staged.persistent.tail_bytes(),
-        arena_bytes,
-    )?;
-    let records = allocation::fill_arena(&mut arena, &staged.plan, &staged.persistent)?;
-    let scratch_bytes = staged.scratch_bytes();
-
-    let Staged {
-        tensors,
-        nodes,
-        registrations,
-        memory,
-        persistent,
-        tensor_record,
-        plan,
-        temp_peak,
-        variable_init,
-    } = staged;
-
-    let bytes: Arc<[u8]> = model.bytes.clone();
-    let (slots, mut scratch_ptr) = allocation::resolve_addresses(
-        &arena,
-        &plan,
-        &tensors,
-        &memory,
-        &tensor_record,
-        &records,
-        &model,
-    )?;
-
-    let mut runtimes = Vec::with_capacity(nodes.len());
-    for (i, node) in nodes.iter().enumerate() {
-        let mut variable_inputs = 0u64;
-        for (k, &t) in node.inputs.iter().enumerate() {
-            if let Ok(t) = usize::try_from(t) {
-                if tensors[t].kind == TensorKind::Variable && k < 64 {
-                    variable_inputs |= 1 << k;
-                }
-            }
-        }
-        let aliased = registrations[i].inplace.shares_input0()
-            && match (node.inputs.first(), node.outputs.first()) {
-                (Some(&a), Some(&b)) if a >= 0 && b >= 0 => {
-                    slots[a as usize].ptr == slots[b as usize].ptr && slots[a as usize].bytes > 0
-                }
-                _ => false,
-            };
-        let rt = NodeRuntime {
-            op_data: memory[i]
-                .op_data
-                .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
-            scratch: std::mem::take(&mut scratch_ptr[i]),
-            variable_inputs,
-            aliased,
-            states: memory[i].states.clone(),
-        };
-        if !node.prepare_time {
-            check_node_views(node, &rt, &slots, &tensors)?;
-        }
-        runtimes.push(rt);
-    }
-
-    let op_data_bytes: usize = persistent
-        .records
-        .iter()
-        .filter(|r| r.category == Category::OpData)
-        .map(|r| r.size.next_multiple_of(ALIGNMENT))
-        .sum();
-    let summary = MemorySummary {
-        total_bytes: arena_bytes,
-        head_bytes: plan.head_bytes(),
-        tail_bytes: persistent.tail_bytes(),
-        scratch_bytes,
-        persistent_bytes: persistent.tail_bytes() - op_data_bytes,
-        op_data_bytes,
-        temp_peak_bytes: temp_peak,
-        heap_bytes: 0,
-        offline_plan_ignored: plan.offline_ignored.clone(),
-    };
-    let states: Vec<(*mut u8, usize)> = memory
-        .iter()
-        .flat_map(|m| m.states.iter().map(|&r| records[r as usize]))
-        .collect();
-    let sg = &model.subgraphs[0];
-    // Kernels have turned quantization parameters into op data; only graph inputs and outputs
-    // keep theirs (users read them), which keeps per-channel scales off the heap.
-    let mut tensors = tensors;
-    let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
-    for (t, e) in tensors.iter_mut().enumerate() {
-        if !io.contains(&t) {
-            e.quantization = None;
-        }
-    }
-    let inputs = sg.input_tensors().collect();
-    let outputs = sg.output_tensors().collect();
-    let mut interp = Interpreter {
-        model_bytes: bytes,
-        tensors,
-        nodes,
-        registrations,
-        runtimes,
-        slots,
-        records,
-        arena,
-        storage,
-        inputs,
-        outputs,
-        variable_init,
-        states,
-        summary,
-        model,
-        resolver,
-        rebuild,
-        threads: None,
-    };
-    interp.summary.heap_bytes = interp.heap_bytes();
-    interp.reset_variables();
-    Ok(interp)
 }

@@ -31,14 +31,7 @@ impl ConvPlan {
             return None;
         }
         let k = g.filter_h * g.filter_w * g.in_c;
-        let pointwise = g.filter_h == 1
-            && g.filter_w == 1
-            && g.stride_h == 1
-            && g.stride_w == 1
-            && g.pad_h == 0
-            && g.pad_w == 0
-            && g.in_h == g.out_h
-            && g.in_w == g.out_w;
+        let pointwise = g.is_pointwise();
         let col_rows = if pointwise {
             0
         } else {

@@ -129,14 +129,7 @@ pub fn conv_i8_rows_with(
         act_min: q.act_min,
         act_max: q.act_max,
     };
-    let pointwise = g.filter_h == 1
-        && g.filter_w == 1
-        && g.stride_h == 1
-        && g.stride_w == 1
-        && g.pad_h == 0
-        && g.pad_w == 0
-        && g.in_h == g.out_h
-        && g.in_w == g.out_w;
+    let pointwise = g.is_pointwise();
     let mut p0 = 0;
     while p0 < pixels {
         let rows = (pixels - p0).min(rows_per_block);

@@ -86,6 +86,22 @@ impl ConvGeometry {
             self.in_w,
         )
     }
+    /// Whether this is a pointwise convolution, exactly: `filter_h == 1`, `filter_w == 1`,
+    /// `stride_h == 1`, `stride_w == 1`, `pad_h == 0`, `pad_w == 0`, `in_h == out_h` and
+    /// `in_w == out_w`. Output pixel `p` then reads only input pixel `p` (dilation does not
+    /// matter for a 1×1 filter), so an ungrouped convolution multiplies the NHWC input rows
+    /// directly, without im2col.
+    #[inline]
+    pub(crate) fn is_pointwise(&self) -> bool {
+        self.filter_h == 1
+            && self.filter_w == 1
+            && self.stride_h == 1
+            && self.stride_w == 1
+            && self.pad_h == 0
+            && self.pad_w == 0
+            && self.in_h == self.out_h
+            && self.in_w == self.out_w
+    }
     /// Elements of the input.
     pub fn input_len(&self) -> usize {
         self.batches * self.in_h * self.in_w * self.in_c

@@ -1,0 +1,172 @@
+//! Arena placement, the last build step: a [`Staged`] model (init, prepare and head planning
+//! done) becomes an [`Interpreter`].
+//!
+//! [`finish`] gets the arena from its [`ArenaSource`] (a caller's buffer checked to hold the
+//! staged head and tail, or exactly [`Staged::arena_bytes`] from an allocator), commits the head
+//! plan, copies the staged tail records into it and resolves every tensor, scratch and op-data
+//! address. Every node that runs at invoke has its views checked ([`check_node_views`]) before
+//! the interpreter exists: writable views that overlap each other or the node's inputs (an
+//! in-place reshape aside) are an error at build, not a wrong result at invoke. Only graph
+//! inputs and outputs keep their quantization parameters, and variables start at their initial
+//! values. [`Rebuild`] remembers the arena source so that [`Interpreter::resize_input`] can
+//! place a new plan in the same place.
+
+use super::{ArenaSource, Staged};
+use crate::alloc::AllocatorRef;
+use crate::arena::Category;
+use crate::interpreter::allocation::{self, ALIGNMENT};
+use crate::interpreter::context::{check_node_views, NodeRuntime};
+use crate::interpreter::graph::TensorKind;
+use crate::interpreter::resolver::OpResolver;
+use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
+use crate::model::Model;
+use std::sync::Arc;
+
+/// The arena source an interpreter was built with, kept so that
+/// [`Interpreter::resize_input`] can plan again into the same place.
+pub(crate) enum Rebuild {
+    /// A caller's buffer, exclusively borrowed for the interpreter's life: its start and length.
+    Buffer { ptr: *mut u8, len: usize },
+    /// An allocator of the registry.
+    Allocator(AllocatorRef),
+    /// The registry's CPU allocator.
+    Default,
+}
+/// Lays out the arena and resolves every address. The interpreter keeps `model`, `resolver`
+/// and where the arena came from, for [`Interpreter::resize_input`].
+pub(crate) fn finish<'a>(
+    model: Arc<Model>,
+    resolver: OpResolver,
+    staged: Staged,
+    source: ArenaSource<'a>,
+) -> Result<Interpreter<'a>, InterpreterError> {
+    let rebuild = match &source {
+        ArenaSource::Buffer(buf) => Rebuild::Buffer {
+            ptr: buf.as_ptr() as *mut u8,
+            len: buf.len(),
+        },
+        ArenaSource::Allocator(a) => Rebuild::Allocator(a.clone()),
+        ArenaSource::Default => Rebuild::Default,
+    };
+    let arena_bytes = staged.arena_bytes()?;
+    let (mut arena, storage) = allocation::make_arena(
+        source,
+        staged.plan.head_bytes(),
+        staged.persistent.tail_bytes(),
+        arena_bytes,
+    )?;
+    let records = allocation::fill_arena(&mut arena, &staged.plan, &staged.persistent)?;
+    let scratch_bytes = staged.scratch_bytes();
+
+    let Staged {
+        tensors,
+        nodes,
+        registrations,
+        memory,
+        persistent,
+        tensor_record,
+        plan,
+        temp_peak,
+        variable_init,
+    } = staged;
+
+    let bytes: Arc<[u8]> = model.bytes.clone();
+    let (slots, mut scratch_ptr) = allocation::resolve_addresses(
+        &arena,
+        &plan,
+        &tensors,
+        &memory,
+        &tensor_record,
+        &records,
+        &model,
+    )?;
+
+    let mut runtimes = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let mut variable_inputs = 0u64;
+        for (k, &t) in node.inputs.iter().enumerate() {
+            if let Ok(t) = usize::try_from(t) {
+                if tensors[t].kind == TensorKind::Variable && k < 64 {
+                    variable_inputs |= 1 << k;
+                }
+            }
+        }
+        let aliased = registrations[i].inplace.shares_input0()
+            && match (node.inputs.first(), node.outputs.first()) {
+                (Some(&a), Some(&b)) if a >= 0 && b >= 0 => {
+                    slots[a as usize].ptr == slots[b as usize].ptr && slots[a as usize].bytes > 0
+                }
+                _ => false,
+            };
+        let rt = NodeRuntime {
+            op_data: memory[i]
+                .op_data
+                .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
+            scratch: std::mem::take(&mut scratch_ptr[i]),
+            variable_inputs,
+            aliased,
+            states: memory[i].states.clone(),
+        };
+        if !node.prepare_time {
+            check_node_views(node, &rt, &slots, &tensors)?;
+        }
+        runtimes.push(rt);
+    }
+
+    let op_data_bytes: usize = persistent
+        .records
+        .iter()
+        .filter(|r| r.category == Category::OpData)
+        .map(|r| r.size.next_multiple_of(ALIGNMENT))
+        .sum();
+    let summary = MemorySummary {
+        total_bytes: arena_bytes,
+        head_bytes: plan.head_bytes(),
+        tail_bytes: persistent.tail_bytes(),
+        scratch_bytes,
+        persistent_bytes: persistent.tail_bytes() - op_data_bytes,
+        op_data_bytes,
+        temp_peak_bytes: temp_peak,
+        heap_bytes: 0,
+        offline_plan_ignored: plan.offline_ignored.clone(),
+    };
+    let states: Vec<(*mut u8, usize)> = memory
+        .iter()
+        .flat_map(|m| m.states.iter().map(|&r| records[r as usize]))
+        .collect();
+    let sg = &model.subgraphs[0];
+    // Kernels have turned quantization parameters into op data; only graph inputs and outputs
+    // keep theirs (users read them), which keeps per-channel scales off the heap.
+    let mut tensors = tensors;
+    let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
+    for (t, e) in tensors.iter_mut().enumerate() {
+        if !io.contains(&t) {
+            e.quantization = None;
+        }
+    }
+    let inputs = sg.input_tensors().collect();
+    let outputs = sg.output_tensors().collect();
+    let mut interp = Interpreter {
+        model_bytes: bytes,
+        tensors,
+        nodes,
+        registrations,
+        runtimes,
+        slots,
+        records,
+        arena,
+        storage,
+        inputs,
+        outputs,
+        variable_init,
+        states,
+        summary,
+        model,
+        resolver,
+        rebuild,
+        threads: None,
+    };
+    interp.summary.heap_bytes = interp.heap_bytes();
+    interp.reset_variables();
+    Ok(interp)
+}
