@@ -425,7 +425,7 @@ fn refuse_sparse_reads(
             };
             if e.sparsity.is_some() && !reg.reads_sparse_input(k) {
                 return Err(InterpreterError::Usage(format!(
-                    "node {} ({}): input {k} `{}` is stored sparse, which this kernel cannot                      read (DENSIFY and FULLY_CONNECTED weights can)",
+                    "node {} ({}): input {k} `{}` is stored sparse, which this kernel cannot read (DENSIFY and FULLY_CONNECTED weights can)",
                     n.index, n.op_name, e.name
                 )));
             }
