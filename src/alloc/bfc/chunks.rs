@@ -327,6 +327,30 @@ impl DirtyList {
         }
     }
 
+    /// The smallest chunk on the list that holds `rounded` bytes at `align` with at least half of
+    /// them possibly resident (lowest address among equal sizes; `NIL` if none). Walks the whole
+    /// list, newest first.
+    pub fn best_resident_fit<A: Allocator>(
+        &self,
+        s: &Slab<A>,
+        rounded: usize,
+        align: usize,
+    ) -> u32 {
+        let mut best = NIL;
+        let mut best_key = (usize::MAX, usize::MAX);
+        let mut h = self.newest;
+        while h != NIL {
+            let c = &s[h];
+            let need = align_pad(c.addr, align).saturating_add(rounded);
+            if c.size >= need && c.dirty() >= rounded / 2 && (c.size, c.addr) < best_key {
+                best = h;
+                best_key = (c.size, c.addr);
+            }
+            h = c.dprev;
+        }
+        best
+    }
+
     /// Appends chunk `h` (not on the list) as the most recently freed.
     #[inline]
     pub fn push<A: Allocator>(&mut self, s: &mut Slab<A>, h: u32) {

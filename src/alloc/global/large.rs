@@ -272,19 +272,7 @@ impl LargeHeap {
 
     /// The smallest free chunk that holds the request with at least half of it resident.
     fn find_resident(&self, rounded: usize, align: usize) -> u32 {
-        let mut best = NIL;
-        let mut best_key = (usize::MAX, usize::MAX);
-        let mut h = self.dirty.newest;
-        while h != NIL {
-            let c = &self.slab[h];
-            let need = align_pad(c.addr, align).saturating_add(rounded);
-            if c.size >= need && c.dirty() >= rounded / 2 && (c.size, c.addr) < best_key {
-                best = h;
-                best_key = (c.size, c.addr);
-            }
-            h = c.dprev;
-        }
-        best
+        self.dirty.best_resident_fit(&self.slab, rounded, align)
     }
 
     /// Takes free chunk `h` out of the bins, splits off an alignment front and the tail beyond

@@ -8,19 +8,9 @@ impl Core {
     /// half of them possibly resident (`NIL` if none). The list holds only free chunks of at
     /// least `resident_min_chunk_bytes` that were not released, so it is short.
     pub(super) fn find_dirty(&self, rounded: usize, align: usize) -> u32 {
-        let mut best = NIL;
-        let mut best_key = (usize::MAX, usize::MAX);
-        let mut h = self.dirty.list.newest;
-        while h != NIL {
-            let c = &self.slab[h];
-            let need = align_pad(c.addr, align).saturating_add(rounded);
-            if c.size >= need && c.dirty() >= rounded / 2 && (c.size, c.addr) < best_key {
-                best = h;
-                best_key = (c.size, c.addr);
-            }
-            h = c.dprev;
-        }
-        best
+        self.dirty
+            .list
+            .best_resident_fit(&self.slab, rounded, align)
     }
 
     /// Bytes the dirty-page budget allows right now: `ratio × bytes in use`, less what the
