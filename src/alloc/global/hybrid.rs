@@ -60,6 +60,10 @@ fn init() -> Active {
     let hybrid = c.mode == GlobalMode::Hybrid;
     if hybrid {
         tune_system_heap(c.threshold);
+        // Here, at the process's first allocation, and not at its first large one: a Rust
+        // program spawns no thread without allocating first, so no other thread can be in
+        // the middle of a `fork` that started before the registration (see `ForkHandlers`).
+        ensure_fork_handlers();
     }
     MODE.store(if hybrid { 2 } else { 1 }, Ordering::Release);
     Active {
@@ -127,27 +131,40 @@ pub(crate) fn mode() -> GlobalMode {
     }
 }
 
+std::thread_local! {
+    /// Whether this thread holds the heap's lock for a `fork` in progress, taken by
+    /// `before_fork`. It makes the handlers idempotent: a child may register them a second
+    /// time (see `ForkHandlers`), and the second pair then does nothing.
+    static HELD_FOR_FORK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 extern "C" fn before_fork() {
     // This handler runs, so it is registered: say so before the child's copy of memory is taken,
     // in case the registering thread has not stored it yet (see `ForkHandlers`).
     ATFORK.mark_registered();
-    HEAP.lock_forever();
+    if !HELD_FOR_FORK.get() {
+        HEAP.lock_forever();
+        HELD_FOR_FORK.set(true);
+    }
 }
 
 extern "C" fn after_fork() {
-    // SAFETY: `before_fork` took the lock on the forking thread and no guard exists; in the
-    // child, that thread is the only one.
-    unsafe { HEAP.force_unlock() };
+    if HELD_FOR_FORK.replace(false) {
+        // SAFETY: `before_fork` took the lock on this thread (the forking one, the only one in
+        // the child) and no guard of it exists.
+        unsafe { HEAP.force_unlock() };
+    }
 }
 
-/// Registers the `fork` handlers once per process (before the heap is first used, so a fork can
-/// never see its lock held without them).
+/// Registers the `fork` handlers once per process: at the first allocation in hybrid mode
+/// (`init`), and again in a child forked while they were being registered. The heap is used
+/// only once they are, so a fork that runs them never sees its lock held without them.
 #[inline]
 fn ensure_fork_handlers() {
     ATFORK.ensure(|| {
-        // SAFETY: the handlers are `extern "C"` functions without arguments that only store an
-        // atomic and take or release the heap's spin lock. glibc's registration allocates with
-        // its own malloc, not through this allocator.
+        // SAFETY: the handlers are `extern "C"` functions without arguments that only store
+        // atomics, read a const thread-local and take or release the heap's spin lock. glibc's
+        // registration allocates with its own malloc, not through this allocator.
         unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
     });
 }
@@ -156,13 +173,22 @@ fn ensure_fork_handlers() {
 ///
 /// One word: [`Self::REGISTERED`], `0` (not registered), or the pid of the process in which a
 /// thread is registering them. A `fork` copies only the forking thread, so a child can inherit
-/// "being registered" from a thread it does not have. glibc serialises `fork` and
-/// `pthread_atfork` (both take its `atfork_lock`), which leaves two cases:
-/// - the fork ran after the registration: its prepare handler runs, and it must call
-///   [`mark_registered`](Self::mark_registered), so the child sees `REGISTERED`;
-/// - the fork ran before it: the child has no handlers and a pid that is not its own, and the
-///   first thread of the child to need them registers them again instead of waiting for a
-///   thread that does not exist there.
+/// "being registered" from a thread it does not have. glibc (2.34 and later) runs, in a fork,
+/// the handlers registered when the fork started, and releases its `atfork_lock` while each
+/// prepare handler runs, so a registration can also complete during a fork that then runs none
+/// of the new handlers. The cases:
+/// - the fork runs the handlers: its prepare handler calls
+///   [`mark_registered`](Self::mark_registered) and the child sees `REGISTERED`;
+/// - the fork does not: the child sees `REGISTERED` (stored before the fork copied memory) or a
+///   pid that is not its own. It then has the handlers or not (they may have been added during
+///   the fork); either way its first thread to need them registers them, instead of waiting
+///   for a thread that is not in the child, and the handlers must do nothing the second time.
+///
+/// What this cannot make safe: a fork that started before the registration, when another
+/// thread, after the registration, takes the heap's lock and holds it as the fork copies memory
+/// (the child inherits it held). The global allocator registers at the process's first
+/// allocation, before a Rust program can have a second thread: only threads that never
+/// allocated through it (created by foreign code) could be forking then.
 ///
 /// A thread waits only while the word holds its own process's pid. The one case where no
 /// thread of the process is then registering: a child forked mid-registration forks again
@@ -378,6 +404,22 @@ mod tests {
         t.join().unwrap();
         assert!(handlers.is_registered());
         child
+    }
+
+    #[test]
+    fn handlers_registered_twice_take_and_release_the_heap_lock_once() {
+        // In a child: the handlers run on the real heap lock, which a second `before_fork`
+        // that took it again would spin on forever (the child is then killed).
+        let child = in_child(|| {
+            super::before_fork();
+            super::before_fork();
+            super::after_fork();
+            super::after_fork();
+            // Takes the lock: free again.
+            let _ = super::large_stats();
+            0
+        });
+        assert_eq!(child, Ok(0));
     }
 
     #[test]
