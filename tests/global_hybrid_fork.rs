@@ -8,6 +8,7 @@
 //! if the parent itself stops making progress (a `fork` that never returns, a worker that never
 //! stops).
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,7 +100,10 @@ fn watchdog(step: Arc<AtomicUsize>, fork_no: Arc<AtomicUsize>) -> std::thread::J
                     STEP_WAIT => "waiting for the child",
                     _ => "joining the allocating threads",
                 };
-                eprintln!(
+                // Straight to the stderr stream: the test harness's capture of `eprintln!`
+                // is lost when the process aborts.
+                let _ = writeln!(
+                    std::io::stderr(),
                     "global_hybrid_fork: the parent has been {what} at fork #{} of {FORKS} for \
                      {:?}; aborting",
                     now.1,
