@@ -51,8 +51,11 @@
 //! `const`-initialised thread-local `Cell` (no destructor registration, hence no allocation); the
 //! large heap is behind a spin lock that never allocates or parks. `pthread_atfork` handlers take
 //! that lock before `fork` and release it in parent and child, so a child forked while another
-//! thread was inside the large heap can allocate. Safe from any thread, during start-up before
-//! `main`, during thread teardown and in `fork` children.
+//! thread was inside the large heap can allocate. They are registered at the process's first
+//! allocation in hybrid mode, before a Rust program can have a second thread: a `fork` that
+//! starts before that registration completes, from a thread created by foreign code, is the one
+//! case they do not cover. Safe from any thread, during start-up before `main`, during thread
+//! teardown and in `fork` children.
 //!
 //! [`count_allocations`] is what the interpreter's "invoke performs zero heap allocations" test uses.
 

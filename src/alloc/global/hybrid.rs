@@ -21,8 +21,8 @@ static HEAP: StaticSpinLock<Option<LargeHeap>> = StaticSpinLock::new(None);
 /// not the heap's without taking the lock.
 static LO: AtomicUsize = AtomicUsize::new(usize::MAX);
 static HI: AtomicUsize = AtomicUsize::new(0);
-/// 0: fork handlers not registered; 1: being registered; 2: registered.
-static ATFORK: AtomicU8 = AtomicU8::new(0);
+/// Whether the large heap's `fork` handlers are registered (see [`ForkHandlers`]).
+static ATFORK: ForkHandlers = ForkHandlers::new();
 
 /// The configuration in effect.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +60,10 @@ fn init() -> Active {
     let hybrid = c.mode == GlobalMode::Hybrid;
     if hybrid {
         tune_system_heap(c.threshold);
+        // Here, at the process's first allocation, and not at its first large one: a Rust
+        // program spawns no thread without allocating first, so no other thread can be in
+        // the middle of a `fork` that started before the registration (see `ForkHandlers`).
+        ensure_fork_handlers();
     }
     MODE.store(if hybrid { 2 } else { 1 }, Ordering::Release);
     Active {
@@ -127,41 +131,135 @@ pub(crate) fn mode() -> GlobalMode {
     }
 }
 
+std::thread_local! {
+    /// Whether this thread holds the heap's lock for a `fork` in progress, taken by
+    /// `before_fork`. It makes the handlers idempotent: a child may register them a second
+    /// time (see `ForkHandlers`), and the second pair then does nothing.
+    static HELD_FOR_FORK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 extern "C" fn before_fork() {
-    HEAP.lock_forever();
+    // This handler runs, so it is registered: say so before the child's copy of memory is taken,
+    // in case the registering thread has not stored it yet (see `ForkHandlers`).
+    ATFORK.mark_registered();
+    if !HELD_FOR_FORK.get() {
+        HEAP.lock_forever();
+        HELD_FOR_FORK.set(true);
+    }
 }
 
 extern "C" fn after_fork() {
-    // SAFETY: `before_fork` took the lock on the forking thread and no guard exists; in the
-    // child, that thread is the only one.
-    unsafe { HEAP.force_unlock() };
+    if HELD_FOR_FORK.replace(false) {
+        // SAFETY: `before_fork` took the lock on this thread (the forking one, the only one in
+        // the child) and no guard of it exists.
+        unsafe { HEAP.force_unlock() };
+    }
 }
 
-/// Registers the `fork` handlers once (before the heap is first used, so a fork can never see
-/// its lock held without them).
+/// Registers the `fork` handlers once per process: at the first allocation in hybrid mode
+/// (`init`), and again in a child forked while they were being registered. The heap is used
+/// only once they are, so a fork that runs them never sees its lock held without them.
 #[inline]
 fn ensure_fork_handlers() {
-    if ATFORK.load(Ordering::Acquire) == 2 {
-        return;
-    }
-    register_fork_handlers();
+    ATFORK.ensure(|| {
+        // SAFETY: the handlers are `extern "C"` functions without arguments that only store
+        // atomics, read a const thread-local and take or release the heap's spin lock. glibc's
+        // registration allocates with its own malloc, not through this allocator.
+        unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
+    });
 }
 
-#[cold]
-#[inline(never)]
-fn register_fork_handlers() {
-    if ATFORK
-        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
-    {
-        // SAFETY: the handlers are `extern "C"` functions without arguments that only take or
-        // release the heap's spin lock. glibc's registration allocates with its own malloc, not
-        // through this allocator.
-        unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
-        ATFORK.store(2, Ordering::Release);
-    } else {
-        while ATFORK.load(Ordering::Acquire) != 2 {
-            std::hint::spin_loop();
+/// The registration state of a set of `pthread_atfork` handlers, kept consistent across `fork`.
+///
+/// One word: [`Self::REGISTERED`], `0` (not registered), or the pid of the process in which a
+/// thread is registering them. A `fork` copies only the forking thread, so a child can inherit
+/// "being registered" from a thread it does not have. glibc (2.34 and later) runs, in a fork,
+/// the handlers registered when the fork started, and releases its `atfork_lock` while each
+/// prepare handler runs, so a registration can also complete during a fork that then runs none
+/// of the new handlers. The cases:
+/// - the fork runs the handlers: its prepare handler calls
+///   [`mark_registered`](Self::mark_registered) and the child sees `REGISTERED`;
+/// - the fork does not: the child sees `REGISTERED` (stored before the fork copied memory) or a
+///   pid that is not its own. It then has the handlers or not (they may have been added during
+///   the fork); either way its first thread to need them registers them, instead of waiting
+///   for a thread that is not in the child, and the handlers must do nothing the second time.
+///
+/// What this cannot make safe: a fork that started before the registration, when another
+/// thread, after the registration, takes the heap's lock and holds it as the fork copies memory
+/// (the child inherits it held). The global allocator registers at the process's first
+/// allocation, before a Rust program can have a second thread: only threads that never
+/// allocated through it (created by foreign code) could be forking then.
+///
+/// A thread waits only while the word holds its own process's pid. The one case where no
+/// thread of the process is then registering: a child forked mid-registration forks again
+/// without having registered, its parent exits, and the grandchild gets the parent's pid
+/// (reused); that grandchild would wait forever.
+pub(crate) struct ForkHandlers(AtomicU64);
+
+impl ForkHandlers {
+    /// Registered in this process (and, from then on, in every child).
+    const REGISTERED: u64 = u64::MAX;
+
+    /// Not registered.
+    pub(crate) const fn new() -> Self {
+        Self(AtomicU64::new(0))
+    }
+
+    /// Whether the handlers are registered.
+    #[inline]
+    pub(crate) fn is_registered(&self) -> bool {
+        self.0.load(Ordering::Acquire) == Self::REGISTERED
+    }
+
+    /// Records that the handlers are registered; for the prepare handler, which runs only once
+    /// they are.
+    pub(crate) fn mark_registered(&self) {
+        self.0.store(Self::REGISTERED, Ordering::Release);
+    }
+
+    /// Returns once the handlers are registered in this process, calling `register` (which must
+    /// not allocate through the global allocator) if no thread of this process has.
+    #[inline]
+    pub(crate) fn ensure(&self, register: impl FnOnce()) {
+        if !self.is_registered() {
+            self.ensure_slow(register);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ensure_slow(&self, register: impl FnOnce()) {
+        // SAFETY: getpid has no preconditions and does not allocate.
+        let me = u64::from(unsafe { libc::getpid() }.unsigned_abs());
+        let mut spins = 0u32;
+        let mut seen = self.0.load(Ordering::Acquire);
+        loop {
+            if seen == Self::REGISTERED {
+                return;
+            }
+            if seen == me {
+                // Another thread of this process is registering.
+                if spins < 64 {
+                    std::hint::spin_loop();
+                    spins += 1;
+                } else {
+                    std::thread::yield_now();
+                }
+                seen = self.0.load(Ordering::Acquire);
+                continue;
+            }
+            // 0, or the pid of a parent whose registering thread is not in this process.
+            match self
+                .0
+                .compare_exchange(seen, me, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    register();
+                    self.mark_registered();
+                    return;
+                }
+                Err(now) => seen = now,
+            }
         }
     }
 }
@@ -228,4 +326,123 @@ pub(crate) fn large_resize(ptr: *mut u8, new_size: usize) -> bool {
 pub(crate) fn large_stats() -> LargeHeapStats {
     let g = HEAP.lock();
     g.as_ref().map(LargeHeap::stats).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ForkHandlers;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// Forks; the child runs `child` (which must not allocate: other test threads may hold
+    /// locks) and `_exit`s with its result. Returns the child's exit code, or `Err` with what
+    /// happened instead (a child still running after 10 s is killed).
+    fn in_child(child: impl FnOnce() -> i32) -> Result<i32, String> {
+        // SAFETY: the child only runs `child`, which does not allocate, then `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = child();
+            // SAFETY: `_exit` ends the child without running destructors or atexit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        let start = Instant::now();
+        let mut status = 0;
+        loop {
+            // SAFETY: polling our own child.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                // SAFETY: killing and reaping our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                return Err(format!("child still running after {:?}", start.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if libc::WIFEXITED(status) {
+            Ok(libc::WEXITSTATUS(status))
+        } else {
+            Err(format!("child ended with wait status {status:#x}"))
+        }
+    }
+
+    /// Runs `ensure` on a thread whose `register` calls `inside` and then waits; forks while it
+    /// waits and returns what the child's own `ensure` did: 0 registered and done, 1 done
+    /// without registering, 2 not done. The thread then finishes.
+    fn fork_during_registration(
+        handlers: &'static ForkHandlers,
+        step: &'static AtomicU32,
+        inside: fn(),
+    ) -> Result<i32, String> {
+        let t = std::thread::spawn(move || {
+            handlers.ensure(|| {
+                inside();
+                step.store(1, Ordering::Release);
+                while step.load(Ordering::Acquire) != 2 {
+                    std::thread::yield_now();
+                }
+            })
+        });
+        while step.load(Ordering::Acquire) != 1 {
+            std::thread::yield_now();
+        }
+        let child = in_child(|| {
+            let mut registered = false;
+            handlers.ensure(|| registered = true);
+            match (handlers.is_registered(), registered) {
+                (true, true) => 0,
+                (true, false) => 1,
+                _ => 2,
+            }
+        });
+        step.store(2, Ordering::Release);
+        t.join().unwrap();
+        assert!(handlers.is_registered());
+        child
+    }
+
+    #[test]
+    fn handlers_registered_twice_take_and_release_the_heap_lock_once() {
+        // In a child: the handlers run on the real heap lock, which a second `before_fork`
+        // that took it again would spin on forever (the child is then killed).
+        let child = in_child(|| {
+            super::before_fork();
+            super::before_fork();
+            super::after_fork();
+            super::after_fork();
+            // Takes the lock: free again.
+            let _ = super::large_stats();
+            0
+        });
+        assert_eq!(child, Ok(0));
+    }
+
+    #[test]
+    fn child_forked_before_the_handlers_were_added_registers_them() {
+        // The registering thread is copied into no child: the child must not wait for it.
+        static H: ForkHandlers = ForkHandlers::new();
+        static STEP: AtomicU32 = AtomicU32::new(0);
+        assert_eq!(fork_during_registration(&H, &STEP, || {}), Ok(0));
+    }
+
+    #[test]
+    fn child_forked_after_the_handlers_were_added_does_not_add_them_again() {
+        // Added but not yet recorded by the registering thread: the prepare handler records
+        // it, and registering again in the child would run every handler twice per fork.
+        static H: ForkHandlers = ForkHandlers::new();
+        static STEP: AtomicU32 = AtomicU32::new(0);
+        extern "C" fn prepare() {
+            H.mark_registered();
+        }
+        fn add() {
+            // SAFETY: `prepare` only stores an atomic.
+            unsafe { libc::pthread_atfork(Some(prepare), None, None) };
+        }
+        assert_eq!(fork_during_registration(&H, &STEP, add), Ok(1));
+    }
 }
