@@ -74,8 +74,9 @@ fn first_word(addr: usize) -> *mut usize {
     std::ptr::with_exposed_provenance_mut::<usize>(addr)
 }
 
-/// Writes 0 into the first word of each chunk in `addrs`, which leave the cache (so a later free
-/// of them after a locked hand-out does not find a stale key and walk).
+/// Writes 0 into the first word of each chunk in `addrs`, which leave the cache: a chunk holds
+/// the key only while a store holds it, so its later frees take the fast path whatever way it
+/// was handed out again.
 ///
 /// # Safety
 /// Each address is a chunk this thread's store holds right now (so it is in use for the core,
