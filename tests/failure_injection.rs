@@ -288,6 +288,9 @@ fn region_failures_under_bfc_and_pool() {
                     // SAFETY: forwarded with the caller's guarantee.
                     unsafe { self.0.free(ptr, num_bytes) }
                 }
+                fn host_accessible(&self) -> bool {
+                    self.0.host_accessible()
+                }
                 fn name(&self) -> &str {
                     self.0.name()
                 }

@@ -309,6 +309,10 @@ impl<S: SubAllocator> SubAllocator for FailingSubAllocator<S> {
         self.inner.numa_node()
     }
 
+    fn host_accessible(&self) -> bool {
+        self.inner.host_accessible()
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -46,6 +46,21 @@ pub trait SubAllocator: Send + Sync {
         None
     }
 
+    /// Whether the CPU may read and write every region this sub-allocator hands out, for as long
+    /// as it is not freed, through the pointer `alloc` returned (ordinary host memory: the
+    /// system heap, `mmap`, NUMA-bound `mmap`). Allocators above it may then keep bookkeeping
+    /// inside blocks their callers freed: the BFC's thread cache writes a key into the first word
+    /// of each cached chunk and is on only when this is `true`.
+    ///
+    /// The default is `false`: memory a GPU runtime hands out may be device memory the CPU must
+    /// not touch, and a sub-allocator that says nothing about its memory must not have it
+    /// written. An implementation over host memory returns `true` (a wrapper forwards its inner
+    /// sub-allocator's answer); `true` for memory the CPU cannot write is a bug of the same kind
+    /// as `alloc` reporting more bytes than it received.
+    fn host_accessible(&self) -> bool {
+        false
+    }
+
     /// A short name for logs and stats.
     fn name(&self) -> &str;
 }
@@ -161,6 +176,11 @@ impl SubAllocator for SystemSubAllocator {
         self.visitors.visit_free(ptr, 0, num_bytes);
         // SAFETY: the caller guarantees `ptr` came from `posix_memalign` in `alloc`.
         unsafe { libc::free(ptr.as_ptr().cast()) }
+    }
+
+    fn host_accessible(&self) -> bool {
+        // Ordinary heap memory.
+        true
     }
 
     fn name(&self) -> &str {
@@ -294,6 +314,11 @@ impl SubAllocator for MmapSubAllocator {
 
     fn numa_node(&self) -> Option<usize> {
         self.numa_node
+    }
+
+    fn host_accessible(&self) -> bool {
+        // Anonymous private mappings with PROT_READ | PROT_WRITE.
+        true
     }
 
     fn name(&self) -> &str {

@@ -8,8 +8,18 @@
 //! the thread moves to another allocator, and at thread exit.
 //!
 //! A chunk is in at most one slot of one store: a second free (with the same `Layout`) of a
-//! pointer this thread's cache holds is found through the address filter and refused (logged),
-//! in every build.
+//! pointer this thread's cache holds is refused (logged), in every build. The check is glibc's
+//! tcache key: while a chunk is in this thread's store its first word holds this thread's key
+//! ([`Store::key`]), and it is 0 when the chunk leaves the store (taken, spilled, handed back)
+//! or is handed out by the locked path. A free whose chunk does not start with the key is
+//! certainly not held (one load and compare); one that does is looked up on its size's chain,
+//! so user data equal to the key by chance costs a walk and is never refused. The allocator
+//! turns the cache on only over a host-accessible sub-allocator
+//! ([`SubAllocator::host_accessible`](crate::alloc::SubAllocator::host_accessible)).
+//!
+//! Chunk memory is reached as the rest of the BFC reaches it: the region was exposed when the
+//! sub-allocator handed it over, so a pointer is rebuilt from the stored address
+//! (`with_exposed_provenance_mut`).
 
 use super::{Inner, MAX_THREAD_CACHE};
 use crate::alloc::thread_cache::{per_thread_cache, Deltas, Owner, ThreadCache};
@@ -20,15 +30,15 @@ const HEADS: usize = 512;
 /// "No entry" in the `u16` links.
 const NONE: u16 = u16::MAX;
 const _: () = assert!(MAX_THREAD_CACHE < NONE as usize);
-const _: () = assert!(SEEN <= u16::MAX as usize + 1);
 
 /// The chunks one thread caches: up to `MAX_THREAD_CACHE` slots, each chained into the list of
 /// its size key's hash head (newest first); free slots are chained through `link`.
 ///
 /// Invariants: `n` slots hold a key ≠ 0, all below `used`; a slot with key 0 is on the free list;
 /// `bytes` is the sum of the occupied slots' sizes; every occupied slot is on exactly one size
-/// chain (of `head_of(key)`); `seen[b]` counts the occupied slots whose address hashes to `b`;
-/// no address occurs twice.
+/// chain (of `head_of(key)`); no address occurs twice; the first word of every occupied slot's
+/// chunk holds [`Store::key`] unless the chunk's user wrote it after freeing it (a
+/// use-after-free).
 pub(super) struct Store {
     /// log2 of the owner's granule (keys are sizes in granules); set at bind.
     shift: u32,
@@ -41,11 +51,6 @@ pub(super) struct Store {
     /// Number of slots ever used (`free` chains slots below it).
     used: u16,
     heads: [u16; HEADS],
-    /// Occupied slots per address hash: a free whose bucket is empty is certainly not a double
-    /// free, so the exact check (a walk of the key's chain) runs only on a bucket collision.
-    seen: [u16; SEEN],
-    /// Address-filter bucket of each occupied slot (kept so a removal need not rehash).
-    bucket: [u16; MAX_THREAD_CACHE],
     /// Rounded size / granule of each slot (0: free slot).
     keys: [u32; MAX_THREAD_CACHE],
     addrs: [usize; MAX_THREAD_CACHE],
@@ -60,15 +65,29 @@ fn head_of(key: u32) -> usize {
     (key.wrapping_mul(0x9E37_79B1) >> (32 - HEADS.trailing_zeros())) as usize
 }
 
-/// Buckets of the address filter (`Store::seen`).
-const SEEN: usize = 1024;
+/// The first word of the chunk at `addr`, as a pointer rebuilt from the exposed region (see the
+/// module docs). Dereferencing it needs the chunk to be one of the owner's, at least 8 bytes and
+/// 8-aligned (chunks are granule multiples, the granule at least 16 bytes, at granule-aligned
+/// addresses), in a host-accessible region, and not in use by anyone else at that moment.
+#[inline(always)]
+fn first_word(addr: usize) -> *mut usize {
+    std::ptr::with_exposed_provenance_mut::<usize>(addr)
+}
 
-/// Address-filter bucket of a chunk address (chunks are at least 16-byte aligned): the top bits
-/// of a 64-bit multiplicative hash, so every address bit reaches the bucket in three instructions.
+/// Writes 0 into the first word of each chunk in `addrs`, which leave the cache: a chunk holds
+/// the key only while a store holds it, so its later frees take the fast path whatever way it
+/// was handed out again.
+///
+/// # Safety
+/// Each address is a chunk this thread's store holds right now (so it is in use for the core,
+/// its region is mapped and host accessible, and nobody else may touch it).
 #[inline]
-fn bucket_of(addr: usize) -> usize {
-    ((addr as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SEEN.trailing_zeros()))
-        as usize
+unsafe fn clear_keys(addrs: impl Iterator<Item = usize>) {
+    for addr in addrs {
+        // SAFETY: the caller's contract: a chunk of ours held by this store (mapped, writable,
+        // at least 8 bytes and 8-aligned, owned by the cache now).
+        unsafe { first_word(addr).write(0) };
+    }
 }
 
 impl Store {
@@ -80,8 +99,6 @@ impl Store {
         free: NONE,
         used: 0,
         heads: [NONE; HEADS],
-        seen: [0; SEEN],
-        bucket: [0; MAX_THREAD_CACHE],
         keys: [0; MAX_THREAD_CACHE],
         addrs: [0; MAX_THREAD_CACHE],
         link: [NONE; MAX_THREAD_CACHE],
@@ -100,26 +117,25 @@ impl Store {
         let used = self.used as usize;
         self.keys[..used].fill(0);
         self.heads = [NONE; HEADS];
-        self.seen = [0; SEEN];
         self.n = 0;
         self.bytes = 0;
         self.free = NONE;
         self.used = 0;
     }
 
-    /// Whether a slot holds `addr` (whose filter bucket is `bucket`) under `key`: a double free
-    /// with the same `Layout`.
-    #[inline]
-    fn holds(&self, key: u32, addr: usize, bucket: usize) -> bool {
-        if self.seen[bucket] == 0 {
-            return false;
-        }
-        self.holds_slow(key, addr)
+    /// This thread's key, written into the first word of every chunk the store holds: the
+    /// store's own address (the store lives in a thread-local, so it does not move while the
+    /// thread lives, no two live threads share it, and it is never 0).
+    #[inline(always)]
+    pub(super) fn key(&self) -> usize {
+        std::ptr::from_ref(self).addr()
     }
 
+    /// Whether a slot holds `addr` under `key` (a walk of the key's size chain): the exact check
+    /// behind the first-word key, run only when a freed chunk starts with this thread's key.
     #[cold]
     #[inline(never)]
-    fn holds_slow(&self, key: u32, addr: usize) -> bool {
+    fn holds(&self, key: u32, addr: usize) -> bool {
         let mut i = self.heads[head_of(key)];
         while i != NONE {
             if self.keys[i as usize] == key && self.addrs[i as usize] == addr {
@@ -139,7 +155,6 @@ impl Store {
         } else {
             self.link[prev as usize] = next;
         }
-        self.seen[self.bucket[i] as usize] -= 1;
         self.bytes -= (self.keys[i] as usize) << self.shift;
         self.keys[i] = 0;
         self.link[i] = self.free;
@@ -147,10 +162,9 @@ impl Store {
         self.n -= 1;
     }
 
-    /// Adds `addr` of `rounded` bytes, whose filter bucket is `bucket` (room was made by the
-    /// caller).
+    /// Adds `addr` of `rounded` bytes (room was made by the caller).
     #[inline]
-    fn insert(&mut self, rounded: usize, addr: usize, bucket: usize) {
+    fn insert(&mut self, rounded: usize, addr: usize) {
         let i = if self.free != NONE {
             let i = self.free as usize;
             self.free = self.link[i];
@@ -167,8 +181,6 @@ impl Store {
         self.addrs[i] = addr;
         self.link[i] = self.heads[h];
         self.heads[h] = i as u16;
-        self.seen[bucket] += 1;
-        self.bucket[i] = bucket as u16;
         self.clock = self.clock.wrapping_add(1);
         self.stamp[i] = self.clock;
         self.n += 1;
@@ -223,6 +235,8 @@ impl Owner for Inner {
     }
 
     fn take_back(&self, store: &mut Store, deltas: Deltas, _stale: bool) -> usize {
+        // SAFETY: exactly the chunks the store holds, before they are handed back.
+        unsafe { clear_keys(store.occupied().map(|(_, _, addr)| addr)) };
         let used = store.used as usize;
         self.take_back_chunks(
             store.keys[..used]
@@ -265,6 +279,8 @@ fn spill(c: &mut ThreadCache<Inner>, a: &Inner, size: usize) {
         k += 1;
     }
     let victims = &order[..k.min(m)];
+    // SAFETY: the victims are chunks the store holds, before they are handed back.
+    unsafe { clear_keys(victims.iter().map(|&i| s.addrs[i as usize])) };
     let d = std::mem::take(&mut c.deltas);
     a.take_back_chunks(
         victims
@@ -289,6 +305,10 @@ pub(super) fn pop(a: &Arc<Inner>, rounded: usize, align: usize) -> Option<usize>
         let (i, prev, h) = s.find((rounded >> s.shift) as u32, align)?;
         let addr = s.addrs[i];
         s.remove(i, prev, h);
+        // SAFETY: `addr` was held by this store (an in-use chunk of the owner's, so its region is
+        // mapped; host accessible, or the cache would be off; at least 8 bytes, 8-aligned) and
+        // is the caller's only once this returns: nobody else touches it now.
+        unsafe { first_word(addr).write(0) };
         c.deltas.alloc(rounded as u64);
         Some(addr)
     })
@@ -306,6 +326,11 @@ pub(super) enum Push {
 }
 
 /// Puts a freed chunk of `rounded` bytes at `addr` into this thread's cache.
+///
+/// The caller (`BfcAllocator::deallocate`) passes a block the allocator handed out with this
+/// rounded size, so `addr` is the start of one of its chunks, in use, in a mapped region that is
+/// host accessible (the cache is on only then), at least 8 bytes and 8-aligned; a double free of
+/// a chunk this thread's cache holds is such a chunk too (cached chunks stay in use for the core).
 #[inline]
 pub(super) fn push(a: &Arc<Inner>, rounded: usize, addr: usize) -> Push {
     if rounded > a.tc_max_bytes {
@@ -314,21 +339,33 @@ pub(super) fn push(a: &Arc<Inner>, rounded: usize, addr: usize) -> Push {
     with(|c| {
         c.enter(a);
         // A double free would hand the chunk out twice; the lock-free path does not look
-        // chunks up, so the address filter catches a second free of a chunk this thread holds.
-        let bucket = bucket_of(addr);
-        if c.store
-            .holds((rounded >> c.store.shift) as u32, addr, bucket)
-        {
+        // chunks up, so the key in the chunk's first word points at a second free of a chunk
+        // this thread holds, and the size chain confirms it.
+        let key = c.store.key();
+        let word = first_word(addr);
+        // SAFETY: `addr` is a chunk of ours as `push` requires (mapped, host accessible, at least
+        // 8 bytes and 8-aligned); its first word was initialized when the chunk was handed out
+        // (0) or cached (the key), or since by its user.
+        if unsafe { word.read() } == key && c.store.holds((rounded >> c.store.shift) as u32, addr) {
             return Push::DoubleFree;
         }
         if c.store.n >= a.tc_entries || c.store.bytes + rounded > a.tc_max_bytes {
             spill(c, a, rounded);
         }
-        c.store.insert(rounded, addr, bucket);
+        c.store.insert(rounded, addr);
+        // SAFETY: as for the read above; the chunk now belongs to this store, which alone
+        // touches it until it leaves.
+        unsafe { word.write(key) };
         c.deltas.free(rounded as u64);
         Push::Cached
     })
     .unwrap_or(Push::Unavailable)
+}
+
+/// This thread's key (see [`Store::key`]), for tests that plant it in user data.
+#[cfg(test)]
+pub(super) fn current_key() -> Option<usize> {
+    with(|c| c.store.key())
 }
 
 /// Takes this thread's counters for `a` (to merge under the lock the caller takes).

@@ -76,14 +76,30 @@
 //!   add up to bytes in use plus bytes in thread caches, and that each of the calling thread's
 //!   entries is a live chunk of exactly its key's size, listed once.
 //! - **Double free** of a chunk the freeing thread's cache still holds: refused with a `tracing`
-//!   error in every build (the cache keeps a filter of the addresses it holds), so the chunk is never
-//!   handed out twice. The trade-off: every put hashes the address and checks a counter, and
-//!   every put and take updates it, a few percent of the cached path's time (measured in
-//!   `BENCHMARKS.md`); a collision with a held address walks that size's chain.
+//!   error in every build, so the chunk is never handed out twice. The check is glibc's tcache
+//!   key: while a chunk is cached, its first word holds a per-thread key (the address of the
+//!   thread's cache); it is set to 0 when the chunk leaves the cache and when the locked path
+//!   hands out a chunk of a cacheable size. A put whose chunk does not start with the key is
+//!   certainly not a double free (one load and compare before the store of the key); one that
+//!   does walks that size's chain to decide, so user data that happens to equal the key costs
+//!   the walk and is never refused. The trade-off: the allocator writes into the memory it hands
+//!   out (the first word of cached chunks, and 0 there at hand-out), so the thread cache is on
+//!   only over a sub-allocator that says its memory is
+//!   [host accessible](SubAllocator::host_accessible); over any other, every free takes the
+//!   locked path, which finds double frees through the chunk's state.
 //! - **Not detected** on the lock-free path in release builds: a double free from two different
-//!   threads (each cache holds the chunk once), and a free with a `Layout` of another size (both
+//!   threads (each cache holds the chunk once), a free with a `Layout` of another size (both
 //!   violate the `Allocator` contract; the chunk would be handed out twice or under the wrong
-//!   size). Debug builds check every such free against the chunk table and panic.
+//!   size), a second free after the chunk's first word was written through the freed pointer (a
+//!   use-after-free: the key is gone), and a second free of a chunk that already left the cache
+//!   (its first word is read and written again, which faults if `trim()` returned its region).
+//!   Debug builds check every such free against the chunk table and panic.
+//! - **Initialized first word**: a put reads the chunk's first word as an integer, which the
+//!   zero at hand-out and the key keep initialized, except in a block shrunk in place from above
+//!   the cache's bound before its first word was written, or whose first bytes its user filled
+//!   with uninitialized bytes (padding). Reading those is undefined in Rust's abstract machine
+//!   (Miri reports it); the load itself is of mapped memory through a pointer the compiler cannot
+//!   trace to an allocation.
 //!
 //! Under loom there is no thread cache: the models check the shared, locked path.
 //!
@@ -214,7 +230,9 @@ impl BfcAllocator {
                 }
             }
         };
-        // Under loom there is no thread cache: the models check the shared, locked path.
+        // Under loom there is no thread cache: the models check the shared, locked path. Over a
+        // sub-allocator whose memory the CPU may not touch there is none either: the cache
+        // writes its key into the chunks it holds (see "Double free" in the module docs).
         // A granule multiple (so every request up to it rounds to at most it) whose granule
         // count fits the cache's 32-bit keys.
         let g = opts.granule_bytes;
@@ -224,7 +242,7 @@ impl BfcAllocator {
             .min(opts.thread_cache.max_bytes)
             .min(g.saturating_mul(u32::MAX as usize))
             & !(g - 1);
-        let tc_entries = if cfg!(loom) || tc_max_chunk == 0 {
+        let tc_entries = if cfg!(loom) || tc_max_chunk == 0 || !sub.host_accessible() {
             0
         } else {
             opts.thread_cache.entries
@@ -258,7 +276,8 @@ impl BfcAllocator {
         self.inner.granule
     }
 
-    /// The per-thread cache capacity in effect (0 = off).
+    /// The per-thread cache capacity in effect (0 = off: configured off, or the sub-allocator is
+    /// not [host accessible](SubAllocator::host_accessible)).
     pub fn thread_cache_capacity(&self) -> usize {
         self.inner.tc_entries
     }
@@ -379,7 +398,18 @@ impl BfcAllocator {
             }
         }
         match r.map(|(addr, _)| ptr_from_addr(addr)) {
-            Ok(Some(p)) => Ok(NonNull::slice_from_raw_parts(p, layout.size())),
+            Ok(Some(p)) => {
+                if inner.tc_entries > 0 && layout.size() <= inner.tc_max_chunk {
+                    // A block that may be freed into the thread cache starts with an initialized
+                    // word (0: no key), which that free reads.
+                    // SAFETY: `p` is the start of a chunk the core just marked in use for this
+                    // caller (nobody else touches it), in a mapped region that is host accessible
+                    // (the thread cache is on only then), at least one granule (≥ 16 bytes)
+                    // long and granule aligned.
+                    unsafe { p.cast::<usize>().write(0) };
+                }
+                Ok(NonNull::slice_from_raw_parts(p, layout.size()))
+            }
             Ok(None) => Err(self.report_failure(
                 layout,
                 Failure::Oom {

@@ -167,6 +167,11 @@ impl SubAllocator for NumaSubAllocator {
         Some(self.node)
     }
 
+    fn host_accessible(&self) -> bool {
+        // `mmap` regions (read/write) bound to a node with `mbind`: ordinary host memory.
+        self.map.host_accessible()
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

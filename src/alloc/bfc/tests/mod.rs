@@ -65,6 +65,9 @@ impl SubAllocator for Capped {
         // SAFETY: forwarded from our own caller's contract.
         unsafe { self.inner.free(ptr, num_bytes) }
     }
+    fn host_accessible(&self) -> bool {
+        self.inner.host_accessible()
+    }
     fn name(&self) -> &str {
         "capped"
     }

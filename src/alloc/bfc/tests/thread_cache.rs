@@ -33,6 +33,9 @@ impl SubAllocator for Counting {
         // SAFETY: forwarded from our own caller's contract.
         unsafe { self.inner.free(ptr, num_bytes) }
     }
+    fn host_accessible(&self) -> bool {
+        self.inner.host_accessible()
+    }
     fn name(&self) -> &str {
         "counting"
     }
@@ -370,6 +373,122 @@ fn double_free_into_the_thread_cache_is_refused() {
     }
     let s = a.stats();
     assert_eq!((s.bytes_in_use, s.num_allocs, s.num_frees), (0, 3, 3));
+}
+
+/// A free whose block starts with this thread's key by chance (user data) is not a double free:
+/// the size chain decides, the block is cached, and a real second free of it is still refused.
+#[test]
+fn a_block_starting_with_the_key_is_freed_normally() {
+    let a = BfcAllocator::new(tc_opts());
+    let key = crate::alloc::bfc::front::current_key().unwrap();
+    let p = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
+    let q = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
+    // SAFETY: `q` was allocated just above with this layout and is freed once; `p` is live,
+    // 4096 bytes and 64-aligned, so its first word is the caller's to write.
+    unsafe {
+        a.deallocate(q, l(4096, 64));
+        p.cast::<usize>().as_ptr().write(key);
+    }
+    // The size chain holds `q`, so the walk runs and must not match `p`.
+    // SAFETY: `p` was allocated above with this layout; the first free is legitimate.
+    let logs = capture_logs(|| unsafe { a.deallocate(p, l(4096, 64)) });
+    assert!(logs.is_empty(), "a legitimate free was refused: {logs}");
+    assert_eq!(a.thread_cached(), (2, 8192));
+    // SAFETY: deliberately wrong (a double free) to check that it is still refused.
+    let logs = capture_logs(|| unsafe { a.deallocate(p, l(4096, 64)) });
+    assert!(logs.contains("double free"), "{logs}");
+    assert_eq!(a.thread_cached(), (2, 8192));
+    a.check_invariants().unwrap();
+    let x = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
+    let y = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
+    assert_ne!(x, y, "a double-freed chunk was handed out twice");
+    let mut got = [x, y];
+    got.sort();
+    let mut want = [p, q];
+    want.sort();
+    assert_eq!(got, want, "both blocks come back from the thread cache");
+    // SAFETY: `x`/`y` are live 4096-byte blocks: reading their first word is in bounds.
+    unsafe {
+        assert_eq!(x.cast::<usize>().as_ptr().read(), 0, "key cleared on take");
+        assert_eq!(y.cast::<usize>().as_ptr().read(), 0, "key cleared on take");
+    }
+    // SAFETY: both allocated just above with this layout.
+    unsafe {
+        a.deallocate(x, l(4096, 64));
+        a.deallocate(y, l(4096, 64));
+    }
+    let s = a.stats();
+    assert_eq!((s.bytes_in_use, s.num_allocs, s.num_frees), (0, 4, 4));
+}
+
+/// An mmap sub-allocator whose regions the CPU cannot touch (`PROT_NONE`: any load or store
+/// faults), which does not claim host access (the default).
+struct NoAccess(MmapSubAllocator);
+
+impl SubAllocator for NoAccess {
+    fn alloc(
+        &self,
+        alignment: usize,
+        num_bytes: usize,
+    ) -> Result<(NonNull<u8>, usize), AllocatorError> {
+        let (p, n) = self.0.alloc(alignment, num_bytes)?;
+        // SAFETY: `p`/`n` is the whole page-aligned mapping just received.
+        let rc = unsafe { libc::mprotect(p.as_ptr().cast(), n, libc::PROT_NONE) };
+        assert_eq!(rc, 0, "mprotect");
+        Ok((p, n))
+    }
+    unsafe fn free(&self, ptr: NonNull<u8>, num_bytes: usize) {
+        // SAFETY: forwarded from our own caller's contract (munmap needs no access).
+        unsafe { self.0.free(ptr, num_bytes) }
+    }
+    fn name(&self) -> &str {
+        "no-access"
+    }
+}
+
+/// Over a sub-allocator that does not say its memory is host accessible the thread cache is off,
+/// so the allocator never loads or stores chunk memory (it is `PROT_NONE`: a touch would crash
+/// the test), and a double free is still refused (by the locked path).
+#[test]
+#[cfg_attr(miri, ignore = "mprotect")]
+fn no_thread_cache_over_memory_the_cpu_cannot_touch() {
+    assert!(!NoAccess(MmapSubAllocator::new()).host_accessible());
+    assert!(MmapSubAllocator::new().host_accessible());
+    assert!(SystemSubAllocator::new().host_accessible());
+    let a =
+        BfcAllocator::with_sub_allocator(Box::new(NoAccess(MmapSubAllocator::new())), tc_opts());
+    assert_eq!(a.thread_cache_capacity(), 0);
+    let mut blocks = vec![];
+    for size in [100, 4096, 4096, 300_000, MIB] {
+        blocks.push((a.allocate(l(size, 64)).unwrap().cast::<u8>(), size));
+    }
+    let (p, size) = blocks[1];
+    // SAFETY: the first free is legitimate; the second is deliberately wrong (a double free)
+    // to check that it is refused.
+    let logs = capture_logs(|| unsafe {
+        a.deallocate(p, l(size, 64));
+        a.deallocate(p, l(size, 64));
+    });
+    assert!(logs.contains("double free"), "{logs}");
+    assert_eq!(a.thread_cached(), (0, 0));
+    let r = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
+    let s = a.allocate(l(4096, 64)).unwrap().cast::<u8>();
+    assert_ne!(r, s, "a double-freed chunk was handed out twice");
+    a.check_invariants().unwrap();
+    // SAFETY: every block below is live and freed once with its layout.
+    unsafe {
+        a.deallocate(r, l(4096, 64));
+        a.deallocate(s, l(4096, 64));
+        for (i, &(b, size)) in blocks.iter().enumerate() {
+            if i != 1 {
+                a.deallocate(b, l(size, 64));
+            }
+        }
+    }
+    a.check_invariants().unwrap();
+    let st = a.stats();
+    assert_eq!((st.bytes_in_use, st.num_allocs, st.num_frees), (0, 7, 7));
+    assert!(a.trim() > 0);
 }
 
 #[test]
