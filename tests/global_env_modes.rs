@@ -194,3 +194,40 @@ fn hybrid_mode_keeps_the_users_glibc_threshold() {
     );
     drop(v);
 }
+
+#[cfg(target_env = "gnu")]
+#[test]
+fn hybrid_mode_leaves_glibcs_dynamic_threshold_on_for_other_callers() {
+    if !malloc_is_glibc() {
+        return;
+    }
+    if !in_child(
+        "hybrid_mode_leaves_glibcs_dynamic_threshold_on_for_other_callers",
+        &[("TENSOR_ALLOC_GLOBAL", "hybrid")],
+    ) {
+        return;
+    }
+    let first = vec![1u8; 64];
+    assert_eq!(GLOBAL.stats().mode, GlobalMode::Hybrid);
+    // C code calling malloc directly: 1 MiB is above the raised threshold (about 256 KiB), so
+    // glibc maps it; freeing it raises glibc's threshold past 1 MiB (its dynamic rule, which a
+    // `mallopt` would have switched off), so the next 1 MiB comes from its heap. `black_box`
+    // keeps the compiler from eliding the blocks or reasoning about the header word.
+    // SAFETY: glibc's malloc and free, each block written in bounds and freed once.
+    unsafe {
+        let p = std::hint::black_box(libc::malloc(1 << 20).cast::<u8>());
+        assert!(!p.is_null());
+        p.write_volatile(1);
+        assert!(glibc_mmapped(p), "1 MiB was not mapped: threshold raised too far");
+        libc::free(p.cast());
+        let q = std::hint::black_box(libc::malloc(1 << 20).cast::<u8>());
+        assert!(!q.is_null());
+        q.write_volatile(1);
+        assert!(
+            !glibc_mmapped(q),
+            "glibc's dynamic mmap threshold is off: 1 MiB mapped again after a free"
+        );
+        libc::free(q.cast());
+    }
+    drop(first);
+}

@@ -76,18 +76,27 @@ fn init() -> Active {
 /// glibc's default mmap threshold (128 KiB).
 #[cfg(target_env = "gnu")]
 const GLIBC_MMAP_THRESHOLD: usize = 128 << 10;
-/// glibc's largest mmap threshold on 64-bit targets (32 MiB; `mallopt` refuses more).
+/// glibc's largest mmap threshold on 64-bit targets (32 MiB; `mallopt` refuses more, and its
+/// dynamic threshold never rises beyond it).
 #[cfg(target_env = "gnu")]
 const GLIBC_MMAP_THRESHOLD_MAX: usize = 32 << 20;
 
-/// In hybrid mode, lets glibc's `malloc` serve every request it gets (all below the threshold)
-/// from its heap: its mmap threshold becomes the hybrid threshold and its trim threshold twice
-/// that. glibc raises both itself only when it frees a chunk it had `mmap`ped, which the large
-/// heap's requests no longer are; left at 128 KiB, every 128 KiB–threshold buffer was mapped
-/// and unmapped, and the top of the heap trimmed and faulted back, per use (`step` workload:
-/// 6.5 faults and 3.4× the system mode's time per step). Skipped when the user tuned either
-/// threshold (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, or `GLIBC_TUNABLES`), and
-/// for thresholds glibc's default already covers.
+/// In hybrid mode, lets glibc's `malloc` serve every request the global allocator sends it (all
+/// below the threshold) from its heap. glibc raises its mmap threshold (and its trim threshold to
+/// twice that) when it frees a chunk it had `mmap`ped; the large heap now takes those frees, so
+/// left alone every 128 KiB–threshold buffer was mapped and unmapped, and the top of the heap
+/// trimmed and faulted back, per use (`step` workload: 6.5 faults and 3.4× the system mode's
+/// time per step).
+///
+/// So the threshold is raised the way glibc raises it: one `malloc` of the hybrid threshold,
+/// which glibc `mmap`s, and its `free`. glibc's dynamic threshold stays on, so C code in the
+/// process that frees bigger mapped blocks still raises it further, as without this allocator.
+/// (`mallopt` would pin both thresholds and turn the dynamic rule off for the whole process:
+/// then every `malloc` of the threshold or more by C code, or by `std::alloc::System`, is
+/// mapped and unmapped per use.) Only if glibc served that block from its heap instead (its top
+/// already held the size) are the thresholds set with `mallopt`. Skipped when the user tuned
+/// either threshold (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, or `GLIBC_TUNABLES`),
+/// and for thresholds glibc's default already covers.
 #[cfg(target_env = "gnu")]
 fn tune_system_heap(threshold: usize) {
     use super::config::getenv;
@@ -103,13 +112,31 @@ fn tune_system_heap(threshold: usize) {
             return;
         }
     }
-    let mmap = threshold.min(GLIBC_MMAP_THRESHOLD_MAX) as libc::c_int;
-    // SAFETY: mallopt only sets malloc parameters (under malloc's own lock); it does not call
-    // this allocator. Both values are within glibc's accepted ranges (32 MiB and 64 MiB at
-    // most).
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, mmap);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 2 * mmap);
+    // glibc raises the threshold to the freed chunk's size (request + header, rounded to
+    // pages), which must stay within its maximum.
+    let size = threshold.min(GLIBC_MMAP_THRESHOLD_MAX - 4096);
+    #[allow(deprecated)]
+    // SAFETY: `mallinfo` only reads malloc's counters (under malloc's own lock); `malloc` and
+    // `free` are glibc's (not this allocator); the block is written once inside its bounds and
+    // freed once. `black_box` keeps the compiler from eliding the unused allocation.
+    let mapped = unsafe {
+        let before = libc::mallinfo().hblks;
+        let p = std::hint::black_box(libc::malloc(size));
+        let mapped = !p.is_null() && libc::mallinfo().hblks > before;
+        if !p.is_null() {
+            p.cast::<u8>().write_volatile(0);
+        }
+        libc::free(std::hint::black_box(p));
+        mapped
+    };
+    if !mapped {
+        let mmap = size as libc::c_int;
+        // SAFETY: mallopt only sets malloc parameters (under malloc's own lock); it does not
+        // call this allocator. Both values are within glibc's accepted ranges.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, mmap);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 2 * mmap);
+        }
     }
 }
 
