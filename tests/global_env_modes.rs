@@ -218,7 +218,10 @@ fn hybrid_mode_leaves_glibcs_dynamic_threshold_on_for_other_callers() {
         let p = std::hint::black_box(libc::malloc(1 << 20).cast::<u8>());
         assert!(!p.is_null());
         p.write_volatile(1);
-        assert!(glibc_mmapped(p), "1 MiB was not mapped: threshold raised too far");
+        assert!(
+            glibc_mmapped(p),
+            "1 MiB was not mapped: threshold raised too far"
+        );
         libc::free(p.cast());
         let q = std::hint::black_box(libc::malloc(1 << 20).cast::<u8>());
         assert!(!q.is_null());
