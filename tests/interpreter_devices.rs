@@ -73,14 +73,18 @@ fn split_run(
     ))
 }
 
-fn check_set(set: &str) {
+fn check_set(set: &str, tier: common::Tier) {
     let Some(shared) = common::shared() else {
         return;
     };
     let mut failures = Vec::new();
     let mut checked = 0;
     let only = std::env::var("DEVICES_TEST_ONLY").ok();
-    for case in common::cases(&shared, set) {
+    let cases = common::tier_cases(&shared, set, tier);
+    if cases.is_empty() {
+        return;
+    }
+    for case in cases {
         if only.as_ref().is_some_and(|o| *o != case.name) {
             continue;
         }
@@ -133,12 +137,24 @@ fn check_set(set: &str) {
 
 #[test]
 fn tflm_models_split_run_bit_exact() {
-    check_set("tflm");
+    check_set("tflm", common::Tier::Quick);
 }
 
 #[test]
 fn keras_models_split_run_bit_exact() {
-    check_set("keras");
+    check_set("keras", common::Tier::Quick);
+}
+
+#[test]
+#[ignore = "long tier: the large models (CI runs it with --ignored)"]
+fn large_tflm_models_split_run_bit_exact() {
+    check_set("tflm", common::Tier::Long);
+}
+
+#[test]
+#[ignore = "long tier: the large models (CI runs it with --ignored)"]
+fn large_keras_models_split_run_bit_exact() {
+    check_set("keras", common::Tier::Long);
 }
 
 /// An npu whose memory cannot hold its subgraphs: the partitioner sends them back to the cpu

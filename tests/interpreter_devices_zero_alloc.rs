@@ -24,13 +24,17 @@ static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 /// Serialises the tests of this binary: the process-wide counters must see one invoke only.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn check_set(set: &str, combos: &[(&str, &str)]) {
+fn check_set(set: &str, tier: common::Tier, combos: &[(&str, &str)]) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(shared) = common::shared() else {
         return;
     };
     let mut checked = 0;
-    for case in common::cases(&shared, set) {
+    let cases = common::tier_cases(&shared, set, tier);
+    if cases.is_empty() {
+        return;
+    }
+    for case in cases {
         let model = Model::load(&case.model).unwrap();
         let inputs = case.inputs();
         let runs = InterpreterBuilder::new(&model)
@@ -91,19 +95,31 @@ fn check_set(set: &str, combos: &[(&str, &str)]) {
     assert!(checked > 0);
 }
 
+const TFLM_SPLITS: &[(&str, &str)] = &[
+    ("cpu,npu", "min-copy"),
+    ("cpu,npu", "tengine"),
+    ("cpu,cpu-reference", "min-copy"),
+];
+const KERAS_SPLITS: &[(&str, &str)] = &[("cpu,npu", "min-copy"), ("cpu,npu", "tengine")];
+
 #[test]
 fn tflm_split_invoke_does_not_allocate() {
-    check_set(
-        "tflm",
-        &[
-            ("cpu,npu", "min-copy"),
-            ("cpu,npu", "tengine"),
-            ("cpu,cpu-reference", "min-copy"),
-        ],
-    );
+    check_set("tflm", common::Tier::Quick, TFLM_SPLITS);
 }
 
 #[test]
 fn keras_split_invoke_does_not_allocate() {
-    check_set("keras", &[("cpu,npu", "min-copy"), ("cpu,npu", "tengine")]);
+    check_set("keras", common::Tier::Quick, KERAS_SPLITS);
+}
+
+#[test]
+#[ignore = "long tier: the large models (CI runs it with --ignored)"]
+fn large_tflm_split_invoke_does_not_allocate() {
+    check_set("tflm", common::Tier::Long, TFLM_SPLITS);
+}
+
+#[test]
+#[ignore = "long tier: the large models (CI runs it with --ignored)"]
+fn large_keras_split_invoke_does_not_allocate() {
+    check_set("keras", common::Tier::Long, KERAS_SPLITS);
 }

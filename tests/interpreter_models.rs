@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{cases, compare, run_once, shared, Case};
+use common::{cases, compare, run_once, shared, tier_cases, Case, Tier};
 use tensor_alloc::interpreter::{
     Interpreter, InterpreterBuilder, InterpreterError, KernelSet, OpResolver, ALIGNMENT,
 };
@@ -165,12 +165,12 @@ fn bytemuck_bytes(words: &mut [u128]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, len) }
 }
 
-fn run_set(set: &str) {
+fn run_set(set: &str, tier: Tier) {
     let Some(shared) = shared() else { return };
     // Float tolerance floor: 1e-5 for the TFLM examples, 1e-4 for the larger keras models.
     let tol_floor = if set == "keras" { 1e-4 } else { 1e-5 };
     let mut outcomes = Vec::new();
-    for case in cases(&shared, set) {
+    for case in tier_cases(&shared, set, tier) {
         if NOT_RUNNABLE.contains(&case.name.as_str())
             || (set == "keras" && KERAS_PENDING.contains(&case.name.as_str()))
         {
@@ -198,7 +198,6 @@ fn run_set(set: &str) {
             }
         }
     }
-    assert!(!outcomes.is_empty(), "no models found");
     assert_eq!(
         failed,
         0,
@@ -209,12 +208,24 @@ fn run_set(set: &str) {
 
 #[test]
 fn tflm_models_match_reference() {
-    run_set("tflm");
+    run_set("tflm", Tier::Quick);
 }
 
 #[test]
 fn keras_models_match_reference() {
-    run_set("keras");
+    run_set("keras", Tier::Quick);
+}
+
+#[test]
+#[ignore = "long tier: the large models (CI runs it with --ignored)"]
+fn large_tflm_models_match_reference() {
+    run_set("tflm", Tier::Long);
+}
+
+#[test]
+#[ignore = "long tier: the large models (CI runs it with --ignored)"]
+fn large_keras_models_match_reference() {
+    run_set("keras", Tier::Long);
 }
 
 #[test]
@@ -233,6 +244,7 @@ fn npu_model_fails_with_clear_error() {
 /// default reference softmax (in `keras_models_match_reference`) the model also runs with
 /// LiteRT's x86-64 float-table softmax, which must match that output bit for bit.
 #[test]
+#[ignore = "long tier: a large model (CI runs it with --ignored)"]
 fn int8_softmax_with_litert_arithmetic_matches_litert() {
     let Some(shared) = shared() else { return };
     let Some(case) = cases(&shared, "keras")

@@ -5,6 +5,9 @@
 //! only this check's threads, so nothing else allocates meanwhile (libtest's runner thread
 //! prints, and so allocates, when a test runs for over a minute, as it does under ASan). Skips
 //! with a notice when `../shared` is absent.
+//!
+//! Tiers (see `common::Tier`): by default the quick tier's models; with `--ignored` (how CI runs
+//! the long tier) the large ones, and with `--include-ignored` both.
 
 mod common;
 
@@ -16,11 +19,24 @@ use tensor_alloc::GlobalAllocator;
 static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 
 fn main() {
-    threads_keep_outputs_and_allocate_nothing_during_invoke();
-    println!("test threads_keep_outputs_and_allocate_nothing_during_invoke ... ok");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let tiers: &[common::Tier] = if has("--include-ignored") {
+        &[common::Tier::Quick, common::Tier::Long]
+    } else if has("--ignored") {
+        &[common::Tier::Long]
+    } else {
+        &[common::Tier::Quick]
+    };
+    for &tier in tiers {
+        threads_keep_outputs_and_allocate_nothing_during_invoke(tier);
+        println!(
+            "test threads_keep_outputs_and_allocate_nothing_during_invoke ({tier:?} tier) ... ok"
+        );
+    }
 }
 
-fn threads_keep_outputs_and_allocate_nothing_during_invoke() {
+fn threads_keep_outputs_and_allocate_nothing_during_invoke(tier: common::Tier) {
     // The builder refuses zero threads with a message naming the value.
     let model = common::split_model();
     match InterpreterBuilder::new(&model).threads(0).build() {
@@ -31,8 +47,11 @@ fn threads_keep_outputs_and_allocate_nothing_during_invoke() {
         return;
     };
     let mut checked = 0;
+    let mut found = 0;
     for set in ["tflm", "keras"] {
-        for case in common::cases(&shared, set) {
+        let cases = common::tier_cases(&shared, set, tier);
+        found += cases.len();
+        for case in cases {
             if case.name == "person_detect_vela" {
                 continue;
             }
@@ -75,5 +94,5 @@ fn threads_keep_outputs_and_allocate_nothing_during_invoke() {
         }
     }
     eprintln!("{checked} model runs compared");
-    assert!(checked > 0);
+    assert!(checked > 0 || found == 0);
 }

@@ -2,15 +2,17 @@
 //! model must load or fail with an error — never panic, never allocate more than a small multiple
 //! of the file size.
 //!
-//! By default: every truncation of the models up to 64 KiB, a dense sample (the first 2 KiB, the
-//! last 1 KiB and ~2,000 evenly spread lengths) of the larger ones, and 2,000 seeded mutations per
-//! model (80% of them aimed at the flatbuffer structure rather than weight bytes); a mutated
-//! model that loads must also survive lifetime analysis, and (on a sample of the mutations) a
-//! write -> read -> write round trip and planning with every planner (plus validation and the SVG
-//! picture of the best plan). Every mutated model that loads is also built by the interpreter,
-//! and a sample is invoked on zero inputs: errors must name the node or tensor, never panic. Set
-//! `TENSOR_ALLOC_STRESS=1` for every truncation of the models up to 1 MiB (every 64th length of
-//! the 4 MB one), 20,000 mutations per model and a write-back check on each.
+//! Each test runs at one of three sizes ([`Effort`]). The long tier (`--ignored`, run by CI):
+//! every truncation of the models up to 64 KiB, a dense sample (the first 2 KiB, the last 1 KiB
+//! and ~2,000 evenly spread lengths) of the larger ones, and 2,000 seeded mutations per model
+//! (80% of them aimed at the flatbuffer structure rather than weight bytes); a mutated model that
+//! loads must also survive lifetime analysis, and (on a sample of the mutations) a write -> read
+//! -> write round trip and planning with every planner (plus validation and the SVG picture of
+//! the best plan). Every mutated model that loads is also built by the interpreter, and a sample
+//! is invoked on zero inputs: errors must name the node or tensor, never panic. The quick tier
+//! (`cargo test`) does the same on a tenth of the cases. `TENSOR_ALLOC_STRESS=1` with
+//! `--ignored`: every truncation of the models up to 1 MiB (every 64th length of the 4 MB one),
+//! 20,000 mutations per model and a write-back check on each.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -28,6 +30,57 @@ static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 
 fn stress() -> bool {
     std::env::var("TENSOR_ALLOC_STRESS").is_ok_and(|v| v != "0")
+}
+
+/// How many cases a test checks.
+#[derive(Clone, Copy)]
+struct Effort {
+    /// Every truncation of a model up to this many bytes.
+    every_truncation_up_to: usize,
+    /// For larger models: the first `head` and last `tail` lengths and `spread` lengths between.
+    head: usize,
+    tail: usize,
+    spread: usize,
+    /// Seeded mutations per model.
+    mutations: usize,
+    /// A write-back check and an invoke on every loaded mutation (not a sample).
+    exhaustive: bool,
+}
+
+/// `cargo test`.
+const QUICK: Effort = Effort {
+    every_truncation_up_to: 16 * 1024,
+    head: 1024,
+    tail: 512,
+    spread: 200,
+    mutations: 200,
+    exhaustive: false,
+};
+/// The long tier (`--ignored`).
+const LONG: Effort = Effort {
+    every_truncation_up_to: 64 * 1024,
+    head: 2048,
+    tail: 1024,
+    spread: 2000,
+    mutations: 2_000,
+    exhaustive: false,
+};
+/// The long tier under `TENSOR_ALLOC_STRESS=1`.
+const STRESS: Effort = Effort {
+    every_truncation_up_to: 1 << 20,
+    head: 1 << 16,
+    tail: 1 << 16,
+    spread: 0, // every 64th length
+    mutations: 20_000,
+    exhaustive: true,
+};
+
+fn long_effort() -> Effort {
+    if stress() {
+        STRESS
+    } else {
+        LONG
+    }
 }
 
 fn models() -> Option<Vec<(String, Vec<u8>)>> {
@@ -180,20 +233,27 @@ fn check_with(bytes: &[u8], what: &dyn Fn() -> String, write: bool, run: Run) ->
 
 #[test]
 fn every_truncation_fails_cleanly() {
+    truncations(QUICK);
+}
+
+#[test]
+#[ignore = "long tier: ten times the truncations (CI runs it with --ignored)"]
+fn every_truncation_fails_cleanly_long() {
+    truncations(long_effort());
+}
+
+fn truncations(effort: Effort) {
     let Some(models) = models() else { return };
     let mut total = 0usize;
     for (name, bytes) in &models {
         let n = bytes.len();
-        // Stress mode: every truncation up to 1 MiB; beyond that (each truncation copies the
-        // file) the first and last 64 KiB and every 64th length.
-        let full_limit = if stress() { 1 << 20 } else { 64 * 1024 };
-        let lens: Vec<usize> = if n <= full_limit {
+        let lens: Vec<usize> = if n <= effort.every_truncation_up_to {
             (0..n).collect()
         } else {
-            let (head, tail, step) = if stress() {
-                (1 << 16, 1 << 16, 64)
-            } else {
-                (2048, 1024, (n / 2000).max(1))
+            let (head, tail) = (effort.head, effort.tail);
+            let step = match effort.spread {
+                0 => 64,
+                spread => (n / spread).max(1),
             };
             let mut v: Vec<usize> = (0..head.min(n)).collect();
             v.extend(n.saturating_sub(tail)..n);
@@ -223,8 +283,18 @@ fn every_truncation_fails_cleanly() {
 
 #[test]
 fn random_mutations_fail_cleanly() {
+    mutations(QUICK);
+}
+
+#[test]
+#[ignore = "long tier: ten times the mutations (CI runs it with --ignored)"]
+fn random_mutations_fail_cleanly_long() {
+    mutations(long_effort());
+}
+
+fn mutations(effort: Effort) {
     let Some(models) = models() else { return };
-    let per_model = if stress() { 20_000 } else { 2_000 };
+    let per_model = effort.mutations;
     let mut rng = Rng::new(0x7f1e_5eed);
     let (mut ok, mut failed) = (0usize, 0usize);
     for (name, bytes) in &models {
@@ -271,13 +341,14 @@ fn random_mutations_fail_cleanly() {
             }
             // Write-back checks (slow in debug builds) on every 10th mutation of the models up to
             // 16 KiB and every 100th of the others; all of them under TENSOR_ALLOC_STRESS.
-            let write = stress() || i % if bytes.len() <= 16 * 1024 { 10 } else { 100 } == 0;
+            let write =
+                effort.exhaustive || i % if bytes.len() <= 16 * 1024 { 10 } else { 100 } == 0;
             // The interpreter: every loaded mutation is built (models up to 400 KiB; every 50th
             // of larger ones) and invoked (every 4th up to 64 KiB, every 100th up to 400 KiB, in
             // release builds also every 100th of the larger ones).
             let small = bytes.len() <= 64 * 1024;
             let medium = bytes.len() <= 400 * 1024;
-            let run = if stress()
+            let run = if effort.exhaustive
                 || (small && i % 4 == 0)
                 || (medium && i % 100 == 0)
                 || (!cfg!(debug_assertions) && i % 100 == 0)

@@ -31,6 +31,31 @@ pub struct Case {
     pub json: Value,
 }
 
+/// The test tiers. `cargo test` runs the quick tier: the shared models whose file is under
+/// [`QUICK_MODEL_BYTES`]. The long tier, the tests marked `#[ignore = "long tier: ..."]` that CI
+/// runs with `cargo test --tests -- --ignored`, takes the larger models (the MobileNets), so the
+/// two tiers together run every model once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    Quick,
+    Long,
+}
+
+/// Models below this file size are in the quick tier.
+pub const QUICK_MODEL_BYTES: u64 = 1 << 20;
+
+/// The shared models of `set` in `tier` (see [`cases`]); prints a notice when there are none.
+pub fn tier_cases(shared: &Path, set: &str, tier: Tier) -> Vec<Case> {
+    let v: Vec<Case> = cases(shared, set)
+        .into_iter()
+        .filter(|c| c.tier() == tier)
+        .collect();
+    if v.is_empty() {
+        eprintln!("no {set} models in the {tier:?} tier");
+    }
+    v
+}
+
 /// Every shared model of `set` (`"tflm"` or `"keras"`) that has reference facts, sorted.
 pub fn cases(shared: &Path, set: &str) -> Vec<Case> {
     let (models, refs) = match set {
@@ -63,6 +88,14 @@ pub fn cases(shared: &Path, set: &str) -> Vec<Case> {
 }
 
 impl Case {
+    /// The tier that runs this model (by its file size).
+    pub fn tier(&self) -> Tier {
+        match std::fs::metadata(&self.model) {
+            Ok(m) if m.len() >= QUICK_MODEL_BYTES => Tier::Long,
+            _ => Tier::Quick,
+        }
+    }
+
     /// The reference inputs, in graph-input order.
     pub fn inputs(&self) -> Vec<Tensor> {
         let mut v = Vec::new();
