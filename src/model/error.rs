@@ -41,6 +41,9 @@ pub enum ModelError {
         /// What is wrong, with the value and what was expected.
         problem: String,
     },
+    /// The model has no subgraph at all: nothing to inspect, plan or run.
+    #[error("the model has no subgraphs")]
+    NoSubgraphs,
     /// The model cannot be written (e.g. too large for a 2 GiB flatbuffer).
     #[error("cannot write model: {0}")]
     Write(String),

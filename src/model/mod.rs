@@ -308,6 +308,77 @@ impl Tensor {
     }
 }
 
+/// Most bytes the tensors of one model may add up to (all subgraphs, every tensor of a fixed
+/// size counted once): what one allocation can hold (`isize::MAX`, the limit of Rust's
+/// `Layout`). A model beyond it cannot be planned or run in this address space, and with it every
+/// sum of tensor sizes in the crate (naive totals, lower bounds, persistent sections) fits a
+/// `usize`.
+pub const MAX_MODEL_TENSOR_BYTES: usize = isize::MAX as usize;
+
+/// Refuses tensors whose byte sizes cannot fit the address space, alone or summed over the
+/// model ([`MAX_MODEL_TENSOR_BYTES`]); names the first tensor that does not fit and its byte
+/// count. Tensors with a negative dimension or no fixed element size are left to their
+/// consumers (they are not sized here).
+pub(crate) fn check_tensor_sizes(subgraphs: &[Subgraph]) -> Result<(), ModelError> {
+    const MAX: u128 = MAX_MODEL_TENSOR_BYTES as u128;
+    let mut total: u128 = 0;
+    for (si, sg) in subgraphs.iter().enumerate() {
+        for (ti, t) in sg.tensors.iter().enumerate() {
+            if t.shape.iter().any(|&d| d < 0) {
+                continue;
+            }
+            let Some(elem) = t.dtype.byte_size() else {
+                continue;
+            };
+            let location = || {
+                format!(
+                    "subgraphs[{si}].tensors[{ti}] \"{}\"",
+                    crate::model::summary::printable(&t.name)
+                )
+            };
+            let bytes = t
+                .shape
+                .iter()
+                .try_fold(elem as u128, |acc, &d| acc.checked_mul(d as u128));
+            let bytes = match bytes {
+                Some(b) if b <= MAX => b,
+                Some(b) => {
+                    return Err(ModelError::invalid(
+                        location(),
+                        format!(
+                            "shape {:?} of {} is {b} bytes, more than the {MAX} bytes one allocation can hold in this address space",
+                            t.shape,
+                            t.dtype.name()
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(ModelError::invalid(
+                        location(),
+                        format!(
+                            "shape {:?} of {} is more than 2^128 bytes, more than the {MAX} bytes one allocation can hold in this address space",
+                            t.shape,
+                            t.dtype.name()
+                        ),
+                    ))
+                }
+            };
+            total += bytes;
+            if total > MAX {
+                return Err(ModelError::invalid(
+                    location(),
+                    format!(
+                        "its {bytes} bytes (shape {:?} of {}) bring the model's tensors to {total} bytes, more than the {MAX} bytes this address space can hold",
+                        t.shape,
+                        t.dtype.name()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A raw data buffer of the model: constant tensor data or metadata.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Buffer {
@@ -528,6 +599,10 @@ impl Model {
     /// a model assembled or edited by hand before analysing it ([`Lifetimes::compute`] does).
     pub fn validate(&self) -> Result<(), ModelError> {
         use tflite::check_index as check;
+        if self.subgraphs.is_empty() {
+            return Err(ModelError::NoSubgraphs);
+        }
+        check_tensor_sizes(&self.subgraphs)?;
         for (i, b) in self.buffers.iter().enumerate() {
             if let Some(r) = &b.data {
                 if r.start > r.end || r.end > self.bytes.len() {

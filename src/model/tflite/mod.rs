@@ -51,9 +51,9 @@ pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, 
         source,
     };
     if std::fs::metadata(path).map_err(io)?.is_dir() {
-        return Err(ModelError::NotTflite(format!(
-            "{} is a directory, expected a .tflite file",
-            path.display()
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is a directory, expected a .tflite file",
         )));
     }
     let (mut file, len) = crate::fileio::open_regular(path).map_err(io)?;
@@ -72,8 +72,7 @@ pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, 
     }
     if len > max_bytes {
         return Err(ModelError::NotTflite(format!(
-            "{} is {len} bytes; at most {max_bytes} are read (a flatbuffer cannot exceed 2 GiB)",
-            path.display()
+            "the file is {len} bytes; at most {max_bytes} are read (a flatbuffer cannot exceed 2 GiB)"
         )));
     }
     let len = usize::try_from(len).map_err(|_| {
@@ -221,6 +220,10 @@ impl<'f> Decoder<'f> {
         let subgraphs = collect_tables(root.tables(model::SUBGRAPHS), |si, sg| {
             self.subgraph(si, sg, buffers.len(), operator_codes.len())
         })?;
+        if subgraphs.is_empty() {
+            return Err(ModelError::NoSubgraphs);
+        }
+        super::check_tensor_sizes(&subgraphs)?;
         let metadata = collect_tables(root.tables(model::METADATA), |i, m| {
             metadata_entry(i, m, buffers.len())
         })?;
