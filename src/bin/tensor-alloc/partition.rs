@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use tensor_alloc::interpreter::device::DeviceSet;
 use tensor_alloc::interpreter::partition::{policy_by_name, PartitionGraph, Policy};
 use tensor_alloc::interpreter::schedule::{PartitionedInterpreter, SpaceSummary};
-use tensor_alloc::model::Model;
 
 /// Arguments of `tensor-alloc partition`.
 #[derive(Args, Debug)]
@@ -44,7 +43,7 @@ pub fn devices_and_policy(
 }
 
 pub fn run(args: &PartitionArgs) -> Result<(), String> {
-    let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let model = crate::load_model(&args.model)?;
     let (set, policy) = devices_and_policy(&args.devices, &args.policy)?;
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", args.model.display());
     // With the memory spaces built, the partition includes the memory fallbacks.
@@ -86,13 +85,13 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
     };
     use tensor_alloc::tensor::Tensor;
 
-    let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let model = crate::load_model(&args.model)?;
     let (set, policy) = devices_and_policy(devices, &args.policy)?;
     let mut p = PartitionedInterpreter::build(&model, &set, policy.as_ref())
         .map_err(|e| format!("{}: {e}", args.model.display()))?;
     let inputs = read_inputs(&args.inputs, p.num_inputs(), |k| {
         let d = p.input_desc(k).map_err(|e| e.to_string())?;
-        Ok((d.dtype, d.dims.to_vec()))
+        Ok((d.dtype, d.dims.to_vec(), d.name.to_string()))
     })?;
     let set_inputs = |p: &mut PartitionedInterpreter| -> Result<(), String> {
         for (k, t) in inputs.iter().enumerate() {
@@ -129,6 +128,7 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
             "spaces": spaces,
             "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},
             "invoke_heap_allocations": allocations,
+            "process_peak_rss_bytes": crate::run::process_peak_rss_bytes(),
         });
         println!("{v}");
         return Ok(());
@@ -148,6 +148,9 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
         part.bytes_copied_per_invoke
     );
     print_spaces(spaces.iter());
+    if let Some(rss) = crate::run::process_peak_rss_bytes() {
+        println!("process peak resident memory: {rss} bytes");
+    }
     println!(
         "latency over {runs} invoke(s): median {:.1} µs, min {:.1} µs",
         us(med),
