@@ -618,7 +618,7 @@ mod tests {
         b.inputs(&[x]).outputs(&[y]);
         let err = Lifetimes::compute(&b.build(), &LifetimeOptions::default()).unwrap_err();
         assert!(
-            err.to_string().contains("tensors[0]") && err.to_string().contains("overflows"),
+            err.to_string().contains("tensors[0]") && err.to_string().contains("address space"),
             "{err}"
         );
         // `-1` in `shape` (not `shape_signature`) is not sized as 1.

@@ -491,9 +491,7 @@ impl BfcAllocator {
             ),
             Failure::Oom { rounded, cause } => (*rounded, cause.clone()),
         };
-        let kind = if matches!(f, Failure::Limit { .. }) {
-            "limit"
-        } else if free_bytes >= rounded as u64 {
+        let kind = if free_bytes >= rounded as u64 {
             "fragmentation"
         } else {
             "true"
