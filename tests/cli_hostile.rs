@@ -202,6 +202,25 @@ fn output_dir_follows_no_symlink_and_must_be_a_directory() {
     );
     one_line_error(&out, "--output-dir FILE", &["not a directory"]);
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+
+    // The other files the CLI writes where the user asks: a planted link is replaced too.
+    let records = dir.path().join("r.json");
+    std::fs::write(&records, r#"{"buffers":[{"size":8,"first":0,"last":1}]}"#).unwrap();
+    let cases: [&[&str]; 4] = [
+        &["plan", s(&model), "--svg"],
+        &["plan", s(&model), "--embed-offline"],
+        &["plan", "--records", s(&records), "--svg"],
+        &["partition", s(&model), "--svg"],
+    ];
+    for (i, args) in cases.into_iter().enumerate() {
+        let link = dir.path().join(format!("link{i}"));
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let mut args = args.to_vec();
+        args.push(s(&link));
+        success(&run(&args, &[]), &format!("{args:?}"));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "{args:?}");
+        assert!(!std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    }
 }
 
 /// Item 4: `plan --threads/--kernels` gives the caller buffer `run --arena-bytes` needs for that

@@ -57,8 +57,11 @@ pub fn run(args: &PartitionArgs) -> Result<(), String> {
     };
     if let Some(path) = &args.svg {
         let names: Vec<&str> = set.devices().iter().map(|d| d.name()).collect();
-        std::fs::write(path, partition.to_svg(&graph, &names))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let svg = partition.to_svg(&graph, &names);
+        tensor_alloc::fileio::write_file_atomic(path, |f| {
+            std::io::Write::write_all(f, svg.as_bytes())
+        })
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if args.json {
         let mut v = partition.to_json();
