@@ -1,12 +1,14 @@
 //! Graph IR of a TFLite model, the `.tflite` reader and writer ([`tflite`]), and tensor lifetimes
 //! for the memory planner ([`lifetimes`]).
 //!
-//! A [`Model`] owns the file bytes (shared, `Arc<[u8]>`) and describes constant tensor data as
-//! byte ranges into them, so loading a model copies no weights. Every index in the IR (buffer,
+//! A [`Model`] owns the file bytes (shared, [`ModelBytes`]) and describes constant tensor data as
+//! byte ranges into them, so loading a model copies no weights. Loading a file allocates
+//! fallibly: out of memory is [`ModelError::OutOfMemory`], never an abort. Every index in the IR (buffer,
 //! opcode, tensor, subgraph) was bounds-checked by the reader, so the accessors here cannot go
 //! out of range on a loaded model.
 
 pub mod builder;
+pub mod bytes;
 pub mod error;
 pub mod lifetimes;
 pub mod ops;
@@ -15,9 +17,9 @@ pub mod summary;
 pub mod tflite;
 
 use std::ops::Range;
-use std::sync::Arc;
 
 pub use builder::ModelBuilder;
+pub use bytes::{ModelBytes, MODEL_BYTES_ALIGNMENT};
 pub use error::ModelError;
 pub use lifetimes::{
     LifetimeOptions, Lifetimes, PersistentKind, PersistentTensor, PlannedTensor, TensorRole,
@@ -528,7 +530,7 @@ pub const OFFLINE_MEMORY_ALLOCATION: &str = "OfflineMemoryAllocation";
 #[derive(Clone)]
 pub struct Model {
     /// The file bytes (for a [`ModelBuilder`] model: the blob holding its constant data).
-    pub bytes: Arc<[u8]>,
+    pub bytes: ModelBytes,
     /// Schema `version` (3 for current files).
     pub version: u32,
     /// `description`, when present.
@@ -584,8 +586,9 @@ impl Model {
         tflite::load(path)
     }
 
-    /// Decodes a model from bytes (verify, then decode). See [`tflite::read_model`].
-    pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Result<Model, ModelError> {
+    /// Decodes a model from bytes (verify, then decode). See [`tflite::read_model`]. The bytes
+    /// are kept as given (an `Arc<[u8]>` is shared, a `Vec<u8>` or slice becomes one).
+    pub fn from_bytes(bytes: impl Into<ModelBytes>) -> Result<Model, ModelError> {
         tflite::read_model(bytes.into())
     }
 
@@ -783,7 +786,7 @@ impl Model {
         data.resize(start, 0);
         data.extend_from_slice(bytes);
         let mut m = self.clone();
-        m.bytes = Arc::from(data);
+        m.bytes = data.into();
         let new_buffer = Buffer {
             data: (!bytes.is_empty()).then_some(start..start + bytes.len()),
             external: false,
