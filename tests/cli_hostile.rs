@@ -158,6 +158,22 @@ fn a_global_limit_too_low_to_start_is_one_line() {
     success(&out, "run under a 1 MiB global limit");
 }
 
+/// Item 10: a model larger than what a global limit leaves is an out-of-memory error naming
+/// what was being read, in every command that loads one (it aborted with SIGABRT before).
+#[test]
+fn a_model_beyond_the_global_limit_is_one_line() {
+    let Some(models) = shared() else { return };
+    let model = models.join("tflm/mobilenet_v2_quantized_1x3x224x224.tflite");
+    for args in [&["inspect", s(&model)][..], &["plan", s(&model)][..]] {
+        let out = run(args, &[("TENSOR_ALLOC_GLOBAL_LIMIT", "2MiB")]);
+        one_line_error(
+            &out,
+            &format!("{args:?} under a 2 MiB global limit"),
+            &["out of memory while reading the model file", "bytes"],
+        );
+    }
+}
+
 /// Item 3: `run --output-dir D` replaces a symlink planted at `D/output_0.npy` instead of
 /// writing through it, and refuses a `D` that is not a directory.
 #[test]
