@@ -18,7 +18,7 @@
 //! |---|---|---|
 //! | `TENSOR_ALLOC_GLOBAL` | `system`, `hybrid` | `hybrid` |
 //! | `TENSOR_ALLOC_GLOBAL_THRESHOLD` | bytes, optional `KiB`/`MiB`/`GiB` suffix, 4 KiB to 1 TiB | `256KiB` |
-//! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes above 0, optional suffix | no limit |
+//! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes, at least 1 MiB ([`crate::alloc::global::config::MIN_LIMIT`]), optional suffix | no limit |
 //! | `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` | `on`, `off` | `off` |
 //!
 //! - `system`: every request goes to the system heap (`malloc`/`posix_memalign`, the same as
@@ -32,7 +32,12 @@
 //!   that, unless the user set either (glibc raises them only when it frees big blocks, which
 //!   the large heap takes instead).
 //! - The limit caps the bytes in use through the allocator (requested sizes, both heaps): a
-//!   request that would exceed it returns null, as the `cap` crate does.
+//!   request that would exceed it returns null, as the `cap` crate does. A fallible request
+//!   (`try_reserve`, `Vec::try_with_capacity`) then gets an `Err`; an infallible one (`Vec::push`,
+//!   `Box::new`, `format!`) calls `handle_alloc_error`, which prints "memory allocation of N bytes
+//!   failed" and aborts the process: stable Rust offers no way to turn that into an error. A
+//!   limit below [`crate::alloc::global::config::MIN_LIMIT`] (1 MiB), under which no program gets far enough to report
+//!   anything, is a bad value (no limit is applied; [`config_errors`] reports it).
 //! - Huge pages `on`: the large heap's regions start at 2 MiB boundaries and are advised
 //!   `MADV_HUGEPAGE` (again after a range is mapped afresh), so with transparent huge pages in
 //!   `madvise` or `always` mode a first touch of a whole free 2 MiB faults one huge page instead
@@ -42,7 +47,7 @@
 //!   to the next 2 MiB boundary becomes resident with it, and `khugepaged` may collapse partly
 //!   resident free ranges into whole huge pages. Off by default.
 //!
-//! A bad value falls back to the default; [`config_errors`] returns it later, off the allocation
+//! A bad value (an empty one included) falls back to the default; [`config_errors`] returns it later, off the allocation
 //! path (the CLI prints it at start-up).
 //!
 //! # Safety properties

@@ -95,10 +95,21 @@ impl WorkloadConfig {
         if !(self.scale > 0.0 && self.scale <= MAX_SCALE) {
             return Err(format!(
                 "--scale {} is out of range: expected a number above 0 and at most {MAX_SCALE} (times the default work per round)",
-                self.scale
+                short_number(self.scale)
             ));
         }
         Ok(())
+    }
+}
+
+/// `x` as the user would write it: plain for ordinary numbers, in scientific notation when
+/// the plain form would be long (`1e308`, not 309 digits; `1e-300`, not 300 zeros).
+pub fn short_number(x: f64) -> String {
+    let plain = format!("{x}");
+    if plain.len() > 24 {
+        format!("{x:e}")
+    } else {
+        plain
     }
 }
 

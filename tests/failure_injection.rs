@@ -11,7 +11,9 @@
 //! tensors, slices, views, `make_unique`, `forward_or_new_in`; arena building and filling from
 //! a model plan; and the interpreter's build and invoke on every shared model with a failing
 //! arena allocator. A seeded random policy runs the workloads and tensors too. Models skip
-//! with a notice when `../shared` is absent.
+//! with a notice when `../shared` is absent. Model loading, which allocates from the global
+//! heap rather than from a chosen allocator, is covered by `tests/model_load_oom.rs` (a failing
+//! `#[global_allocator]` around the counting `GlobalAllocator`).
 #![cfg(not(loom))]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -277,21 +277,30 @@ impl TensorAllocator for AlignedCpuAllocator {
         self.stats.reset_peak();
     }
     fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
-        self.allocate(layout).map_err(|_| {
-            let stats = self.stats();
-            match self.limit {
-                Some(limit) if stats.bytes_in_use.saturating_add(layout.size() as u64) > limit => {
-                    AllocatorError::LimitExceeded {
-                        allocator: self.name().to_string(),
-                        size: layout.size(),
-                        align: layout.align(),
-                        limit,
-                        bytes_in_use: stats.bytes_in_use,
-                    }
+        self.allocate(layout).map_err(|_| self.explain(layout))
+    }
+    fn try_allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
+        self.allocate_zeroed(layout)
+            .map_err(|_| self.explain(layout))
+    }
+}
+
+impl AlignedCpuAllocator {
+    /// Why a request of `layout` just failed: the limit, or the system.
+    fn explain(&self, layout: Layout) -> AllocatorError {
+        let stats = self.stats();
+        match self.limit {
+            Some(limit) if stats.bytes_in_use.saturating_add(layout.size() as u64) > limit => {
+                AllocatorError::LimitExceeded {
+                    allocator: self.name().to_string(),
+                    size: layout.size(),
+                    align: layout.align(),
+                    limit,
+                    bytes_in_use: stats.bytes_in_use,
                 }
-                _ => AllocatorError::out_of_memory(self.name(), layout, &stats),
             }
-        })
+            _ => AllocatorError::out_of_memory(self.name(), layout, &stats),
+        }
     }
 }
 

@@ -87,6 +87,18 @@ pub trait TensorAllocator: Allocator + Send + Sync {
         self.allocate(layout)
             .map_err(|_| AllocatorError::out_of_memory(self.name(), layout, &self.stats()))
     }
+
+    /// [`try_allocate`](Self::try_allocate) of zeroed memory, in one attempt: through
+    /// [`Allocator::allocate_zeroed`] (an allocator that gets zeroed pages from the system keeps
+    /// that), with a failure explained like `try_allocate`'s and reported (logged, by the
+    /// allocators that log) once.
+    ///
+    /// The default implementation calls `allocate_zeroed` and builds the error from
+    /// [`stats`](Self::stats).
+    fn try_allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
+        self.allocate_zeroed(layout)
+            .map_err(|_| AllocatorError::out_of_memory(self.name(), layout, &self.stats()))
+    }
 }
 
 /// A shared handle to any allocator of the family.
@@ -179,6 +191,9 @@ impl TensorAllocator for SharedAllocator {
     }
     fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
         self.0.try_allocate(layout)
+    }
+    fn try_allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
+        self.0.try_allocate_zeroed(layout)
     }
 }
 

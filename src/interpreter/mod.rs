@@ -120,7 +120,7 @@ pub struct TensorDesc<'a> {
 pub struct Interpreter<'a> {
     /// Keeps the constant data alive (slots point into it).
     #[allow(dead_code)]
-    model_bytes: Arc<[u8]>,
+    model_bytes: crate::model::ModelBytes,
     tensors: Vec<TensorEntry>,
     nodes: Vec<NodeInfo>,
     registrations: Vec<Registration>,

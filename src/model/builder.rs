@@ -1,8 +1,6 @@
 //! [`ModelBuilder`]: builds a single-subgraph [`Model`] in memory (for tests, demos and for
 //! writing small models with [`Model::to_bytes`]).
 
-use std::sync::Arc;
-
 use super::options::BuiltinOptions;
 use super::{
     Buffer, BuiltinOp, Metadata, Model, ModelError, Operator, OperatorCode, Quantization,
@@ -222,7 +220,7 @@ impl ModelBuilder {
     /// everything.
     pub fn build(self) -> Model {
         Model {
-            bytes: Arc::from(self.data),
+            bytes: self.data.into(),
             version: 3,
             description: self.description,
             operator_codes: self.codes,

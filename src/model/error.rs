@@ -41,6 +41,18 @@ pub enum ModelError {
         /// What is wrong, with the value and what was expected.
         problem: String,
     },
+    /// The model has no subgraph at all: nothing to inspect, plan or run.
+    #[error("the model has no subgraphs")]
+    NoSubgraphs,
+    /// An allocation made while reading the model failed (a memory limit, or the heap is
+    /// exhausted). Built without allocating, so it can be returned when nothing more can be had.
+    #[error("out of memory while reading {what}: {bytes} bytes could not be allocated")]
+    OutOfMemory {
+        /// What was being read (`"the model file"`, `"a tensor name"`, ...).
+        what: &'static str,
+        /// The size of the allocation that failed.
+        bytes: usize,
+    },
     /// The model cannot be written (e.g. too large for a 2 GiB flatbuffer).
     #[error("cannot write model: {0}")]
     Write(String),

@@ -445,13 +445,20 @@ impl Lifetimes {
     }
 
     /// Sum of the planned tensors' bytes (no reuse at all).
+    ///
+    /// Saturates instead of wrapping; a model that passed [`Model::validate`] cannot reach it
+    /// (its tensors add up to at most [`crate::model::MAX_MODEL_TENSOR_BYTES`]).
     pub fn naive_bytes(&self) -> usize {
-        self.planned.iter().map(|p| p.bytes).sum()
+        self.planned
+            .iter()
+            .fold(0usize, |acc, p| acc.saturating_add(p.bytes))
     }
 
     /// Bytes of the persistent section (variables and prepare-time constants), unaligned.
     pub fn persistent_bytes(&self) -> usize {
-        self.persistent.iter().map(|p| p.bytes).sum()
+        self.persistent
+            .iter()
+            .fold(0usize, |acc, p| acc.saturating_add(p.bytes))
     }
 
     /// The most bytes live at any one step with every tensor in its own buffer, each rounded up
@@ -611,7 +618,7 @@ mod tests {
         b.inputs(&[x]).outputs(&[y]);
         let err = Lifetimes::compute(&b.build(), &LifetimeOptions::default()).unwrap_err();
         assert!(
-            err.to_string().contains("tensors[0]") && err.to_string().contains("overflows"),
+            err.to_string().contains("tensors[0]") && err.to_string().contains("address space"),
             "{err}"
         );
         // `-1` in `shape` (not `shape_signature`) is not sized as 1.

@@ -1,12 +1,14 @@
 //! Graph IR of a TFLite model, the `.tflite` reader and writer ([`tflite`]), and tensor lifetimes
 //! for the memory planner ([`lifetimes`]).
 //!
-//! A [`Model`] owns the file bytes (shared, `Arc<[u8]>`) and describes constant tensor data as
-//! byte ranges into them, so loading a model copies no weights. Every index in the IR (buffer,
+//! A [`Model`] owns the file bytes (shared, [`ModelBytes`]) and describes constant tensor data as
+//! byte ranges into them, so loading a model copies no weights. Loading a file allocates
+//! fallibly: out of memory is [`ModelError::OutOfMemory`], never an abort. Every index in the IR (buffer,
 //! opcode, tensor, subgraph) was bounds-checked by the reader, so the accessors here cannot go
 //! out of range on a loaded model.
 
 pub mod builder;
+pub mod bytes;
 pub mod error;
 pub mod lifetimes;
 pub mod ops;
@@ -15,9 +17,9 @@ pub mod summary;
 pub mod tflite;
 
 use std::ops::Range;
-use std::sync::Arc;
 
 pub use builder::ModelBuilder;
+pub use bytes::{ModelBytes, MODEL_BYTES_ALIGNMENT};
 pub use error::ModelError;
 pub use lifetimes::{
     LifetimeOptions, Lifetimes, PersistentKind, PersistentTensor, PlannedTensor, TensorRole,
@@ -308,6 +310,77 @@ impl Tensor {
     }
 }
 
+/// Most bytes the tensors of one model may add up to (all subgraphs, every tensor of a fixed
+/// size counted once): what one allocation can hold (`isize::MAX`, the limit of Rust's
+/// `Layout`). A model beyond it cannot be planned or run in this address space, and with it every
+/// sum of tensor sizes in the crate (naive totals, lower bounds, persistent sections) fits a
+/// `usize`.
+pub const MAX_MODEL_TENSOR_BYTES: usize = isize::MAX as usize;
+
+/// Refuses tensors whose byte sizes cannot fit the address space, alone or summed over the
+/// model ([`MAX_MODEL_TENSOR_BYTES`]); names the first tensor that does not fit and its byte
+/// count. Tensors with a negative dimension or no fixed element size are left to their
+/// consumers (they are not sized here).
+pub(crate) fn check_tensor_sizes(subgraphs: &[Subgraph]) -> Result<(), ModelError> {
+    const MAX: u128 = MAX_MODEL_TENSOR_BYTES as u128;
+    let mut total: u128 = 0;
+    for (si, sg) in subgraphs.iter().enumerate() {
+        for (ti, t) in sg.tensors.iter().enumerate() {
+            if t.shape.iter().any(|&d| d < 0) {
+                continue;
+            }
+            let Some(elem) = t.dtype.byte_size() else {
+                continue;
+            };
+            let location = || {
+                format!(
+                    "subgraphs[{si}].tensors[{ti}] \"{}\"",
+                    crate::model::summary::printable(&t.name)
+                )
+            };
+            let bytes = t
+                .shape
+                .iter()
+                .try_fold(elem as u128, |acc, &d| acc.checked_mul(d as u128));
+            let bytes = match bytes {
+                Some(b) if b <= MAX => b,
+                Some(b) => {
+                    return Err(ModelError::invalid(
+                        location(),
+                        format!(
+                            "shape {:?} of {} is {b} bytes, more than the {MAX} bytes one allocation can hold in this address space",
+                            t.shape,
+                            t.dtype.name()
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(ModelError::invalid(
+                        location(),
+                        format!(
+                            "shape {:?} of {} is more than 2^128 bytes, more than the {MAX} bytes one allocation can hold in this address space",
+                            t.shape,
+                            t.dtype.name()
+                        ),
+                    ))
+                }
+            };
+            total += bytes;
+            if total > MAX {
+                return Err(ModelError::invalid(
+                    location(),
+                    format!(
+                        "its {bytes} bytes (shape {:?} of {}) bring the model's tensors to {total} bytes, more than the {MAX} bytes this address space can hold",
+                        t.shape,
+                        t.dtype.name()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A raw data buffer of the model: constant tensor data or metadata.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Buffer {
@@ -457,7 +530,7 @@ pub const OFFLINE_MEMORY_ALLOCATION: &str = "OfflineMemoryAllocation";
 #[derive(Clone)]
 pub struct Model {
     /// The file bytes (for a [`ModelBuilder`] model: the blob holding its constant data).
-    pub bytes: Arc<[u8]>,
+    pub bytes: ModelBytes,
     /// Schema `version` (3 for current files).
     pub version: u32,
     /// `description`, when present.
@@ -513,8 +586,9 @@ impl Model {
         tflite::load(path)
     }
 
-    /// Decodes a model from bytes (verify, then decode). See [`tflite::read_model`].
-    pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Result<Model, ModelError> {
+    /// Decodes a model from bytes (verify, then decode). See [`tflite::read_model`]. The bytes
+    /// are kept as given (an `Arc<[u8]>` is shared, a `Vec<u8>` or slice becomes one).
+    pub fn from_bytes(bytes: impl Into<ModelBytes>) -> Result<Model, ModelError> {
         tflite::read_model(bytes.into())
     }
 
@@ -528,6 +602,10 @@ impl Model {
     /// a model assembled or edited by hand before analysing it ([`Lifetimes::compute`] does).
     pub fn validate(&self) -> Result<(), ModelError> {
         use tflite::check_index as check;
+        if self.subgraphs.is_empty() {
+            return Err(ModelError::NoSubgraphs);
+        }
+        check_tensor_sizes(&self.subgraphs)?;
         for (i, b) in self.buffers.iter().enumerate() {
             if let Some(r) = &b.data {
                 if r.start > r.end || r.end > self.bytes.len() {
@@ -708,7 +786,7 @@ impl Model {
         data.resize(start, 0);
         data.extend_from_slice(bytes);
         let mut m = self.clone();
-        m.bytes = Arc::from(data);
+        m.bytes = data.into();
         let new_buffer = Buffer {
             data: (!bytes.is_empty()).then_some(start..start + bytes.len()),
             external: false,

@@ -131,16 +131,8 @@ impl TensorBuffer {
         align: usize,
     ) -> Result<Self, TensorError> {
         let layout = layout_for(len, align)?;
-        let ptr = match allocator.allocate_zeroed(layout) {
-            Ok(block) => block.cast::<u8>(),
-            Err(_) => {
-                let block = allocator.try_allocate(layout)?;
-                let p = block.cast::<u8>();
-                // SAFETY: `block` is a fresh allocation of at least `len` writable bytes.
-                unsafe { std::ptr::write_bytes(p.as_ptr(), 0, len) };
-                p
-            }
-        };
+        // One attempt (a failing allocator is asked, and logs, once), explained.
+        let ptr = allocator.try_allocate_zeroed(layout)?.cast::<u8>();
         Ok(Self::owned(allocator, ptr, layout))
     }
 

@@ -36,6 +36,7 @@ pub use buffer::{TensorBuffer, DEFAULT_ALIGNMENT};
 pub use dense::Tensor;
 pub use dtype::{DType, Element};
 pub use error::TensorError;
+pub use npy::NpyFileReader;
 pub use quant::Quantization;
 pub use shape::{IntoShape, Shape, Strides, MAX_DIMS};
 

@@ -54,7 +54,22 @@ fn read_header<R: Read>(
         }
     }
     NpyHeader::from_reader(&mut (&pre[..n]).chain(reader))
-        .map_err(|e| TensorError::npy(label, format!("header: {e}")))
+        .map_err(|e| TensorError::npy(label, format!("header: {}", one_line(&e.to_string()))))
+}
+
+/// The parser's multi-line report (a caret diagram under the header text) as one line: its
+/// first line, the position (`--> line:column`) and what was expected (`= expected ...`).
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut out = lines.next().unwrap_or("invalid header").to_string();
+    for l in lines {
+        if let Some(pos) = l.strip_prefix("-->") {
+            out.push_str(&format!(" at {}", pos.trim()));
+        } else if let Some(what) = l.strip_prefix('=') {
+            out.push_str(&format!(" ({})", what.trim()));
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 const WRITER: &str = "<writer>";
 
@@ -168,6 +183,169 @@ fn fill_bf16<R: Read>(
         ));
     }
     Ok(())
+}
+
+/// Decodes the data of `file` (elements of `T`) into `dst`, the native-order bytes of exactly
+/// `dst.len() / size_of::<T>()` elements.
+fn fill_bytes<T: Element + npyz::Deserialize, R: Read>(
+    file: NpyFile<R>,
+    dst: &mut [u8],
+    label: &str,
+) -> Result<(), TensorError> {
+    let size = std::mem::size_of::<T>();
+    let data = file
+        .data::<T>()
+        .map_err(|e| TensorError::npy(label, format!("dtype: {e}")))?;
+    let expected = dst.len() / size;
+    let mut n = 0usize;
+    for (chunk, v) in dst.chunks_exact_mut(size).zip(data) {
+        let v = v.map_err(|e| {
+            TensorError::npy(label, format!("reading element {n} of {expected}: {e}"))
+        })?;
+        // SAFETY: `chunk` is `size_of::<T>()` writable bytes; the write is unaligned and `T`
+        // is a plain numeric or bool value (any `T` value is valid to store).
+        unsafe { std::ptr::write_unaligned(chunk.as_mut_ptr().cast::<T>(), v) };
+        n += 1;
+    }
+    if n != expected {
+        return Err(TensorError::npy(
+            label,
+            format!("data ends after {n} of {expected} elements"),
+        ));
+    }
+    Ok(())
+}
+
+/// A `.npy` file whose header has been read and checked: its dtype and shape are known, its
+/// data not read yet. [`read_into`](Self::read_into) decodes the data straight into memory the
+/// caller already has (an interpreter's input tensor), so no second copy of a large input is
+/// ever made.
+pub struct NpyFileReader {
+    label: String,
+    reader: BufReader<std::fs::File>,
+    header: NpyHeader,
+    dtype: DType,
+    shape: Shape,
+}
+
+impl NpyFileReader {
+    /// Opens `path` (a regular file) and reads its header; the data it promises must fit in the
+    /// file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, TensorError> {
+        let path = path.as_ref();
+        let label = path.display().to_string();
+        let (file, len) =
+            crate::fileio::open_regular(path).map_err(|e| TensorError::npy(&label, e))?;
+        let mut reader = BufReader::new(file);
+        let header = read_header(&mut reader, &label, Some(len))?;
+        let pos = reader
+            .stream_position()
+            .map_err(|e| TensorError::npy(&label, e))?;
+        let (dtype, shape) = interpret(&header, &label)?;
+        let bytes = shape.byte_size(dtype)?;
+        let avail = len.saturating_sub(pos);
+        if bytes as u64 > avail {
+            return Err(TensorError::npy(
+                &label,
+                format!(
+                    "header promises {bytes} data bytes ({dtype} {shape}) but only {avail} bytes follow the header"
+                ),
+            ));
+        }
+        Ok(Self {
+            label,
+            reader,
+            header,
+            dtype,
+            shape,
+        })
+    }
+
+    /// The element type of the data.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape of the data.
+    pub fn dims(&self) -> &[usize] {
+        self.shape.dims()
+    }
+
+    /// Bytes of the decoded data.
+    pub fn byte_size(&self) -> usize {
+        // Checked against the file length in `open`.
+        self.shape.byte_size(self.dtype).unwrap_or(0)
+    }
+
+    /// Decodes the data into `dst`: native-order elements of [`dtype`](Self::dtype), exactly
+    /// [`byte_size`](Self::byte_size) bytes (else an error, nothing read).
+    pub fn read_into(self, dst: &mut [u8]) -> Result<(), TensorError> {
+        let label = self.label.as_str();
+        if dst.len() != self.byte_size() {
+            return Err(TensorError::npy(
+                label,
+                format!(
+                    "holds {} bytes ({} {}), the destination {}",
+                    self.byte_size(),
+                    self.dtype,
+                    self.shape,
+                    dst.len()
+                ),
+            ));
+        }
+        // Data already in native byte order (little-endian or byte-sized elements on a
+        // little-endian machine) is read as is, without decoding element by element.
+        let native = cfg!(target_endian = "little")
+            && match self.header.dtype() {
+                npyz::DType::Plain(ts) => {
+                    matches!(ts.to_string().as_bytes().first(), Some(b'<' | b'|'))
+                }
+                _ => false,
+            };
+        if native && self.dtype != DType::Bool {
+            let mut reader = self.reader;
+            return reader
+                .read_exact(dst)
+                .map_err(|e| TensorError::npy(label, format!("data: {e}")));
+        }
+        let file = NpyFile::with_header(self.header, self.reader);
+        type R = BufReader<std::fs::File>;
+        match self.dtype {
+            DType::F32 => fill_bytes::<f32, R>(file, dst, label),
+            DType::F16 => fill_bytes::<half::f16, R>(file, dst, label),
+            DType::BF16 => {
+                let data = file
+                    .data::<FixedSizeBytes<2>>()
+                    .map_err(|e| TensorError::npy(label, format!("dtype: {e}")))?;
+                let expected = dst.len() / 2;
+                let mut n = 0usize;
+                for (chunk, v) in dst.chunks_exact_mut(2).zip(data) {
+                    let v = v.map_err(|e| {
+                        TensorError::npy(label, format!("reading element {n} of {expected}: {e}"))
+                    })?;
+                    chunk.copy_from_slice(&u16::from_le_bytes(v.0).to_ne_bytes());
+                    n += 1;
+                }
+                if n != expected {
+                    return Err(TensorError::npy(
+                        label,
+                        format!("data ends after {n} of {expected} elements"),
+                    ));
+                }
+                Ok(())
+            }
+            DType::F64 => fill_bytes::<f64, R>(file, dst, label),
+            DType::I8 => fill_bytes::<i8, R>(file, dst, label),
+            DType::U8 => fill_bytes::<u8, R>(file, dst, label),
+            DType::I16 => fill_bytes::<i16, R>(file, dst, label),
+            DType::U16 => fill_bytes::<u16, R>(file, dst, label),
+            DType::I32 => fill_bytes::<i32, R>(file, dst, label),
+            DType::U32 => fill_bytes::<u32, R>(file, dst, label),
+            DType::I64 => fill_bytes::<i64, R>(file, dst, label),
+            DType::U64 => fill_bytes::<u64, R>(file, dst, label),
+            DType::Bool => fill_bytes::<bool, R>(file, dst, label),
+        }
+    }
 }
 
 fn read_body<R: Read>(
@@ -315,14 +493,27 @@ impl Tensor {
         )
     }
 
-    /// Writes the tensor as a `.npy` file (C order, native byte order).
+    /// Writes the tensor as a `.npy` file (C order, native byte order), through a temporary
+    /// file in the same directory renamed into place ([`crate::fileio::write_file_atomic`]): a
+    /// symbolic link at `path` is replaced, never followed, and no half-written file is ever
+    /// visible at `path`.
     pub fn write_npy(&self, path: impl AsRef<Path>) -> Result<(), TensorError> {
         let path = path.as_ref();
         let label = path.display().to_string();
-        let file = std::fs::File::create(path).map_err(|e| TensorError::npy(&label, e))?;
-        let mut w = BufWriter::new(file);
-        self.write_npy_labeled(&mut w, &label)?;
-        w.flush().map_err(|e| TensorError::npy(&label, e))
+        let mut failure = None;
+        crate::fileio::write_file_atomic(path, |file| {
+            let mut w = BufWriter::new(file);
+            if let Err(e) = self.write_npy_labeled(&mut w, &label) {
+                failure = Some(e);
+                return Err(std::io::Error::other("npy encoding failed"));
+            }
+            w.flush()
+        })
+        .map_err(|e| {
+            failure
+                .take()
+                .unwrap_or_else(|| TensorError::npy(&label, e))
+        })
     }
 
     /// Writes the tensor in `.npy` format to `writer`.

@@ -481,7 +481,14 @@ impl BfcAllocator {
                     reason: (*why).to_string(),
                 };
             }
-            Failure::Limit { rounded } => (*rounded, None),
+            Failure::Limit { rounded } => (
+                *rounded,
+                Some(format!(
+                    "memory limit of {} bytes: {} bytes in use + {rounded} would exceed it",
+                    stats.bytes_limit.unwrap_or(u64::MAX),
+                    stats.bytes_in_use
+                )),
+            ),
             Failure::Oom { rounded, cause } => (*rounded, cause.clone()),
         };
         let kind = if free_bytes >= rounded as u64 {
@@ -500,7 +507,7 @@ impl BfcAllocator {
             largest_free_chunk = largest,
             free_bytes,
             oom_kind = kind,
-            cause = cause.as_deref().unwrap_or(""),
+            cause = cause.as_deref().unwrap_or("the sub-allocator could not provide a new region"),
             "{} OOM: allocation failed{}",
             kind,
             if kind == "fragmentation" {
@@ -704,6 +711,12 @@ impl TensorAllocator for BfcAllocator {
     }
     fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
         self.alloc_impl(layout)
+    }
+    fn try_allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
+        let block = self.alloc_impl(layout)?;
+        // SAFETY: `block` is a fresh allocation of `block.len()` writable bytes, ours alone.
+        unsafe { std::ptr::write_bytes(block.cast::<u8>().as_ptr(), 0, block.len()) };
+        Ok(block)
     }
 }
 

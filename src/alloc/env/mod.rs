@@ -23,7 +23,7 @@
 //! | `TENSOR_ALLOC_NUMA_POLICY` | `bind`, `preferred` | `mbind` mode of node-bound memory |
 //! | `TENSOR_ALLOC_GLOBAL` | `system`, `hybrid` | mode of [`crate::GlobalAllocator`]; validated here, read by it |
 //! | `TENSOR_ALLOC_GLOBAL_THRESHOLD` | bytes (4 KiB to 1 TiB), optional suffix | hybrid mode's large-buffer threshold |
-//! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes above 0, optional suffix | cap on bytes in use through `GlobalAllocator` |
+//! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes, at least 1 MiB, optional suffix | cap on bytes in use through `GlobalAllocator` |
 //! | `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` | `on`, `off` | transparent huge pages for the hybrid mode's large heap |
 //! | `TENSOR_ALLOC_LOG` | a `tracing` filter | read by the CLI only |
 //! | `TENSOR_ALLOC_STRESS` | a whole number | scale of the randomized stress tests; ignored here |
@@ -426,6 +426,13 @@ impl EnvConfig {
     /// once every native variable is known).
     fn set(&mut self, k: &str, v: &str, aliases: &mut TfAliases) -> Result<(), EnvError> {
         let t = v.trim();
+        // One rule for every variable of the family: set means a value (an empty one is an
+        // error, never a silent default).
+        if t.is_empty() {
+            if let Some(&(name, _)) = KNOWN_VARIABLES.iter().find(|known| known.0 == k) {
+                return Err(invalid(name, v));
+            }
+        }
         match k {
             CPU_ALLOCATOR => self.cpu_allocator = Some(parse_cpu_allocator(t, v)?),
             BFC_MEMORY_LIMIT => self.bfc_memory_limit = Some(parse_bfc_memory_limit(t, v)?),
@@ -483,21 +490,17 @@ impl EnvConfig {
                     return Err(invalid(LOG, v));
                 }
             }
-            // Read by the global allocator itself (an empty value means unset there too).
-            GLOBAL if !t.is_empty() && global_config::parse_mode(t.as_bytes()).is_none() => {
+            // Read by the global allocator itself, with the same parsers.
+            GLOBAL if global_config::parse_mode(t.as_bytes()).is_none() => {
                 return Err(invalid(GLOBAL, v))
             }
-            GLOBAL_THRESHOLD
-                if !t.is_empty() && global_config::parse_threshold(t.as_bytes()).is_none() =>
-            {
+            GLOBAL_THRESHOLD if global_config::parse_threshold(t.as_bytes()).is_none() => {
                 return Err(invalid(GLOBAL_THRESHOLD, v))
             }
-            GLOBAL_LIMIT if !t.is_empty() && global_config::parse_limit(t.as_bytes()).is_none() => {
+            GLOBAL_LIMIT if global_config::parse_limit(t.as_bytes()).is_none() => {
                 return Err(invalid(GLOBAL_LIMIT, v))
             }
-            GLOBAL_HUGE_PAGES
-                if !t.is_empty() && global_config::parse_huge_pages(t.as_bytes()).is_none() =>
-            {
+            GLOBAL_HUGE_PAGES if global_config::parse_huge_pages(t.as_bytes()).is_none() => {
                 return Err(invalid(GLOBAL_HUGE_PAGES, v))
             }
             GLOBAL | GLOBAL_THRESHOLD | GLOBAL_LIMIT | GLOBAL_HUGE_PAGES => {}

@@ -30,15 +30,30 @@ fn global_allocator_variables_are_known_and_validated() {
         (GLOBAL_HUGE_PAGES, "on"),
     ])
     .unwrap();
-    parse(&[(GLOBAL, "")]).unwrap();
     for (k, v, want) in [
         (GLOBAL, "mimalloc", "system | hybrid"),
         (GLOBAL_THRESHOLD, "100", "4096"),
-        (GLOBAL_LIMIT, "0", "above 0"),
+        (GLOBAL_LIMIT, "0", "at least 1MiB"),
+        (GLOBAL_LIMIT, "64KiB", "at least 1MiB"),
         (GLOBAL_HUGE_PAGES, "maybe", "on | off"),
     ] {
         let e = err(&[(k, v)]);
         assert!(e.contains(k) && e.contains(v) && e.contains(want), "{e}");
+    }
+}
+
+/// Issue 32: empty values of the global allocator's variables passed silently while every other
+/// empty value was an error. One rule now: an empty value is an error naming the variable.
+#[test]
+fn empty_values_are_errors_for_every_variable() {
+    for &(k, _) in KNOWN_VARIABLES {
+        for v in ["", "  "] {
+            let e = err(&[(k, v)]);
+            assert!(
+                e.contains(k) && e.contains(&format!("{v:?}")),
+                "{k}={v:?}: {e}"
+            );
+        }
     }
 }
 

@@ -20,6 +20,15 @@ pub const MIN_THRESHOLD: u64 = 4 << 10;
 /// Largest accepted threshold: 1 TiB.
 pub const MAX_THRESHOLD: u64 = 1 << 40;
 
+/// Smallest accepted `TENSOR_ALLOC_GLOBAL_LIMIT`: 1 MiB. A Rust program allocates infallibly
+/// from its first line (arguments, the environment, `std`'s own start-up, log formatting), and a
+/// refused infallible allocation aborts the process (`handle_alloc_error`: "memory allocation of
+/// N bytes failed"). Below this limit the `tensor-alloc` commands cannot even start and report
+/// an error (measured: they need up to about 100 KiB before doing any work), so a smaller value
+/// is refused as a bad value (the allocator runs without a limit and the CLI refuses it at
+/// start-up) instead of aborting every command.
+pub const MIN_LIMIT: u64 = 1 << 20;
+
 /// What each variable accepts (for error messages and the registry's list of variables).
 pub const EXPECTED_MODE: &str = "system | hybrid";
 /// What `TENSOR_ALLOC_GLOBAL_THRESHOLD` accepts.
@@ -27,7 +36,7 @@ pub const EXPECTED_THRESHOLD: &str =
     "a byte count from 4096 (4KiB) to 1TiB with an optional KiB/MiB/GiB suffix, e.g. 262144 or 256KiB";
 /// What `TENSOR_ALLOC_GLOBAL_LIMIT` accepts.
 pub const EXPECTED_LIMIT: &str =
-    "a byte count above 0 with an optional KiB/MiB/GiB suffix, e.g. 8GiB (unset for no limit)";
+    "a byte count of at least 1MiB (1048576, the smallest limit a process can start under) with an optional KiB/MiB/GiB suffix, e.g. 8GiB (unset for no limit)";
 
 /// What `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` accepts.
 pub const EXPECTED_HUGE_PAGES: &str = "on | off";
@@ -117,7 +126,7 @@ pub fn parse_threshold(s: &[u8]) -> Option<usize> {
 
 /// `TENSOR_ALLOC_GLOBAL_LIMIT`'s value.
 pub fn parse_limit(s: &[u8]) -> Option<u64> {
-    parse_bytes(s).filter(|&l| l > 0)
+    parse_bytes(s).filter(|&l| l >= MIN_LIMIT)
 }
 
 /// `TENSOR_ALLOC_GLOBAL_HUGE_PAGES`'s value (`on` or `off`, case insensitive).
@@ -133,8 +142,9 @@ pub fn parse_huge_pages(s: &[u8]) -> Option<bool> {
 }
 
 impl Config {
-    /// From `(variable, value)` lookups (`None`: unset). Unset and empty values take the
-    /// defaults; bad ones too, with their bit set in `errors`.
+    /// From `(variable, value)` lookups (`None`: unset). Unset values take the defaults; bad
+    /// ones too, with their bit set in `errors`. An empty (or all-blank) value is a bad value,
+    /// as it is for every variable of the family ([`crate::alloc::env`]).
     pub fn from_lookup(get: impl Fn(&str) -> Option<&'static [u8]>) -> Self {
         let mut c = Config {
             mode: GlobalMode::Hybrid,
@@ -143,7 +153,7 @@ impl Config {
             huge_pages: false,
             errors: 0,
         };
-        let set = |v: Option<&'static [u8]>| v.filter(|v| !v.trim_ascii().is_empty());
+        let set = |v: Option<&'static [u8]>| v;
         if let Some(v) = set(get(GLOBAL)) {
             match parse_mode(v) {
                 Some(m) => c.mode = m,
@@ -228,7 +238,9 @@ mod tests {
             (GlobalMode::System, 1 << 20, 8 << 30, true, 0)
         );
         assert!(!cfg(&[(GLOBAL_HUGE_PAGES, "off")]).huge_pages);
-        assert_eq!(cfg(&[(GLOBAL, "")]).errors, 0);
+        assert_eq!(cfg(&[(GLOBAL, "")]).errors, BAD_MODE);
+        assert_eq!(cfg(&[(GLOBAL_LIMIT, " ")]).errors, BAD_LIMIT);
+        assert_eq!(cfg(&[(GLOBAL_LIMIT, "1MiB")]).limit, MIN_LIMIT);
     }
 
     #[test]
@@ -252,5 +264,8 @@ mod tests {
         assert_eq!(parse_bytes(b"4 kb"), None);
         assert_eq!(parse_bytes(b"64KiB"), Some(64 << 10));
         assert_eq!(parse_threshold(b"2TiB"), None);
+        for low in [&b"1"[..], b"1KiB", b"64KiB", b"1048575"] {
+            assert_eq!(parse_limit(low), None, "{low:?}");
+        }
     }
 }

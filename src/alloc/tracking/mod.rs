@@ -580,6 +580,21 @@ where
         self.shared.find(ptr.as_ptr() as usize).map(|a| a.id)
     }
     fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
+        self.try_allocate_with(layout, false)
+    }
+    fn try_allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
+        self.try_allocate_with(layout, true)
+    }
+}
+
+impl<A: Allocator + Send + Sync + MaybeTensorAllocator> TrackingAllocator<A> {
+    /// `try_allocate` / `try_allocate_zeroed`: one request to the inner allocator, its failure
+    /// restated in the caller's terms.
+    fn try_allocate_with(
+        &self,
+        layout: Layout,
+        zeroed: bool,
+    ) -> Result<NonNull<[u8]>, AllocatorError> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
@@ -592,15 +607,21 @@ where
                 layout.align().max(HEADER)
             ),
         })?;
-        let b = match self.inner.as_tensor_allocator() {
-            Some(i) => i
-                .try_allocate(outer)
-                .map_err(|e| caller_view(e, &self.name, layout))?,
-            None => self
-                .inner
-                .allocate(outer)
-                .map_err(|_| AllocatorError::out_of_memory(&self.name, layout, &self.stats()))?,
-        };
+        let b =
+            match (self.inner.as_tensor_allocator(), zeroed) {
+                (Some(i), false) => i
+                    .try_allocate(outer)
+                    .map_err(|e| caller_view(e, &self.name, layout))?,
+                (Some(i), true) => i
+                    .try_allocate_zeroed(outer)
+                    .map_err(|e| caller_view(e, &self.name, layout))?,
+                (None, false) => self.inner.allocate(outer).map_err(|_| {
+                    AllocatorError::out_of_memory(&self.name, layout, &self.stats())
+                })?,
+                (None, true) => self.inner.allocate_zeroed(outer).map_err(|_| {
+                    AllocatorError::out_of_memory(&self.name, layout, &self.stats())
+                })?,
+            };
         self.finish(b, layout, outer, off)
             .map_err(|_| AllocatorError::out_of_memory(&self.name, layout, &self.stats()))
     }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 pub use tensor_alloc::model::summary::printable;
 use tensor_alloc::model::summary::{ModelSummary, QuantSummary, SubgraphSummary, TensorSummary};
-use tensor_alloc::model::Model;
 
 /// Arguments of `inspect`.
 #[derive(clap::Args)]
@@ -30,7 +29,7 @@ struct Report<'a> {
 
 /// Runs `inspect`.
 pub fn run(args: &InspectArgs) -> Result<(), String> {
-    let model = Model::load(&args.model).map_err(|e| e.to_string())?;
+    let model = crate::load_model(&args.model)?;
     let summary = ModelSummary::new(&model, args.all_subgraphs).map_err(|e| e.to_string())?;
     if args.json {
         let report = Report {

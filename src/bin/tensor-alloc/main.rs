@@ -60,10 +60,17 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
-    // Bad TENSOR_ALLOC_GLOBAL* values were replaced by defaults when the allocator started;
-    // say so now (as warnings), off the allocation path.
-    tensor_alloc::global::report_config_errors();
     let cli = Cli::parse();
+    // Every subcommand validates the whole TENSOR_ALLOC_* / TF_* environment with one rule
+    // (the global allocator's variables included, with the parsers it uses): the first bad
+    // variable is one error line, before any work and before any warning.
+    if let Err(e) = tensor_alloc::alloc::env::process_env() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    // The global allocator parsed the same variables at the first allocation; after the check
+    // above this reports nothing, but a program that changed its environment would be told.
+    tensor_alloc::global::report_config_errors();
     let result = match cli.command {
         None | Some(Command::Demo) => demo::run(),
         Some(Command::Bench(args)) => bench::run(&args),
@@ -80,6 +87,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Loads a model for a subcommand: one line naming the file once (an I/O error names it
+/// already; the others are prefixed with it).
+pub(crate) fn load_model(path: &std::path::Path) -> Result<tensor_alloc::model::Model, String> {
+    use tensor_alloc::model::{Model, ModelError};
+    Model::load(path).map_err(|e| match e {
+        ModelError::Io { .. } => e.to_string(),
+        _ => format!("{}: {e}", path.display()),
+    })
 }
 
 /// Rust ignores SIGPIPE, so `tensor-alloc inspect m.tflite | head` would panic in `println!` when

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use tensor_alloc::interpreter::device::DeviceSet;
 use tensor_alloc::interpreter::partition::{policy_by_name, PartitionGraph, Policy};
 use tensor_alloc::interpreter::schedule::{PartitionedInterpreter, SpaceSummary};
-use tensor_alloc::model::Model;
 
 /// Arguments of `tensor-alloc partition`.
 #[derive(Args, Debug)]
@@ -44,7 +43,7 @@ pub fn devices_and_policy(
 }
 
 pub fn run(args: &PartitionArgs) -> Result<(), String> {
-    let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let model = crate::load_model(&args.model)?;
     let (set, policy) = devices_and_policy(&args.devices, &args.policy)?;
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", args.model.display());
     // With the memory spaces built, the partition includes the memory fallbacks.
@@ -58,8 +57,11 @@ pub fn run(args: &PartitionArgs) -> Result<(), String> {
     };
     if let Some(path) = &args.svg {
         let names: Vec<&str> = set.devices().iter().map(|d| d.name()).collect();
-        std::fs::write(path, partition.to_svg(&graph, &names))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let svg = partition.to_svg(&graph, &names);
+        tensor_alloc::fileio::write_file_atomic(path, |f| {
+            std::io::Write::write_all(f, svg.as_bytes())
+        })
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if args.json {
         let mut v = partition.to_json();
@@ -86,13 +88,13 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
     };
     use tensor_alloc::tensor::Tensor;
 
-    let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let model = crate::load_model(&args.model)?;
     let (set, policy) = devices_and_policy(devices, &args.policy)?;
     let mut p = PartitionedInterpreter::build(&model, &set, policy.as_ref())
         .map_err(|e| format!("{}: {e}", args.model.display()))?;
     let inputs = read_inputs(&args.inputs, p.num_inputs(), |k| {
         let d = p.input_desc(k).map_err(|e| e.to_string())?;
-        Ok((d.dtype, d.dims.to_vec()))
+        Ok((d.dtype, d.dims.to_vec(), d.name.to_string()))
     })?;
     let set_inputs = |p: &mut PartitionedInterpreter| -> Result<(), String> {
         for (k, t) in inputs.iter().enumerate() {
@@ -129,6 +131,7 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
             "spaces": spaces,
             "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},
             "invoke_heap_allocations": allocations,
+            "process_peak_rss_bytes": crate::run::process_peak_rss_bytes(),
         });
         println!("{v}");
         return Ok(());
@@ -148,6 +151,9 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
         part.bytes_copied_per_invoke
     );
     print_spaces(spaces.iter());
+    if let Some(rss) = crate::run::process_peak_rss_bytes() {
+        println!("process peak resident memory: {rss} bytes");
+    }
     println!(
         "latency over {runs} invoke(s): median {:.1} µs, min {:.1} µs",
         us(med),

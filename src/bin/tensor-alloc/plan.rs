@@ -64,8 +64,11 @@ pub fn report(buffers: &mut [BufferRequirement], args: &PlanArgs) -> Result<Plan
     }
     if let Some(path) = &args.svg {
         let best = report.chosen_plan().ok_or("no plan in the report")?;
-        std::fs::write(path, best.to_svg(buffers))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let svg = best.to_svg(buffers);
+        tensor_alloc::fileio::write_file_atomic(path, |f| {
+            std::io::Write::write_all(f, svg.as_bytes())
+        })
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         if !args.json {
             println!("wrote {}", path.display());
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use tensor_alloc::interpreter::{
-    plan_model, ArenaNeeds, Interpreter, ModelPlan, ModelPlanOptions, OpResolver,
+    plan_model, ArenaNeeds, Interpreter, KernelSet, ModelPlan, ModelPlanOptions, OpResolver,
 };
 use tensor_alloc::model::{LifetimeOptions, Model, PersistentKind, PersistentTensor};
 
@@ -38,13 +38,21 @@ pub struct ModelPlanFlags {
     /// metadata (TFLM then uses these offsets instead of planning at run time).
     #[arg(long, value_name = "OUT.tflite")]
     pub embed_offline: Option<PathBuf>,
+    /// Kernel threads of the interpreter configuration the caller-buffer figure is for (as
+    /// `run --threads`; default 1): kernels that give each thread its own scratch need more.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: Option<u32>,
+    /// Kernel set of the interpreter configuration the caller-buffer figure is for (as
+    /// `run --kernels`): `optimized` (default) or `reference`.
+    #[arg(long, value_parser = crate::run::parse_kernel_set)]
+    pub kernels: Option<KernelSet>,
 }
 
 impl ModelPlanFlags {
     /// The model-only flags that were given (they mean nothing for a record set).
     pub fn given(&self) -> Vec<&'static str> {
         let mut v = Vec::new();
-        let flags: [(&'static str, bool); 7] = [
+        let flags: [(&'static str, bool); 9] = [
             ("--no-inplace", self.no_inplace),
             ("--preserve-all", self.preserve_all),
             ("--preserve-inputs", self.preserve_inputs),
@@ -52,6 +60,8 @@ impl ModelPlanFlags {
             ("--subgraph", self.subgraph.is_some()),
             ("--ignore-offline-plan", self.ignore_offline_plan),
             ("--embed-offline", self.embed_offline.is_some()),
+            ("--threads", self.threads.is_some()),
+            ("--kernels", self.kernels.is_some()),
         ];
         for (name, given) in flags {
             if given {
@@ -71,7 +81,7 @@ pub fn run(
     json_out: bool,
     svg: Option<&PathBuf>,
 ) -> Result<(), String> {
-    let model = Model::load(model_path).map_err(|e| e.to_string())?;
+    let model = crate::load_model(model_path)?;
     let opts = plan_options(flags, alignment);
     let plan = plan_model(&model, &opts).map_err(|e| e.to_string())?;
     // With in-place sharing on, also plan without it, so both figures are reported.
@@ -85,10 +95,20 @@ pub fn run(
     let arena_check = prove_arena(&plan)?;
     let subgraph = opts.lifetimes.subgraph;
     // What this crate's interpreter needs in a caller-provided buffer (head with kernel scratch,
-    // tail with op data and persistent tensors): the number `run --arena-bytes` accepts.
+    // tail with op data and persistent tensors) for the configuration given (kernel set and
+    // threads): the number `run --arena-bytes` accepts with the same flags. It comes from the
+    // staging the interpreter's build runs (init, prepare, planning), not from an estimate.
+    let config = InterpreterConfig {
+        kernels: flags.kernels.unwrap_or_default(),
+        threads: flags.threads.unwrap_or(1),
+    };
     let interpreter = match subgraph {
-        0 => match Interpreter::arena_needs(&model, &OpResolver::with_builtins()) {
-            Ok(n) => InterpreterNeeds::from(n),
+        0 => match Interpreter::arena_needs_threads(
+            &model,
+            &OpResolver::with_kernel_set(config.kernels),
+            config.threads as usize,
+        ) {
+            Ok(n) => InterpreterNeeds::from((n, config)),
             Err(e) => InterpreterNeeds::Error {
                 error: e.to_string(),
             },
@@ -172,7 +192,10 @@ fn write_svg(plan: &ModelPlan, path: &Path) -> Result<(), String> {
         .chosen_plan()
         .ok_or("no plan in the report")?
         .to_svg(&plan.requirements);
-    std::fs::write(path, picture).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    tensor_alloc::fileio::write_file_atomic(path, |f| {
+        std::io::Write::write_all(f, picture.as_bytes())
+    })
+    .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Writes a copy of the model with the best plan as `OfflineMemoryAllocation` metadata.
@@ -191,7 +214,8 @@ fn embed_offline(
         .with_offline_plan(&offsets)
         .map_err(|e| e.to_string())?;
     let bytes = embedded.to_bytes().map_err(|e| e.to_string())?;
-    std::fs::write(out, bytes).map_err(|e| format!("cannot write {}: {e}", out.display()))
+    tensor_alloc::fileio::write_file_atomic(out, |f| std::io::Write::write_all(f, &bytes))
+        .map_err(|e| format!("cannot write {}: {e}", out.display()))
 }
 
 /// What `plan MODEL` reports beside the planners' table: JSON adds these keys to
@@ -240,6 +264,13 @@ struct WithoutInplace {
     tflite_arena_bytes: Option<usize>,
 }
 
+/// The interpreter configuration a caller-buffer figure is for (`run --kernels --threads`).
+#[derive(Clone, Copy)]
+struct InterpreterConfig {
+    kernels: KernelSet,
+    threads: u32,
+}
+
 /// What the bundled interpreter needs of a caller buffer, or why it cannot run the model.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -249,19 +280,24 @@ enum InterpreterNeeds {
         head_bytes: usize,
         scratch_bytes: usize,
         tail_bytes: usize,
+        /// The configuration the figures are for.
+        kernels: &'static str,
+        threads: u32,
     },
     Error {
         error: String,
     },
 }
 
-impl From<ArenaNeeds> for InterpreterNeeds {
-    fn from(n: ArenaNeeds) -> Self {
+impl From<(ArenaNeeds, InterpreterConfig)> for InterpreterNeeds {
+    fn from((n, c): (ArenaNeeds, InterpreterConfig)) -> Self {
         InterpreterNeeds::Needs {
             caller_buffer_bytes: n.total_bytes,
             head_bytes: n.head_bytes,
             scratch_bytes: n.scratch_bytes,
             tail_bytes: n.tail_bytes,
+            kernels: c.kernels.name(),
+            threads: c.threads,
         }
     }
 }
@@ -383,8 +419,11 @@ fn print_text(plan: &ModelPlan, s: &PlanSummary, svg: Option<&PathBuf>) {
             head_bytes,
             scratch_bytes,
             tail_bytes,
+            kernels,
+            threads,
         } => println!(
-            "interpreter (builtin kernels): a caller buffer needs {total} bytes = head {head_bytes} (tensors + {scratch_bytes} B kernel scratch) + tail {tail_bytes} (op data, variables, prepare-time constants), at a 16-byte aligned address; `run --arena-bytes {total}` accepts exactly this"
+            "interpreter ({kernels} kernels, {threads} thread{}): a caller buffer needs {total} bytes = head {head_bytes} (tensors + {scratch_bytes} B kernel scratch) + tail {tail_bytes} (op data, variables, prepare-time constants), at a 16-byte aligned address; `run --arena-bytes {total} --kernels {kernels} --threads {threads}` accepts exactly this (other --kernels/--threads: plan with those flags)",
+            if *threads == 1 { "" } else { "s" }
         ),
         InterpreterNeeds::Error { .. } if s.subgraph != 0 => {
             println!("interpreter: runs subgraph 0 only")

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tensor_alloc::alloc::registry;
 use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, KernelSet};
-use tensor_alloc::model::Model;
-use tensor_alloc::tensor::{DType, Tensor};
+use tensor_alloc::tensor::{DType, NpyFileReader, Tensor, TensorError};
 use tensor_alloc::test_support::Rng;
 use tensor_alloc::GlobalAllocator;
 
@@ -55,7 +54,7 @@ pub struct RunArgs {
     pub policy: String,
 }
 
-fn parse_kernel_set(s: &str) -> Result<KernelSet, String> {
+pub(crate) fn parse_kernel_set(s: &str) -> Result<KernelSet, String> {
     KernelSet::from_name(s)
         .ok_or_else(|| format!("unknown kernel set `{s}`; expected `optimized` or `reference`"))
 }
@@ -63,30 +62,83 @@ fn parse_kernel_set(s: &str) -> Result<KernelSet, String> {
 /// Most bytes `--arena-bytes` may ask for.
 const MAX_ARENA: usize = 1 << 40;
 
-fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, String> {
+/// Fills `bytes` (native-order elements of `dtype`) with the seeded deterministic input of
+/// graph input `seed`.
+fn fill_seeded(dtype: DType, bytes: &mut [u8], seed: u64) {
     let mut rng = Rng::new(seed);
-    let mut t = Tensor::zeros(dtype, dims).map_err(|e| e.to_string())?;
-    let n = t.num_elements();
-    let bytes = t.as_mut_bytes().map_err(|e| e.to_string())?;
-    for i in 0..n {
+    let size = dtype.size();
+    for chunk in bytes.chunks_exact_mut(size) {
         let r = rng.next_u64();
         let unit = (r >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
         match dtype {
-            DType::F32 => {
-                bytes[i * 4..i * 4 + 4].copy_from_slice(&((unit * 2.0 - 1.0) as f32).to_le_bytes())
+            DType::F32 => chunk.copy_from_slice(&((unit * 2.0 - 1.0) as f32).to_le_bytes()),
+            DType::I8 | DType::U8 => chunk[0] = r as u8,
+            DType::I16 => {
+                chunk.copy_from_slice(&((rng.range(0, 512) as i64 - 256) as i16).to_le_bytes())
             }
-            DType::I8 | DType::U8 => bytes[i] = r as u8,
-            DType::I16 => bytes[i * 2..i * 2 + 2]
-                .copy_from_slice(&((rng.range(0, 512) as i64 - 256) as i16).to_le_bytes()),
-            DType::Bool => bytes[i] = (r & 1) as u8,
+            DType::Bool => chunk[0] = (r & 1) as u8,
             _ => {
-                let size = dtype.size();
                 let v = (r % 8).to_le_bytes();
-                bytes[i * size..i * size + size.min(8)].copy_from_slice(&v[..size.min(8)]);
+                let n = size.min(8);
+                chunk[..n].copy_from_slice(&v[..n]);
             }
         }
     }
+}
+
+fn seeded_input(dtype: DType, dims: &[usize], seed: u64) -> Result<Tensor, String> {
+    let mut t = Tensor::zeros(dtype, dims).map_err(|e| e.to_string())?;
+    fill_seeded(dtype, t.as_mut_bytes().map_err(|e| e.to_string())?, seed);
     Ok(t)
+}
+
+/// The error of reading `--input` file `path`: one line naming the file once.
+fn npy_error(path: &std::path::Path, e: TensorError) -> String {
+    match e {
+        // Names the file already.
+        TensorError::Npy { .. } => e.to_string(),
+        other => format!("npy {}: {other}", path.display()),
+    }
+}
+
+/// An `--input` file whose dtype is not the graph input's: one line naming the file.
+fn dtype_mismatch(
+    path: &std::path::Path,
+    k: usize,
+    name: &str,
+    got: (DType, &[usize]),
+    want: (DType, &[usize]),
+) -> String {
+    format!(
+        "--input {}: holds {} {:?}, but input {k} `{}` of the model is {} {:?}",
+        path.display(),
+        got.0,
+        got.1,
+        crate::inspect::printable(name),
+        want.0,
+        want.1
+    )
+}
+
+/// Peak resident memory of this process so far (`getrusage`'s `ru_maxrss`), in bytes.
+pub(crate) fn process_peak_rss_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `usage` is a valid, writable `rusage`; getrusage fills it or fails.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: getrusage returned 0, so it initialised the struct (it was zeroed anyway).
+        let usage = unsafe { usage.assume_init() };
+        // Linux reports kibibytes.
+        u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
 }
 
 fn describe(t: &Tensor) -> String {
@@ -123,47 +175,189 @@ pub(crate) fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// Runs the command.
 /// The inputs: `.npy` files in graph-input order, else a seeded input of each input's dtype and
-/// shape (`desc(k)`).
+/// shape (`desc(k)`: dtype, dims, name). A file whose dtype is not the input's is an error
+/// naming the file (its shape may differ: the caller resizes).
 pub(crate) fn read_inputs(
     files: &[PathBuf],
     n_in: usize,
-    desc: impl Fn(usize) -> Result<(DType, Vec<usize>), String>,
+    desc: impl Fn(usize) -> Result<(DType, Vec<usize>, String), String>,
 ) -> Result<Vec<Tensor>, String> {
+    check_input_count(files, n_in)?;
+    (0..n_in)
+        .map(|k| {
+            let (dtype, dims, name) = desc(k)?;
+            match files.get(k) {
+                Some(p) => {
+                    let t = Tensor::read_npy(p).map_err(|e| npy_error(p, e))?;
+                    if t.dtype() != dtype {
+                        return Err(dtype_mismatch(
+                            p,
+                            k,
+                            &name,
+                            (t.dtype(), t.dims()),
+                            (dtype, &dims),
+                        ));
+                    }
+                    Ok(t)
+                }
+                None => seeded_input(dtype, &dims, k as u64),
+            }
+        })
+        .collect()
+}
+
+fn check_input_count(files: &[PathBuf], n_in: usize) -> Result<(), String> {
     if !files.is_empty() && files.len() != n_in {
         return Err(format!(
             "the model has {n_in} input(s), {} --input file(s) given",
             files.len()
         ));
     }
-    (0..n_in)
-        .map(|k| match files.get(k) {
-            Some(p) => Tensor::read_npy(p).map_err(|e| format!("{}: {e}", p.display())),
-            None => {
-                let (dtype, dims) = desc(k)?;
-                seeded_input(dtype, &dims, k as u64)
-            }
-        })
-        .collect()
+    Ok(())
 }
 
-/// Writes `output_K.npy` into `dir` (when given); returns each file's path.
+/// `run`'s inputs without a copy: each `--input` file's header is checked against the model
+/// once (dtype; a different shape resizes the input), and before every invoke the file's data
+/// is decoded straight into the interpreter's input tensor (seeded inputs are generated there
+/// the same way). The process never holds a second copy of an input.
+struct DirectInputs {
+    files: Vec<PathBuf>,
+}
+
+impl DirectInputs {
+    /// Checks the files against `interp`'s inputs and resizes inputs whose file has another
+    /// shape.
+    fn prepare(files: &[PathBuf], interp: &mut Interpreter<'_>) -> Result<Self, String> {
+        let n_in = interp.num_inputs();
+        check_input_count(files, n_in)?;
+        for (k, p) in files.iter().enumerate() {
+            let reader = NpyFileReader::open(p).map_err(|e| npy_error(p, e))?;
+            let d = interp.input_desc(k).map_err(|e| e.to_string())?;
+            if reader.dtype() != d.dtype {
+                return Err(dtype_mismatch(
+                    p,
+                    k,
+                    d.name,
+                    (reader.dtype(), reader.dims()),
+                    (d.dtype, d.dims),
+                ));
+            }
+            // A file of another shape (another batch) resizes that input; resizing plans the
+            // interpreter again, so inputs are written only after every resize.
+            if reader.dims() != d.dims {
+                let dims = reader.dims().to_vec();
+                interp
+                    .resize_input(k, &dims)
+                    .map_err(|e| format!("--input {}: resizing input {k}: {e}", p.display()))?;
+            }
+        }
+        Ok(Self {
+            files: files.to_vec(),
+        })
+    }
+
+    /// Writes every input into the interpreter.
+    fn fill(&self, interp: &mut Interpreter<'_>) -> Result<(), String> {
+        for k in 0..interp.num_inputs() {
+            let d = interp.input_desc(k).map_err(|e| e.to_string())?;
+            let (dtype, dims, name) = (d.dtype, d.dims.to_vec(), d.name.to_string());
+            match self.files.get(k) {
+                Some(p) => {
+                    let reader = NpyFileReader::open(p).map_err(|e| npy_error(p, e))?;
+                    if reader.dtype() != dtype || reader.dims() != dims {
+                        // The file changed since it was checked.
+                        return Err(dtype_mismatch(
+                            p,
+                            k,
+                            &name,
+                            (reader.dtype(), reader.dims()),
+                            (dtype, &dims),
+                        ));
+                    }
+                    let dst = interp.input_bytes_mut(k).map_err(|e| e.to_string())?;
+                    reader.read_into(dst).map_err(|e| npy_error(p, e))?;
+                }
+                None => {
+                    let dst = interp.input_bytes_mut(k).map_err(|e| e.to_string())?;
+                    fill_seeded(dtype, dst, k as u64);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes sure `--output-dir` is a directory (created when absent), before any work is done.
+pub(crate) fn prepare_output_dir(dir: Option<&std::path::Path>) -> Result<(), String> {
+    let Some(dir) = dir else { return Ok(()) };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!("--output-dir {}: not a directory", dir.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir)
+            .map_err(|e| format!("--output-dir {}: cannot create it: {e}", dir.display())),
+        Err(e) => Err(format!("--output-dir {}: {e}", dir.display())),
+    }
+}
+
+/// Writes `output_K.npy` into `dir` (when given); returns each file's path. Each file is written
+/// to a temporary file in `dir` and renamed into place ([`Tensor::write_npy`]): a symbolic link
+/// planted at `dir/output_K.npy` is replaced, not followed.
 pub(crate) fn write_outputs(
     dir: Option<&std::path::Path>,
     outputs: &[Tensor],
 ) -> Result<Vec<Option<String>>, String> {
     let mut files = vec![None; outputs.len()];
     if let Some(dir) = dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        prepare_output_dir(Some(dir))?;
         for (k, t) in outputs.iter().enumerate() {
             let p = dir.join(format!("output_{k}.npy"));
-            t.write_npy(&p)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+            t.write_npy(&p).map_err(|e| e.to_string())?;
             files[k] = Some(p.display().to_string());
         }
     }
     Ok(files)
+}
+
+/// Most output elements listed in `run --json` (per output; the rest are left out and the
+/// output says `"truncated": true`).
+pub(crate) const MAX_JSON_VALUES: usize = 4096;
+
+/// The first `limit` elements of `t` as JSON numbers (booleans for bool; a non-finite float
+/// is `null`, which JSON cannot spell otherwise), and whether elements were left out.
+pub(crate) fn json_values(t: &Tensor, limit: usize) -> (Vec<serde_json::Value>, bool) {
+    use serde_json::Value;
+    fn take<T: tensor_alloc::tensor::Element>(
+        t: &Tensor,
+        limit: usize,
+        f: impl Fn(T) -> Value,
+    ) -> Vec<Value> {
+        t.as_slice::<T>()
+            .map(|s| s.iter().take(limit).map(|&v| f(v)).collect())
+            .unwrap_or_default()
+    }
+    let float = |v: f64| serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number);
+    let values = match t.dtype() {
+        DType::F32 => take::<f32>(t, limit, |v| float(f64::from(v))),
+        DType::F64 => take::<f64>(t, limit, float),
+        DType::F16 => take::<tensor_alloc::tensor::f16>(t, limit, |v| float(v.to_f64())),
+        DType::BF16 => take::<tensor_alloc::tensor::bf16>(t, limit, |v| float(v.to_f64())),
+        DType::I8 => take::<i8>(t, limit, Value::from),
+        DType::U8 => take::<u8>(t, limit, Value::from),
+        DType::I16 => take::<i16>(t, limit, Value::from),
+        DType::U16 => take::<u16>(t, limit, Value::from),
+        DType::I32 => take::<i32>(t, limit, Value::from),
+        DType::U32 => take::<u32>(t, limit, Value::from),
+        DType::I64 => take::<i64>(t, limit, Value::from),
+        DType::U64 => take::<u64>(t, limit, Value::from),
+        DType::Bool => t
+            .as_bytes()
+            .iter()
+            .take(limit)
+            .map(|&b| Value::Bool(b != 0))
+            .collect(),
+    };
+    (values, t.num_elements() > limit)
 }
 
 /// The `outputs` entries of the JSON report.
@@ -176,11 +370,14 @@ pub(crate) fn outputs_json(
         .iter()
         .enumerate()
         .map(|(k, t)| {
+            let (values, truncated) = json_values(t, MAX_JSON_VALUES);
             serde_json::json!({
                 "name": name(k),
                 "dtype": t.dtype().name(),
                 "shape": t.dims(),
                 "file": files[k],
+                "values": values,
+                "truncated": truncated,
             })
         })
         .collect()
@@ -237,10 +434,11 @@ pub(crate) fn timed_invokes<S>(
 }
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
+    prepare_output_dir(args.output_dir.as_deref())?;
     if let Some(devices) = &args.devices {
         return crate::partition::run_split(args, devices);
     }
-    let model = Model::load(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let model = crate::load_model(&args.model)?;
     let mut buffer: Vec<u128>;
     let mut interp = match (&args.arena_bytes, &args.allocator) {
         (Some(n), _) => {
@@ -281,28 +479,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
     .map_err(|e: InterpreterError| format!("{}: {e}", args.model.display()))?;
 
-    // Inputs.
-    let n_in = interp.num_inputs();
-    let inputs = read_inputs(&args.inputs, n_in, |k| {
-        let d = interp.input_desc(k).map_err(|e| e.to_string())?;
-        Ok((d.dtype, d.dims.to_vec()))
-    })?;
-    // An input file whose shape differs from the model's (another batch) resizes that input;
-    // resizing plans the interpreter again, so inputs are set only after every resize.
-    for (k, t) in inputs.iter().enumerate() {
-        let current = interp.input_desc(k).map_err(|e| e.to_string())?.dims;
-        if t.shape().dims() != current {
-            interp
-                .resize_input(k, t.shape().dims())
-                .map_err(|e| format!("{}: resizing input {k}: {e}", args.inputs[k].display()))?;
-        }
-    }
-    let set_inputs = |interp: &mut Interpreter<'_>| -> Result<(), String> {
-        for (k, t) in inputs.iter().enumerate() {
-            interp.set_input(k, t).map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    };
+    // Inputs: checked (and inputs resized) once, then decoded into the input tensors before
+    // every invoke.
+    let inputs = DirectInputs::prepare(&args.inputs, &mut interp)?;
+    let set_inputs = |interp: &mut Interpreter<'_>| inputs.fill(interp);
 
     // First invoke: the outputs reported and written.
     set_inputs(&mut interp)?;
@@ -371,6 +551,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             },
             "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},
             "invoke_heap_allocations": allocations,
+            "process_peak_rss_bytes": process_peak_rss_bytes(),
             "ops": ops,
         });
         println!("{v}");
@@ -383,6 +564,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         interp.output_desc(k).ok().map(|d| d.name.to_string())
     });
     print!("{}", interp.memory_report());
+    if let Some(rss) = process_peak_rss_bytes() {
+        println!(
+            "process peak resident memory: {rss} bytes (arena {} bytes, the model file, the heap and the binary included)",
+            m.total_bytes
+        );
+    }
     println!(
         "latency over {runs} invoke(s): median {:.1} µs, min {:.1} µs",
         us(med),

@@ -70,7 +70,7 @@ pub(crate) fn finish<'a>(
         variable_init,
     } = staged;
 
-    let bytes: Arc<[u8]> = model.bytes.clone();
+    let bytes = model.bytes.clone();
     let (slots, mut scratch_ptr) = allocation::resolve_addresses(
         &arena,
         &plan,

@@ -4,7 +4,9 @@
 //! vector length, string, with limits on depth, table count and apparent size), then decoding into
 //! the IR with every index (opcode, tensor, buffer, subgraph) bounds-checked. Nothing is
 //! allocated with a size taken from an unverified field: every vector length was checked against
-//! the file size by the verifier first.
+//! the file size by the verifier first. Every allocation of the reader is fallible (reserved with
+//! `try_reserve_exact` before it is filled): out of memory is [`ModelError::OutOfMemory`], never
+//! an abort (`tests/model_load_oom.rs` fails each allocation of a load in turn).
 
 mod options;
 mod schema;
@@ -12,15 +14,14 @@ mod writer;
 
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
 
 use flatbuffers::Vector;
 
 use super::options::BuiltinOptions;
 use super::{
-    Buffer, BuiltinOp, DimensionMetadata, Metadata, Model, ModelError, Operator, OperatorCode,
-    Quantization, SignatureDef, SignatureTensor, SparseIndexVector, Sparsity, Subgraph, Tensor,
-    TensorType,
+    Buffer, BuiltinOp, DimensionMetadata, Metadata, Model, ModelBytes, ModelError, Operator,
+    OperatorCode, Quantization, SignatureDef, SignatureTensor, SparseIndexVector, Sparsity,
+    Subgraph, Tensor, TensorType,
 };
 use schema::{
     buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map, T,
@@ -51,9 +52,9 @@ pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, 
         source,
     };
     if std::fs::metadata(path).map_err(io)?.is_dir() {
-        return Err(ModelError::NotTflite(format!(
-            "{} is a directory, expected a .tflite file",
-            path.display()
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is a directory, expected a .tflite file",
         )));
     }
     let (mut file, len) = crate::fileio::open_regular(path).map_err(io)?;
@@ -72,21 +73,18 @@ pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, 
     }
     if len > max_bytes {
         return Err(ModelError::NotTflite(format!(
-            "{} is {len} bytes; at most {max_bytes} are read (a flatbuffer cannot exceed 2 GiB)",
-            path.display()
+            "the file is {len} bytes; at most {max_bytes} are read (a flatbuffer cannot exceed 2 GiB)"
         )));
     }
     let len = usize::try_from(len).map_err(|_| {
         ModelError::NotTflite(format!("{len} bytes do not fit in this address space"))
     })?;
-    // Read straight into the model's shared buffer (one copy of the file in memory, not two).
-    let mut buf: Arc<[std::mem::MaybeUninit<u8>]> = Arc::new_uninit_slice(len);
-    Arc::get_mut(&mut buf)
-        .expect("a new Arc is unique")
-        .fill(std::mem::MaybeUninit::new(0));
-    // SAFETY: every element was initialised (to 0) by the `fill` just above.
-    let mut bytes: Arc<[u8]> = unsafe { buf.assume_init() };
-    let data = Arc::get_mut(&mut bytes).expect("a new Arc is unique");
+    // Read straight into the model's shared buffer (one copy of the file in memory, not two),
+    // allocated fallibly: a file too large for the memory left is an error, not an abort.
+    let mut bytes = ModelBytes::try_zeroed(len).map_err(|_| oom("the model file", len))?;
+    let Some(data) = bytes.get_mut() else {
+        unreachable!("freshly allocated model bytes have one handle");
+    };
     data[..8].copy_from_slice(&head);
     // Exactly the measured length: a file that shrank meanwhile is an I/O error, one that grew
     // is read up to the measured length only.
@@ -96,7 +94,7 @@ pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, 
 
 /// Verifies and decodes a TFLite model held in `bytes`. The returned model keeps `bytes` and
 /// refers to constant data by range.
-pub fn read_model(bytes: Arc<[u8]>) -> Result<Model, ModelError> {
+pub fn read_model(bytes: ModelBytes) -> Result<Model, ModelError> {
     if bytes.len() < 8 {
         return Err(ModelError::NotTflite(format!(
             "{} bytes, a TFLite flatbuffer has at least 8 (root offset and file identifier)",
@@ -164,9 +162,51 @@ struct Decoder<'f> {
     copied: std::cell::Cell<usize>,
 }
 
-/// Collects a vector of scalars (length already verified against the file size).
-fn collect<'a, X: flatbuffers::Follow<'a> + 'a>(v: Option<Vector<'a, X>>) -> Vec<X::Inner> {
-    v.map(|v| v.iter().collect()).unwrap_or_default()
+/// Out of memory while reading `what`: an allocation of `bytes` failed.
+fn oom(what: &'static str, bytes: usize) -> ModelError {
+    ModelError::OutOfMemory { what, bytes }
+}
+
+/// An empty vector with room for `n` elements, reserved fallibly (`what` names it in the error).
+fn try_vec<X>(n: usize, what: &'static str) -> Result<Vec<X>, ModelError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| oom(what, n.saturating_mul(std::mem::size_of::<X>())))?;
+    Ok(v)
+}
+
+/// Collects an iterator of known length into a vector reserved fallibly: the one allocation is
+/// the reservation (an exact-size iterator never makes `extend` grow it).
+pub(crate) fn try_collect<X>(
+    items: impl ExactSizeIterator<Item = X>,
+    what: &'static str,
+) -> Result<Vec<X>, ModelError> {
+    let mut v = try_vec(items.len(), what)?;
+    v.extend(items);
+    Ok(v)
+}
+
+/// A copy of `s` in a string reserved fallibly.
+fn try_string(s: &str, what: &'static str) -> Result<String, ModelError> {
+    let mut out = String::new();
+    out.try_reserve_exact(s.len())
+        .map_err(|_| oom(what, s.len()))?;
+    out.push_str(s);
+    Ok(out)
+}
+
+/// [`try_string`] of an optional string.
+fn try_opt_string(s: Option<&str>, what: &'static str) -> Result<Option<String>, ModelError> {
+    s.map(|s| try_string(s, what)).transpose()
+}
+
+/// Collects a vector of scalars (length already verified against the file size; empty when
+/// absent), fallibly.
+fn collect<'a, X: flatbuffers::Follow<'a> + 'a>(
+    v: Option<Vector<'a, X>>,
+    what: &'static str,
+) -> Result<Vec<X::Inner>, ModelError> {
+    v.map_or(Ok(Vec::new()), |v| try_collect(v.iter(), what))
 }
 
 /// `Ok` when `index` is in `0..len` (or `-1` where optional), else an error naming the location.
@@ -214,23 +254,36 @@ impl<'f> Decoder<'f> {
     /// The whole model: buffers first, then operator codes and subgraphs (whose indices are
     /// checked against them), then metadata and signatures.
     fn model(&self, root: T<'f>) -> Result<Model, ModelError> {
-        let buffers = collect_tables(root.tables(model::BUFFERS), |i, b| self.buffer(i, b))?;
-        let operator_codes = collect_tables(root.tables(model::OPERATOR_CODES), |_, c| {
-            Ok(operator_code(c))
+        let buffers = collect_tables(root.tables(model::BUFFERS), "the buffers", |i, b| {
+            self.buffer(i, b)
         })?;
-        let subgraphs = collect_tables(root.tables(model::SUBGRAPHS), |si, sg| {
-            self.subgraph(si, sg, buffers.len(), operator_codes.len())
-        })?;
-        let metadata = collect_tables(root.tables(model::METADATA), |i, m| {
-            metadata_entry(i, m, buffers.len())
-        })?;
-        let signatures = collect_tables(root.tables(model::SIGNATURE_DEFS), |i, s| {
-            signature_def(i, s, &subgraphs)
-        })?;
+        let operator_codes = collect_tables(
+            root.tables(model::OPERATOR_CODES),
+            "the operator codes",
+            |_, c| operator_code(c),
+        )?;
+        let subgraphs =
+            collect_tables(root.tables(model::SUBGRAPHS), "the subgraphs", |si, sg| {
+                self.subgraph(si, sg, buffers.len(), operator_codes.len())
+            })?;
+        if subgraphs.is_empty() {
+            return Err(ModelError::NoSubgraphs);
+        }
+        super::check_tensor_sizes(&subgraphs)?;
+        let metadata = collect_tables(
+            root.tables(model::METADATA),
+            "the metadata entries",
+            |i, m| metadata_entry(i, m, buffers.len()),
+        )?;
+        let signatures = collect_tables(
+            root.tables(model::SIGNATURE_DEFS),
+            "the signature defs",
+            |i, s| signature_def(i, s, &subgraphs),
+        )?;
         Ok(Model {
-            bytes: Arc::from(&[][..]),
+            bytes: ModelBytes::default(),
             version: root.scalar::<u32>(model::VERSION, 0),
-            description: root.string(model::DESCRIPTION).map(str::to_string),
+            description: try_opt_string(root.string(model::DESCRIPTION), "the model description")?,
             operator_codes,
             subgraphs,
             buffers,
@@ -266,31 +319,48 @@ impl<'f> Decoder<'f> {
         nbuffers: usize,
         nopcodes: usize,
     ) -> Result<Subgraph, ModelError> {
-        let tensors = collect_tables(sg.tables(subgraph::TENSORS), |ti, t| {
-            self.tensor(si, ti, t, nbuffers)
-        })?;
+        let tensors = collect_tables(
+            sg.tables(subgraph::TENSORS),
+            "the tensors of a subgraph",
+            |ti, t| self.tensor(si, ti, t, nbuffers),
+        )?;
         let n = tensors.len();
-        let indices =
-            |slot, field: &'static str, allow_optional: bool| -> Result<Vec<i32>, ModelError> {
-                let v: Vec<i32> = collect(sg.vector::<i32>(slot));
-                for (k, &t) in v.iter().enumerate() {
-                    check_index(
-                        || format!("subgraphs[{si}].{field}[{k}]"),
-                        i64::from(t),
-                        n,
-                        "tensors of the subgraph",
-                        allow_optional,
-                    )?;
-                }
-                Ok(v)
-            };
-        let inputs = indices(subgraph::INPUTS, "inputs", false)?;
-        let outputs = indices(subgraph::OUTPUTS, "outputs", false)?;
-        let operators = collect_tables(sg.tables(subgraph::OPERATORS), |oi, op| {
-            self.operator(si, oi, op, n, nopcodes)
-        })?;
+        let indices = |slot,
+                       field: &'static str,
+                       what: &'static str,
+                       allow_optional: bool|
+         -> Result<Vec<i32>, ModelError> {
+            let v: Vec<i32> = collect(sg.vector::<i32>(slot), what)?;
+            for (k, &t) in v.iter().enumerate() {
+                check_index(
+                    || format!("subgraphs[{si}].{field}[{k}]"),
+                    i64::from(t),
+                    n,
+                    "tensors of the subgraph",
+                    allow_optional,
+                )?;
+            }
+            Ok(v)
+        };
+        let inputs = indices(
+            subgraph::INPUTS,
+            "inputs",
+            "the inputs of a subgraph",
+            false,
+        )?;
+        let outputs = indices(
+            subgraph::OUTPUTS,
+            "outputs",
+            "the outputs of a subgraph",
+            false,
+        )?;
+        let operators = collect_tables(
+            sg.tables(subgraph::OPERATORS),
+            "the operators of a subgraph",
+            |oi, op| self.operator(si, oi, op, n, nopcodes),
+        )?;
         Ok(Subgraph {
-            name: sg.string(subgraph::NAME).map(str::to_string),
+            name: try_opt_string(sg.string(subgraph::NAME), "a subgraph name")?,
             tensors,
             inputs,
             outputs,
@@ -313,15 +383,26 @@ impl<'f> Decoder<'f> {
             "buffers",
             false,
         )?;
-        let quantization = t.table(tensor::QUANTIZATION).map(|q| Quantization {
-            min: collect(q.vector::<f32>(quant::MIN)),
-            max: collect(q.vector::<f32>(quant::MAX)),
-            scale: collect(q.vector::<f32>(quant::SCALE)),
-            zero_point: collect(q.vector::<i64>(quant::ZERO_POINT)),
-            quantized_dimension: q.scalar::<i32>(quant::QUANTIZED_DIMENSION, 0),
-            has_custom_details: q.scalar::<u8>(quant::DETAILS_TYPE, 0) != 0,
-        });
-        let shape: Vec<i32> = collect(t.vector::<i32>(tensor::SHAPE));
+        let quantization = t
+            .table(tensor::QUANTIZATION)
+            .map(|q| -> Result<Quantization, ModelError> {
+                Ok(Quantization {
+                    min: collect(q.vector::<f32>(quant::MIN), "a tensor's quantization min")?,
+                    max: collect(q.vector::<f32>(quant::MAX), "a tensor's quantization max")?,
+                    scale: collect(
+                        q.vector::<f32>(quant::SCALE),
+                        "a tensor's quantization scales",
+                    )?,
+                    zero_point: collect(
+                        q.vector::<i64>(quant::ZERO_POINT),
+                        "a tensor's quantization zero points",
+                    )?,
+                    quantized_dimension: q.scalar::<i32>(quant::QUANTIZED_DIMENSION, 0),
+                    has_custom_details: q.scalar::<u8>(quant::DETAILS_TYPE, 0) != 0,
+                })
+            })
+            .transpose()?;
+        let shape: Vec<i32> = collect(t.vector::<i32>(tensor::SHAPE), "a tensor shape")?;
         if let Some((k, d)) = shape.iter().enumerate().find(|(_, &d)| d < -1) {
             return Err(ModelError::invalid(
                 format!("subgraphs[{si}].tensors[{ti}].shape[{k}]"),
@@ -329,17 +410,18 @@ impl<'f> Decoder<'f> {
             ));
         }
         Ok(Tensor {
-            name: t.string(tensor::NAME).unwrap_or_default().to_string(),
+            name: try_string(t.string(tensor::NAME).unwrap_or_default(), "a tensor name")?,
             dtype: TensorType::from_raw(t.scalar::<i8>(tensor::TYPE, 0)),
             shape,
             shape_signature: t
                 .vector::<i32>(tensor::SHAPE_SIGNATURE)
-                .map(|v| v.iter().collect()),
+                .map(|v| try_collect(v.iter(), "a tensor shape signature"))
+                .transpose()?,
             buffer,
             quantization,
             is_variable: t.scalar::<bool>(tensor::IS_VARIABLE, false),
             is_sparse: t.has(tensor::SPARSITY),
-            sparsity: t.table(tensor::SPARSITY).map(decode_sparsity),
+            sparsity: t.table(tensor::SPARSITY).map(decode_sparsity).transpose()?,
             has_rank: t.scalar::<bool>(tensor::HAS_RANK, false),
         })
     }
@@ -361,8 +443,8 @@ impl<'f> Decoder<'f> {
             "operator_codes",
             false,
         )?;
-        let indices = |slot, field: &'static str| -> Result<Vec<i32>, ModelError> {
-            let v: Vec<i32> = collect(op.vector::<i32>(slot));
+        let indices = |slot, field: &'static str, what| -> Result<Vec<i32>, ModelError> {
+            let v: Vec<i32> = collect(op.vector::<i32>(slot), what)?;
             for (k, &t) in v.iter().enumerate() {
                 check_index(
                     || loc(&format!("{field}[{k}]")),
@@ -374,12 +456,16 @@ impl<'f> Decoder<'f> {
             }
             Ok(v)
         };
-        let inputs = indices(operator::INPUTS, "inputs")?;
-        let outputs = indices(operator::OUTPUTS, "outputs")?;
-        let intermediates = indices(operator::INTERMEDIATES, "intermediates")?;
+        let inputs = indices(operator::INPUTS, "inputs", "the inputs of an operator")?;
+        let outputs = indices(operator::OUTPUTS, "outputs", "the outputs of an operator")?;
+        let intermediates = indices(
+            operator::INTERMEDIATES,
+            "intermediates",
+            "the intermediates of an operator",
+        )?;
         let type_id = op.scalar::<u8>(operator::BUILTIN_OPTIONS_TYPE, 0);
         let builtin_options = match op.table(operator::BUILTIN_OPTIONS) {
-            Some(table) if type_id != 0 => options::decode_options(type_id, table),
+            Some(table) if type_id != 0 => options::decode_options(type_id, table)?,
             _ => BuiltinOptions::None,
         };
         let large_offset = op.scalar::<u64>(operator::LARGE_CUSTOM_OPTIONS_OFFSET, 0);
@@ -399,11 +485,13 @@ impl<'f> Decoder<'f> {
                 ));
             }
             self.copied.set(total);
-            self.file[r].to_vec()
+            try_collect(self.file[r].iter().copied(), "an operator's custom options")?
         } else {
-            op.vector::<u8>(operator::CUSTOM_OPTIONS)
-                .map(|v| v.bytes().to_vec())
-                .unwrap_or_default()
+            let bytes = op.vector::<u8>(operator::CUSTOM_OPTIONS).map(|v| v.bytes());
+            try_collect(
+                bytes.unwrap_or_default().iter().copied(),
+                "an operator's custom options",
+            )?
         };
         Ok(Operator {
             opcode_index,
@@ -414,20 +502,23 @@ impl<'f> Decoder<'f> {
             custom_options,
             mutating_variable_inputs: collect(
                 op.vector::<bool>(operator::MUTATING_VARIABLE_INPUTS),
-            ),
+                "an operator's mutating variable inputs",
+            )?,
         })
     }
 }
 
-/// Decodes every table of a vector-of-tables field with `f(index, table)` (empty when absent).
+/// Decodes every table of a vector-of-tables field with `f(index, table)` (empty when absent);
+/// `what` names the vector in an out-of-memory error.
 fn collect_tables<'f, X>(
     tables: Option<impl ExactSizeIterator<Item = T<'f>>>,
+    what: &'static str,
     mut f: impl FnMut(usize, T<'f>) -> Result<X, ModelError>,
 ) -> Result<Vec<X>, ModelError> {
     let Some(tables) = tables else {
         return Ok(Vec::new());
     };
-    let mut out = Vec::with_capacity(tables.len());
+    let mut out = try_vec(tables.len(), what)?;
     for (i, t) in tables.enumerate() {
         out.push(f(i, t)?);
     }
@@ -435,15 +526,15 @@ fn collect_tables<'f, X>(
 }
 
 /// An `OperatorCode` (the builtin code is the larger of the two code fields, as TFLite reads it).
-fn operator_code(c: T<'_>) -> OperatorCode {
+fn operator_code(c: T<'_>) -> Result<OperatorCode, ModelError> {
     let deprecated = c.scalar::<i8>(opcode::DEPRECATED_BUILTIN_CODE, 0);
     let code = c.scalar::<i32>(opcode::BUILTIN_CODE, 0);
-    OperatorCode {
+    Ok(OperatorCode {
         builtin: BuiltinOp(code.max(i32::from(deprecated))),
         deprecated_builtin_code: deprecated,
-        custom_code: c.string(opcode::CUSTOM_CODE).map(str::to_string),
+        custom_code: try_opt_string(c.string(opcode::CUSTOM_CODE), "a custom operator code")?,
         version: c.scalar::<i32>(opcode::VERSION, 1),
-    }
+    })
 }
 
 /// Metadata entry `i`, its buffer index checked against `nbuffers`.
@@ -457,7 +548,10 @@ fn metadata_entry(i: usize, m: T<'_>, nbuffers: usize) -> Result<Metadata, Model
         false,
     )?;
     Ok(Metadata {
-        name: m.string(metadata::NAME).unwrap_or_default().to_string(),
+        name: try_string(
+            m.string(metadata::NAME).unwrap_or_default(),
+            "a metadata name",
+        )?,
         buffer: b,
     })
 }
@@ -473,8 +567,8 @@ fn signature_def(i: usize, s: T<'_>, subgraphs: &[Subgraph]) -> Result<Signature
         false,
     )?;
     let ntensors = subgraphs[sgi as usize].tensors.len();
-    let maps = |slot, field: &'static str| {
-        collect_tables(s.tables(slot), |j, m| {
+    let maps = |slot, field: &'static str, what| {
+        collect_tables(s.tables(slot), what, |j, m| {
             let t = m.scalar::<u32>(tensor_map::TENSOR_INDEX, 0);
             check_index(
                 || format!("signature_defs[{i}].{field}[{j}].tensor_index"),
@@ -484,66 +578,81 @@ fn signature_def(i: usize, s: T<'_>, subgraphs: &[Subgraph]) -> Result<Signature
                 false,
             )?;
             Ok(SignatureTensor {
-                name: m.string(tensor_map::NAME).unwrap_or_default().to_string(),
+                name: try_string(
+                    m.string(tensor_map::NAME).unwrap_or_default(),
+                    "a signature tensor name",
+                )?,
                 tensor_index: t,
             })
         })
     };
     Ok(SignatureDef {
-        key: s
-            .string(signature::SIGNATURE_KEY)
-            .unwrap_or_default()
-            .to_string(),
+        key: try_string(
+            s.string(signature::SIGNATURE_KEY).unwrap_or_default(),
+            "a signature key",
+        )?,
         subgraph_index: sgi,
-        inputs: maps(signature::INPUTS, "inputs")?,
-        outputs: maps(signature::OUTPUTS, "outputs")?,
+        inputs: maps(signature::INPUTS, "inputs", "the inputs of a signature")?,
+        outputs: maps(signature::OUTPUTS, "outputs", "the outputs of a signature")?,
     })
 }
 
 /// A `SparseIndexVector` union value of type `ty` (`None` for an unknown or absent one).
-fn decode_index_vector(ty: u8, t: Option<T<'_>>) -> Option<SparseIndexVector> {
+fn decode_index_vector(ty: u8, t: Option<T<'_>>) -> Result<Option<SparseIndexVector>, ModelError> {
     use schema::sparsity as sp;
-    let t = t?;
-    match ty {
+    const WHAT: &str = "a sparse index vector";
+    let Some(t) = t else {
+        return Ok(None);
+    };
+    Ok(match ty {
         sp::INT32_VECTOR => Some(SparseIndexVector::Int32(collect(
             t.vector::<i32>(sp::VALUES),
-        ))),
+            WHAT,
+        )?)),
         sp::UINT16_VECTOR => Some(SparseIndexVector::Uint16(collect(
             t.vector::<u16>(sp::VALUES),
-        ))),
+            WHAT,
+        )?)),
         sp::UINT8_VECTOR => Some(SparseIndexVector::Uint8(collect(
             t.vector::<u8>(sp::VALUES),
-        ))),
+            WHAT,
+        )?)),
         _ => None,
-    }
+    })
 }
 
 /// `SparsityParameters` as read (the verifier checked every table and vector).
-fn decode_sparsity(t: T<'_>) -> Sparsity {
+fn decode_sparsity(t: T<'_>) -> Result<Sparsity, ModelError> {
     use schema::sparsity as sp;
-    let dim_metadata = t
-        .tables(sp::DIM_METADATA)
-        .map(|it| {
-            it.map(|d| DimensionMetadata {
+    let dim_metadata = collect_tables(
+        t.tables(sp::DIM_METADATA),
+        "a tensor's sparsity dimension metadata",
+        |_, d| {
+            Ok(DimensionMetadata {
                 format: d.scalar::<i8>(sp::FORMAT, 0),
                 dense_size: d.scalar::<i32>(sp::DENSE_SIZE, 0),
                 array_segments: decode_index_vector(
                     d.scalar::<u8>(sp::ARRAY_SEGMENTS_TYPE, 0),
                     d.table(sp::ARRAY_SEGMENTS),
-                ),
+                )?,
                 array_indices: decode_index_vector(
                     d.scalar::<u8>(sp::ARRAY_INDICES_TYPE, 0),
                     d.table(sp::ARRAY_INDICES),
-                ),
+                )?,
             })
-            .collect()
-        })
-        .unwrap_or_default();
-    Sparsity {
-        traversal_order: collect(t.vector::<i32>(sp::TRAVERSAL_ORDER)),
-        block_map: collect(t.vector::<i32>(sp::BLOCK_MAP)),
+        },
+    )?;
+    Ok(Sparsity {
+        traversal_order: collect(
+            t.vector::<i32>(sp::TRAVERSAL_ORDER),
+            "a tensor's sparsity traversal order",
+        )?,
+        block_map: collect(
+            t.vector::<i32>(sp::BLOCK_MAP),
+            "a tensor's sparsity block map",
+        )?,
         dim_metadata,
-    }
+    })
 }
 
 #[cfg(test)]

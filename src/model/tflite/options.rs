@@ -13,7 +13,9 @@ use flatbuffers::{
 };
 
 use super::schema::{slot, T};
+use super::try_collect;
 use crate::model::options::{builtin_options_table, union_id, Activation, BuiltinOptions, Padding};
+use crate::model::ModelError;
 
 /// Storage of one options field type: its verification, its reading, its writing.
 pub(crate) trait OptionField: Sized {
@@ -27,8 +29,9 @@ pub(crate) trait OptionField: Sized {
         tv: TableVerifier<'v, 'o, 'b>,
         slot: VOffsetT,
     ) -> Result<TableVerifier<'v, 'o, 'b>, InvalidFlatbuffer>;
-    /// Reads the field at `slot` of a verified table (`default` when absent).
-    fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Self;
+    /// Reads the field at `slot` of a verified table (`default` when absent); a vector is
+    /// allocated fallibly.
+    fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Result<Self, ModelError>;
     /// Builds what [`push`](Self::push) needs outside the table.
     fn stage<'b>(&self, fbb: &mut FlatBufferBuilder<'b>) -> Self::Staged<'b>;
     /// Writes the field into the table being built (nothing when it equals `default`).
@@ -54,10 +57,10 @@ macro_rules! scalar_field {
             ) -> Result<TableVerifier<'v, 'o, 'b>, InvalidFlatbuffer> {
                 tv.visit_field::<$raw>("options field", slot, false)
             }
-            fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Self {
+            fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Result<Self, ModelError> {
                 let to_raw = |$v: Self| -> $raw { $to_raw };
                 let $r = t.scalar::<$raw>(slot, to_raw(default));
-                $from_raw
+                Ok($from_raw)
             }
             fn stage<'b>(&self, _fbb: &mut FlatBufferBuilder<'b>) {}
             fn push<'b>(
@@ -96,10 +99,11 @@ impl OptionField for Vec<i32> {
     ) -> Result<TableVerifier<'v, 'o, 'b>, InvalidFlatbuffer> {
         tv.visit_field::<ForwardsUOffset<Vector<'_, i32>>>("options field", slot, false)
     }
-    fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Self {
-        t.vector::<i32>(slot)
-            .map(|v| v.iter().collect())
-            .unwrap_or(default)
+    fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Result<Self, ModelError> {
+        match t.vector::<i32>(slot) {
+            Some(v) => try_collect(v.iter(), "an [int] field of builtin options"),
+            None => Ok(default),
+        }
     }
     fn stage<'b>(&self, fbb: &mut FlatBufferBuilder<'b>) -> Self::Staged<'b> {
         fbb.create_vector(self)
@@ -126,10 +130,11 @@ impl OptionField for Option<Vec<i32>> {
     ) -> Result<TableVerifier<'v, 'o, 'b>, InvalidFlatbuffer> {
         <Vec<i32>>::verify(tv, slot)
     }
-    fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Self {
-        t.vector::<i32>(slot)
-            .map(|v| v.iter().collect())
-            .or(default)
+    fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Result<Self, ModelError> {
+        match t.vector::<i32>(slot) {
+            Some(v) => try_collect(v.iter(), "an [int] field of builtin options").map(Some),
+            None => Ok(default),
+        }
     }
     fn stage<'b>(&self, fbb: &mut FlatBufferBuilder<'b>) -> Self::Staged<'b> {
         self.as_ref().map(|v| fbb.create_vector(v))
@@ -185,18 +190,22 @@ macro_rules! define_codec {
             Ok(())
         }
 
-        /// Decodes a verified options table of union type `type_id`.
-        pub(crate) fn decode_options(type_id: u8, t: T<'_>) -> BuiltinOptions {
-            match type_id {
+        /// Decodes a verified options table of union type `type_id` (vectors allocated
+        /// fallibly).
+        pub(crate) fn decode_options(
+            type_id: u8,
+            t: T<'_>,
+        ) -> Result<BuiltinOptions, ModelError> {
+            Ok(match type_id {
                 $(union_id::$uid => BuiltinOptions::$variant {
                     $($field: <$ty as OptionField>::read(
                         &t,
                         slot($id),
                         field_default!($ty $(, $default)?),
-                    ),)*
+                    )?,)*
                 },)*
                 other => BuiltinOptions::Other { type_id: other },
-            }
+            })
         }
 
         /// Writes `o` as an options table: its union type id and the table (`None` for type
