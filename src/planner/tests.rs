@@ -165,6 +165,7 @@ fn aliases_are_planned_as_one() {
         offsets: vec![0, 100, 200],
         arena_size: 300,
         lower_bound: 140,
+        proven_lower_bound: 140,
     };
     assert!(matches!(
         bad.validate(&bufs),
@@ -296,6 +297,7 @@ fn validate_catches_bad_plans() {
         offsets,
         arena_size,
         lower_bound: 20,
+        proven_lower_bound: 20,
     };
     plan(vec![0, 12], 24).validate(&bufs).unwrap();
     assert!(matches!(
@@ -587,6 +589,7 @@ fn validate_matches_pairwise_definition() {
             offsets: offsets.clone(),
             arena_size: 64,
             lower_bound: 0,
+            proven_lower_bound: 0,
         };
         let group = |i: usize| bufs[i].alias_of.unwrap_or(i);
         let pairwise = (0..n).any(|i| {
