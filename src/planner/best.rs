@@ -68,7 +68,7 @@ impl BestPlanner {
     pub const DEFAULT_BUDGET: u64 = 700_000;
 
     /// Default node budget of the exact phase.
-    pub const DEFAULT_EXACT_NODES: u64 = 2_000_000;
+    pub const DEFAULT_EXACT_NODES: u64 = 400_000;
 
     /// The default planner.
     pub fn new() -> Self {

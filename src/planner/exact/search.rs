@@ -365,25 +365,10 @@ impl<'a> Searcher<'a> {
             self.floor[s] = self.floor[s].max(top);
             self.pending[s] -= size;
         }
-        // A section's floor is at least the lowest offset of its unplaced items.
-        for k in 0..self.affected.len() {
-            let s = self.affected[k] as usize;
-            let lowest = self
-                .t
-                .members(s)
-                .iter()
-                .filter(|&&j| self.placed[j as usize] == UNSET)
-                .map(|&j| self.min_offset[j as usize])
-                .min();
-            if let Some(lowest) = lowest {
-                if lowest > self.floor[s] {
-                    self.floor_log.push((s as u32, self.floor[s]));
-                    self.floor[s] = lowest;
-                }
-            }
-        }
         let mut status = Status::Exhausted;
-        if !fixed_broken && self.fits(part, o) {
+        // Cheap test first (floors not yet raised), then the raised floors, then the test of
+        // the sections whose floor rose.
+        if !fixed_broken && self.fits(part, o) && self.raise_floors(o) {
             status = self.descend(part, order, c);
         }
         while self.floor_log.len() > floor_mark {
@@ -399,6 +384,38 @@ impl<'a> Searcher<'a> {
         }
         self.placed[i] = UNSET;
         (status, hatless)
+    }
+
+    /// Raises the floor of every affected section to the lowest offset of its unplaced items
+    /// (logged), and tells whether those sections still hold their pending bytes above
+    /// `max(floor, o)`.
+    fn raise_floors(&mut self, o: usize) -> bool {
+        let mut ok = true;
+        for k in 0..self.affected.len() {
+            let s = self.affected[k] as usize;
+            let floor = self.floor[s];
+            let mut lowest = usize::MAX;
+            for &j in self.t.members(s) {
+                let j = j as usize;
+                if self.placed[j] == UNSET {
+                    let m = self.min_offset[j];
+                    if m <= floor {
+                        lowest = floor;
+                        break;
+                    }
+                    lowest = lowest.min(m);
+                }
+            }
+            if lowest != usize::MAX && lowest > floor {
+                self.floor_log.push((s as u32, floor));
+                self.floor[s] = lowest;
+                if lowest.max(o) + self.pending[s] > self.capacity {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        ok
     }
 
     /// Spatial inference: every section of the part must still hold its pending bytes on top of
