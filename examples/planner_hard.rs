@@ -23,7 +23,10 @@ struct Instance {
 
 fn instances(files: &[String]) -> Result<Vec<Instance>, String> {
     let mut out = Vec::new();
-    for (k, n) in [150usize, 200, 250, 300, 350, 400, 450, 500].iter().enumerate() {
+    for (k, n) in [150usize, 200, 250, 300, 350, 400, 450, 500]
+        .iter()
+        .enumerate()
+    {
         let height = 1 << 20;
         out.push(Instance {
             name: format!("tiling n={n} seed={k}"),

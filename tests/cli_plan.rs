@@ -220,7 +220,10 @@ fn plan_capacity_answers_yes_and_no() {
 fn plan_bad_csv_is_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     for (body, needle) in [
-        ("id,lower,upper,size\n0,5,5,4\n", "upper 5 is not above lower 5"),
+        (
+            "id,lower,upper,size\n0,5,5,4\n",
+            "upper 5 is not above lower 5",
+        ),
         ("id,lower,upper,size\n0,1,x,4\n", "upper \"x\""),
         ("id,lower,upper\n0,1,2\n", "lacks a column"),
         ("id,lower,upper,size,colour\n", "unknown column \"colour\""),
@@ -243,9 +246,13 @@ fn plan_bad_csv_is_one_line_error() {
         assert!(err.contains(needle), "{needle}: {err}");
     }
     let rec = dir.path().join("ok.csv");
-    std::fs::write(&rec, "id,lower,upper,size
+    std::fs::write(
+        &rec,
+        "id,lower,upper,size
 0,0,1,4
-").unwrap();
+",
+    )
+    .unwrap();
     let out = bin()
         .args(["plan", "--time-limit", "0", "--records"])
         .arg(&rec)

@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 use tensor_alloc::planner::exact::{self, Decision, SearchBudget};
 use tensor_alloc::planner::{
-    lower_bound, planted_tiling, random_branchy_dag, BestPlanner, BufferRequirement,
-    LinearPlanner, Plan, Planner,
+    lower_bound, planted_tiling, random_branchy_dag, BestPlanner, BufferRequirement, LinearPlanner,
+    Plan, Planner,
 };
 
 fn stress() -> bool {
@@ -15,8 +15,8 @@ fn stress() -> bool {
 
 /// Random buffers: sizes, alignments, lifetimes, some aliases and one offline offset.
 fn buffers() -> impl Strategy<Value = Vec<BufferRequirement>> {
-    prop::collection::vec((1usize..64, 0usize..4, 0usize..12, 0usize..6), 1..14).prop_flat_map(
-        |raw| {
+    prop::collection::vec((1usize..64, 0usize..4, 0usize..12, 0usize..6), 1..14)
+        .prop_flat_map(|raw| {
             let n = raw.len();
             let bufs: Vec<BufferRequirement> = raw
                 .iter()
@@ -25,21 +25,22 @@ fn buffers() -> impl Strategy<Value = Vec<BufferRequirement>> {
                 })
                 .collect();
             (Just(bufs), prop::option::of((0..n, 0..n)), any::<bool>())
-        },
-    )
-    .prop_map(|(mut bufs, alias, offline)| {
-        if let Some((a, b)) = alias {
-            if a != b && bufs[b].alias_of.is_none() && !bufs.iter().any(|x| x.alias_of == Some(a))
-            {
-                bufs[a].alias_of = Some(b);
+        })
+        .prop_map(|(mut bufs, alias, offline)| {
+            if let Some((a, b)) = alias {
+                if a != b
+                    && bufs[b].alias_of.is_none()
+                    && !bufs.iter().any(|x| x.alias_of == Some(a))
+                {
+                    bufs[a].alias_of = Some(b);
+                }
             }
-        }
-        if offline {
-            let align = bufs[0].alignment;
-            bufs[0].offline_offset = Some(align * 3);
-        }
-        bufs
-    })
+            if offline {
+                let align = bufs[0].alignment;
+                bufs[0].offline_offset = Some(align * 3);
+            }
+            bufs
+        })
 }
 
 proptest! {

@@ -15,7 +15,10 @@ pub fn records_from_csv(text: &str) -> Result<Vec<BufferRequirement>, PlanError>
         .map(|(k, l)| (k + 1, l.trim()))
         .filter(|(_, l)| !l.is_empty());
     let Some((hline, header)) = lines.next() else {
-        return Err(err(1, "empty; expected a header `id,lower,upper,size`".into()));
+        return Err(err(
+            1,
+            "empty; expected a header `id,lower,upper,size`".into(),
+        ));
     };
     let names: Vec<&str> = header.split(',').map(str::trim).collect();
     let col = |name: &str| names.iter().position(|&n| n == name);
@@ -55,10 +58,7 @@ pub fn records_from_csv(text: &str) -> Result<Vec<BufferRequirement>, PlanError>
             fields[c].parse::<usize>().map_err(|_| {
                 err(
                     line,
-                    format!(
-                        "{} {:?} is not a non-negative integer",
-                        names[c], fields[c]
-                    ),
+                    format!("{} {:?} is not a non-negative integer", names[c], fields[c]),
                 )
             })
         };

@@ -152,7 +152,9 @@ pub fn planted_tiling(
     tiles
         .iter()
         .enumerate()
-        .map(|(i, &(t, w, _, h))| BufferRequirement::new(h, t, t + w - 1).with_name(format!("t{i}")))
+        .map(|(i, &(t, w, _, h))| {
+            BufferRequirement::new(h, t, t + w - 1).with_name(format!("t{i}"))
+        })
         .collect()
 }
 

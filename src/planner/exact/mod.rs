@@ -257,7 +257,9 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
             best.stopped = Some(StopReason::Time);
             break;
         }
-        let lo = undecided.map_or(best.proven_lower_bound, |u| (u + 1).max(best.proven_lower_bound));
+        let lo = undecided.map_or(best.proven_lower_bound, |u| {
+            (u + 1).max(best.proven_lower_bound)
+        });
         if lo >= best.arena {
             best.stopped = Some(StopReason::Work);
             break;

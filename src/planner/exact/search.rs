@@ -157,7 +157,12 @@ impl<'a> Searcher<'a> {
     /// number of items and doubles after each full turn; the first preordering to finish
     /// decides (a proof of infeasibility under one preordering holds for all). Past `deadline`
     /// the answer is [`StopReason::Time`].
-    pub fn decide(&mut self, capacity: usize, node_budget: u64, deadline: Option<Instant>) -> Answer {
+    pub fn decide(
+        &mut self,
+        capacity: usize,
+        node_budget: u64,
+        deadline: Option<Instant>,
+    ) -> Answer {
         self.capacity = capacity;
         self.deadline = deadline;
         let m = self.p.items.len() as u64;
@@ -223,10 +228,7 @@ impl<'a> Searcher<'a> {
             Key::Area => width * it.size as u128,
             Key::Pressure => {
                 let (a, b) = self.t.span[i];
-                (a..b)
-                    .map(|s| self.pending[s as usize])
-                    .max()
-                    .unwrap_or(0) as u128
+                (a..b).map(|s| self.pending[s as usize]).max().unwrap_or(0) as u128
             }
         }
     }
