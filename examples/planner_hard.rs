@@ -104,7 +104,7 @@ fn main() -> Result<(), String> {
             Some(o) => Some(o),
             None if proven => Some(plan.arena_size),
             None => {
-                let budget = SearchBudget::nodes(u64::MAX)
+                let budget = SearchBudget::work(u64::MAX)
                     .with_time_limit(Duration::from_secs_f64(reference_seconds));
                 let m = exact::minimise(&inst.buffers, &plan, budget).map_err(|e| e.to_string())?;
                 m.proven_optimal.then_some(m.plan.arena_size)

@@ -51,7 +51,7 @@ proptest! {
     #[test]
     fn every_plan_is_valid(bufs in buffers()) {
         let best = BestPlanner::default()
-            .with_exact_budget(SearchBudget::nodes(20_000))
+            .with_exact_budget(SearchBudget::work(20_000))
             .plan(&bufs);
         let Ok(best) = best else {
             // Inputs the planners refuse are refused by the exact search too.
@@ -62,25 +62,25 @@ proptest! {
                 lower_bound: 0,
                 proven_lower_bound: 0,
             };
-            let refused = exact::minimise(&bufs, &any_plan, SearchBudget::nodes(100)).is_err();
+            let refused = exact::minimise(&bufs, &any_plan, SearchBudget::work(100)).is_err();
             prop_assert!(refused);
             return Ok(());
         };
         best.validate(&bufs).unwrap();
         prop_assert!(best.proven_lower_bound <= best.arena_size);
         let start = LinearPlanner.plan(&bufs).unwrap();
-        let m = exact::minimise(&bufs, &start, SearchBudget::nodes(20_000)).unwrap();
+        let m = exact::minimise(&bufs, &start, SearchBudget::work(20_000)).unwrap();
         m.plan.validate(&bufs).unwrap();
         prop_assert!(m.plan.arena_size <= start.arena_size);
         if m.proven_optimal {
             prop_assert!(m.plan.arena_size <= best.arena_size);
             prop_assert_eq!(m.proven_lower_bound, m.plan.arena_size);
             prop_assert_eq!(
-                exact::decide(&bufs, m.plan.arena_size - 1, SearchBudget::nodes(20_000)).unwrap(),
+                exact::decide(&bufs, m.plan.arena_size - 1, SearchBudget::work(20_000)).unwrap(),
                 Decision::DoesNotFit
             );
         }
-        match exact::decide(&bufs, m.plan.arena_size, SearchBudget::nodes(1000)).unwrap() {
+        match exact::decide(&bufs, m.plan.arena_size, SearchBudget::work(1000)).unwrap() {
             Decision::Fits(plan) => {
                 plan.validate(&bufs).unwrap();
                 prop_assert!(plan.arena_size <= m.plan.arena_size);
@@ -110,11 +110,11 @@ fn best_finds_planted_optima() {
     }
 }
 
-/// Same input and budgets → the same plan (the exact phase counts nodes, not time).
+/// Same input and budgets → the same plan (the exact phase counts work, not time).
 #[test]
 fn best_with_exact_phase_is_deterministic() {
     let bufs = planted_tiling(9, 80, 1000, 4096);
-    let small = BestPlanner::default().with_exact_budget(SearchBudget::nodes(3_000));
+    let small = BestPlanner::default().with_exact_budget(SearchBudget::work(3_000));
     let a = small.plan(&bufs).unwrap();
     let b = small.plan(&bufs).unwrap();
     assert_eq!(a, b);

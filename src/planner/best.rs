@@ -35,7 +35,7 @@ use std::collections::BTreeSet;
 /// the input (`BENCHMARKS.md` has measured times).
 ///
 /// 5. When all of that stops above the lower bound, the exact search of [`exact`](super::exact)
-///    minimises the arena from the best plan within [`BestPlanner::exact`] (search nodes, so
+///    minimises the arena from the best plan within [`BestPlanner::exact`] (work units, so
 ///    still deterministic; an optional wall-clock cap); the plan's
 ///    [`proven_lower_bound`](super::Plan::proven_lower_bound) says what it proved. Inputs above
 ///    [`exact::MAX_EXACT_ITEMS`] blocks skip this phase (a node costs O(n) and the search
@@ -48,7 +48,7 @@ pub struct BestPlanner {
     pub budget: u64,
     /// Upper limit on search iterations, whatever the budget.
     pub max_iterations: u64,
-    /// What the exact phase may spend (nodes 0 = no exact phase).
+    /// What the exact phase may spend (work 0 = no exact phase).
     pub exact: SearchBudget,
 }
 
@@ -58,7 +58,7 @@ impl Default for BestPlanner {
             seed: 0x7e75_0a11_0c5e_ed00,
             budget: Self::DEFAULT_BUDGET,
             max_iterations: 20_000,
-            exact: SearchBudget::nodes(Self::DEFAULT_EXACT_NODES),
+            exact: SearchBudget::work(Self::DEFAULT_EXACT_WORK),
         }
     }
 }
@@ -67,8 +67,9 @@ impl BestPlanner {
     /// Default work budget (neighbour inspections).
     pub const DEFAULT_BUDGET: u64 = 700_000;
 
-    /// Default node budget of the exact phase.
-    pub const DEFAULT_EXACT_NODES: u64 = 400_000;
+    /// Default work budget of the exact phase (about 8–12 s of search on one core of the
+    /// 2-core test VM when the gap cannot be closed; `BENCHMARKS.md`).
+    pub const DEFAULT_EXACT_WORK: u64 = 1_000_000_000;
 
     /// The default planner.
     pub fn new() -> Self {
@@ -87,7 +88,7 @@ impl BestPlanner {
         self
     }
 
-    /// A planner with another exact-phase budget (`SearchBudget::nodes(0)` turns it off).
+    /// A planner with another exact-phase budget (`SearchBudget::work(0)` turns it off).
     pub fn with_exact_budget(mut self, exact: SearchBudget) -> Self {
         self.exact = exact;
         self
@@ -445,12 +446,12 @@ impl Planner for BestPlanner {
         );
         debug_assert!(st.best_offsets.iter().all(|&o| o != UNPLACED));
         // 5. Exact search from the best plan.
-        if self.exact.nodes == 0 {
+        if self.exact.work == 0 {
             return Ok(p.to_plan(name, &st.best_offsets));
         }
         let m = exact::minimise_items(&p, &st.best_offsets, self.exact);
         tracing::debug!(
-            nodes = m.nodes,
+            work = m.work,
             arena = m.arena,
             proven_lower_bound = m.proven_lower_bound,
             stopped = ?m.stopped,

@@ -461,7 +461,7 @@ proptest! {
     fn every_planner_produces_valid_plans(bufs in requirements()) {
         let lb = lower_bound(&bufs).unwrap();
         let mut sizes = Vec::new();
-        for planner in [&LinearPlanner as &dyn Planner, &TflmPlanner, &TfLitePlanner::new(), &TfLitePlanner::with_tensor_alignment(1), &BestPlanner::default().with_budget(20_000)] {
+        for planner in [&LinearPlanner as &dyn Planner, &TflmPlanner, &TfLitePlanner::new(), &TfLitePlanner::with_tensor_alignment(1), &BestPlanner::default().with_budget(20_000).with_exact_budget(super::exact::SearchBudget::work(20_000))] {
             let plan = planner.plan(&bufs).unwrap();
             prop_assert!(plan.validate(&bufs).is_ok(), "{}: {:?}", planner.name(), plan.validate(&bufs));
             prop_assert!(plan.arena_size >= lb);

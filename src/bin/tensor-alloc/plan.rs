@@ -67,9 +67,9 @@ fn load(args: &PlanArgs) -> Result<Vec<BufferRequirement>, String> {
 /// The exact-search budget the arguments ask for.
 fn budget(args: &PlanArgs) -> Result<SearchBudget, String> {
     match args.time_limit {
-        None => Ok(SearchBudget::nodes(BestPlanner::DEFAULT_EXACT_NODES)),
+        None => Ok(SearchBudget::work(BestPlanner::DEFAULT_EXACT_WORK)),
         Some(s) if s.is_finite() && s > 0.0 && s <= 1e9 => {
-            Ok(SearchBudget::nodes(u64::MAX).with_time_limit(Duration::from_secs_f64(s)))
+            Ok(SearchBudget::work(u64::MAX).with_time_limit(Duration::from_secs_f64(s)))
         }
         Some(s) => Err(format!(
             "--time-limit {s} is not a number of seconds; expected a value above 0 and at most 1e9"

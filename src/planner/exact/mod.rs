@@ -36,10 +36,12 @@
 //! itself fits, then bisects the gap: a packing lowers the upper bound to its arena, a proof
 //! raises the lower bound above the capacity tried, and a capacity the budget could not decide
 //! is skipped upwards. The result is **proven optimal** when the bounds meet; otherwise it is the
-//! best plan found, with the proven lower bound beside it. The budget counts search nodes
-//! ([`SearchBudget::nodes`]): the same input and budget always give the same plan. A node costs
-//! O(buffers + sections), so the time a budget buys grows with the input; an optional
-//! wall-clock limit caps it (and then the result may depend on the machine).
+//! best plan found, with the proven lower bound beside it. The budget counts *work units*
+//! ([`SearchBudget::work`]): one per node, per candidate ordered, per neighbour updated, per
+//! section touched or checked and per section member scanned, so it tracks the search's real
+//! cost whatever the instance's shape, and the same input and budget always give the same
+//! plan. An optional wall-clock limit caps the time as well (then the result may depend on the
+//! machine).
 //!
 //! Offline-planned (fixed) buffers take part at their fixed offset; aliases are planned as one
 //! block, as by every planner. Inputs above [`MAX_EXACT_ITEMS`] blocks are not searched
@@ -58,20 +60,20 @@ use timeline::Timeline;
 /// Most blocks (buffers with their aliases merged) the exact search accepts.
 pub const MAX_EXACT_ITEMS: usize = 4096;
 
-/// What the exact search may spend: search nodes (deterministic), and optionally wall time.
+/// What the exact search may spend: work units (deterministic), and optionally wall time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SearchBudget {
-    /// Search nodes (one node = one buffer tentatively placed).
-    pub nodes: u64,
+    /// Work units (see the module docs: roughly one per elementary step of the search).
+    pub work: u64,
     /// Wall-clock cap; `None` = only the node budget counts (deterministic).
     pub time_limit: Option<Duration>,
 }
 
 impl SearchBudget {
-    /// A budget of `nodes` search nodes and no time limit.
-    pub const fn nodes(nodes: u64) -> Self {
+    /// A budget of `work` units and no time limit.
+    pub const fn work(work: u64) -> Self {
         Self {
-            nodes,
+            work,
             time_limit: None,
         }
     }
@@ -126,8 +128,8 @@ pub struct Minimum {
     pub proven_optimal: bool,
     /// The largest arena size proven necessary (at least the sweep lower bound).
     pub proven_lower_bound: usize,
-    /// Search nodes spent.
-    pub nodes: u64,
+    /// Work units spent.
+    pub work: u64,
     /// Why the search stopped short of a proof (`None` when proven optimal).
     pub stopped: Option<StopReason>,
 }
@@ -141,7 +143,7 @@ pub fn decide(
     budget: SearchBudget,
 ) -> Result<Decision, PlanError> {
     let quick = BestPlanner::default()
-        .with_exact_budget(SearchBudget::nodes(0))
+        .with_exact_budget(SearchBudget::work(0))
         .plan(buffers)?;
     if quick.arena_size <= capacity {
         return Ok(Decision::Fits(quick));
@@ -155,7 +157,7 @@ pub fn decide(
     };
     let deadline = budget.time_limit.map(|d| Instant::now() + d);
     let mut searcher = Searcher::new(&p, &t);
-    Ok(match searcher.decide(capacity, budget.nodes, deadline) {
+    Ok(match searcher.decide(capacity, budget.work, deadline) {
         Answer::Fits(offsets) => {
             let mut plan = p.to_plan("exact", &offsets);
             plan.proven_lower_bound = p.lower_bound;
@@ -188,7 +190,7 @@ pub fn minimise(
         proven_optimal: plan.arena_size <= m.proven_lower_bound,
         plan,
         proven_lower_bound: m.proven_lower_bound,
-        nodes: m.nodes,
+        work: m.work,
         stopped: m.stopped,
     })
 }
@@ -199,7 +201,7 @@ pub(crate) struct Minimised {
     pub offsets: Vec<usize>,
     pub arena: usize,
     pub proven_lower_bound: usize,
-    pub nodes: u64,
+    pub work: u64,
     pub stopped: Option<StopReason>,
 }
 
@@ -212,7 +214,7 @@ fn timeline_for(p: &Problem) -> Option<Timeline> {
 }
 
 /// Smallest budget a single capacity is given before the rest is handed out.
-const MIN_SLICE: u64 = 1024;
+const MIN_SLICE: u64 = 1 << 16;
 
 /// Smallest share of the time limit a single capacity is given.
 const MIN_TIME_SLICE: Duration = Duration::from_millis(20);
@@ -231,7 +233,7 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
         offsets: start.to_vec(),
         arena: arena_of(start),
         proven_lower_bound: p.lower_bound,
-        nodes: 0,
+        work: 0,
         stopped: None,
     };
     if best.arena <= best.proven_lower_bound {
@@ -248,7 +250,7 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
     let mut undecided: Option<usize> = None;
     let mut first = true;
     while best.proven_lower_bound < best.arena {
-        let remaining = budget.nodes - searcher.nodes;
+        let remaining = budget.work.saturating_sub(searcher.work);
         if remaining == 0 {
             best.stopped = Some(StopReason::Work);
             break;
@@ -269,9 +271,12 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
         } else {
             lo + (best.arena - 1 - lo) / 2
         };
-        first = false;
+        // The lower bound itself gets three quarters (on instances packable at the bound it
+        // is the one question that matters), later capacities half of what is left.
         let share = if remaining <= 2 * MIN_SLICE {
             remaining
+        } else if first {
+            remaining / 4 * 3
         } else {
             (remaining / 2).max(MIN_SLICE)
         };
@@ -285,11 +290,12 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
                 now + (left / 2).max(MIN_TIME_SLICE)
             }
         });
-        let before = searcher.nodes;
+        first = false;
+        let before = searcher.work;
         let answer = searcher.decide(capacity, share, step_deadline);
         tracing::debug!(
             capacity,
-            nodes = searcher.nodes - before,
+            work = searcher.work - before,
             answer = ?std::mem::discriminant(&answer),
             "exact search step"
         );
@@ -313,7 +319,7 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
             }
         }
     }
-    best.nodes = searcher.nodes;
+    best.work = searcher.work;
     if best.proven_lower_bound >= best.arena {
         best.stopped = None;
     }

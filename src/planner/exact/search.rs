@@ -91,10 +91,13 @@ pub(super) struct Searcher<'a> {
     affected: Vec<u32>,
     stamp: Vec<u32>,
     epoch: u32,
-    /// Nodes the current attempt may still visit.
-    nodes_left: u64,
-    /// Nodes visited over every call.
-    pub nodes: u64,
+    /// Work units the current attempt may still spend.
+    work_left: u64,
+    /// Work units spent over every call: one per node, per candidate ordered, per neighbour
+    /// updated, per section touched or checked, per section member scanned.
+    pub work: u64,
+    /// Nodes visited (for the periodic deadline check).
+    visits: u64,
     /// When the current [`Searcher::decide`] call must stop.
     deadline: Option<Instant>,
     /// The preordering of the current attempt (also used by the pieces of a split).
@@ -145,30 +148,26 @@ impl<'a> Searcher<'a> {
             affected: Vec::new(),
             stamp: vec![0; sections],
             epoch: 0,
-            nodes_left: 0,
-            nodes: 0,
+            work_left: 0,
+            work: 0,
+            visits: 0,
             deadline: None,
             keys: PREORDERINGS[0],
         }
     }
 
-    /// Decides whether every item fits in `capacity` bytes, visiting at most `node_budget`
-    /// nodes. The preorderings are tried in turn under a node limit that starts at twice the
-    /// number of items and doubles after each full turn; the first preordering to finish
+    /// Decides whether every item fits in `capacity` bytes, spending at most `budget` work
+    /// units. The preorderings are tried in turn under a work limit that starts at 64 units per
+    /// item and doubles after each full turn; the first preordering to finish
     /// decides (a proof of infeasibility under one preordering holds for all). Past `deadline`
     /// the answer is [`StopReason::Time`].
-    pub fn decide(
-        &mut self,
-        capacity: usize,
-        node_budget: u64,
-        deadline: Option<Instant>,
-    ) -> Answer {
+    pub fn decide(&mut self, capacity: usize, budget: u64, deadline: Option<Instant>) -> Answer {
         self.capacity = capacity;
         self.deadline = deadline;
         let m = self.p.items.len() as u64;
         let parts = self.initial_parts();
-        let mut remaining = node_budget;
-        let mut limit = m.max(1);
+        let mut remaining = budget;
+        let mut limit = 32 * m.max(1);
         loop {
             limit = limit.saturating_mul(2);
             for keys in &PREORDERINGS {
@@ -176,7 +175,7 @@ impl<'a> Searcher<'a> {
                     return Answer::Unknown(StopReason::Work);
                 }
                 let allowed = limit.min(remaining);
-                self.nodes_left = allowed;
+                self.work_left = allowed;
                 self.keys = *keys;
                 let mut status = Status::Found;
                 for part in &parts {
@@ -185,7 +184,7 @@ impl<'a> Searcher<'a> {
                         break;
                     }
                 }
-                remaining -= allowed - self.nodes_left;
+                remaining -= allowed - self.work_left;
                 match status {
                     Status::Found => return Answer::Fits(self.solution.clone()),
                     Status::Exhausted => return Answer::DoesNotFit,
@@ -261,12 +260,11 @@ impl<'a> Searcher<'a> {
     /// One node: the unplaced items of `part` (from the parent's list) by lowest offset, then
     /// each one that may come next in a canonical placement is placed and searched below.
     fn node(&mut self, part: &Part, parent: &[Cand], last: (usize, u32)) -> Status {
-        if self.nodes_left == 0 {
+        if self.work_left == 0 {
             return Status::Stopped(StopReason::Work);
         }
-        self.nodes_left -= 1;
-        self.nodes += 1;
-        if self.nodes % 1024 == 0 {
+        self.visits += 1;
+        if self.visits % 1024 == 0 {
             if let Some(deadline) = self.deadline {
                 if Instant::now() >= deadline {
                     return Status::Stopped(StopReason::Time);
@@ -281,6 +279,7 @@ impl<'a> Searcher<'a> {
                 ..*c
             })
             .collect();
+        self.charge(1 + order.len() as u64);
         if order.is_empty() {
             return Status::Found;
         }
@@ -337,6 +336,8 @@ impl<'a> Searcher<'a> {
         self.affected.clear();
         let mut hatless = true;
         let mut fixed_broken = false;
+        let (a, b) = self.t.span[i];
+        self.charge(self.p.neighbors(i).len() as u64 + (b - a) as u64);
         for &j in self.p.neighbors(i) {
             let j = j as usize;
             if self.placed[j] != UNSET {
@@ -360,7 +361,6 @@ impl<'a> Searcher<'a> {
                 }
             }
         }
-        let (a, b) = self.t.span[i];
         for s in a..b {
             let s = s as usize;
             self.floor_log.push((s as u32, self.floor[s]));
@@ -388,16 +388,24 @@ impl<'a> Searcher<'a> {
         (status, hatless)
     }
 
+    /// Spends `units` of work.
+    fn charge(&mut self, units: u64) {
+        self.work += units;
+        self.work_left = self.work_left.saturating_sub(units);
+    }
+
     /// Raises the floor of every affected section to the lowest offset of its unplaced items
     /// (logged), and tells whether those sections still hold their pending bytes above
     /// `max(floor, o)`.
     fn raise_floors(&mut self, o: usize) -> bool {
         let mut ok = true;
+        let mut scanned = 0u64;
         for k in 0..self.affected.len() {
             let s = self.affected[k] as usize;
             let floor = self.floor[s];
             let mut lowest = usize::MAX;
             for &j in self.t.members(s) {
+                scanned += 1;
                 let j = j as usize;
                 if self.placed[j] == UNSET {
                     let m = self.min_offset[j];
@@ -417,12 +425,14 @@ impl<'a> Searcher<'a> {
                 }
             }
         }
+        self.charge(scanned + self.affected.len() as u64);
         ok
     }
 
     /// Spatial inference: every section of the part must still hold its pending bytes on top of
     /// its floor, and (placements go in offset order) on top of `o`.
-    fn fits(&self, part: &Part, o: usize) -> bool {
+    fn fits(&mut self, part: &Part, o: usize) -> bool {
+        self.charge((part.hi - part.lo) as u64);
         (part.lo..part.hi).all(|s| {
             let s = s as usize;
             self.floor[s].max(o) + self.pending[s] <= self.capacity
