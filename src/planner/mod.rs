@@ -26,6 +26,8 @@
 //! the largest padded size, alignment = the largest alignment. Aliases of aliases are rejected.
 
 mod best;
+mod csv;
+pub mod exact;
 mod greedy;
 mod offline;
 mod problem;
@@ -34,11 +36,14 @@ mod report;
 mod svg;
 
 pub use best::BestPlanner;
+pub use csv::records_from_csv;
 pub use greedy::{LinearPlanner, TfLitePlanner, TflmPlanner};
 pub use offline::{OfflinePlan, OFFLINE_METADATA_NAME};
 pub use problem::MAX_OVERLAP_PAIRS;
-pub use random::random_layered_dag;
-pub use report::{plan_all, plan_all_with, records_from_json, PlanReport, PlannerResult};
+pub use random::{planted_tiling, random_branchy_dag, random_layered_dag};
+pub use report::{
+    plan_all, plan_all_with, plan_all_with_best, records_from_json, PlanReport, PlannerResult,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -342,12 +347,22 @@ pub struct Plan {
     pub arena_size: usize,
     /// The lower bound for the same input (with aliasing); `arena_size == lower_bound` is optimal.
     pub lower_bound: usize,
+    /// The largest arena size the planner proved necessary: `lower_bound`, or more when an
+    /// exact search ([`exact`]) proved that smaller capacities cannot hold the buffers.
+    /// `arena_size == proven_lower_bound` means the plan is proven optimal.
+    pub proven_lower_bound: usize,
 }
 
 impl Plan {
     /// Whether the plan reaches the lower bound (no plan can be smaller).
     pub fn is_optimal(&self) -> bool {
         self.arena_size == self.lower_bound
+    }
+
+    /// Whether no smaller plan exists: the arena meets the lower bound, or an exact search
+    /// proved every smaller capacity too small.
+    pub fn is_proven_optimal(&self) -> bool {
+        self.arena_size <= self.proven_lower_bound.max(self.lower_bound)
     }
 
     /// `arena_size / lower_bound` (1.0 for an empty input).

@@ -201,6 +201,7 @@ impl Problem {
             offsets: self.item_of.iter().map(|&it| item_offsets[it]).collect(),
             arena_size,
             lower_bound: self.lower_bound,
+            proven_lower_bound: self.lower_bound,
         }
     }
 }

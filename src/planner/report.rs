@@ -20,6 +20,15 @@ pub struct PlannerResult {
     pub millis: f64,
     /// One offset per buffer, in input order.
     pub offsets: Vec<usize>,
+    /// The largest arena size the planner proved necessary ([`Plan::proven_lower_bound`]).
+    pub proven_lower_bound: usize,
+}
+
+impl PlannerResult {
+    /// Whether the planner proved that no smaller arena exists.
+    pub fn proven_optimal(&self) -> bool {
+        self.arena_bytes <= self.proven_lower_bound
+    }
 }
 
 /// Every planner on one input (see [`plan_all`]).
@@ -44,11 +53,19 @@ pub struct PlanReport {
 /// Runs linear, tflm, tflite (with tensor alignment 1, so every planner sees the same alignment
 /// constraints: the buffers' own) and best on `buffers`; every plan is validated.
 pub fn plan_all(buffers: &[BufferRequirement]) -> Result<PlanReport, PlanError> {
+    plan_all_with_best(buffers, BestPlanner::default())
+}
+
+/// Like [`plan_all`] with `best` configured (e.g. its exact-search budget).
+pub fn plan_all_with_best(
+    buffers: &[BufferRequirement],
+    best: BestPlanner,
+) -> Result<PlanReport, PlanError> {
     let planners: [&dyn Planner; 4] = [
         &LinearPlanner,
         &TflmPlanner,
         &TfLitePlanner::with_tensor_alignment(1),
-        &BestPlanner::default(),
+        &best,
     ];
     plan_all_with(buffers, &planners)
 }
@@ -85,6 +102,7 @@ pub fn plan_all_with(
             arena_bytes: plan.arena_size,
             millis,
             offsets: plan.offsets.clone(),
+            proven_lower_bound: plan.proven_lower_bound.max(plan.lower_bound),
         });
         plans.push(plan);
     }
@@ -131,6 +149,8 @@ impl PlanReport {
                     "ratio": self.ratio(r.arena_bytes),
                     "millis": r.millis,
                     "offsets": r.offsets,
+                    "proven_optimal": r.proven_optimal(),
+                    "proven_lower_bound_bytes": r.proven_lower_bound,
                 }),
             );
         }
@@ -156,7 +176,9 @@ impl PlanReport {
         }
     }
 
-    /// A text table: one row per planner with arena bytes, ratio to the lower bound and time.
+    /// A text table: one row per planner with arena bytes, ratio to the lower bound, time and
+    /// whether the plan is proven optimal (else the proven lower bound, when a planner raised
+    /// it above the sweep bound).
     pub fn to_table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "buffers: {}", self.buffers);
@@ -170,13 +192,20 @@ impl PlanReport {
         }
         let _ = writeln!(
             s,
-            "{:<8} {:>14} {:>9} {:>11}",
+            "{:<8} {:>14} {:>9} {:>11}  optimality",
             "planner", "arena bytes", "÷ bound", "millis"
         );
         for r in &self.planners {
+            let proof = if r.proven_optimal() {
+                "proven optimal".to_string()
+            } else if r.proven_lower_bound > self.lower_bound_bytes {
+                format!("not proven (optimum >= {} bytes)", r.proven_lower_bound)
+            } else {
+                "not proven".to_string()
+            };
             let _ = writeln!(
                 s,
-                "{:<8} {:>14} {:>9.4} {:>11.3}",
+                "{:<8} {:>14} {:>9.4} {:>11.3}  {proof}",
                 r.name,
                 r.arena_bytes,
                 self.ratio(r.arena_bytes),

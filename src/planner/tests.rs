@@ -165,6 +165,7 @@ fn aliases_are_planned_as_one() {
         offsets: vec![0, 100, 200],
         arena_size: 300,
         lower_bound: 140,
+        proven_lower_bound: 140,
     };
     assert!(matches!(
         bad.validate(&bufs),
@@ -296,6 +297,7 @@ fn validate_catches_bad_plans() {
         offsets,
         arena_size,
         lower_bound: 20,
+        proven_lower_bound: 20,
     };
     plan(vec![0, 12], 24).validate(&bufs).unwrap();
     assert!(matches!(
@@ -459,7 +461,7 @@ proptest! {
     fn every_planner_produces_valid_plans(bufs in requirements()) {
         let lb = lower_bound(&bufs).unwrap();
         let mut sizes = Vec::new();
-        for planner in [&LinearPlanner as &dyn Planner, &TflmPlanner, &TfLitePlanner::new(), &TfLitePlanner::with_tensor_alignment(1), &BestPlanner::default().with_budget(20_000)] {
+        for planner in [&LinearPlanner as &dyn Planner, &TflmPlanner, &TfLitePlanner::new(), &TfLitePlanner::with_tensor_alignment(1), &BestPlanner::default().with_budget(20_000).with_exact_budget(super::exact::SearchBudget::work(20_000))] {
             let plan = planner.plan(&bufs).unwrap();
             prop_assert!(plan.validate(&bufs).is_ok(), "{}: {:?}", planner.name(), plan.validate(&bufs));
             prop_assert!(plan.arena_size >= lb);
@@ -587,6 +589,7 @@ fn validate_matches_pairwise_definition() {
             offsets: offsets.clone(),
             arena_size: 64,
             lower_bound: 0,
+            proven_lower_bound: 0,
         };
         let group = |i: usize| bufs[i].alias_of.unwrap_or(i);
         let pairwise = (0..n).any(|i| {

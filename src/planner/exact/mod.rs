@@ -1,0 +1,330 @@
+//! Exact search: does a set of buffers fit in `C` bytes, and what is the smallest arena?
+//!
+//! ## High-level model
+//! Draw every buffer as a rectangle: its lifetime on the time axis, its bytes on the offset
+//! axis. A plan is a packing of the rectangles (each may only slide up and down) under a
+//! ceiling `C`. Any packing can be pushed down until every buffer rests at offset 0 or on the
+//! top (aligned) of a buffer it overlaps in time; listing the buffers of such a packing by
+//! offset gives a *canonical* sequence in which each buffer sits at the lowest offset left by
+//! those before it. The decision procedure ([`decide`]) enumerates canonical sequences depth
+//! first: a node picks the next buffer, places it at that lowest offset, and goes on. It is
+//! complete (if a packing under `C` exists, it finds one), so exhausting the tree is a proof
+//! that none exists. The approach follows MiniMalloc (Moffitt, ASPLOS 2023).
+//!
+//! ## What keeps the tree small (each rule removes no canonical sequence of a pushed-down packing)
+//! - **Canonical order.** Buffers are placed by non-decreasing `(offset, rank)`, `rank` being the
+//!   buffer's position in a static preordering; any other order reaches the same packings again.
+//! - **Dominance.** A buffer may not go at or above the top that some other unplaced buffer
+//!   could take right now: that buffer would fit in the hole below and the packing would not
+//!   be pushed down.
+//! - **Spatial inference.** The time axis is cut into *sections* (between consecutive lifetime
+//!   end points). In each section every unplaced buffer must go above every placed one (placed
+//!   buffers are below by canonical order) and above the lowest offset any of them can take;
+//!   when that floor plus the unplaced bytes of the section exceeds `C`, the node is cut.
+//! - **Hatless buffers.** When the placed buffer overlaps no unplaced buffer in time and its
+//!   subtree fails, its siblings fail too (they would have to place it later, out of order).
+//! - **Dynamic temporal decomposition.** When no unplaced buffer crosses a section boundary,
+//!   the two sides no longer interact: each is solved on its own, with its own canonical order.
+//! - **Static preorderings tried in turn.** The rank comes from one of three preorderings
+//!   (lifetime length, area, section pressure in three priorities); each runs under a node
+//!   limit that doubles after every turn, so a preordering that suits the instance finishes
+//!   early and a bad one cannot hold the search forever.
+//!
+//! ## Minimising, budgets and what is proven
+//! [`minimise`] starts from a plan (the upper bound, e.g. [`BestPlanner`](super::BestPlanner)'s)
+//! and the lower bound (most bytes live at one step), first asks whether the lower bound
+//! itself fits, then bisects the gap: a packing lowers the upper bound to its arena, a proof
+//! raises the lower bound above the capacity tried, and a capacity the budget could not decide
+//! is skipped upwards. The result is **proven optimal** when the bounds meet; otherwise it is the
+//! best plan found, with the proven lower bound beside it. The budget counts *work units*
+//! ([`SearchBudget::work`]): one per node, per candidate ordered, per neighbour updated, per
+//! section touched or checked and per section member scanned, so it tracks the search's real
+//! cost whatever the instance's shape, and the same input and budget always give the same
+//! plan. An optional wall-clock limit caps the time as well (then the result may depend on the
+//! machine).
+//!
+//! Offline-planned (fixed) buffers take part at their fixed offset; aliases are planned as one
+//! block, as by every planner. Inputs above [`MAX_EXACT_ITEMS`] blocks are not searched
+//! ([`StopReason::TooLarge`]): the search is recursive (one frame per placed block) and a node
+//! costs O(n), so there the heuristics are the better use of time.
+
+mod search;
+mod timeline;
+
+use super::problem::Problem;
+use super::{BestPlanner, BufferRequirement, Plan, PlanError, Planner};
+use search::{Answer, Searcher};
+use std::time::{Duration, Instant};
+use timeline::Timeline;
+
+/// Most blocks (buffers with their aliases merged) the exact search accepts.
+pub const MAX_EXACT_ITEMS: usize = 4096;
+
+/// What the exact search may spend: work units (deterministic), and optionally wall time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchBudget {
+    /// Work units (see the module docs: roughly one per elementary step of the search).
+    pub work: u64,
+    /// Wall-clock cap; `None` = only the node budget counts (deterministic).
+    pub time_limit: Option<Duration>,
+}
+
+impl SearchBudget {
+    /// A budget of `work` units and no time limit.
+    pub const fn work(work: u64) -> Self {
+        Self {
+            work,
+            time_limit: None,
+        }
+    }
+
+    /// The same budget with a wall-clock cap as well.
+    pub fn with_time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
+}
+
+/// Why a search stopped before deciding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The node budget ran out.
+    Work,
+    /// The wall-clock limit passed.
+    Time,
+    /// The input has more than [`MAX_EXACT_ITEMS`] blocks (or too many section memberships);
+    /// it was not searched.
+    TooLarge,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Work => "the node budget ran out",
+            StopReason::Time => "the time limit passed",
+            StopReason::TooLarge => "the input is too large for the exact search",
+        })
+    }
+}
+
+/// The answer to "do the buffers fit in `capacity` bytes?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Yes: a valid plan whose arena is at most the capacity.
+    Fits(Plan),
+    /// No, proven: no plan fits (the search was exhausted, or the capacity is below the lower
+    /// bound).
+    DoesNotFit,
+    /// The budget ran out (or the input is too large) before an answer.
+    Unknown(StopReason),
+}
+
+/// The result of [`minimise`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Minimum {
+    /// The smallest plan found (never larger than the start plan).
+    pub plan: Plan,
+    /// Whether no smaller arena exists (`plan.arena_size == proven_lower_bound`).
+    pub proven_optimal: bool,
+    /// The largest arena size proven necessary (at least the sweep lower bound).
+    pub proven_lower_bound: usize,
+    /// Work units spent.
+    pub work: u64,
+    /// Why the search stopped short of a proof (`None` when proven optimal).
+    pub stopped: Option<StopReason>,
+}
+
+/// Decides whether `buffers` fit in `capacity` bytes within `budget`. The heuristics of
+/// [`BestPlanner`] (without its own exact phase) answer first when their plan fits; a capacity
+/// below the lower bound is a proven no; otherwise the exact search decides.
+pub fn decide(
+    buffers: &[BufferRequirement],
+    capacity: usize,
+    budget: SearchBudget,
+) -> Result<Decision, PlanError> {
+    let quick = BestPlanner::default()
+        .with_exact_budget(SearchBudget::work(0))
+        .plan(buffers)?;
+    if quick.arena_size <= capacity {
+        return Ok(Decision::Fits(quick));
+    }
+    let p = Problem::new(buffers, 1)?;
+    if capacity < p.lower_bound {
+        return Ok(Decision::DoesNotFit);
+    }
+    let Some(t) = timeline_for(&p) else {
+        return Ok(Decision::Unknown(StopReason::TooLarge));
+    };
+    let deadline = budget.time_limit.map(|d| Instant::now() + d);
+    let mut searcher = Searcher::new(&p, &t);
+    Ok(match searcher.decide(capacity, budget.work, deadline) {
+        Answer::Fits(offsets) => {
+            let mut plan = p.to_plan("exact", &offsets);
+            plan.proven_lower_bound = p.lower_bound;
+            Decision::Fits(plan)
+        }
+        Answer::DoesNotFit => Decision::DoesNotFit,
+        Answer::Unknown(reason) => Decision::Unknown(reason),
+    })
+}
+
+/// Looks for a smaller plan than `start` (a valid plan of `buffers`, e.g. [`BestPlanner`]'s)
+/// within `budget`; see the module docs for the strategy. The returned plan keeps `start`'s
+/// planner name.
+pub fn minimise(
+    buffers: &[BufferRequirement],
+    start: &Plan,
+    budget: SearchBudget,
+) -> Result<Minimum, PlanError> {
+    start.validate(buffers)?;
+    let p = Problem::new(buffers, 1)?;
+    // The plan's offsets per block (members of an alias group share the offset).
+    let mut offsets = vec![0usize; p.items.len()];
+    for (b, &it) in p.item_of.iter().enumerate() {
+        offsets[it] = start.offsets[b];
+    }
+    let m = minimise_items(&p, &offsets, budget);
+    let mut plan = p.to_plan(&start.planner, &m.offsets);
+    plan.proven_lower_bound = m.proven_lower_bound;
+    Ok(Minimum {
+        proven_optimal: plan.arena_size <= m.proven_lower_bound,
+        plan,
+        proven_lower_bound: m.proven_lower_bound,
+        work: m.work,
+        stopped: m.stopped,
+    })
+}
+
+/// The result of [`minimise_items`], per block.
+#[derive(Debug)]
+pub(crate) struct Minimised {
+    pub offsets: Vec<usize>,
+    pub arena: usize,
+    pub proven_lower_bound: usize,
+    pub work: u64,
+    pub stopped: Option<StopReason>,
+}
+
+/// The timeline of `p`, or `None` when `p` is beyond what the exact search accepts.
+fn timeline_for(p: &Problem) -> Option<Timeline> {
+    if p.items.len() > MAX_EXACT_ITEMS {
+        return None;
+    }
+    Timeline::build(p)
+}
+
+/// Smallest budget a single capacity is given before the rest is handed out.
+const MIN_SLICE: u64 = 1 << 16;
+
+/// Smallest share of the time limit a single capacity is given.
+const MIN_TIME_SLICE: Duration = Duration::from_millis(20);
+
+/// [`minimise`] on a built problem, from block offsets `start`.
+pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget) -> Minimised {
+    let arena_of = |offs: &[usize]| {
+        offs.iter()
+            .zip(&p.items)
+            .map(|(o, it)| o + it.size)
+            .max()
+            .unwrap_or(0)
+            .max(p.fixed_top)
+    };
+    let mut best = Minimised {
+        offsets: start.to_vec(),
+        arena: arena_of(start),
+        proven_lower_bound: p.lower_bound,
+        work: 0,
+        stopped: None,
+    };
+    if best.arena <= best.proven_lower_bound {
+        return best;
+    }
+    let Some(t) = timeline_for(p) else {
+        best.stopped = Some(StopReason::TooLarge);
+        return best;
+    };
+    let started = Instant::now();
+    let deadline = budget.time_limit.map(|d| started + d);
+    let mut searcher = Searcher::new(p, &t);
+    // Capacities at or below this one could not be decided within their share.
+    let mut undecided: Option<usize> = None;
+    let mut first = true;
+    while best.proven_lower_bound < best.arena {
+        let remaining = budget.work.saturating_sub(searcher.work);
+        if remaining == 0 {
+            best.stopped = Some(StopReason::Work);
+            break;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            best.stopped = Some(StopReason::Time);
+            break;
+        }
+        let lo = undecided.map_or(best.proven_lower_bound, |u| {
+            (u + 1).max(best.proven_lower_bound)
+        });
+        if lo >= best.arena {
+            best.stopped = Some(StopReason::Work);
+            break;
+        }
+        let capacity = if first {
+            lo
+        } else {
+            lo + (best.arena - 1 - lo) / 2
+        };
+        // The lower bound itself gets three quarters (on instances packable at the bound it
+        // is the one question that matters), later capacities half of what is left.
+        let share = if remaining <= 2 * MIN_SLICE {
+            remaining
+        } else if first {
+            remaining / 4 * 3
+        } else {
+            (remaining / 2).max(MIN_SLICE)
+        };
+        // Each capacity may also use half of the time left (all of it near the end).
+        let step_deadline = deadline.map(|d| {
+            let now = Instant::now();
+            let left = d.saturating_duration_since(now);
+            if left < MIN_TIME_SLICE * 2 {
+                d
+            } else {
+                now + (left / 2).max(MIN_TIME_SLICE)
+            }
+        });
+        first = false;
+        let before = searcher.work;
+        let answer = searcher.decide(capacity, share, step_deadline);
+        tracing::debug!(
+            capacity,
+            work = searcher.work - before,
+            answer = ?std::mem::discriminant(&answer),
+            "exact search step"
+        );
+        match answer {
+            Answer::Fits(offsets) => {
+                best.arena = arena_of(&offsets);
+                best.offsets = offsets;
+            }
+            Answer::DoesNotFit => {
+                best.proven_lower_bound = capacity + 1;
+            }
+            Answer::Unknown(StopReason::Work) => {
+                undecided = Some(capacity);
+            }
+            Answer::Unknown(StopReason::Time) if deadline.is_some_and(|d| Instant::now() < d) => {
+                undecided = Some(capacity);
+            }
+            Answer::Unknown(reason) => {
+                best.stopped = Some(reason);
+                break;
+            }
+        }
+    }
+    best.work = searcher.work;
+    if best.proven_lower_bound >= best.arena {
+        best.stopped = None;
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests;
