@@ -367,6 +367,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 "scratch_bytes": m.scratch_bytes,
                 "persistent_bytes": m.persistent_bytes,
                 "op_data_bytes": m.op_data_bytes,
+                "packed_weights_bytes": m.packed_weights_bytes,
                 "heap_bytes": m.heap_bytes,
             },
             "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},

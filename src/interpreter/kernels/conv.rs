@@ -17,7 +17,7 @@ use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, padding_kind,
     per_channel_multipliers, positive, quantized_range, window_axis,
 };
-use crate::interpreter::optimized::conv::{self as fast, ConvPlan};
+use crate::interpreter::optimized::conv::{self as fast, ConvPlan, ConvWeights};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
 use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
@@ -57,13 +57,33 @@ pub(crate) enum F32Path {
     Depthwise,
 }
 
-/// Where a packed filter lives.
+/// Where the weights of a matrix-product kernel come from at invoke.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum PackedFilter<T = f32> {
-    /// Packed at prepare from a constant filter.
+    /// A packed copy made at prepare from constant weights, in the arena's tail
+    /// ([`PrepareContext::packed_weights`]: only when the build grants weight copies).
     Persistent(PersistentArray<T>),
-    /// Packed at every invoke into this scratch (the filter is not constant).
-    Scratch(ScratchId),
+    /// The weights read where they are (the model's bytes, or a tensor computed at run time),
+    /// packed a group of panels at a time into this scratch (one part per kernel thread).
+    Panels(ScratchId),
+}
+
+/// Scratch of `parts` parts of `len` elements of `size` bytes.
+pub(crate) fn request_parts(
+    ctx: &mut PrepareContext<'_>,
+    len: usize,
+    size: usize,
+    parts: usize,
+) -> Result<ScratchId, KernelError> {
+    let bytes = len
+        .checked_mul(size)
+        .and_then(|b| b.checked_mul(parts))
+        .ok_or_else(|| {
+            KernelError::new(format!(
+                "scratch of {parts} parts of {len} values overflows"
+            ))
+        })?;
+    ctx.request_scratch(bytes)
 }
 
 /// What prepare computes for a convolution (shared with DEPTHWISE_CONV_2D).
@@ -392,8 +412,9 @@ impl Kernel for Conv2D {
     }
 }
 
-/// The optimized int8 filter: packed now when constant, else scratch packed at each invoke;
-/// `None` where the optimized product does not run (see [`fast_i8::packs`]).
+/// The optimized int8 filter: a packed copy when constant and the build grants it, else read
+/// in place and packed a group at a time into per-thread scratch at invoke; `None` where the
+/// optimized product does not run (see [`fast_i8::packs`]).
 fn prepare_i8_packing(
     ctx: &mut PrepareContext<'_>,
     g: &ConvGeometry,
@@ -403,13 +424,20 @@ fn prepare_i8_packing(
         return Ok(None);
     }
     let filter = ctx.input(1)?;
-    Ok(Some(match filter.data::<i8>()? {
+    let copy = match filter.data::<i8>()? {
         Some(w) if filter.is_constant => {
-            let mut packed = vec![0i8; len];
-            fast_i8::pack_filter(g, w, &mut packed);
-            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+            ctx.packed_weights(len, |p| fast_i8::pack_filter(g, w, p))?
         }
-        _ => PackedFilter::Scratch(ctx.request_scratch(len)?),
+        _ => None,
+    };
+    Ok(Some(match copy {
+        Some(p) => PackedFilter::Persistent(p),
+        None => PackedFilter::Panels(request_parts(
+            ctx,
+            fast_i8::panel_scratch_len(g),
+            1,
+            ctx.threads(),
+        )?),
     }))
 }
 
@@ -420,30 +448,52 @@ fn invoke_i8_packed(
 ) -> Result<(), KernelError> {
     let g = &d.geometry;
     let filter = ctx.input::<i8>(1)?;
-    let packed: &[i8] = match packed {
-        PackedFilter::Persistent(p) => ctx.persistent(p)?,
-        PackedFilter::Scratch(id) => {
-            let s = ctx.scratch::<i8>(id)?;
-            fast_i8::pack_filter(g, filter, s);
-            &*s
-        }
-    };
     let q = conv_quant(ctx, d)?;
     let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
-    let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
-    if !fast_i8::packs(g) {
-        fast_i8::conv_i8(g, input, filter, packed, bias, &q, output);
-        return Ok(());
-    }
-    // Bands of output pixels, one per kernel-thread task (`task_rows`: about 512 K
-    // multiply-adds a task at least).
     let k = g.filter_h * g.filter_w * g.in_c;
     let pixels = g.batches * g.out_h * g.out_w;
-    let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
     let isa = Isa::detect();
-    ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
-        fast_i8::conv_i8_rows_with(isa, g, input, packed, bias, &q, t * rows, band);
-    });
+    match packed {
+        PackedFilter::Persistent(p) => {
+            let packed = ctx.persistent(p)?;
+            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            // Bands of output pixels, one per kernel-thread task (`task_rows`: about 512 K
+            // multiply-adds a task at least).
+            let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
+            ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
+                fast_i8::conv_i8_rows_with(isa, g, input, packed, bias, &q, t * rows, band);
+            });
+        }
+        PackedFilter::Panels(id) => {
+            let part = fast_i8::panel_scratch_len(g);
+            let scratch = ctx.scratch::<i8>(id)?;
+            let parts = scratch.len() / part.max(1);
+            kernel_ensure!(parts >= 1, "panel scratch of {} < {part}", scratch.len());
+            let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
+            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads().min(parts));
+            kernel_ensure!(
+                pixels.div_ceil(rows.max(1)) <= parts,
+                "too few panel scratch parts"
+            );
+            ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
+                // SAFETY: task `t` (< parts, checked above) runs once per round and is the
+                // only one using part `t`.
+                let s = unsafe { scratch.part(t * part, part) };
+                fast_i8::conv_i8_rows_in_place_with(
+                    isa,
+                    g,
+                    input,
+                    filter,
+                    s,
+                    bias,
+                    &q,
+                    t * rows,
+                    band,
+                );
+            });
+        }
+    }
     Ok(())
 }
 
@@ -455,13 +505,20 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
     };
     let filter = ctx.input(1)?;
     let len = plan.packed_filter_len(g);
-    let packed = match filter.data::<f32>()? {
+    let copy = match filter.data::<f32>()? {
         Some(w) if filter.is_constant => {
-            let mut packed = vec![0.0f32; len];
-            fast::pack_filter(g, &plan, w, &mut packed);
-            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+            ctx.packed_weights(len, |p| fast::pack_filter(g, &plan, w, p))?
         }
-        _ => PackedFilter::Scratch(request_f32_scratch(ctx, len)?),
+        _ => None,
+    };
+    let packed = match copy {
+        Some(p) => PackedFilter::Persistent(p),
+        None => PackedFilter::Panels(request_parts(
+            ctx,
+            plan.panel_scratch_len(g),
+            4,
+            ctx.threads(),
+        )?),
     };
     // One im2col block per kernel thread (each thread gathers its own rows).
     let cols = match plan.cols_len() {
@@ -502,13 +559,12 @@ fn invoke_gemm(
     cols: Option<ScratchId>,
 ) -> Result<(), KernelError> {
     let g = &d.geometry;
-    let packed: &[f32] = match filter {
-        PackedFilter::Persistent(p) => ctx.persistent(p)?,
-        PackedFilter::Scratch(id) => {
-            let s = ctx.scratch::<f32>(id)?;
-            fast::pack_filter(g, plan, ctx.input::<f32>(1)?, s);
-            &*s
-        }
+    let weights = match filter {
+        PackedFilter::Persistent(p) => ConvWeights::Packed(ctx.persistent(p)?),
+        PackedFilter::Panels(id) => ConvWeights::InPlace {
+            filter: ctx.input::<f32>(1)?,
+            scratch: ctx.scratch::<f32>(id)?,
+        },
     };
     let cols: &mut [f32] = match cols {
         Some(id) => ctx.scratch::<f32>(id)?,
@@ -521,7 +577,7 @@ fn invoke_gemm(
         g,
         plan,
         input,
-        packed,
+        weights,
         bias,
         d.float_min,
         d.float_max,

@@ -5,15 +5,16 @@
 //! packed once at prepare (constant weights) or into scratch at each invoke; an int8 layer
 //! packs its weights the same way for [`crate::interpreter::optimized::fully_connected_i8`].
 
-use super::conv::{request_f32_scratch, PackedFilter};
+use super::conv::{request_parts, PackedFilter};
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
 use crate::interpreter::optimized::conv::{task_rows, task_units};
 use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
 use crate::interpreter::optimized::gemm::{
-    gemm_dot, gemm_packed, pack_b, packed_b_len, Epilogue, Strided,
+    gemm_dot, gemm_grouped, gemm_packed, group_scratch_len, pack_b, packed_b_len, Epilogue, Strided,
 };
+use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::fully_connected::{
     fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,
 };
@@ -63,8 +64,16 @@ struct FcData {
     weights_offset: i32,
     output_offset: i32,
     multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
-    /// The optimized set's packed int8 weights (`None`: the reference loop runs).
-    i8_packed: Option<PackedFilter<i8>>,
+    /// The optimized set's int8 weights: a packed copy, or read in place with this scratch
+    /// (`None` in it: no scratch needed); `None`: the reference loop runs.
+    i8_packed: Option<I8Weights>,
+}
+
+/// Where an optimized int8 layer's weights come from.
+#[derive(Clone, Copy, Debug)]
+enum I8Weights {
+    Persistent(PersistentArray<i8>),
+    InPlace(Option<crate::interpreter::ScratchId>),
 }
 
 /// `[units, depth]` weights as the `n × k` operand of a matrix product.
@@ -76,26 +85,33 @@ fn weights_view(w: &[f32], depth: usize) -> Strided<'_> {
     }
 }
 
-/// The optimized int8 weights: packed now when constant, else scratch packed at each invoke;
-/// `None` where the optimized product does not run (see [`fast_i8::packs`]).
+/// The optimized int8 weights: a packed copy when constant and the build grants it, else read
+/// in place (with group scratch for several rows); `None` where the optimized product does not
+/// run (see [`fast_i8::packs`]).
 fn prepare_i8_packing(
     ctx: &mut PrepareContext<'_>,
     weights: &TensorInfo<'_>,
+    batches: usize,
     depth: usize,
     units: usize,
     weights_offset: i32,
-) -> Result<Option<PackedFilter<i8>>, KernelError> {
+) -> Result<Option<I8Weights>, KernelError> {
     let len = fast_i8::packed_weights_len(depth, units, weights_offset);
     if len == 0 {
         return Ok(None);
     }
-    Ok(Some(match weights.data::<i8>()? {
-        Some(w) if weights.is_constant => {
-            let mut packed = vec![0i8; len];
-            fast_i8::pack_weights(depth, units, weights_offset, w, &mut packed);
-            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
-        }
-        _ => PackedFilter::Scratch(ctx.request_scratch(len)?),
+    let copy = match weights.data::<i8>()? {
+        Some(w) if weights.is_constant => ctx.packed_weights(len, |p| {
+            fast_i8::pack_weights(depth, units, weights_offset, w, p)
+        })?,
+        _ => None,
+    };
+    Ok(Some(match copy {
+        Some(p) => I8Weights::Persistent(p),
+        None => match fast_i8::in_place_scratch_len(batches, depth, units, weights_offset) {
+            0 => I8Weights::InPlace(None),
+            n => I8Weights::InPlace(Some(ctx.request_scratch(n)?)),
+        },
     }))
 }
 
@@ -164,13 +180,20 @@ impl Kernel for FullyConnected {
                     FcF32Path::Dot
                 } else {
                     let len = packed_b_len(units, depth);
-                    FcF32Path::Gemm(match weights.data::<f32>()? {
-                        Some(w) if weights.is_constant => {
-                            let mut packed = vec![0.0f32; len];
-                            pack_b(units, depth, weights_view(w, depth), &mut packed);
-                            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
-                        }
-                        _ => PackedFilter::Scratch(request_f32_scratch(ctx, len)?),
+                    let copy = match weights.data::<f32>()? {
+                        Some(w) if weights.is_constant => ctx.packed_weights(len, |p| {
+                            pack_b(units, depth, weights_view(w, depth), p)
+                        })?,
+                        _ => None,
+                    };
+                    FcF32Path::Gemm(match copy {
+                        Some(p) => PackedFilter::Persistent(p),
+                        None => PackedFilter::Panels(request_parts(
+                            ctx,
+                            group_scratch_len(units, depth),
+                            4,
+                            ctx.threads(),
+                        )?),
                     })
                 };
             }
@@ -229,7 +252,8 @@ impl Kernel for FullyConnected {
         data.output_offset = output_zp;
         (data.act_min, data.act_max) = quantized_range(act, &output)?;
         if self.set == KernelSet::Optimized && kind == FcKind::I8 {
-            data.i8_packed = prepare_i8_packing(ctx, &weights, depth, units, data.weights_offset)?;
+            data.i8_packed =
+                prepare_i8_packing(ctx, &weights, batches, depth, units, data.weights_offset)?;
         }
         ctx.set_op_data(data)
     }
@@ -271,27 +295,47 @@ impl Kernel for FullyConnected {
                     return Ok(());
                 }
                 FcF32Path::Gemm(filter) => {
-                    let packed: &[f32] = match filter {
-                        PackedFilter::Persistent(p) => ctx.persistent(p)?,
-                        PackedFilter::Scratch(id) => {
-                            let s = ctx.scratch::<f32>(id)?;
-                            pack_b(u, k, weights_view(ctx.input::<f32>(1)?, k), s);
-                            &*s
-                        }
-                    };
                     let x = ctx.input::<f32>(0)?;
-                    let out = &mut ctx.output::<f32>(0)?[..b * u];
-                    // Bands of rows (the bits of each row do not depend on the split).
-                    let rows = task_rows(b, u, k, ctx.threads());
-                    ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
-                        let (r0, rt) = (t * rows, part.len() / u);
-                        let x = Strided {
-                            data: &x[r0 * k..(r0 + rt) * k],
-                            rs: k,
-                            cs: 1,
-                        };
-                        gemm_packed(rt, u, k, x, packed, &ep, part, u);
-                    });
+                    match filter {
+                        PackedFilter::Persistent(p) => {
+                            let packed = ctx.persistent(p)?;
+                            let out = &mut ctx.output::<f32>(0)?[..b * u];
+                            // Bands of rows (the bits of each row do not depend on the split).
+                            let rows = task_rows(b, u, k, ctx.threads());
+                            ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                                let (r0, rt) = (t * rows, part.len() / u);
+                                let x = Strided {
+                                    data: &x[r0 * k..(r0 + rt) * k],
+                                    rs: k,
+                                    cs: 1,
+                                };
+                                gemm_packed(rt, u, k, x, packed, &ep, part, u);
+                            });
+                        }
+                        PackedFilter::Panels(id) => {
+                            let w = weights_view(ctx.input::<f32>(1)?, k);
+                            let part_len = group_scratch_len(u, k);
+                            let scratch = ctx.scratch::<f32>(id)?;
+                            let parts = scratch.len() / part_len.max(1);
+                            kernel_ensure!(parts >= 1, "panel scratch too short");
+                            let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
+                            let out = &mut ctx.output::<f32>(0)?[..b * u];
+                            let rows = task_rows(b, u, k, ctx.threads().min(parts));
+                            kernel_ensure!(b.div_ceil(rows) <= parts, "too few scratch parts");
+                            ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                                let (r0, rt) = (t * rows, part.len() / u);
+                                let x = Strided {
+                                    data: &x[r0 * k..(r0 + rt) * k],
+                                    rs: k,
+                                    cs: 1,
+                                };
+                                // SAFETY: task `t` (< parts, checked above) runs once per
+                                // round and is the only one using part `t`.
+                                let s = unsafe { scratch.part(t * part_len, part_len) };
+                                gemm_grouped(rt, u, k, x, w, &ep, part, u, s);
+                            });
+                        }
+                    }
                     return Ok(());
                 }
             }
@@ -324,19 +368,43 @@ impl Kernel for FullyConnected {
             FcKind::I8 => {
                 let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
                 let (x, w) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
-                let packed: &[i8] = match d.i8_packed {
+                match d.i8_packed {
                     None => {
                         fully_connected_i8(b, k, u, x, w, bias, &q, ctx.output::<i8>(0)?);
-                        return Ok(());
                     }
-                    Some(PackedFilter::Persistent(p)) => ctx.persistent(p)?,
-                    Some(PackedFilter::Scratch(id)) => {
-                        let s = ctx.scratch::<i8>(id)?;
-                        fast_i8::pack_weights(k, u, d.weights_offset, w, s);
-                        &*s
+                    Some(I8Weights::Persistent(p)) => {
+                        let packed = ctx.persistent(p)?;
+                        fast_i8::fully_connected_i8(
+                            b,
+                            k,
+                            u,
+                            x,
+                            w,
+                            packed,
+                            bias,
+                            &q,
+                            ctx.output::<i8>(0)?,
+                        );
                     }
-                };
-                fast_i8::fully_connected_i8(b, k, u, x, w, packed, bias, &q, ctx.output::<i8>(0)?);
+                    Some(I8Weights::InPlace(id)) => {
+                        let scratch: &mut [i8] = match id {
+                            Some(id) => ctx.scratch::<i8>(id)?,
+                            None => &mut [],
+                        };
+                        fast_i8::fully_connected_i8_in_place_with(
+                            Isa::detect(),
+                            b,
+                            k,
+                            u,
+                            x,
+                            w,
+                            scratch,
+                            bias,
+                            &q,
+                            ctx.output::<i8>(0)?,
+                        );
+                    }
+                }
             }
             FcKind::I16Acc64 => {
                 let bias = ctx.input_if::<i64>(d.has_bias, 2)?;

@@ -204,6 +204,74 @@ pub fn gemm_packed(
     }
 }
 
+/// Bytes of packed panels a product that reads its weights in place packs at a time (per
+/// thread): [`group_cols`] columns of `B` over the whole depth. The group is packed once per
+/// call and reused by every row of `A`, so the weights are read once per invoke; the bound
+/// keeps the scratch (time-shared in the arena's head) small and the panels in L2.
+pub const PANEL_GROUP_BYTES: usize = 128 * 1024;
+
+/// Columns of `B` (a multiple of [`NR`], at least one panel, at most `n` rounded up) that
+/// [`gemm_grouped`] packs at a time at depth `k`.
+pub fn group_cols(n: usize, k: usize) -> usize {
+    let panels = (PANEL_GROUP_BYTES / (4 * NR * k.max(1))).max(1);
+    (panels * NR).min(n.div_ceil(NR) * NR).max(NR)
+}
+
+/// Elements of the scratch [`gemm_grouped`] needs for an `n × k` `B` (one group).
+pub fn group_scratch_len(n: usize, k: usize) -> usize {
+    if n == 0 || k == 0 {
+        return 0;
+    }
+    group_cols(n, k) * k
+}
+
+/// `C = clamp(A · Bᵀ + bias)` with `B` (`n × k`: element `(j, p)` at `b.data[j * b.rs + p *
+/// b.cs]`) read where it is and packed [`group_cols`] columns at a time into `scratch`
+/// ([`group_scratch_len`] elements at least): the same products, in the same order, as
+/// [`gemm_packed`] on the whole packed `B`, so the bits are equal.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_grouped(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Strided<'_>,
+    b: Strided<'_>,
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    scratch: &mut [f32],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        b.covers(n, k),
+        "gemm_grouped: B view too short for {n} x {k}"
+    );
+    let group = group_cols(n, k);
+    assert!(
+        scratch.len() >= group_scratch_len(n, k),
+        "gemm_grouped: scratch too short"
+    );
+    let mut j0 = 0;
+    while j0 < n {
+        let cols = group.min(n - j0);
+        let bj = Strided {
+            data: &b.data[j0 * b.rs..],
+            rs: b.rs,
+            cs: b.cs,
+        };
+        pack_b(cols, k, bj, scratch);
+        let epj = Epilogue {
+            bias: ep.bias.map(|x| &x[j0..]),
+            min: ep.min,
+            max: ep.max,
+        };
+        gemm_packed(m, cols, k, a, scratch, &epj, &mut c[j0..], ldc);
+        j0 += cols;
+    }
+}
+
 /// `C = clamp(A · Bᵀ + bias)` with `B` stored `n × k` row-major and not packed: one dot product
 /// per output, for few rows of `A` (a fully connected layer on one input), where packing `B`
 /// would cost as much as the product.

@@ -46,6 +46,26 @@ pub(crate) fn zeroed_prefix<T: Copy + Default>(buf: &mut [MaybeUninit<T>], n: us
     unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
+/// Bytes of packed panels a product that reads its weights in place packs at a time (per
+/// thread), see [`group_channels`].
+pub(crate) const GROUP_BYTES: usize = 64 * 1024;
+
+/// Output channels (a multiple of 2 panels, at least 2 panels, at most `n` rounded up to a
+/// panel) a product that reads its `n × k` weights in place packs at a time.
+pub(crate) fn group_channels(n: usize, k: usize) -> usize {
+    let tile = 2 * PANEL;
+    let c = (GROUP_BYTES / padded(k).max(1)) / tile * tile;
+    c.max(tile).min(n.div_ceil(PANEL) * PANEL)
+}
+
+/// Bytes of one packed group ([`group_channels`]) of `n × k` weights.
+pub(crate) fn group_len(n: usize, k: usize) -> usize {
+    if n == 0 || k == 0 {
+        return 0;
+    }
+    packed_len(group_channels(n, k), k)
+}
+
 /// Length of the packed form of `n` weight rows of depth `k`.
 pub(crate) fn packed_len(n: usize, k: usize) -> usize {
     n.div_ceil(PANEL) * PANEL * padded(k)
