@@ -168,18 +168,22 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 "threads must be at least 1 (the invoking thread), got 0".into(),
             ));
         }
-        let budget = self.budget.or(match &self.arena {
+        // A caller's buffer is the budget unless one is given; when even the smallest arena
+        // does not fit it, `finish` reports the buffer as too small (with the bytes needed).
+        let buffer_budget = match &self.arena {
             ArenaSource::Buffer(b) => {
                 Some(b.len() - b.as_ptr().align_offset(ALIGNMENT).min(b.len()))
             }
             _ => None,
-        });
-        let (staged, copies) = match budget {
-            Some(b) => self.stage_in_budget(b)?,
-            None => (
-                stage_opts(self.model, &self.resolver, self.threads, self.copies)?,
-                self.copies,
-            ),
+        };
+        let staged_default = || stage_opts(self.model, &self.resolver, self.threads, self.copies);
+        let (staged, copies) = match (self.budget, buffer_budget) {
+            (Some(b), _) => self.stage_in_budget(b)?,
+            (None, Some(b)) => match self.stage_in_budget(b) {
+                Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
+                r => r?,
+            },
+            (None, None) => (staged_default()?, self.copies),
         };
         let mut interp = finish(
             Arc::new(self.model.clone()),
@@ -289,7 +293,7 @@ pub(crate) fn stage_with<'r>(
             ..Default::default()
         },
     )?;
-    let (mut tensors, nodes) = graph::build(model, &lifetimes)?;
+    let (mut tensors, mut nodes) = graph::build(model, &lifetimes)?;
 
     // Every missing op at once.
     let mut missing = Vec::new();
@@ -309,6 +313,7 @@ pub(crate) fn stage_with<'r>(
     }
     refuse_orphan_reads(&lifetimes, &nodes)?;
     refuse_sparse_reads(&tensors, &nodes, &registrations)?;
+    let folded = fold_f16_dequantize(model, &mut tensors, &mut nodes, &registrations);
     // In-place aliases only where the kernel runs in place: declared again with that mask, so
     // a chain of aliases never hangs on a node whose output got its own memory.
     let mut inplace_ops = vec![false; model.subgraphs[0].operators.len()];
@@ -370,6 +375,11 @@ pub(crate) fn stage_with<'r>(
         check_counts(node)?;
         let reg = &registrations[i];
         let mut mem = NodeMemory::default();
+        if folded[i] {
+            // Its readers take the float16 constant itself (`fold_f16_dequantize`).
+            memory.push(mem);
+            continue;
+        }
         {
             let mut ctx = InitContext {
                 state: BuildState {
@@ -499,6 +509,66 @@ pub(crate) fn stage_with<'r>(
         temp_peak,
         variable_init,
     })
+}
+
+/// Float16 weights stay float16, in the model's bytes: a build-time DEQUANTIZE of a float16
+/// constant to float32 whose every reader declares it reads that input as float16
+/// ([`Registration::with_f16_inputs`]) is dropped (its readers get the float16 constant, its
+/// output is unused), instead of a float32 copy of the weights in the arena's tail. Returns
+/// which nodes were dropped.
+fn fold_f16_dequantize(
+    model: &Model,
+    tensors: &mut [TensorEntry],
+    nodes: &mut [NodeInfo],
+    registrations: &[Registration],
+) -> Vec<bool> {
+    use crate::model::BuiltinOp;
+    use crate::tensor::DType;
+    let graph_outputs = &model.subgraphs[0].outputs;
+    let mut folded = vec![false; nodes.len()];
+    for d in 0..nodes.len() {
+        let n = &nodes[d];
+        if n.builtin != BuiltinOp::DEQUANTIZE
+            || !n.prepare_time
+            || n.inputs.len() != 1
+            || n.outputs.len() != 1
+            || n.inputs[0] < 0
+            || n.outputs[0] < 0
+        {
+            continue;
+        }
+        let (src, out) = (n.inputs[0], n.outputs[0]);
+        let (s, o) = (&tensors[src as usize], &tensors[out as usize]);
+        if s.dtype != DType::F16
+            || s.kind != TensorKind::Constant
+            || s.sparsity.is_some()
+            || o.dtype != DType::F32
+            || o.kind != TensorKind::PrepareTimeConstant
+            || s.dims != o.dims
+            || graph_outputs.iter().any(|&t| t as i64 == out as i64)
+        {
+            continue;
+        }
+        let mut readers = Vec::new();
+        let mut all = true;
+        for (i, m) in nodes.iter().enumerate() {
+            for (k, &t) in m.inputs.iter().enumerate() {
+                if t == out {
+                    readers.push((i, k));
+                    all &= registrations[i].reads_f16_input(k);
+                }
+            }
+        }
+        if !all || readers.is_empty() {
+            continue;
+        }
+        for (i, k) in readers {
+            nodes[i].inputs[k] = src;
+        }
+        tensors[out as usize].kind = TensorKind::Unused;
+        folded[d] = true;
+    }
+    folded
 }
 
 /// Refuses a constant stored sparse as the input of a kernel that did not declare it reads

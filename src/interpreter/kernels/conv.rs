@@ -47,6 +47,9 @@ pub(crate) enum ConvKind {
 pub(crate) enum F32Path {
     /// The reference loop (the reference set, and shapes the optimized code does not cover).
     Reference,
+    /// The reference loop on float16 weights converted into this scratch at each invoke (a
+    /// grouped convolution with float16 weights).
+    ReferenceF16(ScratchId),
     /// Matrix products with a packed filter and, unless pointwise, an im2col block.
     Gemm {
         plan: ConvPlan,
@@ -102,6 +105,9 @@ pub(crate) struct ConvData {
     pub multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
     /// The optimized set's packed int8 convolution filter (`None`: the reference loop runs).
     pub i8_packed: Option<PackedFilter<i8>>,
+    /// Float32 arithmetic with float16 weights (set before [`prepare_quantization`] by a kernel
+    /// registered [`Registration::with_f16_inputs`], when the filter is float16).
+    pub f16_filter: bool,
 }
 
 /// Validated dtypes, bias and quantization of a convolution-like node whose output channels
@@ -132,6 +138,8 @@ pub(crate) fn prepare_quantization(
     );
     let (kind, bias_dtype) = match (input.dtype, filter.dtype) {
         (DType::F32, DType::F32) => (ConvKind::F32, DType::F32),
+        // Float16 weights the builder left in the model's bytes (`with_f16_inputs`).
+        (DType::F32, DType::F16) if data.f16_filter => (ConvKind::F32, DType::F32),
         (DType::I8, DType::I8) => (ConvKind::I8, DType::I32),
         (DType::I16, DType::I8) => match bias.map(|b| b.dtype) {
             Some(DType::I32) => (ConvKind::I16Acc32, DType::I32),
@@ -389,6 +397,7 @@ impl Kernel for Conv2D {
             output_offset: 0,
             multipliers: None,
             i8_packed: None,
+            f16_filter: self.set == KernelSet::Optimized && filter.dtype == DType::F16,
         };
         prepare_quantization(ctx, activation, 0, o[3], &mut data)?;
         if self.set == KernelSet::Optimized && data.kind == ConvKind::F32 {
@@ -404,6 +413,22 @@ impl Kernel for Conv2D {
         let d = *ctx.op_data::<ConvData>()?;
         if let F32Path::Gemm { plan, filter, cols } = d.f32_path {
             return invoke_gemm(ctx, &d, &plan, filter, cols);
+        }
+        if let F32Path::ReferenceF16(id) = d.f32_path {
+            let w = ctx.scratch::<f32>(id)?;
+            half::slice::HalfFloatSliceExt::convert_to_f32_slice(ctx.input::<half::f16>(1)?, w);
+            let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
+            let (input, output) = (ctx.input::<f32>(0)?, ctx.output::<f32>(0)?);
+            conv_f32(
+                &d.geometry,
+                input,
+                w,
+                bias,
+                d.float_min,
+                d.float_max,
+                output,
+            );
+            return Ok(());
         }
         if let Some(packed) = d.i8_packed {
             return invoke_i8_packed(ctx, &d, packed);
@@ -500,16 +525,28 @@ fn invoke_i8_packed(
 /// The matrix-product path of a float convolution: the packed filter (now when constant, else
 /// scratch for invoke) and the im2col scratch. Grouped convolutions keep the reference loop.
 fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Path, KernelError> {
+    let filter = ctx.input(1)?;
+    let f16 = filter.dtype == DType::F16;
     let Some(plan) = ConvPlan::new(g) else {
+        if f16 {
+            let id = request_parts(ctx, filter.num_elements(), 4, 1)?;
+            return Ok(F32Path::ReferenceF16(id));
+        }
         return Ok(F32Path::Reference);
     };
-    let filter = ctx.input(1)?;
     let len = plan.packed_filter_len(g);
-    let copy = match filter.data::<f32>()? {
-        Some(w) if filter.is_constant => {
-            ctx.packed_weights(len, |p| fast::pack_filter(g, &plan, w, p))?
+    let copy = if !filter.is_constant {
+        None
+    } else if f16 {
+        match filter.data::<half::f16>()? {
+            Some(w) => ctx.packed_weights(len, |p| fast::pack_filter(g, &plan, w, p))?,
+            None => None,
         }
-        _ => None,
+    } else {
+        match filter.data::<f32>()? {
+            Some(w) => ctx.packed_weights(len, |p| fast::pack_filter(g, &plan, w, p))?,
+            None => None,
+        }
     };
     let packed = match copy {
         Some(p) => PackedFilter::Persistent(p),
@@ -559,13 +596,6 @@ fn invoke_gemm(
     cols: Option<ScratchId>,
 ) -> Result<(), KernelError> {
     let g = &d.geometry;
-    let weights = match filter {
-        PackedFilter::Persistent(p) => ConvWeights::Packed(ctx.persistent(p)?),
-        PackedFilter::Panels(id) => ConvWeights::InPlace {
-            filter: ctx.input::<f32>(1)?,
-            scratch: ctx.scratch::<f32>(id)?,
-        },
-    };
     let cols: &mut [f32] = match cols {
         Some(id) => ctx.scratch::<f32>(id)?,
         None => &mut [],
@@ -573,19 +603,63 @@ fn invoke_gemm(
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
     let (input, output) = (ctx.input::<f32>(0)?, ctx.output::<f32>(0)?);
     let threads = ctx.threads();
-    fast::conv_f32(
-        g,
-        plan,
-        input,
-        weights,
-        bias,
-        d.float_min,
-        d.float_max,
-        output,
-        cols,
-        threads,
-        &mut |out, chunk, f| ctx.for_each_chunk_mut(out, chunk, f),
-    );
+    let (lo, hi) = (d.float_min, d.float_max);
+    match filter {
+        PackedFilter::Persistent(p) => {
+            let w: ConvWeights<'_> = ConvWeights::Packed(ctx.persistent(p)?);
+            fast::conv_f32(
+                g,
+                plan,
+                input,
+                w,
+                bias,
+                lo,
+                hi,
+                output,
+                cols,
+                threads,
+                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+            );
+        }
+        PackedFilter::Panels(id) if d.f16_filter => {
+            let w = ConvWeights::InPlace {
+                filter: ctx.input::<half::f16>(1)?,
+                scratch: ctx.scratch::<f32>(id)?,
+            };
+            fast::conv_f32(
+                g,
+                plan,
+                input,
+                w,
+                bias,
+                lo,
+                hi,
+                output,
+                cols,
+                threads,
+                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+            );
+        }
+        PackedFilter::Panels(id) => {
+            let w = ConvWeights::InPlace {
+                filter: ctx.input::<f32>(1)?,
+                scratch: ctx.scratch::<f32>(id)?,
+            };
+            fast::conv_f32(
+                g,
+                plan,
+                input,
+                w,
+                bias,
+                lo,
+                hi,
+                output,
+                cols,
+                threads,
+                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+            );
+        }
+    }
     Ok(())
 }
 
@@ -593,6 +667,12 @@ fn invoke_gemm(
 pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::CONV_2D,
-        Registration::new("CONV_2D", Conv2D { set }),
+        match set {
+            // The optimized kernel reads float16 weights as they are in the model.
+            KernelSet::Optimized => {
+                Registration::new("CONV_2D", Conv2D { set }).with_f16_inputs(1 << 1)
+            }
+            KernelSet::Reference => Registration::new("CONV_2D", Conv2D { set }),
+        },
     );
 }

@@ -11,6 +11,7 @@ use super::quant_params::{
 };
 use crate::interpreter::optimized::conv::{task_rows, task_units};
 use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
+use crate::interpreter::optimized::gemm::Weight;
 use crate::interpreter::optimized::gemm::{
     gemm_dot, gemm_grouped, gemm_packed, group_scratch_len, pack_b, packed_b_len, Epilogue, Strided,
 };
@@ -64,6 +65,8 @@ struct FcData {
     weights_offset: i32,
     output_offset: i32,
     multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+    /// Float32 arithmetic on float16 weights (the optimized set only).
+    f16_weights: bool,
     /// The optimized set's int8 weights: a packed copy, or read in place with this scratch
     /// (`None` in it: no scratch needed); `None`: the reference loop runs.
     i8_packed: Option<I8Weights>,
@@ -77,7 +80,7 @@ enum I8Weights {
 }
 
 /// `[units, depth]` weights as the `n × k` operand of a matrix product.
-fn weights_view(w: &[f32], depth: usize) -> Strided<'_> {
+fn weights_view<W>(w: &[W], depth: usize) -> Strided<'_, W> {
     Strided {
         data: w,
         rs: depth,
@@ -133,8 +136,11 @@ impl Kernel for FullyConnected {
             depth,
             batches,
         } = fc_node(ctx, "")?;
+        let f16_weights = self.set == KernelSet::Optimized && weights.dtype == DType::F16;
         let (kind, bias_dtype) = match (input.dtype, weights.dtype) {
             (DType::F32, DType::F32) => (FcKind::F32, DType::F32),
+            // Float16 weights the builder left in the model's bytes (`with_f16_inputs`).
+            (DType::F32, DType::F16) if f16_weights => (FcKind::F32, DType::F32),
             (DType::I8, DType::I8) => (FcKind::I8, DType::I32),
             (DType::I16, DType::I8) => match bias.map(|b| b.dtype) {
                 Some(DType::I32) => (FcKind::I16Acc32, DType::I32),
@@ -172,6 +178,7 @@ impl Kernel for FullyConnected {
             output_offset: 0,
             multipliers: None,
             i8_packed: None,
+            f16_weights,
         };
         if kind == FcKind::F32 {
             (data.float_min, data.float_max) = float_range(act);
@@ -180,17 +187,28 @@ impl Kernel for FullyConnected {
                     FcF32Path::Dot
                 } else {
                     let len = packed_b_len(units, depth);
-                    let copy = match weights.data::<f32>()? {
-                        Some(w) if weights.is_constant => ctx.packed_weights(len, |p| {
-                            pack_b(units, depth, weights_view(w, depth), p)
-                        })?,
-                        _ => None,
+                    let copy = if !weights.is_constant {
+                        None
+                    } else if f16_weights {
+                        match weights.data::<half::f16>()? {
+                            Some(w) => ctx.packed_weights(len, |p| {
+                                pack_b(units, depth, weights_view(w, depth), p)
+                            })?,
+                            None => None,
+                        }
+                    } else {
+                        match weights.data::<f32>()? {
+                            Some(w) => ctx.packed_weights(len, |p| {
+                                pack_b(units, depth, weights_view(w, depth), p)
+                            })?,
+                            None => None,
+                        }
                     };
                     FcF32Path::Gemm(match copy {
                         Some(p) => PackedFilter::Persistent(p),
                         None => PackedFilter::Panels(request_parts(
                             ctx,
-                            group_scratch_len(units, depth),
+                            group_scratch_len(units, depth, false),
                             4,
                             ctx.threads(),
                         )?),
@@ -270,73 +288,13 @@ impl Kernel for FullyConnected {
             };
             match d.f32_path {
                 FcF32Path::Reference => {}
-                FcF32Path::Dot => {
-                    let (x, w) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
-                    let out = &mut ctx.output::<f32>(0)?[..b * u];
-                    let threads = ctx.threads();
-                    if b == 1 {
-                        // One row: bands of units (each a dot product of its own).
-                        let units = task_units(u, k, threads);
-                        ctx.for_each_chunk_mut(out, units, &|t, part| {
-                            let j0 = t * units;
-                            let ep = Epilogue {
-                                bias: ep.bias.map(|b| &b[j0..]),
-                                ..ep
-                            };
-                            gemm_dot(1, part.len(), k, x, &w[j0 * k..], &ep, part, part.len());
-                        });
-                    } else {
-                        let rows = task_rows(b, u, k, threads);
-                        ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
-                            let (r0, rt) = (t * rows, part.len() / u);
-                            gemm_dot(rt, u, k, &x[r0 * k..], w, &ep, part, u);
-                        });
-                    }
-                    return Ok(());
+                _ if d.f16_weights => {
+                    let w = ctx.input::<half::f16>(1)?;
+                    return invoke_f32_fast(ctx, &d, &ep, w);
                 }
-                FcF32Path::Gemm(filter) => {
-                    let x = ctx.input::<f32>(0)?;
-                    match filter {
-                        PackedFilter::Persistent(p) => {
-                            let packed = ctx.persistent(p)?;
-                            let out = &mut ctx.output::<f32>(0)?[..b * u];
-                            // Bands of rows (the bits of each row do not depend on the split).
-                            let rows = task_rows(b, u, k, ctx.threads());
-                            ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
-                                let (r0, rt) = (t * rows, part.len() / u);
-                                let x = Strided {
-                                    data: &x[r0 * k..(r0 + rt) * k],
-                                    rs: k,
-                                    cs: 1,
-                                };
-                                gemm_packed(rt, u, k, x, packed, &ep, part, u);
-                            });
-                        }
-                        PackedFilter::Panels(id) => {
-                            let w = weights_view(ctx.input::<f32>(1)?, k);
-                            let part_len = group_scratch_len(u, k);
-                            let scratch = ctx.scratch::<f32>(id)?;
-                            let parts = scratch.len() / part_len.max(1);
-                            kernel_ensure!(parts >= 1, "panel scratch too short");
-                            let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
-                            let out = &mut ctx.output::<f32>(0)?[..b * u];
-                            let rows = task_rows(b, u, k, ctx.threads().min(parts));
-                            kernel_ensure!(b.div_ceil(rows) <= parts, "too few scratch parts");
-                            ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
-                                let (r0, rt) = (t * rows, part.len() / u);
-                                let x = Strided {
-                                    data: &x[r0 * k..(r0 + rt) * k],
-                                    rs: k,
-                                    cs: 1,
-                                };
-                                // SAFETY: task `t` (< parts, checked above) runs once per
-                                // round and is the only one using part `t`.
-                                let s = unsafe { scratch.part(t * part_len, part_len) };
-                                gemm_grouped(rt, u, k, x, w, &ep, part, u, s);
-                            });
-                        }
-                    }
-                    return Ok(());
+                _ => {
+                    let w = ctx.input::<f32>(1)?;
+                    return invoke_f32_fast(ctx, &d, &ep, w);
                 }
             }
             fully_connected_f32(
@@ -435,6 +393,89 @@ impl Kernel for FullyConnected {
             FcKind::F32 => {}
         }
         Ok(())
+    }
+}
+
+/// The optimized float layer (dot products or matrix product) with weights `w` of any
+/// [`Weight`] type (float32, or float16 kept in the model's bytes).
+fn invoke_f32_fast<W: Weight>(
+    ctx: &mut InvokeContext<'_>,
+    d: &FcData,
+    ep: &Epilogue<'_>,
+    w: &[W],
+) -> Result<(), KernelError> {
+    let (b, k, u) = (d.batches, d.depth, d.units);
+    let ep = *ep;
+    match d.f32_path {
+        FcF32Path::Reference => Err(KernelError::new("no optimized path prepared")),
+        FcF32Path::Dot => {
+            let x = ctx.input::<f32>(0)?;
+            let out = &mut ctx.output::<f32>(0)?[..b * u];
+            let threads = ctx.threads();
+            if b == 1 {
+                // One row: bands of units (each a dot product of its own).
+                let units = task_units(u, k, threads);
+                ctx.for_each_chunk_mut(out, units, &|t, part| {
+                    let j0 = t * units;
+                    let ep = Epilogue {
+                        bias: ep.bias.map(|b| &b[j0..]),
+                        ..ep
+                    };
+                    gemm_dot(1, part.len(), k, x, &w[j0 * k..], &ep, part, part.len());
+                });
+            } else {
+                let rows = task_rows(b, u, k, threads);
+                ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                    let (r0, rt) = (t * rows, part.len() / u);
+                    gemm_dot(rt, u, k, &x[r0 * k..], w, &ep, part, u);
+                });
+            }
+            return Ok(());
+        }
+        FcF32Path::Gemm(filter) => {
+            let x = ctx.input::<f32>(0)?;
+            match filter {
+                PackedFilter::Persistent(p) => {
+                    let packed = ctx.persistent(p)?;
+                    let out = &mut ctx.output::<f32>(0)?[..b * u];
+                    // Bands of rows (the bits of each row do not depend on the split).
+                    let rows = task_rows(b, u, k, ctx.threads());
+                    ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                        let (r0, rt) = (t * rows, part.len() / u);
+                        let x = Strided {
+                            data: &x[r0 * k..(r0 + rt) * k],
+                            rs: k,
+                            cs: 1,
+                        };
+                        gemm_packed(rt, u, k, x, packed, &ep, part, u);
+                    });
+                }
+                PackedFilter::Panels(id) => {
+                    let w = weights_view(w, k);
+                    let part_len = group_scratch_len(u, k, false);
+                    let scratch = ctx.scratch::<f32>(id)?;
+                    let parts = scratch.len() / part_len.max(1);
+                    kernel_ensure!(parts >= 1, "panel scratch too short");
+                    let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
+                    let out = &mut ctx.output::<f32>(0)?[..b * u];
+                    let rows = task_rows(b, u, k, ctx.threads().min(parts));
+                    kernel_ensure!(b.div_ceil(rows) <= parts, "too few scratch parts");
+                    ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                        let (r0, rt) = (t * rows, part.len() / u);
+                        let x = Strided {
+                            data: &x[r0 * k..(r0 + rt) * k],
+                            rs: k,
+                            cs: 1,
+                        };
+                        // SAFETY: task `t` (< parts, checked above) runs once per
+                        // round and is the only one using part `t`.
+                        let s = unsafe { scratch.part(t * part_len, part_len) };
+                        gemm_grouped(rt, u, k, x, w, &ep, part, u, s);
+                    });
+                }
+            }
+            return Ok(());
+        }
     }
 }
 
@@ -558,6 +599,12 @@ pub(crate) fn fc_shapes(
 pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::FULLY_CONNECTED,
-        Registration::new("FULLY_CONNECTED", FullyConnected { set }),
+        match set {
+            // The optimized kernel reads float16 weights as they are in the model.
+            KernelSet::Optimized => {
+                Registration::new("FULLY_CONNECTED", FullyConnected { set }).with_f16_inputs(1 << 1)
+            }
+            KernelSet::Reference => Registration::new("FULLY_CONNECTED", FullyConnected { set }),
+        },
     );
 }

@@ -9,7 +9,7 @@
 
 use super::gemm::{
     gemm_grouped, gemm_packed, group_cols, group_scratch_len, pack_b, packed_b_len, Epilogue,
-    Strided, MR,
+    Strided, Weight, MR,
 };
 use crate::interpreter::reference::conv::ConvGeometry;
 
@@ -57,26 +57,26 @@ impl ConvPlan {
     /// Elements of one task's panel scratch when the filter is read in place
     /// ([`ConvWeights::InPlace`]): one group of [`group_cols`] output channels, packed.
     pub fn panel_scratch_len(&self, g: &ConvGeometry) -> usize {
-        group_scratch_len(g.out_c, self.k)
+        group_scratch_len(g.out_c, self.k, self.col_rows > 0)
     }
 }
 
 /// The filter a [`conv_f32`] multiplies with.
-pub enum ConvWeights<'a> {
+pub enum ConvWeights<'a, W = f32> {
     /// Packed whole by [`pack_filter`] (a copy kept in the arena's tail).
     Packed(&'a [f32]),
     /// The OHWI filter where the model keeps it; each task packs a group of output channels
     /// at a time into its own [`ConvPlan::panel_scratch_len`] elements of `scratch`.
     InPlace {
-        /// The OHWI filter.
-        filter: &'a [f32],
+        /// The OHWI filter (float32, or float16 converted as panels are packed).
+        filter: &'a [W],
         /// Panel scratch, one part per task.
         scratch: &'a mut [f32],
     },
 }
 
 /// Packs an OHWI filter for [`conv_f32`].
-pub fn pack_filter(g: &ConvGeometry, plan: &ConvPlan, filter: &[f32], packed: &mut [f32]) {
+pub fn pack_filter<W: Weight>(g: &ConvGeometry, plan: &ConvPlan, filter: &[W], packed: &mut [f32]) {
     let b = Strided {
         data: &filter[..g.out_c * plan.k],
         rs: plan.k,
@@ -139,11 +139,11 @@ pub fn task_units(n: usize, k: usize, threads: usize) -> usize {
 /// same products in the same order whichever task and block hold it, so the result does not
 /// depend on `threads`.
 #[allow(clippy::too_many_arguments)]
-pub fn conv_f32(
+pub fn conv_f32<W: Weight>(
     g: &ConvGeometry,
     plan: &ConvPlan,
     input: &[f32],
-    weights: ConvWeights<'_>,
+    weights: ConvWeights<'_, W>,
     bias: Option<&[f32]>,
     act_min: f32,
     act_max: f32,
@@ -234,7 +234,7 @@ pub fn conv_f32(
     let image_len = g.in_h * g.in_w * g.in_c;
     let group = match packed {
         Some(_) => n,
-        None => group_cols(n, k),
+        None => group_cols(n, k, true),
     };
     run_chunks(&mut output[..m * n], rows * n, &|t, part| {
         // SAFETY: task `t` runs once per round and is the only one using block `t`.

@@ -56,7 +56,7 @@ pub fn pack_filter(g: &ConvGeometry, filter: &[i8], out: &mut [i8]) {
 /// false).
 pub fn panel_scratch_len(g: &ConvGeometry) -> usize {
     if packs(g) {
-        group_len(g.out_c, g.filter_h * g.filter_w * g.in_c)
+        group_len(g.out_c, g.filter_h * g.filter_w * g.in_c, !g.is_pointwise())
     } else {
         0
     }
@@ -198,7 +198,7 @@ fn conv_i8_rows(
     let pointwise = g.is_pointwise();
     let group = match weights {
         Weights::Packed(_) => out_c,
-        Weights::InPlace { .. } => group_channels(out_c, k),
+        Weights::InPlace { .. } => group_channels(out_c, k, !pointwise),
     };
     let mut j0 = 0;
     while j0 < out_c {

@@ -152,7 +152,7 @@ pub fn in_place_scratch_len(
     if !packs(depth, weights_offset) || batches < GEMM_MIN_ROWS {
         0
     } else {
-        group_len(units, depth)
+        group_len(units, depth, false)
     }
 }
 
@@ -209,7 +209,7 @@ pub fn fully_connected_i8_in_place_with(
     }
     let rows_per_block = (PATCH_ELEMS / stride).min(batches);
     let patch = zeroed_prefix(&mut patch, rows_per_block * stride);
-    let group = group_channels(units, depth);
+    let group = group_channels(units, depth, false);
     let mut j0 = 0;
     while j0 < units {
         let nj = group.min(units - j0);

@@ -47,23 +47,31 @@ pub(crate) fn zeroed_prefix<T: Copy + Default>(buf: &mut [MaybeUninit<T>], n: us
 }
 
 /// Bytes of packed panels a product that reads its weights in place packs at a time (per
-/// thread), see [`group_channels`].
-pub(crate) const GROUP_BYTES: usize = 64 * 1024;
+/// thread), see [`group_channels`]. Small, because the group is scratch in the arena's head at
+/// its layer: the late layers of a small network have the largest weights and the smallest
+/// activations, and a group as large as their filter raised person_detect's head by 27%.
+pub(crate) const GROUP_BYTES: usize = 16 * 1024;
 
-/// Output channels (a multiple of 2 panels, at least 2 panels, at most `n` rounded up to a
-/// panel) a product that reads its `n × k` weights in place packs at a time.
-pub(crate) fn group_channels(n: usize, k: usize) -> usize {
+/// Output channels a group has at least when each group gathers its im2col rows again (a
+/// convolution that is not pointwise): the gather then costs a few percent of the products.
+pub(crate) const GATHER_GROUP_CHANNELS: usize = 64;
+
+/// Output channels (a multiple of 2 panels, at least 2 panels — [`GATHER_GROUP_CHANNELS`]
+/// when `gathers` — at most `n` rounded up to a panel) a product that reads its `n × k`
+/// weights in place packs at a time.
+pub(crate) fn group_channels(n: usize, k: usize, gathers: bool) -> usize {
     let tile = 2 * PANEL;
+    let least = if gathers { GATHER_GROUP_CHANNELS } else { tile };
     let c = (GROUP_BYTES / padded(k).max(1)) / tile * tile;
-    c.max(tile).min(n.div_ceil(PANEL) * PANEL)
+    c.max(least).min(n.div_ceil(PANEL) * PANEL)
 }
 
 /// Bytes of one packed group ([`group_channels`]) of `n × k` weights.
-pub(crate) fn group_len(n: usize, k: usize) -> usize {
+pub(crate) fn group_len(n: usize, k: usize, gathers: bool) -> usize {
     if n == 0 || k == 0 {
         return 0;
     }
-    packed_len(group_channels(n, k), k)
+    packed_len(group_channels(n, k, gathers), k)
 }
 
 /// Length of the packed form of `n` weight rows of depth `k`.
