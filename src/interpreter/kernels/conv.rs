@@ -69,6 +69,8 @@ pub(crate) enum PackedFilter<T = f32> {
     /// The weights read where they are (the model's bytes, or a tensor computed at run time),
     /// packed a group of panels at a time into this scratch (one part per kernel thread).
     Panels(ScratchId),
+    /// As `Panels`, with a group small enough to be packed on the kernel's stack.
+    Stack,
 }
 
 /// Scratch of `parts` parts of `len` elements of `size` bytes.
@@ -457,12 +459,11 @@ fn prepare_i8_packing(
     };
     Ok(Some(match copy {
         Some(p) => PackedFilter::Persistent(p),
-        None => PackedFilter::Panels(request_parts(
-            ctx,
-            fast_i8::panel_scratch_len(g),
-            1,
-            ctx.threads(),
-        )?),
+        None => match fast_i8::panel_scratch_len(g) {
+            // A group small enough for the stack: no scratch.
+            0 => PackedFilter::Stack,
+            n => PackedFilter::Panels(request_parts(ctx, n, 1, ctx.threads())?),
+        },
     }))
 }
 
@@ -487,6 +488,23 @@ fn invoke_i8_packed(
             let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
             ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
                 fast_i8::conv_i8_rows_with(isa, g, input, packed, bias, &q, t * rows, band);
+            });
+        }
+        PackedFilter::Stack => {
+            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
+            ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
+                fast_i8::conv_i8_rows_in_place_with(
+                    isa,
+                    g,
+                    input,
+                    filter,
+                    &mut [],
+                    bias,
+                    &q,
+                    t * rows,
+                    band,
+                );
             });
         }
         PackedFilter::Panels(id) => {
@@ -621,6 +639,7 @@ fn invoke_gemm(
                 &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
             );
         }
+        PackedFilter::Stack => return Err(KernelError::new("float filter without panel scratch")),
         PackedFilter::Panels(id) if d.f16_filter => {
             let w = ConvWeights::InPlace {
                 filter: ctx.input::<half::f16>(1)?,

@@ -450,6 +450,9 @@ fn invoke_f32_fast<W: Weight>(
                         gemm_packed(rt, u, k, x, packed, &ep, part, u);
                     });
                 }
+                PackedFilter::Stack => {
+                    return Err(KernelError::new("float weights without panel scratch"))
+                }
                 PackedFilter::Panels(id) => {
                     let w = weights_view(w, k);
                     let part_len = group_scratch_len(u, k, false);

@@ -17,6 +17,7 @@
 
 use super::gemm_i8::{
     gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix, OutRows,
+    STACK_GROUP_BYTES,
 };
 use super::requant_i8::Requant;
 use super::Isa;
@@ -52,13 +53,18 @@ pub fn pack_filter(g: &ConvGeometry, filter: &[i8], out: &mut [i8]) {
     }
 }
 
-/// Bytes of one task's panel scratch for [`conv_i8_rows_in_place_with`] (0 where [`packs`] is
-/// false).
+/// Bytes of one task's panel scratch for [`conv_i8_rows_in_place_with`]: 0 where [`packs`] is
+/// false, and where a group fits in [`STACK_GROUP_BYTES`] (packed on the stack).
 pub fn panel_scratch_len(g: &ConvGeometry) -> usize {
-    if packs(g) {
+    let len = if packs(g) {
         group_len(g.out_c, g.filter_h * g.filter_w * g.in_c, !g.is_pointwise())
     } else {
         0
+    };
+    if len <= STACK_GROUP_BYTES {
+        0
+    } else {
+        len
     }
 }
 
@@ -127,7 +133,8 @@ pub fn conv_i8_rows_with(
 
 /// [`conv_i8_rows_with`] with the OHWI `filter` read where it is: the task packs
 /// [`group_channels`] output channels at a time into `scratch` ([`panel_scratch_len`] bytes at
-/// least) and runs all its pixels on that group before the next, so it reads the filter once.
+/// least; may be empty when that is 0: the group is then packed on the stack) and runs all its
+/// pixels on that group before the next, so it reads the filter once.
 /// The same bits as the packed filter (integer sums are exact).
 #[allow(clippy::too_many_arguments)]
 pub fn conv_i8_rows_in_place_with(
@@ -161,7 +168,7 @@ fn conv_i8_rows(
     isa: Isa,
     g: &ConvGeometry,
     input: &[i8],
-    mut weights: Weights<'_>,
+    weights: Weights<'_>,
     bias: Option<&[i32]>,
     q: &ConvQuant<'_>,
     first_pixel: usize,
@@ -199,6 +206,20 @@ fn conv_i8_rows(
     let group = match weights {
         Weights::Packed(_) => out_c,
         Weights::InPlace { .. } => group_channels(out_c, k, !pointwise),
+    };
+    let mut stack = [0i8; STACK_GROUP_BYTES];
+    let mut weights = match weights {
+        Weights::InPlace { filter, scratch } if scratch.is_empty() => {
+            assert!(
+                packed_len(group, k) <= STACK_GROUP_BYTES,
+                "conv_i8: no panel scratch"
+            );
+            Weights::InPlace {
+                filter,
+                scratch: &mut stack[..],
+            }
+        }
+        w => w,
     };
     let mut j0 = 0;
     while j0 < out_c {

@@ -12,6 +12,7 @@
 use super::conv_i8::{widen, PATCH_ELEMS};
 use super::gemm_i8::{
     gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix, OutRows,
+    STACK_GROUP_BYTES,
 };
 use super::requant_i8::requantize_row;
 use super::requant_i8::Requant;
@@ -150,9 +151,11 @@ pub fn in_place_scratch_len(
     weights_offset: i32,
 ) -> usize {
     if !packs(depth, weights_offset) || batches < GEMM_MIN_ROWS {
-        0
-    } else {
-        group_len(units, depth, false)
+        return 0;
+    }
+    match group_len(units, depth, false) {
+        n if n <= STACK_GROUP_BYTES => 0,
+        n => n,
     }
 }
 
@@ -210,6 +213,16 @@ pub fn fully_connected_i8_in_place_with(
     let rows_per_block = (PATCH_ELEMS / stride).min(batches);
     let patch = zeroed_prefix(&mut patch, rows_per_block * stride);
     let group = group_channels(units, depth, false);
+    let mut stack = [0i8; STACK_GROUP_BYTES];
+    let scratch = if scratch.is_empty() {
+        assert!(
+            packed_len(group, depth) <= STACK_GROUP_BYTES,
+            "fully_connected_i8: no scratch"
+        );
+        &mut stack[..]
+    } else {
+        scratch
+    };
     let mut j0 = 0;
     while j0 < units {
         let nj = group.min(units - j0);

@@ -776,6 +776,48 @@ mod tests {
     }
 
     #[test]
+    fn float16_weights_match_their_float32_values() {
+        // Weights exactly representable in float16: packing and dot products that convert
+        // them give the float32 weights' results (bit for bit when packed: the same products).
+        let (m, n, k) = (7, 37, 300);
+        let av = values(m * k, 8);
+        let w16: Vec<half::f16> = values(n * k, 9)
+            .into_iter()
+            .map(half::f16::from_f32)
+            .collect();
+        let w32: Vec<f32> = w16.iter().map(|w| w.to_f32()).collect();
+        let a = Strided {
+            data: &av,
+            rs: k,
+            cs: 1,
+        };
+        let b16 = Strided {
+            data: &w16[..],
+            rs: k,
+            cs: 1,
+        };
+        let b32 = Strided {
+            data: &w32[..],
+            rs: k,
+            cs: 1,
+        };
+        let mut p16 = vec![0.0; packed_b_len(n, k)];
+        let mut p32 = vec![0.0; packed_b_len(n, k)];
+        pack_b(n, k, b16, &mut p16);
+        pack_b(n, k, b32, &mut p32);
+        assert_eq!(p16, p32);
+        let ep = Epilogue::NONE;
+        let mut c16 = vec![0.0; m * n];
+        let mut c32 = vec![0.0; m * n];
+        let mut scratch = vec![0.0; group_scratch_len(n, k, false)];
+        gemm_grouped(m, n, k, a, b16, &ep, &mut c16, n, &mut scratch);
+        gemm_packed(m, n, k, a, &p32, &ep, &mut c32, n);
+        assert_eq!(c16, c32);
+        gemm_dot(m, n, k, &av, &w16, &ep, &mut c16, n);
+        close(&c16, &c32, k);
+    }
+
+    #[test]
     fn portable_tile_matches_detected_tile() {
         let (m, n, k) = (9, 21, 70);
         let av = values(m * k, 4);

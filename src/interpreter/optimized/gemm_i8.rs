@@ -66,6 +66,10 @@ pub(crate) fn group_channels(n: usize, k: usize, gathers: bool) -> usize {
     c.max(least).min(n.div_ceil(PANEL) * PANEL)
 }
 
+/// Bytes of a packed group small enough to live on the stack of the kernel that packs it,
+/// so it takes no scratch at all (the first layers of small networks, where the head peaks).
+pub(crate) const STACK_GROUP_BYTES: usize = 4096;
+
 /// Bytes of one packed group ([`group_channels`]) of `n × k` weights.
 pub(crate) fn group_len(n: usize, k: usize, gathers: bool) -> usize {
     if n == 0 || k == 0 {
