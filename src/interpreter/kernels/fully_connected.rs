@@ -430,7 +430,7 @@ fn invoke_f32_fast<W: Weight>(
                     gemm_dot(rt, u, k, &x[r0 * k..], w, &ep, part, u);
                 });
             }
-            return Ok(());
+            Ok(())
         }
         FcF32Path::Gemm(filter) => {
             let x = ctx.input::<f32>(0)?;
@@ -477,7 +477,7 @@ fn invoke_f32_fast<W: Weight>(
                     });
                 }
             }
-            return Ok(());
+            Ok(())
         }
     }
 }

@@ -209,7 +209,10 @@ fn conv_i8_rows(
     };
     let mut stack = [0i8; STACK_GROUP_BYTES];
     let mut weights = match weights {
-        Weights::InPlace { filter, scratch } if scratch.is_empty() => {
+        Weights::InPlace {
+            filter,
+            scratch: [],
+        } => {
             assert!(
                 packed_len(group, k) <= STACK_GROUP_BYTES,
                 "conv_i8: no panel scratch"
@@ -231,7 +234,7 @@ fn conv_i8_rows(
                 &scratch[..]
             }
         };
-        let rqj = rq.from_channel(j0);
+        let rqj = rq.channels_from(j0);
         let mut p0 = 0;
         while p0 < pixels {
             let rows = (pixels - p0).min(rows_per_block);

@@ -227,7 +227,7 @@ pub fn fully_connected_i8_in_place_with(
     while j0 < units {
         let nj = group.min(units - j0);
         pack(&weights[j0 * depth..], nj, depth, scratch);
-        let rqj = rq.from_channel(j0);
+        let rqj = rq.channels_from(j0);
         let mut b0 = 0;
         while b0 < batches {
             let rows = (batches - b0).min(rows_per_block);

@@ -31,7 +31,7 @@ pub(crate) struct Requant<'a> {
 
 impl<'a> Requant<'a> {
     /// The output stage of channels `c0..` (the same values, channel `c0` first).
-    pub(crate) fn from_channel(&self, c0: usize) -> Requant<'a> {
+    pub(crate) fn channels_from(&self, c0: usize) -> Requant<'a> {
         let per_channel = self.multipliers.len() != 1;
         Requant {
             bias: self.bias.map(|b| &b[c0..]),
