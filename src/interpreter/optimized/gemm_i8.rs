@@ -88,14 +88,30 @@ pub(crate) fn packed_len(n: usize, k: usize) -> usize {
 /// # Panics
 /// If `w` or `out` is shorter than that (a caller's bug: the kernels size them).
 pub(crate) fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8]) {
+    // Panel by panel, each weight row's pairs in order: sequential reads, no divisions (the
+    // kernels that read weights in place pack at every invoke).
     let pairs = padded(k) / 2;
     let out = &mut out[..packed_len(n, k)];
-    out.fill(0);
-    for c in 0..n {
-        let (panel, lane) = (c / PANEL, c % PANEL);
-        let row = &w[c * k..(c + 1) * k];
-        for (i, &v) in row.iter().enumerate() {
-            out[(panel * pairs + i / 2) * 2 * PANEL + lane * 2 + i % 2] = v;
+    let w = &w[..n * k];
+    for (p, panel) in out.chunks_exact_mut(pairs * 2 * PANEL).enumerate() {
+        let c0 = p * PANEL;
+        let lanes = PANEL.min(n - c0);
+        if lanes < PANEL {
+            panel.fill(0);
+        }
+        for l in 0..lanes {
+            let row = &w[(c0 + l) * k..][..k];
+            let mut it = row.chunks_exact(2);
+            for (j, pair) in (&mut it).enumerate() {
+                let o = j * 2 * PANEL + l * 2;
+                panel[o] = pair[0];
+                panel[o + 1] = pair[1];
+            }
+            if let [last] = it.remainder() {
+                let o = (k / 2) * 2 * PANEL + l * 2;
+                panel[o] = *last;
+                panel[o + 1] = 0;
+            }
         }
     }
 }
