@@ -4,14 +4,16 @@
 //! the kind.
 //!
 //! In the optimized set a float convolution runs as matrix products
-//! ([`crate::interpreter::optimized::conv`]): prepare packs a constant filter once into the
-//! arena's tail (a filter computed at run time is packed into scratch at each invoke) and
-//! requests one im2col block per kernel thread as scratch, so the arena size is known at build
-//! and invoke does not allocate; with several threads the output rows are split among them.
-//! An int8 convolution packs its filter the same way (into 8-channel panels for
-//! [`crate::interpreter::optimized::conv_i8`]; the im2col block is on that function's stack).
-//! The packed filter is a second copy of the weights, as XNNPACK and ruy keep one; it costs
-//! tail bytes, not head bytes.
+//! ([`crate::interpreter::optimized::conv`]) and an int8 one through
+//! [`crate::interpreter::optimized::conv_i8`]. By default the filter stays where the model keeps
+//! it: each kernel-thread task packs a group of output channels at a time into its own part of
+//! a head scratch buffer requested at prepare (int8 groups of at most 4 KiB on the stack), so
+//! the weights are read once per invoke and the arena holds no copy. A float16 filter (the
+//! builder drops its DEQUANTIZE, see `Registration::with_f16_inputs`) is converted as it is
+//! packed. When the build grants weight copies (`InterpreterBuilder::arena_budget`,
+//! `WeightCopies`), a constant filter is packed once into the tail instead
+//! (`Category::PackedWeights`). Im2col blocks are per-thread scratch too; with several threads
+//! the output rows are split among them.
 
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, padding_kind,

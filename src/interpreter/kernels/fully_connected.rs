@@ -1,9 +1,11 @@
 //! FULLY_CONNECTED: float, int8 (per-tensor or per-channel weights) and 16x8 (int64 or int32
 //! bias), optional bias, `keep_num_dims`, as TFLM's `fully_connected.cc`. The optimized set
 //! runs a float layer through [`crate::interpreter::optimized::gemm`]: one dot product per
-//! output for fewer than [`GEMM_MIN_ROWS`] input rows, else a matrix product with the weights
-//! packed once at prepare (constant weights) or into scratch at each invoke; an int8 layer
-//! packs its weights the same way for [`crate::interpreter::optimized::fully_connected_i8`].
+//! output for fewer than [`GEMM_MIN_ROWS`] input rows (weights read in place, float32 or
+//! float16), else a matrix product packing groups of weights into per-thread scratch at each
+//! invoke; an int8 layer takes exact dot products on few rows and packed groups on more
+//! ([`crate::interpreter::optimized::fully_connected_i8`]). A packed copy in the tail replaces
+//! the per-invoke packing only when the build grants weight copies.
 
 use super::conv::{request_parts, PackedFilter};
 use super::quant_params::{
