@@ -93,13 +93,38 @@ fn bench_conv(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("reference", name), |b| {
             b.iter(|| conv_f32(&g, &input, &filter, Some(&bias), 0.0, 6.0, &mut out))
         });
-        group.bench_function(BenchmarkId::new("optimized", name), |b| {
+        group.bench_function(BenchmarkId::new("optimized, packed copy", name), |b| {
             b.iter(|| {
                 fast_conv::conv_f32(
                     &g,
                     &plan,
                     &input,
-                    &packed,
+                    fast_conv::ConvWeights::<f32>::Packed(&packed),
+                    Some(&bias),
+                    0.0,
+                    6.0,
+                    &mut out,
+                    &mut cols,
+                    1,
+                    &mut |o, chunk, f| {
+                        for (k, part) in o.chunks_mut(chunk).enumerate() {
+                            f(k, part)
+                        }
+                    },
+                )
+            })
+        });
+        let mut panels = vec![0.0; plan.panel_scratch_len(&g)];
+        group.bench_function(BenchmarkId::new("optimized, in place", name), |b| {
+            b.iter(|| {
+                fast_conv::conv_f32(
+                    &g,
+                    &plan,
+                    &input,
+                    fast_conv::ConvWeights::InPlace {
+                        filter: &filter,
+                        scratch: &mut panels,
+                    },
                     Some(&bias),
                     0.0,
                     6.0,

@@ -132,15 +132,19 @@ pub enum Category {
     OpData,
     /// Kernel scratch buffers (planned in the head or persistent in the tail).
     Scratch,
+    /// Copies of constant weights a kernel keeps in the tail in a faster layout (packed
+    /// panels): a trade of memory for speed that a memory budget grants or refuses.
+    PackedWeights,
 }
 
 impl Category {
     /// Every category.
-    pub const ALL: [Category; 4] = [
+    pub const ALL: [Category; 5] = [
         Category::TensorData,
         Category::TensorMetadata,
         Category::OpData,
         Category::Scratch,
+        Category::PackedWeights,
     ];
 }
 
@@ -166,6 +170,8 @@ pub struct Recording {
     pub op_data: CategoryUsage,
     /// Scratch buffers.
     pub scratch: CategoryUsage,
+    /// Packed copies of constant weights (tail).
+    pub packed_weights: CategoryUsage,
     /// Highest temp usage seen (bytes above the head).
     pub temp_peak_bytes: usize,
     /// Number of temp allocations.
@@ -181,6 +187,7 @@ impl Recording {
             Category::TensorMetadata => &mut self.tensor_metadata,
             Category::OpData => &mut self.op_data,
             Category::Scratch => &mut self.scratch,
+            Category::PackedWeights => &mut self.packed_weights,
         }
     }
 
@@ -196,6 +203,7 @@ impl Recording {
             ("tensor metadata", self.tensor_metadata),
             ("op data", self.op_data),
             ("scratch", self.scratch),
+            ("packed weights", self.packed_weights),
         ] {
             s.push_str(&format!(
                 "{:<16} {:>12} {:>12} {:>7}\n",

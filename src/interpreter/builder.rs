@@ -5,8 +5,8 @@
 
 use super::allocation::{self, MemoryPlan, ALIGNMENT};
 use super::context::{
-    check_node_views, BuildState, InitContext, InvokeContext, NodeMemory, NodeRuntime, Persistent,
-    PrepareContext, Slot, MAX_INPUTS, MAX_OUTPUTS,
+    check_node_views, BuildState, CopyAllowance, InitContext, InvokeContext, NodeMemory,
+    NodeRuntime, Persistent, PrepareContext, Slot, WeightCopies, MAX_INPUTS, MAX_OUTPUTS,
 };
 use super::error::{InterpreterError, MissingOp, Phase};
 use super::graph::{self, NodeInfo, TensorEntry, TensorKind};
@@ -41,6 +41,8 @@ pub struct InterpreterBuilder<'m, 'a> {
     resolver: OpResolver,
     arena: ArenaSource<'a>,
     threads: usize,
+    copies: WeightCopies,
+    budget: Option<usize>,
 }
 
 impl<'m> InterpreterBuilder<'m, 'static> {
@@ -52,6 +54,8 @@ impl<'m> InterpreterBuilder<'m, 'static> {
             resolver: OpResolver::with_builtins(),
             arena: ArenaSource::Default,
             threads: 1,
+            copies: WeightCopies::None,
+            budget: None,
         }
     }
 }
@@ -76,6 +80,8 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             resolver: self.resolver,
             arena: ArenaSource::Buffer(buffer),
             threads: self.threads,
+            copies: self.copies,
+            budget: self.budget,
         }
     }
 
@@ -96,6 +102,65 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         self
     }
 
+    /// Which packed copies of constant weights kernels may keep in the arena's tail (default
+    /// [`WeightCopies::None`]: weights are read where the model keeps them). Ignored when
+    /// [`arena_budget`](Self::arena_budget) is set, which chooses the copies itself.
+    pub fn weight_copies(mut self, copies: WeightCopies) -> Self {
+        self.copies = copies;
+        self
+    }
+
+    /// Builds the fastest interpreter whose arena (head + tail) fits in `bytes`: kernels keep
+    /// packed copies of their constant weights in the tail (faster, especially for layers
+    /// with few output rows) in node order while the arena stays within `bytes`; the rest read
+    /// their weights in place and pack them panel by panel into scratch at invoke. Fails with
+    /// [`InterpreterError::ArenaBudget`] naming the exact minimum when even the arena with no
+    /// copies does not fit. With [`arena_buffer`](Self::arena_buffer) and no budget, the
+    /// buffer's usable length is the budget.
+    pub fn arena_budget(mut self, bytes: usize) -> Self {
+        self.budget = Some(bytes);
+        self
+    }
+
+    /// Stages the model under the budget: the most weight copies that fit.
+    fn stage_in_budget(&self, budget: usize) -> Result<(Staged, WeightCopies), InterpreterError> {
+        let stage = |copies| stage_opts(self.model, &self.resolver, self.threads, copies);
+        let all = stage(WeightCopies::All)?;
+        if all.arena_bytes()? <= budget {
+            return Ok((all, WeightCopies::All));
+        }
+        let none = stage(WeightCopies::None)?;
+        let minimum = none.arena_bytes()?;
+        if minimum > budget {
+            return Err(InterpreterError::ArenaBudget {
+                budget,
+                needed: minimum,
+            });
+        }
+        // Prefixes (in node order) of the copies `All` made: the largest that fits.
+        let mut prefix = vec![0usize];
+        for r in all.persistent.records.iter() {
+            if r.category == Category::PackedWeights {
+                let last = *prefix.last().unwrap_or(&0);
+                prefix.push(last.saturating_add(r.size.next_multiple_of(16)));
+            }
+        }
+        let (mut lo, mut hi) = (0usize, prefix.len() - 1);
+        let mut best = (none, WeightCopies::None);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let copies = WeightCopies::UpTo(prefix[mid]);
+            let s = stage(copies)?;
+            if s.arena_bytes()? <= budget {
+                best = (s, copies);
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Ok(best)
+    }
+
     /// Runs init, prepare and memory planning, and starts the kernel threads.
     pub fn build(self) -> Result<Interpreter<'a>, InterpreterError> {
         if self.threads == 0 {
@@ -103,7 +168,23 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 "threads must be at least 1 (the invoking thread), got 0".into(),
             ));
         }
-        let staged = stage(self.model, &self.resolver, self.threads)?;
+        // A caller's buffer is the budget unless one is given; when even the smallest arena
+        // does not fit it, `finish` reports the buffer as too small (with the bytes needed).
+        let buffer_budget = match &self.arena {
+            ArenaSource::Buffer(b) => {
+                Some(b.len() - b.as_ptr().align_offset(ALIGNMENT).min(b.len()))
+            }
+            _ => None,
+        };
+        let staged_default = || stage_opts(self.model, &self.resolver, self.threads, self.copies);
+        let (staged, copies) = match (self.budget, buffer_budget) {
+            (Some(b), _) => self.stage_in_budget(b)?,
+            (None, Some(b)) => match self.stage_in_budget(b) {
+                Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
+                r => r?,
+            },
+            (None, None) => (staged_default()?, self.copies),
+        };
         let mut interp = finish(
             Arc::new(self.model.clone()),
             self.resolver,
@@ -119,6 +200,7 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             })?;
             interp.threads = Some(pool);
         }
+        interp.copies = copies;
         Ok(interp)
     }
 }
@@ -181,7 +263,17 @@ pub(crate) fn stage(
     resolver: &OpResolver,
     threads: usize,
 ) -> Result<Staged, InterpreterError> {
-    stage_with(model, &|_| resolver, threads)
+    stage_with(model, &|_| resolver, threads, WeightCopies::None)
+}
+
+/// [`stage`] granting the packed weight copies `copies`.
+pub(crate) fn stage_opts(
+    model: &Model,
+    resolver: &OpResolver,
+    threads: usize,
+    copies: WeightCopies,
+) -> Result<Staged, InterpreterError> {
+    stage_with(model, &|_| resolver, threads, copies)
 }
 
 /// [`stage`] with a resolver per node (`resolver_of(node index)`): a partition's memory space
@@ -190,7 +282,9 @@ pub(crate) fn stage_with<'r>(
     model: &Model,
     resolver_of: &dyn Fn(usize) -> &'r OpResolver,
     threads: usize,
+    copies: WeightCopies,
 ) -> Result<Staged, InterpreterError> {
+    let mut copies = CopyAllowance::new(copies);
     model.validate()?;
     let lifetimes = Lifetimes::compute(
         model,
@@ -199,7 +293,7 @@ pub(crate) fn stage_with<'r>(
             ..Default::default()
         },
     )?;
-    let (mut tensors, nodes) = graph::build(model, &lifetimes)?;
+    let (mut tensors, mut nodes) = graph::build(model, &lifetimes)?;
 
     // Every missing op at once.
     let mut missing = Vec::new();
@@ -219,6 +313,7 @@ pub(crate) fn stage_with<'r>(
     }
     refuse_orphan_reads(&lifetimes, &nodes)?;
     refuse_sparse_reads(&tensors, &nodes, &registrations)?;
+    let folded = fold_f16_dequantize(model, &mut tensors, &mut nodes, &registrations);
     // In-place aliases only where the kernel runs in place: declared again with that mask, so
     // a chain of aliases never hangs on a node whose output got its own memory.
     let mut inplace_ops = vec![false; model.subgraphs[0].operators.len()];
@@ -280,6 +375,11 @@ pub(crate) fn stage_with<'r>(
         check_counts(node)?;
         let reg = &registrations[i];
         let mut mem = NodeMemory::default();
+        if folded[i] {
+            // Its readers take the float16 constant itself (`fold_f16_dequantize`).
+            memory.push(mem);
+            continue;
+        }
         {
             let mut ctx = InitContext {
                 state: BuildState {
@@ -320,6 +420,7 @@ pub(crate) fn stage_with<'r>(
                 temp: &mut temp,
                 temp_peak: &mut temp_peak,
                 threads,
+                copies: &mut copies,
             };
             reg.kernel
                 .prepare(&mut ctx)
@@ -408,6 +509,66 @@ pub(crate) fn stage_with<'r>(
         temp_peak,
         variable_init,
     })
+}
+
+/// Float16 weights stay float16, in the model's bytes: a build-time DEQUANTIZE of a float16
+/// constant to float32 whose every reader declares it reads that input as float16
+/// ([`Registration::with_f16_inputs`]) is dropped (its readers get the float16 constant, its
+/// output is unused), instead of a float32 copy of the weights in the arena's tail. Returns
+/// which nodes were dropped.
+fn fold_f16_dequantize(
+    model: &Model,
+    tensors: &mut [TensorEntry],
+    nodes: &mut [NodeInfo],
+    registrations: &[Registration],
+) -> Vec<bool> {
+    use crate::model::BuiltinOp;
+    use crate::tensor::DType;
+    let graph_outputs = &model.subgraphs[0].outputs;
+    let mut folded = vec![false; nodes.len()];
+    for d in 0..nodes.len() {
+        let n = &nodes[d];
+        if n.builtin != BuiltinOp::DEQUANTIZE
+            || !n.prepare_time
+            || n.inputs.len() != 1
+            || n.outputs.len() != 1
+            || n.inputs[0] < 0
+            || n.outputs[0] < 0
+        {
+            continue;
+        }
+        let (src, out) = (n.inputs[0], n.outputs[0]);
+        let (s, o) = (&tensors[src as usize], &tensors[out as usize]);
+        if s.dtype != DType::F16
+            || s.kind != TensorKind::Constant
+            || s.sparsity.is_some()
+            || o.dtype != DType::F32
+            || o.kind != TensorKind::PrepareTimeConstant
+            || s.dims != o.dims
+            || graph_outputs.iter().any(|&t| t as i64 == out as i64)
+        {
+            continue;
+        }
+        let mut readers = Vec::new();
+        let mut all = true;
+        for (i, m) in nodes.iter().enumerate() {
+            for (k, &t) in m.inputs.iter().enumerate() {
+                if t == out {
+                    readers.push((i, k));
+                    all &= registrations[i].reads_f16_input(k);
+                }
+            }
+        }
+        if !all || readers.is_empty() {
+            continue;
+        }
+        for (i, k) in readers {
+            nodes[i].inputs[k] = src;
+        }
+        tensors[out as usize].kind = TensorKind::Unused;
+        folded[d] = true;
+    }
+    folded
 }
 
 /// Refuses a constant stored sparse as the input of a kernel that did not declare it reads

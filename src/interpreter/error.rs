@@ -138,6 +138,15 @@ pub enum InterpreterError {
         /// Bytes of the buffer skipped to align it.
         skipped: usize,
     },
+    /// Even the smallest kernel variants need more arena than the memory budget
+    /// ([`InterpreterBuilder::arena_budget`](super::InterpreterBuilder::arena_budget)).
+    #[error("arena budget of {budget} bytes is too small: the model needs at least {needed} bytes (head + tail with no packed weight copies)")]
+    ArenaBudget {
+        /// The budget.
+        budget: usize,
+        /// The smallest arena the model builds in.
+        needed: usize,
+    },
     /// Memory planning or the arena failed.
     #[error("memory planning: {0}")]
     Memory(String),

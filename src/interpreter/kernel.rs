@@ -72,6 +72,10 @@ pub struct Registration {
     /// parameters). Any other input stored sparse fails the build, since its bytes are not
     /// the dense tensor.
     pub sparse_inputs: u64,
+    /// Bit `k`: input `k` may be a float16 constant where the model dequantizes float16
+    /// weights to float32 at build (the kernel converts as it reads; see
+    /// [`with_f16_inputs`](Self::with_f16_inputs)).
+    pub f16_inputs: u64,
 }
 
 impl Registration {
@@ -82,6 +86,7 @@ impl Registration {
             kernel: Arc::new(kernel),
             inplace: InPlace::Never,
             sparse_inputs: 0,
+            f16_inputs: 0,
         }
     }
 
@@ -97,6 +102,21 @@ impl Registration {
         self
     }
 
+    /// The same registration reading the inputs of bit mask `inputs` as float16 constants in
+    /// place of float32 ones: the builder then drops a build-time DEQUANTIZE of float16
+    /// weights whose every reader declares this, and hands the readers the float16 constant
+    /// (the model's bytes) instead of a dequantized float32 copy in the arena's tail. The
+    /// kernel must accept a float16 tensor there whatever the shapes.
+    pub fn with_f16_inputs(mut self, inputs: u64) -> Self {
+        self.f16_inputs = inputs;
+        self
+    }
+
+    /// Whether input `k` may be a float16 constant in place of a float32 one.
+    pub fn reads_f16_input(&self, k: usize) -> bool {
+        k < 64 && self.f16_inputs & (1 << k) != 0
+    }
+
     /// Whether input `k` may be a constant stored sparse.
     pub fn reads_sparse_input(&self, k: usize) -> bool {
         k < 64 && self.sparse_inputs & (1 << k) != 0
@@ -109,6 +129,7 @@ impl std::fmt::Debug for Registration {
             .field("name", &self.name)
             .field("inplace", &self.inplace)
             .field("sparse_inputs", &self.sparse_inputs)
+            .field("f16_inputs", &self.f16_inputs)
             .finish()
     }
 }

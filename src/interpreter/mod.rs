@@ -44,7 +44,7 @@ pub use allocation::ALIGNMENT;
 pub use builder::{ArenaSource, InterpreterBuilder};
 pub use context::{
     InitContext, InvokeContext, PersistentArray, PrepareContext, Scalar, ScratchId, StateArray,
-    TensorInfo,
+    TensorInfo, WeightCopies,
 };
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
@@ -74,8 +74,11 @@ pub struct MemorySummary {
     pub scratch_bytes: usize,
     /// Tail bytes that are tensors (variables, prepare-time constants, aligned constant copies).
     pub persistent_bytes: usize,
-    /// Tail bytes of op data and persistent arrays.
+    /// Tail bytes of op data and persistent arrays (packed weights not included).
     pub op_data_bytes: usize,
+    /// Tail bytes of packed copies of constant weights (0 unless a memory budget or
+    /// [`WeightCopies`] grants them; see [`InterpreterBuilder::arena_budget`]).
+    pub packed_weights_bytes: usize,
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build (tensor and node tables, kernel
@@ -146,6 +149,9 @@ pub struct Interpreter<'a> {
     /// Kernel threads besides the invoking one (`None`: one thread). Kept across
     /// [`resize_input`](Self::resize_input).
     threads: Option<threads::ThreadPool>,
+    /// The packed weight copies this interpreter was built with (kept across
+    /// [`resize_input`](Self::resize_input)).
+    copies: WeightCopies,
 }
 
 // SAFETY: the raw pointers point into the arena (owned or exclusively borrowed for 'a, the
@@ -231,7 +237,7 @@ impl<'a> Interpreter<'a> {
         let model = Arc::new(builder::resized_model(&self.model, t, dims)?);
         let resolver = self.resolver.clone();
         let threads = self.threads.as_ref().map_or(1, |p| p.threads());
-        let staged = builder::stage(&model, &resolver, threads)?;
+        let staged = builder::stage_opts(&model, &resolver, threads, self.copies)?;
         let fresh = match &self.rebuild {
             builder::Rebuild::Allocator(a) => {
                 builder::finish(model, resolver, staged, ArenaSource::Allocator(a.clone()))?
@@ -616,7 +622,7 @@ impl<'a> Interpreter<'a> {
     pub fn memory_report(&self) -> String {
         let s = &self.summary;
         let mut out = format!(
-            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data)\n\
+            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B packed weights)\n\
              heap kept by the interpreter: {} B; prepare temp peak: {} B\n",
             s.total_bytes,
             s.head_bytes,
@@ -624,6 +630,7 @@ impl<'a> Interpreter<'a> {
             s.tail_bytes,
             s.persistent_bytes,
             s.op_data_bytes,
+            s.packed_weights_bytes,
             s.heap_bytes,
             s.temp_peak_bytes
         );

@@ -29,6 +29,12 @@ pub struct RunArgs {
     /// Run in a caller-provided arena of exactly this many bytes (TFLM style).
     #[arg(long, value_name = "N")]
     pub arena_bytes: Option<usize>,
+    /// Build the fastest interpreter whose arena (head + tail) fits in N bytes: kernels keep
+    /// packed copies of their constant weights while they fit (default: no copies; with
+    /// `--arena-bytes` the buffer is the budget). Fails with the exact minimum when even the
+    /// smallest variants do not fit.
+    #[arg(long, value_name = "N")]
+    pub arena_budget: Option<usize>,
     /// Allocate the arena from this registry allocator (`cpu`, `bfc`, `pool`, `tracking(bfc)`...).
     #[arg(long, value_name = "NAME", conflicts_with = "arena_bytes")]
     pub allocator: Option<String>,
@@ -39,7 +45,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     /// Split the model across these devices (`cpu,npu`, `cpu,cpu-reference`; see `partition`).
-    #[arg(long, value_name = "LIST", conflicts_with_all = ["arena_bytes", "allocator", "profile"])]
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["arena_bytes", "arena_budget", "allocator", "profile"])]
     pub devices: Option<String>,
     /// Kernel set: `optimized` (default) or `reference` (the bit-exact oracle). With `--devices`,
     /// pick the set per device instead (`cpu` / `cpu-reference`).
@@ -57,6 +63,17 @@ pub struct RunArgs {
 pub(crate) fn parse_kernel_set(s: &str) -> Result<KernelSet, String> {
     KernelSet::from_name(s)
         .ok_or_else(|| format!("unknown kernel set `{s}`; expected `optimized` or `reference`"))
+}
+
+/// `builder` with `--arena-budget`, if given.
+fn with_budget<'m, 'a>(
+    builder: InterpreterBuilder<'m, 'a>,
+    budget: Option<usize>,
+) -> InterpreterBuilder<'m, 'a> {
+    match budget {
+        Some(n) => builder.arena_budget(n),
+        None => builder,
+    }
 }
 
 /// Most bytes `--arena-bytes` may ask for.
@@ -454,11 +471,14 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             // `n` bytes of them and borrows `buffer` for the interpreter's life.
             let bytes =
                 unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr() as *mut u8, *n) };
-            InterpreterBuilder::new(&model)
-                .kernel_set(args.kernels)
-                .threads(args.threads as usize)
-                .arena_buffer(bytes)
-                .build()
+            with_budget(
+                InterpreterBuilder::new(&model)
+                    .kernel_set(args.kernels)
+                    .threads(args.threads as usize),
+                args.arena_budget,
+            )
+            .arena_buffer(bytes)
+            .build()
         }
         (None, Some(name)) => {
             let env =
@@ -466,16 +486,22 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             let a = registry::global()
                 .create(name, &env)
                 .map_err(|e| format!("--allocator {name}: {e}"))?;
+            with_budget(
+                InterpreterBuilder::new(&model)
+                    .kernel_set(args.kernels)
+                    .threads(args.threads as usize),
+                args.arena_budget,
+            )
+            .arena_allocator(a)
+            .build()
+        }
+        (None, None) => with_budget(
             InterpreterBuilder::new(&model)
                 .kernel_set(args.kernels)
-                .threads(args.threads as usize)
-                .arena_allocator(a)
-                .build()
-        }
-        (None, None) => InterpreterBuilder::new(&model)
-            .kernel_set(args.kernels)
-            .threads(args.threads as usize)
-            .build(),
+                .threads(args.threads as usize),
+            args.arena_budget,
+        )
+        .build(),
     }
     .map_err(|e: InterpreterError| format!("{}: {e}", args.model.display()))?;
 
@@ -547,6 +573,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 "scratch_bytes": m.scratch_bytes,
                 "persistent_bytes": m.persistent_bytes,
                 "op_data_bytes": m.op_data_bytes,
+                "packed_weights_bytes": m.packed_weights_bytes,
                 "heap_bytes": m.heap_bytes,
             },
             "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},

@@ -119,13 +119,20 @@ pub(crate) fn finish<'a>(
         .filter(|r| r.category == Category::OpData)
         .map(|r| r.size.next_multiple_of(ALIGNMENT))
         .sum();
+    let packed_weights_bytes: usize = persistent
+        .records
+        .iter()
+        .filter(|r| r.category == Category::PackedWeights)
+        .map(|r| r.size.next_multiple_of(ALIGNMENT))
+        .sum();
     let summary = MemorySummary {
         total_bytes: arena_bytes,
         head_bytes: plan.head_bytes(),
         tail_bytes: persistent.tail_bytes(),
         scratch_bytes,
-        persistent_bytes: persistent.tail_bytes() - op_data_bytes,
+        persistent_bytes: persistent.tail_bytes() - op_data_bytes - packed_weights_bytes,
         op_data_bytes,
+        packed_weights_bytes,
         temp_peak_bytes: temp_peak,
         heap_bytes: 0,
         offline_plan_ignored: plan.offline_ignored.clone(),
@@ -165,6 +172,7 @@ pub(crate) fn finish<'a>(
         resolver,
         rebuild,
         threads: None,
+        copies: super::WeightCopies::None,
     };
     interp.summary.heap_bytes = interp.heap_bytes();
     interp.reset_variables();

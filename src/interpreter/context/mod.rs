@@ -351,6 +351,57 @@ pub struct PrepareContext<'a> {
     pub(crate) temp_peak: &'a mut usize,
     /// Kernel threads invoke runs with (1 without a thread pool).
     pub(crate) threads: usize,
+    /// Which packed weight copies this build grants, and how many bytes it granted so far.
+    pub(crate) copies: &'a mut CopyAllowance,
+}
+
+/// Which kernels may keep a packed copy of their constant weights in the arena's tail (a trade
+/// of memory for speed: see [`PrepareContext::packed_weights`]). The default keeps no copy:
+/// constant weights are read where the model keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WeightCopies {
+    /// No copies (the default): kernels read the model's weights in place, packing a few
+    /// panels at a time into scratch at invoke.
+    #[default]
+    None,
+    /// Every kernel that has a packed variant keeps its copy.
+    All,
+    /// Kernels in node order keep their copies while the copies total at most this many
+    /// bytes (each rounded up to the tail's 16-byte records).
+    UpTo(usize),
+}
+
+/// The running state of a [`WeightCopies`] policy while a model is staged.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CopyAllowance {
+    pub policy: WeightCopies,
+    /// Bytes granted so far.
+    pub granted: usize,
+}
+
+impl CopyAllowance {
+    pub fn new(policy: WeightCopies) -> Self {
+        CopyAllowance { policy, granted: 0 }
+    }
+
+    /// Grants `bytes` (rounded to a tail record) if the policy allows them.
+    fn grant(&mut self, bytes: usize) -> bool {
+        let Some(rounded) = bytes.checked_next_multiple_of(RECORD_ALIGNMENT) else {
+            return false;
+        };
+        let ok = match self.policy {
+            WeightCopies::None => false,
+            WeightCopies::All => true,
+            WeightCopies::UpTo(limit) => self
+                .granted
+                .checked_add(rounded)
+                .is_some_and(|total| total <= limit),
+        };
+        if ok {
+            self.granted = self.granted.saturating_add(rounded);
+        }
+        ok
+    }
 }
 
 impl<'a> PrepareContext<'a> {
@@ -488,6 +539,39 @@ impl<'a> PrepareContext<'a> {
             len,
             _t: PhantomData,
         })
+    }
+
+    /// A packed copy of constant weights (`len` values, zeroed, then written by `fill`) in the
+    /// arena's tail, recorded as [`Category::PackedWeights`], when the build's
+    /// [`WeightCopies`] grants it; `Ok(None)` when it does not (the default), and the kernel
+    /// reads the weights where the model keeps them.
+    pub fn packed_weights<T: Scalar>(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&mut [T]),
+    ) -> Result<Option<PersistentArray<T>>, KernelError> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| KernelError::new(format!("packed copy of {len} values overflows")))?;
+        if std::mem::align_of::<T>() > RECORD_ALIGNMENT || !self.copies.grant(bytes) {
+            return Ok(None);
+        }
+        let record = self
+            .state
+            .persistent
+            .allocate(bytes, Category::PackedWeights)?;
+        let ptr = self.state.persistent.ptr(record) as *mut T;
+        // SAFETY: the record is `len * size_of::<T>()` zeroed bytes at a 16-byte aligned
+        // offset of the 16-byte aligned staging buffer (align_of::<T>() <= 16 checked above),
+        // and `T: Scalar` is plain data valid for all-zero bits; `&mut self` keeps the staging
+        // borrowed exclusively while `fill` writes.
+        let values = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+        fill(values);
+        Ok(Some(PersistentArray {
+            record,
+            len,
+            _t: PhantomData,
+        }))
     }
 
     /// Requests `bytes` of scratch for invoke (16-byte aligned), planned into the arena head.

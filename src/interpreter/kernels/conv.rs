@@ -4,20 +4,22 @@
 //! the kind.
 //!
 //! In the optimized set a float convolution runs as matrix products
-//! ([`crate::interpreter::optimized::conv`]): prepare packs a constant filter once into the
-//! arena's tail (a filter computed at run time is packed into scratch at each invoke) and
-//! requests one im2col block per kernel thread as scratch, so the arena size is known at build
-//! and invoke does not allocate; with several threads the output rows are split among them.
-//! An int8 convolution packs its filter the same way (into 8-channel panels for
-//! [`crate::interpreter::optimized::conv_i8`]; the im2col block is on that function's stack).
-//! The packed filter is a second copy of the weights, as XNNPACK and ruy keep one; it costs
-//! tail bytes, not head bytes.
+//! ([`crate::interpreter::optimized::conv`]) and an int8 one through
+//! [`crate::interpreter::optimized::conv_i8`]. By default the filter stays where the model keeps
+//! it: each kernel-thread task packs a group of output channels at a time into its own part of
+//! a head scratch buffer requested at prepare (int8 groups of at most 4 KiB on the stack), so
+//! the weights are read once per invoke and the arena holds no copy. A float16 filter (the
+//! builder drops its DEQUANTIZE, see `Registration::with_f16_inputs`) is converted as it is
+//! packed. When the build grants weight copies (`InterpreterBuilder::arena_budget`,
+//! `WeightCopies`), a constant filter is packed once into the tail instead
+//! (`Category::PackedWeights`). Im2col blocks are per-thread scratch too; with several threads
+//! the output rows are split among them.
 
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, padding_kind,
     per_channel_multipliers, positive, quantized_range, window_axis,
 };
-use crate::interpreter::optimized::conv::{self as fast, ConvPlan};
+use crate::interpreter::optimized::conv::{self as fast, ConvPlan, ConvWeights};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
 use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
@@ -47,6 +49,9 @@ pub(crate) enum ConvKind {
 pub(crate) enum F32Path {
     /// The reference loop (the reference set, and shapes the optimized code does not cover).
     Reference,
+    /// The reference loop on float16 weights converted into this scratch at each invoke (a
+    /// grouped convolution with float16 weights).
+    ReferenceF16(ScratchId),
     /// Matrix products with a packed filter and, unless pointwise, an im2col block.
     Gemm {
         plan: ConvPlan,
@@ -57,13 +62,35 @@ pub(crate) enum F32Path {
     Depthwise,
 }
 
-/// Where a packed filter lives.
+/// Where the weights of a matrix-product kernel come from at invoke.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum PackedFilter<T = f32> {
-    /// Packed at prepare from a constant filter.
+    /// A packed copy made at prepare from constant weights, in the arena's tail
+    /// ([`PrepareContext::packed_weights`]: only when the build grants weight copies).
     Persistent(PersistentArray<T>),
-    /// Packed at every invoke into this scratch (the filter is not constant).
-    Scratch(ScratchId),
+    /// The weights read where they are (the model's bytes, or a tensor computed at run time),
+    /// packed a group of panels at a time into this scratch (one part per kernel thread).
+    Panels(ScratchId),
+    /// As `Panels`, with a group small enough to be packed on the kernel's stack.
+    Stack,
+}
+
+/// Scratch of `parts` parts of `len` elements of `size` bytes.
+pub(crate) fn request_parts(
+    ctx: &mut PrepareContext<'_>,
+    len: usize,
+    size: usize,
+    parts: usize,
+) -> Result<ScratchId, KernelError> {
+    let bytes = len
+        .checked_mul(size)
+        .and_then(|b| b.checked_mul(parts))
+        .ok_or_else(|| {
+            KernelError::new(format!(
+                "scratch of {parts} parts of {len} values overflows"
+            ))
+        })?;
+    ctx.request_scratch(bytes)
 }
 
 /// What prepare computes for a convolution (shared with DEPTHWISE_CONV_2D).
@@ -82,6 +109,9 @@ pub(crate) struct ConvData {
     pub multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
     /// The optimized set's packed int8 convolution filter (`None`: the reference loop runs).
     pub i8_packed: Option<PackedFilter<i8>>,
+    /// Float32 arithmetic with float16 weights (set before [`prepare_quantization`] by a kernel
+    /// registered [`Registration::with_f16_inputs`], when the filter is float16).
+    pub f16_filter: bool,
 }
 
 /// Validated dtypes, bias and quantization of a convolution-like node whose output channels
@@ -112,6 +142,8 @@ pub(crate) fn prepare_quantization(
     );
     let (kind, bias_dtype) = match (input.dtype, filter.dtype) {
         (DType::F32, DType::F32) => (ConvKind::F32, DType::F32),
+        // Float16 weights the builder left in the model's bytes (`with_f16_inputs`).
+        (DType::F32, DType::F16) if data.f16_filter => (ConvKind::F32, DType::F32),
         (DType::I8, DType::I8) => (ConvKind::I8, DType::I32),
         (DType::I16, DType::I8) => match bias.map(|b| b.dtype) {
             Some(DType::I32) => (ConvKind::I16Acc32, DType::I32),
@@ -369,6 +401,7 @@ impl Kernel for Conv2D {
             output_offset: 0,
             multipliers: None,
             i8_packed: None,
+            f16_filter: self.set == KernelSet::Optimized && filter.dtype == DType::F16,
         };
         prepare_quantization(ctx, activation, 0, o[3], &mut data)?;
         if self.set == KernelSet::Optimized && data.kind == ConvKind::F32 {
@@ -385,6 +418,22 @@ impl Kernel for Conv2D {
         if let F32Path::Gemm { plan, filter, cols } = d.f32_path {
             return invoke_gemm(ctx, &d, &plan, filter, cols);
         }
+        if let F32Path::ReferenceF16(id) = d.f32_path {
+            let w = ctx.scratch::<f32>(id)?;
+            half::slice::HalfFloatSliceExt::convert_to_f32_slice(ctx.input::<half::f16>(1)?, w);
+            let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
+            let (input, output) = (ctx.input::<f32>(0)?, ctx.output::<f32>(0)?);
+            conv_f32(
+                &d.geometry,
+                input,
+                w,
+                bias,
+                d.float_min,
+                d.float_max,
+                output,
+            );
+            return Ok(());
+        }
         if let Some(packed) = d.i8_packed {
             return invoke_i8_packed(ctx, &d, packed);
         }
@@ -392,8 +441,9 @@ impl Kernel for Conv2D {
     }
 }
 
-/// The optimized int8 filter: packed now when constant, else scratch packed at each invoke;
-/// `None` where the optimized product does not run (see [`fast_i8::packs`]).
+/// The optimized int8 filter: a packed copy when constant and the build grants it, else read
+/// in place and packed a group at a time into per-thread scratch at invoke; `None` where the
+/// optimized product does not run (see [`fast_i8::packs`]).
 fn prepare_i8_packing(
     ctx: &mut PrepareContext<'_>,
     g: &ConvGeometry,
@@ -403,13 +453,19 @@ fn prepare_i8_packing(
         return Ok(None);
     }
     let filter = ctx.input(1)?;
-    Ok(Some(match filter.data::<i8>()? {
+    let copy = match filter.data::<i8>()? {
         Some(w) if filter.is_constant => {
-            let mut packed = vec![0i8; len];
-            fast_i8::pack_filter(g, w, &mut packed);
-            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+            ctx.packed_weights(len, |p| fast_i8::pack_filter(g, w, p))?
         }
-        _ => PackedFilter::Scratch(ctx.request_scratch(len)?),
+        _ => None,
+    };
+    Ok(Some(match copy {
+        Some(p) => PackedFilter::Persistent(p),
+        None => match fast_i8::panel_scratch_len(g) {
+            // A group small enough for the stack: no scratch.
+            0 => PackedFilter::Stack,
+            n => PackedFilter::Panels(request_parts(ctx, n, 1, ctx.threads())?),
+        },
     }))
 }
 
@@ -420,48 +476,106 @@ fn invoke_i8_packed(
 ) -> Result<(), KernelError> {
     let g = &d.geometry;
     let filter = ctx.input::<i8>(1)?;
-    let packed: &[i8] = match packed {
-        PackedFilter::Persistent(p) => ctx.persistent(p)?,
-        PackedFilter::Scratch(id) => {
-            let s = ctx.scratch::<i8>(id)?;
-            fast_i8::pack_filter(g, filter, s);
-            &*s
-        }
-    };
     let q = conv_quant(ctx, d)?;
     let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
-    let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
-    if !fast_i8::packs(g) {
-        fast_i8::conv_i8(g, input, filter, packed, bias, &q, output);
-        return Ok(());
-    }
-    // Bands of output pixels, one per kernel-thread task (`task_rows`: about 512 K
-    // multiply-adds a task at least).
     let k = g.filter_h * g.filter_w * g.in_c;
     let pixels = g.batches * g.out_h * g.out_w;
-    let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
     let isa = Isa::detect();
-    ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
-        fast_i8::conv_i8_rows_with(isa, g, input, packed, bias, &q, t * rows, band);
-    });
+    match packed {
+        PackedFilter::Persistent(p) => {
+            let packed = ctx.persistent(p)?;
+            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            // Bands of output pixels, one per kernel-thread task (`task_rows`: about 512 K
+            // multiply-adds a task at least).
+            let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
+            ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
+                fast_i8::conv_i8_rows_with(isa, g, input, packed, bias, &q, t * rows, band);
+            });
+        }
+        PackedFilter::Stack => {
+            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
+            ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
+                fast_i8::conv_i8_rows_in_place_with(
+                    isa,
+                    g,
+                    input,
+                    filter,
+                    &mut [],
+                    bias,
+                    &q,
+                    t * rows,
+                    band,
+                );
+            });
+        }
+        PackedFilter::Panels(id) => {
+            let part = fast_i8::panel_scratch_len(g);
+            let scratch = ctx.scratch::<i8>(id)?;
+            let parts = scratch.len() / part.max(1);
+            kernel_ensure!(parts >= 1, "panel scratch of {} < {part}", scratch.len());
+            let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
+            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads().min(parts));
+            kernel_ensure!(
+                pixels.div_ceil(rows.max(1)) <= parts,
+                "too few panel scratch parts"
+            );
+            ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
+                // SAFETY: task `t` (< parts, checked above) runs once per round and is the
+                // only one using part `t`.
+                let s = unsafe { scratch.part(t * part, part) };
+                fast_i8::conv_i8_rows_in_place_with(
+                    isa,
+                    g,
+                    input,
+                    filter,
+                    s,
+                    bias,
+                    &q,
+                    t * rows,
+                    band,
+                );
+            });
+        }
+    }
     Ok(())
 }
 
 /// The matrix-product path of a float convolution: the packed filter (now when constant, else
 /// scratch for invoke) and the im2col scratch. Grouped convolutions keep the reference loop.
 fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Path, KernelError> {
+    let filter = ctx.input(1)?;
+    let f16 = filter.dtype == DType::F16;
     let Some(plan) = ConvPlan::new(g) else {
+        if f16 {
+            let id = request_parts(ctx, filter.num_elements(), 4, 1)?;
+            return Ok(F32Path::ReferenceF16(id));
+        }
         return Ok(F32Path::Reference);
     };
-    let filter = ctx.input(1)?;
     let len = plan.packed_filter_len(g);
-    let packed = match filter.data::<f32>()? {
-        Some(w) if filter.is_constant => {
-            let mut packed = vec![0.0f32; len];
-            fast::pack_filter(g, &plan, w, &mut packed);
-            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+    let copy = if !filter.is_constant {
+        None
+    } else if f16 {
+        match filter.data::<half::f16>()? {
+            Some(w) => ctx.packed_weights(len, |p| fast::pack_filter(g, &plan, w, p))?,
+            None => None,
         }
-        _ => PackedFilter::Scratch(request_f32_scratch(ctx, len)?),
+    } else {
+        match filter.data::<f32>()? {
+            Some(w) => ctx.packed_weights(len, |p| fast::pack_filter(g, &plan, w, p))?,
+            None => None,
+        }
+    };
+    let packed = match copy {
+        Some(p) => PackedFilter::Persistent(p),
+        None => PackedFilter::Panels(request_parts(
+            ctx,
+            plan.panel_scratch_len(g),
+            4,
+            ctx.threads(),
+        )?),
     };
     // One im2col block per kernel thread (each thread gathers its own rows).
     let cols = match plan.cols_len() {
@@ -502,14 +616,6 @@ fn invoke_gemm(
     cols: Option<ScratchId>,
 ) -> Result<(), KernelError> {
     let g = &d.geometry;
-    let packed: &[f32] = match filter {
-        PackedFilter::Persistent(p) => ctx.persistent(p)?,
-        PackedFilter::Scratch(id) => {
-            let s = ctx.scratch::<f32>(id)?;
-            fast::pack_filter(g, plan, ctx.input::<f32>(1)?, s);
-            &*s
-        }
-    };
     let cols: &mut [f32] = match cols {
         Some(id) => ctx.scratch::<f32>(id)?,
         None => &mut [],
@@ -517,19 +623,64 @@ fn invoke_gemm(
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
     let (input, output) = (ctx.input::<f32>(0)?, ctx.output::<f32>(0)?);
     let threads = ctx.threads();
-    fast::conv_f32(
-        g,
-        plan,
-        input,
-        packed,
-        bias,
-        d.float_min,
-        d.float_max,
-        output,
-        cols,
-        threads,
-        &mut |out, chunk, f| ctx.for_each_chunk_mut(out, chunk, f),
-    );
+    let (lo, hi) = (d.float_min, d.float_max);
+    match filter {
+        PackedFilter::Persistent(p) => {
+            let w: ConvWeights<'_> = ConvWeights::Packed(ctx.persistent(p)?);
+            fast::conv_f32(
+                g,
+                plan,
+                input,
+                w,
+                bias,
+                lo,
+                hi,
+                output,
+                cols,
+                threads,
+                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+            );
+        }
+        PackedFilter::Stack => return Err(KernelError::new("float filter without panel scratch")),
+        PackedFilter::Panels(id) if d.f16_filter => {
+            let w = ConvWeights::InPlace {
+                filter: ctx.input::<half::f16>(1)?,
+                scratch: ctx.scratch::<f32>(id)?,
+            };
+            fast::conv_f32(
+                g,
+                plan,
+                input,
+                w,
+                bias,
+                lo,
+                hi,
+                output,
+                cols,
+                threads,
+                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+            );
+        }
+        PackedFilter::Panels(id) => {
+            let w = ConvWeights::InPlace {
+                filter: ctx.input::<f32>(1)?,
+                scratch: ctx.scratch::<f32>(id)?,
+            };
+            fast::conv_f32(
+                g,
+                plan,
+                input,
+                w,
+                bias,
+                lo,
+                hi,
+                output,
+                cols,
+                threads,
+                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+            );
+        }
+    }
     Ok(())
 }
 
@@ -537,6 +688,12 @@ fn invoke_gemm(
 pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::CONV_2D,
-        Registration::new("CONV_2D", Conv2D { set }),
+        match set {
+            // The optimized kernel reads float16 weights as they are in the model.
+            KernelSet::Optimized => {
+                Registration::new("CONV_2D", Conv2D { set }).with_f16_inputs(1 << 1)
+            }
+            KernelSet::Reference => Registration::new("CONV_2D", Conv2D { set }),
+        },
     );
 }

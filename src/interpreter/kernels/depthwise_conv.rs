@@ -127,6 +127,7 @@ impl Kernel for DepthwiseConv2D {
             output_offset: 0,
             multipliers: None,
             i8_packed: None,
+            f16_filter: false,
         };
         prepare_quantization(ctx, activation, 3, o[3], &mut data)?;
         if self.set == KernelSet::Optimized

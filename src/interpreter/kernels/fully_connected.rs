@@ -1,19 +1,23 @@
 //! FULLY_CONNECTED: float, int8 (per-tensor or per-channel weights) and 16x8 (int64 or int32
 //! bias), optional bias, `keep_num_dims`, as TFLM's `fully_connected.cc`. The optimized set
 //! runs a float layer through [`crate::interpreter::optimized::gemm`]: one dot product per
-//! output for fewer than [`GEMM_MIN_ROWS`] input rows, else a matrix product with the weights
-//! packed once at prepare (constant weights) or into scratch at each invoke; an int8 layer
-//! packs its weights the same way for [`crate::interpreter::optimized::fully_connected_i8`].
+//! output for fewer than [`GEMM_MIN_ROWS`] input rows (weights read in place, float32 or
+//! float16), else a matrix product packing groups of weights into per-thread scratch at each
+//! invoke; an int8 layer takes exact dot products on few rows and packed groups on more
+//! ([`crate::interpreter::optimized::fully_connected_i8`]). A packed copy in the tail replaces
+//! the per-invoke packing only when the build grants weight copies.
 
-use super::conv::{request_f32_scratch, PackedFilter};
+use super::conv::{request_parts, PackedFilter};
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
 use crate::interpreter::optimized::conv::{task_rows, task_units};
 use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
+use crate::interpreter::optimized::gemm::Weight;
 use crate::interpreter::optimized::gemm::{
-    gemm_dot, gemm_packed, pack_b, packed_b_len, Epilogue, Strided,
+    gemm_dot, gemm_grouped, gemm_packed, group_scratch_len, pack_b, packed_b_len, Epilogue, Strided,
 };
+use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::fully_connected::{
     fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,
 };
@@ -63,12 +67,22 @@ struct FcData {
     weights_offset: i32,
     output_offset: i32,
     multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
-    /// The optimized set's packed int8 weights (`None`: the reference loop runs).
-    i8_packed: Option<PackedFilter<i8>>,
+    /// Float32 arithmetic on float16 weights (the optimized set only).
+    f16_weights: bool,
+    /// The optimized set's int8 weights: a packed copy, or read in place with this scratch
+    /// (`None` in it: no scratch needed); `None`: the reference loop runs.
+    i8_packed: Option<I8Weights>,
+}
+
+/// Where an optimized int8 layer's weights come from.
+#[derive(Clone, Copy, Debug)]
+enum I8Weights {
+    Persistent(PersistentArray<i8>),
+    InPlace(Option<crate::interpreter::ScratchId>),
 }
 
 /// `[units, depth]` weights as the `n × k` operand of a matrix product.
-fn weights_view(w: &[f32], depth: usize) -> Strided<'_> {
+fn weights_view<W>(w: &[W], depth: usize) -> Strided<'_, W> {
     Strided {
         data: w,
         rs: depth,
@@ -76,26 +90,33 @@ fn weights_view(w: &[f32], depth: usize) -> Strided<'_> {
     }
 }
 
-/// The optimized int8 weights: packed now when constant, else scratch packed at each invoke;
-/// `None` where the optimized product does not run (see [`fast_i8::packs`]).
+/// The optimized int8 weights: a packed copy when constant and the build grants it, else read
+/// in place (with group scratch for several rows); `None` where the optimized product does not
+/// run (see [`fast_i8::packs`]).
 fn prepare_i8_packing(
     ctx: &mut PrepareContext<'_>,
     weights: &TensorInfo<'_>,
+    batches: usize,
     depth: usize,
     units: usize,
     weights_offset: i32,
-) -> Result<Option<PackedFilter<i8>>, KernelError> {
+) -> Result<Option<I8Weights>, KernelError> {
     let len = fast_i8::packed_weights_len(depth, units, weights_offset);
     if len == 0 {
         return Ok(None);
     }
-    Ok(Some(match weights.data::<i8>()? {
-        Some(w) if weights.is_constant => {
-            let mut packed = vec![0i8; len];
-            fast_i8::pack_weights(depth, units, weights_offset, w, &mut packed);
-            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
-        }
-        _ => PackedFilter::Scratch(ctx.request_scratch(len)?),
+    let copy = match weights.data::<i8>()? {
+        Some(w) if weights.is_constant => ctx.packed_weights(len, |p| {
+            fast_i8::pack_weights(depth, units, weights_offset, w, p)
+        })?,
+        _ => None,
+    };
+    Ok(Some(match copy {
+        Some(p) => I8Weights::Persistent(p),
+        None => match fast_i8::in_place_scratch_len(batches, depth, units, weights_offset) {
+            0 => I8Weights::InPlace(None),
+            n => I8Weights::InPlace(Some(ctx.request_scratch(n)?)),
+        },
     }))
 }
 
@@ -117,8 +138,11 @@ impl Kernel for FullyConnected {
             depth,
             batches,
         } = fc_node(ctx, "")?;
+        let f16_weights = self.set == KernelSet::Optimized && weights.dtype == DType::F16;
         let (kind, bias_dtype) = match (input.dtype, weights.dtype) {
             (DType::F32, DType::F32) => (FcKind::F32, DType::F32),
+            // Float16 weights the builder left in the model's bytes (`with_f16_inputs`).
+            (DType::F32, DType::F16) if f16_weights => (FcKind::F32, DType::F32),
             (DType::I8, DType::I8) => (FcKind::I8, DType::I32),
             (DType::I16, DType::I8) => match bias.map(|b| b.dtype) {
                 Some(DType::I32) => (FcKind::I16Acc32, DType::I32),
@@ -156,6 +180,7 @@ impl Kernel for FullyConnected {
             output_offset: 0,
             multipliers: None,
             i8_packed: None,
+            f16_weights,
         };
         if kind == FcKind::F32 {
             (data.float_min, data.float_max) = float_range(act);
@@ -164,13 +189,31 @@ impl Kernel for FullyConnected {
                     FcF32Path::Dot
                 } else {
                     let len = packed_b_len(units, depth);
-                    FcF32Path::Gemm(match weights.data::<f32>()? {
-                        Some(w) if weights.is_constant => {
-                            let mut packed = vec![0.0f32; len];
-                            pack_b(units, depth, weights_view(w, depth), &mut packed);
-                            PackedFilter::Persistent(ctx.persistent_array(&packed)?)
+                    let copy = if !weights.is_constant {
+                        None
+                    } else if f16_weights {
+                        match weights.data::<half::f16>()? {
+                            Some(w) => ctx.packed_weights(len, |p| {
+                                pack_b(units, depth, weights_view(w, depth), p)
+                            })?,
+                            None => None,
                         }
-                        _ => PackedFilter::Scratch(request_f32_scratch(ctx, len)?),
+                    } else {
+                        match weights.data::<f32>()? {
+                            Some(w) => ctx.packed_weights(len, |p| {
+                                pack_b(units, depth, weights_view(w, depth), p)
+                            })?,
+                            None => None,
+                        }
+                    };
+                    FcF32Path::Gemm(match copy {
+                        Some(p) => PackedFilter::Persistent(p),
+                        None => PackedFilter::Panels(request_parts(
+                            ctx,
+                            group_scratch_len(units, depth, false),
+                            4,
+                            ctx.threads(),
+                        )?),
                     })
                 };
             }
@@ -229,7 +272,8 @@ impl Kernel for FullyConnected {
         data.output_offset = output_zp;
         (data.act_min, data.act_max) = quantized_range(act, &output)?;
         if self.set == KernelSet::Optimized && kind == FcKind::I8 {
-            data.i8_packed = prepare_i8_packing(ctx, &weights, depth, units, data.weights_offset)?;
+            data.i8_packed =
+                prepare_i8_packing(ctx, &weights, batches, depth, units, data.weights_offset)?;
         }
         ctx.set_op_data(data)
     }
@@ -246,53 +290,13 @@ impl Kernel for FullyConnected {
             };
             match d.f32_path {
                 FcF32Path::Reference => {}
-                FcF32Path::Dot => {
-                    let (x, w) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
-                    let out = &mut ctx.output::<f32>(0)?[..b * u];
-                    let threads = ctx.threads();
-                    if b == 1 {
-                        // One row: bands of units (each a dot product of its own).
-                        let units = task_units(u, k, threads);
-                        ctx.for_each_chunk_mut(out, units, &|t, part| {
-                            let j0 = t * units;
-                            let ep = Epilogue {
-                                bias: ep.bias.map(|b| &b[j0..]),
-                                ..ep
-                            };
-                            gemm_dot(1, part.len(), k, x, &w[j0 * k..], &ep, part, part.len());
-                        });
-                    } else {
-                        let rows = task_rows(b, u, k, threads);
-                        ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
-                            let (r0, rt) = (t * rows, part.len() / u);
-                            gemm_dot(rt, u, k, &x[r0 * k..], w, &ep, part, u);
-                        });
-                    }
-                    return Ok(());
+                _ if d.f16_weights => {
+                    let w = ctx.input::<half::f16>(1)?;
+                    return invoke_f32_fast(ctx, &d, &ep, w);
                 }
-                FcF32Path::Gemm(filter) => {
-                    let packed: &[f32] = match filter {
-                        PackedFilter::Persistent(p) => ctx.persistent(p)?,
-                        PackedFilter::Scratch(id) => {
-                            let s = ctx.scratch::<f32>(id)?;
-                            pack_b(u, k, weights_view(ctx.input::<f32>(1)?, k), s);
-                            &*s
-                        }
-                    };
-                    let x = ctx.input::<f32>(0)?;
-                    let out = &mut ctx.output::<f32>(0)?[..b * u];
-                    // Bands of rows (the bits of each row do not depend on the split).
-                    let rows = task_rows(b, u, k, ctx.threads());
-                    ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
-                        let (r0, rt) = (t * rows, part.len() / u);
-                        let x = Strided {
-                            data: &x[r0 * k..(r0 + rt) * k],
-                            rs: k,
-                            cs: 1,
-                        };
-                        gemm_packed(rt, u, k, x, packed, &ep, part, u);
-                    });
-                    return Ok(());
+                _ => {
+                    let w = ctx.input::<f32>(1)?;
+                    return invoke_f32_fast(ctx, &d, &ep, w);
                 }
             }
             fully_connected_f32(
@@ -324,19 +328,43 @@ impl Kernel for FullyConnected {
             FcKind::I8 => {
                 let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
                 let (x, w) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
-                let packed: &[i8] = match d.i8_packed {
+                match d.i8_packed {
                     None => {
                         fully_connected_i8(b, k, u, x, w, bias, &q, ctx.output::<i8>(0)?);
-                        return Ok(());
                     }
-                    Some(PackedFilter::Persistent(p)) => ctx.persistent(p)?,
-                    Some(PackedFilter::Scratch(id)) => {
-                        let s = ctx.scratch::<i8>(id)?;
-                        fast_i8::pack_weights(k, u, d.weights_offset, w, s);
-                        &*s
+                    Some(I8Weights::Persistent(p)) => {
+                        let packed = ctx.persistent(p)?;
+                        fast_i8::fully_connected_i8(
+                            b,
+                            k,
+                            u,
+                            x,
+                            w,
+                            packed,
+                            bias,
+                            &q,
+                            ctx.output::<i8>(0)?,
+                        );
                     }
-                };
-                fast_i8::fully_connected_i8(b, k, u, x, w, packed, bias, &q, ctx.output::<i8>(0)?);
+                    Some(I8Weights::InPlace(id)) => {
+                        let scratch: &mut [i8] = match id {
+                            Some(id) => ctx.scratch::<i8>(id)?,
+                            None => &mut [],
+                        };
+                        fast_i8::fully_connected_i8_in_place_with(
+                            Isa::detect(),
+                            b,
+                            k,
+                            u,
+                            x,
+                            w,
+                            scratch,
+                            bias,
+                            &q,
+                            ctx.output::<i8>(0)?,
+                        );
+                    }
+                }
             }
             FcKind::I16Acc64 => {
                 let bias = ctx.input_if::<i64>(d.has_bias, 2)?;
@@ -367,6 +395,92 @@ impl Kernel for FullyConnected {
             FcKind::F32 => {}
         }
         Ok(())
+    }
+}
+
+/// The optimized float layer (dot products or matrix product) with weights `w` of any
+/// [`Weight`] type (float32, or float16 kept in the model's bytes).
+fn invoke_f32_fast<W: Weight>(
+    ctx: &mut InvokeContext<'_>,
+    d: &FcData,
+    ep: &Epilogue<'_>,
+    w: &[W],
+) -> Result<(), KernelError> {
+    let (b, k, u) = (d.batches, d.depth, d.units);
+    let ep = *ep;
+    match d.f32_path {
+        FcF32Path::Reference => Err(KernelError::new("no optimized path prepared")),
+        FcF32Path::Dot => {
+            let x = ctx.input::<f32>(0)?;
+            let out = &mut ctx.output::<f32>(0)?[..b * u];
+            let threads = ctx.threads();
+            if b == 1 {
+                // One row: bands of units (each a dot product of its own).
+                let units = task_units(u, k, threads);
+                ctx.for_each_chunk_mut(out, units, &|t, part| {
+                    let j0 = t * units;
+                    let ep = Epilogue {
+                        bias: ep.bias.map(|b| &b[j0..]),
+                        ..ep
+                    };
+                    gemm_dot(1, part.len(), k, x, &w[j0 * k..], &ep, part, part.len());
+                });
+            } else {
+                let rows = task_rows(b, u, k, threads);
+                ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                    let (r0, rt) = (t * rows, part.len() / u);
+                    gemm_dot(rt, u, k, &x[r0 * k..], w, &ep, part, u);
+                });
+            }
+            Ok(())
+        }
+        FcF32Path::Gemm(filter) => {
+            let x = ctx.input::<f32>(0)?;
+            match filter {
+                PackedFilter::Persistent(p) => {
+                    let packed = ctx.persistent(p)?;
+                    let out = &mut ctx.output::<f32>(0)?[..b * u];
+                    // Bands of rows (the bits of each row do not depend on the split).
+                    let rows = task_rows(b, u, k, ctx.threads());
+                    ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                        let (r0, rt) = (t * rows, part.len() / u);
+                        let x = Strided {
+                            data: &x[r0 * k..(r0 + rt) * k],
+                            rs: k,
+                            cs: 1,
+                        };
+                        gemm_packed(rt, u, k, x, packed, &ep, part, u);
+                    });
+                }
+                PackedFilter::Stack => {
+                    return Err(KernelError::new("float weights without panel scratch"))
+                }
+                PackedFilter::Panels(id) => {
+                    let w = weights_view(w, k);
+                    let part_len = group_scratch_len(u, k, false);
+                    let scratch = ctx.scratch::<f32>(id)?;
+                    let parts = scratch.len() / part_len.max(1);
+                    kernel_ensure!(parts >= 1, "panel scratch too short");
+                    let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
+                    let out = &mut ctx.output::<f32>(0)?[..b * u];
+                    let rows = task_rows(b, u, k, ctx.threads().min(parts));
+                    kernel_ensure!(b.div_ceil(rows) <= parts, "too few scratch parts");
+                    ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
+                        let (r0, rt) = (t * rows, part.len() / u);
+                        let x = Strided {
+                            data: &x[r0 * k..(r0 + rt) * k],
+                            rs: k,
+                            cs: 1,
+                        };
+                        // SAFETY: task `t` (< parts, checked above) runs once per
+                        // round and is the only one using part `t`.
+                        let s = unsafe { scratch.part(t * part_len, part_len) };
+                        gemm_grouped(rt, u, k, x, w, &ep, part, u, s);
+                    });
+                }
+            }
+            Ok(())
+        }
     }
 }
 
@@ -490,6 +604,12 @@ pub(crate) fn fc_shapes(
 pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::FULLY_CONNECTED,
-        Registration::new("FULLY_CONNECTED", FullyConnected { set }),
+        match set {
+            // The optimized kernel reads float16 weights as they are in the model.
+            KernelSet::Optimized => {
+                Registration::new("FULLY_CONNECTED", FullyConnected { set }).with_f16_inputs(1 << 1)
+            }
+            KernelSet::Reference => Registration::new("FULLY_CONNECTED", FullyConnected { set }),
+        },
     );
 }

@@ -7,7 +7,10 @@
 //! bounded whatever the image size, and multiplies each block. Grouped convolutions are not
 //! covered ([`ConvPlan::new`] returns `None`); their kernels run the reference loop.
 
-use super::gemm::{gemm_packed, pack_b, packed_b_len, Epilogue, Strided, MR};
+use super::gemm::{
+    gemm_grouped, gemm_packed, group_cols, group_scratch_len, pack_b, packed_b_len, Epilogue,
+    Strided, Weight, MR,
+};
 use crate::interpreter::reference::conv::ConvGeometry;
 
 /// Bytes of im2col rows a block aims at (L1/L2 resident).
@@ -50,10 +53,30 @@ impl ConvPlan {
     pub fn cols_len(&self) -> usize {
         self.col_rows * self.k
     }
+
+    /// Elements of one task's panel scratch when the filter is read in place
+    /// ([`ConvWeights::InPlace`]): one group of [`group_cols`] output channels, packed.
+    pub fn panel_scratch_len(&self, g: &ConvGeometry) -> usize {
+        group_scratch_len(g.out_c, self.k, self.col_rows > 0)
+    }
+}
+
+/// The filter a [`conv_f32`] multiplies with.
+pub enum ConvWeights<'a, W = f32> {
+    /// Packed whole by [`pack_filter`] (a copy kept in the arena's tail).
+    Packed(&'a [f32]),
+    /// The OHWI filter where the model keeps it; each task packs a group of output channels
+    /// at a time into its own [`ConvPlan::panel_scratch_len`] elements of `scratch`.
+    InPlace {
+        /// The OHWI filter (float32, or float16 converted as panels are packed).
+        filter: &'a [W],
+        /// Panel scratch, one part per task.
+        scratch: &'a mut [f32],
+    },
 }
 
 /// Packs an OHWI filter for [`conv_f32`].
-pub fn pack_filter(g: &ConvGeometry, plan: &ConvPlan, filter: &[f32], packed: &mut [f32]) {
+pub fn pack_filter<W: Weight>(g: &ConvGeometry, plan: &ConvPlan, filter: &[W], packed: &mut [f32]) {
     let b = Strided {
         data: &filter[..g.out_c * plan.k],
         rs: plan.k,
@@ -101,21 +124,26 @@ pub fn task_units(n: usize, k: usize, threads: usize) -> usize {
     (n.div_ceil(tasks).div_ceil(16) * 16).min(n)
 }
 
-/// Float convolution with a packed filter: the same values as
-/// [`crate::interpreter::reference::conv::conv_f32`] up to summation order.
+/// Float convolution: the same values as
+/// [`crate::interpreter::reference::conv::conv_f32`] up to summation order, and the same bits
+/// whether the filter comes packed or is packed group by group at the call
+/// ([`ConvWeights`]).
 ///
 /// The output rows (pixels of all batches) are split into tasks of [`task_rows`] run through
 /// `run_chunks`; an im2col task gathers its rows block by block into its own part of `cols`,
 /// which holds [`ConvPlan::cols_len`] elements per task (at most `cols.len() / cols_len`
-/// tasks run, so one block's worth runs on one thread). Every output row is computed by the
+/// tasks run, so one block's worth runs on one thread; likewise for the panel scratch of
+/// [`ConvWeights::InPlace`]). With the filter in place a task packs [`group_cols`] output
+/// channels at a time and runs all its rows (im2col blocks included) on that group before the
+/// next, so it reads the filter once. Every output row is computed by the
 /// same products in the same order whichever task and block hold it, so the result does not
 /// depend on `threads`.
 #[allow(clippy::too_many_arguments)]
-pub fn conv_f32(
+pub fn conv_f32<W: Weight>(
     g: &ConvGeometry,
     plan: &ConvPlan,
     input: &[f32],
-    packed_filter: &[f32],
+    weights: ConvWeights<'_, W>,
     bias: Option<&[f32]>,
     act_min: f32,
     act_max: f32,
@@ -136,8 +164,40 @@ pub fn conv_f32(
         return;
     }
     let ep = &ep;
+    // The filter: packed whole, or in place with one panel-scratch part per task.
+    let (packed, filter, panel_len, panels) = match weights {
+        ConvWeights::Packed(p) => (Some(p), &[][..], 0, None),
+        ConvWeights::InPlace { filter, scratch } => {
+            let len = plan.panel_scratch_len(g);
+            let parts = scratch.len() / len.max(1);
+            assert!(
+                parts >= 1,
+                "conv_f32: panel scratch of {} < {len}",
+                scratch.len()
+            );
+            (
+                None,
+                &filter[..n * k],
+                len,
+                Some((
+                    crate::interpreter::threads::DisjointMut::new(scratch),
+                    parts,
+                )),
+            )
+        }
+    };
+    let b = Strided {
+        data: filter,
+        rs: k,
+        cs: 1,
+    };
+    let max_tasks = panels.as_ref().map_or(usize::MAX, |p| p.1);
     if plan.col_rows == 0 {
-        let rows = task_rows(m, n, k, threads);
+        let rows = task_rows(m, n, k, threads.min(max_tasks));
+        assert!(
+            m.div_ceil(rows) <= max_tasks,
+            "conv_f32: too few panel scratch parts"
+        );
         let input = &input[..m * k];
         run_chunks(&mut output[..m * n], rows * n, &|t, part| {
             let r0 = t * rows;
@@ -147,15 +207,24 @@ pub fn conv_f32(
                 rs: k,
                 cs: 1,
             };
-            gemm_packed(mt, n, k, a, packed_filter, ep, part, n);
+            match (packed, &panels) {
+                (Some(p), _) => gemm_packed(mt, n, k, a, p, ep, part, n),
+                (None, Some((scratch, _))) => {
+                    // SAFETY: task `t` runs once per round and is the only one using part `t`
+                    // (`t` < the number of parts, asserted above).
+                    let scratch = unsafe { scratch.part(t * panel_len, panel_len) };
+                    gemm_grouped(mt, n, k, a, b, ep, part, n, scratch);
+                }
+                (None, None) => unreachable!("a filter is packed or in place"),
+            }
         });
         return;
     }
     let block = plan.cols_len();
     let buffers = (cols.len() / block).max(1);
-    let rows = task_rows(m, n, k, threads.min(buffers));
+    let rows = task_rows(m, n, k, threads.min(buffers).min(max_tasks));
     assert!(
-        cols.len() >= m.div_ceil(rows) * block,
+        cols.len() >= m.div_ceil(rows) * block && m.div_ceil(rows) <= max_tasks,
         "conv_f32: im2col scratch of {} for {} tasks of {block}",
         cols.len(),
         m.div_ceil(rows)
@@ -163,33 +232,64 @@ pub fn conv_f32(
     let cols = crate::interpreter::threads::DisjointMut::new(cols);
     let pixels = g.out_h * g.out_w;
     let image_len = g.in_h * g.in_w * g.in_c;
+    let group = match packed {
+        Some(_) => n,
+        None => group_cols(n, k, true),
+    };
     run_chunks(&mut output[..m * n], rows * n, &|t, part| {
         // SAFETY: task `t` runs once per round and is the only one using block `t`.
         let cols = unsafe { cols.part(t * block, block) };
+        let scratch: &mut [f32] = match &panels {
+            // SAFETY: as for the im2col block: part `t` belongs to task `t` alone.
+            Some((s, _)) => unsafe { s.part(t * panel_len, panel_len) },
+            None => &mut [],
+        };
         let (r0, r1) = (t * rows, t * rows + part.len() / n);
-        let mut r = r0;
-        while r < r1 {
-            let (b, p0) = (r / pixels, r % pixels);
-            let rows = plan.col_rows.min(pixels - p0).min(r1 - r);
-            let image = &input[b * image_len..][..image_len];
-            let block = &mut cols[..rows * k];
-            im2col(g, image, p0, rows, block);
-            let a = Strided {
-                data: block,
-                rs: k,
-                cs: 1,
+        let mut j0 = 0;
+        while j0 < n {
+            let nj = group.min(n - j0);
+            let panel: &[f32] = match packed {
+                Some(p) => p,
+                None => {
+                    let bj = Strided {
+                        data: &b.data[j0 * k..],
+                        rs: k,
+                        cs: 1,
+                    };
+                    pack_b(nj, k, bj, scratch);
+                    &*scratch
+                }
             };
-            gemm_packed(
-                rows,
-                n,
-                k,
-                a,
-                packed_filter,
-                ep,
-                &mut part[(r - r0) * n..],
-                n,
-            );
-            r += rows;
+            let epj = Epilogue {
+                bias: ep.bias.map(|x| &x[j0..]),
+                min: ep.min,
+                max: ep.max,
+            };
+            let mut r = r0;
+            while r < r1 {
+                let (b, p0) = (r / pixels, r % pixels);
+                let rows = plan.col_rows.min(pixels - p0).min(r1 - r);
+                let image = &input[b * image_len..][..image_len];
+                let block = &mut cols[..rows * k];
+                im2col(g, image, p0, rows, block);
+                let a = Strided {
+                    data: block,
+                    rs: k,
+                    cs: 1,
+                };
+                gemm_packed(
+                    rows,
+                    nj,
+                    k,
+                    a,
+                    panel,
+                    &epj,
+                    &mut part[(r - r0) * n + j0..],
+                    n,
+                );
+                r += rows;
+            }
+            j0 += nj;
         }
     });
 }
@@ -364,6 +464,9 @@ mod tests {
             // Large enough to split: 3 tasks of several im2col blocks each, across batches.
             geometry((28, 30, 8), (3, 3, 32), 1, 1, true, 2),
             geometry((40, 40, 16), (1, 1, 40), 1, 1, false, 1), // pointwise, 3 tasks
+            // Several panel groups (k = 1152: 2 panels a group) with and without im2col.
+            geometry((6, 6, 128), (3, 3, 70), 1, 1, true, 1),
+            geometry((6, 6, 1200), (1, 1, 50), 1, 1, false, 1),
         ];
         for g in cases {
             let plan = ConvPlan::new(&g).unwrap();
@@ -375,15 +478,24 @@ mod tests {
             let mut packed = vec![0.0; plan.packed_filter_len(&g)];
             pack_filter(&g, &plan, &filter, &mut packed);
             let mut first: Option<Vec<f32>> = None;
-            for threads in [1, 3] {
+            for (threads, in_place) in [(1, false), (3, false), (1, true), (3, true)] {
                 let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
                 let mut cols = vec![f32::NAN; plan.cols_len() * threads];
+                let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
                 let mut got = vec![f32::NAN; g.output_len()];
+                let weights = if in_place {
+                    ConvWeights::InPlace {
+                        filter: &filter,
+                        scratch: &mut panels,
+                    }
+                } else {
+                    ConvWeights::Packed(&packed)
+                };
                 conv_f32(
                     &g,
                     &plan,
                     &input,
-                    &packed,
+                    weights,
                     Some(&bias),
                     -2.0,
                     2.5,
@@ -402,10 +514,13 @@ mod tests {
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
                 }
-                // Splitting the rows changes no value.
+                // Splitting the rows or packing the filter at the call changes no value.
                 match &first {
                     None => first = Some(got),
-                    Some(f) => assert!(f == &got, "{g:?}: {threads} threads differ"),
+                    Some(f) => assert!(
+                        f == &got,
+                        "{g:?}: {threads} threads (in place {in_place}) differ"
+                    ),
                 }
             }
         }

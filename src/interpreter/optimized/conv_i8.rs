@@ -15,7 +15,10 @@
 //! so the function needs no scratch. Windows longer than the block (`filter_h * filter_w * in_c
 //! > PATCH_ELEMS`) and grouped convolutions run the reference loop (see [`packs`]).
 
-use super::gemm_i8::{gemm_requant, pack, packed_len, padded, zeroed_prefix, OutRows};
+use super::gemm_i8::{
+    gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix, OutRows,
+    STACK_GROUP_BYTES,
+};
 use super::requant_i8::Requant;
 use super::Isa;
 use crate::interpreter::reference::conv::{self as reference, ConvGeometry, ConvQuant};
@@ -47,6 +50,21 @@ pub fn packed_filter_len(g: &ConvGeometry) -> usize {
 pub fn pack_filter(g: &ConvGeometry, filter: &[i8], out: &mut [i8]) {
     if packs(g) {
         pack(filter, g.out_c, g.filter_h * g.filter_w * g.in_c, out);
+    }
+}
+
+/// Bytes of one task's panel scratch for [`conv_i8_rows_in_place_with`]: 0 where [`packs`] is
+/// false, and where a group fits in [`STACK_GROUP_BYTES`] (packed on the stack).
+pub fn panel_scratch_len(g: &ConvGeometry) -> usize {
+    let len = if packs(g) {
+        group_len(g.out_c, g.filter_h * g.filter_w * g.in_c, !g.is_pointwise())
+    } else {
+        0
+    };
+    if len <= STACK_GROUP_BYTES {
+        0
+    } else {
+        len
     }
 }
 
@@ -101,6 +119,61 @@ pub fn conv_i8_rows_with(
     first_pixel: usize,
     output: &mut [i8],
 ) {
+    conv_i8_rows(
+        isa,
+        g,
+        input,
+        Weights::Packed(packed),
+        bias,
+        q,
+        first_pixel,
+        output,
+    );
+}
+
+/// [`conv_i8_rows_with`] with the OHWI `filter` read where it is: the task packs
+/// [`group_channels`] output channels at a time into `scratch` ([`panel_scratch_len`] bytes at
+/// least; may be empty when that is 0: the group is then packed on the stack) and runs all its
+/// pixels on that group before the next, so it reads the filter once.
+/// The same bits as the packed filter (integer sums are exact).
+#[allow(clippy::too_many_arguments)]
+pub fn conv_i8_rows_in_place_with(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    scratch: &mut [i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    first_pixel: usize,
+    output: &mut [i8],
+) {
+    let w = Weights::InPlace { filter, scratch };
+    conv_i8_rows(isa, g, input, w, bias, q, first_pixel, output);
+}
+
+/// Where a product's int8 weights come from.
+pub(crate) enum Weights<'a> {
+    /// Packed whole ([`pack`]).
+    Packed(&'a [i8]),
+    /// `[n, k]` rows in place, packed a group at a time into `scratch`.
+    InPlace {
+        filter: &'a [i8],
+        scratch: &'a mut [i8],
+    },
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conv_i8_rows(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    weights: Weights<'_>,
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    first_pixel: usize,
+    output: &mut [i8],
+) {
     debug_assert!(packs(g));
     let k = g.filter_h * g.filter_w * g.in_c;
     let stride = padded(k);
@@ -130,43 +203,77 @@ pub fn conv_i8_rows_with(
         act_max: q.act_max,
     };
     let pointwise = g.is_pointwise();
-    let mut p0 = 0;
-    while p0 < pixels {
-        let rows = (pixels - p0).min(rows_per_block);
-        let at = first_pixel + p0;
-        if pointwise && stride == k {
-            // Pixel `p` is input row `p`, and the rows are adjacent: one run.
-            widen(
-                &input[at * k..(at + rows) * k],
-                &mut patch[..rows * k],
-                offset,
+    let group = match weights {
+        Weights::Packed(_) => out_c,
+        Weights::InPlace { .. } => group_channels(out_c, k, !pointwise),
+    };
+    let mut stack = [0i8; STACK_GROUP_BYTES];
+    let mut weights = match weights {
+        Weights::InPlace {
+            filter,
+            scratch: [],
+        } => {
+            assert!(
+                packed_len(group, k) <= STACK_GROUP_BYTES,
+                "conv_i8: no panel scratch"
             );
-        } else if pointwise {
-            for r in 0..rows {
-                let src = &input[(at + r) * k..][..k];
-                widen(src, &mut patch[r * stride..][..k], offset);
-            }
-        } else {
-            for r in 0..rows {
-                gather(g, input, offset, at + r, &mut patch[r * stride..][..k]);
+            Weights::InPlace {
+                filter,
+                scratch: &mut stack[..],
             }
         }
-        let out = OutRows {
-            out: &mut output[p0 * out_c..(p0 + rows) * out_c],
-            stride: out_c,
+        w => w,
+    };
+    let mut j0 = 0;
+    while j0 < out_c {
+        let nj = group.min(out_c - j0);
+        let packed: &[i8] = match &mut weights {
+            Weights::Packed(p) => p,
+            Weights::InPlace { filter, scratch } => {
+                pack(&filter[j0 * k..], nj, k, scratch);
+                &scratch[..]
+            }
         };
-        gemm_requant(
-            isa,
-            &patch[..rows * stride],
-            stride,
-            rows,
-            k,
-            packed,
-            out_c,
-            &rq,
-            out,
-        );
-        p0 += rows;
+        let rqj = rq.channels_from(j0);
+        let mut p0 = 0;
+        while p0 < pixels {
+            let rows = (pixels - p0).min(rows_per_block);
+            let at = first_pixel + p0;
+            if pointwise && stride == k {
+                // Pixel `p` is input row `p`, and the rows are adjacent: one run.
+                widen(
+                    &input[at * k..(at + rows) * k],
+                    &mut patch[..rows * k],
+                    offset,
+                );
+            } else if pointwise {
+                for r in 0..rows {
+                    let src = &input[(at + r) * k..][..k];
+                    widen(src, &mut patch[r * stride..][..k], offset);
+                }
+            } else {
+                for r in 0..rows {
+                    gather(g, input, offset, at + r, &mut patch[r * stride..][..k]);
+                }
+            }
+            let out = OutRows {
+                out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
+                stride: out_c,
+            };
+            gemm_requant(
+                isa,
+                &patch[..rows * stride],
+                stride,
+                rows,
+                k,
+                packed,
+                nj,
+                &rqj,
+                out,
+            );
+            p0 += rows;
+        }
+        j0 += nj;
     }
 }
 

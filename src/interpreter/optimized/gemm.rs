@@ -54,17 +54,70 @@ impl Epilogue<'_> {
 }
 
 /// A strided read-only matrix view: element `(i, j)` is `data[i * rs + j * cs]`.
-#[derive(Clone, Copy, Debug)]
-pub struct Strided<'a> {
+#[derive(Debug)]
+pub struct Strided<'a, T = f32> {
     /// The elements.
-    pub data: &'a [f32],
+    pub data: &'a [T],
     /// Row stride.
     pub rs: usize,
     /// Column stride.
     pub cs: usize,
 }
 
-impl Strided<'_> {
+impl<T> Clone for Strided<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Strided<'_, T> {}
+
+/// An element type weights can be stored in: float32, or float16 converted to float32 as a
+/// panel is packed (with F16C where the CPU has it: the `half` crate detects it at run time).
+pub trait Weight: Copy + Send + Sync + 'static {
+    /// Whether values need converting (packing then converts runs at once).
+    const CONVERTS: bool;
+    /// `dst[i] = src[i]` as f32 (equal lengths).
+    fn to_f32_slice(src: &[Self], dst: &mut [f32]);
+    /// One value as f32.
+    fn to_f32(self) -> f32;
+    /// `sum(a[i] * w[i])` (equal lengths) on path `isa`.
+    fn dot(isa: Isa, a: &[f32], w: &[Self]) -> f32;
+}
+
+impl Weight for f32 {
+    const CONVERTS: bool = false;
+    #[inline]
+    fn to_f32_slice(src: &[f32], dst: &mut [f32]) {
+        dst.copy_from_slice(src);
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline]
+    fn dot(isa: Isa, a: &[f32], w: &[f32]) -> f32 {
+        dot_f32(isa, a, w)
+    }
+}
+
+impl Weight for half::f16 {
+    const CONVERTS: bool = true;
+    #[inline]
+    fn to_f32_slice(src: &[half::f16], dst: &mut [f32]) {
+        use half::slice::HalfFloatSliceExt;
+        src.convert_to_f32_slice(dst);
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+    #[inline]
+    fn dot(isa: Isa, a: &[f32], w: &[half::f16]) -> f32 {
+        dot_converted(isa, a, w)
+    }
+}
+
+impl<T> Strided<'_, T> {
     /// Whether every element of a `rows × cols` view lies inside `data`.
     fn covers(&self, rows: usize, cols: usize) -> bool {
         rows == 0
@@ -88,7 +141,7 @@ pub fn packed_b_len(n: usize, k: usize) -> usize {
 /// Packs `B` (`n × k`: element `(j, p)` at `b.data[j * b.rs + p * b.cs]`) into panels of [`NR`]
 /// columns: panel `q` holds `packed[q * k * NR + p * NR + jj] = B(q * NR + jj, p)`, zero past
 /// column `n`.
-pub fn pack_b(n: usize, k: usize, b: Strided<'_>, packed: &mut [f32]) {
+pub fn pack_b<T: Weight>(n: usize, k: usize, b: Strided<'_, T>, packed: &mut [f32]) {
     assert!(b.covers(n, k), "pack_b: B view too short for {n} x {k}");
     if k == 0 || n == 0 {
         return;
@@ -101,7 +154,7 @@ pub fn pack_b(n: usize, k: usize, b: Strided<'_>, packed: &mut [f32]) {
             // Columns adjacent in memory (B stored `k × n`): one run per depth step.
             for (p, dst) in panel.chunks_exact_mut(NR).enumerate() {
                 let src = &b.data[j0 + p * b.cs..][..cols];
-                dst[..cols].copy_from_slice(src);
+                T::to_f32_slice(src, &mut dst[..cols]);
                 dst[cols..].fill(0.0);
             }
         } else {
@@ -110,8 +163,22 @@ pub fn pack_b(n: usize, k: usize, b: Strided<'_>, packed: &mut [f32]) {
             }
             for jj in 0..cols {
                 let row = (j0 + jj) * b.rs;
-                for p in 0..k {
-                    panel[p * NR + jj] = b.data[row + p * b.cs];
+                if b.cs == 1 && T::CONVERTS {
+                    // A contiguous row of converted values: convert runs (F16C), then scatter.
+                    let mut buf = [0.0f32; 64];
+                    let mut p0 = 0;
+                    while p0 < k {
+                        let len = 64.min(k - p0);
+                        T::to_f32_slice(&b.data[row + p0..][..len], &mut buf[..len]);
+                        for (i, &v) in buf[..len].iter().enumerate() {
+                            panel[(p0 + i) * NR + jj] = v;
+                        }
+                        p0 += len;
+                    }
+                } else {
+                    for p in 0..k {
+                        panel[p * NR + jj] = b.data[row + p * b.cs].to_f32();
+                    }
                 }
             }
         }
@@ -204,16 +271,89 @@ pub fn gemm_packed(
     }
 }
 
+/// Bytes of packed panels a product that reads its weights in place packs at a time (per
+/// thread): [`group_cols`] columns of `B` over the whole depth. The group is packed once per
+/// call and reused by every row of `A`, so the weights are read once per invoke; the bound
+/// keeps the scratch (time-shared in the arena's head) small and the panels in L2.
+pub const PANEL_GROUP_BYTES: usize = 64 * 1024;
+
+/// Columns a group has at least when each group gathers its im2col rows again (a convolution
+/// that is not pointwise), so the gather stays a small part of the products.
+pub const GATHER_GROUP_COLS: usize = 64;
+
+/// Columns of `B` (a multiple of [`NR`], at least one panel — [`GATHER_GROUP_COLS`] when
+/// `gathers` — at most `n` rounded up to a panel) packed at a time at depth `k`.
+pub fn group_cols(n: usize, k: usize, gathers: bool) -> usize {
+    let least = if gathers { GATHER_GROUP_COLS } else { NR };
+    let panels = PANEL_GROUP_BYTES / (4 * NR * k.max(1));
+    (panels * NR).max(least).min(n.div_ceil(NR) * NR)
+}
+
+/// Elements of the scratch one group needs ([`group_cols`]) for an `n × k` `B`.
+pub fn group_scratch_len(n: usize, k: usize, gathers: bool) -> usize {
+    if n == 0 || k == 0 {
+        return 0;
+    }
+    group_cols(n, k, gathers) * k
+}
+
+/// `C = clamp(A · Bᵀ + bias)` with `B` (`n × k`: element `(j, p)` at `b.data[j * b.rs + p *
+/// b.cs]`) read where it is and packed [`group_cols`] columns at a time into `scratch`
+/// ([`group_scratch_len`] elements at least): the same products, in the same order, as
+/// [`gemm_packed`] on the whole packed `B`, so the bits are equal.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_grouped<T: Weight>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Strided<'_>,
+    b: Strided<'_, T>,
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    scratch: &mut [f32],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        b.covers(n, k),
+        "gemm_grouped: B view too short for {n} x {k}"
+    );
+    let group = group_cols(n, k, false);
+    assert!(
+        scratch.len() >= group_scratch_len(n, k, false),
+        "gemm_grouped: scratch too short"
+    );
+    let mut j0 = 0;
+    while j0 < n {
+        let cols = group.min(n - j0);
+        let bj = Strided {
+            data: &b.data[j0 * b.rs..],
+            rs: b.rs,
+            cs: b.cs,
+        };
+        pack_b(cols, k, bj, scratch);
+        let epj = Epilogue {
+            bias: ep.bias.map(|x| &x[j0..]),
+            min: ep.min,
+            max: ep.max,
+        };
+        gemm_packed(m, cols, k, a, scratch, &epj, &mut c[j0..], ldc);
+        j0 += cols;
+    }
+}
+
 /// `C = clamp(A · Bᵀ + bias)` with `B` stored `n × k` row-major and not packed: one dot product
 /// per output, for few rows of `A` (a fully connected layer on one input), where packing `B`
 /// would cost as much as the product.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_dot(
+pub fn gemm_dot<T: Weight>(
     m: usize,
     n: usize,
     k: usize,
     a: &[f32],
-    b: &[f32],
+    b: &[T],
     ep: &Epilogue<'_>,
     c: &mut [f32],
     ldc: usize,
@@ -234,15 +374,39 @@ pub fn gemm_dot(
         let row = &a[i * k..(i + 1) * k];
         for j in 0..n {
             let w = &b[j * k..(j + 1) * k];
-            let total = match isa {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `Isa::Avx2Fma` is only detected when the CPU has AVX2 and FMA.
-                Isa::Avx2Fma => unsafe { x86::dot(row, w) },
-                Isa::Portable => dot_portable(row, w),
-            };
+            let total = dot_any(isa, row, w);
             let v = total + ep.bias.map_or(0.0, |b| b[j]);
             c[i * ldc + j] = v.max(ep.min).min(ep.max);
         }
+    }
+}
+
+/// `sum(a[i] * w[i])` for weights of any [`Weight`] type: float32 directly, others converted
+/// in runs of 64 on the stack (F16C where the CPU has it).
+fn dot_any<T: Weight>(isa: Isa, a: &[f32], w: &[T]) -> f32 {
+    T::dot(isa, a, w)
+}
+
+/// Converted weights: runs of 64 converted on the stack, each summed by [`dot_f32`].
+fn dot_converted<T: Weight>(isa: Isa, a: &[f32], w: &[T]) -> f32 {
+    let mut buf = [0.0f32; 64];
+    let mut total = 0.0f32;
+    let mut p0 = 0;
+    while p0 < a.len() {
+        let len = 64.min(a.len() - p0);
+        T::to_f32_slice(&w[p0..p0 + len], &mut buf[..len]);
+        total += dot_f32(isa, &a[p0..p0 + len], &buf[..len]);
+        p0 += len;
+    }
+    total
+}
+
+fn dot_f32(isa: Isa, a: &[f32], w: &[f32]) -> f32 {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2Fma` is only detected when the CPU has AVX2 and FMA.
+        Isa::Avx2Fma => unsafe { x86::dot(a, w) },
+        Isa::Portable => dot_portable(a, w),
     }
 }
 
@@ -609,6 +773,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn float16_weights_match_their_float32_values() {
+        // Weights exactly representable in float16: packing and dot products that convert
+        // them give the float32 weights' results (bit for bit when packed: the same products).
+        let (m, n, k) = (7, 37, 300);
+        let av = values(m * k, 8);
+        let w16: Vec<half::f16> = values(n * k, 9)
+            .into_iter()
+            .map(half::f16::from_f32)
+            .collect();
+        let w32: Vec<f32> = w16.iter().map(|w| w.to_f32()).collect();
+        let a = Strided {
+            data: &av,
+            rs: k,
+            cs: 1,
+        };
+        let b16 = Strided {
+            data: &w16[..],
+            rs: k,
+            cs: 1,
+        };
+        let b32 = Strided {
+            data: &w32[..],
+            rs: k,
+            cs: 1,
+        };
+        let mut p16 = vec![0.0; packed_b_len(n, k)];
+        let mut p32 = vec![0.0; packed_b_len(n, k)];
+        pack_b(n, k, b16, &mut p16);
+        pack_b(n, k, b32, &mut p32);
+        assert_eq!(p16, p32);
+        let ep = Epilogue::NONE;
+        let mut c16 = vec![0.0; m * n];
+        let mut c32 = vec![0.0; m * n];
+        let mut scratch = vec![0.0; group_scratch_len(n, k, false)];
+        gemm_grouped(m, n, k, a, b16, &ep, &mut c16, n, &mut scratch);
+        gemm_packed(m, n, k, a, &p32, &ep, &mut c32, n);
+        assert_eq!(c16, c32);
+        gemm_dot(m, n, k, &av, &w16, &ep, &mut c16, n);
+        close(&c16, &c32, k);
     }
 
     #[test]

@@ -46,6 +46,38 @@ pub(crate) fn zeroed_prefix<T: Copy + Default>(buf: &mut [MaybeUninit<T>], n: us
     unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
+/// Bytes of packed panels a product that reads its weights in place packs at a time (per
+/// thread), see [`group_channels`]. Small, because the group is scratch in the arena's head at
+/// its layer: the late layers of a small network have the largest weights and the smallest
+/// activations, and a group as large as their filter raised person_detect's head by 27%.
+pub(crate) const GROUP_BYTES: usize = 16 * 1024;
+
+/// Output channels a group has at least when each group gathers its im2col rows again (a
+/// convolution that is not pointwise): the gather then costs a few percent of the products.
+pub(crate) const GATHER_GROUP_CHANNELS: usize = 64;
+
+/// Output channels (a multiple of 2 panels, at least 2 panels — [`GATHER_GROUP_CHANNELS`]
+/// when `gathers` — at most `n` rounded up to a panel) a product that reads its `n × k`
+/// weights in place packs at a time.
+pub(crate) fn group_channels(n: usize, k: usize, gathers: bool) -> usize {
+    let tile = 2 * PANEL;
+    let least = if gathers { GATHER_GROUP_CHANNELS } else { tile };
+    let c = (GROUP_BYTES / padded(k).max(1)) / tile * tile;
+    c.max(least).min(n.div_ceil(PANEL) * PANEL)
+}
+
+/// Bytes of a packed group small enough to live on the stack of the kernel that packs it,
+/// so it takes no scratch at all (the first layers of small networks, where the head peaks).
+pub(crate) const STACK_GROUP_BYTES: usize = 4096;
+
+/// Bytes of one packed group ([`group_channels`]) of `n × k` weights.
+pub(crate) fn group_len(n: usize, k: usize, gathers: bool) -> usize {
+    if n == 0 || k == 0 {
+        return 0;
+    }
+    packed_len(group_channels(n, k, gathers), k)
+}
+
 /// Length of the packed form of `n` weight rows of depth `k`.
 pub(crate) fn packed_len(n: usize, k: usize) -> usize {
     n.div_ceil(PANEL) * PANEL * padded(k)
@@ -56,14 +88,30 @@ pub(crate) fn packed_len(n: usize, k: usize) -> usize {
 /// # Panics
 /// If `w` or `out` is shorter than that (a caller's bug: the kernels size them).
 pub(crate) fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8]) {
+    // Panel by panel, each weight row's pairs in order: sequential reads, no divisions (the
+    // kernels that read weights in place pack at every invoke).
     let pairs = padded(k) / 2;
     let out = &mut out[..packed_len(n, k)];
-    out.fill(0);
-    for c in 0..n {
-        let (panel, lane) = (c / PANEL, c % PANEL);
-        let row = &w[c * k..(c + 1) * k];
-        for (i, &v) in row.iter().enumerate() {
-            out[(panel * pairs + i / 2) * 2 * PANEL + lane * 2 + i % 2] = v;
+    let w = &w[..n * k];
+    for (p, panel) in out.chunks_exact_mut(pairs * 2 * PANEL).enumerate() {
+        let c0 = p * PANEL;
+        let lanes = PANEL.min(n - c0);
+        if lanes < PANEL {
+            panel.fill(0);
+        }
+        for l in 0..lanes {
+            let row = &w[(c0 + l) * k..][..k];
+            let mut it = row.chunks_exact(2);
+            for (j, pair) in (&mut it).enumerate() {
+                let o = j * 2 * PANEL + l * 2;
+                panel[o] = pair[0];
+                panel[o + 1] = pair[1];
+            }
+            if let [last] = it.remainder() {
+                let o = (k / 2) * 2 * PANEL + l * 2;
+                panel[o] = *last;
+                panel[o + 1] = 0;
+            }
         }
     }
 }

@@ -29,7 +29,28 @@ pub(crate) struct Requant<'a> {
     pub act_max: i32,
 }
 
-impl Requant<'_> {
+impl<'a> Requant<'a> {
+    /// The output stage of channels `c0..` (the same values, channel `c0` first).
+    pub(crate) fn channels_from(&self, c0: usize) -> Requant<'a> {
+        let per_channel = self.multipliers.len() != 1;
+        Requant {
+            bias: self.bias.map(|b| &b[c0..]),
+            multipliers: if per_channel {
+                &self.multipliers[c0..]
+            } else {
+                self.multipliers
+            },
+            shifts: if per_channel {
+                &self.shifts[c0..]
+            } else {
+                self.shifts
+            },
+            output_offset: self.output_offset,
+            act_min: self.act_min,
+            act_max: self.act_max,
+        }
+    }
+
     #[inline(always)]
     fn scalar(&self, acc: i32, c: usize) -> i8 {
         let i = if self.multipliers.len() == 1 { 0 } else { c };

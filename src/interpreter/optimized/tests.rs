@@ -5,12 +5,16 @@
 //! place, odd depths) and the fallbacks (grouped convolutions, long windows, weight zero points).
 
 use super::conv_i8::{
-    conv_i8_rows_with, conv_i8_with, pack_filter, packed_filter_len, packs, PATCH_ELEMS,
+    conv_i8_rows_in_place_with, conv_i8_rows_with, conv_i8_with, pack_filter, packed_filter_len,
+    packs, panel_scratch_len, PATCH_ELEMS,
 };
 use super::depthwise_i8::{
     depthwise_conv_i8_rows_with, depthwise_conv_i8_with, fast_path, MAX_CHANNELS,
 };
-use super::fully_connected_i8::{fully_connected_i8_with, pack_weights, packed_weights_len};
+use super::fully_connected_i8::{
+    fully_connected_i8_in_place_with, fully_connected_i8_with, in_place_scratch_len, pack_weights,
+    packed_weights_len,
+};
 use super::Isa;
 use crate::interpreter::reference::conv::testutil::{random_window, Rng};
 use crate::interpreter::reference::conv::{conv_i8, ConvGeometry, ConvQuant};
@@ -110,6 +114,111 @@ fn check_conv(r: &mut Rng, g: &ConvGeometry) {
                 conv_i8_rows_with(isa, g, &input, &packed, b.as_deref(), &q, t * band, part);
             }
             assert_eq!(got, want, "{isa:?} {g:?} bands of {band} pixels");
+            // The filter read in place, packed a group of channels at a time per band.
+            let mut got = vec![0i8; g.output_len()];
+            let mut scratch = vec![0x55i8; panel_scratch_len(g)];
+            for (t, part) in got.chunks_mut(band * g.out_c).enumerate() {
+                conv_i8_rows_in_place_with(
+                    isa,
+                    g,
+                    &input,
+                    &filter,
+                    &mut scratch,
+                    b.as_deref(),
+                    &q,
+                    t * band,
+                    part,
+                );
+            }
+            assert_eq!(got, want, "{isa:?} {g:?} in place, bands of {band} pixels");
+        }
+    }
+}
+
+/// Filters far larger than one panel group (several groups per call, each with its own slice
+/// of the per-channel quantization) give the reference's bits when read in place.
+#[test]
+fn conv_in_place_with_several_groups_matches_reference() {
+    let mut r = Rng::new(2027);
+    for &(hw, c, oc, f) in &[(4, 1024, 40, 3), (3, 2000, 35, 1), (5, 300, 200, 3)] {
+        let g = ConvGeometry {
+            batches: 1,
+            in_h: hw,
+            in_w: hw,
+            in_c: c,
+            out_h: hw,
+            out_w: hw,
+            out_c: oc,
+            filter_h: f,
+            filter_w: f,
+            filter_depth: c,
+            stride_h: 1,
+            stride_w: 1,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h: f / 2,
+            pad_w: f / 2,
+            depth_multiplier: 1,
+        };
+        check_conv(&mut r, &g);
+    }
+}
+
+/// Fully connected layers with the weights read in place: one dot product per output for few
+/// rows, several packed groups for more rows.
+#[test]
+fn fully_connected_in_place_matches_reference() {
+    let mut r = Rng::new(31);
+    for &(batches, depth, units) in &[
+        (1, 5000, 40),
+        (2, 33, 7),
+        (3, 1280, 100),
+        (9, 5000, 37),
+        (5, 17, 3),
+    ] {
+        let input = r.i8s(batches * depth);
+        let weights = r.i8s(units * depth);
+        let qq = Quant::random(&mut r, units);
+        for per_tensor in [false, true] {
+            let n = if per_tensor { 1 } else { units };
+            let q = FcQuant {
+                input_offset: qq.input_offset,
+                weights_offset: 0,
+                output_offset: qq.output_offset,
+                multipliers: &qq.mults[..n],
+                shifts: &qq.shifts[..n],
+                act_min: qq.act.0,
+                act_max: qq.act.1,
+            };
+            let b = bias(&mut r, units);
+            let mut want = vec![0i8; batches * units];
+            fully_connected_i8(
+                batches,
+                depth,
+                units,
+                &input,
+                &weights,
+                b.as_deref(),
+                &q,
+                &mut want,
+            );
+            let mut scratch = vec![0x55i8; in_place_scratch_len(batches, depth, units, 0)];
+            for &isa in Isa::available() {
+                let mut got = vec![0i8; batches * units];
+                fully_connected_i8_in_place_with(
+                    isa,
+                    batches,
+                    depth,
+                    units,
+                    &input,
+                    &weights,
+                    &mut scratch,
+                    b.as_deref(),
+                    &q,
+                    &mut got,
+                );
+                assert_eq!(got, want, "{isa:?} {batches}x{depth}x{units}");
+            }
         }
     }
 }

@@ -1,0 +1,220 @@
+//! `InterpreterBuilder::arena_budget` and `weight_copies` on shared models: the default keeps no
+//! packed weight copy; a budget between the minimum and the arena with every copy gets an arena
+//! within it (and the copies that fit); the minimum minus one byte fails naming the exact
+//! minimum; every variant gives the same integer outputs, bit for bit, and invokes with zero
+//! heap allocations. Skips with a notice when `../shared` is absent. (Speed is measured by
+//! `tensor-alloc run`, not asserted here.)
+#![cfg(not(loom))]
+
+mod common;
+
+use tensor_alloc::global::count_allocations;
+use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, WeightCopies};
+use tensor_alloc::model::Model;
+use tensor_alloc::tensor::{DType, Tensor};
+use tensor_alloc::GlobalAllocator;
+
+#[global_allocator]
+static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+
+/// Small models with packable weights (int8 conv and fully connected, float fully connected),
+/// fast enough for a debug build.
+const QUICK: &[&str] = &[
+    "person_detect",
+    "micro_speech_quantized",
+    "keyword_scrambled",
+];
+
+fn outputs(interp: &mut Interpreter<'_>, inputs: &[Tensor]) -> Vec<Tensor> {
+    let outs = common::run_once(interp, inputs).unwrap();
+    common::set_inputs(interp, inputs).unwrap();
+    let (r, counts) = count_allocations(|| interp.invoke()).unwrap();
+    r.unwrap();
+    assert_eq!(
+        counts.total_allocations(),
+        0,
+        "invoke allocated: {counts:?}"
+    );
+    outs
+}
+
+fn same(what: &str, a: &[Tensor], b: &[Tensor]) {
+    for (x, y) in a.iter().zip(b) {
+        if x.dtype() == DType::F32 {
+            common::compare(what, x, y, 1e-4).unwrap();
+        } else {
+            assert_eq!(x.as_bytes(), y.as_bytes(), "{what}: integer outputs differ");
+        }
+    }
+}
+
+fn check(case: &common::Case) {
+    let model = Model::load(&case.model).unwrap();
+    let inputs = case.inputs();
+    let mut default = InterpreterBuilder::new(&model).build().unwrap();
+    let min = default.memory().total_bytes;
+    assert_eq!(
+        default.memory().packed_weights_bytes,
+        0,
+        "{}: default copies",
+        case.name
+    );
+    let want = outputs(&mut default, &inputs);
+    drop(default);
+
+    let mut all = InterpreterBuilder::new(&model)
+        .weight_copies(WeightCopies::All)
+        .build()
+        .unwrap();
+    let max = all.memory().total_bytes;
+    let copies = all.memory().packed_weights_bytes;
+    assert!(copies > 0, "{}: no kernel kept a packed copy", case.name);
+    same(
+        &format!("{} all copies", case.name),
+        &outputs(&mut all, &inputs),
+        &want,
+    );
+    drop(all);
+
+    let mut last_copies = 0;
+    for budget in [min, (min + max) / 2, max, max + 4096] {
+        let mut i = InterpreterBuilder::new(&model)
+            .arena_budget(budget)
+            .build()
+            .unwrap_or_else(|e| panic!("{}: budget {budget}: {e}", case.name));
+        let m = i.memory();
+        assert!(
+            m.total_bytes <= budget,
+            "{}: {} > {budget}",
+            case.name,
+            m.total_bytes
+        );
+        assert!(
+            m.packed_weights_bytes >= last_copies,
+            "{}: a larger budget kept fewer copies",
+            case.name
+        );
+        if budget >= max {
+            assert_eq!(
+                m.packed_weights_bytes, copies,
+                "{}: budget {budget}",
+                case.name
+            );
+        }
+        last_copies = m.packed_weights_bytes;
+        same(
+            &format!("{} budget {budget}", case.name),
+            &outputs(&mut i, &inputs),
+            &want,
+        );
+    }
+
+    match InterpreterBuilder::new(&model)
+        .arena_budget(min - 1)
+        .build()
+    {
+        Err(InterpreterError::ArenaBudget { budget, needed }) => {
+            assert_eq!((budget, needed), (min - 1, min), "{}", case.name)
+        }
+        Err(e) => panic!("{}: wrong error {e}", case.name),
+        Ok(_) => panic!(
+            "{}: built in {} bytes, below its minimum {min}",
+            case.name,
+            min - 1
+        ),
+    }
+    eprintln!(
+        "ok  {:<28} minimum {min} B, every copy {max} B ({copies} B packed weights)",
+        case.name
+    );
+}
+
+#[test]
+fn budgets_choose_copies_that_fit_on_small_models() {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    for case in common::cases(&shared, "tflm") {
+        if QUICK.contains(&case.name.as_str()) {
+            check(&case);
+        }
+    }
+}
+
+/// A caller's buffer is the budget: one of the minimum's size builds with no copies, a larger
+/// one keeps copies, and neither allocates the arena.
+#[test]
+fn a_caller_buffer_is_the_budget() {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let Some(case) = common::cases(&shared, "tflm")
+        .into_iter()
+        .find(|c| c.name == "micro_speech_quantized")
+    else {
+        return;
+    };
+    let model = Model::load(&case.model).unwrap();
+    let min = InterpreterBuilder::new(&model)
+        .build()
+        .unwrap()
+        .memory()
+        .total_bytes;
+    let max = InterpreterBuilder::new(&model)
+        .weight_copies(WeightCopies::All)
+        .build()
+        .unwrap()
+        .memory()
+        .total_bytes;
+    // 16-byte aligned storage, so no byte is skipped.
+    let mut words = vec![0u128; max.div_ceil(16)];
+    let bytes = as_bytes(&mut words);
+    let i = InterpreterBuilder::new(&model)
+        .arena_buffer(&mut bytes[..min])
+        .build()
+        .unwrap();
+    assert_eq!(i.memory().packed_weights_bytes, 0);
+    drop(i);
+    let i = InterpreterBuilder::new(&model)
+        .arena_buffer(&mut bytes[..max])
+        .build()
+        .unwrap();
+    assert!(i.memory().packed_weights_bytes > 0);
+}
+
+fn as_bytes(words: &mut [u128]) -> &mut [u8] {
+    let len = std::mem::size_of_val(words);
+    // SAFETY: `u8` has no alignment or validity requirement, the slice covers exactly the
+    // words' bytes, and the exclusive borrow moves into the result.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, len) }
+}
+
+/// Every runnable shared model (long tier).
+#[test]
+#[ignore = "long tier: run by CI with --ignored"]
+fn budgets_choose_copies_that_fit_on_every_model() {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    for set in ["tflm", "keras"] {
+        for case in common::cases(&shared, set) {
+            if [
+                "person_detect_vela",
+                "mobilenet_v3_small_int8",
+                "pruned_cnn_sparse",
+            ]
+            .contains(&case.name.as_str())
+            {
+                continue;
+            }
+            let model = Model::load(&case.model).unwrap();
+            let has_copies = InterpreterBuilder::new(&model)
+                .weight_copies(WeightCopies::All)
+                .build()
+                .is_ok_and(|i| i.memory().packed_weights_bytes > 0);
+            if has_copies {
+                check(&case);
+            }
+        }
+    }
+}
