@@ -20,6 +20,19 @@ use crate::arena::{Arena, ArenaError, Category};
 use crate::model::Lifetimes;
 use crate::model::Model;
 use crate::planner::{self, BufferRequirement, Plan, PlanError};
+
+/// Exact-search work units of the `best` planner in interpreter builds and `plan_model` (one
+/// budget, so `tensor-alloc plan MODEL` and a build agree byte for byte). About 0.1 s on this
+/// crate's reference machine: a build on a graph whose heuristics stop above the lower bound stays
+/// quick. `tensor-alloc plan --records` is where a user spends more.
+pub const BUILD_EXACT_WORK: u64 = 10_000_000;
+
+/// Every planner over `reqs`, with `best`'s exact search capped at [`BUILD_EXACT_WORK`].
+pub(crate) fn plan_all(reqs: &[BufferRequirement]) -> Result<planner::PlanReport, PlanError> {
+    let best = planner::BestPlanner::default()
+        .with_exact_budget(planner::exact::SearchBudget::work(BUILD_EXACT_WORK));
+    planner::plan_all_with_best(reqs, best)
+}
 use crate::tensor::TensorBuffer;
 
 /// Alignment of every arena buffer (TFLM's 16).
@@ -97,7 +110,7 @@ pub(crate) fn plan_head(
     let has_offline = lifetimes.planned.iter().any(|p| p.offline_offset.is_some());
     let (reqs, owners) = build(true);
     let mut offline_ignored = None;
-    let report = match planner::plan_all(&reqs) {
+    let report = match plan_all(&reqs) {
         Ok(r) => (r, reqs, owners),
         Err(
             e @ (PlanError::OfflineOverlap { .. }
@@ -107,8 +120,7 @@ pub(crate) fn plan_head(
             tracing::info!(error = %e, "offline memory plan cannot be honoured; planning online");
             offline_ignored = Some(e.to_string());
             let (reqs, owners) = build(false);
-            let r =
-                planner::plan_all(&reqs).map_err(|e| InterpreterError::Memory(e.to_string()))?;
+            let r = plan_all(&reqs).map_err(|e| InterpreterError::Memory(e.to_string()))?;
             (r, reqs, owners)
         }
         Err(e) => return Err(InterpreterError::Memory(e.to_string())),

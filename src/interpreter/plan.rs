@@ -176,7 +176,7 @@ pub fn plan_model(model: &Model, opts: &ModelPlanOptions) -> Result<ModelPlan, M
     let has_offline = lifetimes.planned.iter().any(|p| p.offline_offset.is_some());
     let (mut reqs, mut tensors) = requirements(&lifetimes, opts.alignment, opts.use_offline_plan);
     let mut offline_ignored = None;
-    let report = match planner::plan_all(&reqs) {
+    let report = match super::allocation::plan_all(&reqs) {
         Ok(r) => r,
         Err(
             e @ (PlanError::OfflineOverlap { .. }
@@ -186,7 +186,7 @@ pub fn plan_model(model: &Model, opts: &ModelPlanOptions) -> Result<ModelPlan, M
             tracing::info!(error = %e, "offline memory plan cannot be honoured; planning online");
             offline_ignored = Some(e.to_string());
             (reqs, tensors) = requirements(&lifetimes, opts.alignment, false);
-            planner::plan_all(&reqs).map_err(plan_error)?
+            super::allocation::plan_all(&reqs).map_err(plan_error)?
         }
         Err(e) => return Err(plan_error(e)),
     };
