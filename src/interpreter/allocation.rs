@@ -25,7 +25,7 @@ use crate::planner::{self, BufferRequirement, Plan, PlanError};
 /// budget, so `tensor-alloc plan MODEL` and a build agree byte for byte). About 0.1 s on this
 /// crate's reference machine: a build on a graph whose heuristics stop above the lower bound stays
 /// quick. `tensor-alloc plan --records` is where a user spends more.
-pub const BUILD_EXACT_WORK: u64 = 10_000_000;
+pub(crate) const BUILD_EXACT_WORK: u64 = 10_000_000;
 
 /// Every planner over `reqs`, with `best`'s exact search capped at [`BUILD_EXACT_WORK`].
 pub(crate) fn plan_all(reqs: &[BufferRequirement]) -> Result<planner::PlanReport, PlanError> {
