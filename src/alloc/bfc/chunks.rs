@@ -730,7 +730,7 @@ mod tests {
         let mut model: Vec<(usize, usize, u32)> = vec![];
         let mut rng = Rng::new(3);
         // Miri interprets every step: fewer steps there, the same paths.
-        let steps = if cfg!(miri) { 200 } else { 4000 };
+        let steps = if cfg!(miri) { 60 } else { 4000 };
         for step in 0..steps {
             if model.is_empty() || rng.below(3) != 0 {
                 let h = s.create().unwrap();

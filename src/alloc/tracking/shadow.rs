@@ -36,8 +36,11 @@ const ROOT_BITS: u32 = 14;
 /// Addresses at or above `1 << ADDR_BITS` are never tracked.
 pub(super) const ADDR_BITS: u32 = GRANULE_SHIFT + LEAF_BITS + MID_BITS + ROOT_BITS;
 
+#[repr(transparent)]
 struct Leaf([AtomicU8; 1 << LEAF_BITS]);
+#[repr(transparent)]
 struct Mid([AtomicPtr<Leaf>; 1 << MID_BITS]);
+#[repr(transparent)]
 struct Root([AtomicPtr<Mid>; 1 << ROOT_BITS]);
 
 /// Nodes made from zeroed memory.
@@ -108,11 +111,11 @@ impl Shadow {
         // SAFETY: nodes are valid (zero-initialised, then only changed through atomics) from
         // their publication until `Shadow` drops, which outlives `&self`; the indices are
         // below the node lengths by construction of `split`.
-        let mid = NonNull::new(unsafe { root.as_ref() }.0[r].load(Ordering::Acquire))?;
+        let mid = NonNull::new(unsafe { elem(root, r) }.load(Ordering::Acquire))?;
         // SAFETY: as above.
-        let leaf = NonNull::new(unsafe { mid.as_ref() }.0[m].load(Ordering::Acquire))?;
+        let leaf = NonNull::new(unsafe { elem(mid, m) }.load(Ordering::Acquire))?;
         // SAFETY: as above.
-        Some(&unsafe { leaf.as_ref() }.0[l])
+        Some(unsafe { elem(leaf, l) })
     }
 
     /// The entry of the granule at `addr`, creating its nodes; `None` when the address is not
@@ -123,12 +126,49 @@ impl Shadow {
         let root = get_or_create(&self.root)?;
         // SAFETY: nodes are valid from their publication until `Shadow` drops, which
         // outlives `&self`; the indices are below the node lengths by construction of `split`.
-        let mid = get_or_create(&unsafe { root.as_ref() }.0[r])?;
+        let mid = get_or_create(unsafe { elem(root, r) })?;
         // SAFETY: as above.
-        let leaf = get_or_create(&unsafe { mid.as_ref() }.0[m])?;
+        let leaf = get_or_create(unsafe { elem(mid, m) })?;
         // SAFETY: as above.
-        Some(&unsafe { leaf.as_ref() }.0[l])
+        Some(unsafe { elem(leaf, l) })
     }
+}
+
+/// Entry `i` of a node, borrowed alone: a reference to the whole node would make Miri retag
+/// all of its (up to 2^16) atomics on every lookup.
+///
+/// # Safety
+/// `node` is valid for `'a` and `i` is below its length.
+#[inline]
+unsafe fn elem<'a, T: Node + Entries>(node: NonNull<T>, i: usize) -> &'a T::Entry {
+    debug_assert!(i < T::LEN);
+    // SAFETY: a node is a `repr(transparent)` array of `T::LEN` entries (`Entries`'s
+    // contract); `i` is in bounds and `node` valid for `'a` (the caller's contract).
+    unsafe { &*node.as_ptr().cast::<T::Entry>().add(i) }
+}
+
+/// A node as the array of entries it wraps.
+///
+/// # Safety
+/// `Self` is `repr(transparent)` over `[Self::Entry; Self::LEN]`.
+unsafe trait Entries {
+    type Entry;
+    const LEN: usize;
+}
+// SAFETY: `Leaf` is `repr(transparent)` over `[AtomicU8; 1 << LEAF_BITS]`.
+unsafe impl Entries for Leaf {
+    type Entry = AtomicU8;
+    const LEN: usize = 1 << LEAF_BITS;
+}
+// SAFETY: `Mid` is `repr(transparent)` over `[AtomicPtr<Leaf>; 1 << MID_BITS]`.
+unsafe impl Entries for Mid {
+    type Entry = AtomicPtr<Leaf>;
+    const LEN: usize = 1 << MID_BITS;
+}
+// SAFETY: `Root` is `repr(transparent)` over `[AtomicPtr<Mid>; 1 << ROOT_BITS]`.
+unsafe impl Entries for Root {
+    type Entry = AtomicPtr<Mid>;
+    const LEN: usize = 1 << ROOT_BITS;
 }
 
 #[inline]

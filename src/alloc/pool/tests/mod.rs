@@ -548,7 +548,8 @@ fn works_as_an_allocator_api2_allocator() {
     let p = PoolAllocator::new(PoolOptions::default());
     for _ in 0..3 {
         let mut v = allocator_api2::vec::Vec::new_in(&p);
-        v.extend(0..10_000u32);
+        // Miri interprets every element: fewer there, the same growth through reallocations.
+        v.extend(0..if cfg!(miri) { 1_000 } else { 10_000u32 });
         assert!(v.iter().enumerate().all(|(i, x)| *x == i as u32));
     }
     assert_eq!(p.stats().bytes_in_use, 0);
