@@ -1,6 +1,6 @@
 //! Invoke time of every shared model that the interpreter runs (`../shared/models/tflm` and
 //! `keras`), on the reference inputs. Compare with LiteRT in the same session through
-//! `../shared/tools` (see the README); `tensor-alloc run MODEL --repeat N` gives the same figure
+//! `../shared/tools` (see BENCHMARKS.md); `tensor-alloc run MODEL --repeat N` gives the same figure
 //! from the command line. Models that do not build are listed and skipped.
 
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -28,3 +28,8 @@ pub mod test_support;
 pub mod workload;
 
 pub use global::GlobalAllocator;
+
+/// The README's code examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

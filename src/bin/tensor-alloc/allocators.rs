@@ -66,7 +66,7 @@ pub fn run(args: &AllocatorsArgs) -> Result<(), String> {
     println!("\nconfiguration:");
     let set = set_variables();
     if set.is_empty() {
-        println!("  no TENSOR_ALLOC_* variable set (accepted: see `tensor-alloc allocators --help` or the README)");
+        println!("  no TENSOR_ALLOC_* variable set (accepted: see `tensor-alloc allocators --help` or docs/environment.md)");
     }
     for (k, v) in &set {
         println!("  {k}={v}");
