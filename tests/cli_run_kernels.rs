@@ -71,10 +71,10 @@ fn isa_override_is_reported_and_checked() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
+    // The CLI checks the whole TENSOR_ALLOC_* family first (`alloc::env`).
     assert_eq!(
         err.trim_end(),
-        "error: TENSOR_ALLOC_ISA=\"avx3\" is not a kernel path; expected one of scalar, avx2, \
-         avx512, avx512vnni"
+        "error: invalid value TENSOR_ALLOC_ISA=\"avx3\": expected scalar | avx2 | avx512 | avx512vnni"
     );
     let out = bin()
         .args(["run", model, "--isa", "sse9"])

@@ -119,13 +119,13 @@ impl Isa {
         self.supported() >= Isa::Avx2
     }
 
-    /// The `TENSOR_ALLOC_ISA` setting: `Ok(None)` when unset or empty, the path it names, or
-    /// an error naming the variable, its value and the accepted values. Read once and cached
+    /// The `TENSOR_ALLOC_ISA` setting: `Ok(None)` when unset, the path it names, or an error
+    /// naming the variable, its value and the accepted values (an empty value is an error, as
+    /// for every `TENSOR_ALLOC_*` variable). Read once and cached
     /// (the process's environment is not re-read).
     pub fn from_env() -> Result<Option<Isa>, IsaError> {
         static ENV: OnceLock<Result<Option<Isa>, IsaError>> = OnceLock::new();
         ENV.get_or_init(|| match std::env::var(ISA_ENV) {
-            Ok(v) if v.trim().is_empty() => Ok(None),
             Ok(v) => Isa::parse(&v).map(Some),
             Err(std::env::VarError::NotPresent) => Ok(None),
             Err(std::env::VarError::NotUnicode(v)) => Err(IsaError {
@@ -255,6 +255,7 @@ mod tests {
             assert_eq!(Isa::parse(i.name()), Ok(i));
             assert_eq!(i.name().to_uppercase().parse::<Isa>(), Ok(i));
         }
+        assert!(Isa::parse("").is_err() && Isa::parse(" ").is_err());
         let e = Isa::parse("avx3").unwrap_err().to_string();
         assert_eq!(
             e,

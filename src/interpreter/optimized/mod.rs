@@ -27,6 +27,7 @@ pub mod gemm;
 mod gemm_i8;
 mod isa;
 mod requant_i8;
+pub mod transpose_conv;
 
 pub use isa::{Isa, IsaError, IsaSelection, IsaSource, ISA_ENV};
 
