@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tensor_alloc::interpreter::optimized::{
-    batch_matmul as fast_bmm, conv as fast_conv, depthwise_conv as fast_dw, gemm,
+    batch_matmul as fast_bmm, conv as fast_conv, depthwise_conv as fast_dw, gemm, Isa,
 };
 use tensor_alloc::interpreter::reference::batch_matmul::{batch_matmul_f32, BatchMatMulGeometry};
 use tensor_alloc::interpreter::reference::conv::{conv_f32, ConvGeometry};
@@ -96,6 +96,7 @@ fn bench_conv(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("optimized, packed copy", name), |b| {
             b.iter(|| {
                 fast_conv::conv_f32(
+                    Isa::configured(),
                     &g,
                     &plan,
                     &input,
@@ -118,6 +119,7 @@ fn bench_conv(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("optimized, in place", name), |b| {
             b.iter(|| {
                 fast_conv::conv_f32(
+                    Isa::configured(),
                     &g,
                     &plan,
                     &input,
@@ -210,14 +212,34 @@ fn bench_fully_connected(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("optimized", name), |b| {
             b.iter(|| {
                 if rows < 4 {
-                    gemm::gemm_dot(rows, units, depth, &x, &w, &ep, &mut out, units)
+                    gemm::gemm_dot(
+                        Isa::configured(),
+                        rows,
+                        units,
+                        depth,
+                        &x,
+                        &w,
+                        &ep,
+                        &mut out,
+                        units,
+                    )
                 } else {
                     let a = gemm::Strided {
                         data: &x,
                         rs: depth,
                         cs: 1,
                     };
-                    gemm::gemm_packed(rows, units, depth, a, &packed, &ep, &mut out, units)
+                    gemm::gemm_packed(
+                        Isa::configured(),
+                        rows,
+                        units,
+                        depth,
+                        a,
+                        &packed,
+                        &ep,
+                        &mut out,
+                        units,
+                    )
                 }
             })
         });
@@ -250,7 +272,9 @@ fn bench_batch_matmul(c: &mut Criterion) {
             b.iter(|| batch_matmul_f32(&g, &lhs, &rhs, &mut out))
         });
         group.bench_function(BenchmarkId::new("optimized", name), |b| {
-            b.iter(|| fast_bmm::batch_matmul_f32(&g, &lhs, &rhs, &mut out, &mut packed))
+            b.iter(|| {
+                fast_bmm::batch_matmul_f32(Isa::configured(), &g, &lhs, &rhs, &mut out, &mut packed)
+            })
         });
     }
     group.finish();

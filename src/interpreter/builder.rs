@@ -11,6 +11,7 @@ use super::context::{
 use super::error::{InterpreterError, MissingOp, Phase};
 use super::graph::{self, NodeInfo, TensorEntry, TensorKind};
 use super::kernel::Registration;
+use super::optimized::{Isa, IsaSelection, IsaSource};
 use super::resolver::{KernelSet, OpResolver};
 use super::Interpreter;
 use crate::alloc::AllocatorRef;
@@ -43,6 +44,7 @@ pub struct InterpreterBuilder<'m, 'a> {
     threads: usize,
     copies: WeightCopies,
     budget: Option<usize>,
+    isa: Option<Isa>,
 }
 
 impl<'m> InterpreterBuilder<'m, 'static> {
@@ -56,6 +58,7 @@ impl<'m> InterpreterBuilder<'m, 'static> {
             threads: 1,
             copies: WeightCopies::None,
             budget: None,
+            isa: None,
         }
     }
 }
@@ -82,6 +85,7 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             threads: self.threads,
             copies: self.copies,
             budget: self.budget,
+            isa: self.isa,
         }
     }
 
@@ -122,9 +126,23 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         self
     }
 
+    /// Runs the optimized kernels on path `isa` (capped by what the CPU has: asking for a path
+    /// the CPU lacks runs the best one it has, and [`Interpreter::isa`] says so). Overrides
+    /// `TENSOR_ALLOC_ISA`; without either the best path of the CPU runs. See `docs/isa.md`.
+    ///
+    /// [`Interpreter::isa`]: super::Interpreter::isa
+    pub fn isa(mut self, isa: Isa) -> Self {
+        self.isa = Some(isa);
+        self
+    }
+
     /// Stages the model under the budget: the most weight copies that fit.
-    fn stage_in_budget(&self, budget: usize) -> Result<(Staged, WeightCopies), InterpreterError> {
-        let stage = |copies| stage_opts(self.model, &self.resolver, self.threads, copies);
+    fn stage_in_budget(
+        &self,
+        budget: usize,
+        isa: IsaSelection,
+    ) -> Result<(Staged, WeightCopies), InterpreterError> {
+        let stage = |copies| stage_opts(self.model, &self.resolver, self.threads, copies, isa);
         let all = stage(WeightCopies::All)?;
         if all.arena_bytes()? <= budget {
             return Ok((all, WeightCopies::All));
@@ -168,6 +186,14 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 "threads must be at least 1 (the invoking thread), got 0".into(),
             ));
         }
+        let isa = IsaSelection::resolve(self.isa).map_err(InterpreterError::Isa)?;
+        if isa.capped() {
+            tracing::info!(
+                requested = ?isa.requested,
+                running = %isa.isa,
+                "kernel path capped by the CPU: {isa}"
+            );
+        }
         // A caller's buffer is the budget unless one is given; when even the smallest arena
         // does not fit it, `finish` reports the buffer as too small (with the bytes needed).
         let buffer_budget = match &self.arena {
@@ -176,10 +202,11 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             }
             _ => None,
         };
-        let staged_default = || stage_opts(self.model, &self.resolver, self.threads, self.copies);
+        let staged_default =
+            || stage_opts(self.model, &self.resolver, self.threads, self.copies, isa);
         let (staged, copies) = match (self.budget, buffer_budget) {
-            (Some(b), _) => self.stage_in_budget(b)?,
-            (None, Some(b)) => match self.stage_in_budget(b) {
+            (Some(b), _) => self.stage_in_budget(b, isa)?,
+            (None, Some(b)) => match self.stage_in_budget(b, isa) {
                 Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
                 r => r?,
             },
@@ -227,6 +254,8 @@ pub(crate) struct Staged {
     pub temp_peak: usize,
     /// Initial contents of variables that have data in the model.
     pub variable_init: Vec<(usize, VariableInit)>,
+    /// The kernel path prepare-time nodes ran and invoke runs.
+    pub isa: IsaSelection,
 }
 
 impl Staged {
@@ -263,7 +292,26 @@ pub(crate) fn stage(
     resolver: &OpResolver,
     threads: usize,
 ) -> Result<Staged, InterpreterError> {
-    stage_with(model, &|_| resolver, threads, WeightCopies::None)
+    stage_with(
+        model,
+        &|_| resolver,
+        threads,
+        WeightCopies::None,
+        default_isa(),
+    )
+}
+
+/// The path of an interpreter built without [`InterpreterBuilder::isa`]: `TENSOR_ALLOC_ISA`
+/// (capped by the CPU), else the best the CPU has. Never fails: where the caller has no error
+/// to return (memory queries, partition spaces) a bad value runs the best path; the builder
+/// and the CLI check the variable first ([`IsaSelection::resolve`]).
+pub(crate) fn default_isa() -> IsaSelection {
+    IsaSelection::resolve(None).unwrap_or_else(|_| IsaSelection {
+        isa: Isa::detect(),
+        requested: None,
+        source: IsaSource::Detected,
+        detected: Isa::detect(),
+    })
 }
 
 /// [`stage`] granting the packed weight copies `copies`.
@@ -272,8 +320,9 @@ pub(crate) fn stage_opts(
     resolver: &OpResolver,
     threads: usize,
     copies: WeightCopies,
+    isa: IsaSelection,
 ) -> Result<Staged, InterpreterError> {
-    stage_with(model, &|_| resolver, threads, copies)
+    stage_with(model, &|_| resolver, threads, copies, isa)
 }
 
 /// [`stage`] with a resolver per node (`resolver_of(node index)`): a partition's memory space
@@ -283,6 +332,7 @@ pub(crate) fn stage_with<'r>(
     resolver_of: &dyn Fn(usize) -> &'r OpResolver,
     threads: usize,
     copies: WeightCopies,
+    isa: IsaSelection,
 ) -> Result<Staged, InterpreterError> {
     let mut copies = CopyAllowance::new(copies);
     model.validate()?;
@@ -437,6 +487,7 @@ pub(crate) fn stage_with<'r>(
                 &mut persistent,
                 &mut computed,
                 &tensor_record,
+                isa.isa,
             )?;
         }
         memory.push(mem);
@@ -508,6 +559,7 @@ pub(crate) fn stage_with<'r>(
         plan,
         temp_peak,
         variable_init,
+        isa,
     })
 }
 
@@ -708,6 +760,7 @@ fn evaluate_at_build(
     persistent: &mut Persistent,
     computed: &mut [Option<Vec<u128>>],
     tensor_record: &[Option<u32>],
+    isa: Isa,
 ) -> Result<(), InterpreterError> {
     let err = |message: String| InterpreterError::Kernel {
         node: node.index,
@@ -781,6 +834,7 @@ fn evaluate_at_build(
         taken: Cell::new(0),
         taken_states: Cell::new(0),
         threads: None,
+        isa,
     };
     reg.kernel
         .invoke(&mut ctx)

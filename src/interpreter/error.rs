@@ -150,6 +150,9 @@ pub enum InterpreterError {
     /// Memory planning or the arena failed.
     #[error("memory planning: {0}")]
     Memory(String),
+    /// `TENSOR_ALLOC_ISA` names no kernel path.
+    #[error(transparent)]
+    Isa(#[from] crate::interpreter::optimized::IsaError),
     /// A request from the user (input index, name, dtype, shape, file) is wrong.
     #[error("{0}")]
     Usage(String),

@@ -152,6 +152,8 @@ pub struct Interpreter<'a> {
     /// The packed weight copies this interpreter was built with (kept across
     /// [`resize_input`](Self::resize_input)).
     copies: WeightCopies,
+    /// The kernel path and how it was chosen.
+    isa: optimized::IsaSelection,
 }
 
 // SAFETY: the raw pointers point into the arena (owned or exclusively borrowed for 'a, the
@@ -237,7 +239,7 @@ impl<'a> Interpreter<'a> {
         let model = Arc::new(builder::resized_model(&self.model, t, dims)?);
         let resolver = self.resolver.clone();
         let threads = self.threads.as_ref().map_or(1, |p| p.threads());
-        let staged = builder::stage_opts(&model, &resolver, threads, self.copies)?;
+        let staged = builder::stage_opts(&model, &resolver, threads, self.copies, self.isa)?;
         let fresh = match &self.rebuild {
             builder::Rebuild::Allocator(a) => {
                 builder::finish(model, resolver, staged, ArenaSource::Allocator(a.clone()))?
@@ -353,6 +355,7 @@ impl<'a> Interpreter<'a> {
             taken: Cell::new(0),
             taken_states: Cell::new(0),
             threads: self.threads.as_mut(),
+            isa: self.isa.isa,
         };
         self.registrations[i]
             .kernel
@@ -389,6 +392,14 @@ impl<'a> Interpreter<'a> {
                 _ => dst.fill(0),
             }
         }
+    }
+
+    /// The instruction-set path the optimized kernels run (what was asked for, capped by the
+    /// CPU; see [`InterpreterBuilder::isa`]). Its `Display` says who asked and whether the CPU
+    /// capped the request: `avx2`, `scalar (TENSOR_ALLOC_ISA)`, `avx2 (TENSOR_ALLOC_ISA asked
+    /// for avx512; this CPU's best is avx2)`.
+    pub fn isa(&self) -> optimized::IsaSelection {
+        self.isa
     }
 
     /// Number of graph inputs.

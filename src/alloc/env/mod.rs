@@ -27,6 +27,7 @@
 //! | `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` | `on`, `off` | transparent huge pages for the hybrid mode's large heap |
 //! | `TENSOR_ALLOC_LOG` | a `tracing` filter | read by the CLI only |
 //! | `TENSOR_ALLOC_STRESS` | a whole number | scale of the randomized stress tests; ignored here |
+//! | `TENSOR_ALLOC_ISA` | `scalar`, `avx2`, `avx512`, `avx512vnni` | kernel path of the interpreter (`docs/isa.md`); validated here, read by it |
 //! | `TF_CPU_ALLOCATOR_USE_BFC` | `true`/`1`, `false`/`0` | alias: `true` = `bfc`; `false` = not `bfc` |
 //! | `TF_CPU_BFC_MEM_LIMIT_IN_MB` | MiB | alias of `TENSOR_ALLOC_BFC_MEMORY_LIMIT` |
 
@@ -73,6 +74,10 @@ pub const LOG: &str = "TENSOR_ALLOC_LOG";
 /// `TENSOR_ALLOC_STRESS` (the test suite's scale factor for randomized stress tests; accepted
 /// and ignored here).
 pub const STRESS: &str = "TENSOR_ALLOC_STRESS";
+/// `TENSOR_ALLOC_ISA` (the interpreter's kernel path, `docs/isa.md`; validated here).
+pub const ISA: &str = "TENSOR_ALLOC_ISA";
+/// The values [`ISA`] accepts (any case).
+const ISA_VALUES: [&str; 4] = ["scalar", "avx2", "avx512", "avx512vnni"];
 /// TensorFlow's `TF_CPU_ALLOCATOR_USE_BFC`.
 pub const TF_USE_BFC: &str = "TF_CPU_ALLOCATOR_USE_BFC";
 /// TensorFlow's `TF_CPU_BFC_MEM_LIMIT_IN_MB`.
@@ -109,6 +114,7 @@ pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
     (GLOBAL_HUGE_PAGES, global_config::EXPECTED_HUGE_PAGES),
     (LOG, "a tracing filter such as info or tensor_alloc=debug"),
     (STRESS, "a whole number (test-suite scale factor)"),
+    (ISA, "scalar | avx2 | avx512 | avx512vnni"),
     (TF_USE_BFC, "true | false | 1 | 0"),
     (TF_BFC_MEM_LIMIT_MB, "a whole number of MiB"),
 ];
@@ -504,6 +510,11 @@ impl EnvConfig {
                 return Err(invalid(GLOBAL_HUGE_PAGES, v))
             }
             GLOBAL | GLOBAL_THRESHOLD | GLOBAL_LIMIT | GLOBAL_HUGE_PAGES => {}
+            ISA => {
+                if !ISA_VALUES.iter().any(|i| i.eq_ignore_ascii_case(t)) {
+                    return Err(invalid(ISA, v));
+                }
+            }
             STRESS => {
                 if t.parse::<u64>().is_err() {
                     return Err(invalid(STRESS, v));

@@ -354,3 +354,12 @@ fn closest_name_is_case_insensitive_and_bounded() {
     assert_eq!(closest("poool", names), Some("pool"));
     assert_eq!(closest("zzzzzzzz", names), None);
 }
+
+#[test]
+fn isa_is_known_and_checked() {
+    for v in ["scalar", "AVX2", "avx512", "avx512vnni"] {
+        assert_eq!(parse(&[(ISA, v)]).unwrap(), EnvConfig::default());
+    }
+    let e = err(&[(ISA, "avx3")]);
+    assert!(e.contains(ISA) && e.contains("avx512vnni"), "{e}");
+}

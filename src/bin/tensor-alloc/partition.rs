@@ -88,6 +88,9 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
     };
     use tensor_alloc::tensor::Tensor;
 
+    // The spaces' interpreters run the environment's path (`--isa` conflicts with `--devices`).
+    let isa = tensor_alloc::interpreter::optimized::IsaSelection::resolve(None)
+        .map_err(|e| e.to_string())?;
     let model = crate::load_model(&args.model)?;
     let (set, policy) = devices_and_policy(devices, &args.policy)?;
     let mut p = PartitionedInterpreter::build(&model, &set, policy.as_ref())
@@ -130,6 +133,7 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
             "bytes_copied_per_invoke": part.bytes_copied_per_invoke,
             "spaces": spaces,
             "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},
+            "isa": isa.isa.name(),
             "invoke_heap_allocations": allocations,
             "process_peak_rss_bytes": crate::run::process_peak_rss_bytes(),
         });
@@ -137,7 +141,7 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
         return Ok(());
     }
     println!(
-        "model: {}  devices: {devices}  policy: {}",
+        "model: {}  devices: {devices}  policy: {}  isa: {isa}",
         args.model.display(),
         part.policy
     );

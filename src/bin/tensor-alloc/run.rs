@@ -6,6 +6,7 @@ use clap::Args;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tensor_alloc::alloc::registry;
+use tensor_alloc::interpreter::optimized::{Isa, IsaSelection};
 use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, KernelSet};
 use tensor_alloc::tensor::{DType, NpyFileReader, Tensor, TensorError};
 use tensor_alloc::test_support::Rng;
@@ -55,9 +56,20 @@ pub struct RunArgs {
     /// `num_threads`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256), conflicts_with = "devices")]
     pub threads: u32,
+    /// Instruction-set path of the optimized kernels: `scalar`, `avx2`, `avx512` or
+    /// `avx512vnni`, capped by what the CPU has (default: `TENSOR_ALLOC_ISA`, else the CPU's
+    /// best). The path that ran is printed.
+    #[arg(long, value_name = "PATH", value_parser = parse_isa, conflicts_with = "devices")]
+    pub isa: Option<Isa>,
     /// Partitioning policy with `--devices`: `min-copy` or `tengine`.
     #[arg(long, default_value = "min-copy", requires = "devices")]
     pub policy: String,
+}
+
+fn parse_isa(s: &str) -> Result<Isa, String> {
+    Isa::parse(s).map_err(|_| {
+        format!("unknown kernel path `{s}`; expected one of scalar, avx2, avx512, avx512vnni")
+    })
 }
 
 pub(crate) fn parse_kernel_set(s: &str) -> Result<KernelSet, String> {
@@ -65,11 +77,16 @@ pub(crate) fn parse_kernel_set(s: &str) -> Result<KernelSet, String> {
         .ok_or_else(|| format!("unknown kernel set `{s}`; expected `optimized` or `reference`"))
 }
 
-/// `builder` with `--arena-budget`, if given.
+/// `builder` with `--arena-budget` and `--isa`, if given.
 fn with_budget<'m, 'a>(
     builder: InterpreterBuilder<'m, 'a>,
     budget: Option<usize>,
+    isa: Option<Isa>,
 ) -> InterpreterBuilder<'m, 'a> {
+    let builder = match isa {
+        Some(i) => builder.isa(i),
+        None => builder,
+    };
     match budget {
         Some(n) => builder.arena_budget(n),
         None => builder,
@@ -451,6 +468,8 @@ pub(crate) fn timed_invokes<S>(
 }
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
+    // A bad TENSOR_ALLOC_ISA is one line naming the variable, before any work.
+    IsaSelection::resolve(args.isa).map_err(|e| e.to_string())?;
     prepare_output_dir(args.output_dir.as_deref())?;
     if let Some(devices) = &args.devices {
         return crate::partition::run_split(args, devices);
@@ -476,6 +495,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     .kernel_set(args.kernels)
                     .threads(args.threads as usize),
                 args.arena_budget,
+                args.isa,
             )
             .arena_buffer(bytes)
             .build()
@@ -491,6 +511,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     .kernel_set(args.kernels)
                     .threads(args.threads as usize),
                 args.arena_budget,
+                args.isa,
             )
             .arena_allocator(a)
             .build()
@@ -500,6 +521,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 .kernel_set(args.kernels)
                 .threads(args.threads as usize),
             args.arena_budget,
+            args.isa,
         )
         .build(),
     }
@@ -564,6 +586,11 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             "model": args.model.display().to_string(),
             "kernels": args.kernels.name(),
             "threads": args.threads,
+            "isa": {
+                "path": interp.isa().isa.name(),
+                "requested": interp.isa().requested.map(|i| i.name()),
+                "detected": interp.isa().detected.name(),
+            },
             "inputs": if args.inputs.is_empty() { "seeded" } else { "files" },
             "outputs": outs,
             "arena": {
@@ -586,7 +613,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
 
     println!("model: {}", args.model.display());
-    println!("kernels: {}, threads: {}", args.kernels, args.threads);
+    println!(
+        "kernels: {}, threads: {}, isa: {}",
+        args.kernels,
+        args.threads,
+        interp.isa()
+    );
     print_outputs(args.inputs.is_empty(), &outputs, &files, |k| {
         interp.output_desc(k).ok().map(|d| d.name.to_string())
     });

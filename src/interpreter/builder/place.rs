@@ -68,6 +68,7 @@ pub(crate) fn finish<'a>(
         plan,
         temp_peak,
         variable_init,
+        isa,
     } = staged;
 
     let bytes = model.bytes.clone();
@@ -173,6 +174,7 @@ pub(crate) fn finish<'a>(
         rebuild,
         threads: None,
         copies: super::WeightCopies::None,
+        isa,
     };
     interp.summary.heap_bytes = interp.heap_bytes();
     interp.reset_variables();

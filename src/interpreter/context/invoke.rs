@@ -47,9 +47,19 @@ pub struct InvokeContext<'a> {
     pub(crate) taken_states: Cell<u64>,
     /// The interpreter's kernel threads (`None`: one thread, or a prepare-time node).
     pub(crate) threads: Option<&'a mut crate::interpreter::threads::ThreadPool>,
+    /// The kernel path the interpreter runs (capped by the CPU).
+    pub(crate) isa: crate::interpreter::optimized::Isa,
 }
 
 impl<'a> InvokeContext<'a> {
+    /// The instruction-set path optimized kernels run this node with (the interpreter's
+    /// selection, capped by what the CPU has): pass it to the [`optimized`] functions.
+    ///
+    /// [`optimized`]: crate::interpreter::optimized
+    pub fn isa(&self) -> crate::interpreter::optimized::Isa {
+        self.isa
+    }
+
     /// Threads this node's work may be split over (1 without kernel threads).
     pub fn threads(&self) -> usize {
         self.threads.as_ref().map_or(1, |p| p.threads())

@@ -13,7 +13,7 @@ use super::binary_common::{
     activation_range_i32, binary_io, expect_not_quantized, node_activation,
     output_activation_range, prepare_binary, quant_params, BinaryNode,
 };
-use crate::interpreter::optimized::{add_quantized::add_quantized_same_shape, Isa};
+use crate::interpreter::optimized::add_quantized::add_quantized_same_shape;
 use crate::interpreter::reference::add::{
     add_f32, add_i32, add_int8_input_tables, add_int8_with_tables, add_quantized,
     has_positive_multipliers, AddQuantParams,
@@ -310,7 +310,7 @@ fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         }
         Math::Int16SameShape(p) => {
             run!(i16, |a, b, o| add_quantized_same_shape(
-                Isa::detect(),
+                ctx.isa(),
                 &p,
                 a,
                 b,

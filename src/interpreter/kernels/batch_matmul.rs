@@ -107,6 +107,7 @@ impl Kernel for BatchMatMul {
         let d = *ctx.op_data::<BatchMatMulData>()?;
         match d.packed {
             Some(id) => fast::batch_matmul_f32(
+                ctx.isa(),
                 &d.geometry,
                 ctx.input(0)?,
                 ctx.input(1)?,

@@ -21,7 +21,6 @@ use super::quant_params::{
 };
 use crate::interpreter::optimized::conv::{self as fast, ConvPlan, ConvWeights};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
-use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
@@ -480,7 +479,7 @@ fn invoke_i8_packed(
     let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
     let k = g.filter_h * g.filter_w * g.in_c;
     let pixels = g.batches * g.out_h * g.out_w;
-    let isa = Isa::detect();
+    let isa = ctx.isa();
     match packed {
         PackedFilter::Persistent(p) => {
             let packed = ctx.persistent(p)?;
@@ -623,11 +622,13 @@ fn invoke_gemm(
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
     let (input, output) = (ctx.input::<f32>(0)?, ctx.output::<f32>(0)?);
     let threads = ctx.threads();
+    let isa = ctx.isa();
     let (lo, hi) = (d.float_min, d.float_max);
     match filter {
         PackedFilter::Persistent(p) => {
             let w: ConvWeights<'_> = ConvWeights::Packed(ctx.persistent(p)?);
             fast::conv_f32(
+                isa,
                 g,
                 plan,
                 input,
@@ -648,6 +649,7 @@ fn invoke_gemm(
                 scratch: ctx.scratch::<f32>(id)?,
             };
             fast::conv_f32(
+                isa,
                 g,
                 plan,
                 input,
@@ -667,6 +669,7 @@ fn invoke_gemm(
                 scratch: ctx.scratch::<f32>(id)?,
             };
             fast::conv_f32(
+                isa,
                 g,
                 plan,
                 input,

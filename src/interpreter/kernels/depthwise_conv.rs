@@ -8,7 +8,7 @@ use super::conv::{
 };
 use super::quant_params::{padding_kind, positive, window_axis};
 use crate::interpreter::optimized::depthwise_conv as fast;
-use crate::interpreter::optimized::{depthwise_i8, Isa};
+use crate::interpreter::optimized::depthwise_i8;
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::depthwise_conv::{
     depthwise_conv_f32, depthwise_conv_i16, depthwise_conv_i8,
@@ -149,8 +149,10 @@ impl Kernel for DepthwiseConv2D {
             let output = &mut ctx.output::<f32>(0)?[..g.output_len()];
             let rows = fast::task_rows(g, ctx.threads());
             let row_len = g.out_w * g.out_c;
+            let isa = ctx.isa();
             ctx.for_each_chunk_mut(output, rows * row_len, &|t, part| {
                 fast::depthwise_conv_f32_rows(
+                    isa,
                     g,
                     input,
                     filter,
@@ -174,7 +176,7 @@ impl Kernel for DepthwiseConv2D {
             let (input, filter) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
             let output = &mut ctx.output::<i8>(0)?[..g.output_len()];
             let rows = fast::task_rows(g, ctx.threads());
-            let isa = Isa::detect();
+            let isa = ctx.isa();
             ctx.for_each_chunk_mut(output, rows * g.out_w * g.out_c, &|t, part| {
                 depthwise_i8::depthwise_conv_i8_rows_with(
                     isa,

@@ -17,7 +17,6 @@ use crate::interpreter::optimized::gemm::Weight;
 use crate::interpreter::optimized::gemm::{
     gemm_dot, gemm_grouped, gemm_packed, group_scratch_len, pack_b, packed_b_len, Epilogue, Strided,
 };
-use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::fully_connected::{
     fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,
 };
@@ -334,7 +333,8 @@ impl Kernel for FullyConnected {
                     }
                     Some(I8Weights::Persistent(p)) => {
                         let packed = ctx.persistent(p)?;
-                        fast_i8::fully_connected_i8(
+                        fast_i8::fully_connected_i8_with(
+                            ctx.isa(),
                             b,
                             k,
                             u,
@@ -352,7 +352,7 @@ impl Kernel for FullyConnected {
                             None => &mut [],
                         };
                         fast_i8::fully_connected_i8_in_place_with(
-                            Isa::detect(),
+                            ctx.isa(),
                             b,
                             k,
                             u,
@@ -408,6 +408,7 @@ fn invoke_f32_fast<W: Weight>(
 ) -> Result<(), KernelError> {
     let (b, k, u) = (d.batches, d.depth, d.units);
     let ep = *ep;
+    let isa = ctx.isa();
     match d.f32_path {
         FcF32Path::Reference => Err(KernelError::new("no optimized path prepared")),
         FcF32Path::Dot => {
@@ -423,13 +424,23 @@ fn invoke_f32_fast<W: Weight>(
                         bias: ep.bias.map(|b| &b[j0..]),
                         ..ep
                     };
-                    gemm_dot(1, part.len(), k, x, &w[j0 * k..], &ep, part, part.len());
+                    gemm_dot(
+                        isa,
+                        1,
+                        part.len(),
+                        k,
+                        x,
+                        &w[j0 * k..],
+                        &ep,
+                        part,
+                        part.len(),
+                    );
                 });
             } else {
                 let rows = task_rows(b, u, k, threads);
                 ctx.for_each_chunk_mut(out, rows * u, &|t, part| {
                     let (r0, rt) = (t * rows, part.len() / u);
-                    gemm_dot(rt, u, k, &x[r0 * k..], w, &ep, part, u);
+                    gemm_dot(isa, rt, u, k, &x[r0 * k..], w, &ep, part, u);
                 });
             }
             Ok(())
@@ -449,7 +460,7 @@ fn invoke_f32_fast<W: Weight>(
                             rs: k,
                             cs: 1,
                         };
-                        gemm_packed(rt, u, k, x, packed, &ep, part, u);
+                        gemm_packed(isa, rt, u, k, x, packed, &ep, part, u);
                     });
                 }
                 PackedFilter::Stack => {
@@ -475,7 +486,7 @@ fn invoke_f32_fast<W: Weight>(
                         // SAFETY: task `t` (< parts, checked above) runs once per
                         // round and is the only one using part `t`.
                         let s = unsafe { scratch.part(t * part_len, part_len) };
-                        gemm_grouped(rt, u, k, x, w, &ep, part, u, s);
+                        gemm_grouped(isa, rt, u, k, x, w, &ep, part, u, s);
                     });
                 }
             }

@@ -102,7 +102,7 @@ pub fn register_builtins(r: &mut OpResolver, set: KernelSet) {
     rsqrt::register(r);
     shape::register(r);
     squared_difference::register(r);
-    transpose_conv::register(r);
+    transpose_conv::register(r, set);
     abs::register(r);
     exp::register(r);
     leaky_relu::register(r);

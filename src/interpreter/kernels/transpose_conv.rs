@@ -1,21 +1,28 @@
 //! TRANSPOSE_CONV: float32 (LiteRT's `transpose_conv.cc`): inputs output_shape (int32, must
 //! equal the output's static shape when constant), weights `[out_c, fh, fw, in_c]`, input and
-//! an optional bias; padding computed from the output size as LiteRT does.
+//! an optional bias; padding computed from the output size as LiteRT does. The optimized set
+//! runs non-overlapping taps (2×2 stride 2 up-sampling) as matrix products
+//! ([`crate::interpreter::optimized::transpose_conv`]).
 
 use super::quant_params::{dims4, float_range, fused_activation, padding_kind, positive};
+use crate::interpreter::optimized::transpose_conv as fast;
 use crate::interpreter::reference::padding::axis_geometry;
 use crate::interpreter::reference::transpose_conv::{
     transpose_conv_f32_rows, TransposeConvGeometry,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, TensorInfo,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
+    TensorInfo,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 /// The TRANSPOSE_CONV kernel.
-pub struct TransposeConv;
+pub struct TransposeConv {
+    /// Which arithmetic runs.
+    pub set: KernelSet,
+}
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -151,17 +158,44 @@ impl Kernel for TransposeConv {
         // Bands of output rows, one per thread (the bits do not depend on the split); a band
         // shorter than a few rows is not worth a hand-off.
         let band = rows.div_ceil(ctx.threads()).max(4);
-        ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
-            transpose_conv_f32_rows(g, input, filter, bias, d.act_min, d.act_max, t * band, part);
-        });
+        match self.set {
+            KernelSet::Reference => ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                transpose_conv_f32_rows(
+                    g,
+                    input,
+                    filter,
+                    bias,
+                    d.act_min,
+                    d.act_max,
+                    t * band,
+                    part,
+                );
+            }),
+            KernelSet::Optimized => {
+                let isa = ctx.isa();
+                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                    fast::transpose_conv_f32_rows(
+                        isa,
+                        g,
+                        input,
+                        filter,
+                        bias,
+                        d.act_min,
+                        d.act_max,
+                        t * band,
+                        part,
+                    );
+                })
+            }
+        }
         Ok(())
     }
 }
 
-/// Registers TRANSPOSE_CONV.
-pub fn register(r: &mut OpResolver) {
+/// Registers TRANSPOSE_CONV of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
     r.register_builtin(
         BuiltinOp::TRANSPOSE_CONV,
-        Registration::new("TRANSPOSE_CONV", TransposeConv),
+        Registration::new("TRANSPOSE_CONV", TransposeConv { set }),
     );
 }

@@ -18,12 +18,13 @@ pub fn add_quantized_same_shape<T: QuantInt>(
     b: &[T],
     out: &mut [T],
 ) {
-    match isa.supported() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `supported()` returned Avx2 only because this CPU has AVX2.
-        Isa::Avx2 => unsafe { same_shape_avx2(p, a, b, out) },
-        _ => same_shape(p, a, b, out),
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2.
+        unsafe { same_shape_avx2(p, a, b, out) };
+        return;
     }
+    same_shape(p, a, b, out)
 }
 
 /// The element loop (inlined into each instruction-set variant).

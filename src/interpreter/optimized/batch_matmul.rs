@@ -2,7 +2,7 @@
 //! dimensions, the right-hand matrix is packed into caller memory ([`packed_len`] elements) and
 //! multiplied; `adj_x` / `adj_y` become strides, so no operand is transposed in memory.
 
-use super::gemm::{gemm_packed, pack_b, packed_b_len, Epilogue, Strided};
+use super::gemm::{gemm_packed, pack_b, packed_b_len, Epilogue, Isa, Strided};
 use crate::interpreter::reference::batch_matmul::{BatchMatMulGeometry, MAX_BATCH_DIMS};
 
 /// Elements of the packing buffer [`batch_matmul_f32`] needs.
@@ -13,6 +13,7 @@ pub fn packed_len(g: &BatchMatMulGeometry) -> usize {
 /// `out = lhs · rhs` per batch index, as
 /// [`crate::interpreter::reference::batch_matmul::batch_matmul_f32`] up to summation order.
 pub fn batch_matmul_f32(
+    isa: Isa,
     g: &BatchMatMulGeometry,
     lhs: &[f32],
     rhs: &[f32],
@@ -56,6 +57,7 @@ pub fn batch_matmul_f32(
                     cs: a_cs,
                 };
                 gemm_packed(
+                    isa,
                     m,
                     n,
                     k,
@@ -97,14 +99,16 @@ mod tests {
             let rhs = vals(3 * 19 * 18, 2);
             let mut want = vec![0.0; 6 * 7 * 18];
             reference(&g, &lhs, &rhs, &mut want);
-            let mut got = vec![f32::NAN; want.len()];
-            let mut packed = vec![0.0; packed_len(&g)];
-            batch_matmul_f32(&g, &lhs, &rhs, &mut got, &mut packed);
-            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (a - b).abs() <= 1e-4,
-                    "adj {adj_x}/{adj_y}: {i}: {a} vs {b}"
-                );
+            for &isa in Isa::available() {
+                let mut got = vec![f32::NAN; want.len()];
+                let mut packed = vec![0.0; packed_len(&g)];
+                batch_matmul_f32(isa, &g, &lhs, &rhs, &mut got, &mut packed);
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-4,
+                        "adj {adj_x}/{adj_y} on {isa}: {i}: {a} vs {b}"
+                    );
+                }
             }
         }
     }

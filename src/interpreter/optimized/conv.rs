@@ -8,7 +8,7 @@
 //! covered ([`ConvPlan::new`] returns `None`); their kernels run the reference loop.
 
 use super::gemm::{
-    gemm_grouped, gemm_packed, group_cols, group_scratch_len, pack_b, packed_b_len, Epilogue,
+    gemm_grouped, gemm_packed, group_cols, group_scratch_len, pack_b, packed_b_len, Epilogue, Isa,
     Strided, Weight, MR,
 };
 use crate::interpreter::reference::conv::ConvGeometry;
@@ -140,6 +140,7 @@ pub fn task_units(n: usize, k: usize, threads: usize) -> usize {
 /// depend on `threads`.
 #[allow(clippy::too_many_arguments)]
 pub fn conv_f32<W: Weight>(
+    isa: Isa,
     g: &ConvGeometry,
     plan: &ConvPlan,
     input: &[f32],
@@ -208,12 +209,12 @@ pub fn conv_f32<W: Weight>(
                 cs: 1,
             };
             match (packed, &panels) {
-                (Some(p), _) => gemm_packed(mt, n, k, a, p, ep, part, n),
+                (Some(p), _) => gemm_packed(isa, mt, n, k, a, p, ep, part, n),
                 (None, Some((scratch, _))) => {
                     // SAFETY: task `t` runs once per round and is the only one using part `t`
                     // (`t` < the number of parts, asserted above).
                     let scratch = unsafe { scratch.part(t * panel_len, panel_len) };
-                    gemm_grouped(mt, n, k, a, b, ep, part, n, scratch);
+                    gemm_grouped(isa, mt, n, k, a, b, ep, part, n, scratch);
                 }
                 (None, None) => unreachable!("a filter is packed or in place"),
             }
@@ -278,6 +279,7 @@ pub fn conv_f32<W: Weight>(
                     cs: 1,
                 };
                 gemm_packed(
+                    isa,
                     rows,
                     nj,
                     k,
@@ -477,50 +479,53 @@ mod tests {
             reference(&g, &input, &filter, Some(&bias), -2.0, 2.5, &mut want);
             let mut packed = vec![0.0; plan.packed_filter_len(&g)];
             pack_filter(&g, &plan, &filter, &mut packed);
-            let mut first: Option<Vec<f32>> = None;
-            for (threads, in_place) in [(1, false), (3, false), (1, true), (3, true)] {
-                let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
-                let mut cols = vec![f32::NAN; plan.cols_len() * threads];
-                let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
-                let mut got = vec![f32::NAN; g.output_len()];
-                let weights = if in_place {
-                    ConvWeights::InPlace {
-                        filter: &filter,
-                        scratch: &mut panels,
+            for &isa in super::super::Isa::available() {
+                let mut first: Option<Vec<f32>> = None;
+                for (threads, in_place) in [(1, false), (3, false), (1, true), (3, true)] {
+                    let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
+                    let mut cols = vec![f32::NAN; plan.cols_len() * threads];
+                    let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
+                    let mut got = vec![f32::NAN; g.output_len()];
+                    let weights = if in_place {
+                        ConvWeights::InPlace {
+                            filter: &filter,
+                            scratch: &mut panels,
+                        }
+                    } else {
+                        ConvWeights::Packed(&packed)
+                    };
+                    conv_f32(
+                        isa,
+                        &g,
+                        &plan,
+                        &input,
+                        weights,
+                        Some(&bias),
+                        -2.0,
+                        2.5,
+                        &mut got,
+                        &mut cols,
+                        threads,
+                        &mut |o, chunk, f| {
+                            crate::interpreter::threads::for_each_chunk_mut(
+                                Some(&mut pool),
+                                o,
+                                chunk,
+                                f,
+                            )
+                        },
+                    );
+                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                        assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
                     }
-                } else {
-                    ConvWeights::Packed(&packed)
-                };
-                conv_f32(
-                    &g,
-                    &plan,
-                    &input,
-                    weights,
-                    Some(&bias),
-                    -2.0,
-                    2.5,
-                    &mut got,
-                    &mut cols,
-                    threads,
-                    &mut |o, chunk, f| {
-                        crate::interpreter::threads::for_each_chunk_mut(
-                            Some(&mut pool),
-                            o,
-                            chunk,
-                            f,
-                        )
-                    },
-                );
-                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                    assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
-                }
-                // Splitting the rows or packing the filter at the call changes no value.
-                match &first {
-                    None => first = Some(got),
-                    Some(f) => assert!(
-                        f == &got,
-                        "{g:?}: {threads} threads (in place {in_place}) differ"
-                    ),
+                    // Splitting the rows or packing the filter at the call changes no value.
+                    match &first {
+                        None => first = Some(got),
+                        Some(f) => assert!(
+                            f == &got,
+                            "{g:?} on {isa}: {threads} threads (in place {in_place}) differ"
+                        ),
+                    }
                 }
             }
         }

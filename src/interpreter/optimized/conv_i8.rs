@@ -79,10 +79,10 @@ pub fn conv_i8(
     q: &ConvQuant<'_>,
     output: &mut [i8],
 ) {
-    conv_i8_with(Isa::detect(), g, input, filter, packed, bias, q, output);
+    conv_i8_with(Isa::configured(), g, input, filter, packed, bias, q, output);
 }
 
-/// [`conv_i8`] on path `isa` (falling back to [`Isa::Portable`] where the CPU lacks it).
+/// [`conv_i8`] on path `isa` (falling back to [`Isa::Scalar`] where the CPU lacks it).
 #[allow(clippy::too_many_arguments)]
 pub fn conv_i8_with(
     isa: Isa,

@@ -1,9 +1,11 @@
 //! Float DEPTHWISE_CONV_2D with a depth multiplier of 1, directly in SIMD: NHWC keeps a pixel's
 //! channels adjacent, so each output pixel accumulates its clipped window tap by tap into
 //! 8-lane vectors of channels (32 channels per pass, in four independent accumulators), adds the
-//! bias and clamps. AVX2+FMA when the CPU has them, the reference loop otherwise; other depth
+//! bias and clamps. AVX2+FMA on an [`Isa`] path that has them ([`Isa::avx2`]), the reference
+//! loop otherwise; other depth
 //! multipliers are not covered ([`covers`]) and run the reference loop.
 
+use super::Isa;
 use crate::interpreter::reference::conv::ConvGeometry;
 
 /// Whether [`depthwise_conv_f32`] handles `g` (depth multiplier 1).
@@ -12,7 +14,7 @@ pub fn covers(g: &ConvGeometry) -> bool {
 }
 
 /// Float depthwise convolution (filter `[1, h, w, channels]`): the same values as the
-/// reference up to FMA rounding.
+/// reference up to FMA rounding, on the configured path ([`Isa::configured`]).
 ///
 /// # Panics
 /// When `g` is not [covered](covers) or a slice is shorter than `g` says.
@@ -26,7 +28,17 @@ pub fn depthwise_conv_f32(
     output: &mut [f32],
 ) {
     let output = &mut output[..g.output_len()];
-    depthwise_conv_f32_rows(g, input, filter, bias, act_min, act_max, 0, output);
+    depthwise_conv_f32_rows(
+        Isa::configured(),
+        g,
+        input,
+        filter,
+        bias,
+        act_min,
+        act_max,
+        0,
+        output,
+    );
 }
 
 /// Output rows (of `batches · out_h`) per task when `g` runs on `threads` threads: shared
@@ -47,6 +59,7 @@ pub fn task_rows(g: &ConvGeometry, threads: usize) -> usize {
 /// is shorter than `g` says.
 #[allow(clippy::too_many_arguments)]
 pub fn depthwise_conv_f32_rows(
+    isa: Isa,
     g: &ConvGeometry,
     input: &[f32],
     filter: &[f32],
@@ -72,14 +85,12 @@ pub fn depthwise_conv_f32_rows(
         "depthwise_conv_f32: slices shorter than {g:?} (rows {row0}+{rows})"
     );
     #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: AVX2 and FMA are present; the slice lengths were checked above against
-            // every index the loop forms from `g` and the row range.
-            unsafe { x86::depthwise(g, input, filter, bias, act_min, act_max, row0, rows, output) };
-            return;
-        }
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: AVX2 and FMA are present; the slice
+        // lengths were checked above against every index the loop forms from `g` and the row
+        // range.
+        unsafe { x86::depthwise(g, input, filter, bias, act_min, act_max, row0, rows, output) };
+        return;
     }
     portable(g, input, filter, bias, act_min, act_max, row0, output);
 }
@@ -288,23 +299,34 @@ mod tests {
                 let mut plain = vec![f32::NAN; g.output_len()];
                 portable(&g, &input, &filter, bias, -1.5, 2.0, 0, &mut plain);
                 assert_eq!(plain, want, "c {c}: the portable loop is the reference's");
-                // Bands of rows (as threads split a layer) give the bits of one call.
-                let row_len = g.out_w * c;
-                for band in [1, 2, 5] {
-                    let mut split = vec![f32::NAN; g.output_len()];
-                    for (t, part) in split.chunks_mut(band * row_len).enumerate() {
-                        depthwise_conv_f32_rows(
-                            &g,
-                            &input,
-                            &filter,
-                            bias,
-                            -1.5,
-                            2.0,
-                            t * band,
-                            part,
-                        );
+                for &isa in Isa::available() {
+                    let mut got = vec![f32::NAN; g.output_len()];
+                    depthwise_conv_f32_rows(isa, &g, &input, &filter, bias, -1.5, 2.0, 0, &mut got);
+                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                        assert!((a - b).abs() <= 1e-5, "c {c} on {isa}: {i}: {a} vs {b}");
                     }
-                    assert_eq!(split, got, "c {c}: bands of {band} rows");
+                    if isa == Isa::Scalar {
+                        assert_eq!(got, want, "c {c}: the scalar path is the reference's");
+                    }
+                    // Bands of rows (as threads split a layer) give the bits of one call.
+                    let row_len = g.out_w * c;
+                    for band in [1, 2, 5] {
+                        let mut split = vec![f32::NAN; g.output_len()];
+                        for (t, part) in split.chunks_mut(band * row_len).enumerate() {
+                            depthwise_conv_f32_rows(
+                                isa,
+                                &g,
+                                &input,
+                                &filter,
+                                bias,
+                                -1.5,
+                                2.0,
+                                t * band,
+                                part,
+                            );
+                        }
+                        assert_eq!(split, got, "c {c} on {isa}: bands of {band} rows");
+                    }
                 }
             }
         }

@@ -41,10 +41,10 @@ pub fn depthwise_conv_i8(
     q: &ConvQuant<'_>,
     output: &mut [i8],
 ) {
-    depthwise_conv_i8_with(Isa::detect(), g, input, filter, bias, q, output);
+    depthwise_conv_i8_with(Isa::configured(), g, input, filter, bias, q, output);
 }
 
-/// [`depthwise_conv_i8`] on path `isa` (falling back to [`Isa::Portable`] where the CPU lacks
+/// [`depthwise_conv_i8`] on path `isa` (falling back to [`Isa::Scalar`] where the CPU lacks
 /// it).
 pub fn depthwise_conv_i8_with(
     isa: Isa,
@@ -95,14 +95,13 @@ pub fn depthwise_conv_i8_rows_with(
         output.len(),
         g.output_len()
     );
-    match isa.supported() {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2.
-            unsafe { depthwise_avx2(g, input, filter, bias, q, first_row, output) }
-        }
-        _ => depthwise_body(Isa::Portable, g, input, filter, bias, q, first_row, output),
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2.
+        unsafe { depthwise_avx2(g, input, filter, bias, q, first_row, output) };
+        return;
     }
+    depthwise_body(Isa::Scalar, g, input, filter, bias, q, first_row, output)
 }
 
 /// [`depthwise_body`] compiled with AVX2.

@@ -66,7 +66,7 @@ pub fn fully_connected_i8(
     output: &mut [i8],
 ) {
     fully_connected_i8_with(
-        Isa::detect(),
+        Isa::configured(),
         batches,
         depth,
         units,
@@ -79,7 +79,7 @@ pub fn fully_connected_i8(
     );
 }
 
-/// [`fully_connected_i8`] on path `isa` (falling back to [`Isa::Portable`] where the CPU lacks
+/// [`fully_connected_i8`] on path `isa` (falling back to [`Isa::Scalar`] where the CPU lacks
 /// it).
 #[allow(clippy::too_many_arguments)]
 pub fn fully_connected_i8_with(
@@ -258,12 +258,12 @@ pub fn fully_connected_i8_in_place_with(
 
 /// `sum(x[i] * w[i])` in wrapping `i32` (exact for int8 weights and 9-bit activations).
 fn dot(isa: Isa, x: &[i16], w: &[i8]) -> i32 {
-    match isa.supported() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2.
-        Isa::Avx2 => unsafe { avx2::dot(x, w) },
-        _ => dot_portable(x, w),
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2.
+        return unsafe { avx2::dot(x, w) };
     }
+    dot_portable(x, w)
 }
 
 fn dot_portable(x: &[i16], w: &[i8]) -> i32 {

@@ -17,12 +17,14 @@
 //! lets a pointwise convolution use the input tensor directly): `k` in blocks of [`KC`], `n` in
 //! blocks whose packed panels stay in L2, and per block a register tile of [`MR`] rows × [`NR`]
 //! columns (12 AVX2 accumulators, one broadcast of `A` and two loads of `B` per step). The tile
-//! runs with AVX2+FMA when the CPU has them (`is_x86_feature_detected!`, checked per call) and
-//! as plain Rust otherwise; both sum `k` in the same order, so results do not depend on the ISA
+//! runs with AVX2+FMA on the [`Isa`] path the caller passes when the CPU has them (the crate's
+//! one cached detection, [`Isa::avx2`]) and as plain Rust otherwise; both sum `k` in the same order, so results do not depend on the ISA
 //! apart from FMA's single rounding.
 //!
 //! Every entry point checks the slice lengths against the shapes before any unchecked access,
 //! and panics (a broken caller invariant) rather than read or write out of bounds.
+
+pub use super::Isa;
 
 /// Rows of the register tile.
 pub const MR: usize = 6;
@@ -189,6 +191,7 @@ pub fn pack_b<T: Weight>(n: usize, k: usize, b: Strided<'_, T>, packed: &mut [f3
 /// at row stride `ldc`.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_packed(
+    isa: Isa,
     m: usize,
     n: usize,
     k: usize,
@@ -222,7 +225,6 @@ pub fn gemm_packed(
         }
         return;
     }
-    let isa = Isa::detect();
     let panels = n.div_ceil(NR);
     let kc_max = KC.min(k);
     let panels_per_block = (L2_PANEL_BYTES / (kc_max * NR * 4)).max(1);
@@ -303,6 +305,7 @@ pub fn group_scratch_len(n: usize, k: usize, gathers: bool) -> usize {
 /// [`gemm_packed`] on the whole packed `B`, so the bits are equal.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_grouped<T: Weight>(
+    isa: Isa,
     m: usize,
     n: usize,
     k: usize,
@@ -339,7 +342,7 @@ pub fn gemm_grouped<T: Weight>(
             min: ep.min,
             max: ep.max,
         };
-        gemm_packed(m, cols, k, a, scratch, &epj, &mut c[j0..], ldc);
+        gemm_packed(isa, m, cols, k, a, scratch, &epj, &mut c[j0..], ldc);
         j0 += cols;
     }
 }
@@ -349,6 +352,7 @@ pub fn gemm_grouped<T: Weight>(
 /// would cost as much as the product.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_dot<T: Weight>(
+    isa: Isa,
     m: usize,
     n: usize,
     k: usize,
@@ -369,7 +373,6 @@ pub fn gemm_dot<T: Weight>(
         ldc >= n && c.len() >= (m - 1) * ldc + n,
         "gemm_dot: C too short"
     );
-    let isa = Isa::detect();
     for i in 0..m {
         let row = &a[i * k..(i + 1) * k];
         for j in 0..n {
@@ -402,12 +405,12 @@ fn dot_converted<T: Weight>(isa: Isa, a: &[f32], w: &[T]) -> f32 {
 }
 
 fn dot_f32(isa: Isa, a: &[f32], w: &[f32]) -> f32 {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx2Fma` is only detected when the CPU has AVX2 and FMA.
-        Isa::Avx2Fma => unsafe { x86::dot(a, w) },
-        Isa::Portable => dot_portable(a, w),
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2 and FMA.
+        return unsafe { x86::dot(a, w) };
     }
+    dot_portable(a, w)
 }
 
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
@@ -425,31 +428,6 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
         total += x * y;
     }
     total
-}
-
-/// The instruction set a call runs with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// x86-64 with AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    Avx2Fma,
-    /// Plain Rust (vectorized by the compiler for the build target).
-    Portable,
-}
-
-impl Isa {
-    /// The best the running CPU supports.
-    pub fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                return Isa::Avx2Fma;
-            }
-        }
-        Isa::Portable
-    }
 }
 
 /// One register tile's operands (raw, so the SIMD tile needs no bounds checks).
@@ -473,7 +451,7 @@ struct Tile {
 ///
 /// # Safety
 /// The tile's pointers cover what [`Tile`] describes: `rows` rows of A for `kc` steps, `kc * NR`
-/// packed values, `cols` bias values, `rows` rows of `cols` values of C; `isa` is supported.
+/// packed values, `cols` bias values, `rows` rows of `cols` values of C.
 unsafe fn run_tile(isa: Isa, rows: usize, t: &Tile) {
     macro_rules! go {
         ($f:ident) => {
@@ -487,11 +465,13 @@ unsafe fn run_tile(isa: Isa, rows: usize, t: &Tile) {
             }
         };
     }
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2Fma => go!(tile_avx2),
-        Isa::Portable => go!(tile_portable),
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2 and FMA; the
+        // pointers are as `run_tile` requires (its caller's contract).
+        return go!(tile_avx2);
     }
+    go!(tile_portable)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -755,21 +735,23 @@ mod tests {
                 let want = naive(m, n, k, a, b, &ep);
                 let mut packed = vec![f32::NAN; packed_b_len(n, k)];
                 pack_b(n, k, b, &mut packed);
-                // C with a wider row stride: the gap must stay untouched.
-                let ldc = n + 3;
-                let mut c = vec![7.0f32; m * ldc];
-                gemm_packed(m, n, k, a, &packed, &ep, &mut c, ldc);
-                let got: Vec<f32> = (0..m)
-                    .flat_map(|i| c[i * ldc..i * ldc + n].to_vec())
-                    .collect();
-                close(&got, &want, k);
-                for i in 0..m {
-                    assert!(c[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
-                }
-                if !b_t && !a_t {
-                    let mut c = vec![0.0f32; m * n];
-                    gemm_dot(m, n, k, &av, &bv, &ep, &mut c, n);
-                    close(&c, &want, k);
+                for &isa in Isa::available() {
+                    // C with a wider row stride: the gap must stay untouched.
+                    let ldc = n + 3;
+                    let mut c = vec![7.0f32; m * ldc];
+                    gemm_packed(isa, m, n, k, a, &packed, &ep, &mut c, ldc);
+                    let got: Vec<f32> = (0..m)
+                        .flat_map(|i| c[i * ldc..i * ldc + n].to_vec())
+                        .collect();
+                    close(&got, &want, k);
+                    for i in 0..m {
+                        assert!(c[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
+                    }
+                    if !b_t && !a_t {
+                        let mut c = vec![0.0f32; m * n];
+                        gemm_dot(isa, m, n, k, &av, &bv, &ep, &mut c, n);
+                        close(&c, &want, k);
+                    }
                 }
             }
         }
@@ -807,18 +789,20 @@ mod tests {
         pack_b(n, k, b32, &mut p32);
         assert_eq!(p16, p32);
         let ep = Epilogue::NONE;
-        let mut c16 = vec![0.0; m * n];
-        let mut c32 = vec![0.0; m * n];
-        let mut scratch = vec![0.0; group_scratch_len(n, k, false)];
-        gemm_grouped(m, n, k, a, b16, &ep, &mut c16, n, &mut scratch);
-        gemm_packed(m, n, k, a, &p32, &ep, &mut c32, n);
-        assert_eq!(c16, c32);
-        gemm_dot(m, n, k, &av, &w16, &ep, &mut c16, n);
-        close(&c16, &c32, k);
+        for &isa in Isa::available() {
+            let mut c16 = vec![0.0; m * n];
+            let mut c32 = vec![0.0; m * n];
+            let mut scratch = vec![0.0; group_scratch_len(n, k, false)];
+            gemm_grouped(isa, m, n, k, a, b16, &ep, &mut c16, n, &mut scratch);
+            gemm_packed(isa, m, n, k, a, &p32, &ep, &mut c32, n);
+            assert_eq!(c16, c32);
+            gemm_dot(isa, m, n, k, &av, &w16, &ep, &mut c16, n);
+            close(&c16, &c32, k);
+        }
     }
 
     #[test]
-    fn portable_tile_matches_detected_tile() {
+    fn every_tile_path_matches_naive() {
         let (m, n, k) = (9, 21, 70);
         let av = values(m * k, 4);
         let bv = values(n * k, 5);
@@ -850,29 +834,31 @@ mod tests {
             },
             &Epilogue::NONE,
         );
-        let mut c = vec![0.0f32; m * n];
-        for i0 in (0..m).step_by(MR) {
-            let rows = MR.min(m - i0);
-            for q in 0..n.div_ceil(NR) {
-                let t = Tile {
-                    kc: k,
-                    a: av[i0 * k..].as_ptr(),
-                    a_rs: k,
-                    a_cs: 1,
-                    b: packed[q * k * NR..].as_ptr(),
-                    c: c[i0 * n + q * NR..].as_mut_ptr(),
-                    ldc: n,
-                    cols: NR.min(n - q * NR),
-                    first: true,
-                    last: true,
-                    bias: None,
-                    min: f32::NEG_INFINITY,
-                    max: f32::INFINITY,
-                };
-                // SAFETY: the tile covers rows i0..i0 + rows, panel q, inside every buffer.
-                unsafe { run_tile(Isa::Portable, rows, &t) };
+        for &isa in Isa::available() {
+            let mut c = vec![0.0f32; m * n];
+            for i0 in (0..m).step_by(MR) {
+                let rows = MR.min(m - i0);
+                for q in 0..n.div_ceil(NR) {
+                    let t = Tile {
+                        kc: k,
+                        a: av[i0 * k..].as_ptr(),
+                        a_rs: k,
+                        a_cs: 1,
+                        b: packed[q * k * NR..].as_ptr(),
+                        c: c[i0 * n + q * NR..].as_mut_ptr(),
+                        ldc: n,
+                        cols: NR.min(n - q * NR),
+                        first: true,
+                        last: true,
+                        bias: None,
+                        min: f32::NEG_INFINITY,
+                        max: f32::INFINITY,
+                    };
+                    // SAFETY: the tile covers rows i0..i0 + rows, panel q, inside every buffer.
+                    unsafe { run_tile(isa, rows, &t) };
+                }
             }
+            close(&c, &want, k);
         }
-        close(&c, &want, k);
     }
 }

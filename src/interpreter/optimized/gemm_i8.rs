@@ -158,15 +158,14 @@ pub(crate) fn gemm_requant(
             requantize_row(isa, rq, c0, &acc[..nc], o);
         }
     };
-    match isa.supported() {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2; the slice
-            // lengths were checked above.
-            unsafe { avx2::gemm(a, a_stride, rows, k, packed, n, &mut tile) }
-        }
-        _ => portable::gemm(a, a_stride, rows, k, packed, n, &mut tile),
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2; the slice lengths
+        // were checked above.
+        unsafe { avx2::gemm(a, a_stride, rows, k, packed, n, &mut tile) };
+        return;
     }
+    portable::gemm(a, a_stride, rows, k, packed, n, &mut tile)
 }
 
 /// Channel tiles of 2 panels (outer, 1 panel for an odd last one), row tiles of

@@ -4,9 +4,14 @@
 //! [`super::reference`] computes: integer results bit for bit, float results up to the rounding
 //! of a different summation order.
 //!
-//! SIMD code is chosen at run time (`is_x86_feature_detected!`), with a portable fallback on
-//! every target, so one binary runs everywhere. The int8 functions take the reference's inputs
-//! and have `*_with(Isa, ..)` variants that force a path (see [`Isa`]).
+//! SIMD code is chosen at run time, with a scalar path on every target, so one binary runs
+//! everywhere: [`Isa`] detects the CPU once (cached) and every SIMD dispatch here goes through
+//! [`Isa::avx2`]. Functions take the path to run (`isa: Isa`, or `*_with(Isa, ..)` variants of
+//! the int8 ones), capped by what the CPU has; the interpreter passes the path its builder
+//! selected ([`IsaSelection`]: [`InterpreterBuilder::isa`], else `TENSOR_ALLOC_ISA`, else the
+//! best). Functions without a path use [`Isa::configured`].
+//!
+//! [`InterpreterBuilder::isa`]: super::InterpreterBuilder::isa
 //!
 //! [`KernelSet::Optimized`]: super::KernelSet::Optimized
 
@@ -22,8 +27,9 @@ pub mod gemm;
 mod gemm_i8;
 mod isa;
 mod requant_i8;
+pub mod transpose_conv;
 
-pub use isa::Isa;
+pub use isa::{Isa, IsaError, IsaSelection, IsaSource, ISA_ENV};
 
 #[cfg(test)]
 mod tests;

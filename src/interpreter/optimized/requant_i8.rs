@@ -70,13 +70,17 @@ impl<'a> Requant<'a> {
 #[inline]
 pub(crate) fn requantize_row(isa: Isa, rq: &Requant<'_>, c0: usize, acc: &[i32], out: &mut [i8]) {
     let n = acc.len().min(out.len());
-    let done = match isa.supported() {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            // SAFETY: `supported()` returned Avx2 only because the CPU has AVX2.
-            unsafe { avx2::requantize(rq, c0, &acc[..n], &mut out[..n]) }
-        }
-        _ => 0,
+    #[cfg(target_arch = "x86_64")]
+    let done = if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2.
+        unsafe { avx2::requantize(rq, c0, &acc[..n], &mut out[..n]) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = {
+        let _ = isa;
+        0
     };
     for i in done..n {
         out[i] = rq.scalar(acc[i], c0 + i);

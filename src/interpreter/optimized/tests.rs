@@ -526,11 +526,12 @@ fn fully_connected_long_rows_fall_back() {
 fn avx2_is_used_where_the_cpu_has_it() {
     #[cfg(target_arch = "x86_64")]
     assert_eq!(
-        Isa::detect() == Isa::Avx2,
-        std::arch::is_x86_feature_detected!("avx2")
+        Isa::detect() >= Isa::Avx2,
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
     );
-    assert_eq!(Isa::Avx2.supported(), Isa::detect());
-    assert_eq!(Isa::Portable.supported(), Isa::Portable);
+    assert_eq!(Isa::Avx2.supported(), Isa::detect().min(Isa::Avx2));
+    assert_eq!(Isa::Avx512Vnni.supported(), Isa::detect());
+    assert_eq!(Isa::Scalar.supported(), Isa::Scalar);
 }
 
 proptest! {
@@ -577,7 +578,7 @@ proptest! {
             act_max: 127,
         };
         let mut want = vec![0i8; acc.len()];
-        requantize_row(Isa::Portable, &rq, c0, &acc, &mut want);
+        requantize_row(Isa::Scalar, &rq, c0, &acc, &mut want);
         for &isa in Isa::available() {
             let mut got = vec![0i8; acc.len()];
             requantize_row(isa, &rq, c0, &acc, &mut got);

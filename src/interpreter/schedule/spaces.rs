@@ -131,8 +131,14 @@ pub(super) fn build_spaces(
             source,
         };
         let resolver_of = |i: usize| &resolvers[device_of_node[order[i]]];
-        let staged =
-            stage_with(&m, &resolver_of, 1, crate::interpreter::WeightCopies::None).map_err(err)?;
+        let staged = stage_with(
+            &m,
+            &resolver_of,
+            1,
+            crate::interpreter::WeightCopies::None,
+            crate::interpreter::builder::default_isa(),
+        )
+        .map_err(err)?;
         let needed = staged.arena_bytes().map_err(err)?;
         if let Some(limit) = owner.memory_limit().filter(|&l| needed > l) {
             return Ok(Built::TooBig {
