@@ -28,6 +28,7 @@
 //! | `TENSOR_ALLOC_LOG` | a `tracing` filter | read by the CLI only |
 //! | `TENSOR_ALLOC_STRESS` | a whole number | scale of the randomized stress tests; ignored here |
 //! | `TENSOR_ALLOC_ISA` | `scalar`, `avx2`, `avx512`, `avx512vnni` | kernel path of the interpreter (`docs/isa.md`); validated here, read by it |
+//! | `TENSOR_ALLOC_BENCH_MODELS` | model file stems, comma-separated | the model benches' filter; ignored here |
 //! | `TF_CPU_ALLOCATOR_USE_BFC` | `true`/`1`, `false`/`0` | alias: `true` = `bfc`; `false` = not `bfc` |
 //! | `TF_CPU_BFC_MEM_LIMIT_IN_MB` | MiB | alias of `TENSOR_ALLOC_BFC_MEMORY_LIMIT` |
 
@@ -74,6 +75,8 @@ pub const LOG: &str = "TENSOR_ALLOC_LOG";
 /// `TENSOR_ALLOC_STRESS` (the test suite's scale factor for randomized stress tests; accepted
 /// and ignored here).
 pub const STRESS: &str = "TENSOR_ALLOC_STRESS";
+/// `TENSOR_ALLOC_BENCH_MODELS` (the model benches' filter, `benches/interpreter.rs`; any value).
+pub const BENCH_MODELS: &str = "TENSOR_ALLOC_BENCH_MODELS";
 /// `TENSOR_ALLOC_ISA` (the interpreter's kernel path, `docs/isa.md`; validated here).
 pub const ISA: &str = "TENSOR_ALLOC_ISA";
 /// The values [`ISA`] accepts (any case).
@@ -115,6 +118,10 @@ pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
     (LOG, "a tracing filter such as info or tensor_alloc=debug"),
     (STRESS, "a whole number (test-suite scale factor)"),
     (ISA, "scalar | avx2 | avx512 | avx512vnni"),
+    (
+        BENCH_MODELS,
+        "comma-separated model file stems (the model benches' filter)",
+    ),
     (TF_USE_BFC, "true | false | 1 | 0"),
     (TF_BFC_MEM_LIMIT_MB, "a whole number of MiB"),
 ];
@@ -515,6 +522,7 @@ impl EnvConfig {
                     return Err(invalid(ISA, v));
                 }
             }
+            BENCH_MODELS => {}
             STRESS => {
                 if t.parse::<u64>().is_err() {
                     return Err(invalid(STRESS, v));
