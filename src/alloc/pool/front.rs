@@ -58,7 +58,7 @@ fn spill(c: &mut ThreadCache<Inner>, pool: &Arc<Inner>) {
 }
 
 // The fast paths below do only what a hit or a free into a bound, non-full cache needs and
-// call nothing (so the compiler keeps them free of register saves and stack frames); anything
+// make no call of their own (the thread-local registers its destructor on first use); anything
 // else — binding, a moved epoch, a key below the top, a full cache — answers "not here" and the
 // caller's out-of-line slow path runs `pop` / `push`, which handle every case.
 

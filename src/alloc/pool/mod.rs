@@ -17,8 +17,12 @@
 //!    small LIFO of the buffers it freed last, for the last pool it freed into. A hit or a free
 //!    that fits touches only thread-local memory — no lock, no atomic read-modify-write (even an
 //!    uncontended lock/unlock pair costs about as much as the whole cached path; numbers in
-//!    `BENCHMARKS.md`). When it is full, the older half is handed to
-//!    the shared cache under one lock. Its counters are merged into the pool's under the lock at
+//!    `BENCHMARKS.md`). The common cases — a request whose key is on top of the cache (the
+//!    buffer freed last), a free into a bound cache with room, unrounded sizes — are inlined
+//!    into the caller and make no call after the thread-local's first use; every other case
+//!    (binding, a moved epoch, a key deeper in the cache, a full cache, rounding) takes an
+//!    out-of-line path with the same outcome. When the cache is full, the older half is handed
+//!    to the shared cache under one lock. Its counters are merged into the pool's under the lock at
 //!    the thread's next shared-path operation, at `stats()`/`pool_stats()`/`trim()` from that
 //!    thread, and at thread exit. `trim()` releases the calling thread's cache at once and other
 //!    threads' caches at their next operation on the pool; buffers cached by a thread whose pool

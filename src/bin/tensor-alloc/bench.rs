@@ -66,10 +66,6 @@ pub const KNOWN: &[(&str, &str)] = &[
         "system",
         "glibc malloc through std::alloc::System (baseline)",
     ),
-    (
-        "bump",
-        "bump allocator over one mapping, one thread, reset when empty (floor; step and same-size only)",
-    ),
     ("cpu", "AlignedCpuAllocator (posix_memalign, exact stats)"),
     ("tracking", "TrackingAllocator wrapping the CPU allocator"),
     (
