@@ -12,7 +12,7 @@
 //! - `small`: 10,000 live 8–512 B objects churned.
 //! - `same-size`: 1 MiB alloc/free repeated; `same-size-16`: 16 × 1 MiB live at a time.
 
-use crate::alloc::{Allocator, AllocatorError, Layout, TensorAllocator};
+use crate::alloc::{AllocError, Allocator, AllocatorError, Layout, TensorAllocator};
 use serde::Serialize;
 use std::ptr::NonNull;
 use std::time::Instant;
@@ -55,6 +55,15 @@ impl Workload {
             Workload::SameSize => "same-size",
             Workload::SameSize16 => "same-size-16",
         }
+    }
+
+    /// Whether the live set empties regularly, so a [`BumpAllocator`] can serve it (every
+    /// step, every op, every 16 ops); `large` and `small` keep blocks live throughout.
+    pub fn fits_bump(self) -> bool {
+        matches!(
+            self,
+            Workload::Step | Workload::SameSize | Workload::SameSize16
+        )
     }
 
     /// What one "op" is in this workload's per-op figure.
@@ -434,6 +443,160 @@ fn proc_status_kib(key: &str) -> Option<u64> {
         .ok()
 }
 
+/// The bench's floor: a thread-safe bump allocator over one anonymous mapping.
+///
+/// One atomic word holds the cursor and the number of live blocks. `allocate` rounds the
+/// cursor up to the alignment, advances it and counts the block in one compare-and-swap;
+/// `deallocate` uncounts it in one compare-and-swap and moves the cursor back to the start when
+/// it was the last live block. That is about the least work a shareable allocator can do per
+/// call (a few instructions and one atomic read-modify-write, no lookup, no reuse
+/// bookkeeping), so another allocator's time over this one's in the same run measures that
+/// allocator's own overhead on top of the harness, on any machine. It serves workloads whose
+/// live set empties regularly ([`Workload::fits_bump`]); elsewhere the cursor would only grow.
+pub struct BumpAllocator {
+    base: NonNull<u8>,
+    capacity: usize,
+    /// `cursor << LIVE_BITS | live`: bytes handed out since the last reset, blocks live.
+    state: std::sync::atomic::AtomicU64,
+}
+
+/// Bits of [`BumpAllocator`]'s state word that count live blocks.
+const LIVE_BITS: u32 = 24;
+const LIVE_MASK: u64 = (1 << LIVE_BITS) - 1;
+
+// SAFETY: the mapping is only reached through `allocate`/`deallocate`, whose state changes are
+// atomic; the pointer is never dereferenced by the allocator itself.
+unsafe impl Send for BumpAllocator {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for BumpAllocator {}
+
+impl BumpAllocator {
+    /// Address space reserved by [`BumpAllocator::new`] (pages are only backed once touched).
+    pub const DEFAULT_CAPACITY: usize = 1 << 30;
+
+    /// A bump allocator over `capacity` bytes (at most 2^40) of fresh anonymous, unreserved
+    /// address space.
+    pub fn new(capacity: usize) -> Result<Self, AllocatorError> {
+        let fail = || AllocatorError::OutOfMemory {
+            allocator: "bump".into(),
+            size: capacity,
+            align: 4096,
+            bytes_in_use: 0,
+            limit: None,
+            largest_free_chunk: None,
+        };
+        if capacity == 0 || (capacity as u64) >> (64 - LIVE_BITS) != 0 {
+            return Err(fail());
+        }
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing; no
+        // existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                capacity,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(fail());
+        }
+        Ok(Self {
+            // SAFETY: mmap succeeded, so `p` is a non-null page-aligned address.
+            base: unsafe { NonNull::new_unchecked(p.cast()) },
+            capacity,
+            state: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+}
+
+impl Drop for BumpAllocator {
+    fn drop(&mut self) {
+        // SAFETY: `base..base+capacity` is the mapping made in `new`; blocks handed out must not
+        // outlive the allocator (the `Allocator` contract).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.capacity) };
+    }
+}
+
+// SAFETY: a block is `[cursor rounded up to align, + size)` inside the mapping (the mapping is
+// page-aligned, so offsets rounded up to a power-of-two alignment up to 4096 are aligned
+// addresses, and larger alignments are refused). The cursor only moves forward while any block
+// is live, so live blocks never overlap; it returns to 0 only in the same atomic step that
+// uncounts the last live block. The mapping stays until `drop`.
+unsafe impl Allocator for BumpAllocator {
+    #[inline]
+    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let align = layout.align() as u64;
+        if align > 4096 {
+            return Err(AllocError);
+        }
+        let mut s = self.state.load(Relaxed);
+        loop {
+            let start = ((s >> LIVE_BITS) + align - 1) & !(align - 1);
+            let end = start + layout.size() as u64;
+            if end > self.capacity as u64 || s & LIVE_MASK == LIVE_MASK {
+                return Err(AllocError);
+            }
+            match self.state.compare_exchange_weak(
+                s,
+                (end << LIVE_BITS) | ((s & LIVE_MASK) + 1),
+                Relaxed,
+                Relaxed,
+            ) {
+                Ok(_) => {
+                    // SAFETY: `start ≤ end ≤ capacity`, so the block lies inside the mapping.
+                    let p = unsafe { self.base.add(start as usize) };
+                    return Ok(NonNull::slice_from_raw_parts(p, layout.size()));
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, _ptr: NonNull<u8>, _layout: Layout) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut s = self.state.load(Relaxed);
+        loop {
+            // The caller frees a live block, so the count is at least 1.
+            let next = if s & LIVE_MASK == 1 { 0 } else { s - 1 };
+            match self.state.compare_exchange_weak(s, next, Relaxed, Relaxed) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+    }
+}
+
+/// Runs `w` on a fresh [`BumpAllocator`] (the bench's floor); `None` for a workload it cannot
+/// serve (see [`Workload::fits_bump`]).
+pub fn run_bump(
+    w: Workload,
+    cfg: &WorkloadConfig,
+) -> Option<Result<WorkloadResult, AllocatorError>> {
+    if !w.fits_bump() {
+        return None;
+    }
+    let a = match BumpAllocator::new(BumpAllocator::DEFAULT_CAPACITY) {
+        Ok(a) => a,
+        Err(e) => return Some(Err(e)),
+    };
+    let describe_fn = |layout: Layout| {
+        AllocatorError::out_of_memory(
+            "bump",
+            layout,
+            &crate::alloc::AllocatorStats {
+                bytes_limit: Some(a.capacity as u64),
+                ..Default::default()
+            },
+        )
+    };
+    Some(run_described(&a, w, cfg, &describe_fn))
+}
+
 /// Runs `w` on `a` and measures it. A failed allocation is reported with `a`'s name, limit
 /// and bytes in use at the moment it failed.
 pub fn run<A: TensorAllocator + ?Sized>(
@@ -442,7 +605,15 @@ pub fn run<A: TensorAllocator + ?Sized>(
     cfg: &WorkloadConfig,
 ) -> Result<WorkloadResult, AllocatorError> {
     let describe_fn = |layout: Layout| AllocatorError::out_of_memory(a.name(), layout, &a.stats());
-    let describe: Describe<'_> = &describe_fn;
+    run_described(a, w, cfg, &describe_fn)
+}
+
+fn run_described<A: Allocator + ?Sized>(
+    a: &A,
+    w: Workload,
+    cfg: &WorkloadConfig,
+    describe: Describe<'_>,
+) -> Result<WorkloadResult, AllocatorError> {
     let scale = |n: f64| ((n * cfg.scale).round() as u64).max(1);
     let rss_before = proc_status_kib("VmRSS:");
     let rss_reset = clear_peak_rss();

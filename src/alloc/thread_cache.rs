@@ -182,6 +182,14 @@ impl<O: Owner> ThreadCache<O> {
         }
     }
 
+    /// Whether this cache is bound to `owner` at its current epoch: ready for an operation
+    /// without [`enter`](Self::enter) (the check of a fast path that leaves binding to its
+    /// slow path).
+    #[inline(always)]
+    pub fn is_current(&self, owner: &Arc<O>) -> bool {
+        self.is_bound_to(owner) && (!O::HAS_EPOCH || owner.epoch() == self.epoch)
+    }
+
     /// Like [`enter`](Self::enter) but only for a cache already bound to `owner`; `false` (and
     /// nothing changed) otherwise.
     #[inline]

@@ -57,7 +57,62 @@ fn spill(c: &mut ThreadCache<Inner>, pool: &Arc<Inner>) {
     c.store.n = cap - half;
 }
 
-/// A cached buffer of `key` from this thread's cache, if it holds one.
+// The fast paths below do only what a hit or a free into a bound, non-full cache needs and
+// make no call of their own (the thread-local registers its destructor on first use); anything
+// else — binding, a moved epoch, a key below the top, a full cache — answers "not here" and the
+// caller's out-of-line slow path runs `pop` / `push`, which handle every case.
+
+/// The most recently freed buffer, if it has `key` and this thread's cache is bound to `pool`
+/// at its current epoch; `None` otherwise (the caller then tries [`pop`]).
+#[inline(always)]
+pub(super) fn pop_fast(pool: &Arc<Inner>, key: Key) -> Option<usize> {
+    with(|c| {
+        if !c.is_current(pool) {
+            return None;
+        }
+        let n = c.store.n;
+        // `n ≤ MAX_THREAD_CACHE` always (push spills first); `get` keeps the check implicit.
+        let &(top, ptr) = c.store.entries.get(n.wrapping_sub(1))?;
+        if top != key {
+            return None;
+        }
+        c.store.n = n - 1;
+        c.deltas.alloc(key.size as u64);
+        Some(ptr)
+    })
+    .flatten()
+}
+
+/// Puts a freed buffer on this thread's cache if it is bound to `pool` at its current epoch and
+/// not full; `false` otherwise (the caller then tries [`push`]).
+#[inline(always)]
+pub(super) fn push_fast(pool: &Arc<Inner>, key: Key, ptr: usize) -> bool {
+    with(|c| {
+        if !c.is_current(pool) {
+            return false;
+        }
+        debug_assert!(
+            !c.store.entries[..c.store.n].iter().any(|e| e.1 == ptr),
+            "double free of {ptr:#x} into pool '{}'",
+            pool.name
+        );
+        let n = c.store.n;
+        if n >= pool.thread_cache {
+            return false;
+        }
+        let Some(e) = c.store.entries.get_mut(n) else {
+            return false;
+        };
+        *e = (key, ptr);
+        c.store.n = n + 1;
+        c.deltas.free(key.size as u64);
+        true
+    })
+    .unwrap_or(false)
+}
+
+/// A cached buffer of `key` from this thread's cache, if it holds one (any position, most
+/// recent first).
 #[inline]
 pub(super) fn pop(pool: &Arc<Inner>, key: Key) -> Option<usize> {
     with(|c| {
@@ -68,11 +123,7 @@ pub(super) fn pop(pool: &Arc<Inner>, key: Key) -> Option<usize> {
         let n = s.n;
         let i = s.entries[..n].iter().rposition(|e| e.0 == key)?;
         let ptr = s.entries[i].1;
-        // Usually the top entry (LIFO); otherwise close the gap (a loop: no `memmove` call for
-        // the usual empty range).
-        for j in i + 1..n {
-            s.entries[j - 1] = s.entries[j];
-        }
+        s.entries.copy_within(i + 1..n, i);
         s.n = n - 1;
         c.deltas.alloc(key.size as u64);
         Some(ptr)
@@ -80,8 +131,8 @@ pub(super) fn pop(pool: &Arc<Inner>, key: Key) -> Option<usize> {
     .flatten()
 }
 
-/// Puts a freed buffer into this thread's cache; `false` when the caller must use the shared
-/// path (cache unavailable).
+/// Puts a freed buffer into this thread's cache (binding it to `pool` and spilling as needed);
+/// `false` when the caller must use the shared path (cache unavailable).
 #[inline]
 pub(super) fn push(pool: &Arc<Inner>, key: Key, ptr: usize) -> bool {
     with(|c| {
@@ -97,7 +148,12 @@ pub(super) fn push(pool: &Arc<Inner>, key: Key, ptr: usize) -> bool {
             spill(c, pool);
         }
         let s = &mut c.store;
-        s.entries[s.n] = (key, ptr);
+        // `n < thread_cache ≤ MAX_THREAD_CACHE` after the spill; the `get_mut` lets the
+        // compiler drop its own bounds check (never `None`).
+        let Some(e) = s.entries.get_mut(s.n) else {
+            return false;
+        };
+        *e = (key, ptr);
         s.n += 1;
         c.deltas.free(key.size as u64);
         true

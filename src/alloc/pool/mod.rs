@@ -17,8 +17,12 @@
 //!    small LIFO of the buffers it freed last, for the last pool it freed into. A hit or a free
 //!    that fits touches only thread-local memory — no lock, no atomic read-modify-write (even an
 //!    uncontended lock/unlock pair costs about as much as the whole cached path; numbers in
-//!    `BENCHMARKS.md`). When it is full, the older half is handed to
-//!    the shared cache under one lock. Its counters are merged into the pool's under the lock at
+//!    `BENCHMARKS.md`). The common cases — a request whose key is on top of the cache (the
+//!    buffer freed last), a free into a bound cache with room, unrounded sizes — are inlined
+//!    into the caller and make no call after the thread-local's first use; every other case
+//!    (binding, a moved epoch, a key deeper in the cache, a full cache, rounding) takes an
+//!    out-of-line path with the same outcome. When the cache is full, the older half is handed
+//!    to the shared cache under one lock. Its counters are merged into the pool's under the lock at
 //!    the thread's next shared-path operation, at `stats()`/`pool_stats()`/`trim()` from that
 //!    thread, and at thread exit. `trim()` releases the calling thread's cache at once and other
 //!    threads' caches at their next operation on the pool; buffers cached by a thread whose pool
@@ -406,10 +410,14 @@ impl Inner {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn key_for(&self, layout: Layout) -> Result<Key, AllocatorError> {
         let align = layout.align().max(MIN_POOL_ALIGN);
-        match self.rounding.round(layout.size()) {
+        let size = match self.rounding {
+            SizeRounding::Exact => Some(layout.size()),
+            ref r => r.round(layout.size()),
+        };
+        match size {
             // Layout guarantees size ≤ isize::MAX - (align - 1); keep rounded sizes in that range too.
             Some(size) if size <= isize::MAX as usize - (align - 1) => Ok(Key { size, align }),
             _ => Err(self.rounding_error(layout)),
@@ -417,6 +425,7 @@ impl Inner {
     }
 
     #[cold]
+    #[inline(never)]
     fn rounding_error(&self, layout: Layout) -> AllocatorError {
         AllocatorError::InvalidRequest {
             allocator: self.name.clone(),
@@ -429,7 +438,33 @@ impl Inner {
         }
     }
 
-    #[inline]
+    /// The cache key of a non-empty request when sizes are not rounded (the common
+    /// configuration), computed without any call; `None` sends the caller to its slow path.
+    #[inline(always)]
+    fn exact_key(&self, layout: Layout) -> Option<Key> {
+        let align = layout.align().max(MIN_POOL_ALIGN);
+        let size = layout.size();
+        let ok = matches!(self.rounding, SizeRounding::Exact)
+            && size != 0
+            && size <= isize::MAX as usize - (align - 1);
+        ok.then_some(Key { size, align })
+    }
+
+    /// A hit on the top of this thread's cache, else the full path.
+    #[inline(always)]
+    fn alloc_fast(self: &Arc<Self>, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
+        if let Some(key) = self.exact_key(layout) {
+            if let Some(p) = front::pop_fast(self, key) {
+                // SAFETY: cached pointers are non-null regions from the sub-allocator.
+                let p = unsafe { NonNull::new_unchecked(p as *mut u8) };
+                return Ok(NonNull::slice_from_raw_parts(p, layout.size()));
+            }
+        }
+        self.alloc_impl(layout)
+    }
+
+    /// The full allocation path: every request the fast path does not serve.
+    #[inline(never)]
     fn alloc_impl(self: &Arc<Self>, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
@@ -556,16 +591,33 @@ impl Inner {
         }
     }
 
+    /// A free onto this thread's cache, else the full path.
+    ///
+    /// # Safety
+    /// As for [`dealloc_impl`](Self::dealloc_impl).
+    #[inline(always)]
+    unsafe fn dealloc_fast(self: &Arc<Self>, ptr: NonNull<u8>, layout: Layout) {
+        if let Some(key) = self.exact_key(layout) {
+            if front::push_fast(self, key, ptr.as_ptr() as usize) {
+                return;
+            }
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { self.dealloc_impl(ptr, layout) }
+    }
+
+    /// The full free path: every free the fast path does not take.
+    ///
     /// # Safety
     /// `ptr` must have been returned by this pool for `layout` (allocator-api2 contract).
-    #[inline]
+    #[inline(never)]
     unsafe fn dealloc_impl(self: &Arc<Self>, ptr: NonNull<u8>, layout: Layout) {
         if layout.size() == 0 {
             return;
         }
         let Ok(key) = self.key_for(layout) else {
             // Cannot happen for a layout this pool served (it was rounded successfully then).
-            tracing::error!(allocator = %self.name, size = layout.size(), "free with an unservable layout; leaked");
+            self.unservable_free(layout);
             return;
         };
         if self.thread_cache > 0 && front::push(self, key, ptr.as_ptr() as usize) {
@@ -573,6 +625,12 @@ impl Inner {
         }
         // SAFETY: forwarded from the caller.
         unsafe { self.dealloc_shared(ptr, layout, key) }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unservable_free(&self, layout: Layout) {
+        tracing::error!(allocator = %self.name, size = layout.size(), "free with an unservable layout; leaked");
     }
 
     /// The shared (locked) free path.
@@ -722,13 +780,13 @@ impl Drop for PoolAllocator {
 unsafe impl Allocator for PoolAllocator {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        self.inner.alloc_impl(layout).map_err(|_| AllocError)
+        self.inner.alloc_fast(layout).map_err(|_| AllocError)
     }
 
     #[inline]
     unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
         // SAFETY: forwarded; the caller upholds the allocator-api2 contract.
-        unsafe { self.inner.dealloc_impl(ptr, layout) }
+        unsafe { self.inner.dealloc_fast(ptr, layout) }
     }
 }
 
@@ -771,6 +829,6 @@ impl TensorAllocator for PoolAllocator {
     }
 
     fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
-        self.inner.alloc_impl(layout)
+        self.inner.alloc_fast(layout)
     }
 }

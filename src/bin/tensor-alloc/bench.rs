@@ -14,7 +14,8 @@ use tensor_alloc::workload::{self, Workload, WorkloadConfig, WorkloadResult};
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Comma-separated allocators to compare (the system allocator is always measured as the
-    /// baseline). Without it, the registry picks the allocator (priorities and `TENSOR_ALLOC_*`
+    /// baseline, and a bump allocator as the floor on the workloads it can serve: `step`,
+    /// `same-size`, `same-size-16`). Without it, the registry picks the allocator (priorities and `TENSOR_ALLOC_*`
     /// variables) and the choice is printed.
     #[arg(long, value_delimiter = ',')]
     pub allocators: Option<Vec<String>>,
@@ -168,9 +169,15 @@ struct Row {
     #[serde(flatten)]
     result: WorkloadResult,
     ratio_to_system: f64,
+    /// Time per op against the bump allocator's (the floor) in the same run, on the workloads it
+    /// serves.
+    ratio_to_bump: Option<f64>,
     /// The warm-up's time per op against the system heap's (workloads with a timed-like warm-up).
     warmup_ratio_to_system: Option<f64>,
 }
+
+/// The floor row's name (see [`workload::BumpAllocator`]).
+const BUMP: &str = "bump";
 
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     WorkloadConfig {
@@ -214,12 +221,15 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             vec![sel.allocator_name()]
         }
     };
+    names.push(BUMP.into());
     for n in &requested {
         let n = n.trim();
         if n.is_empty() {
             continue;
         }
-        allocator_by_name(n)?; // validate before running anything
+        if n != BUMP {
+            allocator_by_name(n)?; // validate before running anything
+        }
         if !names.iter().any(|m| m == n) {
             names.push(n.to_string());
         }
@@ -227,24 +237,42 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let mut rows = vec![];
     for &w in &workloads {
         let mut baseline = f64::NAN;
+        let mut floor = None;
         let mut warmup_baseline = None;
+        let first = rows.len();
         for name in &names {
-            // A fresh allocator per workload, so caches and peak memory do not carry over.
-            let a = Measured::new(name)?;
-            let r = a.run(w, &cfg).map_err(|e| {
+            let failed = |e: &dyn std::fmt::Display| {
                 format!("workload '{}' on allocator '{name}' failed: {e}", w.name())
-            })?;
-            drop(a);
+            };
+            let r = if name == BUMP {
+                match workload::run_bump(w, &cfg) {
+                    None => continue,
+                    Some(r) => r.map_err(|e| failed(&e))?,
+                }
+            } else {
+                // A fresh allocator per workload, so caches and peak memory do not carry over.
+                let a = Measured::new(name)?;
+                let r = a.run(w, &cfg).map_err(|e| failed(&e))?;
+                drop(a);
+                r
+            };
             if name == "system" {
                 baseline = r.median_ns_per_op;
                 warmup_baseline = r.warmup_ns_per_op;
             }
+            if name == BUMP {
+                floor = Some(r.median_ns_per_op);
+            }
             rows.push(Row {
                 allocator: name.clone(),
                 ratio_to_system: r.median_ns_per_op / baseline,
+                ratio_to_bump: None,
                 warmup_ratio_to_system: r.warmup_ns_per_op.zip(warmup_baseline).map(|(w, b)| w / b),
                 result: r,
             });
+        }
+        for row in &mut rows[first..] {
+            row.ratio_to_bump = floor.map(|f| row.result.median_ns_per_op / f);
         }
     }
     if args.json {
@@ -295,13 +323,15 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
         "tensor-alloc bench: median of {} timed rounds after a warm-up, seed {}, scale {}; faults/op over the timed rounds",
         cfg.rounds, cfg.seed, cfg.scale
     );
+    let _ = writeln!(s, "cpu: {}", cpu_description());
     let _ = writeln!(
         s,
-        "{:<14} {:<22} {:>14} {:>10} {:>12} {:>12} {:>9} {:>10} {:>20}",
+        "{:<14} {:<22} {:>14} {:>10} {:>8} {:>12} {:>12} {:>9} {:>10} {:>20}",
         "workload",
         "allocator",
         "median",
         "vs system",
+        "vs bump",
         "peak live",
         "peak RSS+",
         "RSS/live",
@@ -323,11 +353,13 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
             .map_or_else(|| "n/a".to_string(), |f| format!("{f:.1}"));
         let _ = writeln!(
             s,
-            "{:<14} {:<22} {:>14} {:>9.3}x {:>12} {:>12} {:>9} {:>10} {:>20}",
+            "{:<14} {:<22} {:>14} {:>9.3}x {:>8} {:>12} {:>12} {:>9} {:>10} {:>20}",
             w.workload,
             r.allocator,
             t,
             r.ratio_to_system,
+            r.ratio_to_bump
+                .map_or_else(|| "-".to_string(), |x| format!("{x:.2}x")),
             human(w.peak_live_bytes),
             rss,
             ratio,
@@ -336,4 +368,33 @@ fn table(rows: &[Row], cfg: &WorkloadConfig) -> String {
         );
     }
     s
+}
+
+/// The processor the numbers were taken on, from `/proc/cpuinfo`: model name, logical CPUs and
+/// the vector extensions that matter to the kernels (`unknown` elsewhere).
+pub(crate) fn cpu_description() -> String {
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return "unknown".into();
+    };
+    let field = |key: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let model = field("model name").unwrap_or_else(|| "unknown".into());
+    let cpus = info
+        .lines()
+        .filter(|l| l.split(':').next().is_some_and(|k| k.trim() == "processor"))
+        .count();
+    let flags = field("flags").unwrap_or_default();
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    let mut ext: Vec<&str> = ["avx2", "fma", "avx512f"]
+        .into_iter()
+        .filter(|f| has(f))
+        .collect();
+    if !has("avx512f") {
+        ext.push("no avx512");
+    }
+    format!("{model}, {cpus} logical CPUs, {}", ext.join(" "))
 }
