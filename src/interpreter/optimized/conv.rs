@@ -396,19 +396,8 @@ fn copy(dst: &mut [f32], src: &[f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interpreter::optimized::tests::values;
     use crate::interpreter::reference::conv::conv_f32 as reference;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(2654435761).wrapping_add(7);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     #[allow(clippy::too_many_arguments)]
     fn geometry(

@@ -244,19 +244,8 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interpreter::optimized::tests::values;
     use crate::interpreter::reference::depthwise_conv::depthwise_conv_f32 as reference;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(2654435761).wrapping_add(11);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     #[test]
     fn matches_reference() {

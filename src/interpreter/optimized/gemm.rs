@@ -643,6 +643,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interpreter::optimized::tests::values;
 
     fn naive(
         m: usize,
@@ -665,18 +666,6 @@ mod tests {
             }
         }
         c
-    }
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
     }
 
     fn close(ours: &[f32], want: &[f32], k: usize) {

@@ -23,6 +23,20 @@ use crate::interpreter::reference::fully_connected::{fully_connected_i8, FcQuant
 use crate::interpreter::reference::quant::quantize_multiplier;
 use proptest::prelude::*;
 
+/// `n` float values in [-1, 1] from a xorshift sequence seeded by `seed`: inputs, filters and
+/// biases of the float kernels' tests.
+pub(super) fn values(n: usize, seed: u32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(2654435761).wrapping_add(7);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
 /// Multipliers and shifts for `n` channels: one shared value (per tensor) or one each, over
 /// scales from tiny to above 1 (positive shifts).
 fn multipliers(r: &mut Rng, n: usize) -> (Vec<i32>, Vec<i32>) {

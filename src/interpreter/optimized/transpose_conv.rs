@@ -114,19 +114,8 @@ pub fn transpose_conv_f32_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interpreter::optimized::tests::values;
     use crate::interpreter::reference::transpose_conv::transpose_conv_f32;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(2654435761).wrapping_add(7);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     #[test]
     fn matches_reference_on_every_path() {
