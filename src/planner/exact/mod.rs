@@ -33,7 +33,8 @@
 //! ## Minimising, budgets and what is proven
 //! [`minimise`] starts from a plan (the upper bound, e.g. [`BestPlanner`](super::BestPlanner)'s)
 //! and the lower bound (most bytes live at one step), first asks whether the lower bound
-//! itself fits, then bisects the gap: a packing lowers the upper bound to its arena, a proof
+//! itself fits, then bisects the gap over multiples of the granularity (every canonical
+//! offset is one; see `granularity`): a packing lowers the upper bound to its arena, a proof
 //! raises the lower bound above the capacity tried, and a capacity the budget could not decide
 //! is skipped upwards. The result is **proven optimal** when the bounds meet; otherwise it is the
 //! best plan found, with the proven lower bound beside it. The budget counts *work units*
@@ -219,6 +220,41 @@ const MIN_SLICE: u64 = 1 << 16;
 /// Smallest share of the time limit a single capacity is given.
 const MIN_TIME_SLICE: Duration = Duration::from_millis(20);
 
+/// The largest `g` such that every offset and arena of a canonical packing of `p` is a
+/// multiple of `g`: the gcd of the block sizes and fixed offsets, reduced by every alignment
+/// that does not divide it. A canonical offset is 0, a fixed offset or the aligned top of a
+/// block: if every offset below is a multiple of `g`, so is every top (sizes are), and
+/// aligning a multiple of `g` up to `a` gives a multiple of `g` (alignments are powers of two,
+/// and once one reduces `g` it is one too, so either `a` divides `g` and the value is already
+/// aligned, or `g` divides `a`). Since every packing pushes down into a canonical one,
+/// no capacity strictly between two multiples of `g` fits more than the lower one.
+pub(crate) fn granularity(p: &Problem) -> usize {
+    fn gcd(mut a: usize, mut b: usize) -> usize {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    }
+    let mut g = 0;
+    for it in &p.items {
+        g = gcd(g, it.size);
+        if let Some(f) = it.fixed {
+            g = gcd(g, f);
+        }
+    }
+    for it in &p.items {
+        if g % it.align != 0 {
+            g = gcd(g, it.align);
+        }
+    }
+    g.max(1)
+}
+
+/// `value` rounded up to a multiple of `g` (saturating: the result stays a bound).
+fn round_up(value: usize, g: usize) -> usize {
+    value.div_ceil(g).saturating_mul(g)
+}
+
 /// [`minimise`] on a built problem, from block offsets `start`.
 pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget) -> Minimised {
     let arena_of = |offs: &[usize]| {
@@ -229,10 +265,11 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
             .unwrap_or(0)
             .max(p.fixed_top)
     };
+    let g = granularity(p);
     let mut best = Minimised {
         offsets: start.to_vec(),
         arena: arena_of(start),
-        proven_lower_bound: p.lower_bound,
+        proven_lower_bound: round_up(p.lower_bound, g),
         work: 0,
         stopped: None,
     };
@@ -259,8 +296,9 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
             best.stopped = Some(StopReason::Time);
             break;
         }
+        // Only multiples of the granularity are worth asking (see [`granularity`]).
         let lo = undecided.map_or(best.proven_lower_bound, |u| {
-            (u + 1).max(best.proven_lower_bound)
+            round_up(u + 1, g).max(best.proven_lower_bound)
         });
         if lo >= best.arena {
             best.stopped = Some(StopReason::Work);
@@ -269,7 +307,7 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
         let capacity = if first {
             lo
         } else {
-            lo + (best.arena - 1 - lo) / 2
+            lo + (best.arena - 1 - lo) / g / 2 * g
         };
         // The lower bound itself gets three quarters (on instances packable at the bound it
         // is the one question that matters), later capacities half of what is left.
@@ -305,7 +343,8 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
                 best.offsets = offsets;
             }
             Answer::DoesNotFit => {
-                best.proven_lower_bound = capacity + 1;
+                // Every canonical arena is a multiple of `g`: none fits below `capacity + g`.
+                best.proven_lower_bound = capacity + g;
             }
             Answer::Unknown(StopReason::Work) => {
                 undecided = Some(capacity);

@@ -206,3 +206,40 @@ fn aliases_share_offsets() {
     assert_eq!(m.plan.offsets[0], m.plan.offsets[1]);
     assert!(m.proven_optimal);
 }
+
+/// Sizes sharing a factor (12) with alignments that divide it or not: minimisation bisects
+/// over multiples of the granularity and still proves the brute-force optimum.
+#[test]
+fn coarse_sizes_match_exhaustive_search() {
+    let mut rng = SplitMix(1229);
+    for case in 0..40 {
+        let n = 2 + rng.below(5);
+        let bufs: Vec<BufferRequirement> = random_small(&mut rng, n, 6)
+            .into_iter()
+            .map(|b| {
+                let align = [1, 4, 8, 16][case % 4];
+                BufferRequirement::new(b.size * 12, b.first_use, b.last_use).with_alignment(align)
+            })
+            .collect();
+        let opt = brute_force_optimum(&bufs);
+        let start = crate::planner::LinearPlanner.plan(&bufs).unwrap();
+        let m = minimise(&bufs, &start, BIG).unwrap();
+        m.plan.validate(&bufs).unwrap();
+        assert!(m.proven_optimal, "case {case}: {bufs:?} {m:?}");
+        assert_eq!(m.plan.arena_size, opt, "case {case}: {bufs:?}");
+        assert_eq!(m.proven_lower_bound, opt, "case {case}");
+    }
+}
+
+/// The granularity: gcd of sizes and fixed offsets, cut down by alignments that do not divide it.
+#[test]
+fn granularity_of_sizes_offsets_and_alignments() {
+    let g = |bufs: &[BufferRequirement]| granularity(&Problem::new(bufs, 1).unwrap());
+    let b = |size, align| BufferRequirement::new(size, 0, 1).with_alignment(align);
+    assert_eq!(g(&[b(12, 1), b(18, 1)]), 6);
+    assert_eq!(g(&[b(12, 4), b(24, 2)]), 12);
+    assert_eq!(g(&[b(12, 1), b(24, 8)]), 4);
+    assert_eq!(g(&[b(7, 1), b(1024, 1)]), 1);
+    let fixed = BufferRequirement::new(64, 0, 1).with_offline_offset(96);
+    assert_eq!(g(&[fixed, b(128, 1)]), 32);
+}
