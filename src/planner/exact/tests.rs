@@ -75,6 +75,18 @@ fn random_small(rng: &mut SplitMix, n: usize, steps: usize) -> Vec<BufferRequire
 
 const BIG: SearchBudget = SearchBudget::work(10_000_000);
 
+/// Minimising from a deliberately bad plan (linear) proves the brute-force optimum; returns it.
+fn minimises_to_brute_force_optimum(bufs: &[BufferRequirement], case: usize) -> usize {
+    let opt = brute_force_optimum(bufs);
+    let start = crate::planner::LinearPlanner.plan(bufs).unwrap();
+    let m = minimise(bufs, &start, BIG).unwrap();
+    m.plan.validate(bufs).unwrap();
+    assert!(m.proven_optimal, "case {case}: {bufs:?} {m:?}");
+    assert_eq!(m.plan.arena_size, opt, "case {case}: {bufs:?}");
+    assert_eq!(m.proven_lower_bound, opt, "case {case}");
+    opt
+}
+
 /// On small random instances, minimising from a deliberately bad plan (linear) proves the
 /// brute-force optimum, and `decide` answers yes at the optimum and a proven no just below.
 #[test]
@@ -83,13 +95,7 @@ fn small_instances_match_exhaustive_search() {
     for case in 0..60 {
         let n = 2 + rng.below(5);
         let bufs = random_small(&mut rng, n, 6);
-        let opt = brute_force_optimum(&bufs);
-        let start = crate::planner::LinearPlanner.plan(&bufs).unwrap();
-        let m = minimise(&bufs, &start, BIG).unwrap();
-        m.plan.validate(&bufs).unwrap();
-        assert!(m.proven_optimal, "case {case}: {bufs:?} {m:?}");
-        assert_eq!(m.plan.arena_size, opt, "case {case}: {bufs:?}");
-        assert_eq!(m.proven_lower_bound, opt, "case {case}");
+        let opt = minimises_to_brute_force_optimum(&bufs, case);
         match decide(&bufs, opt, BIG).unwrap() {
             Decision::Fits(plan) => {
                 plan.validate(&bufs).unwrap();
@@ -221,13 +227,7 @@ fn coarse_sizes_match_exhaustive_search() {
                 BufferRequirement::new(b.size * 12, b.first_use, b.last_use).with_alignment(align)
             })
             .collect();
-        let opt = brute_force_optimum(&bufs);
-        let start = crate::planner::LinearPlanner.plan(&bufs).unwrap();
-        let m = minimise(&bufs, &start, BIG).unwrap();
-        m.plan.validate(&bufs).unwrap();
-        assert!(m.proven_optimal, "case {case}: {bufs:?} {m:?}");
-        assert_eq!(m.plan.arena_size, opt, "case {case}: {bufs:?}");
-        assert_eq!(m.proven_lower_bound, opt, "case {case}");
+        minimises_to_brute_force_optimum(&bufs, case);
     }
 }
 
