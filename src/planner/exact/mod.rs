@@ -220,7 +220,7 @@ const MIN_SLICE: u64 = 1 << 16;
 /// Smallest share of the time limit a single capacity is given.
 const MIN_TIME_SLICE: Duration = Duration::from_millis(20);
 
-/// The largest `g` such that every offset and arena of a canonical packing of `p` is a
+/// A `g` such that every offset and arena of a canonical packing of `p` is a
 /// multiple of `g`: the gcd of the block sizes and fixed offsets, reduced by every alignment
 /// that does not divide it. A canonical offset is 0, a fixed offset or the aligned top of a
 /// block: if every offset below is a multiple of `g`, so is every top (sizes are), and
