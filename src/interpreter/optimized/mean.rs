@@ -73,7 +73,7 @@ fn blocks_mean(count: usize, inner: usize, input: &[f32], output: &mut [f32]) {
         acc.fill(0.0);
         for row in block.chunks_exact(inner) {
             for (a, &x) in acc.iter_mut().zip(row) {
-                *a = x + *a;
+                *a += x;
             }
         }
         for a in acc.iter_mut() {
