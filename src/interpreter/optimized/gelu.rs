@@ -65,16 +65,13 @@ unsafe fn exact_avx2(input: &[f32], output: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interpreter::optimized::tests::worst_error;
     use crate::interpreter::reference::gelu::erf;
 
     #[test]
     fn erf_within_float_precision() {
-        let mut worst = 0.0f64;
-        for i in -60_000..=60_000 {
-            let x = i as f32 / 10_000.0;
-            let d = (f64::from(erf_f32(x)) - erf(f64::from(x))).abs();
-            worst = worst.max(d);
-        }
+        let xs = (-60_000..=60_000).map(|i| i as f32 / 10_000.0);
+        let worst = worst_error(xs, erf_f32, erf, false);
         assert!(worst < 5e-7, "largest error {worst:e}");
     }
 
