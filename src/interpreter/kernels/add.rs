@@ -13,10 +13,11 @@ use super::binary_common::{
     activation_range_i32, binary_io, expect_not_quantized, node_activation,
     output_activation_range, prepare_binary, quant_params, BinaryNode,
 };
-use crate::interpreter::optimized::add_quantized::add_quantized_same_shape;
+use crate::interpreter::optimized::add_quantized::{add_int8_same_shape, add_quantized_same_shape};
+use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::add::{
-    add_f32, add_i32, add_int8_input_tables, add_int8_with_tables, add_quantized,
-    has_positive_multipliers, AddQuantParams,
+    add_f32, add_i32, add_int8_input_tables, add_quantized, has_positive_multipliers,
+    AddQuantParams,
 };
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::fixed_point::checked_log2;
@@ -55,8 +56,9 @@ enum Math {
         lo: i32,
         hi: i32,
     },
-    /// Int8 of one shape: the inputs' shares of the raw sum tabulated at prepare.
-    Int8Tables(AddQuantParams, PersistentArray<i32>),
+    /// Int8 of one shape: the inputs' shares of the raw sum tabulated at prepare (the
+    /// optimized set computes them in vector lanes where the CPU has them, same bits).
+    Int8Tables(AddQuantParams, PersistentArray<i32>, KernelSet),
     /// Int16 of one shape with positive multipliers, optimized set: the reference's element
     /// arithmetic compiled for the CPU's widest vectors (`Isa`).
     Int16SameShape(AddQuantParams),
@@ -251,7 +253,7 @@ fn prepare(ctx: &mut PrepareContext<'_>, op: Op, set: KernelSet) -> Result<(), K
                 && (-31..=0).contains(&p.output_multiplier.shift) =>
         {
             let tables = add_int8_input_tables(&p);
-            Math::Int8Tables(p, ctx.persistent_array(tables.as_flattened())?)
+            Math::Int8Tables(p, ctx.persistent_array(tables.as_flattened())?, set)
         }
         Math::Quant(p)
             if set == KernelSet::Optimized
@@ -301,12 +303,16 @@ fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
             lo,
             hi,
         } => run!(i32, |a, b, o| sub_i32(s, lo, hi, a, b, o)),
-        Math::Int8Tables(p, tables) => {
+        Math::Int8Tables(p, tables, set) => {
+            let isa = match set {
+                KernelSet::Optimized => ctx.isa(),
+                KernelSet::Reference => Isa::Scalar,
+            };
             let all = ctx.persistent(tables)?;
             let (t1, t2) = all.split_at(all.len() / 2);
             let bad = |_| KernelError::new("ADD tables have the wrong length");
             let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
-            run!(i8, |a, b, o| add_int8_with_tables(tables, &p, a, b, o))
+            run!(i8, |a, b, o| add_int8_same_shape(isa, tables, &p, a, b, o))
         }
         Math::Int16SameShape(p) => {
             run!(i16, |a, b, o| add_quantized_same_shape(

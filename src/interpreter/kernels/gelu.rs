@@ -39,7 +39,10 @@ impl Kernel for Gelu {
         let d = *ctx.op_data::<OpData>()?;
         match self.set {
             KernelSet::Reference => gelu_f32(ctx.input(0)?, d.approximate, ctx.output(0)?),
-            KernelSet::Optimized => fast::gelu_f32(ctx.input(0)?, d.approximate, ctx.output(0)?),
+            KernelSet::Optimized => {
+                let isa = ctx.isa();
+                fast::gelu_f32(isa, ctx.input(0)?, d.approximate, ctx.output(0)?)
+            }
         }
         Ok(())
     }

@@ -5,13 +5,14 @@
 //! REDUCE_MAX).
 
 use super::unary_common::expect_same_dtype;
+use crate::interpreter::optimized::mean as optimized;
 use crate::interpreter::reference::mean::{
     mean_f32, mean_quantized, reduce_generic, reduce_plan, ReducePlan,
 };
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, ScratchId,
-    TensorInfo,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
+    ScratchId, TensorInfo,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::{DType, Element};
@@ -27,8 +28,12 @@ struct MeanData {
     temp: Option<ScratchId>,
 }
 
-/// The MEAN kernel.
-pub struct Mean;
+/// The MEAN kernel of one kernel set (the optimized set sums float blocks without the
+/// reference's index walk: [`crate::interpreter::optimized::mean`]).
+pub struct Mean {
+    /// Which set's arithmetic the kernel runs.
+    pub set: KernelSet,
+}
 
 /// A reduction node (MEAN, SUM, REDUCE_MAX) checked in what the reductions share: 2 inputs and
 /// 1 output, constant int32 axes (negative ones counting from the end, duplicates ignored)
@@ -250,6 +255,10 @@ impl Kernel for Mean {
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<MeanData>()?;
         match (d.dtype, d.temp) {
+            (DType::F32, _) if self.set == KernelSet::Optimized => {
+                let isa = ctx.isa();
+                optimized::mean_f32(isa, &d.plan, ctx.input::<f32>(0)?, ctx.output::<f32>(0)?)
+            }
             (DType::F32, _) => mean_f32(&d.plan, ctx.input::<f32>(0)?, ctx.output::<f32>(0)?),
             (DType::I8, Some(t)) => mean_quantized(
                 &d.plan,
@@ -275,7 +284,7 @@ impl Kernel for Mean {
     }
 }
 
-/// Registers MEAN.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::MEAN, Registration::new("MEAN", Mean));
+/// Registers MEAN of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
+    r.register_builtin(BuiltinOp::MEAN, Registration::new("MEAN", Mean { set }));
 }

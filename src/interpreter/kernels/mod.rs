@@ -79,12 +79,12 @@ pub fn register_builtins(r: &mut OpResolver, set: KernelSet) {
     fully_connected_sparse::register(r, set);
     logistic::register(r);
     maximum_minimum::register(r);
-    mean::register(r);
+    mean::register(r, set);
     mul::register(r);
     pad::register(r);
     quantize::register(r);
     reshape::register(r);
-    softmax::register(r);
+    softmax::register(r, set);
     strided_slice::register(r);
     svdf::register(r);
     transpose::register(r);

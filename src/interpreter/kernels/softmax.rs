@@ -4,12 +4,15 @@
 //! 1/32768) through the exp and `1/(1+x)` lookup tables TFLM generates at prepare, kept here in
 //! persistent arrays.
 //!
-//! Two kernels share this file and differ only on int8 input: [`Softmax::reference`] (the
-//! default registration) runs TFLite's fixed-point reference arithmetic, and
+//! Three kernels share this file: [`Softmax::optimized`] (the optimized set's) runs float32
+//! through a vectorized `exp` ([`crate::interpreter::optimized::softmax`]) and is otherwise
+//! [`Softmax::reference`]; the other two differ only on int8 input: [`Softmax::reference`]
+//! runs TFLite's fixed-point reference arithmetic, and
 //! [`Softmax::litert_optimized`] runs the float exp table LiteRT's built-in kernels use on
 //! x86-64 (`crate::interpreter::reference::softmax_table`), bit-exact with LiteRT's default kernels
 //! and close to, but not bit-exact with, the reference.
 
+use crate::interpreter::optimized::softmax as optimized;
 use crate::interpreter::reference::fixed_point::calculate_input_radius;
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
 use crate::interpreter::reference::softmax::{
@@ -18,7 +21,8 @@ use crate::interpreter::reference::softmax::{
 };
 use crate::interpreter::reference::softmax_table::{softmax_exp_table, softmax_table, TABLE_SIZE};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
+    Registration,
 };
 use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
@@ -58,18 +62,36 @@ struct SoftmaxData {
 #[derive(Clone, Copy, Debug)]
 pub struct Softmax {
     int8_table: bool,
+    /// Float32 through [`crate::interpreter::optimized::softmax`] (vector `exp`).
+    fast_f32: bool,
 }
 
 impl Softmax {
     /// TFLite's reference arithmetic on every dtype.
     pub const fn reference() -> Self {
-        Softmax { int8_table: false }
+        Softmax {
+            int8_table: false,
+            fast_f32: false,
+        }
+    }
+
+    /// The optimized kernel set's: float32 through the vectorized `exp`
+    /// ([`crate::interpreter::optimized::softmax`]), the integer dtypes as
+    /// [`Softmax::reference`].
+    pub const fn optimized() -> Self {
+        Softmax {
+            int8_table: false,
+            fast_f32: true,
+        }
     }
 
     /// LiteRT's built-in (optimized, x86-64) arithmetic: int8 input through the float exp
     /// table; float32 and int16 as [`Softmax::reference`].
     pub const fn litert_optimized() -> Self {
-        Softmax { int8_table: true }
+        Softmax {
+            int8_table: true,
+            fast_f32: false,
+        }
     }
 }
 
@@ -195,8 +217,13 @@ impl Kernel for Softmax {
         let overflow = |_| KernelError::new("softmax: sum of exponentials overflowed");
         match d.math {
             Math::F32 { beta } => {
+                let isa = ctx.isa();
                 let (i, o) = io!(f32, f32);
-                softmax_f32(i, o, d.depth, beta);
+                if self.fast_f32 {
+                    optimized::softmax_f32(isa, i, o, d.depth, beta);
+                } else {
+                    softmax_f32(i, o, d.depth, beta);
+                }
             }
             Math::I8ToI8(p) => {
                 let (i, o) = io!(i8, i8);
@@ -239,12 +266,13 @@ impl Kernel for Softmax {
     }
 }
 
-/// Registers SOFTMAX with the reference arithmetic.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::SOFTMAX,
-        Registration::new("SOFTMAX", Softmax::reference()),
-    );
+/// Registers SOFTMAX of kernel set `set` ([`Softmax::reference`] or [`Softmax::optimized`]).
+pub fn register(r: &mut OpResolver, set: KernelSet) {
+    let kernel = match set {
+        KernelSet::Reference => Softmax::reference(),
+        KernelSet::Optimized => Softmax::optimized(),
+    };
+    r.register_builtin(BuiltinOp::SOFTMAX, Registration::new("SOFTMAX", kernel));
 }
 
 /// Registers (replaces) SOFTMAX with LiteRT's built-in x86-64 arithmetic

@@ -5,7 +5,9 @@
 //! Int16 ADD (no input tables, unlike int8) is what this serves.
 
 use super::Isa;
-use crate::interpreter::reference::add::{add_quantized_value_positive, AddQuantParams};
+use crate::interpreter::reference::add::{
+    add_int8_with_tables, add_quantized_value_positive, has_positive_multipliers, AddQuantParams,
+};
 use crate::interpreter::reference::quantize::QuantInt;
 
 /// `out[i] = ADD(a[i], b[i])` for inputs of one shape. Needs
@@ -27,6 +29,51 @@ pub fn add_quantized_same_shape<T: QuantInt>(
     same_shape(p, a, b, out)
 }
 
+/// Int8 ADD of same-shape inputs: the reference's table path ([`add_int8_with_tables`]) on the
+/// scalar path; on AVX2 the same integers computed 32 lanes at a time (the input shares
+/// without tables, see [`share_split`]), bit for bit. `tables` are
+/// [`add_int8_input_tables`](crate::interpreter::reference::add::add_int8_input_tables)`(p)`;
+/// needs what the table path needs (an output multiplier with shift in `-31..=0`).
+pub fn add_int8_same_shape(
+    isa: Isa,
+    tables: [&[i32; 256]; 2],
+    p: &AddQuantParams,
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() && int8_lanes_apply(p) {
+        let n = out.len().min(a.len()).min(b.len());
+        // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `n` is within all
+        // three slices.
+        let done = unsafe { avx2::add_int8(p, &a[..n], &b[..n], &mut out[..n]) };
+        add_int8_with_tables(tables, p, &a[done..n], &b[done..n], &mut out[done..n]);
+        return;
+    }
+    let _ = isa;
+    add_int8_with_tables(tables, p, a, b, out)
+}
+
+/// Whether the vector int8 path computes `p`'s sums exactly: int8's left shift (20), positive
+/// multipliers with shifts in `-31..=0`, and input offsets small enough (|offset| ≤ 1024) that
+/// `(x + offset) << 20` does not wrap and [`share_split`]'s products fit in 32 bits.
+pub fn int8_lanes_apply(p: &AddQuantParams) -> bool {
+    p.left_shift == 20
+        && has_positive_multipliers(p)
+        && [p.input1_offset, p.input2_offset]
+            .iter()
+            .all(|o| (-1024..=1024).contains(o))
+}
+
+/// One input's share of an int8 ADD's raw sum without a 64-bit product. With `d = x + offset`
+/// (|d| < 2¹¹) and `m = hi·2¹¹ + lo` (`lo < 2¹¹`), the rounding high multiply of `d·2²⁰` by
+/// `m` is `⌊(d·m·2²⁰ + 2³⁰) / 2³¹⌋ = ⌊(d·m + 2¹⁰) / 2¹¹⌋ = d·hi + ((d·lo + 2¹⁰) >> 11)`: two
+/// 32-bit products. Returned as `(hi, lo)`; the rounding right shift by `-shift` follows.
+pub fn share_split(m: i32) -> (i32, i32) {
+    (m >> 11, m & 0x7FF)
+}
+
 /// The element loop (inlined into each instruction-set variant).
 #[inline(always)]
 fn same_shape<T: QuantInt>(p: &AddQuantParams, a: &[T], b: &[T], out: &mut [T]) {
@@ -43,6 +90,130 @@ fn same_shape<T: QuantInt>(p: &AddQuantParams, a: &[T], b: &[T], out: &mut [T]) 
 #[target_feature(enable = "avx2")]
 unsafe fn same_shape_avx2<T: QuantInt>(p: &AddQuantParams, a: &[T], b: &[T], out: &mut [T]) {
     same_shape(p, a, b, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::share_split;
+    use crate::interpreter::reference::add::AddQuantParams;
+    use std::arch::x86_64::*;
+
+    /// gemmlowp's `RoundingDivideByPOT` by `s` (0..=31) of eight lanes; `mask` = `2^s - 1`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn rounding_shift(x: __m256i, s: __m128i, mask: __m256i) -> __m256i {
+        let zero = _mm256_setzero_si256();
+        let remainder = _mm256_and_si256(x, mask);
+        let threshold = _mm256_sub_epi32(_mm256_srai_epi32::<1>(mask), _mm256_cmpgt_epi32(zero, x));
+        _mm256_sub_epi32(
+            _mm256_sra_epi32(x, s),
+            _mm256_cmpgt_epi32(remainder, threshold),
+        )
+    }
+
+    /// One input's shares ([`share_split`]) of eight int8 values at `src`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and `src` points at eight readable bytes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn share(src: *const i8, c: &Share) -> __m256i {
+        let x = _mm256_cvtepi8_epi32(_mm_loadl_epi64(src.cast()));
+        let d = _mm256_add_epi32(x, c.offset);
+        let high = _mm256_add_epi32(
+            _mm256_mullo_epi32(d, c.hi),
+            _mm256_srai_epi32::<11>(_mm256_add_epi32(_mm256_mullo_epi32(d, c.lo), c.half)),
+        );
+        rounding_shift(high, c.shift, c.mask)
+    }
+
+    /// One input's constants, broadcast.
+    struct Share {
+        offset: __m256i,
+        hi: __m256i,
+        lo: __m256i,
+        half: __m256i,
+        shift: __m128i,
+        mask: __m256i,
+    }
+
+    /// Constants of an input of `offset` and multiplier `(m, shift)`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn constants(offset: i32, m: i32, shift: i32) -> Share {
+        let (hi, lo) = share_split(m);
+        let right = -shift;
+        Share {
+            offset: _mm256_set1_epi32(offset),
+            hi: _mm256_set1_epi32(hi),
+            lo: _mm256_set1_epi32(lo),
+            half: _mm256_set1_epi32(1 << 10),
+            shift: _mm_cvtsi32_si128(right),
+            mask: _mm256_set1_epi32(((1i64 << right) - 1) as i32),
+        }
+    }
+
+    /// The 32-lane blocks of [`super::add_int8_same_shape`]; returns how many values it wrote
+    /// (a multiple of 32), the caller finishes the rest. `p` passed
+    /// [`super::int8_lanes_apply`].
+    ///
+    /// # Safety
+    /// The CPU supports AVX2; `a`, `b` and `out` have one length.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn add_int8(p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
+        let n = out.len() / 32 * 32;
+        let (m1, m2, mo) = (
+            p.input1_multiplier,
+            p.input2_multiplier,
+            p.output_multiplier,
+        );
+        let c1 = constants(p.input1_offset, m1.multiplier, m1.shift);
+        let c2 = constants(p.input2_offset, m2.multiplier, m2.shift);
+        let m = _mm256_set1_epi32(mo.multiplier);
+        let right = -mo.shift;
+        let out_shift = _mm_cvtsi32_si128(right);
+        let out_mask = _mm256_set1_epi32(((1i64 << right) - 1) as i32);
+        let nudge = _mm256_set1_epi64x(1 << 30);
+        let out_off = _mm256_set1_epi32(p.output_offset);
+        let (lo, hi) = (
+            _mm256_set1_epi32(p.activation_min),
+            _mm256_set1_epi32(p.activation_max),
+        );
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let mut i = 0;
+        while i < n {
+            let mut v = [_mm256_setzero_si256(); 4];
+            for (j, v) in v.iter_mut().enumerate() {
+                // SAFETY: `i + 32 <= n <= a.len() = b.len()`, so bytes `i + 8j .. + 8` exist.
+                let raw = _mm256_add_epi32(
+                    share(a.as_ptr().add(i + 8 * j), &c1),
+                    share(b.as_ptr().add(i + 8 * j), &c2),
+                );
+                // Rounding high multiply by the positive output multiplier: 64-bit products
+                // of even and odd lanes; bits 31..62 of `product + 2^30` are the result.
+                let even = _mm256_add_epi64(_mm256_mul_epi32(raw, m), nudge);
+                let odd =
+                    _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64::<32>(raw), m), nudge);
+                let high = _mm256_blend_epi32::<0b1010_1010>(
+                    _mm256_srli_epi64::<31>(even),
+                    _mm256_slli_epi64::<1>(odd),
+                );
+                let r = _mm256_add_epi32(rounding_shift(high, out_shift, out_mask), out_off);
+                *v = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
+            }
+            // The clamped values lie in the int8 range: saturating packs keep them; the
+            // permute undoes the packs' lane interleaving.
+            let w = _mm256_packs_epi16(
+                _mm256_packs_epi32(v[0], v[1]),
+                _mm256_packs_epi32(v[2], v[3]),
+            );
+            let w = _mm256_permutevar8x32_epi32(w, order);
+            // SAFETY: `i + 32 <= n <= out.len()`.
+            _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), w);
+            i += 32;
+        }
+        n
+    }
 }
 
 #[cfg(test)]
@@ -67,6 +238,78 @@ mod tests {
             activation_min: lo,
             activation_max: hi,
         }
+    }
+
+    /// Int8 parameters as ADD's prepare computes them (left shift 20), from scales, zero
+    /// points and an activation range.
+    fn params_i8(s: (f64, f64, f64), z: (i32, i32, i32), lo: i32, hi: i32) -> AddQuantParams {
+        let twice = 2.0 * s.0.max(s.1);
+        let m = quantize_multiplier;
+        AddQuantParams {
+            left_shift: 20,
+            input1_offset: -z.0,
+            input2_offset: -z.1,
+            output_offset: z.2,
+            input1_multiplier: m(s.0 / twice),
+            input2_multiplier: m(s.1 / twice),
+            output_multiplier: m(twice / (f64::from(1i32 << 20) * s.2)),
+            activation_min: lo,
+            activation_max: hi,
+        }
+    }
+
+    /// Every pair of int8 values, over scales from equal to far apart, zero points at both
+    /// ends and activation ranges, and lengths around the 32-lane blocks: every path equals the
+    /// reference's per-element function.
+    #[test]
+    fn int8_every_path_matches_the_reference_bit_for_bit() {
+        use crate::interpreter::reference::add::add_int8_input_tables;
+        let mut rng = Rng::new(11);
+        let all: Vec<(i8, i8)> = (0..65536u32)
+            .map(|i| ((i & 0xFF) as u8 as i8, (i >> 8) as u8 as i8))
+            .collect();
+        for (s, z, lo, hi) in [
+            ((0.0392, 0.0392, 0.0784), (-128, -128, -128), -128, 127),
+            ((0.0157, 0.0045, 0.0199), (3, -77, 12), -128, 127),
+            ((1e-3, 0.9, 0.5), (127, -128, 0), -20, 90),
+            ((0.25, 0.002, 7e-4), (-5, 100, -128), -128, 127),
+            ((3e-6, 3e-6, 2.5e-6), (0, 0, 0), -128, 127),
+        ] {
+            let p = params_i8(s, z, lo, hi);
+            assert!(int8_lanes_apply(&p), "{p:?}");
+            let [t1, t2] = add_int8_input_tables(&p);
+            let mut cases: Vec<Vec<(i8, i8)>> = vec![all.clone()];
+            for n in [0usize, 1, 31, 32, 33, 95, 200] {
+                cases.push(
+                    (0..n)
+                        .map(|_| (rng.next_u64() as i8, rng.next_u64() as i8))
+                        .collect(),
+                );
+            }
+            for case in &cases {
+                let (a, b): (Vec<i8>, Vec<i8>) = case.iter().copied().unzip();
+                let want: Vec<i8> = case
+                    .iter()
+                    .map(|&(x, y)| add_quantized_value(x.into(), y.into(), &p) as i8)
+                    .collect();
+                for &isa in Isa::available() {
+                    let mut got = vec![0i8; a.len()];
+                    add_int8_same_shape(isa, [&t1, &t2], &p, &a, &b, &mut got);
+                    assert_eq!(got, want, "{isa:?} n {} {p:?}", a.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn int8_lanes_refuse_what_they_cannot_compute_exactly() {
+        let mut p = params_i8((0.01, 0.02, 0.03), (0, 0, 0), -128, 127);
+        assert!(int8_lanes_apply(&p));
+        p.input1_offset = 5000;
+        assert!(!int8_lanes_apply(&p));
+        let mut p = params_i8((0.01, 0.02, 0.03), (0, 0, 0), -128, 127);
+        p.left_shift = 15;
+        assert!(!int8_lanes_apply(&p));
     }
 
     #[test]

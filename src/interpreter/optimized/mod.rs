@@ -26,7 +26,9 @@ pub mod gelu;
 pub mod gemm;
 mod gemm_i8;
 mod isa;
+pub mod mean;
 mod requant_i8;
+pub mod softmax;
 pub mod transpose_conv;
 
 pub use isa::{Isa, IsaError, IsaSelection, IsaSource, ISA_ENV};

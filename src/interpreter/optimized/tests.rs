@@ -37,6 +37,26 @@ pub(super) fn values(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
+/// The largest error of the single-precision `f` against the double-precision `want` over
+/// `xs`: absolute, or relative to `want` when `relative`.
+pub(super) fn worst_error(
+    xs: impl Iterator<Item = f32>,
+    f: impl Fn(f32) -> f32,
+    want: impl Fn(f64) -> f64,
+    relative: bool,
+) -> f64 {
+    xs.map(|x| {
+        let w = want(f64::from(x));
+        let d = (f64::from(f(x)) - w).abs();
+        if relative {
+            d / w.abs()
+        } else {
+            d
+        }
+    })
+    .fold(0.0, f64::max)
+}
+
 /// Multipliers and shifts for `n` channels: one shared value (per tensor) or one each, over
 /// scales from tiny to above 1 (positive shifts).
 fn multipliers(r: &mut Rng, n: usize) -> (Vec<i32>, Vec<i32>) {

@@ -114,6 +114,47 @@ impl BroadcastShapes {
     }
 }
 
+/// One innermost row of a broadcast: `out[j] = f(a[ao + j·sa], b[bo + j·sb])`. The innermost
+/// strides are 1 or 0 (a repeated element), and each of those cases is a loop over slices
+/// without index arithmetic, which the compiler vectorizes; the per-element `f` is the same,
+/// so the results are too.
+#[inline(always)]
+fn row_binary<A: Copy, B: Copy, O>(
+    out: &mut [O],
+    (a, ao, sa): (&[A], usize, usize),
+    (b, bo, sb): (&[B], usize, usize),
+    f: &impl Fn(A, B) -> O,
+) {
+    let n = out.len();
+    if n == 0 {
+        return;
+    }
+    match (sa, sb) {
+        (1, 1) => {
+            for ((o, &x), &y) in out.iter_mut().zip(&a[ao..ao + n]).zip(&b[bo..bo + n]) {
+                *o = f(x, y);
+            }
+        }
+        (1, 0) => {
+            let y = b[bo];
+            for (o, &x) in out.iter_mut().zip(&a[ao..ao + n]) {
+                *o = f(x, y);
+            }
+        }
+        (0, 1) => {
+            let x = a[ao];
+            for (o, &y) in out.iter_mut().zip(&b[bo..bo + n]) {
+                *o = f(x, y);
+            }
+        }
+        _ => {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = f(a[ao + j * sa], b[bo + j * sb]);
+            }
+        }
+    }
+}
+
 /// Applies `f` elementwise with broadcasting: `out[i] = f(a[i1], b[i2])` for every output index.
 /// `a`, `b` and `out` must hold the element counts `shapes` was built for.
 #[inline]
@@ -143,10 +184,9 @@ pub fn broadcast_binary<A: Copy, B: Copy, O>(
                     let (a3, b3) = (a2 + i3 * s1[3], b2 + i3 * s2[3]);
                     for i4 in 0..e[4] {
                         let (a4, b4) = (a3 + i4 * s1[4], b3 + i4 * s2[4]);
-                        for i5 in 0..e[5] {
-                            out[o] = f(a[a4 + i5 * s1[5]], b[b4 + i5 * s2[5]]);
-                            o += 1;
-                        }
+                        let row = &mut out[o..o + e[5]];
+                        row_binary(row, (a, a4, s1[5]), (b, b4, s2[5]), &f);
+                        o += e[5];
                     }
                 }
             }
@@ -190,10 +230,13 @@ pub fn broadcast_binary_range<A: Copy, B: Copy, O>(
             bo += idx[i] * s2[i];
         }
         let run = (e[last] - idx[last]).min(out.len() - o);
-        for (j, out) in out[o..o + run].iter_mut().enumerate() {
-            let i = idx[last] + j;
-            *out = f(a[ao + i * s1[last]], b[bo + i * s2[last]]);
-        }
+        let (ai, bi) = (ao + idx[last] * s1[last], bo + idx[last] * s2[last]);
+        row_binary(
+            &mut out[o..o + run],
+            (a, ai, s1[last]),
+            (b, bi, s2[last]),
+            &f,
+        );
         o += run;
         idx[last] = 0;
         for i in (0..last).rev() {
@@ -209,6 +252,41 @@ pub fn broadcast_binary_range<A: Copy, B: Copy, O>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every pairing of inner strides (1 or 0 on either side) and odd extents against an index
+    /// computed from scratch for each output element.
+    #[test]
+    fn rows_match_per_element_indexing() {
+        for (a_dims, b_dims) in [
+            (&[3usize, 5, 7][..], &[7usize][..]),
+            (&[3, 5, 1], &[5, 7]),
+            (&[1, 7], &[3, 5, 7]),
+            (&[2, 1, 3, 1], &[1, 4, 1, 9]),
+            (&[2, 3, 1], &[2, 3, 1]),
+            (&[4, 0, 3], &[3]),
+            (&[5, 1], &[]),
+        ] {
+            let s = BroadcastShapes::new(a_dims, b_dims).unwrap();
+            let a: Vec<i64> = (0..a_dims.iter().product::<usize>() as i64).collect();
+            let b: Vec<i64> = (0..b_dims.iter().product::<usize>() as i64).collect();
+            let mut got = vec![0i64; s.output_len()];
+            broadcast_binary(&s, &a, &b, &mut got, |x, y| x * 1000 + y);
+            let e = &s.extents;
+            let want: Vec<i64> = (0..s.output_len())
+                .map(|flat| {
+                    let (mut rest, mut ia, mut ib) = (flat, 0, 0);
+                    for d in (0..MAX_BROADCAST_DIMS).rev() {
+                        let i = rest % e[d];
+                        rest /= e[d];
+                        ia += i * s.strides1[d];
+                        ib += i * s.strides2[d];
+                    }
+                    a[ia] * 1000 + b[ib]
+                })
+                .collect();
+            assert_eq!(got, want, "{a_dims:?} {b_dims:?}");
+        }
+    }
 
     #[test]
     fn ranges_match_the_whole() {
