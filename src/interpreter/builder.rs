@@ -400,9 +400,11 @@ pub(crate) fn stage_with<'r>(
         }
         let misaligned = e.kind == TensorKind::Constant
             && !is_variable(t, e)
-            && model
-                .tensor_data(0, t)
-                .is_some_and(|d| d.as_ptr() as usize % e.dtype.alignment() != 0);
+            && model.tensor_data(0, t).is_some_and(|d| {
+                e.dtype
+                    .alignment()
+                    .is_some_and(|a| d.as_ptr() as usize % a != 0)
+            });
         if misaligned {
             tensor_record[t] = Some(stage_tensor_copy(
                 model,
@@ -708,7 +710,7 @@ fn stage_tensor_copy(
         let zp = e
             .quantization
             .as_ref()
-            .and_then(|q| q.zero_point.first().copied())
+            .map(|q| q.zero_points()[0])
             .unwrap_or(0);
         if zp != 0 {
             let dst = persistent.bytes_mut(record);

@@ -168,7 +168,7 @@ pub struct QuantSummary {
     /// Zero points.
     pub zero_point: Vec<i64>,
     /// Dimension of the channels of a per-channel quantization.
-    pub quantized_dimension: i32,
+    pub quantized_dimension: usize,
     /// More than one scale.
     pub per_channel: bool,
 }
@@ -324,7 +324,7 @@ fn subgraph(model: &Model, si: usize) -> SubgraphSummary {
         .map(|(ti, t)| TensorSummary {
             index: ti,
             name: t.name.clone(),
-            dtype: t.dtype.name(),
+            dtype: Cow::Borrowed(t.dtype.name()),
             shape: t.shape.clone(),
             shape_signature: t.shape_signature.clone(),
             bytes: t.byte_size(),
@@ -352,9 +352,9 @@ fn subgraph(model: &Model, si: usize) -> SubgraphSummary {
 
 fn quant(q: &Quantization) -> QuantSummary {
     QuantSummary {
-        scale: q.scale.clone(),
-        zero_point: q.zero_point.clone(),
-        quantized_dimension: q.quantized_dimension,
+        scale: q.scales().to_vec(),
+        zero_point: q.zero_points().to_vec(),
+        quantized_dimension: q.quantized_dimension(),
         per_channel: q.is_per_channel(),
     }
 }

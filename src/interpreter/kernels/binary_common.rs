@@ -155,7 +155,7 @@ pub fn output_activation_range(
 pub fn expect_not_quantized(inputs: &[&TensorInfo<'_>]) -> Result<(), KernelError> {
     for t in inputs {
         kernel_ensure!(
-            t.quantization.is_none_or(|q| q.scale.is_empty()),
+            t.quantization.is_none(),
             "int32 input `{}` must not be quantized",
             t.name
         );
