@@ -710,6 +710,29 @@ mod tests {
     use crate::model::builder::ModelBuilder;
     use crate::model::DType;
 
+    #[test]
+    fn a_tensor_type_the_schema_does_not_define_is_refused_by_name() {
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", DType::BF16, &[4]);
+        b.inputs(&[x]).outputs(&[x]);
+        let bytes = write_model(&b.build()).unwrap();
+        assert_eq!(
+            read_model(bytes.clone().into()).unwrap().subgraphs[0].tensors[0].dtype,
+            DType::BF16
+        );
+        // bfloat16 is the schema's 18: one of the bytes holding 18 is the tensor's type field.
+        let refused = (0..bytes.len()).filter(|&i| bytes[i] == 18).any(|i| {
+            let mut patched = bytes.clone();
+            patched[i] = 19;
+            read_model(patched.into()).is_err_and(|e| {
+                let text = e.to_string();
+                text.contains("subgraphs[0].tensors[0].type")
+                    && text.contains("tensor type 19 is not a TFLite TensorType")
+            })
+        });
+        assert!(refused, "no patch of the type field gave the expected error");
+    }
+
     /// A model of `ops` custom operators, each written with large custom options at
     /// `offset`/`size` (offsets point into the file itself).
     fn with_large_options(ops: usize, offset: u64, size: u64) -> Vec<u8> {
