@@ -176,7 +176,7 @@ fn evaluate(model: &Model, input: Val) -> Vec<Option<Val>> {
                     .unwrap_or_else(|| panic!("op {index}: input {i} not computed"))
             })
             .collect();
-        let out_t: Vec<&tensor_alloc::model::Tensor> = op
+        let out_t: Vec<&tensor_alloc::model::TensorDef> = op
             .outputs
             .iter()
             .map(|&o| &sg.tensors[o as usize])

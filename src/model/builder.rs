@@ -4,7 +4,7 @@
 use super::options::BuiltinOptions;
 use super::{
     Buffer, BuiltinOp, DType, Metadata, Model, ModelError, Operator, OperatorCode, Quantization,
-    SignatureDef, SignatureTensor, Subgraph, Tensor,
+    SignatureDef, SignatureTensor, Subgraph, TensorDef,
 };
 
 /// Builds a model with one subgraph. Tensor and operator indices are returned by the `add_*`
@@ -57,7 +57,7 @@ impl ModelBuilder {
 
     /// Adds an activation (non-constant) tensor; returns its index.
     pub fn add_tensor(&mut self, name: &str, dtype: DType, shape: &[i32]) -> i32 {
-        self.subgraph.tensors.push(Tensor {
+        self.subgraph.tensors.push(TensorDef {
             name: name.to_string(),
             dtype,
             shape: shape.to_vec(),
@@ -91,7 +91,7 @@ impl ModelBuilder {
 
     /// Mutable access to a tensor added earlier (e.g. to set quantization or a shape
     /// signature); `None` for an unknown index.
-    pub fn tensor_mut(&mut self, index: i32) -> Option<&mut Tensor> {
+    pub fn tensor_mut(&mut self, index: i32) -> Option<&mut TensorDef> {
         usize::try_from(index)
             .ok()
             .and_then(|i| self.subgraph.tensors.get_mut(i))
@@ -207,7 +207,7 @@ impl ModelBuilder {
 
     /// Adds a signature over the subgraph's current inputs and outputs, named by tensor name.
     pub fn signature(&mut self, key: &str) -> &mut Self {
-        let named = |list: &[i32], tensors: &[Tensor]| {
+        let named = |list: &[i32], tensors: &[TensorDef]| {
             list.iter()
                 .filter_map(|&i| {
                     let t = tensors.get(usize::try_from(i).ok()?)?;

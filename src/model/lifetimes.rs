@@ -467,7 +467,7 @@ impl Lifetimes {
         let items = self
             .planned
             .iter()
-            .map(|p| (p.first, p.last, round_up(p.bytes, alignment)));
+            .map(|p| (p.first, p.last, saturating_round_up(p.bytes, alignment)));
         sweep_max(self.num_ops, items)
     }
 
@@ -477,14 +477,14 @@ impl Lifetimes {
         let mut groups: Vec<(usize, usize, usize)> = self
             .planned
             .iter()
-            .map(|p| (p.first, p.last, round_up(p.bytes, alignment)))
+            .map(|p| (p.first, p.last, saturating_round_up(p.bytes, alignment)))
             .collect();
         for p in &self.planned {
             if let Some(r) = p.alias_of {
                 let g = &mut groups[r];
                 g.0 = g.0.min(p.first);
                 g.1 = g.1.max(p.last);
-                g.2 = g.2.max(round_up(p.bytes, alignment));
+                g.2 = g.2.max(saturating_round_up(p.bytes, alignment));
             }
         }
         let items = self
@@ -497,7 +497,9 @@ impl Lifetimes {
     }
 }
 
-fn round_up(bytes: usize, alignment: usize) -> usize {
+/// `bytes` rounded up to a multiple of `alignment`, saturating at `usize::MAX` (the planner's
+/// `round_up` is the checked form).
+pub(crate) fn saturating_round_up(bytes: usize, alignment: usize) -> usize {
     if alignment <= 1 {
         bytes
     } else {

@@ -97,9 +97,10 @@ pub struct Sparsity {
     pub dim_metadata: Vec<DimensionMetadata>,
 }
 
-/// A tensor of a subgraph.
+/// A tensor as a subgraph declares it (the schema's `Tensor` table): type, shape, where its
+/// constant data is. Tensors that hold data are [`crate::tensor::Tensor`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct Tensor {
+pub struct TensorDef {
     /// `name` (empty when absent).
     pub name: String,
     /// `type`.
@@ -129,7 +130,7 @@ pub struct Tensor {
     pub has_rank: bool,
 }
 
-impl Tensor {
+impl TensorDef {
     /// Number of elements of the static `shape`; `None` on overflow or a negative dimension
     /// (`-1` belongs in `shape_signature`; in `shape` it is not a size).
     pub fn num_elements(&self) -> Option<usize> {
@@ -334,7 +335,7 @@ pub struct Subgraph {
     /// `name`, when present.
     pub name: Option<String>,
     /// `tensors`.
-    pub tensors: Vec<Tensor>,
+    pub tensors: Vec<TensorDef>,
     /// `inputs` (tensor indices).
     pub inputs: Vec<i32>,
     /// `outputs` (tensor indices).

@@ -22,7 +22,7 @@ use super::options::BuiltinOptions;
 use super::{
     Buffer, BuiltinOp, CalibrationRange, DimensionMetadata, Metadata, Model, ModelBytes,
     ModelError, Operator, OperatorCode, Quantization, SignatureDef, SignatureTensor,
-    SparseIndexVector, Sparsity, Subgraph, Tensor,
+    SparseIndexVector, Sparsity, Subgraph, TensorDef,
 };
 use schema::{
     buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map, T,
@@ -408,7 +408,7 @@ impl<'f> Decoder<'f> {
         ti: usize,
         t: T<'f>,
         nbuffers: usize,
-    ) -> Result<Tensor, ModelError> {
+    ) -> Result<TensorDef, ModelError> {
         let buffer = t.scalar::<u32>(tensor::BUFFER, 0);
         check_index(
             || format!("subgraphs[{si}].tensors[{ti}].buffer"),
@@ -450,7 +450,7 @@ impl<'f> Decoder<'f> {
                 format!("dimension {d}, expected >= 0 (or -1 for unknown)"),
             ));
         }
-        Ok(Tensor {
+        Ok(TensorDef {
             name: try_string(t.string(tensor::NAME).unwrap_or_default(), "a tensor name")?,
             dtype: {
                 let code = t.scalar::<i8>(tensor::TYPE, 0);
@@ -730,7 +730,10 @@ mod tests {
                     && text.contains("tensor type 19 is not a TFLite TensorType")
             })
         });
-        assert!(refused, "no patch of the type field gave the expected error");
+        assert!(
+            refused,
+            "no patch of the type field gave the expected error"
+        );
     }
 
     /// A model of `ops` custom operators, each written with large custom options at

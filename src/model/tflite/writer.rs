@@ -7,7 +7,7 @@ use flatbuffers::{FlatBufferBuilder, WIPOffset};
 use super::schema::{
     buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map,
 };
-use crate::model::{Model, ModelError, Operator, SparseIndexVector, Sparsity, Subgraph, Tensor};
+use crate::model::{Model, ModelError, Operator, SparseIndexVector, Sparsity, Subgraph, TensorDef};
 
 /// Largest flatbuffer the builder can produce (its offsets are signed 32-bit in practice).
 const MAX_FLATBUFFER: usize = (1 << 31) - (1 << 20);
@@ -202,7 +202,7 @@ fn write_subgraph<'b>(
 
 fn write_tensor<'b>(
     fbb: &mut FlatBufferBuilder<'b>,
-    t: &Tensor,
+    t: &TensorDef,
 ) -> WIPOffset<flatbuffers::TableFinishedWIPOffset> {
     let shape = fbb.create_vector(&t.shape);
     let name = fbb.create_string(&t.name);
