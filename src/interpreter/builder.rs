@@ -3,7 +3,7 @@
 //! [`InterpreterBuilder::build`] is the only way to get an [`Interpreter`], so an interpreter
 //! that can `invoke()` exists only after planning succeeded (typestate by construction).
 
-use super::allocation::{self, MemoryPlan, ALIGNMENT};
+use super::allocation::{self, ArenaSource, MemoryPlan, ALIGNMENT};
 use super::context::{
     check_node_views, BuildState, CopyAllowance, InitContext, InvokeContext, NodeMemory,
     NodeRuntime, Persistent, PrepareContext, Slot, WeightCopies, MAX_INPUTS, MAX_OUTPUTS,
@@ -25,16 +25,6 @@ mod resize;
 
 pub(crate) use place::{finish, Rebuild};
 pub(crate) use resize::resized_model;
-
-/// Where the arena comes from.
-pub enum ArenaSource<'a> {
-    /// A caller's buffer (TFLM style): fails with the exact bytes needed when too small.
-    Buffer(&'a mut [u8]),
-    /// An allocator of the registry: the arena is sized exactly from the plan.
-    Allocator(AllocatorRef),
-    /// The registry's CPU allocator.
-    Default,
-}
 
 /// Builds an [`Interpreter`] for subgraph 0 of a model.
 pub struct InterpreterBuilder<'m, 'a> {

@@ -40,8 +40,9 @@ mod allocation;
 mod builder;
 mod graph;
 
+pub use allocation::ArenaSource;
 pub use allocation::ALIGNMENT;
-pub use builder::{ArenaSource, InterpreterBuilder};
+pub use builder::InterpreterBuilder;
 pub use context::{
     InitContext, InvokeContext, PersistentArray, PrepareContext, Scalar, ScratchId, StateArray,
     TensorInfo, WeightCopies,

@@ -12,7 +12,8 @@
 //! for the space's largest subgraph, so the next partition differs.
 
 use super::{ScheduleError, Space, SpaceSummary};
-use crate::interpreter::builder::{finish, stage_with, ArenaSource};
+use crate::interpreter::allocation::ArenaSource;
+use crate::interpreter::builder::{finish, stage_with};
 use crate::interpreter::device::DeviceSet;
 use crate::interpreter::partition::{DeviceSubgraph, Partition, PartitionGraph};
 use crate::interpreter::{InterpreterError, OpResolver};
