@@ -298,10 +298,10 @@ fn plan_model_text_and_svg() {
 
 #[test]
 fn malformed_offline_plan_is_reported() {
-    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, ModelBuilder, TensorType};
+    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType, ModelBuilder};
     let mut b = ModelBuilder::new("g");
-    let x = b.add_tensor("x", TensorType::Int8, &[4]);
-    let y = b.add_tensor("y", TensorType::Int8, &[4]);
+    let x = b.add_tensor("x", DType::I8, &[4]);
+    let y = b.add_tensor("y", DType::I8, &[4]);
     b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
     b.inputs(&[x]).outputs(&[y]);
     // The count says 5 offsets but only 2 follow.
@@ -401,10 +401,10 @@ fn closed_stdout_is_not_a_panic() {
 /// `plan` still reports the arithmetic total, with a note that it was not proven here.
 #[test]
 fn plan_reports_an_arena_too_big_to_build_here() {
-    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, ModelBuilder, TensorType};
+    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType, ModelBuilder};
     let mut b = ModelBuilder::new("g");
-    let x = b.add_tensor("x", TensorType::Int8, &[1 << 30, 1 << 30]);
-    let y = b.add_tensor("y", TensorType::Int8, &[1 << 30, 1 << 30]);
+    let x = b.add_tensor("x", DType::I8, &[1 << 30, 1 << 30]);
+    let y = b.add_tensor("y", DType::I8, &[1 << 30, 1 << 30]);
     b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
     b.inputs(&[x]).outputs(&[y]);
     let dir = tempfile::tempdir().unwrap();
@@ -476,10 +476,10 @@ fn non_regular_and_huge_inputs_are_refused_before_reading() {
 /// `plan --svg` stays well-formed XML.
 #[test]
 fn control_characters_in_names_are_escaped() {
-    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, ModelBuilder, TensorType};
+    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType, ModelBuilder};
     let mut b = ModelBuilder::new("g");
-    let x = b.add_tensor("in\x1b[2J\x07", TensorType::Int8, &[4]);
-    let y = b.add_tensor("out\r\x00<&>", TensorType::Int8, &[4]);
+    let x = b.add_tensor("in\x1b[2J\x07", DType::I8, &[4]);
+    let y = b.add_tensor("out\r\x00<&>", DType::I8, &[4]);
     b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
     b.inputs(&[x]).outputs(&[y]);
     let dir = tempfile::tempdir().unwrap();
@@ -521,7 +521,7 @@ fn control_characters_in_names_are_escaped() {
 /// plan again replaces the metadata buffer instead of adding one (the file does not grow).
 #[test]
 fn model_flags_with_records_and_repeated_embedding() {
-    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, Model, ModelBuilder, TensorType};
+    use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder};
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.json");
     std::fs::write(&rec, r#"{"buffers":[{"size":4,"first":0,"last":1}]}"#).unwrap();
@@ -542,9 +542,9 @@ fn model_flags_with_records_and_repeated_embedding() {
     assert!(!out_model.exists());
 
     let mut b = ModelBuilder::new("g");
-    let x = b.add_tensor("x", TensorType::Int8, &[64]);
-    let y = b.add_tensor("y", TensorType::Int8, &[64]);
-    let z = b.add_tensor("z", TensorType::Int8, &[64]);
+    let x = b.add_tensor("x", DType::I8, &[64]);
+    let y = b.add_tensor("y", DType::I8, &[64]);
+    let z = b.add_tensor("z", DType::I8, &[64]);
     b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
     b.add_op(BuiltinOp::TANH, BuiltinOptions::None, &[y], &[z]);
     b.inputs(&[x]).outputs(&[z]);

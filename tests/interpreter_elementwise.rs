@@ -2,11 +2,11 @@
 //! tensors (quantization, options), invoke, and reject nodes that lie about their shapes.
 
 use tensor_alloc::interpreter::InterpreterBuilder;
-use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, Model, ModelBuilder, TensorType};
+use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder};
 use tensor_alloc::tensor::Tensor;
 
 /// A tensor of a one-op model: dtype, shape, optional (scale, zero point).
-type Spec<'a> = (TensorType, &'a [i32], Option<(f32, i64)>);
+type Spec<'a> = (DType, &'a [i32], Option<(f32, i64)>);
 
 fn one_op(op: BuiltinOp, options: BuiltinOptions, inputs: &[Spec<'_>], output: Spec<'_>) -> Model {
     let mut b = ModelBuilder::new("g");
@@ -14,13 +14,13 @@ fn one_op(op: BuiltinOp, options: BuiltinOptions, inputs: &[Spec<'_>], output: S
     for (k, (t, shape, q)) in inputs.iter().enumerate() {
         let i = b.add_tensor(&format!("in{k}"), *t, shape);
         if let Some((s, z)) = q {
-            b.quantize(i, *s, *z);
+            b.quantize(i, *s, *z).unwrap();
         }
         ins.push(i);
     }
     let o = b.add_tensor("out", output.0, output.1);
     if let Some((s, z)) = output.2 {
-        b.quantize(o, s, z);
+        b.quantize(o, s, z).unwrap();
     }
     b.add_op(op, options, &ins, &[o]);
     b.inputs(&ins).outputs(&[o]);
@@ -35,10 +35,10 @@ fn int8_mul_broadcasts_through_the_interpreter() {
             activation: Activation::None,
         },
         &[
-            (TensorType::Int8, &[2, 3], Some((0.5, 0))),
-            (TensorType::Int8, &[3], Some((0.25, 0))),
+            (DType::I8, &[2, 3], Some((0.5, 0))),
+            (DType::I8, &[3], Some((0.25, 0))),
         ],
-        (TensorType::Int8, &[2, 3], Some((0.125, 0))),
+        (DType::I8, &[2, 3], Some((0.125, 0))),
     );
     let mut interp = InterpreterBuilder::new(&model).build().unwrap();
     let a = Tensor::from_vec(&[2, 3][..], vec![1i8, 2, 3, -4, 5, -6]).unwrap();
@@ -55,8 +55,8 @@ fn int8_softmax_and_logistic_prepare_and_run() {
     let model = one_op(
         BuiltinOp::SOFTMAX,
         BuiltinOptions::Softmax { beta: 1.0 },
-        &[(TensorType::Int8, &[1, 4], Some((0.1, 0)))],
-        (TensorType::Int8, &[1, 4], Some((1.0 / 256.0, -128))),
+        &[(DType::I8, &[1, 4], Some((0.1, 0)))],
+        (DType::I8, &[1, 4], Some((1.0 / 256.0, -128))),
     );
     let mut interp = InterpreterBuilder::new(&model).build().unwrap();
     let x = Tensor::from_vec(&[1, 4][..], vec![0i8, 0, 0, 0]).unwrap();
@@ -67,8 +67,8 @@ fn int8_softmax_and_logistic_prepare_and_run() {
     let model = one_op(
         BuiltinOp::LOGISTIC,
         BuiltinOptions::None,
-        &[(TensorType::Int8, &[3], Some((0.1, 0)))],
-        (TensorType::Int8, &[3], Some((1.0 / 256.0, -128))),
+        &[(DType::I8, &[3], Some((0.1, 0)))],
+        (DType::I8, &[3], Some((1.0 / 256.0, -128))),
     );
     let mut interp = InterpreterBuilder::new(&model).build().unwrap();
     let x = Tensor::from_vec(&[3][..], vec![0i8, 127, -128]).unwrap();
@@ -84,8 +84,8 @@ fn quantize_and_cast_run() {
     let model = one_op(
         BuiltinOp::QUANTIZE,
         BuiltinOptions::None,
-        &[(TensorType::Float32, &[3], None)],
-        (TensorType::Int8, &[3], Some((0.5, 1))),
+        &[(DType::F32, &[3], None)],
+        (DType::I8, &[3], Some((0.5, 1))),
     );
     let mut interp = InterpreterBuilder::new(&model).build().unwrap();
     let x = Tensor::from_vec(&[3][..], vec![1.0f32, -1.25, 1000.0]).unwrap();
@@ -96,8 +96,8 @@ fn quantize_and_cast_run() {
     let model = one_op(
         BuiltinOp::CAST,
         BuiltinOptions::None,
-        &[(TensorType::Float32, &[3], None)],
-        (TensorType::Int32, &[3], None),
+        &[(DType::F32, &[3], None)],
+        (DType::I32, &[3], None),
     );
     let mut interp = InterpreterBuilder::new(&model).build().unwrap();
     let x = Tensor::from_vec(&[3][..], vec![1.9f32, -2.9, 0.0]).unwrap();
@@ -112,11 +112,8 @@ fn lying_shapes_and_quantization_fail_at_build() {
     let model = one_op(
         BuiltinOp::ADD,
         BuiltinOptions::None,
-        &[
-            (TensorType::Float32, &[2, 3], None),
-            (TensorType::Float32, &[4, 3], None),
-        ],
-        (TensorType::Float32, &[2, 3], None),
+        &[(DType::F32, &[2, 3], None), (DType::F32, &[4, 3], None)],
+        (DType::F32, &[2, 3], None),
     );
     match InterpreterBuilder::new(&model).build() {
         Err(err) => assert!(err.to_string().contains("broadcast"), "{err}"),
@@ -126,30 +123,24 @@ fn lying_shapes_and_quantization_fail_at_build() {
     let model = one_op(
         BuiltinOp::MAXIMUM,
         BuiltinOptions::None,
-        &[
-            (TensorType::Float32, &[2, 3], None),
-            (TensorType::Float32, &[3], None),
-        ],
-        (TensorType::Float32, &[3], None),
+        &[(DType::F32, &[2, 3], None), (DType::F32, &[3], None)],
+        (DType::F32, &[3], None),
     );
     assert!(InterpreterBuilder::new(&model).build().is_err());
     // A quantized ADD without quantization parameters.
     let model = one_op(
         BuiltinOp::ADD,
         BuiltinOptions::None,
-        &[
-            (TensorType::Int8, &[3], None),
-            (TensorType::Int8, &[3], None),
-        ],
-        (TensorType::Int8, &[3], None),
+        &[(DType::I8, &[3], None), (DType::I8, &[3], None)],
+        (DType::I8, &[3], None),
     );
     assert!(InterpreterBuilder::new(&model).build().is_err());
     // An int8 softmax whose output scale is not 1/256.
     let model = one_op(
         BuiltinOp::SOFTMAX,
         BuiltinOptions::Softmax { beta: 1.0 },
-        &[(TensorType::Int8, &[4], Some((0.1, 0)))],
-        (TensorType::Int8, &[4], Some((0.1, 0))),
+        &[(DType::I8, &[4], Some((0.1, 0)))],
+        (DType::I8, &[4], Some((0.1, 0))),
     );
     assert!(InterpreterBuilder::new(&model).build().is_err());
 }

@@ -5,12 +5,12 @@
 mod ops_util;
 
 use ops_util::*;
-use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, TensorType};
+use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, DType};
 
-const F32: TensorType = TensorType::Float32;
-const I8: TensorType = TensorType::Int8;
-const I16: TensorType = TensorType::Int16;
-const I32: TensorType = TensorType::Int32;
+const F32: DType = DType::F32;
+const I8: DType = DType::I8;
+const I16: DType = DType::I16;
+const I32: DType = DType::I32;
 
 fn sub_options(activation: Activation) -> BuiltinOptions {
     BuiltinOptions::Sub {

@@ -7,12 +7,12 @@ mod ops_util;
 
 use ops_util::*;
 use tensor_alloc::interpreter::InterpreterBuilder;
-use tensor_alloc::model::{BuiltinOp, BuiltinOptions, TensorType};
+use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType};
 
-const F32: TensorType = TensorType::Float32;
-const I8: TensorType = TensorType::Int8;
-const I16: TensorType = TensorType::Int16;
-const I32: TensorType = TensorType::Int32;
+const F32: DType = DType::F32;
+const I8: DType = DType::I8;
+const I16: DType = DType::I16;
+const I32: DType = DType::I32;
 
 fn iota_f32(n: usize) -> Vec<f32> {
     (0..n).map(|v| v as f32).collect()
@@ -93,7 +93,7 @@ fn gather_axes_and_batch_dims() {
     let m = one_op(
         BuiltinOp::GATHER,
         gather(-1, 0),
-        &[q(I8, &[2, 3], 0.1, 0), t(TensorType::Int64, &[2])],
+        &[q(I8, &[2, 3], 0.1, 0), t(DType::I64, &[2])],
         &[q(I8, &[2, 2], 0.1, 0)],
     );
     let out = &run::<i8>(

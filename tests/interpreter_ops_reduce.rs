@@ -5,11 +5,11 @@
 mod ops_util;
 
 use ops_util::*;
-use tensor_alloc::model::{BuiltinOp, BuiltinOptions, TensorType};
+use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType};
 
-const F32: TensorType = TensorType::Float32;
-const I8: TensorType = TensorType::Int8;
-const I32: TensorType = TensorType::Int32;
+const F32: DType = DType::F32;
+const I8: DType = DType::I8;
+const I32: DType = DType::I32;
 
 fn reducer(keep_dims: bool) -> BuiltinOptions {
     BuiltinOptions::Reducer { keep_dims }
@@ -65,8 +65,8 @@ fn integer_sums() {
     let m = one_op(
         BuiltinOp::SUM,
         reducer(false),
-        &[q(TensorType::Int16, &[2, 2], 0.001, 0), c_i32(&[1], &[1])],
-        &[q(TensorType::Int16, &[2], 0.001, 0)],
+        &[q(DType::I16, &[2, 2], 0.001, 0), c_i32(&[1], &[1])],
+        &[q(DType::I16, &[2], 0.001, 0)],
     );
     let out = &run::<i16>(&m, &[tensor(&[2, 2], vec![30000i16, 30000, -5, 7])])[0];
     assert_eq!(out, &[32767, 2]);

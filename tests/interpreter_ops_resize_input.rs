@@ -12,7 +12,7 @@ mod common;
 
 use tensor_alloc::global::count_allocations;
 use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError};
-use tensor_alloc::model::{BuiltinOp, BuiltinOptions, Model, ModelBuilder, TensorType};
+use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder};
 use tensor_alloc::tensor::Tensor;
 use tensor_alloc::GlobalAllocator;
 
@@ -31,19 +31,21 @@ fn dynamic_batch_model() -> Model {
         b.tensor_mut(t).unwrap().shape_signature = Some(sig);
         t
     };
-    let x = dynamic(&mut b, "x", TensorType::Float32, &[1, 4]);
-    let shape = b.add_tensor("shape", TensorType::Int32, &[2]);
-    let begin = b.add_constant("begin", TensorType::Int32, &[1], &i32s(&[0]));
-    let end = b.add_constant("end", TensorType::Int32, &[1], &i32s(&[1]));
-    let strides = b.add_constant("strides", TensorType::Int32, &[1], &i32s(&[1]));
-    let batch = b.add_tensor("batch", TensorType::Int32, &[]);
-    let two = b.add_constant("two", TensorType::Int32, &[], &i32s(&[2]));
-    let target = b.add_tensor("target", TensorType::Int32, &[3]);
-    let r = dynamic(&mut b, "reshaped", TensorType::Float32, &[1, 2, 2]);
-    let y = dynamic(&mut b, "y", TensorType::Float32, &[1, 2, 2]);
+    let x = dynamic(&mut b, "x", DType::F32, &[1, 4]);
+    let shape = b.add_tensor("shape", DType::I32, &[2]);
+    let begin = b.add_constant("begin", DType::I32, &[1], &i32s(&[0]));
+    let end = b.add_constant("end", DType::I32, &[1], &i32s(&[1]));
+    let strides = b.add_constant("strides", DType::I32, &[1], &i32s(&[1]));
+    let batch = b.add_tensor("batch", DType::I32, &[]);
+    let two = b.add_constant("two", DType::I32, &[], &i32s(&[2]));
+    let target = b.add_tensor("target", DType::I32, &[3]);
+    let r = dynamic(&mut b, "reshaped", DType::F32, &[1, 2, 2]);
+    let y = dynamic(&mut b, "y", DType::F32, &[1, 2, 2]);
     b.add_op(
         BuiltinOp::SHAPE,
-        BuiltinOptions::Shape { out_type: 2 },
+        BuiltinOptions::Shape {
+            out_type: DType::I32,
+        },
         &[x],
         &[shape],
     );

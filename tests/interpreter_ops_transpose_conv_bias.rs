@@ -5,9 +5,9 @@
 mod ops_util;
 
 use ops_util::*;
-use tensor_alloc::model::TensorType;
+use tensor_alloc::model::DType;
 
-const F32: TensorType = TensorType::Float32;
+const F32: DType = DType::F32;
 const NAME: &str = "Convolution2DTransposeBias";
 
 fn options(padding: i32, stride_w: i32, stride_h: i32) -> Vec<u8> {

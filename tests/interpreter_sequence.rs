@@ -105,10 +105,7 @@ fn qparams(model: &Model, t: i32) -> (f64, i64) {
         .quantization
         .as_ref()
         .unwrap();
-    (
-        f64::from(q.scale[0]),
-        q.zero_point.first().copied().unwrap_or(0),
-    )
+    (f64::from(q.scales()[0]), q.zero_points()[0])
 }
 
 fn dims(model: &Model, t: i32) -> Vec<usize> {
@@ -381,7 +378,7 @@ fn svdf_nodes_follow_their_float_model_and_reset() {
                 .collect();
             let (st_scale, st_zp) = qparams(&model, node.inputs[4]);
             let int16_state = model.subgraphs[0].tensors[node.inputs[2] as usize].dtype
-                == tensor_alloc::model::TensorType::Int16;
+                == tensor_alloc::model::DType::I16;
             let (st_min, st_max) = if int16_state {
                 (-32768.0, 32767.0)
             } else {

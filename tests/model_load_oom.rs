@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use tensor_alloc::alloc::FailurePolicy;
 use tensor_alloc::global::count_allocations;
 use tensor_alloc::model::{
-    BuiltinOp, BuiltinOptions, DimensionMetadata, Model, ModelBuilder, ModelError,
-    SparseIndexVector, Sparsity, TensorType,
+    BuiltinOp, BuiltinOptions, CalibrationRange, DType, DimensionMetadata, Model, ModelBuilder,
+    ModelError, SparseIndexVector, Sparsity,
 };
 use tensor_alloc::GlobalAllocator;
 
@@ -200,21 +200,16 @@ fn inject(path: &Path) -> (u64, u64) {
 fn every_field_model() -> Model {
     let mut b = ModelBuilder::new("every field");
     b.description("a model for allocation-failure injection");
-    let x = b.add_tensor("input", TensorType::Int8, &[1, 4, 4, 2]);
-    b.quantize(x, 0.5, -3);
+    let x = b.add_tensor("input", DType::I8, &[1, 4, 4, 2]);
+    b.quantize(x, 0.5, -3).unwrap();
     if let Some(t) = b.tensor_mut(x) {
         t.shape_signature = Some(vec![-1, 4, 4, 2]);
-        if let Some(q) = t.quantization.as_mut() {
-            q.min = vec![-1.0];
-            q.max = vec![1.0];
-        }
+        t.calibration = Some(CalibrationRange {
+            min: vec![-1.0],
+            max: vec![1.0],
+        });
     }
-    let w = b.add_constant(
-        "weights",
-        TensorType::Int8,
-        &[4, 2],
-        &[1, 2, 3, 4, 5, 6, 7, 8],
-    );
+    let w = b.add_constant("weights", DType::I8, &[4, 2], &[1, 2, 3, 4, 5, 6, 7, 8]);
     if let Some(t) = b.tensor_mut(w) {
         t.sparsity = Some(Sparsity {
             traversal_order: vec![0, 1],
@@ -236,7 +231,7 @@ fn every_field_model() -> Model {
         });
         t.is_sparse = true;
     }
-    let r = b.add_tensor("reshaped", TensorType::Int8, &[1, 32]);
+    let r = b.add_tensor("reshaped", DType::I8, &[1, 32]);
     b.add_op(
         BuiltinOp::RESHAPE,
         BuiltinOptions::Reshape {
@@ -245,7 +240,7 @@ fn every_field_model() -> Model {
         &[x],
         &[r],
     );
-    let y = b.add_tensor("output", TensorType::Int8, &[1, 32]);
+    let y = b.add_tensor("output", DType::I8, &[1, 32]);
     b.add_custom_op("Opaque", &[9, 8, 7], &[r, -1, w], &[y]);
     b.inputs(&[x]).outputs(&[y]).signature("serving_default");
     b.add_metadata("min_runtime_version", b"1.5.0\0");

@@ -160,8 +160,8 @@ fn structure_matches_reference() {
                     .iter()
                     .map(|v| v.as_f64().unwrap())
                     .collect();
-                assert_eq!(tq.scale.len(), scales.len(), "{name}");
-                for (a, b) in tq.scale.iter().zip(&scales) {
+                assert_eq!(tq.channels(), scales.len(), "{name}");
+                for (a, b) in tq.scales().iter().zip(&scales) {
                     assert!(
                         (f64::from(*a) - b).abs() <= b.abs() * 1e-6,
                         "{name}: scale {a} vs {b}"
@@ -173,9 +173,9 @@ fn structure_matches_reference() {
                     .iter()
                     .map(|v| v.as_i64().unwrap())
                     .collect();
-                assert_eq!(tq.zero_point, zps, "{name}");
+                assert_eq!(tq.zero_points(), zps, "{name}");
                 assert_eq!(
-                    i64::from(tq.quantized_dimension),
+                    tq.quantized_dimension() as i64,
                     q["quantized_dimension"].as_i64().unwrap(),
                     "{name}"
                 );

@@ -4,18 +4,18 @@
 use std::path::Path;
 
 use tensor_alloc::model::{
-    Activation, BuiltinOp, BuiltinOptions, LifetimeOptions, Lifetimes, Model, ModelBuilder,
-    ModelError, Padding, TensorType,
+    Activation, BuiltinOp, BuiltinOptions, DType, LifetimeOptions, Lifetimes, Model, ModelBuilder,
+    ModelError, Padding,
 };
 
 fn small_model() -> Model {
     let mut b = ModelBuilder::new("main");
     b.description("tensor-alloc test model");
-    let x = b.add_tensor("x", TensorType::Int8, &[1, 8, 8, 3]);
-    b.quantize(x, 0.5, -3);
-    let w = b.add_constant("w", TensorType::Int8, &[4, 3, 3, 3], &[1u8; 108]);
-    let bias = b.add_constant("b", TensorType::Int32, &[4], &[0u8; 16]);
-    let c = b.add_tensor("conv", TensorType::Int8, &[1, 8, 8, 4]);
+    let x = b.add_tensor("x", DType::I8, &[1, 8, 8, 3]);
+    b.quantize(x, 0.5, -3).unwrap();
+    let w = b.add_constant("w", DType::I8, &[4, 3, 3, 3], &[1u8; 108]);
+    let bias = b.add_constant("b", DType::I32, &[4], &[0u8; 16]);
+    let c = b.add_tensor("conv", DType::I8, &[1, 8, 8, 4]);
     b.add_op(
         BuiltinOp::CONV_2D,
         BuiltinOptions::Conv2D {
@@ -29,8 +29,8 @@ fn small_model() -> Model {
         &[x, w, bias],
         &[c],
     );
-    let shape = b.add_constant("shape", TensorType::Int32, &[2], &[1, 0, 0, 0, 0, 1, 0, 0]);
-    let r = b.add_tensor("flat", TensorType::Int8, &[1, 256]);
+    let shape = b.add_constant("shape", DType::I32, &[2], &[1, 0, 0, 0, 0, 1, 0, 0]);
+    let r = b.add_tensor("flat", DType::I8, &[1, 256]);
     b.add_op(
         BuiltinOp::RESHAPE,
         BuiltinOptions::Reshape {
@@ -39,16 +39,16 @@ fn small_model() -> Model {
         &[c, shape],
         &[r],
     );
-    let a = b.add_tensor("act", TensorType::Int8, &[1, 256]);
+    let a = b.add_tensor("act", DType::I8, &[1, 256]);
     b.add_op(BuiltinOp::LOGISTIC, BuiltinOptions::None, &[r], &[a]);
-    let y = b.add_tensor("y", TensorType::Int8, &[1, 256]);
+    let y = b.add_tensor("y", DType::I8, &[1, 256]);
     b.add_op(
         BuiltinOp::SOFTMAX,
         BuiltinOptions::Softmax { beta: 1.0 },
         &[a],
         &[y],
     );
-    let z = b.add_tensor("z", TensorType::Int8, &[1, 256]);
+    let z = b.add_tensor("z", DType::I8, &[1, 256]);
     b.add_custom_op("MyCustom", &[1, 2, 3], &[y, -1], &[z]);
     if let Some(t) = b.tensor_mut(x) {
         t.shape_signature = Some(vec![-1, 8, 8, 3]);
@@ -218,7 +218,7 @@ fn offline_plan_round_trips() {
     assert_eq!(back.offline_plan().unwrap(), Some(offsets));
     // Wrong count: a clean error.
     let mut b = ModelBuilder::new("main");
-    b.add_tensor("only", TensorType::Int8, &[1]);
+    b.add_tensor("only", DType::I8, &[1]);
     b.offline_plan(&[Some(0), None]).unwrap();
     let err = b.build().offline_plan().unwrap_err().to_string();
     assert!(err.contains("OfflineMemoryAllocation"), "{err}");
@@ -297,21 +297,21 @@ fn lifetimes_of_builder_model() {
 #[test]
 fn variables_and_prepare_time_constants_are_persistent() {
     let mut b = ModelBuilder::new("main");
-    let x = b.add_tensor("x", TensorType::Float32, &[1, 4]);
-    let w16 = b.add_constant("w16", TensorType::Float16, &[4, 4], &[0u8; 32]);
-    let w = b.add_tensor("w", TensorType::Float32, &[4, 4]);
+    let x = b.add_tensor("x", DType::F32, &[1, 4]);
+    let w16 = b.add_constant("w16", DType::F16, &[4, 4], &[0u8; 32]);
+    let w = b.add_tensor("w", DType::F32, &[4, 4]);
     b.add_op(BuiltinOp::DEQUANTIZE, BuiltinOptions::None, &[w16], &[w]);
-    let state = b.add_variable("state", TensorType::Float32, &[1, 4]);
-    let y = b.add_tensor("y", TensorType::Float32, &[1, 4]);
+    let state = b.add_variable("state", DType::F32, &[1, 4]);
+    let y = b.add_tensor("y", DType::F32, &[1, 4]);
     b.add_op(
         BuiltinOp::FULLY_CONNECTED,
         BuiltinOptions::None,
         &[x, w, -1],
         &[y],
     );
-    let z = b.add_tensor("z", TensorType::Float32, &[1, 4]);
+    let z = b.add_tensor("z", DType::F32, &[1, 4]);
     b.add_op(BuiltinOp::ADD, BuiltinOptions::None, &[y, state], &[z]);
-    let unused = b.add_tensor("unused", TensorType::Float32, &[8]);
+    let unused = b.add_tensor("unused", DType::F32, &[8]);
     b.inputs(&[x]).outputs(&[z]);
     let m = Model::from_bytes(b.build().to_bytes().unwrap()).unwrap();
     let lt = Lifetimes::compute(&m, &LifetimeOptions::default()).unwrap();
@@ -388,7 +388,7 @@ fn random_models_round_trip_and_have_sane_lifetimes() {
         let mut rng = Rng::new(seed);
         let mut b = ModelBuilder::new("random");
         let mut live: Vec<i32> = Vec::new();
-        let input = b.add_tensor("in", TensorType::Int8, &[1, 16]);
+        let input = b.add_tensor("in", DType::I8, &[1, 16]);
         live.push(input);
         let n_ops = 1 + rng.below(20) as usize;
         for k in 0..n_ops {
@@ -400,7 +400,7 @@ fn random_models_round_trip_and_have_sane_lifetimes() {
             } else {
                 vec![16]
             };
-            let out = b.add_tensor(&format!("t{k}"), TensorType::Int8, &shape);
+            let out = b.add_tensor(&format!("t{k}"), DType::I8, &shape);
             let inputs: Vec<i32> = match op {
                 BuiltinOp::ADD | BuiltinOp::MUL | BuiltinOp::CONCATENATION => vec![a, bb],
                 _ => vec![a],

@@ -15,7 +15,7 @@ use tensor_alloc::interpreter::signal::{
     filter_bank_square_root, pcan, rfft, window,
 };
 use tensor_alloc::interpreter::Interpreter;
-use tensor_alloc::model::{BuiltinOp, BuiltinOptions, Model, TensorType};
+use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType, Model};
 use tensor_alloc::tensor::Tensor;
 use tensor_alloc::GlobalAllocator;
 
@@ -80,25 +80,25 @@ impl Val {
             Val::F32(_) => panic!("float as integers"),
         }
     }
-    fn from_bytes(dtype: TensorType, b: &[u8]) -> Val {
+    fn from_bytes(dtype: DType, b: &[u8]) -> Val {
         match dtype {
-            TensorType::Int8 => Val::I8(b.iter().map(|&x| x as i8).collect()),
-            TensorType::Int16 => Val::I16(
+            DType::I8 => Val::I8(b.iter().map(|&x| x as i8).collect()),
+            DType::I16 => Val::I16(
                 b.chunks_exact(2)
                     .map(|c| i16::from_le_bytes([c[0], c[1]]))
                     .collect(),
             ),
-            TensorType::Int32 => Val::I32(
+            DType::I32 => Val::I32(
                 b.chunks_exact(4)
                     .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect(),
             ),
-            TensorType::UInt32 => Val::U32(
+            DType::U32 => Val::U32(
                 b.chunks_exact(4)
                     .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect(),
             ),
-            TensorType::Float32 => Val::F32(
+            DType::F32 => Val::F32(
                 b.chunks_exact(4)
                     .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect(),
@@ -107,17 +107,17 @@ impl Val {
         }
     }
     /// A cast to `dtype` as TFLite's CAST does (`static_cast` of each element).
-    fn cast(&self, dtype: TensorType) -> Val {
+    fn cast(&self, dtype: DType) -> Val {
         if let Val::F32(_) = self {
             panic!("cast from float");
         }
         let v = self.as_i64();
         match dtype {
-            TensorType::Int8 => Val::I8(v.iter().map(|&x| x as i8).collect()),
-            TensorType::Int16 => Val::I16(v.iter().map(|&x| x as i16).collect()),
-            TensorType::Int32 => Val::I32(v.iter().map(|&x| x as i32).collect()),
-            TensorType::UInt32 => Val::U32(v.iter().map(|&x| x as u32).collect()),
-            TensorType::Float32 => Val::F32(v.iter().map(|&x| x as f32).collect()),
+            DType::I8 => Val::I8(v.iter().map(|&x| x as i8).collect()),
+            DType::I16 => Val::I16(v.iter().map(|&x| x as i16).collect()),
+            DType::I32 => Val::I32(v.iter().map(|&x| x as i32).collect()),
+            DType::U32 => Val::U32(v.iter().map(|&x| x as u32).collect()),
+            DType::F32 => Val::F32(v.iter().map(|&x| x as f32).collect()),
             other => panic!("cast to {other:?}"),
         }
     }
@@ -176,7 +176,7 @@ fn evaluate(model: &Model, input: Val) -> Vec<Option<Val>> {
                     .unwrap_or_else(|| panic!("op {index}: input {i} not computed"))
             })
             .collect();
-        let out_t: Vec<&tensor_alloc::model::Tensor> = op
+        let out_t: Vec<&tensor_alloc::model::TensorDef> = op
             .outputs
             .iter()
             .map(|&o| &sg.tensors[o as usize])
@@ -552,7 +552,7 @@ fn lying_models_fail_at_build() {
     // Window weights of the wrong dtype.
     let mut m = base.clone();
     let w = m.subgraphs[0].operators[0].inputs[1] as usize;
-    m.subgraphs[0].tensors[w].dtype = TensorType::Int32;
+    m.subgraphs[0].tensors[w].dtype = DType::I32;
     m.subgraphs[0].tensors[w].shape = vec![240];
     assert!(build(&m).is_some(), "int32 window weights are refused");
 }

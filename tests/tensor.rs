@@ -344,7 +344,11 @@ fn every_byte_comes_back(a: AllocatorRef) {
     let before = a.stats();
     {
         let mut keep = vec![];
-        for (i, dtype) in DType::ALL.into_iter().enumerate() {
+        let sized: Vec<DType> = DType::ALL
+            .into_iter()
+            .filter(|d| d.size().is_some())
+            .collect();
+        for (i, &dtype) in sized.iter().enumerate() {
             let t = Tensor::new_in(&a, dtype, [i + 1, 5, 3]).unwrap();
             let s = t.slice(0, 1).unwrap();
             let r = s.reshape([15]).unwrap();
@@ -360,7 +364,7 @@ fn every_byte_comes_back(a: AllocatorRef) {
         let mid = a.stats();
         assert_eq!(
             mid.num_allocs - before.num_allocs,
-            DType::ALL.len() as u64 + 2,
+            sized.len() as u64 + 2,
             "{}: one allocation per tensor, none per view",
             a.name()
         );
@@ -529,11 +533,11 @@ fn clones_dropped_on_many_threads_free_exactly_once() {
 fn npy_round_trip_every_dtype() {
     let dir = tempfile::tempdir().unwrap();
     let a = cpu();
-    for dtype in DType::ALL {
+    for dtype in DType::ALL.into_iter().filter(|d| d.has_element()) {
         let shape = [2usize, 3, 4];
         let n = 24;
         // Deterministic, dtype-valid bytes.
-        let bytes: Vec<u8> = (0..n * dtype.size())
+        let bytes: Vec<u8> = (0..n * dtype.size().unwrap())
             .map(|i| {
                 if dtype == DType::Bool {
                     (i % 3 == 0) as u8

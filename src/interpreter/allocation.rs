@@ -11,7 +11,6 @@
 //! Arena bytes = head + tail exactly, so a caller's buffer of [`MemoryPlan::arena_bytes`] works
 //! and one alignment unit less fails with the exact shortfall.
 
-use super::builder::ArenaSource;
 use super::context::{NodeMemory, Persistent, Slot, RECORD_ALIGNMENT};
 use super::error::InterpreterError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
@@ -34,6 +33,16 @@ pub(crate) fn plan_all(reqs: &[BufferRequirement]) -> Result<planner::PlanReport
     planner::plan_all_with_best(reqs, best)
 }
 use crate::tensor::TensorBuffer;
+
+/// Where the arena comes from.
+pub enum ArenaSource<'a> {
+    /// A caller's buffer (TFLM style): fails with the exact bytes needed when too small.
+    Buffer(&'a mut [u8]),
+    /// An allocator of the registry: the arena is sized exactly from the plan.
+    Allocator(AllocatorRef),
+    /// The registry's CPU allocator.
+    Default,
+}
 
 /// Alignment of every arena buffer (TFLM's 16).
 pub const ALIGNMENT: usize = RECORD_ALIGNMENT;

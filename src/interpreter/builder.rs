@@ -3,7 +3,7 @@
 //! [`InterpreterBuilder::build`] is the only way to get an [`Interpreter`], so an interpreter
 //! that can `invoke()` exists only after planning succeeded (typestate by construction).
 
-use super::allocation::{self, MemoryPlan, ALIGNMENT};
+use super::allocation::{self, ArenaSource, MemoryPlan, ALIGNMENT};
 use super::context::{
     check_node_views, BuildState, CopyAllowance, InitContext, InvokeContext, NodeMemory,
     NodeRuntime, Persistent, PrepareContext, Slot, WeightCopies, MAX_INPUTS, MAX_OUTPUTS,
@@ -25,16 +25,6 @@ mod resize;
 
 pub(crate) use place::{finish, Rebuild};
 pub(crate) use resize::resized_model;
-
-/// Where the arena comes from.
-pub enum ArenaSource<'a> {
-    /// A caller's buffer (TFLM style): fails with the exact bytes needed when too small.
-    Buffer(&'a mut [u8]),
-    /// An allocator of the registry: the arena is sized exactly from the plan.
-    Allocator(AllocatorRef),
-    /// The registry's CPU allocator.
-    Default,
-}
 
 /// Builds an [`Interpreter`] for subgraph 0 of a model.
 pub struct InterpreterBuilder<'m, 'a> {
@@ -400,9 +390,11 @@ pub(crate) fn stage_with<'r>(
         }
         let misaligned = e.kind == TensorKind::Constant
             && !is_variable(t, e)
-            && model
-                .tensor_data(0, t)
-                .is_some_and(|d| d.as_ptr() as usize % e.dtype.alignment() != 0);
+            && model.tensor_data(0, t).is_some_and(|d| {
+                e.dtype
+                    .alignment()
+                    .is_some_and(|a| d.as_ptr() as usize % a != 0)
+            });
         if misaligned {
             tensor_record[t] = Some(stage_tensor_copy(
                 model,
@@ -708,7 +700,7 @@ fn stage_tensor_copy(
         let zp = e
             .quantization
             .as_ref()
-            .and_then(|q| q.zero_point.first().copied())
+            .map(|q| q.zero_points()[0])
             .unwrap_or(0);
         if zp != 0 {
             let dst = persistent.bytes_mut(record);

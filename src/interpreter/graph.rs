@@ -102,16 +102,18 @@ pub(crate) fn build(
         if model.is_constant(0, t) {
             kinds[t] = TensorKind::Constant;
         }
-        let dtype = match DType::from_tflite(tensor.dtype.raw()) {
-            Some(d) => d,
-            None if kinds[t] == TensorKind::Unused => DType::U8,
-            None => {
+        let dtype = match tensor.dtype {
+            d if d.has_element() => d,
+            _ if kinds[t] == TensorKind::Unused => DType::U8,
+            d => {
                 return Err(err(format!(
-                    "dtype {} is not supported by the interpreter",
-                    tensor.dtype.name()
+                    "dtype {d} is not supported by the interpreter; expected a number or bool dtype"
                 )))
             }
         };
+        let elem = dtype
+            .size()
+            .ok_or_else(|| err(format!("dtype {dtype} has no fixed element size")))?;
         let mut dims = Vec::with_capacity(tensor.shape.len());
         for &d in &tensor.shape {
             match usize::try_from(d) {
@@ -126,16 +128,15 @@ pub(crate) fn build(
         }
         let mut bytes = dims
             .iter()
-            .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
+            .try_fold(elem, |a, &d| a.checked_mul(d))
             .ok_or_else(|| err(format!("shape {:?} overflows the byte size", tensor.shape)))?;
         let sparse = tensor.sparsity.is_some() && kinds[t] == TensorKind::Constant;
         if sparse {
             // Stored sparse: the data holds the stored values only (DENSIFY checks their count).
             let have = model.tensor_data(0, t).map_or(0, <[u8]>::len);
-            if have % dtype.size() != 0 {
+            if have % elem != 0 {
                 return Err(err(format!(
-                    "sparse constant data has {have} bytes, not a multiple of {}",
-                    dtype.size()
+                    "sparse constant data has {have} bytes, not a multiple of {elem}"
                 )));
             }
             bytes = have;

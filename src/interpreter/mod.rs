@@ -40,8 +40,9 @@ mod allocation;
 mod builder;
 mod graph;
 
+pub use allocation::ArenaSource;
 pub use allocation::ALIGNMENT;
-pub use builder::{ArenaSource, InterpreterBuilder};
+pub use builder::InterpreterBuilder;
 pub use context::{
     InitContext, InvokeContext, PersistentArray, PrepareContext, Scalar, ScratchId, StateArray,
     TensorInfo, WeightCopies,
@@ -590,26 +591,8 @@ impl<'a> Interpreter<'a> {
             storage.sub_buffer(offset, s.bytes).map_err(err)?,
         )
         .map_err(err)?;
-        match d.quantization.filter(|q| !q.scale.is_empty()) {
-            Some(q) => {
-                let zps: Vec<i64> = q.zero_point.clone();
-                let tq = if q.scale.len() == 1 {
-                    crate::tensor::Quantization::per_tensor(
-                        q.scale[0],
-                        zps.first().copied().unwrap_or(0),
-                    )
-                } else {
-                    crate::tensor::Quantization::per_channel(
-                        q.scale.clone(),
-                        zps,
-                        usize::try_from(q.quantized_dimension).unwrap_or(0),
-                    )
-                };
-                match tq {
-                    Ok(tq) => t.with_quantization(tq).map_err(err),
-                    Err(_) => Ok(t),
-                }
-            }
+        match d.quantization {
+            Some(q) => t.with_quantization(q.clone()).map_err(err),
             None => Ok(t),
         }
     }
@@ -669,13 +652,9 @@ impl<'a> Interpreter<'a> {
             .map(|e| {
                 e.name.capacity()
                     + e.dims.capacity() * size_of::<usize>()
-                    + e.quantization.as_ref().map_or(0, |q| {
-                        size_of::<Quantization>()
-                            + q.scale.capacity() * 4
-                            + q.zero_point.capacity() * 8
-                            + q.min.capacity() * 4
-                            + q.max.capacity() * 4
-                    })
+                    + e.quantization
+                        .as_ref()
+                        .map_or(0, |q| size_of::<Quantization>() + q.heap_bytes())
             })
             .sum::<usize>()
             + self.tensors.capacity() * size_of::<TensorEntry>();

@@ -5,6 +5,7 @@
 
 use crate::alloc::AllocatorRef;
 use crate::arena::{self, Arena, Category};
+use crate::model::lifetimes::saturating_round_up;
 use crate::model::{LifetimeOptions, Lifetimes, Model, ModelError};
 use crate::planner::{self, BufferRequirement, PlanError, PlanReport};
 
@@ -115,14 +116,6 @@ impl ModelPlan {
     }
 }
 
-fn round_up(v: usize, a: usize) -> usize {
-    if a <= 1 {
-        v
-    } else {
-        v.div_ceil(a).saturating_mul(a)
-    }
-}
-
 /// Builds planner requirements from lifetimes: one per planned tensor with at least one byte,
 /// with `alignment` (offline-planned tensors keep alignment 1: their offsets are fixed), the
 /// in-place aliases re-indexed, and offline offsets when `offline` is set. Returns the
@@ -194,7 +187,7 @@ pub fn plan_model(model: &Model, opts: &ModelPlanOptions) -> Result<ModelPlan, M
     let persistent_bytes = lifetimes
         .persistent
         .iter()
-        .map(|p| round_up(p.bytes, opts.alignment))
+        .map(|p| saturating_round_up(p.bytes, opts.alignment))
         .fold(0usize, usize::saturating_add);
     Ok(ModelPlan {
         lifetimes,

@@ -3,13 +3,13 @@
 //! models that lie about their memory.
 
 use super::*;
-use crate::model::{BuiltinOp, BuiltinOptions, ModelBuilder, TensorType};
+use crate::model::{BuiltinOp, BuiltinOptions, DType, ModelBuilder};
 
 fn reshape_chain() -> Model {
     let mut b = ModelBuilder::new("chain");
-    let x = b.add_tensor("x", TensorType::Float32, &[2, 3]);
-    let y = b.add_tensor("y", TensorType::Float32, &[3, 2]);
-    let z = b.add_tensor("z", TensorType::Float32, &[6]);
+    let x = b.add_tensor("x", DType::F32, &[2, 3]);
+    let y = b.add_tensor("y", DType::F32, &[3, 2]);
+    let z = b.add_tensor("z", DType::F32, &[6]);
     b.add_op(BuiltinOp::RESHAPE, BuiltinOptions::None, &[x], &[y]);
     b.add_op(BuiltinOp::RESHAPE, BuiltinOptions::None, &[y], &[z]);
     b.inputs(&[x]).outputs(&[z]);
@@ -39,7 +39,7 @@ fn unary_chain() -> Model {
     let mut b = ModelBuilder::new("unary_chain");
     let t: Vec<i32> = ["x", "o", "a", "b", "c"]
         .iter()
-        .map(|n| b.add_tensor(n, TensorType::Float32, &[4, 300]))
+        .map(|n| b.add_tensor(n, DType::F32, &[4, 300]))
         .collect();
     let ops = [
         BuiltinOp::LOGISTIC,
@@ -108,11 +108,11 @@ fn int8_hard_swish_table_matches_the_reference_arithmetic() {
         let mut b = ModelBuilder::new("hard_swish_i8");
         let t: Vec<i32> = ["x", "y", "z"]
             .iter()
-            .map(|n| b.add_tensor(n, TensorType::Int8, &[2, 256]))
+            .map(|n| b.add_tensor(n, DType::I8, &[2, 256]))
             .collect();
-        b.quantize(t[0], si, zi);
-        b.quantize(t[1], so, zo);
-        b.quantize(t[2], so, zo);
+        b.quantize(t[0], si, zi).unwrap();
+        b.quantize(t[1], so, zo).unwrap();
+        b.quantize(t[2], so, zo).unwrap();
         b.add_op(
             BuiltinOp::HARD_SWISH,
             BuiltinOptions::None,
@@ -200,9 +200,9 @@ impl Kernel for ScaleAccumulate {
 
 fn accumulate_model() -> Model {
     let mut b = ModelBuilder::new("acc");
-    let x = b.add_tensor("x", TensorType::Float32, &[4]);
-    let s = b.add_variable("state", TensorType::Float32, &[4]);
-    let y = b.add_tensor("y", TensorType::Float32, &[4]);
+    let x = b.add_tensor("x", DType::F32, &[4]);
+    let s = b.add_variable("state", DType::F32, &[4]);
+    let y = b.add_tensor("y", DType::F32, &[4]);
     b.add_custom_op("ScaleAccumulate", &[], &[x, s], &[y]);
     b.inputs(&[x]).outputs(&[y]);
     b.build()
@@ -284,9 +284,9 @@ fn caller_buffer_exact_and_one_unit_short() {
 #[test]
 fn every_missing_op_is_named() {
     let mut b = ModelBuilder::new("missing");
-    let x = b.add_tensor("x", TensorType::Float32, &[4]);
-    let y = b.add_tensor("y", TensorType::Float32, &[4]);
-    let z = b.add_tensor("z", TensorType::Float32, &[4]);
+    let x = b.add_tensor("x", DType::F32, &[4]);
+    let y = b.add_tensor("y", DType::F32, &[4]);
+    let z = b.add_tensor("z", DType::F32, &[4]);
     b.add_custom_op("NoSuchOp", &[], &[x], &[y]);
     b.add_op(BuiltinOp::POW, BuiltinOptions::None, &[y, y], &[z]);
     b.inputs(&[x]).outputs(&[z]);
@@ -311,8 +311,8 @@ fn every_missing_op_is_named() {
 #[test]
 fn an_op_writing_its_own_input_is_refused() {
     let mut b = ModelBuilder::new("lie");
-    let x = b.add_tensor("x", TensorType::Float32, &[4]);
-    let s = b.add_variable("state", TensorType::Float32, &[4]);
+    let x = b.add_tensor("x", DType::F32, &[4]);
+    let s = b.add_variable("state", DType::F32, &[4]);
     b.add_custom_op("ScaleAccumulate", &[], &[x, s], &[x]);
     b.inputs(&[x]).outputs(&[x]);
     let model = b.build();
@@ -327,8 +327,8 @@ fn an_op_writing_its_own_input_is_refused() {
 #[test]
 fn a_shape_lie_is_a_prepare_error() {
     let mut b = ModelBuilder::new("lie");
-    let x = b.add_tensor("x", TensorType::Float32, &[2, 3]);
-    let y = b.add_tensor("y", TensorType::Float32, &[7]);
+    let x = b.add_tensor("x", DType::F32, &[2, 3]);
+    let y = b.add_tensor("y", DType::F32, &[7]);
     b.add_op(BuiltinOp::RESHAPE, BuiltinOptions::None, &[x], &[y]);
     b.inputs(&[x]).outputs(&[y]);
     let err = Interpreter::new(&b.build()).err().unwrap();
@@ -359,14 +359,14 @@ impl Kernel for AddF32 {
 #[test]
 fn constant_ops_run_once_at_build_into_the_tail() {
     let mut b = ModelBuilder::new("ptc");
-    let x = b.add_tensor("x", TensorType::Float32, &[4]);
+    let x = b.add_tensor("x", DType::F32, &[4]);
     let halves: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
         .iter()
         .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
         .collect();
-    let w16 = b.add_constant("w16", TensorType::Float16, &[4], &halves);
-    let w = b.add_tensor("w", TensorType::Float32, &[4]);
-    let y = b.add_tensor("y", TensorType::Float32, &[4]);
+    let w16 = b.add_constant("w16", DType::F16, &[4], &halves);
+    let w = b.add_tensor("w", DType::F32, &[4]);
+    let y = b.add_tensor("y", DType::F32, &[4]);
     b.add_op(BuiltinOp::DEQUANTIZE, BuiltinOptions::None, &[w16], &[w]);
     b.add_custom_op("AddF32", &[], &[x, w], &[y]);
     b.inputs(&[x]).outputs(&[y]);

@@ -3,8 +3,8 @@
 
 use super::options::BuiltinOptions;
 use super::{
-    Buffer, BuiltinOp, Metadata, Model, ModelError, Operator, OperatorCode, Quantization,
-    SignatureDef, SignatureTensor, Subgraph, Tensor, TensorType,
+    Buffer, BuiltinOp, DType, Metadata, Model, ModelError, Operator, OperatorCode, Quantization,
+    SignatureDef, SignatureTensor, Subgraph, TensorDef,
 };
 
 /// Builds a model with one subgraph. Tensor and operator indices are returned by the `add_*`
@@ -56,14 +56,16 @@ impl ModelBuilder {
     }
 
     /// Adds an activation (non-constant) tensor; returns its index.
-    pub fn add_tensor(&mut self, name: &str, dtype: TensorType, shape: &[i32]) -> i32 {
-        self.subgraph.tensors.push(Tensor {
+    pub fn add_tensor(&mut self, name: &str, dtype: DType, shape: &[i32]) -> i32 {
+        self.subgraph.tensors.push(TensorDef {
             name: name.to_string(),
             dtype,
             shape: shape.to_vec(),
             shape_signature: None,
             buffer: 0,
             quantization: None,
+            calibration: None,
+            custom_quantization: false,
             is_variable: false,
             is_sparse: false,
             sparsity: None,
@@ -73,13 +75,7 @@ impl ModelBuilder {
     }
 
     /// Adds a constant tensor holding `data` (little-endian element bytes); returns its index.
-    pub fn add_constant(
-        &mut self,
-        name: &str,
-        dtype: TensorType,
-        shape: &[i32],
-        data: &[u8],
-    ) -> i32 {
+    pub fn add_constant(&mut self, name: &str, dtype: DType, shape: &[i32], data: &[u8]) -> i32 {
         let t = self.add_tensor(name, dtype, shape);
         let b = self.push_buffer(data);
         self.subgraph.tensors[t as usize].buffer = b;
@@ -87,7 +83,7 @@ impl ModelBuilder {
     }
 
     /// Adds a variable (state) tensor; returns its index.
-    pub fn add_variable(&mut self, name: &str, dtype: TensorType, shape: &[i32]) -> i32 {
+    pub fn add_variable(&mut self, name: &str, dtype: DType, shape: &[i32]) -> i32 {
         let t = self.add_tensor(name, dtype, shape);
         self.subgraph.tensors[t as usize].is_variable = true;
         t
@@ -95,22 +91,39 @@ impl ModelBuilder {
 
     /// Mutable access to a tensor added earlier (e.g. to set quantization or a shape
     /// signature); `None` for an unknown index.
-    pub fn tensor_mut(&mut self, index: i32) -> Option<&mut Tensor> {
+    pub fn tensor_mut(&mut self, index: i32) -> Option<&mut TensorDef> {
         usize::try_from(index)
             .ok()
             .and_then(|i| self.subgraph.tensors.get_mut(i))
     }
 
-    /// Sets per-tensor quantization (one scale and zero point).
-    pub fn quantize(&mut self, index: i32, scale: f32, zero_point: i64) -> &mut Self {
-        if let Some(t) = self.tensor_mut(index) {
-            t.quantization = Some(Quantization {
-                scale: vec![scale],
-                zero_point: vec![zero_point],
-                ..Quantization::default()
-            });
-        }
-        self
+    /// Sets per-tensor quantization (one scale and zero point); an error for an unknown tensor
+    /// or a scale that is negative or not finite.
+    pub fn quantize(
+        &mut self,
+        index: i32,
+        scale: f32,
+        zero_point: i64,
+    ) -> Result<&mut Self, ModelError> {
+        let q = Quantization::per_tensor(scale, zero_point)
+            .map_err(|e| ModelError::invalid(format!("tensor {index}"), e.to_string()))?;
+        self.set_quantization(index, q)
+    }
+
+    /// Sets a tensor's quantization (per-tensor or per-channel); an error for an unknown tensor.
+    pub fn set_quantization(
+        &mut self,
+        index: i32,
+        quantization: Quantization,
+    ) -> Result<&mut Self, ModelError> {
+        let t = self.tensor_mut(index).ok_or_else(|| {
+            ModelError::invalid(
+                format!("tensor {index}"),
+                "no such tensor in the subgraph being built",
+            )
+        })?;
+        t.quantization = Some(quantization);
+        Ok(self)
     }
 
     fn opcode(&mut self, code: OperatorCode) -> u32 {
@@ -194,7 +207,7 @@ impl ModelBuilder {
 
     /// Adds a signature over the subgraph's current inputs and outputs, named by tensor name.
     pub fn signature(&mut self, key: &str) -> &mut Self {
-        let named = |list: &[i32], tensors: &[Tensor]| {
+        let named = |list: &[i32], tensors: &[TensorDef]| {
             list.iter()
                 .filter_map(|&i| {
                     let t = tensors.get(usize::try_from(i).ok()?)?;

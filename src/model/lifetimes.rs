@@ -467,7 +467,7 @@ impl Lifetimes {
         let items = self
             .planned
             .iter()
-            .map(|p| (p.first, p.last, round_up(p.bytes, alignment)));
+            .map(|p| (p.first, p.last, saturating_round_up(p.bytes, alignment)));
         sweep_max(self.num_ops, items)
     }
 
@@ -477,14 +477,14 @@ impl Lifetimes {
         let mut groups: Vec<(usize, usize, usize)> = self
             .planned
             .iter()
-            .map(|p| (p.first, p.last, round_up(p.bytes, alignment)))
+            .map(|p| (p.first, p.last, saturating_round_up(p.bytes, alignment)))
             .collect();
         for p in &self.planned {
             if let Some(r) = p.alias_of {
                 let g = &mut groups[r];
                 g.0 = g.0.min(p.first);
                 g.1 = g.1.max(p.last);
-                g.2 = g.2.max(round_up(p.bytes, alignment));
+                g.2 = g.2.max(saturating_round_up(p.bytes, alignment));
             }
         }
         let items = self
@@ -497,7 +497,9 @@ impl Lifetimes {
     }
 }
 
-fn round_up(bytes: usize, alignment: usize) -> usize {
+/// `bytes` rounded up to a multiple of `alignment`, saturating at `usize::MAX` (the planner's
+/// `round_up` is the checked form).
+pub(crate) fn saturating_round_up(bytes: usize, alignment: usize) -> usize {
     if alignment <= 1 {
         bytes
     } else {
@@ -527,7 +529,7 @@ fn sweep_max(num_ops: usize, items: impl Iterator<Item = (usize, usize, usize)>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{BuiltinOptions, ModelBuilder, TensorType};
+    use crate::model::{BuiltinOptions, DType, ModelBuilder};
 
     fn lt(m: &Model, opts: LifetimeOptions) -> Lifetimes {
         Lifetimes::compute(m, &opts).unwrap()
@@ -536,12 +538,12 @@ mod tests {
     #[test]
     fn dead_outputs_orphans_and_pass_through() {
         let mut b = ModelBuilder::new("g");
-        let x = b.add_tensor("x", TensorType::Float32, &[4]);
-        let dead = b.add_tensor("dead", TensorType::Float32, &[2]);
-        let y = b.add_tensor("y", TensorType::Float32, &[4]);
-        let orphan = b.add_tensor("scratch", TensorType::UInt8, &[10]);
+        let x = b.add_tensor("x", DType::F32, &[4]);
+        let dead = b.add_tensor("dead", DType::F32, &[2]);
+        let y = b.add_tensor("y", DType::F32, &[4]);
+        let orphan = b.add_tensor("scratch", DType::U8, &[10]);
         b.add_op(BuiltinOp::SPLIT, BuiltinOptions::None, &[x], &[y, dead]);
-        let z = b.add_tensor("z", TensorType::Float32, &[4]);
+        let z = b.add_tensor("z", DType::F32, &[4]);
         b.add_op(BuiltinOp::ADD, BuiltinOptions::None, &[y, orphan], &[z]);
         b.inputs(&[x]).outputs(&[z, x]);
         let m = b.build();
@@ -576,7 +578,7 @@ mod tests {
     #[test]
     fn empty_graph_and_bad_indices() {
         let mut b = ModelBuilder::new("g");
-        let x = b.add_tensor("x", TensorType::Int8, &[3]);
+        let x = b.add_tensor("x", DType::I8, &[3]);
         b.inputs(&[x]).outputs(&[x]);
         let m = b.build();
         let l = lt(&m, LifetimeOptions::default());
@@ -584,7 +586,7 @@ mod tests {
         assert_eq!(l.lower_bound(1), 3);
 
         let mut b = ModelBuilder::new("g");
-        let x = b.add_tensor("x", TensorType::Int8, &[3]);
+        let x = b.add_tensor("x", DType::I8, &[3]);
         b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[42]);
         let err = Lifetimes::compute(&b.build(), &LifetimeOptions::default()).unwrap_err();
         assert!(err.to_string().contains("operators[0].outputs[0]"), "{err}");
@@ -612,8 +614,8 @@ mod tests {
     fn overflowing_or_negative_static_shapes_are_errors() {
         // A static tensor whose byte size overflows is not "dynamic": it is an error.
         let mut b = ModelBuilder::new("g");
-        let x = b.add_tensor("x", TensorType::Float32, &[1 << 30, 1 << 30, 1 << 30]);
-        let y = b.add_tensor("y", TensorType::Float32, &[4]);
+        let x = b.add_tensor("x", DType::F32, &[1 << 30, 1 << 30, 1 << 30]);
+        let y = b.add_tensor("y", DType::F32, &[4]);
         b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
         b.inputs(&[x]).outputs(&[y]);
         let err = Lifetimes::compute(&b.build(), &LifetimeOptions::default()).unwrap_err();
@@ -623,16 +625,16 @@ mod tests {
         );
         // `-1` in `shape` (not `shape_signature`) is not sized as 1.
         let mut b = ModelBuilder::new("g");
-        let x = b.add_tensor("x", TensorType::Int8, &[-1, 4]);
-        let y = b.add_tensor("y", TensorType::Int8, &[4]);
+        let x = b.add_tensor("x", DType::I8, &[-1, 4]);
+        let y = b.add_tensor("y", DType::I8, &[4]);
         b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
         b.inputs(&[x]).outputs(&[y]);
         let err = Lifetimes::compute(&b.build(), &LifetimeOptions::default()).unwrap_err();
         assert!(err.to_string().contains("negative dimension -1"), "{err}");
         // A type without a fixed size is still dynamic, not an error.
         let mut b = ModelBuilder::new("g");
-        let x = b.add_tensor("x", TensorType::String, &[4]);
-        let y = b.add_tensor("y", TensorType::Int8, &[4]);
+        let x = b.add_tensor("x", DType::String, &[4]);
+        let y = b.add_tensor("y", DType::I8, &[4]);
         b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
         b.inputs(&[x]).outputs(&[y]);
         let l = lt(&b.build(), LifetimeOptions::default());
@@ -642,16 +644,16 @@ mod tests {
     #[test]
     fn inplace_needs_a_dying_same_sized_input() {
         let mut b = ModelBuilder::new("g");
-        let x = b.add_tensor("x", TensorType::Int8, &[8]);
-        let a = b.add_tensor("a", TensorType::Int8, &[8]);
+        let x = b.add_tensor("x", DType::I8, &[8]);
+        let a = b.add_tensor("a", DType::I8, &[8]);
         b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[a]);
         // `a` is read again later: it does not die at the ADD, so `c` may not reuse it; `b2`
         // dies there and has the same size: it may.
-        let b2 = b.add_tensor("b2", TensorType::Int8, &[8]);
+        let b2 = b.add_tensor("b2", DType::I8, &[8]);
         b.add_op(BuiltinOp::TANH, BuiltinOptions::None, &[a], &[b2]);
-        let c = b.add_tensor("c", TensorType::Int8, &[8]);
+        let c = b.add_tensor("c", DType::I8, &[8]);
         b.add_op(BuiltinOp::ADD, BuiltinOptions::None, &[a, b2], &[c]);
-        let wide = b.add_tensor("wide", TensorType::Int8, &[8]);
+        let wide = b.add_tensor("wide", DType::I8, &[8]);
         b.add_op(BuiltinOp::MUL, BuiltinOptions::None, &[a, c], &[wide]);
         b.inputs(&[x]).outputs(&[wide]);
         let m = b.build();
@@ -685,7 +687,7 @@ mod tests {
         assert_eq!(l.lower_bound_with_aliases(1), 16);
         // A wider output (int16) cannot be written into an int8 input.
         let mut m2 = m.clone();
-        m2.subgraphs[0].tensors[wide as usize].dtype = TensorType::Int16;
+        m2.subgraphs[0].tensors[wide as usize].dtype = DType::I16;
         let l2 = lt(
             &m2,
             LifetimeOptions {

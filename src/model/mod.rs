@@ -18,6 +18,7 @@ pub mod tflite;
 
 use std::ops::Range;
 
+pub use crate::tensor::{DType, Quantization};
 pub use builder::ModelBuilder;
 pub use bytes::{ModelBytes, MODEL_BYTES_ALIGNMENT};
 pub use error::ModelError;
@@ -27,160 +28,15 @@ pub use lifetimes::{
 pub use ops::BuiltinOp;
 pub use options::{Activation, BuiltinOptions, Padding};
 
-/// Element type of a tensor (`TensorType` enum of the TFLite schema).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)] // variant names are the schema's names
-pub enum TensorType {
-    Float32,
-    Float16,
-    Int32,
-    UInt8,
-    Int64,
-    String,
-    Bool,
-    Int16,
-    Complex64,
-    Int8,
-    Float64,
-    Complex128,
-    UInt64,
-    Resource,
-    Variant,
-    UInt32,
-    UInt16,
-    Int4,
-    BFloat16,
-    /// A type code this crate does not know, kept as read.
-    Unknown(i8),
-}
-
-impl TensorType {
-    /// From the raw schema byte.
-    pub fn from_raw(v: i8) -> Self {
-        use TensorType::*;
-        match v {
-            0 => Float32,
-            1 => Float16,
-            2 => Int32,
-            3 => UInt8,
-            4 => Int64,
-            5 => String,
-            6 => Bool,
-            7 => Int16,
-            8 => Complex64,
-            9 => Int8,
-            10 => Float64,
-            11 => Complex128,
-            12 => UInt64,
-            13 => Resource,
-            14 => Variant,
-            15 => UInt32,
-            16 => UInt16,
-            17 => Int4,
-            18 => BFloat16,
-            other => Unknown(other),
-        }
-    }
-
-    /// The raw schema byte.
-    pub fn raw(self) -> i8 {
-        use TensorType::*;
-        match self {
-            Float32 => 0,
-            Float16 => 1,
-            Int32 => 2,
-            UInt8 => 3,
-            Int64 => 4,
-            String => 5,
-            Bool => 6,
-            Int16 => 7,
-            Complex64 => 8,
-            Int8 => 9,
-            Float64 => 10,
-            Complex128 => 11,
-            UInt64 => 12,
-            Resource => 13,
-            Variant => 14,
-            UInt32 => 15,
-            UInt16 => 16,
-            Int4 => 17,
-            BFloat16 => 18,
-            Unknown(v) => v,
-        }
-    }
-
-    /// Size of one element in bits, `None` for types without a fixed size (string, resource,
-    /// variant, unknown).
-    pub fn bits(self) -> Option<usize> {
-        use TensorType::*;
-        Some(match self {
-            Int4 => 4,
-            Bool | UInt8 | Int8 => 8,
-            Float16 | Int16 | UInt16 | BFloat16 => 16,
-            Float32 | Int32 | UInt32 => 32,
-            Int64 | UInt64 | Float64 | Complex64 => 64,
-            Complex128 => 128,
-            String | Resource | Variant | Unknown(_) => return None,
-        })
-    }
-
-    /// Size of one element in bytes (int4 counts as 1: it is unpacked in memory), `None` for
-    /// types without a fixed size.
-    pub fn byte_size(self) -> Option<usize> {
-        self.bits().map(|b| b.div_ceil(8))
-    }
-
-    /// Lower-case name as used by numpy/LiteRT (`"int8"`, `"float32"`).
-    pub fn name(self) -> std::borrow::Cow<'static, str> {
-        use TensorType::*;
-        std::borrow::Cow::Borrowed(match self {
-            Float32 => "float32",
-            Float16 => "float16",
-            Int32 => "int32",
-            UInt8 => "uint8",
-            Int64 => "int64",
-            String => "string",
-            Bool => "bool",
-            Int16 => "int16",
-            Complex64 => "complex64",
-            Int8 => "int8",
-            Float64 => "float64",
-            Complex128 => "complex128",
-            UInt64 => "uint64",
-            Resource => "resource",
-            Variant => "variant",
-            UInt32 => "uint32",
-            UInt16 => "uint16",
-            Int4 => "int4",
-            BFloat16 => "bfloat16",
-            Unknown(v) => return std::borrow::Cow::Owned(format!("unknown({v})")),
-        })
-    }
-}
-
-/// Quantization parameters of a tensor (`QuantizationParameters`). Per-tensor quantization has
-/// one scale; per-channel has one per slice along `quantized_dimension`.
+/// `QuantizationParameters.min` / `max`: the float range the converter calibrated a tensor to
+/// (one pair per tensor or per channel). No kernel reads it; it is kept so that writing a model
+/// back loses nothing.
 #[derive(Clone, Debug, PartialEq, Default)]
-pub struct Quantization {
-    /// `min` (import metadata).
+pub struct CalibrationRange {
+    /// `min`.
     pub min: Vec<f32>,
-    /// `max` (import metadata).
+    /// `max`.
     pub max: Vec<f32>,
-    /// `scale`: one per tensor or per channel.
-    pub scale: Vec<f32>,
-    /// `zero_point`, same length as `scale` when present.
-    pub zero_point: Vec<i64>,
-    /// `quantized_dimension`: the axis the per-channel parameters run along.
-    pub quantized_dimension: i32,
-    /// Whether a `details` union (custom quantization) is present; its content is not decoded.
-    pub has_custom_details: bool,
-}
-
-impl Quantization {
-    /// True when there is more than one scale (per-channel / per-axis quantization).
-    pub fn is_per_channel(&self) -> bool {
-        self.scale.len() > 1
-    }
 }
 
 /// `SparseIndexVector` union of the schema: the integer width a sparse index array is stored in.
@@ -241,21 +97,28 @@ pub struct Sparsity {
     pub dim_metadata: Vec<DimensionMetadata>,
 }
 
-/// A tensor of a subgraph.
+/// A tensor as a subgraph declares it (the schema's `Tensor` table): type, shape, where its
+/// constant data is. Tensors that hold data are [`crate::tensor::Tensor`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct Tensor {
+pub struct TensorDef {
     /// `name` (empty when absent).
     pub name: String,
     /// `type`.
-    pub dtype: TensorType,
+    pub dtype: DType,
     /// `shape` (static shape; `-1` only appears in `shape_signature`).
     pub shape: Vec<i32>,
     /// `shape_signature` with `-1` for dynamic dimensions, when present.
     pub shape_signature: Option<Vec<i32>>,
     /// `buffer`: index into [`Model::buffers`]; 0 is the empty sentinel.
     pub buffer: u32,
-    /// `quantization`, when present.
+    /// The affine parameters of `quantization` (`scale`, `zero_point`, `quantized_dimension`),
+    /// when it has scales.
     pub quantization: Option<Quantization>,
+    /// `quantization.min` / `max`, when present.
+    pub calibration: Option<CalibrationRange>,
+    /// Whether `quantization.details` (a custom quantization) is present; its content is not
+    /// decoded.
+    pub custom_quantization: bool,
     /// `is_variable`: state kept across invocations (LSTM/SVDF state).
     pub is_variable: bool,
     /// Whether `sparsity` parameters are present (the tensor is stored sparse and must be
@@ -267,7 +130,7 @@ pub struct Tensor {
     pub has_rank: bool,
 }
 
-impl Tensor {
+impl TensorDef {
     /// Number of elements of the static `shape`; `None` on overflow or a negative dimension
     /// (`-1` belongs in `shape_signature`; in `shape` it is not a size).
     pub fn num_elements(&self) -> Option<usize> {
@@ -281,7 +144,7 @@ impl Tensor {
     /// assumed: one byte per element), `None` for types without a fixed size, on overflow or on
     /// a negative dimension. [`Tensor::static_byte_size`] tells these apart.
     pub fn byte_size(&self) -> Option<usize> {
-        self.num_elements()?.checked_mul(self.dtype.byte_size()?)
+        self.num_elements()?.checked_mul(self.dtype.size()?)
     }
 
     /// Bytes of the dense tensor: `Ok(None)` when the type has no fixed size (string,
@@ -294,7 +157,7 @@ impl Tensor {
                 self.shape
             ));
         }
-        let Some(elem) = self.dtype.byte_size() else {
+        let Some(elem) = self.dtype.size() else {
             return Ok(None);
         };
         self.num_elements()
@@ -329,7 +192,7 @@ pub(crate) fn check_tensor_sizes(subgraphs: &[Subgraph]) -> Result<(), ModelErro
             if t.shape.iter().any(|&d| d < 0) {
                 continue;
             }
-            let Some(elem) = t.dtype.byte_size() else {
+            let Some(elem) = t.dtype.size() else {
                 continue;
             };
             let location = || {
@@ -472,7 +335,7 @@ pub struct Subgraph {
     /// `name`, when present.
     pub name: Option<String>,
     /// `tensors`.
-    pub tensors: Vec<Tensor>,
+    pub tensors: Vec<TensorDef>,
     /// `inputs` (tensor indices).
     pub inputs: Vec<i32>,
     /// `outputs` (tensor indices).

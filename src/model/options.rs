@@ -1,6 +1,8 @@
 //! Builtin operator options (the `BuiltinOptions` union of the TFLite schema) for the operators
 //! this crate describes; every other options table is kept as its union type id.
 
+use crate::tensor::DType;
+
 /// `Padding` enum of the schema.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Padding {
@@ -241,8 +243,8 @@ macro_rules! builtin_options_table {
                 4 shrink_axis_mask: i32,
                 5 offset: bool,
             }
-            /// `CastOptions` (raw `TensorType` bytes).
-            Cast = CAST { 0 in_data_type: i8, 1 out_data_type: i8 }
+            /// `CastOptions`.
+            Cast = CAST { 0 in_data_type: DType, 1 out_data_type: DType }
             /// `ResizeBilinearOptions` (fields 0 and 1, `new_height` / `new_width`, are deprecated).
             ResizeBilinear = RESIZE_BILINEAR { 2 align_corners: bool, 3 half_pixel_centers: bool }
             /// `UnidirectionalSequenceLSTMOptions`.
@@ -279,8 +281,8 @@ macro_rules! builtin_options_table {
                 2 stride_h: i32,
                 3 activation: Activation,
             }
-            /// `ShapeOptions` (raw `TensorType` byte of the output).
-            Shape = SHAPE { 0 out_type: i8 }
+            /// `ShapeOptions`: the output's dtype.
+            Shape = SHAPE { 0 out_type: DType }
             /// `BatchMatMulOptions`.
             BatchMatMul = BATCH_MATMUL {
                 0 adj_x: bool,

@@ -66,7 +66,7 @@ pub struct ModelSummary {
     /// Why the offline memory plan is invalid (then it is ignored, and the rest still read).
     pub offline_plan_error: Option<String>,
     /// Memory facts of subgraph 0 (absent for a model without subgraphs).
-    pub memory: Option<MemorySummary>,
+    pub memory: Option<MemoryFacts>,
 }
 
 /// One operator code.
@@ -114,7 +114,7 @@ pub struct OperatorSummary {
 
 /// What a tensor is to the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum TensorKind {
+pub enum TensorSource {
     /// Constant data in a buffer.
     #[serde(rename = "const")]
     Const,
@@ -126,13 +126,13 @@ pub enum TensorKind {
     Activation,
 }
 
-impl TensorKind {
+impl TensorSource {
     /// The name `inspect` shows.
     pub fn name(self) -> &'static str {
         match self {
-            TensorKind::Const => "const",
-            TensorKind::Variable => "variable",
-            TensorKind::Activation => "activation",
+            TensorSource::Const => "const",
+            TensorSource::Variable => "variable",
+            TensorSource::Activation => "activation",
         }
     }
 }
@@ -153,7 +153,7 @@ pub struct TensorSummary {
     /// Bytes of the tensor (`None` when the shape or type has no static size).
     pub bytes: Option<usize>,
     /// Constant, variable or activation.
-    pub kind: TensorKind,
+    pub kind: TensorSource,
     /// Stored in a sparse format.
     pub sparse: bool,
     /// Quantization parameters.
@@ -168,7 +168,7 @@ pub struct QuantSummary {
     /// Zero points.
     pub zero_point: Vec<i64>,
     /// Dimension of the channels of a per-channel quantization.
-    pub quantized_dimension: i32,
+    pub quantized_dimension: usize,
     /// More than one scale.
     pub per_channel: bool,
 }
@@ -199,7 +199,7 @@ pub struct MetadataSummary {
 
 /// Memory facts of subgraph 0 (default lifetime options).
 #[derive(Clone, Debug, Serialize)]
-pub struct MemorySummary {
+pub struct MemoryFacts {
     /// Tensors the planner places.
     pub planned_tensors: usize,
     /// Largest sum of bytes live at one step: no plan can be smaller.
@@ -324,16 +324,16 @@ fn subgraph(model: &Model, si: usize) -> SubgraphSummary {
         .map(|(ti, t)| TensorSummary {
             index: ti,
             name: t.name.clone(),
-            dtype: t.dtype.name(),
+            dtype: Cow::Borrowed(t.dtype.name()),
             shape: t.shape.clone(),
             shape_signature: t.shape_signature.clone(),
             bytes: t.byte_size(),
             kind: if model.is_constant(si, ti) {
-                TensorKind::Const
+                TensorSource::Const
             } else if t.is_variable {
-                TensorKind::Variable
+                TensorSource::Variable
             } else {
-                TensorKind::Activation
+                TensorSource::Activation
             },
             sparse: t.is_sparse,
             quantization: t.quantization.as_ref().map(quant),
@@ -352,9 +352,9 @@ fn subgraph(model: &Model, si: usize) -> SubgraphSummary {
 
 fn quant(q: &Quantization) -> QuantSummary {
     QuantSummary {
-        scale: q.scale.clone(),
-        zero_point: q.zero_point.clone(),
-        quantized_dimension: q.quantized_dimension,
+        scale: q.scales().to_vec(),
+        zero_point: q.zero_points().to_vec(),
+        quantized_dimension: q.quantized_dimension(),
         per_channel: q.is_per_channel(),
     }
 }
@@ -373,7 +373,7 @@ fn signature(s: &super::SignatureDef) -> SignatureSummary {
     }
 }
 
-fn memory(model: &Model, ignore_offline_plan: bool) -> Result<Option<MemorySummary>, ModelError> {
+fn memory(model: &Model, ignore_offline_plan: bool) -> Result<Option<MemoryFacts>, ModelError> {
     if model.subgraphs.is_empty() {
         return Ok(None);
     }
@@ -382,7 +382,7 @@ fn memory(model: &Model, ignore_offline_plan: bool) -> Result<Option<MemorySumma
         ..Default::default()
     };
     let lt = Lifetimes::compute(model, &opts)?;
-    Ok(Some(MemorySummary {
+    Ok(Some(MemoryFacts {
         planned_tensors: lt.num_planned(),
         lower_bound_bytes: lt.lower_bound(1),
         naive_bytes: lt.naive_bytes(),

@@ -314,7 +314,9 @@ impl Tensor {
     /// Returns the tensor unchanged in `Err` when forwarding is not possible.
     pub fn try_forward(mut self, dtype: DType, shape: Shape) -> Result<Tensor, Tensor> {
         let fits = shape.byte_size(dtype).ok() == Some(self.byte_size())
-            && (self.buffer.as_ptr() as usize) % dtype.alignment() == 0;
+            && dtype
+                .alignment()
+                .is_some_and(|a| (self.buffer.as_ptr() as usize) % a == 0);
         if !fits {
             return Err(self);
         }

@@ -3,10 +3,16 @@
 
 use std::fmt;
 
-/// The element type of a tensor: what TensorFlow Lite models use.
+/// The element type of a tensor: every type a TensorFlow Lite model can declare.
 ///
-/// `F16` and `BF16` are storage types (2 bytes each, [`half::f16`] / [`half::bf16`] for typed
-/// access); arithmetic on them is left to the kernels.
+/// Most dtypes are plain numbers with a fixed size and a Rust [`Element`] type for typed access
+/// ([`has_element`](Self::has_element)). The others are named so that a model can say what it
+/// holds and an error can name it: `I4` (4-bit integers, one per byte when unpacked), `C64` /
+/// `C128` (complex numbers, fixed size but no typed access here), and `String`, `Resource` and
+/// `Variant`, whose elements have no fixed size ([`size`](Self::size) is `None`). `F16` and
+/// `BF16` are storage types (2 bytes each, [`half::f16`] / [`half::bf16`] for typed access);
+/// arithmetic on them is left to the kernels. The TFLite schema's numbers for these types are
+/// known only to the `.tflite` reader and writer (`model::tflite`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum DType {
     /// IEEE 754 binary32.
@@ -35,11 +41,23 @@ pub enum DType {
     U64,
     /// Boolean stored as one byte holding 0 or 1.
     Bool,
+    /// Signed 4-bit integer, one per byte in memory (no typed access).
+    I4,
+    /// Complex number of two binary32 (no typed access).
+    C64,
+    /// Complex number of two binary64 (no typed access).
+    C128,
+    /// Variable-length strings (no fixed element size).
+    String,
+    /// A handle to a resource such as a hash table (no fixed element size).
+    Resource,
+    /// A value of a type known only at run time, such as a tensor list (no fixed element size).
+    Variant,
 }
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 19] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -53,27 +71,48 @@ impl DType {
         DType::I64,
         DType::U64,
         DType::Bool,
+        DType::I4,
+        DType::C64,
+        DType::C128,
+        DType::String,
+        DType::Resource,
+        DType::Variant,
     ];
 
-    /// Size of one element in bytes.
-    pub const fn size(self) -> usize {
-        match self {
-            DType::I8 | DType::U8 | DType::Bool => 1,
+    /// Size of one element in bytes; `None` for the types without a fixed element size
+    /// (`String`, `Resource`, `Variant`).
+    pub const fn size(self) -> Option<usize> {
+        Some(match self {
+            DType::I8 | DType::U8 | DType::Bool | DType::I4 => 1,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F64 | DType::I64 | DType::U64 => 8,
-        }
+            DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
+            DType::C128 => 16,
+            DType::String | DType::Resource | DType::Variant => return None,
+        })
     }
 
-    /// Required alignment of one element in bytes (equal to the size for every dtype here, matching
-    /// the Rust types used for typed access on 64-bit targets).
-    pub const fn alignment(self) -> usize {
-        match self {
-            DType::I8 | DType::U8 | DType::Bool => std::mem::align_of::<u8>(),
+    /// Required alignment of one element in bytes; `None` where [`size`](Self::size) is `None`.
+    /// Equal to the size for the [`Element`] types (matching the Rust types used for typed
+    /// access on 64-bit targets) and to the component's size for complex numbers.
+    pub const fn alignment(self) -> Option<usize> {
+        Some(match self {
+            DType::I8 | DType::U8 | DType::Bool | DType::I4 => std::mem::align_of::<u8>(),
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => std::mem::align_of::<u16>(),
-            DType::F32 | DType::I32 | DType::U32 => std::mem::align_of::<u32>(),
-            DType::F64 | DType::I64 | DType::U64 => std::mem::align_of::<u64>(),
-        }
+            DType::F32 | DType::I32 | DType::U32 | DType::C64 => std::mem::align_of::<u32>(),
+            DType::F64 | DType::I64 | DType::U64 | DType::C128 => std::mem::align_of::<u64>(),
+            DType::String | DType::Resource | DType::Variant => return None,
+        })
+    }
+
+    /// Whether an [`Element`] type views this dtype: the numbers and `Bool`, not `I4`, the
+    /// complex types or the types without a fixed size. Tensors the interpreter runs have one of
+    /// these dtypes.
+    pub const fn has_element(self) -> bool {
+        !matches!(
+            self,
+            DType::I4 | DType::C64 | DType::C128 | DType::String | DType::Resource | DType::Variant
+        )
     }
 
     /// The lower-case name used in TFLite tooling and numpy (`"float32"`, `"int8"`, `"bfloat16"`, ...).
@@ -92,10 +131,17 @@ impl DType {
             DType::I64 => "int64",
             DType::U64 => "uint64",
             DType::Bool => "bool",
+            DType::I4 => "int4",
+            DType::C64 => "complex64",
+            DType::C128 => "complex128",
+            DType::String => "string",
+            DType::Resource => "resource",
+            DType::Variant => "variant",
         }
     }
 
-    /// Parses a name produced by [`name`](Self::name) (also accepts the short forms `f32`, `i8`, `bf16`, ...).
+    /// Parses a name produced by [`name`](Self::name) (also accepts the short forms `f32`, `i8`,
+    /// `bf16`, `c64`, ...).
     pub fn from_name(name: &str) -> Option<DType> {
         let n = name.trim().to_ascii_lowercase();
         DType::ALL.into_iter().find(|d| {
@@ -114,60 +160,33 @@ impl DType {
                     DType::I64 => n == "i64",
                     DType::U64 => n == "u64",
                     DType::Bool => n == "b1" || n == "boolean",
+                    DType::I4 => n == "i4",
+                    DType::C64 => n == "c64",
+                    DType::C128 => n == "c128",
+                    DType::String | DType::Resource | DType::Variant => false,
                 }
         })
     }
 
-    /// Maps a TFLite schema `TensorType` value to a dtype.
-    ///
-    /// Returns `None` for types this crate does not represent (STRING 5, COMPLEX64 8, COMPLEX128 11,
-    /// RESOURCE 13, VARIANT 14, INT4 17) and for unknown values.
-    pub const fn from_tflite(tensor_type: i8) -> Option<DType> {
-        Some(match tensor_type {
-            0 => DType::F32,
-            1 => DType::F16,
-            2 => DType::I32,
-            3 => DType::U8,
-            4 => DType::I64,
-            6 => DType::Bool,
-            7 => DType::I16,
-            9 => DType::I8,
-            10 => DType::F64,
-            12 => DType::U64,
-            15 => DType::U32,
-            16 => DType::U16,
-            18 => DType::BF16,
-            _ => return None,
-        })
-    }
-
-    /// The TFLite schema `TensorType` value of this dtype (inverse of [`from_tflite`](Self::from_tflite)).
-    pub const fn to_tflite(self) -> i8 {
-        match self {
-            DType::F32 => 0,
-            DType::F16 => 1,
-            DType::I32 => 2,
-            DType::U8 => 3,
-            DType::I64 => 4,
-            DType::Bool => 6,
-            DType::I16 => 7,
-            DType::I8 => 9,
-            DType::F64 => 10,
-            DType::U64 => 12,
-            DType::U32 => 15,
-            DType::U16 => 16,
-            DType::BF16 => 18,
-        }
-    }
-
-    /// Whether this is a floating-point type.
+    /// Whether this is a real floating-point type (the complex types are not).
     pub const fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
     }
 
     /// Whether this is an integer type (bool excluded).
     pub const fn is_integer(self) -> bool {
-        !self.is_float() && !matches!(self, DType::Bool)
+        matches!(
+            self,
+            DType::I4
+                | DType::I8
+                | DType::U8
+                | DType::I16
+                | DType::U16
+                | DType::I32
+                | DType::U32
+                | DType::I64
+                | DType::U64
+        )
     }
 }
 
@@ -237,13 +256,13 @@ impl Element for bool {
 
 // Compile-time proof that size/alignment in `DType` match the Rust element types.
 const _: () = {
-    assert!(DType::F16.size() == std::mem::size_of::<half::f16>());
-    assert!(DType::BF16.size() == std::mem::size_of::<half::bf16>());
-    assert!(DType::F16.alignment() == std::mem::align_of::<half::f16>());
-    assert!(DType::BF16.alignment() == std::mem::align_of::<half::bf16>());
-    assert!(DType::Bool.size() == std::mem::size_of::<bool>());
-    assert!(DType::F64.alignment() == std::mem::align_of::<f64>());
-    assert!(DType::I64.alignment() == std::mem::align_of::<i64>());
+    assert!(matches!(DType::F16.size(), Some(n) if n == std::mem::size_of::<half::f16>()));
+    assert!(matches!(DType::BF16.size(), Some(n) if n == std::mem::size_of::<half::bf16>()));
+    assert!(matches!(DType::F16.alignment(), Some(n) if n == std::mem::align_of::<half::f16>()));
+    assert!(matches!(DType::BF16.alignment(), Some(n) if n == std::mem::align_of::<half::bf16>()));
+    assert!(matches!(DType::Bool.size(), Some(n) if n == std::mem::size_of::<bool>()));
+    assert!(matches!(DType::F64.alignment(), Some(n) if n == std::mem::align_of::<f64>()));
+    assert!(matches!(DType::I64.alignment(), Some(n) if n == std::mem::align_of::<i64>()));
 };
 
 #[cfg(test)]
@@ -251,25 +270,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tflite_round_trip_and_unknowns() {
-        for d in DType::ALL {
-            assert_eq!(DType::from_tflite(d.to_tflite()), Some(d), "{d}");
-        }
-        for unsupported in [5i8, 8, 11, 13, 14, 17, 19, -1, 100] {
-            assert_eq!(DType::from_tflite(unsupported), None, "{unsupported}");
-        }
-        assert_eq!(DType::from_tflite(9), Some(DType::I8));
-        assert_eq!(DType::from_tflite(0), Some(DType::F32));
-    }
-
-    #[test]
     fn names_parse_back() {
         for d in DType::ALL {
             assert_eq!(DType::from_name(d.name()), Some(d));
             assert!(d.alignment() <= d.size());
+            assert_eq!(d.size().is_some(), d.alignment().is_some(), "{d}");
         }
         assert_eq!(DType::from_name("BF16"), Some(DType::BF16));
-        assert_eq!(DType::from_name("complex64"), None);
+        assert_eq!(DType::from_name("complex64"), Some(DType::C64));
+        assert_eq!(DType::from_name("complex32"), None);
     }
 
     #[test]

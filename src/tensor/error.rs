@@ -38,6 +38,12 @@ pub enum TensorError {
         /// The limit that was exceeded.
         limit: u128,
     },
+    /// A dense tensor of a dtype whose elements have no fixed size (string, resource, variant).
+    #[error("dtype {dtype} has no fixed element size; a dense tensor needs one")]
+    UnsizedDType {
+        /// The dtype.
+        dtype: DType,
+    },
     /// Typed access with a Rust type that does not match the tensor's dtype.
     #[error("tensor of dtype {tensor} cannot be viewed as {requested} (a {requested} view needs dtype {requested})")]
     DTypeMismatch {

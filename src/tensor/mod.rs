@@ -1,8 +1,9 @@
 //! Tensors on top of the allocator framework, as TensorFlow's `Tensor` / `TensorBuffer` /
 //! `Buffer<T>` / `SubBuffer<T>` do it.
 //!
-//! - [`DType`]: the element types TFLite models use (f32, f16, bf16, f64, i8…u64, bool), with sizes,
-//!   alignments, names and the TFLite `TensorType` mapping; [`Element`] ties Rust types to them.
+//! - [`DType`]: every element type a TFLite model can declare (f32, f16, bf16, f64, i8…u64, bool,
+//!   and the int4, complex, string and handle types), with sizes, alignments and names; [`Element`]
+//!   ties Rust types to the plain ones.
 //! - [`Quantization`]: per-tensor or per-channel affine parameters kept beside the dtype.
 //! - [`Shape`]: ≤ [`MAX_DIMS`] dimensions, checked element count / strides / byte size.
 //! - [`TensorBuffer`]: reference-counted bytes that go back to the allocator that produced them when

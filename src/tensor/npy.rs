@@ -344,8 +344,17 @@ impl NpyFileReader {
             DType::I64 => fill_bytes::<i64, R>(file, dst, label),
             DType::U64 => fill_bytes::<u64, R>(file, dst, label),
             DType::Bool => fill_bytes::<bool, R>(file, dst, label),
+            other => Err(unsupported(other, label)),
         }
     }
+}
+
+/// The error for a dtype without a `.npy` element type here (int4, complex, string, handles).
+fn unsupported(dtype: DType, label: &str) -> TensorError {
+    TensorError::npy(
+        label,
+        format!("dtype {dtype} has no .npy element type here; expected a number or bool dtype"),
+    )
 }
 
 fn read_body<R: Read>(
@@ -383,6 +392,7 @@ fn read_body<R: Read>(
         DType::I64 => fill::<i64, R>(file, &mut t, label)?,
         DType::U64 => fill::<u64, R>(file, &mut t, label)?,
         DType::Bool => fill::<bool, R>(file, &mut t, label)?,
+        other => return Err(unsupported(other, label)),
     }
     Ok(t)
 }
@@ -537,6 +547,7 @@ impl Tensor {
             DType::I64 => write_typed::<i64, W>(self, &dims, w),
             DType::U64 => write_typed::<u64, W>(self, &dims, w),
             DType::Bool => write_typed::<bool, W>(self, &dims, w),
+            other => return Err(unsupported(other, label)),
         };
         r.map_err(|e| TensorError::npy(label, e))
     }

@@ -76,6 +76,12 @@ impl Quantization {
         self.quantized_dimension
     }
 
+    /// Heap bytes the parameters hold (their vectors' capacity), for memory reports.
+    pub fn heap_bytes(&self) -> usize {
+        self.scales.capacity() * std::mem::size_of::<f32>()
+            + self.zero_points.capacity() * std::mem::size_of::<i64>()
+    }
+
     /// Whether there is more than one `(scale, zero_point)` pair.
     pub fn is_per_channel(&self) -> bool {
         self.scales.len() > 1

@@ -134,10 +134,11 @@ impl Shape {
 
     /// Row-major strides in bytes for elements of `dtype`.
     pub fn byte_strides(&self, dtype: DType) -> Result<Strides, TensorError> {
+        let size = element_size(dtype)?;
         let mut s = self.strides();
         for i in 0..self.rank() {
             s.values[i] = s.values[i]
-                .checked_mul(dtype.size())
+                .checked_mul(size)
                 .filter(|&b| b <= MAX_BYTES)
                 .ok_or_else(|| self.overflow(Some(dtype), "byte stride", MAX_BYTES as u128))?;
         }
@@ -147,7 +148,7 @@ impl Shape {
     /// Size in bytes of a dense tensor of `dtype` with this shape; more than `isize::MAX` bytes is an error.
     pub fn byte_size(&self, dtype: DType) -> Result<usize, TensorError> {
         self.num_elements()
-            .checked_mul(dtype.size())
+            .checked_mul(element_size(dtype)?)
             .filter(|&b| b <= MAX_BYTES)
             .ok_or_else(|| self.overflow(Some(dtype), "byte size", MAX_BYTES as u128))
     }
@@ -186,6 +187,11 @@ impl Shape {
             limit,
         }
     }
+}
+
+/// Bytes of one element of `dtype`; an error for the dtypes without a fixed size.
+fn element_size(dtype: DType) -> Result<usize, TensorError> {
+    dtype.size().ok_or(TensorError::UnsizedDType { dtype })
 }
 
 impl fmt::Debug for Shape {

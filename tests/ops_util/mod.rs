@@ -3,13 +3,13 @@
 #![allow(dead_code)]
 
 use tensor_alloc::interpreter::InterpreterBuilder;
-use tensor_alloc::model::{BuiltinOp, BuiltinOptions, Model, ModelBuilder, TensorType};
+use tensor_alloc::model::{BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder};
 use tensor_alloc::tensor::{Element, Tensor};
 
 /// A tensor of a one-op model.
 #[derive(Clone, Debug)]
 pub struct Spec {
-    pub dtype: TensorType,
+    pub dtype: DType,
     pub shape: Vec<i32>,
     pub quant: Option<(f32, i64)>,
     /// Constant data (little-endian bytes), `None` for a graph input or output.
@@ -17,7 +17,7 @@ pub struct Spec {
 }
 
 /// A graph input or output.
-pub fn t(dtype: TensorType, shape: &[i32]) -> Spec {
+pub fn t(dtype: DType, shape: &[i32]) -> Spec {
     Spec {
         dtype,
         shape: shape.to_vec(),
@@ -27,7 +27,7 @@ pub fn t(dtype: TensorType, shape: &[i32]) -> Spec {
 }
 
 /// A quantized graph input or output.
-pub fn q(dtype: TensorType, shape: &[i32], scale: f32, zero_point: i64) -> Spec {
+pub fn q(dtype: DType, shape: &[i32], scale: f32, zero_point: i64) -> Spec {
     Spec {
         quant: Some((scale, zero_point)),
         ..t(dtype, shape)
@@ -38,7 +38,7 @@ pub fn q(dtype: TensorType, shape: &[i32], scale: f32, zero_point: i64) -> Spec 
 pub fn c_i32(shape: &[i32], values: &[i32]) -> Spec {
     Spec {
         data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
-        ..t(TensorType::Int32, shape)
+        ..t(DType::I32, shape)
     }
 }
 
@@ -46,7 +46,7 @@ pub fn c_i32(shape: &[i32], values: &[i32]) -> Spec {
 pub fn c_i64(shape: &[i32], values: &[i64]) -> Spec {
     Spec {
         data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
-        ..t(TensorType::Int64, shape)
+        ..t(DType::I64, shape)
     }
 }
 
@@ -54,7 +54,7 @@ pub fn c_i64(shape: &[i32], values: &[i64]) -> Spec {
 pub fn c_f32(shape: &[i32], values: &[f32]) -> Spec {
     Spec {
         data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
-        ..t(TensorType::Float32, shape)
+        ..t(DType::F32, shape)
     }
 }
 
@@ -71,7 +71,7 @@ fn build(op: Op<'_>, inputs: &[Spec], outputs: &[Spec]) -> Model {
             None => b.add_tensor(&name, s.dtype, &s.shape),
         };
         if let Some((scale, zp)) = s.quant {
-            b.quantize(i, scale, zp);
+            b.quantize(i, scale, zp).unwrap();
         }
         i
     };

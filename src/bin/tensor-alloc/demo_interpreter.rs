@@ -4,7 +4,7 @@
 
 use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, OpResolver};
 use tensor_alloc::model::{
-    Activation, BuiltinOp, BuiltinOptions, Model, ModelBuilder, Padding, Quantization, TensorType,
+    Activation, BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder, Padding, Quantization,
 };
 use tensor_alloc::GlobalAllocator;
 
@@ -25,35 +25,27 @@ fn bias(n: usize, v: i32) -> Vec<u8> {
 
 /// input int8 [1,16,16,3] → CONV 3×3/2 (8 ch, per-channel weights) → DEPTHWISE 3×3 → AVG POOL
 /// 8×8 → RESHAPE [1,8] → FULLY_CONNECTED (4) → SOFTMAX.
-fn demo_model() -> Model {
+fn demo_model() -> Result<Model, String> {
     let mut b = ModelBuilder::new("demo-classifier");
-    let x = b.add_tensor("image", TensorType::Int8, &[1, 16, 16, 3]);
-    b.quantize(x, 1.0 / 128.0, 0);
+    let x = b.add_tensor("image", DType::I8, &[1, 16, 16, 3]);
+    b.quantize(x, 1.0 / 128.0, 0).map_err(|e| e.to_string())?;
     let w1 = b.add_constant(
         "conv/weights",
-        TensorType::Int8,
+        DType::I8,
         &[8, 3, 3, 3],
         &weights(216, 1, 60),
     );
-    if let Some(t) = b.tensor_mut(w1) {
-        t.quantization = Some(Quantization {
-            scale: (0..8).map(|c| 0.01 + 0.001 * c as f32).collect(),
-            zero_point: vec![0; 8],
-            quantized_dimension: 0,
-            ..Quantization::default()
-        });
-    }
-    let b1 = b.add_constant("conv/bias", TensorType::Int32, &[8], &bias(8, 10));
-    if let Some(t) = b.tensor_mut(b1) {
-        t.quantization = Some(Quantization {
-            scale: (0..8).map(|c| (0.01 + 0.001 * c as f32) / 128.0).collect(),
-            zero_point: vec![0; 8],
-            quantized_dimension: 0,
-            ..Quantization::default()
-        });
-    }
-    let c1 = b.add_tensor("conv/out", TensorType::Int8, &[1, 8, 8, 8]);
-    b.quantize(c1, 0.02, -128);
+    let per_channel = |scale: &dyn Fn(f32) -> f32| {
+        let scales = (0..8).map(|c| scale(0.01 + 0.001 * c as f32)).collect();
+        Quantization::per_channel(scales, vec![0; 8], 0).map_err(|e| e.to_string())
+    };
+    b.set_quantization(w1, per_channel(&|s| s)?)
+        .map_err(|e| e.to_string())?;
+    let b1 = b.add_constant("conv/bias", DType::I32, &[8], &bias(8, 10));
+    b.set_quantization(b1, per_channel(&|s| s / 128.0)?)
+        .map_err(|e| e.to_string())?;
+    let c1 = b.add_tensor("conv/out", DType::I8, &[1, 8, 8, 8]);
+    b.quantize(c1, 0.02, -128).map_err(|e| e.to_string())?;
     b.add_op(
         BuiltinOp::CONV_2D,
         BuiltinOptions::Conv2D {
@@ -67,17 +59,12 @@ fn demo_model() -> Model {
         &[x, w1, b1],
         &[c1],
     );
-    let w2 = b.add_constant(
-        "dw/weights",
-        TensorType::Int8,
-        &[1, 3, 3, 8],
-        &weights(72, 2, 40),
-    );
-    b.quantize(w2, 0.02, 0);
-    let b2 = b.add_constant("dw/bias", TensorType::Int32, &[8], &bias(8, 0));
-    b.quantize(b2, 0.02 * 0.02, 0);
-    let c2 = b.add_tensor("dw/out", TensorType::Int8, &[1, 8, 8, 8]);
-    b.quantize(c2, 0.05, -128);
+    let w2 = b.add_constant("dw/weights", DType::I8, &[1, 3, 3, 8], &weights(72, 2, 40));
+    b.quantize(w2, 0.02, 0).map_err(|e| e.to_string())?;
+    let b2 = b.add_constant("dw/bias", DType::I32, &[8], &bias(8, 0));
+    b.quantize(b2, 0.02 * 0.02, 0).map_err(|e| e.to_string())?;
+    let c2 = b.add_tensor("dw/out", DType::I8, &[1, 8, 8, 8]);
+    b.quantize(c2, 0.05, -128).map_err(|e| e.to_string())?;
     b.add_op(
         BuiltinOp::DEPTHWISE_CONV_2D,
         BuiltinOptions::DepthwiseConv2D {
@@ -92,8 +79,8 @@ fn demo_model() -> Model {
         &[c1, w2, b2],
         &[c2],
     );
-    let p = b.add_tensor("pool/out", TensorType::Int8, &[1, 1, 1, 8]);
-    b.quantize(p, 0.05, -128);
+    let p = b.add_tensor("pool/out", DType::I8, &[1, 1, 1, 8]);
+    b.quantize(p, 0.05, -128).map_err(|e| e.to_string())?;
     b.add_op(
         BuiltinOp::AVERAGE_POOL_2D,
         BuiltinOptions::Pool2D {
@@ -107,8 +94,8 @@ fn demo_model() -> Model {
         &[c2],
         &[p],
     );
-    let flat = b.add_tensor("flatten/out", TensorType::Int8, &[1, 8]);
-    b.quantize(flat, 0.05, -128);
+    let flat = b.add_tensor("flatten/out", DType::I8, &[1, 8]);
+    b.quantize(flat, 0.05, -128).map_err(|e| e.to_string())?;
     b.add_op(
         BuiltinOp::RESHAPE,
         BuiltinOptions::Reshape {
@@ -117,17 +104,12 @@ fn demo_model() -> Model {
         &[p],
         &[flat],
     );
-    let w3 = b.add_constant(
-        "fc/weights",
-        TensorType::Int8,
-        &[4, 8],
-        &weights(32, 3, 100),
-    );
-    b.quantize(w3, 0.01, 0);
-    let b3 = b.add_constant("fc/bias", TensorType::Int32, &[4], &bias(4, -5));
-    b.quantize(b3, 0.05 * 0.01, 0);
-    let logits = b.add_tensor("fc/out", TensorType::Int8, &[1, 4]);
-    b.quantize(logits, 0.1, 0);
+    let w3 = b.add_constant("fc/weights", DType::I8, &[4, 8], &weights(32, 3, 100));
+    b.quantize(w3, 0.01, 0).map_err(|e| e.to_string())?;
+    let b3 = b.add_constant("fc/bias", DType::I32, &[4], &bias(4, -5));
+    b.quantize(b3, 0.05 * 0.01, 0).map_err(|e| e.to_string())?;
+    let logits = b.add_tensor("fc/out", DType::I8, &[1, 4]);
+    b.quantize(logits, 0.1, 0).map_err(|e| e.to_string())?;
     b.add_op(
         BuiltinOp::FULLY_CONNECTED,
         BuiltinOptions::FullyConnected {
@@ -139,8 +121,9 @@ fn demo_model() -> Model {
         &[flat, w3, b3],
         &[logits],
     );
-    let probs = b.add_tensor("softmax/out", TensorType::Int8, &[1, 4]);
-    b.quantize(probs, 1.0 / 256.0, -128);
+    let probs = b.add_tensor("softmax/out", DType::I8, &[1, 4]);
+    b.quantize(probs, 1.0 / 256.0, -128)
+        .map_err(|e| e.to_string())?;
     b.add_op(
         BuiltinOp::SOFTMAX,
         BuiltinOptions::Softmax { beta: 1.0 },
@@ -148,12 +131,12 @@ fn demo_model() -> Model {
         &[probs],
     );
     b.inputs(&[x]).outputs(&[probs]);
-    b.build()
+    Ok(b.build())
 }
 
 /// Prints the section.
 pub fn section() -> Result<(), String> {
-    let model = demo_model();
+    let model = demo_model()?;
     let needs = Interpreter::arena_needs(&model, &OpResolver::with_builtins())
         .map_err(|e| e.to_string())?;
     println!(

@@ -4,25 +4,19 @@
 
 use tensor_alloc::interpreter::{plan_model, ModelPlanOptions};
 use tensor_alloc::model::{
-    Activation, BuiltinOp, BuiltinOptions, LifetimeOptions, Model, ModelBuilder, Padding,
-    TensorType,
+    Activation, BuiltinOp, BuiltinOptions, DType, LifetimeOptions, Model, ModelBuilder, Padding,
 };
 
 /// Builds the demo model: a small int8 keyword-spotting-like network with a float16 weight
 /// dequantized at prepare time (a persistent tensor) and a RESHAPE / LOGISTIC that can share
 /// memory in place.
-fn demo_model() -> Model {
+fn demo_model() -> Result<Model, String> {
     let mut b = ModelBuilder::new("demo");
     b.description("tensor-alloc demo model (built with the crate's writer)");
-    let x = b.add_tensor("input", TensorType::Int8, &[1, 32, 32, 3]);
-    let w1 = b.add_constant(
-        "conv1/weights",
-        TensorType::Int8,
-        &[8, 3, 3, 3],
-        &[1u8; 8 * 27],
-    );
-    let b1 = b.add_constant("conv1/bias", TensorType::Int32, &[8], &[0u8; 32]);
-    let c1 = b.add_tensor("conv1/out", TensorType::Int8, &[1, 16, 16, 8]);
+    let x = b.add_tensor("input", DType::I8, &[1, 32, 32, 3]);
+    let w1 = b.add_constant("conv1/weights", DType::I8, &[8, 3, 3, 3], &[1u8; 8 * 27]);
+    let b1 = b.add_constant("conv1/bias", DType::I32, &[8], &[0u8; 32]);
+    let c1 = b.add_tensor("conv1/out", DType::I8, &[1, 16, 16, 8]);
     let conv = |stride| BuiltinOptions::Conv2D {
         padding: Padding::Same,
         stride_w: stride,
@@ -32,9 +26,9 @@ fn demo_model() -> Model {
         dilation_h: 1,
     };
     b.add_op(BuiltinOp::CONV_2D, conv(2), &[x, w1, b1], &[c1]);
-    let w2 = b.add_constant("dw/weights", TensorType::Int8, &[1, 3, 3, 8], &[1u8; 72]);
-    let b2 = b.add_constant("dw/bias", TensorType::Int32, &[8], &[0u8; 32]);
-    let c2 = b.add_tensor("dw/out", TensorType::Int8, &[1, 16, 16, 8]);
+    let w2 = b.add_constant("dw/weights", DType::I8, &[1, 3, 3, 8], &[1u8; 72]);
+    let b2 = b.add_constant("dw/bias", DType::I32, &[8], &[0u8; 32]);
+    let c2 = b.add_tensor("dw/out", DType::I8, &[1, 16, 16, 8]);
     b.add_op(
         BuiltinOp::DEPTHWISE_CONV_2D,
         BuiltinOptions::DepthwiseConv2D {
@@ -49,7 +43,7 @@ fn demo_model() -> Model {
         &[c1, w2, b2],
         &[c2],
     );
-    let p = b.add_tensor("pool/out", TensorType::Int8, &[1, 8, 8, 8]);
+    let p = b.add_tensor("pool/out", DType::I8, &[1, 8, 8, 8]);
     b.add_op(
         BuiltinOp::AVERAGE_POOL_2D,
         BuiltinOptions::Pool2D {
@@ -63,13 +57,8 @@ fn demo_model() -> Model {
         &[c2],
         &[p],
     );
-    let shape = b.add_constant(
-        "flatten/shape",
-        TensorType::Int32,
-        &[2],
-        &[1, 0, 0, 0, 0, 2, 0, 0],
-    );
-    let flat = b.add_tensor("flatten/out", TensorType::Int8, &[1, 512]);
+    let shape = b.add_constant("flatten/shape", DType::I32, &[2], &[1, 0, 0, 0, 0, 2, 0, 0]);
+    let flat = b.add_tensor("flatten/out", DType::I8, &[1, 512]);
     b.add_op(
         BuiltinOp::RESHAPE,
         BuiltinOptions::Reshape {
@@ -78,21 +67,21 @@ fn demo_model() -> Model {
         &[p, shape],
         &[flat],
     );
-    let act = b.add_tensor("logistic/out", TensorType::Int8, &[1, 512]);
+    let act = b.add_tensor("logistic/out", DType::I8, &[1, 512]);
     b.add_op(BuiltinOp::LOGISTIC, BuiltinOptions::None, &[flat], &[act]);
     // Float head: dequantize the activations, fully connected with float16 weights that are
     // dequantized once at prepare time (a persistent tensor in the tail).
-    let xf = b.add_tensor("dequantize/out", TensorType::Float32, &[1, 512]);
+    let xf = b.add_tensor("dequantize/out", DType::F32, &[1, 512]);
     b.add_op(BuiltinOp::DEQUANTIZE, BuiltinOptions::None, &[act], &[xf]);
     let w16 = b.add_constant(
         "fc/weights_fp16",
-        TensorType::Float16,
+        DType::F16,
         &[10, 512],
         &[0u8; 10 * 512 * 2],
     );
-    let wf = b.add_tensor("fc/weights", TensorType::Float32, &[10, 512]);
+    let wf = b.add_tensor("fc/weights", DType::F32, &[10, 512]);
     b.add_op(BuiltinOp::DEQUANTIZE, BuiltinOptions::None, &[w16], &[wf]);
-    let logits = b.add_tensor("fc/out", TensorType::Float32, &[1, 10]);
+    let logits = b.add_tensor("fc/out", DType::F32, &[1, 10]);
     b.add_op(
         BuiltinOp::FULLY_CONNECTED,
         BuiltinOptions::FullyConnected {
@@ -104,24 +93,24 @@ fn demo_model() -> Model {
         &[xf, wf, -1],
         &[logits],
     );
-    let probs = b.add_tensor("softmax/out", TensorType::Float32, &[1, 10]);
+    let probs = b.add_tensor("softmax/out", DType::F32, &[1, 10]);
     b.add_op(
         BuiltinOp::SOFTMAX,
         BuiltinOptions::Softmax { beta: 1.0 },
         &[logits],
         &[probs],
     );
-    b.quantize(x, 1.0 / 128.0, 0);
+    b.quantize(x, 1.0 / 128.0, 0).map_err(|e| e.to_string())?;
     b.inputs(&[x])
         .outputs(&[probs])
         .signature("serving_default");
-    b.build()
+    Ok(b.build())
 }
 
 /// Prints the section: writes the demo model to bytes, reads it back, plans it and writes the
 /// SVG of the best plan to the temporary directory.
 pub fn section() -> Result<(), String> {
-    let built = demo_model();
+    let built = demo_model()?;
     let bytes = built.to_bytes().map_err(|e| e.to_string())?;
     let model = Model::from_bytes(bytes.clone()).map_err(|e| e.to_string())?;
     if model != built {

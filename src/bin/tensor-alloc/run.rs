@@ -100,7 +100,10 @@ const MAX_ARENA: usize = 1 << 40;
 /// graph input `seed`.
 fn fill_seeded(dtype: DType, bytes: &mut [u8], seed: u64) {
     let mut rng = Rng::new(seed);
-    let size = dtype.size();
+    // A tensor of a dtype without a fixed size holds no elements to fill.
+    let Some(size) = dtype.size() else {
+        return;
+    };
     for chunk in bytes.chunks_exact_mut(size) {
         let r = rng.next_u64();
         let unit = (r >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
@@ -390,6 +393,10 @@ pub(crate) fn json_values(t: &Tensor, limit: usize) -> (Vec<serde_json::Value>, 
             .take(limit)
             .map(|&b| Value::Bool(b != 0))
             .collect(),
+        // The interpreter runs only dtypes with an element type; others print no values.
+        DType::I4 | DType::C64 | DType::C128 | DType::String | DType::Resource | DType::Variant => {
+            Vec::new()
+        }
     };
     (values, t.num_elements() > limit)
 }

@@ -11,9 +11,10 @@
 //! values. [`Rebuild`] remembers the arena source so that [`Interpreter::resize_input`] can
 //! place a new plan in the same place.
 
-use super::{ArenaSource, Staged};
+use super::Staged;
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;
+use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
 use crate::interpreter::context::{check_node_views, NodeRuntime};
 use crate::interpreter::graph::TensorKind;

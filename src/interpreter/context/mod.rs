@@ -177,30 +177,26 @@ impl<'a> TensorInfo<'a> {
 
     /// Per-tensor scale and zero point; an error when absent or per-channel.
     pub fn per_tensor_quant(&self) -> Result<(f32, i32), KernelError> {
-        let q = self
-            .quantization
-            .filter(|q| !q.scale.is_empty())
-            .ok_or_else(|| {
-                KernelError::new(format!(
-                    "tensor `{}` has no quantization parameters",
-                    self.name
-                ))
-            })?;
-        if q.scale.len() != 1 {
+        let q = self.quantization.ok_or_else(|| {
+            KernelError::new(format!(
+                "tensor `{}` has no quantization parameters",
+                self.name
+            ))
+        })?;
+        let [scale] = *q.scales() else {
             return Err(KernelError::new(format!(
                 "tensor `{}` has {} scales, expected one (per-tensor)",
                 self.name,
-                q.scale.len()
+                q.channels()
             )));
-        }
-        let zp = q.zero_point.first().copied().unwrap_or(0);
+        };
+        let zp = q.zero_points()[0];
         let zp = i32::try_from(zp).map_err(|_| {
             KernelError::new(format!(
                 "tensor `{}` zero point {zp} out of range",
                 self.name
             ))
         })?;
-        let scale = q.scale[0];
         if !(scale.is_finite() && scale > 0.0) {
             return Err(KernelError::new(format!(
                 "tensor `{}` scale {scale}, expected a finite positive number",

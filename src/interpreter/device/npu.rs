@@ -97,7 +97,7 @@ impl Device for NpuDevice {
             if o.dtype != DType::I8 {
                 return Support::No(format!("{what} {k} is {}; {name} runs int8 only", o.dtype));
             }
-            if o.quantization.is_none_or(|q| q.scale.is_empty()) {
+            if o.quantization.is_none() {
                 return Support::No(format!(
                     "{what} {k} is int8 without quantization parameters"
                 ));

@@ -2,7 +2,7 @@
 //! the absolute value, rescale by `input_scale / output_scale` when the scales differ, add the
 //! output zero point and clamp (`AbsEvalQuantized`). Int16 needs zero points 0.
 
-use super::binary_common::quantized_range;
+use super::binary_common::dtype_range;
 use super::unary_common::{invoke_unary, prepare_unary, unary_math, UnaryMath};
 use crate::interpreter::reference::elementwise::{abs_quantized, AbsQuantParams};
 use crate::interpreter::reference::quant::quantize_multiplier;
@@ -19,7 +19,7 @@ pub struct Abs;
 impl Kernel for Abs {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
-        let (qmin, qmax) = quantized_range(input.dtype).unwrap_or((0, 0));
+        let (qmin, qmax) = dtype_range(input.dtype).unwrap_or((0, 0));
         let data: Data = unary_math(
             &input,
             &output,

@@ -104,8 +104,9 @@ pub fn activation_range_i32(act: FusedActivation) -> (i32, i32) {
     }
 }
 
-/// Storage range of a quantized dtype.
-pub fn quantized_range(dtype: DType) -> Option<(i32, i32)> {
+/// Storage range of a quantized dtype (the activation-clamped range is
+/// `quant_params::quantized_range`).
+pub fn dtype_range(dtype: DType) -> Option<(i32, i32)> {
     match dtype {
         DType::I8 => Some((i8::MIN.into(), i8::MAX.into())),
         DType::U8 => Some((0, u8::MAX.into())),
@@ -118,7 +119,7 @@ pub fn quantized_range(dtype: DType) -> Option<(i32, i32)> {
 /// Per-tensor scale and zero point, the zero point checked to lie in the dtype's range.
 pub fn quant_params(t: &TensorInfo<'_>) -> Result<(f32, i32), KernelError> {
     let (scale, zp) = t.per_tensor_quant()?;
-    if let Some((lo, hi)) = quantized_range(t.dtype) {
+    if let Some((lo, hi)) = dtype_range(t.dtype) {
         kernel_ensure!(
             (lo..=hi).contains(&zp),
             "tensor `{}` zero point {zp} is outside the {} range [{lo}, {hi}]",
@@ -136,7 +137,7 @@ pub fn output_activation_range(
     scale: f32,
     zero_point: i32,
 ) -> Result<(i32, i32), KernelError> {
-    let (qmin, qmax) = quantized_range(output.dtype).ok_or_else(|| {
+    let (qmin, qmax) = dtype_range(output.dtype).ok_or_else(|| {
         KernelError::new(format!(
             "output `{}` dtype {} is not a quantized type",
             output.name, output.dtype
@@ -155,7 +156,7 @@ pub fn output_activation_range(
 pub fn expect_not_quantized(inputs: &[&TensorInfo<'_>]) -> Result<(), KernelError> {
     for t in inputs {
         kernel_ensure!(
-            t.quantization.is_none_or(|q| q.scale.is_empty()),
+            t.quantization.is_none(),
             "int32 input `{}` must not be quantized",
             t.name
         );

@@ -184,7 +184,7 @@ pub(crate) fn prepare_quantization(
     );
     let scales = filter_scales(&filter, channel_dim, out_c)?;
     if let Some(q) = filter.quantization {
-        if let Some(zp) = q.zero_point.iter().find(|&&z| z != 0) {
+        if let Some(zp) = q.zero_points().iter().find(|&&z| z != 0) {
             return Err(KernelError::new(format!(
                 "filter `{}` has zero point {zp}, expected 0 (symmetric weights)",
                 filter.name

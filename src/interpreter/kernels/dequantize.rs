@@ -43,44 +43,42 @@ impl Kernel for Dequantize {
         let params = match input.dtype {
             DType::F16 => Params::F16,
             DType::I8 | DType::U8 | DType::I16 | DType::I32 => {
-                let q = input.quantization.filter(|q| !q.scale.is_empty()).ok_or_else(|| {
+                let q = input.quantization.ok_or_else(|| {
                     KernelError::new(format!("input `{}` has no quantization parameters", input.name))
                 })?;
-                if q.scale.len() == 1 {
+                if !q.is_per_channel() {
                     let (scale, zero_point) = input.per_tensor_quant()?;
                     Params::PerTensor {
                         scale,
                         zero_point: i64::from(zero_point),
                     }
                 } else {
-                    let axis = usize::try_from(q.quantized_dimension).ok().filter(|&a| a < input.dims.len());
+                    let axis = Some(q.quantized_dimension()).filter(|&a| a < input.dims.len());
                     let Some(axis) = axis else {
                         kernel_bail!(
                             "input `{}` quantized_dimension {} outside its rank {}",
                             input.name,
-                            q.quantized_dimension,
+                            q.quantized_dimension(),
                             input.dims.len()
                         );
                     };
-                    if q.scale.len() != input.dims[axis] {
+                    if q.channels() != input.dims[axis] {
                         kernel_bail!(
                             "input `{}` has {} scales for {} channels along axis {axis}",
                             input.name,
-                            q.scale.len(),
+                            q.channels(),
                             input.dims[axis]
                         );
                     }
-                    let mut zps = Vec::with_capacity(q.scale.len());
-                    for c in 0..q.scale.len() {
-                        let z = q.zero_point.get(c).copied().unwrap_or(0);
+                    let mut zps = Vec::with_capacity(q.channels());
+                    for &z in q.zero_points() {
                         zps.push(i32::try_from(z).map_err(|_| {
                             KernelError::new(format!("input `{}` zero point {z} out of range", input.name))
                         })?);
                     }
                     let inner = input.dims[axis + 1..].iter().product();
-                    let scales = q.scale.clone();
                     Params::PerChannel {
-                        scales: ctx.persistent_array(&scales)?,
+                        scales: ctx.persistent_array(q.scales())?,
                         zero_points: ctx.persistent_array(&zps)?,
                         inner,
                     }

@@ -253,7 +253,7 @@ impl Kernel for FullyConnected {
             shift.push(m.shift);
         }
         let weights_zp = match weights.quantization {
-            Some(q) if scales.len() == 1 => q.zero_point.first().copied().unwrap_or(0),
+            Some(q) if scales.len() == 1 => q.zero_points()[0],
             _ => 0,
         };
         let weights_zp = i32::try_from(weights_zp)

@@ -141,7 +141,7 @@ fn prepare_sparse(ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         // Sparse int8 weights must be symmetric, as in LiteRT: a stored block and a missing
         // one then agree that quantized 0 is real 0.
         if let Some(q) = weights.quantization {
-            if let Some(z) = q.zero_point.iter().find(|&&z| z != 0) {
+            if let Some(z) = q.zero_points().iter().find(|&&z| z != 0) {
                 kernel_bail!(
                     "sparse int8 weights `{}` have zero point {z}; only symmetric (0) weights \
                      are supported",
@@ -249,8 +249,8 @@ pub fn register(r: &mut OpResolver, set: KernelSet) {
 mod tests {
     use crate::interpreter::{Interpreter, InterpreterError};
     use crate::model::{
-        Activation, BuiltinOp, BuiltinOptions, DimensionMetadata, Model, ModelBuilder,
-        SparseIndexVector, Sparsity, TensorType,
+        Activation, BuiltinOp, BuiltinOptions, DType, DimensionMetadata, Model, ModelBuilder,
+        SparseIndexVector, Sparsity,
     };
 
     fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -292,21 +292,16 @@ mod tests {
     /// instead.
     fn model(sp: Sparsity, values: &[f32], consumer_add: bool) -> Model {
         let mut b = ModelBuilder::new("sparse_fc");
-        let x = b.add_tensor("x", TensorType::Float32, &[2, 8]);
-        let w = b.add_constant("w", TensorType::Float32, &[3, 8], &f32_bytes(values));
+        let x = b.add_tensor("x", DType::F32, &[2, 8]);
+        let w = b.add_constant("w", DType::F32, &[3, 8], &f32_bytes(values));
         if let Some(t) = b.tensor_mut(w) {
             t.is_sparse = true;
             t.sparsity = Some(sp);
         }
-        let bias = b.add_constant(
-            "bias",
-            TensorType::Float32,
-            &[3],
-            &f32_bytes(&[0.5, -1., 0.]),
-        );
+        let bias = b.add_constant("bias", DType::F32, &[3], &f32_bytes(&[0.5, -1., 0.]));
         if consumer_add {
-            let y = b.add_tensor("y", TensorType::Float32, &[3, 8]);
-            let z = b.add_tensor("z", TensorType::Float32, &[3, 8]);
+            let y = b.add_tensor("y", DType::F32, &[3, 8]);
+            let z = b.add_tensor("z", DType::F32, &[3, 8]);
             b.add_op(
                 BuiltinOp::ADD,
                 BuiltinOptions::Add {
@@ -318,7 +313,7 @@ mod tests {
             );
             b.inputs(&[y]).outputs(&[z]);
         } else {
-            let y = b.add_tensor("y", TensorType::Float32, &[2, 3]);
+            let y = b.add_tensor("y", DType::F32, &[2, 3]);
             b.add_op(
                 BuiltinOp::FULLY_CONNECTED,
                 BuiltinOptions::FullyConnected {

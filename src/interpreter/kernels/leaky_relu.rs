@@ -3,7 +3,7 @@
 //! `input_scale * alpha / output_scale` below it (`QuantizeLeakyRelu`). Int16 needs zero
 //! points 0.
 
-use super::binary_common::quantized_range;
+use super::binary_common::dtype_range;
 use super::unary_common::{invoke_unary, prepare_unary, unary_math, UnaryMath};
 use crate::interpreter::reference::activations::{
     leaky_relu_f32, leaky_relu_quantized, LeakyReluQuantParams,
@@ -28,7 +28,7 @@ impl Kernel for LeakyRelu {
             other => kernel_bail!("expected LeakyReluOptions, found {other:?}"),
         };
         kernel_ensure!(alpha.is_finite(), "alpha {alpha} is not finite");
-        let (qmin, qmax) = quantized_range(output.dtype).unwrap_or((0, 0));
+        let (qmin, qmax) = dtype_range(output.dtype).unwrap_or((0, 0));
         let data: Data = unary_math(
             &input,
             &output,

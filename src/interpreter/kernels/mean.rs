@@ -90,7 +90,7 @@ impl ReduceNode<'_> {
 
 /// Per-tensor `(scale, zero_point)`, `None` when the tensor is not quantized.
 pub(crate) fn quantization(t: &TensorInfo<'_>) -> Result<Option<(f32, i32)>, KernelError> {
-    if t.quantization.is_none_or(|q| q.scale.is_empty()) {
+    if t.quantization.is_none() {
         return Ok(None);
     }
     t.per_tensor_quant().map(Some)

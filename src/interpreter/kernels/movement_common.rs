@@ -30,13 +30,11 @@ pub(crate) fn expect_moved_from(
         input.dtype
     );
     expect_same_dtype(input, output)?;
-    let per_tensor = |t: &TensorInfo<'_>| {
-        t.quantization
-            .filter(|q| !q.scale.is_empty())
-            .map(|q| (q.scale.clone(), q.zero_point.clone()))
-    };
+    fn params<'a>(t: &TensorInfo<'a>) -> Option<(&'a [f32], &'a [i64])> {
+        t.quantization.map(|q| (q.scales(), q.zero_points()))
+    }
     kernel_ensure!(
-        per_tensor(output) == per_tensor(input),
+        params(output) == params(input),
         "output `{}` quantization differs from input `{}`'s",
         output.name,
         input.name

@@ -64,11 +64,11 @@ impl Kernel for Pack {
         output.expect_dims(&want[..=rank])?;
         if first.dtype != DType::F32 && first.quantization.is_some() {
             // LiteRT requires equal quantization of inputs and output for quantized data.
-            let q = output.quantization.map(|q| (&q.scale, &q.zero_point));
+            let q = output.quantization.map(|q| (q.scales(), q.zero_points()));
             for k in 0..n {
                 let t = ctx.input(k)?;
                 kernel_ensure!(
-                    t.quantization.map(|q| (&q.scale, &q.zero_point)) == q,
+                    t.quantization.map(|q| (q.scales(), q.zero_points())) == q,
                     "input `{}` quantization differs from output `{}`",
                     t.name,
                     output.name

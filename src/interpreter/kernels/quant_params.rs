@@ -118,37 +118,30 @@ pub(crate) fn filter_scales<'a>(
     channel_dim: usize,
     channels: usize,
 ) -> Result<&'a [f32], KernelError> {
-    let q = filter
-        .quantization
-        .filter(|q| !q.scale.is_empty())
-        .ok_or_else(|| {
-            KernelError::new(format!(
-                "filter `{}` has no quantization parameters",
-                filter.name
-            ))
-        })?;
-    if q.scale.len() != 1 {
-        if q.scale.len() != channels {
+    let q = filter.quantization.ok_or_else(|| {
+        KernelError::new(format!(
+            "filter `{}` has no quantization parameters",
+            filter.name
+        ))
+    })?;
+    if q.is_per_channel() {
+        if q.channels() != channels {
             return Err(KernelError::new(format!(
                 "filter `{}` has {} scales, expected 1 or {channels}",
                 filter.name,
-                q.scale.len()
+                q.channels()
             )));
         }
-        if usize::try_from(q.quantized_dimension).ok() != Some(channel_dim) {
+        if q.quantized_dimension() != channel_dim {
             return Err(KernelError::new(format!(
                 "filter `{}` is quantized along dimension {}, expected {channel_dim}",
-                filter.name, q.quantized_dimension
+                filter.name,
+                q.quantized_dimension()
             )));
         }
     }
-    if let Some(s) = q.scale.iter().find(|s| !(s.is_finite() && **s >= 0.0)) {
-        return Err(KernelError::new(format!(
-            "filter `{}` has scale {s}, expected finite and non-negative",
-            filter.name
-        )));
-    }
-    Ok(&q.scale)
+    // Finite, non-negative scales: `Quantization`'s constructors refuse any other.
+    Ok(q.scales())
 }
 
 /// Per-channel multipliers and shifts `input_scale * filter_scale[c] / output_scale` in double

@@ -4,7 +4,7 @@
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions, TensorType};
+use crate::model::{BuiltinOp, BuiltinOptions};
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -24,8 +24,9 @@ impl Kernel for Shape {
             ),
         }
         if let BuiltinOptions::Shape { out_type } = *ctx.options() {
-            let want = match TensorType::from_raw(out_type) {
-                TensorType::Int64 => DType::I64,
+            // LiteRT writes int32 for every out_type other than int64.
+            let want = match out_type {
+                DType::I64 => DType::I64,
                 _ => DType::I32,
             };
             kernel_ensure!(

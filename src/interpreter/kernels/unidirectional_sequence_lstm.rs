@@ -13,6 +13,7 @@
 //! and requests TFLM's four scratch buffers of `batch * state` cell elements.
 
 use crate::interpreter::context::TensorInfo;
+use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::lstm::{
     gate_effective_bias, lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers,
     LstmInt8Weights, LstmIntegerParams, LstmShape, LstmWeights, MulParams,
@@ -113,13 +114,6 @@ fn quant(t: &TensorInfo<'_>) -> Result<(f32, i32), KernelError> {
 /// TFLite's `QuantizeMultiplier` of `a * b / c` computed in double from float scales.
 fn ratio(a: f32, b: f32, c: f32) -> crate::interpreter::reference::quant::QuantizedMultiplier {
     quantize_multiplier(f64::from(a) * f64::from(b) / f64::from(c))
-}
-
-/// TFLite's `CheckedLog2`: `round(ln(x) / ln(2))` in float, and whether `x` is a power of two.
-fn checked_log2(x: f32) -> (i32, bool) {
-    let l = x.ln() * (1.0f32 / 2f32.ln());
-    let r = l.round();
-    (r as i32, (l - r).abs() < 1e-3)
 }
 
 impl Kernel for UnidirectionalSequenceLstm {

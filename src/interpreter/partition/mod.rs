@@ -13,7 +13,7 @@
 //! Invariants of every [`Partition`] (checked by [`Partition::validate`] and the property
 //! tests): each op is in exactly one subgraph, on a device that supports it; subgraph `k` reads
 //! only tensors produced by subgraphs before `k` (so there is no cycle and index order is a valid
-//! schedule); inputs, outputs and wait counts are exactly those of the rules on [`Subgraph`].
+//! schedule); inputs, outputs and wait counts are exactly those of the rules on [`DeviceSubgraph`].
 
 mod graph;
 mod min_copy;
@@ -26,7 +26,8 @@ pub use tengine::TenginePolicy;
 
 use super::device::DeviceSet;
 
-/// One subgraph: ops of one device, run together (like TFLite's `NodeSubset`).
+/// One device subgraph: ops of one device, run together (like TFLite's `NodeSubset`); not a
+/// subgraph of the model file ([`crate::model::Subgraph`]).
 ///
 /// - `inputs`: activation tensors its ops read that it does not produce (graph inputs and
 ///   outputs of other subgraphs). Constants and variables are not inputs: nothing produces them
@@ -36,7 +37,7 @@ use super::device::DeviceSet;
 /// - `wait_count`: how many of its inputs other subgraphs produce; the scheduler runs it when
 ///   that many have arrived.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Subgraph {
+pub struct DeviceSubgraph {
     /// Position in the partition (a valid run order).
     pub index: usize,
     /// Device index in the [`DeviceSet`].
@@ -92,7 +93,7 @@ pub struct Partition {
     /// Policy name (`min-copy`, `tengine`).
     pub policy: String,
     /// Subgraphs in run order.
-    pub subgraphs: Vec<Subgraph>,
+    pub subgraphs: Vec<DeviceSubgraph>,
     /// Copies between memory spaces, in the order the schedule makes them.
     pub copies: Vec<TensorCopy>,
     /// Sum of the copies' bytes.
@@ -230,7 +231,7 @@ impl Partition {
             outputs.sort_unstable();
             outputs.dedup();
             let wait_count = inputs.iter().filter(|&&t| producer[t].is_some()).count();
-            subgraphs.push(Subgraph {
+            subgraphs.push(DeviceSubgraph {
                 index: g,
                 device,
                 device_name: devices.get(device).name().to_string(),

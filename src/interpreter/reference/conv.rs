@@ -212,7 +212,7 @@ fn conv_loop<I: Copy, W: Copy, A: Copy, O>(
 /// fit in 16 bits (`offset` is minus an int8 zero point), which lets LLVM vectorize with
 /// 16-bit multiplies.
 #[inline(always)]
-pub(crate) fn dot_i8(x: &[i8], w: &[i8], offset: i16) -> i32 {
+pub(crate) fn dot_i8_offset(x: &[i8], w: &[i8], offset: i16) -> i32 {
     x.iter()
         .zip(w)
         .map(|(&x, &w)| i32::from(i16::from(w) * (i16::from(x) + offset)))
@@ -305,7 +305,7 @@ pub fn conv_i8(
         filter,
         output,
         0i32,
-        |acc, x, w| acc.wrapping_add(dot_i8(x, w, offset)),
+        |acc, x, w| acc.wrapping_add(dot_i8_offset(x, w, offset)),
         |acc, oc| {
             let acc = acc.wrapping_add(bias.map_or(0, |b| b[oc]));
             let v = multiply_by_quantized_multiplier(acc, q.multiplier(oc))

@@ -2,7 +2,7 @@
 //! `reference_integer_ops::FullyConnected{,PerChannel}` for int8 and 16x8): `batches` rows of
 //! `depth` inputs times a `[units, depth]` weight matrix.
 
-use super::conv::{dot_i8, Accum16};
+use super::conv::{dot_i8_offset, Accum16};
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 
 /// Float: per row and unit, the dot product plus bias, clamped.
@@ -81,7 +81,7 @@ pub fn fully_connected_i8(
             let w = &weights[u * depth..(u + 1) * depth];
             let acc = if q.weights_offset == 0 {
                 // The kernel validates int8 zero points, so the offset fits in 16 bits.
-                dot_i8(row, w, q.input_offset as i16)
+                dot_i8_offset(row, w, q.input_offset as i16)
             } else {
                 row.iter().zip(w).fold(0i32, |acc, (&x, &w)| {
                     acc.wrapping_add(

@@ -6,18 +6,24 @@ use super::activations_int16;
 use super::fixed_point;
 use super::quant::{multiply_by_quantized_multiplier, rounding_divide_by_pot, QuantizedMultiplier};
 
-/// Float logistic.
-pub fn logistic_f32(input: &[f32], output: &mut [f32]) {
+/// TFLite's reference float logistic of one value, with its cut-offs.
+#[inline]
+pub fn logistic(x: f32) -> f32 {
     const CUTOFF_UPPER: f32 = 16.619_047;
     const CUTOFF_LOWER: f32 = -9.0;
+    if x > CUTOFF_UPPER {
+        1.0
+    } else if x < CUTOFF_LOWER {
+        x.exp()
+    } else {
+        1.0 / (1.0 + (-x).exp())
+    }
+}
+
+/// Float logistic of a slice ([`logistic`] per element).
+pub fn logistic_f32(input: &[f32], output: &mut [f32]) {
     for (o, &x) in output.iter_mut().zip(input) {
-        *o = if x > CUTOFF_UPPER {
-            1.0
-        } else if x < CUTOFF_LOWER {
-            x.exp()
-        } else {
-            1.0 / (1.0 + (-x).exp())
-        };
+        *o = logistic(x);
     }
 }
 

@@ -15,6 +15,7 @@
 //! power of two.
 
 use super::activations_int16::{logistic_int16_in_place, tanh_int16, tanh_int16_in_place};
+use super::logistic::logistic;
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 
 /// Gate order of the weights/bias arrays, matching the op's input order.
@@ -378,7 +379,7 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 /// A few ulp from the correctly rounded value (the test bounds it), without libm's call.
 #[inline]
 #[allow(clippy::excessive_precision)] // Eigen's constants as published
-pub fn tanh_f32(x: f32) -> f32 {
+pub fn eigen_tanh(x: f32) -> f32 {
     const CLAMP: f32 = 7.90531110763549805;
     const ALPHA: [f32; 7] = [
         -2.76076847742355e-16,
@@ -400,20 +401,6 @@ pub fn tanh_f32(x: f32) -> f32 {
     let p = ALPHA[1..].iter().fold(ALPHA[0], |p, &a| p * x2 + a) * x;
     let q = BETA[1..].iter().fold(BETA[0], |q, &b| q * x2 + b);
     p / q
-}
-
-/// TFLite's reference float logistic (with its cut-offs).
-#[inline]
-pub fn logistic_f32(v: f32) -> f32 {
-    const CUTOFF_UPPER: f32 = 16.619_047;
-    const CUTOFF_LOWER: f32 = -9.0;
-    if v > CUTOFF_UPPER {
-        1.0
-    } else if v < CUTOFF_LOWER {
-        v.exp()
-    } else {
-        1.0 / (1.0 + (-v).exp())
-    }
 }
 
 /// Float LSTM over the whole sequence; lengths as for [`lstm_int8`]. `cell_clip > 0` clips the
@@ -457,8 +444,8 @@ pub fn lstm_f32(
                     fc_f32(h, rows, s.state_dim, w.recurrent[g], None, s.state_dim, tmp);
                     let gate = out.iter_mut().zip(tmp.iter());
                     match act {
-                        GateAct::Sigmoid => gate.for_each(|(o, &t)| *o = logistic_f32(*o + t)),
-                        GateAct::Tanh => gate.for_each(|(o, &t)| *o = tanh_f32(*o + t)),
+                        GateAct::Sigmoid => gate.for_each(|(o, &t)| *o = logistic(*o + t)),
+                        GateAct::Tanh => gate.for_each(|(o, &t)| *o = eigen_tanh(*o + t)),
                     }
                 };
             gate_calc(gate::FORGET, b0, b3, h, GateAct::Sigmoid);
@@ -482,7 +469,7 @@ pub fn lstm_f32(
 
             gate_calc(gate::OUTPUT, b1, b3, h, GateAct::Sigmoid);
             for (t, &cv) in b0.iter_mut().zip(c.iter()) {
-                *t = tanh_f32(cv);
+                *t = eigen_tanh(cv);
             }
             for ((hv, &t), &o) in h.iter_mut().zip(b0.iter()).zip(b1.iter()) {
                 *hv = t * o;

@@ -12,9 +12,10 @@
 //! for the space's largest subgraph, so the next partition differs.
 
 use super::{ScheduleError, Space, SpaceSummary};
-use crate::interpreter::builder::{finish, stage_with, ArenaSource};
+use crate::interpreter::allocation::ArenaSource;
+use crate::interpreter::builder::{finish, stage_with};
 use crate::interpreter::device::DeviceSet;
-use crate::interpreter::partition::{Partition, PartitionGraph, Subgraph};
+use crate::interpreter::partition::{DeviceSubgraph, Partition, PartitionGraph};
 use crate::interpreter::{InterpreterError, OpResolver};
 use crate::model::{Model, OFFLINE_MEMORY_ALLOCATION};
 use std::ops::Range;
@@ -43,7 +44,7 @@ fn space_model(
 ) -> SpaceModel {
     let host = space == devices.fallback();
     let sg = &model.subgraphs[0];
-    let mine: Vec<&Subgraph> = partition
+    let mine: Vec<&DeviceSubgraph> = partition
         .subgraphs
         .iter()
         .filter(|s| devices.space_of(s.device) == space)
@@ -207,7 +208,7 @@ pub(super) fn evict_largest(
     space: usize,
     reason: &str,
 ) -> Result<(), ScheduleError> {
-    let weight = |s: &Subgraph| -> usize {
+    let weight = |s: &DeviceSubgraph| -> usize {
         let pos = graph.position_map();
         s.nodes
             .iter()

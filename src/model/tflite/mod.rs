@@ -8,6 +8,7 @@
 //! `try_reserve_exact` before it is filled): out of memory is [`ModelError::OutOfMemory`], never
 //! an abort (`tests/model_load_oom.rs` fails each allocation of a load in turn).
 
+mod dtype;
 mod options;
 mod schema;
 mod writer;
@@ -19,14 +20,15 @@ use flatbuffers::Vector;
 
 use super::options::BuiltinOptions;
 use super::{
-    Buffer, BuiltinOp, DimensionMetadata, Metadata, Model, ModelBytes, ModelError, Operator,
-    OperatorCode, Quantization, SignatureDef, SignatureTensor, SparseIndexVector, Sparsity,
-    Subgraph, Tensor, TensorType,
+    Buffer, BuiltinOp, CalibrationRange, DimensionMetadata, Metadata, Model, ModelBytes,
+    ModelError, Operator, OperatorCode, Quantization, SignatureDef, SignatureTensor,
+    SparseIndexVector, Sparsity, Subgraph, TensorDef,
 };
 use schema::{
     buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map, T,
 };
 
+pub use dtype::{dtype_from_schema, dtype_to_schema};
 pub use writer::write_model;
 
 /// The file identifier of TFLite flatbuffers (bytes 4..8).
@@ -209,6 +211,38 @@ fn collect<'a, X: flatbuffers::Follow<'a> + 'a>(
     v.map_or(Ok(Vec::new()), |v| try_collect(v.iter(), what))
 }
 
+/// The affine parameters of a quantization table with scales, refused as LiteRT's reader refuses
+/// them: zero points missing or not one per scale, a negative dimension; and, beyond LiteRT, a
+/// scale that is negative or not finite (no kernel can use one). `location` is called only to
+/// name the table in an error.
+fn affine(
+    scales: Vec<f32>,
+    zero_points: Vec<i64>,
+    quantized_dimension: i32,
+    location: impl Fn() -> String,
+) -> Result<Quantization, ModelError> {
+    if zero_points.len() != scales.len() {
+        return Err(ModelError::invalid(
+            location(),
+            format!(
+                "{} scales but {} zero points; expected one zero point per scale",
+                scales.len(),
+                zero_points.len()
+            ),
+        ));
+    }
+    let Ok(dimension) = usize::try_from(quantized_dimension) else {
+        return Err(ModelError::invalid(
+            location(),
+            format!("quantized_dimension {quantized_dimension}, expected >= 0"),
+        ));
+    };
+    // No allocation on success: the vectors move in (their lengths are equal, so no zero point
+    // is broadcast).
+    Quantization::per_channel(scales, zero_points, dimension)
+        .map_err(|e| ModelError::invalid(location(), e.to_string()))
+}
+
 /// `Ok` when `index` is in `0..len` (or `-1` where optional), else an error naming the location.
 pub(crate) fn check_index(
     location: impl FnOnce() -> String,
@@ -374,7 +408,7 @@ impl<'f> Decoder<'f> {
         ti: usize,
         t: T<'f>,
         nbuffers: usize,
-    ) -> Result<Tensor, ModelError> {
+    ) -> Result<TensorDef, ModelError> {
         let buffer = t.scalar::<u32>(tensor::BUFFER, 0);
         check_index(
             || format!("subgraphs[{si}].tensors[{ti}].buffer"),
@@ -383,25 +417,32 @@ impl<'f> Decoder<'f> {
             "buffers",
             false,
         )?;
-        let quantization = t
-            .table(tensor::QUANTIZATION)
-            .map(|q| -> Result<Quantization, ModelError> {
-                Ok(Quantization {
-                    min: collect(q.vector::<f32>(quant::MIN), "a tensor's quantization min")?,
-                    max: collect(q.vector::<f32>(quant::MAX), "a tensor's quantization max")?,
-                    scale: collect(
-                        q.vector::<f32>(quant::SCALE),
-                        "a tensor's quantization scales",
-                    )?,
-                    zero_point: collect(
-                        q.vector::<i64>(quant::ZERO_POINT),
-                        "a tensor's quantization zero points",
-                    )?,
-                    quantized_dimension: q.scalar::<i32>(quant::QUANTIZED_DIMENSION, 0),
-                    has_custom_details: q.scalar::<u8>(quant::DETAILS_TYPE, 0) != 0,
-                })
-            })
-            .transpose()?;
+        let location = |field: &str| format!("subgraphs[{si}].tensors[{ti}].{field}");
+        let (mut quantization, mut calibration, mut custom_quantization) = (None, None, false);
+        if let Some(q) = t.table(tensor::QUANTIZATION) {
+            let min = collect(q.vector::<f32>(quant::MIN), "a tensor's quantization min")?;
+            let max = collect(q.vector::<f32>(quant::MAX), "a tensor's quantization max")?;
+            if !min.is_empty() || !max.is_empty() {
+                calibration = Some(CalibrationRange { min, max });
+            }
+            custom_quantization = q.scalar::<u8>(quant::DETAILS_TYPE, 0) != 0;
+            let scales = collect(
+                q.vector::<f32>(quant::SCALE),
+                "a tensor's quantization scales",
+            )?;
+            if !scales.is_empty() {
+                let zero_points = collect(
+                    q.vector::<i64>(quant::ZERO_POINT),
+                    "a tensor's quantization zero points",
+                )?;
+                quantization = Some(affine(
+                    scales,
+                    zero_points,
+                    q.scalar::<i32>(quant::QUANTIZED_DIMENSION, 0),
+                    || location("quantization"),
+                )?);
+            }
+        }
         let shape: Vec<i32> = collect(t.vector::<i32>(tensor::SHAPE), "a tensor shape")?;
         if let Some((k, d)) = shape.iter().enumerate().find(|(_, &d)| d < -1) {
             return Err(ModelError::invalid(
@@ -409,9 +450,14 @@ impl<'f> Decoder<'f> {
                 format!("dimension {d}, expected >= 0 (or -1 for unknown)"),
             ));
         }
-        Ok(Tensor {
+        Ok(TensorDef {
             name: try_string(t.string(tensor::NAME).unwrap_or_default(), "a tensor name")?,
-            dtype: TensorType::from_raw(t.scalar::<i8>(tensor::TYPE, 0)),
+            dtype: {
+                let code = t.scalar::<i8>(tensor::TYPE, 0);
+                dtype_from_schema(code).ok_or_else(|| {
+                    ModelError::invalid(location("type"), dtype::unknown_dtype(code))
+                })?
+            },
             shape,
             shape_signature: t
                 .vector::<i32>(tensor::SHAPE_SIGNATURE)
@@ -419,6 +465,8 @@ impl<'f> Decoder<'f> {
                 .transpose()?,
             buffer,
             quantization,
+            calibration,
+            custom_quantization,
             is_variable: t.scalar::<bool>(tensor::IS_VARIABLE, false),
             is_sparse: t.has(tensor::SPARSITY),
             sparsity: t.table(tensor::SPARSITY).map(decode_sparsity).transpose()?,
@@ -660,13 +708,39 @@ mod tests {
     use super::writer::test_hooks::LARGE_CUSTOM_OPTIONS;
     use super::*;
     use crate::model::builder::ModelBuilder;
-    use crate::model::TensorType;
+    use crate::model::DType;
+
+    #[test]
+    fn a_tensor_type_the_schema_does_not_define_is_refused_by_name() {
+        let mut b = ModelBuilder::new("g");
+        let x = b.add_tensor("x", DType::BF16, &[4]);
+        b.inputs(&[x]).outputs(&[x]);
+        let bytes = write_model(&b.build()).unwrap();
+        assert_eq!(
+            read_model(bytes.clone().into()).unwrap().subgraphs[0].tensors[0].dtype,
+            DType::BF16
+        );
+        // bfloat16 is the schema's 18: one of the bytes holding 18 is the tensor's type field.
+        let refused = (0..bytes.len()).filter(|&i| bytes[i] == 18).any(|i| {
+            let mut patched = bytes.clone();
+            patched[i] = 19;
+            read_model(patched.into()).is_err_and(|e| {
+                let text = e.to_string();
+                text.contains("subgraphs[0].tensors[0].type")
+                    && text.contains("tensor type 19 is not a TFLite TensorType")
+            })
+        });
+        assert!(
+            refused,
+            "no patch of the type field gave the expected error"
+        );
+    }
 
     /// A model of `ops` custom operators, each written with large custom options at
     /// `offset`/`size` (offsets point into the file itself).
     fn with_large_options(ops: usize, offset: u64, size: u64) -> Vec<u8> {
         let mut b = ModelBuilder::new("g");
-        let x = b.add_tensor("x", TensorType::Float32, &[4]);
+        let x = b.add_tensor("x", DType::F32, &[4]);
         b.inputs(&[x]).outputs(&[x]);
         for _ in 0..ops {
             b.add_custom_op("Opaque", &[], &[x], &[x]);

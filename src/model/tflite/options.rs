@@ -12,10 +12,12 @@ use flatbuffers::{
     Vector, Verifier, WIPOffset,
 };
 
+use super::dtype::{dtype_from_schema, dtype_to_schema, unknown_dtype};
 use super::schema::{slot, T};
 use super::try_collect;
 use crate::model::options::{builtin_options_table, union_id, Activation, BuiltinOptions, Padding};
 use crate::model::ModelError;
+use crate::tensor::DType;
 
 /// Storage of one options field type: its verification, its reading, its writing.
 pub(crate) trait OptionField: Sized {
@@ -44,7 +46,8 @@ pub(crate) trait OptionField: Sized {
     );
 }
 
-/// A scalar stored as `$raw`, converted with `$to_raw` / `$from_raw`.
+/// A scalar stored as `$raw`, converted with `$to_raw` / `$from_raw` (which returns a
+/// `Result`: a stored value may have no meaning).
 macro_rules! scalar_field {
     ($ty:ty, $raw:ty, $zero:expr, |$v:ident| $to_raw:expr, |$r:ident| $from_raw:expr) => {
         impl OptionField for $ty {
@@ -60,7 +63,7 @@ macro_rules! scalar_field {
             fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Result<Self, ModelError> {
                 let to_raw = |$v: Self| -> $raw { $to_raw };
                 let $r = t.scalar::<$raw>(slot, to_raw(default));
-                Ok($from_raw)
+                $from_raw
             }
             fn stage<'b>(&self, _fbb: &mut FlatBufferBuilder<'b>) {}
             fn push<'b>(
@@ -77,15 +80,20 @@ macro_rules! scalar_field {
     };
 }
 
-scalar_field!(i8, i8, 0, |v| v, |r| r);
-scalar_field!(i32, i32, 0, |v| v, |r| r);
-scalar_field!(f32, f32, 0.0, |v| v, |r| r);
-scalar_field!(bool, u8, false, |v| u8::from(v), |r| r != 0);
+scalar_field!(i8, i8, 0, |v| v, |r| Ok(r));
+scalar_field!(i32, i32, 0, |v| v, |r| Ok(r));
+scalar_field!(f32, f32, 0.0, |v| v, |r| Ok(r));
+scalar_field!(bool, u8, false, |v| u8::from(v), |r| Ok(r != 0));
 scalar_field!(Padding, i8, Padding::Same, |v| v.raw(), |r| {
-    Padding::from_raw(r)
+    Ok(Padding::from_raw(r))
 });
 scalar_field!(Activation, i8, Activation::None, |v| v.raw(), |r| {
-    Activation::from_raw(r)
+    Ok(Activation::from_raw(r))
+});
+// A `TensorType` field (CAST, SHAPE): a number the schema does not define is refused, as
+// LiteRT's `ConvertTensorType` refuses it.
+scalar_field!(DType, i8, DType::F32, |v| dtype_to_schema(v), |r| {
+    dtype_from_schema(r).ok_or_else(|| ModelError::invalid("operator options", unknown_dtype(r)))
 });
 
 /// `[int]`, always written (an empty vector reads back empty).
@@ -266,7 +274,7 @@ mod tests {
     use super::*;
     use crate::model::builder::ModelBuilder;
     use crate::model::tflite::{read_model, write_model};
-    use crate::model::{BuiltinOp, TensorType};
+    use crate::model::BuiltinOp;
 
     /// A value other than the default, different for each field number `id`.
     pub(super) trait NonDefault: Sized {
@@ -290,6 +298,13 @@ mod tests {
     impl NonDefault for bool {
         fn other_than(d: &Self, _id: i32) -> Self {
             !d
+        }
+    }
+    impl NonDefault for DType {
+        fn other_than(d: &Self, id: i32) -> Self {
+            let all = DType::ALL;
+            let at = all.iter().position(|x| x == d).unwrap_or(0);
+            all[(at + 1 + id.unsigned_abs() as usize) % all.len()]
         }
     }
     impl NonDefault for Padding {
@@ -319,7 +334,7 @@ mod tests {
 
     fn round_trip(options: &[BuiltinOptions]) -> Vec<BuiltinOptions> {
         let mut b = ModelBuilder::new("options");
-        let x = b.add_tensor("x", TensorType::Float32, &[4]);
+        let x = b.add_tensor("x", DType::F32, &[4]);
         b.inputs(&[x]).outputs(&[x]);
         for o in options {
             b.add_op(BuiltinOp::ADD, o.clone(), &[x], &[x]);

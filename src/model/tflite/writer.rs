@@ -7,7 +7,7 @@ use flatbuffers::{FlatBufferBuilder, WIPOffset};
 use super::schema::{
     buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map,
 };
-use crate::model::{Model, ModelError, Operator, SparseIndexVector, Sparsity, Subgraph, Tensor};
+use crate::model::{Model, ModelError, Operator, SparseIndexVector, Sparsity, Subgraph, TensorDef};
 
 /// Largest flatbuffer the builder can produce (its offsets are signed 32-bit in practice).
 const MAX_FLATBUFFER: usize = (1 << 31) - (1 << 20);
@@ -202,30 +202,43 @@ fn write_subgraph<'b>(
 
 fn write_tensor<'b>(
     fbb: &mut FlatBufferBuilder<'b>,
-    t: &Tensor,
+    t: &TensorDef,
 ) -> WIPOffset<flatbuffers::TableFinishedWIPOffset> {
     let shape = fbb.create_vector(&t.shape);
     let name = fbb.create_string(&t.name);
     let sig = t.shape_signature.as_ref().map(|s| fbb.create_vector(s));
-    let q = t.quantization.as_ref().map(|q| {
-        let min = fbb.create_vector(&q.min);
-        let max = fbb.create_vector(&q.max);
-        let scale = fbb.create_vector(&q.scale);
-        let zp = fbb.create_vector(&q.zero_point);
-        let details = q.has_custom_details.then(|| {
+    let has_quantization =
+        t.quantization.is_some() || t.calibration.is_some() || t.custom_quantization;
+    let q = has_quantization.then(|| {
+        let calibration = t.calibration.as_ref();
+        let min = calibration.map(|c| fbb.create_vector(&c.min));
+        let max = calibration.map(|c| fbb.create_vector(&c.max));
+        let affine = t.quantization.as_ref();
+        let scale = affine.map(|q| fbb.create_vector(q.scales()));
+        let zp = affine.map(|q| fbb.create_vector(q.zero_points()));
+        let details = t.custom_quantization.then(|| {
             let d = fbb.start_table();
             fbb.end_table(d)
         });
         let qt = fbb.start_table();
-        fbb.push_slot_always(quant::MIN, min);
-        fbb.push_slot_always(quant::MAX, max);
-        fbb.push_slot_always(quant::SCALE, scale);
-        fbb.push_slot_always(quant::ZERO_POINT, zp);
+        if let (Some(min), Some(max)) = (min, max) {
+            fbb.push_slot_always(quant::MIN, min);
+            fbb.push_slot_always(quant::MAX, max);
+        }
+        if let (Some(scale), Some(zp)) = (scale, zp) {
+            fbb.push_slot_always(quant::SCALE, scale);
+            fbb.push_slot_always(quant::ZERO_POINT, zp);
+        }
         if let Some(d) = details {
             fbb.push_slot_always::<u8>(quant::DETAILS_TYPE, 1);
             fbb.push_slot_always(quant::DETAILS, d);
         }
-        fbb.push_slot::<i32>(quant::QUANTIZED_DIMENSION, q.quantized_dimension, 0);
+        // The dimension was read from an `i32` field (or set by a caller); a larger one cannot
+        // name a dimension of any tensor and is written as the largest the field holds.
+        let dimension = affine.map_or(0, |q| {
+            i32::try_from(q.quantized_dimension()).unwrap_or(i32::MAX)
+        });
+        fbb.push_slot::<i32>(quant::QUANTIZED_DIMENSION, dimension, 0);
         fbb.end_table(qt)
     });
     let sparsity = match &t.sparsity {
@@ -237,7 +250,7 @@ fn write_tensor<'b>(
     };
     let tt = fbb.start_table();
     fbb.push_slot_always(tensor::SHAPE, shape);
-    fbb.push_slot::<i8>(tensor::TYPE, t.dtype.raw(), 0);
+    fbb.push_slot::<i8>(tensor::TYPE, super::dtype_to_schema(t.dtype), 0);
     fbb.push_slot::<u32>(tensor::BUFFER, t.buffer, 0);
     fbb.push_slot_always(tensor::NAME, name);
     if let Some(q) = q {

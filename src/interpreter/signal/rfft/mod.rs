@@ -16,6 +16,8 @@
 
 use super::flexbuffer::{int_option, options_map};
 use super::{check_len, SignalError};
+use crate::model::tflite::dtype_from_schema;
+use crate::tensor::DType;
 
 mod scalar;
 pub use scalar::{Cpx, KissScalar};
@@ -28,14 +30,15 @@ pub const MAX_FACTORS: usize = 32;
 /// Largest supported `fft_length`.
 pub const MAX_FFT_LENGTH: usize = 1 << 20;
 
-/// Element type of the transform (the `T` option, a TFLite `TensorType` number).
+/// Element type of the transform (the `T` option, a TFLite `TensorType` number: int16, int32 or
+/// float32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RfftType {
-    /// `TensorType_INT16` (7): kissfft `FIXED_POINT=16`.
+    /// int16: kissfft `FIXED_POINT=16`.
     Int16,
-    /// `TensorType_INT32` (2): kissfft `FIXED_POINT=32`.
+    /// int32: kissfft `FIXED_POINT=32`.
     Int32,
-    /// `TensorType_FLOAT32` (0): float kissfft.
+    /// float32: float kissfft.
     Float32,
 }
 
@@ -53,14 +56,15 @@ impl RfftOptions {
     pub fn parse(bytes: &[u8]) -> Result<Self, String> {
         let m = options_map(OP, bytes)?;
         let t = int_option(OP, &m, "T", i64::from(i32::MIN)..=i64::from(i32::MAX))?;
-        let dtype = match t {
-            7 => RfftType::Int16,
-            2 => RfftType::Int32,
-            0 => RfftType::Float32,
+        let dtype = match i8::try_from(t).ok().and_then(dtype_from_schema) {
+            Some(DType::I16) => RfftType::Int16,
+            Some(DType::I32) => RfftType::Int32,
+            Some(DType::F32) => RfftType::Float32,
             other => {
+                let what = other.map_or_else(|| "no TFLite type".to_string(), |d| d.to_string());
                 return Err(format!(
-                    "{OP}: option `T` is {other}, expected 7 (INT16), 2 (INT32) or 0 (FLOAT32)"
-                ))
+                    "{OP}: option `T` is {t} ({what}), expected the TensorType of int16, int32 or float32"
+                ));
             }
         };
         let fft_length = int_option(OP, &m, "fft_length", 2..=MAX_FFT_LENGTH as i64)? as usize;
