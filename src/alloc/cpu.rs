@@ -593,4 +593,36 @@ mod tests {
         drop(v);
         assert_eq!(a.stats().bytes_in_use, 0);
     }
+
+    #[test]
+    fn statistics_off_counts_nothing_unless_a_limit_needs_it() {
+        let l = Layout::from_size_align(1000, 8).unwrap();
+        let off = AlignedCpuAllocator::with_options(CpuOptions {
+            statistics: false,
+            ..CpuOptions::default()
+        });
+        let p = off.allocate(l).unwrap();
+        // SAFETY: `p` is writable for 1000 bytes.
+        unsafe { p.cast::<u8>().as_ptr().add(999).write(1) };
+        let q = off.allocate_zeroed(l).unwrap();
+        assert_eq!(off.stats(), AllocatorStats::default());
+        // SAFETY: live blocks of `off` with their layouts, freed once.
+        unsafe {
+            off.deallocate(p.cast(), l);
+            off.deallocate(q.cast(), l);
+        }
+        assert_eq!(off.stats(), AllocatorStats::default());
+
+        let limited = AlignedCpuAllocator::with_options(CpuOptions {
+            statistics: false,
+            memory_limit: Some(1500),
+            ..CpuOptions::default()
+        });
+        let p = limited.allocate(l).unwrap();
+        assert_eq!(limited.stats().bytes_in_use, 1000);
+        assert!(limited.allocate(l).is_err(), "the limit still holds");
+        // SAFETY: live block of `limited` with its layout, freed once.
+        unsafe { limited.deallocate(p.cast(), l) };
+        assert_eq!(limited.stats().bytes_in_use, 0);
+    }
 }
