@@ -15,6 +15,7 @@
 //! | `TENSOR_ALLOC_BFC_GROWTH` | `double`, `exact` | `BfcOptions::growth` |
 //! | `TENSOR_ALLOC_BFC_GC` | `on`, `off` | `BfcOptions::garbage_collection` |
 //! | `TENSOR_ALLOC_BFC_DIRTY_RATIO` | a ratio ≥ 0 (e.g. `0.2`), or `off` | `BfcOptions::dirty_pages` (`BfcDirtyPages::max_dirty_ratio`; `off`: `None`) |
+//! | `TENSOR_ALLOC_BFC_HUGE_PAGES` | `off`, or a byte count with optional suffix (e.g. `32MiB`) | `BfcOptions::pages.huge_page_min_region_bytes` (`off`: `None`) |
 //! | `TENSOR_ALLOC_POOL_LIMIT` | a count (`0` disables caching) | `PoolOptions::max_cached_buffers` |
 //! | `TENSOR_ALLOC_TRACK` | `0`, `1` | wrap the CPU allocator in `TrackingAllocator` |
 //! | `TENSOR_ALLOC_LARGE_ALLOC_WARNING` | a fraction in (0, 1], or `off` | `CpuOptions::large_alloc_warning_fraction` |
@@ -50,6 +51,8 @@ pub const BFC_GROWTH: &str = "TENSOR_ALLOC_BFC_GROWTH";
 pub const BFC_GC: &str = "TENSOR_ALLOC_BFC_GC";
 /// `TENSOR_ALLOC_BFC_DIRTY_RATIO`.
 pub const BFC_DIRTY_RATIO: &str = "TENSOR_ALLOC_BFC_DIRTY_RATIO";
+/// `TENSOR_ALLOC_BFC_HUGE_PAGES`.
+pub const BFC_HUGE_PAGES: &str = "TENSOR_ALLOC_BFC_HUGE_PAGES";
 /// `TENSOR_ALLOC_POOL_LIMIT`.
 pub const POOL_LIMIT: &str = "TENSOR_ALLOC_POOL_LIMIT";
 /// `TENSOR_ALLOC_TRACK`.
@@ -101,6 +104,10 @@ pub const KNOWN_VARIABLES: &[(&str, &str)] = &[
     (
         BFC_DIRTY_RATIO,
         "a ratio of resident free memory to bytes in use, >= 0 and <= 100 (e.g. 0.2), or off",
+    ),
+    (
+        BFC_HUGE_PAGES,
+        "off, or the smallest region (bytes, optional KiB/MiB/GiB suffix) advised to use huge pages",
     ),
     (POOL_LIMIT, "a count of cached buffers (0 disables caching)"),
     (TRACK, "0 | 1"),
@@ -202,6 +209,8 @@ pub struct EnvConfig {
     pub bfc_gc: Option<bool>,
     /// BFC dirty-page budget (`Some(None)` = `off`).
     pub bfc_dirty_ratio: Option<Option<f64>>,
+    /// BFC huge-page threshold (`Some(None)` = `off`).
+    pub bfc_huge_pages: Option<Option<usize>>,
     /// Pool count limit.
     pub pool_limit: Option<usize>,
     /// Wrap the CPU allocator in tracking.
@@ -402,6 +411,17 @@ fn parse_dirty_ratio(t: &str, v: &str) -> Result<Option<f64>, EnvError> {
     Ok(Some(r))
 }
 
+/// `TENSOR_ALLOC_BFC_HUGE_PAGES`: `off` (`None`) or a region size in bytes.
+fn parse_huge_pages(t: &str, v: &str) -> Result<Option<usize>, EnvError> {
+    if t.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    parse_bytes(t)
+        .and_then(|n| usize::try_from(n).ok())
+        .map(Some)
+        .ok_or_else(|| invalid(BFC_HUGE_PAGES, v))
+}
+
 /// `TF_CPU_BFC_MEM_LIMIT_IN_MB`: whole MiB whose byte count fits in 64 bits, above 0.
 fn parse_tf_memory_limit_mb(t: &str, v: &str) -> Result<u64, EnvError> {
     const RANGE: &str = "a whole number of MiB from 1 to 17592186044415 (the byte count must fit in 64 bits; unset the variable for no limit)";
@@ -464,6 +484,7 @@ impl EnvConfig {
                 })
             }
             BFC_DIRTY_RATIO => self.bfc_dirty_ratio = Some(parse_dirty_ratio(t, v)?),
+            BFC_HUGE_PAGES => self.bfc_huge_pages = Some(parse_huge_pages(t, v)?),
             POOL_LIMIT => self.pool_limit = Some(t.parse().map_err(|_| invalid(POOL_LIMIT, v))?),
             TRACK => {
                 let on = match t {
@@ -659,7 +680,8 @@ impl EnvConfig {
         self.track.as_ref().is_some_and(|t| t.value)
     }
 
-    /// BFC options: defaults with the configured limit, growth, GC and dirty-page budget applied.
+    /// BFC options: defaults with the configured limit, growth, GC, huge pages and dirty-page
+    /// budget applied.
     pub fn bfc_options(&self) -> BfcOptions {
         let mut o = BfcOptions::default();
         if let Some(l) = &self.bfc_memory_limit {
@@ -670,6 +692,9 @@ impl EnvConfig {
         }
         if let Some(gc) = self.bfc_gc {
             o.garbage_collection = gc;
+        }
+        if let Some(h) = self.bfc_huge_pages {
+            o.pages.huge_page_min_region_bytes = h;
         }
         if let Some(r) = self.bfc_dirty_ratio {
             o.dirty_pages = r.map(|max_dirty_ratio| BfcDirtyPages {

@@ -115,6 +115,24 @@ fn bfc_growth_and_gc() {
 }
 
 #[test]
+fn bfc_huge_pages() {
+    assert_eq!(
+        parse(&[])
+            .unwrap()
+            .bfc_options()
+            .pages
+            .huge_page_min_region_bytes,
+        None
+    );
+    let o = parse(&[(BFC_HUGE_PAGES, "32MiB")]).unwrap().bfc_options();
+    assert_eq!(o.pages.huge_page_min_region_bytes, Some(32 << 20));
+    let o = parse(&[(BFC_HUGE_PAGES, "OFF")]).unwrap().bfc_options();
+    assert_eq!(o.pages.huge_page_min_region_bytes, None);
+    let e = err(&[(BFC_HUGE_PAGES, "on")]);
+    assert!(e.contains(BFC_HUGE_PAGES) && e.contains("\"on\""), "{e}");
+}
+
+#[test]
 fn bfc_dirty_ratio() {
     assert_eq!(
         parse(&[]).unwrap().bfc_options().dirty_pages,

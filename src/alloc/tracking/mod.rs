@@ -172,6 +172,24 @@ impl<A: TensorAllocator> TrackingAllocator<A> {
     }
 }
 
+impl TrackingAllocator<super::AlignedCpuAllocator> {
+    /// Wraps a CPU allocator made with `opts` but with its own statistics off
+    /// ([`CpuOptions::statistics`](super::CpuOptions::statistics) `= false`): this wrapper counts
+    /// the same allocations, so the inner allocator's four atomic read-modify-writes per
+    /// allocate + free pair would only repeat them. The inner allocator then reports zeros, its
+    /// total-use warning is off (its large-allocation warning stays), and this wrapper's
+    /// `bytes_reserved` is its own bytes in use (headers not included). With a memory limit in
+    /// `opts` the inner allocator keeps counting (the limit needs it), as with [`Self::new`].
+    pub fn over_cpu(opts: super::CpuOptions) -> Self {
+        Self::new(super::AlignedCpuAllocator::with_options(
+            super::CpuOptions {
+                statistics: false,
+                ..opts
+            },
+        ))
+    }
+}
+
 impl<A> TrackingAllocator<A> {
     /// Wraps any `allocator_api2` allocator under the given name.
     pub fn with_name(inner: A, name: impl Into<String>) -> Self {
@@ -550,8 +568,10 @@ where
         if let Some(inner) = self.inner.as_tensor_allocator() {
             let i = inner.stats();
             s.bytes_limit = i.bytes_limit;
-            s.bytes_reserved = i.bytes_reserved;
-            s.peak_bytes_reserved = i.peak_bytes_reserved;
+            // The inner allocator holds at least every byte handed out through this wrapper
+            // (an inner allocator that counts nothing reports 0).
+            s.bytes_reserved = i.bytes_reserved.max(s.bytes_in_use);
+            s.peak_bytes_reserved = i.peak_bytes_reserved.max(s.peak_bytes_in_use);
             s.largest_free_chunk = i.largest_free_chunk;
             s.num_regions = i.num_regions;
         }

@@ -246,6 +246,47 @@ fn dropping_the_allocator_while_another_thread_holds_its_slots_is_safe() {
 }
 
 #[test]
+fn over_cpu_counts_once_and_exactly() {
+    let t = TrackingAllocator::over_cpu(crate::alloc::CpuOptions::default());
+    assert_eq!(t.name(), "tracking(cpu)");
+    let l = Layout::from_size_align(300, 8).unwrap();
+    let big = Layout::from_size_align(5000, 64).unwrap();
+    let p = t.allocate(l).unwrap();
+    let q = t.allocate(big).unwrap();
+    let s = t.stats();
+    assert_eq!(
+        (s.num_allocs, s.bytes_in_use, s.peak_bytes_in_use),
+        (2, 5300, 5300)
+    );
+    assert_eq!(s.largest_alloc_size, 5000);
+    // The inner allocator counts nothing; the wrapper's reserved bytes are its own in use.
+    assert_eq!(t.inner().stats().num_allocs, 0);
+    assert_eq!((s.bytes_reserved, s.peak_bytes_reserved), (5300, 5300));
+    // SAFETY: live blocks of `t` with their layouts, freed once.
+    unsafe { t.deallocate(q.cast(), big) };
+    // Refusals are the wrapper's, whatever the inner allocator counts.
+    // SAFETY: `q` was freed just above; the wrapper refuses it without touching it.
+    unsafe { t.deallocate(q.cast(), big) };
+    let s = t.stats();
+    assert_eq!(
+        (s.bytes_in_use, s.peak_bytes_in_use, s.bytes_reserved),
+        (300, 5300, 300)
+    );
+    assert_eq!(t.live_count(), 1);
+    // SAFETY: live block of `t` with its layout, freed once.
+    unsafe { t.deallocate(p.cast(), l) };
+    assert_eq!(t.stats().bytes_in_use, 0);
+    // A memory limit keeps the inner allocator counting.
+    let limited = TrackingAllocator::over_cpu(crate::alloc::CpuOptions {
+        memory_limit: Some(1000),
+        ..Default::default()
+    });
+    assert!(limited
+        .allocate(Layout::from_size_align(2000, 8).unwrap())
+        .is_err());
+}
+
+#[test]
 fn try_allocate_explains_failures_in_the_callers_terms() {
     let t = TrackingAllocator::new(AlignedCpuAllocator::with_options(
         crate::alloc::CpuOptions {

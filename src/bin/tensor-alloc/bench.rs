@@ -67,7 +67,10 @@ pub const KNOWN: &[(&str, &str)] = &[
         "glibc malloc through std::alloc::System (baseline)",
     ),
     ("cpu", "AlignedCpuAllocator (posix_memalign, exact stats)"),
-    ("tracking", "TrackingAllocator wrapping the CPU allocator"),
+    (
+        "tracking",
+        "TrackingAllocator wrapping the CPU allocator (TrackingAllocator::over_cpu: one set of statistics)",
+    ),
     (
         "bfc",
         "BfcAllocator (best-fit with coalescing over mmap regions, TF defaults)",
@@ -86,9 +89,7 @@ pub fn allocator_by_name(name: &str) -> Result<AllocatorRef, String> {
         "system" => return Ok(Arc::new(SystemAllocator)),
         "tracking" => {
             let env = env::process_env().map_err(|e| e.to_string())?;
-            return Ok(Arc::new(TrackingAllocator::new(
-                AlignedCpuAllocator::with_options(env.cpu_options()),
-            )));
+            return Ok(Arc::new(TrackingAllocator::over_cpu(env.cpu_options())));
         }
         _ => {}
     }
@@ -133,9 +134,7 @@ impl Measured {
         Ok(match name {
             "system" => Self::System(SystemAllocator),
             "cpu" => Self::Cpu(AlignedCpuAllocator::with_options(env.cpu_options())),
-            "tracking" => Self::Tracking(TrackingAllocator::new(
-                AlignedCpuAllocator::with_options(env.cpu_options()),
-            )),
+            "tracking" => Self::Tracking(TrackingAllocator::over_cpu(env.cpu_options())),
             "bfc" => {
                 Self::Bfc(BfcAllocator::try_new(env.bfc_options()).map_err(|e| e.to_string())?)
             }
