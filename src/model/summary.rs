@@ -145,7 +145,7 @@ pub struct TensorSummary {
     /// Tensor name.
     pub name: String,
     /// Element type name.
-    pub dtype: Cow<'static, str>,
+    pub dtype: &'static str,
     /// Static shape.
     pub shape: Vec<i32>,
     /// Shape signature (-1 = dynamic dimension), when the file has one.
@@ -324,7 +324,7 @@ fn subgraph(model: &Model, si: usize) -> SubgraphSummary {
         .map(|(ti, t)| TensorSummary {
             index: ti,
             name: t.name.clone(),
-            dtype: Cow::Borrowed(t.dtype.name()),
+            dtype: t.dtype.name(),
             shape: t.shape.clone(),
             shape_signature: t.shape_signature.clone(),
             bytes: t.byte_size(),
