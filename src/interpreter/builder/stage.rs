@@ -1,0 +1,751 @@
+//! Staging: everything [`InterpreterBuilder::build`](super::InterpreterBuilder::build) does
+//! before an arena exists — resolve, lifetimes, init, prepare, the tail's contents and the head's
+//! plan ([`stage_with`] lists the phases). The result, [`Staged`], is placed into an arena by
+//! [`finish`](super::finish).
+
+use crate::arena::Category;
+use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
+use crate::interpreter::context::{
+    check_node_views, BuildState, CopyAllowance, InitContext, InvokeContext, NodeMemory,
+    NodeRuntime, Persistent, PrepareContext, Slot, WeightCopies, MAX_INPUTS, MAX_OUTPUTS,
+};
+use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
+use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind};
+use crate::interpreter::kernel::Registration;
+use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
+use crate::interpreter::resolver::OpResolver;
+use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
+use std::cell::Cell;
+
+/// A variable tensor's initial value when it is not all zero bytes.
+pub(crate) enum VariableInit {
+    /// The model's data.
+    Data(Vec<u8>),
+    /// Every byte this value (an int8 zero point).
+    Fill(u8),
+}
+
+/// What init and prepare produced, before an arena exists.
+pub(crate) struct Staged {
+    pub tensors: Vec<TensorEntry>,
+    pub nodes: Vec<NodeInfo>,
+    pub registrations: Vec<Registration>,
+    pub memory: Vec<NodeMemory>,
+    pub persistent: Persistent,
+    /// Persistent record of each tail tensor (variables, prepare-time constants, copied
+    /// constants).
+    pub tensor_record: Vec<Option<u32>>,
+    pub plan: MemoryPlan,
+    pub temp_peak: usize,
+    /// Initial contents of variables that have data in the model.
+    pub variable_init: Vec<(usize, VariableInit)>,
+    /// The kernel path prepare-time nodes ran and invoke runs.
+    pub isa: IsaSelection,
+}
+
+impl Staged {
+    /// Arena bytes this model needs.
+    pub fn arena_bytes(&self) -> Result<usize, InterpreterError> {
+        self.plan.arena_bytes(self.persistent.tail_bytes())
+    }
+
+    /// Sum of the scratch requests of nodes that run at invoke.
+    pub fn scratch_bytes(&self) -> usize {
+        self.memory
+            .iter()
+            .zip(&self.nodes)
+            .filter(|(_, n)| !n.prepare_time)
+            .flat_map(|(m, _)| m.scratch.iter())
+            .sum()
+    }
+}
+
+fn kernel_error(
+    node: &NodeInfo,
+    phase: Phase,
+    e: crate::interpreter::KernelError,
+) -> InterpreterError {
+    InterpreterError::Kernel {
+        node: node.index,
+        op: node.op_name.clone(),
+        phase,
+        message: e.0,
+    }
+}
+
+/// Init, prepare (with prepare-time evaluation of constant ops) and head planning.
+/// `threads` is the number of kernel threads invoke will run with (kernels size per-thread
+/// scratch by it, [`PrepareContext::threads`]).
+pub(crate) fn stage(
+    model: &Model,
+    resolver: &OpResolver,
+    threads: usize,
+) -> Result<Staged, InterpreterError> {
+    stage_with(
+        model,
+        &|_| resolver,
+        threads,
+        WeightCopies::None,
+        default_isa(),
+    )
+}
+
+/// The path of an interpreter built without [`InterpreterBuilder::isa`]: `TENSOR_ALLOC_ISA`
+/// (capped by the CPU), else the best the CPU has. Never fails: where the caller has no error
+/// to return (memory queries, partition spaces) a bad value runs the best path; the builder
+/// and the CLI check the variable first ([`IsaSelection::resolve`]).
+pub(crate) fn default_isa() -> IsaSelection {
+    IsaSelection::resolve(None).unwrap_or_else(|_| IsaSelection {
+        isa: Isa::detect(),
+        requested: None,
+        source: IsaSource::Detected,
+        detected: Isa::detect(),
+    })
+}
+
+/// [`stage`] granting the packed weight copies `copies`.
+pub(crate) fn stage_opts(
+    model: &Model,
+    resolver: &OpResolver,
+    threads: usize,
+    copies: WeightCopies,
+    isa: IsaSelection,
+) -> Result<Staged, InterpreterError> {
+    stage_with(model, &|_| resolver, threads, copies, isa)
+}
+
+/// [`stage`] with a resolver per node (`resolver_of(node index)`): a partition's memory space
+/// runs nodes of several devices, each with its device's kernels.
+///
+/// The phases, in order (TFLM's names for the same steps in parentheses):
+/// 1. [`resolve`] each node's registration (`PrepareNodeAndRegistrationDataFromFlatbuffer`);
+/// 2. [`lifetimes`] of every tensor, computed once, with in-place aliases where the resolved
+///    kernel runs in place; then the executable graph ([`graph::build`]) and the refusals a
+///    kernel cannot make itself; float16 dequantizations folded into their readers;
+/// 3. [`Tail::stage_misaligned_constants`]: aligned tail copies that prepare-time nodes read;
+/// 4. [`init_and_prepare`] every node, running the all-constant ones (`InitSubgraphs`,
+///    `PrepareSubgraphs`);
+/// 5. [`Tail::stage_variables`] and [`Tail::keep_results`]: the rest of the tail;
+/// 6. [`plan_head`]: offsets of planned tensors and scratch (`AllocateTensors`).
+pub(crate) fn stage_with<'r>(
+    model: &Model,
+    resolver_of: &dyn Fn(usize) -> &'r OpResolver,
+    threads: usize,
+    copies: WeightCopies,
+    isa: IsaSelection,
+) -> Result<Staged, InterpreterError> {
+    model.validate()?;
+    let registrations = resolve(model, resolver_of)?;
+    let lifetimes = lifetimes(model, &registrations)?;
+    let (mut tensors, mut nodes) = graph::build(model, &lifetimes)?;
+    refuse_orphan_reads(&lifetimes, &nodes)?;
+    refuse_sparse_reads(&tensors, &nodes, &registrations)?;
+    let folded = fold_f16_dequantize(model, &mut tensors, &mut nodes, &registrations);
+
+    let mut tail = Tail::new(tensors.len());
+    tail.stage_misaligned_constants(model, &mut tensors)?;
+    let prepared = init_and_prepare(
+        model,
+        &tensors,
+        &nodes,
+        &registrations,
+        &folded,
+        &mut tail,
+        Budget {
+            threads,
+            copies: CopyAllowance::new(copies),
+            isa: isa.isa,
+        },
+    )?;
+    tail.stage_variables(model, &tensors)?;
+    tail.keep_results(&tensors, prepared.computed)?;
+    let plan = plan_head(&lifetimes, &nodes, &registrations, &prepared.memory)?;
+
+    Ok(Staged {
+        tensors,
+        nodes,
+        registrations,
+        memory: prepared.memory,
+        persistent: tail.persistent,
+        tensor_record: tail.tensor_record,
+        plan,
+        temp_peak: prepared.temp_peak,
+        variable_init: tail.variable_init,
+        isa,
+    })
+}
+
+/// Phase 1: the registration of every node, or every missing op at once.
+fn resolve<'r>(
+    model: &Model,
+    resolver_of: &dyn Fn(usize) -> &'r OpResolver,
+) -> Result<Vec<Registration>, InterpreterError> {
+    let sg = model
+        .subgraphs
+        .first()
+        .ok_or_else(|| InterpreterError::Usage("the model has no subgraph to run".into()))?;
+    let mut missing = Vec::new();
+    let mut registrations = Vec::with_capacity(sg.operators.len());
+    for (i, op) in sg.operators.iter().enumerate() {
+        let code = model.opcode(op).ok_or_else(|| {
+            InterpreterError::Usage(format!(
+                "node {i}: opcode index {} out of range",
+                op.opcode_index
+            ))
+        })?;
+        match resolver_of(i).find(code.builtin, code.custom_code.as_deref(), code.version) {
+            Some(r) => registrations.push(r.clone()),
+            None => missing.push(MissingOp {
+                node: i,
+                op: code.display_name(),
+                version: code.version,
+            }),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(InterpreterError::MissingOps(missing));
+    }
+    Ok(registrations)
+}
+
+/// Phase 2: tensor lifetimes, with an output aliasing its input only where the node's kernel
+/// runs in place, so a chain of aliases never hangs on a node whose output has its own memory.
+fn lifetimes(model: &Model, registrations: &[Registration]) -> Result<Lifetimes, InterpreterError> {
+    let inplace_ops = registrations
+        .iter()
+        .map(|r| r.inplace.shares_input0())
+        .collect();
+    Ok(Lifetimes::compute(
+        model,
+        &LifetimeOptions {
+            inplace: true,
+            inplace_ops: Some(inplace_ops),
+            ..Default::default()
+        },
+    )?)
+}
+
+/// What [`init_and_prepare`] may spend: the kernel threads invoke runs with (kernels size
+/// per-thread scratch by it, [`PrepareContext::threads`]), the packed weight copies granted and
+/// the kernel path of prepare-time nodes.
+struct Budget {
+    threads: usize,
+    copies: CopyAllowance,
+    isa: Isa,
+}
+
+/// What [`init_and_prepare`] produced.
+struct Prepared {
+    /// Per node: op data, scratch requests, states.
+    memory: Vec<NodeMemory>,
+    /// Most temp bytes any node's prepare held at once.
+    temp_peak: usize,
+    /// Results of prepare-time nodes, kept outside the tail until it is laid out (prepare reads
+    /// them while the tail still grows): 16-byte words of each tensor they wrote.
+    computed: Vec<Option<Vec<u128>>>,
+}
+
+/// Phase 4: init then prepare each node in order; a node whose inputs are all constant runs
+/// right after its prepare, so later nodes' prepares can read its outputs as constants.
+fn init_and_prepare(
+    model: &Model,
+    tensors: &[TensorEntry],
+    nodes: &[NodeInfo],
+    registrations: &[Registration],
+    folded: &[bool],
+    tail: &mut Tail,
+    mut budget: Budget,
+) -> Result<Prepared, InterpreterError> {
+    let sg = &model.subgraphs[0];
+    let mut computed: Vec<Option<Vec<u128>>> = vec![None; tensors.len()];
+    let mut memory: Vec<NodeMemory> = Vec::with_capacity(nodes.len());
+    let mut temp = Vec::new();
+    let mut temp_peak = 0usize;
+    for (i, node) in nodes.iter().enumerate() {
+        let op = &sg.operators[i];
+        check_counts(node)?;
+        let reg = &registrations[i];
+        let mut mem = NodeMemory::default();
+        if folded[i] {
+            // Its readers take the float16 constant itself (`fold_f16_dequantize`).
+            memory.push(mem);
+            continue;
+        }
+        let mut ctx = InitContext {
+            state: BuildState {
+                node,
+                options: &op.builtin_options,
+                custom_options: &op.custom_options,
+                persistent: &mut tail.persistent,
+                memory: &mut mem,
+            },
+        };
+        reg.kernel
+            .init(&mut ctx)
+            .map_err(|e| kernel_error(node, Phase::Init, e))?;
+        let constant = |t: usize| -> Option<&[u8]> {
+            match tensors[t].kind {
+                TensorKind::Constant => model.tensor_data(0, t),
+                TensorKind::PrepareTimeConstant => computed[t].as_ref().map(|w| {
+                    // SAFETY: `w` holds at least `bytes` initialised bytes (words of 16).
+                    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes) }
+                }),
+                _ => None,
+            }
+        };
+        let mut ctx = PrepareContext {
+            state: BuildState {
+                node,
+                options: &op.builtin_options,
+                custom_options: &op.custom_options,
+                persistent: &mut tail.persistent,
+                memory: &mut mem,
+            },
+            tensors,
+            constant: &constant,
+            temp: &mut temp,
+            temp_peak: &mut temp_peak,
+            threads: budget.threads,
+            copies: &mut budget.copies,
+        };
+        reg.kernel
+            .prepare(&mut ctx)
+            .map_err(|e| kernel_error(node, Phase::Prepare, e))?;
+        temp.clear();
+        if node.prepare_time {
+            evaluate_at_build(
+                node,
+                reg,
+                &mem,
+                tensors,
+                model,
+                &mut tail.persistent,
+                &mut computed,
+                &tail.tensor_record,
+                budget.isa,
+            )?;
+        }
+        memory.push(mem);
+    }
+    Ok(Prepared {
+        memory,
+        temp_peak,
+        computed,
+    })
+}
+
+/// The arena tail while it is staged: persistent records (op data, tensor copies) and which
+/// record holds each tail tensor.
+struct Tail {
+    persistent: Persistent,
+    /// Per tensor: its tail record (variables, prepare-time results, aligned copies of
+    /// misaligned constants), else `None`.
+    tensor_record: Vec<Option<u32>>,
+    /// Initial contents of variables that are not all zero bytes.
+    variable_init: Vec<(usize, VariableInit)>,
+}
+
+impl Tail {
+    fn new(tensors: usize) -> Self {
+        Tail {
+            persistent: Persistent::default(),
+            tensor_record: vec![None; tensors],
+            variable_init: Vec::new(),
+        }
+    }
+
+    /// Phase 3: marks variables that have initial data as variables (not constants) and gives
+    /// constants whose file data is misaligned for their element type an aligned tail copy
+    /// (prepare-time nodes read them). Variables get their records only after prepare has
+    /// validated their shapes ([`Tail::stage_variables`]), so a model that lies about a
+    /// variable's size fails in its kernel's prepare instead of staging that many bytes first.
+    fn stage_misaligned_constants(
+        &mut self,
+        model: &Model,
+        tensors: &mut [TensorEntry],
+    ) -> Result<(), InterpreterError> {
+        for (t, e) in tensors.iter_mut().enumerate() {
+            if is_variable(model, t, e) && model.tensor_data(0, t).is_some() {
+                e.kind = TensorKind::Variable;
+            }
+            let misaligned = e.kind == TensorKind::Constant
+                && !is_variable(model, t, e)
+                && model.tensor_data(0, t).is_some_and(|d| {
+                    e.dtype
+                        .alignment()
+                        .is_some_and(|a| d.as_ptr() as usize % a != 0)
+                });
+            if misaligned {
+                self.tensor_record[t] = Some(self.copy_tensor(model, t, e)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase 5a: every variable's record, with its initial value (the model's data, else zero;
+    /// int8 at its zero point).
+    fn stage_variables(
+        &mut self,
+        model: &Model,
+        tensors: &[TensorEntry],
+    ) -> Result<(), InterpreterError> {
+        for (t, e) in tensors.iter().enumerate() {
+            if is_variable(model, t, e) {
+                self.tensor_record[t] = Some(self.copy_tensor(model, t, e)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase 5b: prepare-time results move into the tail; a prepare-time constant that no node
+    /// produced is an error.
+    fn keep_results(
+        &mut self,
+        tensors: &[TensorEntry],
+        computed: Vec<Option<Vec<u128>>>,
+    ) -> Result<(), InterpreterError> {
+        for (t, w) in computed.into_iter().enumerate() {
+            let Some(w) = w else { continue };
+            let record = self
+                .persistent
+                .allocate(tensors[t].bytes, Category::TensorData)
+                .map_err(|k| InterpreterError::Memory(k.0))?;
+            // SAFETY: `w` holds at least `bytes` initialised bytes.
+            let src =
+                unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes) };
+            self.persistent.bytes_mut(record).copy_from_slice(src);
+            self.tensor_record[t] = Some(record);
+        }
+        for (t, e) in tensors.iter().enumerate() {
+            if e.kind == TensorKind::PrepareTimeConstant && self.tensor_record[t].is_none() {
+                return Err(InterpreterError::Tensor {
+                    index: t,
+                    name: e.name.clone(),
+                    message: "computable at prepare time but no node produced it".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies tensor `t` (a misaligned constant or a variable) into a new tail record: the
+    /// model's data, else zero bytes (an int8 variable: its zero point, as TFLM). Records a
+    /// variable's initial value in `variable_init` when it is not all zero bytes.
+    fn copy_tensor(
+        &mut self,
+        model: &Model,
+        t: usize,
+        e: &TensorEntry,
+    ) -> Result<u32, InterpreterError> {
+        let data = model.tensor_data(0, t);
+        let record = self
+            .persistent
+            .allocate(e.bytes, Category::TensorData)
+            .map_err(|k| InterpreterError::Memory(k.0))?;
+        if let Some(d) = data {
+            let dst = self.persistent.bytes_mut(record);
+            if d.len() != dst.len() {
+                return Err(InterpreterError::Tensor {
+                    index: t,
+                    name: e.name.clone(),
+                    message: format!("data has {} bytes, expected {}", d.len(), dst.len()),
+                });
+            }
+            dst.copy_from_slice(d);
+            if e.kind == TensorKind::Variable {
+                self.variable_init.push((t, VariableInit::Data(d.to_vec())));
+            }
+        } else if e.kind == TensorKind::Variable && e.dtype == crate::tensor::DType::I8 {
+            // TFLM (`MicroInterpreterGraph::ResetTensorData`) fills an int8 variable with its
+            // zero point (a real 0), not with zero bytes; the reference outputs depend on it.
+            let zp = e
+                .quantization
+                .as_ref()
+                .map(|q| q.zero_points()[0])
+                .unwrap_or(0);
+            if zp != 0 {
+                let dst = self.persistent.bytes_mut(record);
+                dst.fill(zp as i8 as u8);
+                self.variable_init
+                    .push((t, VariableInit::Fill(zp as i8 as u8)));
+            }
+        }
+        Ok(record)
+    }
+}
+
+/// Whether tensor `t` is state kept across invokes: planned as a variable, or a constant the
+/// model marks variable (a variable with initial data).
+fn is_variable(model: &Model, t: usize, e: &TensorEntry) -> bool {
+    e.kind == TensorKind::Variable
+        || (e.kind == TensorKind::Constant && model.subgraphs[0].tensors[t].is_variable)
+}
+
+/// Phase 6: the head plan of tensors and scratch of the nodes that run at invoke; a reshape's
+/// output aliases its input only where its kernel runs in place.
+fn plan_head(
+    lifetimes: &Lifetimes,
+    nodes: &[NodeInfo],
+    registrations: &[Registration],
+    memory: &[NodeMemory],
+) -> Result<MemoryPlan, InterpreterError> {
+    let producer = producers(nodes);
+    let scratch: Vec<Vec<usize>> = nodes
+        .iter()
+        .zip(memory)
+        .map(|(n, m)| {
+            if n.prepare_time {
+                Vec::new()
+            } else {
+                m.scratch.clone()
+            }
+        })
+        .collect();
+    allocation::plan_head(lifetimes, nodes, &scratch, |t| {
+        producer.get(t).copied().flatten().is_some_and(|n| {
+            registrations[n].inplace.shares_input0()
+                && nodes[n].outputs.first() == Some(&(t as i32))
+        })
+    })
+}
+
+/// Float16 weights stay float16, in the model's bytes: a build-time DEQUANTIZE of a float16
+/// constant to float32 whose every reader declares it reads that input as float16
+/// ([`Registration::with_f16_inputs`]) is dropped (its readers get the float16 constant, its
+/// output is unused), instead of a float32 copy of the weights in the arena's tail. Returns
+/// which nodes were dropped.
+fn fold_f16_dequantize(
+    model: &Model,
+    tensors: &mut [TensorEntry],
+    nodes: &mut [NodeInfo],
+    registrations: &[Registration],
+) -> Vec<bool> {
+    use crate::model::BuiltinOp;
+    use crate::tensor::DType;
+    let graph_outputs = &model.subgraphs[0].outputs;
+    let mut folded = vec![false; nodes.len()];
+    for d in 0..nodes.len() {
+        let n = &nodes[d];
+        if n.builtin != BuiltinOp::DEQUANTIZE
+            || !n.prepare_time
+            || n.inputs.len() != 1
+            || n.outputs.len() != 1
+            || n.inputs[0] < 0
+            || n.outputs[0] < 0
+        {
+            continue;
+        }
+        let (src, out) = (n.inputs[0], n.outputs[0]);
+        let (s, o) = (&tensors[src as usize], &tensors[out as usize]);
+        if s.dtype != DType::F16
+            || s.kind != TensorKind::Constant
+            || s.sparsity.is_some()
+            || o.dtype != DType::F32
+            || o.kind != TensorKind::PrepareTimeConstant
+            || s.dims != o.dims
+            || graph_outputs.iter().any(|&t| t as i64 == out as i64)
+        {
+            continue;
+        }
+        let mut readers = Vec::new();
+        let mut all = true;
+        for (i, m) in nodes.iter().enumerate() {
+            for (k, &t) in m.inputs.iter().enumerate() {
+                if t == out {
+                    readers.push((i, k));
+                    all &= registrations[i].reads_f16_input(k);
+                }
+            }
+        }
+        if !all || readers.is_empty() {
+            continue;
+        }
+        for (i, k) in readers {
+            nodes[i].inputs[k] = src;
+        }
+        tensors[out as usize].kind = TensorKind::Unused;
+        folded[d] = true;
+    }
+    folded
+}
+
+/// Refuses a constant stored sparse as the input of a kernel that did not declare it reads
+/// sparse storage ([`Registration::with_sparse_inputs`]): its bytes are the stored values, fewer
+/// than its shape says, so a dense kernel would read past them.
+fn refuse_sparse_reads(
+    tensors: &[TensorEntry],
+    nodes: &[NodeInfo],
+    registrations: &[Registration],
+) -> Result<(), InterpreterError> {
+    for (n, reg) in nodes.iter().zip(registrations) {
+        for (k, &t) in n.inputs.iter().enumerate() {
+            let Some(e) = usize::try_from(t).ok().and_then(|t| tensors.get(t)) else {
+                continue;
+            };
+            if e.sparsity.is_some() && !reg.reads_sparse_input(k) {
+                return Err(InterpreterError::Usage(format!(
+                    "node {} ({}): input {k} `{}` is stored sparse, which this kernel cannot read (DENSIFY and FULLY_CONNECTED weights can)",
+                    n.index, n.op_name, e.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses tensors that a node reads but nothing fills: no data, neither a graph input nor a
+/// variable, and no node writes them. Their bytes would be whatever the arena held before
+/// (another tensor's data), so outputs would depend on history. No kernel can fill them
+/// either: a kernel only reads its inputs (variables aside), so a custom op that uses an input
+/// as working memory (Ethos-U's scratch) must take it as scratch or output instead.
+fn refuse_orphan_reads(lifetimes: &Lifetimes, nodes: &[NodeInfo]) -> Result<(), InterpreterError> {
+    let Some(p) = lifetimes
+        .planned
+        .iter()
+        .find(|p| p.role == TensorRole::OrphanRead)
+    else {
+        return Ok(());
+    };
+    let t = p.tensor as i32;
+    let reader = nodes
+        .iter()
+        .find(|n| n.inputs.contains(&t))
+        .map_or(p.first, |n| n.index);
+    Err(InterpreterError::Tensor {
+        index: p.tensor,
+        name: p.name.clone(),
+        message: format!(
+            "read by node {reader} but never written: it has no data, is neither a graph input \
+             nor a variable, and no node outputs it"
+        ),
+    })
+}
+
+fn check_counts(node: &NodeInfo) -> Result<(), InterpreterError> {
+    if node.inputs.len() > MAX_INPUTS || node.outputs.len() > MAX_OUTPUTS {
+        return Err(InterpreterError::Kernel {
+            node: node.index,
+            op: node.op_name.clone(),
+            phase: Phase::Prepare,
+            message: format!(
+                "{} inputs and {} outputs; at most {MAX_INPUTS} and {MAX_OUTPUTS} are supported",
+                node.inputs.len(),
+                node.outputs.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Per tensor index: the first node that writes it (sized to the largest output index).
+fn producers(nodes: &[NodeInfo]) -> Vec<Option<usize>> {
+    let len = nodes
+        .iter()
+        .flat_map(|n| &n.outputs)
+        .filter_map(|&t| usize::try_from(t).ok())
+        .max()
+        .map_or(0, |t| t + 1);
+    let mut p = vec![None; len];
+    for node in nodes {
+        for &t in &node.outputs {
+            if let Ok(t) = usize::try_from(t) {
+                if p[t].is_none() {
+                    p[t] = Some(node.index);
+                }
+            }
+        }
+    }
+    p
+}
+
+/// Runs a node whose inputs are all constant once, writing its outputs to `computed`.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_at_build(
+    node: &NodeInfo,
+    reg: &Registration,
+    mem: &NodeMemory,
+    tensors: &[TensorEntry],
+    model: &Model,
+    persistent: &mut Persistent,
+    computed: &mut [Option<Vec<u128>>],
+    tensor_record: &[Option<u32>],
+    isa: Isa,
+) -> Result<(), InterpreterError> {
+    let err = |message: String| InterpreterError::Kernel {
+        node: node.index,
+        op: node.op_name.clone(),
+        phase: Phase::Invoke,
+        message,
+    };
+    let words = |bytes: usize| bytes.div_ceil(ALIGNMENT);
+    for &t in &node.outputs {
+        if let Ok(t) = usize::try_from(t) {
+            if computed[t].is_some() {
+                return Err(err(format!("tensor {t} is written twice at prepare time")));
+            }
+            computed[t] = Some(vec![0u128; words(tensors[t].bytes)]);
+        }
+    }
+    let mut scratch_bufs: Vec<Vec<u128>> =
+        mem.scratch.iter().map(|&b| vec![0u128; words(b)]).collect();
+    let mut slots: Vec<Slot> = tensors
+        .iter()
+        .map(|e| Slot {
+            ptr: std::ptr::null_mut(),
+            bytes: 0,
+            dtype: e.dtype,
+        })
+        .collect();
+    for &t in node.inputs.iter().chain(&node.outputs) {
+        let Ok(t) = usize::try_from(t) else { continue };
+        let e = &tensors[t];
+        let ptr = if let Some(w) = computed[t].as_mut() {
+            w.as_mut_ptr() as *mut u8
+        } else if let Some(r) = tensor_record[t] {
+            persistent.ptr(r)
+        } else if let Some(d) = model.tensor_data(0, t) {
+            d.as_ptr() as *mut u8
+        } else {
+            return Err(err(format!(
+                "input tensor `{}` has no data at prepare time",
+                e.name
+            )));
+        };
+        slots[t] = Slot {
+            ptr,
+            bytes: e.bytes,
+            dtype: e.dtype,
+        };
+    }
+    let records: Vec<(*mut u8, usize)> = (0..persistent.records.len())
+        .map(|r| (persistent.ptr(r as u32), persistent.records[r].size))
+        .collect();
+    let rt = NodeRuntime {
+        op_data: mem
+            .op_data
+            .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
+        scratch: scratch_bufs
+            .iter_mut()
+            .zip(&mem.scratch)
+            .map(|(b, &n)| (b.as_mut_ptr() as *mut u8, n))
+            .collect(),
+        variable_inputs: 0,
+        aliased: false,
+        states: mem.states.clone(),
+    };
+    check_node_views(node, &rt, &slots, tensors)?;
+    let mut ctx = InvokeContext {
+        node,
+        rt: &rt,
+        slots: &slots,
+        tensors,
+        records: &records,
+        taken: Cell::new(0),
+        taken_states: Cell::new(0),
+        threads: None,
+        isa,
+    };
+    reg.kernel
+        .invoke(&mut ctx)
+        .map_err(|e| kernel_error(node, Phase::Invoke, e))
+}
