@@ -12,7 +12,7 @@ use common::{cases, compare, run_once, shared, tier_cases, Case, Tier};
 use tensor_alloc::interpreter::{
     Interpreter, InterpreterBuilder, InterpreterError, KernelSet, OpResolver, ALIGNMENT,
 };
-use tensor_alloc::model::Model;
+use tensor_alloc::model::{BuiltinOp, Model};
 
 /// Models no CPU kernel set can run.
 const NOT_RUNNABLE: &[&str] = &["person_detect_vela"];
@@ -256,7 +256,10 @@ fn int8_softmax_with_litert_arithmetic_matches_litert() {
     };
     let model = Model::load(&case.model).unwrap();
     let mut resolver = OpResolver::with_builtins();
-    tensor_alloc::interpreter::kernels::softmax::register_litert_optimized(&mut resolver);
+    resolver.register_builtin(
+        BuiltinOp::SOFTMAX,
+        tensor_alloc::interpreter::kernels::softmax::register_softmax_litert_optimized(),
+    );
     let mut interp = InterpreterBuilder::new(&model)
         .resolver(resolver)
         .build()

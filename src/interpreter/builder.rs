@@ -6,9 +6,9 @@
 use super::allocation::{ArenaSource, ALIGNMENT};
 use super::context::WeightCopies;
 use super::error::InterpreterError;
-
+use super::kernel::KernelSet;
 use super::optimized::{Isa, IsaSelection};
-use super::resolver::{KernelSet, OpResolver};
+use super::resolver::OpResolver;
 use super::Interpreter;
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;

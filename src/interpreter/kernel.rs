@@ -59,6 +59,41 @@ impl InPlace {
     }
 }
 
+/// Which arithmetic the builtin kernels of a resolver run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum KernelSet {
+    /// Plain slice arithmetic of [`super::reference`]: portable, the bit-exact oracle.
+    Reference,
+    /// The reference kernels, with the ops that have one running their faster variant of
+    /// [`super::optimized`] (SIMD chosen at run time, with a portable fallback).
+    #[default]
+    Optimized,
+}
+
+impl KernelSet {
+    /// Both sets, reference first.
+    pub const ALL: [KernelSet; 2] = [KernelSet::Reference, KernelSet::Optimized];
+
+    /// `reference` or `optimized`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelSet::Reference => "reference",
+            KernelSet::Optimized => "optimized",
+        }
+    }
+
+    /// The set called `name` (`reference`, `optimized`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Display for KernelSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A kernel with what the interpreter must know about it.
 #[derive(Clone)]
 pub struct Registration {

@@ -49,9 +49,9 @@ pub use context::{
 };
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
-pub use kernel::{InPlace, Kernel, Registration};
+pub use kernel::{InPlace, Kernel, KernelSet, Registration};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
-pub use resolver::{KernelSet, OpResolver};
+pub use resolver::OpResolver;
 
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};

@@ -7,44 +7,10 @@
 //! bit-exact between the sets; float results agree within rounding (a different summation
 //! order), which the conformance tests bound.
 
-use super::kernel::Registration;
+use super::kernel::{KernelSet, Registration};
+use super::kernels;
 use crate::model::BuiltinOp;
 use std::collections::HashMap;
-
-/// Which arithmetic the builtin kernels of a resolver run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum KernelSet {
-    /// Plain slice arithmetic of [`super::reference`]: portable, the bit-exact oracle.
-    Reference,
-    /// The reference kernels, with the ops that have one running their faster variant of
-    /// [`super::optimized`] (SIMD chosen at run time, with a portable fallback).
-    #[default]
-    Optimized,
-}
-
-impl KernelSet {
-    /// Both sets, reference first.
-    pub const ALL: [KernelSet; 2] = [KernelSet::Reference, KernelSet::Optimized];
-
-    /// `reference` or `optimized`.
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelSet::Reference => "reference",
-            KernelSet::Optimized => "optimized",
-        }
-    }
-
-    /// The set called `name` (`reference`, `optimized`).
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.name() == name)
-    }
-}
-
-impl std::fmt::Display for KernelSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Maps builtin ops and custom op names to kernel registrations.
 ///
@@ -81,8 +47,12 @@ impl OpResolver {
     /// Every builtin kernel of `set`, plus the custom ops of [`Self::with_builtins`].
     pub fn with_kernel_set(set: KernelSet) -> Self {
         let mut r = Self::new();
-        super::kernels::register_builtins(&mut r, set);
-        super::signal::register_all(&mut r);
+        for &(op, register) in kernels::BUILTINS {
+            r.register_builtin(op, register(set));
+        }
+        for &(name, register) in kernels::CUSTOMS {
+            r.register_custom(name, register());
+        }
         r
     }
 
@@ -144,5 +114,51 @@ impl OpResolver {
         let mut v: Vec<&str> = self.customs.keys().map(String::as_str).collect();
         v.sort_unstable();
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_builtins_registers_each_listed_op_once_under_its_name() {
+        for set in KernelSet::ALL {
+            let r = OpResolver::with_kernel_set(set);
+            assert_eq!(r.builtin_ops().len(), kernels::BUILTINS.len(), "{set}");
+            for &(op, _) in kernels::BUILTINS {
+                let reg = r.find(op, None, 1).unwrap();
+                assert_eq!(reg.name, op.to_string(), "{set}");
+            }
+            assert_eq!(
+                r.custom_ops(),
+                vec![
+                    "Convolution2DTransposeBias",
+                    "SignalEnergy",
+                    "SignalFftAutoScale",
+                    "SignalFilterBank",
+                    "SignalFilterBankLog",
+                    "SignalFilterBankSpectralSubtraction",
+                    "SignalFilterBankSquareRoot",
+                    "SignalPCAN",
+                    "SignalRfft",
+                    "SignalWindow",
+                ]
+            );
+            for &(name, _) in kernels::CUSTOMS {
+                assert_eq!(r.find(BuiltinOp::CUSTOM, Some(name), 1).unwrap().name, name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_optimized_set_reads_float16_weights_of_conv_and_fully_connected() {
+        let r = OpResolver::optimized();
+        for op in [BuiltinOp::CONV_2D, BuiltinOp::FULLY_CONNECTED] {
+            assert!(r.find(op, None, 1).unwrap().reads_f16_input(1), "{op}");
+        }
+        let fc = OpResolver::reference();
+        let fc = fc.find(BuiltinOp::FULLY_CONNECTED, None, 1).unwrap();
+        assert!(fc.reads_sparse_input(1) && !fc.reads_f16_input(1));
     }
 }

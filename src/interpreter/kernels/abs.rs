@@ -7,9 +7,8 @@ use super::unary_common::{invoke_unary, prepare_unary, unary_math, UnaryMath};
 use crate::interpreter::reference::elementwise::{abs_quantized, AbsQuantParams};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 
 type Data = UnaryMath<(), AbsQuantParams>;
 
@@ -45,7 +44,7 @@ impl Kernel for Abs {
     }
 }
 
-/// Registers ABS.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::ABS, Registration::new("ABS", Abs));
+/// The ABS kernel (TFLM's `Register_ABS()`).
+pub fn register_abs(_set: KernelSet) -> Registration {
+    Registration::new("ABS", Abs)
 }

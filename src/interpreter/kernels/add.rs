@@ -10,8 +10,8 @@
 //! `SubWithActivation`).
 
 use super::binary_common::{
-    activation_range_i32, binary_io, expect_not_quantized, node_activation,
-    output_activation_range, prepare_binary, quant_params, BinaryNode,
+    activation_range_i32, expect_not_quantized, node_activation, output_activation_range,
+    prepare_binary, quant_params, BinaryData, BinaryNode,
 };
 use crate::interpreter::optimized::add_quantized::{add_int8_same_shape, add_quantized_same_shape};
 use crate::interpreter::optimized::Isa;
@@ -19,17 +19,15 @@ use crate::interpreter::reference::add::{
     add_f32, add_i32, add_int8_input_tables, add_quantized, has_positive_multipliers,
     AddQuantParams,
 };
-use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::quant::{
     activation_range_f32, quantize_multiplier, QuantizedMultiplier,
 };
 use crate::interpreter::reference::sub::{sub16_pot, sub_f32, sub_i32};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
-    Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -69,14 +67,6 @@ enum Math {
 enum Op {
     Add,
     Sub,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct AddData {
-    shapes: BroadcastShapes,
-    n1: usize,
-    n2: usize,
-    math: Math,
 }
 
 /// TFLite's `QuantizeMultiplierSmallerThanOneExp`: the multiplier must lie in (0, 1).
@@ -265,44 +255,32 @@ fn prepare(ctx: &mut PrepareContext<'_>, op: Op, set: KernelSet) -> Result<(), K
         }
         other => other,
     };
-    ctx.set_op_data(AddData {
-        shapes: node.shapes,
-        n1: node.input1.num_elements(),
-        n2: node.input2.num_elements(),
-        math,
-    })
+    ctx.set_op_data(BinaryData::new(&node, math))
 }
 
 fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
-    let d = *ctx.op_data::<AddData>()?;
-    let s = &d.shapes;
-    macro_rules! run {
-        ($t:ty, |$a:ident, $b:ident, $o:ident| $body:expr) => {{
-            let ($a, $b, $o) = binary_io::<$t>(ctx, s, d.n1, d.n2)?;
-            $body
-        }};
-    }
+    let d = *ctx.op_data::<BinaryData<Math>>()?;
     match d.math {
         Math::F32 {
             op: Op::Add,
             lo,
             hi,
-        } => run!(f32, |a, b, o| add_f32(s, lo, hi, a, b, o)),
+        } => d.run::<f32>(ctx, |s, a, b, o| add_f32(s, lo, hi, a, b, o)),
         Math::F32 {
             op: Op::Sub,
             lo,
             hi,
-        } => run!(f32, |a, b, o| sub_f32(s, lo, hi, a, b, o)),
+        } => d.run::<f32>(ctx, |s, a, b, o| sub_f32(s, lo, hi, a, b, o)),
         Math::I32 {
             op: Op::Add,
             lo,
             hi,
-        } => run!(i32, |a, b, o| add_i32(s, lo, hi, a, b, o)),
+        } => d.run::<i32>(ctx, |s, a, b, o| add_i32(s, lo, hi, a, b, o)),
         Math::I32 {
             op: Op::Sub,
             lo,
             hi,
-        } => run!(i32, |a, b, o| sub_i32(s, lo, hi, a, b, o)),
+        } => d.run::<i32>(ctx, |s, a, b, o| sub_i32(s, lo, hi, a, b, o)),
         Math::Int8Tables(p, tables, set) => {
             let isa = match set {
                 KernelSet::Optimized => ctx.isa(),
@@ -312,36 +290,38 @@ fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
             let (t1, t2) = all.split_at(all.len() / 2);
             let bad = |_| KernelError::new("ADD tables have the wrong length");
             let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
-            run!(i8, |a, b, o| add_int8_same_shape(isa, tables, &p, a, b, o))
+            d.run::<i8>(ctx, |_, a, b, o| {
+                add_int8_same_shape(isa, tables, &p, a, b, o)
+            })
         }
         Math::Int16SameShape(p) => {
-            run!(i16, |a, b, o| add_quantized_same_shape(
-                ctx.isa(),
-                &p,
-                a,
-                b,
-                o
-            ))
+            let isa = ctx.isa();
+            d.run::<i16>(ctx, |_, a, b, o| add_quantized_same_shape(isa, &p, a, b, o))
         }
         Math::Sub16Pot {
             shift1,
             shift2,
             lo,
             hi,
-        } => run!(i16, |a, b, o| sub16_pot(s, shift1, shift2, lo, hi, a, b, o)),
+        } => d.run::<i16>(ctx, |s, a, b, o| {
+            sub16_pot(s, shift1, shift2, lo, hi, a, b, o)
+        }),
         Math::Quant(p) => {
             if p.left_shift == 15 {
-                run!(i16, |a, b, o| add_quantized(s, &p, a, b, o))
+                d.run::<i16>(ctx, |s, a, b, o| add_quantized(s, &p, a, b, o))
             } else {
-                run!(i8, |a, b, o| add_quantized(s, &p, a, b, o))
+                d.run::<i8>(ctx, |s, a, b, o| add_quantized(s, &p, a, b, o))
             }
         }
     }
-    Ok(())
 }
 
-/// Registers ADD and SUB of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(BuiltinOp::ADD, Registration::new("ADD", Add { set }));
-    r.register_builtin(BuiltinOp::SUB, Registration::new("SUB", Sub { set }));
+/// The ADD kernel of kernel set `set` (TFLM's `Register_ADD()`).
+pub fn register_add(set: KernelSet) -> Registration {
+    Registration::new("ADD", Add { set })
+}
+
+/// The SUB kernel of kernel set `set` (TFLM's `Register_SUB()`).
+pub fn register_sub(set: KernelSet) -> Registration {
+    Registration::new("SUB", Sub { set })
 }

@@ -4,9 +4,8 @@
 use super::pool_common::{prepare_pool, PoolData};
 use crate::interpreter::reference::pooling::{average_pool_f32, average_pool_i16, average_pool_i8};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The AVERAGE_POOL_2D kernel.
@@ -52,10 +51,7 @@ impl Kernel for AveragePool2D {
     }
 }
 
-/// Registers AVERAGE_POOL_2D.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::AVERAGE_POOL_2D,
-        Registration::new("AVERAGE_POOL_2D", AveragePool2D),
-    );
+/// The AVERAGE_POOL_2D kernel (TFLM's `Register_AVERAGE_POOL_2D()`).
+pub fn register_average_pool_2d(_set: KernelSet) -> Registration {
+    Registration::new("AVERAGE_POOL_2D", AveragePool2D)
 }

@@ -8,10 +8,9 @@ use crate::interpreter::reference::batch_matmul::{
     batch_matmul_f32, BatchMatMulGeometry, MAX_BATCH_DIMS,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
-    ScratchId,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -120,10 +119,7 @@ impl Kernel for BatchMatMul {
     }
 }
 
-/// Registers BATCH_MATMUL of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(
-        BuiltinOp::BATCH_MATMUL,
-        Registration::new("BATCH_MATMUL", BatchMatMul { set }),
-    );
+/// The BATCH_MATMUL kernel of kernel set `set` (TFLM's `Register_BATCH_MATMUL()`).
+pub fn register_batch_matmul(set: KernelSet) -> Registration {
+    Registration::new("BATCH_MATMUL", BatchMatMul { set })
 }

@@ -3,7 +3,10 @@
 //! fused activation, and the quantized activation range (TFLM's `kernel_util` role).
 
 use crate::interpreter::reference::broadcast::BroadcastShapes;
-use crate::interpreter::reference::quant::{activation_range_quantized, FusedActivation};
+use crate::interpreter::reference::quant::{
+    activation_range_f32, activation_range_quantized, quantize_multiplier, FusedActivation,
+    ProductQuantParams,
+};
 use crate::interpreter::{InvokeContext, KernelError, PrepareContext, TensorInfo};
 use crate::kernel_ensure;
 use crate::model::{Activation, BuiltinOptions};
@@ -162,6 +165,113 @@ pub fn expect_not_quantized(inputs: &[&TensorInfo<'_>]) -> Result<(), KernelErro
         );
     }
     Ok(())
+}
+
+/// The arithmetic of a MUL or DIV node, chosen at prepare: float32 or int32 with the activation
+/// clamp, or a quantized dtype with its [`ProductQuantParams`].
+#[derive(Clone, Copy, Debug)]
+pub enum ProductMath {
+    /// float32.
+    F32 {
+        /// Activation clamp, low end.
+        lo: f32,
+        /// Activation clamp, high end.
+        hi: f32,
+    },
+    /// int32.
+    I32 {
+        /// Activation clamp, low end.
+        lo: i32,
+        /// Activation clamp, high end.
+        hi: i32,
+    },
+    /// int8.
+    I8(ProductQuantParams),
+    /// int16 (MUL only).
+    I16(ProductQuantParams),
+}
+
+impl ProductMath {
+    /// float32 with the clamp of activation `act`.
+    pub fn f32(act: FusedActivation) -> Self {
+        let (lo, hi) = activation_range_f32(act);
+        ProductMath::F32 { lo, hi }
+    }
+
+    /// int32 with the clamp of activation `act`.
+    pub fn i32(act: FusedActivation) -> Self {
+        let (lo, hi) = activation_range_i32(act);
+        ProductMath::I32 { lo, hi }
+    }
+}
+
+/// The [`ProductQuantParams`] of a quantized MUL or DIV node: the inputs' zero points as
+/// offsets, the output multiplier of `real(s1, s2, s_out)` (the node's scales) and the clamp of
+/// `act` in output units.
+pub fn product_quant_params(
+    node: &BinaryNode<'_>,
+    act: FusedActivation,
+    real: impl FnOnce(f32, f32, f32) -> f64,
+) -> Result<ProductQuantParams, KernelError> {
+    let (s1, z1) = quant_params(&node.input1)?;
+    let (s2, z2) = quant_params(&node.input2)?;
+    let (so, zo) = quant_params(&node.output)?;
+    let (activation_min, activation_max) = output_activation_range(&node.output, act, so, zo)?;
+    Ok(ProductQuantParams {
+        input1_offset: -z1,
+        input2_offset: -z2,
+        output_offset: zo,
+        output_multiplier: quantize_multiplier(real(s1, s2, so)),
+        activation_min,
+        activation_max,
+    })
+}
+
+/// Op data of a broadcasting binary kernel: the broadcast, the input element counts prepare saw
+/// and `math`, the kernel's choice of arithmetic.
+#[derive(Clone, Copy, Debug)]
+pub struct BinaryData<M> {
+    /// How the inputs map onto the output.
+    pub shapes: BroadcastShapes,
+    /// Elements of input 1.
+    pub n1: usize,
+    /// Elements of input 2.
+    pub n2: usize,
+    /// The arithmetic invoke runs.
+    pub math: M,
+}
+
+impl<M> BinaryData<M> {
+    /// The op data of `node` running `math`.
+    pub fn new(node: &BinaryNode<'_>, math: M) -> Self {
+        BinaryData {
+            shapes: node.shapes,
+            n1: node.input1.num_elements(),
+            n2: node.input2.num_elements(),
+            math,
+        }
+    }
+
+    /// Runs `math(shapes, input1, input2, output)` over the node's tensors at invoke as `T`.
+    #[inline]
+    pub fn run<T: Element>(
+        &self,
+        ctx: &InvokeContext<'_>,
+        math: impl FnOnce(&BroadcastShapes, &[T], &[T], &mut [T]),
+    ) -> Result<(), KernelError> {
+        let (a, b, o) = self.io::<T>(ctx)?;
+        math(&self.shapes, a, b, o);
+        Ok(())
+    }
+
+    /// The node's inputs and output at invoke as `T` ([`binary_io`]).
+    #[inline]
+    pub fn io<'a, T: Element>(
+        &self,
+        ctx: &InvokeContext<'a>,
+    ) -> Result<BinaryIo<'a, T>, KernelError> {
+        binary_io(ctx, &self.shapes, self.n1, self.n2)
+    }
 }
 
 /// Inputs 0 and 1 and output 0 of a binary node at invoke.

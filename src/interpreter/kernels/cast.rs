@@ -5,9 +5,8 @@
 
 use crate::interpreter::reference::cast::{cast, cast_to_bool};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -112,7 +111,7 @@ impl Kernel for Cast {
     }
 }
 
-/// Registers CAST.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::CAST, Registration::new("CAST", Cast));
+/// The CAST kernel (TFLM's `Register_CAST()`).
+pub fn register_cast(_set: KernelSet) -> Registration {
+    Registration::new("CAST", Cast)
 }

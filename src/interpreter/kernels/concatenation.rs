@@ -3,12 +3,13 @@
 //! the output's are requantized as TFLite's `ConcatenationWithScaling` does (TFLM itself refuses
 //! them); equal ones are copied.
 
+use super::movement_common::with_movable_type;
 use crate::interpreter::reference::concatenation::{copy_slab, requantize_slab_i8, Requant};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
-use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::model::{Activation, BuiltinOptions};
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
@@ -142,19 +143,6 @@ impl Kernel for Concatenation {
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<ConcatData>()?;
         let slabs = ctx.persistent(d.slabs)?;
-        macro_rules! run {
-            ($t:ty) => {{
-                let out = ctx.output::<$t>(0)?;
-                let mut dst = 0;
-                for outer in 0..d.outer {
-                    for (k, &slab) in slabs.iter().enumerate().take(d.inputs) {
-                        let slab = slab as usize;
-                        copy_slab(ctx.input::<$t>(k)?, outer, slab, out, dst);
-                        dst += slab;
-                    }
-                }
-            }};
-        }
         match d.dtype {
             DType::I8 if d.requant.is_some() => {
                 let Some((s, b)) = d.requant else {
@@ -181,26 +169,23 @@ impl Kernel for Concatenation {
                     }
                 }
             }
-            DType::F32 => run!(f32),
-            DType::I8 => run!(i8),
-            DType::U8 | DType::Bool => run!(u8),
-            DType::I16 => run!(i16),
-            DType::I32 => run!(i32),
-            DType::I64 => run!(i64),
-            other => {
-                return Err(KernelError::new(format!(
-                    "dtype {other} in CONCATENATION op data"
-                )))
-            }
+            dtype => with_movable_type!(dtype, T => {
+                let out = ctx.output::<T>(0)?;
+                let mut dst = 0;
+                for outer in 0..d.outer {
+                    for (k, &slab) in slabs.iter().enumerate().take(d.inputs) {
+                        let slab = slab as usize;
+                        copy_slab(ctx.input::<T>(k)?, outer, slab, out, dst);
+                        dst += slab;
+                    }
+                }
+            }),
         }
         Ok(())
     }
 }
 
-/// Registers CONCATENATION.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::CONCATENATION,
-        Registration::new("CONCATENATION", Concatenation),
-    );
+/// The CONCATENATION kernel (TFLM's `Register_CONCATENATION()`).
+pub fn register_concatenation(_set: KernelSet) -> Registration {
+    Registration::new("CONCATENATION", Concatenation)
 }

@@ -23,11 +23,11 @@ use crate::interpreter::optimized::conv::{self as fast, ConvPlan, ConvWeights};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
-    Registration, ScratchId,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
+    ScratchId,
 };
 use crate::kernel_ensure;
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 
 /// Which arithmetic a convolution node runs.
@@ -687,16 +687,12 @@ fn invoke_gemm(
     Ok(())
 }
 
-/// Registers CONV_2D of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(
-        BuiltinOp::CONV_2D,
-        match set {
-            // The optimized kernel reads float16 weights as they are in the model.
-            KernelSet::Optimized => {
-                Registration::new("CONV_2D", Conv2D { set }).with_f16_inputs(1 << 1)
-            }
-            KernelSet::Reference => Registration::new("CONV_2D", Conv2D { set }),
-        },
-    );
+/// The CONV_2D kernel of kernel set `set` (TFLM's `Register_CONV_2D()`). The optimized kernel
+/// reads float16 weights as they are in the model.
+pub fn register_conv_2d(set: KernelSet) -> Registration {
+    let reg = Registration::new("CONV_2D", Conv2D { set });
+    match set {
+        KernelSet::Optimized => reg.with_f16_inputs(1 << 1),
+        KernelSet::Reference => reg,
+    }
 }

@@ -4,9 +4,8 @@
 
 use crate::interpreter::reference::densify::{densify, plan_densify, DensifyPlan};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -67,10 +66,7 @@ impl Kernel for Densify {
     }
 }
 
-/// Registers DENSIFY.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::DENSIFY,
-        Registration::new("DENSIFY", Densify).with_sparse_inputs(1),
-    );
+/// The DENSIFY kernel (TFLM's `Register_DENSIFY()`).
+pub fn register_densify(_set: KernelSet) -> Registration {
+    Registration::new("DENSIFY", Densify).with_sparse_inputs(1)
 }

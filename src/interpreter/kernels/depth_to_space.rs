@@ -5,9 +5,9 @@
 use super::movement_common::{expect_moved_from, with_movable_type};
 use crate::interpreter::reference::depth_to_space::{depth_to_space, space_to_depth};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -86,14 +86,12 @@ impl Kernel for DepthSpace {
     }
 }
 
-/// Registers DEPTH_TO_SPACE and SPACE_TO_DEPTH.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::DEPTH_TO_SPACE,
-        Registration::new("DEPTH_TO_SPACE", DepthSpace { to_depth: false }),
-    );
-    r.register_builtin(
-        BuiltinOp::SPACE_TO_DEPTH,
-        Registration::new("SPACE_TO_DEPTH", DepthSpace { to_depth: true }),
-    );
+/// The DEPTH_TO_SPACE kernel (TFLM's `Register_DEPTH_TO_SPACE()`).
+pub fn register_depth_to_space(_set: KernelSet) -> Registration {
+    Registration::new("DEPTH_TO_SPACE", DepthSpace { to_depth: false })
+}
+
+/// The SPACE_TO_DEPTH kernel (TFLM's `Register_SPACE_TO_DEPTH()`).
+pub fn register_space_to_depth(_set: KernelSet) -> Registration {
+    Registration::new("SPACE_TO_DEPTH", DepthSpace { to_depth: true })
 }

@@ -14,10 +14,10 @@ use crate::interpreter::reference::depthwise_conv::{
     depthwise_conv_f32, depthwise_conv_i16, depthwise_conv_i8,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 
 /// The DEPTHWISE_CONV_2D kernel of one kernel set.
 pub struct DepthwiseConv2D {
@@ -205,10 +205,7 @@ impl Kernel for DepthwiseConv2D {
     }
 }
 
-/// Registers DEPTHWISE_CONV_2D of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(
-        BuiltinOp::DEPTHWISE_CONV_2D,
-        Registration::new("DEPTHWISE_CONV_2D", DepthwiseConv2D { set }),
-    );
+/// The DEPTHWISE_CONV_2D kernel of kernel set `set` (TFLM's `Register_DEPTHWISE_CONV_2D()`).
+pub fn register_depthwise_conv_2d(set: KernelSet) -> Registration {
+    Registration::new("DEPTHWISE_CONV_2D", DepthwiseConv2D { set })
 }

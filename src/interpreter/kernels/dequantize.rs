@@ -4,10 +4,9 @@
 
 use crate::interpreter::reference::dequantize as math;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
 };
 use crate::kernel_bail;
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The DEQUANTIZE kernel.
@@ -129,10 +128,7 @@ impl Kernel for Dequantize {
     }
 }
 
-/// Registers DEQUANTIZE.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::DEQUANTIZE,
-        Registration::new("DEQUANTIZE", Dequantize),
-    );
+/// The DEQUANTIZE kernel (TFLM's `Register_DEQUANTIZE()`).
+pub fn register_dequantize(_set: KernelSet) -> Registration {
+    Registration::new("DEQUANTIZE", Dequantize)
 }

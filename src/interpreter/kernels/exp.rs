@@ -9,9 +9,8 @@ use crate::interpreter::reference::fixed_point::{
     lut_lookup_int16, lut_populate_int16, INT16_LUT_SIZE,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The integer form: int8 builds its table from the scales, int16 keeps its table.
@@ -60,7 +59,7 @@ impl Kernel for Exp {
     }
 }
 
-/// Registers EXP.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::EXP, Registration::new("EXP", Exp));
+/// The EXP kernel (TFLM's `Register_EXP()`).
+pub fn register_exp(_set: KernelSet) -> Registration {
+    Registration::new("EXP", Exp)
 }

@@ -8,6 +8,7 @@
 //! the per-invoke packing only when the build grants weight copies.
 
 use super::conv::{request_parts, PackedFilter};
+use super::fully_connected_sparse::with_sparse_weights;
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
@@ -22,11 +23,11 @@ use crate::interpreter::reference::fully_connected::{
 };
 use crate::interpreter::reference::quant::{quantize_multiplier, FusedActivation};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
-    Registration, TensorInfo,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
+    TensorInfo,
 };
 use crate::kernel_ensure;
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -611,16 +612,13 @@ pub(crate) fn fc_shapes(
     Ok((units, depth, batches))
 }
 
-/// Registers FULLY_CONNECTED of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(
-        BuiltinOp::FULLY_CONNECTED,
-        match set {
-            // The optimized kernel reads float16 weights as they are in the model.
-            KernelSet::Optimized => {
-                Registration::new("FULLY_CONNECTED", FullyConnected { set }).with_f16_inputs(1 << 1)
-            }
-            KernelSet::Reference => Registration::new("FULLY_CONNECTED", FullyConnected { set }),
-        },
-    );
+/// The FULLY_CONNECTED kernel of kernel set `set` (TFLM's `Register_FULLY_CONNECTED()`),
+/// reading weights stored sparse too ([`with_sparse_weights`]). The optimized kernel reads
+/// float16 weights as they are in the model.
+pub fn register_fully_connected(set: KernelSet) -> Registration {
+    let dense = Registration::new("FULLY_CONNECTED", FullyConnected { set });
+    with_sparse_weights(match set {
+        KernelSet::Optimized => dense.with_f16_inputs(1 << 1),
+        KernelSet::Reference => dense,
+    })
 }

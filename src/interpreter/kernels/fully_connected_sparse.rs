@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use super::fully_connected::{fc_node, FcNode, FullyConnected};
+use super::fully_connected::{fc_node, FcNode};
 use super::quant_params::{filter_scales, float_range, quantized_range};
 use crate::interpreter::reference::fully_connected::FcQuant;
 use crate::interpreter::reference::fully_connected_sparse::{
@@ -21,10 +21,8 @@ use crate::interpreter::reference::fully_connected_sparse::{
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InitContext, InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray,
-    PrepareContext, Registration,
+    InitContext, InvokeContext, Kernel, KernelError, PersistentArray, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -231,18 +229,8 @@ fn invoke_sparse(
 pub fn with_sparse_weights(dense: Registration) -> Registration {
     Registration::new(dense.name, SparseAwareFullyConnected::new(dense.kernel))
         .with_inplace(dense.inplace)
+        .with_f16_inputs(dense.f16_inputs)
         .with_sparse_inputs(1 << 1)
-}
-
-/// Registers FULLY_CONNECTED with sparse weights over the registered dense kernel (the crate's
-/// dense FULLY_CONNECTED of kernel set `set` when none is registered yet). The sparse path is
-/// the same in both sets.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    let dense = r
-        .find(BuiltinOp::FULLY_CONNECTED, None, 1)
-        .cloned()
-        .unwrap_or_else(|| Registration::new("FULLY_CONNECTED", FullyConnected { set }));
-    r.register_builtin(BuiltinOp::FULLY_CONNECTED, with_sparse_weights(dense));
 }
 
 #[cfg(test)]

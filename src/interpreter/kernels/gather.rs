@@ -6,9 +6,9 @@
 use super::movement_common::{expect_moved_from, product, resolve_axis, with_movable_type};
 use crate::interpreter::reference::gather::{gather, GatherDims};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -120,7 +120,7 @@ impl Kernel for Gather {
     }
 }
 
-/// Registers GATHER.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::GATHER, Registration::new("GATHER", Gather));
+/// The GATHER kernel (TFLM's `Register_GATHER()`).
+pub fn register_gather(_set: KernelSet) -> Registration {
+    Registration::new("GATHER", Gather)
 }

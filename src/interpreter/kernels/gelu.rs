@@ -6,10 +6,10 @@ use super::unary_common::prepare_unary;
 use crate::interpreter::optimized::gelu as fast;
 use crate::interpreter::reference::gelu::gelu_f32;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_bail;
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 
 /// The GELU kernel of one kernel set.
@@ -48,7 +48,7 @@ impl Kernel for Gelu {
     }
 }
 
-/// Registers GELU of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(BuiltinOp::GELU, Registration::new("GELU", Gelu { set }));
+/// The GELU kernel of kernel set `set` (TFLM's `Register_GELU()`).
+pub fn register_gelu(set: KernelSet) -> Registration {
+    Registration::new("GELU", Gelu { set })
 }

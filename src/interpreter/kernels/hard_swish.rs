@@ -10,11 +10,9 @@ use crate::interpreter::reference::hard_swish::{
 use crate::interpreter::reference::in_place::map_in_place;
 use crate::interpreter::reference::logistic::{int8_table, lookup_int8};
 use crate::interpreter::{
-    InPlace, InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext,
-    Registration,
+    InPlace, InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_bail;
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The HARD_SWISH kernel.
@@ -89,10 +87,7 @@ impl Kernel for HardSwish {
     }
 }
 
-/// Registers HARD_SWISH of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(
-        BuiltinOp::HARD_SWISH,
-        Registration::new("HARD_SWISH", HardSwish { set }).with_inplace(InPlace::UnaryElementwise),
-    );
+/// The HARD_SWISH kernel of kernel set `set` (TFLM's `Register_HARD_SWISH()`).
+pub fn register_hard_swish(set: KernelSet) -> Registration {
+    Registration::new("HARD_SWISH", HardSwish { set }).with_inplace(InPlace::UnaryElementwise)
 }

@@ -10,9 +10,9 @@ use crate::interpreter::reference::activations::{
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::{kernel_bail, kernel_ensure};
 
 type Data = UnaryMath<f32, LeakyReluQuantParams>;
@@ -59,10 +59,7 @@ impl Kernel for LeakyRelu {
     }
 }
 
-/// Registers LEAKY_RELU.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::LEAKY_RELU,
-        Registration::new("LEAKY_RELU", LeakyRelu),
-    );
+/// The LEAKY_RELU kernel (TFLM's `Register_LEAKY_RELU()`).
+pub fn register_leaky_relu(_set: KernelSet) -> Registration {
+    Registration::new("LEAKY_RELU", LeakyRelu)
 }

@@ -12,9 +12,8 @@ use crate::interpreter::reference::logistic::{
 };
 use crate::interpreter::reference::quant::{frexp, QuantizedMultiplier};
 use crate::interpreter::{
-    InPlace, InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InPlace, InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -204,15 +203,12 @@ impl Kernel for Sigmoidal {
     }
 }
 
-/// Registers LOGISTIC and TANH.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::LOGISTIC,
-        Registration::new("LOGISTIC", Sigmoidal { tanh: false })
-            .with_inplace(InPlace::UnaryElementwise),
-    );
-    r.register_builtin(
-        BuiltinOp::TANH,
-        Registration::new("TANH", Sigmoidal { tanh: true }).with_inplace(InPlace::UnaryElementwise),
-    );
+/// The LOGISTIC kernel (TFLM's `Register_LOGISTIC()`).
+pub fn register_logistic(_set: KernelSet) -> Registration {
+    Registration::new("LOGISTIC", Sigmoidal { tanh: false }).with_inplace(InPlace::UnaryElementwise)
+}
+
+/// The TANH kernel (TFLM's `Register_TANH()`).
+pub fn register_tanh(_set: KernelSet) -> Registration {
+    Registration::new("TANH", Sigmoidal { tanh: true }).with_inplace(InPlace::UnaryElementwise)
 }

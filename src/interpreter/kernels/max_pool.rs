@@ -4,9 +4,8 @@
 use super::pool_common::{prepare_pool, PoolData};
 use crate::interpreter::reference::max_pool::{max_pool_f32_rows, max_pool_i16, max_pool_i8};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The MAX_POOL_2D kernel.
@@ -45,10 +44,7 @@ impl Kernel for MaxPool2D {
     }
 }
 
-/// Registers MAX_POOL_2D.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::MAX_POOL_2D,
-        Registration::new("MAX_POOL_2D", MaxPool2D),
-    );
+/// The MAX_POOL_2D kernel (TFLM's `Register_MAX_POOL_2D()`).
+pub fn register_max_pool_2d(_set: KernelSet) -> Registration {
+    Registration::new("MAX_POOL_2D", MaxPool2D)
 }

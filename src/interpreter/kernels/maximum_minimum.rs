@@ -2,23 +2,13 @@
 //! to 6-D for float32, int8, int16, int32 and int64. Quantized inputs are compared raw, as TFLM
 //! does (it assumes, without checking, that inputs and output share quantization).
 
-use super::binary_common::{binary_io, prepare_binary};
-use crate::interpreter::reference::broadcast::BroadcastShapes;
+use super::binary_common::{prepare_binary, BinaryData};
 use crate::interpreter::reference::maximum_minimum::{maximum, minimum};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_bail;
-use crate::model::BuiltinOp;
-use crate::tensor::DType;
-
-#[derive(Clone, Copy, Debug)]
-struct MaxMinData {
-    shapes: BroadcastShapes,
-    n1: usize,
-    n2: usize,
-    dtype: DType,
-}
+use crate::tensor::{DType, Element};
 
 /// The MAXIMUM (`max == true`) or MINIMUM kernel.
 pub struct MaximumMinimum {
@@ -38,47 +28,42 @@ impl Kernel for MaximumMinimum {
                 node.output.name
             );
         }
-        ctx.set_op_data(MaxMinData {
-            shapes: node.shapes,
-            n1: node.input1.num_elements(),
-            n2: node.input2.num_elements(),
-            dtype,
-        })
+        ctx.set_op_data(BinaryData::new(&node, dtype))
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
-        let d = *ctx.op_data::<MaxMinData>()?;
-        let s = &d.shapes;
-        macro_rules! run {
-            ($t:ty) => {{
-                let (a, b, o) = binary_io::<$t>(ctx, s, d.n1, d.n2)?;
-                if self.max {
-                    maximum(s, a, b, o)
-                } else {
-                    minimum(s, a, b, o)
-                }
-            }};
-        }
-        match d.dtype {
-            DType::F32 => run!(f32),
-            DType::I8 => run!(i8),
-            DType::I16 => run!(i16),
-            DType::I32 => run!(i32),
-            DType::I64 => run!(i64),
+        let d = *ctx.op_data::<BinaryData<DType>>()?;
+        match d.math {
+            DType::F32 => self.run::<f32>(&d, ctx),
+            DType::I8 => self.run::<i8>(&d, ctx),
+            DType::I16 => self.run::<i16>(&d, ctx),
+            DType::I32 => self.run::<i32>(&d, ctx),
+            DType::I64 => self.run::<i64>(&d, ctx),
             other => kernel_bail!("dtype {other} was not prepared"),
         }
-        Ok(())
     }
 }
 
-/// Registers MAXIMUM and MINIMUM.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::MAXIMUM,
-        Registration::new("MAXIMUM", MaximumMinimum { max: true }),
-    );
-    r.register_builtin(
-        BuiltinOp::MINIMUM,
-        Registration::new("MINIMUM", MaximumMinimum { max: false }),
-    );
+impl MaximumMinimum {
+    fn run<T: Element + PartialOrd>(
+        &self,
+        d: &BinaryData<DType>,
+        ctx: &InvokeContext<'_>,
+    ) -> Result<(), KernelError> {
+        if self.max {
+            d.run::<T>(ctx, maximum)
+        } else {
+            d.run::<T>(ctx, minimum)
+        }
+    }
+}
+
+/// The MAXIMUM kernel (TFLM's `Register_MAXIMUM()`).
+pub fn register_maximum(_set: KernelSet) -> Registration {
+    Registration::new("MAXIMUM", MaximumMinimum { max: true })
+}
+
+/// The MINIMUM kernel (TFLM's `Register_MINIMUM()`).
+pub fn register_minimum(_set: KernelSet) -> Registration {
+    Registration::new("MINIMUM", MaximumMinimum { max: false })
 }

@@ -11,10 +11,10 @@ use crate::interpreter::reference::mean::{
 };
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
-    ScratchId, TensorInfo,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
+    TensorInfo,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::{DType, Element};
 use crate::{kernel_bail, kernel_ensure};
 
@@ -284,7 +284,7 @@ impl Kernel for Mean {
     }
 }
 
-/// Registers MEAN of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(BuiltinOp::MEAN, Registration::new("MEAN", Mean { set }));
+/// The MEAN kernel of kernel set `set` (TFLM's `Register_MEAN()`).
+pub fn register_mean(set: KernelSet) -> Registration {
+    Registration::new("MEAN", Mean { set })
 }

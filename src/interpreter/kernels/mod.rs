@@ -7,7 +7,9 @@
 //! invoke runs (and requests the scratch that arithmetic needs), so the two sets differ only in
 //! the call invoke makes.
 
-use super::resolver::{KernelSet, OpResolver};
+use super::kernel::{KernelSet, Registration};
+use super::signal;
+use crate::model::BuiltinOp;
 
 pub mod abs;
 pub mod add;
@@ -64,56 +66,140 @@ mod unary_common;
 pub mod unidirectional_sequence_lstm;
 pub mod unpack;
 
-/// Registers every builtin kernel of the crate in kernel set `set`, and MediaPipe's
-/// `Convolution2DTransposeBias`.
-pub fn register_builtins(r: &mut OpResolver, set: KernelSet) {
-    add::register(r, set);
-    average_pool::register(r);
-    cast::register(r);
-    concatenation::register(r);
-    conv::register(r, set);
-    depthwise_conv::register(r, set);
-    dequantize::register(r);
-    div::register(r);
-    fully_connected::register(r, set);
-    fully_connected_sparse::register(r, set);
-    logistic::register(r);
-    maximum_minimum::register(r);
-    mean::register(r, set);
-    mul::register(r);
-    pad::register(r);
-    quantize::register(r);
-    reshape::register(r);
-    softmax::register(r, set);
-    strided_slice::register(r);
-    svdf::register(r);
-    transpose::register(r);
-    unidirectional_sequence_lstm::register(r);
-    batch_matmul::register(r, set);
-    densify::register(r);
-    depth_to_space::register(r);
-    gelu::register(r, set);
-    hard_swish::register(r, set);
-    max_pool::register(r);
-    neg::register(r);
-    pack::register(r);
-    prelu::register(r);
-    resize_bilinear::register(r);
-    rsqrt::register(r);
-    shape::register(r);
-    squared_difference::register(r);
-    transpose_conv::register(r, set);
-    abs::register(r);
-    exp::register(r);
-    leaky_relu::register(r);
-    relu::register(r);
-    sqrt::register(r);
-    sum::register(r);
-    reduce_max::register(r);
-    gather::register(r);
-    slice::register(r);
-    split::register(r);
-    unpack::register(r);
-    resize_nearest_neighbor::register(r);
-    transpose_conv_bias::register(r);
-}
+/// A builtin op's registration function: its kernel in a kernel set (TFLM's `Register_ADD()`).
+pub type RegisterBuiltin = fn(KernelSet) -> Registration;
+
+/// A custom op's registration function.
+pub type RegisterCustom = fn() -> Registration;
+
+/// Every builtin op the crate runs, with the function that makes its registration, in op-name
+/// order: the one list [`OpResolver::with_kernel_set`](super::OpResolver::with_kernel_set)
+/// builds its table from.
+pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
+    (BuiltinOp::ABS, abs::register_abs),
+    (BuiltinOp::ADD, add::register_add),
+    (
+        BuiltinOp::AVERAGE_POOL_2D,
+        average_pool::register_average_pool_2d,
+    ),
+    (BuiltinOp::BATCH_MATMUL, batch_matmul::register_batch_matmul),
+    (BuiltinOp::CAST, cast::register_cast),
+    (
+        BuiltinOp::CONCATENATION,
+        concatenation::register_concatenation,
+    ),
+    (BuiltinOp::CONV_2D, conv::register_conv_2d),
+    (BuiltinOp::DENSIFY, densify::register_densify),
+    (
+        BuiltinOp::DEPTHWISE_CONV_2D,
+        depthwise_conv::register_depthwise_conv_2d,
+    ),
+    (
+        BuiltinOp::DEPTH_TO_SPACE,
+        depth_to_space::register_depth_to_space,
+    ),
+    (BuiltinOp::DEQUANTIZE, dequantize::register_dequantize),
+    (BuiltinOp::DIV, div::register_div),
+    (BuiltinOp::EXP, exp::register_exp),
+    (BuiltinOp::EXPAND_DIMS, reshape::register_expand_dims),
+    (
+        BuiltinOp::FULLY_CONNECTED,
+        fully_connected::register_fully_connected,
+    ),
+    (BuiltinOp::GATHER, gather::register_gather),
+    (BuiltinOp::GELU, gelu::register_gelu),
+    (BuiltinOp::HARD_SWISH, hard_swish::register_hard_swish),
+    (BuiltinOp::LEAKY_RELU, leaky_relu::register_leaky_relu),
+    (BuiltinOp::LOGISTIC, logistic::register_logistic),
+    (BuiltinOp::MAXIMUM, maximum_minimum::register_maximum),
+    (BuiltinOp::MAX_POOL_2D, max_pool::register_max_pool_2d),
+    (BuiltinOp::MEAN, mean::register_mean),
+    (BuiltinOp::MINIMUM, maximum_minimum::register_minimum),
+    (BuiltinOp::MUL, mul::register_mul),
+    (BuiltinOp::NEG, neg::register_neg),
+    (BuiltinOp::PACK, pack::register_pack),
+    (BuiltinOp::PAD, pad::register_pad),
+    (BuiltinOp::PADV2, pad::register_padv2),
+    (BuiltinOp::PRELU, prelu::register_prelu),
+    (BuiltinOp::QUANTIZE, quantize::register_quantize),
+    (BuiltinOp::REDUCE_MAX, reduce_max::register_reduce_max),
+    (BuiltinOp::RELU, relu::register_relu),
+    (BuiltinOp::RELU6, relu::register_relu6),
+    (BuiltinOp::RELU_N1_TO_1, relu::register_relu_n1_to_1),
+    (BuiltinOp::RESHAPE, reshape::register_reshape),
+    (
+        BuiltinOp::RESIZE_BILINEAR,
+        resize_bilinear::register_resize_bilinear,
+    ),
+    (
+        BuiltinOp::RESIZE_NEAREST_NEIGHBOR,
+        resize_nearest_neighbor::register_resize_nearest_neighbor,
+    ),
+    (BuiltinOp::RSQRT, rsqrt::register_rsqrt),
+    (BuiltinOp::SHAPE, shape::register_shape),
+    (BuiltinOp::SLICE, slice::register_slice),
+    (BuiltinOp::SOFTMAX, softmax::register_softmax),
+    (
+        BuiltinOp::SPACE_TO_DEPTH,
+        depth_to_space::register_space_to_depth,
+    ),
+    (BuiltinOp::SPLIT, split::register_split),
+    (BuiltinOp::SPLIT_V, split::register_split_v),
+    (BuiltinOp::SQRT, sqrt::register_sqrt),
+    (
+        BuiltinOp::SQUARED_DIFFERENCE,
+        squared_difference::register_squared_difference,
+    ),
+    (BuiltinOp::SQUEEZE, reshape::register_squeeze),
+    (
+        BuiltinOp::STRIDED_SLICE,
+        strided_slice::register_strided_slice,
+    ),
+    (BuiltinOp::SUB, add::register_sub),
+    (BuiltinOp::SUM, sum::register_sum),
+    (BuiltinOp::SVDF, svdf::register_svdf),
+    (BuiltinOp::TANH, logistic::register_tanh),
+    (BuiltinOp::TRANSPOSE, transpose::register_transpose),
+    (
+        BuiltinOp::TRANSPOSE_CONV,
+        transpose_conv::register_transpose_conv,
+    ),
+    (
+        BuiltinOp::UNIDIRECTIONAL_SEQUENCE_LSTM,
+        unidirectional_sequence_lstm::register_unidirectional_sequence_lstm,
+    ),
+    (BuiltinOp::UNPACK, unpack::register_unpack),
+];
+
+/// Every custom op the crate runs (MediaPipe's transposed convolution and TFLM's Signal
+/// library), by custom name.
+pub const CUSTOMS: &[(&str, RegisterCustom)] = &[
+    (
+        transpose_conv_bias::NAME,
+        transpose_conv_bias::register_convolution_2d_transpose_bias,
+    ),
+    ("SignalEnergy", signal::energy::register_energy),
+    (
+        "SignalFftAutoScale",
+        signal::fft_auto_scale::register_fft_auto_scale,
+    ),
+    (
+        "SignalFilterBank",
+        signal::filter_bank::register_filter_bank,
+    ),
+    (
+        "SignalFilterBankLog",
+        signal::filter_bank_log::register_filter_bank_log,
+    ),
+    (
+        "SignalFilterBankSpectralSubtraction",
+        signal::filter_bank_spectral_subtraction::register_filter_bank_spectral_subtraction,
+    ),
+    (
+        "SignalFilterBankSquareRoot",
+        signal::filter_bank_square_root::register_filter_bank_square_root,
+    ),
+    ("SignalPCAN", signal::pcan::register_pcan),
+    ("SignalRfft", signal::rfft::register_rfft),
+    ("SignalWindow", signal::window::register_window),
+];

@@ -17,8 +17,9 @@ pub(crate) fn movable(dtype: DType) -> bool {
     )
 }
 
-/// Fails unless `input` is of a movable dtype and `output` has its dtype and quantization.
-pub(crate) fn expect_moved_from(
+/// Fails unless `input` is of a movable dtype and `output` has its dtype (the quantization may
+/// differ: TRANSPOSE and STRIDED_SLICE, as TFLite, copy the values and keep each tensor's own).
+pub(crate) fn expect_movable_dtype(
     output: &TensorInfo<'_>,
     input: &TensorInfo<'_>,
 ) -> Result<(), KernelError> {
@@ -29,7 +30,15 @@ pub(crate) fn expect_moved_from(
         input.name,
         input.dtype
     );
-    expect_same_dtype(input, output)?;
+    expect_same_dtype(input, output)
+}
+
+/// Fails unless `input` is of a movable dtype and `output` has its dtype and quantization.
+pub(crate) fn expect_moved_from(
+    output: &TensorInfo<'_>,
+    input: &TensorInfo<'_>,
+) -> Result<(), KernelError> {
+    expect_movable_dtype(output, input)?;
     fn params<'a>(t: &TensorInfo<'a>) -> Option<(&'a [f32], &'a [i64])> {
         t.quantization.map(|q| (q.scales(), q.zero_points()))
     }

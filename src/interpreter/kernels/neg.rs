@@ -3,10 +3,9 @@
 use super::unary_common::prepare_unary;
 use crate::interpreter::reference::neg as math;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_bail;
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The NEG kernel.
@@ -34,7 +33,7 @@ impl Kernel for Neg {
     }
 }
 
-/// Registers NEG.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::NEG, Registration::new("NEG", Neg));
+/// The NEG kernel (TFLM's `Register_NEG()`).
+pub fn register_neg(_set: KernelSet) -> Registration {
+    Registration::new("NEG", Neg)
 }

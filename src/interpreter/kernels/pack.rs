@@ -3,9 +3,9 @@
 
 use crate::interpreter::reference::pack::pack_one;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -109,7 +109,7 @@ impl Kernel for Pack {
     }
 }
 
-/// Registers PACK.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::PACK, Registration::new("PACK", Pack));
+/// The PACK kernel (TFLM's `Register_PACK()`).
+pub fn register_pack(_set: KernelSet) -> Registration {
+    Registration::new("PACK", Pack)
 }

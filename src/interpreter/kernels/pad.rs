@@ -4,10 +4,9 @@
 
 use crate::interpreter::reference::pad::{pad, PadPlan};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
@@ -157,8 +156,12 @@ impl Kernel for Pad {
     }
 }
 
-/// Registers PAD and PADV2.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::PAD, Registration::new("PAD", Pad));
-    r.register_builtin(BuiltinOp::PADV2, Registration::new("PADV2", Pad));
+/// The PAD kernel (TFLM's `Register_PAD()`).
+pub fn register_pad(_set: KernelSet) -> Registration {
+    Registration::new("PAD", Pad)
+}
+
+/// The PADV2 kernel (TFLM's `Register_PADV2()`).
+pub fn register_padv2(_set: KernelSet) -> Registration {
+    Registration::new("PADV2", Pad)
 }

@@ -1,12 +1,12 @@
 //! PRELU: float32 and int8, alpha broadcast against the input (LiteRT's `prelu.cc`).
 
+use super::binary_common::{prepare_binary, BinaryNode};
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::prelu::{prelu_f32_range, prelu_i8_range, PreluParams};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -25,28 +25,13 @@ struct OpData {
 
 impl Kernel for Prelu {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        ctx.expect_io(2, 1)?;
-        let input = ctx.input(0)?;
-        let alpha = ctx.input(1)?;
-        let output = ctx.output(0)?;
-        kernel_ensure!(
-            input.dtype == alpha.dtype && input.dtype == output.dtype,
-            "input `{}` ({}), alpha `{}` ({}) and output `{}` ({}) must share one dtype",
-            input.name,
-            input.dtype,
-            alpha.name,
-            alpha.dtype,
-            output.name,
-            output.dtype
-        );
-        let shapes = BroadcastShapes::new(input.dims, alpha.dims).map_err(|e| {
-            KernelError::new(format!(
-                "input `{}` {:?} and alpha `{}` {:?}: {e}",
-                input.name, input.dims, alpha.name, alpha.dims
-            ))
-        })?;
-        let rank = input.dims.len().max(alpha.dims.len());
-        output.expect_dims(shapes.output_dims(rank))?;
+        // PRELU is a broadcasting binary node: input and alpha onto the output.
+        let BinaryNode {
+            input1: input,
+            input2: alpha,
+            output,
+            shapes,
+        } = prepare_binary(ctx)?;
         let params = match input.dtype {
             DType::F32 => PreluParams::default(),
             DType::I8 => {
@@ -106,7 +91,7 @@ impl Kernel for Prelu {
     }
 }
 
-/// Registers PRELU.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::PRELU, Registration::new("PRELU", Prelu));
+/// The PRELU kernel (TFLM's `Register_PRELU()`).
+pub fn register_prelu(_set: KernelSet) -> Registration {
+    Registration::new("PRELU", Prelu)
 }

@@ -8,9 +8,8 @@ use super::binary_common::quant_params;
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
 use crate::interpreter::reference::quantize::{affine_quantize, requantize};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -133,7 +132,7 @@ impl Kernel for Quantize {
     }
 }
 
-/// Registers QUANTIZE.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::QUANTIZE, Registration::new("QUANTIZE", Quantize));
+/// The QUANTIZE kernel (TFLM's `Register_QUANTIZE()`).
+pub fn register_quantize(_set: KernelSet) -> Registration {
+    Registration::new("QUANTIZE", Quantize)
 }

@@ -5,10 +5,9 @@
 use super::mean::{generic_dtype, invoke_generic, prepare_reduce, Generic};
 use crate::interpreter::reference::mean::ReducePlan;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The REDUCE_MAX kernel.
@@ -34,10 +33,7 @@ impl Kernel for ReduceMax {
     }
 }
 
-/// Registers REDUCE_MAX.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::REDUCE_MAX,
-        Registration::new("REDUCE_MAX", ReduceMax),
-    );
+/// The REDUCE_MAX kernel (TFLM's `Register_REDUCE_MAX()`).
+pub fn register_reduce_max(_set: KernelSet) -> Registration {
+    Registration::new("REDUCE_MAX", ReduceMax)
 }

@@ -10,9 +10,8 @@ use crate::interpreter::reference::quant::{
     activation_range_f32, quantize_multiplier, FusedActivation,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 
 type Data = UnaryMath<(f32, f32), ReluQuantParams>;
 
@@ -58,18 +57,35 @@ impl Kernel for ReluX {
     }
 }
 
-/// Registers RELU, RELU6 and RELU_N1_TO_1.
-pub fn register(r: &mut OpResolver) {
-    for (op, name, act, int16) in [
-        (BuiltinOp::RELU, "RELU", FusedActivation::Relu, true),
-        (BuiltinOp::RELU6, "RELU6", FusedActivation::Relu6, true),
-        (
-            BuiltinOp::RELU_N1_TO_1,
-            "RELU_N1_TO_1",
-            FusedActivation::ReluN1To1,
-            false,
-        ),
-    ] {
-        r.register_builtin(op, Registration::new(name, ReluX { act, int16 }));
-    }
+/// The RELU kernel (TFLM's `Register_RELU()`).
+pub fn register_relu(_set: KernelSet) -> Registration {
+    Registration::new(
+        "RELU",
+        ReluX {
+            act: FusedActivation::Relu,
+            int16: true,
+        },
+    )
+}
+
+/// The RELU6 kernel (TFLM's `Register_RELU6()`).
+pub fn register_relu6(_set: KernelSet) -> Registration {
+    Registration::new(
+        "RELU6",
+        ReluX {
+            act: FusedActivation::Relu6,
+            int16: true,
+        },
+    )
+}
+
+/// The RELU_N1_TO_1 kernel (TFLM's `Register_RELU_N1_TO_1()`).
+pub fn register_relu_n1_to_1(_set: KernelSet) -> Registration {
+    Registration::new(
+        "RELU_N1_TO_1",
+        ReluX {
+            act: FusedActivation::ReluN1To1,
+            int16: false,
+        },
+    )
 }

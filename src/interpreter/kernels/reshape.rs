@@ -2,10 +2,9 @@
 //! place when the planner put the output on the input; otherwise the bytes are copied.
 
 use crate::interpreter::{
-    InPlace, InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InPlace, InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
-use crate::model::BuiltinOp;
 
 /// The reshape family kernel.
 pub struct Reshape;
@@ -42,16 +41,17 @@ impl Kernel for Reshape {
     }
 }
 
-/// Registers RESHAPE, SQUEEZE and EXPAND_DIMS.
-pub fn register(r: &mut OpResolver) {
-    for (op, name) in [
-        (BuiltinOp::RESHAPE, "RESHAPE"),
-        (BuiltinOp::SQUEEZE, "SQUEEZE"),
-        (BuiltinOp::EXPAND_DIMS, "EXPAND_DIMS"),
-    ] {
-        r.register_builtin(
-            op,
-            Registration::new(name, Reshape).with_inplace(InPlace::ReshapeOutput0),
-        );
-    }
+/// The RESHAPE kernel (TFLM's `Register_RESHAPE()`).
+pub fn register_reshape(_set: KernelSet) -> Registration {
+    Registration::new("RESHAPE", Reshape).with_inplace(InPlace::ReshapeOutput0)
+}
+
+/// The SQUEEZE kernel (TFLM's `Register_SQUEEZE()`).
+pub fn register_squeeze(_set: KernelSet) -> Registration {
+    Registration::new("SQUEEZE", Reshape).with_inplace(InPlace::ReshapeOutput0)
+}
+
+/// The EXPAND_DIMS kernel (TFLM's `Register_EXPAND_DIMS()`).
+pub fn register_expand_dims(_set: KernelSet) -> Registration {
+    Registration::new("EXPAND_DIMS", Reshape).with_inplace(InPlace::ReshapeOutput0)
 }

@@ -7,9 +7,9 @@ use crate::interpreter::reference::resize_bilinear::{
     resize_bilinear_f32, resize_bilinear_i8, ResizeGeometry,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, TensorInfo,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, TensorInfo,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -113,10 +113,7 @@ impl Kernel for ResizeBilinear {
     }
 }
 
-/// Registers RESIZE_BILINEAR.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::RESIZE_BILINEAR,
-        Registration::new("RESIZE_BILINEAR", ResizeBilinear),
-    );
+/// The RESIZE_BILINEAR kernel (TFLM's `Register_RESIZE_BILINEAR()`).
+pub fn register_resize_bilinear(_set: KernelSet) -> Registration {
+    Registration::new("RESIZE_BILINEAR", ResizeBilinear)
 }

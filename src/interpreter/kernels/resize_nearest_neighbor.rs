@@ -7,10 +7,10 @@ use super::resize_bilinear::prepare_resize;
 use crate::interpreter::reference::resize_bilinear::ResizeGeometry;
 use crate::interpreter::reference::resize_nearest_neighbor::resize_nearest_neighbor;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_bail;
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 
 /// The RESIZE_NEAREST_NEIGHBOR kernel.
@@ -40,10 +40,7 @@ impl Kernel for ResizeNearestNeighbor {
     }
 }
 
-/// Registers RESIZE_NEAREST_NEIGHBOR.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::RESIZE_NEAREST_NEIGHBOR,
-        Registration::new("RESIZE_NEAREST_NEIGHBOR", ResizeNearestNeighbor),
-    );
+/// The RESIZE_NEAREST_NEIGHBOR kernel (TFLM's `Register_RESIZE_NEAREST_NEIGHBOR()`).
+pub fn register_resize_nearest_neighbor(_set: KernelSet) -> Registration {
+    Registration::new("RESIZE_NEAREST_NEIGHBOR", ResizeNearestNeighbor)
 }

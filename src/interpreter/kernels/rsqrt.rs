@@ -3,9 +3,8 @@
 use super::unary_common::prepare_unary;
 use crate::interpreter::reference::rsqrt::rsqrt_f32;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The RSQRT kernel.
@@ -23,7 +22,7 @@ impl Kernel for Rsqrt {
     }
 }
 
-/// Registers RSQRT.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::RSQRT, Registration::new("RSQRT", Rsqrt));
+/// The RSQRT kernel (TFLM's `Register_RSQRT()`).
+pub fn register_rsqrt(_set: KernelSet) -> Registration {
+    Registration::new("RSQRT", Rsqrt)
 }

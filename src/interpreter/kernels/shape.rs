@@ -2,9 +2,9 @@
 //! output dtype is the one `ShapeOptions.out_type` asks for).
 
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -67,7 +67,7 @@ impl Kernel for Shape {
     }
 }
 
-/// Registers SHAPE.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::SHAPE, Registration::new("SHAPE", Shape));
+/// The SHAPE kernel (TFLM's `Register_SHAPE()`).
+pub fn register_shape(_set: KernelSet) -> Registration {
+    Registration::new("SHAPE", Shape)
 }

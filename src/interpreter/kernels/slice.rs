@@ -7,9 +7,8 @@ use crate::interpreter::reference::strided_slice::{
     slice_plan, strided_slice, SlicePlan, SliceSpec,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -76,7 +75,7 @@ impl Kernel for Slice {
     }
 }
 
-/// Registers SLICE.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::SLICE, Registration::new("SLICE", Slice));
+/// The SLICE kernel (TFLM's `Register_SLICE()`).
+pub fn register_slice(_set: KernelSet) -> Registration {
+    Registration::new("SLICE", Slice)
 }

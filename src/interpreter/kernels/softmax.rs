@@ -21,10 +21,9 @@ use crate::interpreter::reference::softmax::{
 };
 use crate::interpreter::reference::softmax_table::{softmax_exp_table, softmax_table, TABLE_SIZE};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PersistentArray, PrepareContext,
-    Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -266,20 +265,17 @@ impl Kernel for Softmax {
     }
 }
 
-/// Registers SOFTMAX of kernel set `set` ([`Softmax::reference`] or [`Softmax::optimized`]).
-pub fn register(r: &mut OpResolver, set: KernelSet) {
+/// The SOFTMAX kernel of kernel set `set` (TFLM's `Register_SOFTMAX()`).
+pub fn register_softmax(set: KernelSet) -> Registration {
     let kernel = match set {
         KernelSet::Reference => Softmax::reference(),
         KernelSet::Optimized => Softmax::optimized(),
     };
-    r.register_builtin(BuiltinOp::SOFTMAX, Registration::new("SOFTMAX", kernel));
+    Registration::new("SOFTMAX", kernel)
 }
 
-/// Registers (replaces) SOFTMAX with LiteRT's built-in x86-64 arithmetic
-/// ([`Softmax::litert_optimized`]).
-pub fn register_litert_optimized(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::SOFTMAX,
-        Registration::new("SOFTMAX", Softmax::litert_optimized()),
-    );
+/// SOFTMAX with LiteRT's built-in x86-64 arithmetic ([`Softmax::litert_optimized`]), to
+/// register in place of [`register_softmax`] where outputs must match LiteRT's optimized kernels.
+pub fn register_softmax_litert_optimized() -> Registration {
+    Registration::new("SOFTMAX", Softmax::litert_optimized())
 }

@@ -8,10 +8,10 @@ use super::movement_common::{
 };
 use crate::interpreter::reference::split::copy_axis_range;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
     TensorInfo,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -170,8 +170,12 @@ impl Kernel for SplitV {
     }
 }
 
-/// Registers SPLIT and SPLIT_V.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::SPLIT, Registration::new("SPLIT", Split));
-    r.register_builtin(BuiltinOp::SPLIT_V, Registration::new("SPLIT_V", SplitV));
+/// The SPLIT kernel (TFLM's `Register_SPLIT()`).
+pub fn register_split(_set: KernelSet) -> Registration {
+    Registration::new("SPLIT", Split)
+}
+
+/// The SPLIT_V kernel (TFLM's `Register_SPLIT_V()`).
+pub fn register_split_v(_set: KernelSet) -> Registration {
+    Registration::new("SPLIT_V", SplitV)
 }

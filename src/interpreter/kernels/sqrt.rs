@@ -2,9 +2,8 @@
 
 use super::unary_common::prepare_unary;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The SQRT kernel.
@@ -25,7 +24,7 @@ impl Kernel for Sqrt {
     }
 }
 
-/// Registers SQRT.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::SQRT, Registration::new("SQRT", Sqrt));
+/// The SQRT kernel (TFLM's `Register_SQRT()`).
+pub fn register_sqrt(_set: KernelSet) -> Registration {
+    Registration::new("SQRT", Sqrt)
 }

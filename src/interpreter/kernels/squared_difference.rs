@@ -4,9 +4,8 @@ use super::binary_common::prepare_binary;
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::squared_difference::squared_difference_f32;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 /// The SQUARED_DIFFERENCE kernel.
@@ -33,10 +32,7 @@ impl Kernel for SquaredDifference {
     }
 }
 
-/// Registers SQUARED_DIFFERENCE.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::SQUARED_DIFFERENCE,
-        Registration::new("SQUARED_DIFFERENCE", SquaredDifference),
-    );
+/// The SQUARED_DIFFERENCE kernel (TFLM's `Register_SQUARED_DIFFERENCE()`).
+pub fn register_squared_difference(_set: KernelSet) -> Registration {
+    Registration::new("SQUARED_DIFFERENCE", SquaredDifference)
 }

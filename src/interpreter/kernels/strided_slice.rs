@@ -1,14 +1,15 @@
 //! STRIDED_SLICE: any element type, constant int32 begin / end / strides, every mask (begin,
 //! end, ellipsis, new axis, shrink axis) and `offset`, as TFLite's `strided_slice.cc`.
 
+use super::movement_common::{expect_movable_dtype, with_movable_type};
 use crate::interpreter::reference::strided_slice::{
     slice_plan, strided_slice, SlicePlan, SliceSpec,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
@@ -49,20 +50,7 @@ impl Kernel for StridedSlice {
             };
         let input = ctx.input(0)?;
         let output = ctx.output(0)?;
-        kernel_ensure!(
-            input.dtype == output.dtype,
-            "input is {} but output is {}",
-            input.dtype,
-            output.dtype
-        );
-        kernel_ensure!(
-            !matches!(
-                input.dtype,
-                DType::F16 | DType::BF16 | DType::F64 | DType::U16 | DType::U32 | DType::U64
-            ),
-            "dtype {} is not supported",
-            input.dtype
-        );
+        expect_movable_dtype(&output, &input)?;
         let mut idx: [&[i32]; 3] = [&[], &[], &[]];
         for (k, slot) in idx.iter_mut().enumerate() {
             let t = ctx.input(k + 1)?;
@@ -108,32 +96,14 @@ impl Kernel for StridedSlice {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<SliceData>()?;
-        macro_rules! run {
-            ($t:ty) => {
-                strided_slice(&d.plan, ctx.input::<$t>(0)?, ctx.output::<$t>(0)?)
-            };
-        }
-        match d.dtype {
-            DType::F32 => run!(f32),
-            DType::I8 => run!(i8),
-            DType::U8 | DType::Bool => run!(u8),
-            DType::I16 => run!(i16),
-            DType::I32 => run!(i32),
-            DType::I64 => run!(i64),
-            other => {
-                return Err(KernelError::new(format!(
-                    "dtype {other} in STRIDED_SLICE op data"
-                )))
-            }
-        }
+        with_movable_type!(d.dtype, T => {
+            strided_slice(&d.plan, ctx.input::<T>(0)?, ctx.output::<T>(0)?)
+        });
         Ok(())
     }
 }
 
-/// Registers STRIDED_SLICE.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::STRIDED_SLICE,
-        Registration::new("STRIDED_SLICE", StridedSlice),
-    );
+/// The STRIDED_SLICE kernel (TFLM's `Register_STRIDED_SLICE()`).
+pub fn register_strided_slice(_set: KernelSet) -> Registration {
+    Registration::new("STRIDED_SLICE", StridedSlice)
 }

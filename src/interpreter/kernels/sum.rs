@@ -7,10 +7,9 @@ use super::binary_common::quant_params;
 use super::mean::{generic_dtype, invoke_generic, prepare_reduce, Generic, ReduceNode};
 use crate::interpreter::reference::mean::{sum_quantized, ReducePlan};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, ScratchId,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
 };
 use crate::kernel_ensure;
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
@@ -83,7 +82,7 @@ impl Kernel for Sum {
     }
 }
 
-/// Registers SUM.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::SUM, Registration::new("SUM", Sum));
+/// The SUM kernel (TFLM's `Register_SUM()`).
+pub fn register_sum(_set: KernelSet) -> Registration {
+    Registration::new("SUM", Sum)
 }

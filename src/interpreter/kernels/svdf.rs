@@ -13,9 +13,9 @@ use crate::interpreter::reference::svdf::{
     svdf_f32, svdf_integer, FloatActivation, SvdfQuantParams, SvdfShape,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration, ScratchId,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
 };
-use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::model::{Activation, BuiltinOptions};
 use crate::tensor::{DType, Element};
 use crate::{kernel_bail, kernel_ensure};
 
@@ -309,7 +309,7 @@ fn run_integer<T: QuantInt + Element>(
     Ok(())
 }
 
-/// Registers SVDF.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::SVDF, Registration::new("SVDF", Svdf));
+/// The SVDF kernel (TFLM's `Register_SVDF()`).
+pub fn register_svdf(_set: KernelSet) -> Registration {
+    Registration::new("SVDF", Svdf)
 }

@@ -1,12 +1,12 @@
 //! TRANSPOSE: any element type up to 6-D with a constant permutation (int32 or int64), as
 //! TFLite's `transpose.cc`.
 
+use super::movement_common::expect_movable_dtype;
 use crate::interpreter::reference::transpose::{transpose, TransposePlan};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
-use crate::model::BuiltinOp;
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
@@ -24,20 +24,7 @@ impl Kernel for Transpose {
         let input = ctx.input(0)?;
         let perm = ctx.input(1)?;
         let output = ctx.output(0)?;
-        kernel_ensure!(
-            input.dtype == output.dtype,
-            "input is {} but output is {}",
-            input.dtype,
-            output.dtype
-        );
-        kernel_ensure!(
-            !matches!(
-                input.dtype,
-                DType::F16 | DType::BF16 | DType::F64 | DType::U16 | DType::U32 | DType::U64
-            ),
-            "dtype {} is not supported",
-            input.dtype
-        );
+        expect_movable_dtype(&output, &input)?;
         let perm: Vec<i32> = match perm.dtype {
             DType::I32 => perm.const_data::<i32>()?.to_vec(),
             DType::I64 => perm
@@ -98,10 +85,7 @@ impl Kernel for Transpose {
     }
 }
 
-/// Registers TRANSPOSE.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::TRANSPOSE,
-        Registration::new("TRANSPOSE", Transpose),
-    );
+/// The TRANSPOSE kernel (TFLM's `Register_TRANSPOSE()`).
+pub fn register_transpose(_set: KernelSet) -> Registration {
+    Registration::new("TRANSPOSE", Transpose)
 }

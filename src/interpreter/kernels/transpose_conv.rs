@@ -11,10 +11,9 @@ use crate::interpreter::reference::transpose_conv::{
     transpose_conv_f32_rows, TransposeConvGeometry,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
-    TensorInfo,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, TensorInfo,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -192,10 +191,7 @@ impl Kernel for TransposeConv {
     }
 }
 
-/// Registers TRANSPOSE_CONV of kernel set `set`.
-pub fn register(r: &mut OpResolver, set: KernelSet) {
-    r.register_builtin(
-        BuiltinOp::TRANSPOSE_CONV,
-        Registration::new("TRANSPOSE_CONV", TransposeConv { set }),
-    );
+/// The TRANSPOSE_CONV kernel of kernel set `set` (TFLM's `Register_TRANSPOSE_CONV()`).
+pub fn register_transpose_conv(set: KernelSet) -> Registration {
+    Registration::new("TRANSPOSE_CONV", TransposeConv { set })
 }

@@ -11,9 +11,7 @@ use super::quant_params::positive;
 use super::transpose_conv::check_operands;
 use crate::interpreter::reference::transpose_conv::transpose_conv_bias_first_f32;
 use crate::interpreter::reference::transpose_conv::TransposeConvGeometry;
-use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
-};
+use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};
 use crate::{kernel_bail, kernel_ensure};
 
 /// The custom op's name.
@@ -105,7 +103,7 @@ impl Kernel for Convolution2DTransposeBias {
     }
 }
 
-/// Registers `Convolution2DTransposeBias` as a custom op.
-pub fn register(r: &mut OpResolver) {
-    r.register_custom(NAME, Registration::new(NAME, Convolution2DTransposeBias));
+/// The `Convolution2DTransposeBias` custom kernel, registered under [`NAME`].
+pub fn register_convolution_2d_transpose_bias() -> Registration {
+    Registration::new(NAME, Convolution2DTransposeBias)
 }

@@ -20,10 +20,10 @@ use crate::interpreter::reference::lstm::{
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PersistentArray, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
     ScratchId,
 };
-use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::model::{Activation, BuiltinOptions};
 use crate::tensor::{DType, Element};
 use crate::{kernel_bail, kernel_ensure};
 
@@ -493,10 +493,7 @@ fn sized_mut<T>(s: &mut [T], len: usize) -> Result<&mut [T], KernelError> {
         .ok_or_else(|| KernelError::new(format!("buffer of {n} elements, {len} needed")))
 }
 
-/// Registers UNIDIRECTIONAL_SEQUENCE_LSTM.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(
-        BuiltinOp::UNIDIRECTIONAL_SEQUENCE_LSTM,
-        Registration::new("UNIDIRECTIONAL_SEQUENCE_LSTM", UnidirectionalSequenceLstm),
-    );
+/// The UNIDIRECTIONAL_SEQUENCE_LSTM kernel (TFLM's `Register_UNIDIRECTIONAL_SEQUENCE_LSTM()`).
+pub fn register_unidirectional_sequence_lstm(_set: KernelSet) -> Registration {
+    Registration::new("UNIDIRECTIONAL_SEQUENCE_LSTM", UnidirectionalSequenceLstm)
 }

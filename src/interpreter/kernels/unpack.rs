@@ -5,9 +5,9 @@
 use super::movement_common::resolve_axis;
 use super::split::{invoke_ranges, prepare_ranges};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::model::{BuiltinOp, BuiltinOptions};
+use crate::model::BuiltinOptions;
 use crate::{kernel_bail, kernel_ensure};
 
 /// The UNPACK kernel.
@@ -39,7 +39,7 @@ impl Kernel for Unpack {
     }
 }
 
-/// Registers UNPACK.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::UNPACK, Registration::new("UNPACK", Unpack));
+/// The UNPACK kernel (TFLM's `Register_UNPACK()`).
+pub fn register_unpack(_set: KernelSet) -> Registration {
+    Registration::new("UNPACK", Unpack)
 }

@@ -10,29 +10,12 @@ use super::broadcast::{broadcast_binary, BroadcastShapes};
 use super::fixed_point::{count_leading_sign_bits, get_reciprocal};
 use super::quant::{
     multiply_by_quantized_multiplier_greater_than_one, rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul, QuantizedMultiplier,
+    saturating_rounding_doubling_high_mul, ProductQuantParams,
 };
 use super::quantize::QuantInt;
 
-/// Parameters of a quantized DIV (TFLM's `OpDataDiv`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DivQuantParams {
-    /// `-zero_point` of input 1.
-    pub input1_offset: i32,
-    /// `-zero_point` of input 2.
-    pub input2_offset: i32,
-    /// Output zero point.
-    pub output_offset: i32,
-    /// `scale1 / (scale2 * scale_out)`.
-    pub output_multiplier: QuantizedMultiplier,
-    /// Activation clamp in output units.
-    pub activation_min: i32,
-    /// Activation clamp in output units.
-    pub activation_max: i32,
-}
-
 /// One quantized quotient, clamped.
-pub fn div_quantized_value(x: i32, y: i32, p: &DivQuantParams) -> i32 {
+pub fn div_quantized_value(x: i32, y: i32, p: &ProductQuantParams) -> i32 {
     let mut input1 = p.input1_offset.wrapping_add(x);
     let mut input2 = p.input2_offset.wrapping_add(y);
     if input2 == 0 {
@@ -71,7 +54,7 @@ pub fn div_quantized_value(x: i32, y: i32, p: &DivQuantParams) -> i32 {
 /// Quantized DIV with broadcasting (int8).
 pub fn div_quantized<T: QuantInt>(
     shapes: &BroadcastShapes,
-    p: &DivQuantParams,
+    p: &ProductQuantParams,
     a: &[T],
     b: &[T],
     out: &mut [T],
@@ -103,7 +86,7 @@ mod tests {
     #[test]
     fn int8_div_matches_real_quotient() {
         let (s1, s2, so) = (0.1f32, 0.05f32, 0.2f32);
-        let p = DivQuantParams {
+        let p = ProductQuantParams {
             input1_offset: 0,
             input2_offset: -4,
             output_offset: 2,

@@ -4,29 +4,12 @@
 
 use super::add::clamp_f32;
 use super::broadcast::{broadcast_binary, BroadcastShapes};
-use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
+use super::quant::{multiply_by_quantized_multiplier, ProductQuantParams};
 use super::quantize::QuantInt;
-
-/// Parameters of a quantized MUL (TFLM's `OpDataMul`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MulQuantParams {
-    /// `-zero_point` of input 1.
-    pub input1_offset: i32,
-    /// `-zero_point` of input 2.
-    pub input2_offset: i32,
-    /// Output zero point.
-    pub output_offset: i32,
-    /// `scale1 * scale2 / scale_out`.
-    pub output_multiplier: QuantizedMultiplier,
-    /// Activation clamp in output units.
-    pub activation_min: i32,
-    /// Activation clamp in output units.
-    pub activation_max: i32,
-}
 
 /// One quantized product, clamped.
 #[inline(always)]
-pub fn mul_quantized_value(x: i32, y: i32, p: &MulQuantParams) -> i32 {
+pub fn mul_quantized_value(x: i32, y: i32, p: &ProductQuantParams) -> i32 {
     let prod = p
         .input1_offset
         .wrapping_add(x)
@@ -39,7 +22,7 @@ pub fn mul_quantized_value(x: i32, y: i32, p: &MulQuantParams) -> i32 {
 /// Quantized MUL with broadcasting (int8, int16).
 pub fn mul_quantized<T: QuantInt>(
     shapes: &BroadcastShapes,
-    p: &MulQuantParams,
+    p: &ProductQuantParams,
     a: &[T],
     b: &[T],
     out: &mut [T],
@@ -66,7 +49,7 @@ mod tests {
 
     #[test]
     fn int8_mul_matches_real_product() {
-        let p = MulQuantParams {
+        let p = ProductQuantParams {
             input1_offset: 5,
             input2_offset: 0,
             output_offset: -3,

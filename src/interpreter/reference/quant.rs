@@ -191,6 +191,24 @@ pub fn activation_range_quantized(
     }
 }
 
+/// Parameters of a quantized MUL or DIV (TFLM's `OpDataMul` and `OpDataDiv` hold the same): the
+/// inputs' offsets, one output multiplier and the activation clamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProductQuantParams {
+    /// `-zero_point` of input 1.
+    pub input1_offset: i32,
+    /// `-zero_point` of input 2.
+    pub input2_offset: i32,
+    /// Output zero point.
+    pub output_offset: i32,
+    /// `scale1 * scale2 / scale_out` (MUL) or `scale1 / (scale2 * scale_out)` (DIV).
+    pub output_multiplier: QuantizedMultiplier,
+    /// Activation clamp in output units.
+    pub activation_min: i32,
+    /// Activation clamp in output units.
+    pub activation_max: i32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,6 +70,52 @@ pub fn spectrum_to_energy(
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+
+pub use kernel::{register_energy, Energy};
+
+/// The interpreter kernel of `SignalEnergy`: prepare validates every shape, dtype and option the
+/// math relies on, invoke calls it.
+mod kernel {
+    use crate::interpreter::signal::energy;
+    use crate::interpreter::signal::kernel_glue::{err, expect_rank, opt_err};
+    use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};
+
+    use crate::tensor::DType;
+
+    /// `SignalEnergy`.
+    pub struct Energy;
+
+    impl Kernel for Energy {
+        fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            const OP: &str = "SignalEnergy";
+            let o = energy::EnergyOptions::parse(ctx.custom_options()).map_err(opt_err)?;
+            ctx.expect_io(1, 1)?;
+            let (input, output) = (ctx.input(0)?, ctx.output(0)?);
+            input.expect_dtype(DType::I16)?;
+            output.expect_dtype(DType::U32)?;
+            expect_rank(OP, &input, 1)?;
+            expect_rank(OP, &output, 1)?;
+            o.check(input.num_elements() / 2, output.num_elements())
+                .map_err(err)?;
+            ctx.set_op_data(o)
+        }
+
+        fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            let o = *ctx.op_data::<energy::EnergyOptions>()?;
+            let out = ctx.output::<u32>(0)?;
+            // TFLM leaves bins outside start..end as the arena had them; zero is deterministic.
+            out.fill(0);
+            energy::spectrum_to_energy(ctx.input::<i16>(0)?, &o, out).map_err(err)
+        }
+    }
+
+    /// The `SignalEnergy` registration (TFLM registers it under this custom name).
+    pub fn register_energy() -> Registration {
+        Registration::new("SignalEnergy", Energy)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

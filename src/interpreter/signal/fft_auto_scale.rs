@@ -33,6 +33,54 @@ pub fn fft_auto_scale(input: &[i16], output: &mut [i16]) -> Result<i32, SignalEr
     Ok(scale_bits)
 }
 
+// ---------------------------------------------------------------------------------------------
+
+pub use kernel::{register_fft_auto_scale, FftAutoScale};
+
+/// The interpreter kernel of `SignalFftAutoScale`: prepare validates every shape, dtype and option the
+/// math relies on, invoke calls it.
+mod kernel {
+    use crate::interpreter::signal::fft_auto_scale;
+    use crate::interpreter::signal::kernel_glue::{err, expect_rank};
+    use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};
+
+    use crate::tensor::DType;
+
+    /// `SignalFftAutoScale`.
+    pub struct FftAutoScale;
+
+    impl Kernel for FftAutoScale {
+        fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            const OP: &str = "SignalFftAutoScale";
+            ctx.expect_io(1, 2)?;
+            let (input, output, scale) = (ctx.input(0)?, ctx.output(0)?, ctx.output(1)?);
+            input.expect_dtype(DType::I16)?;
+            output.expect_dtype(DType::I16)?;
+            scale.expect_dtype(DType::I32)?;
+            expect_rank(OP, &input, 1)?;
+            output.expect_dims(input.dims)?;
+            expect_rank(OP, &scale, 0)?;
+            Ok(())
+        }
+
+        fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            let s = fft_auto_scale::fft_auto_scale(ctx.input::<i16>(0)?, ctx.output::<i16>(0)?)
+                .map_err(err)?;
+            let out = ctx.output::<i32>(1)?;
+            let slot = out
+                .first_mut()
+                .ok_or_else(|| KernelError::new("SignalFftAutoScale: scale output is empty"))?;
+            *slot = s;
+            Ok(())
+        }
+    }
+
+    /// The `SignalFftAutoScale` registration (TFLM registers it under this custom name).
+    pub fn register_fft_auto_scale() -> Registration {
+        Registration::new("SignalFftAutoScale", FftAutoScale)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

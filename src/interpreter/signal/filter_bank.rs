@@ -130,6 +130,85 @@ pub fn filter_bank_accumulate(
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+
+pub use kernel::{register_filter_bank, FilterBank};
+
+/// The interpreter kernel of `SignalFilterBank`: prepare validates every shape, dtype and option the
+/// math relies on, invoke calls it.
+mod kernel {
+    use crate::interpreter::signal::filter_bank;
+    use crate::interpreter::signal::kernel_glue::{err, expect_len, expect_rank, opt_err};
+    use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};
+
+    use crate::tensor::DType;
+
+    /// `SignalFilterBank`.
+    pub struct FilterBank;
+
+    impl Kernel for FilterBank {
+        fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            const OP: &str = "SignalFilterBank";
+            let o = filter_bank::FilterBankOptions::parse(ctx.custom_options()).map_err(opt_err)?;
+            ctx.expect_io(6, 1)?;
+            let input = ctx.input(0)?;
+            input.expect_dtype(DType::U32)?;
+            expect_rank(OP, &input, 1)?;
+            let mut tables = Vec::with_capacity(5);
+            for k in 1..=5 {
+                let t = ctx.input(k)?;
+                t.expect_dtype(DType::I16)?;
+                expect_rank(OP, &t, 1)?;
+                tables.push(t);
+            }
+            let output = ctx.output(0)?;
+            output.expect_dtype(DType::U64)?;
+            expect_rank(OP, &output, 1)?;
+            expect_len(OP, &output, o.num_channels, "num_channels")?;
+            // Constant tables (the usual case) are checked now; invoke checks again either way.
+            if let (Some(w), Some(u), Some(f), Some(s), Some(c)) = (
+                tables[0].data::<i16>()?,
+                tables[1].data::<i16>()?,
+                tables[2].data::<i16>()?,
+                tables[3].data::<i16>()?,
+                tables[4].data::<i16>()?,
+            ) {
+                filter_bank::FilterBankTables {
+                    weights: w,
+                    unweights: u,
+                    channel_frequency_starts: f,
+                    channel_weight_starts: s,
+                    channel_widths: c,
+                }
+                .check(o.num_channels, input.num_elements())
+                .map_err(err)?;
+            }
+            ctx.set_op_data(o)
+        }
+
+        fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            let tables = filter_bank::FilterBankTables {
+                weights: ctx.input::<i16>(1)?,
+                unweights: ctx.input::<i16>(2)?,
+                channel_frequency_starts: ctx.input::<i16>(3)?,
+                channel_weight_starts: ctx.input::<i16>(4)?,
+                channel_widths: ctx.input::<i16>(5)?,
+            };
+            filter_bank::filter_bank_accumulate(
+                &tables,
+                ctx.input::<u32>(0)?,
+                ctx.output::<u64>(0)?,
+            )
+            .map_err(err)
+        }
+    }
+
+    /// The `SignalFilterBank` registration (TFLM registers it under this custom name).
+    pub fn register_filter_bank() -> Registration {
+        Registration::new("SignalFilterBank", FilterBank)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

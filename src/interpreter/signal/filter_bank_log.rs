@@ -106,6 +106,49 @@ pub fn filter_bank_log(
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+
+pub use kernel::{register_filter_bank_log, FilterBankLog};
+
+/// The interpreter kernel of `SignalFilterBankLog`: prepare validates every shape, dtype and option the
+/// math relies on, invoke calls it.
+mod kernel {
+    use crate::interpreter::signal::filter_bank_log;
+    use crate::interpreter::signal::kernel_glue::{err, expect_rank, opt_err};
+    use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};
+
+    use crate::tensor::DType;
+
+    /// `SignalFilterBankLog`.
+    pub struct FilterBankLog;
+
+    impl Kernel for FilterBankLog {
+        fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            const OP: &str = "SignalFilterBankLog";
+            let o = filter_bank_log::FilterBankLogOptions::parse(ctx.custom_options())
+                .map_err(opt_err)?;
+            ctx.expect_io(1, 1)?;
+            let (input, output) = (ctx.input(0)?, ctx.output(0)?);
+            input.expect_dtype(DType::U32)?;
+            output.expect_dtype(DType::I16)?;
+            expect_rank(OP, &input, 1)?;
+            output.expect_dims(input.dims)?;
+            ctx.set_op_data(o)
+        }
+
+        fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            let o = *ctx.op_data::<filter_bank_log::FilterBankLogOptions>()?;
+            filter_bank_log::filter_bank_log(ctx.input::<u32>(0)?, &o, ctx.output::<i16>(0)?)
+                .map_err(err)
+        }
+    }
+
+    /// The `SignalFilterBankLog` registration (TFLM registers it under this custom name).
+    pub fn register_filter_bank_log() -> Registration {
+        Registration::new("SignalFilterBankLog", FilterBankLog)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

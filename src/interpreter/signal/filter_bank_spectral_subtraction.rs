@@ -109,6 +109,76 @@ pub fn spectral_subtraction(
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+
+pub use kernel::{register_filter_bank_spectral_subtraction, FilterBankSpectralSubtraction};
+
+/// The interpreter kernel of `SignalFilterBankSpectralSubtraction`: prepare validates every shape, dtype and option the
+/// math relies on, invoke calls it.
+mod kernel {
+    use crate::interpreter::signal::filter_bank_spectral_subtraction;
+    use crate::interpreter::signal::kernel_glue::{err, expect_len, expect_rank, opt_err};
+    use crate::interpreter::{
+        InvokeContext, Kernel, KernelError, PrepareContext, Registration, StateArray,
+    };
+
+    use crate::tensor::DType;
+
+    /// `SignalFilterBankSpectralSubtraction`. The noise estimate is kernel state (a
+    /// [`StateArray`](crate::interpreter::StateArray)): each invoke refines it, output 1 is a copy
+    /// of it, and `reset_variables()` zeroes it, as TFLM's `Reset` does.
+    pub struct FilterBankSpectralSubtraction;
+
+    #[derive(Clone, Copy)]
+    struct SpectralSubtractionData {
+        options: filter_bank_spectral_subtraction::SpectralSubtractionOptions,
+        noise: StateArray<u32>,
+    }
+
+    impl Kernel for FilterBankSpectralSubtraction {
+        fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            const OP: &str = "SignalFilterBankSpectralSubtraction";
+            let o = filter_bank_spectral_subtraction::SpectralSubtractionOptions::parse(
+                ctx.custom_options(),
+            )
+            .map_err(opt_err)?;
+            ctx.expect_io(1, 2)?;
+            let (input, output, noise) = (ctx.input(0)?, ctx.output(0)?, ctx.output(1)?);
+            for t in [&input, &output, &noise] {
+                t.expect_dtype(DType::U32)?;
+                expect_rank(OP, t, 1)?;
+                expect_len(OP, t, o.num_channels, "num_channels")?;
+            }
+            let noise = ctx.persistent_state::<u32>(o.num_channels)?;
+            ctx.set_op_data(SpectralSubtractionData { options: o, noise })
+        }
+
+        fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            let d = *ctx.op_data::<SpectralSubtractionData>()?;
+            let state = ctx.state(d.noise)?;
+            filter_bank_spectral_subtraction::spectral_subtraction(
+                &d.options,
+                ctx.input::<u32>(0)?,
+                ctx.output::<u32>(0)?,
+                state,
+            )
+            .map_err(err)?;
+            let noise_out = ctx.output::<u32>(1)?;
+            let n = noise_out.len().min(state.len());
+            noise_out[..n].copy_from_slice(&state[..n]);
+            Ok(())
+        }
+    }
+
+    /// The `SignalFilterBankSpectralSubtraction` registration (TFLM registers it under this custom name).
+    pub fn register_filter_bank_spectral_subtraction() -> Registration {
+        Registration::new(
+            "SignalFilterBankSpectralSubtraction",
+            FilterBankSpectralSubtraction,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

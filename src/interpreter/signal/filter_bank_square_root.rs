@@ -74,6 +74,55 @@ pub fn filter_bank_sqrt(
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+
+pub use kernel::{register_filter_bank_square_root, FilterBankSquareRoot};
+
+/// The interpreter kernel of `SignalFilterBankSquareRoot`: prepare validates every shape, dtype and option the
+/// math relies on, invoke calls it.
+mod kernel {
+    use crate::interpreter::signal::filter_bank_square_root;
+    use crate::interpreter::signal::kernel_glue::{err, expect_rank};
+    use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};
+
+    use crate::tensor::DType;
+
+    /// `SignalFilterBankSquareRoot`.
+    pub struct FilterBankSquareRoot;
+
+    impl Kernel for FilterBankSquareRoot {
+        fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            const OP: &str = "SignalFilterBankSquareRoot";
+            ctx.expect_io(2, 1)?;
+            let (input, scale, output) = (ctx.input(0)?, ctx.input(1)?, ctx.output(0)?);
+            input.expect_dtype(DType::U64)?;
+            scale.expect_dtype(DType::I32)?;
+            output.expect_dtype(DType::U32)?;
+            expect_rank(OP, &input, 1)?;
+            expect_rank(OP, &scale, 0)?;
+            output.expect_dims(input.dims)?;
+            Ok(())
+        }
+
+        fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            let scale = ctx.input::<i32>(1)?.first().copied().ok_or_else(|| {
+                KernelError::new("SignalFilterBankSquareRoot: scale input is empty")
+            })?;
+            filter_bank_square_root::filter_bank_sqrt(
+                ctx.input::<u64>(0)?,
+                scale,
+                ctx.output::<u32>(0)?,
+            )
+            .map_err(err)
+        }
+    }
+
+    /// The `SignalFilterBankSquareRoot` registration (TFLM registers it under this custom name).
+    pub fn register_filter_bank_square_root() -> Registration {
+        Registration::new("SignalFilterBankSquareRoot", FilterBankSquareRoot)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,17 +13,17 @@
 //! | `SignalEnergy` | complex spectrum → power | i16 (interleaved re, im) → u32 |
 //! | `SignalFilterBank` | power + 5 constant tables → channels | u32, i16 ×5 → u64 |
 //! | `SignalFilterBankSquareRoot` | channels, scale bits → magnitudes | u64, i32 → u32 |
-//! | `SignalFilterBankSpectralSubtraction` | channels → cleaned, noise estimate | u32 → u32, u32 (state across invokes in TFLM; see [`kernels::FilterBankSpectralSubtraction`]) |
+//! | `SignalFilterBankSpectralSubtraction` | channels → cleaned, noise estimate | u32 → u32, u32 (state across invokes in TFLM; see [`filter_bank_spectral_subtraction::FilterBankSpectralSubtraction`]) |
 //! | `SignalPCAN` | channels, noise estimate, gain LUT → normalized | u32, u32, i16 → u32 |
 //! | `SignalFilterBankLog` | channels → log channels | u32 → i16 |
 //!
 //! Layout: one op per file, each with its options struct (`parse` from the custom-options
-//! bytes, errors naming the op, the option and the value) and plain functions over slices with
-//! no interpreter types, testable alone; [`flexbuffer`] reads the options; [`kernels`] is the
-//! interpreter glue (prepare validates, invoke calls the math) and [`register_all`] registers
-//! the nine ops by their custom names. The RFFT is kissfft
-//! (v1.3.0, as TFLM builds it: fixed-point 16 or 32 bit, or float) reproduced operation by
-//! operation, rounding included.
+//! bytes, errors naming the op, the option and the value), plain functions over slices with no
+//! interpreter types (testable alone), and at its end the interpreter kernel (prepare validates,
+//! invoke calls the math) with its `register_*` function; [`crate::interpreter::kernels::CUSTOMS`]
+//! lists the nine ops by their custom names. [`flexbuffer`] reads the options. The RFFT is
+//! kissfft (v1.3.0, as TFLM builds it: fixed-point 16 or 32 bit, or float) reproduced operation
+//! by operation, rounding included.
 //!
 //! The math functions never index out of bounds: lengths and table indices a model controls are
 //! checked and reported as [`SignalError`] (a value without heap data, so an invoke-time check
@@ -37,12 +37,10 @@ pub mod filter_bank_log;
 pub mod filter_bank_spectral_subtraction;
 pub mod filter_bank_square_root;
 pub mod flexbuffer;
-pub mod kernels;
+mod kernel_glue;
 pub mod pcan;
 pub mod rfft;
 pub mod window;
-
-pub use kernels::register_all;
 
 /// What a Signal math function found wrong with its arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

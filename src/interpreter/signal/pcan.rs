@@ -97,6 +97,71 @@ pub fn apply_pcan(
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+
+pub use kernel::{register_pcan, Pcan};
+
+/// The interpreter kernel of `SignalPCAN`: prepare validates every shape, dtype and option the
+/// math relies on, invoke calls it.
+mod kernel {
+    use crate::interpreter::signal::kernel_glue::{err, expect_len, expect_rank, opt_err};
+    use crate::interpreter::signal::pcan;
+    use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};
+    use crate::kernel_ensure;
+    use crate::tensor::DType;
+
+    /// `SignalPCAN`.
+    pub struct Pcan;
+
+    impl Kernel for Pcan {
+        fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            const OP: &str = "SignalPCAN";
+            let o = pcan::PcanOptions::parse(ctx.custom_options()).map_err(opt_err)?;
+            ctx.expect_io(3, 1)?;
+            let (input, noise, lut, output) =
+                (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?, ctx.output(0)?);
+            input.expect_dtype(DType::U32)?;
+            noise.expect_dtype(DType::U32)?;
+            lut.expect_dtype(DType::I16)?;
+            output.expect_dtype(DType::U32)?;
+            for t in [&input, &noise, &lut, &output] {
+                expect_rank(OP, t, 1)?;
+            }
+            let n = input.num_elements();
+            expect_len(OP, &noise, n, "one noise estimate per channel")?;
+            expect_len(OP, &output, n, "one output per channel")?;
+            kernel_ensure!(
+                lut.num_elements() >= pcan::PCAN_LUT_LEN,
+                "{OP}: gain table `{}` has {} entries, expected at least {}",
+                lut.name,
+                lut.num_elements(),
+                pcan::PCAN_LUT_LEN
+            );
+            ctx.set_op_data(o)
+        }
+
+        fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            let o = *ctx.op_data::<pcan::PcanOptions>()?;
+            let out = ctx.output::<u32>(0)?;
+            let input = ctx.input::<u32>(0)?;
+            kernel_ensure!(
+                input.len() == out.len(),
+                "SignalPCAN: input of {} and output of {} channels",
+                input.len(),
+                out.len()
+            );
+            out.copy_from_slice(input);
+            pcan::apply_pcan(ctx.input::<i16>(2)?, o.snr_shift, ctx.input::<u32>(1)?, out)
+                .map_err(err)
+        }
+    }
+
+    /// The `SignalPCAN` registration (TFLM registers it under this custom name).
+    pub fn register_pcan() -> Registration {
+        Registration::new("SignalPCAN", Pcan)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,6 +59,61 @@ pub fn apply_window(
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+
+pub use kernel::{register_window, Window};
+
+/// The interpreter kernel of `SignalWindow`: prepare validates every shape, dtype and option the
+/// math relies on, invoke calls it.
+mod kernel {
+    use crate::interpreter::signal::kernel_glue::{err, expect_rank, opt_err};
+    use crate::interpreter::signal::window;
+    use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};
+    use crate::kernel_ensure;
+    use crate::tensor::DType;
+
+    /// `SignalWindow`.
+    pub struct Window;
+
+    impl Kernel for Window {
+        fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            const OP: &str = "SignalWindow";
+            let o = window::WindowOptions::parse(ctx.custom_options()).map_err(opt_err)?;
+            ctx.expect_io(2, 1)?;
+            let (input, weights, output) = (ctx.input(0)?, ctx.input(1)?, ctx.output(0)?);
+            for t in [&input, &weights, &output] {
+                t.expect_dtype(DType::I16)?;
+            }
+            kernel_ensure!(!input.dims.is_empty(), "{OP}: input is a scalar");
+            expect_rank(OP, &weights, 1)?;
+            output.expect_dims(input.dims)?;
+            let n = weights.num_elements();
+            kernel_ensure!(
+                n > 0 && input.num_elements() % n == 0,
+                "{OP}: input of {} elements is not a whole number of windows of {n}",
+                input.num_elements()
+            );
+            ctx.set_op_data(o)
+        }
+
+        fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            let o = *ctx.op_data::<window::WindowOptions>()?;
+            window::apply_window(
+                ctx.input::<i16>(0)?,
+                ctx.input::<i16>(1)?,
+                o.shift,
+                ctx.output::<i16>(0)?,
+            )
+            .map_err(err)
+        }
+    }
+
+    /// The `SignalWindow` registration (TFLM registers it under this custom name).
+    pub fn register_window() -> Registration {
+        Registration::new("SignalWindow", Window)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
