@@ -18,13 +18,13 @@
 //! |---|---|---|
 //! | `TENSOR_ALLOC_GLOBAL` | `system`, `hybrid` | `hybrid` |
 //! | `TENSOR_ALLOC_GLOBAL_THRESHOLD` | bytes, optional `KiB`/`MiB`/`GiB` suffix, 4 KiB to 1 TiB | `256KiB` |
-//! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes, at least 1 MiB ([`crate::alloc::global::config::MIN_LIMIT`]), optional suffix | no limit |
+//! | `TENSOR_ALLOC_GLOBAL_LIMIT` | bytes, at least 1 MiB ([`MIN_LIMIT`]), optional suffix | no limit |
 //! | `TENSOR_ALLOC_GLOBAL_HUGE_PAGES` | `on`, `off` | `off` |
 //!
 //! - `system`: every request goes to the system heap (`malloc`/`posix_memalign`, the same as
 //!   `std::alloc::System`).
 //! - `hybrid`: requests of at least the threshold go to the large-buffer heap
-//!   ([`crate::alloc::global`]): best fit with coalescing over big `mmap` regions whose
+//!   (`alloc/global/` in the source): best fit with coalescing over big `mmap` regions whose
 //!   bookkeeping lives in `mmap`-backed memory, which moves resident pages of free blocks into new
 //!   ones instead of faulting fresh pages. Smaller requests go to the system heap. `dealloc` and
 //!   `realloc` find a block's heap from its size and the large heap's address ranges. With
@@ -36,7 +36,7 @@
 //!   (`try_reserve`, `Vec::try_with_capacity`) then gets an `Err`; an infallible one (`Vec::push`,
 //!   `Box::new`, `format!`) calls `handle_alloc_error`, which prints "memory allocation of N bytes
 //!   failed" and aborts the process: stable Rust offers no way to turn that into an error. A
-//!   limit below [`crate::alloc::global::config::MIN_LIMIT`] (1 MiB), under which no program gets far enough to report
+//!   limit below [`MIN_LIMIT`] (1 MiB), under which no program gets far enough to report
 //!   anything, is a bad value (no limit is applied; [`config_errors`] reports it).
 //! - Huge pages `on`: the large heap's regions start at 2 MiB boundaries and are advised
 //!   `MADV_HUGEPAGE` (again after a range is mapped afresh), so with transparent huge pages in
@@ -65,6 +65,7 @@
 //! [`count_allocations`] is what the interpreter's "invoke performs zero heap allocations" test uses.
 
 use crate::alloc::global::config;
+pub use crate::alloc::global::config::MIN_LIMIT;
 use crate::alloc::global::hybrid::{self, active};
 pub use crate::alloc::global::{GlobalMode, LargeHeapStats};
 use std::alloc::{GlobalAlloc, Layout, System};

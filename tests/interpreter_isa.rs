@@ -10,8 +10,8 @@
 mod common;
 
 use common::{run_once, shared, tier_cases, Tier};
-use tensor_alloc::interpreter::optimized::{Isa, IsaSource};
 use tensor_alloc::interpreter::{InterpreterBuilder, KernelSet};
+use tensor_alloc::interpreter::{Isa, IsaSource};
 use tensor_alloc::model::Model;
 use tensor_alloc::tensor::DType;
 

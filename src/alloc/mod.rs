@@ -14,7 +14,7 @@ pub mod cpu;
 pub mod env;
 mod error;
 pub mod failing;
-pub mod global;
+pub(crate) mod global;
 pub mod numa;
 pub mod pool;
 pub mod registry;

@@ -27,14 +27,14 @@ pub mod device;
 pub mod error;
 pub mod kernel;
 pub mod kernels;
-pub mod optimized;
+internal_mod!(optimized);
 pub mod partition;
 pub mod plan;
-pub mod reference;
+internal_mod!(reference);
 pub mod resolver;
 pub mod schedule;
-pub mod signal;
-pub mod threads;
+internal_mod!(signal);
+internal_mod!(threads);
 
 mod allocation;
 mod builder;
@@ -50,6 +50,7 @@ pub use context::{
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
 pub use kernel::{InPlace, Kernel, KernelSet, Registration};
+pub use optimized::{Isa, IsaSelection, IsaSource};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
 pub use resolver::OpResolver;
 

@@ -51,6 +51,13 @@ pub enum GlobalMode {
     Hybrid,
 }
 
+impl GlobalMode {
+    /// The mode named `name` (`system` or `hybrid`, any case), as `TENSOR_ALLOC_GLOBAL` reads it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        parse_mode(name.as_bytes())
+    }
+}
+
 /// Bits of [`Config::errors`].
 pub const BAD_MODE: u8 = 1;
 /// Bit of a bad `TENSOR_ALLOC_GLOBAL_THRESHOLD`.

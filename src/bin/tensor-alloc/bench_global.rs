@@ -150,7 +150,7 @@ pub fn run(args: &BenchArgs, modes: &[String], workloads: &[Workload]) -> Result
         .filter(|m| !m.is_empty())
         .collect();
     for m in &modes {
-        if tensor_alloc::alloc::global::config::parse_mode(m.as_bytes()).is_none() {
+        if tensor_alloc::global::GlobalMode::from_name(m).is_none() {
             return Err(format!(
                 "unknown global allocator mode '{m}' in --global-modes; expected a list of: system, hybrid"
             ));

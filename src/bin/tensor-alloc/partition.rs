@@ -89,8 +89,7 @@ pub fn run_split(args: &crate::run::RunArgs, devices: &str) -> Result<(), String
     use tensor_alloc::tensor::Tensor;
 
     // The spaces' interpreters run the environment's path (`--isa` conflicts with `--devices`).
-    let isa = tensor_alloc::interpreter::optimized::IsaSelection::resolve(None)
-        .map_err(|e| e.to_string())?;
+    let isa = tensor_alloc::interpreter::IsaSelection::resolve(None).map_err(|e| e.to_string())?;
     let model = crate::load_model(&args.model)?;
     let (set, policy) = devices_and_policy(devices, &args.policy)?;
     let mut p = PartitionedInterpreter::build(&model, &set, policy.as_ref())

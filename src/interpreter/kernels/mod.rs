@@ -15,7 +15,7 @@ pub mod abs;
 pub mod add;
 pub mod average_pool;
 pub mod batch_matmul;
-pub mod binary_common;
+pub(crate) mod binary_common;
 pub mod cast;
 pub mod concatenation;
 pub mod conv;
