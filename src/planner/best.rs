@@ -68,7 +68,7 @@ impl BestPlanner {
     /// Default work budget (neighbour inspections).
     pub const DEFAULT_BUDGET: u64 = 700_000;
 
-    /// Default work budget of the exact phase (about 15–25 s of search on one core of the
+    /// Default work budget of the exact phase (about 15–30 s of search on one core of the
     /// 2-core test VM when the gap cannot be closed; `BENCHMARKS.md`).
     pub const DEFAULT_EXACT_WORK: u64 = 4_000_000_000;
 
