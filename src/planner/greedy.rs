@@ -13,6 +13,8 @@ pub(crate) const UNPLACED: usize = usize::MAX;
 pub(crate) struct Placer<'p> {
     pub p: &'p Problem,
     pub offsets: Vec<usize>,
+    /// `p.items[i].size`, packed (the neighbour scans read it for every neighbour).
+    sizes: Vec<usize>,
     scratch: Vec<(usize, usize)>,
     /// Neighbor visits so far (the deterministic work measure of the search budget).
     pub work: u64,
@@ -33,6 +35,7 @@ impl<'p> Placer<'p> {
         Self {
             p,
             offsets,
+            sizes: p.items.iter().map(|it| it.size).collect(),
             scratch: Vec::new(),
             work: 0,
             rank: Vec::new(),
@@ -55,7 +58,7 @@ impl<'p> Placer<'p> {
             for &j in nb {
                 let o = self.offsets[j as usize];
                 if o != UNPLACED {
-                    self.scratch.push((o, o + self.p.items[j as usize].size));
+                    self.scratch.push((o, o + self.sizes[j as usize]));
                 }
             }
         } else {
@@ -63,7 +66,7 @@ impl<'p> Placer<'p> {
             for &j in nb {
                 let o = self.offsets[j as usize];
                 if o != UNPLACED && self.rank[j as usize] < r {
-                    self.scratch.push((o, o + self.p.items[j as usize].size));
+                    self.scratch.push((o, o + self.sizes[j as usize]));
                 }
             }
         }
@@ -161,38 +164,44 @@ fn aligned(v: usize, align: usize) -> usize {
 
 /// The online items, in TFLM's order: size descending, ties highest index first. TFLM's
 /// `GreedyMemoryPlanner` fills its sort array with the online buffers from the tail (so in
-/// descending index order) and then runs a stable descending sort on sizes.
+/// descending index order) and then runs a stable descending sort on sizes. The key
+/// `(size, index)` is unique, so an unstable sort of the keys gives that order (and reads each
+/// item once, which matters at a million buffers).
 pub(crate) fn tflm_order(p: &Problem) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..p.items.len())
-        .filter(|&i| p.items[i].fixed.is_none())
+    let mut keyed: Vec<(usize, usize)> = p
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(_, it)| it.fixed.is_none())
+        .map(|(i, it)| (it.size, i))
         .collect();
-    order.sort_by(|&a, &b| p.items[b].size.cmp(&p.items[a].size).then(b.cmp(&a)));
-    order
+    keyed.sort_unstable_by(|a, b| b.cmp(a));
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// The online items, in TFLite's order: whole-run items first by index, then raw size
 /// descending, then earlier first use (then index, where TFLite's unstable sort leaves it open).
+/// Sorted on precomputed unique keys (see [`tflm_order`]).
 pub(crate) fn tflite_order(p: &Problem) -> Vec<usize> {
     let min_first = p.items.iter().map(|it| it.first).min().unwrap_or(0);
     let max_last = p.items.iter().map(|it| it.last).max().unwrap_or(0);
-    let whole = |i: usize| p.items[i].first == min_first && p.items[i].last == max_last;
-    let mut order: Vec<usize> = (0..p.items.len())
-        .filter(|&i| p.items[i].fixed.is_none())
-        .collect();
-    order.sort_by(|&a, &b| {
-        let (ia, ib) = (&p.items[a], &p.items[b]);
-        whole(b).cmp(&whole(a)).then_with(|| {
-            if whole(a) {
-                ia.index.cmp(&ib.index)
+    // (0 for whole-run items else 1, then !raw_size so larger sorts first, first use, index);
+    // whole-run items compare by index alone (their other fields are zeroed).
+    let mut keyed: Vec<(u8, usize, usize, usize, usize)> = p
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(_, it)| it.fixed.is_none())
+        .map(|(i, it)| {
+            if it.first == min_first && it.last == max_last {
+                (0, 0, 0, it.index, i)
             } else {
-                ib.raw_size
-                    .cmp(&ia.raw_size)
-                    .then(ia.first.cmp(&ib.first))
-                    .then(ia.index.cmp(&ib.index))
+                (1, !it.raw_size, it.first, it.index, i)
             }
         })
-    });
-    order
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|k| k.4).collect()
 }
 
 /// TFLM's `LinearMemoryPlanner` (and TFLite's `preserve_all_tensors`): no reuse at all; every

@@ -33,10 +33,16 @@
 //! ## Minimising, budgets and what is proven
 //! [`minimise`] starts from a plan (the upper bound, e.g. [`BestPlanner`](super::BestPlanner)'s)
 //! and the lower bound (most bytes live at one step), first asks whether the lower bound
-//! itself fits, then bisects the gap over multiples of the granularity (every canonical
-//! offset is one; see `granularity`): a packing lowers the upper bound to its arena, a proof
-//! raises the lower bound above the capacity tried, and a capacity the budget could not decide
-//! is skipped upwards. The result is **proven optimal** when the bounds meet; otherwise it is the
+//! itself fits (a third of the budget), then probes downwards from the best arena, only at
+//! multiples of the granularity (every canonical offset is one; see `granularity`): one granule
+//! below it first (half of what is left), twice as far after every packing found (an eighth of
+//! what is left: such probes are exploratory), one granule below again after a capacity the
+//! budget could not decide, and a last try with all that is left when even one granule below
+//! cannot be decided. A packing lowers the upper bound to its arena; a proof that a capacity does not
+//! fit raises the lower bound above it (a proof one granule below the best arena closes the
+//! gap). Probing from the top rather than bisecting spends the budget where packings are
+//! found: on hard instances a capacity well inside the gap can neither be packed nor refuted
+//! within any practical budget, while the next granule down often packs in seconds. The result is **proven optimal** when the bounds meet; otherwise it is the
 //! best plan found, with the proven lower bound beside it. The budget counts *work units*
 //! ([`SearchBudget::work`]): one per node, per candidate ordered, per neighbour updated, per
 //! section touched or checked and per section member scanned, so it tracks the search's real
@@ -283,9 +289,12 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
     let started = Instant::now();
     let deadline = budget.time_limit.map(|d| started + d);
     let mut searcher = Searcher::new(p, &t);
-    // Capacities at or below this one could not be decided within their share.
-    let mut undecided: Option<usize> = None;
+    // The first question is the lower bound itself; after it, capacities are probed `stride`
+    // granules below the largest multiple of `g` under the best arena (see the module docs).
     let mut first = true;
+    let mut stride: usize = 1;
+    // Set once a one-granule probe could not be decided: the next probe gets all that is left.
+    let mut last_chance = false;
     while best.proven_lower_bound < best.arena {
         let remaining = budget.work.saturating_sub(searcher.work);
         if remaining == 0 {
@@ -296,39 +305,39 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
             best.stopped = Some(StopReason::Time);
             break;
         }
-        // Only multiples of the granularity are worth asking (see [`granularity`]).
-        let lo = undecided.map_or(best.proven_lower_bound, |u| {
-            round_up(u + 1, g).max(best.proven_lower_bound)
-        });
-        if lo >= best.arena {
-            best.stopped = Some(StopReason::Work);
-            break;
-        }
+        // Only multiples of the granularity are worth asking (see [`granularity`]); `top` is the
+        // largest one below the best arena, and at least the proven bound (the loop condition
+        // and the bound being a multiple of `g`).
+        let top = (best.arena - 1) / g * g;
+        let candidates = (top - best.proven_lower_bound) / g + 1;
         let capacity = if first {
-            lo
+            best.proven_lower_bound
         } else {
-            lo + (best.arena - 1 - lo) / g / 2 * g
+            top - (stride.min(candidates) - 1) * g
         };
-        // The lower bound itself gets three quarters (on instances packable at the bound it
-        // is the one question that matters), later capacities half of what is left.
-        let share = if remaining <= 2 * MIN_SLICE {
+        // The lower bound gets a third (on instances packable at the bound it is the one
+        // question that matters), a probe one granule down half of what is left, a farther
+        // (exploratory) probe an eighth, a last chance all of it.
+        let share = if remaining <= 2 * MIN_SLICE || last_chance {
             remaining
         } else if first {
-            remaining / 4 * 3
+            remaining / 3
+        } else if stride > 1 && candidates > 1 {
+            (remaining / 8).max(MIN_SLICE)
         } else {
             (remaining / 2).max(MIN_SLICE)
         };
-        // Each capacity may also use half of the time left (all of it near the end).
+        // Each capacity may also use half of the time left (all of it near the end or on a last
+        // chance).
         let step_deadline = deadline.map(|d| {
             let now = Instant::now();
             let left = d.saturating_duration_since(now);
-            if left < MIN_TIME_SLICE * 2 {
+            if left < MIN_TIME_SLICE * 2 || last_chance {
                 d
             } else {
                 now + (left / 2).max(MIN_TIME_SLICE)
             }
         });
-        first = false;
         let before = searcher.work;
         let answer = searcher.decide(capacity, share, step_deadline);
         tracing::debug!(
@@ -337,24 +346,43 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
             answer = ?std::mem::discriminant(&answer),
             "exact search step"
         );
-        match answer {
+        let was_first = std::mem::replace(&mut first, false);
+        let undecided = match answer {
             Answer::Fits(offsets) => {
                 best.arena = arena_of(&offsets);
                 best.offsets = offsets;
+                // A packing came easily: probe further down next time.
+                if !was_first {
+                    stride = stride.saturating_mul(2);
+                }
+                false
             }
             Answer::DoesNotFit => {
                 // Every canonical arena is a multiple of `g`: none fits below `capacity + g`.
                 best.proven_lower_bound = capacity + g;
+                stride = (stride / 2).max(1);
+                false
             }
-            Answer::Unknown(StopReason::Work) => {
-                undecided = Some(capacity);
-            }
+            Answer::Unknown(StopReason::Work) => true,
             Answer::Unknown(StopReason::Time) if deadline.is_some_and(|d| Instant::now() < d) => {
-                undecided = Some(capacity);
+                true
             }
             Answer::Unknown(reason) => {
                 best.stopped = Some(reason);
                 break;
+            }
+        };
+        if undecided {
+            if was_first {
+                stride = 1;
+            } else if stride > 1 {
+                // Too ambitious: probe right below the best arena again.
+                stride = 1;
+            } else if last_chance {
+                best.stopped = Some(StopReason::Work);
+                break;
+            } else {
+                last_chance = true;
             }
         }
     }

@@ -213,7 +213,7 @@ fn aliases_share_offsets() {
     assert!(m.proven_optimal);
 }
 
-/// Sizes sharing a factor (12) with alignments that divide it or not: minimisation bisects
+/// Sizes sharing a factor (12) with alignments that divide it or not: minimisation probes
 /// over multiples of the granularity and still proves the brute-force optimum.
 #[test]
 fn coarse_sizes_match_exhaustive_search() {
