@@ -403,7 +403,11 @@ mod avx2 {
             if lanes == 0 {
                 break;
             }
-            let stage = if lanes == PANEL { Stage8::new(rq, c) } else { None };
+            let stage = if lanes == PANEL {
+                Stage8::new(rq, c)
+            } else {
+                None
+            };
             for (r, acc) in acc.iter().enumerate() {
                 let o = &mut out.out[(r0 + r) * out.stride + c..][..lanes];
                 match &stage {
@@ -457,5 +461,38 @@ mod avx2 {
             }
             run!(1, 2, 3, 4, 5, 6);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pack, packed_len, padded, PANEL};
+
+    /// The packed layout by its definition: panel `c / 8`, pair `i / 2`, lane `c % 8`, byte
+    /// `i % 2`; zero past `k` and past `n`.
+    fn pack_by_definition(w: &[i8], n: usize, k: usize) -> Vec<i8> {
+        let pairs = padded(k) / 2;
+        let mut out = vec![0i8; packed_len(n, k)];
+        for c in 0..n {
+            for i in 0..k {
+                let at = ((c / PANEL) * pairs + i / 2) * 2 * PANEL + (c % PANEL) * 2 + i % 2;
+                out[at] = w[c * k + i];
+            }
+        }
+        out
+    }
+
+    /// Full and partial panels, depths below, at and across the 16-value transpose chunks,
+    /// odd depths; the output buffer starts dirty (padding must be written as zeros).
+    #[test]
+    fn pack_matches_its_definition() {
+        for n in [1, 7, 8, 9, 16, 23, 40] {
+            for k in [1, 2, 3, 15, 16, 17, 31, 32, 33, 48, 63, 100] {
+                let w: Vec<i8> = (0..n * k).map(|i| (i * 37 % 251) as u8 as i8).collect();
+                let mut got = vec![0x5ai8; packed_len(n, k)];
+                pack(&w, n, k, &mut got);
+                assert_eq!(got, pack_by_definition(&w, n, k), "n {n} k {k}");
+            }
+        }
     }
 }
