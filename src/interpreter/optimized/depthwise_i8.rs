@@ -299,10 +299,12 @@ impl Taps<'_> {
 /// group and row and stay in L1; the output stage is the shared AVX2 requantization.
 #[cfg(target_arch = "x86_64")]
 mod avx2_rows {
+    use super::super::requant_i8::avx2::Stage8;
     use super::super::requant_i8::{requantize_row, Requant};
     use super::super::Isa;
     use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
 
     /// Tap pairs per window at most (windows of up to 80 taps, e.g. micro_speech's 10 × 8; the
     /// widened weights of a row take 32 bytes per pair on the stack).
@@ -413,8 +415,10 @@ mod avx2_rows {
         let n = taps.len();
         let pairs = n.div_ceil(2);
         let off = _mm256_set1_epi16(offset);
-        let mut w = [[_mm256_setzero_si256(); G]; MAX_PAIRS];
+        // Only the first `pairs` entries are written and read (no zeroing of the rest).
+        let mut w = [MaybeUninit::<[__m256i; G]>::uninit(); MAX_PAIRS];
         for (p, wp) in w.iter_mut().enumerate().take(pairs) {
+            let mut v = [_mm256_setzero_si256(); G];
             // SAFETY: `8 * G` channels of a filter tap (`oc0 + 8 * G <= out_c`).
             let wa = load::<G>(filter.as_ptr().add(taps[2 * p].1 + oc0));
             let wb = if 2 * p + 1 < n {
@@ -424,13 +428,21 @@ mod avx2_rows {
                 // tap's again, adds nothing).
                 _mm_setzero_si128()
             };
-            wp[0] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(wa, wb));
+            v[0] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(wa, wb));
             if G == 2 {
-                wp[G - 1] = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(wa, wb));
+                v[G - 1] = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(wa, wb));
             }
+            wp.write(v);
         }
+        // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
+        let w: &[[__m256i; G]] =
+            std::slice::from_raw_parts(w.as_ptr().cast::<[__m256i; G]>(), pairs.min(MAX_PAIRS));
         let ic = oc0 / dm;
-        let mut acc_out = [0i32; 16];
+        // The output stage of each 8 channels, set up once for the row.
+        let mut stages: [Option<Stage8>; G] = [None; G];
+        for (j, s) in stages.iter_mut().enumerate() {
+            *s = Stage8::new(rq, oc0 + 8 * j);
+        }
         for out_x in 0..g.out_w {
             let wx = g.col_window(out_x);
             if wx.f0 != 0 || wx.f1 != g.filter_w {
@@ -438,7 +450,7 @@ mod avx2_rows {
             }
             let base = wx.at(0) * in_c + ic;
             let mut acc = [_mm256_setzero_si256(); G];
-            for (p, wp) in w.iter().enumerate().take(pairs) {
+            for (p, wp) in w.iter().enumerate() {
                 let ia = taps[2 * p].0 + base;
                 let ib = if 2 * p + 1 < n {
                     taps[2 * p + 1].0 + base
@@ -466,18 +478,23 @@ mod avx2_rows {
                     acc[G - 1] = _mm256_add_epi32(acc[G - 1], _mm256_madd_epi16(hi, wp[G - 1]));
                 }
             }
-            for (j, a) in acc.iter().enumerate() {
-                // SAFETY: `acc_out` has 16 lanes, `8 j + 8 <= 8 G <= 16`.
-                _mm256_storeu_si256(acc_out.as_mut_ptr().add(8 * j).cast(), *a);
-            }
             let o = (out_row + out_x) * out_c + oc0;
-            requantize_row(
-                Isa::Avx2,
-                rq,
-                oc0,
-                &acc_out[..8 * G],
-                &mut output[o..o + 8 * G],
-            );
+            let out = &mut output[o..o + 8 * G];
+            for (j, a) in acc.iter().enumerate() {
+                match &stages[j] {
+                    Some(s) => {
+                        // SAFETY: `out` holds `8 G` bytes, `8 j + 8 <= 8 G`.
+                        _mm_storel_epi64(out.as_mut_ptr().add(8 * j).cast(), s.apply(*a));
+                    }
+                    None => {
+                        let mut v = [0i32; 8];
+                        // SAFETY: `v` has 8 lanes.
+                        _mm256_storeu_si256(v.as_mut_ptr().cast(), *a);
+                        let o = &mut out[8 * j..8 * j + 8];
+                        requantize_row(Isa::Avx2, rq, oc0 + 8 * j, &v, o);
+                    }
+                }
+            }
         }
     }
 }

@@ -89,31 +89,97 @@ pub(crate) fn packed_len(n: usize, k: usize) -> usize {
 /// If `w` or `out` is shorter than that (a caller's bug: the kernels size them).
 pub(crate) fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8]) {
     // Panel by panel, each weight row's pairs in order: sequential reads, no divisions (the
-    // kernels that read weights in place pack at every invoke).
+    // kernels that read weights in place pack at every invoke). A full panel's first
+    // `k / 16 * 8` pairs go eight at a time as an 8 × 8 transpose of 16-bit pairs.
     let pairs = padded(k) / 2;
     let out = &mut out[..packed_len(n, k)];
     let w = &w[..n * k];
     for (p, panel) in out.chunks_exact_mut(pairs * 2 * PANEL).enumerate() {
         let c0 = p * PANEL;
         let lanes = PANEL.min(n - c0);
-        if lanes < PANEL {
+        let done = if lanes == PANEL {
+            pack_panel_pairs(&w[c0 * k..(c0 + PANEL) * k], k, panel)
+        } else {
             panel.fill(0);
+            0
+        };
+        pack_panel_tail(&w[c0 * k..], k, lanes, done, panel);
+    }
+}
+
+/// The pairs `from..` of `lanes` weight rows of depth `k` (`w[l * k + i]`) into `panel`.
+fn pack_panel_tail(w: &[i8], k: usize, lanes: usize, from: usize, panel: &mut [i8]) {
+    for l in 0..lanes {
+        let row = &w[l * k..][..k];
+        let mut it = row[2 * from..].chunks_exact(2);
+        for (j, pair) in (&mut it).enumerate() {
+            let o = (from + j) * 2 * PANEL + l * 2;
+            panel[o] = pair[0];
+            panel[o + 1] = pair[1];
         }
-        for l in 0..lanes {
-            let row = &w[(c0 + l) * k..][..k];
-            let mut it = row.chunks_exact(2);
-            for (j, pair) in (&mut it).enumerate() {
-                let o = j * 2 * PANEL + l * 2;
-                panel[o] = pair[0];
-                panel[o + 1] = pair[1];
-            }
-            if let [last] = it.remainder() {
-                let o = (k / 2) * 2 * PANEL + l * 2;
-                panel[o] = *last;
-                panel[o + 1] = 0;
+        if let [last] = it.remainder() {
+            let o = (k / 2) * 2 * PANEL + l * 2;
+            panel[o] = *last;
+            panel[o + 1] = 0;
+        }
+    }
+}
+
+/// The first `k / 16 * 8` pairs of a full panel (`w` holds its [`PANEL`] rows of depth `k`)
+/// into `panel`, eight pairs of all rows at a time; returns how many pairs it wrote.
+#[cfg(target_arch = "x86_64")]
+fn pack_panel_pairs(w: &[i8], k: usize, panel: &mut [i8]) -> usize {
+    use std::arch::x86_64::*;
+    let chunks = k / 16;
+    assert!(w.len() >= PANEL * k && panel.len() >= chunks * 8 * 2 * PANEL);
+    for ch in 0..chunks {
+        // SAFETY: SSE2 is part of x86_64. Row `l` reads bytes `l * k + 16 ch..+16 <= (l + 1) k`
+        // of `w`; the stores write pairs `8 ch..8 ch + 8` of the panel, inside it (both
+        // lengths asserted above).
+        unsafe {
+            let src = w.as_ptr().add(16 * ch);
+            let r: [__m128i; PANEL] =
+                std::array::from_fn(|l| _mm_loadu_si128(src.add(l * k).cast()));
+            // 8 × 8 transpose of 16-bit elements (a row's pair `j` to lane `l` of pair `j`).
+            let a0 = _mm_unpacklo_epi16(r[0], r[1]);
+            let a1 = _mm_unpackhi_epi16(r[0], r[1]);
+            let a2 = _mm_unpacklo_epi16(r[2], r[3]);
+            let a3 = _mm_unpackhi_epi16(r[2], r[3]);
+            let a4 = _mm_unpacklo_epi16(r[4], r[5]);
+            let a5 = _mm_unpackhi_epi16(r[4], r[5]);
+            let a6 = _mm_unpacklo_epi16(r[6], r[7]);
+            let a7 = _mm_unpackhi_epi16(r[6], r[7]);
+            let b0 = _mm_unpacklo_epi32(a0, a2);
+            let b1 = _mm_unpackhi_epi32(a0, a2);
+            let b2 = _mm_unpacklo_epi32(a1, a3);
+            let b3 = _mm_unpackhi_epi32(a1, a3);
+            let b4 = _mm_unpacklo_epi32(a4, a6);
+            let b5 = _mm_unpackhi_epi32(a4, a6);
+            let b6 = _mm_unpacklo_epi32(a5, a7);
+            let b7 = _mm_unpackhi_epi32(a5, a7);
+            let t = [
+                _mm_unpacklo_epi64(b0, b4),
+                _mm_unpackhi_epi64(b0, b4),
+                _mm_unpacklo_epi64(b1, b5),
+                _mm_unpackhi_epi64(b1, b5),
+                _mm_unpacklo_epi64(b2, b6),
+                _mm_unpackhi_epi64(b2, b6),
+                _mm_unpacklo_epi64(b3, b7),
+                _mm_unpackhi_epi64(b3, b7),
+            ];
+            let dst = panel.as_mut_ptr().add(ch * 8 * 2 * PANEL);
+            for (j, v) in t.iter().enumerate() {
+                _mm_storeu_si128(dst.add(j * 2 * PANEL).cast(), *v);
             }
         }
     }
+    chunks * 8
+}
+
+/// Portable targets pack every pair in [`pack_panel_tail`].
+#[cfg(not(target_arch = "x86_64"))]
+fn pack_panel_pairs(_w: &[i8], _k: usize, _panel: &mut [i8]) -> usize {
+    0
 }
 
 /// Where the requantized rows go: row `r` of the call at `out[r * stride..][..n]`.
@@ -152,19 +218,19 @@ pub(crate) fn gemm_requant(
     assert!(a_stride >= padded(k) && a.len() >= (rows - 1) * a_stride + padded(k));
     assert!(packed.len() >= packed_len(n, k));
     assert!(out.out.len() >= (rows - 1) * out.stride + n && out.stride >= n);
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2; the slice lengths
+        // were checked above.
+        unsafe { avx2::gemm(a, a_stride, rows, k, packed, n, rq, out) };
+        return;
+    }
     let mut tile = |r0: usize, c0: usize, acc: &[[i32; 2 * PANEL]], nc: usize| {
         for (r, acc) in acc.iter().enumerate() {
             let o = &mut out.out[(r0 + r) * out.stride + c0..][..nc];
             requantize_row(isa, rq, c0, &acc[..nc], o);
         }
     };
-    #[cfg(target_arch = "x86_64")]
-    if isa.avx2() {
-        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2; the slice lengths
-        // were checked above.
-        unsafe { avx2::gemm(a, a_stride, rows, k, packed, n, &mut tile) };
-        return;
-    }
     portable::gemm(a, a_stride, rows, k, packed, n, &mut tile)
 }
 
@@ -264,11 +330,14 @@ mod portable {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{for_tiles, padded, TileAcc, PANEL, TILE_ROWS};
+    use super::super::requant_i8::avx2::Stage8;
+    use super::super::requant_i8::{requantize_row, Requant};
+    use super::super::Isa;
+    use super::{for_tiles, padded, OutRows, PANEL};
     use std::arch::x86_64::*;
 
-    /// One tile of `R` activation rows × `P` panels (indexed loops over the register arrays:
-    /// `R` and `P` are constants the compiler unrolls).
+    /// The accumulators of one tile of `R` activation rows × `P` panels (indexed loops over
+    /// the register arrays: `R` and `P` are constants the compiler unrolls).
     ///
     /// # Safety
     /// The CPU supports AVX2; rows `r0..r0 + R` of `a` have `padded(k)` readable elements and
@@ -283,8 +352,7 @@ mod avx2 {
         packed: &[i8],
         r0: usize,
         p0: usize,
-        acc_out: &mut TileAcc,
-    ) {
+    ) -> [[__m256i; P]; R] {
         let pairs = padded(k) / 2;
         let mut acc = [[_mm256_setzero_si256(); P]; R];
         let mut wp = [packed.as_ptr(); P];
@@ -309,17 +377,59 @@ mod avx2 {
                 }
             }
         }
-        for r in 0..R {
-            for p in 0..P {
-                // SAFETY: `acc_out[r]` has 16 `i32`, `p * 8 + 8 <= 16`.
-                _mm256_storeu_si256(acc_out[r].as_mut_ptr().add(p * PANEL).cast(), acc[r][p]);
+        acc
+    }
+
+    /// Requantizes a tile's accumulators (`R` rows from `r0`, `P` panels from channel `c0`,
+    /// `nc` channels of them real) into `out`: whole panels with the vector stage set up once
+    /// for all rows, a partial panel through the row stage.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2; `out` holds rows `r0..r0 + R`, channels `c0..c0 + nc` (checked
+    /// by `gemm_requant`).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn store<const R: usize, const P: usize>(
+        acc: &[[__m256i; P]; R],
+        rq: &Requant<'_>,
+        out: &mut OutRows<'_>,
+        r0: usize,
+        c0: usize,
+        nc: usize,
+    ) {
+        for p in 0..P {
+            let c = c0 + p * PANEL;
+            let lanes = PANEL.min(nc.saturating_sub(p * PANEL));
+            if lanes == 0 {
+                break;
+            }
+            let stage = if lanes == PANEL {
+                Stage8::new(rq, c)
+            } else {
+                None
+            };
+            for (r, acc) in acc.iter().enumerate() {
+                let o = &mut out.out[(r0 + r) * out.stride + c..][..lanes];
+                match &stage {
+                    Some(s) => {
+                        // SAFETY: `o` holds 8 bytes.
+                        _mm_storel_epi64(o.as_mut_ptr().cast(), s.apply(acc[p]));
+                    }
+                    None => {
+                        let mut v = [0i32; PANEL];
+                        // SAFETY: `v` holds 8 `i32`.
+                        _mm256_storeu_si256(v.as_mut_ptr().cast(), acc[p]);
+                        requantize_row(Isa::Avx2, rq, c, &v[..lanes], o);
+                    }
+                }
             }
         }
     }
 
     /// # Safety
-    /// The CPU supports AVX2; `a` and `packed` have the lengths `gemm_requant` checks.
+    /// The CPU supports AVX2; `a`, `packed` and `out` have the lengths `gemm_requant` checks.
     #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn gemm(
         a: &[i16],
         a_stride: usize,
@@ -327,27 +437,62 @@ mod avx2 {
         k: usize,
         packed: &[i8],
         n: usize,
-        tile: &mut impl FnMut(usize, usize, &[[i32; 2 * PANEL]], usize),
+        rq: &Requant<'_>,
+        mut out: OutRows<'_>,
     ) {
-        let mut acc: TileAcc = [[0; 2 * PANEL]; TILE_ROWS];
         for_tiles(rows, n, |r0, p0, nr, np| {
+            let c0 = p0 * PANEL;
+            let nc = (n - c0).min(np * PANEL);
             macro_rules! run {
                 ($($r:literal),*) => {
                     match (nr, np) {
                         // SAFETY: as for `gemm` (the closure runs inside it).
                         $(($r, 2) => unsafe {
-                            block::<$r, 2>(a, a_stride, k, packed, r0, p0, &mut acc)
+                            let acc = block::<$r, 2>(a, a_stride, k, packed, r0, p0);
+                            store(&acc, rq, &mut out, r0, c0, nc);
                         },
                         ($r, _) => unsafe {
-                            block::<$r, 1>(a, a_stride, k, packed, r0, p0, &mut acc)
+                            let acc = block::<$r, 1>(a, a_stride, k, packed, r0, p0);
+                            store(&acc, rq, &mut out, r0, c0, nc);
                         },)*
                         _ => unreachable!("row tiles have 1..=TILE_ROWS rows"),
                     }
                 };
             }
             run!(1, 2, 3, 4, 5, 6);
-            let nc = (n - p0 * PANEL).min(np * PANEL);
-            tile(r0, p0 * PANEL, &acc[..nr], nc);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pack, packed_len, padded, PANEL};
+
+    /// The packed layout by its definition: panel `c / 8`, pair `i / 2`, lane `c % 8`, byte
+    /// `i % 2`; zero past `k` and past `n`.
+    fn pack_by_definition(w: &[i8], n: usize, k: usize) -> Vec<i8> {
+        let pairs = padded(k) / 2;
+        let mut out = vec![0i8; packed_len(n, k)];
+        for c in 0..n {
+            for i in 0..k {
+                let at = ((c / PANEL) * pairs + i / 2) * 2 * PANEL + (c % PANEL) * 2 + i % 2;
+                out[at] = w[c * k + i];
+            }
+        }
+        out
+    }
+
+    /// Full and partial panels, depths below, at and across the 16-value transpose chunks,
+    /// odd depths; the output buffer starts dirty (padding must be written as zeros).
+    #[test]
+    fn pack_matches_its_definition() {
+        for n in [1, 7, 8, 9, 16, 23, 40] {
+            for k in [1, 2, 3, 15, 16, 17, 31, 32, 33, 48, 63, 100] {
+                let w: Vec<i8> = (0..n * k).map(|i| (i * 37 % 251) as u8 as i8).collect();
+                let mut got = vec![0x5ai8; packed_len(n, k)];
+                pack(&w, n, k, &mut got);
+                assert_eq!(got, pack_by_definition(&w, n, k), "n {n} k {k}");
+            }
+        }
     }
 }

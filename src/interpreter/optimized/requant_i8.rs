@@ -88,7 +88,7 @@ pub(crate) fn requantize_row(isa: Isa, rq: &Requant<'_>, c0: usize, acc: &[i32],
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use super::Requant;
     use std::arch::x86_64::*;
 
@@ -101,6 +101,115 @@ mod avx2 {
     unsafe fn load(s: &[i32], i: usize) -> __m256i {
         debug_assert!(i + 8 <= s.len());
         _mm256_loadu_si256(s.as_ptr().add(i).cast())
+    }
+
+    /// The output stage of eight channels with everything that does not depend on the
+    /// accumulators computed once: a tile applies it to each of its rows.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Stage8 {
+        bias: __m256i,
+        m: __m256i,
+        left: __m256i,
+        right: __m256i,
+        mask: __m256i,
+        half: __m256i,
+        out_off: __m256i,
+        lo: __m256i,
+        hi: __m256i,
+        /// Some lane's multiplier is `i32::MIN` (the only one whose product can saturate).
+        saturates: bool,
+    }
+
+    impl Stage8 {
+        /// Channels `c..c + 8` of `rq`, or `None` when one of them is missing from a
+        /// per-channel slice (the caller then takes the scalar stage).
+        ///
+        /// # Safety
+        /// The CPU supports AVX2.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        pub(crate) unsafe fn new(rq: &Requant<'_>, c: usize) -> Option<Stage8> {
+            let per_tensor = rq.multipliers.len() == 1;
+            let end = c + 8;
+            if (!per_tensor && (rq.multipliers.len() < end || rq.shifts.len() < end))
+                || rq.bias.is_some_and(|b| b.len() < end)
+            {
+                return None;
+            }
+            // SAFETY (loads): `c + 8 <= end` is within every per-channel slice (checked above).
+            let (m, s) = if per_tensor {
+                (
+                    _mm256_set1_epi32(rq.multipliers[0]),
+                    _mm256_set1_epi32(rq.shifts[0]),
+                )
+            } else {
+                (load(rq.multipliers, c), load(rq.shifts, c))
+            };
+            let bias = match rq.bias {
+                Some(b) => load(b, c),
+                None => _mm256_setzero_si256(),
+            };
+            let zero = _mm256_setzero_si256();
+            let one = _mm256_set1_epi32(1);
+            let left = _mm256_max_epi32(s, zero);
+            let right = _mm256_max_epi32(_mm256_sub_epi32(zero, s), zero);
+            let mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, right), one);
+            let saturates =
+                _mm256_movemask_epi8(_mm256_cmpeq_epi32(m, _mm256_set1_epi32(i32::MIN))) != 0;
+            Some(Stage8 {
+                bias,
+                m,
+                left,
+                right,
+                mask,
+                half: _mm256_srai_epi32::<1>(mask),
+                out_off: _mm256_set1_epi32(rq.output_offset),
+                lo: _mm256_set1_epi32(rq.act_min),
+                hi: _mm256_set1_epi32(rq.act_max),
+                saturates,
+            })
+        }
+
+        /// The eight output values of accumulators `acc`, in the low 8 bytes.
+        ///
+        /// # Safety
+        /// The CPU supports AVX2.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        pub(crate) unsafe fn apply(&self, acc: __m256i) -> __m128i {
+            let zero = _mm256_setzero_si256();
+            let x = _mm256_add_epi32(acc, self.bias);
+            let x = _mm256_sllv_epi32(x, self.left);
+            let m = self.m;
+            // Rounding doubling high multiply, even and odd lanes as 64-bit products.
+            let nudge = _mm256_set1_epi64x(1 << 30);
+            let even = _mm256_add_epi64(_mm256_mul_epi32(x, m), nudge);
+            let odd = _mm256_add_epi64(
+                _mm256_mul_epi32(_mm256_srli_epi64::<32>(x), _mm256_srli_epi64::<32>(m)),
+                nudge,
+            );
+            let even = _mm256_srli_epi64::<31>(even);
+            let odd = _mm256_slli_epi64::<1>(odd);
+            let mut high = _mm256_blend_epi32::<0b1010_1010>(even, odd);
+            if self.saturates {
+                let min = _mm256_set1_epi32(i32::MIN);
+                let overflow =
+                    _mm256_and_si256(_mm256_cmpeq_epi32(x, min), _mm256_cmpeq_epi32(m, min));
+                high = _mm256_blendv_epi8(high, _mm256_set1_epi32(i32::MAX), overflow);
+            }
+            // Rounding divide by 2^right, ties away from zero.
+            let remainder = _mm256_and_si256(high, self.mask);
+            let threshold = _mm256_sub_epi32(self.half, _mm256_cmpgt_epi32(zero, high));
+            let v = _mm256_sub_epi32(
+                _mm256_srav_epi32(high, self.right),
+                _mm256_cmpgt_epi32(remainder, threshold),
+            );
+            let v = _mm256_add_epi32(v, self.out_off);
+            let v = _mm256_min_epi32(_mm256_max_epi32(v, self.lo), self.hi);
+            // Pack the eight clamped values (in -128..=127) to bytes.
+            let w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+            _mm_packs_epi16(w, w)
+        }
     }
 
     /// Eight-channel steps of [`super::requantize_row`]; returns how many values it wrote (a
@@ -117,65 +226,13 @@ mod avx2 {
         out: &mut [i8],
     ) -> usize {
         let n = acc.len() / 8 * 8;
-        let per_tensor = rq.multipliers.len() == 1;
-        let channels = c0 + n;
-        // Every channel read below must exist.
-        if (!per_tensor && (rq.multipliers.len() < channels || rq.shifts.len() < channels))
-            || rq.bias.is_some_and(|b| b.len() < channels)
-        {
-            return 0;
-        }
-        let zero = _mm256_setzero_si256();
-        let one = _mm256_set1_epi32(1);
-        let out_off = _mm256_set1_epi32(rq.output_offset);
-        let (lo, hi) = (_mm256_set1_epi32(rq.act_min), _mm256_set1_epi32(rq.act_max));
-        let nudge = _mm256_set1_epi64x(1 << 30);
-        let min = _mm256_set1_epi32(i32::MIN);
         let mut i = 0;
         while i < n {
-            let c = c0 + i;
-            // SAFETY (loads): `c + 8 <= channels`, within every per-channel slice (checked
-            // above), and `i + 8 <= n <= acc.len()`.
-            let (m, s) = if per_tensor {
-                (
-                    _mm256_set1_epi32(rq.multipliers[0]),
-                    _mm256_set1_epi32(rq.shifts[0]),
-                )
-            } else {
-                (load(rq.multipliers, c), load(rq.shifts, c))
+            let Some(stage) = Stage8::new(rq, c0 + i) else {
+                return i;
             };
-            let mut x = load(acc, i);
-            if let Some(b) = rq.bias {
-                x = _mm256_add_epi32(x, load(b, c));
-            }
-            let left = _mm256_max_epi32(s, zero);
-            let right = _mm256_max_epi32(_mm256_sub_epi32(zero, s), zero);
-            let x = _mm256_sllv_epi32(x, left);
-            // Rounding doubling high multiply, even and odd lanes as 64-bit products.
-            let even = _mm256_add_epi64(_mm256_mul_epi32(x, m), nudge);
-            let odd = _mm256_add_epi64(
-                _mm256_mul_epi32(_mm256_srli_epi64::<32>(x), _mm256_srli_epi64::<32>(m)),
-                nudge,
-            );
-            let even = _mm256_srli_epi64::<31>(even);
-            let odd = _mm256_slli_epi64::<1>(odd);
-            let high = _mm256_blend_epi32::<0b1010_1010>(even, odd);
-            let overflow = _mm256_and_si256(_mm256_cmpeq_epi32(x, min), _mm256_cmpeq_epi32(m, min));
-            let high = _mm256_blendv_epi8(high, _mm256_set1_epi32(i32::MAX), overflow);
-            // Rounding divide by 2^right, ties away from zero.
-            let mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, right), one);
-            let remainder = _mm256_and_si256(high, mask);
-            let threshold =
-                _mm256_sub_epi32(_mm256_srai_epi32::<1>(mask), _mm256_cmpgt_epi32(zero, high));
-            let v = _mm256_sub_epi32(
-                _mm256_srav_epi32(high, right),
-                _mm256_cmpgt_epi32(remainder, threshold),
-            );
-            let v = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(v, out_off), lo), hi);
-            // Pack the eight clamped values (in -128..=127) to bytes.
-            let w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-            let b = _mm_packs_epi16(w, w);
-            // SAFETY: `i + 8 <= n <= out.len()`.
+            // SAFETY: `i + 8 <= n <= acc.len()` and `<= out.len()`.
+            let b = stage.apply(load(acc, i));
             _mm_storel_epi64(out.as_mut_ptr().add(i).cast(), b);
             i += 8;
         }
