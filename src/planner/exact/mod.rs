@@ -36,7 +36,7 @@
 //! itself fits (a third of the budget), then probes downwards from the best arena, only at
 //! multiples of the granularity (every canonical offset is one; see `granularity`): one granule
 //! below it first (half of what is left), twice as far after every packing found (an eighth of
-//! what is left: such probes are exploratory), one granule below again after a capacity the
+//! what is left: such probes are exploratory), half as far after a capacity the
 //! budget could not decide, and a last try with all that is left when even one granule below
 //! cannot be decided. A packing lowers the upper bound to its arena; a proof that a capacity does not
 //! fit raises the lower bound above it (a proof one granule below the best arena closes the
@@ -376,8 +376,9 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
             if was_first {
                 stride = 1;
             } else if stride > 1 {
-                // Too ambitious: probe right below the best arena again.
-                stride = 1;
+                // Too ambitious: probe half as far (a fine granularity leaves many capacities
+                // between the best arena and the bound; restarting at one granule wastes them).
+                stride /= 2;
             } else if last_chance {
                 best.stopped = Some(StopReason::Work);
                 break;
