@@ -7,10 +7,8 @@
 //! bounded whatever the image size, and multiplies each block. Grouped convolutions are not
 //! covered ([`ConvPlan::new`] returns `None`); their kernels run the reference loop.
 
-use super::gemm::{
-    gemm_grouped, gemm_packed, group_cols, group_scratch_len, pack_b, packed_b_len, Epilogue, Isa,
-    Strided, Weight, MR,
-};
+use super::gemm::{gemm_grouped, gemm_packed, Epilogue, Isa, Strided, Weight, MR};
+use super::pack::{group_cols, group_scratch_len, pack_b, packed_b_len};
 use crate::interpreter::reference::conv::ConvGeometry;
 
 /// Bytes of im2col rows a block aims at (L1/L2 resident).

@@ -27,6 +27,7 @@ pub mod gemm;
 mod gemm_i8;
 mod isa;
 pub mod mean;
+pub mod pack;
 mod requant_i8;
 pub mod softmax;
 pub mod transpose_conv;
