@@ -25,6 +25,7 @@ pub mod fully_connected_i8;
 pub mod gelu;
 pub mod gemm;
 mod gemm_i8;
+pub mod hard_swish;
 mod isa;
 pub mod mean;
 pub mod pack;
