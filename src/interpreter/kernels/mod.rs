@@ -97,7 +97,7 @@ pub fn register_builtins(r: &mut OpResolver, set: KernelSet) {
     max_pool::register(r);
     neg::register(r);
     pack::register(r);
-    prelu::register(r);
+    prelu::register(r, set);
     resize_bilinear::register(r);
     rsqrt::register(r);
     shape::register(r);

@@ -1,17 +1,24 @@
-//! PRELU: float32 and int8, alpha broadcast against the input (LiteRT's `prelu.cc`).
+//! PRELU: float32 and int8, alpha broadcast against the input (LiteRT's `prelu.cc`). The
+//! optimized set runs float32 with an alpha that repeats along the input's trailing dimensions
+//! (per channel) as a vectorized select ([`crate::interpreter::optimized::prelu`], the same
+//! bits).
 
+use crate::interpreter::optimized::prelu as fast;
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::prelu::{prelu_f32_range, prelu_i8_range, PreluParams};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, OpResolver, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, OpResolver, PrepareContext, Registration,
 };
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 /// The PRELU kernel.
-pub struct Prelu;
+pub struct Prelu {
+    /// Which arithmetic invoke runs (float32: the broadcast walk, or the periodic select).
+    pub set: KernelSet,
+}
 
 /// Elements a task takes at least (a round's hand-off costs as much as a few thousand).
 const MIN_TASK_ELEMENTS: usize = 16 * 1024;
@@ -21,6 +28,8 @@ struct OpData {
     dtype: DType,
     shapes: BroadcastShapes,
     params: PreluParams,
+    /// Optimized set, float32: alpha's period along the output ([`fast::period`]).
+    period: Option<usize>,
 }
 
 impl Kernel for Prelu {
@@ -73,10 +82,15 @@ impl Kernel for Prelu {
                 input.name
             ),
         };
+        let period = (self.set == KernelSet::Optimized && input.dtype == DType::F32)
+            .then(|| fast::period(input.dims, alpha.dims))
+            .flatten()
+            .filter(|_| shapes.output_dims(rank) == input.dims);
         ctx.set_op_data(OpData {
             dtype: input.dtype,
             shapes,
             params,
+            period,
         })
     }
 
@@ -90,9 +104,15 @@ impl Kernel for Prelu {
             DType::F32 => {
                 let (x, a) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
                 let out = &mut ctx.output::<f32>(0)?[..len];
-                ctx.for_each_chunk_mut(out, chunk, &|t, part| {
-                    prelu_f32_range(&d.shapes, x, a, t * chunk, part)
-                });
+                let isa = ctx.isa();
+                match d.period {
+                    Some(p) => ctx.for_each_chunk_mut(out, chunk, &|t, part| {
+                        fast::prelu_f32_periodic(isa, x, &a[..p], t * chunk, part)
+                    }),
+                    None => ctx.for_each_chunk_mut(out, chunk, &|t, part| {
+                        prelu_f32_range(&d.shapes, x, a, t * chunk, part)
+                    }),
+                }
             }
             _ => {
                 let (x, a) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
@@ -106,7 +126,7 @@ impl Kernel for Prelu {
     }
 }
 
-/// Registers PRELU.
-pub fn register(r: &mut OpResolver) {
-    r.register_builtin(BuiltinOp::PRELU, Registration::new("PRELU", Prelu));
+/// Registers PRELU of kernel set `set`.
+pub fn register(r: &mut OpResolver, set: KernelSet) {
+    r.register_builtin(BuiltinOp::PRELU, Registration::new("PRELU", Prelu { set }));
 }

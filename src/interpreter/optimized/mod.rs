@@ -29,6 +29,7 @@ pub mod hard_swish;
 mod isa;
 pub mod mean;
 pub mod pack;
+pub mod prelu;
 mod requant_i8;
 pub mod softmax;
 pub mod transpose_conv;
