@@ -28,8 +28,10 @@ struct OpData {
     dtype: DType,
     shapes: BroadcastShapes,
     params: PreluParams,
-    /// Optimized set, float32: alpha's period along the output ([`fast::period`]).
-    period: Option<usize>,
+    /// Optimized set, float32: alpha's period along the output ([`fast::period`]); 0 for the
+    /// broadcast walk. Sixteen bits (channel counts) so the op data keeps its size; a longer
+    /// period takes the walk.
+    period: u16,
 }
 
 impl Kernel for Prelu {
@@ -85,7 +87,9 @@ impl Kernel for Prelu {
         let period = (self.set == KernelSet::Optimized && input.dtype == DType::F32)
             .then(|| fast::period(input.dims, alpha.dims))
             .flatten()
-            .filter(|_| shapes.output_dims(rank) == input.dims);
+            .filter(|_| shapes.output_dims(rank) == input.dims)
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or(0);
         ctx.set_op_data(OpData {
             dtype: input.dtype,
             shapes,
@@ -105,12 +109,12 @@ impl Kernel for Prelu {
                 let (x, a) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
                 let out = &mut ctx.output::<f32>(0)?[..len];
                 let isa = ctx.isa();
-                match d.period {
-                    Some(p) => ctx.for_each_chunk_mut(out, chunk, &|t, part| {
-                        fast::prelu_f32_periodic(isa, x, &a[..p], t * chunk, part)
-                    }),
-                    None => ctx.for_each_chunk_mut(out, chunk, &|t, part| {
+                match usize::from(d.period) {
+                    0 => ctx.for_each_chunk_mut(out, chunk, &|t, part| {
                         prelu_f32_range(&d.shapes, x, a, t * chunk, part)
+                    }),
+                    p => ctx.for_each_chunk_mut(out, chunk, &|t, part| {
+                        fast::prelu_f32_periodic(isa, x, &a[..p], t * chunk, part)
                     }),
                 }
             }
