@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tensor_alloc::interpreter::optimized::{
-    batch_matmul as fast_bmm, conv as fast_conv, depthwise_conv as fast_dw, gemm, Isa,
+    batch_matmul as fast_bmm, conv as fast_conv, depthwise_conv as fast_dw, gemm, pack, Isa,
 };
 use tensor_alloc::interpreter::reference::batch_matmul::{batch_matmul_f32, BatchMatMulGeometry};
 use tensor_alloc::interpreter::reference::conv::{conv_f32, ConvGeometry};
@@ -181,13 +181,13 @@ fn bench_fully_connected(c: &mut Criterion) {
         let w = values(units * depth, 2);
         let bias = values(units, 3);
         let mut out = vec![0.0; rows * units];
-        let mut packed = vec![0.0; gemm::packed_b_len(units, depth)];
+        let mut packed = vec![0.0; pack::packed_b_len(units, depth)];
         let wv = gemm::Strided {
             data: &w,
             rs: depth,
             cs: 1,
         };
-        gemm::pack_b(units, depth, wv, &mut packed);
+        pack::pack_b(units, depth, wv, &mut packed);
         let ep = gemm::Epilogue {
             bias: Some(&bias),
             min: f32::MIN,

@@ -70,7 +70,8 @@ pub(crate) enum PackedFilter<T = f32> {
     /// The weights read where they are (the model's bytes, or a tensor computed at run time),
     /// packed a group of panels at a time into this scratch (one part per kernel thread).
     Panels(ScratchId),
-    /// As `Panels`, with a group small enough to be packed on the kernel's stack.
+    /// As `Panels`, with a group small enough to be packed on the kernel's stack, or (float
+    /// convolution, `ConvPlan::dot`) no packing at all.
     Stack,
 }
 
@@ -554,7 +555,7 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
         return Ok(F32Path::Reference);
     };
     let len = plan.packed_filter_len(g);
-    let copy = if !filter.is_constant {
+    let copy = if !filter.is_constant || plan.dot {
         None
     } else if f16 {
         match filter.data::<half::f16>()? {
@@ -569,6 +570,8 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
     };
     let packed = match copy {
         Some(p) => PackedFilter::Persistent(p),
+        // Dot products over the filter in place: nothing to pack, no scratch.
+        None if plan.dot => PackedFilter::Stack,
         None => PackedFilter::Panels(request_parts(
             ctx,
             plan.panel_scratch_len(g),
@@ -642,11 +645,10 @@ fn invoke_gemm(
                 &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
             );
         }
-        PackedFilter::Stack => return Err(KernelError::new("float filter without panel scratch")),
-        PackedFilter::Panels(id) if d.f16_filter => {
+        PackedFilter::Stack | PackedFilter::Panels(_) if d.f16_filter => {
             let w = ConvWeights::InPlace {
                 filter: ctx.input::<half::f16>(1)?,
-                scratch: ctx.scratch::<f32>(id)?,
+                scratch: panel_scratch(ctx, filter)?,
             };
             fast::conv_f32(
                 isa,
@@ -663,10 +665,10 @@ fn invoke_gemm(
                 &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
             );
         }
-        PackedFilter::Panels(id) => {
+        PackedFilter::Stack | PackedFilter::Panels(_) => {
             let w = ConvWeights::InPlace {
                 filter: ctx.input::<f32>(1)?,
-                scratch: ctx.scratch::<f32>(id)?,
+                scratch: panel_scratch(ctx, filter)?,
             };
             fast::conv_f32(
                 isa,
@@ -685,6 +687,17 @@ fn invoke_gemm(
         }
     }
     Ok(())
+}
+
+/// The panel scratch of a float filter read in place (none for `Stack`: the dot-product plan).
+fn panel_scratch<'a>(
+    ctx: &InvokeContext<'a>,
+    filter: PackedFilter,
+) -> Result<&'a mut [f32], KernelError> {
+    match filter {
+        PackedFilter::Panels(id) => ctx.scratch::<f32>(id),
+        _ => Ok(&mut []),
+    }
 }
 
 /// The CONV_2D kernel of kernel set `set` (TFLM's `Register_CONV_2D()`). The optimized kernel

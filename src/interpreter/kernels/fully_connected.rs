@@ -8,16 +8,14 @@
 //! the per-invoke packing only when the build grants weight copies.
 
 use super::conv::{request_parts, PackedFilter};
-use super::fully_connected_sparse::with_sparse_weights;
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
 use crate::interpreter::optimized::conv::{task_rows, task_units};
 use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
 use crate::interpreter::optimized::gemm::Weight;
-use crate::interpreter::optimized::gemm::{
-    gemm_dot, gemm_grouped, gemm_packed, group_scratch_len, pack_b, packed_b_len, Epilogue, Strided,
-};
+use crate::interpreter::optimized::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Strided};
+use crate::interpreter::optimized::pack::{group_scratch_len, pack_b, packed_b_len};
 use crate::interpreter::reference::fully_connected::{
     fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,
 };
@@ -612,13 +610,13 @@ pub(crate) fn fc_shapes(
     Ok((units, depth, batches))
 }
 
-/// The FULLY_CONNECTED kernel of kernel set `set` (TFLM's `Register_FULLY_CONNECTED()`),
-/// reading weights stored sparse too ([`with_sparse_weights`]). The optimized kernel reads
-/// float16 weights as they are in the model.
-pub fn register_fully_connected(set: KernelSet) -> Registration {
+/// The dense FULLY_CONNECTED kernel of kernel set `set`; the optimized kernel reads float16
+/// weights as they are in the model. The crate registers it wrapped for sparse weights too
+/// ([`register_fully_connected`](super::fully_connected_sparse::register_fully_connected)).
+pub fn register_fully_connected_dense(set: KernelSet) -> Registration {
     let dense = Registration::new("FULLY_CONNECTED", FullyConnected { set });
-    with_sparse_weights(match set {
+    match set {
         KernelSet::Optimized => dense.with_f16_inputs(1 << 1),
         KernelSet::Reference => dense,
-    })
+    }
 }

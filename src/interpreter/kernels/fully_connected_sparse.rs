@@ -21,7 +21,8 @@ use crate::interpreter::reference::fully_connected_sparse::{
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InitContext, InvokeContext, Kernel, KernelError, PersistentArray, PrepareContext, Registration,
+    InitContext, InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext,
+    Registration,
 };
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
@@ -222,6 +223,12 @@ fn invoke_sparse(
         }
     };
     done.ok_or_else(|| KernelError::new("sparse weights lost their compressed rows"))
+}
+
+/// The FULLY_CONNECTED kernel of kernel set `set` (TFLM's `Register_FULLY_CONNECTED()`): the
+/// dense kernel, reading weights stored sparse too.
+pub fn register_fully_connected(set: KernelSet) -> Registration {
+    with_sparse_weights(super::fully_connected::register_fully_connected_dense(set))
 }
 
 /// `dense` extended to sparse weights: the same name and in-place ability, input 1 (the

@@ -1,9 +1,11 @@
 //! HARD_SWISH: float32 and int8 (LiteRT's `activations.cc` and reference kernels; the int8
 //! parameters are derived in prepare as LiteRT's `HardSwishPrepare` does). The optimized set
-//! runs int8 through a 256-entry table that prepare fills by running the reference arithmetic on
+//! runs float32 with AVX2 (the reference's bits, [`crate::interpreter::optimized::hard_swish`])
+//! and int8 through a 256-entry table that prepare fills by running the reference arithmetic on
 //! every int8 value, so both sets give the same bits.
 
 use super::unary_common::prepare_unary;
+use crate::interpreter::optimized::hard_swish as fast;
 use crate::interpreter::reference::hard_swish::{
     hard_swish_f32, hard_swish_i8, hard_swish_params, HardSwishParams,
 };
@@ -68,6 +70,13 @@ impl Kernel for HardSwish {
         // The output alone when the planner put it on the input (`InPlace::UnaryElementwise`):
         // both functions are element-wise.
         match d.dtype {
+            DType::F32 if self.set == KernelSet::Optimized => {
+                let isa = ctx.isa();
+                match ctx.unary_io::<f32, f32>()? {
+                    (Some(i), o) => fast::hard_swish_f32(isa, i, o),
+                    (None, o) => fast::hard_swish_f32_in_place(isa, o),
+                }
+            }
             DType::F32 => match ctx.unary_io::<f32, f32>()? {
                 (Some(i), o) => hard_swish_f32(i, o),
                 (None, o) => map_in_place(o, hard_swish_f32),

@@ -104,7 +104,7 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
     (BuiltinOp::EXPAND_DIMS, reshape::register_expand_dims),
     (
         BuiltinOp::FULLY_CONNECTED,
-        fully_connected::register_fully_connected,
+        fully_connected_sparse::register_fully_connected,
     ),
     (BuiltinOp::GATHER, gather::register_gather),
     (BuiltinOp::GELU, gelu::register_gelu),

@@ -1,6 +1,10 @@
-//! PRELU: float32 and int8, alpha broadcast against the input (LiteRT's `prelu.cc`).
+//! PRELU: float32 and int8, alpha broadcast against the input (LiteRT's `prelu.cc`). The
+//! optimized set runs float32 with an alpha that repeats along the input's trailing dimensions
+//! (per channel) as a vectorized select ([`crate::interpreter::optimized::prelu`], the same
+//! bits).
 
 use super::binary_common::{prepare_binary, BinaryNode};
+use crate::interpreter::optimized::prelu as fast;
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::prelu::{prelu_f32_range, prelu_i8_range, PreluParams};
 use crate::interpreter::reference::quant::quantize_multiplier;
@@ -11,7 +15,10 @@ use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 /// The PRELU kernel.
-pub struct Prelu;
+pub struct Prelu {
+    /// Which arithmetic invoke runs (float32: the broadcast walk, or the periodic select).
+    pub set: KernelSet,
+}
 
 /// Elements a task takes at least (a round's hand-off costs as much as a few thousand).
 const MIN_TASK_ELEMENTS: usize = 16 * 1024;
@@ -21,6 +28,10 @@ struct OpData {
     dtype: DType,
     shapes: BroadcastShapes,
     params: PreluParams,
+    /// Optimized set, float32: alpha's period along the output ([`fast::period`]); 0 for the
+    /// broadcast walk. Sixteen bits (channel counts) so the op data keeps its size; a longer
+    /// period takes the walk.
+    period: u16,
 }
 
 impl Kernel for Prelu {
@@ -58,10 +69,17 @@ impl Kernel for Prelu {
                 input.name
             ),
         };
+        let period = (self.set == KernelSet::Optimized && input.dtype == DType::F32)
+            .then(|| fast::period(input.dims, alpha.dims))
+            .flatten()
+            .filter(|_| output.dims == input.dims)
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or(0);
         ctx.set_op_data(OpData {
             dtype: input.dtype,
             shapes,
             params,
+            period,
         })
     }
 
@@ -75,9 +93,15 @@ impl Kernel for Prelu {
             DType::F32 => {
                 let (x, a) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
                 let out = &mut ctx.output::<f32>(0)?[..len];
-                ctx.for_each_chunk_mut(out, chunk, &|t, part| {
-                    prelu_f32_range(&d.shapes, x, a, t * chunk, part)
-                });
+                let isa = ctx.isa();
+                match usize::from(d.period) {
+                    0 => ctx.for_each_chunk_mut(out, chunk, &|t, part| {
+                        prelu_f32_range(&d.shapes, x, a, t * chunk, part)
+                    }),
+                    p => ctx.for_each_chunk_mut(out, chunk, &|t, part| {
+                        fast::prelu_f32_periodic(isa, x, &a[..p], t * chunk, part)
+                    }),
+                }
             }
             _ => {
                 let (x, a) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
@@ -91,7 +115,7 @@ impl Kernel for Prelu {
     }
 }
 
-/// The PRELU kernel (TFLM's `Register_PRELU()`).
-pub fn register_prelu(_set: KernelSet) -> Registration {
-    Registration::new("PRELU", Prelu)
+/// The PRELU kernel of kernel set `set` (TFLM's `Register_PRELU()`).
+pub fn register_prelu(set: KernelSet) -> Registration {
+    Registration::new("PRELU", Prelu { set })
 }

@@ -1,22 +1,27 @@
 //! Float CONV_2D as matrix products ([`super::gemm`]): output pixels are rows, output channels
 //! columns, and the OHWI filter is `B` (`out_c × filter_h·filter_w·in_c`, packed once).
 //!
-//! A pointwise convolution (1×1 filter, stride 1, no padding) multiplies the NHWC input in place.
+//! A pointwise convolution (1×1 filter, stride 1, no padding) multiplies the NHWC input in place;
+//! with fewer than [`DOT_ROWS`] output pixels (a classifier head on a 1×1 image) it takes one dot
+//! product per output over the filter where it is, converting float16 in registers, since
+//! packing the filter would cost as much as the product.
 //! Every other convolution gathers its input windows (im2col) into a buffer of
 //! [`ConvPlan::col_rows`] rows at a time, so the buffer stays small (tens of KiB, in cache) and
 //! bounded whatever the image size, and multiplies each block. Grouped convolutions are not
 //! covered ([`ConvPlan::new`] returns `None`); their kernels run the reference loop.
 
-use super::gemm::{
-    gemm_grouped, gemm_packed, group_cols, group_scratch_len, pack_b, packed_b_len, Epilogue, Isa,
-    Strided, Weight, MR,
-};
+use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Isa, Strided, Weight, MR};
+use super::pack::{group_cols, group_scratch_len, pack_b, packed_b_len};
 use crate::interpreter::reference::conv::ConvGeometry;
 
 /// Bytes of im2col rows a block aims at (L1/L2 resident).
 const COL_BLOCK_BYTES: usize = 64 * 1024;
 /// Most output pixels per im2col block.
 const MAX_COL_ROWS: usize = 512;
+
+/// Output pixels below which a pointwise convolution runs as dot products over the filter in
+/// place ([`ConvPlan::dot`]): packing panels costs about as much as four rows of products.
+pub const DOT_ROWS: usize = 4;
 
 /// How a convolution runs as matrix products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +30,9 @@ pub struct ConvPlan {
     pub k: usize,
     /// Output pixels per im2col block; 0 for a pointwise convolution (no im2col).
     pub col_rows: usize,
+    /// A pointwise convolution of fewer than [`DOT_ROWS`] output pixels: one dot product per
+    /// output over the filter where it is (no packing, no scratch, no packed copy).
+    pub dot: bool,
 }
 
 impl ConvPlan {
@@ -41,7 +49,8 @@ impl ConvPlan {
             let rows = (COL_BLOCK_BYTES / (4 * k.max(1))).clamp(MR, MAX_COL_ROWS);
             (rows / MR * MR).min(g.out_h * g.out_w).max(1)
         };
-        Some(ConvPlan { k, col_rows })
+        let dot = pointwise && g.batches * g.out_h * g.out_w < DOT_ROWS;
+        Some(ConvPlan { k, col_rows, dot })
     }
 
     /// Elements of the packed filter ([`pack_filter`]).
@@ -57,6 +66,9 @@ impl ConvPlan {
     /// Elements of one task's panel scratch when the filter is read in place
     /// ([`ConvWeights::InPlace`]): one group of [`group_cols`] output channels, packed.
     pub fn panel_scratch_len(&self, g: &ConvGeometry) -> usize {
+        if self.dot {
+            return 0;
+        }
         group_scratch_len(g.out_c, self.k, self.col_rows > 0)
     }
 }
@@ -162,6 +174,24 @@ pub fn conv_f32<W: Weight>(
     let k = plan.k;
     let m = g.batches * g.out_h * g.out_w;
     if m == 0 || n == 0 {
+        return;
+    }
+    if let (true, ConvWeights::InPlace { filter, .. }) = (plan.dot, &weights) {
+        // Pointwise on a few pixels: rows of the input times rows of the filter. One pixel
+        // splits its output channels among the tasks (each output is one dot product, so the
+        // split changes no value); a few pixels run as one task.
+        let (a, w) = (&input[..m * k], &filter[..n * k]);
+        let units = if m == 1 { task_units(n, k, threads) } else { n };
+        let ep = &ep;
+        run_chunks(&mut output[..m * n], units * m, &|t, part| {
+            let j0 = t * units;
+            let nj = part.len() / m;
+            let epj = Epilogue {
+                bias: ep.bias.map(|b| &b[j0..]),
+                ..*ep
+            };
+            gemm_dot(isa, m, nj, k, a, &w[j0 * k..], &epj, part, nj);
+        });
         return;
     }
     let ep = &ep;
@@ -458,14 +488,37 @@ mod tests {
             // Several panel groups (k = 1152: 2 panels a group) with and without im2col.
             geometry((6, 6, 128), (3, 3, 70), 1, 1, true, 1),
             geometry((6, 6, 1200), (1, 1, 50), 1, 1, false, 1),
+            // Dot products over the filter in place: one pixel (channels split among tasks,
+            // a depth with a tail after the 32- and 8-lane steps), three pixels; four rows
+            // and a strided 1x1 on one pixel are matrix products again.
+            geometry((1, 1, 1029), (1, 1, 1000), 1, 1, false, 1),
+            geometry((1, 1, 37), (1, 1, 19), 1, 1, false, 3),
+            geometry((2, 2, 37), (1, 1, 19), 1, 1, false, 1),
+            geometry((1, 1, 5), (1, 1, 3), 2, 1, true, 1),
         ];
         for g in cases {
             let plan = ConvPlan::new(&g).unwrap();
             let input = values(g.input_len(), 1);
+            assert_eq!(
+                plan.dot,
+                g.is_pointwise() && g.batches * g.out_h * g.out_w < DOT_ROWS
+            );
             let filter = values(g.out_c * plan.k, 2);
+            let filter16: Vec<half::f16> = filter.iter().map(|&v| half::f16::from_f32(v)).collect();
+            let filter16_32: Vec<f32> = filter16.iter().map(|v| v.to_f32()).collect();
+            let mut want16 = vec![0.0; g.output_len()];
             let bias = values(g.out_c, 3);
             let mut want = vec![0.0; g.output_len()];
             reference(&g, &input, &filter, Some(&bias), -2.0, 2.5, &mut want);
+            reference(
+                &g,
+                &input,
+                &filter16_32,
+                Some(&bias),
+                -2.0,
+                2.5,
+                &mut want16,
+            );
             let mut packed = vec![0.0; plan.packed_filter_len(&g)];
             pack_filter(&g, &plan, &filter, &mut packed);
             for &isa in super::super::Isa::available() {
@@ -507,13 +560,55 @@ mod tests {
                     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                         assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
                     }
-                    // Splitting the rows or packing the filter at the call changes no value.
+                    // Splitting the rows or packing the filter at the call changes no value
+                    // (the dot-product plan sums in another order than the packed product:
+                    // compared within threads counts only).
                     match &first {
-                        None => first = Some(got),
-                        Some(f) => assert!(
+                        Some(f) if !(plan.dot && in_place) || threads > 1 => assert!(
                             f == &got,
                             "{g:?} on {isa}: {threads} threads (in place {in_place}) differ"
                         ),
+                        _ => first = Some(got),
+                    }
+                }
+                // Float16 filters read in place, one and three tasks.
+                let mut once: Option<Vec<f32>> = None;
+                for threads in [1, 3] {
+                    let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
+                    let mut cols = vec![f32::NAN; plan.cols_len() * threads];
+                    let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
+                    let mut got = vec![f32::NAN; g.output_len()];
+                    let weights = ConvWeights::InPlace {
+                        filter: &filter16[..],
+                        scratch: &mut panels,
+                    };
+                    conv_f32(
+                        isa,
+                        &g,
+                        &plan,
+                        &input,
+                        weights,
+                        Some(&bias),
+                        -2.0,
+                        2.5,
+                        &mut got,
+                        &mut cols,
+                        threads,
+                        &mut |o, chunk, f| {
+                            crate::interpreter::threads::for_each_chunk_mut(
+                                Some(&mut pool),
+                                o,
+                                chunk,
+                                f,
+                            )
+                        },
+                    );
+                    for (i, (a, b)) in got.iter().zip(&want16).enumerate() {
+                        assert!((a - b).abs() <= 1e-4, "{g:?} f16: element {i}: {a} vs {b}");
+                    }
+                    match &once {
+                        None => once = Some(got),
+                        Some(f) => assert!(f == &got, "{g:?} f16 on {isa}: threads differ"),
                     }
                 }
             }

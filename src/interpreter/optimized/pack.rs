@@ -1,0 +1,256 @@
+//! Packing of a matrix product's `B` operand (weights) into the column panels the register tile
+//! of [`super::gemm`] reads: [`NR`] columns side by side per depth step, float16 converted to
+//! float32 on the way (F16C where the CPU has it). Also the size of the panel groups a product
+//! that reads its weights in place packs at a time ([`group_cols`]).
+
+use super::gemm::{Strided, Weight, NR};
+use super::Isa;
+
+/// Elements [`pack_b`] writes for `n` columns of depth `k`.
+pub fn packed_b_len(n: usize, k: usize) -> usize {
+    n.div_ceil(NR) * NR * k
+}
+
+/// Packs `B` (`n × k`: element `(j, p)` at `b.data[j * b.rs + p * b.cs]`) into panels of [`NR`]
+/// columns: panel `q` holds `packed[q * k * NR + p * NR + jj] = B(q * NR + jj, p)`, zero past
+/// column `n`. On the configured path ([`Isa::configured`]; every path writes the same values).
+pub fn pack_b<T: Weight>(n: usize, k: usize, b: Strided<'_, T>, packed: &mut [f32]) {
+    pack_b_with(Isa::configured(), n, k, b, packed)
+}
+
+/// [`pack_b`] on path `isa`: `B` stored with contiguous depth (`cs == 1`, TFLite's `[out, in]`
+/// weights and OHWI filters) is transposed in 8 × 8 blocks of AVX2 registers there.
+pub fn pack_b_with<T: Weight>(isa: Isa, n: usize, k: usize, b: Strided<'_, T>, packed: &mut [f32]) {
+    assert!(b.covers(n, k), "pack_b: B view too short for {n} x {k}");
+    if k == 0 || n == 0 {
+        return;
+    }
+    let packed = &mut packed[..packed_b_len(n, k)];
+    for (q, panel) in packed.chunks_exact_mut(k * NR).enumerate() {
+        let j0 = q * NR;
+        let cols = NR.min(n - j0);
+        if b.rs == 1 {
+            // Columns adjacent in memory (B stored `k × n`): one run per depth step.
+            for (p, dst) in panel.chunks_exact_mut(NR).enumerate() {
+                let src = &b.data[j0 + p * b.cs..][..cols];
+                T::to_f32_slice(src, &mut dst[..cols]);
+                dst[cols..].fill(0.0);
+            }
+        } else {
+            if cols < NR {
+                panel.fill(0.0);
+            }
+            if b.cs == 1 {
+                pack_panel_transposed(isa, k, cols, &b, j0, panel);
+                continue;
+            }
+            for jj in 0..cols {
+                let row = (j0 + jj) * b.rs;
+                for p in 0..k {
+                    panel[p * NR + jj] = b.data[row + p * b.cs].to_f32();
+                }
+            }
+        }
+    }
+}
+
+/// Depth run [`pack_panel_transposed`] converts at a time.
+const PACK_RUN: usize = 64;
+
+/// One panel of [`pack_b`] from rows `j0..j0 + cols` of `B` with contiguous depth (`cs == 1`):
+/// per group of eight rows, runs of [`PACK_RUN`] values are converted (F16C for float16) into
+/// a small buffer, then written transposed, 8 × 8 blocks in AVX2 registers and the rest one
+/// value at a time. Columns past `cols` are left as they are (the caller zeroed them).
+fn pack_panel_transposed<T: Weight>(
+    isa: Isa,
+    k: usize,
+    cols: usize,
+    b: &Strided<'_, T>,
+    j0: usize,
+    panel: &mut [f32],
+) {
+    let mut buf = [[0.0f32; PACK_RUN]; 8];
+    let mut jj0 = 0;
+    while jj0 < cols {
+        let rows = 8.min(cols - jj0);
+        let mut p0 = 0;
+        while p0 < k {
+            let len = PACK_RUN.min(k - p0);
+            for (r, dst) in buf.iter_mut().enumerate().take(rows) {
+                let start = (j0 + jj0 + r) * b.rs + p0;
+                T::to_f32_slice(&b.data[start..start + len], &mut dst[..len]);
+            }
+            let out = &mut panel[p0 * NR..(p0 + len) * NR];
+            let mut done = 0;
+            #[cfg(target_arch = "x86_64")]
+            if isa.avx2() && rows == 8 {
+                // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `out` holds
+                // `len` depth steps of `NR ≥ jj0 + 8` columns.
+                done = unsafe { x86::transpose_8x8_blocks(&buf, len, jj0, out) };
+            }
+            let _ = isa;
+            for p in done..len {
+                for (r, src) in buf.iter().enumerate().take(rows) {
+                    out[p * NR + jj0 + r] = src[p];
+                }
+            }
+            p0 += len;
+        }
+        jj0 += 8;
+    }
+}
+
+/// Bytes of packed panels a product that reads its weights in place packs at a time (per
+/// thread): [`group_cols`] columns of `B` over the whole depth. The group is packed once per
+/// call and reused by every row of `A`, so the weights are read once per invoke; the bound
+/// keeps the scratch (time-shared in the arena's head) small and the panels in L2.
+pub const PANEL_GROUP_BYTES: usize = 64 * 1024;
+
+/// Columns a group has at least when each group gathers its im2col rows again (a convolution
+/// that is not pointwise), so the gather stays a small part of the products.
+pub const GATHER_GROUP_COLS: usize = 64;
+
+/// Columns of `B` (a multiple of [`NR`], at least one panel — [`GATHER_GROUP_COLS`] when
+/// `gathers` — at most `n` rounded up to a panel) packed at a time at depth `k`.
+pub fn group_cols(n: usize, k: usize, gathers: bool) -> usize {
+    let least = if gathers { GATHER_GROUP_COLS } else { NR };
+    let panels = PANEL_GROUP_BYTES / (4 * NR * k.max(1));
+    (panels * NR).max(least).min(n.div_ceil(NR) * NR)
+}
+
+/// Elements of the scratch one group needs ([`group_cols`]) for an `n × k` `B`.
+pub fn group_scratch_len(n: usize, k: usize, gathers: bool) -> usize {
+    if n == 0 || k == 0 {
+        return 0;
+    }
+    group_cols(n, k, gathers) * k
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{NR, PACK_RUN};
+    use std::arch::x86_64::*;
+
+    /// Writes `out[p * NR + jj0 + r] = buf[r][p]` for `p` below `len / 8 * 8` (every `r < 8`),
+    /// eight depth steps at a time through an 8 × 8 register transpose; returns how many depth
+    /// steps it wrote.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn transpose_8x8_blocks(
+        buf: &[[f32; PACK_RUN]; 8],
+        len: usize,
+        jj0: usize,
+        out: &mut [f32],
+    ) -> usize {
+        let blocks = len.min(PACK_RUN) / 8;
+        // Every store below stays inside `out`.
+        if jj0 + 8 > NR || out.len() < blocks * 8 * NR {
+            return 0;
+        }
+        for q in 0..blocks {
+            let p = q * 8;
+            // SAFETY: `p + 8 <= blocks * 8 <= PACK_RUN`: each row's eight values are inside.
+            let r: [__m256; 8] =
+                std::array::from_fn(|i| unsafe { _mm256_loadu_ps(buf[i].as_ptr().add(p)) });
+            let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+            let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+            let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+            let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+            let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+            let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+            let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+            let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+            let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+            let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            let cols = [
+                _mm256_permute2f128_ps::<0x20>(u0, u4),
+                _mm256_permute2f128_ps::<0x20>(u1, u5),
+                _mm256_permute2f128_ps::<0x20>(u2, u6),
+                _mm256_permute2f128_ps::<0x20>(u3, u7),
+                _mm256_permute2f128_ps::<0x31>(u0, u4),
+                _mm256_permute2f128_ps::<0x31>(u1, u5),
+                _mm256_permute2f128_ps::<0x31>(u2, u6),
+                _mm256_permute2f128_ps::<0x31>(u3, u7),
+            ];
+            for (i, c) in cols.iter().enumerate() {
+                // SAFETY: `(p + i) * NR + jj0 + 8 <= blocks * 8 * NR <= out.len()` (checked).
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add((p + i) * NR + jj0), *c) };
+            }
+        }
+        blocks * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpreter::optimized::tests::values;
+
+    /// Every path packs what the definition says, float32 and float16, for contiguous depth
+    /// (the transposing path: odd row counts around the eight-row groups and the 16-column
+    /// panel, depths around the 8-step blocks and the 64-value runs, padded row strides) and
+    /// strided depth.
+    #[test]
+    fn pack_b_every_path_matches_the_definition() {
+        for &(n, k, pad) in &[
+            (1usize, 1usize, 0usize),
+            (7, 9, 0),
+            (8, 8, 3),
+            (15, 63, 0),
+            (16, 64, 1),
+            (17, 65, 0),
+            (40, 130, 5),
+            (33, 7, 0),
+        ] {
+            let rs = k + pad;
+            let data = values(n * rs, (n * 31 + k) as u32);
+            let data16: Vec<half::f16> = data.iter().map(|&v| half::f16::from_f32(v)).collect();
+            let want = |b: &dyn Fn(usize, usize) -> f32| {
+                let mut w = vec![0.0f32; packed_b_len(n, k)];
+                for j in 0..n {
+                    for p in 0..k {
+                        w[(j / NR) * k * NR + p * NR + j % NR] = b(j, p);
+                    }
+                }
+                w
+            };
+            let want32 = want(&|j, p| data[j * rs + p]);
+            let want16 = want(&|j, p| data16[j * rs + p].to_f32());
+            // Depth strided (`B` stored `k × n` with a row gap) as well.
+            let strided: Vec<f32> = values(k * (n + pad), 9);
+            let want_strided = want(&|j, p| strided[p * (n + pad) + j]);
+            for &isa in Isa::available() {
+                let mut got = vec![f32::NAN; packed_b_len(n, k)];
+                let view = Strided {
+                    data: &data[..],
+                    rs,
+                    cs: 1,
+                };
+                pack_b_with(isa, n, k, view, &mut got);
+                assert_eq!(got, want32, "{isa:?} f32 {n}x{k} pad {pad}");
+                let view16 = Strided {
+                    data: &data16[..],
+                    rs,
+                    cs: 1,
+                };
+                pack_b_with(isa, n, k, view16, &mut got);
+                assert_eq!(got, want16, "{isa:?} f16 {n}x{k} pad {pad}");
+                let view_s = Strided {
+                    data: &strided[..],
+                    rs: 1,
+                    cs: n + pad,
+                };
+                pack_b_with(isa, n, k, view_s, &mut got);
+                assert_eq!(got, want_strided, "{isa:?} strided {n}x{k} pad {pad}");
+            }
+        }
+    }
+}
