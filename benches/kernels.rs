@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tensor_alloc::interpreter::optimized::{
-    batch_matmul as fast_bmm, conv as fast_conv, depthwise_conv as fast_dw, gemm, pack, Isa,
+    batch_matmul as fast_bmm, conv as fast_conv, depthwise_conv as fast_dw, gemm, matrix, pack, Isa,
 };
 use tensor_alloc::interpreter::reference::batch_matmul::{batch_matmul_f32, BatchMatMulGeometry};
 use tensor_alloc::interpreter::reference::conv::{conv_f32, ConvGeometry};
@@ -182,7 +182,7 @@ fn bench_fully_connected(c: &mut Criterion) {
         let bias = values(units, 3);
         let mut out = vec![0.0; rows * units];
         let mut packed = vec![0.0; pack::packed_b_len(units, depth)];
-        let wv = gemm::Strided {
+        let wv = matrix::Strided {
             data: &w,
             rs: depth,
             cs: 1,
@@ -224,7 +224,7 @@ fn bench_fully_connected(c: &mut Criterion) {
                         units,
                     )
                 } else {
-                    let a = gemm::Strided {
+                    let a = matrix::Strided {
                         data: &x,
                         rs: depth,
                         cs: 1,

@@ -14,24 +14,13 @@
 use super::context::{NodeMemory, Persistent, Slot, RECORD_ALIGNMENT};
 use super::error::InterpreterError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
+use super::plan::{self, plan_all};
 use crate::alloc::AllocatorRef;
 use crate::arena::{Arena, ArenaError, Category};
 use crate::model::Lifetimes;
 use crate::model::Model;
-use crate::planner::{self, BufferRequirement, Plan, PlanError};
+use crate::planner::{BufferRequirement, Plan, PlanError};
 
-/// Exact-search work units of the `best` planner in interpreter builds and `plan_model` (one
-/// budget, so `tensor-alloc plan MODEL` and a build agree byte for byte). About 0.1 s on this
-/// crate's reference machine: a build on a graph whose heuristics stop above the lower bound stays
-/// quick. `tensor-alloc plan --records` is where a user spends more.
-pub(crate) const BUILD_EXACT_WORK: u64 = 10_000_000;
-
-/// Every planner over `reqs`, with `best`'s exact search capped at [`BUILD_EXACT_WORK`].
-pub(crate) fn plan_all(reqs: &[BufferRequirement]) -> Result<planner::PlanReport, PlanError> {
-    let best = planner::BestPlanner::default()
-        .with_exact_budget(planner::exact::SearchBudget::work(BUILD_EXACT_WORK));
-    planner::plan_all_with_best(reqs, best)
-}
 use crate::tensor::TensorBuffer;
 
 /// Where the arena comes from.
@@ -96,7 +85,7 @@ pub(crate) fn plan_head(
                 p.alias_of = None;
             }
         }
-        let (mut reqs, tensors) = super::plan::requirements(&lt, ALIGNMENT, offline);
+        let (mut reqs, tensors) = plan::requirements(&lt, ALIGNMENT, offline);
         let mut owners: Vec<Owner> = tensors.into_iter().map(Owner::Tensor).collect();
         for (node, list) in nodes.iter().zip(scratch) {
             for (k, &bytes) in list.iter().enumerate() {

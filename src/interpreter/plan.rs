@@ -9,6 +9,19 @@ use crate::model::lifetimes::saturating_round_up;
 use crate::model::{LifetimeOptions, Lifetimes, Model, ModelError};
 use crate::planner::{self, BufferRequirement, PlanError, PlanReport};
 
+/// Exact-search work units of the `best` planner in interpreter builds and `plan_model` (one
+/// budget, so `tensor-alloc plan MODEL` and a build agree byte for byte). About 0.1 s on this
+/// crate's reference machine: a build on a graph whose heuristics stop above the lower bound stays
+/// quick. `tensor-alloc plan --records` is where a user spends more.
+pub(crate) const BUILD_EXACT_WORK: u64 = 10_000_000;
+
+/// Every planner over `reqs`, with `best`'s exact search capped at [`BUILD_EXACT_WORK`].
+pub(crate) fn plan_all(reqs: &[BufferRequirement]) -> Result<planner::PlanReport, PlanError> {
+    let best = planner::BestPlanner::default()
+        .with_exact_budget(planner::exact::SearchBudget::work(BUILD_EXACT_WORK));
+    planner::plan_all_with_best(reqs, best)
+}
+
 /// How to plan a model.
 #[derive(Clone, Debug)]
 pub struct ModelPlanOptions {
@@ -169,7 +182,7 @@ pub fn plan_model(model: &Model, opts: &ModelPlanOptions) -> Result<ModelPlan, M
     let has_offline = lifetimes.planned.iter().any(|p| p.offline_offset.is_some());
     let (mut reqs, mut tensors) = requirements(&lifetimes, opts.alignment, opts.use_offline_plan);
     let mut offline_ignored = None;
-    let report = match super::allocation::plan_all(&reqs) {
+    let report = match plan_all(&reqs) {
         Ok(r) => r,
         Err(
             e @ (PlanError::OfflineOverlap { .. }
@@ -179,7 +192,7 @@ pub fn plan_model(model: &Model, opts: &ModelPlanOptions) -> Result<ModelPlan, M
             tracing::info!(error = %e, "offline memory plan cannot be honoured; planning online");
             offline_ignored = Some(e.to_string());
             (reqs, tensors) = requirements(&lifetimes, opts.alignment, false);
-            super::allocation::plan_all(&reqs).map_err(plan_error)?
+            plan_all(&reqs).map_err(plan_error)?
         }
         Err(e) => return Err(plan_error(e)),
     };

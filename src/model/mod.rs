@@ -195,12 +195,8 @@ pub(crate) fn check_tensor_sizes(subgraphs: &[Subgraph]) -> Result<(), ModelErro
             let Some(elem) = t.dtype.size() else {
                 continue;
             };
-            let location = || {
-                format!(
-                    "subgraphs[{si}].tensors[{ti}] \"{}\"",
-                    crate::model::summary::printable(&t.name)
-                )
-            };
+            // `{:?}` escapes control characters, so a name cannot drive a terminal.
+            let location = || format!("subgraphs[{si}].tensors[{ti}] ({:?})", t.name);
             let bytes = t
                 .shape
                 .iter()

@@ -6,8 +6,8 @@ use super::chunks::{
 use super::dump::{
     BfcEvent, BfcEventKind, BfcMemoryDump, BinDump, ChunkDump, EventRing, RegionDump,
 };
+use super::options::{BfcGrowth, BfcOptions};
 use super::region::{Region, Regions};
-use super::{BfcGrowth, BfcOptions};
 use crate::alloc::sub::SubAllocator;
 use crate::alloc::AllocatorStats;
 use std::ptr::NonNull;

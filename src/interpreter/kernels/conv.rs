@@ -24,11 +24,11 @@ use crate::interpreter::optimized::conv_i8 as fast_i8;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
-    ScratchId,
+    ScratchId, TensorInfo,
 };
 use crate::kernel_ensure;
-use crate::model::BuiltinOptions;
-use crate::tensor::DType;
+use crate::model::{BuiltinOptions, Padding};
+use crate::tensor::{DType, Element};
 
 /// Which arithmetic a convolution node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +112,103 @@ pub(crate) struct ConvData {
     /// Float32 arithmetic with float16 weights (set before [`prepare_quantization`] by a kernel
     /// registered [`Registration::with_f16_inputs`], when the filter is float16).
     pub f16_filter: bool,
+}
+
+/// The window options of a convolution-like node (its builtin options).
+pub(crate) struct Window {
+    pub padding: Padding,
+    pub stride_h: i32,
+    pub stride_w: i32,
+    pub dilation_h: i32,
+    pub dilation_w: i32,
+}
+
+impl ConvData {
+    /// The op data of a convolution-like node over NHWC input dims `i`, filter dims `f` (window
+    /// height and width at 1 and 2) and output dims `o`, checked against `window`: float32,
+    /// reference path, no bias, until [`prepare_quantization`] and the kernel fill the rest.
+    pub(crate) fn new(
+        i: &[usize],
+        f: &[usize],
+        o: &[usize],
+        filter_depth: usize,
+        depth_multiplier: usize,
+        window: Window,
+    ) -> Result<ConvData, KernelError> {
+        let pad = padding_kind(window.padding)?;
+        let (sh, sw) = (
+            positive("stride_h", window.stride_h)?,
+            positive("stride_w", window.stride_w)?,
+        );
+        let (dh, dw) = (
+            positive("dilation_h", window.dilation_h)?,
+            positive("dilation_w", window.dilation_w)?,
+        );
+        let gh = window_axis("height", pad, i[1], f[1], sh, dh, o[1])?;
+        let gw = window_axis("width", pad, i[2], f[2], sw, dw, o[2])?;
+        Ok(ConvData {
+            kind: ConvKind::F32,
+            geometry: ConvGeometry {
+                batches: i[0],
+                in_h: i[1],
+                in_w: i[2],
+                in_c: i[3],
+                out_h: o[1],
+                out_w: o[2],
+                out_c: o[3],
+                filter_h: f[1],
+                filter_w: f[2],
+                filter_depth,
+                stride_h: sh,
+                stride_w: sw,
+                dilation_h: dh,
+                dilation_w: dw,
+                pad_h: gh.pad,
+                pad_w: gw.pad,
+                depth_multiplier,
+            },
+            f32_path: F32Path::Reference,
+            has_bias: false,
+            float_min: f32::MIN,
+            float_max: f32::MAX,
+            act_min: 0,
+            act_max: 0,
+            input_offset: 0,
+            output_offset: 0,
+            multipliers: None,
+            i8_packed: None,
+            f16_filter: false,
+        })
+    }
+}
+
+/// Input 0, input 1 (the filter) and output 0 of a convolution-like node: 2 or 3 inputs (the
+/// third the bias), each tensor 4-D, input and output batches equal.
+pub(crate) fn conv_tensors<'a>(
+    ctx: &PrepareContext<'a>,
+) -> Result<(TensorInfo<'a>, TensorInfo<'a>, TensorInfo<'a>), KernelError> {
+    kernel_ensure!(
+        (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
+        "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
+        ctx.num_inputs(),
+        ctx.num_outputs()
+    );
+    let (input, filter, output) = (ctx.input(0)?, ctx.input(1)?, ctx.output(0)?);
+    for t in [&input, &filter, &output] {
+        kernel_ensure!(
+            t.dims.len() == 4,
+            "tensor `{}` has shape {:?}, expected 4 dimensions",
+            t.name,
+            t.dims
+        );
+    }
+    kernel_ensure!(
+        input.dims[0] == output.dims[0],
+        "input batch {} differs from output batch {}",
+        input.dims[0],
+        output.dims[0]
+    );
+    Ok((input, filter, output))
 }
 
 /// Validated dtypes, bias and quantization of a convolution-like node whose output channels
@@ -258,41 +355,30 @@ pub(crate) fn invoke_conv_like(
     }
     let q = conv_quant(ctx, &d)?;
     match d.kind {
-        ConvKind::I8 => {
-            let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
-            i8_fn(
-                g,
-                ctx.input::<i8>(0)?,
-                ctx.input::<i8>(1)?,
-                bias,
-                &q,
-                ctx.output::<i8>(0)?,
-            );
-        }
-        ConvKind::I16Acc64 => {
-            let bias = ctx.input_if::<i64>(d.has_bias, 2)?;
-            i16_64(
-                g,
-                ctx.input::<i16>(0)?,
-                ctx.input::<i8>(1)?,
-                bias,
-                &q,
-                ctx.output::<i16>(0)?,
-            );
-        }
-        ConvKind::I16Acc32 => {
-            let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
-            i16_32(
-                g,
-                ctx.input::<i16>(0)?,
-                ctx.input::<i8>(1)?,
-                bias,
-                &q,
-                ctx.output::<i16>(0)?,
-            );
-        }
-        ConvKind::F32 => {}
+        ConvKind::I8 => run_quantized(ctx, &d, &q, i8_fn),
+        ConvKind::I16Acc64 => run_quantized(ctx, &d, &q, i16_64),
+        ConvKind::I16Acc32 => run_quantized(ctx, &d, &q, i16_32),
+        ConvKind::F32 => Ok(()),
     }
+}
+
+/// Runs quantized convolution `f` over the node's input `I`, int8 filter, optional bias `B`
+/// and output `I`.
+fn run_quantized<I: Element, B: Element>(
+    ctx: &InvokeContext<'_>,
+    d: &ConvData,
+    q: &ConvQuant<'_>,
+    f: QuantConvFn<I, B>,
+) -> Result<(), KernelError> {
+    let bias = ctx.input_if::<B>(d.has_bias, 2)?;
+    f(
+        &d.geometry,
+        ctx.input::<I>(0)?,
+        ctx.input::<i8>(1)?,
+        bias,
+        q,
+        ctx.output::<I>(0)?,
+    );
     Ok(())
 }
 
@@ -304,12 +390,6 @@ pub struct Conv2D {
 
 impl Kernel for Conv2D {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        kernel_ensure!(
-            (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
-            "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
-            ctx.num_inputs(),
-            ctx.num_outputs()
-        );
         let BuiltinOptions::Conv2D {
             padding,
             stride_w,
@@ -321,24 +401,8 @@ impl Kernel for Conv2D {
         else {
             return Err(KernelError::new("CONV_2D without Conv2DOptions"));
         };
-        let input = ctx.input(0)?;
-        let filter = ctx.input(1)?;
-        let output = ctx.output(0)?;
-        for t in [&input, &filter, &output] {
-            kernel_ensure!(
-                t.dims.len() == 4,
-                "tensor `{}` has shape {:?}, expected 4 dimensions",
-                t.name,
-                t.dims
-            );
-        }
+        let (input, filter, output) = conv_tensors(ctx)?;
         let (i, f, o) = (input.dims, filter.dims, output.dims);
-        kernel_ensure!(
-            i[0] == o[0],
-            "input batch {} differs from output batch {}",
-            i[0],
-            o[0]
-        );
         kernel_ensure!(
             f[0] == o[3],
             "filter `{}` has {} output channels, output `{}` has {}",
@@ -359,50 +423,15 @@ impl Kernel for Conv2D {
             "output channels {} are not a multiple of the {groups} groups",
             o[3]
         );
-        let pad = padding_kind(padding)?;
-        let (sh, sw) = (
-            positive("stride_h", stride_h)?,
-            positive("stride_w", stride_w)?,
-        );
-        let (dh, dw) = (
-            positive("dilation_h", dilation_h)?,
-            positive("dilation_w", dilation_w)?,
-        );
-        let gh = window_axis("height", pad, i[1], f[1], sh, dh, o[1])?;
-        let gw = window_axis("width", pad, i[2], f[2], sw, dw, o[2])?;
-        let mut data = ConvData {
-            kind: ConvKind::F32,
-            geometry: ConvGeometry {
-                batches: i[0],
-                in_h: i[1],
-                in_w: i[2],
-                in_c: i[3],
-                out_h: o[1],
-                out_w: o[2],
-                out_c: o[3],
-                filter_h: f[1],
-                filter_w: f[2],
-                filter_depth: f[3],
-                stride_h: sh,
-                stride_w: sw,
-                dilation_h: dh,
-                dilation_w: dw,
-                pad_h: gh.pad,
-                pad_w: gw.pad,
-                depth_multiplier: 1,
-            },
-            f32_path: F32Path::Reference,
-            has_bias: false,
-            float_min: f32::MIN,
-            float_max: f32::MAX,
-            act_min: 0,
-            act_max: 0,
-            input_offset: 0,
-            output_offset: 0,
-            multipliers: None,
-            i8_packed: None,
-            f16_filter: self.set == KernelSet::Optimized && filter.dtype == DType::F16,
+        let window = Window {
+            padding,
+            stride_h,
+            stride_w,
+            dilation_h,
+            dilation_w,
         };
+        let mut data = ConvData::new(i, f, o, f[3], 1, window)?;
+        data.f16_filter = self.set == KernelSet::Optimized && filter.dtype == DType::F16;
         prepare_quantization(ctx, activation, 0, o[3], &mut data)?;
         if self.set == KernelSet::Optimized && data.kind == ConvKind::F32 {
             data.f32_path = prepare_gemm(ctx, &data.geometry)?;

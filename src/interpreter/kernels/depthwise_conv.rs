@@ -4,12 +4,11 @@
 //! [`crate::interpreter::optimized::depthwise_conv`].
 
 use super::conv::{
-    conv_quant, invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path, QuantConvFn,
+    conv_quant, conv_tensors, invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path,
+    QuantConvFn, Window,
 };
-use super::quant_params::{padding_kind, positive, window_axis};
 use crate::interpreter::optimized::depthwise_conv as fast;
 use crate::interpreter::optimized::depthwise_i8;
-use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::depthwise_conv::{
     depthwise_conv_f32, depthwise_conv_i16, depthwise_conv_i8,
 };
@@ -27,12 +26,6 @@ pub struct DepthwiseConv2D {
 
 impl Kernel for DepthwiseConv2D {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        kernel_ensure!(
-            (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,
-            "{} inputs and {} outputs, expected 2 or 3 inputs and 1 output",
-            ctx.num_inputs(),
-            ctx.num_outputs()
-        );
         let BuiltinOptions::DepthwiseConv2D {
             padding,
             stride_w,
@@ -47,24 +40,8 @@ impl Kernel for DepthwiseConv2D {
                 "DEPTHWISE_CONV_2D without DepthwiseConv2DOptions",
             ));
         };
-        let input = ctx.input(0)?;
-        let filter = ctx.input(1)?;
-        let output = ctx.output(0)?;
-        for t in [&input, &filter, &output] {
-            kernel_ensure!(
-                t.dims.len() == 4,
-                "tensor `{}` has shape {:?}, expected 4 dimensions",
-                t.name,
-                t.dims
-            );
-        }
+        let (input, filter, output) = conv_tensors(ctx)?;
         let (i, f, o) = (input.dims, filter.dims, output.dims);
-        kernel_ensure!(
-            i[0] == o[0],
-            "input batch {} differs from output batch {}",
-            i[0],
-            o[0]
-        );
         kernel_ensure!(
             f[0] == 1 && f[3] == o[3],
             "filter `{}` has shape {:?}, expected [1, h, w, {}]",
@@ -85,50 +62,14 @@ impl Kernel for DepthwiseConv2D {
             i[3],
             o[3]
         );
-        let pad = padding_kind(padding)?;
-        let (sh, sw) = (
-            positive("stride_h", stride_h)?,
-            positive("stride_w", stride_w)?,
-        );
-        let (dh, dw) = (
-            positive("dilation_h", dilation_h)?,
-            positive("dilation_w", dilation_w)?,
-        );
-        let gh = window_axis("height", pad, i[1], f[1], sh, dh, o[1])?;
-        let gw = window_axis("width", pad, i[2], f[2], sw, dw, o[2])?;
-        let mut data = ConvData {
-            kind: ConvKind::F32,
-            geometry: ConvGeometry {
-                batches: i[0],
-                in_h: i[1],
-                in_w: i[2],
-                in_c: i[3],
-                out_h: o[1],
-                out_w: o[2],
-                out_c: o[3],
-                filter_h: f[1],
-                filter_w: f[2],
-                filter_depth: 1,
-                stride_h: sh,
-                stride_w: sw,
-                dilation_h: dh,
-                dilation_w: dw,
-                pad_h: gh.pad,
-                pad_w: gw.pad,
-                depth_multiplier: dm,
-            },
-            f32_path: F32Path::Reference,
-            has_bias: false,
-            float_min: f32::MIN,
-            float_max: f32::MAX,
-            act_min: 0,
-            act_max: 0,
-            input_offset: 0,
-            output_offset: 0,
-            multipliers: None,
-            i8_packed: None,
-            f16_filter: false,
+        let window = Window {
+            padding,
+            stride_h,
+            stride_w,
+            dilation_h,
+            dilation_w,
         };
+        let mut data = ConvData::new(i, f, o, 1, dm, window)?;
         prepare_quantization(ctx, activation, 3, o[3], &mut data)?;
         if self.set == KernelSet::Optimized
             && data.kind == ConvKind::F32

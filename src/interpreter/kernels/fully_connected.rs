@@ -13,8 +13,8 @@ use super::quant_params::{
 };
 use crate::interpreter::optimized::conv::{task_rows, task_units};
 use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
-use crate::interpreter::optimized::gemm::Weight;
-use crate::interpreter::optimized::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Strided};
+use crate::interpreter::optimized::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue};
+use crate::interpreter::optimized::matrix::{Strided, Weight};
 use crate::interpreter::optimized::pack::{group_scratch_len, pack_b, packed_b_len};
 use crate::interpreter::reference::fully_connected::{
     fully_connected_f32, fully_connected_i16, fully_connected_i8, FcQuant,

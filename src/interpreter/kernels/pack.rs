@@ -1,6 +1,7 @@
 //! PACK: stacks `values_count` inputs of one shape and dtype along a new `axis` (LiteRT's
 //! `pack.cc`); float32, int8, uint8, int16, int32, int64.
 
+use super::movement_common::with_movable_type;
 use crate::interpreter::reference::pack::pack_one;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
@@ -89,22 +90,12 @@ impl Kernel for Pack {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
-        macro_rules! run {
-            ($t:ty) => {{
-                let out = ctx.output::<$t>(0)?;
-                for k in 0..d.n {
-                    pack_one(ctx.input::<$t>(k)?, k, d.n, d.outer, d.inner, out);
-                }
-            }};
-        }
-        match d.dtype {
-            DType::F32 => run!(f32),
-            DType::I8 => run!(i8),
-            DType::U8 => run!(u8),
-            DType::I16 => run!(i16),
-            DType::I32 => run!(i32),
-            _ => run!(i64),
-        }
+        with_movable_type!(d.dtype, T => {
+            let out = ctx.output::<T>(0)?;
+            for k in 0..d.n {
+                pack_one(ctx.input::<T>(k)?, k, d.n, d.outer, d.inner, out);
+            }
+        });
         Ok(())
     }
 }

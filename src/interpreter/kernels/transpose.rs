@@ -1,7 +1,7 @@
 //! TRANSPOSE: any element type up to 6-D with a constant permutation (int32 or int64), as
 //! TFLite's `transpose.cc`.
 
-use super::movement_common::expect_movable_dtype;
+use super::movement_common::{expect_movable_dtype, with_movable_type};
 use crate::interpreter::reference::transpose::{transpose, TransposePlan};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
@@ -63,24 +63,9 @@ impl Kernel for Transpose {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<TransposeData>()?;
-        macro_rules! run {
-            ($t:ty) => {
-                transpose(&d.plan, ctx.input::<$t>(0)?, ctx.output::<$t>(0)?)
-            };
-        }
-        match d.dtype {
-            DType::F32 => run!(f32),
-            DType::I8 => run!(i8),
-            DType::U8 | DType::Bool => run!(u8),
-            DType::I16 => run!(i16),
-            DType::I32 => run!(i32),
-            DType::I64 => run!(i64),
-            other => {
-                return Err(KernelError::new(format!(
-                    "dtype {other} in TRANSPOSE op data"
-                )))
-            }
-        }
+        with_movable_type!(d.dtype, T => {
+            transpose(&d.plan, ctx.input::<T>(0)?, ctx.output::<T>(0)?)
+        });
         Ok(())
     }
 }

@@ -2,7 +2,8 @@
 //! dimensions, the right-hand matrix is packed into caller memory ([`packed_len`] elements) and
 //! multiplied; `adj_x` / `adj_y` become strides, so no operand is transposed in memory.
 
-use super::gemm::{gemm_packed, Epilogue, Isa, Strided};
+use super::gemm::{gemm_packed, Epilogue, Isa};
+use super::matrix::Strided;
 use super::pack::{pack_b, packed_b_len};
 use crate::interpreter::reference::batch_matmul::{BatchMatMulGeometry, MAX_BATCH_DIMS};
 

@@ -10,7 +10,8 @@
 //! bounded whatever the image size, and multiplies each block. Grouped convolutions are not
 //! covered ([`ConvPlan::new`] returns `None`); their kernels run the reference loop.
 
-use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Isa, Strided, Weight, MR};
+use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Isa, MR};
+use super::matrix::{Strided, Weight};
 use super::pack::{group_cols, group_scratch_len, pack_b, packed_b_len};
 use crate::interpreter::reference::conv::ConvGeometry;
 

@@ -27,6 +27,7 @@ pub mod gemm;
 mod gemm_i8;
 pub mod hard_swish;
 mod isa;
+pub mod matrix;
 pub mod mean;
 pub mod pack;
 pub mod prelu;

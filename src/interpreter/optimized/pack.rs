@@ -3,7 +3,10 @@
 //! float32 on the way (F16C where the CPU has it). Also the size of the panel groups a product
 //! that reads its weights in place packs at a time ([`group_cols`]).
 
-use super::gemm::{Strided, Weight, NR};
+use super::matrix::{Strided, Weight};
+
+/// Columns of a packed panel: the width of the GEMM's register tile (two AVX2 vectors).
+pub const NR: usize = 16;
 use super::Isa;
 
 /// Elements [`pack_b`] writes for `n` columns of depth `k`.

@@ -7,7 +7,9 @@
 //! contiguous) and packed a few panels at a time on the stack, so the arena does not grow.
 //! Other geometries run the reference loop ([`covers`]).
 
-use super::gemm::{gemm_packed, Epilogue, Isa, Strided, NR};
+use super::gemm::{gemm_packed, Epilogue, Isa};
+use super::matrix::Strided;
+use super::pack::NR;
 use super::pack::{pack_b, packed_b_len};
 use crate::interpreter::reference::transpose_conv::{
     transpose_conv_f32_rows as reference_rows, TransposeConvGeometry,

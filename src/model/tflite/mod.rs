@@ -11,6 +11,7 @@
 mod dtype;
 mod options;
 mod schema;
+mod table;
 mod writer;
 
 use std::ops::Range;
@@ -25,8 +26,9 @@ use super::{
     SparseIndexVector, Sparsity, Subgraph, TensorDef,
 };
 use schema::{
-    buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map, T,
+    buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map,
 };
+use table::T;
 
 pub use dtype::{dtype_from_schema, dtype_to_schema};
 pub use writer::write_model;

@@ -13,7 +13,7 @@ use flatbuffers::{
 };
 
 use super::dtype::{dtype_from_schema, dtype_to_schema, unknown_dtype};
-use super::schema::{slot, T};
+use super::table::{slot, T};
 use super::try_collect;
 use crate::model::options::{builtin_options_table, union_id, Activation, BuiltinOptions, Padding};
 use crate::model::ModelError;

@@ -3,17 +3,11 @@
 //!
 //! Every table type has a [`Verifiable`] implementation listing exactly the fields (slot and
 //! type) that the reader later accesses through [`T`]; the reader only touches a table after
-//! `flatbuffers::root_with_opts` verified the whole tree, which is what makes the unchecked
-//! `Table::get` calls in [`T`] sound.
+//! [`verified_root`] verified the whole tree, which is what makes the unchecked `Table::get`
+//! calls in [`T`] sound.
 
-use flatbuffers::{
-    ForwardsUOffset, InvalidFlatbuffer, Table, VOffsetT, Vector, Verifiable, Verifier,
-};
-
-/// Vtable slot of field number `id` (the schema's declaration order): 4 + 2 * id.
-pub(crate) const fn slot(id: u16) -> VOffsetT {
-    4 + 2 * id
-}
+use super::table::{slot, T};
+use flatbuffers::{ForwardsUOffset, InvalidFlatbuffer, Table, Vector, Verifiable, Verifier};
 
 /// `Model` fields.
 pub(crate) mod model {
@@ -353,65 +347,6 @@ table_type!(
         .visit_field::<u32>("SignatureDef.subgraph_index", signature::SUBGRAPH_INDEX, false)?
 );
 
-/// A verified table. Constructed only by [`verified_root`] and by following fields of another
-/// verified table, so every accessor below reads a field the verifier checked with the same
-/// slot and type.
-#[derive(Clone, Copy)]
-pub(crate) struct T<'a>(Table<'a>);
-
-impl<'a> T<'a> {
-    /// A scalar field (or its schema default).
-    pub(crate) fn scalar<X>(&self, slot: VOffsetT, default: X) -> X
-    where
-        X: flatbuffers::Follow<'a, Inner = X> + Copy + 'a,
-    {
-        // SAFETY: the whole tree was verified by `verified_root`, whose `Verifiable` impls check
-        // this slot with scalar type `X` (the reader uses the same slot constants and types).
-        unsafe { self.0.get::<X>(slot, Some(default)) }.unwrap_or(default)
-    }
-
-    /// A vector-of-scalars field.
-    pub(crate) fn vector<X>(&self, slot: VOffsetT) -> Option<Vector<'a, X>>
-    where
-        X: flatbuffers::Follow<'a> + 'a,
-    {
-        // SAFETY: verified as `ForwardsUOffset<Vector<X>>` at this slot (see `scalar`).
-        unsafe { self.0.get::<ForwardsUOffset<Vector<'a, X>>>(slot, None) }
-    }
-
-    /// A string field.
-    pub(crate) fn string(&self, slot: VOffsetT) -> Option<&'a str> {
-        // SAFETY: verified as `ForwardsUOffset<&str>` (bounds, UTF-8) at this slot.
-        unsafe { self.0.get::<ForwardsUOffset<&'a str>>(slot, None) }
-    }
-
-    /// A sub-table field.
-    pub(crate) fn table(&self, slot: VOffsetT) -> Option<T<'a>> {
-        // SAFETY: verified as `ForwardsUOffset<SomeTable>` at this slot: the offset is in
-        // bounds and points to a table with a valid vtable.
-        unsafe { self.0.get::<ForwardsUOffset<Table<'a>>>(slot, None) }.map(T)
-    }
-
-    /// Whether a field is present in the vtable.
-    pub(crate) fn has(&self, slot: VOffsetT) -> bool {
-        self.0.vtable().get(slot) != 0
-    }
-
-    /// A vector-of-tables field.
-    pub(crate) fn tables(
-        &self,
-        slot: VOffsetT,
-    ) -> Option<impl ExactSizeIterator<Item = T<'a>> + 'a> {
-        // SAFETY: verified as `ForwardsUOffset<Vector<ForwardsUOffset<SomeTable>>>`: every
-        // element offset was followed and its table verified.
-        let v = unsafe {
-            self.0
-                .get::<ForwardsUOffset<Vector<'a, ForwardsUOffset<Table<'a>>>>>(slot, None)
-        };
-        v.map(|v| v.iter().map(T))
-    }
-}
-
 /// Limits of the flatbuffer verifier for a file of `len` bytes: nesting far deeper than the
 /// schema needs is rejected, and the "apparent size" (bytes reachable when shared objects are
 /// counted once per reference) is capped at a small multiple of the file size, so a hostile
@@ -433,5 +368,6 @@ pub(crate) fn verified_root(bytes: &[u8]) -> Result<T<'_>, InvalidFlatbuffer> {
     // SAFETY: `run_verifier` above checked the root offset at 0 and the table it points to
     // (vtable in bounds, every field the reader uses), so following the root offset is sound.
     let root = unsafe { <ForwardsUOffset<Table<'_>> as flatbuffers::Follow>::follow(bytes, 0) };
-    Ok(T(root))
+    // SAFETY: `root` was verified above with this module's `Verifiable` impls.
+    Ok(unsafe { T::verified(root) })
 }
