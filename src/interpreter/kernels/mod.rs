@@ -1,11 +1,13 @@
 //! Builtin kernels, one op per file: each validates its node in prepare, stores op data, and
-//! calls the plain arithmetic of [`super::reference`] in invoke (a dtype switch).
+//! calls the plain arithmetic of `interpreter::reference` in invoke (a dtype switch). Each file
+//! returns its registration (`register_<op>(set)`, TFLM's `Register_ADD()`); [`BUILTINS`] and
+//! [`CUSTOMS`] list them all once, and the resolver builds its table from them.
 //!
 //! Ops with a faster variant (ADD/SUB, CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL,
-//! GELU, HARD_SWISH) take the [`KernelSet`] at registration: their kernel value carries it, prepare
-//! validates the node the same way in both sets and records in the op data which arithmetic
-//! invoke runs (and requests the scratch that arithmetic needs), so the two sets differ only in
-//! the call invoke makes.
+//! TRANSPOSE_CONV, MEAN, SOFTMAX, GELU, HARD_SWISH, PRELU) take the [`KernelSet`] at
+//! registration: their kernel value carries it, prepare validates the node the same way in both
+//! sets and records in the op data which arithmetic invoke runs (and requests the scratch that
+//! arithmetic needs), so the two sets differ only in the call invoke makes.
 
 use super::kernel::{KernelSet, Registration};
 use super::signal;

@@ -31,8 +31,8 @@ impl<'a> T<'a> {
     where
         X: flatbuffers::Follow<'a, Inner = X> + Copy + 'a,
     {
-        // SAFETY: the whole tree was verified (`T::verified`'s contract), whose `Verifiable` impls check
-        // this slot with scalar type `X` (the reader uses the same slot constants and types).
+        // SAFETY: the tree was verified (`T::verified`'s contract) by `Verifiable` impls that
+        // check this slot with scalar type `X` (the reader uses the same slot constants and types).
         unsafe { self.0.get::<X>(slot, Some(default)) }.unwrap_or(default)
     }
 
