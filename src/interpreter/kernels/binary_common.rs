@@ -97,6 +97,16 @@ pub fn node_activation(
     }
 }
 
+/// [`prepare_binary`], then the node's fused activation ([`node_activation`]).
+pub fn prepare_binary_activation<'a>(
+    ctx: &PrepareContext<'a>,
+    own: fn(&BuiltinOptions) -> bool,
+    want: &str,
+) -> Result<(BinaryNode<'a>, FusedActivation), KernelError> {
+    let node = prepare_binary(ctx)?;
+    Ok((node, node_activation(ctx, own, want)?))
+}
+
 /// `CalculateActivationRange` for int32 outputs.
 pub fn activation_range_i32(act: FusedActivation) -> (i32, i32) {
     match act {

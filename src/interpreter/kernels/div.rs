@@ -2,8 +2,7 @@
 //! int8 quotient (multiplier `s1 / (s2 * s_out)`), with broadcasting up to 6-D.
 
 use super::binary_common::{
-    expect_not_quantized, node_activation, prepare_binary, product_quant_params, BinaryData,
-    ProductMath,
+    expect_not_quantized, prepare_binary_activation, product_quant_params, BinaryData, ProductMath,
 };
 use crate::interpreter::reference::div::{div_f32, div_i32, div_quantized};
 use crate::interpreter::{
@@ -18,8 +17,7 @@ pub struct Div;
 
 impl Kernel for Div {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        let node = prepare_binary(ctx)?;
-        let act = node_activation(
+        let (node, act) = prepare_binary_activation(
             ctx,
             |o| matches!(o, BuiltinOptions::Div { .. }),
             "DivOptions",

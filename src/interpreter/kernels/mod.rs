@@ -15,6 +15,7 @@ use crate::model::BuiltinOp;
 
 pub mod abs;
 pub mod add;
+mod add_common;
 pub mod average_pool;
 pub mod batch_matmul;
 pub(crate) mod binary_common;
@@ -59,6 +60,7 @@ pub mod split;
 pub mod sqrt;
 pub mod squared_difference;
 pub mod strided_slice;
+pub mod sub;
 pub mod sum;
 pub mod svdf;
 pub mod transpose;
@@ -157,7 +159,7 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
         BuiltinOp::STRIDED_SLICE,
         strided_slice::register_strided_slice,
     ),
-    (BuiltinOp::SUB, add::register_sub),
+    (BuiltinOp::SUB, sub::register_sub),
     (BuiltinOp::SUM, sum::register_sum),
     (BuiltinOp::SVDF, svdf::register_svdf),
     (BuiltinOp::TANH, logistic::register_tanh),

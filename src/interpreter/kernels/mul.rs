@@ -3,7 +3,7 @@
 //! `s1 * s2 / s_out`; int16 requires zero points of 0), with broadcasting up to 6-D.
 
 use super::binary_common::{
-    node_activation, prepare_binary, product_quant_params, BinaryData, ProductMath,
+    prepare_binary_activation, product_quant_params, BinaryData, ProductMath,
 };
 use crate::interpreter::reference::mul::{mul_f32, mul_i32, mul_quantized};
 use crate::interpreter::{
@@ -18,8 +18,7 @@ pub struct Mul;
 
 impl Kernel for Mul {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        let node = prepare_binary(ctx)?;
-        let act = node_activation(
+        let (node, act) = prepare_binary_activation(
             ctx,
             |o| matches!(o, BuiltinOptions::Mul { .. }),
             "MulOptions",
