@@ -497,6 +497,37 @@ mod tests {
             geometry((2, 2, 37), (1, 1, 19), 1, 1, false, 1),
             geometry((1, 1, 5), (1, 1, 3), 2, 1, true, 1),
         ];
+        /// `conv_f32` with activation range [-2, 2.5] over `threads` tasks of a thread pool.
+        #[allow(clippy::too_many_arguments)]
+        fn run<W: Weight>(
+            isa: Isa,
+            g: &ConvGeometry,
+            plan: &ConvPlan,
+            input: &[f32],
+            weights: ConvWeights<'_, W>,
+            bias: &[f32],
+            got: &mut [f32],
+            cols: &mut [f32],
+            threads: usize,
+        ) {
+            let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
+            conv_f32(
+                isa,
+                g,
+                plan,
+                input,
+                weights,
+                Some(bias),
+                -2.0,
+                2.5,
+                got,
+                cols,
+                threads,
+                &mut |o, chunk, f| {
+                    crate::interpreter::threads::for_each_chunk_mut(Some(&mut pool), o, chunk, f)
+                },
+            );
+        }
         for g in cases {
             let plan = ConvPlan::new(&g).unwrap();
             let input = values(g.input_len(), 1);
@@ -525,7 +556,6 @@ mod tests {
             for &isa in super::super::Isa::available() {
                 let mut first: Option<Vec<f32>> = None;
                 for (threads, in_place) in [(1, false), (3, false), (1, true), (3, true)] {
-                    let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
                     let mut cols = vec![f32::NAN; plan.cols_len() * threads];
                     let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
                     let mut got = vec![f32::NAN; g.output_len()];
@@ -537,27 +567,7 @@ mod tests {
                     } else {
                         ConvWeights::Packed(&packed)
                     };
-                    conv_f32(
-                        isa,
-                        &g,
-                        &plan,
-                        &input,
-                        weights,
-                        Some(&bias),
-                        -2.0,
-                        2.5,
-                        &mut got,
-                        &mut cols,
-                        threads,
-                        &mut |o, chunk, f| {
-                            crate::interpreter::threads::for_each_chunk_mut(
-                                Some(&mut pool),
-                                o,
-                                chunk,
-                                f,
-                            )
-                        },
-                    );
+                    run(isa, &g, &plan, &input, weights, &bias, &mut got, &mut cols, threads);
                     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                         assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
                     }
@@ -575,7 +585,6 @@ mod tests {
                 // Float16 filters read in place, one and three tasks.
                 let mut once: Option<Vec<f32>> = None;
                 for threads in [1, 3] {
-                    let mut pool = crate::interpreter::threads::ThreadPool::new(threads).unwrap();
                     let mut cols = vec![f32::NAN; plan.cols_len() * threads];
                     let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
                     let mut got = vec![f32::NAN; g.output_len()];
@@ -583,27 +592,7 @@ mod tests {
                         filter: &filter16[..],
                         scratch: &mut panels,
                     };
-                    conv_f32(
-                        isa,
-                        &g,
-                        &plan,
-                        &input,
-                        weights,
-                        Some(&bias),
-                        -2.0,
-                        2.5,
-                        &mut got,
-                        &mut cols,
-                        threads,
-                        &mut |o, chunk, f| {
-                            crate::interpreter::threads::for_each_chunk_mut(
-                                Some(&mut pool),
-                                o,
-                                chunk,
-                                f,
-                            )
-                        },
-                    );
+                    run(isa, &g, &plan, &input, weights, &bias, &mut got, &mut cols, threads);
                     for (i, (a, b)) in got.iter().zip(&want16).enumerate() {
                         assert!((a - b).abs() <= 1e-4, "{g:?} f16: element {i}: {a} vs {b}");
                     }
