@@ -173,12 +173,7 @@ pub(crate) fn build(
     }
     let mut nodes = Vec::with_capacity(sg.operators.len());
     for (i, op) in sg.operators.iter().enumerate() {
-        let code = model.opcode(op).ok_or_else(|| {
-            InterpreterError::Usage(format!(
-                "node {i}: opcode index {} out of range",
-                op.opcode_index
-            ))
-        })?;
+        let code = operator_code(model, i, op)?;
         // Lifetimes marked the outputs of all-constant ops as prepare-time constants; such a
         // node runs once at build.
         let prepare_time = op.output_tensors().next().is_some()
@@ -197,4 +192,18 @@ pub(crate) fn build(
         });
     }
     Ok((tensors, nodes))
+}
+
+/// The operator code of node `i` (`op`), an error when its opcode index is out of range.
+pub(crate) fn operator_code<'m>(
+    model: &'m Model,
+    i: usize,
+    op: &crate::model::Operator,
+) -> Result<&'m crate::model::OperatorCode, InterpreterError> {
+    model.opcode(op).ok_or_else(|| {
+        InterpreterError::Usage(format!(
+            "node {i}: opcode index {} out of range",
+            op.opcode_index
+        ))
+    })
 }

@@ -187,12 +187,7 @@ fn resolve<'r>(
     let mut missing = Vec::new();
     let mut registrations = Vec::with_capacity(sg.operators.len());
     for (i, op) in sg.operators.iter().enumerate() {
-        let code = model.opcode(op).ok_or_else(|| {
-            InterpreterError::Usage(format!(
-                "node {i}: opcode index {} out of range",
-                op.opcode_index
-            ))
-        })?;
+        let code = graph::operator_code(model, i, op)?;
         match resolver_of(i).find(code.builtin, code.custom_code.as_deref(), code.version) {
             Some(r) => registrations.push(r.clone()),
             None => missing.push(MissingOp {
