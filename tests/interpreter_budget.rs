@@ -9,7 +9,7 @@
 mod common;
 
 use tensor_alloc::global::count_allocations;
-use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, WeightCopies};
+use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, Precompute};
 use tensor_alloc::model::Model;
 use tensor_alloc::tensor::{DType, Tensor};
 use tensor_alloc::GlobalAllocator;
@@ -54,7 +54,7 @@ fn check(case: &common::Case) {
     let mut default = InterpreterBuilder::new(&model).build().unwrap();
     let min = default.memory().total_bytes;
     assert_eq!(
-        default.memory().packed_weights_bytes,
+        default.memory().precomputed_bytes,
         0,
         "{}: default copies",
         case.name
@@ -63,11 +63,11 @@ fn check(case: &common::Case) {
     drop(default);
 
     let mut all = InterpreterBuilder::new(&model)
-        .weight_copies(WeightCopies::All)
+        .precompute(Precompute::All)
         .build()
         .unwrap();
     let max = all.memory().total_bytes;
-    let copies = all.memory().packed_weights_bytes;
+    let copies = all.memory().precomputed_bytes;
     assert!(copies > 0, "{}: no kernel kept a packed copy", case.name);
     same(
         &format!("{} all copies", case.name),
@@ -90,18 +90,18 @@ fn check(case: &common::Case) {
             m.total_bytes
         );
         assert!(
-            m.packed_weights_bytes >= last_copies,
+            m.precomputed_bytes >= last_copies,
             "{}: a larger budget kept fewer copies",
             case.name
         );
         if budget >= max {
             assert_eq!(
-                m.packed_weights_bytes, copies,
+                m.precomputed_bytes, copies,
                 "{}: budget {budget}",
                 case.name
             );
         }
-        last_copies = m.packed_weights_bytes;
+        last_copies = m.precomputed_bytes;
         same(
             &format!("{} budget {budget}", case.name),
             &outputs(&mut i, &inputs),
@@ -124,7 +124,7 @@ fn check(case: &common::Case) {
         ),
     }
     eprintln!(
-        "ok  {:<28} minimum {min} B, every copy {max} B ({copies} B packed weights)",
+        "ok  {:<28} minimum {min} B, every copy {max} B ({copies} B precomputed)",
         case.name
     );
 }
@@ -161,7 +161,7 @@ fn a_caller_buffer_is_the_budget() {
         .memory()
         .total_bytes;
     let max = InterpreterBuilder::new(&model)
-        .weight_copies(WeightCopies::All)
+        .precompute(Precompute::All)
         .build()
         .unwrap()
         .memory()
@@ -173,13 +173,13 @@ fn a_caller_buffer_is_the_budget() {
         .arena_buffer(&mut bytes[..min])
         .build()
         .unwrap();
-    assert_eq!(i.memory().packed_weights_bytes, 0);
+    assert_eq!(i.memory().precomputed_bytes, 0);
     drop(i);
     let i = InterpreterBuilder::new(&model)
         .arena_buffer(&mut bytes[..max])
         .build()
         .unwrap();
-    assert!(i.memory().packed_weights_bytes > 0);
+    assert!(i.memory().precomputed_bytes > 0);
 }
 
 fn as_bytes(words: &mut [u128]) -> &mut [u8] {
@@ -209,9 +209,9 @@ fn budgets_choose_copies_that_fit_on_every_model() {
             }
             let model = Model::load(&case.model).unwrap();
             let has_copies = InterpreterBuilder::new(&model)
-                .weight_copies(WeightCopies::All)
+                .precompute(Precompute::All)
                 .build()
-                .is_ok_and(|i| i.memory().packed_weights_bytes > 0);
+                .is_ok_and(|i| i.memory().precomputed_bytes > 0);
             if has_copies {
                 check(&case);
             }

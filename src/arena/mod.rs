@@ -132,9 +132,10 @@ pub enum Category {
     OpData,
     /// Kernel scratch buffers (planned in the head or persistent in the tail).
     Scratch,
-    /// Copies of constant weights a kernel keeps in the tail in a faster layout (packed
-    /// panels): a trade of memory for speed that a memory budget grants or refuses.
-    PackedWeights,
+    /// Values a kernel computes at prepare from the model's constants to save work at invoke
+    /// (packed weight panels, lookup tables, folded biases), kept in the tail: a trade of
+    /// memory for speed that the build's `Precompute` policy or memory budget grants or refuses.
+    Precomputed,
 }
 
 impl Category {
@@ -144,7 +145,7 @@ impl Category {
         Category::TensorMetadata,
         Category::OpData,
         Category::Scratch,
-        Category::PackedWeights,
+        Category::Precomputed,
     ];
 }
 
@@ -170,8 +171,8 @@ pub struct Recording {
     pub op_data: CategoryUsage,
     /// Scratch buffers.
     pub scratch: CategoryUsage,
-    /// Packed copies of constant weights (tail).
-    pub packed_weights: CategoryUsage,
+    /// Precomputed constants (tail).
+    pub precomputed: CategoryUsage,
     /// Highest temp usage seen (bytes above the head).
     pub temp_peak_bytes: usize,
     /// Number of temp allocations.
@@ -187,7 +188,7 @@ impl Recording {
             Category::TensorMetadata => &mut self.tensor_metadata,
             Category::OpData => &mut self.op_data,
             Category::Scratch => &mut self.scratch,
-            Category::PackedWeights => &mut self.packed_weights,
+            Category::Precomputed => &mut self.precomputed,
         }
     }
 
@@ -203,7 +204,7 @@ impl Recording {
             ("tensor metadata", self.tensor_metadata),
             ("op data", self.op_data),
             ("scratch", self.scratch),
-            ("packed weights", self.packed_weights),
+            ("precomputed", self.precomputed),
         ] {
             s.push_str(&format!(
                 "{:<16} {:>12} {:>12} {:>7}\n",

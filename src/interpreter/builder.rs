@@ -4,7 +4,7 @@
 //! that can `invoke()` exists only after planning succeeded (typestate by construction).
 
 use super::allocation::{ArenaSource, ALIGNMENT};
-use super::context::WeightCopies;
+use super::context::Precompute;
 use super::error::InterpreterError;
 use super::kernel::KernelSet;
 use super::optimized::{Isa, IsaSelection};
@@ -29,7 +29,7 @@ pub struct InterpreterBuilder<'m, 'a> {
     resolver: OpResolver,
     arena: ArenaSource<'a>,
     threads: usize,
-    copies: WeightCopies,
+    copies: Precompute,
     budget: Option<usize>,
     isa: Option<Isa>,
 }
@@ -43,7 +43,7 @@ impl<'m> InterpreterBuilder<'m, 'static> {
             resolver: OpResolver::with_builtins(),
             arena: ArenaSource::Default,
             threads: 1,
-            copies: WeightCopies::None,
+            copies: Precompute::None,
             budget: None,
             isa: None,
         }
@@ -93,20 +93,22 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         self
     }
 
-    /// Which packed copies of constant weights kernels may keep in the arena's tail (default
-    /// [`WeightCopies::None`]: weights are read where the model keeps them). Ignored when
-    /// [`arena_budget`](Self::arena_budget) is set, which chooses the copies itself.
-    pub fn weight_copies(mut self, copies: WeightCopies) -> Self {
+    /// Which precomputed constants (packed weight copies, lookup tables, folded biases) kernels
+    /// may keep in the arena's tail (default [`Precompute::None`]: kernels read the model's
+    /// constants in place and compute the rest at invoke). Ignored when
+    /// [`arena_budget`](Self::arena_budget) is set, which chooses them itself.
+    pub fn precompute(mut self, copies: Precompute) -> Self {
         self.copies = copies;
         self
     }
 
     /// Builds the fastest interpreter whose arena (head + tail) fits in `bytes`: kernels keep
-    /// packed copies of their constant weights in the tail (faster, especially for layers
-    /// with few output rows) in node order while the arena stays within `bytes`; the rest read
-    /// their weights in place and pack them panel by panel into scratch at invoke. Fails with
-    /// [`InterpreterError::ArenaBudget`] naming the exact minimum when even the arena with no
-    /// copies does not fit. With [`arena_buffer`](Self::arena_buffer) and no budget, the
+    /// what they precompute from constants (packed weight copies, faster especially for
+    /// layers with few output rows; lookup tables; folded biases) in the tail, in node order,
+    /// while the arena stays within `bytes`; the rest read their weights in place and pack
+    /// them panel by panel into scratch at invoke. Fails with
+    /// [`InterpreterError::ArenaBudget`] naming the exact minimum when even the arena with
+    /// nothing precomputed does not fit. With [`arena_buffer`](Self::arena_buffer) and no budget, the
     /// buffer's usable length is the budget.
     pub fn arena_budget(mut self, bytes: usize) -> Self {
         self.budget = Some(bytes);
@@ -123,18 +125,18 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         self
     }
 
-    /// Stages the model under the budget: the most weight copies that fit.
+    /// Stages the model under the budget: the longest prefix of precomputed records that fits.
     fn stage_in_budget(
         &self,
         budget: usize,
         isa: IsaSelection,
-    ) -> Result<(Staged, WeightCopies), InterpreterError> {
+    ) -> Result<(Staged, Precompute), InterpreterError> {
         let stage = |copies| stage_opts(self.model, &self.resolver, self.threads, copies, isa);
-        let all = stage(WeightCopies::All)?;
+        let all = stage(Precompute::All)?;
         if all.arena_bytes()? <= budget {
-            return Ok((all, WeightCopies::All));
+            return Ok((all, Precompute::All));
         }
-        let none = stage(WeightCopies::None)?;
+        let none = stage(Precompute::None)?;
         let minimum = none.arena_bytes()?;
         if minimum > budget {
             return Err(InterpreterError::ArenaBudget {
@@ -142,19 +144,19 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 needed: minimum,
             });
         }
-        // Prefixes (in node order) of the copies `All` made: the largest that fits.
+        // Prefixes (in node order) of the records `All` precomputed: the largest that fits.
         let mut prefix = vec![0usize];
         for r in all.persistent.records.iter() {
-            if r.category == Category::PackedWeights {
+            if r.category == Category::Precomputed {
                 let last = *prefix.last().unwrap_or(&0);
                 prefix.push(last.saturating_add(r.size.next_multiple_of(16)));
             }
         }
         let (mut lo, mut hi) = (0usize, prefix.len() - 1);
-        let mut best = (none, WeightCopies::None);
+        let mut best = (none, Precompute::None);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
-            let copies = WeightCopies::UpTo(prefix[mid]);
+            let copies = Precompute::UpTo(prefix[mid]);
             let s = stage(copies)?;
             if s.arena_bytes()? <= budget {
                 best = (s, copies);

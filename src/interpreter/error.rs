@@ -140,7 +140,7 @@ pub enum InterpreterError {
     },
     /// Even the smallest kernel variants need more arena than the memory budget
     /// ([`InterpreterBuilder::arena_budget`](super::InterpreterBuilder::arena_budget)).
-    #[error("arena budget of {budget} bytes is too small: the model needs at least {needed} bytes (head + tail with no packed weight copies)")]
+    #[error("arena budget of {budget} bytes is too small: the model needs at least {needed} bytes (head + tail with nothing precomputed)")]
     ArenaBudget {
         /// The budget.
         budget: usize,

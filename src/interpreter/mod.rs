@@ -44,8 +44,8 @@ pub use allocation::ArenaSource;
 pub use allocation::ALIGNMENT;
 pub use builder::InterpreterBuilder;
 pub use context::{
-    InitContext, InvokeContext, PersistentArray, PrepareContext, Scalar, ScratchId, StateArray,
-    TensorInfo, WeightCopies,
+    InitContext, InvokeContext, PersistentArray, Precompute, PrepareContext, Scalar, ScratchId,
+    StateArray, TensorInfo,
 };
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
@@ -76,11 +76,12 @@ pub struct MemorySummary {
     pub scratch_bytes: usize,
     /// Tail bytes that are tensors (variables, prepare-time constants, aligned constant copies).
     pub persistent_bytes: usize,
-    /// Tail bytes of op data and persistent arrays (packed weights not included).
+    /// Tail bytes of op data and persistent arrays (precomputed constants not included).
     pub op_data_bytes: usize,
-    /// Tail bytes of packed copies of constant weights (0 unless a memory budget or
-    /// [`WeightCopies`] grants them; see [`InterpreterBuilder::arena_budget`]).
-    pub packed_weights_bytes: usize,
+    /// Tail bytes of precomputed constants: packed weight copies, lookup tables, folded biases
+    /// (0 unless a memory budget or [`Precompute`] grants them; see
+    /// [`InterpreterBuilder::arena_budget`]).
+    pub precomputed_bytes: usize,
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build (tensor and node tables, kernel
@@ -151,9 +152,9 @@ pub struct Interpreter<'a> {
     /// Kernel threads besides the invoking one (`None`: one thread). Kept across
     /// [`resize_input`](Self::resize_input).
     threads: Option<threads::ThreadPool>,
-    /// The packed weight copies this interpreter was built with (kept across
+    /// The precomputed constants this interpreter was built with (kept across
     /// [`resize_input`](Self::resize_input)).
-    copies: WeightCopies,
+    copies: Precompute,
     /// The kernel path and how it was chosen.
     isa: optimized::IsaSelection,
 }
@@ -617,7 +618,7 @@ impl<'a> Interpreter<'a> {
     pub fn memory_report(&self) -> String {
         let s = &self.summary;
         let mut out = format!(
-            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B packed weights)\n\
+            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed)\n\
              heap kept by the interpreter: {} B; prepare temp peak: {} B\n",
             s.total_bytes,
             s.head_bytes,
@@ -625,7 +626,7 @@ impl<'a> Interpreter<'a> {
             s.tail_bytes,
             s.persistent_bytes,
             s.op_data_bytes,
-            s.packed_weights_bytes,
+            s.precomputed_bytes,
             s.heap_bytes,
             s.temp_peak_bytes
         );

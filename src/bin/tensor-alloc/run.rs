@@ -31,7 +31,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub arena_bytes: Option<usize>,
     /// Build the fastest interpreter whose arena (head + tail) fits in N bytes: kernels keep
-    /// packed copies of their constant weights while they fit (default: no copies; with
+    /// what they precompute from constants (packed weight copies, lookup tables, folded
+    /// biases) while it fits (default: nothing precomputed; with
     /// `--arena-bytes` the buffer is the budget). Fails with the exact minimum when even the
     /// smallest variants do not fit.
     #[arg(long, value_name = "N")]
@@ -607,7 +608,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 "scratch_bytes": m.scratch_bytes,
                 "persistent_bytes": m.persistent_bytes,
                 "op_data_bytes": m.op_data_bytes,
-                "packed_weights_bytes": m.packed_weights_bytes,
+                "precomputed_bytes": m.precomputed_bytes,
                 "heap_bytes": m.heap_bytes,
             },
             "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},

@@ -121,10 +121,10 @@ pub(crate) fn finish<'a>(
         .filter(|r| r.category == Category::OpData)
         .map(|r| r.size.next_multiple_of(ALIGNMENT))
         .sum();
-    let packed_weights_bytes: usize = persistent
+    let precomputed_bytes: usize = persistent
         .records
         .iter()
-        .filter(|r| r.category == Category::PackedWeights)
+        .filter(|r| r.category == Category::Precomputed)
         .map(|r| r.size.next_multiple_of(ALIGNMENT))
         .sum();
     let summary = MemorySummary {
@@ -132,9 +132,9 @@ pub(crate) fn finish<'a>(
         head_bytes: plan.head_bytes(),
         tail_bytes: persistent.tail_bytes(),
         scratch_bytes,
-        persistent_bytes: persistent.tail_bytes() - op_data_bytes - packed_weights_bytes,
+        persistent_bytes: persistent.tail_bytes() - op_data_bytes - precomputed_bytes,
         op_data_bytes,
-        packed_weights_bytes,
+        precomputed_bytes,
         temp_peak_bytes: temp_peak,
         heap_bytes: 0,
         offline_plan_ignored: plan.offline_ignored.clone(),
@@ -174,7 +174,7 @@ pub(crate) fn finish<'a>(
         resolver,
         rebuild,
         threads: None,
-        copies: super::WeightCopies::None,
+        copies: super::Precompute::None,
         isa,
     };
     interp.summary.heap_bytes = interp.heap_bytes();

@@ -7,7 +7,7 @@ use crate::arena::Category;
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
 use crate::interpreter::context::{
     check_node_views, BuildState, CopyAllowance, InitContext, InvokeContext, NodeMemory,
-    NodeRuntime, Persistent, PrepareContext, Slot, WeightCopies, MAX_INPUTS, MAX_OUTPUTS,
+    NodeRuntime, Persistent, Precompute, PrepareContext, Slot, MAX_INPUTS, MAX_OUTPUTS,
 };
 use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
 use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind};
@@ -85,7 +85,7 @@ pub(crate) fn stage(
         model,
         &|_| resolver,
         threads,
-        WeightCopies::None,
+        Precompute::None,
         default_isa(),
     )
 }
@@ -103,12 +103,12 @@ pub(crate) fn default_isa() -> IsaSelection {
     })
 }
 
-/// [`stage`] granting the packed weight copies `copies`.
+/// [`stage`] granting the precomputed constants `copies`.
 pub(crate) fn stage_opts(
     model: &Model,
     resolver: &OpResolver,
     threads: usize,
-    copies: WeightCopies,
+    copies: Precompute,
     isa: IsaSelection,
 ) -> Result<Staged, InterpreterError> {
     stage_with(model, &|_| resolver, threads, copies, isa)
@@ -131,7 +131,7 @@ pub(crate) fn stage_with<'r>(
     model: &Model,
     resolver_of: &dyn Fn(usize) -> &'r OpResolver,
     threads: usize,
-    copies: WeightCopies,
+    copies: Precompute,
     isa: IsaSelection,
 ) -> Result<Staged, InterpreterError> {
     model.validate()?;
@@ -221,7 +221,7 @@ fn lifetimes(model: &Model, registrations: &[Registration]) -> Result<Lifetimes,
 }
 
 /// What [`init_and_prepare`] may spend: the kernel threads invoke runs with (kernels size
-/// per-thread scratch by it, [`PrepareContext::threads`]), the packed weight copies granted and
+/// per-thread scratch by it, [`PrepareContext::threads`]), the precomputed constants granted and
 /// the kernel path of prepare-time nodes.
 struct Budget {
     threads: usize,

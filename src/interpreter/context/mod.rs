@@ -347,36 +347,37 @@ pub struct PrepareContext<'a> {
     pub(crate) temp_peak: &'a mut usize,
     /// Kernel threads invoke runs with (1 without a thread pool).
     pub(crate) threads: usize,
-    /// Which packed weight copies this build grants, and how many bytes it granted so far.
+    /// Which precomputed constants this build grants, and how many bytes it granted so far.
     pub(crate) copies: &'a mut CopyAllowance,
 }
 
-/// Which kernels may keep a packed copy of their constant weights in the arena's tail (a trade
-/// of memory for speed: see [`PrepareContext::packed_weights`]). The default keeps no copy:
-/// constant weights are read where the model keeps them.
+/// Which values computed at prepare from the model's constants kernels may keep in the arena's
+/// tail: packed copies of weights, lookup tables, folded biases (a trade of memory for speed:
+/// see [`PrepareContext::precomputed`]). The default keeps none: kernels read constants where
+/// the model keeps them and compute the rest at invoke, and the arena stays at or below TFLM's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WeightCopies {
-    /// No copies (the default): kernels read the model's weights in place, packing a few
-    /// panels at a time into scratch at invoke.
+pub enum Precompute {
+    /// None (the default): kernels read the model's weights in place, packing a few panels at
+    /// a time into scratch at invoke, and compute tables and folded terms as they go.
     #[default]
     None,
-    /// Every kernel that has a packed variant keeps its copy.
+    /// Every kernel that can precompute something keeps it.
     All,
-    /// Kernels in node order keep their copies while the copies total at most this many
-    /// bytes (each rounded up to the tail's 16-byte records).
+    /// Kernels in node order keep what they precompute while it totals at most this many
+    /// bytes (each record rounded up to the tail's 16 bytes).
     UpTo(usize),
 }
 
-/// The running state of a [`WeightCopies`] policy while a model is staged.
+/// The running state of a [`Precompute`] policy while a model is staged.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CopyAllowance {
-    pub policy: WeightCopies,
+    pub policy: Precompute,
     /// Bytes granted so far.
     pub granted: usize,
 }
 
 impl CopyAllowance {
-    pub fn new(policy: WeightCopies) -> Self {
+    pub fn new(policy: Precompute) -> Self {
         CopyAllowance { policy, granted: 0 }
     }
 
@@ -386,9 +387,9 @@ impl CopyAllowance {
             return false;
         };
         let ok = match self.policy {
-            WeightCopies::None => false,
-            WeightCopies::All => true,
-            WeightCopies::UpTo(limit) => self
+            Precompute::None => false,
+            Precompute::All => true,
+            Precompute::UpTo(limit) => self
                 .granted
                 .checked_add(rounded)
                 .is_some_and(|total| total <= limit),
@@ -537,11 +538,11 @@ impl<'a> PrepareContext<'a> {
         })
     }
 
-    /// A packed copy of constant weights (`len` values, zeroed, then written by `fill`) in the
-    /// arena's tail, recorded as [`Category::PackedWeights`], when the build's
-    /// [`WeightCopies`] grants it; `Ok(None)` when it does not (the default), and the kernel
-    /// reads the weights where the model keeps them.
-    pub fn packed_weights<T: Scalar>(
+    /// `len` values computed from the model's constants (zeroed, then written by `fill`: a
+    /// packed copy of weights, a lookup table, folded biases) in the arena's tail, recorded as
+    /// [`Category::Precomputed`], when the build's [`Precompute`] grants it; `Ok(None)` when it
+    /// does not (the default), and the kernel computes without them at invoke.
+    pub fn precomputed<T: Scalar>(
         &mut self,
         len: usize,
         fill: impl FnOnce(&mut [T]),
@@ -555,7 +556,7 @@ impl<'a> PrepareContext<'a> {
         let record = self
             .state
             .persistent
-            .allocate(bytes, Category::PackedWeights)?;
+            .allocate(bytes, Category::Precomputed)?;
         let ptr = self.state.persistent.ptr(record) as *mut T;
         // SAFETY: the record is `len * size_of::<T>()` zeroed bytes at a 16-byte aligned
         // offset of the 16-byte aligned staging buffer (align_of::<T>() <= 16 checked above),

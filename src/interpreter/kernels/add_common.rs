@@ -52,9 +52,11 @@ enum Math {
         lo: i32,
         hi: i32,
     },
-    /// Int8 of one shape: the inputs' shares of the raw sum tabulated at prepare (the
-    /// optimized set computes them in vector lanes where the CPU has them, same bits).
-    Int8Tables(AddQuantParams, PersistentArray<i32>, KernelSet),
+    /// Int8 of one shape: the inputs' shares of the raw sum from tables computed at prepare
+    /// when the build grants them ([`PrepareContext::precomputed`], 2 KiB), else computed per
+    /// element (positive multipliers only); the optimized set computes them in vector lanes
+    /// where the CPU has them. Same bits every way.
+    Int8SameShape(AddQuantParams, Option<PersistentArray<i32>>, KernelSet),
     /// Int16 of one shape with positive multipliers, optimized set: the reference's element
     /// arithmetic compiled for the CPU's widest vectors (`Isa`).
     Int16SameShape(AddQuantParams),
@@ -213,8 +215,14 @@ pub(crate) fn prepare(
                 && !node.shapes.requires_broadcast
                 && (-31..=0).contains(&p.output_multiplier.shift) =>
         {
-            let tables = add_int8_input_tables(&p);
-            Math::Int8Tables(p, ctx.persistent_array(tables.as_flattened())?, set)
+            let tables = ctx.precomputed::<i32>(512, |t| {
+                t.copy_from_slice(add_int8_input_tables(&p).as_flattened())
+            })?;
+            if tables.is_none() && !has_positive_multipliers(&p) {
+                Math::Quant(p)
+            } else {
+                Math::Int8SameShape(p, tables, set)
+            }
         }
         Math::Quant(p)
             if set == KernelSet::Optimized
@@ -253,15 +261,20 @@ pub(crate) fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
             lo,
             hi,
         } => d.run::<i32>(ctx, |s, a, b, o| sub_i32(s, lo, hi, a, b, o)),
-        Math::Int8Tables(p, tables, set) => {
+        Math::Int8SameShape(p, tables, set) => {
             let isa = match set {
                 KernelSet::Optimized => ctx.isa(),
                 KernelSet::Reference => Isa::Scalar,
             };
-            let all = ctx.persistent(tables)?;
-            let (t1, t2) = all.split_at(all.len() / 2);
-            let bad = |_| KernelError::new("ADD tables have the wrong length");
-            let tables = [t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?];
+            let tables: Option<[&[i32; 256]; 2]> = match tables {
+                Some(t) => {
+                    let all = ctx.persistent(t)?;
+                    let (t1, t2) = all.split_at(all.len() / 2);
+                    let bad = |_| KernelError::new("ADD tables have the wrong length");
+                    Some([t1.try_into().map_err(bad)?, t2.try_into().map_err(bad)?])
+                }
+                None => None,
+            };
             d.run::<i8>(ctx, |_, a, b, o| {
                 add_int8_same_shape(isa, tables, &p, a, b, o)
             })

@@ -10,9 +10,9 @@
 //! a head scratch buffer requested at prepare (int8 groups of at most 4 KiB on the stack), so
 //! the weights are read once per invoke and the arena holds no copy. A float16 filter (the
 //! builder drops its DEQUANTIZE, see `Registration::with_f16_inputs`) is converted as it is
-//! packed. When the build grants weight copies (`InterpreterBuilder::arena_budget`,
-//! `WeightCopies`), a constant filter is packed once into the tail instead
-//! (`Category::PackedWeights`). Im2col blocks are per-thread scratch too; with several threads
+//! packed. When the build grants precomputed constants (`InterpreterBuilder::arena_budget`,
+//! `Precompute`), a constant filter is packed once into the tail instead
+//! (`Category::Precomputed`). Im2col blocks are per-thread scratch too; with several threads
 //! the output rows are split among them.
 
 use super::quant_params::{
@@ -65,7 +65,7 @@ pub(crate) enum F32Path {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum PackedFilter<T = f32> {
     /// A packed copy made at prepare from constant weights, in the arena's tail
-    /// ([`PrepareContext::packed_weights`]: only when the build grants weight copies).
+    /// ([`PrepareContext::precomputed`]: only when the build grants it).
     Persistent(PersistentArray<T>),
     /// The weights read where they are (the model's bytes, or a tensor computed at run time),
     /// packed a group of panels at a time into this scratch (one part per kernel thread).
@@ -483,9 +483,7 @@ fn prepare_i8_packing(
     }
     let filter = ctx.input(1)?;
     let copy = match filter.data::<i8>()? {
-        Some(w) if filter.is_constant => {
-            ctx.packed_weights(len, |p| fast_i8::pack_filter(g, w, p))?
-        }
+        Some(w) if filter.is_constant => ctx.precomputed(len, |p| fast_i8::pack_filter(g, w, p))?,
         _ => None,
     };
     Ok(Some(match copy {
@@ -588,12 +586,12 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
         None
     } else if f16 {
         match filter.data::<half::f16>()? {
-            Some(w) => ctx.packed_weights(len, |p| fast::pack_filter(g, &plan, w, p))?,
+            Some(w) => ctx.precomputed(len, |p| fast::pack_filter(g, &plan, w, p))?,
             None => None,
         }
     } else {
         match filter.data::<f32>()? {
-            Some(w) => ctx.packed_weights(len, |p| fast::pack_filter(g, &plan, w, p))?,
+            Some(w) => ctx.precomputed(len, |p| fast::pack_filter(g, &plan, w, p))?,
             None => None,
         }
     };

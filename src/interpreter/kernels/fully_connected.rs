@@ -5,7 +5,7 @@
 //! float16), else a matrix product packing groups of weights into per-thread scratch at each
 //! invoke; an int8 layer takes exact dot products on few rows and packed groups on more
 //! ([`crate::interpreter::optimized::fully_connected_i8`]). A packed copy in the tail replaces
-//! the per-invoke packing only when the build grants weight copies.
+//! the per-invoke packing only when the build grants precomputed constants.
 
 use super::conv::{request_parts, PackedFilter};
 use super::quant_params::{
@@ -104,7 +104,7 @@ fn prepare_i8_packing(
         return Ok(None);
     }
     let copy = match weights.data::<i8>()? {
-        Some(w) if weights.is_constant => ctx.packed_weights(len, |p| {
+        Some(w) if weights.is_constant => ctx.precomputed(len, |p| {
             fast_i8::pack_weights(depth, units, weights_offset, w, p)
         })?,
         _ => None,
@@ -191,14 +191,14 @@ impl Kernel for FullyConnected {
                         None
                     } else if f16_weights {
                         match weights.data::<half::f16>()? {
-                            Some(w) => ctx.packed_weights(len, |p| {
+                            Some(w) => ctx.precomputed(len, |p| {
                                 pack_b(units, depth, weights_view(w, depth), p)
                             })?,
                             None => None,
                         }
                     } else {
                         match weights.data::<f32>()? {
-                            Some(w) => ctx.packed_weights(len, |p| {
+                            Some(w) => ctx.precomputed(len, |p| {
                                 pack_b(units, depth, weights_view(w, depth), p)
                             })?,
                             None => None,

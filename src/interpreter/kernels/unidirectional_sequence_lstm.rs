@@ -10,18 +10,20 @@
 //! prepare: TFLM does not run them either.
 //!
 //! Prepare precomputes every FC and multiplication rescale as TFLM does (`lstm_eval_common.cc`)
-//! and requests TFLM's four scratch buffers of `batch * state` cell elements.
+//! and requests TFLM's four scratch buffers of `batch * state` cell elements. The int8 FCs add
+//! the input's zero point to the input in stack blocks and multiply that, so no weight-derived
+//! term is kept in the arena (TFLite's effective biases would take `8 × state` int32 of the
+//! tail and save no time).
 
 use crate::interpreter::context::TensorInfo;
 use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::lstm::{
-    gate_effective_bias, lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers,
-    LstmInt8Weights, LstmIntegerParams, LstmShape, LstmWeights, MulParams,
+    lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams, LstmShape,
+    LstmWeights, MulParams,
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
-    ScratchId,
+    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
 };
 use crate::model::{Activation, BuiltinOptions};
 use crate::tensor::{DType, Element};
@@ -47,15 +49,8 @@ const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 enum Path {
-    F32 {
-        cell_clip: f32,
-    },
-    Int8 {
-        params: LstmIntegerParams,
-        /// Effective biases, `[8, state]`: the input FCs' of gates 0..4, then the recurrent
-        /// FCs'.
-        effective_bias: PersistentArray<i32>,
-    },
+    F32 { cell_clip: f32 },
+    Int8 { params: LstmIntegerParams },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -293,25 +288,7 @@ impl Kernel for UnidirectionalSequenceLstm {
                     cell.dtype
                 );
                 let params = integer_params(&input, &hidden, &cell, &weights, cell_clip)?;
-                let mut eb = vec![0i32; 8 * state_dim];
-                for (g, out) in eb.chunks_exact_mut(state_dim).enumerate() {
-                    let (fc, depth, bias) = if g < 4 {
-                        let bias = biases[g].const_data::<i32>()?;
-                        (&params.gates[g].input_fc, input_dim, Some(bias))
-                    } else {
-                        (&params.gates[g - 4].recurrent_fc, state_dim, None)
-                    };
-                    let w = weights[g].const_data::<i8>()?;
-                    gate_effective_bias(fc, w, depth, bias, out);
-                }
-                let effective_bias = ctx.persistent_array(&eb)?;
-                (
-                    Path::Int8 {
-                        params,
-                        effective_bias,
-                    },
-                    2,
-                )
+                (Path::Int8 { params }, 2)
             }
             (DType::I16, _) => kernel_bail!(
                 "16-bit activation LSTM (input `{}` int16) is not implemented",
@@ -348,20 +325,8 @@ impl Kernel for UnidirectionalSequenceLstm {
                     &d.shape, cell_clip, &w, input, hidden, cell, output, buffers,
                 );
             }
-            Path::Int8 {
-                params,
-                effective_bias,
-            } => {
+            Path::Int8 { params } => {
                 let (w, input, hidden, cell, output, buffers) = views::<i8, i8, i32, i16>(ctx, &d)?;
-                let eb = ctx.persistent(effective_bias)?;
-                let n = d.shape.state_dim;
-                let part = |g: usize| &eb[g * n..(g + 1) * n];
-                let w = LstmInt8Weights {
-                    input: w.input,
-                    recurrent: w.recurrent,
-                    input_effective_bias: [part(0), part(1), part(2), part(3)],
-                    recurrent_effective_bias: [part(4), part(5), part(6), part(7)],
-                };
                 lstm_int8(&d.shape, &params, &w, input, hidden, cell, output, buffers);
             }
         }
@@ -379,6 +344,13 @@ fn integer_params(
 ) -> Result<LstmIntegerParams, KernelError> {
     let (in_scale, in_zp) = quant(input)?;
     let (h_scale, h_zp) = quant(hidden)?;
+    for (t, zp) in [(input, in_zp), (hidden, h_zp)] {
+        kernel_ensure!(
+            (-128..=127).contains(&zp),
+            "`{}` has zero point {zp}, expected one in int8's range -128..=127",
+            t.name
+        );
+    }
     let (cell_scale, _) = quant(cell)?;
     let mut gates = [GateParams::default(); 4];
     for (g, gp) in gates.iter_mut().enumerate() {

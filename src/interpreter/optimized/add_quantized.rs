@@ -29,14 +29,16 @@ pub fn add_quantized_same_shape<T: QuantInt>(
     same_shape(p, a, b, out)
 }
 
-/// Int8 ADD of same-shape inputs: the reference's table path ([`add_int8_with_tables`]) on the
-/// scalar path; on AVX2 the same integers computed 32 lanes at a time (the input shares
-/// without tables, see [`share_split`]), bit for bit. `tables` are
-/// [`add_int8_input_tables`](crate::interpreter::reference::add::add_int8_input_tables)`(p)`;
-/// needs what the table path needs (an output multiplier with shift in `-31..=0`).
+/// Int8 ADD of same-shape inputs: the reference's table path ([`add_int8_with_tables`]) or,
+/// without tables, its per-element arithmetic on the scalar path; on AVX2 the same integers
+/// computed 32 lanes at a time (the input shares without tables, see [`share_split`]), bit for
+/// bit. `tables` are
+/// [`add_int8_input_tables`](crate::interpreter::reference::add::add_int8_input_tables)`(p)`.
+/// Needs an output multiplier with shift in `-31..=0`, and without tables
+/// [`has_positive_multipliers`]`(p)` (the caller checks both at prepare).
 pub fn add_int8_same_shape(
     isa: Isa,
-    tables: [&[i32; 256]; 2],
+    tables: Option<[&[i32; 256]; 2]>,
     p: &AddQuantParams,
     a: &[i8],
     b: &[i8],
@@ -48,11 +50,19 @@ pub fn add_int8_same_shape(
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `n` is within all
         // three slices.
         let done = unsafe { avx2::add_int8(p, &a[..n], &b[..n], &mut out[..n]) };
-        add_int8_with_tables(tables, p, &a[done..n], &b[done..n], &mut out[done..n]);
+        int8_scalar(tables, p, &a[done..n], &b[done..n], &mut out[done..n]);
         return;
     }
     let _ = isa;
-    add_int8_with_tables(tables, p, a, b, out)
+    int8_scalar(tables, p, a, b, out)
+}
+
+/// The scalar int8 loop: through the tables when there are some.
+fn int8_scalar(tables: Option<[&[i32; 256]; 2]>, p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut [i8]) {
+    match tables {
+        Some(t) => add_int8_with_tables(t, p, a, b, out),
+        None => same_shape(p, a, b, out),
+    }
 }
 
 /// Whether the vector int8 path computes `p`'s sums exactly: int8's left shift (20), positive
@@ -293,9 +303,12 @@ mod tests {
                     .map(|&(x, y)| add_quantized_value(x.into(), y.into(), &p) as i8)
                     .collect();
                 for &isa in Isa::available() {
-                    let mut got = vec![0i8; a.len()];
-                    add_int8_same_shape(isa, [&t1, &t2], &p, &a, &b, &mut got);
-                    assert_eq!(got, want, "{isa:?} n {} {p:?}", a.len());
+                    for tables in [Some([&t1, &t2]), None] {
+                        let mut got = vec![0i8; a.len()];
+                        add_int8_same_shape(isa, tables, &p, &a, &b, &mut got);
+                        let with = tables.is_some();
+                        assert_eq!(got, want, "{isa:?} tables {with} n {} {p:?}", a.len());
+                    }
                 }
             }
         }

@@ -67,21 +67,6 @@ pub struct LstmWeights<'a, W, B> {
     pub bias: [&'a [B]; 4],
 }
 
-/// Int8 weights of the four gates, indexed by [`gate`], with the zero-point terms and biases
-/// folded into effective biases by [`gate_effective_bias`] (TFLite's
-/// `input_to_*_effective_bias` / `recurrent_to_*_effective_bias`).
-#[derive(Clone, Copy, Debug)]
-pub struct LstmInt8Weights<'a> {
-    /// Input-to-gate weights, `[state, input]` each.
-    pub input: [&'a [i8]; 4],
-    /// Recurrent (hidden-to-gate) weights, `[state, state]` each.
-    pub recurrent: [&'a [i8]; 4],
-    /// Effective bias of each input FC (gate bias included), `[state]` each.
-    pub input_effective_bias: [&'a [i32]; 4],
-    /// Effective bias of each recurrent FC, `[state]` each.
-    pub recurrent_effective_bias: [&'a [i32]; 4],
-}
-
 /// The four scratch buffers TFLM requests, each `batch * state` cell elements.
 pub struct LstmBuffers<'a, C> {
     /// Buffers 0..3.
@@ -141,44 +126,22 @@ pub struct LstmIntegerParams {
     pub cell_scale_power: i32,
 }
 
-/// `int8 × int8 (+ int32 bias) → int16` fully connected of TFLite's integer reference kernel,
-/// `rows` rows of `depth` inputs into `out_depth` outputs.
-/// The per-row constant part of an int8 gate FC with zero points (TFLite's
-/// `PrecomputeZeroPointTimesWeightWithBias`, plus the weights' own zero point):
-/// `Σ_d (w + wo)(x + xo) = Σ w·x + wo·Σx + [xo·Σ_d w + depth·wo·xo + bias]`, the bracket being
-/// what this returns per output row. All terms wrap modulo 2³², as the reference's int32
-/// accumulator does, so the split is bit-exact. `weights` is `[rows, depth]`.
-pub fn gate_effective_bias(
-    p: &GateFcParams,
-    weights: &[i8],
-    depth: usize,
-    bias: Option<&[i32]>,
-    out: &mut [i32],
-) {
-    let depth_term = (depth as i32)
-        .wrapping_mul(p.weights_offset)
-        .wrapping_mul(p.input_offset);
-    for (oc, (o, w)) in out.iter_mut().zip(weights.chunks_exact(depth)).enumerate() {
-        let row_sum = w.iter().fold(0i32, |a, &v| a.wrapping_add(i32::from(v)));
-        *o = p
-            .input_offset
-            .wrapping_mul(row_sum)
-            .wrapping_add(depth_term)
-            .wrapping_add(bias.map_or(0, |b| b[oc]));
-    }
-}
-
-/// `Σ a·b` of two int8 vectors in a wrapping int32 accumulator: a contiguous loop LLVM
-/// vectorizes (pairwise 16-bit multiply-adds).
+/// `Σ a·b` of int8 weights and an int16 row in a wrapping int32 accumulator (a contiguous
+/// loop LLVM vectorizes into pairwise 16-bit multiply-adds).
 #[inline]
-pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+fn dot_i8_i16(a: &[i8], b: &[i16]) -> i32 {
     a.iter().zip(b).fold(0i32, |acc, (&x, &y)| {
         acc.wrapping_add(i32::from(x) * i32::from(y))
     })
 }
 
-/// An int8 gate FC into int16 (TFLM's `FullyConnected` 8x8→16 with the gate's multiplier),
-/// its zero-point terms precomputed by [`gate_effective_bias`] into `effective_bias`.
+/// An int8 gate FC into int16 (TFLM's `FullyConnected` 8x8→16 with the gate's multiplier):
+/// `rows` rows of `depth` inputs into `out_depth` outputs. The int32 accumulator is
+/// `Σ (w + wo)(x + xo) + bias = Σ w·(x + xo) + wo·Σ(x + xo) + bias`, the reference kernel's
+/// sum regrouped (exact: every term wraps modulo 2³² as its accumulator does). `x + xo` is
+/// formed in int16 blocks on the stack, [`X_BLOCK`] inputs for [`OUT_BLOCK`] outputs at a
+/// time, so nothing weight-derived is stored and no scratch is needed. The input offset must
+/// be an int8 zero point negated (|offset| ≤ 128), so `x + xo` fits in int16.
 #[allow(clippy::too_many_arguments)]
 fn fc_i8_i16(
     p: &GateFcParams,
@@ -186,30 +149,51 @@ fn fc_i8_i16(
     rows: usize,
     depth: usize,
     weights: &[i8],
-    effective_bias: &[i32],
+    bias: Option<&[i32]>,
     out_depth: usize,
     output: &mut [i16],
 ) {
     for b in 0..rows {
         let x = &input[b * depth..(b + 1) * depth];
-        let x_term = if p.weights_offset == 0 {
-            0
-        } else {
-            let sum = x.iter().fold(0i32, |a, &v| a.wrapping_add(i32::from(v)));
-            p.weights_offset.wrapping_mul(sum)
+        let x_term = match p.weights_offset {
+            0 => 0,
+            wo => {
+                let sum = x.iter().fold(0i32, |a, &v| a.wrapping_add(i32::from(v)));
+                let shifted_sum = sum.wrapping_add((depth as i32).wrapping_mul(p.input_offset));
+                wo.wrapping_mul(shifted_sum)
+            }
         };
         let out = &mut output[b * out_depth..(b + 1) * out_depth];
-        for ((o, w), &eb) in out
-            .iter_mut()
-            .zip(weights.chunks_exact(depth))
-            .zip(effective_bias)
-        {
-            let acc = dot_i8(w, x).wrapping_add(eb).wrapping_add(x_term);
-            let v = multiply_by_quantized_multiplier(acc, p.multiplier);
-            *o = v.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16;
+        for (ob, out) in out.chunks_mut(OUT_BLOCK).enumerate() {
+            let first = ob * OUT_BLOCK;
+            let mut acc = [0i32; OUT_BLOCK];
+            let mut shifted = [0i16; X_BLOCK];
+            for (xb, x) in x.chunks(X_BLOCK).enumerate() {
+                let start = xb * X_BLOCK;
+                let shifted = &mut shifted[..x.len()];
+                for (s, &v) in shifted.iter_mut().zip(x) {
+                    *s = (i32::from(v) + p.input_offset) as i16;
+                }
+                for (r, a) in acc[..out.len()].iter_mut().enumerate() {
+                    let w = &weights[(first + r) * depth + start..][..x.len()];
+                    *a = a.wrapping_add(dot_i8_i16(w, shifted));
+                }
+            }
+            for (r, (o, &a)) in out.iter_mut().zip(&acc).enumerate() {
+                let acc = a
+                    .wrapping_add(x_term)
+                    .wrapping_add(bias.map_or(0, |b| b[first + r]));
+                let v = multiply_by_quantized_multiplier(acc, p.multiplier);
+                *o = v.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16;
+            }
         }
     }
 }
+
+/// Inputs per stack block of [`fc_i8_i16`].
+const X_BLOCK: usize = 256;
+/// Outputs per stack block of [`fc_i8_i16`].
+const OUT_BLOCK: usize = 64;
 
 fn add_sat_i16(a: &mut [i16], b: &[i16]) {
     for (x, &y) in a.iter_mut().zip(b) {
@@ -240,7 +224,7 @@ enum GateAct {
 pub fn lstm_int8(
     s: &LstmShape,
     p: &LstmIntegerParams,
-    w: &LstmInt8Weights<'_>,
+    w: &LstmWeights<'_, i8, i32>,
     input: &[i8],
     hidden: &mut [i8],
     cell: &mut [i16],
@@ -269,7 +253,7 @@ pub fn lstm_int8(
                     rows,
                     s.input_dim,
                     w.input[g],
-                    w.input_effective_bias[g],
+                    Some(w.bias[g]),
                     s.state_dim,
                     out,
                 );
@@ -279,7 +263,7 @@ pub fn lstm_int8(
                     rows,
                     s.state_dim,
                     w.recurrent[g],
-                    w.recurrent_effective_bias[g],
+                    None,
                     s.state_dim,
                     tmp,
                 );

@@ -136,7 +136,7 @@ pub(super) fn build_spaces(
             &m,
             &resolver_of,
             1,
-            crate::interpreter::WeightCopies::None,
+            crate::interpreter::Precompute::None,
             crate::interpreter::builder::default_isa(),
         )
         .map_err(err)?;
