@@ -87,6 +87,12 @@
 //! on (the CLI, the benches and the tests turn it on). They are not part of the API.
 
 #![warn(missing_docs)]
+#![cfg_attr(not(feature = "std"), no_std)]
+
+// `alloc` names this crate's allocator module, so the standard `alloc` crate goes by another name
+// (in every build: `core::` and `rust_alloc::` paths work with and without `std`).
+#[macro_use]
+extern crate alloc as rust_alloc;
 
 /// Declares module `$name` public with the feature `internals` and crate-private without it
 /// (see the crate documentation's "Internals").
