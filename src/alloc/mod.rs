@@ -259,7 +259,9 @@ pub(crate) unsafe fn move_to_new_block<A: Allocator + ?Sized>(
 }
 
 /// The global heap (`alloc::alloc`) as a member of the family: what tensors use when no other
-/// allocator is given in a `no_std` build. It tracks nothing: its statistics are zeros.
+/// allocator is given in a `no_std` build. It tracks nothing: its statistics are zeros. (With
+/// `std` the registry's allocators play this role, and `Global` stays a plain `Allocator`.)
+#[cfg(not(feature = "std"))]
 impl TensorAllocator for Global {
     fn name(&self) -> &str {
         "global"

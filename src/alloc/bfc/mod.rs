@@ -139,7 +139,7 @@ use super::{
     MmapSubAllocator, SubAllocator, TensorAllocator,
 };
 use crate::sync::{AtomicU64, Mutex, Ordering, SpinLock};
-use core::ptr::NonNull;
+use ::core::ptr::NonNull;
 // `std` Arc also under loom, as the pool's: thread caches hold it (there are none under loom) and
 // its reference count is not what the models check.
 use rust_alloc::sync::Arc;
@@ -175,8 +175,8 @@ struct Inner {
     epoch: AtomicU64,
 }
 
-impl core::fmt::Debug for BfcAllocator {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+impl ::core::fmt::Debug for BfcAllocator {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         write!(
             f,
             "BfcAllocator({} over {})",
@@ -196,7 +196,7 @@ impl Default for BfcAllocator {
 fn ptr_from_addr(addr: usize) -> Option<NonNull<u8>> {
     // Region memory was exposed when the sub-allocator handed it over (`expose_provenance`), so
     // rebuilding a pointer from an address inside it is sound under exposed provenance.
-    NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(addr))
+    NonNull::new(::core::ptr::with_exposed_provenance_mut::<u8>(addr))
 }
 
 impl BfcAllocator {
@@ -715,7 +715,7 @@ impl TensorAllocator for BfcAllocator {
     fn try_allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
         let block = self.alloc_impl(layout)?;
         // SAFETY: `block` is a fresh allocation of `block.len()` writable bytes, ours alone.
-        unsafe { core::ptr::write_bytes(block.cast::<u8>().as_ptr(), 0, block.len()) };
+        unsafe { ::core::ptr::write_bytes(block.cast::<u8>().as_ptr(), 0, block.len()) };
         Ok(block)
     }
 }

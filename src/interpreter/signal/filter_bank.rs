@@ -6,7 +6,7 @@
 //! only seeds entry 1, so the tables have `num_channels + 1` entries and the output is entries
 //! `1..=num_channels`.
 
-use rust_alloc::{string::String, vec::Vec};
+use rust_alloc::string::String;
 use super::flexbuffer::{int_option, options_map};
 use super::{check_len, SignalError};
 
