@@ -6,7 +6,11 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-const MODELS: [&str; 3] = ["hello_world_int8", "micro_speech_quantized", "person_detect"];
+const MODELS: [&str; 3] = [
+    "hello_world_int8",
+    "micro_speech_quantized",
+    "person_detect",
+];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -18,7 +22,9 @@ fn main() {
         );
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    let mut cases = String::from("/// The embedded models with their references.\npub static CASES: &[Case] = &[\n");
+    let mut cases = String::from(
+        "/// The embedded models with their references.\npub static CASES: &[Case] = &[\n",
+    );
     for name in MODELS {
         let model = shared.join(format!("models/tflm/{name}.tflite"));
         let reference = shared.join(format!("reference/{name}"));
@@ -58,7 +64,11 @@ fn read(path: &Path) -> Vec<u8> {
 /// The data of a `.npy` file (format 1.x, 2.x or 3.x): the bytes after the header.
 fn npy_data(path: &Path) -> Vec<u8> {
     let bytes = read(path);
-    assert!(bytes.starts_with(b"\x93NUMPY"), "{}: not a .npy file", path.display());
+    assert!(
+        bytes.starts_with(b"\x93NUMPY"),
+        "{}: not a .npy file",
+        path.display()
+    );
     let (len_bytes, start) = if bytes[6] == 1 { (2, 10) } else { (4, 12) };
     let mut header_len = 0usize;
     for (i, b) in bytes[8..8 + len_bytes].iter().enumerate() {
@@ -70,7 +80,11 @@ fn npy_data(path: &Path) -> Vec<u8> {
         "{}: the firmware compares 8-bit tensors, header {header}",
         path.display()
     );
-    assert!(header.contains("'fortran_order': False"), "{}: Fortran order", path.display());
+    assert!(
+        header.contains("'fortran_order': False"),
+        "{}: Fortran order",
+        path.display()
+    );
     bytes[start + header_len..].to_vec()
 }
 
@@ -83,5 +97,8 @@ fn tflm_arena(json: &str) -> Option<(usize, usize)> {
         let end = rest.find(|c: char| !c.is_ascii_digit())?;
         rest[..end].parse().ok()
     };
-    Some((number("\"arena_head_bytes\"")?, number("\"arena_tail_bytes\"")?))
+    Some((
+        number("\"arena_head_bytes\"")?,
+        number("\"arena_tail_bytes\"")?,
+    ))
 }

@@ -83,7 +83,10 @@ fn main() -> ! {
         use core::mem::MaybeUninit;
         static mut HEAP_MEM: [MaybeUninit<u8>; HEAP_BYTES] = [MaybeUninit::uninit(); HEAP_BYTES];
         // SAFETY: runs once, before any allocation; `HEAP_MEM` is used by nothing else.
-        unsafe { HEAP.heap.init(core::ptr::addr_of_mut!(HEAP_MEM) as usize, HEAP_BYTES) }
+        unsafe {
+            HEAP.heap
+                .init(core::ptr::addr_of_mut!(HEAP_MEM) as usize, HEAP_BYTES)
+        }
     }
     let mut failures = 0;
     for case in CASES {
@@ -134,7 +137,11 @@ fn run(case: &Case) -> Result<Footprint, ()> {
         .map_err(|e| fail(&e))?;
     let input = interp.input_bytes_mut(0).map_err(|e| fail(&e))?;
     if input.len() != case.input.len() {
-        fail(&format_args!("input has {} bytes, reference {}", input.len(), case.input.len()));
+        fail(&format_args!(
+            "input has {} bytes, reference {}",
+            input.len(),
+            case.input.len()
+        ));
         return Err(());
     }
     input.copy_from_slice(case.input);
