@@ -72,10 +72,10 @@ pub fn write_file_atomic(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static COUNTER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
     let mut attempt = 0;
     let (tmp, mut file) = loop {
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = COUNTER.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(format!(".{}.{n}.tmp", std::process::id()));

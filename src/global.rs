@@ -68,9 +68,9 @@ use crate::alloc::global::config;
 pub use crate::alloc::global::config::MIN_LIMIT;
 use crate::alloc::global::hybrid::{self, active};
 pub use crate::alloc::global::{GlobalMode, LargeHeapStats};
+use core::cell::Cell;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Heap operations counted by [`GlobalAllocator`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -379,7 +379,7 @@ impl GlobalAllocator {
         let a = active();
         let size = layout.size();
         if !Self::charge(size, a.limit) {
-            return std::ptr::null_mut();
+            return core::ptr::null_mut();
         }
         let large = a.hybrid && size >= a.threshold;
         let p = if large {
@@ -417,14 +417,14 @@ impl GlobalAllocator {
             match Layout::from_size_align(new_size, layout.align()) {
                 // SAFETY: `new_size > 0` (realloc's contract).
                 Ok(l) => unsafe { System.alloc(l) },
-                Err(_) => std::ptr::null_mut(),
+                Err(_) => core::ptr::null_mut(),
             }
         };
         if q.is_null() {
             return q;
         }
         // SAFETY: both blocks are live, distinct, and at least this long.
-        unsafe { std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size)) };
+        unsafe { core::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size)) };
         if !(old_large && hybrid::large_free(ptr)) {
             // SAFETY: `ptr` is a live system-heap block with `layout` (caller's contract).
             unsafe { System.dealloc(ptr, layout) };
@@ -471,7 +471,7 @@ unsafe impl GlobalAlloc for GlobalAllocator {
         let old = layout.size();
         let grow = new_size.saturating_sub(old);
         if grow > 0 && !Self::charge(grow, a.limit) {
-            return std::ptr::null_mut();
+            return core::ptr::null_mut();
         }
         let old_large = a.hybrid && old >= a.threshold && hybrid::large_owns(ptr);
         let new_large = a.hybrid && new_size >= a.threshold;
@@ -538,7 +538,7 @@ fn thread_counts() -> AllocationCounts {
 pub fn count_allocations<R>(f: impl FnOnce() -> R) -> Result<(R, AllocationCounts), NotInstalled> {
     // Probe: a real heap allocation must show up in this thread's counters.
     let before_probe = thread_counts();
-    let probe = std::hint::black_box(Box::new(0u64));
+    let probe = core::hint::black_box(Box::new(0u64));
     drop(probe);
     if thread_counts().allocs == before_probe.allocs {
         return Err(NotInstalled);

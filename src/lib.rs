@@ -77,7 +77,7 @@
 //! interp.input_bytes_mut(0)?.fill(0);
 //! interp.invoke()?; // no heap allocation
 //! println!("{:?}", interp.output::<i8>(0)?);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), Box<dyn core::error::Error>>(())
 //! ```
 //!
 //! ## Internals
@@ -87,6 +87,18 @@
 //! on (the CLI, the benches and the tests turn it on). They are not part of the API.
 
 #![warn(missing_docs)]
+#![cfg_attr(not(feature = "std"), no_std)]
+// Without `std` the modules that call the shared helpers (threads, devices, the registry) are
+// gone, and so are the x86 paths on other targets: what only they use is unused there.
+#![cfg_attr(
+    not(feature = "std"),
+    allow(dead_code, unused_imports, unused_variables, unused_mut)
+)]
+
+// `alloc` names this crate's allocator module, so the standard `alloc` crate goes by another name
+// (in every build: `core::` and `rust_alloc::` paths work with and without `std`).
+#[macro_use]
+extern crate alloc as rust_alloc;
 
 /// Declares module `$name` public with the feature `internals` and crate-private without it
 /// (see the crate documentation's "Internals").
@@ -104,20 +116,31 @@ macro_rules! internal_mod {
 
 pub mod alloc;
 pub mod arena;
-internal_mod!(fileio);
+internal_mod!(
+    #[cfg(feature = "std")]
+    fileio
+);
+#[cfg(feature = "std")]
 pub mod global;
 pub mod interpreter;
+#[cfg(not(feature = "std"))]
+mod math;
 pub mod model;
 pub mod planner;
 pub(crate) mod sync;
 pub mod tensor;
-internal_mod!(test_support);
+mod time;
+internal_mod!(
+    #[cfg(feature = "std")]
+    test_support
+);
 /// The bench harness of `tensor-alloc bench` and the allocator benches (feature `cli`); not part
 /// of the library's API.
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod workload;
 
+#[cfg(feature = "std")]
 pub use global::GlobalAllocator;
 
 /// The README's code examples, compiled and run by `cargo test --doc`.

@@ -13,8 +13,8 @@
 //! - `same-size`: 1 MiB alloc/free repeated; `same-size-16`: 16 × 1 MiB live at a time.
 
 use crate::alloc::{AllocError, Allocator, AllocatorError, Layout, TensorAllocator};
+use core::ptr::NonNull;
 use serde::Serialize;
-use std::ptr::NonNull;
 use std::time::Instant;
 
 /// The harness's random numbers (also at their old path for existing callers).
@@ -392,7 +392,7 @@ impl StepSchedule {
         a: &A,
         describe: Describe<'_>,
     ) -> Result<(), AllocatorError> {
-        let mut live: [Option<Block>; 60] = std::array::from_fn(|_| None);
+        let mut live: [Option<Block>; 60] = core::array::from_fn(|_| None);
         for i in 0..self.sizes.len() {
             let b = alloc_block(a, self.sizes[i], 64, describe);
             let b = match b {
@@ -423,7 +423,7 @@ impl StepSchedule {
 fn minor_faults() -> Option<u64> {
     // SAFETY: an all-zero `rusage` is a valid value of the plain C struct, and getrusage only
     // writes into the struct it is given.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut u: libc::rusage = unsafe { core::mem::zeroed() };
     // SAFETY: `u` is a valid, writable rusage.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     (rc == 0).then(|| u.ru_minflt.max(0) as u64)
@@ -457,7 +457,7 @@ pub struct BumpAllocator {
     base: NonNull<u8>,
     capacity: usize,
     /// `cursor << LIVE_BITS | live`: bytes handed out since the last reset, blocks live.
-    state: std::sync::atomic::AtomicU64,
+    state: core::sync::atomic::AtomicU64,
 }
 
 /// Bits of [`BumpAllocator`]'s state word that count live blocks.
@@ -492,7 +492,7 @@ impl BumpAllocator {
         // existing memory is affected.
         let p = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                core::ptr::null_mut(),
                 capacity,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
@@ -507,7 +507,7 @@ impl BumpAllocator {
             // SAFETY: mmap succeeded, so `p` is a non-null page-aligned address.
             base: unsafe { NonNull::new_unchecked(p.cast()) },
             capacity,
-            state: std::sync::atomic::AtomicU64::new(0),
+            state: core::sync::atomic::AtomicU64::new(0),
         })
     }
 }
@@ -528,7 +528,7 @@ impl Drop for BumpAllocator {
 unsafe impl Allocator for BumpAllocator {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        use std::sync::atomic::Ordering::Relaxed;
+        use core::sync::atomic::Ordering::Relaxed;
         let align = layout.align() as u64;
         if align > 4096 {
             return Err(AllocError);
@@ -558,7 +558,7 @@ unsafe impl Allocator for BumpAllocator {
 
     #[inline]
     unsafe fn deallocate(&self, _ptr: NonNull<u8>, _layout: Layout) {
-        use std::sync::atomic::Ordering::Relaxed;
+        use core::sync::atomic::Ordering::Relaxed;
         let mut s = self.state.load(Relaxed);
         loop {
             // The caller frees a live block, so the count is at least 1.
@@ -696,7 +696,7 @@ fn run_described<A: Allocator + ?Sized>(
                         match alloc_block(a, size, 8, describe) {
                             Ok(b) => {
                                 touch_ends(&b);
-                                let old = std::mem::replace(&mut slots[s], b);
+                                let old = core::mem::replace(&mut slots[s], b);
                                 live = live + size as u64 - old.layout.size() as u64;
                                 peak = peak.max(live);
                                 free_block(a, old);
@@ -742,7 +742,7 @@ fn run_described<A: Allocator + ?Sized>(
             for _ in 0..cfg.rounds {
                 let t = Instant::now();
                 for _ in 0..n {
-                    let mut v: [Option<Block>; 16] = std::array::from_fn(|_| None);
+                    let mut v: [Option<Block>; 16] = core::array::from_fn(|_| None);
                     let mut err = None;
                     for slot in v.iter_mut() {
                         match alloc_block(a, 1 << 20, 64, describe) {

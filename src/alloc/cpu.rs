@@ -14,7 +14,7 @@ use super::{
     TensorAllocator,
 };
 use crate::sync::{AtomicU64, Ordering};
-use std::ptr::NonNull;
+use core::ptr::NonNull;
 
 /// Warning thresholds of the CPU allocator (TensorFlow's defaults: a single allocation above 10 % of
 /// RAM is warned about at most 5 times; total use above 50 % of RAM once).
@@ -173,8 +173,8 @@ impl AlignedCpuAllocator {
                 }
             }
         } else {
-            let mut out: *mut libc::c_void = std::ptr::null_mut();
-            let a = align.max(std::mem::size_of::<usize>());
+            let mut out: *mut libc::c_void = core::ptr::null_mut();
+            let a = align.max(core::mem::size_of::<usize>());
             // SAFETY: `a` is a power of two and a multiple of sizeof(void*); `out` is writable.
             let rc = unsafe { libc::posix_memalign(&mut out, a, size) };
             if rc != 0 {
@@ -182,7 +182,7 @@ impl AlignedCpuAllocator {
             }
             if zeroed && !out.is_null() {
                 // SAFETY: `out` points to at least `size` writable bytes just allocated.
-                unsafe { std::ptr::write_bytes(out.cast::<u8>(), 0, size) };
+                unsafe { core::ptr::write_bytes(out.cast::<u8>(), 0, size) };
             }
             out
         };
@@ -389,7 +389,7 @@ mod tests {
                 assert_eq!(p.len(), size);
                 // SAFETY: the blocks are live and at least as long as the bytes touched; each is freed once, after its last use.
                 unsafe {
-                    std::ptr::write_bytes(p.as_ptr().cast::<u8>(), 0x5A, size);
+                    core::ptr::write_bytes(p.as_ptr().cast::<u8>(), 0x5A, size);
                     a.deallocate(p.cast(), l);
                 }
             }

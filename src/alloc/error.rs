@@ -1,4 +1,5 @@
 use super::{AllocatorStats, Layout};
+use rust_alloc::{string::String, string::ToString};
 
 /// Why an allocation failed, with the numbers needed to act on it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,6 +113,7 @@ impl From<&str> for FactoryError {
     }
 }
 
+#[cfg(feature = "std")]
 impl From<super::bfc::BfcOptionsError> for FactoryError {
     fn from(e: super::bfc::BfcOptionsError) -> Self {
         Self::InvalidOptions(e.to_string())

@@ -21,8 +21,8 @@
 use super::{
     AllocError, Allocator, AllocatorError, AllocatorStats, Layout, SubAllocator, TensorAllocator,
 };
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// When an injected failure happens. Allocations are counted from 1 in the order they are
 /// attempted (`allocate`, `allocate_zeroed`, `grow`, `grow_zeroed`; `alloc` of a

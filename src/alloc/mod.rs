@@ -9,40 +9,64 @@
 //!
 //! This layer never knows about tensors or graphs.
 
+#[cfg(feature = "std")]
 pub mod bfc;
+#[cfg(feature = "std")]
+mod counter;
+#[cfg(feature = "std")]
 pub mod cpu;
+#[cfg(feature = "std")]
 pub mod env;
 mod error;
+#[cfg(feature = "std")]
 pub mod failing;
+#[cfg(feature = "std")]
 pub(crate) mod global;
+#[cfg(feature = "std")]
 pub mod numa;
+#[cfg(feature = "std")]
 pub mod pool;
+#[cfg(feature = "std")]
 pub mod registry;
 mod stats;
+#[cfg(feature = "std")]
 pub mod sub;
 #[cfg(all(test, not(loom)))]
 mod test_support;
+#[cfg(feature = "std")]
 #[doc(hidden)]
 pub mod thread_cache;
+#[cfg(feature = "std")]
 pub mod tracking;
 
 pub use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
+#[cfg(feature = "std")]
 pub use bfc::{
     BfcAllocator, BfcDebug, BfcDirtyPages, BfcGrowth, BfcMemoryDump, BfcOptions, BfcPages,
     BfcRecentFree, BfcThreadCache,
 };
+#[cfg(feature = "std")]
+pub use counter::StatsCounter;
+#[cfg(feature = "std")]
 pub use cpu::{AlignedCpuAllocator, CpuOptions, SystemAllocator};
+#[cfg(feature = "std")]
 pub use env::{EnvConfig, EnvError};
 pub use error::{AllocatorError, FactoryError, InvariantError};
+#[cfg(feature = "std")]
 pub use failing::{FailingAllocator, FailingSubAllocator, FailurePolicy};
+#[cfg(feature = "std")]
 pub use numa::{NumaError, NumaPolicy, NumaSubAllocator, Topology};
+#[cfg(feature = "std")]
 pub use pool::{PoolAllocator, PoolBacking, PoolOptions, PoolStats, SizeRounding};
+#[cfg(feature = "std")]
 pub use registry::{cpu_allocator, Factory, Registry, RegistryError, Selection};
-pub use stats::{AllocatorStats, CacheStats, StatsCounter};
+pub use stats::{AllocatorStats, CacheStats};
+#[cfg(feature = "std")]
 pub use sub::{MmapSubAllocator, SubAllocator, SubVisitor, SystemSubAllocator};
+#[cfg(feature = "std")]
 pub use tracking::{LiveAllocation, TrackingAllocator};
 
-use std::ptr::NonNull;
+use core::ptr::NonNull;
 
 /// The crate's extension of [`Allocator`]: what TensorFlow's `Allocator` adds on top of
 /// allocate/deallocate.
@@ -103,9 +127,9 @@ pub trait TensorAllocator: Allocator + Send + Sync {
 
 /// A shared handle to any allocator of the family.
 ///
-/// Always `std::sync::Arc` (also under loom): the handle's own reference count is not what the loom
+/// Always `rust_alloc::sync::Arc` (also under loom): the handle's own reference count is not what the loom
 /// models check, and loom's `Arc` cannot hold a `dyn` trait object.
-pub type AllocatorRef = std::sync::Arc<dyn TensorAllocator>;
+pub type AllocatorRef = rust_alloc::sync::Arc<dyn TensorAllocator>;
 
 /// An [`AllocatorRef`] that is itself an [`Allocator`] (cheap to clone), so a shared allocator can
 /// back `allocator_api2` collections: `Vec::new_in(SharedAllocator::new(a.clone()))`.
@@ -119,8 +143,8 @@ impl SharedAllocator {
     }
 }
 
-impl std::fmt::Debug for SharedAllocator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for SharedAllocator {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "SharedAllocator({})", self.0.name())
     }
 }
@@ -202,7 +226,7 @@ impl TensorAllocator for SharedAllocator {
 #[inline]
 pub(crate) fn dangling_for(layout: Layout) -> NonNull<[u8]> {
     // An address equal to the alignment is non-null and aligned; it is never dereferenced.
-    let ptr = std::ptr::without_provenance_mut::<u8>(layout.align());
+    let ptr = core::ptr::without_provenance_mut::<u8>(layout.align());
     // SAFETY: `layout.align()` is a power of two, hence non-zero.
     let ptr = unsafe { NonNull::new_unchecked(ptr) };
     NonNull::slice_from_raw_parts(ptr, 0)
@@ -224,7 +248,7 @@ pub(crate) unsafe fn move_to_new_block<A: Allocator + ?Sized>(
     // SAFETY: `ptr` is live for `old.size()` bytes and `block` for at least `new.size()` bytes; they
     // are distinct allocations; the old block is freed once, after the copy.
     unsafe {
-        std::ptr::copy_nonoverlapping(
+        core::ptr::copy_nonoverlapping(
             ptr.as_ptr(),
             block.as_ptr().cast::<u8>(),
             old.size().min(new.size()),
@@ -232,4 +256,18 @@ pub(crate) unsafe fn move_to_new_block<A: Allocator + ?Sized>(
         a.deallocate(ptr, old);
     }
     Ok(block)
+}
+
+/// The global heap (`alloc::alloc`) as a member of the family: what tensors use when no other
+/// allocator is given in a `no_std` build. It tracks nothing: its statistics are zeros. (With
+/// `std` the registry's allocators play this role, and `Global` stays a plain `Allocator`.)
+#[cfg(not(feature = "std"))]
+impl TensorAllocator for Global {
+    fn name(&self) -> &str {
+        "global"
+    }
+    fn stats(&self) -> AllocatorStats {
+        AllocatorStats::default()
+    }
+    fn reset_peak_stats(&self) {}
 }

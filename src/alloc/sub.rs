@@ -9,11 +9,11 @@
 //! sub-allocator (mmap + mbind) plugs in behind the same trait.
 
 use super::{AllocatorError, Layout};
-use std::ptr::NonNull;
-use std::sync::Arc;
+use core::ptr::NonNull;
+use rust_alloc::sync::Arc;
 
 /// A visitor: `(region pointer, index (NUMA node or 0), region size in bytes)`.
-/// (`std::sync::Arc` also under loom: loom's `Arc` cannot hold a closure trait object.)
+/// (`rust_alloc::sync::Arc` also under loom: loom's `Arc` cannot hold a closure trait object.)
 pub type SubVisitor = Arc<dyn Fn(NonNull<u8>, usize, usize) + Send + Sync>;
 
 /// Hands out large regions; the building block of caching allocators.
@@ -95,8 +95,8 @@ impl Visitors {
     }
 }
 
-impl std::fmt::Debug for Visitors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Visitors {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
             "Visitors {{ alloc: {}, free: {} }}",
@@ -159,9 +159,9 @@ impl SubAllocator for SystemSubAllocator {
         num_bytes: usize,
     ) -> Result<(NonNull<u8>, usize), AllocatorError> {
         check_alignment(self.name(), alignment, num_bytes)?;
-        let align = alignment.max(std::mem::size_of::<usize>());
+        let align = alignment.max(core::mem::size_of::<usize>());
         let size = num_bytes.max(1);
-        let mut out: *mut libc::c_void = std::ptr::null_mut();
+        let mut out: *mut libc::c_void = core::ptr::null_mut();
         // SAFETY: `align` is a power of two and a multiple of `sizeof(void*)` as posix_memalign
         // requires; `out` is a valid place to store the result.
         let rc = unsafe { libc::posix_memalign(&mut out, align, size) };
@@ -191,7 +191,7 @@ impl SubAllocator for SystemSubAllocator {
 /// The system page size (cached; `sysconf` does not allocate).
 pub fn page_size() -> usize {
     // A process-wide constant, not shared state worth modelling under loom: plain std atomic.
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use core::sync::atomic::{AtomicUsize, Ordering};
     static PAGE: AtomicUsize = AtomicUsize::new(0);
     let p = PAGE.load(Ordering::Relaxed);
     if p != 0 {
@@ -235,7 +235,7 @@ impl MmapSubAllocator {
         // reported as MAP_FAILED and checked below.
         let p = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                core::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
@@ -337,7 +337,7 @@ pub fn alloc_layout(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use core::sync::atomic::{AtomicUsize, Ordering};
 
     fn counting() -> (Arc<AtomicUsize>, SubVisitor) {
         let n = Arc::new(AtomicUsize::new(0));
@@ -393,7 +393,7 @@ mod tests {
             assert!(n >= 5000);
             // SAFETY: the blocks are live and at least as long as the bytes touched; each is freed once, after its last use.
             unsafe {
-                std::ptr::write_bytes(p.as_ptr(), 0xAB, n);
+                core::ptr::write_bytes(p.as_ptr(), 0xAB, n);
                 s.free(p, n);
             }
         }

@@ -32,7 +32,7 @@
 //! What differs per allocator is only the store's layout (a LIFO of buffers, a hashed set of
 //! chunks, a stack of slots) and what taking it back means; that is [`Owner`].
 
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 /// Counter changes of one thread's cache operations since its last merge.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +158,7 @@ impl<O: Owner> ThreadCache<O> {
             return O::Report::default();
         };
         let stale = force || owner.epoch() != self.epoch;
-        let d = std::mem::take(&mut self.deltas);
+        let d = core::mem::take(&mut self.deltas);
         owner.take_back(&mut self.store, d, stale)
         // `owner` is dropped here; if it was the last reference, the owner's state goes away.
     }
@@ -217,7 +217,7 @@ impl<O: Owner> ThreadCache<O> {
     #[inline]
     pub fn take_deltas(&mut self, owner: &Arc<O>) -> Deltas {
         if self.is_bound_to(owner) {
-            std::mem::take(&mut self.deltas)
+            core::mem::take(&mut self.deltas)
         } else {
             Deltas::ZERO
         }
@@ -242,8 +242,8 @@ impl<O: Owner> Drop for ThreadCache<O> {
 macro_rules! per_thread_cache {
     ($owner:ty, $empty:expr) => {
         thread_local! {
-            static CACHE: std::cell::RefCell<$crate::alloc::thread_cache::ThreadCache<$owner>> =
-                const { std::cell::RefCell::new($crate::alloc::thread_cache::ThreadCache::new($empty)) };
+            static CACHE: core::cell::RefCell<$crate::alloc::thread_cache::ThreadCache<$owner>> =
+                const { core::cell::RefCell::new($crate::alloc::thread_cache::ThreadCache::new($empty)) };
         }
 
         /// Runs `f` on this thread's cache (see `thread_cache::per_thread_cache`).

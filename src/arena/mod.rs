@@ -15,9 +15,10 @@
 
 use crate::alloc::{AllocatorError, AllocatorRef, Layout};
 use crate::planner::{round_up, BufferRequirement, Plan};
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use rust_alloc::string::String;
 use serde::Serialize;
-use std::marker::PhantomData;
-use std::ptr::NonNull;
 
 /// Default alignment of arena allocations (TFLM's 16; use 64 for TFLite parity).
 pub const DEFAULT_ALIGNMENT: usize = 16;
@@ -34,8 +35,8 @@ pub enum Region {
     Tail,
 }
 
-impl std::fmt::Display for Region {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for Region {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             Region::Head => "head",
             Region::Temp => "temp",
@@ -254,8 +255,8 @@ pub struct Arena<'a> {
     backing: Backing<'a>,
 }
 
-impl std::fmt::Debug for Arena<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Arena<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Arena")
             .field("size", &self.size)
             .field("alignment", &self.alignment)
@@ -610,7 +611,7 @@ impl<'a> Arena<'a> {
         // SAFETY: `base` points to `size >= head` bytes owned by (or exclusively borrowed for) this
         // arena, and `&mut self` guarantees no other reference into the arena is handed out by it
         // for the duration of the borrow.
-        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr(), self.head) }
+        unsafe { core::slice::from_raw_parts_mut(self.base.as_ptr(), self.head) }
     }
 
     /// A scoped temporary allocation above the head (TFLM's `AllocateTemp`); freed all at once by

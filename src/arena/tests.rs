@@ -102,7 +102,7 @@ fn fixed_buffer_reports_exact_need_and_recording_counts() {
         .unwrap();
     let p = a.tensor_ptr(&plan, &bufs, 1).unwrap();
     // SAFETY: the pointer covers 200 bytes of the committed head.
-    unsafe { std::ptr::write_bytes(p.as_ptr(), 7, 200) };
+    unsafe { core::ptr::write_bytes(p.as_ptr(), 7, 200) };
     a.allocate_persistent(24, 8, Category::TensorMetadata)
         .unwrap();
     a.allocate_persistent(40, 16, Category::OpData).unwrap();
@@ -144,7 +144,7 @@ fn an_unaligned_user_buffer_reports_the_bytes_it_loses_to_alignment() {
     // 256 bytes, 16-aligned.
     let mut storage = [0u128; 16];
     // SAFETY: reinterpreting the u128 array as its 256 bytes (u8 has no invalid values).
-    let bytes = unsafe { std::slice::from_raw_parts_mut(storage.as_mut_ptr().cast::<u8>(), 256) };
+    let bytes = unsafe { core::slice::from_raw_parts_mut(storage.as_mut_ptr().cast::<u8>(), 256) };
     let a = Arena::from_slice(&mut bytes[1..], 16).unwrap();
     assert_eq!(a.size(), 255 - 15);
     let e = a.ensure_capacity(240, 0, 16).unwrap_err();

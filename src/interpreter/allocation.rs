@@ -20,6 +20,7 @@ use crate::arena::{Arena, ArenaError, Category};
 use crate::model::Lifetimes;
 use crate::model::Model;
 use crate::planner::{BufferRequirement, Plan, PlanError};
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 use crate::tensor::TensorBuffer;
 
@@ -158,7 +159,7 @@ pub(crate) fn fill_arena(
         let src = persistent.bytes(i as u32);
         // SAFETY: the arena handed out `r.size` fresh bytes at `ptr`, disjoint from the staging
         // buffer `src` points into.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), ptr.as_ptr(), r.size) };
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), ptr.as_ptr(), r.size) };
         out.push((ptr.as_ptr(), r.size));
     }
     Ok(out)
@@ -179,14 +180,14 @@ pub(crate) fn resolve_addresses(
     let mut slots: Vec<Slot> = tensors
         .iter()
         .map(|e| Slot {
-            ptr: std::ptr::null_mut(),
+            ptr: core::ptr::null_mut(),
             bytes: 0,
             dtype: e.dtype,
         })
         .collect();
     let mut scratch_ptr: Vec<Vec<(*mut u8, usize)>> = memory
         .iter()
-        .map(|m| vec![(std::ptr::null_mut(), 0); m.scratch.len()])
+        .map(|m| vec![(core::ptr::null_mut(), 0); m.scratch.len()])
         .collect();
     for (i, owner) in plan.owners.iter().enumerate() {
         let ptr = arena
@@ -227,7 +228,7 @@ pub(crate) fn resolve_addresses(
         }
         if slots[t].ptr.is_null() {
             // Zero-byte or unused tensors get a dangling, well-aligned address.
-            slots[t].ptr = std::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8;
+            slots[t].ptr = core::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8;
         }
     }
 
@@ -263,11 +264,7 @@ pub(crate) fn make_arena<'a>(
             arena
         }
         ArenaSource::Allocator(a) => owned_arena(&a, total, &mut storage)?,
-        ArenaSource::Default => {
-            let a = crate::alloc::registry::cpu_allocator(None)
-                .map_err(|e| InterpreterError::Memory(format!("default allocator: {e}")))?;
-            owned_arena(&a, total, &mut storage)?
-        }
+        ArenaSource::Default => owned_arena(&default_allocator()?, total, &mut storage)?,
     };
     Ok((arena.with_recording(), storage))
 }
@@ -303,4 +300,17 @@ pub(crate) fn arena_error(e: ArenaError) -> InterpreterError {
         },
         other => InterpreterError::Memory(other.to_string()),
     }
+}
+
+/// The allocator of [`ArenaSource::Default`]: the registry's CPU allocator.
+#[cfg(feature = "std")]
+fn default_allocator() -> Result<AllocatorRef, InterpreterError> {
+    crate::alloc::registry::cpu_allocator(None)
+        .map_err(|e| InterpreterError::Memory(format!("default allocator: {e}")))
+}
+
+/// Without `std` (no registry): the global heap.
+#[cfg(not(feature = "std"))]
+fn default_allocator() -> Result<AllocatorRef, InterpreterError> {
+    Ok(rust_alloc::sync::Arc::new(crate::alloc::Global))
 }

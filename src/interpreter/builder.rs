@@ -13,7 +13,7 @@ use super::Interpreter;
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::model::Model;
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 mod place;
 mod resize;

@@ -3,6 +3,7 @@
 //! it is about.
 
 use crate::model::ModelError;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// A kernel's complaint about its node: the framework adds the node index, the op and the phase.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,8 +48,8 @@ pub struct MissingOp {
     pub version: i32,
 }
 
-impl std::fmt::Display for MissingOp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for MissingOp {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self
             .op
             .strip_prefix("CUSTOM(")
@@ -81,8 +82,8 @@ pub enum Phase {
     Invoke,
 }
 
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for Phase {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             Phase::Init => "init",
             Phase::Prepare => "prepare",

@@ -4,6 +4,7 @@
 use super::error::InterpreterError;
 use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
 use crate::tensor::DType;
+use rust_alloc::{boxed::Box, string::String, vec::Vec};
 
 /// How a tensor is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

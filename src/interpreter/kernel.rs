@@ -16,7 +16,7 @@
 
 use super::context::{InitContext, InvokeContext, PrepareContext};
 use super::error::KernelError;
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 /// An operator implementation. Stateless: everything a node needs lives in its op data and
 /// persistent memory (in the arena), so one kernel object serves every node of its op.
@@ -88,8 +88,8 @@ impl KernelSet {
     }
 }
 
-impl std::fmt::Display for KernelSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for KernelSet {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())
     }
 }
@@ -158,8 +158,8 @@ impl Registration {
     }
 }
 
-impl std::fmt::Debug for Registration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Registration")
             .field("name", &self.name)
             .field("inplace", &self.inplace)

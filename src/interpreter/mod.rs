@@ -23,15 +23,18 @@
 //! arena per memory space, planned copies, wait counts).
 
 pub mod context;
+#[cfg(feature = "std")]
 pub mod device;
 pub mod error;
 pub mod kernel;
 pub mod kernels;
 internal_mod!(optimized);
+#[cfg(feature = "std")]
 pub mod partition;
 pub mod plan;
 internal_mod!(reference);
 pub mod resolver;
+#[cfg(feature = "std")]
 pub mod schedule;
 internal_mod!(signal);
 internal_mod!(threads);
@@ -53,15 +56,16 @@ pub use kernel::{InPlace, Kernel, KernelSet, Registration};
 pub use optimized::{Isa, IsaSelection, IsaSource};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
 pub use resolver::OpResolver;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};
 use crate::tensor::{DType, Element, Tensor, TensorBuffer};
 use context::{NodeRuntime, Slot};
+use core::cell::Cell;
+use core::time::Duration;
 use graph::{NodeInfo, TensorEntry};
-use std::cell::Cell;
-use std::sync::Arc;
-use std::time::Duration;
+use rust_alloc::sync::Arc;
 
 /// How the interpreter's memory is used.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -263,13 +267,13 @@ impl<'a> Interpreter<'a> {
                 // The old arena goes first: nothing may use the buffer through it again.
                 let empty =
                     Arena::from_slice(&mut [], ALIGNMENT).map_err(allocation::arena_error)?;
-                drop(std::mem::replace(&mut self.arena, empty));
+                drop(core::mem::replace(&mut self.arena, empty));
                 self.poison();
                 // SAFETY: `ptr`/`len` is the caller's buffer this interpreter borrowed
                 // exclusively for 'a at build (`InterpreterBuilder::arena_buffer`); the arena
                 // that used it is dropped and every pointer into it was cleared by `poison`,
                 // so this is again the only access to those bytes for the rest of 'a.
-                let buffer: &'a mut [u8] = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+                let buffer: &'a mut [u8] = unsafe { core::slice::from_raw_parts_mut(ptr, len) };
                 builder::finish(model, resolver, staged, ArenaSource::Buffer(buffer))?
             }
         };
@@ -300,7 +304,7 @@ impl<'a> Interpreter<'a> {
     pub fn invoke_profiled(&mut self, times: &mut [Duration]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
         for i in 0..self.nodes.len() {
-            let start = std::time::Instant::now();
+            let start = crate::time::Instant::now();
             self.invoke_node(i)?;
             if let Some(t) = times.get_mut(i) {
                 *t += start.elapsed();
@@ -313,7 +317,7 @@ impl<'a> Interpreter<'a> {
     /// runs a memory space's interpreter one subgraph (a contiguous node range) at a time.
     pub(crate) fn invoke_range(
         &mut self,
-        range: std::ops::Range<usize>,
+        range: core::ops::Range<usize>,
     ) -> Result<(), InterpreterError> {
         if range.start == 0 {
             self.check_no_views()?;
@@ -377,7 +381,7 @@ impl<'a> Interpreter<'a> {
         for &(ptr, bytes) in &self.states {
             // SAFETY: a state record of `bytes` in the arena tail owned by this interpreter;
             // `&mut self` means no view of it is alive.
-            unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
+            unsafe { core::ptr::write_bytes(ptr, 0, bytes) };
         }
         for (t, e) in self.tensors.iter().enumerate() {
             if e.kind != TensorKind::Variable {
@@ -386,7 +390,7 @@ impl<'a> Interpreter<'a> {
             let s = self.slots[t];
             // SAFETY: a variable's slot is `bytes` long in the arena tail, owned by this
             // interpreter; `&mut self` means no view of it is alive.
-            let dst = unsafe { std::slice::from_raw_parts_mut(s.ptr, s.bytes) };
+            let dst = unsafe { core::slice::from_raw_parts_mut(s.ptr, s.bytes) };
             match self.variable_init.iter().find(|(v, _)| *v == t) {
                 Some((_, builder::VariableInit::Data(init))) if init.len() == dst.len() => {
                     dst.copy_from_slice(init)
@@ -493,7 +497,7 @@ impl<'a> Interpreter<'a> {
         // SAFETY: the slot is `bytes` of arena (or tail) memory owned by this interpreter,
         // aligned to 16; `&mut self` makes the view exclusive; T is a numeric type here.
         Ok(unsafe {
-            std::slice::from_raw_parts_mut(s.ptr as *mut T, s.bytes / std::mem::size_of::<T>())
+            core::slice::from_raw_parts_mut(s.ptr as *mut T, s.bytes / core::mem::size_of::<T>())
         })
     }
 
@@ -508,7 +512,7 @@ impl<'a> Interpreter<'a> {
         }
         // SAFETY: as in `input_mut`; any byte pattern is accepted because the view is `u8` and
         // bool inputs are validated by the kernels that read them as u8.
-        Ok(unsafe { std::slice::from_raw_parts_mut(s.ptr, s.bytes) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(s.ptr, s.bytes) })
     }
 
     /// Read-only view of graph output `k` (valid until the next invoke).
@@ -523,7 +527,7 @@ impl<'a> Interpreter<'a> {
         // SAFETY: `bytes` of memory owned by this interpreter, aligned; `&self` keeps invoke
         // (which needs `&mut self`) from writing while the view lives.
         Ok(unsafe {
-            std::slice::from_raw_parts(s.ptr as *const T, s.bytes / std::mem::size_of::<T>())
+            core::slice::from_raw_parts(s.ptr as *const T, s.bytes / core::mem::size_of::<T>())
         })
     }
 
@@ -532,7 +536,7 @@ impl<'a> Interpreter<'a> {
         let t = Self::io_index(&self.outputs, k, "output")?;
         let s = self.slots[t];
         // SAFETY: as in `output`.
-        Ok(unsafe { std::slice::from_raw_parts(s.ptr, s.bytes) })
+        Ok(unsafe { core::slice::from_raw_parts(s.ptr, s.bytes) })
     }
 
     /// Copies `tensor` into graph input `k`; its dtype and shape must match the input's.
@@ -647,7 +651,7 @@ impl<'a> Interpreter<'a> {
 
     /// Heap bytes of the interpreter's own tables (not the arena, not the model).
     fn heap_bytes(&self) -> usize {
-        use std::mem::size_of;
+        use core::mem::size_of;
         let tensors: usize = self
             .tensors
             .iter()

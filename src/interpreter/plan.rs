@@ -8,6 +8,7 @@ use crate::arena::{self, Arena, Category};
 use crate::model::lifetimes::saturating_round_up;
 use crate::model::{LifetimeOptions, Lifetimes, Model, ModelError};
 use crate::planner::{self, BufferRequirement, PlanError, PlanReport};
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// Exact-search work units of the `best` planner in interpreter builds and `plan_model` (one
 /// budget, so `tensor-alloc plan MODEL` and a build agree byte for byte). About 0.1 s on this

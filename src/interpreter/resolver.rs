@@ -10,7 +10,8 @@
 use super::kernel::{KernelSet, Registration};
 use super::kernels;
 use crate::model::BuiltinOp;
-use std::collections::HashMap;
+use hashbrown::HashMap;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// Maps builtin ops and custom op names to kernel registrations.
 ///

@@ -258,7 +258,7 @@ fn caller_buffer_exact_and_one_unit_short() {
     let mut words = vec![0u128; need / 16 + 1];
     // SAFETY: plain bytes of the u128 words.
     let bytes =
-        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 16) };
+        unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 16) };
     let short = InterpreterBuilder::new(&model)
         .resolver(accumulate_resolver())
         .arena_buffer(&mut bytes[..need - 16])
@@ -407,7 +407,7 @@ fn output_views_share_the_arena_buffer_and_block_invoke() {
     let mut words = vec![0u128; need / 16 + 1];
     // SAFETY: plain bytes of the u128 words.
     let bytes =
-        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 16) };
+        unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 16) };
     let interp = InterpreterBuilder::new(&model)
         .arena_buffer(bytes)
         .build()

@@ -6,6 +6,7 @@ use super::{
     Buffer, BuiltinOp, DType, Metadata, Model, ModelError, Operator, OperatorCode, Quantization,
     SignatureDef, SignatureTensor, Subgraph, TensorDef,
 };
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// Builds a model with one subgraph. Tensor and operator indices are returned by the `add_*`
 /// methods; constant data is collected in one blob that becomes [`Model::bytes`].

@@ -7,12 +7,13 @@
 //! `std::alloc::alloc_zeroed` and freed when the last clone goes. Bytes handed in by the caller
 //! (`Arc<[u8]>`, `Vec<u8>`, a slice, `&'static [u8]`) are kept as they come.
 
-use std::alloc::Layout;
-use std::fmt;
-use std::ops::Deref;
-use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
-use std::sync::Arc;
+use core::alloc::Layout;
+use core::fmt;
+use core::ops::Deref;
+use core::ptr::NonNull;
+use core::sync::atomic::{fence, AtomicUsize, Ordering};
+use rust_alloc::sync::Arc;
+use rust_alloc::{boxed::Box, vec::Vec};
 
 use super::ModelError;
 
@@ -59,8 +60,8 @@ unsafe impl Send for Counted {}
 unsafe impl Sync for Counted {}
 
 const _: () = assert!(
-    std::mem::size_of::<Header>() <= MODEL_BYTES_ALIGNMENT
-        && std::mem::align_of::<Header>() <= MODEL_BYTES_ALIGNMENT
+    core::mem::size_of::<Header>() <= MODEL_BYTES_ALIGNMENT
+        && core::mem::align_of::<Header>() <= MODEL_BYTES_ALIGNMENT
 );
 
 impl Counted {
@@ -74,7 +75,7 @@ impl Counted {
     fn zeroed(len: usize) -> Option<Self> {
         let layout = Self::layout(len)?;
         // SAFETY: the layout's size is at least MODEL_BYTES_ALIGNMENT, never zero.
-        let block = unsafe { std::alloc::alloc_zeroed(layout) };
+        let block = unsafe { rust_alloc::alloc::alloc_zeroed(layout) };
         let header = NonNull::new(block)?.cast::<Header>();
         // SAFETY: `block` is a fresh allocation of at least size_of::<Header>() bytes, aligned to
         // MODEL_BYTES_ALIGNMENT >= align_of::<Header>() (asserted above); nothing else refers to it.
@@ -101,7 +102,7 @@ impl Counted {
     fn as_slice(&self) -> &[u8] {
         // SAFETY: `len` bytes at `data()` are inside the live block, initialised (zeroed at
         // allocation, written only through `get_mut`), and not written while shared.
-        unsafe { std::slice::from_raw_parts(self.data(), self.header().len) }
+        unsafe { core::slice::from_raw_parts(self.data(), self.header().len) }
     }
 
     fn get_mut(&mut self) -> Option<&mut [u8]> {
@@ -113,7 +114,7 @@ impl Counted {
         let len = self.header().len;
         // SAFETY: this is the only handle (count 1, and `&mut self` prevents a clone meanwhile),
         // so no other reference to the bytes exists for the lifetime of the returned borrow.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.data(), len) })
+        Some(unsafe { core::slice::from_raw_parts_mut(self.data(), len) })
     }
 }
 
@@ -124,7 +125,7 @@ impl Clone for Counted {
         let old = self.header().refs.fetch_add(1, Ordering::Relaxed);
         if old > isize::MAX as usize {
             // As `Arc`: billions of leaked clones; the count must not wrap to a free.
-            std::process::abort();
+            crate::sync::abort();
         }
         Self {
             header: self.header,
@@ -147,8 +148,8 @@ impl Drop for Counted {
             Layout::from_size_align_unchecked(len + MODEL_BYTES_ALIGNMENT, MODEL_BYTES_ALIGNMENT)
         };
         // SAFETY: this was the last handle (count dropped to zero); the block was allocated by
-        // `std::alloc::alloc_zeroed` with exactly this layout, and `Header` needs no drop.
-        unsafe { std::alloc::dealloc(self.header.as_ptr().cast(), layout) }
+        // `alloc::alloc::alloc_zeroed` with exactly this layout, and `Header` needs no drop.
+        unsafe { rust_alloc::alloc::dealloc(self.header.as_ptr().cast(), layout) }
     }
 }
 

@@ -1,11 +1,14 @@
 //! Errors of the model reader and writer.
 
+use rust_alloc::string::String;
+
 /// Why a model could not be read, written or analysed. Messages name the table and field (with
 /// its position, e.g. `subgraphs[0].operators[3].inputs[1]`), the offending value and what was
 /// expected.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// The file could not be read.
+    #[cfg(feature = "std")]
     #[error("cannot read model file {path}: {source}")]
     Io {
         /// The path as given.

@@ -24,6 +24,7 @@
 //! output (and, for offline-planned tensors, when the offline plan gave both the same offset).
 
 use super::{BuiltinOp, Model, ModelError, Subgraph};
+use rust_alloc::{string::String, vec::Vec};
 
 /// How to derive lifetimes.
 #[derive(Clone, Debug, Default)]

@@ -16,7 +16,8 @@ pub mod options;
 pub mod summary;
 pub mod tflite;
 
-use std::ops::Range;
+use core::ops::Range;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 pub use crate::tensor::{DType, Quantization};
 pub use builder::ModelBuilder;
@@ -406,8 +407,8 @@ pub struct Model {
     pub signatures: Vec<SignatureDef>,
 }
 
-impl std::fmt::Debug for Model {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Model {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Model")
             .field("bytes", &format_args!("<{} bytes>", self.bytes.len()))
             .field("version", &self.version)
@@ -441,6 +442,7 @@ impl PartialEq for Model {
 
 impl Model {
     /// Reads a `.tflite` file (verify, then decode). See [`tflite::read_model`].
+    #[cfg(feature = "std")]
     pub fn load(path: impl AsRef<std::path::Path>) -> Result<Model, ModelError> {
         tflite::load(path)
     }

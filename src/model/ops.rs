@@ -1,6 +1,6 @@
 //! Builtin operator codes of the TFLite schema (`BuiltinOperator`) and their names.
 
-use std::fmt;
+use core::fmt;
 
 /// Names of the builtin operators, indexed by their schema code (`BuiltinOperator` enum of
 /// `schema.fbs`). Codes past the end of this table are kept as [`BuiltinOp`] values and reported

@@ -2,6 +2,7 @@
 //! this crate describes; every other options table is kept as its union type id.
 
 use crate::tensor::DType;
+use rust_alloc::vec::Vec;
 
 /// `Padding` enum of the schema.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,8 +6,9 @@
 //! Names stay as the file has them, except the keys of [`SubgraphSummary::op_counts`], which are
 //! [`printable`] (they are meant for display).
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
+use rust_alloc::borrow::Cow;
+use rust_alloc::collections::BTreeMap;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 use serde::{Serialize, Serializer};
 

@@ -6,7 +6,8 @@ use super::greedy::{Placer, TfLitePlanner, TflmPlanner, UNPLACED};
 use super::problem::Problem;
 use super::random::SplitMix as Rng;
 use super::{BufferRequirement, Plan, PlanError, Planner};
-use std::collections::BTreeSet;
+use rust_alloc::collections::BTreeSet;
+use rust_alloc::vec::Vec;
 
 /// Never worse than [`TflmPlanner`](super::TflmPlanner) or
 /// [`TfLitePlanner`](super::TfLitePlanner) (both are run, with the buffers' own alignment, and the
@@ -364,7 +365,7 @@ impl BestPlanner {
         loop {
             let mut search = Search {
                 placer: &mut *placer,
-                order: std::mem::take(&mut st.order),
+                order: core::mem::take(&mut st.order),
                 strategy: st.strategy,
                 rng,
                 work: st.work,

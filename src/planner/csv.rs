@@ -1,6 +1,7 @@
 //! Buffers from MiniMalloc's CSV: a header row naming the columns, then one buffer per row.
 
 use super::{BufferRequirement, PlanError};
+use rust_alloc::{string::String, vec::Vec};
 
 /// Parses the CSV that MiniMalloc's tools read and write: a header with the columns `id`,
 /// `lower`, `upper`, `size` (in any order; optional `alignment`), then one row per buffer.

@@ -2,6 +2,7 @@
 
 use super::problem::Problem;
 use super::{lower_bound, round_up, BufferRequirement, Plan, PlanError, Planner};
+use rust_alloc::vec::Vec;
 
 /// Marker for an item that has no offset yet.
 pub(crate) const UNPLACED: usize = usize::MAX;

@@ -44,6 +44,7 @@ pub use random::{planted_tiling, random_branchy_dag, random_layered_dag};
 pub use report::{
     plan_all, plan_all_with, plan_all_with_best, records_from_json, PlanReport, PlannerResult,
 };
+use rust_alloc::{string::String, vec::Vec};
 
 use serde::{Deserialize, Serialize};
 
@@ -460,12 +461,12 @@ impl Plan {
         // further down belongs to other groups, so it is disjoint from those and ends at or
         // before s too. O(n log n) plus the sizes of alias groups, not the number of
         // time-overlapping pairs.
-        let mut live: std::collections::BTreeMap<(usize, usize), ()> = Default::default();
-        let mut expiry: std::collections::BinaryHeap<std::cmp::Reverse<(usize, usize)>> =
+        let mut live: rust_alloc::collections::BTreeMap<(usize, usize), ()> = Default::default();
+        let mut expiry: rust_alloc::collections::BinaryHeap<core::cmp::Reverse<(usize, usize)>> =
             Default::default();
         for &i in &order {
             let bi = &buffers[i];
-            while let Some(&std::cmp::Reverse((last, j))) = expiry.peek() {
+            while let Some(&core::cmp::Reverse((last, j))) = expiry.peek() {
                 if last >= bi.first_use {
                     break;
                 }
@@ -503,7 +504,7 @@ impl Plan {
                 }
             }
             live.insert((s, i), ());
-            expiry.push(std::cmp::Reverse((bi.last_use, i)));
+            expiry.push(core::cmp::Reverse((bi.last_use, i)));
         }
         Ok(())
     }

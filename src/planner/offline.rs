@@ -6,6 +6,7 @@
 //! buffer) are ignored.
 
 use super::{BufferRequirement, Plan, PlanError};
+use rust_alloc::vec::Vec;
 
 /// Name of the model metadata entry that holds the offline plan.
 pub const OFFLINE_METADATA_NAME: &str = "OfflineMemoryAllocation";

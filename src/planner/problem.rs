@@ -1,6 +1,7 @@
 //! Validated planning input: alias groups merged into items, the time-overlap graph, the bound.
 
 use super::{round_up, BufferRequirement, Plan, PlanError};
+use rust_alloc::{string::ToString, vec::Vec};
 
 /// Most pairs of time-overlapping blocks a problem may have (the overlap graph takes 8 bytes per
 /// pair): beyond it planning fails with [`PlanError::TooManyOverlaps`] instead of exhausting

@@ -1,6 +1,9 @@
 //! Seeded random workloads for the planner: layered DAGs with skip connections.
 
 use super::BufferRequirement;
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+use rust_alloc::vec::Vec;
 
 /// splitmix64: small, seeded, deterministic on every platform (the planner's, so it depends on
 /// no other module; `test_support::Rng` builds on it).

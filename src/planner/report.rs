@@ -4,9 +4,10 @@ use super::{
     lower_bound_without_aliasing, BestPlanner, BufferRequirement, LinearPlanner, Plan, PlanError,
     Planner, TfLitePlanner, TflmPlanner,
 };
+use crate::time::Instant;
+use core::fmt::Write;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write;
-use std::time::Instant;
 
 /// One planner's outcome.
 #[derive(Debug, Clone, Serialize)]

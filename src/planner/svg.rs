@@ -1,7 +1,8 @@
 //! SVG rendering of a plan: op step across, byte offset up.
 
 use super::{BufferRequirement, Plan};
-use std::fmt::Write;
+use core::fmt::Write;
+use rust_alloc::string::String;
 
 pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -95,7 +95,7 @@ impl Signal {
 
 /// `native.rs`'s bounded spin, as two polls with a loom yield between them (the time budget
 /// is ignored: loom explores the interleavings of both the spin and the blocking fallback).
-pub fn spin_until(_budget: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+pub fn spin_until(_budget: core::time::Duration, mut done: impl FnMut() -> bool) -> bool {
     if done() {
         return true;
     }

@@ -1,6 +1,7 @@
 //! The one place where the crate gets its concurrency primitives, switched by one `cfg`.
 //!
-//! Normally (`native.rs`) atomics and `Arc` come from `std` and [`Mutex`] is `parking_lot`'s
+//! Without `std` (`bare.rs`) there are no threads to start or wait for: the atomics are
+//! `core`'s and [`Mutex`] is the spin lock. Normally (`native.rs`) atomics and `Arc` come from `std` and [`Mutex`] is `parking_lot`'s
 //! (small, fast, no poisoning). Under `--cfg loom` (`mocked.rs`) every atomic, mutex and `Arc` comes
 //! from the `loom` crate, so the loom models in `tests/loom_*.rs` explore all
 //! interleavings of the real code. Both modules offer the same names and signatures; code
@@ -23,10 +24,28 @@ mod mocked;
 #[cfg(loom)]
 pub(crate) use mocked::*;
 
-#[cfg(not(loom))]
+#[cfg(all(not(loom), feature = "std"))]
 mod native;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), feature = "std"))]
 pub(crate) use native::*;
+
+#[cfg(all(not(loom), not(feature = "std")))]
+mod bare;
+#[cfg(all(not(loom), not(feature = "std")))]
+pub(crate) use bare::*;
+
+/// Ends the process (with `std`) or panics (without: the firmware's panic handler decides),
+/// for broken invariants that must not unwind, such as a reference count about to wrap.
+#[cfg(feature = "std")]
+pub(crate) fn abort() -> ! {
+    std::process::abort()
+}
+
+/// See the `std` version.
+#[cfg(not(feature = "std"))]
+pub(crate) fn abort() -> ! {
+    panic!("tensor-alloc: unrecoverable internal state")
+}
 
 impl<T: Default> Default for Mutex<T> {
     fn default() -> Self {
@@ -34,8 +53,8 @@ impl<T: Default> Default for Mutex<T> {
     }
 }
 
-impl<T> std::fmt::Debug for Mutex<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<T> core::fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("Mutex { .. }")
     }
 }

@@ -2,8 +2,8 @@
 //! spin lock of `spin.rs`, which never allocates.
 
 pub use super::spin::{SpinGuard, SpinLock};
-pub use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-pub use std::sync::Arc;
+pub use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub use rust_alloc::sync::Arc;
 
 /// Guard returned by [`Mutex::lock`].
 pub type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
@@ -83,14 +83,14 @@ impl Signal {
 /// [`Signal::wait_until`]. The yield matters when the thread that will make `done()` true
 /// shares this CPU (the OS put both on one core): without it, that thread would wait for this
 /// one's whole budget before it runs.
-pub fn spin_until(budget: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+pub fn spin_until(budget: core::time::Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = std::time::Instant::now();
     loop {
         for _ in 0..64 {
             if done() {
                 return true;
             }
-            std::hint::spin_loop();
+            core::hint::spin_loop();
         }
         if start.elapsed() >= budget {
             return done();

@@ -4,8 +4,8 @@
 //! the global allocator (which loom cannot model: it runs before and outside any model) uses this
 //! one directly as [`StaticSpinLock`](super::StaticSpinLock).
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool as Flag, Ordering as O};
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool as Flag, Ordering as O};
 
 /// A spin lock that never allocates and never parks: safe inside `#[global_allocator]`.
 pub struct SpinLock<T> {
@@ -47,10 +47,10 @@ impl<T> SpinLock<T> {
             let mut spins = 0u32;
             while self.locked.load(O::Relaxed) {
                 if spins < 64 {
-                    std::hint::spin_loop();
+                    core::hint::spin_loop();
                     spins += 1;
                 } else {
-                    std::thread::yield_now();
+                    yield_now();
                 }
             }
         }
@@ -59,7 +59,7 @@ impl<T> SpinLock<T> {
     /// Takes the lock and keeps it without a guard (the `fork` preparation of the
     /// `#[global_allocator]`: the lock is held across `fork` and released in both processes).
     pub fn lock_forever(&self) {
-        std::mem::forget(self.lock());
+        core::mem::forget(self.lock());
     }
 
     /// Releases a lock taken with [`lock_forever`](Self::lock_forever).
@@ -72,7 +72,7 @@ impl<T> SpinLock<T> {
     }
 }
 
-impl<T> std::ops::Deref for SpinGuard<'_, T> {
+impl<T> core::ops::Deref for SpinGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: the guard exists only while `locked` is held by this thread, so no other
@@ -81,7 +81,7 @@ impl<T> std::ops::Deref for SpinGuard<'_, T> {
     }
 }
 
-impl<T> std::ops::DerefMut for SpinGuard<'_, T> {
+impl<T> core::ops::DerefMut for SpinGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as in `deref`; `&mut self` makes this the only borrow through the guard.
         unsafe { &mut *self.lock.value.get() }
@@ -92,4 +92,16 @@ impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
         self.lock.locked.store(false, O::Release);
     }
+}
+
+/// Gives the CPU to another thread (with `std`), or waits one spin-loop hint (without: there is
+/// no scheduler to yield to).
+#[cfg(feature = "std")]
+fn yield_now() {
+    std::thread::yield_now();
+}
+
+#[cfg(not(feature = "std"))]
+fn yield_now() {
+    core::hint::spin_loop();
 }

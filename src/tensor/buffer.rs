@@ -5,9 +5,10 @@
 use super::TensorError;
 use crate::alloc::{AllocatorRef, Layout};
 use crate::sync::Arc;
-use std::any::Any;
-use std::fmt;
-use std::ptr::NonNull;
+use core::any::Any;
+use core::fmt;
+use core::ptr::NonNull;
+use rust_alloc::boxed::Box;
 
 /// Alignment of buffers allocated for tensors (TensorFlow's `EIGEN_MAX_ALIGN_BYTES` on AVX-512
 /// builds, and a cache line on x86-64).
@@ -147,7 +148,7 @@ impl TensorBuffer {
         let ptr = block.cast::<u8>();
         // SAFETY: `ptr` is a fresh allocation of at least `bytes.len()` bytes that cannot overlap
         // the borrowed source slice.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr(), bytes.len()) };
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr(), bytes.len()) };
         Ok(Self::owned(allocator, ptr, layout))
     }
 
@@ -327,7 +328,7 @@ impl TensorBuffer {
         // Writers need `&mut` on the sole handle (or the unsafe external/independent-view contract),
         // so nothing writes these bytes while this shared borrow lives. For `len == 0` the pointer
         // is non-null, as `from_raw_parts` requires.
-        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
+        unsafe { core::slice::from_raw_parts(self.as_ptr(), self.len) }
     }
 
     /// The bytes of this view, mutably — only if this is the sole handle on the root.
@@ -341,7 +342,7 @@ impl TensorBuffer {
                 // SAFETY: `get_mut` proved this is the only handle on the root (with acquire
                 // ordering, so earlier accesses through dropped handles happen-before), the borrow of
                 // `self` is exclusive for the returned lifetime, and the range is inside the root.
-                Ok(unsafe { std::slice::from_raw_parts_mut(root.ptr.as_ptr().add(offset), len) })
+                Ok(unsafe { core::slice::from_raw_parts_mut(root.ptr.as_ptr().add(offset), len) })
             }
             None => Err(TensorError::SharedBuffer { refs }),
         }

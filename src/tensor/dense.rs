@@ -7,7 +7,8 @@ use super::{
     TensorError,
 };
 use crate::alloc::AllocatorRef;
-use std::fmt;
+use core::fmt;
+use rust_alloc::{boxed::Box, vec::Vec};
 
 /// A dense, row-major tensor: a [`DType`], a [`Shape`], a [`TensorBuffer`] holding exactly
 /// `shape.byte_size(dtype)` bytes, and optional [`Quantization`] parameters.
@@ -94,7 +95,7 @@ impl Tensor {
         // SAFETY: `data` is a live slice of `data.len()` initialised `T`s, and every `Element` is
         // plain data without padding (`size_of::<T>() == DTYPE.size()`, checked at compile time in
         // dtype.rs), so its memory is `bytes` initialised bytes.
-        let raw = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) };
+        let raw = unsafe { core::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) };
         let buffer = TensorBuffer::copy_from_slice_in(allocator, raw, DEFAULT_ALIGNMENT)?;
         Ok(Self::assemble(T::DTYPE, shape, buffer))
     }
@@ -235,7 +236,7 @@ impl Tensor {
             });
         }
         let addr = self.buffer.as_ptr() as usize;
-        let align = std::mem::align_of::<T>();
+        let align = core::mem::align_of::<T>();
         if addr % align != 0 {
             return Err(TensorError::Misaligned {
                 dtype: self.dtype,
@@ -258,7 +259,7 @@ impl Tensor {
         // SAFETY: the dtype matches `T` (so `bytes.len() == num_elements * size_of::<T>()`), the
         // pointer is aligned for `T` (checked above), and every byte pattern is a valid `T` — for
         // `bool`, the only `Element` with invalid patterns, all bytes were just checked to be 0/1.
-        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), self.num_elements()) })
+        Ok(unsafe { core::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), self.num_elements()) })
     }
 
     /// The elements as `&mut [T]`, only if the buffer is not shared (see the type's docs).
@@ -271,7 +272,7 @@ impl Tensor {
         }
         // SAFETY: as in `as_slice`; additionally `as_mut_bytes` proved exclusive access, and any
         // value written through `&mut [T]` is a valid `T`, so the bytes stay valid for the dtype.
-        Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), n) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), n) })
     }
 
     /// The raw bytes (native byte order).

@@ -1,7 +1,7 @@
 //! Element types of tensors ([`DType`]) and the sealed [`Element`] trait that ties a Rust type to its
 //! dtype for typed access.
 
-use std::fmt;
+use core::fmt;
 
 /// The element type of a tensor: every type a TensorFlow Lite model can declare.
 ///
@@ -97,10 +97,10 @@ impl DType {
     /// access on 64-bit targets) and to the component's size for complex numbers.
     pub const fn alignment(self) -> Option<usize> {
         Some(match self {
-            DType::I8 | DType::U8 | DType::Bool | DType::I4 => std::mem::align_of::<u8>(),
-            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => std::mem::align_of::<u16>(),
-            DType::F32 | DType::I32 | DType::U32 | DType::C64 => std::mem::align_of::<u32>(),
-            DType::F64 | DType::I64 | DType::U64 | DType::C128 => std::mem::align_of::<u64>(),
+            DType::I8 | DType::U8 | DType::Bool | DType::I4 => core::mem::align_of::<u8>(),
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => core::mem::align_of::<u16>(),
+            DType::F32 | DType::I32 | DType::U32 | DType::C64 => core::mem::align_of::<u32>(),
+            DType::F64 | DType::I64 | DType::U64 | DType::C128 => core::mem::align_of::<u64>(),
             DType::String | DType::Resource | DType::Variant => return None,
         })
     }
@@ -256,13 +256,13 @@ impl Element for bool {
 
 // Compile-time proof that size/alignment in `DType` match the Rust element types.
 const _: () = {
-    assert!(matches!(DType::F16.size(), Some(n) if n == std::mem::size_of::<half::f16>()));
-    assert!(matches!(DType::BF16.size(), Some(n) if n == std::mem::size_of::<half::bf16>()));
-    assert!(matches!(DType::F16.alignment(), Some(n) if n == std::mem::align_of::<half::f16>()));
-    assert!(matches!(DType::BF16.alignment(), Some(n) if n == std::mem::align_of::<half::bf16>()));
-    assert!(matches!(DType::Bool.size(), Some(n) if n == std::mem::size_of::<bool>()));
-    assert!(matches!(DType::F64.alignment(), Some(n) if n == std::mem::align_of::<f64>()));
-    assert!(matches!(DType::I64.alignment(), Some(n) if n == std::mem::align_of::<i64>()));
+    assert!(matches!(DType::F16.size(), Some(n) if n == core::mem::size_of::<half::f16>()));
+    assert!(matches!(DType::BF16.size(), Some(n) if n == core::mem::size_of::<half::bf16>()));
+    assert!(matches!(DType::F16.alignment(), Some(n) if n == core::mem::align_of::<half::f16>()));
+    assert!(matches!(DType::BF16.alignment(), Some(n) if n == core::mem::align_of::<half::bf16>()));
+    assert!(matches!(DType::Bool.size(), Some(n) if n == core::mem::size_of::<bool>()));
+    assert!(matches!(DType::F64.alignment(), Some(n) if n == core::mem::align_of::<f64>()));
+    assert!(matches!(DType::I64.alignment(), Some(n) if n == core::mem::align_of::<i64>()));
 };
 
 #[cfg(test)]

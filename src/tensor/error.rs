@@ -1,5 +1,6 @@
 use super::DType;
 use crate::alloc::AllocatorError;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// Everything that can go wrong when building, viewing or (de)serialising a tensor.
 ///
@@ -156,7 +157,7 @@ pub enum TensorError {
 }
 
 impl TensorError {
-    pub(crate) fn npy(path: &str, reason: impl std::fmt::Display) -> Self {
+    pub(crate) fn npy(path: &str, reason: impl core::fmt::Display) -> Self {
         TensorError::Npy {
             path: path.to_string(),
             reason: reason.to_string(),

@@ -29,6 +29,7 @@ mod buffer;
 mod dense;
 mod dtype;
 mod error;
+#[cfg(feature = "std")]
 mod npy;
 mod quant;
 mod shape;
@@ -37,6 +38,7 @@ pub use buffer::{TensorBuffer, DEFAULT_ALIGNMENT};
 pub use dense::Tensor;
 pub use dtype::{DType, Element};
 pub use error::TensorError;
+#[cfg(feature = "std")]
 pub use npy::NpyFileReader;
 pub use quant::Quantization;
 pub use shape::{IntoShape, Shape, Strides, MAX_DIMS};
@@ -48,7 +50,7 @@ use crate::alloc::{AllocatorRef, TensorAllocator};
 
 /// Wraps an allocator into a shared [`AllocatorRef`].
 pub fn allocator_ref<A: TensorAllocator + 'static>(allocator: A) -> AllocatorRef {
-    std::sync::Arc::new(allocator)
+    rust_alloc::sync::Arc::new(allocator)
 }
 
 /// The allocator behind [`Tensor::new`] and the other constructors without an explicit allocator.
@@ -57,7 +59,7 @@ pub fn allocator_ref<A: TensorAllocator + 'static>(allocator: A) -> AllocatorRef
 /// once and chosen and configured by the `TENSOR_ALLOC_*` environment variables (the highest-priority
 /// factory otherwise). It is fallible for that reason: a bad configuration surfaces as
 /// [`TensorError::DefaultAllocator`] from `Tensor::new`, not as a silent fallback.
-#[cfg(not(loom))]
+#[cfg(all(not(loom), feature = "std"))]
 fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
     crate::alloc::registry::cpu_allocator(None).map_err(|e| TensorError::DefaultAllocator {
         reason: e.to_string(),
@@ -69,4 +71,10 @@ fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
 #[cfg(loom)]
 fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
     Ok(allocator_ref(crate::alloc::AlignedCpuAllocator::new()))
+}
+
+/// Without `std` there is no registry: the global heap ([`crate::alloc::Global`]).
+#[cfg(all(not(loom), not(feature = "std")))]
+fn default_cpu_allocator() -> Result<AllocatorRef, TensorError> {
+    Ok(allocator_ref(crate::alloc::Global))
 }

@@ -192,7 +192,7 @@ fn fill_bytes<T: Element + npyz::Deserialize, R: Read>(
     dst: &mut [u8],
     label: &str,
 ) -> Result<(), TensorError> {
-    let size = std::mem::size_of::<T>();
+    let size = core::mem::size_of::<T>();
     let data = file
         .data::<T>()
         .map_err(|e| TensorError::npy(label, format!("dtype: {e}")))?;
@@ -204,7 +204,7 @@ fn fill_bytes<T: Element + npyz::Deserialize, R: Read>(
         })?;
         // SAFETY: `chunk` is `size_of::<T>()` writable bytes; the write is unaligned and `T`
         // is a plain numeric or bool value (any `T` value is valid to store).
-        unsafe { std::ptr::write_unaligned(chunk.as_mut_ptr().cast::<T>(), v) };
+        unsafe { core::ptr::write_unaligned(chunk.as_mut_ptr().cast::<T>(), v) };
         n += 1;
     }
     if n != expected {

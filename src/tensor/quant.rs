@@ -1,6 +1,9 @@
 //! Affine quantization parameters kept beside a tensor's dtype (TFLite's `QuantizationParameters`).
 
 use super::{Shape, TensorError};
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+use rust_alloc::{string::String, vec::Vec};
 
 /// Affine quantization: `real = scale * (q - zero_point)`, either one `(scale, zero_point)` for the
 /// whole tensor or one per slice along `quantized_dimension` (per-channel, as TFLite uses for
@@ -78,8 +81,8 @@ impl Quantization {
 
     /// Heap bytes the parameters hold (their vectors' capacity), for memory reports.
     pub fn heap_bytes(&self) -> usize {
-        self.scales.capacity() * std::mem::size_of::<f32>()
-            + self.zero_points.capacity() * std::mem::size_of::<i64>()
+        self.scales.capacity() * core::mem::size_of::<f32>()
+            + self.zero_points.capacity() * core::mem::size_of::<i64>()
     }
 
     /// Whether there is more than one `(scale, zero_point)` pair.

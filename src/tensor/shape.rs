@@ -1,7 +1,8 @@
 //! [`Shape`]: up to [`MAX_DIMS`] dimensions with checked element count, strides and byte size.
 
 use super::{DType, TensorError};
-use std::fmt;
+use core::fmt;
+use rust_alloc::vec::Vec;
 
 /// Maximum rank of a tensor (TFLite kernels support at most 6, TF's `TensorShape` is bounded too;
 /// 8 leaves headroom and keeps [`Shape`] a small `Copy` value).
@@ -29,7 +30,7 @@ pub struct Strides {
     rank: u8,
 }
 
-impl std::ops::Deref for Strides {
+impl core::ops::Deref for Strides {
     type Target = [usize];
     fn deref(&self) -> &[usize] {
         &self.values[..self.rank as usize]

@@ -294,14 +294,14 @@ impl<A: Allocator> Slab<A> {
     }
 }
 
-impl<A: Allocator> std::ops::Index<u32> for Slab<A> {
+impl<A: Allocator> core::ops::Index<u32> for Slab<A> {
     type Output = Chunk;
     #[inline]
     fn index(&self, h: u32) -> &Chunk {
         &self.chunks[h as usize]
     }
 }
-impl<A: Allocator> std::ops::IndexMut<u32> for Slab<A> {
+impl<A: Allocator> core::ops::IndexMut<u32> for Slab<A> {
     #[inline]
     fn index_mut(&mut self, h: u32) -> &mut Chunk {
         &mut self.chunks[h as usize]

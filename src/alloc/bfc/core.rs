@@ -10,7 +10,7 @@ use super::options::{BfcGrowth, BfcOptions};
 use super::region::{Region, Regions};
 use crate::alloc::sub::SubAllocator;
 use crate::alloc::AllocatorStats;
-use std::ptr::NonNull;
+use core::ptr::NonNull;
 use std::time::Instant;
 
 mod check;
@@ -246,8 +246,8 @@ struct Events {
     epoch: Instant,
 }
 
-impl std::fmt::Debug for Core {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Core {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Core")
             .field("regions", &self.regions.list.len())
             .field("chunks", &self.slab.live())
@@ -266,7 +266,7 @@ fn release_pages(addr: usize, len: usize, page: usize) -> usize {
     if b <= a {
         return 0;
     }
-    let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(a);
+    let p = core::ptr::with_exposed_provenance_mut::<libc::c_void>(a);
     // SAFETY: [a, b) lies inside a chunk that was just freed (no caller may use it any more) of a
     // region this allocator owns; MADV_DONTNEED on private anonymous or heap memory only drops the
     // page contents (nobody relies on them: the allocator never promises contents of new blocks).

@@ -23,7 +23,7 @@
 
 use super::{Inner, MAX_THREAD_CACHE};
 use crate::alloc::thread_cache::{per_thread_cache, Deltas, Owner, ThreadCache};
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 /// Hash heads of each index (a power of two, comfortably above the entry capacity).
 const HEADS: usize = 512;
@@ -71,7 +71,7 @@ fn head_of(key: u32) -> usize {
 /// addresses), in a host-accessible region, and not in use by anyone else at that moment.
 #[inline(always)]
 fn first_word(addr: usize) -> *mut usize {
-    std::ptr::with_exposed_provenance_mut::<usize>(addr)
+    core::ptr::with_exposed_provenance_mut::<usize>(addr)
 }
 
 /// Writes 0 into the first word of each chunk in `addrs`, which leave the cache: a chunk holds
@@ -128,7 +128,7 @@ impl Store {
     /// thread lives, no two live threads share it, and it is never 0).
     #[inline(always)]
     pub(super) fn key(&self) -> usize {
-        std::ptr::from_ref(self).addr()
+        core::ptr::from_ref(self).addr()
     }
 
     /// Whether a slot holds `addr` under `key` (a walk of the key's size chain): the exact check
@@ -281,7 +281,7 @@ fn spill(c: &mut ThreadCache<Inner>, a: &Inner, size: usize) {
     let victims = &order[..k.min(m)];
     // SAFETY: the victims are chunks the store holds, before they are handed back.
     unsafe { clear_keys(victims.iter().map(|&i| s.addrs[i as usize])) };
-    let d = std::mem::take(&mut c.deltas);
+    let d = core::mem::take(&mut c.deltas);
     a.take_back_chunks(
         victims
             .iter()

@@ -139,10 +139,10 @@ use super::{
     MmapSubAllocator, SubAllocator, TensorAllocator,
 };
 use crate::sync::{AtomicU64, Mutex, Ordering, SpinLock};
-use std::ptr::NonNull;
+use ::core::ptr::NonNull;
 // `std` Arc also under loom, as the pool's: thread caches hold it (there are none under loom) and
 // its reference count is not what the models check.
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 /// Best-fit-with-coalescing allocator; see the [module docs](self).
 pub struct BfcAllocator {
@@ -175,8 +175,8 @@ struct Inner {
     epoch: AtomicU64,
 }
 
-impl std::fmt::Debug for BfcAllocator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl ::core::fmt::Debug for BfcAllocator {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         write!(
             f,
             "BfcAllocator({} over {})",
@@ -196,7 +196,7 @@ impl Default for BfcAllocator {
 fn ptr_from_addr(addr: usize) -> Option<NonNull<u8>> {
     // Region memory was exposed when the sub-allocator handed it over (`expose_provenance`), so
     // rebuilding a pointer from an address inside it is sound under exposed provenance.
-    NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(addr))
+    NonNull::new(::core::ptr::with_exposed_provenance_mut::<u8>(addr))
 }
 
 impl BfcAllocator {
@@ -715,7 +715,7 @@ impl TensorAllocator for BfcAllocator {
     fn try_allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
         let block = self.alloc_impl(layout)?;
         // SAFETY: `block` is a fresh allocation of `block.len()` writable bytes, ours alone.
-        unsafe { std::ptr::write_bytes(block.cast::<u8>().as_ptr(), 0, block.len()) };
+        unsafe { ::core::ptr::write_bytes(block.cast::<u8>().as_ptr(), 0, block.len()) };
         Ok(block)
     }
 }

@@ -17,7 +17,7 @@
 
 use allocator_api2::alloc::{Allocator, Global};
 use allocator_api2::boxed::Box as ABox;
-use std::alloc::Layout as StdLayout;
+use core::alloc::Layout as StdLayout;
 
 /// One region obtained from the sub-allocator.
 pub(crate) struct Region<A: Allocator = Global> {
@@ -31,8 +31,8 @@ pub(crate) struct Region<A: Allocator = Global> {
     handles: ABox<[u32], A>,
 }
 
-impl<A: Allocator> std::fmt::Debug for Region<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<A: Allocator> core::fmt::Debug for Region<A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
             "Region {{ base: {:#x}, size: {}, received: {} }}",
@@ -134,7 +134,7 @@ fn zeroed_slots<A: Allocator>(n: usize, alloc: A) -> Option<ABox<[u32], A>> {
     // SAFETY: `p` was allocated by `alloc` with the layout of `[u32; n]` (a zero-sized layout when
     // n == 0, which `Box` never frees), is fully initialised (zeroed; 0 is a valid u32) and owned
     // by nobody else, which is exactly what `Box<[u32], A>` requires to own and later free it.
-    Some(unsafe { ABox::from_raw_in(std::ptr::slice_from_raw_parts_mut(p.as_ptr(), n), alloc) })
+    Some(unsafe { ABox::from_raw_in(core::ptr::slice_from_raw_parts_mut(p.as_ptr(), n), alloc) })
 }
 
 /// The regions, sorted by base address.

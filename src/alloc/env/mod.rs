@@ -341,13 +341,13 @@ struct TfAliases {
 }
 
 /// The pairs that belong to the family (prefix or a TensorFlow alias), last value winning.
-fn family_vars<I, K, V>(pairs: I) -> std::collections::BTreeMap<String, String>
+fn family_vars<I, K, V>(pairs: I) -> rust_alloc::collections::BTreeMap<String, String>
 where
     I: IntoIterator<Item = (K, V)>,
     K: AsRef<str>,
     V: AsRef<str>,
 {
-    let mut vars = std::collections::BTreeMap::new();
+    let mut vars = rust_alloc::collections::BTreeMap::new();
     for (k, v) in pairs {
         let k = k.as_ref();
         if k.starts_with(PREFIX) || k == TF_USE_BFC || k == TF_BFC_MEM_LIMIT_MB {

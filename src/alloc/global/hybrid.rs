@@ -6,7 +6,7 @@
 use super::config::{Config, GlobalMode};
 use super::large::{LargeHeap, LargeHeapStats};
 use crate::sync::StaticSpinLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// 0: not read yet; 1: system; 2: hybrid.
 static MODE: AtomicU8 = AtomicU8::new(0);
@@ -121,12 +121,12 @@ fn tune_system_heap(threshold: usize) {
     // freed once. `black_box` keeps the compiler from eliding the unused allocation.
     let mapped = unsafe {
         let before = libc::mallinfo().hblks;
-        let p = std::hint::black_box(libc::malloc(size));
+        let p = core::hint::black_box(libc::malloc(size));
         let mapped = !p.is_null() && libc::mallinfo().hblks > before;
         if !p.is_null() {
             p.cast::<u8>().write_volatile(0);
         }
-        libc::free(std::hint::black_box(p));
+        libc::free(core::hint::black_box(p));
         mapped
     };
     if !mapped {
@@ -162,7 +162,7 @@ std::thread_local! {
     /// Whether this thread holds the heap's lock for a `fork` in progress, taken by
     /// `before_fork`. It makes the handlers idempotent: a child may register them a second
     /// time (see `ForkHandlers`), and the second pair then does nothing.
-    static HELD_FOR_FORK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static HELD_FOR_FORK: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
 extern "C" fn before_fork() {
@@ -267,7 +267,7 @@ impl ForkHandlers {
             if seen == me {
                 // Another thread of this process is registering.
                 if spins < 64 {
-                    std::hint::spin_loop();
+                    core::hint::spin_loop();
                     spins += 1;
                 } else {
                     std::thread::yield_now();
@@ -302,7 +302,7 @@ pub(crate) fn large_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
         heap.allocate(size, align, zeroed)
     };
     let Some(addr) = addr else {
-        return std::ptr::null_mut();
+        return core::ptr::null_mut();
     };
     if addr < LO.load(Ordering::Relaxed) {
         LO.fetch_min(addr, Ordering::Relaxed);
@@ -311,7 +311,7 @@ pub(crate) fn large_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     if end > HI.load(Ordering::Relaxed) {
         HI.fetch_max(end, Ordering::Relaxed);
     }
-    std::ptr::with_exposed_provenance_mut(addr)
+    core::ptr::with_exposed_provenance_mut(addr)
 }
 
 /// Whether `ptr` may be the large heap's (inside the span of its blocks).
@@ -358,7 +358,7 @@ pub(crate) fn large_stats() -> LargeHeapStats {
 #[cfg(test)]
 mod tests {
     use super::ForkHandlers;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use core::sync::atomic::{AtomicU32, Ordering};
     use std::time::{Duration, Instant};
 
     /// Forks; the child runs `child` (which must not allocate: other test threads may hold

@@ -109,7 +109,7 @@ pub(crate) struct LargeHeap {
 /// Maps `[addr, addr + len)` afresh (private anonymous, zero pages): its old pages go back to the
 /// kernel and its mappings become one. `false` if the kernel refused.
 fn map_fresh(addr: usize, len: usize, huge: bool) -> bool {
-    let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(addr);
+    let p = core::ptr::with_exposed_provenance_mut::<libc::c_void>(addr);
     // SAFETY: [addr, addr + len) lies in a free chunk of a region this heap mapped: nobody uses
     // its contents, and replacing the mapping with a fresh one of the same protection keeps the
     // range valid for later blocks.
@@ -141,7 +141,7 @@ fn map_fresh(addr: usize, len: usize, huge: bool) -> bool {
 /// instead of 512 small ones. Without THP support (or in `never` mode) the kernel refuses or
 /// ignores it, which changes nothing.
 fn advise_huge(addr: usize, len: usize) {
-    let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(addr);
+    let p = core::ptr::with_exposed_provenance_mut::<libc::c_void>(addr);
     // SAFETY: [addr, addr + len) is mapped by this heap; the advice changes how pages are
     // backed, never their contents.
     unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
@@ -156,8 +156,8 @@ enum Move {
 
 /// Moves the pages of `[src, src + len)` to `[dst, dst + len)`; the source stays mapped, empty.
 fn move_pages(src: usize, dst: usize, len: usize) -> Move {
-    let s = std::ptr::with_exposed_provenance_mut::<libc::c_void>(src);
-    let d = std::ptr::with_exposed_provenance_mut::<libc::c_void>(dst);
+    let s = core::ptr::with_exposed_provenance_mut::<libc::c_void>(src);
+    let d = core::ptr::with_exposed_provenance_mut::<libc::c_void>(dst);
     // SAFETY: both ranges are page aligned, disjoint, inside regions of this heap: the source in
     // a free chunk (its contents are nobody's), the destination in the chunk being handed out
     // (not yet visible to the caller). MREMAP_FIXED replaces the destination's mapping;
@@ -371,7 +371,7 @@ impl LargeHeap {
         let mut pos = lo;
         while pos < hi {
             let len = (hi - pos).min(RESIDENCY_BATCH * page);
-            let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(pos);
+            let p = core::ptr::with_exposed_provenance_mut::<libc::c_void>(pos);
             // SAFETY: [pos, pos + len) is mapped (inside a region of this heap) and `vec` has
             // room for one byte per page of it.
             if unsafe { libc::mincore(p, len, vec.as_mut_ptr()) } != 0 {
@@ -396,7 +396,7 @@ impl LargeHeap {
         let lo = c.dirty_lo.max(c.addr);
         let hi = c.dirty_hi.min(c.end());
         if lo < hi {
-            let p = std::ptr::with_exposed_provenance_mut::<u8>(lo);
+            let p = core::ptr::with_exposed_provenance_mut::<u8>(lo);
             // SAFETY: [lo, hi) lies in chunk `h`, which is being handed out and used by nobody.
             unsafe { p.write_bytes(0, hi - lo) };
         }
@@ -416,7 +416,7 @@ impl LargeHeap {
         while pos < end && self.dense_free > 0 {
             let len = (end - pos).min(RESIDENCY_BATCH * page);
             let pages = len / page;
-            let p = std::ptr::with_exposed_provenance_mut::<libc::c_void>(pos);
+            let p = core::ptr::with_exposed_provenance_mut::<libc::c_void>(pos);
             // SAFETY: [pos, pos + len) is mapped (inside a region of this heap) and `vec` has
             // room for one byte per page of it.
             if unsafe { libc::mincore(p, len, vec.as_mut_ptr()) } != 0 {
@@ -639,7 +639,7 @@ impl LargeHeap {
             // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
             let p = unsafe {
                 libc::mmap(
-                    std::ptr::null_mut(),
+                    core::ptr::null_mut(),
                     mapped,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
@@ -659,7 +659,7 @@ impl LargeHeap {
                         libc::munmap(p, head);
                     }
                     if tail > 0 {
-                        libc::munmap(std::ptr::with_exposed_provenance_mut(base + bytes), tail);
+                        libc::munmap(core::ptr::with_exposed_provenance_mut(base + bytes), tail);
                     }
                 }
                 if self.huge {
@@ -670,7 +670,7 @@ impl LargeHeap {
                     return Some(());
                 }
                 // SAFETY: the mapping was just made and nothing refers to it.
-                unsafe { libc::munmap(std::ptr::with_exposed_provenance_mut(base), bytes) };
+                unsafe { libc::munmap(core::ptr::with_exposed_provenance_mut(base), bytes) };
                 return None;
             }
             // Address space or commit limit: try smaller, down to what the request needs.

@@ -9,8 +9,8 @@
 
 use crate::alloc::sub::page_size;
 use allocator_api2::alloc::{AllocError, Allocator};
-use std::alloc::Layout;
-use std::ptr::NonNull;
+use core::alloc::Layout;
+use core::ptr::NonNull;
 
 /// Page-granular allocator on `mmap`/`mremap`/`munmap`. See the module docs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -26,7 +26,7 @@ fn pages(size: usize) -> Option<usize> {
 /// A dangling, aligned, empty block (zero-sized requests never touch the kernel).
 #[inline]
 fn empty(layout: Layout) -> NonNull<[u8]> {
-    let p = std::ptr::without_provenance_mut::<u8>(layout.align());
+    let p = core::ptr::without_provenance_mut::<u8>(layout.align());
     // `align` is non-zero, so the pointer is non-null.
     NonNull::slice_from_raw_parts(NonNull::new(p).unwrap_or(NonNull::dangling()), 0)
 }
@@ -46,7 +46,7 @@ unsafe impl Allocator for MetaAlloc {
         // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
         let p = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                core::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,

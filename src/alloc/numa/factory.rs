@@ -5,7 +5,7 @@ use super::{notice_one_node, NumaError, NumaMode, NumaPolicy, NumaSubAllocator, 
 use crate::alloc::env::{EnvConfig, FromVar};
 use crate::alloc::registry::{Factory, FactoryContext, Selection, SelectionReason};
 use crate::alloc::{FactoryError, MmapSubAllocator, SubAllocator};
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 /// What a sub-allocator constructor gets.
 #[derive(Debug, Clone, Copy)]
@@ -32,8 +32,8 @@ pub struct SubFactory {
     create: SubConstructor,
 }
 
-impl std::fmt::Debug for SubFactory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for SubFactory {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SubFactory")
             .field("name", &self.name)
             .field("priority", &self.priority)
@@ -154,11 +154,11 @@ impl SubFactories {
 }
 
 /// Lookup order: (NUMA-capable first when a node is asked for), priority descending, name.
-fn rank(a: &SubFactory, b: &SubFactory, for_node: bool) -> std::cmp::Ordering {
+fn rank(a: &SubFactory, b: &SubFactory, for_node: bool) -> core::cmp::Ordering {
     let class = if for_node {
         b.numa.cmp(&a.numa)
     } else {
-        std::cmp::Ordering::Equal
+        core::cmp::Ordering::Equal
     };
     class
         .then_with(|| b.priority.cmp(&a.priority))

@@ -34,7 +34,7 @@ pub use topology::{
 };
 
 // Process-wide facts about the kernel (not shared data the loom models explore): std atomics.
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 
 /// `TENSOR_ALLOC_NUMA`: whether `cpu_allocator(Some(node))` builds per-node allocators.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -273,7 +273,7 @@ pub fn nodes_of_pages(ptr: *const u8, len: usize) -> Result<Vec<Option<usize>>, 
     // Addresses for the kernel to look up; nothing dereferences them here.
     let pages: Vec<*const u8> = (start..end)
         .step_by(page)
-        .map(std::ptr::without_provenance::<u8>)
+        .map(core::ptr::without_provenance::<u8>)
         .collect();
     let mut status = vec![0; pages.len()];
     sys::page_status(&pages, &mut status).map_err(|e| NumaError::from_io("move_pages", &e))?;

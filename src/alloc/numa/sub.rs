@@ -4,7 +4,7 @@ use super::sys::{self, NodeMask};
 use super::{NumaError, NumaPolicy, Topology};
 use crate::alloc::sub::{SubAllocator, SubVisitor, Visitors};
 use crate::alloc::{AllocatorError, MmapSubAllocator};
-use std::ptr::NonNull;
+use core::ptr::NonNull;
 
 /// Hands out page-aligned anonymous mappings bound to one node.
 ///
@@ -26,8 +26,8 @@ pub struct NumaSubAllocator {
     name: String,
 }
 
-impl std::fmt::Debug for NumaSubAllocator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for NumaSubAllocator {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("NumaSubAllocator")
             .field("node", &self.node)
             .field("policy", &self.policy)

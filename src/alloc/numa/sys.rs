@@ -129,7 +129,7 @@ pub fn node_of_addr(addr: usize) -> io::Result<usize> {
         libc::syscall(
             libc::SYS_get_mempolicy,
             &mut node as *mut c_int,
-            std::ptr::null_mut::<c_ulong>(),
+            core::ptr::null_mut::<c_ulong>(),
             0 as c_ulong,
             addr,
             MPOL_F_NODE | MPOL_F_ADDR,
@@ -177,7 +177,7 @@ pub fn page_status(pages: &[*const u8], status: &mut [c_int]) -> io::Result<()> 
             0 as c_int,
             pages.len() as c_ulong,
             pages.as_ptr(),
-            std::ptr::null::<c_int>(),
+            core::ptr::null::<c_int>(),
             status.as_mut_ptr(),
             0 as c_int,
         )
@@ -202,7 +202,7 @@ pub fn getcpu() -> io::Result<(usize, usize)> {
             libc::SYS_getcpu,
             &mut cpu as *mut c_uint,
             &mut node as *mut c_uint,
-            std::ptr::null_mut::<libc::c_void>(),
+            core::ptr::null_mut::<libc::c_void>(),
         )
     };
     check(rc)?;

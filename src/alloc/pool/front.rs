@@ -9,7 +9,7 @@
 use super::super::thread_cache::{per_thread_cache, Deltas, Owner, ThreadCache};
 use super::{Inner, Key, MAX_THREAD_CACHE};
 use crate::sync::Ordering;
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 /// The buffers one thread caches: `entries[..n]`, oldest first.
 pub(super) struct Store {
@@ -51,7 +51,7 @@ per_thread_cache!(
 fn spill(c: &mut ThreadCache<Inner>, pool: &Arc<Inner>) {
     let cap = c.store.n;
     let half = cap.div_ceil(2);
-    let d = std::mem::take(&mut c.deltas);
+    let d = core::mem::take(&mut c.deltas);
     pool.take_back_buffers(&c.store.entries[..half], &d, false);
     c.store.entries.copy_within(half..cap, 0);
     c.store.n = cap - half;
@@ -172,7 +172,7 @@ pub(super) fn snapshot(pool: &Arc<Inner>) -> (Deltas, Vec<Key>) {
     with(|c| {
         if c.is_bound_to(pool) {
             let keys = c.store.entries[..c.store.n].iter().map(|e| e.0).collect();
-            (std::mem::take(&mut c.deltas), keys)
+            (core::mem::take(&mut c.deltas), keys)
         } else {
             (Deltas::ZERO, vec![])
         }

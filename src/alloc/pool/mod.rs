@@ -71,10 +71,10 @@ use super::{
 use crate::sync::{AtomicBool, AtomicU64, Ordering, SpinGuard, SpinLock};
 // `std` Arc also under loom: the handle's reference count is not what the models check (the
 // lock and the cache state are), and methods take `self: &Arc<Self>`, which loom's Arc cannot.
+use core::hash::{BuildHasherDefault, Hasher};
+use core::ptr::NonNull;
+use rust_alloc::sync::Arc;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::ptr::NonNull;
-use std::sync::Arc;
 
 mod front;
 mod state;
@@ -127,7 +127,7 @@ impl PartialEq for SizeRounding {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Exact, Self::Exact) | (Self::PowerOfTwo, Self::PowerOfTwo) => true,
-            (Self::Custom(a), Self::Custom(b)) => std::ptr::fn_addr_eq(*a, *b),
+            (Self::Custom(a), Self::Custom(b)) => core::ptr::fn_addr_eq(*a, *b),
             _ => false,
         }
     }
@@ -258,8 +258,8 @@ pub struct PoolAllocator {
     inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for PoolAllocator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for PoolAllocator {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("PoolAllocator")
             .field("name", &self.inner.name)
             .field("sub_allocator", &self.inner.sub.name())
@@ -641,7 +641,7 @@ impl Inner {
     unsafe fn dealloc_shared(self: &Arc<Self>, ptr: NonNull<u8>, layout: Layout, key: Key) {
         let deltas = front::take_deltas(self);
         let mut ev = Evictions {
-            deferred: [std::mem::MaybeUninit::uninit(); MAX_DEFERRED_EVICTIONS],
+            deferred: [core::mem::MaybeUninit::uninit(); MAX_DEFERRED_EVICTIONS],
             n: 0,
             raise: None,
         };
@@ -705,7 +705,7 @@ impl Inner {
         release: bool,
     ) -> (usize, u64) {
         let mut ev = Evictions {
-            deferred: [std::mem::MaybeUninit::uninit(); MAX_DEFERRED_EVICTIONS],
+            deferred: [core::mem::MaybeUninit::uninit(); MAX_DEFERRED_EVICTIONS],
             n: 0,
             raise: None,
         };

@@ -113,7 +113,7 @@ pub(super) struct Raise {
 
 /// Buffers evicted during one free, returned to the sub-allocator after the lock is released.
 pub(super) struct Evictions {
-    pub(super) deferred: [std::mem::MaybeUninit<(usize, usize)>; MAX_DEFERRED_EVICTIONS],
+    pub(super) deferred: [core::mem::MaybeUninit<(usize, usize)>; MAX_DEFERRED_EVICTIONS],
     pub(super) n: usize,
     pub(super) raise: Option<Raise>,
 }

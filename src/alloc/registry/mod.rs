@@ -48,8 +48,8 @@ use super::{
     TrackingAllocator,
 };
 use crate::sync::Mutex;
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use rust_alloc::collections::BTreeMap;
+use rust_alloc::sync::Arc;
 
 /// What a constructor gets: the NUMA node (`None` = no affinity) and the validated configuration.
 #[derive(Debug, Clone, Copy)]
@@ -78,8 +78,8 @@ pub struct Factory {
     create_for_node: Option<Constructor>,
 }
 
-impl std::fmt::Debug for Factory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Factory {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Factory")
             .field("name", &self.name)
             .field("priority", &self.priority)
@@ -241,8 +241,8 @@ impl Selection {
     }
 }
 
-impl std::fmt::Display for Selection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for Selection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "'{}' (priority {})", self.factory, self.priority)?;
         match &self.reason {
             SelectionReason::Variable { variable, value } => {
@@ -313,8 +313,8 @@ pub struct Registry {
     inner: Mutex<Inner>,
 }
 
-impl std::fmt::Debug for Registry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Registry")
             .field("factories", &self.factories())
             .field("frozen", &self.is_frozen())
@@ -323,7 +323,7 @@ impl std::fmt::Debug for Registry {
 }
 
 /// Selection order: priority descending, then name ascending.
-fn order(a: &Factory, b: &Factory) -> std::cmp::Ordering {
+fn order(a: &Factory, b: &Factory) -> core::cmp::Ordering {
     b.priority
         .cmp(&a.priority)
         .then_with(|| a.name.as_bytes().cmp(b.name.as_bytes()))

@@ -201,7 +201,7 @@ fn cpu_allocator_is_created_once_and_shared_across_nodes_without_numa() {
 
 #[test]
 fn numa_factories_get_one_allocator_per_node() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use core::sync::atomic::{AtomicUsize, Ordering};
     let seen = Arc::new(AtomicUsize::new(0));
     let s2 = seen.clone();
     let two_nodes = Topology::from_nodes(

@@ -6,7 +6,7 @@
 use super::super::thread_cache::{per_thread_cache, Deltas, Owner, ThreadCache};
 use super::{Shared, Slot, State, NIL};
 use crate::sync::Ordering;
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 /// Free slots a front holds at most; a full stack hands half back.
 const CAP: usize = 64;
@@ -53,7 +53,7 @@ impl Owner for Shared {
 per_thread_cache!(
     Shared,
     Store {
-        stack: [(NIL, std::ptr::null()); CAP],
+        stack: [(NIL, core::ptr::null()); CAP],
         n: 0,
         id_next: 0,
         id_end: 0
@@ -79,7 +79,7 @@ fn give_back(st: &mut State, s: &Shared, slots: &[(u64, *const Slot)]) {
 #[cold]
 #[inline(never)]
 fn publish_now(c: &mut ThreadCache<Shared>, s: &Shared) {
-    let d = std::mem::take(&mut c.deltas);
+    let d = core::mem::take(&mut c.deltas);
     s.state.lock().counters.merge(&d);
 }
 
@@ -87,7 +87,7 @@ fn publish_now(c: &mut ThreadCache<Shared>, s: &Shared) {
 #[cold]
 #[inline(never)]
 fn refill(c: &mut ThreadCache<Shared>, s: &Shared) -> bool {
-    let d = std::mem::take(&mut c.deltas);
+    let d = core::mem::take(&mut c.deltas);
     let mut st = s.state.lock();
     st.counters.merge(&d);
     let store = &mut c.store;

@@ -95,8 +95,8 @@ use super::{
     dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, Layout, TensorAllocator,
 };
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, SpinLock};
+use core::ptr::NonNull;
 use serde::Serialize;
-use std::ptr::NonNull;
 
 mod front;
 mod header;
@@ -161,7 +161,7 @@ pub struct TrackingAllocator<A> {
     /// rather than in [`Shared`] (fronts never use it), one load closer.
     shadow: shadow::Shadow,
     name: String,
-    shared: std::sync::Arc<Shared>,
+    shared: rust_alloc::sync::Arc<Shared>,
 }
 
 impl<A: TensorAllocator> TrackingAllocator<A> {
@@ -197,7 +197,7 @@ impl<A> TrackingAllocator<A> {
             inner,
             shadow: shadow::Shadow::new(),
             name: name.into(),
-            shared: std::sync::Arc::new(Shared::new()),
+            shared: rust_alloc::sync::Arc::new(Shared::new()),
         }
     }
 
@@ -244,7 +244,7 @@ impl<A> TrackingAllocator<A> {
 
     /// A printable leak report: one line per live allocation, then the totals.
     pub fn leak_report(&self) -> String {
-        use std::fmt::Write;
+        use core::fmt::Write;
         let live = self.live_allocations();
         let mut s = String::new();
         let total: usize = live.iter().map(|a| a.requested).sum();
@@ -468,7 +468,7 @@ impl<A> TrackingAllocator<A> {
     /// live tracking allocators.
     #[inline]
     fn salt(&self) -> u64 {
-        std::sync::Arc::as_ptr(&self.shared) as u64
+        rust_alloc::sync::Arc::as_ptr(&self.shared) as u64
     }
 
     fn snapshot(&self) -> AllocatorStats {
@@ -716,8 +716,8 @@ impl MaybeTensorAllocator for allocator_api2::alloc::Global {
     }
 }
 
-impl<A> std::fmt::Debug for TrackingAllocator<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<A> core::fmt::Debug for TrackingAllocator<A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("TrackingAllocator")
             .field("name", &self.name)
             .field("live", &self.live_count())

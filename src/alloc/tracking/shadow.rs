@@ -26,8 +26,8 @@
 //!
 //! Plain `std` atomics also under loom: the shadow is not a synchronisation point of the model.
 
-use std::ptr::{null_mut, NonNull};
-use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use core::ptr::{null_mut, NonNull};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 const GRANULE_SHIFT: u32 = 4;
 const LEAF_BITS: u32 = 16;
@@ -188,7 +188,7 @@ fn map_zeroed<T: Node>() -> Option<NonNull<T>> {
     let p = unsafe {
         libc::mmap(
             null_mut(),
-            std::mem::size_of::<T>(),
+            core::mem::size_of::<T>(),
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
@@ -209,7 +209,7 @@ fn map_zeroed<T: Node>() -> Option<NonNull<T>> {
 #[cfg(not(miri))]
 unsafe fn unmap<T: Node>(p: NonNull<T>) {
     // SAFETY: per the caller, `p` is a whole mapping of `size_of::<T>()` bytes of ours.
-    unsafe { libc::munmap(p.as_ptr().cast(), std::mem::size_of::<T>()) };
+    unsafe { libc::munmap(p.as_ptr().cast(), core::mem::size_of::<T>()) };
 }
 
 /// Miri cannot `mmap` here: nodes come zeroed from the system heap there.
@@ -238,7 +238,7 @@ unsafe fn unmap<T: Node>(p: NonNull<T>) {
 fn create<T: Node>(p: &AtomicPtr<T>) -> Option<NonNull<T>> {
     let Some(fresh) = map_zeroed::<T>() else {
         tracing::error!(
-            bytes = std::mem::size_of::<T>(),
+            bytes = core::mem::size_of::<T>(),
             "tracking allocator: no memory for a node of its address index"
         );
         return None;

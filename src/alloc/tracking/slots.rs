@@ -122,7 +122,7 @@ pub(super) struct Shared {
 impl Shared {
     pub(super) fn new() -> Self {
         Self {
-            chunks: std::array::from_fn(|_| AtomicUsize::new(0)),
+            chunks: core::array::from_fn(|_| AtomicUsize::new(0)),
             created: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             state: SpinLock::new(State {
@@ -262,7 +262,7 @@ impl Drop for Shared {
                 let n = 1usize << (FIRST_SHIFT as usize + k);
                 // SAFETY: `p` came from `Box::into_raw` of a boxed slice of exactly `n` slots in
                 // `create_chunk`, and `drop` runs once, when no front or allocator refers to it.
-                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) });
+                drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(p, n)) });
             }
         }
     }

@@ -118,7 +118,7 @@ fn slot_table_grows_past_its_first_chunks_and_reuses_slots() {
 
 #[test]
 fn freed_on_another_thread_and_reported_exactly() {
-    let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+    let t = rust_alloc::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
     let l = Layout::from_size_align(100, 16).unwrap();
     let blocks: Vec<usize> = (0..300)
         .map(|_| t.allocate(l).unwrap().cast::<u8>().as_ptr() as usize)
@@ -195,7 +195,7 @@ fn two_allocators_used_in_turn_on_one_thread_keep_separate_exact_counts() {
 
 #[test]
 fn publish_makes_another_threads_counts_visible_while_it_lives() {
-    let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+    let t = rust_alloc::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
     let (tx, rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let t2 = t.clone();
@@ -220,7 +220,7 @@ fn publish_makes_another_threads_counts_visible_while_it_lives() {
 fn dropping_the_allocator_while_another_thread_holds_its_slots_is_safe() {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let (back_tx, back_rx) = std::sync::mpsc::channel::<()>();
-    let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+    let t = rust_alloc::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
     let t2 = t.clone();
     let h = std::thread::spawn(move || {
         let l = Layout::from_size_align(32, 8).unwrap();
@@ -239,7 +239,7 @@ fn dropping_the_allocator_while_another_thread_holds_its_slots_is_safe() {
         assert_eq!(other.stats().num_allocs, 1);
     });
     back_rx.recv().unwrap();
-    assert_eq!(std::sync::Arc::strong_count(&t), 1);
+    assert_eq!(rust_alloc::sync::Arc::strong_count(&t), 1);
     drop(t);
     tx.send(()).unwrap();
     h.join().unwrap();
@@ -374,7 +374,7 @@ fn a_freed_block_whose_bytes_are_left_intact_is_still_refused_twice() {
 fn many_threads_spill_and_refill_their_slot_stacks_and_counts_stay_exact() {
     // Each thread allocates far more than one front holds (so its stack spills and
     // refills) and frees blocks another thread allocated.
-    let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+    let t = rust_alloc::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
     let l = Layout::from_size_align(48, 16).unwrap();
     // Bursts larger than a front's stack (64 slots).
     let (bursts, burst) = (scale(20, 4), scale(500, 100));
@@ -488,7 +488,7 @@ fn double_frees_of_small_and_unmapped_blocks_and_a_foreign_pointer_are_refused()
     unsafe {
         let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
         let m = libc::mmap(
-            std::ptr::null_mut(),
+            core::ptr::null_mut(),
             2 * page,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
@@ -640,7 +640,7 @@ fn wraps_plain_allocator_api2_allocators() {
 
 #[test]
 fn concurrent_threads_keep_exact_counts() {
-    let t = std::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
+    let t = rust_alloc::sync::Arc::new(TrackingAllocator::new(AlignedCpuAllocator::new()));
     let n = scale(2000, 150);
     let hs: Vec<_> = (0..4)
         .map(|k| {
@@ -676,7 +676,7 @@ fn concurrent_threads_keep_exact_counts() {
 /// An inner allocator that counts frees and returns memory only when dropped (so no address is
 /// handed out twice while the test runs): a block freed twice shows up as one free too many.
 struct CountFrees {
-    frees: std::sync::atomic::AtomicUsize,
+    frees: core::sync::atomic::AtomicUsize,
     blocks: std::sync::Mutex<Vec<(usize, Layout)>>,
 }
 
@@ -707,7 +707,7 @@ impl Drop for CountFrees {
 
 #[test]
 fn two_threads_freeing_one_block_at_once_free_it_once() {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use core::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     let rounds = scale(20_000, 20);
     let t = TrackingAllocator::with_name(
         CountFrees {
@@ -724,7 +724,7 @@ fn two_threads_freeing_one_block_at_once_free_it_once() {
     let done = AtomicUsize::new(0);
     let free_round = |r: usize| {
         while go.load(SeqCst) != r {
-            std::hint::spin_loop();
+            core::hint::spin_loop();
         }
         let p = NonNull::new(block.load(SeqCst) as *mut u8).unwrap();
         // SAFETY: a live block of `t` with layout `l`; the second, concurrent free of it
@@ -745,7 +745,7 @@ fn two_threads_freeing_one_block_at_once_free_it_once() {
             go.store(r, SeqCst);
             free_round(r);
             while done.load(SeqCst) != 2 * r {
-                std::hint::spin_loop();
+                core::hint::spin_loop();
             }
         }
     });

@@ -21,7 +21,8 @@ use crate::interpreter::graph::TensorKind;
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
+use rust_alloc::vec::Vec;
 
 /// The arena source an interpreter was built with, kept so that
 /// [`Interpreter::resize_input`] can plan again into the same place.
@@ -104,7 +105,7 @@ pub(crate) fn finish<'a>(
             op_data: memory[i]
                 .op_data
                 .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
-            scratch: std::mem::take(&mut scratch_ptr[i]),
+            scratch: core::mem::take(&mut scratch_ptr[i]),
             variable_inputs,
             aliased,
             states: memory[i].states.clone(),

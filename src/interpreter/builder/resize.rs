@@ -7,6 +7,7 @@
 
 use crate::interpreter::InterpreterError;
 use crate::model::Model;
+use rust_alloc::{string::String, vec::Vec};
 
 /// `model` with graph input tensor `input` of shape `dims` and every other activation tensor
 /// reshaped to match, for

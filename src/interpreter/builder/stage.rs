@@ -15,7 +15,8 @@ use crate::interpreter::kernel::Registration;
 use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
-use std::cell::Cell;
+use core::cell::Cell;
+use rust_alloc::{string::String, vec::Vec};
 
 /// A variable tensor's initial value when it is not all zero bytes.
 pub(crate) enum VariableInit {
@@ -283,7 +284,9 @@ fn init_and_prepare(
                 TensorKind::Constant => model.tensor_data(0, t),
                 TensorKind::PrepareTimeConstant => computed[t].as_ref().map(|w| {
                     // SAFETY: `w` holds at least `bytes` initialised bytes (words of 16).
-                    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes) }
+                    unsafe {
+                        core::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes)
+                    }
                 }),
                 _ => None,
             }
@@ -407,7 +410,7 @@ impl Tail {
                 .map_err(|k| InterpreterError::Memory(k.0))?;
             // SAFETY: `w` holds at least `bytes` initialised bytes.
             let src =
-                unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes) };
+                unsafe { core::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes) };
             self.persistent.bytes_mut(record).copy_from_slice(src);
             self.tensor_record[t] = Some(record);
         }
@@ -686,7 +689,7 @@ fn evaluate_at_build(
     let mut slots: Vec<Slot> = tensors
         .iter()
         .map(|e| Slot {
-            ptr: std::ptr::null_mut(),
+            ptr: core::ptr::null_mut(),
             bytes: 0,
             dtype: e.dtype,
         })

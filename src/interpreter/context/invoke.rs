@@ -7,8 +7,9 @@ use super::{
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorKind};
 use crate::interpreter::{InterpreterError, KernelError, Phase};
 use crate::tensor::{DType, Element};
-use std::any::TypeId;
-use std::cell::Cell;
+use core::any::TypeId;
+use core::cell::Cell;
+use rust_alloc::{string::String, vec::Vec};
 
 /// One tensor at invoke: where its bytes are.
 #[derive(Clone, Copy, Debug)]
@@ -111,13 +112,13 @@ impl<'a> InvokeContext<'a> {
             .records
             .get(array.record as usize)
             .ok_or_else(|| KernelError::new("persistent array of another interpreter"))?;
-        if array.len.saturating_mul(std::mem::size_of::<T>()) > size {
+        if array.len.saturating_mul(core::mem::size_of::<T>()) > size {
             return Err(KernelError::new("persistent array of another interpreter"));
         }
         // SAFETY: the record holds at least `len * size_of::<T>()` initialised bytes at a 16-byte
         // aligned address for the interpreter's life, is never written after build, and `T`
         // accepts any bit pattern (`Scalar`).
-        Ok(unsafe { std::slice::from_raw_parts(ptr as *const T, array.len) })
+        Ok(unsafe { core::slice::from_raw_parts(ptr as *const T, array.len) })
     }
 
     fn tensor_of(&self, list: &[i32], k: usize, what: &str) -> Result<usize, KernelError> {
@@ -141,14 +142,14 @@ impl<'a> InvokeContext<'a> {
                 T::DTYPE
             )));
         }
-        if s.bytes > 0 && s.ptr as usize % std::mem::align_of::<T>() != 0 {
+        if s.bytes > 0 && s.ptr as usize % core::mem::align_of::<T>() != 0 {
             return Err(KernelError::new(format!(
                 "tensor `{}` is not aligned for {}",
                 self.tensors[t].name,
                 T::DTYPE
             )));
         }
-        Ok((s.ptr, s.bytes / std::mem::size_of::<T>()))
+        Ok((s.ptr, s.bytes / core::mem::size_of::<T>()))
     }
 
     fn take(&self, bit: usize, what: &str, k: usize) -> Result<(), KernelError> {
@@ -204,7 +205,7 @@ impl<'a> InvokeContext<'a> {
         let (ptr, len) = self.typed::<T>(t)?;
         // SAFETY: the slot covers `len` elements of initialised, aligned memory that no writable
         // view of this node overlaps (checked at build) and that lives for 'a.
-        Ok(unsafe { std::slice::from_raw_parts(ptr as *const T, len) })
+        Ok(unsafe { core::slice::from_raw_parts(ptr as *const T, len) })
     }
 
     /// Read-only view of input `k` when `present` (e.g. an optional bias the prepare found),
@@ -238,7 +239,7 @@ impl<'a> InvokeContext<'a> {
         self.take(k, "output", k)?;
         // SAFETY: outputs are disjoint from every other view of this node (checked at build),
         // taken at most once per invoke (`take`), aligned and `len` elements long.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, len) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(ptr as *mut T, len) })
     }
 
     /// Input 0 and output 0 of a unary element-wise node ([`InPlace::UnaryElementwise`]): a
@@ -272,7 +273,7 @@ impl<'a> InvokeContext<'a> {
         // (checked at build; its only overlap is input 0, which is not handed out here),
         // taken once, aligned, `len` elements long.
         Ok((None, unsafe {
-            std::slice::from_raw_parts_mut(ptr as *mut O, len)
+            core::slice::from_raw_parts_mut(ptr as *mut O, len)
         }))
     }
 
@@ -287,7 +288,7 @@ impl<'a> InvokeContext<'a> {
         let (ptr, len) = self.typed::<T>(t)?;
         self.take(32 + k, "variable input", k)?;
         // SAFETY: as for outputs: disjoint, taken once, aligned, in bounds.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, len) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(ptr as *mut T, len) })
     }
 
     /// Mutable view of state array `array` of this node (once per invoke).
@@ -308,14 +309,14 @@ impl<'a> InvokeContext<'a> {
             .records
             .get(array.record as usize)
             .ok_or_else(|| KernelError::new("state array of another interpreter"))?;
-        if array.len.saturating_mul(std::mem::size_of::<T>()) > size {
+        if array.len.saturating_mul(core::mem::size_of::<T>()) > size {
             return Err(KernelError::new("state array of another interpreter"));
         }
         self.taken_states.set(self.taken_states.get() | bit);
         // SAFETY: the record belongs to this node only (checked above), is 16-byte aligned and
         // at least `len * size_of::<T>()` bytes in the arena tail, disjoint from every tensor and
         // scratch buffer; taken once per invoke; `T` accepts any bit pattern.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, array.len) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(ptr as *mut T, array.len) })
     }
 
     /// Mutable view of scratch buffer `id` (once per invoke), `bytes / size_of::<T>()` elements.
@@ -332,7 +333,7 @@ impl<'a> InvokeContext<'a> {
         // SAFETY: the scratch buffer is 16-byte aligned, `bytes` long, planned disjoint from
         // every tensor live at this node, taken once, and `T` accepts any bit pattern.
         Ok(unsafe {
-            std::slice::from_raw_parts_mut(ptr as *mut T, bytes / std::mem::size_of::<T>())
+            core::slice::from_raw_parts_mut(ptr as *mut T, bytes / core::mem::size_of::<T>())
         })
     }
 
@@ -352,7 +353,7 @@ impl<'a> InvokeContext<'a> {
         if si.ptr != so.ptr && si.bytes > 0 {
             // SAFETY: both ranges are `bytes` long inside live memory of this interpreter;
             // `copy` is a memmove, correct for overlap; the output was not handed out.
-            unsafe { std::ptr::copy(si.ptr as *const u8, so.ptr, si.bytes) };
+            unsafe { core::ptr::copy(si.ptr as *const u8, so.ptr, si.bytes) };
         }
         Ok(())
     }

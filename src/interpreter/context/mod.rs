@@ -21,8 +21,9 @@ use super::graph::{NodeInfo, TensorEntry, TensorKind};
 use crate::arena::Category;
 use crate::model::{BuiltinOp, BuiltinOptions, Quantization, Sparsity};
 use crate::tensor::{DType, Element};
-use std::any::TypeId;
-use std::marker::PhantomData;
+use core::any::TypeId;
+use core::marker::PhantomData;
+use rust_alloc::vec::Vec;
 
 mod invoke;
 mod staging;
@@ -234,8 +235,8 @@ impl<'a> TensorInfo<'a> {
 }
 
 fn view<'a, T: Element>(bytes: &'a [u8], name: &str) -> Result<&'a [T], KernelError> {
-    let size = std::mem::size_of::<T>();
-    if bytes.len() % size != 0 || bytes.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
+    let size = core::mem::size_of::<T>();
+    if bytes.len() % size != 0 || bytes.as_ptr() as usize % core::mem::align_of::<T>() != 0 {
         return Err(KernelError::new(format!(
             "tensor `{name}` data ({} bytes) is not a whole, aligned array of {}",
             bytes.len(),
@@ -244,7 +245,7 @@ fn view<'a, T: Element>(bytes: &'a [u8], name: &str) -> Result<&'a [T], KernelEr
     }
     // SAFETY: aligned, in bounds, a whole number of `T`; the graph validated bool data to be
     // 0 or 1 (and `T` is a numeric type otherwise, valid for any bits).
-    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, bytes.len() / size) })
+    Ok(unsafe { core::slice::from_raw_parts(bytes.as_ptr() as *const T, bytes.len() / size) })
 }
 
 /// What init and prepare share: the node and the persistent staging.
@@ -261,15 +262,15 @@ impl BuildState<'_> {
         &mut self,
         value: T,
     ) -> Result<(), KernelError> {
-        if std::mem::align_of::<T>() > RECORD_ALIGNMENT {
+        if core::mem::align_of::<T>() > RECORD_ALIGNMENT {
             return Err(KernelError::new(format!(
                 "op data alignment {} exceeds {RECORD_ALIGNMENT}",
-                std::mem::align_of::<T>()
+                core::mem::align_of::<T>()
             )));
         }
         let record = self
             .persistent
-            .allocate(std::mem::size_of::<T>(), Category::OpData)?;
+            .allocate(core::mem::size_of::<T>(), Category::OpData)?;
         let ptr = self.persistent.ptr(record) as *mut T;
         // SAFETY: the record is `size_of::<T>()` bytes at a 16-byte aligned offset of the
         // 16-byte aligned staging buffer, and align_of::<T>() <= 16.
@@ -285,11 +286,11 @@ impl BuildState<'_> {
         &mut self,
         values: &[T],
     ) -> Result<PersistentArray<T>, KernelError> {
-        let bytes = std::mem::size_of_val(values);
+        let bytes = core::mem::size_of_val(values);
         let record = self.persistent.allocate(bytes, Category::OpData)?;
         let dst = self.persistent.bytes_mut(record);
         // SAFETY: `dst` is exactly `bytes` long and `values` is a plain-data slice of that size.
-        let src = unsafe { std::slice::from_raw_parts(values.as_ptr() as *const u8, bytes) };
+        let src = unsafe { core::slice::from_raw_parts(values.as_ptr() as *const u8, bytes) };
         dst.copy_from_slice(src);
         Ok(PersistentArray {
             record,
@@ -522,7 +523,7 @@ impl<'a> PrepareContext<'a> {
             )));
         }
         let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
+            .checked_mul(core::mem::size_of::<T>())
             .ok_or_else(|| KernelError::new(format!("state of {len} values overflows")))?;
         let record = self.state.persistent.allocate(bytes, Category::OpData)?;
         self.state
@@ -548,9 +549,9 @@ impl<'a> PrepareContext<'a> {
         fill: impl FnOnce(&mut [T]),
     ) -> Result<Option<PersistentArray<T>>, KernelError> {
         let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
+            .checked_mul(core::mem::size_of::<T>())
             .ok_or_else(|| KernelError::new(format!("packed copy of {len} values overflows")))?;
-        if std::mem::align_of::<T>() > RECORD_ALIGNMENT || !self.copies.grant(bytes) {
+        if core::mem::align_of::<T>() > RECORD_ALIGNMENT || !self.copies.grant(bytes) {
             return Ok(None);
         }
         let record = self
@@ -562,7 +563,7 @@ impl<'a> PrepareContext<'a> {
         // offset of the 16-byte aligned staging buffer (align_of::<T>() <= 16 checked above),
         // and `T: Scalar` is plain data valid for all-zero bits; `&mut self` keeps the staging
         // borrowed exclusively while `fill` writes.
-        let values = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+        let values = unsafe { core::slice::from_raw_parts_mut(ptr, len) };
         fill(values);
         Ok(Some(PersistentArray {
             record,
@@ -600,6 +601,6 @@ impl<'a> PrepareContext<'a> {
         *self.temp_peak = (*self.temp_peak).max(words * RECORD_ALIGNMENT);
         // SAFETY: `temp` holds `words * 16 >= bytes` zeroed bytes, borrowed mutably through
         // `&mut self`.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.temp.as_mut_ptr() as *mut u8, bytes) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.temp.as_mut_ptr() as *mut u8, bytes) })
     }
 }

@@ -5,7 +5,8 @@
 use super::RECORD_ALIGNMENT;
 use crate::arena::Category;
 use crate::interpreter::KernelError;
-use std::any::TypeId;
+use core::any::TypeId;
+use rust_alloc::vec::Vec;
 
 /// One persistent record.
 #[derive(Clone, Copy, Debug)]
@@ -69,7 +70,7 @@ impl Persistent {
         // SAFETY: the record lies inside `used <= staging.len() * 16` initialised bytes (the
         // staging words are zero-initialised), and `&self` keeps them borrowed immutably.
         unsafe {
-            std::slice::from_raw_parts((self.staging.as_ptr() as *const u8).add(r.offset), r.size)
+            core::slice::from_raw_parts((self.staging.as_ptr() as *const u8).add(r.offset), r.size)
         }
     }
 
@@ -78,7 +79,7 @@ impl Persistent {
         let r = self.records[record as usize];
         // SAFETY: as in `bytes`, and `&mut self` makes the borrow exclusive.
         unsafe {
-            std::slice::from_raw_parts_mut(
+            core::slice::from_raw_parts_mut(
                 (self.staging.as_mut_ptr() as *mut u8).add(r.offset),
                 r.size,
             )

@@ -3,6 +3,7 @@
 use super::{Device, DeviceError, OpQuery, Support};
 use crate::alloc::{registry, AllocatorRef};
 use crate::interpreter::resolver::OpResolver;
+use rust_alloc::{string::String, string::ToString};
 
 /// The host CPU: runs every op its resolver has a kernel for, in memory from the registry's
 /// CPU allocator (chosen by the environment, `TENSOR_ALLOC_CPU_ALLOCATOR`).

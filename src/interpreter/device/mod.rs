@@ -20,12 +20,13 @@ mod npu;
 
 pub use cpu::CpuDevice;
 pub use npu::{NpuConfig, NpuDevice, NPU_DEFAULT_MEMORY_BYTES, NPU_DEFAULT_OPS};
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 use super::resolver::OpResolver;
 use crate::alloc::AllocatorRef;
 use crate::model::{BuiltinOp, BuiltinOptions, Quantization};
 use crate::tensor::DType;
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
 
 /// One input or output of an op as a device sees it.
 #[derive(Clone, Copy, Debug)]
@@ -159,8 +160,8 @@ pub struct DeviceSet {
     fallback: usize,
 }
 
-impl std::fmt::Debug for DeviceSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for DeviceSet {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_list()
             .entries(self.devices.iter().map(|d| d.name()))
             .finish()
@@ -229,7 +230,7 @@ impl DeviceSet {
     pub fn preference(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.devices.len())
             .filter(move |&i| i != self.fallback)
-            .chain(std::iter::once(self.fallback))
+            .chain(core::iter::once(self.fallback))
     }
 
     /// The memory space of device `i`: the fallback's index for host-addressable devices, its

@@ -6,7 +6,8 @@ use crate::alloc::{AllocatorRef, BfcAllocator, BfcGrowth, BfcOptions};
 use crate::interpreter::resolver::OpResolver;
 use crate::model::BuiltinOp;
 use crate::tensor::DType;
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// Default memory of the emulated NPU: 2 MiB, standing for on-chip SRAM.
 pub const NPU_DEFAULT_MEMORY_BYTES: usize = 2 << 20;

@@ -11,6 +11,7 @@ use crate::interpreter::{
 use crate::kernel_ensure;
 use crate::model::{Activation, BuiltinOptions};
 use crate::tensor::DType;
+use rust_alloc::vec::Vec;
 
 #[derive(Clone, Copy, Debug)]
 struct ConcatData {

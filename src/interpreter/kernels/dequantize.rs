@@ -8,6 +8,7 @@ use crate::interpreter::{
 };
 use crate::kernel_bail;
 use crate::tensor::DType;
+use rust_alloc::vec::Vec;
 
 /// The DEQUANTIZE kernel.
 pub struct Dequantize;

@@ -11,6 +11,8 @@ use crate::interpreter::reference::fixed_point::{
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use crate::tensor::DType;
 
 /// The integer form: int8 builds its table from the scales, int16 keeps its table.

@@ -27,6 +27,7 @@ use crate::interpreter::{
 use crate::kernel_ensure;
 use crate::model::BuiltinOptions;
 use crate::tensor::DType;
+use rust_alloc::vec::Vec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FcKind {

@@ -11,7 +11,8 @@
 //! the weights' shape and stored values ([`plan_sparse_fc`]), so corrupt metadata is a build
 //! error and invoke cannot index out of bounds.
 
-use std::sync::Arc;
+use rust_alloc::sync::Arc;
+use rust_alloc::vec::Vec;
 
 use super::fully_connected::{fc_node, FcNode};
 use super::quant_params::{filter_scales, float_range, quantized_range};

@@ -11,6 +11,7 @@ use crate::interpreter::{
 use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
+use rust_alloc::vec::Vec;
 
 #[derive(Clone, Copy, Debug)]
 struct GatherData {

@@ -14,6 +14,8 @@ use crate::interpreter::reference::quant::{frexp, QuantizedMultiplier};
 use crate::interpreter::{
     InPlace, InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
@@ -126,7 +128,7 @@ impl Kernel for Sigmoidal {
                         m *= 2.0;
                     }
                     kernel_ensure!(
-                        m.partial_cmp(&32767.0) != Some(std::cmp::Ordering::Greater),
+                        m.partial_cmp(&32767.0) != Some(core::cmp::Ordering::Greater),
                         "input `{}` scale {in_scale} is too large for the int16 kernel",
                         input.name
                     );

@@ -17,6 +17,7 @@ use crate::interpreter::{
 use crate::model::BuiltinOptions;
 use crate::tensor::{DType, Element};
 use crate::{kernel_bail, kernel_ensure};
+use rust_alloc::vec::Vec;
 
 #[derive(Clone, Copy, Debug)]
 struct MeanData {

@@ -8,6 +8,7 @@ use super::unary_common::expect_same_dtype;
 use crate::interpreter::{KernelError, TensorInfo};
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
+use rust_alloc::vec::Vec;
 
 /// Whether a data-movement kernel moves elements of `dtype`.
 pub(crate) fn movable(dtype: DType) -> bool {

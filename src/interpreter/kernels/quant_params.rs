@@ -10,6 +10,7 @@ use crate::interpreter::reference::quant::{
 use crate::interpreter::{KernelError, PersistentArray, PrepareContext, TensorInfo};
 use crate::model::{Activation, Padding};
 use crate::tensor::DType;
+use rust_alloc::vec::Vec;
 
 /// The fused activation of the options, refusing the ones kernels do not fuse.
 pub(crate) fn fused_activation(a: Activation) -> Result<FusedActivation, KernelError> {

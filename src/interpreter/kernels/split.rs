@@ -14,6 +14,7 @@ use crate::interpreter::{
 use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
+use rust_alloc::vec::Vec;
 
 /// Op data of a node whose outputs are ranges of one input axis: the input as
 /// `[outer, axis_len, inner]`, and the `outputs + 1` range boundaries along the axis.

@@ -4,6 +4,8 @@ use super::unary_common::prepare_unary;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use crate::tensor::DType;
 
 /// The SQRT kernel.

@@ -8,6 +8,7 @@ use crate::interpreter::{
 };
 use crate::kernel_ensure;
 use crate::tensor::DType;
+use rust_alloc::vec::Vec;
 
 #[derive(Clone, Copy, Debug)]
 struct TransposeData {

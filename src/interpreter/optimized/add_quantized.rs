@@ -106,7 +106,7 @@ unsafe fn same_shape_avx2<T: QuantInt>(p: &AddQuantParams, a: &[T], b: &[T], out
 mod avx2 {
     use super::share_split;
     use crate::interpreter::reference::add::AddQuantParams;
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// gemmlowp's `RoundingDivideByPOT` by `s` (0..=31) of eight lanes; `mask` = `2^s - 1`.
     #[inline]

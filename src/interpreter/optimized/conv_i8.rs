@@ -22,7 +22,7 @@ use super::gemm_i8::{
 use super::requant_i8::Requant;
 use super::Isa;
 use crate::interpreter::reference::conv::{self as reference, ConvGeometry, ConvQuant};
-use std::mem::MaybeUninit;
+use core::mem::MaybeUninit;
 
 /// `int16` elements of the on-stack activation block.
 pub const PATCH_ELEMS: usize = 16 * 1024;

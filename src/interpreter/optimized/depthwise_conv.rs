@@ -134,7 +134,7 @@ fn portable(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::ConvGeometry;
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// Output rows `row0..row0 + rows` into `output` (which holds exactly those rows).
     ///

@@ -23,7 +23,7 @@ use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry, ConvQuant};
 use crate::interpreter::reference::depthwise_conv as reference;
-use std::mem::MaybeUninit;
+use core::mem::MaybeUninit;
 
 /// Up to this many channels (depth multiplier 1) a pixel runs in register tiles rather than
 /// one run per tap (a short run costs more in loop overhead than it saves).
@@ -303,8 +303,8 @@ mod avx2_rows {
     use super::super::requant_i8::{requantize_row, Requant};
     use super::super::Isa;
     use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
-    use std::arch::x86_64::*;
-    use std::mem::MaybeUninit;
+    use core::arch::x86_64::*;
+    use core::mem::MaybeUninit;
 
     /// Tap pairs per window at most (windows of up to 80 taps, e.g. micro_speech's 10 × 8; the
     /// widened weights of a row take 32 bytes per pair on the stack).
@@ -436,7 +436,7 @@ mod avx2_rows {
         }
         // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
         let w: &[[__m256i; G]] =
-            std::slice::from_raw_parts(w.as_ptr().cast::<[__m256i; G]>(), pairs.min(MAX_PAIRS));
+            core::slice::from_raw_parts(w.as_ptr().cast::<[__m256i; G]>(), pairs.min(MAX_PAIRS));
         let ic = oc0 / dm;
         // The output stage of each 8 channels, set up once for the row.
         let mut stages: [Option<Stage8>; G] = [None; G];

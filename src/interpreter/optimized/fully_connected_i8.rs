@@ -18,7 +18,7 @@ use super::requant_i8::requantize_row;
 use super::requant_i8::Requant;
 use super::Isa;
 use crate::interpreter::reference::fully_connected::{self as reference, FcQuant};
-use std::mem::MaybeUninit;
+use core::mem::MaybeUninit;
 
 /// Whether [`fully_connected_i8_with`] runs the packed matrix product for rows of `depth` and
 /// weights offset `weights_offset` (else the reference loop, which needs no packed weights).
@@ -284,7 +284,7 @@ fn dot_portable(x: &[i16], w: &[i8]) -> i32 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// `sum(x[i] * w[i])`, 16 at a time with `vpmaddwd` (pair sums of at most 2 * 255 * 128:
     /// exact).

@@ -48,7 +48,7 @@ pub fn gelu_f32(isa: Isa, input: &[f32], approximate: bool, output: &mut [f32]) 
 #[inline(always)]
 fn exact(input: &[f32], output: &mut [f32]) {
     for (o, &x) in output.iter_mut().zip(input) {
-        *o = 0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2));
+        *o = 0.5 * x * (1.0 + erf_f32(x * core::f32::consts::FRAC_1_SQRT_2));
     }
 }
 

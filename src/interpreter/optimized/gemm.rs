@@ -315,7 +315,7 @@ unsafe fn tile_portable<const R: usize>(t: &Tile) {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Tile, NR};
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// The AVX2+FMA register tile: `R` rows × 16 columns in `2 R` accumulators.
     ///
@@ -348,7 +348,7 @@ mod x86 {
             } else {
                 let mut tmp = [0.0f32; NR];
                 // SAFETY: `cols` bias values are inside.
-                unsafe { std::ptr::copy_nonoverlapping(bp, tmp.as_mut_ptr(), t.cols) };
+                unsafe { core::ptr::copy_nonoverlapping(bp, tmp.as_mut_ptr(), t.cols) };
                 bias = [
                     _mm256_loadu_ps(tmp.as_ptr()),
                     _mm256_loadu_ps(tmp[8..].as_ptr()),
@@ -376,7 +376,7 @@ mod x86 {
                 } else {
                     let mut tmp = [0.0f32; NR];
                     if !t.first {
-                        std::ptr::copy_nonoverlapping(dst, tmp.as_mut_ptr(), t.cols);
+                        core::ptr::copy_nonoverlapping(dst, tmp.as_mut_ptr(), t.cols);
                     }
                     let mut old = [
                         _mm256_loadu_ps(tmp.as_ptr()),
@@ -393,7 +393,7 @@ mod x86 {
                     }
                     _mm256_storeu_ps(tmp.as_mut_ptr(), old[0]);
                     _mm256_storeu_ps(tmp[8..].as_mut_ptr(), old[1]);
-                    std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, t.cols);
+                    core::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, t.cols);
                 }
             }
         }

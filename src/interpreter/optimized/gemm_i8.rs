@@ -22,7 +22,7 @@
 
 use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
-use std::mem::MaybeUninit;
+use core::mem::MaybeUninit;
 
 /// Output channels per packed panel (one AVX2 register of `i32` accumulators).
 pub(crate) const PANEL: usize = 8;
@@ -129,7 +129,7 @@ fn pack_panel_tail(w: &[i8], k: usize, lanes: usize, from: usize, panel: &mut [i
 /// into `panel`, eight pairs of all rows at a time; returns how many pairs it wrote.
 #[cfg(target_arch = "x86_64")]
 fn pack_panel_pairs(w: &[i8], k: usize, panel: &mut [i8]) -> usize {
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
     let chunks = k / 16;
     assert!(w.len() >= PANEL * k && panel.len() >= chunks * 8 * 2 * PANEL);
     for ch in 0..chunks {
@@ -139,7 +139,7 @@ fn pack_panel_pairs(w: &[i8], k: usize, panel: &mut [i8]) -> usize {
         unsafe {
             let src = w.as_ptr().add(16 * ch);
             let r: [__m128i; PANEL] =
-                std::array::from_fn(|l| _mm_loadu_si128(src.add(l * k).cast()));
+                core::array::from_fn(|l| _mm_loadu_si128(src.add(l * k).cast()));
             // 8 × 8 transpose of 16-bit elements (a row's pair `j` to lane `l` of pair `j`).
             let a0 = _mm_unpacklo_epi16(r[0], r[1]);
             let a1 = _mm_unpackhi_epi16(r[0], r[1]);
@@ -334,7 +334,7 @@ mod avx2 {
     use super::super::requant_i8::{requantize_row, Requant};
     use super::super::Isa;
     use super::{for_tiles, padded, OutRows, PANEL};
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// The accumulators of one tile of `R` activation rows × `P` panels (indexed loops over
     /// the register arrays: `R` and `P` are constants the compiler unrolls).

@@ -35,7 +35,7 @@ pub fn hard_swish_f32_in_place(isa: Isa, data: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// `out[i] = hard_swish(inp[i])` for `i < len`; `inp` may equal `out`.
     ///

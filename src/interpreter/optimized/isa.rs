@@ -10,8 +10,8 @@
 //!
 //! [`InterpreterBuilder::isa`]: crate::interpreter::InterpreterBuilder::isa
 
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
+use rust_alloc::{string::String, string::ToString};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 /// The environment variable that forces a path.
 pub const ISA_ENV: &str = "TENSOR_ALLOC_ISA";
@@ -123,7 +123,9 @@ impl Isa {
     /// naming the variable, its value and the accepted values (an empty value is an error, as
     /// for every `TENSOR_ALLOC_*` variable). Read once and cached
     /// (the process's environment is not re-read).
+    #[cfg(feature = "std")]
     pub fn from_env() -> Result<Option<Isa>, IsaError> {
+        use std::sync::OnceLock;
         static ENV: OnceLock<Result<Option<Isa>, IsaError>> = OnceLock::new();
         ENV.get_or_init(|| match std::env::var(ISA_ENV) {
             Ok(v) => Isa::parse(&v).map(Some),
@@ -133,6 +135,12 @@ impl Isa {
             }),
         })
         .clone()
+    }
+
+    /// Without `std` there is no environment: never set.
+    #[cfg(not(feature = "std"))]
+    pub fn from_env() -> Result<Option<Isa>, IsaError> {
+        Ok(None)
     }
 
     /// The path of the optimized functions called without one (the ones without `_with`):
@@ -152,13 +160,13 @@ impl Isa {
     }
 }
 
-impl std::fmt::Display for Isa {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for Isa {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())
     }
 }
 
-impl std::str::FromStr for Isa {
+impl core::str::FromStr for Isa {
     type Err = IsaError;
     fn from_str(s: &str) -> Result<Isa, IsaError> {
         Isa::parse(s)
@@ -224,10 +232,10 @@ impl IsaSelection {
     }
 }
 
-impl std::fmt::Display for IsaSelection {
+impl core::fmt::Display for IsaSelection {
     /// `avx2`, `scalar (TENSOR_ALLOC_ISA)`, or `avx2 (TENSOR_ALLOC_ISA asked for avx512; this
     /// CPU's best is avx2)`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "{}", self.isa)?;
         let who = match self.source {
             IsaSource::Detected => return Ok(()),

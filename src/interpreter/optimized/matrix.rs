@@ -132,7 +132,7 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// `sum(a[i] * w[i])` over float16 weights converted in registers (F16C), with four
     /// 8-lane accumulators as [`dot`] (no copy of the converted weights).

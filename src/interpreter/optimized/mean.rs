@@ -97,8 +97,8 @@ pub(super) fn lane_sum(row: &[f32]) -> f32 {
         }
     }
     let lanes: [f32; 8] =
-        std::array::from_fn(|k| (acc[0][k] + acc[1][k]) + (acc[2][k] + acc[3][k]));
-    let quads: [f32; 4] = std::array::from_fn(|k| lanes[k] + lanes[k + 4]);
+        core::array::from_fn(|k| (acc[0][k] + acc[1][k]) + (acc[2][k] + acc[3][k]));
+    let quads: [f32; 4] = core::array::from_fn(|k| lanes[k] + lanes[k + 4]);
     let mut sum = (quads[0] + quads[2]) + (quads[1] + quads[3]);
     for &x in chunks.remainder() {
         sum += x;

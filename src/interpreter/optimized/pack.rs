@@ -132,7 +132,7 @@ pub fn group_scratch_len(n: usize, k: usize, gathers: bool) -> usize {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{NR, PACK_RUN};
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// Writes `out[p * NR + jj0 + r] = buf[r][p]` for `p` below `len / 8 * 8` (every `r < 8`),
     /// eight depth steps at a time through an 8 × 8 register transpose; returns how many depth
@@ -156,7 +156,7 @@ mod x86 {
             let p = q * 8;
             // SAFETY: `p + 8 <= blocks * 8 <= PACK_RUN`: each row's eight values are inside.
             let r: [__m256; 8] =
-                std::array::from_fn(|i| unsafe { _mm256_loadu_ps(buf[i].as_ptr().add(p)) });
+                core::array::from_fn(|i| unsafe { _mm256_loadu_ps(buf[i].as_ptr().add(p)) });
             let t0 = _mm256_unpacklo_ps(r[0], r[1]);
             let t1 = _mm256_unpackhi_ps(r[0], r[1]);
             let t2 = _mm256_unpacklo_ps(r[2], r[3]);

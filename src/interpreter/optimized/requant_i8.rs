@@ -90,7 +90,7 @@ pub(crate) fn requantize_row(isa: Isa, rq: &Requant<'_>, c0: usize, acc: &[i32],
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use super::Requant;
-    use std::arch::x86_64::*;
+    use core::arch::x86_64::*;
 
     /// Eight `i32` from `s[i..]`.
     ///

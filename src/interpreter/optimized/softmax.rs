@@ -13,7 +13,7 @@ use super::Isa;
 /// normal power of two instead of 0 or a subnormal; above, a finite value instead of infinity).
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
     // 1.5 · 2²³: adding and subtracting it rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-87.336_54, 88.376_26);

@@ -4,6 +4,7 @@ use super::PartitionError;
 use crate::interpreter::device::{DeviceSet, OpQuery, OperandInfo, Support};
 use crate::interpreter::graph::{self, TensorKind};
 use crate::model::{BuiltinOp, LifetimeOptions, Lifetimes, Model};
+use rust_alloc::{string::String, vec::Vec};
 use std::collections::HashMap;
 
 /// What a tensor is to the partitioner.

@@ -22,6 +22,7 @@
 use super::Policy;
 use super::{complexity, copy_bytes, group_on_dag, Partition, PartitionError, PartitionGraph};
 use crate::interpreter::device::DeviceSet;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// The min-copy policy (see the [module docs](self)).
 #[derive(Clone, Copy, Debug)]

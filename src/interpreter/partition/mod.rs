@@ -22,6 +22,7 @@ mod tengine;
 
 pub use graph::{PartitionGraph, PartitionNode, PartitionTensor, TensorClass};
 pub use min_copy::MinCopyPolicy;
+use rust_alloc::{boxed::Box, string::String, string::ToString, vec::Vec};
 pub use tengine::TenginePolicy;
 
 use super::device::DeviceSet;
@@ -373,7 +374,7 @@ pub(crate) fn group_on_dag(graph: &PartitionGraph, device_of: &[usize]) -> Vec<V
             succs[q].push(k);
         }
     }
-    let mut ready: std::collections::BTreeSet<usize> =
+    let mut ready: rust_alloc::collections::BTreeSet<usize> =
         (0..n).filter(|&k| missing[k] == 0).collect();
     let mut groups = Vec::new();
     while let Some(&first) = ready.iter().next() {

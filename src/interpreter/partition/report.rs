@@ -1,7 +1,8 @@
 //! Reports of a partition: text, JSON and an SVG drawing coloured by device.
 
 use super::{Partition, PartitionGraph};
-use std::fmt::Write;
+use core::fmt::Write;
+use rust_alloc::{string::String, string::ToString};
 
 /// Colours of devices in drawings, by device index.
 const COLOURS: &[&str] = &[

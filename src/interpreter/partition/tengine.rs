@@ -22,6 +22,7 @@
 
 use super::{complexity, Partition, PartitionError, PartitionGraph, Policy};
 use crate::interpreter::device::DeviceSet;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// Tengine's split policy (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, Default)]

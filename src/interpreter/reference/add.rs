@@ -75,7 +75,7 @@ fn scaled_input(v: i32, offset: i32, m: QuantizedMultiplier, left_shift: i32) ->
 /// value's bit pattern as `u8` (built at prepare from the exact function).
 pub fn add_int8_input_tables(p: &AddQuantParams) -> [[i32; 256]; 2] {
     let table = |offset: i32, m: QuantizedMultiplier| -> [i32; 256] {
-        std::array::from_fn(|i| scaled_input(i32::from(i as u8 as i8), offset, m, p.left_shift))
+        core::array::from_fn(|i| scaled_input(i32::from(i as u8 as i8), offset, m, p.left_shift))
     };
     [
         table(p.input1_offset, p.input1_multiplier),

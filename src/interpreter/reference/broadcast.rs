@@ -36,8 +36,8 @@ pub enum BroadcastError {
     },
 }
 
-impl std::fmt::Display for BroadcastError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for BroadcastError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             BroadcastError::TooManyDims(n) => write!(
                 f,

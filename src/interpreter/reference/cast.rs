@@ -4,6 +4,9 @@
 //! 32- or 64-bit conversion the compiler emits, then narrowed), which is what TFLM built for
 //! x86-64 produces. A bool source is 0 or 1; a bool destination is `x != 0`.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+
 /// A conversion of one element, as C++'s `static_cast` does it on x86-64.
 pub trait CastTo<D>: Copy {
     /// The converted value.

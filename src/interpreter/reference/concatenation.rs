@@ -2,6 +2,9 @@
 //! whose scale or zero point differ from the output's, the requantization of
 //! `ConcatenationWithScaling`): for each outer index, each input's slab in turn.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+
 /// Copies `input`'s slab number `outer` (`slab` elements) to `output` at `dst`.
 #[inline]
 pub fn copy_slab<T: Copy>(input: &[T], outer: usize, slab: usize, output: &mut [T], dst: usize) {

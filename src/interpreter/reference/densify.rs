@@ -7,6 +7,7 @@
 //! values (every segment and index in bounds, leaf count equal to the values); [`densify`]
 //! then never indexes out of bounds and allocates nothing.
 
+use rust_alloc::{string::String, string::ToString};
 use crate::model::{SparseIndexVector, Sparsity};
 
 /// Most levels (original plus block dimensions).

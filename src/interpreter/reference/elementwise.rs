@@ -2,6 +2,8 @@
 //! quantized ABS (offset, absolute value, optional rescale), and the int8 lookup table LiteRT
 //! builds for EXP (`LUTPopulate`: dequantize, transform in float, round, requantize).
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 
 /// Parameters of the quantized ABS.

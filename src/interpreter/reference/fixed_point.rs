@@ -10,6 +10,8 @@
 //! Plain `+`/`-` on fixed-point values wrap in gemmlowp's scalar code on every platform TFLite
 //! builds for; they are `wrapping_*` here.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use super::quant::{rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
 
 /// Fractional bits of a 32-bit fixed-point value with `ib` integer bits.

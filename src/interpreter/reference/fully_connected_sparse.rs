@@ -15,6 +15,7 @@
 //! exactly in 32 bits and requantizes like the dense int8 kernel (bit-exact with it on the
 //! densified weights).
 
+use rust_alloc::string::String;
 use super::fully_connected::FcQuant;
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 use crate::model::{SparseIndexVector, Sparsity};

@@ -6,6 +6,9 @@
 //! and Stegun's series below 2.5, the continued fraction of `erfc` above), accurate far below
 //! float32 resolution.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+
 /// The error function in double precision.
 pub fn erf(x: f64) -> f64 {
     let a = x.abs();
@@ -23,14 +26,14 @@ pub fn erf(x: f64) -> f64 {
             term *= 2.0 * a2 / (2.0 * n + 1.0);
             sum += term;
         }
-        std::f64::consts::FRAC_2_SQRT_PI * (-a2).exp() * sum
+        core::f64::consts::FRAC_2_SQRT_PI * (-a2).exp() * sum
     } else if a < 6.0 {
         // erfc(a) = exp(-a^2)/sqrt(pi) * 1/(a + 1/2/(a + 1/(a + 3/2/(a + 2/(a + ...))))).
         let mut f = a;
         for k in (1..60).rev() {
             f = a + (f64::from(k) / 2.0) / f;
         }
-        1.0 - (-a * a).exp() / (std::f64::consts::PI.sqrt() * f)
+        1.0 - (-a * a).exp() / (core::f64::consts::PI.sqrt() * f)
     } else {
         1.0
     };
@@ -44,13 +47,13 @@ pub fn erf(x: f64) -> f64 {
 /// Float GELU.
 pub fn gelu_f32(input: &[f32], approximate: bool, output: &mut [f32]) {
     if approximate {
-        let c = (2.0f64 / std::f64::consts::PI).sqrt() as f32;
+        let c = (2.0f64 / core::f64::consts::PI).sqrt() as f32;
         for (o, &x) in output.iter_mut().zip(input) {
             *o = 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh());
         }
     } else {
         for (o, &x) in output.iter_mut().zip(input) {
-            let e = erf(f64::from(x) * std::f64::consts::FRAC_1_SQRT_2);
+            let e = erf(f64::from(x) * core::f64::consts::FRAC_1_SQRT_2);
             *o = (0.5 * f64::from(x) * (1.0 + e)) as f32;
         }
     }

@@ -2,6 +2,8 @@
 //! `reference/integer_ops/logistic.h`, the paths TFLM runs): float with TFLite's cut-offs, int8
 //! through gemmlowp's fixed-point logistic, int16 by interpolating `sigmoid_table_uint16`.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use super::activations_int16;
 use super::fixed_point;
 use super::quant::{multiply_by_quantized_multiplier, rounding_divide_by_pot, QuantizedMultiplier};
@@ -94,7 +96,7 @@ pub fn tanh_f32(input: &[f32], output: &mut [f32]) {
 /// built once from the exact integer function, so looking values up is bit-exact by
 /// construction (how TFLite's optimized int8 LOGISTIC / TANH run).
 pub fn int8_table(f: impl Fn(&[i8], &mut [i8])) -> [i8; 256] {
-    let inputs: [i8; 256] = std::array::from_fn(|i| i as u8 as i8);
+    let inputs: [i8; 256] = core::array::from_fn(|i| i as u8 as i8);
     let mut table = [0i8; 256];
     f(&inputs, &mut table);
     table

@@ -4,6 +4,8 @@
 //! the multiplier), LiteRT's generic reductions (`ReduceGeneric`: SUM, REDUCE_MAX in the
 //! element type) and LiteRT's quantized SUM (a single-precision requantization, saturated).
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 use super::quantize::{f32_to_i32_x86, QuantInt};
 

@@ -5,6 +5,9 @@
 //! These are the definitions the integer reference kernels are bit-exact against; change
 //! nothing here without a model test that still matches `alt/tflm.output_K.npy`.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+
 /// A real multiplier as TFLite stores it: `multiplier * 2^(shift - 31)`, `multiplier` in
 /// `[2^30, 2^31)` (or 0), `shift` in `[-31, 30]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -2,6 +2,8 @@
 //! `reference/requantize.h` `Requantize`), and the [`QuantInt`] element trait the integer
 //! elementwise kernels store their clamped results through.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 
 /// An integer element type a quantized kernel reads and writes: widened to `i32` for arithmetic,

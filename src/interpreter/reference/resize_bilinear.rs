@@ -3,6 +3,9 @@
 //! `scale = in / out`, or `(in - 1) / (out - 1)` with aligned corners) whose four neighbours,
 //! clamped to the input, are blended. Float in float; int8 in 10-bit fixed point.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+
 /// Geometry of a resize: input and output sizes and the options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ResizeGeometry {

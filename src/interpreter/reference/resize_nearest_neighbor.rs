@@ -2,6 +2,8 @@
 //! each output pixel copies the channels of the input pixel `GetNearestNeighbor` picks per
 //! axis, in single precision as TFLite computes it.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use super::resize_bilinear::ResizeGeometry;
 
 /// TFLite's `GetNearestNeighbor`: the input coordinate of output coordinate `out`.

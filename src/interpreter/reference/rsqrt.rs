@@ -1,5 +1,8 @@
 //! RSQRT arithmetic (LiteRT's `elementwise.cc` float path): `1 / sqrt(x)`.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+
 /// Float reciprocal square root.
 pub fn rsqrt_f32(input: &[f32], output: &mut [f32]) {
     for (o, &x) in output.iter_mut().zip(input) {

@@ -2,6 +2,8 @@
 //! `beta`; int8 input through gemmlowp's `exp_on_negative_values` and a fixed-point reciprocal
 //! of the sum (int8 or int16 output); int16 through TFLM's exp and `1/(1+x)` lookup tables.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use super::fixed_point::{
     count_leading_zeros, exp_on_negative_values, get_reciprocal, lut_lookup_int16,
     lut_populate_int16, rescale, INT16_LUT_SIZE,
@@ -103,7 +105,7 @@ pub fn softmax_quantized<O: QuantInt>(
     if depth == 0 {
         return;
     }
-    let out_bits = (std::mem::size_of::<O>() * 8) as i32;
+    let out_bits = (core::mem::size_of::<O>() * 8) as i32;
     let scaled_exp = |diff: i32| {
         let rescaled = multiply_by_quantized_multiplier_greater_than_one(
             diff,
@@ -324,7 +326,7 @@ mod tests {
             input.push(((state >> 16) % 9) as i8 - 4);
         }
         // Second row: one clear winner among 999 equal logits.
-        input.extend(std::iter::repeat_n(-128i8, depth));
+        input.extend(core::iter::repeat_n(-128i8, depth));
         input[depth + 17] = 127;
         check_rows_close(&input, depth, 0.05);
         let p = int8_params(0.05, 1.0);

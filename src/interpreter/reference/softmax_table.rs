@@ -15,6 +15,8 @@
 //! differently): LiteRT's own tests compare the two within a tolerance, not bit for bit.
 //! Unlike the reference, the sum cannot overflow (a float sum of at most 1.0 per class).
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use crate::interpreter::reference::quantize::QuantInt;
 
 /// Entries of the exp table: one per distance `0..=255` from the row maximum.

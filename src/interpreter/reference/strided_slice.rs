@@ -3,6 +3,8 @@
 //! effective input shape; begin/end masks, negative indices and strides, shrink-axis and
 //! `offset` (end relative to begin) then give, per axis, a start, a step and a count.
 
+use rust_alloc::{string::String, string::ToString};
+
 /// Most effective dimensions (input dimensions plus new axes) handled.
 pub const MAX_DIMS: usize = 6;
 

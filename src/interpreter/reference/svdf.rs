@@ -11,6 +11,8 @@
 //! and state of one type `T` (int16, or int8 with a state zero point), int32 bias, int8 output.
 //! It applies no fused activation (TFLM's integer SVDF ignores it; the int8 clamp remains).
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 use super::quantize::QuantInt;
 

@@ -39,8 +39,9 @@ use super::{Interpreter, InterpreterError, TensorDesc};
 use crate::model::Model;
 use crate::sync::{JoinHandle, SpinLock};
 use crate::tensor::Tensor;
+use core::ops::Range;
+use rust_alloc::{boxed::Box, string::String, string::ToString, vec::Vec};
 use spaces::{build_spaces, evict_largest, Built};
-use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use workers::{Outcome, Scheduler};
 
@@ -341,7 +342,7 @@ impl PartitionedInterpreter {
         let spaces = self.spaces.as_mut_ptr();
         if self.workers.is_empty() {
             // The space running when a kernel panics, for the error.
-            let current = std::cell::Cell::new(self.host);
+            let current = core::cell::Cell::new(self.host);
             let ran = catch_unwind(AssertUnwindSafe(|| {
                 let step = |_r, s: usize| {
                     current.set(shared.work[s].space);
@@ -459,7 +460,7 @@ fn worker_main(shared: &Shared, r: usize, mut seen: u64, name: &str) {
     }
 }
 
-fn panic_error(space: String, payload: Box<dyn std::any::Any + Send>) -> ScheduleError {
+fn panic_error(space: String, payload: Box<dyn core::any::Any + Send>) -> ScheduleError {
     let message = if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -480,7 +481,7 @@ fn copy(c: &CopyStep) {
     // only here, once per invoke, and read only by consumers that run after this subgraph's
     // wait-count release (Release/Acquire, see `workers`). Start copies run before the round
     // starts.
-    unsafe { std::ptr::copy_nonoverlapping(c.src, c.dst, c.bytes) };
+    unsafe { core::ptr::copy_nonoverlapping(c.src, c.dst, c.bytes) };
 }
 
 fn assemble(
@@ -582,7 +583,7 @@ fn assemble(
     let shared = crate::sync::Arc::new(Shared {
         sched,
         work,
-        job: SpinLock::new(SpacesPtr(std::ptr::null_mut())),
+        job: SpinLock::new(SpacesPtr(core::ptr::null_mut())),
         errors: spaces.iter().map(|_| SpinLock::new(None)).collect(),
         panicked: crate::sync::AtomicBool::new(false),
     });

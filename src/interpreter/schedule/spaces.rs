@@ -18,8 +18,9 @@ use crate::interpreter::device::DeviceSet;
 use crate::interpreter::partition::{DeviceSubgraph, Partition, PartitionGraph};
 use crate::interpreter::{InterpreterError, OpResolver};
 use crate::model::{Model, OFFLINE_MEMORY_ALLOCATION};
-use std::ops::Range;
-use std::sync::Arc;
+use core::ops::Range;
+use rust_alloc::sync::Arc;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// A space's model, the model node index of each of its nodes, and its subgraphs (index, node
 /// range) in run order.
@@ -119,7 +120,7 @@ pub(super) fn build_spaces(
         .subgraphs
         .iter()
         .map(|s| devices.space_of(s.device))
-        .chain(std::iter::once(fallback))
+        .chain(core::iter::once(fallback))
         .collect();
     spaces_idx.sort_unstable();
     spaces_idx.dedup();

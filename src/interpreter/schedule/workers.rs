@@ -25,6 +25,7 @@
 //! ([`Scheduler::run`]) also uses.
 
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, Signal};
+use rust_alloc::{boxed::Box, string::String, vec::Vec};
 
 /// How one runner's round ended.
 #[derive(Debug, PartialEq, Eq)]

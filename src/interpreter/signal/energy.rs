@@ -1,6 +1,7 @@
 //! `SignalEnergy`: power of each complex bin, `re² + im²`, for bins `start_index..end_index`
 //! (other output elements are left as they are, as in TFLM).
 
+use rust_alloc::string::String;
 use super::flexbuffer::{int_option, options_map};
 use super::SignalError;
 

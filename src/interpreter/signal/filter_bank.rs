@@ -6,6 +6,7 @@
 //! only seeds entry 1, so the tables have `num_channels + 1` entries and the output is entries
 //! `1..=num_channels`.
 
+use rust_alloc::string::String;
 use super::flexbuffer::{int_option, options_map};
 use super::{check_len, SignalError};
 
@@ -137,6 +138,7 @@ pub use kernel::{register_filter_bank, FilterBank};
 /// The interpreter kernel of `SignalFilterBank`: prepare validates every shape, dtype and option the
 /// math relies on, invoke calls it.
 mod kernel {
+    use rust_alloc::vec::Vec;
     use crate::interpreter::signal::filter_bank;
     use crate::interpreter::signal::kernel_glue::{err, expect_len, expect_rank, opt_err};
     use crate::interpreter::{InvokeContext, Kernel, KernelError, PrepareContext, Registration};

@@ -2,6 +2,7 @@
 //! `output_scale / 2^16`, saturated to `i16`; channels of 0 or 1 (after the correction shift)
 //! give 0.
 
+use rust_alloc::string::String;
 use super::flexbuffer::{int_option, options_map};
 use super::{check_len, most_significant_bit32, SignalError};
 

@@ -3,6 +3,7 @@
 //! The noise estimate is state kept across invokes (zero after a reset) and is also the op's
 //! second output.
 
+use rust_alloc::string::String;
 use super::flexbuffer::{bool_option, int_option, options_map};
 use super::{check_len, SignalError};
 

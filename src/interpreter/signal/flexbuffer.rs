@@ -19,6 +19,8 @@
 //! - a typed vector (`VECTOR_INT`, ...) is preceded by its size and has no type bytes; fixed
 //!   typed vectors (`VECTOR_INT2..4`) have no size at all.
 
+use rust_alloc::{string::String, string::ToString, vec::Vec};
+
 /// FlexBuffers value types this reader distinguishes (schema numbers).
 mod ty {
     pub const NULL: u8 = 0;
@@ -393,7 +395,7 @@ pub(crate) fn int_option(
     op: &str,
     map: &FlexMap<'_>,
     key: &str,
-    range: std::ops::RangeInclusive<i64>,
+    range: core::ops::RangeInclusive<i64>,
 ) -> Result<i32, String> {
     let v = map
         .get(key)

@@ -1,6 +1,7 @@
 //! Helpers shared by the Signal ops' interpreter kernels (each op's kernel sits at the end of
 //! its op file).
 
+use rust_alloc::{string::String, string::ToString};
 use super::SignalError;
 use crate::interpreter::{KernelError, TensorInfo};
 use crate::kernel_ensure;

@@ -78,8 +78,8 @@ pub enum SignalError {
     },
 }
 
-impl std::fmt::Display for SignalError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for SignalError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
             SignalError::Length {
                 op,
@@ -100,7 +100,7 @@ impl std::fmt::Display for SignalError {
     }
 }
 
-impl std::error::Error for SignalError {}
+impl core::error::Error for SignalError {}
 
 /// Checks `actual == expected` for argument `what` of `op`.
 pub(crate) fn check_len(

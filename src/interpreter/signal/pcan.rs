@@ -2,6 +2,7 @@
 //! estimate in a piecewise-quadratic table, applied to the channel, and the result is
 //! compressed by `shrink(x) = x²/4` below 2 and `x - 1` above.
 
+use rust_alloc::string::String;
 use super::flexbuffer::{int_option, options_map};
 use super::{check_len, most_significant_bit32, SignalError};
 

@@ -1,6 +1,7 @@
 //! `SignalWindow`: multiplies each frame of 16-bit samples by a 16-bit window, shifting the
 //! 32-bit product right by `shift` and saturating to `i16`.
 
+use rust_alloc::string::String;
 use super::flexbuffer::{int_option, options_map};
 use super::{check_len, SignalError};
 

@@ -2,6 +2,7 @@
 //! `ConvertTensorType`). Everything past the reader speaks [`DType`].
 
 use crate::tensor::DType;
+use rust_alloc::string::String;
 
 /// `(schema number, dtype)` for every `TensorType` of the schema.
 const TABLE: [(i8, DType); 19] = [

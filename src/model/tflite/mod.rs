@@ -9,13 +9,15 @@
 //! an abort (`tests/model_load_oom.rs` fails each allocation of a load in turn).
 
 mod dtype;
+#[cfg(feature = "std")]
+mod file;
 mod options;
 mod schema;
 mod table;
 mod writer;
 
-use std::ops::Range;
-use std::path::Path;
+use core::ops::Range;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 use flatbuffers::Vector;
 
@@ -31,6 +33,8 @@ use schema::{
 use table::T;
 
 pub use dtype::{dtype_from_schema, dtype_to_schema};
+#[cfg(feature = "std")]
+pub use file::{load, load_with_limit};
 pub use writer::write_model;
 
 /// The file identifier of TFLite flatbuffers (bytes 4..8).
@@ -39,62 +43,6 @@ pub const FILE_IDENTIFIER: &[u8; 4] = b"TFL3";
 /// Largest `.tflite` file [`load`] reads: a flatbuffer cannot exceed 2 GiB (its offsets are
 /// 32-bit signed). Models with external buffers beyond that: [`load_with_limit`].
 pub const MAX_MODEL_FILE_BYTES: u64 = 1 << 31;
-
-/// Reads and decodes a `.tflite` file of at most [`MAX_MODEL_FILE_BYTES`].
-pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
-    load_with_limit(path, MAX_MODEL_FILE_BYTES)
-}
-
-/// Reads and decodes a `.tflite` file of at most `max_bytes` bytes. Only regular files are read;
-/// the size and the file identifier are checked before the file is read (a device, a FIFO, a
-/// huge or a foreign file costs nothing), and the bytes are read once, into the model's buffer.
-pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, ModelError> {
-    use std::io::Read;
-    let path = path.as_ref();
-    let io = |source| ModelError::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    if std::fs::metadata(path).map_err(io)?.is_dir() {
-        return Err(io(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "is a directory, expected a .tflite file",
-        )));
-    }
-    let (mut file, len) = crate::fileio::open_regular(path).map_err(io)?;
-    if len < 8 {
-        return Err(ModelError::NotTflite(format!(
-            "{len} bytes, a TFLite flatbuffer has at least 8 (root offset and file identifier)"
-        )));
-    }
-    let mut head = [0u8; 8];
-    file.read_exact(&mut head).map_err(io)?;
-    if &head[4..8] != FILE_IDENTIFIER {
-        return Err(ModelError::NotTflite(format!(
-            "file identifier {:?}, expected \"TFL3\"",
-            String::from_utf8_lossy(&head[4..8])
-        )));
-    }
-    if len > max_bytes {
-        return Err(ModelError::NotTflite(format!(
-            "the file is {len} bytes; at most {max_bytes} are read (a flatbuffer cannot exceed 2 GiB)"
-        )));
-    }
-    let len = usize::try_from(len).map_err(|_| {
-        ModelError::NotTflite(format!("{len} bytes do not fit in this address space"))
-    })?;
-    // Read straight into the model's shared buffer (one copy of the file in memory, not two),
-    // allocated fallibly: a file too large for the memory left is an error, not an abort.
-    let mut bytes = ModelBytes::try_zeroed(len).map_err(|_| oom("the model file", len))?;
-    let Some(data) = bytes.get_mut() else {
-        unreachable!("freshly allocated model bytes have one handle");
-    };
-    data[..8].copy_from_slice(&head);
-    // Exactly the measured length: a file that shrank meanwhile is an I/O error, one that grew
-    // is read up to the measured length only.
-    file.read_exact(&mut data[8..]).map_err(io)?;
-    read_model(bytes)
-}
 
 /// Verifies and decodes a TFLite model held in `bytes`. The returned model keeps `bytes` and
 /// refers to constant data by range.
@@ -114,7 +62,7 @@ pub fn read_model(bytes: ModelBytes) -> Result<Model, ModelError> {
     let root = schema::verified_root(&bytes).map_err(|e| ModelError::Corrupt(describe(&e)))?;
     let decoded = Decoder {
         file: &bytes,
-        copied: std::cell::Cell::new(0),
+        copied: core::cell::Cell::new(0),
     }
     .model(root)?;
     Ok(Model { bytes, ..decoded })
@@ -163,11 +111,11 @@ struct Decoder<'f> {
     /// each operator's range is its own, so the total never exceeds the file size; a corrupt
     /// file whose operators all name the same large range is refused instead of copying it once
     /// per operator.
-    copied: std::cell::Cell<usize>,
+    copied: core::cell::Cell<usize>,
 }
 
 /// Out of memory while reading `what`: an allocation of `bytes` failed.
-fn oom(what: &'static str, bytes: usize) -> ModelError {
+pub(super) fn oom(what: &'static str, bytes: usize) -> ModelError {
     ModelError::OutOfMemory { what, bytes }
 }
 
@@ -175,7 +123,7 @@ fn oom(what: &'static str, bytes: usize) -> ModelError {
 fn try_vec<X>(n: usize, what: &'static str) -> Result<Vec<X>, ModelError> {
     let mut v = Vec::new();
     v.try_reserve_exact(n)
-        .map_err(|_| oom(what, n.saturating_mul(std::mem::size_of::<X>())))?;
+        .map_err(|_| oom(what, n.saturating_mul(core::mem::size_of::<X>())))?;
     Ok(v)
 }
 

@@ -11,6 +11,7 @@ use flatbuffers::{
     FlatBufferBuilder, ForwardsUOffset, InvalidFlatbuffer, TableVerifier, UnionWIPOffset, VOffsetT,
     Vector, Verifier, WIPOffset,
 };
+use rust_alloc::vec::Vec;
 
 use super::dtype::{dtype_from_schema, dtype_to_schema, unknown_dtype};
 use super::table::{slot, T};

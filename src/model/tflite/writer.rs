@@ -3,6 +3,7 @@
 //! flatbuffer and referenced through `offset`/`size` (the >2 GiB layout).
 
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
+use rust_alloc::vec::Vec;
 
 use super::schema::{
     buffer, metadata, model, opcode, operator, quant, signature, subgraph, tensor, tensor_map,
@@ -364,7 +365,7 @@ fn write_operator<'b>(
 pub(crate) mod test_hooks {
     thread_local! {
         /// When set, every operator is written with these large-custom-options offset and size.
-        pub(crate) static LARGE_CUSTOM_OPTIONS: std::cell::Cell<Option<(u64, u64)>> =
-            const { std::cell::Cell::new(None) };
+        pub(crate) static LARGE_CUSTOM_OPTIONS: core::cell::Cell<Option<(u64, u64)>> =
+            const { core::cell::Cell::new(None) };
     }
 }

@@ -60,8 +60,10 @@ mod timeline;
 
 use super::problem::Problem;
 use super::{BestPlanner, BufferRequirement, Plan, PlanError, Planner};
+use crate::time::Instant;
+use core::time::Duration;
+use rust_alloc::vec::Vec;
 use search::{Answer, Searcher};
-use std::time::{Duration, Instant};
 use timeline::Timeline;
 
 /// Most blocks (buffers with their aliases merged) the exact search accepts.
@@ -104,8 +106,8 @@ pub enum StopReason {
     TooLarge,
 }
 
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             StopReason::Work => "the node budget ran out",
             StopReason::Time => "the time limit passed",
@@ -343,10 +345,10 @@ pub(crate) fn minimise_items(p: &Problem, start: &[usize], budget: SearchBudget)
         tracing::debug!(
             capacity,
             work = searcher.work - before,
-            answer = ?std::mem::discriminant(&answer),
+            answer = ?core::mem::discriminant(&answer),
             "exact search step"
         );
-        let was_first = std::mem::replace(&mut first, false);
+        let was_first = core::mem::replace(&mut first, false);
         let undecided = match answer {
             Answer::Fits(offsets) => {
                 best.arena = arena_of(&offsets);

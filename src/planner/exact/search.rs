@@ -5,7 +5,8 @@
 use super::super::problem::Problem;
 use super::timeline::Timeline;
 use super::StopReason;
-use std::time::Instant;
+use crate::time::Instant;
+use rust_alloc::vec::Vec;
 
 /// Marker for an item without an offset.
 const UNSET: usize = usize::MAX;

@@ -4,6 +4,7 @@
 //! has to be tracked per section. Every item spans a contiguous range of sections.
 
 use super::super::problem::{Item, Problem};
+use rust_alloc::vec::Vec;
 
 /// Sections of a problem and which items span which sections.
 #[derive(Debug)]

@@ -163,7 +163,7 @@ impl Core {
             let r = self.regions.list.remove(i);
             self.st.reserved -= r.received as u64;
             freed += r.received;
-            match NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(r.base)) {
+            match NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(r.base)) {
                 // SAFETY: `r.base`/`r.received` are what the sub-allocator returned for this region
                 // (the address was exposed when it was received); no chunk of it is in use.
                 Some(p) => unsafe { sub.free(p, r.received) },

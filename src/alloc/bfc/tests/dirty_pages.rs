@@ -27,7 +27,7 @@ fn dirty_budget_releases_the_oldest_resident_free_chunks() {
         .map(|&n| {
             let p = a.allocate(l(n, 64)).unwrap().cast::<u8>();
             // SAFETY: p is live for n bytes.
-            unsafe { std::ptr::write_bytes(p.as_ptr(), 0xAB, n) };
+            unsafe { ::core::ptr::write_bytes(p.as_ptr(), 0xAB, n) };
             p
         })
         .collect();
@@ -74,7 +74,7 @@ fn dirty_budget_releases_the_oldest_resident_free_chunks() {
     // Released memory reads back as zeros when handed out again (the pages were dropped).
     let q = a.allocate(l(12 * MIB, 64)).unwrap().cast::<u8>();
     // SAFETY: q is live for 12 MiB.
-    let bytes = unsafe { std::slice::from_raw_parts(q.as_ptr(), 12 * MIB) };
+    let bytes = unsafe { ::core::slice::from_raw_parts(q.as_ptr(), 12 * MIB) };
     assert!(bytes[4096..8 * MIB - 4096].iter().all(|&b| b == 0));
     unsafe {
         a.deallocate(q, l(12 * MIB, 64));

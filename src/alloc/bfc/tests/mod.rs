@@ -5,8 +5,8 @@
 use super::*;
 use crate::alloc::test_support::capture_logs;
 use crate::alloc::SystemSubAllocator;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc as StdArc;
+use ::core::sync::atomic::{AtomicUsize, Ordering};
+use rust_alloc::sync::Arc as StdArc;
 
 fn l(size: usize, align: usize) -> Layout {
     Layout::from_size_align(size, align).unwrap()
@@ -144,7 +144,7 @@ fn every_power_of_two_alignment_up_to_64k_is_honoured() {
             );
             assert!(a.allocated_size(ptr).unwrap() >= size);
             // SAFETY: the block is live and at least as long as the bytes touched here.
-            unsafe { std::ptr::write_bytes(ptr.as_ptr(), shift as u8, size) };
+            unsafe { ::core::ptr::write_bytes(ptr.as_ptr(), shift as u8, size) };
             live.push((ptr, l(size, align), shift as u8));
             a.check_invariants().unwrap();
         }
@@ -152,7 +152,7 @@ fn every_power_of_two_alignment_up_to_64k_is_honoured() {
     for (p, lay, v) in live {
         // SAFETY: the blocks are live and at least as long as the bytes touched; each is freed once, after its last use.
         unsafe {
-            assert!(std::slice::from_raw_parts(p.as_ptr(), lay.size())
+            assert!(::core::slice::from_raw_parts(p.as_ptr(), lay.size())
                 .iter()
                 .all(|&b| b == v));
             a.deallocate(p, lay);
@@ -506,7 +506,7 @@ fn event_timestamps_are_monotonic_and_measure_elapsed_time() {
         ..core_opts()
     });
     let p = a.allocate(l(100, 8)).unwrap().cast::<u8>();
-    let pause = std::time::Duration::from_millis(20);
+    let pause = ::core::time::Duration::from_millis(20);
     std::thread::sleep(pause);
     let q = a.allocate(l(5000, 64)).unwrap().cast::<u8>();
     // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
@@ -545,7 +545,7 @@ fn grow_and_shrink_in_place_and_by_copy() {
     v.truncate(10);
     v.shrink_to_fit();
     a.check_invariants().unwrap();
-    assert_eq!(&v[..], &(0..10).collect::<std::vec::Vec<u32>>()[..]);
+    assert_eq!(&v[..], &(0..10).collect::<rust_alloc::vec::Vec<u32>>()[..]);
     drop(v);
     assert_eq!(a.stats().bytes_in_use, 0);
 
@@ -708,7 +708,7 @@ fn huge_page_regions_are_2mib_aligned() {
     assert_eq!(huge[0].base % (2 * MIB), 0);
     // SAFETY: the blocks are live and at least as long as the bytes touched; each is freed once, after its last use.
     unsafe {
-        std::ptr::write_bytes(big.as_ptr(), 7, 5 * MIB);
+        ::core::ptr::write_bytes(big.as_ptr(), 7, 5 * MIB);
         a.deallocate(big, l(5 * MIB, 64));
         a.deallocate(small, l(1000, 8));
     }

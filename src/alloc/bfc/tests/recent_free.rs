@@ -191,16 +191,16 @@ fn recent_free_cache_with_cross_thread_frees() {
             .map(|&n| {
                 let p = a.allocate(l(n, 64)).unwrap().cast::<u8>();
                 // SAFETY: the block was just allocated with at least this many bytes and is live.
-                unsafe { std::ptr::write_bytes(p.as_ptr(), round as u8, n) };
+                unsafe { ::core::ptr::write_bytes(p.as_ptr(), round as u8, n) };
                 p.as_ptr().expose_provenance()
             })
             .collect();
         let a2 = a.clone();
         std::thread::spawn(move || {
             for (&addr, &n) in blocks.iter().zip(&sizes) {
-                let p = NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(addr)).unwrap();
+                let p = NonNull::new(::core::ptr::with_exposed_provenance_mut::<u8>(addr)).unwrap();
                 // SAFETY: live block of `n` bytes written by the other thread (joined below).
-                let ok = unsafe { std::slice::from_raw_parts(p.as_ptr(), n) }
+                let ok = unsafe { ::core::slice::from_raw_parts(p.as_ptr(), n) }
                     .iter()
                     .all(|&b| b == round as u8);
                 assert!(ok, "block overwritten");
@@ -237,7 +237,7 @@ fn released_pages_of_big_free_chunks_read_back_as_zero() {
         let _guard = a.allocate(l(256, 8)).unwrap(); // keeps the region from being trimmed
         let p = a.allocate(l(4 * MIB, 4096)).unwrap().cast::<u8>();
         // SAFETY: the block was just allocated with at least this many bytes and is live.
-        unsafe { std::ptr::write_bytes(p.as_ptr(), 0xAB, 4 * MIB) };
+        unsafe { ::core::ptr::write_bytes(p.as_ptr(), 0xAB, 4 * MIB) };
         // SAFETY: each pointer came from this allocator with this layout and is freed exactly once.
         unsafe { a.deallocate(p, l(4 * MIB, 4096)) };
         a.check_invariants().unwrap();

@@ -13,7 +13,7 @@ fn tc_opts() -> BfcOptions {
 
 /// A system sub-allocator that counts the bytes it has outstanding.
 struct Counting {
-    outstanding: StdArc<std::sync::atomic::AtomicIsize>,
+    outstanding: StdArc<::core::sync::atomic::AtomicIsize>,
     inner: SystemSubAllocator,
 }
 
@@ -42,10 +42,10 @@ impl SubAllocator for Counting {
 }
 
 fn counting() -> (
-    StdArc<std::sync::atomic::AtomicIsize>,
+    StdArc<::core::sync::atomic::AtomicIsize>,
     Box<dyn SubAllocator>,
 ) {
-    let n = StdArc::new(std::sync::atomic::AtomicIsize::new(0));
+    let n = StdArc::new(::core::sync::atomic::AtomicIsize::new(0));
     (
         n.clone(),
         Box::new(Counting {
@@ -254,7 +254,7 @@ fn blocks_allocated_on_one_thread_and_freed_on_another() {
             let size = rng.log_range(64, 3 * MIB as u64) as usize;
             let p = a1.allocate(l(size, 64)).unwrap().cast::<u8>();
             // SAFETY: p is live for `size` bytes.
-            unsafe { std::ptr::write_bytes(p.as_ptr(), i as u8, size.min(4096)) };
+            unsafe { ::core::ptr::write_bytes(p.as_ptr(), i as u8, size.min(4096)) };
             tx.send((p.as_ptr() as usize, size)).unwrap();
             // Some blocks are freed here, the rest by the consumer.
             if i % 3 == 0 {

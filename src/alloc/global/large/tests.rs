@@ -3,7 +3,7 @@
 use super::*;
 
 fn touch(addr: usize, len: usize) {
-    let p = std::ptr::with_exposed_provenance_mut::<u8>(addr);
+    let p = core::ptr::with_exposed_provenance_mut::<u8>(addr);
     let mut off = 0;
     while off < len {
         // SAFETY: [addr, addr + len) is a live block of the heap under test.
@@ -62,9 +62,9 @@ fn moved_pages_case(huge: bool) {
         assert!(h.stats().moved_bytes > 0, "{:?}", h.stats());
     }
     let z = h.allocate(5 << 20, 64, true).unwrap();
-    let p = std::ptr::with_exposed_provenance::<u8>(z);
+    let p = core::ptr::with_exposed_provenance::<u8>(z);
     // SAFETY: a live 5 MiB block.
-    let s = unsafe { std::slice::from_raw_parts(p, 5 << 20) };
+    let s = unsafe { core::slice::from_raw_parts(p, 5 << 20) };
     assert!(s.iter().all(|&b| b == 0));
     assert!(h.free(big) && h.free(z));
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 fn l(size: usize, align: usize) -> Layout {
     Layout::from_size_align(size, align).unwrap()
@@ -135,7 +135,7 @@ fn every_power_of_two_alignment_is_honoured_including_cached_buffers() {
                 let a = alloc(&p, l(size, align));
                 assert_eq!(a.as_ptr() as usize % align, 0, "size {size} align {align}");
                 // SAFETY: the block is live and at least as long as the bytes touched here.
-                unsafe { std::ptr::write_bytes(a.as_ptr(), 0xA5, size) };
+                unsafe { core::ptr::write_bytes(a.as_ptr(), 0xA5, size) };
                 free(&p, a, l(size, align));
             }
         }
@@ -196,7 +196,7 @@ fn lru_eviction_matches_a_model() {
     // A model of the cache: a list of (size, ptr) in LRU order, limit 8.
     let p = PoolAllocator::new(opts(8));
     let mut rng = crate::alloc::test_support::Rng::new(11);
-    let mut model: std::collections::VecDeque<(usize, usize)> = Default::default();
+    let mut model: rust_alloc::collections::VecDeque<(usize, usize)> = Default::default();
     let mut live: Vec<(usize, NonNull<u8>)> = vec![];
     for _ in 0..3000 {
         if live.is_empty() || rng.below(2) == 0 {
@@ -558,7 +558,7 @@ fn works_as_an_allocator_api2_allocator() {
 
 #[test]
 fn threads_share_one_pool_without_losing_buffers() {
-    let p = std::sync::Arc::new(PoolAllocator::new(PoolOptions {
+    let p = rust_alloc::sync::Arc::new(PoolAllocator::new(PoolOptions {
         auto_resize: true,
         thread_cache: 4,
         ..opts(8)
@@ -574,13 +574,13 @@ fn threads_share_one_pool_without_losing_buffers() {
                     let ptr = p.allocate(layout).unwrap().cast::<u8>();
                     let tag = (i % 251) as u8;
                     // SAFETY: the block is live and at least as long as the bytes touched here.
-                    unsafe { std::ptr::write_bytes(ptr.as_ptr(), tag, layout.size()) };
+                    unsafe { core::ptr::write_bytes(ptr.as_ptr(), tag, layout.size()) };
                     v.push((ptr, layout, tag));
                     if v.len() > 5 {
                         let (ptr, layout, tag) = v.swap_remove(rng.below(6) as usize);
                         let bytes =
                             // SAFETY: the block is live and at least as long as the bytes touched here.
-                            unsafe { std::slice::from_raw_parts(ptr.as_ptr(), layout.size()) };
+                            unsafe { core::slice::from_raw_parts(ptr.as_ptr(), layout.size()) };
                         assert!(
                             bytes.iter().all(|&b| b == tag),
                             "buffer shared by two owners"
@@ -630,7 +630,7 @@ fn stress() -> usize {
 #[test]
 fn buffers_freed_on_another_thread_stay_consistent() {
     use std::sync::mpsc::sync_channel;
-    let p = std::sync::Arc::new(PoolAllocator::new(PoolOptions {
+    let p = rust_alloc::sync::Arc::new(PoolAllocator::new(PoolOptions {
         auto_resize: true,
         thread_cache: 8,
         ..opts(16)
@@ -646,7 +646,7 @@ fn buffers_freed_on_another_thread_stay_consistent() {
                 let ptr = p.allocate(layout).unwrap().cast::<u8>();
                 let tag = (i % 253) as u8;
                 // SAFETY: the block is live and at least as long as the bytes touched here.
-                unsafe { std::ptr::write_bytes(ptr.as_ptr(), tag, layout.size()) };
+                unsafe { core::ptr::write_bytes(ptr.as_ptr(), tag, layout.size()) };
                 tx.send((ptr.as_ptr() as usize, layout, tag)).unwrap();
             }
         })
@@ -657,7 +657,7 @@ fn buffers_freed_on_another_thread_stay_consistent() {
             while let Ok((addr, layout, tag)) = rx.recv() {
                 let ptr = NonNull::new(addr as *mut u8).unwrap();
                 // SAFETY: the block is live and at least as long as the bytes touched here.
-                let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), layout.size()) };
+                let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), layout.size()) };
                 assert!(
                     bytes.iter().all(|&b| b == tag),
                     "buffer shared by two owners"

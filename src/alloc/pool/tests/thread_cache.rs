@@ -134,7 +134,7 @@ fn a_thread_moving_between_pools_returns_buffers_to_the_right_one() {
 fn other_threads_release_their_cache_after_a_trim_and_on_exit() {
     use std::sync::mpsc::channel;
     let (frees, vf) = counting();
-    let p = std::sync::Arc::new(PoolAllocator::with_sub_allocator(
+    let p = rust_alloc::sync::Arc::new(PoolAllocator::with_sub_allocator(
         tc(8),
         Box::new(SystemSubAllocator::new().with_free_visitor(vf)),
     ));
@@ -180,7 +180,7 @@ fn other_threads_release_their_cache_after_a_trim_and_on_exit() {
 fn a_pool_dropped_while_another_thread_caches_its_buffers_frees_them_later() {
     use std::sync::mpsc::channel;
     let (frees, vf) = counting();
-    let shared = std::sync::Arc::new(PoolAllocator::with_sub_allocator(
+    let shared = rust_alloc::sync::Arc::new(PoolAllocator::with_sub_allocator(
         tc(8),
         Box::new(SystemSubAllocator::new().with_free_visitor(vf)),
     ));

@@ -45,7 +45,7 @@ fn naive(
 }
 
 fn weights(n: usize, seed: f32) -> [Vec<f32>; 4] {
-    std::array::from_fn(|g| {
+    core::array::from_fn(|g| {
         (0..n)
             .map(|i| ((i as f32 + seed) * (0.31 + g as f32 * 0.07)).sin() * 0.5)
             .collect()
@@ -75,9 +75,9 @@ fn float_matches_naive_in_both_layouts() {
         .map(|x| naive(state, inp, &wi, &wr, &bias, x))
         .collect();
     let w = LstmWeights {
-        input: std::array::from_fn(|g| wi[g].as_slice()),
-        recurrent: std::array::from_fn(|g| wr[g].as_slice()),
-        bias: std::array::from_fn(|g| bias[g].as_slice()),
+        input: core::array::from_fn(|g| wi[g].as_slice()),
+        recurrent: core::array::from_fn(|g| wr[g].as_slice()),
+        bias: core::array::from_fn(|g| bias[g].as_slice()),
     };
     for time_major in [false, true] {
         let s = LstmShape {
@@ -177,9 +177,9 @@ fn integer_tracks_float() {
         .map(|b| (b / (x_scale * w_scale)).round() as i32)
         .collect();
     let w = LstmWeights {
-        input: std::array::from_fn(|g| std::slice::from_ref(&wq[g])),
-        recurrent: std::array::from_fn(|g| std::slice::from_ref(&wr[g])),
-        bias: std::array::from_fn(|g| std::slice::from_ref(&bq[g])),
+        input: core::array::from_fn(|g| core::slice::from_ref(&wq[g])),
+        recurrent: core::array::from_fn(|g| core::slice::from_ref(&wr[g])),
+        bias: core::array::from_fn(|g| core::slice::from_ref(&bq[g])),
     };
     let s = LstmShape {
         time_major: false,
@@ -203,9 +203,9 @@ fn integer_tracks_float() {
         &mut out,
         LstmBuffers { b: [a, b, c, d] },
     );
-    let wf: [Vec<f32>; 4] = std::array::from_fn(|g| vec![wq[g] as f32 / 64.0]);
-    let rf: [Vec<f32>; 4] = std::array::from_fn(|g| vec![wr[g] as f32 / 64.0]);
-    let bf: [Vec<f32>; 4] = std::array::from_fn(|g| vec![bias_real[g] as f32]);
+    let wf: [Vec<f32>; 4] = core::array::from_fn(|g| vec![wq[g] as f32 / 64.0]);
+    let rf: [Vec<f32>; 4] = core::array::from_fn(|g| vec![wr[g] as f32 / 64.0]);
+    let bf: [Vec<f32>; 4] = core::array::from_fn(|g| vec![bias_real[g] as f32]);
     let want = naive(1, 1, &wf, &rf, &bf, &[vec![0.5], vec![-0.25]]);
     for t in 0..2 {
         let got = f64::from(out[t]) * h_scale;

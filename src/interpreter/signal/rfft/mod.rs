@@ -14,6 +14,9 @@
 //! A complex FFT of `n = fft_length / 2` points is factored into radices 4, 2, 3, 5 and then any
 //! remaining primes (a generic butterfly), exactly as `kf_factor` does.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+use rust_alloc::{string::String, string::ToString, vec::Vec};
 use super::flexbuffer::{int_option, options_map};
 use super::{check_len, SignalError};
 use crate::model::tflite::dtype_from_schema;
@@ -164,7 +167,7 @@ impl KissPlan {
 /// computes it.
 pub fn fill_twiddles<T: KissScalar>(nfft: usize, twiddles: &mut [T]) {
     for k in 0..nfft.min(twiddles.len() / 2) {
-        let phase = -2.0 * std::f64::consts::PI * k as f64 / nfft as f64;
+        let phase = -2.0 * core::f64::consts::PI * k as f64 / nfft as f64;
         st(twiddles, k, T::cexp(phase));
     }
 }
@@ -465,7 +468,7 @@ impl RfftPlan {
 pub fn fill_super_twiddles<T: KissScalar>(plan: &RfftPlan, super_twiddles: &mut [T]) {
     let ncfft = plan.sub.nfft as f64;
     for i in 0..(plan.super_twiddles_len() / 2).min(super_twiddles.len() / 2) {
-        let phase = -std::f64::consts::PI * ((i + 1) as f64 / ncfft + 0.5);
+        let phase = -core::f64::consts::PI * ((i + 1) as f64 / ncfft + 0.5);
         st(super_twiddles, i, T::cexp(phase));
     }
 }
@@ -665,6 +668,7 @@ pub use kernel::{register_rfft, RfftKernel};
 /// The interpreter kernel of `SignalRfft`: prepare validates every shape, dtype and option the
 /// math relies on, invoke calls it.
 mod kernel {
+    use rust_alloc::vec::Vec;
     use crate::interpreter::signal::kernel_glue::{err, expect_len, opt_err};
     use crate::interpreter::signal::rfft;
     use crate::interpreter::{

@@ -2,6 +2,9 @@
 //! (`FIXED_POINT=16`), `i32` (`FIXED_POINT=32`) and `f32`, with kissfft's rounding (`sround`) and
 //! pre-division (`fix_div`) so the transforms in the parent module are bit-identical to C.
 
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
+
 /// A complex value.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Cpx<T> {
@@ -12,7 +15,7 @@ pub struct Cpx<T> {
 }
 
 /// The arithmetic of one kissfft build (`kiss_fft_scalar` and the guts macros).
-pub trait KissScalar: Copy + Default + PartialEq + std::fmt::Debug + 'static {
+pub trait KissScalar: Copy + Default + PartialEq + core::fmt::Debug + 'static {
     /// `a + b` stored as a scalar.
     fn add(a: Self, b: Self) -> Self;
     /// `a - b` stored as a scalar.

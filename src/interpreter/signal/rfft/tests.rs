@@ -10,7 +10,7 @@ fn dft(x: &[f64]) -> Vec<(f64, f64)> {
             let mut re = 0.0;
             let mut im = 0.0;
             for (j, &v) in x.iter().enumerate() {
-                let ph = -2.0 * std::f64::consts::PI * (k * j) as f64 / n as f64;
+                let ph = -2.0 * core::f64::consts::PI * (k * j) as f64 / n as f64;
                 re += v * ph.cos();
                 im += v * ph.sin();
             }

@@ -1,0 +1,176 @@
+//! Runs `hello_world_int8`, `micro_speech_quantized` and `person_detect` with tensor-alloc's
+//! `no_std` interpreter on a Cortex-M4F (QEMU `mps2-an386`), compares each output with TFLM's
+//! (`alt/tflm.output_0.npy`) byte for byte, prints the footprint, and exits through semihosting
+//! with status 0 when all three match and 1 otherwise.
+//!
+//! Kernels: the reference set (TFLM's reference kernels' arithmetic, no packed weight copies).
+//!
+//! Memory: the interpreter's arena is one caller buffer of exactly
+//! `Interpreter::arena_needs(..).total_bytes`. The heap (a linked-list allocator over a static
+//! buffer) holds the model's copy and the interpreter's own tables; its peak is measured by
+//! counting every allocation.
+
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::vec;
+use core::alloc::{GlobalAlloc, Layout};
+use core::sync::atomic::{AtomicUsize, Ordering};
+use cortex_m_rt::entry;
+use cortex_m_semihosting::{debug, hprintln};
+use embedded_alloc::LlffHeap;
+use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, OpResolver, ALIGNMENT};
+use tensor_alloc::model::Model;
+
+/// One embedded model with its reference input, TFLM's output and TFLM's arena.
+pub struct Case {
+    name: &'static str,
+    model: &'static [u8],
+    input: &'static [u8],
+    expected: &'static [u8],
+    tflm_head: usize,
+    tflm_tail: usize,
+}
+
+include!(concat!(env!("OUT_DIR"), "/cases.rs"));
+
+/// Bytes of the heap (in `.bss`).
+const HEAP_BYTES: usize = 3 << 20;
+
+/// The global heap, counting bytes in use and their peak.
+struct CountingHeap {
+    heap: LlffHeap,
+    in_use: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+// SAFETY: forwards to `LlffHeap` (a correct `GlobalAlloc`) unchanged; the counters only observe.
+unsafe impl GlobalAlloc for CountingHeap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller upholds `alloc`'s contract.
+        let p = unsafe { self.heap.alloc(layout) };
+        if !p.is_null() {
+            let now = self.in_use.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            self.peak.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        self.in_use.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: the caller upholds `dealloc`'s contract.
+        unsafe { self.heap.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static HEAP: CountingHeap = CountingHeap {
+    heap: LlffHeap::empty(),
+    in_use: AtomicUsize::new(0),
+    peak: AtomicUsize::new(0),
+};
+
+/// What one run measured.
+struct Footprint {
+    arena: usize,
+    heap_other: usize,
+}
+
+#[entry]
+fn main() -> ! {
+    {
+        use core::mem::MaybeUninit;
+        static mut HEAP_MEM: [MaybeUninit<u8>; HEAP_BYTES] = [MaybeUninit::uninit(); HEAP_BYTES];
+        // SAFETY: runs once, before any allocation; `HEAP_MEM` is used by nothing else.
+        unsafe {
+            HEAP.heap
+                .init(core::ptr::addr_of_mut!(HEAP_MEM) as usize, HEAP_BYTES)
+        }
+    }
+    let mut failures = 0;
+    for case in CASES {
+        match run(case) {
+            Ok(f) => {
+                let tflm = case.tflm_head + case.tflm_tail;
+                hprintln!(
+                    "footprint {}: arena {} B (TFLM head+tail {} B), heap besides model copy and arena {} B, model {} B",
+                    case.name,
+                    f.arena,
+                    tflm,
+                    f.heap_other,
+                    case.model.len()
+                );
+            }
+            Err(()) => failures += 1,
+        }
+    }
+    if failures == 0 {
+        hprintln!("all {} models bit-exact with TFLM", CASES.len());
+        debug::exit(debug::EXIT_SUCCESS);
+    } else {
+        hprintln!("{} of {} models failed", failures, CASES.len());
+        debug::exit(debug::EXIT_FAILURE);
+    }
+    loop {
+        cortex_m::asm::nop();
+    }
+}
+
+/// Builds, runs and checks one model; prints its output.
+fn run(case: &Case) -> Result<Footprint, ()> {
+    let fail = |what: &dyn core::fmt::Display| hprintln!("FAIL {}: {}", case.name, what);
+    let base = HEAP.in_use.load(Ordering::Relaxed);
+    HEAP.peak.store(base, Ordering::Relaxed);
+    let model = Model::from_bytes(case.model).map_err(|e| fail(&e))?;
+    // The reference kernels, as TFLM's: no packed weight copies.
+    let resolver = OpResolver::reference();
+    let needs = Interpreter::arena_needs(&model, &resolver).map_err(|e| fail(&e))?;
+    // Exactly `total_bytes`, starting at an `ALIGNMENT` boundary (the vector has room to slide).
+    let mut block = vec![0u8; needs.total_bytes + ALIGNMENT - 1];
+    let skip = block.as_ptr().align_offset(ALIGNMENT);
+    let arena = &mut block[skip..skip + needs.total_bytes];
+    let mut interp = InterpreterBuilder::new(&model)
+        .resolver(resolver)
+        .arena_buffer(arena)
+        .build()
+        .map_err(|e| fail(&e))?;
+    let input = interp.input_bytes_mut(0).map_err(|e| fail(&e))?;
+    if input.len() != case.input.len() {
+        fail(&format_args!(
+            "input has {} bytes, reference {}",
+            input.len(),
+            case.input.len()
+        ));
+        return Err(());
+    }
+    input.copy_from_slice(case.input);
+    interp.invoke().map_err(|e| fail(&e))?;
+    let out = interp.output_bytes(0).map_err(|e| fail(&e))?;
+    let out_i8: alloc::vec::Vec<i8> = out.iter().map(|&b| b as i8).collect();
+    hprintln!("{} output {:?}", case.name, out_i8);
+    let ok = out == case.expected;
+    drop(out_i8);
+    let peak = HEAP.peak.load(Ordering::Relaxed) - base;
+    drop(interp);
+    if !ok {
+        let expected: alloc::vec::Vec<i8> = case.expected.iter().map(|&b| b as i8).collect();
+        fail(&format_args!("TFLM gives {:?}", expected));
+        return Err(());
+    }
+    hprintln!("{}: bit-exact with TFLM", case.name);
+    Ok(Footprint {
+        arena: needs.total_bytes,
+        // The model's bytes are copied once into an aligned block (a small header besides).
+        heap_other: peak.saturating_sub(needs.total_bytes + ALIGNMENT - 1 + case.model.len()),
+    })
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    hprintln!("panic: {}", info);
+    debug::exit(debug::EXIT_FAILURE);
+    loop {
+        cortex_m::asm::nop();
+    }
+}

@@ -1,0 +1,196 @@
+//! The interpreter's kernel threads: a fixed set of workers created at build that help the
+//! invoking thread run one kernel's independent tasks (`InvokeContext::parallel_for`).
+//!
+//! # Model
+//! A *round* is one `run(tasks, f)` call. The caller publishes the job, opens the round's
+//! *gate* and bumps `round`; it then claims tasks from the front (`0, 1, ...`) while workers
+//! that enter the round claim them from the back (`tasks - 1, ...`), one compare-and-swap on
+//! the packed pair `claim = (front, back)` per task. When no task is left the caller closes the
+//! gate and waits until no worker is inside; `run` then returns.
+//!
+//! - **Nobody waits for a worker that is not running.** A worker enters a round by
+//!   incrementing the gate's count and leaves by decrementing it; one that finds the gate
+//!   closed leaves again without touching the job. The gate (count and `CLOSED` bit) is one
+//!   atomic word, so entering and closing are ordered: either the worker entered first (and
+//!   the caller waits for it) or it sees `CLOSED`. A worker that the OS has not scheduled
+//!   (another process holds its core) therefore costs nothing: the caller runs its tasks.
+//! - **Locality.** With two threads and two tasks the caller runs task 0 and the worker task 1
+//!   whenever both are running, so consecutive layers split alike (task `t` = the `t`-th band
+//!   of rows) and a thread mostly reads rows that it wrote itself a layer earlier, still in its
+//!   own cache.
+//! - **Lifetimes.** `f` (borrowed from the caller's stack) is only read by workers inside the
+//!   gate, and `run` returns only after the gate is closed and empty, so `f` is never touched
+//!   after `run` returns; the next round's job and counters are written while no worker is
+//!   inside.
+//!
+//! Nothing here allocates after [`ThreadPool::new`]: the job is a raw pointer to the caller's
+//! closure, the counters are atomics, waiting is a bounded poll ([`SPIN`]) and then
+//! [`Signal`] (a `std` mutex and condvar), and the job slot a [`SpinLock`]. This is what keeps
+//! `invoke()` free of heap allocations on every thread. A round still costs a `notify_all`
+//! (a futex wake call), so kernels split only work that is large against it.
+//!
+//! **Memory ordering.** The caller writes the job, `tasks` and `claim`, then opens the gate
+//! with a `Release` RMW; a worker enters with an `AcqRel` RMW on the gate (reading the open
+//! gate, hence seeing those writes) before it reads them. A worker's task writes happen before
+//! its leaving RMW (`AcqRel`); the caller returns after an `Acquire` load saw the count at 0
+//! with `CLOSED` set, which reads from that leaving RMW or a later one, so every task's writes
+//! happen before `run` returns. `tests/loom_threads.rs` model-checks this.
+//!
+//! Tasks are kernel arithmetic on shapes validated at prepare and do not panic; if one does,
+//! the process aborts (unwinding out of a task would free the closure while other threads still
+//! run it).
+
+//!
+//! Without `std` there are no threads: [`ThreadPool`] is the caller alone (`single.rs`), and
+//! `for_each_chunk_mut` runs the chunks in order.
+
+#[cfg(feature = "std")]
+mod pool;
+#[cfg(feature = "std")]
+pub use pool::ThreadPool;
+
+#[cfg(not(feature = "std"))]
+mod single;
+#[cfg(not(feature = "std"))]
+pub use single::ThreadPool;
+
+/// Splits `out` into consecutive chunks of `chunk` elements (the last may be shorter) and runs
+/// `f(k, chunk_k)` for each on `pool` (sequentially without one). Each task gets its own
+/// disjoint part of `out`, so kernels split their output rows across threads without `unsafe`.
+pub fn for_each_chunk_mut<T: Send>(
+    pool: Option<&mut ThreadPool>,
+    out: &mut [T],
+    chunk: usize,
+    f: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
+    let chunk = chunk.max(1);
+    match pool {
+        Some(pool) if pool.threads() > 1 && out.len() > chunk => {
+            let len = out.len();
+            let base = SendPtr(out.as_mut_ptr());
+            let tasks = len.div_ceil(chunk);
+            pool.run(tasks, &|k| {
+                let start = k * chunk;
+                let n = chunk.min(len - start);
+                // SAFETY: tasks `k` cover disjoint ranges `start..start + n` of `out`, which
+                // is exclusively borrowed for the whole round; each task runs once.
+                let part = unsafe { core::slice::from_raw_parts_mut(base.get().add(start), n) };
+                f(k, part);
+            });
+        }
+        _ => {
+            for (k, part) in out.chunks_mut(chunk).enumerate() {
+                f(k, part);
+            }
+        }
+    }
+}
+
+/// A slice whose disjoint parts tasks of one round borrow mutably, for work split along two
+/// slices at once (a kernel's output rows and each task's own scratch block), where
+/// [`for_each_chunk_mut`] splits only one.
+pub struct DisjointMut<'a, T> {
+    ptr: SendPtr<T>,
+    len: usize,
+    _borrow: core::marker::PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T: Send> DisjointMut<'a, T> {
+    /// Lends `slice` out in parts for as long as this value lives.
+    pub fn new(slice: &'a mut [T]) -> Self {
+        DisjointMut {
+            ptr: SendPtr(slice.as_mut_ptr()),
+            len: slice.len(),
+            _borrow: core::marker::PhantomData,
+        }
+    }
+
+    /// Elements `start..start + len`.
+    ///
+    /// # Safety
+    /// No other live reference (from another call) overlaps this part: callers give each task
+    /// its own range.
+    ///
+    /// # Panics
+    /// When the range is outside the slice.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn part(&self, start: usize, len: usize) -> &mut [T] {
+        assert!(
+            start <= self.len && len <= self.len - start,
+            "DisjointMut::part: {start}+{len} outside {} elements",
+            self.len
+        );
+        // SAFETY: inside the exclusively borrowed slice (checked above); the caller
+        // guarantees no overlapping part is alive.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.get().add(start), len) }
+    }
+}
+
+/// A raw pointer that may cross threads (its users uphold disjointness).
+struct SendPtr<T>(*mut T);
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+// SAFETY: only used by `for_each_chunk_mut` and `DisjointMut`, whose tasks touch disjoint
+// ranges of a `T: Send` slice.
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicU32;
+
+    #[test]
+    fn every_task_runs_once_per_round() {
+        for threads in 1..=4 {
+            let mut pool = ThreadPool::new(threads).unwrap();
+            assert_eq!(pool.threads(), threads);
+            for tasks in [0usize, 1, 2, 3, 7, 64, 1000] {
+                let hits: Vec<AtomicU32> = (0..tasks).map(|_| AtomicU32::new(0)).collect();
+                for _ in 0..20 {
+                    pool.run(tasks, &|i| {
+                        hits[i].fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+                assert!(hits
+                    .iter()
+                    .all(|h| h.load(core::sync::atomic::Ordering::Relaxed) == 20));
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_cover_the_slice_disjointly() {
+        let mut pool = ThreadPool::new(3).unwrap();
+        for (len, chunk) in [
+            (0usize, 4usize),
+            (1, 4),
+            (10, 3),
+            (100, 7),
+            (64, 64),
+            (65, 64),
+        ] {
+            let mut v = vec![0u32; len];
+            for_each_chunk_mut(Some(&mut pool), &mut v, chunk, &|k, part| {
+                for (j, x) in part.iter_mut().enumerate() {
+                    *x += (k * chunk + j) as u32 + 1;
+                }
+            });
+            assert_eq!(
+                v,
+                (1..=len as u32).collect::<Vec<_>>(),
+                "len {len} chunk {chunk}"
+            );
+        }
+    }
+}
