@@ -61,6 +61,24 @@ def transformer_block():
     return keras.Model(inp, out), (seq, dim)
 
 
+def attention_ops():
+    """The int8 arithmetic of attention and LayerNorm without the rest of the block: query by key
+    products (BATCH_MATMUL, adj_y), a weights-by-values product (BATCH_MATMUL), and the squared
+    difference of each row from its mean (SQUARED_DIFFERENCE broadcast over the last axis)."""
+    seq, dim = 8, 16
+    inp = keras.Input((seq, dim), batch_size=1)
+    q = L.Dense(dim)(inp)
+    k = L.Dense(dim)(inp)
+    v = L.Dense(dim)(inp)
+    s = L.Lambda(lambda t: tf.matmul(t[0], t[1], transpose_b=True))([q, k])
+    a = L.Lambda(lambda t: tf.matmul(t[0], t[1]))([s, v])
+    d = L.Lambda(
+        lambda t: tf.math.squared_difference(t, tf.reduce_mean(t, axis=-1, keepdims=True))
+    )(q)
+    out = L.Concatenate()([s, a, d])
+    return keras.Model(inp, out), (seq, dim)
+
+
 def convnext_block():
     """A ConvNeXt block (7x7 depthwise, LayerNorm, pointwise MLP, layer scale, residual) with an
     unknown batch dimension, then a flatten whose target shape is computed at run time
@@ -145,6 +163,7 @@ def randomize_batchnorm(model, rng):
 
 MODELS = {
     "transformer_block_int8": (transformer_block, "int8"),
+    "attention_ops_int8": (attention_ops, "int8"),
     "convnext_block_f32": (convnext_block, "f32"),
     "unet_decoder_int8": (unet_decoder, "int8"),
     "hybrid_cnn_dynamic": (hybrid_cnn, "dynamic"),

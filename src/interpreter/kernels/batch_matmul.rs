@@ -66,13 +66,14 @@ impl Kernel for BatchMatMul {
             let (sl, zl) = quant_params(&lhs)?;
             let (sr, zr) = quant_params(&rhs)?;
             let (so, zo) = quant_params(&output)?;
-            // `GetQuantizedConvolutionMultipler`: the scales multiplied in float, divided in
-            // double.
+            // LiteRT's `GetQuantizedConvolutionMultipler`: the scales multiplied and divided in
+            // double (TFLM multiplies them in float first; LiteRT's reference kernels are the
+            // ones matched bit for bit).
             Some(BatchMatMulQuant {
                 lhs_offset: -zl,
                 rhs_offset: -zr,
                 output_offset: zo,
-                multiplier: quantize_multiplier(f64::from(sl * sr) / f64::from(so)),
+                multiplier: quantize_multiplier(f64::from(sl) * f64::from(sr) / f64::from(so)),
             })
         } else {
             None
