@@ -169,17 +169,31 @@ fn run_set(set: &str, tier: Tier) {
     let Some(shared) = shared() else { return };
     // Float tolerance floor: 1e-5 for the TFLM examples, 1e-4 for the larger keras models.
     let tol_floor = if set == "keras" { 1e-4 } else { 1e-5 };
+    let cases: Vec<Case> = tier_cases(&shared, set, tier)
+        .into_iter()
+        .filter(|case| {
+            let skip = NOT_RUNNABLE.contains(&case.name.as_str())
+                || (set == "keras" && KERAS_PENDING.contains(&case.name.as_str()));
+            if skip {
+                eprintln!("skipped {}", case.name);
+            }
+            !skip
+        })
+        .collect();
+    run_cases(&cases, tol_floor, check_model);
+}
+
+/// Runs `check` on every case with both kernel sets and fails listing every failure.
+fn run_cases(
+    cases: &[Case],
+    tol_floor: f64,
+    check: fn(&Case, f64, KernelSet) -> Result<String, String>,
+) {
     let mut outcomes = Vec::new();
-    for case in tier_cases(&shared, set, tier) {
-        if NOT_RUNNABLE.contains(&case.name.as_str())
-            || (set == "keras" && KERAS_PENDING.contains(&case.name.as_str()))
-        {
-            eprintln!("skipped {}", case.name);
-            continue;
-        }
+    for case in cases {
         for kernels in KernelSet::ALL {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                check_model(&case, tol_floor, kernels)
+                check(case, tol_floor, kernels)
             }))
             .unwrap_or_else(|_| Err("panicked".into()));
             outcomes.push(Outcome {
@@ -205,6 +219,74 @@ fn run_set(set: &str, tier: Tier) {
         outcomes.len()
     );
 }
+
+/// A converter-output model: [`check_model`] against the reference-kernel output (integers
+/// bit-exact; TFLM's when it ran the model, else LiteRT's reference kernels'), float outputs also
+/// against LiteRT's reference kernels' `alt/litert_ref.output_K.npy` and within the runtimes' spread of LiteRT's default
+/// (optimized built-in) output `output_K.npy`, so a float result must sit inside the band both
+/// of LiteRT's kernel sets span.
+fn check_converter_model(case: &Case, tol_floor: f64, set: KernelSet) -> Result<String, String> {
+    let summary = check_model(case, tol_floor, set)?;
+    let model = Model::load(&case.model).map_err(|e| e.to_string())?;
+    let mut interp = InterpreterBuilder::new(&model)
+        .kernel_set(set)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let outputs = run_once(&mut interp, &case.inputs())?;
+    let tol = case.float_tolerance(tol_floor);
+    for (k, ours) in outputs.iter().enumerate() {
+        if ours.dtype() != tensor_alloc::tensor::DType::F32 {
+            continue;
+        }
+        for file in [
+            format!("alt/litert_ref.output_{k}.npy"),
+            format!("output_{k}.npy"),
+        ] {
+            let litert = tensor_alloc::tensor::Tensor::read_npy(case.dir.join(&file))
+                .map_err(|e| format!("{file}: {e}"))?;
+            compare(&format!("output {k} vs {file}"), ours, &litert, tol)?;
+        }
+    }
+    Ok(summary)
+}
+
+/// The converter-output models of `testdata/converter/` (no `../shared` needed): quantized
+/// attention and LayerNorm, REDUCE_PROD shape arithmetic, an int8 transposed convolution,
+/// dynamic-range (hybrid) kernels, grouped convolution and unfolded BatchNorm.
+#[test]
+fn converter_models_match_reference() {
+    let cases: Vec<Case> = common::converter_cases()
+        .into_iter()
+        .filter(|c| {
+            let pending = CONVERTER_PENDING.iter().find(|(n, _)| *n == c.name);
+            if let Some((n, why)) = pending {
+                eprintln!("skipped {n}: {why}");
+            }
+            pending.is_none()
+        })
+        .collect();
+    run_cases(&cases, 1e-5, check_converter_model);
+}
+
+/// Converter-output models that do not pass yet, and why.
+const CONVERTER_PENDING: &[(&str, &str)] = &[
+    (
+        "convnext_block_f32",
+        "RESHAPE to a shape computed at run time (SHAPE/GATHER/REDUCE_PROD/PACK)",
+    ),
+    (
+        "densenet_grouped_f32",
+        "optimized grouped CONV_2D scratch above TFLM's head",
+    ),
+    (
+        "hybrid_cnn_dynamic",
+        "hybrid (float input, int8 weight) kernels",
+    ),
+    (
+        "transformer_block_int8",
+        "builds and invokes; output differs from LiteRT's reference kernels from element 224",
+    ),
+];
 
 #[test]
 fn tflm_models_match_reference() {

@@ -1,4 +1,4 @@
-//! SUM and REDUCE_MAX through the interpreter: negative and duplicate axes, `keep_dims`, integer
+//! SUM, REDUCE_MAX and REDUCE_PROD through the interpreter: negative and duplicate axes, `keep_dims`, integer
 //! sums in the element type, LiteRT's requantizing int8 / int16 sum (checked against LiteRT 2.3's
 //! kernels), and malformed nodes rejected at build.
 
@@ -124,6 +124,58 @@ fn reduce_max_float_and_int8() {
     );
     let out = &run::<i8>(&m, &[tensor(&[2, 3], vec![-128i8, -100, 5, 4, 6, -1])])[0];
     assert_eq!(out, &[6]);
+}
+
+/// REDUCE_PROD as the converter emits it for shape arithmetic (int32 over axis 0 to a scalar),
+/// float32 with `keep_dims`, int32 wrapping, an empty reduction giving 1, and int8 refused.
+#[test]
+fn reduce_prod_float_and_int32() {
+    let m = one_op(
+        BuiltinOp::REDUCE_PROD,
+        reducer(false),
+        &[t(I32, &[3]), c_i32(&[1], &[0])],
+        &[t(I32, &[])],
+    );
+    assert_eq!(
+        run::<i32>(&m, &[tensor(&[3], vec![8i32, 8, 16])])[0],
+        [1024]
+    );
+    let m = one_op(
+        BuiltinOp::REDUCE_PROD,
+        reducer(false),
+        &[t(I32, &[2, 2]), c_i32(&[1], &[1])],
+        &[t(I32, &[2])],
+    );
+    let out = &run::<i32>(&m, &[tensor(&[2, 2], vec![1 << 16, 1 << 16, -3, 5])])[0];
+    assert_eq!(out, &[0, -15]);
+    let m = one_op(
+        BuiltinOp::REDUCE_PROD,
+        reducer(true),
+        &[t(F32, &[2, 3]), c_i32(&[1], &[-1])],
+        &[t(F32, &[2, 1])],
+    );
+    let out = &run::<f32>(
+        &m,
+        &[tensor(&[2, 3], vec![1.5f32, -2.0, 3.0, 0.5, 4.0, 0.25])],
+    )[0];
+    assert_eq!(out, &[-9.0, 0.5]);
+    let m = one_op(
+        BuiltinOp::REDUCE_PROD,
+        reducer(false),
+        &[t(F32, &[0, 3]), c_i32(&[1], &[0])],
+        &[t(F32, &[3])],
+    );
+    assert_eq!(
+        run::<f32>(&m, &[tensor(&[0, 3], Vec::<f32>::new())])[0],
+        [1.0; 3]
+    );
+    let m = one_op(
+        BuiltinOp::REDUCE_PROD,
+        reducer(false),
+        &[q(I8, &[2, 3], 0.1, 0), c_i32(&[1], &[1])],
+        &[q(I8, &[2], 0.1, 0)],
+    );
+    expect_error(&m, &["REDUCE_PROD", "int8"]);
 }
 
 #[test]

@@ -56,14 +56,28 @@ pub fn tier_cases(shared: &Path, set: &str, tier: Tier) -> Vec<Case> {
     v
 }
 
+/// The converter-output models kept in the repository (`testdata/converter/`, made by
+/// `tools/make_test_models.py`): they need no `../shared`, so they run in CI and in a fresh clone.
+pub fn converter_cases() -> Vec<Case> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/converter");
+    let v = cases_in(&dir, &dir.join("reference"));
+    assert!(!v.is_empty(), "no models in {}", dir.display());
+    v
+}
+
 /// Every shared model of `set` (`"tflm"` or `"keras"`) that has reference facts, sorted.
 pub fn cases(shared: &Path, set: &str) -> Vec<Case> {
     let (models, refs) = match set {
         "keras" => (shared.join("models/keras"), shared.join("reference/keras")),
         _ => (shared.join("models/tflm"), shared.join("reference")),
     };
+    cases_in(&models, &refs)
+}
+
+/// Every `.tflite` model in `models` whose reference facts are in `refs`, sorted.
+fn cases_in(models: &Path, refs: &Path) -> Vec<Case> {
     let mut out = Vec::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&models)
+    let mut files: Vec<PathBuf> = std::fs::read_dir(models)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
     files.sort();

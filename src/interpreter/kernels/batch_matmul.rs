@@ -1,12 +1,16 @@
-//! BATCH_MATMUL: float32 (LiteRT's `batch_matmul.cc`), `adj_x` / `adj_y` from the options,
-//! ranks 2 to 5 with broadcasting of the batch dimensions. The optimized set multiplies through
-//! [`crate::interpreter::optimized::batch_matmul`], packing the right-hand matrix into scratch.
+//! BATCH_MATMUL: float32 and int8 (LiteRT's `batch_matmul.cc`), `adj_x` / `adj_y` from the
+//! options, ranks 2 to 5 with broadcasting of the batch dimensions. The optimized set multiplies
+//! float32 through [`crate::interpreter::optimized::batch_matmul`], packing the right-hand
+//! matrix into scratch; int8 runs the reference arithmetic in both sets (per-tensor scales,
+//! one multiplier `s_lhs * s_rhs / s_out`, no fused activation).
 
+use super::binary_common::quant_params;
 use super::conv::request_f32_scratch;
 use crate::interpreter::optimized::batch_matmul as fast;
 use crate::interpreter::reference::batch_matmul::{
-    batch_matmul_f32, BatchMatMulGeometry, MAX_BATCH_DIMS,
+    batch_matmul_f32, batch_matmul_i8, BatchMatMulGeometry, BatchMatMulQuant, MAX_BATCH_DIMS,
 };
+use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
 };
@@ -26,6 +30,8 @@ struct BatchMatMulData {
     geometry: BatchMatMulGeometry,
     /// Packing buffer of the optimized set (none: the reference loop).
     packed: Option<ScratchId>,
+    /// int8 parameters (none: float32).
+    quant: Option<BatchMatMulQuant>,
 }
 
 fn batch_dims(dims: &[usize]) -> [usize; MAX_BATCH_DIMS] {
@@ -46,9 +52,32 @@ impl Kernel for BatchMatMul {
         let lhs = ctx.input(0)?;
         let rhs = ctx.input(1)?;
         let output = ctx.output(0)?;
-        for t in [&lhs, &rhs, &output] {
-            t.expect_dtype(DType::F32)?;
+        let dtype = lhs.dtype;
+        kernel_ensure!(
+            matches!(dtype, DType::F32 | DType::I8),
+            "lhs `{}` has dtype {dtype}; BATCH_MATMUL takes float32 and int8 (float32 lhs with \
+             int8 rhs is the hybrid form, not supported)",
+            lhs.name
+        );
+        for t in [&rhs, &output] {
+            t.expect_dtype(dtype)?;
         }
+        let quant = if dtype == DType::I8 {
+            let (sl, zl) = quant_params(&lhs)?;
+            let (sr, zr) = quant_params(&rhs)?;
+            let (so, zo) = quant_params(&output)?;
+            // LiteRT's `GetQuantizedConvolutionMultipler`: the scales multiplied and divided in
+            // double (TFLM multiplies them in float first; LiteRT's reference kernels are the
+            // ones matched bit for bit).
+            Some(BatchMatMulQuant {
+                lhs_offset: -zl,
+                rhs_offset: -zr,
+                output_offset: zo,
+                multiplier: quantize_multiplier(f64::from(sl) * f64::from(sr) / f64::from(so)),
+            })
+        } else {
+            None
+        };
         for t in [&lhs, &rhs] {
             kernel_ensure!(
                 (2..=MAX_BATCH_DIMS + 2).contains(&t.dims.len()),
@@ -95,15 +124,26 @@ impl Kernel for BatchMatMul {
             adj_x,
             adj_y,
         };
-        let packed = match self.set {
-            KernelSet::Reference => None,
-            KernelSet::Optimized => Some(request_f32_scratch(ctx, fast::packed_len(&geometry))?),
+        let packed = match (self.set, quant) {
+            (KernelSet::Optimized, None) => {
+                Some(request_f32_scratch(ctx, fast::packed_len(&geometry))?)
+            }
+            _ => None,
         };
-        ctx.set_op_data(BatchMatMulData { geometry, packed })
+        ctx.set_op_data(BatchMatMulData {
+            geometry,
+            packed,
+            quant,
+        })
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<BatchMatMulData>()?;
+        if let Some(q) = d.quant {
+            let (lhs, rhs) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
+            batch_matmul_i8(&d.geometry, &q, lhs, rhs, ctx.output(0)?);
+            return Ok(());
+        }
         match d.packed {
             Some(id) => fast::batch_matmul_f32(
                 ctx.isa(),

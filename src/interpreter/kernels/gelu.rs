@@ -1,12 +1,16 @@
 //! GELU: float32, exact (erf) or `approximate` (tanh) as `GeluOptions` says (LiteRT's
 //! `gelu.cc`). The optimized set evaluates `erf` in single precision
 //! ([`crate::interpreter::optimized::gelu`]) instead of the reference's double-precision series.
+//! int8 runs through LiteRT's 256-entry table (`LUTPopulate`: dequantize, the reference float
+//! GELU, requantize), built at prepare, in both sets.
 
+use super::binary_common::quant_params;
 use super::unary_common::prepare_unary;
 use crate::interpreter::optimized::gelu as fast;
+use crate::interpreter::reference::elementwise::lut_entry_int8;
 use crate::interpreter::reference::gelu::gelu_f32;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
 };
 use crate::kernel_bail;
 use crate::model::BuiltinOptions;
@@ -21,22 +25,51 @@ pub struct Gelu {
 #[derive(Clone, Copy)]
 struct OpData {
     approximate: bool,
+    /// int8: the table indexed by `x + 128` (none: float32).
+    table: Option<PersistentArray<i8>>,
 }
 
 impl Kernel for Gelu {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
-        let (input, _) = prepare_unary(ctx)?;
-        input.expect_dtype(DType::F32)?;
+        let (input, output) = prepare_unary(ctx)?;
         let approximate = match ctx.options() {
             BuiltinOptions::Gelu { approximate } => *approximate,
             BuiltinOptions::None => false,
             other => kernel_bail!("GELU with options {other:?}, expected GeluOptions"),
         };
-        ctx.set_op_data(OpData { approximate })
+        let table = match input.dtype {
+            DType::F32 => None,
+            DType::I8 => {
+                let (si, zi) = quant_params(&input)?;
+                let (so, zo) = quant_params(&output)?;
+                let gelu = |x: f32| {
+                    let mut y = [0.0f32];
+                    gelu_f32(&[x], approximate, &mut y);
+                    y[0]
+                };
+                let table: Vec<i8> = (-128..=127)
+                    .map(|q| lut_entry_int8(q, si, zi, so, zo, gelu) as i8)
+                    .collect();
+                Some(ctx.persistent_array(&table)?)
+            }
+            other => kernel_bail!(
+                "input `{}` has dtype {other}; GELU takes float32 and int8",
+                input.name
+            ),
+        };
+        ctx.set_op_data(OpData { approximate, table })
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
+        if let Some(table) = d.table {
+            let table = ctx.persistent(table)?;
+            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            for (o, &x) in output.iter_mut().zip(input) {
+                *o = table[(i32::from(x) + 128) as usize];
+            }
+            return Ok(());
+        }
         match self.set {
             KernelSet::Reference => gelu_f32(ctx.input(0)?, d.approximate, ctx.output(0)?),
             KernelSet::Optimized => {

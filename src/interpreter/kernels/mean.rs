@@ -104,33 +104,42 @@ pub(crate) enum Generic {
     Sum,
     /// Maximum.
     Max,
+    /// Product (wrapping for integers).
+    Prod,
 }
 
 /// An element type of the generic reductions.
 trait GenericElement: Element + PartialOrd {
     const LOWEST: Self;
     const ZERO: Self;
+    const ONE: Self;
     fn plus(self, other: Self) -> Self;
+    fn times(self, other: Self) -> Self;
 }
 
 macro_rules! generic_element {
-    ($($t:ty => $lowest:expr, $zero:expr, $plus:expr;)*) => {$(
+    ($($t:ty => $lowest:expr, $zero:expr, $one:expr, $plus:expr, $times:expr;)*) => {$(
         impl GenericElement for $t {
             const LOWEST: Self = $lowest;
             const ZERO: Self = $zero;
+            const ONE: Self = $one;
             #[inline(always)]
             fn plus(self, other: Self) -> Self {
                 $plus(self, other)
+            }
+            #[inline(always)]
+            fn times(self, other: Self) -> Self {
+                $times(self, other)
             }
         }
     )*};
 }
 generic_element! {
-    f32 => f32::MIN, 0.0, |a: f32, b: f32| a + b;
-    i8 => i8::MIN, 0, i8::wrapping_add;
-    i16 => i16::MIN, 0, i16::wrapping_add;
-    i32 => i32::MIN, 0, i32::wrapping_add;
-    i64 => i64::MIN, 0, i64::wrapping_add;
+    f32 => f32::MIN, 0.0, 1.0, |a: f32, b: f32| a + b, |a: f32, b: f32| a * b;
+    i8 => i8::MIN, 0, 1, i8::wrapping_add, i8::wrapping_mul;
+    i16 => i16::MIN, 0, 1, i16::wrapping_add, i16::wrapping_mul;
+    i32 => i32::MIN, 0, 1, i32::wrapping_add, i32::wrapping_mul;
+    i64 => i64::MIN, 0, 1, i64::wrapping_add, i64::wrapping_mul;
 }
 
 /// Whether the generic reductions take `dtype`.
@@ -156,6 +165,7 @@ fn run_generic<T: GenericElement>(
             output,
             |a, x| if x > a { x } else { a },
         ),
+        Generic::Prod => reduce_generic(plan, input, T::ONE, output, |a, x| x.times(a)),
     }
     Ok(())
 }

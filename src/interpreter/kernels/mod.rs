@@ -48,6 +48,7 @@ pub mod prelu;
 mod quant_params;
 pub mod quantize;
 pub mod reduce_max;
+pub mod reduce_prod;
 pub mod relu;
 pub mod reshape;
 pub mod resize_bilinear;
@@ -127,6 +128,7 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
     (BuiltinOp::PRELU, prelu::register_prelu),
     (BuiltinOp::QUANTIZE, quantize::register_quantize),
     (BuiltinOp::REDUCE_MAX, reduce_max::register_reduce_max),
+    (BuiltinOp::REDUCE_PROD, reduce_prod::register_reduce_prod),
     (BuiltinOp::RELU, relu::register_relu),
     (BuiltinOp::RELU6, relu::register_relu6),
     (BuiltinOp::RELU_N1_TO_1, relu::register_relu_n1_to_1),

@@ -1,17 +1,23 @@
-//! TRANSPOSE_CONV: float32 (LiteRT's `transpose_conv.cc`): inputs output_shape (int32, must
-//! equal the output's static shape when constant), weights `[out_c, fh, fw, in_c]`, input and
-//! an optional bias; padding computed from the output size as LiteRT does. The optimized set
-//! runs non-overlapping taps (2×2 stride 2 up-sampling) as matrix products
-//! ([`crate::interpreter::optimized::transpose_conv`]).
+//! TRANSPOSE_CONV: float32 and int8 (LiteRT's `transpose_conv.cc`): inputs output_shape
+//! (int32, must equal the output's static shape when constant), weights `[out_c, fh, fw, in_c]`,
+//! input and an optional bias; padding computed from the output size as LiteRT does. The
+//! optimized set runs float non-overlapping taps (2×2 stride 2 up-sampling) as matrix products
+//! ([`crate::interpreter::optimized::transpose_conv`]); int8 (per-channel or per-tensor
+//! symmetric filter, int32 bias) runs the reference arithmetic in both sets.
 
-use super::quant_params::{dims4, float_range, fused_activation, padding_kind, positive};
+use super::binary_common::quant_params;
+use super::quant_params::{
+    dims4, filter_scales, float_range, fused_activation, padding_kind, per_channel_multipliers,
+    positive, quantized_range,
+};
 use crate::interpreter::optimized::transpose_conv as fast;
 use crate::interpreter::reference::padding::axis_geometry;
 use crate::interpreter::reference::transpose_conv::{
-    transpose_conv_f32_rows, TransposeConvGeometry,
+    transpose_conv_f32_rows, transpose_conv_i8_rows, TransposeConvGeometry, TransposeConvQuant,
 };
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, TensorInfo,
+    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
+    TensorInfo,
 };
 use crate::model::BuiltinOptions;
 use crate::tensor::DType;
@@ -29,6 +35,19 @@ struct OpData {
     has_bias: bool,
     act_min: f32,
     act_max: f32,
+    /// int8 parameters (none: float32).
+    quant: Option<QuantData>,
+}
+
+/// What an int8 node keeps: offsets, per-channel multipliers and the clamp.
+#[derive(Clone, Copy)]
+struct QuantData {
+    input_offset: i32,
+    output_offset: i32,
+    multipliers: PersistentArray<i32>,
+    shifts: PersistentArray<i32>,
+    act_min: i32,
+    act_max: i32,
 }
 
 /// The float operands of a transposed convolution (TRANSPOSE_CONV and MediaPipe's
@@ -44,6 +63,19 @@ pub(crate) fn check_operands(
     for t in [filter, input, output] {
         t.expect_dtype(DType::F32)?;
     }
+    if let Some(bias) = bias {
+        bias.expect_dtype(DType::F32)?;
+    }
+    operand_geometry(input, filter, bias, output)
+}
+
+/// The shapes of a transposed convolution's operands checked against each other (any dtype).
+fn operand_geometry(
+    input: &TensorInfo<'_>,
+    filter: &TensorInfo<'_>,
+    bias: Option<&TensorInfo<'_>>,
+    output: &TensorInfo<'_>,
+) -> Result<TransposeConvGeometry, KernelError> {
     let [b, ih, iw, ic] = dims4(input)?;
     let [oc, fh, fw, fc] = dims4(filter)?;
     let [ob, oh, ow, occ] = dims4(output)?;
@@ -58,7 +90,6 @@ pub(crate) fn check_operands(
         output.dims
     );
     if let Some(bias) = bias {
-        bias.expect_dtype(DType::F32)?;
         kernel_ensure!(
             bias.num_elements() == oc,
             "bias `{}` has {} values for {oc} output channels",
@@ -115,7 +146,41 @@ impl Kernel for TransposeConv {
             None
         };
         let output = ctx.output(0)?;
-        let mut geometry = check_operands(&input, &filter, bias.as_ref(), &output)?;
+        let int8 = input.dtype == DType::I8;
+        let mut geometry = if int8 {
+            filter.expect_dtype(DType::I8)?;
+            output.expect_dtype(DType::I8)?;
+            if let Some(bias) = &bias {
+                bias.expect_dtype(DType::I32)?;
+            }
+            operand_geometry(&input, &filter, bias.as_ref(), &output)?
+        } else {
+            check_operands(&input, &filter, bias.as_ref(), &output)?
+        };
+        let quant = if int8 {
+            let (si, zi) = quant_params(&input)?;
+            let (so, zo) = quant_params(&output)?;
+            let oc = geometry.out_c;
+            let scales = filter_scales(&filter, 0, oc)?;
+            let zero_points = filter.quantization.map(|q| q.zero_points()).unwrap_or(&[]);
+            kernel_ensure!(
+                zero_points.iter().all(|&z| z == 0),
+                "filter `{}` must be quantized symmetrically (zero points 0)",
+                filter.name
+            );
+            let (multipliers, shifts) = per_channel_multipliers(ctx, si, scales, so, oc, None)?;
+            let (act_min, act_max) = quantized_range(act, &output)?;
+            Some(QuantData {
+                input_offset: -zi,
+                output_offset: zo,
+                multipliers,
+                shifts,
+                act_min,
+                act_max,
+            })
+        } else {
+            None
+        };
         shape.expect_dtype(DType::I32)?;
         shape.expect_dims(&[4])?;
         if let Some(v) = shape.data::<i32>()? {
@@ -142,21 +207,39 @@ impl Kernel for TransposeConv {
             has_bias: bias.is_some(),
             act_min,
             act_max,
+            quant,
         })
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
-        let bias: &[f32] = if d.has_bias { ctx.input(3)? } else { &[] };
         let g = &d.geometry;
-        let (input, filter) = (ctx.input::<f32>(2)?, ctx.input::<f32>(1)?);
-        let output = ctx.output::<f32>(0)?;
         let rows = g.batches * g.out_h;
         let row_len = g.out_w * g.out_c;
-        let output = &mut output[..rows * row_len];
+        let band = rows.div_ceil(ctx.threads()).max(4);
+        if let Some(qd) = d.quant {
+            let bias: &[i32] = if d.has_bias { ctx.input(3)? } else { &[] };
+            let q = TransposeConvQuant {
+                input_offset: qd.input_offset,
+                output_offset: qd.output_offset,
+                multipliers: ctx.persistent(qd.multipliers)?,
+                shifts: ctx.persistent(qd.shifts)?,
+                act_min: qd.act_min,
+                act_max: qd.act_max,
+            };
+            let (input, filter) = (ctx.input::<i8>(2)?, ctx.input::<i8>(1)?);
+            let output = &mut ctx.output::<i8>(0)?[..rows * row_len];
+            ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                transpose_conv_i8_rows(g, &q, input, filter, bias, t * band, part);
+            });
+            return Ok(());
+        }
+        let bias: &[f32] = if d.has_bias { ctx.input(3)? } else { &[] };
+        let (input, filter) = (ctx.input::<f32>(2)?, ctx.input::<f32>(1)?);
+        let output = ctx.output::<f32>(0)?;
         // Bands of output rows, one per thread (the bits do not depend on the split); a band
         // shorter than a few rows is not worth a hand-off.
-        let band = rows.div_ceil(ctx.threads()).max(4);
+        let output = &mut output[..rows * row_len];
         match self.set {
             KernelSet::Reference => ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
                 transpose_conv_f32_rows(

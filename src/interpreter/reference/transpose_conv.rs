@@ -2,6 +2,14 @@
 //! scatters `input * filter` into the output window it maps to (`in * stride - pad + f`), then
 //! the bias is added and the fused activation applied. NHWC input and output, filter
 //! `[out_c, filter_h, filter_w, in_c]`.
+//!
+//! The int8 form (`reference_integer_ops::TransposeConv`) sums `(input - z_in) * filter` in
+//! int32 per output value, adds the int32 bias, rescales with the output channel's multiplier,
+//! adds the output zero point and clamps. Integer sums do not depend on their order, so the
+//! int8 form gathers each output value's taps (no int32 scratch of the whole output, and row
+//! bands split among threads change no bit).
+
+use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
 
 /// Shapes, strides and padding of a transpose convolution.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,6 +78,82 @@ pub fn transpose_conv_f32_rows(
         for (oc, o) in px.iter_mut().enumerate() {
             let with_bias = *o + bias.get(oc).copied().unwrap_or(0.0);
             *o = with_bias.max(act_min).min(act_max);
+        }
+    }
+}
+
+/// Parameters of the int8 transpose convolution.
+#[derive(Clone, Copy, Debug)]
+pub struct TransposeConvQuant<'a> {
+    /// `-zero_point` of the input.
+    pub input_offset: i32,
+    /// Output zero point.
+    pub output_offset: i32,
+    /// Per output channel: Q31 multipliers (`s_in * s_filter[c] / s_out`).
+    pub multipliers: &'a [i32],
+    /// Per output channel: shifts.
+    pub shifts: &'a [i32],
+    /// Activation clamp in output units.
+    pub act_min: i32,
+    /// Activation clamp in output units.
+    pub act_max: i32,
+}
+
+/// The input index along one axis that output index `o` receives from filter tap `f`, if any:
+/// `i * stride - pad + f == o`.
+#[inline]
+fn source(o: usize, f: usize, stride: usize, pad: usize, len: usize) -> Option<usize> {
+    let t = (o + pad).checked_sub(f)?;
+    (t % stride == 0 && t / stride < len).then_some(t / stride)
+}
+
+/// Output rows `row0..` (row `b * out_h + oy`, whole rows of `out_w · out_c` values) of the int8
+/// transpose convolution; `bias` has `out_c` values or is empty, `q` one multiplier per output
+/// channel.
+#[allow(clippy::too_many_arguments)]
+pub fn transpose_conv_i8_rows(
+    g: &TransposeConvGeometry,
+    q: &TransposeConvQuant<'_>,
+    input: &[i8],
+    filter: &[i8],
+    bias: &[i32],
+    row0: usize,
+    output: &mut [i8],
+) {
+    let row_len = g.out_w * g.out_c;
+    if row_len == 0 {
+        return;
+    }
+    for (r, row) in output.chunks_exact_mut(row_len).enumerate() {
+        let (b, oy) = ((row0 + r) / g.out_h, (row0 + r) % g.out_h);
+        for (ox, px) in row.chunks_exact_mut(g.out_c).enumerate() {
+            for (oc, o) in px.iter_mut().enumerate() {
+                let mut acc = bias.get(oc).copied().unwrap_or(0);
+                for fy in 0..g.filter_h {
+                    let Some(iy) = source(oy, fy, g.stride_h, g.pad_h, g.in_h) else {
+                        continue;
+                    };
+                    for fx in 0..g.filter_w {
+                        let Some(ix) = source(ox, fx, g.stride_w, g.pad_w, g.in_w) else {
+                            continue;
+                        };
+                        let x = &input[((b * g.in_h + iy) * g.in_w + ix) * g.in_c..][..g.in_c];
+                        let w = &filter[((oc * g.filter_h + fy) * g.filter_w + fx) * g.in_c..]
+                            [..g.in_c];
+                        for (&xv, &wv) in x.iter().zip(w) {
+                            acc = acc.wrapping_add(
+                                (i32::from(xv) + q.input_offset) * i32::from(wv),
+                            );
+                        }
+                    }
+                }
+                let m = QuantizedMultiplier {
+                    multiplier: q.multipliers[oc],
+                    shift: q.shifts[oc],
+                };
+                let v = multiply_by_quantized_multiplier(acc, m) + q.output_offset;
+                *o = v.clamp(q.act_min, q.act_max) as i8;
+            }
         }
     }
 }
@@ -230,6 +314,66 @@ mod tests {
                     split, whole,
                     "stride {stride} pad {pad} filter {f} band {band}"
                 );
+            }
+        }
+    }
+
+    /// The int8 gather form sums the taps the float scatter form scatters: with integer values,
+    /// unit scales and zero offsets, both give the same numbers (here small enough to be exact
+    /// in float), and an input zero point shifts every tap.
+    #[test]
+    fn int8_gather_matches_float_scatter() {
+        let mut x = 777u32;
+        let mut values = |n: usize| -> Vec<i8> {
+            (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    (x % 9) as i8 - 4
+                })
+                .collect()
+        };
+        for (stride, pad, f) in [(2, 0, 2), (2, 1, 3), (1, 1, 3), (3, 2, 5)] {
+            let (in_h, in_w, in_c, out_c, batches) = (4, 3, 3, 2, 2);
+            let g = TransposeConvGeometry {
+                batches,
+                in_h,
+                in_w,
+                in_c,
+                out_h: (in_h - 1) * stride + f - 2 * pad,
+                out_w: (in_w - 1) * stride + f - 2 * pad,
+                out_c,
+                filter_h: f,
+                filter_w: f,
+                stride_h: stride,
+                stride_w: stride,
+                pad_h: pad,
+                pad_w: pad,
+            };
+            let input = values(batches * in_h * in_w * in_c);
+            let filter = values(out_c * f * f * in_c);
+            let bias = [3i32, -5];
+            let n = batches * g.out_h * g.out_w * out_c;
+            for zp in [0i32, 2] {
+                let shifted: Vec<f32> = input.iter().map(|&v| f32::from(v) - zp as f32).collect();
+                let ff: Vec<f32> = filter.iter().map(|&v| f32::from(v)).collect();
+                let fb: Vec<f32> = bias.iter().map(|&v| v as f32).collect();
+                let mut want = vec![0.0f32; n];
+                transpose_conv_f32(&g, &shifted, &ff, &fb, -128.0, 127.0, &mut want);
+                let one = super::super::quant::quantize_multiplier(1.0);
+                let q = TransposeConvQuant {
+                    input_offset: -zp,
+                    output_offset: 0,
+                    multipliers: &[one.multiplier; 2],
+                    shifts: &[one.shift; 2],
+                    act_min: -128,
+                    act_max: 127,
+                };
+                let mut got = vec![0i8; n];
+                transpose_conv_i8_rows(&g, &q, &input, &filter, &bias, 0, &mut got);
+                let got: Vec<f32> = got.iter().map(|&v| f32::from(v)).collect();
+                assert_eq!(got, want, "stride {stride} pad {pad} filter {f} zp {zp}");
             }
         }
     }

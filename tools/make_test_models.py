@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Build the small converter-output test models of `testdata/converter/`.
+
+Each model is a few layers of a real architecture, converted with TensorFlow's own converter the way
+a user would (float32, int8 with a representative dataset, dynamic range = `Optimize.DEFAULT`
+without a dataset), sized so a test invokes it in milliseconds (each file well under 200 KB).
+Weights are random (seeded). Usage:
+    python tools/make_test_models.py OUT_DIR [NAME...]
+Needs tensorflow-cpu (tested with 2.21.0). Then, per model, the reference facts:
+    python ../shared/tools/model_facts.py OUT_DIR/NAME.tflite --out REF_DIR
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+import tensorflow as tf
+
+keras = tf.keras
+L = keras.layers
+
+
+def rep_data(shape, n=16, lo=-1.0, hi=1.0):
+    rng = np.random.default_rng(1)
+
+    def gen():
+        for _ in range(n):
+            yield [rng.uniform(lo, hi, size=shape).astype(np.float32)]
+
+    return gen
+
+
+def convert(model, mode, in_shape):
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    if mode == "int8":
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = rep_data((1,) + tuple(in_shape))
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = tf.int8
+        conv.inference_output_type = tf.int8
+    elif mode == "dynamic":
+        # Dynamic range: int8 weights, float activations (hybrid kernels at run time).
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    elif mode != "f32":
+        raise ValueError(mode)
+    return conv.convert()
+
+
+def transformer_block():
+    """One pre-norm encoder block: LayerNorm (mean, squared difference, rsqrt), multi-head
+    attention (BATCH_MATMUL of queries by keys and of weights by values), a GELU MLP."""
+    seq, dim, heads = 16, 32, 2
+    inp = keras.Input((seq, dim), batch_size=1)
+    h = L.LayerNormalization(epsilon=1e-5)(inp)
+    h = L.MultiHeadAttention(num_heads=heads, key_dim=dim // heads)(h, h)
+    x = L.Add()([inp, h])
+    h = L.LayerNormalization(epsilon=1e-5)(x)
+    h = L.Dense(dim * 2, activation="gelu")(h)
+    h = L.Dense(dim)(h)
+    out = L.Add()([x, h])
+    return keras.Model(inp, out), (seq, dim)
+
+
+def attention_ops():
+    """The int8 arithmetic of attention and LayerNorm without the rest of the block: query by key
+    products (BATCH_MATMUL, adj_y), a weights-by-values product (BATCH_MATMUL), and the squared
+    difference of each row from its mean (SQUARED_DIFFERENCE broadcast over the last axis)."""
+    seq, dim = 8, 16
+    inp = keras.Input((seq, dim), batch_size=1)
+    q = L.Dense(dim)(inp)
+    k = L.Dense(dim)(inp)
+    v = L.Dense(dim)(inp)
+    s = L.Lambda(lambda t: tf.matmul(t[0], t[1], transpose_b=True))([q, k])
+    a = L.Lambda(lambda t: tf.matmul(t[0], t[1]))([s, v])
+    d = L.Lambda(
+        lambda t: tf.math.squared_difference(t, tf.reduce_mean(t, axis=-1, keepdims=True))
+    )(q)
+    out = L.Concatenate()([s, a, d])
+    return keras.Model(inp, out), (seq, dim)
+
+
+def convnext_block():
+    """A ConvNeXt block (7x7 depthwise, LayerNorm, pointwise MLP, layer scale, residual) with an
+    unknown batch dimension, then a flatten whose target shape is computed at run time
+    (SHAPE, STRIDED_SLICE, REDUCE_PROD, PACK)."""
+    c = 16
+    inp = keras.Input((8, 8, c))
+    h = L.DepthwiseConv2D(7, padding="same")(inp)
+    h = L.LayerNormalization(epsilon=1e-6)(h)
+    h = L.Dense(4 * c, activation="gelu")(h)
+    h = L.Dense(c)(h)
+    h = L.Lambda(lambda t: t * 0.5)(h)
+    x = L.Add()([inp, h])
+
+    def flatten(t):
+        s = tf.shape(t)
+        return tf.reshape(t, tf.stack([s[0], tf.reduce_prod(s[1:])]))
+
+    x = L.Lambda(flatten, output_shape=(8 * 8 * c,))(x)
+    out = L.Dense(10)(x)
+    return keras.Model(inp, out), (8, 8, c)
+
+
+def unet_decoder():
+    """One U-Net decoder step: a stride-2 transposed convolution upsamples the bottleneck,
+    concatenated with the skip connection, then two 3x3 convolutions."""
+    inp = keras.Input((16, 16, 4), batch_size=1)
+    e = L.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    b = L.Conv2D(16, 3, strides=2, padding="same", activation="relu")(e)
+    u = L.Conv2DTranspose(8, 3, strides=2, padding="same")(b)
+    d = L.Concatenate()([u, e])
+    d = L.Conv2D(8, 3, padding="same", activation="relu")(d)
+    out = L.Conv2D(2, 1)(d)
+    return keras.Model(inp, out), (16, 16, 4)
+
+
+def hybrid_cnn():
+    """A CNN with a dense head, sized so every weight tensor has at least 1024 elements (the
+    converter's threshold for quantizing a weight in dynamic-range mode): CONV_2D,
+    DEPTHWISE_CONV_2D and FULLY_CONNECTED with float inputs and int8 weights."""
+    inp = keras.Input((12, 12, 8), batch_size=1)
+    x = L.Conv2D(32, 3, strides=2, padding="same", activation="relu")(inp)
+    x = L.DepthwiseConv2D(3, padding="same", depth_multiplier=4, activation="relu")(x)
+    x = L.Conv2D(32, 1, activation="relu6")(x)
+    x = L.Flatten()(x)
+    x = L.Dense(64, activation="relu")(x)
+    out = L.Dense(16)(x)
+    return keras.Model(inp, out), (12, 12, 8)
+
+
+def densenet_grouped():
+    """A DenseNet block (BatchNorm-ReLU-Conv on the running concatenation, so the BatchNorm cannot
+    fold into a preceding convolution and stays a broadcast MUL and ADD per channel) followed by a
+    RegNet-style grouped 3x3 convolution (groups = 4)."""
+    inp = keras.Input((12, 12, 16), batch_size=1)
+    x = inp
+    for _ in range(3):
+        h = L.BatchNormalization()(x)
+        h = L.ReLU()(h)
+        h = L.Conv2D(16, 1, use_bias=False)(h)
+        h = L.BatchNormalization()(h)
+        h = L.ReLU()(h)
+        h = L.Conv2D(8, 3, padding="same", use_bias=False)(h)
+        x = L.Concatenate()([x, h])
+    x = L.BatchNormalization()(x)
+    x = L.Conv2D(40, 3, padding="same", groups=4, activation="relu")(x)
+    out = L.Conv2D(8, 1)(x)
+    return keras.Model(inp, out), (12, 12, 16)
+
+
+def randomize_batchnorm(model, rng):
+    """Non-trivial BatchNorm statistics, so the unfolded MUL and ADD are not identities."""
+    for layer in model.layers:
+        if isinstance(layer, L.BatchNormalization):
+            gamma, beta, mean, var = layer.get_weights()
+            layer.set_weights([
+                rng.uniform(0.5, 1.5, gamma.shape).astype(np.float32),
+                rng.uniform(-0.5, 0.5, beta.shape).astype(np.float32),
+                rng.uniform(-0.2, 0.2, mean.shape).astype(np.float32),
+                rng.uniform(0.5, 2.0, var.shape).astype(np.float32),
+            ])
+
+
+MODELS = {
+    "transformer_block_int8": (transformer_block, "int8"),
+    "attention_ops_int8": (attention_ops, "int8"),
+    "convnext_block_f32": (convnext_block, "f32"),
+    "unet_decoder_int8": (unet_decoder, "int8"),
+    "hybrid_cnn_dynamic": (hybrid_cnn, "dynamic"),
+    "densenet_grouped_f32": (densenet_grouped, "f32"),
+}
+
+
+def main():
+    out = sys.argv[1]
+    names = sys.argv[2:] or list(MODELS)
+    os.makedirs(out, exist_ok=True)
+    for name in names:
+        build, mode = MODELS[name]
+        keras.utils.set_random_seed(0)
+        model, in_shape = build()
+        randomize_batchnorm(model, np.random.default_rng(3))
+        data = convert(model, mode, in_shape)
+        path = os.path.join(out, name + ".tflite")
+        with open(path, "wb") as f:
+            f.write(data)
+        print(f"{name}: {len(data):,} bytes")
+
+
+if __name__ == "__main__":
+    main()
