@@ -15,6 +15,7 @@ use crate::interpreter::{
 use crate::kernel_bail;
 use crate::model::BuiltinOptions;
 use crate::tensor::DType;
+use rust_alloc::vec::Vec;
 
 /// The GELU kernel of one kernel set.
 pub struct Gelu {

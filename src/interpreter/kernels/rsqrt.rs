@@ -9,8 +9,11 @@ use crate::interpreter::reference::rsqrt::{rsqrt_f32, rsqrt_i8_one};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
 };
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
+use rust_alloc::vec::Vec;
 
 /// The RSQRT kernel.
 pub struct Rsqrt;
