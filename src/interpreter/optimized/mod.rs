@@ -30,6 +30,7 @@ mod isa;
 pub mod matrix;
 pub mod mean;
 pub mod pack;
+pub mod pool;
 pub mod prelu;
 mod requant_i8;
 pub mod softmax;
