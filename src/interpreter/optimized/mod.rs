@@ -33,6 +33,7 @@ pub mod pack;
 pub mod pool;
 pub mod prelu;
 mod requant_i8;
+pub mod resize_bilinear;
 pub mod softmax;
 pub mod transpose_conv;
 

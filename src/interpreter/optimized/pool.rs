@@ -108,7 +108,30 @@ fn run(
         return;
     }
     let _ = isa;
-    rows_body(fold, g, input, act_min, act_max, row0, output);
+    rows_any(fold, g, input, act_min, act_max, row0, output);
+}
+
+/// [`rows_body`] with the channel count a constant for the common small counts (the loops
+/// over a pixel's channels unroll), else read from `g`.
+#[inline(always)]
+fn rows_any(
+    fold: Fold,
+    g: &PoolGeometry,
+    input: &[f32],
+    act_min: f32,
+    act_max: f32,
+    row0: usize,
+    output: &mut [f32],
+) {
+    match g.channels {
+        1 => rows_body::<1>(fold, g, input, act_min, act_max, row0, output),
+        2 => rows_body::<2>(fold, g, input, act_min, act_max, row0, output),
+        4 => rows_body::<4>(fold, g, input, act_min, act_max, row0, output),
+        8 => rows_body::<8>(fold, g, input, act_min, act_max, row0, output),
+        16 => rows_body::<16>(fold, g, input, act_min, act_max, row0, output),
+        32 => rows_body::<32>(fold, g, input, act_min, act_max, row0, output),
+        _ => rows_body::<0>(fold, g, input, act_min, act_max, row0, output),
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -122,12 +145,13 @@ unsafe fn rows_avx2(
     row0: usize,
     output: &mut [f32],
 ) {
-    rows_body(fold, g, input, act_min, act_max, row0, output);
+    rows_any(fold, g, input, act_min, act_max, row0, output);
 }
 
-/// The loop nest: per output pixel, the output's channel row is the accumulator.
+/// The loop nest: per output pixel, the output's channel row is the accumulator. `C` is
+/// `g.channels` when not 0.
 #[inline(always)]
-fn rows_body(
+fn rows_body<const C: usize>(
     fold: Fold,
     g: &PoolGeometry,
     input: &[f32],
@@ -136,7 +160,7 @@ fn rows_body(
     row0: usize,
     output: &mut [f32],
 ) {
-    let c = g.channels;
+    let c = if C == 0 { g.channels } else { C };
     if c == 0 || g.out_w == 0 {
         return;
     }
@@ -201,6 +225,7 @@ mod tests {
             (13, 3, 2, 1, 1),
             (40, 3, 1, 1, 2),
             (5, 4, 3, 2, 1),
+            (4, 2, 2, 0, 2),
         ] {
             let (in_h, in_w) = (9, 11);
             let g = PoolGeometry {
