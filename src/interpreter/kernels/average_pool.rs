@@ -2,14 +2,22 @@
 //! padding, as TFLM's `pooling.cc`.
 
 use super::pool_common::{prepare_pool, PoolData};
+use crate::interpreter::optimized::pool as fast;
 use crate::interpreter::reference::pooling::{average_pool_f32, average_pool_i16, average_pool_i8};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::tensor::DType;
 
-/// The AVERAGE_POOL_2D kernel.
-pub struct AveragePool2D;
+/// The AVERAGE_POOL_2D kernel: float32 runs the channel-vector loop of
+/// [`crate::interpreter::optimized::pool`] in the optimized set (the same bits), in bands of
+/// output rows across the kernel threads.
+pub struct AveragePool2D {
+    set: KernelSet,
+}
+
+/// Output values a task takes at least (smaller layers stay on one thread).
+const MIN_TASK_ELEMENTS: usize = 16 * 1024;
 
 impl Kernel for AveragePool2D {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -21,6 +29,23 @@ impl Kernel for AveragePool2D {
         let d = *ctx.op_data::<PoolData>()?;
         let g = &d.geometry;
         let ok = match d.dtype {
+            DType::F32 if self.set == KernelSet::Optimized => {
+                if !fast::windows_cover_input(g) {
+                    return Err(KernelError::new("a pooling window covers no input element"));
+                }
+                let input = ctx.input::<f32>(0)?;
+                let rows = g.batches * g.out_h;
+                let row_len = g.out_w * g.channels;
+                let output = &mut ctx.output::<f32>(0)?[..rows * row_len];
+                let band = rows
+                    .div_ceil(ctx.threads())
+                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
+                let (lo, hi, isa) = (d.float_min, d.float_max, ctx.isa());
+                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                    fast::average_pool_f32_rows(isa, g, input, lo, hi, t * band, part)
+                });
+                true
+            }
             DType::F32 => average_pool_f32(
                 g,
                 ctx.input::<f32>(0)?,
@@ -52,6 +77,6 @@ impl Kernel for AveragePool2D {
 }
 
 /// The AVERAGE_POOL_2D kernel (TFLM's `Register_AVERAGE_POOL_2D()`).
-pub fn register_average_pool_2d(_set: KernelSet) -> Registration {
-    Registration::new("AVERAGE_POOL_2D", AveragePool2D)
+pub fn register_average_pool_2d(set: KernelSet) -> Registration {
+    Registration::new("AVERAGE_POOL_2D", AveragePool2D { set })
 }

@@ -171,14 +171,17 @@ impl Kernel for Concatenation {
                 }
             }
             dtype => with_movable_type!(dtype, T => {
+                // Input by input (each looked up once), its slabs at the output stride.
                 let out = ctx.output::<T>(0)?;
-                let mut dst = 0;
-                for outer in 0..d.outer {
-                    for (k, &slab) in slabs.iter().enumerate().take(d.inputs) {
-                        let slab = slab as usize;
-                        copy_slab(ctx.input::<T>(k)?, outer, slab, out, dst);
-                        dst += slab;
+                let stride: usize = slabs.iter().take(d.inputs).map(|&s| s as usize).sum();
+                let mut start = 0;
+                for (k, &slab) in slabs.iter().enumerate().take(d.inputs) {
+                    let slab = slab as usize;
+                    let input = ctx.input::<T>(k)?;
+                    for outer in 0..d.outer {
+                        copy_slab(input, outer, slab, out, start + outer * stride);
                     }
+                    start += slab;
                 }
             }),
         }

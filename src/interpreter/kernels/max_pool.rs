@@ -2,14 +2,18 @@
 //! padding, fused activation (LiteRT's `pooling.cc`).
 
 use super::pool_common::{prepare_pool, PoolData};
+use crate::interpreter::optimized::pool as fast;
 use crate::interpreter::reference::max_pool::{max_pool_f32_rows, max_pool_i16, max_pool_i8};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::tensor::DType;
 
-/// The MAX_POOL_2D kernel.
-pub struct MaxPool2D;
+/// The MAX_POOL_2D kernel: float32 runs the channel-vector loop of
+/// [`crate::interpreter::optimized::pool`] in the optimized set (the same bits).
+pub struct MaxPool2D {
+    set: KernelSet,
+}
 
 /// Output values a task takes at least (smaller layers stay on one thread).
 const MIN_TASK_ELEMENTS: usize = 16 * 1024;
@@ -33,9 +37,20 @@ impl Kernel for MaxPool2D {
                 let band = rows
                     .div_ceil(ctx.threads())
                     .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
-                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
-                    max_pool_f32_rows(g, input, d.float_min, d.float_max, t * band, part)
-                });
+                let (lo, hi) = (d.float_min, d.float_max);
+                match self.set {
+                    KernelSet::Optimized => {
+                        let isa = ctx.isa();
+                        ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                            fast::max_pool_f32_rows(isa, g, input, lo, hi, t * band, part)
+                        });
+                    }
+                    KernelSet::Reference => {
+                        ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                            max_pool_f32_rows(g, input, lo, hi, t * band, part)
+                        });
+                    }
+                }
             }
             DType::I8 => max_pool_i8(g, ctx.input(0)?, d.act_min, d.act_max, ctx.output(0)?),
             _ => max_pool_i16(g, ctx.input(0)?, d.act_min, d.act_max, ctx.output(0)?),
@@ -45,6 +60,6 @@ impl Kernel for MaxPool2D {
 }
 
 /// The MAX_POOL_2D kernel (TFLM's `Register_MAX_POOL_2D()`).
-pub fn register_max_pool_2d(_set: KernelSet) -> Registration {
-    Registration::new("MAX_POOL_2D", MaxPool2D)
+pub fn register_max_pool_2d(set: KernelSet) -> Registration {
+    Registration::new("MAX_POOL_2D", MaxPool2D { set })
 }

@@ -3,6 +3,7 @@
 
 use super::quant_params::dims4;
 use super::unary_common::expect_same_dtype;
+use crate::interpreter::optimized::resize_bilinear as fast;
 use crate::interpreter::reference::resize_bilinear::{
     resize_bilinear_f32, resize_bilinear_i8, ResizeGeometry,
 };
@@ -13,8 +14,15 @@ use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
-/// The RESIZE_BILINEAR kernel.
-pub struct ResizeBilinear;
+/// The RESIZE_BILINEAR kernel: float32 runs the channel-vector loop of
+/// [`crate::interpreter::optimized::resize_bilinear`] in the optimized set (the same bits), in
+/// bands of output rows across the kernel threads.
+pub struct ResizeBilinear {
+    set: KernelSet,
+}
+
+/// Output values a task takes at least (smaller layers stay on one thread).
+const MIN_TASK_ELEMENTS: usize = 16 * 1024;
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -106,6 +114,20 @@ impl Kernel for ResizeBilinear {
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
         match d.dtype {
+            DType::F32 if self.set == KernelSet::Optimized => {
+                let g = &d.geometry;
+                let input = ctx.input::<f32>(0)?;
+                let rows = g.batches * g.out_h;
+                let row_len = g.out_w * g.channels;
+                let output = &mut ctx.output::<f32>(0)?[..rows * row_len];
+                let band = rows
+                    .div_ceil(ctx.threads())
+                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
+                let isa = ctx.isa();
+                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                    fast::resize_bilinear_f32_rows(isa, g, input, t * band, part)
+                });
+            }
             DType::F32 => resize_bilinear_f32(&d.geometry, ctx.input(0)?, ctx.output(0)?),
             _ => resize_bilinear_i8(&d.geometry, ctx.input(0)?, ctx.output(0)?),
         }
@@ -114,6 +136,6 @@ impl Kernel for ResizeBilinear {
 }
 
 /// The RESIZE_BILINEAR kernel (TFLM's `Register_RESIZE_BILINEAR()`).
-pub fn register_resize_bilinear(_set: KernelSet) -> Registration {
-    Registration::new("RESIZE_BILINEAR", ResizeBilinear)
+pub fn register_resize_bilinear(set: KernelSet) -> Registration {
+    Registration::new("RESIZE_BILINEAR", ResizeBilinear { set })
 }

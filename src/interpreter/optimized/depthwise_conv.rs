@@ -134,6 +134,7 @@ fn portable(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::ConvGeometry;
+    use crate::interpreter::reference::conv::ClippedWindow;
     use core::arch::x86_64::*;
 
     /// Output rows `row0..row0 + rows` into `output` (which holds exactly those rows).
@@ -164,7 +165,25 @@ mod x86 {
             let (b, oy) = (r / g.out_h, r % g.out_h);
             {
                 let wy = g.row_window(oy);
-                for ox in 0..g.out_w {
+                let mut ox = 0;
+                while ox < g.out_w {
+                    if ox + QUAD <= g.out_w && c >= 8 {
+                        let (first, last) = (g.col_window(ox), g.col_window(ox + QUAD - 1));
+                        let full = |w: &ClippedWindow| w.f0 == 0 && w.f1 == g.filter_w;
+                        if full(&first) && full(&last) {
+                            // Windows move monotonically with `ox`: the pixels between are
+                            // inside too.
+                            // SAFETY: the QUAD pixels' windows are whole inside the input
+                            // rows `wy` keeps, their outputs (`QUAD * c` values at `o`) inside
+                            // `output`; the filter and bias hold `c` values per tap.
+                            unsafe {
+                                quad(g, inp, flt, bias, (lo, hi), b, &wy, first.at(0), out.add(o))
+                            };
+                            o += QUAD * c;
+                            ox += QUAD;
+                            continue;
+                        }
+                    }
                     let wx = g.col_window(ox);
                     // Tap (fy, fx) reads input pixel `px(fy, fx)` and filter row `fy * fw + fx`.
                     let px =
@@ -235,7 +254,113 @@ mod x86 {
                         output[o + ch] = (acc + bias_at(ch)).max(act_min).min(act_max);
                     }
                     o += c;
+                    ox += 1;
                 }
+            }
+        }
+    }
+
+    /// Output pixels run together when their windows are whole: the filter row of a tap is
+    /// loaded once for all of them and they accumulate in independent registers.
+    const QUAD: usize = 4;
+
+    /// [`QUAD`] adjacent output pixels of row `b`/`wy` whose horizontal windows are whole, the
+    /// first starting at input column `x0`: every value is summed tap by tap in the reference's
+    /// order (rows of the filter, then columns) with FMA, as the one-pixel loop does, so the
+    /// bits are those of that loop.
+    ///
+    /// # Safety
+    /// AVX2 and FMA are present; columns `x0 + p * stride_w + fx * dilation_w` (`p < QUAD`,
+    /// `fx < filter_w`) and the rows `wy` keeps are inside the input of batch `b`; `out` has
+    /// `QUAD * c` values; `filter` and `bias` hold what `g` describes.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn quad(
+        g: &ConvGeometry,
+        inp: *const f32,
+        flt: *const f32,
+        bias: Option<&[f32]>,
+        (lo, hi): (__m256, __m256),
+        b: usize,
+        wy: &ClippedWindow,
+        x0: usize,
+        out: *mut f32,
+    ) {
+        let c = g.out_c;
+        let step = g.stride_w * c;
+        // Offset of tap (fy, fx) of the first pixel.
+        let tap = |fy: usize, fx: usize| {
+            ((b * g.in_h + wy.at(fy)) * g.in_w + x0 + fx * g.dilation_w) * c
+        };
+        let finish = |acc: __m256, ch: usize, p: usize| {
+            let bv = match bias {
+                // SAFETY: `ch + 8 <= c <= bias.len()`.
+                Some(bb) => unsafe { _mm256_loadu_ps(bb.as_ptr().add(ch)) },
+                None => _mm256_setzero_ps(),
+            };
+            let v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(acc, bv), lo), hi);
+            // SAFETY: pixel `p < QUAD` has `c` outputs at `out + p * c`, `ch + 8 <= c`.
+            unsafe { _mm256_storeu_ps(out.add(p * c + ch), v) };
+        };
+        let mut ch = 0;
+        while ch + 16 <= c {
+            let mut acc = [[_mm256_setzero_ps(); 2]; QUAD];
+            for fy in wy.f0..wy.f1 {
+                for fx in 0..g.filter_w {
+                    // SAFETY: the taps are inside (the caller's contract), `ch + 16 <= c`.
+                    unsafe {
+                        let w = flt.add((fy * g.filter_w + fx) * c + ch);
+                        let (w0, w1) = (_mm256_loadu_ps(w), _mm256_loadu_ps(w.add(8)));
+                        let x = inp.add(tap(fy, fx) + ch);
+                        for (p, a) in acc.iter_mut().enumerate() {
+                            let xp = x.add(p * step);
+                            a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(xp), w0, a[0]);
+                            a[1] = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(8)), w1, a[1]);
+                        }
+                    }
+                }
+            }
+            for (p, a) in acc.iter().enumerate() {
+                finish(a[0], ch, p);
+                finish(a[1], ch + 8, p);
+            }
+            ch += 16;
+        }
+        while ch + 8 <= c {
+            let mut acc = [_mm256_setzero_ps(); QUAD];
+            for fy in wy.f0..wy.f1 {
+                for fx in 0..g.filter_w {
+                    // SAFETY: as above, with `ch + 8 <= c`.
+                    unsafe {
+                        let w = _mm256_loadu_ps(flt.add((fy * g.filter_w + fx) * c + ch));
+                        let x = inp.add(tap(fy, fx) + ch);
+                        for (p, a) in acc.iter_mut().enumerate() {
+                            *a = _mm256_fmadd_ps(_mm256_loadu_ps(x.add(p * step)), w, *a);
+                        }
+                    }
+                }
+            }
+            for (p, a) in acc.iter().enumerate() {
+                finish(*a, ch, p);
+            }
+            ch += 8;
+        }
+        for ch in ch..c {
+            let bias = bias.map_or(0.0, |b| b[ch]);
+            for p in 0..QUAD {
+                let mut acc = 0.0f32;
+                for fy in wy.f0..wy.f1 {
+                    for fx in 0..g.filter_w {
+                        // SAFETY: as above, one channel `ch < c`.
+                        unsafe {
+                            let x = *inp.add(tap(fy, fx) + p * step + ch);
+                            acc = x.mul_add(*flt.add((fy * g.filter_w + fx) * c + ch), acc);
+                        }
+                    }
+                }
+                let v = (acc + bias).max(_mm256_cvtss_f32(lo)).min(_mm256_cvtss_f32(hi));
+                // SAFETY: pixel `p < QUAD`, channel `ch < c`.
+                unsafe { *out.add(p * c + ch) = v };
             }
         }
     }
@@ -251,7 +376,7 @@ mod tests {
     fn matches_reference() {
         // Channel counts exercise the 32-, 8- and 1-lane passes; strides, dilation, padding.
         for &(c, stride, dilation, pad) in
-            &[(45, 1, 1, 1), (8, 2, 1, 1), (3, 1, 2, 2), (64, 2, 1, 0)]
+            &[(45, 1, 1, 1), (8, 2, 1, 1), (3, 1, 2, 2), (64, 2, 1, 0), (21, 1, 2, 2)]
         {
             let (in_h, in_w, fh, fw) = (9, 11, 3, 3);
             let span = 2 * dilation + 1;

@@ -30,8 +30,10 @@ mod isa;
 pub mod matrix;
 pub mod mean;
 pub mod pack;
+pub mod pool;
 pub mod prelu;
 mod requant_i8;
+pub mod resize_bilinear;
 pub mod softmax;
 pub mod transpose_conv;
 

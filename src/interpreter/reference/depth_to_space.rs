@@ -4,20 +4,26 @@
 //! `[batches, h / s, w / s, c * s * s]` keeps at pixel `(b, y / s, x / s)` from channel
 //! `((y % s) * s + x % s) * c`.
 
-/// Calls `f(large, small)` with the offsets of every run of `c` channels that the two layouts
-/// share, for the large tensor `[batches, h, w, c]` and block size `block` (`h` and `w`
-/// multiples of it).
+/// Calls `f(large, small, len)` with the offsets of every run of `len` values that the two
+/// layouts share, for the large tensor `[batches, h, w, c]` and block size `block` (`h` and `w`
+/// multiples of it): the `block` adjacent pixels of a large row that come from one small pixel
+/// keep their `block · c` channels adjacent in both layouts, so each run is that long.
 #[inline(always)]
-fn for_each_run([batches, h, w, c]: [usize; 4], block: usize, mut f: impl FnMut(usize, usize)) {
+fn for_each_run(
+    [batches, h, w, c]: [usize; 4],
+    block: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
     let (small_h, small_w, small_c) = (h / block, w / block, c * block * block);
+    let len = block * c;
     let mut large = 0;
     for b in 0..batches {
         for y in 0..h {
-            for x in 0..w {
-                let small = ((b * small_h + y / block) * small_w + x / block) * small_c
-                    + ((y % block) * block + x % block) * c;
-                f(large, small);
-                large += c;
+            for xs in 0..small_w {
+                let small = ((b * small_h + y / block) * small_w + xs) * small_c
+                    + (y % block) * block * c;
+                f(large, small, len);
+                large += len;
             }
         }
     }
@@ -29,17 +35,16 @@ pub fn depth_to_space<T: Copy>(input: &[T], in_dims: [usize; 4], block: usize, o
     let [batches, in_h, in_w, in_c] = in_dims;
     let c = in_c / (block * block);
     let large = [batches, in_h * block, in_w * block, c];
-    for_each_run(large, block, |o, i| {
-        output[o..o + c].copy_from_slice(&input[i..i + c])
+    for_each_run(large, block, |o, i, len| {
+        output[o..o + len].copy_from_slice(&input[i..i + len])
     });
 }
 
 /// Moves `input` of shape `[batches, in_h, in_w, in_c]` (`in_h`, `in_w` multiples of `block`)
 /// into `output` of shape `[batches, in_h / block, in_w / block, in_c * block * block]`.
 pub fn space_to_depth<T: Copy>(input: &[T], in_dims: [usize; 4], block: usize, output: &mut [T]) {
-    let c = in_dims[3];
-    for_each_run(in_dims, block, |i, o| {
-        output[o..o + c].copy_from_slice(&input[i..i + c])
+    for_each_run(in_dims, block, |i, o, len| {
+        output[o..o + len].copy_from_slice(&input[i..i + len])
     });
 }
 

@@ -27,7 +27,7 @@ pub struct ResizeGeometry {
     pub half_pixel_centers: bool,
 }
 
-fn float_scale(input: usize, output: usize, align: bool) -> f32 {
+pub(crate) fn float_scale(input: usize, output: usize, align: bool) -> f32 {
     if align && output > 1 {
         (input - 1) as f32 / (output - 1) as f32
     } else {
@@ -36,7 +36,7 @@ fn float_scale(input: usize, output: usize, align: bool) -> f32 {
 }
 
 /// Source position and the clamped neighbours `(pos, lower, upper)` of output index `v`.
-fn float_source(v: usize, scale: f32, half: bool, size: usize) -> (f32, usize, usize) {
+pub(crate) fn float_source(v: usize, scale: f32, half: bool, size: usize) -> (f32, usize, usize) {
     let pos = if half {
         (v as f32 + 0.5) * scale - 0.5
     } else {
