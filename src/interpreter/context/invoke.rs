@@ -112,13 +112,13 @@ impl<'a> InvokeContext<'a> {
             .records
             .get(array.record as usize)
             .ok_or_else(|| KernelError::new("persistent array of another interpreter"))?;
-        if array.len.saturating_mul(core::mem::size_of::<T>()) > size {
+        if (array.len as usize).saturating_mul(core::mem::size_of::<T>()) > size {
             return Err(KernelError::new("persistent array of another interpreter"));
         }
         // SAFETY: the record holds at least `len * size_of::<T>()` initialised bytes at a 16-byte
         // aligned address for the interpreter's life, is never written after build, and `T`
         // accepts any bit pattern (`Scalar`).
-        Ok(unsafe { core::slice::from_raw_parts(ptr as *const T, array.len) })
+        Ok(unsafe { core::slice::from_raw_parts(ptr as *const T, array.len as usize) })
     }
 
     fn tensor_of(&self, list: &[i32], k: usize, what: &str) -> Result<usize, KernelError> {
@@ -309,14 +309,14 @@ impl<'a> InvokeContext<'a> {
             .records
             .get(array.record as usize)
             .ok_or_else(|| KernelError::new("state array of another interpreter"))?;
-        if array.len.saturating_mul(core::mem::size_of::<T>()) > size {
+        if (array.len as usize).saturating_mul(core::mem::size_of::<T>()) > size {
             return Err(KernelError::new("state array of another interpreter"));
         }
         self.taken_states.set(self.taken_states.get() | bit);
         // SAFETY: the record belongs to this node only (checked above), is 16-byte aligned and
         // at least `len * size_of::<T>()` bytes in the arena tail, disjoint from every tensor and
         // scratch buffer; taken once per invoke; `T` accepts any bit pattern.
-        Ok(unsafe { core::slice::from_raw_parts_mut(ptr as *mut T, array.len) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(ptr as *mut T, array.len as usize) })
     }
 
     /// Mutable view of scratch buffer `id` (once per invoke), `bytes / size_of::<T>()` elements.

@@ -58,6 +58,16 @@ impl Scalar for u64 {}
 impl Scalar for half::f16 {}
 impl Scalar for half::bf16 {}
 
+/// `len` as the length of a persistent or state array, an error beyond `u32::MAX` values.
+fn array_len(len: usize) -> Result<u32, KernelError> {
+    u32::try_from(len).map_err(|_| {
+        KernelError::new(format!(
+            "persistent array of {len} values exceeds the {} values an array may hold",
+            u32::MAX
+        ))
+    })
+}
+
 /// Whether a tensor of dtype `d` can be viewed as `T` (a bool tensor as `u8` too).
 fn dtype_matches<T: Element>(d: DType) -> bool {
     T::DTYPE == d || (d == DType::Bool && T::DTYPE == DType::U8)
@@ -67,7 +77,8 @@ fn dtype_matches<T: Element>(d: DType) -> bool {
 #[derive(Debug)]
 pub struct PersistentArray<T> {
     record: u32,
-    len: usize,
+    /// Number of values (u32 keeps op data that holds arrays small).
+    len: u32,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -81,7 +92,7 @@ impl<T> Copy for PersistentArray<T> {}
 impl<T> PersistentArray<T> {
     /// Number of values.
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
     /// Whether the array is empty.
     pub fn is_empty(&self) -> bool {
@@ -96,7 +107,8 @@ impl<T> PersistentArray<T> {
 #[derive(Debug)]
 pub struct StateArray<T> {
     record: u32,
-    len: usize,
+    /// Number of values (see [`PersistentArray`]).
+    len: u32,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -294,7 +306,7 @@ impl BuildState<'_> {
         dst.copy_from_slice(src);
         Ok(PersistentArray {
             record,
-            len: values.len(),
+            len: array_len(values.len())?,
             _t: PhantomData,
         })
     }
@@ -534,7 +546,7 @@ impl<'a> PrepareContext<'a> {
         self.state.memory.states.push(record);
         Ok(StateArray {
             record,
-            len,
+            len: array_len(len)?,
             _t: PhantomData,
         })
     }
@@ -567,7 +579,7 @@ impl<'a> PrepareContext<'a> {
         fill(values);
         Ok(Some(PersistentArray {
             record,
-            len,
+            len: array_len(len)?,
             _t: PhantomData,
         }))
     }

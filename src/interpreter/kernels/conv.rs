@@ -98,7 +98,8 @@ pub(crate) fn request_parts(
 pub(crate) struct ConvData {
     pub kind: ConvKind,
     pub f32_path: F32Path,
-    pub geometry: ConvGeometry,
+    /// The window and shapes; [`ConvData::geometry`] gives them as [`ConvGeometry`].
+    stored: StoredGeometry,
     pub has_bias: bool,
     pub float_min: f32,
     pub float_max: f32,
@@ -114,6 +115,69 @@ pub(crate) struct ConvData {
     pub f16_filter: bool,
 }
 
+/// A [`ConvGeometry`] as op data keeps it: the same fields as `u32`, half the bytes in the
+/// arena's tail (a tensor dimension is an `i32` in the model, so every field fits).
+#[derive(Clone, Copy, Debug)]
+struct StoredGeometry([u32; 17]);
+
+impl StoredGeometry {
+    fn new(g: &ConvGeometry) -> Result<StoredGeometry, KernelError> {
+        let fields = [
+            g.batches,
+            g.in_h,
+            g.in_w,
+            g.in_c,
+            g.out_h,
+            g.out_w,
+            g.out_c,
+            g.filter_h,
+            g.filter_w,
+            g.filter_depth,
+            g.stride_h,
+            g.stride_w,
+            g.dilation_h,
+            g.dilation_w,
+            g.pad_h,
+            g.pad_w,
+            g.depth_multiplier,
+        ];
+        let mut stored = [0u32; 17];
+        for (s, f) in stored.iter_mut().zip(fields) {
+            *s = u32::try_from(f).map_err(|_| {
+                KernelError::new(format!(
+                    "convolution size {f} exceeds {}, the largest a model may give",
+                    u32::MAX
+                ))
+            })?;
+        }
+        Ok(StoredGeometry(stored))
+    }
+
+    fn get(&self) -> ConvGeometry {
+        let [batches, in_h, in_w, in_c, out_h, out_w, out_c, filter_h, filter_w, filter_depth, stride_h, stride_w, dilation_h, dilation_w, pad_h, pad_w, depth_multiplier] =
+            self.0.map(|v| v as usize);
+        ConvGeometry {
+            batches,
+            in_h,
+            in_w,
+            in_c,
+            out_h,
+            out_w,
+            out_c,
+            filter_h,
+            filter_w,
+            filter_depth,
+            stride_h,
+            stride_w,
+            dilation_h,
+            dilation_w,
+            pad_h,
+            pad_w,
+            depth_multiplier,
+        }
+    }
+}
+
 /// The window options of a convolution-like node (its builtin options).
 pub(crate) struct Window {
     pub padding: Padding,
@@ -124,6 +188,12 @@ pub(crate) struct Window {
 }
 
 impl ConvData {
+    /// The window and shapes.
+    #[inline]
+    pub(crate) fn geometry(&self) -> ConvGeometry {
+        self.stored.get()
+    }
+
     /// The op data of a convolution-like node over NHWC input dims `i`, filter dims `f` (window
     /// height and width at 1 and 2) and output dims `o`, checked against `window`: float32,
     /// reference path, no bias, until [`prepare_quantization`] and the kernel fill the rest.
@@ -148,7 +218,7 @@ impl ConvData {
         let gw = window_axis("width", pad, i[2], f[2], sw, dw, o[2])?;
         Ok(ConvData {
             kind: ConvKind::F32,
-            geometry: ConvGeometry {
+            stored: StoredGeometry::new(&ConvGeometry {
                 batches: i[0],
                 in_h: i[1],
                 in_w: i[2],
@@ -166,7 +236,7 @@ impl ConvData {
                 pad_h: gh.pad,
                 pad_w: gw.pad,
                 depth_multiplier,
-            },
+            })?,
             f32_path: F32Path::Reference,
             has_bias: false,
             float_min: f32::MIN,
@@ -339,7 +409,7 @@ pub(crate) fn invoke_conv_like(
     i16_32: QuantConvFn<i16, i32>,
 ) -> Result<(), KernelError> {
     let d = *ctx.op_data::<ConvData>()?;
-    let g = &d.geometry;
+    let g = &d.geometry();
     if d.kind == ConvKind::F32 {
         let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
         f32_fn(
@@ -372,7 +442,7 @@ fn run_quantized<I: Element, B: Element>(
 ) -> Result<(), KernelError> {
     let bias = ctx.input_if::<B>(d.has_bias, 2)?;
     f(
-        &d.geometry,
+        &d.geometry(),
         ctx.input::<I>(0)?,
         ctx.input::<i8>(1)?,
         bias,
@@ -434,10 +504,10 @@ impl Kernel for Conv2D {
         data.f16_filter = self.set == KernelSet::Optimized && filter.dtype == DType::F16;
         prepare_quantization(ctx, activation, 0, o[3], &mut data)?;
         if self.set == KernelSet::Optimized && data.kind == ConvKind::F32 {
-            data.f32_path = prepare_gemm(ctx, &data.geometry)?;
+            data.f32_path = prepare_gemm(ctx, &data.geometry())?;
         }
         if self.set == KernelSet::Optimized && data.kind == ConvKind::I8 {
-            data.i8_packed = prepare_i8_packing(ctx, &data.geometry)?;
+            data.i8_packed = prepare_i8_packing(ctx, &data.geometry())?;
         }
         ctx.set_op_data(data)
     }
@@ -453,7 +523,7 @@ impl Kernel for Conv2D {
             let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
             let (input, output) = (ctx.input::<f32>(0)?, ctx.output::<f32>(0)?);
             conv_f32(
-                &d.geometry,
+                &d.geometry(),
                 input,
                 w,
                 bias,
@@ -501,7 +571,7 @@ fn invoke_i8_packed(
     d: &ConvData,
     packed: PackedFilter<i8>,
 ) -> Result<(), KernelError> {
-    let g = &d.geometry;
+    let g = &d.geometry();
     let filter = ctx.input::<i8>(1)?;
     let q = conv_quant(ctx, d)?;
     let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
@@ -644,7 +714,7 @@ fn invoke_gemm(
     filter: PackedFilter,
     cols: Option<ScratchId>,
 ) -> Result<(), KernelError> {
-    let g = &d.geometry;
+    let g = &d.geometry();
     let cols: &mut [f32] = match cols {
         Some(id) => ctx.scratch::<f32>(id)?,
         None => &mut [],

@@ -73,7 +73,7 @@ impl Kernel for DepthwiseConv2D {
         prepare_quantization(ctx, activation, 3, o[3], &mut data)?;
         if self.set == KernelSet::Optimized
             && data.kind == ConvKind::F32
-            && fast::covers(&data.geometry)
+            && fast::covers(&data.geometry())
         {
             data.f32_path = F32Path::Depthwise;
         }
@@ -84,7 +84,7 @@ impl Kernel for DepthwiseConv2D {
         let d = *ctx.op_data::<ConvData>()?;
         if let F32Path::Depthwise = d.f32_path {
             // Bands of output rows, one task each (the bits do not depend on the split).
-            let g = &d.geometry;
+            let g = &d.geometry();
             let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
             let (input, filter) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
             let output = &mut ctx.output::<f32>(0)?[..g.output_len()];
@@ -108,10 +108,10 @@ impl Kernel for DepthwiseConv2D {
         }
         if self.set == KernelSet::Optimized
             && d.kind == ConvKind::I8
-            && depthwise_i8::fast_path(&d.geometry)
+            && depthwise_i8::fast_path(&d.geometry())
         {
             // Bands of output rows, as for float.
-            let g = &d.geometry;
+            let g = &d.geometry();
             let q = conv_quant(ctx, &d)?;
             let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
             let (input, filter) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
