@@ -573,3 +573,40 @@ fn model_flags_with_records_and_repeated_embedding() {
     assert_eq!(sizes[0], sizes[2], "{sizes:?}");
     assert_eq!(buffers[0], buffers[2], "{buffers:?}");
 }
+
+/// `plan --frontier`: the configurations an arena budget can choose, smallest first, the first
+/// with nothing precomputed and exactly the caller-buffer figure, each timed.
+#[test]
+fn plan_frontier_lists_the_budget_steps() {
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/converter/unet_decoder_int8.tflite");
+    let v = plan_json(
+        &model,
+        &["--frontier", "--frontier-points", "3", "--repeat", "2"],
+    );
+    let rows = v["frontier"].as_array().expect("frontier rows");
+    assert!((2..=3).contains(&rows.len()), "{rows:?}");
+    let arena = |r: &serde_json::Value| r["arena_bytes"].as_u64().unwrap();
+    let pre = |r: &serde_json::Value| r["precomputed_bytes"].as_u64().unwrap();
+    assert_eq!(pre(&rows[0]), 0);
+    assert_eq!(
+        arena(&rows[0]),
+        v["interpreter"]["caller_buffer_bytes"].as_u64().unwrap()
+    );
+    for w in rows.windows(2) {
+        assert!(
+            pre(&w[0]) < pre(&w[1]) && arena(&w[0]) <= arena(&w[1]),
+            "{rows:?}"
+        );
+    }
+    assert!(rows.iter().all(|r| r["median_us"].as_f64().unwrap() > 0.0));
+    assert!(rows.iter().any(|r| r["on_frontier"] == true));
+    // The frontier flags need --frontier; fewer than two points is refused.
+    for extra in [
+        &["--repeat", "2"][..],
+        &["--frontier", "--frontier-points", "1"][..],
+    ] {
+        let out = bin().arg("plan").arg(&model).args(extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+    }
+}

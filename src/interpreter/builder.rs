@@ -11,13 +11,15 @@ use super::optimized::{Isa, IsaSelection};
 use super::resolver::OpResolver;
 use super::Interpreter;
 use crate::alloc::AllocatorRef;
-use crate::arena::Category;
 use crate::model::Model;
 use rust_alloc::sync::Arc;
 
+mod budget;
 mod place;
 mod resize;
 mod stage;
+
+pub use budget::BudgetStep;
 
 pub(crate) use place::{finish, Rebuild};
 pub(crate) use resize::resized_model;
@@ -123,49 +125,6 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
     pub fn isa(mut self, isa: Isa) -> Self {
         self.isa = Some(isa);
         self
-    }
-
-    /// Stages the model under the budget: the longest prefix of precomputed records that fits.
-    fn stage_in_budget(
-        &self,
-        budget: usize,
-        isa: IsaSelection,
-    ) -> Result<(Staged, Precompute), InterpreterError> {
-        let stage = |copies| stage_opts(self.model, &self.resolver, self.threads, copies, isa);
-        let all = stage(Precompute::All)?;
-        if all.arena_bytes()? <= budget {
-            return Ok((all, Precompute::All));
-        }
-        let none = stage(Precompute::None)?;
-        let minimum = none.arena_bytes()?;
-        if minimum > budget {
-            return Err(InterpreterError::ArenaBudget {
-                budget,
-                needed: minimum,
-            });
-        }
-        // Prefixes (in node order) of the records `All` precomputed: the largest that fits.
-        let mut prefix = vec![0usize];
-        for r in all.persistent.records.iter() {
-            if r.category == Category::Precomputed {
-                let last = *prefix.last().unwrap_or(&0);
-                prefix.push(last.saturating_add(r.size.next_multiple_of(16)));
-            }
-        }
-        let (mut lo, mut hi) = (0usize, prefix.len() - 1);
-        let mut best = (none, Precompute::None);
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            let copies = Precompute::UpTo(prefix[mid]);
-            let s = stage(copies)?;
-            if s.arena_bytes()? <= budget {
-                best = (s, copies);
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        Ok(best)
     }
 
     /// Runs init, prepare and memory planning, and starts the kernel threads.

@@ -45,7 +45,7 @@ mod graph;
 
 pub use allocation::ArenaSource;
 pub use allocation::ALIGNMENT;
-pub use builder::InterpreterBuilder;
+pub use builder::{BudgetStep, InterpreterBuilder};
 pub use context::{
     InitContext, InvokeContext, PersistentArray, Precompute, PrepareContext, Scalar, ScratchId,
     StateArray, TensorInfo,

@@ -9,6 +9,7 @@ mod demo_interpreter;
 mod demo_model;
 mod demo_planner;
 mod demo_registry;
+mod frontier;
 mod inspect;
 mod partition;
 mod plan;

@@ -46,13 +46,23 @@ pub struct ModelPlanFlags {
     /// `run --kernels`): `optimized` (default) or `reference`.
     #[arg(long, value_parser = crate::run::parse_kernel_set)]
     pub kernels: Option<KernelSet>,
+    /// Also build and time the configurations an arena budget can choose (nothing
+    /// precomputed … every packed copy and table) and print arena bytes against invoke time.
+    #[arg(long)]
+    pub frontier: bool,
+    /// With --frontier: how many configurations to time (evenly spread; at least 2).
+    #[arg(long, value_name = "N", requires = "frontier", value_parser = clap::value_parser!(u32).range(2..=64))]
+    pub frontier_points: Option<u32>,
+    /// With --frontier: timed invokes per configuration.
+    #[arg(long, value_name = "N", requires = "frontier", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub repeat: Option<u32>,
 }
 
 impl ModelPlanFlags {
     /// The model-only flags that were given (they mean nothing for a record set).
     pub fn given(&self) -> Vec<&'static str> {
         let mut v = Vec::new();
-        let flags: [(&'static str, bool); 9] = [
+        let flags: [(&'static str, bool); 12] = [
             ("--no-inplace", self.no_inplace),
             ("--preserve-all", self.preserve_all),
             ("--preserve-inputs", self.preserve_inputs),
@@ -62,6 +72,9 @@ impl ModelPlanFlags {
             ("--embed-offline", self.embed_offline.is_some()),
             ("--threads", self.threads.is_some()),
             ("--kernels", self.kernels.is_some()),
+            ("--frontier", self.frontier),
+            ("--frontier-points", self.frontier_points.is_some()),
+            ("--repeat", self.repeat.is_some()),
         ];
         for (name, given) in flags {
             if given {
@@ -129,7 +142,24 @@ pub fn run(
             );
         }
     }
-    let summary = PlanSummary::new(
+    let repeat = flags.repeat.unwrap_or(crate::frontier::DEFAULT_REPEAT);
+    let frontier = if flags.frontier {
+        if subgraph != 0 {
+            return Err("--frontier: the interpreter runs subgraph 0 only".into());
+        }
+        Some(crate::frontier::measure(
+            &model,
+            config.kernels,
+            config.threads as usize,
+            flags
+                .frontier_points
+                .map_or(crate::frontier::DEFAULT_POINTS, |n| n as usize),
+            repeat,
+        )?)
+    } else {
+        None
+    };
+    let mut summary = PlanSummary::new(
         model_path,
         &plan,
         &opts,
@@ -137,10 +167,14 @@ pub fn run(
         arena_check,
         interpreter,
     );
+    summary.frontier = frontier;
     if json_out {
         print_json(&plan, &summary)
     } else {
         print_text(&plan, &summary, svg);
+        if let Some(rows) = &summary.frontier {
+            crate::frontier::print(rows, config.kernels, config.threads as usize, repeat);
+        }
         Ok(())
     }
 }
@@ -244,6 +278,9 @@ struct PlanSummary<'a> {
     dynamic_tensors: &'a [usize],
     offline_plan_ignored: &'a Option<String>,
     interpreter: InterpreterNeeds,
+    /// `--frontier`: each configuration an arena budget can choose, timed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frontier: Option<Vec<crate::frontier::FrontierRow>>,
 }
 
 /// The persistent section (arena tail) of the planned tensors.
@@ -353,6 +390,7 @@ impl<'a> PlanSummary<'a> {
             dynamic_tensors: &lt.unsized_tensors,
             offline_plan_ignored: &plan.offline_ignored,
             interpreter,
+            frontier: None,
         }
     }
 }

@@ -99,7 +99,7 @@ const MAX_ARENA: usize = 1 << 40;
 
 /// Fills `bytes` (native-order elements of `dtype`) with the seeded deterministic input of
 /// graph input `seed`.
-fn fill_seeded(dtype: DType, bytes: &mut [u8], seed: u64) {
+pub(crate) fn fill_seeded(dtype: DType, bytes: &mut [u8], seed: u64) {
     let mut rng = Rng::new(seed);
     // A tensor of a dtype without a fixed size holds no elements to fill.
     let Some(size) = dtype.size() else {

@@ -1,0 +1,131 @@
+//! Arena budgets: which precomputed records (packed weight copies, tables, folded terms) fit.
+//!
+//! A model staged with [`Precompute::All`] lists, in node order, every record its kernels would
+//! precompute. A budget keeps the longest prefix of that list whose arena (head + tail) fits;
+//! the prefix sums of the records' sizes are the only budgets at which the choice changes, so
+//! they are the steps of the arena-against-speed trade-off ([`BudgetStep`]). Each step is
+//! staged for real (init, prepare, planning): the arena bytes are exact, not estimated.
+
+use super::stage::{stage_opts, Staged};
+use super::InterpreterBuilder;
+use crate::arena::Category;
+use crate::interpreter::context::Precompute;
+use crate::interpreter::error::InterpreterError;
+use crate::interpreter::optimized::IsaSelection;
+use rust_alloc::vec;
+use rust_alloc::vec::Vec;
+
+/// One configuration an arena budget can choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BudgetStep {
+    /// The arena (head + tail) of this configuration: the smallest budget that selects it.
+    pub arena_bytes: usize,
+    /// Bytes of precomputed records it keeps in the tail (0: everything read in place).
+    pub precomputed_bytes: usize,
+    /// What to give [`InterpreterBuilder::precompute`] to build exactly this configuration.
+    pub precompute: Precompute,
+}
+
+/// The sizes of the first `0..=n` precomputed records of `all` (16-byte rounded, node order).
+fn prefix_sums(all: &Staged) -> Vec<usize> {
+    let mut prefix = vec![0usize];
+    for r in all.persistent.records.iter() {
+        if r.category == Category::Precomputed {
+            let last = *prefix.last().unwrap_or(&0);
+            prefix.push(last.saturating_add(r.size.next_multiple_of(16)));
+        }
+    }
+    prefix
+}
+
+impl InterpreterBuilder<'_, '_> {
+    fn stage_copies(
+        &self,
+        copies: Precompute,
+        isa: IsaSelection,
+    ) -> Result<Staged, InterpreterError> {
+        stage_opts(self.model, &self.resolver, self.threads, copies, isa)
+    }
+
+    /// Stages the model under `budget`: the longest prefix of precomputed records that fits,
+    /// or [`InterpreterError::ArenaBudget`] with the exact minimum when nothing fits.
+    pub(super) fn stage_in_budget(
+        &self,
+        budget: usize,
+        isa: IsaSelection,
+    ) -> Result<(Staged, Precompute), InterpreterError> {
+        let all = self.stage_copies(Precompute::All, isa)?;
+        if all.arena_bytes()? <= budget {
+            return Ok((all, Precompute::All));
+        }
+        let none = self.stage_copies(Precompute::None, isa)?;
+        let minimum = none.arena_bytes()?;
+        if minimum > budget {
+            return Err(InterpreterError::ArenaBudget {
+                budget,
+                needed: minimum,
+            });
+        }
+        // Binary search over the prefixes: the arena grows with the prefix.
+        let prefix = prefix_sums(&all);
+        let (mut lo, mut hi) = (0usize, prefix.len() - 1);
+        let mut best = (none, Precompute::None);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let copies = Precompute::UpTo(prefix[mid]);
+            let s = self.stage_copies(copies, isa)?;
+            if s.arena_bytes()? <= budget {
+                best = (s, copies);
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Ok(best)
+    }
+
+    /// The configurations [`arena_budget`](Self::arena_budget) can choose for this model,
+    /// kernel set and thread count, smallest arena first: nothing precomputed, everything, and
+    /// up to `max_points - 2` prefixes between them spread evenly over the records (all of
+    /// them when `max_points` covers every record). Each is staged (init, prepare, planning,
+    /// no arena allocated), so the arena figures are exact. `tensor-alloc plan --frontier`
+    /// times each one.
+    pub fn budget_steps(&self, max_points: usize) -> Result<Vec<BudgetStep>, InterpreterError> {
+        let isa = IsaSelection::resolve(self.isa).map_err(InterpreterError::Isa)?;
+        let all = self.stage_copies(Precompute::All, isa)?;
+        let prefix = prefix_sums(&all);
+        let last = prefix.len() - 1;
+        let points = max_points.max(2).min(last + 1);
+        let mut picks: Vec<usize> = (0..points)
+            .map(|i| {
+                if points == 1 {
+                    0
+                } else {
+                    i * last / (points - 1)
+                }
+            })
+            .collect();
+        picks.dedup();
+        let mut steps = Vec::with_capacity(picks.len());
+        for i in picks {
+            let copies = match i {
+                0 => Precompute::None,
+                i if i == last => Precompute::All,
+                i => Precompute::UpTo(prefix[i]),
+            };
+            let staged;
+            let s = if i == last {
+                &all
+            } else {
+                staged = self.stage_copies(copies, isa)?;
+                &staged
+            };
+            steps.push(BudgetStep {
+                arena_bytes: s.arena_bytes()?,
+                precomputed_bytes: prefix_sums(s).last().copied().unwrap_or(0),
+                precompute: copies,
+            });
+        }
+        Ok(steps)
+    }
+}
