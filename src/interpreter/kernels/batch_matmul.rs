@@ -66,14 +66,13 @@ impl Kernel for BatchMatMul {
             let (sl, zl) = quant_params(&lhs)?;
             let (sr, zr) = quant_params(&rhs)?;
             let (so, zo) = quant_params(&output)?;
-            // LiteRT's `GetQuantizedConvolutionMultipler`: the scales multiplied and divided in
-            // double (TFLM multiplies them in float first; LiteRT's reference kernels are the
-            // ones matched bit for bit).
+            // `GetQuantizedConvolutionMultipler`, as LiteRT and TFLM compute it: the two input
+            // scales multiplied in float, then divided by the output scale in double.
             Some(BatchMatMulQuant {
                 lhs_offset: -zl,
                 rhs_offset: -zr,
                 output_offset: zo,
-                multiplier: quantize_multiplier(f64::from(sl) * f64::from(sr) / f64::from(so)),
+                multiplier: quantize_multiplier(f64::from(sl * sr) / f64::from(so)),
             })
         } else {
             None
