@@ -224,6 +224,7 @@ fn bench_fully_connected(c: &mut Criterion) {
             output_offset: -128,
             multipliers: &m,
             shifts: &s,
+            double_scales: None,
             act_min: -128,
             act_max: 127,
         };

@@ -284,9 +284,8 @@ const CONVERTER_PENDING: &[(&str, &str)] = &[
     ),
     (
         "transformer_block_int8",
-        "LiteRT's reference int8 FULLY_CONNECTED rescales as round(acc * double scale), TFLM's \
-         and LiteRT's optimized kernels (and ours) in fixed point: the query projection's \
-         element [0,7,1] is 41.4994 + zero point, 33 there and 34 here",
+        "its only integer reference is LiteRT's reference kernels, whose FULLY_CONNECTED \
+         rescales in double: checked by int8_transformer_matches_litert_reference_rescaling",
     ),
 ];
 
@@ -321,6 +320,50 @@ fn npu_model_fails_with_clear_error() {
         .expect("the ethos-u model must not build");
     let msg = err.to_string();
     assert!(msg.contains("custom op `ethos-u` not registered"), "{msg}");
+}
+
+/// The quantized transformer block runs only in LiteRT (TFLM has no reference output), and
+/// LiteRT's reference int8 FULLY_CONNECTED rescales its accumulators as `round(acc * scale)` in
+/// double where TFLM's and LiteRT's optimized kernels use the fixed-point multiplier: the query
+/// projection's element [0, 7, 1] scales to 41.4994, which fixed point rounds to 42. With the
+/// double-rescaling registration every output is LiteRT's reference output, bit for bit; every
+/// other op runs the default reference kernels.
+#[test]
+fn int8_transformer_matches_litert_reference_rescaling() {
+    let case = common::converter_cases()
+        .into_iter()
+        .find(|c| c.name == "transformer_block_int8")
+        .expect("testdata/converter/transformer_block_int8.tflite");
+    let model = Model::load(&case.model).unwrap();
+    let litert =
+        tensor_alloc::tensor::Tensor::read_npy(case.dir.join("alt/litert_ref.output_0.npy"))
+            .unwrap();
+    let build = |resolver| {
+        InterpreterBuilder::new(&model)
+            .resolver(resolver)
+            .build()
+            .unwrap()
+    };
+    let mut resolver = OpResolver::with_kernel_set(KernelSet::Reference);
+    resolver.register_builtin(
+        BuiltinOp::FULLY_CONNECTED,
+        tensor_alloc::interpreter::kernels::fully_connected::register_fully_connected_litert_reference(),
+    );
+    let out = run_once(&mut build(resolver), &case.inputs()).unwrap();
+    compare(
+        "double rescaling vs alt/litert_ref.output_0.npy",
+        &out[0],
+        &litert,
+        0.0,
+    )
+    .unwrap();
+    // The fixed point differs from LiteRT's reference kernels, so this test can tell them apart.
+    let fixed = run_once(
+        &mut build(OpResolver::with_kernel_set(KernelSet::Reference)),
+        &case.inputs(),
+    )
+    .unwrap();
+    assert_ne!(fixed[0].as_bytes(), litert.as_bytes());
 }
 
 /// The int8 MobileNetV3 ends in a 1000-class int8 SOFTMAX. Its only reference output is LiteRT's

@@ -50,6 +50,15 @@ enum FcF32Path {
     Gemm(PackedFilter),
 }
 
+/// The rescaling constants of a quantized layer, one per tensor or per unit.
+#[derive(Clone, Copy, Debug)]
+enum FcRescale {
+    /// Fixed-point multipliers and shifts (TFLM; LiteRT's optimized kernels).
+    FixedPoint(PersistentArray<i32>, PersistentArray<i32>),
+    /// Double scales (LiteRT's reference kernels; [`FullyConnected::double_rescale`]).
+    Double(PersistentArray<f64>),
+}
+
 #[derive(Clone, Copy, Debug)]
 struct FcData {
     kind: FcKind,
@@ -65,7 +74,8 @@ struct FcData {
     input_offset: i32,
     weights_offset: i32,
     output_offset: i32,
-    multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+    /// How quantized accumulators become output values (`None` for float32).
+    rescale: Option<FcRescale>,
     /// Float32 arithmetic on float16 weights (the optimized set only).
     f16_weights: bool,
     /// The optimized set's int8 weights: a packed copy, or read in place with this scratch
@@ -123,6 +133,11 @@ fn prepare_i8_packing(
 pub struct FullyConnected {
     /// Which arithmetic invoke runs.
     pub set: KernelSet,
+    /// Quantized outputs rescaled as LiteRT's reference kernels do (`round(acc * scale)` in
+    /// double, the scale computed in double from the float scales) instead of TFLite's fixed
+    /// point, which TFLM and LiteRT's optimized kernels use. The two differ by one where the
+    /// scaled accumulator lies within about 1e-9 of a half. Reference loop only.
+    pub double_rescale: bool,
 }
 
 impl Kernel for FullyConnected {
@@ -177,7 +192,7 @@ impl Kernel for FullyConnected {
             input_offset: 0,
             weights_offset: 0,
             output_offset: 0,
-            multipliers: None,
+            rescale: None,
             i8_packed: None,
             f16_weights,
         };
@@ -265,12 +280,20 @@ impl Kernel for FullyConnected {
                     weights.name
                 ))
             })?;
-        data.multipliers = Some((ctx.persistent_array(&mult)?, ctx.persistent_array(&shift)?));
+        data.rescale = Some(if self.double_rescale {
+            let doubles: Vec<f64> = scales
+                .iter()
+                .map(|&s| f64::from(input_scale) * f64::from(s) / f64::from(output_scale))
+                .collect();
+            FcRescale::Double(ctx.persistent_array(&doubles)?)
+        } else {
+            FcRescale::FixedPoint(ctx.persistent_array(&mult)?, ctx.persistent_array(&shift)?)
+        });
         data.input_offset = -input_zp;
         data.weights_offset = -weights_zp;
         data.output_offset = output_zp;
         (data.act_min, data.act_max) = quantized_range(act, &output)?;
-        if self.set == KernelSet::Optimized && kind == FcKind::I8 {
+        if self.set == KernelSet::Optimized && kind == FcKind::I8 && !self.double_rescale {
             data.i8_packed =
                 prepare_i8_packing(ctx, &weights, batches, depth, units, data.weights_offset)?;
         }
@@ -311,15 +334,22 @@ impl Kernel for FullyConnected {
             );
             return Ok(());
         }
-        let (m, s) = d
-            .multipliers
-            .ok_or_else(|| KernelError::new("quantized FULLY_CONNECTED without multipliers"))?;
+        let (multipliers, shifts, double_scales) = match d.rescale {
+            Some(FcRescale::FixedPoint(m, s)) => (ctx.persistent(m)?, ctx.persistent(s)?, None),
+            Some(FcRescale::Double(s)) => (&[][..], &[][..], Some(ctx.persistent(s)?)),
+            None => {
+                return Err(KernelError::new(
+                    "quantized FULLY_CONNECTED without rescaling",
+                ))
+            }
+        };
         let q = FcQuant {
             input_offset: d.input_offset,
             weights_offset: d.weights_offset,
             output_offset: d.output_offset,
-            multipliers: ctx.persistent(m)?,
-            shifts: ctx.persistent(s)?,
+            multipliers,
+            shifts,
+            double_scales,
             act_min: d.act_min,
             act_max: d.act_max,
         };
@@ -615,9 +645,28 @@ pub(crate) fn fc_shapes(
 /// weights as they are in the model. The crate registers it wrapped for sparse weights too
 /// ([`register_fully_connected`](super::fully_connected_sparse::register_fully_connected)).
 pub fn register_fully_connected_dense(set: KernelSet) -> Registration {
-    let dense = Registration::new("FULLY_CONNECTED", FullyConnected { set });
+    let dense = Registration::new(
+        "FULLY_CONNECTED",
+        FullyConnected {
+            set,
+            double_rescale: false,
+        },
+    );
     match set {
         KernelSet::Optimized => dense.with_f16_inputs(1 << 1),
         KernelSet::Reference => dense,
     }
+}
+
+/// FULLY_CONNECTED with the reference loop and LiteRT's reference-kernel rescaling
+/// ([`FullyConnected::double_rescale`]): register it to compare outputs bit for bit with LiteRT's
+/// reference kernels (`BUILTIN_REF`) rather than with TFLM.
+pub fn register_fully_connected_litert_reference() -> Registration {
+    Registration::new(
+        "FULLY_CONNECTED",
+        FullyConnected {
+            set: KernelSet::Reference,
+            double_rescale: true,
+        },
+    )
 }

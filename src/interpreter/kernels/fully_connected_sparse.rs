@@ -212,6 +212,7 @@ fn invoke_sparse(
                 output_offset,
                 multipliers: ctx.persistent(multipliers)?,
                 shifts: ctx.persistent(shifts)?,
+                double_scales: None,
                 act_min,
                 act_max,
             };

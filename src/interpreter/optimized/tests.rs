@@ -221,6 +221,7 @@ fn fully_connected_in_place_matches_reference() {
                 output_offset: qq.output_offset,
                 multipliers: &qq.mults[..n],
                 shifts: &qq.shifts[..n],
+                double_scales: None,
                 act_min: qq.act.0,
                 act_max: qq.act.1,
             };
@@ -501,6 +502,7 @@ proptest! {
             output_offset: qq.output_offset,
             multipliers: &qq.mults[..n],
             shifts: &qq.shifts[..n],
+            double_scales: None,
             act_min: qq.act.0,
             act_max: qq.act.1,
         };
@@ -532,6 +534,7 @@ fn fully_connected_long_rows_fall_back() {
         output_offset: qq.output_offset,
         multipliers: &qq.mults,
         shifts: &qq.shifts,
+        double_scales: None,
         act_min: qq.act.0,
         act_max: qq.act.1,
     };

@@ -326,6 +326,8 @@ pub trait Accum16: Copy + Send + Sync + 'static {
     fn add(self, bias: Self) -> Self;
     /// Rescale to output units.
     fn rescale(self, m: QuantizedMultiplier) -> i32;
+    /// The accumulator as a double (LiteRT's reference rescaling).
+    fn to_f64(self) -> f64;
     /// `self + sum(x * w)`.
     fn dot(self, x: &[i16], w: &[i8]) -> Self;
 }
@@ -343,6 +345,10 @@ impl Accum16 for i64 {
     #[inline(always)]
     fn rescale(self, m: QuantizedMultiplier) -> i32 {
         multiply_by_quantized_multiplier_i64(self, m)
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
     }
     #[inline(always)]
     fn dot(self, x: &[i16], w: &[i8]) -> Self {
@@ -363,6 +369,10 @@ impl Accum16 for i32 {
     #[inline(always)]
     fn rescale(self, m: QuantizedMultiplier) -> i32 {
         multiply_by_quantized_multiplier(self, m)
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
     }
     #[inline(always)]
     fn dot(self, x: &[i16], w: &[i8]) -> Self {

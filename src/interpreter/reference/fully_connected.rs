@@ -3,7 +3,7 @@
 //! `depth` inputs times a `[units, depth]` weight matrix.
 
 use super::conv::{dot_i8_offset, Accum16};
-use super::quant::{multiply_by_quantized_multiplier, QuantizedMultiplier};
+use super::quant::{multiply_by_quantized_multiplier, rescale_double, QuantizedMultiplier};
 
 /// Float: per row and unit, the dot product plus bias, clamped.
 #[allow(clippy::too_many_arguments)]
@@ -45,6 +45,10 @@ pub struct FcQuant<'a> {
     pub multipliers: &'a [i32],
     /// Shifts matching `multipliers` (positive = left).
     pub shifts: &'a [i32],
+    /// LiteRT's reference kernels' rescaling instead of the fixed-point multipliers: the
+    /// accumulator times one double scale (per tensor or per unit), rounded half away from zero.
+    /// `None`: the fixed point of TFLM and of LiteRT's optimized kernels.
+    pub double_scales: Option<&'a [f64]>,
     /// Clamp, output units.
     pub act_min: i32,
     /// Clamp, output units.
@@ -52,6 +56,22 @@ pub struct FcQuant<'a> {
 }
 
 impl FcQuant<'_> {
+    /// Accumulator `acc` of unit `u` in output units (before the offset): the double scale
+    /// when given, else `fixed` with the unit's multiplier.
+    #[inline(always)]
+    fn rescale<A: Copy>(
+        &self,
+        acc: A,
+        u: usize,
+        as_f64: fn(A) -> f64,
+        fixed: fn(A, QuantizedMultiplier) -> i32,
+    ) -> i32 {
+        match self.double_scales {
+            Some(s) => rescale_double(as_f64(acc), s[if s.len() == 1 { 0 } else { u }]),
+            None => fixed(acc, self.multiplier(u)),
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn multiplier(&self, u: usize) -> QuantizedMultiplier {
         let i = if self.multipliers.len() == 1 { 0 } else { u };
@@ -90,7 +110,8 @@ pub fn fully_connected_i8(
                 })
             };
             let acc = acc.wrapping_add(bias.map_or(0, |bb| bb[u]));
-            output[b * units + u] = multiply_by_quantized_multiplier(acc, q.multiplier(u))
+            output[b * units + u] = q
+                .rescale(acc, u, f64::from, multiply_by_quantized_multiplier)
                 .wrapping_add(q.output_offset)
                 .clamp(q.act_min, q.act_max) as i8;
         }
@@ -124,8 +145,8 @@ pub fn fully_connected_i16<A: Accum16>(
             if let Some(bb) = bias {
                 acc = acc.add(bb[u]);
             }
-            output[b * units + u] = acc
-                .rescale(q.multiplier(u))
+            output[b * units + u] = q
+                .rescale(acc, u, A::to_f64, A::rescale)
                 .wrapping_add(q.output_offset)
                 .clamp(q.act_min, q.act_max) as i16;
         }
@@ -165,6 +186,7 @@ mod tests {
             output_offset: 1,
             multipliers: &[m.multiplier],
             shifts: &[m.shift],
+            double_scales: None,
             act_min: -128,
             act_max: 127,
         };
@@ -172,6 +194,14 @@ mod tests {
         fully_connected_i8(1, 2, 2, &[1, 2], &[3, 4, -5, 6], None, &q, &mut out);
         // u0: 3*3 + 4*4 = 25 -> 12.5 -> 13 + 1 = 14; u1: -15 + 24 = 9 -> 4.5 -> 5 + 1 = 6
         assert_eq!(out, [14, 6]);
+        // LiteRT's reference rescaling: 12.5 and 4.5 round away from zero, as fixed point does
+        // here; 0.4999 of a unit below the half rounds down.
+        let q = FcQuant {
+            double_scales: Some(&[0.5, 0.49998]),
+            ..q
+        };
+        fully_connected_i8(1, 2, 2, &[1, 2], &[3, 4, -5, 6], None, &q, &mut out);
+        assert_eq!(out, [14, 5]);
     }
 
     #[test]
@@ -183,6 +213,7 @@ mod tests {
             output_offset: 0,
             multipliers: &[m.multiplier, m.multiplier],
             shifts: &[m.shift, m.shift],
+            double_scales: None,
             act_min: -32768,
             act_max: 32767,
         };

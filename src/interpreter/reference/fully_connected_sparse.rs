@@ -455,6 +455,7 @@ mod tests {
             output_offset: -5,
             multipliers: &mults,
             shifts: &shifts,
+            double_scales: None,
             act_min: -128,
             act_max: 127,
         };

@@ -212,6 +212,13 @@ pub struct ProductQuantParams {
     pub activation_max: i32,
 }
 
+/// LiteRT's reference-kernel rescaling of an accumulator: `acc * scale` in double, rounded
+/// half away from zero (C's `round`), saturated to `i32` (where the C cast is undefined).
+#[inline]
+pub fn rescale_double(acc: f64, scale: f64) -> i32 {
+    (acc * scale).round() as i32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
