@@ -279,10 +279,6 @@ const CONVERTER_PENDING: &[(&str, &str)] = &[
         "optimized grouped CONV_2D scratch above TFLM's head",
     ),
     (
-        "hybrid_cnn_dynamic",
-        "hybrid (float input, int8 weight) kernels",
-    ),
-    (
         "transformer_block_int8",
         "builds and invokes; output differs from LiteRT's reference kernels from element 224",
     ),

@@ -176,7 +176,7 @@ def hybrid_conv_per_tensor():
 def hybrid_attention():
     """Per-head projections as batched products with constant weights (BATCH_MATMUL, float
     activations by int8 weights: one weight matrix per head, and a shared one broadcast over
-    the heads with adj_y), then the float attention products."""
+    the heads with adj_y), then the float attention products, broadcast over the heads."""
     seq, dim, heads, hd = 8, 32, 2, 32
     rng = np.random.default_rng(5)
     wq = tf.constant(rng.normal(0, 0.2, (heads, dim, hd)).astype(np.float32))
@@ -184,8 +184,8 @@ def hybrid_attention():
     inp = keras.Input((seq, dim), batch_size=1)
 
     def attend(t):
-        x = tf.tile(t[:, None], [1, heads, 1, 1])  # [1, heads, seq, dim]
-        q = tf.matmul(x, wq)  # constant per-head weights
+        x = tf.reshape(t, [1, 1, seq, dim])
+        q = tf.matmul(x, wq)  # constant per-head weights, lhs broadcast over the heads
         k = tf.matmul(x, wk, transpose_b=True)  # shared weights, adj_y
         s = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) / 8.0)
         return tf.reshape(tf.matmul(s, q), [1, heads * seq, hd])
