@@ -6,8 +6,8 @@
 //! is the dynamic-range form ([`super::hybrid`]).
 
 use super::binary_common::quant_params;
-use super::hybrid;
 use super::conv::request_f32_scratch;
+use super::hybrid;
 use crate::interpreter::optimized::batch_matmul as fast;
 use crate::interpreter::reference::batch_matmul::{
     batch_matmul_f32, batch_matmul_i8, BatchMatMulGeometry, BatchMatMulQuant, MAX_BATCH_DIMS,

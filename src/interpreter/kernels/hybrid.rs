@@ -77,11 +77,7 @@ impl RowScratch {
             scales: &mut *scales,
             offsets: &mut *offsets,
         });
-        Ok(QuantizedRows {
-            q,
-            scales,
-            offsets,
-        })
+        Ok(QuantizedRows { q, scales, offsets })
     }
 }
 

@@ -88,10 +88,12 @@ pub fn quantize_symmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuant
 }
 
 /// Asymmetric int8 quantization of `out.len()` values read through `at` (LiteRT's
-/// `AsymmetricQuantizeFloats`): the range `[min(x, 0), max(x, 0)]` in double over 255 steps, the
-/// zero point from whichever end has the smaller error, nudged into `[-128, 127]`; values
-/// `round(offset + x * (1 / scale))` in float, clamped. A row of zeros gives zeros, scale 1 and
-/// offset 0.
+/// `AsymmetricQuantizeFloats`): the range `[min(x, 0), max(x, 0)]` over 255 steps, the zero
+/// point from whichever end has the smaller error, nudged into `[-128, 127]`; values
+/// `round(offset + x * (1 / scale))`, clamped. A row of zeros gives zeros, scale 1 and offset 0.
+/// Scale and zero point are computed in float, as the LiteRT 2.3 runtime does (checked against
+/// its intermediate tensors: newer LiteRT sources compute them in double, which moves some
+/// scales by one ulp).
 pub fn quantize_asymmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuant {
     let unit = RowQuant {
         scale: 1.0,
@@ -101,18 +103,18 @@ pub fn quantize_asymmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuan
         return unit;
     }
     let (lo, hi) = min_max(out.len(), &at);
-    let rmin = f64::from(if lo < 0.0 { lo } else { 0.0 });
-    let rmax = f64::from(if hi > 0.0 { hi } else { 0.0 });
+    let rmin = if lo < 0.0 { lo } else { 0.0 };
+    let rmax = if hi > 0.0 { hi } else { 0.0 };
     if rmin == rmax {
         out.fill(0);
         return unit;
     }
-    let (qmin, qmax) = (-128.0f64, 127.0f64);
+    let (qmin, qmax) = (-128.0f32, 127.0f32);
     let scale = (rmax - rmin) / (qmax - qmin);
     let from_min = qmin - rmin / scale;
     let from_max = qmax - rmax / scale;
-    let err_min = qmin.abs() + (rmin / scale).abs();
-    let err_max = qmax.abs() + (rmax / scale).abs();
+    let err_min = abs(qmin) + abs(rmin / scale);
+    let err_max = abs(qmax) + abs(rmax / scale);
     let zp = if err_min < err_max { from_min } else { from_max };
     let offset = if zp <= qmin {
         -128
@@ -121,7 +123,6 @@ pub fn quantize_asymmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuan
     } else {
         zp.round() as i32
     };
-    let scale = scale as f32;
     let inv = 1.0f32 / scale;
     let off = offset as f32;
     for (i, q) in out.iter_mut().enumerate() {
@@ -430,7 +431,7 @@ mod tests {
         let mut q = [0i8; 3];
         let p = quantize_asymmetric(|i| x[i], &mut q);
         assert_eq!(p.offset, -128);
-        assert_eq!(p.scale, (2.55f64 / 255.0) as f32);
+        assert_eq!(p.scale, 2.55f32 / 255.0);
         assert_eq!(q[0], -128);
         assert_eq!(q[1], 127);
         // Mixed signs: dequantized values come back within half a step.
