@@ -139,7 +139,7 @@ impl Kernel for FullyConnected {
             batches,
         } = fc_node(ctx, "")?;
         if hybrid::is_hybrid(&input, &weights) {
-            return hybrid::prepare_fully_connected(ctx, batches, depth, units);
+            return hybrid::prepare_fully_connected(ctx, self.set, batches, depth, units);
         }
         let f16_weights = self.set == KernelSet::Optimized && weights.dtype == DType::F16;
         let (kind, bias_dtype) = match (input.dtype, weights.dtype) {

@@ -9,18 +9,25 @@
 //! data in the tail; the weights are read where the model keeps them and nothing is copied or
 //! precomputed (the zero-point correction's weight sums are taken in the same pass as the dot
 //! products). Invoke quantizes the input, then runs
-//! [`crate::interpreter::reference::hybrid`]; both kernel sets run that arithmetic, on one
-//! thread.
+//! [`crate::interpreter::reference::hybrid`], except that the optimized set takes the int32
+//! sums of FULLY_CONNECTED and of ungrouped CONV_2D from
+//! [`crate::interpreter::optimized::hybrid_dot`] (AVX2) with the same float epilogue, so both
+//! sets give the same bits: a pointwise convolution (1x1, stride 1) reads the quantized image
+//! as rows, any other gathers each output pixel's window into an im2col row of head scratch
+//! (padding taps hold the image's zero point, so they add zero, as LiteRT's `Im2col` does;
+//! at most [`MAX_IM2COL`] bytes, else the reference loop). One thread.
 
 use super::quant_params::{filter_scales, float_range, fused_activation};
+use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
 use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::hybrid::{
-    batch_matmul_hybrid, conv_hybrid, depthwise_conv_hybrid, fully_connected_hybrid,
-    quantize_lhs_rows, quantize_rows, ConvScaleOrder, QuantizedRows, RowsOut,
+    batch_matmul_hybrid, conv_hybrid, conv_output, depthwise_conv_hybrid, fc_output,
+    fully_connected_hybrid, quantize_lhs_rows, quantize_rows, weight_scale, ConvScaleOrder,
+    QuantizedRows, RowsOut,
 };
 use crate::interpreter::{
-    InvokeContext, KernelError, PersistentArray, PrepareContext, ScratchId, TensorInfo,
+    InvokeContext, KernelError, KernelSet, PersistentArray, PrepareContext, ScratchId, TensorInfo,
 };
 use crate::kernel_ensure;
 use crate::model::{Activation, BuiltinOptions};
@@ -128,6 +135,8 @@ fn float_output(ctx: &PrepareContext<'_>) -> Result<(), KernelError> {
 /// Op data of a hybrid FULLY_CONNECTED.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FcHybrid {
+    /// The optimized set: sums from `hybrid_dots`.
+    fast: bool,
     units: usize,
     has_bias: bool,
     asymmetric: bool,
@@ -142,6 +151,7 @@ pub(crate) struct FcHybrid {
 /// `asymmetric_quantize_inputs` option says, per-tensor or per-unit weight scales.
 pub(crate) fn prepare_fully_connected(
     ctx: &mut PrepareContext<'_>,
+    set: KernelSet,
     batches: usize,
     depth: usize,
     units: usize,
@@ -163,6 +173,7 @@ pub(crate) fn prepare_fully_connected(
     let scales = weight_scales(ctx, &weights, 0, units)?;
     let rows = RowScratch::request(ctx, batches, depth)?;
     ctx.set_op_data(FcHybrid {
+        fast: set == KernelSet::Optimized,
         units,
         has_bias,
         asymmetric: asymmetric_quantize_inputs,
@@ -183,24 +194,50 @@ pub(crate) fn invoke_fully_connected(
     let x = d
         .rows
         .fill(ctx, |out| quantize_rows(input, b, k, d.asymmetric, out))?;
-    fully_connected_hybrid(
+    let (w, scales) = (ctx.input::<i8>(1)?, ctx.persistent(d.scales)?);
+    let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
+    let out = ctx.output::<f32>(0)?;
+    let u = d.units;
+    if !d.fast {
+        fully_connected_hybrid(b, k, u, &x, w, scales, bias, d.min, d.max, out);
+        return Ok(());
+    }
+    let out = &mut out[..b * u];
+    hybrid_dots(
+        ctx.isa(),
         b,
         k,
-        d.units,
-        &x,
-        ctx.input::<i8>(1)?,
-        ctx.persistent(d.scales)?,
-        ctx.input_if::<f32>(d.has_bias, 2)?,
-        d.min,
-        d.max,
-        ctx.output::<f32>(0)?,
+        u,
+        x.q,
+        |r| x.offsets[r],
+        w,
+        |r, c, acc| {
+            let bc = bias.map_or(0.0, |b| b[c]);
+            out[r * u + c] = fc_output(acc, x.scales[r], weight_scale(scales, c), bc, d.min, d.max);
+        },
     );
     Ok(())
+}
+
+/// Largest im2col scratch of the optimized hybrid CONV_2D (bytes); larger runs the reference
+/// loop.
+pub const MAX_IM2COL: usize = 1 << 20;
+
+/// How an optimized hybrid CONV_2D gets its sums.
+#[derive(Clone, Copy, Debug)]
+enum ConvPath {
+    /// The reference loop (the reference set, depthwise, grouped, oversized im2col).
+    Reference,
+    /// Pixels of the quantized image are the rows.
+    Pointwise,
+    /// Windows gathered into this scratch, one image at a time.
+    Im2col(ScratchId),
 }
 
 /// Op data of a hybrid CONV_2D or DEPTHWISE_CONV_2D.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ConvHybrid {
+    path: ConvPath,
     geometry: ConvGeometry,
     depthwise: bool,
     asymmetric: bool,
@@ -220,6 +257,7 @@ pub(crate) struct ConvHybrid {
 /// convolution always asymmetrically.
 pub(crate) fn prepare_conv(
     ctx: &mut PrepareContext<'_>,
+    set: KernelSet,
     g: &ConvGeometry,
     activation: Activation,
     depthwise: bool,
@@ -239,7 +277,21 @@ pub(crate) fn prepare_conv(
         .and_then(|n| n.checked_mul(g.in_c))
         .ok_or_else(|| KernelError::new("input image size overflows"))?;
     let rows = RowScratch::request(ctx, g.batches, image)?;
+    let pointwise = (g.filter_h, g.filter_w, g.stride_h, g.stride_w) == (1, 1, 1, 1)
+        && (g.pad_h, g.pad_w) == (0, 0)
+        && (g.out_h, g.out_w) == (g.in_h, g.in_w);
+    let cols = g.out_h * g.out_w * g.filter_h * g.filter_w * g.in_c;
+    let path = if set == KernelSet::Reference || depthwise || grouped {
+        ConvPath::Reference
+    } else if pointwise {
+        ConvPath::Pointwise
+    } else if cols <= MAX_IM2COL {
+        ConvPath::Im2col(ctx.request_scratch(cols)?)
+    } else {
+        ConvPath::Reference
+    };
     ctx.set_op_data(ConvHybrid {
+        path,
         geometry: *g,
         depthwise,
         asymmetric: per_channel,
@@ -268,12 +320,76 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
     let scales = ctx.persistent(d.scales)?;
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
     let output = ctx.output::<f32>(0)?;
+    let cols = match d.path {
+        ConvPath::Reference => None,
+        ConvPath::Pointwise => Some(None),
+        ConvPath::Im2col(id) => Some(Some(ctx.scratch::<i8>(id)?)),
+    };
+    if let Some(mut cols) = cols {
+        // Each output pixel is a row (its channels, or its gathered window); the filter
+        // `[out_c, h, w, in_c]` gives the weight rows.
+        let (pixels, oc) = (g.out_h * g.out_w, g.out_c);
+        let k = g.filter_h * g.filter_w * g.in_c;
+        for img in 0..b {
+            let (scale, offset) = (x.scales[img], x.offsets[img]);
+            let image = &x.q[img * n..][..n];
+            let rows: &[i8] = match cols.as_deref_mut() {
+                Some(cols) => {
+                    im2col(g, image, offset as i8, cols);
+                    cols
+                }
+                None => image,
+            };
+            let out = &mut output[img * pixels * oc..][..pixels * oc];
+            hybrid_dots(
+                ctx.isa(),
+                pixels,
+                k,
+                oc,
+                rows,
+                |_| offset,
+                filter,
+                |r, c, acc| {
+                    let bc = bias.map_or(0.0, |b| b[c]);
+                    let s = weight_scale(scales, c);
+                    out[r * oc + c] = conv_output(d.order, acc, scale, s, bc, d.min, d.max);
+                },
+            );
+        }
+        return Ok(());
+    }
     if d.depthwise {
         depthwise_conv_hybrid(g, &x, filter, scales, bias, d.min, d.max, output);
     } else {
         conv_hybrid(g, &x, filter, scales, d.order, bias, d.min, d.max, output);
     }
     Ok(())
+}
+
+/// Gathers the window of every output pixel of one quantized image into `cols` (row after
+/// row, taps in filter order `[h][w][in_c]`), taps outside the image set to the image's zero
+/// point `pad`.
+fn im2col(g: &ConvGeometry, image: &[i8], pad: i8, cols: &mut [i8]) {
+    let c = g.in_c;
+    let mut o = 0;
+    for oy in 0..g.out_h {
+        for ox in 0..g.out_w {
+            for fy in 0..g.filter_h {
+                let iy = (oy * g.stride_h + fy * g.dilation_h).checked_sub(g.pad_h);
+                for fx in 0..g.filter_w {
+                    let ix = (ox * g.stride_w + fx * g.dilation_w).checked_sub(g.pad_w);
+                    let dst = &mut cols[o..o + c];
+                    match (iy, ix) {
+                        (Some(y), Some(x)) if y < g.in_h && x < g.in_w => {
+                            dst.copy_from_slice(&image[(y * g.in_w + x) * c..][..c]);
+                        }
+                        _ => dst.fill(pad),
+                    }
+                    o += c;
+                }
+            }
+        }
+    }
 }
 
 /// Op data of a hybrid BATCH_MATMUL.

@@ -196,6 +196,38 @@ fn channel_scale(scales: &[f32], c: usize) -> f32 {
     }
 }
 
+/// One hybrid FULLY_CONNECTED output from its int32 sum:
+/// `clamp(bias + acc * (row_scale * w_scale))` (shared with the optimized path so both round
+/// alike).
+#[inline(always)]
+pub fn fc_output(acc: i32, row_scale: f32, w_scale: f32, bias: f32, min: f32, max: f32) -> f32 {
+    (bias + acc as f32 * (row_scale * w_scale)).max(min).min(max)
+}
+
+/// One hybrid CONV_2D output from its int32 sum, scaled in `order`, plus bias, clamped.
+#[inline(always)]
+pub fn conv_output(
+    order: ConvScaleOrder,
+    acc: i32,
+    image_scale: f32,
+    w_scale: f32,
+    bias: f32,
+    min: f32,
+    max: f32,
+) -> f32 {
+    let v = match order {
+        ConvScaleOrder::Folded => acc as f32 * (image_scale * w_scale),
+        ConvScaleOrder::PerChannel => acc as f32 * w_scale * image_scale,
+    };
+    (v + bias).max(min).min(max)
+}
+
+/// The weights' scale of output channel `c` (one scale is broadcast).
+#[inline(always)]
+pub fn weight_scale(scales: &[f32], c: usize) -> f32 {
+    channel_scale(scales, c)
+}
+
 /// Hybrid FULLY_CONNECTED (`EvalHybridDense`): for each of `batches` quantized rows of `depth`
 /// (`x`), `out[b, u] = clamp(bias[u] + acc * (row_scale * w_scale[u]))` with
 /// `acc = sum(w[u, k] * q[b, k]) - row_sum(w[u]) * offset` in int32 (wrapping).
@@ -225,9 +257,8 @@ pub fn fully_connected_hybrid(
                 )
             });
             let acc = dot.wrapping_sub(sum.wrapping_mul(p.offset));
-            let scale = p.scale * channel_scale(weight_scales, u);
-            let v = bias.map_or(0.0, |b| b[u]) + acc as f32 * scale;
-            *o = v.max(act_min).min(act_max);
+            let (s, b) = (channel_scale(weight_scales, u), bias.map_or(0.0, |b| b[u]));
+            *o = fc_output(acc, p.scale, s, b, act_min, act_max);
         }
     }
 }
@@ -346,11 +377,8 @@ pub fn conv_hybrid(
             |acc, x, w| acc.wrapping_add(dot_i8_offset(x, w, offset)),
             |acc, oc| {
                 let s = channel_scale(filter_scales, oc);
-                let v = match order {
-                    ConvScaleOrder::Folded => acc as f32 * (p.scale * s),
-                    ConvScaleOrder::PerChannel => acc as f32 * s * p.scale,
-                };
-                (v + bias.map_or(0.0, |b| b[oc])).max(act_min).min(act_max)
+                let b = bias.map_or(0.0, |b| b[oc]);
+                conv_output(order, acc, p.scale, s, b, act_min, act_max)
             },
         );
     }
