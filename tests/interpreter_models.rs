@@ -10,7 +10,7 @@ mod common;
 
 use common::{cases, compare, run_once, shared, tier_cases, Case, Tier};
 use tensor_alloc::interpreter::{
-    Interpreter, InterpreterBuilder, InterpreterError, KernelSet, OpResolver, ALIGNMENT,
+    Interpreter, InterpreterBuilder, InterpreterError, Isa, KernelSet, OpResolver, ALIGNMENT,
 };
 use tensor_alloc::model::{BuiltinOp, Model};
 
@@ -307,6 +307,33 @@ fn hybrid_models_match_litert_reference_kernels() {
         }
     }
     assert!(checked >= 10, "{checked} hybrid model runs");
+}
+
+/// The optimized hybrid sums (AVX2 `vpmaddwd`, im2col) are exact and share the reference's
+/// float epilogue: every instruction-set path gives the scalar path's bits. (Not
+/// `hybrid_attention_dynamic`: its float attention products and SOFTMAX run the float paths,
+/// whose summation order depends on the path; its hybrid BATCH_MATMUL has one path.)
+#[test]
+fn hybrid_models_agree_on_every_isa() {
+    let mut checked = 0;
+    for case in common::converter_cases() {
+        if !case.name.starts_with("hybrid_") || case.name == "hybrid_attention_dynamic" {
+            continue;
+        }
+        checked += 1;
+        let model = Model::load(&case.model).unwrap();
+        let run = |isa: Isa| {
+            let mut interp = InterpreterBuilder::new(&model).isa(isa).build().unwrap();
+            run_once(&mut interp, &case.inputs()).unwrap()
+        };
+        let scalar = run(Isa::Scalar);
+        for &isa in Isa::available() {
+            for (k, (a, b)) in run(isa).iter().zip(&scalar).enumerate() {
+                compare(&format!("{} output {k} on {isa}", case.name), a, b, 0.0).unwrap();
+            }
+        }
+    }
+    assert!(checked >= 4, "{checked} hybrid models");
 }
 
 /// Converter-output models that do not pass yet, and why.
