@@ -16,6 +16,7 @@ pub const BLOCK: usize = 4096;
 
 /// `emit(r, c, sum_j (x[r * k + j] - offset(r)) * w[c * k + j])` for every row `r < rows` and
 /// channel `c < n`, on path `isa`.
+#[allow(clippy::too_many_arguments)]
 pub fn hybrid_dots(
     isa: Isa,
     rows: usize,
