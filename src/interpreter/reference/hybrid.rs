@@ -51,6 +51,22 @@ fn min_max(len: usize, at: &impl Fn(usize) -> f32) -> (f32, f32) {
     (lo, hi)
 }
 
+/// `round(x)` half away from zero, as an int32 (saturating; NaN gives 0): `TfLiteRound`
+/// then the cast, without a libm call. `x - trunc(x)` is exact for every float, so the
+/// half-way test is too.
+#[inline(always)]
+pub fn round_to_i32(x: f32) -> i32 {
+    let i = x as i32;
+    let frac = x - i as f32;
+    if frac >= 0.5 {
+        i.saturating_add(1)
+    } else if frac <= -0.5 {
+        i.saturating_sub(1)
+    } else {
+        i
+    }
+}
+
 fn abs(x: f32) -> f32 {
     if x < 0.0 {
         -x
@@ -79,7 +95,7 @@ pub fn quantize_symmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuant
     }
     let inv = 127.0f32 / range;
     for (i, q) in out.iter_mut().enumerate() {
-        *q = ((at(i) * inv).round() as i32).clamp(-127, 127) as i8;
+        *q = round_to_i32(at(i) * inv).clamp(-127, 127) as i8;
     }
     RowQuant {
         scale: range / 127.0,
@@ -126,7 +142,7 @@ pub fn quantize_asymmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuan
     let inv = 1.0f32 / scale;
     let off = offset as f32;
     for (i, q) in out.iter_mut().enumerate() {
-        *q = ((off + at(i) * inv).round() as i32).clamp(-128, 127) as i8;
+        *q = round_to_i32(off + at(i) * inv).clamp(-128, 127) as i8;
     }
     RowQuant { scale, offset }
 }
@@ -434,6 +450,28 @@ mod tests {
         assert_eq!(q[0], (0.5f32 * inv).round() as i8);
         assert_eq!(q[2], (0.635f32 * inv).round() as i8);
         assert_eq!(q[3], 0);
+    }
+
+    #[test]
+    fn round_to_i32_is_round_half_away() {
+        let mut seed = 1u32;
+        let mut v: rust_alloc::vec::Vec<f32> = [
+            0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997, 0.50000006, 8388607.5,
+            -8388607.5, 8388609.0, 1e10, -1e10, 2147483520.0, -2147483648.0, 0.0, -0.0,
+        ]
+        .to_vec();
+        for _ in 0..100_000 {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let bits = seed;
+            let x = f32::from_bits(bits);
+            if x.is_finite() {
+                v.push(x);
+            }
+            v.push((seed >> 8) as f32 / 1024.0 - 8192.0);
+        }
+        for x in v {
+            assert_eq!(round_to_i32(x), x.round() as i32, "{x}");
+        }
     }
 
     #[test]
