@@ -15,16 +15,18 @@
 //! sets give the same bits: a pointwise convolution (1x1, stride 1) reads the quantized image
 //! as rows, any other gathers each output pixel's window into an im2col row of head scratch
 //! (padding taps hold the image's zero point, so they add zero, as LiteRT's `Im2col` does;
-//! at most [`MAX_IM2COL`] bytes, else the reference loop). One thread.
+//! at most [`MAX_IM2COL`] bytes, else the reference loop); DEPTHWISE_CONV_2D takes its sums
+//! pixel-major from [`crate::interpreter::optimized::hybrid_depthwise`]. One thread.
 
 use super::quant_params::{filter_scales, float_range, fused_activation};
+use crate::interpreter::optimized::hybrid_depthwise;
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
 use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::hybrid::{
-    batch_matmul_hybrid, conv_hybrid, conv_output, depthwise_conv_hybrid, fc_output,
-    fully_connected_hybrid, quantize_lhs_rows, quantize_rows, weight_scale, ConvScaleOrder,
-    QuantizedRows, RowsOut,
+    batch_matmul_hybrid, conv_hybrid, conv_output, depthwise_conv_hybrid, depthwise_output,
+    fc_output, fully_connected_hybrid, quantize_lhs_rows, quantize_rows, weight_scale,
+    ConvScaleOrder, QuantizedRows, RowsOut,
 };
 use crate::interpreter::{
     InvokeContext, KernelError, KernelSet, PersistentArray, PrepareContext, ScratchId, TensorInfo,
@@ -232,6 +234,8 @@ enum ConvPath {
     Pointwise,
     /// Windows gathered into this scratch, one image at a time.
     Im2col(ScratchId),
+    /// Pixel-major depthwise sums.
+    Depthwise,
 }
 
 /// Op data of a hybrid CONV_2D or DEPTHWISE_CONV_2D.
@@ -281,7 +285,9 @@ pub(crate) fn prepare_conv(
         && (g.pad_h, g.pad_w) == (0, 0)
         && (g.out_h, g.out_w) == (g.in_h, g.in_w);
     let cols = g.out_h * g.out_w * g.filter_h * g.filter_w * g.in_c;
-    let path = if set == KernelSet::Reference || depthwise || grouped {
+    let path = if set == KernelSet::Optimized && depthwise && hybrid_depthwise::covers(g) {
+        ConvPath::Depthwise
+    } else if set == KernelSet::Reference || depthwise || grouped {
         ConvPath::Reference
     } else if pointwise {
         ConvPath::Pointwise
@@ -320,8 +326,29 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
     let scales = ctx.persistent(d.scales)?;
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
     let output = ctx.output::<f32>(0)?;
+    if let ConvPath::Depthwise = d.path {
+        let (pixels, oc) = (g.out_h * g.out_w, g.out_c);
+        for img in 0..b {
+            let (scale, offset) = (x.scales[img], x.offsets[img]);
+            let image = &x.q[img * n..][..n];
+            let out = &mut output[img * pixels * oc..][..pixels * oc];
+            hybrid_depthwise::depthwise_hybrid_sums(
+                ctx.isa(),
+                g,
+                image,
+                offset,
+                filter,
+                |p, c, acc| {
+                    let bc = bias.map_or(0.0, |b| b[c]);
+                    let s = weight_scale(scales, c);
+                    out[p * oc + c] = depthwise_output(acc, scale, s, bc, d.min, d.max);
+                },
+            );
+        }
+        return Ok(());
+    }
     let cols = match d.path {
-        ConvPath::Reference => None,
+        ConvPath::Reference | ConvPath::Depthwise => None,
         ConvPath::Pointwise => Some(None),
         ConvPath::Im2col(id) => Some(Some(ctx.scratch::<i8>(id)?)),
     };

@@ -238,6 +238,13 @@ pub fn conv_output(
     (v + bias).max(min).min(max)
 }
 
+/// One hybrid DEPTHWISE_CONV_2D output from its int32 sum:
+/// `clamp(acc * (w_scale * image_scale) + bias)`.
+#[inline(always)]
+pub fn depthwise_output(acc: i32, image_scale: f32, w_scale: f32, bias: f32, min: f32, max: f32) -> f32 {
+    (acc as f32 * (w_scale * image_scale) + bias).max(min).min(max)
+}
+
 /// The weights' scale of output channel `c` (one scale is broadcast).
 #[inline(always)]
 pub fn weight_scale(scales: &[f32], c: usize) -> f32 {
@@ -427,8 +434,8 @@ pub fn depthwise_conv_hybrid(
             |x: i8| i16::from(x) + offset,
             |acc, x: i16, w: i8| acc.wrapping_add(i32::from(i16::from(w) * x)),
             |acc, oc| {
-                let v = acc as f32 * (channel_scale(filter_scales, oc) * p.scale);
-                (v + bias.map_or(0.0, |b| b[oc])).max(act_min).min(act_max)
+                let (s, b) = (channel_scale(filter_scales, oc), bias.map_or(0.0, |b| b[oc]));
+                depthwise_output(acc, p.scale, s, b, act_min, act_max)
             },
         );
     }
