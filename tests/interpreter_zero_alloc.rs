@@ -71,7 +71,7 @@ fn check_set(set: &str) {
 
 /// Converter-output models of `testdata/converter/` that do not build yet (see
 /// `CONVERTER_PENDING` in tests/interpreter_models.rs).
-const CONVERTER_PENDING: &[&str] = &["convnext_block_f32", "hybrid_cnn_dynamic"];
+const CONVERTER_PENDING: &[&str] = &["convnext_block_f32"];
 
 /// The converter-output models (no `../shared` needed).
 #[test]

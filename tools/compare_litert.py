@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Times every shared model in tensor-alloc's interpreter and in LiteRT in the same run.
+"""Times every shared model (and the converter-output models of testdata/converter) in tensor-alloc's
+interpreter and in LiteRT in the same run.
 
 Usage (needs a venv with ai-edge-litert 2.3.0, e.g. from ../shared/tools/setup_venv.sh):
     VENV/bin/python tools/compare_litert.py [--runs 50] [--models a,b] [--binary target/release/tensor-alloc]
@@ -80,14 +81,19 @@ def main():
         return
     want = set(filter(None, a.models.split(",")))
     rows = []
-    for group, refdir in (("tflm", "reference"), ("keras", "reference/keras")):
-        mdir = os.path.join(SHARED, "models", group)
+    conv = os.path.join(ROOT, "testdata", "converter")
+    groups = [(os.path.join(SHARED, "models", "tflm"), os.path.join(SHARED, "reference")),
+              (os.path.join(SHARED, "models", "keras"), os.path.join(SHARED, "reference", "keras")),
+              (conv, os.path.join(conv, "reference"))]
+    for mdir, refroot in groups:
+        if not os.path.isdir(mdir):
+            continue
         for f in sorted(os.listdir(mdir)):
             name = f[:-7]
             if not f.endswith(".tflite") or (want and name not in want):
                 continue
             path = os.path.join(mdir, f)
-            rd = os.path.join(SHARED, refdir, name)
+            rd = os.path.join(refroot, name)
             files = []
             k = 0
             while os.path.exists(os.path.join(rd, f"input_{k}.npy")):

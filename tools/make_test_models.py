@@ -32,6 +32,11 @@ def rep_data(shape, n=16, lo=-1.0, hi=1.0):
 
 def convert(model, mode, in_shape):
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    if mode == "dynamic_per_tensor":
+        # Dynamic range with one scale per weight tensor (symmetric input quantization in
+        # LiteRT's hybrid CONV_2D).
+        conv._experimental_disable_per_channel = True
+        mode = "dynamic"
     if mode == "int8":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.representative_dataset = rep_data((1,) + tuple(in_shape))
@@ -128,6 +133,67 @@ def hybrid_cnn():
     return keras.Model(inp, out), (12, 12, 8)
 
 
+def hybrid_mlp():
+    """A two-layer MLP over a sequence (Dense on a [1, 8, 48] input: FULLY_CONNECTED with
+    keep_num_dims, eight rows each quantized on its own, asymmetric inputs)."""
+    inp = keras.Input((8, 48), batch_size=1)
+    x = L.Dense(64, activation="relu")(inp)
+    out = L.Dense(32)(x)
+    return keras.Model(inp, out), (8, 48)
+
+
+def hybrid_mobilenet():
+    """A MobileNetV2-like inverted residual block on a batch of two images (each quantized on
+    its own): 3x3 stride-2 stem, 1x1 expansion, 3x3 depthwise (stride 1, then stride 2 with
+    dilation-free VALID padding), 1x1 projection, residual add, global pooling and a dense
+    head."""
+    inp = keras.Input((16, 16, 8), batch_size=2)
+    x = L.Conv2D(32, 3, strides=2, padding="same", activation="relu6")(inp)
+    h = L.Conv2D(128, 1, activation="relu6")(x)
+    h = L.DepthwiseConv2D(3, padding="same", activation="relu6")(h)
+    h = L.Conv2D(32, 1)(h)
+    x = L.Add()([x, h])
+    h = L.Conv2D(128, 1, activation="relu6")(x)
+    h = L.DepthwiseConv2D(3, strides=2, padding="valid", activation="relu6")(h)
+    h = L.Conv2D(48, 1)(h)
+    x = L.GlobalAveragePooling2D()(h)
+    out = L.Dense(24)(x)
+    return keras.Model(inp, out), (16, 16, 8)
+
+
+def hybrid_conv_per_tensor():
+    """Convolutions and a dense layer with one weight scale per tensor (the converter's
+    per-channel quantization disabled): LiteRT's symmetric hybrid CONV_2D path."""
+    inp = keras.Input((10, 10, 8), batch_size=1)
+    x = L.Conv2D(32, 3, padding="same", activation="relu")(inp)
+    x = L.Conv2D(16, 3, strides=2, dilation_rate=1, padding="valid")(x)
+    x = L.Conv2D(32, 3, dilation_rate=2, padding="same", activation="relu")(x)
+    x = L.Flatten()(x)
+    out = L.Dense(16)(x)
+    return keras.Model(inp, out), (10, 10, 8)
+
+
+def hybrid_attention():
+    """Per-head projections as batched products with constant weights (BATCH_MATMUL, float
+    activations by int8 weights: one weight matrix per head, and a shared one broadcast over
+    the heads with adj_y), then the float attention products, broadcast over the heads."""
+    seq, dim, heads, hd = 8, 32, 2, 32
+    rng = np.random.default_rng(5)
+    wq = tf.constant(rng.normal(0, 0.2, (heads, dim, hd)).astype(np.float32))
+    wk = tf.constant(rng.normal(0, 0.2, (1, hd, dim)).astype(np.float32))
+    inp = keras.Input((seq, dim), batch_size=1)
+
+    def attend(t):
+        x = tf.reshape(t, [1, 1, seq, dim])
+        q = tf.matmul(x, wq)  # constant per-head weights, lhs broadcast over the heads
+        k = tf.matmul(x, wk, transpose_b=True)  # shared weights, adj_y
+        s = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) / 8.0)
+        return tf.reshape(tf.matmul(s, q), [1, heads * seq, hd])
+
+    out = L.Lambda(attend, output_shape=(heads * seq, hd))(inp)
+    return keras.Model(inp, out), (seq, dim)
+
+
 def densenet_grouped():
     """A DenseNet block (BatchNorm-ReLU-Conv on the running concatenation, so the BatchNorm cannot
     fold into a preceding convolution and stays a broadcast MUL and ADD per channel) followed by a
@@ -168,6 +234,10 @@ MODELS = {
     "unet_decoder_int8": (unet_decoder, "int8"),
     "hybrid_cnn_dynamic": (hybrid_cnn, "dynamic"),
     "densenet_grouped_f32": (densenet_grouped, "f32"),
+    "hybrid_mlp_dynamic": (hybrid_mlp, "dynamic"),
+    "hybrid_mobilenet_dynamic": (hybrid_mobilenet, "dynamic"),
+    "hybrid_conv_per_tensor_dynamic": (hybrid_conv_per_tensor, "dynamic_per_tensor"),
+    "hybrid_attention_dynamic": (hybrid_attention, "dynamic"),
 }
 
 

@@ -106,6 +106,15 @@ impl<'a> InvokeContext<'a> {
         }
     }
 
+    /// The op data stored by prepare when it is a `T`, else `None` (a kernel whose prepare
+    /// stores one of several op-data types dispatches on it without building an error).
+    pub fn op_data_if<T: Copy + Send + Sync + 'static>(&self) -> Option<&'a T> {
+        match self.rt.op_data {
+            Some((_, id)) if id == TypeId::of::<T>() => self.op_data::<T>().ok(),
+            _ => None,
+        }
+    }
+
     /// A persistent array stored by prepare.
     pub fn persistent<T: Scalar>(&self, array: PersistentArray<T>) -> Result<&'a [T], KernelError> {
         let &(ptr, size) = self

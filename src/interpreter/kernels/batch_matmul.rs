@@ -2,10 +2,12 @@
 //! options, ranks 2 to 5 with broadcasting of the batch dimensions. The optimized set multiplies
 //! float32 through [`crate::interpreter::optimized::batch_matmul`], packing the right-hand
 //! matrix into scratch; int8 runs the reference arithmetic in both sets (per-tensor scales,
-//! one multiplier `s_lhs * s_rhs / s_out`, no fused activation).
+//! one multiplier `s_lhs * s_rhs / s_out`, no fused activation). A float32 lhs by an int8 rhs
+//! is the dynamic-range form ([`super::hybrid`]).
 
 use super::binary_common::quant_params;
 use super::conv::request_f32_scratch;
+use super::hybrid;
 use crate::interpreter::optimized::batch_matmul as fast;
 use crate::interpreter::reference::batch_matmul::{
     batch_matmul_f32, batch_matmul_i8, BatchMatMulGeometry, BatchMatMulQuant, MAX_BATCH_DIMS,
@@ -44,9 +46,13 @@ fn batch_dims(dims: &[usize]) -> [usize; MAX_BATCH_DIMS] {
 impl Kernel for BatchMatMul {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(2, 1)?;
-        let (adj_x, adj_y) = match *ctx.options() {
-            BuiltinOptions::BatchMatMul { adj_x, adj_y, .. } => (adj_x, adj_y),
-            BuiltinOptions::None => (false, false),
+        let (adj_x, adj_y, asymmetric) = match *ctx.options() {
+            BuiltinOptions::BatchMatMul {
+                adj_x,
+                adj_y,
+                asymmetric_quantize_inputs,
+            } => (adj_x, adj_y, asymmetric_quantize_inputs),
+            BuiltinOptions::None => (false, false, false),
             ref o => kernel_bail!("BATCH_MATMUL with options {o:?}"),
         };
         let lhs = ctx.input(0)?;
@@ -55,12 +61,15 @@ impl Kernel for BatchMatMul {
         let dtype = lhs.dtype;
         kernel_ensure!(
             matches!(dtype, DType::F32 | DType::I8),
-            "lhs `{}` has dtype {dtype}; BATCH_MATMUL takes float32 and int8 (float32 lhs with \
-             int8 rhs is the hybrid form, not supported)",
+            "lhs `{}` has dtype {dtype}; BATCH_MATMUL takes float32, int8, and float32 by int8 \
+             (hybrid)",
             lhs.name
         );
-        for t in [&rhs, &output] {
-            t.expect_dtype(dtype)?;
+        let is_hybrid = hybrid::is_hybrid(&lhs, &rhs);
+        if !is_hybrid {
+            for t in [&rhs, &output] {
+                t.expect_dtype(dtype)?;
+            }
         }
         let quant = if dtype == DType::I8 {
             let (sl, zl) = quant_params(&lhs)?;
@@ -123,6 +132,9 @@ impl Kernel for BatchMatMul {
             adj_x,
             adj_y,
         };
+        if is_hybrid {
+            return hybrid::prepare_batch_matmul(ctx, &geometry, asymmetric);
+        }
         let packed = match (self.set, quant) {
             (KernelSet::Optimized, None) => {
                 Some(request_f32_scratch(ctx, fast::packed_len(&geometry))?)
@@ -137,6 +149,9 @@ impl Kernel for BatchMatMul {
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        if let Some(h) = ctx.op_data_if::<hybrid::BatchMatMulHybrid>() {
+            return hybrid::invoke_batch_matmul(ctx, h);
+        }
         let d = *ctx.op_data::<BatchMatMulData>()?;
         if let Some(q) = d.quant {
             let (lhs, rhs) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);

@@ -15,6 +15,7 @@
 //! (`Category::Precomputed`). Im2col blocks are per-thread scratch too; with several threads
 //! the output rows are split among them.
 
+use super::hybrid;
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, padding_kind,
     per_channel_multipliers, positive, quantized_range, window_axis,
@@ -318,8 +319,8 @@ pub(crate) fn prepare_quantization(
         },
         (i, f) => {
             return Err(KernelError::new(format!(
-                "input {i} with filter {f} is not supported (float32/float32, int8/int8, \
-                 int16/int8)"
+                "input {i} with filter {f} is not supported (float32/float32, float32/int8, \
+                 int8/int8, int16/int8)"
             )))
         }
     };
@@ -501,6 +502,9 @@ impl Kernel for Conv2D {
             dilation_w,
         };
         let mut data = ConvData::new(i, f, o, f[3], 1, window)?;
+        if hybrid::is_hybrid(&input, &filter) {
+            return hybrid::prepare_conv(ctx, self.set, &data.geometry, activation, false);
+        }
         data.f16_filter = self.set == KernelSet::Optimized && filter.dtype == DType::F16;
         prepare_quantization(ctx, activation, 0, o[3], &mut data)?;
         if self.set == KernelSet::Optimized && data.kind == ConvKind::F32 {
@@ -513,6 +517,9 @@ impl Kernel for Conv2D {
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        if let Some(h) = ctx.op_data_if::<hybrid::ConvHybrid>() {
+            return hybrid::invoke_conv(ctx, h);
+        }
         let d = *ctx.op_data::<ConvData>()?;
         if let F32Path::Gemm { plan, filter, cols } = d.f32_path {
             return invoke_gemm(ctx, &d, &plan, filter, cols);

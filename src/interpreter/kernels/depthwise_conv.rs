@@ -7,6 +7,7 @@ use super::conv::{
     conv_quant, conv_tensors, invoke_conv_like, prepare_quantization, ConvData, ConvKind, F32Path,
     QuantConvFn, Window,
 };
+use super::hybrid;
 use crate::interpreter::optimized::depthwise_conv as fast;
 use crate::interpreter::optimized::depthwise_i8;
 use crate::interpreter::reference::depthwise_conv::{
@@ -70,6 +71,9 @@ impl Kernel for DepthwiseConv2D {
             dilation_w,
         };
         let mut data = ConvData::new(i, f, o, 1, dm, window)?;
+        if hybrid::is_hybrid(&input, &filter) {
+            return hybrid::prepare_conv(ctx, self.set, &data.geometry, activation, true);
+        }
         prepare_quantization(ctx, activation, 3, o[3], &mut data)?;
         if self.set == KernelSet::Optimized
             && data.kind == ConvKind::F32
@@ -81,6 +85,9 @@ impl Kernel for DepthwiseConv2D {
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        if let Some(h) = ctx.op_data_if::<hybrid::ConvHybrid>() {
+            return hybrid::invoke_conv(ctx, h);
+        }
         let d = *ctx.op_data::<ConvData>()?;
         if let F32Path::Depthwise = d.f32_path {
             // Bands of output rows, one task each (the bits do not depend on the split).

@@ -8,6 +8,7 @@
 //! the per-invoke packing only when the build grants precomputed constants.
 
 use super::conv::{request_parts, PackedFilter};
+use super::hybrid;
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
@@ -152,6 +153,9 @@ impl Kernel for FullyConnected {
             depth,
             batches,
         } = fc_node(ctx, "")?;
+        if hybrid::is_hybrid(&input, &weights) {
+            return hybrid::prepare_fully_connected(ctx, self.set, batches, depth, units);
+        }
         let f16_weights = self.set == KernelSet::Optimized && weights.dtype == DType::F16;
         let (kind, bias_dtype) = match (input.dtype, weights.dtype) {
             (DType::F32, DType::F32) => (FcKind::F32, DType::F32),
@@ -165,7 +169,7 @@ impl Kernel for FullyConnected {
             (i, w) => {
                 return Err(KernelError::new(format!(
                     "input {i} with weights {w} is not supported (float32/float32, \
-                     int8/int8, int16/int8)"
+                     float32/int8, int8/int8, int16/int8)"
                 )))
             }
         };
@@ -301,6 +305,9 @@ impl Kernel for FullyConnected {
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+        if let Some(h) = ctx.op_data_if::<hybrid::FcHybrid>() {
+            return hybrid::invoke_fully_connected(ctx, h);
+        }
         let d = *ctx.op_data::<FcData>()?;
         let (b, k, u) = (d.batches, d.depth, d.units);
         if d.kind == FcKind::F32 {

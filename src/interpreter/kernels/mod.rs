@@ -33,6 +33,7 @@ pub mod fully_connected_sparse;
 pub mod gather;
 pub mod gelu;
 pub mod hard_swish;
+mod hybrid;
 pub mod leaky_relu;
 pub mod logistic;
 pub mod max_pool;

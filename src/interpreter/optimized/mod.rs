@@ -26,6 +26,8 @@ pub mod gelu;
 pub mod gemm;
 mod gemm_i8;
 pub mod hard_swish;
+pub mod hybrid_depthwise;
+pub mod hybrid_dot;
 mod isa;
 pub mod matrix;
 pub mod mean;

@@ -158,7 +158,7 @@ impl ClippedWindow {
 /// dense, else one tap's input channels), in the reference's summation order. `finish(acc,
 /// out_channel)` produces the output value.
 #[inline(always)]
-fn conv_loop<I: Copy, W: Copy, A: Copy, O>(
+pub(crate) fn conv_loop<I: Copy, W: Copy, A: Copy, O>(
     g: &ConvGeometry,
     input: &[I],
     filter: &[W],

@@ -13,7 +13,7 @@ use super::quant::multiply_by_quantized_multiplier;
 /// `mac(acc, loaded, w)` adds one product, `finish(acc, out_channel)` produces the output.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn depthwise_loop<I: Copy, P: Copy, W: Copy, A: Copy, O>(
+pub(crate) fn depthwise_loop<I: Copy, P: Copy, W: Copy, A: Copy, O>(
     g: &ConvGeometry,
     input: &[I],
     filter: &[W],

@@ -22,6 +22,7 @@ pub mod fully_connected_sparse;
 pub mod gather;
 pub mod gelu;
 pub mod hard_swish;
+pub mod hybrid;
 pub mod in_place;
 pub mod logistic;
 pub mod lstm;
