@@ -503,7 +503,7 @@ impl Kernel for Conv2D {
         };
         let mut data = ConvData::new(i, f, o, f[3], 1, window)?;
         if hybrid::is_hybrid(&input, &filter) {
-            return hybrid::prepare_conv(ctx, self.set, &data.geometry, activation, false);
+            return hybrid::prepare_conv(ctx, self.set, &data.geometry(), activation, false);
         }
         data.f16_filter = self.set == KernelSet::Optimized && filter.dtype == DType::F16;
         prepare_quantization(ctx, activation, 0, o[3], &mut data)?;

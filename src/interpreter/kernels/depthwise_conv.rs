@@ -72,7 +72,7 @@ impl Kernel for DepthwiseConv2D {
         };
         let mut data = ConvData::new(i, f, o, 1, dm, window)?;
         if hybrid::is_hybrid(&input, &filter) {
-            return hybrid::prepare_conv(ctx, self.set, &data.geometry, activation, true);
+            return hybrid::prepare_conv(ctx, self.set, &data.geometry(), activation, true);
         }
         prepare_quantization(ctx, activation, 3, o[3], &mut data)?;
         if self.set == KernelSet::Optimized
