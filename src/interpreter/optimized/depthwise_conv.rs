@@ -135,6 +135,8 @@ fn portable(
 mod x86 {
     use super::ConvGeometry;
     use crate::interpreter::reference::conv::ClippedWindow;
+    #[cfg(not(feature = "std"))]
+    use crate::math::Float;
     use core::arch::x86_64::*;
 
     /// Output rows `row0..row0 + rows` into `output` (which holds exactly those rows).

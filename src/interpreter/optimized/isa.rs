@@ -78,9 +78,10 @@ impl Isa {
         }
     }
 
-    /// Asks the CPU (uncached).
+    /// Asks the CPU (uncached). Without `std` there is no OS-aware feature detection (AVX
+    /// state must also be enabled by the OS), so the scalar path runs.
     fn probe() -> Isa {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
         {
             use std::arch::is_x86_feature_detected as has;
             if !(has!("avx2") && has!("fma")) {
@@ -94,7 +95,7 @@ impl Isa {
             }
             Isa::Avx512Vnni
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
         Isa::Scalar
     }
 

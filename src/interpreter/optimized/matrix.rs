@@ -64,7 +64,7 @@ impl Weight for half::f16 {
     }
     #[inline]
     fn dot(isa: Isa, a: &[f32], w: &[half::f16]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
         if isa.avx2() && std::arch::is_x86_feature_detected!("f16c") {
             // SAFETY: `avx2()` checked the cached detection (AVX2 and FMA), and F16C was
             // detected just above (std caches the answer).
