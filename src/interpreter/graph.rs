@@ -4,7 +4,7 @@
 use super::error::InterpreterError;
 use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
 use crate::tensor::DType;
-use rust_alloc::{boxed::Box, string::String, vec::Vec};
+use rust_alloc::{boxed::Box, format, string::String, vec::Vec};
 
 /// How a tensor is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +39,18 @@ pub struct TensorEntry {
     /// Sparse storage of a constant (its `bytes` are then the stored values, not the dense
     /// size); only kernels registered to read it sparse (`Registration::sparse_inputs`) may.
     pub sparsity: Option<Box<Sparsity>>,
+}
+
+impl TensorEntry {
+    /// `tensor {t}` and the name when it is kept (after build only graph inputs and outputs
+    /// keep theirs), for error messages.
+    pub(crate) fn label(&self, t: usize) -> String {
+        if self.name.is_empty() {
+            format!("tensor {t}")
+        } else {
+            format!("tensor {t} `{}`", self.name)
+        }
+    }
 }
 
 /// An operator of the executable graph.

@@ -90,7 +90,8 @@ pub struct MemorySummary {
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build (tensor and node tables, kernel
     /// registrations), outside the arena; not counted: the copy of the model's tables kept for
-    /// [`Interpreter::resize_input`] (its weights stay shared with the model).
+    /// [`Interpreter::resize_input`] when a graph input has a dynamic dimension (its weights
+    /// stay shared with the model; without a dynamic input no copy is kept).
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
@@ -148,9 +149,10 @@ pub struct Interpreter<'a> {
     /// Kernel state arrays (address, bytes), zeroed by `reset_variables`.
     states: Vec<(*mut u8, usize)>,
     summary: MemorySummary,
-    /// The model (its tables; the data is shared with `model_bytes`), the kernels and the
-    /// arena source, for [`resize_input`](Self::resize_input).
-    model: Arc<Model>,
+    /// The model's tables (the data is shared with `model_bytes`), the kernels and the arena
+    /// source, for [`resize_input`](Self::resize_input); the tables only when a graph input has
+    /// a dynamic dimension (otherwise no resize can change a shape).
+    model: Option<Arc<Model>>,
     resolver: OpResolver,
     rebuild: builder::Rebuild,
     /// Kernel threads besides the invoking one (`None`: one thread). Kept across
@@ -243,16 +245,24 @@ impl<'a> Interpreter<'a> {
         if self.tensors[t].dims == dims {
             return Ok(());
         }
-        let model = Arc::new(builder::resized_model(&self.model, t, dims)?);
+        let Some(kept) = &self.model else {
+            return Err(self.static_input_error(t, dims));
+        };
+        let model = Arc::new(builder::resized_model(kept, t, dims)?);
         let resolver = self.resolver.clone();
         let threads = self.threads.as_ref().map_or(1, |p| p.threads());
         let staged = builder::stage_opts(&model, &resolver, threads, self.copies, self.isa)?;
+        let kept = Some(model.clone());
         let fresh = match &self.rebuild {
-            builder::Rebuild::Allocator(a) => {
-                builder::finish(model, resolver, staged, ArenaSource::Allocator(a.clone()))?
-            }
+            builder::Rebuild::Allocator(a) => builder::finish(
+                &model,
+                kept,
+                resolver,
+                staged,
+                ArenaSource::Allocator(a.clone()),
+            )?,
             builder::Rebuild::Default => {
-                builder::finish(model, resolver, staged, ArenaSource::Default)?
+                builder::finish(&model, kept, resolver, staged, ArenaSource::Default)?
             }
             &builder::Rebuild::Buffer { ptr, len } => {
                 let needed = staged.arena_bytes()?;
@@ -274,13 +284,35 @@ impl<'a> Interpreter<'a> {
                 // that used it is dropped and every pointer into it was cleared by `poison`,
                 // so this is again the only access to those bytes for the rest of 'a.
                 let buffer: &'a mut [u8] = unsafe { core::slice::from_raw_parts_mut(ptr, len) };
-                builder::finish(model, resolver, staged, ArenaSource::Buffer(buffer))?
+                builder::finish(&model, kept, resolver, staged, ArenaSource::Buffer(buffer))?
             }
         };
         let threads = self.threads.take();
         *self = fresh;
         self.threads = threads;
         Ok(())
+    }
+
+    /// The error of resizing graph input tensor `t` to `dims` (not its shape) in a model whose
+    /// graph inputs have no dynamic dimension: the rank, else the first dimension that differs.
+    fn static_input_error(&self, t: usize, dims: &[usize]) -> InterpreterError {
+        let e = &self.tensors[t];
+        if dims.len() != e.dims.len() {
+            return InterpreterError::Usage(format!(
+                "input `{}` has rank {}, resize to {dims:?} has rank {}",
+                e.name,
+                e.dims.len(),
+                dims.len()
+            ));
+        }
+        let d = (0..dims.len()).find(|&d| dims[d] != e.dims[d]).unwrap_or(0);
+        InterpreterError::Usage(format!(
+            "input `{}` dimension {d} is static (no graph input has a dynamic dimension in its \
+             shape_signature); it stays {}, not {}",
+            e.name,
+            e.dims.get(d).copied().unwrap_or(0),
+            dims.get(d).copied().unwrap_or(0)
+        ))
     }
 
     /// Leaves no pointer into the arena behind: no node, input or output remains, so nothing

@@ -136,16 +136,16 @@ impl<'a> InvokeContext<'a> {
         let s = self.slots[t];
         if !dtype_matches::<T>(s.dtype) {
             return Err(KernelError::new(format!(
-                "tensor `{}` has dtype {}, read as {}",
-                self.tensors[t].name,
+                "{} has dtype {}, read as {}",
+                self.tensors[t].label(t),
                 s.dtype,
                 T::DTYPE
             )));
         }
         if s.bytes > 0 && s.ptr as usize % core::mem::align_of::<T>() != 0 {
             return Err(KernelError::new(format!(
-                "tensor `{}` is not aligned for {}",
-                self.tensors[t].name,
+                "{} is not aligned for {}",
+                self.tensors[t].label(t),
                 T::DTYPE
             )));
         }
