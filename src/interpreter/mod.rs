@@ -242,7 +242,7 @@ impl<'a> Interpreter<'a> {
     pub fn resize_input(&mut self, k: usize, dims: &[usize]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
         let t = Self::io_index(&self.inputs, k, "input")?;
-        if self.tensors[t].dims == dims {
+        if *self.tensors[t].dims == *dims {
             return Ok(());
         }
         let Some(kept) = &self.model else {
@@ -401,7 +401,7 @@ impl<'a> Interpreter<'a> {
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
                 node: node.index,
-                op: node.op_name.clone(),
+                op: node.op_name.to_string(),
                 phase: Phase::Invoke,
                 message: e.0,
             })
@@ -455,7 +455,7 @@ impl<'a> Interpreter<'a> {
     }
     /// Display name of node `i`'s op.
     pub fn node_op(&self, i: usize) -> Option<&str> {
-        self.nodes.get(i).map(|n| n.op_name.as_str())
+        self.nodes.get(i).map(|n| n.op_name.as_ref())
     }
     /// Whether node `i` ran once at build (all inputs constant) and is skipped by invoke.
     pub fn node_is_prepare_time(&self, i: usize) -> bool {
@@ -689,7 +689,7 @@ impl<'a> Interpreter<'a> {
             .iter()
             .map(|e| {
                 e.name.capacity()
-                    + e.dims.capacity() * size_of::<usize>()
+                    + e.dims.len() * size_of::<usize>()
                     + e.quantization
                         .as_ref()
                         .map_or(0, |q| size_of::<Quantization>() + q.heap_bytes())
@@ -700,16 +700,21 @@ impl<'a> Interpreter<'a> {
             .nodes
             .iter()
             .map(|n| {
-                n.op_name.capacity()
-                    + n.custom.as_ref().map_or(0, String::capacity)
-                    + (n.inputs.capacity() + n.outputs.capacity()) * 4
+                let name = match &n.op_name {
+                    rust_alloc::borrow::Cow::Owned(s) => s.capacity(),
+                    rust_alloc::borrow::Cow::Borrowed(_) => 0,
+                };
+                name + n.custom.as_ref().map_or(0, String::capacity)
+                    + (n.inputs.len() + n.outputs.len()) * 4
             })
             .sum::<usize>()
             + self.nodes.capacity() * size_of::<NodeInfo>();
         let runtimes: usize = self
             .runtimes
             .iter()
-            .map(|r| r.scratch.capacity() * size_of::<(*mut u8, usize)>())
+            .map(|r| {
+                r.scratch.len() * size_of::<(*mut u8, usize)>() + r.states.len() * size_of::<u32>()
+            })
             .sum::<usize>()
             + self.runtimes.capacity() * size_of::<NodeRuntime>();
         tensors

@@ -107,10 +107,10 @@ pub(crate) fn finish<'a>(
             op_data: memory[i]
                 .op_data
                 .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
-            scratch: core::mem::take(&mut scratch_ptr[i]),
+            scratch: core::mem::take(&mut scratch_ptr[i]).into_boxed_slice(),
             variable_inputs,
             aliased,
-            states: memory[i].states.clone(),
+            states: memory[i].states.as_slice().into(),
         };
         if !node.prepare_time {
             check_node_views(node, &rt, &slots, &tensors)?;

@@ -22,13 +22,13 @@ pub(crate) struct Slot {
 /// A node at invoke: resolved scratch and op data, and which of its tensors are writable.
 pub(crate) struct NodeRuntime {
     pub op_data: Option<(*const u8, TypeId)>,
-    pub scratch: Vec<(*mut u8, usize)>,
+    pub scratch: Box<[(*mut u8, usize)]>,
     /// Bit `k`: input `k` is variable state (written through [`InvokeContext::variable`]).
     pub variable_inputs: u64,
     /// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
     pub aliased: bool,
     /// Records of the node's state arrays.
-    pub states: Vec<u32>,
+    pub states: Box<[u32]>,
 }
 
 /// Invoke: typed views of the node's tensors, scratch, op data and persistent arrays.
@@ -370,7 +370,7 @@ pub(crate) fn check_node_views(
 ) -> Result<(), InterpreterError> {
     let err = |message: String| InterpreterError::Kernel {
         node: node.index,
-        op: node.op_name.clone(),
+        op: node.op_name.to_string(),
         phase: Phase::MemoryPlanning,
         message,
     };
