@@ -401,7 +401,7 @@ impl<'a> Interpreter<'a> {
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
                 node: node.index,
-                op: node.op_name.to_string(),
+                op: node.op_name.clone().into_owned(),
                 phase: Phase::Invoke,
                 message: e.0,
             })

@@ -9,7 +9,7 @@ use crate::interpreter::{InterpreterError, KernelError, Phase};
 use crate::tensor::{DType, Element};
 use core::any::TypeId;
 use core::cell::Cell;
-use rust_alloc::{string::String, vec::Vec};
+use rust_alloc::{boxed::Box, string::String, vec::Vec};
 
 /// One tensor at invoke: where its bytes are.
 #[derive(Clone, Copy, Debug)]
@@ -370,7 +370,7 @@ pub(crate) fn check_node_views(
 ) -> Result<(), InterpreterError> {
     let err = |message: String| InterpreterError::Kernel {
         node: node.index,
-        op: node.op_name.to_string(),
+        op: node.op_name.clone().into_owned(),
         phase: Phase::MemoryPlanning,
         message,
     };
