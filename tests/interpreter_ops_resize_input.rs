@@ -240,3 +240,23 @@ fn keras_unet_batch_three_rows_equal_batch_one() {
     }
     expect_zero_allocations(&mut interp);
 }
+
+#[test]
+fn a_model_without_dynamic_inputs_refuses_resizes() {
+    // No graph input is dynamic: the interpreter keeps no copy of the model's tables and
+    // refuses any change of shape; a resize to the current shape is a no-op.
+    let mut b = ModelBuilder::new("static");
+    let x = b.add_tensor("x", DType::F32, &[1, 4]);
+    let y = b.add_tensor("y", DType::F32, &[1, 4]);
+    b.add_op(BuiltinOp::RELU, BuiltinOptions::None, &[x], &[y]);
+    b.inputs(&[x]).outputs(&[y]);
+    let model = b.build();
+    let mut interp = InterpreterBuilder::new(&model).build().unwrap();
+    interp.resize_input(0, &[1, 4]).unwrap();
+    let e = interp.resize_input(0, &[2, 4]).unwrap_err().to_string();
+    assert!(e.contains("dimension 0 is static"), "{e}");
+    let e = interp.resize_input(0, &[1, 4, 1]).unwrap_err().to_string();
+    assert!(e.contains("rank"), "{e}");
+    let x1 = Tensor::from_vec(&[1, 4][..], rows(1)).unwrap();
+    assert_eq!(run(&mut interp, &x1), relu(&rows(1)));
+}

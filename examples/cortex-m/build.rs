@@ -1,5 +1,5 @@
 //! Embeds the three models, their reference inputs and TFLM's outputs from `../shared` (next to
-//! the repository): model bytes as they are, the `.npy` files' raw data without their headers,
+//! the repository): model bytes as they are (at a 64-byte boundary, read in place), the `.npy` files' raw data without their headers,
 //! and TFLM's arena (head + tail) from the reference JSON. Fails the build, naming the path, when
 //! `../shared` is absent.
 
@@ -39,7 +39,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", model.display());
         writeln!(
             cases,
-            "    Case {{ name: {name:?}, model: include_bytes!({model:?}), \
+            "    Case {{ name: {name:?}, model: aligned_bytes!({model:?}), \
              input: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.input\")), \
              expected: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.expected\")), \
              tflm_head: {head}, tflm_tail: {tail} }},",

@@ -21,6 +21,20 @@ mod stage;
 
 pub use budget::BudgetStep;
 
+/// Whether a graph input of subgraph 0 has a dynamic dimension (`-1` in its
+/// `shape_signature`): only then can [`Interpreter::resize_input`] change a shape, so only then
+/// does the interpreter keep the model's tables.
+pub(crate) fn resizable(model: &Model) -> bool {
+    model.subgraphs.first().is_some_and(|sg| {
+        sg.input_tensors().any(|t| {
+            sg.tensors
+                .get(t)
+                .and_then(|t| t.shape_signature.as_ref())
+                .is_some_and(|s| s.contains(&-1))
+        })
+    })
+}
+
 pub(crate) use place::{finish, Rebuild};
 pub(crate) use resize::resized_model;
 pub(crate) use stage::{default_isa, stage, stage_opts, stage_with, Staged, VariableInit};
@@ -28,6 +42,8 @@ pub(crate) use stage::{default_isa, stage, stage_opts, stage_with, Staged, Varia
 /// Builds an [`Interpreter`] for subgraph 0 of a model.
 pub struct InterpreterBuilder<'m, 'a> {
     model: &'m Model,
+    /// The caller's shared handle on `model`, when given ([`shared`](Self::shared)).
+    shared: Option<Arc<Model>>,
     resolver: OpResolver,
     arena: ArenaSource<'a>,
     threads: usize,
@@ -42,6 +58,7 @@ impl<'m> InterpreterBuilder<'m, 'static> {
     pub fn new(model: &'m Model) -> Self {
         InterpreterBuilder {
             model,
+            shared: None,
             resolver: OpResolver::with_builtins(),
             arena: ArenaSource::Default,
             threads: 1,
@@ -49,6 +66,15 @@ impl<'m> InterpreterBuilder<'m, 'static> {
             budget: None,
             isa: None,
         }
+    }
+
+    /// [`new`](Self::new) for a model behind an `Arc`: an interpreter that keeps the model's
+    /// tables for [`Interpreter::resize_input`] (a graph input with a dynamic dimension) shares
+    /// this `Arc` instead of copying them.
+    pub fn shared(model: &'m Arc<Model>) -> Self {
+        let mut b = Self::new(model);
+        b.shared = Some(model.clone());
+        b
     }
 }
 
@@ -69,6 +95,7 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
     pub fn arena_buffer<'b>(self, buffer: &'b mut [u8]) -> InterpreterBuilder<'m, 'b> {
         InterpreterBuilder {
             model: self.model,
+            shared: self.shared,
             resolver: self.resolver,
             arena: ArenaSource::Buffer(buffer),
             threads: self.threads,
@@ -160,12 +187,14 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             },
             (None, None) => (staged_default()?, self.copies),
         };
-        let mut interp = finish(
-            Arc::new(self.model.clone()),
-            self.resolver,
-            staged,
-            self.arena,
-        )?;
+        // The model's tables are kept only when `resize_input` can use them (a graph input
+        // with a dynamic dimension): the caller's `Arc` when given, else a copy.
+        let kept = match (resizable(self.model), self.shared) {
+            (false, _) => None,
+            (true, Some(shared)) => Some(shared),
+            (true, None) => Some(Arc::new(self.model.clone())),
+        };
+        let mut interp = finish(self.model, kept, self.resolver, staged, self.arena)?;
         if self.threads > 1 {
             let pool = super::threads::ThreadPool::new(self.threads).map_err(|e| {
                 InterpreterError::Usage(format!(

@@ -4,7 +4,8 @@
 use super::error::InterpreterError;
 use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
 use crate::tensor::DType;
-use rust_alloc::{boxed::Box, string::String, vec::Vec};
+use rust_alloc::borrow::Cow;
+use rust_alloc::{boxed::Box, format, string::String, vec::Vec};
 
 /// How a tensor is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub struct TensorEntry {
     /// Element type.
     pub dtype: DType,
     /// Dimensions (static shape).
-    pub dims: Vec<usize>,
+    pub dims: Box<[usize]>,
     /// Bytes (`prod(dims) * dtype size`).
     pub bytes: usize,
     /// Quantization parameters.
@@ -41,6 +42,18 @@ pub struct TensorEntry {
     pub sparsity: Option<Box<Sparsity>>,
 }
 
+impl TensorEntry {
+    /// `tensor {t}` and the name when it is kept (after build only graph inputs and outputs
+    /// keep theirs), for error messages.
+    pub(crate) fn label(&self, t: usize) -> String {
+        if self.name.is_empty() {
+            format!("tensor {t}")
+        } else {
+            format!("tensor {t} `{}`", self.name)
+        }
+    }
+}
+
 /// An operator of the executable graph.
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
@@ -48,16 +61,17 @@ pub struct NodeInfo {
     pub index: usize,
     /// Builtin op (CUSTOM for custom ops).
     pub builtin: BuiltinOp,
-    /// Display name (`CONV_2D`, `CUSTOM(name)`).
-    pub op_name: String,
+    /// Display name (`CONV_2D`, `CUSTOM(name)`): the builtin's static name, built only for
+    /// custom and unknown ops.
+    pub op_name: Cow<'static, str>,
     /// Custom op name.
     pub custom: Option<String>,
     /// Op version.
     pub version: i32,
     /// Input tensor indices (`-1` = omitted).
-    pub inputs: Vec<i32>,
+    pub inputs: Box<[i32]>,
     /// Output tensor indices.
-    pub outputs: Vec<i32>,
+    pub outputs: Box<[i32]>,
     /// Whether every input is constant: the node runs once at build.
     pub prepare_time: bool,
 }
@@ -161,7 +175,7 @@ pub(crate) fn build(
         tensors.push(TensorEntry {
             name: tensor.name.clone(),
             dtype,
-            dims,
+            dims: dims.into_boxed_slice(),
             bytes,
             quantization: tensor.quantization.clone().map(Box::new),
             kind: kinds[t],
@@ -184,11 +198,14 @@ pub(crate) fn build(
         nodes.push(NodeInfo {
             index: i,
             builtin: code.builtin,
-            op_name: code.display_name(),
+            op_name: match (code.builtin, code.builtin.name()) {
+                (op, Some(name)) if op != BuiltinOp::CUSTOM => Cow::Borrowed(name),
+                _ => Cow::Owned(code.display_name()),
+            },
             custom: code.custom_code.clone(),
             version: code.version,
-            inputs: op.inputs.clone(),
-            outputs: op.outputs.clone(),
+            inputs: op.inputs.as_slice().into(),
+            outputs: op.outputs.as_slice().into(),
             prepare_time,
         });
     }

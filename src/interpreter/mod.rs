@@ -90,7 +90,8 @@ pub struct MemorySummary {
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build (tensor and node tables, kernel
     /// registrations), outside the arena; not counted: the copy of the model's tables kept for
-    /// [`Interpreter::resize_input`] (its weights stay shared with the model).
+    /// [`Interpreter::resize_input`] when a graph input has a dynamic dimension (its weights
+    /// stay shared with the model; without a dynamic input no copy is kept).
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
@@ -148,9 +149,10 @@ pub struct Interpreter<'a> {
     /// Kernel state arrays (address, bytes), zeroed by `reset_variables`.
     states: Vec<(*mut u8, usize)>,
     summary: MemorySummary,
-    /// The model (its tables; the data is shared with `model_bytes`), the kernels and the
-    /// arena source, for [`resize_input`](Self::resize_input).
-    model: Arc<Model>,
+    /// The model's tables (the data is shared with `model_bytes`), the kernels and the arena
+    /// source, for [`resize_input`](Self::resize_input); the tables only when a graph input has
+    /// a dynamic dimension (otherwise no resize can change a shape).
+    model: Option<Arc<Model>>,
     resolver: OpResolver,
     rebuild: builder::Rebuild,
     /// Kernel threads besides the invoking one (`None`: one thread). Kept across
@@ -240,19 +242,27 @@ impl<'a> Interpreter<'a> {
     pub fn resize_input(&mut self, k: usize, dims: &[usize]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
         let t = Self::io_index(&self.inputs, k, "input")?;
-        if self.tensors[t].dims == dims {
+        if *self.tensors[t].dims == *dims {
             return Ok(());
         }
-        let model = Arc::new(builder::resized_model(&self.model, t, dims)?);
+        let Some(kept) = &self.model else {
+            return Err(self.static_input_error(t, dims));
+        };
+        let model = Arc::new(builder::resized_model(kept, t, dims)?);
         let resolver = self.resolver.clone();
         let threads = self.threads.as_ref().map_or(1, |p| p.threads());
         let staged = builder::stage_opts(&model, &resolver, threads, self.copies, self.isa)?;
+        let kept = Some(model.clone());
         let fresh = match &self.rebuild {
-            builder::Rebuild::Allocator(a) => {
-                builder::finish(model, resolver, staged, ArenaSource::Allocator(a.clone()))?
-            }
+            builder::Rebuild::Allocator(a) => builder::finish(
+                &model,
+                kept,
+                resolver,
+                staged,
+                ArenaSource::Allocator(a.clone()),
+            )?,
             builder::Rebuild::Default => {
-                builder::finish(model, resolver, staged, ArenaSource::Default)?
+                builder::finish(&model, kept, resolver, staged, ArenaSource::Default)?
             }
             &builder::Rebuild::Buffer { ptr, len } => {
                 let needed = staged.arena_bytes()?;
@@ -274,13 +284,35 @@ impl<'a> Interpreter<'a> {
                 // that used it is dropped and every pointer into it was cleared by `poison`,
                 // so this is again the only access to those bytes for the rest of 'a.
                 let buffer: &'a mut [u8] = unsafe { core::slice::from_raw_parts_mut(ptr, len) };
-                builder::finish(model, resolver, staged, ArenaSource::Buffer(buffer))?
+                builder::finish(&model, kept, resolver, staged, ArenaSource::Buffer(buffer))?
             }
         };
         let threads = self.threads.take();
         *self = fresh;
         self.threads = threads;
         Ok(())
+    }
+
+    /// The error of resizing graph input tensor `t` to `dims` (not its shape) in a model whose
+    /// graph inputs have no dynamic dimension: the rank, else the first dimension that differs.
+    fn static_input_error(&self, t: usize, dims: &[usize]) -> InterpreterError {
+        let e = &self.tensors[t];
+        if dims.len() != e.dims.len() {
+            return InterpreterError::Usage(format!(
+                "input `{}` has rank {}, resize to {dims:?} has rank {}",
+                e.name,
+                e.dims.len(),
+                dims.len()
+            ));
+        }
+        let d = (0..dims.len()).find(|&d| dims[d] != e.dims[d]).unwrap_or(0);
+        InterpreterError::Usage(format!(
+            "input `{}` dimension {d} is static (no graph input has a dynamic dimension in its \
+             shape_signature); it stays {}, not {}",
+            e.name,
+            e.dims.get(d).copied().unwrap_or(0),
+            dims.get(d).copied().unwrap_or(0)
+        ))
     }
 
     /// Leaves no pointer into the arena behind: no node, input or output remains, so nothing
@@ -369,7 +401,7 @@ impl<'a> Interpreter<'a> {
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
                 node: node.index,
-                op: node.op_name.clone(),
+                op: node.op_name.clone().into_owned(),
                 phase: Phase::Invoke,
                 message: e.0,
             })
@@ -423,7 +455,7 @@ impl<'a> Interpreter<'a> {
     }
     /// Display name of node `i`'s op.
     pub fn node_op(&self, i: usize) -> Option<&str> {
-        self.nodes.get(i).map(|n| n.op_name.as_str())
+        self.nodes.get(i).map(|n| n.op_name.as_ref())
     }
     /// Whether node `i` ran once at build (all inputs constant) and is skipped by invoke.
     pub fn node_is_prepare_time(&self, i: usize) -> bool {
@@ -657,7 +689,7 @@ impl<'a> Interpreter<'a> {
             .iter()
             .map(|e| {
                 e.name.capacity()
-                    + e.dims.capacity() * size_of::<usize>()
+                    + e.dims.len() * size_of::<usize>()
                     + e.quantization
                         .as_ref()
                         .map_or(0, |q| size_of::<Quantization>() + q.heap_bytes())
@@ -668,16 +700,21 @@ impl<'a> Interpreter<'a> {
             .nodes
             .iter()
             .map(|n| {
-                n.op_name.capacity()
-                    + n.custom.as_ref().map_or(0, String::capacity)
-                    + (n.inputs.capacity() + n.outputs.capacity()) * 4
+                let name = match &n.op_name {
+                    rust_alloc::borrow::Cow::Owned(s) => s.capacity(),
+                    rust_alloc::borrow::Cow::Borrowed(_) => 0,
+                };
+                name + n.custom.as_ref().map_or(0, String::capacity)
+                    + (n.inputs.len() + n.outputs.len()) * 4
             })
             .sum::<usize>()
             + self.nodes.capacity() * size_of::<NodeInfo>();
         let runtimes: usize = self
             .runtimes
             .iter()
-            .map(|r| r.scratch.capacity() * size_of::<(*mut u8, usize)>())
+            .map(|r| {
+                r.scratch.len() * size_of::<(*mut u8, usize)>() + r.states.len() * size_of::<u32>()
+            })
             .sum::<usize>()
             + self.runtimes.capacity() * size_of::<NodeRuntime>();
         tensors

@@ -482,7 +482,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if let Some(devices) = &args.devices {
         return crate::partition::run_split(args, devices);
     }
-    let model = crate::load_model(&args.model)?;
+    let model = std::sync::Arc::new(crate::load_model(&args.model)?);
     let mut buffer: Vec<u128>;
     let mut interp = match (&args.arena_bytes, &args.allocator) {
         (Some(n), _) => {
@@ -499,7 +499,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             let bytes =
                 unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr() as *mut u8, *n) };
             with_budget(
-                InterpreterBuilder::new(&model)
+                InterpreterBuilder::shared(&model)
                     .kernel_set(args.kernels)
                     .threads(args.threads as usize),
                 args.arena_budget,
@@ -515,7 +515,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 .create(name, &env)
                 .map_err(|e| format!("--allocator {name}: {e}"))?;
             with_budget(
-                InterpreterBuilder::new(&model)
+                InterpreterBuilder::shared(&model)
                     .kernel_set(args.kernels)
                     .threads(args.threads as usize),
                 args.arena_budget,
@@ -525,7 +525,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             .build()
         }
         (None, None) => with_budget(
-            InterpreterBuilder::new(&model)
+            InterpreterBuilder::shared(&model)
                 .kernel_set(args.kernels)
                 .threads(args.threads as usize),
             args.arena_budget,

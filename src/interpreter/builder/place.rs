@@ -34,10 +34,12 @@ pub(crate) enum Rebuild {
     /// The registry's CPU allocator.
     Default,
 }
-/// Lays out the arena and resolves every address. The interpreter keeps `model`, `resolver`
-/// and where the arena came from, for [`Interpreter::resize_input`].
+/// Lays out the arena and resolves every address. The interpreter keeps `kept` (the model's
+/// tables, `None` when no graph input can be resized), `resolver` and where the arena came
+/// from, for [`Interpreter::resize_input`]; of `model` it keeps only the shared bytes.
 pub(crate) fn finish<'a>(
-    model: Arc<Model>,
+    model: &Model,
+    kept: Option<Arc<Model>>,
     resolver: OpResolver,
     staged: Staged,
     source: ArenaSource<'a>,
@@ -81,7 +83,7 @@ pub(crate) fn finish<'a>(
         &memory,
         &tensor_record,
         &records,
-        &model,
+        model,
     )?;
 
     let mut runtimes = Vec::with_capacity(nodes.len());
@@ -105,10 +107,10 @@ pub(crate) fn finish<'a>(
             op_data: memory[i]
                 .op_data
                 .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
-            scratch: core::mem::take(&mut scratch_ptr[i]),
+            scratch: core::mem::take(&mut scratch_ptr[i]).into_boxed_slice(),
             variable_inputs,
             aliased,
-            states: memory[i].states.clone(),
+            states: memory[i].states.as_slice().into(),
         };
         if !node.prepare_time {
             check_node_views(node, &rt, &slots, &tensors)?;
@@ -146,12 +148,14 @@ pub(crate) fn finish<'a>(
         .collect();
     let sg = &model.subgraphs[0];
     // Kernels have turned quantization parameters into op data; only graph inputs and outputs
-    // keep theirs (users read them), which keeps per-channel scales off the heap.
+    // keep theirs and their names (users read them), which keeps per-channel scales and names
+    // off the heap. Errors after build name other tensors by index.
     let mut tensors = tensors;
     let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
     for (t, e) in tensors.iter_mut().enumerate() {
         if !io.contains(&t) {
             e.quantization = None;
+            e.name = Default::default();
         }
     }
     let inputs = sg.input_tensors().collect();
@@ -171,7 +175,7 @@ pub(crate) fn finish<'a>(
         variable_init,
         states,
         summary,
-        model,
+        model: kept,
         resolver,
         rebuild,
         threads: None,

@@ -68,7 +68,7 @@ fn kernel_error(
 ) -> InterpreterError {
     InterpreterError::Kernel {
         node: node.index,
-        op: node.op_name.clone(),
+        op: node.op_name.clone().into_owned(),
         phase,
         message: e.0,
     }
@@ -623,7 +623,7 @@ fn check_counts(node: &NodeInfo) -> Result<(), InterpreterError> {
     if node.inputs.len() > MAX_INPUTS || node.outputs.len() > MAX_OUTPUTS {
         return Err(InterpreterError::Kernel {
             node: node.index,
-            op: node.op_name.clone(),
+            op: node.op_name.clone().into_owned(),
             phase: Phase::Prepare,
             message: format!(
                 "{} inputs and {} outputs; at most {MAX_INPUTS} and {MAX_OUTPUTS} are supported",
@@ -671,7 +671,7 @@ fn evaluate_at_build(
 ) -> Result<(), InterpreterError> {
     let err = |message: String| InterpreterError::Kernel {
         node: node.index,
-        op: node.op_name.clone(),
+        op: node.op_name.clone().into_owned(),
         phase: Phase::Invoke,
         message,
     };
@@ -729,7 +729,7 @@ fn evaluate_at_build(
             .collect(),
         variable_inputs: 0,
         aliased: false,
-        states: mem.states.clone(),
+        states: mem.states.as_slice().into(),
     };
     check_node_views(node, &rt, &slots, tensors)?;
     let mut ctx = InvokeContext {

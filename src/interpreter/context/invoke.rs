@@ -9,7 +9,7 @@ use crate::interpreter::{InterpreterError, KernelError, Phase};
 use crate::tensor::{DType, Element};
 use core::any::TypeId;
 use core::cell::Cell;
-use rust_alloc::{string::String, vec::Vec};
+use rust_alloc::{boxed::Box, string::String, vec::Vec};
 
 /// One tensor at invoke: where its bytes are.
 #[derive(Clone, Copy, Debug)]
@@ -22,13 +22,13 @@ pub(crate) struct Slot {
 /// A node at invoke: resolved scratch and op data, and which of its tensors are writable.
 pub(crate) struct NodeRuntime {
     pub op_data: Option<(*const u8, TypeId)>,
-    pub scratch: Vec<(*mut u8, usize)>,
+    pub scratch: Box<[(*mut u8, usize)]>,
     /// Bit `k`: input `k` is variable state (written through [`InvokeContext::variable`]).
     pub variable_inputs: u64,
     /// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
     pub aliased: bool,
     /// Records of the node's state arrays.
-    pub states: Vec<u32>,
+    pub states: Box<[u32]>,
 }
 
 /// Invoke: typed views of the node's tensors, scratch, op data and persistent arrays.
@@ -145,16 +145,16 @@ impl<'a> InvokeContext<'a> {
         let s = self.slots[t];
         if !dtype_matches::<T>(s.dtype) {
             return Err(KernelError::new(format!(
-                "tensor `{}` has dtype {}, read as {}",
-                self.tensors[t].name,
+                "{} has dtype {}, read as {}",
+                self.tensors[t].label(t),
                 s.dtype,
                 T::DTYPE
             )));
         }
         if s.bytes > 0 && s.ptr as usize % core::mem::align_of::<T>() != 0 {
             return Err(KernelError::new(format!(
-                "tensor `{}` is not aligned for {}",
-                self.tensors[t].name,
+                "{} is not aligned for {}",
+                self.tensors[t].label(t),
                 T::DTYPE
             )));
         }
@@ -379,7 +379,7 @@ pub(crate) fn check_node_views(
 ) -> Result<(), InterpreterError> {
     let err = |message: String| InterpreterError::Kernel {
         node: node.index,
-        op: node.op_name.clone(),
+        op: node.op_name.clone().into_owned(),
         phase: Phase::MemoryPlanning,
         message,
     };

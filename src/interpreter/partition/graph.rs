@@ -239,7 +239,7 @@ impl PartitionGraph {
             nodes.push(PartitionNode {
                 index: info.index,
                 builtin: info.builtin,
-                op: info.op_name.clone(),
+                op: info.op_name.clone().into_owned(),
                 listed: devices
                     .devices()
                     .iter()

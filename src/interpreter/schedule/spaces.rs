@@ -19,7 +19,6 @@ use crate::interpreter::partition::{DeviceSubgraph, Partition, PartitionGraph};
 use crate::interpreter::{InterpreterError, OpResolver};
 use crate::model::{Model, OFFLINE_MEMORY_ALLOCATION};
 use core::ops::Range;
-use rust_alloc::sync::Arc;
 use rust_alloc::{string::String, string::ToString, vec::Vec};
 
 /// A space's model, the model node index of each of its nodes, and its subgraphs (index, node
@@ -157,7 +156,8 @@ pub(super) fn build_spaces(
         // in this space never run on them.
         let rebuild_resolver = resolvers[space].clone();
         let interp = match finish(
-            Arc::new(m),
+            &m,
+            None,
             rebuild_resolver,
             staged,
             ArenaSource::Allocator(allocator),
