@@ -5,12 +5,17 @@
 //! with fewer than [`DOT_ROWS`] output pixels (a classifier head on a 1×1 image) it takes one dot
 //! product per output over the filter where it is, converting float16 in registers, since
 //! packing the filter would cost as much as the product.
-//! Every other convolution gathers its input windows (im2col) into a buffer of
-//! [`ConvPlan::col_rows`] rows at a time, so the buffer stays small (tens of KiB, in cache) and
-//! bounded whatever the image size, and multiplies each block. Grouped convolutions are not
+//! Every other convolution works on blocks of [`ConvPlan::col_rows`] output pixels. When a
+//! filter row's taps are adjacent in memory and long enough, the windows that lie inside the
+//! image are multiplied where the input keeps them, one filter row at a time (a strided
+//! matrix per filter row: indirect convolution without a stored indirection buffer); the
+//! other windows (all of them otherwise: dilated or few-channel filters, where the per-row
+//! passes would cost more than the copy) are gathered (im2col) into a buffer of at most
+//! `col_rows` rows, so the buffer stays small (tens of KiB, in cache) and bounded whatever the
+//! image size, and multiplied. Grouped convolutions are not
 //! covered ([`ConvPlan::new`] returns `None`); their kernels run the reference loop.
 
-use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Isa, MR};
+use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, gemm_packed_steps, Epilogue, Isa, MR};
 use super::matrix::{Strided, Weight};
 use super::pack::{group_cols, group_scratch_len, pack_b, packed_b_len};
 use crate::interpreter::reference::conv::ConvGeometry;
@@ -268,6 +273,7 @@ pub fn conv_f32<W: Weight>(
         Some(_) => n,
         None => group_cols(n, k, true),
     };
+    let windows_in_place = multiplies_windows_in_place(g);
     run_chunks(&mut output[..m * n], rows * n, &|t, part| {
         // SAFETY: task `t` runs once per round and is the only one using block `t`.
         let cols = unsafe { cols.part(t * block, block) };
@@ -302,29 +308,105 @@ pub fn conv_f32<W: Weight>(
                 let (b, p0) = (r / pixels, r % pixels);
                 let rows = plan.col_rows.min(pixels - p0).min(r1 - r);
                 let image = &input[b * image_len..][..image_len];
-                let block = &mut cols[..rows * k];
-                im2col(g, image, p0, rows, block);
-                let a = Strided {
-                    data: block,
-                    rs: k,
-                    cs: 1,
-                };
-                gemm_packed(
-                    isa,
-                    rows,
-                    nj,
-                    k,
-                    a,
-                    panel,
-                    &epj,
-                    &mut part[(r - r0) * n + j0..],
-                    n,
-                );
+                let out = &mut part[(r - r0) * n + j0..];
+                if windows_in_place {
+                    windowed_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols);
+                } else {
+                    let block = &mut cols[..rows * k];
+                    im2col(g, image, p0, rows, block);
+                    let a = Strided {
+                        data: block,
+                        rs: k,
+                        cs: 1,
+                    };
+                    gemm_packed(isa, rows, nj, k, a, panel, &epj, out, n);
+                }
                 r += rows;
             }
             j0 += nj;
         }
     });
+}
+
+/// Fewest values of one filter row's window (`filter_w · in_c`) worth multiplying where the
+/// input keeps them: each filter row is then a separate pass over the output tile, whose
+/// partial sums go through `C`, which costs more than the gather below this.
+const MIN_WINDOW_RUN: usize = 32;
+
+/// Whether [`conv_f32`] multiplies the windows that lie inside the image where the input keeps
+/// them ([`windowed_rows`]) rather than gathering every window (im2col): each filter row's
+/// taps must be adjacent in memory (`dilation_w == 1`) and long enough ([`MIN_WINDOW_RUN`]).
+fn multiplies_windows_in_place(g: &ConvGeometry) -> bool {
+    g.dilation_w == 1 && g.filter_w * g.in_c >= MIN_WINDOW_RUN
+}
+
+/// Output pixels `p0..p0 + rows` of one image (row-major) times the `nj` packed columns
+/// `panel`, into `c` at row stride `ldc`, without copying the windows that lie inside the
+/// image: for a run of such pixels in one output row, filter row `fy`'s window is
+/// `filter_w · in_c` adjacent input values and the next pixel's starts `stride_w · in_c`
+/// further, so each filter row is a strided `A` over depth steps `fy · run..(fy + 1) · run`
+/// ([`gemm_packed_steps`]; the indirect convolution's row pointers, computed rather than
+/// stored). Pixels whose window crosses the border are gathered (im2col) into `cols` (room
+/// for `rows` rows of depth `k`) and multiplied as in the im2col path. Which way a pixel
+/// goes depends on the pixel alone, so the result does not depend on how rows are split.
+#[allow(clippy::too_many_arguments)]
+fn windowed_rows(
+    isa: Isa,
+    g: &ConvGeometry,
+    image: &[f32],
+    p0: usize,
+    rows: usize,
+    nj: usize,
+    k: usize,
+    panel: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    cols: &mut [f32],
+) {
+    let run = g.filter_w * g.in_c;
+    let end = p0 + rows;
+    let inside_x = |x: usize| {
+        let w = g.col_window(x);
+        w.f0 == 0 && w.f1 == g.filter_w
+    };
+    let mut p = p0;
+    while p < end {
+        let (oy, ox) = (p / g.out_w, p % g.out_w);
+        let row_start = oy * g.out_w;
+        let row_end = end.min(row_start + g.out_w);
+        let wy = g.row_window(oy);
+        let inside_y = wy.f0 == 0 && wy.f1 == g.filter_h;
+        let here = inside_y && inside_x(ox);
+        let mut q = p + 1;
+        while q < row_end && (inside_y && inside_x(q - row_start)) == here {
+            q += 1;
+        }
+        let len = q - p;
+        let out = &mut c[(p - p0) * ldc..];
+        if here {
+            let x0 = g.col_window(ox).at(0);
+            for fy in 0..g.filter_h {
+                let a = Strided {
+                    data: &image[(wy.at(fy) * g.in_w + x0) * g.in_c..],
+                    rs: g.stride_w * g.in_c,
+                    cs: 1,
+                };
+                let steps = fy * run..(fy + 1) * run;
+                gemm_packed_steps(isa, len, nj, k, steps, a, panel, ep, out, ldc);
+            }
+        } else {
+            let block = &mut cols[..len * k];
+            im2col(g, image, p, len, block);
+            let a = Strided {
+                data: block,
+                rs: k,
+                cs: 1,
+            };
+            gemm_packed(isa, len, nj, k, a, panel, ep, out, ldc);
+        }
+        p = q;
+    }
 }
 
 /// Rows `p0..p0 + rows` (output pixels of one image, row-major) of the im2col matrix: per
@@ -489,6 +571,11 @@ mod tests {
             // Several panel groups (k = 1152: 2 panels a group) with and without im2col.
             geometry((6, 6, 128), (3, 3, 70), 1, 1, true, 1),
             geometry((6, 6, 1200), (1, 1, 50), 1, 1, false, 1),
+            // Windows inside the image multiplied in place (filter rows of 48 and 40 values),
+            // the border gathered: strided with batches, 5x5, and windows longer than KC.
+            geometry((17, 15, 16), (3, 3, 20), 2, 1, true, 2),
+            geometry((12, 13, 8), (5, 5, 24), 1, 1, true, 1),
+            geometry((9, 10, 100), (3, 3, 18), 1, 1, true, 1),
             // Dot products over the filter in place: one pixel (channels split among tasks,
             // a depth with a tail after the 32- and 8-lane steps), three pixels; four rows
             // and a strided 1x1 on one pixel are matrix products again.

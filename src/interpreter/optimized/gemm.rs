@@ -69,10 +69,37 @@ pub fn gemm_packed(
     c: &mut [f32],
     ldc: usize,
 ) {
+    gemm_packed_steps(isa, m, n, k, 0..k, a, packed_b, ep, c, ldc);
+}
+
+/// The depth steps `steps` of [`gemm_packed`]: `A` holds only those columns (its column 0 is
+/// step `steps.start`), `B` is packed over the whole depth `k`. The first range (starting at
+/// 0) writes `C`, later ones add to it, and the range ending at `k` applies the epilogue, so
+/// consecutive ranges covering `0..k` compute `C`; each output is then summed in the order a
+/// single call over `0..k` with [`KC`]-blocks split at the ranges' ends would use. This lets
+/// a convolution multiply each filter row's window where the input keeps it (no im2col copy).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_packed_steps(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    steps: core::ops::Range<usize>,
+    a: Strided<'_>,
+    packed_b: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+) {
     if m == 0 || n == 0 {
         return;
     }
-    assert!(a.covers(m, k), "gemm: A view too short for {m} x {k}");
+    assert!(
+        steps.start <= steps.end && steps.end <= k,
+        "gemm: steps {steps:?} outside depth {k}"
+    );
+    let width = steps.end - steps.start;
+    assert!(a.covers(m, width), "gemm: A view too short for {m} x {width}");
     assert!(
         packed_b.len() >= packed_b_len(n, k),
         "gemm: packed B too short"
@@ -96,9 +123,9 @@ pub fn gemm_packed(
     let panels = n.div_ceil(NR);
     let kc_max = KC.min(k);
     let panels_per_block = (L2_PANEL_BYTES / (kc_max * NR * 4)).max(1);
-    let mut k0 = 0;
-    while k0 < k {
-        let kc = KC.min(k - k0);
+    let mut k0 = steps.start;
+    while k0 < steps.end {
+        let kc = KC.min(steps.end - k0);
         let first = k0 == 0;
         let last = k0 + kc == k;
         let mut q0 = 0;
@@ -111,10 +138,11 @@ pub fn gemm_packed(
                     let j0 = q * NR;
                     let tile = Tile {
                         kc,
-                        // SAFETY (of the pointers built here, used by the tile): `a.covers(m, k)`
-                        // and `i0 < m`, `k0 < k` keep the offset inside `a.data`; the panel
+                        // SAFETY (of the pointers built here, used by the tile): `a.covers(m,
+                        // width)`, `i0 < m` and `k0 - steps.start < width` keep the offset
+                        // inside `a.data`; the panel
                         // offset is below `packed_b_len(n, k)`; `i0 * ldc + j0` is inside `c`.
-                        a: a.data[i0 * a.rs + k0 * a.cs..].as_ptr(),
+                        a: a.data[i0 * a.rs + (k0 - steps.start) * a.cs..].as_ptr(),
                         a_rs: a.rs,
                         a_cs: a.cs,
                         b: packed_b[q * k * NR + k0 * NR..].as_ptr(),
@@ -128,7 +156,7 @@ pub fn gemm_packed(
                         max: ep.max,
                     };
                     // SAFETY: the tile reads `rows` rows of A at strides `a_rs`/`a_cs` for `kc`
-                    // steps (inside A: rows < m - i0 + 1, steps < k - k0 + 1), `kc * NR` packed
+                    // steps (inside A: rows < m - i0 + 1, steps < steps.end - k0 + 1), `kc * NR` packed
                     // values (inside the panel), `cols` bias values, and reads/writes `rows`
                     // rows of `cols` values of C at stride `ldc` (inside C by the asserts).
                     unsafe { run_tile(isa, rows, &tile) };

@@ -29,6 +29,9 @@ pub trait Weight: Copy + Send + Sync + 'static {
     const CONVERTS: bool;
     /// `dst[i] = src[i]` as f32 (equal lengths).
     fn to_f32_slice(src: &[Self], dst: &mut [f32]);
+    /// The values as f32 without a conversion: `Some` for float32 (packing then reads them
+    /// where they are instead of through a staging buffer), `None` for types that convert.
+    fn as_f32(src: &[Self]) -> Option<&[f32]>;
     /// One value as f32.
     fn to_f32(self) -> f32;
     /// `sum(a[i] * w[i])` (equal lengths) on path `isa`.
@@ -40,6 +43,10 @@ impl Weight for f32 {
     #[inline]
     fn to_f32_slice(src: &[f32], dst: &mut [f32]) {
         dst.copy_from_slice(src);
+    }
+    #[inline(always)]
+    fn as_f32(src: &[f32]) -> Option<&[f32]> {
+        Some(src)
     }
     #[inline(always)]
     fn to_f32(self) -> f32 {
@@ -57,6 +64,10 @@ impl Weight for half::f16 {
     fn to_f32_slice(src: &[half::f16], dst: &mut [f32]) {
         use half::slice::HalfFloatSliceExt;
         src.convert_to_f32_slice(dst);
+    }
+    #[inline(always)]
+    fn as_f32(_: &[half::f16]) -> Option<&[f32]> {
+        None
     }
     #[inline(always)]
     fn to_f32(self) -> f32 {

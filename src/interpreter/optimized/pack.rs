@@ -60,10 +60,14 @@ pub fn pack_b_with<T: Weight>(isa: Isa, n: usize, k: usize, b: Strided<'_, T>, p
 /// Depth run [`pack_panel_transposed`] converts at a time.
 const PACK_RUN: usize = 64;
 
-/// One panel of [`pack_b`] from rows `j0..j0 + cols` of `B` with contiguous depth (`cs == 1`):
-/// per group of eight rows, runs of [`PACK_RUN`] values are converted (F16C for float16) into
-/// a small buffer, then written transposed, 8 × 8 blocks in AVX2 registers and the rest one
-/// value at a time. Columns past `cols` are left as they are (the caller zeroed them).
+/// One panel of [`pack_b`] from rows `j0..j0 + cols` of `B` with contiguous depth (`cs == 1`),
+/// eight rows at a time. With AVX2, a group of eight float32 rows is transposed straight from
+/// where `B` keeps it, 8 × 8 blocks in registers (no staging copy: for a filter read in place
+/// at every call, the copy cost as much as the transpose). Otherwise (float16, fewer than
+/// eight rows, the scalar path) runs of [`PACK_RUN`] values are converted (F16C for float16)
+/// into a small buffer and written transposed from there. Depth steps past the last whole
+/// 8-step block are written one value at a time. Columns past `cols` are left as they are
+/// (the caller zeroed them).
 fn pack_panel_transposed<T: Weight>(
     isa: Isa,
     k: usize,
@@ -76,20 +80,41 @@ fn pack_panel_transposed<T: Weight>(
     let mut jj0 = 0;
     while jj0 < cols {
         let rows = 8.min(cols - jj0);
+        let first_row = (j0 + jj0) * b.rs;
+        #[cfg(target_arch = "x86_64")]
+        if let (true, 8, Some(src)) = (isa.avx2(), rows, T::as_f32(b.data)) {
+            // Rows `r < 8` of the group: `k` values from `first_row + r * rs` (inside `B`:
+            // `b.covers(n, k)`, checked by `pack_b_with`).
+            let src: [&[f32]; 8] =
+                core::array::from_fn(|r| &src[first_row + r * b.rs..][..k]);
+            let out = &mut panel[..k * NR];
+            // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; each source
+            // row holds `k` values and `out` `k` depth steps of `NR ≥ jj0 + 8` columns.
+            let done = unsafe { x86::transpose_8x8_blocks(&src, k, jj0, out) };
+            for p in done..k {
+                for (r, row) in src.iter().enumerate() {
+                    out[p * NR + jj0 + r] = row[p];
+                }
+            }
+            jj0 += 8;
+            continue;
+        }
         let mut p0 = 0;
         while p0 < k {
             let len = PACK_RUN.min(k - p0);
             for (r, dst) in buf.iter_mut().enumerate().take(rows) {
-                let start = (j0 + jj0 + r) * b.rs + p0;
+                let start = first_row + r * b.rs + p0;
                 T::to_f32_slice(&b.data[start..start + len], &mut dst[..len]);
             }
             let out = &mut panel[p0 * NR..(p0 + len) * NR];
             let mut done = 0;
             #[cfg(target_arch = "x86_64")]
             if isa.avx2() && rows == 8 {
-                // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `out` holds
-                // `len` depth steps of `NR ≥ jj0 + 8` columns.
-                done = unsafe { x86::transpose_8x8_blocks(&buf, len, jj0, out) };
+                let src: [&[f32]; 8] = core::array::from_fn(|r| &buf[r][..len]);
+                // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; each
+                // buffer row holds `len` values and `out` `len` depth steps of `NR ≥ jj0 + 8`
+                // columns.
+                done = unsafe { x86::transpose_8x8_blocks(&src, len, jj0, out) };
             }
             let _ = isa;
             for p in done..len {
@@ -131,32 +156,32 @@ pub fn group_scratch_len(n: usize, k: usize, gathers: bool) -> usize {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{NR, PACK_RUN};
+    use super::NR;
     use core::arch::x86_64::*;
 
-    /// Writes `out[p * NR + jj0 + r] = buf[r][p]` for `p` below `len / 8 * 8` (every `r < 8`),
+    /// Writes `out[p * NR + jj0 + r] = src[r][p]` for `p` below `len / 8 * 8` (every `r < 8`),
     /// eight depth steps at a time through an 8 × 8 register transpose; returns how many depth
-    /// steps it wrote.
+    /// steps it wrote (0 when a row is shorter than `len` or `out` too short).
     ///
     /// # Safety
     /// The CPU has AVX2.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn transpose_8x8_blocks(
-        buf: &[[f32; PACK_RUN]; 8],
+        src: &[&[f32]; 8],
         len: usize,
         jj0: usize,
         out: &mut [f32],
     ) -> usize {
-        let blocks = len.min(PACK_RUN) / 8;
-        // Every store below stays inside `out`.
-        if jj0 + 8 > NR || out.len() < blocks * 8 * NR {
+        let blocks = len / 8;
+        // Every load and store below stays inside its slice.
+        if jj0 + 8 > NR || out.len() < blocks * 8 * NR || src.iter().any(|r| r.len() < len) {
             return 0;
         }
         for q in 0..blocks {
             let p = q * 8;
-            // SAFETY: `p + 8 <= blocks * 8 <= PACK_RUN`: each row's eight values are inside.
+            // SAFETY: `p + 8 <= blocks * 8 <= len <= src[i].len()` (checked).
             let r: [__m256; 8] =
-                core::array::from_fn(|i| unsafe { _mm256_loadu_ps(buf[i].as_ptr().add(p)) });
+                core::array::from_fn(|i| unsafe { _mm256_loadu_ps(src[i].as_ptr().add(p)) });
             let t0 = _mm256_unpacklo_ps(r[0], r[1]);
             let t1 = _mm256_unpackhi_ps(r[0], r[1]);
             let t2 = _mm256_unpacklo_ps(r[2], r[3]);
