@@ -56,10 +56,17 @@ impl<'m> InterpreterBuilder<'m, 'static> {
     /// A builder with the crate's builtin kernels (the default [`KernelSet`], optimized) and the
     /// registry's CPU allocator.
     pub fn new(model: &'m Model) -> Self {
+        Self::with_resolver(model, OpResolver::with_builtins())
+    }
+
+    /// A builder with the kernels of `resolver` only (TFLM's `MicroMutableOpResolver`): a
+    /// program that never calls [`new`](Self::new) or [`OpResolver::with_builtins`] links only
+    /// the kernels it registers, which is what keeps a firmware's code small.
+    pub fn with_resolver(model: &'m Model, resolver: OpResolver) -> Self {
         InterpreterBuilder {
             model,
             shared: None,
-            resolver: OpResolver::with_builtins(),
+            resolver,
             arena: ArenaSource::Default,
             threads: 1,
             copies: Precompute::None,

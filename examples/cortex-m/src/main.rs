@@ -22,7 +22,10 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use cortex_m_rt::entry;
 use cortex_m_semihosting::{debug, hprintln};
 use embedded_alloc::LlffHeap;
-use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, OpResolver, ALIGNMENT};
+use tensor_alloc::interpreter::{
+    Interpreter, InterpreterBuilder, KernelSet, OpResolver, ALIGNMENT,
+};
+use tensor_alloc::model::BuiltinOp;
 use tensor_alloc::model::{Model, ModelBytes};
 
 /// Bytes at a `MODEL_BYTES_ALIGNMENT` (64) boundary, so that the model's constants are read in
@@ -132,21 +135,45 @@ fn main() -> ! {
     }
 }
 
+/// The reference kernels (TFLM's arithmetic, no packed weight copies) of the ops the three models
+/// use, and no others: like TFLM's `MicroMutableOpResolver`, only these kernels are linked.
+fn resolver() -> OpResolver {
+    use tensor_alloc::interpreter::kernels::{
+        average_pool, conv, depthwise_conv, fully_connected_sparse, reshape, softmax,
+    };
+    let set = KernelSet::Reference;
+    let mut r = OpResolver::new();
+    r.register_builtin(
+        BuiltinOp::AVERAGE_POOL_2D,
+        average_pool::register_average_pool_2d(set),
+    );
+    r.register_builtin(BuiltinOp::CONV_2D, conv::register_conv_2d(set));
+    r.register_builtin(
+        BuiltinOp::DEPTHWISE_CONV_2D,
+        depthwise_conv::register_depthwise_conv_2d(set),
+    );
+    r.register_builtin(
+        BuiltinOp::FULLY_CONNECTED,
+        fully_connected_sparse::register_fully_connected(set),
+    );
+    r.register_builtin(BuiltinOp::RESHAPE, reshape::register_reshape(set));
+    r.register_builtin(BuiltinOp::SOFTMAX, softmax::register_softmax(set));
+    r
+}
+
 /// Builds, runs and checks one model; prints its output.
 fn run(case: &Case) -> Result<Footprint, ()> {
     let fail = |what: &dyn core::fmt::Display| hprintln!("FAIL {}: {}", case.name, what);
     let base = HEAP.in_use.load(Ordering::Relaxed);
     HEAP.peak.store(base, Ordering::Relaxed);
     let model = Model::from_bytes(ModelBytes::from_static(case.model)).map_err(|e| fail(&e))?;
-    // The reference kernels, as TFLM's: no packed weight copies.
-    let resolver = OpResolver::reference();
+    let resolver = resolver();
     let needs = Interpreter::arena_needs(&model, &resolver).map_err(|e| fail(&e))?;
     // Exactly `total_bytes`, starting at an `ALIGNMENT` boundary (the vector has room to slide).
     let mut block = vec![0u8; needs.total_bytes + ALIGNMENT - 1];
     let skip = block.as_ptr().align_offset(ALIGNMENT);
     let arena = &mut block[skip..skip + needs.total_bytes];
-    let mut interp = InterpreterBuilder::new(&model)
-        .resolver(resolver)
+    let mut interp = InterpreterBuilder::with_resolver(&model, resolver)
         .arena_buffer(arena)
         .build()
         .map_err(|e| fail(&e))?;
