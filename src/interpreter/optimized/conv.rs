@@ -312,14 +312,7 @@ pub fn conv_f32<W: Weight>(
                 if windows_in_place {
                     windowed_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols);
                 } else {
-                    let block = &mut cols[..rows * k];
-                    im2col(g, image, p0, rows, block);
-                    let a = Strided {
-                        data: block,
-                        rs: k,
-                        cs: 1,
-                    };
-                    gemm_packed(isa, rows, nj, k, a, panel, &epj, out, n);
+                    gathered_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols);
                 }
                 r += rows;
             }
@@ -396,17 +389,38 @@ fn windowed_rows(
                 gemm_packed_steps(isa, len, nj, k, steps, a, panel, ep, out, ldc);
             }
         } else {
-            let block = &mut cols[..len * k];
-            im2col(g, image, p, len, block);
-            let a = Strided {
-                data: block,
-                rs: k,
-                cs: 1,
-            };
-            gemm_packed(isa, len, nj, k, a, panel, ep, out, ldc);
+            gathered_rows(isa, g, image, p, len, nj, k, panel, ep, out, ldc, cols);
         }
         p = q;
     }
+}
+
+/// Output pixels `p0..p0 + rows` of one image times the `nj` packed columns `panel`, into `c`
+/// at row stride `ldc`, through their windows gathered (im2col) into `cols` (room for `rows`
+/// rows of depth `k`).
+#[allow(clippy::too_many_arguments)]
+fn gathered_rows(
+    isa: Isa,
+    g: &ConvGeometry,
+    image: &[f32],
+    p0: usize,
+    rows: usize,
+    nj: usize,
+    k: usize,
+    panel: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    cols: &mut [f32],
+) {
+    let block = &mut cols[..rows * k];
+    im2col(g, image, p0, rows, block);
+    let a = Strided {
+        data: block,
+        rs: k,
+        cs: 1,
+    };
+    gemm_packed(isa, rows, nj, k, a, panel, ep, c, ldc);
 }
 
 /// Rows `p0..p0 + rows` (output pixels of one image, row-major) of the im2col matrix: per
