@@ -16,6 +16,11 @@
 //! horizontally) row by row in `avx2_rows`: two taps per `vpmaddwd`, weights widened once per
 //! row and group. Only the border pixels take the per-pixel loop above.
 //!
+//! On AVX2, a depth multiplier that is a multiple of 8 with horizontally adjacent taps
+//! (`dilation_w == 1`) goes to the `depthwise_i8_wide` rows instead: every 8-channel group reads
+//! one input channel, whose rows it widens once per output row into a zero-padded buffer, so
+//! border pixels need no clipping and a tap pair is one broadcast load.
+//!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
 use super::gemm_i8::zeroed_prefix;
@@ -97,6 +102,31 @@ pub fn depthwise_conv_i8_rows_with(
     );
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
+        if super::depthwise_i8_wide::applies(g) {
+            let rq = Requant {
+                bias,
+                multipliers: q.multipliers,
+                shifts: q.shifts,
+                output_offset: q.output_offset,
+                act_min: q.act_min,
+                act_max: q.act_max,
+            };
+            // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2; `applies` was
+            // checked just above, the lengths and whole rows by the caller and the assert
+            // above. The kernels validate int8 zero points, so the offset fits in 16 bits.
+            unsafe {
+                super::depthwise_i8_wide::rows(
+                    g,
+                    input,
+                    filter,
+                    &rq,
+                    q.input_offset as i16,
+                    first_row,
+                    output,
+                )
+            };
+            return;
+        }
         // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2.
         unsafe { depthwise_avx2(g, input, filter, bias, q, first_row, output) };
         return;

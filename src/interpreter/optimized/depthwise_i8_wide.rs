@@ -1,0 +1,152 @@
+//! int8 depthwise rows for a depth multiplier that is a multiple of 8 (every 8-channel group
+//! reads one input channel: TFLite's first layer of a one-channel image or spectrogram, e.g.
+//! person_detect's 3×3 and micro_speech's 10×8 windows), on AVX2: bit-exact with the reference.
+//!
+//! Per output row and input channel, the window's input rows are widened once into a padded
+//! int16 buffer holding `x + input_offset` and **0 at every padding position** (a padded tap of
+//! the reference adds nothing; a zero here adds nothing either, so border pixels need no
+//! clipping). Two horizontally adjacent taps are then two adjacent int16 of that buffer: one
+//! 32-bit broadcast puts `[x(fx), x(fx + 1)]` in every lane pair, and one `vpmaddwd` with the
+//! pair's interleaved weights adds both taps into 8 output channels (`|w (x + offset)| ≤ 128 ·
+//! 255`, exact in 32 bits). An odd last tap pairs with a zero weight (its partner reads the
+//! buffer's extra element). The output stage is the shared AVX2 requantization.
+//!
+//! Compared with pairing taps in the flattened window ([`super::depthwise_i8`]'s interior rows),
+//! a pair costs one broadcast load, one multiply-add and one add instead of two scalar loads,
+//! two broadcasts, an unpack, a widening and an offset, and border pixels run the same loop.
+
+use super::requant_i8::avx2::Stage8;
+use super::requant_i8::{requantize_row, Requant};
+use super::Isa;
+use crate::interpreter::reference::conv::ConvGeometry;
+use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
+
+/// int16 elements of the widened rows on the stack (16 KiB): `filter_h` rows of [`row_len`].
+const WIDE: usize = 8192;
+/// Weight pairs on the stack (32 bytes each): `filter_h * ceil(filter_w / 2)`.
+const PAIRS: usize = 64;
+
+/// Elements of one widened row: every column a window of the output row reads
+/// (`(out_w - 1) * stride_w + filter_w`), plus one for the odd tap's partner.
+fn row_len(g: &ConvGeometry) -> usize {
+    g.out_w.saturating_sub(1) * g.stride_w + g.filter_w + 1
+}
+
+/// Whether [`rows`] runs `g` (AVX2 is the caller's check): depth multiplier a multiple of 8,
+/// horizontally adjacent taps (`dilation_w == 1`), widened rows and weight pairs within the
+/// stack buffers.
+pub(super) fn applies(g: &ConvGeometry) -> bool {
+    let dm = g.depth_multiplier.max(1);
+    dm % 8 == 0
+        && g.out_c == g.in_c * dm
+        && g.dilation_w == 1
+        && g.filter_h * row_len(g) <= WIDE
+        && g.filter_h * g.filter_w.div_ceil(2) <= PAIRS
+}
+
+/// Output rows `first_row..` (whole rows of `out_w * out_c` values) into `output`.
+///
+/// # Safety
+/// The CPU supports AVX2; [`applies`] holds for `g`; `input` and `filter` have `g`'s lengths;
+/// `output` is whole output rows starting at row `first_row` (checked by the caller).
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn rows(
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    rq: &Requant<'_>,
+    offset: i16,
+    first_row: usize,
+    output: &mut [i8],
+) {
+    let (in_c, out_c, dm) = (g.in_c, g.out_c, g.depth_multiplier.max(1));
+    let len = row_len(g);
+    let pairs_w = g.filter_w.div_ceil(2);
+    let mut wide = [MaybeUninit::<i16>::uninit(); WIDE];
+    // Buffer columns `lo..hi` hold input columns `0..in_w`; the others stay 0 for every row.
+    let (lo, hi) = (g.pad_w.min(len), (g.pad_w + g.in_w).min(len));
+    for x in &mut wide[..g.filter_h * len] {
+        x.write(0);
+    }
+    // SAFETY: the first `filter_h * len` elements were written just above.
+    let wide: &mut [i16] =
+        unsafe { core::slice::from_raw_parts_mut(wide.as_mut_ptr().cast(), g.filter_h * len) };
+    let mut w = [MaybeUninit::<__m256i>::uninit(); PAIRS];
+    let row_out = g.out_w * out_c;
+    for (r, out_row) in output.chunks_exact_mut(row_out).enumerate() {
+        let (b, out_y) = ((first_row + r) / g.out_h, (first_row + r) % g.out_h);
+        let wy = g.row_window(out_y);
+        let taps_h = wy.f1 - wy.f0;
+        for ic in 0..in_c {
+            // Widened rows of channel `ic`: buffer column `j` is input column `j - pad_w`.
+            for (k, fy) in (wy.f0..wy.f1).enumerate() {
+                let src = (b * g.in_h + wy.at(fy)) * g.in_w * in_c;
+                let src = &input[src..src + (hi - lo) * in_c];
+                let dst = &mut wide[k * len + lo..k * len + hi];
+                if in_c == 1 {
+                    for (d, &x) in dst.iter_mut().zip(src) {
+                        *d = i16::from(x) + offset;
+                    }
+                } else {
+                    for (d, &x) in dst.iter_mut().zip(src.iter().skip(ic).step_by(in_c)) {
+                        *d = i16::from(x) + offset;
+                    }
+                }
+            }
+            let wide: &[i16] = &wide[..taps_h * len];
+            for oc0 in (ic * dm..(ic + 1) * dm).step_by(8) {
+                // The window's weight pairs of channels `oc0..oc0 + 8`, interleaved and widened.
+                for (k, fy) in (wy.f0..wy.f1).enumerate() {
+                    for p in 0..pairs_w {
+                        let tap = |fx: usize| {
+                            let at = (fy * g.filter_w + fx) * out_c + oc0;
+                            // SAFETY: 8 channels of a filter tap (`oc0 + 8 <= out_c`).
+                            unsafe { _mm_loadl_epi64(filter.as_ptr().add(at).cast()) }
+                        };
+                        let wb = if 2 * p + 1 < g.filter_w {
+                            tap(2 * p + 1)
+                        } else {
+                            _mm_setzero_si128()
+                        };
+                        let v = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(tap(2 * p), wb));
+                        w[k * pairs_w + p].write(v);
+                    }
+                }
+                // SAFETY: the first `taps_h * pairs_w` entries were written just above.
+                let w: &[__m256i] =
+                    unsafe { core::slice::from_raw_parts(w.as_ptr().cast(), taps_h * pairs_w) };
+                // SAFETY: `oc0 + 8 <= out_c` (`dm` is a multiple of 8).
+                let stage = unsafe { Stage8::new(rq, oc0) };
+                for out_x in 0..g.out_w {
+                    let x0 = out_x * g.stride_w;
+                    let mut acc = _mm256_setzero_si256();
+                    for (k, wk) in w.chunks_exact(pairs_w).enumerate() {
+                        let row = &wide[k * len + x0..k * len + x0 + 2 * pairs_w];
+                        for (p, wp) in wk.iter().enumerate() {
+                            // SAFETY: elements `2p, 2p + 1` of `row` (`2 * pairs_w` long).
+                            let xx = unsafe { row.as_ptr().add(2 * p).cast::<i32>().read_unaligned() };
+                            let x = _mm256_set1_epi32(xx);
+                            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x, *wp));
+                        }
+                    }
+                    let o = out_x * out_c + oc0;
+                    let out = &mut out_row[o..o + 8];
+                    match &stage {
+                        // SAFETY: `out` holds 8 bytes.
+                        Some(s) => unsafe {
+                            _mm_storel_epi64(out.as_mut_ptr().cast(), s.apply(acc));
+                        },
+                        None => {
+                            let mut v = [0i32; 8];
+                            // SAFETY: `v` has 8 lanes.
+                            unsafe { _mm256_storeu_si256(v.as_mut_ptr().cast(), acc) };
+                            requantize_row(Isa::Avx2, rq, oc0, &v, out);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
