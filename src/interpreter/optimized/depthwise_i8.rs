@@ -103,14 +103,7 @@ pub fn depthwise_conv_i8_rows_with(
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
         if super::depthwise_i8_wide::applies(g) {
-            let rq = Requant {
-                bias,
-                multipliers: q.multipliers,
-                shifts: q.shifts,
-                output_offset: q.output_offset,
-                act_min: q.act_min,
-                act_max: q.act_max,
-            };
+            let rq = Requant::of_conv(q, bias);
             // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2; `applies` was
             // checked just above, the lengths and whole rows by the caller and the assert
             // above. The kernels validate int8 zero points, so the offset fits in 16 bits.
@@ -172,14 +165,7 @@ fn depthwise_body(
     let dm = g.depth_multiplier.max(1);
     // The kernels validate int8 zero points, so the offset fits in 16 bits.
     let offset = q.input_offset as i16;
-    let rq = Requant {
-        bias,
-        multipliers: q.multipliers,
-        shifts: q.shifts,
-        output_offset: q.output_offset,
-        act_min: q.act_min,
-        act_max: q.act_max,
-    };
+    let rq = Requant::of_conv(q, bias);
     // Interior pixels of 8-channel groups on AVX2 (see `avx2_rows`).
     #[cfg(not(target_arch = "x86_64"))]
     let rows_fast = false;

@@ -30,6 +30,21 @@ pub(crate) struct Requant<'a> {
 }
 
 impl<'a> Requant<'a> {
+    /// The output stage of a convolution-like layer: its quantization and bias.
+    pub(crate) fn of_conv(
+        q: &crate::interpreter::reference::conv::ConvQuant<'a>,
+        bias: Option<&'a [i32]>,
+    ) -> Requant<'a> {
+        Requant {
+            bias,
+            multipliers: q.multipliers,
+            shifts: q.shifts,
+            output_offset: q.output_offset,
+            act_min: q.act_min,
+            act_max: q.act_max,
+        }
+    }
+
     /// The output stage of channels `c0..` (the same values, channel `c0` first).
     pub(crate) fn channels_from(&self, c0: usize) -> Requant<'a> {
         let per_channel = self.multipliers.len() != 1;
