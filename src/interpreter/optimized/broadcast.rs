@@ -14,7 +14,8 @@
 //!   [`add_quantized`](super::add_quantized::add_int8_row) on each row (a repeated value is
 //!   splatted into a small block first).
 //! - **int8 MUL**: the products of the offset inputs in 32-bit lanes, then the vector output
-//!   stage of the convolutions ([`requantize_row`], `MultiplyByQuantizedMultiplier`).
+//!   stage of the convolutions (`MultiplyByQuantizedMultiplier`, set up once per block; the
+//!   scalar path and the last values through [`requantize_row`]).
 //! - **int8 SQUARED_DIFFERENCE**: both inputs rescaled, squared and rescaled again with the
 //!   rounding high multiply in lanes ([`x86::mbqm`]).
 //! - **int8 MAXIMUM and MINIMUM**: the comparisons, vectorized by the compiler.
@@ -333,6 +334,14 @@ fn mul_i8_rows(
     let mut prod = [0i32; BLOCK];
     for_each_row(shapes, a, b, out, |o, x, y| {
         blocks_i8(o, x, y, |o, x, y| {
+            let mut done = 0;
+            #[cfg(target_arch = "x86_64")]
+            if isa.avx2() {
+                // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `x`, `y`
+                // and `o` have one length (blocks of one row).
+                done = unsafe { x86::mul(&rq, o1, o2, x, y, o) };
+            }
+            let (x, y, o) = (&x[done..], &y[done..], &mut o[done..]);
             let prod = &mut prod[..o.len()];
             for ((r, &x), &y) in prod.iter_mut().zip(x).zip(y) {
                 *r = o1
@@ -426,7 +435,44 @@ mod x86 {
     use crate::interpreter::reference::squared_difference::{
         SquaredDifferenceParams, SQUARED_DIFFERENCE_LEFT_SHIFT,
     };
+    use crate::interpreter::optimized::requant_i8::avx2::Stage8;
+    use crate::interpreter::optimized::requant_i8::Requant;
     use core::arch::x86_64::*;
+
+    /// The 8-lane blocks of int8 MUL: `(o1 + x) · (o2 + y)` in 32-bit lanes (wrapping, as the
+    /// reference), then the per-tensor output stage `rq` ([`Stage8`], set up once); returns
+    /// how many values it wrote (a multiple of 8), the caller finishes the rest.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2; `x`, `y` and `out` have one length.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn mul(
+        rq: &Requant<'_>,
+        o1: i32,
+        o2: i32,
+        x: &[i8],
+        y: &[i8],
+        out: &mut [i8],
+    ) -> usize {
+        let n = out.len().min(x.len()).min(y.len()) / 8 * 8;
+        // SAFETY: the CPU supports AVX2 (this function's contract).
+        let Some(stage) = (unsafe { Stage8::new(rq, 0) }) else {
+            return 0;
+        };
+        let (off1, off2) = (_mm256_set1_epi32(o1), _mm256_set1_epi32(o2));
+        let mut i = 0;
+        while i < n {
+            // SAFETY: `i + 8 <= n`, inside all three slices.
+            unsafe {
+                let vx = _mm256_cvtepi8_epi32(_mm_loadl_epi64(x.as_ptr().add(i).cast()));
+                let vy = _mm256_cvtepi8_epi32(_mm_loadl_epi64(y.as_ptr().add(i).cast()));
+                let prod = _mm256_mullo_epi32(_mm256_add_epi32(vx, off1), _mm256_add_epi32(vy, off2));
+                _mm_storel_epi64(out.as_mut_ptr().add(i).cast(), stage.apply(prod));
+            }
+            i += 8;
+        }
+        n
+    }
 
     /// `MultiplyByQuantizedMultiplierSmallerThanOneExp(x, m, -right)` of eight lanes for a
     /// multiplier `m > 0` and `right` in `0..=31`: the rounding high multiply is
