@@ -214,6 +214,21 @@ def densenet_grouped():
     return keras.Model(inp, out), (12, 12, 16)
 
 
+def regnet_grouped():
+    """A RegNet-style block quantized to int8: grouped 3x3 convolutions (groups = 4 with stride
+    2, groups = 8 with stride 1), a grouped pointwise convolution (groups = 2) and a strided
+    shortcut added back."""
+    inp = keras.Input((12, 12, 16), batch_size=1)
+    x = L.Conv2D(32, 1, activation="relu")(inp)
+    h = L.Conv2D(32, 3, strides=2, padding="same", groups=4, activation="relu")(x)
+    h = L.Conv2D(48, 3, padding="same", groups=8, activation="relu")(h)
+    h = L.Conv2D(32, 1, groups=2)(h)
+    s = L.Conv2D(32, 1, strides=2)(x)
+    x = L.ReLU()(L.Add()([h, s]))
+    out = L.Conv2D(8, 1)(x)
+    return keras.Model(inp, out), (12, 12, 16)
+
+
 def randomize_batchnorm(model, rng):
     """Non-trivial BatchNorm statistics, so the unfolded MUL and ADD are not identities."""
     for layer in model.layers:
@@ -238,6 +253,7 @@ MODELS = {
     "hybrid_mobilenet_dynamic": (hybrid_mobilenet, "dynamic"),
     "hybrid_conv_per_tensor_dynamic": (hybrid_conv_per_tensor, "dynamic_per_tensor"),
     "hybrid_attention_dynamic": (hybrid_attention, "dynamic"),
+    "regnet_grouped_int8": (regnet_grouped, "int8"),
 }
 
 

@@ -14,6 +14,7 @@ use super::binary_common::{
     prepare_binary, quant_params, BinaryData, BinaryNode,
 };
 use crate::interpreter::optimized::add_quantized::{add_int8_same_shape, add_quantized_same_shape};
+use crate::interpreter::optimized::broadcast::{add_i8, binary_f32, FloatOp};
 use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::add::{
     add_f32, add_i32, add_int8_input_tables, add_quantized, has_positive_multipliers,
@@ -60,6 +61,16 @@ enum Math {
     /// Int16 of one shape with positive multipliers, optimized set: the reference's element
     /// arithmetic compiled for the CPU's widest vectors (`Isa`).
     Int16SameShape(AddQuantParams),
+    /// Int8 with broadcasting, optimized set: the rows of the broadcast in vector lanes
+    /// ([`crate::interpreter::optimized::broadcast::add_i8`]; the same bits).
+    Int8Broadcast(AddQuantParams),
+    /// Float with broadcasting, optimized set: the rows of the broadcast compiled for the
+    /// CPU's widest vectors (the same bits).
+    F32Fast {
+        op: Op,
+        lo: f32,
+        hi: f32,
+    },
 }
 
 /// Which of the two ops a float or int32 node runs (quantized SUB is ADD's arithmetic).
@@ -232,6 +243,10 @@ pub(crate) fn prepare(
         {
             Math::Int16SameShape(p)
         }
+        Math::Quant(p) if set == KernelSet::Optimized && out.dtype == DType::I8 => {
+            Math::Int8Broadcast(p)
+        }
+        Math::F32 { op, lo, hi } if set == KernelSet::Optimized => Math::F32Fast { op, lo, hi },
         other => other,
     };
     ctx.set_op_data(BinaryData::new(&node, math))
@@ -282,6 +297,18 @@ pub(crate) fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         Math::Int16SameShape(p) => {
             let isa = ctx.isa();
             d.run::<i16>(ctx, |_, a, b, o| add_quantized_same_shape(isa, &p, a, b, o))
+        }
+        Math::Int8Broadcast(p) => {
+            let isa = ctx.isa();
+            d.run::<i8>(ctx, |s, a, b, o| add_i8(isa, &p, s, a, b, o))
+        }
+        Math::F32Fast { op, lo, hi } => {
+            let isa = ctx.isa();
+            let op = match op {
+                Op::Add => FloatOp::Add,
+                Op::Sub => FloatOp::Sub,
+            };
+            d.run::<f32>(ctx, |s, a, b, o| binary_f32(isa, op, lo, hi, s, a, b, o))
         }
         Math::Sub16Pot {
             shift1,

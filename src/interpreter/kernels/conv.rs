@@ -10,7 +10,8 @@
 //! a head scratch buffer requested at prepare (int8 groups of at most 4 KiB on the stack), so
 //! the weights are read once per invoke and the arena holds no copy. A float16 filter (the
 //! builder drops its DEQUANTIZE, see `Registration::with_f16_inputs`) is converted as it is
-//! packed. When the build grants precomputed constants (`InterpreterBuilder::arena_budget`,
+//! packed. A grouped convolution runs the same way, one group after another (see the optimized
+//! modules), with scratch for one group. When the build grants precomputed constants (`InterpreterBuilder::arena_budget`,
 //! `Precompute`), a constant filter is packed once into the tail instead
 //! (`Category::Precomputed`). Im2col blocks are per-thread scratch too; with several threads
 //! the output rows are split among them.
@@ -646,8 +647,9 @@ fn invoke_i8_packed(
     Ok(())
 }
 
-/// The matrix-product path of a float convolution: the packed filter (now when constant, else
-/// scratch for invoke) and the im2col scratch. Grouped convolutions keep the reference loop.
+/// The matrix-product path of a float convolution (grouped ones too, one group at a time): the
+/// packed filter (now when constant, else scratch for invoke) and the im2col scratch, both
+/// sized for one group. Geometries without a plan keep the reference loop.
 fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Path, KernelError> {
     let filter = ctx.input(1)?;
     let f16 = filter.dtype == DType::F16;

@@ -1,9 +1,13 @@
 //! DIV (TFLM's `kernels/div.cc`): float32 and int32 quotients with a fused activation, and the
-//! int8 quotient (multiplier `s1 / (s2 * s_out)`), with broadcasting up to 6-D.
+//! int8 quotient (multiplier `s1 / (s2 * s_out)`), with broadcasting up to 6-D. The optimized
+//! set runs float32 through the vectorized broadcast rows of
+//! [`crate::interpreter::optimized::broadcast`] (the same bits); int8 keeps the reference's
+//! per-element reciprocal.
 
 use super::binary_common::{
     expect_not_quantized, prepare_binary_activation, product_quant_params, BinaryData, ProductMath,
 };
+use crate::interpreter::optimized::broadcast::{binary_f32, FloatOp};
 use crate::interpreter::reference::div::{div_f32, div_i32, div_quantized};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
@@ -12,8 +16,11 @@ use crate::kernel_bail;
 use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 
-/// The DIV kernel.
-pub struct Div;
+/// The DIV kernel of one kernel set.
+pub struct Div {
+    /// Which set's arithmetic the kernel runs.
+    pub set: KernelSet,
+}
 
 impl Kernel for Div {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -44,6 +51,12 @@ impl Kernel for Div {
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<BinaryData<ProductMath>>()?;
         match d.math {
+            ProductMath::F32 { lo, hi } if self.set == KernelSet::Optimized => {
+                let isa = ctx.isa();
+                d.run::<f32>(ctx, |s, a, b, o| {
+                    binary_f32(isa, FloatOp::Div, lo, hi, s, a, b, o)
+                })
+            }
             ProductMath::F32 { lo, hi } => {
                 d.run::<f32>(ctx, |s, a, b, o| div_f32(s, lo, hi, a, b, o))
             }
@@ -57,6 +70,6 @@ impl Kernel for Div {
 }
 
 /// The DIV kernel (TFLM's `Register_DIV()`).
-pub fn register_div(_set: KernelSet) -> Registration {
-    Registration::new("DIV", Div)
+pub fn register_div(set: KernelSet) -> Registration {
+    Registration::new("DIV", Div { set })
 }

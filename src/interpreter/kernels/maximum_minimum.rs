@@ -1,8 +1,11 @@
 //! MAXIMUM and MINIMUM (TFLM's `kernels/maximum_minimum.cc`): elementwise with broadcasting up
 //! to 6-D for float32, int8, int16, int32 and int64. Quantized inputs are compared raw, as TFLM
-//! does (it assumes, without checking, that inputs and output share quantization).
+//! does (it assumes, without checking, that inputs and output share quantization). The
+//! optimized set runs float32 and int8 through the vectorized broadcast rows of
+//! [`crate::interpreter::optimized::broadcast`] (the same values).
 
 use super::binary_common::{prepare_binary, BinaryData};
+use crate::interpreter::optimized::broadcast::{binary_f32, maximum_minimum_i8, FloatOp};
 use crate::interpreter::reference::maximum_minimum::{maximum, minimum};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
@@ -13,6 +16,7 @@ use crate::tensor::{DType, Element};
 /// The MAXIMUM (`max == true`) or MINIMUM kernel.
 pub struct MaximumMinimum {
     max: bool,
+    set: KernelSet,
 }
 
 impl Kernel for MaximumMinimum {
@@ -33,7 +37,22 @@ impl Kernel for MaximumMinimum {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<BinaryData<DType>>()?;
+        let isa = ctx.isa();
         match d.math {
+            DType::F32 if self.set == KernelSet::Optimized => {
+                let op = if self.max {
+                    FloatOp::Maximum
+                } else {
+                    FloatOp::Minimum
+                };
+                d.run::<f32>(ctx, |s, a, b, o| {
+                    binary_f32(isa, op, f32::MIN, f32::MAX, s, a, b, o)
+                })
+            }
+            DType::I8 if self.set == KernelSet::Optimized => {
+                let max = self.max;
+                d.run::<i8>(ctx, |s, a, b, o| maximum_minimum_i8(isa, max, s, a, b, o))
+            }
             DType::F32 => self.run::<f32>(&d, ctx),
             DType::I8 => self.run::<i8>(&d, ctx),
             DType::I16 => self.run::<i16>(&d, ctx),
@@ -59,11 +78,11 @@ impl MaximumMinimum {
 }
 
 /// The MAXIMUM kernel (TFLM's `Register_MAXIMUM()`).
-pub fn register_maximum(_set: KernelSet) -> Registration {
-    Registration::new("MAXIMUM", MaximumMinimum { max: true })
+pub fn register_maximum(set: KernelSet) -> Registration {
+    Registration::new("MAXIMUM", MaximumMinimum { max: true, set })
 }
 
 /// The MINIMUM kernel (TFLM's `Register_MINIMUM()`).
-pub fn register_minimum(_set: KernelSet) -> Registration {
-    Registration::new("MINIMUM", MaximumMinimum { max: false })
+pub fn register_minimum(set: KernelSet) -> Registration {
+    Registration::new("MINIMUM", MaximumMinimum { max: false, set })
 }

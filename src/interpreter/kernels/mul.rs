@@ -1,10 +1,13 @@
 //! MUL (TFLM's `kernels/mul.cc` + `mul_common.cc`): float32 and int32 products with a fused
 //! activation, and the quantized int8 / int16 product (one output multiplier
-//! `s1 * s2 / s_out`; int16 requires zero points of 0), with broadcasting up to 6-D.
+//! `s1 * s2 / s_out`; int16 requires zero points of 0), with broadcasting up to 6-D. The
+//! optimized set runs float32 and int8 through the vectorized broadcast rows of
+//! [`crate::interpreter::optimized::broadcast`] (the same bits).
 
 use super::binary_common::{
     prepare_binary_activation, product_quant_params, BinaryData, ProductMath,
 };
+use crate::interpreter::optimized::broadcast::{binary_f32, mul_i8, FloatOp};
 use crate::interpreter::reference::mul::{mul_f32, mul_i32, mul_quantized};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
@@ -13,8 +16,11 @@ use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
-/// The MUL kernel.
-pub struct Mul;
+/// The MUL kernel of one kernel set.
+pub struct Mul {
+    /// Which set's arithmetic the kernel runs.
+    pub set: KernelSet,
+}
 
 impl Kernel for Mul {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -54,7 +60,15 @@ impl Kernel for Mul {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<BinaryData<ProductMath>>()?;
+        let isa = ctx.isa();
         match d.math {
+            ProductMath::F32 { lo, hi } if self.set == KernelSet::Optimized => d
+                .run::<f32>(ctx, |s, a, b, o| {
+                    binary_f32(isa, FloatOp::Mul, lo, hi, s, a, b, o)
+                }),
+            ProductMath::I8(p) if self.set == KernelSet::Optimized => {
+                d.run::<i8>(ctx, |s, a, b, o| mul_i8(isa, &p, s, a, b, o))
+            }
             ProductMath::F32 { lo, hi } => {
                 d.run::<f32>(ctx, |s, a, b, o| mul_f32(s, lo, hi, a, b, o))
             }
@@ -68,6 +82,6 @@ impl Kernel for Mul {
 }
 
 /// The MUL kernel (TFLM's `Register_MUL()`).
-pub fn register_mul(_set: KernelSet) -> Registration {
-    Registration::new("MUL", Mul)
+pub fn register_mul(set: KernelSet) -> Registration {
+    Registration::new("MUL", Mul { set })
 }

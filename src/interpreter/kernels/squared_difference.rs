@@ -1,7 +1,10 @@
 //! SQUARED_DIFFERENCE (LiteRT's `squared_difference.cc`): float32, int32 and quantized int8
-//! with broadcasting; the arithmetic is in `reference::squared_difference`.
+//! with broadcasting; the arithmetic is in `reference::squared_difference`. The optimized set
+//! runs float32 and int8 through the vectorized broadcast rows of
+//! [`crate::interpreter::optimized::broadcast`] (the same bits).
 
 use super::binary_common::{prepare_binary, quant_params, BinaryData};
+use crate::interpreter::optimized::broadcast::{self as fast, FloatOp};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::reference::squared_difference::{
     squared_difference_f32, squared_difference_i32, squared_difference_i8,
@@ -13,8 +16,11 @@ use crate::interpreter::{
 use crate::kernel_bail;
 use crate::tensor::DType;
 
-/// The SQUARED_DIFFERENCE kernel.
-pub struct SquaredDifference;
+/// The SQUARED_DIFFERENCE kernel of one kernel set.
+pub struct SquaredDifference {
+    /// Which set's arithmetic the kernel runs.
+    pub set: KernelSet,
+}
 
 /// The arithmetic invoke runs.
 #[derive(Clone, Copy, Debug)]
@@ -67,7 +73,15 @@ impl Kernel for SquaredDifference {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<BinaryData<Math>>()?;
+        let isa = ctx.isa();
         match d.math {
+            Math::F32 if self.set == KernelSet::Optimized => d.run::<f32>(ctx, |s, a, b, o| {
+                let op = FloatOp::SquaredDifference;
+                fast::binary_f32(isa, op, f32::MIN, f32::MAX, s, a, b, o)
+            }),
+            Math::I8(p) if self.set == KernelSet::Optimized => d.run::<i8>(ctx, |s, a, b, o| {
+                fast::squared_difference_i8(isa, &p, s, a, b, o)
+            }),
             Math::F32 => d.run::<f32>(ctx, squared_difference_f32),
             Math::I32 => d.run::<i32>(ctx, squared_difference_i32),
             Math::I8(p) => d.run::<i8>(ctx, |s, a, b, o| squared_difference_i8(s, &p, a, b, o)),
@@ -76,6 +90,6 @@ impl Kernel for SquaredDifference {
 }
 
 /// The SQUARED_DIFFERENCE kernel (TFLM's `Register_SQUARED_DIFFERENCE()`).
-pub fn register_squared_difference(_set: KernelSet) -> Registration {
-    Registration::new("SQUARED_DIFFERENCE", SquaredDifference)
+pub fn register_squared_difference(set: KernelSet) -> Registration {
+    Registration::new("SQUARED_DIFFERENCE", SquaredDifference { set })
 }

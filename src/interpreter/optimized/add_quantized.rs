@@ -6,8 +6,10 @@
 
 use super::Isa;
 use crate::interpreter::reference::add::{
-    add_int8_with_tables, add_quantized_value_positive, has_positive_multipliers, AddQuantParams,
+    add_int8_with_tables, add_quantized_value, add_quantized_value_positive,
+    has_positive_multipliers, AddQuantParams,
 };
+use crate::interpreter::reference::quant::QuantizedMultiplier;
 use crate::interpreter::reference::quantize::QuantInt;
 
 /// `out[i] = ADD(a[i], b[i])` for inputs of one shape. Needs
@@ -55,6 +57,42 @@ pub fn add_int8_same_shape(
     }
     let _ = isa;
     int8_scalar(tables, p, a, b, out)
+}
+
+/// Int8 ADD or SUB of two runs of one length (a row of a broadcast): on AVX2 the same
+/// integers as [`add_quantized_value`] 32 lanes at a time where [`int8_signed_lanes_apply`]
+/// holds (the input multipliers may be negative: SUB negates input 2's), the rest and every
+/// other case through [`add_quantized_value`] itself.
+pub fn add_int8_row(isa: Isa, p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut [i8]) {
+    let n = out.len().min(a.len()).min(b.len());
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() && int8_signed_lanes_apply(p) {
+        // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `n` is within all
+        // three slices.
+        done = unsafe { avx2::add_int8(p, &a[..n], &b[..n], &mut out[..n]) };
+    }
+    let _ = isa;
+    for ((o, &x), &y) in out[done..n].iter_mut().zip(&a[done..n]).zip(&b[done..n]) {
+        *o = add_quantized_value(x.into(), y.into(), p) as i8;
+    }
+}
+
+/// Whether the vector lanes compute `p`'s int8 sums exactly with input multipliers of either
+/// sign: int8's left shift (20), input multipliers with shifts in `-31..=0`, a positive output
+/// multiplier with shift in `-31..=0`, input offsets with |offset| ≤ 1024. [`share_split`]
+/// holds for a negative multiplier too (`m >> 11` rounds down, `m & 0x7FF` is the positive
+/// rest), and the rounding high multiply is `⌊(a·b + 2³⁰) / 2³¹⌋` for products of either sign.
+pub fn int8_signed_lanes_apply(p: &AddQuantParams) -> bool {
+    let shift_ok = |m: QuantizedMultiplier| (-31..=0).contains(&m.shift);
+    p.left_shift == 20
+        && shift_ok(p.input1_multiplier)
+        && shift_ok(p.input2_multiplier)
+        && shift_ok(p.output_multiplier)
+        && p.output_multiplier.multiplier > 0
+        && [p.input1_offset, p.input2_offset]
+            .iter()
+            .all(|o| (-1024..=1024).contains(o))
 }
 
 /// The scalar int8 loop: through the tables when there are some.
@@ -308,6 +346,42 @@ mod tests {
                         add_int8_same_shape(isa, tables, &p, &a, &b, &mut got);
                         let with = tables.is_some();
                         assert_eq!(got, want, "{isa:?} tables {with} n {} {p:?}", a.len());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows of ADD and of SUB (input 2's multiplier negated, as SUB's prepare makes it) over
+    /// every pair of int8 values and lengths around the 32-lane blocks: the reference's bits.
+    #[test]
+    fn int8_rows_of_add_and_sub_match_the_reference() {
+        let all: Vec<(i8, i8)> = (0..65536u32)
+            .map(|i| ((i & 0xFF) as u8 as i8, (i >> 8) as u8 as i8))
+            .collect();
+        for (s, z, lo, hi) in [
+            ((0.0392, 0.0392, 0.0784), (-128, -128, -128), -128, 127),
+            ((0.0157, 0.0045, 0.0199), (3, -77, 12), -128, 127),
+            ((1e-3, 0.9, 0.5), (127, -128, 0), -20, 90),
+            ((0.25, 0.002, 7e-4), (-5, 100, -128), -128, 127),
+        ] {
+            for sub in [false, true] {
+                let mut p = params_i8(s, z, lo, hi);
+                if sub {
+                    p.input2_multiplier.multiplier = -p.input2_multiplier.multiplier;
+                }
+                assert!(int8_signed_lanes_apply(&p), "{p:?}");
+                for n in [65536usize, 0, 1, 31, 33, 100] {
+                    let (a, b): (Vec<i8>, Vec<i8>) = all[..n].iter().copied().unzip();
+                    let want: Vec<i8> = a
+                        .iter()
+                        .zip(&b)
+                        .map(|(&x, &y)| add_quantized_value(x.into(), y.into(), &p) as i8)
+                        .collect();
+                    for &isa in Isa::available() {
+                        let mut got = vec![0i8; n];
+                        add_int8_row(isa, &p, &a, &b, &mut got);
+                        assert_eq!(got, want, "{isa:?} sub {sub} n {n} {p:?}");
                     }
                 }
             }

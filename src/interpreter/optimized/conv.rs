@@ -12,8 +12,16 @@
 //! other windows (all of them otherwise: dilated or few-channel filters, where the per-row
 //! passes would cost more than the copy) are gathered (im2col) into a buffer of at most
 //! `col_rows` rows, so the buffer stays small (tens of KiB, in cache) and bounded whatever the
-//! image size, and multiplied. Grouped convolutions are not
-//! covered ([`ConvPlan::new`] returns `None`); their kernels run the reference loop.
+//! image size, and multiplied.
+//!
+//! A grouped convolution (`filter_depth < in_c`: `groups = in_c / filter_depth`) is `groups`
+//! such products side by side: group `i` multiplies the input channels `i · filter_depth..` of
+//! each window (gathered by im2col, or for a pointwise one read in place at the input's pixel
+//! stride) by its own `out_c / groups` filter rows into its slice of the output channels. The
+//! packed filter is the groups' packed panels one after another, and the scratch (im2col block,
+//! panel group) is one group's, reused by the next, so a grouped convolution needs less than
+//! the same convolution ungrouped. Windows are always gathered: a group's channels of adjacent
+//! taps are not adjacent in memory.
 
 use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, gemm_packed_steps, Epilogue, Isa, MR};
 use super::matrix::{Strided, Weight};
@@ -32,7 +40,8 @@ pub const DOT_ROWS: usize = 4;
 /// How a convolution runs as matrix products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvPlan {
-    /// Depth of the product: `filter_h · filter_w · in_c`.
+    /// Depth of each group's product: `filter_h · filter_w · filter_depth` (the groups,
+    /// `in_c / filter_depth`, are not stored: op data stays as small as ungrouped).
     pub k: usize,
     /// Output pixels per im2col block; 0 for a pointwise convolution (no im2col).
     pub col_rows: usize,
@@ -42,12 +51,18 @@ pub struct ConvPlan {
 }
 
 impl ConvPlan {
-    /// The plan of `g`, or `None` for a grouped convolution.
+    /// The plan of `g`, or `None` where the groups do not divide the channels (or a depth
+    /// multiplier is set: a depthwise geometry).
     pub fn new(g: &ConvGeometry) -> Option<ConvPlan> {
-        if g.filter_depth != g.in_c || g.depth_multiplier > 1 {
+        let fd = g.filter_depth;
+        if fd == 0 || g.in_c % fd != 0 || g.depth_multiplier > 1 {
             return None;
         }
-        let k = g.filter_h * g.filter_w * g.in_c;
+        let groups = g.in_c / fd;
+        if g.out_c % groups != 0 {
+            return None;
+        }
+        let k = g.filter_h * g.filter_w * fd;
         let pointwise = g.is_pointwise();
         let col_rows = if pointwise {
             0
@@ -55,13 +70,29 @@ impl ConvPlan {
             let rows = (COL_BLOCK_BYTES / (4 * k.max(1))).clamp(MR, MAX_COL_ROWS);
             (rows / MR * MR).min(g.out_h * g.out_w).max(1)
         };
-        let dot = pointwise && g.batches * g.out_h * g.out_w < DOT_ROWS;
+        let dot = pointwise && groups == 1 && g.batches * g.out_h * g.out_w < DOT_ROWS;
         Some(ConvPlan { k, col_rows, dot })
     }
 
-    /// Elements of the packed filter ([`pack_filter`]).
+    /// Groups of `g` (1 for an ordinary convolution).
+    pub fn groups(&self, g: &ConvGeometry) -> usize {
+        (g.in_c / g.filter_depth.max(1)).max(1)
+    }
+
+    /// Output channels of one group.
+    pub fn group_out(&self, g: &ConvGeometry) -> usize {
+        g.out_c / self.groups(g)
+    }
+
+    /// Elements of one group's packed filter.
+    fn group_packed_len(&self, g: &ConvGeometry) -> usize {
+        packed_b_len(self.group_out(g), self.k)
+    }
+
+    /// Elements of the packed filter ([`pack_filter`]): the groups' packed panels one after
+    /// another.
     pub fn packed_filter_len(&self, g: &ConvGeometry) -> usize {
-        packed_b_len(g.out_c, self.k)
+        self.groups(g) * self.group_packed_len(g)
     }
 
     /// Elements of the im2col buffer (0 for a pointwise convolution).
@@ -70,12 +101,12 @@ impl ConvPlan {
     }
 
     /// Elements of one task's panel scratch when the filter is read in place
-    /// ([`ConvWeights::InPlace`]): one group of [`group_cols`] output channels, packed.
+    /// ([`ConvWeights::InPlace`]): [`group_cols`] output channels of one group, packed.
     pub fn panel_scratch_len(&self, g: &ConvGeometry) -> usize {
         if self.dot {
             return 0;
         }
-        group_scratch_len(g.out_c, self.k, self.col_rows > 0)
+        group_scratch_len(self.group_out(g), self.k, self.col_rows > 0)
     }
 }
 
@@ -93,14 +124,17 @@ pub enum ConvWeights<'a, W = f32> {
     },
 }
 
-/// Packs an OHWI filter for [`conv_f32`].
+/// Packs an OHWI filter for [`conv_f32`]: each group's rows into its own panels.
 pub fn pack_filter<W: Weight>(g: &ConvGeometry, plan: &ConvPlan, filter: &[W], packed: &mut [f32]) {
-    let b = Strided {
-        data: &filter[..g.out_c * plan.k],
-        rs: plan.k,
-        cs: 1,
-    };
-    pack_b(g.out_c, plan.k, b, packed);
+    let (npg, len) = (plan.group_out(g), plan.group_packed_len(g));
+    for grp in 0..plan.groups(g) {
+        let b = Strided {
+            data: &filter[grp * npg * plan.k..(grp + 1) * npg * plan.k],
+            rs: plan.k,
+            cs: 1,
+        };
+        pack_b(npg, plan.k, b, &mut packed[grp * len..(grp + 1) * len]);
+    }
 }
 
 /// Runs `f(k, chunk_k)` over consecutive chunks of `chunk` elements of a slice, possibly on
@@ -182,6 +216,9 @@ pub fn conv_f32<W: Weight>(
     if m == 0 || n == 0 {
         return;
     }
+    // Each group: `npg` output channels from `fd` input channels (all of them when ungrouped).
+    let (groups, npg, fd) = (plan.groups(g), plan.group_out(g), g.filter_depth);
+    let group_len = plan.group_packed_len(g);
     if let (true, ConvWeights::InPlace { filter, .. }) = (plan.dot, &weights) {
         // Pointwise on a few pixels: rows of the input times rows of the filter. One pixel
         // splits its output channels among the tasks (each output is one dot product, so the
@@ -230,29 +267,45 @@ pub fn conv_f32<W: Weight>(
     };
     let max_tasks = panels.as_ref().map_or(usize::MAX, |p| p.1);
     if plan.col_rows == 0 {
+        // Pointwise: pixel `r`'s group `grp` is `fd` input values at `r · in_c + grp · fd`.
+        let in_c = g.in_c;
         let rows = task_rows(m, n, k, threads.min(max_tasks));
         assert!(
             m.div_ceil(rows) <= max_tasks,
             "conv_f32: too few panel scratch parts"
         );
-        let input = &input[..m * k];
+        let input = &input[..m * in_c];
         run_chunks(&mut output[..m * n], rows * n, &|t, part| {
             let r0 = t * rows;
             let mt = part.len() / n;
-            let a = Strided {
-                data: &input[r0 * k..(r0 + mt) * k],
-                rs: k,
-                cs: 1,
+            let scratch: &mut [f32] = match &panels {
+                // SAFETY: task `t` runs once per round and is the only one using part `t`
+                // (`t` < the number of parts, asserted above).
+                Some((s, _)) => unsafe { s.part(t * panel_len, panel_len) },
+                None => &mut [],
             };
-            match (packed, &panels) {
-                (Some(p), _) => gemm_packed(isa, mt, n, k, a, p, ep, part, n),
-                (None, Some((scratch, _))) => {
-                    // SAFETY: task `t` runs once per round and is the only one using part `t`
-                    // (`t` < the number of parts, asserted above).
-                    let scratch = unsafe { scratch.part(t * panel_len, panel_len) };
-                    gemm_grouped(isa, mt, n, k, a, b, ep, part, n, scratch);
+            for grp in 0..groups {
+                let a = Strided {
+                    data: &input[r0 * in_c + grp * fd..(r0 + mt) * in_c],
+                    rs: in_c,
+                    cs: 1,
+                };
+                let epj = Epilogue {
+                    bias: ep.bias.map(|x| &x[grp * npg..]),
+                    ..*ep
+                };
+                let c = &mut part[grp * npg..];
+                match packed {
+                    Some(p) => gemm_packed(isa, mt, npg, k, a, &p[grp * group_len..], &epj, c, n),
+                    None => {
+                        let bg = Strided {
+                            data: &b.data[grp * npg * k..(grp + 1) * npg * k],
+                            rs: k,
+                            cs: 1,
+                        };
+                        gemm_grouped(isa, mt, npg, k, a, bg, &epj, c, n, scratch);
+                    }
                 }
-                (None, None) => unreachable!("a filter is packed or in place"),
             }
         });
         return;
@@ -269,9 +322,10 @@ pub fn conv_f32<W: Weight>(
     let cols = crate::interpreter::threads::DisjointMut::new(cols);
     let pixels = g.out_h * g.out_w;
     let image_len = g.in_h * g.in_w * g.in_c;
-    let group = match packed {
-        Some(_) => n,
-        None => group_cols(n, k, true),
+    // Output channels packed at a time within a group.
+    let cols_at_once = match packed {
+        Some(_) => npg,
+        None => group_cols(npg, k, true),
     };
     let windows_in_place = multiplies_windows_in_place(g);
     run_chunks(&mut output[..m * n], rows * n, &|t, part| {
@@ -283,14 +337,16 @@ pub fn conv_f32<W: Weight>(
             None => &mut [],
         };
         let (r0, r1) = (t * rows, t * rows + part.len() / n);
-        let mut j0 = 0;
+        // Output channels `j0..j0 + nj` of group `grp` (`j0` counted over all channels).
+        let (mut grp, mut j0) = (0, 0);
         while j0 < n {
-            let nj = group.min(n - j0);
+            let group_end = (grp + 1) * npg;
+            let nj = cols_at_once.min(group_end - j0);
             let panel: &[f32] = match packed {
-                Some(p) => p,
+                Some(p) => &p[grp * group_len..],
                 None => {
                     let bj = Strided {
-                        data: &b.data[j0 * k..],
+                        data: &b.data[j0 * k..(j0 + nj) * k],
                         rs: k,
                         cs: 1,
                     };
@@ -312,11 +368,15 @@ pub fn conv_f32<W: Weight>(
                 if windows_in_place {
                     windowed_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols);
                 } else {
-                    gathered_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols);
+                    let c0 = grp * fd;
+                    gathered_rows(isa, g, image, c0, p0, rows, nj, k, panel, &epj, out, n, cols);
                 }
                 r += rows;
             }
             j0 += nj;
+            if j0 == group_end {
+                grp += 1;
+            }
         }
     });
 }
@@ -328,9 +388,10 @@ const MIN_WINDOW_RUN: usize = 32;
 
 /// Whether [`conv_f32`] multiplies the windows that lie inside the image where the input keeps
 /// them ([`windowed_rows`]) rather than gathering every window (im2col): each filter row's
-/// taps must be adjacent in memory (`dilation_w == 1`) and long enough ([`MIN_WINDOW_RUN`]).
+/// taps must be adjacent in memory (`dilation_w == 1`, ungrouped) and long enough
+/// ([`MIN_WINDOW_RUN`]).
 fn multiplies_windows_in_place(g: &ConvGeometry) -> bool {
-    g.dilation_w == 1 && g.filter_w * g.in_c >= MIN_WINDOW_RUN
+    g.dilation_w == 1 && g.filter_depth == g.in_c && g.filter_w * g.in_c >= MIN_WINDOW_RUN
 }
 
 /// Output pixels `p0..p0 + rows` of one image (row-major) times the `nj` packed columns
@@ -389,20 +450,21 @@ fn windowed_rows(
                 gemm_packed_steps(isa, len, nj, k, steps, a, panel, ep, out, ldc);
             }
         } else {
-            gathered_rows(isa, g, image, p, len, nj, k, panel, ep, out, ldc, cols);
+            gathered_rows(isa, g, image, 0, p, len, nj, k, panel, ep, out, ldc, cols);
         }
         p = q;
     }
 }
 
 /// Output pixels `p0..p0 + rows` of one image times the `nj` packed columns `panel`, into `c`
-/// at row stride `ldc`, through their windows gathered (im2col) into `cols` (room for `rows`
-/// rows of depth `k`).
+/// at row stride `ldc`, through their windows over input channels `c0..c0 + filter_depth`
+/// gathered (im2col) into `cols` (room for `rows` rows of depth `k`).
 #[allow(clippy::too_many_arguments)]
 fn gathered_rows(
     isa: Isa,
     g: &ConvGeometry,
     image: &[f32],
+    c0: usize,
     p0: usize,
     rows: usize,
     nj: usize,
@@ -414,7 +476,7 @@ fn gathered_rows(
     cols: &mut [f32],
 ) {
     let block = &mut cols[..rows * k];
-    im2col(g, image, p0, rows, block);
+    im2col(g, image, c0, p0, rows, block);
     let a = Strided {
         data: block,
         rs: k,
@@ -424,10 +486,11 @@ fn gathered_rows(
 }
 
 /// Rows `p0..p0 + rows` (output pixels of one image, row-major) of the im2col matrix: per
-/// pixel, the `filter_h · filter_w` windows of `in_c` input values in OHWI order, zeros where a
-/// tap falls in the padding.
-fn im2col(g: &ConvGeometry, image: &[f32], p0: usize, rows: usize, cols: &mut [f32]) {
-    let c = g.in_c;
+/// pixel, the `filter_h · filter_w` taps of input channels `c0..c0 + filter_depth` in OHWI
+/// order, zeros where a tap falls in the padding.
+fn im2col(g: &ConvGeometry, image: &[f32], c0: usize, p0: usize, rows: usize, cols: &mut [f32]) {
+    // `c` values a tap copies, `stride` between pixels of the input.
+    let (c, stride) = (g.filter_depth, g.in_c);
     let k = g.filter_h * g.filter_w * c;
     let (mut oy, mut ox) = (p0 / g.out_w, p0 % g.out_w);
     let mut wy = g.row_window(oy);
@@ -441,7 +504,7 @@ fn im2col(g: &ConvGeometry, image: &[f32], p0: usize, rows: usize, cols: &mut [f
                 dst_row.fill(0.0);
                 continue;
             }
-            let src_row = &image[wy.at(fy) * g.in_w * c..][..g.in_w * c];
+            let src_row = &image[wy.at(fy) * g.in_w * stride..][..g.in_w * stride];
             if fx0 > 0 {
                 dst_row[..fx0 * c].fill(0.0);
             }
@@ -449,7 +512,7 @@ fn im2col(g: &ConvGeometry, image: &[f32], p0: usize, rows: usize, cols: &mut [f
                 dst_row[fx1 * c..].fill(0.0);
             }
             let at = |fx: usize| (x0 + (fx * g.dilation_w) as isize) as usize;
-            if g.dilation_w == 1 && fx1 > fx0 {
+            if g.dilation_w == 1 && c == stride && fx1 > fx0 {
                 // Adjacent taps read adjacent input pixels: one run.
                 let len = (fx1 - fx0) * c;
                 copy(
@@ -458,7 +521,8 @@ fn im2col(g: &ConvGeometry, image: &[f32], p0: usize, rows: usize, cols: &mut [f
                 );
             } else {
                 for fx in fx0..fx1 {
-                    copy(&mut dst_row[fx * c..][..c], &src_row[at(fx) * c..][..c]);
+                    let src = &src_row[at(fx) * stride + c0..][..c];
+                    copy(&mut dst_row[fx * c..][..c], src);
                 }
             }
         }
@@ -722,9 +786,15 @@ mod tests {
     }
 
     #[test]
-    fn grouped_convolutions_have_no_plan() {
+    fn groups_must_divide_the_channels() {
         let mut g = geometry((4, 4, 4), (1, 1, 4), 1, 1, false, 1);
         g.filter_depth = 2;
+        let plan = ConvPlan::new(&g).unwrap();
+        assert_eq!((plan.groups(&g), plan.k, plan.group_out(&g)), (2, 2, 2));
+        g.filter_depth = 3;
+        assert_eq!(ConvPlan::new(&g), None);
+        g.filter_depth = 1;
+        g.out_c = 6;
         assert_eq!(ConvPlan::new(&g), None);
     }
 }

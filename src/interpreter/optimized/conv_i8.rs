@@ -11,9 +11,14 @@
 //! convolution (1×1, stride 1, no padding) reads its rows straight from the input pixels; any
 //! other gathers an im2col row per pixel.
 //!
+//! A grouped convolution (`groups = in_c / filter_depth > 1`) is one such product per group:
+//! group `i`'s rows gather input channels `i * filter_depth..` of each window and multiply its
+//! own `out_c / groups` filter rows into its slice of the output channels; the packed filter
+//! is the groups' packed panels one after another.
+//!
 //! Trade-off: the block lives on the stack ([`PATCH_ELEMS`] `int16`, 32 KiB, sized for L1/L2),
-//! so the function needs no scratch. Windows longer than the block (`filter_h * filter_w * in_c
-//! > PATCH_ELEMS`) and grouped convolutions run the reference loop (see [`packs`]).
+//! so the function needs no scratch. Windows longer than the block (`filter_h * filter_w *
+//! filter_depth > PATCH_ELEMS`) run the reference loop (see [`packs`]).
 
 use super::gemm_i8::{
     gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix, OutRows,
@@ -27,19 +32,34 @@ use core::mem::MaybeUninit;
 /// `int16` elements of the on-stack activation block.
 pub const PATCH_ELEMS: usize = 16 * 1024;
 
+/// Groups of `g` (`in_c / filter_depth`), when they divide the input and output channels.
+fn groups(g: &ConvGeometry) -> Option<usize> {
+    let fd = g.filter_depth;
+    if fd == 0 || g.in_c % fd != 0 || g.depth_multiplier > 1 {
+        return None;
+    }
+    let groups = g.in_c / fd;
+    (g.out_c % groups == 0).then_some(groups)
+}
+
+/// Depth of each group's product: `filter_h * filter_w * filter_depth`.
+fn depth(g: &ConvGeometry) -> usize {
+    g.filter_h * g.filter_w * g.filter_depth
+}
+
 /// Whether [`conv_i8_with`] runs the packed matrix product for `g` (else the reference loop,
 /// which needs no packed filter).
 pub fn packs(g: &ConvGeometry) -> bool {
-    let k = g.filter_h * g.filter_w * g.in_c;
-    g.filter_depth == g.in_c && k > 0 && padded(k) <= PATCH_ELEMS
+    let k = depth(g);
+    groups(g).is_some() && k > 0 && padded(k) <= PATCH_ELEMS
 }
 
-/// Bytes of the packed filter of `g` (0 where [`packs`] is false).
+/// Bytes of the packed filter of `g` (0 where [`packs`] is false): each group's packed
+/// panels, one group after another.
 pub fn packed_filter_len(g: &ConvGeometry) -> usize {
-    if packs(g) {
-        packed_len(g.out_c, g.filter_h * g.filter_w * g.in_c)
-    } else {
-        0
+    match groups(g) {
+        Some(groups) if packs(g) => groups * packed_len(g.out_c / groups, depth(g)),
+        _ => 0,
     }
 }
 
@@ -48,18 +68,23 @@ pub fn packed_filter_len(g: &ConvGeometry) -> usize {
 /// # Panics
 /// If `filter` or `out` is shorter than `g` needs (a caller's bug: the kernel sizes them).
 pub fn pack_filter(g: &ConvGeometry, filter: &[i8], out: &mut [i8]) {
-    if packs(g) {
-        pack(filter, g.out_c, g.filter_h * g.filter_w * g.in_c, out);
+    let Some(groups) = groups(g).filter(|_| packs(g)) else {
+        return;
+    };
+    let (npg, k) = (g.out_c / groups, depth(g));
+    let len = packed_len(npg, k);
+    for grp in 0..groups {
+        pack(&filter[grp * npg * k..], npg, k, &mut out[grp * len..]);
     }
 }
 
 /// Bytes of one task's panel scratch for [`conv_i8_rows_in_place_with`]: 0 where [`packs`] is
-/// false, and where a group fits in [`STACK_GROUP_BYTES`] (packed on the stack).
+/// false, and where a group of channels (of one convolution group) fits in
+/// [`STACK_GROUP_BYTES`] (packed on the stack).
 pub fn panel_scratch_len(g: &ConvGeometry) -> usize {
-    let len = if packs(g) {
-        group_len(g.out_c, g.filter_h * g.filter_w * g.in_c, !g.is_pointwise())
-    } else {
-        0
+    let len = match groups(g) {
+        Some(groups) if packs(g) => group_len(g.out_c / groups, depth(g), !g.is_pointwise()),
+        _ => 0,
     };
     if len <= STACK_GROUP_BYTES {
         0
@@ -175,8 +200,10 @@ fn conv_i8_rows(
     output: &mut [i8],
 ) {
     debug_assert!(packs(g));
-    let k = g.filter_h * g.filter_w * g.in_c;
+    let k = depth(g);
     let stride = padded(k);
+    let groups = groups(g).unwrap_or(1);
+    let (npg, fd) = (g.out_c / groups, g.filter_depth);
     let out_c = g.out_c;
     if out_c == 0 || output.is_empty() {
         return;
@@ -203,9 +230,10 @@ fn conv_i8_rows(
         act_max: q.act_max,
     };
     let pointwise = g.is_pointwise();
+    // Output channels packed at a time within a convolution group.
     let group = match weights {
-        Weights::Packed(_) => out_c,
-        Weights::InPlace { .. } => group_channels(out_c, k, !pointwise),
+        Weights::Packed(_) => npg,
+        Weights::InPlace { .. } => group_channels(npg, k, !pointwise),
     };
     let mut stack = [0i8; STACK_GROUP_BYTES];
     let mut weights = match weights {
@@ -224,22 +252,34 @@ fn conv_i8_rows(
         }
         w => w,
     };
-    let mut j0 = 0;
+    // Output channels `j0..j0 + nj` of convolution group `grp` (`j0` over all channels).
+    let (mut grp, mut j0) = (0, 0);
     while j0 < out_c {
-        let nj = group.min(out_c - j0);
+        let group_end = (grp + 1) * npg;
+        let nj = group.min(group_end - j0);
         let packed: &[i8] = match &mut weights {
-            Weights::Packed(p) => p,
+            Weights::Packed(p) => &p[grp * packed_len(npg, k)..],
             Weights::InPlace { filter, scratch } => {
                 pack(&filter[j0 * k..], nj, k, scratch);
                 &scratch[..]
             }
         };
         let rqj = rq.channels_from(j0);
+        let c0 = grp * fd;
         let mut p0 = 0;
         while p0 < pixels {
             let rows = (pixels - p0).min(rows_per_block);
             let at = first_pixel + p0;
-            if pointwise && stride == k {
+            if groups > 1 && pointwise {
+                for r in 0..rows {
+                    let src = &input[(at + r) * g.in_c + c0..][..k];
+                    widen(src, &mut patch[r * stride..][..k], offset);
+                }
+            } else if groups > 1 {
+                for r in 0..rows {
+                    gather(g, input, offset, c0, at + r, &mut patch[r * stride..][..k]);
+                }
+            } else if pointwise && stride == k {
                 // Pixel `p` is input row `p`, and the rows are adjacent: one run.
                 widen(
                     &input[at * k..(at + rows) * k],
@@ -253,7 +293,7 @@ fn conv_i8_rows(
                 }
             } else {
                 for r in 0..rows {
-                    gather(g, input, offset, at + r, &mut patch[r * stride..][..k]);
+                    gather(g, input, offset, 0, at + r, &mut patch[r * stride..][..k]);
                 }
             }
             let out = OutRows {
@@ -274,18 +314,22 @@ fn conv_i8_rows(
             p0 += rows;
         }
         j0 += nj;
+        if j0 == group_end {
+            grp += 1;
+        }
     }
 }
 
-/// Writes the im2col row of output pixel `pixel` (batch-major linear index) into `dst`
-/// (`filter_h * filter_w * in_c` values in filter order): `x + offset` inside the input, 0 at
-/// padded taps.
-fn gather(g: &ConvGeometry, input: &[i8], offset: i16, pixel: usize, dst: &mut [i16]) {
+/// Writes the im2col row of output pixel `pixel` (batch-major linear index) over input
+/// channels `c0..c0 + filter_depth` into `dst` (`filter_h * filter_w * filter_depth` values in
+/// filter order): `x + offset` inside the input, 0 at padded taps.
+fn gather(g: &ConvGeometry, input: &[i8], offset: i16, c0: usize, pixel: usize, dst: &mut [i16]) {
     let out_x = pixel % g.out_w;
     let out_y = pixel / g.out_w % g.out_h;
     let b = pixel / (g.out_w * g.out_h);
     let (wy, wx) = (g.row_window(out_y), g.col_window(out_x));
-    let c = g.in_c;
+    // `c` values a tap copies, `stride` between input pixels.
+    let (c, stride) = (g.filter_depth, g.in_c);
     let row_len = g.filter_w * c;
     for (fy, dst) in dst.chunks_exact_mut(row_len).enumerate() {
         if fy < wy.f0 || fy >= wy.f1 || wx.f0 >= wx.f1 {
@@ -295,14 +339,14 @@ fn gather(g: &ConvGeometry, input: &[i8], offset: i16, pixel: usize, dst: &mut [
         let row = (b * g.in_h + wy.at(fy)) * g.in_w;
         dst[..wx.f0 * c].fill(0);
         dst[wx.f1 * c..].fill(0);
-        if g.dilation_w == 1 {
+        if g.dilation_w == 1 && c == stride {
             // The clipped taps are adjacent in the input: one run.
             let n = (wx.f1 - wx.f0) * c;
             let src = &input[(row + wx.at(wx.f0)) * c..][..n];
             widen(src, &mut dst[wx.f0 * c..][..n], offset);
         } else {
             for fx in wx.f0..wx.f1 {
-                let src = &input[(row + wx.at(fx)) * c..][..c];
+                let src = &input[(row + wx.at(fx)) * stride + c0..][..c];
                 widen(src, &mut dst[fx * c..][..c], offset);
             }
         }

@@ -17,6 +17,7 @@
 
 pub mod add_quantized;
 pub mod batch_matmul;
+pub mod broadcast;
 pub mod conv;
 pub mod conv_i8;
 pub mod depthwise_conv;

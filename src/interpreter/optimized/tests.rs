@@ -2,7 +2,8 @@
 //! can run, over random geometries (padding, strides, dilation, depth multipliers, odd channel
 //! counts), quantization (per tensor and per channel, every input offset, fused activation
 //! ranges), the packed matrix product's tiles (row and channel tails, pointwise rows read in
-//! place, odd depths) and the fallbacks (grouped convolutions, long windows, weight zero points).
+//! place, odd depths), grouped convolutions (int8 and float) and the fallbacks (long windows,
+//! weight zero points).
 
 use super::conv_i8::{
     conv_i8_rows_in_place_with, conv_i8_rows_with, conv_i8_with, pack_filter, packed_filter_len,
@@ -348,13 +349,151 @@ proptest! {
     }
 }
 
+/// A random grouped geometry: 2..=8 groups of 1..=9 input channels and 1..=12 output
+/// channels each, over [`random_window`]'s padding, strides and dilations.
+fn random_grouped(r: &mut Rng) -> ConvGeometry {
+    let mut g = random_window(r);
+    let groups = r.pick(2, 8);
+    g.filter_depth = r.pick(1, 9);
+    g.in_c = groups * g.filter_depth;
+    g.out_c = groups * r.pick(1, 12);
+    g.depth_multiplier = 1;
+    g
+}
+
+/// Grouped convolutions run the packed product, group by group, with the reference's bits:
+/// packed whole, read in place, split into bands of pixels, every path.
+#[test]
+fn grouped_conv_matches_reference() {
+    let mut r = Rng::new(0x6_2028);
+    for _ in 0..300 {
+        let g = random_grouped(&mut r);
+        assert!(packs(&g), "{g:?}");
+        check_conv(&mut r, &g);
+    }
+    // Pointwise groups (read in place at the pixel stride), and groups wider than one packed
+    // channel group (two channel groups per convolution group when read in place).
+    for (hw, fd, npg, groups, f) in [(5, 7, 9, 4, 1), (4, 300, 100, 2, 3), (6, 16, 24, 8, 1)] {
+        let g = ConvGeometry {
+            batches: 2,
+            in_h: hw,
+            in_w: hw,
+            in_c: fd * groups,
+            out_h: hw,
+            out_w: hw,
+            out_c: npg * groups,
+            filter_h: f,
+            filter_w: f,
+            filter_depth: fd,
+            stride_h: 1,
+            stride_w: 1,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h: f / 2,
+            pad_w: f / 2,
+            depth_multiplier: 1,
+        };
+        assert_eq!(g.is_pointwise(), f == 1);
+        check_conv(&mut r, &g);
+    }
+}
+
+/// Float grouped convolutions on the matrix-product path against the reference loop, on
+/// every path, packed or read in place, on one and three threads (the same bits whatever the
+/// split or where the filter is packed).
+#[test]
+fn grouped_conv_f32_matches_reference() {
+    use super::conv::{conv_f32, pack_filter as pack_f32, ConvPlan, ConvWeights};
+    use crate::interpreter::reference::conv::conv_f32 as reference;
+    use crate::interpreter::threads::{for_each_chunk_mut, ThreadPool};
+    let mut r = Rng::new(0xf_2028);
+    let mut cases: Vec<ConvGeometry> = (0..150).map(|_| random_grouped(&mut r)).collect();
+    // Pointwise groups, and groups of many channels (several im2col blocks and panel groups).
+    for (hw, fd, npg, groups, f, stride) in [
+        (7, 5, 19, 3, 1, 1),
+        (9, 40, 70, 2, 3, 1),
+        (12, 8, 8, 4, 3, 2),
+        (20, 4, 100, 2, 3, 1),
+    ] {
+        let out = (hw - 1) / stride + 1;
+        cases.push(ConvGeometry {
+            batches: 2,
+            in_h: hw,
+            in_w: hw,
+            in_c: fd * groups,
+            out_h: out,
+            out_w: out,
+            out_c: npg * groups,
+            filter_h: f,
+            filter_w: f,
+            filter_depth: fd,
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h: f / 2,
+            pad_w: f / 2,
+            depth_multiplier: 1,
+        });
+    }
+    for (case, g) in cases.iter().enumerate() {
+        let plan = ConvPlan::new(g).expect("groups divide the channels");
+        assert!(!plan.dot && plan.groups(g) == g.in_c / g.filter_depth);
+        let seed = case as u32;
+        let input = values(g.input_len(), seed);
+        let filter = values(g.out_c * plan.k, seed + 1);
+        let bias = values(g.out_c, seed + 2);
+        let mut want = vec![0.0; g.output_len()];
+        reference(g, &input, &filter, Some(&bias), -2.0, 2.5, &mut want);
+        let mut packed = vec![f32::NAN; plan.packed_filter_len(g)];
+        pack_f32(g, &plan, &filter, &mut packed);
+        for &isa in Isa::available() {
+            let mut first: Option<Vec<f32>> = None;
+            for (threads, in_place) in [(1, false), (3, false), (1, true), (3, true)] {
+                let mut pool = ThreadPool::new(threads).unwrap();
+                let mut cols = vec![f32::NAN; plan.cols_len() * threads];
+                let mut panels = vec![f32::NAN; plan.panel_scratch_len(g) * threads];
+                let mut got = vec![f32::NAN; g.output_len()];
+                let weights = if in_place {
+                    ConvWeights::InPlace {
+                        filter: &filter[..],
+                        scratch: &mut panels,
+                    }
+                } else {
+                    ConvWeights::Packed(&packed)
+                };
+                conv_f32(
+                    isa,
+                    g,
+                    &plan,
+                    &input,
+                    weights,
+                    Some(&bias),
+                    -2.0,
+                    2.5,
+                    &mut got,
+                    &mut cols,
+                    threads,
+                    &mut |o, chunk, f| for_each_chunk_mut(Some(&mut pool), o, chunk, f),
+                );
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!((a - b).abs() <= 1e-4, "{isa:?} {g:?}: element {i}: {a} vs {b}");
+                }
+                match &first {
+                    Some(f) => assert!(
+                        f == &got,
+                        "{g:?} on {isa:?}: {threads} threads (in place {in_place}) differ"
+                    ),
+                    None => first = Some(got),
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn conv_fallbacks_match_reference() {
     let mut r = Rng::new(5);
-    // Grouped convolution: 2 groups of 3 input channels.
-    let mut g = random_window(&mut r);
-    (g.in_c, g.filter_depth, g.out_c, g.depth_multiplier) = (6, 3, 4, 1);
-    check_conv(&mut r, &g);
     // A window longer than the im2col block.
     let g = ConvGeometry {
         batches: 1,
