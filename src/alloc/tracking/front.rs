@@ -120,26 +120,30 @@ fn more_ids(store: &mut Store, s: &Shared) {
 
 /// A free slot and a fresh id for a new block of `allocated` bytes, counted; `None` when the
 /// caller must use the shared path.
+///
+/// The common case (front bound to `s`, a slot on the stack, an id left, no publication due)
+/// is one test of four conditions and a few plain loads and stores; everything else (binding,
+/// refill, more ids, publication) is [`take_slow`], out of line.
 #[inline(always)]
 pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)> {
     let (idx, id, slot) = with(|c| {
-        c.enter(s);
-        if c.store.n == 0 && !refill(c, s) {
-            return None;
+        let ready = c.is_current(s)
+            && c.store.n != 0
+            && c.store.id_next != c.store.id_end
+            && c.deltas.allocs < PUBLISH_EVERY - 1;
+        if !ready {
+            return take_slow(c, s, allocated);
         }
         let store = &mut c.store;
         store.n -= 1;
-        let (idx, slot) = store.stack[store.n];
-        if store.id_next == store.id_end {
-            more_ids(store, s);
-        }
+        // SAFETY: `n` was in `1..=CAP` (not 0, and the stack never holds more than `CAP`), so
+        // the new `n` indexes the stack.
+        let (idx, slot) = unsafe { *store.stack.get_unchecked(store.n) };
         let id = store.id_next;
         store.id_next = id + 1;
         c.deltas.alloc(allocated);
         c.deltas.note_size(allocated);
-        if c.deltas.allocs >= PUBLISH_EVERY {
-            publish_now(c, s);
-        }
+        // `allocs` was below `PUBLISH_EVERY - 1`: no publication is due yet.
         Some((idx, id, slot))
     })
     .flatten()?;
@@ -148,27 +152,75 @@ pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)>
     Some((idx, id, unsafe { &*slot }))
 }
 
+/// [`take`] when the front must bind, refill, reserve ids or publish first.
+#[cold]
+#[inline(never)]
+fn take_slow(
+    c: &mut ThreadCache<Shared>,
+    s: &Arc<Shared>,
+    allocated: u64,
+) -> Option<(u64, u64, *const Slot)> {
+    c.enter(s);
+    if c.store.n == 0 && !refill(c, s) {
+        return None;
+    }
+    let store = &mut c.store;
+    store.n -= 1;
+    let (idx, slot) = store.stack[store.n];
+    if store.id_next == store.id_end {
+        more_ids(store, s);
+    }
+    let id = store.id_next;
+    store.id_next = id + 1;
+    c.deltas.alloc(allocated);
+    c.deltas.note_size(allocated);
+    if c.deltas.allocs >= PUBLISH_EVERY {
+        publish_now(c, s);
+    }
+    Some((idx, id, slot))
+}
+
 /// Takes back slot `idx` (at `slot`) of a freed block of `allocated` bytes: the slot is marked
 /// free and pushed on this thread's stack, and the free is counted. `false` when the caller
 /// must use the shared path.
+///
+/// The common case (front bound to `s`, room on the stack, no publication due) is one test of
+/// three conditions and plain stores; binding, spilling and publication are [`give_slow`].
 #[inline(always)]
 pub(super) fn give(s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) -> bool {
     with(|c| {
-        c.enter(s);
-        slot.word.store(1, Ordering::Release);
-        if c.store.n == CAP {
-            spill(&mut c.store, s);
+        let ready = c.is_current(s) && c.store.n != CAP && c.deltas.frees < PUBLISH_EVERY - 1;
+        if !ready {
+            give_slow(c, s, idx, slot, allocated);
+            return;
         }
+        slot.word.store(1, Ordering::Release);
         let store = &mut c.store;
-        store.stack[store.n] = (idx, slot);
+        // SAFETY: `n < CAP` (checked just above), so it indexes the stack.
+        unsafe { *store.stack.get_unchecked_mut(store.n) = (idx, slot) };
         store.n += 1;
         c.deltas.free(allocated);
-        if c.deltas.frees >= PUBLISH_EVERY {
-            publish_now(c, s);
-        }
-        true
+        // `frees` was below `PUBLISH_EVERY - 1`: no publication is due yet.
     })
-    .unwrap_or(false)
+    .is_some()
+}
+
+/// [`give`] when the front must bind, spill or publish.
+#[cold]
+#[inline(never)]
+fn give_slow(c: &mut ThreadCache<Shared>, s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) {
+    c.enter(s);
+    slot.word.store(1, Ordering::Release);
+    if c.store.n == CAP {
+        spill(&mut c.store, s);
+    }
+    let store = &mut c.store;
+    store.stack[store.n] = (idx, slot);
+    store.n += 1;
+    c.deltas.free(allocated);
+    if c.deltas.frees >= PUBLISH_EVERY {
+        publish_now(c, s);
+    }
 }
 
 /// Publishes this thread's counters if its front is bound to `s`.

@@ -535,14 +535,9 @@ unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
         if layout.size() == 0 {
             return;
         }
-        let Some((_, off)) = outer_layout(layout) else {
-            tracing::error!(
-                allocator = %self.name,
-                size = layout.size(),
-                "free with a layout no block of this allocator can have; ignored"
-            );
-            return;
-        };
+        // The header offset the caller's `Layout` implies. No overflow check on the size here:
+        // `untrack` refuses any size above the block's own (which fits `isize`).
+        let off = layout.align().max(HEADER);
         // Clear the slot and the shadow entry first: once the inner allocator has the block
         // back, another thread may receive the same address and fill a slot for it.
         // SAFETY: `untrack` accepts any pointer; a live block of ours is not freed by another

@@ -113,6 +113,9 @@ pub(super) struct Shared {
     /// Chunk `k` (address of `1 << (FIRST_SHIFT + k)` slots), 0 until created. Published with
     /// release under the state lock; never changed again until drop.
     pub(super) chunks: [AtomicUsize; MAX_CHUNKS],
+    /// Chunk `k`'s address minus `(1 << (FIRST_SHIFT + k)) × 32` (wrapping), 0 until created:
+    /// what [`Shared::slot`] adds `(idx + (1 << FIRST_SHIFT)) × 32` to. Published with `chunks`.
+    pub(super) biased: [AtomicUsize; MAX_CHUNKS],
     /// Mirror of `State::bump` readable without the lock (frees bound-check header indices).
     pub(super) created: AtomicU64,
     pub(super) next_id: AtomicU64,
@@ -123,6 +126,7 @@ impl Shared {
     pub(super) fn new() -> Self {
         Self {
             chunks: core::array::from_fn(|_| AtomicUsize::new(0)),
+            biased: core::array::from_fn(|_| AtomicUsize::new(0)),
             created: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             state: SpinLock::new(State {
@@ -142,19 +146,30 @@ impl Shared {
     }
 
     /// A slot handed out before, or `None` for an index outside the table.
+    ///
+    /// One load per lookup past the bound check: slot `idx` is at
+    /// `biased[k] + (idx + 2^FIRST_SHIFT) × 32`, where `k` is the chunk (from the index's
+    /// highest bit) and `biased[k]` its base minus the bytes of the indices before it, so no
+    /// offset within the chunk is computed (a free looks its slot up on every call).
     #[inline]
     pub(super) fn slot(&self, idx: u64) -> Option<&Slot> {
         if idx >= self.created.load(Ordering::Acquire) {
             return None;
         }
-        let (k, off) = Self::locate(idx);
-        let base = self.chunks.get(k)?.load(Ordering::Acquire) as *const Slot;
-        if base.is_null() {
+        let j = idx + (1 << FIRST_SHIFT);
+        let k = (63 - j.leading_zeros() - FIRST_SHIFT) as usize;
+        let biased = self.biased.get(k)?.load(Ordering::Acquire);
+        if biased == 0 {
             return None;
         }
-        // SAFETY: chunk `k` holds `1 << (FIRST_SHIFT + k)` initialised slots and `off` is below
-        // that by construction of `locate`; chunks live until `Shared` drops, which outlives `&self`.
-        Some(unsafe { &*base.add(off) })
+        let addr = biased.wrapping_add((j as usize) * core::mem::size_of::<Slot>());
+        // SAFETY: `idx < created`, so chunk `k` was published (before `created` moved past its
+        // first index, both with release; loaded here with acquire) and holds
+        // `1 << (FIRST_SHIFT + k)` initialised slots, of which `j - (1 << (FIRST_SHIFT + k))`
+        // (below that count, by the choice of `k`) is at `addr` (`create_chunk` stores the
+        // base minus that many slots' bytes); chunks live until `Shared` drops, which outlives
+        // `&self`.
+        Some(unsafe { &*(addr as *const Slot) })
     }
 
     /// The word of a slot handed out before.
@@ -224,6 +239,8 @@ impl Shared {
         }
         v.extend((0..n).map(|_| Slot::new()));
         let ptr = Box::into_raw(v.into_boxed_slice()) as *mut Slot;
+        let bias = n * core::mem::size_of::<Slot>();
+        self.biased[k].store((ptr as usize).wrapping_sub(bias), Ordering::Release);
         self.chunks[k].store(ptr as usize, Ordering::Release);
         true
     }
