@@ -15,6 +15,7 @@ use super::context::{NodeMemory, Persistent, Slot, RECORD_ALIGNMENT};
 use super::error::InterpreterError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
 use super::plan::{self, plan_all};
+use super::subgraphs::Layout;
 use crate::alloc::AllocatorRef;
 use crate::arena::{Arena, ArenaError, Category};
 use crate::model::Lifetimes;
@@ -76,6 +77,7 @@ impl MemoryPlan {
 pub(crate) fn plan_head(
     lifetimes: &Lifetimes,
     nodes: &[NodeInfo],
+    node_steps: &[(usize, usize)],
     scratch: &[Vec<usize>],
     keep_alias: impl Fn(usize) -> bool,
 ) -> Result<MemoryPlan, InterpreterError> {
@@ -93,8 +95,12 @@ pub(crate) fn plan_head(
                 if bytes == 0 {
                     continue;
                 }
+                let (first, last) = node_steps
+                    .get(node.index)
+                    .copied()
+                    .unwrap_or((node.index, node.index));
                 reqs.push(
-                    BufferRequirement::new(bytes, node.index, node.index)
+                    BufferRequirement::new(bytes, first, last)
                         .with_alignment(ALIGNMENT)
                         .with_name(format!("scratch {k} of node {}", node.index)),
                 );
@@ -175,7 +181,7 @@ pub(crate) fn resolve_addresses(
     memory: &[NodeMemory],
     tensor_record: &[Option<u32>],
     records: &[(*mut u8, usize)],
-    model: &Model,
+    (model, layout): (&Model, &Layout),
 ) -> Result<(Vec<Slot>, Vec<Vec<(*mut u8, usize)>>), InterpreterError> {
     let mut slots: Vec<Slot> = tensors
         .iter()
@@ -213,7 +219,7 @@ pub(crate) fn resolve_addresses(
                 dtype: e.dtype,
             };
         } else if e.kind == TensorKind::Constant {
-            if let Some(d) = model.tensor_data(0, t) {
+            if let Some(d) = layout.tensor_data(model, t) {
                 slots[t] = Slot {
                     ptr: d.as_ptr() as *mut u8,
                     bytes: e.bytes,

@@ -42,6 +42,7 @@ internal_mod!(threads);
 mod allocation;
 mod builder;
 mod graph;
+mod subgraphs;
 
 pub use allocation::ArenaSource;
 pub use allocation::ALIGNMENT;
@@ -145,6 +146,9 @@ pub struct Interpreter<'a> {
     storage: Option<TensorBuffer>,
     inputs: Vec<usize>,
     outputs: Vec<usize>,
+    /// The included subgraphs (position 0 = the model's subgraph 0, whose nodes `invoke` runs;
+    /// control-flow kernels run the others).
+    subgraphs: Vec<subgraphs::SubgraphInfo>,
     variable_init: Vec<(usize, builder::VariableInit)>,
     /// Kernel state arrays (address, bytes), zeroed by `reset_variables`.
     states: Vec<(*mut u8, usize)>,
@@ -220,10 +224,15 @@ impl<'a> Interpreter<'a> {
     /// arena here is smaller by not doing so).
     pub fn invoke(&mut self) -> Result<(), InterpreterError> {
         self.check_no_views()?;
-        for i in 0..self.nodes.len() {
+        for i in self.main_nodes() {
             self.invoke_node(i)?;
         }
         Ok(())
+    }
+
+    /// The nodes of subgraph 0 (the others run inside control-flow nodes).
+    fn main_nodes(&self) -> core::ops::Range<usize> {
+        self.subgraphs.first().map_or(0..0, |s| s.nodes.clone())
     }
 
     /// Gives graph input `k` the shape `dims` (LiteRT's `ResizeInputTensor`) and plans the
@@ -327,15 +336,17 @@ impl<'a> Interpreter<'a> {
         self.states.clear();
         self.inputs.clear();
         self.outputs.clear();
+        self.subgraphs.clear();
         self.variable_init.clear();
         self.tensors.clear();
     }
 
     /// Runs every node once and adds each node's time to `times` (one entry per node; prepare-
-    /// time nodes get nothing). No allocation.
+    /// time nodes get nothing; a control-flow node's time includes the subgraphs it ran, whose
+    /// nodes get nothing). No allocation.
     pub fn invoke_profiled(&mut self, times: &mut [Duration]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
-        for i in 0..self.nodes.len() {
+        for i in self.main_nodes() {
             let start = crate::time::Instant::now();
             self.invoke_node(i)?;
             if let Some(t) = times.get_mut(i) {
@@ -385,6 +396,12 @@ impl<'a> Interpreter<'a> {
         if node.prepare_time {
             return Ok(());
         }
+        let program = context::Program {
+            nodes: &self.nodes,
+            registrations: &self.registrations,
+            runtimes: &self.runtimes,
+            subgraphs: &self.subgraphs,
+        };
         let mut ctx = InvokeContext {
             node,
             rt: &self.runtimes[i],
@@ -395,6 +412,7 @@ impl<'a> Interpreter<'a> {
             taken_states: Cell::new(0),
             threads: self.threads.as_mut(),
             isa: self.isa.isa,
+            program: Some(&program),
         };
         self.registrations[i]
             .kernel

@@ -73,6 +73,8 @@ pub(crate) fn finish<'a>(
         temp_peak,
         variable_init,
         isa,
+        layout,
+        subgraphs,
     } = staged;
 
     let bytes = model.bytes.clone();
@@ -83,7 +85,7 @@ pub(crate) fn finish<'a>(
         &memory,
         &tensor_record,
         &records,
-        model,
+        (model, &layout),
     )?;
 
     let mut runtimes = Vec::with_capacity(nodes.len());
@@ -172,6 +174,7 @@ pub(crate) fn finish<'a>(
         storage,
         inputs,
         outputs,
+        subgraphs,
         variable_init,
         states,
         summary,

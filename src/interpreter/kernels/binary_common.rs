@@ -303,6 +303,21 @@ pub fn binary_io<'a, T: Element>(
     Ok((a, b, o))
 }
 
+/// [`binary_io`] with an output of another element type (a comparison's bool output as `u8`).
+#[inline]
+pub fn binary_io_as<'a, T: Element, O: Element>(
+    ctx: &InvokeContext<'a>,
+    shapes: &BroadcastShapes,
+    n1: usize,
+    n2: usize,
+) -> Result<(&'a [T], &'a [T], &'a mut [O]), KernelError> {
+    let a = ctx.input::<T>(0)?;
+    let b = ctx.input::<T>(1)?;
+    let o = ctx.output::<O>(0)?;
+    check_lengths(shapes, n1, n2, a.len(), b.len(), o.len())?;
+    Ok((a, b, o))
+}
+
 /// Fails unless the element counts a kernel was prepared for are the ones it is given.
 #[inline]
 pub fn check_lengths(
