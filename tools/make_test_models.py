@@ -227,16 +227,16 @@ def gru_while():
 
 def cond_if():
     """A data-dependent branch (`tf.cond` on the sign of the input's sum: IF with two branch
-    subgraphs, one a small dense layer with TANH, the other RELU and SUB), then a dense layer
-    after the IF."""
+    subgraphs, one scaling by a captured constant vector (passed into the branch as an IF input)
+    with TANH, the other RELU and SUB), then a dense layer after the IF."""
     rng = np.random.default_rng(7)
-    w = tf.constant(rng.normal(0, 0.5, (8, 8)).astype(np.float32))
+    w = tf.constant(rng.normal(0, 0.5, (1, 8)).astype(np.float32))
     inp = keras.Input((8,), batch_size=1)
 
     def branch(t):
         return tf.cond(
             tf.reduce_sum(t) > 0.0,
-            lambda: tf.tanh(tf.matmul(t, w)) * 2.0,
+            lambda: tf.tanh(t * w) * 2.0,
             lambda: tf.nn.relu(t) - 3.0,
         )
 

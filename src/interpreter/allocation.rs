@@ -171,8 +171,9 @@ pub(crate) fn fill_arena(
     Ok(out)
 }
 
-/// Addresses of every tensor (head offset, tail record, or the model's constant data; a
-/// dangling aligned address for zero-byte and unused tensors) and of every node's scratch.
+/// Addresses of every tensor (head offset, tail record, the model's constant data, or the
+/// caller's tensor a called subgraph's input reads in place (`shared`); a dangling aligned
+/// address for zero-byte and unused tensors) and of every node's scratch.
 #[allow(clippy::type_complexity)]
 pub(crate) fn resolve_addresses(
     arena: &Arena<'_>,
@@ -182,6 +183,7 @@ pub(crate) fn resolve_addresses(
     tensor_record: &[Option<u32>],
     records: &[(*mut u8, usize)],
     (model, layout): (&Model, &Layout),
+    shared: &[Option<usize>],
 ) -> Result<(Vec<Slot>, Vec<Vec<(*mut u8, usize)>>), InterpreterError> {
     let mut slots: Vec<Slot> = tensors
         .iter()
@@ -212,7 +214,15 @@ pub(crate) fn resolve_addresses(
         }
     }
     for (t, e) in tensors.iter().enumerate() {
-        if let Some(r) = tensor_record[t] {
+        if let Some(src) = shared.get(t).copied().flatten().filter(|&s| s < t) {
+            // A called subgraph's input reading its caller's tensor (resolved before it: callers
+            // come first in the table).
+            slots[t] = Slot {
+                ptr: slots[src].ptr,
+                bytes: e.bytes,
+                dtype: e.dtype,
+            };
+        } else if let Some(r) = tensor_record[t] {
             slots[t] = Slot {
                 ptr: records[r as usize].0,
                 bytes: e.bytes,

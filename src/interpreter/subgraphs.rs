@@ -10,14 +10,20 @@
 //!
 //! **One timeline.** Steps are assigned depth-first ([`Timeline::new`]): each node takes one
 //! step, and a control-flow node's called subgraphs take the steps right after it, inside the
-//! node's own range `[first, last]`. A called subgraph's inputs and outputs are live for the
-//! calling node's whole range (the calling op writes them before the callee runs and reads them
-//! after, across every loop iteration); its intermediates live where its own nodes use them.
-//! Planning every subgraph's tensors on this timeline in the one head plan gives:
+//! node's own range `[first, last]`, one after the other, each starting with an entry step. The
+//! calling node's inputs and outputs are live over its whole range (a WHILE's outputs hold the
+//! loop state); a called subgraph's inputs and outputs are live over its own run only (entry
+//! step to its last step), its intermediates where its own nodes use them. Planning every
+//! subgraph's tensors on this timeline in the one head plan gives:
 //! - a callee's buffers never overlap anything live across the call (the caller's inputs and
 //!   outputs are live for the whole range);
-//! - the two subgraphs of one op (WHILE's condition and body, IF's branches) share space with
-//!   each other, and bodies of different ops share space, since their steps are disjoint.
+//! - the subgraphs of one op (WHILE's condition and body, IF's branches) share space with each
+//!   other, and bodies of different ops share space, since their steps are disjoint.
+//!
+//! The control-flow kernels keep to what this plan allows: they write a callee's inputs right
+//! before running it and read its outputs right after, and never hold a value in one callee's
+//! buffers while another runs (WHILE reads the condition's result before it fills the body's
+//! inputs; each iteration copies the loop state in afresh).
 //! A subgraph called from several nodes has one set of buffers, live over the hull of its
 //! calls. Recursion (a subgraph that calls itself, directly or not) is refused, so the expansion
 //! terminates; [`MAX_STEPS`] bounds it.
@@ -167,9 +173,10 @@ impl Layout {
 
     /// Subgraph 0 alone (control-flow ops then run nothing: the partitioner's view).
     pub fn main_only(model: &Model) -> Result<Layout, InterpreterError> {
-        let sg = model.subgraphs.first().ok_or_else(|| {
-            InterpreterError::Usage("the model has no subgraph to run".into())
-        })?;
+        let sg = model
+            .subgraphs
+            .first()
+            .ok_or_else(|| InterpreterError::Usage("the model has no subgraph to run".into()))?;
         Ok(Layout {
             model_index: vec![0],
             tensor_start: vec![0, sg.tensors.len()],
@@ -195,13 +202,19 @@ impl Layout {
 
     /// (position, local index) of global tensor `t`.
     pub fn locate_tensor(&self, t: usize) -> (usize, usize) {
-        let p = self.tensor_start.partition_point(|&s| s <= t).saturating_sub(1);
+        let p = self
+            .tensor_start
+            .partition_point(|&s| s <= t)
+            .saturating_sub(1);
         (p, t - self.tensor_start[p])
     }
 
     /// (position, local index) of global node `i`.
     pub fn locate_node(&self, i: usize) -> (usize, usize) {
-        let p = self.node_start.partition_point(|&s| s <= i).saturating_sub(1);
+        let p = self
+            .node_start
+            .partition_point(|&s| s <= i)
+            .saturating_sub(1);
         (p, i - self.node_start[p])
     }
 
@@ -259,7 +272,75 @@ pub struct SubgraphInfo {
     pub outputs: Box<[usize]>,
 }
 
-/// One run of a subgraph on the timeline: the range of the node that calls it (the whole
+/// Per global tensor: the tensor of the calling node whose memory it uses instead of its own
+/// (`None`: its own). A called subgraph's input reads the calling node's tensor in place when
+/// nothing writes that tensor while the subgraph runs and the subgraph has one caller:
+/// - IF: branch input `k` is node input `k + 1` (node inputs are read-only);
+/// - WHILE: condition input `k` and body input `k` are node output `k`, the loop state, which
+///   the kernel writes only between runs of its subgraphs; except a body input that the body
+///   also returns at another position (copying the outputs back in order would overwrite it
+///   before it is read).
+/// Such inputs are not planned, and the kernel's copy into them is a no-op.
+pub(crate) fn shared_inputs(
+    layout: &Layout,
+    subgraphs: &[SubgraphInfo],
+    nodes: &[super::graph::NodeInfo],
+    tensors: &[super::graph::TensorEntry],
+) -> Vec<Option<usize>> {
+    let mut shared = vec![None; tensors.len()];
+    let mut callers = vec![0usize; layout.len()];
+    for list in &layout.callees {
+        let mut seen: Vec<usize> = list.to_vec();
+        seen.sort_unstable();
+        seen.dedup();
+        for c in seen {
+            callers[c] += 1;
+        }
+    }
+    let mut share = |callee: usize, caller: i32| {
+        if let Ok(src) = usize::try_from(caller) {
+            let (a, b) = (&tensors[callee], &tensors[src]);
+            if a.bytes == b.bytes && a.dtype == b.dtype && shared[callee].is_none() {
+                shared[callee] = Some(src);
+            }
+        }
+    };
+    for (i, node) in nodes.iter().enumerate() {
+        let callees = &layout.callees[i];
+        if callees.iter().any(|&c| callers[c] != 1) {
+            continue;
+        }
+        match (node.builtin, &callees[..]) {
+            (BuiltinOp::IF, &[then, otherwise]) => {
+                for p in [then, otherwise] {
+                    for (k, &t) in subgraphs[p].inputs.iter().enumerate() {
+                        if let Some(&x) = node.inputs.get(k + 1) {
+                            share(t, x);
+                        }
+                    }
+                }
+            }
+            (BuiltinOp::WHILE, &[cond, body]) => {
+                for (k, &t) in subgraphs[cond].inputs.iter().enumerate() {
+                    if let Some(&y) = node.outputs.get(k) {
+                        share(t, y);
+                    }
+                }
+                let outs = &subgraphs[body].outputs;
+                for (k, &t) in subgraphs[body].inputs.iter().enumerate() {
+                    let elsewhere = outs.iter().enumerate().any(|(j, &o)| o == t && j != k);
+                    if let (false, Some(&y)) = (elsewhere, node.outputs.get(k)) {
+                        share(t, y);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    shared
+}
+
+/// One run of a subgraph on the timeline: its range (entry step to last step; the whole
 /// timeline for subgraph 0) and the steps of each of its nodes.
 struct Occurrence {
     position: usize,
@@ -307,12 +388,7 @@ impl Timeline {
     /// One set of lifetimes for every included subgraph on this timeline: `per_subgraph[p]`
     /// are the lifetimes of position `p` in its own steps (local tensor indices); the result has
     /// global tensor indices, steps of this timeline and aliases re-indexed.
-    pub fn merge(
-        &self,
-        layout: &Layout,
-        model: &Model,
-        per_subgraph: Vec<Lifetimes>,
-    ) -> Lifetimes {
+    pub fn merge(&self, layout: &Layout, model: &Model, per_subgraph: Vec<Lifetimes>) -> Lifetimes {
         let mut out = Lifetimes {
             num_ops: self.steps,
             planned: Vec::new(),
@@ -324,17 +400,24 @@ impl Timeline {
             let base = layout.tensor_start[p];
             let alias_base = out.planned.len();
             let sg = &model.subgraphs[layout.model_index[p]];
-            let io = |t: usize| sg.inputs.contains(&(t as i32)) || sg.outputs.contains(&(t as i32));
+            let is_input = |t: usize| sg.inputs.contains(&(t as i32));
+            let is_output = |t: usize| sg.outputs.contains(&(t as i32));
             for pt in lt.planned {
                 let mut hull = (usize::MAX, 0usize);
                 for o in self.occurrences.iter().filter(|o| o.position == p) {
-                    let (a, b) = if p != 0 && io(pt.tensor) {
-                        o.range
+                    // A called subgraph's inputs are written at its entry step, its outputs read
+                    // after its last step.
+                    let first = if p != 0 && is_input(pt.tensor) {
+                        o.range.0
                     } else {
-                        let first = o.steps.get(pt.first).map_or(o.range.0, |s| s.0);
-                        let last = o.steps.get(pt.last).map_or(o.range.1, |s| s.1);
-                        (first, last.max(first))
+                        o.steps.get(pt.first).map_or(o.range.0, |s| s.0)
                     };
+                    let last = if p != 0 && is_output(pt.tensor) {
+                        o.range.1
+                    } else {
+                        o.steps.get(pt.last).map_or(o.range.1, |s| s.1)
+                    };
+                    let (a, b) = (first, last.max(first));
                     hull = (hull.0.min(a), hull.1.max(b));
                 }
                 if hull.0 == usize::MAX {
@@ -348,10 +431,11 @@ impl Timeline {
                     ..pt
                 });
             }
-            out.persistent.extend(lt.persistent.into_iter().map(|mut x| {
-                x.tensor += base;
-                x
-            }));
+            out.persistent
+                .extend(lt.persistent.into_iter().map(|mut x| {
+                    x.tensor += base;
+                    x
+                }));
             out.unused.extend(lt.unused.into_iter().map(|t| t + base));
             out.unsized_tensors
                 .extend(lt.unsized_tensors.into_iter().map(|t| t + base));
@@ -360,8 +444,8 @@ impl Timeline {
     }
 }
 
-/// Expands one run of subgraph `position` at `*time`, returning its occurrence index; the
-/// caller sets its range once the calling node's last step is known.
+/// Expands one run of subgraph `position` at `*time` (a called subgraph first takes an entry
+/// step), returning its occurrence index.
 fn expand(
     layout: &Layout,
     position: usize,
@@ -369,9 +453,14 @@ fn expand(
     out: &mut Vec<Occurrence>,
 ) -> Result<usize, InterpreterError> {
     let me = out.len();
+    let entry = *time;
+    if position != 0 {
+        // The entry step: the calling op writes the subgraph's inputs.
+        *time += 1;
+    }
     out.push(Occurrence {
         position,
-        range: (*time, *time),
+        range: (entry, entry),
         steps: Vec::new(),
     });
     let nodes = layout.node_start[position]..layout.node_start[position + 1];
@@ -379,21 +468,17 @@ fn expand(
     for i in nodes {
         let start = *time;
         *time += 1;
-        let mut called = Vec::new();
         for &c in layout.callees[i].iter() {
-            called.push(expand(layout, c, time, out)?);
+            expand(layout, c, time, out)?;
         }
         if *time > MAX_STEPS {
             return Err(InterpreterError::Usage(format!(
                 "the calls between subgraphs expand to more than {MAX_STEPS} steps"
             )));
         }
-        let end = *time - 1;
-        for o in called {
-            out[o].range = (start, end);
-        }
-        steps.push((start, end));
+        steps.push((start, *time - 1));
     }
     out[me].steps = steps;
+    out[me].range = (entry, time.saturating_sub(1).max(entry));
     Ok(me)
 }

@@ -186,8 +186,7 @@ impl TensorFacts {
                 builtin,
                 BuiltinOp::WHILE | BuiltinOp::IF | BuiltinOp::CALL_ONCE
             );
-            if builtin == BuiltinOp::CUSTOM || control_flow || op.input_tensors().next().is_none()
-            {
+            if builtin == BuiltinOp::CUSTOM || control_flow || op.input_tensors().next().is_none() {
                 continue;
             }
             let all_const = op.input_tensors().all(|t| {

@@ -75,6 +75,7 @@ pub(crate) fn finish<'a>(
         isa,
         layout,
         subgraphs,
+        shared,
     } = staged;
 
     let bytes = model.bytes.clone();
@@ -86,6 +87,7 @@ pub(crate) fn finish<'a>(
         &tensor_record,
         &records,
         (model, &layout),
+        &shared,
     )?;
 
     let mut runtimes = Vec::with_capacity(nodes.len());

@@ -14,7 +14,7 @@ use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind};
 use crate::interpreter::kernel::Registration;
 use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
-use crate::interpreter::subgraphs::{Layout, SubgraphInfo, Timeline};
+use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
 use core::cell::Cell;
 use rust_alloc::{string::String, vec::Vec};
@@ -47,6 +47,9 @@ pub(crate) struct Staged {
     pub layout: Layout,
     /// The included subgraphs (position 0 = the model's subgraph 0).
     pub subgraphs: Vec<SubgraphInfo>,
+    /// Per tensor: the calling node's tensor whose memory it reads in place (a called
+    /// subgraph's input; [`shared_inputs`]).
+    pub shared: Vec<Option<usize>>,
 }
 
 impl Staged {
@@ -144,9 +147,17 @@ pub(crate) fn stage_with<'r>(
     let layout = Layout::new(model)?;
     let registrations = resolve(model, &layout, resolver_of)?;
     let timeline = Timeline::new(&layout)?;
-    let lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
+    let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
     let (mut tensors, mut nodes) = graph::build(model, &layout, &lifetimes)?;
     let subgraphs = layout.infos(model);
+    let shared = shared_inputs(&layout, &subgraphs, &nodes, &tensors);
+    for (t, s) in shared.iter().enumerate() {
+        // A called subgraph's input on a constant of its caller is that constant to its
+        // readers' prepare (weights passed into a branch are read in place, like weights).
+        if s.is_some_and(|s| tensors[s].kind == TensorKind::Constant) {
+            tensors[t].kind = TensorKind::Constant;
+        }
+    }
     refuse_orphan_reads(&lifetimes, &nodes)?;
     refuse_sparse_reads(&tensors, &nodes, &registrations)?;
     let folded = fold_f16_dequantize(&subgraphs, &mut tensors, &mut nodes, &registrations);
@@ -158,6 +169,7 @@ pub(crate) fn stage_with<'r>(
             model,
             layout: &layout,
             subgraphs: &subgraphs,
+            shared: &shared,
         },
         &tensors,
         &nodes,
@@ -172,6 +184,11 @@ pub(crate) fn stage_with<'r>(
     )?;
     tail.stage_variables(model, &layout, &tensors)?;
     tail.keep_results(&tensors, prepared.computed)?;
+    for p in &mut lifetimes.planned {
+        if shared[p.tensor].is_some() {
+            p.bytes = 0; // not planned: it reads its caller's tensor
+        }
+    }
     let plan = plan_head(
         &lifetimes,
         &nodes,
@@ -193,6 +210,7 @@ pub(crate) fn stage_with<'r>(
         isa,
         layout,
         subgraphs,
+        shared,
     })
 }
 
@@ -202,6 +220,7 @@ struct Graph<'g> {
     model: &'g Model,
     layout: &'g Layout,
     subgraphs: &'g [SubgraphInfo],
+    shared: &'g [Option<usize>],
 }
 
 /// Phase 1: the registration of every node, or every missing op at once.
@@ -323,7 +342,7 @@ fn init_and_prepare(
             .map_err(|e| kernel_error(node, Phase::Init, e))?;
         let constant = |t: usize| -> Option<&[u8]> {
             match tensors[t].kind {
-                TensorKind::Constant => layout.tensor_data(model, t),
+                TensorKind::Constant => layout.tensor_data(model, graph.shared[t].unwrap_or(t)),
                 TensorKind::PrepareTimeConstant => computed[t].as_ref().map(|w| {
                     // SAFETY: `w` holds at least `bytes` initialised bytes (words of 16).
                     unsafe {
@@ -418,7 +437,8 @@ impl Tail {
                         .is_some_and(|a| d.as_ptr() as usize % a != 0)
                 });
             if misaligned {
-                self.tensor_record[t] = Some(self.copy_tensor(layout.tensor_data(model, t), t, e)?);
+                self.tensor_record[t] =
+                    Some(self.copy_tensor(layout.tensor_data(model, t), t, e)?);
             }
         }
         Ok(())
@@ -434,7 +454,8 @@ impl Tail {
     ) -> Result<(), InterpreterError> {
         for (t, e) in tensors.iter().enumerate() {
             if is_variable(model, layout, t, e) {
-                self.tensor_record[t] = Some(self.copy_tensor(layout.tensor_data(model, t), t, e)?);
+                self.tensor_record[t] =
+                    Some(self.copy_tensor(layout.tensor_data(model, t), t, e)?);
             }
         }
         Ok(())

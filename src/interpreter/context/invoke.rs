@@ -390,11 +390,11 @@ impl<'a> InvokeContext<'a> {
     }
 
     /// Copies the bytes of tensor `from` to tensor `to` (global indices, equal byte sizes; a
-    /// no-op when they share memory). Only control-flow kernels call it, with `from` and `to`
-    /// among their node's inputs and outputs and the inputs and outputs of the subgraphs the
-    /// node calls: all of these are live over the node's whole range of the timeline, so the
-    /// plan keeps them apart, and no other view of them is alive while the node runs (its
-    /// callees' nodes run between copies, never during one).
+    /// no-op when they share memory). Only control-flow kernels call it, between their node's
+    /// inputs or outputs (live over the node's whole range of the timeline) and the inputs or
+    /// outputs of the one subgraph they are about to run or have just run (live over that run):
+    /// the plan keeps such a pair apart, and no other view of them is alive while the node runs
+    /// (its callees' nodes run between copies, never during one).
     pub(crate) fn copy_tensor(&self, from: usize, to: usize) -> Result<(), KernelError> {
         let (Some(&a), Some(&b)) = (self.slots.get(from), self.slots.get(to)) else {
             return Err(KernelError::new(format!(
@@ -412,6 +412,10 @@ impl<'a> InvokeContext<'a> {
                 b.dtype
             )));
         }
+        if a.ptr == b.ptr {
+            // `to` reads `from` in place (a called subgraph's input on its caller's tensor).
+            return Ok(());
+        }
         if matches!(
             self.tensors[to].kind,
             TensorKind::Constant | TensorKind::PrepareTimeConstant
@@ -421,7 +425,7 @@ impl<'a> InvokeContext<'a> {
                 self.tensors[to].label(to)
             )));
         }
-        if a.ptr != b.ptr && a.bytes > 0 {
+        if a.bytes > 0 {
             // SAFETY: both slots are `bytes` long in live memory of this interpreter (the arena
             // or the model's constants for `from`); `to` is not constant (checked above); by the
             // contract above no view of either is alive; `copy` is a memmove.
