@@ -174,7 +174,7 @@ pub(crate) fn fill_arena(
 /// Addresses of every tensor (head offset, tail record, the model's constant data, or the
 /// caller's tensor a called subgraph's input reads in place (`shared`); a dangling aligned
 /// address for zero-byte and unused tensors) and of every node's scratch.
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub(crate) fn resolve_addresses(
     arena: &Arena<'_>,
     plan: &MemoryPlan,

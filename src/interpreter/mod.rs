@@ -96,6 +96,23 @@ pub struct MemorySummary {
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
+    /// Per subgraph the interpreter runs (subgraph 0 first, then those control flow calls): its
+    /// planned buffers in the one head.
+    pub subgraphs: Vec<SubgraphMemory>,
+}
+
+/// The head memory of one subgraph (all subgraphs share the one head plan: a called
+/// subgraph's buffers are live only while it runs, so its bytes overlap other subgraphs').
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SubgraphMemory {
+    /// The model's subgraph index.
+    pub index: usize,
+    /// Its nodes.
+    pub nodes: usize,
+    /// Sum of its planned tensors' bytes and its nodes' scratch (each buffer once).
+    pub buffer_bytes: usize,
+    /// End of its highest buffer in the head (its buffers lie in `[0, head_span_bytes)`).
+    pub head_span_bytes: usize,
 }
 
 /// What a model needs of a caller-provided arena (see [`Interpreter::arena_needs`]).
@@ -684,6 +701,14 @@ impl<'a> Interpreter<'a> {
             s.heap_bytes,
             s.temp_peak_bytes
         );
+        if s.subgraphs.len() > 1 {
+            for g in &s.subgraphs {
+                out.push_str(&format!(
+                    "subgraph {}: {} nodes, {} B of buffers in the head (up to offset {})\n",
+                    g.index, g.nodes, g.buffer_bytes, g.head_span_bytes
+                ));
+            }
+        }
         if let Some(r) = self.recording() {
             out.push_str(&r.to_text());
         }

@@ -280,6 +280,7 @@ pub struct SubgraphInfo {
 ///   the kernel writes only between runs of its subgraphs; except a body input that the body
 ///   also returns at another position (copying the outputs back in order would overwrite it
 ///   before it is read).
+///
 /// Such inputs are not planned, and the kernel's copy into them is a no-op.
 pub(crate) fn shared_inputs(
     layout: &Layout,

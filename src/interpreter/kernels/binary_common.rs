@@ -303,6 +303,9 @@ pub fn binary_io<'a, T: Element>(
     Ok((a, b, o))
 }
 
+/// Inputs 0 and 1 (as `T`) and output 0 (as `O`) of a binary node at invoke.
+pub type BinaryIoAs<'a, T, O> = (&'a [T], &'a [T], &'a mut [O]);
+
 /// [`binary_io`] with an output of another element type (a comparison's bool output as `u8`).
 #[inline]
 pub fn binary_io_as<'a, T: Element, O: Element>(
@@ -310,7 +313,7 @@ pub fn binary_io_as<'a, T: Element, O: Element>(
     shapes: &BroadcastShapes,
     n1: usize,
     n2: usize,
-) -> Result<(&'a [T], &'a [T], &'a mut [O]), KernelError> {
+) -> Result<BinaryIoAs<'a, T, O>, KernelError> {
     let a = ctx.input::<T>(0)?;
     let b = ctx.input::<T>(1)?;
     let o = ctx.output::<O>(0)?;
