@@ -229,6 +229,57 @@ def regnet_grouped():
     return keras.Model(inp, out), (12, 12, 16)
 
 
+def gru_while():
+    """A GRU over a 6-step sequence that the converter keeps as a loop (`unroll=False`): a WHILE
+    whose condition subgraph compares the step counters (LESS, LOGICAL_AND) and whose body runs
+    one GRU step (FULLY_CONNECTED, SPLIT, LOGISTIC, TANH, GATHER of the step's input), then a
+    dense head on the last state."""
+    inp = keras.Input((6, 4), batch_size=1)
+    h = L.GRU(8, unroll=False)(inp)
+    out = L.Dense(3)(h)
+    return keras.Model(inp, out), (6, 4)
+
+
+def cond_if():
+    """A data-dependent branch (`tf.cond` on the sign of the input's sum: IF with two branch
+    subgraphs, one scaling by a captured constant vector (passed into the branch as an IF input)
+    with TANH, the other RELU and SUB), then a dense layer after the IF."""
+    rng = np.random.default_rng(7)
+    w = tf.constant(rng.normal(0, 0.5, (1, 8)).astype(np.float32))
+    inp = keras.Input((8,), batch_size=1)
+
+    def branch(t):
+        return tf.cond(
+            tf.reduce_sum(t) > 0.0,
+            lambda: tf.tanh(t * w) * 2.0,
+            lambda: tf.nn.relu(t) - 3.0,
+        )
+
+    h = L.Lambda(branch, output_shape=(8,))(inp)
+    out = L.Dense(4)(h)
+    return keras.Model(inp, out), (8,)
+
+
+def while_data_dependent():
+    """A loop whose trip count depends on the data (`tf.while_loop`: halve and shift the state
+    until its largest magnitude falls below 0.1, at most 12 times): WHILE whose condition reads
+    the state (REDUCE_MAX of ABS, LESS/GREATER, LOGICAL_AND), with the counter carried too."""
+    inp = keras.Input((8,), batch_size=1)
+
+    def loop(t):
+        def cond(i, x):
+            return tf.logical_and(i < 12, tf.reduce_max(tf.abs(x)) > 0.1)
+
+        def body(i, x):
+            return i + 1, x * 0.5 + 0.01
+
+        i, x = tf.while_loop(cond, body, (tf.constant(0), t))
+        return x * tf.cast(i, tf.float32)
+
+    out = L.Lambda(loop, output_shape=(8,))(inp)
+    return keras.Model(inp, out), (8,)
+
+
 def randomize_batchnorm(model, rng):
     """Non-trivial BatchNorm statistics, so the unfolded MUL and ADD are not identities."""
     for layer in model.layers:
@@ -254,6 +305,9 @@ MODELS = {
     "hybrid_conv_per_tensor_dynamic": (hybrid_conv_per_tensor, "dynamic_per_tensor"),
     "hybrid_attention_dynamic": (hybrid_attention, "dynamic"),
     "regnet_grouped_int8": (regnet_grouped, "int8"),
+    "gru_while_f32": (gru_while, "f32"),
+    "cond_if_f32": (cond_if, "f32"),
+    "while_data_dependent_f32": (while_data_dependent, "f32"),
 }
 
 

@@ -15,6 +15,7 @@ use super::context::{NodeMemory, Persistent, Slot, RECORD_ALIGNMENT};
 use super::error::InterpreterError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
 use super::plan::{self, plan_all};
+use super::subgraphs::Layout;
 use crate::alloc::AllocatorRef;
 use crate::arena::{Arena, ArenaError, Category};
 use crate::model::Lifetimes;
@@ -76,6 +77,7 @@ impl MemoryPlan {
 pub(crate) fn plan_head(
     lifetimes: &Lifetimes,
     nodes: &[NodeInfo],
+    node_steps: &[(usize, usize)],
     scratch: &[Vec<usize>],
     keep_alias: impl Fn(usize) -> bool,
 ) -> Result<MemoryPlan, InterpreterError> {
@@ -93,8 +95,12 @@ pub(crate) fn plan_head(
                 if bytes == 0 {
                     continue;
                 }
+                let (first, last) = node_steps
+                    .get(node.index)
+                    .copied()
+                    .unwrap_or((node.index, node.index));
                 reqs.push(
-                    BufferRequirement::new(bytes, node.index, node.index)
+                    BufferRequirement::new(bytes, first, last)
                         .with_alignment(ALIGNMENT)
                         .with_name(format!("scratch {k} of node {}", node.index)),
                 );
@@ -165,9 +171,10 @@ pub(crate) fn fill_arena(
     Ok(out)
 }
 
-/// Addresses of every tensor (head offset, tail record, or the model's constant data; a
-/// dangling aligned address for zero-byte and unused tensors) and of every node's scratch.
-#[allow(clippy::type_complexity)]
+/// Addresses of every tensor (head offset, tail record, the model's constant data, or the
+/// caller's tensor a called subgraph's input reads in place (`shared`); a dangling aligned
+/// address for zero-byte and unused tensors) and of every node's scratch.
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub(crate) fn resolve_addresses(
     arena: &Arena<'_>,
     plan: &MemoryPlan,
@@ -175,7 +182,8 @@ pub(crate) fn resolve_addresses(
     memory: &[NodeMemory],
     tensor_record: &[Option<u32>],
     records: &[(*mut u8, usize)],
-    model: &Model,
+    (model, layout): (&Model, &Layout),
+    shared: &[Option<usize>],
 ) -> Result<(Vec<Slot>, Vec<Vec<(*mut u8, usize)>>), InterpreterError> {
     let mut slots: Vec<Slot> = tensors
         .iter()
@@ -206,14 +214,22 @@ pub(crate) fn resolve_addresses(
         }
     }
     for (t, e) in tensors.iter().enumerate() {
-        if let Some(r) = tensor_record[t] {
+        if let Some(src) = shared.get(t).copied().flatten().filter(|&s| s < t) {
+            // A called subgraph's input reading its caller's tensor (resolved before it: callers
+            // come first in the table).
+            slots[t] = Slot {
+                ptr: slots[src].ptr,
+                bytes: e.bytes,
+                dtype: e.dtype,
+            };
+        } else if let Some(r) = tensor_record[t] {
             slots[t] = Slot {
                 ptr: records[r as usize].0,
                 bytes: e.bytes,
                 dtype: e.dtype,
             };
         } else if e.kind == TensorKind::Constant {
-            if let Some(d) = model.tensor_data(0, t) {
+            if let Some(d) = layout.tensor_data(model, t) {
                 slots[t] = Slot {
                     ptr: d.as_ptr() as *mut u8,
                     bytes: e.bytes,

@@ -1,7 +1,8 @@
-//! The executable graph built from a `model::Subgraph`: one [`TensorEntry`] per tensor (the one
+//! The executable graph built from the model's subgraphs (see `subgraphs`): one [`TensorEntry`] per tensor (the one
 //! place model tensor types become `tensor::DType`) and one [`NodeInfo`] per operator.
 
 use super::error::InterpreterError;
+use super::subgraphs::Layout;
 use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
 use crate::tensor::DType;
 use rust_alloc::borrow::Cow;
@@ -57,8 +58,13 @@ impl TensorEntry {
 /// An operator of the executable graph.
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
-    /// Index in the subgraph.
+    /// Index in the interpreter's node table (subgraph 0's nodes first, with their own
+    /// indices; then the nodes of the subgraphs control flow calls, see `subgraphs`).
     pub index: usize,
+    /// The model's index of the subgraph the node belongs to.
+    pub subgraph: usize,
+    /// Index of the node in its subgraph.
+    pub local: usize,
     /// Builtin op (CUSTOM for custom ops).
     pub builtin: BuiltinOp,
     /// Display name (`CONV_2D`, `CUSTOM(name)`): the builtin's static name, built only for
@@ -76,17 +82,28 @@ pub struct NodeInfo {
     pub prepare_time: bool,
 }
 
-/// Builds the tensor table of subgraph 0 (kinds from the model's lifetimes) and the node list.
+impl NodeInfo {
+    /// `message`, prefixed with the node's subgraph and index in it when that is not subgraph 0
+    /// (whose node indices are the interpreter's).
+    pub(crate) fn in_subgraph(&self, message: String) -> String {
+        if self.subgraph == 0 {
+            message
+        } else {
+            format!("subgraph {} node {}: {message}", self.subgraph, self.local)
+        }
+    }
+}
+
+/// Builds the tensor table of the subgraphs of `layout` (kinds from the merged lifetimes; global
+/// tensor indices) and the node list, with node inputs and outputs as global tensor indices.
 pub(crate) fn build(
     model: &Model,
+    layout: &Layout,
     lifetimes: &crate::model::Lifetimes,
 ) -> Result<(Vec<TensorEntry>, Vec<NodeInfo>), InterpreterError> {
     use crate::model::PersistentKind;
-    let sg = model
-        .subgraphs
-        .first()
-        .ok_or_else(|| InterpreterError::Usage("the model has no subgraph to run".into()))?;
-    let mut kinds = vec![TensorKind::Unused; sg.tensors.len()];
+    let count = layout.num_tensors();
+    let mut kinds = vec![TensorKind::Unused; count];
     for p in &lifetimes.planned {
         kinds[p.tensor] = TensorKind::Planned;
     }
@@ -97,7 +114,7 @@ pub(crate) fn build(
         };
     }
     if let Some(&t) = lifetimes.unsized_tensors.first() {
-        let tensor = &sg.tensors[t];
+        let tensor = layout.tensor(model, t);
         return Err(InterpreterError::Tensor {
             index: t,
             name: tensor.name.clone(),
@@ -107,109 +124,133 @@ pub(crate) fn build(
             ),
         });
     }
-    let mut tensors = Vec::with_capacity(sg.tensors.len());
-    for (t, tensor) in sg.tensors.iter().enumerate() {
-        let err = |message: String| InterpreterError::Tensor {
-            index: t,
-            name: tensor.name.clone(),
-            message,
-        };
-        if model.is_constant(0, t) {
-            kinds[t] = TensorKind::Constant;
+    let mut tensors = Vec::with_capacity(count);
+    for (t, kind) in kinds.iter_mut().enumerate() {
+        let tensor = layout.tensor(model, t);
+        let data = layout.tensor_data(model, t);
+        if layout.is_constant(model, t) {
+            *kind = TensorKind::Constant;
         }
-        let dtype = match tensor.dtype {
-            d if d.has_element() => d,
-            _ if kinds[t] == TensorKind::Unused => DType::U8,
-            d => {
-                return Err(err(format!(
-                    "dtype {d} is not supported by the interpreter; expected a number or bool dtype"
-                )))
-            }
-        };
-        let elem = dtype
-            .size()
-            .ok_or_else(|| err(format!("dtype {dtype} has no fixed element size")))?;
-        let mut dims = Vec::with_capacity(tensor.shape.len());
-        for &d in &tensor.shape {
-            match usize::try_from(d) {
-                Ok(d) => dims.push(d),
-                Err(_) => {
-                    return Err(err(format!(
-                        "shape {:?} has a negative dimension; a static shape was expected",
-                        tensor.shape
-                    )))
-                }
-            }
-        }
-        let mut bytes = dims
-            .iter()
-            .try_fold(elem, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| err(format!("shape {:?} overflows the byte size", tensor.shape)))?;
-        let sparse = tensor.sparsity.is_some() && kinds[t] == TensorKind::Constant;
-        if sparse {
-            // Stored sparse: the data holds the stored values only (DENSIFY checks their count).
-            let have = model.tensor_data(0, t).map_or(0, <[u8]>::len);
-            if have % elem != 0 {
-                return Err(err(format!(
-                    "sparse constant data has {have} bytes, not a multiple of {elem}"
-                )));
-            }
-            bytes = have;
-        } else if kinds[t] == TensorKind::Constant {
-            let have = model.tensor_data(0, t).map_or(0, <[u8]>::len);
-            if have != bytes {
-                return Err(err(format!(
-                    "constant data has {have} bytes, shape {:?} of {} needs {bytes}",
-                    tensor.shape, dtype
-                )));
-            }
-            if dtype == DType::Bool {
-                if let Some(i) = model
-                    .tensor_data(0, t)
-                    .and_then(|d| d.iter().position(|&b| b > 1))
-                {
-                    return Err(err(format!("bool constant byte {i} is not 0 or 1")));
-                }
-            }
-        }
-        tensors.push(TensorEntry {
-            name: tensor.name.clone(),
-            dtype,
-            dims: dims.into_boxed_slice(),
-            bytes,
-            quantization: tensor.quantization.clone().map(Box::new),
-            kind: kinds[t],
-            sparsity: if sparse {
-                tensor.sparsity.clone().map(Box::new)
-            } else {
-                None
-            },
-        });
+        tensors.push(entry(t, tensor, kind, data)?);
     }
-    let mut nodes = Vec::with_capacity(sg.operators.len());
-    for (i, op) in sg.operators.iter().enumerate() {
-        let code = operator_code(model, i, op)?;
-        // Lifetimes marked the outputs of all-constant ops as prepare-time constants; such a
-        // node runs once at build.
-        let prepare_time = op.output_tensors().next().is_some()
-            && op
-                .output_tensors()
-                .all(|t| kinds[t] == TensorKind::PrepareTimeConstant);
-        nodes.push(NodeInfo {
-            index: i,
-            builtin: code.builtin,
-            op_name: match (code.builtin, code.builtin.name()) {
-                (op, Some(name)) if op != BuiltinOp::CUSTOM => Cow::Borrowed(name),
-                _ => Cow::Owned(code.display_name()),
-            },
-            custom: code.custom_code.clone(),
-            version: code.version,
-            inputs: op.inputs.as_slice().into(),
-            outputs: op.outputs.as_slice().into(),
-            prepare_time,
-        });
+    let mut nodes = Vec::with_capacity(layout.num_nodes());
+    for p in 0..layout.len() {
+        let si = layout.model_index[p];
+        let base = layout.tensor_start[p] as i32;
+        let global = |list: &[i32]| -> Box<[i32]> {
+            list.iter()
+                .map(|&t| if t >= 0 { t + base } else { t })
+                .collect()
+        };
+        for (j, op) in model.subgraphs[si].operators.iter().enumerate() {
+            let i = layout.node_start[p] + j;
+            let code = operator_code(model, j, op)?;
+            let outputs = global(&op.outputs);
+            // Lifetimes marked the outputs of all-constant ops as prepare-time constants; such
+            // a node runs once at build.
+            let prepare_time = outputs.iter().any(|&t| t >= 0)
+                && outputs
+                    .iter()
+                    .filter(|&&t| t >= 0)
+                    .all(|&t| kinds[t as usize] == TensorKind::PrepareTimeConstant);
+            nodes.push(NodeInfo {
+                index: i,
+                subgraph: si,
+                local: j,
+                builtin: code.builtin,
+                op_name: match (code.builtin, code.builtin.name()) {
+                    (op, Some(name)) if op != BuiltinOp::CUSTOM => Cow::Borrowed(name),
+                    _ => Cow::Owned(code.display_name()),
+                },
+                custom: code.custom_code.clone(),
+                version: code.version,
+                inputs: global(&op.inputs),
+                outputs,
+                prepare_time,
+            });
+        }
     }
     Ok((tensors, nodes))
+}
+
+/// The table entry of model tensor `tensor` (global index `t`, `data` its bytes in the model).
+fn entry(
+    t: usize,
+    tensor: &crate::model::TensorDef,
+    kind: &TensorKind,
+    data: Option<&[u8]>,
+) -> Result<TensorEntry, InterpreterError> {
+    let kind = *kind;
+    let err = |message: String| InterpreterError::Tensor {
+        index: t,
+        name: tensor.name.clone(),
+        message,
+    };
+    let dtype = match tensor.dtype {
+        d if d.has_element() => d,
+        _ if kind == TensorKind::Unused => DType::U8,
+        d => {
+            return Err(err(format!(
+                "dtype {d} is not supported by the interpreter; expected a number or bool dtype"
+            )))
+        }
+    };
+    let elem = dtype
+        .size()
+        .ok_or_else(|| err(format!("dtype {dtype} has no fixed element size")))?;
+    let mut dims = Vec::with_capacity(tensor.shape.len());
+    for &d in &tensor.shape {
+        match usize::try_from(d) {
+            Ok(d) => dims.push(d),
+            Err(_) => {
+                return Err(err(format!(
+                    "shape {:?} has a negative dimension; a static shape was expected",
+                    tensor.shape
+                )))
+            }
+        }
+    }
+    let mut bytes = dims
+        .iter()
+        .try_fold(elem, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| err(format!("shape {:?} overflows the byte size", tensor.shape)))?;
+    let sparse = tensor.sparsity.is_some() && kind == TensorKind::Constant;
+    if sparse {
+        // Stored sparse: the data holds the stored values only (DENSIFY checks their count).
+        let have = data.map_or(0, <[u8]>::len);
+        if have % elem != 0 {
+            return Err(err(format!(
+                "sparse constant data has {have} bytes, not a multiple of {elem}"
+            )));
+        }
+        bytes = have;
+    } else if kind == TensorKind::Constant {
+        let have = data.map_or(0, <[u8]>::len);
+        if have != bytes {
+            return Err(err(format!(
+                "constant data has {have} bytes, shape {:?} of {} needs {bytes}",
+                tensor.shape, dtype
+            )));
+        }
+        if dtype == DType::Bool {
+            if let Some(i) = data.and_then(|d| d.iter().position(|&b| b > 1)) {
+                return Err(err(format!("bool constant byte {i} is not 0 or 1")));
+            }
+        }
+    }
+    Ok(TensorEntry {
+        name: tensor.name.clone(),
+        dtype,
+        dims: dims.into_boxed_slice(),
+        bytes,
+        quantization: tensor.quantization.clone().map(Box::new),
+        kind,
+        sparsity: if sparse {
+            tensor.sparsity.clone().map(Box::new)
+        } else {
+            None
+        },
+    })
 }
 
 /// The operator code of node `i` (`op`), an error when its opcode index is out of range.

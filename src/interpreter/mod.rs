@@ -42,6 +42,7 @@ internal_mod!(threads);
 mod allocation;
 mod builder;
 mod graph;
+mod subgraphs;
 
 pub use allocation::ArenaSource;
 pub use allocation::ALIGNMENT;
@@ -95,6 +96,23 @@ pub struct MemorySummary {
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
+    /// Per subgraph the interpreter runs (subgraph 0 first, then those control flow calls): its
+    /// planned buffers in the one head.
+    pub subgraphs: Vec<SubgraphMemory>,
+}
+
+/// The head memory of one subgraph (all subgraphs share the one head plan: a called
+/// subgraph's buffers are live only while it runs, so its bytes overlap other subgraphs').
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SubgraphMemory {
+    /// The model's subgraph index.
+    pub index: usize,
+    /// Its nodes.
+    pub nodes: usize,
+    /// Sum of its planned tensors' bytes and its nodes' scratch (each buffer once).
+    pub buffer_bytes: usize,
+    /// End of its highest buffer in the head (its buffers lie in `[0, head_span_bytes)`).
+    pub head_span_bytes: usize,
 }
 
 /// What a model needs of a caller-provided arena (see [`Interpreter::arena_needs`]).
@@ -145,6 +163,9 @@ pub struct Interpreter<'a> {
     storage: Option<TensorBuffer>,
     inputs: Vec<usize>,
     outputs: Vec<usize>,
+    /// The included subgraphs (position 0 = the model's subgraph 0, whose nodes `invoke` runs;
+    /// control-flow kernels run the others).
+    subgraphs: Vec<subgraphs::SubgraphInfo>,
     variable_init: Vec<(usize, builder::VariableInit)>,
     /// Kernel state arrays (address, bytes), zeroed by `reset_variables`.
     states: Vec<(*mut u8, usize)>,
@@ -220,10 +241,15 @@ impl<'a> Interpreter<'a> {
     /// arena here is smaller by not doing so).
     pub fn invoke(&mut self) -> Result<(), InterpreterError> {
         self.check_no_views()?;
-        for i in 0..self.nodes.len() {
+        for i in self.main_nodes() {
             self.invoke_node(i)?;
         }
         Ok(())
+    }
+
+    /// The nodes of subgraph 0 (the others run inside control-flow nodes).
+    fn main_nodes(&self) -> core::ops::Range<usize> {
+        self.subgraphs.first().map_or(0..0, |s| s.nodes.clone())
     }
 
     /// Gives graph input `k` the shape `dims` (LiteRT's `ResizeInputTensor`) and plans the
@@ -327,15 +353,17 @@ impl<'a> Interpreter<'a> {
         self.states.clear();
         self.inputs.clear();
         self.outputs.clear();
+        self.subgraphs.clear();
         self.variable_init.clear();
         self.tensors.clear();
     }
 
     /// Runs every node once and adds each node's time to `times` (one entry per node; prepare-
-    /// time nodes get nothing). No allocation.
+    /// time nodes get nothing; a control-flow node's time includes the subgraphs it ran, whose
+    /// nodes get nothing). No allocation.
     pub fn invoke_profiled(&mut self, times: &mut [Duration]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
-        for i in 0..self.nodes.len() {
+        for i in self.main_nodes() {
             let start = crate::time::Instant::now();
             self.invoke_node(i)?;
             if let Some(t) = times.get_mut(i) {
@@ -385,6 +413,12 @@ impl<'a> Interpreter<'a> {
         if node.prepare_time {
             return Ok(());
         }
+        let program = context::Program {
+            nodes: &self.nodes,
+            registrations: &self.registrations,
+            runtimes: &self.runtimes,
+            subgraphs: &self.subgraphs,
+        };
         let mut ctx = InvokeContext {
             node,
             rt: &self.runtimes[i],
@@ -395,6 +429,7 @@ impl<'a> Interpreter<'a> {
             taken_states: Cell::new(0),
             threads: self.threads.as_mut(),
             isa: self.isa.isa,
+            program: Some(&program),
         };
         self.registrations[i]
             .kernel
@@ -666,6 +701,14 @@ impl<'a> Interpreter<'a> {
             s.heap_bytes,
             s.temp_peak_bytes
         );
+        if s.subgraphs.len() > 1 {
+            for g in &s.subgraphs {
+                out.push_str(&format!(
+                    "subgraph {}: {} nodes, {} B of buffers in the head (up to offset {})\n",
+                    g.index, g.nodes, g.buffer_bytes, g.head_span_bytes
+                ));
+            }
+        }
         if let Some(r) = self.recording() {
             out.push_str(&r.to_text());
         }

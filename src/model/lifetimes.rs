@@ -181,7 +181,12 @@ impl TensorFacts {
     fn mark_prepare_time_constants(&mut self, model: &Model, sg: &Subgraph) {
         for op in &sg.operators {
             let builtin = model.builtin_of(op).unwrap_or(BuiltinOp::CUSTOM);
-            if builtin == BuiltinOp::CUSTOM || op.input_tensors().next().is_none() {
+            // Control flow runs other subgraphs at invoke: never evaluated at build.
+            let control_flow = matches!(
+                builtin,
+                BuiltinOp::WHILE | BuiltinOp::IF | BuiltinOp::CALL_ONCE
+            );
+            if builtin == BuiltinOp::CUSTOM || control_flow || op.input_tensors().next().is_none() {
                 continue;
             }
             let all_const = op.input_tensors().all(|t| {

@@ -153,12 +153,18 @@ pub mod union_id {
     pub const QUANTIZE: u8 = 89;
     /// `HardSwishOptions`.
     pub const HARD_SWISH: u8 = 91;
+    /// `IfOptions`.
+    pub const IF: u8 = 92;
+    /// `WhileOptions`.
+    pub const WHILE: u8 = 93;
     /// `DepthToSpaceOptions`.
     pub const DEPTH_TO_SPACE: u8 = 94;
     /// `DensifyOptions`.
     pub const DENSIFY: u8 = 99;
     /// `BatchMatMulOptions`.
     pub const BATCH_MATMUL: u8 = 101;
+    /// `CallOnceOptions`.
+    pub const CALL_ONCE: u8 = 103;
     /// `GeluOptions`.
     pub const GELU: u8 = 116;
     /// Highest union type id of the `BuiltinOptions` union in the schema (`RightShiftOptions`).
@@ -292,6 +298,12 @@ macro_rules! builtin_options_table {
             }
             /// `GeluOptions`.
             Gelu = GELU { 0 approximate: bool }
+            /// `IfOptions`: the subgraphs of the two branches.
+            If = IF { 0 then_subgraph_index: i32, 1 else_subgraph_index: i32 }
+            /// `WhileOptions`: the condition and body subgraphs.
+            While = WHILE { 0 cond_subgraph_index: i32, 1 body_subgraph_index: i32 }
+            /// `CallOnceOptions`: the subgraph run once, at the first invoke.
+            CallOnce = CALL_ONCE { 0 init_subgraph_index: i32 }
         }
     };
 }

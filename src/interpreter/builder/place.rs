@@ -34,6 +34,41 @@ pub(crate) enum Rebuild {
     /// The registry's CPU allocator.
     Default,
 }
+/// The head bytes of each subgraph: the buffers of its tensors and its nodes' scratch.
+fn subgraph_memory(
+    plan: &allocation::MemoryPlan,
+    layout: &crate::interpreter::subgraphs::Layout,
+    subgraphs: &[crate::interpreter::subgraphs::SubgraphInfo],
+) -> Vec<crate::interpreter::SubgraphMemory> {
+    let mut out: Vec<crate::interpreter::SubgraphMemory> = subgraphs
+        .iter()
+        .map(|s| crate::interpreter::SubgraphMemory {
+            index: s.model_index,
+            nodes: s.nodes.len(),
+            buffer_bytes: 0,
+            head_span_bytes: 0,
+        })
+        .collect();
+    for (i, owner) in plan.owners.iter().enumerate() {
+        let p = match *owner {
+            allocation::Owner::Tensor(t) => layout.locate_tensor(t).0,
+            allocation::Owner::Scratch { node, .. } => layout.locate_node(node).0,
+        };
+        let (Some(g), Some(r), Some(&offset)) = (
+            out.get_mut(p),
+            plan.requirements.get(i),
+            plan.plan.offsets.get(i),
+        ) else {
+            continue;
+        };
+        if r.alias_of.is_none() {
+            g.buffer_bytes += r.size;
+        }
+        g.head_span_bytes = g.head_span_bytes.max(offset + r.size);
+    }
+    out
+}
+
 /// Lays out the arena and resolves every address. The interpreter keeps `kept` (the model's
 /// tables, `None` when no graph input can be resized), `resolver` and where the arena came
 /// from, for [`Interpreter::resize_input`]; of `model` it keeps only the shared bytes.
@@ -73,6 +108,9 @@ pub(crate) fn finish<'a>(
         temp_peak,
         variable_init,
         isa,
+        layout,
+        subgraphs,
+        shared,
     } = staged;
 
     let bytes = model.bytes.clone();
@@ -83,7 +121,8 @@ pub(crate) fn finish<'a>(
         &memory,
         &tensor_record,
         &records,
-        model,
+        (model, &layout),
+        &shared,
     )?;
 
     let mut runtimes = Vec::with_capacity(nodes.len());
@@ -141,6 +180,7 @@ pub(crate) fn finish<'a>(
         temp_peak_bytes: temp_peak,
         heap_bytes: 0,
         offline_plan_ignored: plan.offline_ignored.clone(),
+        subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
     };
     let states: Vec<(*mut u8, usize)> = memory
         .iter()
@@ -172,6 +212,7 @@ pub(crate) fn finish<'a>(
         storage,
         inputs,
         outputs,
+        subgraphs,
         variable_init,
         states,
         summary,

@@ -14,6 +14,7 @@ use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind};
 use crate::interpreter::kernel::Registration;
 use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
+use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
 use core::cell::Cell;
 use rust_alloc::{string::String, vec::Vec};
@@ -42,6 +43,13 @@ pub(crate) struct Staged {
     pub variable_init: Vec<(usize, VariableInit)>,
     /// The kernel path prepare-time nodes ran and invoke runs.
     pub isa: IsaSelection,
+    /// Where each subgraph's tensors and nodes sit in the tables.
+    pub layout: Layout,
+    /// The included subgraphs (position 0 = the model's subgraph 0).
+    pub subgraphs: Vec<SubgraphInfo>,
+    /// Per tensor: the calling node's tensor whose memory it reads in place (a called
+    /// subgraph's input; [`shared_inputs`]).
+    pub shared: Vec<Option<usize>>,
 }
 
 impl Staged {
@@ -70,7 +78,7 @@ fn kernel_error(
         node: node.index,
         op: node.op_name.clone().into_owned(),
         phase,
-        message: e.0,
+        message: node.in_subgraph(e.0),
     }
 }
 
@@ -136,17 +144,33 @@ pub(crate) fn stage_with<'r>(
     isa: IsaSelection,
 ) -> Result<Staged, InterpreterError> {
     model.validate()?;
-    let registrations = resolve(model, resolver_of)?;
-    let lifetimes = lifetimes(model, &registrations)?;
-    let (mut tensors, mut nodes) = graph::build(model, &lifetimes)?;
+    let layout = Layout::new(model)?;
+    let registrations = resolve(model, &layout, resolver_of)?;
+    let timeline = Timeline::new(&layout)?;
+    let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
+    let (mut tensors, mut nodes) = graph::build(model, &layout, &lifetimes)?;
+    let subgraphs = layout.infos(model);
+    let shared = shared_inputs(&layout, &subgraphs, &nodes, &tensors);
+    for (t, s) in shared.iter().enumerate() {
+        // A called subgraph's input on a constant of its caller is that constant to its
+        // readers' prepare (weights passed into a branch are read in place, like weights).
+        if s.is_some_and(|s| tensors[s].kind == TensorKind::Constant) {
+            tensors[t].kind = TensorKind::Constant;
+        }
+    }
     refuse_orphan_reads(&lifetimes, &nodes)?;
     refuse_sparse_reads(&tensors, &nodes, &registrations)?;
-    let folded = fold_f16_dequantize(model, &mut tensors, &mut nodes, &registrations);
+    let folded = fold_f16_dequantize(&subgraphs, &mut tensors, &mut nodes, &registrations);
 
     let mut tail = Tail::new(tensors.len());
-    tail.stage_misaligned_constants(model, &mut tensors)?;
+    tail.stage_misaligned_constants(model, &layout, &mut tensors)?;
     let prepared = init_and_prepare(
-        model,
+        Graph {
+            model,
+            layout: &layout,
+            subgraphs: &subgraphs,
+            shared: &shared,
+        },
         &tensors,
         &nodes,
         &registrations,
@@ -158,9 +182,20 @@ pub(crate) fn stage_with<'r>(
             isa: isa.isa,
         },
     )?;
-    tail.stage_variables(model, &tensors)?;
+    tail.stage_variables(model, &layout, &tensors)?;
     tail.keep_results(&tensors, prepared.computed)?;
-    let plan = plan_head(&lifetimes, &nodes, &registrations, &prepared.memory)?;
+    for p in &mut lifetimes.planned {
+        if shared[p.tensor].is_some() {
+            p.bytes = 0; // not planned: it reads its caller's tensor
+        }
+    }
+    let plan = plan_head(
+        &lifetimes,
+        &nodes,
+        &timeline.node_steps,
+        &registrations,
+        &prepared.memory,
+    )?;
 
     Ok(Staged {
         tensors,
@@ -173,21 +208,31 @@ pub(crate) fn stage_with<'r>(
         temp_peak: prepared.temp_peak,
         variable_init: tail.variable_init,
         isa,
+        layout,
+        subgraphs,
+        shared,
     })
+}
+
+/// The model and the subgraphs staged from it.
+#[derive(Clone, Copy)]
+struct Graph<'g> {
+    model: &'g Model,
+    layout: &'g Layout,
+    subgraphs: &'g [SubgraphInfo],
+    shared: &'g [Option<usize>],
 }
 
 /// Phase 1: the registration of every node, or every missing op at once.
 fn resolve<'r>(
     model: &Model,
+    layout: &Layout,
     resolver_of: &dyn Fn(usize) -> &'r OpResolver,
 ) -> Result<Vec<Registration>, InterpreterError> {
-    let sg = model
-        .subgraphs
-        .first()
-        .ok_or_else(|| InterpreterError::Usage("the model has no subgraph to run".into()))?;
     let mut missing = Vec::new();
-    let mut registrations = Vec::with_capacity(sg.operators.len());
-    for (i, op) in sg.operators.iter().enumerate() {
+    let mut registrations = Vec::with_capacity(layout.num_nodes());
+    for i in 0..layout.num_nodes() {
+        let op = layout.operator(model, i);
         let code = graph::operator_code(model, i, op)?;
         match resolver_of(i).find(code.builtin, code.custom_code.as_deref(), code.version) {
             Some(r) => registrations.push(r.clone()),
@@ -204,21 +249,37 @@ fn resolve<'r>(
     Ok(registrations)
 }
 
-/// Phase 2: tensor lifetimes, with an output aliasing its input only where the node's kernel
-/// runs in place, so a chain of aliases never hangs on a node whose output has its own memory.
-fn lifetimes(model: &Model, registrations: &[Registration]) -> Result<Lifetimes, InterpreterError> {
-    let inplace_ops = registrations
-        .iter()
-        .map(|r| r.inplace.shares_input0())
-        .collect();
-    Ok(Lifetimes::compute(
-        model,
-        &LifetimeOptions {
-            inplace: true,
-            inplace_ops: Some(inplace_ops),
-            ..Default::default()
-        },
-    )?)
+/// Phase 2: tensor lifetimes of every subgraph, with an output aliasing its input only where the
+/// node's kernel runs in place (so a chain of aliases never hangs on a node whose output has its
+/// own memory), merged onto the one timeline of all subgraphs.
+fn lifetimes(
+    model: &Model,
+    layout: &Layout,
+    timeline: &Timeline,
+    registrations: &[Registration],
+) -> Result<Lifetimes, InterpreterError> {
+    let mut per_subgraph = Vec::with_capacity(layout.len());
+    for p in 0..layout.len() {
+        let nodes = layout.node_start[p]..layout.node_start[p + 1];
+        let inplace_ops = registrations[nodes]
+            .iter()
+            .map(|r| r.inplace.shares_input0())
+            .collect();
+        per_subgraph.push(Lifetimes::compute(
+            model,
+            &LifetimeOptions {
+                subgraph: layout.model_index[p],
+                inplace: true,
+                inplace_ops: Some(inplace_ops),
+                ..Default::default()
+            },
+        )?);
+    }
+    if layout.len() == 1 {
+        // One subgraph: its steps are the timeline's.
+        return Ok(per_subgraph.remove(0));
+    }
+    Ok(timeline.merge(layout, model, per_subgraph))
 }
 
 /// What [`init_and_prepare`] may spend: the kernel threads invoke runs with (kernels size
@@ -244,7 +305,7 @@ struct Prepared {
 /// Phase 4: init then prepare each node in order; a node whose inputs are all constant runs
 /// right after its prepare, so later nodes' prepares can read its outputs as constants.
 fn init_and_prepare(
-    model: &Model,
+    graph: Graph<'_>,
     tensors: &[TensorEntry],
     nodes: &[NodeInfo],
     registrations: &[Registration],
@@ -252,13 +313,13 @@ fn init_and_prepare(
     tail: &mut Tail,
     mut budget: Budget,
 ) -> Result<Prepared, InterpreterError> {
-    let sg = &model.subgraphs[0];
+    let (model, layout) = (graph.model, graph.layout);
     let mut computed: Vec<Option<Vec<u128>>> = vec![None; tensors.len()];
     let mut memory: Vec<NodeMemory> = Vec::with_capacity(nodes.len());
     let mut temp = Vec::new();
     let mut temp_peak = 0usize;
     for (i, node) in nodes.iter().enumerate() {
-        let op = &sg.operators[i];
+        let op = layout.operator(model, i);
         check_counts(node)?;
         let reg = &registrations[i];
         let mut mem = NodeMemory::default();
@@ -281,7 +342,7 @@ fn init_and_prepare(
             .map_err(|e| kernel_error(node, Phase::Init, e))?;
         let constant = |t: usize| -> Option<&[u8]> {
             match tensors[t].kind {
-                TensorKind::Constant => model.tensor_data(0, t),
+                TensorKind::Constant => layout.tensor_data(model, graph.shared[t].unwrap_or(t)),
                 TensorKind::PrepareTimeConstant => computed[t].as_ref().map(|w| {
                     // SAFETY: `w` holds at least `bytes` initialised bytes (words of 16).
                     unsafe {
@@ -300,6 +361,7 @@ fn init_and_prepare(
                 memory: &mut mem,
             },
             tensors,
+            subgraphs: graph.subgraphs,
             constant: &constant,
             temp: &mut temp,
             temp_peak: &mut temp_peak,
@@ -316,7 +378,7 @@ fn init_and_prepare(
                 reg,
                 &mem,
                 tensors,
-                model,
+                (model, layout),
                 &mut tail.persistent,
                 &mut computed,
                 &tail.tensor_record,
@@ -360,21 +422,23 @@ impl Tail {
     fn stage_misaligned_constants(
         &mut self,
         model: &Model,
+        layout: &Layout,
         tensors: &mut [TensorEntry],
     ) -> Result<(), InterpreterError> {
         for (t, e) in tensors.iter_mut().enumerate() {
-            if is_variable(model, t, e) && model.tensor_data(0, t).is_some() {
+            if is_variable(model, layout, t, e) && layout.tensor_data(model, t).is_some() {
                 e.kind = TensorKind::Variable;
             }
             let misaligned = e.kind == TensorKind::Constant
-                && !is_variable(model, t, e)
-                && model.tensor_data(0, t).is_some_and(|d| {
+                && !is_variable(model, layout, t, e)
+                && layout.tensor_data(model, t).is_some_and(|d| {
                     e.dtype
                         .alignment()
                         .is_some_and(|a| d.as_ptr() as usize % a != 0)
                 });
             if misaligned {
-                self.tensor_record[t] = Some(self.copy_tensor(model, t, e)?);
+                self.tensor_record[t] =
+                    Some(self.copy_tensor(layout.tensor_data(model, t), t, e)?);
             }
         }
         Ok(())
@@ -385,11 +449,13 @@ impl Tail {
     fn stage_variables(
         &mut self,
         model: &Model,
+        layout: &Layout,
         tensors: &[TensorEntry],
     ) -> Result<(), InterpreterError> {
         for (t, e) in tensors.iter().enumerate() {
-            if is_variable(model, t, e) {
-                self.tensor_record[t] = Some(self.copy_tensor(model, t, e)?);
+            if is_variable(model, layout, t, e) {
+                self.tensor_record[t] =
+                    Some(self.copy_tensor(layout.tensor_data(model, t), t, e)?);
             }
         }
         Ok(())
@@ -431,11 +497,10 @@ impl Tail {
     /// variable's initial value in `variable_init` when it is not all zero bytes.
     fn copy_tensor(
         &mut self,
-        model: &Model,
+        data: Option<&[u8]>,
         t: usize,
         e: &TensorEntry,
     ) -> Result<u32, InterpreterError> {
-        let data = model.tensor_data(0, t);
         let record = self
             .persistent
             .allocate(e.bytes, Category::TensorData)
@@ -474,16 +539,18 @@ impl Tail {
 
 /// Whether tensor `t` is state kept across invokes: planned as a variable, or a constant the
 /// model marks variable (a variable with initial data).
-fn is_variable(model: &Model, t: usize, e: &TensorEntry) -> bool {
+fn is_variable(model: &Model, layout: &Layout, t: usize, e: &TensorEntry) -> bool {
     e.kind == TensorKind::Variable
-        || (e.kind == TensorKind::Constant && model.subgraphs[0].tensors[t].is_variable)
+        || (e.kind == TensorKind::Constant && layout.tensor(model, t).is_variable)
 }
 
-/// Phase 6: the head plan of tensors and scratch of the nodes that run at invoke; a reshape's
-/// output aliases its input only where its kernel runs in place.
+/// Phase 6: the head plan of tensors and scratch of the nodes that run at invoke (a node's
+/// scratch lives over its steps `node_steps`); a reshape's output aliases its input only where
+/// its kernel runs in place.
 fn plan_head(
     lifetimes: &Lifetimes,
     nodes: &[NodeInfo],
+    node_steps: &[(usize, usize)],
     registrations: &[Registration],
     memory: &[NodeMemory],
 ) -> Result<MemoryPlan, InterpreterError> {
@@ -499,7 +566,7 @@ fn plan_head(
             }
         })
         .collect();
-    allocation::plan_head(lifetimes, nodes, &scratch, |t| {
+    allocation::plan_head(lifetimes, nodes, node_steps, &scratch, |t| {
         producer.get(t).copied().flatten().is_some_and(|n| {
             registrations[n].inplace.shares_input0()
                 && nodes[n].outputs.first() == Some(&(t as i32))
@@ -513,14 +580,14 @@ fn plan_head(
 /// output is unused), instead of a float32 copy of the weights in the arena's tail. Returns
 /// which nodes were dropped.
 fn fold_f16_dequantize(
-    model: &Model,
+    subgraphs: &[SubgraphInfo],
     tensors: &mut [TensorEntry],
     nodes: &mut [NodeInfo],
     registrations: &[Registration],
 ) -> Vec<bool> {
     use crate::model::BuiltinOp;
     use crate::tensor::DType;
-    let graph_outputs = &model.subgraphs[0].outputs;
+    let is_graph_output = |t: i32| subgraphs.iter().any(|s| s.outputs.contains(&(t as usize)));
     let mut folded = vec![false; nodes.len()];
     for d in 0..nodes.len() {
         let n = &nodes[d];
@@ -541,7 +608,7 @@ fn fold_f16_dequantize(
             || o.dtype != DType::F32
             || o.kind != TensorKind::PrepareTimeConstant
             || s.dims != o.dims
-            || graph_outputs.iter().any(|&t| t as i64 == out as i64)
+            || is_graph_output(out)
         {
             continue;
         }
@@ -663,7 +730,7 @@ fn evaluate_at_build(
     reg: &Registration,
     mem: &NodeMemory,
     tensors: &[TensorEntry],
-    model: &Model,
+    (model, layout): (&Model, &Layout),
     persistent: &mut Persistent,
     computed: &mut [Option<Vec<u128>>],
     tensor_record: &[Option<u32>],
@@ -701,7 +768,7 @@ fn evaluate_at_build(
             w.as_mut_ptr() as *mut u8
         } else if let Some(r) = tensor_record[t] {
             persistent.ptr(r)
-        } else if let Some(d) = model.tensor_data(0, t) {
+        } else if let Some(d) = layout.tensor_data(model, t) {
             d.as_ptr() as *mut u8
         } else {
             return Err(err(format!(
@@ -742,6 +809,7 @@ fn evaluate_at_build(
         taken_states: Cell::new(0),
         threads: None,
         isa,
+        program: None,
     };
     reg.kernel
         .invoke(&mut ctx)

@@ -5,6 +5,7 @@ use super::{
     dtype_matches, PersistentArray, Scalar, ScratchId, StateArray, MAX_OUTPUTS, MAX_SCRATCH,
 };
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorKind};
+use crate::interpreter::subgraphs::SubgraphInfo;
 use crate::interpreter::{InterpreterError, KernelError, Phase};
 use crate::tensor::{DType, Element};
 use core::any::TypeId;
@@ -50,6 +51,17 @@ pub struct InvokeContext<'a> {
     pub(crate) threads: Option<&'a mut crate::interpreter::threads::ThreadPool>,
     /// The kernel path the interpreter runs (capped by the CPU).
     pub(crate) isa: crate::interpreter::optimized::Isa,
+    /// Every node and subgraph, for control-flow kernels (`None` at prepare time).
+    pub(crate) program: Option<&'a Program<'a>>,
+}
+
+/// What a control-flow kernel needs to run other subgraphs: every node with its kernel and
+/// resolved memory, and the included subgraphs (see `interpreter::subgraphs`).
+pub(crate) struct Program<'p> {
+    pub nodes: &'p [NodeInfo],
+    pub registrations: &'p [crate::interpreter::Registration],
+    pub runtimes: &'p [NodeRuntime],
+    pub subgraphs: &'p [SubgraphInfo],
 }
 
 impl<'a> InvokeContext<'a> {
@@ -344,6 +356,120 @@ impl<'a> InvokeContext<'a> {
         Ok(unsafe {
             core::slice::from_raw_parts_mut(ptr as *mut T, bytes / core::mem::size_of::<T>())
         })
+    }
+
+    /// The included subgraph at `position` (its nodes, inputs and outputs).
+    pub(crate) fn subgraph(&self, position: usize) -> Result<&'a SubgraphInfo, KernelError> {
+        self.program
+            .and_then(|p| p.subgraphs.get(position))
+            .ok_or_else(|| KernelError::new(format!("no subgraph at position {position}")))
+    }
+
+    /// Global tensor index of input `k` (`None`: omitted) and of output `k`.
+    pub(crate) fn input_tensor(&self, k: usize) -> Result<usize, KernelError> {
+        self.tensor_of(&self.node.inputs, k, "input")
+    }
+
+    /// Global tensor index of output `k`.
+    pub(crate) fn output_tensor(&self, k: usize) -> Result<usize, KernelError> {
+        self.tensor_of(&self.node.outputs, k, "output")
+    }
+
+    /// The first byte of bool tensor `t` as a truth value (a control-flow condition).
+    pub(crate) fn read_bool(&self, t: usize) -> Result<bool, KernelError> {
+        let s = self.slots[t];
+        if s.dtype != DType::Bool || s.bytes == 0 {
+            return Err(KernelError::new(format!(
+                "{} is not a bool tensor with a value",
+                self.tensors[t].label(t)
+            )));
+        }
+        // SAFETY: the slot has at least one initialised byte of live memory of this
+        // interpreter; no writable view of it is handed out while a kernel runs.
+        Ok(unsafe { *s.ptr } != 0)
+    }
+
+    /// Copies the bytes of tensor `from` to tensor `to` (global indices, equal byte sizes; a
+    /// no-op when they share memory). Only control-flow kernels call it, between their node's
+    /// inputs or outputs (live over the node's whole range of the timeline) and the inputs or
+    /// outputs of the one subgraph they are about to run or have just run (live over that run):
+    /// the plan keeps such a pair apart, and no other view of them is alive while the node runs
+    /// (its callees' nodes run between copies, never during one).
+    pub(crate) fn copy_tensor(&self, from: usize, to: usize) -> Result<(), KernelError> {
+        let (Some(&a), Some(&b)) = (self.slots.get(from), self.slots.get(to)) else {
+            return Err(KernelError::new(format!(
+                "copy between tensors {from} and {to}: out of range"
+            )));
+        };
+        if a.bytes != b.bytes || a.dtype != b.dtype {
+            return Err(KernelError::new(format!(
+                "{} ({} bytes of {}) cannot be copied to {} ({} bytes of {})",
+                self.tensors[from].label(from),
+                a.bytes,
+                a.dtype,
+                self.tensors[to].label(to),
+                b.bytes,
+                b.dtype
+            )));
+        }
+        if a.ptr == b.ptr {
+            // `to` reads `from` in place (a called subgraph's input on its caller's tensor).
+            return Ok(());
+        }
+        if matches!(
+            self.tensors[to].kind,
+            TensorKind::Constant | TensorKind::PrepareTimeConstant
+        ) {
+            return Err(KernelError::new(format!(
+                "{} is constant and cannot be written",
+                self.tensors[to].label(to)
+            )));
+        }
+        if a.bytes > 0 {
+            // SAFETY: both slots are `bytes` long in live memory of this interpreter (the arena
+            // or the model's constants for `from`); `to` is not constant (checked above); by the
+            // contract above no view of either is alive; `copy` is a memmove.
+            unsafe { core::ptr::copy(a.ptr as *const u8, b.ptr, a.bytes) };
+        }
+        Ok(())
+    }
+
+    /// Runs every node of the subgraph at `position` in order (the nodes computed at build are
+    /// skipped), on this interpreter's memory and kernel threads. No heap allocation unless a
+    /// kernel fails.
+    pub(crate) fn run_subgraph(&mut self, position: usize) -> Result<(), KernelError> {
+        let program = self
+            .program
+            .ok_or_else(|| KernelError::new("control flow cannot run at prepare time"))?;
+        let info = program
+            .subgraphs
+            .get(position)
+            .ok_or_else(|| KernelError::new(format!("no subgraph at position {position}")))?;
+        for i in info.nodes.clone() {
+            let node = &program.nodes[i];
+            if node.prepare_time {
+                continue;
+            }
+            let mut ctx = InvokeContext {
+                node,
+                rt: &program.runtimes[i],
+                slots: self.slots,
+                tensors: self.tensors,
+                records: self.records,
+                taken: Cell::new(0),
+                taken_states: Cell::new(0),
+                threads: self.threads.as_deref_mut(),
+                isa: self.isa,
+                program: Some(program),
+            };
+            program.registrations[i]
+                .kernel
+                .invoke(&mut ctx)
+                .map_err(|e| {
+                    KernelError::new(node.in_subgraph(format!("{}: {}", node.op_name, e.0)))
+                })?;
+        }
+        Ok(())
     }
 
     /// Copies input `ki`'s bytes to output `ko` (a no-op when they share memory; overlapping

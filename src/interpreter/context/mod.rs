@@ -29,7 +29,7 @@ mod invoke;
 mod staging;
 
 pub use invoke::InvokeContext;
-pub(crate) use invoke::{check_node_views, NodeRuntime, Slot};
+pub(crate) use invoke::{check_node_views, NodeRuntime, Program, Slot};
 pub(crate) use staging::{NodeMemory, OpDataRef, Persistent};
 
 /// Most outputs a node may have.
@@ -354,6 +354,8 @@ impl InitContext<'_> {
 pub struct PrepareContext<'a> {
     pub(crate) state: BuildState<'a>,
     pub(crate) tensors: &'a [TensorEntry],
+    /// The included subgraphs (control-flow kernels check the subgraphs they call).
+    pub(crate) subgraphs: &'a [crate::interpreter::subgraphs::SubgraphInfo],
     /// Constant bytes per tensor (model data, or staged prepare-time results).
     pub(crate) constant: &'a dyn Fn(usize) -> Option<&'a [u8]>,
     pub(crate) temp: &'a mut Vec<u128>,
@@ -477,6 +479,34 @@ impl<'a> PrepareContext<'a> {
             sparsity: e.sparsity.as_deref(),
             data: (self.constant)(t),
         }
+    }
+
+    /// The included subgraph that is the model's subgraph `index` (as a control-flow op's
+    /// options name it): its position in the interpreter's subgraph table and its description.
+    /// An error when the index is out of range or not included.
+    pub(crate) fn called_subgraph(
+        &self,
+        index: i32,
+    ) -> Result<(usize, &'a crate::interpreter::subgraphs::SubgraphInfo), KernelError> {
+        let subgraphs: &'a [crate::interpreter::subgraphs::SubgraphInfo] = self.subgraphs;
+        subgraphs
+            .iter()
+            .enumerate()
+            .find(|(_, s)| i64::try_from(s.model_index).ok() == Some(i64::from(index)))
+            .ok_or_else(|| {
+                KernelError::new(format!(
+                    "subgraph {index} is not a subgraph of this model ({} included)",
+                    subgraphs.len()
+                ))
+            })
+    }
+
+    /// Tensor `t` (a global index: a called subgraph's input or output).
+    pub(crate) fn tensor(&self, t: usize) -> Result<TensorInfo<'a>, KernelError> {
+        if t >= self.tensors.len() {
+            return Err(KernelError::new(format!("tensor {t} out of range")));
+        }
+        Ok(self.info(t))
     }
 
     /// Input `k`; `None` when it is an omitted optional input (`-1`).

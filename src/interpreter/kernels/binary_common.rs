@@ -303,6 +303,24 @@ pub fn binary_io<'a, T: Element>(
     Ok((a, b, o))
 }
 
+/// Inputs 0 and 1 (as `T`) and output 0 (as `O`) of a binary node at invoke.
+pub type BinaryIoAs<'a, T, O> = (&'a [T], &'a [T], &'a mut [O]);
+
+/// [`binary_io`] with an output of another element type (a comparison's bool output as `u8`).
+#[inline]
+pub fn binary_io_as<'a, T: Element, O: Element>(
+    ctx: &InvokeContext<'a>,
+    shapes: &BroadcastShapes,
+    n1: usize,
+    n2: usize,
+) -> Result<BinaryIoAs<'a, T, O>, KernelError> {
+    let a = ctx.input::<T>(0)?;
+    let b = ctx.input::<T>(1)?;
+    let o = ctx.output::<O>(0)?;
+    check_lengths(shapes, n1, n2, a.len(), b.len(), o.len())?;
+    Ok((a, b, o))
+}
+
 /// Fails unless the element counts a kernel was prepared for are the ones it is given.
 #[inline]
 pub fn check_lengths(

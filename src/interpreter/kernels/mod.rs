@@ -19,8 +19,11 @@ mod add_common;
 pub mod average_pool;
 pub mod batch_matmul;
 pub(crate) mod binary_common;
+pub mod call_once;
 pub mod cast;
+mod comparison_common;
 pub mod concatenation;
+mod control_flow_common;
 pub mod conv;
 pub mod densify;
 pub mod depth_to_space;
@@ -32,9 +35,13 @@ pub mod fully_connected;
 pub mod fully_connected_sparse;
 pub mod gather;
 pub mod gelu;
+pub mod greater;
 pub mod hard_swish;
 mod hybrid;
+pub mod if_then_else;
 pub mod leaky_relu;
+pub mod less;
+pub mod logical_and;
 pub mod logistic;
 pub mod max_pool;
 pub mod maximum_minimum;
@@ -71,6 +78,7 @@ pub mod transpose_conv_bias;
 mod unary_common;
 pub mod unidirectional_sequence_lstm;
 pub mod unpack;
+pub mod while_loop;
 
 /// A builtin op's registration function: its kernel in a kernel set (TFLM's `Register_ADD()`).
 pub type RegisterBuiltin = fn(KernelSet) -> Registration;
@@ -89,6 +97,7 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
         average_pool::register_average_pool_2d,
     ),
     (BuiltinOp::BATCH_MATMUL, batch_matmul::register_batch_matmul),
+    (BuiltinOp::CALL_ONCE, call_once::register_call_once),
     (BuiltinOp::CAST, cast::register_cast),
     (
         BuiltinOp::CONCATENATION,
@@ -114,8 +123,12 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
     ),
     (BuiltinOp::GATHER, gather::register_gather),
     (BuiltinOp::GELU, gelu::register_gelu),
+    (BuiltinOp::GREATER, greater::register_greater),
     (BuiltinOp::HARD_SWISH, hard_swish::register_hard_swish),
+    (BuiltinOp::IF, if_then_else::register_if),
     (BuiltinOp::LEAKY_RELU, leaky_relu::register_leaky_relu),
+    (BuiltinOp::LESS, less::register_less),
+    (BuiltinOp::LOGICAL_AND, logical_and::register_logical_and),
     (BuiltinOp::LOGISTIC, logistic::register_logistic),
     (BuiltinOp::MAXIMUM, maximum_minimum::register_maximum),
     (BuiltinOp::MAX_POOL_2D, max_pool::register_max_pool_2d),
@@ -176,6 +189,7 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
         unidirectional_sequence_lstm::register_unidirectional_sequence_lstm,
     ),
     (BuiltinOp::UNPACK, unpack::register_unpack),
+    (BuiltinOp::WHILE, while_loop::register_while),
 ];
 
 /// Every custom op the crate runs (MediaPipe's transposed convolution and TFLM's Signal

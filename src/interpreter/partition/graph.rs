@@ -144,7 +144,8 @@ impl PartitionGraph {
             .map_err(|e| PartitionError::Model(e.into()))?;
         let lifetimes = Lifetimes::compute(model, &LifetimeOptions::default())
             .map_err(|e| PartitionError::Model(e.into()))?;
-        let (entries, infos) = graph::build(model, &lifetimes)?;
+        let layout = crate::interpreter::subgraphs::Layout::main_only(model)?;
+        let (entries, infos) = graph::build(model, &layout, &lifetimes)?;
         let sg = &model.subgraphs[0];
         let tensors: Vec<PartitionTensor> = entries
             .iter()
