@@ -221,14 +221,7 @@ fn conv_i8_rows(
     // The kernels validate int8 zero points, so the offset fits in 16 bits and `x + offset`
     // in -255..=255.
     let offset = q.input_offset as i16;
-    let rq = Requant {
-        bias,
-        multipliers: q.multipliers,
-        shifts: q.shifts,
-        output_offset: q.output_offset,
-        act_min: q.act_min,
-        act_max: q.act_max,
-    };
+    let rq = Requant::of_conv(q, bias);
     let pointwise = g.is_pointwise();
     // Output channels packed at a time within a convolution group.
     let group = match weights {
