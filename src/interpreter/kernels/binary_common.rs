@@ -42,28 +42,39 @@ pub fn prepare_binary<'a>(ctx: &PrepareContext<'a>) -> Result<BinaryNode<'a>, Ke
         output.name,
         output.dtype
     );
-    let shapes = BroadcastShapes::new(input1.dims, input2.dims).map_err(|e| {
-        KernelError::new(format!(
-            "inputs `{}` {:?} and `{}` {:?}: {e}",
-            input1.name, input1.dims, input2.name, input2.dims
-        ))
-    })?;
-    let rank = input1.dims.len().max(input2.dims.len());
-    kernel_ensure!(
-        output.dims == shapes.output_dims(rank),
-        "output `{}` has shape {:?}, the broadcast of {:?} and {:?} is {:?}",
-        output.name,
-        output.dims,
-        input1.dims,
-        input2.dims,
-        shapes.output_dims(rank)
-    );
+    let shapes = broadcast_shapes(&input1, &input2, &output)?;
     Ok(BinaryNode {
         input1,
         input2,
         output,
         shapes,
     })
+}
+
+/// How inputs `a` and `b` broadcast onto `out`: an error when their shapes are not
+/// broadcast-compatible or their broadcast is not `out`'s shape.
+pub fn broadcast_shapes(
+    a: &TensorInfo<'_>,
+    b: &TensorInfo<'_>,
+    out: &TensorInfo<'_>,
+) -> Result<BroadcastShapes, KernelError> {
+    let shapes = BroadcastShapes::new(a.dims, b.dims).map_err(|e| {
+        KernelError::new(format!(
+            "inputs `{}` {:?} and `{}` {:?}: {e}",
+            a.name, a.dims, b.name, b.dims
+        ))
+    })?;
+    let rank = a.dims.len().max(b.dims.len());
+    kernel_ensure!(
+        out.dims == shapes.output_dims(rank),
+        "output `{}` has shape {:?}, the broadcast of {:?} and {:?} is {:?}",
+        out.name,
+        out.dims,
+        a.dims,
+        b.dims,
+        shapes.output_dims(rank)
+    );
+    Ok(shapes)
 }
 
 /// The fused activations elementwise kernels support (NONE, RELU, RELU_N1_TO_1, RELU6).

@@ -3,8 +3,8 @@
 //! the same scale and zero point, where LiteRT's rescaling to a common scale orders them the
 //! same way; other quantized pairs are refused.
 
-use super::binary_common::{binary_io_as, BinaryData};
-use crate::interpreter::reference::broadcast::{broadcast_binary, BroadcastShapes};
+use super::binary_common::{binary_io_as, broadcast_shapes, BinaryData};
+use crate::interpreter::reference::broadcast::broadcast_binary;
 use crate::interpreter::{InvokeContext, KernelError, PrepareContext};
 use crate::tensor::{DType, Element};
 use crate::{kernel_bail, kernel_ensure};
@@ -42,22 +42,7 @@ pub(crate) fn prepare_comparison(
         }
         d => kernel_bail!("dtype {d} is not supported (float32, int8, uint8, int16, int32, int64)"),
     }
-    let shapes = BroadcastShapes::new(a.dims, b.dims).map_err(|e| {
-        KernelError::new(format!(
-            "inputs `{}` {:?} and `{}` {:?}: {e}",
-            a.name, a.dims, b.name, b.dims
-        ))
-    })?;
-    let rank = a.dims.len().max(b.dims.len());
-    kernel_ensure!(
-        out.dims == shapes.output_dims(rank),
-        "output `{}` has shape {:?}, the broadcast of {:?} and {:?} is {:?}",
-        out.name,
-        out.dims,
-        a.dims,
-        b.dims,
-        shapes.output_dims(rank)
-    );
+    let shapes = broadcast_shapes(&a, &b, &out)?;
     Ok(BinaryData {
         shapes,
         n1: a.num_elements(),

@@ -1,12 +1,11 @@
 //! LOGICAL_AND: `x && y` elementwise on bool tensors with broadcasting (LiteRT's
 //! `logical.cc`).
 
-use super::binary_common::{binary_io_as, BinaryData};
-use crate::interpreter::reference::broadcast::{broadcast_binary, BroadcastShapes};
+use super::binary_common::{binary_io_as, broadcast_shapes, BinaryData};
+use crate::interpreter::reference::broadcast::broadcast_binary;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
-use crate::kernel_ensure;
 use crate::tensor::DType;
 
 /// The LOGICAL_AND kernel.
@@ -19,20 +18,7 @@ impl Kernel for LogicalAnd {
         for t in [&a, &b, &out] {
             t.expect_dtype(DType::Bool)?;
         }
-        let shapes = BroadcastShapes::new(a.dims, b.dims).map_err(|e| {
-            KernelError::new(format!(
-                "inputs `{}` {:?} and `{}` {:?}: {e}",
-                a.name, a.dims, b.name, b.dims
-            ))
-        })?;
-        let rank = a.dims.len().max(b.dims.len());
-        kernel_ensure!(
-            out.dims == shapes.output_dims(rank),
-            "output `{}` has shape {:?}, the broadcast is {:?}",
-            out.name,
-            out.dims,
-            shapes.output_dims(rank)
-        );
+        let shapes = broadcast_shapes(&a, &b, &out)?;
         ctx.set_op_data(BinaryData {
             shapes,
             n1: a.num_elements(),
