@@ -343,10 +343,6 @@ fn hybrid_models_agree_on_every_isa() {
 /// Converter-output models that do not pass yet, and why.
 const CONVERTER_PENDING: &[(&str, &str)] = &[
     (
-        "convnext_block_f32",
-        "RESHAPE to a shape computed at run time (SHAPE/GATHER/REDUCE_PROD/PACK)",
-    ),
-    (
         "densenet_grouped_f32",
         "the optimized (ungrouped) CONV_2D im2col and panel scratch puts the head above TFLM's",
     ),

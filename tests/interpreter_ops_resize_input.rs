@@ -260,3 +260,47 @@ fn a_model_without_dynamic_inputs_refuses_resizes() {
     let x1 = Tensor::from_vec(&[1, 4][..], rows(1)).unwrap();
     assert_eq!(run(&mut interp, &x1), relu(&rows(1)));
 }
+
+/// The converter's ConvNeXt block computes its reshapes' target shapes at run time (SHAPE →
+/// GATHER → REDUCE_PROD → PACK / CONCATENATION → RESHAPE, with `[1, 1]` placeholders stored
+/// in the file): the shapes inferred at build follow the batch, and each row of a batch of
+/// two equals the batch-1 result of that row.
+#[test]
+fn converter_convnext_rows_follow_the_computed_reshapes() {
+    let case = common::converter_cases()
+        .into_iter()
+        .find(|c| c.name == "convnext_block_f32")
+        .expect("testdata/converter/convnext_block_f32.tflite");
+    let model = Model::load(&case.model).unwrap();
+    let mut interp = InterpreterBuilder::new(&model).build().unwrap();
+    let dims = interp.input_desc(0).unwrap().dims.to_vec();
+    assert_eq!(interp.output_desc(0).unwrap().dims, &[1, 10]);
+    let image: Vec<f32> = case.inputs()[0].as_slice::<f32>().unwrap().to_vec();
+    let flipped: Vec<f32> = image.iter().rev().map(|x| -x).collect();
+    let images = [image, flipped];
+    let single: Vec<Vec<f32>> = images
+        .iter()
+        .map(|img| {
+            run(
+                &mut interp,
+                &Tensor::from_vec(&dims[..], img.clone()).unwrap(),
+            )
+        })
+        .collect();
+    assert_ne!(single[0], single[1]);
+    let mut dims2 = dims.clone();
+    dims2[0] = 2;
+    interp.resize_input(0, &dims2).unwrap();
+    assert_eq!(interp.output_desc(0).unwrap().dims, &[2, 10]);
+    let batch: Vec<f32> = images.concat();
+    let out = run(&mut interp, &Tensor::from_vec(&dims2[..], batch).unwrap());
+    for (row, want) in single.iter().enumerate() {
+        for (k, (a, b)) in out[row * 10..(row + 1) * 10].iter().zip(want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                "row {row} output {k}: {a} vs {b}"
+            );
+        }
+    }
+    expect_zero_allocations(&mut interp);
+}

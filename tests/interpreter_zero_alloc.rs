@@ -69,19 +69,11 @@ fn check_set(set: &str) {
     assert!(checked > 0);
 }
 
-/// Converter-output models of `testdata/converter/` that do not build yet (see
-/// `CONVERTER_PENDING` in tests/interpreter_models.rs).
-const CONVERTER_PENDING: &[&str] = &["convnext_block_f32"];
-
 /// The converter-output models (no `../shared` needed).
 #[test]
 fn converter_models_invoke_without_heap_allocations() {
     let mut checked = 0;
     for case in common::converter_cases() {
-        if CONVERTER_PENDING.contains(&case.name.as_str()) {
-            eprintln!("skipped {}", case.name);
-            continue;
-        }
         let model = Model::load(&case.model).unwrap();
         let inputs = case.inputs();
         for kernels in KernelSet::ALL {

@@ -17,6 +17,7 @@ use rust_alloc::sync::Arc;
 mod budget;
 mod place;
 mod resize;
+mod shapes;
 mod stage;
 
 pub use budget::BudgetStep;

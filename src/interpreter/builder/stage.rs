@@ -3,6 +3,7 @@
 //! plan ([`stage_with`] lists the phases). The result, [`Staged`], is placed into an arena by
 //! [`finish`](super::finish).
 
+use super::shapes;
 use crate::arena::Category;
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
 use crate::interpreter::context::{
@@ -144,6 +145,9 @@ pub(crate) fn stage_with<'r>(
     isa: IsaSelection,
 ) -> Result<Staged, InterpreterError> {
     model.validate()?;
+    // Placeholder shapes of dynamic tensors replaced by the graph's shape arithmetic.
+    let inferred = shapes::infer_shapes(model)?;
+    let model = inferred.as_ref().unwrap_or(model);
     let layout = Layout::new(model)?;
     let registrations = resolve(model, &layout, resolver_of)?;
     let timeline = Timeline::new(&layout)?;

@@ -9,8 +9,10 @@ use super::unary_common::prepare_unary;
 use crate::interpreter::optimized::gelu as fast;
 use crate::interpreter::reference::elementwise::lut_entry_int8;
 use crate::interpreter::reference::gelu::gelu_f32;
+use crate::interpreter::reference::in_place::map_in_place;
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
+    InPlace, InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext,
+    Registration,
 };
 use crate::kernel_bail;
 use crate::model::BuiltinOptions;
@@ -63,20 +65,29 @@ impl Kernel for Gelu {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<OpData>()?;
+        // The output alone when the planner put it on the input (`InPlace::UnaryElementwise`):
+        // every form is element-wise.
         if let Some(table) = d.table {
             let table = ctx.persistent(table)?;
-            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
-            for (o, &x) in output.iter_mut().zip(input) {
-                *o = table[(i32::from(x) + 128) as usize];
+            let f = |input: &[i8], output: &mut [i8]| {
+                for (o, &x) in output.iter_mut().zip(input) {
+                    *o = table[(i32::from(x) + 128) as usize];
+                }
+            };
+            match ctx.unary_io::<i8, i8>()? {
+                (Some(i), o) => f(i, o),
+                (None, o) => map_in_place(o, f),
             }
             return Ok(());
         }
-        match self.set {
-            KernelSet::Reference => gelu_f32(ctx.input(0)?, d.approximate, ctx.output(0)?),
-            KernelSet::Optimized => {
-                let isa = ctx.isa();
-                fast::gelu_f32(isa, ctx.input(0)?, d.approximate, ctx.output(0)?)
-            }
+        let isa = ctx.isa();
+        let f = |input: &[f32], output: &mut [f32]| match self.set {
+            KernelSet::Reference => gelu_f32(input, d.approximate, output),
+            KernelSet::Optimized => fast::gelu_f32(isa, input, d.approximate, output),
+        };
+        match ctx.unary_io::<f32, f32>()? {
+            (Some(i), o) => f(i, o),
+            (None, o) => map_in_place(o, f),
         }
         Ok(())
     }
@@ -84,5 +95,5 @@ impl Kernel for Gelu {
 
 /// The GELU kernel of kernel set `set` (TFLM's `Register_GELU()`).
 pub fn register_gelu(set: KernelSet) -> Registration {
-    Registration::new("GELU", Gelu { set })
+    Registration::new("GELU", Gelu { set }).with_inplace(InPlace::UnaryElementwise)
 }
