@@ -341,17 +341,11 @@ fn hybrid_models_agree_on_every_isa() {
 }
 
 /// Converter-output models that do not pass yet, and why.
-const CONVERTER_PENDING: &[(&str, &str)] = &[
-    (
-        "densenet_grouped_f32",
-        "the optimized (ungrouped) CONV_2D im2col and panel scratch puts the head above TFLM's",
-    ),
-    (
-        "transformer_block_int8",
-        "its only integer reference is LiteRT's reference kernels, whose FULLY_CONNECTED \
+const CONVERTER_PENDING: &[(&str, &str)] = &[(
+    "transformer_block_int8",
+    "its only integer reference is LiteRT's reference kernels, whose FULLY_CONNECTED \
          rescales in double: checked by int8_transformer_matches_litert_reference_rescaling",
-    ),
-];
+)];
 
 #[test]
 fn tflm_models_match_reference() {

@@ -137,6 +137,7 @@ pub(crate) fn stage_opts(
 ///    `PrepareSubgraphs`);
 /// 5. [`Tail::stage_variables`] and [`Tail::keep_results`]: the rest of the tail;
 /// 6. [`plan_head`]: offsets of planned tensors and scratch (`AllocateTensors`).
+/// 7. [`grow_scratch`]: scratch that can use more takes the head's free space at its step.
 pub(crate) fn stage_with<'r>(
     model: &Model,
     resolver_of: &dyn Fn(usize) -> &'r OpResolver,
@@ -193,19 +194,21 @@ pub(crate) fn stage_with<'r>(
             p.bytes = 0; // not planned: it reads its caller's tensor
         }
     }
-    let plan = plan_head(
+    let mut plan = plan_head(
         &lifetimes,
         &nodes,
         &timeline.node_steps,
         &registrations,
         &prepared.memory,
     )?;
+    let mut memory = prepared.memory;
+    grow_scratch(&mut plan, &mut memory);
 
     Ok(Staged {
         tensors,
         nodes,
         registrations,
-        memory: prepared.memory,
+        memory,
         persistent: tail.persistent,
         tensor_record: tail.tensor_record,
         plan,
@@ -576,6 +579,38 @@ fn plan_head(
                 && nodes[n].outputs.first() == Some(&(t as i32))
         })
     })
+}
+
+/// Phase 7: each scratch request that can use more than it asked for
+/// (`PrepareContext::request_scratch_up_to`) grows into the head's free space while its node
+/// runs: up to the lowest offset of another buffer live at the same time above it, or the
+/// head's end, in steps of the alignment. The head's size and every other buffer stay as
+/// planned; `memory` records the granted bytes, which invoke hands to the kernel.
+fn grow_scratch(plan: &mut MemoryPlan, memory: &mut [NodeMemory]) {
+    for i in 0..plan.owners.len() {
+        let allocation::Owner::Scratch { node, k } = plan.owners[i] else {
+            continue;
+        };
+        let (least, most) = (memory[node].scratch[k], memory[node].scratch_most[k]);
+        if most <= least {
+            continue;
+        }
+        let (offset, r) = (plan.plan.offsets[i], &plan.requirements[i]);
+        let end = plan
+            .requirements
+            .iter()
+            .zip(&plan.plan.offsets)
+            .enumerate()
+            .filter(|&(j, (q, &o))| {
+                j != i && o >= offset && q.first_use <= r.last_use && r.first_use <= q.last_use
+            })
+            .map(|(_, (_, &o))| o)
+            .fold(plan.plan.arena_size, usize::min);
+        let room = (end.saturating_sub(offset) / ALIGNMENT) * ALIGNMENT;
+        let granted = most.min(room).max(least);
+        plan.requirements[i].size = granted;
+        memory[node].scratch[k] = granted;
+    }
 }
 
 /// Float16 weights stay float16, in the model's bytes: a build-time DEQUANTIZE of a float16

@@ -616,20 +616,35 @@ impl<'a> PrepareContext<'a> {
 
     /// Requests `bytes` of scratch for invoke (16-byte aligned), planned into the arena head.
     pub fn request_scratch(&mut self, bytes: usize) -> Result<ScratchId, KernelError> {
-        let n = self.state.memory.scratch.len();
+        self.request_scratch_up_to(bytes, bytes)
+    }
+
+    /// Requests scratch of at least `least` and at most `most` bytes (16-byte aligned): the
+    /// head is planned with `least`, and the buffer then grows towards `most` into whatever of
+    /// the head is free while its node runs, so it never makes the arena larger. Invoke sees
+    /// the granted length ([`InvokeContext::scratch`]); a kernel asking this way must work,
+    /// with the same results, on any length in `least..=most` (e.g. an im2col block of fewer
+    /// rows).
+    ///
+    /// [`InvokeContext::scratch`]: crate::interpreter::InvokeContext::scratch
+    pub fn request_scratch_up_to(
+        &mut self,
+        least: usize,
+        most: usize,
+    ) -> Result<ScratchId, KernelError> {
+        let memory = &mut *self.state.memory;
+        let n = memory.scratch.len();
         if n >= MAX_SCRATCH {
             return Err(KernelError::new(format!(
                 "more than {MAX_SCRATCH} scratch buffers"
             )));
         }
-        let id = n as u32;
-        self.state
-            .memory
-            .scratch
-            .try_reserve(1)
-            .map_err(|_| KernelError::new("out of memory"))?;
-        self.state.memory.scratch.push(bytes);
-        Ok(ScratchId(id))
+        let oom = |_| KernelError::new("out of memory");
+        memory.scratch.try_reserve(1).map_err(oom)?;
+        memory.scratch_most.try_reserve(1).map_err(oom)?;
+        memory.scratch.push(least);
+        memory.scratch_most.push(most.max(least));
+        Ok(ScratchId(n as u32))
     }
 
     /// `bytes` of zeroed temp memory, valid until this prepare returns (at most one at a time).

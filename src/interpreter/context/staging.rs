@@ -105,8 +105,13 @@ pub(crate) struct OpDataRef {
 #[derive(Default)]
 pub(crate) struct NodeMemory {
     pub op_data: Option<OpDataRef>,
-    /// Scratch requests (bytes), in request order.
+    /// Scratch requests (bytes), in request order: the least the kernel accepts until the head
+    /// is planned, then what it is granted (see `scratch_most`).
     pub scratch: Vec<usize>,
+    /// Per scratch request: the most bytes the kernel can use (≥ `scratch`). The head is planned
+    /// with the least; a request that can use more grows into the head's free space at its
+    /// node's step, so the head does not grow for it.
+    pub scratch_most: Vec<usize>,
     /// Records of the node's state arrays.
     pub states: Vec<u32>,
 }

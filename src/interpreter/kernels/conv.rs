@@ -685,17 +685,24 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
             ctx.threads(),
         )?),
     };
-    // One im2col block per kernel thread (each thread gathers its own rows).
+    // One im2col block per kernel thread (each thread gathers its own rows): at least
+    // `ConvPlan::least_cols_len` each, more where the head has room at this step.
     let cols = match plan.cols_len() {
         0 => None,
         n => {
-            let all = n.checked_mul(ctx.threads()).ok_or_else(|| {
-                KernelError::new(format!(
-                    "im2col scratch of {n} floats x {} threads overflows",
-                    ctx.threads()
-                ))
-            })?;
-            Some(request_f32_scratch(ctx, all)?)
+            let threads = ctx.threads();
+            let bytes = |floats: usize| {
+                floats
+                    .checked_mul(threads)
+                    .and_then(|f| f.checked_mul(4))
+                    .ok_or_else(|| {
+                        KernelError::new(format!(
+                            "im2col scratch of {floats} floats x {threads} threads overflows"
+                        ))
+                    })
+            };
+            let least = bytes(plan.least_cols_len())?;
+            Some(ctx.request_scratch_up_to(least, bytes(n)?)?)
         }
     };
     Ok(F32Path::Gemm {

@@ -95,9 +95,27 @@ impl ConvPlan {
         self.groups(g) * self.group_packed_len(g)
     }
 
-    /// Elements of the im2col buffer (0 for a pointwise convolution).
+    /// Elements of the im2col buffer (0 for a pointwise convolution): the most one task uses.
     pub fn cols_len(&self) -> usize {
         self.col_rows * self.k
+    }
+
+    /// Elements of the smallest im2col buffer a task works with: [`MR`] rows (one micro-tile),
+    /// or all of them when the block is smaller.
+    pub fn least_cols_len(&self) -> usize {
+        self.col_rows.min(MR) * self.k
+    }
+
+    /// Output pixels per im2col block when each of `parts` tasks has `1 / parts` of `cols`
+    /// elements: as many whole micro-tiles of rows as fit, at most [`col_rows`](Self::col_rows)
+    /// (0 for a pointwise convolution).
+    pub fn block_rows(&self, cols: usize, parts: usize) -> usize {
+        if self.col_rows == 0 {
+            return 0;
+        }
+        let rows = cols / parts.max(1) / self.k.max(1);
+        let rows = if rows >= MR { rows / MR * MR } else { rows };
+        rows.clamp(1, self.col_rows)
     }
 
     /// Elements of one task's panel scratch when the filter is read in place
@@ -310,7 +328,10 @@ pub fn conv_f32<W: Weight>(
         });
         return;
     }
-    let block = plan.cols_len();
+    // The planner may have granted more than the least block (`least_cols_len`): one block of
+    // `col_rows` pixels per thread.
+    let col_rows = plan.block_rows(cols.len(), threads);
+    let block = col_rows * k;
     let buffers = (cols.len() / block).max(1);
     let rows = task_rows(m, n, k, threads.min(buffers).min(max_tasks));
     assert!(
@@ -362,7 +383,7 @@ pub fn conv_f32<W: Weight>(
             let mut r = r0;
             while r < r1 {
                 let (b, p0) = (r / pixels, r % pixels);
-                let rows = plan.col_rows.min(pixels - p0).min(r1 - r);
+                let rows = col_rows.min(pixels - p0).min(r1 - r);
                 let image = &input[b * image_len..][..image_len];
                 let out = &mut part[(r - r0) * n + j0..];
                 if windows_in_place {
@@ -719,9 +740,25 @@ mod tests {
             let mut packed = vec![0.0; plan.packed_filter_len(&g)];
             pack_filter(&g, &plan, &filter, &mut packed);
             for &isa in super::super::Isa::available() {
-                let mut first: Option<Vec<f32>> = None;
-                for (threads, in_place) in [(1, false), (3, false), (1, true), (3, true)] {
-                    let mut cols = vec![f32::NAN; plan.cols_len() * threads];
+                let mut first: [Option<Vec<f32>>; 2] = [None, None];
+                // The im2col block as planned, the least one and one in between (the
+                // planner grants any length from least to most): the same bits.
+                let sizes = [
+                    plan.cols_len(),
+                    plan.least_cols_len(),
+                    (plan.cols_len() + plan.least_cols_len()) / 2 + 1,
+                ];
+                for (threads, in_place, size) in [
+                    (1, false, 0),
+                    (3, false, 0),
+                    (1, true, 0),
+                    (3, true, 0),
+                    (1, false, 1),
+                    (3, true, 1),
+                    (2, false, 2),
+                    (1, true, 2),
+                ] {
+                    let mut cols = vec![f32::NAN; sizes[size] * threads];
                     let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
                     let mut got = vec![f32::NAN; g.output_len()];
                     let weights = if in_place {
@@ -736,15 +773,18 @@ mod tests {
                     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                         assert!((a - b).abs() <= 1e-4, "{g:?}: element {i}: {a} vs {b}");
                     }
-                    // Splitting the rows or packing the filter at the call changes no value
-                    // (the dot-product plan sums in another order than the packed product:
-                    // compared within threads counts only).
-                    match &first {
-                        Some(f) if !(plan.dot && in_place) || threads > 1 => assert!(
+                    // Splitting the rows, the im2col block or packing the filter at the call
+                    // changes no value (the dot-product plan sums in another order than the
+                    // packed product: compared with its own kind only).
+                    let kind = usize::from(plan.dot && in_place);
+                    match &first[kind] {
+                        Some(f) => assert!(
                             f == &got,
-                            "{g:?} on {isa}: {threads} threads (in place {in_place}) differ"
+                            "{g:?} on {isa}: {threads} threads (in place {in_place}, \
+                             im2col {}) differ",
+                            sizes[size]
                         ),
-                        _ => first = Some(got),
+                        None => first[kind] = Some(got),
                     }
                 }
                 // Float16 filters read in place, one and three tasks.
