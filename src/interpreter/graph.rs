@@ -98,14 +98,16 @@ impl TensorTable {
                 message: "rank or shape table too large for the interpreter's tables".into(),
             };
             let rank = u16::try_from(e.dims.len()).map_err(|_| too_big())?;
-            // Equal shapes share their pool entry (the search is build-time only).
-            let start = match dims.windows(e.dims.len()).position(|w| *w == *e.dims) {
-                Some(p) if !e.dims.is_empty() => p,
-                _ => {
-                    dims.extend_from_slice(&e.dims);
-                    dims.len() - e.dims.len()
-                }
+            // Equal shapes share their pool entry (the search is build-time only); a scalar's
+            // empty shape is the empty range at 0.
+            let found = match e.dims.len() {
+                0 => Some(0),
+                n => dims.windows(n).position(|w| *w == *e.dims),
             };
+            let start = found.unwrap_or_else(|| {
+                dims.extend_from_slice(&e.dims);
+                dims.len() - e.dims.len()
+            });
             let start = u32::try_from(start).map_err(|_| too_big())?;
             let tensor = u32::try_from(t).map_err(|_| too_big())?;
             meta.push(TensorMeta {

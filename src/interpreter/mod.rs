@@ -95,9 +95,11 @@ pub struct MemorySummary {
     /// runtime record (op data, scratch, state records, kernel) with the shared pools and the
     /// distinct kernel registrations, each tensor's address, the persistent records' addresses,
     /// the subgraph list and variable initial values (requested sizes; the allocator's rounding
-    /// and headers come on top). Not counted: what [`Interpreter::resize_input`] keeps when a
-    /// graph input has a dynamic dimension (the model's tables, whose weights stay shared with
-    /// the model, and the op resolver; without a dynamic input neither is kept).
+    /// and headers come on top); when a graph input has a dynamic dimension, also the op
+    /// resolver [`Interpreter::resize_input`] keeps (only the model's ops; its size estimated
+    /// from the maps' capacities). Not counted: the model's tables `resize_input` keeps then
+    /// (shared when built with [`InterpreterBuilder::shared`], a copy otherwise; their weights
+    /// stay shared with the model; without a dynamic input no copy is kept).
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
@@ -749,6 +751,7 @@ impl<'a> Interpreter<'a> {
         tensors
             + nodes
             + self.node_tables.heap_bytes()
+            + self.resolver.as_ref().map_or(0, OpResolver::heap_bytes)
             + self.slots.capacity() * size_of::<Slot>()
             + self.records.capacity() * size_of::<(*mut u8, usize)>()
             + (self.inputs.capacity() + self.outputs.capacity()) * size_of::<usize>()

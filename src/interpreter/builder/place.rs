@@ -205,7 +205,7 @@ pub(crate) fn finish<'a>(
         subgraphs,
         variable_init,
         summary,
-        resolver: kept.is_some().then_some(resolver),
+        resolver: kept.is_some().then(|| resolver.for_model(model)),
         model: kept,
         rebuild,
         threads: None,
