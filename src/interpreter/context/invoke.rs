@@ -82,7 +82,8 @@ impl NodeTables {
         variable_inputs: u64,
         aliased: bool,
     ) -> Result<(), InterpreterError> {
-        let too_many = || InterpreterError::Memory("too many nodes or records for the node tables".into());
+        let too_many =
+            || InterpreterError::Memory("too many nodes or records for the node tables".into());
         let registration = match self.registrations.iter().position(|r| {
             r.name == registration.name
                 && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
@@ -606,12 +607,9 @@ impl<'a> InvokeContext<'a> {
                 isa: self.isa,
                 program: Some(program),
             };
-            view.registration
-                .kernel
-                .invoke(&mut ctx)
-                .map_err(|e| {
-                    KernelError::new(node.in_subgraph(format!("{}: {}", node.op_name, e.0)))
-                })?;
+            view.registration.kernel.invoke(&mut ctx).map_err(|e| {
+                KernelError::new(node.in_subgraph(format!("{}: {}", node.op_name, e.0)))
+            })?;
         }
         Ok(())
     }
