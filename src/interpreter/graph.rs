@@ -1,5 +1,12 @@
 //! The executable graph built from the model's subgraphs (see `subgraphs`): one [`TensorEntry`] per tensor (the one
 //! place model tensor types become `tensor::DType`) and one [`NodeInfo`] per operator.
+//!
+//! [`TensorEntry`] is the build's table (names, quantization, every field prepare reads).
+//! What invoke needs of a tensor besides its slot (address, bytes, dtype) is its shape, its
+//! kind and, for a constant stored sparse, its sparsity: [`TensorTable`] keeps only that, 8
+//! bytes per tensor plus one shared pool of dimensions in which equal shapes are stored once;
+//! names and quantization stay only for the tensors it is asked to keep (graph inputs and
+//! outputs, which users read).
 
 use super::error::InterpreterError;
 use super::subgraphs::Layout;
@@ -43,16 +50,171 @@ pub struct TensorEntry {
     pub sparsity: Option<Box<Sparsity>>,
 }
 
-impl TensorEntry {
-    /// `tensor {t}` and the name when it is kept (after build only graph inputs and outputs
-    /// keep theirs), for error messages.
+/// Per tensor of a [`TensorTable`]: where its dimensions sit in the pool, and its kind.
+#[derive(Clone, Copy, Debug)]
+struct TensorMeta {
+    /// Start of the dimensions in [`TensorTable::dims`].
+    dims: u32,
+    /// Rank (`u16`: a model's ranks are far below; build refuses more).
+    rank: u16,
+    kind: TensorKind,
+}
+
+/// A tensor's name and quantization, kept for the tensors users read (graph inputs and
+/// outputs).
+#[derive(Debug)]
+struct Described {
+    tensor: u32,
+    name: Box<str>,
+    quantization: Option<Quantization>,
+}
+
+/// The tensor table kept after build and read by kernels at invoke (see the module docs):
+/// shapes (one pool, equal shapes shared), kinds, sparsity of sparse constants, names and
+/// quantization of the kept tensors. Invariant: every [`TensorMeta`] range lies inside `dims`.
+#[derive(Debug, Default)]
+pub(crate) struct TensorTable {
+    meta: Box<[TensorMeta]>,
+    dims: Box<[usize]>,
+    sparse: Box<[(u32, Sparsity)]>,
+    described: Box<[Described]>,
+}
+
+impl TensorTable {
+    /// The compact table of `entries`; tensors for which `keep(t)` holds keep their name and
+    /// quantization.
+    pub(crate) fn new(
+        entries: &[TensorEntry],
+        keep: impl Fn(usize) -> bool,
+    ) -> Result<Self, InterpreterError> {
+        let mut dims: Vec<usize> = Vec::new();
+        let mut meta = Vec::with_capacity(entries.len());
+        let mut sparse = Vec::new();
+        let mut described = Vec::new();
+        for (t, e) in entries.iter().enumerate() {
+            let too_big = || InterpreterError::Tensor {
+                index: t,
+                name: e.name.clone(),
+                message: "rank or shape table too large for the interpreter's tables".into(),
+            };
+            let rank = u16::try_from(e.dims.len()).map_err(|_| too_big())?;
+            // Equal shapes share their pool entry (the search is build-time only); a scalar's
+            // empty shape is the empty range at 0.
+            let found = match e.dims.len() {
+                0 => Some(0),
+                n => dims.windows(n).position(|w| *w == *e.dims),
+            };
+            let start = found.unwrap_or_else(|| {
+                dims.extend_from_slice(&e.dims);
+                dims.len() - e.dims.len()
+            });
+            let start = u32::try_from(start).map_err(|_| too_big())?;
+            let tensor = u32::try_from(t).map_err(|_| too_big())?;
+            meta.push(TensorMeta {
+                dims: start,
+                rank,
+                kind: e.kind,
+            });
+            if let Some(s) = &e.sparsity {
+                sparse.push((tensor, (**s).clone()));
+            }
+            if keep(t) {
+                described.push(Described {
+                    tensor,
+                    name: e.name.as_str().into(),
+                    quantization: e.quantization.as_deref().cloned(),
+                });
+            }
+        }
+        Ok(TensorTable {
+            meta: meta.into(),
+            dims: dims.into(),
+            sparse: sparse.into(),
+            described: described.into(),
+        })
+    }
+
+    /// Number of tensors.
+    pub(crate) fn len(&self) -> usize {
+        self.meta.len()
+    }
+
+    /// Dimensions of tensor `t`.
+    pub(crate) fn dims(&self, t: usize) -> &[usize] {
+        let m = self.meta[t];
+        let start = m.dims as usize;
+        &self.dims[start..start + m.rank as usize]
+    }
+
+    /// Storage kind of tensor `t`.
+    pub(crate) fn kind(&self, t: usize) -> TensorKind {
+        self.meta[t].kind
+    }
+
+    /// Sparse storage of tensor `t`, a constant stored sparse.
+    pub(crate) fn sparsity(&self, t: usize) -> Option<&Sparsity> {
+        let t = t as u32;
+        self.sparse.iter().find(|(s, _)| *s == t).map(|(_, s)| s)
+    }
+
+    fn described(&self, t: usize) -> Option<&Described> {
+        let t = t as u32;
+        self.described.iter().find(|d| d.tensor == t)
+    }
+
+    /// Name of tensor `t` (empty unless it was kept).
+    pub(crate) fn name(&self, t: usize) -> &str {
+        self.described(t).map_or("", |d| &d.name)
+    }
+
+    /// Quantization of tensor `t` (`None` unless it was kept and has some).
+    pub(crate) fn quantization(&self, t: usize) -> Option<&Quantization> {
+        self.described(t).and_then(|d| d.quantization.as_ref())
+    }
+
+    /// `tensor {t}` and the name when it is kept, for error messages.
     pub(crate) fn label(&self, t: usize) -> String {
-        if self.name.is_empty() {
-            format!("tensor {t}")
-        } else {
-            format!("tensor {t} `{}`", self.name)
+        match self.name(t) {
+            "" => format!("tensor {t}"),
+            name => format!("tensor {t} `{name}`"),
         }
     }
+
+    /// Heap bytes the table holds (requested sizes).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use core::mem::size_of;
+        self.meta.len() * size_of::<TensorMeta>()
+            + self.dims.len() * size_of::<usize>()
+            + self.sparse.len() * size_of::<(u32, Sparsity)>()
+            + self
+                .sparse
+                .iter()
+                .map(|(_, s)| sparsity_heap_bytes(s))
+                .sum::<usize>()
+            + self.described.len() * size_of::<Described>()
+            + self
+                .described
+                .iter()
+                .map(|d| d.name.len() + d.quantization.as_ref().map_or(0, |q| q.heap_bytes()))
+                .sum::<usize>()
+    }
+}
+
+/// Heap bytes of `s`'s vectors (the index vectors at their element width).
+fn sparsity_heap_bytes(s: &Sparsity) -> usize {
+    use crate::model::SparseIndexVector as V;
+    let index = |v: &Option<V>| match v {
+        Some(V::Int32(v)) => v.capacity() * 4,
+        Some(V::Uint16(v)) => v.capacity() * 2,
+        Some(V::Uint8(v)) => v.capacity(),
+        None => 0,
+    };
+    (s.traversal_order.capacity() + s.block_map.capacity()) * 4
+        + s.dim_metadata.capacity() * core::mem::size_of::<crate::model::DimensionMetadata>()
+        + s.dim_metadata
+            .iter()
+            .map(|d| index(&d.array_segments) + index(&d.array_indices))
+            .sum::<usize>()
 }
 
 /// An operator of the executable graph.

@@ -62,10 +62,10 @@ use rust_alloc::{string::String, string::ToString, vec::Vec};
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};
 use crate::tensor::{DType, Element, Tensor, TensorBuffer};
-use context::{NodeRuntime, Slot};
+use context::{NodeTables, Slot};
 use core::cell::Cell;
 use core::time::Duration;
-use graph::{NodeInfo, TensorEntry};
+use graph::{NodeInfo, TensorTable};
 use rust_alloc::sync::Arc;
 
 /// How the interpreter's memory is used.
@@ -89,9 +89,16 @@ pub struct MemorySummary {
     pub precomputed_bytes: usize,
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
-    /// Heap bytes the interpreter keeps after build (tensor and node tables, kernel
-    /// registrations), outside the arena; not counted: the copy of the model's tables kept for
-    /// [`Interpreter::resize_input`] when a graph input has a dynamic dimension (its weights
+    /// Heap bytes the interpreter keeps after build, outside the arena: the tensor table
+    /// (8 bytes a tensor, one pool of distinct shapes, names and quantization of graph inputs
+    /// and outputs only), the node table with its input and output lists, each node's 32-byte
+    /// runtime record (op data, scratch, state records, kernel) with the shared pools and the
+    /// distinct kernel registrations, each tensor's address, the persistent records' addresses,
+    /// the subgraph list and variable initial values (requested sizes; the allocator's rounding
+    /// and headers come on top); when a graph input has a dynamic dimension, also the op
+    /// resolver [`Interpreter::resize_input`] keeps (only the model's ops; its size estimated
+    /// from the maps' capacities). Not counted: the model's tables `resize_input` keeps then
+    /// (shared when built with [`InterpreterBuilder::shared`], a copy otherwise; their weights
     /// stay shared with the model; without a dynamic input no copy is kept).
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
@@ -150,10 +157,10 @@ pub struct Interpreter<'a> {
     /// Keeps the constant data alive (slots point into it).
     #[allow(dead_code)]
     model_bytes: crate::model::ModelBytes,
-    tensors: Vec<TensorEntry>,
+    tensors: TensorTable,
     nodes: Vec<NodeInfo>,
-    registrations: Vec<Registration>,
-    runtimes: Vec<NodeRuntime>,
+    /// Per node: op data, scratch, state records and kernel (see [`NodeTables`]).
+    node_tables: NodeTables,
     slots: Vec<Slot>,
     records: Vec<(*mut u8, usize)>,
     /// Declared before `storage`: dropped first (it may borrow `storage`'s memory).
@@ -167,14 +174,12 @@ pub struct Interpreter<'a> {
     /// control-flow kernels run the others).
     subgraphs: Vec<subgraphs::SubgraphInfo>,
     variable_init: Vec<(usize, builder::VariableInit)>,
-    /// Kernel state arrays (address, bytes), zeroed by `reset_variables`.
-    states: Vec<(*mut u8, usize)>,
     summary: MemorySummary,
     /// The model's tables (the data is shared with `model_bytes`), the kernels and the arena
-    /// source, for [`resize_input`](Self::resize_input); the tables only when a graph input has
-    /// a dynamic dimension (otherwise no resize can change a shape).
+    /// source, for [`resize_input`](Self::resize_input); the tables and the kernels only when
+    /// a graph input has a dynamic dimension (otherwise no resize can change a shape).
     model: Option<Arc<Model>>,
-    resolver: OpResolver,
+    resolver: Option<OpResolver>,
     rebuild: builder::Rebuild,
     /// Kernel threads besides the invoking one (`None`: one thread). Kept across
     /// [`resize_input`](Self::resize_input).
@@ -268,14 +273,14 @@ impl<'a> Interpreter<'a> {
     pub fn resize_input(&mut self, k: usize, dims: &[usize]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
         let t = Self::io_index(&self.inputs, k, "input")?;
-        if *self.tensors[t].dims == *dims {
+        if self.tensors.dims(t) == dims {
             return Ok(());
         }
-        let Some(kept) = &self.model else {
+        let (Some(kept), Some(resolver)) = (&self.model, &self.resolver) else {
             return Err(self.static_input_error(t, dims));
         };
         let model = Arc::new(builder::resized_model(kept, t, dims)?);
-        let resolver = self.resolver.clone();
+        let resolver = resolver.clone();
         let threads = self.threads.as_ref().map_or(1, |p| p.threads());
         let staged = builder::stage_opts(&model, &resolver, threads, self.copies, self.isa)?;
         let kept = Some(model.clone());
@@ -322,21 +327,19 @@ impl<'a> Interpreter<'a> {
     /// The error of resizing graph input tensor `t` to `dims` (not its shape) in a model whose
     /// graph inputs have no dynamic dimension: the rank, else the first dimension that differs.
     fn static_input_error(&self, t: usize, dims: &[usize]) -> InterpreterError {
-        let e = &self.tensors[t];
-        if dims.len() != e.dims.len() {
+        let (name, have) = (self.tensors.name(t), self.tensors.dims(t));
+        if dims.len() != have.len() {
             return InterpreterError::Usage(format!(
-                "input `{}` has rank {}, resize to {dims:?} has rank {}",
-                e.name,
-                e.dims.len(),
+                "input `{name}` has rank {}, resize to {dims:?} has rank {}",
+                have.len(),
                 dims.len()
             ));
         }
-        let d = (0..dims.len()).find(|&d| dims[d] != e.dims[d]).unwrap_or(0);
+        let d = (0..dims.len()).find(|&d| dims[d] != have[d]).unwrap_or(0);
         InterpreterError::Usage(format!(
-            "input `{}` dimension {d} is static (no graph input has a dynamic dimension in its \
+            "input `{name}` dimension {d} is static (no graph input has a dynamic dimension in its \
              shape_signature); it stays {}, not {}",
-            e.name,
-            e.dims.get(d).copied().unwrap_or(0),
+            have.get(d).copied().unwrap_or(0),
             dims.get(d).copied().unwrap_or(0)
         ))
     }
@@ -346,16 +349,14 @@ impl<'a> Interpreter<'a> {
     /// there leaves this empty interpreter).
     fn poison(&mut self) {
         self.nodes.clear();
-        self.runtimes.clear();
-        self.registrations.clear();
+        self.node_tables = NodeTables::default();
         self.slots.clear();
         self.records.clear();
-        self.states.clear();
         self.inputs.clear();
         self.outputs.clear();
         self.subgraphs.clear();
         self.variable_init.clear();
-        self.tensors.clear();
+        self.tensors = TensorTable::default();
     }
 
     /// Runs every node once and adds each node's time to `times` (one entry per node; prepare-
@@ -415,13 +416,16 @@ impl<'a> Interpreter<'a> {
         }
         let program = context::Program {
             nodes: &self.nodes,
-            registrations: &self.registrations,
-            runtimes: &self.runtimes,
+            tables: &self.node_tables,
             subgraphs: &self.subgraphs,
         };
+        let view = self.node_tables.view(i, &self.records);
         let mut ctx = InvokeContext {
             node,
-            rt: &self.runtimes[i],
+            rt: view.rt,
+            op_data: view.op_data,
+            scratch: view.scratch,
+            states: view.states,
             slots: &self.slots,
             tensors: &self.tensors,
             records: &self.records,
@@ -431,7 +435,7 @@ impl<'a> Interpreter<'a> {
             isa: self.isa.isa,
             program: Some(&program),
         };
-        self.registrations[i]
+        view.registration
             .kernel
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
@@ -445,13 +449,16 @@ impl<'a> Interpreter<'a> {
     /// Restores every variable tensor to its initial value (the model's data; else the zero point
     /// for int8, zero otherwise) and zeroes every kernel state array.
     pub fn reset_variables(&mut self) {
-        for &(ptr, bytes) in &self.states {
+        for &r in self.node_tables.states() {
+            let Some(&(ptr, bytes)) = self.records.get(r as usize) else {
+                continue;
+            };
             // SAFETY: a state record of `bytes` in the arena tail owned by this interpreter;
             // `&mut self` means no view of it is alive.
             unsafe { core::ptr::write_bytes(ptr, 0, bytes) };
         }
-        for (t, e) in self.tensors.iter().enumerate() {
-            if e.kind != TensorKind::Variable {
+        for t in 0..self.tensors.len() {
+            if self.tensors.kind(t) != TensorKind::Variable {
                 continue;
             }
             let s = self.slots[t];
@@ -498,14 +505,14 @@ impl<'a> Interpreter<'a> {
     }
 
     fn desc(&self, t: usize) -> TensorDesc<'_> {
-        let e = &self.tensors[t];
+        let s = self.slots[t];
         TensorDesc {
             index: t,
-            name: &e.name,
-            dtype: e.dtype,
-            dims: &e.dims,
-            quantization: e.quantization.as_deref(),
-            bytes: e.bytes,
+            name: self.tensors.name(t),
+            dtype: s.dtype,
+            dims: self.tensors.dims(t),
+            quantization: self.tensors.quantization(t),
+            bytes: s.bytes,
         }
     }
 
@@ -530,25 +537,25 @@ impl<'a> Interpreter<'a> {
     pub fn input_by_name(&self, name: &str) -> Option<usize> {
         self.inputs
             .iter()
-            .position(|&t| self.tensors[t].name == name)
+            .position(|&t| self.tensors.name(t) == name)
     }
     /// Position of the graph output called `name`.
     pub fn output_by_name(&self, name: &str) -> Option<usize> {
         self.outputs
             .iter()
-            .position(|&t| self.tensors[t].name == name)
+            .position(|&t| self.tensors.name(t) == name)
     }
 
     fn typed_slot<T: Element>(&self, t: usize) -> Result<Slot, InterpreterError> {
-        let e = &self.tensors[t];
-        if T::DTYPE != e.dtype {
+        let s = self.slots[t];
+        if T::DTYPE != s.dtype {
             return Err(InterpreterError::Tensor {
                 index: t,
-                name: e.name.clone(),
-                message: format!("has dtype {}, accessed as {}", e.dtype, T::DTYPE),
+                name: self.tensors.name(t).into(),
+                message: format!("has dtype {}, accessed as {}", s.dtype, T::DTYPE),
             });
         }
-        Ok(self.slots[t])
+        Ok(s)
     }
 
     /// Mutable view of graph input `k` (write it before each invoke: its memory may be reused
@@ -572,7 +579,7 @@ impl<'a> Interpreter<'a> {
     pub fn input_bytes_mut(&mut self, k: usize) -> Result<&mut [u8], InterpreterError> {
         let t = Self::io_index(&self.inputs, k, "input")?;
         let s = self.slots[t];
-        if self.tensors[t].kind == TensorKind::Constant {
+        if self.tensors.kind(t) == TensorKind::Constant {
             return Err(InterpreterError::Usage(format!(
                 "input {k} is a constant tensor"
             )));
@@ -727,18 +734,7 @@ impl<'a> Interpreter<'a> {
     /// Heap bytes of the interpreter's own tables (not the arena, not the model).
     fn heap_bytes(&self) -> usize {
         use core::mem::size_of;
-        let tensors: usize = self
-            .tensors
-            .iter()
-            .map(|e| {
-                e.name.capacity()
-                    + e.dims.len() * size_of::<usize>()
-                    + e.quantization
-                        .as_ref()
-                        .map_or(0, |q| size_of::<Quantization>() + q.heap_bytes())
-            })
-            .sum::<usize>()
-            + self.tensors.capacity() * size_of::<TensorEntry>();
+        let tensors = self.tensors.heap_bytes();
         let nodes: usize = self
             .nodes
             .iter()
@@ -752,21 +748,25 @@ impl<'a> Interpreter<'a> {
             })
             .sum::<usize>()
             + self.nodes.capacity() * size_of::<NodeInfo>();
-        let runtimes: usize = self
-            .runtimes
-            .iter()
-            .map(|r| {
-                r.scratch.len() * size_of::<(*mut u8, usize)>() + r.states.len() * size_of::<u32>()
-            })
-            .sum::<usize>()
-            + self.runtimes.capacity() * size_of::<NodeRuntime>();
         tensors
             + nodes
-            + runtimes
-            + self.registrations.capacity() * size_of::<Registration>()
+            + self.node_tables.heap_bytes()
+            + self.resolver.as_ref().map_or(0, OpResolver::heap_bytes)
             + self.slots.capacity() * size_of::<Slot>()
             + self.records.capacity() * size_of::<(*mut u8, usize)>()
             + (self.inputs.capacity() + self.outputs.capacity()) * size_of::<usize>()
+            + self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()
+            + self
+                .subgraphs
+                .iter()
+                .map(|g| (g.inputs.len() + g.outputs.len()) * size_of::<usize>())
+                .sum::<usize>()
+            + self.summary.subgraphs.capacity() * size_of::<SubgraphMemory>()
+            + self
+                .summary
+                .offline_plan_ignored
+                .as_ref()
+                .map_or(0, String::capacity)
             + self
                 .variable_init
                 .iter()
@@ -776,7 +776,6 @@ impl<'a> Interpreter<'a> {
                 })
                 .sum::<usize>()
             + self.variable_init.capacity() * size_of::<(usize, builder::VariableInit)>()
-            + self.states.capacity() * size_of::<(*mut u8, usize)>()
     }
 }
 

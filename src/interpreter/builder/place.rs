@@ -16,8 +16,8 @@ use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
-use crate::interpreter::context::{check_node_views, NodeRuntime};
-use crate::interpreter::graph::TensorKind;
+use crate::interpreter::context::{check_node_views, NodeTables};
+use crate::interpreter::graph::{TensorKind, TensorTable};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
@@ -125,7 +125,7 @@ pub(crate) fn finish<'a>(
         &shared,
     )?;
 
-    let mut runtimes = Vec::with_capacity(nodes.len());
+    let mut node_tables = NodeTables::default();
     for (i, node) in nodes.iter().enumerate() {
         let mut variable_inputs = 0u64;
         for (k, &t) in node.inputs.iter().enumerate() {
@@ -142,20 +142,21 @@ pub(crate) fn finish<'a>(
                 }
                 _ => false,
             };
-        let rt = NodeRuntime {
-            op_data: memory[i]
-                .op_data
-                .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
-            scratch: core::mem::take(&mut scratch_ptr[i]).into_boxed_slice(),
+        node_tables.push(
+            &registrations[i],
+            memory[i].op_data.map(|d| (d.record, d.type_id)),
+            &core::mem::take(&mut scratch_ptr[i]),
+            &memory[i].states,
             variable_inputs,
             aliased,
-            states: memory[i].states.as_slice().into(),
-        };
+        )?;
         if !node.prepare_time {
-            check_node_views(node, &rt, &slots, &tensors)?;
+            let view = node_tables.view(i, &records);
+            check_node_views(node, (view.rt, view.scratch), &slots, &tensors)?;
         }
-        runtimes.push(rt);
     }
+    node_tables.shrink_to_fit();
+    drop(registrations);
 
     let op_data_bytes: usize = persistent
         .records
@@ -182,30 +183,19 @@ pub(crate) fn finish<'a>(
         offline_plan_ignored: plan.offline_ignored.clone(),
         subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
     };
-    let states: Vec<(*mut u8, usize)> = memory
-        .iter()
-        .flat_map(|m| m.states.iter().map(|&r| records[r as usize]))
-        .collect();
     let sg = &model.subgraphs[0];
     // Kernels have turned quantization parameters into op data; only graph inputs and outputs
     // keep theirs and their names (users read them), which keeps per-channel scales and names
     // off the heap. Errors after build name other tensors by index.
-    let mut tensors = tensors;
     let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
-    for (t, e) in tensors.iter_mut().enumerate() {
-        if !io.contains(&t) {
-            e.quantization = None;
-            e.name = Default::default();
-        }
-    }
+    let tensors = TensorTable::new(&tensors, |t| io.contains(&t))?;
     let inputs = sg.input_tensors().collect();
     let outputs = sg.output_tensors().collect();
     let mut interp = Interpreter {
         model_bytes: bytes,
         tensors,
         nodes,
-        registrations,
-        runtimes,
+        node_tables,
         slots,
         records,
         arena,
@@ -214,10 +204,9 @@ pub(crate) fn finish<'a>(
         outputs,
         subgraphs,
         variable_init,
-        states,
         summary,
+        resolver: kept.is_some().then(|| resolver.for_model(model)),
         model: kept,
-        resolver,
         rebuild,
         threads: None,
         copies: super::Precompute::None,

@@ -8,10 +8,10 @@ use crate::arena::Category;
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
 use crate::interpreter::context::{
     check_node_views, BuildState, CopyAllowance, InitContext, InvokeContext, NodeMemory,
-    NodeRuntime, Persistent, Precompute, PrepareContext, Slot, MAX_INPUTS, MAX_OUTPUTS,
+    NodeTables, Persistent, Precompute, PrepareContext, Slot, MAX_INPUTS, MAX_OUTPUTS,
 };
 use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
-use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind};
+use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind, TensorTable};
 use crate::interpreter::kernel::Registration;
 use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
@@ -325,6 +325,8 @@ fn init_and_prepare(
     let mut memory: Vec<NodeMemory> = Vec::with_capacity(nodes.len());
     let mut temp = Vec::new();
     let mut temp_peak = 0usize;
+    // The invoke-time table the prepare-time nodes run with (names kept for their errors).
+    let mut table: Option<TensorTable> = None;
     for (i, node) in nodes.iter().enumerate() {
         let op = layout.operator(model, i);
         check_counts(node)?;
@@ -380,11 +382,15 @@ fn init_and_prepare(
             .map_err(|e| kernel_error(node, Phase::Prepare, e))?;
         temp.clear();
         if node.prepare_time {
+            let table = match &mut table {
+                Some(t) => t,
+                None => table.insert(TensorTable::new(tensors, |_| true)?),
+            };
             evaluate_at_build(
                 node,
                 reg,
                 &mem,
-                tensors,
+                (tensors, table),
                 (model, layout),
                 &mut tail.persistent,
                 &mut computed,
@@ -768,7 +774,7 @@ fn evaluate_at_build(
     node: &NodeInfo,
     reg: &Registration,
     mem: &NodeMemory,
-    tensors: &[TensorEntry],
+    (tensors, table): (&[TensorEntry], &TensorTable),
     (model, layout): (&Model, &Layout),
     persistent: &mut Persistent,
     computed: &mut [Option<Vec<u128>>],
@@ -824,25 +830,30 @@ fn evaluate_at_build(
     let records: Vec<(*mut u8, usize)> = (0..persistent.records.len())
         .map(|r| (persistent.ptr(r as u32), persistent.records[r].size))
         .collect();
-    let rt = NodeRuntime {
-        op_data: mem
-            .op_data
-            .map(|d| (records[d.record as usize].0 as *const u8, d.type_id)),
-        scratch: scratch_bufs
-            .iter_mut()
-            .zip(&mem.scratch)
-            .map(|(b, &n)| (b.as_mut_ptr() as *mut u8, n))
-            .collect(),
-        variable_inputs: 0,
-        aliased: false,
-        states: mem.states.as_slice().into(),
-    };
-    check_node_views(node, &rt, &slots, tensors)?;
+    let scratch: Vec<(*mut u8, usize)> = scratch_bufs
+        .iter_mut()
+        .zip(&mem.scratch)
+        .map(|(b, &n)| (b.as_mut_ptr() as *mut u8, n))
+        .collect();
+    let mut tables = NodeTables::default();
+    tables.push(
+        reg,
+        mem.op_data.map(|d| (d.record, d.type_id)),
+        &scratch,
+        &mem.states,
+        0,
+        false,
+    )?;
+    let view = tables.view(0, &records);
+    check_node_views(node, (view.rt, view.scratch), &slots, tensors)?;
     let mut ctx = InvokeContext {
         node,
-        rt: &rt,
+        rt: view.rt,
+        op_data: view.op_data,
+        scratch: view.scratch,
+        states: view.states,
         slots: &slots,
-        tensors,
+        tensors: table,
         records: &records,
         taken: Cell::new(0),
         taken_states: Cell::new(0),

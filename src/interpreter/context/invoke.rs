@@ -4,13 +4,13 @@
 use super::{
     dtype_matches, PersistentArray, Scalar, ScratchId, StateArray, MAX_OUTPUTS, MAX_SCRATCH,
 };
-use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorKind};
+use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorKind, TensorTable};
 use crate::interpreter::subgraphs::SubgraphInfo;
 use crate::interpreter::{InterpreterError, KernelError, Phase};
 use crate::tensor::{DType, Element};
 use core::any::TypeId;
 use core::cell::Cell;
-use rust_alloc::{boxed::Box, string::String, vec::Vec};
+use rust_alloc::{string::String, vec::Vec};
 
 /// One tensor at invoke: where its bytes are.
 #[derive(Clone, Copy, Debug)]
@@ -20,16 +20,154 @@ pub(crate) struct Slot {
     pub dtype: DType,
 }
 
-/// A node at invoke: resolved scratch and op data, and which of its tensors are writable.
+/// A node at invoke: where its op data, scratch and state records are, which kernel runs it,
+/// and which of its tensors are writable. 32 bytes; the variable-length parts live in the
+/// shared pools of [`NodeTables`].
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct NodeRuntime {
-    pub op_data: Option<(*const u8, TypeId)>,
-    pub scratch: Box<[(*mut u8, usize)]>,
     /// Bit `k`: input `k` is variable state (written through [`InvokeContext::variable`]).
     pub variable_inputs: u64,
+    /// Persistent record of the op data ([`NO_OP_DATA`]: none).
+    op_data: u32,
+    /// Start of the node's scratch buffers in [`NodeTables::scratch`].
+    scratch: u32,
+    /// Start of the node's state records in [`NodeTables::states`].
+    states: u32,
+    /// Its registration in [`NodeTables::registrations`].
+    registration: u16,
+    /// The op data's type in [`NodeTables::op_types`].
+    op_type: u16,
+    /// Counts of scratch buffers (≤ `MAX_SCRATCH`) and state records (≤ `MAX_STATES`).
+    n_scratch: u8,
+    n_states: u8,
     /// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
     pub aliased: bool,
-    /// Records of the node's state arrays.
-    pub states: Box<[u32]>,
+}
+
+/// [`NodeRuntime::op_data`] of a node without op data.
+const NO_OP_DATA: u32 = u32::MAX;
+
+/// Every node's [`NodeRuntime`] with the pools they index: scratch addresses, state records,
+/// op-data types and the distinct kernel registrations (one per distinct kernel and
+/// abilities, shared by all nodes of that op). Invariant: every runtime's ranges and indices
+/// lie inside the pools.
+#[derive(Default)]
+pub(crate) struct NodeTables {
+    runtimes: Vec<NodeRuntime>,
+    scratch: Vec<(*mut u8, usize)>,
+    states: Vec<u32>,
+    op_types: Vec<TypeId>,
+    registrations: Vec<crate::interpreter::Registration>,
+}
+
+/// A node's resolved runtime: what an [`InvokeContext`] and the view check read.
+#[derive(Clone, Copy)]
+pub(crate) struct NodeView<'a> {
+    pub rt: &'a NodeRuntime,
+    pub op_data: Option<(*const u8, TypeId)>,
+    pub scratch: &'a [(*mut u8, usize)],
+    pub states: &'a [u32],
+    pub registration: &'a crate::interpreter::Registration,
+}
+
+impl NodeTables {
+    /// Appends the next node's runtime: its registration (shared with earlier nodes of the
+    /// same kernel), op data record and type, scratch buffers and state records.
+    pub(crate) fn push(
+        &mut self,
+        registration: &crate::interpreter::Registration,
+        op_data: Option<(u32, TypeId)>,
+        scratch: &[(*mut u8, usize)],
+        states: &[u32],
+        variable_inputs: u64,
+        aliased: bool,
+    ) -> Result<(), InterpreterError> {
+        let too_many =
+            || InterpreterError::Memory("too many nodes or records for the node tables".into());
+        let registration = match self.registrations.iter().position(|r| {
+            r.name == registration.name
+                && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
+                && r.inplace == registration.inplace
+                && r.sparse_inputs == registration.sparse_inputs
+                && r.f16_inputs == registration.f16_inputs
+        }) {
+            Some(p) => p,
+            None => {
+                self.registrations.push(registration.clone());
+                self.registrations.len() - 1
+            }
+        };
+        let (op_data, op_type) = match op_data {
+            Some((record, id)) => {
+                let ty = match self.op_types.iter().position(|&t| t == id) {
+                    Some(p) => p,
+                    None => {
+                        self.op_types.push(id);
+                        self.op_types.len() - 1
+                    }
+                };
+                (record, ty)
+            }
+            None => (NO_OP_DATA, 0),
+        };
+        let rt = NodeRuntime {
+            variable_inputs,
+            op_data,
+            scratch: u32::try_from(self.scratch.len()).map_err(|_| too_many())?,
+            states: u32::try_from(self.states.len()).map_err(|_| too_many())?,
+            registration: u16::try_from(registration).map_err(|_| too_many())?,
+            op_type: u16::try_from(op_type).map_err(|_| too_many())?,
+            n_scratch: u8::try_from(scratch.len()).map_err(|_| too_many())?,
+            n_states: u8::try_from(states.len()).map_err(|_| too_many())?,
+            aliased,
+        };
+        self.scratch.extend_from_slice(scratch);
+        self.states.extend_from_slice(states);
+        self.runtimes.push(rt);
+        Ok(())
+    }
+
+    /// Node `i`'s runtime resolved against `records` (the persistent records' addresses).
+    #[inline]
+    pub(crate) fn view<'a>(&'a self, i: usize, records: &[(*mut u8, usize)]) -> NodeView<'a> {
+        let rt = &self.runtimes[i];
+        let s = rt.scratch as usize;
+        let st = rt.states as usize;
+        NodeView {
+            rt,
+            op_data: (rt.op_data != NO_OP_DATA)
+                .then(|| records.get(rt.op_data as usize))
+                .flatten()
+                .map(|r| (r.0 as *const u8, self.op_types[rt.op_type as usize])),
+            scratch: &self.scratch[s..s + rt.n_scratch as usize],
+            states: &self.states[st..st + rt.n_states as usize],
+            registration: &self.registrations[rt.registration as usize],
+        }
+    }
+
+    /// Every node's state records (each once: a record belongs to one node).
+    pub(crate) fn states(&self) -> &[u32] {
+        &self.states
+    }
+
+    /// Frees the unused capacity of the pools (after the last `push`).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.runtimes.shrink_to_fit();
+        self.scratch.shrink_to_fit();
+        self.states.shrink_to_fit();
+        self.op_types.shrink_to_fit();
+        self.registrations.shrink_to_fit();
+    }
+
+    /// Heap bytes of the tables (capacities).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use core::mem::size_of;
+        self.runtimes.capacity() * size_of::<NodeRuntime>()
+            + self.scratch.capacity() * size_of::<(*mut u8, usize)>()
+            + self.states.capacity() * size_of::<u32>()
+            + self.op_types.capacity() * size_of::<TypeId>()
+            + self.registrations.capacity() * size_of::<crate::interpreter::Registration>()
+    }
 }
 
 /// Invoke: typed views of the node's tensors, scratch, op data and persistent arrays.
@@ -42,8 +180,14 @@ pub(crate) struct NodeRuntime {
 pub struct InvokeContext<'a> {
     pub(crate) node: &'a NodeInfo,
     pub(crate) rt: &'a NodeRuntime,
+    /// The op data's address and type.
+    pub(crate) op_data: Option<(*const u8, TypeId)>,
+    /// The node's scratch buffers (address, bytes).
+    pub(crate) scratch: &'a [(*mut u8, usize)],
+    /// The node's state records.
+    pub(crate) states: &'a [u32],
     pub(crate) slots: &'a [Slot],
-    pub(crate) tensors: &'a [TensorEntry],
+    pub(crate) tensors: &'a TensorTable,
     pub(crate) records: &'a [(*mut u8, usize)],
     pub(crate) taken: Cell<u128>,
     pub(crate) taken_states: Cell<u64>,
@@ -59,8 +203,7 @@ pub struct InvokeContext<'a> {
 /// resolved memory, and the included subgraphs (see `interpreter::subgraphs`).
 pub(crate) struct Program<'p> {
     pub nodes: &'p [NodeInfo],
-    pub registrations: &'p [crate::interpreter::Registration],
-    pub runtimes: &'p [NodeRuntime],
+    pub tables: &'p NodeTables,
     pub subgraphs: &'p [SubgraphInfo],
 }
 
@@ -106,7 +249,7 @@ impl<'a> InvokeContext<'a> {
 
     /// The op data stored by prepare.
     pub fn op_data<T: Copy + Send + Sync + 'static>(&self) -> Result<&'a T, KernelError> {
-        match self.rt.op_data {
+        match self.op_data {
             Some((ptr, id)) if id == TypeId::of::<T>() => {
                 // SAFETY: the record was written with a `T` at build (same TypeId), copied
                 // byte-for-byte to a 16-byte aligned arena record that lives as long as the
@@ -121,7 +264,7 @@ impl<'a> InvokeContext<'a> {
     /// The op data stored by prepare when it is a `T`, else `None` (a kernel whose prepare
     /// stores one of several op-data types dispatches on it without building an error).
     pub fn op_data_if<T: Copy + Send + Sync + 'static>(&self) -> Option<&'a T> {
-        match self.rt.op_data {
+        match self.op_data {
             Some((_, id)) if id == TypeId::of::<T>() => self.op_data::<T>().ok(),
             _ => None,
         }
@@ -158,7 +301,7 @@ impl<'a> InvokeContext<'a> {
         if !dtype_matches::<T>(s.dtype) {
             return Err(KernelError::new(format!(
                 "{} has dtype {}, read as {}",
-                self.tensors[t].label(t),
+                self.tensors.label(t),
                 s.dtype,
                 T::DTYPE
             )));
@@ -166,7 +309,7 @@ impl<'a> InvokeContext<'a> {
         if s.bytes > 0 && s.ptr as usize % core::mem::align_of::<T>() != 0 {
             return Err(KernelError::new(format!(
                 "{} is not aligned for {}",
-                self.tensors[t].label(t),
+                self.tensors.label(t),
                 T::DTYPE
             )));
         }
@@ -187,13 +330,13 @@ impl<'a> InvokeContext<'a> {
     /// Dimensions of input `k`.
     pub fn input_dims(&self, k: usize) -> Result<&'a [usize], KernelError> {
         let t = self.tensor_of(&self.node.inputs, k, "input")?;
-        Ok(&self.tensors[t].dims)
+        Ok(self.tensors.dims(t))
     }
 
     /// Dimensions of output `k`.
     pub fn output_dims(&self, k: usize) -> Result<&'a [usize], KernelError> {
         let t = self.tensor_of(&self.node.outputs, k, "output")?;
-        Ok(&self.tensors[t].dims)
+        Ok(self.tensors.dims(t))
     }
 
     /// Sparse storage parameters of input `k` (a constant stored sparse), if any.
@@ -202,7 +345,7 @@ impl<'a> InvokeContext<'a> {
         k: usize,
     ) -> Result<Option<&'a crate::model::Sparsity>, KernelError> {
         let t = self.tensor_of(&self.node.inputs, k, "input")?;
-        Ok(self.tensors[t].sparsity.as_deref())
+        Ok(self.tensors.sparsity(t))
     }
 
     /// Whether input `k` is present (not an omitted optional input).
@@ -315,7 +458,6 @@ impl<'a> InvokeContext<'a> {
     /// Mutable view of state array `array` of this node (once per invoke).
     pub fn state<T: Scalar>(&self, array: StateArray<T>) -> Result<&'a mut [T], KernelError> {
         let pos = self
-            .rt
             .states
             .iter()
             .position(|&r| r == array.record)
@@ -343,7 +485,6 @@ impl<'a> InvokeContext<'a> {
     /// Mutable view of scratch buffer `id` (once per invoke), `bytes / size_of::<T>()` elements.
     pub fn scratch<T: Scalar>(&self, id: ScratchId) -> Result<&'a mut [T], KernelError> {
         let &(ptr, bytes) = self
-            .rt
             .scratch
             .get(id.0 as usize)
             .filter(|_| (id.0 as usize) < MAX_SCRATCH)
@@ -381,7 +522,7 @@ impl<'a> InvokeContext<'a> {
         if s.dtype != DType::Bool || s.bytes == 0 {
             return Err(KernelError::new(format!(
                 "{} is not a bool tensor with a value",
-                self.tensors[t].label(t)
+                self.tensors.label(t)
             )));
         }
         // SAFETY: the slot has at least one initialised byte of live memory of this
@@ -404,10 +545,10 @@ impl<'a> InvokeContext<'a> {
         if a.bytes != b.bytes || a.dtype != b.dtype {
             return Err(KernelError::new(format!(
                 "{} ({} bytes of {}) cannot be copied to {} ({} bytes of {})",
-                self.tensors[from].label(from),
+                self.tensors.label(from),
                 a.bytes,
                 a.dtype,
-                self.tensors[to].label(to),
+                self.tensors.label(to),
                 b.bytes,
                 b.dtype
             )));
@@ -417,12 +558,12 @@ impl<'a> InvokeContext<'a> {
             return Ok(());
         }
         if matches!(
-            self.tensors[to].kind,
+            self.tensors.kind(to),
             TensorKind::Constant | TensorKind::PrepareTimeConstant
         ) {
             return Err(KernelError::new(format!(
                 "{} is constant and cannot be written",
-                self.tensors[to].label(to)
+                self.tensors.label(to)
             )));
         }
         if a.bytes > 0 {
@@ -450,9 +591,13 @@ impl<'a> InvokeContext<'a> {
             if node.prepare_time {
                 continue;
             }
+            let view = program.tables.view(i, self.records);
             let mut ctx = InvokeContext {
                 node,
-                rt: &program.runtimes[i],
+                rt: view.rt,
+                op_data: view.op_data,
+                scratch: view.scratch,
+                states: view.states,
                 slots: self.slots,
                 tensors: self.tensors,
                 records: self.records,
@@ -462,12 +607,9 @@ impl<'a> InvokeContext<'a> {
                 isa: self.isa,
                 program: Some(program),
             };
-            program.registrations[i]
-                .kernel
-                .invoke(&mut ctx)
-                .map_err(|e| {
-                    KernelError::new(node.in_subgraph(format!("{}: {}", node.op_name, e.0)))
-                })?;
+            view.registration.kernel.invoke(&mut ctx).map_err(|e| {
+                KernelError::new(node.in_subgraph(format!("{}: {}", node.op_name, e.0)))
+            })?;
         }
         Ok(())
     }
@@ -499,7 +641,7 @@ impl<'a> InvokeContext<'a> {
 /// output 0 of a reshape in place; and constants are never written.
 pub(crate) fn check_node_views(
     node: &NodeInfo,
-    rt: &NodeRuntime,
+    (rt, scratch): (&NodeRuntime, &[(*mut u8, usize)]),
     slots: &[Slot],
     tensors: &[TensorEntry],
 ) -> Result<(), InterpreterError> {
@@ -531,7 +673,7 @@ pub(crate) fn check_node_views(
             ));
         }
     }
-    for (k, &(p, n)) in rt.scratch.iter().enumerate() {
+    for (k, &(p, n)) in scratch.iter().enumerate() {
         writable.push((range(p, n), format!("scratch {k}")));
     }
     for i in 0..writable.len() {

@@ -29,7 +29,7 @@ mod invoke;
 mod staging;
 
 pub use invoke::InvokeContext;
-pub(crate) use invoke::{check_node_views, NodeRuntime, Program, Slot};
+pub(crate) use invoke::{check_node_views, NodeTables, Program, Slot};
 pub(crate) use staging::{NodeMemory, OpDataRef, Persistent};
 
 /// Most outputs a node may have.
