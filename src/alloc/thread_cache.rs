@@ -18,12 +18,14 @@
 //!   hot path has no atomic read-modify-write. With one thread the owner's statistics are exact;
 //!   with several, a thread's recent operations appear after its next merge, and the peak is
 //!   computed at merge time.
-//! - **Exit.** Dropping a cache (thread exit) hands the store and counters back: the one exit
-//!   path, [`ThreadCache`]'s `Drop`.
+//! - **Exit.** Unbinding hands the store and counters back: at thread exit (a destructor that
+//!   the cache's first binding registers, see `per_thread_cache!`), and when a cache value is
+//!   dropped ([`ThreadCache`]'s `Drop`).
 //! - **Access.** `per_thread_cache!` declares an allocator's thread-local and its `with`, which
 //!   runs a closure on this thread's cache; it answers `None` (the caller takes its locked path)
 //!   when the cache is already borrowed further up the stack (re-entrance from a sub-allocator
-//!   or a logging subscriber that allocates) or destroyed (thread exit). Under `--cfg loom` it
+//!   or a logging subscriber that allocates) or handed back (thread exit). The thread-local has
+//!   no destructor of its own, so reaching it costs no initialised/destroyed test. Under `--cfg loom` it
 //!   always answers `None`: loom
 //!   threads share one OS thread's thread-locals, so the allocators' models check the locked
 //!   path, and `tests/loom_thread_cache.rs` checks this module's binding, epoch and hand-back
@@ -132,16 +134,26 @@ pub struct ThreadCache<O: Owner> {
     pub deltas: Deltas,
     /// What the thread holds for the owner; its meaning is the owner's.
     pub store: O::Store,
+    /// Called by [`bind`](Self::bind) (the slow path): registers whatever hands this cache back
+    /// at thread exit (see `per_thread_cache!`); a no-op for caches dropped by their owner.
+    on_bind: fn(),
 }
 
 impl<O: Owner> ThreadCache<O> {
     /// An unbound cache around an empty store (usable in a `const` thread-local).
     pub const fn new(store: O::Store) -> Self {
+        Self::with_exit_hook(store, || {})
+    }
+
+    /// An unbound cache whose every [`bind`](Self::bind) first calls `on_bind` (which
+    /// `per_thread_cache!` uses to register the thread-exit hand-back lazily, off the hot path).
+    pub const fn with_exit_hook(store: O::Store, on_bind: fn()) -> Self {
         Self {
             owner: None,
             epoch: 0,
             deltas: Deltas::ZERO,
             store,
+            on_bind,
         }
     }
 
@@ -167,6 +179,7 @@ impl<O: Owner> ThreadCache<O> {
     #[cold]
     #[inline(never)]
     pub fn bind(&mut self, owner: &Arc<O>) {
+        (self.on_bind)();
         self.unbind(false);
         self.epoch = owner.epoch();
         owner.on_bind(&mut self.store);
@@ -235,15 +248,55 @@ impl<O: Owner> Drop for ThreadCache<O> {
 /// `ThreadCache<$owner>` per thread (starting unbound around `$empty`), and
 /// `fn with<R>(f: impl FnOnce(&mut ThreadCache<$owner>) -> R) -> Option<R>`, which runs `f` on
 /// this thread's cache and answers `None` when the cache is in use further up the stack
-/// (re-entrance) or already destroyed (thread exit); under `--cfg loom`, always `None`.
+/// (re-entrance) or the thread is exiting and has handed it back; under `--cfg loom`, always
+/// `None`.
 ///
 /// A macro rather than a function taking the `LocalKey`: the thread-local access then compiles
 /// to a direct thread-pointer-relative address instead of a call through the key's accessor.
+///
+/// The cache itself has no destructor (`ManuallyDrop`), so its thread-local needs no
+/// registration state: an access is one thread-pointer-relative address, with no
+/// "initialised / destroyed" test and no registration call on the hot path (that call forced
+/// every caller to save its registers). The exit path is a second, empty thread-local,
+/// `EXIT`, registered by the cache's first [`bind`](ThreadCache::bind) (the slow path); its
+/// destructor hands the store and counters back (`unbind`) and leaves the cache borrowed for
+/// good, so any later `with` on that thread (another thread-local's destructor freeing memory)
+/// answers `None` and takes the owner's locked path, as before. A cache never bound holds
+/// nothing and needs no hand-back.
 macro_rules! per_thread_cache {
     ($owner:ty, $empty:expr) => {
         thread_local! {
-            static CACHE: core::cell::RefCell<$crate::alloc::thread_cache::ThreadCache<$owner>> =
-                const { core::cell::RefCell::new($crate::alloc::thread_cache::ThreadCache::new($empty)) };
+            static CACHE: core::mem::ManuallyDrop<
+                core::cell::RefCell<$crate::alloc::thread_cache::ThreadCache<$owner>>,
+            > = const {
+                core::mem::ManuallyDrop::new(core::cell::RefCell::new(
+                    $crate::alloc::thread_cache::ThreadCache::with_exit_hook($empty, register_exit),
+                ))
+            };
+            static EXIT: ExitHandBack = const { ExitHandBack };
+        }
+
+        /// The thread-exit hand-back of `CACHE` (its destructor is the one exit path).
+        struct ExitHandBack;
+
+        impl Drop for ExitHandBack {
+            fn drop(&mut self) {
+                let _ = CACHE.try_with(|c| {
+                    if let Ok(mut g) = c.try_borrow_mut() {
+                        g.unbind(false);
+                        // Borrowed for good: later accesses on this exiting thread use the
+                        // owner's locked path instead of binding again.
+                        core::mem::forget(g);
+                    }
+                });
+            }
+        }
+
+        /// Registers `EXIT`'s destructor (once per thread; later calls are a flag test). Fails
+        /// quietly once `EXIT` is destroyed, by which time `CACHE` answers `None` for good.
+        #[cold]
+        fn register_exit() {
+            let _ = EXIT.try_with(|_| ());
         }
 
         /// Runs `f` on this thread's cache (see `thread_cache::per_thread_cache`).
@@ -264,8 +317,8 @@ macro_rules! per_thread_cache {
         fn with<R>(
             _f: impl FnOnce(&mut $crate::alloc::thread_cache::ThreadCache<$owner>) -> R,
         ) -> Option<R> {
-            // Named (never accessed) so the declaration and its empty store count as used.
-            let _ = &CACHE;
+            // Named (never accessed) so the declarations and the empty store count as used.
+            let _ = (&CACHE, &EXIT, register_exit as fn());
             None
         }
     };

@@ -12,10 +12,11 @@ use rust_alloc::sync::Arc;
 const CAP: usize = 64;
 /// Slots taken from the shared list at once.
 const REFILL: usize = CAP / 2;
-/// Ids reserved at once.
-const IDS: u64 = 256;
-/// Allocations (or frees) between publications of the counters.
+/// Frees between publications of the counters.
 const PUBLISH_EVERY: u64 = 1024;
+/// Ids reserved at once. Reserving them also publishes the counters, so a front publishes at
+/// least every `IDS` allocations without a counter test of its own on the fast path.
+const IDS: u64 = PUBLISH_EVERY;
 
 /// What a front holds: free slots (`stack[..n]`, index and address) and the reserved ids
 /// `id_next..id_end`. Invariant: every slot on the stack is free (word 1) and belongs to the
@@ -121,16 +122,13 @@ fn more_ids(store: &mut Store, s: &Shared) {
 /// A free slot and a fresh id for a new block of `allocated` bytes, counted; `None` when the
 /// caller must use the shared path.
 ///
-/// The common case (front bound to `s`, a slot on the stack, an id left, no publication due)
-/// is one test of four conditions and a few plain loads and stores; everything else (binding,
-/// refill, more ids, publication) is [`take_slow`], out of line.
+/// The common case (front bound to `s`, a slot on the stack, an id left) is one test of three
+/// conditions and a few plain loads and stores; everything else (binding, refill, more ids with
+/// the publication that goes with them) is [`take_slow`], out of line.
 #[inline(always)]
 pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)> {
     let (idx, id, slot) = with(|c| {
-        let ready = c.is_current(s)
-            && c.store.n != 0
-            && c.store.id_next != c.store.id_end
-            && c.deltas.allocs < PUBLISH_EVERY - 1;
+        let ready = c.is_current(s) && c.store.n != 0 && c.store.id_next != c.store.id_end;
         if !ready {
             return take_slow(c, s, allocated);
         }
@@ -143,7 +141,7 @@ pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)>
         store.id_next = id + 1;
         c.deltas.alloc(allocated);
         c.deltas.note_size(allocated);
-        // `allocs` was below `PUBLISH_EVERY - 1`: no publication is due yet.
+        // No publication is due: the last one came with this block of ids (or the binding).
         Some((idx, id, slot))
     })
     .flatten()?;
@@ -169,14 +167,15 @@ fn take_slow(
     let (idx, slot) = store.stack[store.n];
     if store.id_next == store.id_end {
         more_ids(store, s);
+        // At most `IDS` allocations since the last publication (binding and refills publish
+        // too, and a binding starts without ids).
+        publish_now(c, s);
     }
+    let store = &mut c.store;
     let id = store.id_next;
     store.id_next = id + 1;
     c.deltas.alloc(allocated);
     c.deltas.note_size(allocated);
-    if c.deltas.allocs >= PUBLISH_EVERY {
-        publish_now(c, s);
-    }
     Some((idx, id, slot))
 }
 

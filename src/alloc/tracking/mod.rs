@@ -29,10 +29,11 @@
 //!   size, alignment. The leak report and the per-pointer queries read it; a free only *stores*
 //!   to its slot (marking it free), which the processor completes in the background.
 //! - A per-thread **front** (the crate's one [thread cache](crate::alloc::thread_cache) mechanism,
-//!   bound to the last tracking allocator the thread used) holds a stack of up to 64 free slots, a block of 256 reserved
-//!   ids and counter deltas, so a thread allocates and frees with plain loads and stores. It goes
-//!   to the shared state (one spin lock) only to take or return half a stack of slots, every
-//!   1,024 allocations or frees to publish its counters, when it moves to another tracking
+//!   bound to the last tracking allocator the thread used) holds a stack of up to 64 free
+//!   slots, a block of 1,024 reserved ids and counter deltas, so a thread allocates and frees
+//!   with plain loads and stores. It goes to the shared state (one spin lock) only to take or
+//!   return half a stack of slots, to publish its counters with each new block of ids (so at
+//!   least every 1,024 allocations) and every 1,024 frees, when it moves to another tracking
 //!   allocator, and at thread exit.
 //!
 //! What this means for users:
@@ -46,8 +47,8 @@
 //!   dead and may be freed by another thread during the call, so they must not read its header:
 //!   they scan the slot table (O(live)). Callers that know no other thread frees the pointer
 //!   meanwhile can use the O(1) [`TrackingAllocator::live_allocation`] instead.
-//! - **Ids** are unique and never reused; each thread draws them in blocks of 256, so they increase
-//!   along each thread's allocations but interleave in blocks across threads.
+//! - **Ids** are unique and never reused; each thread draws them in blocks of 1,024, so they
+//!   increase along each thread's allocations but interleave in blocks across threads.
 //! - **Bad frees** are refused: logged (`tracing::error!`), not forwarded to the inner allocator,
 //!   not counted; a live block stays live (and in the leak report). Nothing outside this
 //!   allocator's own tables is read before the address index has proved a live block of ours at
@@ -403,16 +404,23 @@ impl<A> TrackingAllocator<A> {
                 return refuse(BadFree::Layout { requested, align });
             }
         }
-        let w = &slot.word;
         if !front::give(&self.shared, idx, slot, allocated as u64) {
-            let mut st = self.shared.state.lock();
-            w.store(link(NIL), Ordering::Release);
-            Shared::put_slots(&mut st, &self.shared, idx, idx);
-            let mut d = Deltas::ZERO;
-            d.free(allocated as u64);
-            st.counters.merge(&d);
+            self.give_shared(idx, slot, allocated as u64);
         }
         Some(inner_layout)
+    }
+
+    /// The shared (locked) path of `untrack`: slot `idx` back on the shared list, counters
+    /// updated directly. Out of line, so the free's common path keeps fewer registers live.
+    #[cold]
+    #[inline(never)]
+    fn give_shared(&self, idx: u64, slot: &Slot, allocated: u64) {
+        let mut st = self.shared.state.lock();
+        slot.word.store(link(NIL), Ordering::Release);
+        Shared::put_slots(&mut st, &self.shared, idx, idx);
+        let mut d = Deltas::ZERO;
+        d.free(allocated);
+        st.counters.merge(&d);
     }
 
     /// Logs a refused free (`tracing::error!`); nothing is forwarded or counted.
