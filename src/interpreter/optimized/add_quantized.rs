@@ -11,6 +11,8 @@ use crate::interpreter::reference::add::{
 };
 use crate::interpreter::reference::quant::QuantizedMultiplier;
 use crate::interpreter::reference::quantize::QuantInt;
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 
 /// `out[i] = ADD(a[i], b[i])` for inputs of one shape. Needs
 /// [`has_positive_multipliers`](crate::interpreter::reference::add::has_positive_multipliers)`(p)`,
@@ -162,7 +164,8 @@ unsafe fn int8_blocks_avx2(p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut [i8
 /// [`Linear::margin`] `e` bounds that. With `t = acc + e`, when `t mod 2^sh ≥ 2e` both
 /// `acc - e` and `acc + e`, so `2^sh·W`, lie in one interval `[k·2^sh, (k + 1)·2^sh)`, hence
 /// `⌊W⌋ = k = t >> sh` exactly; a block with any other lane runs the exact rule. `sh` is the
-/// largest that keeps every `|t|` below `2^31` for int8 `x`, `y`; a form whose lanes would
+/// largest (or, rarely, one less) that keeps every `|t|` below `2^31` for int8 `x`, `y` (any
+/// `sh` that does is exact; a larger one falls back less often); a form whose lanes would
 /// fall back too often (`2e > 2^(sh - 10)`) is not offered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Linear {
@@ -206,14 +209,21 @@ impl Linear {
         let gamma = f64::from(p.input1_offset) * alpha + f64::from(p.input2_offset) * beta2 + 0.5;
         let tau = if mo.shift == 0 { 0.0 } else { pow2(mo.shift) };
         let bound = 3.0 * mu + tau;
-        for sh in (1..=30u32).rev() {
+        let abs = |v: f64| if v < 0.0 { -v } else { v };
+        let limit = 2f64.powi(31) - 1.0;
+        // The largest `sh` whose real reach fits, less the constant part of the margin and
+        // the coefficients' roundings; the loop confirms it on the rounded integers.
+        let per_unit = 128.0 * (abs(alpha) + abs(beta2)) + abs(gamma) + bound;
+        let guess = ((limit - 512.0) / per_unit).log2().floor();
+        let start = if guess.is_nan() { 30.0 } else { guess.clamp(1.0, 30.0) } as u32;
+        for sh in (1..=start).rev() {
             let scale = pow2(sh as i32);
             let a = (alpha * scale).round();
             let b = (beta2 * scale).round();
             let c0 = (gamma * scale).round();
             let e = Self::margin(bound, scale);
-            let reach = 128.0 * (a.abs() + b.abs()) + c0.abs() + e;
-            if reach < 2f64.powi(31) - 1.0 {
+            let reach = 128.0 * (abs(a) + abs(b)) + abs(c0) + e;
+            if reach < limit {
                 if 2.0 * e * 1024.0 > scale {
                     return None;
                 }
