@@ -11,6 +11,8 @@ use crate::interpreter::reference::add::{
 };
 use crate::interpreter::reference::quant::QuantizedMultiplier;
 use crate::interpreter::reference::quantize::QuantInt;
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 
 /// `out[i] = ADD(a[i], b[i])` for inputs of one shape. Needs
 /// [`has_positive_multipliers`](crate::interpreter::reference::add::has_positive_multipliers)`(p)`,
@@ -50,8 +52,8 @@ pub fn add_int8_same_shape(
     if isa.avx2() && int8_lanes_apply(p) {
         let n = out.len().min(a.len()).min(b.len());
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `n` is within all
-        // three slices.
-        let done = unsafe { avx2::add_int8(p, &a[..n], &b[..n], &mut out[..n]) };
+        // three slices; `p` passed `int8_lanes_apply`.
+        let done = unsafe { int8_blocks_avx2(p, &a[..n], &b[..n], &mut out[..n]) };
         int8_scalar(tables, p, &a[done..n], &b[done..n], &mut out[done..n]);
         return;
     }
@@ -69,8 +71,8 @@ pub fn add_int8_row(isa: Isa, p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut 
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() && int8_signed_lanes_apply(p) {
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `n` is within all
-        // three slices.
-        done = unsafe { avx2::add_int8(p, &a[..n], &b[..n], &mut out[..n]) };
+        // three slices; `p` passed `int8_signed_lanes_apply`.
+        done = unsafe { int8_blocks_avx2(p, &a[..n], &b[..n], &mut out[..n]) };
     }
     let _ = isa;
     for ((o, &x), &y) in out[done..n].iter_mut().zip(&a[done..n]).zip(&b[done..n]) {
@@ -120,6 +122,128 @@ pub fn int8_lanes_apply(p: &AddQuantParams) -> bool {
 /// 32-bit products. Returned as `(hi, lo)`; the rounding right shift by `-shift` follows.
 pub fn share_split(m: i32) -> (i32, i32) {
     (m >> 11, m & 0x7FF)
+}
+
+/// Runs shorter than this take the exact lanes directly: [`Linear::of`] costs about as much
+/// as a few blocks.
+const LINEAR_MIN_LEN: usize = 128;
+
+/// The 32-lane blocks of an int8 ADD on AVX2 (a multiple of 32 values; returns how many):
+/// through [`Linear`] where `p` has one and the run is long enough, else the exact lanes.
+///
+/// # Safety
+/// The CPU supports AVX2; `a`, `b` and `out` have one length; `p` passed
+/// [`int8_signed_lanes_apply`] (which [`int8_lanes_apply`] implies).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn int8_blocks_avx2(p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
+    match Linear::of(p).filter(|_| out.len() >= LINEAR_MIN_LEN) {
+        Some(l) => avx2::add_int8_linear(&l, p, a, b, out),
+        None => avx2::add_int8(p, a, b, out),
+    }
+}
+
+/// A 32-bit affine form of an int8 ADD with a proven error bound, so most values need three
+/// integer operations instead of the exact rule's two scaled shares and a 64-bit rescale.
+///
+/// Write `d = x + offset`, `z = d·m / 2^(11 + r)` for an input of multiplier `(m, -r)`, and
+/// `μ = M / 2^(31 + R)` for the output multiplier `(M, -R)`. The reference computes each share
+/// `s` with two roundings (the rounding high multiply of `d·2^20` by `m`, then the rounding
+/// shift by `r`), each within half of its unit, so `|s - z| ≤ 1/2 + 2^-r + 2^-(r+1) ≤ 5/4`
+/// and the raw sum is within 5/2 of `z₁ + z₂`. Its output stage is one floor: the rounding
+/// high multiply is `⌊(raw·M + 2^30) / 2^31⌋` (gemmlowp's nudge-and-truncate, for either
+/// sign), and `RoundingDivideByPOT(h, R) = ⌊(h + 2^(R-1) - [h < 0]) / 2^R⌋` for `R ≥ 1`,
+/// which folds into it (`⌊(⌊u/v⌋ + c)/w⌋ = ⌊(u + c·v)/(v·w)⌋` for integers `c` and positive
+/// `v`, `w`): the result before the zero point is `⌊W⌋` with
+/// `W = raw·μ + 1/2 + τ`, `|τ| ≤ 2^-(R+1)` (`τ = 0` when `R = 0`). So `W` lies within
+/// `β = 3μ + 2^-R` (0 for `R = 0`) of the affine `W* = x·α + y·β₂ + γ` of the real
+/// coefficients.
+///
+/// Scaled by `2^sh` and rounded to integers, `acc = x·a + y·b + c₀` is within
+/// `(|x| + |y| + 1)/2 + β·2^sh` (plus far less than one for the `f64` arithmetic) of `2^sh·W`;
+/// [`Linear::margin`] `e` bounds that. With `t = acc + e`, when `t mod 2^sh ≥ 2e` both
+/// `acc - e` and `acc + e`, so `2^sh·W`, lie in one interval `[k·2^sh, (k + 1)·2^sh)`, hence
+/// `⌊W⌋ = k = t >> sh` exactly; a block with any other lane runs the exact rule. `sh` is the
+/// largest (or, rarely, one less) that keeps every `|t|` below `2^31` for int8 `x`, `y` (any
+/// `sh` that does is exact; a larger one falls back less often); a form whose lanes would
+/// fall back too often (`2e > 2^(sh - 10)`) is not offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Linear {
+    /// Coefficient of input 1.
+    pub a: i32,
+    /// Coefficient of input 2.
+    pub b: i32,
+    /// `c₀ + e`.
+    pub c: i32,
+    /// Fraction bits of `t`.
+    pub sh: u32,
+    /// `2e`: a lane whose `t mod 2^sh` is below it falls back.
+    pub two_e: i32,
+}
+
+impl Linear {
+    /// The form of `p` (an int8 ADD or SUB with a positive output multiplier), if it has one.
+    pub(crate) fn of(p: &AddQuantParams) -> Option<Linear> {
+        let shift_ok = |m: QuantizedMultiplier| (-31..=0).contains(&m.shift);
+        let (m1, m2, mo) = (
+            p.input1_multiplier,
+            p.input2_multiplier,
+            p.output_multiplier,
+        );
+        if p.left_shift != 20
+            || !(shift_ok(m1) && shift_ok(m2) && shift_ok(mo))
+            || mo.multiplier <= 0
+            || !(-256..=256).contains(&p.output_offset)
+            || p.activation_min < -128
+            || p.activation_max > 127
+            || [p.input1_offset, p.input2_offset]
+                .iter()
+                .any(|o| !(-1024..=1024).contains(o))
+        {
+            return None;
+        }
+        let pow2 = |e: i32| 2f64.powi(e);
+        let mu = f64::from(mo.multiplier) * pow2(-31 + mo.shift);
+        let share = |m: QuantizedMultiplier| f64::from(m.multiplier) * pow2(-11 + m.shift) * mu;
+        let (alpha, beta2) = (share(m1), share(m2));
+        let gamma = f64::from(p.input1_offset) * alpha + f64::from(p.input2_offset) * beta2 + 0.5;
+        let tau = if mo.shift == 0 { 0.0 } else { pow2(mo.shift) };
+        let bound = 3.0 * mu + tau;
+        let abs = |v: f64| if v < 0.0 { -v } else { v };
+        let limit = 2f64.powi(31) - 1.0;
+        // The largest `sh` whose real reach fits, less the constant part of the margin and
+        // the coefficients' roundings; the loop confirms it on the rounded integers.
+        let per_unit = 128.0 * (abs(alpha) + abs(beta2)) + abs(gamma) + bound;
+        let guess = ((limit - 512.0) / per_unit).log2().floor();
+        let start = if guess.is_nan() { 30.0 } else { guess.clamp(1.0, 30.0) } as u32;
+        for sh in (1..=start).rev() {
+            let scale = pow2(sh as i32);
+            let a = (alpha * scale).round();
+            let b = (beta2 * scale).round();
+            let c0 = (gamma * scale).round();
+            let e = Self::margin(bound, scale);
+            let reach = 128.0 * (abs(a) + abs(b)) + abs(c0) + e;
+            if reach < limit {
+                if 2.0 * e * 1024.0 > scale {
+                    return None;
+                }
+                return Some(Linear {
+                    a: a as i32,
+                    b: b as i32,
+                    c: (c0 + e) as i32,
+                    sh,
+                    two_e: (2.0 * e) as i32,
+                });
+            }
+        }
+        None
+    }
+
+    /// `e`: the rounding of three coefficients over `|x|, |y| ≤ 128` (`(128 + 128 + 1)/2`),
+    /// the reference's own roundings (`bound·2^sh`), and 2 for the `f64` arithmetic.
+    fn margin(bound: f64, scale: f64) -> f64 {
+        (bound * scale).ceil() + 129.0 + 2.0
+    }
 }
 
 /// The element loop (inlined into each instruction-set variant).
@@ -199,6 +323,75 @@ mod avx2 {
             shift: _mm_cvtsi32_si128(right),
             mask: _mm256_set1_epi32(((1i64 << right) - 1) as i32),
         }
+    }
+
+    /// The 32-lane blocks of an int8 ADD through the affine form `l` ([`super::Linear`]): a
+    /// block with a lane too near a rounding boundary runs [`add_int8`] instead. Returns how
+    /// many values it wrote (a multiple of 32).
+    ///
+    /// # Safety
+    /// The CPU supports AVX2; `a`, `b` and `out` have one length; `p` passed
+    /// [`super::int8_signed_lanes_apply`] and `l` is `Linear::of(p)`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn add_int8_linear(
+        l: &super::Linear,
+        p: &AddQuantParams,
+        a: &[i8],
+        b: &[i8],
+        out: &mut [i8],
+    ) -> usize {
+        let n = out.len() / 32 * 32;
+        let (ca, cb, cc) = (
+            _mm256_set1_epi32(l.a),
+            _mm256_set1_epi32(l.b),
+            _mm256_set1_epi32(l.c),
+        );
+        let mask = _mm256_set1_epi32(((1i64 << l.sh) - 1) as i32);
+        let two_e = _mm256_set1_epi32(l.two_e);
+        let sh = _mm_cvtsi32_si128(l.sh as i32);
+        let zp = _mm256_set1_epi16(p.output_offset as i16);
+        let (lo, hi) = (
+            _mm256_set1_epi8(p.activation_min as i8),
+            _mm256_set1_epi8(p.activation_max as i8),
+        );
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let mut i = 0;
+        while i < n {
+            let mut v = [_mm256_setzero_si256(); 4];
+            let mut near = _mm256_setzero_si256();
+            for (j, v) in v.iter_mut().enumerate() {
+                // SAFETY: `i + 32 <= n <= a.len() = b.len()`, so bytes `i + 8j .. + 8` exist.
+                let x = _mm256_cvtepi8_epi32(_mm_loadl_epi64(a.as_ptr().add(i + 8 * j).cast()));
+                let y = _mm256_cvtepi8_epi32(_mm_loadl_epi64(b.as_ptr().add(i + 8 * j).cast()));
+                // `|t| < 2^31` for every int8 `x`, `y` (`Linear::of`): no wrap.
+                let t = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_mullo_epi32(x, ca), cc),
+                    _mm256_mullo_epi32(y, cb),
+                );
+                near = _mm256_or_si256(near, _mm256_cmpgt_epi32(two_e, _mm256_and_si256(t, mask)));
+                *v = _mm256_sra_epi32(t, sh);
+            }
+            if _mm256_testz_si256(near, near) == 0 {
+                let r = i..i + 32;
+                // SAFETY: as for this function; the block is 32 values of each slice.
+                add_int8(p, &a[r.clone()], &b[r.clone()], &mut out[r]);
+                i += 32;
+                continue;
+            }
+            // Saturating to int16, adding the zero point saturating, saturating to int8 and
+            // clamping gives the clamp of the exact sum: the activation range lies in int8
+            // and |zero point| ≤ 256 (a saturated lane stays beyond the range).
+            let w = _mm256_packs_epi16(
+                _mm256_adds_epi16(_mm256_packs_epi32(v[0], v[1]), zp),
+                _mm256_adds_epi16(_mm256_packs_epi32(v[2], v[3]), zp),
+            );
+            let w = _mm256_permutevar8x32_epi32(w, order);
+            let w = _mm256_min_epi8(_mm256_max_epi8(w, lo), hi);
+            // SAFETY: `i + 32 <= n <= out.len()`.
+            _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), w);
+            i += 32;
+        }
+        n
     }
 
     /// The 32-lane blocks of [`super::add_int8_same_shape`]; returns how many values it wrote
@@ -386,6 +579,73 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every pair of int8 values under random scales (equal, near and far apart; ADD and SUB),
+    /// zero points and activation ranges: the affine lanes equal the reference bit for bit,
+    /// once as offered and once with the margin widened so that most blocks take the exact
+    /// fallback (both branches and their mix inside one run).
+    #[test]
+    fn int8_linear_lanes_match_the_reference_on_every_pair() {
+        if !Isa::Avx2.avx2() {
+            return;
+        }
+        let mut rng = Rng::new(27);
+        let all: Vec<(i8, i8)> = (0..65536u32)
+            .map(|i| ((i & 0xFF) as u8 as i8, (i >> 8) as u8 as i8))
+            .collect();
+        let (a, b): (Vec<i8>, Vec<i8>) = all.iter().copied().unzip();
+        let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut offered = 0;
+        for case in 0..80 {
+            let s1 = 10f64.powf(-4.0 + 3.0 * unit());
+            let s2 = if case % 4 == 0 { s1 } else { 10f64.powf(-4.0 + 3.0 * unit()) };
+            let so = s1.max(s2) * 10f64.powf(-1.0 + 1.6 * unit());
+            let z = |u: f64| (u * 255.0) as i32 - 128;
+            let (z1, z2, zo) = (z(unit()), z(unit()), z(unit()));
+            let (lo, hi) = if case % 3 == 0 { (z(unit()).min(0), 127) } else { (-128, 127) };
+            let mut p = params_i8((s1, s2, so), (z1, z2, zo), lo, hi);
+            if case % 5 == 1 {
+                p.input2_multiplier.multiplier = -p.input2_multiplier.multiplier;
+            }
+            let Some(l) = Linear::of(&p) else { continue };
+            offered += 1;
+            let want: Vec<i8> = all
+                .iter()
+                .map(|&(x, y)| add_quantized_value(x.into(), y.into(), &p) as i8)
+                .collect();
+            let wide = 1i32 << (l.sh - 3);
+            let widened = Linear {
+                c: l.c + wide,
+                two_e: l.two_e + 2 * wide,
+                ..l
+            };
+            for form in [l, widened] {
+                let mut got = vec![0i8; a.len()];
+                // SAFETY: AVX2 is present (checked above); the slices have one length; `p`
+                // passed `int8_signed_lanes_apply` (asserted) and `form` is as conservative as
+                // `Linear::of(p)`.
+                assert!(int8_signed_lanes_apply(&p));
+                let done = unsafe { avx2::add_int8_linear(&form, &p, &a, &b, &mut got) };
+                assert_eq!(done, a.len());
+                assert_eq!(got, want, "{form:?} {p:?}");
+            }
+        }
+        assert!(offered >= 60, "only {offered} of 80 cases had an affine form");
+    }
+
+    /// The form's coefficients track the reals: an ADD of one scale into twice that scale is
+    /// about `(x + y)/2`, so `a = b ≈ 2^(sh - 1)`.
+    #[test]
+    fn int8_linear_form_of_a_plain_sum() {
+        let p = params_i8((0.01, 0.01, 0.02), (0, 0, 0), -128, 127);
+        let l = Linear::of(&p).expect("a plain sum has a form");
+        let half = f64::from(1u32 << (l.sh - 1));
+        assert!((f64::from(l.a) / half - 1.0).abs() < 1e-5, "{l:?}");
+        assert_eq!(l.a, l.b);
+        let mut q = p;
+        q.output_multiplier.multiplier = -q.output_multiplier.multiplier;
+        assert_eq!(Linear::of(&q), None);
     }
 
     #[test]

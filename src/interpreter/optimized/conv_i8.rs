@@ -216,8 +216,9 @@ fn conv_i8_rows(
     );
     let pixels = output.len() / out_c;
     let rows_per_block = (PATCH_ELEMS / stride).min(pixels.max(1));
+    // Each block writes every element of its rows (values, zero taps, the pad of an odd
+    // `k`) before the product reads them, so the block needs no clearing.
     let mut patch = [MaybeUninit::<i16>::uninit(); PATCH_ELEMS];
-    let patch = zeroed_prefix(&mut patch, rows_per_block * stride);
     // The kernels validate int8 zero points, so the offset fits in 16 bits and `x + offset`
     // in -255..=255.
     let offset = q.input_offset as i16;
@@ -228,19 +229,17 @@ fn conv_i8_rows(
         Weights::Packed(_) => npg,
         Weights::InPlace { .. } => group_channels(npg, k, !pointwise),
     };
-    let mut stack = [0i8; STACK_GROUP_BYTES];
+    let mut stack = [MaybeUninit::<i8>::uninit(); STACK_GROUP_BYTES];
     let mut weights = match weights {
         Weights::InPlace {
             filter,
             scratch: [],
         } => {
-            assert!(
-                packed_len(group, k) <= STACK_GROUP_BYTES,
-                "conv_i8: no panel scratch"
-            );
+            let len = packed_len(group, k);
+            assert!(len <= STACK_GROUP_BYTES, "conv_i8: no panel scratch");
             Weights::InPlace {
                 filter,
-                scratch: &mut stack[..],
+                scratch: zeroed_prefix(&mut stack, len),
             }
         }
         w => w,
@@ -263,39 +262,46 @@ fn conv_i8_rows(
         while p0 < pixels {
             let rows = (pixels - p0).min(rows_per_block);
             let at = first_pixel + p0;
+            let block = &mut patch[..rows * stride];
             if groups > 1 && pointwise {
                 for r in 0..rows {
                     let src = &input[(at + r) * g.in_c + c0..][..k];
-                    widen(src, &mut patch[r * stride..][..k], offset);
+                    widen_uninit(src, &mut block[r * stride..][..k], offset);
                 }
             } else if groups > 1 {
                 for r in 0..rows {
-                    gather(g, input, offset, c0, at + r, &mut patch[r * stride..][..k]);
+                    gather(g, input, offset, c0, at + r, &mut block[r * stride..][..k]);
                 }
             } else if pointwise && stride == k {
                 // Pixel `p` is input row `p`, and the rows are adjacent: one run.
-                widen(
-                    &input[at * k..(at + rows) * k],
-                    &mut patch[..rows * k],
-                    offset,
-                );
+                widen_uninit(&input[at * k..(at + rows) * k], block, offset);
             } else if pointwise {
                 for r in 0..rows {
                     let src = &input[(at + r) * k..][..k];
-                    widen(src, &mut patch[r * stride..][..k], offset);
+                    widen_uninit(src, &mut block[r * stride..][..k], offset);
                 }
             } else {
                 for r in 0..rows {
-                    gather(g, input, offset, 0, at + r, &mut patch[r * stride..][..k]);
+                    gather(g, input, offset, 0, at + r, &mut block[r * stride..][..k]);
                 }
             }
+            if stride > k {
+                // The pad after an odd `k` (its weight is zero; written so it is initialized).
+                for row in block.chunks_exact_mut(stride) {
+                    row[k].write(0);
+                }
+            }
+            // SAFETY: every element of `block` was written above: each of its `rows` rows has
+            // its `k` values (widened or gathered, gather writing every tap) and its pad, and
+            // `MaybeUninit<i16>` has `i16`'s layout.
+            let block = unsafe { &*(block as *const [MaybeUninit<i16>] as *const [i16]) };
             let out = OutRows {
                 out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
                 stride: out_c,
             };
             gemm_requant(
                 isa,
-                &patch[..rows * stride],
+                block,
                 stride,
                 rows,
                 k,
@@ -316,7 +322,14 @@ fn conv_i8_rows(
 /// Writes the im2col row of output pixel `pixel` (batch-major linear index) over input
 /// channels `c0..c0 + filter_depth` into `dst` (`filter_h * filter_w * filter_depth` values in
 /// filter order): `x + offset` inside the input, 0 at padded taps.
-fn gather(g: &ConvGeometry, input: &[i8], offset: i16, c0: usize, pixel: usize, dst: &mut [i16]) {
+fn gather(
+    g: &ConvGeometry,
+    input: &[i8],
+    offset: i16,
+    c0: usize,
+    pixel: usize,
+    dst: &mut [MaybeUninit<i16>],
+) {
     let out_x = pixel % g.out_w;
     let out_y = pixel / g.out_w % g.out_h;
     let b = pixel / (g.out_w * g.out_h);
@@ -324,23 +337,24 @@ fn gather(g: &ConvGeometry, input: &[i8], offset: i16, c0: usize, pixel: usize, 
     // `c` values a tap copies, `stride` between input pixels.
     let (c, stride) = (g.filter_depth, g.in_c);
     let row_len = g.filter_w * c;
+    let zero = MaybeUninit::new(0);
     for (fy, dst) in dst.chunks_exact_mut(row_len).enumerate() {
         if fy < wy.f0 || fy >= wy.f1 || wx.f0 >= wx.f1 {
-            dst.fill(0);
+            dst.fill(zero);
             continue;
         }
         let row = (b * g.in_h + wy.at(fy)) * g.in_w;
-        dst[..wx.f0 * c].fill(0);
-        dst[wx.f1 * c..].fill(0);
+        dst[..wx.f0 * c].fill(zero);
+        dst[wx.f1 * c..].fill(zero);
         if g.dilation_w == 1 && c == stride {
             // The clipped taps are adjacent in the input: one run.
             let n = (wx.f1 - wx.f0) * c;
             let src = &input[(row + wx.at(wx.f0)) * c..][..n];
-            widen(src, &mut dst[wx.f0 * c..][..n], offset);
+            widen_uninit(src, &mut dst[wx.f0 * c..][..n], offset);
         } else {
             for fx in wx.f0..wx.f1 {
                 let src = &input[(row + wx.at(fx)) * stride + c0..][..c];
-                widen(src, &mut dst[fx * c..][..c], offset);
+                widen_uninit(src, &mut dst[fx * c..][..c], offset);
             }
         }
     }
@@ -351,5 +365,14 @@ fn gather(g: &ConvGeometry, input: &[i8], offset: i16, c0: usize, pixel: usize, 
 pub(crate) fn widen(src: &[i8], dst: &mut [i16], offset: i16) {
     for (d, &s) in dst.iter_mut().zip(src) {
         *d = i16::from(s) + offset;
+    }
+}
+
+/// [`widen`] into memory that may not be initialized yet (writes every element of `dst`
+/// that `src` covers).
+#[inline(always)]
+fn widen_uninit(src: &[i8], dst: &mut [MaybeUninit<i16>], offset: i16) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        d.write(i16::from(s) + offset);
     }
 }
