@@ -174,33 +174,12 @@ impl Walk {
                     .collect()
             }
             BuiltinOp::STRIDED_SLICE => {
-                let BuiltinOptions::StridedSlice {
-                    begin_mask,
-                    end_mask,
-                    ellipsis_mask,
-                    new_axis_mask,
-                    shrink_axis_mask,
-                    offset,
-                } = op.builtin_options
-                else {
-                    return None;
-                };
                 let input = flat(0)?;
                 let index = |k: usize| -> Option<Vec<i32>> {
                     flat(k)?.iter().map(|&v| i32::try_from(v).ok()).collect()
                 };
                 let (begin, end, strides) = (index(1)?, index(2)?, index(3)?);
-                let spec = SliceSpec {
-                    begin: &begin,
-                    end: &end,
-                    strides: &strides,
-                    begin_mask,
-                    end_mask,
-                    ellipsis_mask,
-                    new_axis_mask,
-                    shrink_axis_mask,
-                    offset,
-                };
+                let spec = SliceSpec::from_options(&op.builtin_options, &begin, &end, &strides)?;
                 let plan = slice_plan(self.dims_of(op, 0)?, &spec).ok()?;
                 // A one-dimensional input is the plan's last axis.
                 let axis = plan.starts.len() - 1;

@@ -9,7 +9,6 @@ use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::kernel_ensure;
-use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 
 #[derive(Clone, Copy, Debug)]
@@ -24,30 +23,6 @@ pub struct StridedSlice;
 impl Kernel for StridedSlice {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(4, 1)?;
-        let (begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask, offset) =
-            match *ctx.options() {
-                BuiltinOptions::StridedSlice {
-                    begin_mask,
-                    end_mask,
-                    ellipsis_mask,
-                    new_axis_mask,
-                    shrink_axis_mask,
-                    offset,
-                } => (
-                    begin_mask,
-                    end_mask,
-                    ellipsis_mask,
-                    new_axis_mask,
-                    shrink_axis_mask,
-                    offset,
-                ),
-                BuiltinOptions::None => (0, 0, 0, 0, 0, false),
-                _ => {
-                    return Err(KernelError::new(
-                        "STRIDED_SLICE without StridedSliceOptions",
-                    ))
-                }
-            };
         let input = ctx.input(0)?;
         let output = ctx.output(0)?;
         expect_movable_dtype(&output, &input)?;
@@ -63,17 +38,8 @@ impl Kernel for StridedSlice {
             );
             *slot = t.const_data::<i32>()?;
         }
-        let spec = SliceSpec {
-            begin: idx[0],
-            end: idx[1],
-            strides: idx[2],
-            begin_mask,
-            end_mask,
-            ellipsis_mask,
-            new_axis_mask,
-            shrink_axis_mask,
-            offset,
-        };
+        let spec = SliceSpec::from_options(ctx.options(), idx[0], idx[1], idx[2])
+            .ok_or_else(|| KernelError::new("STRIDED_SLICE without StridedSliceOptions"))?;
         let plan = slice_plan(input.dims, &spec).map_err(KernelError::new)?;
         kernel_ensure!(
             output.dims == plan.out_shape()

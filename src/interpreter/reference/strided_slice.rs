@@ -31,6 +31,41 @@ pub struct SliceSpec<'a> {
     pub offset: bool,
 }
 
+impl<'a> SliceSpec<'a> {
+    /// The spec of a STRIDED_SLICE with `options` (`StridedSliceOptions`; absent options are
+    /// all masks clear) over index vectors `begin`, `end` and `strides`; `None` for options of
+    /// another op.
+    pub fn from_options(
+        options: &crate::model::BuiltinOptions,
+        begin: &'a [i32],
+        end: &'a [i32],
+        strides: &'a [i32],
+    ) -> Option<SliceSpec<'a>> {
+        use crate::model::BuiltinOptions;
+        let spec = SliceSpec::new(begin, end, strides);
+        match *options {
+            BuiltinOptions::StridedSlice {
+                begin_mask,
+                end_mask,
+                ellipsis_mask,
+                new_axis_mask,
+                shrink_axis_mask,
+                offset,
+            } => Some(SliceSpec {
+                begin_mask,
+                end_mask,
+                ellipsis_mask,
+                new_axis_mask,
+                shrink_axis_mask,
+                offset,
+                ..spec
+            }),
+            BuiltinOptions::None => Some(spec),
+            _ => None,
+        }
+    }
+}
+
 /// Per effective axis: first input index, step, element count and input stride; plus the
 /// output shape. Left-extended to [`MAX_DIMS`] with one-element axes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
