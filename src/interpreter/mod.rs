@@ -77,7 +77,8 @@ pub struct MemorySummary {
     pub head_bytes: usize,
     /// Tail: op data, persistent arrays, variables, prepare-time constants.
     pub tail_bytes: usize,
-    /// Sum of the kernel scratch requests (inside the head).
+    /// Sum of the kernel scratch buffers as granted (inside the head; an elastic request at the
+    /// size it grew to, see `PrepareContext::request_scratch_up_to`).
     pub scratch_bytes: usize,
     /// Tail bytes that are tensors (variables, prepare-time constants, aligned constant copies).
     pub persistent_bytes: usize,

@@ -274,7 +274,7 @@ impl Walk {
                 Some(b.extents[MAX_BROADCAST_DIMS - rank..].to_vec())
             }
             op_ if keeps_batch(op_) => {
-                // Only the batch may be dynamic for the rule to hold.
+                // The batch follows input 0; the other dimensions stay as stored.
                 let stored = &self.dims[out];
                 let batch = *input.first()?;
                 (!stored.is_empty()).then(|| {
