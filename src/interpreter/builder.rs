@@ -15,6 +15,7 @@ use crate::model::Model;
 use rust_alloc::sync::Arc;
 
 mod budget;
+mod evaluate;
 mod place;
 mod resize;
 mod shapes;

@@ -3,12 +3,13 @@
 //! plan ([`stage_with`] lists the phases). The result, [`Staged`], is placed into an arena by
 //! [`finish`](super::finish).
 
+use super::evaluate::evaluate_at_build;
 use super::shapes;
 use crate::arena::Category;
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
 use crate::interpreter::context::{
-    check_node_views, BuildState, CopyAllowance, InitContext, InvokeContext, NodeMemory,
-    NodeTables, Persistent, Precompute, PrepareContext, Slot, MAX_INPUTS, MAX_OUTPUTS,
+    BuildState, CopyAllowance, InitContext, NodeMemory, Persistent, Precompute, PrepareContext,
+    MAX_INPUTS, MAX_OUTPUTS,
 };
 use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
 use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind, TensorTable};
@@ -17,8 +18,7 @@ use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
-use core::cell::Cell;
-use rust_alloc::{string::String, vec::Vec};
+use rust_alloc::vec::Vec;
 
 /// A variable tensor's initial value when it is not all zero bytes.
 pub(crate) enum VariableInit {
@@ -70,7 +70,7 @@ impl Staged {
     }
 }
 
-fn kernel_error(
+pub(super) fn kernel_error(
     node: &NodeInfo,
     phase: Phase,
     e: crate::interpreter::KernelError,
@@ -766,102 +766,4 @@ fn producers(nodes: &[NodeInfo]) -> Vec<Option<usize>> {
         }
     }
     p
-}
-
-/// Runs a node whose inputs are all constant once, writing its outputs to `computed`.
-#[allow(clippy::too_many_arguments)]
-fn evaluate_at_build(
-    node: &NodeInfo,
-    reg: &Registration,
-    mem: &NodeMemory,
-    (tensors, table): (&[TensorEntry], &TensorTable),
-    (model, layout): (&Model, &Layout),
-    persistent: &mut Persistent,
-    computed: &mut [Option<Vec<u128>>],
-    tensor_record: &[Option<u32>],
-    isa: Isa,
-) -> Result<(), InterpreterError> {
-    let err = |message: String| InterpreterError::Kernel {
-        node: node.index,
-        op: node.op_name.clone().into_owned(),
-        phase: Phase::Invoke,
-        message,
-    };
-    let words = |bytes: usize| bytes.div_ceil(ALIGNMENT);
-    for &t in &node.outputs {
-        if let Ok(t) = usize::try_from(t) {
-            if computed[t].is_some() {
-                return Err(err(format!("tensor {t} is written twice at prepare time")));
-            }
-            computed[t] = Some(vec![0u128; words(tensors[t].bytes)]);
-        }
-    }
-    let mut scratch_bufs: Vec<Vec<u128>> =
-        mem.scratch.iter().map(|&b| vec![0u128; words(b)]).collect();
-    let mut slots: Vec<Slot> = tensors
-        .iter()
-        .map(|e| Slot {
-            ptr: core::ptr::null_mut(),
-            bytes: 0,
-            dtype: e.dtype,
-        })
-        .collect();
-    for &t in node.inputs.iter().chain(&node.outputs) {
-        let Ok(t) = usize::try_from(t) else { continue };
-        let e = &tensors[t];
-        let ptr = if let Some(w) = computed[t].as_mut() {
-            w.as_mut_ptr() as *mut u8
-        } else if let Some(r) = tensor_record[t] {
-            persistent.ptr(r)
-        } else if let Some(d) = layout.tensor_data(model, t) {
-            d.as_ptr() as *mut u8
-        } else {
-            return Err(err(format!(
-                "input tensor `{}` has no data at prepare time",
-                e.name
-            )));
-        };
-        slots[t] = Slot {
-            ptr,
-            bytes: e.bytes,
-            dtype: e.dtype,
-        };
-    }
-    let records: Vec<(*mut u8, usize)> = (0..persistent.records.len())
-        .map(|r| (persistent.ptr(r as u32), persistent.records[r].size))
-        .collect();
-    let scratch: Vec<(*mut u8, usize)> = scratch_bufs
-        .iter_mut()
-        .zip(&mem.scratch)
-        .map(|(b, &n)| (b.as_mut_ptr() as *mut u8, n))
-        .collect();
-    let mut tables = NodeTables::default();
-    tables.push(
-        reg,
-        mem.op_data.map(|d| (d.record, d.type_id)),
-        &scratch,
-        &mem.states,
-        0,
-        false,
-    )?;
-    let view = tables.view(0, &records);
-    check_node_views(node, (view.rt, view.scratch), &slots, tensors)?;
-    let mut ctx = InvokeContext {
-        node,
-        rt: view.rt,
-        op_data: view.op_data,
-        scratch: view.scratch,
-        states: view.states,
-        slots: &slots,
-        tensors: table,
-        records: &records,
-        taken: Cell::new(0),
-        taken_states: Cell::new(0),
-        threads: None,
-        isa,
-        program: None,
-    };
-    reg.kernel
-        .invoke(&mut ctx)
-        .map_err(|e| kernel_error(node, Phase::Invoke, e))
 }

@@ -1,0 +1,115 @@
+//! Running a node whose inputs are all constant once at build (LiteRT evaluates such nodes in
+//! prepare too): its outputs go to staging words that later nodes' prepare reads as constants
+//! and that the staging tail (`Tail::keep_results` in `stage`) moves into the arena tail.
+
+use super::stage::kernel_error;
+use crate::interpreter::allocation::ALIGNMENT;
+use crate::interpreter::context::{
+    check_node_views, InvokeContext, NodeMemory, NodeTables, Persistent, Slot,
+};
+use crate::interpreter::error::{InterpreterError, Phase};
+use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorTable};
+use crate::interpreter::kernel::Registration;
+use crate::interpreter::optimized::Isa;
+use crate::interpreter::subgraphs::Layout;
+use crate::model::Model;
+use core::cell::Cell;
+use rust_alloc::{string::String, vec::Vec};
+
+/// Runs a node whose inputs are all constant once, writing its outputs to `computed`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn evaluate_at_build(
+    node: &NodeInfo,
+    reg: &Registration,
+    mem: &NodeMemory,
+    (tensors, table): (&[TensorEntry], &TensorTable),
+    (model, layout): (&Model, &Layout),
+    persistent: &mut Persistent,
+    computed: &mut [Option<Vec<u128>>],
+    tensor_record: &[Option<u32>],
+    isa: Isa,
+) -> Result<(), InterpreterError> {
+    let err = |message: String| InterpreterError::Kernel {
+        node: node.index,
+        op: node.op_name.clone().into_owned(),
+        phase: Phase::Invoke,
+        message,
+    };
+    let words = |bytes: usize| bytes.div_ceil(ALIGNMENT);
+    for &t in &node.outputs {
+        if let Ok(t) = usize::try_from(t) {
+            if computed[t].is_some() {
+                return Err(err(format!("tensor {t} is written twice at prepare time")));
+            }
+            computed[t] = Some(vec![0u128; words(tensors[t].bytes)]);
+        }
+    }
+    let mut scratch_bufs: Vec<Vec<u128>> =
+        mem.scratch.iter().map(|&b| vec![0u128; words(b)]).collect();
+    let mut slots: Vec<Slot> = tensors
+        .iter()
+        .map(|e| Slot {
+            ptr: core::ptr::null_mut(),
+            bytes: 0,
+            dtype: e.dtype,
+        })
+        .collect();
+    for &t in node.inputs.iter().chain(&node.outputs) {
+        let Ok(t) = usize::try_from(t) else { continue };
+        let e = &tensors[t];
+        let ptr = if let Some(w) = computed[t].as_mut() {
+            w.as_mut_ptr() as *mut u8
+        } else if let Some(r) = tensor_record[t] {
+            persistent.ptr(r)
+        } else if let Some(d) = layout.tensor_data(model, t) {
+            d.as_ptr() as *mut u8
+        } else {
+            return Err(err(format!(
+                "input tensor `{}` has no data at prepare time",
+                e.name
+            )));
+        };
+        slots[t] = Slot {
+            ptr,
+            bytes: e.bytes,
+            dtype: e.dtype,
+        };
+    }
+    let records: Vec<(*mut u8, usize)> = (0..persistent.records.len())
+        .map(|r| (persistent.ptr(r as u32), persistent.records[r].size))
+        .collect();
+    let scratch: Vec<(*mut u8, usize)> = scratch_bufs
+        .iter_mut()
+        .zip(&mem.scratch)
+        .map(|(b, &n)| (b.as_mut_ptr() as *mut u8, n))
+        .collect();
+    let mut tables = NodeTables::default();
+    tables.push(
+        reg,
+        mem.op_data.map(|d| (d.record, d.type_id)),
+        &scratch,
+        &mem.states,
+        0,
+        false,
+    )?;
+    let view = tables.view(0, &records);
+    check_node_views(node, (view.rt, view.scratch), &slots, tensors)?;
+    let mut ctx = InvokeContext {
+        node,
+        rt: view.rt,
+        op_data: view.op_data,
+        scratch: view.scratch,
+        states: view.states,
+        slots: &slots,
+        tensors: table,
+        records: &records,
+        taken: Cell::new(0),
+        taken_states: Cell::new(0),
+        threads: None,
+        isa,
+        program: None,
+    };
+    reg.kernel
+        .invoke(&mut ctx)
+        .map_err(|e| kernel_error(node, Phase::Invoke, e))
+}
