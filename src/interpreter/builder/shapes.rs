@@ -11,10 +11,11 @@
 //! [`infer_shapes`] does the same before anything is planned. Per subgraph, in operator order,
 //! it keeps the values of small integer tensors known at build (constants and the results of
 //! the shape ops above) and recomputes the shape of every non-constant tensor that has a `-1`
-//! in its signature from its producer's rule. Invariants: tensors without a dynamic dimension
-//! and constants never change; a tensor whose producer has no rule here, or whose operands
-//! are not known at build, keeps its stored shape, so each kernel's prepare checks it exactly
-//! as before (the error then names the node).
+//! in its signature from its producer's rule. Invariants: tensors without a dynamic dimension,
+//! constants and tensors whose stored shape has a negative dimension (an error reported later)
+//! never change; a tensor whose producer has no rule here, or whose operands are not known at
+//! build, keeps its stored shape, so each kernel's prepare checks it exactly as before (the
+//! error then names the node).
 
 use crate::interpreter::reference::broadcast::{BroadcastShapes, MAX_BROADCAST_DIMS};
 use crate::interpreter::reference::strided_slice::{slice_plan, SliceSpec};
@@ -97,7 +98,9 @@ impl Walk {
         for (t, def) in sg.tensors.iter().enumerate() {
             match model.tensor_data(si, t) {
                 Some(data) => walk.values[t] = integers(def.dtype, data),
-                None => walk.dynamic[t] = is_dynamic(def),
+                // A negative stored dimension is the file's error (reported when sizes are
+                // computed), not a placeholder to repair.
+                None => walk.dynamic[t] = is_dynamic(def) && def.shape.iter().all(|&d| d >= 0),
             }
         }
         walk
