@@ -94,6 +94,14 @@ fn run(interp: &mut Interpreter<'_>, x: &Tensor) -> Vec<f32> {
     interp.output::<f32>(0).unwrap().to_vec()
 }
 
+/// The outputs of `images`, one invoke each, at input shape `dims`.
+fn run_each(interp: &mut Interpreter<'_>, dims: &[usize], images: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    images
+        .iter()
+        .map(|img| run(interp, &Tensor::from_vec(dims, img.clone()).unwrap()))
+        .collect()
+}
+
 fn relu(v: &[f32]) -> Vec<f32> {
     v.iter().map(|&x| x.max(0.0)).collect()
 }
@@ -213,15 +221,7 @@ fn keras_unet_batch_three_rows_equal_batch_one() {
         })
         .collect();
     let images = [image, mirrored];
-    let single: Vec<Vec<f32>> = images
-        .iter()
-        .map(|img| {
-            run(
-                &mut interp,
-                &Tensor::from_vec(&dims[..], img.clone()).unwrap(),
-            )
-        })
-        .collect();
+    let single = run_each(&mut interp, &dims, &images);
     assert_ne!(single[0], single[1]);
     let mut dims3 = dims.clone();
     dims3[0] = 3;
@@ -278,15 +278,7 @@ fn converter_convnext_rows_follow_the_computed_reshapes() {
     let image: Vec<f32> = case.inputs()[0].as_slice::<f32>().unwrap().to_vec();
     let flipped: Vec<f32> = image.iter().rev().map(|x| -x).collect();
     let images = [image, flipped];
-    let single: Vec<Vec<f32>> = images
-        .iter()
-        .map(|img| {
-            run(
-                &mut interp,
-                &Tensor::from_vec(&dims[..], img.clone()).unwrap(),
-            )
-        })
-        .collect();
+    let single = run_each(&mut interp, &dims, &images);
     assert_ne!(single[0], single[1]);
     let mut dims2 = dims.clone();
     dims2[0] = 2;
