@@ -120,6 +120,21 @@ impl Isa {
         self.supported() >= Isa::Avx2
     }
 
+    /// Whether a kernel on this path runs its AVX-512 body: the path is `avx512` or above and
+    /// the CPU has AVX-512 F, BW, DQ and VL (and AVX2+FMA). Every call of a
+    /// `#[target_feature(enable = "avx512f,...")]` function in the crate is behind this test.
+    #[inline]
+    pub fn avx512(self) -> bool {
+        self.supported() >= Isa::Avx512
+    }
+
+    /// Whether a kernel on this path runs its AVX-512 VNNI body (`vpdpbusd`): the path is
+    /// `avx512vnni` and the CPU has it, besides everything [`Isa::avx512`] needs.
+    #[inline]
+    pub fn avx512vnni(self) -> bool {
+        self.supported() >= Isa::Avx512Vnni
+    }
+
     /// The `TENSOR_ALLOC_ISA` setting: `Ok(None)` when unset, the path it names, or an error
     /// naming the variable, its value and the accepted values (an empty value is an error, as
     /// for every `TENSOR_ALLOC_*` variable). Read once and cached
