@@ -6,7 +6,7 @@ a user would (float32, int8 with a representative dataset, dynamic range = `Opti
 without a dataset), sized so a test invokes it in milliseconds (each file well under 200 KB).
 Weights are random (seeded). Usage:
     python tools/make_test_models.py OUT_DIR [NAME...]
-Needs tensorflow-cpu (tested with 2.21.0). Then, per model, the reference facts:
+Needs tensorflow-cpu (tested with 2.21.0) and, for `hybrid_lstm_dynamic`, tf_keras 2.21. Then, per model, the reference facts:
     python ../shared/tools/model_facts.py OUT_DIR/NAME.tflite --out REF_DIR
 """
 import os
@@ -240,6 +240,32 @@ def gru_while():
     return keras.Model(inp, out), (6, 4)
 
 
+def hybrid_lstm():
+    """An LSTM fused into one UNIDIRECTIONAL_SEQUENCE_LSTM, converted with dynamic range: float
+    input, state and output, int8 weights with one scale per gate matrix (LiteRT's hybrid LSTM),
+    over two sequences of 8 steps, then a dense head on every step. Keras 2 (`tf_keras`) marks its
+    LSTM for the converter's fusion; Keras 3 layers become WHILE loops (as `hybrid_gru_dynamic`).
+    32 units over 32 features, so each of the 8 gate matrices has 1024 elements (the converter
+    leaves smaller ones in float)."""
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(0)
+    inp = tf_keras.Input((8, 32), batch_size=2)
+    h = tf_keras.layers.LSTM(32, return_sequences=True)(inp)
+    out = tf_keras.layers.Dense(4)(h)
+    return tf_keras.Model(inp, out), (8, 32)
+
+
+def hybrid_gru():
+    """A Keras GRU kept as a loop (`unroll=False`), converted with dynamic range: the WHILE
+    body's FULLY_CONNECTED products of the step input and of the state are hybrid (int8 weights,
+    float activations), then a dense head on the last state."""
+    inp = keras.Input((6, 32), batch_size=1)
+    h = L.GRU(32, unroll=False)(inp)
+    out = L.Dense(3)(h)
+    return keras.Model(inp, out), (6, 32)
+
+
 def cond_if():
     """A data-dependent branch (`tf.cond` on the sign of the input's sum: IF with two branch
     subgraphs, one scaling by a captured constant vector (passed into the branch as an IF input)
@@ -308,6 +334,8 @@ MODELS = {
     "gru_while_f32": (gru_while, "f32"),
     "cond_if_f32": (cond_if, "f32"),
     "while_data_dependent_f32": (while_data_dependent, "f32"),
+    "hybrid_lstm_dynamic": (hybrid_lstm, "dynamic"),
+    "hybrid_gru_dynamic": (hybrid_gru, "dynamic"),
 }
 
 

@@ -5,12 +5,17 @@
 //! Inputs (24): 0 input, 1-4 input-to-{input, forget, cell, output} weights, 5-8 recurrent
 //! weights, 9-11 peephole (must be omitted), 12-15 gate biases, 16-17 projection (must be
 //! omitted), 18 output (hidden) state and 19 cell state (variables), 20-23 layer norm (must be
-//! omitted). CIFG (omitted input gate), peephole, projection, layer norm, diagonal recurrent
-//! weights, hybrid (float input with int8 weights) and 16-bit activations are refused at
-//! prepare: TFLM does not run them either.
+//! omitted). Three forms: float32; 8x8→16 integer; and LiteRT's dynamic-range ("hybrid") form,
+//! float32 activations and states with int8 weights of one symmetric scale per matrix
+//! ([`lstm_hybrid`]: each step's input and hidden rows are quantized once, for all gates, into
+//! head scratch; the weights are read where the model keeps them). CIFG (omitted input gate),
+//! peephole, projection, layer norm, diagonal recurrent weights and 16-bit activations are
+//! refused at prepare: TFLM does not run them either.
 //!
 //! Prepare precomputes every FC and multiplication rescale as TFLM does (`lstm_eval_common.cc`)
-//! and requests TFLM's four scratch buffers of `batch * state` cell elements. The int8 FCs add
+//! and requests TFLM's four scratch buffers, each of one step's gate values: `batch * state`
+//! cell elements when time-major, `state` when batch-major (each batch row runs on its own, so
+//! TFLM's `batch * state` would leave all but one row unused). The int8 FCs add
 //! the input's zero point to the input in stack blocks and multiply that, so no weight-derived
 //! term is kept in the arena (TFLite's effective biases would take `8 × state` int32 of the
 //! tail and save no time).
@@ -21,6 +26,7 @@ use crate::interpreter::reference::lstm::{
     lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams, LstmShape,
     LstmWeights, MulParams,
 };
+use crate::interpreter::reference::lstm_hybrid::{lstm_hybrid, HybridScratch};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
@@ -49,8 +55,20 @@ const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 enum Path {
-    F32 { cell_clip: f32 },
-    Int8 { params: LstmIntegerParams },
+    F32 {
+        cell_clip: f32,
+    },
+    Int8 {
+        params: LstmIntegerParams,
+    },
+    Hybrid {
+        cell_clip: f32,
+        asymmetric: bool,
+        /// Scales of the input weights, then of the recurrent weights, by gate.
+        scales: [f32; 8],
+        /// Quantized input rows, their scales and zero points; the same for the hidden rows.
+        quant: [ScratchId; 6],
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -114,17 +132,19 @@ fn ratio(a: f32, b: f32, c: f32) -> crate::interpreter::reference::quant::Quanti
 impl Kernel for UnidirectionalSequenceLstm {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(24, 1)?;
-        let (activation, cell_clip, time_major, diagonal) = match ctx.options() {
+        let (activation, cell_clip, time_major, asymmetric, diagonal) = match ctx.options() {
             BuiltinOptions::UnidirectionalSequenceLstm {
                 activation,
                 cell_clip,
                 time_major,
+                asymmetric_quantize_inputs,
                 diagonal_recurrent_tensors,
                 ..
             } => (
                 *activation,
                 *cell_clip,
                 *time_major,
+                *asymmetric_quantize_inputs,
                 *diagonal_recurrent_tensors,
             ),
             other => kernel_bail!(
@@ -272,8 +292,25 @@ impl Kernel for UnidirectionalSequenceLstm {
                 );
                 (Path::F32 { cell_clip }, 4)
             }
+            (DType::F32, DType::I8) => {
+                kernel_ensure!(
+                    bias_type == DType::F32 && cell.dtype == DType::F32,
+                    "a hybrid LSTM (int8 weights, float32 input) needs float32 biases and cell \
+                     state (bias {bias_type}, cell state {})",
+                    cell.dtype
+                );
+                let scales = hybrid_scales(&weights)?;
+                let quant = hybrid_scratch(ctx, &shape)?;
+                let path = Path::Hybrid {
+                    cell_clip,
+                    asymmetric,
+                    scales,
+                    quant,
+                };
+                (path, 4)
+            }
             (DType::F32, w) => {
-                kernel_bail!("hybrid LSTM (float32 input, {w} weights) is not supported")
+                kernel_bail!("float32 input with {w} weights: expected float32 or int8 weights")
             }
             (DType::I8, DType::I8) => {
                 kernel_ensure!(
@@ -299,7 +336,7 @@ impl Kernel for UnidirectionalSequenceLstm {
             ),
         };
 
-        let bytes = state_len
+        let bytes = (shape.rows() * state_dim)
             .checked_mul(cell_bytes)
             .ok_or_else(|| KernelError::new("scratch size overflows"))?;
         let scratch = [
@@ -329,9 +366,76 @@ impl Kernel for UnidirectionalSequenceLstm {
                 let (w, input, hidden, cell, output, buffers) = views::<i8, i8, i32, i16>(ctx, &d)?;
                 lstm_int8(&d.shape, &params, &w, input, hidden, cell, output, buffers);
             }
+            Path::Hybrid {
+                cell_clip,
+                asymmetric,
+                scales,
+                quant,
+            } => {
+                let (w, input, hidden, cell, output, buffers) =
+                    views::<f32, i8, f32, f32>(ctx, &d)?;
+                let s = &d.shape;
+                let rows = s.rows();
+                let scratch = HybridScratch {
+                    x_q: sized_mut(ctx.scratch::<i8>(quant[0])?, rows * s.input_dim)?,
+                    x_scales: sized_mut(ctx.scratch::<f32>(quant[1])?, rows)?,
+                    x_offsets: sized_mut(ctx.scratch::<i32>(quant[2])?, rows)?,
+                    h_q: sized_mut(ctx.scratch::<i8>(quant[3])?, rows * s.state_dim)?,
+                    h_scales: sized_mut(ctx.scratch::<f32>(quant[4])?, rows)?,
+                    h_offsets: sized_mut(ctx.scratch::<i32>(quant[5])?, rows)?,
+                };
+                lstm_hybrid(
+                    s, cell_clip, &w, scales, asymmetric, input, hidden, cell, output, buffers,
+                    scratch,
+                );
+            }
         }
         Ok(())
     }
+}
+
+/// The per-tensor scales of a hybrid LSTM's eight int8 weight matrices (input weights by gate,
+/// then recurrent weights), which must be symmetric (zero point 0), as LiteRT's hybrid kernel
+/// assumes.
+fn hybrid_scales(weights: &[TensorInfo<'_>; 8]) -> Result<[f32; 8], KernelError> {
+    let mut scales = [0f32; 8];
+    for (s, w) in scales.iter_mut().zip(weights) {
+        let (scale, zp) = quant(w)?;
+        kernel_ensure!(
+            zp == 0,
+            "weights `{}` have zero point {zp}, expected 0 (symmetric int8 weights of a hybrid \
+             LSTM)",
+            w.name
+        );
+        kernel_ensure!(
+            scale.is_finite() && scale > 0.0,
+            "weights `{}` have scale {scale}, expected a finite positive number",
+            w.name
+        );
+        *s = scale;
+    }
+    Ok(scales)
+}
+
+/// Head scratch of a hybrid LSTM step: the quantized input rows, their scales and zero points,
+/// then the same for the hidden rows.
+fn hybrid_scratch(
+    ctx: &mut PrepareContext<'_>,
+    s: &LstmShape,
+) -> Result<[ScratchId; 6], KernelError> {
+    let rows = s.rows();
+    let bytes = |n: usize, each: usize| {
+        n.checked_mul(each)
+            .ok_or_else(|| KernelError::new(format!("{n} values of {each} bytes overflow")))
+    };
+    Ok([
+        ctx.request_scratch(bytes(rows, s.input_dim)?)?,
+        ctx.request_scratch(bytes(rows, 4)?)?,
+        ctx.request_scratch(bytes(rows, 4)?)?,
+        ctx.request_scratch(bytes(rows, s.state_dim)?)?,
+        ctx.request_scratch(bytes(rows, 4)?)?,
+        ctx.request_scratch(bytes(rows, 4)?)?,
+    ])
 }
 
 /// TFLM's `PrepareGateParametersInteger`.
@@ -443,12 +547,13 @@ fn views<'a, A: Element, W: Element, B: Element, C: crate::interpreter::context:
     let hidden = sized_mut::<A>(ctx.variable(OUTPUT_STATE)?, state_len)?;
     let cell = sized_mut::<C>(ctx.variable(CELL_STATE)?, state_len)?;
     let output = sized_mut::<A>(ctx.output(0)?, seq * s.state_dim)?;
+    let step = s.rows() * s.state_dim;
     let buffers = LstmBuffers {
         b: [
-            sized_mut::<C>(ctx.scratch(d.scratch[0])?, state_len)?,
-            sized_mut::<C>(ctx.scratch(d.scratch[1])?, state_len)?,
-            sized_mut::<C>(ctx.scratch(d.scratch[2])?, state_len)?,
-            sized_mut::<C>(ctx.scratch(d.scratch[3])?, state_len)?,
+            sized_mut::<C>(ctx.scratch(d.scratch[0])?, step)?,
+            sized_mut::<C>(ctx.scratch(d.scratch[1])?, step)?,
+            sized_mut::<C>(ctx.scratch(d.scratch[2])?, step)?,
+            sized_mut::<C>(ctx.scratch(d.scratch[3])?, step)?,
         ],
     };
     Ok((w, input, hidden, cell, output, buffers))

@@ -46,8 +46,9 @@ pub struct LstmShape {
 }
 
 impl LstmShape {
-    /// Rows processed per step.
-    fn rows(&self) -> usize {
+    /// Rows processed per step: the batch when time-major, else 1 (each batch row runs
+    /// through all its steps on its own).
+    pub fn rows(&self) -> usize {
         if self.time_major {
             self.batch
         } else {
@@ -67,7 +68,8 @@ pub struct LstmWeights<'a, W, B> {
     pub bias: [&'a [B]; 4],
 }
 
-/// The four scratch buffers TFLM requests, each `batch * state` cell elements.
+/// The four scratch buffers TFLM requests, each at least one step's `rows() * state` cell
+/// elements.
 pub struct LstmBuffers<'a, C> {
     /// Buffers 0..3.
     pub b: [&'a mut [C]; 4],
@@ -387,6 +389,40 @@ pub fn eigen_tanh(x: f32) -> f32 {
     p / q
 }
 
+/// Where a float-activation LSTM gets its gate pre-activations from: float weights
+/// ([`FloatGates`]) or int8 weights over quantized activations
+/// ([`HybridGates`](super::lstm_hybrid::HybridGates)).
+pub trait GateProducts {
+    /// Called once per time step, before its gates, with the step's input rows `x` and the
+    /// hidden state rows `h` it reads (the hybrid form quantizes them here, once for all gates).
+    fn begin_step(&mut self, x: &[f32], h: &[f32]);
+    /// Gate `g`'s pre-activation for every row of the step:
+    /// `out = (bias[g] + W_in[g]·x) + W_rec[g]·h`; `tmp` is scratch of the same length.
+    fn gate(&mut self, g: usize, x: &[f32], h: &[f32], out: &mut [f32], tmp: &mut [f32]);
+}
+
+/// The gates of a float32 LSTM: products of float weights.
+pub struct FloatGates<'a, 'w> {
+    /// Sizes.
+    pub shape: &'a LstmShape,
+    /// Weights and biases.
+    pub weights: &'a LstmWeights<'w, f32, f32>,
+}
+
+impl GateProducts for FloatGates<'_, '_> {
+    fn begin_step(&mut self, _x: &[f32], _h: &[f32]) {}
+
+    fn gate(&mut self, g: usize, x: &[f32], h: &[f32], out: &mut [f32], tmp: &mut [f32]) {
+        let (s, w) = (self.shape, self.weights);
+        let rows = s.rows();
+        fc_f32(x, rows, s.input_dim, w.input[g], Some(w.bias[g]), s.state_dim, out);
+        fc_f32(h, rows, s.state_dim, w.recurrent[g], None, s.state_dim, tmp);
+        for (o, &t) in out.iter_mut().zip(tmp.iter()) {
+            *o += t;
+        }
+    }
+}
+
 /// Float LSTM over the whole sequence; lengths as for [`lstm_int8`]. `cell_clip > 0` clips the
 /// cell state to `±cell_clip`.
 #[allow(clippy::too_many_arguments)]
@@ -394,6 +430,26 @@ pub fn lstm_f32(
     s: &LstmShape,
     cell_clip: f32,
     w: &LstmWeights<'_, f32, f32>,
+    input: &[f32],
+    hidden: &mut [f32],
+    cell: &mut [f32],
+    output: &mut [f32],
+    buffers: LstmBuffers<'_, f32>,
+) {
+    let mut gates = FloatGates {
+        shape: s,
+        weights: w,
+    };
+    lstm_float_cell(s, cell_clip, &mut gates, input, hidden, cell, output, buffers);
+}
+
+/// The float LSTM cell over the whole sequence with gate pre-activations from `gates` (float
+/// or hybrid weights); lengths as for [`lstm_int8`].
+#[allow(clippy::too_many_arguments)]
+pub fn lstm_float_cell(
+    s: &LstmShape,
+    cell_clip: f32,
+    gates: &mut impl GateProducts,
     input: &[f32],
     hidden: &mut [f32],
     cell: &mut [f32],
@@ -414,27 +470,17 @@ pub fn lstm_f32(
             let x = &input[in_off..in_off + in_step];
             let h = &mut hidden[st.clone()];
             let c = &mut cell[st.clone()];
-            let gate_calc =
-                |g: usize, out: &mut [f32], tmp: &mut [f32], h: &[f32], act: GateAct| {
-                    fc_f32(
-                        x,
-                        rows,
-                        s.input_dim,
-                        w.input[g],
-                        Some(w.bias[g]),
-                        s.state_dim,
-                        out,
-                    );
-                    fc_f32(h, rows, s.state_dim, w.recurrent[g], None, s.state_dim, tmp);
-                    let gate = out.iter_mut().zip(tmp.iter());
-                    match act {
-                        GateAct::Sigmoid => gate.for_each(|(o, &t)| *o = logistic(*o + t)),
-                        GateAct::Tanh => gate.for_each(|(o, &t)| *o = eigen_tanh(*o + t)),
-                    }
-                };
-            gate_calc(gate::FORGET, b0, b3, h, GateAct::Sigmoid);
-            gate_calc(gate::INPUT, b1, b3, h, GateAct::Sigmoid);
-            gate_calc(gate::CELL, b2, b3, h, GateAct::Tanh);
+            gates.begin_step(x, h);
+            let mut gate_calc = |g: usize, out: &mut [f32], tmp: &mut [f32], h: &[f32]| {
+                gates.gate(g, x, h, out, tmp);
+                match g {
+                    gate::CELL => out.iter_mut().for_each(|o| *o = eigen_tanh(*o)),
+                    _ => out.iter_mut().for_each(|o| *o = logistic(*o)),
+                }
+            };
+            gate_calc(gate::FORGET, b0, b3, h);
+            gate_calc(gate::INPUT, b1, b3, h);
+            gate_calc(gate::CELL, b2, b3, h);
 
             for (cv, &f) in c.iter_mut().zip(b0.iter()) {
                 *cv *= f;
@@ -451,7 +497,7 @@ pub fn lstm_f32(
                 }
             }
 
-            gate_calc(gate::OUTPUT, b1, b3, h, GateAct::Sigmoid);
+            gate_calc(gate::OUTPUT, b1, b3, h);
             for (t, &cv) in b0.iter_mut().zip(c.iter()) {
                 *t = eigen_tanh(cv);
             }

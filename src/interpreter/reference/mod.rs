@@ -26,6 +26,7 @@ pub mod hybrid;
 pub mod in_place;
 pub mod logistic;
 pub mod lstm;
+pub mod lstm_hybrid;
 pub mod max_pool;
 pub mod maximum_minimum;
 pub mod mean;
