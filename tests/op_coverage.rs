@@ -45,9 +45,13 @@ const NOT_REGISTERED_WHY: &[(&str, &str)] = &[
     ),
 ];
 
-/// How a node uses dtypes: its inputs (constant ones marked `const`) and outputs.
-fn signature(model: &Model, op: &tensor_alloc::model::Operator) -> String {
-    let sg = &model.subgraphs[0];
+/// How a node of subgraph `sg` uses dtypes: its inputs (constant ones marked `const`) and
+/// outputs.
+fn signature(
+    model: &Model,
+    sg: &tensor_alloc::model::Subgraph,
+    op: &tensor_alloc::model::Operator,
+) -> String {
     let name = |i: i32, with_const: bool| -> Option<String> {
         let t = sg.tensors.get(usize::try_from(i).ok()?)?;
         let constant = with_const
@@ -98,12 +102,15 @@ fn collect(models: &[(String, std::path::PathBuf)]) -> (Uses, Vec<String>) {
             refused.push(name.clone());
             continue;
         }
-        for op in &model.subgraphs[0].operators {
-            uses.entry(op_name(&model, op))
-                .or_default()
-                .entry(signature(&model, op))
-                .or_default()
-                .insert(name.clone());
+        // Every subgraph: the bodies and branches of control-flow ops run their nodes too.
+        for sg in &model.subgraphs {
+            for op in &sg.operators {
+                uses.entry(op_name(&model, op))
+                    .or_default()
+                    .entry(signature(&model, sg, op))
+                    .or_default()
+                    .insert(name.clone());
+            }
         }
     }
     (uses, refused)
@@ -119,7 +126,7 @@ fn table(uses: &Uses, refused: &[String], model_count: usize) -> String {
          the {model_count} models the tests run (`testdata/converter/`, `../shared/models/`): \
          `UPDATE_DOCS=1 cargo test --release --test op_coverage` rewrites it, and the test fails when it is \
          stale. Both kernel sets (`reference`, `optimized`) register the same ops. A dtype combination \
-         is listed when a model that builds with both sets has a node with it (inputs in order, `const` = \
+         is listed when a model that builds with both sets has a node with it, in any of its subgraphs (inputs in order, `const` = \
          a constant from the model, then the outputs); `tests/interpreter_models.rs` checks those models' \
          outputs. What each kernel accepts beyond these is in [interpreter.md](interpreter.md#kernels).\n"
     )

@@ -8,7 +8,8 @@
 //! omitted). Three forms: float32; 8x8→16 integer; and LiteRT's dynamic-range ("hybrid") form,
 //! float32 activations and states with int8 weights of one symmetric scale per matrix
 //! ([`lstm_hybrid`]: each step's input and hidden rows are quantized once, for all gates, into
-//! head scratch; the weights are read where the model keeps them). CIFG (omitted input gate),
+//! head scratch; the weights are read where the model keeps them; the optimized set takes the
+//! int32 sums from [`hybrid_dots`], the same sums, so both sets give the same bits). CIFG (omitted input gate),
 //! peephole, projection, layer norm, diagonal recurrent weights and 16-bit activations are
 //! refused at prepare: TFLM does not run them either.
 //!
@@ -21,12 +22,16 @@
 //! tail and save no time).
 
 use crate::interpreter::context::TensorInfo;
+use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
+use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::lstm::{
     lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams, LstmShape,
     LstmWeights, MulParams,
 };
-use crate::interpreter::reference::lstm_hybrid::{lstm_hybrid, HybridScratch};
+use crate::interpreter::reference::lstm_hybrid::{
+    lstm_hybrid, HybridScratch, HybridWeights, PortableDots, RowDots,
+};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
@@ -64,6 +69,8 @@ enum Path {
     Hybrid {
         cell_clip: f32,
         asymmetric: bool,
+        /// The optimized set: sums from [`hybrid_dots`].
+        fast: bool,
         /// Scales of the input weights, then of the recurrent weights, by gate.
         scales: [f32; 8],
         /// Quantized input rows, their scales and zero points; the same for the hidden rows.
@@ -79,7 +86,30 @@ struct LstmData {
 }
 
 /// The UNIDIRECTIONAL_SEQUENCE_LSTM kernel.
-pub struct UnidirectionalSequenceLstm;
+pub struct UnidirectionalSequenceLstm {
+    /// Which arithmetic the hybrid form's int8 sums run (the float and integer forms are the
+    /// same in both sets).
+    pub set: KernelSet,
+}
+
+/// The optimized set's sums of a hybrid LSTM: [`hybrid_dots`] on the interpreter's path (the
+/// same exact int32 sums as the reference loops, so the same bits).
+struct IsaDots(Isa);
+
+impl RowDots for IsaDots {
+    fn dots(
+        &self,
+        rows: usize,
+        k: usize,
+        n: usize,
+        x: &[i8],
+        offsets: &[i32],
+        w: &[i8],
+        emit: impl FnMut(usize, usize, i32),
+    ) {
+        hybrid_dots(self.0, rows, k, n, x, |r| offsets[r], w, emit);
+    }
+}
 
 fn name_of(k: usize) -> &'static str {
     match k {
@@ -304,6 +334,7 @@ impl Kernel for UnidirectionalSequenceLstm {
                 let path = Path::Hybrid {
                     cell_clip,
                     asymmetric,
+                    fast: self.set == KernelSet::Optimized,
                     scales,
                     quant,
                 };
@@ -369,6 +400,7 @@ impl Kernel for UnidirectionalSequenceLstm {
             Path::Hybrid {
                 cell_clip,
                 asymmetric,
+                fast,
                 scales,
                 quant,
             } => {
@@ -384,10 +416,30 @@ impl Kernel for UnidirectionalSequenceLstm {
                     h_scales: sized_mut(ctx.scratch::<f32>(quant[4])?, rows)?,
                     h_offsets: sized_mut(ctx.scratch::<i32>(quant[5])?, rows)?,
                 };
-                lstm_hybrid(
-                    s, cell_clip, &w, scales, asymmetric, input, hidden, cell, output, buffers,
-                    scratch,
-                );
+                let hw = HybridWeights {
+                    weights: &w,
+                    scales,
+                    asymmetric,
+                };
+                if fast {
+                    let dots = IsaDots(ctx.isa());
+                    lstm_hybrid(
+                        s, cell_clip, hw, dots, input, hidden, cell, output, buffers, scratch,
+                    );
+                } else {
+                    lstm_hybrid(
+                        s,
+                        cell_clip,
+                        hw,
+                        PortableDots,
+                        input,
+                        hidden,
+                        cell,
+                        output,
+                        buffers,
+                        scratch,
+                    );
+                }
             }
         }
         Ok(())
@@ -571,6 +623,9 @@ fn sized_mut<T>(s: &mut [T], len: usize) -> Result<&mut [T], KernelError> {
 }
 
 /// The UNIDIRECTIONAL_SEQUENCE_LSTM kernel (TFLM's `Register_UNIDIRECTIONAL_SEQUENCE_LSTM()`).
-pub fn register_unidirectional_sequence_lstm(_set: KernelSet) -> Registration {
-    Registration::new("UNIDIRECTIONAL_SEQUENCE_LSTM", UnidirectionalSequenceLstm)
+pub fn register_unidirectional_sequence_lstm(set: KernelSet) -> Registration {
+    Registration::new(
+        "UNIDIRECTIONAL_SEQUENCE_LSTM",
+        UnidirectionalSequenceLstm { set },
+    )
 }

@@ -286,6 +286,32 @@ pub fn fully_connected_hybrid(
     }
 }
 
+/// `emit(r, c, sum_j (x[r * k + j] - offset(r)) * w[c * k + j])` for every row `r < rows` of
+/// quantized input and weight row `c < n`, in wrapping int32 (the sum LiteRT's hybrid kernels
+/// take as `dot - row_sum(w) * offset`; equal in any order).
+#[allow(clippy::too_many_arguments)]
+pub fn offset_dots(
+    rows: usize,
+    k: usize,
+    n: usize,
+    x: &[i8],
+    offset: impl Fn(usize) -> i32,
+    w: &[i8],
+    mut emit: impl FnMut(usize, usize, i32),
+) {
+    for r in 0..rows {
+        let xr = &x[r * k..][..k];
+        let off = offset(r);
+        for c in 0..n {
+            let wr = &w[c * k..][..k];
+            let acc = xr.iter().zip(wr).fold(0i32, |acc, (&x, &w)| {
+                acc.wrapping_add((i32::from(x) - off).wrapping_mul(i32::from(w)))
+            });
+            emit(r, c, acc);
+        }
+    }
+}
+
 /// Flat index of batch `idx` in a tensor with batch extents `dims` (broadcast extents of 1).
 fn batch_index(dims: &[usize; MAX_BATCH_DIMS], idx: [usize; MAX_BATCH_DIMS]) -> usize {
     let mut flat = 0;

@@ -10,14 +10,48 @@
 //! weight row's sum), `s` the row's scale and `w` the matrix's. An all-zero row quantizes to
 //! zeros with scale 1, so it adds nothing, as LiteRT's skip of all-zero vectors does.
 
-use super::hybrid::{fully_connected_hybrid, quantize_rows, QuantizedRows, RowsOut};
-use super::lstm::{
-    lstm_float_cell, GateProducts, LstmBuffers, LstmShape, LstmWeights,
-};
+use super::hybrid::{offset_dots, quantize_rows, RowsOut};
+use super::lstm::{lstm_float_cell, GateProducts, LstmBuffers, LstmShape, LstmWeights};
+
+/// The int32 sums of quantized rows against int8 weight rows:
+/// `emit(r, c, sum_j (x[r][j] - offsets[r]) * w[c][j])` for every row `r < rows` and weight row
+/// `c < n`. Exact (wrapping int32), so every implementation gives the same sums.
+pub trait RowDots {
+    /// The sums of `rows` rows of `k` values of `x` against the `n` rows of `k` values of `w`.
+    #[allow(clippy::too_many_arguments)]
+    fn dots(
+        &self,
+        rows: usize,
+        k: usize,
+        n: usize,
+        x: &[i8],
+        offsets: &[i32],
+        w: &[i8],
+        emit: impl FnMut(usize, usize, i32),
+    );
+}
+
+/// The plain loops of [`offset_dots`] (the reference kernels' sums).
+pub struct PortableDots;
+
+impl RowDots for PortableDots {
+    fn dots(
+        &self,
+        rows: usize,
+        k: usize,
+        n: usize,
+        x: &[i8],
+        offsets: &[i32],
+        w: &[i8],
+        emit: impl FnMut(usize, usize, i32),
+    ) {
+        offset_dots(rows, k, n, x, |r| offsets[r], w, emit);
+    }
+}
 
 /// Scratch of one hybrid LSTM step: the quantized input rows and hidden rows with one scale and
 /// one zero point per row. Lengths: `x_q` ≥ rows·input_dim, `h_q` ≥ rows·state_dim, the per-row
-/// slices ≥ rows (rows: the batch when time-major, else 1).
+/// slices ≥ rows (rows: [`LstmShape::rows`]).
 pub struct HybridScratch<'a> {
     /// Quantized input rows.
     pub x_q: &'a mut [i8],
@@ -33,120 +67,81 @@ pub struct HybridScratch<'a> {
     pub h_offsets: &'a mut [i32],
 }
 
-/// The gates of a hybrid LSTM: int8 weights with one scale per matrix over rows quantized at
-/// each step.
-pub struct HybridGates<'a, 'w> {
+/// The weights of a hybrid LSTM: int8 matrices with one scale each, float biases.
+#[derive(Clone, Copy)]
+pub struct HybridWeights<'a, 'w> {
+    /// The int8 weights and the float biases.
+    pub weights: &'a LstmWeights<'w, i8, f32>,
+    /// Scales of the input weights by gate, then of the recurrent weights.
+    pub scales: [f32; 8],
+    /// Quantize rows asymmetrically (the `asymmetric_quantize_inputs` option).
+    pub asymmetric: bool,
+}
+
+/// The gates of a hybrid LSTM: int8 weights over rows quantized once per step, sums from `D`.
+pub struct HybridGates<'a, 'w, D> {
     shape: &'a LstmShape,
-    weights: &'a LstmWeights<'w, i8, f32>,
-    /// Scales of the input weights, then of the recurrent weights, by gate.
-    scales: [f32; 8],
-    asymmetric: bool,
+    w: HybridWeights<'a, 'w>,
     scratch: HybridScratch<'a>,
+    dots: D,
 }
 
-impl<'a, 'w> HybridGates<'a, 'w> {
-    /// Gates over `weights` with `scales` (input weights' by gate, then recurrent weights'),
-    /// quantizing rows asymmetrically when `asymmetric`.
-    pub fn new(
-        shape: &'a LstmShape,
-        weights: &'a LstmWeights<'w, i8, f32>,
-        scales: [f32; 8],
-        asymmetric: bool,
-        scratch: HybridScratch<'a>,
-    ) -> Self {
-        HybridGates {
-            shape,
-            weights,
-            scales,
-            asymmetric,
-            scratch,
-        }
-    }
-}
-
-impl GateProducts for HybridGates<'_, '_> {
+impl<D: RowDots> GateProducts for HybridGates<'_, '_, D> {
     fn begin_step(&mut self, x: &[f32], h: &[f32]) {
         let s = self.shape;
         let rows = s.rows();
         let t = &mut self.scratch;
-        quantize_rows(
-            x,
-            rows,
-            s.input_dim,
-            self.asymmetric,
-            RowsOut {
-                q: &mut t.x_q[..rows * s.input_dim],
-                scales: &mut t.x_scales[..rows],
-                offsets: &mut t.x_offsets[..rows],
-            },
-        );
-        quantize_rows(
-            h,
-            rows,
-            s.state_dim,
-            self.asymmetric,
-            RowsOut {
-                q: &mut t.h_q[..rows * s.state_dim],
-                scales: &mut t.h_scales[..rows],
-                offsets: &mut t.h_offsets[..rows],
-            },
-        );
+        let asymmetric = self.w.asymmetric;
+        let x_out = RowsOut {
+            q: &mut t.x_q[..rows * s.input_dim],
+            scales: &mut t.x_scales[..rows],
+            offsets: &mut t.x_offsets[..rows],
+        };
+        quantize_rows(x, rows, s.input_dim, asymmetric, x_out);
+        let h_out = RowsOut {
+            q: &mut t.h_q[..rows * s.state_dim],
+            scales: &mut t.h_scales[..rows],
+            offsets: &mut t.h_offsets[..rows],
+        };
+        quantize_rows(h, rows, s.state_dim, asymmetric, h_out);
     }
 
-    fn gate(&mut self, g: usize, _x: &[f32], _h: &[f32], out: &mut [f32], tmp: &mut [f32]) {
-        let (s, w, t) = (self.shape, self.weights, &self.scratch);
-        let rows = s.rows();
-        let x = QuantizedRows {
-            q: &t.x_q[..rows * s.input_dim],
-            scales: &t.x_scales[..rows],
-            offsets: &t.x_offsets[..rows],
-        };
-        let h = QuantizedRows {
-            q: &t.h_q[..rows * s.state_dim],
-            scales: &t.h_scales[..rows],
-            offsets: &t.h_offsets[..rows],
-        };
-        let (inf, x_scale, h_scale) = (f32::INFINITY, [self.scales[g]], [self.scales[4 + g]]);
-        fully_connected_hybrid(
+    fn gate(&mut self, g: usize, _x: &[f32], _h: &[f32], out: &mut [f32], _tmp: &mut [f32]) {
+        let (s, w, t) = (self.shape, &self.w, &self.scratch);
+        let (rows, n) = (s.rows(), s.state_dim);
+        let (x_scale, h_scale, bias) = (w.scales[g], w.scales[4 + g], w.weights.bias[g]);
+        // LiteRT's order: the bias, plus the input product, plus the recurrent product, each
+        // product scaled by (row scale × matrix scale).
+        self.dots.dots(
             rows,
             s.input_dim,
-            s.state_dim,
-            &x,
-            w.input[g],
-            &x_scale,
-            Some(w.bias[g]),
-            -inf,
-            inf,
-            out,
+            n,
+            &t.x_q[..rows * s.input_dim],
+            &t.x_offsets[..rows],
+            w.weights.input[g],
+            |r, c, acc| out[r * n + c] = bias[c] + acc as f32 * (t.x_scales[r] * x_scale),
         );
-        fully_connected_hybrid(
+        self.dots.dots(
             rows,
-            s.state_dim,
-            s.state_dim,
-            &h,
-            w.recurrent[g],
-            &h_scale,
-            None,
-            -inf,
-            inf,
-            tmp,
+            n,
+            n,
+            &t.h_q[..rows * n],
+            &t.h_offsets[..rows],
+            w.weights.recurrent[g],
+            |r, c, acc| out[r * n + c] += acc as f32 * (t.h_scales[r] * h_scale),
         );
-        for (o, &v) in out.iter_mut().zip(tmp.iter()) {
-            *o += v;
-        }
     }
 }
 
-/// Hybrid LSTM over the whole sequence; lengths as for
+/// Hybrid LSTM over the whole sequence with sums from `dots`; lengths as for
 /// [`lstm_int8`](super::lstm::lstm_int8), `scratch` as [`HybridScratch`] says. `cell_clip > 0`
 /// clips the cell state to `±cell_clip`.
 #[allow(clippy::too_many_arguments)]
 pub fn lstm_hybrid(
     s: &LstmShape,
     cell_clip: f32,
-    w: &LstmWeights<'_, i8, f32>,
-    scales: [f32; 8],
-    asymmetric: bool,
+    w: HybridWeights<'_, '_>,
+    dots: impl RowDots,
     input: &[f32],
     hidden: &mut [f32],
     cell: &mut [f32],
@@ -154,7 +149,12 @@ pub fn lstm_hybrid(
     buffers: LstmBuffers<'_, f32>,
     scratch: HybridScratch<'_>,
 ) {
-    let mut gates = HybridGates::new(s, w, scales, asymmetric, scratch);
+    let mut gates = HybridGates {
+        shape: s,
+        w,
+        scratch,
+        dots,
+    };
     lstm_float_cell(s, cell_clip, &mut gates, input, hidden, cell, output, buffers);
 }
 
@@ -246,12 +246,16 @@ mod tests {
                     h_scales: &mut hs,
                     h_offsets: &mut ho,
                 };
+                let w = HybridWeights {
+                    weights: &wq,
+                    scales,
+                    asymmetric,
+                };
                 lstm_hybrid(
                     &s,
                     0.0,
-                    &wq,
-                    scales,
-                    asymmetric,
+                    w,
+                    PortableDots,
                     &input,
                     &mut h,
                     &mut c,
