@@ -24,6 +24,8 @@
 //! Every entry point checks the slice lengths against the shapes before any unchecked access,
 //! and panics (a broken caller invariant) rather than read or write out of bounds.
 
+#[cfg(target_arch = "x86_64")]
+use super::gemm_avx512::MR512;
 use super::matrix::{Strided, Weight};
 use super::pack::{group_cols, group_scratch_len, pack_b_with, packed_b_len, NR};
 pub use super::Isa;
@@ -99,7 +101,10 @@ pub fn gemm_packed_steps(
         "gemm: steps {steps:?} outside depth {k}"
     );
     let width = steps.end - steps.start;
-    assert!(a.covers(m, width), "gemm: A view too short for {m} x {width}");
+    assert!(
+        a.covers(m, width),
+        "gemm: A view too short for {m} x {width}"
+    );
     assert!(
         packed_b.len() >= packed_b_len(n, k),
         "gemm: packed B too short"
@@ -131,6 +136,29 @@ pub fn gemm_packed_steps(
         let mut q0 = 0;
         while q0 < panels {
             let q1 = panels.min(q0 + panels_per_block);
+            #[cfg(target_arch = "x86_64")]
+            if isa.avx512() {
+                // SAFETY: `avx512()` checked the cached detection; the operands are the ones
+                // checked above (see `avx512_block`).
+                unsafe {
+                    avx512_block(
+                        m,
+                        n,
+                        k,
+                        k0,
+                        kc,
+                        q0..q1,
+                        steps.start,
+                        a,
+                        packed_b,
+                        ep,
+                        c,
+                        ldc,
+                    )
+                };
+                q0 = q1;
+                continue;
+            }
             let mut i0 = 0;
             while i0 < m {
                 let rows = MR.min(m - i0);
@@ -146,6 +174,7 @@ pub fn gemm_packed_steps(
                         a_rs: a.rs,
                         a_cs: a.cs,
                         b: packed_b[q * k * NR + k0 * NR..].as_ptr(),
+                        b_next: k * NR,
                         c: c[i0 * ldc + j0..].as_mut_ptr(),
                         ldc,
                         cols: NR.min(n - j0),
@@ -256,20 +285,87 @@ pub fn gemm_dot<T: Weight>(
 }
 
 /// One register tile's operands (raw, so the SIMD tile needs no bounds checks).
-struct Tile {
+pub(super) struct Tile {
+    /// Depth steps.
+    pub(super) kc: usize,
+    /// Row 0, step 0 of `A`; row `i`, step `p` at `a + i * a_rs + p * a_cs`.
+    pub(super) a: *const f32,
+    pub(super) a_rs: usize,
+    pub(super) a_cs: usize,
+    /// Step 0 of the packed panel (`NR` values per step).
+    pub(super) b: *const f32,
+    /// Values from one packed panel to the next (`k * NR`; read by the two-panel tiles).
+    pub(super) b_next: usize,
+    /// Row 0, column 0 of `C`; rows `ldc` apart.
+    pub(super) c: *mut f32,
+    pub(super) ldc: usize,
+    /// Columns of `C` (and of the bias) the tile writes.
+    pub(super) cols: usize,
+    /// Whether the tile writes `C` (else adds to it).
+    pub(super) first: bool,
+    /// Whether the epilogue (bias, clamp) applies.
+    pub(super) last: bool,
+    pub(super) bias: Option<*const f32>,
+    pub(super) min: f32,
+    pub(super) max: f32,
+}
+
+/// One depth block (`k0..k0 + kc`) of [`gemm_packed_steps`] over every row and panels
+/// `panels` with the AVX-512 tiles: [`MR512`] rows at a time, two panels per tile while two
+/// remain. Each output gets the same products in the same order as from the AVX2 tile.
+///
+/// # Safety
+/// The CPU has AVX-512F; the operands passed [`gemm_packed_steps`]'s checks (`A` covers `m`
+/// rows of the steps, `packed_b` `packed_b_len(n, k)`, `C` `m` rows of `n` at `ldc`, the bias
+/// `n` values), `k0..k0 + kc` lies inside the steps, which start at `step0`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn avx512_block(
+    m: usize,
+    n: usize,
+    k: usize,
+    k0: usize,
     kc: usize,
-    a: *const f32,
-    a_rs: usize,
-    a_cs: usize,
-    b: *const f32,
-    c: *mut f32,
+    panels: core::ops::Range<usize>,
+    step0: usize,
+    a: Strided<'_>,
+    packed_b: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
     ldc: usize,
-    cols: usize,
-    first: bool,
-    last: bool,
-    bias: Option<*const f32>,
-    min: f32,
-    max: f32,
+) {
+    let mut i0 = 0;
+    while i0 < m {
+        let rows = MR512.min(m - i0);
+        let mut q = panels.start;
+        while q < panels.end {
+            let pair = q + 1 < panels.end;
+            let j0 = q * NR;
+            let tile = Tile {
+                kc,
+                a: a.data[i0 * a.rs + (k0 - step0) * a.cs..].as_ptr(),
+                a_rs: a.rs,
+                a_cs: a.cs,
+                b: packed_b[q * k * NR + k0 * NR..].as_ptr(),
+                b_next: k * NR,
+                c: c[i0 * ldc + j0..].as_mut_ptr(),
+                ldc,
+                cols: (if pair { 2 * NR } else { NR }).min(n - j0),
+                first: k0 == 0,
+                last: k0 + kc == k,
+                bias: ep.bias.map(|b| b[j0..].as_ptr()),
+                min: ep.min,
+                max: ep.max,
+            };
+            // SAFETY: as `run_tile` in `gemm_packed_steps` (rows below `m - i0`, steps inside
+            // the block, `cols` columns below `n - j0`; the second panel, when `pair`, is
+            // panel `q + 1 < panels.end <= n.div_ceil(NR)`, inside `packed_b`); the caller
+            // checked AVX-512F.
+            unsafe { super::gemm_avx512::run_tile(rows, pair, &tile) };
+            q += if pair { 2 } else { 1 };
+        }
+        i0 += rows;
+    }
 }
 
 /// Runs a tile of `rows` (1..=MR) rows.
@@ -426,8 +522,6 @@ mod x86 {
             }
         }
     }
-
-
 }
 
 #[cfg(test)]
@@ -625,6 +719,7 @@ mod tests {
                         a_rs: k,
                         a_cs: 1,
                         b: packed[q * k * NR..].as_ptr(),
+                        b_next: k * NR,
                         c: c[i0 * n + q * NR..].as_mut_ptr(),
                         ldc: n,
                         cols: NR.min(n - q * NR),
