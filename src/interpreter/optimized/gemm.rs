@@ -19,7 +19,9 @@
 //! columns (12 AVX2 accumulators, one broadcast of `A` and two loads of `B` per step). The tile
 //! runs with AVX2+FMA on the [`Isa`] path the caller passes when the CPU has them (the crate's
 //! one cached detection, [`Isa::avx2`]) and as plain Rust otherwise; both sum `k` in the same order, so results do not depend on the ISA
-//! apart from FMA's single rounding.
+//! apart from FMA's single rounding. On an `avx512` path ([`Isa::avx512`]) the tiles are
+//! [`super::gemm_avx512`]'s: [`MR512`] rows × two panels over the same packed layout, in the
+//! same summation order (the AVX2 tile's bits).
 //!
 //! Every entry point checks the slice lengths against the shapes before any unchecked access,
 //! and panics (a broken caller invariant) rather than read or write out of bounds.
@@ -131,8 +133,6 @@ pub fn gemm_packed_steps(
     let mut k0 = steps.start;
     while k0 < steps.end {
         let kc = KC.min(steps.end - k0);
-        let first = k0 == 0;
-        let last = k0 + kc == k;
         let mut q0 = 0;
         while q0 < panels {
             let q1 = panels.min(q0 + panels_per_block);
@@ -163,27 +163,16 @@ pub fn gemm_packed_steps(
             while i0 < m {
                 let rows = MR.min(m - i0);
                 for q in q0..q1 {
-                    let j0 = q * NR;
-                    let tile = Tile {
+                    let at = At {
+                        k,
+                        k0,
                         kc,
-                        // SAFETY (of the pointers built here, used by the tile): `a.covers(m,
-                        // width)`, `i0 < m` and `k0 - steps.start < width` keep the offset
-                        // inside `a.data`; the panel
-                        // offset is below `packed_b_len(n, k)`; `i0 * ldc + j0` is inside `c`.
-                        a: a.data[i0 * a.rs + (k0 - steps.start) * a.cs..].as_ptr(),
-                        a_rs: a.rs,
-                        a_cs: a.cs,
-                        b: packed_b[q * k * NR + k0 * NR..].as_ptr(),
-                        b_next: k * NR,
-                        c: c[i0 * ldc + j0..].as_mut_ptr(),
+                        step0: steps.start,
+                        i0,
+                        q,
                         ldc,
-                        cols: NR.min(n - j0),
-                        first,
-                        last,
-                        bias: ep.bias.map(|b| b[j0..].as_ptr()),
-                        min: ep.min,
-                        max: ep.max,
                     };
+                    let tile = Tile::new(&at, a, packed_b, ep, c, NR.min(n - q * NR));
                     // SAFETY: the tile reads `rows` rows of A at strides `a_rs`/`a_cs` for `kc`
                     // steps (inside A: rows < m - i0 + 1, steps < steps.end - k0 + 1), `kc * NR` packed
                     // values (inside the panel), `cols` bias values, and reads/writes `rows`
@@ -310,6 +299,50 @@ pub(super) struct Tile {
     pub(super) max: f32,
 }
 
+/// Where a tile sits in a product of depth `k`: depth steps `k0..k0 + kc` (of the steps
+/// `A` holds, which start at `step0`), rows from `i0`, panel `q`, `C` rows `ldc` apart.
+struct At {
+    k: usize,
+    k0: usize,
+    kc: usize,
+    step0: usize,
+    i0: usize,
+    q: usize,
+    ldc: usize,
+}
+
+impl Tile {
+    /// The tile at `at` writing `cols` columns. The pointers are formed with checked slicing
+    /// (a start past a slice panics), so they point inside `A`, the packed panels, `C` and the
+    /// bias; the extent the tile then reads is its caller's to check.
+    fn new(
+        at: &At,
+        a: Strided<'_>,
+        packed_b: &[f32],
+        ep: &Epilogue<'_>,
+        c: &mut [f32],
+        cols: usize,
+    ) -> Tile {
+        let j0 = at.q * NR;
+        Tile {
+            kc: at.kc,
+            a: a.data[at.i0 * a.rs + (at.k0 - at.step0) * a.cs..].as_ptr(),
+            a_rs: a.rs,
+            a_cs: a.cs,
+            b: packed_b[at.q * at.k * NR + at.k0 * NR..].as_ptr(),
+            b_next: at.k * NR,
+            c: c[at.i0 * at.ldc + j0..].as_mut_ptr(),
+            ldc: at.ldc,
+            cols,
+            first: at.k0 == 0,
+            last: at.k0 + at.kc == at.k,
+            bias: ep.bias.map(|b| b[j0..].as_ptr()),
+            min: ep.min,
+            max: ep.max,
+        }
+    }
+}
+
 /// One depth block (`k0..k0 + kc`) of [`gemm_packed_steps`] over every row and panels
 /// `panels` with the AVX-512 tiles: [`MR512`] rows at a time, two panels per tile while two
 /// remain. Each output gets the same products in the same order as from the AVX2 tile.
@@ -340,23 +373,17 @@ unsafe fn avx512_block(
         let mut q = panels.start;
         while q < panels.end {
             let pair = q + 1 < panels.end;
-            let j0 = q * NR;
-            let tile = Tile {
+            let at = At {
+                k,
+                k0,
                 kc,
-                a: a.data[i0 * a.rs + (k0 - step0) * a.cs..].as_ptr(),
-                a_rs: a.rs,
-                a_cs: a.cs,
-                b: packed_b[q * k * NR + k0 * NR..].as_ptr(),
-                b_next: k * NR,
-                c: c[i0 * ldc + j0..].as_mut_ptr(),
+                step0,
+                i0,
+                q,
                 ldc,
-                cols: (if pair { 2 * NR } else { NR }).min(n - j0),
-                first: k0 == 0,
-                last: k0 + kc == k,
-                bias: ep.bias.map(|b| b[j0..].as_ptr()),
-                min: ep.min,
-                max: ep.max,
             };
+            let cols = (if pair { 2 * NR } else { NR }).min(n - q * NR);
+            let tile = Tile::new(&at, a, packed_b, ep, c, cols);
             // SAFETY: as `run_tile` in `gemm_packed_steps` (rows below `m - i0`, steps inside
             // the block, `cols` columns below `n - j0`; the second panel, when `pair`, is
             // panel `q + 1 < panels.end <= n.div_ceil(NR)`, inside `packed_b`); the caller
@@ -525,12 +552,13 @@ mod x86 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::interpreter::optimized::pack::pack_b;
     use crate::interpreter::optimized::tests::values;
 
-    fn naive(
+    /// `C` of the product summed in double precision, bias added and clamped.
+    pub(in super::super) fn naive(
         m: usize,
         n: usize,
         k: usize,

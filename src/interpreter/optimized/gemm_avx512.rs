@@ -120,34 +120,13 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::gemm::tests::naive;
     use super::super::gemm::{gemm_grouped, gemm_packed, gemm_packed_steps, Epilogue};
     use super::super::matrix::Strided;
     use super::super::pack::{group_scratch_len, pack_b, packed_b_len};
     use super::super::tests::values;
     use super::super::Isa;
     use proptest::prelude::*;
-
-    /// `C` of the reference product, summed in double precision.
-    fn naive(
-        m: usize,
-        n: usize,
-        k: usize,
-        a: Strided<'_>,
-        b: &[f32],
-        ep: &Epilogue<'_>,
-    ) -> Vec<f32> {
-        let mut c = vec![0.0f32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                let s: f64 = (0..k)
-                    .map(|p| f64::from(a.data[i * a.rs + p * a.cs]) * f64::from(b[j * k + p]))
-                    .sum();
-                let v = s as f32 + ep.bias.map_or(0.0, |b| b[j]);
-                c[i * n + j] = v.max(ep.min).min(ep.max);
-            }
-        }
-        c
-    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(150))]
@@ -195,7 +174,7 @@ mod tests {
             };
             let (c2, c5) = (run(Isa::Avx2), run(Isa::Avx512));
             prop_assert!(c2.iter().zip(&c5).all(|(x, y)| x.to_bits() == y.to_bits()));
-            let want = naive(m, n, k, a, &bv, &ep);
+            let want = naive(m, n, k, a, Strided { data: &bv, rs: k, cs: 1 }, &ep);
             for i in 0..m {
                 for j in 0..n {
                     let (x, y) = (c5[i * ldc + j], want[i * n + j]);
@@ -207,25 +186,19 @@ mod tests {
             // call whose blocks split at the same step.
             if !a_t {
                 let s = split % (k + 1);
-                let mut c = vec![9.0f32; m * ldc];
-                for r in [0..s, s..k] {
-                    let cols: Vec<f32> = (0..m).flat_map(|i| av[i * k + r.start..i * k + r.end].to_vec()).collect();
-                    let ar = Strided { data: &cols, rs: r.len(), cs: 1 };
-                    if r.is_empty() {
-                        continue;
+                let split_run = |isa: Isa| {
+                    let mut c = vec![9.0f32; m * ldc];
+                    for r in [0..s, s..k].into_iter().filter(|r| !r.is_empty()) {
+                        let cols: Vec<f32> = (0..m)
+                            .flat_map(|i| av[i * k + r.start..i * k + r.end].to_vec())
+                            .collect();
+                        let ar = Strided { data: &cols, rs: r.len(), cs: 1 };
+                        gemm_packed_steps(isa, m, n, k, r, ar, &packed, &ep, &mut c, ldc);
                     }
-                    gemm_packed_steps(Isa::Avx512, m, n, k, r, ar, &packed, &ep, &mut c, ldc);
-                }
-                let mut c2 = vec![9.0f32; m * ldc];
-                for r in [0..s, s..k] {
-                    let cols: Vec<f32> = (0..m).flat_map(|i| av[i * k + r.start..i * k + r.end].to_vec()).collect();
-                    let ar = Strided { data: &cols, rs: r.len(), cs: 1 };
-                    if r.is_empty() {
-                        continue;
-                    }
-                    gemm_packed_steps(Isa::Avx2, m, n, k, r, ar, &packed, &ep, &mut c2, ldc);
-                }
-                prop_assert!(c.iter().zip(&c2).all(|(x, y)| x.to_bits() == y.to_bits()));
+                    c
+                };
+                let (s2, s5) = (split_run(Isa::Avx2), split_run(Isa::Avx512));
+                prop_assert!(s2.iter().zip(&s5).all(|(x, y)| x.to_bits() == y.to_bits()));
             }
             // Float16 weights read in place, packed group by group.
             let b16: Vec<half::f16> = bv.iter().map(|&x| half::f16::from_f32(x)).collect();
