@@ -19,11 +19,15 @@
 //! columns (12 AVX2 accumulators, one broadcast of `A` and two loads of `B` per step). The tile
 //! runs with AVX2+FMA on the [`Isa`] path the caller passes when the CPU has them (the crate's
 //! one cached detection, [`Isa::avx2`]) and as plain Rust otherwise; both sum `k` in the same order, so results do not depend on the ISA
-//! apart from FMA's single rounding.
+//! apart from FMA's single rounding. On an `avx512` path ([`Isa::avx512`]) the tiles are
+//! [`super::gemm_avx512`]'s: [`MR512`] rows × two panels over the same packed layout, in the
+//! same summation order (the AVX2 tile's bits).
 //!
 //! Every entry point checks the slice lengths against the shapes before any unchecked access,
 //! and panics (a broken caller invariant) rather than read or write out of bounds.
 
+#[cfg(target_arch = "x86_64")]
+use super::gemm_avx512::MR512;
 use super::matrix::{Strided, Weight};
 use super::pack::{group_cols, group_scratch_len, pack_b_with, packed_b_len, NR};
 pub use super::Isa;
@@ -99,7 +103,10 @@ pub fn gemm_packed_steps(
         "gemm: steps {steps:?} outside depth {k}"
     );
     let width = steps.end - steps.start;
-    assert!(a.covers(m, width), "gemm: A view too short for {m} x {width}");
+    assert!(
+        a.covers(m, width),
+        "gemm: A view too short for {m} x {width}"
+    );
     assert!(
         packed_b.len() >= packed_b_len(n, k),
         "gemm: packed B too short"
@@ -126,35 +133,46 @@ pub fn gemm_packed_steps(
     let mut k0 = steps.start;
     while k0 < steps.end {
         let kc = KC.min(steps.end - k0);
-        let first = k0 == 0;
-        let last = k0 + kc == k;
         let mut q0 = 0;
         while q0 < panels {
             let q1 = panels.min(q0 + panels_per_block);
+            #[cfg(target_arch = "x86_64")]
+            if isa.avx512() {
+                // SAFETY: `avx512()` checked the cached detection; the operands are the ones
+                // checked above (see `avx512_block`).
+                unsafe {
+                    avx512_block(
+                        m,
+                        n,
+                        k,
+                        k0,
+                        kc,
+                        q0..q1,
+                        steps.start,
+                        a,
+                        packed_b,
+                        ep,
+                        c,
+                        ldc,
+                    )
+                };
+                q0 = q1;
+                continue;
+            }
             let mut i0 = 0;
             while i0 < m {
                 let rows = MR.min(m - i0);
                 for q in q0..q1 {
-                    let j0 = q * NR;
-                    let tile = Tile {
+                    let at = At {
+                        k,
+                        k0,
                         kc,
-                        // SAFETY (of the pointers built here, used by the tile): `a.covers(m,
-                        // width)`, `i0 < m` and `k0 - steps.start < width` keep the offset
-                        // inside `a.data`; the panel
-                        // offset is below `packed_b_len(n, k)`; `i0 * ldc + j0` is inside `c`.
-                        a: a.data[i0 * a.rs + (k0 - steps.start) * a.cs..].as_ptr(),
-                        a_rs: a.rs,
-                        a_cs: a.cs,
-                        b: packed_b[q * k * NR + k0 * NR..].as_ptr(),
-                        c: c[i0 * ldc + j0..].as_mut_ptr(),
+                        step0: steps.start,
+                        i0,
+                        q,
                         ldc,
-                        cols: NR.min(n - j0),
-                        first,
-                        last,
-                        bias: ep.bias.map(|b| b[j0..].as_ptr()),
-                        min: ep.min,
-                        max: ep.max,
                     };
+                    let tile = Tile::new(&at, a, packed_b, ep, c, NR.min(n - q * NR));
                     // SAFETY: the tile reads `rows` rows of A at strides `a_rs`/`a_cs` for `kc`
                     // steps (inside A: rows < m - i0 + 1, steps < steps.end - k0 + 1), `kc * NR` packed
                     // values (inside the panel), `cols` bias values, and reads/writes `rows`
@@ -256,20 +274,125 @@ pub fn gemm_dot<T: Weight>(
 }
 
 /// One register tile's operands (raw, so the SIMD tile needs no bounds checks).
-struct Tile {
+pub(super) struct Tile {
+    /// Depth steps.
+    pub(super) kc: usize,
+    /// Row 0, step 0 of `A`; row `i`, step `p` at `a + i * a_rs + p * a_cs`.
+    pub(super) a: *const f32,
+    pub(super) a_rs: usize,
+    pub(super) a_cs: usize,
+    /// Step 0 of the packed panel (`NR` values per step).
+    pub(super) b: *const f32,
+    /// Values from one packed panel to the next (`k * NR`; read by the two-panel tiles).
+    pub(super) b_next: usize,
+    /// Row 0, column 0 of `C`; rows `ldc` apart.
+    pub(super) c: *mut f32,
+    pub(super) ldc: usize,
+    /// Columns of `C` (and of the bias) the tile writes.
+    pub(super) cols: usize,
+    /// Whether the tile writes `C` (else adds to it).
+    pub(super) first: bool,
+    /// Whether the epilogue (bias, clamp) applies.
+    pub(super) last: bool,
+    pub(super) bias: Option<*const f32>,
+    pub(super) min: f32,
+    pub(super) max: f32,
+}
+
+/// Where a tile sits in a product of depth `k`: depth steps `k0..k0 + kc` (of the steps
+/// `A` holds, which start at `step0`), rows from `i0`, panel `q`, `C` rows `ldc` apart.
+struct At {
+    k: usize,
+    k0: usize,
     kc: usize,
-    a: *const f32,
-    a_rs: usize,
-    a_cs: usize,
-    b: *const f32,
-    c: *mut f32,
+    step0: usize,
+    i0: usize,
+    q: usize,
     ldc: usize,
-    cols: usize,
-    first: bool,
-    last: bool,
-    bias: Option<*const f32>,
-    min: f32,
-    max: f32,
+}
+
+impl Tile {
+    /// The tile at `at` writing `cols` columns. The pointers are formed with checked slicing
+    /// (a start past a slice panics), so they point inside `A`, the packed panels, `C` and the
+    /// bias; the extent the tile then reads is its caller's to check.
+    fn new(
+        at: &At,
+        a: Strided<'_>,
+        packed_b: &[f32],
+        ep: &Epilogue<'_>,
+        c: &mut [f32],
+        cols: usize,
+    ) -> Tile {
+        let j0 = at.q * NR;
+        Tile {
+            kc: at.kc,
+            a: a.data[at.i0 * a.rs + (at.k0 - at.step0) * a.cs..].as_ptr(),
+            a_rs: a.rs,
+            a_cs: a.cs,
+            b: packed_b[at.q * at.k * NR + at.k0 * NR..].as_ptr(),
+            b_next: at.k * NR,
+            c: c[at.i0 * at.ldc + j0..].as_mut_ptr(),
+            ldc: at.ldc,
+            cols,
+            first: at.k0 == 0,
+            last: at.k0 + at.kc == at.k,
+            bias: ep.bias.map(|b| b[j0..].as_ptr()),
+            min: ep.min,
+            max: ep.max,
+        }
+    }
+}
+
+/// One depth block (`k0..k0 + kc`) of [`gemm_packed_steps`] over every row and panels
+/// `panels` with the AVX-512 tiles: [`MR512`] rows at a time, two panels per tile while two
+/// remain. Each output gets the same products in the same order as from the AVX2 tile.
+///
+/// # Safety
+/// The CPU has AVX-512F; the operands passed [`gemm_packed_steps`]'s checks (`A` covers `m`
+/// rows of the steps, `packed_b` `packed_b_len(n, k)`, `C` `m` rows of `n` at `ldc`, the bias
+/// `n` values), `k0..k0 + kc` lies inside the steps, which start at `step0`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn avx512_block(
+    m: usize,
+    n: usize,
+    k: usize,
+    k0: usize,
+    kc: usize,
+    panels: core::ops::Range<usize>,
+    step0: usize,
+    a: Strided<'_>,
+    packed_b: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    let mut i0 = 0;
+    while i0 < m {
+        let rows = MR512.min(m - i0);
+        let mut q = panels.start;
+        while q < panels.end {
+            let pair = q + 1 < panels.end;
+            let at = At {
+                k,
+                k0,
+                kc,
+                step0,
+                i0,
+                q,
+                ldc,
+            };
+            let cols = (if pair { 2 * NR } else { NR }).min(n - q * NR);
+            let tile = Tile::new(&at, a, packed_b, ep, c, cols);
+            // SAFETY: as `run_tile` in `gemm_packed_steps` (rows below `m - i0`, steps inside
+            // the block, `cols` columns below `n - j0`; the second panel, when `pair`, is
+            // panel `q + 1 < panels.end <= n.div_ceil(NR)`, inside `packed_b`); the caller
+            // checked AVX-512F.
+            unsafe { super::gemm_avx512::run_tile(rows, pair, &tile) };
+            q += if pair { 2 } else { 1 };
+        }
+        i0 += rows;
+    }
 }
 
 /// Runs a tile of `rows` (1..=MR) rows.
@@ -426,17 +549,16 @@ mod x86 {
             }
         }
     }
-
-
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::interpreter::optimized::pack::pack_b;
     use crate::interpreter::optimized::tests::values;
 
-    fn naive(
+    /// `C` of the product summed in double precision, bias added and clamped.
+    pub(in super::super) fn naive(
         m: usize,
         n: usize,
         k: usize,
@@ -625,6 +747,7 @@ mod tests {
                         a_rs: k,
                         a_cs: 1,
                         b: packed[q * k * NR..].as_ptr(),
+                        b_next: k * NR,
                         c: c[i0 * n + q * NR..].as_mut_ptr(),
                         ldc: n,
                         cols: NR.min(n - q * NR),

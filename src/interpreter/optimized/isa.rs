@@ -4,9 +4,10 @@
 //!
 //! The paths are ordered: `scalar < avx2 < avx512 < avx512vnni`. A request is capped by what
 //! the CPU has ([`Isa::supported`]), so asking for a path the CPU lacks runs the best one it
-//! has, never an illegal instruction. Today the kernels have two bodies, plain Rust and
-//! AVX2+FMA: `avx512` and `avx512vnni` run the AVX2 bodies (they exist so a request on an
-//! AVX-512 machine is honoured as such and so kernels for them slot in behind the same gate).
+//! has, never an illegal instruction. Every kernel has a plain-Rust body and most an AVX2+FMA
+//! one; some also have AVX-512 or AVX-512 VNNI bodies (the table in `docs/isa.md`), and the
+//! others run their AVX2 body on those paths. The AVX-512 intrinsics need Rust 1.89 (the
+//! crate's `rust-version`).
 //!
 //! [`InterpreterBuilder::isa`]: crate::interpreter::InterpreterBuilder::isa
 

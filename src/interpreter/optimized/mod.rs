@@ -27,6 +27,8 @@ mod depthwise_i8_wide;
 pub mod fully_connected_i8;
 pub mod gelu;
 pub mod gemm;
+#[cfg(target_arch = "x86_64")]
+mod gemm_avx512;
 mod gemm_i8;
 pub mod hard_swish;
 pub mod hybrid_depthwise;
