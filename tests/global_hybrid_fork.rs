@@ -150,7 +150,7 @@ fn children_forked_during_allocation_can_allocate() {
                 let mut i = 0usize;
                 let mut keep: Vec<Vec<u8>> = vec![];
                 while !stop.load(Ordering::Relaxed) {
-                    let n = if i % 2 == 0 {
+                    let n = if i.is_multiple_of(2) {
                         (256 << 10) + (i % 17) * 65_536
                     } else {
                         16 + (i * 31 + t) % 400

@@ -14,7 +14,7 @@ static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn size_for(i: usize) -> usize {
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         (256 << 10) + (i % 11) * 70_000
     } else {
         8 + (i * 37) % 500

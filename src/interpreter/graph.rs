@@ -380,7 +380,7 @@ fn entry(
     if sparse {
         // Stored sparse: the data holds the stored values only (DENSIFY checks their count).
         let have = data.map_or(0, <[u8]>::len);
-        if have % elem != 0 {
+        if !have.is_multiple_of(elem) {
             return Err(err(format!(
                 "sparse constant data has {have} bytes, not a multiple of {elem}"
             )));

@@ -404,7 +404,7 @@ impl BestPlanner {
                     order.swap(a, b);
                 }
             }
-            st.strategy = if round % 2 == 0 {
+            st.strategy = if round.is_multiple_of(2) {
                 Strategy::FirstFit
             } else {
                 Strategy::BestFit

@@ -237,7 +237,7 @@ impl Tensor {
         }
         let addr = self.buffer.as_ptr() as usize;
         let align = core::mem::align_of::<T>();
-        if addr % align != 0 {
+        if !addr.is_multiple_of(align) {
             return Err(TensorError::Misaligned {
                 dtype: self.dtype,
                 offset: self.buffer.offset(),
@@ -317,7 +317,7 @@ impl Tensor {
         let fits = shape.byte_size(dtype).ok() == Some(self.byte_size())
             && dtype
                 .alignment()
-                .is_some_and(|a| (self.buffer.as_ptr() as usize) % a == 0);
+                .is_some_and(|a| (self.buffer.as_ptr() as usize).is_multiple_of(a));
         if !fits {
             return Err(self);
         }

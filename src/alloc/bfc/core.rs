@@ -726,7 +726,7 @@ impl Core {
     /// free right neighbour when growing) can hold it and `addr` satisfies `align`. Returns the new
     /// chunk size.
     pub fn resize_in_place(&mut self, addr: usize, new_size: usize, align: usize) -> Option<usize> {
-        if addr % align != 0 {
+        if !addr.is_multiple_of(align) {
             return None;
         }
         let rounded = self.round(new_size)?;

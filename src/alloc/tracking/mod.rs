@@ -233,7 +233,7 @@ impl<A> TrackingAllocator<A> {
     pub unsafe fn live_allocation(&self, ptr: NonNull<u8>) -> Option<LiveAllocation> {
         let addr = ptr.as_ptr() as usize;
         let seen = self.shadow.entry(addr).map_or(0, shadow::get);
-        if seen == 0 || addr % HEADER != 0 {
+        if seen == 0 || !addr.is_multiple_of(HEADER) {
             return None;
         }
         // SAFETY: the shadow proves a live block of ours at `ptr`, which the caller does not free
@@ -351,7 +351,7 @@ impl<A> TrackingAllocator<A> {
         };
         let seen = shadow::get(mark);
         // The shadow has one entry per 16 bytes: a pointer inside a granule is never a block.
-        if seen != off.trailing_zeros() as u8 || addr % HEADER != 0 {
+        if seen != off.trailing_zeros() as u8 || !addr.is_multiple_of(HEADER) {
             self.refuse(addr, layout, BadFree::Shadow { seen });
             return None;
         }
@@ -435,7 +435,7 @@ impl<A> TrackingAllocator<A> {
                 "free of an address that is not a live block of this allocator (a double free, \
                  a foreign or interior pointer, or another allocator's block); ignored"
             ),
-            BadFree::Shadow { .. } if addr % HEADER != 0 => tracing::error!(
+            BadFree::Shadow { .. } if !addr.is_multiple_of(HEADER) => tracing::error!(
                 allocator = %name, address = addr, size, align,
                 "free of an address that is not a live block of this allocator (an interior \
                  pointer); ignored"

@@ -25,7 +25,7 @@ pub fn run() -> Result<(), String> {
             tracking.allocation_id(ptr).unwrap_or(0),
             tracking.requested_size(ptr).unwrap_or(0),
             align,
-            ptr.as_ptr() as usize % align == 0
+            (ptr.as_ptr() as usize).is_multiple_of(align)
         );
         blocks.push((ptr, l));
     }

@@ -305,7 +305,7 @@ fn resolve_reshape(target: &[i64], elements: usize) -> Option<Vec<usize>> {
     }
     let mut dims: Vec<usize> = target.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = unknown {
-        if known == 0 || elements % known != 0 {
+        if known == 0 || !elements.is_multiple_of(known) {
             return None;
         }
         dims[i] = elements / known;

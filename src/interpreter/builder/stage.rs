@@ -447,7 +447,7 @@ impl Tail {
                 && layout.tensor_data(model, t).is_some_and(|d| {
                     e.dtype
                         .alignment()
-                        .is_some_and(|a| d.as_ptr() as usize % a != 0)
+                        .is_some_and(|a| !(d.as_ptr() as usize).is_multiple_of(a))
                 });
             if misaligned {
                 self.tensor_record[t] =

@@ -306,7 +306,7 @@ impl<'a> InvokeContext<'a> {
                 T::DTYPE
             )));
         }
-        if s.bytes > 0 && s.ptr as usize % core::mem::align_of::<T>() != 0 {
+        if s.bytes > 0 && !(s.ptr as usize).is_multiple_of(core::mem::align_of::<T>()) {
             return Err(KernelError::new(format!(
                 "{} is not aligned for {}",
                 self.tensors.label(t),

@@ -248,7 +248,9 @@ impl<'a> TensorInfo<'a> {
 
 fn view<'a, T: Element>(bytes: &'a [u8], name: &str) -> Result<&'a [T], KernelError> {
     let size = core::mem::size_of::<T>();
-    if bytes.len() % size != 0 || bytes.as_ptr() as usize % core::mem::align_of::<T>() != 0 {
+    if !bytes.len().is_multiple_of(size)
+        || !(bytes.as_ptr() as usize).is_multiple_of(core::mem::align_of::<T>())
+    {
         return Err(KernelError::new(format!(
             "tensor `{name}` data ({} bytes) is not a whole, aligned array of {}",
             bytes.len(),

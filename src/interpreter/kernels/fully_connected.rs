@@ -613,7 +613,7 @@ pub(crate) fn fc_shapes(
     kernel_ensure!(depth > 0, "weights `{}` have depth 0", weights.name);
     let n_in = input.num_elements();
     kernel_ensure!(
-        n_in % depth == 0,
+        n_in.is_multiple_of(depth),
         "input `{}` has {n_in} elements, not a multiple of the depth {depth}",
         input.name
     );

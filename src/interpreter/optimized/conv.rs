@@ -55,11 +55,11 @@ impl ConvPlan {
     /// multiplier is set: a depthwise geometry).
     pub fn new(g: &ConvGeometry) -> Option<ConvPlan> {
         let fd = g.filter_depth;
-        if fd == 0 || g.in_c % fd != 0 || g.depth_multiplier > 1 {
+        if fd == 0 || !g.in_c.is_multiple_of(fd) || g.depth_multiplier > 1 {
             return None;
         }
         let groups = g.in_c / fd;
-        if g.out_c % groups != 0 {
+        if !g.out_c.is_multiple_of(groups) {
             return None;
         }
         let k = g.filter_h * g.filter_w * fd;

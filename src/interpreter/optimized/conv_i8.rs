@@ -35,11 +35,11 @@ pub const PATCH_ELEMS: usize = 16 * 1024;
 /// Groups of `g` (`in_c / filter_depth`), when they divide the input and output channels.
 fn groups(g: &ConvGeometry) -> Option<usize> {
     let fd = g.filter_depth;
-    if fd == 0 || g.in_c % fd != 0 || g.depth_multiplier > 1 {
+    if fd == 0 || !g.in_c.is_multiple_of(fd) || g.depth_multiplier > 1 {
         return None;
     }
     let groups = g.in_c / fd;
-    (g.out_c % groups == 0).then_some(groups)
+    g.out_c.is_multiple_of(groups).then_some(groups)
 }
 
 /// Depth of each group's product: `filter_h * filter_w * filter_depth`.
@@ -209,7 +209,7 @@ fn conv_i8_rows(
         return;
     }
     assert!(
-        output.len() % out_c == 0 && first_pixel * out_c + output.len() <= g.output_len(),
+        output.len().is_multiple_of(out_c) && first_pixel * out_c + output.len() <= g.output_len(),
         "conv_i8_rows_with: {} values from pixel {first_pixel} are not whole pixels of a {}-value output",
         output.len(),
         g.output_len()

@@ -95,7 +95,7 @@ pub fn depthwise_conv_i8_rows_with(
         return;
     }
     assert!(
-        output.len() % row_len == 0 && first_row * row_len + output.len() <= g.output_len(),
+        output.len().is_multiple_of(row_len) && first_row * row_len + output.len() <= g.output_len(),
         "depthwise_conv_i8_rows_with: {} values from row {first_row} are not whole rows of a {}-value output",
         output.len(),
         g.output_len()
@@ -171,8 +171,8 @@ fn depthwise_body(
     let rows_fast = false;
     #[cfg(target_arch = "x86_64")]
     let rows_fast = isa == Isa::Avx2
-        && out_c % 8 == 0
-        && (dm == 1 || dm % 8 == 0)
+        && out_c.is_multiple_of(8)
+        && (dm == 1 || dm.is_multiple_of(8))
         && g.filter_h * g.filter_w <= 2 * avx2_rows::MAX_PAIRS;
     let row_len = g.out_w * out_c;
     for (r, output) in output.chunks_exact_mut(row_len).enumerate() {
@@ -288,7 +288,7 @@ impl Taps<'_> {
                     for t in 0..T {
                         x[t] = i16::from(src[t]) + self.offset;
                     }
-                } else if dm % T == 0 {
+                } else if dm.is_multiple_of(T) {
                     // Every lane reads one input channel.
                     x = [i16::from(px[oc0 / dm]) + self.offset; T];
                 } else {

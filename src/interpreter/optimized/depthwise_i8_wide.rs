@@ -38,7 +38,7 @@ fn row_len(g: &ConvGeometry) -> usize {
 /// stack buffers.
 pub(super) fn applies(g: &ConvGeometry) -> bool {
     let dm = g.depth_multiplier.max(1);
-    dm % 8 == 0
+    dm.is_multiple_of(8)
         && g.out_c == g.in_c * dm
         && g.dilation_w == 1
         && g.filter_h * row_len(g) <= WIDE

@@ -92,7 +92,7 @@ pub fn plan_densify(dims: &[usize], sp: &Sparsity, values: usize) -> Result<Dens
             let md = &sp.dim_metadata[l];
             let size = usize::try_from(md.dense_size).unwrap_or(0);
             let d = p.block_map[o - rank];
-            if md.format != 0 || size == 0 || dims[d] % size != 0 {
+            if md.format != 0 || size == 0 || !dims[d].is_multiple_of(size) {
                 return Err(format!(
                     "block level {l} must be dense with a size dividing dimension {d} ({}), \
                      has format {} size {}",

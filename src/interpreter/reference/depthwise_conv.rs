@@ -34,7 +34,7 @@ pub(crate) fn depthwise_loop<I: Copy, P: Copy, W: Copy, A: Copy, O>(
             depthwise_tile::<_, _, _, _, _, 16, false>(
                 g, input, filter, output, oc0, z, load, mac, f,
             )
-        } else if left >= 16 && dm % 16 == 0 {
+        } else if left >= 16 && dm.is_multiple_of(16) {
             depthwise_tile::<_, _, _, _, _, 16, true>(
                 g, input, filter, output, oc0, z, load, mac, f,
             )
@@ -42,7 +42,7 @@ pub(crate) fn depthwise_loop<I: Copy, P: Copy, W: Copy, A: Copy, O>(
             depthwise_tile::<_, _, _, _, _, 8, false>(
                 g, input, filter, output, oc0, z, load, mac, f,
             )
-        } else if left >= 8 && dm % 8 == 0 {
+        } else if left >= 8 && dm.is_multiple_of(8) {
             depthwise_tile::<_, _, _, _, _, 8, true>(g, input, filter, output, oc0, z, load, mac, f)
         } else {
             depthwise_tile::<_, _, _, _, _, 1, true>(g, input, filter, output, oc0, z, load, mac, f)

@@ -101,7 +101,7 @@ pub fn plan_sparse_fc(
     let block = if blocked {
         let b = &sp.dim_metadata[2];
         let k = usize::try_from(b.dense_size).unwrap_or(0);
-        if b.format != 0 || k == 0 || depth % k != 0 {
+        if b.format != 0 || k == 0 || !depth.is_multiple_of(k) {
             return Err(format!(
                 "level 2 must be a DENSE block whose size divides the depth {depth}, has format \
                  {} size {}",

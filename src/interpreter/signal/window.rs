@@ -40,7 +40,7 @@ pub fn apply_window(
             value: i64::from(shift),
         });
     }
-    if window.is_empty() || input.len() % window.len() != 0 {
+    if window.is_empty() || !input.len().is_multiple_of(window.len()) {
         return Err(SignalError::Length {
             op: OP,
             what: "input (frames of the window's length)",

@@ -265,7 +265,7 @@ impl<'a> Searcher<'a> {
             return Status::Stopped(StopReason::Work);
         }
         self.visits += 1;
-        if self.visits % 1024 == 0 {
+        if self.visits.is_multiple_of(1024) {
             if let Some(deadline) = self.deadline {
                 if Instant::now() >= deadline {
                     return Status::Stopped(StopReason::Time);

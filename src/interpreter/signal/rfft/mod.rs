@@ -71,7 +71,7 @@ impl RfftOptions {
             }
         };
         let fft_length = int_option(OP, &m, "fft_length", 2..=MAX_FFT_LENGTH as i64)? as usize;
-        if fft_length % 2 != 0 {
+        if !fft_length.is_multiple_of(2) {
             return Err(format!(
                 "{OP}: option `fft_length` is {fft_length}, expected an even number"
             ));
@@ -110,7 +110,7 @@ impl KissPlan {
         let mut n = nfft;
         let mut p = 4usize;
         loop {
-            while n % p != 0 {
+            while !n.is_multiple_of(p) {
                 p = match p {
                     4 => 2,
                     2 => 3,
@@ -424,7 +424,7 @@ pub struct RfftPlan {
 impl RfftPlan {
     /// A plan for an even `fft_length` in `2..=MAX_FFT_LENGTH`.
     pub fn new(fft_length: usize) -> Result<Self, SignalError> {
-        if fft_length < 2 || fft_length % 2 != 0 || fft_length > MAX_FFT_LENGTH {
+        if fft_length < 2 || !fft_length.is_multiple_of(2) || fft_length > MAX_FFT_LENGTH {
             return Err(SignalError::Value {
                 op: OP,
                 what: "fft_length",
@@ -582,7 +582,7 @@ pub fn rfft_frames<T: KissScalar>(
     padded: &mut [T],
     scratch: &mut [T],
 ) -> Result<(), SignalError> {
-    if frame_len == 0 || frame_len > plan.fft_length || input.len() % frame_len != 0 {
+    if frame_len == 0 || frame_len > plan.fft_length || !input.len().is_multiple_of(frame_len) {
         return Err(SignalError::Value {
             op: OP,
             what: "input frame length",
