@@ -23,6 +23,8 @@ pub mod conv_i8;
 pub mod depthwise_conv;
 pub mod depthwise_i8;
 #[cfg(target_arch = "x86_64")]
+mod depthwise_i8_avx512;
+#[cfg(target_arch = "x86_64")]
 mod depthwise_i8_wide;
 pub mod fully_connected_i8;
 pub mod gelu;
