@@ -21,6 +21,11 @@
 //! one input channel, whose rows it widens once per output row into a zero-padded buffer, so
 //! border pixels need no clipping and a tap pair is one broadcast load.
 //!
+//! On AVX-512 (BW, VL; VNNI when the path is `avx512vnni`), depth multiplier 1 with more than
+//! 8 channels goes to the `depthwise_i8_avx512` rows: 32-channel groups in zmm, border pixels
+//! in the same loop (their outside taps masked to zero). 8 channels or fewer stay on the AVX2
+//! rows, where a 32-lane group would be three quarters empty.
+//!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
 use super::gemm_i8::zeroed_prefix;

@@ -25,19 +25,24 @@ use core::mem::MaybeUninit;
 
 /// Channels per group (int16 lanes of a zmm).
 const LANES: usize = 32;
+/// Up to this many channels the AVX2 rows (8-channel groups in ymm) are faster: a group here
+/// would be at most a quarter full (person_detect's 48 × 48 × 8 layer: 29.5 µs there, 37 µs
+/// here).
+const MIN_CHANNELS: usize = 8;
 /// Tap pairs per window at most (windows of up to 80 taps); the widened weights of a group take
 /// 128 bytes per pair on the stack.
 const MAX_PAIRS: usize = 40;
 
 /// Whether [`rows`] runs `g` with output stage `rq` (AVX-512BW is the caller's check): depth
-/// multiplier 1, a window of 1 to `2 * MAX_PAIRS` taps, and per-channel parameters for every
-/// channel.
+/// multiplier 1 with more than [`MIN_CHANNELS`] channels, a window of 1 to `2 * MAX_PAIRS` taps,
+/// and per-channel parameters for every channel.
 pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
     let taps = g.filter_h * g.filter_w;
     // As `Requant`'s scalar stage: one multiplier means one (the first) shift for all.
     let per_tensor = rq.multipliers.len() == 1 && !rq.shifts.is_empty();
     g.depth_multiplier.max(1) == 1
         && g.out_c == g.in_c
+        && g.out_c > MIN_CHANNELS
         && (1..=2 * MAX_PAIRS).contains(&taps)
         && (per_tensor || (rq.multipliers.len() >= g.out_c && rq.shifts.len() >= g.out_c))
         && rq.bias.is_none_or(|b| b.len() >= g.out_c)
