@@ -37,6 +37,7 @@ mod isa;
 pub mod matrix;
 pub mod mean;
 pub mod pack;
+pub mod pad;
 pub mod pool;
 pub mod prelu;
 mod requant_i8;
