@@ -2,7 +2,7 @@
 //! as TFLM's `pad.cc` (int8 pads with the output zero point unless a constant is given; the
 //! other types with 0).
 
-use crate::interpreter::reference::pad::{pad, PadPlan};
+use crate::interpreter::reference::pad::PadPlan;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
@@ -20,7 +20,18 @@ struct PadData {
 }
 
 /// The PAD / PADV2 kernel.
-pub struct Pad;
+pub struct Pad {
+    /// Runs the optimized copy (`KernelSet::Optimized`), else the reference's.
+    optimized: bool,
+}
+
+impl Pad {
+    fn of(set: KernelSet) -> Pad {
+        Pad {
+            optimized: set == KernelSet::Optimized,
+        }
+    }
+}
 
 impl Kernel for Pad {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -142,6 +153,11 @@ impl Kernel for Pad {
                 } else {
                     $default
                 };
+                let pad = if self.optimized {
+                    crate::interpreter::optimized::pad::pad::<$t>
+                } else {
+                    crate::interpreter::reference::pad::pad::<$t>
+                };
                 pad(&d.plan, ctx.input::<$t>(0)?, value, ctx.output::<$t>(0)?);
             }};
         }
@@ -158,11 +174,11 @@ impl Kernel for Pad {
 }
 
 /// The PAD kernel (TFLM's `Register_PAD()`).
-pub fn register_pad(_set: KernelSet) -> Registration {
-    Registration::new("PAD", Pad)
+pub fn register_pad(set: KernelSet) -> Registration {
+    Registration::new("PAD", Pad::of(set))
 }
 
 /// The PADV2 kernel (TFLM's `Register_PADV2()`).
-pub fn register_padv2(_set: KernelSet) -> Registration {
-    Registration::new("PADV2", Pad)
+pub fn register_padv2(set: KernelSet) -> Registration {
+    Registration::new("PADV2", Pad::of(set))
 }

@@ -21,6 +21,11 @@
 //! one input channel, whose rows it widens once per output row into a zero-padded buffer, so
 //! border pixels need no clipping and a tap pair is one broadcast load.
 //!
+//! On AVX-512 (BW, VL; VNNI when the path is `avx512vnni`), depth multiplier 1 with more than
+//! 8 channels goes to the `depthwise_i8_avx512` rows: 32-channel groups in zmm, border pixels
+//! in the same loop (their outside taps masked to zero). 8 channels or fewer stay on the AVX2
+//! rows, where a 32-lane group would be three quarters empty.
+//!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
 use super::gemm_i8::zeroed_prefix;
@@ -100,6 +105,29 @@ pub fn depthwise_conv_i8_rows_with(
         output.len(),
         g.output_len()
     );
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512() {
+        let rq = Requant::of_conv(q, bias);
+        if super::depthwise_i8_avx512::applies(g, &rq) {
+            // SAFETY: `avx512()` (and `avx512vnni()` for the VNNI body) checked the cached
+            // detection: the CPU has AVX-512 F, BW and VL; `applies` was checked just above,
+            // the lengths and whole rows by the caller and the assert above. The kernels
+            // validate int8 zero points, so the offset fits in 16 bits.
+            unsafe {
+                super::depthwise_i8_avx512::rows(
+                    isa.avx512vnni(),
+                    g,
+                    input,
+                    filter,
+                    &rq,
+                    q.input_offset as i16,
+                    first_row,
+                    output,
+                )
+            };
+            return;
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
         if super::depthwise_i8_wide::applies(g) {

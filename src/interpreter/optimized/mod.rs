@@ -23,6 +23,8 @@ pub mod conv_i8;
 pub mod depthwise_conv;
 pub mod depthwise_i8;
 #[cfg(target_arch = "x86_64")]
+mod depthwise_i8_avx512;
+#[cfg(target_arch = "x86_64")]
 mod depthwise_i8_wide;
 pub mod fully_connected_i8;
 pub mod gelu;
@@ -37,6 +39,7 @@ mod isa;
 pub mod matrix;
 pub mod mean;
 pub mod pack;
+pub mod pad;
 pub mod pool;
 pub mod prelu;
 mod requant_i8;
