@@ -20,6 +20,8 @@ pub mod batch_matmul;
 pub mod broadcast;
 pub mod conv;
 pub mod conv_i8;
+#[cfg(target_arch = "x86_64")]
+mod conv_i8_vnni;
 pub mod depthwise_conv;
 pub mod depthwise_i8;
 #[cfg(target_arch = "x86_64")]
@@ -28,6 +30,8 @@ pub mod fully_connected_i8;
 pub mod gelu;
 pub mod gemm;
 mod gemm_i8;
+#[cfg(target_arch = "x86_64")]
+mod gemm_i8_vnni;
 pub mod hard_swish;
 pub mod hybrid_depthwise;
 pub mod hybrid_dot;
