@@ -82,7 +82,7 @@ pub(crate) fn conv_rows(
     while j0 < out_c {
         let group_end = (grp + 1) * npg;
         let nj = group.min(group_end - j0);
-        pack(&filter[j0 * k..], nj, k, panels, &mut sums);
+        pack(isa, &filter[j0 * k..], nj, k, panels, &mut sums);
         let rqj = rq.channels_from(j0);
         let c0 = grp * fd;
         let mut p0 = 0;

@@ -60,70 +60,16 @@ pub(crate) fn group_channels(n: usize, k: usize, bytes: usize) -> usize {
 /// and their sums into `sums` (`n` rounded up to a panel; 0 past `n`).
 ///
 /// # Panics
-/// If a slice is shorter than that (a caller's bug: the drivers size them).
-pub(crate) fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
-    let quads = stride(k) / 4;
+/// If `isa` has no VNNI body or a slice is shorter than that (a caller's bug: the drivers
+/// check and size them).
+pub(crate) fn pack(isa: Isa, w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
+    assert!(isa.avx512vnni(), "the VNNI packing on path {isa}");
     let out = &mut out[..packed_len(n, k)];
     let w = &w[..n * k];
-    for (p, panel) in out.chunks_exact_mut(quads * 4 * LANES).enumerate() {
-        let c0 = p * LANES;
-        let lanes = LANES.min(n - c0);
-        let rows = &w[c0 * k..(c0 + lanes) * k];
-        let done = if lanes == LANES {
-            pack_panel_quads(rows, k, panel)
-        } else {
-            panel.fill(0);
-            0
-        };
-        for (l, row) in rows.chunks_exact(k).enumerate() {
-            for (i, &v) in row.iter().enumerate().skip(done) {
-                panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = v;
-            }
-            for i in k..stride(k) {
-                panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = 0;
-            }
-        }
-        let s = &mut sums[c0..c0 + LANES];
-        s.fill(0);
-        for (s, row) in s.iter_mut().zip(rows.chunks_exact(k)) {
-            *s = row.iter().map(|&v| i32::from(v)).sum();
-        }
-    }
-}
-
-/// The first `k / 16 * 16` depth positions of a full panel (`w` holds its [`LANES`] rows of
-/// depth `k`) into `panel`, sixteen of every row at a time; returns how many it wrote.
-fn pack_panel_quads(w: &[i8], k: usize, panel: &mut [i8]) -> usize {
-    use core::arch::x86_64::*;
-    let chunks = k / 16;
-    assert!(w.len() >= LANES * k && panel.len() >= chunks * 4 * 4 * LANES);
-    for ch in 0..chunks {
-        for g in 0..LANES / 4 {
-            // SAFETY: SSE2 is part of x86_64. Row `4g + i` reads bytes `16 ch..16 ch + 16 <= k`
-            // of its row in `w`; the stores write quads `4 ch..4 ch + 4`, lanes `4g..4g + 4`,
-            // inside the panel (both lengths asserted above).
-            unsafe {
-                let src = w.as_ptr().add((4 * g) * k + 16 * ch);
-                let r: [__m128i; 4] = core::array::from_fn(|i| _mm_loadu_si128(src.add(i * k).cast()));
-                // 4 × 4 transpose of the rows' quads: `q[j]` = quad `j` of rows `4g..4g + 4`.
-                let t0 = _mm_unpacklo_epi32(r[0], r[1]);
-                let t1 = _mm_unpackhi_epi32(r[0], r[1]);
-                let t2 = _mm_unpacklo_epi32(r[2], r[3]);
-                let t3 = _mm_unpackhi_epi32(r[2], r[3]);
-                let q = [
-                    _mm_unpacklo_epi64(t0, t2),
-                    _mm_unpackhi_epi64(t0, t2),
-                    _mm_unpacklo_epi64(t1, t3),
-                    _mm_unpackhi_epi64(t1, t3),
-                ];
-                let dst = panel.as_mut_ptr().add(4 * ch * 4 * LANES + 16 * g);
-                for (j, v) in q.iter().enumerate() {
-                    _mm_storeu_si128(dst.add(j * 4 * LANES).cast(), *v);
-                }
-            }
-        }
-    }
-    chunks * 16
+    let sums = &mut sums[..n.div_ceil(LANES) * LANES];
+    // SAFETY: `avx512vnni()` checked the cached detection: the CPU has AVX-512 F/BW/VL and
+    // VNNI; the slices have the lengths `avx512::pack` needs (sliced above).
+    unsafe { avx512::pack(w, n, k, out, sums) }
 }
 
 /// `out` row `r`, channel `c` = the output stage `rq` of
@@ -169,6 +115,72 @@ mod avx512 {
     use super::{requantize_row, stride, OutRows, Requant, Stage16, LANES, TILE_ROWS};
     use crate::interpreter::optimized::Isa;
     use core::arch::x86_64::*;
+
+    /// [`super::pack`], panel by panel: a full panel's first `k / 16 * 16` depth positions
+    /// as 4 × 4 transposes of quads, the rest one byte at a time; then each panel's sums as
+    /// `vpdpbusd` of ones with its quads (exact: 64 products of at most 128 per step).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW/VL and VNNI; `w` holds `n * k` bytes, `out`
+    /// `packed_len(n, k)` and `sums` `n` rounded up to a panel.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
+        let quads = stride(k) / 4;
+        for (p, panel) in out.chunks_exact_mut(quads * 4 * LANES).enumerate() {
+            let c0 = p * LANES;
+            let lanes = LANES.min(n - c0);
+            let rows = &w[c0 * k..(c0 + lanes) * k];
+            let done = if lanes == LANES {
+                let chunks = k / 16;
+                for ch in 0..chunks {
+                    for g in 0..LANES / 4 {
+                        // SAFETY: row `4g + i` reads bytes `16 ch..16 ch + 16 <= k` of its row
+                        // of `rows`; the stores write quads `4 ch..4 ch + 4 <= quads`, lanes
+                        // `4g..4g + 4`, inside the panel.
+                        let src = rows.as_ptr().add((4 * g) * k + 16 * ch);
+                        let r: [__m128i; 4] =
+                            core::array::from_fn(|i| _mm_loadu_si128(src.add(i * k).cast()));
+                        // 4 × 4 transpose: `q[j]` = quad `j` of rows `4g..4g + 4`.
+                        let t0 = _mm_unpacklo_epi32(r[0], r[1]);
+                        let t1 = _mm_unpackhi_epi32(r[0], r[1]);
+                        let t2 = _mm_unpacklo_epi32(r[2], r[3]);
+                        let t3 = _mm_unpackhi_epi32(r[2], r[3]);
+                        let q = [
+                            _mm_unpacklo_epi64(t0, t2),
+                            _mm_unpackhi_epi64(t0, t2),
+                            _mm_unpacklo_epi64(t1, t3),
+                            _mm_unpackhi_epi64(t1, t3),
+                        ];
+                        let dst = panel.as_mut_ptr().add(4 * ch * 4 * LANES + 16 * g);
+                        for (j, v) in q.iter().enumerate() {
+                            _mm_storeu_si128(dst.add(j * 4 * LANES).cast(), *v);
+                        }
+                    }
+                }
+                chunks * 16
+            } else {
+                panel.fill(0);
+                0
+            };
+            for (l, row) in rows.chunks_exact(k).enumerate() {
+                for (i, &v) in row.iter().enumerate().skip(done) {
+                    panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = v;
+                }
+                for i in k..stride(k) {
+                    panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = 0;
+                }
+            }
+            let ones = _mm512_set1_epi8(1);
+            let mut s = _mm512_setzero_si512();
+            for j in 0..quads {
+                // SAFETY: quad `j < quads` of the panel.
+                let q = _mm512_loadu_si512(panel.as_ptr().add(j * 4 * LANES).cast());
+                s = _mm512_dpbusd_epi32(s, ones, q);
+            }
+            // SAFETY: `sums` holds whole panels.
+            _mm512_storeu_si512(sums.as_mut_ptr().add(c0).cast(), s);
+        }
+    }
 
     /// The accumulators of one tile of `R` activation rows × `P` panels, starting at `init`.
     ///
@@ -239,13 +251,11 @@ mod avx512 {
         for p in 0..P {
             let c = c0 + p * LANES;
             let lanes = LANES.min(nc - p * LANES);
-            let mask = (((1u32 << lanes) - 1) & 0xffff) as __mmask16;
             for (r, acc) in acc.iter().enumerate() {
                 let o = &mut out.out[(r0 + r) * out.stride + c..][..lanes];
                 match &stages[p] {
-                    // SAFETY: the mask covers the `lanes` bytes of `o` (masked-off bytes are
-                    // not touched).
-                    Some(s) => _mm_mask_storeu_epi8(o.as_mut_ptr().cast(), mask, s.apply(acc[p])),
+                    // SAFETY: `o` holds `lanes` bytes.
+                    Some(s) => s.store(acc[p], o.as_mut_ptr(), lanes),
                     None => {
                         let mut v = [0i32; LANES];
                         // SAFETY: `v` holds 16 `i32`.
@@ -319,11 +329,15 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::{pack, packed_len, stride, LANES};
+    use crate::interpreter::optimized::Isa;
 
     /// Full and partial panels, depths below, at and across the 16-value transpose chunks and
     /// not a multiple of 4; the buffers start dirty (padding must be written as zeros).
     #[test]
     fn pack_matches_its_definition() {
+        if !Isa::Avx512Vnni.avx512vnni() {
+            return; // This CPU has no VNNI: the layout is never packed here.
+        }
         for n in [1, 7, 15, 16, 17, 33, 40] {
             for k in [1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 50, 63, 100] {
                 let w: Vec<i8> = (0..n * k).map(|i| (i * 37 % 251) as u8 as i8).collect();
@@ -339,7 +353,7 @@ mod tests {
                 }
                 let mut got = vec![0x5ai8; packed_len(n, k)];
                 let mut sums = vec![0x5a5a; want_sums.len()];
-                pack(&w, n, k, &mut got, &mut sums);
+                pack(Isa::Avx512Vnni, &w, n, k, &mut got, &mut sums);
                 assert_eq!(got, want, "n {n} k {k}");
                 assert_eq!(sums, want_sums, "n {n} k {k}");
             }

@@ -86,7 +86,10 @@ impl<'a> Requant<'a> {
 pub(crate) fn requantize_row(isa: Isa, rq: &Requant<'_>, c0: usize, acc: &[i32], out: &mut [i8]) {
     let n = acc.len().min(out.len());
     #[cfg(target_arch = "x86_64")]
-    let done = if isa.avx2() {
+    let done = if isa.avx512() {
+        // SAFETY: `avx512()` checked the cached detection: the CPU has AVX-512 F/BW/VL.
+        unsafe { avx512::requantize(rq, c0, &acc[..n], &mut out[..n]) }
+    } else if isa.avx2() {
         // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2.
         unsafe { avx2::requantize(rq, c0, &acc[..n], &mut out[..n]) }
     } else {
@@ -336,6 +339,19 @@ pub(crate) mod avx512 {
             })
         }
 
+        /// Stores the first `lanes` output values of accumulators `acc` at `out`.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F/BW/VL; `out` holds `lanes <= 16` bytes.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+        pub(crate) unsafe fn store(&self, acc: __m512i, out: *mut i8, lanes: usize) {
+            let mask = ((1u32 << lanes) - 1) as __mmask16;
+            // SAFETY: the mask covers the `lanes` bytes of `out`; masked-off bytes are not
+            // touched.
+            _mm_mask_storeu_epi8(out, mask, self.apply(acc));
+        }
+
         /// The sixteen output values of accumulators `acc`.
         ///
         /// # Safety
@@ -373,5 +389,36 @@ pub(crate) mod avx512 {
             // The clamped values are in -128..=127: truncating to bytes keeps them.
             _mm512_cvtepi32_epi8(v)
         }
+    }
+
+    /// [`super::requantize_row`] sixteen channels per step, the last step masked; returns
+    /// how many values it wrote (all, or where [`Stage16::new`] refused: the caller finishes
+    /// the rest).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW/VL.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn requantize(
+        rq: &Requant<'_>,
+        c0: usize,
+        acc: &[i32],
+        out: &mut [i8],
+    ) -> usize {
+        let n = acc.len().min(out.len());
+        let mut i = 0;
+        while i < n {
+            let lanes = (n - i).min(16);
+            let Some(stage) = Stage16::new(rq, c0 + i, lanes) else {
+                return i;
+            };
+            let mask = ((1u32 << lanes) - 1) as __mmask16;
+            // SAFETY: the mask covers elements `i..i + lanes <= n` of `acc` and `out`;
+            // masked-off elements are not touched.
+            let a = _mm512_maskz_loadu_epi32(mask, acc.as_ptr().add(i));
+            stage.store(a, out.as_mut_ptr().add(i), lanes);
+            i += lanes;
+        }
+        n
     }
 }
