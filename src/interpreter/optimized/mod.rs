@@ -50,3 +50,5 @@ pub use isa::{Isa, IsaError, IsaSelection, IsaSource, ISA_ENV};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_vnni;
