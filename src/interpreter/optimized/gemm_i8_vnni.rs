@@ -24,6 +24,7 @@
 //! channels at a time, into the scratch the AVX2 layout would use, see [`group_channels`]); a
 //! filter packed at prepare is in the AVX2 layout and runs the AVX2 body.
 
+
 use super::gemm_i8::OutRows;
 use super::requant_i8::avx512::Stage16;
 use super::requant_i8::{requantize_row, Requant};
@@ -201,9 +202,7 @@ mod avx512 {
     ) -> [[__m512i; P]; R] {
         let mut acc = [[_mm512_setzero_si512(); P]; R];
         for r in 0..R {
-            for p in 0..P {
-                acc[r][p] = init[p];
-            }
+            acc[r][..P].copy_from_slice(&init[..P]);
         }
         let mut wp = [packed.as_ptr(); P];
         for p in 0..P {

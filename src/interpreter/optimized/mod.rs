@@ -31,6 +31,7 @@ pub mod gelu;
 pub mod gemm;
 mod gemm_i8;
 #[cfg(target_arch = "x86_64")]
+#[clippy::msrv = "1.89"] // AVX-512 intrinsics are stable from Rust 1.89.
 mod gemm_i8_vnni;
 pub mod hard_swish;
 pub mod hybrid_depthwise;

@@ -261,6 +261,7 @@ pub(crate) mod avx2 {
 /// The output stage on AVX-512: sixteen channels per step, the same arithmetic as
 /// [`avx2::Stage8`] with mask registers for the compares, the blend and partial panels.
 #[cfg(target_arch = "x86_64")]
+#[clippy::msrv = "1.89"] // AVX-512 intrinsics are stable from Rust 1.89.
 pub(crate) mod avx512 {
     use super::Requant;
     use core::arch::x86_64::*;
