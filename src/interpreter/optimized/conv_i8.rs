@@ -33,7 +33,7 @@ use core::mem::MaybeUninit;
 pub const PATCH_ELEMS: usize = 16 * 1024;
 
 /// Groups of `g` (`in_c / filter_depth`), when they divide the input and output channels.
-fn groups(g: &ConvGeometry) -> Option<usize> {
+pub(crate) fn groups(g: &ConvGeometry) -> Option<usize> {
     let fd = g.filter_depth;
     if fd == 0 || !g.in_c.is_multiple_of(fd) || g.depth_multiplier > 1 {
         return None;
@@ -43,7 +43,7 @@ fn groups(g: &ConvGeometry) -> Option<usize> {
 }
 
 /// Depth of each group's product: `filter_h * filter_w * filter_depth`.
-fn depth(g: &ConvGeometry) -> usize {
+pub(crate) fn depth(g: &ConvGeometry) -> usize {
     g.filter_h * g.filter_w * g.filter_depth
 }
 
@@ -160,7 +160,8 @@ pub fn conv_i8_rows_with(
 /// [`group_channels`] output channels at a time into `scratch` ([`panel_scratch_len`] bytes at
 /// least; may be empty when that is 0: the group is then packed on the stack) and runs all its
 /// pixels on that group before the next, so it reads the filter once.
-/// The same bits as the packed filter (integer sums are exact).
+/// The same bits as the packed filter (integer sums are exact). On the `avx512vnni` path the
+/// groups are packed for `vpdpbusd` (see `conv_i8_vnni`).
 #[allow(clippy::too_many_arguments)]
 pub fn conv_i8_rows_in_place_with(
     isa: Isa,
@@ -173,6 +174,23 @@ pub fn conv_i8_rows_in_place_with(
     first_pixel: usize,
     output: &mut [i8],
 ) {
+    check_pixels(g, first_pixel, output);
+    #[cfg(target_arch = "x86_64")]
+    if packs(g)
+        && super::conv_i8_vnni::conv_rows(
+            isa,
+            g,
+            input,
+            filter,
+            scratch,
+            bias,
+            q,
+            first_pixel,
+            output,
+        )
+    {
+        return;
+    }
     let w = Weights::InPlace { filter, scratch };
     conv_i8_rows(isa, g, input, w, bias, q, first_pixel, output);
 }
@@ -208,12 +226,7 @@ fn conv_i8_rows(
     if out_c == 0 || output.is_empty() {
         return;
     }
-    assert!(
-        output.len().is_multiple_of(out_c) && first_pixel * out_c + output.len() <= g.output_len(),
-        "conv_i8_rows_with: {} values from pixel {first_pixel} are not whole pixels of a {}-value output",
-        output.len(),
-        g.output_len()
-    );
+    check_pixels(g, first_pixel, output);
     let pixels = output.len() / out_c;
     let rows_per_block = (PATCH_ELEMS / stride).min(pixels.max(1));
     // Each block writes every element of its rows (values, zero taps, the pad of an odd
@@ -261,40 +274,8 @@ fn conv_i8_rows(
         let mut p0 = 0;
         while p0 < pixels {
             let rows = (pixels - p0).min(rows_per_block);
-            let at = first_pixel + p0;
             let block = &mut patch[..rows * stride];
-            if groups > 1 && pointwise {
-                for r in 0..rows {
-                    let src = &input[(at + r) * g.in_c + c0..][..k];
-                    widen_uninit(src, &mut block[r * stride..][..k], offset);
-                }
-            } else if groups > 1 {
-                for r in 0..rows {
-                    gather(g, input, offset, c0, at + r, &mut block[r * stride..][..k]);
-                }
-            } else if pointwise && stride == k {
-                // Pixel `p` is input row `p`, and the rows are adjacent: one run.
-                widen_uninit(&input[at * k..(at + rows) * k], block, offset);
-            } else if pointwise {
-                for r in 0..rows {
-                    let src = &input[(at + r) * k..][..k];
-                    widen_uninit(src, &mut block[r * stride..][..k], offset);
-                }
-            } else {
-                for r in 0..rows {
-                    gather(g, input, offset, 0, at + r, &mut block[r * stride..][..k]);
-                }
-            }
-            if stride > k {
-                // The pad after an odd `k` (its weight is zero; written so it is initialized).
-                for row in block.chunks_exact_mut(stride) {
-                    row[k].write(0);
-                }
-            }
-            // SAFETY: every element of `block` was written above: each of its `rows` rows has
-            // its `k` values (widened or gathered, gather writing every tap) and its pad, and
-            // `MaybeUninit<i16>` has `i16`'s layout.
-            let block = unsafe { &*(block as *const [MaybeUninit<i16>] as *const [i16]) };
+            let block = fill_block(g, input, offset, groups, c0, first_pixel + p0, stride, block);
             let out = OutRows {
                 out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
                 stride: out_c,
@@ -319,16 +300,122 @@ fn conv_i8_rows(
     }
 }
 
+/// Panics unless `output` holds whole pixels of `g`'s output from `first_pixel` on (a caller's
+/// bug: the kernel splits the output into bands of pixels).
+fn check_pixels(g: &ConvGeometry, first_pixel: usize, output: &[i8]) {
+    let out_c = g.out_c.max(1);
+    assert!(
+        output.len().is_multiple_of(out_c) && first_pixel * out_c + output.len() <= g.output_len(),
+        "conv_i8_rows_with: {} values from pixel {first_pixel} are not whole pixels of a {}-value output",
+        output.len(),
+        g.output_len()
+    );
+}
+
+/// Writes the activation rows of output pixels `at..at + block.len() / stride` (batch-major
+/// linear indices) over input channels `c0..c0 + filter_depth` of a convolution with `groups`
+/// groups into `block` (rows of `stride >= k` elements: the `k` values of the pointwise input
+/// pixel or the im2col window, [`Tap::pad`] at padded taps, then [`Tap::PAST_K`] up to the
+/// stride), and returns it initialized.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fill_block<'b, T: Tap>(
+    g: &ConvGeometry,
+    input: &[i8],
+    offset: i16,
+    groups: usize,
+    c0: usize,
+    at: usize,
+    stride: usize,
+    block: &'b mut [MaybeUninit<T>],
+) -> &'b [T] {
+    let k = depth(g);
+    let rows = block.len() / stride;
+    let pointwise = g.is_pointwise();
+    if groups > 1 && pointwise {
+        for r in 0..rows {
+            let src = &input[(at + r) * g.in_c + c0..][..k];
+            widen_uninit(src, &mut block[r * stride..][..k], offset);
+        }
+    } else if groups > 1 {
+        for r in 0..rows {
+            gather(g, input, offset, c0, at + r, &mut block[r * stride..][..k]);
+        }
+    } else if pointwise && stride == k {
+        // Pixel `p` is input row `p`, and the rows are adjacent: one run.
+        widen_uninit(&input[at * k..(at + rows) * k], block, offset);
+    } else if pointwise {
+        for r in 0..rows {
+            let src = &input[(at + r) * k..][..k];
+            widen_uninit(src, &mut block[r * stride..][..k], offset);
+        }
+    } else {
+        for r in 0..rows {
+            gather(g, input, offset, 0, at + r, &mut block[r * stride..][..k]);
+        }
+    }
+    if stride > k {
+        // The positions past `k` (their weights are zero; written so they are initialized).
+        for row in block.chunks_exact_mut(stride) {
+            for v in &mut row[k..] {
+                v.write(T::PAST_K);
+            }
+        }
+    }
+    // SAFETY: every element of `block` was written above: each of its rows has its `k`
+    // values (widened or gathered, gather writing every tap) and its pad, and
+    // `MaybeUninit<T>` has `T`'s layout.
+    unsafe { &*(block as *const [MaybeUninit<T>] as *const [T]) }
+}
+
+/// An activation element of a product's rows, made from an int8 input value and the input
+/// offset (`-zero_point`).
+pub(crate) trait Tap: Copy {
+    /// The element of input value `x`.
+    fn of(x: i8, offset: i16) -> Self;
+    /// The element of a padded tap (contributes nothing to the sum, as the reference skips it).
+    fn pad(offset: i16) -> Self;
+    /// An element past the depth (its weight is zero: any initialized value).
+    const PAST_K: Self;
+}
+
+/// The AVX2 and portable products' rows: `x + offset` (in -255..=255).
+impl Tap for i16 {
+    #[inline(always)]
+    fn of(x: i8, offset: i16) -> i16 {
+        i16::from(x) + offset
+    }
+    #[inline(always)]
+    fn pad(_offset: i16) -> i16 {
+        0
+    }
+    const PAST_K: i16 = 0;
+}
+
+/// The VNNI product's rows: `x + 128` (`x ^ 0x80`); a padded tap holds the zero point so
+/// flipped, `128 - offset` (the product adds `(offset - 128) * sum(w)` to every sum).
+impl Tap for u8 {
+    #[inline(always)]
+    fn of(x: i8, _offset: i16) -> u8 {
+        (x as u8) ^ 0x80
+    }
+    #[inline(always)]
+    fn pad(offset: i16) -> u8 {
+        // The kernels validate int8 zero points: `-offset` is one.
+        ((offset.wrapping_neg() as i8) as u8) ^ 0x80
+    }
+    const PAST_K: u8 = 0;
+}
+
 /// Writes the im2col row of output pixel `pixel` (batch-major linear index) over input
 /// channels `c0..c0 + filter_depth` into `dst` (`filter_h * filter_w * filter_depth` values in
 /// filter order): `x + offset` inside the input, 0 at padded taps.
-fn gather(
+fn gather<T: Tap>(
     g: &ConvGeometry,
     input: &[i8],
     offset: i16,
     c0: usize,
     pixel: usize,
-    dst: &mut [MaybeUninit<i16>],
+    dst: &mut [MaybeUninit<T>],
 ) {
     let out_x = pixel % g.out_w;
     let out_y = pixel / g.out_w % g.out_h;
@@ -337,7 +424,7 @@ fn gather(
     // `c` values a tap copies, `stride` between input pixels.
     let (c, stride) = (g.filter_depth, g.in_c);
     let row_len = g.filter_w * c;
-    let zero = MaybeUninit::new(0);
+    let zero = MaybeUninit::new(T::pad(offset));
     for (fy, dst) in dst.chunks_exact_mut(row_len).enumerate() {
         if fy < wy.f0 || fy >= wy.f1 || wx.f0 >= wx.f1 {
             dst.fill(zero);
@@ -368,11 +455,11 @@ pub(crate) fn widen(src: &[i8], dst: &mut [i16], offset: i16) {
     }
 }
 
-/// [`widen`] into memory that may not be initialized yet (writes every element of `dst`
-/// that `src` covers).
+/// [`Tap::of`] of every value of `src` into memory that may not be initialized yet (writes
+/// every element of `dst` that `src` covers).
 #[inline(always)]
-fn widen_uninit(src: &[i8], dst: &mut [MaybeUninit<i16>], offset: i16) {
+pub(crate) fn widen_uninit<T: Tap>(src: &[i8], dst: &mut [MaybeUninit<T>], offset: i16) {
     for (d, &s) in dst.iter_mut().zip(src) {
-        d.write(i16::from(s) + offset);
+        d.write(T::of(s, offset));
     }
 }

@@ -162,7 +162,8 @@ pub fn in_place_scratch_len(
 /// [`fully_connected_i8_with`] with the `[units, depth]` weights read where they are: fewer
 /// than [`GEMM_MIN_ROWS`] rows take one exact dot product per output; more pack
 /// [`group_channels`] units at a time into `scratch` ([`in_place_scratch_len`] bytes) and
-/// run every row on that group. The same bits as the reference.
+/// run every row on that group (on the `avx512vnni` path packed for `vpdpbusd`, see
+/// `conv_i8_vnni`). The same bits as the reference.
 #[allow(clippy::too_many_arguments)]
 pub fn fully_connected_i8_in_place_with(
     isa: Isa,
@@ -208,6 +209,12 @@ pub fn fully_connected_i8_in_place_with(
                 c0 += nc;
             }
         }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::conv_i8_vnni::fully_connected_rows(
+        isa, batches, depth, units, input, weights, scratch, bias, q, output,
+    ) {
         return;
     }
     let rows_per_block = (PATCH_ELEMS / stride).min(batches);

@@ -20,6 +20,8 @@ pub mod batch_matmul;
 pub mod broadcast;
 pub mod conv;
 pub mod conv_i8;
+#[cfg(target_arch = "x86_64")]
+mod conv_i8_vnni;
 pub mod depthwise_conv;
 pub mod depthwise_i8;
 #[cfg(target_arch = "x86_64")]
@@ -32,6 +34,8 @@ pub mod gemm;
 #[cfg(target_arch = "x86_64")]
 mod gemm_avx512;
 mod gemm_i8;
+#[cfg(target_arch = "x86_64")]
+mod gemm_i8_vnni;
 pub mod hard_swish;
 pub mod hybrid_depthwise;
 pub mod hybrid_dot;
@@ -51,3 +55,5 @@ pub use isa::{Isa, IsaError, IsaSelection, IsaSource, ISA_ENV};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_vnni;

@@ -86,7 +86,10 @@ impl<'a> Requant<'a> {
 pub(crate) fn requantize_row(isa: Isa, rq: &Requant<'_>, c0: usize, acc: &[i32], out: &mut [i8]) {
     let n = acc.len().min(out.len());
     #[cfg(target_arch = "x86_64")]
-    let done = if isa.avx2() {
+    let done = if isa.avx512() {
+        // SAFETY: `avx512()` checked the cached detection: the CPU has AVX-512 F/BW/VL.
+        unsafe { avx512::requantize(rq, c0, &acc[..n], &mut out[..n]) }
+    } else if isa.avx2() {
         // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2.
         unsafe { avx2::requantize(rq, c0, &acc[..n], &mut out[..n]) }
     } else {
@@ -250,6 +253,171 @@ pub(crate) mod avx2 {
             let b = stage.apply(load(acc, i));
             _mm_storel_epi64(out.as_mut_ptr().add(i).cast(), b);
             i += 8;
+        }
+        n
+    }
+}
+
+/// The output stage on AVX-512: sixteen channels per step, the same arithmetic as
+/// [`avx2::Stage8`] with mask registers for the compares, the blend and partial panels.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use super::Requant;
+    use core::arch::x86_64::*;
+
+    /// The output stage of up to sixteen channels with everything that does not depend on the
+    /// accumulators computed once: a channel tile applies it to each of its rows.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Stage16 {
+        bias: __m512i,
+        m: __m512i,
+        left: __m512i,
+        right: __m512i,
+        mask: __m512i,
+        half: __m512i,
+        out_off: __m512i,
+        lo: __m512i,
+        hi: __m512i,
+        /// Some lane's multiplier is `i32::MIN` (the only one whose product can saturate).
+        saturates: bool,
+    }
+
+    impl Stage16 {
+        /// Channels `c..c + lanes` (`1..=16` lanes; lanes past them compute garbage the
+        /// caller does not store) of `rq`, or `None` when one of them is missing from a
+        /// per-channel slice (the caller then takes the row stage).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(crate) unsafe fn new(rq: &Requant<'_>, c: usize, lanes: usize) -> Option<Stage16> {
+            let per_tensor = rq.multipliers.len() == 1;
+            let end = c + lanes;
+            if lanes == 0
+                || lanes > 16
+                || (!per_tensor && (rq.multipliers.len() < end || rq.shifts.len() < end))
+                || rq.bias.is_some_and(|b| b.len() < end)
+            {
+                return None;
+            }
+            let k = ((1u32 << lanes) - 1) as __mmask16;
+            // SAFETY (loads): the mask covers elements `c..end`, within every per-channel
+            // slice (checked above); masked-off elements are not read.
+            let (m, s) = if per_tensor {
+                (
+                    _mm512_set1_epi32(rq.multipliers[0]),
+                    _mm512_set1_epi32(rq.shifts[0]),
+                )
+            } else {
+                (
+                    _mm512_maskz_loadu_epi32(k, rq.multipliers.as_ptr().add(c)),
+                    _mm512_maskz_loadu_epi32(k, rq.shifts.as_ptr().add(c)),
+                )
+            };
+            let bias = match rq.bias {
+                Some(b) => _mm512_maskz_loadu_epi32(k, b.as_ptr().add(c)),
+                None => _mm512_setzero_si512(),
+            };
+            let zero = _mm512_setzero_si512();
+            let one = _mm512_set1_epi32(1);
+            let left = _mm512_max_epi32(s, zero);
+            let right = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
+            let mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, right), one);
+            let saturates = _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN)) != 0;
+            Some(Stage16 {
+                bias,
+                m,
+                left,
+                right,
+                mask,
+                half: _mm512_srai_epi32::<1>(mask),
+                out_off: _mm512_set1_epi32(rq.output_offset),
+                lo: _mm512_set1_epi32(rq.act_min),
+                hi: _mm512_set1_epi32(rq.act_max),
+                saturates,
+            })
+        }
+
+        /// Stores the first `lanes` output values of accumulators `acc` at `out`.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F/BW/VL; `out` holds `lanes <= 16` bytes.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+        pub(crate) unsafe fn store(&self, acc: __m512i, out: *mut i8, lanes: usize) {
+            let mask = ((1u32 << lanes) - 1) as __mmask16;
+            // SAFETY: the mask covers the `lanes` bytes of `out`; masked-off bytes are not
+            // touched.
+            _mm_mask_storeu_epi8(out, mask, self.apply(acc));
+        }
+
+        /// The sixteen output values of accumulators `acc`.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(crate) unsafe fn apply(&self, acc: __m512i) -> __m128i {
+            let x = _mm512_add_epi32(acc, self.bias);
+            let x = _mm512_sllv_epi32(x, self.left);
+            let m = self.m;
+            // Rounding doubling high multiply, even and odd lanes as 64-bit products.
+            let nudge = _mm512_set1_epi64(1 << 30);
+            let even = _mm512_add_epi64(_mm512_mul_epi32(x, m), nudge);
+            let odd = _mm512_add_epi64(
+                _mm512_mul_epi32(_mm512_srli_epi64::<32>(x), _mm512_srli_epi64::<32>(m)),
+                nudge,
+            );
+            let even = _mm512_srli_epi64::<31>(even);
+            let odd = _mm512_slli_epi64::<1>(odd);
+            let mut high = _mm512_mask_blend_epi32(0xaaaa, even, odd);
+            if self.saturates {
+                let min = _mm512_set1_epi32(i32::MIN);
+                let overflow = _mm512_cmpeq_epi32_mask(x, min) & _mm512_cmpeq_epi32_mask(m, min);
+                high = _mm512_mask_mov_epi32(high, overflow, _mm512_set1_epi32(i32::MAX));
+            }
+            // Rounding divide by 2^right, ties away from zero (the threshold is one more for
+            // a negative value).
+            let remainder = _mm512_and_si512(high, self.mask);
+            let threshold = _mm512_sub_epi32(self.half, _mm512_srai_epi32::<31>(high));
+            let shifted = _mm512_srav_epi32(high, self.right);
+            let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
+            let v = _mm512_mask_add_epi32(shifted, up, shifted, _mm512_set1_epi32(1));
+            let v = _mm512_add_epi32(v, self.out_off);
+            let v = _mm512_min_epi32(_mm512_max_epi32(v, self.lo), self.hi);
+            // The clamped values are in -128..=127: truncating to bytes keeps them.
+            _mm512_cvtepi32_epi8(v)
+        }
+    }
+
+    /// [`super::requantize_row`] sixteen channels per step, the last step masked; returns
+    /// how many values it wrote (all, or where [`Stage16::new`] refused: the caller finishes
+    /// the rest).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW/VL.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn requantize(
+        rq: &Requant<'_>,
+        c0: usize,
+        acc: &[i32],
+        out: &mut [i8],
+    ) -> usize {
+        let n = acc.len().min(out.len());
+        let mut i = 0;
+        while i < n {
+            let lanes = (n - i).min(16);
+            let Some(stage) = Stage16::new(rq, c0 + i, lanes) else {
+                return i;
+            };
+            let mask = ((1u32 << lanes) - 1) as __mmask16;
+            // SAFETY: the mask covers elements `i..i + lanes <= n` of `acc` and `out`;
+            // masked-off elements are not touched.
+            let a = _mm512_maskz_loadu_epi32(mask, acc.as_ptr().add(i));
+            stage.store(a, out.as_mut_ptr().add(i), lanes);
+            i += lanes;
         }
         n
     }

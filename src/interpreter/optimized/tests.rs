@@ -86,16 +86,16 @@ fn act_range(r: &mut Rng, output_offset: i32) -> (i32, i32) {
     }
 }
 
-struct Quant {
-    mults: Vec<i32>,
-    shifts: Vec<i32>,
-    input_offset: i32,
-    output_offset: i32,
-    act: (i32, i32),
+pub(super) struct Quant {
+    pub(super) mults: Vec<i32>,
+    pub(super) shifts: Vec<i32>,
+    pub(super) input_offset: i32,
+    pub(super) output_offset: i32,
+    pub(super) act: (i32, i32),
 }
 
 impl Quant {
-    fn random(r: &mut Rng, n: usize) -> Quant {
+    pub(super) fn random(r: &mut Rng, n: usize) -> Quant {
         let (mults, shifts) = multipliers(r, n);
         let output_offset = r.range(-128, 127) as i32;
         Quant {
@@ -111,7 +111,7 @@ impl Quant {
             act: act_range(r, output_offset),
         }
     }
-    fn conv(&self) -> ConvQuant<'_> {
+    pub(super) fn conv(&self) -> ConvQuant<'_> {
         ConvQuant {
             input_offset: self.input_offset,
             output_offset: self.output_offset,
@@ -123,7 +123,7 @@ impl Quant {
     }
 }
 
-fn bias(r: &mut Rng, n: usize) -> Option<Vec<i32>> {
+pub(super) fn bias(r: &mut Rng, n: usize) -> Option<Vec<i32>> {
     (r.pick(0, 3) != 0).then(|| (0..n).map(|_| r.range(-40000, 40000) as i32).collect())
 }
 

@@ -1,0 +1,361 @@
+//! The int8 matrix product of [`super::gemm_i8`] on AVX-512 VNNI: `rows` activation rows times
+//! `n` int8 weight rows, 32-bit wrapping accumulators (exact), each tile requantized straight
+//! into the output rows with TFLite's fixed-point rule (16 channels per step).
+//!
+//! `vpdpbusd` multiplies unsigned bytes by signed bytes and adds four products into each
+//! `i32` lane, without saturation. The activations are stored as `u = x + 128` (`x ^ 0x80`;
+//! at a padded tap `u = 128 - input_offset`, the input zero point flipped, so that
+//! `u - 128 + input_offset = 0` as the reference's skipped tap), so
+//!
+//! `sum_i (x_i + input_offset) w_i = sum_i u_i w_i + (input_offset - 128) * sum_i w_i`,
+//!
+//! and every accumulator starts at `(input_offset - 128) * sum_i w[c][i]` (the column sums come
+//! from [`pack`]). All of it is wrapping `i32` arithmetic, equal to the reference's sum modulo
+//! 2^32, so the requantized bytes are the reference's.
+//!
+//! Packed weights: panels of [`LANES`] output channels; for each quad of depth positions
+//! `(4j..4j + 4)` a panel holds 64 bytes, channel by channel `w[c][4j..4j + 4]`, zero past the
+//! last channel and past `k`. One 64-byte load feeds [`TILE_ROWS`] `vpdpbusd`s (one 32-bit
+//! broadcast of each row's quad). Tile: up to 8 rows × 2 panels: 16 accumulators of the 32
+//! registers. Channel tiles are outermost, so a 32-channel slice of the weights stays in L1
+//! while the rows of the call pass it; the output stage of a channel tile is set up once.
+//!
+//! x86-64 only (the module is compiled there). Only the kernels that read their weights in place pack for this layout (a group of
+//! channels at a time, into the scratch the AVX2 layout would use, see [`group_channels`]); a
+//! filter packed at prepare is in the AVX2 layout and runs the AVX2 body.
+
+
+use super::gemm_i8::OutRows;
+use super::requant_i8::avx512::Stage16;
+use super::requant_i8::{requantize_row, Requant};
+use super::Isa;
+
+/// Output channels per packed panel (one `zmm` register of `i32` accumulators).
+pub(crate) const LANES: usize = 16;
+/// Activation rows per micro-kernel tile at most.
+pub(crate) const TILE_ROWS: usize = 8;
+/// Output channels of one packed group at most (its column sums live on the stack).
+pub(crate) const MAX_GROUP: usize = 512;
+/// Bytes of a group packed on the stack when the caller has no scratch.
+pub(crate) const STACK_BYTES: usize = 8 * 1024;
+
+/// The row stride of `k` activations (`k` rounded up to a quad).
+#[inline]
+pub(crate) fn stride(k: usize) -> usize {
+    k.div_ceil(4) * 4
+}
+
+/// Length of the packed form of `n` weight rows of depth `k`.
+pub(crate) fn packed_len(n: usize, k: usize) -> usize {
+    n.div_ceil(LANES) * LANES * stride(k)
+}
+
+/// Output channels (a multiple of [`LANES`], at most [`MAX_GROUP`] and `n` rounded up to a
+/// panel) of `n × k` weights whose packed panels fit in `bytes`; 0 when not one panel fits.
+pub(crate) fn group_channels(n: usize, k: usize, bytes: usize) -> usize {
+    let c = bytes / (LANES * stride(k).max(1)) * LANES;
+    c.min(MAX_GROUP).min(n.div_ceil(LANES) * LANES)
+}
+
+/// Packs `n` weight rows of depth `k` (`w[c * k + i]`) into `out` (`packed_len(n, k)` bytes)
+/// and their sums into `sums` (`n` rounded up to a panel; 0 past `n`).
+///
+/// # Panics
+/// If `isa` has no VNNI body or a slice is shorter than that (a caller's bug: the drivers
+/// check and size them).
+pub(crate) fn pack(isa: Isa, w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
+    assert!(isa.avx512vnni(), "the VNNI packing on path {isa}");
+    let out = &mut out[..packed_len(n, k)];
+    let w = &w[..n * k];
+    let sums = &mut sums[..n.div_ceil(LANES) * LANES];
+    // SAFETY: `avx512vnni()` checked the cached detection: the CPU has AVX-512 F/BW/VL and
+    // VNNI; the slices have the lengths `avx512::pack` needs (sliced above).
+    unsafe { avx512::pack(w, n, k, out, sums) }
+}
+
+/// `out` row `r`, channel `c` = the output stage `rq` of
+/// `sum_i (a[r * a_stride + i] - 128 + input_offset) * w[c][i]` over `i < k` (wrapping `i32`),
+/// for `r < rows`, `c < n`, with `w` packed by [`pack`] into `packed` and `sums`.
+///
+/// `a` holds `rows` rows of stride `a_stride >= stride(k)` (the elements from `k` to
+/// `stride(k)` of a row may hold anything: their weights are zero).
+///
+/// # Panics
+/// If `isa` has no VNNI body ([`Isa::avx512vnni`]), `k == 0` or a slice is shorter than that
+/// (a caller's bug: the drivers check all three).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_requant(
+    isa: Isa,
+    a: &[u8],
+    a_stride: usize,
+    rows: usize,
+    k: usize,
+    packed: &[i8],
+    sums: &[i32],
+    input_offset: i32,
+    n: usize,
+    rq: &Requant<'_>,
+    out: OutRows<'_>,
+) {
+    if rows == 0 || n == 0 {
+        return;
+    }
+    assert!(isa.avx512vnni(), "the VNNI product on path {isa}");
+    assert!(k > 0, "an empty product has no packed weights");
+    assert!(a_stride >= stride(k) && a.len() >= (rows - 1) * a_stride + stride(k));
+    assert!(packed.len() >= packed_len(n, k) && sums.len() >= n.div_ceil(LANES) * LANES);
+    assert!(out.out.len() >= (rows - 1) * out.stride + n && out.stride >= n);
+    // SAFETY: `avx512vnni()` checked the cached detection: the CPU has AVX-512 F/BW/DQ/VL and
+    // VNNI; the slice lengths were checked above.
+    unsafe {
+        avx512::gemm(a, a_stride, rows, k, packed, sums, input_offset, n, rq, out)
+    };
+}
+
+mod avx512 {
+    use super::{requantize_row, stride, OutRows, Requant, Stage16, LANES, TILE_ROWS};
+    use crate::interpreter::optimized::Isa;
+    use core::arch::x86_64::*;
+
+    /// [`super::pack`], panel by panel: a full panel's first `k / 16 * 16` depth positions
+    /// as 4 × 4 transposes of quads, the rest one byte at a time; then each panel's sums as
+    /// `vpdpbusd` of ones with its quads (exact: 64 products of at most 128 per step).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW/VL and VNNI; `w` holds `n * k` bytes, `out`
+    /// `packed_len(n, k)` and `sums` `n` rounded up to a panel.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
+        let quads = stride(k) / 4;
+        for (p, panel) in out.chunks_exact_mut(quads * 4 * LANES).enumerate() {
+            let c0 = p * LANES;
+            let lanes = LANES.min(n - c0);
+            let rows = &w[c0 * k..(c0 + lanes) * k];
+            let done = if lanes == LANES {
+                let chunks = k / 16;
+                for ch in 0..chunks {
+                    for g in 0..LANES / 4 {
+                        // SAFETY: row `4g + i` reads bytes `16 ch..16 ch + 16 <= k` of its row
+                        // of `rows`; the stores write quads `4 ch..4 ch + 4 <= quads`, lanes
+                        // `4g..4g + 4`, inside the panel.
+                        let src = rows.as_ptr().add((4 * g) * k + 16 * ch);
+                        let r: [__m128i; 4] =
+                            core::array::from_fn(|i| _mm_loadu_si128(src.add(i * k).cast()));
+                        // 4 × 4 transpose: `q[j]` = quad `j` of rows `4g..4g + 4`.
+                        let t0 = _mm_unpacklo_epi32(r[0], r[1]);
+                        let t1 = _mm_unpackhi_epi32(r[0], r[1]);
+                        let t2 = _mm_unpacklo_epi32(r[2], r[3]);
+                        let t3 = _mm_unpackhi_epi32(r[2], r[3]);
+                        let q = [
+                            _mm_unpacklo_epi64(t0, t2),
+                            _mm_unpackhi_epi64(t0, t2),
+                            _mm_unpacklo_epi64(t1, t3),
+                            _mm_unpackhi_epi64(t1, t3),
+                        ];
+                        let dst = panel.as_mut_ptr().add(4 * ch * 4 * LANES + 16 * g);
+                        for (j, v) in q.iter().enumerate() {
+                            _mm_storeu_si128(dst.add(j * 4 * LANES).cast(), *v);
+                        }
+                    }
+                }
+                chunks * 16
+            } else {
+                panel.fill(0);
+                0
+            };
+            for (l, row) in rows.chunks_exact(k).enumerate() {
+                for (i, &v) in row.iter().enumerate().skip(done) {
+                    panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = v;
+                }
+                for i in k..stride(k) {
+                    panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = 0;
+                }
+            }
+            let ones = _mm512_set1_epi8(1);
+            let mut s = _mm512_setzero_si512();
+            for j in 0..quads {
+                // SAFETY: quad `j < quads` of the panel.
+                let q = _mm512_loadu_si512(panel.as_ptr().add(j * 4 * LANES).cast());
+                s = _mm512_dpbusd_epi32(s, ones, q);
+            }
+            // SAFETY: `sums` holds whole panels.
+            _mm512_storeu_si512(sums.as_mut_ptr().add(c0).cast(), s);
+        }
+    }
+
+    /// The accumulators of one tile of `R` activation rows × `P` panels, starting at `init`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F and VNNI; rows `r0..r0 + R` of `a` have `stride(k)` readable
+    /// bytes and panels `p0..p0 + P` exist in `packed` (checked by `gemm_requant`).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    unsafe fn block<const R: usize, const P: usize>(
+        a: &[u8],
+        a_stride: usize,
+        quads: usize,
+        packed: &[i8],
+        r0: usize,
+        p0: usize,
+        init: &[__m512i; 2],
+    ) -> [[__m512i; P]; R] {
+        let mut acc = [[_mm512_setzero_si512(); P]; R];
+        for r in 0..R {
+            acc[r][..P].copy_from_slice(&init[..P]);
+        }
+        let mut wp = [packed.as_ptr(); P];
+        for p in 0..P {
+            wp[p] = packed.as_ptr().add((p0 + p) * quads * 4 * LANES);
+        }
+        let mut ap = [a.as_ptr(); R];
+        for r in 0..R {
+            ap[r] = a.as_ptr().add((r0 + r) * a_stride);
+        }
+        for j in 0..quads {
+            let mut w = [_mm512_setzero_si512(); P];
+            for p in 0..P {
+                // SAFETY: panel `p0 + p` has `quads` steps of 64 bytes.
+                w[p] = _mm512_loadu_si512(wp[p].add(j * 4 * LANES).cast());
+            }
+            for r in 0..R {
+                // SAFETY: `4 j + 3 < stride(k)`, inside the row.
+                let x = _mm512_set1_epi32(ap[r].add(4 * j).cast::<i32>().read_unaligned());
+                for p in 0..P {
+                    acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], x, w[p]);
+                }
+            }
+        }
+        acc
+    }
+
+    /// Requantizes a tile's accumulators (`R` rows from `r0`, `P` panels from channel `c0`,
+    /// `nc` channels of them real) into `out` with each panel's stage (`None`: the row stage).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW/VL; `out` holds rows `r0..r0 + R`, channels
+    /// `c0..c0 + nc` (checked by `gemm_requant`).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn store<const R: usize, const P: usize>(
+        acc: &[[__m512i; P]; R],
+        stages: &[Option<Stage16>; 2],
+        rq: &Requant<'_>,
+        out: &mut OutRows<'_>,
+        r0: usize,
+        c0: usize,
+        nc: usize,
+    ) {
+        for p in 0..P {
+            let c = c0 + p * LANES;
+            let lanes = LANES.min(nc - p * LANES);
+            for (r, acc) in acc.iter().enumerate() {
+                let o = &mut out.out[(r0 + r) * out.stride + c..][..lanes];
+                match &stages[p] {
+                    // SAFETY: `o` holds `lanes` bytes.
+                    Some(s) => s.store(acc[p], o.as_mut_ptr(), lanes),
+                    None => {
+                        let mut v = [0i32; LANES];
+                        // SAFETY: `v` holds 16 `i32`.
+                        _mm512_storeu_si512(v.as_mut_ptr().cast(), acc[p]);
+                        requantize_row(Isa::Avx2, rq, c, &v[..lanes], o);
+                    }
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW/VL and VNNI; the slices have the lengths `gemm_requant`
+    /// checks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn gemm(
+        a: &[u8],
+        a_stride: usize,
+        rows: usize,
+        k: usize,
+        packed: &[i8],
+        sums: &[i32],
+        input_offset: i32,
+        n: usize,
+        rq: &Requant<'_>,
+        mut out: OutRows<'_>,
+    ) {
+        let quads = stride(k) / 4;
+        let panels = n.div_ceil(LANES);
+        let scale = _mm512_set1_epi32(input_offset.wrapping_sub(128));
+        let mut p0 = 0;
+        while p0 < panels {
+            let np = (panels - p0).min(2);
+            let c0 = p0 * LANES;
+            let nc = (n - c0).min(np * LANES);
+            let mut init = [_mm512_setzero_si512(); 2];
+            let mut stages = [None, None];
+            for p in 0..np {
+                // SAFETY: `sums` holds whole panels (checked by `gemm_requant`).
+                let s = _mm512_loadu_si512(sums.as_ptr().add((p0 + p) * LANES).cast());
+                init[p] = _mm512_mullo_epi32(s, scale);
+                stages[p] = Stage16::new(rq, c0 + p * LANES, LANES.min(nc - p * LANES));
+            }
+            let mut r0 = 0;
+            while r0 < rows {
+                let nr = (rows - r0).min(TILE_ROWS);
+                macro_rules! run {
+                    ($($r:literal),*) => {
+                        match (nr, np) {
+                            $(($r, 2) => {
+                                let acc = block::<$r, 2>(a, a_stride, quads, packed, r0, p0, &init);
+                                store(&acc, &stages, rq, &mut out, r0, c0, nc);
+                            }
+                            ($r, _) => {
+                                let acc = block::<$r, 1>(a, a_stride, quads, packed, r0, p0, &init);
+                                store(&acc, &stages, rq, &mut out, r0, c0, nc);
+                            })*
+                            _ => unreachable!("row tiles have 1..=TILE_ROWS rows"),
+                        }
+                    };
+                }
+                run!(1, 2, 3, 4, 5, 6, 7, 8);
+                r0 += nr;
+            }
+            p0 += np;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pack, packed_len, stride, LANES};
+    use crate::interpreter::optimized::Isa;
+
+    /// Full and partial panels, depths below, at and across the 16-value transpose chunks and
+    /// not a multiple of 4; the buffers start dirty (padding must be written as zeros).
+    #[test]
+    fn pack_matches_its_definition() {
+        if !Isa::Avx512Vnni.avx512vnni() {
+            return; // This CPU has no VNNI: the layout is never packed here.
+        }
+        for n in [1, 7, 15, 16, 17, 33, 40] {
+            for k in [1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 50, 63, 100] {
+                let w: Vec<i8> = (0..n * k).map(|i| (i * 37 % 251) as u8 as i8).collect();
+                let quads = stride(k) / 4;
+                let mut want = vec![0i8; packed_len(n, k)];
+                let mut want_sums = vec![0i32; n.div_ceil(LANES) * LANES];
+                for c in 0..n {
+                    for i in 0..k {
+                        let at = ((c / LANES) * quads + i / 4) * 4 * LANES + (c % LANES) * 4 + i % 4;
+                        want[at] = w[c * k + i];
+                        want_sums[c] += i32::from(w[c * k + i]);
+                    }
+                }
+                let mut got = vec![0x5ai8; packed_len(n, k)];
+                let mut sums = vec![0x5a5a; want_sums.len()];
+                pack(Isa::Avx512Vnni, &w, n, k, &mut got, &mut sums);
+                assert_eq!(got, want, "n {n} k {k}");
+                assert_eq!(sums, want_sums, "n {n} k {k}");
+            }
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The int8 products' AVX-512 VNNI body (and every other path) against the reference at the
+//! extremes of its arithmetic.
+
+use super::conv_i8::{conv_i8_rows_in_place_with, panel_scratch_len};
+use super::tests::{bias, Quant};
+use super::Isa;
+use crate::interpreter::reference::conv::testutil::Rng;
+use crate::interpreter::reference::conv::{conv_i8, ConvGeometry};
+
+/// The extremes of the VNNI product's arithmetic (`x ^ 0x80` activations, the
+/// `(input_offset - 128) * sum(w)` start of every accumulator, the zero point at padded taps):
+/// inputs and filters at -128/-127/127, input zero points -128 and 127, depths that are not a
+/// multiple of 4, channel counts that are not a multiple of 16, pixel counts that are not a
+/// multiple of the 8-row tile, padding, one scale and a scale per channel; every path,
+/// the filter read in place.
+#[test]
+fn conv_in_place_extremes_match_reference() {
+    let mut r = Rng::new(4099);
+    let extreme = |r: &mut Rng| match r.pick(0, 4) {
+        0 => -128i8,
+        1 => -127,
+        2 => 127,
+        _ => r.range(-128, 127) as i8,
+    };
+    for case in 0..48 {
+        let (f, c) = [(1, 5), (3, 3), (1, 17), (3, 6), (1, 64), (2, 7)][case % 6];
+        let hw = 2 + case % 5;
+        let oc = [1, 9, 15, 17, 33, 40][case / 6 % 6];
+        let pad = usize::from(f == 3);
+        let g = ConvGeometry {
+            batches: 1 + case % 2,
+            in_h: hw,
+            in_w: hw + 1,
+            in_c: c,
+            out_h: hw + 2 * pad + 1 - f,
+            out_w: hw + 2 * pad + 2 - f,
+            out_c: oc,
+            filter_h: f,
+            filter_w: f,
+            filter_depth: c,
+            stride_h: 1,
+            stride_w: 1,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h: pad,
+            pad_w: pad,
+            depth_multiplier: 1,
+        };
+        let filter: Vec<i8> = (0..oc * f * f * c).map(|_| extreme(&mut r)).collect();
+        let input: Vec<i8> = (0..g.input_len()).map(|_| extreme(&mut r)).collect();
+        let mut qq = Quant::random(&mut r, oc);
+        // -zero_point at both ends of int8.
+        qq.input_offset = if case % 2 == 0 { 128 } else { -127 };
+        if case % 3 == 0 {
+            // One scale for all channels (the reference convolution takes one per channel).
+            qq.mults = vec![qq.mults[0]; oc];
+            qq.shifts = vec![qq.shifts[0]; oc];
+        }
+        let q = qq.conv();
+        let b = bias(&mut r, oc);
+        let mut want = vec![0i8; g.output_len()];
+        conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
+        let mut scratch = vec![0x55i8; panel_scratch_len(&g)];
+        for &isa in Isa::available() {
+            let mut got = vec![0i8; g.output_len()];
+            conv_i8_rows_in_place_with(
+                isa,
+                &g,
+                &input,
+                &filter,
+                &mut scratch,
+                b.as_deref(),
+                &q,
+                0,
+                &mut got,
+            );
+            assert_eq!(got, want, "{isa:?} {g:?} offset {}", q.input_offset);
+        }
+    }
+}
