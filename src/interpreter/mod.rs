@@ -62,10 +62,10 @@ use rust_alloc::{string::String, string::ToString, vec::Vec};
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};
 use crate::tensor::{DType, Element, Tensor, TensorBuffer};
-use context::{NodeTables, Slot};
+use context::{NodeTables, Slot, SlotTable};
 use core::cell::Cell;
 use core::time::Duration;
-use graph::{NodeInfo, TensorTable};
+use graph::TensorTable;
 use rust_alloc::sync::Arc;
 
 /// How the interpreter's memory is used.
@@ -92,15 +92,15 @@ pub struct MemorySummary {
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build, outside the arena: the tensor table
     /// (8 bytes a tensor, one pool of distinct shapes, names and quantization of graph inputs
-    /// and outputs only), the node table with its input and output lists, each node's 32-byte
-    /// runtime record (op data, scratch, state records, kernel) with the shared pools and the
-    /// distinct kernel registrations, each tensor's address, the persistent records' addresses,
-    /// the subgraph list and variable initial values (requested sizes; the allocator's rounding
-    /// and headers come on top); when a graph input has a dynamic dimension, also the op
-    /// resolver [`Interpreter::resize_input`] keeps (only the model's ops; its size estimated
-    /// from the maps' capacities). Not counted: the model's tables `resize_input` keeps then
-    /// (shared when built with [`InterpreterBuilder::shared`], a copy otherwise; their weights
-    /// stay shared with the model; without a dynamic input no copy is kept).
+    /// and outputs only), each tensor's slot (12 bytes: an offset into the arena or the
+    /// model's bytes), the node table (each node's 32-byte runtime record with one pool of
+    /// input and output lists, the shared scratch, state and op-data pools and the distinct
+    /// kernels), the persistent records' addresses, the subgraph list and variable initial
+    /// values (requested sizes; the allocator's rounding and headers come on top). Not
+    /// counted: the model's tables [`Interpreter::resize_input`] keeps when a graph input has a
+    /// dynamic dimension (shared when built with [`InterpreterBuilder::shared`], a copy
+    /// otherwise; their weights stay shared with the model; without a dynamic input no copy
+    /// is kept). No op resolver is kept: a resize finds the kernels in the node table.
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
@@ -159,10 +159,10 @@ pub struct Interpreter<'a> {
     #[allow(dead_code)]
     model_bytes: crate::model::ModelBytes,
     tensors: TensorTable,
-    nodes: Vec<NodeInfo>,
-    /// Per node: op data, scratch, state records and kernel (see [`NodeTables`]).
+    /// Per node: tensor lists, op data, scratch, state records and kernel (see [`NodeTables`]).
     node_tables: NodeTables,
-    slots: Vec<Slot>,
+    /// Where each tensor's bytes are (offsets into the arena and the model's bytes).
+    slots: SlotTable,
     records: Vec<(*mut u8, usize)>,
     /// Declared before `storage`: dropped first (it may borrow `storage`'s memory).
     arena: Arena<'a>,
@@ -176,11 +176,11 @@ pub struct Interpreter<'a> {
     subgraphs: Vec<subgraphs::SubgraphInfo>,
     variable_init: Vec<(usize, builder::VariableInit)>,
     summary: MemorySummary,
-    /// The model's tables (the data is shared with `model_bytes`), the kernels and the arena
-    /// source, for [`resize_input`](Self::resize_input); the tables and the kernels only when
-    /// a graph input has a dynamic dimension (otherwise no resize can change a shape).
+    /// The model's tables (the data is shared with `model_bytes`) and the arena source, for
+    /// [`resize_input`](Self::resize_input) (which finds the kernels in `node_tables`); the
+    /// tables only when a graph input has a dynamic dimension (otherwise no resize can change
+    /// a shape).
     model: Option<Arc<Model>>,
-    resolver: Option<OpResolver>,
     rebuild: builder::Rebuild,
     /// Kernel threads besides the invoking one (`None`: one thread). Kept across
     /// [`resize_input`](Self::resize_input).
@@ -277,11 +277,11 @@ impl<'a> Interpreter<'a> {
         if self.tensors.dims(t) == dims {
             return Ok(());
         }
-        let (Some(kept), Some(resolver)) = (&self.model, &self.resolver) else {
+        let Some(kept) = &self.model else {
             return Err(self.static_input_error(t, dims));
         };
+        let resolver = self.kept_resolver(kept)?;
         let model = Arc::new(builder::resized_model(kept, t, dims)?);
-        let resolver = resolver.clone();
         let threads = self.threads.as_ref().map_or(1, |p| p.threads());
         let staged = builder::stage_opts(&model, &resolver, threads, self.copies, self.isa)?;
         let kept = Some(model.clone());
@@ -289,12 +289,11 @@ impl<'a> Interpreter<'a> {
             builder::Rebuild::Allocator(a) => builder::finish(
                 &model,
                 kept,
-                resolver,
                 staged,
                 ArenaSource::Allocator(a.clone()),
             )?,
             builder::Rebuild::Default => {
-                builder::finish(&model, kept, resolver, staged, ArenaSource::Default)?
+                builder::finish(&model, kept, staged, ArenaSource::Default)?
             }
             &builder::Rebuild::Buffer { ptr, len } => {
                 let needed = staged.arena_bytes()?;
@@ -316,7 +315,7 @@ impl<'a> Interpreter<'a> {
                 // that used it is dropped and every pointer into it was cleared by `poison`,
                 // so this is again the only access to those bytes for the rest of 'a.
                 let buffer: &'a mut [u8] = unsafe { core::slice::from_raw_parts_mut(ptr, len) };
-                builder::finish(&model, kept, resolver, staged, ArenaSource::Buffer(buffer))?
+                builder::finish(&model, kept, staged, ArenaSource::Buffer(buffer))?
             }
         };
         let threads = self.threads.take();
@@ -349,9 +348,8 @@ impl<'a> Interpreter<'a> {
     /// can read or write through the old addresses (used while the arena is replaced; an error
     /// there leaves this empty interpreter).
     fn poison(&mut self) {
-        self.nodes.clear();
         self.node_tables = NodeTables::default();
-        self.slots.clear();
+        self.slots = SlotTable::default();
         self.records.clear();
         self.inputs.clear();
         self.outputs.clear();
@@ -411,18 +409,16 @@ impl<'a> Interpreter<'a> {
 
     #[inline]
     fn invoke_node(&mut self, i: usize) -> Result<(), InterpreterError> {
-        let node = &self.nodes[i];
-        if node.prepare_time {
+        if self.node_tables.runtime(i).is_none_or(|rt| rt.prepare_time) {
             return Ok(());
         }
         let program = context::Program {
-            nodes: &self.nodes,
             tables: &self.node_tables,
             subgraphs: &self.subgraphs,
         };
         let view = self.node_tables.view(i, &self.records);
         let mut ctx = InvokeContext {
-            node,
+            node: view.node,
             rt: view.rt,
             op_data: view.op_data,
             scratch: view.scratch,
@@ -436,15 +432,40 @@ impl<'a> Interpreter<'a> {
             isa: self.isa.isa,
             program: Some(&program),
         };
-        view.registration
+        view.kernel
+            .registration
             .kernel
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
-                node: node.index,
-                op: node.op_name.clone().into_owned(),
+                node: i,
+                op: view.kernel.op_name.clone().into_owned(),
                 phase: Phase::Invoke,
                 message: e.0,
             })
+    }
+
+    /// A resolver with the kernels this interpreter runs, each under the op of `model` (the
+    /// model it was built from) its nodes run: what [`resize_input`](Self::resize_input)
+    /// stages the resized model with, rebuilt from the node table instead of kept.
+    fn kept_resolver(&self, model: &Model) -> Result<OpResolver, InterpreterError> {
+        let mut resolver = OpResolver::new();
+        for info in &self.subgraphs {
+            let ops = model
+                .subgraphs
+                .get(info.model_index)
+                .map_or(&[][..], |g| &g.operators[..]);
+            for (i, op) in info.nodes.clone().zip(ops) {
+                let code = graph::operator_code(model, i, op)?;
+                let reg = self.node_tables.kernel(i).registration.clone();
+                match code.custom_code.as_deref() {
+                    Some(name) if code.builtin == crate::model::BuiltinOp::CUSTOM => {
+                        resolver.register_custom(name, reg)
+                    }
+                    _ => resolver.register_builtin(code.builtin, reg),
+                }
+            }
+        }
+        Ok(resolver)
     }
 
     /// Restores every variable tensor to its initial value (the model's data; else the zero point
@@ -462,7 +483,7 @@ impl<'a> Interpreter<'a> {
             if self.tensors.kind(t) != TensorKind::Variable {
                 continue;
             }
-            let s = self.slots[t];
+            let s = self.slots.slot(t);
             // SAFETY: a variable's slot is `bytes` long in the arena tail, owned by this
             // interpreter; `&mut self` means no view of it is alive.
             let dst = unsafe { core::slice::from_raw_parts_mut(s.ptr, s.bytes) };
@@ -494,19 +515,19 @@ impl<'a> Interpreter<'a> {
     }
     /// Number of nodes.
     pub fn num_nodes(&self) -> usize {
-        self.nodes.len()
+        self.node_tables.len()
     }
     /// Display name of node `i`'s op.
     pub fn node_op(&self, i: usize) -> Option<&str> {
-        self.nodes.get(i).map(|n| n.op_name.as_ref())
+        (i < self.node_tables.len()).then(|| self.node_tables.kernel(i).op_name.as_ref())
     }
     /// Whether node `i` ran once at build (all inputs constant) and is skipped by invoke.
     pub fn node_is_prepare_time(&self, i: usize) -> bool {
-        self.nodes.get(i).is_some_and(|n| n.prepare_time)
+        self.node_tables.runtime(i).is_some_and(|rt| rt.prepare_time)
     }
 
     fn desc(&self, t: usize) -> TensorDesc<'_> {
-        let s = self.slots[t];
+        let s = self.slots.slot(t);
         TensorDesc {
             index: t,
             name: self.tensors.name(t),
@@ -548,7 +569,7 @@ impl<'a> Interpreter<'a> {
     }
 
     fn typed_slot<T: Element>(&self, t: usize) -> Result<Slot, InterpreterError> {
-        let s = self.slots[t];
+        let s = self.slots.slot(t);
         if T::DTYPE != s.dtype {
             return Err(InterpreterError::Tensor {
                 index: t,
@@ -579,7 +600,7 @@ impl<'a> Interpreter<'a> {
     /// Mutable bytes of graph input `k`.
     pub fn input_bytes_mut(&mut self, k: usize) -> Result<&mut [u8], InterpreterError> {
         let t = Self::io_index(&self.inputs, k, "input")?;
-        let s = self.slots[t];
+        let s = self.slots.slot(t);
         if self.tensors.kind(t) == TensorKind::Constant {
             return Err(InterpreterError::Usage(format!(
                 "input {k} is a constant tensor"
@@ -609,7 +630,7 @@ impl<'a> Interpreter<'a> {
     /// Bytes of graph output `k`.
     pub fn output_bytes(&self, k: usize) -> Result<&[u8], InterpreterError> {
         let t = Self::io_index(&self.outputs, k, "output")?;
-        let s = self.slots[t];
+        let s = self.slots.slot(t);
         // SAFETY: as in `output`.
         Ok(unsafe { core::slice::from_raw_parts(s.ptr, s.bytes) })
     }
@@ -657,7 +678,7 @@ impl<'a> Interpreter<'a> {
                 "tensor views need an arena the interpreter owns; with a caller's buffer use output() or output_tensor()".into(),
             )
         })?;
-        let s = self.slots[d.index];
+        let s = self.slots.slot(d.index);
         let offset = (s.ptr as usize).wrapping_sub(storage.as_ptr() as usize);
         let err =
             |e: crate::tensor::TensorError| InterpreterError::Usage(format!("output {k}: {e}"));
@@ -735,25 +756,9 @@ impl<'a> Interpreter<'a> {
     /// Heap bytes of the interpreter's own tables (not the arena, not the model).
     fn heap_bytes(&self) -> usize {
         use core::mem::size_of;
-        let tensors = self.tensors.heap_bytes();
-        let nodes: usize = self
-            .nodes
-            .iter()
-            .map(|n| {
-                let name = match &n.op_name {
-                    rust_alloc::borrow::Cow::Owned(s) => s.capacity(),
-                    rust_alloc::borrow::Cow::Borrowed(_) => 0,
-                };
-                name + n.custom.as_ref().map_or(0, String::capacity)
-                    + (n.inputs.len() + n.outputs.len()) * 4
-            })
-            .sum::<usize>()
-            + self.nodes.capacity() * size_of::<NodeInfo>();
-        tensors
-            + nodes
+        self.tensors.heap_bytes()
             + self.node_tables.heap_bytes()
-            + self.resolver.as_ref().map_or(0, OpResolver::heap_bytes)
-            + self.slots.capacity() * size_of::<Slot>()
+            + self.slots.heap_bytes()
             + self.records.capacity() * size_of::<(*mut u8, usize)>()
             + (self.inputs.capacity() + self.outputs.capacity()) * size_of::<usize>()
             + self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()

@@ -5,7 +5,8 @@
 use super::stage::kernel_error;
 use crate::interpreter::allocation::ALIGNMENT;
 use crate::interpreter::context::{
-    check_node_views, InvokeContext, NodeMemory, NodeTables, Persistent, Slot,
+    check_node_views, InvokeContext, NodeEntry, NodeMemory, NodeRef, NodeTables, Persistent, Slot,
+    SlotTable,
 };
 use crate::interpreter::error::{InterpreterError, Phase};
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorTable};
@@ -86,16 +87,40 @@ pub(super) fn evaluate_at_build(
     let mut tables = NodeTables::default();
     tables.push(
         reg,
-        mem.op_data.map(|d| (d.record, d.type_id)),
-        &scratch,
-        &mem.states,
-        0,
-        false,
+        NodeEntry {
+            op_name: &node.op_name,
+            inputs: &node.inputs,
+            outputs: &node.outputs,
+            op_data: mem.op_data.map(|d| (d.record, d.type_id)),
+            scratch: &scratch,
+            states: &mem.states,
+            variable_inputs: 0,
+            aliased: false,
+            prepare_time: true,
+        },
     )?;
     let view = tables.view(0, &records);
     check_node_views(node, (view.rt, view.scratch), &slots, tensors)?;
+    // Each of the node's tensors is its own region (staging words, tail records or the
+    // model's bytes); region 0 is an aligned empty one for zero-byte tensors.
+    let mut regions = vec![(
+        core::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8,
+        0,
+    )];
+    for &t in node.inputs.iter().chain(&node.outputs) {
+        if let Some(s) = usize::try_from(t).ok().map(|t| slots[t]) {
+            if s.bytes > 0 && !regions.contains(&(s.ptr, s.bytes)) {
+                regions.push((s.ptr, s.bytes));
+            }
+        }
+    }
+    let slots = SlotTable::pack(&slots, &regions)?;
     let mut ctx = InvokeContext {
-        node,
+        node: NodeRef {
+            index: node.index,
+            inputs: &node.inputs,
+            outputs: &node.outputs,
+        },
         rt: view.rt,
         op_data: view.op_data,
         scratch: view.scratch,

@@ -16,9 +16,8 @@ use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
-use crate::interpreter::context::{check_node_views, NodeTables};
+use crate::interpreter::context::{check_node_views, NodeEntry, NodeTables, SlotTable};
 use crate::interpreter::graph::{TensorKind, TensorTable};
-use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
 use rust_alloc::sync::Arc;
@@ -70,12 +69,12 @@ fn subgraph_memory(
 }
 
 /// Lays out the arena and resolves every address. The interpreter keeps `kept` (the model's
-/// tables, `None` when no graph input can be resized), `resolver` and where the arena came
-/// from, for [`Interpreter::resize_input`]; of `model` it keeps only the shared bytes.
+/// tables, `None` when no graph input can be resized) and where the arena came from, for
+/// [`Interpreter::resize_input`] (which finds the kernels again in its node table); of `model`
+/// it keeps only the shared bytes.
 pub(crate) fn finish<'a>(
     model: &Model,
     kept: Option<Arc<Model>>,
-    resolver: OpResolver,
     staged: Staged,
     source: ArenaSource<'a>,
 ) -> Result<Interpreter<'a>, InterpreterError> {
@@ -144,11 +143,17 @@ pub(crate) fn finish<'a>(
             };
         node_tables.push(
             &registrations[i],
-            memory[i].op_data.map(|d| (d.record, d.type_id)),
-            &core::mem::take(&mut scratch_ptr[i]),
-            &memory[i].states,
-            variable_inputs,
-            aliased,
+            NodeEntry {
+                op_name: &node.op_name,
+                inputs: &node.inputs,
+                outputs: &node.outputs,
+                op_data: memory[i].op_data.map(|d| (d.record, d.type_id)),
+                scratch: &core::mem::take(&mut scratch_ptr[i]),
+                states: &memory[i].states,
+                variable_inputs,
+                aliased,
+                prepare_time: node.prepare_time,
+            },
         )?;
         if !node.prepare_time {
             let view = node_tables.view(i, &records);
@@ -157,6 +162,16 @@ pub(crate) fn finish<'a>(
     }
     node_tables.shrink_to_fit();
     drop(registrations);
+    drop(nodes);
+    // Tensors live in the arena (region 0) or are constants in the model's bytes (region 1).
+    let arena_start = arena.head_ptr(0, 0).map_err(allocation::arena_error)?.as_ptr();
+    let slots = SlotTable::pack(
+        &slots,
+        &[
+            (arena_start, arena.size()),
+            (bytes.as_ptr() as *mut u8, bytes.len()),
+        ],
+    )?;
 
     let op_data_bytes: usize = persistent
         .records
@@ -194,7 +209,6 @@ pub(crate) fn finish<'a>(
     let mut interp = Interpreter {
         model_bytes: bytes,
         tensors,
-        nodes,
         node_tables,
         slots,
         records,
@@ -205,7 +219,6 @@ pub(crate) fn finish<'a>(
         subgraphs,
         variable_init,
         summary,
-        resolver: kept.is_some().then(|| resolver.for_model(model)),
         model: kept,
         rebuild,
         threads: None,

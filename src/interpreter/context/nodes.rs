@@ -1,0 +1,254 @@
+//! The node table an interpreter keeps after build: per node one 32-byte [`NodeRuntime`] and,
+//! in shared pools, what varies in length (input and output lists, scratch addresses, state
+//! records) and what many nodes share (op-data types, kernel registrations).
+//!
+//! Input and output lists are stored as TFLite stores them (a `TfLiteIntArray`, and the
+//! model's flatbuffer): a count followed by the tensor indices, `[n_in, in…, n_out, out…]`, so
+//! a node's lists are one offset into one `i32` pool. Everything except the scratch addresses
+//! is offsets and indices, independent of where the table lives.
+
+use super::MAX_SCRATCH;
+use crate::interpreter::error::InterpreterError;
+use crate::interpreter::kernel::Registration;
+use core::any::TypeId;
+use rust_alloc::borrow::Cow;
+use rust_alloc::vec::Vec;
+
+/// A node at invoke: where its op data, scratch, state records and tensor lists are, which
+/// kernel runs it, and which of its tensors are writable. 32 bytes; the variable-length parts
+/// live in the shared pools of [`NodeTables`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeRuntime {
+    /// Bit `k`: input `k` is variable state (written through `InvokeContext::variable`).
+    pub variable_inputs: u64,
+    /// Persistent record of the op data ([`NO_OP_DATA`]: none).
+    op_data: u32,
+    /// Start of the node's scratch buffers in [`NodeTables::scratch`].
+    scratch: u32,
+    /// Start of the node's state records in [`NodeTables::states`].
+    states: u32,
+    /// Start of the node's `[n_in, inputs…, n_out, outputs…]` in [`NodeTables::io`].
+    io: u32,
+    /// Its kernel in [`NodeTables::kernels`].
+    kernel: u16,
+    /// The op data's type in [`NodeTables::op_types`].
+    op_type: u8,
+    /// Counts of scratch buffers (≤ `MAX_SCRATCH`) and state records (≤ `MAX_STATES`).
+    n_scratch: u8,
+    n_states: u8,
+    /// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
+    pub aliased: bool,
+    /// Every input is constant: the node ran once at build and invoke skips it.
+    pub prepare_time: bool,
+}
+
+/// [`NodeRuntime::op_data`] of a node without op data.
+const NO_OP_DATA: u32 = u32::MAX;
+
+/// A distinct kernel of the table: its registration and the display name of the op it runs
+/// (`CONV_2D`, `CUSTOM(SignalWindow)`; built only for custom ops).
+pub(crate) struct KernelEntry {
+    pub registration: Registration,
+    pub op_name: Cow<'static, str>,
+}
+
+/// Every node's [`NodeRuntime`] with the pools they index: tensor lists, scratch addresses,
+/// state records, op-data types and the distinct kernels (one per distinct registration and
+/// op name, shared by all nodes of that op). Invariant: every runtime's ranges and indices lie
+/// inside the pools, and every list in `io` is a count followed by that many entries.
+#[derive(Default)]
+pub(crate) struct NodeTables {
+    runtimes: Vec<NodeRuntime>,
+    io: Vec<i32>,
+    scratch: Vec<(*mut u8, usize)>,
+    states: Vec<u32>,
+    op_types: Vec<TypeId>,
+    kernels: Vec<KernelEntry>,
+}
+
+/// What a node is when it runs: its index and its tensor lists (global tensor indices, `-1` =
+/// omitted), from the node table at invoke or from the build's node list at prepare time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeRef<'a> {
+    pub index: usize,
+    pub inputs: &'a [i32],
+    pub outputs: &'a [i32],
+}
+
+/// A node's resolved runtime: what an `InvokeContext` and the view check read.
+#[derive(Clone, Copy)]
+pub(crate) struct NodeView<'a> {
+    pub rt: &'a NodeRuntime,
+    pub node: NodeRef<'a>,
+    pub op_data: Option<(*const u8, TypeId)>,
+    pub scratch: &'a [(*mut u8, usize)],
+    pub states: &'a [u32],
+    pub kernel: &'a KernelEntry,
+}
+
+/// What [`NodeTables::push`] records of a node besides its registration.
+pub(crate) struct NodeEntry<'e> {
+    pub op_name: &'e Cow<'static, str>,
+    pub inputs: &'e [i32],
+    pub outputs: &'e [i32],
+    pub op_data: Option<(u32, TypeId)>,
+    pub scratch: &'e [(*mut u8, usize)],
+    pub states: &'e [u32],
+    pub variable_inputs: u64,
+    pub aliased: bool,
+    pub prepare_time: bool,
+}
+
+fn too_many() -> InterpreterError {
+    InterpreterError::Memory("too many nodes, tensors or records for the node tables".into())
+}
+
+/// The position of the first element of `pool` equal by `eq`, else of `make()` pushed.
+fn intern<T>(pool: &mut Vec<T>, eq: impl Fn(&T) -> bool, make: impl FnOnce() -> T) -> usize {
+    match pool.iter().position(eq) {
+        Some(p) => p,
+        None => {
+            pool.push(make());
+            pool.len() - 1
+        }
+    }
+}
+
+impl NodeTables {
+    /// Appends the next node: its kernel (shared with earlier nodes of the same registration
+    /// and op), tensor lists, op data record and type, scratch buffers and state records.
+    pub(crate) fn push(
+        &mut self,
+        registration: &Registration,
+        e: NodeEntry<'_>,
+    ) -> Result<(), InterpreterError> {
+        let kernel = intern(
+            &mut self.kernels,
+            |k| {
+                let r = &k.registration;
+                r.name == registration.name
+                    && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
+                    && r.inplace == registration.inplace
+                    && r.sparse_inputs == registration.sparse_inputs
+                    && r.f16_inputs == registration.f16_inputs
+                    && k.op_name == *e.op_name
+            },
+            || KernelEntry {
+                registration: registration.clone(),
+                op_name: e.op_name.clone(),
+            },
+        );
+        let (op_data, op_type) = match e.op_data {
+            Some((record, id)) => (record, intern(&mut self.op_types, |&t| t == id, || id)),
+            None => (NO_OP_DATA, 0),
+        };
+        if e.scratch.len() > MAX_SCRATCH {
+            return Err(too_many());
+        }
+        let rt = NodeRuntime {
+            variable_inputs: e.variable_inputs,
+            op_data,
+            scratch: u32::try_from(self.scratch.len()).map_err(|_| too_many())?,
+            states: u32::try_from(self.states.len()).map_err(|_| too_many())?,
+            io: u32::try_from(self.io.len()).map_err(|_| too_many())?,
+            kernel: u16::try_from(kernel).map_err(|_| too_many())?,
+            op_type: u8::try_from(op_type).map_err(|_| too_many())?,
+            n_scratch: u8::try_from(e.scratch.len()).map_err(|_| too_many())?,
+            n_states: u8::try_from(e.states.len()).map_err(|_| too_many())?,
+            aliased: e.aliased,
+            prepare_time: e.prepare_time,
+        };
+        for list in [e.inputs, e.outputs] {
+            self.io
+                .push(i32::try_from(list.len()).map_err(|_| too_many())?);
+            self.io.extend_from_slice(list);
+        }
+        self.scratch.extend_from_slice(e.scratch);
+        self.states.extend_from_slice(e.states);
+        self.runtimes.push(rt);
+        Ok(())
+    }
+
+    /// Number of nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.runtimes.len()
+    }
+
+    /// Node `i`'s runtime record, `None` out of range.
+    pub(crate) fn runtime(&self, i: usize) -> Option<&NodeRuntime> {
+        self.runtimes.get(i)
+    }
+
+    /// Node `i`'s kernel and op name (`i` in range).
+    pub(crate) fn kernel(&self, i: usize) -> &KernelEntry {
+        &self.kernels[self.runtimes[i].kernel as usize]
+    }
+
+    /// The list at `at` in the io pool and the position after it.
+    #[inline]
+    fn list(&self, at: usize) -> (&[i32], usize) {
+        let n = self.io[at] as usize;
+        (&self.io[at + 1..at + 1 + n], at + 1 + n)
+    }
+
+    /// Node `i`'s runtime resolved against `records` (the persistent records' addresses).
+    #[inline]
+    pub(crate) fn view<'a>(&'a self, i: usize, records: &[(*mut u8, usize)]) -> NodeView<'a> {
+        let rt = &self.runtimes[i];
+        let s = rt.scratch as usize;
+        let st = rt.states as usize;
+        let (inputs, next) = self.list(rt.io as usize);
+        let (outputs, _) = self.list(next);
+        NodeView {
+            rt,
+            node: NodeRef {
+                index: i,
+                inputs,
+                outputs,
+            },
+            op_data: (rt.op_data != NO_OP_DATA)
+                .then(|| records.get(rt.op_data as usize))
+                .flatten()
+                .map(|r| (r.0 as *const u8, self.op_types[rt.op_type as usize])),
+            scratch: &self.scratch[s..s + rt.n_scratch as usize],
+            states: &self.states[st..st + rt.n_states as usize],
+            kernel: &self.kernels[rt.kernel as usize],
+        }
+    }
+
+    /// Every node's state records (each once: a record belongs to one node).
+    pub(crate) fn states(&self) -> &[u32] {
+        &self.states
+    }
+
+    /// Frees the unused capacity of the pools (after the last `push`).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.runtimes.shrink_to_fit();
+        self.io.shrink_to_fit();
+        self.scratch.shrink_to_fit();
+        self.states.shrink_to_fit();
+        self.op_types.shrink_to_fit();
+        self.kernels.shrink_to_fit();
+    }
+
+    /// Heap bytes of the tables (capacities, and the custom ops' names).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use core::mem::size_of;
+        self.runtimes.capacity() * size_of::<NodeRuntime>()
+            + self.io.capacity() * size_of::<i32>()
+            + self.scratch.capacity() * size_of::<(*mut u8, usize)>()
+            + self.states.capacity() * size_of::<u32>()
+            + self.op_types.capacity() * size_of::<TypeId>()
+            + self.kernels.capacity() * size_of::<KernelEntry>()
+            + self
+                .kernels
+                .iter()
+                .map(|k| match &k.op_name {
+                    Cow::Owned(s) => s.capacity(),
+                    Cow::Borrowed(_) => 0,
+                })
+                .sum::<usize>()
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<NodeRuntime>() == 32);
