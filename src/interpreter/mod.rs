@@ -62,7 +62,7 @@ use rust_alloc::{string::String, string::ToString, vec::Vec};
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};
 use crate::tensor::{DType, Element, Tensor, TensorBuffer};
-use context::{NodeTables, Slot, SlotTable};
+use context::{NodeTables, RecordTable, Slot, SlotTable};
 use core::cell::Cell;
 use core::time::Duration;
 use graph::TensorTable;
@@ -163,14 +163,12 @@ pub struct Interpreter<'a> {
     node_tables: NodeTables,
     /// Where each tensor's bytes are (offsets into the arena and the model's bytes).
     slots: SlotTable,
-    records: Vec<(*mut u8, usize)>,
+    records: RecordTable,
     /// Declared before `storage`: dropped first (it may borrow `storage`'s memory).
     arena: Arena<'a>,
     /// The ref-counted buffer holding an arena the interpreter owns (`None` for a caller's
     /// buffer).
     storage: Option<TensorBuffer>,
-    inputs: Vec<usize>,
-    outputs: Vec<usize>,
     /// The included subgraphs (position 0 = the model's subgraph 0, whose nodes `invoke` runs;
     /// control-flow kernels run the others).
     subgraphs: Vec<subgraphs::SubgraphInfo>,
@@ -253,6 +251,16 @@ impl<'a> Interpreter<'a> {
         Ok(())
     }
 
+    /// The graph inputs (subgraph 0's inputs).
+    fn graph_inputs(&self) -> &[usize] {
+        self.subgraphs.first().map_or(&[], |s| &s.inputs)
+    }
+
+    /// The graph outputs (subgraph 0's outputs).
+    fn graph_outputs(&self) -> &[usize] {
+        self.subgraphs.first().map_or(&[], |s| &s.outputs)
+    }
+
     /// The nodes of subgraph 0 (the others run inside control-flow nodes).
     fn main_nodes(&self) -> core::ops::Range<usize> {
         self.subgraphs.first().map_or(0..0, |s| s.nodes.clone())
@@ -273,7 +281,7 @@ impl<'a> Interpreter<'a> {
     /// [`output_view`](Self::output_view) are alive.
     pub fn resize_input(&mut self, k: usize, dims: &[usize]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
-        let t = Self::io_index(&self.inputs, k, "input")?;
+        let t = Self::io_index(self.graph_inputs(), k, "input")?;
         if self.tensors.dims(t) == dims {
             return Ok(());
         }
@@ -350,9 +358,7 @@ impl<'a> Interpreter<'a> {
     fn poison(&mut self) {
         self.node_tables = NodeTables::default();
         self.slots = SlotTable::default();
-        self.records.clear();
-        self.inputs.clear();
-        self.outputs.clear();
+        self.records = RecordTable::default();
         self.subgraphs.clear();
         self.variable_init.clear();
         self.tensors = TensorTable::default();
@@ -438,7 +444,7 @@ impl<'a> Interpreter<'a> {
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
                 node: i,
-                op: view.kernel.op_name.clone().into_owned(),
+                op: view.kernel.op_name().into_owned(),
                 phase: Phase::Invoke,
                 message: e.0,
             })
@@ -472,7 +478,7 @@ impl<'a> Interpreter<'a> {
     /// for int8, zero otherwise) and zeroes every kernel state array.
     pub fn reset_variables(&mut self) {
         for &r in self.node_tables.states() {
-            let Some(&(ptr, bytes)) = self.records.get(r as usize) else {
+            let Some((ptr, bytes)) = self.records.get(r as usize) else {
                 continue;
             };
             // SAFETY: a state record of `bytes` in the arena tail owned by this interpreter;
@@ -507,19 +513,20 @@ impl<'a> Interpreter<'a> {
 
     /// Number of graph inputs.
     pub fn num_inputs(&self) -> usize {
-        self.inputs.len()
+        self.graph_inputs().len()
     }
     /// Number of graph outputs.
     pub fn num_outputs(&self) -> usize {
-        self.outputs.len()
+        self.graph_outputs().len()
     }
     /// Number of nodes.
     pub fn num_nodes(&self) -> usize {
         self.node_tables.len()
     }
-    /// Display name of node `i`'s op.
-    pub fn node_op(&self, i: usize) -> Option<&str> {
-        (i < self.node_tables.len()).then(|| self.node_tables.kernel(i).op_name.as_ref())
+    /// Display name of node `i`'s op: the builtin's (`CONV_2D`), else `CUSTOM(<name>)` with
+    /// the name of the kernel's registration.
+    pub fn node_op(&self, i: usize) -> Option<rust_alloc::borrow::Cow<'static, str>> {
+        (i < self.node_tables.len()).then(|| self.node_tables.kernel(i).op_name())
     }
     /// Whether node `i` ran once at build (all inputs constant) and is skipped by invoke.
     pub fn node_is_prepare_time(&self, i: usize) -> bool {
@@ -549,21 +556,21 @@ impl<'a> Interpreter<'a> {
 
     /// Graph input `k`.
     pub fn input_desc(&self, k: usize) -> Result<TensorDesc<'_>, InterpreterError> {
-        Ok(self.desc(Self::io_index(&self.inputs, k, "input")?))
+        Ok(self.desc(Self::io_index(self.graph_inputs(), k, "input")?))
     }
     /// Graph output `k`.
     pub fn output_desc(&self, k: usize) -> Result<TensorDesc<'_>, InterpreterError> {
-        Ok(self.desc(Self::io_index(&self.outputs, k, "output")?))
+        Ok(self.desc(Self::io_index(self.graph_outputs(), k, "output")?))
     }
     /// Position of the graph input called `name`.
     pub fn input_by_name(&self, name: &str) -> Option<usize> {
-        self.inputs
+        self.graph_inputs()
             .iter()
             .position(|&t| self.tensors.name(t) == name)
     }
     /// Position of the graph output called `name`.
     pub fn output_by_name(&self, name: &str) -> Option<usize> {
-        self.outputs
+        self.graph_outputs()
             .iter()
             .position(|&t| self.tensors.name(t) == name)
     }
@@ -583,7 +590,7 @@ impl<'a> Interpreter<'a> {
     /// Mutable view of graph input `k` (write it before each invoke: its memory may be reused
     /// once the last reader has run).
     pub fn input_mut<T: Element>(&mut self, k: usize) -> Result<&mut [T], InterpreterError> {
-        let t = Self::io_index(&self.inputs, k, "input")?;
+        let t = Self::io_index(self.graph_inputs(), k, "input")?;
         let s = self.typed_slot::<T>(t)?;
         if T::DTYPE == DType::Bool {
             return Err(InterpreterError::Usage(
@@ -599,7 +606,7 @@ impl<'a> Interpreter<'a> {
 
     /// Mutable bytes of graph input `k`.
     pub fn input_bytes_mut(&mut self, k: usize) -> Result<&mut [u8], InterpreterError> {
-        let t = Self::io_index(&self.inputs, k, "input")?;
+        let t = Self::io_index(self.graph_inputs(), k, "input")?;
         let s = self.slots.slot(t);
         if self.tensors.kind(t) == TensorKind::Constant {
             return Err(InterpreterError::Usage(format!(
@@ -613,7 +620,7 @@ impl<'a> Interpreter<'a> {
 
     /// Read-only view of graph output `k` (valid until the next invoke).
     pub fn output<T: Element>(&self, k: usize) -> Result<&[T], InterpreterError> {
-        let t = Self::io_index(&self.outputs, k, "output")?;
+        let t = Self::io_index(self.graph_outputs(), k, "output")?;
         let s = self.typed_slot::<T>(t)?;
         if T::DTYPE == DType::Bool {
             return Err(InterpreterError::Usage(
@@ -629,7 +636,7 @@ impl<'a> Interpreter<'a> {
 
     /// Bytes of graph output `k`.
     pub fn output_bytes(&self, k: usize) -> Result<&[u8], InterpreterError> {
-        let t = Self::io_index(&self.outputs, k, "output")?;
+        let t = Self::io_index(self.graph_outputs(), k, "output")?;
         let s = self.slots.slot(t);
         // SAFETY: as in `output`.
         Ok(unsafe { core::slice::from_raw_parts(s.ptr, s.bytes) })
@@ -719,7 +726,7 @@ impl<'a> Interpreter<'a> {
         let s = &self.summary;
         let mut out = format!(
             "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed)\n\
-             heap kept by the interpreter: {} B; prepare temp peak: {} B\n",
+             heap kept by the interpreter: {} B ({}); prepare temp peak: {} B\n",
             s.total_bytes,
             s.head_bytes,
             s.scratch_bytes,
@@ -728,6 +735,11 @@ impl<'a> Interpreter<'a> {
             s.op_data_bytes,
             s.precomputed_bytes,
             s.heap_bytes,
+            self.heap_parts()
+                .iter()
+                .map(|(name, b)| format!("{name} {b} B"))
+                .collect::<Vec<_>>()
+                .join(", "),
             s.temp_peak_bytes
         );
         if s.subgraphs.len() > 1 {
@@ -755,13 +767,13 @@ impl<'a> Interpreter<'a> {
 
     /// Heap bytes of the interpreter's own tables (not the arena, not the model).
     fn heap_bytes(&self) -> usize {
+        self.heap_parts().iter().map(|&(_, b)| b).sum()
+    }
+
+    /// [`heap_bytes`](Self::heap_bytes) by table, for the memory report.
+    fn heap_parts(&self) -> [(&'static str, usize); 6] {
         use core::mem::size_of;
-        self.tensors.heap_bytes()
-            + self.node_tables.heap_bytes()
-            + self.slots.heap_bytes()
-            + self.records.capacity() * size_of::<(*mut u8, usize)>()
-            + (self.inputs.capacity() + self.outputs.capacity()) * size_of::<usize>()
-            + self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()
+        let io = self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()
             + self
                 .subgraphs
                 .iter()
@@ -772,16 +784,27 @@ impl<'a> Interpreter<'a> {
                 .summary
                 .offline_plan_ignored
                 .as_ref()
-                .map_or(0, String::capacity)
-            + self
-                .variable_init
-                .iter()
-                .map(|(_, v)| match v {
-                    builder::VariableInit::Data(d) => d.capacity(),
-                    builder::VariableInit::Fill(_) => 0,
-                })
-                .sum::<usize>()
-            + self.variable_init.capacity() * size_of::<(usize, builder::VariableInit)>()
+                .map_or(0, String::capacity);
+        let variables = self
+            .variable_init
+            .iter()
+            .map(|(_, v)| match v {
+                builder::VariableInit::Data(d) => d.capacity(),
+                builder::VariableInit::Fill(_) => 0,
+            })
+            .sum::<usize>()
+            + self.variable_init.capacity() * size_of::<(usize, builder::VariableInit)>();
+        [
+            ("tensors", self.tensors.heap_bytes()),
+            ("slots", self.slots.heap_bytes()),
+            ("nodes", self.node_tables.heap_bytes()),
+            (
+                "records",
+                self.records.heap_bytes(),
+            ),
+            ("graph io and subgraphs", io),
+            ("variable initial values", variables),
+        ]
     }
 }
 

@@ -5,8 +5,8 @@
 use super::stage::kernel_error;
 use crate::interpreter::allocation::ALIGNMENT;
 use crate::interpreter::context::{
-    check_node_views, InvokeContext, NodeEntry, NodeMemory, NodeRef, NodeTables, Persistent, Slot,
-    SlotTable,
+    check_node_views, InvokeContext, NodeEntry, NodeMemory, NodeRef, NodeTables, Persistent,
+    RecordTable, Slot, SlotTable,
 };
 use crate::interpreter::error::{InterpreterError, Phase};
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorTable};
@@ -79,6 +79,13 @@ pub(super) fn evaluate_at_build(
     let records: Vec<(*mut u8, usize)> = (0..persistent.records.len())
         .map(|r| (persistent.ptr(r as u32), persistent.records[r].size))
         .collect();
+    // The staged records lie in one staging buffer, from its lowest record on.
+    let base = records
+        .iter()
+        .map(|r| r.0)
+        .min_by_key(|&p| p as usize)
+        .unwrap_or(core::ptr::null_mut());
+    let records = RecordTable::pack(&records, base)?;
     let scratch: Vec<(*mut u8, usize)> = scratch_bufs
         .iter_mut()
         .zip(&mem.scratch)
@@ -88,7 +95,7 @@ pub(super) fn evaluate_at_build(
     tables.push(
         reg,
         NodeEntry {
-            op_name: &node.op_name,
+            builtin: node.builtin,
             inputs: &node.inputs,
             outputs: &node.outputs,
             op_data: mem.op_data.map(|d| (d.record, d.type_id)),

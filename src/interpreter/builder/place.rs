@@ -16,7 +16,7 @@ use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
-use crate::interpreter::context::{check_node_views, NodeEntry, NodeTables, SlotTable};
+use crate::interpreter::context::{check_node_views, NodeEntry, NodeTables, RecordTable, SlotTable};
 use crate::interpreter::graph::{TensorKind, TensorTable};
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
@@ -124,6 +124,8 @@ pub(crate) fn finish<'a>(
         &shared,
     )?;
 
+    let arena_start = arena.head_ptr(0, 0).map_err(allocation::arena_error)?.as_ptr();
+    let records = RecordTable::pack(&records, arena_start)?;
     let mut node_tables = NodeTables::default();
     for (i, node) in nodes.iter().enumerate() {
         let mut variable_inputs = 0u64;
@@ -144,7 +146,7 @@ pub(crate) fn finish<'a>(
         node_tables.push(
             &registrations[i],
             NodeEntry {
-                op_name: &node.op_name,
+                builtin: node.builtin,
                 inputs: &node.inputs,
                 outputs: &node.outputs,
                 op_data: memory[i].op_data.map(|d| (d.record, d.type_id)),
@@ -164,7 +166,6 @@ pub(crate) fn finish<'a>(
     drop(registrations);
     drop(nodes);
     // Tensors live in the arena (region 0) or are constants in the model's bytes (region 1).
-    let arena_start = arena.head_ptr(0, 0).map_err(allocation::arena_error)?.as_ptr();
     let slots = SlotTable::pack(
         &slots,
         &[
@@ -203,9 +204,7 @@ pub(crate) fn finish<'a>(
     // keep theirs and their names (users read them), which keeps per-channel scales and names
     // off the heap. Errors after build name other tensors by index.
     let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
-    let tensors = TensorTable::new(&tensors, |t| io.contains(&t))?;
-    let inputs = sg.input_tensors().collect();
-    let outputs = sg.output_tensors().collect();
+    let tensors = TensorTable::new(&tensors, |t| io.contains(&t), Some(&bytes))?;
     let mut interp = Interpreter {
         model_bytes: bytes,
         tensors,
@@ -214,8 +213,6 @@ pub(crate) fn finish<'a>(
         records,
         arena,
         storage,
-        inputs,
-        outputs,
         subgraphs,
         variable_init,
         summary,

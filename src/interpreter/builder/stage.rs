@@ -384,7 +384,7 @@ fn init_and_prepare(
         if node.prepare_time {
             let table = match &mut table {
                 Some(t) => t,
-                None => table.insert(TensorTable::new(tensors, |_| true)?),
+                None => table.insert(TensorTable::new(tensors, |_| true, None)?),
             };
             evaluate_at_build(
                 node,

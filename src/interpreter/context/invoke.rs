@@ -5,7 +5,7 @@ use super::{
     dtype_matches, PersistentArray, Scalar, ScratchId, StateArray, MAX_OUTPUTS, MAX_SCRATCH,
 };
 use super::nodes::{NodeRef, NodeRuntime, NodeTables};
-use super::slots::{Slot, SlotTable};
+use super::slots::{RecordTable, Slot, SlotTable};
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorKind, TensorTable};
 use crate::interpreter::subgraphs::SubgraphInfo;
 use crate::interpreter::{InterpreterError, KernelError, Phase};
@@ -32,7 +32,7 @@ pub struct InvokeContext<'a> {
     pub(crate) states: &'a [u32],
     pub(crate) slots: &'a SlotTable,
     pub(crate) tensors: &'a TensorTable,
-    pub(crate) records: &'a [(*mut u8, usize)],
+    pub(crate) records: &'a RecordTable,
     pub(crate) taken: Cell<u128>,
     pub(crate) taken_states: Cell<u64>,
     /// The interpreter's kernel threads (`None`: one thread, or a prepare-time node).
@@ -115,7 +115,7 @@ impl<'a> InvokeContext<'a> {
 
     /// A persistent array stored by prepare.
     pub fn persistent<T: Scalar>(&self, array: PersistentArray<T>) -> Result<&'a [T], KernelError> {
-        let &(ptr, size) = self
+        let (ptr, size) = self
             .records
             .get(array.record as usize)
             .ok_or_else(|| KernelError::new("persistent array of another interpreter"))?;
@@ -311,7 +311,7 @@ impl<'a> InvokeContext<'a> {
                 "state array was already taken in this invoke",
             ));
         }
-        let &(ptr, size) = self
+        let (ptr, size) = self
             .records
             .get(array.record as usize)
             .ok_or_else(|| KernelError::new("state array of another interpreter"))?;
@@ -460,7 +460,9 @@ impl<'a> InvokeContext<'a> {
                     let local = i - info.nodes.start;
                     KernelError::new(format!(
                         "subgraph {} node {local}: {}: {}",
-                        info.model_index, view.kernel.op_name, e.0
+                        info.model_index,
+                        view.kernel.op_name(),
+                        e.0
                     ))
                 })?;
         }

@@ -33,7 +33,7 @@ mod staging;
 pub use invoke::InvokeContext;
 pub(crate) use invoke::{check_node_views, Program};
 pub(crate) use nodes::{NodeEntry, NodeRef, NodeTables};
-pub(crate) use slots::{Slot, SlotTable};
+pub(crate) use slots::{RecordTable, Slot, SlotTable};
 pub(crate) use staging::{NodeMemory, OpDataRef, Persistent};
 
 /// Most outputs a node may have.

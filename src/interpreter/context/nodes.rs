@@ -7,12 +7,13 @@
 //! a node's lists are one offset into one `i32` pool. Everything except the scratch addresses
 //! is offsets and indices, independent of where the table lives.
 
-use super::MAX_SCRATCH;
+use super::{RecordTable, MAX_SCRATCH};
 use crate::interpreter::error::InterpreterError;
 use crate::interpreter::kernel::Registration;
+use crate::model::BuiltinOp;
 use core::any::TypeId;
 use rust_alloc::borrow::Cow;
-use rust_alloc::vec::Vec;
+use rust_alloc::{format, string::ToString, vec::Vec};
 
 /// A node at invoke: where its op data, scratch, state records and tensor lists are, which
 /// kernel runs it, and which of its tensors are writable. 32 bytes; the variable-length parts
@@ -45,11 +46,25 @@ pub(crate) struct NodeRuntime {
 /// [`NodeRuntime::op_data`] of a node without op data.
 const NO_OP_DATA: u32 = u32::MAX;
 
-/// A distinct kernel of the table: its registration and the display name of the op it runs
-/// (`CONV_2D`, `CUSTOM(SignalWindow)`; built only for custom ops).
+/// A distinct kernel of the table: its registration and the op it runs.
 pub(crate) struct KernelEntry {
     pub registration: Registration,
-    pub op_name: Cow<'static, str>,
+    pub builtin: BuiltinOp,
+}
+
+impl KernelEntry {
+    /// Display name of the op: the builtin's (`CONV_2D`), else `CUSTOM(<registration name>)`
+    /// (the custom op's name for the crate's kernels; a caller's registration under another
+    /// name shows that name).
+    pub(crate) fn op_name(&self) -> Cow<'static, str> {
+        match self.builtin.name() {
+            Some(name) if self.builtin != BuiltinOp::CUSTOM => Cow::Borrowed(name),
+            _ if self.builtin == BuiltinOp::CUSTOM => {
+                Cow::Owned(format!("CUSTOM({})", self.registration.name))
+            }
+            _ => Cow::Owned(self.builtin.to_string()),
+        }
+    }
 }
 
 /// Every node's [`NodeRuntime`] with the pools they index: tensor lists, scratch addresses,
@@ -88,7 +103,7 @@ pub(crate) struct NodeView<'a> {
 
 /// What [`NodeTables::push`] records of a node besides its registration.
 pub(crate) struct NodeEntry<'e> {
-    pub op_name: &'e Cow<'static, str>,
+    pub builtin: BuiltinOp,
     pub inputs: &'e [i32],
     pub outputs: &'e [i32],
     pub op_data: Option<(u32, TypeId)>,
@@ -131,11 +146,11 @@ impl NodeTables {
                     && r.inplace == registration.inplace
                     && r.sparse_inputs == registration.sparse_inputs
                     && r.f16_inputs == registration.f16_inputs
-                    && k.op_name == *e.op_name
+                    && k.builtin == e.builtin
             },
             || KernelEntry {
                 registration: registration.clone(),
-                op_name: e.op_name.clone(),
+                builtin: e.builtin,
             },
         );
         let (op_data, op_type) = match e.op_data {
@@ -193,7 +208,7 @@ impl NodeTables {
 
     /// Node `i`'s runtime resolved against `records` (the persistent records' addresses).
     #[inline]
-    pub(crate) fn view<'a>(&'a self, i: usize, records: &[(*mut u8, usize)]) -> NodeView<'a> {
+    pub(crate) fn view<'a>(&'a self, i: usize, records: &RecordTable) -> NodeView<'a> {
         let rt = &self.runtimes[i];
         let s = rt.scratch as usize;
         let st = rt.states as usize;
@@ -231,7 +246,7 @@ impl NodeTables {
         self.kernels.shrink_to_fit();
     }
 
-    /// Heap bytes of the tables (capacities, and the custom ops' names).
+    /// Heap bytes of the tables (capacities).
     pub(crate) fn heap_bytes(&self) -> usize {
         use core::mem::size_of;
         self.runtimes.capacity() * size_of::<NodeRuntime>()
@@ -240,14 +255,6 @@ impl NodeTables {
             + self.states.capacity() * size_of::<u32>()
             + self.op_types.capacity() * size_of::<TypeId>()
             + self.kernels.capacity() * size_of::<KernelEntry>()
-            + self
-                .kernels
-                .iter()
-                .map(|k| match &k.op_name {
-                    Cow::Owned(s) => s.capacity(),
-                    Cow::Borrowed(_) => 0,
-                })
-                .sum::<usize>()
     }
 }
 
