@@ -155,8 +155,8 @@ pub struct TensorDesc<'a> {
 
 /// A model ready to run. Built by [`InterpreterBuilder`]; see the [module docs](self).
 pub struct Interpreter<'a> {
-    /// Keeps the constant data alive (slots point into it).
-    #[allow(dead_code)]
+    /// Keeps the constant data alive (slots point into it); variables' initial values and the
+    /// graph inputs' and outputs' names are read from it in place.
     model_bytes: crate::model::ModelBytes,
     tensors: TensorTable,
     /// Per node: tensor lists, op data, scratch, state records and kernel (see [`NodeTables`]).
@@ -172,7 +172,7 @@ pub struct Interpreter<'a> {
     /// The included subgraphs (position 0 = the model's subgraph 0, whose nodes `invoke` runs;
     /// control-flow kernels run the others).
     subgraphs: Vec<subgraphs::SubgraphInfo>,
-    variable_init: Vec<(usize, builder::VariableInit)>,
+    variable_init: Vec<(u32, builder::VariableInit)>,
     summary: MemorySummary,
     /// The model's tables (the data is shared with `model_bytes`) and the arena source, for
     /// [`resize_input`](Self::resize_input) (which finds the kernels in `node_tables`); the
@@ -439,7 +439,6 @@ impl<'a> Interpreter<'a> {
             program: Some(&program),
         };
         view.kernel
-            .registration
             .kernel
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
@@ -462,7 +461,9 @@ impl<'a> Interpreter<'a> {
                 .map_or(&[][..], |g| &g.operators[..]);
             for (i, op) in info.nodes.clone().zip(ops) {
                 let code = graph::operator_code(model, i, op)?;
-                let reg = self.node_tables.kernel(i).registration.clone();
+                let reg = self.node_tables.registration(i).cloned().ok_or_else(|| {
+                    InterpreterError::Usage(format!("node {i}: its kernel registration was not kept"))
+                })?;
                 match code.custom_code.as_deref() {
                     Some(name) if code.builtin == crate::model::BuiltinOp::CUSTOM => {
                         resolver.register_custom(name, reg)
@@ -493,10 +494,15 @@ impl<'a> Interpreter<'a> {
             // SAFETY: a variable's slot is `bytes` long in the arena tail, owned by this
             // interpreter; `&mut self` means no view of it is alive.
             let dst = unsafe { core::slice::from_raw_parts_mut(s.ptr, s.bytes) };
-            match self.variable_init.iter().find(|(v, _)| *v == t) {
-                Some((_, builder::VariableInit::Data(init))) if init.len() == dst.len() => {
-                    dst.copy_from_slice(init)
-                }
+            let init = |at: u32, len: u32| {
+                self.model_bytes
+                    .get(at as usize..at as usize + len as usize)
+            };
+            match self.variable_init.iter().find(|(v, _)| *v as usize == t) {
+                Some(&(_, builder::VariableInit::Data { at, len })) => match init(at, len) {
+                    Some(init) if init.len() == dst.len() => dst.copy_from_slice(init),
+                    _ => dst.fill(0),
+                },
                 Some((_, builder::VariableInit::Fill(b))) => dst.fill(*b),
                 _ => dst.fill(0),
             }
@@ -785,15 +791,8 @@ impl<'a> Interpreter<'a> {
                 .offline_plan_ignored
                 .as_ref()
                 .map_or(0, String::capacity);
-        let variables = self
-            .variable_init
-            .iter()
-            .map(|(_, v)| match v {
-                builder::VariableInit::Data(d) => d.capacity(),
-                builder::VariableInit::Fill(_) => 0,
-            })
-            .sum::<usize>()
-            + self.variable_init.capacity() * size_of::<(usize, builder::VariableInit)>();
+        let variables =
+            self.variable_init.capacity() * size_of::<(u32, builder::VariableInit)>();
         [
             ("tensors", self.tensors.heap_bytes()),
             ("slots", self.slots.heap_bytes()),

@@ -162,6 +162,10 @@ pub(crate) fn finish<'a>(
             check_node_views(node, (view.rt, view.scratch), &slots, &tensors)?;
         }
     }
+    if kept.is_none() {
+        // Only `resize_input` rebuilds from the registrations, and only with the model kept.
+        node_tables.drop_registrations();
+    }
     node_tables.shrink_to_fit();
     drop(registrations);
     drop(nodes);

@@ -453,7 +453,6 @@ impl<'a> InvokeContext<'a> {
                 program: Some(program),
             };
             view.kernel
-                .registration
                 .kernel
                 .invoke(&mut ctx)
                 .map_err(|e| {

@@ -46,9 +46,11 @@ pub(crate) struct NodeRuntime {
 /// [`NodeRuntime::op_data`] of a node without op data.
 const NO_OP_DATA: u32 = u32::MAX;
 
-/// A distinct kernel of the table: its registration and the op it runs.
+/// A distinct kernel of the table: what invoke calls, the registration's name and the op it
+/// runs (the registration's other fields matter only while building).
 pub(crate) struct KernelEntry {
-    pub registration: Registration,
+    pub kernel: rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
+    pub name: &'static str,
     pub builtin: BuiltinOp,
 }
 
@@ -60,7 +62,7 @@ impl KernelEntry {
         match self.builtin.name() {
             Some(name) if self.builtin != BuiltinOp::CUSTOM => Cow::Borrowed(name),
             _ if self.builtin == BuiltinOp::CUSTOM => {
-                Cow::Owned(format!("CUSTOM({})", self.registration.name))
+                Cow::Owned(format!("CUSTOM({})", self.name))
             }
             _ => Cow::Owned(self.builtin.to_string()),
         }
@@ -69,8 +71,10 @@ impl KernelEntry {
 
 /// Every node's [`NodeRuntime`] with the pools they index: tensor lists, scratch addresses,
 /// state records, op-data types and the distinct kernels (one per distinct registration and
-/// op name, shared by all nodes of that op). Invariant: every runtime's ranges and indices lie
-/// inside the pools, and every list in `io` is a count followed by that many entries.
+/// op, shared by all nodes of that op), with their full registrations until
+/// [`drop_registrations`](Self::drop_registrations). Invariant: every runtime's ranges and
+/// indices lie inside the pools, every list in `io` is a count followed by that many entries,
+/// and `registrations` is empty or parallel to `kernels`.
 #[derive(Default)]
 pub(crate) struct NodeTables {
     runtimes: Vec<NodeRuntime>,
@@ -79,6 +83,7 @@ pub(crate) struct NodeTables {
     states: Vec<u32>,
     op_types: Vec<TypeId>,
     kernels: Vec<KernelEntry>,
+    registrations: Vec<Registration>,
 }
 
 /// What a node is when it runs: its index and its tensor lists (global tensor indices, `-1` =
@@ -137,22 +142,31 @@ impl NodeTables {
         registration: &Registration,
         e: NodeEntry<'_>,
     ) -> Result<(), InterpreterError> {
-        let kernel = intern(
-            &mut self.kernels,
-            |k| {
-                let r = &k.registration;
-                r.name == registration.name
-                    && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
-                    && r.inplace == registration.inplace
-                    && r.sparse_inputs == registration.sparse_inputs
-                    && r.f16_inputs == registration.f16_inputs
-                    && k.builtin == e.builtin
-            },
-            || KernelEntry {
-                registration: registration.clone(),
-                builtin: e.builtin,
-            },
-        );
+        let found = self.kernels.iter().zip(&self.registrations).position(|(k, r)| {
+            r.name == registration.name
+                && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
+                && r.inplace == registration.inplace
+                && r.sparse_inputs == registration.sparse_inputs
+                && r.f16_inputs == registration.f16_inputs
+                && k.builtin == e.builtin
+        });
+        let kernel = match found {
+            Some(k) => k,
+            None if self.registrations.len() == self.kernels.len() => {
+                self.kernels.push(KernelEntry {
+                    kernel: registration.kernel.clone(),
+                    name: registration.name,
+                    builtin: e.builtin,
+                });
+                self.registrations.push(registration.clone());
+                self.kernels.len() - 1
+            }
+            None => {
+                return Err(InterpreterError::Memory(
+                    "a node was added after the node table dropped its registrations".into(),
+                ))
+            }
+        };
         let (op_data, op_type) = match e.op_data {
             Some((record, id)) => (record, intern(&mut self.op_types, |&t| t == id, || id)),
             None => (NO_OP_DATA, 0),
@@ -182,6 +196,18 @@ impl NodeTables {
         self.states.extend_from_slice(e.states);
         self.runtimes.push(rt);
         Ok(())
+    }
+
+    /// Frees the full registrations (after the last `push`, when nothing will rebuild the
+    /// interpreter from this table).
+    pub(crate) fn drop_registrations(&mut self) {
+        self.registrations = Vec::new();
+    }
+
+    /// Node `i`'s full registration, `None` after
+    /// [`drop_registrations`](Self::drop_registrations).
+    pub(crate) fn registration(&self, i: usize) -> Option<&Registration> {
+        self.registrations.get(self.runtimes.get(i)?.kernel as usize)
     }
 
     /// Number of nodes.
@@ -244,6 +270,7 @@ impl NodeTables {
         self.states.shrink_to_fit();
         self.op_types.shrink_to_fit();
         self.kernels.shrink_to_fit();
+        self.registrations.shrink_to_fit();
     }
 
     /// Heap bytes of the tables (capacities).
@@ -255,6 +282,7 @@ impl NodeTables {
             + self.states.capacity() * size_of::<u32>()
             + self.op_types.capacity() * size_of::<TypeId>()
             + self.kernels.capacity() * size_of::<KernelEntry>()
+            + self.registrations.capacity() * size_of::<Registration>()
     }
 }
 
