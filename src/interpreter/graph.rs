@@ -74,7 +74,10 @@ struct Described {
 #[derive(Debug)]
 enum Name {
     /// `len` bytes at `at` of the table's model bytes (valid UTF-8, checked at build).
-    InModel { at: u32, len: u32 },
+    InModel {
+        at: u32,
+        len: u32,
+    },
     Owned(Box<str>),
 }
 

@@ -294,12 +294,9 @@ impl<'a> Interpreter<'a> {
         let staged = builder::stage_opts(&model, &resolver, threads, self.copies, self.isa)?;
         let kept = Some(model.clone());
         let fresh = match &self.rebuild {
-            builder::Rebuild::Allocator(a) => builder::finish(
-                &model,
-                kept,
-                staged,
-                ArenaSource::Allocator(a.clone()),
-            )?,
+            builder::Rebuild::Allocator(a) => {
+                builder::finish(&model, kept, staged, ArenaSource::Allocator(a.clone()))?
+            }
             builder::Rebuild::Default => {
                 builder::finish(&model, kept, staged, ArenaSource::Default)?
             }
@@ -415,7 +412,11 @@ impl<'a> Interpreter<'a> {
 
     #[inline]
     fn invoke_node(&mut self, i: usize) -> Result<(), InterpreterError> {
-        if self.node_tables.runtime(i).is_none_or(|rt| rt.prepare_time) {
+        if self
+            .node_tables
+            .runtime(i)
+            .is_none_or(|rt| rt.prepare_time())
+        {
             return Ok(());
         }
         let program = context::Program {
@@ -462,7 +463,9 @@ impl<'a> Interpreter<'a> {
             for (i, op) in info.nodes.clone().zip(ops) {
                 let code = graph::operator_code(model, i, op)?;
                 let reg = self.node_tables.registration(i).cloned().ok_or_else(|| {
-                    InterpreterError::Usage(format!("node {i}: its kernel registration was not kept"))
+                    InterpreterError::Usage(format!(
+                        "node {i}: its kernel registration was not kept"
+                    ))
                 })?;
                 match code.custom_code.as_deref() {
                     Some(name) if code.builtin == crate::model::BuiltinOp::CUSTOM => {
@@ -478,7 +481,7 @@ impl<'a> Interpreter<'a> {
     /// Restores every variable tensor to its initial value (the model's data; else the zero point
     /// for int8, zero otherwise) and zeroes every kernel state array.
     pub fn reset_variables(&mut self) {
-        for &r in self.node_tables.states() {
+        for r in self.node_tables.states() {
             let Some((ptr, bytes)) = self.records.get(r as usize) else {
                 continue;
             };
@@ -536,7 +539,9 @@ impl<'a> Interpreter<'a> {
     }
     /// Whether node `i` ran once at build (all inputs constant) and is skipped by invoke.
     pub fn node_is_prepare_time(&self, i: usize) -> bool {
-        self.node_tables.runtime(i).is_some_and(|rt| rt.prepare_time)
+        self.node_tables
+            .runtime(i)
+            .is_some_and(|rt| rt.prepare_time())
     }
 
     fn desc(&self, t: usize) -> TensorDesc<'_> {
@@ -791,16 +796,12 @@ impl<'a> Interpreter<'a> {
                 .offline_plan_ignored
                 .as_ref()
                 .map_or(0, String::capacity);
-        let variables =
-            self.variable_init.capacity() * size_of::<(u32, builder::VariableInit)>();
+        let variables = self.variable_init.capacity() * size_of::<(u32, builder::VariableInit)>();
         [
             ("tensors", self.tensors.heap_bytes()),
             ("slots", self.slots.heap_bytes()),
             ("nodes", self.node_tables.heap_bytes()),
-            (
-                "records",
-                self.records.heap_bytes(),
-            ),
+            ("records", self.records.heap_bytes()),
             ("graph io and subgraphs", io),
             ("variable initial values", variables),
         ]

@@ -45,8 +45,8 @@ pub(super) fn evaluate_at_build(
             computed[t] = Some(vec![0u128; words(tensors[t].bytes)]);
         }
     }
-    let mut scratch_bufs: Vec<Vec<u128>> =
-        mem.scratch.iter().map(|&b| vec![0u128; words(b)]).collect();
+    // The node's scratch buffers, one after the other in one block.
+    let mut scratch_block = vec![0u128; mem.scratch.iter().map(|&b| words(b)).sum()];
     let mut slots: Vec<Slot> = tensors
         .iter()
         .map(|e| Slot {
@@ -86,12 +86,18 @@ pub(super) fn evaluate_at_build(
         .min_by_key(|&p| p as usize)
         .unwrap_or(core::ptr::null_mut());
     let records = RecordTable::pack(&records, base)?;
-    let scratch: Vec<(*mut u8, usize)> = scratch_bufs
-        .iter_mut()
-        .zip(&mem.scratch)
-        .map(|(b, &n)| (b.as_mut_ptr() as *mut u8, n))
+    let scratch_base = scratch_block.as_mut_ptr() as *mut u8;
+    let mut at = 0;
+    let scratch: Vec<(*mut u8, usize)> = mem
+        .scratch
+        .iter()
+        .map(|&n| {
+            let p = scratch_base.wrapping_add(at * ALIGNMENT);
+            at += words(n);
+            (p, n)
+        })
         .collect();
-    let mut tables = NodeTables::default();
+    let mut tables = NodeTables::with_scratch_base(scratch_base);
     tables.push(
         reg,
         NodeEntry {

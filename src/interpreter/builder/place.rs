@@ -16,7 +16,9 @@ use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
-use crate::interpreter::context::{check_node_views, NodeEntry, NodeTables, RecordTable, SlotTable};
+use crate::interpreter::context::{
+    check_node_views, NodeEntry, NodeTables, RecordTable, SlotTable,
+};
 use crate::interpreter::graph::{TensorKind, TensorTable};
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
@@ -124,9 +126,12 @@ pub(crate) fn finish<'a>(
         &shared,
     )?;
 
-    let arena_start = arena.head_ptr(0, 0).map_err(allocation::arena_error)?.as_ptr();
+    let arena_start = arena
+        .head_ptr(0, 0)
+        .map_err(allocation::arena_error)?
+        .as_ptr();
     let records = RecordTable::pack(&records, arena_start)?;
-    let mut node_tables = NodeTables::default();
+    let mut node_tables = NodeTables::with_scratch_base(arena_start);
     for (i, node) in nodes.iter().enumerate() {
         let mut variable_inputs = 0u64;
         for (k, &t) in node.inputs.iter().enumerate() {

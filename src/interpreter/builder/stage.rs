@@ -539,7 +539,10 @@ impl Tail {
                 let range = u32::try_from(at)
                     .ok()
                     .zip(u32::try_from(d.len()).ok())
-                    .filter(|_| at.checked_add(d.len()).is_some_and(|end| end <= model_bytes.len()));
+                    .filter(|_| {
+                        at.checked_add(d.len())
+                            .is_some_and(|end| end <= model_bytes.len())
+                    });
                 let Some((at, len)) = range else {
                     return Err(InterpreterError::Tensor {
                         index: t,

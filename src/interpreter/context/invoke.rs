@@ -1,11 +1,11 @@
 //! The invoke-phase context: typed views of a node's tensors, scratch, state, op data and
 //! persistent arrays, at addresses resolved before the first invoke.
 
+use super::nodes::{NodeFlags, NodeRef, NodeTables, ScratchList};
+use super::slots::{RecordTable, Slot, SlotTable};
 use super::{
     dtype_matches, PersistentArray, Scalar, ScratchId, StateArray, MAX_OUTPUTS, MAX_SCRATCH,
 };
-use super::nodes::{NodeRef, NodeRuntime, NodeTables};
-use super::slots::{RecordTable, Slot, SlotTable};
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorKind, TensorTable};
 use crate::interpreter::subgraphs::SubgraphInfo;
 use crate::interpreter::{InterpreterError, KernelError, Phase};
@@ -23,13 +23,13 @@ use rust_alloc::{format, string::String, vec::Vec};
 /// [`unary_io`](Self::unary_io).
 pub struct InvokeContext<'a> {
     pub(crate) node: NodeRef<'a>,
-    pub(crate) rt: &'a NodeRuntime,
+    pub(crate) rt: NodeFlags,
     /// The op data's address and type.
     pub(crate) op_data: Option<(*const u8, TypeId)>,
     /// The node's scratch buffers (address, bytes).
-    pub(crate) scratch: &'a [(*mut u8, usize)],
+    pub(crate) scratch: ScratchList<'a>,
     /// The node's state records.
-    pub(crate) states: &'a [u32],
+    pub(crate) states: &'a [i32],
     pub(crate) slots: &'a SlotTable,
     pub(crate) tensors: &'a TensorTable,
     pub(crate) records: &'a RecordTable,
@@ -303,7 +303,7 @@ impl<'a> InvokeContext<'a> {
         let pos = self
             .states
             .iter()
-            .position(|&r| r == array.record)
+            .position(|&r| r as u32 == array.record)
             .ok_or_else(|| KernelError::new("state array of another node"))?;
         let bit = 1u64 << pos;
         if self.taken_states.get() & bit != 0 {
@@ -327,7 +327,7 @@ impl<'a> InvokeContext<'a> {
 
     /// Mutable view of scratch buffer `id` (once per invoke), `bytes / size_of::<T>()` elements.
     pub fn scratch<T: Scalar>(&self, id: ScratchId) -> Result<&'a mut [T], KernelError> {
-        let &(ptr, bytes) = self
+        let (ptr, bytes) = self
             .scratch
             .get(id.0 as usize)
             .filter(|_| (id.0 as usize) < MAX_SCRATCH)
@@ -433,7 +433,7 @@ impl<'a> InvokeContext<'a> {
             let Some(rt) = program.tables.runtime(i) else {
                 return Err(KernelError::new(format!("no node {i}")));
             };
-            if rt.prepare_time {
+            if rt.prepare_time() {
                 continue;
             }
             let view = program.tables.view(i, self.records);
@@ -452,18 +452,15 @@ impl<'a> InvokeContext<'a> {
                 isa: self.isa,
                 program: Some(program),
             };
-            view.kernel
-                .kernel
-                .invoke(&mut ctx)
-                .map_err(|e| {
-                    let local = i - info.nodes.start;
-                    KernelError::new(format!(
-                        "subgraph {} node {local}: {}: {}",
-                        info.model_index,
-                        view.kernel.op_name(),
-                        e.0
-                    ))
-                })?;
+            view.kernel.kernel.invoke(&mut ctx).map_err(|e| {
+                let local = i - info.nodes.start;
+                KernelError::new(format!(
+                    "subgraph {} node {local}: {}: {}",
+                    info.model_index,
+                    view.kernel.op_name(),
+                    e.0
+                ))
+            })?;
         }
         Ok(())
     }
@@ -495,7 +492,7 @@ impl<'a> InvokeContext<'a> {
 /// output 0 of a reshape in place; and constants are never written.
 pub(crate) fn check_node_views(
     node: &NodeInfo,
-    (rt, scratch): (&NodeRuntime, &[(*mut u8, usize)]),
+    (rt, scratch): (NodeFlags, ScratchList<'_>),
     slots: &[Slot],
     tensors: &[TensorEntry],
 ) -> Result<(), InterpreterError> {
@@ -527,7 +524,7 @@ pub(crate) fn check_node_views(
             ));
         }
     }
-    for (k, &(p, n)) in scratch.iter().enumerate() {
+    for (k, (p, n)) in scratch.iter().enumerate() {
         writable.push((range(p, n), format!("scratch {k}")));
     }
     for i in 0..writable.len() {

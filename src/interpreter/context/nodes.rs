@@ -3,9 +3,11 @@
 //! records) and what many nodes share (op-data types, kernel registrations).
 //!
 //! Input and output lists are stored as TFLite stores them (a `TfLiteIntArray`, and the
-//! model's flatbuffer): a count followed by the tensor indices, `[n_in, in…, n_out, out…]`, so
-//! a node's lists are one offset into one `i32` pool. Everything except the scratch addresses
-//! is offsets and indices, independent of where the table lives.
+//! model's flatbuffer): a count followed by the tensor indices. A node's lists, its state
+//! records, its scratch count and (only when it has some) its variable-input mask follow each
+//! other in one `i32` pool, `[n_in, in…, n_out, out…, n_states, states…, n_scratch, (mask lo,
+//! mask hi)]`, so a node is one offset into it. Everything except the scratch addresses is
+//! offsets and indices, independent of where the table lives.
 
 use super::{RecordTable, MAX_SCRATCH};
 use crate::interpreter::error::InterpreterError;
@@ -15,32 +17,46 @@ use core::any::TypeId;
 use rust_alloc::borrow::Cow;
 use rust_alloc::{format, string::ToString, vec::Vec};
 
-/// A node at invoke: where its op data, scratch, state records and tensor lists are, which
-/// kernel runs it, and which of its tensors are writable. 32 bytes; the variable-length parts
-/// live in the shared pools of [`NodeTables`].
+/// A node at invoke: where its op data, scratch and pool entry (tensor lists, state records,
+/// scratch count, variable mask) are, which kernel runs it, and its flags. 16 bytes; the
+/// variable-length parts live in the shared pools of [`NodeTables`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct NodeRuntime {
-    /// Bit `k`: input `k` is variable state (written through `InvokeContext::variable`).
-    pub variable_inputs: u64,
     /// Persistent record of the op data ([`NO_OP_DATA`]: none).
     op_data: u32,
+    /// Start of the node's entry in [`NodeTables::io`].
+    io: u32,
     /// Start of the node's scratch buffers in [`NodeTables::scratch`].
     scratch: u32,
-    /// Start of the node's state records in [`NodeTables::states`].
-    states: u32,
-    /// Start of the node's `[n_in, inputs…, n_out, outputs…]` in [`NodeTables::io`].
-    io: u32,
     /// Its kernel in [`NodeTables::kernels`].
     kernel: u16,
     /// The op data's type in [`NodeTables::op_types`].
     op_type: u8,
-    /// Counts of scratch buffers (≤ `MAX_SCRATCH`) and state records (≤ `MAX_STATES`).
-    n_scratch: u8,
-    n_states: u8,
-    /// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
+    /// [`ALIASED`], [`PREPARE_TIME`], [`VARIABLES`].
+    flags: u8,
+}
+
+/// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
+const ALIASED: u8 = 1;
+/// Every input is constant: the node ran once at build and invoke skips it.
+const PREPARE_TIME: u8 = 2;
+/// Some input is variable state: the pool entry ends with the variable mask.
+const VARIABLES: u8 = 4;
+
+impl NodeRuntime {
+    /// Whether the node ran once at build and invoke skips it.
+    pub(crate) fn prepare_time(&self) -> bool {
+        self.flags & PREPARE_TIME != 0
+    }
+}
+
+/// What the views of a node's tensors depend on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeFlags {
+    /// Bit `k`: input `k` is variable state (written through `InvokeContext::variable`).
+    pub variable_inputs: u64,
+    /// Output 0 shares input 0's memory.
     pub aliased: bool,
-    /// Every input is constant: the node ran once at build and invoke skips it.
-    pub prepare_time: bool,
 }
 
 /// [`NodeRuntime::op_data`] of a node without op data.
@@ -61,9 +77,7 @@ impl KernelEntry {
     pub(crate) fn op_name(&self) -> Cow<'static, str> {
         match self.builtin.name() {
             Some(name) if self.builtin != BuiltinOp::CUSTOM => Cow::Borrowed(name),
-            _ if self.builtin == BuiltinOp::CUSTOM => {
-                Cow::Owned(format!("CUSTOM({})", self.name))
-            }
+            _ if self.builtin == BuiltinOp::CUSTOM => Cow::Owned(format!("CUSTOM({})", self.name)),
             _ => Cow::Owned(self.builtin.to_string()),
         }
     }
@@ -79,8 +93,9 @@ impl KernelEntry {
 pub(crate) struct NodeTables {
     runtimes: Vec<NodeRuntime>,
     io: Vec<i32>,
-    scratch: Vec<(*mut u8, usize)>,
-    states: Vec<u32>,
+    /// Scratch buffers as (offset from `scratch_base`, bytes).
+    scratch: Vec<(u32, u32)>,
+    scratch_base: usize,
     op_types: Vec<TypeId>,
     kernels: Vec<KernelEntry>,
     registrations: Vec<Registration>,
@@ -98,12 +113,34 @@ pub(crate) struct NodeRef<'a> {
 /// A node's resolved runtime: what an `InvokeContext` and the view check read.
 #[derive(Clone, Copy)]
 pub(crate) struct NodeView<'a> {
-    pub rt: &'a NodeRuntime,
+    pub rt: NodeFlags,
     pub node: NodeRef<'a>,
     pub op_data: Option<(*const u8, TypeId)>,
-    pub scratch: &'a [(*mut u8, usize)],
-    pub states: &'a [u32],
+    pub scratch: ScratchList<'a>,
+    pub states: &'a [i32],
     pub kernel: &'a KernelEntry,
+}
+
+/// A node's scratch buffers: (offset, bytes) pairs from one base address.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScratchList<'a> {
+    base: usize,
+    list: &'a [(u32, u32)],
+}
+
+impl ScratchList<'_> {
+    /// Scratch buffer `k`'s address and bytes, `None` out of range.
+    #[inline]
+    pub(crate) fn get(&self, k: usize) -> Option<(*mut u8, usize)> {
+        self.list
+            .get(k)
+            .map(|&(o, n)| ((self.base as *mut u8).wrapping_add(o as usize), n as usize))
+    }
+
+    /// Every scratch buffer's address and bytes.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (*mut u8, usize)> + '_ {
+        (0..self.list.len()).filter_map(|k| self.get(k))
+    }
 }
 
 /// What [`NodeTables::push`] records of a node besides its registration.
@@ -135,6 +172,14 @@ fn intern<T>(pool: &mut Vec<T>, eq: impl Fn(&T) -> bool, make: impl FnOnce() -> 
 }
 
 impl NodeTables {
+    /// An empty table whose nodes' scratch buffers lie at or after `base`, within 4 GiB.
+    pub(crate) fn with_scratch_base(base: *mut u8) -> Self {
+        NodeTables {
+            scratch_base: base as usize,
+            ..Self::default()
+        }
+    }
+
     /// Appends the next node: its kernel (shared with earlier nodes of the same registration
     /// and op), tensor lists, op data record and type, scratch buffers and state records.
     pub(crate) fn push(
@@ -142,14 +187,18 @@ impl NodeTables {
         registration: &Registration,
         e: NodeEntry<'_>,
     ) -> Result<(), InterpreterError> {
-        let found = self.kernels.iter().zip(&self.registrations).position(|(k, r)| {
-            r.name == registration.name
-                && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
-                && r.inplace == registration.inplace
-                && r.sparse_inputs == registration.sparse_inputs
-                && r.f16_inputs == registration.f16_inputs
-                && k.builtin == e.builtin
-        });
+        let found = self
+            .kernels
+            .iter()
+            .zip(&self.registrations)
+            .position(|(k, r)| {
+                r.name == registration.name
+                    && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
+                    && r.inplace == registration.inplace
+                    && r.sparse_inputs == registration.sparse_inputs
+                    && r.f16_inputs == registration.f16_inputs
+                    && k.builtin == e.builtin
+            });
         let kernel = match found {
             Some(k) => k,
             None if self.registrations.len() == self.kernels.len() => {
@@ -174,26 +223,47 @@ impl NodeTables {
         if e.scratch.len() > MAX_SCRATCH {
             return Err(too_many());
         }
+        let flag = |on: bool, f: u8| if on { f } else { 0 };
         let rt = NodeRuntime {
-            variable_inputs: e.variable_inputs,
             op_data,
-            scratch: u32::try_from(self.scratch.len()).map_err(|_| too_many())?,
-            states: u32::try_from(self.states.len()).map_err(|_| too_many())?,
             io: u32::try_from(self.io.len()).map_err(|_| too_many())?,
+            scratch: u32::try_from(self.scratch.len()).map_err(|_| too_many())?,
             kernel: u16::try_from(kernel).map_err(|_| too_many())?,
             op_type: u8::try_from(op_type).map_err(|_| too_many())?,
-            n_scratch: u8::try_from(e.scratch.len()).map_err(|_| too_many())?,
-            n_states: u8::try_from(e.states.len()).map_err(|_| too_many())?,
-            aliased: e.aliased,
-            prepare_time: e.prepare_time,
+            flags: flag(e.aliased, ALIASED)
+                | flag(e.prepare_time, PREPARE_TIME)
+                | flag(e.variable_inputs != 0, VARIABLES),
         };
+        let count = |n: usize| i32::try_from(n).map_err(|_| too_many());
         for list in [e.inputs, e.outputs] {
-            self.io
-                .push(i32::try_from(list.len()).map_err(|_| too_many())?);
+            self.io.push(count(list.len())?);
             self.io.extend_from_slice(list);
         }
-        self.scratch.extend_from_slice(e.scratch);
-        self.states.extend_from_slice(e.states);
+        self.io.push(count(e.states.len())?);
+        for &r in e.states {
+            self.io.push(i32::try_from(r).map_err(|_| too_many())?);
+        }
+        self.io.push(count(e.scratch.len())?);
+        if e.variable_inputs != 0 {
+            // The mask's two halves, bit-cast.
+            self.io.push(e.variable_inputs as u32 as i32);
+            self.io.push((e.variable_inputs >> 32) as u32 as i32);
+        }
+        for &(ptr, bytes) in e.scratch {
+            let offset = (ptr as usize)
+                .checked_sub(self.scratch_base)
+                .and_then(|o| u32::try_from(o).ok());
+            match (offset, u32::try_from(bytes)) {
+                (Some(o), Ok(n)) => self.scratch.push((o, n)),
+                _ => {
+                    return Err(InterpreterError::Memory(format!(
+                        "scratch buffer of {bytes} bytes at {ptr:p} lies outside 4 GiB of the \
+                         scratch base {:#x}",
+                        self.scratch_base
+                    )))
+                }
+            }
+        }
         self.runtimes.push(rt);
         Ok(())
     }
@@ -207,7 +277,8 @@ impl NodeTables {
     /// Node `i`'s full registration, `None` after
     /// [`drop_registrations`](Self::drop_registrations).
     pub(crate) fn registration(&self, i: usize) -> Option<&Registration> {
-        self.registrations.get(self.runtimes.get(i)?.kernel as usize)
+        self.registrations
+            .get(self.runtimes.get(i)?.kernel as usize)
     }
 
     /// Number of nodes.
@@ -237,11 +308,20 @@ impl NodeTables {
     pub(crate) fn view<'a>(&'a self, i: usize, records: &RecordTable) -> NodeView<'a> {
         let rt = &self.runtimes[i];
         let s = rt.scratch as usize;
-        let st = rt.states as usize;
         let (inputs, next) = self.list(rt.io as usize);
-        let (outputs, _) = self.list(next);
+        let (outputs, next) = self.list(next);
+        let (states, next) = self.list(next);
+        let n_scratch = self.io[next] as usize;
+        let variable_inputs = if rt.flags & VARIABLES != 0 {
+            (self.io[next + 1] as u32 as u64) | ((self.io[next + 2] as u32 as u64) << 32)
+        } else {
+            0
+        };
         NodeView {
-            rt,
+            rt: NodeFlags {
+                variable_inputs,
+                aliased: rt.flags & ALIASED != 0,
+            },
             node: NodeRef {
                 index: i,
                 inputs,
@@ -251,15 +331,22 @@ impl NodeTables {
                 .then(|| records.get(rt.op_data as usize))
                 .flatten()
                 .map(|r| (r.0 as *const u8, self.op_types[rt.op_type as usize])),
-            scratch: &self.scratch[s..s + rt.n_scratch as usize],
-            states: &self.states[st..st + rt.n_states as usize],
+            scratch: ScratchList {
+                base: self.scratch_base,
+                list: &self.scratch[s..s + n_scratch],
+            },
+            states,
             kernel: &self.kernels[rt.kernel as usize],
         }
     }
 
     /// Every node's state records (each once: a record belongs to one node).
-    pub(crate) fn states(&self) -> &[u32] {
-        &self.states
+    pub(crate) fn states(&self) -> impl Iterator<Item = u32> + '_ {
+        self.runtimes.iter().flat_map(|rt| {
+            let (_, next) = self.list(rt.io as usize);
+            let (_, next) = self.list(next);
+            self.list(next).0.iter().map(|&r| r as u32)
+        })
     }
 
     /// Frees the unused capacity of the pools (after the last `push`).
@@ -267,7 +354,6 @@ impl NodeTables {
         self.runtimes.shrink_to_fit();
         self.io.shrink_to_fit();
         self.scratch.shrink_to_fit();
-        self.states.shrink_to_fit();
         self.op_types.shrink_to_fit();
         self.kernels.shrink_to_fit();
         self.registrations.shrink_to_fit();
@@ -278,12 +364,11 @@ impl NodeTables {
         use core::mem::size_of;
         self.runtimes.capacity() * size_of::<NodeRuntime>()
             + self.io.capacity() * size_of::<i32>()
-            + self.scratch.capacity() * size_of::<(*mut u8, usize)>()
-            + self.states.capacity() * size_of::<u32>()
+            + self.scratch.capacity() * size_of::<(u32, u32)>()
             + self.op_types.capacity() * size_of::<TypeId>()
             + self.kernels.capacity() * size_of::<KernelEntry>()
             + self.registrations.capacity() * size_of::<Registration>()
     }
 }
 
-const _: () = assert!(core::mem::size_of::<NodeRuntime>() == 32);
+const _: () = assert!(core::mem::size_of::<NodeRuntime>() == 16);

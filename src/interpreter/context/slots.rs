@@ -35,7 +35,10 @@ pub(crate) struct SlotTable {
 impl SlotTable {
     /// The table of `slots`, each of which must lie inside one of `regions` (start, bytes);
     /// region 0 holds the zero-byte slots and must start at an address aligned to 16.
-    pub(crate) fn pack(slots: &[Slot], regions: &[(*mut u8, usize)]) -> Result<Self, InterpreterError> {
+    pub(crate) fn pack(
+        slots: &[Slot],
+        regions: &[(*mut u8, usize)],
+    ) -> Result<Self, InterpreterError> {
         let mut packed = Vec::with_capacity(slots.len());
         for (t, s) in slots.iter().enumerate() {
             let outside = || {

@@ -153,12 +153,7 @@ pub(super) fn build_spaces(
         let allocator = owner.allocator()?;
         // Space interpreters are never resized (`PartitionedInterpreter` has no
         // `resize_input`): no model tables are kept.
-        let interp = match finish(
-            &m,
-            None,
-            staged,
-            ArenaSource::Allocator(allocator),
-        ) {
+        let interp = match finish(&m, None, staged, ArenaSource::Allocator(allocator)) {
             Ok(i) => i,
             Err(e @ (InterpreterError::Memory(_) | InterpreterError::ArenaTooSmall { .. }))
                 if space != fallback =>
