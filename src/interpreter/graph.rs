@@ -6,7 +6,9 @@
 //! kind and, for a constant stored sparse, its sparsity: [`TensorTable`] keeps only that, 8
 //! bytes per tensor plus one shared pool of dimensions in which equal shapes are stored once;
 //! names and quantization stay only for the tensors it is asked to keep (graph inputs and
-//! outputs, which users read).
+//! outputs, which users read), the names read in place from the model's bytes where the
+//! flatbuffer stores them. [`NodeInfo`] is the build's node list; after build the node table
+//! of `context` replaces it.
 
 use super::error::InterpreterError;
 use super::subgraphs::Layout;
