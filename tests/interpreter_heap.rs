@@ -39,6 +39,10 @@ fn kept_by<'m, 'b>(builder: impl FnOnce() -> InterpreterBuilder<'m, 'b>) -> (u64
 /// here, so the build keeps exactly what it reports).
 const HANDLES: u64 = 64;
 
+/// What a borrowed build's own copy of the model (kept for `resize_input`) may cost beyond a
+/// clone measured alone: its `Arc` block and the allocator's rounding of its tables.
+const COPY_SLACK: u64 = 512;
+
 #[test]
 fn interpreter_keeps_its_tables_and_no_model_copy() {
     let Some(shared) = common::shared() else {
@@ -95,7 +99,7 @@ fn interpreter_keeps_its_tables_and_no_model_copy() {
         );
         let copy_allowed = if dynamic { copied } else { 0 };
         assert!(
-            kept_borrowed <= reported + HANDLES + copy_allowed,
+            kept_borrowed <= reported + HANDLES + copy_allowed + if dynamic { COPY_SLACK } else { 0 },
             "{}: the interpreter kept {kept_borrowed} B of heap, its tables are {reported} B (dynamic input: {dynamic})",
             case.name
         );
