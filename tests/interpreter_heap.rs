@@ -34,8 +34,14 @@ fn kept_by<'m, 'b>(builder: impl FnOnce() -> InterpreterBuilder<'m, 'b>) -> (u64
     (kept, live, interp.memory().heap_bytes as u64)
 }
 
-/// The heap bytes of shared handles (model bytes, resolver) the report leaves out, at most.
-const HANDLES: u64 = 512;
+/// The heap bytes of shared handles the report leaves out, at most (the interpreter keeps no
+/// resolver; the model bytes and the kernels are shared with the caller's, which outlive it
+/// here, so the build keeps exactly what it reports).
+const HANDLES: u64 = 64;
+
+/// What a borrowed build's own copy of the model (kept for `resize_input`) may cost beyond a
+/// clone measured alone: its `Arc` block and the allocator's rounding of its tables.
+const COPY_SLACK: u64 = 512;
 
 #[test]
 fn interpreter_keeps_its_tables_and_no_model_copy() {
@@ -80,15 +86,12 @@ fn interpreter_keeps_its_tables_and_no_model_copy() {
             case.name,
         );
         // The report counts every table: what the build kept is at most it plus the shared
-        // handles, and (without a dynamic input, whose kept resolver the report estimates)
-        // at least it.
-        if !dynamic {
-            assert!(
-                reported <= kept_shared,
-                "{}: reported {reported} B of tables, the heap in use grew by {kept_shared} B",
-                case.name
-            );
-        }
+        // handles, and at least it.
+        assert!(
+            reported <= kept_shared,
+            "{}: reported {reported} B of tables, the heap in use grew by {kept_shared} B",
+            case.name
+        );
         assert!(
             kept_shared <= reported + HANDLES,
             "{}: built from an Arc, the interpreter kept {kept_shared} B of heap, its tables are {reported} B",
@@ -96,7 +99,7 @@ fn interpreter_keeps_its_tables_and_no_model_copy() {
         );
         let copy_allowed = if dynamic { copied } else { 0 };
         assert!(
-            kept_borrowed <= reported + HANDLES + copy_allowed,
+            kept_borrowed <= reported + HANDLES + copy_allowed + if dynamic { COPY_SLACK } else { 0 },
             "{}: the interpreter kept {kept_borrowed} B of heap, its tables are {reported} B (dynamic input: {dynamic})",
             case.name
         );

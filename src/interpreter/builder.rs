@@ -203,7 +203,7 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             (true, Some(shared)) => Some(shared),
             (true, None) => Some(Arc::new(self.model.clone())),
         };
-        let mut interp = finish(self.model, kept, self.resolver, staged, self.arena)?;
+        let mut interp = finish(self.model, kept, staged, self.arena)?;
         if self.threads > 1 {
             let pool = super::threads::ThreadPool::new(self.threads).map_err(|e| {
                 InterpreterError::Usage(format!(

@@ -6,7 +6,9 @@
 //! kind and, for a constant stored sparse, its sparsity: [`TensorTable`] keeps only that, 8
 //! bytes per tensor plus one shared pool of dimensions in which equal shapes are stored once;
 //! names and quantization stay only for the tensors it is asked to keep (graph inputs and
-//! outputs, which users read).
+//! outputs, which users read), the names read in place from the model's bytes where the
+//! flatbuffer stores them. [`NodeInfo`] is the build's node list; after build the node table
+//! of `context` replaces it.
 
 use super::error::InterpreterError;
 use super::subgraphs::Layout;
@@ -65,27 +67,58 @@ struct TensorMeta {
 #[derive(Debug)]
 struct Described {
     tensor: u32,
-    name: Box<str>,
+    name: Name,
     quantization: Option<Quantization>,
+}
+
+/// A kept tensor name: where the model's flatbuffer stores it (read in place, as TFLM reads
+/// names), or a copy when the model's bytes do not hold it as a string.
+#[derive(Debug)]
+enum Name {
+    /// `len` bytes at `at` of the table's model bytes (valid UTF-8, checked at build).
+    InModel {
+        at: u32,
+        len: u32,
+    },
+    Owned(Box<str>),
+}
+
+/// Where `bytes` (a flatbuffer) stores `name` as a string: a 4-aligned little-endian length,
+/// the bytes and a zero terminator. Any such occurrence holds the same bytes, so the first
+/// one serves.
+fn find_string(bytes: &[u8], name: &str) -> Option<(u32, u32)> {
+    let n = name.len();
+    let len = u32::try_from(n).ok()?.to_le_bytes();
+    let last = bytes.len().checked_sub(n + 5)?;
+    (0..=last).step_by(4).find_map(|p| {
+        let at = p + 4;
+        (bytes[p..at] == len && &bytes[at..at + n] == name.as_bytes() && bytes[at + n] == 0)
+            .then(|| Some((u32::try_from(at).ok()?, n as u32)))
+            .flatten()
+    })
 }
 
 /// The tensor table kept after build and read by kernels at invoke (see the module docs):
 /// shapes (one pool, equal shapes shared), kinds, sparsity of sparse constants, names and
-/// quantization of the kept tensors. Invariant: every [`TensorMeta`] range lies inside `dims`.
-#[derive(Debug, Default)]
+/// quantization of the kept tensors. Invariant: every [`TensorMeta`] range lies inside `dims`,
+/// and every [`Name::InModel`] range inside `model`.
+#[derive(Default)]
 pub(crate) struct TensorTable {
     meta: Box<[TensorMeta]>,
     dims: Box<[usize]>,
     sparse: Box<[(u32, Sparsity)]>,
     described: Box<[Described]>,
+    /// The model's bytes names are read from (`None`: every name is a copy).
+    model: Option<crate::model::ModelBytes>,
 }
 
 impl TensorTable {
     /// The compact table of `entries`; tensors for which `keep(t)` holds keep their name and
-    /// quantization.
+    /// quantization, the name read in place from `model` (the model's bytes) where it stores it.
     pub(crate) fn new(
         entries: &[TensorEntry],
         keep: impl Fn(usize) -> bool,
+        model: Option<&crate::model::ModelBytes>,
     ) -> Result<Self, InterpreterError> {
         let mut dims: Vec<usize> = Vec::new();
         let mut meta = Vec::with_capacity(entries.len());
@@ -119,9 +152,13 @@ impl TensorTable {
                 sparse.push((tensor, (**s).clone()));
             }
             if keep(t) {
+                let in_model = model.and_then(|b| find_string(b, &e.name));
                 described.push(Described {
                     tensor,
-                    name: e.name.as_str().into(),
+                    name: match in_model {
+                        Some((at, len)) => Name::InModel { at, len },
+                        None => Name::Owned(e.name.as_str().into()),
+                    },
                     quantization: e.quantization.as_deref().cloned(),
                 });
             }
@@ -131,6 +168,7 @@ impl TensorTable {
             dims: dims.into(),
             sparse: sparse.into(),
             described: described.into(),
+            model: model.cloned(),
         })
     }
 
@@ -164,7 +202,16 @@ impl TensorTable {
 
     /// Name of tensor `t` (empty unless it was kept).
     pub(crate) fn name(&self, t: usize) -> &str {
-        self.described(t).map_or("", |d| &d.name)
+        match self.described(t).map(|d| &d.name) {
+            Some(Name::Owned(name)) => name,
+            Some(&Name::InModel { at, len }) => self
+                .model
+                .as_deref()
+                .and_then(|b| b.get(at as usize..at as usize + len as usize))
+                .and_then(|b| core::str::from_utf8(b).ok())
+                .unwrap_or(""),
+            None => "",
+        }
     }
 
     /// Quantization of tensor `t` (`None` unless it was kept and has some).
@@ -195,7 +242,13 @@ impl TensorTable {
             + self
                 .described
                 .iter()
-                .map(|d| d.name.len() + d.quantization.as_ref().map_or(0, |q| q.heap_bytes()))
+                .map(|d| {
+                    let name = match &d.name {
+                        Name::Owned(name) => name.len(),
+                        Name::InModel { .. } => 0,
+                    };
+                    name + d.quantization.as_ref().map_or(0, |q| q.heap_bytes())
+                })
                 .sum::<usize>()
     }
 }

@@ -62,10 +62,10 @@ use rust_alloc::{string::String, string::ToString, vec::Vec};
 use crate::arena::{Arena, Recording};
 use crate::model::{Model, Quantization};
 use crate::tensor::{DType, Element, Tensor, TensorBuffer};
-use context::{NodeTables, Slot};
+use context::{NodeTables, RecordTable, Slot, SlotTable};
 use core::cell::Cell;
 use core::time::Duration;
-use graph::{NodeInfo, TensorTable};
+use graph::TensorTable;
 use rust_alloc::sync::Arc;
 
 /// How the interpreter's memory is used.
@@ -92,15 +92,15 @@ pub struct MemorySummary {
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build, outside the arena: the tensor table
     /// (8 bytes a tensor, one pool of distinct shapes, names and quantization of graph inputs
-    /// and outputs only), the node table with its input and output lists, each node's 32-byte
-    /// runtime record (op data, scratch, state records, kernel) with the shared pools and the
-    /// distinct kernel registrations, each tensor's address, the persistent records' addresses,
-    /// the subgraph list and variable initial values (requested sizes; the allocator's rounding
-    /// and headers come on top); when a graph input has a dynamic dimension, also the op
-    /// resolver [`Interpreter::resize_input`] keeps (only the model's ops; its size estimated
-    /// from the maps' capacities). Not counted: the model's tables `resize_input` keeps then
-    /// (shared when built with [`InterpreterBuilder::shared`], a copy otherwise; their weights
-    /// stay shared with the model; without a dynamic input no copy is kept).
+    /// and outputs only), each tensor's slot (12 bytes: an offset into the arena or the
+    /// model's bytes), the node table (each node's 32-byte runtime record with one pool of
+    /// input and output lists, the shared scratch, state and op-data pools and the distinct
+    /// kernels), the persistent records' addresses, the subgraph list and variable initial
+    /// values (requested sizes; the allocator's rounding and headers come on top). Not
+    /// counted: the model's tables [`Interpreter::resize_input`] keeps when a graph input has a
+    /// dynamic dimension (shared when built with [`InterpreterBuilder::shared`], a copy
+    /// otherwise; their weights stay shared with the model; without a dynamic input no copy
+    /// is kept). No op resolver is kept: a resize finds the kernels in the node table.
     pub heap_bytes: usize,
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
@@ -155,32 +155,30 @@ pub struct TensorDesc<'a> {
 
 /// A model ready to run. Built by [`InterpreterBuilder`]; see the [module docs](self).
 pub struct Interpreter<'a> {
-    /// Keeps the constant data alive (slots point into it).
-    #[allow(dead_code)]
+    /// Keeps the constant data alive (slots point into it); variables' initial values and the
+    /// graph inputs' and outputs' names are read from it in place.
     model_bytes: crate::model::ModelBytes,
     tensors: TensorTable,
-    nodes: Vec<NodeInfo>,
-    /// Per node: op data, scratch, state records and kernel (see [`NodeTables`]).
+    /// Per node: tensor lists, op data, scratch, state records and kernel (see [`NodeTables`]).
     node_tables: NodeTables,
-    slots: Vec<Slot>,
-    records: Vec<(*mut u8, usize)>,
+    /// Where each tensor's bytes are (offsets into the arena and the model's bytes).
+    slots: SlotTable,
+    records: RecordTable,
     /// Declared before `storage`: dropped first (it may borrow `storage`'s memory).
     arena: Arena<'a>,
     /// The ref-counted buffer holding an arena the interpreter owns (`None` for a caller's
     /// buffer).
     storage: Option<TensorBuffer>,
-    inputs: Vec<usize>,
-    outputs: Vec<usize>,
     /// The included subgraphs (position 0 = the model's subgraph 0, whose nodes `invoke` runs;
     /// control-flow kernels run the others).
     subgraphs: Vec<subgraphs::SubgraphInfo>,
-    variable_init: Vec<(usize, builder::VariableInit)>,
+    variable_init: Vec<(u32, builder::VariableInit)>,
     summary: MemorySummary,
-    /// The model's tables (the data is shared with `model_bytes`), the kernels and the arena
-    /// source, for [`resize_input`](Self::resize_input); the tables and the kernels only when
-    /// a graph input has a dynamic dimension (otherwise no resize can change a shape).
+    /// The model's tables (the data is shared with `model_bytes`) and the arena source, for
+    /// [`resize_input`](Self::resize_input) (which finds the kernels in `node_tables`); the
+    /// tables only when a graph input has a dynamic dimension (otherwise no resize can change
+    /// a shape).
     model: Option<Arc<Model>>,
-    resolver: Option<OpResolver>,
     rebuild: builder::Rebuild,
     /// Kernel threads besides the invoking one (`None`: one thread). Kept across
     /// [`resize_input`](Self::resize_input).
@@ -253,6 +251,16 @@ impl<'a> Interpreter<'a> {
         Ok(())
     }
 
+    /// The graph inputs (subgraph 0's inputs).
+    fn graph_inputs(&self) -> &[usize] {
+        self.subgraphs.first().map_or(&[], |s| &s.inputs)
+    }
+
+    /// The graph outputs (subgraph 0's outputs).
+    fn graph_outputs(&self) -> &[usize] {
+        self.subgraphs.first().map_or(&[], |s| &s.outputs)
+    }
+
     /// The nodes of subgraph 0 (the others run inside control-flow nodes).
     fn main_nodes(&self) -> core::ops::Range<usize> {
         self.subgraphs.first().map_or(0..0, |s| s.nodes.clone())
@@ -273,28 +281,24 @@ impl<'a> Interpreter<'a> {
     /// [`output_view`](Self::output_view) are alive.
     pub fn resize_input(&mut self, k: usize, dims: &[usize]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
-        let t = Self::io_index(&self.inputs, k, "input")?;
+        let t = Self::io_index(self.graph_inputs(), k, "input")?;
         if self.tensors.dims(t) == dims {
             return Ok(());
         }
-        let (Some(kept), Some(resolver)) = (&self.model, &self.resolver) else {
+        let Some(kept) = &self.model else {
             return Err(self.static_input_error(t, dims));
         };
+        let resolver = self.kept_resolver(kept)?;
         let model = Arc::new(builder::resized_model(kept, t, dims)?);
-        let resolver = resolver.clone();
         let threads = self.threads.as_ref().map_or(1, |p| p.threads());
         let staged = builder::stage_opts(&model, &resolver, threads, self.copies, self.isa)?;
         let kept = Some(model.clone());
         let fresh = match &self.rebuild {
-            builder::Rebuild::Allocator(a) => builder::finish(
-                &model,
-                kept,
-                resolver,
-                staged,
-                ArenaSource::Allocator(a.clone()),
-            )?,
+            builder::Rebuild::Allocator(a) => {
+                builder::finish(&model, kept, staged, ArenaSource::Allocator(a.clone()))?
+            }
             builder::Rebuild::Default => {
-                builder::finish(&model, kept, resolver, staged, ArenaSource::Default)?
+                builder::finish(&model, kept, staged, ArenaSource::Default)?
             }
             &builder::Rebuild::Buffer { ptr, len } => {
                 let needed = staged.arena_bytes()?;
@@ -316,7 +320,7 @@ impl<'a> Interpreter<'a> {
                 // that used it is dropped and every pointer into it was cleared by `poison`,
                 // so this is again the only access to those bytes for the rest of 'a.
                 let buffer: &'a mut [u8] = unsafe { core::slice::from_raw_parts_mut(ptr, len) };
-                builder::finish(&model, kept, resolver, staged, ArenaSource::Buffer(buffer))?
+                builder::finish(&model, kept, staged, ArenaSource::Buffer(buffer))?
             }
         };
         let threads = self.threads.take();
@@ -349,12 +353,9 @@ impl<'a> Interpreter<'a> {
     /// can read or write through the old addresses (used while the arena is replaced; an error
     /// there leaves this empty interpreter).
     fn poison(&mut self) {
-        self.nodes.clear();
         self.node_tables = NodeTables::default();
-        self.slots.clear();
-        self.records.clear();
-        self.inputs.clear();
-        self.outputs.clear();
+        self.slots = SlotTable::default();
+        self.records = RecordTable::default();
         self.subgraphs.clear();
         self.variable_init.clear();
         self.tensors = TensorTable::default();
@@ -411,18 +412,20 @@ impl<'a> Interpreter<'a> {
 
     #[inline]
     fn invoke_node(&mut self, i: usize) -> Result<(), InterpreterError> {
-        let node = &self.nodes[i];
-        if node.prepare_time {
+        if self
+            .node_tables
+            .runtime(i)
+            .is_none_or(|rt| rt.prepare_time())
+        {
             return Ok(());
         }
         let program = context::Program {
-            nodes: &self.nodes,
             tables: &self.node_tables,
             subgraphs: &self.subgraphs,
         };
         let view = self.node_tables.view(i, &self.records);
         let mut ctx = InvokeContext {
-            node,
+            node: view.node,
             rt: view.rt,
             op_data: view.op_data,
             scratch: view.scratch,
@@ -436,22 +439,50 @@ impl<'a> Interpreter<'a> {
             isa: self.isa.isa,
             program: Some(&program),
         };
-        view.registration
+        view.kernel
             .kernel
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
-                node: node.index,
-                op: node.op_name.clone().into_owned(),
+                node: i,
+                op: view.kernel.op_name().into_owned(),
                 phase: Phase::Invoke,
                 message: e.0,
             })
     }
 
+    /// A resolver with the kernels this interpreter runs, each under the op of `model` (the
+    /// model it was built from) its nodes run: what [`resize_input`](Self::resize_input)
+    /// stages the resized model with, rebuilt from the node table instead of kept.
+    fn kept_resolver(&self, model: &Model) -> Result<OpResolver, InterpreterError> {
+        let mut resolver = OpResolver::new();
+        for info in &self.subgraphs {
+            let ops = model
+                .subgraphs
+                .get(info.model_index)
+                .map_or(&[][..], |g| &g.operators[..]);
+            for (i, op) in info.nodes.clone().zip(ops) {
+                let code = graph::operator_code(model, i, op)?;
+                let reg = self.node_tables.registration(i).cloned().ok_or_else(|| {
+                    InterpreterError::Usage(format!(
+                        "node {i}: its kernel registration was not kept"
+                    ))
+                })?;
+                match code.custom_code.as_deref() {
+                    Some(name) if code.builtin == crate::model::BuiltinOp::CUSTOM => {
+                        resolver.register_custom(name, reg)
+                    }
+                    _ => resolver.register_builtin(code.builtin, reg),
+                }
+            }
+        }
+        Ok(resolver)
+    }
+
     /// Restores every variable tensor to its initial value (the model's data; else the zero point
     /// for int8, zero otherwise) and zeroes every kernel state array.
     pub fn reset_variables(&mut self) {
-        for &r in self.node_tables.states() {
-            let Some(&(ptr, bytes)) = self.records.get(r as usize) else {
+        for r in self.node_tables.states() {
+            let Some((ptr, bytes)) = self.records.get(r as usize) else {
                 continue;
             };
             // SAFETY: a state record of `bytes` in the arena tail owned by this interpreter;
@@ -462,14 +493,19 @@ impl<'a> Interpreter<'a> {
             if self.tensors.kind(t) != TensorKind::Variable {
                 continue;
             }
-            let s = self.slots[t];
+            let s = self.slots.slot(t);
             // SAFETY: a variable's slot is `bytes` long in the arena tail, owned by this
             // interpreter; `&mut self` means no view of it is alive.
             let dst = unsafe { core::slice::from_raw_parts_mut(s.ptr, s.bytes) };
-            match self.variable_init.iter().find(|(v, _)| *v == t) {
-                Some((_, builder::VariableInit::Data(init))) if init.len() == dst.len() => {
-                    dst.copy_from_slice(init)
-                }
+            let init = |at: u32, len: u32| {
+                self.model_bytes
+                    .get(at as usize..at as usize + len as usize)
+            };
+            match self.variable_init.iter().find(|(v, _)| *v as usize == t) {
+                Some(&(_, builder::VariableInit::Data { at, len })) => match init(at, len) {
+                    Some(init) if init.len() == dst.len() => dst.copy_from_slice(init),
+                    _ => dst.fill(0),
+                },
                 Some((_, builder::VariableInit::Fill(b))) => dst.fill(*b),
                 _ => dst.fill(0),
             }
@@ -486,27 +522,30 @@ impl<'a> Interpreter<'a> {
 
     /// Number of graph inputs.
     pub fn num_inputs(&self) -> usize {
-        self.inputs.len()
+        self.graph_inputs().len()
     }
     /// Number of graph outputs.
     pub fn num_outputs(&self) -> usize {
-        self.outputs.len()
+        self.graph_outputs().len()
     }
     /// Number of nodes.
     pub fn num_nodes(&self) -> usize {
-        self.nodes.len()
+        self.node_tables.len()
     }
-    /// Display name of node `i`'s op.
-    pub fn node_op(&self, i: usize) -> Option<&str> {
-        self.nodes.get(i).map(|n| n.op_name.as_ref())
+    /// Display name of node `i`'s op: the builtin's (`CONV_2D`), else `CUSTOM(<name>)` with
+    /// the name of the kernel's registration.
+    pub fn node_op(&self, i: usize) -> Option<rust_alloc::borrow::Cow<'static, str>> {
+        (i < self.node_tables.len()).then(|| self.node_tables.kernel(i).op_name())
     }
     /// Whether node `i` ran once at build (all inputs constant) and is skipped by invoke.
     pub fn node_is_prepare_time(&self, i: usize) -> bool {
-        self.nodes.get(i).is_some_and(|n| n.prepare_time)
+        self.node_tables
+            .runtime(i)
+            .is_some_and(|rt| rt.prepare_time())
     }
 
     fn desc(&self, t: usize) -> TensorDesc<'_> {
-        let s = self.slots[t];
+        let s = self.slots.slot(t);
         TensorDesc {
             index: t,
             name: self.tensors.name(t),
@@ -528,27 +567,27 @@ impl<'a> Interpreter<'a> {
 
     /// Graph input `k`.
     pub fn input_desc(&self, k: usize) -> Result<TensorDesc<'_>, InterpreterError> {
-        Ok(self.desc(Self::io_index(&self.inputs, k, "input")?))
+        Ok(self.desc(Self::io_index(self.graph_inputs(), k, "input")?))
     }
     /// Graph output `k`.
     pub fn output_desc(&self, k: usize) -> Result<TensorDesc<'_>, InterpreterError> {
-        Ok(self.desc(Self::io_index(&self.outputs, k, "output")?))
+        Ok(self.desc(Self::io_index(self.graph_outputs(), k, "output")?))
     }
     /// Position of the graph input called `name`.
     pub fn input_by_name(&self, name: &str) -> Option<usize> {
-        self.inputs
+        self.graph_inputs()
             .iter()
             .position(|&t| self.tensors.name(t) == name)
     }
     /// Position of the graph output called `name`.
     pub fn output_by_name(&self, name: &str) -> Option<usize> {
-        self.outputs
+        self.graph_outputs()
             .iter()
             .position(|&t| self.tensors.name(t) == name)
     }
 
     fn typed_slot<T: Element>(&self, t: usize) -> Result<Slot, InterpreterError> {
-        let s = self.slots[t];
+        let s = self.slots.slot(t);
         if T::DTYPE != s.dtype {
             return Err(InterpreterError::Tensor {
                 index: t,
@@ -562,7 +601,7 @@ impl<'a> Interpreter<'a> {
     /// Mutable view of graph input `k` (write it before each invoke: its memory may be reused
     /// once the last reader has run).
     pub fn input_mut<T: Element>(&mut self, k: usize) -> Result<&mut [T], InterpreterError> {
-        let t = Self::io_index(&self.inputs, k, "input")?;
+        let t = Self::io_index(self.graph_inputs(), k, "input")?;
         let s = self.typed_slot::<T>(t)?;
         if T::DTYPE == DType::Bool {
             return Err(InterpreterError::Usage(
@@ -578,8 +617,8 @@ impl<'a> Interpreter<'a> {
 
     /// Mutable bytes of graph input `k`.
     pub fn input_bytes_mut(&mut self, k: usize) -> Result<&mut [u8], InterpreterError> {
-        let t = Self::io_index(&self.inputs, k, "input")?;
-        let s = self.slots[t];
+        let t = Self::io_index(self.graph_inputs(), k, "input")?;
+        let s = self.slots.slot(t);
         if self.tensors.kind(t) == TensorKind::Constant {
             return Err(InterpreterError::Usage(format!(
                 "input {k} is a constant tensor"
@@ -592,7 +631,7 @@ impl<'a> Interpreter<'a> {
 
     /// Read-only view of graph output `k` (valid until the next invoke).
     pub fn output<T: Element>(&self, k: usize) -> Result<&[T], InterpreterError> {
-        let t = Self::io_index(&self.outputs, k, "output")?;
+        let t = Self::io_index(self.graph_outputs(), k, "output")?;
         let s = self.typed_slot::<T>(t)?;
         if T::DTYPE == DType::Bool {
             return Err(InterpreterError::Usage(
@@ -608,8 +647,8 @@ impl<'a> Interpreter<'a> {
 
     /// Bytes of graph output `k`.
     pub fn output_bytes(&self, k: usize) -> Result<&[u8], InterpreterError> {
-        let t = Self::io_index(&self.outputs, k, "output")?;
-        let s = self.slots[t];
+        let t = Self::io_index(self.graph_outputs(), k, "output")?;
+        let s = self.slots.slot(t);
         // SAFETY: as in `output`.
         Ok(unsafe { core::slice::from_raw_parts(s.ptr, s.bytes) })
     }
@@ -657,7 +696,7 @@ impl<'a> Interpreter<'a> {
                 "tensor views need an arena the interpreter owns; with a caller's buffer use output() or output_tensor()".into(),
             )
         })?;
-        let s = self.slots[d.index];
+        let s = self.slots.slot(d.index);
         let offset = (s.ptr as usize).wrapping_sub(storage.as_ptr() as usize);
         let err =
             |e: crate::tensor::TensorError| InterpreterError::Usage(format!("output {k}: {e}"));
@@ -698,7 +737,7 @@ impl<'a> Interpreter<'a> {
         let s = &self.summary;
         let mut out = format!(
             "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed)\n\
-             heap kept by the interpreter: {} B; prepare temp peak: {} B\n",
+             heap kept by the interpreter: {} B ({}); prepare temp peak: {} B\n",
             s.total_bytes,
             s.head_bytes,
             s.scratch_bytes,
@@ -707,6 +746,11 @@ impl<'a> Interpreter<'a> {
             s.op_data_bytes,
             s.precomputed_bytes,
             s.heap_bytes,
+            self.heap_parts()
+                .iter()
+                .map(|(name, b)| format!("{name} {b} B"))
+                .collect::<Vec<_>>()
+                .join(", "),
             s.temp_peak_bytes
         );
         if s.subgraphs.len() > 1 {
@@ -734,29 +778,13 @@ impl<'a> Interpreter<'a> {
 
     /// Heap bytes of the interpreter's own tables (not the arena, not the model).
     fn heap_bytes(&self) -> usize {
+        self.heap_parts().iter().map(|&(_, b)| b).sum()
+    }
+
+    /// [`heap_bytes`](Self::heap_bytes) by table, for the memory report.
+    fn heap_parts(&self) -> [(&'static str, usize); 6] {
         use core::mem::size_of;
-        let tensors = self.tensors.heap_bytes();
-        let nodes: usize = self
-            .nodes
-            .iter()
-            .map(|n| {
-                let name = match &n.op_name {
-                    rust_alloc::borrow::Cow::Owned(s) => s.capacity(),
-                    rust_alloc::borrow::Cow::Borrowed(_) => 0,
-                };
-                name + n.custom.as_ref().map_or(0, String::capacity)
-                    + (n.inputs.len() + n.outputs.len()) * 4
-            })
-            .sum::<usize>()
-            + self.nodes.capacity() * size_of::<NodeInfo>();
-        tensors
-            + nodes
-            + self.node_tables.heap_bytes()
-            + self.resolver.as_ref().map_or(0, OpResolver::heap_bytes)
-            + self.slots.capacity() * size_of::<Slot>()
-            + self.records.capacity() * size_of::<(*mut u8, usize)>()
-            + (self.inputs.capacity() + self.outputs.capacity()) * size_of::<usize>()
-            + self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()
+        let io = self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()
             + self
                 .subgraphs
                 .iter()
@@ -767,16 +795,16 @@ impl<'a> Interpreter<'a> {
                 .summary
                 .offline_plan_ignored
                 .as_ref()
-                .map_or(0, String::capacity)
-            + self
-                .variable_init
-                .iter()
-                .map(|(_, v)| match v {
-                    builder::VariableInit::Data(d) => d.capacity(),
-                    builder::VariableInit::Fill(_) => 0,
-                })
-                .sum::<usize>()
-            + self.variable_init.capacity() * size_of::<(usize, builder::VariableInit)>()
+                .map_or(0, String::capacity);
+        let variables = self.variable_init.capacity() * size_of::<(u32, builder::VariableInit)>();
+        [
+            ("tensors", self.tensors.heap_bytes()),
+            ("slots", self.slots.heap_bytes()),
+            ("nodes", self.node_tables.heap_bytes()),
+            ("records", self.records.heap_bytes()),
+            ("graph io and subgraphs", io),
+            ("variable initial values", variables),
+        ]
     }
 }
 

@@ -103,54 +103,6 @@ impl OpResolver {
         }
     }
 
-    /// A resolver with only the entries `model`'s operator codes use (same kernels, same
-    /// version ranges): what an interpreter keeps to build the same model again.
-    pub(crate) fn for_model(&self, model: &crate::model::Model) -> OpResolver {
-        let codes = &model.operator_codes;
-        OpResolver {
-            builtins: self
-                .builtins
-                .iter()
-                .filter(|(code, _)| codes.iter().any(|c| c.builtin.0 == **code))
-                .map(|(code, v)| (*code, v.clone()))
-                .collect(),
-            customs: self
-                .customs
-                .iter()
-                .filter(|(name, _)| {
-                    codes
-                        .iter()
-                        .any(|c| c.custom_code.as_deref() == Some(name.as_str()))
-                })
-                .map(|(name, r)| (name.clone(), r.clone()))
-                .collect(),
-        }
-    }
-
-    /// Heap bytes of the resolver's tables: an estimate from the maps' capacities (hashbrown's
-    /// layout: a power-of-two bucket count holding the capacity at 7/8 load, one entry and
-    /// one control byte per bucket and a group of 16 control bytes), plus the custom names.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        fn table<K, V>(capacity: usize) -> usize {
-            if capacity == 0 {
-                return 0;
-            }
-            let buckets = if capacity < 8 {
-                if capacity < 4 {
-                    4
-                } else {
-                    8
-                }
-            } else {
-                (capacity * 8).div_ceil(7).next_power_of_two()
-            };
-            buckets * (core::mem::size_of::<(K, V)>() + 1) + 16
-        }
-        table::<i32, (i32, i32, Registration)>(self.builtins.capacity())
-            + table::<String, Registration>(self.customs.capacity())
-            + self.customs.keys().map(String::capacity).sum::<usize>()
-    }
-
     /// Registered builtin ops, sorted by code.
     pub fn builtin_ops(&self) -> Vec<BuiltinOp> {
         let mut v: Vec<BuiltinOp> = self.builtins.keys().map(|&c| BuiltinOp(c)).collect();

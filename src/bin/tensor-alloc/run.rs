@@ -651,7 +651,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         );
         let total: f64 = op_medians.iter().map(|d| us(*d)).sum::<f64>().max(1e-9);
         for (i, d) in op_medians.iter().enumerate() {
-            let op = interp.node_op(i).unwrap_or("?");
+            let op = interp.node_op(i).unwrap_or("?".into());
             let note = if interp.node_is_prepare_time(i) {
                 "  (ran at prepare)"
             } else {

@@ -5,7 +5,8 @@
 use super::stage::kernel_error;
 use crate::interpreter::allocation::ALIGNMENT;
 use crate::interpreter::context::{
-    check_node_views, InvokeContext, NodeMemory, NodeTables, Persistent, Slot,
+    check_node_views, InvokeContext, NodeEntry, NodeMemory, NodeRef, NodeTables, Persistent,
+    RecordTable, Slot, SlotTable,
 };
 use crate::interpreter::error::{InterpreterError, Phase};
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorTable};
@@ -44,8 +45,8 @@ pub(super) fn evaluate_at_build(
             computed[t] = Some(vec![0u128; words(tensors[t].bytes)]);
         }
     }
-    let mut scratch_bufs: Vec<Vec<u128>> =
-        mem.scratch.iter().map(|&b| vec![0u128; words(b)]).collect();
+    // The node's scratch buffers, one after the other in one block.
+    let mut scratch_block = vec![0u128; mem.scratch.iter().map(|&b| words(b)).sum()];
     let mut slots: Vec<Slot> = tensors
         .iter()
         .map(|e| Slot {
@@ -78,24 +79,61 @@ pub(super) fn evaluate_at_build(
     let records: Vec<(*mut u8, usize)> = (0..persistent.records.len())
         .map(|r| (persistent.ptr(r as u32), persistent.records[r].size))
         .collect();
-    let scratch: Vec<(*mut u8, usize)> = scratch_bufs
-        .iter_mut()
-        .zip(&mem.scratch)
-        .map(|(b, &n)| (b.as_mut_ptr() as *mut u8, n))
+    // The staged records lie in one staging buffer, from its lowest record on.
+    let base = records
+        .iter()
+        .map(|r| r.0)
+        .min_by_key(|&p| p as usize)
+        .unwrap_or(core::ptr::null_mut());
+    let records = RecordTable::pack(&records, base)?;
+    let scratch_base = scratch_block.as_mut_ptr() as *mut u8;
+    let mut at = 0;
+    let scratch: Vec<(*mut u8, usize)> = mem
+        .scratch
+        .iter()
+        .map(|&n| {
+            let p = scratch_base.wrapping_add(at * ALIGNMENT);
+            at += words(n);
+            (p, n)
+        })
         .collect();
-    let mut tables = NodeTables::default();
+    let mut tables = NodeTables::with_scratch_base(scratch_base);
     tables.push(
         reg,
-        mem.op_data.map(|d| (d.record, d.type_id)),
-        &scratch,
-        &mem.states,
-        0,
-        false,
+        NodeEntry {
+            builtin: node.builtin,
+            inputs: &node.inputs,
+            outputs: &node.outputs,
+            op_data: mem.op_data.map(|d| (d.record, d.type_id)),
+            scratch: &scratch,
+            states: &mem.states,
+            variable_inputs: 0,
+            aliased: false,
+            prepare_time: true,
+        },
     )?;
     let view = tables.view(0, &records);
     check_node_views(node, (view.rt, view.scratch), &slots, tensors)?;
+    // Each of the node's tensors is its own region (staging words, tail records or the
+    // model's bytes); region 0 is an aligned empty one for zero-byte tensors.
+    let mut regions = vec![(
+        core::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8,
+        0,
+    )];
+    for &t in node.inputs.iter().chain(&node.outputs) {
+        if let Some(s) = usize::try_from(t).ok().map(|t| slots[t]) {
+            if s.bytes > 0 && !regions.contains(&(s.ptr, s.bytes)) {
+                regions.push((s.ptr, s.bytes));
+            }
+        }
+    }
+    let slots = SlotTable::pack(&slots, &regions)?;
     let mut ctx = InvokeContext {
-        node,
+        node: NodeRef {
+            index: node.index,
+            inputs: &node.inputs,
+            outputs: &node.outputs,
+        },
         rt: view.rt,
         op_data: view.op_data,
         scratch: view.scratch,

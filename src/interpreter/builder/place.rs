@@ -16,9 +16,10 @@ use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
-use crate::interpreter::context::{check_node_views, NodeTables};
+use crate::interpreter::context::{
+    check_node_views, NodeEntry, NodeTables, RecordTable, SlotTable,
+};
 use crate::interpreter::graph::{TensorKind, TensorTable};
-use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
 use rust_alloc::sync::Arc;
@@ -70,12 +71,12 @@ fn subgraph_memory(
 }
 
 /// Lays out the arena and resolves every address. The interpreter keeps `kept` (the model's
-/// tables, `None` when no graph input can be resized), `resolver` and where the arena came
-/// from, for [`Interpreter::resize_input`]; of `model` it keeps only the shared bytes.
+/// tables, `None` when no graph input can be resized) and where the arena came from, for
+/// [`Interpreter::resize_input`] (which finds the kernels again in its node table); of `model`
+/// it keeps only the shared bytes.
 pub(crate) fn finish<'a>(
     model: &Model,
     kept: Option<Arc<Model>>,
-    resolver: OpResolver,
     staged: Staged,
     source: ArenaSource<'a>,
 ) -> Result<Interpreter<'a>, InterpreterError> {
@@ -125,7 +126,12 @@ pub(crate) fn finish<'a>(
         &shared,
     )?;
 
-    let mut node_tables = NodeTables::default();
+    let arena_start = arena
+        .head_ptr(0, 0)
+        .map_err(allocation::arena_error)?
+        .as_ptr();
+    let records = RecordTable::pack(&records, arena_start)?;
+    let mut node_tables = NodeTables::with_scratch_base(arena_start);
     for (i, node) in nodes.iter().enumerate() {
         let mut variable_inputs = 0u64;
         for (k, &t) in node.inputs.iter().enumerate() {
@@ -144,19 +150,38 @@ pub(crate) fn finish<'a>(
             };
         node_tables.push(
             &registrations[i],
-            memory[i].op_data.map(|d| (d.record, d.type_id)),
-            &core::mem::take(&mut scratch_ptr[i]),
-            &memory[i].states,
-            variable_inputs,
-            aliased,
+            NodeEntry {
+                builtin: node.builtin,
+                inputs: &node.inputs,
+                outputs: &node.outputs,
+                op_data: memory[i].op_data.map(|d| (d.record, d.type_id)),
+                scratch: &core::mem::take(&mut scratch_ptr[i]),
+                states: &memory[i].states,
+                variable_inputs,
+                aliased,
+                prepare_time: node.prepare_time,
+            },
         )?;
         if !node.prepare_time {
             let view = node_tables.view(i, &records);
             check_node_views(node, (view.rt, view.scratch), &slots, &tensors)?;
         }
     }
+    if kept.is_none() {
+        // Only `resize_input` rebuilds from the registrations, and only with the model kept.
+        node_tables.drop_registrations();
+    }
     node_tables.shrink_to_fit();
     drop(registrations);
+    drop(nodes);
+    // Tensors live in the arena (region 0) or are constants in the model's bytes (region 1).
+    let slots = SlotTable::pack(
+        &slots,
+        &[
+            (arena_start, arena.size()),
+            (bytes.as_ptr() as *mut u8, bytes.len()),
+        ],
+    )?;
 
     let op_data_bytes: usize = persistent
         .records
@@ -188,24 +213,18 @@ pub(crate) fn finish<'a>(
     // keep theirs and their names (users read them), which keeps per-channel scales and names
     // off the heap. Errors after build name other tensors by index.
     let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
-    let tensors = TensorTable::new(&tensors, |t| io.contains(&t))?;
-    let inputs = sg.input_tensors().collect();
-    let outputs = sg.output_tensors().collect();
+    let tensors = TensorTable::new(&tensors, |t| io.contains(&t), Some(&bytes))?;
     let mut interp = Interpreter {
         model_bytes: bytes,
         tensors,
-        nodes,
         node_tables,
         slots,
         records,
         arena,
         storage,
-        inputs,
-        outputs,
         subgraphs,
         variable_init,
         summary,
-        resolver: kept.is_some().then(|| resolver.for_model(model)),
         model: kept,
         rebuild,
         threads: None,

@@ -22,8 +22,8 @@ use rust_alloc::vec::Vec;
 
 /// A variable tensor's initial value when it is not all zero bytes.
 pub(crate) enum VariableInit {
-    /// The model's data.
-    Data(Vec<u8>),
+    /// The model's data: `len` bytes at `at` of the model's bytes (read in place).
+    Data { at: u32, len: u32 },
     /// Every byte this value (an int8 zero point).
     Fill(u8),
 }
@@ -41,7 +41,7 @@ pub(crate) struct Staged {
     pub plan: MemoryPlan,
     pub temp_peak: usize,
     /// Initial contents of variables that have data in the model.
-    pub variable_init: Vec<(usize, VariableInit)>,
+    pub variable_init: Vec<(u32, VariableInit)>,
     /// The kernel path prepare-time nodes ran and invoke runs.
     pub isa: IsaSelection,
     /// Where each subgraph's tensors and nodes sit in the tables.
@@ -384,7 +384,7 @@ fn init_and_prepare(
         if node.prepare_time {
             let table = match &mut table {
                 Some(t) => t,
-                None => table.insert(TensorTable::new(tensors, |_| true)?),
+                None => table.insert(TensorTable::new(tensors, |_| true, None)?),
             };
             evaluate_at_build(
                 node,
@@ -415,7 +415,7 @@ struct Tail {
     /// misaligned constants), else `None`.
     tensor_record: Vec<Option<u32>>,
     /// Initial contents of variables that are not all zero bytes.
-    variable_init: Vec<(usize, VariableInit)>,
+    variable_init: Vec<(u32, VariableInit)>,
 }
 
 impl Tail {
@@ -451,7 +451,7 @@ impl Tail {
                 });
             if misaligned {
                 self.tensor_record[t] =
-                    Some(self.copy_tensor(layout.tensor_data(model, t), t, e)?);
+                    Some(self.copy_tensor(layout.tensor_data(model, t), (t, e), &model.bytes)?);
             }
         }
         Ok(())
@@ -468,7 +468,7 @@ impl Tail {
         for (t, e) in tensors.iter().enumerate() {
             if is_variable(model, layout, t, e) {
                 self.tensor_record[t] =
-                    Some(self.copy_tensor(layout.tensor_data(model, t), t, e)?);
+                    Some(self.copy_tensor(layout.tensor_data(model, t), (t, e), &model.bytes)?);
             }
         }
         Ok(())
@@ -511,9 +511,14 @@ impl Tail {
     fn copy_tensor(
         &mut self,
         data: Option<&[u8]>,
-        t: usize,
-        e: &TensorEntry,
+        (t, e): (usize, &TensorEntry),
+        model_bytes: &[u8],
     ) -> Result<u32, InterpreterError> {
+        let index = u32::try_from(t).map_err(|_| InterpreterError::Tensor {
+            index: t,
+            name: e.name.clone(),
+            message: "tensor index beyond the interpreter's 32-bit tables".into(),
+        })?;
         let record = self
             .persistent
             .allocate(e.bytes, Category::TensorData)
@@ -529,7 +534,25 @@ impl Tail {
             }
             dst.copy_from_slice(d);
             if e.kind == TensorKind::Variable {
-                self.variable_init.push((t, VariableInit::Data(d.to_vec())));
+                // The data is a range of the model's bytes; the interpreter keeps those.
+                let at = (d.as_ptr() as usize).wrapping_sub(model_bytes.as_ptr() as usize);
+                let range = u32::try_from(at)
+                    .ok()
+                    .zip(u32::try_from(d.len()).ok())
+                    .filter(|_| {
+                        at.checked_add(d.len())
+                            .is_some_and(|end| end <= model_bytes.len())
+                    });
+                let Some((at, len)) = range else {
+                    return Err(InterpreterError::Tensor {
+                        index: t,
+                        name: e.name.clone(),
+                        message: "initial value lies outside the model's first 4 GiB of bytes"
+                            .into(),
+                    });
+                };
+                self.variable_init
+                    .push((index, VariableInit::Data { at, len }));
             }
         } else if e.kind == TensorKind::Variable && e.dtype == crate::tensor::DType::I8 {
             // TFLM (`MicroInterpreterGraph::ResetTensorData`) fills an int8 variable with its
@@ -543,7 +566,7 @@ impl Tail {
                 let dst = self.persistent.bytes_mut(record);
                 dst.fill(zp as i8 as u8);
                 self.variable_init
-                    .push((t, VariableInit::Fill(zp as i8 as u8)));
+                    .push((index, VariableInit::Fill(zp as i8 as u8)));
             }
         }
         Ok(record)

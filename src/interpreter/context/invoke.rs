@@ -1,6 +1,8 @@
 //! The invoke-phase context: typed views of a node's tensors, scratch, state, op data and
 //! persistent arrays, at addresses resolved before the first invoke.
 
+use super::nodes::{NodeFlags, NodeRef, NodeTables, ScratchList};
+use super::slots::{RecordTable, Slot, SlotTable};
 use super::{
     dtype_matches, PersistentArray, Scalar, ScratchId, StateArray, MAX_OUTPUTS, MAX_SCRATCH,
 };
@@ -10,165 +12,7 @@ use crate::interpreter::{InterpreterError, KernelError, Phase};
 use crate::tensor::{DType, Element};
 use core::any::TypeId;
 use core::cell::Cell;
-use rust_alloc::{string::String, vec::Vec};
-
-/// One tensor at invoke: where its bytes are.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Slot {
-    pub ptr: *mut u8,
-    pub bytes: usize,
-    pub dtype: DType,
-}
-
-/// A node at invoke: where its op data, scratch and state records are, which kernel runs it,
-/// and which of its tensors are writable. 32 bytes; the variable-length parts live in the
-/// shared pools of [`NodeTables`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct NodeRuntime {
-    /// Bit `k`: input `k` is variable state (written through [`InvokeContext::variable`]).
-    pub variable_inputs: u64,
-    /// Persistent record of the op data ([`NO_OP_DATA`]: none).
-    op_data: u32,
-    /// Start of the node's scratch buffers in [`NodeTables::scratch`].
-    scratch: u32,
-    /// Start of the node's state records in [`NodeTables::states`].
-    states: u32,
-    /// Its registration in [`NodeTables::registrations`].
-    registration: u16,
-    /// The op data's type in [`NodeTables::op_types`].
-    op_type: u16,
-    /// Counts of scratch buffers (≤ `MAX_SCRATCH`) and state records (≤ `MAX_STATES`).
-    n_scratch: u8,
-    n_states: u8,
-    /// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
-    pub aliased: bool,
-}
-
-/// [`NodeRuntime::op_data`] of a node without op data.
-const NO_OP_DATA: u32 = u32::MAX;
-
-/// Every node's [`NodeRuntime`] with the pools they index: scratch addresses, state records,
-/// op-data types and the distinct kernel registrations (one per distinct kernel and
-/// abilities, shared by all nodes of that op). Invariant: every runtime's ranges and indices
-/// lie inside the pools.
-#[derive(Default)]
-pub(crate) struct NodeTables {
-    runtimes: Vec<NodeRuntime>,
-    scratch: Vec<(*mut u8, usize)>,
-    states: Vec<u32>,
-    op_types: Vec<TypeId>,
-    registrations: Vec<crate::interpreter::Registration>,
-}
-
-/// A node's resolved runtime: what an [`InvokeContext`] and the view check read.
-#[derive(Clone, Copy)]
-pub(crate) struct NodeView<'a> {
-    pub rt: &'a NodeRuntime,
-    pub op_data: Option<(*const u8, TypeId)>,
-    pub scratch: &'a [(*mut u8, usize)],
-    pub states: &'a [u32],
-    pub registration: &'a crate::interpreter::Registration,
-}
-
-impl NodeTables {
-    /// Appends the next node's runtime: its registration (shared with earlier nodes of the
-    /// same kernel), op data record and type, scratch buffers and state records.
-    pub(crate) fn push(
-        &mut self,
-        registration: &crate::interpreter::Registration,
-        op_data: Option<(u32, TypeId)>,
-        scratch: &[(*mut u8, usize)],
-        states: &[u32],
-        variable_inputs: u64,
-        aliased: bool,
-    ) -> Result<(), InterpreterError> {
-        let too_many =
-            || InterpreterError::Memory("too many nodes or records for the node tables".into());
-        let registration = match self.registrations.iter().position(|r| {
-            r.name == registration.name
-                && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
-                && r.inplace == registration.inplace
-                && r.sparse_inputs == registration.sparse_inputs
-                && r.f16_inputs == registration.f16_inputs
-        }) {
-            Some(p) => p,
-            None => {
-                self.registrations.push(registration.clone());
-                self.registrations.len() - 1
-            }
-        };
-        let (op_data, op_type) = match op_data {
-            Some((record, id)) => {
-                let ty = match self.op_types.iter().position(|&t| t == id) {
-                    Some(p) => p,
-                    None => {
-                        self.op_types.push(id);
-                        self.op_types.len() - 1
-                    }
-                };
-                (record, ty)
-            }
-            None => (NO_OP_DATA, 0),
-        };
-        let rt = NodeRuntime {
-            variable_inputs,
-            op_data,
-            scratch: u32::try_from(self.scratch.len()).map_err(|_| too_many())?,
-            states: u32::try_from(self.states.len()).map_err(|_| too_many())?,
-            registration: u16::try_from(registration).map_err(|_| too_many())?,
-            op_type: u16::try_from(op_type).map_err(|_| too_many())?,
-            n_scratch: u8::try_from(scratch.len()).map_err(|_| too_many())?,
-            n_states: u8::try_from(states.len()).map_err(|_| too_many())?,
-            aliased,
-        };
-        self.scratch.extend_from_slice(scratch);
-        self.states.extend_from_slice(states);
-        self.runtimes.push(rt);
-        Ok(())
-    }
-
-    /// Node `i`'s runtime resolved against `records` (the persistent records' addresses).
-    #[inline]
-    pub(crate) fn view<'a>(&'a self, i: usize, records: &[(*mut u8, usize)]) -> NodeView<'a> {
-        let rt = &self.runtimes[i];
-        let s = rt.scratch as usize;
-        let st = rt.states as usize;
-        NodeView {
-            rt,
-            op_data: (rt.op_data != NO_OP_DATA)
-                .then(|| records.get(rt.op_data as usize))
-                .flatten()
-                .map(|r| (r.0 as *const u8, self.op_types[rt.op_type as usize])),
-            scratch: &self.scratch[s..s + rt.n_scratch as usize],
-            states: &self.states[st..st + rt.n_states as usize],
-            registration: &self.registrations[rt.registration as usize],
-        }
-    }
-
-    /// Every node's state records (each once: a record belongs to one node).
-    pub(crate) fn states(&self) -> &[u32] {
-        &self.states
-    }
-
-    /// Frees the unused capacity of the pools (after the last `push`).
-    pub(crate) fn shrink_to_fit(&mut self) {
-        self.runtimes.shrink_to_fit();
-        self.scratch.shrink_to_fit();
-        self.states.shrink_to_fit();
-        self.op_types.shrink_to_fit();
-        self.registrations.shrink_to_fit();
-    }
-
-    /// Heap bytes of the tables (capacities).
-    pub(crate) fn heap_bytes(&self) -> usize {
-        use core::mem::size_of;
-        self.runtimes.capacity() * size_of::<NodeRuntime>()
-            + self.scratch.capacity() * size_of::<(*mut u8, usize)>()
-            + self.states.capacity() * size_of::<u32>()
-            + self.op_types.capacity() * size_of::<TypeId>()
-            + self.registrations.capacity() * size_of::<crate::interpreter::Registration>()
-    }
-}
+use rust_alloc::{format, string::String, vec::Vec};
 
 /// Invoke: typed views of the node's tensors, scratch, op data and persistent arrays.
 ///
@@ -178,17 +22,17 @@ impl NodeTables {
 /// which are only reachable through [`copy_input_to_output`](Self::copy_input_to_output) or
 /// [`unary_io`](Self::unary_io).
 pub struct InvokeContext<'a> {
-    pub(crate) node: &'a NodeInfo,
-    pub(crate) rt: &'a NodeRuntime,
+    pub(crate) node: NodeRef<'a>,
+    pub(crate) rt: NodeFlags,
     /// The op data's address and type.
     pub(crate) op_data: Option<(*const u8, TypeId)>,
     /// The node's scratch buffers (address, bytes).
-    pub(crate) scratch: &'a [(*mut u8, usize)],
+    pub(crate) scratch: ScratchList<'a>,
     /// The node's state records.
-    pub(crate) states: &'a [u32],
-    pub(crate) slots: &'a [Slot],
+    pub(crate) states: &'a [i32],
+    pub(crate) slots: &'a SlotTable,
     pub(crate) tensors: &'a TensorTable,
-    pub(crate) records: &'a [(*mut u8, usize)],
+    pub(crate) records: &'a RecordTable,
     pub(crate) taken: Cell<u128>,
     pub(crate) taken_states: Cell<u64>,
     /// The interpreter's kernel threads (`None`: one thread, or a prepare-time node).
@@ -202,7 +46,6 @@ pub struct InvokeContext<'a> {
 /// What a control-flow kernel needs to run other subgraphs: every node with its kernel and
 /// resolved memory, and the included subgraphs (see `interpreter::subgraphs`).
 pub(crate) struct Program<'p> {
-    pub nodes: &'p [NodeInfo],
     pub tables: &'p NodeTables,
     pub subgraphs: &'p [SubgraphInfo],
 }
@@ -272,7 +115,7 @@ impl<'a> InvokeContext<'a> {
 
     /// A persistent array stored by prepare.
     pub fn persistent<T: Scalar>(&self, array: PersistentArray<T>) -> Result<&'a [T], KernelError> {
-        let &(ptr, size) = self
+        let (ptr, size) = self
             .records
             .get(array.record as usize)
             .ok_or_else(|| KernelError::new("persistent array of another interpreter"))?;
@@ -297,7 +140,7 @@ impl<'a> InvokeContext<'a> {
     }
 
     fn typed<T: Element>(&self, t: usize) -> Result<(*mut u8, usize), KernelError> {
-        let s = self.slots[t];
+        let s = self.slots.slot(t);
         if !dtype_matches::<T>(s.dtype) {
             return Err(KernelError::new(format!(
                 "{} has dtype {}, read as {}",
@@ -329,13 +172,13 @@ impl<'a> InvokeContext<'a> {
 
     /// Dimensions of input `k`.
     pub fn input_dims(&self, k: usize) -> Result<&'a [usize], KernelError> {
-        let t = self.tensor_of(&self.node.inputs, k, "input")?;
+        let t = self.tensor_of(self.node.inputs, k, "input")?;
         Ok(self.tensors.dims(t))
     }
 
     /// Dimensions of output `k`.
     pub fn output_dims(&self, k: usize) -> Result<&'a [usize], KernelError> {
-        let t = self.tensor_of(&self.node.outputs, k, "output")?;
+        let t = self.tensor_of(self.node.outputs, k, "output")?;
         Ok(self.tensors.dims(t))
     }
 
@@ -344,7 +187,7 @@ impl<'a> InvokeContext<'a> {
         &self,
         k: usize,
     ) -> Result<Option<&'a crate::model::Sparsity>, KernelError> {
-        let t = self.tensor_of(&self.node.inputs, k, "input")?;
+        let t = self.tensor_of(self.node.inputs, k, "input")?;
         Ok(self.tensors.sparsity(t))
     }
 
@@ -355,7 +198,7 @@ impl<'a> InvokeContext<'a> {
 
     /// Read-only view of input `k`.
     pub fn input<T: Element>(&self, k: usize) -> Result<&'a [T], KernelError> {
-        let t = self.tensor_of(&self.node.inputs, k, "input")?;
+        let t = self.tensor_of(self.node.inputs, k, "input")?;
         if k < 64 && self.rt.variable_inputs & (1 << k) != 0 {
             return Err(KernelError::new(format!(
                 "input {k} is variable state: use variable({k})"
@@ -388,7 +231,7 @@ impl<'a> InvokeContext<'a> {
 
     /// Mutable view of output `k` (once per invoke).
     pub fn output<T: Element>(&self, k: usize) -> Result<&'a mut [T], KernelError> {
-        let t = self.tensor_of(&self.node.outputs, k, "output")?;
+        let t = self.tensor_of(self.node.outputs, k, "output")?;
         if k >= MAX_OUTPUTS {
             return Err(KernelError::new(format!(
                 "output {k}: at most {MAX_OUTPUTS} outputs"
@@ -419,8 +262,8 @@ impl<'a> InvokeContext<'a> {
         if !self.rt.aliased {
             return Ok((Some(self.input::<I>(0)?), self.output::<O>(0)?));
         }
-        let ti = self.tensor_of(&self.node.inputs, 0, "input")?;
-        let to = self.tensor_of(&self.node.outputs, 0, "output")?;
+        let ti = self.tensor_of(self.node.inputs, 0, "input")?;
+        let to = self.tensor_of(self.node.outputs, 0, "output")?;
         // Both views' dtypes must match what the kernel reads and writes.
         let (_, n_in) = self.typed::<I>(ti)?;
         let (ptr, len) = self.typed::<O>(to)?;
@@ -443,7 +286,7 @@ impl<'a> InvokeContext<'a> {
 
     /// Mutable view of variable input `k` (state kept across invokes; once per invoke).
     pub fn variable<T: Element>(&self, k: usize) -> Result<&'a mut [T], KernelError> {
-        let t = self.tensor_of(&self.node.inputs, k, "input")?;
+        let t = self.tensor_of(self.node.inputs, k, "input")?;
         if k >= 64 || self.rt.variable_inputs & (1 << k) == 0 {
             return Err(KernelError::new(format!(
                 "input {k} is not a variable tensor"
@@ -460,7 +303,7 @@ impl<'a> InvokeContext<'a> {
         let pos = self
             .states
             .iter()
-            .position(|&r| r == array.record)
+            .position(|&r| r as u32 == array.record)
             .ok_or_else(|| KernelError::new("state array of another node"))?;
         let bit = 1u64 << pos;
         if self.taken_states.get() & bit != 0 {
@@ -468,7 +311,7 @@ impl<'a> InvokeContext<'a> {
                 "state array was already taken in this invoke",
             ));
         }
-        let &(ptr, size) = self
+        let (ptr, size) = self
             .records
             .get(array.record as usize)
             .ok_or_else(|| KernelError::new("state array of another interpreter"))?;
@@ -484,7 +327,7 @@ impl<'a> InvokeContext<'a> {
 
     /// Mutable view of scratch buffer `id` (once per invoke), `bytes / size_of::<T>()` elements.
     pub fn scratch<T: Scalar>(&self, id: ScratchId) -> Result<&'a mut [T], KernelError> {
-        let &(ptr, bytes) = self
+        let (ptr, bytes) = self
             .scratch
             .get(id.0 as usize)
             .filter(|_| (id.0 as usize) < MAX_SCRATCH)
@@ -508,17 +351,17 @@ impl<'a> InvokeContext<'a> {
 
     /// Global tensor index of input `k` (`None`: omitted) and of output `k`.
     pub(crate) fn input_tensor(&self, k: usize) -> Result<usize, KernelError> {
-        self.tensor_of(&self.node.inputs, k, "input")
+        self.tensor_of(self.node.inputs, k, "input")
     }
 
     /// Global tensor index of output `k`.
     pub(crate) fn output_tensor(&self, k: usize) -> Result<usize, KernelError> {
-        self.tensor_of(&self.node.outputs, k, "output")
+        self.tensor_of(self.node.outputs, k, "output")
     }
 
     /// The first byte of bool tensor `t` as a truth value (a control-flow condition).
     pub(crate) fn read_bool(&self, t: usize) -> Result<bool, KernelError> {
-        let s = self.slots[t];
+        let s = self.slots.slot(t);
         if s.dtype != DType::Bool || s.bytes == 0 {
             return Err(KernelError::new(format!(
                 "{} is not a bool tensor with a value",
@@ -537,7 +380,7 @@ impl<'a> InvokeContext<'a> {
     /// the plan keeps such a pair apart, and no other view of them is alive while the node runs
     /// (its callees' nodes run between copies, never during one).
     pub(crate) fn copy_tensor(&self, from: usize, to: usize) -> Result<(), KernelError> {
-        let (Some(&a), Some(&b)) = (self.slots.get(from), self.slots.get(to)) else {
+        let (Some(a), Some(b)) = (self.slots.get(from), self.slots.get(to)) else {
             return Err(KernelError::new(format!(
                 "copy between tensors {from} and {to}: out of range"
             )));
@@ -587,13 +430,15 @@ impl<'a> InvokeContext<'a> {
             .get(position)
             .ok_or_else(|| KernelError::new(format!("no subgraph at position {position}")))?;
         for i in info.nodes.clone() {
-            let node = &program.nodes[i];
-            if node.prepare_time {
+            let Some(rt) = program.tables.runtime(i) else {
+                return Err(KernelError::new(format!("no node {i}")));
+            };
+            if rt.prepare_time() {
                 continue;
             }
             let view = program.tables.view(i, self.records);
             let mut ctx = InvokeContext {
-                node,
+                node: view.node,
                 rt: view.rt,
                 op_data: view.op_data,
                 scratch: view.scratch,
@@ -607,8 +452,14 @@ impl<'a> InvokeContext<'a> {
                 isa: self.isa,
                 program: Some(program),
             };
-            view.registration.kernel.invoke(&mut ctx).map_err(|e| {
-                KernelError::new(node.in_subgraph(format!("{}: {}", node.op_name, e.0)))
+            view.kernel.kernel.invoke(&mut ctx).map_err(|e| {
+                let local = i - info.nodes.start;
+                KernelError::new(format!(
+                    "subgraph {} node {local}: {}: {}",
+                    info.model_index,
+                    view.kernel.op_name(),
+                    e.0
+                ))
             })?;
         }
         Ok(())
@@ -617,9 +468,9 @@ impl<'a> InvokeContext<'a> {
     /// Copies input `ki`'s bytes to output `ko` (a no-op when they share memory; overlapping
     /// memory is handled as `memmove`). The byte sizes must be equal.
     pub fn copy_input_to_output(&self, ki: usize, ko: usize) -> Result<(), KernelError> {
-        let ti = self.tensor_of(&self.node.inputs, ki, "input")?;
-        let to = self.tensor_of(&self.node.outputs, ko, "output")?;
-        let (si, so) = (self.slots[ti], self.slots[to]);
+        let ti = self.tensor_of(self.node.inputs, ki, "input")?;
+        let to = self.tensor_of(self.node.outputs, ko, "output")?;
+        let (si, so) = (self.slots.slot(ti), self.slots.slot(to));
         if si.bytes != so.bytes {
             return Err(KernelError::new(format!(
                 "input {ki} has {} bytes, output {ko} {}",
@@ -641,7 +492,7 @@ impl<'a> InvokeContext<'a> {
 /// output 0 of a reshape in place; and constants are never written.
 pub(crate) fn check_node_views(
     node: &NodeInfo,
-    (rt, scratch): (&NodeRuntime, &[(*mut u8, usize)]),
+    (rt, scratch): (NodeFlags, ScratchList<'_>),
     slots: &[Slot],
     tensors: &[TensorEntry],
 ) -> Result<(), InterpreterError> {
@@ -673,7 +524,7 @@ pub(crate) fn check_node_views(
             ));
         }
     }
-    for (k, &(p, n)) in scratch.iter().enumerate() {
+    for (k, (p, n)) in scratch.iter().enumerate() {
         writable.push((range(p, n), format!("scratch {k}")));
     }
     for i in 0..writable.len() {

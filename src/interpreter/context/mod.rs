@@ -26,10 +26,14 @@ use core::marker::PhantomData;
 use rust_alloc::vec::Vec;
 
 mod invoke;
+mod nodes;
+mod slots;
 mod staging;
 
 pub use invoke::InvokeContext;
-pub(crate) use invoke::{check_node_views, NodeTables, Program, Slot};
+pub(crate) use invoke::{check_node_views, Program};
+pub(crate) use nodes::{NodeEntry, NodeRef, NodeTables};
+pub(crate) use slots::{RecordTable, Slot, SlotTable};
 pub(crate) use staging::{NodeMemory, OpDataRef, Persistent};
 
 /// Most outputs a node may have.

@@ -151,17 +151,9 @@ pub(super) fn build_spaces(
             });
         }
         let allocator = owner.allocator()?;
-        // The owner's kernels are what a rebuild would use; space interpreters are never
-        // resized (`PartitionedInterpreter` has no `resize_input`), so nodes of other devices
-        // in this space never run on them.
-        let rebuild_resolver = resolvers[space].clone();
-        let interp = match finish(
-            &m,
-            None,
-            rebuild_resolver,
-            staged,
-            ArenaSource::Allocator(allocator),
-        ) {
+        // Space interpreters are never resized (`PartitionedInterpreter` has no
+        // `resize_input`): no model tables are kept.
+        let interp = match finish(&m, None, staged, ArenaSource::Allocator(allocator)) {
             Ok(i) => i,
             Err(e @ (InterpreterError::Memory(_) | InterpreterError::ArenaTooSmall { .. }))
                 if space != fallback =>

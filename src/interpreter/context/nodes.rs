@@ -1,0 +1,374 @@
+//! The node table an interpreter keeps after build: per node one 32-byte [`NodeRuntime`] and,
+//! in shared pools, what varies in length (input and output lists, scratch addresses, state
+//! records) and what many nodes share (op-data types, kernel registrations).
+//!
+//! Input and output lists are stored as TFLite stores them (a `TfLiteIntArray`, and the
+//! model's flatbuffer): a count followed by the tensor indices. A node's lists, its state
+//! records, its scratch count and (only when it has some) its variable-input mask follow each
+//! other in one `i32` pool, `[n_in, in…, n_out, out…, n_states, states…, n_scratch, (mask lo,
+//! mask hi)]`, so a node is one offset into it. Everything except the scratch addresses is
+//! offsets and indices, independent of where the table lives.
+
+use super::{RecordTable, MAX_SCRATCH};
+use crate::interpreter::error::InterpreterError;
+use crate::interpreter::kernel::Registration;
+use crate::model::BuiltinOp;
+use core::any::TypeId;
+use rust_alloc::borrow::Cow;
+use rust_alloc::{format, string::ToString, vec::Vec};
+
+/// A node at invoke: where its op data, scratch and pool entry (tensor lists, state records,
+/// scratch count, variable mask) are, which kernel runs it, and its flags. 16 bytes; the
+/// variable-length parts live in the shared pools of [`NodeTables`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeRuntime {
+    /// Persistent record of the op data ([`NO_OP_DATA`]: none).
+    op_data: u32,
+    /// Start of the node's entry in [`NodeTables::io`].
+    io: u32,
+    /// Start of the node's scratch buffers in [`NodeTables::scratch`].
+    scratch: u32,
+    /// Its kernel in [`NodeTables::kernels`].
+    kernel: u16,
+    /// The op data's type in [`NodeTables::op_types`].
+    op_type: u8,
+    /// [`ALIASED`], [`PREPARE_TIME`], [`VARIABLES`].
+    flags: u8,
+}
+
+/// Output 0 shares input 0's memory (a reshape or unary element-wise op in place).
+const ALIASED: u8 = 1;
+/// Every input is constant: the node ran once at build and invoke skips it.
+const PREPARE_TIME: u8 = 2;
+/// Some input is variable state: the pool entry ends with the variable mask.
+const VARIABLES: u8 = 4;
+
+impl NodeRuntime {
+    /// Whether the node ran once at build and invoke skips it.
+    pub(crate) fn prepare_time(&self) -> bool {
+        self.flags & PREPARE_TIME != 0
+    }
+}
+
+/// What the views of a node's tensors depend on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeFlags {
+    /// Bit `k`: input `k` is variable state (written through `InvokeContext::variable`).
+    pub variable_inputs: u64,
+    /// Output 0 shares input 0's memory.
+    pub aliased: bool,
+}
+
+/// [`NodeRuntime::op_data`] of a node without op data.
+const NO_OP_DATA: u32 = u32::MAX;
+
+/// A distinct kernel of the table: what invoke calls, the registration's name and the op it
+/// runs (the registration's other fields matter only while building).
+pub(crate) struct KernelEntry {
+    pub kernel: rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
+    pub name: &'static str,
+    pub builtin: BuiltinOp,
+}
+
+impl KernelEntry {
+    /// Display name of the op: the builtin's (`CONV_2D`), else `CUSTOM(<registration name>)`
+    /// (the custom op's name for the crate's kernels; a caller's registration under another
+    /// name shows that name).
+    pub(crate) fn op_name(&self) -> Cow<'static, str> {
+        match self.builtin.name() {
+            Some(name) if self.builtin != BuiltinOp::CUSTOM => Cow::Borrowed(name),
+            _ if self.builtin == BuiltinOp::CUSTOM => Cow::Owned(format!("CUSTOM({})", self.name)),
+            _ => Cow::Owned(self.builtin.to_string()),
+        }
+    }
+}
+
+/// Every node's [`NodeRuntime`] with the pools they index: tensor lists, scratch addresses,
+/// state records, op-data types and the distinct kernels (one per distinct registration and
+/// op, shared by all nodes of that op), with their full registrations until
+/// [`drop_registrations`](Self::drop_registrations). Invariant: every runtime's ranges and
+/// indices lie inside the pools, every list in `io` is a count followed by that many entries,
+/// and `registrations` is empty or parallel to `kernels`.
+#[derive(Default)]
+pub(crate) struct NodeTables {
+    runtimes: Vec<NodeRuntime>,
+    io: Vec<i32>,
+    /// Scratch buffers as (offset from `scratch_base`, bytes).
+    scratch: Vec<(u32, u32)>,
+    scratch_base: usize,
+    op_types: Vec<TypeId>,
+    kernels: Vec<KernelEntry>,
+    registrations: Vec<Registration>,
+}
+
+/// What a node is when it runs: its index and its tensor lists (global tensor indices, `-1` =
+/// omitted), from the node table at invoke or from the build's node list at prepare time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeRef<'a> {
+    pub index: usize,
+    pub inputs: &'a [i32],
+    pub outputs: &'a [i32],
+}
+
+/// A node's resolved runtime: what an `InvokeContext` and the view check read.
+#[derive(Clone, Copy)]
+pub(crate) struct NodeView<'a> {
+    pub rt: NodeFlags,
+    pub node: NodeRef<'a>,
+    pub op_data: Option<(*const u8, TypeId)>,
+    pub scratch: ScratchList<'a>,
+    pub states: &'a [i32],
+    pub kernel: &'a KernelEntry,
+}
+
+/// A node's scratch buffers: (offset, bytes) pairs from one base address.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScratchList<'a> {
+    base: usize,
+    list: &'a [(u32, u32)],
+}
+
+impl ScratchList<'_> {
+    /// Scratch buffer `k`'s address and bytes, `None` out of range.
+    #[inline]
+    pub(crate) fn get(&self, k: usize) -> Option<(*mut u8, usize)> {
+        self.list
+            .get(k)
+            .map(|&(o, n)| ((self.base as *mut u8).wrapping_add(o as usize), n as usize))
+    }
+
+    /// Every scratch buffer's address and bytes.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (*mut u8, usize)> + '_ {
+        (0..self.list.len()).filter_map(|k| self.get(k))
+    }
+}
+
+/// What [`NodeTables::push`] records of a node besides its registration.
+pub(crate) struct NodeEntry<'e> {
+    pub builtin: BuiltinOp,
+    pub inputs: &'e [i32],
+    pub outputs: &'e [i32],
+    pub op_data: Option<(u32, TypeId)>,
+    pub scratch: &'e [(*mut u8, usize)],
+    pub states: &'e [u32],
+    pub variable_inputs: u64,
+    pub aliased: bool,
+    pub prepare_time: bool,
+}
+
+fn too_many() -> InterpreterError {
+    InterpreterError::Memory("too many nodes, tensors or records for the node tables".into())
+}
+
+/// The position of the first element of `pool` equal by `eq`, else of `make()` pushed.
+fn intern<T>(pool: &mut Vec<T>, eq: impl Fn(&T) -> bool, make: impl FnOnce() -> T) -> usize {
+    match pool.iter().position(eq) {
+        Some(p) => p,
+        None => {
+            pool.push(make());
+            pool.len() - 1
+        }
+    }
+}
+
+impl NodeTables {
+    /// An empty table whose nodes' scratch buffers lie at or after `base`, within 4 GiB.
+    pub(crate) fn with_scratch_base(base: *mut u8) -> Self {
+        NodeTables {
+            scratch_base: base as usize,
+            ..Self::default()
+        }
+    }
+
+    /// Appends the next node: its kernel (shared with earlier nodes of the same registration
+    /// and op), tensor lists, op data record and type, scratch buffers and state records.
+    pub(crate) fn push(
+        &mut self,
+        registration: &Registration,
+        e: NodeEntry<'_>,
+    ) -> Result<(), InterpreterError> {
+        let found = self
+            .kernels
+            .iter()
+            .zip(&self.registrations)
+            .position(|(k, r)| {
+                r.name == registration.name
+                    && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
+                    && r.inplace == registration.inplace
+                    && r.sparse_inputs == registration.sparse_inputs
+                    && r.f16_inputs == registration.f16_inputs
+                    && k.builtin == e.builtin
+            });
+        let kernel = match found {
+            Some(k) => k,
+            None if self.registrations.len() == self.kernels.len() => {
+                self.kernels.push(KernelEntry {
+                    kernel: registration.kernel.clone(),
+                    name: registration.name,
+                    builtin: e.builtin,
+                });
+                self.registrations.push(registration.clone());
+                self.kernels.len() - 1
+            }
+            None => {
+                return Err(InterpreterError::Memory(
+                    "a node was added after the node table dropped its registrations".into(),
+                ))
+            }
+        };
+        let (op_data, op_type) = match e.op_data {
+            Some((record, id)) => (record, intern(&mut self.op_types, |&t| t == id, || id)),
+            None => (NO_OP_DATA, 0),
+        };
+        if e.scratch.len() > MAX_SCRATCH {
+            return Err(too_many());
+        }
+        let flag = |on: bool, f: u8| if on { f } else { 0 };
+        let rt = NodeRuntime {
+            op_data,
+            io: u32::try_from(self.io.len()).map_err(|_| too_many())?,
+            scratch: u32::try_from(self.scratch.len()).map_err(|_| too_many())?,
+            kernel: u16::try_from(kernel).map_err(|_| too_many())?,
+            op_type: u8::try_from(op_type).map_err(|_| too_many())?,
+            flags: flag(e.aliased, ALIASED)
+                | flag(e.prepare_time, PREPARE_TIME)
+                | flag(e.variable_inputs != 0, VARIABLES),
+        };
+        let count = |n: usize| i32::try_from(n).map_err(|_| too_many());
+        for list in [e.inputs, e.outputs] {
+            self.io.push(count(list.len())?);
+            self.io.extend_from_slice(list);
+        }
+        self.io.push(count(e.states.len())?);
+        for &r in e.states {
+            self.io.push(i32::try_from(r).map_err(|_| too_many())?);
+        }
+        self.io.push(count(e.scratch.len())?);
+        if e.variable_inputs != 0 {
+            // The mask's two halves, bit-cast.
+            self.io.push(e.variable_inputs as u32 as i32);
+            self.io.push((e.variable_inputs >> 32) as u32 as i32);
+        }
+        for &(ptr, bytes) in e.scratch {
+            let offset = (ptr as usize)
+                .checked_sub(self.scratch_base)
+                .and_then(|o| u32::try_from(o).ok());
+            match (offset, u32::try_from(bytes)) {
+                (Some(o), Ok(n)) => self.scratch.push((o, n)),
+                _ => {
+                    return Err(InterpreterError::Memory(format!(
+                        "scratch buffer of {bytes} bytes at {ptr:p} lies outside 4 GiB of the \
+                         scratch base {:#x}",
+                        self.scratch_base
+                    )))
+                }
+            }
+        }
+        self.runtimes.push(rt);
+        Ok(())
+    }
+
+    /// Frees the full registrations (after the last `push`, when nothing will rebuild the
+    /// interpreter from this table).
+    pub(crate) fn drop_registrations(&mut self) {
+        self.registrations = Vec::new();
+    }
+
+    /// Node `i`'s full registration, `None` after
+    /// [`drop_registrations`](Self::drop_registrations).
+    pub(crate) fn registration(&self, i: usize) -> Option<&Registration> {
+        self.registrations
+            .get(self.runtimes.get(i)?.kernel as usize)
+    }
+
+    /// Number of nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.runtimes.len()
+    }
+
+    /// Node `i`'s runtime record, `None` out of range.
+    pub(crate) fn runtime(&self, i: usize) -> Option<&NodeRuntime> {
+        self.runtimes.get(i)
+    }
+
+    /// Node `i`'s kernel and op name (`i` in range).
+    pub(crate) fn kernel(&self, i: usize) -> &KernelEntry {
+        &self.kernels[self.runtimes[i].kernel as usize]
+    }
+
+    /// The list at `at` in the io pool and the position after it.
+    #[inline]
+    fn list(&self, at: usize) -> (&[i32], usize) {
+        let n = self.io[at] as usize;
+        (&self.io[at + 1..at + 1 + n], at + 1 + n)
+    }
+
+    /// Node `i`'s runtime resolved against `records` (the persistent records' addresses).
+    #[inline]
+    pub(crate) fn view<'a>(&'a self, i: usize, records: &RecordTable) -> NodeView<'a> {
+        let rt = &self.runtimes[i];
+        let s = rt.scratch as usize;
+        let (inputs, next) = self.list(rt.io as usize);
+        let (outputs, next) = self.list(next);
+        let (states, next) = self.list(next);
+        let n_scratch = self.io[next] as usize;
+        let variable_inputs = if rt.flags & VARIABLES != 0 {
+            (self.io[next + 1] as u32 as u64) | ((self.io[next + 2] as u32 as u64) << 32)
+        } else {
+            0
+        };
+        NodeView {
+            rt: NodeFlags {
+                variable_inputs,
+                aliased: rt.flags & ALIASED != 0,
+            },
+            node: NodeRef {
+                index: i,
+                inputs,
+                outputs,
+            },
+            op_data: (rt.op_data != NO_OP_DATA)
+                .then(|| records.get(rt.op_data as usize))
+                .flatten()
+                .map(|r| (r.0 as *const u8, self.op_types[rt.op_type as usize])),
+            scratch: ScratchList {
+                base: self.scratch_base,
+                list: &self.scratch[s..s + n_scratch],
+            },
+            states,
+            kernel: &self.kernels[rt.kernel as usize],
+        }
+    }
+
+    /// Every node's state records (each once: a record belongs to one node).
+    pub(crate) fn states(&self) -> impl Iterator<Item = u32> + '_ {
+        self.runtimes.iter().flat_map(|rt| {
+            let (_, next) = self.list(rt.io as usize);
+            let (_, next) = self.list(next);
+            self.list(next).0.iter().map(|&r| r as u32)
+        })
+    }
+
+    /// Frees the unused capacity of the pools (after the last `push`).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.runtimes.shrink_to_fit();
+        self.io.shrink_to_fit();
+        self.scratch.shrink_to_fit();
+        self.op_types.shrink_to_fit();
+        self.kernels.shrink_to_fit();
+        self.registrations.shrink_to_fit();
+    }
+
+    /// Heap bytes of the tables (capacities).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use core::mem::size_of;
+        self.runtimes.capacity() * size_of::<NodeRuntime>()
+            + self.io.capacity() * size_of::<i32>()
+            + self.scratch.capacity() * size_of::<(u32, u32)>()
+            + self.op_types.capacity() * size_of::<TypeId>()
+            + self.kernels.capacity() * size_of::<KernelEntry>()
+            + self.registrations.capacity() * size_of::<Registration>()
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<NodeRuntime>() == 16);
