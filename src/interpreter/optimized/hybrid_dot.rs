@@ -7,9 +7,11 @@
 //! AVX2: each row is widened once to int16 `x - offset` (in `[-255, 255]`) into a stack block
 //! of [`BLOCK`] values, then multiplied with the weights widened to int16 by `vpmaddwd`, four
 //! channels at a time sharing each activation load (pair sums `<= 2 * 255 * 128` are exact).
-//! Rows longer than the block, and the scalar path, run the portable loop.
+//! Rows longer than the block, and the scalar path, run the reference loops
+//! ([`offset_dots`]).
 
 use super::isa::Isa;
+use crate::interpreter::reference::hybrid::offset_dots;
 
 /// Longest row the AVX2 path takes (the int16 block on its stack: 8 KiB).
 pub const BLOCK: usize = 4096;
@@ -36,17 +38,7 @@ pub fn hybrid_dots(
         return;
     }
     let _ = isa;
-    for r in 0..rows {
-        let xr = &x[r * k..][..k];
-        let off = offset(r);
-        for c in 0..n {
-            let wr = &w[c * k..][..k];
-            let acc = xr.iter().zip(wr).fold(0i32, |acc, (&x, &w)| {
-                acc.wrapping_add((i32::from(x) - off).wrapping_mul(i32::from(w)))
-            });
-            emit(r, c, acc);
-        }
-    }
+    offset_dots(rows, k, n, x, offset, w, emit);
 }
 
 #[cfg(target_arch = "x86_64")]
