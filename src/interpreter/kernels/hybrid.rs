@@ -11,7 +11,7 @@
 //! products). Invoke quantizes the input, then runs
 //! [`crate::interpreter::reference::hybrid`], except that the optimized set takes the int32
 //! sums of FULLY_CONNECTED and of ungrouped CONV_2D from
-//! [`crate::interpreter::optimized::hybrid_dot`] (AVX2) with the same float epilogue, so both
+//! [`crate::interpreter::optimized::hybrid_dot`] (AVX2, AVX-512 VNNI) with the same float epilogue, so both
 //! sets give the same bits: a pointwise convolution (1x1, stride 1) reads the quantized image
 //! as rows, any other gathers each output pixel's window into an im2col row of head scratch
 //! (padding taps hold the image's zero point, so they add zero, as LiteRT's `Im2col` does;
@@ -21,6 +21,7 @@
 use super::quant_params::{filter_scales, float_range, fused_activation};
 use crate::interpreter::optimized::hybrid_depthwise;
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
+use crate::interpreter::optimized::hybrid_quantize;
 use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::hybrid::{
@@ -193,9 +194,10 @@ pub(crate) fn invoke_fully_connected(
 ) -> Result<(), KernelError> {
     let (b, k) = (d.rows.rows, d.rows.depth);
     let input = ctx.input::<f32>(0)?;
-    let x = d
-        .rows
-        .fill(ctx, |out| quantize_rows(input, b, k, d.asymmetric, out))?;
+    let x = d.rows.fill(ctx, |out| match d.fast {
+        true => hybrid_quantize::quantize_rows(ctx.isa(), input, b, k, d.asymmetric, out),
+        false => quantize_rows(input, b, k, d.asymmetric, out),
+    })?;
     let (w, scales) = (ctx.input::<i8>(1)?, ctx.persistent(d.scales)?);
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
     let out = ctx.output::<f32>(0)?;
@@ -213,9 +215,13 @@ pub(crate) fn invoke_fully_connected(
         x.q,
         |r| x.offsets[r],
         w,
-        |r, c, acc| {
-            let bc = bias.map_or(0.0, |b| b[c]);
-            out[r * u + c] = fc_output(acc, x.scales[r], weight_scale(scales, c), bc, d.min, d.max);
+        |r, c0, sums| {
+            let row = &mut out[r * u + c0..][..sums.len()];
+            for (i, (o, &acc)) in row.iter_mut().zip(sums).enumerate() {
+                let c = c0 + i;
+                let bc = bias.map_or(0.0, |b| b[c]);
+                *o = fc_output(acc, x.scales[r], weight_scale(scales, c), bc, d.min, d.max);
+            }
         },
     );
     Ok(())
@@ -242,6 +248,8 @@ enum ConvPath {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ConvHybrid {
     path: ConvPath,
+    /// The optimized set (the input quantized by `hybrid_quantize`).
+    fast: bool,
     geometry: ConvGeometry,
     depthwise: bool,
     asymmetric: bool,
@@ -298,6 +306,7 @@ pub(crate) fn prepare_conv(
     };
     ctx.set_op_data(ConvHybrid {
         path,
+        fast: set == KernelSet::Optimized,
         geometry: *g,
         depthwise,
         asymmetric: per_channel,
@@ -319,9 +328,10 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
     let g = &d.geometry;
     let (b, n) = (d.rows.rows, d.rows.depth);
     let input = ctx.input::<f32>(0)?;
-    let x = d
-        .rows
-        .fill(ctx, |out| quantize_rows(input, b, n, d.asymmetric, out))?;
+    let x = d.rows.fill(ctx, |out| match d.fast {
+        true => hybrid_quantize::quantize_rows(ctx.isa(), input, b, n, d.asymmetric, out),
+        false => quantize_rows(input, b, n, d.asymmetric, out),
+    })?;
     let filter = ctx.input::<i8>(1)?;
     let scales = ctx.persistent(d.scales)?;
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
@@ -376,10 +386,14 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
                 rows,
                 |_| offset,
                 filter,
-                |r, c, acc| {
-                    let bc = bias.map_or(0.0, |b| b[c]);
-                    let s = weight_scale(scales, c);
-                    out[r * oc + c] = conv_output(d.order, acc, scale, s, bc, d.min, d.max);
+                |r, c0, sums| {
+                    let row = &mut out[r * oc + c0..][..sums.len()];
+                    for (i, (o, &acc)) in row.iter_mut().zip(sums).enumerate() {
+                        let c = c0 + i;
+                        let bc = bias.map_or(0.0, |b| b[c]);
+                        let s = weight_scale(scales, c);
+                        *o = conv_output(d.order, acc, scale, s, bc, d.min, d.max);
+                    }
                 },
             );
         }

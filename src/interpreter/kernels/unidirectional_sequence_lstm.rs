@@ -105,9 +105,22 @@ impl RowDots for IsaDots {
         x: &[i8],
         offsets: &[i32],
         w: &[i8],
-        emit: impl FnMut(usize, usize, i32),
+        mut emit: impl FnMut(usize, usize, i32),
     ) {
-        hybrid_dots(self.0, rows, k, n, x, |r| offsets[r], w, emit);
+        hybrid_dots(
+            self.0,
+            rows,
+            k,
+            n,
+            x,
+            |r| offsets[r],
+            w,
+            |r, c0, sums| {
+                for (i, &acc) in sums.iter().enumerate() {
+                    emit(r, c0 + i, acc);
+                }
+            },
+        );
     }
 }
 

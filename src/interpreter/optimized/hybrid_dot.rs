@@ -1,8 +1,17 @@
-//! The int32 sums of the dynamic-range ("hybrid") FULLY_CONNECTED and pointwise CONV_2D:
+//! The int32 sums of the dynamic-range ("hybrid") FULLY_CONNECTED, CONV_2D and LSTM:
 //! `acc[r][c] = sum_j (x[r][j] - offset(r)) * w[c][j]` of quantized int8 rows against int8
-//! weight rows `[n, k]` read in place, handed to the caller's float epilogue `emit(r, c, acc)`.
-//! The sums are exact (wrapping int32, equal to the reference's in any order), so the outputs
-//! are bit-identical on every path.
+//! weight rows `[n, k]` read in place, handed to the caller's float epilogue a run of
+//! channels at a time: `emit(r, c0, sums)` gets `sums[i] = acc[r][c0 + i]`. The sums are exact
+//! (wrapping int32, equal to the reference's in any order), so the outputs are bit-identical
+//! on every path.
+//!
+//! AVX-512 VNNI ([`vnni`]): `vpdpbusd` multiplies unsigned by signed bytes, so the rows are
+//! read as `u = x + 128` (`x ^ 0x80`, on the fly) and
+//! `sum_j (x_j - offset) w_j = sum_j u_j w_j - (128 + offset) * sum_j w_j`; the weight sums of
+//! a run of [`CHUNK`] channels are taken once per call, then tiles of 4 rows × 4 channels
+//! stream 64 depth positions per step from the weights' own layout (no packed copy, no
+//! scratch), the depth tail by masked loads (weights past `k` load as 0, so their products
+//! vanish).
 //!
 //! AVX2: each row is widened once to int16 `x - offset` (in `[-255, 255]`) into a stack block
 //! of [`BLOCK`] values, then multiplied with the weights widened to int16 by `vpmaddwd`, four
@@ -16,8 +25,12 @@ use crate::interpreter::reference::hybrid::offset_dots;
 /// Longest row the AVX2 path takes (the int16 block on its stack: 8 KiB).
 pub const BLOCK: usize = 4096;
 
-/// `emit(r, c, sum_j (x[r * k + j] - offset(r)) * w[c * k + j])` for every row `r < rows` and
-/// channel `c < n`, on path `isa`.
+/// Channels whose sums one call of `emit` receives at most.
+pub const CHUNK: usize = 64;
+
+/// `emit(r, c0, sums)` with `sums[i] = sum_j (x[r * k + j] - offset(r)) * w[(c0 + i) * k + j]`
+/// for every row `r < rows`, covering every channel `c < n` once (runs of at most [`CHUNK`]
+/// channels, rows in increasing order within a run), on path `isa`.
 #[allow(clippy::too_many_arguments)]
 pub fn hybrid_dots(
     isa: Isa,
@@ -27,9 +40,16 @@ pub fn hybrid_dots(
     x: &[i8],
     offset: impl Fn(usize) -> i32,
     w: &[i8],
-    mut emit: impl FnMut(usize, usize, i32),
+    mut emit: impl FnMut(usize, usize, &[i32]),
 ) {
     let (x, w) = (&x[..rows * k], &w[..n * k]);
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512vnni() {
+        // SAFETY: `avx512vnni()` checked the cached CPU detection (AVX-512 F/BW and VNNI
+        // present); `x` holds `rows * k` and `w` `n * k` values (sliced above).
+        unsafe { vnni::dots(rows, k, n, x, &offset, w, &mut emit) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() && k <= BLOCK {
         // SAFETY: `avx2()` checked the cached CPU detection (AVX2 present); `x` holds `rows * k`
@@ -38,7 +58,7 @@ pub fn hybrid_dots(
         return;
     }
     let _ = isa;
-    offset_dots(rows, k, n, x, offset, w, emit);
+    offset_dots(rows, k, n, x, offset, w, |r, c, acc| emit(r, c, &[acc]));
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -50,7 +70,7 @@ unsafe fn dots_avx2(
     x: &[i8],
     offset: &impl Fn(usize) -> i32,
     w: &[i8],
-    emit: &mut impl FnMut(usize, usize, i32),
+    emit: &mut impl FnMut(usize, usize, &[i32]),
 ) {
     use core::arch::x86_64::*;
     let mut buf = [0i16; BLOCK];
@@ -85,9 +105,11 @@ unsafe fn dots_avx2(
                 }
                 j += 16;
             }
+            let mut sums = [0i32; 4];
             for i in 0..4 {
-                emit(r, c + i, hsum(acc[i]).wrapping_add(tail(wr[i])));
+                sums[i] = hsum(acc[i]).wrapping_add(tail(wr[i]));
             }
+            emit(r, c, &sums);
             c += 4;
         }
         while c < n {
@@ -101,7 +123,7 @@ unsafe fn dots_avx2(
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, wv));
                 j += 16;
             }
-            emit(r, c, hsum(acc).wrapping_add(tail(wr)));
+            emit(r, c, &[hsum(acc).wrapping_add(tail(wr))]);
             c += 1;
         }
     }
@@ -118,6 +140,176 @@ unsafe fn hsum(v: core::arch::x86_64::__m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
+/// The AVX-512 VNNI body of [`hybrid_dots`].
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use super::CHUNK;
+    use core::arch::x86_64::*;
+
+    /// Rows of one tile.
+    const ROWS: usize = 4;
+    /// Channels of one tile.
+    const CHANNELS: usize = 4;
+
+    /// The depth of a call: whole 64-byte steps and the mask of the last partial one.
+    #[derive(Clone, Copy)]
+    struct Depth {
+        k: usize,
+        steps: usize,
+        tail: __mmask64,
+    }
+
+    /// [`super::hybrid_dots`] on AVX-512 VNNI.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW and VNNI; `x` holds `rows * k` values and `w` `n * k`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn dots(
+        rows: usize,
+        k: usize,
+        n: usize,
+        x: &[i8],
+        offset: &impl Fn(usize) -> i32,
+        w: &[i8],
+        emit: &mut impl FnMut(usize, usize, &[i32]),
+    ) {
+        let rem = k % 64;
+        let d = Depth {
+            k,
+            steps: k / 64,
+            tail: if rem == 0 { 0 } else { (1u64 << rem) - 1 },
+        };
+        let mut wsum = [0i32; CHUNK];
+        let mut sums = [[0i32; CHUNK]; ROWS];
+        let mut c0 = 0;
+        while c0 < n {
+            let cn = CHUNK.min(n - c0);
+            for (c, s) in wsum[..cn].iter_mut().enumerate() {
+                // SAFETY: channel `c0 + c < n`: its `k` weights are in `w`.
+                *s = weight_sum(w.as_ptr().add((c0 + c) * k), d);
+            }
+            let mut r0 = 0;
+            while r0 < rows {
+                let rn = if rows - r0 >= ROWS { ROWS } else { 1 };
+                let xr = x.as_ptr().add(r0 * k);
+                let mut c = 0;
+                while c < cn {
+                    let wc = w.as_ptr().add((c0 + c) * k);
+                    // SAFETY (all four): rows `r0..r0 + rn` and channels `c0 + c..` of the
+                    // tile are below `rows` and `n` (the branches' conditions), so every
+                    // 64-byte step (and the masked tail) reads inside `x` and `w`.
+                    match (rn, cn - c >= CHANNELS) {
+                        (ROWS, true) => tile::<ROWS, CHANNELS>(xr, wc, d, &mut sums, c),
+                        (ROWS, false) => tile::<ROWS, 1>(xr, wc, d, &mut sums, c),
+                        (_, true) => tile::<1, CHANNELS>(xr, wc, d, &mut sums, c),
+                        _ => tile::<1, 1>(xr, wc, d, &mut sums, c),
+                    }
+                    c += if cn - c >= CHANNELS { CHANNELS } else { 1 };
+                }
+                for (i, row) in sums[..rn].iter_mut().enumerate() {
+                    let shift = offset(r0 + i).wrapping_add(128);
+                    for (s, &ws) in row[..cn].iter_mut().zip(&wsum[..cn]) {
+                        *s = s.wrapping_sub(shift.wrapping_mul(ws));
+                    }
+                    emit(r0 + i, c0, &row[..cn]);
+                }
+                r0 += rn;
+            }
+            c0 += cn;
+        }
+    }
+
+    /// `sum_j w[j]` over the `d.k` weights at `w`.
+    ///
+    /// # Safety
+    /// `w` points at `d.k` readable bytes; the CPU has AVX-512 F/BW and VNNI.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn weight_sum(w: *const i8, d: Depth) -> i32 {
+        let ones = _mm512_set1_epi8(1);
+        let mut acc = _mm512_setzero_si512();
+        for s in 0..d.steps {
+            let wv = _mm512_loadu_si512(w.add(s * 64) as *const _);
+            acc = _mm512_dpbusd_epi32(acc, ones, wv);
+        }
+        if d.tail != 0 {
+            let wv = _mm512_maskz_loadu_epi8(d.tail, w.add(d.steps * 64));
+            acc = _mm512_dpbusd_epi32(acc, ones, wv);
+        }
+        _mm512_reduce_add_epi32(acc)
+    }
+
+    /// `out[i][c + j] = sum_l (x[i * k + l] + 128) * w[j * k + l]` (wrapping) for `i < R`,
+    /// `j < C`.
+    ///
+    /// # Safety
+    /// `x` points at `R` rows and `w` at `C` weight rows of `d.k` readable bytes each;
+    /// `c + C <= CHUNK`; the CPU has AVX-512 F/BW and VNNI.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tile<const R: usize, const C: usize>(
+        x: *const i8,
+        w: *const i8,
+        d: Depth,
+        out: &mut [[i32; CHUNK]; ROWS],
+        c: usize,
+    ) {
+        let flip = _mm512_set1_epi8(i8::MIN);
+        let mut acc = [[_mm512_setzero_si512(); C]; R];
+        let mut xs = [_mm512_setzero_si512(); R];
+        for s in 0..d.steps {
+            for (i, xv) in xs.iter_mut().enumerate() {
+                let v = _mm512_loadu_si512(x.add(i * d.k + s * 64) as *const _);
+                *xv = _mm512_xor_si512(v, flip);
+            }
+            for j in 0..C {
+                let wv = _mm512_loadu_si512(w.add(j * d.k + s * 64) as *const _);
+                for i in 0..R {
+                    acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xs[i], wv);
+                }
+            }
+        }
+        if d.tail != 0 {
+            let at = d.steps * 64;
+            for (i, xv) in xs.iter_mut().enumerate() {
+                // Bytes past `k` become 128 here, but their weights load as 0.
+                let v = _mm512_maskz_loadu_epi8(d.tail, x.add(i * d.k + at));
+                *xv = _mm512_xor_si512(v, flip);
+            }
+            for j in 0..C {
+                let wv = _mm512_maskz_loadu_epi8(d.tail, w.add(j * d.k + at));
+                for i in 0..R {
+                    acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xs[i], wv);
+                }
+            }
+        }
+        for i in 0..R {
+            if C == CHANNELS {
+                let a = &acc[i];
+                let s = reduce4(a[0], a[1 % C], a[2 % C], a[3 % C]);
+                _mm_storeu_si128(out[i][c..c + 4].as_mut_ptr() as *mut __m128i, s);
+            } else {
+                for j in 0..C {
+                    out[i][c + j] = _mm512_reduce_add_epi32(acc[i][j]);
+                }
+            }
+        }
+    }
+
+    /// The lane sums of four vectors, `[sum a, sum b, sum c, sum d]` (wrapping).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn reduce4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m128i {
+        // Per 128-bit lane: [a0 + a2, b0 + b2, a1 + a3, b1 + b3] and the same for c, d.
+        let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+        let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+        // Per 128-bit lane: [a, b, c, d] partial sums.
+        let v = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+        let h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+        _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,10 +322,22 @@ mod tests {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             (seed >> 24) as u8 as i8
         };
-        for &(rows, k, n) in &[(1, 1, 1), (3, 16, 4), (2, 37, 9), (5, 128, 7), (1, 4100, 3)] {
-            let x: Vec<i8> = (0..rows * k).map(|_| next()).collect();
-            let w: Vec<i8> = (0..n * k).map(|_| next()).collect();
-            let offs: Vec<i32> = (0..rows).map(|_| i32::from(next())).collect();
+        let shapes = [
+            (1, 1, 1),
+            (3, 16, 4),
+            (2, 37, 9),
+            (5, 128, 7),
+            (1, 4100, 3),
+            (9, 72, 70),
+            (4, 64, 4),
+            (7, 200, 133),
+        ];
+        for (t, &(rows, k, n)) in shapes.iter().enumerate() {
+            // The second-to-last shape takes the extremes: every product at its largest.
+            let extreme = t == shapes.len() - 2;
+            let x: Vec<i8> = (0..rows * k).map(|_| if extreme { i8::MIN } else { next() }).collect();
+            let w: Vec<i8> = (0..n * k).map(|_| if extreme { i8::MIN } else { next() }).collect();
+            let offs: Vec<i32> = (0..rows).map(|r| if extreme { 127 - r as i32 } else { i32::from(next()) }).collect();
             let mut want = Vec::new();
             for r in 0..rows {
                 for c in 0..n {
@@ -145,7 +349,15 @@ mod tests {
             }
             for &isa in Isa::available() {
                 let mut got = rust_alloc::vec![0i32; rows * n];
-                hybrid_dots(isa, rows, k, n, &x, |r| offs[r], &w, |r, c, a| got[r * n + c] = a);
+                let mut seen = rust_alloc::vec![0u8; rows * n];
+                hybrid_dots(isa, rows, k, n, &x, |r| offs[r], &w, |r, c0, sums| {
+                    assert!(sums.len() <= CHUNK);
+                    for (i, &a) in sums.iter().enumerate() {
+                        got[r * n + c0 + i] = a;
+                        seen[r * n + c0 + i] += 1;
+                    }
+                });
+                assert!(seen.iter().all(|&s| s == 1), "{isa}: every sum emitted once");
                 assert_eq!(got, want, "{isa} rows {rows} k {k} n {n}");
             }
         }

@@ -36,6 +36,14 @@ pub struct RowQuant {
     pub offset: i32,
 }
 
+impl RowQuant {
+    /// The parameters of a row quantized to zeros (empty, all zero, or no range).
+    pub const UNIT: RowQuant = RowQuant {
+        scale: 1.0,
+        offset: 0,
+    };
+}
+
 /// `(first smallest, last largest)` of `len` values read through `at` (`std::minmax_element`).
 fn min_max(len: usize, at: &impl Fn(usize) -> f32) -> (f32, f32) {
     let (mut lo, mut hi) = (at(0), at(0));
@@ -75,55 +83,53 @@ fn abs(x: f32) -> f32 {
     }
 }
 
-/// Symmetric int8 quantization of `out.len()` values read through `at` (LiteRT's
-/// `SymmetricQuantizeFloats`): scale `range / 127` with `range = max(|min|, |max|)`, values
-/// `round(x * (127 / range))` clamped to `[-127, 127]`; an all-zero row gives zeros and scale 1.
-pub fn quantize_symmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuant {
-    let unit = RowQuant {
-        scale: 1.0,
-        offset: 0,
-    };
-    if out.is_empty() {
-        return unit;
-    }
-    let (lo, hi) = min_max(out.len(), &at);
+/// The symmetric parameters of a row whose smallest and largest values are `lo` and `hi`
+/// (LiteRT's `SymmetricQuantizeFloats`): scale `range / 127` with `range = max(|lo|, |hi|)`,
+/// and the factor `127 / range` the values are multiplied by; `None` when `range` is 0 (the
+/// row quantizes to zeros with scale 1).
+pub fn symmetric_params(lo: f32, hi: f32) -> Option<(RowQuant, f32)> {
     let (a, b) = (abs(lo), abs(hi));
     let range = if a < b { b } else { a };
     if range == 0.0 {
-        out.fill(0);
-        return unit;
+        return None;
     }
-    let inv = 127.0f32 / range;
+    let p = RowQuant {
+        scale: range / 127.0,
+        offset: 0,
+    };
+    Some((p, 127.0f32 / range))
+}
+
+/// Symmetric int8 quantization of `out.len()` values read through `at` (LiteRT's
+/// `SymmetricQuantizeFloats`): [`symmetric_params`], values `round(x * (127 / range))`
+/// clamped to `[-127, 127]`; an all-zero row gives zeros and scale 1.
+pub fn quantize_symmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuant {
+    if out.is_empty() {
+        return RowQuant::UNIT;
+    }
+    let (lo, hi) = min_max(out.len(), &at);
+    let Some((p, inv)) = symmetric_params(lo, hi) else {
+        out.fill(0);
+        return RowQuant::UNIT;
+    };
     for (i, q) in out.iter_mut().enumerate() {
         *q = round_to_i32(at(i) * inv).clamp(-127, 127) as i8;
     }
-    RowQuant {
-        scale: range / 127.0,
-        offset: 0,
-    }
+    p
 }
 
-/// Asymmetric int8 quantization of `out.len()` values read through `at` (LiteRT's
-/// `AsymmetricQuantizeFloats`): the range `[min(x, 0), max(x, 0)]` over 255 steps, the zero
-/// point from whichever end has the smaller error, nudged into `[-128, 127]`; values
-/// `round(offset + x * (1 / scale))`, clamped. A row of zeros gives zeros, scale 1 and offset 0.
-/// Scale and zero point are computed in float, as the LiteRT 2.3 runtime does (checked against
-/// its intermediate tensors: newer LiteRT sources compute them in double, which moves some
-/// scales by one ulp).
-pub fn quantize_asymmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuant {
-    let unit = RowQuant {
-        scale: 1.0,
-        offset: 0,
-    };
-    if out.is_empty() {
-        return unit;
-    }
-    let (lo, hi) = min_max(out.len(), &at);
+/// The asymmetric parameters of a row whose smallest and largest values are `lo` and `hi`
+/// (LiteRT's `AsymmetricQuantizeFloats`): the range `[min(lo, 0), max(hi, 0)]` over 255
+/// steps, the zero point from whichever end has the smaller error, nudged into `[-128, 127]`,
+/// and the factor `1 / scale` the values are multiplied by; `None` when the range is empty
+/// (the row quantizes to zeros with scale 1 and offset 0). Scale and zero point are computed
+/// in float, as the LiteRT 2.3 runtime does (checked against its intermediate tensors: newer
+/// LiteRT sources compute them in double, which moves some scales by one ulp).
+pub fn asymmetric_params(lo: f32, hi: f32) -> Option<(RowQuant, f32)> {
     let rmin = if lo < 0.0 { lo } else { 0.0 };
     let rmax = if hi > 0.0 { hi } else { 0.0 };
     if rmin == rmax {
-        out.fill(0);
-        return unit;
+        return None;
     }
     let (qmin, qmax) = (-128.0f32, 127.0f32);
     let scale = (rmax - rmin) / (qmax - qmin);
@@ -139,12 +145,26 @@ pub fn quantize_asymmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuan
     } else {
         zp.round() as i32
     };
-    let inv = 1.0f32 / scale;
-    let off = offset as f32;
+    Some((RowQuant { scale, offset }, 1.0f32 / scale))
+}
+
+/// Asymmetric int8 quantization of `out.len()` values read through `at` (LiteRT's
+/// `AsymmetricQuantizeFloats`): [`asymmetric_params`], values `round(offset + x * (1 /
+/// scale))`, clamped. A row of zeros gives zeros, scale 1 and offset 0.
+pub fn quantize_asymmetric(at: impl Fn(usize) -> f32, out: &mut [i8]) -> RowQuant {
+    if out.is_empty() {
+        return RowQuant::UNIT;
+    }
+    let (lo, hi) = min_max(out.len(), &at);
+    let Some((p, inv)) = asymmetric_params(lo, hi) else {
+        out.fill(0);
+        return RowQuant::UNIT;
+    };
+    let off = p.offset as f32;
     for (i, q) in out.iter_mut().enumerate() {
         *q = round_to_i32(off + at(i) * inv).clamp(-128, 127) as i8;
     }
-    RowQuant { scale, offset }
+    p
 }
 
 /// Rows of quantized input: `q` row after row, each with its scale and zero point.
@@ -179,8 +199,19 @@ pub struct RowsOut<'a> {
 }
 
 impl RowsOut<'_> {
+    /// Row `r` of `len` values, to be written with [`RowsOut::set_params`].
+    pub fn row_mut(&mut self, r: usize, len: usize) -> &mut [i8] {
+        &mut self.q[r * len..][..len]
+    }
+
+    /// Records row `r`'s parameters.
+    pub fn set_params(&mut self, r: usize, p: RowQuant) {
+        self.scales[r] = p.scale;
+        self.offsets[r] = p.offset;
+    }
+
     /// Quantizes row `r` of `len` values read through `at`.
-    fn quantize(&mut self, r: usize, len: usize, asymmetric: bool, at: impl Fn(usize) -> f32) {
+    pub fn quantize(&mut self, r: usize, len: usize, asymmetric: bool, at: impl Fn(usize) -> f32) {
         let out = &mut self.q[r * len..][..len];
         let p = if asymmetric {
             quantize_asymmetric(at, out)
