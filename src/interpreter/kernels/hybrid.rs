@@ -26,8 +26,8 @@ use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::hybrid::{
     batch_matmul_hybrid, conv_hybrid, conv_output, depthwise_conv_hybrid, depthwise_output,
-    fc_output, fully_connected_hybrid, quantize_lhs_rows, quantize_rows, weight_scale,
-    ConvScaleOrder, QuantizedRows, RowsOut,
+    fc_output, fully_connected_hybrid, quantize_lhs_rows, quantize_rows, ConvScaleOrder,
+    QuantizedRows, RowsOut,
 };
 use crate::interpreter::{
     InvokeContext, KernelError, KernelSet, PersistentArray, PrepareContext, ScratchId, TensorInfo,
@@ -216,15 +216,56 @@ pub(crate) fn invoke_fully_connected(
         |r| x.offsets[r],
         w,
         |r, c0, sums| {
-            let row = &mut out[r * u + c0..][..sums.len()];
-            for (i, (o, &acc)) in row.iter_mut().zip(sums).enumerate() {
-                let c = c0 + i;
-                let bc = bias.map_or(0.0, |b| b[c]);
-                *o = fc_output(acc, x.scales[r], weight_scale(scales, c), bc, d.min, d.max);
-            }
+            let (row, rs) = (&mut out[r * u + c0..], x.scales[r]);
+            write_run(row, sums, c0, scales, bias, |a, s, b| {
+                fc_output(a, rs, s, b, d.min, d.max)
+            });
         },
     );
     Ok(())
+}
+
+/// `out[i] = f(sums[i], weight scale, bias)` of channels `c0 + i` for a run of sums: one loop
+/// per case of per-tensor or per-channel scales and bias or none, without branches inside, so
+/// the compiler vectorises it (the same float operations as element by element, so the same
+/// bits; no bias adds `0.0`, as the reference's).
+#[inline(always)]
+fn write_run(
+    out: &mut [f32],
+    sums: &[i32],
+    c0: usize,
+    scales: &[f32],
+    bias: Option<&[f32]>,
+    f: impl Fn(i32, f32, f32) -> f32,
+) {
+    let n = sums.len();
+    let out = &mut out[..n];
+    let bias = bias.map(|b| &b[c0..c0 + n]);
+    if let [s] = *scales {
+        match bias {
+            Some(b) => out
+                .iter_mut()
+                .zip(sums)
+                .zip(b)
+                .for_each(|((o, &a), &b)| *o = f(a, s, b)),
+            None => out
+                .iter_mut()
+                .zip(sums)
+                .for_each(|(o, &a)| *o = f(a, s, 0.0)),
+        }
+    } else {
+        let s = &scales[c0..c0 + n];
+        match bias {
+            Some(b) => {
+                let it = out.iter_mut().zip(sums).zip(s).zip(b);
+                it.for_each(|(((o, &a), &s), &b)| *o = f(a, s, b));
+            }
+            None => {
+                let it = out.iter_mut().zip(sums).zip(s);
+                it.for_each(|((o, &a), &s)| *o = f(a, s, 0.0));
+            }
+        }
+    }
 }
 
 /// Largest im2col scratch of the optimized hybrid CONV_2D (bytes); larger runs the reference
@@ -348,10 +389,10 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
                 image,
                 offset,
                 filter,
-                |p, c, acc| {
-                    let bc = bias.map_or(0.0, |b| b[c]);
-                    let s = weight_scale(scales, c);
-                    out[p * oc + c] = depthwise_output(acc, scale, s, bc, d.min, d.max);
+                |p, sums| {
+                    write_run(&mut out[p * oc..], sums, 0, scales, bias, |a, s, b| {
+                        depthwise_output(a, scale, s, b, d.min, d.max)
+                    })
                 },
             );
         }
@@ -387,12 +428,19 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
                 |_| offset,
                 filter,
                 |r, c0, sums| {
-                    let row = &mut out[r * oc + c0..][..sums.len()];
-                    for (i, (o, &acc)) in row.iter_mut().zip(sums).enumerate() {
-                        let c = c0 + i;
-                        let bc = bias.map_or(0.0, |b| b[c]);
-                        let s = weight_scale(scales, c);
-                        *o = conv_output(d.order, acc, scale, s, bc, d.min, d.max);
+                    let row = &mut out[r * oc + c0..];
+                    let (lo, hi) = (d.min, d.max);
+                    match d.order {
+                        ConvScaleOrder::Folded => {
+                            write_run(row, sums, c0, scales, bias, |a, s, b| {
+                                conv_output(ConvScaleOrder::Folded, a, scale, s, b, lo, hi)
+                            })
+                        }
+                        ConvScaleOrder::PerChannel => {
+                            write_run(row, sums, c0, scales, bias, |a, s, b| {
+                                conv_output(ConvScaleOrder::PerChannel, a, scale, s, b, lo, hi)
+                            })
+                        }
                     }
                 },
             );

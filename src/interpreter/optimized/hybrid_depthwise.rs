@@ -2,8 +2,9 @@
 //! output pixel of one quantized image, the input pixel under each tap inside the image is
 //! widened once to int16 `x - offset` per output channel (input channel `c / depth_multiplier`),
 //! and every output channel's accumulator gains `w[tap][c] * that` in one contiguous loop
-//! (vectorized by the compiler, with AVX2 on that path). Sums are exact (wrapping int32, the
-//! reference's values in any order); the caller's `emit(pixel, channel, acc)` makes the output.
+//! (vectorized by the compiler, with AVX2 or AVX-512 on those paths). Sums are exact (wrapping
+//! int32, the reference's values in any order); the caller's `emit(pixel, sums)` makes a
+//! pixel's outputs from its channels' sums.
 //! Images with more than [`MAX_CHANNELS`] output channels run the reference loop instead
 //! ([`covers`]).
 
@@ -18,8 +19,8 @@ pub fn covers(g: &ConvGeometry) -> bool {
     g.out_c <= MAX_CHANNELS && g.out_c == g.in_c * g.depth_multiplier.max(1)
 }
 
-/// `emit(p, c, acc)` for every output pixel `p` (row-major) and channel `c` of one image
-/// (`g.batches` is ignored): `acc = sum over taps inside the image of w * (x - offset)`.
+/// `emit(p, sums)` for every output pixel `p` (row-major) of one image (`g.batches` is
+/// ignored), `sums[c]` for channel `c`: the sum over taps inside the image of `w * (x - offset)`.
 /// `g` must be [`covers`]ed.
 pub fn depthwise_hybrid_sums(
     isa: Isa,
@@ -27,8 +28,15 @@ pub fn depthwise_hybrid_sums(
     image: &[i8],
     offset: i32,
     filter: &[i8],
-    mut emit: impl FnMut(usize, usize, i32),
+    mut emit: impl FnMut(usize, &[i32]),
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512() {
+        // SAFETY: `avx512()` checked the cached CPU detection (AVX-512 F/BW present); the body
+        // is the portable loop, bounds-checked.
+        unsafe { sums_avx512(g, image, offset, filter, &mut emit) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
         // SAFETY: `avx2()` checked the cached CPU detection (AVX2 present); the body is the
@@ -47,7 +55,19 @@ unsafe fn sums_avx2(
     image: &[i8],
     offset: i32,
     filter: &[i8],
-    emit: &mut impl FnMut(usize, usize, i32),
+    emit: &mut impl FnMut(usize, &[i32]),
+) {
+    sums(g, image, offset, filter, emit);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn sums_avx512(
+    g: &ConvGeometry,
+    image: &[i8],
+    offset: i32,
+    filter: &[i8],
+    emit: &mut impl FnMut(usize, &[i32]),
 ) {
     sums(g, image, offset, filter, emit);
 }
@@ -58,7 +78,7 @@ fn sums(
     image: &[i8],
     offset: i32,
     filter: &[i8],
-    emit: &mut impl FnMut(usize, usize, i32),
+    emit: &mut impl FnMut(usize, &[i32]),
 ) {
     let oc = g.out_c;
     let dm = g.depth_multiplier.max(1);
@@ -89,10 +109,7 @@ fn sums(
                     }
                 }
             }
-            let p = oy * g.out_w + ox;
-            for (c, &a) in acc.iter().enumerate() {
-                emit(p, c, a);
-            }
+            emit(oy * g.out_w + ox, acc);
         }
     }
 }
@@ -151,8 +168,10 @@ mod tests {
             depthwise_conv_hybrid(&g, &rows, &filt, &[1.0], None, f32::MIN, f32::MAX, &mut want);
             for &isa in Isa::available() {
                 let mut got = rust_alloc::vec![0f32; want.len()];
-                depthwise_hybrid_sums(isa, &g, &x, off, &filt, |p, ch, a| {
-                    got[p * c * dm + ch] = a as f32
+                depthwise_hybrid_sums(isa, &g, &x, off, &filt, |p, sums| {
+                    for (o, &a) in got[p * c * dm..][..c * dm].iter_mut().zip(sums) {
+                        *o = a as f32;
+                    }
                 });
                 assert_eq!(got, want, "{isa} {h}x{w}x{c} dm {dm}");
             }
