@@ -52,15 +52,19 @@ pub struct TensorEntry {
     pub sparsity: Option<Box<Sparsity>>,
 }
 
-/// Per tensor of a [`TensorTable`]: where its dimensions sit in the pool, and its kind.
+/// Per tensor of a [`TensorTable`]: where its dimensions sit in the pool, and its kind. 4
+/// bytes: the pool (equal shapes stored once) holds at most 65,535 dimensions and a rank is at
+/// most 255; build refuses more.
 #[derive(Clone, Copy, Debug)]
 struct TensorMeta {
     /// Start of the dimensions in [`TensorTable::dims`].
-    dims: u32,
-    /// Rank (`u16`: a model's ranks are far below; build refuses more).
-    rank: u16,
+    dims: u16,
+    /// Rank.
+    rank: u8,
     kind: TensorKind,
 }
+
+const _: () = assert!(core::mem::size_of::<TensorMeta>() == 4);
 
 /// A tensor's name and quantization, kept for the tensors users read (graph inputs and
 /// outputs).
@@ -130,7 +134,7 @@ impl TensorTable {
                 name: e.name.clone(),
                 message: "rank or shape table too large for the interpreter's tables".into(),
             };
-            let rank = u16::try_from(e.dims.len()).map_err(|_| too_big())?;
+            let rank = u8::try_from(e.dims.len()).map_err(|_| too_big())?;
             // Equal shapes share their pool entry (the search is build-time only); a scalar's
             // empty shape is the empty range at 0.
             let found = match e.dims.len() {
@@ -141,7 +145,7 @@ impl TensorTable {
                 dims.extend_from_slice(&e.dims);
                 dims.len() - e.dims.len()
             });
-            let start = u32::try_from(start).map_err(|_| too_big())?;
+            let start = u16::try_from(start).map_err(|_| too_big())?;
             let tensor = u32::try_from(t).map_err(|_| too_big())?;
             meta.push(TensorMeta {
                 dims: start,
@@ -227,12 +231,11 @@ impl TensorTable {
         }
     }
 
-    /// Heap bytes the table holds (requested sizes).
-    pub(crate) fn heap_bytes(&self) -> usize {
+    /// Heap bytes the table holds (requested sizes) by part: the per-tensor records, the
+    /// shape pool, and the kept names, quantization and sparsity.
+    pub(crate) fn heap_parts(&self) -> [(&'static str, usize); 3] {
         use core::mem::size_of;
-        self.meta.len() * size_of::<TensorMeta>()
-            + self.dims.len() * size_of::<usize>()
-            + self.sparse.len() * size_of::<(u32, Sparsity)>()
+        let described = self.sparse.len() * size_of::<(u32, Sparsity)>()
             + self
                 .sparse
                 .iter()
@@ -249,7 +252,12 @@ impl TensorTable {
                     };
                     name + d.quantization.as_ref().map_or(0, |q| q.heap_bytes())
                 })
-                .sum::<usize>()
+                .sum::<usize>();
+        [
+            ("tensor records", self.meta.len() * size_of::<TensorMeta>()),
+            ("shapes", self.dims.len() * size_of::<usize>()),
+            ("io names, quantization, sparsity", described),
+        ]
     }
 }
 

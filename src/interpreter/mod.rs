@@ -481,8 +481,9 @@ impl<'a> Interpreter<'a> {
     /// Restores every variable tensor to its initial value (the model's data; else the zero point
     /// for int8, zero otherwise) and zeroes every kernel state array.
     pub fn reset_variables(&mut self) {
-        for r in self.node_tables.states() {
-            let Some((ptr, bytes)) = self.records.get(r as usize) else {
+        for (at, bytes) in self.node_tables.states() {
+            let bytes = bytes as usize;
+            let Some(ptr) = self.records.get(at, bytes) else {
                 continue;
             };
             // SAFETY: a state record of `bytes` in the arena tail owned by this interpreter;
@@ -748,6 +749,7 @@ impl<'a> Interpreter<'a> {
             s.heap_bytes,
             self.heap_parts()
                 .iter()
+                .filter(|&&(_, b)| b > 0)
                 .map(|(name, b)| format!("{name} {b} B"))
                 .collect::<Vec<_>>()
                 .join(", "),
@@ -770,10 +772,22 @@ impl<'a> Interpreter<'a> {
     /// The memory report as JSON.
     pub fn memory_report_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(&self.summary).unwrap_or(serde_json::Value::Null);
-        if let (Some(obj), Some(r)) = (v.as_object_mut(), self.recording()) {
-            obj.insert("recording".into(), r.to_json());
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("heap_parts".into(), self.heap_parts_json());
+            if let Some(r) = self.recording() {
+                obj.insert("recording".into(), r.to_json());
+            }
         }
         v
+    }
+
+    /// [`heap_parts`](Self::heap_parts) as a JSON object (part name → bytes).
+    pub fn heap_parts_json(&self) -> serde_json::Value {
+        self.heap_parts()
+            .iter()
+            .map(|&(name, b)| (name.to_string(), serde_json::Value::from(b)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     }
 
     /// Heap bytes of the interpreter's own tables (not the arena, not the model).
@@ -781,8 +795,9 @@ impl<'a> Interpreter<'a> {
         self.heap_parts().iter().map(|&(_, b)| b).sum()
     }
 
-    /// [`heap_bytes`](Self::heap_bytes) by table, for the memory report.
-    fn heap_parts(&self) -> [(&'static str, usize); 6] {
+    /// [`MemorySummary::heap_bytes`] by table: what each of the interpreter's tables keeps on
+    /// the heap (requested sizes), for the memory report.
+    pub fn heap_parts(&self) -> [(&'static str, usize); 12] {
         use core::mem::size_of;
         let io = self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()
             + self
@@ -797,11 +812,19 @@ impl<'a> Interpreter<'a> {
                 .as_ref()
                 .map_or(0, String::capacity);
         let variables = self.variable_init.capacity() * size_of::<(u32, builder::VariableInit)>();
+        let [t0, t1, t2] = self.tensors.heap_parts();
+        let [n0, n1, n2, n3, n4, n5] = self.node_tables.heap_parts();
         [
-            ("tensors", self.tensors.heap_bytes()),
+            t0,
+            t1,
+            t2,
             ("slots", self.slots.heap_bytes()),
-            ("nodes", self.node_tables.heap_bytes()),
-            ("records", self.records.heap_bytes()),
+            n0,
+            n1,
+            n2,
+            n3,
+            n4,
+            n5,
             ("graph io and subgraphs", io),
             ("variable initial values", variables),
         ]

@@ -17,7 +17,7 @@ use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
 use crate::interpreter::context::{
-    check_node_views, NodeEntry, NodeTables, RecordTable, SlotTable,
+    check_node_views, NodeEntry, NodeTables, SlotTable,
 };
 use crate::interpreter::graph::{TensorKind, TensorTable};
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
@@ -130,7 +130,6 @@ pub(crate) fn finish<'a>(
         .head_ptr(0, 0)
         .map_err(allocation::arena_error)?
         .as_ptr();
-    let records = RecordTable::pack(&records, arena_start)?;
     let mut node_tables = NodeTables::with_scratch_base(arena_start);
     for (i, node) in nodes.iter().enumerate() {
         let mut variable_inputs = 0u64;
