@@ -72,7 +72,8 @@ const _: () = assert!(core::mem::size_of::<TensorMeta>() == 4);
 struct Described {
     tensor: u32,
     name: Name,
-    quantization: Option<Quantization>,
+    /// Boxed: 8 bytes when absent (a `Quantization` is 56).
+    quantization: Option<Box<Quantization>>,
 }
 
 /// A kept tensor name: where the model's flatbuffer stores it (read in place, as TFLM reads
@@ -163,7 +164,7 @@ impl TensorTable {
                         Some((at, len)) => Name::InModel { at, len },
                         None => Name::Owned(e.name.as_str().into()),
                     },
-                    quantization: e.quantization.as_deref().cloned(),
+                    quantization: e.quantization.clone(),
                 });
             }
         }
@@ -220,7 +221,7 @@ impl TensorTable {
 
     /// Quantization of tensor `t` (`None` unless it was kept and has some).
     pub(crate) fn quantization(&self, t: usize) -> Option<&Quantization> {
-        self.described(t).and_then(|d| d.quantization.as_ref())
+        self.described(t).and_then(|d| d.quantization.as_deref())
     }
 
     /// `tensor {t}` and the name when it is kept, for error messages.
@@ -250,7 +251,10 @@ impl TensorTable {
                         Name::Owned(name) => name.len(),
                         Name::InModel { .. } => 0,
                     };
-                    name + d.quantization.as_ref().map_or(0, |q| q.heap_bytes())
+                    name + d
+                        .quantization
+                        .as_ref()
+                        .map_or(0, |q| size_of::<Quantization>() + q.heap_bytes())
                 })
                 .sum::<usize>();
         [

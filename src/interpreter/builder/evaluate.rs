@@ -96,7 +96,7 @@ pub(super) fn evaluate_at_build(
             builtin: node.builtin,
             inputs: &node.inputs,
             outputs: &node.outputs,
-            op_data: mem.op_data.map(|d| (d.record, d.type_id)),
+            op_data: mem.op_data.map(|d| (d.record, d.type_of)),
             scratch: &scratch,
             states: &mem.states,
             variable_inputs: 0,

@@ -16,9 +16,7 @@ use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
-use crate::interpreter::context::{
-    check_node_views, NodeEntry, NodeTables, SlotTable,
-};
+use crate::interpreter::context::{check_node_views, NodeEntry, NodeTables, SlotTable};
 use crate::interpreter::graph::{TensorKind, TensorTable};
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
@@ -153,7 +151,7 @@ pub(crate) fn finish<'a>(
                 builtin: node.builtin,
                 inputs: &node.inputs,
                 outputs: &node.outputs,
-                op_data: memory[i].op_data.map(|d| (d.record, d.type_id)),
+                op_data: memory[i].op_data.map(|d| (d.record, d.type_of)),
                 scratch: &core::mem::take(&mut scratch_ptr[i]),
                 states: &memory[i].states,
                 variable_inputs,

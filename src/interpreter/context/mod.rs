@@ -295,7 +295,7 @@ impl BuildState<'_> {
         unsafe { ptr.write(value) };
         self.memory.op_data = Some(OpDataRef {
             record,
-            type_id: TypeId::of::<T>(),
+            type_of: TypeId::of::<T>,
         });
         Ok(())
     }

@@ -63,21 +63,64 @@ pub(crate) struct NodeFlags {
 const NO_OP_DATA: u32 = u32::MAX;
 
 /// A distinct kernel of the table: what invoke calls, the registration's name and the op it
-/// runs (the registration's other fields matter only while building).
+/// runs (the registration's other fields matter only while building). 32 bytes: the name is
+/// kept as its first byte and length (a `&'static str` is 16 bytes).
 pub(crate) struct KernelEntry {
     pub kernel: rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
-    pub name: &'static str,
+    /// The registration name's start.
+    name_start: StaticBytes,
+    name_len: u32,
     pub builtin: BuiltinOp,
 }
 
+/// The start of a `&'static str` (with that string's provenance).
+#[derive(Clone, Copy)]
+struct StaticBytes(*const u8);
+
+// SAFETY: it points into a static string, which is immutable and lives for the program.
+unsafe impl Send for StaticBytes {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for StaticBytes {}
+
+const _: () = assert!(core::mem::size_of::<KernelEntry>() <= 32);
+
 impl KernelEntry {
+    /// The entry of `kernel` registered as `name` running `builtin` (`None`: a name of 4 GiB
+    /// or more).
+    fn new(
+        kernel: rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
+        name: &'static str,
+        builtin: BuiltinOp,
+    ) -> Option<Self> {
+        Some(KernelEntry {
+            kernel,
+            name_start: StaticBytes(name.as_ptr()),
+            name_len: u32::try_from(name.len()).ok()?,
+            builtin,
+        })
+    }
+
+    /// The registration's name.
+    pub(crate) fn name(&self) -> &'static str {
+        // SAFETY: `name_start` and `name_len` are the start and length of a `&'static str`
+        // (`new`), or length 0; a static string is live, immutable and valid UTF-8.
+        unsafe {
+            core::str::from_utf8_unchecked(core::slice::from_raw_parts(
+                self.name_start.0,
+                self.name_len as usize,
+            ))
+        }
+    }
+
     /// Display name of the op: the builtin's (`CONV_2D`), else `CUSTOM(<registration name>)`
     /// (the custom op's name for the crate's kernels; a caller's registration under another
     /// name shows that name).
     pub(crate) fn op_name(&self) -> Cow<'static, str> {
         match self.builtin.name() {
             Some(name) if self.builtin != BuiltinOp::CUSTOM => Cow::Borrowed(name),
-            _ if self.builtin == BuiltinOp::CUSTOM => Cow::Owned(format!("CUSTOM({})", self.name)),
+            _ if self.builtin == BuiltinOp::CUSTOM => {
+                Cow::Owned(format!("CUSTOM({})", self.name()))
+            }
             _ => Cow::Owned(self.builtin.to_string()),
         }
     }
@@ -96,7 +139,8 @@ pub(crate) struct NodeTables {
     /// Scratch buffers as (offset from `scratch_base`, bytes).
     scratch: Vec<(u32, u32)>,
     scratch_base: usize,
-    op_types: Vec<TypeId>,
+    /// Op-data types, each as its `TypeId::of` (8 bytes; a `TypeId` is 16).
+    op_types: Vec<fn() -> TypeId>,
     kernels: Vec<KernelEntry>,
     registrations: Vec<Registration>,
 }
@@ -148,7 +192,8 @@ pub(crate) struct NodeEntry<'e> {
     pub builtin: BuiltinOp,
     pub inputs: &'e [i32],
     pub outputs: &'e [i32],
-    pub op_data: Option<(u32, TypeId)>,
+    /// The op data's record offset and type (`TypeId::of::<T>`).
+    pub op_data: Option<(u32, fn() -> TypeId)>,
     pub scratch: &'e [(*mut u8, usize)],
     /// State records: (offset, bytes).
     pub states: &'e [(u32, u32)],
@@ -203,11 +248,10 @@ impl NodeTables {
         let kernel = match found {
             Some(k) => k,
             None if self.registrations.len() == self.kernels.len() => {
-                self.kernels.push(KernelEntry {
-                    kernel: registration.kernel.clone(),
-                    name: registration.name,
-                    builtin: e.builtin,
-                });
+                let entry =
+                    KernelEntry::new(registration.kernel.clone(), registration.name, e.builtin)
+                        .ok_or_else(too_many)?;
+                self.kernels.push(entry);
                 self.registrations.push(registration.clone());
                 self.kernels.len() - 1
             }
@@ -218,7 +262,10 @@ impl NodeTables {
             }
         };
         let (op_data, op_type) = match e.op_data {
-            Some((record, id)) => (record, intern(&mut self.op_types, |&t| t == id, || id)),
+            Some((record, of)) => {
+                let id = of();
+                (record, intern(&mut self.op_types, |t| t() == id, || of))
+            }
             None => (NO_OP_DATA, 0),
         };
         if e.scratch.len() > MAX_SCRATCH {
@@ -333,7 +380,7 @@ impl NodeTables {
             op_data: (rt.op_data != NO_OP_DATA)
                 .then(|| records.get(rt.op_data, 0))
                 .flatten()
-                .map(|p| (p as *const u8, self.op_types[rt.op_type as usize])),
+                .map(|p| (p as *const u8, (self.op_types[rt.op_type as usize])())),
             scratch: ScratchList {
                 base: self.scratch_base,
                 list: &self.scratch[s..s + n_scratch],
@@ -370,11 +417,20 @@ impl NodeTables {
     pub(crate) fn heap_parts(&self) -> [(&'static str, usize); 6] {
         use core::mem::size_of;
         [
-            ("node records", self.runtimes.capacity() * size_of::<NodeRuntime>()),
+            (
+                "node records",
+                self.runtimes.capacity() * size_of::<NodeRuntime>(),
+            ),
             ("node lists", self.io.capacity() * size_of::<i32>()),
             ("scratch", self.scratch.capacity() * size_of::<(u32, u32)>()),
-            ("op-data types", self.op_types.capacity() * size_of::<TypeId>()),
-            ("kernels", self.kernels.capacity() * size_of::<KernelEntry>()),
+            (
+                "op-data types",
+                self.op_types.capacity() * size_of::<fn() -> TypeId>(),
+            ),
+            (
+                "kernels",
+                self.kernels.capacity() * size_of::<KernelEntry>(),
+            ),
             (
                 "registrations",
                 self.registrations.capacity() * size_of::<Registration>(),

@@ -67,9 +67,7 @@ impl Persistent {
 
     /// The record at `offset` (one `allocate` returned; records are in offset order).
     fn record(&self, offset: u32) -> Record {
-        let i = self
-            .records
-            .partition_point(|r| r.offset < offset as usize);
+        let i = self.records.partition_point(|r| r.offset < offset as usize);
         match self.records.get(i) {
             Some(&r) if r.offset == offset as usize => r,
             _ => panic!("no persistent record at offset {offset}"),
@@ -120,7 +118,8 @@ impl Persistent {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OpDataRef {
     pub record: u32,
-    pub type_id: TypeId,
+    /// `TypeId::of` the op data's type.
+    pub type_of: fn() -> TypeId,
 }
 
 /// What init and prepare produce for one node.
