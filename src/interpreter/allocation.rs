@@ -11,7 +11,7 @@
 //! Arena bytes = head + tail exactly, so a caller's buffer of [`MemoryPlan::arena_bytes`] works
 //! and one alignment unit less fails with the exact shortfall.
 
-use super::context::{NodeMemory, Persistent, Slot, RECORD_ALIGNMENT};
+use super::context::{NodeMemory, Persistent, RecordTable, Slot, RECORD_ALIGNMENT};
 use super::error::InterpreterError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
 use super::plan::{self, plan_all};
@@ -143,13 +143,15 @@ pub(crate) fn plan_head(
     })
 }
 
-/// Commits the head plan to `arena` and copies every staged record into its tail; returns each
-/// record's address and size.
+/// Commits the head plan to `arena` and copies every staged record into its tail, where the
+/// records keep their staging offsets from one start (the tail grows down: the last record is
+/// allocated first); returns that region. An error if the arena's tail does not lay them out so
+/// (an arena end not aligned to [`ALIGNMENT`]).
 pub(crate) fn fill_arena(
     arena: &mut Arena<'_>,
     plan: &MemoryPlan,
     persistent: &Persistent,
-) -> Result<Vec<(*mut u8, usize)>, InterpreterError> {
+) -> Result<RecordTable, InterpreterError> {
     let owners = &plan.owners;
     arena
         .commit_plan(&plan.plan, &plan.requirements, |i| match owners[i] {
@@ -157,18 +159,30 @@ pub(crate) fn fill_arena(
             Owner::Scratch { .. } => Category::Scratch,
         })
         .map_err(arena_error)?;
-    let mut out = Vec::with_capacity(persistent.records.len());
-    for (i, r) in persistent.records.iter().enumerate() {
+    let mut start: Option<*mut u8> = None;
+    for r in persistent.records.iter().rev() {
         let ptr = arena
             .allocate_persistent(r.size, ALIGNMENT, r.category)
             .map_err(arena_error)?;
-        let src = persistent.bytes(i as u32);
+        let base = ptr.as_ptr().wrapping_sub(r.offset);
+        if start.is_some_and(|s| s != base) {
+            return Err(InterpreterError::Memory(format!(
+                "the arena tail placed a persistent record of {} bytes off its staged offset {}",
+                r.size, r.offset
+            )));
+        }
+        start = Some(base);
+        // The offset was returned by `allocate` as a u32.
+        let src = persistent.bytes(r.offset as u32);
         // SAFETY: the arena handed out `r.size` fresh bytes at `ptr`, disjoint from the staging
         // buffer `src` points into.
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), ptr.as_ptr(), r.size) };
-        out.push((ptr.as_ptr(), r.size));
     }
-    Ok(out)
+    let start = match start {
+        Some(s) => s,
+        None => arena.head_ptr(0, 0).map_err(arena_error)?.as_ptr(),
+    };
+    Ok(RecordTable::new(start, persistent.tail_bytes()))
 }
 
 /// Addresses of every tensor (head offset, tail record, the model's constant data, or the
@@ -181,7 +195,7 @@ pub(crate) fn resolve_addresses(
     tensors: &[TensorEntry],
     memory: &[NodeMemory],
     tensor_record: &[Option<u32>],
-    records: &[(*mut u8, usize)],
+    records: &RecordTable,
     (model, layout): (&Model, &Layout),
     shared: &[Option<usize>],
 ) -> Result<(Vec<Slot>, Vec<Vec<(*mut u8, usize)>>), InterpreterError> {
@@ -223,8 +237,11 @@ pub(crate) fn resolve_addresses(
                 dtype: e.dtype,
             };
         } else if let Some(r) = tensor_record[t] {
+            let ptr = records.get(r, e.bytes).ok_or_else(|| {
+                InterpreterError::Memory(format!("tensor {t}: its tail record is out of range"))
+            })?;
             slots[t] = Slot {
-                ptr: records[r as usize].0,
+                ptr,
                 bytes: e.bytes,
                 dtype: e.dtype,
             };

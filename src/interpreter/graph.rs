@@ -52,15 +52,19 @@ pub struct TensorEntry {
     pub sparsity: Option<Box<Sparsity>>,
 }
 
-/// Per tensor of a [`TensorTable`]: where its dimensions sit in the pool, and its kind.
+/// Per tensor of a [`TensorTable`]: where its dimensions sit in the pool, and its kind. 4
+/// bytes: the pool (equal shapes stored once) holds at most 65,535 dimensions and a rank is at
+/// most 255; build refuses more.
 #[derive(Clone, Copy, Debug)]
 struct TensorMeta {
     /// Start of the dimensions in [`TensorTable::dims`].
-    dims: u32,
-    /// Rank (`u16`: a model's ranks are far below; build refuses more).
-    rank: u16,
+    dims: u16,
+    /// Rank.
+    rank: u8,
     kind: TensorKind,
 }
+
+const _: () = assert!(core::mem::size_of::<TensorMeta>() == 4);
 
 /// A tensor's name and quantization, kept for the tensors users read (graph inputs and
 /// outputs).
@@ -68,7 +72,8 @@ struct TensorMeta {
 struct Described {
     tensor: u32,
     name: Name,
-    quantization: Option<Quantization>,
+    /// Boxed: 8 bytes when absent (a `Quantization` is 56).
+    quantization: Option<Box<Quantization>>,
 }
 
 /// A kept tensor name: where the model's flatbuffer stores it (read in place, as TFLM reads
@@ -130,7 +135,7 @@ impl TensorTable {
                 name: e.name.clone(),
                 message: "rank or shape table too large for the interpreter's tables".into(),
             };
-            let rank = u16::try_from(e.dims.len()).map_err(|_| too_big())?;
+            let rank = u8::try_from(e.dims.len()).map_err(|_| too_big())?;
             // Equal shapes share their pool entry (the search is build-time only); a scalar's
             // empty shape is the empty range at 0.
             let found = match e.dims.len() {
@@ -141,7 +146,7 @@ impl TensorTable {
                 dims.extend_from_slice(&e.dims);
                 dims.len() - e.dims.len()
             });
-            let start = u32::try_from(start).map_err(|_| too_big())?;
+            let start = u16::try_from(start).map_err(|_| too_big())?;
             let tensor = u32::try_from(t).map_err(|_| too_big())?;
             meta.push(TensorMeta {
                 dims: start,
@@ -159,7 +164,7 @@ impl TensorTable {
                         Some((at, len)) => Name::InModel { at, len },
                         None => Name::Owned(e.name.as_str().into()),
                     },
-                    quantization: e.quantization.as_deref().cloned(),
+                    quantization: e.quantization.clone(),
                 });
             }
         }
@@ -216,7 +221,7 @@ impl TensorTable {
 
     /// Quantization of tensor `t` (`None` unless it was kept and has some).
     pub(crate) fn quantization(&self, t: usize) -> Option<&Quantization> {
-        self.described(t).and_then(|d| d.quantization.as_ref())
+        self.described(t).and_then(|d| d.quantization.as_deref())
     }
 
     /// `tensor {t}` and the name when it is kept, for error messages.
@@ -227,12 +232,11 @@ impl TensorTable {
         }
     }
 
-    /// Heap bytes the table holds (requested sizes).
-    pub(crate) fn heap_bytes(&self) -> usize {
+    /// Heap bytes the table holds (requested sizes) by part: the per-tensor records, the
+    /// shape pool, and the kept names, quantization and sparsity.
+    pub(crate) fn heap_parts(&self) -> [(&'static str, usize); 3] {
         use core::mem::size_of;
-        self.meta.len() * size_of::<TensorMeta>()
-            + self.dims.len() * size_of::<usize>()
-            + self.sparse.len() * size_of::<(u32, Sparsity)>()
+        let described = self.sparse.len() * size_of::<(u32, Sparsity)>()
             + self
                 .sparse
                 .iter()
@@ -247,9 +251,17 @@ impl TensorTable {
                         Name::Owned(name) => name.len(),
                         Name::InModel { .. } => 0,
                     };
-                    name + d.quantization.as_ref().map_or(0, |q| q.heap_bytes())
+                    name + d
+                        .quantization
+                        .as_ref()
+                        .map_or(0, |q| size_of::<Quantization>() + q.heap_bytes())
                 })
-                .sum::<usize>()
+                .sum::<usize>();
+        [
+            ("tensor records", self.meta.len() * size_of::<TensorMeta>()),
+            ("shapes", self.dims.len() * size_of::<usize>()),
+            ("io names, quantization, sparsity", described),
+        ]
     }
 }
 

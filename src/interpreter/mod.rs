@@ -42,6 +42,7 @@ internal_mod!(threads);
 mod allocation;
 mod builder;
 mod graph;
+mod memory;
 mod subgraphs;
 
 pub use allocation::ArenaSource;
@@ -54,12 +55,13 @@ pub use context::{
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::TensorKind;
 pub use kernel::{InPlace, Kernel, KernelSet, Registration};
+pub use memory::{ArenaNeeds, MemorySummary, SubgraphMemory};
 pub use optimized::{Isa, IsaSelection, IsaSource};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
 pub use resolver::OpResolver;
-use rust_alloc::{string::String, string::ToString, vec::Vec};
+use rust_alloc::{string::ToString, vec::Vec};
 
-use crate::arena::{Arena, Recording};
+use crate::arena::Arena;
 use crate::model::{Model, Quantization};
 use crate::tensor::{DType, Element, Tensor, TensorBuffer};
 use context::{NodeTables, RecordTable, Slot, SlotTable};
@@ -67,74 +69,6 @@ use core::cell::Cell;
 use core::time::Duration;
 use graph::TensorTable;
 use rust_alloc::sync::Arc;
-
-/// How the interpreter's memory is used.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct MemorySummary {
-    /// Arena bytes: head + tail (what a caller's buffer must hold, at an aligned address).
-    pub total_bytes: usize,
-    /// Head: planned tensors and kernel scratch.
-    pub head_bytes: usize,
-    /// Tail: op data, persistent arrays, variables, prepare-time constants.
-    pub tail_bytes: usize,
-    /// Sum of the kernel scratch buffers as granted (inside the head; an elastic request at the
-    /// size it grew to, see `PrepareContext::request_scratch_up_to`).
-    pub scratch_bytes: usize,
-    /// Tail bytes that are tensors (variables, prepare-time constants, aligned constant copies).
-    pub persistent_bytes: usize,
-    /// Tail bytes of op data and persistent arrays (precomputed constants not included).
-    pub op_data_bytes: usize,
-    /// Tail bytes of precomputed constants: packed weight copies, lookup tables, folded biases
-    /// (0 unless a memory budget or [`Precompute`] grants them; see
-    /// [`InterpreterBuilder::arena_budget`]).
-    pub precomputed_bytes: usize,
-    /// Largest temp request during prepare (freed before the arena exists).
-    pub temp_peak_bytes: usize,
-    /// Heap bytes the interpreter keeps after build, outside the arena: the tensor table
-    /// (8 bytes a tensor, one pool of distinct shapes, names and quantization of graph inputs
-    /// and outputs only), each tensor's slot (12 bytes: an offset into the arena or the
-    /// model's bytes), the node table (each node's 32-byte runtime record with one pool of
-    /// input and output lists, the shared scratch, state and op-data pools and the distinct
-    /// kernels), the persistent records' addresses, the subgraph list and variable initial
-    /// values (requested sizes; the allocator's rounding and headers come on top). Not
-    /// counted: the model's tables [`Interpreter::resize_input`] keeps when a graph input has a
-    /// dynamic dimension (shared when built with [`InterpreterBuilder::shared`], a copy
-    /// otherwise; their weights stay shared with the model; without a dynamic input no copy
-    /// is kept). No op resolver is kept: a resize finds the kernels in the node table.
-    pub heap_bytes: usize,
-    /// Why the model's offline plan was not used, if it had one that could not be.
-    pub offline_plan_ignored: Option<String>,
-    /// Per subgraph the interpreter runs (subgraph 0 first, then those control flow calls): its
-    /// planned buffers in the one head.
-    pub subgraphs: Vec<SubgraphMemory>,
-}
-
-/// The head memory of one subgraph (all subgraphs share the one head plan: a called
-/// subgraph's buffers are live only while it runs, so its bytes overlap other subgraphs').
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct SubgraphMemory {
-    /// The model's subgraph index.
-    pub index: usize,
-    /// Its nodes.
-    pub nodes: usize,
-    /// Sum of its planned tensors' bytes and its nodes' scratch (each buffer once).
-    pub buffer_bytes: usize,
-    /// End of its highest buffer in the head (its buffers lie in `[0, head_span_bytes)`).
-    pub head_span_bytes: usize,
-}
-
-/// What a model needs of a caller-provided arena (see [`Interpreter::arena_needs`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct ArenaNeeds {
-    /// Bytes of the buffer (at a 16-byte aligned address; up to 15 more otherwise).
-    pub total_bytes: usize,
-    /// Head: planned tensors and scratch.
-    pub head_bytes: usize,
-    /// Kernel scratch inside the head.
-    pub scratch_bytes: usize,
-    /// Tail: op data, persistent arrays, variables, prepare-time constants.
-    pub tail_bytes: usize,
-}
 
 /// What a graph input or output is.
 #[derive(Clone, Copy, Debug)]
@@ -481,8 +415,9 @@ impl<'a> Interpreter<'a> {
     /// Restores every variable tensor to its initial value (the model's data; else the zero point
     /// for int8, zero otherwise) and zeroes every kernel state array.
     pub fn reset_variables(&mut self) {
-        for r in self.node_tables.states() {
-            let Some((ptr, bytes)) = self.records.get(r as usize) else {
+        for (at, bytes) in self.node_tables.states() {
+            let bytes = bytes as usize;
+            let Some(ptr) = self.records.get(at, bytes) else {
                 continue;
             };
             // SAFETY: a state record of `bytes` in the arena tail owned by this interpreter;
@@ -715,96 +650,6 @@ impl<'a> Interpreter<'a> {
             Some(q) => t.with_quantization(q.clone()).map_err(err),
             None => Ok(t),
         }
-    }
-
-    /// Exact arena bytes in use, scratch included (head + tail).
-    pub fn arena_used_bytes(&self) -> usize {
-        self.summary.total_bytes
-    }
-
-    /// The memory summary.
-    pub fn memory(&self) -> &MemorySummary {
-        &self.summary
-    }
-
-    /// The arena's per-category recording (TFLM's `RecordingMicroAllocator`).
-    pub fn recording(&self) -> Option<&Recording> {
-        self.arena.recording()
-    }
-
-    /// Text report: the summary and the per-category recording.
-    pub fn memory_report(&self) -> String {
-        let s = &self.summary;
-        let mut out = format!(
-            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed)\n\
-             heap kept by the interpreter: {} B ({}); prepare temp peak: {} B\n",
-            s.total_bytes,
-            s.head_bytes,
-            s.scratch_bytes,
-            s.tail_bytes,
-            s.persistent_bytes,
-            s.op_data_bytes,
-            s.precomputed_bytes,
-            s.heap_bytes,
-            self.heap_parts()
-                .iter()
-                .map(|(name, b)| format!("{name} {b} B"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            s.temp_peak_bytes
-        );
-        if s.subgraphs.len() > 1 {
-            for g in &s.subgraphs {
-                out.push_str(&format!(
-                    "subgraph {}: {} nodes, {} B of buffers in the head (up to offset {})\n",
-                    g.index, g.nodes, g.buffer_bytes, g.head_span_bytes
-                ));
-            }
-        }
-        if let Some(r) = self.recording() {
-            out.push_str(&r.to_text());
-        }
-        out
-    }
-
-    /// The memory report as JSON.
-    pub fn memory_report_json(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(&self.summary).unwrap_or(serde_json::Value::Null);
-        if let (Some(obj), Some(r)) = (v.as_object_mut(), self.recording()) {
-            obj.insert("recording".into(), r.to_json());
-        }
-        v
-    }
-
-    /// Heap bytes of the interpreter's own tables (not the arena, not the model).
-    fn heap_bytes(&self) -> usize {
-        self.heap_parts().iter().map(|&(_, b)| b).sum()
-    }
-
-    /// [`heap_bytes`](Self::heap_bytes) by table, for the memory report.
-    fn heap_parts(&self) -> [(&'static str, usize); 6] {
-        use core::mem::size_of;
-        let io = self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()
-            + self
-                .subgraphs
-                .iter()
-                .map(|g| (g.inputs.len() + g.outputs.len()) * size_of::<usize>())
-                .sum::<usize>()
-            + self.summary.subgraphs.capacity() * size_of::<SubgraphMemory>()
-            + self
-                .summary
-                .offline_plan_ignored
-                .as_ref()
-                .map_or(0, String::capacity);
-        let variables = self.variable_init.capacity() * size_of::<(u32, builder::VariableInit)>();
-        [
-            ("tensors", self.tensors.heap_bytes()),
-            ("slots", self.slots.heap_bytes()),
-            ("nodes", self.node_tables.heap_bytes()),
-            ("records", self.records.heap_bytes()),
-            ("graph io and subgraphs", io),
-            ("variable initial values", variables),
-        ]
     }
 }
 

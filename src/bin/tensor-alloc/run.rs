@@ -610,6 +610,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 "op_data_bytes": m.op_data_bytes,
                 "precomputed_bytes": m.precomputed_bytes,
                 "heap_bytes": m.heap_bytes,
+                "heap_parts": interp.heap_parts_json(),
                 "subgraphs": m.subgraphs,
             },
             "latency": {"median_us": us(med), "min_us": us(min), "runs": runs},

@@ -76,16 +76,8 @@ pub(super) fn evaluate_at_build(
             dtype: e.dtype,
         };
     }
-    let records: Vec<(*mut u8, usize)> = (0..persistent.records.len())
-        .map(|r| (persistent.ptr(r as u32), persistent.records[r].size))
-        .collect();
-    // The staged records lie in one staging buffer, from its lowest record on.
-    let base = records
-        .iter()
-        .map(|r| r.0)
-        .min_by_key(|&p| p as usize)
-        .unwrap_or(core::ptr::null_mut());
-    let records = RecordTable::pack(&records, base)?;
+    // The staged records lie in the staging buffer at their offsets.
+    let records = RecordTable::new(persistent.base(), persistent.tail_bytes());
     let scratch_base = scratch_block.as_mut_ptr() as *mut u8;
     let mut at = 0;
     let scratch: Vec<(*mut u8, usize)> = mem
@@ -104,7 +96,7 @@ pub(super) fn evaluate_at_build(
             builtin: node.builtin,
             inputs: &node.inputs,
             outputs: &node.outputs,
-            op_data: mem.op_data.map(|d| (d.record, d.type_id)),
+            op_data: mem.op_data.map(|d| (d.record, d.type_of)),
             scratch: &scratch,
             states: &mem.states,
             variable_inputs: 0,

@@ -16,9 +16,7 @@ use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
-use crate::interpreter::context::{
-    check_node_views, NodeEntry, NodeTables, RecordTable, SlotTable,
-};
+use crate::interpreter::context::{check_node_views, NodeEntry, NodeTables, SlotTable};
 use crate::interpreter::graph::{TensorKind, TensorTable};
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
@@ -130,7 +128,6 @@ pub(crate) fn finish<'a>(
         .head_ptr(0, 0)
         .map_err(allocation::arena_error)?
         .as_ptr();
-    let records = RecordTable::pack(&records, arena_start)?;
     let mut node_tables = NodeTables::with_scratch_base(arena_start);
     for (i, node) in nodes.iter().enumerate() {
         let mut variable_inputs = 0u64;
@@ -154,7 +151,7 @@ pub(crate) fn finish<'a>(
                 builtin: node.builtin,
                 inputs: &node.inputs,
                 outputs: &node.outputs,
-                op_data: memory[i].op_data.map(|d| (d.record, d.type_id)),
+                op_data: memory[i].op_data.map(|d| (d.record, d.type_of)),
                 scratch: &core::mem::take(&mut scratch_ptr[i]),
                 states: &memory[i].states,
                 variable_inputs,

@@ -28,7 +28,7 @@ pub struct InvokeContext<'a> {
     pub(crate) op_data: Option<(*const u8, TypeId)>,
     /// The node's scratch buffers (address, bytes).
     pub(crate) scratch: ScratchList<'a>,
-    /// The node's state records.
+    /// The node's state records: (offset, bytes) pairs.
     pub(crate) states: &'a [i32],
     pub(crate) slots: &'a SlotTable,
     pub(crate) tensors: &'a TensorTable,
@@ -115,16 +115,16 @@ impl<'a> InvokeContext<'a> {
 
     /// A persistent array stored by prepare.
     pub fn persistent<T: Scalar>(&self, array: PersistentArray<T>) -> Result<&'a [T], KernelError> {
-        let (ptr, size) = self
+        let bytes = (array.len as usize).saturating_mul(core::mem::size_of::<T>());
+        let ptr = self
             .records
-            .get(array.record as usize)
+            .get(array.record, bytes)
             .ok_or_else(|| KernelError::new("persistent array of another interpreter"))?;
-        if (array.len as usize).saturating_mul(core::mem::size_of::<T>()) > size {
-            return Err(KernelError::new("persistent array of another interpreter"));
-        }
-        // SAFETY: the record holds at least `len * size_of::<T>()` initialised bytes at a 16-byte
-        // aligned address for the interpreter's life, is never written after build, and `T`
-        // accepts any bit pattern (`Scalar`).
+        // SAFETY: the array's `len * size_of::<T>()` bytes lie inside the records region (checked
+        // above), initialised for the interpreter's life and never written after build except
+        // state arrays, which only a foreign handle could name here; its offset is a multiple
+        // of 16 from the 16-byte aligned region start, and `T` accepts any bit pattern
+        // (`Scalar`).
         Ok(unsafe { core::slice::from_raw_parts(ptr as *const T, array.len as usize) })
     }
 
@@ -300,10 +300,12 @@ impl<'a> InvokeContext<'a> {
 
     /// Mutable view of state array `array` of this node (once per invoke).
     pub fn state<T: Scalar>(&self, array: StateArray<T>) -> Result<&'a mut [T], KernelError> {
+        let bytes = (array.len as usize).saturating_mul(core::mem::size_of::<T>());
+        // The node's states are (offset, bytes) pairs.
         let pos = self
             .states
-            .iter()
-            .position(|&r| r as u32 == array.record)
+            .chunks_exact(2)
+            .position(|p| p[0] as u32 == array.record && bytes <= p[1] as u32 as usize)
             .ok_or_else(|| KernelError::new("state array of another node"))?;
         let bit = 1u64 << pos;
         if self.taken_states.get() & bit != 0 {
@@ -311,17 +313,15 @@ impl<'a> InvokeContext<'a> {
                 "state array was already taken in this invoke",
             ));
         }
-        let (ptr, size) = self
+        let ptr = self
             .records
-            .get(array.record as usize)
+            .get(array.record, bytes)
             .ok_or_else(|| KernelError::new("state array of another interpreter"))?;
-        if (array.len as usize).saturating_mul(core::mem::size_of::<T>()) > size {
-            return Err(KernelError::new("state array of another interpreter"));
-        }
         self.taken_states.set(self.taken_states.get() | bit);
-        // SAFETY: the record belongs to this node only (checked above), is 16-byte aligned and
-        // at least `len * size_of::<T>()` bytes in the arena tail, disjoint from every tensor and
-        // scratch buffer; taken once per invoke; `T` accepts any bit pattern.
+        // SAFETY: the record belongs to this node only and holds at least `len *
+        // size_of::<T>()` bytes (checked above against the node's list), 16-byte aligned in the
+        // records region, disjoint from every tensor, scratch buffer and other record; taken
+        // once per invoke; `T` accepts any bit pattern.
         Ok(unsafe { core::slice::from_raw_parts_mut(ptr as *mut T, array.len as usize) })
     }
 

@@ -295,7 +295,7 @@ impl BuildState<'_> {
         unsafe { ptr.write(value) };
         self.memory.op_data = Some(OpDataRef {
             record,
-            type_id: TypeId::of::<T>(),
+            type_of: TypeId::of::<T>,
         });
         Ok(())
     }
@@ -573,13 +573,15 @@ impl<'a> PrepareContext<'a> {
         let bytes = len
             .checked_mul(core::mem::size_of::<T>())
             .ok_or_else(|| KernelError::new(format!("state of {len} values overflows")))?;
+        let size = u32::try_from(bytes)
+            .map_err(|_| KernelError::new(format!("state of {bytes} bytes exceeds 4 GiB")))?;
         let record = self.state.persistent.allocate(bytes, Category::OpData)?;
         self.state
             .memory
             .states
             .try_reserve(1)
             .map_err(|_| KernelError::new("out of memory"))?;
-        self.state.memory.states.push(record);
+        self.state.memory.states.push((record, size));
         Ok(StateArray {
             record,
             len: array_len(len)?,

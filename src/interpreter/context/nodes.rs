@@ -1,12 +1,12 @@
-//! The node table an interpreter keeps after build: per node one 32-byte [`NodeRuntime`] and,
+//! The node table an interpreter keeps after build: per node one 16-byte [`NodeRuntime`] and,
 //! in shared pools, what varies in length (input and output lists, scratch addresses, state
 //! records) and what many nodes share (op-data types, kernel registrations).
 //!
 //! Input and output lists are stored as TFLite stores them (a `TfLiteIntArray`, and the
 //! model's flatbuffer): a count followed by the tensor indices. A node's lists, its state
 //! records, its scratch count and (only when it has some) its variable-input mask follow each
-//! other in one `i32` pool, `[n_in, in…, n_out, out…, n_states, states…, n_scratch, (mask lo,
-//! mask hi)]`, so a node is one offset into it. Everything except the scratch addresses is
+//! other in one `i32` pool, `[n_in, in…, n_out, out…, 2 n_states, (offset, bytes)…, n_scratch,
+//! (mask lo, mask hi)]`, so a node is one offset into it. Everything except the scratch addresses is
 //! offsets and indices, independent of where the table lives.
 
 use super::{RecordTable, MAX_SCRATCH};
@@ -22,7 +22,7 @@ use rust_alloc::{format, string::ToString, vec::Vec};
 /// variable-length parts live in the shared pools of [`NodeTables`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct NodeRuntime {
-    /// Persistent record of the op data ([`NO_OP_DATA`]: none).
+    /// Offset of the op data's persistent record ([`NO_OP_DATA`]: none).
     op_data: u32,
     /// Start of the node's entry in [`NodeTables::io`].
     io: u32,
@@ -63,21 +63,64 @@ pub(crate) struct NodeFlags {
 const NO_OP_DATA: u32 = u32::MAX;
 
 /// A distinct kernel of the table: what invoke calls, the registration's name and the op it
-/// runs (the registration's other fields matter only while building).
+/// runs (the registration's other fields matter only while building). 32 bytes: the name is
+/// kept as its first byte and length (a `&'static str` is 16 bytes).
 pub(crate) struct KernelEntry {
     pub kernel: rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
-    pub name: &'static str,
+    /// The registration name's start.
+    name_start: StaticBytes,
+    name_len: u32,
     pub builtin: BuiltinOp,
 }
 
+/// The start of a `&'static str` (with that string's provenance).
+#[derive(Clone, Copy)]
+struct StaticBytes(*const u8);
+
+// SAFETY: it points into a static string, which is immutable and lives for the program.
+unsafe impl Send for StaticBytes {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for StaticBytes {}
+
+const _: () = assert!(core::mem::size_of::<KernelEntry>() <= 32);
+
 impl KernelEntry {
+    /// The entry of `kernel` registered as `name` running `builtin` (`None`: a name of 4 GiB
+    /// or more).
+    fn new(
+        kernel: rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
+        name: &'static str,
+        builtin: BuiltinOp,
+    ) -> Option<Self> {
+        Some(KernelEntry {
+            kernel,
+            name_start: StaticBytes(name.as_ptr()),
+            name_len: u32::try_from(name.len()).ok()?,
+            builtin,
+        })
+    }
+
+    /// The registration's name.
+    pub(crate) fn name(&self) -> &'static str {
+        // SAFETY: `name_start` and `name_len` are the start and length of a `&'static str`
+        // (`new`), or length 0; a static string is live, immutable and valid UTF-8.
+        unsafe {
+            core::str::from_utf8_unchecked(core::slice::from_raw_parts(
+                self.name_start.0,
+                self.name_len as usize,
+            ))
+        }
+    }
+
     /// Display name of the op: the builtin's (`CONV_2D`), else `CUSTOM(<registration name>)`
     /// (the custom op's name for the crate's kernels; a caller's registration under another
     /// name shows that name).
     pub(crate) fn op_name(&self) -> Cow<'static, str> {
         match self.builtin.name() {
             Some(name) if self.builtin != BuiltinOp::CUSTOM => Cow::Borrowed(name),
-            _ if self.builtin == BuiltinOp::CUSTOM => Cow::Owned(format!("CUSTOM({})", self.name)),
+            _ if self.builtin == BuiltinOp::CUSTOM => {
+                Cow::Owned(format!("CUSTOM({})", self.name()))
+            }
             _ => Cow::Owned(self.builtin.to_string()),
         }
     }
@@ -96,7 +139,8 @@ pub(crate) struct NodeTables {
     /// Scratch buffers as (offset from `scratch_base`, bytes).
     scratch: Vec<(u32, u32)>,
     scratch_base: usize,
-    op_types: Vec<TypeId>,
+    /// Op-data types, each as its `TypeId::of` (8 bytes; a `TypeId` is 16).
+    op_types: Vec<fn() -> TypeId>,
     kernels: Vec<KernelEntry>,
     registrations: Vec<Registration>,
 }
@@ -148,9 +192,11 @@ pub(crate) struct NodeEntry<'e> {
     pub builtin: BuiltinOp,
     pub inputs: &'e [i32],
     pub outputs: &'e [i32],
-    pub op_data: Option<(u32, TypeId)>,
+    /// The op data's record offset and type (`TypeId::of::<T>`).
+    pub op_data: Option<(u32, fn() -> TypeId)>,
     pub scratch: &'e [(*mut u8, usize)],
-    pub states: &'e [u32],
+    /// State records: (offset, bytes).
+    pub states: &'e [(u32, u32)],
     pub variable_inputs: u64,
     pub aliased: bool,
     pub prepare_time: bool,
@@ -202,11 +248,10 @@ impl NodeTables {
         let kernel = match found {
             Some(k) => k,
             None if self.registrations.len() == self.kernels.len() => {
-                self.kernels.push(KernelEntry {
-                    kernel: registration.kernel.clone(),
-                    name: registration.name,
-                    builtin: e.builtin,
-                });
+                let entry =
+                    KernelEntry::new(registration.kernel.clone(), registration.name, e.builtin)
+                        .ok_or_else(too_many)?;
+                self.kernels.push(entry);
                 self.registrations.push(registration.clone());
                 self.kernels.len() - 1
             }
@@ -217,7 +262,10 @@ impl NodeTables {
             }
         };
         let (op_data, op_type) = match e.op_data {
-            Some((record, id)) => (record, intern(&mut self.op_types, |&t| t == id, || id)),
+            Some((record, of)) => {
+                let id = of();
+                (record, intern(&mut self.op_types, |t| t() == id, || of))
+            }
             None => (NO_OP_DATA, 0),
         };
         if e.scratch.len() > MAX_SCRATCH {
@@ -239,9 +287,11 @@ impl NodeTables {
             self.io.push(count(list.len())?);
             self.io.extend_from_slice(list);
         }
-        self.io.push(count(e.states.len())?);
-        for &r in e.states {
-            self.io.push(i32::try_from(r).map_err(|_| too_many())?);
+        // (offset, bytes) pairs, bit-cast.
+        self.io.push(count(2 * e.states.len())?);
+        for &(at, bytes) in e.states {
+            self.io.push(at as i32);
+            self.io.push(bytes as i32);
         }
         self.io.push(count(e.scratch.len())?);
         if e.variable_inputs != 0 {
@@ -328,9 +378,9 @@ impl NodeTables {
                 outputs,
             },
             op_data: (rt.op_data != NO_OP_DATA)
-                .then(|| records.get(rt.op_data as usize))
+                .then(|| records.get(rt.op_data, 0))
                 .flatten()
-                .map(|r| (r.0 as *const u8, self.op_types[rt.op_type as usize])),
+                .map(|p| (p as *const u8, (self.op_types[rt.op_type as usize])())),
             scratch: ScratchList {
                 base: self.scratch_base,
                 list: &self.scratch[s..s + n_scratch],
@@ -340,12 +390,16 @@ impl NodeTables {
         }
     }
 
-    /// Every node's state records (each once: a record belongs to one node).
-    pub(crate) fn states(&self) -> impl Iterator<Item = u32> + '_ {
+    /// Every node's state records as (offset, bytes) (each once: a record belongs to one
+    /// node).
+    pub(crate) fn states(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.runtimes.iter().flat_map(|rt| {
             let (_, next) = self.list(rt.io as usize);
             let (_, next) = self.list(next);
-            self.list(next).0.iter().map(|&r| r as u32)
+            self.list(next)
+                .0
+                .chunks_exact(2)
+                .map(|p| (p[0] as u32, p[1] as u32))
         })
     }
 
@@ -359,15 +413,29 @@ impl NodeTables {
         self.registrations.shrink_to_fit();
     }
 
-    /// Heap bytes of the tables (capacities).
-    pub(crate) fn heap_bytes(&self) -> usize {
+    /// Heap bytes of the tables (capacities) by part.
+    pub(crate) fn heap_parts(&self) -> [(&'static str, usize); 6] {
         use core::mem::size_of;
-        self.runtimes.capacity() * size_of::<NodeRuntime>()
-            + self.io.capacity() * size_of::<i32>()
-            + self.scratch.capacity() * size_of::<(u32, u32)>()
-            + self.op_types.capacity() * size_of::<TypeId>()
-            + self.kernels.capacity() * size_of::<KernelEntry>()
-            + self.registrations.capacity() * size_of::<Registration>()
+        [
+            (
+                "node records",
+                self.runtimes.capacity() * size_of::<NodeRuntime>(),
+            ),
+            ("node lists", self.io.capacity() * size_of::<i32>()),
+            ("scratch", self.scratch.capacity() * size_of::<(u32, u32)>()),
+            (
+                "op-data types",
+                self.op_types.capacity() * size_of::<fn() -> TypeId>(),
+            ),
+            (
+                "kernels",
+                self.kernels.capacity() * size_of::<KernelEntry>(),
+            ),
+            (
+                "registrations",
+                self.registrations.capacity() * size_of::<Registration>(),
+            ),
+        ]
     }
 }
 

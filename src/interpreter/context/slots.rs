@@ -104,56 +104,30 @@ impl SlotTable {
 
 const _: () = assert!(core::mem::size_of::<PackedSlot>() == 12);
 
-/// The persistent records' addresses (op data, persistent and state arrays, tail tensors) as
-/// 8-byte `(offset, bytes)` pairs from one base: the arena's start at invoke, the staging
-/// buffer at build. Invariant: every record lies inside the block the base starts.
+/// Where the persistent records (op data, persistent and state arrays, tail tensors) are: one
+/// region (the arena's tail at invoke, the staging buffer at build) in which each record lies
+/// at the offset its handle holds (see `staging`). No per-record table: a handle's offset and
+/// its type's size locate it. Invariant: `base..base + len` is live memory of the interpreter
+/// (or of the build), 16-byte aligned at `base`.
 #[derive(Debug, Default)]
 pub(crate) struct RecordTable {
-    records: Vec<(u32, u32)>,
     base: usize,
+    len: usize,
 }
 
 impl RecordTable {
-    /// The table of `records` (address, bytes), all at or after `base` within 4 GiB of it.
-    pub(crate) fn pack(
-        records: &[(*mut u8, usize)],
-        base: *mut u8,
-    ) -> Result<Self, InterpreterError> {
-        let base = base as usize;
-        let mut packed = Vec::with_capacity(records.len());
-        for (r, &(ptr, bytes)) in records.iter().enumerate() {
-            let offset = (ptr as usize)
-                .checked_sub(base)
-                .and_then(|o| u32::try_from(o).ok());
-            match (offset, u32::try_from(bytes)) {
-                (Some(o), Ok(b)) => packed.push((o, b)),
-                _ => {
-                    return Err(InterpreterError::Memory(format!(
-                        "persistent record {r} ({bytes} bytes at {ptr:p}) lies outside 4 GiB of \
-                         its base {base:#x}"
-                    )))
-                }
-            }
+    /// The records region of `len` bytes at `base` (16-byte aligned).
+    pub(crate) fn new(base: *mut u8, len: usize) -> Self {
+        RecordTable {
+            base: base as usize,
+            len,
         }
-        Ok(RecordTable {
-            records: packed,
-            base,
-        })
     }
 
-    /// Record `r`'s address and bytes, `None` out of range.
+    /// The address of `bytes` at record offset `offset`, `None` when they leave the region.
     #[inline]
-    pub(crate) fn get(&self, r: usize) -> Option<(*mut u8, usize)> {
-        self.records.get(r).map(|&(offset, bytes)| {
-            (
-                (self.base as *mut u8).wrapping_add(offset as usize),
-                bytes as usize,
-            )
-        })
-    }
-
-    /// Heap bytes of the table (capacity).
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.records.capacity() * core::mem::size_of::<(u32, u32)>()
+    pub(crate) fn get(&self, offset: u32, bytes: usize) -> Option<*mut u8> {
+        let end = (offset as usize).checked_add(bytes)?;
+        (end <= self.len).then(|| (self.base as *mut u8).wrapping_add(offset as usize))
     }
 }

@@ -1,6 +1,8 @@
 //! Persistent memory while building: records staged on the heap during init and prepare and
-//! copied into the arena's tail once the arena exists. Handles name records, not addresses, so
-//! they stay valid across that move.
+//! copied into the arena's tail once the arena exists, at the same offsets from the tail's
+//! start as from the staging buffer's. Handles hold those offsets, not addresses, so they stay
+//! valid across the move and the interpreter needs no table of records: a record is its
+//! region's start plus the offset.
 
 use super::RECORD_ALIGNMENT;
 use crate::arena::Category;
@@ -31,7 +33,8 @@ pub(crate) struct Persistent {
 }
 
 impl Persistent {
-    /// A new zeroed record of `size` bytes.
+    /// A new zeroed record of `size` bytes; returns its offset (a multiple of
+    /// [`RECORD_ALIGNMENT`], the same in the staging buffer and in the arena's tail).
     pub fn allocate(&mut self, size: usize, category: Category) -> Result<u32, KernelError> {
         let offset = self.used;
         let rounded = size
@@ -48,15 +51,27 @@ impl Persistent {
             })?;
             self.staging.resize(words, 0);
         }
+        let at = u32::try_from(offset)
+            .map_err(|_| KernelError::new("persistent records beyond 4 GiB of tail"))?;
+        self.records
+            .try_reserve(1)
+            .map_err(|_| KernelError::new("out of memory for a persistent record"))?;
         self.used = rounded;
-        let index = u32::try_from(self.records.len())
-            .map_err(|_| KernelError::new("more than 2^32 persistent records"))?;
         self.records.push(Record {
             offset,
             size,
             category,
         });
-        Ok(index)
+        Ok(at)
+    }
+
+    /// The record at `offset` (one `allocate` returned; records are in offset order).
+    fn record(&self, offset: u32) -> Record {
+        let i = self.records.partition_point(|r| r.offset < offset as usize);
+        match self.records.get(i) {
+            Some(&r) if r.offset == offset as usize => r,
+            _ => panic!("no persistent record at offset {offset}"),
+        }
     }
 
     /// Total tail bytes the records take in an arena aligned to [`RECORD_ALIGNMENT`].
@@ -64,9 +79,9 @@ impl Persistent {
         self.used
     }
 
-    /// The staged bytes of a record.
+    /// The staged bytes of the record at `record` (an offset `allocate` returned).
     pub fn bytes(&self, record: u32) -> &[u8] {
-        let r = self.records[record as usize];
+        let r = self.record(record);
         // SAFETY: the record lies inside `used <= staging.len() * 16` initialised bytes (the
         // staging words are zero-initialised), and `&self` keeps them borrowed immutably.
         unsafe {
@@ -76,7 +91,7 @@ impl Persistent {
 
     /// The staged bytes of a record, mutable.
     pub fn bytes_mut(&mut self, record: u32) -> &mut [u8] {
-        let r = self.records[record as usize];
+        let r = self.record(record);
         // SAFETY: as in `bytes`, and `&mut self` makes the borrow exclusive.
         unsafe {
             core::slice::from_raw_parts_mut(
@@ -88,17 +103,23 @@ impl Persistent {
 
     /// Pointer to a record's staged bytes (valid until the next `allocate`).
     pub fn ptr(&mut self, record: u32) -> *mut u8 {
-        let r = self.records[record as usize];
+        let r = self.record(record);
         // SAFETY: the offset lies inside the staging allocation (see `bytes`).
         unsafe { (self.staging.as_mut_ptr() as *mut u8).add(r.offset) }
     }
+
+    /// Start of the staging buffer: the records' region while building (see `RecordTable`).
+    pub fn base(&mut self) -> *mut u8 {
+        self.staging.as_mut_ptr() as *mut u8
+    }
 }
 
-/// What a node's op data is: its record and type.
+/// What a node's op data is: its record (offset) and type.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OpDataRef {
     pub record: u32,
-    pub type_id: TypeId,
+    /// `TypeId::of` the op data's type.
+    pub type_of: fn() -> TypeId,
 }
 
 /// What init and prepare produce for one node.
@@ -112,6 +133,6 @@ pub(crate) struct NodeMemory {
     /// with the least; a request that can use more grows into the head's free space at its
     /// node's step, so the head does not grow for it.
     pub scratch_most: Vec<usize>,
-    /// Records of the node's state arrays.
-    pub states: Vec<u32>,
+    /// The node's state arrays: (record offset, bytes).
+    pub states: Vec<(u32, u32)>,
 }

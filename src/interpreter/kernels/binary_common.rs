@@ -2,7 +2,7 @@
 //! node arity, dtype agreement, the broadcast of the input shapes against the output shape, the
 //! fused activation, and the quantized activation range (TFLM's `kernel_util` role).
 
-use crate::interpreter::reference::broadcast::BroadcastShapes;
+use crate::interpreter::reference::broadcast::{BroadcastShapes, MAX_BROADCAST_DIMS};
 use crate::interpreter::reference::quant::{
     activation_range_f32, activation_range_quantized, quantize_multiplier, FusedActivation,
     ProductQuantParams,
@@ -65,6 +65,14 @@ pub fn broadcast_shapes(
         ))
     })?;
     let rank = a.dims.len().max(b.dims.len());
+    kernel_ensure!(
+        StoredShapes::fits(&shapes),
+        "inputs `{}` {:?} and `{}` {:?}: extents beyond 32 bits",
+        a.name,
+        a.dims,
+        b.name,
+        b.dims
+    );
     kernel_ensure!(
         out.dims == shapes.output_dims(rank),
         "output `{}` has shape {:?}, the broadcast of {:?} and {:?} is {:?}",
@@ -248,12 +256,67 @@ pub fn product_quant_params(
     })
 }
 
+/// A [`BroadcastShapes`] as op data keeps it: extents and strides as `u32`, half the bytes in
+/// the arena's tail ([`broadcast_shapes`] refuses shapes whose values do not fit).
+#[derive(Clone, Copy, Debug)]
+pub struct StoredShapes {
+    /// Extents, then input 1's strides, then input 2's.
+    values: [u32; 3 * MAX_BROADCAST_DIMS],
+    requires_broadcast: bool,
+}
+
+impl StoredShapes {
+    /// Whether every extent and stride of `s` fits in 32 bits.
+    pub fn fits(s: &BroadcastShapes) -> bool {
+        [s.extents, s.strides1, s.strides2]
+            .iter()
+            .flatten()
+            .all(|&v| u32::try_from(v).is_ok())
+    }
+
+    /// `s` stored (values that do not fit, which [`broadcast_shapes`] refuses, saturate).
+    pub fn new(s: &BroadcastShapes) -> Self {
+        let mut values = [0u32; 3 * MAX_BROADCAST_DIMS];
+        for (v, &x) in values
+            .iter_mut()
+            .zip(s.extents.iter().chain(&s.strides1).chain(&s.strides2))
+        {
+            *v = u32::try_from(x).unwrap_or(u32::MAX);
+        }
+        StoredShapes {
+            values,
+            requires_broadcast: s.requires_broadcast,
+        }
+    }
+
+    /// The shapes back.
+    #[inline]
+    pub fn get(&self) -> BroadcastShapes {
+        let part = |k: usize| {
+            let mut out = [0usize; MAX_BROADCAST_DIMS];
+            for (o, &v) in out
+                .iter_mut()
+                .zip(&self.values[k * MAX_BROADCAST_DIMS..(k + 1) * MAX_BROADCAST_DIMS])
+            {
+                *o = v as usize;
+            }
+            out
+        };
+        BroadcastShapes {
+            extents: part(0),
+            strides1: part(1),
+            strides2: part(2),
+            requires_broadcast: self.requires_broadcast,
+        }
+    }
+}
+
 /// Op data of a broadcasting binary kernel: the broadcast, the input element counts prepare saw
 /// and `math`, the kernel's choice of arithmetic.
 #[derive(Clone, Copy, Debug)]
 pub struct BinaryData<M> {
-    /// How the inputs map onto the output.
-    pub shapes: BroadcastShapes,
+    /// How the inputs map onto the output ([`BinaryData::shapes`]).
+    pub stored: StoredShapes,
     /// Elements of input 1.
     pub n1: usize,
     /// Elements of input 2.
@@ -266,7 +329,7 @@ impl<M> BinaryData<M> {
     /// The op data of `node` running `math`.
     pub fn new(node: &BinaryNode<'_>, math: M) -> Self {
         BinaryData {
-            shapes: node.shapes,
+            stored: StoredShapes::new(&node.shapes),
             n1: node.input1.num_elements(),
             n2: node.input2.num_elements(),
             math,
@@ -280,18 +343,16 @@ impl<M> BinaryData<M> {
         ctx: &InvokeContext<'_>,
         math: impl FnOnce(&BroadcastShapes, &[T], &[T], &mut [T]),
     ) -> Result<(), KernelError> {
-        let (a, b, o) = self.io::<T>(ctx)?;
-        math(&self.shapes, a, b, o);
+        let shapes = self.shapes();
+        let (a, b, o) = binary_io(ctx, &shapes, self.n1, self.n2)?;
+        math(&shapes, a, b, o);
         Ok(())
     }
 
-    /// The node's inputs and output at invoke as `T` ([`binary_io`]).
+    /// How the inputs map onto the output.
     #[inline]
-    pub fn io<'a, T: Element>(
-        &self,
-        ctx: &InvokeContext<'a>,
-    ) -> Result<BinaryIo<'a, T>, KernelError> {
-        binary_io(ctx, &self.shapes, self.n1, self.n2)
+    pub fn shapes(&self) -> BroadcastShapes {
+        self.stored.get()
     }
 }
 

@@ -3,7 +3,7 @@
 //! the same scale and zero point, where LiteRT's rescaling to a common scale orders them the
 //! same way; other quantized pairs are refused.
 
-use super::binary_common::{binary_io_as, broadcast_shapes, BinaryData};
+use super::binary_common::{binary_io_as, broadcast_shapes, BinaryData, StoredShapes};
 use crate::interpreter::reference::broadcast::broadcast_binary;
 use crate::interpreter::{InvokeContext, KernelError, PrepareContext};
 use crate::tensor::{DType, Element};
@@ -44,7 +44,7 @@ pub(crate) fn prepare_comparison(
     }
     let shapes = broadcast_shapes(&a, &b, &out)?;
     Ok(BinaryData {
-        shapes,
+        stored: StoredShapes::new(&shapes),
         n1: a.num_elements(),
         n2: b.num_elements(),
         math: a.dtype,
@@ -73,9 +73,10 @@ fn compare<T: Element + PartialOrd>(
     d: &BinaryData<DType>,
     f: &dyn Fn(core::cmp::Ordering) -> bool,
 ) -> Result<(), KernelError> {
-    let (a, b, out) = binary_io_as::<T, u8>(ctx, &d.shapes, d.n1, d.n2)?;
+    let shapes = d.shapes();
+    let (a, b, out) = binary_io_as::<T, u8>(ctx, &shapes, d.n1, d.n2)?;
     // A NaN compares false, as in C++ (`partial_cmp` is `None`).
-    broadcast_binary(&d.shapes, a, b, out, |x: T, y: T| {
+    broadcast_binary(&shapes, a, b, out, |x: T, y: T| {
         x.partial_cmp(&y).is_some_and(f) as u8
     });
     Ok(())

@@ -1,7 +1,7 @@
 //! LOGICAL_AND: `x && y` elementwise on bool tensors with broadcasting (LiteRT's
 //! `logical.cc`).
 
-use super::binary_common::{binary_io_as, broadcast_shapes, BinaryData};
+use super::binary_common::{binary_io_as, broadcast_shapes, BinaryData, StoredShapes};
 use crate::interpreter::reference::broadcast::broadcast_binary;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
@@ -20,7 +20,7 @@ impl Kernel for LogicalAnd {
         }
         let shapes = broadcast_shapes(&a, &b, &out)?;
         ctx.set_op_data(BinaryData {
-            shapes,
+            stored: StoredShapes::new(&shapes),
             n1: a.num_elements(),
             n2: b.num_elements(),
             math: (),
@@ -29,9 +29,10 @@ impl Kernel for LogicalAnd {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<BinaryData<()>>()?;
-        let (a, b, out) = binary_io_as::<u8, u8>(ctx, &d.shapes, d.n1, d.n2)?;
+        let shapes = d.shapes();
+        let (a, b, out) = binary_io_as::<u8, u8>(ctx, &shapes, d.n1, d.n2)?;
         // Bool bytes are 0 or 1 (validated for constants; written so by every kernel).
-        broadcast_binary(&d.shapes, a, b, out, |x, y| ((x != 0) & (y != 0)) as u8);
+        broadcast_binary(&shapes, a, b, out, |x, y| ((x != 0) & (y != 0)) as u8);
         Ok(())
     }
 }
