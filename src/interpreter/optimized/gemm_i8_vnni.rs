@@ -231,6 +231,7 @@ mod avx512 {
 
     /// Requantizes a tile's accumulators (`R` rows from `r0`, `P` panels from channel `c0`,
     /// `nc` channels of them real) into `out` with each panel's stage (`None`: the row stage).
+    /// Two panels with their stages leave a row as one 32-byte store.
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW/VL; `out` holds rows `r0..r0 + R`, channels
@@ -247,6 +248,17 @@ mod avx512 {
         c0: usize,
         nc: usize,
     ) {
+        if let (2, Some(s0), Some(s1)) = (P, &stages[0], &stages[1]) {
+            let mask = (u64::MAX >> (64 - nc)) as __mmask32;
+            for (r, acc) in acc.iter().enumerate() {
+                let o = &mut out.out[(r0 + r) * out.stride + c0..][..nc];
+                let v = s0.pack_pair(s0.rescale(acc[0]), s1.rescale(acc[P - 1]));
+                // SAFETY: the mask covers the `nc` bytes of `o`; masked-off bytes are not
+                // touched.
+                _mm256_mask_storeu_epi8(o.as_mut_ptr(), mask, v);
+            }
+            return;
+        }
         for p in 0..P {
             let c = c0 + p * LANES;
             let lanes = LANES.min(nc - p * LANES);
