@@ -343,13 +343,8 @@ impl Stage32 {
             Some(b) => lanes(two(b, false)),
             None => [_mm512_setzero_si512(); 2],
         };
-        let half = |i: usize| {
-            let (mut mi, mut si) = ([0i32; 16], [0i32; 16]);
-            _mm512_storeu_si512(mi.as_mut_ptr().cast(), m[i]);
-            _mm512_storeu_si512(si.as_mut_ptr().cast(), s[i]);
-            // `applies` checked every shift (lanes past `n` hold 0).
-            Rescale16::new(&mi, &si, rq.output_offset).expect("shifts in -31..=31")
-        };
+        // `applies` checked every shift (lanes past `n` hold 0).
+        let half = |i: usize| Rescale16::new(m[i], s[i], rq.output_offset).expect("shifts in -31..=31");
         Stage32 {
             halves: [half(0), half(1)],
             bias,

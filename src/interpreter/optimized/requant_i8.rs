@@ -263,7 +263,6 @@ pub(crate) mod avx2 {
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
     use super::Requant;
-    use crate::interpreter::reference::quant::rounding_divide_by_pot;
     use core::arch::x86_64::*;
 
     /// `MultiplyByQuantizedMultiplier` and the output offset of sixteen lanes, everything
@@ -300,44 +299,52 @@ pub(crate) mod avx512 {
 
     impl Rescale16 {
         /// Lane `i`: multiplier `m[i]`, TFLite shift `s[i]` (in `-31..=31`), then `out_off`
-        /// added; `None` for a shift outside that range.
+        /// added; `None` for a shift outside that range. A few vector operations: the GEMM
+        /// and the depthwise build stages per block.
         ///
         /// # Safety
         /// The CPU supports AVX-512 F.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        pub(crate) unsafe fn new(m: &[i32; 16], s: &[i32; 16], out_off: i32) -> Option<Self> {
-            if s.iter().any(|s| !(-31..=31).contains(s)) {
+        pub(crate) unsafe fn new(m: __m512i, s: __m512i, out_off: i32) -> Option<Self> {
+            let zero = _mm512_setzero_si512();
+            let outside = _mm512_cmpgt_epi32_mask(s, _mm512_set1_epi32(31))
+                | _mm512_cmplt_epi32_mask(s, _mm512_set1_epi32(-31));
+            if outside != 0 {
                 return None;
             }
-            let right = |i: usize| (-s[i]).max(0);
-            let lane = |f: &dyn Fn(i32) -> i64, parity: usize| -> __m512i {
-                let v: [i64; 8] = core::array::from_fn(|j| f(right(2 * j + parity)));
-                // SAFETY: `v` holds eight `i64`.
-                _mm512_loadu_si512(v.as_ptr().cast())
+            let left = _mm512_max_epi32(s, zero);
+            let right = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
+            // Per parity, `r` as 64-bit lanes (it is not negative).
+            let r = [
+                _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
+                _mm512_srli_epi64::<32>(right),
+            ];
+            let half = _mm512_set1_epi64(1 << 30);
+            let of = |r: __m512i| {
+                let pos = _mm512_cmpgt_epi64_mask(r, zero);
+                (
+                    _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r)),
+                    _mm512_maskz_mov_epi64(pos, _mm512_set1_epi64(1 << 31)),
+                    _mm512_add_epi64(r, _mm512_set1_epi64(31)),
+                )
             };
-            let round = |r: i32| (1i64 << 30) + if r > 0 { 1i64 << (30 + r) } else { 0 };
-            let neg = |r: i32| if r > 0 { 1i64 << 31 } else { 0 };
-            let shift = |r: i32| 31 + i64::from(r);
-            let left: [i32; 16] = core::array::from_fn(|i| s[i].max(0));
-            let saturated: [i32; 16] =
-                core::array::from_fn(|i| rounding_divide_by_pot(i32::MAX, right(i)));
-            // SAFETY (loads): each array holds sixteen `i32`.
-            let mv = _mm512_loadu_si512(m.as_ptr().cast());
+            let (even, odd) = (of(r[0]), of(r[1]));
+            let min = _mm512_set1_epi32(i32::MIN);
+            let saturates = _mm512_cmpeq_epi32_mask(m, min) != 0;
             Some(Rescale16 {
-                m: mv,
-                m_odd: _mm512_srli_epi64::<32>(mv),
-                round: [lane(&round, 0), lane(&round, 1)],
-                neg: [lane(&neg, 0), lane(&neg, 1)],
-                shift: [lane(&shift, 0), lane(&shift, 1)],
-                left: left
-                    .iter()
-                    .any(|&l| l > 0)
-                    .then(|| _mm512_loadu_si512(left.as_ptr().cast())),
+                m,
+                m_odd: _mm512_srli_epi64::<32>(m),
+                round: [even.0, odd.0],
+                neg: [even.1, odd.1],
+                shift: [even.2, odd.2],
+                left: (_mm512_cmpgt_epi32_mask(left, zero) != 0).then_some(left),
                 out_off: _mm512_set1_epi32(out_off),
-                saturated: m
-                    .contains(&i32::MIN)
-                    .then(|| _mm512_loadu_si512(saturated.as_ptr().cast())),
+                // `RoundingDivideByPOT(i32::MAX, r)`: `2^(31 - r)` for `r > 0`.
+                saturated: saturates.then(|| {
+                    let v = _mm512_srlv_epi32(min, right);
+                    _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(right, zero), _mm512_set1_epi32(i32::MAX))
+                }),
             })
         }
 
@@ -418,20 +425,28 @@ pub(crate) mod avx512 {
             {
                 return None;
             }
-            // Lanes past `lanes` repeat the last real channel (any valid values do).
-            let at = |s: &[i32], i: usize| if per_tensor { s[0] } else { s[c + i.min(lanes - 1)] };
-            let m: [i32; 16] = core::array::from_fn(|i| at(rq.multipliers, i));
-            let s: [i32; 16] = core::array::from_fn(|i| at(rq.shifts, i));
             let k = ((1u32 << lanes) - 1) as __mmask16;
+            // SAFETY (loads): the mask covers elements `c..end`, within every per-channel
+            // slice (checked above); masked-off elements are not read (and are 0: valid).
+            let (m, s) = if per_tensor {
+                (
+                    _mm512_set1_epi32(rq.multipliers[0]),
+                    _mm512_set1_epi32(rq.shifts[0]),
+                )
+            } else {
+                (
+                    _mm512_maskz_loadu_epi32(k, rq.multipliers.as_ptr().add(c)),
+                    _mm512_maskz_loadu_epi32(k, rq.shifts.as_ptr().add(c)),
+                )
+            };
             let bias = match rq.bias {
-                // SAFETY: the mask covers elements `c..end`, within the slice (checked
-                // above); masked-off elements are not read.
+                // SAFETY: as above.
                 Some(b) => _mm512_maskz_loadu_epi32(k, b.as_ptr().add(c)),
                 None => _mm512_setzero_si512(),
             };
             Some(Stage16 {
                 bias,
-                rescale: Rescale16::new(&m, &s, rq.output_offset)?,
+                rescale: Rescale16::new(m, s, rq.output_offset)?,
                 // The kernels validate the clamp: it lies in -128..=127.
                 lo: _mm512_set1_epi16(rq.act_min as i16),
                 hi: _mm512_set1_epi16(rq.act_max as i16),
