@@ -110,7 +110,7 @@ pub fn depthwise_conv_i8_rows_with(
         let rq = Requant::of_conv(q, bias);
         if super::depthwise_i8_avx512::applies(g, &rq) {
             // SAFETY: `avx512()` (and `avx512vnni()` for the VNNI body) checked the cached
-            // detection: the CPU has AVX-512 F, BW and VL; `applies` was checked just above,
+            // detection: the CPU has AVX-512 F, BW, DQ and VL; `applies` was checked just above,
             // the lengths and whole rows by the caller and the assert above. The kernels
             // validate int8 zero points, so the offset fits in 16 bits.
             unsafe {

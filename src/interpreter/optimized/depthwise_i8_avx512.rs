@@ -18,6 +18,7 @@
 //! fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
 //! a time, the AVX2 stage's arithmetic on wider registers.
 
+use super::requant_i8::avx512::Rescale16;
 use super::requant_i8::Requant;
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
 use core::arch::x86_64::*;
@@ -46,13 +47,16 @@ pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
         && (1..=2 * MAX_PAIRS).contains(&taps)
         && (per_tensor || (rq.multipliers.len() >= g.out_c && rq.shifts.len() >= g.out_c))
         && rq.bias.is_none_or(|b| b.len() >= g.out_c)
+        && rq.shifts[..if per_tensor { 1 } else { g.out_c }]
+            .iter()
+            .all(|s| (-31..=31).contains(s))
 }
 
 /// Output rows `first_row..` (whole rows of `out_w * out_c` values) into `output`; `vnni`
 /// selects the `vpdpwssd` body.
 ///
 /// # Safety
-/// The CPU supports AVX-512 F, BW and VL (and VNNI when `vnni`); [`applies`] holds for `g` and
+/// The CPU supports AVX-512 F, BW, DQ and VL (and VNNI when `vnni`); [`applies`] holds for `g` and
 /// `rq`; `input` and `filter` have `g`'s lengths; `output` is whole output rows starting at row
 /// `first_row` (checked by the caller).
 #[allow(clippy::too_many_arguments)]
@@ -77,7 +81,7 @@ pub(super) unsafe fn rows(
 ///
 /// # Safety
 /// As [`rows`] with `vnni`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
 unsafe fn rows_vnni(
     g: &ConvGeometry,
     input: &[i8],
@@ -94,7 +98,7 @@ unsafe fn rows_vnni(
 ///
 /// # Safety
 /// As [`rows`].
-#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 unsafe fn rows_bw(
     g: &ConvGeometry,
     input: &[i8],
@@ -298,7 +302,7 @@ const HI_CHANNELS: [i32; 16] = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 
 
 /// The output stage of one 32-channel group, in the accumulators' lane order.
 struct Stage32 {
-    halves: [Stage16; 2],
+    halves: [Rescale16; 2],
     bias: [__m512i; 2],
     lo: __m512i,
     hi: __m512i,
@@ -339,9 +343,10 @@ impl Stage32 {
             Some(b) => lanes(two(b, false)),
             None => [_mm512_setzero_si512(); 2],
         };
-        let out_off = _mm512_set1_epi32(rq.output_offset);
+        // `applies` checked every shift (lanes past `n` hold 0).
+        let half = |i: usize| Rescale16::new(m[i], s[i], rq.output_offset).expect("shifts in -31..=31");
         Stage32 {
-            halves: [Stage16::new(m[0], s[0], out_off), Stage16::new(m[1], s[1], out_off)],
+            halves: [half(0), half(1)],
             bias,
             lo: _mm512_set1_epi16(rq.act_min as i16),
             hi: _mm512_set1_epi16(rq.act_max as i16),
@@ -367,74 +372,12 @@ impl Stage32 {
         // clamping the 32-bit values. The pack puts each lane's channels back in order.
         let v = _mm512_packs_epi32(lo, hi);
         let v = _mm512_min_epi16(_mm512_max_epi16(v, self.lo), self.hi);
-        _mm256_mask_storeu_epi8(out, kb, _mm512_cvtsepi16_epi8(v));
-    }
-}
-
-/// `MultiplyByQuantizedMultiplier` and the output offset of 16 lanes, everything that does not
-/// depend on the accumulators computed once (the AVX2 `Stage8`'s arithmetic on zmm).
-#[derive(Clone, Copy)]
-struct Stage16 {
-    m: __m512i,
-    /// The multipliers of the odd lanes in the even positions (`vpmuldq` reads those).
-    m_odd: __m512i,
-    left: __m512i,
-    right: __m512i,
-    mask: __m512i,
-    half: __m512i,
-    out_off: __m512i,
-    /// Some lane's multiplier is `i32::MIN` (the only one whose product can saturate).
-    saturates: bool,
-}
-
-impl Stage16 {
-    #[inline(always)]
-    unsafe fn new(m: __m512i, shift: __m512i, out_off: __m512i) -> Stage16 {
-        let zero = _mm512_setzero_si512();
-        let one = _mm512_set1_epi32(1);
-        let left = _mm512_max_epi32(shift, zero);
-        let right = _mm512_max_epi32(_mm512_sub_epi32(zero, shift), zero);
-        let mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, right), one);
-        Stage16 {
-            m,
-            m_odd: _mm512_srli_epi64::<32>(m),
-            left,
-            right,
-            mask,
-            half: _mm512_srai_epi32::<1>(mask),
-            out_off,
-            saturates: _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN)) != 0,
-        }
-    }
-
-    /// The rescaled values (output offset added, not clamped) of accumulators `acc`.
-    #[inline(always)]
-    unsafe fn apply(&self, acc: __m512i) -> __m512i {
-        let x = _mm512_sllv_epi32(acc, self.left);
-        // Rounding doubling high multiply, even and odd lanes as 64-bit products:
-        // floor((x m + 2^30) / 2^31) (the reference's truncating division of a nudged
-        // product is this floor).
-        let nudge = _mm512_set1_epi64(1 << 30);
-        let even = _mm512_add_epi64(_mm512_mul_epi32(x, self.m), nudge);
-        let odd = _mm512_add_epi64(
-            _mm512_mul_epi32(_mm512_srli_epi64::<32>(x), self.m_odd),
-            nudge,
-        );
-        let even = _mm512_srli_epi64::<31>(even);
-        let odd = _mm512_slli_epi64::<1>(odd);
-        let mut high = _mm512_mask_blend_epi32(0xAAAA, even, odd);
-        if self.saturates {
-            let min = _mm512_set1_epi32(i32::MIN);
-            let overflow = _mm512_cmpeq_epi32_mask(x, min) & _mm512_cmpeq_epi32_mask(self.m, min);
-            high = _mm512_mask_mov_epi32(high, overflow, _mm512_set1_epi32(i32::MAX));
-        }
-        // Rounding divide by 2^right, ties away from zero.
-        let remainder = _mm512_and_si512(high, self.mask);
-        let threshold = _mm512_sub_epi32(self.half, _mm512_srai_epi32::<31>(high));
-        let v = _mm512_srav_epi32(high, self.right);
-        let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
-        let v = _mm512_mask_add_epi32(v, up, v, _mm512_set1_epi32(1));
-        _mm512_add_epi32(v, self.out_off)
+        // To bytes by a pack (each 128-bit lane's eight bytes in its low quadword) and a
+        // quadword permute, not `vpmovswb`: folded into the store, that is microcoded on
+        // AMD Zen 4.
+        let v = _mm512_packs_epi16(v, v);
+        let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
+        _mm256_mask_storeu_epi8(out, kb, _mm512_castsi512_si256(v));
     }
 }
 
@@ -454,7 +397,7 @@ mod tests {
 
     /// The output values [`Stage32`] gives accumulators `acc` (channel order, biases not
     /// included) of channels `0..acc.len()`.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
     unsafe fn stage_values(rq: &Requant<'_>, acc: &[i32]) -> [i8; 32] {
         let n = acc.len();
         let stage = Stage32::new(rq, 0, n);

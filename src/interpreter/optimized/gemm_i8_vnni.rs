@@ -231,12 +231,13 @@ mod avx512 {
 
     /// Requantizes a tile's accumulators (`R` rows from `r0`, `P` panels from channel `c0`,
     /// `nc` channels of them real) into `out` with each panel's stage (`None`: the row stage).
+    /// Two panels with their stages leave a row as one 32-byte store.
     ///
     /// # Safety
-    /// The CPU supports AVX-512 F/BW/VL; `out` holds rows `r0..r0 + R`, channels
+    /// The CPU supports AVX-512 F/BW/DQ/VL; `out` holds rows `r0..r0 + R`, channels
     /// `c0..c0 + nc` (checked by `gemm_requant`).
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn store<const R: usize, const P: usize>(
         acc: &[[__m512i; P]; R],
@@ -247,6 +248,22 @@ mod avx512 {
         c0: usize,
         nc: usize,
     ) {
+        if let (2, Some(s0), Some(s1)) = (P, &stages[0], &stages[1]) {
+            let mask = (u64::MAX >> (64 - nc)) as __mmask32;
+            for (r, acc) in acc.iter().enumerate() {
+                let o = &mut out.out[(r0 + r) * out.stride + c0..][..nc];
+                let v = s0.pack_pair(s0.rescale(acc[0]), s1.rescale(acc[P - 1]));
+                if nc == 2 * LANES {
+                    // SAFETY: `o` holds 32 bytes.
+                    _mm256_storeu_si256(o.as_mut_ptr().cast(), v);
+                } else {
+                    // SAFETY: the mask covers the `nc` bytes of `o`; masked-off bytes are not
+                    // touched.
+                    _mm256_mask_storeu_epi8(o.as_mut_ptr(), mask, v);
+                }
+            }
+            return;
+        }
         for p in 0..P {
             let c = c0 + p * LANES;
             let lanes = LANES.min(nc - p * LANES);
@@ -267,9 +284,9 @@ mod avx512 {
     }
 
     /// # Safety
-    /// The CPU supports AVX-512 F/BW/VL and VNNI; the slices have the lengths `gemm_requant`
-    /// checks.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    /// The CPU supports AVX-512 F/BW/DQ/VL and VNNI; the slices have the lengths
+    /// `gemm_requant` checks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn gemm(
         a: &[u8],
@@ -286,6 +303,7 @@ mod avx512 {
         let quads = stride(k) / 4;
         let panels = n.div_ceil(LANES);
         let scale = _mm512_set1_epi32(input_offset.wrapping_sub(128));
+        let unbiased = Requant { bias: None, ..*rq };
         let mut p0 = 0;
         while p0 < panels {
             let np = (panels - p0).min(2);
@@ -297,7 +315,19 @@ mod avx512 {
                 // SAFETY: `sums` holds whole panels (checked by `gemm_requant`).
                 let s = _mm512_loadu_si512(sums.as_ptr().add((p0 + p) * LANES).cast());
                 init[p] = _mm512_mullo_epi32(s, scale);
-                stages[p] = Stage16::new(rq, c0 + p * LANES, LANES.min(nc - p * LANES));
+                // A panel with its vector stage starts from its biases as well (the stage
+                // then adds none); the row stage adds them itself.
+                let (c, lanes) = (c0 + p * LANES, LANES.min(nc - p * LANES));
+                if rq.bias.is_none_or(|b| b.len() >= c + lanes) {
+                    stages[p] = Stage16::new(&unbiased, c, lanes);
+                }
+                if let (Some(_), Some(b)) = (&stages[p], rq.bias) {
+                    let k = ((1u32 << lanes) - 1) as __mmask16;
+                    // SAFETY: the mask covers `b[c..c + lanes]` (checked above); masked-off
+                    // elements are not read.
+                    let b = _mm512_maskz_loadu_epi32(k, b.as_ptr().add(c));
+                    init[p] = _mm512_add_epi32(init[p], b);
+                }
             }
             let mut r0 = 0;
             while r0 < rows {

@@ -87,7 +87,7 @@ pub(crate) fn requantize_row(isa: Isa, rq: &Requant<'_>, c0: usize, acc: &[i32],
     let n = acc.len().min(out.len());
     #[cfg(target_arch = "x86_64")]
     let done = if isa.avx512() {
-        // SAFETY: `avx512()` checked the cached detection: the CPU has AVX-512 F/BW/VL.
+        // SAFETY: `avx512()` checked the cached detection: the CPU has AVX-512 F/BW/DQ/VL.
         unsafe { avx512::requantize(rq, c0, &acc[..n], &mut out[..n]) }
     } else if isa.avx2() {
         // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2.
@@ -258,34 +258,158 @@ pub(crate) mod avx2 {
     }
 }
 
-/// The output stage on AVX-512: sixteen channels per step, the same arithmetic as
-/// [`avx2::Stage8`] with mask registers for the compares, the blend and partial panels.
+/// The output stage on AVX-512: sixteen channels per step, `MultiplyByQuantizedMultiplier` as
+/// one rounding of the 64-bit product ([`Rescale16`]), mask registers for partial panels.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
     use super::Requant;
     use core::arch::x86_64::*;
+
+    /// `MultiplyByQuantizedMultiplier` and the output offset of sixteen lanes, everything
+    /// that does not depend on the accumulators computed once.
+    ///
+    /// The reference rounds twice: `h = floor((x m + 2^30) / 2^31)` (its truncating division
+    /// of a nudged product is this floor), then `h / 2^r` to nearest, ties away from zero,
+    /// i.e. `floor((h + 2^(r-1) - [h < 0]) / 2^r)` for `r > 0`. Nested floors of integer
+    /// divisions compose, so for `r > 0` the result is
+    /// `floor((x m + 2^30 + 2^(30 + r) - [x m < 0] 2^31) / 2^(31 + r))` — one add, one
+    /// conditional subtract and one arithmetic shift of each 64-bit product. (`h < 0` is
+    /// `x m < -2^30`; for `x m` in `-2^30..0` both constants give 0.) No sum leaves `i64`:
+    /// `|x m| < 2^62` except for `i32::MIN * i32::MIN`, the one product the reference
+    /// saturates, whose lanes take their precomputed value.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Rescale16 {
+        /// The multipliers (`vpmuldq` reads the even lanes).
+        m: __m512i,
+        /// The odd lanes' multipliers in the even positions.
+        m_odd: __m512i,
+        /// Per 64-bit lane, even channels then odd: `2^30 + [r > 0] 2^(30 + r)`.
+        round: [__m512i; 2],
+        /// Per 64-bit lane: `[r > 0] 2^31`, taken from a negative product.
+        neg: [__m512i; 2],
+        /// Per 64-bit lane: `31 + r`.
+        shift: [__m512i; 2],
+        /// Left shifts (wrapping, before the product), when some lane has one.
+        left: Option<__m512i>,
+        out_off: __m512i,
+        /// The values (before the offset) of the saturating lanes, when some lane's
+        /// multiplier is `i32::MIN`.
+        saturated: Option<__m512i>,
+    }
+
+    impl Rescale16 {
+        /// Lane `i`: multiplier `m[i]`, TFLite shift `s[i]` (in `-31..=31`), then `out_off`
+        /// added; `None` for a shift outside that range. A few vector operations: the GEMM
+        /// and the depthwise build stages per block.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(crate) unsafe fn new(m: __m512i, s: __m512i, out_off: i32) -> Option<Self> {
+            let zero = _mm512_setzero_si512();
+            let outside = _mm512_cmpgt_epi32_mask(s, _mm512_set1_epi32(31))
+                | _mm512_cmplt_epi32_mask(s, _mm512_set1_epi32(-31));
+            if outside != 0 {
+                return None;
+            }
+            let left = _mm512_max_epi32(s, zero);
+            let right = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
+            // Per parity, `r` as 64-bit lanes (it is not negative).
+            let r = [
+                _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
+                _mm512_srli_epi64::<32>(right),
+            ];
+            let half = _mm512_set1_epi64(1 << 30);
+            let of = |r: __m512i| {
+                let pos = _mm512_cmpgt_epi64_mask(r, zero);
+                (
+                    _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r)),
+                    _mm512_maskz_mov_epi64(pos, _mm512_set1_epi64(1 << 31)),
+                    _mm512_add_epi64(r, _mm512_set1_epi64(31)),
+                )
+            };
+            let (even, odd) = (of(r[0]), of(r[1]));
+            let min = _mm512_set1_epi32(i32::MIN);
+            let saturates = _mm512_cmpeq_epi32_mask(m, min) != 0;
+            Some(Rescale16 {
+                m,
+                m_odd: _mm512_srli_epi64::<32>(m),
+                round: [even.0, odd.0],
+                neg: [even.1, odd.1],
+                shift: [even.2, odd.2],
+                left: (_mm512_cmpgt_epi32_mask(left, zero) != 0).then_some(left),
+                out_off: _mm512_set1_epi32(out_off),
+                // `RoundingDivideByPOT(i32::MAX, r)`: `2^(31 - r)` for `r > 0`.
+                saturated: saturates.then(|| {
+                    let v = _mm512_srlv_epi32(min, right);
+                    _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(right, zero), _mm512_set1_epi32(i32::MAX))
+                }),
+            })
+        }
+
+        /// `floor((p + round - [p < 0] neg) / 2^shift)` of the 64-bit products `p` of one
+        /// parity (`0` even lanes, `1` odd).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F/DQ.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512dq")]
+        unsafe fn round_shift(&self, p: __m512i, parity: usize) -> __m512i {
+            let t = _mm512_add_epi64(p, self.round[parity]);
+            let t = _mm512_mask_sub_epi64(t, _mm512_movepi64_mask(p), t, self.neg[parity]);
+            _mm512_srav_epi64(t, self.shift[parity])
+        }
+
+        /// The rescaled values of `x` with the output offset added (not clamped).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F/DQ.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512dq")]
+        pub(crate) unsafe fn apply(&self, x: __m512i) -> __m512i {
+            let x = match self.left {
+                Some(l) => _mm512_sllv_epi32(x, l),
+                None => x,
+            };
+            let even = _mm512_mul_epi32(x, self.m);
+            let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(x), self.m_odd);
+            let even = self.round_shift(even, 0);
+            let odd = self.round_shift(odd, 1);
+            // Each result fits in the low half of its 64-bit lane; the odd ones move up.
+            let v = _mm512_mask_shuffle_epi32::<_MM_PERM_CCAA>(even, 0xAAAA, odd);
+            let v = match self.saturated {
+                Some(sat) => {
+                    let min = _mm512_set1_epi32(i32::MIN);
+                    let k = _mm512_cmpeq_epi32_mask(x, min) & _mm512_cmpeq_epi32_mask(self.m, min);
+                    _mm512_mask_mov_epi32(v, k, sat)
+                }
+                None => v,
+            };
+            _mm512_add_epi32(v, self.out_off)
+        }
+    }
 
     /// The output stage of up to sixteen channels with everything that does not depend on the
     /// accumulators computed once: a channel tile applies it to each of its rows.
     #[derive(Clone, Copy)]
     pub(crate) struct Stage16 {
         bias: __m512i,
-        m: __m512i,
-        left: __m512i,
-        right: __m512i,
-        mask: __m512i,
-        half: __m512i,
-        out_off: __m512i,
+        rescale: Rescale16,
+        /// The clamp as 16-bit lanes (applied after the saturating pack to 16 bits).
         lo: __m512i,
         hi: __m512i,
-        /// Some lane's multiplier is `i32::MIN` (the only one whose product can saturate).
-        saturates: bool,
     }
+
+    /// `permutexvar_epi32` indices that gather the bytes [`Stage16::pack_pair`]'s two packs
+    /// leave in dwords `4L` (first vector, 128-bit lane `L`) and `4L + 1` (second vector).
+    const PAIR_ORDER: [i32; 16] = [0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15];
 
     impl Stage16 {
         /// Channels `c..c + lanes` (`1..=16` lanes; lanes past them compute garbage the
         /// caller does not store) of `rq`, or `None` when one of them is missing from a
-        /// per-channel slice (the caller then takes the row stage).
+        /// per-channel slice or has a shift outside `-31..=31` (the caller then takes the
+        /// row stage).
         ///
         /// # Safety
         /// The CPU supports AVX-512 F.
@@ -303,7 +427,7 @@ pub(crate) mod avx512 {
             }
             let k = ((1u32 << lanes) - 1) as __mmask16;
             // SAFETY (loads): the mask covers elements `c..end`, within every per-channel
-            // slice (checked above); masked-off elements are not read.
+            // slice (checked above); masked-off elements are not read (and are 0: valid).
             let (m, s) = if per_tensor {
                 (
                     _mm512_set1_epi32(rq.multipliers[0]),
@@ -316,78 +440,63 @@ pub(crate) mod avx512 {
                 )
             };
             let bias = match rq.bias {
+                // SAFETY: as above.
                 Some(b) => _mm512_maskz_loadu_epi32(k, b.as_ptr().add(c)),
                 None => _mm512_setzero_si512(),
             };
-            let zero = _mm512_setzero_si512();
-            let one = _mm512_set1_epi32(1);
-            let left = _mm512_max_epi32(s, zero);
-            let right = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
-            let mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, right), one);
-            let saturates = _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN)) != 0;
             Some(Stage16 {
                 bias,
-                m,
-                left,
-                right,
-                mask,
-                half: _mm512_srai_epi32::<1>(mask),
-                out_off: _mm512_set1_epi32(rq.output_offset),
-                lo: _mm512_set1_epi32(rq.act_min),
-                hi: _mm512_set1_epi32(rq.act_max),
-                saturates,
+                rescale: Rescale16::new(m, s, rq.output_offset)?,
+                // The kernels validate the clamp: it lies in -128..=127.
+                lo: _mm512_set1_epi16(rq.act_min as i16),
+                hi: _mm512_set1_epi16(rq.act_max as i16),
             })
         }
 
         /// Stores the first `lanes` output values of accumulators `acc` at `out`.
         ///
         /// # Safety
-        /// The CPU supports AVX-512 F/BW/VL; `out` holds `lanes <= 16` bytes.
+        /// The CPU supports AVX-512 F/BW/DQ/VL; `out` holds `lanes <= 16` bytes.
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
         pub(crate) unsafe fn store(&self, acc: __m512i, out: *mut i8, lanes: usize) {
             let mask = ((1u32 << lanes) - 1) as __mmask16;
+            let v = self.rescale(acc);
             // SAFETY: the mask covers the `lanes` bytes of `out`; masked-off bytes are not
             // touched.
-            _mm_mask_storeu_epi8(out, mask, self.apply(acc));
+            _mm_mask_storeu_epi8(out, mask, _mm256_castsi256_si128(self.pack_pair(v, v)));
         }
 
-        /// The sixteen output values of accumulators `acc`.
+        /// The 32 output bytes of two [`Self::rescale`]d vectors: `a`'s sixteen then `b`'s
+        /// (either stage's clamp: the caller's stages share one layer's `act_min`/`act_max`).
+        ///
+        /// Saturating packs and a dword permute rather than `vpmovdb`: folded into a store,
+        /// the truncating moves are microcoded on AMD Zen 4 (they were a sixth of the VNNI
+        /// GEMM's time). Clamping the 16-bit saturated values is clamping the 32-bit ones (the
+        /// bounds lie in -128..=127), and the second pack is then exact.
         ///
         /// # Safety
-        /// The CPU supports AVX-512 F.
+        /// The CPU supports AVX-512 F/BW.
         #[inline]
-        #[target_feature(enable = "avx512f")]
-        pub(crate) unsafe fn apply(&self, acc: __m512i) -> __m128i {
-            let x = _mm512_add_epi32(acc, self.bias);
-            let x = _mm512_sllv_epi32(x, self.left);
-            let m = self.m;
-            // Rounding doubling high multiply, even and odd lanes as 64-bit products.
-            let nudge = _mm512_set1_epi64(1 << 30);
-            let even = _mm512_add_epi64(_mm512_mul_epi32(x, m), nudge);
-            let odd = _mm512_add_epi64(
-                _mm512_mul_epi32(_mm512_srli_epi64::<32>(x), _mm512_srli_epi64::<32>(m)),
-                nudge,
-            );
-            let even = _mm512_srli_epi64::<31>(even);
-            let odd = _mm512_slli_epi64::<1>(odd);
-            let mut high = _mm512_mask_blend_epi32(0xaaaa, even, odd);
-            if self.saturates {
-                let min = _mm512_set1_epi32(i32::MIN);
-                let overflow = _mm512_cmpeq_epi32_mask(x, min) & _mm512_cmpeq_epi32_mask(m, min);
-                high = _mm512_mask_mov_epi32(high, overflow, _mm512_set1_epi32(i32::MAX));
-            }
-            // Rounding divide by 2^right, ties away from zero (the threshold is one more for
-            // a negative value).
-            let remainder = _mm512_and_si512(high, self.mask);
-            let threshold = _mm512_sub_epi32(self.half, _mm512_srai_epi32::<31>(high));
-            let shifted = _mm512_srav_epi32(high, self.right);
-            let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
-            let v = _mm512_mask_add_epi32(shifted, up, shifted, _mm512_set1_epi32(1));
-            let v = _mm512_add_epi32(v, self.out_off);
-            let v = _mm512_min_epi32(_mm512_max_epi32(v, self.lo), self.hi);
-            // The clamped values are in -128..=127: truncating to bytes keeps them.
-            _mm512_cvtepi32_epi8(v)
+        #[target_feature(enable = "avx512f,avx512bw")]
+        pub(crate) unsafe fn pack_pair(&self, a: __m512i, b: __m512i) -> __m256i {
+            let v = _mm512_packs_epi32(a, b);
+            let v = _mm512_min_epi16(_mm512_max_epi16(v, self.lo), self.hi);
+            let v = _mm512_packs_epi16(v, v);
+            // SAFETY: `PAIR_ORDER` holds sixteen `i32`.
+            let order = _mm512_loadu_si512(PAIR_ORDER.as_ptr().cast());
+            _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, v))
+        }
+
+        /// The rescaled values (bias and output offset added, not clamped) of accumulators
+        /// `acc`.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F/DQ.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512dq")]
+        pub(crate) unsafe fn rescale(&self, acc: __m512i) -> __m512i {
+            self.rescale.apply(_mm512_add_epi32(acc, self.bias))
         }
     }
 
@@ -396,9 +505,9 @@ pub(crate) mod avx512 {
     /// the rest).
     ///
     /// # Safety
-    /// The CPU supports AVX-512 F/BW/VL.
+    /// The CPU supports AVX-512 F/BW/DQ/VL.
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
     pub(super) unsafe fn requantize(
         rq: &Requant<'_>,
         c0: usize,
@@ -420,5 +529,67 @@ pub(crate) mod avx512 {
             i += lanes;
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{requantize_row, Requant};
+    use crate::interpreter::optimized::Isa;
+
+    /// Every path against the scalar stage at the edges of the one-rounding form of the
+    /// AVX-512 stage: every shift TFLite can give (`-31..=31`), multipliers 0, 2^30 (ties at
+    /// both roundings), `i32::MAX`, `i32::MIN` (the saturating product) and negative ones,
+    /// accumulators at the extremes of `i32` and on both sides of the ties of each rounding,
+    /// a full and a narrow clamp, with and without biases, one scale and one per channel, and
+    /// rows that are not a multiple of 16.
+    #[test]
+    fn one_rounding_stage_matches_scalar() {
+        let mults = [0, 1 << 30, i32::MAX, i32::MIN, -(1 << 30) - 7, 1_518_500_250];
+        for shift in -31..=31 {
+            let r = (-shift).max(0);
+            let mut acc = vec![0, 1, -1, i32::MAX, i32::MIN, i32::MIN + 1, i32::MAX - 1];
+            for k in [1i64, 3, 5, 1 << 20] {
+                for base in [1i64 << (r + 1), 1i64 << r, 1] {
+                    for d in -2..=2 {
+                        let v = k * base + d;
+                        acc.extend([v as i32, (-v) as i32]);
+                    }
+                }
+            }
+            let n = acc.len();
+            let m: Vec<i32> = (0..n).map(|i| mults[i % mults.len()]).collect();
+            let s = vec![shift; n];
+            let bias: Vec<i32> = (0..n).map(|i| [0, 1, -1, 1 << 12][i % 4]).collect();
+            for (per_tensor, with_bias, (lo, hi), off) in [
+                (false, false, (-128, 127), 0),
+                (false, true, (-5, 90), 127),
+                (true, false, (-128, 127), -128),
+                (true, true, (0, 127), 3),
+            ] {
+                let k = if per_tensor { 1 } else { n };
+                for &mult in if per_tensor { &mults[..] } else { &[0][..] } {
+                    let one = [mult];
+                    let rq = Requant {
+                        bias: with_bias.then_some(&bias[..]),
+                        multipliers: if per_tensor { &one[..] } else { &m[..k] },
+                        shifts: &s[..k],
+                        output_offset: off,
+                        act_min: lo,
+                        act_max: hi,
+                    };
+                    let mut want = vec![0i8; n];
+                    requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
+                    for &isa in Isa::available() {
+                        for start in [0, 3] {
+                            let mut got = vec![0i8; n];
+                            requantize_row(isa, &rq, start, &acc[start..], &mut got[start..]);
+                            requantize_row(isa, &rq, 0, &acc[..start], &mut got[..start]);
+                            assert_eq!(got, want, "{isa} shift {shift} mult {mult} {rq:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }
