@@ -44,6 +44,10 @@ pub(super) struct Store {
     shift: u32,
     n: usize,
     bytes: usize,
+    /// The byte bound in force: between the owner's floor and `tc_max_bytes` (see [`adapt`]).
+    limit: usize,
+    /// Bytes handed out by hits since the last spill.
+    hit_bytes: usize,
     /// Age stamp source (for spilling the oldest entries first; after it wraps, a spill may
     /// pick some newer entries, which only costs a later miss).
     clock: u32,
@@ -95,6 +99,8 @@ impl Store {
         shift: 0,
         n: 0,
         bytes: 0,
+        limit: 0,
+        hit_bytes: 0,
         clock: 0,
         free: NONE,
         used: 0,
@@ -232,6 +238,8 @@ impl Owner for Inner {
 
     fn on_bind(&self, store: &mut Store) {
         store.shift = self.granule.trailing_zeros();
+        store.limit = self.tc_max_bytes;
+        store.hit_bytes = 0;
     }
 
     fn take_back(&self, store: &mut Store, deltas: Deltas, _stale: bool) -> usize {
@@ -259,7 +267,7 @@ per_thread_cache!(Inner, Store::EMPTY);
 #[cold]
 #[inline(never)]
 fn spill(c: &mut ThreadCache<Inner>, a: &Inner, size: usize) {
-    let (cap, max_bytes) = (a.tc_entries, a.tc_max_bytes);
+    let (cap, max_bytes) = (a.tc_entries, c.store.limit);
     let s = &mut c.store;
     let mut order = [0u16; MAX_THREAD_CACHE];
     let mut m = 0;
@@ -279,6 +287,8 @@ fn spill(c: &mut ThreadCache<Inner>, a: &Inner, size: usize) {
         k += 1;
     }
     let victims = &order[..k.min(m)];
+    let spilled = s.bytes - bytes;
+    adapt(s, a, spilled);
     // SAFETY: the victims are chunks the store holds, before they are handed back.
     unsafe { clear_keys(victims.iter().map(|&i| s.addrs[i as usize])) };
     let d = core::mem::take(&mut c.deltas);
@@ -294,6 +304,22 @@ fn spill(c: &mut ThreadCache<Inner>, a: &Inner, size: usize) {
     }
 }
 
+/// Sizes the store's byte bound to what it serves, at each spill: when the chunks spilled
+/// (freed into the cache and never asked for again) outweigh the bytes the cache handed out
+/// since the last spill, the bound halves, down to the owner's floor; otherwise it doubles,
+/// up to `tc_max_bytes`. A cache whose chunks come back (an inference step's outputs, reused
+/// every step) keeps its full bound and rarely spills; one fed sizes nobody asks for again
+/// (large random churn) shrinks to the floor, so those chunks return to the shared bins, where
+/// best fit reuses their pages for other sizes instead of fresh pages.
+fn adapt(s: &mut Store, a: &Inner, spilled: usize) {
+    s.limit = if spilled > s.hit_bytes {
+        (s.limit / 2).max(a.tc_floor_bytes)
+    } else {
+        s.limit.saturating_mul(2).min(a.tc_max_bytes)
+    };
+    s.hit_bytes = 0;
+}
+
 /// A cached chunk of exactly `rounded` bytes aligned to `align`, if this thread has one.
 #[inline]
 pub(super) fn pop(a: &Arc<Inner>, rounded: usize, align: usize) -> Option<usize> {
@@ -305,6 +331,7 @@ pub(super) fn pop(a: &Arc<Inner>, rounded: usize, align: usize) -> Option<usize>
         let (i, prev, h) = s.find((rounded >> s.shift) as u32, align)?;
         let addr = s.addrs[i];
         s.remove(i, prev, h);
+        s.hit_bytes += rounded;
         // SAFETY: `addr` was held by this store (an in-use chunk of the owner's, so its region is
         // mapped; host accessible, or the cache would be off; at least 8 bytes, 8-aligned) and
         // is the caller's only once this returns: nobody else touches it now.
@@ -349,7 +376,7 @@ pub(super) fn push(a: &Arc<Inner>, rounded: usize, addr: usize) -> Push {
         if unsafe { word.read() } == key && c.store.holds((rounded >> c.store.shift) as u32, addr) {
             return Push::DoubleFree;
         }
-        if c.store.n >= a.tc_entries || c.store.bytes + rounded > a.tc_max_bytes {
+        if c.store.n >= a.tc_entries || c.store.bytes + rounded > c.store.limit {
             spill(c, a, rounded);
         }
         c.store.insert(rounded, addr);

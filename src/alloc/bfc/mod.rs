@@ -134,6 +134,10 @@ pub use options::{
 };
 
 use self::core::{Core, Failure};
+
+/// The least byte bound a thread cache shrinks to when the chunks it holds are not asked for
+/// again (see [`BfcThreadCache::max_bytes`]): 1 MiB.
+const TC_FLOOR_BYTES: usize = 1 << 20;
 use super::{
     dangling_for, AllocError, Allocator, AllocatorError, AllocatorStats, InvariantError, Layout,
     MmapSubAllocator, SubAllocator, TensorAllocator,
@@ -168,6 +172,9 @@ struct Inner {
     tc_entries: usize,
     /// Most bytes one thread cache holds.
     tc_max_bytes: usize,
+    /// Least byte bound a thread cache shrinks to when its chunks are not reused
+    /// ([`TC_FLOOR_BYTES`], or `tc_max_bytes` if smaller).
+    tc_floor_bytes: usize,
     /// Largest rounded request that is thread-cached.
     tc_max_chunk: usize,
     /// Bumped by `trim()` and before an out-of-memory failure: a thread cache that sees a new
@@ -260,6 +267,7 @@ impl BfcAllocator {
                 granule: opts.granule_bytes,
                 tc_entries,
                 tc_max_bytes: opts.thread_cache.max_bytes,
+                tc_floor_bytes: TC_FLOOR_BYTES.min(opts.thread_cache.max_bytes),
                 tc_max_chunk,
                 epoch: AtomicU64::new(0),
             }),

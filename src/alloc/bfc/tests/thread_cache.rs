@@ -520,3 +520,40 @@ fn thread_cache_off_and_options_validated() {
     .unwrap_err();
     assert_eq!(e.field, "max_dirty_ratio");
 }
+
+#[test]
+fn a_thread_cache_whose_chunks_are_not_reused_shrinks_to_its_floor_and_keeps_reused_ones() {
+    let a = BfcAllocator::new(BfcOptions {
+        thread_cache: BfcThreadCache {
+            entries: 64,
+            max_bytes: 8 << 20,
+            ..BfcThreadCache::default()
+        },
+        ..tc_opts()
+    });
+    // Forty distinct sizes, each freed once and never asked for again: every spill hands back
+    // chunks nobody reused, so the bound halves from 8 MiB down to the 1 MiB floor.
+    let sizes: Vec<usize> = (0..40).map(|i| (256 << 10) + i * 4096).collect();
+    let ps: Vec<_> = sizes
+        .iter()
+        .map(|&s| a.allocate(l(s, 64)).unwrap().cast::<u8>())
+        .collect();
+    for (p, &s) in ps.iter().zip(&sizes) {
+        // SAFETY: allocated above with this layout, freed once.
+        unsafe { a.deallocate(*p, l(s, 64)) };
+        a.check_invariants().unwrap();
+    }
+    let (_, bytes) = a.thread_cached();
+    assert!(bytes <= (1 << 20) + (512 << 10), "{bytes} bytes cached");
+    // A size that comes back is still served from the cache at the floor.
+    let p = a.allocate(l(300 << 10, 64)).unwrap().cast::<u8>();
+    // SAFETY: allocated just above with this layout.
+    unsafe { a.deallocate(p, l(300 << 10, 64)) };
+    let q = a.allocate(l(300 << 10, 64)).unwrap().cast::<u8>();
+    assert_eq!(p, q);
+    // SAFETY: allocated just above with this layout.
+    unsafe { a.deallocate(q, l(300 << 10, 64)) };
+    let s = a.stats();
+    assert_eq!((s.bytes_in_use, s.num_allocs, s.num_frees), (0, 42, 42));
+    a.check_invariants().unwrap();
+}
