@@ -25,13 +25,20 @@
 
 use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, gemm_packed_steps, Epilogue, Isa, MR};
 use super::matrix::{Strided, Weight};
-use super::pack::{group_cols, group_scratch_len, pack_b, packed_b_len};
+use super::pack::{group_cols, group_scratch_len, pack_b, pack_b_with, packed_b_len};
 use crate::interpreter::reference::conv::ConvGeometry;
 
 /// Bytes of im2col rows a block aims at (L1/L2 resident).
 const COL_BLOCK_BYTES: usize = 64 * 1024;
 /// Most output pixels per im2col block.
 const MAX_COL_ROWS: usize = 512;
+
+/// Floats of the im2col block a task keeps on its stack when the arena granted a smaller one
+/// (16 KiB): a first layer (`k` = 27) runs when the head is at its peak, where the planner
+/// grants only the least block of [`MR`] rows, and per-block overhead then costs more than
+/// the products. The stack holds whole micro-tiles of rows, so it is used only where `k` is
+/// small; the arena is not grown.
+const STACK_COL_FLOATS: usize = 4096;
 
 /// Output pixels below which a pointwise convolution runs as dot products over the filter in
 /// place ([`ConvPlan::dot`]): packing panels costs about as much as four rows of products.
@@ -116,6 +123,12 @@ impl ConvPlan {
         let rows = cols / parts.max(1) / self.k.max(1);
         let rows = if rows >= MR { rows / MR * MR } else { rows };
         rows.clamp(1, self.col_rows)
+    }
+
+    /// Output pixels per im2col block in a task's stack buffer ([`STACK_COL_FLOATS`]): whole
+    /// micro-tiles, at most [`col_rows`](Self::col_rows); 0 where not even one tile fits.
+    pub fn stack_block_rows(&self) -> usize {
+        (STACK_COL_FLOATS / self.k.max(1) / MR * MR).min(self.col_rows)
     }
 
     /// Elements of one task's panel scratch when the filter is read in place
@@ -351,7 +364,15 @@ pub fn conv_f32<W: Weight>(
     let windows_in_place = multiplies_windows_in_place(g);
     run_chunks(&mut output[..m * n], rows * n, &|t, part| {
         // SAFETY: task `t` runs once per round and is the only one using block `t`.
-        let cols = unsafe { cols.part(t * block, block) };
+        let granted = unsafe { cols.part(t * block, block) };
+        let stack_rows = plan.stack_block_rows();
+        let mut stack;
+        let (cols, col_rows) = if stack_rows > col_rows {
+            stack = [0.0f32; STACK_COL_FLOATS];
+            (&mut stack[..stack_rows * k], stack_rows)
+        } else {
+            (granted, col_rows)
+        };
         let scratch: &mut [f32] = match &panels {
             // SAFETY: as for the im2col block: part `t` belongs to task `t` alone.
             Some((s, _)) => unsafe { s.part(t * panel_len, panel_len) },
@@ -371,7 +392,7 @@ pub fn conv_f32<W: Weight>(
                         rs: k,
                         cs: 1,
                     };
-                    pack_b(nj, k, bj, scratch);
+                    pack_b_with(isa, nj, k, bj, scratch);
                     &*scratch
                 }
             };
@@ -586,22 +607,35 @@ fn clip(origin: isize, filter: usize, dilation: usize, size: usize) -> (usize, u
 }
 
 /// `dst.copy_from_slice(src)` without a `memcpy` call for the short runs of images with few
-/// channels (a first layer copies runs of 3 to 9 values, where the call costs more than the copy).
+/// channels (a first layer copies runs of 3 to 9 values, where the call costs more than the
+/// copy): two fixed-size copies that overlap in the middle (a run of 9 is values 0..8 and
+/// 1..9), which compile to a few vector moves; a loop would be turned back into a call.
 #[inline(always)]
 fn copy(dst: &mut [f32], src: &[f32]) {
-    if dst.len() > 32 {
-        dst.copy_from_slice(src);
-        return;
+    let len = dst.len();
+    let src = &src[..len];
+    #[inline(always)]
+    fn two<const N: usize>(dst: &mut [f32], src: &[f32]) {
+        let len = dst.len();
+        let head: [f32; N] = src[..N].try_into().expect("N values");
+        let tail: [f32; N] = src[len - N..].try_into().expect("N values");
+        dst[..N].copy_from_slice(&head);
+        dst[len - N..].copy_from_slice(&tail);
     }
-    let mut d = dst.chunks_exact_mut(8);
-    let mut s = src.chunks_exact(8);
-    for (d, s) in (&mut d).zip(&mut s) {
-        let s: &[f32; 8] = s.try_into().expect("chunks of 8");
-        let d: &mut [f32; 8] = d.try_into().expect("chunks of 8");
-        *d = *s;
-    }
-    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *d = *s;
+    match len {
+        0 => {}
+        1 => dst[0] = src[0],
+        2..=3 => {
+            // Values 0, 1 and the last (1 or 2).
+            let (a, b, z) = (src[0], src[1], src[len - 1]);
+            dst[0] = a;
+            dst[1] = b;
+            dst[len - 1] = z;
+        }
+        4..=7 => two::<4>(dst, src),
+        8..=15 => two::<8>(dst, src),
+        16..=32 => two::<16>(dst, src),
+        _ => dst.copy_from_slice(src),
     }
 }
 
@@ -807,6 +841,17 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn copy_moves_every_run_length() {
+        let src = values(80, 11);
+        for len in 0..=70 {
+            let mut dst = vec![f32::NAN; len + 2];
+            copy(&mut dst[1..=len], &src[3..]);
+            assert_eq!(dst[1..=len], src[3..3 + len], "run of {len}");
+            assert!(dst[0].is_nan() && dst[len + 1].is_nan(), "run of {len} wrote outside");
         }
     }
 
