@@ -142,15 +142,9 @@ struct Taps<'a> {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::super::gemm_avx512::x86::lanes;
     use super::{Taps, NR, PIXELS};
     use core::arch::x86_64::*;
-
-    /// Lanes of panel `q` that hold channels below `nj`.
-    #[inline(always)]
-    fn lanes(nj: usize, q: usize) -> __mmask16 {
-        let c = nj.saturating_sub(q * NR).min(NR);
-        ((1u32 << c) - 1) as __mmask16
-    }
 
     /// `run` pixels (1..=[`PIXELS`]) of `t`: one tile of [`PIXELS`], else tiles of 4 and
     /// single pixels.
