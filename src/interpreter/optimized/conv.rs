@@ -14,6 +14,10 @@
 //! `col_rows` rows, so the buffer stays small (tens of KiB, in cache) and bounded whatever the
 //! image size, and multiplied.
 //!
+//! On the AVX-512 path a convolution over few input channels (a first layer) reads its
+//! windows where the input keeps them, pixel by pixel ([`super::conv_direct`]), and gathers
+//! nothing.
+//!
 //! A grouped convolution (`filter_depth < in_c`: `groups = in_c / filter_depth`) is `groups`
 //! such products side by side: group `i` multiplies the input channels `i · filter_depth..` of
 //! each window (gathered by im2col, or for a pointwise one read in place at the input's pixel
@@ -23,15 +27,24 @@
 //! the same convolution ungrouped. Windows are always gathered: a group's channels of adjacent
 //! taps are not adjacent in memory.
 
-use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, gemm_packed_steps, Epilogue, Isa, MR};
+use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Isa, MR};
+use super::conv_direct::{applies as direct_rows_apply, direct_rows};
+use super::conv_windows::{gathered_rows, multiplies_windows_in_place, windowed_rows};
 use super::matrix::{Strided, Weight};
-use super::pack::{group_cols, group_scratch_len, pack_b, packed_b_len};
+use super::pack::{group_cols, group_scratch_len, pack_b, pack_b_with, packed_b_len};
 use crate::interpreter::reference::conv::ConvGeometry;
 
 /// Bytes of im2col rows a block aims at (L1/L2 resident).
 const COL_BLOCK_BYTES: usize = 64 * 1024;
 /// Most output pixels per im2col block.
 const MAX_COL_ROWS: usize = 512;
+
+/// Floats of the im2col block a task keeps on its stack when the arena granted a smaller one
+/// (16 KiB): a first layer (`k` = 27) runs when the head is at its peak, where the planner
+/// grants only the least block of [`MR`] rows, and per-block overhead then costs more than
+/// the products. The stack holds whole micro-tiles of rows, so it is used only where `k` is
+/// small; the arena is not grown.
+const STACK_COL_FLOATS: usize = 4096;
 
 /// Output pixels below which a pointwise convolution runs as dot products over the filter in
 /// place ([`ConvPlan::dot`]): packing panels costs about as much as four rows of products.
@@ -116,6 +129,12 @@ impl ConvPlan {
         let rows = cols / parts.max(1) / self.k.max(1);
         let rows = if rows >= MR { rows / MR * MR } else { rows };
         rows.clamp(1, self.col_rows)
+    }
+
+    /// Output pixels per im2col block in a task's stack buffer ([`STACK_COL_FLOATS`]): whole
+    /// micro-tiles, at most [`col_rows`](Self::col_rows); 0 where not even one tile fits.
+    pub fn stack_block_rows(&self) -> usize {
+        (STACK_COL_FLOATS / self.k.max(1) / MR * MR).min(self.col_rows)
     }
 
     /// Elements of one task's panel scratch when the filter is read in place
@@ -351,7 +370,19 @@ pub fn conv_f32<W: Weight>(
     let windows_in_place = multiplies_windows_in_place(g);
     run_chunks(&mut output[..m * n], rows * n, &|t, part| {
         // SAFETY: task `t` runs once per round and is the only one using block `t`.
-        let cols = unsafe { cols.part(t * block, block) };
+        let granted = unsafe { cols.part(t * block, block) };
+        let stack_rows = plan.stack_block_rows();
+        let mut stack;
+        let direct = direct_rows_apply(isa, g, cols_at_once.min(npg));
+        let (cols, col_rows) = if direct {
+            // Nothing gathered: a block is the task's part of an image.
+            (granted, pixels)
+        } else if stack_rows > col_rows {
+            stack = [0.0f32; STACK_COL_FLOATS];
+            (&mut stack[..stack_rows * k], stack_rows)
+        } else {
+            (granted, col_rows)
+        };
         let scratch: &mut [f32] = match &panels {
             // SAFETY: as for the im2col block: part `t` belongs to task `t` alone.
             Some((s, _)) => unsafe { s.part(t * panel_len, panel_len) },
@@ -371,7 +402,7 @@ pub fn conv_f32<W: Weight>(
                         rs: k,
                         cs: 1,
                     };
-                    pack_b(nj, k, bj, scratch);
+                    pack_b_with(isa, nj, k, bj, scratch);
                     &*scratch
                 }
             };
@@ -386,7 +417,9 @@ pub fn conv_f32<W: Weight>(
                 let rows = col_rows.min(pixels - p0).min(r1 - r);
                 let image = &input[b * image_len..][..image_len];
                 let out = &mut part[(r - r0) * n + j0..];
-                if windows_in_place {
+                if direct_rows_apply(isa, g, nj) {
+                    direct_rows(isa, g, image, p0, rows, nj, panel, &epj, out, n);
+                } else if windows_in_place {
                     windowed_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols);
                 } else {
                     let c0 = grp * fd;
@@ -400,209 +433,6 @@ pub fn conv_f32<W: Weight>(
             }
         }
     });
-}
-
-/// Fewest values of one filter row's window (`filter_w · in_c`) worth multiplying where the
-/// input keeps them: each filter row is then a separate pass over the output tile, whose
-/// partial sums go through `C`, which costs more than the gather below this.
-const MIN_WINDOW_RUN: usize = 32;
-
-/// Whether [`conv_f32`] multiplies the windows that lie inside the image where the input keeps
-/// them ([`windowed_rows`]) rather than gathering every window (im2col): each filter row's
-/// taps must be adjacent in memory (`dilation_w == 1`, ungrouped) and long enough
-/// ([`MIN_WINDOW_RUN`]).
-fn multiplies_windows_in_place(g: &ConvGeometry) -> bool {
-    g.dilation_w == 1 && g.filter_depth == g.in_c && g.filter_w * g.in_c >= MIN_WINDOW_RUN
-}
-
-/// Output pixels `p0..p0 + rows` of one image (row-major) times the `nj` packed columns
-/// `panel`, into `c` at row stride `ldc`, without copying the windows that lie inside the
-/// image: for a run of such pixels in one output row, filter row `fy`'s window is
-/// `filter_w · in_c` adjacent input values and the next pixel's starts `stride_w · in_c`
-/// further, so each filter row is a strided `A` over depth steps `fy · run..(fy + 1) · run`
-/// ([`gemm_packed_steps`]; the indirect convolution's row pointers, computed rather than
-/// stored). Pixels whose window crosses the border are gathered (im2col) into `cols` (room
-/// for `rows` rows of depth `k`) and multiplied as in the im2col path. Which way a pixel
-/// goes depends on the pixel alone, so the result does not depend on how rows are split.
-#[allow(clippy::too_many_arguments)]
-fn windowed_rows(
-    isa: Isa,
-    g: &ConvGeometry,
-    image: &[f32],
-    p0: usize,
-    rows: usize,
-    nj: usize,
-    k: usize,
-    panel: &[f32],
-    ep: &Epilogue<'_>,
-    c: &mut [f32],
-    ldc: usize,
-    cols: &mut [f32],
-) {
-    let run = g.filter_w * g.in_c;
-    let end = p0 + rows;
-    let inside_x = |x: usize| {
-        let w = g.col_window(x);
-        w.f0 == 0 && w.f1 == g.filter_w
-    };
-    let mut p = p0;
-    while p < end {
-        let (oy, ox) = (p / g.out_w, p % g.out_w);
-        let row_start = oy * g.out_w;
-        let row_end = end.min(row_start + g.out_w);
-        let wy = g.row_window(oy);
-        let inside_y = wy.f0 == 0 && wy.f1 == g.filter_h;
-        let here = inside_y && inside_x(ox);
-        let mut q = p + 1;
-        while q < row_end && (inside_y && inside_x(q - row_start)) == here {
-            q += 1;
-        }
-        let len = q - p;
-        let out = &mut c[(p - p0) * ldc..];
-        if here {
-            let x0 = g.col_window(ox).at(0);
-            for fy in 0..g.filter_h {
-                let a = Strided {
-                    data: &image[(wy.at(fy) * g.in_w + x0) * g.in_c..],
-                    rs: g.stride_w * g.in_c,
-                    cs: 1,
-                };
-                let steps = fy * run..(fy + 1) * run;
-                gemm_packed_steps(isa, len, nj, k, steps, a, panel, ep, out, ldc);
-            }
-        } else {
-            gathered_rows(isa, g, image, 0, p, len, nj, k, panel, ep, out, ldc, cols);
-        }
-        p = q;
-    }
-}
-
-/// Output pixels `p0..p0 + rows` of one image times the `nj` packed columns `panel`, into `c`
-/// at row stride `ldc`, through their windows over input channels `c0..c0 + filter_depth`
-/// gathered (im2col) into `cols` (room for `rows` rows of depth `k`).
-#[allow(clippy::too_many_arguments)]
-fn gathered_rows(
-    isa: Isa,
-    g: &ConvGeometry,
-    image: &[f32],
-    c0: usize,
-    p0: usize,
-    rows: usize,
-    nj: usize,
-    k: usize,
-    panel: &[f32],
-    ep: &Epilogue<'_>,
-    c: &mut [f32],
-    ldc: usize,
-    cols: &mut [f32],
-) {
-    let block = &mut cols[..rows * k];
-    im2col(g, image, c0, p0, rows, block);
-    let a = Strided {
-        data: block,
-        rs: k,
-        cs: 1,
-    };
-    gemm_packed(isa, rows, nj, k, a, panel, ep, c, ldc);
-}
-
-/// Rows `p0..p0 + rows` (output pixels of one image, row-major) of the im2col matrix: per
-/// pixel, the `filter_h · filter_w` taps of input channels `c0..c0 + filter_depth` in OHWI
-/// order, zeros where a tap falls in the padding.
-fn im2col(g: &ConvGeometry, image: &[f32], c0: usize, p0: usize, rows: usize, cols: &mut [f32]) {
-    // `c` values a tap copies, `stride` between pixels of the input.
-    let (c, stride) = (g.filter_depth, g.in_c);
-    let k = g.filter_h * g.filter_w * c;
-    let (mut oy, mut ox) = (p0 / g.out_w, p0 % g.out_w);
-    let mut wy = g.row_window(oy);
-    for row in cols.chunks_exact_mut(k).take(rows) {
-        // Taps fx0..fx1 of this column are inside; tap fx reads x0 + fx * dilation.
-        let x0 = (ox * g.stride_w) as isize - g.pad_w as isize;
-        let (fx0, fx1) = clip(x0, g.filter_w, g.dilation_w, g.in_w);
-        for fy in 0..g.filter_h {
-            let dst_row = &mut row[fy * g.filter_w * c..][..g.filter_w * c];
-            if fy < wy.f0 || fy >= wy.f1 {
-                dst_row.fill(0.0);
-                continue;
-            }
-            let src_row = &image[wy.at(fy) * g.in_w * stride..][..g.in_w * stride];
-            if fx0 > 0 {
-                dst_row[..fx0 * c].fill(0.0);
-            }
-            if fx1 < g.filter_w {
-                dst_row[fx1 * c..].fill(0.0);
-            }
-            let at = |fx: usize| (x0 + (fx * g.dilation_w) as isize) as usize;
-            if g.dilation_w == 1 && c == stride && fx1 > fx0 {
-                // Adjacent taps read adjacent input pixels: one run.
-                let len = (fx1 - fx0) * c;
-                copy(
-                    &mut dst_row[fx0 * c..][..len],
-                    &src_row[at(fx0) * c..][..len],
-                );
-            } else {
-                for fx in fx0..fx1 {
-                    let src = &src_row[at(fx) * stride + c0..][..c];
-                    copy(&mut dst_row[fx * c..][..c], src);
-                }
-            }
-        }
-        ox += 1;
-        if ox == g.out_w {
-            ox = 0;
-            oy += 1;
-            if oy < g.out_h {
-                wy = g.row_window(oy);
-            }
-        }
-    }
-}
-
-/// Taps `f0..f1` (`f0 <= f1`) of a window starting at `origin` whose coordinate
-/// `origin + f * dilation` lies in `0..size`; without a division when `dilation` is 1.
-#[inline(always)]
-fn clip(origin: isize, filter: usize, dilation: usize, size: usize) -> (usize, usize) {
-    let d = dilation as isize;
-    let end = size as isize - origin;
-    let (f0, f1) = if d == 1 {
-        (
-            (-origin).max(0) as usize,
-            end.clamp(0, filter as isize) as usize,
-        )
-    } else {
-        let f0 = if origin >= 0 {
-            0
-        } else {
-            ((-origin + d - 1) / d) as usize
-        };
-        let f1 = if end <= 0 {
-            0
-        } else {
-            (((end + d - 1) / d) as usize).min(filter)
-        };
-        (f0, f1)
-    };
-    (f0.min(f1), f1)
-}
-
-/// `dst.copy_from_slice(src)` without a `memcpy` call for the short runs of images with few
-/// channels (a first layer copies runs of 3 to 9 values, where the call costs more than the copy).
-#[inline(always)]
-fn copy(dst: &mut [f32], src: &[f32]) {
-    if dst.len() > 32 {
-        dst.copy_from_slice(src);
-        return;
-    }
-    let mut d = dst.chunks_exact_mut(8);
-    let mut s = src.chunks_exact(8);
-    for (d, s) in (&mut d).zip(&mut s) {
-        let s: &[f32; 8] = s.try_into().expect("chunks of 8");
-        let d: &mut [f32; 8] = d.try_into().expect("chunks of 8");
-        *d = *s;
-    }
-    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *d = *s;
-    }
 }
 
 #[cfg(test)]

@@ -53,13 +53,13 @@ pub(super) unsafe fn run_tile(rows: usize, pair: bool, t: &Tile) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use super::{Tile, NR};
     use core::arch::x86_64::*;
 
-    /// Lanes of panel `p` that hold columns below `cols`.
+    /// Lanes of panel `p` that hold columns below `cols` (also [`super::super::conv_direct`]'s).
     #[inline(always)]
-    fn lanes(cols: usize, p: usize) -> __mmask16 {
+    pub(in super::super) fn lanes(cols: usize, p: usize) -> __mmask16 {
         let c = cols.saturating_sub(p * NR).min(NR);
         ((1u32 << c) - 1) as __mmask16
     }

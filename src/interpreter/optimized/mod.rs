@@ -19,7 +19,9 @@ pub mod add_quantized;
 pub mod batch_matmul;
 pub mod broadcast;
 pub mod conv;
+mod conv_direct;
 pub mod conv_i8;
+mod conv_windows;
 #[cfg(target_arch = "x86_64")]
 mod conv_i8_vnni;
 pub mod depthwise_conv;

@@ -1,0 +1,237 @@
+//! Direct float convolution for few input channels (a network's first layer: 3 channels, 3 × 3
+//! taps, 16 or 32 output channels) on the AVX-512 path: each output pixel's window is read
+//! where the input keeps it, tap by tap, with no im2col copy. At depth 27 the gather cost more
+//! than the products (each pixel copies three runs of 9 values to multiply 27 of them), and the
+//! im2col block the arena grants at the head's peak is a few rows.
+//!
+//! The register tile is [`super::gemm_avx512`]'s, fed differently: up to [`PIXELS`] output
+//! pixels of one output row × one or two 16-channel panels of the packed filter
+//! ([`super::pack`]), one broadcast input value per pixel and one filter load per panel per
+//! depth step. Each output is summed over the depth steps `(fy, fx, c)` in the im2col
+//! product's order with one FMA per step (the taps of the padding, zeros there, are skipped:
+//! adding a zero product changes no value), then bias and clamp as the GEMM's epilogue does.
+
+use super::gemm::{Epilogue, KC};
+use super::pack::{packed_b_len, NR};
+use super::Isa;
+use crate::interpreter::reference::conv::ConvGeometry;
+
+/// Most input channels a convolution runs directly with ([`applies`]): beyond a few, the
+/// im2col rows are long runs and the GEMM over them is faster.
+pub const MAX_CHANNELS: usize = 8;
+
+/// Output pixels per register tile (with two panels, 24 of the 32 `zmm` registers).
+const PIXELS: usize = 12;
+
+/// Whether [`direct_rows`] computes `nj` output channels of `g` on path `isa`: AVX-512F, an
+/// ungrouped filter over at most [`MAX_CHANNELS`] input channels, at most two panels of
+/// channels and one depth block ([`KC`]).
+pub fn applies(isa: Isa, g: &ConvGeometry, nj: usize) -> bool {
+    let k = g.filter_h * g.filter_w * g.in_c;
+    cfg!(target_arch = "x86_64")
+        && isa.avx512()
+        && g.filter_depth == g.in_c
+        && g.in_c <= MAX_CHANNELS
+        && nj <= 2 * NR
+        && k <= KC
+}
+
+/// Output pixels `p0..p0 + rows` (of one image, row-major) × the `nj` packed output channels
+/// `panel` (depth `filter_h · filter_w · in_c`) into `c` at row stride `ldc`, reading the
+/// windows in `image` (one NHWC image).
+///
+/// # Panics
+/// When [`applies`] is false or a slice is shorter than the shapes say.
+#[allow(clippy::too_many_arguments)]
+pub fn direct_rows(
+    isa: Isa,
+    g: &ConvGeometry,
+    image: &[f32],
+    p0: usize,
+    rows: usize,
+    nj: usize,
+    panel: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    assert!(applies(isa, g, nj), "direct_rows: geometry not covered");
+    let k = g.filter_h * g.filter_w * g.in_c;
+    if rows == 0 || nj == 0 {
+        return;
+    }
+    assert!(
+        image.len() >= g.in_h * g.in_w * g.in_c
+            && p0 + rows <= g.out_h * g.out_w
+            && panel.len() >= packed_b_len(nj, k)
+            && ldc >= nj
+            && c.len() >= (rows - 1) * ldc + nj
+            && ep.bias.is_none_or(|b| b.len() >= nj),
+        "direct_rows: slices shorter than {g:?}"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        let full_x = |ox: usize| {
+            let w = g.col_window(ox);
+            w.f0 == 0 && w.f1 == g.filter_w
+        };
+        let mut p = p0;
+        while p < p0 + rows {
+            let (oy, ox) = (p / g.out_w, p % g.out_w);
+            let wy = g.row_window(oy);
+            let row_end = (p0 + rows).min((oy + 1) * g.out_w);
+            // Pixels whose windows are whole across (all but the borders) go `PIXELS` at a
+            // time; a border pixel alone with its clipped taps.
+            let mut run = 1;
+            if full_x(ox) {
+                while run < PIXELS && p + run < row_end && full_x(ox + run) {
+                    run += 1;
+                }
+            }
+            let wx = g.col_window(ox);
+            let t = Taps {
+                g,
+                image: image.as_ptr(),
+                fy: wy.f0..wy.f1,
+                fx: wx.f0..wx.f1,
+                y: [
+                    (oy * g.stride_h) as isize - g.pad_h as isize,
+                    g.dilation_h as isize,
+                ],
+                x0: (ox * g.stride_w) as isize - g.pad_w as isize,
+                panel: panel.as_ptr(),
+                k,
+                nj,
+                c: c[(p - p0) * ldc..].as_mut_ptr(),
+                ldc,
+                bias: ep.bias.map(|b| b.as_ptr()),
+                min: ep.min,
+                max: ep.max,
+            };
+            // SAFETY: `avx512()` was checked by `applies`; the taps `fy`, `fx` of the `run`
+            // pixels (all with whole horizontal windows when `run > 1`) lie inside the image
+            // (clipped windows), their `k` depth steps inside the packed panels, and the `run`
+            // output rows of `nj` values at `ldc` inside `c` (`p + run <= p0 + rows`), bias
+            // `nj` values (checked above).
+            unsafe { x86::run(&t, run) };
+            p += run;
+        }
+    }
+}
+
+/// One register tile's operands: the pixels' clipped taps and where they go.
+#[cfg(target_arch = "x86_64")]
+struct Taps<'a> {
+    g: &'a ConvGeometry,
+    image: *const f32,
+    fy: core::ops::Range<usize>,
+    fx: core::ops::Range<usize>,
+    /// Input row of tap `fy`: `y[0] + fy * y[1]`.
+    y: [isize; 2],
+    /// Input column of tap 0 of the first pixel.
+    x0: isize,
+    panel: *const f32,
+    k: usize,
+    nj: usize,
+    c: *mut f32,
+    ldc: usize,
+    bias: Option<*const f32>,
+    min: f32,
+    max: f32,
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::super::gemm_avx512::x86::lanes;
+    use super::{Taps, NR, PIXELS};
+    use core::arch::x86_64::*;
+
+    /// `run` pixels (1..=[`PIXELS`]) of `t`: one tile of [`PIXELS`], else tiles of 4 and
+    /// single pixels.
+    ///
+    /// # Safety
+    /// AVX-512F is present; the taps of `run` pixels are inside the image (whole horizontal
+    /// windows when `run > 1`), `c` has `run` rows.
+    pub(super) unsafe fn run(t: &Taps<'_>, run: usize) {
+        let step = t.g.stride_w as isize;
+        let mut i = 0;
+        while i < run {
+            let left = run - i;
+            let ti = Taps {
+                x0: t.x0 + i as isize * step,
+                // SAFETY: pixel `i < run` has output row `i` inside `c`.
+                c: unsafe { t.c.add(i * t.ldc) },
+                fy: t.fy.clone(),
+                fx: t.fx.clone(),
+                ..*t
+            };
+            let two = t.nj > NR;
+            // SAFETY: pixels `i..i + n` are among the caller's `run` (`n <= left`).
+            let n = unsafe {
+                match (left, two) {
+                    (PIXELS, true) => tile::<PIXELS, 2>(&ti),
+                    (PIXELS, false) => tile::<PIXELS, 1>(&ti),
+                    (4.., true) => tile::<4, 2>(&ti),
+                    (4.., false) => tile::<4, 1>(&ti),
+                    (_, true) => tile::<1, 2>(&ti),
+                    (_, false) => tile::<1, 1>(&ti),
+                }
+            };
+            i += n;
+        }
+    }
+
+    /// `R` pixels × `P` panels; returns `R`.
+    ///
+    /// # Safety
+    /// As [`run`] with `R` pixels (whole horizontal windows when `R > 1`).
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile<const R: usize, const P: usize>(t: &Taps<'_>) -> usize {
+        let g = t.g;
+        let ch = g.in_c;
+        let px = (g.stride_w * ch) as isize;
+        let mut acc = [[_mm512_setzero_ps(); P]; R];
+        for fy in t.fy.clone() {
+            let iy = t.y[0] + fy as isize * t.y[1];
+            for fx in t.fx.clone() {
+                let ix = t.x0 + (fx * g.dilation_w) as isize;
+                let x = (iy * g.in_w as isize + ix) * ch as isize;
+                let p = (fy * g.filter_w + fx) * ch;
+                for ci in 0..ch {
+                    // SAFETY: tap (fy, fx) of each pixel is inside the image; step `p + ci <
+                    // k` of each panel is inside the packed filter.
+                    unsafe {
+                        let w: [__m512; P] = core::array::from_fn(|q| {
+                            _mm512_loadu_ps(t.panel.add(q * t.k * NR + (p + ci) * NR))
+                        });
+                        for (i, row) in acc.iter_mut().enumerate() {
+                            let xv = *t.image.offset(x + i as isize * px + ci as isize);
+                            let a = _mm512_set1_ps(xv);
+                            for (h, wq) in row.iter_mut().zip(&w) {
+                                *h = _mm512_fmadd_ps(a, *wq, *h);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let masks: [__mmask16; P] = core::array::from_fn(|q| lanes(t.nj, q));
+        let (lo, hi) = (_mm512_set1_ps(t.min), _mm512_set1_ps(t.max));
+        let mut bias = [_mm512_setzero_ps(); P];
+        if let Some(b) = t.bias {
+            for (q, v) in bias.iter_mut().enumerate() {
+                // SAFETY: the masked lanes are bias values below `nj`.
+                *v = unsafe { _mm512_maskz_loadu_ps(masks[q], b.add(q * NR)) };
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (q, &v) in row.iter().enumerate() {
+                let v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, bias[q]), lo), hi);
+                // SAFETY: output row `i < R` holds `nj` values; the mask keeps the store to
+                // them.
+                unsafe { _mm512_mask_storeu_ps(t.c.add(i * t.ldc + q * NR), masks[q], v) };
+            }
+        }
+        R
+    }
+}
