@@ -257,17 +257,16 @@ mod vnni {
         let flip = _mm512_set1_epi8(i8::MIN);
         let mut acc = [[_mm512_setzero_si512(); C]; R];
         let mut xs = [_mm512_setzero_si512(); R];
+        let mut ws = [_mm512_setzero_si512(); C];
         for s in 0..d.steps {
             for (i, xv) in xs.iter_mut().enumerate() {
                 let v = _mm512_loadu_si512(x.add(i * d.k + s * 64) as *const _);
                 *xv = _mm512_xor_si512(v, flip);
             }
-            for j in 0..C {
-                let wv = _mm512_loadu_si512(w.add(j * d.k + s * 64) as *const _);
-                for i in 0..R {
-                    acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xs[i], wv);
-                }
+            for (j, wv) in ws.iter_mut().enumerate() {
+                *wv = _mm512_loadu_si512(w.add(j * d.k + s * 64) as *const _);
             }
+            step(&mut acc, &xs, &ws);
         }
         if d.tail != 0 {
             let at = d.steps * 64;
@@ -276,22 +275,34 @@ mod vnni {
                 let v = _mm512_maskz_loadu_epi8(d.tail, x.add(i * d.k + at));
                 *xv = _mm512_xor_si512(v, flip);
             }
-            for j in 0..C {
-                let wv = _mm512_maskz_loadu_epi8(d.tail, w.add(j * d.k + at));
-                for i in 0..R {
-                    acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xs[i], wv);
+            for (j, wv) in ws.iter_mut().enumerate() {
+                *wv = _mm512_maskz_loadu_epi8(d.tail, w.add(j * d.k + at));
+            }
+            step(&mut acc, &xs, &ws);
+        }
+        for (a, o) in acc.iter().zip(out.iter_mut()) {
+            if C == CHANNELS {
+                let s = reduce4(a[0], a[1 % C], a[2 % C], a[3 % C]);
+                _mm_storeu_si128(o[c..c + 4].as_mut_ptr() as *mut __m128i, s);
+            } else {
+                for (o, &a) in o[c..c + C].iter_mut().zip(a) {
+                    *o = _mm512_reduce_add_epi32(a);
                 }
             }
         }
-        for i in 0..R {
-            if C == CHANNELS {
-                let a = &acc[i];
-                let s = reduce4(a[0], a[1 % C], a[2 % C], a[3 % C]);
-                _mm_storeu_si128(out[i][c..c + 4].as_mut_ptr() as *mut __m128i, s);
-            } else {
-                for j in 0..C {
-                    out[i][c + j] = _mm512_reduce_add_epi32(acc[i][j]);
-                }
+    }
+
+    /// `acc[i][j] += dot4(xs[i], ws[j])` for every row and channel of a tile.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    unsafe fn step<const R: usize, const C: usize>(
+        acc: &mut [[__m512i; C]; R],
+        xs: &[__m512i; R],
+        ws: &[__m512i; C],
+    ) {
+        for (row, &xv) in acc.iter_mut().zip(xs) {
+            for (a, &wv) in row.iter_mut().zip(ws) {
+                *a = _mm512_dpbusd_epi32(*a, xv, wv);
             }
         }
     }
