@@ -133,7 +133,7 @@ impl Kernel for BatchMatMul {
             adj_y,
         };
         if is_hybrid {
-            return hybrid::prepare_batch_matmul(ctx, &geometry, asymmetric);
+            return hybrid::prepare_batch_matmul(ctx, self.set, &geometry, asymmetric);
         }
         let packed = match (self.set, quant) {
             (KernelSet::Optimized, None) => {

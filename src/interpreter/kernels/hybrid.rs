@@ -16,12 +16,13 @@
 //! as rows, any other gathers each output pixel's window into an im2col row of head scratch
 //! (padding taps hold the image's zero point, so they add zero, as LiteRT's `Im2col` does;
 //! at most [`MAX_IM2COL`] bytes, else the reference loop); DEPTHWISE_CONV_2D takes its sums
-//! pixel-major from [`crate::interpreter::optimized::hybrid_depthwise`]. One thread.
+//! pixel-major from [`crate::interpreter::optimized::hybrid_depthwise`] and BATCH_MATMUL runs
+//! [`crate::interpreter::optimized::hybrid_batch_matmul`]'s loops. One thread.
 
 use super::quant_params::{filter_scales, float_range, fused_activation};
-use crate::interpreter::optimized::hybrid_depthwise;
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
 use crate::interpreter::optimized::hybrid_quantize;
+use crate::interpreter::optimized::{hybrid_batch_matmul, hybrid_depthwise};
 use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
 use crate::interpreter::reference::conv::ConvGeometry;
 use crate::interpreter::reference::hybrid::{
@@ -484,6 +485,8 @@ fn im2col(g: &ConvGeometry, image: &[i8], pad: i8, cols: &mut [i8]) {
 /// Op data of a hybrid BATCH_MATMUL.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BatchMatMulHybrid {
+    /// The optimized set (`hybrid_batch_matmul`'s loops; the same bits).
+    fast: bool,
     geometry: BatchMatMulGeometry,
     asymmetric: bool,
     scales: PersistentArray<f32>,
@@ -495,6 +498,7 @@ pub(crate) struct BatchMatMulHybrid {
 /// says, rhs scales per tensor or per output column.
 pub(crate) fn prepare_batch_matmul(
     ctx: &mut PrepareContext<'_>,
+    set: KernelSet,
     g: &BatchMatMulGeometry,
     asymmetric: bool,
 ) -> Result<(), KernelError> {
@@ -510,6 +514,7 @@ pub(crate) fn prepare_batch_matmul(
         .ok_or_else(|| KernelError::new("lhs rows overflow"))?;
     let rows = RowScratch::request(ctx, rows, g.k)?;
     ctx.set_op_data(BatchMatMulHybrid {
+        fast: set == KernelSet::Optimized,
         geometry: *g,
         asymmetric,
         scales,
@@ -527,12 +532,12 @@ pub(crate) fn invoke_batch_matmul(
     let x = d
         .rows
         .fill(ctx, |out| quantize_lhs_rows(g, lhs, d.asymmetric, out))?;
-    batch_matmul_hybrid(
-        g,
-        &x,
-        ctx.input::<i8>(1)?,
-        ctx.persistent(d.scales)?,
-        ctx.output::<f32>(0)?,
-    );
+    let (rhs, scales) = (ctx.input::<i8>(1)?, ctx.persistent(d.scales)?);
+    let out = ctx.output::<f32>(0)?;
+    if d.fast {
+        hybrid_batch_matmul::batch_matmul_hybrid(ctx.isa(), g, &x, rhs, scales, out);
+    } else {
+        batch_matmul_hybrid(g, &x, rhs, scales, out);
+    }
     Ok(())
 }

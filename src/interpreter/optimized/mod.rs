@@ -39,6 +39,7 @@ mod gemm_i8;
 #[cfg(target_arch = "x86_64")]
 mod gemm_i8_vnni;
 pub mod hard_swish;
+pub mod hybrid_batch_matmul;
 pub mod hybrid_depthwise;
 pub mod hybrid_dot;
 pub mod hybrid_quantize;

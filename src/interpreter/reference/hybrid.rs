@@ -179,8 +179,9 @@ pub struct QuantizedRows<'a> {
 }
 
 impl QuantizedRows<'_> {
+    /// Row `r`'s parameters.
     #[inline(always)]
-    fn row(&self, r: usize) -> RowQuant {
+    pub fn row(&self, r: usize) -> RowQuant {
         RowQuant {
             scale: self.scales[r],
             offset: self.offsets[r],
@@ -235,7 +236,7 @@ pub fn quantize_rows(input: &[f32], rows: usize, depth: usize, asymmetric: bool,
 
 /// The weights' scale of output channel `c` (one scale is broadcast).
 #[inline(always)]
-fn channel_scale(scales: &[f32], c: usize) -> f32 {
+pub(crate) fn channel_scale(scales: &[f32], c: usize) -> f32 {
     if scales.len() == 1 {
         scales[0]
     } else {
@@ -344,7 +345,7 @@ pub fn offset_dots(
 }
 
 /// Flat index of batch `idx` in a tensor with batch extents `dims` (broadcast extents of 1).
-fn batch_index(dims: &[usize; MAX_BATCH_DIMS], idx: [usize; MAX_BATCH_DIMS]) -> usize {
+pub(crate) fn batch_index(dims: &[usize; MAX_BATCH_DIMS], idx: [usize; MAX_BATCH_DIMS]) -> usize {
     let mut flat = 0;
     for i in 0..MAX_BATCH_DIMS {
         flat = flat * dims[i] + if dims[i] == 1 { 0 } else { idx[i] };
@@ -407,15 +408,23 @@ pub fn batch_matmul_hybrid(
                             dot = dot.wrapping_add(i32::from(x) * w);
                             sum = sum.wrapping_add(w);
                         }
-                        let acc = (dot as f32 - sum as f32 * p.offset as f32) as i32;
-                        let scale = p.scale * channel_scale(rhs_scales, j);
-                        out[o] = 0.0 + scale * acc as f32;
+                        out[o] = batch_matmul_output(dot, sum, p, channel_scale(rhs_scales, j));
                         o += 1;
                     }
                 }
             }
         }
     }
+}
+
+/// One hybrid BATCH_MATMUL output from the row's `dot = sum(q * w)` and the column's
+/// `sum = sum(w)` (both wrapping int32), as LiteRT computes it: the zero-point correction in
+/// float, truncated back to int32, then `0 + row_scale * w_scale * acc`.
+#[inline(always)]
+pub fn batch_matmul_output(dot: i32, sum: i32, row: RowQuant, w_scale: f32) -> f32 {
+    let acc = (dot as f32 - sum as f32 * row.offset as f32) as i32;
+    let scale = row.scale * w_scale;
+    0.0 + scale * acc as f32
 }
 
 /// How a hybrid convolution scales its int32 sums back to float.
