@@ -23,8 +23,10 @@
 
 use crate::interpreter::context::TensorInfo;
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
+use crate::interpreter::optimized::hybrid_quantize;
 use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::fixed_point::checked_log2;
+use crate::interpreter::reference::hybrid::RowsOut;
 use crate::interpreter::reference::lstm::{
     lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams, LstmShape,
     LstmWeights, MulParams,
@@ -121,6 +123,17 @@ impl RowDots for IsaDots {
                 }
             },
         );
+    }
+
+    fn quantize_rows(
+        &self,
+        input: &[f32],
+        rows: usize,
+        depth: usize,
+        asymmetric: bool,
+        out: RowsOut<'_>,
+    ) {
+        hybrid_quantize::quantize_rows(self.0, input, rows, depth, asymmetric, out);
     }
 }
 

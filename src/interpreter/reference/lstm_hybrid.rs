@@ -15,7 +15,8 @@ use super::lstm::{lstm_float_cell, GateProducts, LstmBuffers, LstmShape, LstmWei
 
 /// The int32 sums of quantized rows against int8 weight rows:
 /// `emit(r, c, sum_j (x[r][j] - offsets[r]) * w[c][j])` for every row `r < rows` and weight row
-/// `c < n`. Exact (wrapping int32), so every implementation gives the same sums.
+/// `c < n`, and the quantization of the rows. Exact (wrapping int32 sums, the reference's
+/// bytes), so every implementation gives the same results.
 pub trait RowDots {
     /// The sums of `rows` rows of `k` values of `x` against the `n` rows of `k` values of `w`.
     #[allow(clippy::too_many_arguments)]
@@ -29,6 +30,12 @@ pub trait RowDots {
         w: &[i8],
         emit: impl FnMut(usize, usize, i32),
     );
+
+    /// Quantizes `rows` rows of `depth` values of `input`, each on its own (the bytes and
+    /// parameters of [`quantize_rows`], which is the default).
+    fn quantize_rows(&self, input: &[f32], rows: usize, depth: usize, asymmetric: bool, out: RowsOut<'_>) {
+        quantize_rows(input, rows, depth, asymmetric, out);
+    }
 }
 
 /// The plain loops of [`offset_dots`] (the reference kernels' sums).
@@ -97,13 +104,13 @@ impl<D: RowDots> GateProducts for HybridGates<'_, '_, D> {
             scales: &mut t.x_scales[..rows],
             offsets: &mut t.x_offsets[..rows],
         };
-        quantize_rows(x, rows, s.input_dim, asymmetric, x_out);
+        self.dots.quantize_rows(x, rows, s.input_dim, asymmetric, x_out);
         let h_out = RowsOut {
             q: &mut t.h_q[..rows * s.state_dim],
             scales: &mut t.h_scales[..rows],
             offsets: &mut t.h_offsets[..rows],
         };
-        quantize_rows(h, rows, s.state_dim, asymmetric, h_out);
+        self.dots.quantize_rows(h, rows, s.state_dim, asymmetric, h_out);
     }
 
     fn gate(&mut self, g: usize, _x: &[f32], _h: &[f32], out: &mut [f32], _tmp: &mut [f32]) {
