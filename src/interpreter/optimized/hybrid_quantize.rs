@@ -88,7 +88,7 @@ mod avx2 {
             // SAFETY: `i + 8 <= main <= x.len() == q.len()`; unaligned accesses.
             let v = _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i)), vinv);
             let v = if asymmetric { _mm256_add_ps(voff, v) } else { v };
-            // |v| <= 255 here (finite extremes): the truncation is exact, so is the fraction.
+            // |v| < 2^9 here (finite extremes and factor): the truncation and the fraction are exact.
             let t = _mm256_cvttps_epi32(v);
             let frac = _mm256_sub_ps(v, _mm256_cvtepi32_ps(t));
             let up = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(frac, half));
