@@ -46,6 +46,9 @@ def convert(model, mode, in_shape):
     elif mode == "dynamic":
         # Dynamic range: int8 weights, float activations (hybrid kernels at run time).
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    elif mode == "f32_dus":
+        # Tensor-list writes as DYNAMIC_UPDATE_SLICE instead of SLICE + CONCATENATION.
+        conv._experimental_enable_dynamic_update_slice = True
     elif mode != "f32":
         raise ValueError(mode)
     return conv.convert()
@@ -240,6 +243,19 @@ def gru_while():
     return keras.Model(inp, out), (6, 4)
 
 
+def rnn_sequences():
+    """Keras 3 recurrent layers returning every step (`return_sequences=True`, `unroll=False`):
+    an LSTM then a GRU over two sequences of 6 steps, then a dense head on every step. Each layer
+    is a WHILE whose body writes its step's state into a list tensor (`TensorListSetItem`),
+    which the converter lowers to two SLICEs of changing shape and a CONCATENATION (or, for
+    `rnn_sequences_dus_f32`, to DYNAMIC_UPDATE_SLICE)."""
+    inp = keras.Input((6, 5), batch_size=2)
+    h = L.LSTM(12, return_sequences=True, unroll=False)(inp)
+    h = L.GRU(8, return_sequences=True, unroll=False)(h)
+    out = L.Dense(3)(h)
+    return keras.Model(inp, out), (6, 5)
+
+
 def hybrid_lstm():
     """An LSTM fused into one UNIDIRECTIONAL_SEQUENCE_LSTM, converted with dynamic range: float
     input, state and output, int8 weights with one scale per gate matrix (LiteRT's hybrid LSTM),
@@ -335,6 +351,8 @@ MODELS = {
     "cond_if_f32": (cond_if, "f32"),
     "while_data_dependent_f32": (while_data_dependent, "f32"),
     "hybrid_lstm_dynamic": (hybrid_lstm, "dynamic"),
+    "rnn_sequences_f32": (rnn_sequences, "f32"),
+    "rnn_sequences_dus_f32": (rnn_sequences, "f32_dus"),
     "hybrid_gru_dynamic": (hybrid_gru, "dynamic"),
 }
 

@@ -20,6 +20,7 @@ mod place;
 mod resize;
 mod shapes;
 mod stage;
+mod tensor_list;
 
 pub use budget::BudgetStep;
 
@@ -39,7 +40,9 @@ pub(crate) fn resizable(model: &Model) -> bool {
 
 pub(crate) use place::{finish, Rebuild};
 pub(crate) use resize::resized_model;
-pub(crate) use stage::{default_isa, stage, stage_opts, stage_with, Staged, VariableInit};
+pub(crate) use stage::{
+    default_isa, lowered_model, stage, stage_opts, stage_with, Staged, VariableInit,
+};
 
 /// Builds an [`Interpreter`] for subgraph 0 of a model.
 pub struct InterpreterBuilder<'m, 'a> {

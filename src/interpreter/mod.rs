@@ -388,6 +388,9 @@ impl<'a> Interpreter<'a> {
     /// model it was built from) its nodes run: what [`resize_input`](Self::resize_input)
     /// stages the resized model with, rebuilt from the node table instead of kept.
     fn kept_resolver(&self, model: &Model) -> Result<OpResolver, InterpreterError> {
+        // The operators the nodes were staged from (staging raises some operator patterns).
+        let lowered = builder::lowered_model(model);
+        let model = lowered.as_ref().unwrap_or(model);
         let mut resolver = OpResolver::new();
         for info in &self.subgraphs {
             let ops = model

@@ -383,7 +383,7 @@ fn keeps_batch(op: BuiltinOp) -> bool {
 }
 
 /// The values of an integer constant small enough to be shape arithmetic.
-fn integers(dtype: DType, data: &[u8]) -> Option<Vec<i64>> {
+pub(super) fn integers(dtype: DType, data: &[u8]) -> Option<Vec<i64>> {
     let v: Vec<i64> = match dtype {
         DType::I32 => data
             .chunks_exact(4)

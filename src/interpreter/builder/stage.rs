@@ -128,6 +128,8 @@ pub(crate) fn stage_opts(
 /// runs nodes of several devices, each with its device's kernels.
 ///
 /// The phases, in order (TFLM's names for the same steps in parentheses):
+/// 0. [`lowered_model`]: operator patterns the interpreter runs as one op (tensor-list writes),
+///    then [`shapes::infer_shapes`]: placeholder shapes of dynamic tensors;
 /// 1. [`resolve`] each node's registration (`PrepareNodeAndRegistrationDataFromFlatbuffer`);
 /// 2. [`lifetimes`] of every tensor, computed once, with in-place aliases where the resolved
 ///    kernel runs in place; then the executable graph ([`graph::build`]) and the refusals a
@@ -146,6 +148,9 @@ pub(crate) fn stage_with<'r>(
     isa: IsaSelection,
 ) -> Result<Staged, InterpreterError> {
     model.validate()?;
+    // Tensor-list writes lowered to slices of changing shape, raised to one operator.
+    let lowered = lowered_model(model);
+    let model = lowered.as_ref().unwrap_or(model);
     // Placeholder shapes of dynamic tensors replaced by the graph's shape arithmetic.
     let inferred = shapes::infer_shapes(model)?;
     let model = inferred.as_ref().unwrap_or(model);
@@ -219,6 +224,13 @@ pub(crate) fn stage_with<'r>(
         subgraphs,
         shared,
     })
+}
+
+/// `model` with the rewrites staging applies to its operators (so far only
+/// [`tensor_list::lower_set_items`]), or `None` when none applies: the operator list whose node
+/// indices the interpreter uses.
+pub(crate) fn lowered_model(model: &Model) -> Option<Model> {
+    super::tensor_list::lower_set_items(model)
 }
 
 /// The model and the subgraphs staged from it.

@@ -30,6 +30,7 @@ pub mod depth_to_space;
 pub mod depthwise_conv;
 pub mod dequantize;
 pub mod div;
+pub mod dynamic_update_slice;
 pub mod exp;
 pub mod fully_connected;
 pub mod fully_connected_sparse;
@@ -115,6 +116,10 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
     ),
     (BuiltinOp::DEQUANTIZE, dequantize::register_dequantize),
     (BuiltinOp::DIV, div::register_div),
+    (
+        BuiltinOp::DYNAMIC_UPDATE_SLICE,
+        dynamic_update_slice::register_dynamic_update_slice,
+    ),
     (BuiltinOp::EXP, exp::register_exp),
     (BuiltinOp::EXPAND_DIMS, reshape::register_expand_dims),
     (

@@ -15,6 +15,7 @@ pub mod depth_to_space;
 pub mod depthwise_conv;
 pub mod dequantize;
 pub mod div;
+pub mod dynamic_update_slice;
 pub mod elementwise;
 pub mod fixed_point;
 pub mod fully_connected;
