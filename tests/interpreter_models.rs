@@ -469,3 +469,41 @@ fn int8_softmax_with_litert_arithmetic_matches_litert() {
     let (file, reference) = case.reference_output(0).unwrap();
     compare(&format!("output 0 vs {file}"), &out[0], &reference, 0.0).unwrap();
 }
+
+/// A Keras GRU with `stateful=True` keeps its state in a resource variable (CALL_ONCE init
+/// subgraph, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE): three consecutive invokes match
+/// LiteRT's three (`reference/gru_stateful_f32/invokes/`, `tools/invoke_sequence.py`), on both
+/// kernel sets and every ISA path; after `reset_variables()` the sequence starts again from
+/// zeros.
+#[test]
+fn stateful_gru_carries_its_state_across_invokes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/converter");
+    let model = Model::load(dir.join("gru_stateful_f32.tflite")).unwrap();
+    let seq = dir.join("reference/gru_stateful_f32/invokes");
+    let read = |f: String| tensor_alloc::tensor::Tensor::read_npy(seq.join(f)).unwrap();
+    let steps: Vec<_> = (0..3)
+        .map(|k| {
+            (
+                read(format!("input_{k}.npy")),
+                read(format!("output_{k}.npy")),
+            )
+        })
+        .collect();
+    for set in KernelSet::ALL {
+        for &isa in Isa::available() {
+            let mut interp = InterpreterBuilder::new(&model)
+                .kernel_set(set)
+                .isa(isa)
+                .build()
+                .unwrap();
+            for round in 0..2 {
+                for (k, (input, want)) in steps.iter().enumerate() {
+                    let out = run_once(&mut interp, std::slice::from_ref(input)).unwrap();
+                    let what = format!("{set} {isa} round {round} invoke {k}");
+                    compare(&what, &out[0], want, 1e-5).unwrap();
+                }
+                interp.reset_variables();
+            }
+        }
+    }
+}

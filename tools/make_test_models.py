@@ -256,6 +256,18 @@ def rnn_sequences():
     return keras.Model(inp, out), (6, 5)
 
 
+def gru_stateful():
+    """A Keras 3 GRU with `stateful=True`: its state is a resource variable (VAR_HANDLE,
+    READ_VARIABLE before the loop, ASSIGN_VARIABLE after it) that a CALL_ONCE init subgraph
+    zeroes at the first invoke, so each invoke continues from the last one's state; then a
+    dense head on the last state. `tools/invoke_sequence.py` records LiteRT's outputs of
+    consecutive invokes."""
+    inp = keras.Input((3, 4), batch_size=1)
+    h = L.GRU(8, stateful=True, unroll=False)(inp)
+    out = L.Dense(3)(h)
+    return keras.Model(inp, out), (3, 4)
+
+
 def hybrid_lstm():
     """An LSTM fused into one UNIDIRECTIONAL_SEQUENCE_LSTM, converted with dynamic range: float
     input, state and output, int8 weights with one scale per gate matrix (LiteRT's hybrid LSTM),
@@ -352,6 +364,7 @@ MODELS = {
     "while_data_dependent_f32": (while_data_dependent, "f32"),
     "hybrid_lstm_dynamic": (hybrid_lstm, "dynamic"),
     "rnn_sequences_f32": (rnn_sequences, "f32"),
+    "gru_stateful_f32": (gru_stateful, "f32"),
     "rnn_sequences_dus_f32": (rnn_sequences, "f32_dus"),
     "hybrid_gru_dynamic": (hybrid_gru, "dynamic"),
 }

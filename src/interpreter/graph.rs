@@ -415,6 +415,9 @@ fn entry(
     };
     let dtype = match tensor.dtype {
         d if d.has_element() => d,
+        // A resource handle holds its variable's id (VAR_HANDLE writes it; READ_VARIABLE and
+        // ASSIGN_VARIABLE read it), an int32 as in TFLite.
+        DType::Resource => DType::I32,
         _ if kind == TensorKind::Unused => DType::U8,
         d => {
             return Err(err(format!(

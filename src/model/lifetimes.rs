@@ -181,12 +181,19 @@ impl TensorFacts {
     fn mark_prepare_time_constants(&mut self, model: &Model, sg: &Subgraph) {
         for op in &sg.operators {
             let builtin = model.builtin_of(op).unwrap_or(BuiltinOp::CUSTOM);
-            // Control flow runs other subgraphs at invoke: never evaluated at build.
+            // Control flow runs other subgraphs at invoke, and READ_VARIABLE reads a value
+            // that invokes change: never evaluated at build.
             let control_flow = matches!(
                 builtin,
-                BuiltinOp::WHILE | BuiltinOp::IF | BuiltinOp::CALL_ONCE
+                BuiltinOp::WHILE | BuiltinOp::IF | BuiltinOp::CALL_ONCE | BuiltinOp::READ_VARIABLE
             );
-            if builtin == BuiltinOp::CUSTOM || control_flow || op.input_tensors().next().is_none() {
+            // VAR_HANDLE has no inputs and always names the same variable: its handle is
+            // known at build, so the nodes that read it size the variable at prepare.
+            let var_handle = builtin == BuiltinOp::VAR_HANDLE;
+            if builtin == BuiltinOp::CUSTOM
+                || control_flow
+                || (op.input_tensors().next().is_none() && !var_handle)
+            {
                 continue;
             }
             let all_const = op.input_tensors().all(|t| {

@@ -2,6 +2,7 @@
 //! this crate describes; every other options table is kept as its union type id.
 
 use crate::tensor::DType;
+use rust_alloc::string::String;
 use rust_alloc::vec::Vec;
 
 /// `Padding` enum of the schema.
@@ -165,6 +166,8 @@ pub mod union_id {
     pub const BATCH_MATMUL: u8 = 101;
     /// `CallOnceOptions`.
     pub const CALL_ONCE: u8 = 103;
+    /// `VarHandleOptions`.
+    pub const VAR_HANDLE: u8 = 111;
     /// `GeluOptions`.
     pub const GELU: u8 = 116;
     /// Highest union type id of the `BuiltinOptions` union in the schema (`RightShiftOptions`).
@@ -304,6 +307,8 @@ macro_rules! builtin_options_table {
             While = WHILE { 0 cond_subgraph_index: i32, 1 body_subgraph_index: i32 }
             /// `CallOnceOptions`: the subgraph run once, at the first invoke.
             CallOnce = CALL_ONCE { 0 init_subgraph_index: i32 }
+            /// `VarHandleOptions`: the resource variable a VAR_HANDLE names.
+            VarHandle = VAR_HANDLE { 0 container: String, 1 shared_name: String }
         }
     };
 }

@@ -8,8 +8,9 @@ use core::fmt;
 /// Most dtypes are plain numbers with a fixed size and a Rust [`Element`] type for typed access
 /// ([`has_element`](Self::has_element)). The others are named so that a model can say what it
 /// holds and an error can name it: `I4` (4-bit integers, one per byte when unpacked), `C64` /
-/// `C128` (complex numbers, fixed size but no typed access here), and `String`, `Resource` and
-/// `Variant`, whose elements have no fixed size ([`size`](Self::size) is `None`). `F16` and
+/// `C128` (complex numbers, fixed size but no typed access here), `Resource` (a resource
+/// variable's handle: an int32 id, 4 bytes, no typed access), and `String` and `Variant`, whose
+/// elements have no fixed size ([`size`](Self::size) is `None`). `F16` and
 /// `BF16` are storage types (2 bytes each, [`half::f16`] / [`half::bf16`] for typed access);
 /// arithmetic on them is left to the kernels. The TFLite schema's numbers for these types are
 /// known only to the `.tflite` reader and writer (`model::tflite`).
@@ -80,15 +81,16 @@ impl DType {
     ];
 
     /// Size of one element in bytes; `None` for the types without a fixed element size
-    /// (`String`, `Resource`, `Variant`).
+    /// (`String`, `Variant`). A `Resource` element is the int32 id of a resource variable, as
+    /// TFLite and TFLM store it.
     pub const fn size(self) -> Option<usize> {
         Some(match self {
             DType::I8 | DType::U8 | DType::Bool | DType::I4 => 1,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
-            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F32 | DType::I32 | DType::U32 | DType::Resource => 4,
             DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
             DType::C128 => 16,
-            DType::String | DType::Resource | DType::Variant => return None,
+            DType::String | DType::Variant => return None,
         })
     }
 
@@ -99,9 +101,11 @@ impl DType {
         Some(match self {
             DType::I8 | DType::U8 | DType::Bool | DType::I4 => core::mem::align_of::<u8>(),
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => core::mem::align_of::<u16>(),
-            DType::F32 | DType::I32 | DType::U32 | DType::C64 => core::mem::align_of::<u32>(),
+            DType::F32 | DType::I32 | DType::U32 | DType::C64 | DType::Resource => {
+                core::mem::align_of::<u32>()
+            }
             DType::F64 | DType::I64 | DType::U64 | DType::C128 => core::mem::align_of::<u64>(),
-            DType::String | DType::Resource | DType::Variant => return None,
+            DType::String | DType::Variant => return None,
         })
     }
 

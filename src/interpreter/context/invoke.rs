@@ -318,7 +318,8 @@ impl<'a> InvokeContext<'a> {
             .get(array.record, bytes)
             .ok_or_else(|| KernelError::new("state array of another interpreter"))?;
         self.taken_states.set(self.taken_states.get() | bit);
-        // SAFETY: the record belongs to this node only and holds at least `len *
+        // SAFETY: the record is this node's (a resource variable's is shared with the other
+        // nodes naming it, which never run while this node does) and holds at least `len *
         // size_of::<T>()` bytes (checked above against the node's list), 16-byte aligned in the
         // records region, disjoint from every tensor, scratch buffer and other record; taken
         // once per invoke; `T` accepts any bit pattern.

@@ -19,6 +19,7 @@
 use super::error::KernelError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
 use crate::arena::Category;
+use crate::kernel_bail;
 use crate::model::{BuiltinOp, BuiltinOptions, Quantization, Sparsity};
 use crate::tensor::{DType, Element};
 use core::any::TypeId;
@@ -34,7 +35,7 @@ pub use invoke::InvokeContext;
 pub(crate) use invoke::{check_node_views, Program};
 pub(crate) use nodes::{NodeEntry, NodeRef, NodeTables};
 pub(crate) use slots::{RecordTable, Slot, SlotTable};
-pub(crate) use staging::{NodeMemory, OpDataRef, Persistent};
+pub(crate) use staging::{NodeMemory, OpDataRef, Persistent, Resource};
 
 /// Most outputs a node may have.
 pub const MAX_OUTPUTS: usize = 32;
@@ -114,6 +115,17 @@ pub struct StateArray<T> {
     /// Number of values (see [`PersistentArray`]).
     len: u32,
     _t: PhantomData<fn() -> T>,
+}
+
+impl StateArray<u8> {
+    /// The same bytes as values of `T` (the whole values that fit).
+    pub fn of<T: Scalar>(self) -> StateArray<T> {
+        StateArray {
+            record: self.record,
+            len: self.len / core::mem::size_of::<T>() as u32,
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<T> Clone for StateArray<T> {
@@ -585,6 +597,83 @@ impl<'a> PrepareContext<'a> {
         Ok(StateArray {
             record,
             len: array_len(len)?,
+            _t: PhantomData,
+        })
+    }
+
+    /// The id of the resource variable `(container, shared_name)` (VAR_HANDLE's prepare): the
+    /// same id for every node of every subgraph that names it.
+    pub fn resource_id(&mut self, container: &str, shared_name: &str) -> Result<u32, KernelError> {
+        let resources = &mut self.state.persistent.resources;
+        if let Some(i) = resources
+            .iter()
+            .position(|r| r.container == container && r.shared_name == shared_name)
+        {
+            return Ok(i as u32);
+        }
+        let id = u32::try_from(resources.len())
+            .map_err(|_| KernelError::new("more than 2^32 resource variables"))?;
+        resources
+            .try_reserve(1)
+            .map_err(|_| KernelError::new("out of memory for a resource variable"))?;
+        resources.push(Resource {
+            container: container.into(),
+            shared_name: shared_name.into(),
+            storage: None,
+        });
+        Ok(id)
+    }
+
+    /// The value of resource variable `id` (READ_VARIABLE's and ASSIGN_VARIABLE's prepare):
+    /// `bytes` of `dtype`, allocated zeroed in the tail by the first node that asks and shared
+    /// by every node that names `id`; also a state array of this node, so its invoke may read
+    /// and write it. Fails when `id` names no variable or the variable was sized differently.
+    pub fn resource_state(
+        &mut self,
+        id: u32,
+        bytes: usize,
+        dtype: DType,
+    ) -> Result<StateArray<u8>, KernelError> {
+        let size = u32::try_from(bytes)
+            .map_err(|_| KernelError::new(format!("resource of {bytes} bytes exceeds 4 GiB")))?;
+        let known = self.state.persistent.resources.len();
+        let Some(storage) = self
+            .state
+            .persistent
+            .resources
+            .get(id as usize)
+            .map(|r| r.storage)
+        else {
+            kernel_bail!("resource id {id} names no variable (this model has {known})");
+        };
+        let record = match storage {
+            Some((record, have, have_dtype)) => {
+                if (have, have_dtype) != (size, dtype) {
+                    kernel_bail!(
+                        "resource variable {id} holds {have} bytes of {have_dtype}; this node \
+                         uses it as {size} bytes of {dtype}"
+                    );
+                }
+                record
+            }
+            None => {
+                let record = self.state.persistent.allocate(bytes, Category::OpData)?;
+                self.state.persistent.resources[id as usize].storage = Some((record, size, dtype));
+                record
+            }
+        };
+        if self.state.memory.states.len() >= MAX_STATES {
+            kernel_bail!("more than {MAX_STATES} state arrays");
+        }
+        self.state
+            .memory
+            .states
+            .try_reserve(1)
+            .map_err(|_| KernelError::new("out of memory"))?;
+        self.state.memory.states.push((record, size));
+        Ok(StateArray {
+            record,
+            len: array_len(bytes)?,
             _t: PhantomData,
         })
     }

@@ -30,6 +30,20 @@ pub(crate) struct Persistent {
     used: usize,
     /// Records in allocation order.
     pub records: Vec<Record>,
+    /// Resource variables by id (a VAR_HANDLE's output): their `(container, shared_name)`
+    /// and, once a node sized it, their storage.
+    pub resources: Vec<Resource>,
+}
+
+/// A resource variable (TFLite's `ResourceVariable`): one per `(container, shared_name)` in the
+/// whole model, shared by every subgraph; its value lives in a kernel-state record of the tail
+/// (zeroed by `reset_variables`, as TFLM's resource variables are).
+pub(crate) struct Resource {
+    pub container: rust_alloc::string::String,
+    pub shared_name: rust_alloc::string::String,
+    /// `(record offset, bytes, dtype)` once the first ASSIGN_VARIABLE or READ_VARIABLE
+    /// prepared; every later one must agree on bytes and dtype.
+    pub storage: Option<(u32, u32, crate::tensor::DType)>,
 }
 
 impl Persistent {

@@ -16,6 +16,7 @@ use crate::model::BuiltinOp;
 pub mod abs;
 pub mod add;
 mod add_common;
+pub mod assign_variable;
 pub mod average_pool;
 pub mod batch_matmul;
 pub(crate) mod binary_common;
@@ -56,12 +57,14 @@ mod pool_common;
 pub mod prelu;
 mod quant_params;
 pub mod quantize;
+pub mod read_variable;
 pub mod reduce_max;
 pub mod reduce_prod;
 pub mod relu;
 pub mod reshape;
 pub mod resize_bilinear;
 pub mod resize_nearest_neighbor;
+mod resource_common;
 pub mod rsqrt;
 pub mod shape;
 pub mod slice;
@@ -79,6 +82,7 @@ pub mod transpose_conv_bias;
 mod unary_common;
 pub mod unidirectional_sequence_lstm;
 pub mod unpack;
+pub mod var_handle;
 pub mod while_loop;
 
 /// A builtin op's registration function: its kernel in a kernel set (TFLM's `Register_ADD()`).
@@ -93,6 +97,10 @@ pub type RegisterCustom = fn() -> Registration;
 pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
     (BuiltinOp::ABS, abs::register_abs),
     (BuiltinOp::ADD, add::register_add),
+    (
+        BuiltinOp::ASSIGN_VARIABLE,
+        assign_variable::register_assign_variable,
+    ),
     (
         BuiltinOp::AVERAGE_POOL_2D,
         average_pool::register_average_pool_2d,
@@ -146,6 +154,10 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
     (BuiltinOp::PADV2, pad::register_padv2),
     (BuiltinOp::PRELU, prelu::register_prelu),
     (BuiltinOp::QUANTIZE, quantize::register_quantize),
+    (
+        BuiltinOp::READ_VARIABLE,
+        read_variable::register_read_variable,
+    ),
     (BuiltinOp::REDUCE_MAX, reduce_max::register_reduce_max),
     (BuiltinOp::REDUCE_PROD, reduce_prod::register_reduce_prod),
     (BuiltinOp::RELU, relu::register_relu),
@@ -194,6 +206,7 @@ pub const BUILTINS: &[(BuiltinOp, RegisterBuiltin)] = &[
         unidirectional_sequence_lstm::register_unidirectional_sequence_lstm,
     ),
     (BuiltinOp::UNPACK, unpack::register_unpack),
+    (BuiltinOp::VAR_HANDLE, var_handle::register_var_handle),
     (BuiltinOp::WHILE, while_loop::register_while),
 ];
 

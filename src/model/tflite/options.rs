@@ -11,6 +11,7 @@ use flatbuffers::{
     FlatBufferBuilder, ForwardsUOffset, InvalidFlatbuffer, TableVerifier, UnionWIPOffset, VOffsetT,
     Vector, Verifier, WIPOffset,
 };
+use rust_alloc::string::String;
 use rust_alloc::vec::Vec;
 
 use super::dtype::{dtype_from_schema, dtype_to_schema, unknown_dtype};
@@ -125,6 +126,47 @@ impl OptionField for Vec<i32> {
         _default: &Self,
     ) {
         fbb.push_slot_always(slot, staged);
+    }
+}
+
+/// `string`, written unless empty (an absent string reads back empty, as `flatc`'s readers
+/// give it).
+impl OptionField for String {
+    const SCHEMA_DEFAULT: Self = String::new();
+    type Staged<'b> = Option<WIPOffset<&'b str>>;
+
+    fn verify<'v, 'o, 'b>(
+        tv: TableVerifier<'v, 'o, 'b>,
+        slot: VOffsetT,
+    ) -> Result<TableVerifier<'v, 'o, 'b>, InvalidFlatbuffer> {
+        tv.visit_field::<ForwardsUOffset<&str>>("options field", slot, false)
+    }
+    fn read(t: &T<'_>, slot: VOffsetT, default: Self) -> Result<Self, ModelError> {
+        match t.string(slot) {
+            Some(v) => {
+                let mut out = String::new();
+                out.try_reserve_exact(v.len()).map_err(|_| {
+                    ModelError::invalid("operator options", "out of memory for a string field")
+                })?;
+                out.push_str(v);
+                Ok(out)
+            }
+            None => Ok(default),
+        }
+    }
+    fn stage<'b>(&self, fbb: &mut FlatBufferBuilder<'b>) -> Self::Staged<'b> {
+        (!self.is_empty()).then(|| fbb.create_string(self))
+    }
+    fn push<'b>(
+        &self,
+        staged: Self::Staged<'b>,
+        fbb: &mut FlatBufferBuilder<'b>,
+        slot: VOffsetT,
+        _default: &Self,
+    ) {
+        if let Some(v) = staged {
+            fbb.push_slot_always(slot, v);
+        }
     }
 }
 
@@ -325,6 +367,11 @@ mod tests {
     impl NonDefault for Vec<i32> {
         fn other_than(_d: &Self, id: i32) -> Self {
             vec![id, -1, 7]
+        }
+    }
+    impl NonDefault for String {
+        fn other_than(_d: &Self, id: i32) -> Self {
+            format!("name{id}")
         }
     }
     impl NonDefault for Option<Vec<i32>> {
