@@ -1,9 +1,8 @@
 //! Float DEPTHWISE_CONV_2D with a depth multiplier of 1, directly in SIMD: NHWC keeps a pixel's
 //! channels adjacent, so each output pixel accumulates its clipped window tap by tap into
 //! 8-lane vectors of channels (32 channels per pass, in four independent accumulators), adds the
-//! bias and clamps. AVX-512F on an [`Isa`] path that has it ([`Isa::avx512`]:
-//! [`super::depthwise_conv_avx512`], 16 channels per register, the same bits), AVX2+FMA on a
-//! path that has them ([`Isa::avx2`]), the reference loop otherwise; other depth
+//! bias and clamps. AVX2+FMA on an [`Isa`] path that has them ([`Isa::avx2`]), the reference
+//! loop otherwise; other depth
 //! multipliers are not covered ([`covers`]) and run the reference loop.
 
 use super::Isa;
@@ -85,18 +84,6 @@ pub fn depthwise_conv_f32_rows(
             && bias.is_none_or(|b| b.len() >= g.out_c),
         "depthwise_conv_f32: slices shorter than {g:?} (rows {row0}+{rows})"
     );
-    #[cfg(target_arch = "x86_64")]
-    if isa.avx512() {
-        // SAFETY: `avx512()` checked the cached detection: AVX-512F is present; the slice
-        // lengths were checked above against every index the loop forms from `g` and the row
-        // range.
-        unsafe {
-            super::depthwise_conv_avx512::depthwise(
-                g, input, filter, bias, act_min, act_max, row0, rows, output,
-            )
-        };
-        return;
-    }
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
         // SAFETY: `avx2()` checked the cached detection: AVX2 and FMA are present; the slice

@@ -25,8 +25,6 @@ mod conv_windows;
 #[cfg(target_arch = "x86_64")]
 mod conv_i8_vnni;
 pub mod depthwise_conv;
-#[cfg(target_arch = "x86_64")]
-mod depthwise_conv_avx512;
 pub mod depthwise_i8;
 #[cfg(target_arch = "x86_64")]
 mod depthwise_i8_avx512;

@@ -185,33 +185,58 @@ mod x86 {
     macro_rules! transpose8 {
         ($r:expr) => {{
             let r: [__m256; 8] = $r;
-        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
-        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
-        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
-        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
-        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-        let cols = [
-            _mm256_permute2f128_ps::<0x20>(u0, u4),
-            _mm256_permute2f128_ps::<0x20>(u1, u5),
-            _mm256_permute2f128_ps::<0x20>(u2, u6),
-            _mm256_permute2f128_ps::<0x20>(u3, u7),
-            _mm256_permute2f128_ps::<0x31>(u0, u4),
-            _mm256_permute2f128_ps::<0x31>(u1, u5),
-            _mm256_permute2f128_ps::<0x31>(u2, u6),
-            _mm256_permute2f128_ps::<0x31>(u3, u7),
-        ];
+            let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+            let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+            let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+            let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+            let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+            let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+            let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+            let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+            let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+            let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            let cols = [
+                _mm256_permute2f128_ps::<0x20>(u0, u4),
+                _mm256_permute2f128_ps::<0x20>(u1, u5),
+                _mm256_permute2f128_ps::<0x20>(u2, u6),
+                _mm256_permute2f128_ps::<0x20>(u3, u7),
+                _mm256_permute2f128_ps::<0x31>(u0, u4),
+                _mm256_permute2f128_ps::<0x31>(u1, u5),
+                _mm256_permute2f128_ps::<0x31>(u2, u6),
+                _mm256_permute2f128_ps::<0x31>(u3, u7),
+            ];
             cols
+        }};
+    }
+
+    /// The body of the `transpose_8x8_blocks` functions: `$load(row, p)` loads eight values
+    /// of a source row from depth step `p` as float32 (the caller's `target_feature`s apply).
+    macro_rules! transpose_blocks {
+        ($src:expr, $len:expr, $jj0:expr, $out:expr, $load:expr) => {{
+            let (src, len, jj0, out) = ($src, $len, $jj0, $out);
+            let blocks = len / 8;
+            // Every load and store below stays inside its slice.
+            if jj0 + 8 > NR || out.len() < blocks * 8 * NR || src.iter().any(|r| r.len() < len) {
+                return 0;
+            }
+            let load = $load;
+            for q in 0..blocks {
+                let p = q * 8;
+                let r: [__m256; 8] = core::array::from_fn(|i| load(src[i], p));
+                let cols = transpose8!(r);
+                for (i, c) in cols.iter().enumerate() {
+                    // SAFETY: `(p + i) * NR + jj0 + 8 <= blocks * 8 * NR <= out.len()`
+                    // (checked).
+                    unsafe { _mm256_storeu_ps(out.as_mut_ptr().add((p + i) * NR + jj0), *c) };
+                }
+            }
+            blocks * 8
         }};
     }
 
@@ -228,23 +253,10 @@ mod x86 {
         jj0: usize,
         out: &mut [f32],
     ) -> usize {
-        let blocks = len / 8;
-        // Every load and store below stays inside its slice.
-        if jj0 + 8 > NR || out.len() < blocks * 8 * NR || src.iter().any(|r| r.len() < len) {
-            return 0;
-        }
-        for q in 0..blocks {
-            let p = q * 8;
-            // SAFETY: `p + 8 <= blocks * 8 <= len <= src[i].len()` (checked).
-            let r: [__m256; 8] =
-                core::array::from_fn(|i| unsafe { _mm256_loadu_ps(src[i].as_ptr().add(p)) });
-            let cols = transpose8!(r);
-            for (i, c) in cols.iter().enumerate() {
-                // SAFETY: `(p + i) * NR + jj0 + 8 <= blocks * 8 * NR <= out.len()` (checked).
-                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add((p + i) * NR + jj0), *c) };
-            }
-        }
-        blocks * 8
+        // SAFETY: `p + 8 <= len <= src[i].len()` (checked by the macro).
+        transpose_blocks!(src, len, jj0, out, |row: &[f32], p| unsafe {
+            _mm256_loadu_ps(row.as_ptr().add(p))
+        })
     }
 
     /// [`transpose_8x8_blocks`] from float16 rows, converted with F16C as they are loaded
@@ -259,25 +271,11 @@ mod x86 {
         jj0: usize,
         out: &mut [f32],
     ) -> usize {
-        let blocks = len / 8;
-        // Every load and store below stays inside its slice.
-        if jj0 + 8 > NR || out.len() < blocks * 8 * NR || src.iter().any(|r| r.len() < len) {
-            return 0;
-        }
-        for q in 0..blocks {
-            let p = q * 8;
-            // SAFETY: `p + 8 <= blocks * 8 <= len <= src[i].len()` (checked): eight float16
-            // values (16 bytes) from `p`.
-            let r: [__m256; 8] = core::array::from_fn(|i| unsafe {
-                _mm256_cvtph_ps(_mm_loadu_si128(src[i].as_ptr().add(p) as *const __m128i))
-            });
-            let cols = transpose8!(r);
-            for (i, c) in cols.iter().enumerate() {
-                // SAFETY: `(p + i) * NR + jj0 + 8 <= blocks * 8 * NR <= out.len()` (checked).
-                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add((p + i) * NR + jj0), *c) };
-            }
-        }
-        blocks * 8
+        // SAFETY: `p + 8 <= len <= src[i].len()` (checked by the macro): eight float16 values
+        // (16 bytes) from `p`.
+        transpose_blocks!(src, len, jj0, out, |row: &[half::f16], p| unsafe {
+            _mm256_cvtph_ps(_mm_loadu_si128(row.as_ptr().add(p) as *const __m128i))
+        })
     }
 }
 
