@@ -95,6 +95,50 @@ pub fn gemm_packed_steps(
     c: &mut [f32],
     ldc: usize,
 ) {
+    let none = Prefetch::NONE;
+    gemm_packed_prefetch(isa, m, n, k, steps, a, packed_b, ep, c, ldc, none);
+}
+
+/// Memory a product brings toward the cache while it runs (the next weights a caller will
+/// pack): `lines` 64-byte lines from `start`, spread over the AVX-512 tiles' depth steps. It
+/// changes no value; `start` need not be dereferenceable (a prefetch never faults).
+#[derive(Clone, Copy)]
+pub(super) struct Prefetch {
+    pub(super) start: *const u8,
+    pub(super) lines: usize,
+}
+
+impl Prefetch {
+    const NONE: Prefetch = Prefetch {
+        start: core::ptr::null(),
+        lines: 0,
+    };
+
+    /// The lines holding `data`.
+    fn of<T>(data: &[T]) -> Prefetch {
+        Prefetch {
+            start: data.as_ptr() as *const u8,
+            lines: core::mem::size_of_val(data).div_ceil(64),
+        }
+    }
+}
+
+/// [`gemm_packed_steps`] prefetching `pf` along the way (on the AVX-512 path).
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut, unused_variables))]
+fn gemm_packed_prefetch(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    steps: core::ops::Range<usize>,
+    a: Strided<'_>,
+    packed_b: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    mut pf: Prefetch,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -130,6 +174,12 @@ pub fn gemm_packed_steps(
     let panels = n.div_ceil(NR);
     let kc_max = KC.min(k);
     let panels_per_block = (L2_PANEL_BYTES / (kc_max * NR * 4)).max(1);
+    #[cfg(target_arch = "x86_64")]
+    let pf_per_tile = {
+        // Tiles the AVX-512 path runs (about: pairs of panels per block counted whole).
+        let tiles = m.div_ceil(MR512) * panels.div_ceil(2) * (steps.end - steps.start).div_ceil(KC);
+        pf.lines.div_ceil(tiles.max(1))
+    };
     let mut k0 = steps.start;
     while k0 < steps.end {
         let kc = KC.min(steps.end - k0);
@@ -154,6 +204,7 @@ pub fn gemm_packed_steps(
                         ep,
                         c,
                         ldc,
+                        (&mut pf, pf_per_tile),
                     )
                 };
                 q0 = q1;
@@ -230,7 +281,18 @@ pub fn gemm_grouped<T: Weight>(
             min: ep.min,
             max: ep.max,
         };
-        gemm_packed(isa, m, cols, k, a, scratch, &epj, &mut c[j0..], ldc);
+        // The next group's rows of `B` come toward the cache while this group's products
+        // run, so its packing reads them from there rather than from memory.
+        let next = (j0 + cols).min(n);
+        let next_rows = group.min(n - next);
+        let pf = if next_rows == 0 || k == 0 {
+            Prefetch::NONE
+        } else {
+            let first = next * b.rs;
+            let last = (next + next_rows - 1) * b.rs + (k - 1) * b.cs;
+            Prefetch::of(&b.data[first..=last])
+        };
+        gemm_packed_prefetch(isa, m, cols, k, 0..k, a, scratch, &epj, &mut c[j0..], ldc, pf);
         j0 += cols;
     }
 }
@@ -297,6 +359,9 @@ pub(super) struct Tile {
     pub(super) bias: Option<*const f32>,
     pub(super) min: f32,
     pub(super) max: f32,
+    /// Lines to prefetch during the tile (`pf_lines` 64-byte lines from `pf`; any address).
+    pub(super) pf: *const u8,
+    pub(super) pf_lines: usize,
 }
 
 /// Where a tile sits in a product of depth `k`: depth steps `k0..k0 + kc` (of the steps
@@ -339,6 +404,8 @@ impl Tile {
             bias: ep.bias.map(|b| b[j0..].as_ptr()),
             min: ep.min,
             max: ep.max,
+            pf: core::ptr::null(),
+            pf_lines: 0,
         }
     }
 }
@@ -366,6 +433,7 @@ unsafe fn avx512_block(
     ep: &Epilogue<'_>,
     c: &mut [f32],
     ldc: usize,
+    (pf, per_tile): (&mut Prefetch, usize),
 ) {
     let mut i0 = 0;
     while i0 < m {
@@ -383,7 +451,11 @@ unsafe fn avx512_block(
                 ldc,
             };
             let cols = (if pair { 2 * NR } else { NR }).min(n - q * NR);
-            let tile = Tile::new(&at, a, packed_b, ep, c, cols);
+            let mut tile = Tile::new(&at, a, packed_b, ep, c, cols);
+            let lines = per_tile.min(pf.lines);
+            (tile.pf, tile.pf_lines) = (pf.start, lines);
+            pf.start = pf.start.wrapping_add(64 * lines);
+            pf.lines -= lines;
             // SAFETY: as `run_tile` in `gemm_packed_steps` (rows below `m - i0`, steps inside
             // the block, `cols` columns below `n - j0`; the second panel, when `pair`, is
             // panel `q + 1 < panels.end <= n.div_ceil(NR)`, inside `packed_b`); the caller
@@ -756,6 +828,8 @@ pub(super) mod tests {
                         bias: None,
                         min: f32::NEG_INFINITY,
                         max: f32::INFINITY,
+                        pf: core::ptr::null(),
+                        pf_lines: 0,
                     };
                     // SAFETY: the tile covers rows i0..i0 + rows, panel q, inside every buffer.
                     unsafe { run_tile(isa, rows, &t) };

@@ -72,7 +72,18 @@ pub(super) mod x86 {
     pub(super) unsafe fn tile<const R: usize, const P: usize>(t: &Tile) {
         let mut acc = [[_mm512_setzero_ps(); P]; R];
         let (mut a, mut b) = (t.a, t.b);
+        // The prefetch lines, a few per depth step from the first.
+        let (mut pf, mut pf_left) = (t.pf, t.pf_lines);
+        let pf_step = t.pf_lines.div_ceil(t.kc.max(1));
         for _ in 0..t.kc {
+            if pf_left > 0 {
+                for _ in 0..pf_step.min(pf_left) {
+                    // A prefetch never faults, whatever the address.
+                    _mm_prefetch::<_MM_HINT_T1>(pf as *const i8);
+                    pf = pf.wrapping_add(64);
+                }
+                pf_left = pf_left.saturating_sub(pf_step);
+            }
             // SAFETY: `b` walks the `kc * NR` packed values of each panel (the second one
             // `b_next` further), `a` the `kc` steps of each of the `R` rows.
             unsafe {

@@ -32,6 +32,9 @@ pub trait Weight: Copy + Send + Sync + 'static {
     /// The values as f32 without a conversion: `Some` for float32 (packing then reads them
     /// where they are instead of through a staging buffer), `None` for types that convert.
     fn as_f32(src: &[Self]) -> Option<&[f32]>;
+    /// The values as float16: `Some` for float16 (packing then converts them in registers
+    /// with F16C, without a staging buffer), `None` otherwise.
+    fn as_f16(src: &[Self]) -> Option<&[half::f16]>;
     /// One value as f32.
     fn to_f32(self) -> f32;
     /// `sum(a[i] * w[i])` (equal lengths) on path `isa`.
@@ -47,6 +50,10 @@ impl Weight for f32 {
     #[inline(always)]
     fn as_f32(src: &[f32]) -> Option<&[f32]> {
         Some(src)
+    }
+    #[inline(always)]
+    fn as_f16(_: &[f32]) -> Option<&[half::f16]> {
+        None
     }
     #[inline(always)]
     fn to_f32(self) -> f32 {
@@ -68,6 +75,10 @@ impl Weight for half::f16 {
     #[inline(always)]
     fn as_f32(_: &[half::f16]) -> Option<&[f32]> {
         None
+    }
+    #[inline(always)]
+    fn as_f16(src: &[half::f16]) -> Option<&[half::f16]> {
+        Some(src)
     }
     #[inline(always)]
     fn to_f32(self) -> f32 {

@@ -63,9 +63,10 @@ const PACK_RUN: usize = 64;
 /// One panel of [`pack_b`] from rows `j0..j0 + cols` of `B` with contiguous depth (`cs == 1`),
 /// eight rows at a time. With AVX2, a group of eight float32 rows is transposed straight from
 /// where `B` keeps it, 8 × 8 blocks in registers (no staging copy: for a filter read in place
-/// at every call, the copy cost as much as the transpose). Otherwise (float16, fewer than
-/// eight rows, the scalar path) runs of [`PACK_RUN`] values are converted (F16C for float16)
-/// into a small buffer and written transposed from there. Depth steps past the last whole
+/// at every call, the copy cost as much as the transpose); a group of eight float16 rows the
+/// same way, converted by F16C as each 8-value run is loaded. Otherwise (fewer than eight
+/// rows, the scalar path, no F16C) runs of [`PACK_RUN`] values are converted into a small
+/// buffer and written transposed from there. Depth steps past the last whole
 /// 8-step block are written one value at a time. Columns past `cols` are left as they are
 /// (the caller zeroed them).
 fn pack_panel_transposed<T: Weight>(
@@ -98,6 +99,26 @@ fn pack_panel_transposed<T: Weight>(
             }
             jj0 += 8;
             continue;
+        }
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
+        if let (true, 8, Some(src)) = (isa.avx2(), rows, T::as_f16(b.data)) {
+            if std::arch::is_x86_feature_detected!("f16c") {
+                // Rows `r < 8` of the group, as for float32 above.
+                let src: [&[half::f16]; 8] =
+                    core::array::from_fn(|r| &src[first_row + r * b.rs..][..k]);
+                let out = &mut panel[..k * NR];
+                // SAFETY: `avx2()` checked the cached detection (AVX2) and F16C was detected
+                // just above (std caches the answer); each source row holds `k` values and
+                // `out` `k` depth steps of `NR ≥ jj0 + 8` columns.
+                let done = unsafe { x86::transpose_8x8_blocks_f16(&src, k, jj0, out) };
+                for p in done..k {
+                    for (r, row) in src.iter().enumerate() {
+                        out[p * NR + jj0 + r] = row[p].to_f32();
+                    }
+                }
+                jj0 += 8;
+                continue;
+            }
         }
         let mut p0 = 0;
         while p0 < k {
@@ -159,29 +180,11 @@ mod x86 {
     use super::NR;
     use core::arch::x86_64::*;
 
-    /// Writes `out[p * NR + jj0 + r] = src[r][p]` for `p` below `len / 8 * 8` (every `r < 8`),
-    /// eight depth steps at a time through an 8 × 8 register transpose; returns how many depth
-    /// steps it wrote (0 when a row is shorter than `len` or `out` too short).
-    ///
-    /// # Safety
-    /// The CPU has AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn transpose_8x8_blocks(
-        src: &[&[f32]; 8],
-        len: usize,
-        jj0: usize,
-        out: &mut [f32],
-    ) -> usize {
-        let blocks = len / 8;
-        // Every load and store below stays inside its slice.
-        if jj0 + 8 > NR || out.len() < blocks * 8 * NR || src.iter().any(|r| r.len() < len) {
-            return 0;
-        }
-        for q in 0..blocks {
-            let p = q * 8;
-            // SAFETY: `p + 8 <= blocks * 8 <= len <= src[i].len()` (checked).
-            let r: [__m256; 8] =
-                core::array::from_fn(|i| unsafe { _mm256_loadu_ps(src[i].as_ptr().add(p)) });
+    /// The 8 × 8 transpose of eight AVX2 registers: `cols[c]` lane `i` is `r[i]` lane `c`.
+    /// (A macro so the intrinsics inline into each `target_feature` caller.)
+    macro_rules! transpose8 {
+        ($r:expr) => {{
+            let r: [__m256; 8] = $r;
             let t0 = _mm256_unpacklo_ps(r[0], r[1]);
             let t1 = _mm256_unpackhi_ps(r[0], r[1]);
             let t2 = _mm256_unpacklo_ps(r[2], r[3]);
@@ -208,12 +211,71 @@ mod x86 {
                 _mm256_permute2f128_ps::<0x31>(u2, u6),
                 _mm256_permute2f128_ps::<0x31>(u3, u7),
             ];
-            for (i, c) in cols.iter().enumerate() {
-                // SAFETY: `(p + i) * NR + jj0 + 8 <= blocks * 8 * NR <= out.len()` (checked).
-                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add((p + i) * NR + jj0), *c) };
+            cols
+        }};
+    }
+
+    /// The body of the `transpose_8x8_blocks` functions: `$load(row, p)` loads eight values
+    /// of a source row from depth step `p` as float32 (the caller's `target_feature`s apply).
+    macro_rules! transpose_blocks {
+        ($src:expr, $len:expr, $jj0:expr, $out:expr, $load:expr) => {{
+            let (src, len, jj0, out) = ($src, $len, $jj0, $out);
+            let blocks = len / 8;
+            // Every load and store below stays inside its slice.
+            if jj0 + 8 > NR || out.len() < blocks * 8 * NR || src.iter().any(|r| r.len() < len) {
+                return 0;
             }
-        }
-        blocks * 8
+            let load = $load;
+            for q in 0..blocks {
+                let p = q * 8;
+                let r: [__m256; 8] = core::array::from_fn(|i| load(src[i], p));
+                let cols = transpose8!(r);
+                for (i, c) in cols.iter().enumerate() {
+                    // SAFETY: `(p + i) * NR + jj0 + 8 <= blocks * 8 * NR <= out.len()`
+                    // (checked).
+                    unsafe { _mm256_storeu_ps(out.as_mut_ptr().add((p + i) * NR + jj0), *c) };
+                }
+            }
+            blocks * 8
+        }};
+    }
+
+    /// Writes `out[p * NR + jj0 + r] = src[r][p]` for `p` below `len / 8 * 8` (every `r < 8`),
+    /// eight depth steps at a time through an 8 × 8 register transpose; returns how many depth
+    /// steps it wrote (0 when a row is shorter than `len` or `out` too short).
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn transpose_8x8_blocks(
+        src: &[&[f32]; 8],
+        len: usize,
+        jj0: usize,
+        out: &mut [f32],
+    ) -> usize {
+        // SAFETY: `p + 8 <= len <= src[i].len()` (checked by the macro).
+        transpose_blocks!(src, len, jj0, out, |row: &[f32], p| unsafe {
+            _mm256_loadu_ps(row.as_ptr().add(p))
+        })
+    }
+
+    /// [`transpose_8x8_blocks`] from float16 rows, converted with F16C as they are loaded
+    /// (exact: every float16 value is a float32 value).
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn transpose_8x8_blocks_f16(
+        src: &[&[half::f16]; 8],
+        len: usize,
+        jj0: usize,
+        out: &mut [f32],
+    ) -> usize {
+        // SAFETY: `p + 8 <= len <= src[i].len()` (checked by the macro): eight float16 values
+        // (16 bytes) from `p`.
+        transpose_blocks!(src, len, jj0, out, |row: &[half::f16], p| unsafe {
+            _mm256_cvtph_ps(_mm_loadu_si128(row.as_ptr().add(p) as *const __m128i))
+        })
     }
 }
 
