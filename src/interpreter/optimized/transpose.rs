@@ -223,7 +223,7 @@ mod tests {
             let mut perm: Vec<i32> = (0..rank as i32).collect();
             // All permutations (Heap's algorithm, iterative).
             let mut c = vec![0usize; rank];
-            let mut check = |perm: &[i32]| {
+            let check = |perm: &[i32]| {
                 let plan = TransposePlan::new(dims, perm).unwrap();
                 let mut want = vec![0i32; n];
                 reference(&plan, &input, &mut want);
