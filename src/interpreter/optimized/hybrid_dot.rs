@@ -8,7 +8,8 @@
 //! AVX-512 VNNI ([`vnni`]): `vpdpbusd` multiplies unsigned by signed bytes, so the rows are
 //! read as `u = x + 128` (`x ^ 0x80`, on the fly) and
 //! `sum_j (x_j - offset) w_j = sum_j u_j w_j - (128 + offset) * sum_j w_j`; the weight sums of
-//! a run of [`CHUNK`] channels are taken once per call, then tiles of 4 rows × 4 channels
+//! a run of [`CHUNK`] channels are taken once per call (four channels per reduction), then
+//! tiles of 4 (or 2, or 1) rows × 4 channels
 //! stream 64 depth positions per step from the weights' own layout (no packed copy, no
 //! scratch), the depth tail by masked loads (weights past `k` load as 0, so their products
 //! vanish).
@@ -184,13 +185,26 @@ mod vnni {
         let mut c0 = 0;
         while c0 < n {
             let cn = CHUNK.min(n - c0);
-            for (c, s) in wsum[..cn].iter_mut().enumerate() {
-                // SAFETY: channel `c0 + c < n`: its `k` weights are in `w`.
-                *s = weight_sum(w.as_ptr().add((c0 + c) * k), d);
+            let mut c = 0;
+            while c < cn {
+                // SAFETY: channels `c0 + c..` (four of them in the first branch) are below
+                // `n`: their `k` weights are in `w`.
+                if cn - c >= CHANNELS {
+                    let s = weight_sums4(w.as_ptr().add((c0 + c) * k), d);
+                    _mm_storeu_si128(wsum[c..c + 4].as_mut_ptr() as *mut __m128i, s);
+                    c += CHANNELS;
+                } else {
+                    wsum[c] = weight_sum(w.as_ptr().add((c0 + c) * k), d);
+                    c += 1;
+                }
             }
             let mut r0 = 0;
             while r0 < rows {
-                let rn = if rows - r0 >= ROWS { ROWS } else { 1 };
+                let rn = match rows - r0 {
+                    left if left >= ROWS => ROWS,
+                    left if left >= 2 => 2,
+                    _ => 1,
+                };
                 let xr = x.as_ptr().add(r0 * k);
                 let mut c = 0;
                 while c < cn {
@@ -201,6 +215,8 @@ mod vnni {
                     match (rn, cn - c >= CHANNELS) {
                         (ROWS, true) => tile::<ROWS, CHANNELS>(xr, wc, d, &mut sums, c),
                         (ROWS, false) => tile::<ROWS, 1>(xr, wc, d, &mut sums, c),
+                        (2, true) => tile::<2, CHANNELS>(xr, wc, d, &mut sums, c),
+                        (2, false) => tile::<2, 1>(xr, wc, d, &mut sums, c),
                         (_, true) => tile::<1, CHANNELS>(xr, wc, d, &mut sums, c),
                         _ => tile::<1, 1>(xr, wc, d, &mut sums, c),
                     }
@@ -237,6 +253,31 @@ mod vnni {
             acc = _mm512_dpbusd_epi32(acc, ones, wv);
         }
         _mm512_reduce_add_epi32(acc)
+    }
+
+    /// `[sum_j w[j], …]` over the `d.k` weights of each of the four rows at `w` (row stride
+    /// `d.k`), reduced together.
+    ///
+    /// # Safety
+    /// `w` points at four rows of `d.k` readable bytes; the CPU has AVX-512 F/BW and VNNI.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn weight_sums4(w: *const i8, d: Depth) -> __m128i {
+        let ones = _mm512_set1_epi8(1);
+        let mut acc = [_mm512_setzero_si512(); CHANNELS];
+        for s in 0..d.steps {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let wv = _mm512_loadu_si512(w.add(j * d.k + s * 64) as *const _);
+                *a = _mm512_dpbusd_epi32(*a, ones, wv);
+            }
+        }
+        if d.tail != 0 {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let wv = _mm512_maskz_loadu_epi8(d.tail, w.add(j * d.k + d.steps * 64));
+                *a = _mm512_dpbusd_epi32(*a, ones, wv);
+            }
+        }
+        reduce4(acc[0], acc[1], acc[2], acc[3])
     }
 
     /// `out[i][c + j] = sum_l (x[i * k + l] + 128) * w[j * k + l]` (wrapping) for `i < R`,
@@ -334,6 +375,7 @@ mod tests {
             (seed >> 24) as u8 as i8
         };
         let shapes = [
+            (6, 32, 32),
             (1, 1, 1),
             (3, 16, 4),
             (2, 37, 9),
