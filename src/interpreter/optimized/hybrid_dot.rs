@@ -180,6 +180,13 @@ mod vnni {
             steps: k / 64,
             tail: if rem == 0 { 0 } else { (1u64 << rem) - 1 },
         };
+        if rows == 1 {
+            let shift = offset(0).wrapping_add(128);
+            if let Ok(shift) = u8::try_from(shift) {
+                one_row(n, x, shift, w, d, emit);
+                return;
+            }
+        }
         let mut wsum = [0i32; CHUNK];
         let mut sums = [[0i32; CHUNK]; ROWS];
         let mut c0 = 0;
@@ -232,6 +239,94 @@ mod vnni {
                 r0 += rn;
             }
             c0 += cn;
+        }
+    }
+
+    /// [`dots`] of a single row whose shift `128 + offset` fits a byte: the shift's products
+    /// are taken by a second `vpdpbusd` beside the row's and subtracted before the lane sums,
+    /// so no weight sum (no pass of its own, no reduction) is needed. Exact:
+    /// `sum (x + 128) w - sum shift · w = sum (x - offset) w` in wrapping int32.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW and VNNI; `x` holds `d.k` values and `w` `n * d.k`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn one_row(
+        n: usize,
+        x: &[i8],
+        shift: u8,
+        w: &[i8],
+        d: Depth,
+        emit: &mut impl FnMut(usize, usize, &[i32]),
+    ) {
+        let mut sums = [0i32; CHUNK];
+        let mut c0 = 0;
+        while c0 < n {
+            let cn = CHUNK.min(n - c0);
+            let mut c = 0;
+            while c < cn {
+                let wc = w.as_ptr().add((c0 + c) * d.k);
+                // SAFETY (both): channels `c0 + c..` of the tile are below `n` (the branch's
+                // condition), so every 64-byte step (and the masked tail) reads inside `w`;
+                // the row's `d.k` values are in `x`.
+                if cn - c >= CHANNELS {
+                    shifted_tile::<CHANNELS>(x.as_ptr(), wc, shift, d, &mut sums, c);
+                    c += CHANNELS;
+                } else {
+                    shifted_tile::<1>(x.as_ptr(), wc, shift, d, &mut sums, c);
+                    c += 1;
+                }
+            }
+            emit(0, c0, &sums[..cn]);
+            c0 += cn;
+        }
+    }
+
+    /// `out[c + j] = sum_l (x[l] + 128) * w[j * k + l] - shift * w[j * k + l]` (wrapping)
+    /// for `j < C`.
+    ///
+    /// # Safety
+    /// `x` points at `d.k` and `w` at `C` weight rows of `d.k` readable bytes each;
+    /// `c + C <= CHUNK`; the CPU has AVX-512 F/BW and VNNI.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn shifted_tile<const C: usize>(
+        x: *const i8,
+        w: *const i8,
+        shift: u8,
+        d: Depth,
+        out: &mut [i32; CHUNK],
+        c: usize,
+    ) {
+        let flip = _mm512_set1_epi8(i8::MIN);
+        let sv = _mm512_set1_epi8(shift as i8);
+        let mut pos = [_mm512_setzero_si512(); C];
+        let mut neg = [_mm512_setzero_si512(); C];
+        for s in 0..d.steps {
+            let xv = _mm512_xor_si512(_mm512_loadu_si512(x.add(s * 64) as *const _), flip);
+            for j in 0..C {
+                let wv = _mm512_loadu_si512(w.add(j * d.k + s * 64) as *const _);
+                pos[j] = _mm512_dpbusd_epi32(pos[j], xv, wv);
+                neg[j] = _mm512_dpbusd_epi32(neg[j], sv, wv);
+            }
+        }
+        if d.tail != 0 {
+            let at = d.steps * 64;
+            // Bytes past `k` become 128 here, but their weights load as 0.
+            let xv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(d.tail, x.add(at)), flip);
+            for j in 0..C {
+                let wv = _mm512_maskz_loadu_epi8(d.tail, w.add(j * d.k + at));
+                pos[j] = _mm512_dpbusd_epi32(pos[j], xv, wv);
+                neg[j] = _mm512_dpbusd_epi32(neg[j], sv, wv);
+            }
+        }
+        let a: [__m512i; C] = core::array::from_fn(|j| _mm512_sub_epi32(pos[j], neg[j]));
+        if C == CHANNELS {
+            let s = reduce4(a[0], a[1 % C], a[2 % C], a[3 % C]);
+            _mm_storeu_si128(out[c..c + 4].as_mut_ptr() as *mut __m128i, s);
+        } else {
+            for (o, &a) in out[c..c + C].iter_mut().zip(&a) {
+                *o = _mm512_reduce_add_epi32(a);
+            }
         }
     }
 
@@ -366,6 +461,39 @@ mod vnni {
 mod tests {
     use super::*;
     use rust_alloc::vec::Vec;
+
+    /// One row (the shifted single-row body) with offsets at and past the byte range of its
+    /// shift (`-128` and `127` fit, `128` and `-129` fall back), extreme values, tails.
+    #[test]
+    fn one_row_offsets_at_the_limits() {
+        for (k, n) in [(32, 32), (1, 5), (64, 4), (130, 9), (200, 70)] {
+            for off in [-129, -128, -1, 0, 127, 128] {
+                for fill in [i8::MIN, i8::MAX, 0, 1] {
+                    let x: Vec<i8> = (0..k)
+                        .map(|j| if j % 3 == 0 { fill } else { (j * 37 % 256) as u8 as i8 })
+                        .collect();
+                    let w: Vec<i8> = (0..n * k)
+                        .map(|j| if j % 2 == 0 { fill } else { (j * 91 % 256) as u8 as i8 })
+                        .collect();
+                    let want: Vec<i32> = (0..n)
+                        .map(|c| {
+                            (0..k)
+                                .map(|j| (i64::from(x[j]) - i64::from(off)) * i64::from(w[c * k + j]))
+                                .sum::<i64>() as i32
+                        })
+                        .collect();
+                    for &isa in Isa::available() {
+                        let mut got = rust_alloc::vec![0i32; n];
+                        hybrid_dots(isa, 1, k, n, &x, |_| off, &w, |r, c0, sums| {
+                            assert_eq!(r, 0);
+                            got[c0..c0 + sums.len()].copy_from_slice(sums);
+                        });
+                        assert_eq!(got, want, "{isa} k {k} n {n} offset {off} fill {fill}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_path_gives_the_exact_sums() {
