@@ -1,7 +1,10 @@
 //! TRANSPOSE: any element type up to 6-D with a constant permutation (int32 or int64), as
-//! TFLite's `transpose.cc`.
+//! TFLite's `transpose.cc`. The optimized set keeps the coalesced plan and moves contiguous
+//! runs and 8 × 8 tiles ([`crate::interpreter::optimized::transpose`]); both sets move the
+//! same elements, so their outputs are equal.
 
 use super::movement_common::{expect_movable_dtype, with_movable_type};
+use crate::interpreter::optimized::transpose as fast;
 use crate::interpreter::reference::transpose::{transpose, TransposePlan};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
@@ -16,8 +19,11 @@ struct TransposeData {
     plan: TransposePlan,
 }
 
-/// The TRANSPOSE kernel.
-pub struct Transpose;
+/// The TRANSPOSE kernel of one kernel set.
+pub struct Transpose {
+    /// Which loop invoke runs.
+    pub set: KernelSet,
+}
 
 impl Kernel for Transpose {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -56,6 +62,10 @@ impl Kernel for Transpose {
             output.dims,
             &plan.out_dims[lead..]
         );
+        let plan = match self.set {
+            KernelSet::Optimized => fast::coalesce(&plan),
+            _ => plan,
+        };
         ctx.set_op_data(TransposeData {
             dtype: input.dtype,
             plan,
@@ -64,6 +74,13 @@ impl Kernel for Transpose {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<TransposeData>()?;
+        if self.set == KernelSet::Optimized {
+            let isa = ctx.isa();
+            with_movable_type!(d.dtype, T => {
+                fast::transpose(isa, &d.plan, ctx.input::<T>(0)?, ctx.output::<T>(0)?)
+            });
+            return Ok(());
+        }
         with_movable_type!(d.dtype, T => {
             transpose(&d.plan, ctx.input::<T>(0)?, ctx.output::<T>(0)?)
         });
@@ -72,6 +89,6 @@ impl Kernel for Transpose {
 }
 
 /// The TRANSPOSE kernel (TFLM's `Register_TRANSPOSE()`).
-pub fn register_transpose(_set: KernelSet) -> Registration {
-    Registration::new("TRANSPOSE", Transpose)
+pub fn register_transpose(set: KernelSet) -> Registration {
+    Registration::new("TRANSPOSE", Transpose { set })
 }

@@ -27,11 +27,17 @@ pub fn erf_f32(x: f32) -> f32 {
     p / q
 }
 
-/// Float GELU over a slice, on path `isa` (the exact form's loop is compiled twice, plain and
-/// with AVX2 enabled: the same source, so the same bits).
+/// Float GELU over a slice, on path `isa` (the exact form's loop is compiled three times,
+/// plain, with AVX2 and with AVX-512F enabled: the same source, so the same bits).
 pub fn gelu_f32(isa: Isa, input: &[f32], approximate: bool, output: &mut [f32]) {
     if approximate {
         reference(input, true, output);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512() {
+        // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512F.
+        unsafe { exact_avx512(input, output) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -59,6 +65,16 @@ fn exact(input: &[f32], output: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn exact_avx2(input: &[f32], output: &mut [f32]) {
+    exact(input, output)
+}
+
+/// [`exact`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU supports AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn exact_avx512(input: &[f32], output: &mut [f32]) {
     exact(input, output)
 }
 

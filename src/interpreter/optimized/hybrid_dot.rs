@@ -8,7 +8,8 @@
 //! AVX-512 VNNI ([`vnni`]): `vpdpbusd` multiplies unsigned by signed bytes, so the rows are
 //! read as `u = x + 128` (`x ^ 0x80`, on the fly) and
 //! `sum_j (x_j - offset) w_j = sum_j u_j w_j - (128 + offset) * sum_j w_j`; the weight sums of
-//! a run of [`CHUNK`] channels are taken once per call, then tiles of 4 rows × 4 channels
+//! a run of [`CHUNK`] channels are taken once per call (four channels per reduction), then
+//! tiles of 4 (or 2, or 1) rows × 4 channels
 //! stream 64 depth positions per step from the weights' own layout (no packed copy, no
 //! scratch), the depth tail by masked loads (weights past `k` load as 0, so their products
 //! vanish).
@@ -179,18 +180,38 @@ mod vnni {
             steps: k / 64,
             tail: if rem == 0 { 0 } else { (1u64 << rem) - 1 },
         };
+        if rows == 1 {
+            let shift = offset(0).wrapping_add(128);
+            if let Ok(shift) = u8::try_from(shift) {
+                one_row(n, x, shift, w, d, emit);
+                return;
+            }
+        }
         let mut wsum = [0i32; CHUNK];
         let mut sums = [[0i32; CHUNK]; ROWS];
         let mut c0 = 0;
         while c0 < n {
             let cn = CHUNK.min(n - c0);
-            for (c, s) in wsum[..cn].iter_mut().enumerate() {
-                // SAFETY: channel `c0 + c < n`: its `k` weights are in `w`.
-                *s = weight_sum(w.as_ptr().add((c0 + c) * k), d);
+            let mut c = 0;
+            while c < cn {
+                // SAFETY: channels `c0 + c..` (four of them in the first branch) are below
+                // `n`: their `k` weights are in `w`.
+                if cn - c >= CHANNELS {
+                    let s = weight_sums4(w.as_ptr().add((c0 + c) * k), d);
+                    _mm_storeu_si128(wsum[c..c + 4].as_mut_ptr() as *mut __m128i, s);
+                    c += CHANNELS;
+                } else {
+                    wsum[c] = weight_sum(w.as_ptr().add((c0 + c) * k), d);
+                    c += 1;
+                }
             }
             let mut r0 = 0;
             while r0 < rows {
-                let rn = if rows - r0 >= ROWS { ROWS } else { 1 };
+                let rn = match rows - r0 {
+                    left if left >= ROWS => ROWS,
+                    left if left >= 2 => 2,
+                    _ => 1,
+                };
                 let xr = x.as_ptr().add(r0 * k);
                 let mut c = 0;
                 while c < cn {
@@ -201,6 +222,8 @@ mod vnni {
                     match (rn, cn - c >= CHANNELS) {
                         (ROWS, true) => tile::<ROWS, CHANNELS>(xr, wc, d, &mut sums, c),
                         (ROWS, false) => tile::<ROWS, 1>(xr, wc, d, &mut sums, c),
+                        (2, true) => tile::<2, CHANNELS>(xr, wc, d, &mut sums, c),
+                        (2, false) => tile::<2, 1>(xr, wc, d, &mut sums, c),
                         (_, true) => tile::<1, CHANNELS>(xr, wc, d, &mut sums, c),
                         _ => tile::<1, 1>(xr, wc, d, &mut sums, c),
                     }
@@ -216,6 +239,94 @@ mod vnni {
                 r0 += rn;
             }
             c0 += cn;
+        }
+    }
+
+    /// [`dots`] of a single row whose shift `128 + offset` fits a byte: the shift's products
+    /// are taken by a second `vpdpbusd` beside the row's and subtracted before the lane sums,
+    /// so no weight sum (no pass of its own, no reduction) is needed. Exact:
+    /// `sum (x + 128) w - sum shift · w = sum (x - offset) w` in wrapping int32.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW and VNNI; `x` holds `d.k` values and `w` `n * d.k`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn one_row(
+        n: usize,
+        x: &[i8],
+        shift: u8,
+        w: &[i8],
+        d: Depth,
+        emit: &mut impl FnMut(usize, usize, &[i32]),
+    ) {
+        let mut sums = [0i32; CHUNK];
+        let mut c0 = 0;
+        while c0 < n {
+            let cn = CHUNK.min(n - c0);
+            let mut c = 0;
+            while c < cn {
+                let wc = w.as_ptr().add((c0 + c) * d.k);
+                // SAFETY (both): channels `c0 + c..` of the tile are below `n` (the branch's
+                // condition), so every 64-byte step (and the masked tail) reads inside `w`;
+                // the row's `d.k` values are in `x`.
+                if cn - c >= CHANNELS {
+                    shifted_tile::<CHANNELS>(x.as_ptr(), wc, shift, d, &mut sums, c);
+                    c += CHANNELS;
+                } else {
+                    shifted_tile::<1>(x.as_ptr(), wc, shift, d, &mut sums, c);
+                    c += 1;
+                }
+            }
+            emit(0, c0, &sums[..cn]);
+            c0 += cn;
+        }
+    }
+
+    /// `out[c + j] = sum_l (x[l] + 128) * w[j * k + l] - shift * w[j * k + l]` (wrapping)
+    /// for `j < C`.
+    ///
+    /// # Safety
+    /// `x` points at `d.k` and `w` at `C` weight rows of `d.k` readable bytes each;
+    /// `c + C <= CHUNK`; the CPU has AVX-512 F/BW and VNNI.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn shifted_tile<const C: usize>(
+        x: *const i8,
+        w: *const i8,
+        shift: u8,
+        d: Depth,
+        out: &mut [i32; CHUNK],
+        c: usize,
+    ) {
+        let flip = _mm512_set1_epi8(i8::MIN);
+        let sv = _mm512_set1_epi8(shift as i8);
+        let mut pos = [_mm512_setzero_si512(); C];
+        let mut neg = [_mm512_setzero_si512(); C];
+        for s in 0..d.steps {
+            let xv = _mm512_xor_si512(_mm512_loadu_si512(x.add(s * 64) as *const _), flip);
+            for j in 0..C {
+                let wv = _mm512_loadu_si512(w.add(j * d.k + s * 64) as *const _);
+                pos[j] = _mm512_dpbusd_epi32(pos[j], xv, wv);
+                neg[j] = _mm512_dpbusd_epi32(neg[j], sv, wv);
+            }
+        }
+        if d.tail != 0 {
+            let at = d.steps * 64;
+            // Bytes past `k` become 128 here, but their weights load as 0.
+            let xv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(d.tail, x.add(at)), flip);
+            for j in 0..C {
+                let wv = _mm512_maskz_loadu_epi8(d.tail, w.add(j * d.k + at));
+                pos[j] = _mm512_dpbusd_epi32(pos[j], xv, wv);
+                neg[j] = _mm512_dpbusd_epi32(neg[j], sv, wv);
+            }
+        }
+        let a: [__m512i; C] = core::array::from_fn(|j| _mm512_sub_epi32(pos[j], neg[j]));
+        if C == CHANNELS {
+            let s = reduce4(a[0], a[1 % C], a[2 % C], a[3 % C]);
+            _mm_storeu_si128(out[c..c + 4].as_mut_ptr() as *mut __m128i, s);
+        } else {
+            for (o, &a) in out[c..c + C].iter_mut().zip(&a) {
+                *o = _mm512_reduce_add_epi32(a);
+            }
         }
     }
 
@@ -237,6 +348,31 @@ mod vnni {
             acc = _mm512_dpbusd_epi32(acc, ones, wv);
         }
         _mm512_reduce_add_epi32(acc)
+    }
+
+    /// `[sum_j w[j], …]` over the `d.k` weights of each of the four rows at `w` (row stride
+    /// `d.k`), reduced together.
+    ///
+    /// # Safety
+    /// `w` points at four rows of `d.k` readable bytes; the CPU has AVX-512 F/BW and VNNI.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn weight_sums4(w: *const i8, d: Depth) -> __m128i {
+        let ones = _mm512_set1_epi8(1);
+        let mut acc = [_mm512_setzero_si512(); CHANNELS];
+        for s in 0..d.steps {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let wv = _mm512_loadu_si512(w.add(j * d.k + s * 64) as *const _);
+                *a = _mm512_dpbusd_epi32(*a, ones, wv);
+            }
+        }
+        if d.tail != 0 {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let wv = _mm512_maskz_loadu_epi8(d.tail, w.add(j * d.k + d.steps * 64));
+                *a = _mm512_dpbusd_epi32(*a, ones, wv);
+            }
+        }
+        reduce4(acc[0], acc[1], acc[2], acc[3])
     }
 
     /// `out[i][c + j] = sum_l (x[i * k + l] + 128) * w[j * k + l]` (wrapping) for `i < R`,
@@ -326,6 +462,39 @@ mod tests {
     use super::*;
     use rust_alloc::vec::Vec;
 
+    /// One row (the shifted single-row body) with offsets at and past the byte range of its
+    /// shift (`-128` and `127` fit, `128` and `-129` fall back), extreme values, tails.
+    #[test]
+    fn one_row_offsets_at_the_limits() {
+        for (k, n) in [(32, 32), (1, 5), (64, 4), (130, 9), (200, 70)] {
+            for off in [-129, -128, -1, 0, 127, 128] {
+                for fill in [i8::MIN, i8::MAX, 0, 1] {
+                    let x: Vec<i8> = (0..k)
+                        .map(|j| if j % 3 == 0 { fill } else { (j * 37 % 256) as u8 as i8 })
+                        .collect();
+                    let w: Vec<i8> = (0..n * k)
+                        .map(|j| if j % 2 == 0 { fill } else { (j * 91 % 256) as u8 as i8 })
+                        .collect();
+                    let want: Vec<i32> = (0..n)
+                        .map(|c| {
+                            (0..k)
+                                .map(|j| (i64::from(x[j]) - i64::from(off)) * i64::from(w[c * k + j]))
+                                .sum::<i64>() as i32
+                        })
+                        .collect();
+                    for &isa in Isa::available() {
+                        let mut got = rust_alloc::vec![0i32; n];
+                        hybrid_dots(isa, 1, k, n, &x, |_| off, &w, |r, c0, sums| {
+                            assert_eq!(r, 0);
+                            got[c0..c0 + sums.len()].copy_from_slice(sums);
+                        });
+                        assert_eq!(got, want, "{isa} k {k} n {n} offset {off} fill {fill}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn every_path_gives_the_exact_sums() {
         let mut seed = 7u32;
@@ -334,6 +503,7 @@ mod tests {
             (seed >> 24) as u8 as i8
         };
         let shapes = [
+            (6, 32, 32),
             (1, 1, 1),
             (3, 16, 4),
             (2, 37, 9),

@@ -53,6 +53,7 @@ pub mod prelu;
 mod requant_i8;
 pub mod resize_bilinear;
 pub mod softmax;
+pub mod transpose;
 pub mod transpose_conv;
 
 pub use isa::{Isa, IsaError, IsaSelection, IsaSource, ISA_ENV};

@@ -3,8 +3,9 @@
 //! ([`exp_f32`]: range reduction by `ln 2`, degree-6 polynomial, the power of two put into the
 //! exponent bits), all branch-free so the compiler vectorizes it. Relative error of `exp` below
 //! 3e-7 on the arguments softmax gives it (`≤ 0` for positive `beta`), so outputs agree with the
-//! reference (libm `exp`, a sequential sum) to a few float ulps. The body is compiled twice,
-//! plain and with AVX2 enabled (no FMA: the same source gives the same bits on both paths).
+//! reference (libm `exp`, a sequential sum) to a few float ulps. The body is compiled three
+//! times, plain, with AVX2 (eight lanes) and with AVX-512F (sixteen lanes) enabled; no FMA
+//! contraction happens in Rust, so the same source gives the same bits on every path.
 
 use super::mean::lane_sum;
 use super::Isa;
@@ -17,7 +18,8 @@ pub fn exp_f32(x: f32) -> f32 {
     // 1.5 · 2²³: adding and subtracting it rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-87.336_54, 88.376_26);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
     // ln 2 in two parts (Cephes' C1, C2), so `n · C1` is exact.
     let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
     let mut p = 1.987_569_1e-4f32;
@@ -27,14 +29,23 @@ pub fn exp_f32(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 0.5;
     let y = p * (r * r) + r + 1.0;
-    // `n` is an integer in -126..=127 here: 2ⁿ as float bits.
-    let scale = f32::from_bits((((n as i32) + 127) as u32) << 23);
+    // `n` is an integer in -126..=127 here, and `t = 1.5 · 2²³ + n` holds it in its low
+    // mantissa bits (two's complement): `(bits(t) + 127) << 23` keeps the nine low bits of
+    // `n + 127`, i.e. 2ⁿ as float bits. Integer lane arithmetic, unlike a saturating
+    // float-to-int cast, which the compiler cannot vectorize.
+    let scale = f32::from_bits(t.to_bits().wrapping_add(127) << 23);
     y * scale
 }
 
 /// Softmax of each `depth`-long row of `input` into `output` with `beta`, on path `isa`.
 pub fn softmax_f32(isa: Isa, input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
     if depth == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512() {
+        // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512F.
+        unsafe { rows_avx512(input, output, depth, beta) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -90,6 +101,16 @@ fn lane_max(row: &[f32]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn rows_avx2(input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
+    rows(input, output, depth, beta)
+}
+
+/// [`rows`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU supports AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_avx512(input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
     rows(input, output, depth, beta)
 }
 
