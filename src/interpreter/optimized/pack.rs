@@ -176,7 +176,7 @@ pub fn group_scratch_len(n: usize, k: usize, gathers: bool) -> usize {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use super::NR;
     use core::arch::x86_64::*;
 
@@ -214,6 +214,7 @@ mod x86 {
             cols
         }};
     }
+    pub(in crate::interpreter::optimized) use transpose8;
 
     /// The body of the `transpose_8x8_blocks` functions: `$load(row, p)` loads eight values
     /// of a source row from depth step `p` as float32 (the caller's `target_feature`s apply).
