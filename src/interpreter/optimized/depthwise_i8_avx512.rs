@@ -26,16 +26,14 @@ use core::mem::MaybeUninit;
 
 /// Channels per group (int16 lanes of a zmm).
 const LANES: usize = 32;
-/// Up to this many channels the AVX2 rows (8-channel groups in ymm) are faster: a group here
-/// would be at most a quarter full (person_detect's 48 × 48 × 8 layer: 29.5 µs there, 37 µs
-/// here).
+/// Below this many channels the AVX2 rows (8-channel groups in ymm) run the layer.
 const MIN_CHANNELS: usize = 8;
 /// Tap pairs per window at most (windows of up to 80 taps); the widened weights of a group take
 /// 128 bytes per pair on the stack.
 const MAX_PAIRS: usize = 40;
 
 /// Whether [`rows`] runs `g` with output stage `rq` (AVX-512BW is the caller's check): depth
-/// multiplier 1 with more than [`MIN_CHANNELS`] channels, a window of 1 to `2 * MAX_PAIRS` taps,
+/// multiplier 1 with at least [`MIN_CHANNELS`] channels, a window of 1 to `2 * MAX_PAIRS` taps,
 /// and per-channel parameters for every channel.
 pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
     let taps = g.filter_h * g.filter_w;
@@ -43,7 +41,7 @@ pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
     let per_tensor = rq.multipliers.len() == 1 && !rq.shifts.is_empty();
     g.depth_multiplier.max(1) == 1
         && g.out_c == g.in_c
-        && g.out_c > MIN_CHANNELS
+        && g.out_c >= MIN_CHANNELS
         && (1..=2 * MAX_PAIRS).contains(&taps)
         && (per_tensor || (rq.multipliers.len() >= g.out_c && rq.shifts.len() >= g.out_c))
         && rq.bias.is_none_or(|b| b.len() >= g.out_c)
@@ -150,6 +148,9 @@ unsafe fn rows_body<const VNNI: bool>(
     }
     let rel = &rel[..2 * pairs];
     let mut w = [MaybeUninit::<[__m512i; 2]>::uninit(); MAX_PAIRS];
+    // 8 or 16 channels: the weights and stage of `LANES / c` adjacent pixels (see `Wide`).
+    let mut w_wide = [MaybeUninit::<[__m512i; 2]>::uninit(); MAX_PAIRS];
+    let wide = (c == 8 || c == 16).then(|| Wide::new(g, filter, rq, pairs, &mut w_wide));
     let row_out = g.out_w * c;
     for (r, out_row) in output.chunks_exact_mut(row_out).enumerate() {
         let (b, out_y) = ((first_row + r) / g.out_h, (first_row + r) % g.out_h);
@@ -177,8 +178,27 @@ unsafe fn rows_body<const VNNI: bool>(
             // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
             let w: &[[__m512i; 2]] = core::slice::from_raw_parts(w.as_ptr().cast(), pairs);
             let stage = Stage32::new(rq, c0, n);
-            for out_x in 0..g.out_w {
+            let mut out_x = 0;
+            while out_x < g.out_w {
                 let wx = g.col_window(out_x);
+                if let Some(wide) = wide.as_ref().filter(|_| rows_inside) {
+                    let last = out_x + wide.pixels - 1;
+                    if wx.f0 == 0 && last < g.out_w && g.col_window(last).f1 == fw {
+                        // `pixels` pixels whose windows lie inside the input: their inputs
+                        // are `stride_w * c` bytes apart, their outputs adjacent.
+                        let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * c;
+                        let acc = if g.stride_w == 1 {
+                            wide.pixels_inside::<VNNI, true>(input, origin, rel, g.stride_w * c, off)
+                        } else {
+                            wide.pixels_inside::<VNNI, false>(input, origin, rel, g.stride_w * c, off)
+                        };
+                        // SAFETY: `out_row` holds the output row; pixels `out_x..=last`
+                        // are its `LANES` bytes from `out_x * c`.
+                        wide.stage.store(acc, out_row.as_mut_ptr().add(out_x * c), !0);
+                        out_x += wide.pixels;
+                        continue;
+                    }
+                }
                 let acc = if rows_inside && wx.f0 == 0 && wx.f1 == fw {
                     let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * c + c0;
                     pixel_inside::<VNNI>(input, origin, rel, w, off, kb, stage.init())
@@ -196,8 +216,105 @@ unsafe fn rows_body<const VNNI: bool>(
                 // SAFETY: `out_row` holds the output row; channels `c0..c0 + n` of pixel
                 // `out_x` (the store is masked to `n` lanes).
                 stage.store(acc, out_row.as_mut_ptr().add(out_x * c + c0), kb);
+                out_x += 1;
             }
         }
+    }
+}
+
+/// A layer of 8 or 16 channels, whose one group would leave three quarters or half of a zmm
+/// empty: the `pixels = LANES / c` horizontally adjacent output pixels of a row run as one
+/// group, lane `l` holding channel `l % c` of pixel `l / c`. The weights and output stage are
+/// the channels' repeated `pixels` times (set up once per call); each tap's inputs are one
+/// 32-byte load at stride 1 (the pixels' inputs adjacent), else `pixels` loads of `c` bytes
+/// `stride_w * c` apart. Only pixels whose windows lie inside the input run so; the rest take
+/// the one-pixel loop.
+struct Wide<'w> {
+    pixels: usize,
+    c: usize,
+    w: &'w [[__m512i; 2]],
+    stage: Stage32,
+}
+
+impl<'w> Wide<'w> {
+    /// The repeated weights (interleaved in pairs as the one-pixel loop's) into `w`.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/DQ/VL; `g.out_c` is 8 or 16, `filter` and `rq` hold its channels
+    /// ([`applies`]) and `pairs` is its window's tap pairs (at most [`MAX_PAIRS`]).
+    #[inline(always)]
+    unsafe fn new(
+        g: &ConvGeometry,
+        filter: &[i8],
+        rq: &Requant<'_>,
+        pairs: usize,
+        w: &'w mut [MaybeUninit<[__m512i; 2]>; MAX_PAIRS],
+    ) -> Wide<'w> {
+        let c = g.out_c;
+        let taps = g.filter_h * g.filter_w;
+        let tap_w = |t: usize| {
+            if t >= taps {
+                return _mm512_setzero_si512();
+            }
+            let f = &filter[t * c..][..c];
+            let mut v = [0i8; LANES];
+            for (l, v) in v.iter_mut().enumerate() {
+                *v = f[l % c];
+            }
+            // SAFETY: `v` holds 32 bytes.
+            _mm512_cvtepi8_epi16(_mm256_loadu_si256(v.as_ptr().cast()))
+        };
+        for (p, wp) in w.iter_mut().enumerate().take(pairs) {
+            let (wa, wb) = (tap_w(2 * p), tap_w(2 * p + 1));
+            wp.write([_mm512_unpacklo_epi16(wa, wb), _mm512_unpackhi_epi16(wa, wb)]);
+        }
+        Wide {
+            pixels: LANES / c,
+            c,
+            // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
+            w: core::slice::from_raw_parts(w.as_ptr().cast(), pairs),
+            stage: Stage32::repeated(rq, c),
+        }
+    }
+
+    /// The accumulators of the pixels whose first window origin is `origin` (their inputs
+    /// `step` bytes apart; `CONTIGUOUS`: `step == c`).
+    ///
+    /// # Safety
+    /// AVX-512BW (and VNNI when `VNNI`); for every pixel `p < pixels` and tap `t`,
+    /// `origin + p * step + rel[t]` is the first of the `c` channels of an input pixel.
+    #[inline(always)]
+    unsafe fn pixels_inside<const VNNI: bool, const CONTIGUOUS: bool>(
+        &self,
+        input: &[i8],
+        origin: usize,
+        rel: &[usize],
+        step: usize,
+        off: __m512i,
+    ) -> [__m512i; 2] {
+        let p = input.as_ptr().add(origin);
+        let load = |at: usize| -> __m512i {
+            let q = p.add(at);
+            // SAFETY (all loads): `c` bytes at each of the pixels' inputs (the caller's
+            // invariant); at stride 1 they are the 32 adjacent bytes.
+            let v = if CONTIGUOUS {
+                _mm256_loadu_si256(q.cast())
+            } else if self.c == 16 {
+                _mm256_inserti128_si256::<1>(
+                    _mm256_castsi128_si256(_mm_loadu_si128(q.cast())),
+                    _mm_loadu_si128(q.add(step).cast()),
+                )
+            } else {
+                let r = |i: usize| q.add(i * step).cast::<i64>().read_unaligned();
+                _mm256_set_epi64x(r(3), r(2), r(1), r(0))
+            };
+            _mm512_add_epi16(_mm512_cvtepi8_epi16(v), off)
+        };
+        let mut acc = self.stage.init();
+        for (pair, wp) in rel.chunks_exact(2).zip(self.w) {
+            mac::<VNNI>(&mut acc, load(pair[0]), load(pair[1]), wp);
+        }
+        acc
     }
 }
 
@@ -326,6 +443,40 @@ impl Stage32 {
             };
             [lo, hi]
         };
+        let per_tensor = rq.multipliers.len() == 1;
+        let bias = rq.bias.map(|b| two(b, false));
+        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias)
+    }
+
+    /// The stage of a [`Wide`] group: lane `l` is channel `l % c` (`c` divides 32; `rq`
+    /// holds its channels, [`applies`]).
+    #[inline(always)]
+    unsafe fn repeated(rq: &Requant<'_>, c: usize) -> Stage32 {
+        let per_tensor = rq.multipliers.len() == 1;
+        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
+            let mut v = [0i32; LANES];
+            for (l, v) in v.iter_mut().enumerate() {
+                *v = s[if broadcast { 0 } else { l % c }];
+            }
+            // SAFETY: `v` holds 32 `i32`.
+            [
+                _mm512_loadu_si512(v.as_ptr().cast()),
+                _mm512_loadu_si512(v.as_ptr().add(16).cast()),
+            ]
+        };
+        let bias = rq.bias.map(|b| two(b, false));
+        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias)
+    }
+
+    /// The stage of multipliers `m`, shifts `s` and biases `bias` in channel order (lanes
+    /// `0..16` then `16..32`), with `rq`'s offset and clamp.
+    #[inline(always)]
+    unsafe fn of(
+        rq: &Requant<'_>,
+        m: [__m512i; 2],
+        s: [__m512i; 2],
+        bias: Option<[__m512i; 2]>,
+    ) -> Stage32 {
         let lanes = |v: [__m512i; 2]| -> [__m512i; 2] {
             let (lo, hi) = (
                 _mm512_loadu_si512(LO_CHANNELS.as_ptr().cast()),
@@ -336,11 +487,9 @@ impl Stage32 {
                 _mm512_permutex2var_epi32(v[0], hi, v[1]),
             ]
         };
-        let per_tensor = rq.multipliers.len() == 1;
-        let m = lanes(two(rq.multipliers, per_tensor));
-        let s = lanes(two(rq.shifts, per_tensor));
-        let bias = match rq.bias {
-            Some(b) => lanes(two(b, false)),
+        let (m, s) = (lanes(m), lanes(s));
+        let bias = match bias {
+            Some(b) => lanes(b),
             None => [_mm512_setzero_si512(); 2],
         };
         // `applies` checked every shift (lanes past `n` hold 0).
@@ -500,7 +649,7 @@ mod tests {
         /// any bias; whole layers and bands of rows.
         #[test]
         fn depthwise_multiplier_one_matches_reference(
-            c in prop_oneof![1usize..100, Just(32), Just(64), Just(96)],
+            c in prop_oneof![1usize..100, Just(8), Just(16), Just(32), Just(64), Just(96)],
             (fh, fw) in prop_oneof![
                 Just((3usize, 3usize)),
                 Just((5, 5)),
@@ -510,7 +659,7 @@ mod tests {
                 Just((7, 1)),
                 Just((9, 9)),
             ],
-            (h, w) in (1usize..14, 1usize..14),
+            (h, w) in (1usize..14, 1usize..20),
             batches in 1usize..3,
             stride in 1usize..3,
             dilation in 1usize..3,
