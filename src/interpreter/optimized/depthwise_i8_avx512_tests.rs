@@ -136,30 +136,8 @@ proptest! {
         zero_point in prop_oneof![Just(-128i32), Just(127), -128i32..=127],
         seed in any::<u64>(),
     ) {
-        let (Some((out_h, pad_h)), Some((out_w, pad_w))) = (
-            axis(h, fh, stride, dilation, same),
-            axis(w, fw, stride, dilation, same),
-        ) else {
+        let Some(g) = geometry(batches, (h, w), c, 1, (fh, fw), stride, dilation, same) else {
             return Ok(());
-        };
-        let g = ConvGeometry {
-            batches,
-            in_h: h,
-            in_w: w,
-            in_c: c,
-            out_h,
-            out_w,
-            out_c: c,
-            filter_h: fh,
-            filter_w: fw,
-            filter_depth: 1,
-            stride_h: stride,
-            stride_w: stride,
-            dilation_h: dilation,
-            dilation_w: dilation,
-            pad_h,
-            pad_w,
-            depth_multiplier: 1,
         };
         check(&g, zero_point, seed)?;
     }
@@ -179,33 +157,47 @@ proptest! {
         zero_point in prop_oneof![Just(-128i32), Just(127), -128i32..=127],
         seed in any::<u64>(),
     ) {
-        let (Some((out_h, pad_h)), Some((out_w, pad_w))) = (
-            axis(h, fh, stride, dilation, same),
-            axis(w, fw, stride, dilation, same),
-        ) else {
+        let Some(g) = geometry(batches, (h, w), 1, dm, (fh, fw), stride, dilation, same) else {
             return Ok(());
-        };
-        let g = ConvGeometry {
-            batches,
-            in_h: h,
-            in_w: w,
-            in_c: 1,
-            out_h,
-            out_w,
-            out_c: dm,
-            filter_h: fh,
-            filter_w: fw,
-            filter_depth: 1,
-            stride_h: stride,
-            stride_w: stride,
-            dilation_h: dilation,
-            dilation_w: dilation,
-            pad_h,
-            pad_w,
-            depth_multiplier: dm,
         };
         check(&g, zero_point, seed)?;
     }
+}
+
+/// The square-strided, square-dilated geometry of `in_c` channels times `dm` over an `h × w`
+/// input (SAME or VALID), or `None` when the window does not fit (VALID).
+#[allow(clippy::too_many_arguments)]
+fn geometry(
+    batches: usize,
+    (h, w): (usize, usize),
+    in_c: usize,
+    dm: usize,
+    (fh, fw): (usize, usize),
+    stride: usize,
+    dilation: usize,
+    same: bool,
+) -> Option<ConvGeometry> {
+    let (out_h, pad_h) = axis(h, fh, stride, dilation, same)?;
+    let (out_w, pad_w) = axis(w, fw, stride, dilation, same)?;
+    Some(ConvGeometry {
+        batches,
+        in_h: h,
+        in_w: w,
+        in_c,
+        out_h,
+        out_w,
+        out_c: in_c * dm,
+        filter_h: fh,
+        filter_w: fw,
+        filter_depth: 1,
+        stride_h: stride,
+        stride_w: stride,
+        dilation_h: dilation,
+        dilation_w: dilation,
+        pad_h,
+        pad_w,
+        depth_multiplier: dm,
+    })
 }
 
 /// `g` with random weights (some at -128 and 127), input, scales, bias, offsets and clamp
