@@ -21,10 +21,10 @@
 //! one input channel, whose rows it widens once per output row into a zero-padded buffer, so
 //! border pixels need no clipping and a tap pair is one broadcast load.
 //!
-//! On AVX-512 (BW, VL; VNNI when the path is `avx512vnni`), depth multiplier 1 with more than
-//! 8 channels goes to the `depthwise_i8_avx512` rows: 32-channel groups in zmm, border pixels
-//! in the same loop (their outside taps masked to zero). 8 channels or fewer stay on the AVX2
-//! rows, where a 32-lane group would be three quarters empty.
+//! On AVX-512 (BW, VL; VNNI when the path is `avx512vnni`), depth multiplier 1 with 8
+//! channels or more goes to the `depthwise_i8_avx512` rows: 32-channel groups in zmm, border
+//! pixels in the same loop (their outside taps masked to zero); 8 or 16 channels fill the zmm
+//! with 4 or 2 adjacent pixels. Fewer than 8 channels stay on the AVX2 rows.
 //!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 

@@ -1,21 +1,25 @@
-//! int8 DEPTHWISE_CONV_2D rows with depth multiplier 1 on AVX-512BW (and VNNI): bit-exact with
+//! int8 DEPTHWISE_CONV_2D rows with depth multiplier 1 (or one input channel into 8 or 16) on
+//! AVX-512BW (and VNNI): bit-exact with
 //! [`reference::depthwise_conv::depthwise_conv_i8`](crate::interpreter::reference::depthwise_conv::depthwise_conv_i8).
 //!
 //! Channels go in groups of 32 (one zmm of int16 lanes; a last partial group is masked, so any
 //! channel count runs here). Per output row and group the window's weights are widened once and
 //! interleaved in tap pairs (`[w(a, c), w(b, c)]` per 32-bit lane); per output pixel each tap's
-//! 32 input bytes are widened (`vpmovsxbw`), offset (`x + input_offset`, exact in 16 bits) and
-//! interleaved with the pair's other tap, so one `vpmaddwd` (`vpdpwssd` with VNNI, which also
+//! 32 input bytes are widened (`vpmovsxbw`), offset at border pixels (`x + input_offset`, exact
+//! in 16 bits) and interleaved with the pair's other tap, so one `vpmaddwd` (`vpdpwssd` with VNNI, which also
 //! adds) adds both taps of 16 channels (`|w (x + offset)| ≤ 128 · 255`, exact in 32 bits).
 //! The in-lane interleave splits the channels into two accumulators (`8k..8k+4` and
 //! `8k+4..8k+8` of each 128-bit lane `k`); the output stage works on them as they are (its
 //! per-channel parameters permuted the same way) and the saturating packs put the channels back
 //! in order.
 //!
-//! A pixel whose window lies inside the input reads its taps at fixed offsets from its origin;
-//! a border pixel's taps outside the input are masked to zero (after the offset: a padded tap
-//! adds nothing, as in the reference), so both run the same loop. The output stage is TFLite's
-//! fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
+//! A pixel whose window lies inside the input reads its taps at fixed offsets from its origin
+//! and multiplies the raw inputs: its accumulators start from `bias + input_offset * sum(w)`
+//! over the whole window (`sum w (x + offset) = sum w x + offset sum w`, wrapping `i32`, so
+//! exact), which saves the offset's add per tap. A border pixel adds the offset per tap and
+//! its taps outside the input are masked to zero after it (a padded tap adds nothing, as in
+//! the reference). 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The
+//! output stage is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
 //! a time, the AVX2 stage's arithmetic on wider registers.
 
 use super::requant_i8::avx512::Rescale16;
@@ -26,30 +30,35 @@ use core::mem::MaybeUninit;
 
 /// Channels per group (int16 lanes of a zmm).
 const LANES: usize = 32;
-/// Up to this many channels the AVX2 rows (8-channel groups in ymm) are faster: a group here
-/// would be at most a quarter full (person_detect's 48 × 48 × 8 layer: 29.5 µs there, 37 µs
-/// here).
+/// Below this many channels the AVX2 rows (8-channel groups in ymm) run the layer.
 const MIN_CHANNELS: usize = 8;
 /// Tap pairs per window at most (windows of up to 80 taps); the widened weights of a group take
 /// 128 bytes per pair on the stack.
 const MAX_PAIRS: usize = 40;
 
 /// Whether [`rows`] runs `g` with output stage `rq` (AVX-512BW is the caller's check): depth
-/// multiplier 1 with more than [`MIN_CHANNELS`] channels, a window of 1 to `2 * MAX_PAIRS` taps,
-/// and per-channel parameters for every channel.
+/// multiplier 1 with at least [`MIN_CHANNELS`] channels, or one input channel with 8 or 16
+/// outputs (see [`broadcasts`]); a window of 1 to `2 * MAX_PAIRS` taps, and per-channel
+/// parameters for every channel.
 pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
     let taps = g.filter_h * g.filter_w;
     // As `Requant`'s scalar stage: one multiplier means one (the first) shift for all.
     let per_tensor = rq.multipliers.len() == 1 && !rq.shifts.is_empty();
-    g.depth_multiplier.max(1) == 1
-        && g.out_c == g.in_c
-        && g.out_c > MIN_CHANNELS
+    let dm = g.depth_multiplier.max(1);
+    ((dm == 1 && g.out_c == g.in_c && g.out_c >= MIN_CHANNELS) || broadcasts(g))
         && (1..=2 * MAX_PAIRS).contains(&taps)
         && (per_tensor || (rq.multipliers.len() >= g.out_c && rq.shifts.len() >= g.out_c))
         && rq.bias.is_none_or(|b| b.len() >= g.out_c)
         && rq.shifts[..if per_tensor { 1 } else { g.out_c }]
             .iter()
             .all(|s| (-31..=31).contains(s))
+}
+
+/// One input channel feeding 8 or 16 output channels (depth multiplier 8 or 16): every lane of
+/// a pixel reads the same input byte (person_detect's first layer). Its adjacent pixels run
+/// as one group ([`Wide`]) when their inputs lie within 16 bytes.
+fn broadcasts(g: &ConvGeometry) -> bool {
+    g.in_c == 1 && g.depth_multiplier == g.out_c && (g.out_c == 8 || g.out_c == 16)
 }
 
 /// Output rows `first_row..` (whole rows of `out_w * out_c` values) into `output`; `vnni`
@@ -140,16 +149,24 @@ unsafe fn rows_body<const VNNI: bool>(
     let taps = fh * fw;
     let pairs = taps.div_ceil(2);
     let off = _mm512_set1_epi16(offset);
+    let off32 = _mm512_set1_epi32(i32::from(offset));
+    let bcast = broadcasts(g);
+    let in_c = g.in_c;
     // Input offset of each tap from its pixel's window origin, for windows inside the input.
     // An odd last tap's partner (index `taps`) reads the origin again with a zero weight.
     let mut rel = [0usize; 2 * MAX_PAIRS];
     for fy in 0..fh {
         for fx in 0..fw {
-            rel[fy * fw + fx] = (fy * g.dilation_h * g.in_w + fx * g.dilation_w) * c;
+            rel[fy * fw + fx] = (fy * g.dilation_h * g.in_w + fx * g.dilation_w) * in_c;
         }
     }
     let rel = &rel[..2 * pairs];
     let mut w = [MaybeUninit::<[__m512i; 2]>::uninit(); MAX_PAIRS];
+    // 8 or 16 channels: the weights and stage of `LANES / c` adjacent pixels (see `Wide`).
+    let mut w_wide = [MaybeUninit::<[__m512i; 2]>::uninit(); MAX_PAIRS];
+    let step = g.stride_w * in_c;
+    let wide = ((c == 8 || c == 16) && (!bcast || (LANES / c - 1) * step < 16))
+        .then(|| Wide::new(g, filter, rq, pairs, off32, &mut w_wide));
     let row_out = g.out_w * c;
     for (r, out_row) in output.chunks_exact_mut(row_out).enumerate() {
         let (b, out_y) = ((first_row + r) / g.out_h, (first_row + r) % g.out_h);
@@ -177,11 +194,34 @@ unsafe fn rows_body<const VNNI: bool>(
             // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
             let w: &[[__m512i; 2]] = core::slice::from_raw_parts(w.as_ptr().cast(), pairs);
             let stage = Stage32::new(rq, c0, n);
-            for out_x in 0..g.out_w {
+            let init_inside = folded(stage.init(), w, off32);
+            let mut out_x = 0;
+            while out_x < g.out_w {
                 let wx = g.col_window(out_x);
+                if let Some(wide) = wide.as_ref().filter(|_| rows_inside) {
+                    let last = out_x + wide.pixels - 1;
+                    if wx.f0 == 0 && last < g.out_w && g.col_window(last).f1 == fw {
+                        // `pixels` pixels whose windows lie inside the input: their inputs
+                        // are `stride_w * c` bytes apart, their outputs adjacent.
+                        let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * in_c;
+                        let acc = if bcast {
+                            wide.pixels_inside::<VNNI, BROADCAST>(input, origin, rel, step)
+                        } else if g.stride_w == 1 {
+                            wide.pixels_inside::<VNNI, CONTIGUOUS>(input, origin, rel, step)
+                        } else {
+                            wide.pixels_inside::<VNNI, STRIDED>(input, origin, rel, step)
+                        };
+                        // SAFETY: `out_row` holds the output row; pixels `out_x..=last`
+                        // are its `LANES` bytes from `out_x * c`.
+                        wide.stage.store(acc, out_row.as_mut_ptr().add(out_x * c), !0);
+                        out_x += wide.pixels;
+                        continue;
+                    }
+                }
                 let acc = if rows_inside && wx.f0 == 0 && wx.f1 == fw {
-                    let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * c + c0;
-                    pixel_inside::<VNNI>(input, origin, rel, w, off, kb, stage.init())
+                    // With one input channel, `c0` is 0 (8 or 16 outputs).
+                    let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * in_c + c0;
+                    pixel_inside::<VNNI>(input, origin, rel, w, kb, bcast, init_inside)
                 } else {
                     let t = Clipped {
                         g,
@@ -190,14 +230,144 @@ unsafe fn rows_body<const VNNI: bool>(
                         wx: &wx,
                         c0,
                         kb,
+                        bcast,
                     };
                     pixel_clipped::<VNNI>(input, &t, w, off, stage.init())
                 };
                 // SAFETY: `out_row` holds the output row; channels `c0..c0 + n` of pixel
                 // `out_x` (the store is masked to `n` lanes).
                 stage.store(acc, out_row.as_mut_ptr().add(out_x * c + c0), kb);
+                out_x += 1;
             }
         }
+    }
+}
+
+/// A layer of 8 or 16 channels, whose one group would leave three quarters or half of a zmm
+/// empty: the `pixels = LANES / c` horizontally adjacent output pixels of a row run as one
+/// group, lane `l` holding channel `l % c` of pixel `l / c`. The weights and output stage are
+/// the channels' repeated `pixels` times (set up once per call); each tap's inputs are one
+/// 32-byte load at stride 1 (the pixels' inputs adjacent), else `pixels` loads of `c` bytes
+/// `stride_w * c` apart; with one input channel ([`broadcasts`]), one load of the 16 bytes
+/// that hold the pixels' inputs, each byte spread over its pixel's lanes by a byte shuffle.
+/// Only pixels whose windows lie inside the input run so; the rest take the one-pixel loop.
+struct Wide<'w> {
+    pixels: usize,
+    c: usize,
+    w: &'w [[__m512i; 2]],
+    stage: Stage32,
+    /// The accumulators' start: the biases and the input offset ([`folded`]).
+    init: [__m512i; 2],
+    /// [`BROADCAST`]: the shuffle's byte indices (lane `l`: `l / c * step`) and the mask of
+    /// the bytes the pixels read.
+    spread: __m256i,
+    span: __mmask16,
+}
+
+/// How [`Wide::pixels_inside`] loads a tap's inputs.
+const CONTIGUOUS: u8 = 0;
+const STRIDED: u8 = 1;
+const BROADCAST: u8 = 2;
+
+impl<'w> Wide<'w> {
+    /// The repeated weights (interleaved in pairs as the one-pixel loop's) into `w`.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/DQ/VL; `g.out_c` is 8 or 16, `filter` and `rq` hold its channels
+    /// ([`applies`]) and `pairs` is its window's tap pairs (at most [`MAX_PAIRS`]).
+    #[inline(always)]
+    unsafe fn new(
+        g: &ConvGeometry,
+        filter: &[i8],
+        rq: &Requant<'_>,
+        pairs: usize,
+        offset: __m512i,
+        w: &'w mut [MaybeUninit<[__m512i; 2]>; MAX_PAIRS],
+    ) -> Wide<'w> {
+        let c = g.out_c;
+        let taps = g.filter_h * g.filter_w;
+        let tap_w = |t: usize| {
+            if t >= taps {
+                return _mm512_setzero_si512();
+            }
+            let f = &filter[t * c..][..c];
+            let mut v = [0i8; LANES];
+            for (l, v) in v.iter_mut().enumerate() {
+                *v = f[l % c];
+            }
+            // SAFETY: `v` holds 32 bytes.
+            _mm512_cvtepi8_epi16(_mm256_loadu_si256(v.as_ptr().cast()))
+        };
+        for (p, wp) in w.iter_mut().enumerate().take(pairs) {
+            let (wa, wb) = (tap_w(2 * p), tap_w(2 * p + 1));
+            wp.write([_mm512_unpacklo_epi16(wa, wb), _mm512_unpackhi_epi16(wa, wb)]);
+        }
+        let pixels = LANES / c;
+        let step = g.stride_w * g.in_c;
+        let mut spread = [0u8; LANES];
+        for (l, v) in spread.iter_mut().enumerate() {
+            // Only read when `(pixels - 1) * step < 16` (the caller's check).
+            *v = ((l / c * step) & 15) as u8;
+        }
+        let span_bytes = ((pixels - 1) * step + 1).min(16);
+        // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
+        let w: &[[__m512i; 2]] = core::slice::from_raw_parts(w.as_ptr().cast(), pairs);
+        let stage = Stage32::repeated(rq, c);
+        Wide {
+            init: folded(stage.init(), w, offset),
+            stage,
+            w,
+            pixels,
+            // SAFETY: `spread` holds 32 bytes.
+            spread: _mm256_loadu_si256(spread.as_ptr().cast()),
+            span: lane_mask(span_bytes) as __mmask16,
+            c,
+        }
+    }
+
+    /// The accumulators of the pixels whose first window origin is `origin` (their inputs
+    /// `step` bytes apart; [`CONTIGUOUS`]: `step == c`; [`BROADCAST`]: one input channel and
+    /// `(pixels - 1) * step < 16`).
+    ///
+    /// # Safety
+    /// AVX-512BW (and VNNI when `VNNI`); for every pixel `p < pixels` and tap `t`,
+    /// `origin + p * step + rel[t]` is the first of the `c` channels of an input pixel (its
+    /// one channel for [`BROADCAST`]).
+    #[inline(always)]
+    unsafe fn pixels_inside<const VNNI: bool, const MODE: u8>(
+        &self,
+        input: &[i8],
+        origin: usize,
+        rel: &[usize],
+        step: usize,
+    ) -> [__m512i; 2] {
+        let p = input.as_ptr().add(origin);
+        let load = |at: usize| -> __m512i {
+            let q = p.add(at);
+            // SAFETY (all loads): `c` bytes at each of the pixels' inputs (the caller's
+            // invariant); at stride 1 they are the 32 adjacent bytes.
+            let v = if MODE == CONTIGUOUS {
+                _mm256_loadu_si256(q.cast())
+            } else if MODE == BROADCAST {
+                // The pixels' bytes `0, step, ..` (masked to them), in both 128-bit halves.
+                let bytes = _mm_maskz_loadu_epi8(self.span, q);
+                _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(bytes), self.spread)
+            } else if self.c == 16 {
+                _mm256_inserti128_si256::<1>(
+                    _mm256_castsi128_si256(_mm_loadu_si128(q.cast())),
+                    _mm_loadu_si128(q.add(step).cast()),
+                )
+            } else {
+                let r = |i: usize| q.add(i * step).cast::<i64>().read_unaligned();
+                _mm256_set_epi64x(r(3), r(2), r(1), r(0))
+            };
+            _mm512_cvtepi8_epi16(v)
+        };
+        let mut acc = self.init;
+        for (pair, wp) in rel.chunks_exact(2).zip(self.w) {
+            mac::<VNNI>(&mut acc, load(pair[0]), load(pair[1]), wp);
+        }
+        acc
     }
 }
 
@@ -216,7 +386,7 @@ unsafe fn mac<const VNNI: bool>(acc: &mut [__m512i; 2], xa: __m512i, xb: __m512i
 }
 
 /// The accumulators of a pixel whose window lies inside the input (origin `origin`, channel
-/// `c0` included), starting from `init`.
+/// `c0` included), starting from `init` (the input offset folded in, see [`folded`]).
 ///
 /// # Safety
 /// AVX-512BW (and VNNI when `VNNI`); every `origin + rel[t]` is the first of the group's
@@ -227,19 +397,54 @@ unsafe fn pixel_inside<const VNNI: bool>(
     origin: usize,
     rel: &[usize],
     w: &[[__m512i; 2]],
-    off: __m512i,
     kb: __mmask32,
+    bcast: bool,
     init: [__m512i; 2],
 ) -> [__m512i; 2] {
     let mut acc = init;
     let p = input.as_ptr().add(origin);
     for (pair, wp) in rel.chunks_exact(2).zip(w) {
-        // SAFETY: the group's channels of two input pixels (masked lanes not read).
-        let xa = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(kb, p.add(pair[0])));
-        let xb = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(kb, p.add(pair[1])));
-        mac::<VNNI>(&mut acc, _mm512_add_epi16(xa, off), _mm512_add_epi16(xb, off), wp);
+        // SAFETY: the group's channels of two input pixels (masked lanes not read), or
+        // their one channel.
+        let xa = load_pixel(p.add(pair[0]), kb, bcast);
+        let xb = load_pixel(p.add(pair[1]), kb, bcast);
+        mac::<VNNI>(&mut acc, xa, xb, wp);
     }
     acc
+}
+
+/// `init` plus `offset * sum(w)` over the window's tap pairs `w`, in the accumulators' lane
+/// order (the start of a pixel whose taps all lie inside the input).
+///
+/// # Safety
+/// AVX-512BW.
+#[inline(always)]
+unsafe fn folded(init: [__m512i; 2], w: &[[__m512i; 2]], offset: __m512i) -> [__m512i; 2] {
+    let ones = _mm512_set1_epi16(1);
+    let mut sums = [_mm512_setzero_si512(); 2];
+    for wp in w {
+        for (s, w) in sums.iter_mut().zip(wp) {
+            *s = _mm512_add_epi32(*s, _mm512_madd_epi16(*w, ones));
+        }
+    }
+    [
+        _mm512_add_epi32(init[0], _mm512_mullo_epi32(sums[0], offset)),
+        _mm512_add_epi32(init[1], _mm512_mullo_epi32(sums[1], offset)),
+    ]
+}
+
+/// The `kb` lanes of the input pixel channels at `p` widened to 16 bits, or (`bcast`) its one
+/// channel in every lane.
+///
+/// # Safety
+/// AVX-512BW; the `kb` bytes at `p` (one byte when `bcast`) are readable.
+#[inline(always)]
+unsafe fn load_pixel(p: *const i8, kb: __mmask32, bcast: bool) -> __m512i {
+    if bcast {
+        _mm512_set1_epi16(i16::from(*p))
+    } else {
+        _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(kb, p))
+    }
 }
 
 /// A border pixel: its clipped window and channel group.
@@ -251,6 +456,8 @@ struct Clipped<'a> {
     wx: &'a ClippedWindow,
     c0: usize,
     kb: __mmask32,
+    /// One input channel ([`broadcasts`]): every lane reads it.
+    bcast: bool,
 }
 
 impl Clipped<'_> {
@@ -266,10 +473,11 @@ impl Clipped<'_> {
         if !inside {
             return _mm512_setzero_si512();
         }
+        // With one input channel, `c0` is 0 (8 or 16 outputs).
         let at = ((self.row0 + self.wy.at(fy)) * g.in_w + self.wx.at(fx)) * g.in_c + self.c0;
         // SAFETY: the group's channels of an input pixel inside the input (masked lanes not
-        // read).
-        let x = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(self.kb, input.as_ptr().add(at)));
+        // read), or its one channel.
+        let x = load_pixel(input.as_ptr().add(at), self.kb, self.bcast);
         _mm512_add_epi16(x, off)
     }
 }
@@ -326,6 +534,40 @@ impl Stage32 {
             };
             [lo, hi]
         };
+        let per_tensor = rq.multipliers.len() == 1;
+        let bias = rq.bias.map(|b| two(b, false));
+        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias)
+    }
+
+    /// The stage of a [`Wide`] group: lane `l` is channel `l % c` (`c` divides 32; `rq`
+    /// holds its channels, [`applies`]).
+    #[inline(always)]
+    unsafe fn repeated(rq: &Requant<'_>, c: usize) -> Stage32 {
+        let per_tensor = rq.multipliers.len() == 1;
+        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
+            let mut v = [0i32; LANES];
+            for (l, v) in v.iter_mut().enumerate() {
+                *v = s[if broadcast { 0 } else { l % c }];
+            }
+            // SAFETY: `v` holds 32 `i32`.
+            [
+                _mm512_loadu_si512(v.as_ptr().cast()),
+                _mm512_loadu_si512(v.as_ptr().add(16).cast()),
+            ]
+        };
+        let bias = rq.bias.map(|b| two(b, false));
+        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias)
+    }
+
+    /// The stage of multipliers `m`, shifts `s` and biases `bias` in channel order (lanes
+    /// `0..16` then `16..32`), with `rq`'s offset and clamp.
+    #[inline(always)]
+    unsafe fn of(
+        rq: &Requant<'_>,
+        m: [__m512i; 2],
+        s: [__m512i; 2],
+        bias: Option<[__m512i; 2]>,
+    ) -> Stage32 {
         let lanes = |v: [__m512i; 2]| -> [__m512i; 2] {
             let (lo, hi) = (
                 _mm512_loadu_si512(LO_CHANNELS.as_ptr().cast()),
@@ -336,11 +578,9 @@ impl Stage32 {
                 _mm512_permutex2var_epi32(v[0], hi, v[1]),
             ]
         };
-        let per_tensor = rq.multipliers.len() == 1;
-        let m = lanes(two(rq.multipliers, per_tensor));
-        let s = lanes(two(rq.shifts, per_tensor));
-        let bias = match rq.bias {
-            Some(b) => lanes(two(b, false)),
+        let (m, s) = (lanes(m), lanes(s));
+        let bias = match bias {
+            Some(b) => lanes(b),
             None => [_mm512_setzero_si512(); 2],
         };
         // `applies` checked every shift (lanes past `n` hold 0).
@@ -382,217 +622,5 @@ impl Stage32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::interpreter::optimized::depthwise_i8::{
-        depthwise_conv_i8_rows_with, depthwise_conv_i8_with,
-    };
-    use crate::interpreter::optimized::requant_i8::requantize_row;
-    use crate::interpreter::optimized::Isa;
-    use crate::interpreter::reference::conv::testutil::Rng;
-    use crate::interpreter::reference::conv::ConvQuant;
-    use crate::interpreter::reference::depthwise_conv::depthwise_conv_i8;
-    use crate::interpreter::reference::quant::quantize_multiplier;
-    use proptest::prelude::*;
-
-    /// The output values [`Stage32`] gives accumulators `acc` (channel order, biases not
-    /// included) of channels `0..acc.len()`.
-    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-    unsafe fn stage_values(rq: &Requant<'_>, acc: &[i32]) -> [i8; 32] {
-        let n = acc.len();
-        let stage = Stage32::new(rq, 0, n);
-        let mut a = [0i32; 32];
-        a[..n].copy_from_slice(acc);
-        let (v0, v1) = (
-            _mm512_loadu_si512(a.as_ptr().cast()),
-            _mm512_loadu_si512(a.as_ptr().add(16).cast()),
-        );
-        let perm = |idx: &[i32; 16]| {
-            _mm512_permutex2var_epi32(v0, _mm512_loadu_si512(idx.as_ptr().cast()), v1)
-        };
-        let init = stage.init();
-        let acc = [
-            _mm512_add_epi32(init[0], perm(&LO_CHANNELS)),
-            _mm512_add_epi32(init[1], perm(&HI_CHANNELS)),
-        ];
-        let mut out = [0i8; 32];
-        stage.store(acc, out.as_mut_ptr(), lane_mask(n));
-        out
-    }
-
-    /// The output stage against the scalar one over the whole ranges: any accumulator, bias
-    /// and multiplier (`i32::MIN`, the saturating one, included), shifts from -31 to 31, one
-    /// multiplier for all channels or one each, partial groups (lanes past them untouched).
-    #[test]
-    fn output_stage_matches_the_scalar_stage() {
-        if !Isa::Avx512.avx512() {
-            return;
-        }
-        let mut r = Rng::new(0x5eed);
-        let any = |r: &mut Rng| r.range(i32::MIN.into(), i32::MAX.into()) as i32;
-        for case in 0..4000 {
-            let n = r.pick(1, 32);
-            let k = if r.pick(0, 2) == 0 { 1 } else { n };
-            let mults: Vec<i32> = (0..k)
-                .map(|_| match r.pick(0, 5) {
-                    0 => i32::MIN,
-                    1 => i32::MAX,
-                    2 => any(&mut r),
-                    _ => r.range(1 << 30, i32::MAX.into()) as i32,
-                })
-                .collect();
-            let shifts: Vec<i32> = (0..k)
-                .map(|_| match r.pick(0, 3) {
-                    0 => r.range(-31, 31) as i32,
-                    _ => r.range(-12, 2) as i32,
-                })
-                .collect();
-            let bias: Option<Vec<i32>> = match r.pick(0, 2) {
-                0 => None,
-                1 => Some((0..n).map(|_| any(&mut r)).collect()),
-                _ => Some((0..n).map(|_| r.range(-40000, 40000) as i32).collect()),
-            };
-            let acc: Vec<i32> = (0..n)
-                .map(|_| match r.pick(0, 4) {
-                    0 => i32::MIN,
-                    1 => i32::MAX,
-                    2 => any(&mut r),
-                    _ => r.range(-300_000, 300_000) as i32,
-                })
-                .collect();
-            let (a, b) = (r.range(-128, 127) as i32, r.range(-128, 127) as i32);
-            let rq = Requant {
-                bias: bias.as_deref(),
-                multipliers: &mults,
-                shifts: &shifts,
-                output_offset: r.range(-128, 127) as i32,
-                act_min: a.min(b),
-                act_max: a.max(b),
-            };
-            let mut want = vec![0i8; n];
-            requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
-            // SAFETY: the CPU has AVX-512 (checked above).
-            let got = unsafe { stage_values(&rq, &acc) };
-            assert_eq!(&got[..n], &want[..], "case {case}: {rq:?} acc {acc:?}");
-            assert!(got[n..].iter().all(|&v| v == 0), "case {case}: lanes past {n} written");
-        }
-    }
-
-    /// Output size and leading padding of one axis: SAME (`ceil(n / stride)` outputs) or VALID.
-    fn axis(n: usize, f: usize, stride: usize, dilation: usize, same: bool) -> Option<(usize, usize)> {
-        let span = (f - 1) * dilation + 1;
-        if same {
-            let out = n.div_ceil(stride);
-            let total = ((out - 1) * stride + span).saturating_sub(n);
-            Some((out, total / 2))
-        } else {
-            (n >= span).then(|| ((n - span) / stride + 1, 0))
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(160))]
-
-        /// Depth multiplier 1 on every path against the reference: channel counts around and
-        /// between the 32-channel groups, 3×3, 5×5 and odd windows (one past the 80 taps this
-        /// body takes, which runs the AVX2 body), strides 1 and 2, dilation, SAME and VALID
-        /// padding, input zero points at the ends, weights at -128 and 127, scales above 1,
-        /// any bias; whole layers and bands of rows.
-        #[test]
-        fn depthwise_multiplier_one_matches_reference(
-            c in prop_oneof![1usize..100, Just(32), Just(64), Just(96)],
-            (fh, fw) in prop_oneof![
-                Just((3usize, 3usize)),
-                Just((5, 5)),
-                Just((3, 5)),
-                Just((1, 1)),
-                Just((2, 7)),
-                Just((7, 1)),
-                Just((9, 9)),
-            ],
-            (h, w) in (1usize..14, 1usize..14),
-            batches in 1usize..3,
-            stride in 1usize..3,
-            dilation in 1usize..3,
-            same in any::<bool>(),
-            zero_point in prop_oneof![Just(-128i32), Just(127), -128i32..=127],
-            seed in any::<u64>(),
-        ) {
-            let (Some((out_h, pad_h)), Some((out_w, pad_w))) = (
-                axis(h, fh, stride, dilation, same),
-                axis(w, fw, stride, dilation, same),
-            ) else {
-                return Ok(());
-            };
-            let g = ConvGeometry {
-                batches,
-                in_h: h,
-                in_w: w,
-                in_c: c,
-                out_h,
-                out_w,
-                out_c: c,
-                filter_h: fh,
-                filter_w: fw,
-                filter_depth: 1,
-                stride_h: stride,
-                stride_w: stride,
-                dilation_h: dilation,
-                dilation_w: dilation,
-                pad_h,
-                pad_w,
-                depth_multiplier: 1,
-            };
-            let mut r = Rng::new(seed);
-            let mut filter = r.i8s(c * fh * fw);
-            for x in filter.iter_mut() {
-                match r.pick(0, 9) {
-                    0 => *x = -128,
-                    1 => *x = 127,
-                    _ => {}
-                }
-            }
-            let input = r.i8s(g.input_len());
-            let per_tensor = r.pick(0, 1) == 0;
-            let real = |r: &mut Rng| r.range(1, 30000) as f64 / 10000.0;
-            let first = real(&mut r);
-            let (mults, shifts): (Vec<i32>, Vec<i32>) = (0..c)
-                .map(|_| {
-                    let m = quantize_multiplier(if per_tensor { first } else { real(&mut r) / 50.0 });
-                    (m.multiplier, m.shift)
-                })
-                .unzip();
-            let bias: Option<Vec<i32>> = match r.pick(0, 2) {
-                0 => None,
-                1 => Some((0..c).map(|_| r.range(-40000, 40000) as i32).collect()),
-                _ => Some((0..c).map(|_| r.range(-(1 << 28), 1 << 28) as i32).collect()),
-            };
-            let output_offset = r.range(-128, 127) as i32;
-            let (a, b) = (r.range(-128, 127) as i32, r.range(-128, 127) as i32);
-            let q = ConvQuant {
-                input_offset: -zero_point,
-                output_offset,
-                multipliers: &mults,
-                shifts: &shifts,
-                act_min: a.min(b),
-                act_max: a.max(b),
-            };
-            let mut want = vec![0i8; g.output_len()];
-            depthwise_conv_i8(&g, &input, &filter, bias.as_deref(), &q, &mut want);
-            for &isa in Isa::available() {
-                let mut got = vec![0i8; g.output_len()];
-                depthwise_conv_i8_with(isa, &g, &input, &filter, bias.as_deref(), &q, &mut got);
-                prop_assert_eq!(&got, &want, "{:?} {:?}", isa, g);
-                let band = r.pick(1, 3);
-                let row_len = g.out_w * g.out_c;
-                let mut got = vec![0i8; g.output_len()];
-                for (t, part) in got.chunks_mut(band * row_len).enumerate() {
-                    depthwise_conv_i8_rows_with(
-                        isa, &g, &input, &filter, bias.as_deref(), &q, t * band, part,
-                    );
-                }
-                prop_assert_eq!(&got, &want, "{:?} {:?} bands of {}", isa, g, band);
-            }
-        }
-    }
-}
+#[path = "depthwise_i8_avx512_tests.rs"]
+mod tests;

@@ -126,6 +126,17 @@ impl ClippedWindow {
     #[inline]
     fn new(origin: isize, filter: usize, dilation: usize, size: usize) -> Self {
         let d = dilation as isize;
+        if d == 1 {
+            // The common case, without the divisions (they were a fifth of the int8 im2col).
+            let f1 = (size as isize - origin).clamp(0, filter as isize) as usize;
+            let f0 = (-origin).clamp(0, f1 as isize) as usize;
+            return ClippedWindow {
+                f0,
+                f1,
+                origin,
+                dilation,
+            };
+        }
         // First tap with origin + f * d >= 0, first tap with origin + f * d >= size.
         let f0 = if origin >= 0 {
             0

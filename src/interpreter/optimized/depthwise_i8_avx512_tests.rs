@@ -1,0 +1,258 @@
+//! Tests of the AVX-512 int8 depthwise rows (`depthwise_i8_avx512`): the output stage against
+//! the scalar one, and every path against the reference.
+
+use super::*;
+use crate::interpreter::optimized::depthwise_i8::{
+    depthwise_conv_i8_rows_with, depthwise_conv_i8_with,
+};
+use crate::interpreter::optimized::requant_i8::requantize_row;
+use crate::interpreter::optimized::Isa;
+use crate::interpreter::reference::conv::testutil::Rng;
+use crate::interpreter::reference::conv::ConvQuant;
+use crate::interpreter::reference::depthwise_conv::depthwise_conv_i8;
+use crate::interpreter::reference::quant::quantize_multiplier;
+use proptest::prelude::*;
+
+/// The output values [`Stage32`] gives accumulators `acc` (channel order, biases not
+/// included) of channels `0..acc.len()`.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn stage_values(rq: &Requant<'_>, acc: &[i32]) -> [i8; 32] {
+    let n = acc.len();
+    let stage = Stage32::new(rq, 0, n);
+    let mut a = [0i32; 32];
+    a[..n].copy_from_slice(acc);
+    let (v0, v1) = (
+        _mm512_loadu_si512(a.as_ptr().cast()),
+        _mm512_loadu_si512(a.as_ptr().add(16).cast()),
+    );
+    let perm = |idx: &[i32; 16]| {
+        _mm512_permutex2var_epi32(v0, _mm512_loadu_si512(idx.as_ptr().cast()), v1)
+    };
+    let init = stage.init();
+    let acc = [
+        _mm512_add_epi32(init[0], perm(&LO_CHANNELS)),
+        _mm512_add_epi32(init[1], perm(&HI_CHANNELS)),
+    ];
+    let mut out = [0i8; 32];
+    stage.store(acc, out.as_mut_ptr(), lane_mask(n));
+    out
+}
+
+/// The output stage against the scalar one over the whole ranges: any accumulator, bias
+/// and multiplier (`i32::MIN`, the saturating one, included), shifts from -31 to 31, one
+/// multiplier for all channels or one each, partial groups (lanes past them untouched).
+#[test]
+fn output_stage_matches_the_scalar_stage() {
+    if !Isa::Avx512.avx512() {
+        return;
+    }
+    let mut r = Rng::new(0x5eed);
+    let any = |r: &mut Rng| r.range(i32::MIN.into(), i32::MAX.into()) as i32;
+    for case in 0..4000 {
+        let n = r.pick(1, 32);
+        let k = if r.pick(0, 2) == 0 { 1 } else { n };
+        let mults: Vec<i32> = (0..k)
+            .map(|_| match r.pick(0, 5) {
+                0 => i32::MIN,
+                1 => i32::MAX,
+                2 => any(&mut r),
+                _ => r.range(1 << 30, i32::MAX.into()) as i32,
+            })
+            .collect();
+        let shifts: Vec<i32> = (0..k)
+            .map(|_| match r.pick(0, 3) {
+                0 => r.range(-31, 31) as i32,
+                _ => r.range(-12, 2) as i32,
+            })
+            .collect();
+        let bias: Option<Vec<i32>> = match r.pick(0, 2) {
+            0 => None,
+            1 => Some((0..n).map(|_| any(&mut r)).collect()),
+            _ => Some((0..n).map(|_| r.range(-40000, 40000) as i32).collect()),
+        };
+        let acc: Vec<i32> = (0..n)
+            .map(|_| match r.pick(0, 4) {
+                0 => i32::MIN,
+                1 => i32::MAX,
+                2 => any(&mut r),
+                _ => r.range(-300_000, 300_000) as i32,
+            })
+            .collect();
+        let (a, b) = (r.range(-128, 127) as i32, r.range(-128, 127) as i32);
+        let rq = Requant {
+            bias: bias.as_deref(),
+            multipliers: &mults,
+            shifts: &shifts,
+            output_offset: r.range(-128, 127) as i32,
+            act_min: a.min(b),
+            act_max: a.max(b),
+        };
+        let mut want = vec![0i8; n];
+        requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
+        // SAFETY: the CPU has AVX-512 (checked above).
+        let got = unsafe { stage_values(&rq, &acc) };
+        assert_eq!(&got[..n], &want[..], "case {case}: {rq:?} acc {acc:?}");
+        assert!(got[n..].iter().all(|&v| v == 0), "case {case}: lanes past {n} written");
+    }
+}
+
+/// Output size and leading padding of one axis: SAME (`ceil(n / stride)` outputs) or VALID.
+fn axis(n: usize, f: usize, stride: usize, dilation: usize, same: bool) -> Option<(usize, usize)> {
+    let span = (f - 1) * dilation + 1;
+    if same {
+        let out = n.div_ceil(stride);
+        let total = ((out - 1) * stride + span).saturating_sub(n);
+        Some((out, total / 2))
+    } else {
+        (n >= span).then(|| ((n - span) / stride + 1, 0))
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+
+    /// Depth multiplier 1 on every path against the reference: channel counts around and
+    /// between the 32-channel groups, 3×3, 5×5 and odd windows (one past the 80 taps this
+    /// body takes, which runs the AVX2 body), strides 1 and 2, dilation, SAME and VALID
+    /// padding, input zero points at the ends, weights at -128 and 127, scales above 1,
+    /// any bias; whole layers and bands of rows.
+    #[test]
+    fn depthwise_multiplier_one_matches_reference(
+        c in prop_oneof![1usize..100, Just(8), Just(16), Just(32), Just(64), Just(96)],
+        (fh, fw) in prop_oneof![
+            Just((3usize, 3usize)),
+            Just((5, 5)),
+            Just((3, 5)),
+            Just((1, 1)),
+            Just((2, 7)),
+            Just((7, 1)),
+            Just((9, 9)),
+        ],
+        (h, w) in (1usize..14, 1usize..20),
+        batches in 1usize..3,
+        stride in 1usize..3,
+        dilation in 1usize..3,
+        same in any::<bool>(),
+        zero_point in prop_oneof![Just(-128i32), Just(127), -128i32..=127],
+        seed in any::<u64>(),
+    ) {
+        let Some(g) = geometry(batches, (h, w), c, 1, (fh, fw), stride, dilation, same) else {
+            return Ok(());
+        };
+        check(&g, zero_point, seed)?;
+    }
+
+    /// One input channel into 8 or 16 (depth multiplier 8 or 16, person_detect's first
+    /// layer) on every path: strides 1 to 4 (groups of adjacent pixels within 16 input
+    /// bytes or not), dilation, SAME and VALID padding, windows of 1 to 80 taps.
+    #[test]
+    fn depthwise_one_input_channel_matches_reference(
+        dm in prop_oneof![Just(8usize), Just(16)],
+        (fh, fw) in prop_oneof![Just((3usize, 3usize)), Just((5, 5)), Just((1, 1)), Just((2, 7))],
+        (h, w) in (1usize..14, 1usize..24),
+        batches in 1usize..3,
+        stride in 1usize..5,
+        dilation in 1usize..3,
+        same in any::<bool>(),
+        zero_point in prop_oneof![Just(-128i32), Just(127), -128i32..=127],
+        seed in any::<u64>(),
+    ) {
+        let Some(g) = geometry(batches, (h, w), 1, dm, (fh, fw), stride, dilation, same) else {
+            return Ok(());
+        };
+        check(&g, zero_point, seed)?;
+    }
+}
+
+/// The square-strided, square-dilated geometry of `in_c` channels times `dm` over an `h × w`
+/// input (SAME or VALID), or `None` when the window does not fit (VALID).
+#[allow(clippy::too_many_arguments)]
+fn geometry(
+    batches: usize,
+    (h, w): (usize, usize),
+    in_c: usize,
+    dm: usize,
+    (fh, fw): (usize, usize),
+    stride: usize,
+    dilation: usize,
+    same: bool,
+) -> Option<ConvGeometry> {
+    let (out_h, pad_h) = axis(h, fh, stride, dilation, same)?;
+    let (out_w, pad_w) = axis(w, fw, stride, dilation, same)?;
+    Some(ConvGeometry {
+        batches,
+        in_h: h,
+        in_w: w,
+        in_c,
+        out_h,
+        out_w,
+        out_c: in_c * dm,
+        filter_h: fh,
+        filter_w: fw,
+        filter_depth: 1,
+        stride_h: stride,
+        stride_w: stride,
+        dilation_h: dilation,
+        dilation_w: dilation,
+        pad_h,
+        pad_w,
+        depth_multiplier: dm,
+    })
+}
+
+/// `g` with random weights (some at -128 and 127), input, scales, bias, offsets and clamp
+/// on every path, whole and in bands of rows, against the reference.
+fn check(g: &ConvGeometry, zero_point: i32, seed: u64) -> Result<(), TestCaseError> {
+    let (c, fh, fw) = (g.out_c, g.filter_h, g.filter_w);
+    let mut r = Rng::new(seed);
+    let mut filter = r.i8s(c * fh * fw);
+    for x in filter.iter_mut() {
+        match r.pick(0, 9) {
+            0 => *x = -128,
+            1 => *x = 127,
+            _ => {}
+        }
+    }
+    let input = r.i8s(g.input_len());
+    let per_tensor = r.pick(0, 1) == 0;
+    let real = |r: &mut Rng| r.range(1, 30000) as f64 / 10000.0;
+    let first = real(&mut r);
+    let (mults, shifts): (Vec<i32>, Vec<i32>) = (0..c)
+        .map(|_| {
+            let m = quantize_multiplier(if per_tensor { first } else { real(&mut r) / 50.0 });
+            (m.multiplier, m.shift)
+        })
+        .unzip();
+    let bias: Option<Vec<i32>> = match r.pick(0, 2) {
+        0 => None,
+        1 => Some((0..c).map(|_| r.range(-40000, 40000) as i32).collect()),
+        _ => Some((0..c).map(|_| r.range(-(1 << 28), 1 << 28) as i32).collect()),
+    };
+    let output_offset = r.range(-128, 127) as i32;
+    let (a, b) = (r.range(-128, 127) as i32, r.range(-128, 127) as i32);
+    let q = ConvQuant {
+        input_offset: -zero_point,
+        output_offset,
+        multipliers: &mults,
+        shifts: &shifts,
+        act_min: a.min(b),
+        act_max: a.max(b),
+    };
+    let mut want = vec![0i8; g.output_len()];
+    depthwise_conv_i8(g, &input, &filter, bias.as_deref(), &q, &mut want);
+    for &isa in Isa::available() {
+        let mut got = vec![0i8; g.output_len()];
+        depthwise_conv_i8_with(isa, g, &input, &filter, bias.as_deref(), &q, &mut got);
+        prop_assert_eq!(&got, &want, "{:?} {:?}", isa, g);
+        let band = r.pick(1, 3);
+        let row_len = g.out_w * g.out_c;
+        let mut got = vec![0i8; g.output_len()];
+        for (t, part) in got.chunks_mut(band * row_len).enumerate() {
+            depthwise_conv_i8_rows_with(
+                isa, g, &input, &filter, bias.as_deref(), &q, t * band, part,
+            );
+        }
+        prop_assert_eq!(&got, &want, "{:?} {:?} bands of {}", isa, g, band);
+    }
+    Ok(())
+}
