@@ -21,6 +21,8 @@ pub mod broadcast;
 pub mod conv;
 mod conv_direct;
 pub mod conv_i8;
+#[cfg(target_arch = "x86_64")]
+mod conv_grouped;
 mod conv_windows;
 #[cfg(target_arch = "x86_64")]
 mod conv_i8_vnni;
