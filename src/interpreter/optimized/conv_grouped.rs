@@ -124,7 +124,7 @@ pub(crate) fn conv_rows(
     true
 }
 
-mod avx512 {
+pub(super) mod avx512 {
     use super::{depth, segments, ConvGeometry, Requant, LANES, MAX_IN_C, MAX_PANELS, PACK_BYTES};
     use super::{TABLE, TILE_ROWS};
     use crate::interpreter::optimized::requant_i8::avx512::Stage16;
@@ -160,11 +160,6 @@ mod avx512 {
         let mut packed = [MaybeUninit::<__m512i>::uninit(); PACK_BYTES / 64];
         let mut inits = [MaybeUninit::<__m512i>::uninit(); MAX_PANELS];
         let scale = _mm512_set1_epi32(input_offset.wrapping_sub(128));
-        let ones = _mm512_set1_epi8(1);
-        let lane = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(k as i32),
-        );
         let mut at = 0;
         for (p, init) in inits[..panels].iter_mut().enumerate() {
             let c0 = p * LANES;
@@ -172,20 +167,8 @@ mod avx512 {
             let mut s = _mm512_setzero_si512();
             for (_, l0, l1) in segments(c0, lanes, npg) {
                 let mask = (((1u32 << l1) - 1) & !((1u32 << l0) - 1)) as __mmask16;
-                for j in 0..quads {
-                    // SAFETY: lane `l < lanes` reads the 4 bytes `4 j..4 j + 4 <= k` of
-                    // filter row `c0 + l < out_c`; masked-off lanes are not read.
-                    let base = filter.as_ptr().add(c0 * k + 4 * j);
-                    let v = _mm512_mask_i32gather_epi32::<1>(
-                        _mm512_setzero_si512(),
-                        mask,
-                        lane,
-                        base.cast(),
-                    );
-                    packed[at].write(v);
-                    at += 1;
-                    s = _mm512_dpbusd_epi32(s, ones, v);
-                }
+                s = pack_quads(filter, k, c0, mask, 0, &mut packed[at..at + quads], s);
+                at += quads;
             }
             let mut v = _mm512_mullo_epi32(s, scale);
             if let Some(b) = rq.bias {
@@ -253,6 +236,41 @@ mod avx512 {
         }
     }
 
+    /// Packs quads `j0..j0 + out.len()` (depth positions `4 j..4 j + 4`) of the filter rows
+    /// `c0 + l` (rows of `k` bytes) for the lanes `l` of `mask` (zero in the others) into
+    /// `out`, one 64-byte quad each, and returns `sum` plus their sums per lane.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F and VNNI; rows `c0 + l` of the lanes of `mask` have bytes
+    /// `4 j0..4 (j0 + out.len()) <= k` in `filter`, and `16 k` fits in an `i32`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::interpreter::optimized) unsafe fn pack_quads(
+        filter: &[i8],
+        k: usize,
+        c0: usize,
+        mask: __mmask16,
+        j0: usize,
+        out: &mut [MaybeUninit<__m512i>],
+        mut sum: __m512i,
+    ) -> __m512i {
+        let lane = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(k as i32),
+        );
+        let ones = _mm512_set1_epi8(1);
+        for (j, o) in (j0..).zip(out.iter_mut()) {
+            // SAFETY: lane `l` of `mask` reads the 4 bytes `4 j..4 j + 4 <= k` of filter row
+            // `c0 + l`; masked-off lanes are not read.
+            let base = filter.as_ptr().add(c0 * k + 4 * j);
+            let v = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), mask, lane, base.cast());
+            o.write(v);
+            sum = _mm512_dpbusd_epi32(sum, ones, v);
+        }
+        sum
+    }
+
     /// Writes the tap pointers of output pixels `first..first + n` (batch-major linear
     /// indices) into `dst` (`taps` per pixel, in filter order): the input pixel's first
     /// channel, or `pad` outside the input.
@@ -299,19 +317,19 @@ mod avx512 {
     }
 
     /// One tile of a panel: its rows' tap pointers and the panel's segments.
-    struct Tile<'a> {
+    pub(in crate::interpreter::optimized) struct Tile<'a> {
         /// `rows * taps` pointers, each to `in_c` readable bytes.
-        table: &'a [*const i8],
-        taps: usize,
+        pub(in crate::interpreter::optimized) table: &'a [*const i8],
+        pub(in crate::interpreter::optimized) taps: usize,
         /// Input channels per group (a multiple of 4).
-        fd: usize,
+        pub(in crate::interpreter::optimized) fd: usize,
         /// The group of the panel's first segment (the next segments' are the next groups).
-        first_group: usize,
+        pub(in crate::interpreter::optimized) first_group: usize,
         /// Quads per segment (`taps * fd / 4`).
-        quads: usize,
+        pub(in crate::interpreter::optimized) quads: usize,
         /// The segments, `quads` each.
-        w: &'a [__m512i],
-        init: __m512i,
+        pub(in crate::interpreter::optimized) w: &'a [__m512i],
+        pub(in crate::interpreter::optimized) init: __m512i,
     }
 
     impl Tile<'_> {
@@ -320,12 +338,16 @@ mod avx512 {
         /// # Safety
         /// The CPU supports AVX-512 F and VNNI; `table` holds `R * taps` pointers to `in_c`
         /// bytes, every segment's group `i` has `(i + 1) * fd <= in_c`, and `w` holds whole
-        /// segments of `quads = taps * fd / 4`.
+        /// segments of `quads = taps * fd / 4` (none when `quads` is 0: the accumulators are
+        /// then `init`).
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
         #[allow(clippy::needless_range_loop)]
-        unsafe fn acc<const R: usize>(&self) -> [__m512i; R] {
+        pub(in crate::interpreter::optimized) unsafe fn acc<const R: usize>(&self) -> [__m512i; R] {
             let mut acc = [self.init; R];
+            if self.quads == 0 {
+                return acc;
+            }
             let flip = 0x8080_8080u32 as i32;
             let fdq = self.fd / 4;
             for (s, seg) in self.w.chunks_exact(self.quads).enumerate() {
@@ -351,13 +373,14 @@ mod avx512 {
     }
 
     /// Requantizes `R` rows of accumulators into `out` (row `r` at `r * out_c`, `lanes`
-    /// channels from `c0`), with the panel's stage or, where it has none, the row stage.
+    /// channels from `c0`), with the panel's stage or, where it has none, the row stage
+    /// (`rq` without its bias: the accumulators hold it).
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW/DQ/VL; `out` holds `(R - 1) * out_c + lanes` values.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-    unsafe fn store<const R: usize>(
+    pub(in crate::interpreter::optimized) unsafe fn store<const R: usize>(
         acc: &[__m512i; R],
         stage: &Option<Stage16>,
         rq: &Requant<'_>,

@@ -56,10 +56,13 @@ mod requant_i8;
 pub mod resize_bilinear;
 pub mod softmax;
 pub mod transpose_conv;
+pub mod transpose_conv_i8;
 
 pub use isa::{Isa, IsaError, IsaSelection, IsaSource, ISA_ENV};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_indirect;
 #[cfg(test)]
 mod tests_vnni;
