@@ -55,6 +55,7 @@ pub mod prelu;
 mod requant_i8;
 pub mod resize_bilinear;
 pub mod softmax;
+pub mod softmax_i8;
 pub mod transpose_conv;
 pub mod transpose_conv_i8;
 
