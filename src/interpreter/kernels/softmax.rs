@@ -13,6 +13,7 @@
 //! and close to, but not bit-exact with, the reference.
 
 use crate::interpreter::optimized::softmax as optimized;
+use crate::interpreter::optimized::softmax_i8::softmax_quantized_table;
 use crate::interpreter::reference::fixed_point::calculate_input_radius;
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
 use crate::interpreter::reference::softmax::{
@@ -63,6 +64,9 @@ pub struct Softmax {
     int8_table: bool,
     /// Float32 through [`crate::interpreter::optimized::softmax`] (vector `exp`).
     fast_f32: bool,
+    /// Int8 input (int8 or int16 output) through a per-call table of the reference's
+    /// exponentials ([`crate::interpreter::optimized::softmax_i8`], bit-exact).
+    fast_i8: bool,
 }
 
 impl Softmax {
@@ -71,16 +75,18 @@ impl Softmax {
         Softmax {
             int8_table: false,
             fast_f32: false,
+            fast_i8: false,
         }
     }
 
     /// The optimized kernel set's: float32 through the vectorized `exp`
-    /// ([`crate::interpreter::optimized::softmax`]), the integer dtypes as
-    /// [`Softmax::reference`].
+    /// ([`crate::interpreter::optimized::softmax`]), int8 input through a table of the
+    /// reference's exponentials (the same bits), int16 as [`Softmax::reference`].
     pub const fn optimized() -> Self {
         Softmax {
             int8_table: false,
             fast_f32: true,
+            fast_i8: true,
         }
     }
 
@@ -90,6 +96,7 @@ impl Softmax {
         Softmax {
             int8_table: true,
             fast_f32: false,
+            fast_i8: false,
         }
     }
 }
@@ -226,11 +233,19 @@ impl Kernel for Softmax {
             }
             Math::I8ToI8(p) => {
                 let (i, o) = io!(i8, i8);
-                softmax_quantized(i, o, d.depth, &p);
+                if self.fast_i8 {
+                    softmax_quantized_table(i, o, d.depth, &p);
+                } else {
+                    softmax_quantized(i, o, d.depth, &p);
+                }
             }
             Math::I8ToI16(p) => {
                 let (i, o) = io!(i8, i16);
-                softmax_quantized(i, o, d.depth, &p);
+                if self.fast_i8 {
+                    softmax_quantized_table(i, o, d.depth, &p);
+                } else {
+                    softmax_quantized(i, o, d.depth, &p);
+                }
             }
             Math::I8Table {
                 table,

@@ -3,7 +3,8 @@
 //! input and an optional bias; padding computed from the output size as LiteRT does. The
 //! optimized set runs float non-overlapping taps (2×2 stride 2 up-sampling) as matrix products
 //! ([`crate::interpreter::optimized::transpose_conv`]); int8 (per-channel or per-tensor
-//! symmetric filter, int32 bias) runs the reference arithmetic in both sets.
+//! symmetric filter, int32 bias) runs one convolution per output phase
+//! ([`crate::interpreter::optimized::transpose_conv_i8`], bit-exact) in the optimized set.
 
 use super::binary_common::quant_params;
 use super::quant_params::{
@@ -11,6 +12,7 @@ use super::quant_params::{
     positive, quantized_range,
 };
 use crate::interpreter::optimized::transpose_conv as fast;
+use crate::interpreter::optimized::transpose_conv_i8 as fast_i8;
 use crate::interpreter::reference::padding::axis_geometry;
 use crate::interpreter::reference::transpose_conv::{
     transpose_conv_f32_rows, transpose_conv_i8_rows, TransposeConvGeometry, TransposeConvQuant,
@@ -229,8 +231,21 @@ impl Kernel for TransposeConv {
             };
             let (input, filter) = (ctx.input::<i8>(2)?, ctx.input::<i8>(1)?);
             let output = &mut ctx.output::<i8>(0)?[..rows * row_len];
-            ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
-                transpose_conv_i8_rows(g, &q, input, filter, bias, t * band, part);
+            let (set, isa) = (self.set, ctx.isa());
+            ctx.for_each_chunk_mut(output, band * row_len, &|t, part| match set {
+                KernelSet::Reference => {
+                    transpose_conv_i8_rows(g, &q, input, filter, bias, t * band, part)
+                }
+                KernelSet::Optimized => fast_i8::transpose_conv_i8_rows_with(
+                    isa,
+                    g,
+                    &q,
+                    input,
+                    filter,
+                    bias,
+                    t * band,
+                    part,
+                ),
             });
             return Ok(());
         }

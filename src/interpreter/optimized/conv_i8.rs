@@ -176,6 +176,10 @@ pub fn conv_i8_rows_in_place_with(
 ) {
     check_pixels(g, first_pixel, output);
     #[cfg(target_arch = "x86_64")]
+    if super::conv_grouped::conv_rows(isa, g, input, filter, bias, q, first_pixel, output) {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if packs(g)
         && super::conv_i8_vnni::conv_rows(
             isa,

@@ -21,6 +21,8 @@ pub mod broadcast;
 pub mod conv;
 mod conv_direct;
 pub mod conv_i8;
+#[cfg(target_arch = "x86_64")]
+mod conv_grouped;
 mod conv_windows;
 #[cfg(target_arch = "x86_64")]
 mod conv_i8_vnni;
@@ -53,12 +55,16 @@ pub mod prelu;
 mod requant_i8;
 pub mod resize_bilinear;
 pub mod softmax;
+pub mod softmax_i8;
 pub mod transpose;
 pub mod transpose_conv;
+pub mod transpose_conv_i8;
 
 pub use isa::{Isa, IsaError, IsaSelection, IsaSource, ISA_ENV};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_indirect;
 #[cfg(test)]
 mod tests_vnni;

@@ -102,18 +102,34 @@ pub fn softmax_quantized<O: QuantInt>(
     depth: usize,
     p: &SoftmaxQuantParams,
 ) {
+    softmax_quantized_by(input, output, depth, p, |diff| scaled_exp(p, diff));
+}
+
+/// The exponential of an input difference `diff` (`x - row max`, in `diff_min..=0`) in Q0.31:
+/// the input rescaled by `p`'s multiplier into Q5.26, then gemmlowp's `exp_on_negative_values`.
+pub(crate) fn scaled_exp(p: &SoftmaxQuantParams, diff: i32) -> i32 {
+    let rescaled = multiply_by_quantized_multiplier_greater_than_one(
+        diff,
+        p.input_multiplier,
+        p.input_left_shift,
+    );
+    exp_on_negative_values(rescaled, SCALED_DIFF_INTEGER_BITS)
+}
+
+/// [`softmax_quantized`] with the exponential of each difference from `scaled_exp`, which
+/// must return [`scaled_exp`]'s value for every `diff` from `diff_min` to 0 the rows have (the
+/// optimized kernel reads a table of them).
+pub(crate) fn softmax_quantized_by<O: QuantInt>(
+    input: &[i8],
+    output: &mut [O],
+    depth: usize,
+    p: &SoftmaxQuantParams,
+    scaled_exp: impl Fn(i32) -> i32,
+) {
     if depth == 0 {
         return;
     }
     let out_bits = (core::mem::size_of::<O>() * 8) as i32;
-    let scaled_exp = |diff: i32| {
-        let rescaled = multiply_by_quantized_multiplier_greater_than_one(
-            diff,
-            p.input_multiplier,
-            p.input_left_shift,
-        );
-        exp_on_negative_values(rescaled, SCALED_DIFF_INTEGER_BITS)
-    };
     for (inp, out) in input
         .chunks_exact(depth)
         .zip(output.chunks_exact_mut(depth))
