@@ -183,7 +183,8 @@ fn match_write(m: &Model, si: usize, uses: &Uses, k: usize) -> Option<Write> {
                 .all(|(&s, &d)| s == -1 || s == i64::from(d))
     };
     // First slice: from 0, `i` rows (computed), whole trailing axes.
-    if value(begin_a)?.iter().any(|&v| v != 0) || value(size_a).is_some() {
+    let begin_a = value(begin_a)?;
+    if begin_a.len() != rank || begin_a.iter().any(|&v| v != 0) || value(size_a).is_some() {
         return None;
     }
     let (i_head, size_rest, _) = head_and_rest(size_a)?;
@@ -194,6 +195,11 @@ fn match_write(m: &Model, si: usize, uses: &Uses, k: usize) -> Option<Write> {
     }
     let (next_head, begin_rest, begin_b_concat) = head_and_rest(begin_b)?;
     if begin_rest.len() != rank - 1 || begin_rest.iter().any(|&v| v != 0) {
+        return None;
+    }
+    // Each head is one value: the row the write starts at, the row after it.
+    let one_value = |t: i32| tensor(t).is_some_and(|d| d.shape.iter().product::<i32>() == 1);
+    if !one_value(i_head) || !one_value(next_head) {
         return None;
     }
     let i = root(i_head)?;
