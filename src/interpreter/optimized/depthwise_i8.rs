@@ -24,7 +24,8 @@
 //! On AVX-512 (BW, VL; VNNI when the path is `avx512vnni`), depth multiplier 1 with 8
 //! channels or more goes to the `depthwise_i8_avx512` rows: 32-channel groups in zmm, border
 //! pixels in the same loop (their outside taps masked to zero); 8 or 16 channels fill the zmm
-//! with 4 or 2 adjacent pixels. Fewer than 8 channels stay on the AVX2 rows.
+//! with 4 or 2 adjacent pixels; one input channel into 8 or 16 goes there only where the
+//! `depthwise_i8_wide` rows do not apply. Fewer than 8 channels stay on the AVX2 rows.
 //!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
