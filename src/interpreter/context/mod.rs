@@ -577,17 +577,26 @@ impl<'a> PrepareContext<'a> {
         &mut self,
         len: usize,
     ) -> Result<StateArray<T>, KernelError> {
-        if self.state.memory.states.len() >= MAX_STATES {
-            return Err(KernelError::new(format!(
-                "more than {MAX_STATES} state arrays"
-            )));
-        }
         let bytes = len
             .checked_mul(core::mem::size_of::<T>())
             .ok_or_else(|| KernelError::new(format!("state of {len} values overflows")))?;
         let size = u32::try_from(bytes)
             .map_err(|_| KernelError::new(format!("state of {bytes} bytes exceeds 4 GiB")))?;
         let record = self.state.persistent.allocate(bytes, Category::OpData)?;
+        self.push_state(record, size, len)
+    }
+
+    /// Lists tail record `record` (`size` bytes) among this node's state arrays and returns it
+    /// as `len` values of `T`.
+    fn push_state<T: Scalar>(
+        &mut self,
+        record: u32,
+        size: u32,
+        len: usize,
+    ) -> Result<StateArray<T>, KernelError> {
+        if self.state.memory.states.len() >= MAX_STATES {
+            kernel_bail!("more than {MAX_STATES} state arrays");
+        }
         self.state
             .memory
             .states
@@ -662,20 +671,7 @@ impl<'a> PrepareContext<'a> {
                 record
             }
         };
-        if self.state.memory.states.len() >= MAX_STATES {
-            kernel_bail!("more than {MAX_STATES} state arrays");
-        }
-        self.state
-            .memory
-            .states
-            .try_reserve(1)
-            .map_err(|_| KernelError::new("out of memory"))?;
-        self.state.memory.states.push((record, size));
-        Ok(StateArray {
-            record,
-            len: array_len(bytes)?,
-            _t: PhantomData,
-        })
+        self.push_state(record, size, bytes)
     }
 
     /// `len` values computed from the model's constants (zeroed, then written by `fill`: a

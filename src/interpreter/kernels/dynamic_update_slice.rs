@@ -7,7 +7,7 @@
 //! lowers the SLICE/SLICE/CONCATENATION form it emits otherwise to this op
 //! ([`crate::interpreter`]'s `builder/tensor_list.rs`).
 
-use super::movement_common::{expect_moved_from, with_movable_type};
+use super::movement_common::{expect_moved_from, same_quantization, with_movable_type};
 use crate::interpreter::reference::dynamic_update_slice::{
     dynamic_update_slice, UpdateDims, MAX_RANK,
 };
@@ -36,9 +36,7 @@ impl Kernel for DynamicUpdateSlice {
         let output = ctx.output(0)?;
         expect_moved_from(&output, &operand)?;
         kernel_ensure!(
-            update.dtype == operand.dtype
-                && update.quantization.map(|q| (q.scales(), q.zero_points()))
-                    == operand.quantization.map(|q| (q.scales(), q.zero_points())),
+            update.dtype == operand.dtype && same_quantization(&update, &operand),
             "update `{}` ({}) must have the dtype and quantization of operand `{}` ({})",
             update.name,
             update.dtype,

@@ -40,16 +40,21 @@ pub(crate) fn expect_moved_from(
     input: &TensorInfo<'_>,
 ) -> Result<(), KernelError> {
     expect_movable_dtype(output, input)?;
-    fn params<'a>(t: &TensorInfo<'a>) -> Option<(&'a [f32], &'a [i64])> {
-        t.quantization.map(|q| (q.scales(), q.zero_points()))
-    }
     kernel_ensure!(
-        params(output) == params(input),
+        same_quantization(output, input),
         "output `{}` quantization differs from input `{}`'s",
         output.name,
         input.name
     );
     Ok(())
+}
+
+/// Whether two tensors have the same quantization parameters (or both none).
+pub(crate) fn same_quantization(a: &TensorInfo<'_>, b: &TensorInfo<'_>) -> bool {
+    fn params<'a>(t: &TensorInfo<'a>) -> Option<(&'a [f32], &'a [i64])> {
+        t.quantization.map(|q| (q.scales(), q.zero_points()))
+    }
+    params(a) == params(b)
 }
 
 /// An axis in `[-rank, rank)` resolved to `[0, rank)`.
