@@ -20,6 +20,7 @@ mod place;
 mod resize;
 mod shapes;
 mod stage;
+mod tail;
 mod tensor_list;
 
 pub use budget::BudgetStep;

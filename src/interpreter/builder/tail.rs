@@ -1,0 +1,185 @@
+//! The arena tail while the build stages it (phases 3 and 5 of
+//! [`stage_with`](super::stage::stage_with)): persistent records for op data, variables,
+//! prepare-time results and aligned copies of misaligned constants.
+
+use super::stage::VariableInit;
+use crate::arena::Category;
+use crate::interpreter::context::Persistent;
+use crate::interpreter::error::InterpreterError;
+use crate::interpreter::graph::{TensorEntry, TensorKind};
+use crate::interpreter::subgraphs::Layout;
+use crate::model::Model;
+use rust_alloc::vec::Vec;
+
+/// The arena tail while it is staged: persistent records (op data, tensor copies) and which
+/// record holds each tail tensor.
+pub(super) struct Tail {
+    pub(super) persistent: Persistent,
+    /// Per tensor: its tail record (variables, prepare-time results, aligned copies of
+    /// misaligned constants), else `None`.
+    pub(super) tensor_record: Vec<Option<u32>>,
+    /// Initial contents of variables that are not all zero bytes.
+    pub(super) variable_init: Vec<(u32, VariableInit)>,
+}
+
+impl Tail {
+    pub(super) fn new(tensors: usize) -> Self {
+        Tail {
+            persistent: Persistent::default(),
+            tensor_record: vec![None; tensors],
+            variable_init: Vec::new(),
+        }
+    }
+
+    /// Phase 3: marks variables that have initial data as variables (not constants) and gives
+    /// constants whose file data is misaligned for their element type an aligned tail copy
+    /// (prepare-time nodes read them). Variables get their records only after prepare has
+    /// validated their shapes ([`Tail::stage_variables`]), so a model that lies about a
+    /// variable's size fails in its kernel's prepare instead of staging that many bytes first.
+    pub(super) fn stage_misaligned_constants(
+        &mut self,
+        model: &Model,
+        layout: &Layout,
+        tensors: &mut [TensorEntry],
+    ) -> Result<(), InterpreterError> {
+        for (t, e) in tensors.iter_mut().enumerate() {
+            if is_variable(model, layout, t, e) && layout.tensor_data(model, t).is_some() {
+                e.kind = TensorKind::Variable;
+            }
+            let misaligned = e.kind == TensorKind::Constant
+                && !is_variable(model, layout, t, e)
+                && layout.tensor_data(model, t).is_some_and(|d| {
+                    e.dtype
+                        .alignment()
+                        .is_some_and(|a| !(d.as_ptr() as usize).is_multiple_of(a))
+                });
+            if misaligned {
+                self.tensor_record[t] =
+                    Some(self.copy_tensor(layout.tensor_data(model, t), (t, e), &model.bytes)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase 5a: every variable's record, with its initial value (the model's data, else zero;
+    /// int8 at its zero point).
+    pub(super) fn stage_variables(
+        &mut self,
+        model: &Model,
+        layout: &Layout,
+        tensors: &[TensorEntry],
+    ) -> Result<(), InterpreterError> {
+        for (t, e) in tensors.iter().enumerate() {
+            if is_variable(model, layout, t, e) {
+                self.tensor_record[t] =
+                    Some(self.copy_tensor(layout.tensor_data(model, t), (t, e), &model.bytes)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase 5b: prepare-time results move into the tail; a prepare-time constant that no node
+    /// produced is an error.
+    pub(super) fn keep_results(
+        &mut self,
+        tensors: &[TensorEntry],
+        computed: Vec<Option<Vec<u128>>>,
+    ) -> Result<(), InterpreterError> {
+        for (t, w) in computed.into_iter().enumerate() {
+            let Some(w) = w else { continue };
+            let record = self
+                .persistent
+                .allocate(tensors[t].bytes, Category::TensorData)
+                .map_err(|k| InterpreterError::Memory(k.0))?;
+            // SAFETY: `w` holds at least `bytes` initialised bytes.
+            let src =
+                unsafe { core::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes) };
+            self.persistent.bytes_mut(record).copy_from_slice(src);
+            self.tensor_record[t] = Some(record);
+        }
+        for (t, e) in tensors.iter().enumerate() {
+            if e.kind == TensorKind::PrepareTimeConstant && self.tensor_record[t].is_none() {
+                return Err(InterpreterError::Tensor {
+                    index: t,
+                    name: e.name.clone(),
+                    message: "computable at prepare time but no node produced it".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies tensor `t` (a misaligned constant or a variable) into a new tail record: the
+    /// model's data, else zero bytes (an int8 variable: its zero point, as TFLM). Records a
+    /// variable's initial value in `variable_init` when it is not all zero bytes.
+    fn copy_tensor(
+        &mut self,
+        data: Option<&[u8]>,
+        (t, e): (usize, &TensorEntry),
+        model_bytes: &[u8],
+    ) -> Result<u32, InterpreterError> {
+        let index = u32::try_from(t).map_err(|_| InterpreterError::Tensor {
+            index: t,
+            name: e.name.clone(),
+            message: "tensor index beyond the interpreter's 32-bit tables".into(),
+        })?;
+        let record = self
+            .persistent
+            .allocate(e.bytes, Category::TensorData)
+            .map_err(|k| InterpreterError::Memory(k.0))?;
+        if let Some(d) = data {
+            let dst = self.persistent.bytes_mut(record);
+            if d.len() != dst.len() {
+                return Err(InterpreterError::Tensor {
+                    index: t,
+                    name: e.name.clone(),
+                    message: format!("data has {} bytes, expected {}", d.len(), dst.len()),
+                });
+            }
+            dst.copy_from_slice(d);
+            if e.kind == TensorKind::Variable {
+                // The data is a range of the model's bytes; the interpreter keeps those.
+                let at = (d.as_ptr() as usize).wrapping_sub(model_bytes.as_ptr() as usize);
+                let range = u32::try_from(at)
+                    .ok()
+                    .zip(u32::try_from(d.len()).ok())
+                    .filter(|_| {
+                        at.checked_add(d.len())
+                            .is_some_and(|end| end <= model_bytes.len())
+                    });
+                let Some((at, len)) = range else {
+                    return Err(InterpreterError::Tensor {
+                        index: t,
+                        name: e.name.clone(),
+                        message: "initial value lies outside the model's first 4 GiB of bytes"
+                            .into(),
+                    });
+                };
+                self.variable_init
+                    .push((index, VariableInit::Data { at, len }));
+            }
+        } else if e.kind == TensorKind::Variable && e.dtype == crate::tensor::DType::I8 {
+            // TFLM (`MicroInterpreterGraph::ResetTensorData`) fills an int8 variable with its
+            // zero point (a real 0), not with zero bytes; the reference outputs depend on it.
+            let zp = e
+                .quantization
+                .as_ref()
+                .map(|q| q.zero_points()[0])
+                .unwrap_or(0);
+            if zp != 0 {
+                let dst = self.persistent.bytes_mut(record);
+                dst.fill(zp as i8 as u8);
+                self.variable_init
+                    .push((index, VariableInit::Fill(zp as i8 as u8)));
+            }
+        }
+        Ok(record)
+    }
+}
+
+/// Whether tensor `t` is state kept across invokes: planned as a variable, or a constant the
+/// model marks variable (a variable with initial data).
+fn is_variable(model: &Model, layout: &Layout, t: usize, e: &TensorEntry) -> bool {
+    e.kind == TensorKind::Variable
+        || (e.kind == TensorKind::Constant && layout.tensor(model, t).is_variable)
+}
