@@ -46,6 +46,7 @@ pub mod hybrid_depthwise;
 pub mod hybrid_dot;
 pub mod hybrid_quantize;
 mod isa;
+pub mod lstm_f32;
 pub mod matrix;
 pub mod mean;
 pub mod pack;

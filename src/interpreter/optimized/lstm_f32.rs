@@ -1,0 +1,306 @@
+//! Float LSTM gate pre-activations on the optimized path: for each unit `u` of gate `g`,
+//! `bias[u] + W_in[g][u]·x + W_rec[g][u]·h` as **one** fused multiply-add sum (both weight rows
+//! stream into the same vector accumulator), four units reduced together.
+//!
+//! The weights are read where the model keeps them (`[state, input]` and `[state, state]`, row
+//! major); nothing is packed or copied. The result equals the reference's
+//! ([`FloatGates`]: two dot products, then the sum) up to the rounding of a different
+//! summation order. The scalar path is the reference itself.
+
+use super::Isa;
+use crate::interpreter::reference::lstm::{FloatGates, GateProducts, LstmShape, LstmWeights};
+
+/// The gates of a float32 LSTM on the path `isa`.
+pub struct IsaFloatGates<'a, 'w> {
+    /// The path (AVX2+FMA and AVX-512 have their own bodies; the scalar path runs
+    /// [`FloatGates`]).
+    pub isa: Isa,
+    /// Sizes.
+    pub shape: &'a LstmShape,
+    /// Weights and biases (lengths as [`LstmWeights`] documents).
+    pub weights: &'a LstmWeights<'w, f32, f32>,
+}
+
+impl GateProducts for IsaFloatGates<'_, '_> {
+    fn begin_step(&mut self, _x: &[f32], _h: &[f32]) {}
+
+    fn gate(&mut self, g: usize, x: &[f32], h: &[f32], out: &mut [f32], tmp: &mut [f32]) {
+        let (s, w) = (self.shape, self.weights);
+        #[cfg(target_arch = "x86_64")]
+        if self.isa.avx2() {
+            let (k_in, k_st) = (s.input_dim, s.state_dim);
+            let n = s.state_dim;
+            for r in 0..s.rows() {
+                let rows = GateRows {
+                    w_in: &w.input[g][..n * k_in],
+                    x: &x[r * k_in..][..k_in],
+                    w_rec: &w.recurrent[g][..n * k_st],
+                    h: &h[r * k_st..][..k_st],
+                    bias: &w.bias[g][..n],
+                };
+                let out = &mut out[r * n..][..n];
+                if self.isa.avx512() {
+                    // SAFETY: `avx512()` checked the cached detection: the CPU has AVX-512
+                    // F/BW/DQ/VL, AVX2 and FMA.
+                    unsafe { avx512::gate_rows(&rows, out) };
+                } else {
+                    // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2 and FMA.
+                    unsafe { avx2::gate_rows(&rows, out) };
+                }
+            }
+            return;
+        }
+        FloatGates {
+            shape: s,
+            weights: w,
+        }
+        .gate(g, x, h, out, tmp);
+    }
+}
+
+/// One row's operands of one gate. Invariant (checked by the slicing that builds it):
+/// `w_in.len() == out.len() * x.len()`, `w_rec.len() == out.len() * h.len()`,
+/// `bias.len() == out.len()`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct GateRows<'a> {
+    w_in: &'a [f32],
+    x: &'a [f32],
+    w_rec: &'a [f32],
+    h: &'a [f32],
+    bias: &'a [f32],
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::GateRows;
+    use core::arch::x86_64::*;
+
+    /// `acc[j] += Σ_i w[j * k + i]·x[i]` for `j < 4` (`k = x.len()`), 16 lanes at a time, the
+    /// tail by a masked load; each chunk of `x` is loaded once for the four rows.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F; `w.len() >= 4 * x.len()`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+    unsafe fn dot4(acc: &mut [__m512; 4], w: &[f32], x: &[f32]) {
+        let k = x.len();
+        debug_assert!(w.len() >= 4 * k);
+        let (wp, xp) = (w.as_ptr(), x.as_ptr());
+        let mut i = 0;
+        // SAFETY: every load reads elements `i..i + 16 <= k` (the tail: the lanes of `mask`,
+        // `i..k`) of `x` and of row `j < 4` of `w`.
+        unsafe {
+            while i + 16 <= k {
+                let xv = _mm512_loadu_ps(xp.add(i));
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(_mm512_loadu_ps(wp.add(j * k + i)), xv, *a);
+                }
+                i += 16;
+            }
+            if i < k {
+                let mask: __mmask16 = ((1u32 << (k - i)) - 1) as u16;
+                let xv = _mm512_maskz_loadu_ps(mask, xp.add(i));
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let wv = _mm512_maskz_loadu_ps(mask, wp.add(j * k + i));
+                    *a = _mm512_fmadd_ps(wv, xv, *a);
+                }
+            }
+        }
+    }
+
+    /// `acc + Σ w[i]·x[i]` (one row; the units past the last group of four).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F; `w.len() >= x.len()`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+    unsafe fn dot1(mut acc: __m512, w: &[f32], x: &[f32]) -> __m512 {
+        let k = x.len();
+        let (wp, xp) = (w.as_ptr(), x.as_ptr());
+        let mut i = 0;
+        // SAFETY: as in `dot4`, for one row.
+        unsafe {
+            while i + 16 <= k {
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(wp.add(i)), _mm512_loadu_ps(xp.add(i)), acc);
+                i += 16;
+            }
+            if i < k {
+                let mask: __mmask16 = ((1u32 << (k - i)) - 1) as u16;
+                let wv = _mm512_maskz_loadu_ps(mask, wp.add(i));
+                acc = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, xp.add(i)), acc);
+            }
+        }
+        acc
+    }
+
+    /// The lane sum of `a` folded to four lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+    fn fold(a: __m512) -> __m128 {
+        let y = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps::<1>(a));
+        _mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps::<1>(y))
+    }
+
+    /// `out[u] = bias[u] + w_in[u]·x + w_rec[u]·h` for every unit.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW/DQ/VL, AVX2 and FMA; `r` keeps [`GateRows`]' invariant for
+    /// `out.len()` units.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+    pub(super) unsafe fn gate_rows(r: &GateRows<'_>, out: &mut [f32]) {
+        let n = out.len();
+        let (k1, k2) = (r.x.len(), r.h.len());
+        let mut u = 0;
+        while u + 4 <= n {
+            let mut a = [_mm512_setzero_ps(); 4];
+            // SAFETY: units `u..u + 4 <= n`: their rows lie inside the weights.
+            unsafe {
+                dot4(&mut a, &r.w_in[u * k1..], r.x);
+                dot4(&mut a, &r.w_rec[u * k2..], r.h);
+            }
+            let s = _mm_hadd_ps(
+                _mm_hadd_ps(fold(a[0]), fold(a[1])),
+                _mm_hadd_ps(fold(a[2]), fold(a[3])),
+            );
+            // SAFETY: `u + 4 <= n` elements of `bias` and `out`.
+            unsafe {
+                let b = _mm_loadu_ps(r.bias.as_ptr().add(u));
+                _mm_storeu_ps(out.as_mut_ptr().add(u), _mm_add_ps(s, b));
+            }
+            u += 4;
+        }
+        for (o, &b) in out[u..].iter_mut().zip(&r.bias[u..]) {
+            // SAFETY: `u < n`: the unit's rows lie inside the weights.
+            let a = unsafe {
+                let a = dot1(_mm512_setzero_ps(), &r.w_in[u * k1..], r.x);
+                dot1(a, &r.w_rec[u * k2..], r.h)
+            };
+            *o = b + _mm512_reduce_add_ps(a);
+            u += 1;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::GateRows;
+    use core::arch::x86_64::*;
+
+    /// Eight ones then eight zeros: the load at `8 - n` masks the first `n` lanes.
+    static MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
+
+    /// The mask of the first `n` lanes (`1 <= n < 8`).
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tail_mask(n: usize) -> __m256i {
+        debug_assert!((1..8).contains(&n));
+        // SAFETY: `8 - n` is in 1..8: the 8 lanes read lie inside `MASKS`.
+        unsafe { _mm256_loadu_si256(MASKS.as_ptr().add(8 - n) as *const __m256i) }
+    }
+
+    /// As the AVX-512 `dot4`, 8 lanes at a time.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `w.len() >= 4 * x.len()`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot4(acc: &mut [__m256; 4], w: &[f32], x: &[f32]) {
+        let k = x.len();
+        debug_assert!(w.len() >= 4 * k);
+        let (wp, xp) = (w.as_ptr(), x.as_ptr());
+        let mut i = 0;
+        // SAFETY: every load reads elements `i..i + 8 <= k` (the tail: the lanes of the mask,
+        // `i..k`) of `x` and of row `j < 4` of `w`.
+        unsafe {
+            while i + 8 <= k {
+                let xv = _mm256_loadu_ps(xp.add(i));
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(_mm256_loadu_ps(wp.add(j * k + i)), xv, *a);
+                }
+                i += 8;
+            }
+            if i < k {
+                let mask = tail_mask(k - i);
+                let xv = _mm256_maskload_ps(xp.add(i), mask);
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let wv = _mm256_maskload_ps(wp.add(j * k + i), mask);
+                    *a = _mm256_fmadd_ps(wv, xv, *a);
+                }
+            }
+        }
+    }
+
+    /// As the AVX-512 `dot1`.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `w.len() >= x.len()`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot1(mut acc: __m256, w: &[f32], x: &[f32]) -> __m256 {
+        let k = x.len();
+        let (wp, xp) = (w.as_ptr(), x.as_ptr());
+        let mut i = 0;
+        // SAFETY: as in `dot4`, for one row.
+        unsafe {
+            while i + 8 <= k {
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(wp.add(i)), _mm256_loadu_ps(xp.add(i)), acc);
+                i += 8;
+            }
+            if i < k {
+                let mask = tail_mask(k - i);
+                let wv = _mm256_maskload_ps(wp.add(i), mask);
+                acc = _mm256_fmadd_ps(wv, _mm256_maskload_ps(xp.add(i), mask), acc);
+            }
+        }
+        acc
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn fold(a: __m256) -> __m128 {
+        _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps::<1>(a))
+    }
+
+    /// As the AVX-512 `gate_rows`.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `r` keeps [`GateRows`]' invariant for `out.len()` units.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn gate_rows(r: &GateRows<'_>, out: &mut [f32]) {
+        let n = out.len();
+        let (k1, k2) = (r.x.len(), r.h.len());
+        let mut u = 0;
+        while u + 4 <= n {
+            let mut a = [_mm256_setzero_ps(); 4];
+            // SAFETY: units `u..u + 4 <= n`: their rows lie inside the weights.
+            unsafe {
+                dot4(&mut a, &r.w_in[u * k1..], r.x);
+                dot4(&mut a, &r.w_rec[u * k2..], r.h);
+            }
+            let s = _mm_hadd_ps(
+                _mm_hadd_ps(fold(a[0]), fold(a[1])),
+                _mm_hadd_ps(fold(a[2]), fold(a[3])),
+            );
+            // SAFETY: `u + 4 <= n` elements of `bias` and `out`.
+            unsafe {
+                let b = _mm_loadu_ps(r.bias.as_ptr().add(u));
+                _mm_storeu_ps(out.as_mut_ptr().add(u), _mm_add_ps(s, b));
+            }
+            u += 4;
+        }
+        for (o, &b) in out[u..].iter_mut().zip(&r.bias[u..]) {
+            // SAFETY: `u < n`: the unit's rows lie inside the weights.
+            let a = unsafe {
+                let a = dot1(_mm256_setzero_ps(), &r.w_in[u * k1..], r.x);
+                dot1(a, &r.w_rec[u * k2..], r.h)
+            };
+            let f = fold(a);
+            let f = _mm_hadd_ps(f, f);
+            *o = b + _mm_cvtss_f32(_mm_hadd_ps(f, f));
+            u += 1;
+        }
+    }
+}
