@@ -29,8 +29,8 @@ use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::hybrid::RowsOut;
 use crate::interpreter::reference::lstm::{
-    lstm_f32, lstm_float_cell, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams, LstmShape,
-    LstmWeights, MulParams,
+    lstm_f32, lstm_float_cell, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams,
+    LstmShape, LstmWeights, MulParams,
 };
 use crate::interpreter::reference::lstm_hybrid::{
     lstm_hybrid, HybridScratch, HybridWeights, PortableDots, RowDots,
