@@ -57,6 +57,7 @@ mod requant_i8;
 pub mod resize_bilinear;
 pub mod softmax;
 pub mod softmax_i8;
+pub mod svdf;
 pub mod transpose;
 pub mod transpose_conv;
 pub mod transpose_conv_i8;
