@@ -58,7 +58,7 @@ pub fn svdf_integer_with<T: QuantInt>(
     }
     match as_i16(state, weights_time) {
         #[cfg(target_arch = "x86_64")]
-        Some((st, wt)) if isa.avx2() && m % 8 == 0 => {
+        Some((st, wt)) if isa.avx2() && m.is_multiple_of(8) => {
             for b in 0..s.batch {
                 let out = &mut scratch[b * nf..][..nf];
                 // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2; `m` is a
@@ -214,7 +214,7 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn time_step_i16(st: &[i16], wt: &[i16], m: usize, zp: i32, out: &mut [i32]) {
         let nf = out.len();
-        debug_assert!(m % 8 == 0 && st.len() >= nf * m && wt.len() >= nf * m);
+        debug_assert!(m.is_multiple_of(8) && st.len() >= nf * m && wt.len() >= nf * m);
         let ones = _mm_set1_epi16(1);
         let zv = _mm_set1_epi32(zp);
         let sums = |f: usize| {
