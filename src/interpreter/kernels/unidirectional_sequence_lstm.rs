@@ -24,7 +24,7 @@
 use crate::interpreter::context::TensorInfo;
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
 use crate::interpreter::optimized::hybrid_quantize;
-use crate::interpreter::optimized::lstm_f32::IsaFloatGates;
+use crate::interpreter::optimized::lstm_f32::{eigen_tanh_in_place, IsaFloatGates};
 use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::hybrid::RowsOut;
@@ -126,6 +126,10 @@ impl RowDots for IsaDots {
                 }
             },
         );
+    }
+
+    fn tanh_in_place(&self, values: &mut [f32]) {
+        eigen_tanh_in_place(self.0, values);
     }
 
     fn quantize_rows(

@@ -10,7 +10,10 @@
 //! on Zen 4: trained_lstm 16.1 against 15.1 µs).
 
 use super::Isa;
-use crate::interpreter::reference::lstm::{FloatGates, GateProducts, LstmShape, LstmWeights};
+use crate::interpreter::reference::lstm::{
+    eigen_tanh, FloatGates, GateProducts, LstmShape, LstmWeights, EIGEN_TANH_ALPHA, EIGEN_TANH_BETA,
+    EIGEN_TANH_CLAMP,
+};
 
 /// The gates of a float32 LSTM on the path `isa`.
 pub struct IsaFloatGates<'a, 'w> {
@@ -51,6 +54,26 @@ impl GateProducts for IsaFloatGates<'_, '_> {
         }
         .gate(g, x, h, out, tmp);
     }
+
+    fn tanh_in_place(&self, values: &mut [f32]) {
+        eigen_tanh_in_place(self.isa, values);
+    }
+}
+
+/// [`eigen_tanh`] of every value in place, eight lanes at a time on AVX2 and above: the same
+/// operations in the same order (clamp, separate multiplies and adds, one division; no fused
+/// multiply-add), so the same bits as the scalar function, NaN included.
+pub fn eigen_tanh_in_place(isa: Isa, values: &mut [f32]) {
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() {
+        // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2.
+        done = unsafe { avx2::eigen_tanh_in_place(values) };
+    }
+    let _ = isa;
+    for v in &mut values[done..] {
+        *v = eigen_tanh(*v);
+    }
 }
 
 /// One row's operands of one gate. Invariant (checked by the slicing that builds it):
@@ -69,6 +92,37 @@ struct GateRows<'a> {
 mod avx2 {
     use super::GateRows;
     use core::arch::x86_64::*;
+
+    /// [`super::eigen_tanh`] of the values in whole groups of eight; returns how many it did.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn eigen_tanh_in_place(values: &mut [f32]) -> usize {
+        use super::{EIGEN_TANH_ALPHA as A, EIGEN_TANH_BETA as B, EIGEN_TANH_CLAMP as C};
+        let (lo, hi) = (_mm256_set1_ps(-C), _mm256_set1_ps(C));
+        let n = values.len() / 8 * 8;
+        let p = values.as_mut_ptr();
+        for i in (0..n).step_by(8) {
+            // SAFETY: `i + 8 <= n <= values.len()`.
+            let x = unsafe { _mm256_loadu_ps(p.add(i)) };
+            // `max(lo, x)` and `min(hi, x)` return `x` when it is NaN, as `f32::clamp` does.
+            let x = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
+            let x2 = _mm256_mul_ps(x, x);
+            let mut num = _mm256_set1_ps(A[0]);
+            for &a in &A[1..] {
+                num = _mm256_add_ps(_mm256_mul_ps(num, x2), _mm256_set1_ps(a));
+            }
+            let num = _mm256_mul_ps(num, x);
+            let mut den = _mm256_set1_ps(B[0]);
+            for &b in &B[1..] {
+                den = _mm256_add_ps(_mm256_mul_ps(den, x2), _mm256_set1_ps(b));
+            }
+            // SAFETY: as the load.
+            unsafe { _mm256_storeu_ps(p.add(i), _mm256_div_ps(num, den)) };
+        }
+        n
+    }
 
     /// Eight ones then eight zeros: the load at `8 - n` masks the first `n` lanes.
     static MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -260,6 +314,35 @@ mod tests {
                             "{isa} {input_dim}x{state_dim}x{batch} gate {g} unit {i}: {a} vs {w}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// The vector tanh gives the scalar function's bits on every path, for every tail length
+    /// and the special values.
+    #[test]
+    fn tanh_is_bit_exact_on_every_path() {
+        let mut vals = vec![
+            0.0f32,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            EIGEN_TANH_CLAMP,
+            -EIGEN_TANH_CLAMP,
+            1e-30,
+            -1e-30,
+            f32::MAX,
+            f32::MIN,
+        ];
+        vals.extend(values(53, 7).iter().map(|v| v * 9.0));
+        for &isa in Isa::available() {
+            for len in 0..=vals.len() {
+                let mut got = vals[..len].to_vec();
+                eigen_tanh_in_place(isa, &mut got);
+                for (g, &x) in got.iter().zip(&vals) {
+                    assert_eq!(g.to_bits(), eigen_tanh(x).to_bits(), "{isa} tanh({x})");
                 }
             }
         }
