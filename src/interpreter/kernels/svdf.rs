@@ -7,6 +7,7 @@
 //! is refused at prepare. Scratch as TFLM requests it: `batch * num_filters` accumulators,
 //! plus `batch * num_units` for the integer path.
 
+use crate::interpreter::optimized::svdf::svdf_integer_with;
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::reference::quantize::QuantInt;
 use crate::interpreter::reference::svdf::{
@@ -46,10 +47,16 @@ struct SvdfData {
     scratch: ScratchId,
     /// Integer path only.
     scratch_output: Option<ScratchId>,
+    /// The optimized set: the integer path's feature sums in SIMD ([`svdf_integer_with`], the
+    /// same bits).
+    fast: bool,
 }
 
 /// The SVDF kernel.
-pub struct Svdf;
+pub struct Svdf {
+    /// Which arithmetic the integer path runs (the float path is the same in both sets).
+    pub set: KernelSet,
+}
 
 fn float_activation(a: Activation) -> Result<FloatActivation, KernelError> {
     Ok(match a {
@@ -234,6 +241,7 @@ impl Kernel for Svdf {
             has_bias: bias.is_some(),
             scratch,
             scratch_output,
+            fast: self.set == KernelSet::Optimized,
         })
     }
 
@@ -294,6 +302,22 @@ fn run_integer<T: QuantInt + Element>(
         .ok_or_else(|| KernelError::new("integer SVDF without its output scratch"))?;
     let scratch_output = sized_mut::<i32>(ctx.scratch(scratch_output_id)?, s.batch * s.num_units)?;
     let output = sized_mut::<i8>(ctx.output(0)?, s.batch * s.num_units)?;
+    if d.fast {
+        svdf_integer_with(
+            ctx.isa(),
+            s,
+            p,
+            input,
+            wf,
+            wt,
+            bias,
+            state,
+            scratch,
+            scratch_output,
+            output,
+        );
+        return Ok(());
+    }
     svdf_integer(
         s,
         p,
@@ -310,6 +334,6 @@ fn run_integer<T: QuantInt + Element>(
 }
 
 /// The SVDF kernel (TFLM's `Register_SVDF()`).
-pub fn register_svdf(_set: KernelSet) -> Registration {
-    Registration::new("SVDF", Svdf)
+pub fn register_svdf(set: KernelSet) -> Registration {
+    Registration::new("SVDF", Svdf { set })
 }

@@ -24,12 +24,13 @@
 use crate::interpreter::context::TensorInfo;
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
 use crate::interpreter::optimized::hybrid_quantize;
+use crate::interpreter::optimized::lstm_f32::{eigen_tanh_in_place, IsaFloatGates};
 use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::hybrid::RowsOut;
 use crate::interpreter::reference::lstm::{
-    lstm_f32, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams, LstmShape,
-    LstmWeights, MulParams,
+    lstm_f32, lstm_float_cell, lstm_int8, GateFcParams, GateParams, LstmBuffers, LstmIntegerParams,
+    LstmShape, LstmWeights, MulParams,
 };
 use crate::interpreter::reference::lstm_hybrid::{
     lstm_hybrid, HybridScratch, HybridWeights, PortableDots, RowDots,
@@ -64,6 +65,8 @@ const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
 enum Path {
     F32 {
         cell_clip: f32,
+        /// The optimized set: gate sums from [`IsaFloatGates`].
+        fast: bool,
     },
     Int8 {
         params: LstmIntegerParams,
@@ -123,6 +126,10 @@ impl RowDots for IsaDots {
                 }
             },
         );
+    }
+
+    fn tanh_in_place(&self, values: &mut [f32]) {
+        eigen_tanh_in_place(self.0, values);
     }
 
     fn quantize_rows(
@@ -346,7 +353,13 @@ impl Kernel for UnidirectionalSequenceLstm {
                      state {})",
                     cell.dtype
                 );
-                (Path::F32 { cell_clip }, 4)
+                (
+                    Path::F32 {
+                        cell_clip,
+                        fast: self.set == KernelSet::Optimized,
+                    },
+                    4,
+                )
             }
             (DType::F32, DType::I8) => {
                 kernel_ensure!(
@@ -412,12 +425,24 @@ impl Kernel for UnidirectionalSequenceLstm {
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         let d = *ctx.op_data::<LstmData>()?;
         match d.path {
-            Path::F32 { cell_clip } => {
+            Path::F32 { cell_clip, fast } => {
+                let isa = ctx.isa();
                 let (w, input, hidden, cell, output, buffers) =
                     views::<f32, f32, f32, f32>(ctx, &d)?;
-                lstm_f32(
-                    &d.shape, cell_clip, &w, input, hidden, cell, output, buffers,
-                );
+                if fast {
+                    let mut gates = IsaFloatGates {
+                        isa,
+                        shape: &d.shape,
+                        weights: &w,
+                    };
+                    lstm_float_cell(
+                        &d.shape, cell_clip, &mut gates, input, hidden, cell, output, buffers,
+                    );
+                } else {
+                    lstm_f32(
+                        &d.shape, cell_clip, &w, input, hidden, cell, output, buffers,
+                    );
+                }
             }
             Path::Int8 { params } => {
                 let (w, input, hidden, cell, output, buffers) = views::<i8, i8, i32, i16>(ctx, &d)?;

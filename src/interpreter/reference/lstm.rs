@@ -360,32 +360,43 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// [`eigen_tanh`]'s clamp: beyond it `tanh` rounds to ±1.
+#[allow(clippy::excessive_precision)] // Eigen's constants as published
+pub const EIGEN_TANH_CLAMP: f32 = 7.90531110763549805;
+/// [`eigen_tanh`]'s numerator coefficients in `x²`, highest power first.
+#[allow(clippy::excessive_precision)]
+pub const EIGEN_TANH_ALPHA: [f32; 7] = [
+    -2.76076847742355e-16,
+    2.00018790482477e-13,
+    -8.60467152213735e-11,
+    5.12229709037114e-08,
+    1.48572235717979e-05,
+    6.37261928875436e-04,
+    4.89352455891786e-03,
+];
+/// [`eigen_tanh`]'s denominator coefficients in `x²`, highest power first.
+#[allow(clippy::excessive_precision)]
+pub const EIGEN_TANH_BETA: [f32; 4] = [
+    1.19825839466702e-06,
+    1.18534705686654e-04,
+    2.26843463243900e-03,
+    4.89352518554385e-03,
+];
+
 /// `tanh` as Eigen evaluates it for float (`generic_fast_tanh_float`, which TFLite's own float
 /// LSTM uses): an odd 13/6 rational minimax approximation, clamped where `tanh` rounds to ±1.
 /// A few ulp from the correctly rounded value (the test bounds it), without libm's call.
 #[inline]
-#[allow(clippy::excessive_precision)] // Eigen's constants as published
 pub fn eigen_tanh(x: f32) -> f32 {
-    const CLAMP: f32 = 7.90531110763549805;
-    const ALPHA: [f32; 7] = [
-        -2.76076847742355e-16,
-        2.00018790482477e-13,
-        -8.60467152213735e-11,
-        5.12229709037114e-08,
-        1.48572235717979e-05,
-        6.37261928875436e-04,
-        4.89352455891786e-03,
-    ];
-    const BETA: [f32; 4] = [
-        1.19825839466702e-06,
-        1.18534705686654e-04,
-        2.26843463243900e-03,
-        4.89352518554385e-03,
-    ];
-    let x = x.clamp(-CLAMP, CLAMP);
+    let x = x.clamp(-EIGEN_TANH_CLAMP, EIGEN_TANH_CLAMP);
     let x2 = x * x;
-    let p = ALPHA[1..].iter().fold(ALPHA[0], |p, &a| p * x2 + a) * x;
-    let q = BETA[1..].iter().fold(BETA[0], |q, &b| q * x2 + b);
+    let p = EIGEN_TANH_ALPHA[1..]
+        .iter()
+        .fold(EIGEN_TANH_ALPHA[0], |p, &a| p * x2 + a)
+        * x;
+    let q = EIGEN_TANH_BETA[1..]
+        .iter()
+        .fold(EIGEN_TANH_BETA[0], |q, &b| q * x2 + b);
     p / q
 }
 
@@ -399,6 +410,11 @@ pub trait GateProducts {
     /// Gate `g`'s pre-activation for every row of the step:
     /// `out = (bias[g] + W_in[g]·x) + W_rec[g]·h`; `tmp` is scratch of the same length.
     fn gate(&mut self, g: usize, x: &[f32], h: &[f32], out: &mut [f32], tmp: &mut [f32]);
+    /// [`eigen_tanh`] of every value in place; an optimized form may override it with a
+    /// vector body that gives the same bits.
+    fn tanh_in_place(&self, values: &mut [f32]) {
+        values.iter_mut().for_each(|v| *v = eigen_tanh(*v));
+    }
 }
 
 /// The gates of a float32 LSTM: products of float weights.
@@ -474,7 +490,7 @@ pub fn lstm_float_cell(
             let mut gate_calc = |g: usize, out: &mut [f32], tmp: &mut [f32], h: &[f32]| {
                 gates.gate(g, x, h, out, tmp);
                 match g {
-                    gate::CELL => out.iter_mut().for_each(|o| *o = eigen_tanh(*o)),
+                    gate::CELL => gates.tanh_in_place(out),
                     _ => out.iter_mut().for_each(|o| *o = logistic(*o)),
                 }
             };
@@ -498,9 +514,8 @@ pub fn lstm_float_cell(
             }
 
             gate_calc(gate::OUTPUT, b1, b3, h);
-            for (t, &cv) in b0.iter_mut().zip(c.iter()) {
-                *t = eigen_tanh(cv);
-            }
+            b0.copy_from_slice(c);
+            gates.tanh_in_place(b0);
             for ((hv, &t), &o) in h.iter_mut().zip(b0.iter()).zip(b1.iter()) {
                 *hv = t * o;
             }

@@ -11,7 +11,7 @@
 //! zeros with scale 1, so it adds nothing, as LiteRT's skip of all-zero vectors does.
 
 use super::hybrid::{offset_dots, quantize_rows, RowsOut};
-use super::lstm::{lstm_float_cell, GateProducts, LstmBuffers, LstmShape, LstmWeights};
+use super::lstm::{eigen_tanh, lstm_float_cell, GateProducts, LstmBuffers, LstmShape, LstmWeights};
 
 /// The int32 sums of quantized rows against int8 weight rows:
 /// `emit(r, c, sum_j (x[r][j] - offsets[r]) * w[c][j])` for every row `r < rows` and weight row
@@ -35,6 +35,11 @@ pub trait RowDots {
     /// parameters of [`quantize_rows`], which is the default).
     fn quantize_rows(&self, input: &[f32], rows: usize, depth: usize, asymmetric: bool, out: RowsOut<'_>) {
         quantize_rows(input, rows, depth, asymmetric, out);
+    }
+    /// [`eigen_tanh`] of every value in place (an optimized form may use a vector body with
+    /// the same bits).
+    fn tanh_in_place(&self, values: &mut [f32]) {
+        values.iter_mut().for_each(|v| *v = eigen_tanh(*v));
     }
 }
 
@@ -137,6 +142,10 @@ impl<D: RowDots> GateProducts for HybridGates<'_, '_, D> {
             w.weights.recurrent[g],
             |r, c, acc| out[r * n + c] += acc as f32 * (t.h_scales[r] * h_scale),
         );
+    }
+
+    fn tanh_in_place(&self, values: &mut [f32]) {
+        self.dots.tanh_in_place(values);
     }
 }
 

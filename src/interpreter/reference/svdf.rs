@@ -93,9 +93,9 @@ impl FloatActivation {
     }
 }
 
-/// Shifts every element of the state one place towards the front (the last element keeps its
-/// value; it is overwritten by the feature step).
-fn shift_state<T: Copy>(state: &mut [T]) {
+/// Step 1 of an SVDF: shifts every element of the state one place towards the front (the last
+/// element keeps its value; it is overwritten by the feature step).
+pub fn shift_state<T: Copy>(state: &mut [T]) {
     if !state.is_empty() {
         state.copy_within(1.., 0);
     }
@@ -119,52 +119,85 @@ pub fn svdf_integer<T: QuantInt>(
     scratch_output: &mut [i32],
     output: &mut [i8],
 ) {
-    let (n_batch, n_input, n_filter, n_unit, n_rank, n_memory) = (
-        s.batch,
-        s.input_size,
-        s.num_filters,
-        s.num_units,
-        s.rank,
-        s.memory_size,
-    );
     let state = &mut state[..s.state_len()];
     shift_state(state);
-
-    // Feature matmul into the newest column of every filter. An int8 zero point keeps
-    // `x - zp` within ±255, so the products are 16-bit × 16-bit (a loop LLVM vectorizes with
-    // pairwise multiply-adds) and equal the reference's int32 ones.
+    // An int8 zero point keeps `x - zp` within ±255, so the products are 16-bit × 16-bit (a
+    // loop LLVM vectorizes with pairwise multiply-adds) and equal the reference's int32 ones.
     debug_assert!((-128..=127).contains(&p.input_zero_point));
     let zp = p.input_zero_point as i16;
-    for b in 0..n_batch {
-        let x = &input[b * n_input..(b + 1) * n_input];
+    integer_feature_step(s, p, state, |b, r| {
+        let x = &input[b * s.input_size..(b + 1) * s.input_size];
+        let w = &weights_feature[r * s.input_size..(r + 1) * s.input_size];
+        w.iter().zip(x).fold(0i32, |acc, (&wv, &xv)| {
+            acc.wrapping_add(i32::from(wv) * i32::from(i16::from(xv) - zp))
+        })
+    });
+    integer_time_step(s, p, state, weights_time, scratch, time_sums);
+    integer_output_step(s, p, bias, scratch, scratch_output, output);
+}
+
+/// Step 2 of an integer SVDF: every filter's feature sum `dot(b, r)` = `Σ w[r]·(x[b] - zp)`
+/// (wrapping `i32`), rescaled by `scale_1`, clamped to `T`, plus the state zero point, into
+/// the newest column of the filter's state.
+pub fn integer_feature_step<T: QuantInt>(
+    s: &SvdfShape,
+    p: &SvdfQuantParams,
+    state: &mut [T],
+    mut dot: impl FnMut(usize, usize) -> i32,
+) {
+    let (n_filter, n_memory) = (s.num_filters, s.memory_size);
+    for b in 0..s.batch {
         for r in 0..n_filter {
-            let w = &weights_feature[r * n_input..(r + 1) * n_input];
-            let dot = w.iter().zip(x).fold(0i32, |acc, (&wv, &xv)| {
-                acc.wrapping_add(i32::from(wv) * i32::from(i16::from(xv) - zp))
-            });
-            let dot = multiply_by_quantized_multiplier(dot, p.scale_1).clamp(T::MIN, T::MAX);
+            let acc = multiply_by_quantized_multiplier(dot(b, r), p.scale_1).clamp(T::MIN, T::MAX);
             state[(b * n_filter + r) * n_memory + n_memory - 1] =
-                T::from_i32(p.state_zero_point.wrapping_add(dot));
+                T::from_i32(p.state_zero_point.wrapping_add(acc));
         }
     }
+}
 
-    // Time: each filter's memory against its time weights.
-    for b in 0..n_batch {
+/// `(Σ w·v, Σ w)` of one filter's memory `st` and time weights `wt`, in wrapping `i32`.
+pub fn time_sums<T: QuantInt>(st: &[T], wt: &[T]) -> (i32, i32) {
+    wt.iter().zip(st).fold((0i32, 0i32), |(a, s), (&w, &v)| {
+        (
+            a.wrapping_add(w.to_i32() * v.to_i32()),
+            s.wrapping_add(w.to_i32()),
+        )
+    })
+}
+
+/// Step 3 of an integer SVDF: each filter's memory `st` against its time weights `wt`;
+/// `sums(st, wt)` gives `(Σ w·v, Σ w)` ([`time_sums`]); `scratch[b·num_filters + i]` gets
+/// `Σ w·v - zp·Σ w` (= `Σ w·(v - zp)` modulo 2³², as the reference's accumulator).
+pub fn integer_time_step<T: QuantInt>(
+    s: &SvdfShape,
+    p: &SvdfQuantParams,
+    state: &[T],
+    weights_time: &[T],
+    scratch: &mut [i32],
+    mut sums: impl FnMut(&[T], &[T]) -> (i32, i32),
+) {
+    let (n_filter, n_memory) = (s.num_filters, s.memory_size);
+    for b in 0..s.batch {
         for i in 0..n_filter {
             let st = &state[(b * n_filter + i) * n_memory..(b * n_filter + i + 1) * n_memory];
             let wt = &weights_time[i * n_memory..(i + 1) * n_memory];
-            // Σ w·(v - zp) = Σ w·v - zp·Σ w (modulo 2³², as the reference's accumulator).
-            let (wv, w_sum) = wt.iter().zip(st).fold((0i32, 0i32), |(a, s), (&w, &v)| {
-                (
-                    a.wrapping_add(w.to_i32() * v.to_i32()),
-                    s.wrapping_add(w.to_i32()),
-                )
-            });
+            let (wv, w_sum) = sums(st, wt);
             scratch[b * n_filter + i] = wv.wrapping_sub(p.state_zero_point.wrapping_mul(w_sum));
         }
     }
+}
 
-    // Bias, rank reduction, rescale.
+/// Step 4 of an integer SVDF: bias, rank reduction of `scratch` into `scratch_output`, and
+/// the rescale by `scale_2` into `output`.
+pub fn integer_output_step(
+    s: &SvdfShape,
+    p: &SvdfQuantParams,
+    bias: Option<&[i32]>,
+    scratch: &[i32],
+    scratch_output: &mut [i32],
+    output: &mut [i8],
+) {
+    let (n_batch, n_filter, n_unit, n_rank) = (s.batch, s.num_filters, s.num_units, s.rank);
     let out_acc = &mut scratch_output[..n_batch * n_unit];
     for b in 0..n_batch {
         let row = &mut out_acc[b * n_unit..(b + 1) * n_unit];
