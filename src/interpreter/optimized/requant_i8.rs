@@ -626,4 +626,55 @@ mod tests {
             }
         }
     }
+
+    /// Where the AVX-512 stage folds the output offset into its rounding constants
+    /// (`|o| 2^(31 + r) < 2^61`) and where it cannot, on both sides of that bound: offsets
+    /// `±(2^(30 - r) - 1)` and `±2^(30 - r)` for right shifts 19..=23, `i32::MIN` and
+    /// `i32::MAX`, with accumulators whose rescaled values land around `-o` (so the wrapped sum
+    /// falls inside the clamp) and on both sides of each rounding's ties; one lane saturating.
+    #[test]
+    fn folded_output_offset_matches_scalar() {
+        for r in 19..=23 {
+            let bound = 1i64 << (30 - r);
+            for off in [bound - 1, bound, -(bound - 1), -bound, 255, -255, i32::MIN.into(), i32::MAX.into()] {
+                let off = off as i32;
+                // `y = x 2^30 / 2^(31 + r) = x / 2^(1 + r)`: `x` near `-off 2^(1 + r)`.
+                let mut acc = vec![i32::MIN, i32::MAX, 0, -1, 1];
+                for j in -130i64..=130 {
+                    for d in -1..=1 {
+                        for half in [0, 1i64 << r] {
+                            let x = -i64::from(off) * (1 << (1 + r)) + j * (1 << (1 + r)) + half + d;
+                            if let Ok(x) = i32::try_from(x) {
+                                acc.push(x);
+                            }
+                        }
+                    }
+                }
+                let n = acc.len();
+                let mut m = vec![1 << 30; n];
+                m[0] = i32::MIN;
+                let s = vec![-r; n];
+                for (lo, hi) in [(-128, 127), (-100, 100)] {
+                    let rq = Requant {
+                        bias: None,
+                        multipliers: &m,
+                        shifts: &s,
+                        output_offset: off,
+                        act_min: lo,
+                        act_max: hi,
+                    };
+                    let mut want = vec![0i8; n];
+                    requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
+                    let near = i64::from(off).abs() <= bound;
+                    let inside = want.iter().any(|&v| v > lo as i8 && v < hi as i8);
+                    assert!(inside || !near, "r {r} off {off}: no value inside the clamp");
+                    for &isa in Isa::available() {
+                        let mut got = vec![0i8; n];
+                        requantize_row(isa, &rq, 0, &acc, &mut got);
+                        assert_eq!(got, want, "{isa} r {r} off {off} clamp {lo}..={hi}");
+                    }
+                }
+            }
+        }
+    }
 }
