@@ -629,14 +629,17 @@ mod tests {
 
     /// Where the AVX-512 stage folds the output offset into its rounding constants
     /// (`|o| 2^(31 + r) < 2^61`) and where it cannot, on both sides of that bound: offsets
-    /// `±(2^(30 - r) - 1)` and `±2^(30 - r)` for right shifts 19..=23, `i32::MIN` and
+    /// `±(2^(30 - r) - 1)`, `±2^(30 - r)` and `±(2^(32 - r) - 1)` (where a fold would wrap
+    /// past `i64` with the largest products) for right shifts 19..=23, `i32::MIN` and
     /// `i32::MAX`, with accumulators whose rescaled values land around `-o` (so the wrapped sum
-    /// falls inside the clamp) and on both sides of each rounding's ties; one lane saturating.
+    /// falls inside the clamp) and on both sides of each rounding's ties; the extreme products
+    /// of both signs, and one lane saturating.
     #[test]
     fn folded_output_offset_matches_scalar() {
         for r in 19..=23 {
             let bound = 1i64 << (30 - r);
-            for off in [bound - 1, bound, -(bound - 1), -bound, 255, -255, i32::MIN.into(), i32::MAX.into()] {
+            let offsets = [bound - 1, bound, 4 * bound - 1, -(bound - 1), -bound, -4 * bound + 1];
+            for off in offsets.into_iter().chain([255, -255, i32::MIN.into(), i32::MAX.into()]) {
                 let off = off as i32;
                 // `y = x 2^30 / 2^(31 + r) = x / 2^(1 + r)`: `x` near `-off 2^(1 + r)`.
                 let mut acc = vec![i32::MIN, i32::MAX, 0, -1, 1];
@@ -651,8 +654,9 @@ mod tests {
                     }
                 }
                 let n = acc.len();
+                // Lanes 0..5: the saturating multiplier and the largest products of both signs.
                 let mut m = vec![1 << 30; n];
-                m[0] = i32::MIN;
+                m[..5].copy_from_slice(&[i32::MIN, i32::MAX, i32::MAX, i32::MAX, i32::MIN + 1]);
                 let s = vec![-r; n];
                 for (lo, hi) in [(-128, 127), (-100, 100)] {
                     let rq = Requant {
