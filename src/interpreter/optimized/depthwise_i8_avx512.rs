@@ -22,7 +22,7 @@
 //! output stage is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
 //! a time, the AVX2 stage's arithmetic on wider registers.
 
-use super::requant_i8::avx512::Rescale16;
+use super::requant_i8::avx512::{clamp16, Rescale16};
 use super::requant_i8::Requant;
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
 use core::arch::x86_64::*;
@@ -618,14 +618,7 @@ impl Stage32 {
         // The clamp bounds lie in -128..=127: clamping after the saturating pack to 16 bits is
         // clamping the 32-bit values. The pack puts each lane's channels back in order.
         let v = _mm512_packs_epi32(lo, hi);
-        let v = match self.lo {
-            Some(lo) => _mm512_max_epi16(v, lo),
-            None => v,
-        };
-        let v = match self.hi {
-            Some(hi) => _mm512_min_epi16(v, hi),
-            None => v,
-        };
+        let v = clamp16(v, self.lo, self.hi);
         // To bytes by a pack (each 128-bit lane's eight bytes in its low quadword) and a
         // quadword permute, not `vpmovswb`: folded into the store, that is microcoded on
         // AMD Zen 4.

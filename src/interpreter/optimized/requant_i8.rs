@@ -428,6 +428,23 @@ pub(crate) mod avx512 {
         hi: Option<__m512i>,
     }
 
+    /// `v`'s 16-bit lanes clamped to each bound that is given.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512BW.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(crate) unsafe fn clamp16(v: __m512i, lo: Option<__m512i>, hi: Option<__m512i>) -> __m512i {
+        let v = match lo {
+            Some(lo) => _mm512_max_epi16(v, lo),
+            None => v,
+        };
+        match hi {
+            Some(hi) => _mm512_min_epi16(v, hi),
+            None => v,
+        }
+    }
+
     /// `permutexvar_epi32` indices that gather the bytes [`Stage16::pack_pair`]'s two packs
     /// leave in dwords `4L` (first vector, 128-bit lane `L`) and `4L + 1` (second vector).
     const PAIR_ORDER: [i32; 16] = [0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15];
@@ -504,15 +521,7 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw")]
         pub(crate) unsafe fn pack_pair(&self, a: __m512i, b: __m512i) -> __m256i {
-            let v = _mm512_packs_epi32(a, b);
-            let v = match self.lo {
-                Some(lo) => _mm512_max_epi16(v, lo),
-                None => v,
-            };
-            let v = match self.hi {
-                Some(hi) => _mm512_min_epi16(v, hi),
-                None => v,
-            };
+            let v = clamp16(_mm512_packs_epi32(a, b), self.lo, self.hi);
             let v = _mm512_packs_epi16(v, v);
             // SAFETY: `PAIR_ORDER` holds sixteen `i32`.
             let order = _mm512_loadu_si512(PAIR_ORDER.as_ptr().cast());
