@@ -22,7 +22,7 @@
 //! output stage is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
 //! a time, the AVX2 stage's arithmetic on wider registers.
 
-use super::requant_i8::avx512::Rescale16;
+use super::requant_i8::avx512::{clamp16, Rescale16};
 use super::requant_i8::Requant;
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
 use core::arch::x86_64::*;
@@ -517,8 +517,10 @@ const HI_CHANNELS: [i32; 16] = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 
 struct Stage32 {
     halves: [Rescale16; 2],
     bias: [__m512i; 2],
-    lo: __m512i,
-    hi: __m512i,
+    /// The clamp as 16-bit lanes, each bound only when it cuts into `-128..=127` (the byte
+    /// pack saturates to that anyway).
+    lo: Option<__m512i>,
+    hi: Option<__m512i>,
 }
 
 impl Stage32 {
@@ -593,8 +595,8 @@ impl Stage32 {
         Stage32 {
             halves: [half(0), half(1)],
             bias,
-            lo: _mm512_set1_epi16(rq.act_min as i16),
-            hi: _mm512_set1_epi16(rq.act_max as i16),
+            lo: (rq.act_min > -128).then(|| _mm512_set1_epi16(rq.act_min as i16)),
+            hi: (rq.act_max < 127).then(|| _mm512_set1_epi16(rq.act_max as i16)),
         }
     }
 
@@ -616,7 +618,7 @@ impl Stage32 {
         // The clamp bounds lie in -128..=127: clamping after the saturating pack to 16 bits is
         // clamping the 32-bit values. The pack puts each lane's channels back in order.
         let v = _mm512_packs_epi32(lo, hi);
-        let v = _mm512_min_epi16(_mm512_max_epi16(v, self.lo), self.hi);
+        let v = clamp16(v, self.lo, self.hi);
         // To bytes by a pack (each 128-bit lane's eight bytes in its low quadword) and a
         // quadword permute, not `vpmovswb`: folded into the store, that is microcoded on
         // AMD Zen 4.

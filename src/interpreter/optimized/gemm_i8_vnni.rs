@@ -131,9 +131,19 @@ mod avx512 {
             let c0 = p * LANES;
             let lanes = LANES.min(n - c0);
             let rows = &w[c0 * k..(c0 + lanes) * k];
+            // The next panel's rows (`16 k` contiguous bytes, `k / 4` cache lines: four per
+            // 16-byte chunk of this panel) are prefetched while this one is transposed: the
+            // transposing loads walk sixteen rows at once, which the hardware prefetchers
+            // follow poorly (the loads missing the cache were most of the packing time).
+            let next = &w[(c0 + lanes) * k..w.len().min((c0 + lanes + LANES) * k)];
             let done = if lanes == LANES {
                 let chunks = k / 16;
                 for ch in 0..chunks {
+                    for line in 4 * ch..(4 * ch + 4).min(next.len().div_ceil(64)) {
+                        // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
+                        // nothing.
+                        _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
+                    }
                     for g in 0..LANES / 4 {
                         // SAFETY: row `4g + i` reads bytes `16 ch..16 ch + 16 <= k` of its row
                         // of `rows`; the stores write quads `4 ch..4 ch + 4 <= quads`, lanes

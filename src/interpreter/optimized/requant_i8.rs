@@ -277,13 +277,19 @@ pub(crate) mod avx512 {
     /// `x m < -2^30`; for `x m` in `-2^30..0` both constants give 0.) No sum leaves `i64`:
     /// `|x m| < 2^62` except for `i32::MIN * i32::MIN`, the one product the reference
     /// saturates, whose lanes take their precomputed value.
+    ///
+    /// The output offset `o` joins the rounding constant as `o 2^(31 + r)` (then
+    /// `floor((t + o 2^s) / 2^s) = floor(t / 2^s) + o` exactly, and the low 32 bits are the
+    /// reference's wrapping sum) whenever `|o| 2^(31 + r) < 2^61` in every lane, which keeps
+    /// every sum below `2^62 + 2^61 + 2^31 < 2^63`; otherwise it is one more add at the end.
     #[derive(Clone, Copy)]
     pub(crate) struct Rescale16 {
         /// The multipliers (`vpmuldq` reads the even lanes).
         m: __m512i,
         /// The odd lanes' multipliers in the even positions.
         m_odd: __m512i,
-        /// Per 64-bit lane, even channels then odd: `2^30 + [r > 0] 2^(30 + r)`.
+        /// Per 64-bit lane, even channels then odd: `2^30 + [r > 0] 2^(30 + r)`, plus
+        /// `o 2^(31 + r)` when the offset is folded in.
         round: [__m512i; 2],
         /// Per 64-bit lane: `[r > 0] 2^31`, taken from a negative product.
         neg: [__m512i; 2],
@@ -291,8 +297,9 @@ pub(crate) mod avx512 {
         shift: [__m512i; 2],
         /// Left shifts (wrapping, before the product), when some lane has one.
         left: Option<__m512i>,
-        out_off: __m512i,
-        /// The values (before the offset) of the saturating lanes, when some lane's
+        /// The output offset, when it could not join the rounding constants.
+        out_off: Option<__m512i>,
+        /// The values (offset included) of the saturating lanes, when some lane's
         /// multiplier is `i32::MIN`.
         saturated: Option<__m512i>,
     }
@@ -320,18 +327,26 @@ pub(crate) mod avx512 {
                 _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
                 _mm512_srli_epi64::<32>(right),
             ];
-            let half = _mm512_set1_epi64(1 << 30);
+            // `|o| 2^(31 + r) < 2^61` for the largest `r` (at most 31): see the type's doc.
+            let r_max = _mm512_reduce_max_epi32(right) as u32;
+            let fold = r_max <= 30 && i64::from(out_off).unsigned_abs() < 1u64 << (30 - r_max);
+            let (half, off) = (_mm512_set1_epi64(1 << 30), _mm512_set1_epi64(out_off.into()));
             let of = |r: __m512i| {
                 let pos = _mm512_cmpgt_epi64_mask(r, zero);
-                (
-                    _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r)),
-                    _mm512_maskz_mov_epi64(pos, _mm512_set1_epi64(1 << 31)),
-                    _mm512_add_epi64(r, _mm512_set1_epi64(31)),
-                )
+                let shift = _mm512_add_epi64(r, _mm512_set1_epi64(31));
+                let round = _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r));
+                let round = if fold {
+                    // `o 2^s` wraps no bit away: `|o| 2^s < 2^61` (checked above).
+                    _mm512_add_epi64(round, _mm512_sllv_epi64(off, shift))
+                } else {
+                    round
+                };
+                (round, _mm512_maskz_mov_epi64(pos, _mm512_set1_epi64(1 << 31)), shift)
             };
             let (even, odd) = (of(r[0]), of(r[1]));
             let min = _mm512_set1_epi32(i32::MIN);
             let saturates = _mm512_cmpeq_epi32_mask(m, min) != 0;
+            let out_off = _mm512_set1_epi32(out_off);
             Some(Rescale16 {
                 m,
                 m_odd: _mm512_srli_epi64::<32>(m),
@@ -339,11 +354,17 @@ pub(crate) mod avx512 {
                 neg: [even.1, odd.1],
                 shift: [even.2, odd.2],
                 left: (_mm512_cmpgt_epi32_mask(left, zero) != 0).then_some(left),
-                out_off: _mm512_set1_epi32(out_off),
-                // `RoundingDivideByPOT(i32::MAX, r)`: `2^(31 - r)` for `r > 0`.
+                out_off: (!fold).then_some(out_off),
+                // `RoundingDivideByPOT(i32::MAX, r)`: `2^(31 - r)` for `r > 0`; the offset
+                // added here when the rounding constants hold it.
                 saturated: saturates.then(|| {
                     let v = _mm512_srlv_epi32(min, right);
-                    _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(right, zero), _mm512_set1_epi32(i32::MAX))
+                    let v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(right, zero), _mm512_set1_epi32(i32::MAX));
+                    if fold {
+                        _mm512_add_epi32(v, out_off)
+                    } else {
+                        v
+                    }
                 }),
             })
         }
@@ -386,7 +407,10 @@ pub(crate) mod avx512 {
                 }
                 None => v,
             };
-            _mm512_add_epi32(v, self.out_off)
+            match self.out_off {
+                Some(o) => _mm512_add_epi32(v, o),
+                None => v,
+            }
         }
     }
 
@@ -394,11 +418,31 @@ pub(crate) mod avx512 {
     /// accumulators computed once: a channel tile applies it to each of its rows.
     #[derive(Clone, Copy)]
     pub(crate) struct Stage16 {
-        bias: __m512i,
+        /// The biases, when the layer has them (a caller that starts its accumulators from
+        /// them builds the stage without).
+        bias: Option<__m512i>,
         rescale: Rescale16,
-        /// The clamp as 16-bit lanes (applied after the saturating pack to 16 bits).
-        lo: __m512i,
-        hi: __m512i,
+        /// The clamp as 16-bit lanes (applied after the saturating pack to 16 bits), each
+        /// bound only when it cuts into `-128..=127` (the byte pack saturates to that anyway).
+        lo: Option<__m512i>,
+        hi: Option<__m512i>,
+    }
+
+    /// `v`'s 16-bit lanes clamped to each bound that is given.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512BW.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(crate) unsafe fn clamp16(v: __m512i, lo: Option<__m512i>, hi: Option<__m512i>) -> __m512i {
+        let v = match lo {
+            Some(lo) => _mm512_max_epi16(v, lo),
+            None => v,
+        };
+        match hi {
+            Some(hi) => _mm512_min_epi16(v, hi),
+            None => v,
+        }
     }
 
     /// `permutexvar_epi32` indices that gather the bytes [`Stage16::pack_pair`]'s two packs
@@ -439,17 +483,14 @@ pub(crate) mod avx512 {
                     _mm512_maskz_loadu_epi32(k, rq.shifts.as_ptr().add(c)),
                 )
             };
-            let bias = match rq.bias {
-                // SAFETY: as above.
-                Some(b) => _mm512_maskz_loadu_epi32(k, b.as_ptr().add(c)),
-                None => _mm512_setzero_si512(),
-            };
+            // SAFETY: as above.
+            let bias = rq.bias.map(|b| _mm512_maskz_loadu_epi32(k, b.as_ptr().add(c)));
             Some(Stage16 {
                 bias,
                 rescale: Rescale16::new(m, s, rq.output_offset)?,
                 // The kernels validate the clamp: it lies in -128..=127.
-                lo: _mm512_set1_epi16(rq.act_min as i16),
-                hi: _mm512_set1_epi16(rq.act_max as i16),
+                lo: (rq.act_min > -128).then(|| _mm512_set1_epi16(rq.act_min as i16)),
+                hi: (rq.act_max < 127).then(|| _mm512_set1_epi16(rq.act_max as i16)),
             })
         }
 
@@ -480,8 +521,7 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw")]
         pub(crate) unsafe fn pack_pair(&self, a: __m512i, b: __m512i) -> __m256i {
-            let v = _mm512_packs_epi32(a, b);
-            let v = _mm512_min_epi16(_mm512_max_epi16(v, self.lo), self.hi);
+            let v = clamp16(_mm512_packs_epi32(a, b), self.lo, self.hi);
             let v = _mm512_packs_epi16(v, v);
             // SAFETY: `PAIR_ORDER` holds sixteen `i32`.
             let order = _mm512_loadu_si512(PAIR_ORDER.as_ptr().cast());
@@ -496,7 +536,10 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f,avx512dq")]
         pub(crate) unsafe fn rescale(&self, acc: __m512i) -> __m512i {
-            self.rescale.apply(_mm512_add_epi32(acc, self.bias))
+            self.rescale.apply(match self.bias {
+                Some(b) => _mm512_add_epi32(acc, b),
+                None => acc,
+            })
         }
     }
 
@@ -587,6 +630,61 @@ mod tests {
                             requantize_row(isa, &rq, 0, &acc[..start], &mut got[..start]);
                             assert_eq!(got, want, "{isa} shift {shift} mult {mult} {rq:?}");
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Where the AVX-512 stage folds the output offset into its rounding constants
+    /// (`|o| 2^(31 + r) < 2^61`) and where it cannot, on both sides of that bound: offsets
+    /// `±(2^(30 - r) - 1)`, `±2^(30 - r)` and `±(2^(32 - r) - 1)` (where a fold would wrap
+    /// past `i64` with the largest products) for right shifts 19..=23, `i32::MIN` and
+    /// `i32::MAX`, with accumulators whose rescaled values land around `-o` (so the wrapped sum
+    /// falls inside the clamp) and on both sides of each rounding's ties; the extreme products
+    /// of both signs, and one lane saturating.
+    #[test]
+    fn folded_output_offset_matches_scalar() {
+        for r in 19..=23 {
+            let bound = 1i64 << (30 - r);
+            let offsets = [bound - 1, bound, 4 * bound - 1, -(bound - 1), -bound, -4 * bound + 1];
+            for off in offsets.into_iter().chain([255, -255, i32::MIN.into(), i32::MAX.into()]) {
+                let off = off as i32;
+                // `y = x 2^30 / 2^(31 + r) = x / 2^(1 + r)`: `x` near `-off 2^(1 + r)`.
+                let mut acc = vec![i32::MIN, i32::MAX, 0, -1, 1];
+                for j in -130i64..=130 {
+                    for d in -1..=1 {
+                        for half in [0, 1i64 << r] {
+                            let x = -i64::from(off) * (1 << (1 + r)) + j * (1 << (1 + r)) + half + d;
+                            if let Ok(x) = i32::try_from(x) {
+                                acc.push(x);
+                            }
+                        }
+                    }
+                }
+                let n = acc.len();
+                // Lanes 0..5: the saturating multiplier and the largest products of both signs.
+                let mut m = vec![1 << 30; n];
+                m[..5].copy_from_slice(&[i32::MIN, i32::MAX, i32::MAX, i32::MAX, i32::MIN + 1]);
+                let s = vec![-r; n];
+                for (lo, hi) in [(-128, 127), (-100, 100)] {
+                    let rq = Requant {
+                        bias: None,
+                        multipliers: &m,
+                        shifts: &s,
+                        output_offset: off,
+                        act_min: lo,
+                        act_max: hi,
+                    };
+                    let mut want = vec![0i8; n];
+                    requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
+                    let near = i64::from(off).abs() <= bound;
+                    let inside = want.iter().any(|&v| v > lo as i8 && v < hi as i8);
+                    assert!(inside || !near, "r {r} off {off}: no value inside the clamp");
+                    for &isa in Isa::available() {
+                        let mut got = vec![0i8; n];
+                        requantize_row(isa, &rq, 0, &acc, &mut got);
+                        assert_eq!(got, want, "{isa} r {r} off {off} clamp {lo}..={hi}");
                     }
                 }
             }
