@@ -525,33 +525,46 @@ mod tests {
     use crate::interpreter::optimized::tests::values;
     use crate::interpreter::reference::depthwise_conv::depthwise_conv_f32 as reference;
 
+    /// Two images of `in_hw` pixels × `c` channels, a `fhw` filter with the same stride,
+    /// dilation and padding on both axes, depth multiplier 1.
+    fn geometry(
+        c: usize,
+        (in_h, in_w): (usize, usize),
+        (fh, fw): (usize, usize),
+        stride: usize,
+        dilation: usize,
+        pad: usize,
+    ) -> ConvGeometry {
+        let (span_h, span_w) = ((fh - 1) * dilation + 1, (fw - 1) * dilation + 1);
+        ConvGeometry {
+            batches: 2,
+            in_h,
+            in_w,
+            in_c: c,
+            out_h: (in_h + 2 * pad - span_h) / stride + 1,
+            out_w: (in_w + 2 * pad - span_w) / stride + 1,
+            out_c: c,
+            filter_h: fh,
+            filter_w: fw,
+            filter_depth: 1,
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: dilation,
+            dilation_w: dilation,
+            pad_h: pad,
+            pad_w: pad,
+            depth_multiplier: 1,
+        }
+    }
+
     #[test]
     fn matches_reference() {
         // Channel counts exercise the 32-, 8- and 1-lane passes; strides, dilation, padding.
         for &(c, stride, dilation, pad) in
             &[(45, 1, 1, 1), (8, 2, 1, 1), (3, 1, 2, 2), (64, 2, 1, 0), (21, 1, 2, 2)]
         {
-            let (in_h, in_w, fh, fw) = (9, 11, 3, 3);
-            let span = 2 * dilation + 1;
-            let g = ConvGeometry {
-                batches: 2,
-                in_h,
-                in_w,
-                in_c: c,
-                out_h: (in_h + 2 * pad - span) / stride + 1,
-                out_w: (in_w + 2 * pad - span) / stride + 1,
-                out_c: c,
-                filter_h: fh,
-                filter_w: fw,
-                filter_depth: 1,
-                stride_h: stride,
-                stride_w: stride,
-                dilation_h: dilation,
-                dilation_w: dilation,
-                pad_h: pad,
-                pad_w: pad,
-                depth_multiplier: 1,
-            };
+            let (fh, fw) = (3, 3);
+            let g = geometry(c, (9, 11), (fh, fw), stride, dilation, pad);
             let input = values(g.input_len(), 1);
             let filter = values(fh * fw * c, 2);
             let bias = values(c, 3);
@@ -628,25 +641,7 @@ mod tests {
                 if in_w + 2 * pad < span_w || in_h + 2 * pad < span_h {
                     continue;
                 }
-                let g = ConvGeometry {
-                    batches: 2,
-                    in_h,
-                    in_w,
-                    in_c: c,
-                    out_h: (in_h + 2 * pad - span_h) / stride + 1,
-                    out_w: (in_w + 2 * pad - span_w) / stride + 1,
-                    out_c: c,
-                    filter_h: fh,
-                    filter_w: fw,
-                    filter_depth: 1,
-                    stride_h: stride,
-                    stride_w: stride,
-                    dilation_h: dilation,
-                    dilation_w: dilation,
-                    pad_h: pad,
-                    pad_w: pad,
-                    depth_multiplier: 1,
-                };
+                let g = geometry(c, (in_h, in_w), (fh, fw), stride, dilation, pad);
                 let input = values(g.input_len(), 4);
                 let filter = values(fh * fw * c, 5);
                 let bias = values(c, 6);
