@@ -152,12 +152,6 @@ pub fn binary_f32(
     out: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if isa.avx512() {
-        // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512F.
-        unsafe { binary_f32_avx512(op, lo, hi, shapes, a, b, out) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2.
         unsafe { binary_f32_avx2(op, lo, hi, shapes, a, b, out) };
@@ -174,25 +168,6 @@ pub fn binary_f32(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn binary_f32_avx2(
-    op: FloatOp,
-    lo: f32,
-    hi: f32,
-    shapes: &BroadcastShapes,
-    a: &[f32],
-    b: &[f32],
-    out: &mut [f32],
-) {
-    binary_f32_rows(op, lo, hi, shapes, a, b, out)
-}
-
-/// [`binary_f32_rows`] compiled for AVX-512F (sixteen-lane vectors; the same operation per
-/// element, so the same bits).
-///
-/// # Safety
-/// The CPU supports AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn binary_f32_avx512(
     op: FloatOp,
     lo: f32,
     hi: f32,

@@ -46,12 +46,6 @@ pub fn mean_f32(isa: Isa, plan: &ReducePlan, input: &[f32], output: &mut [f32]) 
     }
     let (input, output) = (&input[..n_in], &mut output[..n_out]);
     #[cfg(target_arch = "x86_64")]
-    if isa.avx512() {
-        // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512F.
-        unsafe { blocks_avx512(count, inner, input, output) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2.
         unsafe { blocks_avx2(count, inner, input, output) };
@@ -119,16 +113,6 @@ pub(super) fn lane_sum(row: &[f32]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn blocks_avx2(count: usize, inner: usize, input: &[f32], output: &mut [f32]) {
-    blocks_mean(count, inner, input, output)
-}
-
-/// [`blocks_mean`] compiled for AVX-512F (sixteen-lane vectors; the same operations per value).
-///
-/// # Safety
-/// The CPU supports AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn blocks_avx512(count: usize, inner: usize, input: &[f32], output: &mut [f32]) {
     blocks_mean(count, inner, input, output)
 }
 
