@@ -86,10 +86,15 @@ pub fn depthwise_conv_f32_rows(
     );
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
-        // SAFETY: `avx2()` checked the cached detection: AVX2 and FMA are present; the slice
-        // lengths were checked above against every index the loop forms from `g` and the row
-        // range.
-        unsafe { x86::depthwise(g, input, filter, bias, act_min, act_max, row0, rows, output) };
+        let wide = isa.avx512() && x86::wide_fits(g);
+        // SAFETY: `avx2()` checked the cached detection: AVX2 and FMA are present (and
+        // AVX-512F when `wide`, from `avx512()`); the slice lengths were checked above against
+        // every index the loop forms from `g` and the row range.
+        unsafe {
+            x86::depthwise(
+                g, input, filter, bias, act_min, act_max, row0, rows, output, wide,
+            )
+        };
         return;
     }
     portable(g, input, filter, bias, act_min, act_max, row0, output);
@@ -139,12 +144,13 @@ mod x86 {
     use crate::math::Float;
     use core::arch::x86_64::*;
 
-    /// Output rows `row0..row0 + rows` into `output` (which holds exactly those rows).
+    /// Output rows `row0..row0 + rows` into `output` (which holds exactly those rows), runs of
+    /// [`WIDE`] pixels with whole windows on AVX-512 when `wide`.
     ///
     /// # Safety
-    /// AVX2 and FMA are present; `input`, `filter` (and `bias`) hold at least what `g`
-    /// describes, `output` holds `rows` output rows and `row0 + rows <= batches * out_h`; the
-    /// depth multiplier is 1.
+    /// AVX2 and FMA are present, and AVX-512F when `wide` (which needs [`wide_fits`]);
+    /// `input`, `filter` (and `bias`) hold at least what `g` describes, `output` holds `rows`
+    /// output rows and `row0 + rows <= batches * out_h`; the depth multiplier is 1.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn depthwise(
@@ -157,6 +163,7 @@ mod x86 {
         row0: usize,
         rows: usize,
         output: &mut [f32],
+        wide: bool,
     ) {
         let c = g.out_c;
         let (lo, hi) = (_mm256_set1_ps(act_min), _mm256_set1_ps(act_max));
@@ -165,13 +172,29 @@ mod x86 {
         let mut o = 0;
         for r in row0..row0 + rows {
             let (b, oy) = (r / g.out_h, r % g.out_h);
-            {
+            if wide {
                 let wy = g.row_window(oy);
                 let mut ox = 0;
                 while ox < g.out_w {
+                    let npix = WIDE.min(g.out_w - ox);
+                    // SAFETY: row `r` is inside the output, `wy` its window, pixels
+                    // `ox..ox + npix` inside the row and their `npix * c` outputs at `o` inside
+                    // `output`; the caller checked AVX-512F and `wide_fits`.
+                    unsafe {
+                        wide_block(g, inp, flt, bias, (act_min, act_max), (b, &wy), (ox, npix), out.add(o))
+                    };
+                    o += npix * c;
+                    ox += npix;
+                }
+                continue;
+            }
+            {
+                let wy = g.row_window(oy);
+                let mut ox = 0;
+                let full = |w: &ClippedWindow| w.f0 == 0 && w.f1 == g.filter_w;
+                while ox < g.out_w {
                     if ox + QUAD <= g.out_w && c >= 8 {
                         let (first, last) = (g.col_window(ox), g.col_window(ox + QUAD - 1));
-                        let full = |w: &ClippedWindow| w.f0 == 0 && w.f1 == g.filter_w;
                         if full(&first) && full(&last) {
                             // Windows move monotonically with `ox`: the pixels between are
                             // inside too.
@@ -259,6 +282,134 @@ mod x86 {
                     ox += 1;
                 }
             }
+        }
+    }
+
+    /// Output pixels of one AVX-512 block (each 16 channels in one `zmm` accumulator).
+    pub(super) const WIDE: usize = 8;
+
+    /// Whether [`wide_block`] covers `g`'s columns: filter width 3 or 5, stride 1 or 2, no
+    /// dilation (each instance keeps its input columns in registers).
+    pub(super) fn wide_fits(g: &ConvGeometry) -> bool {
+        g.dilation_w == 1 && matches!((g.filter_w, g.stride_w), (3 | 5, 1 | 2))
+    }
+
+    /// Output pixels `ox..ox + npix` (`npix <= WIDE`) of row `b`/`wy`, into `out` (`npix * c`
+    /// values), 16 channels per `zmm` (the last pass masked). Each input column a filter row
+    /// reads is loaded once for every pixel and tap that uses it (`(WIDE - 1) · stride +
+    /// filter_w` loads instead of `WIDE · filter_w`); a column outside the input (padding) is
+    /// not read and its taps are skipped with masked FMAs, as the reference skips them. Each
+    /// output is summed tap by tap in the reference's order (filter rows, then columns) with
+    /// FMA, then the bias added and clamped: the bits of the AVX2 loops.
+    ///
+    /// # Safety
+    /// AVX-512F is present; [`wide_fits`] holds; `wy` is output row `oy`'s clipped window in
+    /// batch `b < batches`; `ox + npix <= out_w`; `out` has `npix * c` values; `filter` and
+    /// `bias` hold what `g` describes.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn wide_block(
+        g: &ConvGeometry,
+        inp: *const f32,
+        flt: *const f32,
+        bias: Option<&[f32]>,
+        clamp: (f32, f32),
+        (b, wy): (usize, &ClippedWindow),
+        (ox, npix): (usize, usize),
+        out: *mut f32,
+    ) {
+        let at = (b, wy, ox, npix);
+        // Whether every column the block reads is inside the input (no tap to skip).
+        let x0 = (ox * g.stride_w) as isize - g.pad_w as isize;
+        let cols = (WIDE - 1) * g.stride_w + g.filter_w;
+        let inside = x0 >= 0 && x0 + cols as isize <= g.in_w as isize;
+        macro_rules! go {
+            ($edge:literal) => {
+                // SAFETY: forwarded (the match arms are the shapes `wide_fits` admits).
+                unsafe {
+                    match (g.filter_w, g.stride_w) {
+                        (3, 1) => wide_taps::<3, 1, 10, $edge>(g, inp, flt, bias, clamp, at, out),
+                        (3, _) => wide_taps::<3, 2, 17, $edge>(g, inp, flt, bias, clamp, at, out),
+                        (5, 1) => wide_taps::<5, 1, 12, $edge>(g, inp, flt, bias, clamp, at, out),
+                        _ => wide_taps::<5, 2, 19, $edge>(g, inp, flt, bias, clamp, at, out),
+                    }
+                }
+            };
+        }
+        if inside {
+            go!(false)
+        } else {
+            go!(true)
+        }
+    }
+
+    /// [`wide_block`] for filter width `FW` and stride `S`; `COLS = (WIDE - 1) · S + FW` input
+    /// columns per filter row; `EDGE` when some of them may lie outside the input (else the
+    /// taps run unmasked).
+    ///
+    /// # Safety
+    /// As [`wide_block`], with `g.filter_w == FW`, `g.stride_w == S`, no dilation, and every
+    /// column inside the input unless `EDGE`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn wide_taps<const FW: usize, const S: usize, const COLS: usize, const EDGE: bool>(
+        g: &ConvGeometry,
+        inp: *const f32,
+        flt: *const f32,
+        bias: Option<&[f32]>,
+        (act_min, act_max): (f32, f32),
+        (b, wy, ox, npix): (usize, &ClippedWindow, usize, usize),
+        out: *mut f32,
+    ) {
+        debug_assert_eq!(COLS, (WIDE - 1) * S + FW);
+        let c = g.out_c;
+        let (lo, hi) = (_mm512_set1_ps(act_min), _mm512_set1_ps(act_max));
+        // Input column of the block's column 0 (negative in the left padding).
+        let x0 = (ox * S) as isize - g.pad_w as isize;
+        let inside: [bool; COLS] = core::array::from_fn(|x| {
+            let ix = x0 + x as isize;
+            ix >= 0 && ix < g.in_w as isize
+        });
+        let mut ch = 0;
+        while ch < c {
+            let lanes = (u32::MAX >> (32 - (c - ch).min(16))) as __mmask16;
+            let masks: [__mmask16; COLS] = core::array::from_fn(|x| if inside[x] { lanes } else { 0 });
+            let mut acc = [_mm512_setzero_ps(); WIDE];
+            for fy in wy.f0..wy.f1 {
+                let row = (((b * g.in_h + wy.at(fy)) * g.in_w) * c + ch) as isize;
+                // SAFETY: a column's lanes are read only when the column is inside the input
+                // row `wy.at(fy)` (its mask is empty otherwise, and a masked-off lane is not
+                // accessed), and then only channels `ch..c`; the filter row `fy * FW + fx` has
+                // `c` values, the masked lanes are channels below `c`.
+                unsafe {
+                    let cols: [__m512; COLS] = core::array::from_fn(|x| {
+                        let at = inp.wrapping_offset(row + (x0 + x as isize) * c as isize);
+                        _mm512_maskz_loadu_ps(masks[x], at)
+                    });
+                    for fx in 0..FW {
+                        let w = _mm512_maskz_loadu_ps(lanes, flt.add((fy * FW + fx) * c + ch));
+                        for (p, a) in acc.iter_mut().enumerate() {
+                            let x = p * S + fx;
+                            *a = if EDGE {
+                                _mm512_mask3_fmadd_ps(cols[x], w, *a, masks[x])
+                            } else {
+                                _mm512_fmadd_ps(cols[x], w, *a)
+                            };
+                        }
+                    }
+                }
+            }
+            let bv = match bias {
+                // SAFETY: the masked lanes are channels below `c <= bias.len()`.
+                Some(bb) => unsafe { _mm512_maskz_loadu_ps(lanes, bb.as_ptr().add(ch)) },
+                None => _mm512_setzero_ps(),
+            };
+            for (p, a) in acc.iter().enumerate().take(npix) {
+                let v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(*a, bv), lo), hi);
+                // SAFETY: pixel `p < npix` has `c` outputs at `out + p * c`; masked lanes only.
+                unsafe { _mm512_mask_storeu_ps(out.add(p * c + ch), lanes, v) };
+            }
+            ch += 16;
         }
     }
 
@@ -374,33 +525,46 @@ mod tests {
     use crate::interpreter::optimized::tests::values;
     use crate::interpreter::reference::depthwise_conv::depthwise_conv_f32 as reference;
 
+    /// Two images of `in_hw` pixels × `c` channels, a `fhw` filter with the same stride,
+    /// dilation and padding on both axes, depth multiplier 1.
+    fn geometry(
+        c: usize,
+        (in_h, in_w): (usize, usize),
+        (fh, fw): (usize, usize),
+        stride: usize,
+        dilation: usize,
+        pad: usize,
+    ) -> ConvGeometry {
+        let (span_h, span_w) = ((fh - 1) * dilation + 1, (fw - 1) * dilation + 1);
+        ConvGeometry {
+            batches: 2,
+            in_h,
+            in_w,
+            in_c: c,
+            out_h: (in_h + 2 * pad - span_h) / stride + 1,
+            out_w: (in_w + 2 * pad - span_w) / stride + 1,
+            out_c: c,
+            filter_h: fh,
+            filter_w: fw,
+            filter_depth: 1,
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: dilation,
+            dilation_w: dilation,
+            pad_h: pad,
+            pad_w: pad,
+            depth_multiplier: 1,
+        }
+    }
+
     #[test]
     fn matches_reference() {
         // Channel counts exercise the 32-, 8- and 1-lane passes; strides, dilation, padding.
         for &(c, stride, dilation, pad) in
             &[(45, 1, 1, 1), (8, 2, 1, 1), (3, 1, 2, 2), (64, 2, 1, 0), (21, 1, 2, 2)]
         {
-            let (in_h, in_w, fh, fw) = (9, 11, 3, 3);
-            let span = 2 * dilation + 1;
-            let g = ConvGeometry {
-                batches: 2,
-                in_h,
-                in_w,
-                in_c: c,
-                out_h: (in_h + 2 * pad - span) / stride + 1,
-                out_w: (in_w + 2 * pad - span) / stride + 1,
-                out_c: c,
-                filter_h: fh,
-                filter_w: fw,
-                filter_depth: 1,
-                stride_h: stride,
-                stride_w: stride,
-                dilation_h: dilation,
-                dilation_w: dilation,
-                pad_h: pad,
-                pad_w: pad,
-                depth_multiplier: 1,
-            };
+            let (fh, fw) = (3, 3);
+            let g = geometry(c, (9, 11), (fh, fw), stride, dilation, pad);
             let input = values(g.input_len(), 1);
             let filter = values(fh * fw * c, 2);
             let bias = values(c, 3);
@@ -451,5 +615,52 @@ mod tests {
             ..ConvGeometry::default()
         };
         assert!(!covers(&g));
+    }
+
+    /// The AVX-512 blocks of eight pixels (filter widths 3 and 5, strides 1 and 2, channel
+    /// counts off 16 and below it, rows wider and narrower than a block, padded edges) give the
+    /// bits of the AVX2 loops, and the reference's values up to FMA rounding.
+    #[test]
+    fn wide_blocks_match_avx2_bits() {
+        if !Isa::available().contains(&Isa::Avx512) {
+            return;
+        }
+        for &(c, fw, fh, stride, dilation, in_w) in &[
+            (1, 3, 3, 1, 1, 13),
+            (5, 3, 3, 2, 1, 22),
+            (16, 5, 5, 1, 1, 14),
+            (17, 5, 3, 2, 1, 31),
+            (33, 3, 3, 1, 1, 9),
+            (40, 3, 3, 2, 1, 40),
+            (72, 5, 5, 2, 1, 23),
+            (24, 3, 3, 1, 2, 20),
+            (9, 7, 7, 1, 1, 19),
+        ] {
+            for pad in [0, 1, 2] {
+                let (in_h, span_w, span_h) = (7, (fw - 1) * dilation + 1, (fh - 1) * dilation + 1);
+                if in_w + 2 * pad < span_w || in_h + 2 * pad < span_h {
+                    continue;
+                }
+                let g = geometry(c, (in_h, in_w), (fh, fw), stride, dilation, pad);
+                let input = values(g.input_len(), 4);
+                let filter = values(fh * fw * c, 5);
+                let bias = values(c, 6);
+                for bias in [Some(&bias[..]), None] {
+                    let run = |isa: Isa| {
+                        let mut out = vec![f32::NAN; g.output_len()];
+                        depthwise_conv_f32_rows(isa, &g, &input, &filter, bias, -1.0, 1.5, 0, &mut out);
+                        out
+                    };
+                    let (narrow, wide) = (run(Isa::Avx2), run(Isa::Avx512));
+                    let same = narrow.iter().zip(&wide).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "c {c}, {fh}x{fw}, stride {stride}, pad {pad}");
+                    let mut want = vec![0.0; g.output_len()];
+                    reference(&g, &input, &filter, bias, -1.0, 1.5, &mut want);
+                    for (i, (a, b)) in wide.iter().zip(&want).enumerate() {
+                        assert!((a - b).abs() <= 1e-5, "c {c}, {fh}x{fw}: {i}: {a} vs {b}");
+                    }
+                }
+            }
+        }
     }
 }
