@@ -14,6 +14,9 @@
 //! Compared with pairing taps in the flattened window ([`super::depthwise_i8`]'s interior rows),
 //! a pair costs one broadcast load, one multiply-add and one add instead of two scalar loads,
 //! two broadcasts, an unpack, a widening and an offset, and border pixels run the same loop.
+//! Four output pixels run together: each weight pair is loaded once for all four, and the loop
+//! does four independent sums per step (a one-sum loop was bound by its own overhead, and its
+//! speed swung with where the code happened to be placed).
 
 use super::requant_i8::avx2::Stage8;
 use super::requant_i8::{requantize_row, Requant};
@@ -119,18 +122,7 @@ pub(super) unsafe fn rows(
                     unsafe { core::slice::from_raw_parts(w.as_ptr().cast(), taps_h * pairs_w) };
                 // SAFETY: `oc0 + 8 <= out_c` (`dm` is a multiple of 8).
                 let stage = unsafe { Stage8::new(rq, oc0) };
-                for out_x in 0..g.out_w {
-                    let x0 = out_x * g.stride_w;
-                    let mut acc = _mm256_setzero_si256();
-                    for (k, wk) in w.chunks_exact(pairs_w).enumerate() {
-                        let row = &wide[k * len + x0..k * len + x0 + 2 * pairs_w];
-                        for (p, wp) in wk.iter().enumerate() {
-                            // SAFETY: elements `2p, 2p + 1` of `row` (`2 * pairs_w` long).
-                            let xx = unsafe { row.as_ptr().add(2 * p).cast::<i32>().read_unaligned() };
-                            let x = _mm256_set1_epi32(xx);
-                            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x, *wp));
-                        }
-                    }
+                let mut store = |out_x: usize, acc: __m256i| {
                     let o = out_x * out_c + oc0;
                     let out = &mut out_row[o..o + 8];
                     match &stage {
@@ -145,8 +137,56 @@ pub(super) unsafe fn rows(
                             requantize_row(Isa::Avx2, rq, oc0, &v, out);
                         }
                     }
+                };
+                // Four pixels at a time share each weight pair's load, then one at a time.
+                let mut out_x = 0;
+                while out_x + 4 <= g.out_w {
+                    let acc = window_sums::<4>(w, wide, len, pairs_w, out_x * g.stride_w, g.stride_w);
+                    for (i, &a) in acc.iter().enumerate() {
+                        store(out_x + i, a);
+                    }
+                    out_x += 4;
+                }
+                while out_x < g.out_w {
+                    let [acc] = window_sums::<1>(w, wide, len, pairs_w, out_x * g.stride_w, 0);
+                    store(out_x, acc);
+                    out_x += 1;
                 }
             }
         }
     }
+}
+
+/// The window sums of `N` output pixels whose windows start at buffer columns `x0`,
+/// `x0 + step`, …: per pixel, over the window's rows `k` and weight pairs `p`,
+/// `Σ madd([x(2p), x(2p + 1)], w[k][p])` in that order (the same order for every `N`, so the
+/// bits do not depend on how pixels are grouped).
+///
+/// # Safety
+/// The CPU supports AVX2.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn window_sums<const N: usize>(
+    w: &[__m256i],
+    wide: &[i16],
+    len: usize,
+    pairs_w: usize,
+    x0: usize,
+    step: usize,
+) -> [__m256i; N] {
+    let mut acc = [_mm256_setzero_si256(); N];
+    let span = (N - 1) * step + 2 * pairs_w;
+    for (k, wk) in w.chunks_exact(pairs_w).enumerate() {
+        // The columns every pixel's window reads in row `k` (bounds-checked once).
+        let row = &wide[k * len + x0..k * len + x0 + span];
+        for (p, wp) in wk.iter().enumerate() {
+            for (i, a) in acc.iter_mut().enumerate() {
+                // SAFETY: elements `i step + 2p` and the next lie inside `row`
+                // (`(N - 1) step + 2 pairs_w` long).
+                let xx = unsafe { row.as_ptr().add(i * step + 2 * p).cast::<i32>().read_unaligned() };
+                *a = _mm256_add_epi32(*a, _mm256_madd_epi16(_mm256_set1_epi32(xx), *wp));
+            }
+        }
+    }
+    acc
 }
