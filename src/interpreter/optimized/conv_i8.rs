@@ -384,13 +384,6 @@ pub(crate) trait Tap: Copy {
     fn pad(offset: i16) -> Self;
     /// An element past the depth (its weight is zero: any initialized value).
     const PAST_K: Self;
-    /// [`Tap::of`] of every value of `src` into `dst` (as many as the shorter holds).
-    #[inline(always)]
-    fn run(src: &[i8], dst: &mut [MaybeUninit<Self>], offset: i16) {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            d.write(Self::of(s, offset));
-        }
-    }
 }
 
 /// The AVX2 and portable products' rows: `x + offset` (in -255..=255).
@@ -419,30 +412,6 @@ impl Tap for u8 {
         ((offset.wrapping_neg() as i8) as u8) ^ 0x80
     }
     const PAST_K: u8 = 0;
-    /// Short runs (an im2col row's taps: 9 bytes for a 3 × 3 window of 3 channels) eight
-    /// bytes per step: the element loop ran them a byte at a time (its vector body needs 32).
-    #[inline(always)]
-    fn run(src: &[i8], dst: &mut [MaybeUninit<u8>], _offset: i16) {
-        let n = src.len().min(dst.len());
-        let (src, dst) = (&src[..n], &mut dst[..n]);
-        if n >= 32 {
-            for (d, &s) in dst.iter_mut().zip(src) {
-                d.write(Self::of(s, 0));
-            }
-            return;
-        }
-        let mut sc = src.chunks_exact(8);
-        let mut dc = dst.chunks_exact_mut(8);
-        for (s, d) in (&mut sc).zip(&mut dc) {
-            let v = u64::from_ne_bytes(core::array::from_fn(|i| s[i] as u8)) ^ 0x8080_8080_8080_8080;
-            for (d, b) in d.iter_mut().zip(v.to_ne_bytes()) {
-                d.write(b);
-            }
-        }
-        for (d, &s) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
-            d.write(Self::of(s, 0));
-        }
-    }
 }
 
 /// An output pixel's batch, row and column, stepped along a block's rows without dividing
@@ -530,7 +499,9 @@ pub(crate) fn widen(src: &[i8], dst: &mut [i16], offset: i16) {
 /// every element of `dst` that `src` covers).
 #[inline(always)]
 pub(crate) fn widen_uninit<T: Tap>(src: &[i8], dst: &mut [MaybeUninit<T>], offset: i16) {
-    T::run(src, dst, offset);
+    for (d, &s) in dst.iter_mut().zip(src) {
+        d.write(T::of(s, offset));
+    }
 }
 
 #[cfg(test)]
@@ -538,9 +509,9 @@ mod tap_tests {
     use super::widen_uninit;
     use core::mem::MaybeUninit;
 
-    /// The VNNI rows' runs (`x ^ 0x80`) at every length from 0 to 70 (below, at and past
-    /// the 8-byte steps and the 32-byte element loop), every byte value, into a shorter or
-    /// longer destination (only the common length written).
+    /// The VNNI rows' runs (`x ^ 0x80`) at every length from 0 to 70 (below and past the
+    /// 32-byte vector body), every byte value, into a shorter or longer destination (only the
+    /// common length written).
     #[test]
     fn u8_runs_flip_every_byte() {
         for n in 0..=70usize {
