@@ -157,7 +157,7 @@ pub(super) unsafe fn rows(
     }
 }
 
-/// The window sums of `N` output pixels whose windows start at buffer columns `x0`,
+/// The window sums of `N ≥ 1` output pixels whose windows start at buffer columns `x0`,
 /// `x0 + step`, …: per pixel, over the window's rows `k` and weight pairs `p`,
 /// `Σ madd([x(2p), x(2p + 1)], w[k][p])` in that order (the same order for every `N`, so the
 /// bits do not depend on how pixels are grouped).
