@@ -14,16 +14,8 @@
 //! vectors), the scalar path is the baseline target's code.
 
 use super::Isa;
-use crate::interpreter::reference::pooling::PoolGeometry;
+use crate::interpreter::reference::pooling::{window, PoolGeometry};
 
-/// The clipped window `[start, end)` of one axis for output position `out`.
-#[inline(always)]
-fn window(out: usize, stride: usize, pad: usize, filter: usize, size: usize) -> (usize, usize) {
-    let origin = (out * stride) as isize - pad as isize;
-    let start = origin.max(0) as usize;
-    let end = (origin + filter as isize).clamp(0, size as isize) as usize;
-    (start, end.max(start))
-}
 
 /// Whether every window of `g` covers at least one input element (an average over an empty
 /// window is undefined; the kernel reports it as an error before running).

@@ -2,15 +2,8 @@
 //! largest element of each window clipped to the input (padding never wins), then the fused
 //! activation clamp, NHWC.
 
-use super::pooling::PoolGeometry;
+use super::pooling::{window, PoolGeometry};
 
-/// The clipped window `[start, end)` of one axis for output position `out`.
-fn window(out: usize, stride: usize, pad: usize, filter: usize, size: usize) -> (usize, usize) {
-    let origin = (out * stride) as isize - pad as isize;
-    let start = origin.max(0) as usize;
-    let end = (origin + filter as isize).clamp(0, size as isize) as usize;
-    (start, end.max(start))
-}
 
 /// Output rows `row0..` (row `b * out_h + oy`, as many whole rows as `output` holds).
 fn max_pool<T: Copy + PartialOrd>(

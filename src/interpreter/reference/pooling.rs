@@ -33,7 +33,7 @@ pub struct PoolGeometry {
 
 /// The clipped window `[start, end)` of one axis for output position `out`.
 #[inline(always)]
-fn window(out: usize, stride: usize, pad: usize, filter: usize, size: usize) -> (usize, usize) {
+pub(crate) fn window(out: usize, stride: usize, pad: usize, filter: usize, size: usize) -> (usize, usize) {
     let origin = (out * stride) as isize - pad as isize;
     let start = origin.max(0) as usize;
     let end = (origin + filter as isize).clamp(0, size as isize) as usize;
