@@ -305,8 +305,27 @@ pub struct NodeInfo {
     pub inputs: Box<[i32]>,
     /// Output tensor indices.
     pub outputs: Box<[i32]>,
-    /// Whether every input is constant: the node runs once at build.
+    /// Whether the node does not run at invoke: every input is constant (it runs once at
+    /// build), or it was folded into its reader (a float16 DEQUANTIZE, a PAD).
     pub prepare_time: bool,
+    /// Padding a PAD folded into this convolution adds around its input (see
+    /// `builder::pad_fusion`); `None` for every other node.
+    pub fused_padding: Option<FusedPadding>,
+}
+
+/// Rows and columns of pad value around a convolution's input, from a PAD folded into it:
+/// the window starts `top` rows and `left` columns before the input and may run `bottom` rows
+/// and `right` columns past it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FusedPadding {
+    /// Rows before the first.
+    pub top: u32,
+    /// Rows after the last.
+    pub bottom: u32,
+    /// Columns before the first.
+    pub left: u32,
+    /// Columns after the last.
+    pub right: u32,
 }
 
 impl NodeInfo {
@@ -394,6 +413,7 @@ pub(crate) fn build(
                 inputs: global(&op.inputs),
                 outputs,
                 prepare_time,
+                fused_padding: None,
             });
         }
     }

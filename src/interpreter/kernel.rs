@@ -111,6 +111,9 @@ pub struct Registration {
     /// weights to float32 at build (the kernel converts as it reads; see
     /// [`with_f16_inputs`](Self::with_f16_inputs)).
     pub f16_inputs: u64,
+    /// Whether the kernel reads [`PrepareContext::fused_padding`]: a PAD before input 0 may be
+    /// folded into the node (see [`with_fused_padding`](Self::with_fused_padding)).
+    pub fused_padding: bool,
 }
 
 impl Registration {
@@ -122,6 +125,7 @@ impl Registration {
             inplace: InPlace::Never,
             sparse_inputs: 0,
             f16_inputs: 0,
+            fused_padding: false,
         }
     }
 
@@ -147,6 +151,19 @@ impl Registration {
         self
     }
 
+    /// The same registration accepting a PAD folded into it: the kernel then reads the PAD's
+    /// input and takes [`PrepareContext::fused_padding`] as padding around it (its own padding
+    /// option is VALID where the interpreter folds).
+    pub fn with_fused_padding(mut self) -> Self {
+        self.fused_padding = true;
+        self
+    }
+
+    /// Whether a PAD before input 0 may be folded into this kernel's nodes.
+    pub fn reads_fused_padding(&self) -> bool {
+        self.fused_padding
+    }
+
     /// Whether input `k` may be a float16 constant in place of a float32 one.
     pub fn reads_f16_input(&self, k: usize) -> bool {
         k < 64 && self.f16_inputs & (1 << k) != 0
@@ -165,6 +182,7 @@ impl core::fmt::Debug for Registration {
             .field("inplace", &self.inplace)
             .field("sparse_inputs", &self.sparse_inputs)
             .field("f16_inputs", &self.f16_inputs)
+            .field("fused_padding", &self.fused_padding)
             .finish()
     }
 }

@@ -53,7 +53,7 @@ pub use context::{
     StateArray, TensorInfo,
 };
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
-pub use graph::TensorKind;
+pub use graph::{FusedPadding, TensorKind};
 pub use kernel::{InPlace, Kernel, KernelSet, Registration};
 pub use memory::{ArenaNeeds, MemorySummary, SubgraphMemory};
 pub use optimized::{Isa, IsaSelection, IsaSource};
@@ -475,7 +475,9 @@ impl<'a> Interpreter<'a> {
     pub fn node_op(&self, i: usize) -> Option<rust_alloc::borrow::Cow<'static, str>> {
         (i < self.node_tables.len()).then(|| self.node_tables.kernel(i).op_name())
     }
-    /// Whether node `i` ran once at build (all inputs constant) and is skipped by invoke.
+    /// Whether invoke skips node `i`: it ran once at build (all inputs constant), or it was
+    /// folded into its reader (a float16 DEQUANTIZE into a convolution reading float16, a PAD
+    /// into a convolution's padding) and never runs.
     pub fn node_is_prepare_time(&self, i: usize) -> bool {
         self.node_tables
             .runtime(i)

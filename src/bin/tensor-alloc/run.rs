@@ -654,7 +654,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         for (i, d) in op_medians.iter().enumerate() {
             let op = interp.node_op(i).unwrap_or("?".into());
             let note = if interp.node_is_prepare_time(i) {
-                "  (ran at prepare)"
+                "  (not run at invoke: constant, or folded into its reader)"
             } else {
                 ""
             };

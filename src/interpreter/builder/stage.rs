@@ -4,6 +4,7 @@
 //! [`finish`](super::finish).
 
 use super::evaluate::evaluate_at_build;
+use super::pad_fusion;
 use super::shapes;
 use super::tail::Tail;
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
@@ -132,8 +133,9 @@ pub(crate) fn stage_opts(
 ///    then [`shapes::infer_shapes`]: placeholder shapes of dynamic tensors;
 /// 1. [`resolve`] each node's registration (`PrepareNodeAndRegistrationDataFromFlatbuffer`);
 /// 2. [`lifetimes`] of every tensor, computed once, with in-place aliases where the resolved
-///    kernel runs in place; then the executable graph ([`graph::build`]) and the refusals a
-///    kernel cannot make itself; float16 dequantizations folded into their readers;
+///    kernel runs in place, after [`pad_fusion::fold_pads`]; then the executable graph
+///    ([`graph::build`]) and the refusals a kernel cannot make itself; float16
+///    dequantizations folded into their readers;
 /// 3. [`Tail::stage_misaligned_constants`]: aligned tail copies that prepare-time nodes read;
 /// 4. [`init_and_prepare`] every node, running the all-constant ones (`InitSubgraphs`,
 ///    `PrepareSubgraphs`);
@@ -156,9 +158,19 @@ pub(crate) fn stage_with<'r>(
     let model = inferred.as_ref().unwrap_or(model);
     let layout = Layout::new(model)?;
     let registrations = resolve(model, &layout, resolver_of)?;
+    // PADs folded into the convolutions that read them (same node indices, same tensors).
+    let (folded_model, pad_folds) = match pad_fusion::fold_pads(model, &layout, &registrations) {
+        Some((m, f)) => (Some(m), f),
+        None => (None, Vec::new()),
+    };
+    let model = folded_model.as_ref().unwrap_or(model);
     let timeline = Timeline::new(&layout)?;
     let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
     let (mut tensors, mut nodes) = graph::build(model, &layout, &lifetimes)?;
+    for f in &pad_folds {
+        nodes[f.conv].fused_padding = Some(f.padding);
+        nodes[f.pad].prepare_time = true; // it does not run
+    }
     let subgraphs = layout.infos(model);
     let shared = shared_inputs(&layout, &subgraphs, &nodes, &tensors);
     for (t, s) in shared.iter().enumerate() {
@@ -170,7 +182,10 @@ pub(crate) fn stage_with<'r>(
     }
     refuse_orphan_reads(&lifetimes, &nodes)?;
     refuse_sparse_reads(&tensors, &nodes, &registrations)?;
-    let folded = fold_f16_dequantize(&subgraphs, &mut tensors, &mut nodes, &registrations);
+    let mut folded = fold_f16_dequantize(&subgraphs, &mut tensors, &mut nodes, &registrations);
+    for f in &pad_folds {
+        folded[f.pad] = true;
+    }
 
     let mut tail = Tail::new(tensors.len());
     tail.stage_misaligned_constants(model, &layout, &mut tensors)?;
@@ -345,7 +360,8 @@ fn init_and_prepare(
         let reg = &registrations[i];
         let mut mem = NodeMemory::default();
         if folded[i] {
-            // Its readers take the float16 constant itself (`fold_f16_dequantize`).
+            // Its readers take the float16 constant itself (`fold_f16_dequantize`), or the
+            // PAD's input and its padding (`pad_fusion`).
             memory.push(mem);
             continue;
         }

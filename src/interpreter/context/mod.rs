@@ -460,6 +460,11 @@ impl<'a> PrepareContext<'a> {
     pub fn custom_options(&self) -> &'a [u8] {
         self.state.custom_options
     }
+    /// The padding of a PAD folded into this node, which then reads the PAD's input (only for
+    /// registrations that declare [`Registration::with_fused_padding`]).
+    pub fn fused_padding(&self) -> Option<crate::interpreter::FusedPadding> {
+        self.state.node.fused_padding
+    }
     /// Number of inputs (omitted optional inputs included).
     pub fn num_inputs(&self) -> usize {
         self.state.node.inputs.len()

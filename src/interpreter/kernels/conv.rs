@@ -25,8 +25,8 @@ use crate::interpreter::optimized::conv::{self as fast, ConvPlan, ConvWeights};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
-    InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext, Registration,
-    ScratchId, TensorInfo,
+    FusedPadding, InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext,
+    Registration, ScratchId, TensorInfo,
 };
 use crate::kernel_ensure;
 use crate::model::{BuiltinOptions, Padding};
@@ -180,9 +180,11 @@ impl StoredGeometry {
     }
 }
 
-/// The window options of a convolution-like node (its builtin options).
+/// The window options of a convolution-like node (its builtin options, and the padding of a
+/// PAD folded into it).
 pub(crate) struct Window {
     pub padding: Padding,
+    pub fused: Option<FusedPadding>,
     pub stride_h: i32,
     pub stride_w: i32,
     pub dilation_h: i32,
@@ -216,8 +218,20 @@ impl ConvData {
             positive("dilation_h", window.dilation_h)?,
             positive("dilation_w", window.dilation_w)?,
         );
-        let gh = window_axis("height", pad, i[1], f[1], sh, dh, o[1])?;
-        let gw = window_axis("width", pad, i[2], f[2], sw, dw, o[2])?;
+        // A folded PAD: the window runs over the padded extent from `top` rows before the
+        // input (the fold only happens on VALID convolutions, whose own padding is 0).
+        let f0 = window.fused.unwrap_or_default();
+        let extent = |n: usize, a: u32, b: u32| {
+            n.checked_add(a as usize)
+                .and_then(|n| n.checked_add(b as usize))
+                .ok_or_else(|| KernelError::new(format!("padded size {n} + {a} + {b} overflows")))
+        };
+        let (in_h, in_w) = (
+            extent(i[1], f0.top, f0.bottom)?,
+            extent(i[2], f0.left, f0.right)?,
+        );
+        let gh = window_axis("height", pad, in_h, f[1], sh, dh, o[1])?;
+        let gw = window_axis("width", pad, in_w, f[2], sw, dw, o[2])?;
         Ok(ConvData {
             kind: ConvKind::F32,
             stored: StoredGeometry::new(&ConvGeometry {
@@ -235,8 +249,8 @@ impl ConvData {
                 stride_w: sw,
                 dilation_h: dh,
                 dilation_w: dw,
-                pad_h: gh.pad,
-                pad_w: gw.pad,
+                pad_h: gh.pad + f0.top as usize,
+                pad_w: gw.pad + f0.left as usize,
                 depth_multiplier,
             })?,
             f32_path: F32Path::Reference,
@@ -497,6 +511,7 @@ impl Kernel for Conv2D {
         );
         let window = Window {
             padding,
+            fused: ctx.fused_padding(),
             stride_h,
             stride_w,
             dilation_h,
@@ -816,7 +831,7 @@ fn panel_scratch<'a>(
 /// The CONV_2D kernel of kernel set `set` (TFLM's `Register_CONV_2D()`). The optimized kernel
 /// reads float16 weights as they are in the model.
 pub fn register_conv_2d(set: KernelSet) -> Registration {
-    let reg = Registration::new("CONV_2D", Conv2D { set });
+    let reg = Registration::new("CONV_2D", Conv2D { set }).with_fused_padding();
     match set {
         KernelSet::Optimized => reg.with_f16_inputs(1 << 1),
         KernelSet::Reference => reg,

@@ -65,6 +65,7 @@ impl Kernel for DepthwiseConv2D {
         );
         let window = Window {
             padding,
+            fused: ctx.fused_padding(),
             stride_h,
             stride_w,
             dilation_h,
@@ -155,5 +156,5 @@ impl Kernel for DepthwiseConv2D {
 
 /// The DEPTHWISE_CONV_2D kernel of kernel set `set` (TFLM's `Register_DEPTHWISE_CONV_2D()`).
 pub fn register_depthwise_conv_2d(set: KernelSet) -> Registration {
-    Registration::new("DEPTHWISE_CONV_2D", DepthwiseConv2D { set })
+    Registration::new("DEPTHWISE_CONV_2D", DepthwiseConv2D { set }).with_fused_padding()
 }
