@@ -167,9 +167,9 @@ fn input(c: &Case) -> Tensor {
     let [h, w, ch] = c.in_hwc;
     let v = values(h * w * ch, 7, -128, 127);
     if c.int8 {
-        Tensor::from_vec(&[1, h, w, ch], v.iter().map(|&x| x as i8).collect()).unwrap()
+        Tensor::from_vec([1, h, w, ch], v.iter().map(|&x| x as i8).collect()).unwrap()
     } else {
-        Tensor::from_vec(&[1, h, w, ch], v.iter().map(|&x| x as f32 / 64.0).collect()).unwrap()
+        Tensor::from_vec([1, h, w, ch], v.iter().map(|&x| x as f32 / 64.0).collect()).unwrap()
     }
 }
 

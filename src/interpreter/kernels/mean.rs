@@ -6,6 +6,7 @@
 
 use super::unary_common::expect_same_dtype;
 use crate::interpreter::optimized::mean as optimized;
+use crate::interpreter::optimized::mean_i8;
 use crate::interpreter::reference::mean::{
     mean_f32, mean_quantized, reduce_generic, reduce_plan, ReducePlan,
 };
@@ -271,6 +272,26 @@ impl Kernel for Mean {
                 optimized::mean_f32(isa, &d.plan, ctx.input::<f32>(0)?, ctx.output::<f32>(0)?)
             }
             (DType::F32, _) => mean_f32(&d.plan, ctx.input::<f32>(0)?, ctx.output::<f32>(0)?),
+            (DType::I8, Some(t)) if self.set == KernelSet::Optimized => mean_i8::mean_quantized(
+                ctx.isa(),
+                &d.plan,
+                ctx.input::<i8>(0)?,
+                d.input_zp,
+                d.output_zp,
+                d.multiplier,
+                ctx.scratch::<i32>(t)?,
+                ctx.output::<i8>(0)?,
+            ),
+            (DType::I16, Some(t)) if self.set == KernelSet::Optimized => mean_i8::mean_quantized(
+                ctx.isa(),
+                &d.plan,
+                ctx.input::<i16>(0)?,
+                d.input_zp,
+                d.output_zp,
+                d.multiplier,
+                ctx.scratch::<i32>(t)?,
+                ctx.output::<i16>(0)?,
+            ),
             (DType::I8, Some(t)) => mean_quantized(
                 &d.plan,
                 ctx.input::<i8>(0)?,

@@ -6,7 +6,8 @@
 //! row, and each input is then either a run of values (its innermost stride is 1: a per-channel
 //! `[C]` or `[1, 1, 1, C]` operand against a `[N, H, W, C]` one gives runs of `C` for both) or
 //! one value repeated (stride 0: a per-pixel `[N, H, W, 1]` operand). Each row is one tight loop
-//! without index arithmetic.
+//! without index arithmetic. A short row repeated under a contiguous operand (a per-channel
+//! scale of 16 channels) is tiled into a block of whole rows first, so one call covers many rows.
 //!
 //! - **float32**: the reference's per-element closures compiled a second time with AVX2 enabled
 //!   (eight lanes instead of SSE2's four). No FMA is involved, so the bits are the reference's.
@@ -74,6 +75,9 @@ pub fn for_each_row<T: Copy>(
             Operand::Run(&v[at..at + inner])
         }
     }
+    if let Some(side) = repeated_row(shapes) {
+        return tiled_rows(side, inner, a, b, out, row);
+    }
     let mut idx = [0usize; LAST];
     for o in out.chunks_exact_mut(inner) {
         let (mut ao, mut bo) = (0, 0);
@@ -94,6 +98,73 @@ pub fn for_each_row<T: Copy>(
             idx[i] = 0;
         }
     }
+}
+
+/// Elements of the row tile of [`tiled_rows`].
+const ROW_TILE: usize = 256;
+
+/// Which input (1 or 2) is one row repeated under every row of the other, when the other is
+/// contiguous (a `[C]` or `[1, 1, 1, C]` operand against `[N, H, W, C]`: the squeeze-and-excite
+/// scale of a MobileNetV3) and a row is short enough to tile.
+#[inline(always)]
+fn repeated_row(shapes: &BroadcastShapes) -> Option<u8> {
+    const LAST: usize = MAX_BROADCAST_DIMS - 1;
+    let e = &shapes.extents;
+    if e[LAST] > ROW_TILE / 2 {
+        return None;
+    }
+    let contiguous = |s: &[usize; MAX_BROADCAST_DIMS]| {
+        let mut want = 1;
+        (0..MAX_BROADCAST_DIMS).rev().all(|i| {
+            let ok = e[i] == 1 || s[i] == want;
+            want *= e[i];
+            ok
+        })
+    };
+    let one_row = |s: &[usize; MAX_BROADCAST_DIMS]| {
+        s[LAST] == 1 && (0..LAST).all(|i| s[i] == 0 || e[i] == 1)
+    };
+    let (s1, s2) = (&shapes.strides1, &shapes.strides2);
+    if contiguous(s1) && one_row(s2) {
+        Some(2)
+    } else if contiguous(s2) && one_row(s1) {
+        Some(1)
+    } else {
+        None
+    }
+}
+
+/// [`for_each_row`] where input `side` is one row repeated ([`repeated_row`]): that row is
+/// tiled into a stack block of whole rows and each call covers as many rows as the block holds,
+/// instead of one call per (short) row. `row` computes each element from its two operands
+/// alone, so the values are those of the row-by-row walk.
+#[inline(always)]
+fn tiled_rows<T: Copy>(
+    side: u8,
+    inner: usize,
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+    mut row: impl FnMut(&mut [T], Operand<'_, T>, Operand<'_, T>),
+) {
+    let (full, single) = if side == 2 { (a, b) } else { (b, a) };
+    let single = &single[..inner];
+    let rows = ROW_TILE / inner;
+    let mut tile = [single[0]; ROW_TILE];
+    for chunk in tile[..rows * inner].chunks_exact_mut(inner) {
+        chunk.copy_from_slice(single);
+    }
+    let n = out.len();
+    for (k, o) in out.chunks_mut(rows * inner).enumerate() {
+        let at = k * rows * inner;
+        let (f, t) = (Operand::Run(&full[at..at + o.len()]), Operand::Run(&tile[..o.len()]));
+        if side == 2 {
+            row(o, f, t);
+        } else {
+            row(o, t, f);
+        }
+    }
+    debug_assert_eq!(n % inner, 0);
 }
 
 /// `out[j] = f(x[j], y[j])` over one row.
@@ -587,6 +658,8 @@ mod tests {
             (vec![3, 71], vec![3, 71]),
             (vec![2, 1, 5, 3], vec![2, 4, 1, 3]),
             (vec![1, 3, 3, 130], vec![1, 1, 1, 130]),
+            (vec![1, 9, 9, 16], vec![16]),
+            (vec![1, 1, 1, 3], vec![2, 5, 7, 3]),
         ]
     }
 

@@ -49,6 +49,7 @@ mod isa;
 pub mod lstm_f32;
 pub mod matrix;
 pub mod mean;
+pub mod mean_i8;
 pub mod pack;
 pub mod pad;
 pub mod pool;

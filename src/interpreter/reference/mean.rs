@@ -193,10 +193,22 @@ pub fn mean_quantized<T: QuantInt>(
     temp: &mut [i32],
     output: &mut [T],
 ) {
-    let n = plan.num_outputs;
-    if !sums_or_zeros(plan, input, temp, output) {
-        return;
+    if sums_or_zeros(plan, input, temp, output) {
+        mean_of_sums(plan, input_zero_point, output_zero_point, m, temp, output);
     }
+}
+
+/// The second half of [`mean_quantized`]: each output from its input's 32-bit sum in `temp`
+/// (`plan.num_outputs` of them), rescaled by `m / count`, offset and saturated.
+pub fn mean_of_sums<T: QuantInt>(
+    plan: &ReducePlan,
+    input_zero_point: i32,
+    output_zero_point: i32,
+    m: QuantizedMultiplier,
+    temp: &[i32],
+    output: &mut [T],
+) {
+    let n = plan.num_outputs;
     let m = mean_multiplier(m, plan.count);
     let zp_total = i64::from(input_zero_point).wrapping_mul(plan.count as i64);
     for (o, &sum) in output[..n].iter_mut().zip(&temp[..n]) {
