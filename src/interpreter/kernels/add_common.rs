@@ -20,6 +20,7 @@ use crate::interpreter::reference::add::{
     add_f32, add_i32, add_int8_input_tables, add_quantized, has_positive_multipliers,
     AddQuantParams,
 };
+use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::fixed_point::checked_log2;
 use crate::interpreter::reference::quant::{
     activation_range_f32, quantize_multiplier, QuantizedMultiplier,
@@ -290,9 +291,13 @@ pub(crate) fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
                 }
                 None => None,
             };
-            d.run::<i8>(ctx, |_, a, b, o| {
+            let math = |_: &BroadcastShapes, a: &[i8], b: &[i8], o: &mut [i8]| {
                 add_int8_same_shape(isa, tables, &p, a, b, o)
-            })
+            };
+            match set {
+                KernelSet::Optimized => d.run_split::<i8>(ctx, math),
+                KernelSet::Reference => d.run::<i8>(ctx, math),
+            }
         }
         Math::Int16SameShape(p) => {
             let isa = ctx.isa();
@@ -300,7 +305,7 @@ pub(crate) fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         }
         Math::Int8Broadcast(p) => {
             let isa = ctx.isa();
-            d.run::<i8>(ctx, |s, a, b, o| add_i8(isa, &p, s, a, b, o))
+            d.run_split::<i8>(ctx, |s, a, b, o| add_i8(isa, &p, s, a, b, o))
         }
         Math::F32Fast { op, lo, hi } => {
             let isa = ctx.isa();
@@ -308,7 +313,7 @@ pub(crate) fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
                 Op::Add => FloatOp::Add,
                 Op::Sub => FloatOp::Sub,
             };
-            d.run::<f32>(ctx, |s, a, b, o| binary_f32(isa, op, lo, hi, s, a, b, o))
+            d.run_split::<f32>(ctx, |s, a, b, o| binary_f32(isa, op, lo, hi, s, a, b, o))
         }
         Math::Sub16Pot {
             shift1,

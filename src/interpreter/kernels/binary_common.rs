@@ -2,6 +2,7 @@
 //! node arity, dtype agreement, the broadcast of the input shapes against the output shape, the
 //! fused activation, and the quantized activation range (TFLM's `kernel_util` role).
 
+use crate::interpreter::optimized::broadcast::{repeated_row, repeated_row_part};
 use crate::interpreter::reference::broadcast::{BroadcastShapes, MAX_BROADCAST_DIMS};
 use crate::interpreter::reference::quant::{
     activation_range_f32, activation_range_quantized, quantize_multiplier, FusedActivation,
@@ -349,12 +350,57 @@ impl<M> BinaryData<M> {
         Ok(())
     }
 
+    /// [`run`](Self::run) split over the kernel threads: for outputs of at least
+    /// [`SPLIT_ELEMENTS`] per task, when each part is again a broadcast of the same kind (inputs
+    /// of one shape, or one row repeated under a contiguous operand). `math` must compute each
+    /// output element from its two operands alone (the element-wise ops do), so any split gives
+    /// the bits of one call.
+    pub fn run_split<T: Element + Send + Sync>(
+        &self,
+        ctx: &mut InvokeContext<'_>,
+        math: impl Fn(&BroadcastShapes, &[T], &[T], &mut [T]) + Sync,
+    ) -> Result<(), KernelError> {
+        let shapes = self.shapes();
+        let (a, b, o) = binary_io(ctx, &shapes, self.n1, self.n2)?;
+        let tasks = (o.len() / SPLIT_ELEMENTS).clamp(1, ctx.threads());
+        if tasks == 1 {
+            math(&shapes, a, b, o);
+        } else if !shapes.requires_broadcast {
+            let chunk = o.len().div_ceil(tasks).next_multiple_of(64);
+            ctx.for_each_chunk_mut(o, chunk, &|k, part| {
+                let at = k * chunk;
+                let n = part.len();
+                math(&shapes, &a[at..at + n], &b[at..at + n], part);
+            });
+        } else if let Some(side) = repeated_row(&shapes) {
+            let inner = shapes.extents[MAX_BROADCAST_DIMS - 1];
+            let rows = (o.len() / inner.max(1)).div_ceil(tasks);
+            let chunk = rows * inner;
+            ctx.for_each_chunk_mut(o, chunk, &|k, part| {
+                let at = k * chunk;
+                let n = part.len();
+                let s = repeated_row_part(side, n / inner, inner);
+                match side {
+                    2 => math(&s, &a[at..at + n], b, part),
+                    _ => math(&s, a, &b[at..at + n], part),
+                }
+            });
+        } else {
+            math(&shapes, a, b, o);
+        }
+        Ok(())
+    }
+
     /// How the inputs map onto the output.
     #[inline]
     pub fn shapes(&self) -> BroadcastShapes {
         self.stored.get()
     }
 }
+
+/// Output elements per kernel-thread task of [`BinaryData::run_split`] at least: below it,
+/// waking a thread costs more than it saves.
+pub const SPLIT_ELEMENTS: usize = 16 * 1024;
 
 /// Inputs 0 and 1 and output 0 of a binary node at invoke.
 pub type BinaryIo<'a, T> = (&'a [T], &'a [T], &'a mut [T]);

@@ -4,7 +4,7 @@
 //! and int8 through a 256-entry table that prepare fills by running the reference arithmetic on
 //! every int8 value, so both sets give the same bits.
 
-use super::unary_common::prepare_unary;
+use super::unary_common::{prepare_unary, run_unary_split};
 use crate::interpreter::optimized::hard_swish as fast;
 use crate::interpreter::reference::hard_swish::{
     hard_swish_f32, hard_swish_i8, hard_swish_params, HardSwishParams,
@@ -72,10 +72,11 @@ impl Kernel for HardSwish {
         match d.dtype {
             DType::F32 if self.set == KernelSet::Optimized => {
                 let isa = ctx.isa();
-                match ctx.unary_io::<f32, f32>()? {
-                    (Some(i), o) => fast::hard_swish_f32(isa, i, o),
-                    (None, o) => fast::hard_swish_f32_in_place(isa, o),
-                }
+                let (i, o) = ctx.unary_io::<f32, f32>()?;
+                run_unary_split(ctx, i, o, |i, o| match i {
+                    Some(i) => fast::hard_swish_f32(isa, i, o),
+                    None => fast::hard_swish_f32_in_place(isa, o),
+                });
             }
             DType::F32 => match ctx.unary_io::<f32, f32>()? {
                 (Some(i), o) => hard_swish_f32(i, o),
@@ -86,9 +87,14 @@ impl Kernel for HardSwish {
                     Some(t) => lookup_int8(t, i, o),
                     None => hard_swish_i8(&d.params, i, o),
                 };
-                match ctx.unary_io::<i8, i8>()? {
-                    (Some(i), o) => f(i, o),
-                    (None, o) => map_in_place(o, f),
+                let (i, o) = ctx.unary_io::<i8, i8>()?;
+                let g = |i: Option<&[i8]>, o: &mut [i8]| match i {
+                    Some(i) => f(i, o),
+                    None => map_in_place(o, f),
+                };
+                match self.set {
+                    KernelSet::Optimized => run_unary_split(ctx, i, o, g),
+                    KernelSet::Reference => g(i, o),
                 }
             }
         }

@@ -63,11 +63,11 @@ impl Kernel for Mul {
         let isa = ctx.isa();
         match d.math {
             ProductMath::F32 { lo, hi } if self.set == KernelSet::Optimized => d
-                .run::<f32>(ctx, |s, a, b, o| {
+                .run_split::<f32>(ctx, |s, a, b, o| {
                     binary_f32(isa, FloatOp::Mul, lo, hi, s, a, b, o)
                 }),
             ProductMath::I8(p) if self.set == KernelSet::Optimized => {
-                d.run::<i8>(ctx, |s, a, b, o| mul_i8(isa, &p, s, a, b, o))
+                d.run_split::<i8>(ctx, |s, a, b, o| mul_i8(isa, &p, s, a, b, o))
             }
             ProductMath::F32 { lo, hi } => {
                 d.run::<f32>(ctx, |s, a, b, o| mul_f32(s, lo, hi, a, b, o))

@@ -10,7 +10,7 @@ use crate::interpreter::reference::logistic::{int8_table, lookup_int8};
 use crate::interpreter::reference::quantize::QuantInt;
 use crate::interpreter::{InvokeContext, KernelError, PrepareContext, TensorInfo};
 use crate::kernel_ensure;
-use crate::tensor::DType;
+use crate::tensor::{DType, Element};
 
 /// Fails unless `output` has `input`'s dtype.
 pub fn expect_same_dtype(
@@ -138,4 +138,26 @@ where
         }
     }
     Ok(())
+}
+
+/// `f(input part, output part)` over consecutive parts of an element-wise op's output on the
+/// kernel threads, for outputs of at least
+/// [`SPLIT_ELEMENTS`](super::binary_common::SPLIT_ELEMENTS) per task; `input` is `None` when
+/// the output is the input (in place). Each output element depends on its input element alone,
+/// so any split gives the bits of one call.
+pub fn run_unary_split<T: Element + Send + Sync>(
+    ctx: &mut InvokeContext<'_>,
+    input: Option<&[T]>,
+    out: &mut [T],
+    f: impl Fn(Option<&[T]>, &mut [T]) + Sync,
+) {
+    let tasks = (out.len() / super::binary_common::SPLIT_ELEMENTS).clamp(1, ctx.threads());
+    if tasks == 1 {
+        return f(input, out);
+    }
+    let chunk = out.len().div_ceil(tasks).next_multiple_of(64);
+    ctx.for_each_chunk_mut(out, chunk, &|k, part| {
+        let at = k * chunk;
+        f(input.map(|i| &i[at..at + part.len()]), part)
+    });
 }

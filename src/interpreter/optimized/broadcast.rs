@@ -103,11 +103,29 @@ pub fn for_each_row<T: Copy>(
 /// Elements of the row tile of [`tiled_rows`].
 const ROW_TILE: usize = 256;
 
+/// The shapes of `rows` consecutive output rows of a [`repeated_row`] broadcast whose input
+/// `side` is the repeated row of `inner` elements (the other input's matching rows are
+/// contiguous): what one kernel thread's part of the output is.
+pub fn repeated_row_part(side: u8, rows: usize, inner: usize) -> BroadcastShapes {
+    const LAST: usize = MAX_BROADCAST_DIMS - 1;
+    let mut extents = [1; MAX_BROADCAST_DIMS];
+    (extents[LAST - 1], extents[LAST]) = (rows, inner);
+    let (mut full, mut single) = ([0; MAX_BROADCAST_DIMS], [0; MAX_BROADCAST_DIMS]);
+    (full[LAST - 1], full[LAST], single[LAST]) = (inner, 1, 1);
+    let (strides1, strides2) = if side == 2 { (full, single) } else { (single, full) };
+    BroadcastShapes {
+        extents,
+        strides1,
+        strides2,
+        requires_broadcast: true,
+    }
+}
+
 /// Which input (1 or 2) is one row repeated under every row of the other, when the other is
 /// contiguous (a `[C]` or `[1, 1, 1, C]` operand against `[N, H, W, C]`: the squeeze-and-excite
 /// scale of a MobileNetV3) and a row is short enough to tile.
 #[inline(always)]
-fn repeated_row(shapes: &BroadcastShapes) -> Option<u8> {
+pub fn repeated_row(shapes: &BroadcastShapes) -> Option<u8> {
     const LAST: usize = MAX_BROADCAST_DIMS - 1;
     let e = &shapes.extents;
     if e[LAST] > ROW_TILE / 2 {
