@@ -137,6 +137,7 @@ fn window_runs(g: &ConvGeometry, groups: usize) -> bool {
 /// padded tap). Replaces the generic per-tap gather, whose window clipping and per-byte copies
 /// cost more than the product on a 3-channel first layer.
 mod im2col {
+    use crate::interpreter::optimized::conv_i8::Pixel;
     use crate::interpreter::reference::conv::ConvGeometry;
     use core::arch::x86_64::*;
     use core::mem::MaybeUninit;
@@ -177,8 +178,7 @@ mod im2col {
         let zp = _mm512_set1_epi8(offset.wrapping_neg() as i8);
         let flip = _mm512_set1_epi8(-128);
         let run_mask = bits(run);
-        let (w, h) = (g.out_w.max(1), g.out_h.max(1));
-        let (mut b, mut y, mut x) = (at / (w * h), at / w % h, at % w);
+        let mut px = Pixel::of(g, at);
         let base = input.as_ptr();
         let dst = block.as_mut_ptr().cast::<u8>();
         for r in 0..rows {
@@ -186,8 +186,8 @@ mod im2col {
             // The row's last quad, zero past `k` (the runs then overwrite the values below
             // `k`). SAFETY: `stride >= 4` bytes of the row.
             row.add(stride - 4).cast::<u32>().write_unaligned(0);
-            let oy = (y * g.stride_h) as isize - g.pad_h as isize;
-            let ox = (x * g.stride_w) as isize - g.pad_w as isize;
+            let oy = (px.y * g.stride_h) as isize - g.pad_h as isize;
+            let ox = (px.x * g.stride_w) as isize - g.pad_w as isize;
             // The window's columns inside the input, as byte lanes of a run.
             let f0 = (-ox).clamp(0, g.filter_w as isize) as usize;
             let f1 = (g.in_w as isize - ox).clamp(f0 as isize, g.filter_w as isize) as usize;
@@ -199,7 +199,7 @@ mod im2col {
                 // The run's first byte (column `ox`, which may lie left of the input: only
                 // the `k_in` lanes, inside it, are read).
                 let src = base.wrapping_offset(
-                    ((b * g.in_h) as isize + iy) * g.in_w as isize * c as isize + ox * c as isize,
+                    ((px.b * g.in_h) as isize + iy) * g.in_w as isize * c as isize + ox * c as isize,
                 );
                 // SAFETY: the `k_in` lanes are input bytes of row `iy` inside the input
                 // (masked-off lanes are not read); the store writes the run's `run` bytes,
@@ -207,15 +207,7 @@ mod im2col {
                 let v = _mm512_mask_loadu_epi8(zp, k_in, src);
                 _mm512_mask_storeu_epi8(row.add(fy * run).cast(), run_mask, _mm512_xor_si512(v, flip));
             }
-            x += 1;
-            if x == g.out_w {
-                x = 0;
-                y += 1;
-                if y == g.out_h {
-                    y = 0;
-                    b += 1;
-                }
-            }
+            px.advance(g);
         }
         // SAFETY: every byte of every row was written above (the runs cover `0..k`, the last
         // quad `stride - 4..stride`, and `stride` rounds `k` up to a quad), and
