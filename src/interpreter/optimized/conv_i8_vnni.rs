@@ -89,7 +89,12 @@ pub(crate) fn conv_rows(
         while p0 < pixels {
             let rows = (pixels - p0).min(rows_per_block);
             let block = &mut patch[..rows * stride];
-            let block = if window_runs(g, groups) {
+            let block = if groups == 1 && g.is_pointwise() {
+                let src = &input[(first_pixel + p0) * k..][..rows * k];
+                // SAFETY: `avx512vnni()` (checked above) includes AVX-512 F/BW; `src` holds
+                // `rows` input pixels of `k` channels; `block` is `rows` rows of `stride >= k`.
+                unsafe { im2col::flip(src, k, stride, block) }
+            } else if window_runs(g, groups) {
                 // SAFETY: `avx512vnni()` (checked above) includes AVX-512 F/BW; `window_runs`
                 // holds; `block` is whole rows of `stride >= k` bytes.
                 unsafe { im2col::fill(g, input, offset, first_pixel + p0, stride, block) }
@@ -149,6 +154,56 @@ mod im2col {
             u64::MAX
         } else {
             (1u64 << n) - 1
+        }
+    }
+
+    /// The rows of a pointwise convolution: `src`'s pixels of `k` values, flipped, each row
+    /// then zeros up to `stride`; 64 bytes per step (one run when `stride == k`).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW; `src` holds `block.len() / stride` pixels of `k >= 1`
+    /// values; `stride` is `k` rounded up to a quad.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn flip<'b>(
+        src: &[i8],
+        k: usize,
+        stride: usize,
+        block: &'b mut [MaybeUninit<u8>],
+    ) -> &'b [u8] {
+        let rows = block.len() / stride;
+        let dst = block.as_mut_ptr().cast::<u8>();
+        if stride == k {
+            run(src.as_ptr(), dst, rows * k);
+        } else {
+            for r in 0..rows {
+                let row = dst.add(r * stride);
+                // SAFETY: the row's last quad (`stride >= 4`), zero past `k`; the run then
+                // writes `0..k`.
+                row.add(stride - 4).cast::<u32>().write_unaligned(0);
+                run(src.as_ptr().add(r * k), row, k);
+            }
+        }
+        // SAFETY: every byte of every row was written above, and `MaybeUninit<u8>` has
+        // `u8`'s layout.
+        &*(block as *const [MaybeUninit<u8>] as *const [u8])
+    }
+
+    /// `n` bytes from `s` to `d`, flipped, 64 per step.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW (inlined into such a function); `n` bytes are readable at `s` and
+    /// writable at `d`.
+    #[inline(always)]
+    unsafe fn run(s: *const i8, d: *mut u8, n: usize) {
+        let flip = _mm512_set1_epi8(-128);
+        let mut i = 0;
+        while i < n {
+            let m = bits(n - i);
+            // SAFETY: the mask covers bytes `i..n` of both runs; masked-off bytes are neither
+            // read nor written.
+            let v = _mm512_maskz_loadu_epi8(m, s.add(i));
+            _mm512_mask_storeu_epi8(d.add(i).cast(), m, _mm512_xor_si512(v, flip));
+            i += 64;
         }
     }
 
