@@ -416,15 +416,15 @@ impl Tap for u8 {
 
 /// An output pixel's batch, row and column, stepped along a block's rows without dividing
 /// (three divisions per pixel were a quarter of the gather).
-struct Pixel {
-    b: usize,
-    y: usize,
-    x: usize,
+pub(crate) struct Pixel {
+    pub(crate) b: usize,
+    pub(crate) y: usize,
+    pub(crate) x: usize,
 }
 
 impl Pixel {
     /// Output pixel `p` (batch-major linear index) of `g`.
-    fn of(g: &ConvGeometry, p: usize) -> Pixel {
+    pub(crate) fn of(g: &ConvGeometry, p: usize) -> Pixel {
         let (w, h) = (g.out_w.max(1), g.out_h.max(1));
         Pixel {
             b: p / (w * h),
@@ -435,7 +435,7 @@ impl Pixel {
 
     /// The next pixel in batch-major order.
     #[inline(always)]
-    fn advance(&mut self, g: &ConvGeometry) {
+    pub(crate) fn advance(&mut self, g: &ConvGeometry) {
         self.x += 1;
         if self.x == g.out_w {
             self.x = 0;

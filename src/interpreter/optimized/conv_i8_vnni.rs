@@ -89,7 +89,18 @@ pub(crate) fn conv_rows(
         while p0 < pixels {
             let rows = (pixels - p0).min(rows_per_block);
             let block = &mut patch[..rows * stride];
-            let block = fill_block(g, input, offset, groups, c0, first_pixel + p0, stride, block);
+            let block = if groups == 1 && g.is_pointwise() {
+                let src = &input[(first_pixel + p0) * k..][..rows * k];
+                // SAFETY: `avx512vnni()` (checked above) includes AVX-512 F/BW; `src` holds
+                // `rows` input pixels of `k` channels; `block` is `rows` rows of `stride >= k`.
+                unsafe { im2col::flip(src, k, stride, block) }
+            } else if window_runs(g, groups) {
+                // SAFETY: `avx512vnni()` (checked above) includes AVX-512 F/BW; `window_runs`
+                // holds; `block` is whole rows of `stride >= k` bytes.
+                unsafe { im2col::fill(g, input, offset, first_pixel + p0, stride, block) }
+            } else {
+                fill_block(g, input, offset, groups, c0, first_pixel + p0, stride, block)
+            };
             let out = OutRows {
                 out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
                 stride: out_c,
@@ -115,6 +126,149 @@ pub(crate) fn conv_rows(
         }
     }
     true
+}
+
+/// Whether [`im2col::fill`] builds the rows of `g`: an ungrouped, non-pointwise convolution
+/// whose window rows are contiguous runs of the input (no horizontal dilation) of at most 64
+/// bytes (one masked zmm load and store each).
+fn window_runs(g: &ConvGeometry, groups: usize) -> bool {
+    groups == 1 && !g.is_pointwise() && g.dilation_w == 1 && (1..=64).contains(&(g.filter_w * g.in_c))
+}
+
+/// The im2col rows of the VNNI body for [`window_runs`] geometries: each filter row of a
+/// pixel's window is one run of `filter_w * in_c` input bytes, copied flipped (`x ^ 0x80`) by
+/// one masked load, xor and masked store; the taps outside the input (columns masked off, rows
+/// outside whole) read as the zero point so flipped ([`Tap`](super::conv_i8) for `u8`: the
+/// padded tap). Replaces the generic per-tap gather, whose window clipping and per-byte copies
+/// cost more than the product on a 3-channel first layer.
+mod im2col {
+    use crate::interpreter::optimized::conv_i8::Pixel;
+    use crate::interpreter::reference::conv::ConvGeometry;
+    use core::arch::x86_64::*;
+    use core::mem::MaybeUninit;
+
+    /// The first `n` (`0..=64`) bits.
+    #[inline(always)]
+    fn bits(n: usize) -> u64 {
+        if n >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << n) - 1
+        }
+    }
+
+    /// The rows of a pointwise convolution: `src`'s pixels of `k` values, flipped, each row
+    /// then zeros up to `stride`; 64 bytes per step (one run when `stride == k`).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW; `src` holds `block.len() / stride` pixels of `k >= 1`
+    /// values; `stride` is `k` rounded up to a quad.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn flip<'b>(
+        src: &[i8],
+        k: usize,
+        stride: usize,
+        block: &'b mut [MaybeUninit<u8>],
+    ) -> &'b [u8] {
+        let rows = block.len() / stride;
+        let dst = block.as_mut_ptr().cast::<u8>();
+        if stride == k {
+            run(src.as_ptr(), dst, rows * k);
+        } else {
+            for r in 0..rows {
+                let row = dst.add(r * stride);
+                // SAFETY: the row's last quad (`stride >= 4`), zero past `k`; the run then
+                // writes `0..k`.
+                row.add(stride - 4).cast::<u32>().write_unaligned(0);
+                run(src.as_ptr().add(r * k), row, k);
+            }
+        }
+        // SAFETY: every byte of every row was written above, and `MaybeUninit<u8>` has
+        // `u8`'s layout.
+        &*(block as *const [MaybeUninit<u8>] as *const [u8])
+    }
+
+    /// `n` bytes from `s` to `d`, flipped, 64 per step.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW (inlined into such a function); `n` bytes are readable at `s` and
+    /// writable at `d`.
+    #[inline(always)]
+    unsafe fn run(s: *const i8, d: *mut u8, n: usize) {
+        let flip = _mm512_set1_epi8(-128);
+        let mut i = 0;
+        while i < n {
+            let m = bits(n - i);
+            // SAFETY: the mask covers bytes `i..n` of both runs; masked-off bytes are neither
+            // read nor written.
+            let v = _mm512_maskz_loadu_epi8(m, s.add(i));
+            _mm512_mask_storeu_epi8(d.add(i).cast(), m, _mm512_xor_si512(v, flip));
+            i += 64;
+        }
+    }
+
+    /// Writes the rows of output pixels `at..at + block.len() / stride` (batch-major linear
+    /// indices) into `block` and returns it initialized: per row the `k` window values, then
+    /// zeros up to `stride` (their weights are zero).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW; `super::window_runs(g, 1)` holds; `input` holds `g`'s
+    /// input; `block` is whole rows of `stride >= filter_h * filter_w * in_c` bytes of pixels
+    /// inside the output.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn fill<'b>(
+        g: &ConvGeometry,
+        input: &[i8],
+        offset: i16,
+        at: usize,
+        stride: usize,
+        block: &'b mut [MaybeUninit<u8>],
+    ) -> &'b [u8] {
+        let c = g.in_c;
+        let run = g.filter_w * c;
+        let k = g.filter_h * run;
+        debug_assert!(run <= 64 && stride >= k && stride.is_multiple_of(4) && k > 0);
+        let rows = block.len() / stride;
+        // The kernels validate int8 zero points: `-offset` is one.
+        let zp = _mm512_set1_epi8(offset.wrapping_neg() as i8);
+        let flip = _mm512_set1_epi8(-128);
+        let run_mask = bits(run);
+        let mut px = Pixel::of(g, at);
+        let base = input.as_ptr();
+        let dst = block.as_mut_ptr().cast::<u8>();
+        for r in 0..rows {
+            let row = dst.add(r * stride);
+            // The row's last quad, zero past `k` (the runs then overwrite the values below
+            // `k`). SAFETY: `stride >= 4` bytes of the row.
+            row.add(stride - 4).cast::<u32>().write_unaligned(0);
+            let oy = (px.y * g.stride_h) as isize - g.pad_h as isize;
+            let ox = (px.x * g.stride_w) as isize - g.pad_w as isize;
+            // The window's columns inside the input, as byte lanes of a run.
+            let f0 = (-ox).clamp(0, g.filter_w as isize) as usize;
+            let f1 = (g.in_w as isize - ox).clamp(f0 as isize, g.filter_w as isize) as usize;
+            let cols = run_mask & bits(f1 * c) & !bits(f0 * c);
+            for fy in 0..g.filter_h {
+                let iy = oy + (fy * g.dilation_h) as isize;
+                let inside = iy >= 0 && (iy as usize) < g.in_h;
+                let k_in = if inside { cols } else { 0 };
+                // The run's first byte (column `ox`, which may lie left of the input: only
+                // the `k_in` lanes, inside it, are read).
+                let src = base.wrapping_offset(
+                    ((px.b * g.in_h) as isize + iy) * g.in_w as isize * c as isize + ox * c as isize,
+                );
+                // SAFETY: the `k_in` lanes are input bytes of row `iy` inside the input
+                // (masked-off lanes are not read); the store writes the run's `run` bytes,
+                // inside the row's first `k`.
+                let v = _mm512_mask_loadu_epi8(zp, k_in, src);
+                _mm512_mask_storeu_epi8(row.add(fy * run).cast(), run_mask, _mm512_xor_si512(v, flip));
+            }
+            px.advance(g);
+        }
+        // SAFETY: every byte of every row was written above (the runs cover `0..k`, the last
+        // quad `stride - 4..stride`, and `stride` rounds `k` up to a quad), and
+        // `MaybeUninit<u8>` has `u8`'s layout.
+        &*(block as *const [MaybeUninit<u8>] as *const [u8])
+    }
 }
 
 /// The fully connected layer of `batches` rows of `depth` and `units` outputs (weights with no

@@ -170,8 +170,20 @@ unsafe fn rows_body<const VNNI: bool>(
     // 8 or 16 channels: the weights and stage of `LANES / c` adjacent pixels (see `Wide`).
     let mut w_wide = [MaybeUninit::<[__m512i; 2]>::uninit(); MAX_PAIRS];
     let step = g.stride_w * in_c;
+    // The accumulators' bound: at most `taps` products plus a bias.
+    let small = super::requant_i8::small_sums(taps, rq.bias);
     let wide = ((c == 8 || c == 16) && (!bcast || (LANES / c - 1) * step < 16))
-        .then(|| Wide::new(g, filter, rq, pairs, off32, &mut w_wide));
+        .then(|| Wide::new(g, filter, rq, pairs, off32, small, &mut w_wide));
+    // The output columns whose windows lie inside the input (a contiguous range), as
+    // `inside.0..inside.1`.
+    let inside_cols = {
+        let inside = |x: &usize| {
+            let wx = g.col_window(*x);
+            wx.f0 == 0 && wx.f1 == fw
+        };
+        let x0 = (0..g.out_w).find(inside).unwrap_or(g.out_w);
+        (x0, (x0..g.out_w).find(|x| !inside(x)).unwrap_or(g.out_w))
+    };
     let row_out = g.out_w * c;
     for (r, out_row) in output.chunks_exact_mut(row_out).enumerate() {
         let (b, out_y) = ((first_row + r) / g.out_h, (first_row + r) % g.out_h);
@@ -198,16 +210,21 @@ unsafe fn rows_body<const VNNI: bool>(
             }
             // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
             let w: &[[__m512i; 2]] = core::slice::from_raw_parts(w.as_ptr().cast(), pairs);
-            let stage = Stage32::new(rq, c0, n);
+            let stage = Stage32::new(rq, c0, n, small);
             let init_inside = folded(stage.init(), w, off32);
             let mut out_x = 0;
             while out_x < g.out_w {
                 let wx = g.col_window(out_x);
                 if let Some(wide) = wide.as_ref().filter(|_| rows_inside) {
-                    let last = out_x + wide.pixels - 1;
-                    if wx.f0 == 0 && last < g.out_w && g.col_window(last).f1 == fw {
+                    let (x0, x1) = inside_cols;
+                    if (x0..x1).contains(&out_x) && x1 - x0 >= wide.pixels {
                         // `pixels` pixels whose windows lie inside the input: their inputs
-                        // are `stride_w * c` bytes apart, their outputs adjacent.
+                        // are `stride_w * c` bytes apart, their outputs adjacent. Near the
+                        // end of the range the group starts earlier, recomputing (the same
+                        // bits) pixels already stored, rather than leave the last ones to the
+                        // one-pixel loop.
+                        let start = out_x.min(x1 - wide.pixels);
+                        let wx = g.col_window(start);
                         let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * in_c;
                         let acc = if bcast {
                             wide.pixels_inside::<VNNI, BROADCAST>(input, origin, rel, step)
@@ -216,10 +233,11 @@ unsafe fn rows_body<const VNNI: bool>(
                         } else {
                             wide.pixels_inside::<VNNI, STRIDED>(input, origin, rel, step)
                         };
-                        // SAFETY: `out_row` holds the output row; pixels `out_x..=last`
-                        // are its `LANES` bytes from `out_x * c`.
-                        wide.stage.store(acc, out_row.as_mut_ptr().add(out_x * c), !0);
-                        out_x += wide.pixels;
+                        // SAFETY: `out_row` holds the output row; pixels
+                        // `start..start + pixels <= out_w` are its `LANES` bytes from
+                        // `start * c`.
+                        wide.stage.store(acc, out_row.as_mut_ptr().add(start * c), !0);
+                        out_x = start + wide.pixels;
                         continue;
                     }
                 }
@@ -287,6 +305,7 @@ impl<'w> Wide<'w> {
         rq: &Requant<'_>,
         pairs: usize,
         offset: __m512i,
+        small: bool,
         w: &'w mut [MaybeUninit<[__m512i; 2]>; MAX_PAIRS],
     ) -> Wide<'w> {
         let c = g.out_c;
@@ -317,7 +336,7 @@ impl<'w> Wide<'w> {
         let span_bytes = ((pixels - 1) * step + 1).min(16);
         // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
         let w: &[[__m512i; 2]] = core::slice::from_raw_parts(w.as_ptr().cast(), pairs);
-        let stage = Stage32::repeated(rq, c);
+        let stage = Stage32::repeated(rq, c, small);
         Wide {
             init: folded(stage.init(), w, offset),
             stage,
@@ -524,9 +543,11 @@ struct Stage32 {
 }
 
 impl Stage32 {
-    /// Channels `c0..c0 + n` (`n ≤ 32`) of `rq` (whose per-channel slices hold them: [`applies`]).
+    /// Channels `c0..c0 + n` (`n ≤ 32`) of `rq` (whose per-channel slices hold them: [`applies`]);
+    /// `small`: every accumulator (bias included) it is given satisfies
+    /// [`small_sums`](super::requant_i8::small_sums).
     #[inline(always)]
-    unsafe fn new(rq: &Requant<'_>, c0: usize, n: usize) -> Stage32 {
+    unsafe fn new(rq: &Requant<'_>, c0: usize, n: usize, small: bool) -> Stage32 {
         // Channels `c0..c0 + n` of a per-channel slice as two vectors (lanes past `n` zero),
         // or the one value in every lane.
         let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
@@ -543,13 +564,13 @@ impl Stage32 {
         };
         let per_tensor = rq.multipliers.len() == 1;
         let bias = rq.bias.map(|b| two(b, false));
-        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias)
+        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias, small)
     }
 
     /// The stage of a [`Wide`] group: lane `l` is channel `l % c` (`c` divides 32; `rq`
-    /// holds its channels, [`applies`]).
+    /// holds its channels, [`applies`]); `small` as in [`Self::new`].
     #[inline(always)]
-    unsafe fn repeated(rq: &Requant<'_>, c: usize) -> Stage32 {
+    unsafe fn repeated(rq: &Requant<'_>, c: usize, small: bool) -> Stage32 {
         let per_tensor = rq.multipliers.len() == 1;
         let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
             let mut v = [0i32; LANES];
@@ -563,7 +584,7 @@ impl Stage32 {
             ]
         };
         let bias = rq.bias.map(|b| two(b, false));
-        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias)
+        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias, small)
     }
 
     /// The stage of multipliers `m`, shifts `s` and biases `bias` in channel order (lanes
@@ -574,6 +595,7 @@ impl Stage32 {
         m: [__m512i; 2],
         s: [__m512i; 2],
         bias: Option<[__m512i; 2]>,
+        small: bool,
     ) -> Stage32 {
         let lanes = |v: [__m512i; 2]| -> [__m512i; 2] {
             let (lo, hi) = (
@@ -591,7 +613,7 @@ impl Stage32 {
             None => [_mm512_setzero_si512(); 2],
         };
         // `applies` checked every shift (lanes past `n` hold 0).
-        let half = |i: usize| Rescale16::new(m[i], s[i], rq.output_offset).expect("shifts in -31..=31");
+        let half = |i: usize| Rescale16::bounded(m[i], s[i], rq.output_offset, small).expect("shifts in -31..=31");
         Stage32 {
             halves: [half(0), half(1)],
             bias,

@@ -16,9 +16,9 @@ use proptest::prelude::*;
 /// The output values [`Stage32`] gives accumulators `acc` (channel order, biases not
 /// included) of channels `0..acc.len()`.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn stage_values(rq: &Requant<'_>, acc: &[i32]) -> [i8; 32] {
+unsafe fn stage_values(rq: &Requant<'_>, acc: &[i32], small: bool) -> [i8; 32] {
     let n = acc.len();
-    let stage = Stage32::new(rq, 0, n);
+    let stage = Stage32::new(rq, 0, n, small);
     let mut a = [0i32; 32];
     a[..n].copy_from_slice(acc);
     let (v0, v1) = (
@@ -89,10 +89,17 @@ fn output_stage_matches_the_scalar_stage() {
         };
         let mut want = vec![0i8; n];
         requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
-        // SAFETY: the CPU has AVX-512 (checked above).
-        let got = unsafe { stage_values(&rq, &acc) };
-        assert_eq!(&got[..n], &want[..], "case {case}: {rq:?} acc {acc:?}");
-        assert!(got[n..].iter().all(|&v| v == 0), "case {case}: lanes past {n} written");
+        // The small-sums form where every accumulator plus bias lies in `-2^30 + 1..2^30`.
+        let small = (0..n).all(|i| {
+            let b = rq.bias.map_or(0, |b| i64::from(b[i]));
+            (i64::from(acc[i]) + b).abs() < 1 << 30
+        });
+        for small in [false, small] {
+            // SAFETY: the CPU has AVX-512 (checked above); with `small`, the sums are small.
+            let got = unsafe { stage_values(&rq, &acc, small) };
+            assert_eq!(&got[..n], &want[..], "case {case} small {small}: {rq:?} acc {acc:?}");
+            assert!(got[n..].iter().all(|&v| v == 0), "case {case}: lanes past {n} written");
+        }
     }
 }
 

@@ -27,7 +27,7 @@
 
 use super::gemm_i8::OutRows;
 use super::requant_i8::avx512::Stage16;
-use super::requant_i8::{requantize_row, Requant};
+use super::requant_i8::{requantize_row, small_sums, Requant};
 use super::Isa;
 
 /// Output channels per packed panel (one `zmm` register of `i32` accumulators).
@@ -113,7 +113,7 @@ pub(crate) fn gemm_requant(
 }
 
 mod avx512 {
-    use super::{requantize_row, stride, OutRows, Requant, Stage16, LANES, TILE_ROWS};
+    use super::{requantize_row, small_sums, stride, OutRows, Requant, Stage16, LANES, TILE_ROWS};
     use crate::interpreter::optimized::Isa;
     use core::arch::x86_64::*;
 
@@ -274,6 +274,26 @@ mod avx512 {
             }
             return;
         }
+        if let (1, Some(s0)) = (P, &stages[0]) {
+            // One panel: two rows per pack, each half stored to its row.
+            let mask = ((1u32 << nc) - 1) as __mmask16;
+            for (r, pair) in acc.chunks(2).enumerate() {
+                let r = r0 + 2 * r;
+                let a = s0.rescale(pair[0][0]);
+                let b = pair.get(1).map_or(a, |acc| s0.rescale(acc[0]));
+                let v = s0.pack_pair(a, b);
+                let o = &mut out.out[r * out.stride + c0..][..nc];
+                // SAFETY: the mask covers the `nc` bytes of `o`; masked-off bytes are not
+                // touched.
+                _mm_mask_storeu_epi8(o.as_mut_ptr(), mask, _mm256_castsi256_si128(v));
+                if pair.len() == 2 {
+                    let o = &mut out.out[(r + 1) * out.stride + c0..][..nc];
+                    // SAFETY: as above, the next row.
+                    _mm_mask_storeu_epi8(o.as_mut_ptr(), mask, _mm256_extracti128_si256::<1>(v));
+                }
+            }
+            return;
+        }
         for p in 0..P {
             let c = c0 + p * LANES;
             let lanes = LANES.min(nc - p * LANES);
@@ -314,6 +334,7 @@ mod avx512 {
         let panels = n.div_ceil(LANES);
         let scale = _mm512_set1_epi32(input_offset.wrapping_sub(128));
         let unbiased = Requant { bias: None, ..*rq };
+        let small = small_sums(k, rq.bias.map(|b| &b[..n.min(b.len())]));
         let mut p0 = 0;
         while p0 < panels {
             let np = (panels - p0).min(2);
@@ -329,7 +350,7 @@ mod avx512 {
                 // then adds none); the row stage adds them itself.
                 let (c, lanes) = (c0 + p * LANES, LANES.min(nc - p * LANES));
                 if rq.bias.is_none_or(|b| b.len() >= c + lanes) {
-                    stages[p] = Stage16::new(&unbiased, c, lanes);
+                    stages[p] = Stage16::bounded(&unbiased, c, lanes, small);
                 }
                 if let (Some(_), Some(b)) = (&stages[p], rq.bias) {
                     let k = ((1u32 << lanes) - 1) as __mmask16;

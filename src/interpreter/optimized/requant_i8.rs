@@ -80,6 +80,14 @@ impl<'a> Requant<'a> {
     }
 }
 
+/// Whether every sum of `k` products of an int8 weight (`|w| <= 128`) and an offset input
+/// (`|x + input_offset| <= 255`) plus one of `bias` lies in `-2^30 + 1..2^30` (the small-sums
+/// form of the AVX-512 output stage; a caller with such sums passes `true` to it).
+pub(crate) fn small_sums(k: usize, bias: Option<&[i32]>) -> bool {
+    let b = bias.map_or(0, |b| b.iter().map(|v| u64::from(v.unsigned_abs())).max().unwrap_or(0));
+    (k as u64).saturating_mul(128 * 255).saturating_add(b) < 1 << 30
+}
+
 /// `out[i]` = the output value of accumulator `acc[i]` of channel `c0 + i`. Inlined, so AVX2
 /// callers that run it once per small tile keep its constants in registers.
 #[inline]
@@ -282,8 +290,19 @@ pub(crate) mod avx512 {
     /// `floor((t + o 2^s) / 2^s) = floor(t / 2^s) + o` exactly, and the low 32 bits are the
     /// reference's wrapping sum) whenever `|o| 2^(31 + r) < 2^61` in every lane, which keeps
     /// every sum below `2^62 + 2^61 + 2^31 < 2^63`; otherwise it is one more add at the end.
+    ///
+    /// **Small sums** ([`Rescale16::bounded`]: the caller promises `|x| < 2^30`, see
+    /// [`super::small_sums`]), no left shift, multipliers `m >= 0` and `(|o| + 1) 2^r < 2^29`:
+    /// ten operations instead of twelve ([`Small`]). The product of `2x` (exact) puts the first
+    /// rounding on a dword boundary: the high dword of `2 x m + 2^31 + [r > 0] 2^(31 + r) +
+    /// o 2^(32 + r)` is `h' = h + [r > 0] 2^(r-1) + o 2^r` (`|h'| < 2^31`: `|2 x m| < 2^62`,
+    /// the constants below `2^62`). With `m >= 0`, `[h < 0]` may be read as `[x < 0]` (for
+    /// `x m` in `-2^30..0`, `h = 0` and both give `floor((2^(r-1) - 1 or 0) / 2^r) = 0`), so
+    /// the tie correction is `h' + (x >> 31)` in 32-bit lanes, and one `vpsravd` by `r` ends it.
     #[derive(Clone, Copy)]
     pub(crate) struct Rescale16 {
+        /// The small-sums form, when the caller promised it and it applies.
+        small: Option<Small>,
         /// The multipliers (`vpmuldq` reads the even lanes).
         m: __m512i,
         /// The odd lanes' multipliers in the even positions.
@@ -304,6 +323,17 @@ pub(crate) mod avx512 {
         saturated: Option<__m512i>,
     }
 
+    /// The constants of [`Rescale16`]'s small-sums form.
+    #[derive(Clone, Copy)]
+    struct Small {
+        /// Per 64-bit lane, even channels then odd: `2^31 + [r > 0] 2^(31 + r) + o 2^(32 + r)`.
+        round: [__m512i; 2],
+        /// The right shifts `r`.
+        right: __m512i,
+        /// All ones in the lanes with `r > 0`, when some lane has `r == 0` (no tie correction).
+        rounds: Option<__m512i>,
+    }
+
     impl Rescale16 {
         /// Lane `i`: multiplier `m[i]`, TFLite shift `s[i]` (in `-31..=31`), then `out_off`
         /// added; `None` for a shift outside that range. A few vector operations: the GEMM
@@ -314,6 +344,62 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f")]
         pub(crate) unsafe fn new(m: __m512i, s: __m512i, out_off: i32) -> Option<Self> {
+            Self::bounded(m, s, out_off, false)
+        }
+
+        /// [`Self::new`] for a caller that applies it only to values `|x| < 2^30` when `small`
+        /// (see [`super::small_sums`]): the small-sums form where it applies.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F; with `small`, every value given to [`Self::apply`] lies
+        /// in `-2^30 + 1..2^30`.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(crate) unsafe fn bounded(
+            m: __m512i,
+            s: __m512i,
+            out_off: i32,
+            small: bool,
+        ) -> Option<Self> {
+            let mut r = Self::general(m, s, out_off)?;
+            let zero = _mm512_setzero_si512();
+            let right = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
+            let r_max = _mm512_reduce_max_epi32(right) as u32;
+            let fits = r_max <= 28 && (u64::from(out_off.unsigned_abs()) + 1) << r_max < 1 << 29;
+            if small
+                && fits
+                && r.left.is_none()
+                && _mm512_cmplt_epi32_mask(m, zero) == 0
+            {
+                let (half, off) = (_mm512_set1_epi64(1 << 31), _mm512_set1_epi64(out_off.into()));
+                let of = |r: __m512i| {
+                    let pos = _mm512_cmpgt_epi64_mask(r, zero);
+                    let round = _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r));
+                    // `|o| 2^(32 + r) < 2^61` (checked above).
+                    let o = _mm512_sllv_epi64(off, _mm512_add_epi64(r, _mm512_set1_epi64(32)));
+                    _mm512_add_epi64(round, o)
+                };
+                let (even, odd) = (
+                    _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
+                    _mm512_srli_epi64::<32>(right),
+                );
+                let zeros = _mm512_cmpeq_epi32_mask(right, zero);
+                r.small = Some(Small {
+                    round: [of(even), of(odd)],
+                    right,
+                    rounds: (zeros != 0).then(|| _mm512_maskz_set1_epi32(!zeros, -1)),
+                });
+            }
+            Some(r)
+        }
+
+        /// The general form (see the type's doc).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn general(m: __m512i, s: __m512i, out_off: i32) -> Option<Self> {
             let zero = _mm512_setzero_si512();
             let outside = _mm512_cmpgt_epi32_mask(s, _mm512_set1_epi32(31))
                 | _mm512_cmplt_epi32_mask(s, _mm512_set1_epi32(-31));
@@ -348,6 +434,7 @@ pub(crate) mod avx512 {
             let saturates = _mm512_cmpeq_epi32_mask(m, min) != 0;
             let out_off = _mm512_set1_epi32(out_off);
             Some(Rescale16 {
+                small: None,
                 m,
                 m_odd: _mm512_srli_epi64::<32>(m),
                 round: [even.0, odd.0],
@@ -389,6 +476,20 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f,avx512dq")]
         pub(crate) unsafe fn apply(&self, x: __m512i) -> __m512i {
+            if let Some(f) = &self.small {
+                let x2 = _mm512_add_epi32(x, x);
+                let even = _mm512_add_epi64(_mm512_mul_epi32(x2, self.m), f.round[0]);
+                let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(x2), self.m_odd);
+                let odd = _mm512_add_epi64(odd, f.round[1]);
+                // The high dwords: the odd products' are in place, the even ones' move down.
+                let h = _mm512_mask_shuffle_epi32::<_MM_PERM_DDBB>(odd, 0x5555, even);
+                let neg = _mm512_srai_epi32::<31>(x);
+                let neg = match f.rounds {
+                    Some(k) => _mm512_and_si512(neg, k),
+                    None => neg,
+                };
+                return _mm512_srav_epi32(_mm512_add_epi32(h, neg), f.right);
+            }
             let x = match self.left {
                 Some(l) => _mm512_sllv_epi32(x, l),
                 None => x,
@@ -460,6 +561,23 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f")]
         pub(crate) unsafe fn new(rq: &Requant<'_>, c: usize, lanes: usize) -> Option<Stage16> {
+            Self::bounded(rq, c, lanes, false)
+        }
+
+        /// [`Self::new`] for a caller whose values (biases included) satisfy
+        /// [`super::small_sums`] when `small`.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F; with `small`, every accumulator given to the stage plus
+        /// its bias lies in `-2^30 + 1..2^30`.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(crate) unsafe fn bounded(
+            rq: &Requant<'_>,
+            c: usize,
+            lanes: usize,
+            small: bool,
+        ) -> Option<Stage16> {
             let per_tensor = rq.multipliers.len() == 1;
             let end = c + lanes;
             if lanes == 0
@@ -487,7 +605,7 @@ pub(crate) mod avx512 {
             let bias = rq.bias.map(|b| _mm512_maskz_loadu_epi32(k, b.as_ptr().add(c)));
             Some(Stage16 {
                 bias,
-                rescale: Rescale16::new(m, s, rq.output_offset)?,
+                rescale: Rescale16::bounded(m, s, rq.output_offset, small)?,
                 // The kernels validate the clamp: it lies in -128..=127.
                 lo: (rq.act_min > -128).then(|| _mm512_set1_epi16(rq.act_min as i16)),
                 hi: (rq.act_max < 127).then(|| _mm512_set1_epi16(rq.act_max as i16)),
@@ -576,118 +694,5 @@ pub(crate) mod avx512 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{requantize_row, Requant};
-    use crate::interpreter::optimized::Isa;
-
-    /// Every path against the scalar stage at the edges of the one-rounding form of the
-    /// AVX-512 stage: every shift TFLite can give (`-31..=31`), multipliers 0, 2^30 (ties at
-    /// both roundings), `i32::MAX`, `i32::MIN` (the saturating product) and negative ones,
-    /// accumulators at the extremes of `i32` and on both sides of the ties of each rounding,
-    /// a full and a narrow clamp, with and without biases, one scale and one per channel, and
-    /// rows that are not a multiple of 16.
-    #[test]
-    fn one_rounding_stage_matches_scalar() {
-        let mults = [0, 1 << 30, i32::MAX, i32::MIN, -(1 << 30) - 7, 1_518_500_250];
-        for shift in -31..=31 {
-            let r = (-shift).max(0);
-            let mut acc = vec![0, 1, -1, i32::MAX, i32::MIN, i32::MIN + 1, i32::MAX - 1];
-            for k in [1i64, 3, 5, 1 << 20] {
-                for base in [1i64 << (r + 1), 1i64 << r, 1] {
-                    for d in -2..=2 {
-                        let v = k * base + d;
-                        acc.extend([v as i32, (-v) as i32]);
-                    }
-                }
-            }
-            let n = acc.len();
-            let m: Vec<i32> = (0..n).map(|i| mults[i % mults.len()]).collect();
-            let s = vec![shift; n];
-            let bias: Vec<i32> = (0..n).map(|i| [0, 1, -1, 1 << 12][i % 4]).collect();
-            for (per_tensor, with_bias, (lo, hi), off) in [
-                (false, false, (-128, 127), 0),
-                (false, true, (-5, 90), 127),
-                (true, false, (-128, 127), -128),
-                (true, true, (0, 127), 3),
-            ] {
-                let k = if per_tensor { 1 } else { n };
-                for &mult in if per_tensor { &mults[..] } else { &[0][..] } {
-                    let one = [mult];
-                    let rq = Requant {
-                        bias: with_bias.then_some(&bias[..]),
-                        multipliers: if per_tensor { &one[..] } else { &m[..k] },
-                        shifts: &s[..k],
-                        output_offset: off,
-                        act_min: lo,
-                        act_max: hi,
-                    };
-                    let mut want = vec![0i8; n];
-                    requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
-                    for &isa in Isa::available() {
-                        for start in [0, 3] {
-                            let mut got = vec![0i8; n];
-                            requantize_row(isa, &rq, start, &acc[start..], &mut got[start..]);
-                            requantize_row(isa, &rq, 0, &acc[..start], &mut got[..start]);
-                            assert_eq!(got, want, "{isa} shift {shift} mult {mult} {rq:?}");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Where the AVX-512 stage folds the output offset into its rounding constants
-    /// (`|o| 2^(31 + r) < 2^61`) and where it cannot, on both sides of that bound: offsets
-    /// `±(2^(30 - r) - 1)`, `±2^(30 - r)` and `±(2^(32 - r) - 1)` (where a fold would wrap
-    /// past `i64` with the largest products) for right shifts 19..=23, `i32::MIN` and
-    /// `i32::MAX`, with accumulators whose rescaled values land around `-o` (so the wrapped sum
-    /// falls inside the clamp) and on both sides of each rounding's ties; the extreme products
-    /// of both signs, and one lane saturating.
-    #[test]
-    fn folded_output_offset_matches_scalar() {
-        for r in 19..=23 {
-            let bound = 1i64 << (30 - r);
-            let offsets = [bound - 1, bound, 4 * bound - 1, -(bound - 1), -bound, -4 * bound + 1];
-            for off in offsets.into_iter().chain([255, -255, i32::MIN.into(), i32::MAX.into()]) {
-                let off = off as i32;
-                // `y = x 2^30 / 2^(31 + r) = x / 2^(1 + r)`: `x` near `-off 2^(1 + r)`.
-                let mut acc = vec![i32::MIN, i32::MAX, 0, -1, 1];
-                for j in -130i64..=130 {
-                    for d in -1..=1 {
-                        for half in [0, 1i64 << r] {
-                            let x = -i64::from(off) * (1 << (1 + r)) + j * (1 << (1 + r)) + half + d;
-                            if let Ok(x) = i32::try_from(x) {
-                                acc.push(x);
-                            }
-                        }
-                    }
-                }
-                let n = acc.len();
-                // Lanes 0..5: the saturating multiplier and the largest products of both signs.
-                let mut m = vec![1 << 30; n];
-                m[..5].copy_from_slice(&[i32::MIN, i32::MAX, i32::MAX, i32::MAX, i32::MIN + 1]);
-                let s = vec![-r; n];
-                for (lo, hi) in [(-128, 127), (-100, 100)] {
-                    let rq = Requant {
-                        bias: None,
-                        multipliers: &m,
-                        shifts: &s,
-                        output_offset: off,
-                        act_min: lo,
-                        act_max: hi,
-                    };
-                    let mut want = vec![0i8; n];
-                    requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
-                    let near = i64::from(off).abs() <= bound;
-                    let inside = want.iter().any(|&v| v > lo as i8 && v < hi as i8);
-                    assert!(inside || !near, "r {r} off {off}: no value inside the clamp");
-                    for &isa in Isa::available() {
-                        let mut got = vec![0i8; n];
-                        requantize_row(isa, &rq, 0, &acc, &mut got);
-                        assert_eq!(got, want, "{isa} r {r} off {off} clamp {lo}..={hi}");
-                    }
-                }
-            }
-        }
-    }
-}
+#[path = "requant_i8_tests.rs"]
+mod tests;

@@ -78,3 +78,71 @@ fn conv_in_place_extremes_match_reference() {
         }
     }
 }
+
+/// The VNNI body's im2col runs (`conv_i8_vnni::im2col`: each window row one masked run of
+/// `filter_w * in_c` bytes): strides, padding on every side (rows and columns of the window
+/// outside the input read as the zero point), vertical dilation, runs of 1 to 64 bytes and
+/// past 64 (the generic gather), horizontal dilation (the generic gather), depths that are not
+/// a multiple of 4, input zero points at both ends, two batches and bands of pixels that start
+/// mid-row; every path, the filter read in place.
+#[test]
+fn conv_window_runs_match_reference() {
+    let mut r = Rng::new(7877);
+    for case in 0..60 {
+        let (fh, fw, c) = [(3, 3, 3), (3, 3, 1), (2, 5, 4), (1, 3, 21), (3, 2, 32), (3, 3, 22), (5, 1, 7)][case % 7];
+        let (stride, pad, dil_h, dil_w) = [(1, 1, 1, 1), (2, 0, 1, 1), (2, 1, 2, 1), (1, 2, 1, 2), (3, 2, 1, 1)][case / 7 % 5];
+        let (in_h, in_w) = (3 + case % 4, 2 + case % 5);
+        let out = |n: usize, f: usize, d: usize| (n + 2 * pad).saturating_sub((f - 1) * d + 1) / stride + 1;
+        let (out_h, out_w) = (out(in_h, fh, dil_h), out(in_w, fw, dil_w));
+        if in_h + 2 * pad < (fh - 1) * dil_h + 1 || in_w + 2 * pad < (fw - 1) * dil_w + 1 {
+            continue;
+        }
+        let oc = [1, 16, 17, 40][case % 4];
+        let g = ConvGeometry {
+            batches: 1 + case % 2,
+            in_h,
+            in_w,
+            in_c: c,
+            out_h,
+            out_w,
+            out_c: oc,
+            filter_h: fh,
+            filter_w: fw,
+            filter_depth: c,
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: dil_h,
+            dilation_w: dil_w,
+            pad_h: pad,
+            pad_w: pad,
+            depth_multiplier: 1,
+        };
+        let filter = r.i8s(oc * fh * fw * c);
+        let input = r.i8s(g.input_len());
+        let mut qq = Quant::random(&mut r, oc);
+        qq.input_offset = [128, -127, 5][case % 3];
+        let q = qq.conv();
+        let b = bias(&mut r, oc);
+        let mut want = vec![0i8; g.output_len()];
+        conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
+        let mut scratch = vec![0x55i8; panel_scratch_len(&g)];
+        let band = 1 + r.pick(0, 7);
+        for &isa in Isa::available() {
+            let mut got = vec![0i8; g.output_len()];
+            for (t, part) in got.chunks_mut(band * oc).enumerate() {
+                conv_i8_rows_in_place_with(
+                    isa,
+                    &g,
+                    &input,
+                    &filter,
+                    &mut scratch,
+                    b.as_deref(),
+                    &q,
+                    t * band,
+                    part,
+                );
+            }
+            assert_eq!(got, want, "{isa:?} {g:?} offset {} bands of {band}", q.input_offset);
+        }
+    }
+}
