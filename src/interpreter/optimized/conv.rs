@@ -512,6 +512,11 @@ mod tests {
             geometry((1, 1, 37), (1, 1, 19), 1, 1, false, 3),
             geometry((2, 2, 37), (1, 1, 19), 1, 1, false, 1),
             geometry((1, 1, 5), (1, 1, 3), 2, 1, true, 1),
+            // One output channel over few input channels (a segmentation head): on the
+            // AVX-512 path a dot product per pixel with whole windows (filter rows of 12 and
+            // 15 values, strided, batches), the border through the tile.
+            geometry((9, 11, 4), (3, 3, 1), 1, 1, true, 2),
+            geometry((10, 9, 3), (3, 5, 1), 2, 1, true, 1),
         ];
         /// `conv_f32` with activation range [-2, 2.5] over `threads` tasks of a thread pool.
         #[allow(clippy::too_many_arguments)]
