@@ -61,11 +61,11 @@ fn geometry(
     }
 }
 
-fn quant(n: usize) -> (Vec<i32>, Vec<i32>) {
+fn quant(n: usize) -> (Vec<i32>, Vec<i8>) {
     (0..n)
         .map(|c| {
             let m = quantize_multiplier(0.002 + c as f64 * 1e-5);
-            (m.multiplier, m.shift)
+            (m.multiplier, m.shift_i8())
         })
         .unzip()
 }

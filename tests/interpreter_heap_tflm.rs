@@ -11,9 +11,9 @@ use tensor_alloc::interpreter::Interpreter;
 use tensor_alloc::model::Model;
 
 /// Arena plus retained heap against TFLM's arena (head + tail, where TFLM keeps its tensor and
-/// node tables, which our heap holds): at most TFLM's on all but at most 3 of the shared
-/// models TFLM runs (issue 27: 15 of 18), default settings; and the report's heap parts add up
-/// to its total. Prints the table.
+/// node tables, which our heap holds): at most TFLM's on every shared model TFLM runs (issue
+/// 33: 18 of 18; per-channel shifts as bytes made the last three fit), default settings; and
+/// the report's heap parts add up to its total. Prints the table.
 #[test]
 fn arena_and_heap_within_tflm_head_and_tail() {
     let Some(shared) = common::shared() else {
@@ -49,7 +49,7 @@ fn arena_and_heap_within_tflm_head_and_tail() {
         }
     }
     assert!(
-        over.len() <= 3,
+        over.is_empty(),
         "arena + heap within TFLM's arena on {within} models; over on {over:?}"
     );
 }

@@ -57,6 +57,8 @@ pub struct InterpreterBuilder<'m, 'a> {
     copies: Precompute,
     budget: Option<usize>,
     isa: Option<Isa>,
+    /// Keep no model tables for `resize_input` ([`fixed_shapes`](Self::fixed_shapes)).
+    fixed_shapes: bool,
 }
 
 impl<'m> InterpreterBuilder<'m, 'static> {
@@ -79,6 +81,7 @@ impl<'m> InterpreterBuilder<'m, 'static> {
             copies: Precompute::None,
             budget: None,
             isa: None,
+            fixed_shapes: false,
         }
     }
 
@@ -116,7 +119,20 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             copies: self.copies,
             budget: self.budget,
             isa: self.isa,
+            fixed_shapes: self.fixed_shapes,
         }
+    }
+
+    /// Fixes every shape at build, as TFLM does: the interpreter keeps no model tables and no
+    /// resolver for [`Interpreter::resize_input`], which then fails, even for a graph input
+    /// with a dynamic dimension (without this, such a model is kept: a copy of its tables, or
+    /// the caller's `Arc` with [`shared`](InterpreterBuilder::shared), plus the resolver
+    /// restricted to its ops). What a firmware wants when it never resizes.
+    ///
+    /// [`Interpreter::resize_input`]: super::Interpreter::resize_input
+    pub fn fixed_shapes(mut self) -> Self {
+        self.fixed_shapes = true;
+        self
     }
 
     /// Allocates the arena from `allocator`.
@@ -202,8 +218,8 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             (None, None) => (staged_default()?, self.copies),
         };
         // The model's tables are kept only when `resize_input` can use them (a graph input
-        // with a dynamic dimension): the caller's `Arc` when given, else a copy.
-        let kept = match (resizable(self.model), self.shared) {
+        // with a dynamic dimension, shapes not fixed): the caller's `Arc` when given, else a copy.
+        let kept = match (!self.fixed_shapes && resizable(self.model), self.shared) {
             (false, _) => None,
             (true, Some(shared)) => Some(shared),
             (true, None) => Some(Arc::new(self.model.clone())),

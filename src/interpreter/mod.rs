@@ -210,8 +210,8 @@ impl<'a> Interpreter<'a> {
     ///
     /// Only dimensions the model declares dynamic (`-1` in the input's `shape_signature`, as
     /// converters write for a batch of `None`) may change, all by one factor; every tensor's
-    /// dynamic dimensions follow by that factor (see the crate's builder for the rule). A no-op
-    /// when `dims` is the current shape. Fails while tensor views from
+    /// dynamic dimensions follow by that factor (see the crate's builder for the rule); none
+    /// may after [`InterpreterBuilder::fixed_shapes`]. A no-op when `dims` is the current shape. Fails while tensor views from
     /// [`output_view`](Self::output_view) are alive.
     pub fn resize_input(&mut self, k: usize, dims: &[usize]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
@@ -264,7 +264,8 @@ impl<'a> Interpreter<'a> {
     }
 
     /// The error of resizing graph input tensor `t` to `dims` (not its shape) in a model whose
-    /// graph inputs have no dynamic dimension: the rank, else the first dimension that differs.
+    /// graph inputs have no dynamic dimension (or built with `fixed_shapes`): the rank, else the
+    /// first dimension that differs.
     fn static_input_error(&self, t: usize, dims: &[usize]) -> InterpreterError {
         let (name, have) = (self.tensors.name(t), self.tensors.dims(t));
         if dims.len() != have.len() {
@@ -277,7 +278,7 @@ impl<'a> Interpreter<'a> {
         let d = (0..dims.len()).find(|&d| dims[d] != have[d]).unwrap_or(0);
         InterpreterError::Usage(format!(
             "input `{name}` dimension {d} is static (no graph input has a dynamic dimension in its \
-             shape_signature); it stays {}, not {}",
+             shape_signature, or the interpreter was built with fixed_shapes); it stays {}, not {}",
             have.get(d).copied().unwrap_or(0),
             dims.get(d).copied().unwrap_or(0)
         ))

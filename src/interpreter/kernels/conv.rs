@@ -109,7 +109,7 @@ pub(crate) struct ConvData {
     pub act_max: i32,
     pub input_offset: i32,
     pub output_offset: i32,
-    pub multipliers: Option<(PersistentArray<i32>, PersistentArray<i32>)>,
+    pub multipliers: Option<(PersistentArray<i32>, PersistentArray<i8>)>,
     /// The optimized set's packed int8 convolution filter (`None`: the reference loop runs).
     pub i8_packed: Option<PackedFilter<i8>>,
     /// Float32 arithmetic with float16 weights (set before [`prepare_quantization`] by a kernel

@@ -55,7 +55,7 @@ enum FcF32Path {
 #[derive(Clone, Copy, Debug)]
 enum FcRescale {
     /// Fixed-point multipliers and shifts (TFLM; LiteRT's optimized kernels).
-    FixedPoint(PersistentArray<i32>, PersistentArray<i32>),
+    FixedPoint(PersistentArray<i32>, PersistentArray<i8>),
     /// Double scales (LiteRT's reference kernels; [`FullyConnected::double_rescale`]).
     Double(PersistentArray<f64>),
 }
@@ -269,7 +269,7 @@ impl Kernel for FullyConnected {
                 );
             }
             mult.push(m.multiplier);
-            shift.push(m.shift);
+            shift.push(m.shift_i8());
         }
         let weights_zp = match weights.quantization {
             Some(q) if scales.len() == 1 => q.zero_points()[0],

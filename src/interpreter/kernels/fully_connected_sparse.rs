@@ -40,7 +40,7 @@ enum Math {
         act_min: i32,
         act_max: i32,
         multipliers: PersistentArray<i32>,
-        shifts: PersistentArray<i32>,
+        shifts: PersistentArray<i8>,
     },
 }
 
@@ -161,7 +161,7 @@ fn prepare_sparse(ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             };
             let m = quantize_multiplier(real);
             mult.push(m.multiplier);
-            shift.push(m.shift);
+            shift.push(m.shift_i8());
         }
         let (act_min, act_max) = quantized_range(act, &output)?;
         Math::I8 {

@@ -155,7 +155,7 @@ pub(crate) fn per_channel_multipliers(
     output_scale: f32,
     channels: usize,
     max_shift: Option<i32>,
-) -> Result<(PersistentArray<i32>, PersistentArray<i32>), KernelError> {
+) -> Result<(PersistentArray<i32>, PersistentArray<i8>), KernelError> {
     let mut mult = Vec::with_capacity(channels);
     let mut shift = Vec::with_capacity(channels);
     for c in 0..channels {
@@ -176,7 +176,7 @@ pub(crate) fn per_channel_multipliers(
             }
         }
         mult.push(m.multiplier);
-        shift.push(m.shift);
+        shift.push(m.shift_i8());
     }
     Ok((ctx.persistent_array(&mult)?, ctx.persistent_array(&shift)?))
 }

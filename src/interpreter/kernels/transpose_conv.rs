@@ -47,7 +47,7 @@ struct QuantData {
     input_offset: i32,
     output_offset: i32,
     multipliers: PersistentArray<i32>,
-    shifts: PersistentArray<i32>,
+    shifts: PersistentArray<i8>,
     act_min: i32,
     act_max: i32,
 }

@@ -410,7 +410,10 @@ fn mul_i8_rows(
     b: &[i8],
     out: &mut [i8],
 ) {
-    let (m, s) = ([p.output_multiplier.multiplier], [p.output_multiplier.shift]);
+    let (m, s) = (
+        [p.output_multiplier.multiplier],
+        [p.output_multiplier.shift_i8()],
+    );
     let rq = Requant {
         bias: None,
         multipliers: &m,

@@ -564,7 +564,21 @@ impl Stage32 {
         };
         let per_tensor = rq.multipliers.len() == 1;
         let bias = rq.bias.map(|b| two(b, false));
-        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias, small)
+        // The shifts are bytes: the same masked loads, one byte a lane, widened. SAFETY: as
+        // `two`'s loads (the masks cover channels `c0..c0 + n`, within the slice: `applies`).
+        let shifts = if per_tensor {
+            [_mm512_set1_epi32(rq.shifts[0].into()); 2]
+        } else {
+            let at = rq.shifts.as_ptr().add(c0);
+            let lo = _mm_maskz_loadu_epi8(lane_mask(n.min(16)) as __mmask16, at);
+            let hi = if n > 16 {
+                _mm_maskz_loadu_epi8(lane_mask(n - 16) as __mmask16, at.add(16))
+            } else {
+                _mm_setzero_si128()
+            };
+            [_mm512_cvtepi8_epi32(lo), _mm512_cvtepi8_epi32(hi)]
+        };
+        Self::of(rq, two(rq.multipliers, per_tensor), shifts, bias, small)
     }
 
     /// The stage of a [`Wide`] group: lane `l` is channel `l % c` (`c` divides 32; `rq`
@@ -584,7 +598,13 @@ impl Stage32 {
             ]
         };
         let bias = rq.bias.map(|b| two(b, false));
-        Self::of(rq, two(rq.multipliers, per_tensor), two(rq.shifts, per_tensor), bias, small)
+        // The shifts widened: channels `0..c` (`c <= 32`), or the one shift.
+        let mut shifts = [0i32; LANES];
+        let n = if per_tensor { 1 } else { c };
+        for (w, &s) in shifts.iter_mut().zip(&rq.shifts[..n]) {
+            *w = s.into();
+        }
+        Self::of(rq, two(rq.multipliers, per_tensor), two(&shifts[..n], per_tensor), bias, small)
     }
 
     /// The stage of multipliers `m`, shifts `s` and biases `bias` in channel order (lanes

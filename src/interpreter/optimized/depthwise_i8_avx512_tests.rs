@@ -59,10 +59,10 @@ fn output_stage_matches_the_scalar_stage() {
                 _ => r.range(1 << 30, i32::MAX.into()) as i32,
             })
             .collect();
-        let shifts: Vec<i32> = (0..k)
+        let shifts: Vec<i8> = (0..k)
             .map(|_| match r.pick(0, 3) {
-                0 => r.range(-31, 31) as i32,
-                _ => r.range(-12, 2) as i32,
+                0 => r.range(-31, 31) as i8,
+                _ => r.range(-12, 2) as i8,
             })
             .collect();
         let bias: Option<Vec<i32>> = match r.pick(0, 2) {
@@ -224,10 +224,10 @@ fn check(g: &ConvGeometry, zero_point: i32, seed: u64) -> Result<(), TestCaseErr
     let per_tensor = r.pick(0, 1) == 0;
     let real = |r: &mut Rng| r.range(1, 30000) as f64 / 10000.0;
     let first = real(&mut r);
-    let (mults, shifts): (Vec<i32>, Vec<i32>) = (0..c)
+    let (mults, shifts): (Vec<i32>, Vec<i8>) = (0..c)
         .map(|_| {
             let m = quantize_multiplier(if per_tensor { first } else { real(&mut r) / 50.0 });
-            (m.multiplier, m.shift)
+            (m.multiplier, m.shift_i8())
         })
         .unzip();
     let bias: Option<Vec<i32>> = match r.pick(0, 2) {

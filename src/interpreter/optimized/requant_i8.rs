@@ -20,7 +20,7 @@ pub(crate) struct Requant<'a> {
     /// One Q31 multiplier per channel, or one for all (`len() == 1`).
     pub multipliers: &'a [i32],
     /// Shifts matching `multipliers`.
-    pub shifts: &'a [i32],
+    pub shifts: &'a [i8],
     /// Added after rescaling.
     pub output_offset: i32,
     /// Clamp, output units.
@@ -71,7 +71,7 @@ impl<'a> Requant<'a> {
         let i = if self.multipliers.len() == 1 { 0 } else { c };
         let m = QuantizedMultiplier {
             multiplier: self.multipliers[i],
-            shift: self.shifts[i],
+            shift: self.shifts[i].into(),
         };
         let acc = acc.wrapping_add(self.bias.map_or(0, |b| b[c]));
         multiply_by_quantized_multiplier(acc, m)
@@ -129,6 +129,17 @@ pub(crate) mod avx2 {
         _mm256_loadu_si256(s.as_ptr().add(i).cast())
     }
 
+    /// Eight `i8` from `s[i..]`, widened to `i32`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and `i + 8 <= s.len()`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load_i8(s: &[i8], i: usize) -> __m256i {
+        debug_assert!(i + 8 <= s.len());
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(s.as_ptr().add(i).cast()))
+    }
+
     /// The output stage of eight channels with everything that does not depend on the
     /// accumulators computed once: a tile applies it to each of its rows.
     #[derive(Clone, Copy)]
@@ -166,10 +177,10 @@ pub(crate) mod avx2 {
             let (m, s) = if per_tensor {
                 (
                     _mm256_set1_epi32(rq.multipliers[0]),
-                    _mm256_set1_epi32(rq.shifts[0]),
+                    _mm256_set1_epi32(rq.shifts[0].into()),
                 )
             } else {
-                (load(rq.multipliers, c), load(rq.shifts, c))
+                (load(rq.multipliers, c), load_i8(rq.shifts, c))
             };
             let bias = match rq.bias {
                 Some(b) => load(b, c),
@@ -557,9 +568,9 @@ pub(crate) mod avx512 {
         /// row stage).
         ///
         /// # Safety
-        /// The CPU supports AVX-512 F.
+        /// The CPU supports AVX-512 F, BW and VL (the shifts are loaded as bytes).
         #[inline]
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         pub(crate) unsafe fn new(rq: &Requant<'_>, c: usize, lanes: usize) -> Option<Stage16> {
             Self::bounded(rq, c, lanes, false)
         }
@@ -593,12 +604,12 @@ pub(crate) mod avx512 {
             let (m, s) = if per_tensor {
                 (
                     _mm512_set1_epi32(rq.multipliers[0]),
-                    _mm512_set1_epi32(rq.shifts[0]),
+                    _mm512_set1_epi32(rq.shifts[0].into()),
                 )
             } else {
                 (
                     _mm512_maskz_loadu_epi32(k, rq.multipliers.as_ptr().add(c)),
-                    _mm512_maskz_loadu_epi32(k, rq.shifts.as_ptr().add(c)),
+                    _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, rq.shifts.as_ptr().add(c))),
                 )
             };
             // SAFETY: as above.

@@ -60,7 +60,7 @@ pub(super) fn worst_error(
 
 /// Multipliers and shifts for `n` channels: one shared value (per tensor) or one each, over
 /// scales from tiny to above 1 (positive shifts).
-fn multipliers(r: &mut Rng, n: usize) -> (Vec<i32>, Vec<i32>) {
+fn multipliers(r: &mut Rng, n: usize) -> (Vec<i32>, Vec<i8>) {
     let per_tensor = r.pick(0, 2) == 0;
     let first = r.range(1, 40000) as f64 / 10000.0 * 0.05;
     (0..n)
@@ -71,7 +71,7 @@ fn multipliers(r: &mut Rng, n: usize) -> (Vec<i32>, Vec<i32>) {
                 r.range(1, 40000) as f64 / 10000.0 * 0.05
             };
             let m = quantize_multiplier(real);
-            (m.multiplier, m.shift)
+            (m.multiplier, m.shift_i8())
         })
         .unzip()
 }
@@ -88,7 +88,7 @@ fn act_range(r: &mut Rng, output_offset: i32) -> (i32, i32) {
 
 pub(super) struct Quant {
     pub(super) mults: Vec<i32>,
-    pub(super) shifts: Vec<i32>,
+    pub(super) shifts: Vec<i8>,
     pub(super) input_offset: i32,
     pub(super) output_offset: i32,
     pub(super) act: (i32, i32),
@@ -733,7 +733,7 @@ proptest! {
                 _ => r.range(1 << 30, i32::MAX as i64) as i32,
             })
             .collect();
-        let shifts: Vec<i32> = (0..channels).map(|_| r.range(-31, 30) as i32).collect();
+        let shifts: Vec<i8> = (0..channels).map(|_| r.range(-31, 30) as i8).collect();
         let mut acc = acc;
         for (i, a) in acc.iter_mut().enumerate() {
             if r.pick(0, 7) == 0 {

@@ -281,7 +281,7 @@ pub struct ConvQuant<'a> {
     /// Per output channel Q31 multipliers.
     pub multipliers: &'a [i32],
     /// Per output channel shifts (positive = left).
-    pub shifts: &'a [i32],
+    pub shifts: &'a [i8],
     /// Clamp, in output units.
     pub act_min: i32,
     /// Clamp, in output units.
@@ -293,7 +293,7 @@ impl ConvQuant<'_> {
     pub(crate) fn multiplier(&self, c: usize) -> QuantizedMultiplier {
         QuantizedMultiplier {
             multiplier: self.multipliers[c],
-            shift: self.shifts[c],
+            shift: self.shifts[c].into(),
         }
     }
 }
@@ -545,7 +545,7 @@ mod tests {
                 input_offset: r.range(-127, 128) as i32,
                 output_offset: r.range(-128, 127) as i32,
                 multipliers: &mults.iter().map(|m| m.multiplier).collect::<Vec<_>>(),
-                shifts: &mults.iter().map(|m| m.shift).collect::<Vec<_>>(),
+                shifts: &mults.iter().map(|m| m.shift_i8()).collect::<Vec<_>>(),
                 act_min: -128,
                 act_max: 127,
             };
@@ -667,7 +667,7 @@ mod tests {
             input_offset: 1,
             output_offset: -3,
             multipliers: &[m[0].multiplier, m[1].multiplier],
-            shifts: &[m[0].shift, m[1].shift],
+            shifts: &[m[0].shift_i8(), m[1].shift_i8()],
             act_min: -128,
             act_max: 127,
         };
@@ -688,7 +688,7 @@ mod tests {
             input_offset: 0,
             output_offset: 0,
             multipliers: &[m.multiplier],
-            shifts: &[m.shift],
+            shifts: &[m.shift_i8()],
             act_min: -32768,
             act_max: 32767,
         };

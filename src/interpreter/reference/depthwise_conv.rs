@@ -236,7 +236,7 @@ mod tests {
                 input_offset: r.range(-127, 128) as i32,
                 output_offset: r.range(-128, 127) as i32,
                 multipliers: &mults.iter().map(|m| m.multiplier).collect::<Vec<_>>(),
-                shifts: &mults.iter().map(|m| m.shift).collect::<Vec<_>>(),
+                shifts: &mults.iter().map(|m| m.shift_i8()).collect::<Vec<_>>(),
                 act_min: -128,
                 act_max: 127,
             };
@@ -358,7 +358,7 @@ mod tests {
             input_offset: 0,
             output_offset: 0,
             multipliers: &[m.multiplier],
-            shifts: &[m.shift],
+            shifts: &[m.shift_i8()],
             act_min: -128,
             act_max: 127,
         };

@@ -44,7 +44,7 @@ pub struct FcQuant<'a> {
     /// One multiplier (per tensor) or one per unit.
     pub multipliers: &'a [i32],
     /// Shifts matching `multipliers` (positive = left).
-    pub shifts: &'a [i32],
+    pub shifts: &'a [i8],
     /// LiteRT's reference kernels' rescaling instead of the fixed-point multipliers: the
     /// accumulator times one double scale (per tensor or per unit), rounded half away from zero.
     /// `None`: the fixed point of TFLM and of LiteRT's optimized kernels.
@@ -77,7 +77,7 @@ impl FcQuant<'_> {
         let i = if self.multipliers.len() == 1 { 0 } else { u };
         QuantizedMultiplier {
             multiplier: self.multipliers[i],
-            shift: self.shifts[i],
+            shift: self.shifts[i].into(),
         }
     }
 }
@@ -185,7 +185,7 @@ mod tests {
             weights_offset: 0,
             output_offset: 1,
             multipliers: &[m.multiplier],
-            shifts: &[m.shift],
+            shifts: &[m.shift_i8()],
             double_scales: None,
             act_min: -128,
             act_max: 127,
@@ -212,7 +212,7 @@ mod tests {
             weights_offset: 0,
             output_offset: 0,
             multipliers: &[m.multiplier, m.multiplier],
-            shifts: &[m.shift, m.shift],
+            shifts: &[m.shift_i8(), m.shift_i8()],
             double_scales: None,
             act_min: -32768,
             act_max: 32767,

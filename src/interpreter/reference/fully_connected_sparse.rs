@@ -246,7 +246,7 @@ pub fn sparse_fully_connected_i8<S: SparseIndex, I: SparseIndex>(
             let m = if q.multipliers.len() == 1 { 0 } else { u };
             let multiplier = QuantizedMultiplier {
                 multiplier: q.multipliers[m],
-                shift: q.shifts[m],
+                shift: q.shifts[m].into(),
             };
             output[b * units + u] = multiply_by_quantized_multiplier(acc, multiplier)
                 .wrapping_add(q.output_offset)

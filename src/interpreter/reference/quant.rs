@@ -18,6 +18,15 @@ pub struct QuantizedMultiplier {
     pub shift: i32,
 }
 
+impl QuantizedMultiplier {
+    /// The shift as op data keeps it per channel: one byte instead of four in the arena's
+    /// tail. Exact for every shift [`quantize_multiplier`] gives (`-31..=30`).
+    #[inline]
+    pub fn shift_i8(&self) -> i8 {
+        self.shift.clamp(i8::MIN.into(), i8::MAX.into()) as i8
+    }
+}
+
 /// TFLite's `QuantizeMultiplier`: `frexp`, round half away from zero to Q31, carry a mantissa of
 /// exactly 2^31 into the exponent, flush tiny multipliers (shift < -31) to zero and saturate
 /// shifts above 30.

@@ -92,7 +92,7 @@ pub struct TransposeConvQuant<'a> {
     /// Per output channel: Q31 multipliers (`s_in * s_filter[c] / s_out`).
     pub multipliers: &'a [i32],
     /// Per output channel: shifts.
-    pub shifts: &'a [i32],
+    pub shifts: &'a [i8],
     /// Activation clamp in output units.
     pub act_min: i32,
     /// Activation clamp in output units.
@@ -149,7 +149,7 @@ pub fn transpose_conv_i8_rows(
                 }
                 let m = QuantizedMultiplier {
                     multiplier: q.multipliers[oc],
-                    shift: q.shifts[oc],
+                    shift: q.shifts[oc].into(),
                 };
                 let v = multiply_by_quantized_multiplier(acc, m) + q.output_offset;
                 *o = v.clamp(q.act_min, q.act_max) as i8;
@@ -366,7 +366,7 @@ mod tests {
                     input_offset: -zp,
                     output_offset: 0,
                     multipliers: &[one.multiplier; 2],
-                    shifts: &[one.shift; 2],
+                    shifts: &[one.shift_i8(); 2],
                     act_min: -128,
                     act_max: 127,
                 };
