@@ -3,12 +3,13 @@
 //! float32 through [`crate::interpreter::optimized::batch_matmul`], packing the right-hand
 //! matrix into scratch; int8 (per-tensor scales, one multiplier `s_lhs * s_rhs / s_out`, no
 //! fused activation) runs the reference loop in the reference set and
-//! [`crate::interpreter::optimized::batch_matmul_i8`] (bit-exact, rhs packed as int32 into
-//! scratch) in the optimized set. A float32 lhs by an int8 rhs is the dynamic-range form
+//! [`crate::interpreter::optimized::batch_matmul_i8`] (bit-exact, rhs packed as int32 into a
+//! 4 KiB stack buffer, so no arena scratch; larger products run the reference loop) in the
+//! optimized set. A float32 lhs by an int8 rhs is the dynamic-range form
 //! ([`super::hybrid`]).
 
 use super::binary_common::quant_params;
-use super::conv::{request_f32_scratch, request_parts};
+use super::conv::request_f32_scratch;
 use super::hybrid;
 use crate::interpreter::optimized::batch_matmul as fast;
 use crate::interpreter::optimized::batch_matmul_i8 as fast_i8;
@@ -33,11 +34,13 @@ pub struct BatchMatMul {
 #[derive(Clone, Copy, Debug)]
 struct BatchMatMulData {
     geometry: BatchMatMulGeometry,
-    /// Packing buffer of the optimized set, float32 or (int8) int32 elements (none: the
-    /// reference loop).
+    /// Packing buffer of the optimized set's float32 path (none: the reference loop).
     packed: Option<ScratchId>,
     /// int8 parameters (none: float32).
     quant: Option<BatchMatMulQuant>,
+    /// int8 through [`fast_i8`] with its packed rhs on the stack (optimized set, small enough
+    /// for [`fast_i8::STACK_LEN`]: no arena scratch).
+    fast_int8: bool,
 }
 
 fn batch_dims(dims: &[usize]) -> [usize; MAX_BATCH_DIMS] {
@@ -143,18 +146,16 @@ impl Kernel for BatchMatMul {
             (KernelSet::Optimized, None) => {
                 Some(request_f32_scratch(ctx, fast::packed_len(&geometry))?)
             }
-            (KernelSet::Optimized, Some(_)) => Some(request_parts(
-                ctx,
-                fast_i8::scratch_len(&geometry),
-                size_of::<i32>(),
-                1,
-            )?),
             _ => None,
         };
+        let fast_int8 = self.set == KernelSet::Optimized
+            && quant.is_some()
+            && fast_i8::scratch_len(&geometry) <= fast_i8::STACK_LEN;
         ctx.set_op_data(BatchMatMulData {
             geometry,
             packed,
             quant,
+            fast_int8,
         })
     }
 
@@ -165,17 +166,19 @@ impl Kernel for BatchMatMul {
         let d = *ctx.op_data::<BatchMatMulData>()?;
         if let Some(q) = d.quant {
             let (lhs, rhs) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
-            match d.packed {
-                Some(id) => fast_i8::batch_matmul_i8(
+            if d.fast_int8 {
+                let mut scratch = [0i32; fast_i8::STACK_LEN];
+                fast_i8::batch_matmul_i8(
                     ctx.isa(),
                     &d.geometry,
                     &q,
                     lhs,
                     rhs,
                     ctx.output(0)?,
-                    ctx.scratch(id)?,
-                ),
-                None => batch_matmul_i8(&d.geometry, &q, lhs, rhs, ctx.output(0)?),
+                    &mut scratch,
+                );
+            } else {
+                batch_matmul_i8(&d.geometry, &q, lhs, rhs, ctx.output(0)?);
             }
             return Ok(());
         }

@@ -20,6 +20,10 @@ use crate::interpreter::reference::batch_matmul::{
     BatchMatMulGeometry, BatchMatMulQuant, MAX_BATCH_DIMS,
 };
 
+/// Largest [`scratch_len`] the kernel takes, its buffer on the stack (4 KiB): attention
+/// products of up to about 60 × 60 without any arena scratch.
+pub const STACK_LEN: usize = 1024;
+
 /// int32 elements of the scratch [`batch_matmul_i8`] needs: the packed rhs and one
 /// accumulator row.
 pub fn scratch_len(g: &BatchMatMulGeometry) -> usize {
