@@ -1,14 +1,18 @@
 //! BATCH_MATMUL: float32 and int8 (LiteRT's `batch_matmul.cc`), `adj_x` / `adj_y` from the
 //! options, ranks 2 to 5 with broadcasting of the batch dimensions. The optimized set multiplies
 //! float32 through [`crate::interpreter::optimized::batch_matmul`], packing the right-hand
-//! matrix into scratch; int8 runs the reference arithmetic in both sets (per-tensor scales,
-//! one multiplier `s_lhs * s_rhs / s_out`, no fused activation). A float32 lhs by an int8 rhs
-//! is the dynamic-range form ([`super::hybrid`]).
+//! matrix into scratch; int8 (per-tensor scales, one multiplier `s_lhs * s_rhs / s_out`, no
+//! fused activation) runs the reference loop in the reference set and
+//! [`crate::interpreter::optimized::batch_matmul_i8`] (bit-exact, rhs packed as int32 into a
+//! 4 KiB stack buffer, so no arena scratch; larger products run the reference loop) in the
+//! optimized set. A float32 lhs by an int8 rhs is the dynamic-range form
+//! ([`super::hybrid`]).
 
 use super::binary_common::quant_params;
 use super::conv::request_f32_scratch;
 use super::hybrid;
 use crate::interpreter::optimized::batch_matmul as fast;
+use crate::interpreter::optimized::batch_matmul_i8 as fast_i8;
 use crate::interpreter::reference::batch_matmul::{
     batch_matmul_f32, batch_matmul_i8, BatchMatMulGeometry, BatchMatMulQuant, MAX_BATCH_DIMS,
 };
@@ -30,10 +34,13 @@ pub struct BatchMatMul {
 #[derive(Clone, Copy, Debug)]
 struct BatchMatMulData {
     geometry: BatchMatMulGeometry,
-    /// Packing buffer of the optimized set (none: the reference loop).
+    /// Packing buffer of the optimized set's float32 path (none: the reference loop).
     packed: Option<ScratchId>,
     /// int8 parameters (none: float32).
     quant: Option<BatchMatMulQuant>,
+    /// int8 through [`fast_i8`] with its packed rhs on the stack (optimized set, small enough
+    /// for [`fast_i8::STACK_LEN`]: no arena scratch).
+    fast_int8: bool,
 }
 
 fn batch_dims(dims: &[usize]) -> [usize; MAX_BATCH_DIMS] {
@@ -141,10 +148,14 @@ impl Kernel for BatchMatMul {
             }
             _ => None,
         };
+        let fast_int8 = self.set == KernelSet::Optimized
+            && quant.is_some()
+            && fast_i8::scratch_len(&geometry) <= fast_i8::STACK_LEN;
         ctx.set_op_data(BatchMatMulData {
             geometry,
             packed,
             quant,
+            fast_int8,
         })
     }
 
@@ -155,7 +166,20 @@ impl Kernel for BatchMatMul {
         let d = *ctx.op_data::<BatchMatMulData>()?;
         if let Some(q) = d.quant {
             let (lhs, rhs) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
-            batch_matmul_i8(&d.geometry, &q, lhs, rhs, ctx.output(0)?);
+            if d.fast_int8 {
+                let mut scratch = [0i32; fast_i8::STACK_LEN];
+                fast_i8::batch_matmul_i8(
+                    ctx.isa(),
+                    &d.geometry,
+                    &q,
+                    lhs,
+                    rhs,
+                    ctx.output(0)?,
+                    &mut scratch,
+                );
+            } else {
+                batch_matmul_i8(&d.geometry, &q, lhs, rhs, ctx.output(0)?);
+            }
             return Ok(());
         }
         match d.packed {

@@ -17,6 +17,7 @@
 
 pub mod add_quantized;
 pub mod batch_matmul;
+pub mod batch_matmul_i8;
 pub mod broadcast;
 pub mod conv;
 mod conv_direct;

@@ -1,46 +1,40 @@
 //! Optimized int8-input SOFTMAX (int8 or int16 output): the reference's arithmetic
 //! ([`reference::softmax::softmax_quantized`](crate::interpreter::reference::softmax::softmax_quantized))
-//! bit for bit, with the exponentials read from a table.
+//! bit for bit, with the exponentials remembered in a table.
 //!
 //! The reference evaluates gemmlowp's fixed-point `exp_on_negative_values` twice per element
 //! (once for the row's sum, once for the output), and its value depends only on the difference
-//! `x - row max`, an integer in `-255..=0` for int8 inputs. This kernel first finds the range
-//! of the whole input (`lo..=hi`): every row's differences lie in `lo - hi..=0`, so a table of
-//! `hi - lo + 1` exponentials on the stack (at most 256 `i32`, built per call: nothing in the
-//! arena) serves every element. Where the input has no more elements than the table would have
-//! entries, the table cannot pay and the reference runs.
+//! `x - row max`, an integer in `-255..=0` for int8 inputs. This kernel keeps a table of the 256
+//! possible exponentials on the stack (1 KiB, per call: nothing in the arena) and fills an
+//! entry the first time a difference occurs, so each distinct difference costs one evaluation
+//! and inputs with few elements never pay for entries they do not use.
 
 use crate::interpreter::reference::quantize::QuantInt;
-use crate::interpreter::reference::softmax::{
-    scaled_exp, softmax_quantized, softmax_quantized_by, SoftmaxQuantParams,
-};
+use crate::interpreter::reference::softmax::{scaled_exp, softmax_quantized_by, SoftmaxQuantParams};
+use core::cell::Cell;
 
-/// [`softmax_quantized`] of rows of `depth` values, bit-exact, through a table of the
-/// exponentials.
+/// [`softmax_quantized`](crate::interpreter::reference::softmax::softmax_quantized) of rows
+/// of `depth` values, bit-exact, through a table of the exponentials filled on first use.
 pub fn softmax_quantized_table<O: QuantInt>(
     input: &[i8],
     output: &mut [O],
     depth: usize,
     p: &SoftmaxQuantParams,
 ) {
-    let (lo, hi) = input
-        .iter()
-        .fold((i8::MAX, i8::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    let span = (i32::from(hi) - i32::from(lo)).max(0) as usize;
-    if input.len() <= span + 1 {
-        softmax_quantized(input, output, depth, p);
-        return;
-    }
-    // `table[d]` = the exponential of difference `-d` (0 where `-d < diff_min`: never read).
-    let mut table = [0i32; 256];
-    for (d, t) in table[..=span].iter_mut().enumerate() {
-        let diff = -(d as i32);
-        if diff >= p.diff_min {
-            *t = scaled_exp(p, diff);
+    // `table[d]` = the exponential of difference `-d`, or `UNSET` until first needed; the
+    // exponentials are Q0.31 values in `0..=i32::MAX`, never negative.
+    const UNSET: i32 = -1;
+    let table = [const { Cell::new(UNSET) }; 256];
+    softmax_quantized_by(input, output, depth, p, |diff| {
+        // `diff` is `x - row max` of int8 values: in `-255..=0`.
+        let slot = &table[diff.unsigned_abs() as usize & 255];
+        let mut v = slot.get();
+        if v == UNSET {
+            v = scaled_exp(p, diff);
+            slot.set(v);
         }
-    }
-    // Every row's `diff` is in `lo - hi..=0`: `-diff <= span`.
-    softmax_quantized_by(input, output, depth, p, |diff| table[diff.unsigned_abs() as usize]);
+        v
+    });
 }
 
 #[cfg(test)]
