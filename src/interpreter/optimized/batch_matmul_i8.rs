@@ -101,7 +101,7 @@ fn body(
     let rq = Requant {
         bias: None,
         multipliers: &[q.multiplier.multiplier],
-        shifts: &[q.multiplier.shift],
+        shifts: &[q.multiplier.shift_i8()],
         output_offset: q.output_offset,
         act_min: i8::MIN.into(),
         act_max: i8::MAX.into(),
