@@ -5,7 +5,7 @@
 use super::gemm::{gemm_packed, Epilogue, Isa};
 use super::matrix::Strided;
 use super::pack::{pack_b, packed_b_len};
-use crate::interpreter::reference::batch_matmul::{BatchMatMulGeometry, MAX_BATCH_DIMS};
+use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
 
 /// Elements of the packing buffer [`batch_matmul_f32`] needs.
 pub fn packed_len(g: &BatchMatMulGeometry) -> usize {
@@ -23,26 +23,14 @@ pub fn batch_matmul_f32(
     packed: &mut [f32],
 ) {
     let (m, k, n) = (g.m, g.k, g.n);
-    let (lb, rb) = (g.lhs_batch, g.rhs_batch);
-    let ext = |i: usize| lb[i].max(rb[i]);
-    let pick = |dims: &[usize; MAX_BATCH_DIMS], idx: [usize; MAX_BATCH_DIMS]| {
-        let mut flat = 0;
-        for i in 0..MAX_BATCH_DIMS {
-            flat = flat * dims[i] + if dims[i] == 1 { 0 } else { idx[i] };
-        }
-        flat
-    };
     // Element (i, p) of lhs and (j, p) of rhs (`n × k` view) within one batch.
     let (a_rs, a_cs) = if g.adj_x { (1, m) } else { (k, 1) };
     let (b_rs, b_cs) = if g.adj_y { (k, 1) } else { (1, n) };
     let mut packed_batch = usize::MAX;
     let mut o = 0;
-    for b0 in 0..ext(0) {
-        for b1 in 0..ext(1) {
-            for b2 in 0..ext(2) {
-                let l = &lhs[pick(&lb, [b0, b1, b2]) * m * k..][..m * k];
-                let rb_index = pick(&rb, [b0, b1, b2]);
-                // A right-hand matrix shared by consecutive batches is packed once.
+    for (lb_index, rb_index) in g.batches() {
+                let l = &lhs[lb_index * m * k..][..m * k];
+                                // A right-hand matrix shared by consecutive batches is packed once.
                 if rb_index != packed_batch {
                     let r = &rhs[rb_index * k * n..][..k * n];
                     let view = Strided {
@@ -70,8 +58,6 @@ pub fn batch_matmul_f32(
                     n,
                 );
                 o += m * n;
-            }
-        }
     }
 }
 

@@ -17,7 +17,7 @@
 use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use crate::interpreter::reference::batch_matmul::{
-    BatchMatMulGeometry, BatchMatMulQuant, MAX_BATCH_DIMS,
+    BatchMatMulGeometry, BatchMatMulQuant,
 };
 
 /// Largest [`scratch_len`] the kernel takes, its buffer on the stack (4 KiB): attention
@@ -106,25 +106,13 @@ fn body(
         act_min: i8::MIN.into(),
         act_max: i8::MAX.into(),
     };
-    let (lb, rb) = (g.lhs_batch, g.rhs_batch);
-    let ext = |i: usize| lb[i].max(rb[i]);
-    let pick = |dims: &[usize; MAX_BATCH_DIMS], idx: [usize; MAX_BATCH_DIMS]| {
-        let mut flat = 0;
-        for i in 0..MAX_BATCH_DIMS {
-            flat = flat * dims[i] + if dims[i] == 1 { 0 } else { idx[i] };
-        }
-        flat
-    };
     // Element (i, p) of lhs within one batch is `l[i * a_rs + p * a_cs]`.
     let (a_rs, a_cs) = if g.adj_x { (1, m) } else { (k, 1) };
     let mut packed_batch = usize::MAX;
     let mut o = 0;
-    for b0 in 0..ext(0) {
-        for b1 in 0..ext(1) {
-            for b2 in 0..ext(2) {
-                let l = &lhs[pick(&lb, [b0, b1, b2]) * m * k..][..m * k];
-                let rb_index = pick(&rb, [b0, b1, b2]);
-                // A right-hand matrix shared by consecutive batches is packed once.
+    for (lb_index, rb_index) in g.batches() {
+                let l = &lhs[lb_index * m * k..][..m * k];
+                                // A right-hand matrix shared by consecutive batches is packed once.
                 if rb_index != packed_batch {
                     pack_rhs(g, q.rhs_offset, &rhs[rb_index * k * n..][..k * n], packed);
                     packed_batch = rb_index;
@@ -141,8 +129,6 @@ fn body(
                     requantize_row(isa, &rq, 0, acc, &mut out[o..o + n]);
                     o += n;
                 }
-            }
-        }
     }
 }
 
@@ -166,7 +152,7 @@ fn pack_rhs(g: &BatchMatMulGeometry, rhs_offset: i32, r: &[i8], packed: &mut [i3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interpreter::reference::batch_matmul::batch_matmul_i8 as reference;
+    use crate::interpreter::reference::batch_matmul::{batch_matmul_i8 as reference, MAX_BATCH_DIMS};
     use crate::interpreter::reference::quant::quantize_multiplier;
 
     fn values(len: usize, seed: usize, extremes: bool) -> Vec<i8> {

@@ -11,7 +11,7 @@
 use super::isa::Isa;
 use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
 use crate::interpreter::reference::hybrid::{
-    batch_index, batch_matmul_hybrid as reference, batch_matmul_output, channel_scale,
+    batch_matmul_hybrid as reference, batch_matmul_output, channel_scale,
     QuantizedRows,
 };
 
@@ -82,16 +82,12 @@ fn body(
     out: &mut [f32],
 ) {
     let (m, k, n) = (g.m, g.k, g.n);
-    let (lb, rb) = (g.lhs_batch, g.rhs_batch);
-    let ext = |i: usize| lb[i].max(rb[i]);
     let (mut sums, mut dots) = ([0i32; MAX_COLUMNS], [0i32; MAX_COLUMNS]);
     let (sums, dots) = (&mut sums[..n], &mut dots[..n]);
     let mut o = 0;
-    for b0 in 0..ext(0) {
-        for b1 in 0..ext(1) {
-            for b2 in 0..ext(2) {
-                let pl = batch_index(&lb, [b0, b1, b2]);
-                let r = &rhs[batch_index(&rb, [b0, b1, b2]) * k * n..][..k * n];
+    for (lb_index, rb_index) in g.batches() {
+                let pl = lb_index;
+                let r = &rhs[rb_index * k * n..][..k * n];
                 column_sums(r, k, n, g.adj_y, sums);
                 for i in 0..m {
                     let row = pl * m + i;
@@ -110,8 +106,6 @@ fn body(
                     }
                     o += n;
                 }
-            }
-        }
     }
 }
 

@@ -31,6 +31,23 @@ pub struct BatchMatMulGeometry {
     pub adj_y: bool,
 }
 
+impl BatchMatMulGeometry {
+    /// For each output batch in order, the flat batch index of lhs and of rhs: a batch
+    /// dimension of extent 1 in one operand repeats its one matrix (broadcast).
+    pub fn batches(&self) -> impl Iterator<Item = (usize, usize)> {
+        let (lb, rb) = (self.lhs_batch, self.rhs_batch);
+        let ext = [0, 1, 2].map(|i| lb[i].max(rb[i]));
+        let flat = |dims: [usize; MAX_BATCH_DIMS], idx: [usize; MAX_BATCH_DIMS]| {
+            (0..MAX_BATCH_DIMS).fold(0, |f, i| f * dims[i] + if dims[i] == 1 { 0 } else { idx[i] })
+        };
+        (0..ext[0]).flat_map(move |b0| {
+            (0..ext[1]).flat_map(move |b1| {
+                (0..ext[2]).map(move |b2| (flat(lb, [b0, b1, b2]), flat(rb, [b0, b1, b2])))
+            })
+        })
+    }
+}
+
 /// Parameters of the int8 batch matmul.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchMatMulQuant {
@@ -87,21 +104,10 @@ fn for_each_product<T: Copy, A: Copy, O>(
     finish: impl Fn(A) -> O,
 ) {
     let (m, k, n) = (g.m, g.k, g.n);
-    let (lb, rb) = (g.lhs_batch, g.rhs_batch);
-    let ext = |i: usize| lb[i].max(rb[i]);
-    let pick = |dims: &[usize; MAX_BATCH_DIMS], idx: [usize; MAX_BATCH_DIMS]| {
-        let mut flat = 0;
-        for i in 0..MAX_BATCH_DIMS {
-            flat = flat * dims[i] + if dims[i] == 1 { 0 } else { idx[i] };
-        }
-        flat
-    };
     let mut o = 0;
-    for b0 in 0..ext(0) {
-        for b1 in 0..ext(1) {
-            for b2 in 0..ext(2) {
-                let l = &lhs[pick(&lb, [b0, b1, b2]) * m * k..][..m * k];
-                let r = &rhs[pick(&rb, [b0, b1, b2]) * k * n..][..k * n];
+    for (lb_index, rb_index) in g.batches() {
+                let l = &lhs[lb_index * m * k..][..m * k];
+                let r = &rhs[rb_index * k * n..][..k * n];
                 for i in 0..m {
                     for j in 0..n {
                         let mut acc = zero;
@@ -114,8 +120,6 @@ fn for_each_product<T: Copy, A: Copy, O>(
                         o += 1;
                     }
                 }
-            }
-        }
     }
 }
 

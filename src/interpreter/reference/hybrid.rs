@@ -21,7 +21,7 @@
 //! its filter has distinct per-channel scales (or groups), else symmetric; DEPTHWISE_CONV_2D is
 //! always asymmetric.
 
-use super::batch_matmul::{BatchMatMulGeometry, MAX_BATCH_DIMS};
+use super::batch_matmul::BatchMatMulGeometry;
 use super::conv::{conv_loop, dot_i8_offset, ConvGeometry};
 use super::depthwise_conv::depthwise_loop;
 #[cfg(not(feature = "std"))]
@@ -344,15 +344,6 @@ pub fn offset_dots(
     }
 }
 
-/// Flat index of batch `idx` in a tensor with batch extents `dims` (broadcast extents of 1).
-pub(crate) fn batch_index(dims: &[usize; MAX_BATCH_DIMS], idx: [usize; MAX_BATCH_DIMS]) -> usize {
-    let mut flat = 0;
-    for i in 0..MAX_BATCH_DIMS {
-        flat = flat * dims[i] + if dims[i] == 1 { 0 } else { idx[i] };
-    }
-    flat
-}
-
 /// Quantizes the float lhs of a hybrid BATCH_MATMUL: every lhs row (`m` per lhs batch, each of
 /// `k` values; with `adj_x` the stored `[K, M]` matrix is read by column) on its own, rows in
 /// lhs order.
@@ -389,14 +380,10 @@ pub fn batch_matmul_hybrid(
     out: &mut [f32],
 ) {
     let (m, k, n) = (g.m, g.k, g.n);
-    let (lb, rb) = (g.lhs_batch, g.rhs_batch);
-    let ext = |i: usize| lb[i].max(rb[i]);
     let mut o = 0;
-    for b0 in 0..ext(0) {
-        for b1 in 0..ext(1) {
-            for b2 in 0..ext(2) {
-                let pl = batch_index(&lb, [b0, b1, b2]);
-                let r = &rhs[batch_index(&rb, [b0, b1, b2]) * k * n..][..k * n];
+    for (lb_index, rb_index) in g.batches() {
+                let pl = lb_index;
+                let r = &rhs[rb_index * k * n..][..k * n];
                 for i in 0..m {
                     let row = pl * m + i;
                     let x = &lhs.q[row * k..][..k];
@@ -412,8 +399,6 @@ pub fn batch_matmul_hybrid(
                         o += 1;
                     }
                 }
-            }
-        }
     }
 }
 
