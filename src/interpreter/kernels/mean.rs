@@ -11,6 +11,7 @@ use crate::interpreter::reference::mean::{
     mean_f32, mean_quantized, reduce_generic, reduce_plan, ReducePlan,
 };
 use crate::interpreter::reference::quant::{quantize_multiplier, QuantizedMultiplier};
+use crate::interpreter::reference::quantize::QuantInt;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration, ScratchId,
     TensorInfo,
@@ -272,48 +273,35 @@ impl Kernel for Mean {
                 optimized::mean_f32(isa, &d.plan, ctx.input::<f32>(0)?, ctx.output::<f32>(0)?)
             }
             (DType::F32, _) => mean_f32(&d.plan, ctx.input::<f32>(0)?, ctx.output::<f32>(0)?),
-            (DType::I8, Some(t)) if self.set == KernelSet::Optimized => mean_i8::mean_quantized(
-                ctx.isa(),
-                &d.plan,
-                ctx.input::<i8>(0)?,
-                d.input_zp,
-                d.output_zp,
-                d.multiplier,
-                ctx.scratch::<i32>(t)?,
-                ctx.output::<i8>(0)?,
-            ),
-            (DType::I16, Some(t)) if self.set == KernelSet::Optimized => mean_i8::mean_quantized(
-                ctx.isa(),
-                &d.plan,
-                ctx.input::<i16>(0)?,
-                d.input_zp,
-                d.output_zp,
-                d.multiplier,
-                ctx.scratch::<i32>(t)?,
-                ctx.output::<i16>(0)?,
-            ),
-            (DType::I8, Some(t)) => mean_quantized(
-                &d.plan,
-                ctx.input::<i8>(0)?,
-                d.input_zp,
-                d.output_zp,
-                d.multiplier,
-                ctx.scratch::<i32>(t)?,
-                ctx.output::<i8>(0)?,
-            ),
-            (DType::I16, Some(t)) => mean_quantized(
-                &d.plan,
-                ctx.input::<i16>(0)?,
-                d.input_zp,
-                d.output_zp,
-                d.multiplier,
-                ctx.scratch::<i32>(t)?,
-                ctx.output::<i16>(0)?,
-            ),
+            (DType::I8, Some(t)) => invoke_quantized::<i8>(ctx, &d, t, self.set)?,
+            (DType::I16, Some(t)) => invoke_quantized::<i16>(ctx, &d, t, self.set)?,
             _ => return Err(KernelError::new("MEAN op data of an unknown kind")),
         }
         Ok(())
     }
+}
+
+/// The int8 / int16 MEAN of `d` with sums in scratch `t`: the reference loop, or on the
+/// optimized set the vectorized sums (same bits).
+fn invoke_quantized<T: QuantInt + Element>(
+    ctx: &InvokeContext<'_>,
+    d: &MeanData,
+    t: ScratchId,
+    set: KernelSet,
+) -> Result<(), KernelError> {
+    let (input, temp, output) = (
+        ctx.input::<T>(0)?,
+        ctx.scratch::<i32>(t)?,
+        ctx.output::<T>(0)?,
+    );
+    let (izp, ozp, m) = (d.input_zp, d.output_zp, d.multiplier);
+    match set {
+        KernelSet::Optimized => {
+            mean_i8::mean_quantized(ctx.isa(), &d.plan, input, izp, ozp, m, temp, output)
+        }
+        KernelSet::Reference => mean_quantized(&d.plan, input, izp, ozp, m, temp, output),
+    }
+    Ok(())
 }
 
 /// The MEAN kernel of kernel set `set` (TFLM's `Register_MEAN()`).
