@@ -58,6 +58,17 @@ pub use kernel::{InPlace, Kernel, KernelSet, Registration};
 pub use memory::{ArenaNeeds, MemorySummary, SubgraphMemory};
 pub use optimized::{Isa, IsaSelection, IsaSource};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
+pub use threads::RoundCounts;
+
+/// One node's share of [`Interpreter::invoke_profiled`] runs: time, and the kernel-thread rounds
+/// its kernel split its work into (none: it ran on the invoking thread alone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeProfile {
+    /// Time spent in the node.
+    pub time: Duration,
+    /// Its rounds on the kernel threads.
+    pub rounds: RoundCounts,
+}
 pub use resolver::OpResolver;
 use rust_alloc::{string::ToString, vec::Vec};
 
@@ -296,19 +307,33 @@ impl<'a> Interpreter<'a> {
         self.tensors = TensorTable::default();
     }
 
-    /// Runs every node once and adds each node's time to `times` (one entry per node; prepare-
-    /// time nodes get nothing; a control-flow node's time includes the subgraphs it ran, whose
-    /// nodes get nothing). No allocation.
-    pub fn invoke_profiled(&mut self, times: &mut [Duration]) -> Result<(), InterpreterError> {
+    /// Runs every node once and adds each node's time and kernel-thread rounds to `nodes` (one
+    /// entry per node; prepare-time nodes get nothing; a control-flow node's entry includes the
+    /// subgraphs it ran, whose nodes get nothing). No allocation.
+    pub fn invoke_profiled(&mut self, nodes: &mut [NodeProfile]) -> Result<(), InterpreterError> {
         self.check_no_views()?;
         for i in self.main_nodes() {
+            let counts = self.thread_rounds();
             let start = crate::time::Instant::now();
             self.invoke_node(i)?;
-            if let Some(t) = times.get_mut(i) {
-                *t += start.elapsed();
+            let time = start.elapsed();
+            let rounds = self.thread_rounds().since(counts);
+            if let Some(n) = nodes.get_mut(i) {
+                n.time += time;
+                n.rounds.rounds += rounds.rounds;
+                n.rounds.tasks += rounds.tasks;
+                n.rounds.by_workers += rounds.by_workers;
             }
         }
         Ok(())
+    }
+
+    /// What the kernel threads' rounds did since build (all zero with one thread).
+    pub fn thread_rounds(&self) -> threads::RoundCounts {
+        self.threads
+            .as_ref()
+            .map(|p| p.counts())
+            .unwrap_or_default()
     }
 
     /// Runs nodes `range` (in order; prepare-time nodes are skipped). A partition's schedule

@@ -60,10 +60,11 @@ where
     Ok(loom::thread::spawn(f))
 }
 
-/// The condition variable of `native.rs`, on loom's mutex and condvar.
+/// The condition variable of `native.rs` (with its waiter count), on loom's mutex and condvar.
 pub struct Signal {
     lock: loom::sync::Mutex<()>,
     cv: loom::sync::Condvar,
+    waiters: AtomicUsize,
 }
 
 impl Signal {
@@ -72,6 +73,7 @@ impl Signal {
         Self {
             lock: loom::sync::Mutex::new(()),
             cv: loom::sync::Condvar::new(),
+            waiters: AtomicUsize::new(0),
         }
     }
 
@@ -81,13 +83,18 @@ impl Signal {
             return;
         }
         let mut g = self.lock.lock().expect("loom mutex poisoned");
+        self.waiters.fetch_add(1, Ordering::AcqRel);
         while !done() {
             g = self.cv.wait(g).expect("loom mutex poisoned");
         }
+        self.waiters.fetch_sub(1, Ordering::Release);
     }
 
-    /// Wakes every waiter.
+    /// Wakes every waiter; nothing when none is blocked.
     pub fn notify_all(&self) {
+        if self.waiters.fetch_add(0, Ordering::AcqRel) == 0 {
+            return;
+        }
         drop(self.lock.lock().expect("loom mutex poisoned"));
         self.cv.notify_all();
     }

@@ -42,9 +42,17 @@ where
 /// changers call [`notify_all`](Signal::notify_all) after changing it. `std`'s mutex and condvar
 /// (futex-based): waiting and notifying never allocate, unlike `parking_lot`, whose first park
 /// on a thread allocates.
+///
+/// `notify_all` makes no system call while nobody is blocked: `waiters` counts the threads
+/// inside [`wait_until`](Signal::wait_until), and both sides touch it with a read-modify-write,
+/// so either the notifier's read comes after a waiter's increment (it sees the waiter and wakes
+/// it the usual way, under the lock) or before it (the waiter's increment then synchronizes
+/// with it, so the waiter's next check of the condition sees the change and it does not block).
 pub struct Signal {
     lock: std::sync::Mutex<()>,
     cv: std::sync::Condvar,
+    /// Threads inside `wait_until` past its first check (incremented under `lock`).
+    waiters: AtomicUsize,
 }
 
 impl Signal {
@@ -53,25 +61,33 @@ impl Signal {
         Self {
             lock: std::sync::Mutex::new(()),
             cv: std::sync::Condvar::new(),
+            waiters: AtomicUsize::new(0),
         }
     }
 
     /// Blocks until `done()` is true. `done` is evaluated under the signal's lock, and
-    /// [`notify_all`](Signal::notify_all) takes that lock, so a change made before a notify is
-    /// never missed.
+    /// [`notify_all`](Signal::notify_all) takes that lock when it sees a waiter, so a change
+    /// made before a notify is never missed.
     pub fn wait_until(&self, mut done: impl FnMut() -> bool) {
         if done() {
             return;
         }
         // Poison cannot carry a broken invariant here: the lock protects `()`.
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.waiters.fetch_add(1, Ordering::AcqRel);
         while !done() {
             g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
         }
+        self.waiters.fetch_sub(1, Ordering::Release);
     }
 
-    /// Wakes every waiter (call after changing what they wait for).
+    /// Wakes every waiter (call after changing what they wait for); no system call when none
+    /// is blocked.
     pub fn notify_all(&self) {
+        // A read-modify-write, not a load: see the type's docs.
+        if self.waiters.fetch_add(0, Ordering::AcqRel) == 0 {
+            return;
+        }
         drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
         self.cv.notify_all();
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tensor_alloc::alloc::registry;
 use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, InterpreterError, KernelSet};
-use tensor_alloc::interpreter::{Isa, IsaSelection};
+use tensor_alloc::interpreter::{Isa, IsaSelection, NodeProfile, RoundCounts};
 use tensor_alloc::tensor::{DType, NpyFileReader, Tensor, TensorError};
 use tensor_alloc::test_support::Rng;
 use tensor_alloc::GlobalAllocator;
@@ -559,21 +559,28 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     // Per-op profile.
     let nodes = interp.num_nodes();
     let mut op_times: Vec<Vec<Duration>> = Vec::new();
+    // Per node, the kernel-thread rounds of all profiled invokes together.
+    let mut op_rounds = vec![RoundCounts::default(); nodes];
     if args.profile || args.json {
         op_times = vec![Vec::with_capacity(runs); nodes];
-        let mut one = vec![Duration::ZERO; nodes];
+        let mut one = vec![NodeProfile::default(); nodes];
         for _ in 0..runs {
             set_inputs(&mut interp)?;
-            one.fill(Duration::ZERO);
+            one.fill(NodeProfile::default());
             interp
                 .invoke_profiled(&mut one)
                 .map_err(|e| e.to_string())?;
-            for (i, t) in one.iter().enumerate() {
-                op_times[i].push(*t);
+            for (i, n) in one.iter().enumerate() {
+                op_times[i].push(n.time);
+                let r = &mut op_rounds[i];
+                r.rounds += n.rounds.rounds;
+                r.tasks += n.rounds.tasks;
+                r.by_workers += n.rounds.by_workers;
             }
         }
     }
     let op_medians: Vec<Duration> = op_times.iter_mut().map(|v| median(v)).collect();
+    let per_invoke = |x: u64| x as f64 / runs.max(1) as f64;
 
     let m = interp.memory().clone();
     if args.json {
@@ -587,6 +594,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     "op": interp.node_op(i),
                     "median_us": us(op_medians[i]),
                     "prepare_time": interp.node_is_prepare_time(i),
+                    "thread_tasks": per_invoke(op_rounds[i].tasks),
+                    "worker_tasks": per_invoke(op_rounds[i].by_workers),
                 })
             })
             .collect();
@@ -646,11 +655,16 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     );
     println!("heap allocations during the timed invokes (whole process): {allocations}");
     if args.profile {
+        // With kernel threads: the tasks each node split into per invoke and the share the
+        // workers ran ("-": the node ran on the invoking thread alone).
+        let split = args.threads > 1;
+        let columns = if split { "  tasks  workers" } else { "" };
         println!(
-            "{:>5}  {:<28} {:>12} {:>7}",
+            "{:>5}  {:<28} {:>12} {:>7}{columns}",
             "node", "op", "median µs", "share"
         );
         let total: f64 = op_medians.iter().map(|d| us(*d)).sum::<f64>().max(1e-9);
+        let mut alone = 0.0;
         for (i, d) in op_medians.iter().enumerate() {
             let op = interp.node_op(i).unwrap_or("?".into());
             let note = if interp.node_is_prepare_time(i) {
@@ -658,10 +672,31 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             } else {
                 ""
             };
+            let r = op_rounds[i];
+            let tasks = if !split {
+                String::new()
+            } else if r.tasks == 0 {
+                alone += us(*d);
+                format!("{:>7} {:>8}", "-", "-")
+            } else {
+                format!(
+                    "{:>7.1} {:>7.0}%",
+                    per_invoke(r.tasks),
+                    100.0 * r.by_workers as f64 / r.tasks as f64
+                )
+            };
             println!(
-                "{i:>5}  {op:<28} {:>12.1} {:>6.1}%{note}",
+                "{i:>5}  {op:<28} {:>12.1} {:>6.1}%{tasks}{note}",
                 us(*d),
                 100.0 * us(*d) / total
+            );
+        }
+        if split {
+            println!(
+                "not split over the threads: {:.1} µs of {:.1} µs ({:.1}%)",
+                alone,
+                total,
+                100.0 * alone / total
             );
         }
     }

@@ -44,6 +44,29 @@
 //! Without `std` there are no threads: [`ThreadPool`] is the caller alone (`single.rs`), and
 //! `for_each_chunk_mut` runs the chunks in order.
 
+/// What a pool's rounds did so far, counted by the invoking thread (plain fields, no atomics):
+/// `run --profile` shows them per node to tell split work from work that ran on one thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundCounts {
+    /// Rounds run on more than one thread (`run` calls with several tasks and workers).
+    pub rounds: u64,
+    /// Tasks of those rounds.
+    pub tasks: u64,
+    /// Of those tasks, the ones workers ran (the rest ran on the invoking thread).
+    pub by_workers: u64,
+}
+
+impl RoundCounts {
+    /// The counts since `earlier` (a value this pool returned before).
+    pub fn since(self, earlier: RoundCounts) -> RoundCounts {
+        RoundCounts {
+            rounds: self.rounds - earlier.rounds,
+            tasks: self.tasks - earlier.tasks,
+            by_workers: self.by_workers - earlier.by_workers,
+        }
+    }
+}
+
 #[cfg(feature = "std")]
 mod pool;
 #[cfg(feature = "std")]
@@ -165,6 +188,26 @@ mod tests {
                 assert!(hits
                     .iter()
                     .all(|h| h.load(core::sync::atomic::Ordering::Relaxed) == 20));
+            }
+        }
+    }
+
+    #[test]
+    fn counts_cover_the_split_rounds_only() {
+        for threads in 1..=3 {
+            let mut pool = ThreadPool::new(threads).unwrap();
+            let start = pool.counts();
+            assert_eq!(start, RoundCounts::default());
+            for tasks in [0usize, 1, 2, 5] {
+                pool.run(tasks, &|_| {});
+            }
+            let c = pool.counts().since(start);
+            if threads == 1 {
+                assert_eq!(c, RoundCounts::default());
+            } else {
+                // Zero or one task runs on the caller without a round.
+                assert_eq!((c.rounds, c.tasks), (2, 7), "{threads} threads");
+                assert!(c.by_workers <= c.tasks, "{c:?}");
             }
         }
     }

@@ -72,15 +72,19 @@ impl Shared {
         }
     }
 
-    /// Claims and runs tasks of the current round from `end` until none is left.
-    fn work(&self, job: Job, end: End) {
+    /// Claims and runs tasks of the current round from `end` until none is left; returns how
+    /// many it ran.
+    fn work(&self, job: Job, end: End) -> u64 {
+        let mut ran = 0;
         while let Some(i) = self.claim(end) {
+            ran += 1;
             let abort = AbortOnUnwind;
             // SAFETY: the round's caller keeps the closure alive until no worker is inside the
             // round, and this thread is inside it (or is the caller).
             unsafe { (*job.0)(i) };
             core::mem::forget(abort);
         }
+        ran
     }
 }
 
@@ -89,6 +93,8 @@ impl Shared {
 pub struct ThreadPool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
+    /// What the rounds so far did (written only by `run`, under `&mut self`).
+    counts: super::RoundCounts,
 }
 
 impl core::fmt::Debug for ThreadPool {
@@ -116,6 +122,7 @@ impl ThreadPool {
         let mut pool = ThreadPool {
             shared,
             workers: Vec::with_capacity(n),
+            counts: super::RoundCounts::default(),
         };
         for k in 1..=n {
             let s = pool.shared.clone();
@@ -136,6 +143,11 @@ impl ThreadPool {
     /// Threads that run a round's tasks (workers plus the caller).
     pub fn threads(&self) -> usize {
         self.workers.len() + 1
+    }
+
+    /// What the rounds run so far did.
+    pub fn counts(&self) -> super::RoundCounts {
+        self.counts
     }
 
     /// Runs `f(i)` for every `i` in `0..tasks`, on the caller and the workers; returns when all
@@ -163,13 +175,16 @@ impl ThreadPool {
         s.gate.fetch_and(!CLOSED, Ordering::Release);
         s.round.fetch_add(1, Ordering::Release);
         s.signal.notify_all();
-        s.work(job, End::Front);
+        let by_caller = s.work(job, End::Front);
         s.gate.fetch_or(CLOSED, Ordering::AcqRel);
         let empty = || s.gate.load(Ordering::Acquire) == CLOSED;
         if !spin_until(SPIN, empty) {
             s.signal.wait_until(empty);
         }
         *s.job.lock() = None;
+        self.counts.rounds += 1;
+        self.counts.tasks += tasks as u64;
+        self.counts.by_workers += tasks as u64 - by_caller;
     }
 }
 

@@ -19,6 +19,11 @@ impl ThreadPool {
         1
     }
 
+    /// Rounds split over several threads: none.
+    pub fn counts(&self) -> super::RoundCounts {
+        super::RoundCounts::default()
+    }
+
     /// Runs `f(i)` for every `i` in `0..tasks`, in order, on the caller.
     pub fn run(&mut self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
         (0..tasks).for_each(f);
