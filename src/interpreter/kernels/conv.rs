@@ -574,6 +574,10 @@ fn prepare_i8_packing(
     if len == 0 {
         return Ok(None);
     }
+    if super::conv_few_pixels::covers(g) {
+        // Dot products on the filter in place: no packed copy, no scratch.
+        return Ok(Some(PackedFilter::Stack));
+    }
     let filter = ctx.input(1)?;
     let copy = match filter.data::<i8>()? {
         Some(w) if filter.is_constant => ctx.precomputed(len, |p| fast_i8::pack_filter(g, w, p))?,
@@ -598,6 +602,9 @@ fn invoke_i8_packed(
     let filter = ctx.input::<i8>(1)?;
     let q = conv_quant(ctx, d)?;
     let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
+    if super::conv_few_pixels::covers(g) {
+        return super::conv_few_pixels::invoke_i8(ctx, g, &q, bias, filter);
+    }
     let k = g.filter_h * g.filter_w * g.in_c;
     let pixels = g.batches * g.out_h * g.out_w;
     let isa = ctx.isa();

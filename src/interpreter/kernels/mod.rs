@@ -26,6 +26,7 @@ mod comparison_common;
 pub mod concatenation;
 mod control_flow_common;
 pub mod conv;
+mod conv_few_pixels;
 pub mod densify;
 pub mod depth_to_space;
 pub mod depthwise_conv;
