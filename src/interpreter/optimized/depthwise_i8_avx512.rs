@@ -187,6 +187,9 @@ unsafe fn rows_body<const VNNI: bool>(
         (x0, (x0..g.out_w).find(|x| !inside(x)).unwrap_or(g.out_w))
     };
     let row_out = g.out_w * c;
+    // The first input column of an inside column's window (no clipping to compute: an
+    // out-of-line `col_window` per pixel spills the vector state around its call).
+    let col = |x: usize| x * g.stride_w - g.pad_w;
     // The input byte at which a tap outside the input points: the zero point (`x + offset`
     // is 0 there, as the reference's skipped tap), so border pixels run the interior loop.
     let zp = [(-i32::from(offset)) as i8; LANES];
@@ -259,8 +262,7 @@ unsafe fn rows_body<const VNNI: bool>(
                             let acc = if inside {
                                 // Windows inside the input: inputs `stride_w * in_c` bytes
                                 // apart from the first pixel's origin.
-                                let wx = g.col_window(start);
-                                let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * in_c;
+                                let origin = ((b * g.in_h + wy.at(0)) * g.in_w + col(start)) * in_c;
                                 if bcast {
                                     wide.pixels_inside::<VNNI, BROADCAST>(input, origin, rel, step)
                                 } else if g.stride_w == 1 {
@@ -271,7 +273,7 @@ unsafe fn rows_body<const VNNI: bool>(
                             } else {
                                 let ptrs = &mut ptrs[..wide.pixels];
                                 for (p, ptrs) in ptrs.iter_mut().enumerate() {
-                                    window.pointers(&g.col_window(start + p), ptrs);
+                                    window.pointers(start + p, ptrs);
                                 }
                                 wide.pixels_at::<VNNI>(ptrs, 2 * pairs)
                             };
@@ -283,14 +285,13 @@ unsafe fn rows_body<const VNNI: bool>(
                             continue;
                         }
                     }
-                    let wx = g.col_window(out_x);
-                    let acc = if rows_inside && wx.f0 == 0 && wx.f1 == fw {
+                    let acc = if rows_inside && (inside_cols.0..inside_cols.1).contains(&out_x) {
                         // With one input channel, `c0` is 0 (8 or 16 outputs).
-                        let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * in_c + c0;
+                        let origin = ((b * g.in_h + wy.at(0)) * g.in_w + col(out_x)) * in_c + c0;
                         pixel_inside::<VNNI>(input, origin, rel, w, kb, bcast, init_inside)
                     } else {
                         let ptrs = &mut ptrs[0];
-                        window.pointers(&wx, ptrs);
+                        window.pointers(out_x, ptrs);
                         pixel_at::<VNNI>(&ptrs[..2 * pairs], w, kb, bcast, init_inside)
                     };
                     // SAFETY: `out_row` holds the output row; channels `c0..c0 + n` of pixel
@@ -318,19 +319,25 @@ struct Window<'a> {
 }
 
 impl Window<'_> {
-    /// Into `ptrs[..taps]`: where each tap of the pixel with columns `wx` reads its group's
-    /// channels, the zero point for a tap outside the input (and the odd tap's partner).
+    /// Into `ptrs[..taps]`: where each tap of the pixel in output column `out_x` reads its
+    /// group's channels, the zero point for a tap outside the input (and the odd tap's
+    /// partner). The columns are clipped here, inline: an out-of-line call per pixel spills
+    /// the vector state around it.
     #[inline(always)]
-    fn pointers(&self, wx: &ClippedWindow, ptrs: &mut [*const i8; 2 * MAX_PAIRS]) {
+    fn pointers(&self, out_x: usize, ptrs: &mut [*const i8; 2 * MAX_PAIRS]) {
         let g = self.g;
         ptrs[..self.taps].fill(self.zp);
+        let x0 = (out_x * g.stride_w) as isize - g.pad_w as isize;
         for fy in self.wy.f0..self.wy.f1 {
             let row = (self.row0 + self.wy.at(fy)) * g.in_w;
-            for fx in wx.f0..wx.f1 {
-                // In bounds: an input pixel's channels `c0..` (one channel when broadcast,
-                // `c0` then 0).
-                let at = (row + wx.at(fx)) * g.in_c + self.c0;
-                ptrs[fy * g.filter_w + fx] = self.input[at..].as_ptr();
+            for fx in 0..g.filter_w {
+                let x = x0 + (fx * g.dilation_w) as isize;
+                if (0..g.in_w as isize).contains(&x) {
+                    // In bounds: an input pixel's channels `c0..` (one channel when
+                    // broadcast, `c0` then 0).
+                    let at = (row + x as usize) * g.in_c + self.c0;
+                    ptrs[fy * g.filter_w + fx] = self.input[at..].as_ptr();
+                }
             }
         }
     }
