@@ -35,6 +35,9 @@ const MIN_CHANNELS: usize = 8;
 /// Tap pairs per window at most (windows of up to 80 taps); the widened weights of a group take
 /// 128 bytes per pair on the stack.
 const MAX_PAIRS: usize = 40;
+/// Input bytes a block of output rows reads at most (the block runs group by group over it,
+/// so it should stay in L1D); a block has at least one row.
+const BLOCK_BYTES: usize = 24 * 1024;
 
 /// Whether [`rows`] runs `g` with output stage `rq` (AVX-512BW is the caller's check): depth
 /// multiplier 1 with at least [`MIN_CHANNELS`] channels, or one input channel with 8 or 16
@@ -153,7 +156,6 @@ unsafe fn rows_body<const VNNI: bool>(
     let (fh, fw) = (g.filter_h, g.filter_w);
     let taps = fh * fw;
     let pairs = taps.div_ceil(2);
-    let off = _mm512_set1_epi16(offset);
     let off32 = _mm512_set1_epi32(i32::from(offset));
     let bcast = broadcasts(g);
     let in_c = g.in_c;
@@ -185,10 +187,20 @@ unsafe fn rows_body<const VNNI: bool>(
         (x0, (x0..g.out_w).find(|x| !inside(x)).unwrap_or(g.out_w))
     };
     let row_out = g.out_w * c;
-    for (r, out_row) in output.chunks_exact_mut(row_out).enumerate() {
-        let (b, out_y) = ((first_row + r) / g.out_h, (first_row + r) % g.out_h);
-        let wy = g.row_window(out_y);
-        let rows_inside = wy.f0 == 0 && wy.f1 == fh;
+    // The first input column of an inside column's window (no clipping to compute: an
+    // out-of-line `col_window` per pixel spills the vector state around its call).
+    let col = |x: usize| x * g.stride_w - g.pad_w;
+    // The input byte at which a tap outside the input points: the zero point (`x + offset`
+    // is 0 there, as the reference's skipped tap), so border pixels run the interior loop.
+    let zp = [(-i32::from(offset)) as i8; LANES];
+    let zp = zp.as_ptr();
+    // Rows in blocks whose input stays in L1, groups outer within a block: a group's weights
+    // and output stage are set up once per block, not once per row (small layers have few
+    // pixels per row).
+    let block = (BLOCK_BYTES / (g.in_w * in_c * g.stride_h).max(1)).max(1);
+    let mut ptrs = [[zp; 2 * MAX_PAIRS]; LANES / MIN_CHANNELS];
+    for (k, block_out) in output.chunks_mut(block * row_out).enumerate() {
+        let first = first_row + k * block;
         for c0 in (0..c).step_by(LANES) {
             let n = (c - c0).min(LANES);
             let kb = lane_mask(n);
@@ -212,55 +224,120 @@ unsafe fn rows_body<const VNNI: bool>(
             let w: &[[__m512i; 2]] = core::slice::from_raw_parts(w.as_ptr().cast(), pairs);
             let stage = Stage32::new(rq, c0, n, small);
             let init_inside = folded(stage.init(), w, off32);
-            let mut out_x = 0;
-            while out_x < g.out_w {
-                let wx = g.col_window(out_x);
-                if let Some(wide) = wide.as_ref().filter(|_| rows_inside) {
-                    let (x0, x1) = inside_cols;
-                    if (x0..x1).contains(&out_x) && x1 - x0 >= wide.pixels {
-                        // `pixels` pixels whose windows lie inside the input: their inputs
-                        // are `stride_w * c` bytes apart, their outputs adjacent. Near the
-                        // end of the range the group starts earlier, recomputing (the same
-                        // bits) pixels already stored, rather than leave the last ones to the
-                        // one-pixel loop.
-                        let start = out_x.min(x1 - wide.pixels);
-                        let wx = g.col_window(start);
-                        let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * in_c;
-                        let acc = if bcast {
-                            wide.pixels_inside::<VNNI, BROADCAST>(input, origin, rel, step)
-                        } else if g.stride_w == 1 {
-                            wide.pixels_inside::<VNNI, CONTIGUOUS>(input, origin, rel, step)
-                        } else {
-                            wide.pixels_inside::<VNNI, STRIDED>(input, origin, rel, step)
-                        };
-                        // SAFETY: `out_row` holds the output row; pixels
-                        // `start..start + pixels <= out_w` are its `LANES` bytes from
-                        // `start * c`.
-                        wide.stage.store(acc, out_row.as_mut_ptr().add(start * c), !0);
-                        out_x = start + wide.pixels;
-                        continue;
-                    }
-                }
-                let acc = if rows_inside && wx.f0 == 0 && wx.f1 == fw {
-                    // With one input channel, `c0` is 0 (8 or 16 outputs).
-                    let origin = ((b * g.in_h + wy.at(0)) * g.in_w + wx.at(0)) * in_c + c0;
-                    pixel_inside::<VNNI>(input, origin, rel, w, kb, bcast, init_inside)
-                } else {
-                    let t = Clipped {
-                        g,
-                        row0: b * g.in_h,
-                        wy: &wy,
-                        wx: &wx,
-                        c0,
-                        kb,
-                        bcast,
-                    };
-                    pixel_clipped::<VNNI>(input, &t, w, off, stage.init())
+            for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
+                let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
+                let wy = g.row_window(out_y);
+                let rows_inside = wy.f0 == 0 && wy.f1 == fh;
+                let window = Window {
+                    g,
+                    input,
+                    row0: b * g.in_h,
+                    wy: &wy,
+                    c0,
+                    zp,
+                    taps: 2 * pairs,
                 };
-                // SAFETY: `out_row` holds the output row; channels `c0..c0 + n` of pixel
-                // `out_x` (the store is masked to `n` lanes).
-                stage.store(acc, out_row.as_mut_ptr().add(out_x * c + c0), kb);
-                out_x += 1;
+                let mut out_x = 0;
+                while out_x < g.out_w {
+                    if let Some(wide) = wide.as_ref() {
+                        let (x0, x1) = inside_cols;
+                        // `pixels` adjacent pixels: their outputs are adjacent. Near the end
+                        // of a range the group starts earlier, recomputing (the same bits)
+                        // pixels already stored, rather than leave the last ones to the
+                        // one-pixel loop. In a row whose window rows lie inside the input the
+                        // groups cover the inside columns (border pixels go one by one, which
+                        // costs less than a group's per-pixel loads); in the other rows every
+                        // group loads per pixel (except with one input channel).
+                        let (start, inside) = if rows_inside {
+                            (out_x.min(x1.saturating_sub(wide.pixels)), true)
+                        } else {
+                            (out_x.min(g.out_w.saturating_sub(wide.pixels)), false)
+                        };
+                        let fits = if inside {
+                            (x0..x1).contains(&out_x) && x1 - x0 >= wide.pixels
+                        } else {
+                            !bcast && g.out_w >= wide.pixels
+                        };
+                        if fits {
+                            let acc = if inside {
+                                // Windows inside the input: inputs `stride_w * in_c` bytes
+                                // apart from the first pixel's origin.
+                                let origin = ((b * g.in_h + wy.at(0)) * g.in_w + col(start)) * in_c;
+                                if bcast {
+                                    wide.pixels_inside::<VNNI, BROADCAST>(input, origin, rel, step)
+                                } else if g.stride_w == 1 {
+                                    wide.pixels_inside::<VNNI, CONTIGUOUS>(input, origin, rel, step)
+                                } else {
+                                    wide.pixels_inside::<VNNI, STRIDED>(input, origin, rel, step)
+                                }
+                            } else {
+                                let ptrs = &mut ptrs[..wide.pixels];
+                                for (p, ptrs) in ptrs.iter_mut().enumerate() {
+                                    window.pointers(start + p, ptrs);
+                                }
+                                wide.pixels_at::<VNNI>(ptrs, 2 * pairs)
+                            };
+                            // SAFETY: `out_row` holds the output row; pixels
+                            // `start..start + pixels <= out_w` are its `LANES` bytes from
+                            // `start * c`.
+                            wide.stage.store(acc, out_row.as_mut_ptr().add(start * c), !0);
+                            out_x = start + wide.pixels;
+                            continue;
+                        }
+                    }
+                    let acc = if rows_inside && (inside_cols.0..inside_cols.1).contains(&out_x) {
+                        // With one input channel, `c0` is 0 (8 or 16 outputs).
+                        let origin = ((b * g.in_h + wy.at(0)) * g.in_w + col(out_x)) * in_c + c0;
+                        pixel_inside::<VNNI>(input, origin, rel, w, kb, bcast, init_inside)
+                    } else {
+                        let ptrs = &mut ptrs[0];
+                        window.pointers(out_x, ptrs);
+                        pixel_at::<VNNI>(&ptrs[..2 * pairs], w, kb, bcast, init_inside)
+                    };
+                    // SAFETY: `out_row` holds the output row; channels `c0..c0 + n` of pixel
+                    // `out_x` (the store is masked to `n` lanes).
+                    stage.store(acc, out_row.as_mut_ptr().add(out_x * c + c0), kb);
+                    out_x += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The window of one output row of a batch (rows `wy`) for channel group `c0`.
+struct Window<'a> {
+    g: &'a ConvGeometry,
+    input: &'a [i8],
+    /// `batch * in_h`.
+    row0: usize,
+    wy: &'a ClippedWindow,
+    c0: usize,
+    /// [`LANES`] bytes of the input zero point.
+    zp: *const i8,
+    /// Taps with the odd tap's partner (`2 * pairs`).
+    taps: usize,
+}
+
+impl Window<'_> {
+    /// Into `ptrs[..taps]`: where each tap of the pixel in output column `out_x` reads its
+    /// group's channels, the zero point for a tap outside the input (and the odd tap's
+    /// partner). The columns are clipped here, inline: an out-of-line call per pixel spills
+    /// the vector state around it.
+    #[inline(always)]
+    fn pointers(&self, out_x: usize, ptrs: &mut [*const i8; 2 * MAX_PAIRS]) {
+        let g = self.g;
+        ptrs[..self.taps].fill(self.zp);
+        let x0 = (out_x * g.stride_w) as isize - g.pad_w as isize;
+        for fy in self.wy.f0..self.wy.f1 {
+            let row = (self.row0 + self.wy.at(fy)) * g.in_w;
+            for fx in 0..g.filter_w {
+                let x = x0 + (fx * g.dilation_w) as isize;
+                if (0..g.in_w as isize).contains(&x) {
+                    // In bounds: an input pixel's channels `c0..` (one channel when
+                    // broadcast, `c0` then 0).
+                    let at = (row + x as usize) * g.in_c + self.c0;
+                    ptrs[fy * g.filter_w + fx] = self.input[at..].as_ptr();
+                }
             }
         }
     }
@@ -395,6 +472,47 @@ impl<'w> Wide<'w> {
     }
 }
 
+impl Wide<'_> {
+    /// The accumulators of the pixels whose taps read `ptrs[p][..taps]` (pixel `p`; the zero
+    /// point outside the input, see [`pixel_at`]): border pixels, `c` channels each.
+    ///
+    /// # Safety
+    /// AVX-512BW (and VNNI when `VNNI`); `ptrs` holds `pixels` arrays whose first `taps`
+    /// pointers are each readable for `c` bytes; `taps` is the window's taps with the odd
+    /// tap's partner (`2 * pairs`).
+    #[inline(always)]
+    unsafe fn pixels_at<const VNNI: bool>(
+        &self,
+        ptrs: &[[*const i8; 2 * MAX_PAIRS]],
+        taps: usize,
+    ) -> [__m512i; 2] {
+        let mut acc = self.init;
+        for (p, wp) in self.w.iter().enumerate().take(taps / 2) {
+            let (xa, xb) = (self.load_at(ptrs, 2 * p), self.load_at(ptrs, 2 * p + 1));
+            mac::<VNNI>(&mut acc, xa, xb, wp);
+        }
+        acc
+    }
+
+    /// The `c` bytes of each pixel's tap `t` (`ptrs[p][t]`), widened: the pixels' lanes.
+    ///
+    /// # Safety
+    /// AVX-512BW; as [`Self::pixels_at`].
+    #[inline(always)]
+    unsafe fn load_at(&self, ptrs: &[[*const i8; 2 * MAX_PAIRS]], t: usize) -> __m512i {
+        let v = if self.c == 16 {
+            _mm256_inserti128_si256::<1>(
+                _mm256_castsi128_si256(_mm_loadu_si128(ptrs[0][t].cast())),
+                _mm_loadu_si128(ptrs[1][t].cast()),
+            )
+        } else {
+            let r = |p: usize| ptrs[p][t].cast::<i64>().read_unaligned();
+            _mm256_set_epi64x(r(3), r(2), r(1), r(0))
+        };
+        _mm512_cvtepi8_epi16(v)
+    }
+}
+
 /// Adds the pair `(xa, xb)` of tap inputs with weights `wp` into `acc`.
 #[inline(always)]
 unsafe fn mac<const VNNI: bool>(acc: &mut [__m512i; 2], xa: __m512i, xb: __m512i, wp: &[__m512i; 2]) {
@@ -471,57 +589,25 @@ unsafe fn load_pixel(p: *const i8, kb: __mmask32, bcast: bool) -> __m512i {
     }
 }
 
-/// A border pixel: its clipped window and channel group.
-struct Clipped<'a> {
-    g: &'a ConvGeometry,
-    /// `batch * in_h`.
-    row0: usize,
-    wy: &'a ClippedWindow,
-    wx: &'a ClippedWindow,
-    c0: usize,
-    kb: __mmask32,
-    /// One input channel ([`broadcasts`]): every lane reads it.
-    bcast: bool,
-}
-
-impl Clipped<'_> {
-    /// `x + offset` of tap `t` for the group's channels, 0 for a tap outside the input (or
-    /// past the window, an odd tap's partner).
-    #[inline(always)]
-    unsafe fn tap(&self, input: &[i8], t: usize, off: __m512i) -> __m512i {
-        let g = self.g;
-        let (fy, fx) = (t / g.filter_w, t % g.filter_w);
-        let inside = fy < g.filter_h
-            && (self.wy.f0..self.wy.f1).contains(&fy)
-            && (self.wx.f0..self.wx.f1).contains(&fx);
-        if !inside {
-            return _mm512_setzero_si512();
-        }
-        // With one input channel, `c0` is 0 (8 or 16 outputs).
-        let at = ((self.row0 + self.wy.at(fy)) * g.in_w + self.wx.at(fx)) * g.in_c + self.c0;
-        // SAFETY: the group's channels of an input pixel inside the input (masked lanes not
-        // read), or its one channel.
-        let x = load_pixel(input.as_ptr().add(at), self.kb, self.bcast);
-        _mm512_add_epi16(x, off)
-    }
-}
-
-/// The accumulators of a border pixel, starting from `init`.
+/// The accumulators of a pixel whose taps read `ptrs` (the zero point outside the input),
+/// starting from `init` (the input offset folded in, see [`folded`]): the zero point's bytes
+/// add `w (zp + offset) = 0`, as the reference's skipped taps.
 ///
 /// # Safety
-/// AVX-512BW (and VNNI when `VNNI`).
+/// AVX-512BW (and VNNI when `VNNI`); every pointer is readable for the `kb` lanes (one byte
+/// when `bcast`).
 #[inline(always)]
-unsafe fn pixel_clipped<const VNNI: bool>(
-    input: &[i8],
-    t: &Clipped<'_>,
+unsafe fn pixel_at<const VNNI: bool>(
+    ptrs: &[*const i8],
     w: &[[__m512i; 2]],
-    off: __m512i,
+    kb: __mmask32,
+    bcast: bool,
     init: [__m512i; 2],
 ) -> [__m512i; 2] {
     let mut acc = init;
-    for (p, wp) in w.iter().enumerate() {
-        let xa = t.tap(input, 2 * p, off);
-        let xb = t.tap(input, 2 * p + 1, off);
+    for (pair, wp) in ptrs.chunks_exact(2).zip(w) {
+        let xa = load_pixel(pair[0], kb, bcast);
+        let xb = load_pixel(pair[1], kb, bcast);
         mac::<VNNI>(&mut acc, xa, xb, wp);
     }
     acc

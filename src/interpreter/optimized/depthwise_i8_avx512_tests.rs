@@ -263,3 +263,30 @@ fn check(g: &ConvGeometry, zero_point: i32, seed: u64) -> Result<(), TestCaseErr
     }
     Ok(())
 }
+
+/// Row blocks (see `BLOCK_BYTES`): rows wide enough for one-row blocks, and layers of
+/// several blocks whose last block is partial; 8 and 16 channels (adjacent-pixel groups,
+/// border groups in padded rows), odd counts past a 32-channel group; pads on all sides,
+/// strides 1 and 2, the input zero point at both ends.
+#[test]
+fn depthwise_row_blocks_match_reference() {
+    for (i, &(h, w, c, stride)) in [
+        (5usize, 40usize, 200usize, 2usize),
+        (4, 70, 100, 1),
+        (21, 40, 40, 1),
+        (23, 37, 33, 2),
+        (20, 48, 8, 1),
+        (19, 47, 16, 2),
+        (3, 3, 8, 1),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for zero_point in [-128, 127] {
+            for same in [true, false] {
+                let g = geometry(1, (h, w), c, 1, (3, 3), stride, 1, same).expect("fits");
+                check(&g, zero_point, 0x600d + i as u64).unwrap();
+            }
+        }
+    }
+}
