@@ -101,35 +101,55 @@ mod avx512 {
             let wy = g.row_window(oy);
             for ox in 0..g.out_w {
                 let wx = g.col_window(ox);
+                // Groups of up to four blocks of sixteen channels: each tap's addresses once.
                 let mut c = 0;
                 while c < oc {
-                    let n = (oc - c).min(16);
-                    let keep: __mmask16 = if n == 16 { !0 } else { (1 << n) - 1 };
-                    let base = c / dm;
-                    // Input channels the block reads: `base..=(c + n - 1) / dm`.
-                    let m = (c + n - 1) / dm - base + 1;
-                    let xkeep: __mmask16 = if m == 16 { !0 } else { (1 << m) - 1 };
-                    // SAFETY: `c + n <= oc` lanes of `lane`.
-                    let perm = _mm512_maskz_loadu_epi32(keep, lane.as_ptr().add(c));
-                    let mut a = _mm512_setzero_si512();
+                    let mut keep = [0 as __mmask16; 4];
+                    let mut xkeep = [0 as __mmask16; 4];
+                    let mut base = [0usize; 4];
+                    let mut perm = [_mm512_setzero_si512(); 4];
+                    for j in 0..4 {
+                        let cj = c + 16 * j;
+                        if cj >= oc {
+                            break;
+                        }
+                        let n = (oc - cj).min(16);
+                        keep[j] = if n == 16 { !0 } else { (1 << n) - 1 };
+                        base[j] = cj / dm;
+                        // Input channels the block reads: `base..=(cj + n - 1) / dm`.
+                        let m = (cj + n - 1) / dm - base[j] + 1;
+                        xkeep[j] = if m == 16 { !0 } else { (1 << m) - 1 };
+                        // SAFETY: `cj + n <= oc` lanes of `lane`.
+                        perm[j] = _mm512_maskz_loadu_epi32(keep[j], lane.as_ptr().add(cj));
+                    }
+                    let mut a = [_mm512_setzero_si512(); 4];
                     for fy in wy.f0..wy.f1 {
                         let row = wy.at(fy) * g.in_w;
                         for fx in wx.f0..wx.f1 {
-                            // SAFETY: the clipped window's taps lie inside the image, so the
-                            // pixel's `ic` values start at `px`; `base + m <= ic` bytes are read
-                            // (masked); the tap's `oc` weights hold `c + n <= oc` (masked).
-                            let px = image.as_ptr().add((row + wx.at(fx)) * ic + base);
-                            let x = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(xkeep, px));
-                            let x = _mm512_sub_epi32(x, off);
-                            let x = if dm == 1 { x } else { _mm512_permutexvar_epi32(perm, x) };
-                            let wp = filter.as_ptr().add((fy * g.filter_w + fx) * oc + c);
-                            let w = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(keep, wp));
-                            a = _mm512_add_epi32(a, _mm512_mullo_epi32(x, w));
+                            let px = image.as_ptr().wrapping_add((row + wx.at(fx)) * ic);
+                            let wp = filter.as_ptr().wrapping_add((fy * g.filter_w + fx) * oc + c);
+                            for j in 0..4 {
+                                // SAFETY: the clipped window's taps lie inside the image, so the
+                                // pixel's `ic` values start at `px`: `base + m <= ic` bytes are
+                                // read (masked; nothing for a block past the channels, whose
+                                // mask is empty); the tap's `oc` weights hold the block's
+                                // `c + 16 j + n <= oc` (masked).
+                                let xp = px.wrapping_add(base[j]);
+                                let x = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(xkeep[j], xp));
+                                let x = _mm512_sub_epi32(x, off);
+                                let x = if dm == 1 { x } else { _mm512_permutexvar_epi32(perm[j], x) };
+                                let w = _mm_maskz_loadu_epi8(keep[j], wp.wrapping_add(16 * j));
+                                let w = _mm512_cvtepi8_epi32(w);
+                                a[j] = _mm512_add_epi32(a[j], _mm512_mullo_epi32(x, w));
+                            }
                         }
                     }
-                    // SAFETY: lanes `c..c + n` of the `MAX_CHANNELS` accumulators.
-                    _mm512_mask_storeu_epi32(acc.as_mut_ptr().add(c), keep, a);
-                    c += 16;
+                    for j in 0..4 {
+                        // SAFETY: lanes `c + 16 j..` of the `MAX_CHANNELS` accumulators, masked
+                        // to the channels (`MAX_CHANNELS` is a multiple of 16).
+                        _mm512_mask_storeu_epi32(acc.as_mut_ptr().wrapping_add(c + 16 * j), keep[j], a[j]);
+                    }
+                    c += 64;
                 }
                 emit(oy * g.out_w + ox, &acc[..oc]);
             }
