@@ -21,6 +21,7 @@
 
 use super::quant_params::{filter_scales, float_range, fused_activation};
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
+use crate::interpreter::optimized::hybrid_epilogue::write_run;
 use crate::interpreter::optimized::hybrid_quantize;
 use crate::interpreter::optimized::{hybrid_batch_matmul, hybrid_depthwise};
 use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
@@ -194,6 +195,7 @@ pub(crate) fn invoke_fully_connected(
     d: &FcHybrid,
 ) -> Result<(), KernelError> {
     let (b, k) = (d.rows.rows, d.rows.depth);
+    let isa = ctx.isa();
     let input = ctx.input::<f32>(0)?;
     let x = d.rows.fill(ctx, |out| match d.fast {
         true => hybrid_quantize::quantize_rows(ctx.isa(), input, b, k, d.asymmetric, out),
@@ -218,55 +220,12 @@ pub(crate) fn invoke_fully_connected(
         w,
         |r, c0, sums| {
             let (row, rs) = (&mut out[r * u + c0..], x.scales[r]);
-            write_run(row, sums, c0, scales, bias, |a, s, b| {
+            write_run(isa, row, sums, c0, scales, bias, |a, s, b| {
                 fc_output(a, rs, s, b, d.min, d.max)
             });
         },
     );
     Ok(())
-}
-
-/// `out[i] = f(sums[i], weight scale, bias)` of channels `c0 + i` for a run of sums: one loop
-/// per case of per-tensor or per-channel scales and bias or none, without branches inside, so
-/// the compiler vectorises it (the same float operations as element by element, so the same
-/// bits; no bias adds `0.0`, as the reference's).
-#[inline(always)]
-fn write_run(
-    out: &mut [f32],
-    sums: &[i32],
-    c0: usize,
-    scales: &[f32],
-    bias: Option<&[f32]>,
-    f: impl Fn(i32, f32, f32) -> f32,
-) {
-    let n = sums.len();
-    let out = &mut out[..n];
-    let bias = bias.map(|b| &b[c0..c0 + n]);
-    if let [s] = *scales {
-        match bias {
-            Some(b) => out
-                .iter_mut()
-                .zip(sums)
-                .zip(b)
-                .for_each(|((o, &a), &b)| *o = f(a, s, b)),
-            None => out
-                .iter_mut()
-                .zip(sums)
-                .for_each(|(o, &a)| *o = f(a, s, 0.0)),
-        }
-    } else {
-        let s = &scales[c0..c0 + n];
-        match bias {
-            Some(b) => {
-                let it = out.iter_mut().zip(sums).zip(s).zip(b);
-                it.for_each(|(((o, &a), &s), &b)| *o = f(a, s, b));
-            }
-            None => {
-                let it = out.iter_mut().zip(sums).zip(s);
-                it.for_each(|((o, &a), &s)| *o = f(a, s, 0.0));
-            }
-        }
-    }
 }
 
 /// Largest im2col scratch of the optimized hybrid CONV_2D (bytes); larger runs the reference
@@ -369,6 +328,7 @@ pub(crate) fn prepare_conv(
 pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result<(), KernelError> {
     let g = &d.geometry;
     let (b, n) = (d.rows.rows, d.rows.depth);
+    let isa = ctx.isa();
     let input = ctx.input::<f32>(0)?;
     let x = d.rows.fill(ctx, |out| match d.fast {
         true => hybrid_quantize::quantize_rows(ctx.isa(), input, b, n, d.asymmetric, out),
@@ -391,7 +351,7 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
                 offset,
                 filter,
                 |p, sums| {
-                    write_run(&mut out[p * oc..], sums, 0, scales, bias, |a, s, b| {
+                    write_run(isa, &mut out[p * oc..], sums, 0, scales, bias, |a, s, b| {
                         depthwise_output(a, scale, s, b, d.min, d.max)
                     })
                 },
@@ -433,12 +393,12 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
                     let (lo, hi) = (d.min, d.max);
                     match d.order {
                         ConvScaleOrder::Folded => {
-                            write_run(row, sums, c0, scales, bias, |a, s, b| {
+                            write_run(isa, row, sums, c0, scales, bias, |a, s, b| {
                                 conv_output(ConvScaleOrder::Folded, a, scale, s, b, lo, hi)
                             })
                         }
                         ConvScaleOrder::PerChannel => {
-                            write_run(row, sums, c0, scales, bias, |a, s, b| {
+                            write_run(isa, row, sums, c0, scales, bias, |a, s, b| {
                                 conv_output(ConvScaleOrder::PerChannel, a, scale, s, b, lo, hi)
                             })
                         }
@@ -466,12 +426,25 @@ fn im2col(g: &ConvGeometry, image: &[i8], pad: i8, cols: &mut [i8]) {
         for ox in 0..g.out_w {
             for fy in 0..g.filter_h {
                 let iy = (oy * g.stride_h + fy * g.dilation_h).checked_sub(g.pad_h);
+                // A filter row whose taps all lie inside the image (undilated) is one run.
+                let x0 = (ox * g.stride_w).checked_sub(g.pad_w);
+                if let (Some(y), Some(x0), 1) = (iy, x0, g.dilation_w) {
+                    if y < g.in_h && x0 + g.filter_w <= g.in_w {
+                        let run = g.filter_w * c;
+                        copy_short(
+                            &mut cols[o..o + run],
+                            &image[(y * g.in_w + x0) * c..][..run],
+                        );
+                        o += run;
+                        continue;
+                    }
+                }
                 for fx in 0..g.filter_w {
                     let ix = (ox * g.stride_w + fx * g.dilation_w).checked_sub(g.pad_w);
                     let dst = &mut cols[o..o + c];
                     match (iy, ix) {
                         (Some(y), Some(x)) if y < g.in_h && x < g.in_w => {
-                            dst.copy_from_slice(&image[(y * g.in_w + x) * c..][..c]);
+                            copy_short(dst, &image[(y * g.in_w + x) * c..][..c]);
                         }
                         _ => dst.fill(pad),
                     }
@@ -479,6 +452,23 @@ fn im2col(g: &ConvGeometry, image: &[i8], pad: i8, cols: &mut [i8]) {
                 }
             }
         }
+    }
+}
+
+/// `dst.copy_from_slice(src)` (equal lengths), without a `memcpy` call for the few bytes of
+/// an im2col tap: eight bytes at a time, then the rest.
+#[inline(always)]
+fn copy_short(dst: &mut [i8], src: &[i8]) {
+    if dst.len() > 64 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let (mut d, mut s) = (dst.chunks_exact_mut(8), src.chunks_exact(8));
+    for (d, s) in (&mut d).zip(&mut s) {
+        d.copy_from_slice(s);
+    }
+    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = s;
     }
 }
 

@@ -110,22 +110,9 @@ impl RowDots for IsaDots {
         x: &[i8],
         offsets: &[i32],
         w: &[i8],
-        mut emit: impl FnMut(usize, usize, i32),
+        emit: impl FnMut(usize, usize, &[i32]),
     ) {
-        hybrid_dots(
-            self.0,
-            rows,
-            k,
-            n,
-            x,
-            |r| offsets[r],
-            w,
-            |r, c0, sums| {
-                for (i, &acc) in sums.iter().enumerate() {
-                    emit(r, c0 + i, acc);
-                }
-            },
-        );
+        hybrid_dots(self.0, rows, k, n, x, |r| offsets[r], w, emit);
     }
 
     fn tanh_in_place(&self, values: &mut [f32]) {

@@ -32,9 +32,10 @@ pub fn depthwise_hybrid_sums(
 ) {
     #[cfg(target_arch = "x86_64")]
     if isa.avx512() {
-        // SAFETY: `avx512()` checked the cached CPU detection (AVX-512 F/BW present); the body
-        // is the portable loop, bounds-checked.
-        unsafe { sums_avx512(g, image, offset, filter, &mut emit) };
+        // SAFETY: `avx512()` checked the cached CPU detection (AVX-512 F/BW/VL); `g` is
+        // covered (at most `MAX_CHANNELS` channels), `image` holds one image of `g` and
+        // `filter` its `filter_h * filter_w * out_c` weights (checked at prepare).
+        unsafe { avx512::sums(g, image, offset, filter, &mut emit) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -60,16 +61,100 @@ unsafe fn sums_avx2(
     sums(g, image, offset, filter, emit);
 }
 
+/// The AVX-512 body: sixteen output channels per register, their accumulator kept in the
+/// register over the pixel's taps. Each tap loads the sixteen input bytes the channels read
+/// (`c / depth_multiplier`, gathered by one lane permutation when the multiplier is above 1),
+/// widens them and the sixteen weights to int32 and multiply-adds; the block past the last
+/// channel is masked (no byte past the image, the filter or the channels is read).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn sums_avx512(
-    g: &ConvGeometry,
-    image: &[i8],
-    offset: i32,
-    filter: &[i8],
-    emit: &mut impl FnMut(usize, &[i32]),
-) {
-    sums(g, image, offset, filter, emit);
+mod avx512 {
+    use super::MAX_CHANNELS;
+    use crate::interpreter::reference::conv::ConvGeometry;
+    use core::arch::x86_64::*;
+
+    /// [`super::depthwise_hybrid_sums`] on AVX-512.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW/VL; `g` is [`super::covers`]ed; `image` holds
+    /// `in_h * in_w * in_c` values and `filter` `filter_h * filter_w * out_c`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn sums(
+        g: &ConvGeometry,
+        image: &[i8],
+        offset: i32,
+        filter: &[i8],
+        emit: &mut impl FnMut(usize, &[i32]),
+    ) {
+        let (oc, ic) = (g.out_c, g.in_c);
+        let dm = g.depth_multiplier.max(1);
+        assert!(oc <= MAX_CHANNELS && oc == ic * dm);
+        assert!(image.len() >= g.in_h * g.in_w * ic);
+        assert!(filter.len() >= g.filter_h * g.filter_w * oc);
+        // Per channel, its input channel relative to the first of its block of sixteen.
+        let mut lane = [0i32; MAX_CHANNELS];
+        for (c, l) in lane[..oc].iter_mut().enumerate() {
+            *l = (c / dm - (c - c % 16) / dm) as i32;
+        }
+        let mut acc = [0i32; MAX_CHANNELS];
+        let off = _mm512_set1_epi32(offset);
+        for oy in 0..g.out_h {
+            let wy = g.row_window(oy);
+            for ox in 0..g.out_w {
+                let wx = g.col_window(ox);
+                // Groups of up to four blocks of sixteen channels: each tap's addresses once.
+                let mut c = 0;
+                while c < oc {
+                    let mut keep = [0 as __mmask16; 4];
+                    let mut xkeep = [0 as __mmask16; 4];
+                    let mut base = [0usize; 4];
+                    let mut perm = [_mm512_setzero_si512(); 4];
+                    for j in 0..4 {
+                        let cj = c + 16 * j;
+                        if cj >= oc {
+                            break;
+                        }
+                        let n = (oc - cj).min(16);
+                        keep[j] = if n == 16 { !0 } else { (1 << n) - 1 };
+                        base[j] = cj / dm;
+                        // Input channels the block reads: `base..=(cj + n - 1) / dm`.
+                        let m = (cj + n - 1) / dm - base[j] + 1;
+                        xkeep[j] = if m == 16 { !0 } else { (1 << m) - 1 };
+                        // SAFETY: `cj + n <= oc` lanes of `lane`.
+                        perm[j] = _mm512_maskz_loadu_epi32(keep[j], lane.as_ptr().add(cj));
+                    }
+                    let mut a = [_mm512_setzero_si512(); 4];
+                    for fy in wy.f0..wy.f1 {
+                        let row = wy.at(fy) * g.in_w;
+                        for fx in wx.f0..wx.f1 {
+                            let px = image.as_ptr().wrapping_add((row + wx.at(fx)) * ic);
+                            let wp = filter.as_ptr().wrapping_add((fy * g.filter_w + fx) * oc + c);
+                            for j in 0..4 {
+                                // SAFETY: the clipped window's taps lie inside the image, so the
+                                // pixel's `ic` values start at `px`: `base + m <= ic` bytes are
+                                // read (masked; nothing for a block past the channels, whose
+                                // mask is empty); the tap's `oc` weights hold the block's
+                                // `c + 16 j + n <= oc` (masked).
+                                let xp = px.wrapping_add(base[j]);
+                                let x = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(xkeep[j], xp));
+                                let x = _mm512_sub_epi32(x, off);
+                                let x = if dm == 1 { x } else { _mm512_permutexvar_epi32(perm[j], x) };
+                                let w = _mm_maskz_loadu_epi8(keep[j], wp.wrapping_add(16 * j));
+                                let w = _mm512_cvtepi8_epi32(w);
+                                a[j] = _mm512_add_epi32(a[j], _mm512_mullo_epi32(x, w));
+                            }
+                        }
+                    }
+                    for j in 0..4 {
+                        // SAFETY: lanes `c + 16 j..` of the `MAX_CHANNELS` accumulators, masked
+                        // to the channels (`MAX_CHANNELS` is a multiple of 16).
+                        _mm512_mask_storeu_epi32(acc.as_mut_ptr().wrapping_add(c + 16 * j), keep[j], a[j]);
+                    }
+                    c += 64;
+                }
+                emit(oy * g.out_w + ox, &acc[..oc]);
+            }
+        }
+    }
 }
 
 #[inline(always)]
@@ -134,6 +219,12 @@ mod tests {
             (7, 7, 16, 1, 3, 2, 1, 0),
             (6, 5, 4, 4, 3, 1, 2, 2),
             (4, 4, 24, 2, 2, 2, 1, 0),
+            // Channels past whole blocks of sixteen, odd multipliers, blocks whose input
+            // channels end at the image's last.
+            (5, 4, 37, 1, 3, 1, 1, 1),
+            (4, 5, 7, 3, 3, 2, 1, 1),
+            (3, 3, 11, 5, 2, 1, 1, 0),
+            (6, 6, 3, 17, 3, 1, 1, 1),
         ] {
             let span = d * (f - 1) + 1;
             let (oh, ow) = ((h + 2 * pad - span) / s + 1, (w + 2 * pad - span) / s + 1);

@@ -192,8 +192,10 @@ mod vnni {
         let mut c0 = 0;
         while c0 < n {
             let cn = CHUNK.min(n - c0);
+            // One row group: its tiles take the weight sums in the same pass (`fused`).
+            let fused = rows <= ROWS;
             let mut c = 0;
-            while c < cn {
+            while c < cn && !fused {
                 // SAFETY: channels `c0 + c..` (four of them in the first branch) are below
                 // `n`: their `k` weights are in `w`.
                 if cn - c >= CHANNELS {
@@ -219,13 +221,14 @@ mod vnni {
                     // SAFETY (all four): rows `r0..r0 + rn` and channels `c0 + c..` of the
                     // tile are below `rows` and `n` (the branches' conditions), so every
                     // 64-byte step (and the masked tail) reads inside `x` and `w`.
+                    let ws = fused.then_some(&mut wsum);
                     match (rn, cn - c >= CHANNELS) {
-                        (ROWS, true) => tile::<ROWS, CHANNELS>(xr, wc, d, &mut sums, c),
-                        (ROWS, false) => tile::<ROWS, 1>(xr, wc, d, &mut sums, c),
-                        (2, true) => tile::<2, CHANNELS>(xr, wc, d, &mut sums, c),
-                        (2, false) => tile::<2, 1>(xr, wc, d, &mut sums, c),
-                        (_, true) => tile::<1, CHANNELS>(xr, wc, d, &mut sums, c),
-                        _ => tile::<1, 1>(xr, wc, d, &mut sums, c),
+                        (ROWS, true) => tile::<ROWS, CHANNELS>(xr, wc, d, &mut sums, ws, c),
+                        (ROWS, false) => tile::<ROWS, 1>(xr, wc, d, &mut sums, ws, c),
+                        (2, true) => tile::<2, CHANNELS>(xr, wc, d, &mut sums, ws, c),
+                        (2, false) => tile::<2, 1>(xr, wc, d, &mut sums, ws, c),
+                        (_, true) => tile::<1, CHANNELS>(xr, wc, d, &mut sums, ws, c),
+                        _ => tile::<1, 1>(xr, wc, d, &mut sums, ws, c),
                     }
                     c += if cn - c >= CHANNELS { CHANNELS } else { 1 };
                 }
@@ -376,7 +379,8 @@ mod vnni {
     }
 
     /// `out[i][c + j] = sum_l (x[i * k + l] + 128) * w[j * k + l]` (wrapping) for `i < R`,
-    /// `j < C`.
+    /// `j < C`; with `wsum`, also `wsum[c + j] = sum_l w[j * k + l]` from the same loads (the
+    /// weight sums of a single row group, which then needs no pass of its own).
     ///
     /// # Safety
     /// `x` points at `R` rows and `w` at `C` weight rows of `d.k` readable bytes each;
@@ -388,9 +392,32 @@ mod vnni {
         w: *const i8,
         d: Depth,
         out: &mut [[i32; CHUNK]; ROWS],
+        wsum: Option<&mut [i32; CHUNK]>,
+        c: usize,
+    ) {
+        match wsum {
+            Some(ws) => tile_with::<R, C, true>(x, w, d, out, ws, c),
+            None => tile_with::<R, C, false>(x, w, d, out, &mut [0; CHUNK], c),
+        }
+    }
+
+    /// [`tile`], the weight sums taken when `SUMS`.
+    ///
+    /// # Safety
+    /// As [`tile`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tile_with<const R: usize, const C: usize, const SUMS: bool>(
+        x: *const i8,
+        w: *const i8,
+        d: Depth,
+        out: &mut [[i32; CHUNK]; ROWS],
+        wsum: &mut [i32; CHUNK],
         c: usize,
     ) {
         let flip = _mm512_set1_epi8(i8::MIN);
+        let ones = _mm512_set1_epi8(1);
+        let mut wacc = [_mm512_setzero_si512(); C];
         let mut acc = [[_mm512_setzero_si512(); C]; R];
         let mut xs = [_mm512_setzero_si512(); R];
         let mut ws = [_mm512_setzero_si512(); C];
@@ -401,6 +428,9 @@ mod vnni {
             }
             for (j, wv) in ws.iter_mut().enumerate() {
                 *wv = _mm512_loadu_si512(w.add(j * d.k + s * 64) as *const _);
+                if SUMS {
+                    wacc[j] = _mm512_dpbusd_epi32(wacc[j], ones, *wv);
+                }
             }
             step(&mut acc, &xs, &ws);
         }
@@ -413,8 +443,21 @@ mod vnni {
             }
             for (j, wv) in ws.iter_mut().enumerate() {
                 *wv = _mm512_maskz_loadu_epi8(d.tail, w.add(j * d.k + at));
+                if SUMS {
+                    wacc[j] = _mm512_dpbusd_epi32(wacc[j], ones, *wv);
+                }
             }
             step(&mut acc, &xs, &ws);
+        }
+        if SUMS {
+            if C == CHANNELS {
+                let s = reduce4(wacc[0], wacc[1 % C], wacc[2 % C], wacc[3 % C]);
+                _mm_storeu_si128(wsum[c..c + 4].as_mut_ptr() as *mut __m128i, s);
+            } else {
+                for (o, &a) in wsum[c..c + C].iter_mut().zip(&wacc) {
+                    *o = _mm512_reduce_add_epi32(a);
+                }
+            }
         }
         for (a, o) in acc.iter().zip(out.iter_mut()) {
             if C == CHANNELS {

@@ -32,9 +32,16 @@ pub fn quantize_rows(
     if isa.avx2() && depth > 0 {
         for r in 0..rows {
             let x = &input[r * depth..][..depth];
-            // SAFETY: `avx2()` checked the cached CPU detection (AVX2 present); the function
-            // reads `x` and writes `q`, both `depth` long.
-            let p = unsafe { avx2::quantize(x, asymmetric, out.row_mut(r, depth)) };
+            let q = out.row_mut(r, depth);
+            // SAFETY: `avx512()` / `avx2()` checked the cached CPU detection (AVX-512 F/BW/VL,
+            // or AVX2, present); the functions read `x` and write `q`, both `depth` long.
+            let p = unsafe {
+                if isa.avx512() {
+                    avx512::quantize(x, asymmetric, q)
+                } else {
+                    avx2::quantize(x, asymmetric, q)
+                }
+            };
             match p {
                 Some(p) => out.set_params(r, p),
                 None => out.quantize(r, depth, asymmetric, |i| x[i]),
@@ -140,6 +147,96 @@ mod avx2 {
     }
 }
 
+/// The AVX-512 form of [`avx2`]: sixteen values per step, the same operations.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{asymmetric_params, symmetric_params, RowQuant};
+    use crate::interpreter::reference::hybrid::round_to_i32;
+    use core::arch::x86_64::*;
+
+    /// As `avx2::quantize`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW/VL; `q.len() == x.len()`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn quantize(x: &[f32], asymmetric: bool, q: &mut [i8]) -> Option<RowQuant> {
+        let (lo, hi) = extremes(x)?;
+        let plan = if asymmetric {
+            asymmetric_params(lo, hi)
+        } else {
+            symmetric_params(lo, hi)
+        };
+        let Some((p, inv)) = plan else {
+            q.fill(0);
+            return Some(RowQuant::UNIT);
+        };
+        if !inv.is_finite() {
+            return None;
+        }
+        let (off, min, max) = if asymmetric {
+            (p.offset as f32, -128, 127)
+        } else {
+            (0.0, -127, 127)
+        };
+        let main = x.len() - x.len() % 16;
+        let (vinv, voff) = (_mm512_set1_ps(inv), _mm512_set1_ps(off));
+        let (vmin, vmax) = (_mm512_set1_epi32(min), _mm512_set1_epi32(max));
+        let (half, minus_half) = (_mm512_set1_ps(0.5), _mm512_set1_ps(-0.5));
+        let one = _mm512_set1_epi32(1);
+        let mut i = 0;
+        while i < main {
+            // SAFETY: `i + 16 <= main <= x.len() == q.len()`; unaligned accesses.
+            let v = _mm512_mul_ps(_mm512_loadu_ps(x.as_ptr().add(i)), vinv);
+            let v = if asymmetric { _mm512_add_ps(voff, v) } else { v };
+            // |v| < 2^9 here: the truncation and the fraction are exact.
+            let t = _mm512_cvttps_epi32(v);
+            let frac = _mm512_sub_ps(v, _mm512_cvtepi32_ps(t));
+            let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(frac, half);
+            let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(frac, minus_half);
+            let r = _mm512_mask_sub_epi32(_mm512_mask_add_epi32(t, up, t, one), down, t, one);
+            let r = _mm512_min_epi32(_mm512_max_epi32(r, vmin), vmax);
+            // In [-128, 127]: the saturating narrowing keeps every value.
+            _mm_storeu_si128(q.as_mut_ptr().add(i) as *mut __m128i, _mm512_cvtsepi32_epi8(r));
+            i += 16;
+        }
+        for (q, &v) in q[main..].iter_mut().zip(&x[main..]) {
+            let v = if asymmetric { off + v * inv } else { v * inv };
+            *q = round_to_i32(v).clamp(min, max) as i8;
+        }
+        Some(p)
+    }
+
+    /// `(smallest, largest)` of `x` (non-empty), or `None` when it holds a NaN or an infinity.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn extremes(x: &[f32]) -> Option<(f32, f32)> {
+        let main = x.len() - x.len() % 16;
+        let (mut lo, mut hi) = (_mm512_set1_ps(f32::INFINITY), _mm512_set1_ps(f32::NEG_INFINITY));
+        let mut nan: __mmask16 = 0;
+        let mut i = 0;
+        while i < main {
+            // SAFETY: `i + 16 <= main <= x.len()`; unaligned load.
+            let v = _mm512_loadu_ps(x.as_ptr().add(i));
+            nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+            lo = _mm512_min_ps(lo, v);
+            hi = _mm512_max_ps(hi, v);
+            i += 16;
+        }
+        if nan != 0 {
+            return None;
+        }
+        // No NaN in the lanes: their extremes in any order.
+        let (mut lo, mut hi) = (_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi));
+        for (&a, &b) in x[main..].iter().zip(&x[main..]) {
+            if a.is_nan() || b.is_nan() {
+                return None;
+            }
+            lo = lo.min(a);
+            hi = hi.max(b);
+        }
+        (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,7 +264,7 @@ mod tests {
             (seed >> 8) as f32 / (1u32 << 24) as f32 * 6.0 - 2.5
         };
         let mut cases: Vec<(Vec<f32>, usize)> = Vec::new();
-        for &(rows, depth) in &[(1, 1), (2, 7), (3, 8), (1, 9), (4, 33), (2, 800)] {
+        for &(rows, depth) in &[(1, 1), (2, 7), (3, 8), (1, 9), (4, 33), (2, 800), (2, 16), (1, 31), (3, 48)] {
             cases.push(((0..rows * depth).map(|_| next()).collect(), rows));
         }
         // Exact halves after scaling (127 / 127 = 1: values k + 0.5 round away from zero),
@@ -183,6 +280,13 @@ mod tests {
         let mut inf: Vec<f32> = (0..20).map(|i| i as f32).collect();
         inf[12] = f32::INFINITY;
         cases.push((inf, 2));
+        // A NaN and an infinity inside whole sixteen-value steps.
+        let mut nan: Vec<f32> = (0..40).map(|i| i as f32).collect();
+        nan[5] = f32::NAN;
+        cases.push((nan, 1));
+        let mut inf: Vec<f32> = (0..40).map(|i| i as f32).collect();
+        inf[17] = f32::NEG_INFINITY;
+        cases.push((inf, 1));
         cases.push(((0..9).map(|i| (i as f32 - 4.0) * 1e-45).collect(), 1));
         cases.push(((0..9).map(|i| (i as f32 - 4.0) * 1e-39).collect(), 1));
         for (x, rows) in &cases {

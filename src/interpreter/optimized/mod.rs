@@ -72,3 +72,5 @@ mod tests;
 mod tests_indirect;
 #[cfg(test)]
 mod tests_vnni;
+/// The float epilogue of the hybrid kernels on the interpreter's path.
+pub mod hybrid_epilogue;

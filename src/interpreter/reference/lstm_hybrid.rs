@@ -13,9 +13,9 @@
 use super::hybrid::{offset_dots, quantize_rows, RowsOut};
 use super::lstm::{eigen_tanh, lstm_float_cell, GateProducts, LstmBuffers, LstmShape, LstmWeights};
 
-/// The int32 sums of quantized rows against int8 weight rows:
-/// `emit(r, c, sum_j (x[r][j] - offsets[r]) * w[c][j])` for every row `r < rows` and weight row
-/// `c < n`, and the quantization of the rows. Exact (wrapping int32 sums, the reference's
+/// The int32 sums of quantized rows against int8 weight rows: `emit(r, c0, sums)` with
+/// `sums[i] = sum_j (x[r][j] - offsets[r]) * w[c0 + i][j]`, runs covering every row `r < rows`
+/// and weight row `c < n` once, and the quantization of the rows. Exact (wrapping int32 sums, the reference's
 /// bytes), so every implementation gives the same results.
 pub trait RowDots {
     /// The sums of `rows` rows of `k` values of `x` against the `n` rows of `k` values of `w`.
@@ -28,7 +28,7 @@ pub trait RowDots {
         x: &[i8],
         offsets: &[i32],
         w: &[i8],
-        emit: impl FnMut(usize, usize, i32),
+        emit: impl FnMut(usize, usize, &[i32]),
     );
 
     /// Quantizes `rows` rows of `depth` values of `input`, each on its own (the bytes and
@@ -55,9 +55,9 @@ impl RowDots for PortableDots {
         x: &[i8],
         offsets: &[i32],
         w: &[i8],
-        emit: impl FnMut(usize, usize, i32),
+        mut emit: impl FnMut(usize, usize, &[i32]),
     ) {
-        offset_dots(rows, k, n, x, |r| offsets[r], w, emit);
+        offset_dots(rows, k, n, x, |r| offsets[r], w, |r, c, acc| emit(r, c, &[acc]));
     }
 }
 
@@ -131,7 +131,13 @@ impl<D: RowDots> GateProducts for HybridGates<'_, '_, D> {
             &t.x_q[..rows * s.input_dim],
             &t.x_offsets[..rows],
             w.weights.input[g],
-            |r, c, acc| out[r * n + c] = bias[c] + acc as f32 * (t.x_scales[r] * x_scale),
+            |r, c0, sums| {
+                let f = t.x_scales[r] * x_scale;
+                let (o, b) = (&mut out[r * n + c0..][..sums.len()], &bias[c0..][..sums.len()]);
+                for ((o, &b), &acc) in o.iter_mut().zip(b).zip(sums) {
+                    *o = b + acc as f32 * f;
+                }
+            },
         );
         self.dots.dots(
             rows,
@@ -140,7 +146,12 @@ impl<D: RowDots> GateProducts for HybridGates<'_, '_, D> {
             &t.h_q[..rows * n],
             &t.h_offsets[..rows],
             w.weights.recurrent[g],
-            |r, c, acc| out[r * n + c] += acc as f32 * (t.h_scales[r] * h_scale),
+            |r, c0, sums| {
+                let f = t.h_scales[r] * h_scale;
+                for (o, &acc) in out[r * n + c0..][..sums.len()].iter_mut().zip(sums) {
+                    *o += acc as f32 * f;
+                }
+            },
         );
     }
 
