@@ -414,13 +414,17 @@ pub fn conv_f32<W: Weight>(
             let mut r = r0;
             while r < r1 {
                 let (b, p0) = (r / pixels, r % pixels);
-                let rows = col_rows.min(pixels - p0).min(r1 - r);
+                // Windows multiplied in place gather only border pixels, `col_rows` at a
+                // time: the task's part of the image goes at once.
+                let most = if windows_in_place { pixels } else { col_rows };
+                let rows = most.min(pixels - p0).min(r1 - r);
                 let image = &input[b * image_len..][..image_len];
                 let out = &mut part[(r - r0) * n + j0..];
                 if direct_rows_apply(isa, g, nj) {
                     direct_rows(isa, g, image, p0, rows, nj, panel, &epj, out, n);
                 } else if windows_in_place {
-                    windowed_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols);
+                    let cap = (cols.len() / k.max(1)).max(1);
+                    windowed_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols, cap);
                 } else {
                     let c0 = grp * fd;
                     gathered_rows(isa, g, image, c0, p0, rows, nj, k, panel, &epj, out, n, cols);
@@ -436,13 +440,15 @@ pub fn conv_f32<W: Weight>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::interpreter::optimized::tests::values;
     use crate::interpreter::reference::conv::conv_f32 as reference;
 
+    /// An `h × w × c` image, `fh × fw` taps, `oc` outputs; TensorFlow's SAME padding when
+    /// `same`, else VALID.
     #[allow(clippy::too_many_arguments)]
-    fn geometry(
+    pub(in crate::interpreter::optimized) fn geometry(
         (h, w, c): (usize, usize, usize),
         (fh, fw, oc): (usize, usize, usize),
         stride: usize,
@@ -505,6 +511,10 @@ mod tests {
             geometry((17, 15, 16), (3, 3, 20), 2, 1, true, 2),
             geometry((12, 13, 8), (5, 5, 24), 1, 1, true, 1),
             geometry((9, 10, 100), (3, 3, 18), 1, 1, true, 1),
+            // Tall and narrow: border columns of many rows gathered together (5x5: two
+            // columns each side), in pieces of the im2col block, across tasks and batches.
+            geometry((31, 7, 12), (3, 3, 20), 1, 1, true, 2),
+            geometry((26, 9, 8), (5, 5, 17), 1, 1, true, 1),
             // Dot products over the filter in place: one pixel (channels split among tasks,
             // a depth with a tail after the 32- and 8-lane steps), three pixels; four rows
             // and a strided 1x1 on one pixel are matrix products again.

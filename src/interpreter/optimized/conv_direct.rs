@@ -7,7 +7,9 @@
 //! The register tile is [`super::gemm_avx512`]'s, fed differently: up to [`PIXELS`] output
 //! pixels of one output row × one or two 16-channel panels of the packed filter
 //! ([`super::pack`]), one broadcast input value per pixel and one filter load per panel per
-//! depth step. Each output is summed over the depth steps `(fy, fx, c)` in the im2col
+//! depth step. A row's pixels with whole windows are split into tiles of equal size (±1) of
+//! at most [`PIXELS`] (one panel: [`PIXELS_ONE`]): a 112-pixel row is not 9 × 12 and three
+//! single pixels, each of those a chain of dependent multiply-adds. Each output is summed over the depth steps `(fy, fx, c)` in the im2col
 //! product's order with one FMA per step (the taps of the padding, zeros there, are skipped:
 //! adding a zero product changes no value), then bias and clamp as the GEMM's epilogue does.
 //!
@@ -25,8 +27,11 @@ use crate::interpreter::reference::conv::ConvGeometry;
 /// im2col rows are long runs and the GEMM over them is faster.
 pub const MAX_CHANNELS: usize = 8;
 
-/// Output pixels per register tile (with two panels, 24 of the 32 `zmm` registers).
+/// Output pixels per register tile with two panels (24 of the 32 `zmm` registers).
 const PIXELS: usize = 12;
+
+/// Output pixels per register tile with one panel (16 accumulators).
+const PIXELS_ONE: usize = 16;
 
 /// Whether [`direct_rows`] computes `nj` output channels of `g` on path `isa`: AVX-512F, an
 /// ungrouped filter over at most [`MAX_CHANNELS`] input channels, at most two panels of
@@ -93,11 +98,11 @@ pub fn direct_rows(
             let (oy, ox) = (p / g.out_w, p % g.out_w);
             let wy = g.row_window(oy);
             let row_end = (p0 + rows).min((oy + 1) * g.out_w);
-            // Pixels whose windows are whole across (all but the borders) go `PIXELS` at a
-            // time; a border pixel alone with its clipped taps.
+            // Pixels whose windows are whole across (all but the borders) go together (in
+            // tiles of up to `PIXELS`); a border pixel alone with its clipped taps.
             let mut run = 1;
             if full_x(ox) {
-                while run < PIXELS && p + run < row_end && full_x(ox + run) {
+                while p + run < row_end && full_x(ox + run) {
                     run += 1;
                 }
             }
@@ -159,11 +164,11 @@ struct Taps<'a> {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::gemm_avx512::x86::lanes;
-    use super::{Taps, NR, PIXELS};
+    use super::{Taps, NR, PIXELS, PIXELS_ONE};
     use core::arch::x86_64::*;
 
-    /// `run` pixels (1..=[`PIXELS`]) of `t`: one tile of [`PIXELS`], else tiles of 4 and
-    /// single pixels.
+    /// `run` pixels of `t` (of one output row) in tiles of equal size (±1), at most
+    /// [`PIXELS`] with two panels and [`PIXELS_ONE`] with one.
     ///
     /// # Safety
     /// AVX-512F is present; the taps of `run` pixels are inside the image (whole horizontal
@@ -177,9 +182,13 @@ mod x86 {
             return;
         }
         let step = t.g.stride_w as isize;
+        let two = t.nj > NR;
+        let most = if two { PIXELS } else { PIXELS_ONE };
+        let tiles = run.div_ceil(most);
         let mut i = 0;
-        while i < run {
-            let left = run - i;
+        for tile_index in 0..tiles {
+            // Sizes differ by at most one: the first `run % tiles` tiles take one more.
+            let n = run / tiles + usize::from(tile_index < run % tiles);
             let ti = Taps {
                 x0: t.x0 + i as isize * step,
                 // SAFETY: pixel `i < run` has output row `i` inside `c`.
@@ -188,16 +197,21 @@ mod x86 {
                 fx: t.fx.clone(),
                 ..*t
             };
-            let two = t.nj > NR;
-            // SAFETY: pixels `i..i + n` are among the caller's `run` (`n <= left`).
-            let n = unsafe {
-                match (left, two) {
-                    (PIXELS, true) => tile::<PIXELS, 2>(&ti),
-                    (PIXELS, false) => tile::<PIXELS, 1>(&ti),
-                    (4.., true) => tile::<4, 2>(&ti),
-                    (4.., false) => tile::<4, 1>(&ti),
-                    (_, true) => tile::<1, 2>(&ti),
-                    (_, false) => tile::<1, 1>(&ti),
+            macro_rules! sized {
+                ($p:literal; $($r:literal)*) => {
+                    match n {
+                        $($r => tile::<$r, $p>(&ti),)*
+                        _ => unreachable!("tile of {n} pixels"),
+                    }
+                };
+            }
+            // SAFETY: pixels `i..i + n` are among the caller's `run` (`n <= run - i`: the
+            // sizes sum to `run`), `n <= most`.
+            unsafe {
+                if two {
+                    sized!(2; 1 2 3 4 5 6 7 8 9 10 11 12)
+                } else {
+                    sized!(1; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
                 }
             };
             i += n;
@@ -296,5 +310,68 @@ mod x86 {
             }
         }
         R
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpreter::optimized::conv::tests::geometry;
+    use crate::interpreter::optimized::matrix::Strided;
+    use crate::interpreter::optimized::pack::pack_b;
+    use crate::interpreter::optimized::tests::values;
+    use crate::interpreter::reference::conv::conv_f32 as reference;
+
+    /// Rows of every width from 1 to past two tiles (every split into equal tiles, every
+    /// tile size of one and two panels), strides 1 and 2, 1–4 channels, 3 × 3 and 5 × 5
+    /// taps, one to two panels of outputs (partial ones too), in chunks of rows that start
+    /// and end mid-row: the reference's values up to rounding.
+    #[test]
+    fn direct_rows_match_the_reference_for_every_tile_size() {
+        if !Isa::available().contains(&Isa::Avx512) {
+            return;
+        }
+        let mut case = 0u32;
+        for w in (1..=36).chain([47, 111, 112]) {
+            for &(c, f, stride, oc) in &[(3, 3, 2, 16), (3, 3, 1, 32), (1, 5, 1, 7), (4, 3, 2, 20)] {
+                case += 1;
+                let h = 3 + (w % 3);
+                let g = geometry((h, w, c), (f, f, oc), stride, 1, true, 1);
+                let k = f * f * c;
+                let input = values(g.input_len(), case);
+                let filter = values(oc * k, case + 1);
+                let bias = values(oc, case + 2);
+                let mut want = vec![0.0f32; g.output_len()];
+                reference(&g, &input, &filter, Some(&bias), -1.5, 2.0, &mut want);
+                let mut packed = vec![f32::NAN; packed_b_len(oc, k)];
+                let view = Strided {
+                    data: &filter[..],
+                    rs: k,
+                    cs: 1,
+                };
+                pack_b(oc, k, view, &mut packed);
+                let ep = Epilogue {
+                    bias: Some(&bias),
+                    min: -1.5,
+                    max: 2.0,
+                };
+                let pixels = g.out_h * g.out_w;
+                let mut got = vec![f32::NAN; pixels * oc];
+                let chunk = 1 + (case as usize * 7) % (pixels + 3);
+                let mut p0 = 0;
+                while p0 < pixels {
+                    let rows = chunk.min(pixels - p0);
+                    let out = &mut got[p0 * oc..];
+                    direct_rows(Isa::Avx512, &g, &input, p0, rows, oc, &packed, &ep, out, oc);
+                    p0 += rows;
+                }
+                for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * k as f32,
+                        "{g:?} output {i}: {x} vs {y}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -26,8 +26,10 @@ pub(super) fn multiplies_windows_in_place(g: &ConvGeometry) -> bool {
 /// further, so each filter row is a strided `A` over depth steps `fy · run..(fy + 1) · run`
 /// ([`gemm_packed_steps`]; the indirect convolution's row pointers, computed rather than
 /// stored). Pixels whose window crosses the border are gathered (im2col) into `cols` (room
-/// for `rows` rows of depth `k`) and multiplied as in the im2col path. Which way a pixel
-/// goes depends on the pixel alone, so the result does not depend on how rows are split.
+/// for `cap ≥ 1` rows of depth `k`, at most `cap` pixels at a time) and multiplied as in the
+/// im2col path. Which way a pixel goes depends on the pixel alone, so the result does not
+/// depend on how rows are split; `rows` may span many output rows whatever `cap` is (the
+/// runs in place are then whole output rows, not pieces of an im2col block).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn windowed_rows(
     isa: Isa,
@@ -42,6 +44,7 @@ pub(super) fn windowed_rows(
     c: &mut [f32],
     ldc: usize,
     cols: &mut [f32],
+    cap: usize,
 ) {
     let run = g.filter_w * g.in_c;
     let end = p0 + rows;
@@ -63,7 +66,10 @@ pub(super) fn windowed_rows(
         }
         let len = q - p;
         let out = &mut c[(p - p0) * ldc..];
-        if here {
+        if inside_y && !here {
+            // A border run of a row whose other pixels are multiplied in place: gathered
+            // below with the same columns of the chunk's other rows.
+        } else if here {
             let x0 = g.col_window(ox).at(0);
             for fy in 0..g.filter_h {
                 let a = Strided {
@@ -75,9 +81,70 @@ pub(super) fn windowed_rows(
                 gemm_packed_steps(isa, len, nj, k, steps, a, panel, ep, out, ldc);
             }
         } else {
-            gathered_rows(isa, g, image, 0, p, len, nj, k, panel, ep, out, ldc, cols);
+            for at in (0..len).step_by(cap) {
+                let (piece, out) = (cap.min(len - at), &mut out[at * ldc..]);
+                gathered_rows(isa, g, image, 0, p + at, piece, nj, k, panel, ep, out, ldc, cols);
+            }
         }
         p = q;
+    }
+    border_columns(isa, g, image, p0, rows, nj, k, panel, ep, c, ldc, cols, cap);
+}
+
+/// The pixels of [`windowed_rows`]' chunk `p0..p0 + rows` on border columns (windows clipped
+/// across) of rows whose windows are whole down: gathered column by column, one matrix product
+/// over up to `cap` of the chunk's rows at output stride `out_w · ldc` instead of one per pixel (a product of
+/// one row is a chain of dependent multiply-adds as long as the depth). Each pixel's products
+/// are the gathered path's, so the values do not depend on the grouping.
+#[allow(clippy::too_many_arguments)]
+fn border_columns(
+    isa: Isa,
+    g: &ConvGeometry,
+    image: &[f32],
+    p0: usize,
+    rows: usize,
+    nj: usize,
+    k: usize,
+    panel: &[f32],
+    ep: &Epilogue<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    cols: &mut [f32],
+    cap: usize,
+) {
+    let end = p0 + rows;
+    let (first_y, last_y) = (p0 / g.out_w, (end - 1) / g.out_w);
+    let inside_y = |oy: usize| {
+        let w = g.row_window(oy);
+        w.f0 == 0 && w.f1 == g.filter_h
+    };
+    for ox in 0..g.out_w {
+        let w = g.col_window(ox);
+        if w.f0 == 0 && w.f1 == g.filter_w {
+            continue;
+        }
+        // Rows of the chunk holding pixel (oy, ox) with whole vertical windows: an interval
+        // (the rows inside are one, the chunk's ends cut at most its first and last row).
+        let in_chunk = |oy: usize| (p0..end).contains(&(oy * g.out_w + ox)) && inside_y(oy);
+        let Some(lo) = (first_y..=last_y).find(|&oy| in_chunk(oy)) else {
+            continue;
+        };
+        let hi = (lo..=last_y).take_while(|&oy| in_chunk(oy)).last().unwrap_or(lo);
+        let mut y = lo;
+        while y <= hi {
+            let m = cap.min(hi + 1 - y);
+            for (i, row) in cols[..m * k].chunks_exact_mut(k).enumerate() {
+                im2col(g, image, 0, (y + i) * g.out_w + ox, 1, row);
+            }
+            let a = Strided {
+                data: &cols[..m * k],
+                rs: k,
+                cs: 1,
+            };
+            let out = &mut c[(y * g.out_w + ox - p0) * ldc..];
+            gemm_packed(isa, m, nj, k, a, panel, ep, out, g.out_w * ldc);
+            y += m;
+        }
     }
 }
 

@@ -7,28 +7,31 @@
 
 use super::Isa;
 use crate::interpreter::reference::gelu::gelu_f32 as reference;
+#[cfg(not(feature = "std"))]
+use crate::math::Float;
 
 /// `erf(x)` in single precision.
 #[inline(always)]
 pub fn erf_f32(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;
-    let mut p = x2 * -2.726_142_3e-10 + 2.770_681_4e-8;
-    p = p * x2 - 2.101_024e-6;
-    p = p * x2 - 5.692_506_5e-5;
-    p = p * x2 - 7.349_906_5e-4;
-    p = p * x2 - 2.954_600_1e-3;
-    p = p * x2 - 1.609_603_4e-2;
+    let mut p = x2.mul_add(-2.726_142_3e-10, 2.770_681_4e-8);
+    p = p.mul_add(x2, -2.101_024e-6);
+    p = p.mul_add(x2, -5.692_506_5e-5);
+    p = p.mul_add(x2, -7.349_906_5e-4);
+    p = p.mul_add(x2, -2.954_600_1e-3);
+    p = p.mul_add(x2, -1.609_603_4e-2);
     p *= x;
-    let mut q = x2 * -1.456_607_2e-5 - 2.133_740_6e-4;
-    q = q * x2 - 1.682_827e-3;
-    q = q * x2 - 7.373_329_3e-3;
-    q = q * x2 - 1.426_474e-2;
+    let mut q = x2.mul_add(-1.456_607_2e-5, -2.133_740_6e-4);
+    q = q.mul_add(x2, -1.682_827e-3);
+    q = q.mul_add(x2, -7.373_329_3e-3);
+    q = q.mul_add(x2, -1.426_474e-2);
     p / q
 }
 
 /// Float GELU over a slice, on path `isa` (the exact form's loop is compiled three times,
-/// plain, with AVX2 and with AVX-512F enabled: the same source, so the same bits).
+/// plain, with AVX2+FMA and with AVX-512F enabled: the same source with explicit fused
+/// multiply-adds, so the same bits; the plain path calls libm's `fmaf` for them).
 pub fn gelu_f32(isa: Isa, input: &[f32], approximate: bool, output: &mut [f32]) {
     if approximate {
         reference(input, true, output);
@@ -42,7 +45,7 @@ pub fn gelu_f32(isa: Isa, input: &[f32], approximate: bool, output: &mut [f32]) 
     }
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
-        // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2.
+        // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2 and FMA.
         unsafe { exact_avx2(input, output) };
         return;
     }
@@ -58,22 +61,22 @@ fn exact(input: &[f32], output: &mut [f32]) {
     }
 }
 
-/// [`exact`] compiled for AVX2.
+/// [`exact`] compiled for AVX2 and FMA.
 ///
 /// # Safety
-/// The CPU supports AVX2.
+/// The CPU supports AVX2 and FMA (the crate's `avx2` path requires both).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn exact_avx2(input: &[f32], output: &mut [f32]) {
     exact(input, output)
 }
 
-/// [`exact`] compiled for AVX-512F.
+/// [`exact`] compiled for AVX-512F (with FMA).
 ///
 /// # Safety
-/// The CPU supports AVX-512F.
+/// The CPU supports AVX-512F (and FMA, which every AVX-512F CPU has).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,fma")]
 unsafe fn exact_avx512(input: &[f32], output: &mut [f32]) {
     exact(input, output)
 }
