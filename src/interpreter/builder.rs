@@ -40,7 +40,7 @@ pub(crate) fn resizable(model: &Model) -> bool {
     })
 }
 
-pub(crate) use place::{finish, Rebuild};
+pub(crate) use place::{buffer_bytes, finish, table_bytes, Rebuild};
 pub(crate) use resize::resized_model;
 pub(crate) use stage::{
     default_isa, lowered_model, stage, stage_opts, stage_with, Staged, VariableInit,
@@ -209,12 +209,24 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         };
         let staged_default =
             || stage_opts(self.model, &self.resolver, self.threads, self.copies, isa);
+        let staged_within = |b: usize| match self.stage_in_budget(b, isa) {
+            Err(InterpreterError::ArenaBudget { .. }) => Ok((staged_default()?, self.copies)),
+            r => r,
+        };
         let (staged, copies) = match (self.budget, buffer_budget) {
             (Some(b), _) => self.stage_in_budget(b, isa)?,
-            (None, Some(b)) => match self.stage_in_budget(b, isa) {
-                Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
-                r => r?,
-            },
+            (None, Some(b)) => {
+                // The interpreter's tables follow the arena in the buffer: when the records
+                // chosen for the whole buffer leave them no room, choose again for the bytes
+                // before them (at an `ALIGNMENT` boundary).
+                let (staged, copies) = staged_within(b)?;
+                if place::buffer_bytes(&staged)? > b && staged.arena_bytes()? <= b {
+                    let tables = place::table_bytes(&staged)?;
+                    staged_within(b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT)?
+                } else {
+                    (staged, copies)
+                }
+            }
             (None, None) => (staged_default()?, self.copies),
         };
         // The model's tables are kept only when `resize_input` can use them (a graph input

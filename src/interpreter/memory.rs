@@ -10,8 +10,14 @@ use rust_alloc::{format, string::String, string::ToString, vec::Vec};
 /// How the interpreter's memory is used.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct MemorySummary {
-    /// Arena bytes: head + tail (what a caller's buffer must hold, at an aligned address).
+    /// Arena bytes: head + tail, and in a caller's buffer the interpreter's tables after them
+    /// (`tables_bytes`): what the buffer must hold, at an aligned address.
     pub total_bytes: usize,
+    /// Bytes of the interpreter's tables (tensor records, shapes, slots, node records and
+    /// lists, scratch, op-data types, kernels) in a caller's buffer, after the arena at an
+    /// aligned offset (TFLM keeps its tables in its arena's tail); 0 when the interpreter owns
+    /// its arena (the tables are then on the heap, in `heap_bytes`).
+    pub tables_bytes: usize,
     /// Head: planned tensors and kernel scratch.
     pub head_bytes: usize,
     /// Tail: op data, persistent arrays, variables, prepare-time constants.
@@ -67,8 +73,11 @@ pub struct SubgraphMemory {
 /// What a model needs of a caller-provided arena (see [`Interpreter::arena_needs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ArenaNeeds {
-    /// Bytes of the buffer (at a 16-byte aligned address; up to 15 more otherwise).
+    /// Bytes of the buffer (at a 16-byte aligned address; up to 15 more otherwise): the arena
+    /// (head + tail) and the interpreter's tables after it.
     pub total_bytes: usize,
+    /// The interpreter's tables (see [`MemorySummary::tables_bytes`]).
+    pub tables_bytes: usize,
     /// Head: planned tensors and scratch.
     pub head_bytes: usize,
     /// Kernel scratch inside the head.
