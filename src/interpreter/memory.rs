@@ -106,7 +106,7 @@ impl Interpreter<'_> {
     pub fn memory_report(&self) -> String {
         let s = &self.summary;
         let mut out = format!(
-            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed)\n\
+            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed){}\n\
              heap kept by the interpreter: {} B ({}); prepare temp peak: {} B\n",
             s.total_bytes,
             s.head_bytes,
@@ -115,6 +115,11 @@ impl Interpreter<'_> {
             s.persistent_bytes,
             s.op_data_bytes,
             s.precomputed_bytes,
+            if s.tables_bytes > 0 {
+                format!(" + tables {} B (in the caller's buffer)", s.tables_bytes)
+            } else {
+                String::new()
+            },
             s.heap_bytes,
             self.heap_parts()
                 .iter()
