@@ -35,7 +35,9 @@ pub struct MemorySummary {
     pub precomputed_bytes: usize,
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
-    /// Heap bytes the interpreter keeps after build, outside the arena: the tensor table
+    /// Heap bytes the interpreter keeps after build, outside the arena (in a caller's buffer
+    /// the per-tensor records, shapes, slots, node records and pools, op-data types and kernels
+    /// are in the buffer instead, `tables_bytes`, and count 0 here): the tensor table
     /// (4 bytes a tensor, one pool of distinct shapes, names and quantization of graph inputs
     /// and outputs only), each tensor's slot (12 bytes: an offset into the arena or the
     /// model's bytes), the node table (each node's 16-byte runtime record with one pool of

@@ -15,7 +15,8 @@
 //! the counting global allocator ([`crate::global::count_allocations`]) on every shared model.
 //!
 //! Layout: [`kernel`] (the trait and registration), [`context`] (what each phase may do),
-//! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `allocation`
+//! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `carve` (those
+//! tables on the heap or in the caller's buffer after the arena), `allocation`
 //! (lifetimes → planner → arena), `builder` (the phases), [`kernels`] (one op per file),
 //! [`reference`] (plain slice arithmetic, the bit-exact oracle), [`optimized`] (the faster
 //! arithmetic of the default [`KernelSet`]), [`device`] (where ops run),
