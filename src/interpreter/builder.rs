@@ -209,22 +209,19 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         };
         let staged_default =
             || stage_opts(self.model, &self.resolver, self.threads, self.copies, isa);
-        let staged_within = |b: usize| match self.stage_in_budget(b, isa) {
-            Err(InterpreterError::ArenaBudget { .. }) => Ok((staged_default()?, self.copies)),
-            r => r,
-        };
         let (staged, copies) = match (self.budget, buffer_budget) {
             (Some(b), _) => self.stage_in_budget(b, isa)?,
             (None, Some(b)) => {
-                // The interpreter's tables follow the arena in the buffer: when the records
-                // chosen for the whole buffer leave them no room, choose again for the bytes
-                // before them (at an `ALIGNMENT` boundary).
-                let (staged, copies) = staged_within(b)?;
-                if place::buffer_bytes(&staged)? > b && staged.arena_bytes()? <= b {
-                    let tables = place::table_bytes(&staged)?;
-                    staged_within(b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT)?
-                } else {
-                    (staged, copies)
+                // The interpreter's tables follow the arena in the buffer: the arena's budget is
+                // the bytes before them (at an `ALIGNMENT` boundary). Records chosen for it whose
+                // tables would not fit leave the default.
+                let default = staged_default()?;
+                let tables = place::table_bytes(&default)?;
+                let arena_budget = b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT;
+                match self.stage_in_budget(arena_budget, isa) {
+                    Err(InterpreterError::ArenaBudget { .. }) => (default, self.copies),
+                    Ok((staged, _)) if place::buffer_bytes(&staged)? > b => (default, self.copies),
+                    r => r?,
                 }
             }
             (None, None) => (staged_default()?, self.copies),
