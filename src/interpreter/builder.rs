@@ -215,12 +215,16 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 // The interpreter's tables follow the arena in the buffer: the arena's budget is
                 // the bytes before them (at an `ALIGNMENT` boundary). Records chosen for it whose
                 // tables would not fit leave the default.
-                let default = staged_default()?;
-                let tables = place::table_bytes(&default)?;
+                // (The default staging is dropped meanwhile: two alive would double the build's
+                // heap peak.)
+                let tables = place::table_bytes(&staged_default()?)?;
                 let arena_budget = b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT;
                 match self.stage_in_budget(arena_budget, isa) {
-                    Err(InterpreterError::ArenaBudget { .. }) => (default, self.copies),
-                    Ok((staged, _)) if place::buffer_bytes(&staged)? > b => (default, self.copies),
+                    Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
+                    Ok((staged, _)) if place::buffer_bytes(&staged)? > b => {
+                        drop(staged);
+                        (staged_default()?, self.copies)
+                    }
                     r => r?,
                 }
             }
