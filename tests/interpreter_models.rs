@@ -51,8 +51,19 @@ fn check_model(case: &Case, tol_floor: f64, set: KernelSet) -> Result<String, St
         compare(&format!("output {k} after reset_variables"), b, a, 0.0)?;
     }
 
-    // 3. A caller's buffer of exactly arena_used_bytes(), and one alignment unit less.
-    let need = interp.arena_used_bytes();
+    // 3. A caller's buffer of exactly its arena and the interpreter's tables after it
+    // (`arena_needs`), and one alignment unit less.
+    let needs = Interpreter::arena_needs(&model, &OpResolver::with_kernel_set(set))
+        .map_err(|e| format!("arena_needs: {e}"))?;
+    if needs.total_bytes - needs.tables_bytes
+        != interp.arena_used_bytes().next_multiple_of(ALIGNMENT)
+    {
+        return Err(format!(
+            "arena_needs {needs:?}, the owned arena {} B",
+            interp.arena_used_bytes()
+        ));
+    }
+    let need = needs.total_bytes;
     let mut words = vec![0u128; need.div_ceil(16) + 1];
     // SAFETY-free view: u128 words are 16-byte aligned, so the slice starts aligned.
     let bytes: &mut [u8] = bytemuck_bytes(&mut words);

@@ -40,7 +40,7 @@ pub(crate) fn resizable(model: &Model) -> bool {
     })
 }
 
-pub(crate) use place::{finish, Rebuild};
+pub(crate) use place::{buffer_bytes, finish, table_bytes, Rebuild};
 pub(crate) use resize::resized_model;
 pub(crate) use stage::{
     default_isa, lowered_model, stage, stage_opts, stage_with, Staged, VariableInit,
@@ -211,10 +211,23 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             || stage_opts(self.model, &self.resolver, self.threads, self.copies, isa);
         let (staged, copies) = match (self.budget, buffer_budget) {
             (Some(b), _) => self.stage_in_budget(b, isa)?,
-            (None, Some(b)) => match self.stage_in_budget(b, isa) {
-                Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
-                r => r?,
-            },
+            (None, Some(b)) => {
+                // The interpreter's tables follow the arena in the buffer: the arena's budget is
+                // the bytes before them (at an `ALIGNMENT` boundary). Records chosen for it whose
+                // tables would not fit leave the default.
+                // (The default staging is dropped meanwhile: two alive would double the build's
+                // heap peak.)
+                let tables = place::table_bytes(&staged_default()?)?;
+                let arena_budget = b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT;
+                match self.stage_in_budget(arena_budget, isa) {
+                    Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
+                    Ok((staged, _)) if place::buffer_bytes(&staged)? > b => {
+                        drop(staged);
+                        (staged_default()?, self.copies)
+                    }
+                    r => r?,
+                }
+            }
             (None, None) => (staged_default()?, self.copies),
         };
         // The model's tables are kept only when `resize_input` can use them (a graph input

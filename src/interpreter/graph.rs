@@ -10,6 +10,7 @@
 //! flatbuffer stores them. [`NodeInfo`] is the build's node list; after build the node table
 //! of `context` replaces it.
 
+use super::carve::{Place, Table};
 use super::error::InterpreterError;
 use super::subgraphs::Layout;
 use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
@@ -108,16 +109,16 @@ fn find_string(bytes: &[u8], name: &str) -> Option<(u32, u32)> {
 /// quantization of the kept tensors. Invariant: every [`TensorMeta`] range lies inside `dims`,
 /// and every [`Name::InModel`] range inside `model`.
 #[derive(Default)]
-pub(crate) struct TensorTable {
-    meta: Box<[TensorMeta]>,
-    dims: Box<[usize]>,
+pub(crate) struct TensorTable<'a> {
+    meta: Table<'a, TensorMeta>,
+    dims: Table<'a, usize>,
     sparse: Box<[(u32, Sparsity)]>,
     described: Box<[Described]>,
     /// The model's bytes names are read from (`None`: every name is a copy).
     model: Option<crate::model::ModelBytes>,
 }
 
-impl TensorTable {
+impl<'a> TensorTable<'a> {
     /// The compact table of `entries`; tensors for which `keep(t)` holds keep their name and
     /// quantization, the name read in place from `model` (the model's bytes) where it stores it.
     pub(crate) fn new(
@@ -180,6 +181,11 @@ impl TensorTable {
     /// Number of tensors.
     pub(crate) fn len(&self) -> usize {
         self.meta.len()
+    }
+
+    /// Moves the per-tensor records and the shape pool to `place` (`false`: they do not fit).
+    pub(crate) fn place(&mut self, place: &mut impl Place<'a>) -> bool {
+        place.place(&mut self.meta) && place.place(&mut self.dims)
     }
 
     /// Dimensions of tensor `t`.
@@ -258,8 +264,8 @@ impl TensorTable {
                 })
                 .sum::<usize>();
         [
-            ("tensor records", self.meta.len() * size_of::<TensorMeta>()),
-            ("shapes", self.dims.len() * size_of::<usize>()),
+            ("tensor records", self.meta.heap_bytes()),
+            ("shapes", self.dims.heap_bytes()),
             ("io names, quantization, sparsity", described),
         ]
     }

@@ -10,8 +10,14 @@ use rust_alloc::{format, string::String, string::ToString, vec::Vec};
 /// How the interpreter's memory is used.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct MemorySummary {
-    /// Arena bytes: head + tail (what a caller's buffer must hold, at an aligned address).
+    /// Arena bytes: head + tail, and in a caller's buffer the interpreter's tables after them
+    /// (`tables_bytes`): what the buffer must hold, at an aligned address.
     pub total_bytes: usize,
+    /// Bytes of the interpreter's tables (tensor records, shapes, slots, node records and
+    /// lists, scratch, op-data types, kernels) in a caller's buffer, after the arena at an
+    /// aligned offset (TFLM keeps its tables in its arena's tail); 0 when the interpreter owns
+    /// its arena (the tables are then on the heap, in `heap_bytes`).
+    pub tables_bytes: usize,
     /// Head: planned tensors and kernel scratch.
     pub head_bytes: usize,
     /// Tail: op data, persistent arrays, variables, prepare-time constants.
@@ -29,7 +35,9 @@ pub struct MemorySummary {
     pub precomputed_bytes: usize,
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
-    /// Heap bytes the interpreter keeps after build, outside the arena: the tensor table
+    /// Heap bytes the interpreter keeps after build, outside the arena (in a caller's buffer
+    /// the per-tensor records, shapes, slots, node records and pools, op-data types and kernels
+    /// are in the buffer instead, `tables_bytes`, and count 0 here): the tensor table
     /// (4 bytes a tensor, one pool of distinct shapes, names and quantization of graph inputs
     /// and outputs only), each tensor's slot (12 bytes: an offset into the arena or the
     /// model's bytes), the node table (each node's 16-byte runtime record with one pool of
@@ -67,8 +75,11 @@ pub struct SubgraphMemory {
 /// What a model needs of a caller-provided arena (see [`Interpreter::arena_needs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ArenaNeeds {
-    /// Bytes of the buffer (at a 16-byte aligned address; up to 15 more otherwise).
+    /// Bytes of the buffer (at a 16-byte aligned address; up to 15 more otherwise): the arena
+    /// (head + tail) and the interpreter's tables after it.
     pub total_bytes: usize,
+    /// The interpreter's tables (see [`MemorySummary::tables_bytes`]).
+    pub tables_bytes: usize,
     /// Head: planned tensors and scratch.
     pub head_bytes: usize,
     /// Kernel scratch inside the head.
@@ -97,7 +108,7 @@ impl Interpreter<'_> {
     pub fn memory_report(&self) -> String {
         let s = &self.summary;
         let mut out = format!(
-            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed)\n\
+            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed){}\n\
              heap kept by the interpreter: {} B ({}); prepare temp peak: {} B\n",
             s.total_bytes,
             s.head_bytes,
@@ -106,6 +117,11 @@ impl Interpreter<'_> {
             s.persistent_bytes,
             s.op_data_bytes,
             s.precomputed_bytes,
+            if s.tables_bytes > 0 {
+                format!(" + tables {} B (in the caller's buffer)", s.tables_bytes)
+            } else {
+                String::new()
+            },
             s.heap_bytes,
             self.heap_parts()
                 .iter()

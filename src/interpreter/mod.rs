@@ -15,7 +15,8 @@
 //! the counting global allocator ([`crate::global::count_allocations`]) on every shared model.
 //!
 //! Layout: [`kernel`] (the trait and registration), [`context`] (what each phase may do),
-//! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `allocation`
+//! [`resolver`] (op → kernel), `graph` (the executable tensor and node tables), `carve` (those
+//! tables on the heap or in the caller's buffer after the arena), `allocation`
 //! (lifetimes → planner → arena), `builder` (the phases), [`kernels`] (one op per file),
 //! [`reference`] (plain slice arithmetic, the bit-exact oracle), [`optimized`] (the faster
 //! arithmetic of the default [`KernelSet`]), [`device`] (where ops run),
@@ -41,6 +42,7 @@ internal_mod!(threads);
 
 mod allocation;
 mod builder;
+mod carve;
 mod graph;
 mod memory;
 mod subgraphs;
@@ -103,11 +105,11 @@ pub struct Interpreter<'a> {
     /// Keeps the constant data alive (slots point into it); variables' initial values and the
     /// graph inputs' and outputs' names are read from it in place.
     model_bytes: crate::model::ModelBytes,
-    tensors: TensorTable,
+    tensors: TensorTable<'a>,
     /// Per node: tensor lists, op data, scratch, state records and kernel (see [`NodeTables`]).
-    node_tables: NodeTables,
+    node_tables: NodeTables<'a>,
     /// Where each tensor's bytes are (offsets into the arena and the model's bytes).
-    slots: SlotTable,
+    slots: SlotTable<'a>,
     records: RecordTable,
     /// Declared before `storage`: dropped first (it may borrow `storage`'s memory).
     arena: Arena<'a>,
@@ -147,8 +149,8 @@ impl<'a> Interpreter<'a> {
         InterpreterBuilder::new(model).build()
     }
 
-    /// Exact arena bytes `model` needs with `resolver`'s kernels: what a caller's buffer must
-    /// hold (at a 16-byte aligned address).
+    /// Exact bytes a caller's buffer must hold (at a 16-byte aligned address) for `model` with
+    /// `resolver`'s kernels: the arena and the interpreter's tables.
     pub fn arena_bytes_for(
         model: &Model,
         resolver: &OpResolver,
@@ -156,8 +158,9 @@ impl<'a> Interpreter<'a> {
         Ok(Self::arena_needs(model, resolver)?.total_bytes)
     }
 
-    /// What `model` needs of an arena with `resolver`'s kernels on one kernel thread, by part
-    /// (init, prepare and planning run; no arena is made).
+    /// What `model` needs of a caller's buffer with `resolver`'s kernels on one kernel thread,
+    /// by part: the arena and the tables the interpreter keeps after it (init, prepare and
+    /// planning run; no arena is made).
     pub fn arena_needs(
         model: &Model,
         resolver: &OpResolver,
@@ -175,7 +178,8 @@ impl<'a> Interpreter<'a> {
     ) -> Result<ArenaNeeds, InterpreterError> {
         let staged = builder::stage(model, resolver, threads.max(1))?;
         Ok(ArenaNeeds {
-            total_bytes: staged.arena_bytes()?,
+            total_bytes: builder::buffer_bytes(&staged)?,
+            tables_bytes: builder::table_bytes(&staged)?,
             head_bytes: staged.plan.head_bytes(),
             scratch_bytes: staged.scratch_bytes(),
             tail_bytes: staged.persistent.tail_bytes(),
@@ -246,7 +250,7 @@ impl<'a> Interpreter<'a> {
                 builder::finish(&model, kept, staged, ArenaSource::Default)?
             }
             &builder::Rebuild::Buffer { ptr, len } => {
-                let needed = staged.arena_bytes()?;
+                let needed = builder::buffer_bytes(&staged)?;
                 let skipped = ptr.align_offset(ALIGNMENT).min(len);
                 if len - skipped < needed {
                     return Err(InterpreterError::ArenaTooSmall {
@@ -400,7 +404,7 @@ impl<'a> Interpreter<'a> {
             program: Some(&program),
         };
         view.kernel
-            .kernel
+            .kernel()
             .invoke(&mut ctx)
             .map_err(|e| InterpreterError::Kernel {
                 node: i,

@@ -414,3 +414,38 @@ fn output_views_share_the_arena_buffer_and_block_invoke() {
         .unwrap();
     assert!(interp.output_view(0).is_err());
 }
+
+/// The node table holds one strong count per distinct kernel (its entries are `Copy`, to live
+/// in a caller's buffer) and gives each back when the interpreter drops, in both modes.
+#[test]
+fn kernel_counts_released_on_drop() {
+    let model = accumulate_model();
+    let reg = Registration::new("ScaleAccumulate", ScaleAccumulate);
+    let resolver = || {
+        let mut r = OpResolver::with_builtins();
+        r.register_custom("ScaleAccumulate", reg.clone());
+        r
+    };
+    let alone = rust_alloc::sync::Arc::strong_count(&reg.kernel);
+    let need = Interpreter::arena_bytes_for(&model, &resolver()).unwrap();
+    let mut words = vec![0u128; need.div_ceil(16)];
+    // SAFETY: plain bytes of the u128 words.
+    let bytes =
+        unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 16) };
+    for buffer in [false, true] {
+        let builder = InterpreterBuilder::new(&model)
+            .resolver(resolver())
+            .fixed_shapes();
+        let mut interp = if buffer {
+            builder.arena_buffer(&mut *bytes).build().unwrap()
+        } else {
+            builder.build().unwrap()
+        };
+        assert_eq!(interp.memory().tables_bytes > 0, buffer);
+        interp.input_mut::<f32>(0).unwrap().fill(1.0);
+        interp.invoke().unwrap();
+        assert_eq!(rust_alloc::sync::Arc::strong_count(&reg.kernel), alone + 1);
+        drop(interp);
+        assert_eq!(rust_alloc::sync::Arc::strong_count(&reg.kernel), alone);
+    }
+}

@@ -7,9 +7,10 @@
 //!
 //! Memory: the model stays in flash (`ModelBytes::from_static`: its weights are read in place,
 //! not copied), and the interpreter's arena is one caller buffer of exactly
-//! `Interpreter::arena_needs(..).total_bytes`. The heap (a linked-list allocator over a static
-//! buffer) holds the parsed model's tables and the interpreter's own; its peak is measured by
-//! counting every allocation.
+//! `Interpreter::arena_needs(..).total_bytes`: the arena, then the interpreter's tensor, slot and
+//! node tables. The heap (a linked-list allocator over a static buffer) holds the parsed
+//! model's tables during the build and what the interpreter keeps besides the buffer (printed
+//! by part); its peak is measured by counting every allocation.
 
 #![no_std]
 #![no_main]
@@ -171,17 +172,19 @@ fn run(case: &Case) -> Result<Footprint, ()> {
     let base = HEAP.in_use.load(Ordering::Relaxed);
     HEAP.peak.store(base, Ordering::Relaxed);
     let model = Model::from_bytes(ModelBytes::from_static(case.model)).map_err(|e| fail(&e))?;
-    // Heap in use with the model parsed: what the build adds on top of it, the arena block
-    // aside, is what the interpreter keeps (its resolver included when it keeps one).
-    let before_build = HEAP.in_use.load(Ordering::Relaxed);
+    // The resolver is the caller's, as TFLM's `MicroMutableOpResolver` is: it outlives the
+    // interpreter, which shares its kernels.
     let resolver = resolver();
+    // Heap in use with the model parsed: what the build adds on top of it, the arena block
+    // aside, is what the interpreter keeps.
+    let before_build = HEAP.in_use.load(Ordering::Relaxed);
     let needs = Interpreter::arena_needs(&model, &resolver).map_err(|e| fail(&e))?;
     // Exactly `total_bytes`, starting at an `ALIGNMENT` boundary (the vector has room to slide).
     let mut block = vec![0u8; needs.total_bytes + ALIGNMENT - 1];
     let block_bytes = block.len();
     let skip = block.as_ptr().align_offset(ALIGNMENT);
     let arena = &mut block[skip..skip + needs.total_bytes];
-    let mut interp = InterpreterBuilder::with_resolver(&model, resolver)
+    let mut interp = InterpreterBuilder::with_resolver(&model, resolver.clone())
         .fixed_shapes()
         .arena_buffer(arena)
         .build()
@@ -190,6 +193,11 @@ fn run(case: &Case) -> Result<Footprint, ()> {
         .in_use
         .load(Ordering::Relaxed)
         .saturating_sub(before_build + block_bytes);
+    for (part, bytes) in interp.heap_parts() {
+        if bytes > 0 {
+            hprintln!("{}: heap kept: {} {} B", case.name, part, bytes);
+        }
+    }
     let input = interp.input_bytes_mut(0).map_err(|e| fail(&e))?;
     if input.len() != case.input.len() {
         fail(&format_args!(

@@ -317,6 +317,8 @@ enum InterpreterNeeds {
         head_bytes: usize,
         scratch_bytes: usize,
         tail_bytes: usize,
+        /// The interpreter's tensor and node tables, after the arena in the buffer.
+        tables_bytes: usize,
         /// The configuration the figures are for.
         kernels: &'static str,
         threads: u32,
@@ -333,6 +335,7 @@ impl From<(ArenaNeeds, InterpreterConfig)> for InterpreterNeeds {
             head_bytes: n.head_bytes,
             scratch_bytes: n.scratch_bytes,
             tail_bytes: n.tail_bytes,
+            tables_bytes: n.tables_bytes,
             kernels: c.kernels.name(),
             threads: c.threads,
         }
@@ -457,10 +460,11 @@ fn print_text(plan: &ModelPlan, s: &PlanSummary, svg: Option<&PathBuf>) {
             head_bytes,
             scratch_bytes,
             tail_bytes,
+            tables_bytes,
             kernels,
             threads,
         } => println!(
-            "interpreter ({kernels} kernels, {threads} thread{}): a caller buffer needs {total} bytes = head {head_bytes} (tensors + {scratch_bytes} B kernel scratch) + tail {tail_bytes} (op data, variables, prepare-time constants), at a 16-byte aligned address; `run --arena-bytes {total} --kernels {kernels} --threads {threads}` accepts exactly this (other --kernels/--threads: plan with those flags)",
+            "interpreter ({kernels} kernels, {threads} thread{}): a caller buffer needs {total} bytes = head {head_bytes} (tensors + {scratch_bytes} B kernel scratch) + tail {tail_bytes} (op data, variables, prepare-time constants) + tables {tables_bytes} (the interpreter's tensor, slot and node tables, after the arena at a 16-byte boundary), at a 16-byte aligned address; `run --arena-bytes {total} --kernels {kernels} --threads {threads}` accepts exactly this (other --kernels/--threads: plan with those flags)",
             if *threads == 1 { "" } else { "s" }
         ),
         InterpreterNeeds::Error { .. } if s.subgraph != 0 => {

@@ -16,12 +16,13 @@ use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
+use crate::interpreter::carve::{CarveSize, Carver, Place};
 use crate::interpreter::context::{check_node_views, NodeEntry, NodeTables, SlotTable};
 use crate::interpreter::graph::{TensorKind, TensorTable};
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
 use rust_alloc::sync::Arc;
-use rust_alloc::vec::Vec;
+use rust_alloc::{format, vec::Vec};
 
 /// The arena source an interpreter was built with, kept so that
 /// [`Interpreter::resize_input`] can plan again into the same place.
@@ -68,6 +69,81 @@ fn subgraph_memory(
     out
 }
 
+/// Node `node`'s variable-input mask: bit `k` for input `k < 64` a variable tensor.
+fn variable_inputs(
+    node: &crate::interpreter::graph::NodeInfo,
+    tensors: &[crate::interpreter::graph::TensorEntry],
+) -> u64 {
+    let mut mask = 0u64;
+    for (k, &t) in node.inputs.iter().enumerate() {
+        if let Ok(t) = usize::try_from(t) {
+            if tensors[t].kind == TensorKind::Variable && k < 64 {
+                mask |= 1 << k;
+            }
+        }
+    }
+    mask
+}
+
+/// Moves the tables an interpreter keeps to `place`, always in this order (what makes
+/// [`CarveSize`]'s count the [`Carver`]'s use); `false` when they do not fit.
+fn place_tables<'a>(
+    tensors: &mut TensorTable<'a>,
+    slots: &mut SlotTable<'a>,
+    nodes: &mut NodeTables<'a>,
+    place: &mut impl Place<'a>,
+) -> bool {
+    tensors.place(place) && slots.place(place) && nodes.place(place)
+}
+
+/// Bytes the tables of an interpreter built from `staged` take in a caller's buffer, after its
+/// arena (see `carve`): the same tables built without an arena (their sizes do not depend on
+/// addresses) and measured.
+pub(crate) fn table_bytes(staged: &Staged) -> Result<usize, InterpreterError> {
+    let mut tensors = TensorTable::new(&staged.tensors, |_| false, None)?;
+    let empty = crate::interpreter::context::Slot {
+        ptr: core::ptr::null_mut(),
+        bytes: 0,
+        dtype: crate::tensor::DType::U8,
+    };
+    let mut slots = SlotTable::pack(
+        &rust_alloc::vec![empty; staged.tensors.len()],
+        &[(core::ptr::null_mut(), 0); 2],
+    )?;
+    let mut nodes = NodeTables::with_scratch_base(core::ptr::null_mut());
+    for (i, node) in staged.nodes.iter().enumerate() {
+        let m = &staged.memory[i];
+        let scratch: Vec<(*mut u8, usize)> = m
+            .scratch
+            .iter()
+            .map(|&n| (core::ptr::null_mut(), n))
+            .collect();
+        nodes.push(
+            &staged.registrations[i],
+            NodeEntry {
+                builtin: node.builtin,
+                inputs: &node.inputs,
+                outputs: &node.outputs,
+                op_data: m.op_data.map(|d| (d.record, d.type_of)),
+                scratch: &scratch,
+                states: &m.states,
+                variable_inputs: variable_inputs(node, &staged.tensors),
+                aliased: false,
+                prepare_time: node.prepare_time,
+            },
+        )?;
+    }
+    let mut size = CarveSize::default();
+    place_tables(&mut tensors, &mut slots, &mut nodes, &mut size);
+    Ok(size.bytes)
+}
+
+/// Bytes a caller's buffer must hold for `staged` (at an [`ALIGNMENT`] boundary): the arena,
+/// then the tables.
+pub(crate) fn buffer_bytes(staged: &Staged) -> Result<usize, InterpreterError> {
+    Ok(staged.arena_bytes()?.next_multiple_of(ALIGNMENT) + table_bytes(staged)?)
+}
+
 /// Lays out the arena and resolves every address. The interpreter keeps `kept` (the model's
 /// tables, `None` when no graph input can be resized) and where the arena came from, for
 /// [`Interpreter::resize_input`] (which finds the kernels again in its node table); of `model`
@@ -87,6 +163,25 @@ pub(crate) fn finish<'a>(
         ArenaSource::Default => Rebuild::Default,
     };
     let arena_bytes = staged.arena_bytes()?;
+    // A caller's buffer holds the arena, then (at the next `ALIGNMENT` boundary) the tables.
+    let (source, mut table_region, table_bytes) = match source {
+        ArenaSource::Buffer(buf) => {
+            let given = buf.len();
+            let skipped = buf.as_ptr().align_offset(ALIGNMENT).min(given);
+            let table_bytes = table_bytes(&staged)?;
+            let arena_end = skipped + arena_bytes.next_multiple_of(ALIGNMENT);
+            if given < arena_end + table_bytes {
+                return Err(InterpreterError::ArenaTooSmall {
+                    given,
+                    needed: arena_end + table_bytes,
+                    skipped,
+                });
+            }
+            let (arena_part, tables) = buf.split_at_mut(arena_end);
+            (ArenaSource::Buffer(arena_part), Some(tables), table_bytes)
+        }
+        other => (other, None, 0),
+    };
     let (mut arena, storage) = allocation::make_arena(
         source,
         staged.plan.head_bytes(),
@@ -130,14 +225,7 @@ pub(crate) fn finish<'a>(
         .as_ptr();
     let mut node_tables = NodeTables::with_scratch_base(arena_start);
     for (i, node) in nodes.iter().enumerate() {
-        let mut variable_inputs = 0u64;
-        for (k, &t) in node.inputs.iter().enumerate() {
-            if let Ok(t) = usize::try_from(t) {
-                if tensors[t].kind == TensorKind::Variable && k < 64 {
-                    variable_inputs |= 1 << k;
-                }
-            }
-        }
+        let variable_inputs = variable_inputs(node, &tensors);
         let aliased = registrations[i].inplace.shares_input0()
             && match (node.inputs.first(), node.outputs.first()) {
                 (Some(&a), Some(&b)) if a >= 0 && b >= 0 => {
@@ -193,7 +281,9 @@ pub(crate) fn finish<'a>(
         .map(|r| r.size.next_multiple_of(ALIGNMENT))
         .sum();
     let summary = MemorySummary {
-        total_bytes: arena_bytes,
+        total_bytes: arena_bytes.next_multiple_of(if table_bytes > 0 { ALIGNMENT } else { 1 })
+            + table_bytes,
+        tables_bytes: table_bytes,
         head_bytes: plan.head_bytes(),
         tail_bytes: persistent.tail_bytes(),
         scratch_bytes,
@@ -210,7 +300,19 @@ pub(crate) fn finish<'a>(
     // keep theirs and their names (users read them), which keeps per-channel scales and names
     // off the heap. Errors after build name other tensors by index.
     let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
-    let tensors = TensorTable::new(&tensors, |t| io.contains(&t), Some(&bytes))?;
+    let mut tensors = TensorTable::new(&tensors, |t| io.contains(&t), Some(&bytes))?;
+    let mut slots = slots;
+    if let Some(region) = table_region.take() {
+        let mut carver = Carver::new(region);
+        let placed = place_tables(&mut tensors, &mut slots, &mut node_tables, &mut carver);
+        if !placed || carver.used() != table_bytes {
+            return Err(InterpreterError::Memory(format!(
+                "the interpreter's tables took {} bytes of the caller's buffer, {table_bytes} \
+                 were counted",
+                carver.used()
+            )));
+        }
+    }
     let mut interp = Interpreter {
         model_bytes: bytes,
         tensors,

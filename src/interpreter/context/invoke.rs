@@ -30,8 +30,8 @@ pub struct InvokeContext<'a> {
     pub(crate) scratch: ScratchList<'a>,
     /// The node's state records: (offset, bytes) pairs.
     pub(crate) states: &'a [i32],
-    pub(crate) slots: &'a SlotTable,
-    pub(crate) tensors: &'a TensorTable,
+    pub(crate) slots: &'a SlotTable<'a>,
+    pub(crate) tensors: &'a TensorTable<'a>,
     pub(crate) records: &'a RecordTable,
     pub(crate) taken: Cell<u128>,
     pub(crate) taken_states: Cell<u64>,
@@ -46,7 +46,7 @@ pub struct InvokeContext<'a> {
 /// What a control-flow kernel needs to run other subgraphs: every node with its kernel and
 /// resolved memory, and the included subgraphs (see `interpreter::subgraphs`).
 pub(crate) struct Program<'p> {
-    pub tables: &'p NodeTables,
+    pub tables: &'p NodeTables<'p>,
     pub subgraphs: &'p [SubgraphInfo],
 }
 
@@ -453,7 +453,7 @@ impl<'a> InvokeContext<'a> {
                 isa: self.isa,
                 program: Some(program),
             };
-            view.kernel.kernel.invoke(&mut ctx).map_err(|e| {
+            view.kernel.kernel().invoke(&mut ctx).map_err(|e| {
                 let local = i - info.nodes.start;
                 KernelError::new(format!(
                     "subgraph {} node {local}: {}: {}",

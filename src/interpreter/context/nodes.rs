@@ -10,6 +10,7 @@
 //! offsets and indices, independent of where the table lives.
 
 use super::{RecordTable, MAX_SCRATCH};
+use crate::interpreter::carve::{Place, Table};
 use crate::interpreter::error::InterpreterError;
 use crate::interpreter::kernel::Registration;
 use crate::model::BuiltinOp;
@@ -63,15 +64,28 @@ pub(crate) struct NodeFlags {
 const NO_OP_DATA: u32 = u32::MAX;
 
 /// A distinct kernel of the table: what invoke calls, the registration's name and the op it
-/// runs (the registration's other fields matter only while building). 32 bytes: the name is
-/// kept as its first byte and length (a `&'static str` is 16 bytes).
+/// runs (the registration's other fields matter only while building). `Copy`, so that the
+/// table can live in the caller's buffer: the kernel is one strong count of its `Arc`, taken
+/// by [`NodeTables::push`] and given back when the [`NodeTables`] drops. The name is kept as
+/// its first byte and length (a `&'static str` is 16 bytes).
+#[derive(Clone, Copy)]
 pub(crate) struct KernelEntry {
-    pub kernel: rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
+    kernel: KernelPtr,
     /// The registration name's start.
     name_start: StaticBytes,
     name_len: u32,
     pub builtin: BuiltinOp,
 }
+
+/// A kernel as `Arc::into_raw` gives it: one strong count owned by the [`NodeTables`].
+#[derive(Clone, Copy)]
+struct KernelPtr(*const dyn crate::interpreter::Kernel);
+
+// SAFETY: it points to a `Kernel`, which is `Send + Sync`; the strong count it stands for is
+// released only by `NodeTables::drop`.
+unsafe impl Send for KernelPtr {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for KernelPtr {}
 
 /// The start of a `&'static str` (with that string's provenance).
 #[derive(Clone, Copy)]
@@ -85,19 +99,40 @@ unsafe impl Sync for StaticBytes {}
 const _: () = assert!(core::mem::size_of::<KernelEntry>() <= 32);
 
 impl KernelEntry {
-    /// The entry of `kernel` registered as `name` running `builtin` (`None`: a name of 4 GiB
-    /// or more).
+    /// The entry of `kernel` registered as `name` running `builtin`, holding one strong count
+    /// of `kernel` that the caller must release ([`release`](Self::release)) exactly once
+    /// (`None`: a name of 4 GiB or more, nothing taken).
     fn new(
-        kernel: rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
+        kernel: &rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
         name: &'static str,
         builtin: BuiltinOp,
     ) -> Option<Self> {
+        let name_len = u32::try_from(name.len()).ok()?;
         Some(KernelEntry {
-            kernel,
+            kernel: KernelPtr(rust_alloc::sync::Arc::into_raw(kernel.clone())),
             name_start: StaticBytes(name.as_ptr()),
-            name_len: u32::try_from(name.len()).ok()?,
+            name_len,
             builtin,
         })
+    }
+
+    /// The kernel invoke calls.
+    #[inline]
+    pub(crate) fn kernel(&self) -> &dyn crate::interpreter::Kernel {
+        // SAFETY: `kernel` came from `Arc::into_raw` (`new`) and its strong count is held
+        // until the table that holds this entry drops (`NodeTables::drop`), which outlives
+        // every `&self` borrowed from it: the kernel is alive and shared (never written).
+        unsafe { &*self.kernel.0 }
+    }
+
+    /// Gives back the strong count `new` took.
+    ///
+    /// # Safety
+    /// Once per entry made by `new` (copies included), after its last use.
+    unsafe fn release(self) {
+        // SAFETY: `kernel` is from `Arc::into_raw` in `new` and its count is still held (the
+        // caller's contract: released once, not used again).
+        drop(unsafe { rust_alloc::sync::Arc::from_raw(self.kernel.0) });
     }
 
     /// The registration's name.
@@ -133,16 +168,28 @@ impl KernelEntry {
 /// indices lie inside the pools, every list in `io` is a count followed by that many entries,
 /// and `registrations` is empty or parallel to `kernels`.
 #[derive(Default)]
-pub(crate) struct NodeTables {
-    runtimes: Vec<NodeRuntime>,
-    io: Vec<i32>,
+pub(crate) struct NodeTables<'a> {
+    runtimes: Table<'a, NodeRuntime>,
+    io: Table<'a, i32>,
     /// Scratch buffers as (offset from `scratch_base`, bytes).
-    scratch: Vec<(u32, u32)>,
+    scratch: Table<'a, (u32, u32)>,
     scratch_base: usize,
     /// Op-data types, each as its `TypeId::of` (8 bytes; a `TypeId` is 16).
-    op_types: Vec<fn() -> TypeId>,
-    kernels: Vec<KernelEntry>,
+    op_types: Table<'a, fn() -> TypeId>,
+    /// Each entry holds one strong count of its kernel, released on drop.
+    kernels: Table<'a, KernelEntry>,
     registrations: Vec<Registration>,
+}
+
+impl Drop for NodeTables<'_> {
+    fn drop(&mut self) {
+        for &k in self.kernels.iter() {
+            // SAFETY: every entry was made by `KernelEntry::new` in `push` and is in this
+            // table once (carving moves the table, the heap copy is freed without releasing);
+            // the table is dropping, so this is each entry's last use.
+            unsafe { k.release() };
+        }
+    }
 }
 
 /// What a node is when it runs: its index and its tensor lists (global tensor indices, `-1` =
@@ -217,13 +264,12 @@ fn intern<T>(pool: &mut Vec<T>, eq: impl Fn(&T) -> bool, make: impl FnOnce() -> 
     }
 }
 
-impl NodeTables {
+impl<'a> NodeTables<'a> {
     /// An empty table whose nodes' scratch buffers lie at or after `base`, within 4 GiB.
     pub(crate) fn with_scratch_base(base: *mut u8) -> Self {
-        NodeTables {
-            scratch_base: base as usize,
-            ..Self::default()
-        }
+        let mut t = Self::default();
+        t.scratch_base = base as usize;
+        t
     }
 
     /// Appends the next node: its kernel (shared with earlier nodes of the same registration
@@ -233,27 +279,33 @@ impl NodeTables {
         registration: &Registration,
         e: NodeEntry<'_>,
     ) -> Result<(), InterpreterError> {
-        let found = self
-            .kernels
-            .iter()
-            .zip(&self.registrations)
-            .position(|(k, r)| {
-                r.name == registration.name
-                    && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
-                    && r.inplace == registration.inplace
-                    && r.sparse_inputs == registration.sparse_inputs
-                    && r.f16_inputs == registration.f16_inputs
-                    && k.builtin == e.builtin
-            });
+        let (Some(runtimes), Some(io), Some(scratch), Some(op_types), Some(kernels)) = (
+            self.runtimes.vec_mut(),
+            self.io.vec_mut(),
+            self.scratch.vec_mut(),
+            self.op_types.vec_mut(),
+            self.kernels.vec_mut(),
+        ) else {
+            return Err(InterpreterError::Memory(
+                "a node was added after the node table was carved".into(),
+            ));
+        };
+        let found = kernels.iter().zip(&self.registrations).position(|(k, r)| {
+            r.name == registration.name
+                && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
+                && r.inplace == registration.inplace
+                && r.sparse_inputs == registration.sparse_inputs
+                && r.f16_inputs == registration.f16_inputs
+                && k.builtin == e.builtin
+        });
         let kernel = match found {
             Some(k) => k,
-            None if self.registrations.len() == self.kernels.len() => {
-                let entry =
-                    KernelEntry::new(registration.kernel.clone(), registration.name, e.builtin)
-                        .ok_or_else(too_many)?;
-                self.kernels.push(entry);
+            None if self.registrations.len() == kernels.len() => {
+                let entry = KernelEntry::new(&registration.kernel, registration.name, e.builtin)
+                    .ok_or_else(too_many)?;
+                kernels.push(entry);
                 self.registrations.push(registration.clone());
-                self.kernels.len() - 1
+                kernels.len() - 1
             }
             None => {
                 return Err(InterpreterError::Memory(
@@ -264,7 +316,7 @@ impl NodeTables {
         let (op_data, op_type) = match e.op_data {
             Some((record, of)) => {
                 let id = of();
-                (record, intern(&mut self.op_types, |t| t() == id, || of))
+                (record, intern(op_types, |t| t() == id, || of))
             }
             None => (NO_OP_DATA, 0),
         };
@@ -274,8 +326,8 @@ impl NodeTables {
         let flag = |on: bool, f: u8| if on { f } else { 0 };
         let rt = NodeRuntime {
             op_data,
-            io: u32::try_from(self.io.len()).map_err(|_| too_many())?,
-            scratch: u32::try_from(self.scratch.len()).map_err(|_| too_many())?,
+            io: u32::try_from(io.len()).map_err(|_| too_many())?,
+            scratch: u32::try_from(scratch.len()).map_err(|_| too_many())?,
             kernel: u16::try_from(kernel).map_err(|_| too_many())?,
             op_type: u8::try_from(op_type).map_err(|_| too_many())?,
             flags: flag(e.aliased, ALIASED)
@@ -284,27 +336,27 @@ impl NodeTables {
         };
         let count = |n: usize| i32::try_from(n).map_err(|_| too_many());
         for list in [e.inputs, e.outputs] {
-            self.io.push(count(list.len())?);
-            self.io.extend_from_slice(list);
+            io.push(count(list.len())?);
+            io.extend_from_slice(list);
         }
         // (offset, bytes) pairs, bit-cast.
-        self.io.push(count(2 * e.states.len())?);
+        io.push(count(2 * e.states.len())?);
         for &(at, bytes) in e.states {
-            self.io.push(at as i32);
-            self.io.push(bytes as i32);
+            io.push(at as i32);
+            io.push(bytes as i32);
         }
-        self.io.push(count(e.scratch.len())?);
+        io.push(count(e.scratch.len())?);
         if e.variable_inputs != 0 {
             // The mask's two halves, bit-cast.
-            self.io.push(e.variable_inputs as u32 as i32);
-            self.io.push((e.variable_inputs >> 32) as u32 as i32);
+            io.push(e.variable_inputs as u32 as i32);
+            io.push((e.variable_inputs >> 32) as u32 as i32);
         }
         for &(ptr, bytes) in e.scratch {
             let offset = (ptr as usize)
                 .checked_sub(self.scratch_base)
                 .and_then(|o| u32::try_from(o).ok());
             match (offset, u32::try_from(bytes)) {
-                (Some(o), Ok(n)) => self.scratch.push((o, n)),
+                (Some(o), Ok(n)) => scratch.push((o, n)),
                 _ => {
                     return Err(InterpreterError::Memory(format!(
                         "scratch buffer of {bytes} bytes at {ptr:p} lies outside 4 GiB of the \
@@ -314,7 +366,7 @@ impl NodeTables {
                 }
             }
         }
-        self.runtimes.push(rt);
+        runtimes.push(rt);
         Ok(())
     }
 
@@ -355,7 +407,7 @@ impl NodeTables {
 
     /// Node `i`'s runtime resolved against `records` (the persistent records' addresses).
     #[inline]
-    pub(crate) fn view<'a>(&'a self, i: usize, records: &RecordTable) -> NodeView<'a> {
+    pub(crate) fn view<'s>(&'s self, i: usize, records: &RecordTable) -> NodeView<'s> {
         let rt = &self.runtimes[i];
         let s = rt.scratch as usize;
         let (inputs, next) = self.list(rt.io as usize);
@@ -405,32 +457,43 @@ impl NodeTables {
 
     /// Frees the unused capacity of the pools (after the last `push`).
     pub(crate) fn shrink_to_fit(&mut self) {
-        self.runtimes.shrink_to_fit();
-        self.io.shrink_to_fit();
-        self.scratch.shrink_to_fit();
-        self.op_types.shrink_to_fit();
-        self.kernels.shrink_to_fit();
+        if let Some(v) = self.runtimes.vec_mut() {
+            v.shrink_to_fit();
+        }
+        if let Some(v) = self.io.vec_mut() {
+            v.shrink_to_fit();
+        }
+        if let Some(v) = self.scratch.vec_mut() {
+            v.shrink_to_fit();
+        }
+        if let Some(v) = self.op_types.vec_mut() {
+            v.shrink_to_fit();
+        }
+        if let Some(v) = self.kernels.vec_mut() {
+            v.shrink_to_fit();
+        }
         self.registrations.shrink_to_fit();
+    }
+
+    /// Moves the records and pools (not the registrations) to `place` (`false`: they do not
+    /// fit; the tables moved so far stay there).
+    pub(crate) fn place(&mut self, place: &mut impl Place<'a>) -> bool {
+        place.place(&mut self.runtimes)
+            && place.place(&mut self.io)
+            && place.place(&mut self.scratch)
+            && place.place(&mut self.op_types)
+            && place.place(&mut self.kernels)
     }
 
     /// Heap bytes of the tables (capacities) by part.
     pub(crate) fn heap_parts(&self) -> [(&'static str, usize); 6] {
         use core::mem::size_of;
         [
-            (
-                "node records",
-                self.runtimes.capacity() * size_of::<NodeRuntime>(),
-            ),
-            ("node lists", self.io.capacity() * size_of::<i32>()),
-            ("scratch", self.scratch.capacity() * size_of::<(u32, u32)>()),
-            (
-                "op-data types",
-                self.op_types.capacity() * size_of::<fn() -> TypeId>(),
-            ),
-            (
-                "kernels",
-                self.kernels.capacity() * size_of::<KernelEntry>(),
-            ),
+            ("node records", self.runtimes.heap_bytes()),
+            ("node lists", self.io.heap_bytes()),
+            ("scratch", self.scratch.heap_bytes()),
+            ("op-data types", self.op_types.heap_bytes()),
+            ("kernels", self.kernels.heap_bytes()),
             (
                 "registrations",
                 self.registrations.capacity() * size_of::<Registration>(),

@@ -1,6 +1,7 @@
 //! Where each tensor's bytes are at invoke, as 12-byte offsets into a few base regions (the
 //! arena and the model's bytes) instead of 24-byte pointers: a [`SlotTable`].
 
+use crate::interpreter::carve::{Place, Table};
 use crate::interpreter::error::InterpreterError;
 use crate::tensor::DType;
 use rust_alloc::{format, vec::Vec};
@@ -27,12 +28,12 @@ struct PackedSlot {
 /// where either lives. Invariant: every slot's `offset + bytes` lies inside its region, and a
 /// zero-byte slot sits at offset 0 of region 0, whose start is aligned for every element type.
 #[derive(Debug, Default)]
-pub(crate) struct SlotTable {
-    slots: Vec<PackedSlot>,
-    bases: Vec<*mut u8>,
+pub(crate) struct SlotTable<'a> {
+    slots: Table<'a, PackedSlot>,
+    bases: Table<'a, *mut u8>,
 }
 
-impl SlotTable {
+impl<'a> SlotTable<'a> {
     /// The table of `slots`, each of which must lie inside one of `regions` (start, bytes);
     /// region 0 holds the zero-byte slots and must start at an address aligned to 16.
     pub(crate) fn pack(
@@ -73,8 +74,8 @@ impl SlotTable {
             bases.push(core::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8);
         }
         Ok(SlotTable {
-            slots: packed,
-            bases,
+            slots: packed.into(),
+            bases: bases.into(),
         })
     }
 
@@ -95,10 +96,14 @@ impl SlotTable {
         (t < self.slots.len()).then(|| self.slot(t))
     }
 
-    /// Heap bytes of the table (capacities).
+    /// Heap bytes of the table.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * core::mem::size_of::<PackedSlot>()
-            + self.bases.capacity() * core::mem::size_of::<*mut u8>()
+        self.slots.heap_bytes() + self.bases.heap_bytes()
+    }
+
+    /// Moves the table to `place` (`false`: it does not fit).
+    pub(crate) fn place(&mut self, place: &mut impl Place<'a>) -> bool {
+        place.place(&mut self.slots) && place.place(&mut self.bases)
     }
 }
 
