@@ -5,7 +5,8 @@
 //! ([`fully_connected_i8_in_place_with`]), instead of packing the whole filter at every invoke
 //! for a one-row matrix product. With one pixel the output channels are split over the kernel
 //! threads. The same bits as the reference convolution: the same int32 sums and the same
-//! per-channel requantization.
+//! per-channel requantization. (The float convolution does the same through
+//! `ConvPlan::dot` in [`crate::interpreter::optimized::conv`].)
 
 use crate::interpreter::optimized::conv::task_units;
 use crate::interpreter::optimized::fully_connected_i8::{
