@@ -53,10 +53,64 @@ pub fn quantize_rows(
     reference_rows(input, rows, depth, asymmetric, out);
 }
 
+/// How the vector paths quantize a row: its parameters, and each value `x * inv` (symmetric)
+/// or `off + x * inv` (asymmetric), rounded half away from zero and clamped to `min..=max`.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Scaling {
+    p: RowQuant,
+    inv: f32,
+    off: f32,
+    min: i32,
+    max: i32,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Scaling {
+    /// The reference's parameters for a row with extremes `lo..=hi`; `Err` holds what the row's
+    /// quantization returns without scaling: an all-zero range fills `q` with 0 (unit
+    /// parameters), and a range of a few subnormals (`x * inv` may be infinite or NaN) is left
+    /// to the reference (`None`).
+    fn for_row(lo: f32, hi: f32, asymmetric: bool, q: &mut [i8]) -> Result<Scaling, Option<RowQuant>> {
+        let plan = if asymmetric {
+            asymmetric_params(lo, hi)
+        } else {
+            symmetric_params(lo, hi)
+        };
+        let Some((p, inv)) = plan else {
+            q.fill(0);
+            return Err(Some(RowQuant::UNIT));
+        };
+        if !inv.is_finite() {
+            return Err(None);
+        }
+        let (off, min, max) = if asymmetric {
+            (p.offset as f32, -128, 127)
+        } else {
+            (0.0, -127, 127)
+        };
+        Ok(Scaling {
+            p,
+            inv,
+            off,
+            min,
+            max,
+        })
+    }
+
+    /// The scalar step, for the values after the last whole vector.
+    fn tail(&self, x: &[f32], q: &mut [i8], asymmetric: bool) {
+        for (q, &v) in q.iter_mut().zip(x) {
+            let v = if asymmetric { self.off + v * self.inv } else { v * self.inv };
+            *q = crate::interpreter::reference::hybrid::round_to_i32(v).clamp(self.min, self.max)
+                as i8;
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{asymmetric_params, symmetric_params, RowQuant};
-    use crate::interpreter::reference::hybrid::round_to_i32;
+    use super::{RowQuant, Scaling};
     use core::arch::x86_64::*;
 
     /// Quantizes `x` (non-empty) into `q` (as long) and returns its parameters, or `None`
@@ -68,24 +122,13 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn quantize(x: &[f32], asymmetric: bool, q: &mut [i8]) -> Option<RowQuant> {
         let (lo, hi) = extremes(x)?;
-        let plan = if asymmetric {
-            asymmetric_params(lo, hi)
-        } else {
-            symmetric_params(lo, hi)
+        let s = match Scaling::for_row(lo, hi, asymmetric, q) {
+            Ok(s) => s,
+            Err(done) => return done,
         };
-        let Some((p, inv)) = plan else {
-            q.fill(0);
-            return Some(RowQuant::UNIT);
-        };
-        if !inv.is_finite() {
-            // A range of a few subnormals: `x * inv` may be infinite or NaN.
-            return None;
-        }
-        let (off, min, max) = if asymmetric {
-            (p.offset as f32, -128, 127)
-        } else {
-            (0.0, -127, 127)
-        };
+        let Scaling {
+            inv, off, min, max, ..
+        } = s;
         let main = x.len() - x.len() % 8;
         let (vinv, voff) = (_mm256_set1_ps(inv), _mm256_set1_ps(off));
         let (vmin, vmax) = (_mm256_set1_epi32(min), _mm256_set1_epi32(max));
@@ -107,11 +150,8 @@ mod avx2 {
             _mm_storel_epi64(q.as_mut_ptr().add(i) as *mut __m128i, _mm_packs_epi16(w, w));
             i += 8;
         }
-        for (q, &v) in q[main..].iter_mut().zip(&x[main..]) {
-            let v = if asymmetric { off + v * inv } else { v * inv };
-            *q = round_to_i32(v).clamp(min, max) as i8;
-        }
-        Some(p)
+        s.tail(&x[main..], &mut q[main..], asymmetric);
+        Some(s.p)
     }
 
     /// `(smallest, largest)` of `x` (non-empty), or `None` when it holds a NaN or an infinity.
@@ -150,8 +190,7 @@ mod avx2 {
 /// The AVX-512 form of [`avx2`]: sixteen values per step, the same operations.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{asymmetric_params, symmetric_params, RowQuant};
-    use crate::interpreter::reference::hybrid::round_to_i32;
+    use super::{RowQuant, Scaling};
     use core::arch::x86_64::*;
 
     /// As `avx2::quantize`.
@@ -161,23 +200,13 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn quantize(x: &[f32], asymmetric: bool, q: &mut [i8]) -> Option<RowQuant> {
         let (lo, hi) = extremes(x)?;
-        let plan = if asymmetric {
-            asymmetric_params(lo, hi)
-        } else {
-            symmetric_params(lo, hi)
+        let s = match Scaling::for_row(lo, hi, asymmetric, q) {
+            Ok(s) => s,
+            Err(done) => return done,
         };
-        let Some((p, inv)) = plan else {
-            q.fill(0);
-            return Some(RowQuant::UNIT);
-        };
-        if !inv.is_finite() {
-            return None;
-        }
-        let (off, min, max) = if asymmetric {
-            (p.offset as f32, -128, 127)
-        } else {
-            (0.0, -127, 127)
-        };
+        let Scaling {
+            inv, off, min, max, ..
+        } = s;
         let main = x.len() - x.len() % 16;
         let (vinv, voff) = (_mm512_set1_ps(inv), _mm512_set1_ps(off));
         let (vmin, vmax) = (_mm512_set1_epi32(min), _mm512_set1_epi32(max));
@@ -199,11 +228,8 @@ mod avx512 {
             _mm_storeu_si128(q.as_mut_ptr().add(i) as *mut __m128i, _mm512_cvtsepi32_epi8(r));
             i += 16;
         }
-        for (q, &v) in q[main..].iter_mut().zip(&x[main..]) {
-            let v = if asymmetric { off + v * inv } else { v * inv };
-            *q = round_to_i32(v).clamp(min, max) as i8;
-        }
-        Some(p)
+        s.tail(&x[main..], &mut q[main..], asymmetric);
+        Some(s.p)
     }
 
     /// `(smallest, largest)` of `x` (non-empty), or `None` when it holds a NaN or an infinity.
