@@ -60,7 +60,18 @@ pub use kernel::{InPlace, Kernel, KernelSet, Registration};
 pub use memory::{ArenaNeeds, MemorySummary, SubgraphMemory};
 pub use optimized::{Isa, IsaSelection, IsaSource};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
+pub use resolver::OpResolver;
+use rust_alloc::{string::ToString, vec::Vec};
 pub use threads::RoundCounts;
+
+use crate::arena::Arena;
+use crate::model::{Model, Quantization};
+use crate::tensor::{DType, Element, Tensor, TensorBuffer};
+use context::{NodeTables, RecordTable, Slot, SlotTable};
+use core::cell::Cell;
+use core::time::Duration;
+use graph::TensorTable;
+use rust_alloc::sync::Arc;
 
 /// One node's share of [`Interpreter::invoke_profiled`] runs: time, and the kernel-thread rounds
 /// its kernel split its work into (none: it ran on the invoking thread alone).
@@ -71,17 +82,6 @@ pub struct NodeProfile {
     /// Its rounds on the kernel threads.
     pub rounds: RoundCounts,
 }
-pub use resolver::OpResolver;
-use rust_alloc::{string::ToString, vec::Vec};
-
-use crate::arena::Arena;
-use crate::model::{Model, Quantization};
-use crate::tensor::{DType, Element, Tensor, TensorBuffer};
-use context::{NodeTables, RecordTable, Slot, SlotTable};
-use core::cell::Cell;
-use core::time::Duration;
-use graph::TensorTable;
-use rust_alloc::sync::Arc;
 
 /// What a graph input or output is.
 #[derive(Clone, Copy, Debug)]
@@ -324,16 +324,14 @@ impl<'a> Interpreter<'a> {
             let rounds = self.thread_rounds().since(counts);
             if let Some(n) = nodes.get_mut(i) {
                 n.time += time;
-                n.rounds.rounds += rounds.rounds;
-                n.rounds.tasks += rounds.tasks;
-                n.rounds.by_workers += rounds.by_workers;
+                n.rounds += rounds;
             }
         }
         Ok(())
     }
 
     /// What the kernel threads' rounds did since build (all zero with one thread).
-    pub fn thread_rounds(&self) -> threads::RoundCounts {
+    pub fn thread_rounds(&self) -> RoundCounts {
         self.threads
             .as_ref()
             .map(|p| p.counts())

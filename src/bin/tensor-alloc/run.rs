@@ -572,10 +572,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             for (i, n) in one.iter().enumerate() {
                 op_times[i].push(n.time);
-                let r = &mut op_rounds[i];
-                r.rounds += n.rounds.rounds;
-                r.tasks += n.rounds.tasks;
-                r.by_workers += n.rounds.by_workers;
+                op_rounds[i] += n.rounds;
             }
         }
     }

@@ -56,6 +56,14 @@ pub struct RoundCounts {
     pub by_workers: u64,
 }
 
+impl core::ops::AddAssign for RoundCounts {
+    fn add_assign(&mut self, other: RoundCounts) {
+        self.rounds += other.rounds;
+        self.tasks += other.tasks;
+        self.by_workers += other.by_workers;
+    }
+}
+
 impl RoundCounts {
     /// The counts since `earlier` (a value this pool returned before).
     pub fn since(self, earlier: RoundCounts) -> RoundCounts {
