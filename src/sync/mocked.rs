@@ -109,3 +109,8 @@ pub fn spin_until(_budget: core::time::Duration, mut done: impl FnMut() -> bool)
     loom::thread::yield_now();
     done()
 }
+
+/// Loom threads have no CPU: the models never see two threads on one CPU.
+pub fn current_cpu() -> Option<usize> {
+    None
+}

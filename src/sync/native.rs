@@ -93,6 +93,21 @@ impl Signal {
     }
 }
 
+/// The CPU this thread runs on right now, where the OS tells (Linux: `sched_getcpu`, a vDSO
+/// call without a system call); `None` elsewhere. A hint: the thread may move right after.
+pub fn current_cpu() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `sched_getcpu` takes no arguments and only reads the running CPU's number.
+        let cpu = unsafe { libc::sched_getcpu() };
+        usize::try_from(cpu).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// Polls `done()` for up to `budget` (with the CPU's spin-wait hint between polls, and a
 /// `sched_yield` every 64 polls) and returns whether it became true. Never blocks or
 /// allocates: for hand-offs expected within microseconds, before falling back to

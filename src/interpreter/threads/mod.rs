@@ -220,6 +220,48 @@ mod tests {
         }
     }
 
+    /// A worker that shares the caller's CPU takes no task (it would only take turns with the
+    /// caller): with the whole pool confined to one CPU, the caller runs every task.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_worker_on_the_callers_cpu_stays_out() {
+        let confined = std::thread::spawn(|| {
+            // SAFETY: `set` is a zeroed `cpu_set_t` owned by this frame; `CPU_SET` writes one bit
+            // of it and `sched_setaffinity` (pid 0: this thread) only reads it.
+            let ok = unsafe {
+                let mut set: libc::cpu_set_t = core::mem::zeroed();
+                libc::CPU_SET(crate::sync::current_cpu().unwrap_or(0), &mut set);
+                libc::sched_setaffinity(0, core::mem::size_of_val(&set), &set) == 0
+            };
+            if !ok {
+                return None;
+            }
+            // Workers inherit the one-CPU affinity of the thread that starts them.
+            let mut pool = ThreadPool::new(2).unwrap();
+            let hits: Vec<AtomicU32> = (0..64).map(|_| AtomicU32::new(0)).collect();
+            for _ in 0..200 {
+                pool.run(hits.len(), &|i| {
+                    // Long enough that a polling worker on this CPU would get turns.
+                    for _ in 0..200 {
+                        core::hint::spin_loop();
+                    }
+                    hits[i].fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                });
+            }
+            let every_task_once = hits
+                .iter()
+                .all(|h| h.load(core::sync::atomic::Ordering::Relaxed) == 200);
+            Some((every_task_once, pool.counts()))
+        });
+        match confined.join().unwrap() {
+            None => eprintln!("skipped: sched_setaffinity refused"),
+            Some((every_task_once, counts)) => {
+                assert!(every_task_once);
+                assert_eq!(counts.by_workers, 0, "{counts:?}");
+            }
+        }
+    }
+
     #[test]
     fn chunks_cover_the_slice_disjointly() {
         let mut pool = ThreadPool::new(3).unwrap();

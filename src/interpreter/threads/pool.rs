@@ -1,7 +1,8 @@
 //! The kernel threads of a `std` build (see the parent module's docs for the model).
 
 use crate::sync::{
-    spawn, spin_until, AtomicBool, AtomicU64, AtomicUsize, JoinHandle, Ordering, Signal, SpinLock,
+    current_cpu, spawn, spin_until, AtomicBool, AtomicU64, AtomicUsize, JoinHandle, Ordering,
+    Signal, SpinLock,
 };
 use core::time::Duration;
 use rust_alloc::sync::Arc;
@@ -34,6 +35,9 @@ struct Shared {
     job: SpinLock<Option<Job>>,
     /// Unclaimed tasks `front..back` of the current round, packed `front << 32 | back`.
     claim: AtomicU64,
+    /// The CPU the caller ran on when it published the current round, plus one (0: unknown).
+    /// A hint: see [`worker`].
+    caller_cpu: AtomicUsize,
     /// `CLOSED` | workers inside the current round.
     gate: AtomicUsize,
     /// Workers that have started (their thread's start-up allocations are behind them).
@@ -114,6 +118,7 @@ impl ThreadPool {
             round: AtomicU64::new(0),
             job: SpinLock::new(None),
             claim: AtomicU64::new(0),
+            caller_cpu: AtomicUsize::new(0),
             gate: AtomicUsize::new(CLOSED),
             started: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
@@ -172,6 +177,8 @@ impl ThreadPool {
         // the job or the claim range; `&mut self` keeps a second caller out.
         *s.job.lock() = Some(job);
         s.claim.store(tasks as u64, Ordering::Relaxed);
+        s.caller_cpu
+            .store(current_cpu().map_or(0, |c| c + 1), Ordering::Relaxed);
         s.gate.fetch_and(!CLOSED, Ordering::Release);
         s.round.fetch_add(1, Ordering::Release);
         s.signal.notify_all();
@@ -200,6 +207,12 @@ impl Drop for ThreadPool {
 
 /// A worker: waits for a new round (or shutdown), enters it unless it is already closed, works
 /// in it, leaves it.
+///
+/// A worker that finds itself on the caller's CPU stays out of the round and blocks until the
+/// next one. Sharing a CPU, the two would only take turns (each yield of one lets the other run),
+/// so the round would take as long as on one thread plus the switches; and a thread that keeps
+/// polling is never moved by the OS to a free CPU, while one that blocks is placed anew when it
+/// is woken (Linux puts a woken thread on an idle CPU near its waker).
 fn worker(s: &Shared) {
     s.started.fetch_add(1, Ordering::AcqRel);
     s.signal.notify_all();
@@ -213,6 +226,13 @@ fn worker(s: &Shared) {
             return;
         }
         seen = s.round.load(Ordering::Acquire);
+        let caller = s.caller_cpu.load(Ordering::Relaxed);
+        if caller != 0 && current_cpu().map(|c| c + 1) == Some(caller) {
+            let next =
+                || s.round.load(Ordering::Acquire) != seen || s.shutdown.load(Ordering::Acquire);
+            s.signal.wait_until(next);
+            continue;
+        }
         let entered = s.gate.fetch_add(1, Ordering::AcqRel);
         if entered & CLOSED == 0 {
             // Inside an open round (the latest one, or one published since `seen`): its job
