@@ -82,16 +82,20 @@ fn pack_panel_transposed<T: Weight>(
     while jj0 < cols {
         let rows = 8.min(cols - jj0);
         let first_row = (j0 + jj0) * b.rs;
+        // The eight rows after the group (or what `B` holds of them), to prefetch.
         #[cfg(target_arch = "x86_64")]
-        if let (true, 8, Some(src)) = (isa.avx2(), rows, T::as_f32(b.data)) {
+        let next_rows = |len: usize| (first_row + 8 * b.rs).min(len)..(first_row + 16 * b.rs).min(len);
+        #[cfg(target_arch = "x86_64")]
+        if let (true, 8, Some(all)) = (isa.avx2(), rows, T::as_f32(b.data)) {
             // Rows `r < 8` of the group: `k` values from `first_row + r * rs` (inside `B`:
             // `b.covers(n, k)`, checked by `pack_b_with`).
             let src: [&[f32]; 8] =
-                core::array::from_fn(|r| &src[first_row + r * b.rs..][..k]);
+                core::array::from_fn(|r| &all[first_row + r * b.rs..][..k]);
+            let next = &all[next_rows(all.len())];
             let out = &mut panel[..k * NR];
             // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; each source
             // row holds `k` values and `out` `k` depth steps of `NR ≥ jj0 + 8` columns.
-            let done = unsafe { x86::transpose_8x8_blocks(&src, k, jj0, out) };
+            let done = unsafe { x86::transpose_8x8_blocks(&src, k, jj0, out, next) };
             for p in done..k {
                 for (r, row) in src.iter().enumerate() {
                     out[p * NR + jj0 + r] = row[p];
@@ -101,16 +105,17 @@ fn pack_panel_transposed<T: Weight>(
             continue;
         }
         #[cfg(all(target_arch = "x86_64", feature = "std"))]
-        if let (true, 8, Some(src)) = (isa.avx2(), rows, T::as_f16(b.data)) {
+        if let (true, 8, Some(all)) = (isa.avx2(), rows, T::as_f16(b.data)) {
             if std::arch::is_x86_feature_detected!("f16c") {
                 // Rows `r < 8` of the group, as for float32 above.
                 let src: [&[half::f16]; 8] =
-                    core::array::from_fn(|r| &src[first_row + r * b.rs..][..k]);
+                    core::array::from_fn(|r| &all[first_row + r * b.rs..][..k]);
+                let next = &all[next_rows(all.len())];
                 let out = &mut panel[..k * NR];
                 // SAFETY: `avx2()` checked the cached detection (AVX2) and F16C was detected
                 // just above (std caches the answer); each source row holds `k` values and
                 // `out` `k` depth steps of `NR ≥ jj0 + 8` columns.
-                let done = unsafe { x86::transpose_8x8_blocks_f16(&src, k, jj0, out) };
+                let done = unsafe { x86::transpose_8x8_blocks_f16(&src, k, jj0, out, next) };
                 for p in done..k {
                     for (r, row) in src.iter().enumerate() {
                         out[p * NR + jj0 + r] = row[p].to_f32();
@@ -135,7 +140,7 @@ fn pack_panel_transposed<T: Weight>(
                 // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; each
                 // buffer row holds `len` values and `out` `len` depth steps of `NR ≥ jj0 + 8`
                 // columns.
-                done = unsafe { x86::transpose_8x8_blocks(&src, len, jj0, out) };
+                done = unsafe { x86::transpose_8x8_blocks(&src, len, jj0, out, &[]) };
             }
             let _ = isa;
             for p in done..len {
@@ -219,7 +224,7 @@ pub(super) mod x86 {
     /// The body of the `transpose_8x8_blocks` functions: `$load(row, p)` loads eight values
     /// of a source row from depth step `p` as float32 (the caller's `target_feature`s apply).
     macro_rules! transpose_blocks {
-        ($src:expr, $len:expr, $jj0:expr, $out:expr, $load:expr) => {{
+        ($src:expr, $len:expr, $jj0:expr, $out:expr, $next:expr, $load:expr) => {{
             let (src, len, jj0, out) = ($src, $len, $jj0, $out);
             let blocks = len / 8;
             // Every load and store below stays inside its slice.
@@ -227,8 +232,18 @@ pub(super) mod x86 {
                 return 0;
             }
             let load = $load;
+            let next = $next;
+            let lines = core::mem::size_of_val(next).div_ceil(64);
+            let per_block = lines.div_ceil(blocks.max(1));
+            let mut line = 0;
             for q in 0..blocks {
                 let p = q * 8;
+                for _ in 0..per_block.min(lines - line) {
+                    // A prefetch never faults; `64 * line < size_of_val(next)`: inside.
+                    let at = next.as_ptr().cast::<u8>().wrapping_add(64 * line);
+                    _mm_prefetch::<_MM_HINT_T0>(at.cast());
+                    line += 1;
+                }
                 let r: [__m256; 8] = core::array::from_fn(|i| load(src[i], p));
                 let cols = transpose8!(r);
                 for (i, c) in cols.iter().enumerate() {
@@ -243,7 +258,11 @@ pub(super) mod x86 {
 
     /// Writes `out[p * NR + jj0 + r] = src[r][p]` for `p` below `len / 8 * 8` (every `r < 8`),
     /// eight depth steps at a time through an 8 × 8 register transpose; returns how many depth
-    /// steps it wrote (0 when a row is shorter than `len` or `out` too short).
+    /// steps it wrote (0 when a row is shorter than `len` or `out` too short). The lines of
+    /// `next` (any slice: the rows the caller packs next) are prefetched a few per block: the
+    /// loads walk eight rows at once, more streams than the hardware prefetchers follow well,
+    /// and a product reading its weights in place would otherwise wait for each group's rows
+    /// from L3 or memory (a 384 × 96 float32 pack from memory: 26 → 12 µs on Zen 4).
     ///
     /// # Safety
     /// The CPU has AVX2.
@@ -253,9 +272,10 @@ pub(super) mod x86 {
         len: usize,
         jj0: usize,
         out: &mut [f32],
+        next: &[f32],
     ) -> usize {
         // SAFETY: `p + 8 <= len <= src[i].len()` (checked by the macro).
-        transpose_blocks!(src, len, jj0, out, |row: &[f32], p| unsafe {
+        transpose_blocks!(src, len, jj0, out, next, |row: &[f32], p| unsafe {
             _mm256_loadu_ps(row.as_ptr().add(p))
         })
     }
@@ -271,10 +291,11 @@ pub(super) mod x86 {
         len: usize,
         jj0: usize,
         out: &mut [f32],
+        next: &[half::f16],
     ) -> usize {
         // SAFETY: `p + 8 <= len <= src[i].len()` (checked by the macro): eight float16 values
         // (16 bytes) from `p`.
-        transpose_blocks!(src, len, jj0, out, |row: &[half::f16], p| unsafe {
+        transpose_blocks!(src, len, jj0, out, next, |row: &[half::f16], p| unsafe {
             _mm256_cvtph_ps(_mm_loadu_si128(row.as_ptr().add(p) as *const __m128i))
         })
     }
