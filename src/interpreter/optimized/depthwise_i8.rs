@@ -19,7 +19,9 @@
 //! On AVX2, a depth multiplier that is a multiple of 8 with horizontally adjacent taps
 //! (`dilation_w == 1`) goes to the `depthwise_i8_wide` rows instead: every 8-channel group reads
 //! one input channel, whose rows it widens once per output row into a zero-padded buffer, so
-//! border pixels need no clipping and a tap pair is one broadcast load.
+//! border pixels need no clipping and a tap pair is one broadcast load. On AVX-512 the same
+//! rows run four pixels per zmm pair (`depthwise_i8_wide_avx512`) where their windows fit one
+//! load.
 //!
 //! On AVX-512 (BW, VL; VNNI when the path is `avx512vnni`), depth multiplier 1 with 8
 //! channels or more goes to the `depthwise_i8_avx512` rows: 32-channel groups in zmm, border
@@ -133,6 +135,25 @@ pub fn depthwise_conv_i8_rows_with(
     if isa.avx2() {
         if super::depthwise_i8_wide::applies(g) {
             let rq = Requant::of_conv(q, bias);
+            if isa.avx512() && super::depthwise_i8_wide_avx512::applies(g, &rq) {
+                // SAFETY: `avx512()` (and `avx512vnni()` for the VNNI body) checked the cached
+                // detection: the CPU has AVX-512 F, BW, DQ and VL; `applies` was checked just
+                // above, the lengths and whole rows by the caller and the assert above. The
+                // kernels validate int8 zero points, so the offset fits in 16 bits.
+                unsafe {
+                    super::depthwise_i8_wide_avx512::rows(
+                        isa.avx512vnni(),
+                        g,
+                        input,
+                        filter,
+                        &rq,
+                        q.input_offset as i16,
+                        first_row,
+                        output,
+                    )
+                };
+                return;
+            }
             // SAFETY: `avx2()` checked the cached detection: the CPU has AVX2; `applies` was
             // checked just above, the lengths and whole rows by the caller and the assert
             // above. The kernels validate int8 zero points, so the offset fits in 16 bits.

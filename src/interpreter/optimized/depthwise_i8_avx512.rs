@@ -130,7 +130,7 @@ unsafe fn rows_bw(
 
 /// The byte mask of the first `n` (≤ 32) lanes.
 #[inline(always)]
-fn lane_mask(n: usize) -> __mmask32 {
+pub(super) fn lane_mask(n: usize) -> __mmask32 {
     if n >= 32 {
         !0
     } else {
@@ -619,7 +619,7 @@ const LO_CHANNELS: [i32; 16] = [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25
 const HI_CHANNELS: [i32; 16] = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31];
 
 /// The output stage of one 32-channel group, in the accumulators' lane order.
-struct Stage32 {
+pub(super) struct Stage32 {
     halves: [Rescale16; 2],
     bias: [__m512i; 2],
     /// The clamp as 16-bit lanes, each bound only when it cuts into `-128..=127` (the byte
@@ -670,7 +670,7 @@ impl Stage32 {
     /// The stage of a [`Wide`] group: lane `l` is channel `l % c` (`c` divides 32; `rq`
     /// holds its channels, [`applies`]); `small` as in [`Self::new`].
     #[inline(always)]
-    unsafe fn repeated(rq: &Requant<'_>, c: usize, small: bool) -> Stage32 {
+    pub(super) unsafe fn repeated(rq: &Requant<'_>, c: usize, small: bool) -> Stage32 {
         let per_tensor = rq.multipliers.len() == 1;
         let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
             let mut v = [0i32; LANES];
@@ -730,7 +730,7 @@ impl Stage32 {
 
     /// Accumulators that start a pixel: the biases.
     #[inline(always)]
-    fn init(&self) -> [__m512i; 2] {
+    pub(super) fn init(&self) -> [__m512i; 2] {
         self.bias
     }
 
@@ -740,7 +740,7 @@ impl Stage32 {
     /// # Safety
     /// AVX-512BW; `out` is valid for writes of the `kb` lanes.
     #[inline(always)]
-    unsafe fn store(&self, acc: [__m512i; 2], out: *mut i8, kb: __mmask32) {
+    pub(super) unsafe fn store(&self, acc: [__m512i; 2], out: *mut i8, kb: __mmask32) {
         let lo = self.halves[0].apply(acc[0]);
         let hi = self.halves[1].apply(acc[1]);
         // The clamp bounds lie in -128..=127: clamping after the saturating pack to 16 bits is

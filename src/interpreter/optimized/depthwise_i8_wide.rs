@@ -32,7 +32,7 @@ const PAIRS: usize = 64;
 
 /// Elements of one widened row: every column a window of the output row reads
 /// (`(out_w - 1) * stride_w + filter_w`), plus one for the odd tap's partner.
-fn row_len(g: &ConvGeometry) -> usize {
+pub(super) fn row_len(g: &ConvGeometry) -> usize {
     g.out_w.saturating_sub(1) * g.stride_w + g.filter_w + 1
 }
 
@@ -64,9 +64,48 @@ pub(super) unsafe fn rows(
     first_row: usize,
     output: &mut [i8],
 ) {
+    let mut w = [MaybeUninit::<__m256i>::uninit(); PAIRS];
+    // The caller's contract, passed on.
+    drive(g, input, offset, first_row, output, |rows, oc0, out_row| {
+        // SAFETY: the CPU supports AVX2 (this function's contract); `drive` gives whole
+        // groups of 8 channels of one output row.
+        unsafe { group(g, filter, rq, rows, oc0, out_row, &mut w) }
+    })
+}
+
+/// The widened input rows of one output row and input channel, as [`drive`] hands them to a
+/// group's body.
+pub(super) struct WideRows<'a> {
+    /// `rows` rows of `len` elements: buffer column `j` is input column `j - pad_w`
+    /// (`x + input_offset`), 0 at padding columns.
+    pub(super) wide: &'a [i16],
+    /// Elements per row ([`row_len`]).
+    pub(super) len: usize,
+    /// The filter rows the buffer rows hold, in order (rows outside the input are left out:
+    /// their taps add nothing).
+    pub(super) f0: usize,
+    pub(super) f1: usize,
+}
+
+/// The row loop shared by the AVX2 and AVX-512 bodies: per output row and input channel, the
+/// window's input rows widened once into a zero-padded buffer; then `group(rows, oc0,
+/// out_row)` for each 8 output channels `oc0..oc0 + 8` of that input channel (`out_row` is
+/// the whole output row).
+///
+/// # Safety
+/// [`applies`] holds for `g`; `input` has `g`'s length; `output` is whole output rows starting
+/// at row `first_row`.
+#[inline(always)]
+pub(super) unsafe fn drive(
+    g: &ConvGeometry,
+    input: &[i8],
+    offset: i16,
+    first_row: usize,
+    output: &mut [i8],
+    mut group: impl FnMut(&WideRows<'_>, usize, &mut [i8]),
+) {
     let (in_c, out_c, dm) = (g.in_c, g.out_c, g.depth_multiplier.max(1));
     let len = row_len(g);
-    let pairs_w = g.filter_w.div_ceil(2);
     let mut wide = [MaybeUninit::<i16>::uninit(); WIDE];
     // Buffer columns `lo..hi` hold input columns `0..in_w`; the others stay 0 for every row.
     let (lo, hi) = (g.pad_w.min(len), (g.pad_w + g.in_w).min(len));
@@ -76,7 +115,6 @@ pub(super) unsafe fn rows(
     // SAFETY: the first `filter_h * len` elements were written just above.
     let wide: &mut [i16] =
         unsafe { core::slice::from_raw_parts_mut(wide.as_mut_ptr().cast(), g.filter_h * len) };
-    let mut w = [MaybeUninit::<__m256i>::uninit(); PAIRS];
     let row_out = g.out_w * out_c;
     for (r, out_row) in output.chunks_exact_mut(row_out).enumerate() {
         let (b, out_y) = ((first_row + r) / g.out_h, (first_row + r) % g.out_h);
@@ -98,62 +136,90 @@ pub(super) unsafe fn rows(
                     }
                 }
             }
-            let wide: &[i16] = &wide[..taps_h * len];
+            let rows = WideRows {
+                wide: &wide[..taps_h * len],
+                len,
+                f0: wy.f0,
+                f1: wy.f1,
+            };
             for oc0 in (ic * dm..(ic + 1) * dm).step_by(8) {
-                // The window's weight pairs of channels `oc0..oc0 + 8`, interleaved and widened.
-                for (k, fy) in (wy.f0..wy.f1).enumerate() {
-                    for p in 0..pairs_w {
-                        let tap = |fx: usize| {
-                            let at = (fy * g.filter_w + fx) * out_c + oc0;
-                            // SAFETY: 8 channels of a filter tap (`oc0 + 8 <= out_c`).
-                            unsafe { _mm_loadl_epi64(filter.as_ptr().add(at).cast()) }
-                        };
-                        let wb = if 2 * p + 1 < g.filter_w {
-                            tap(2 * p + 1)
-                        } else {
-                            _mm_setzero_si128()
-                        };
-                        let v = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(tap(2 * p), wb));
-                        w[k * pairs_w + p].write(v);
-                    }
-                }
-                // SAFETY: the first `taps_h * pairs_w` entries were written just above.
-                let w: &[__m256i] =
-                    unsafe { core::slice::from_raw_parts(w.as_ptr().cast(), taps_h * pairs_w) };
-                // SAFETY: `oc0 + 8 <= out_c` (`dm` is a multiple of 8).
-                let stage = unsafe { Stage8::new(rq, oc0) };
-                let mut store = |out_x: usize, acc: __m256i| {
-                    let o = out_x * out_c + oc0;
-                    let out = &mut out_row[o..o + 8];
-                    match &stage {
-                        // SAFETY: `out` holds 8 bytes.
-                        Some(s) => unsafe {
-                            _mm_storel_epi64(out.as_mut_ptr().cast(), s.apply(acc));
-                        },
-                        None => {
-                            let mut v = [0i32; 8];
-                            // SAFETY: `v` has 8 lanes.
-                            unsafe { _mm256_storeu_si256(v.as_mut_ptr().cast(), acc) };
-                            requantize_row(Isa::Avx2, rq, oc0, &v, out);
-                        }
-                    }
-                };
-                // Four pixels at a time share each weight pair's load, then one at a time.
-                let mut out_x = 0;
-                while out_x + 4 <= g.out_w {
-                    let acc = window_sums::<4>(w, wide, len, pairs_w, out_x * g.stride_w, g.stride_w);
-                    for (i, &a) in acc.iter().enumerate() {
-                        store(out_x + i, a);
-                    }
-                    out_x += 4;
-                }
-                while out_x < g.out_w {
-                    let [acc] = window_sums::<1>(w, wide, len, pairs_w, out_x * g.stride_w, 0);
-                    store(out_x, acc);
-                    out_x += 1;
-                }
+                group(&rows, oc0, out_row);
             }
         }
+    }
+}
+
+/// Output channels `oc0..oc0 + 8` of one output row (`out_row`) from its widened rows.
+///
+/// # Safety
+/// The CPU supports AVX2; [`applies`] holds for `g`; `filter` has `g`'s length; `oc0 + 8 <=
+/// out_c`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn group(
+    g: &ConvGeometry,
+    filter: &[i8],
+    rq: &Requant<'_>,
+    rows: &WideRows<'_>,
+    oc0: usize,
+    out_row: &mut [i8],
+    w: &mut [MaybeUninit<__m256i>; PAIRS],
+) {
+    let out_c = g.out_c;
+    let (wide, len) = (rows.wide, rows.len);
+    let pairs_w = g.filter_w.div_ceil(2);
+    let taps_h = rows.f1 - rows.f0;
+    // The window's weight pairs of channels `oc0..oc0 + 8`, interleaved and widened.
+    for (k, fy) in (rows.f0..rows.f1).enumerate() {
+        for p in 0..pairs_w {
+            let tap = |fx: usize| {
+                let at = (fy * g.filter_w + fx) * out_c + oc0;
+                // SAFETY: 8 channels of a filter tap (`oc0 + 8 <= out_c`).
+                unsafe { _mm_loadl_epi64(filter.as_ptr().add(at).cast()) }
+            };
+            let wb = if 2 * p + 1 < g.filter_w {
+                tap(2 * p + 1)
+            } else {
+                _mm_setzero_si128()
+            };
+            let v = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(tap(2 * p), wb));
+            w[k * pairs_w + p].write(v);
+        }
+    }
+    // SAFETY: the first `taps_h * pairs_w` entries were written just above.
+    let w: &[__m256i] =
+        unsafe { core::slice::from_raw_parts(w.as_ptr().cast(), taps_h * pairs_w) };
+    // SAFETY: `oc0 + 8 <= out_c` (`dm` is a multiple of 8).
+    let stage = unsafe { Stage8::new(rq, oc0) };
+    let mut store = |out_x: usize, acc: __m256i| {
+        let o = out_x * out_c + oc0;
+        let out = &mut out_row[o..o + 8];
+        match &stage {
+            // SAFETY: `out` holds 8 bytes.
+            Some(s) => unsafe {
+                _mm_storel_epi64(out.as_mut_ptr().cast(), s.apply(acc));
+            },
+            None => {
+                let mut v = [0i32; 8];
+                // SAFETY: `v` has 8 lanes.
+                unsafe { _mm256_storeu_si256(v.as_mut_ptr().cast(), acc) };
+                requantize_row(Isa::Avx2, rq, oc0, &v, out);
+            }
+        }
+    };
+    // Four pixels at a time share each weight pair's load, then one at a time.
+    let mut out_x = 0;
+    while out_x + 4 <= g.out_w {
+        let acc = window_sums::<4>(w, wide, len, pairs_w, out_x * g.stride_w, g.stride_w);
+        for (i, &a) in acc.iter().enumerate() {
+            store(out_x + i, a);
+        }
+        out_x += 4;
+    }
+    while out_x < g.out_w {
+        let [acc] = window_sums::<1>(w, wide, len, pairs_w, out_x * g.stride_w, 0);
+        store(out_x, acc);
+        out_x += 1;
     }
 }
 

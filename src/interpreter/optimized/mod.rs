@@ -33,6 +33,8 @@ pub mod depthwise_i8;
 mod depthwise_i8_avx512;
 #[cfg(target_arch = "x86_64")]
 mod depthwise_i8_wide;
+#[cfg(target_arch = "x86_64")]
+mod depthwise_i8_wide_avx512;
 pub mod fully_connected_i8;
 pub mod gelu;
 pub mod gemm;
