@@ -11,8 +11,9 @@
 //! `c` by FMA, the lanes are then added in order `0..8` (each after adding the three empty
 //! accumulators' zeros), and the remaining `k % 8` products are added one by one (rounded
 //! product, then sum). Here lane `j` of every vector is output `j` of a block of eight, and
-//! the same operations run in the same order per lane: the weights' column `p` of the block is
-//! gathered once (`W[j0 + j][p]`, rows `k` apart) and shared by every row of `A`. The epilogue
+//! the same operations run in the same order per lane: the block's eight weight rows are loaded
+//! (masked at `k`) and transposed in registers, eight columns at a time, once for every row of
+//! `A`. The epilogue
 //! adds the bias (or `0.0`) and clamps as `f32::max` / `f32::min` do (a NaN gives the bound).
 
 use super::gemm::Epilogue;
@@ -84,23 +85,29 @@ mod x86 {
         let chunks = k / 8;
         let body = chunks * 8;
         let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        // Row `j` of the block starts `j * k` values after its first row (`k <= 31`).
-        let rows = _mm256_mullo_epi32(lane, _mm256_set1_epi32(k as i32));
         let (lo, hi) = (_mm256_set1_ps(ep.min), _mm256_set1_ps(ep.max));
-        let mut col = [zero; MAX_K];
+        // Columns of the block's weights, `col[p]` lane `j` = `W[j0 + j][p]`: whole groups
+        // of eight (`MAX_K + 1` = four groups).
+        let mut col = [zero; MAX_K + 1];
         let mut j0 = 0;
         while j0 < n {
             let cols = (n - j0).min(8);
             let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32), lane);
-            let mask_ps = _mm256_castsi256_ps(mask);
-            // SAFETY (whole block): lane `j < cols` reads `b[(j0 + j) * k + p]` with
-            // `p < k`, inside `b`'s `n * k` values; masked-off lanes read nothing. The bias
-            // read covers `j0 + j < n`; rows of `a` and `c` are inside the lengths the caller
-            // checked.
+            // SAFETY (whole block): row `j < cols` of the block reads `b[(j0 + j) * k + p]`
+            // for `p < k` (masked loads stop at `k`), inside `b`'s `n * k` values; the bias
+            // read covers `j0 + j < n` (masked); rows of `a` and `c` are inside the lengths
+            // the caller checked.
             unsafe {
                 let w = b.as_ptr().add(j0 * k);
-                for (p, v) in col.iter_mut().enumerate().take(k) {
-                    *v = _mm256_mask_i32gather_ps::<4>(zero, w.add(p), rows, mask_ps);
+                let mut p0 = 0;
+                while p0 < k {
+                    let part = _mm256_cmpgt_epi32(_mm256_set1_epi32((k - p0) as i32), lane);
+                    let mut r = [zero; 8];
+                    for (j, v) in r.iter_mut().enumerate().take(cols) {
+                        *v = _mm256_maskload_ps(w.add(j * k + p0), part);
+                    }
+                    transpose(&r, &mut col[p0..p0 + 8]);
+                    p0 += 8;
                 }
                 let bias = match ep.bias {
                     Some(bias) => _mm256_maskload_ps(bias.as_ptr().add(j0), mask),
@@ -120,8 +127,11 @@ mod x86 {
                         let s = _mm256_add_ps(_mm256_add_ps(acc, zero), _mm256_add_ps(zero, zero));
                         total = _mm256_add_ps(total, s);
                     }
-                    for (p, &v) in col.iter().enumerate().take(k).skip(body) {
-                        total = _mm256_add_ps(total, _mm256_mul_ps(_mm256_set1_ps(*x.add(p)), v));
+                    let mut p = body;
+                    while p < k {
+                        let prod = _mm256_mul_ps(_mm256_set1_ps(*x.add(p)), col[p]);
+                        total = _mm256_add_ps(total, prod);
+                        p += 1;
                     }
                     let v = _mm256_add_ps(total, bias);
                     let v = clamp(v, lo, hi);
@@ -130,6 +140,36 @@ mod x86 {
             }
             j0 += 8;
         }
+    }
+
+    /// `out[l]` lane `j` = `r[j]` lane `l` (an 8 × 8 transpose).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn transpose(r: &[__m256; 8], out: &mut [__m256]) {
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        out[0] = _mm256_permute2f128_ps::<0x20>(u0, u4);
+        out[1] = _mm256_permute2f128_ps::<0x20>(u1, u5);
+        out[2] = _mm256_permute2f128_ps::<0x20>(u2, u6);
+        out[3] = _mm256_permute2f128_ps::<0x20>(u3, u7);
+        out[4] = _mm256_permute2f128_ps::<0x31>(u0, u4);
+        out[5] = _mm256_permute2f128_ps::<0x31>(u1, u5);
+        out[6] = _mm256_permute2f128_ps::<0x31>(u2, u6);
+        out[7] = _mm256_permute2f128_ps::<0x31>(u3, u7);
     }
 
     /// `v.max(lo).min(hi)` per lane as `f32::max` / `f32::min` compute it: a NaN operand
