@@ -61,6 +61,7 @@ pub(super) fn gemm_dot_short(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::super::pack::x86::transpose8;
     use super::{Epilogue, MAX_K};
     use core::arch::x86_64::*;
 
@@ -106,7 +107,7 @@ mod x86 {
                     for (j, v) in r.iter_mut().enumerate().take(cols) {
                         *v = _mm256_maskload_ps(w.add(j * k + p0), part);
                     }
-                    transpose(&r, &mut col[p0..p0 + 8]);
+                    col[p0..p0 + 8].copy_from_slice(&transpose8!(r));
                     p0 += 8;
                 }
                 let bias = match ep.bias {
@@ -140,36 +141,6 @@ mod x86 {
             }
             j0 += 8;
         }
-    }
-
-    /// `out[l]` lane `j` = `r[j]` lane `l` (an 8 × 8 transpose).
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn transpose(r: &[__m256; 8], out: &mut [__m256]) {
-        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
-        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
-        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
-        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
-        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-        out[0] = _mm256_permute2f128_ps::<0x20>(u0, u4);
-        out[1] = _mm256_permute2f128_ps::<0x20>(u1, u5);
-        out[2] = _mm256_permute2f128_ps::<0x20>(u2, u6);
-        out[3] = _mm256_permute2f128_ps::<0x20>(u3, u7);
-        out[4] = _mm256_permute2f128_ps::<0x31>(u0, u4);
-        out[5] = _mm256_permute2f128_ps::<0x31>(u1, u5);
-        out[6] = _mm256_permute2f128_ps::<0x31>(u2, u6);
-        out[7] = _mm256_permute2f128_ps::<0x31>(u3, u7);
     }
 
     /// `v.max(lo).min(hi)` per lane as `f32::max` / `f32::min` compute it: a NaN operand
