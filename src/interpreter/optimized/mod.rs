@@ -76,3 +76,5 @@ mod tests_indirect;
 mod tests_vnni;
 /// The float epilogue of the hybrid kernels on the interpreter's path.
 pub mod hybrid_epilogue;
+/// `gemm::gemm_dot` for a depth below 32: eight outputs per vector, the dot product's bits.
+mod gemm_dot_short;
