@@ -323,7 +323,7 @@ pub fn gemm_dot<T: Weight>(
         ldc >= n && c.len() >= (m - 1) * ldc + n,
         "gemm_dot: C too short"
     );
-    // A short depth: eight outputs per vector, the same bits (`gemm_dot_short`, helper ctl).
+    // A short depth: eight outputs per vector, the same bits (`gemm_dot_short`).
     if let Some(b32) = T::as_f32(b) {
         if super::gemm_dot_short::gemm_dot_short(isa, m, n, k, a, b32, ep, c, ldc) {
             return;
