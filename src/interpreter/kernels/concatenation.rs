@@ -3,6 +3,7 @@
 //! the output's are requantized as TFLite's `ConcatenationWithScaling` does (TFLM itself refuses
 //! them); equal ones are copied.
 
+use super::binary_common::SPLIT_ELEMENTS;
 use super::movement_common::with_movable_type;
 use crate::interpreter::reference::concatenation::{copy_slab, requantize_slab_i8, Requant};
 use crate::interpreter::{
@@ -27,6 +28,10 @@ struct ConcatData {
 
 /// The CONCATENATION kernel.
 pub struct Concatenation;
+
+/// Most inputs a concatenation split over the kernel threads gathers (their slices are held
+/// on the stack); more run on the calling thread.
+const MAX_SPLIT_INPUTS: usize = 8;
 
 impl Kernel for Concatenation {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
@@ -171,9 +176,33 @@ impl Kernel for Concatenation {
                 }
             }
             dtype => with_movable_type!(dtype, T => {
-                // Input by input (each looked up once), its slabs at the output stride.
                 let out = ctx.output::<T>(0)?;
                 let stride: usize = slabs.iter().take(d.inputs).map(|&s| s as usize).sum();
+                let tasks = (out.len() / SPLIT_ELEMENTS)
+                    .clamp(1, ctx.threads())
+                    .min(d.outer);
+                if tasks > 1 && d.inputs <= MAX_SPLIT_INPUTS {
+                    // Bands of outer indices on the kernel threads, each output row gathered
+                    // from every input (a copy: any split gives the same bytes).
+                    let mut inputs: [&[T]; MAX_SPLIT_INPUTS] = [&[]; MAX_SPLIT_INPUTS];
+                    for (k, i) in inputs.iter_mut().enumerate().take(d.inputs) {
+                        *i = ctx.input::<T>(k)?;
+                    }
+                    let rows = d.outer.div_ceil(tasks);
+                    let slabs = &slabs[..d.inputs];
+                    let out = &mut out[..d.outer * stride];
+                    ctx.for_each_chunk_mut(out, rows * stride, &|t, part| {
+                        for (r, row) in part.chunks_exact_mut(stride).enumerate() {
+                            let mut at = 0;
+                            for (input, &slab) in inputs.iter().zip(slabs) {
+                                copy_slab(input, t * rows + r, slab as usize, row, at);
+                                at += slab as usize;
+                            }
+                        }
+                    });
+                    return Ok(());
+                }
+                // Input by input (each looked up once), its slabs at the output stride.
                 let mut start = 0;
                 for (k, &slab) in slabs.iter().enumerate().take(d.inputs) {
                     let slab = slab as usize;

@@ -2,8 +2,11 @@
 //! movable dtype (pure data movement), NHWC, `block_size` from the op's options; SPACE_TO_DEPTH
 //! needs height and width divisible by it, DEPTH_TO_SPACE a depth divisible by its square.
 
+use super::binary_common::SPLIT_ELEMENTS;
 use super::movement_common::{expect_moved_from, with_movable_type};
-use crate::interpreter::reference::depth_to_space::{depth_to_space, space_to_depth};
+use crate::interpreter::reference::depth_to_space::{
+    depth_to_space, depth_to_space_rows, space_to_depth,
+};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
@@ -79,7 +82,20 @@ impl Kernel for DepthSpace {
             if self.to_depth {
                 space_to_depth(input, d.dims, d.block, output)
             } else {
-                depth_to_space(input, d.dims, d.block, output)
+                // Bands of output rows on the kernel threads (a copy: any split gives the
+                // same bytes).
+                let [batches, in_h, _, _] = d.dims;
+                let rows = batches * in_h * d.block;
+                let tasks = (output.len() / SPLIT_ELEMENTS).clamp(1, ctx.threads()).min(rows);
+                if tasks <= 1 {
+                    depth_to_space(input, d.dims, d.block, output)
+                } else {
+                    let (band, row_len) = (rows.div_ceil(tasks), output.len() / rows);
+                    let out = &mut output[..rows * row_len];
+                    ctx.for_each_chunk_mut(out, band * row_len, &|t, part| {
+                        depth_to_space_rows(input, d.dims, d.block, t * band, part)
+                    });
+                }
             }
         });
         Ok(())

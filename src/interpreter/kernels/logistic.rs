@@ -19,7 +19,8 @@ use crate::math::Float;
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
-use super::binary_common::quant_params;
+use super::binary_common::{quant_params, SPLIT_ELEMENTS};
+use super::unary_common::{run_unary_split_at, COSTLY_SPLIT_ELEMENTS};
 
 // Op data lives once per node in the arena tail; boxing the large variant would not save
 // memory.
@@ -161,20 +162,25 @@ impl Kernel for Sigmoidal {
         // Input and output, or the output alone when the planner put it on the input
         // (`InPlace::UnaryElementwise`): every function below is element-wise.
         macro_rules! run {
-            ($t:ty, $f:expr) => {{
+            ($t:ty, $f:expr) => {
+                run!($t, $f, SPLIT_ELEMENTS)
+            };
+            ($t:ty, $f:expr, $per_task:expr) => {{
                 let (i, o) = ctx.unary_io::<$t, $t>()?;
                 if o.len() != d.len || i.is_some_and(|i| i.len() != d.len) {
                     kernel_bail!("tensor sizes differ from the ones prepared for");
                 }
-                match i {
+                // Parts of the output on the kernel threads (element-wise: any split gives
+                // the same bits).
+                run_unary_split_at(ctx, $per_task, i, o, |i, o| match i {
                     Some(i) => $f(i, o),
                     None => map_in_place(o, $f),
-                }
+                });
             }};
         }
         match (&d.math, self.tanh) {
-            (Math::F32, false) => run!(f32, logistic_f32),
-            (Math::F32, true) => run!(f32, tanh_f32),
+            (Math::F32, false) => run!(f32, logistic_f32, COSTLY_SPLIT_ELEMENTS),
+            (Math::F32, true) => run!(f32, tanh_f32, COSTLY_SPLIT_ELEMENTS),
             (Math::I8(table), _) => run!(i8, |i: &[i8], o: &mut [i8]| lookup_int8(table, i, o)),
             (
                 Math::I16 {

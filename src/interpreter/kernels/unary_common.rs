@@ -151,7 +151,22 @@ pub fn run_unary_split<T: Element + Send + Sync>(
     out: &mut [T],
     f: impl Fn(Option<&[T]>, &mut [T]) + Sync,
 ) {
-    let tasks = (out.len() / super::binary_common::SPLIT_ELEMENTS).clamp(1, ctx.threads());
+    run_unary_split_at(ctx, super::binary_common::SPLIT_ELEMENTS, input, out, f)
+}
+
+/// Output elements per task at least for element-wise functions that cost about as much as
+/// 16 additions an element (float LOGISTIC, TANH: an exponential each).
+pub const COSTLY_SPLIT_ELEMENTS: usize = 2 * 1024;
+
+/// [`run_unary_split`] with at least `per_task` output elements a task.
+pub fn run_unary_split_at<T: Element + Send + Sync>(
+    ctx: &mut InvokeContext<'_>,
+    per_task: usize,
+    input: Option<&[T]>,
+    out: &mut [T],
+    f: impl Fn(Option<&[T]>, &mut [T]) + Sync,
+) {
+    let tasks = (out.len() / per_task.max(1)).clamp(1, ctx.threads());
     if tasks == 1 {
         return f(input, out);
     }

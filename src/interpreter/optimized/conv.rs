@@ -196,7 +196,9 @@ pub fn task_count(work: usize, threads: usize) -> usize {
 /// ([`MR`]) unless that makes the first tasks more than an eighth longer than an even share
 /// (49 pixels on two threads: 25 + 24 rows, not 30 + 19); `m` (one task) on one thread.
 pub fn task_rows(m: usize, n: usize, k: usize, threads: usize) -> usize {
-    let tasks = task_count(m.saturating_mul(n).saturating_mul(k), threads);
+    // A register tile computes 16 columns at least, used or not (a 4 → 1 channel 3 × 3
+    // convolution over 128 × 128 pixels takes as long as 16 output channels would).
+    let tasks = task_count(m.saturating_mul(n.max(16)).saturating_mul(k), threads);
     if tasks == 1 {
         return m.max(1);
     }
