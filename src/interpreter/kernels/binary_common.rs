@@ -2,7 +2,7 @@
 //! node arity, dtype agreement, the broadcast of the input shapes against the output shape, the
 //! fused activation, and the quantized activation range (TFLM's `kernel_util` role).
 
-use crate::interpreter::optimized::broadcast::{repeated_row, repeated_row_part};
+use crate::interpreter::optimized::broadcast::{repeated_row_part, row_under_rows};
 use crate::interpreter::reference::broadcast::{BroadcastShapes, MAX_BROADCAST_DIMS};
 use crate::interpreter::reference::quant::{
     activation_range_f32, activation_range_quantized, quantize_multiplier, FusedActivation,
@@ -372,7 +372,7 @@ impl<M> BinaryData<M> {
                 let n = part.len();
                 math(&shapes, &a[at..at + n], &b[at..at + n], part);
             });
-        } else if let Some(side) = repeated_row(&shapes) {
+        } else if let Some(side) = row_under_rows(&shapes) {
             let inner = shapes.extents[MAX_BROADCAST_DIMS - 1];
             let rows = (o.len() / inner.max(1)).div_ceil(tasks);
             let chunk = rows * inner;

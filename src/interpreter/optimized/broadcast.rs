@@ -103,7 +103,7 @@ pub fn for_each_row<T: Copy>(
 /// Elements of the row tile of [`tiled_rows`].
 const ROW_TILE: usize = 256;
 
-/// The shapes of `rows` consecutive output rows of a [`repeated_row`] broadcast whose input
+/// The shapes of `rows` consecutive output rows of a [`row_under_rows`] broadcast whose input
 /// `side` is the repeated row of `inner` elements (the other input's matching rows are
 /// contiguous): what one kernel thread's part of the output is.
 pub fn repeated_row_part(side: u8, rows: usize, inner: usize) -> BroadcastShapes {
@@ -126,11 +126,19 @@ pub fn repeated_row_part(side: u8, rows: usize, inner: usize) -> BroadcastShapes
 /// scale of a MobileNetV3) and a row is short enough to tile.
 #[inline(always)]
 pub fn repeated_row(shapes: &BroadcastShapes) -> Option<u8> {
-    const LAST: usize = MAX_BROADCAST_DIMS - 1;
-    let e = &shapes.extents;
-    if e[LAST] > ROW_TILE / 2 {
+    if shapes.extents[MAX_BROADCAST_DIMS - 1] > ROW_TILE / 2 {
         return None;
     }
+    row_under_rows(shapes)
+}
+
+/// Which input (1 or 2) is one row repeated under every row of the other, when the other is
+/// contiguous, whatever the row's length: consecutive output rows are then again such a
+/// broadcast ([`repeated_row_part`]), so the output splits into bands of rows.
+#[inline(always)]
+pub fn row_under_rows(shapes: &BroadcastShapes) -> Option<u8> {
+    const LAST: usize = MAX_BROADCAST_DIMS - 1;
+    let e = &shapes.extents;
     let contiguous = |s: &[usize; MAX_BROADCAST_DIMS]| {
         let mut want = 1;
         (0..MAX_BROADCAST_DIMS).rev().all(|i| {
