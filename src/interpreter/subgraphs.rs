@@ -28,6 +28,7 @@
 //! calls. Recursion (a subgraph that calls itself, directly or not) is refused, so the expansion
 //! terminates; [`MAX_STEPS`] bounds it.
 
+use super::carve::{Place, Table};
 use super::error::InterpreterError;
 use crate::model::{BuiltinOp, BuiltinOptions, Lifetimes, Model, Operator, PlannedTensor};
 use rust_alloc::{boxed::Box, format, vec::Vec};
@@ -270,6 +271,101 @@ pub struct SubgraphInfo {
     pub inputs: Box<[usize]>,
     /// Its output tensors (global indices).
     pub outputs: Box<[usize]>,
+}
+
+/// One included subgraph in a [`SubgraphTable`]: `(start, len)` ranges of its nodes and of its
+/// input and output lists in the table's pool. Plain numbers, so that it can live in the
+/// caller's buffer.
+#[derive(Clone, Copy, Debug)]
+struct SubgraphRecord {
+    model_index: u32,
+    nodes: (u32, u32),
+    inputs: (u32, u32),
+    outputs: (u32, u32),
+}
+
+/// An included subgraph as the interpreter keeps it (borrowed from its [`SubgraphTable`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SubgraphView<'s> {
+    /// The model's subgraph index.
+    pub model_index: usize,
+    /// Its nodes (global indices, run in order).
+    pub nodes: core::ops::Range<usize>,
+    /// Its input tensors (global indices).
+    pub inputs: &'s [usize],
+    /// Its output tensors (global indices).
+    pub outputs: &'s [usize],
+}
+
+/// The included subgraphs an interpreter keeps after build (what [`SubgraphInfo`]s say), as
+/// one record per subgraph and one pool of input and output lists: on the heap, or carved into
+/// the caller's buffer (see `carve`). Invariant: every record's ranges lie inside `lists`.
+#[derive(Debug, Default)]
+pub(crate) struct SubgraphTable<'a> {
+    records: Table<'a, SubgraphRecord>,
+    lists: Table<'a, usize>,
+}
+
+impl<'a> SubgraphTable<'a> {
+    /// The table of `infos` (in their order).
+    pub(crate) fn new(infos: &[SubgraphInfo]) -> Result<Self, InterpreterError> {
+        let n = |v: usize| {
+            u32::try_from(v).map_err(|_| {
+                InterpreterError::Memory(format!("subgraph table: {v} does not fit 32 bits"))
+            })
+        };
+        let mut lists =
+            Vec::with_capacity(infos.iter().map(|s| s.inputs.len() + s.outputs.len()).sum());
+        let mut records = Vec::with_capacity(infos.len());
+        for s in infos {
+            let inputs = (n(lists.len())?, n(s.inputs.len())?);
+            lists.extend_from_slice(&s.inputs);
+            let outputs = (n(lists.len())?, n(s.outputs.len())?);
+            lists.extend_from_slice(&s.outputs);
+            records.push(SubgraphRecord {
+                model_index: n(s.model_index)?,
+                nodes: (n(s.nodes.start)?, n(s.nodes.len())?),
+                inputs,
+                outputs,
+            });
+        }
+        Ok(SubgraphTable {
+            records: records.into(),
+            lists: lists.into(),
+        })
+    }
+
+    /// Number of subgraphs.
+    pub(crate) fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// The subgraph at `position`.
+    pub(crate) fn get(&self, position: usize) -> Option<SubgraphView<'_>> {
+        let r = self.records.get(position)?;
+        let range = |(at, len): (u32, u32)| at as usize..at as usize + len as usize;
+        Some(SubgraphView {
+            model_index: r.model_index as usize,
+            nodes: range(r.nodes),
+            inputs: self.lists.get(range(r.inputs))?,
+            outputs: self.lists.get(range(r.outputs))?,
+        })
+    }
+
+    /// Every subgraph, in position order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = SubgraphView<'_>> {
+        (0..self.len()).filter_map(|p| self.get(p))
+    }
+
+    /// Moves the records and the list pool to `place` (`false`: they do not fit).
+    pub(crate) fn place(&mut self, place: &mut impl Place<'a>) -> bool {
+        place.place(&mut self.records) && place.place(&mut self.lists)
+    }
+
+    /// Heap bytes of the records and the list pool (0 once carved).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.records.heap_bytes() + self.lists.heap_bytes()
+    }
 }
 
 /// Per global tensor: the tensor of the calling node whose memory it uses instead of its own
