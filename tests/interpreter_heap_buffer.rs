@@ -16,6 +16,7 @@ use tensor_alloc::interpreter::{
     Interpreter, InterpreterBuilder, InterpreterError, OpResolver, ALIGNMENT,
 };
 use tensor_alloc::model::Model;
+use tensor_alloc::global::count_allocations;
 use tensor_alloc::GlobalAllocator;
 
 #[global_allocator]
@@ -37,7 +38,9 @@ fn tables_live_in_the_callers_buffer() {
             continue;
         }
         let file = std::fs::read(&case.model).unwrap();
-        let model = Model::from_bytes(Arc::<[u8]>::from(file)).unwrap();
+        let bytes = Arc::<[u8]>::from(file);
+        let (model, parse) = count_allocations(|| Model::from_bytes(bytes)).unwrap();
+        let model = model.unwrap();
         let needs = Interpreter::arena_needs(&model, &resolver).unwrap();
         assert!(needs.tables_bytes > 0, "{}: no tables counted", case.name);
         let mut block = vec![0u8; needs.total_bytes + ALIGNMENT];
@@ -63,13 +66,17 @@ fn tables_live_in_the_callers_buffer() {
             Ok(()) => panic!("{}: one byte short built", case.name),
         }
 
+        let resolver_copy = resolver.clone();
         let a = in_use();
-        let mut interp = InterpreterBuilder::new(&model)
-            .resolver(resolver.clone())
-            .fixed_shapes()
-            .arena_buffer(buffer)
-            .build()
-            .unwrap();
+        let (interp, build) = count_allocations(|| {
+            InterpreterBuilder::new(&model)
+                .resolver(resolver_copy)
+                .fixed_shapes()
+                .arena_buffer(buffer)
+                .build()
+        })
+        .unwrap();
+        let mut interp = interp.unwrap();
         let kept = in_use() - a;
         let m = interp.memory().clone();
         assert_eq!(
@@ -124,6 +131,15 @@ fn tables_live_in_the_callers_buffer() {
             .json
             .pointer("/runtimes/tflm/arena/arena_total_bytes")
             .and_then(serde_json::Value::as_u64);
+        // What the build still allocates (step by step toward none; printed, not asserted).
+        eprintln!(
+            "{:<36} parse: {} allocations, {} B; build: {} allocations, {} B requested",
+            case.name,
+            parse.total_allocations(),
+            parse.bytes_allocated,
+            build.total_allocations(),
+            build.bytes_allocated
+        );
         eprintln!(
             "{:<36} buffer {:>8} B (arena {:>8} + tables {:>6}), heap kept {kept} B, TFLM {tflm:?}",
             case.name,
