@@ -66,8 +66,8 @@ fn tables_live_in_the_callers_buffer() {
             Ok(()) => panic!("{}: one byte short built", case.name),
         }
 
-        let resolver_copy = resolver.clone();
         let a = in_use();
+        let resolver_copy = resolver.clone();
         let (interp, build) = count_allocations(|| {
             InterpreterBuilder::new(&model)
                 .resolver(resolver_copy)
