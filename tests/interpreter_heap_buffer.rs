@@ -12,11 +12,11 @@
 mod common;
 
 use std::sync::Arc;
+use tensor_alloc::global::count_allocations;
 use tensor_alloc::interpreter::{
     Interpreter, InterpreterBuilder, InterpreterError, OpResolver, ALIGNMENT,
 };
 use tensor_alloc::model::Model;
-use tensor_alloc::global::count_allocations;
 use tensor_alloc::GlobalAllocator;
 
 #[global_allocator]

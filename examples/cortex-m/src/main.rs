@@ -225,7 +225,10 @@ fn run(case: &Case) -> Result<Footprint, ()> {
     }
     if heap_kept > 0 {
         // Everything the interpreter keeps belongs in the caller's buffer.
-        fail(&format_args!("the interpreter kept {} B of heap", heap_kept));
+        fail(&format_args!(
+            "the interpreter kept {} B of heap",
+            heap_kept
+        ));
         return Err(());
     }
     let input = interp.input_bytes_mut(0).map_err(|e| fail(&e))?;
