@@ -212,7 +212,7 @@ impl<'a> Interpreter<'a> {
 
     /// The nodes of subgraph 0 (the others run inside control-flow nodes).
     fn main_nodes(&self) -> core::ops::Range<usize> {
-        self.subgraphs.get(0).map_or(0..0, |s| s.nodes)
+        self.subgraphs.nodes(0)
     }
 
     /// Gives graph input `k` the shape `dims` (LiteRT's `ResizeInputTensor`) and plans the

@@ -352,6 +352,15 @@ impl<'a> SubgraphTable<'a> {
         })
     }
 
+    /// The nodes of the subgraph at `position` (empty when there is none): what invoke reads
+    /// of subgraph 0, without the lists.
+    #[inline]
+    pub(crate) fn nodes(&self, position: usize) -> core::ops::Range<usize> {
+        self.records.get(position).map_or(0..0, |r| {
+            r.nodes.0 as usize..r.nodes.0 as usize + r.nodes.1 as usize
+        })
+    }
+
     /// Every subgraph, in position order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = SubgraphView<'_>> {
         (0..self.len()).filter_map(|p| self.get(p))
