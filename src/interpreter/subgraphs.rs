@@ -588,3 +588,47 @@ fn expand(
     out[me].range = (entry, time.saturating_sub(1).max(entry));
     Ok(me)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpreter::carve::{CarveSize, Carver};
+    use rust_alloc::vec;
+
+    #[test]
+    fn subgraph_table_carves_and_reads_back() {
+        let infos = [
+            SubgraphInfo {
+                model_index: 0,
+                nodes: 0..3,
+                inputs: vec![0, 1].into(),
+                outputs: vec![5].into(),
+            },
+            SubgraphInfo {
+                model_index: 2,
+                nodes: 3..4,
+                inputs: vec![].into(),
+                outputs: vec![7, 8].into(),
+            },
+        ];
+        let mut size = CarveSize::default();
+        assert!(SubgraphTable::new(&infos).unwrap().place(&mut size));
+        #[repr(C, align(16))]
+        struct Aligned([u8; 256]);
+        let mut buf = Aligned([0; 256]);
+        let mut table = SubgraphTable::new(&infos).unwrap();
+        assert!(table.heap_bytes() > 0);
+        let mut carver = Carver::new(&mut buf.0);
+        assert!(table.place(&mut carver));
+        assert_eq!((carver.used(), table.heap_bytes()), (size.bytes, 0));
+        assert_eq!(table.len(), 2);
+        let b = table.get(1).unwrap();
+        assert_eq!((b.model_index, b.nodes), (2, 3..4));
+        assert_eq!((b.inputs, b.outputs), (&[][..], &[7, 8][..]));
+        let a = table.get(0).unwrap();
+        assert_eq!((a.inputs, a.outputs), (&[0, 1][..], &[5][..]));
+        assert_eq!((table.nodes(0), table.nodes(2)), (0..3, 0..0));
+        assert!(table.get(2).is_none());
+        assert_eq!(table.iter().count(), 2);
+    }
+}
