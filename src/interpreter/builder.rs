@@ -217,11 +217,11 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 // tables would not fit leave the default.
                 // (The default staging is dropped meanwhile: two alive would double the build's
                 // heap peak.)
-                let tables = place::table_bytes(&staged_default()?)?;
+                let tables = place::table_bytes(&staged_default()?, self.model)?;
                 let arena_budget = b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT;
                 match self.stage_in_budget(arena_budget, isa) {
                     Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
-                    Ok((staged, _)) if place::buffer_bytes(&staged)? > b => {
+                    Ok((staged, _)) if place::buffer_bytes(&staged, self.model)? > b => {
                         drop(staged);
                         (staged_default()?, self.copies)
                     }

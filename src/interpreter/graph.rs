@@ -15,6 +15,7 @@ use super::error::InterpreterError;
 use super::subgraphs::Layout;
 use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
 use crate::tensor::DType;
+use crate::tensor::QuantizationRef;
 use rust_alloc::borrow::Cow;
 use rust_alloc::{boxed::Box, format, string::String, vec::Vec};
 
@@ -68,25 +69,20 @@ struct TensorMeta {
 const _: () = assert!(core::mem::size_of::<TensorMeta>() == 4);
 
 /// A tensor's name and quantization, kept for the tensors users read (graph inputs and
-/// outputs).
-#[derive(Debug)]
+/// outputs): where the name's bytes are (the model's bytes when it stores the name as a string,
+/// as TFLM reads names, else the table's own name pool) and where its parameters are in the
+/// table's scale and zero-point pools (`q_len == 0`: no quantization; a [`Quantization`] has at
+/// least one scale). Plain numbers, so that it can live in the caller's buffer.
+#[derive(Clone, Copy, Debug)]
 struct Described {
     tensor: u32,
-    name: Name,
-    /// Boxed: 8 bytes when absent (a `Quantization` is 56).
-    quantization: Option<Box<Quantization>>,
-}
-
-/// A kept tensor name: where the model's flatbuffer stores it (read in place, as TFLM reads
-/// names), or a copy when the model's bytes do not hold it as a string.
-#[derive(Debug)]
-enum Name {
-    /// `len` bytes at `at` of the table's model bytes (valid UTF-8, checked at build).
-    InModel {
-        at: u32,
-        len: u32,
-    },
-    Owned(Box<str>),
+    name_at: u32,
+    name_len: u32,
+    /// The name is in the model's bytes (else in [`TensorTable::names`]).
+    name_in_model: bool,
+    q_at: u32,
+    q_len: u32,
+    q_dim: u32,
 }
 
 /// Where `bytes` (a flatbuffer) stores `name` as a string: a 4-aligned little-endian length,
@@ -113,7 +109,12 @@ pub(crate) struct TensorTable<'a> {
     meta: Table<'a, TensorMeta>,
     dims: Table<'a, usize>,
     sparse: Box<[(u32, Sparsity)]>,
-    described: Box<[Described]>,
+    described: Table<'a, Described>,
+    /// The kept names the model's bytes do not store as strings.
+    names: Table<'a, u8>,
+    /// The kept quantization parameters (see [`Described`]).
+    scales: Table<'a, f32>,
+    zero_points: Table<'a, i64>,
     /// The model's bytes names are read from (`None`: every name is a copy).
     model: Option<crate::model::ModelBytes>,
 }
@@ -130,6 +131,7 @@ impl<'a> TensorTable<'a> {
         let mut meta = Vec::with_capacity(entries.len());
         let mut sparse = Vec::new();
         let mut described = Vec::new();
+        let (mut names, mut scales, mut zero_points) = (Vec::new(), Vec::new(), Vec::new());
         for (t, e) in entries.iter().enumerate() {
             let too_big = || InterpreterError::Tensor {
                 index: t,
@@ -158,14 +160,36 @@ impl<'a> TensorTable<'a> {
                 sparse.push((tensor, (**s).clone()));
             }
             if keep(t) {
-                let in_model = model.and_then(|b| find_string(b, &e.name));
+                let (name_at, name_len, name_in_model) =
+                    match model.and_then(|b| find_string(b, &e.name)) {
+                        Some((at, len)) => (at, len, true),
+                        None => {
+                            let at = u32::try_from(names.len()).map_err(|_| too_big())?;
+                            names.extend_from_slice(e.name.as_bytes());
+                            let len = u32::try_from(e.name.len()).map_err(|_| too_big())?;
+                            (at, len, false)
+                        }
+                    };
+                let q_at = u32::try_from(scales.len()).map_err(|_| too_big())?;
+                let (q_len, q_dim) = match e.quantization.as_deref() {
+                    Some(q) => {
+                        scales.extend_from_slice(q.scales());
+                        zero_points.extend_from_slice(q.zero_points());
+                        (
+                            u32::try_from(q.scales().len()).map_err(|_| too_big())?,
+                            u32::try_from(q.quantized_dimension()).map_err(|_| too_big())?,
+                        )
+                    }
+                    None => (0, 0),
+                };
                 described.push(Described {
                     tensor,
-                    name: match in_model {
-                        Some((at, len)) => Name::InModel { at, len },
-                        None => Name::Owned(e.name.as_str().into()),
-                    },
-                    quantization: e.quantization.clone(),
+                    name_at,
+                    name_len,
+                    name_in_model,
+                    q_at,
+                    q_len,
+                    q_dim,
                 });
             }
         }
@@ -174,6 +198,9 @@ impl<'a> TensorTable<'a> {
             dims: dims.into(),
             sparse: sparse.into(),
             described: described.into(),
+            names: names.into(),
+            scales: scales.into(),
+            zero_points: zero_points.into(),
             model: model.cloned(),
         })
     }
@@ -183,9 +210,16 @@ impl<'a> TensorTable<'a> {
         self.meta.len()
     }
 
-    /// Moves the per-tensor records and the shape pool to `place` (`false`: they do not fit).
+    /// Moves the per-tensor records, the shape pool and the kept names and quantization to
+    /// `place` (`false`: they do not fit). Sparsity stays on the heap (no caller's-buffer
+    /// model has sparse constants read sparse yet).
     pub(crate) fn place(&mut self, place: &mut impl Place<'a>) -> bool {
-        place.place(&mut self.meta) && place.place(&mut self.dims)
+        place.place(&mut self.meta)
+            && place.place(&mut self.dims)
+            && place.place(&mut self.described)
+            && place.place(&mut self.names)
+            && place.place(&mut self.scales)
+            && place.place(&mut self.zero_points)
     }
 
     /// Dimensions of tensor `t`.
@@ -213,21 +247,29 @@ impl<'a> TensorTable<'a> {
 
     /// Name of tensor `t` (empty unless it was kept).
     pub(crate) fn name(&self, t: usize) -> &str {
-        match self.described(t).map(|d| &d.name) {
-            Some(Name::Owned(name)) => name,
-            Some(&Name::InModel { at, len }) => self
-                .model
-                .as_deref()
-                .and_then(|b| b.get(at as usize..at as usize + len as usize))
-                .and_then(|b| core::str::from_utf8(b).ok())
-                .unwrap_or(""),
-            None => "",
-        }
+        let Some(d) = self.described(t) else {
+            return "";
+        };
+        let range = d.name_at as usize..d.name_at as usize + d.name_len as usize;
+        let bytes = if d.name_in_model {
+            self.model.as_deref().and_then(|b| b.get(range))
+        } else {
+            self.names.get(range)
+        };
+        bytes
+            .and_then(|b| core::str::from_utf8(b).ok())
+            .unwrap_or("")
     }
 
     /// Quantization of tensor `t` (`None` unless it was kept and has some).
-    pub(crate) fn quantization(&self, t: usize) -> Option<&Quantization> {
-        self.described(t).and_then(|d| d.quantization.as_deref())
+    pub(crate) fn quantization(&self, t: usize) -> Option<QuantizationRef<'_>> {
+        let d = self.described(t).filter(|d| d.q_len > 0)?;
+        let range = d.q_at as usize..d.q_at as usize + d.q_len as usize;
+        Some(QuantizationRef::from_parts(
+            self.scales.get(range.clone())?,
+            self.zero_points.get(range)?,
+            d.q_dim as usize,
+        ))
     }
 
     /// `tensor {t}` and the name when it is kept, for error messages.
@@ -248,21 +290,10 @@ impl<'a> TensorTable<'a> {
                 .iter()
                 .map(|(_, s)| sparsity_heap_bytes(s))
                 .sum::<usize>()
-            + self.described.len() * size_of::<Described>()
-            + self
-                .described
-                .iter()
-                .map(|d| {
-                    let name = match &d.name {
-                        Name::Owned(name) => name.len(),
-                        Name::InModel { .. } => 0,
-                    };
-                    name + d
-                        .quantization
-                        .as_ref()
-                        .map_or(0, |q| size_of::<Quantization>() + q.heap_bytes())
-                })
-                .sum::<usize>();
+            + self.described.heap_bytes()
+            + self.names.heap_bytes()
+            + self.scales.heap_bytes()
+            + self.zero_points.heap_bytes();
         [
             ("tensor records", self.meta.heap_bytes()),
             ("shapes", self.dims.heap_bytes()),

@@ -3,7 +3,7 @@
 //! and the text and JSON reports, with the retained heap broken down by table
 //! ([`Interpreter::heap_parts`]).
 
-use super::{builder, subgraphs, Interpreter};
+use super::Interpreter;
 use crate::arena::Recording;
 use rust_alloc::{format, string::String, string::ToString, vec::Vec};
 
@@ -36,8 +36,10 @@ pub struct MemorySummary {
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build, outside the arena (in a caller's buffer
-    /// the per-tensor records, shapes, slots, node records and pools, op-data types and kernels
-    /// are in the buffer instead, `tables_bytes`, and count 0 here): the tensor table
+    /// the per-tensor records, shapes, slots, node records and pools, op-data types, kernels,
+    /// the graph inputs' and outputs' names and quantization and the subgraph list are in the
+    /// buffer instead, `tables_bytes`, and count 0 here; what remains there is sparsity,
+    /// variable initial values and, with control flow, `subgraphs`): the tensor table
     /// (4 bytes a tensor, one pool of distinct shapes, names and quantization of graph inputs
     /// and outputs only), each tensor's slot (12 bytes: an offset into the arena or the
     /// model's bytes), the node table (each node's 16-byte runtime record with one pool of
@@ -54,7 +56,8 @@ pub struct MemorySummary {
     /// Why the model's offline plan was not used, if it had one that could not be.
     pub offline_plan_ignored: Option<String>,
     /// Per subgraph the interpreter runs (subgraph 0 first, then those control flow calls): its
-    /// planned buffers in the one head.
+    /// planned buffers in the one head. Empty when it runs subgraph 0 alone (the head is then
+    /// all its own), which keeps a single-subgraph interpreter in a caller's buffer off the heap.
     pub subgraphs: Vec<SubgraphMemory>,
 }
 
@@ -175,19 +178,14 @@ impl Interpreter<'_> {
     /// the heap (requested sizes), for the memory report.
     pub fn heap_parts(&self) -> [(&'static str, usize); 12] {
         use core::mem::size_of;
-        let io = self.subgraphs.capacity() * size_of::<subgraphs::SubgraphInfo>()
-            + self
-                .subgraphs
-                .iter()
-                .map(|g| (g.inputs.len() + g.outputs.len()) * size_of::<usize>())
-                .sum::<usize>()
+        let io = self.subgraphs.heap_bytes()
             + self.summary.subgraphs.capacity() * size_of::<SubgraphMemory>()
             + self
                 .summary
                 .offline_plan_ignored
                 .as_ref()
                 .map_or(0, String::capacity);
-        let variables = self.variable_init.capacity() * size_of::<(u32, builder::VariableInit)>();
+        let variables = self.variable_init.heap_bytes();
         let [t0, t1, t2] = self.tensors.heap_parts();
         let [n0, n1, n2, n3, n4, n5] = self.node_tables.heap_parts();
         [

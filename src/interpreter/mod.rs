@@ -61,12 +61,12 @@ pub use memory::{ArenaNeeds, MemorySummary, SubgraphMemory};
 pub use optimized::{Isa, IsaSelection, IsaSource};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
 pub use resolver::OpResolver;
-use rust_alloc::{string::ToString, vec::Vec};
+use rust_alloc::string::ToString;
 pub use threads::RoundCounts;
 
 use crate::arena::Arena;
-use crate::model::{Model, Quantization};
-use crate::tensor::{DType, Element, Tensor, TensorBuffer};
+use crate::model::Model;
+use crate::tensor::{DType, Element, QuantizationRef, Tensor, TensorBuffer};
 use context::{NodeTables, RecordTable, Slot, SlotTable};
 use core::cell::Cell;
 use core::time::Duration;
@@ -94,8 +94,8 @@ pub struct TensorDesc<'a> {
     pub dtype: DType,
     /// Dimensions.
     pub dims: &'a [usize],
-    /// Quantization, when the model gives it.
-    pub quantization: Option<&'a Quantization>,
+    /// Quantization, when the model gives it (borrowed from the interpreter's tables).
+    pub quantization: Option<QuantizationRef<'a>>,
     /// Bytes.
     pub bytes: usize,
 }
@@ -118,8 +118,8 @@ pub struct Interpreter<'a> {
     storage: Option<TensorBuffer>,
     /// The included subgraphs (position 0 = the model's subgraph 0, whose nodes `invoke` runs;
     /// control-flow kernels run the others).
-    subgraphs: Vec<subgraphs::SubgraphInfo>,
-    variable_init: Vec<(u32, builder::VariableInit)>,
+    subgraphs: subgraphs::SubgraphTable<'a>,
+    variable_init: carve::Table<'a, (u32, builder::VariableInit)>,
     summary: MemorySummary,
     /// The model's tables (the data is shared with `model_bytes`) and the arena source, for
     /// [`resize_input`](Self::resize_input) (which finds the kernels in `node_tables`); the
@@ -178,8 +178,8 @@ impl<'a> Interpreter<'a> {
     ) -> Result<ArenaNeeds, InterpreterError> {
         let staged = builder::stage(model, resolver, threads.max(1))?;
         Ok(ArenaNeeds {
-            total_bytes: builder::buffer_bytes(&staged)?,
-            tables_bytes: builder::table_bytes(&staged)?,
+            total_bytes: builder::buffer_bytes(&staged, model)?,
+            tables_bytes: builder::table_bytes(&staged, model)?,
             head_bytes: staged.plan.head_bytes(),
             scratch_bytes: staged.scratch_bytes(),
             tail_bytes: staged.persistent.tail_bytes(),
@@ -202,17 +202,17 @@ impl<'a> Interpreter<'a> {
 
     /// The graph inputs (subgraph 0's inputs).
     fn graph_inputs(&self) -> &[usize] {
-        self.subgraphs.first().map_or(&[], |s| &s.inputs)
+        self.subgraphs.get(0).map_or(&[], |s| s.inputs)
     }
 
     /// The graph outputs (subgraph 0's outputs).
     fn graph_outputs(&self) -> &[usize] {
-        self.subgraphs.first().map_or(&[], |s| &s.outputs)
+        self.subgraphs.get(0).map_or(&[], |s| s.outputs)
     }
 
     /// The nodes of subgraph 0 (the others run inside control-flow nodes).
     fn main_nodes(&self) -> core::ops::Range<usize> {
-        self.subgraphs.first().map_or(0..0, |s| s.nodes.clone())
+        self.subgraphs.nodes(0)
     }
 
     /// Gives graph input `k` the shape `dims` (LiteRT's `ResizeInputTensor`) and plans the
@@ -250,7 +250,7 @@ impl<'a> Interpreter<'a> {
                 builder::finish(&model, kept, staged, ArenaSource::Default)?
             }
             &builder::Rebuild::Buffer { ptr, len } => {
-                let needed = builder::buffer_bytes(&staged)?;
+                let needed = builder::buffer_bytes(&staged, &model)?;
                 let skipped = ptr.align_offset(ALIGNMENT).min(len);
                 if len - skipped < needed {
                     return Err(InterpreterError::ArenaTooSmall {
@@ -306,8 +306,8 @@ impl<'a> Interpreter<'a> {
         self.node_tables = NodeTables::default();
         self.slots = SlotTable::default();
         self.records = RecordTable::default();
-        self.subgraphs.clear();
-        self.variable_init.clear();
+        self.subgraphs = subgraphs::SubgraphTable::default();
+        self.variable_init = carve::Table::default();
         self.tensors = TensorTable::default();
     }
 
@@ -420,7 +420,7 @@ impl<'a> Interpreter<'a> {
         let lowered = builder::lowered_model(model);
         let model = lowered.as_ref().unwrap_or(model);
         let mut resolver = OpResolver::new();
-        for info in &self.subgraphs {
+        for info in self.subgraphs.iter() {
             let ops = model
                 .subgraphs
                 .get(info.model_index)
@@ -680,7 +680,7 @@ impl<'a> Interpreter<'a> {
         )
         .map_err(err)?;
         match d.quantization {
-            Some(q) => t.with_quantization(q.clone()).map_err(err),
+            Some(q) => t.with_quantization(q.to_quantization()).map_err(err),
             None => Ok(t),
         }
     }

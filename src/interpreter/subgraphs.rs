@@ -28,6 +28,7 @@
 //! calls. Recursion (a subgraph that calls itself, directly or not) is refused, so the expansion
 //! terminates; [`MAX_STEPS`] bounds it.
 
+use super::carve::{Place, Table};
 use super::error::InterpreterError;
 use crate::model::{BuiltinOp, BuiltinOptions, Lifetimes, Model, Operator, PlannedTensor};
 use rust_alloc::{boxed::Box, format, vec::Vec};
@@ -272,6 +273,110 @@ pub struct SubgraphInfo {
     pub outputs: Box<[usize]>,
 }
 
+/// One included subgraph in a [`SubgraphTable`]: `(start, len)` ranges of its nodes and of its
+/// input and output lists in the table's pool. Plain numbers, so that it can live in the
+/// caller's buffer.
+#[derive(Clone, Copy, Debug)]
+struct SubgraphRecord {
+    model_index: u32,
+    nodes: (u32, u32),
+    inputs: (u32, u32),
+    outputs: (u32, u32),
+}
+
+/// An included subgraph as the interpreter keeps it (borrowed from its [`SubgraphTable`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SubgraphView<'s> {
+    /// The model's subgraph index.
+    pub model_index: usize,
+    /// Its nodes (global indices, run in order).
+    pub nodes: core::ops::Range<usize>,
+    /// Its input tensors (global indices).
+    pub inputs: &'s [usize],
+    /// Its output tensors (global indices).
+    pub outputs: &'s [usize],
+}
+
+/// The included subgraphs an interpreter keeps after build (what [`SubgraphInfo`]s say), as
+/// one record per subgraph and one pool of input and output lists: on the heap, or carved into
+/// the caller's buffer (see `carve`). Invariant: every record's ranges lie inside `lists`.
+#[derive(Debug, Default)]
+pub(crate) struct SubgraphTable<'a> {
+    records: Table<'a, SubgraphRecord>,
+    lists: Table<'a, usize>,
+}
+
+impl<'a> SubgraphTable<'a> {
+    /// The table of `infos` (in their order).
+    pub(crate) fn new(infos: &[SubgraphInfo]) -> Result<Self, InterpreterError> {
+        let n = |v: usize| {
+            u32::try_from(v).map_err(|_| {
+                InterpreterError::Memory(format!("subgraph table: {v} does not fit 32 bits"))
+            })
+        };
+        let mut lists =
+            Vec::with_capacity(infos.iter().map(|s| s.inputs.len() + s.outputs.len()).sum());
+        let mut records = Vec::with_capacity(infos.len());
+        for s in infos {
+            let inputs = (n(lists.len())?, n(s.inputs.len())?);
+            lists.extend_from_slice(&s.inputs);
+            let outputs = (n(lists.len())?, n(s.outputs.len())?);
+            lists.extend_from_slice(&s.outputs);
+            records.push(SubgraphRecord {
+                model_index: n(s.model_index)?,
+                nodes: (n(s.nodes.start)?, n(s.nodes.len())?),
+                inputs,
+                outputs,
+            });
+        }
+        Ok(SubgraphTable {
+            records: records.into(),
+            lists: lists.into(),
+        })
+    }
+
+    /// Number of subgraphs.
+    pub(crate) fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// The subgraph at `position`.
+    pub(crate) fn get(&self, position: usize) -> Option<SubgraphView<'_>> {
+        let r = self.records.get(position)?;
+        let range = |(at, len): (u32, u32)| at as usize..at as usize + len as usize;
+        Some(SubgraphView {
+            model_index: r.model_index as usize,
+            nodes: range(r.nodes),
+            inputs: self.lists.get(range(r.inputs))?,
+            outputs: self.lists.get(range(r.outputs))?,
+        })
+    }
+
+    /// The nodes of the subgraph at `position` (empty when there is none): what invoke reads
+    /// of subgraph 0, without the lists.
+    #[inline]
+    pub(crate) fn nodes(&self, position: usize) -> core::ops::Range<usize> {
+        self.records.get(position).map_or(0..0, |r| {
+            r.nodes.0 as usize..r.nodes.0 as usize + r.nodes.1 as usize
+        })
+    }
+
+    /// Every subgraph, in position order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = SubgraphView<'_>> {
+        (0..self.len()).filter_map(|p| self.get(p))
+    }
+
+    /// Moves the records and the list pool to `place` (`false`: they do not fit).
+    pub(crate) fn place(&mut self, place: &mut impl Place<'a>) -> bool {
+        place.place(&mut self.records) && place.place(&mut self.lists)
+    }
+
+    /// Heap bytes of the records and the list pool (0 once carved).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.records.heap_bytes() + self.lists.heap_bytes()
+    }
+}
+
 /// Per global tensor: the tensor of the calling node whose memory it uses instead of its own
 /// (`None`: its own). A called subgraph's input reads the calling node's tensor in place when
 /// nothing writes that tensor while the subgraph runs and the subgraph has one caller:
@@ -482,4 +587,48 @@ fn expand(
     out[me].steps = steps;
     out[me].range = (entry, time.saturating_sub(1).max(entry));
     Ok(me)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpreter::carve::{CarveSize, Carver};
+    use rust_alloc::vec;
+
+    #[test]
+    fn subgraph_table_carves_and_reads_back() {
+        let infos = [
+            SubgraphInfo {
+                model_index: 0,
+                nodes: 0..3,
+                inputs: vec![0, 1].into(),
+                outputs: vec![5].into(),
+            },
+            SubgraphInfo {
+                model_index: 2,
+                nodes: 3..4,
+                inputs: vec![].into(),
+                outputs: vec![7, 8].into(),
+            },
+        ];
+        let mut size = CarveSize::default();
+        assert!(SubgraphTable::new(&infos).unwrap().place(&mut size));
+        #[repr(C, align(16))]
+        struct Aligned([u8; 256]);
+        let mut buf = Aligned([0; 256]);
+        let mut table = SubgraphTable::new(&infos).unwrap();
+        assert!(table.heap_bytes() > 0);
+        let mut carver = Carver::new(&mut buf.0);
+        assert!(table.place(&mut carver));
+        assert_eq!((carver.used(), table.heap_bytes()), (size.bytes, 0));
+        assert_eq!(table.len(), 2);
+        let b = table.get(1).unwrap();
+        assert_eq!((b.model_index, b.nodes), (2, 3..4));
+        assert_eq!((b.inputs, b.outputs), (&[][..], &[7, 8][..]));
+        let a = table.get(0).unwrap();
+        assert_eq!((a.inputs, a.outputs), (&[0, 1][..], &[5][..]));
+        assert_eq!((table.nodes(0), table.nodes(2)), (0..3, 0..0));
+        assert!(table.get(2).is_none());
+        assert_eq!(table.iter().count(), 2);
+    }
 }

@@ -40,7 +40,7 @@ pub use dtype::{DType, Element};
 pub use error::TensorError;
 #[cfg(feature = "std")]
 pub use npy::NpyFileReader;
-pub use quant::Quantization;
+pub use quant::{Quantization, QuantizationRef};
 pub use shape::{IntoShape, Shape, Strides, MAX_DIMS};
 
 /// The `f16`/`bf16` storage types used for typed access to [`DType::F16`] / [`DType::BF16`] tensors.

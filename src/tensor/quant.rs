@@ -145,6 +145,74 @@ impl Quantization {
     }
 }
 
+/// Borrowed affine parameters: a [`Quantization`]'s scales, zero points and quantized dimension
+/// where they already are (an interpreter's graph inputs and outputs, whose parameters it keeps
+/// in the caller's buffer). Invariant (as for [`Quantization`]): at least one scale, as many
+/// zero points as scales, every scale finite and ≥ 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuantizationRef<'a> {
+    scales: &'a [f32],
+    zero_points: &'a [i64],
+    quantized_dimension: usize,
+}
+
+impl Quantization {
+    /// The parameters, borrowed.
+    pub fn borrowed(&self) -> QuantizationRef<'_> {
+        QuantizationRef {
+            scales: &self.scales,
+            zero_points: &self.zero_points,
+            quantized_dimension: self.quantized_dimension,
+        }
+    }
+}
+
+impl<'a> QuantizationRef<'a> {
+    /// Parameters copied out of a [`Quantization`] (the caller keeps the invariant: the slices
+    /// come from a valid `Quantization`).
+    pub(crate) fn from_parts(
+        scales: &'a [f32],
+        zero_points: &'a [i64],
+        quantized_dimension: usize,
+    ) -> Self {
+        debug_assert!(!scales.is_empty() && scales.len() == zero_points.len());
+        QuantizationRef {
+            scales,
+            zero_points,
+            quantized_dimension,
+        }
+    }
+
+    /// The scales (one for per-tensor).
+    pub fn scales(&self) -> &'a [f32] {
+        self.scales
+    }
+
+    /// The zero points (same length as [`scales`](Self::scales)).
+    pub fn zero_points(&self) -> &'a [i64] {
+        self.zero_points
+    }
+
+    /// The dimension the per-channel parameters run along (0 for per-tensor).
+    pub fn quantized_dimension(&self) -> usize {
+        self.quantized_dimension
+    }
+
+    /// Whether there is more than one `(scale, zero_point)` pair.
+    pub fn is_per_channel(&self) -> bool {
+        self.scales.len() > 1
+    }
+
+    /// An owned copy (allocates its two vectors).
+    pub fn to_quantization(&self) -> Quantization {
+        Quantization {
+            scales: self.scales.to_vec(),
+            zero_points: self.zero_points.to_vec(),
+            quantized_dimension: self.quantized_dimension,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +234,13 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("has 4 entries"), "{e}");
         assert!(pc.check_shape(&Shape::new(&[3]).unwrap()).is_err());
+        let r = pc.borrowed();
+        assert_eq!(
+            (r.scales(), r.zero_points()),
+            (pc.scales(), pc.zero_points())
+        );
+        assert!(r.is_per_channel() && r.quantized_dimension() == 3);
+        assert_eq!(r.to_quantization(), pc);
     }
 
     #[test]

@@ -11,14 +11,15 @@
 //! values. [`Rebuild`] remembers the arena source so that [`Interpreter::resize_input`] can
 //! place a new plan in the same place.
 
-use super::Staged;
+use super::{Staged, VariableInit};
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
 use crate::interpreter::allocation::{self, ALIGNMENT};
-use crate::interpreter::carve::{CarveSize, Carver, Place};
+use crate::interpreter::carve::{CarveSize, Carver, Place, Table};
 use crate::interpreter::context::{check_node_views, NodeEntry, NodeTables, SlotTable};
 use crate::interpreter::graph::{TensorKind, TensorTable};
+use crate::interpreter::subgraphs::{SubgraphInfo, SubgraphTable};
 use crate::interpreter::{Interpreter, InterpreterError, MemorySummary};
 use crate::model::Model;
 use rust_alloc::sync::Arc;
@@ -34,12 +35,16 @@ pub(crate) enum Rebuild {
     /// The registry's CPU allocator.
     Default,
 }
-/// The head bytes of each subgraph: the buffers of its tensors and its nodes' scratch.
+/// The head bytes of each subgraph: the buffers of its tensors and its nodes' scratch (none
+/// for subgraph 0 alone, see [`MemorySummary::subgraphs`]).
 fn subgraph_memory(
     plan: &allocation::MemoryPlan,
     layout: &crate::interpreter::subgraphs::Layout,
     subgraphs: &[crate::interpreter::subgraphs::SubgraphInfo],
 ) -> Vec<crate::interpreter::SubgraphMemory> {
+    if subgraphs.len() <= 1 {
+        return Vec::new();
+    }
     let mut out: Vec<crate::interpreter::SubgraphMemory> = subgraphs
         .iter()
         .map(|s| crate::interpreter::SubgraphMemory {
@@ -91,16 +96,41 @@ fn place_tables<'a>(
     tensors: &mut TensorTable<'a>,
     slots: &mut SlotTable<'a>,
     nodes: &mut NodeTables<'a>,
+    subgraphs: &mut SubgraphTable<'a>,
+    variable_init: &mut Table<'a, (u32, VariableInit)>,
     place: &mut impl Place<'a>,
 ) -> bool {
-    tensors.place(place) && slots.place(place) && nodes.place(place)
+    tensors.place(place)
+        && slots.place(place)
+        && nodes.place(place)
+        && subgraphs.place(place)
+        && place.place(variable_init)
+}
+
+/// The tensor table an interpreter keeps: names and quantization only for the graph inputs and
+/// outputs (subgraph 0's), which users read, the names read in place from `model`'s bytes
+/// where it stores them. Kernels have turned every other tensor's parameters into op data;
+/// errors after build name other tensors by index.
+fn kept_tensor_table<'a>(
+    staged_tensors: &[crate::interpreter::graph::TensorEntry],
+    subgraphs: &[SubgraphInfo],
+    model: &Model,
+) -> Result<TensorTable<'a>, InterpreterError> {
+    let io = subgraphs
+        .first()
+        .map_or(&[][..], |s| &s.inputs[..])
+        .iter()
+        .chain(subgraphs.first().map_or(&[][..], |s| &s.outputs[..]));
+    let io: Vec<usize> = io.copied().collect();
+    TensorTable::new(staged_tensors, |t| io.contains(&t), Some(&model.bytes))
 }
 
 /// Bytes the tables of an interpreter built from `staged` take in a caller's buffer, after its
 /// arena (see `carve`): the same tables built without an arena (their sizes do not depend on
 /// addresses) and measured.
-pub(crate) fn table_bytes(staged: &Staged) -> Result<usize, InterpreterError> {
-    let mut tensors = TensorTable::new(&staged.tensors, |_| false, None)?;
+pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, InterpreterError> {
+    let mut tensors = kept_tensor_table(&staged.tensors, &staged.subgraphs, model)?;
+    let mut subgraphs = SubgraphTable::new(&staged.subgraphs)?;
     let empty = crate::interpreter::context::Slot {
         ptr: core::ptr::null_mut(),
         bytes: 0,
@@ -134,14 +164,22 @@ pub(crate) fn table_bytes(staged: &Staged) -> Result<usize, InterpreterError> {
         )?;
     }
     let mut size = CarveSize::default();
-    place_tables(&mut tensors, &mut slots, &mut nodes, &mut size);
+    let mut variables: Table<'_, _> = staged.variable_init.clone().into();
+    place_tables(
+        &mut tensors,
+        &mut slots,
+        &mut nodes,
+        &mut subgraphs,
+        &mut variables,
+        &mut size,
+    );
     Ok(size.bytes)
 }
 
 /// Bytes a caller's buffer must hold for `staged` (at an [`ALIGNMENT`] boundary): the arena,
 /// then the tables.
-pub(crate) fn buffer_bytes(staged: &Staged) -> Result<usize, InterpreterError> {
-    Ok(staged.arena_bytes()?.next_multiple_of(ALIGNMENT) + table_bytes(staged)?)
+pub(crate) fn buffer_bytes(staged: &Staged, model: &Model) -> Result<usize, InterpreterError> {
+    Ok(staged.arena_bytes()?.next_multiple_of(ALIGNMENT) + table_bytes(staged, model)?)
 }
 
 /// Lays out the arena and resolves every address. The interpreter keeps `kept` (the model's
@@ -168,7 +206,7 @@ pub(crate) fn finish<'a>(
         ArenaSource::Buffer(buf) => {
             let given = buf.len();
             let skipped = buf.as_ptr().align_offset(ALIGNMENT).min(given);
-            let table_bytes = table_bytes(&staged)?;
+            let table_bytes = table_bytes(&staged, model)?;
             let arena_end = skipped + arena_bytes.next_multiple_of(ALIGNMENT);
             if given < arena_end + table_bytes {
                 return Err(InterpreterError::ArenaTooSmall {
@@ -295,16 +333,21 @@ pub(crate) fn finish<'a>(
         offline_plan_ignored: plan.offline_ignored.clone(),
         subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
     };
-    let sg = &model.subgraphs[0];
-    // Kernels have turned quantization parameters into op data; only graph inputs and outputs
-    // keep theirs and their names (users read them), which keeps per-channel scales and names
-    // off the heap. Errors after build name other tensors by index.
-    let io: Vec<usize> = sg.input_tensors().chain(sg.output_tensors()).collect();
-    let mut tensors = TensorTable::new(&tensors, |t| io.contains(&t), Some(&bytes))?;
+    let mut tensors = kept_tensor_table(&tensors, &subgraphs, model)?;
+    let mut subgraph_table = SubgraphTable::new(&subgraphs)?;
+    let mut variable_init: Table<'a, _> = variable_init.into();
+    drop(subgraphs);
     let mut slots = slots;
     if let Some(region) = table_region.take() {
         let mut carver = Carver::new(region);
-        let placed = place_tables(&mut tensors, &mut slots, &mut node_tables, &mut carver);
+        let placed = place_tables(
+            &mut tensors,
+            &mut slots,
+            &mut node_tables,
+            &mut subgraph_table,
+            &mut variable_init,
+            &mut carver,
+        );
         if !placed || carver.used() != table_bytes {
             return Err(InterpreterError::Memory(format!(
                 "the interpreter's tables took {} bytes of the caller's buffer, {table_bytes} \
@@ -321,7 +364,7 @@ pub(crate) fn finish<'a>(
         records,
         arena,
         storage,
-        subgraphs,
+        subgraphs: subgraph_table,
         variable_init,
         summary,
         model: kept,

@@ -22,6 +22,7 @@ use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
 use rust_alloc::vec::Vec;
 
 /// A variable tensor's initial value when it is not all zero bytes.
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum VariableInit {
     /// The model's data: `len` bytes at `at` of the model's bytes (read in place).
     Data { at: u32, len: u32 },

@@ -7,7 +7,7 @@ use super::{
     dtype_matches, PersistentArray, Scalar, ScratchId, StateArray, MAX_OUTPUTS, MAX_SCRATCH,
 };
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorKind, TensorTable};
-use crate::interpreter::subgraphs::SubgraphInfo;
+use crate::interpreter::subgraphs::{SubgraphTable, SubgraphView};
 use crate::interpreter::{InterpreterError, KernelError, Phase};
 use crate::tensor::{DType, Element};
 use core::any::TypeId;
@@ -47,7 +47,7 @@ pub struct InvokeContext<'a> {
 /// resolved memory, and the included subgraphs (see `interpreter::subgraphs`).
 pub(crate) struct Program<'p> {
     pub tables: &'p NodeTables<'p>,
-    pub subgraphs: &'p [SubgraphInfo],
+    pub subgraphs: &'p SubgraphTable<'p>,
 }
 
 impl<'a> InvokeContext<'a> {
@@ -344,7 +344,7 @@ impl<'a> InvokeContext<'a> {
     }
 
     /// The included subgraph at `position` (its nodes, inputs and outputs).
-    pub(crate) fn subgraph(&self, position: usize) -> Result<&'a SubgraphInfo, KernelError> {
+    pub(crate) fn subgraph(&self, position: usize) -> Result<SubgraphView<'a>, KernelError> {
         self.program
             .and_then(|p| p.subgraphs.get(position))
             .ok_or_else(|| KernelError::new(format!("no subgraph at position {position}")))
