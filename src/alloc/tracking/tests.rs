@@ -773,7 +773,11 @@ fn allocation_counts_from_the_id_cursor_are_exact_across_id_blocks_and_rebinding
         }
         if [1, 699, 700, 701, 1023, 1024, 1025, 2048, 2049, n].contains(&i) {
             let s = a.stats();
-            assert_eq!((s.num_allocs, s.num_frees), (i as u64, i as u64 / 5), "at {i}");
+            assert_eq!(
+                (s.num_allocs, s.num_frees),
+                (i as u64, i as u64 / 5),
+                "at {i}"
+            );
             assert_eq!(s.bytes_in_use, live.len() as u64 * 24, "at {i}");
         }
     }
@@ -783,5 +787,8 @@ fn allocation_counts_from_the_id_cursor_are_exact_across_id_blocks_and_rebinding
         unsafe { a.deallocate(p.cast(), l) };
     }
     let s = a.stats();
-    assert_eq!((s.num_allocs, s.num_frees, s.bytes_in_use), (n as u64, n as u64, 0));
+    assert_eq!(
+        (s.num_allocs, s.num_frees, s.bytes_in_use),
+        (n as u64, n as u64, 0)
+    );
 }
