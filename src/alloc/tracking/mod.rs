@@ -10,25 +10,23 @@
 //! objects. This wrapper pays one uncontended atomic read-modify-write per free and none per
 //! allocation:
 //!
-//! - Blocks are the inner allocator's own, unchanged: it is asked for the caller's size at
-//!   `max(align, 16)` alignment (16, so that no two blocks start in one
+//! - Blocks are the inner allocator's own, unchanged: it is asked for the caller's size (at
+//!   least 16 bytes) at `max(align, 16)` alignment (16, so that no two blocks start in one
 //!   granule of the index), and nothing is written in or around them.
 //! - An **address index** (the *shadow*, a three-level radix tree over addresses below 2^48 with
-//!   an 8-byte entry per 16-byte granule, nodes in anonymous mappings of their own, never moved
+//!   a 4-byte entry per 16-byte granule, nodes in anonymous mappings of their own, never moved
 //!   or freed before the allocator) holds, for each address where a live block of this
-//!   allocator starts, the index of the block's **slot** plus one, its alignment and its
-//!   allocated size (below 64 MiB; larger sizes are read from the slot), else 0. An allocation
-//!   sets its entry (a plain store); a free reads it and clears it with a compare-and-swap, so
-//!   of two threads freeing one block at once exactly one proceeds. Three dependent loads
-//!   each, no lock, and neighbouring blocks share the index's cache lines (one line per 128
-//!   bytes of heap). The entry is all a free reads besides the thread's front: it only
-//!   *stores* to the slot (marking it free), which the processor completes in the
-//!   background, instead of loading it (a cache miss on every random free). The index is
-//!   this allocator's own memory, so no write by a caller can change what a free decides.
+//!   allocator starts, the index of the block's **slot** plus one, else 0. An allocation sets
+//!   its entry (a plain store); a free reads it and clears it with a compare-and-swap, so of two
+//!   threads freeing one block at once exactly one proceeds. Three dependent loads each, no
+//!   lock, and neighbouring blocks share the index's cache lines (one line per 256 bytes of
+//!   heap). A free learns everything else from the slot the entry names, which only this
+//!   allocator writes.
 //! - The **slot table** (chunks of 1024, 2048, 4096, … 32-byte slots that are never moved or
 //!   freed before the allocator) holds, per live block: address, id, requested and allocated
-//!   size, alignment. The leak report and the per-pointer queries read it; a free only stores
-//!   to it.
+//!   size, alignment. The leak report and the per-pointer queries read it; a free reads the
+//!   allocated size, the alignment and the requested size from it (one cache line, the one it
+//!   then marks free, and the one the next allocation on that thread reuses).
 //! - A per-thread **front** (the crate's one [thread cache](crate::alloc::thread_cache) mechanism,
 //!   bound to the last tracking allocator the thread used) holds a stack of up to 64 free
 //!   slots, a block of 1,024 reserved ids and counter deltas, so a thread allocates and frees
@@ -62,11 +60,7 @@
 //!   - an **interior pointer** (no entry at that address, or not 16-byte aligned),
 //!   - a **wrong `Layout` alignment** (any alignment other than the one the block was allocated
 //!     with),
-//!   - a **wrong `Layout` size above the block's** allocated size.
-//!
-//!   Debug builds also read the slot (a cache miss per free) and refuse, exactly, a size below
-//!   the requested one. Release builds free such a block correctly anyway: the inner allocator
-//!   always gets the block's own size and alignment back, never the caller's.
+//!   - a **wrong `Layout` size**: above the block's allocated size, or below its requested size.
 //!
 //!   Two threads freeing the same block at the same instant: one frees it, the other is
 //!   refused as a double free (the compare-and-swap on its index entry decides). Not
@@ -78,13 +72,13 @@
 //!   Cost: the index lookup, a store per allocation and a compare-and-swap per free, a few tens
 //!   of instructions each (instruction counts in `BENCHMARKS.md`), one `mmap` the first time a
 //!   MiB stretch of addresses holds a block, and the memory below.
-//! - **Memory:** nothing more from the inner allocator than the caller's size (at alignment
-//!   16 for smaller alignments), plus 32 bytes per slot in the table (slots
-//!   are reused; the table is as large as the most blocks ever live at once, plus the threads'
-//!   spare slots), plus the address index: 128 KiB of address space for its root and each
-//!   16 GiB stretch holding blocks, 512 KiB per MiB stretch holding a block start, of which only
-//!   the pages touched are resident (1/2 of the heap pages where blocks start: about 50 % for
-//!   small objects, one 4 KiB page for a large block). An inner allocator returning an address at or
+//! - **Memory:** nothing more from the inner allocator than the caller's size (at least 16
+//!   bytes, at alignment 16 for smaller alignments), plus 32 bytes per slot in the table (slots are reused; the
+//!   table is as large as the most blocks ever live at once, plus the threads' spare slots),
+//!   plus the address index: 128 KiB of address space for its root and each 16 GiB stretch
+//!   holding blocks, 256 KiB per MiB stretch holding a block start, of which only the pages
+//!   touched are resident (1/4 of the heap pages where blocks start: about 25 % for small
+//!   objects, one 4 KiB page for a large block). An inner allocator returning an address at or
 //!   above 2^48 (which x86-64 and AArch64 do only when asked) has its allocation refused; the
 //!   table holds at most 2^32 − 1 slots.
 //!
@@ -126,20 +120,6 @@ pub struct LiveAllocation {
 /// The address index's granule: blocks are asked of the inner allocator at this alignment at
 /// least, so no two of them start in one granule.
 const GRANULE: usize = 16;
-/// An index entry: bits 0..32 the slot index plus one (never 0 for a live block), 32..38 the
-/// log2 of the block's alignment, 38..64 its allocated size, or [`SIZE_IN_SLOT`] when the size
-/// does not fit (the free then reads it from the slot).
-const ENTRY_ALIGN_SHIFT: u32 = 32;
-const ENTRY_SIZE_SHIFT: u32 = 38;
-const SIZE_IN_SLOT: u64 = (1 << (64 - ENTRY_SIZE_SHIFT)) - 1;
-
-/// The index entry of a live block in slot `idx` (`idx < MAX_SLOTS`).
-#[inline]
-fn entry_of(idx: u64, align_log2: u64, allocated: u64) -> u64 {
-    (idx + 1)
-        | (align_log2 << ENTRY_ALIGN_SHIFT)
-        | (allocated.min(SIZE_IN_SLOT) << ENTRY_SIZE_SHIFT)
-}
 /// Why a free was refused.
 #[derive(Debug, Clone, Copy)]
 enum BadFree {
@@ -151,15 +131,24 @@ enum BadFree {
     Align { block_align: usize },
     /// The caller's size exceeds the block's.
     Size { allocated: usize },
-    /// Debug builds: the caller's size is below the requested size.
+    /// The caller's size is below the requested size.
     Layout { requested: usize },
 }
 
-/// The layout asked of the inner allocator for `layout`: the same size at `max(align, 16)`;
-/// `None` when that size rounded up to 16 overflows `isize`.
+/// The layout asked of the inner allocator for `layout`: `max(size, 16)` bytes at
+/// `max(align, 16)` (at least 16 bytes, so that an allocator serving small sizes at their size's
+/// alignment, as `AlignedCpuAllocator` does, still takes its fast path); `None` when that size
+/// rounded up to 16 overflows `isize`.
 #[inline]
 fn inner_layout(layout: Layout) -> Option<Layout> {
-    layout.align_to(GRANULE).ok()
+    let size = layout.size().max(GRANULE);
+    let align = layout.align().max(GRANULE);
+    if size > isize::MAX as usize - (align - 1) {
+        return None;
+    }
+    // SAFETY: `align` is a power of two (the larger of two) and `size` rounded up to it does
+    // not exceed `isize::MAX` (checked just above): `Layout`'s two conditions.
+    Some(unsafe { Layout::from_size_align_unchecked(size, align) })
 }
 
 /// Logs an allocation the shadow cannot record (the block goes back to the inner allocator).
@@ -257,7 +246,7 @@ impl<A> TrackingAllocator<A> {
         }
         // The checked lookup: the entry may have been set by a thread that did not hand this
         // one the pointer, so the slot's chunk is found through `created` (acquire).
-        read_slot(self.shared.slot((e & u64::from(u32::MAX)) - 1)?).filter(|a| a.address == addr)
+        read_slot(self.shared.slot(u64::from(e - 1))?).filter(|a| a.address == addr)
     }
 
     /// A printable leak report: one line per live allocation, then the totals.
@@ -317,7 +306,7 @@ impl<A> TrackingAllocator<A> {
         );
         s.word.store(a, Ordering::Release);
         // Last: from here on a free of `a` is accepted. `idx < MAX_SLOTS`, so `idx + 1` fits.
-        shadow::set(mark, entry_of(idx, align_log2, allocated as u64));
+        shadow::set(mark, idx as u32 + 1);
         true
     }
 
@@ -345,9 +334,8 @@ impl<A> TrackingAllocator<A> {
     /// allocator returned) at `max(align, 16)`; `None`, with an error event and nothing changed,
     /// when `ptr` is not a live block of this allocator or `layout` is not the block's.
     ///
-    /// Nothing outside this allocator's own tables is read: the index entry names the slot and
-    /// holds the size and the alignment (release builds load nothing from the slot unless the
-    /// block is 64 MiB or more).
+    /// Nothing outside this allocator's own tables is read: the index entry names the slot,
+    /// and the slot holds the sizes and the alignment.
     ///
     /// # Safety
     /// `ptr` may be anything. If it is a live block of this allocator, another thread may free
@@ -376,22 +364,15 @@ impl<A> TrackingAllocator<A> {
             self.refuse(addr, layout, BadFree::NotLive);
             return None;
         }
-        let idx = (e & u64::from(u32::MAX)) - 1;
+        let idx = u64::from(e - 1);
         // SAFETY: a non-zero entry is set only by `track`, after slot `idx` was taken, for a
         // block that is live until its free clears the entry; the caller holds the pointer, so
         // whatever passed it from the allocating thread published the slot's chunk to this one.
         let slot = unsafe { self.shared.slot_unchecked(idx) };
-        let block_align = 1usize << ((e >> ENTRY_ALIGN_SHIFT) & 63);
-        let allocated = match e >> ENTRY_SIZE_SHIFT {
-            SIZE_IN_SLOT => (slot.packed.load(Ordering::Relaxed) & SIZE_MASK) as usize,
-            size => size as usize,
-        };
-        // Debug builds also read the requested size (a cache miss on a random free).
-        let requested = if cfg!(debug_assertions) {
-            slot.requested.load(Ordering::Relaxed)
-        } else {
-            0
-        };
+        let packed = slot.packed.load(Ordering::Relaxed);
+        let requested = slot.requested.load(Ordering::Relaxed);
+        let allocated = (packed & SIZE_MASK) as usize;
+        let block_align = 1usize << (packed >> SIZE_BITS);
         let why = if layout.align() != block_align {
             BadFree::Align { block_align }
         } else if layout.size() > allocated {

@@ -535,15 +535,14 @@ fn interior_pointers_and_wrong_layouts_are_refused_and_the_block_stays_live() {
     }
     assert_eq!(t.stats().num_frees, 0);
     {
-        // Another alignment whose raised alignment (16) is the block's is refused too (in
-        // every build), and in debug builds a size below the requested one.
+        // A size below the requested one, or another alignment whose raised alignment (16) is
+        // the block's, is refused too.
         let l16 = Layout::from_size_align(40, 16).unwrap();
         let q = t.allocate(l16).unwrap().cast::<u8>();
-        let mut bad = vec![(q, Layout::from_size_align(40, 8).unwrap())];
-        if cfg!(debug_assertions) {
-            bad.push((p, Layout::from_size_align(999, 64).unwrap()));
-        }
-        for (r, rl) in bad {
+        for (r, rl) in [
+            (p, Layout::from_size_align(999, 64).unwrap()),
+            (q, Layout::from_size_align(40, 8).unwrap()),
+        ] {
             // SAFETY: the deliberate bad frees under test; none is forwarded.
             let logs = unsafe { free_logged(&t, r, rl) };
             assert!(logs.contains("Layout other than its own"), "{rl:?}: {logs}");
@@ -574,23 +573,20 @@ fn writes_over_every_byte_of_a_block_and_in_front_of_the_next_do_not_mislead_fre
     // SAFETY: `p` is live and `p.len()` bytes are usable (the BFC hands out whole chunks, so
     // they reach the start of `q` when `q` is `p`'s neighbour).
     unsafe { core::ptr::write_bytes(p.cast::<u8>().as_ptr(), 0x5a, p.len()) };
-    let mut bad = vec![
+    for (bad, what) in [
         (
             Layout::from_size_align(48, 32).unwrap(),
             "another alignment",
         ),
         (
+            Layout::from_size_align(47, 16).unwrap(),
+            "Layout other than its own",
+        ),
+        (
             Layout::from_size_align(4096, 16).unwrap(),
             "larger than the block",
         ),
-    ];
-    if cfg!(debug_assertions) {
-        bad.push((
-            Layout::from_size_align(47, 16).unwrap(),
-            "Layout other than its own",
-        ));
-    }
-    for (bad, what) in bad {
+    ] {
         // SAFETY: the deliberate bad frees under test; none is forwarded.
         let logs = unsafe { free_logged(&t, q, bad) };
         assert!(logs.contains(what), "{what}: {logs}");
