@@ -80,16 +80,14 @@ per_thread_cache!(
 /// Links `slots` into a list through their words and puts it on the shared free list.
 fn give_back(st: &mut State, s: &Shared, slots: &[(u64, *const Slot)]) {
     let (mut head, mut tail) = (NIL, NIL);
-    for &(idx, slot) in slots {
-        // SAFETY: slots on a front's stack belong to `s`'s table (the store's invariant), whose
-        // chunks live as long as `s`.
-        unsafe { &*slot }
-            .word
-            .store(super::link(head), Ordering::Relaxed);
-        if tail == NIL {
-            tail = idx;
+    for &(idx, _) in slots {
+        if let Some(w) = s.word(idx) {
+            w.store(super::link(head), Ordering::Relaxed);
+            if tail == NIL {
+                tail = idx;
+            }
+            head = idx;
         }
-        head = idx;
     }
     Shared::put_slots(st, s, head, tail);
 }

@@ -10,9 +10,9 @@
 //! objects. This wrapper pays one uncontended atomic read-modify-write per free and none per
 //! allocation:
 //!
-//! - Blocks are the inner allocator's own, unchanged: it is asked for the caller's size (at
-//!   least 16 bytes) at `max(align, 16)` alignment (16, so that no two blocks start in one
-//!   granule of the index), and nothing is written in or around them.
+//! - Blocks are the inner allocator's own, unchanged: it is asked for the caller's size at
+//!   `max(align, 16)` alignment (16, so that no two blocks start in one granule of the index),
+//!   and nothing is written in or around them.
 //! - An **address index** (the *shadow*, a three-level radix tree over addresses below 2^48 with
 //!   a 4-byte entry per 16-byte granule, nodes in anonymous mappings of their own, never moved
 //!   or freed before the allocator) holds, for each address where a live block of this
@@ -72,8 +72,8 @@
 //!   Cost: the index lookup, a store per allocation and a compare-and-swap per free, a few tens
 //!   of instructions each (instruction counts in `BENCHMARKS.md`), one `mmap` the first time a
 //!   MiB stretch of addresses holds a block, and the memory below.
-//! - **Memory:** nothing more from the inner allocator than the caller's size (at least 16
-//!   bytes, at alignment 16 for smaller alignments), plus 32 bytes per slot in the table (slots are reused; the
+//! - **Memory:** nothing more from the inner allocator than the caller's size (at alignment
+//!   16 for smaller alignments), plus 32 bytes per slot in the table (slots are reused; the
 //!   table is as large as the most blocks ever live at once, plus the threads' spare slots),
 //!   plus the address index: 128 KiB of address space for its root and each 16 GiB stretch
 //!   holding blocks, 256 KiB per MiB stretch holding a block start, of which only the pages
@@ -135,20 +135,11 @@ enum BadFree {
     Layout { requested: usize },
 }
 
-/// The layout asked of the inner allocator for `layout`: `max(size, 16)` bytes at
-/// `max(align, 16)` (at least 16 bytes, so that an allocator serving small sizes at their size's
-/// alignment, as `AlignedCpuAllocator` does, still takes its fast path); `None` when that size
-/// rounded up to 16 overflows `isize`.
+/// The layout asked of the inner allocator for `layout`: the same size at `max(align, 16)`;
+/// `None` when that size rounded up to 16 overflows `isize`.
 #[inline]
 fn inner_layout(layout: Layout) -> Option<Layout> {
-    let size = layout.size().max(GRANULE);
-    let align = layout.align().max(GRANULE);
-    if size > isize::MAX as usize - (align - 1) {
-        return None;
-    }
-    // SAFETY: `align` is a power of two (the larger of two) and `size` rounded up to it does
-    // not exceed `isize::MAX` (checked just above): `Layout`'s two conditions.
-    Some(unsafe { Layout::from_size_align_unchecked(size, align) })
+    layout.align_to(GRANULE).ok()
 }
 
 /// Logs an allocation the shadow cannot record (the block goes back to the inner allocator).

@@ -219,11 +219,11 @@ impl Shared {
     ) -> usize {
         let mut count = 0;
         while count < n {
-            let (idx, slot) = if st.free_head != NIL {
+            let idx = if st.free_head != NIL {
                 let idx = st.free_head;
-                let Some(slot) = self.slot(idx) else { break };
-                st.free_head = unlink(slot.word.load(Ordering::Relaxed));
-                (idx, slot)
+                let Some(w) = self.word(idx) else { break };
+                st.free_head = unlink(w.load(Ordering::Relaxed));
+                idx
             } else {
                 let idx = st.bump;
                 if idx >= MAX_SLOTS {
@@ -236,9 +236,9 @@ impl Shared {
                 }
                 st.bump += 1;
                 self.created.store(st.bump, Ordering::Release);
-                let Some(slot) = self.slot(idx) else { break };
-                (idx, slot)
+                idx
             };
+            let Some(slot) = self.slot(idx) else { break };
             slot.word.store(1, Ordering::Relaxed);
             each(idx, slot);
             count += 1;

@@ -574,18 +574,9 @@ fn writes_over_every_byte_of_a_block_and_in_front_of_the_next_do_not_mislead_fre
     // they reach the start of `q` when `q` is `p`'s neighbour).
     unsafe { core::ptr::write_bytes(p.cast::<u8>().as_ptr(), 0x5a, p.len()) };
     for (bad, what) in [
-        (
-            Layout::from_size_align(48, 32).unwrap(),
-            "another alignment",
-        ),
-        (
-            Layout::from_size_align(47, 16).unwrap(),
-            "Layout other than its own",
-        ),
-        (
-            Layout::from_size_align(4096, 16).unwrap(),
-            "larger than the block",
-        ),
+        (Layout::from_size_align(48, 32).unwrap(), "another alignment"),
+        (Layout::from_size_align(47, 16).unwrap(), "Layout other than its own"),
+        (Layout::from_size_align(4096, 16).unwrap(), "larger than the block"),
     ] {
         // SAFETY: the deliberate bad frees under test; none is forwarded.
         let logs = unsafe { free_logged(&t, q, bad) };
