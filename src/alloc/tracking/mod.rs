@@ -2,7 +2,7 @@
 //! allocated size, alignment), the high-water mark and the totals; prints a live-allocation (leak)
 //! report.
 //!
-//! # Design: a slot table, an address index that names each block's slot, a per-thread front
+//! # Design: a header per block, a slot table, an address index, and a per-thread front
 //!
 //! TensorFlow's `TrackingAllocator` keeps a hash map under a mutex: every operation pays a lock,
 //! atomic read-modify-writes (each one drains the store buffer) and a hash-table probe into a
@@ -10,23 +10,24 @@
 //! objects. This wrapper pays one uncontended atomic read-modify-write per free and none per
 //! allocation:
 //!
-//! - Blocks are the inner allocator's own, unchanged: it is asked for the caller's size at
-//!   `max(align, 16)` alignment (16, so that no two blocks start in one granule of the index),
-//!   and nothing is written in or around them.
-//! - An **address index** (the *shadow*, a three-level radix tree over addresses below 2^48 with
-//!   a 4-byte entry per 16-byte granule, nodes in anonymous mappings of their own, never moved
-//!   or freed before the allocator) holds, for each address where a live block of this
-//!   allocator starts, the index of the block's **slot** plus one, else 0. An allocation sets
-//!   its entry (a plain store); a free reads it and clears it with a compare-and-swap, so of two
-//!   threads freeing one block at once exactly one proceeds. Three dependent loads each, no
-//!   lock, and neighbouring blocks share the index's cache lines (one line per 256 bytes of
-//!   heap). A free learns everything else from the slot the entry names, which only this
-//!   allocator writes.
+//! - Each block carries a 16-byte **header** in front of the pointer handed out (the inner
+//!   allocator is asked for `size + max(align, 16)` bytes at `max(align, 16)` alignment). The
+//!   header holds the index of the block's **slot**, its allocated size and a 40-bit **check**
+//!   (a hash of the address, index, size and a per-allocator salt), so a free finds its slot and
+//!   size from the header, which shares a cache line with the inner allocator's own
+//!   bookkeeping, instead of loading the slot (a cache miss on every random free).
+//! - The header is read only once the block is proved live: an **address index** (the
+//!   *shadow*, a three-level radix tree over addresses below 2^48 with one byte per 16-byte
+//!   granule, nodes in anonymous mappings of their own, never moved or freed before the
+//!   allocator) holds, for each address where a live block of this allocator starts, the
+//!   block's header offset (`log2(max(align, 16))`), else 0. An allocation sets its byte (a
+//!   plain store); a free checks it and clears it with a compare-and-swap, so of two threads
+//!   freeing one block at once exactly one proceeds. Three dependent loads each, no lock, and
+//!   neighbouring blocks share the index's cache lines (one line per KiB of heap).
 //! - The **slot table** (chunks of 1024, 2048, 4096, … 32-byte slots that are never moved or
 //!   freed before the allocator) holds, per live block: address, id, requested and allocated
-//!   size, alignment. The leak report and the per-pointer queries read it; a free reads the
-//!   allocated size, the alignment and the requested size from it (one cache line, the one it
-//!   then marks free, and the one the next allocation on that thread reuses).
+//!   size, alignment. The leak report and the per-pointer queries read it; a free only *stores*
+//!   to its slot (marking it free), which the processor completes in the background.
 //! - A per-thread **front** (the crate's one [thread cache](crate::alloc::thread_cache) mechanism,
 //!   bound to the last tracking allocator the thread used) holds a stack of up to 64 free
 //!   slots, a block of 1,024 reserved ids and counter deltas, so a thread allocates and frees
@@ -44,43 +45,49 @@
 //!   1,024th operation, or its exit. The peak is computed at publication points, so with several
 //!   threads at work it can miss a peak that lasted less than one publication interval.
 //! - **The live report and the per-pointer queries are always exact** (they read the slot table).
-//!   `requested_size`, `allocated_size`, `allocation_id` and
-//!   [`TrackingAllocator::live_allocation`] take any pointer (foreign, dead, or freed by another
-//!   thread during the call) and answer in O(1) through the address index and the slot, never
-//!   reading the block itself.
+//!   `requested_size`, `allocated_size` and `allocation_id` take a pointer that may be foreign or
+//!   dead and may be freed by another thread during the call, so they must not read its header:
+//!   they scan the slot table (O(live)). Callers that know no other thread frees the pointer
+//!   meanwhile can use the O(1) [`TrackingAllocator::live_allocation`] instead.
 //! - **Ids** are unique and never reused; each thread draws them in blocks of 1,024, so they
 //!   increase along each thread's allocations but interleave in blocks across threads.
 //! - **Bad frees** are refused: logged (`tracing::error!`), not forwarded to the inner allocator,
 //!   not counted; a live block stays live (and in the leak report). Nothing outside this
-//!   allocator's own tables is read, so a bad free never touches memory the inner allocator has
-//!   taken back or never gave out. In every build, exactly:
+//!   allocator's own tables is read before the address index has proved a live block of ours at
+//!   the pointer, so a bad free never touches memory the inner allocator has taken back or never
+//!   gave out (reading the header first would fault on a double free of a block the inner
+//!   allocator has unmapped). In every build, exactly:
 //!   - a **double free** (the index entry was cleared by the first free),
 //!   - a **foreign pointer**, or a block of **another tracking allocator** (no entry in this
 //!     allocator's index),
 //!   - an **interior pointer** (no entry at that address, or not 16-byte aligned),
-//!   - a **wrong `Layout` alignment** (any alignment other than the one the block was allocated
-//!     with),
-//!   - a **wrong `Layout` size**: above the block's allocated size, or below its requested size.
+//!   - a **wrong `Layout` alignment** that changes the header offset (`max(align, 16)`: e.g.
+//!     64 for a block of 16, or 16 for a block of 64),
+//!   - a **wrong `Layout` size above the block's** allocated size (from the header).
 //!
-//!   Two threads freeing the same block at the same instant: one frees it, the other is
+//!   Debug builds also read the slot (a cache miss per free) and refuse, exactly, a size below
+//!   the requested one and any other alignment (e.g. 8 for a block of 16). Release builds free
+//!   such a block correctly anyway: the inner allocator always gets the block's own size and
+//!   header offset back, never the caller's. A live block whose header was overwritten (a write
+//!   in front of the block) fails the 40-bit check and is refused, except with probability
+//!   2⁻⁴⁰. Two threads freeing the same block at the same instant: one frees it, the other is
 //!   refused as a double free (the compare-and-swap on its index entry decides). Not
 //!   detected: a second free after this allocator handed the same address out again (it frees
-//!   the new block, as with any allocator). A write in front of a block (a buffer underflow)
-//!   cannot mislead a free: no metadata of this allocator lies there (the inner allocator's
-//!   own may).
+//!   the new block, as with any allocator).
 //!
-//!   Cost: the index lookup, a store per allocation and a compare-and-swap per free, a few tens
-//!   of instructions each (instruction counts in `BENCHMARKS.md`), one `mmap` the first time a
-//!   MiB stretch of addresses holds a block, and the memory below.
-//! - **Memory:** nothing more from the inner allocator than the caller's size (at alignment
-//!   16 for smaller alignments), plus 32 bytes per slot in the table (slots are reused; the
-//!   table is as large as the most blocks ever live at once, plus the threads' spare slots),
-//!   plus the address index: 128 KiB of address space for its root and each 16 GiB stretch
-//!   holding blocks, 256 KiB per MiB stretch holding a block start, of which only the pages
-//!   touched are resident (1/4 of the heap pages where blocks start: about 25 % for small
-//!   objects, one 4 KiB page for a large block). An inner allocator returning an address at or
-//!   above 2^48 (which x86-64 and AArch64 do only when asked) has its allocation refused; the
-//!   table holds at most 2^32 − 1 slots.
+//!   Cost, in every build: the index lookup, a store per allocation and a compare-and-swap per
+//!   free, a few tens of instructions each (instruction counts in `BENCHMARKS.md`), one
+//!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
+//!   Debug builds add a load of the slot per free (a cache miss on a random free).
+//! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
+//!   show them; this wrapper's statistics count what its callers were given), plus 32 bytes per
+//!   slot in the table (slots are reused; the table is as large as the most blocks ever live at
+//!   once, plus the threads' spare slots), plus the address index: 128 KiB of address space for
+//!   its root and each 16 GiB stretch holding blocks, 64 KiB per MiB stretch holding a block
+//!   start, of which only the pages touched are resident (1/16 of the heap pages where blocks
+//!   start: about 6 % for small objects, one 4 KiB page for a large block). An inner allocator
+//!   returning an address at or above 2^48 (which x86-64 and AArch64 do only when asked) has
+//!   its allocation refused.
 //!
 //! The slot and the index entry of a block are cleared *before* the block is freed underneath:
 //! once the inner allocator has it back, another thread may get the same address at once and fill
@@ -95,11 +102,13 @@ use core::ptr::NonNull;
 use serde::Serialize;
 
 mod front;
+mod header;
 mod shadow;
 mod slots;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+use header::*;
 use slots::*;
 
 /// One live allocation as the tracking allocator saw it.
@@ -111,35 +120,26 @@ pub struct LiveAllocation {
     pub address: usize,
     /// Bytes the caller asked for.
     pub requested: usize,
-    /// Bytes usable at `address` (≥ requested: what the inner allocator returned).
+    /// Bytes usable at `address` (≥ requested: what the inner allocator reserved, minus the header).
     pub allocated: usize,
     /// Alignment the caller asked for.
     pub align: usize,
 }
 
-/// The address index's granule: blocks are asked of the inner allocator at this alignment at
-/// least, so no two of them start in one granule.
-const GRANULE: usize = 16;
+/// Bytes of the header directly in front of every block: slot index, then allocated size.
+const HEADER: usize = 16;
 /// Why a free was refused.
 #[derive(Debug, Clone, Copy)]
 enum BadFree {
-    /// No live block of ours starts at the address (its index entry is 0).
-    NotLive,
-    /// The address is inside the first granule of a live block of ours, not at its start.
-    Interior,
-    /// A live block of ours allocated with another alignment.
-    Align { block_align: usize },
+    /// The shadow entry of the address is `seen`, not the header offset the caller's `Layout`
+    /// implies (0: no live block of ours starts there), or the address is not 16-aligned.
+    Shadow { seen: u8 },
+    /// A live block of ours whose header fails its check (or names no slot).
+    Header,
     /// The caller's size exceeds the block's.
     Size { allocated: usize },
-    /// The caller's size is below the requested size.
-    Layout { requested: usize },
-}
-
-/// The layout asked of the inner allocator for `layout`: the same size at `max(align, 16)`;
-/// `None` when that size rounded up to 16 overflows `isize`.
-#[inline]
-fn inner_layout(layout: Layout) -> Option<Layout> {
-    layout.align_to(GRANULE).ok()
+    /// Debug builds: the caller's size is below the requested size, or its alignment differs.
+    Layout { requested: usize, align: usize },
 }
 
 /// Logs an allocation the shadow cannot record (the block goes back to the inner allocator).
@@ -160,8 +160,8 @@ fn no_shadow_entry(name: &str, addr: usize) {
 /// Wraps an allocator and tracks every live allocation.
 pub struct TrackingAllocator<A> {
     inner: A,
-    /// Which addresses hold a live block, and its slot: what a free reads first. Here rather
-    /// than in [`Shared`] (fronts never use it), one load closer.
+    /// Which addresses hold a live block: what a free checks before it reads a header. Here
+    /// rather than in [`Shared`] (fronts never use it), one load closer.
     shadow: shadow::Shadow,
     name: String,
     shared: rust_alloc::sync::Arc<Shared>,
@@ -181,7 +181,7 @@ impl TrackingAllocator<super::AlignedCpuAllocator> {
     /// the same allocations, so the inner allocator's four atomic read-modify-writes per
     /// allocate + free pair would only repeat them. The inner allocator then reports zeros, its
     /// total-use warning is off (its large-allocation warning stays), and this wrapper's
-    /// `bytes_reserved` is its own bytes in use. With a memory limit in
+    /// `bytes_reserved` is its own bytes in use (headers not included). With a memory limit in
     /// `opts` the inner allocator keeps counting (the limit needs it), as with [`Self::new`].
     pub fn over_cpu(opts: super::CpuOptions) -> Self {
         Self::new(super::AlignedCpuAllocator::with_options(
@@ -226,18 +226,23 @@ impl<A> TrackingAllocator<A> {
     }
 
     /// What the table holds for a live block, in O(1) through the address index and the block's
-    /// slot; `None` for any pointer that is not a live block of this allocator (found without
-    /// reading memory outside this allocator's tables). A block another thread frees during the
-    /// call is reported as it was or not at all.
-    pub fn live_allocation(&self, ptr: NonNull<u8>) -> Option<LiveAllocation> {
+    /// header; `None` for any pointer that is not a live block of this allocator (found without
+    /// reading memory outside this allocator's tables).
+    ///
+    /// # Safety
+    /// If `ptr` is a live block of this allocator, no other thread may free it during the call
+    /// (the header read here could otherwise be memory the inner allocator already took back).
+    pub unsafe fn live_allocation(&self, ptr: NonNull<u8>) -> Option<LiveAllocation> {
         let addr = ptr.as_ptr() as usize;
-        let e = shadow::get(self.shadow.entry(addr)?);
-        if e == 0 || !addr.is_multiple_of(GRANULE) {
+        let seen = self.shadow.entry(addr).map_or(0, shadow::get);
+        if seen == 0 || !addr.is_multiple_of(HEADER) {
             return None;
         }
-        // The checked lookup: the entry may have been set by a thread that did not hand this
-        // one the pointer, so the slot's chunk is found through `created` (acquire).
-        read_slot(self.shared.slot(u64::from(e - 1))?).filter(|a| a.address == addr)
+        // SAFETY: the shadow proves a live block of ours at `ptr`, which the caller does not free
+        // concurrently, so its header precedes it inside the inner block.
+        let h = unsafe { read_header(ptr) };
+        let (idx, _) = decode_header(self.salt(), ptr.as_ptr() as usize, h)?;
+        read_slot(self.shared.slot(idx)?).filter(|a| a.address == ptr.as_ptr() as usize)
     }
 
     /// A printable leak report: one line per live allocation, then the totals.
@@ -270,11 +275,10 @@ impl<A> TrackingAllocator<A> {
         front::publish(&self.shared);
     }
 
-    /// Records a new block at `addr` with `allocated` usable bytes: fills a slot and the
-    /// block's index entry. `false` when no slot is available (the slot table cannot grow) or
-    /// the index cannot hold the address.
+    /// Records a new block at `addr` (the caller's pointer, after the header): fills a slot and the
+    /// header. `false` when no slot is available (the slot table cannot grow).
     #[inline]
-    fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize) -> bool {
+    fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize, off: usize) -> bool {
         let a = addr.as_ptr() as usize;
         let Some(mark) = self.shadow.entry_or_create(a) else {
             no_shadow_entry(&self.name, a);
@@ -290,14 +294,21 @@ impl<A> TrackingAllocator<A> {
         let align_log2 = u64::from(layout.align().trailing_zeros());
         s.id.store(id, Ordering::Relaxed);
         s.requested.store(layout.size(), Ordering::Relaxed);
-        // `allocated` fits `SIZE_BITS`: a block of 2^58 bytes does not fit below 2^48.
         s.packed.store(
-            (allocated as u64 & SIZE_MASK) | (align_log2 << SIZE_BITS),
+            (allocated as u64 & ((1 << SIZE_BITS) - 1)) | (align_log2 << SIZE_BITS),
             Ordering::Relaxed,
         );
         s.word.store(a, Ordering::Release);
-        // Last: from here on a free of `a` is accepted. `idx < MAX_SLOTS`, so `idx + 1` fits.
-        shadow::set(mark, idx as u32 + 1);
+        // SAFETY: the header lies inside the block the inner allocator just returned (the caller's
+        // pointer is at least HEADER bytes past its start) and is 8-byte aligned.
+        unsafe {
+            let [w0, w1] = encode_header(self.salt(), a, idx, allocated as u64);
+            let h = addr.as_ptr().sub(HEADER).cast::<u64>();
+            h.write(w0);
+            h.add(1).write(w1);
+        }
+        // Last: from here on a free of `a` is accepted.
+        shadow::set(mark, off.trailing_zeros() as u8);
         true
     }
 
@@ -320,71 +331,85 @@ impl<A> TrackingAllocator<A> {
         ))
     }
 
-    /// Forgets the block at `ptr` (its shadow entry is cleared, its slot released) and returns
-    /// the layout to give the inner block back with: the block's own size (what the inner
-    /// allocator returned) at `max(align, 16)`; `None`, with an error event and nothing changed,
-    /// when `ptr` is not a live block of this allocator or `layout` is not the block's.
+    /// Forgets the block at `ptr` (its slot and shadow entry are cleared, the slot released) and
+    /// returns the layout to give the inner block back with: the block's own size (what the inner
+    /// allocator returned) at the header offset's alignment, whatever size the caller passed;
+    /// `None`, with an error event and nothing changed, when `ptr` is
+    /// not a live block of this allocator or `layout` cannot be the block's.
     ///
-    /// Nothing outside this allocator's own tables is read: the index entry names the slot,
-    /// and the slot holds the sizes and the alignment.
+    /// Nothing outside this allocator's own tables is read until the shadow has proved a live
+    /// block of ours at `ptr`: only then is its header read.
     ///
     /// # Safety
     /// `ptr` may be anything. If it is a live block of this allocator, another thread may free
     /// it at the same time (the claim on its index entry lets exactly one proceed), but none
     /// may free it again after this allocator handed its address out anew.
     #[inline]
-    unsafe fn untrack(&self, ptr: NonNull<u8>, layout: Layout) -> Option<Layout> {
+    unsafe fn untrack(&self, ptr: NonNull<u8>, layout: Layout, off: usize) -> Option<Layout> {
         let addr = ptr.as_ptr() as usize;
         let Some(mark) = self.shadow.entry(addr) else {
-            self.refuse(addr, layout, BadFree::NotLive);
+            self.refuse(addr, layout, BadFree::Shadow { seen: 0 });
             return None;
         };
-        let e = shadow::get(mark);
+        let seen = shadow::get(mark);
         // The shadow has one entry per 16 bytes: a pointer inside a granule is never a block.
-        if e == 0 || !addr.is_multiple_of(GRANULE) {
-            let why = if e == 0 {
-                BadFree::NotLive
-            } else {
-                BadFree::Interior
-            };
-            self.refuse(addr, layout, why);
+        if seen != off.trailing_zeros() as u8 || !addr.is_multiple_of(HEADER) {
+            self.refuse(addr, layout, BadFree::Shadow { seen });
             return None;
         }
         // Claim the block: a thread freeing it at the same instant finds the entry cleared.
-        if !shadow::claim(mark, e) {
-            self.refuse(addr, layout, BadFree::NotLive);
+        if !shadow::claim(mark, seen) {
+            self.refuse(addr, layout, BadFree::Shadow { seen: 0 });
             return None;
         }
-        let idx = u64::from(e - 1);
-        // SAFETY: a non-zero entry is set only by `track`, after slot `idx` was taken, for a
-        // block that is live until its free clears the entry; the caller holds the pointer, so
-        // whatever passed it from the allocating thread published the slot's chunk to this one.
-        let slot = unsafe { self.shared.slot_unchecked(idx) };
-        let packed = slot.packed.load(Ordering::Relaxed);
-        let requested = slot.requested.load(Ordering::Relaxed);
-        let allocated = (packed & SIZE_MASK) as usize;
-        let block_align = 1usize << (packed >> SIZE_BITS);
-        let why = if layout.align() != block_align {
-            BadFree::Align { block_align }
-        } else if layout.size() > allocated {
-            BadFree::Size { allocated }
-        } else if layout.size() < requested {
-            BadFree::Layout { requested }
-        } else {
-            if !front::give(&self.shared, idx, slot, allocated as u64) {
-                self.give_shared(idx, slot, allocated as u64);
-            }
-            // SAFETY: `block_align.max(GRANULE)` is a power of two and `allocated` rounded up
-            // to it is the length the inner allocator returned for a layout of that alignment
-            // (a multiple of it, so no rounding), which fits `isize`.
-            return Some(unsafe {
-                Layout::from_size_align_unchecked(allocated, block_align.max(GRANULE))
-            });
+        // Every refusal from here on gives the claim back: the block stays live.
+        let refuse = |why| {
+            shadow::set(mark, seen);
+            self.refuse(addr, layout, why);
+            None
         };
-        // The block stays live: give the claim back.
-        shadow::set(mark, e);
-        self.refuse(addr, layout, why);
-        None
+        // SAFETY: the shadow said a live block of this allocator starts at `addr` and this
+        // thread's claim cleared it, so no other free reads past this point; the 16 bytes in
+        // front of `addr` are its header, inside the inner block.
+        let h = unsafe { read_header(ptr) };
+        let Some((idx, size_field)) = decode_header(self.salt(), addr, h) else {
+            // The block is live and ours, so its header was overwritten (a buffer underflow).
+            return refuse(BadFree::Header);
+        };
+        let Some(slot) = self.shared.slot(idx) else {
+            return refuse(BadFree::Header);
+        };
+        let allocated = if size_field == BIG {
+            slot.packed.load(Ordering::Relaxed) & ((1 << SIZE_BITS) - 1)
+        } else {
+            size_field
+        } as usize;
+        // `allocated + off` is the length the inner allocator returned for this block, so it
+        // cannot exceed `isize::MAX`; checked anyway, as `outer_layout` does, in case the header
+        // was rewritten with a valid check (probability 2⁻⁴⁰).
+        if layout.size() > allocated || allocated > isize::MAX as usize - (2 * off - 1) {
+            return refuse(BadFree::Size { allocated });
+        }
+        // SAFETY: `off` is a power of two (`max` of two powers of two) and `allocated + off`
+        // rounded up to it is at most `isize::MAX` (checked just above).
+        let inner_layout = unsafe { Layout::from_size_align_unchecked(allocated + off, off) };
+        // Debug builds also read the slot (a cache miss on a random free): it must hold this
+        // address, and the layout must be the one the block was allocated with, exactly.
+        if cfg!(debug_assertions) {
+            let packed = slot.packed.load(Ordering::Relaxed);
+            let requested = slot.requested.load(Ordering::Relaxed);
+            let align = 1usize << (packed >> SIZE_BITS);
+            if slot.word.load(Ordering::Acquire) != addr {
+                return refuse(BadFree::Header);
+            }
+            if layout.size() < requested || layout.align() != align {
+                return refuse(BadFree::Layout { requested, align });
+            }
+        }
+        if !front::give(&self.shared, idx, slot, allocated as u64) {
+            self.give_shared(idx, slot, allocated as u64);
+        }
+        Some(inner_layout)
     }
 
     /// The shared (locked) path of `untrack`: slot `idx` back on the shared list, counters
@@ -407,32 +432,53 @@ impl<A> TrackingAllocator<A> {
         let (size, align) = (layout.size(), layout.align());
         let name = &self.name;
         match why {
-            BadFree::NotLive => tracing::error!(
+            BadFree::Shadow { seen: 0 } => tracing::error!(
                 allocator = %name, address = addr, size, align,
                 "free of an address that is not a live block of this allocator (a double free, \
                  a foreign or interior pointer, or another allocator's block); ignored"
             ),
-            BadFree::Interior => tracing::error!(
+            BadFree::Shadow { .. } if !addr.is_multiple_of(HEADER) => tracing::error!(
                 allocator = %name, address = addr, size, align,
                 "free of an address that is not a live block of this allocator (an interior \
                  pointer); ignored"
             ),
-            BadFree::Align { block_align } => tracing::error!(
-                allocator = %name, address = addr, size, align, block_align,
-                "free of a live block with a Layout other than its own: another alignment (the \
-                 block was allocated with alignment {block_align}); ignored, the block stays live"
+            BadFree::Shadow { seen } => tracing::error!(
+                allocator = %name, address = addr, size, align,
+                block_align = 1usize << seen,
+                "free of a live block with a Layout of another alignment (the block was \
+                 allocated with alignment {}); ignored, the block stays live",
+                if seen as u32 == HEADER.trailing_zeros() {
+                    format!("≤ {HEADER}")
+                } else {
+                    (1usize << seen).to_string()
+                }
             ),
             BadFree::Size { allocated } => tracing::error!(
                 allocator = %name, address = addr, size, align, allocated,
                 "free of a live block with a Layout larger than the block ({allocated} bytes); \
                  ignored, the block stays live"
             ),
-            BadFree::Layout { requested } => tracing::error!(
-                allocator = %name, address = addr, size, align, requested,
-                "free of a live block with a Layout other than its own (size below the \
-                 {requested} bytes requested); ignored, the block stays live"
+            BadFree::Layout {
+                requested,
+                align: block_align,
+            } => tracing::error!(
+                allocator = %name, address = addr, size, align, requested, block_align,
+                "free of a live block with a Layout other than its own (size {requested}, \
+                 alignment {block_align}); ignored, the block stays live"
+            ),
+            BadFree::Header => tracing::error!(
+                allocator = %name, address = addr, size, align,
+                "free of a live block whose header was overwritten (a write in front of the \
+                 block); ignored, the block stays live"
             ),
         }
+    }
+
+    /// The salt of this allocator's header checks: the address of its shared state, unique among
+    /// live tracking allocators.
+    #[inline]
+    fn salt(&self) -> u64 {
+        rust_alloc::sync::Arc::as_ptr(&self.shared) as u64
     }
 
     fn snapshot(&self) -> AllocatorStats {
@@ -443,42 +489,45 @@ impl<A> TrackingAllocator<A> {
 }
 
 impl<A: Allocator> TrackingAllocator<A> {
-    /// Tracks a block the inner allocator returned for `inner`, or gives it back when the table
+    /// Tracks a block the inner allocator returned for `outer`, or gives it back when the table
     /// cannot take it.
     #[inline]
     fn finish(
         &self,
         block: NonNull<[u8]>,
         layout: Layout,
-        inner: Layout,
+        outer: Layout,
+        off: usize,
     ) -> Result<NonNull<[u8]>, AllocError> {
         let base = block.cast::<u8>();
-        let allocated = block.len().max(inner.size());
-        if self.track(base, layout, allocated) {
-            Ok(NonNull::slice_from_raw_parts(base, allocated))
+        let allocated = block.len().max(outer.size()) - off;
+        // SAFETY: `off < outer.size() <= block.len()`, so the caller's pointer is inside the block.
+        let user = unsafe { base.add(off) };
+        if self.track(user, layout, allocated, off) {
+            Ok(NonNull::slice_from_raw_parts(user, allocated))
         } else {
-            // SAFETY: `base` was just returned by the inner allocator for `inner`.
-            unsafe { self.inner.deallocate(base, inner) };
+            // SAFETY: `base` was just returned by the inner allocator for `outer`.
+            unsafe { self.inner.deallocate(base, outer) };
             Err(AllocError)
         }
     }
 }
 
-// SAFETY: every block handed out is a block of the inner allocator obtained for the caller's
-// size at an alignment that is a multiple of the caller's, so it is valid and aligned for the
-// caller's layout. Deallocation forwards the same block with the length the inner allocator
-// returned and the alignment it was asked for (both from the block's slot), only after the
-// index proved the block live and the caller's layout its own, so a detected double free,
-// foreign or interior pointer never reaches the inner allocator.
+// SAFETY: every block handed out lies inside a block of the inner allocator obtained for a layout
+// of at least `size + offset` bytes at an alignment that is a multiple of the caller's, offset by
+// a multiple of that alignment, so it is valid and aligned for the caller's layout. Deallocation
+// forwards the same outer block and layout (rebuilt from the caller's layout) only after the
+// shadow proved the block live with that header offset, so a detected double free, foreign or
+// interior pointer never reaches the inner allocator.
 unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
-        let inner = inner_layout(layout).ok_or(AllocError)?;
-        let b = self.inner.allocate(inner)?;
-        self.finish(b, layout, inner)
+        let (outer, off) = outer_layout(layout).ok_or(AllocError)?;
+        let b = self.inner.allocate(outer)?;
+        self.finish(b, layout, outer, off)
     }
 
     #[inline]
@@ -486,9 +535,9 @@ unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
-        let inner = inner_layout(layout).ok_or(AllocError)?;
-        let b = self.inner.allocate_zeroed(inner)?;
-        self.finish(b, layout, inner)
+        let (outer, off) = outer_layout(layout).ok_or(AllocError)?;
+        let b = self.inner.allocate_zeroed(outer)?;
+        self.finish(b, layout, outer, off)
     }
 
     #[inline]
@@ -496,14 +545,18 @@ unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
         if layout.size() == 0 {
             return;
         }
-        // Release the slot and clear the index entry first: once the inner allocator has the
-        // block back, another thread may receive the same address and fill a slot for it.
+        // The header offset the caller's `Layout` implies. No overflow check on the size here:
+        // `untrack` refuses any size above the block's own (which fits `isize`).
+        let off = layout.align().max(HEADER);
+        // Clear the slot and the shadow entry first: once the inner allocator has the block
+        // back, another thread may receive the same address and fill a slot for it.
         // SAFETY: `untrack` accepts any pointer; a live block of ours is not freed by another
         // thread at the same time (the caller's contract: it is this caller's to free).
-        if let Some(inner) = unsafe { self.untrack(ptr, layout) } {
-            // SAFETY: the index proved a live block of ours at `ptr`, a block of the inner
-            // allocator; `inner` has the alignment it was asked for and the length it returned.
-            unsafe { self.inner.deallocate(ptr, inner) }
+        if let Some(outer) = unsafe { self.untrack(ptr, layout, off) } {
+            // SAFETY: the shadow proved a live block of ours at `ptr` whose header offset is
+            // `off`, so the inner block starts `off` bytes before it; `outer` has that alignment
+            // and the length the inner allocator returned for it, which fits the block.
+            unsafe { self.inner.deallocate(ptr.sub(off), outer) }
         }
     }
 }
@@ -543,13 +596,13 @@ where
         true
     }
     fn requested_size(&self, ptr: NonNull<u8>) -> Option<usize> {
-        self.live_allocation(ptr).map(|a| a.requested)
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.requested)
     }
     fn allocated_size(&self, ptr: NonNull<u8>) -> Option<usize> {
-        self.live_allocation(ptr).map(|a| a.allocated)
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.allocated)
     }
     fn allocation_id(&self, ptr: NonNull<u8>) -> Option<u64> {
-        self.live_allocation(ptr).map(|a| a.id)
+        self.shared.find(ptr.as_ptr() as usize).map(|a| a.id)
     }
     fn try_allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocatorError> {
         self.try_allocate_with(layout, false)
@@ -570,37 +623,37 @@ impl<A: Allocator + Send + Sync + MaybeTensorAllocator> TrackingAllocator<A> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
-        let inner = inner_layout(layout).ok_or_else(|| AllocatorError::InvalidRequest {
+        let (outer, off) = outer_layout(layout).ok_or_else(|| AllocatorError::InvalidRequest {
             allocator: self.name.clone(),
             size: layout.size(),
             align: layout.align(),
             reason: format!(
-                "size rounded up to the tracking index's {GRANULE}-byte alignment overflows \
-                 the address space"
+                "size plus the {}-byte tracking header overflows the address space",
+                layout.align().max(HEADER)
             ),
         })?;
         let b =
             match (self.inner.as_tensor_allocator(), zeroed) {
                 (Some(i), false) => i
-                    .try_allocate(inner)
+                    .try_allocate(outer)
                     .map_err(|e| caller_view(e, &self.name, layout))?,
                 (Some(i), true) => i
-                    .try_allocate_zeroed(inner)
+                    .try_allocate_zeroed(outer)
                     .map_err(|e| caller_view(e, &self.name, layout))?,
-                (None, false) => self.inner.allocate(inner).map_err(|_| {
+                (None, false) => self.inner.allocate(outer).map_err(|_| {
                     AllocatorError::out_of_memory(&self.name, layout, &self.stats())
                 })?,
-                (None, true) => self.inner.allocate_zeroed(inner).map_err(|_| {
+                (None, true) => self.inner.allocate_zeroed(outer).map_err(|_| {
                     AllocatorError::out_of_memory(&self.name, layout, &self.stats())
                 })?,
             };
-        self.finish(b, layout, inner)
+        self.finish(b, layout, outer, off)
             .map_err(|_| AllocatorError::out_of_memory(&self.name, layout, &self.stats()))
     }
 }
 
 /// Restates an inner allocator's error in the caller's terms: this allocator's name and the size
-/// and alignment the caller asked for (the inner allocator saw the alignment raised to 16).
+/// and alignment the caller asked for (the inner allocator saw them with the header added).
 fn caller_view(e: AllocatorError, name: &str, layout: Layout) -> AllocatorError {
     let inner_name = |a: String| format!("{name} over {a}");
     match e {

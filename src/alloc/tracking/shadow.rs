@@ -1,24 +1,22 @@
 //! The **shadow**: which addresses hold a live block of this allocator, kept outside the blocks.
 //!
-//! One 4-byte entry per 16-byte granule of the address space (a block handed out is always
-//! 16-aligned): 0 where no live block of this allocator starts, the block's slot index plus one
-//! where one does. A free finds its slot here and nowhere else, so a double free, a foreign
-//! pointer, an interior pointer or another tracking allocator's block is refused without
-//! touching memory this allocator does not own (a block already given back may be unmapped:
-//! above glibc's mmap threshold it is), and nothing the caller can overwrite decides where a
-//! free looks.
+//! One byte per 16-byte granule of the address space (a block handed out is always 16-aligned):
+//! 0 where no live block of this allocator starts, `log2(max(align, 16))` — the header offset —
+//! where one does. A free looks its pointer up here before it reads anything in front of the
+//! pointer, so a double free, a foreign pointer, an interior pointer or another tracking
+//! allocator's block is refused without touching memory this allocator does not own (the header
+//! of a block already given back may be unmapped: above glibc's mmap threshold it is).
 //!
 //! A three-level radix tree over user addresses below 2^48 (x86-64 and AArch64 hand out no
 //! others unless asked to): a root of 2^14 pointers (bits 34..48), middle nodes of 2^14 pointers
-//! (bits 20..34) and leaves of 2^16 entries (bits 4..20: one 256 KiB leaf per MiB of address
-//! space). Nodes
+//! (bits 20..34) and leaves of 2^16 bytes (bits 4..20: one leaf per MiB of address space). Nodes
 //! are anonymous mappings of their own (`mmap`: not the global allocator, and not the heap of
 //! the allocator being watched, whose layout the index must not change; only the pages touched
 //! are resident; under Miri, which cannot `mmap` here, zeroed memory from `std::alloc::System`),
 //! are created on first use (a compare-and-swap, off the hot path) and are unmapped only when
-//! the allocator drops, so a lookup is three dependent loads without a lock. The leaf entries of
-//! neighbouring blocks share cache lines (one line covers 256 bytes of heap): resident cost is
-//! 1/4 of the heap pages blocks start in, plus 4 KiB per MiB-sized stretch holding a block start.
+//! the allocator drops, so a lookup is three dependent loads without a lock. The leaf bytes of
+//! neighbouring blocks share cache lines (one line covers 1 KiB of heap): resident cost is 1/16 of
+//! the heap pages blocks start in, plus 4 KiB per MiB-sized stretch holding a block start.
 //!
 //! Entries are written only by the thread that owns the block at that moment (the allocating
 //! thread sets it before handing the block out; the freeing thread clears it before the inner
@@ -29,7 +27,7 @@
 //! Plain `std` atomics also under loom: the shadow is not a synchronisation point of the model.
 
 use core::ptr::{null_mut, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 const GRANULE_SHIFT: u32 = 4;
 const LEAF_BITS: u32 = 16;
@@ -39,7 +37,7 @@ const ROOT_BITS: u32 = 14;
 pub(super) const ADDR_BITS: u32 = GRANULE_SHIFT + LEAF_BITS + MID_BITS + ROOT_BITS;
 
 #[repr(transparent)]
-struct Leaf([AtomicU32; 1 << LEAF_BITS]);
+struct Leaf([AtomicU8; 1 << LEAF_BITS]);
 #[repr(transparent)]
 struct Mid([AtomicPtr<Leaf>; 1 << MID_BITS]);
 #[repr(transparent)]
@@ -51,7 +49,7 @@ struct Root([AtomicPtr<Mid>; 1 << ROOT_BITS]);
 /// The all-zero bit pattern must be a valid value (here: null pointers and zero bytes, the
 /// empty state), and the type must have a non-zero size.
 unsafe trait Node {}
-// SAFETY: an array of `AtomicU32`, for which zero is a valid value; 256 KiB.
+// SAFETY: an array of `AtomicU8`, for which zero is a valid value; 64 KiB.
 unsafe impl Node for Leaf {}
 // SAFETY: an array of `AtomicPtr`, for which all-zero is null; 128 KiB.
 unsafe impl Node for Mid {}
@@ -73,22 +71,22 @@ fn split(addr: usize) -> Option<(usize, usize, usize)> {
 
 /// The value of an entry.
 #[inline]
-pub(super) fn get(e: &AtomicU32) -> u32 {
+pub(super) fn get(e: &AtomicU8) -> u8 {
     e.load(Ordering::Relaxed)
 }
 
 /// Sets an entry (only the thread that owns the block at that address does).
 #[inline]
-pub(super) fn set(e: &AtomicU32, v: u32) {
+pub(super) fn set(e: &AtomicU8, v: u8) {
     e.store(v, Ordering::Relaxed)
 }
 
 /// Clears an entry that holds `seen`, atomically: of two threads freeing the same block at
 /// once, exactly one gets `true` (the other then finds 0, a double free). Relaxed suffices:
-/// the claim only decides who frees; the slot was published to the freeing thread by
+/// the claim only decides who frees; the header was published to the freeing thread by
 /// whatever handed it the pointer.
 #[inline]
-pub(super) fn claim(e: &AtomicU32, seen: u32) -> bool {
+pub(super) fn claim(e: &AtomicU8, seen: u8) -> bool {
     e.compare_exchange(seen, 0, Ordering::Relaxed, Ordering::Relaxed)
         .is_ok()
 }
@@ -107,7 +105,7 @@ impl Shadow {
     /// The entry of the granule at `addr` if its leaf exists (else no block of this allocator
     /// ever started in that MiB).
     #[inline]
-    pub(super) fn entry(&self, addr: usize) -> Option<&AtomicU32> {
+    pub(super) fn entry(&self, addr: usize) -> Option<&AtomicU8> {
         let (r, m, l) = split(addr)?;
         let root = NonNull::new(self.root.load(Ordering::Acquire))?;
         // SAFETY: nodes are valid (zero-initialised, then only changed through atomics) from
@@ -123,7 +121,7 @@ impl Shadow {
     /// The entry of the granule at `addr`, creating its nodes; `None` when the address is not
     /// below 2^48 or memory for a node is not available.
     #[inline]
-    pub(super) fn entry_or_create(&self, addr: usize) -> Option<&AtomicU32> {
+    pub(super) fn entry_or_create(&self, addr: usize) -> Option<&AtomicU8> {
         let (r, m, l) = split(addr)?;
         let root = get_or_create(&self.root)?;
         // SAFETY: nodes are valid from their publication until `Shadow` drops, which
@@ -157,9 +155,9 @@ unsafe trait Entries {
     type Entry;
     const LEN: usize;
 }
-// SAFETY: `Leaf` is `repr(transparent)` over `[AtomicU32; 1 << LEAF_BITS]`.
+// SAFETY: `Leaf` is `repr(transparent)` over `[AtomicU8; 1 << LEAF_BITS]`.
 unsafe impl Entries for Leaf {
-    type Entry = AtomicU32;
+    type Entry = AtomicU8;
     const LEN: usize = 1 << LEAF_BITS;
 }
 // SAFETY: `Mid` is `repr(transparent)` over `[AtomicPtr<Leaf>; 1 << MID_BITS]`.

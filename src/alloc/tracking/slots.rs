@@ -47,9 +47,6 @@ pub(super) struct Slot {
 }
 
 pub(super) const SIZE_BITS: u32 = 58;
-pub(super) const SIZE_MASK: u64 = (1 << SIZE_BITS) - 1;
-/// Slots the table holds at most: the address index stores a slot's index plus one in 32 bits.
-pub(super) const MAX_SLOTS: u64 = u32::MAX as u64;
 
 impl Slot {
     pub(super) fn new() -> Self {
@@ -73,7 +70,7 @@ pub(super) fn read_slot(slot: &Slot) -> Option<LiveAllocation> {
         id: slot.id.load(Ordering::Relaxed),
         address,
         requested: slot.requested.load(Ordering::Relaxed),
-        allocated: (packed & SIZE_MASK) as usize,
+        allocated: (packed & ((1 << SIZE_BITS) - 1)) as usize,
         align: 1usize << (packed >> SIZE_BITS),
     };
     // A slot freed while it was read is skipped; a stable word means the fields above belong to
@@ -119,8 +116,7 @@ pub(super) struct Shared {
     /// Chunk `k`'s address minus `(1 << (FIRST_SHIFT + k)) × 32` (wrapping), 0 until created:
     /// what [`Shared::slot`] adds `(idx + (1 << FIRST_SHIFT)) × 32` to. Published with `chunks`.
     pub(super) biased: [AtomicUsize; MAX_CHUNKS],
-    /// Mirror of `State::bump` readable without the lock (queries bound-check indices read from
-    /// the address index, which may come from a thread they did not synchronise with).
+    /// Mirror of `State::bump` readable without the lock (frees bound-check header indices).
     pub(super) created: AtomicU64,
     pub(super) next_id: AtomicU64,
     pub(super) state: SpinLock<State>,
@@ -176,26 +172,6 @@ impl Shared {
         Some(unsafe { &*(addr as *const Slot) })
     }
 
-    /// Slot `idx`, found without the bound and publication checks of [`Self::slot`]: what a
-    /// free uses, whose index entry proves the slot taken.
-    ///
-    /// # Safety
-    /// Slot `idx` was handed out (`idx < created`) and its chunk's publication is visible to
-    /// this thread (it synchronised with the thread that took the slot, or took it itself).
-    #[inline]
-    pub(super) unsafe fn slot_unchecked(&self, idx: u64) -> &Slot {
-        let j = idx + (1 << FIRST_SHIFT);
-        let k = (63 - j.leading_zeros() - FIRST_SHIFT) as usize;
-        debug_assert!(idx < self.created.load(Ordering::Acquire) && k < MAX_CHUNKS);
-        // SAFETY: `k < MAX_CHUNKS` because `idx` was handed out (the caller's contract), and
-        // the caller sees the chunk's publication, so `biased[k]` is its base minus the bytes
-        // of the indices before it, as in `slot`; chunks live until `Shared` drops.
-        unsafe {
-            let biased = self.biased.get_unchecked(k).load(Ordering::Relaxed);
-            &*(biased.wrapping_add((j as usize) * core::mem::size_of::<Slot>()) as *const Slot)
-        }
-    }
-
     /// The word of a slot handed out before.
     #[inline]
     pub(super) fn word(&self, idx: u64) -> Option<&AtomicUsize> {
@@ -226,8 +202,8 @@ impl Shared {
                 idx
             } else {
                 let idx = st.bump;
-                if idx >= MAX_SLOTS {
-                    // The address index holds `idx + 1` in 32 bits.
+                if idx > IDX_MASK {
+                    // The header has 40 bits for the index.
                     break;
                 }
                 let (k, off) = Self::locate(idx);
@@ -285,6 +261,13 @@ impl Shared {
         let mut out: Vec<LiveAllocation> = self.slots().filter_map(read_slot).collect();
         out.sort_by_key(|a| a.id);
         out
+    }
+
+    pub(super) fn find(&self, addr: usize) -> Option<LiveAllocation> {
+        self.slots()
+            .filter(|s| s.word.load(Ordering::Relaxed) == addr)
+            .find_map(read_slot)
+            .filter(|a| a.address == addr)
     }
 }
 
