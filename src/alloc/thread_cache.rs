@@ -24,7 +24,9 @@
 //! - **Access.** `per_thread_cache!` declares an allocator's thread-local and its `with`, which
 //!   runs a closure on this thread's cache; it answers `None` (the caller takes its locked path)
 //!   when the cache is already borrowed further up the stack (re-entrance from a sub-allocator
-//!   or a logging subscriber that allocates) or handed back (thread exit). The thread-local has
+//!   or a logging subscriber that allocates) or handed back (thread exit). Its `with_unguarded`
+//!   (unsafe) only tests that flag, for fast paths that make no call: they cannot re-enter, so
+//!   the flag's two stores would guard nothing. The thread-local has
 //!   no destructor of its own, so reaching it costs no initialised/destroyed test. Under `--cfg loom` it
 //!   always answers `None`: loom
 //!   threads share one OS thread's thread-locals, so the allocators' models check the locked
@@ -67,6 +69,15 @@ impl Deltas {
     #[inline]
     pub fn alloc(&mut self, bytes: u64) {
         self.allocs += 1;
+        self.in_use += bytes as i64;
+        self.peak = self.peak.max(self.in_use);
+    }
+
+    /// Records the bytes of an allocation served by the cache whose count the owner keeps
+    /// apart (tracking counts allocations by the ids it handed out): [`alloc`](Self::alloc)
+    /// without `allocs`.
+    #[inline]
+    pub fn alloc_bytes(&mut self, bytes: u64) {
         self.in_use += bytes as i64;
         self.peak = self.peak.max(self.in_use);
     }
@@ -309,6 +320,48 @@ macro_rules! per_thread_cache {
                 .try_with(|c| c.try_borrow_mut().ok().map(|mut g| f(&mut g)))
                 .ok()
                 .flatten()
+        }
+
+        /// Runs `f` on this thread's cache without marking it borrowed: one test of the
+        /// borrow flag and no store, for fast paths that make no call. `None` when the cache is
+        /// borrowed further up the stack or was handed back (thread exit); under `--cfg loom`,
+        /// always `None`.
+        ///
+        /// # Safety
+        /// `f` must not reach anything that may use this thread's cache again: no allocation,
+        /// no free, no logging, no call that may reach an allocator (only loads, stores and
+        /// arithmetic on the cache and on memory the caller owns). A slow path that needs
+        /// such calls returns and runs through [`with`] instead.
+        #[cfg(not(loom))]
+        #[allow(dead_code)]
+        #[inline(always)]
+        unsafe fn with_unguarded<R>(
+            f: impl FnOnce(&mut $crate::alloc::thread_cache::ThreadCache<$owner>) -> R,
+        ) -> Option<R> {
+            CACHE
+                .try_with(|c| {
+                    // SAFETY: the cache is not mutably borrowed (checked; nothing here ever
+                    // borrows it shared and keeps the borrow), so no reference to it is live
+                    // on this thread, and no other thread reaches this thread-local. The
+                    // reference made from `as_ptr` lives only while `f` runs, and `f` cannot
+                    // reach `with` or `with_unguarded` again (the caller's contract).
+                    unsafe {
+                        c.try_borrow_unguarded().ok()?;
+                        Some(f(&mut *c.as_ptr()))
+                    }
+                })
+                .ok()
+                .flatten()
+        }
+
+        /// Under loom there is no thread cache: every caller takes its locked path.
+        #[cfg(loom)]
+        #[allow(dead_code)]
+        #[inline(always)]
+        unsafe fn with_unguarded<R>(
+            _f: impl FnOnce(&mut $crate::alloc::thread_cache::ThreadCache<$owner>) -> R,
+        ) -> Option<R> {
+            None
         }
 
         /// Under loom there is no thread cache: every caller takes its locked path.

@@ -21,11 +21,24 @@ const IDS: u64 = PUBLISH_EVERY;
 /// What a front holds: free slots (`stack[..n]`, index and address) and the reserved ids
 /// `id_next..id_end`. Invariant: every slot on the stack is free (word 1) and belongs to the
 /// bound allocator's table.
+///
+/// Allocations are counted by the id cursor, not by a counter of their own: the ids
+/// `id_counted..id_next` went to allocations not yet in the deltas' `allocs`, which
+/// [`fold_allocs`] adds before the deltas are merged (and before the cursor jumps to a new
+/// block of ids).
 pub(super) struct Store {
     stack: [(u64, *const Slot); CAP],
     n: usize,
     id_next: u64,
     id_end: u64,
+    id_counted: u64,
+}
+
+/// Adds the allocations counted by the id cursor since the last fold to `deltas`.
+#[inline]
+fn fold_allocs(store: &mut Store, deltas: &mut Deltas) {
+    deltas.allocs += store.id_next - store.id_counted;
+    store.id_counted = store.id_next;
 }
 
 impl Owner for Shared {
@@ -40,7 +53,8 @@ impl Owner for Shared {
 
     /// Publishes the counters and puts every free slot back on the shared list; reserved ids
     /// are dropped (ids are never reused).
-    fn take_back(&self, store: &mut Store, deltas: Deltas, _stale: bool) {
+    fn take_back(&self, store: &mut Store, mut deltas: Deltas, _stale: bool) {
+        fold_allocs(store, &mut deltas);
         let mut st = self.state.lock();
         st.counters.merge(&deltas);
         give_back(&mut st, self, &store.stack[..store.n]);
@@ -48,6 +62,7 @@ impl Owner for Shared {
         store.n = 0;
         store.id_next = 0;
         store.id_end = 0;
+        store.id_counted = 0;
     }
 }
 
@@ -57,7 +72,8 @@ per_thread_cache!(
         stack: [(NIL, core::ptr::null()); CAP],
         n: 0,
         id_next: 0,
-        id_end: 0
+        id_end: 0,
+        id_counted: 0
     }
 );
 
@@ -80,6 +96,7 @@ fn give_back(st: &mut State, s: &Shared, slots: &[(u64, *const Slot)]) {
 #[cold]
 #[inline(never)]
 fn publish_now(c: &mut ThreadCache<Shared>, s: &Shared) {
+    fold_allocs(&mut c.store, &mut c.deltas);
     let d = core::mem::take(&mut c.deltas);
     s.state.lock().counters.merge(&d);
 }
@@ -88,6 +105,7 @@ fn publish_now(c: &mut ThreadCache<Shared>, s: &Shared) {
 #[cold]
 #[inline(never)]
 fn refill(c: &mut ThreadCache<Shared>, s: &Shared) -> bool {
+    fold_allocs(&mut c.store, &mut c.deltas);
     let d = core::mem::take(&mut c.deltas);
     let mut st = s.state.lock();
     st.counters.merge(&d);
@@ -117,34 +135,41 @@ fn more_ids(store: &mut Store, s: &Shared) {
     let first = s.next_id.fetch_add(IDS, Ordering::Relaxed);
     store.id_next = first;
     store.id_end = first + IDS;
+    store.id_counted = first;
 }
 
 /// A free slot and a fresh id for a new block of `allocated` bytes, counted; `None` when the
 /// caller must use the shared path.
 ///
 /// The common case (front bound to `s`, a slot on the stack, an id left) is one test of three
-/// conditions and a few plain loads and stores; everything else (binding, refill, more ids with
-/// the publication that goes with them) is [`take_slow`], out of line.
+/// conditions and a few plain loads and stores, on the cache reached without marking it
+/// borrowed (it makes no call); everything else (binding, refill, more ids with the
+/// publication that goes with them) is [`take_slow`], out of line, through the guarded access.
 #[inline(always)]
 pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)> {
-    let (idx, id, slot) = with(|c| {
-        let ready = c.is_current(s) && c.store.n != 0 && c.store.id_next != c.store.id_end;
-        if !ready {
-            return take_slow(c, s, allocated);
+    let fast = |c: &mut ThreadCache<Shared>| {
+        if !(c.is_current(s) && c.store.n != 0 && c.store.id_next != c.store.id_end) {
+            return None;
         }
         let store = &mut c.store;
         store.n -= 1;
-        // SAFETY: `n` was in `1..=CAP` (not 0, and the stack never holds more than `CAP`), so
-        // the new `n` indexes the stack.
+        // SAFETY: `n` was in `1..=CAP` (not 0, and the stack never holds more than
+        // `CAP`), so the new `n` indexes the stack.
         let (idx, slot) = unsafe { *store.stack.get_unchecked(store.n) };
         let id = store.id_next;
+        // Counts the allocation too (see `Store`).
         store.id_next = id + 1;
-        c.deltas.alloc(allocated);
+        c.deltas.alloc_bytes(allocated);
         c.deltas.note_size(allocated);
         // No publication is due: the last one came with this block of ids (or the binding).
         Some((idx, id, slot))
-    })
-    .flatten()?;
+    };
+    // SAFETY: `fast` only loads and stores the cache's fields (the counters' methods are
+    // arithmetic): nothing in it can reach an allocator.
+    let (idx, id, slot) = match unsafe { with_unguarded(fast) } {
+        Some(Some(x)) => x,
+        _ => take_slow(s, allocated)?,
+    };
     // SAFETY: slots on a front's stack belong to the bound allocator's table, whose chunks
     // live as long as `s` (the caller's reference to that same state).
     Some((idx, id, unsafe { &*slot }))
@@ -153,30 +178,30 @@ pub(super) fn take(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, &Slot)>
 /// [`take`] when the front must bind, refill, reserve ids or publish first.
 #[cold]
 #[inline(never)]
-fn take_slow(
-    c: &mut ThreadCache<Shared>,
-    s: &Arc<Shared>,
-    allocated: u64,
-) -> Option<(u64, u64, *const Slot)> {
-    c.enter(s);
-    if c.store.n == 0 && !refill(c, s) {
-        return None;
-    }
-    let store = &mut c.store;
-    store.n -= 1;
-    let (idx, slot) = store.stack[store.n];
-    if store.id_next == store.id_end {
-        more_ids(store, s);
-        // At most `IDS` allocations since the last publication (binding and refills publish
-        // too, and a binding starts without ids).
-        publish_now(c, s);
-    }
-    let store = &mut c.store;
-    let id = store.id_next;
-    store.id_next = id + 1;
-    c.deltas.alloc(allocated);
-    c.deltas.note_size(allocated);
-    Some((idx, id, slot))
+fn take_slow(s: &Arc<Shared>, allocated: u64) -> Option<(u64, u64, *const Slot)> {
+    with(|c| {
+        c.enter(s);
+        if c.store.n == 0 && !refill(c, s) {
+            return None;
+        }
+        let store = &mut c.store;
+        store.n -= 1;
+        let (idx, slot) = store.stack[store.n];
+        if store.id_next == store.id_end {
+            fold_allocs(&mut c.store, &mut c.deltas);
+            more_ids(&mut c.store, s);
+            // At most `IDS` allocations since the last publication (binding and refills
+            // publish too, and a binding starts without ids).
+            publish_now(c, s);
+        }
+        let store = &mut c.store;
+        let id = store.id_next;
+        store.id_next = id + 1;
+        c.deltas.alloc_bytes(allocated);
+        c.deltas.note_size(allocated);
+        Some((idx, id, slot))
+    })
+    .flatten()
 }
 
 /// Takes back slot `idx` (at `slot`) of a freed block of `allocated` bytes: the slot is marked
@@ -184,42 +209,49 @@ fn take_slow(
 /// must use the shared path.
 ///
 /// The common case (front bound to `s`, room on the stack, no publication due) is one test of
-/// three conditions and plain stores; binding, spilling and publication are [`give_slow`].
+/// three conditions and plain stores, on the cache reached without marking it borrowed;
+/// binding, spilling and publication are [`give_slow`].
 #[inline(always)]
 pub(super) fn give(s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) -> bool {
-    with(|c| {
-        let ready = c.is_current(s) && c.store.n != CAP && c.deltas.frees < PUBLISH_EVERY - 1;
-        if !ready {
-            give_slow(c, s, idx, slot, allocated);
-            return;
+    let fast = |c: &mut ThreadCache<Shared>| {
+        if !(c.is_current(s) && c.store.n != CAP && c.deltas.frees < PUBLISH_EVERY - 1) {
+            return false;
         }
-        slot.word.store(1, Ordering::Release);
         let store = &mut c.store;
+        slot.word.store(1, Ordering::Release);
         // SAFETY: `n < CAP` (checked just above), so it indexes the stack.
         unsafe { *store.stack.get_unchecked_mut(store.n) = (idx, slot) };
         store.n += 1;
         c.deltas.free(allocated);
         // `frees` was below `PUBLISH_EVERY - 1`: no publication is due yet.
-    })
-    .is_some()
+        true
+    };
+    // SAFETY: `fast` only loads and stores the cache's fields and the slot's word (an atomic
+    // store): nothing in it can reach an allocator.
+    let done = unsafe { with_unguarded(fast) };
+    done == Some(true) || give_slow(s, idx, slot, allocated)
 }
 
-/// [`give`] when the front must bind, spill or publish.
+/// [`give`] when the front must bind, spill or publish; `false` when the caller must use the
+/// shared path.
 #[cold]
 #[inline(never)]
-fn give_slow(c: &mut ThreadCache<Shared>, s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) {
-    c.enter(s);
-    slot.word.store(1, Ordering::Release);
-    if c.store.n == CAP {
-        spill(&mut c.store, s);
-    }
-    let store = &mut c.store;
-    store.stack[store.n] = (idx, slot);
-    store.n += 1;
-    c.deltas.free(allocated);
-    if c.deltas.frees >= PUBLISH_EVERY {
-        publish_now(c, s);
-    }
+fn give_slow(s: &Arc<Shared>, idx: u64, slot: &Slot, allocated: u64) -> bool {
+    with(|c| {
+        c.enter(s);
+        slot.word.store(1, Ordering::Release);
+        if c.store.n == CAP {
+            spill(&mut c.store, s);
+        }
+        let store = &mut c.store;
+        store.stack[store.n] = (idx, slot);
+        store.n += 1;
+        c.deltas.free(allocated);
+        if c.deltas.frees >= PUBLISH_EVERY {
+            publish_now(c, s);
+        }
+    })
+    .is_some()
 }
 
 /// Publishes this thread's counters if its front is bound to `s`.

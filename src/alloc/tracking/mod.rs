@@ -31,10 +31,12 @@
 //! - A per-thread **front** (the crate's one [thread cache](crate::alloc::thread_cache) mechanism,
 //!   bound to the last tracking allocator the thread used) holds a stack of up to 64 free
 //!   slots, a block of 1,024 reserved ids and counter deltas, so a thread allocates and frees
-//!   with plain loads and stores. It goes to the shared state (one spin lock) only to take or
-//!   return half a stack of slots, to publish its counters with each new block of ids (so at
-//!   least every 1,024 allocations) and every 1,024 frees, when it moves to another tracking
-//!   allocator, and at thread exit.
+//!   with plain loads and stores: the common path reaches the front without marking it
+//!   borrowed (it makes no call, so nothing can re-enter it; the slow paths take the guarded
+//!   access) and counts allocations by the id cursor (no counter of its own). It goes to the
+//!   shared state (one spin lock) only to take or return half a stack of slots, to publish its
+//!   counters with each new block of ids (so at least every 1,024 allocations) and every 1,024
+//!   frees, when it moves to another tracking allocator, and at thread exit.
 //!
 //! What this means for users:
 //! - **Statistics** are exact whenever one thread is at work, and at any moment for the calling

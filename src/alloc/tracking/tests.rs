@@ -756,3 +756,47 @@ fn two_threads_freeing_one_block_at_once_free_it_once() {
     );
     assert_eq!(t.live_count(), 0);
 }
+
+#[test]
+fn allocation_counts_from_the_id_cursor_are_exact_across_id_blocks_and_rebinding() {
+    // Allocations are counted by the front's id cursor: the count must be exact at the last id
+    // of a block, the first of the next, and after the thread's front moved to another
+    // allocator and back (the hand-back counts what the cursor had not yet counted).
+    let a = TrackingAllocator::new(AlignedCpuAllocator::new());
+    let b = TrackingAllocator::new(AlignedCpuAllocator::new());
+    let l = Layout::from_size_align(24, 8).unwrap();
+    let n = scale(2100, 1100);
+    let mut live = vec![];
+    for i in 1..=n {
+        live.push(a.allocate(l).unwrap());
+        if i % 5 == 0 {
+            let p = live.swap_remove(0);
+            // SAFETY: from `a` with `l`, freed once.
+            unsafe { a.deallocate(p.cast(), l) };
+        }
+        if i == 700 {
+            let p = b.allocate(l).unwrap();
+            // SAFETY: from `b` with `l`, freed once.
+            unsafe { b.deallocate(p.cast(), l) };
+        }
+        if [1, 699, 700, 701, 1023, 1024, 1025, 2048, 2049, n].contains(&i) {
+            let s = a.stats();
+            assert_eq!(
+                (s.num_allocs, s.num_frees),
+                (i as u64, i as u64 / 5),
+                "at {i}"
+            );
+            assert_eq!(s.bytes_in_use, live.len() as u64 * 24, "at {i}");
+        }
+    }
+    assert_eq!(b.stats().num_allocs, 1);
+    for p in live {
+        // SAFETY: from `a` with `l`, freed once.
+        unsafe { a.deallocate(p.cast(), l) };
+    }
+    let s = a.stats();
+    assert_eq!(
+        (s.num_allocs, s.num_frees, s.bytes_in_use),
+        (n as u64, n as u64, 0)
+    );
+}
