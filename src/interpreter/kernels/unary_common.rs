@@ -155,7 +155,7 @@ pub fn run_unary_split<T: Element + Send + Sync>(
 }
 
 /// Output elements per task at least for element-wise functions that cost about as much as
-/// 16 additions an element (float LOGISTIC, TANH: an exponential each).
+/// 8 additions an element (float LOGISTIC, TANH: an exponential each).
 pub const COSTLY_SPLIT_ELEMENTS: usize = 2 * 1024;
 
 /// [`run_unary_split`] with at least `per_task` output elements a task.
