@@ -1,8 +1,10 @@
 //! TRANSPOSE: any element type up to 6-D with a constant permutation (int32 or int64), as
 //! TFLite's `transpose.cc`. The optimized set keeps the coalesced plan and moves contiguous
-//! runs and 8 × 8 tiles ([`crate::interpreter::optimized::transpose`]); both sets move the
-//! same elements, so their outputs are equal.
+//! runs and 8 × 8 tiles ([`crate::interpreter::optimized::transpose`]), and splits the
+//! outermost dimension across the kernel threads; both sets move the same elements, so their
+//! outputs are equal.
 
+use super::binary_common::SPLIT_ELEMENTS;
 use super::movement_common::{expect_movable_dtype, with_movable_type};
 use crate::interpreter::optimized::transpose as fast;
 use crate::interpreter::reference::transpose::{transpose, TransposePlan};
@@ -76,8 +78,22 @@ impl Kernel for Transpose {
         let d = *ctx.op_data::<TransposeData>()?;
         if self.set == KernelSet::Optimized {
             let isa = ctx.isa();
+            let (axis, count) = fast::outer_axis(&d.plan);
+            let total: usize = d.plan.out_dims.iter().product();
             with_movable_type!(d.dtype, T => {
-                fast::transpose(isa, &d.plan, ctx.input::<T>(0)?, ctx.output::<T>(0)?)
+                let (input, output) = (ctx.input::<T>(0)?, ctx.output::<T>(0)?);
+                // Bands of the outermost dimension on the kernel threads (a copy: any split
+                // gives the same bytes), whole groups of 16 indices so tiles stay whole.
+                let tasks = (total / SPLIT_ELEMENTS).clamp(1, ctx.threads()).min(count);
+                if tasks <= 1 || output.len() < total {
+                    fast::transpose(isa, &d.plan, input, output)
+                } else {
+                    let band = count.div_ceil(tasks).next_multiple_of(16).min(count);
+                    let inner = total / count;
+                    ctx.for_each_chunk_mut(&mut output[..total], band * inner, &|t, part| {
+                        fast::transpose_band(isa, &d.plan, axis, t * band, input, part)
+                    });
+                }
             });
             return Ok(());
         }

@@ -85,6 +85,37 @@ pub fn transpose<T: Copy>(isa: Isa, plan: &TransposePlan, input: &[T], output: &
     }
 }
 
+/// The outermost dimension of a plan from [`coalesce`] with more than one index, as
+/// `(axis, size)` (`(MAX_DIMS − 1, 1)` for a single element): the dimension a task split cuts
+/// into bands ([`transpose_band`]).
+pub fn outer_axis(plan: &TransposePlan) -> (usize, usize) {
+    let axis = plan
+        .out_dims
+        .iter()
+        .position(|&d| d > 1)
+        .unwrap_or(MAX_DIMS - 1);
+    (axis, plan.out_dims[axis])
+}
+
+/// The band of [`transpose`]'s output that starts at index `first` of the outer dimension
+/// `axis` ([`outer_axis`]) and fills `part` (whole indices of that dimension): a band of the
+/// outermost dimension is itself a transpose, of fewer indices, from the input shifted by
+/// `first` times that dimension's stride. Bands written separately equal the whole call.
+pub fn transpose_band<T: Copy>(
+    isa: Isa,
+    plan: &TransposePlan,
+    axis: usize,
+    first: usize,
+    input: &[T],
+    part: &mut [T],
+) {
+    let inner: usize = plan.out_dims[axis + 1..].iter().product();
+    let mut band = *plan;
+    band.out_dims[axis] = part.len() / inner.max(1);
+    let start = (first * plan.in_strides[axis]).min(input.len());
+    transpose(isa, &band, &input[start..], part);
+}
+
 /// Tile side of [`transpose_2d`].
 const TILE: usize = 8;
 
@@ -101,7 +132,15 @@ fn transpose_2d<T: Copy>(
     // A few output columns (e.g. NCHW → NHWC of a 3-channel image): interleave whole planes.
     match cols {
         2 => return interleave::<T, 2>(rows, stride, input, out),
-        3 => return interleave::<T, 3>(rows, stride, input, out),
+        3 => {
+            // Whole groups of 16 pixels through byte shuffles, the rest below.
+            #[cfg(target_arch = "x86_64")]
+            let done = x86::interleave3_bytes(isa, rows, stride, input, out);
+            #[cfg(not(target_arch = "x86_64"))]
+            let done = 0;
+            let rest = &mut out[done * 3..];
+            return interleave::<T, 3>(rows - done, stride, &input[done..], rest);
+        }
         4 => return interleave::<T, 4>(rows, stride, input, out),
         _ => {}
     }
@@ -177,6 +216,76 @@ mod x86 {
         true
     }
 
+    /// Interleaves the first `rows / 16 * 16` pixels of three byte planes (`out[3e + f] =
+    /// input[e + f · stride]`) with byte shuffles, when `T` is one byte and the path has AVX2;
+    /// returns the pixels written (0 otherwise). `input` and `out` are as
+    /// [`super::interleave`]'s for `N = 3`.
+    #[inline(always)]
+    pub(super) fn interleave3_bytes<T: Copy>(
+        isa: Isa,
+        rows: usize,
+        stride: usize,
+        input: &[T],
+        out: &mut [T],
+    ) -> usize {
+        let groups = rows / 16;
+        if size_of::<T>() != 1 || !isa.avx2() || groups == 0 {
+            return 0;
+        }
+        let (planes, out) = (&input[..2 * stride + rows], &mut out[..3 * rows]);
+        // SAFETY: AVX2 (which includes SSSE3) checked above; `T` is one byte; the three planes
+        // (`f · stride + e` for `e < rows`) lie in `planes` and the `3 · rows` output bytes in
+        // `out`, both bounded by the slicing above, and the loop reads and writes only whole
+        // groups of 16 pixels below `rows`.
+        unsafe { interleave3(groups, stride, planes.as_ptr().cast(), out.as_mut_ptr().cast()) };
+        groups * 16
+    }
+
+    /// `groups` groups of 16 pixels: for each, 16 bytes of each plane in, 48 bytes out, each
+    /// output vector the OR of three shuffles (a shuffle index with the top bit set gives 0).
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `src + f · stride + e` is readable and `dst + 3e + f` writable for
+    /// `f < 3`, `e < 16 · groups`.
+    #[target_feature(enable = "avx2")]
+    unsafe fn interleave3(groups: usize, stride: usize, src: *const u8, dst: *mut u8) {
+        // masks[k][f][j]: for output byte `16k + j` (pixel `(16k + j) / 3`, plane
+        // `(16k + j) % 3`), the pixel when it comes from plane `f`, else 0x80.
+        let masks: [[__m128i; 3]; 3] = core::array::from_fn(|k| {
+            core::array::from_fn(|f| {
+                let bytes: [u8; 16] = core::array::from_fn(|j| {
+                    let g = 16 * k + j;
+                    if g % 3 == f {
+                        (g / 3) as u8
+                    } else {
+                        0x80
+                    }
+                });
+                // SAFETY: 16 readable bytes; unaligned load.
+                unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) }
+            })
+        });
+        for g in 0..groups {
+            let e = 16 * g;
+            // SAFETY: the caller guarantees pixels `e..e + 16` of each plane and output bytes
+            // `3e..3e + 48`.
+            unsafe {
+                let planes: [__m128i; 3] =
+                    core::array::from_fn(|f| _mm_loadu_si128(src.add(f * stride + e).cast()));
+                for (k, mask) in masks.iter().enumerate() {
+                    let v = _mm_or_si128(
+                        _mm_or_si128(
+                            _mm_shuffle_epi8(planes[0], mask[0]),
+                            _mm_shuffle_epi8(planes[1], mask[1]),
+                        ),
+                        _mm_shuffle_epi8(planes[2], mask[2]),
+                    );
+                    _mm_storeu_si128(dst.add(3 * e + 16 * k).cast(), v);
+                }
+            }
+        }
+    }
+
     /// Transposes the 8 × 8 block of rows `src + r · src_stride` into rows
     /// `dst + c · dst_stride`.
     ///
@@ -248,6 +357,44 @@ mod tests {
                 } else {
                     c[i] = 0;
                     i += 1;
+                }
+            }
+        }
+    }
+
+    /// Bands of the outer dimension, of every length, written separately equal the whole
+    /// call (the kernel threads' split), on every path and for 1- and 4-byte elements.
+    #[test]
+    fn bands_equal_the_whole() {
+        let cases: [(&[usize], &[i32]); 4] = [
+            (&[1, 3, 37, 11], &[0, 2, 3, 1]),
+            (&[2, 9, 17], &[2, 0, 1]),
+            (&[40, 24], &[1, 0]),
+            (&[3, 5, 8], &[0, 2, 1]),
+        ];
+        for (dims, perm) in cases {
+            let n: usize = dims.iter().product();
+            let input: Vec<i32> = (0..n as i32).map(|v| v * 5 + 1).collect();
+            let bytes: Vec<i8> = input.iter().map(|&v| v as i8).collect();
+            let plan = coalesce(&TransposePlan::new(dims, perm).unwrap());
+            let (axis, count) = outer_axis(&plan);
+            let inner = n / count;
+            for &isa in Isa::available() {
+                let mut want = vec![0i32; n];
+                transpose(isa, &plan, &input, &mut want);
+                let mut want8 = vec![0i8; n];
+                transpose(isa, &plan, &bytes, &mut want8);
+                for band in 1..=count {
+                    let mut got = vec![i32::MIN; n];
+                    for (t, part) in got.chunks_mut(band * inner).enumerate() {
+                        transpose_band(isa, &plan, axis, t * band, &input, part);
+                    }
+                    assert_eq!(got, want, "{dims:?} {perm:?} band {band} {isa:?}");
+                    let mut got8 = vec![0i8; n];
+                    for (t, part) in got8.chunks_mut(band * inner).enumerate() {
+                        transpose_band(isa, &plan, axis, t * band, &bytes, part);
+                    }
+                    assert_eq!(got8, want8, "{dims:?} {perm:?} band {band} {isa:?} i8");
                 }
             }
         }
