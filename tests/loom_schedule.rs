@@ -48,10 +48,13 @@ fn step(t: &Tensors, s: usize, fail: Option<usize>) -> Result<(), &'static str> 
     if fail == Some(s) {
         return Err("kernel error");
     }
+    // SAFETY: the producers ran (asserted above) and nothing writes their cells again; node
+    // `s` runs once, so its own cell has one writer. loom checks both claims.
     let sum: u32 = PRODUCERS[s]
         .iter()
         .map(|&p| t.value[p].with(|v| unsafe { *v }))
         .sum();
+    // SAFETY: as above: node `s` is the only writer of its cell.
     t.value[s].with_mut(|v| unsafe { *v = sum + 1 });
     assert_eq!(t.ran[s].fetch_add(1, Ordering::Relaxed), 0, "{s} ran twice");
     Ok(())
@@ -100,6 +103,7 @@ fn diamond_runs_each_subgraph_once_in_order() {
             assert_eq!(t.ran[s].load(Ordering::Relaxed), 1, "{s} did not run once");
         }
         // A = 1, B = C = 2, D = 5: D read both of its producers' final values.
+        // SAFETY: every node ran and the workers are idle: no writer is left.
         assert_eq!(t.value[D].with(|v| unsafe { *v }), 5);
         assert!(!sched.failed());
         sched.stop();

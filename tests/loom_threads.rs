@@ -42,10 +42,13 @@ fn two_rounds_run_each_task_once_and_publish_its_writes() {
         let out = &out;
         for round in 1..=2u32 {
             pool.run(TASKS, &|i| {
+                // SAFETY: task `i` is the only one touching cell `i` during the round; loom
+                // checks that claim (a racing access fails the model).
                 out.value[i].with_mut(|v| unsafe { *v = round * 10 + i as u32 });
                 out.ran.fetch_add(1, Ordering::Relaxed);
             });
             for i in 0..TASKS {
+                // SAFETY: the round is over (`run` returned), so no task writes the cell.
                 let v = out.value[i].with(|v| unsafe { *v });
                 assert_eq!(v, round * 10 + i as u32, "round {round} task {i}");
             }
