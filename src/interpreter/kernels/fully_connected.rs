@@ -383,6 +383,29 @@ impl Kernel for FullyConnected {
                             ctx.output::<i8>(0)?,
                         );
                     }
+                    Some(I8Weights::InPlace(_)) if b == 1 => {
+                        // One row (a classifier behind a global pooling): bands of units over
+                        // the kernel threads, each an exact dot product per unit, so the bits
+                        // do not depend on the split.
+                        let isa = ctx.isa();
+                        let out = &mut ctx.output::<i8>(0)?[..u];
+                        let per_task = task_units(u, k, ctx.threads());
+                        ctx.for_each_chunk_mut(out, per_task, &|t, part| {
+                            let (j0, n) = (t * per_task, part.len());
+                            fast_i8::fully_connected_i8_in_place_with(
+                                isa,
+                                1,
+                                k,
+                                n,
+                                x,
+                                &w[j0 * k..(j0 + n) * k],
+                                &mut [],
+                                bias.map(|b| &b[j0..j0 + n]),
+                                &q.units(j0, n),
+                                part,
+                            );
+                        });
+                    }
                     Some(I8Weights::InPlace(id)) => {
                         let scratch: &mut [i8] = match id {
                             Some(id) => ctx.scratch::<i8>(id)?,

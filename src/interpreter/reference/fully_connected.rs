@@ -55,7 +55,19 @@ pub struct FcQuant<'a> {
     pub act_max: i32,
 }
 
-impl FcQuant<'_> {
+impl<'a> FcQuant<'a> {
+    /// The quantization of units `j0..j0 + n` alone (per-unit multipliers, shifts and scales
+    /// narrowed to them; per-tensor ones kept): a band of units computed as a layer of its own.
+    pub(crate) fn units(&self, j0: usize, n: usize) -> FcQuant<'a> {
+        let band = |len: usize| if len == 1 { 0..1 } else { j0..j0 + n };
+        FcQuant {
+            multipliers: &self.multipliers[band(self.multipliers.len())],
+            shifts: &self.shifts[band(self.shifts.len())],
+            double_scales: self.double_scales.map(|s| &s[band(s.len())]),
+            ..*self
+        }
+    }
+
     /// Accumulator `acc` of unit `u` in output units (before the offset): the double scale
     /// when given, else `fixed` with the unit's multiplier.
     #[inline(always)]
@@ -222,5 +234,52 @@ mod tests {
         assert_eq!(out, [1001, -1500]);
         fully_connected_i16::<i32>(1, 1, 2, &[1000], &[2, -3], Some(&[1i32, 0]), &q, &mut out);
         assert_eq!(out, [1001, -1500]);
+    }
+
+    /// A band of units computed alone with `FcQuant::units` equals that band of the whole
+    /// layer: per-unit multipliers, shifts and double scales narrowed, per-tensor ones kept.
+    #[test]
+    fn unit_bands_equal_the_whole_layer() {
+        let (depth, units) = (5, 7);
+        let x: Vec<i8> = (0..depth as i8).map(|v| v * 9 - 20).collect();
+        let w: Vec<i8> = (0..(depth * units) as i32).map(|v| (v * 37 % 255 - 127) as i8).collect();
+        let bias: Vec<i32> = (0..units as i32).map(|v| v * 50 - 100).collect();
+        let ms: Vec<_> = (0..units).map(|u| quantize_multiplier(0.01 + 0.013 * u as f64)).collect();
+        let (mult, shift): (Vec<i32>, Vec<i8>) =
+            ms.iter().map(|m| (m.multiplier, m.shift_i8())).unzip();
+        let scales: Vec<f64> = (0..units).map(|u| 0.01 + 0.013 * u as f64).collect();
+        let per_unit = FcQuant {
+            input_offset: 3,
+            weights_offset: 0,
+            output_offset: -5,
+            multipliers: &mult,
+            shifts: &shift,
+            double_scales: None,
+            act_min: -128,
+            act_max: 127,
+        };
+        let cases = [
+            per_unit,
+            FcQuant {
+                multipliers: &mult[2..3],
+                shifts: &shift[2..3],
+                weights_offset: 4,
+                ..per_unit
+            },
+            FcQuant {
+                double_scales: Some(&scales),
+                ..per_unit
+            },
+        ];
+        for q in cases {
+            let mut want = vec![0i8; units];
+            fully_connected_i8(1, depth, units, &x, &w, Some(&bias), &q, &mut want);
+            for (j0, n) in [(0, 3), (3, 4), (6, 1)] {
+                let mut got = vec![0i8; n];
+                let (w, b) = (&w[j0 * depth..(j0 + n) * depth], &bias[j0..j0 + n]);
+                fully_connected_i8(1, depth, n, &x, w, Some(b), &q.units(j0, n), &mut got);
+                assert_eq!(got, want[j0..j0 + n], "units {j0}..{}", j0 + n);
+            }
+        }
     }
 }
