@@ -19,8 +19,10 @@ use tensor_alloc::GlobalAllocator;
 #[global_allocator]
 static GLOBAL: GlobalAllocator = GlobalAllocator::new();
 
-/// Small models with packable weights (int8 conv and fully connected, float fully connected),
-/// fast enough for a debug build.
+/// Small models, fast enough for a debug build: int8 convolutions (person_detect, packed
+/// copies in the layout of the path), one-row int8 fully connected layers
+/// (micro_speech_quantized, keyword_scrambled: they read their weights in place, so nothing is
+/// worth a copy and there is one configuration).
 const QUICK: &[&str] = &[
     "person_detect",
     "micro_speech_quantized",
@@ -70,7 +72,14 @@ fn check(case: &common::Case) {
         .unwrap();
     let max = all.memory().total_bytes;
     let copies = all.memory().precomputed_bytes;
-    assert!(copies > 0, "{}: no kernel kept a packed copy", case.name);
+    // A model whose kernels have nothing worth keeping on this path (e.g. one-row fully
+    // connected layers, which read their weights in place) has one configuration.
+    assert_eq!(
+        copies == 0,
+        max == min,
+        "{}: copies {copies}, {min}..{max}",
+        case.name
+    );
     same(
         &format!("{} all copies", case.name),
         &outputs(&mut all, &inputs),
@@ -152,7 +161,7 @@ fn a_caller_buffer_is_the_budget() {
     };
     let Some(case) = common::cases(&shared, "tflm")
         .into_iter()
-        .find(|c| c.name == "micro_speech_quantized")
+        .find(|c| c.name == "person_detect")
     else {
         return;
     };

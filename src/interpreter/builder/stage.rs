@@ -404,6 +404,7 @@ fn init_and_prepare(
             temp: &mut temp,
             temp_peak: &mut temp_peak,
             threads: budget.threads,
+            isa: budget.isa,
             copies: &mut budget.copies,
         };
         reg.kernel

@@ -380,6 +380,8 @@ pub struct PrepareContext<'a> {
     pub(crate) temp_peak: &'a mut usize,
     /// Kernel threads invoke runs with (1 without a thread pool).
     pub(crate) threads: usize,
+    /// The kernel path invoke runs on ([`InvokeContext::isa`]).
+    pub(crate) isa: crate::interpreter::optimized::Isa,
     /// Which precomputed constants this build grants, and how many bytes it granted so far.
     pub(crate) copies: &'a mut CopyAllowance,
 }
@@ -440,6 +442,13 @@ impl<'a> PrepareContext<'a> {
     pub fn threads(&self) -> usize {
         self.threads
     }
+
+    /// The kernel path invoke will run this node on ([`InvokeContext::isa`] is this): a kernel
+    /// whose precomputed layout depends on the path (packed weights) chooses it here.
+    pub fn isa(&self) -> crate::interpreter::optimized::Isa {
+        self.isa
+    }
+
     /// Node index.
     pub fn node_index(&self) -> usize {
         self.state.node.index

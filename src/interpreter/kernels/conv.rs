@@ -28,9 +28,9 @@ use crate::interpreter::{
     FusedPadding, InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext,
     Registration, ScratchId, TensorInfo,
 };
-use crate::kernel_ensure;
 use crate::model::{BuiltinOptions, Padding};
 use crate::tensor::{DType, Element};
+use crate::{kernel_bail, kernel_ensure};
 
 /// Which arithmetic a convolution node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -579,8 +579,11 @@ fn prepare_i8_packing(
         return Ok(Some(PackedFilter::Stack));
     }
     let filter = ctx.input(1)?;
-    let copy = match filter.data::<i8>()? {
-        Some(w) if filter.is_constant => ctx.precomputed(len, |p| fast_i8::pack_filter(g, w, p))?,
+    let isa = ctx.isa();
+    let copy = match (filter.data::<i8>()?, fast_i8::prepacked_filter(isa, g)) {
+        (Some(w), Some((layout, len))) if filter.is_constant => {
+            ctx.precomputed(len, |p| fast_i8::prepack_filter(isa, layout, g, w, p))?
+        }
         _ => None,
     };
     Ok(Some(match copy {
@@ -611,12 +614,32 @@ fn invoke_i8_packed(
     match packed {
         PackedFilter::Persistent(p) => {
             let packed = ctx.persistent(p)?;
+            // The copy's layout is a function of the path and the geometry, as at prepare.
+            let layout = match fast_i8::prepacked_filter(isa, g) {
+                Some((layout, len)) if packed.len() >= len => layout,
+                _ => kernel_bail!(
+                    "packed int8 filter of {} bytes is not this path's copy ({isa})",
+                    packed.len()
+                ),
+            };
             let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
             // Bands of output pixels, one per kernel-thread task (`task_rows`: about 512 K
             // multiply-adds a task at least).
             let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
             ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
-                fast_i8::conv_i8_rows_with(isa, g, input, packed, bias, &q, t * rows, band);
+                let ran = fast_i8::conv_i8_rows_prepacked_with(
+                    isa,
+                    layout,
+                    g,
+                    input,
+                    packed,
+                    bias,
+                    &q,
+                    t * rows,
+                    band,
+                );
+                // The layout and the copy's length were checked above: the body runs.
+                debug_assert!(ran, "prepacked int8 body declined {g:?}");
             });
         }
         PackedFilter::Stack => {

@@ -115,8 +115,12 @@ fn prepare_i8_packing(
     if len == 0 {
         return Ok(None);
     }
+    // A packed copy pays only where the in-place path packs at every invoke (`GEMM_MIN_ROWS`
+    // rows or more; fewer take dot products on the weights where they are) and the path has no
+    // VNNI body (which packs its own layout and outruns the AVX2 product on a copy).
+    let pays = batches >= fast_i8::GEMM_MIN_ROWS && !ctx.isa().avx512vnni();
     let copy = match weights.data::<i8>()? {
-        Some(w) if weights.is_constant => ctx.precomputed(len, |p| {
+        Some(w) if weights.is_constant && pays => ctx.precomputed(len, |p| {
             fast_i8::pack_weights(depth, units, weights_offset, w, p)
         })?,
         _ => None,

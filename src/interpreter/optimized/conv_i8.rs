@@ -78,6 +78,80 @@ pub fn pack_filter(g: &ConvGeometry, filter: &[i8], out: &mut [i8]) {
     }
 }
 
+/// The layout of a filter packed once at prepare ([`prepacked_filter`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PackedLayout {
+    /// [`pack_filter`]'s panels, for the AVX2 and portable product ([`conv_i8_rows_with`]).
+    Gemm,
+    /// The VNNI body's panels and column sums (`conv_i8_vnni::prepack`).
+    Vnni,
+}
+
+/// Which packed copy of `g`'s filter pays on path `isa`, and its bytes: the VNNI layout where
+/// the VNNI body runs `g`; none for other geometries on that path (its in-place bodies, grouped
+/// or VNNI, are faster than the AVX2 product on a copy); elsewhere [`pack_filter`]'s layout
+/// where [`packs`]. A function of `(isa, g)` alone, so prepare (which makes the copy) and
+/// invoke (which reads it) agree on the layout.
+pub fn prepacked_filter(isa: Isa, g: &ConvGeometry) -> Option<(PackedLayout, usize)> {
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512vnni() {
+        let len = super::conv_i8_vnni::prepacked_len(isa, g);
+        return (len > 0).then_some((PackedLayout::Vnni, len));
+    }
+    let _ = isa;
+    Some((PackedLayout::Gemm, packed_filter_len(g))).filter(|&(_, len)| len > 0)
+}
+
+/// Packs the OHWI `filter` of `g` into `out` in `layout` (the bytes [`prepacked_filter`]
+/// gives).
+///
+/// # Panics
+/// If `layout` is not what [`prepacked_filter`] gives for `isa` and `g`, or a slice is shorter
+/// than `g` needs (a caller's bug: the kernel sizes them).
+pub fn prepack_filter(isa: Isa, layout: PackedLayout, g: &ConvGeometry, filter: &[i8], out: &mut [i8]) {
+    match layout {
+        PackedLayout::Gemm => pack_filter(g, filter, out),
+        #[cfg(target_arch = "x86_64")]
+        PackedLayout::Vnni => super::conv_i8_vnni::prepack(isa, g, filter, out),
+        #[cfg(not(target_arch = "x86_64"))]
+        PackedLayout::Vnni => panic!("prepack_filter: no VNNI layout on {isa}"),
+    }
+}
+
+/// [`conv_i8_rows_with`] with `packed` in `layout` ([`prepack_filter`]). Returns `false`,
+/// having written nothing, when `packed` is not that layout's copy for `isa` and `g` (shorter
+/// than [`prepacked_filter`] says, or another path's layout).
+#[allow(clippy::too_many_arguments)]
+pub fn conv_i8_rows_prepacked_with(
+    isa: Isa,
+    layout: PackedLayout,
+    g: &ConvGeometry,
+    input: &[i8],
+    packed: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    first_pixel: usize,
+    output: &mut [i8],
+) -> bool {
+    check_pixels(g, first_pixel, output);
+    if prepacked_filter(isa, g).is_none_or(|(l, len)| l != layout || packed.len() < len) {
+        return false;
+    }
+    match layout {
+        PackedLayout::Gemm => {
+            conv_i8_rows_with(isa, g, input, packed, bias, q, first_pixel, output);
+            true
+        }
+        #[cfg(target_arch = "x86_64")]
+        PackedLayout::Vnni => {
+            let weights = super::conv_i8_vnni::VnniWeights::Prepacked(packed);
+            super::conv_i8_vnni::conv_rows(isa, g, input, weights, bias, q, first_pixel, output)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        PackedLayout::Vnni => false,
+    }
+}
+
 /// Bytes of one task's panel scratch for [`conv_i8_rows_in_place_with`]: 0 where [`packs`] is
 /// false, and where a group of channels (of one convolution group) fits in
 /// [`STACK_GROUP_BYTES`] (packed on the stack).
@@ -185,8 +259,7 @@ pub fn conv_i8_rows_in_place_with(
             isa,
             g,
             input,
-            filter,
-            scratch,
+            super::conv_i8_vnni::VnniWeights::InPlace { filter, scratch },
             bias,
             q,
             first_pixel,

@@ -10,7 +10,9 @@
 //!
 //! The groups live where the AVX2 body's do (the scratch the kernel sized with
 //! `panel_scratch_len` / `in_place_scratch_len`, or the stack when that is 0), so the path
-//! never changes the arena. Where not one 16-channel panel of the VNNI layout fits in that
+//! never changes the arena. Where an arena budget grants a packed copy of an ungrouped
+//! convolution's filter, [`prepack`] builds this layout whole at prepare (panels, then the
+//! column sums) and [`conv_rows`] reads it instead of packing ([`VnniWeights::Prepacked`]). Where not one 16-channel panel of the VNNI layout fits in that
 //! scratch (a layer with 8 output channels or fewer, or depth over 512 with a depth that is not
 //! a multiple of 4, when the group is at its minimum) the drivers return `false` and the AVX2
 //! body runs.
@@ -18,7 +20,7 @@
 use super::conv_i8::{depth, fill_block, groups, PATCH_ELEMS};
 use super::gemm_i8::{zeroed_prefix, OutRows};
 use super::gemm_i8_vnni::{
-    gemm_requant, group_channels, pack, packed_len, stride, MAX_GROUP, STACK_BYTES,
+    gemm_requant, group_channels, pack, packed_len, stride, LANES, MAX_GROUP, STACK_BYTES,
 };
 use super::requant_i8::Requant;
 use super::Isa;
@@ -29,17 +31,71 @@ use core::mem::MaybeUninit;
 /// Bytes of the on-stack activation block (as many as the AVX2 body's `int16` block).
 const BLOCK_BYTES: usize = 2 * PATCH_ELEMS;
 
+/// Where [`conv_rows`] takes each group's packed panels and column sums from.
+pub(crate) enum VnniWeights<'a> {
+    /// The OHWI filter read in place, packed a group at a time into `scratch` (the stack when
+    /// it is empty).
+    InPlace {
+        filter: &'a [i8],
+        scratch: &'a mut [i8],
+    },
+    /// The whole filter packed once by [`prepack`] ([`prepacked_len`] bytes).
+    Prepacked(&'a [i8]),
+}
+
+/// Bytes of the filter of `g` packed whole for this body ([`prepack`]): its panels
+/// ([`packed_len`]), then the column sums as little-endian `i32` (one per output channel,
+/// rounded up to a panel). 0 where the body would not run `g` from such a copy: a path without
+/// VNNI, a grouped convolution (the grouped body reads the filter in place), a geometry
+/// `conv_i8::packs` rejects, or rows longer than the activation block.
+pub(crate) fn prepacked_len(isa: Isa, g: &ConvGeometry) -> usize {
+    let k = depth(g);
+    if !isa.avx512vnni()
+        || groups(g) != Some(1)
+        || !super::conv_i8::packs(g)
+        || stride(k) > BLOCK_BYTES
+        || g.out_c == 0
+    {
+        return 0;
+    }
+    packed_len(g.out_c, k) + g.out_c.div_ceil(LANES) * LANES * 4
+}
+
+/// Packs the OHWI `filter` of `g` into `out` ([`prepacked_len`] bytes, not 0): the same
+/// panels and sums [`conv_rows`] would build group by group at every call.
+///
+/// # Panics
+/// If [`prepacked_len`] is 0 for `g` on `isa` or a slice is shorter than `g` needs (a caller's
+/// bug: the kernel sizes them).
+pub(crate) fn prepack(isa: Isa, g: &ConvGeometry, filter: &[i8], out: &mut [i8]) {
+    let len = prepacked_len(isa, g);
+    assert!(len > 0, "prepack: the VNNI body does not run {g:?} on {isa}");
+    let (k, n) = (depth(g), g.out_c);
+    let (panels, sums_bytes) = out[..len].split_at_mut(packed_len(n, k));
+    let mut sums = [0i32; MAX_GROUP];
+    // `MAX_GROUP` channels at a time (a multiple of the panel): the panels of a run starting at
+    // channel `c0` are the whole filter's from panel `c0 / LANES` on.
+    for c0 in (0..n).step_by(MAX_GROUP) {
+        let nc = MAX_GROUP.min(n - c0);
+        pack(isa, &filter[c0 * k..], nc, k, &mut panels[c0 * stride(k)..], &mut sums);
+        let padded = nc.div_ceil(LANES) * LANES;
+        for (c, s) in sums[..padded].iter().enumerate() {
+            let bytes = s.to_le_bytes().map(|b| b as i8);
+            sums_bytes[(c0 + c) * 4..][..4].copy_from_slice(&bytes);
+        }
+    }
+}
+
 /// Output pixels `first_pixel..` (`output.len() / out_c` of them) of the convolution `g` (a
-/// geometry that `conv_i8::packs`) with its OHWI `filter` read in place and packed a group at a
-/// time into `scratch` (or the stack when empty). Returns `false`, having done nothing, when
-/// `isa` has no VNNI body or not one panel fits (the caller then runs the AVX2 body).
+/// geometry that `conv_i8::packs`) with its weights from `weights`. Returns `false`, having
+/// done nothing, when `isa` has no VNNI body or not one panel fits the scratch (the caller then
+/// runs the AVX2 body).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv_rows(
     isa: Isa,
     g: &ConvGeometry,
     input: &[i8],
-    filter: &[i8],
-    scratch: &mut [i8],
+    weights: VnniWeights<'_>,
     bias: Option<&[i32]>,
     q: &ConvQuant<'_>,
     first_pixel: usize,
@@ -50,15 +106,21 @@ pub(crate) fn conv_rows(
         return false;
     };
     let (npg, fd, out_c) = (g.out_c / groups, g.filter_depth, g.out_c);
-    let bytes = if scratch.is_empty() {
-        STACK_BYTES
-    } else {
-        scratch.len()
+    let bytes = match &weights {
+        VnniWeights::InPlace { scratch: [], .. } => STACK_BYTES,
+        VnniWeights::InPlace { scratch, .. } => scratch.len(),
+        // No scratch to fit: the largest group, so each block of rows is built fewest times.
+        VnniWeights::Prepacked(_) => usize::MAX,
     };
     let group = group_channels(npg, k, bytes);
     let stride = stride(k);
     if !isa.avx512vnni() || group == 0 || k == 0 || stride > BLOCK_BYTES {
         return false;
+    }
+    if let VnniWeights::Prepacked(p) = &weights {
+        if groups != 1 || p.len() < prepacked_len(isa, g) {
+            return false;
+        }
     }
     if out_c == 0 || output.is_empty() {
         return true;
@@ -71,10 +133,13 @@ pub(crate) fn conv_rows(
     let offset = q.input_offset as i16;
     let rq = Requant::of_conv(q, bias);
     let mut stack = [MaybeUninit::<i8>::uninit(); STACK_BYTES];
-    let panels: &mut [i8] = if scratch.is_empty() {
-        zeroed_prefix(&mut stack, packed_len(group, k))
-    } else {
-        scratch
+    // Per group: the filter to pack into `group_panels`, or the prepacked copy.
+    let (filter, group_panels, prepacked): (&[i8], &mut [i8], Option<&[i8]>) = match weights {
+        VnniWeights::InPlace { filter, scratch: [] } => {
+            (filter, zeroed_prefix(&mut stack, packed_len(group, k)), None)
+        }
+        VnniWeights::InPlace { filter, scratch } => (filter, scratch, None),
+        VnniWeights::Prepacked(p) => (&[], &mut [], Some(p)),
     };
     let mut sums = [0i32; MAX_GROUP];
     // Output channels `j0..j0 + nj` of convolution group `grp` (`j0` over all channels).
@@ -82,7 +147,22 @@ pub(crate) fn conv_rows(
     while j0 < out_c {
         let group_end = (grp + 1) * npg;
         let nj = group.min(group_end - j0);
-        pack(isa, &filter[j0 * k..], nj, k, panels, &mut sums);
+        let panels: &[i8] = match prepacked {
+            None => {
+                pack(isa, &filter[j0 * k..], nj, k, group_panels, &mut sums);
+                group_panels
+            }
+            Some(p) => {
+                // One convolution group (checked above); `j0` is a multiple of the panel.
+                let (panels, sums_bytes) = p.split_at(packed_len(out_c, k));
+                let padded = nj.div_ceil(LANES) * LANES;
+                for (c, s) in sums[..padded].iter_mut().enumerate() {
+                    let b = &sums_bytes[(j0 + c) * 4..][..4];
+                    *s = i32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]);
+                }
+                &panels[j0 * stride..]
+            }
+        };
         let rqj = rq.channels_from(j0);
         let c0 = grp * fd;
         let mut p0 = 0;
@@ -314,5 +394,9 @@ pub(crate) fn fully_connected_rows(
         act_max: q.act_max,
     };
     let output = &mut output[..batches * units];
-    conv_rows(isa, &g, input, weights, scratch, bias, &cq, 0, output)
+    let weights = VnniWeights::InPlace {
+        filter: weights,
+        scratch,
+    };
+    conv_rows(isa, &g, input, weights, bias, &cq, 0, output)
 }

@@ -20,9 +20,10 @@
 //! registers. Channel tiles are outermost, so a 32-channel slice of the weights stays in L1
 //! while the rows of the call pass it; the output stage of a channel tile is set up once.
 //!
-//! x86-64 only (the module is compiled there). Only the kernels that read their weights in place pack for this layout (a group of
-//! channels at a time, into the scratch the AVX2 layout would use, see [`group_channels`]); a
-//! filter packed at prepare is in the AVX2 layout and runs the AVX2 body.
+//! x86-64 only (the module is compiled there). The kernels that read their weights in place
+//! pack for this layout a group of channels at a time, into the scratch the AVX2 layout would
+//! use (see [`group_channels`]); an ungrouped convolution's filter packed at prepare (when an
+//! arena budget grants the copy) is in this layout too, whole (`conv_i8_vnni::prepack`).
 
 
 use super::gemm_i8::OutRows;

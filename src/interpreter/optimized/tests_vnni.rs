@@ -146,3 +146,76 @@ fn conv_window_runs_match_reference() {
         }
     }
 }
+
+/// A filter packed once at prepare ([`prepacked_filter`] / [`prepack_filter`], the VNNI
+/// layout on that path, the AVX2 one elsewhere) gives the reference's bits on every path, in
+/// bands of pixels as the kernel threads split them: depths not a multiple of 4, channel
+/// counts not a multiple of 16 and above one prepack run of 512, padding and stride 2, one
+/// scale and a scale per channel. A copy of another layout or too short is declined.
+#[test]
+fn conv_prepacked_matches_reference() {
+    use super::conv_i8::{conv_i8_rows_prepacked_with, prepack_filter, prepacked_filter};
+    let mut r = Rng::new(8191);
+    for case in 0..24 {
+        let (f, c) = [(1, 5), (3, 3), (1, 24), (3, 7)][case % 4];
+        let oc = [9, 16, 33, 600][case / 4 % 4];
+        let stride = 1 + case % 2;
+        let hw = 3 + case % 4;
+        let pad = usize::from(f == 3);
+        let out = |n: usize| (n + 2 * pad - f) / stride + 1;
+        let g = ConvGeometry {
+            batches: 1 + case / 16,
+            in_h: hw,
+            in_w: hw + 2,
+            in_c: c,
+            out_h: out(hw),
+            out_w: out(hw + 2),
+            out_c: oc,
+            filter_h: f,
+            filter_w: f,
+            filter_depth: c,
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h: pad,
+            pad_w: pad,
+            depth_multiplier: 1,
+        };
+        let filter: Vec<i8> = (0..oc * f * f * c).map(|_| r.range(-128, 127) as i8).collect();
+        let input: Vec<i8> = (0..g.input_len()).map(|_| r.range(-128, 127) as i8).collect();
+        let mut qq = Quant::random(&mut r, oc);
+        qq.input_offset = [128, -127, 3][case % 3];
+        if case % 3 == 0 {
+            qq.mults = vec![qq.mults[0]; oc];
+            qq.shifts = vec![qq.shifts[0]; oc];
+        }
+        let q = qq.conv();
+        let b = bias(&mut r, oc);
+        let mut want = vec![0i8; g.output_len()];
+        conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
+        let pixels = g.output_len() / oc;
+        for &isa in Isa::available() {
+            let Some((layout, len)) = prepacked_filter(isa, &g) else {
+                continue;
+            };
+            let mut packed = vec![0x55i8; len];
+            prepack_filter(isa, layout, &g, &filter, &mut packed);
+            for band in [pixels, pixels.div_ceil(2), 3] {
+                let mut got = vec![0i8; g.output_len()];
+                for (t, part) in got.chunks_mut(band * oc).enumerate() {
+                    let ran = conv_i8_rows_prepacked_with(
+                        isa, layout, &g, &input, &packed, b.as_deref(), &q, t * band, part,
+                    );
+                    assert!(ran, "{isa:?} {layout:?} {g:?}");
+                }
+                assert_eq!(got, want, "{isa:?} {layout:?} band {band} {g:?}");
+            }
+            let mut got = vec![0i8; g.output_len()];
+            let short = &packed[..len - 1];
+            assert!(!conv_i8_rows_prepacked_with(
+                isa, layout, &g, &input, short, b.as_deref(), &q, 0, &mut got
+            ));
+        }
+    }
+}
