@@ -174,5 +174,5 @@ fn owned_desc(
     }
     .unwrap();
     let t = &sg.tensors[t];
-    (t.name.clone(), t.quantization.clone())
+    (t.name.to_string(), t.quantization.clone())
 }

@@ -324,7 +324,7 @@ fn subgraph(model: &Model, si: usize) -> SubgraphSummary {
         .enumerate()
         .map(|(ti, t)| TensorSummary {
             index: ti,
-            name: t.name.clone(),
+            name: t.name.to_string(),
             dtype: t.dtype.name(),
             shape: t.shape.clone(),
             shape_signature: t.shape_signature.clone(),

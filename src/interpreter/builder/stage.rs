@@ -602,7 +602,7 @@ fn refuse_orphan_reads(lifetimes: &Lifetimes, nodes: &[NodeInfo]) -> Result<(), 
         .map_or(p.first, |n| n.index);
     Err(InterpreterError::Tensor {
         index: p.tensor,
-        name: p.name.clone(),
+        name: p.name.to_string(),
         message: format!(
             "read by node {reader} but never written: it has no data, is neither a graph input \
              nor a variable, and no node outputs it"

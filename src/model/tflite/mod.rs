@@ -17,7 +17,7 @@ mod table;
 mod writer;
 
 use core::ops::Range;
-use rust_alloc::{string::String, string::ToString, vec::Vec};
+use rust_alloc::{borrow::Cow, string::String, string::ToString, vec::Vec};
 
 use flatbuffers::Vector;
 
@@ -217,6 +217,19 @@ impl<'f> Decoder<'f> {
         // part aligned for `X`.
         let (head, body, tail) = unsafe { bytes.align_to::<X>() };
         (head.is_empty() && tail.is_empty()).then_some(body)
+    }
+
+    /// A tensor name: borrowed in place from a file that lives for the whole program, else a
+    /// copy.
+    fn name(&self, s: &'f str) -> Result<Cow<'static, str>, ModelError> {
+        let borrowed = self
+            .in_place
+            .and_then(|file| file.get(self.range_of(s.as_bytes())))
+            .and_then(|b| core::str::from_utf8(b).ok());
+        match borrowed {
+            Some(b) => Ok(Cow::Borrowed(b)),
+            None => Ok(Cow::Owned(try_string(s, "a tensor name")?)),
+        }
     }
 
     /// The affine parameters of a quantization table with scales, refused as LiteRT's reader
@@ -435,7 +448,7 @@ impl<'f> Decoder<'f> {
             ));
         }
         Ok(TensorDef {
-            name: try_string(t.string(tensor::NAME).unwrap_or_default(), "a tensor name")?,
+            name: self.name(t.string(tensor::NAME).unwrap_or_default())?,
             dtype: {
                 let code = t.scalar::<i8>(tensor::TYPE, 0);
                 dtype_from_schema(code).ok_or_else(|| {
@@ -762,5 +775,41 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("large custom options"), "{text}");
         assert!(text.contains("corrupt"), "{text}");
+    }
+
+    /// `bytes` copied into a block leaked for the whole program, starting `shift` bytes past a
+    /// 64-byte boundary.
+    fn leaked(bytes: &[u8], shift: usize) -> &'static [u8] {
+        let block: &'static mut [u8] = Vec::leak(vec![0u8; bytes.len() + 64 + shift]);
+        let start = block.as_ptr().align_offset(64) + shift;
+        block[start..start + bytes.len()].copy_from_slice(bytes);
+        &block[start..start + bytes.len()]
+    }
+
+    #[test]
+    fn static_bytes_keep_quantization_in_place_and_misaligned_ones_copy_it() {
+        let mut b = ModelBuilder::new("g");
+        let w = b.add_tensor("w", DType::I8, &[3, 1, 1, 2]);
+        let q = Quantization::per_channel(vec![0.5, 0.25, 2.0], vec![0, -1, 3], 0).unwrap();
+        b.set_quantization(w, q.clone()).unwrap();
+        b.inputs(&[w]).outputs(&[w]);
+        let bytes = write_model(&b.build()).unwrap();
+        let read = |m: &Model| m.subgraphs[0].tensors[0].quantization.clone().unwrap();
+        // Aligned static bytes: the parameters are borrowed from them.
+        let aligned = leaked(&bytes, 0);
+        let m = read_model(ModelBytes::from_static(aligned)).unwrap();
+        let (inside, qa) = (aligned.as_ptr_range(), read(&m));
+        assert_eq!((qa.heap_bytes(), &qa), (0, &q));
+        assert!(inside.contains(&qa.scales().as_ptr().cast()));
+        assert!(inside.contains(&qa.zero_points().as_ptr().cast()));
+        // Shifted by 4 bytes (the zero points are no longer 8-byte aligned) or shared bytes:
+        // copies, the same values.
+        let shifted = read_model(ModelBytes::from_static(leaked(&bytes, 4))).unwrap();
+        let shared = read_model(bytes.clone().into()).unwrap();
+        for m in [&shifted, &shared] {
+            let qm = read(m);
+            assert!(qm.heap_bytes() > 0);
+            assert_eq!(qm, q);
+        }
     }
 }
