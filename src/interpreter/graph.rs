@@ -17,7 +17,7 @@ use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
 use crate::tensor::DType;
 use crate::tensor::QuantizationRef;
 use rust_alloc::borrow::Cow;
-use rust_alloc::{boxed::Box, format, string::String, vec::Vec};
+use rust_alloc::{boxed::Box, format, string::String, string::ToString, vec::Vec};
 
 /// How a tensor is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -486,7 +486,7 @@ fn entry(
         .size()
         .ok_or_else(|| err(format!("dtype {dtype} has no fixed element size")))?;
     let mut dims = Vec::with_capacity(tensor.shape.len());
-    for &d in &tensor.shape {
+    for &d in tensor.shape.iter() {
         match usize::try_from(d) {
             Ok(d) => dims.push(d),
             Err(_) => {

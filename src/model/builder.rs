@@ -61,7 +61,7 @@ impl ModelBuilder {
         self.subgraph.tensors.push(TensorDef {
             name: name.to_string().into(),
             dtype,
-            shape: shape.to_vec(),
+            shape: shape.to_vec().into(),
             shape_signature: None,
             buffer: 0,
             quantization: None,

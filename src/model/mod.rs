@@ -108,7 +108,7 @@ pub struct TensorDef {
     /// `type`.
     pub dtype: DType,
     /// `shape` (static shape; `-1` only appears in `shape_signature`).
-    pub shape: Vec<i32>,
+    pub shape: Cow<'static, [i32]>,
     /// `shape_signature` with `-1` for dynamic dimensions, when present.
     pub shape_signature: Option<Vec<i32>>,
     /// `buffer`: index into [`Model::buffers`]; 0 is the empty sentinel.

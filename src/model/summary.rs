@@ -326,7 +326,7 @@ fn subgraph(model: &Model, si: usize) -> SubgraphSummary {
             index: ti,
             name: t.name.to_string(),
             dtype: t.dtype.name(),
-            shape: t.shape.clone(),
+            shape: t.shape.to_vec(),
             shape_signature: t.shape_signature.clone(),
             bytes: t.byte_size(),
             kind: if model.is_constant(si, ti) {

@@ -59,7 +59,8 @@ pub(crate) fn infer_shapes(model: &Model) -> Result<Option<Model>, InterpreterEr
                 tensor.name,
                 i32::MAX
             ))
-        })?;
+        })?
+        .into();
     }
     Ok(Some(out))
 }

@@ -19,7 +19,7 @@ use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
-use rust_alloc::vec::Vec;
+use rust_alloc::{string::ToString, vec::Vec};
 
 /// A variable tensor's initial value when it is not all zero bytes.
 #[derive(Clone, Copy, Debug)]

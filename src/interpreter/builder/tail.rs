@@ -9,7 +9,7 @@ use crate::interpreter::error::InterpreterError;
 use crate::interpreter::graph::{TensorEntry, TensorKind};
 use crate::interpreter::subgraphs::Layout;
 use crate::model::Model;
-use rust_alloc::vec::Vec;
+use rust_alloc::{string::ToString, vec::Vec};
 
 /// The arena tail while it is staged: persistent records (op data, tensor copies) and which
 /// record holds each tail tensor.

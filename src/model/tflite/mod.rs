@@ -175,6 +175,8 @@ unsafe trait Plain: Copy {}
 unsafe impl Plain for f32 {}
 // SAFETY: as above.
 unsafe impl Plain for i64 {}
+// SAFETY: as above.
+unsafe impl Plain for i32 {}
 
 /// `Ok` when `index` is in `0..len` (or `-1` where optional), else an error naming the location.
 pub(crate) fn check_index(
@@ -217,6 +219,25 @@ impl<'f> Decoder<'f> {
         // part aligned for `X`.
         let (head, body, tail) = unsafe { bytes.align_to::<X>() };
         (head.is_empty() && tail.is_empty()).then_some(body)
+    }
+
+    /// A vector of scalars (empty when absent): borrowed in place where
+    /// [`in_place`](Self::in_place) allows, else a copy.
+    fn scalars<X>(
+        &self,
+        v: Option<Vector<'f, X>>,
+        what: &'static str,
+    ) -> Result<Cow<'static, [X]>, ModelError>
+    where
+        X: Plain + flatbuffers::Follow<'f, Inner = X> + 'f,
+    {
+        let Some(v) = v else {
+            return Ok(Cow::Borrowed(&[]));
+        };
+        match self.in_place::<X>(v.bytes()) {
+            Some(b) => Ok(Cow::Borrowed(b)),
+            None => Ok(Cow::Owned(try_collect(v.iter(), what)?)),
+        }
     }
 
     /// A tensor name: borrowed in place from a file that lives for the whole program, else a
@@ -440,7 +461,7 @@ impl<'f> Decoder<'f> {
                 )?);
             }
         }
-        let shape: Vec<i32> = collect(t.vector::<i32>(tensor::SHAPE), "a tensor shape")?;
+        let shape = self.scalars(t.vector::<i32>(tensor::SHAPE), "a tensor shape")?;
         if let Some((k, d)) = shape.iter().enumerate().find(|(_, &d)| d < -1) {
             return Err(ModelError::invalid(
                 format!("subgraphs[{si}].tensors[{ti}].shape[{k}]"),
