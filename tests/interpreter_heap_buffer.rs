@@ -48,7 +48,11 @@ fn tables_live_in_the_callers_buffer() {
         for t in &model.subgraphs[0].tensors {
             let q = t.quantization.as_ref().map_or(0, |q| q.heap_bytes());
             assert_eq!(q, 0, "{}: {:?}'s quantization copied", case.name, t.name);
-            assert!(matches!(t.name, Cow::Borrowed(_)), "{}: name copied", case.name);
+            assert!(
+                matches!(t.name, Cow::Borrowed(_)),
+                "{}: name copied",
+                case.name
+            );
         }
         let needs = Interpreter::arena_needs(&model, &resolver).unwrap();
         assert!(needs.tables_bytes > 0, "{}: no tables counted", case.name);
