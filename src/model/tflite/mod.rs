@@ -240,8 +240,8 @@ impl<'f> Decoder<'f> {
         }
     }
 
-    /// A tensor name: borrowed in place from a file that lives for the whole program, else a
-    /// copy.
+    /// A tensor name (`s`: a verified string of the file): borrowed in place from a file that
+    /// lives for the whole program, else a copy.
     fn name(&self, s: &'f str) -> Result<Cow<'static, str>, ModelError> {
         let borrowed = self
             .in_place
@@ -469,7 +469,9 @@ impl<'f> Decoder<'f> {
             ));
         }
         Ok(TensorDef {
-            name: self.name(t.string(tensor::NAME).unwrap_or_default())?,
+            name: t
+                .string(tensor::NAME)
+                .map_or(Ok(Cow::Borrowed("")), |s| self.name(s))?,
             dtype: {
                 let code = t.scalar::<i8>(tensor::TYPE, 0);
                 dtype_from_schema(code).ok_or_else(|| {
