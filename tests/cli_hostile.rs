@@ -116,7 +116,7 @@ fn overflowing_tensor_sizes_are_refused_at_load() {
     let acts = activations(&model);
     let mut m = model.clone();
     for &t in &acts[..2] {
-        m.subgraphs[0].tensors[t].shape = vec![i32::MAX, i32::MAX];
+        m.subgraphs[0].tensors[t].shape = vec![i32::MAX, i32::MAX].into();
     }
     let path = dir.path().join("overflow.tflite");
     std::fs::write(&path, m.to_bytes().unwrap()).unwrap();
@@ -556,7 +556,7 @@ fn last_rounds_cases_stay_fixed() {
     let dir = tempfile::tempdir().unwrap();
     // A -1 in `shape` (not `shape_signature`) is an error, not a size of 1.
     let mut m = model.clone();
-    m.subgraphs[0].tensors[acts[0]].shape = vec![-1, 16];
+    m.subgraphs[0].tensors[acts[0]].shape = vec![-1, 16].into();
     let path = dir.path().join("neg.tflite");
     std::fs::write(&path, m.to_bytes().unwrap()).unwrap();
     for cmd in ["plan", "run"] {

@@ -100,7 +100,7 @@ fn a_variable_of_the_wrong_shape_fails_in_prepare_before_it_is_staged() {
         let t = (0..sg.tensors.len())
             .find(|&t| sg.tensors[t].is_variable)
             .expect("the model has SVDF state variables");
-        sg.tensors[t].shape[0] = 16_515_073;
+        sg.tensors[t].shape.to_mut()[0] = 16_515_073;
         state = Some(t);
     }) else {
         return;
@@ -133,7 +133,7 @@ fn a_custom_op_input_nobody_fills_is_refused_too() {
         // Tensor 1: the window's int16 weights, [480].
         let w = &mut m.subgraphs[0].tensors[1];
         assert!(
-            w.buffer != 0 && w.shape == [480],
+            w.buffer != 0 && *w.shape == [480],
             "tensor 1 is no longer the window weights"
         );
         w.buffer = 0;

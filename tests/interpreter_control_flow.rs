@@ -158,7 +158,7 @@ fn recursion_and_bad_subgraph_indices_are_errors() {
     assert!(err.contains("outputs"), "{err}");
     // A loop variable whose shape differs between the node and the body.
     let mut m = counting_loop(1, 2);
-    m.subgraphs[2].tensors[3].shape = vec![2, 2];
+    m.subgraphs[2].tensors[3].shape = vec![2, 2].into();
     let err = InterpreterBuilder::new(&m)
         .build()
         .err()

@@ -495,7 +495,7 @@ fn lying_nodes_are_refused_at_prepare() {
 
     let mut m = svdf.clone();
     let state = m.subgraphs[0].operators[0].inputs[4] as usize;
-    m.subgraphs[0].tensors[state].shape = vec![1, 511];
+    m.subgraphs[0].tensors[state].shape = vec![1, 511].into();
     let e = build_error(&m);
     assert!(e.contains("activation_state"), "{e}");
 
@@ -526,7 +526,7 @@ fn lying_nodes_are_refused_at_prepare() {
 
     let mut m = lstm.clone();
     let h = m.subgraphs[0].operators[0].inputs[18] as usize;
-    m.subgraphs[0].tensors[h].shape = vec![1, 79];
+    m.subgraphs[0].tensors[h].shape = vec![1, 79].into();
     let e = build_error(&m);
     assert!(e.contains("expected [79, 257]"), "{e}");
 

@@ -40,7 +40,7 @@ fn tensors_that_cannot_fit_the_address_space_are_refused_at_load() {
     assert!(acts.len() >= 2, "{acts:?}");
     let mut m = model.clone();
     for &t in &acts[..2] {
-        m.subgraphs[0].tensors[t].shape = vec![i32::MAX, i32::MAX];
+        m.subgraphs[0].tensors[t].shape = vec![i32::MAX, i32::MAX].into();
     }
     let bytes = m.to_bytes().unwrap();
     let err = Model::from_bytes(bytes).unwrap_err();
@@ -67,7 +67,7 @@ fn tensors_that_cannot_fit_the_address_space_are_refused_at_load() {
     assert!(acts.len() >= 3, "{acts:?}");
     let mut m = model.clone();
     for &t in &acts[..3] {
-        m.subgraphs[0].tensors[t].shape = vec![i32::MAX, i32::MAX];
+        m.subgraphs[0].tensors[t].shape = vec![i32::MAX, i32::MAX].into();
     }
     let text = Model::from_bytes(m.to_bytes().unwrap())
         .unwrap_err()
@@ -79,7 +79,7 @@ fn tensors_that_cannot_fit_the_address_space_are_refused_at_load() {
     // Two of them do fit (just under isize::MAX together): every sum is then exact.
     let mut m = model.clone();
     for &t in &acts[..2] {
-        m.subgraphs[0].tensors[t].shape = vec![i32::MAX, i32::MAX];
+        m.subgraphs[0].tensors[t].shape = vec![i32::MAX, i32::MAX].into();
     }
     let m = Model::from_bytes(m.to_bytes().unwrap()).unwrap();
     let lt = Lifetimes::compute(&m, &LifetimeOptions::default()).unwrap();

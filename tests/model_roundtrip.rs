@@ -172,7 +172,7 @@ fn bad_indices_are_reported_with_location() {
     expect_error(&m, "signature_defs[0].outputs[0].tensor_index");
 
     let mut m = small_model();
-    m.subgraphs[0].tensors[0].shape = vec![1, -5];
+    m.subgraphs[0].tensors[0].shape = vec![1, -5].into();
     expect_error(&m, "subgraphs[0].tensors[0].shape[1]: dimension -5");
 }
 

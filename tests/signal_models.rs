@@ -530,14 +530,14 @@ fn lying_models_fail_at_build() {
     // The RFFT output is too short for fft_length 512.
     let mut m = base.clone();
     let t = m.subgraphs[0].operators[rfft_op - window].outputs[0] as usize;
-    m.subgraphs[0].tensors[t].shape = vec![100];
+    m.subgraphs[0].tensors[t].shape = vec![100].into();
     let e = build(&m).expect("short RFFT output is refused");
     assert!(e.contains("SignalRfft"), "{e}");
 
     // Energy's end_index beyond its output: shrink the energy output.
     let mut m = base.clone();
     let t = m.subgraphs[0].operators[energy - window].outputs[0] as usize;
-    m.subgraphs[0].tensors[t].shape = vec![200];
+    m.subgraphs[0].tensors[t].shape = vec![200].into();
     let e = build(&m).expect("short energy output is refused");
     assert!(e.contains("SignalEnergy"), "{e}");
 
@@ -553,7 +553,7 @@ fn lying_models_fail_at_build() {
     let mut m = base.clone();
     let w = m.subgraphs[0].operators[0].inputs[1] as usize;
     m.subgraphs[0].tensors[w].dtype = DType::I32;
-    m.subgraphs[0].tensors[w].shape = vec![240];
+    m.subgraphs[0].tensors[w].shape = vec![240].into();
     assert!(build(&m).is_some(), "int32 window weights are refused");
 }
 

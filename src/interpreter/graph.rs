@@ -17,7 +17,7 @@ use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
 use crate::tensor::DType;
 use crate::tensor::QuantizationRef;
 use rust_alloc::borrow::Cow;
-use rust_alloc::{boxed::Box, format, string::String, vec::Vec};
+use rust_alloc::{boxed::Box, format, string::String, string::ToString, vec::Vec};
 
 /// How a tensor is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,8 +37,8 @@ pub enum TensorKind {
 /// A tensor of the executable graph.
 #[derive(Clone, Debug)]
 pub struct TensorEntry {
-    /// Name.
-    pub name: String,
+    /// Name (the model's, borrowed or owned as [`TensorDef::name`](crate::model::TensorDef)).
+    pub name: Cow<'static, str>,
     /// Element type.
     pub dtype: DType,
     /// Dimensions (static shape).
@@ -135,7 +135,7 @@ impl<'a> TensorTable<'a> {
         for (t, e) in entries.iter().enumerate() {
             let too_big = || InterpreterError::Tensor {
                 index: t,
-                name: e.name.clone(),
+                name: e.name.to_string(),
                 message: "rank or shape table too large for the interpreter's tables".into(),
             };
             let rank = u8::try_from(e.dims.len()).map_err(|_| too_big())?;
@@ -400,7 +400,7 @@ pub(crate) fn build(
         let tensor = layout.tensor(model, t);
         return Err(InterpreterError::Tensor {
             index: t,
-            name: tensor.name.clone(),
+            name: tensor.name.to_string(),
             message: format!(
                 "dtype {} has no fixed size; this interpreter runs only fixed-size tensors",
                 tensor.dtype.name()
@@ -467,7 +467,7 @@ fn entry(
     let kind = *kind;
     let err = |message: String| InterpreterError::Tensor {
         index: t,
-        name: tensor.name.clone(),
+        name: tensor.name.to_string(),
         message,
     };
     let dtype = match tensor.dtype {
@@ -486,7 +486,7 @@ fn entry(
         .size()
         .ok_or_else(|| err(format!("dtype {dtype} has no fixed element size")))?;
     let mut dims = Vec::with_capacity(tensor.shape.len());
-    for &d in &tensor.shape {
+    for &d in tensor.shape.iter() {
         match usize::try_from(d) {
             Ok(d) => dims.push(d),
             Err(_) => {

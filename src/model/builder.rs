@@ -59,9 +59,9 @@ impl ModelBuilder {
     /// Adds an activation (non-constant) tensor; returns its index.
     pub fn add_tensor(&mut self, name: &str, dtype: DType, shape: &[i32]) -> i32 {
         self.subgraph.tensors.push(TensorDef {
-            name: name.to_string(),
+            name: name.to_string().into(),
             dtype,
-            shape: shape.to_vec(),
+            shape: shape.to_vec().into(),
             shape_signature: None,
             buffer: 0,
             quantization: None,
@@ -213,7 +213,7 @@ impl ModelBuilder {
                 .filter_map(|&i| {
                     let t = tensors.get(usize::try_from(i).ok()?)?;
                     Some(SignatureTensor {
-                        name: t.name.clone(),
+                        name: t.name.to_string(),
                         tensor_index: i as u32,
                     })
                 })

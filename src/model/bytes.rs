@@ -181,6 +181,15 @@ impl ModelBytes {
         Self(Repr::Static(bytes))
     }
 
+    /// The bytes, when they live for the whole program ([`from_static`](Self::from_static)):
+    /// what is read from them may be borrowed rather than copied.
+    pub fn as_static(&self) -> Option<&'static [u8]> {
+        match self.0 {
+            Repr::Static(b) => Some(b),
+            Repr::Shared(_) | Repr::Counted(_) => None,
+        }
+    }
+
     /// The bytes, mutably, when this handle is the only one on bytes this crate allocated
     /// ([`try_zeroed`](Self::try_zeroed)); `None` for shared, static or caller-provided bytes.
     pub fn get_mut(&mut self) -> Option<&mut [u8]> {

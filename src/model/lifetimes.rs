@@ -24,7 +24,7 @@
 //! output (and, for offline-planned tensors, when the offline plan gave both the same offset).
 
 use super::{BuiltinOp, Model, ModelError, Subgraph};
-use rust_alloc::{string::String, vec::Vec};
+use rust_alloc::{borrow::Cow, vec::Vec};
 
 /// How to derive lifetimes.
 #[derive(Clone, Debug, Default)]
@@ -80,8 +80,8 @@ impl TensorRole {
 pub struct PlannedTensor {
     /// Tensor index in the subgraph.
     pub tensor: usize,
-    /// Tensor name.
-    pub name: String,
+    /// Tensor name (the model's, borrowed or owned as [`TensorDef::name`](super::TensorDef)).
+    pub name: Cow<'static, str>,
     /// Bytes (`prod(shape) * sizeof(dtype)`).
     pub bytes: usize,
     /// First step it is live.
@@ -113,8 +113,8 @@ pub struct PersistentTensor {
     /// Tensor index.
     #[serde(rename = "index")]
     pub tensor: usize,
-    /// Tensor name.
-    pub name: String,
+    /// Tensor name (the model's, borrowed or owned as [`TensorDef::name`](super::TensorDef)).
+    pub name: Cow<'static, str>,
     /// Bytes.
     pub bytes: usize,
     /// Why it is persistent.

@@ -17,7 +17,7 @@ pub mod summary;
 pub mod tflite;
 
 use core::ops::Range;
-use rust_alloc::{string::String, string::ToString, vec::Vec};
+use rust_alloc::{borrow::Cow, string::String, string::ToString, vec::Vec};
 
 pub use crate::tensor::{DType, Quantization};
 pub use builder::ModelBuilder;
@@ -102,12 +102,13 @@ pub struct Sparsity {
 /// constant data is. Tensors that hold data are [`crate::tensor::Tensor`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorDef {
-    /// `name` (empty when absent).
-    pub name: String,
+    /// `name` (empty when absent): borrowed in place when the model's bytes live for the whole
+    /// program ([`ModelBytes::from_static`]), else owned.
+    pub name: Cow<'static, str>,
     /// `type`.
     pub dtype: DType,
     /// `shape` (static shape; `-1` only appears in `shape_signature`).
-    pub shape: Vec<i32>,
+    pub shape: Cow<'static, [i32]>,
     /// `shape_signature` with `-1` for dynamic dimensions, when present.
     pub shape_signature: Option<Vec<i32>>,
     /// `buffer`: index into [`Model::buffers`]; 0 is the empty sentinel.

@@ -324,9 +324,9 @@ fn subgraph(model: &Model, si: usize) -> SubgraphSummary {
         .enumerate()
         .map(|(ti, t)| TensorSummary {
             index: ti,
-            name: t.name.clone(),
+            name: t.name.to_string(),
             dtype: t.dtype.name(),
-            shape: t.shape.clone(),
+            shape: t.shape.to_vec(),
             shape_signature: t.shape_signature.clone(),
             bytes: t.byte_size(),
             kind: if model.is_constant(si, ti) {

@@ -3,20 +3,51 @@
 use super::{Shape, TensorError};
 #[cfg(not(feature = "std"))]
 use crate::math::Float;
+use rust_alloc::borrow::Cow;
 use rust_alloc::{string::String, vec::Vec};
 
 /// Affine quantization: `real = scale * (q - zero_point)`, either one `(scale, zero_point)` for the
 /// whole tensor or one per slice along `quantized_dimension` (per-channel, as TFLite uses for
 /// convolution weights).
+///
+/// The parameters are owned, or borrowed for the whole program ([`from_static`](Self::from_static):
+/// the reader of a model held in `&'static` bytes reads them in place, so a model in flash keeps
+/// no copy of its per-channel scales on the heap); a clone of borrowed parameters allocates
+/// nothing.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Quantization {
-    scales: Vec<f32>,
-    zero_points: Vec<i64>,
+    scales: Cow<'static, [f32]>,
+    zero_points: Cow<'static, [i64]>,
     quantized_dimension: usize,
 }
 
 fn bad(reason: String) -> TensorError {
     TensorError::Quantization { reason }
+}
+
+/// The invariant of [`Quantization`]: at least one scale, every scale finite and ≥ 0, as many
+/// zero points as scales.
+fn check(scales: &[f32], zero_points: &[i64]) -> Result<(), TensorError> {
+    if scales.is_empty() {
+        return Err(bad("at least one scale is required, got none".into()));
+    }
+    if let Some((i, s)) = scales
+        .iter()
+        .enumerate()
+        .find(|(_, s)| !s.is_finite() || **s < 0.0)
+    {
+        return Err(bad(format!(
+            "scale[{i}] = {s}; scales must be finite and ≥ 0"
+        )));
+    }
+    if zero_points.len() != scales.len() {
+        return Err(bad(format!(
+            "{} scales but {} zero points; the counts must match",
+            scales.len(),
+            zero_points.len()
+        )));
+    }
+    Ok(())
 }
 
 impl Quantization {
@@ -34,32 +65,30 @@ impl Quantization {
         mut zero_points: Vec<i64>,
         quantized_dimension: usize,
     ) -> Result<Self, TensorError> {
-        if scales.is_empty() {
-            return Err(bad("at least one scale is required, got none".into()));
-        }
-        if let Some((i, s)) = scales
-            .iter()
-            .enumerate()
-            .find(|(_, s)| !s.is_finite() || **s < 0.0)
-        {
-            return Err(bad(format!(
-                "scale[{i}] = {s}; scales must be finite and ≥ 0"
-            )));
-        }
         // Broadcast one zero point (index 0 exists: the length is 1).
         if zero_points.len() == 1 && scales.len() > 1 {
             zero_points = vec![zero_points[0]; scales.len()];
         }
-        if zero_points.len() != scales.len() {
-            return Err(bad(format!(
-                "{} scales but {} zero points; the counts must match",
-                scales.len(),
-                zero_points.len()
-            )));
-        }
+        check(&scales, &zero_points)?;
         Ok(Self {
-            scales,
-            zero_points,
+            scales: Cow::Owned(scales),
+            zero_points: Cow::Owned(zero_points),
+            quantized_dimension,
+        })
+    }
+
+    /// Parameters borrowed for the whole program (e.g. read in place from a model in flash):
+    /// nothing is copied. The checks are [`per_channel`](Self::per_channel)'s, except that the
+    /// zero points must be exactly one per scale (a broadcast would need a copy).
+    pub fn from_static(
+        scales: &'static [f32],
+        zero_points: &'static [i64],
+        quantized_dimension: usize,
+    ) -> Result<Self, TensorError> {
+        check(scales, zero_points)?;
+        Ok(Self {
+            scales: Cow::Borrowed(scales),
+            zero_points: Cow::Borrowed(zero_points),
             quantized_dimension,
         })
     }
@@ -79,10 +108,18 @@ impl Quantization {
         self.quantized_dimension
     }
 
-    /// Heap bytes the parameters hold (their vectors' capacity), for memory reports.
+    /// Heap bytes the parameters hold (their vectors' capacity; 0 when borrowed), for memory
+    /// reports.
     pub fn heap_bytes(&self) -> usize {
-        self.scales.capacity() * core::mem::size_of::<f32>()
-            + self.zero_points.capacity() * core::mem::size_of::<i64>()
+        let scales = match &self.scales {
+            Cow::Owned(v) => v.capacity() * core::mem::size_of::<f32>(),
+            Cow::Borrowed(_) => 0,
+        };
+        let zero_points = match &self.zero_points {
+            Cow::Owned(v) => v.capacity() * core::mem::size_of::<i64>(),
+            Cow::Borrowed(_) => 0,
+        };
+        scales + zero_points
     }
 
     /// Whether there is more than one `(scale, zero_point)` pair.
@@ -206,8 +243,8 @@ impl<'a> QuantizationRef<'a> {
     /// An owned copy (allocates its two vectors).
     pub fn to_quantization(&self) -> Quantization {
         Quantization {
-            scales: self.scales.to_vec(),
-            zero_points: self.zero_points.to_vec(),
+            scales: Cow::Owned(self.scales.to_vec()),
+            zero_points: Cow::Owned(self.zero_points.to_vec()),
             quantized_dimension: self.quantized_dimension,
         }
     }

@@ -154,7 +154,7 @@ pub fn section() -> Result<(), String> {
         plan.lifetimes
             .persistent
             .iter()
-            .map(|p| p.name.as_str())
+            .map(|p| &*p.name)
             .collect::<Vec<_>>()
             .join(", "),
         plan.total_bytes()

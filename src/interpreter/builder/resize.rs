@@ -79,7 +79,7 @@ pub(crate) fn resized_model(
         if model.tensor_data(0, i).is_some() {
             continue;
         }
-        for (d, dim) in tensor.shape.iter_mut().enumerate() {
+        for (d, dim) in tensor.shape.to_mut().iter_mut().enumerate() {
             if sig.get(d) != Some(&-1) {
                 continue;
             }

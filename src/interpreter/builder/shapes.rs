@@ -52,14 +52,16 @@ pub(crate) fn infer_shapes(model: &Model) -> Result<Option<Model>, InterpreterEr
     for (si, t, dims) in changed {
         let tensor = &mut out.subgraphs[si].tensors[t];
         let shape: Option<Vec<i32>> = dims.iter().map(|&d| i32::try_from(d).ok()).collect();
-        tensor.shape = shape.ok_or_else(|| {
-            InterpreterError::Usage(format!(
-                "subgraph {si} tensor {t} `{}`: inferred shape {dims:?} has a dimension above \
+        tensor.shape = shape
+            .ok_or_else(|| {
+                InterpreterError::Usage(format!(
+                    "subgraph {si} tensor {t} `{}`: inferred shape {dims:?} has a dimension above \
                  {}",
-                tensor.name,
-                i32::MAX
-            ))
-        })?;
+                    tensor.name,
+                    i32::MAX
+                ))
+            })?
+            .into();
     }
     Ok(Some(out))
 }

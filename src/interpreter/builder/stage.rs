@@ -19,7 +19,7 @@ use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
-use rust_alloc::vec::Vec;
+use rust_alloc::{string::ToString, vec::Vec};
 
 /// A variable tensor's initial value when it is not all zero bytes.
 #[derive(Clone, Copy, Debug)]
@@ -603,7 +603,7 @@ fn refuse_orphan_reads(lifetimes: &Lifetimes, nodes: &[NodeInfo]) -> Result<(), 
         .map_or(p.first, |n| n.index);
     Err(InterpreterError::Tensor {
         index: p.tensor,
-        name: p.name.clone(),
+        name: p.name.to_string(),
         message: format!(
             "read by node {reader} but never written: it has no data, is neither a graph input \
              nor a variable, and no node outputs it"

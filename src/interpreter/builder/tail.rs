@@ -9,7 +9,7 @@ use crate::interpreter::error::InterpreterError;
 use crate::interpreter::graph::{TensorEntry, TensorKind};
 use crate::interpreter::subgraphs::Layout;
 use crate::model::Model;
-use rust_alloc::vec::Vec;
+use rust_alloc::{string::ToString, vec::Vec};
 
 /// The arena tail while it is staged: persistent records (op data, tensor copies) and which
 /// record holds each tail tensor.
@@ -101,7 +101,7 @@ impl Tail {
             if e.kind == TensorKind::PrepareTimeConstant && self.tensor_record[t].is_none() {
                 return Err(InterpreterError::Tensor {
                     index: t,
-                    name: e.name.clone(),
+                    name: e.name.to_string(),
                     message: "computable at prepare time but no node produced it".into(),
                 });
             }
@@ -120,7 +120,7 @@ impl Tail {
     ) -> Result<u32, InterpreterError> {
         let index = u32::try_from(t).map_err(|_| InterpreterError::Tensor {
             index: t,
-            name: e.name.clone(),
+            name: e.name.to_string(),
             message: "tensor index beyond the interpreter's 32-bit tables".into(),
         })?;
         let record = self
@@ -132,7 +132,7 @@ impl Tail {
             if d.len() != dst.len() {
                 return Err(InterpreterError::Tensor {
                     index: t,
-                    name: e.name.clone(),
+                    name: e.name.to_string(),
                     message: format!("data has {} bytes, expected {}", d.len(), dst.len()),
                 });
             }
@@ -150,7 +150,7 @@ impl Tail {
                 let Some((at, len)) = range else {
                     return Err(InterpreterError::Tensor {
                         index: t,
-                        name: e.name.clone(),
+                        name: e.name.to_string(),
                         message: "initial value lies outside the model's first 4 GiB of bytes"
                             .into(),
                     });

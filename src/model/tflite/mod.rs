@@ -17,7 +17,7 @@ mod table;
 mod writer;
 
 use core::ops::Range;
-use rust_alloc::{string::String, string::ToString, vec::Vec};
+use rust_alloc::{borrow::Cow, string::String, string::ToString, vec::Vec};
 
 use flatbuffers::Vector;
 
@@ -62,6 +62,7 @@ pub fn read_model(bytes: ModelBytes) -> Result<Model, ModelError> {
     let root = schema::verified_root(&bytes).map_err(|e| ModelError::Corrupt(describe(&e)))?;
     let decoded = Decoder {
         file: &bytes,
+        in_place: bytes.as_static(),
         copied: core::cell::Cell::new(0),
     }
     .model(root)?;
@@ -107,6 +108,9 @@ fn describe(e: &flatbuffers::InvalidFlatbuffer) -> String {
 
 struct Decoder<'f> {
     file: &'f [u8],
+    /// The same bytes when they live for the whole program (a model in flash): vectors of
+    /// scalars are then borrowed in place rather than copied ([`Decoder::in_place`]).
+    in_place: Option<&'static [u8]>,
     /// Bytes of out-of-flatbuffer data copied so far (large custom options). In a valid file
     /// each operator's range is its own, so the total never exceeds the file size; a corrupt
     /// file whose operators all name the same large range is refused instead of copying it once
@@ -161,37 +165,18 @@ fn collect<'a, X: flatbuffers::Follow<'a> + 'a>(
     v.map_or(Ok(Vec::new()), |v| try_collect(v.iter(), what))
 }
 
-/// The affine parameters of a quantization table with scales, refused as LiteRT's reader refuses
-/// them: zero points missing or not one per scale, a negative dimension; and, beyond LiteRT, a
-/// scale that is negative or not finite (no kernel can use one). `location` is called only to
-/// name the table in an error.
-fn affine(
-    scales: Vec<f32>,
-    zero_points: Vec<i64>,
-    quantized_dimension: i32,
-    location: impl Fn() -> String,
-) -> Result<Quantization, ModelError> {
-    if zero_points.len() != scales.len() {
-        return Err(ModelError::invalid(
-            location(),
-            format!(
-                "{} scales but {} zero points; expected one zero point per scale",
-                scales.len(),
-                zero_points.len()
-            ),
-        ));
-    }
-    let Ok(dimension) = usize::try_from(quantized_dimension) else {
-        return Err(ModelError::invalid(
-            location(),
-            format!("quantized_dimension {quantized_dimension}, expected >= 0"),
-        ));
-    };
-    // No allocation on success: the vectors move in (their lengths are equal, so no zero point
-    // is broadcast).
-    Quantization::per_channel(scales, zero_points, dimension)
-        .map_err(|e| ModelError::invalid(location(), e.to_string()))
-}
+/// Scalars every bit pattern of which is a value, so that little-endian bytes of the file can be
+/// read as a slice of them in place.
+///
+/// # Safety
+/// Every bit pattern of `size_of::<Self>()` bytes is a valid `Self` (no padding, no niche).
+unsafe trait Plain: Copy {}
+// SAFETY: plain integers and floats: every bit pattern is a value.
+unsafe impl Plain for f32 {}
+// SAFETY: as above.
+unsafe impl Plain for i64 {}
+// SAFETY: as above.
+unsafe impl Plain for i32 {}
 
 /// `Ok` when `index` is in `0..len` (or `-1` where optional), else an error naming the location.
 pub(crate) fn check_index(
@@ -218,6 +203,97 @@ impl<'f> Decoder<'f> {
     fn range_of(&self, data: &[u8]) -> Range<usize> {
         let start = data.as_ptr() as usize - self.file.as_ptr() as usize;
         start..start + data.len()
+    }
+
+    /// The elements of a verified vector (`data`: its bytes inside the file) borrowed in place:
+    /// `None` unless the file lives for the whole program, the target is little-endian (the
+    /// format is) and the elements are aligned for `X` in memory (flatbuffers align a vector
+    /// to its element size within the file; a caller's static bytes may start anywhere).
+    fn in_place<X: Plain>(&self, data: &[u8]) -> Option<&'static [X]> {
+        if cfg!(target_endian = "big") {
+            return None;
+        }
+        let bytes: &'static [u8] = self.in_place?.get(self.range_of(data))?;
+        // SAFETY: every bit pattern of `X` is a value (`Plain`), and on a little-endian target
+        // the file's little-endian scalars are `X`s as they lie; `align_to` keeps the middle
+        // part aligned for `X`.
+        let (head, body, tail) = unsafe { bytes.align_to::<X>() };
+        (head.is_empty() && tail.is_empty()).then_some(body)
+    }
+
+    /// A vector of scalars (empty when absent): borrowed in place where
+    /// [`in_place`](Self::in_place) allows, else a copy.
+    fn scalars<X>(
+        &self,
+        v: Option<Vector<'f, X>>,
+        what: &'static str,
+    ) -> Result<Cow<'static, [X]>, ModelError>
+    where
+        X: Plain + flatbuffers::Follow<'f, Inner = X> + 'f,
+    {
+        let Some(v) = v else {
+            return Ok(Cow::Borrowed(&[]));
+        };
+        match self.in_place::<X>(v.bytes()) {
+            Some(b) => Ok(Cow::Borrowed(b)),
+            None => Ok(Cow::Owned(try_collect(v.iter(), what)?)),
+        }
+    }
+
+    /// A tensor name (`s`: a verified string of the file): borrowed in place from a file that
+    /// lives for the whole program, else a copy.
+    fn name(&self, s: &'f str) -> Result<Cow<'static, str>, ModelError> {
+        let borrowed = self
+            .in_place
+            .and_then(|file| file.get(self.range_of(s.as_bytes())))
+            .and_then(|b| core::str::from_utf8(b).ok());
+        match borrowed {
+            Some(b) => Ok(Cow::Borrowed(b)),
+            None => Ok(Cow::Owned(try_string(s, "a tensor name")?)),
+        }
+    }
+
+    /// The affine parameters of a quantization table with scales, refused as LiteRT's reader
+    /// refuses them: zero points missing or not one per scale, a negative dimension; and,
+    /// beyond LiteRT, a scale that is negative or not finite (no kernel can use one). Borrowed
+    /// in place where [`in_place`](Self::in_place) allows, copied otherwise. `location` is
+    /// called only to name the table in an error.
+    fn affine(
+        &self,
+        scales: Vector<'f, f32>,
+        zero_points: Option<Vector<'f, i64>>,
+        quantized_dimension: i32,
+        location: impl Fn() -> String,
+    ) -> Result<Quantization, ModelError> {
+        let points = zero_points.map_or(0, |z| z.len());
+        if points != scales.len() {
+            return Err(ModelError::invalid(
+                location(),
+                format!(
+                    "{} scales but {points} zero points; expected one zero point per scale",
+                    scales.len(),
+                ),
+            ));
+        }
+        let Ok(dimension) = usize::try_from(quantized_dimension) else {
+            return Err(ModelError::invalid(
+                location(),
+                format!("quantized_dimension {quantized_dimension}, expected >= 0"),
+            ));
+        };
+        let borrowed = self
+            .in_place::<f32>(scales.bytes())
+            .zip(zero_points.and_then(|z| self.in_place::<i64>(z.bytes())));
+        let q = match borrowed {
+            Some((s, z)) => Quantization::from_static(s, z, dimension),
+            // The lengths are equal, so no zero point is broadcast: one allocation each.
+            None => Quantization::per_channel(
+                try_collect(scales.iter(), "a tensor's quantization scales")?,
+                collect(zero_points, "a tensor's quantization zero points")?,
+                dimension,
+            ),
+        };
+        q.map_err(|e| ModelError::invalid(location(), e.to_string()))
     }
 
     /// Resolves data stored outside the flatbuffer (`offset`/`size`, valid when offset > 1).
@@ -376,24 +452,16 @@ impl<'f> Decoder<'f> {
                 calibration = Some(CalibrationRange { min, max });
             }
             custom_quantization = q.scalar::<u8>(quant::DETAILS_TYPE, 0) != 0;
-            let scales = collect(
-                q.vector::<f32>(quant::SCALE),
-                "a tensor's quantization scales",
-            )?;
-            if !scales.is_empty() {
-                let zero_points = collect(
-                    q.vector::<i64>(quant::ZERO_POINT),
-                    "a tensor's quantization zero points",
-                )?;
-                quantization = Some(affine(
+            if let Some(scales) = q.vector::<f32>(quant::SCALE).filter(|v| !v.is_empty()) {
+                quantization = Some(self.affine(
                     scales,
-                    zero_points,
+                    q.vector::<i64>(quant::ZERO_POINT),
                     q.scalar::<i32>(quant::QUANTIZED_DIMENSION, 0),
                     || location("quantization"),
                 )?);
             }
         }
-        let shape: Vec<i32> = collect(t.vector::<i32>(tensor::SHAPE), "a tensor shape")?;
+        let shape = self.scalars(t.vector::<i32>(tensor::SHAPE), "a tensor shape")?;
         if let Some((k, d)) = shape.iter().enumerate().find(|(_, &d)| d < -1) {
             return Err(ModelError::invalid(
                 format!("subgraphs[{si}].tensors[{ti}].shape[{k}]"),
@@ -401,7 +469,9 @@ impl<'f> Decoder<'f> {
             ));
         }
         Ok(TensorDef {
-            name: try_string(t.string(tensor::NAME).unwrap_or_default(), "a tensor name")?,
+            name: t
+                .string(tensor::NAME)
+                .map_or(Ok(Cow::Borrowed("")), |s| self.name(s))?,
             dtype: {
                 let code = t.scalar::<i8>(tensor::TYPE, 0);
                 dtype_from_schema(code).ok_or_else(|| {
@@ -728,5 +798,41 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("large custom options"), "{text}");
         assert!(text.contains("corrupt"), "{text}");
+    }
+
+    /// `bytes` copied into a block leaked for the whole program, starting `shift` bytes past a
+    /// 64-byte boundary.
+    fn leaked(bytes: &[u8], shift: usize) -> &'static [u8] {
+        let block: &'static mut [u8] = Vec::leak(vec![0u8; bytes.len() + 64 + shift]);
+        let start = block.as_ptr().align_offset(64) + shift;
+        block[start..start + bytes.len()].copy_from_slice(bytes);
+        &block[start..start + bytes.len()]
+    }
+
+    #[test]
+    fn static_bytes_keep_quantization_in_place_and_misaligned_ones_copy_it() {
+        let mut b = ModelBuilder::new("g");
+        let w = b.add_tensor("w", DType::I8, &[3, 1, 1, 2]);
+        let q = Quantization::per_channel(vec![0.5, 0.25, 2.0], vec![0, -1, 3], 0).unwrap();
+        b.set_quantization(w, q.clone()).unwrap();
+        b.inputs(&[w]).outputs(&[w]);
+        let bytes = write_model(&b.build()).unwrap();
+        let read = |m: &Model| m.subgraphs[0].tensors[0].quantization.clone().unwrap();
+        // Aligned static bytes: the parameters are borrowed from them.
+        let aligned = leaked(&bytes, 0);
+        let m = read_model(ModelBytes::from_static(aligned)).unwrap();
+        let (inside, qa) = (aligned.as_ptr_range(), read(&m));
+        assert_eq!((qa.heap_bytes(), &qa), (0, &q));
+        assert!(inside.contains(&qa.scales().as_ptr().cast()));
+        assert!(inside.contains(&qa.zero_points().as_ptr().cast()));
+        // Shifted by 4 bytes (the zero points are no longer 8-byte aligned) or shared bytes:
+        // copies, the same values.
+        let shifted = read_model(ModelBytes::from_static(leaked(&bytes, 4))).unwrap();
+        let shared = read_model(bytes.clone().into()).unwrap();
+        for m in [&shifted, &shared] {
+            let qm = read(m);
+            assert!(qm.heap_bytes() > 0);
+            assert_eq!(qm, q);
+        }
     }
 }
