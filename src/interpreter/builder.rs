@@ -20,6 +20,7 @@ mod pad_fusion;
 mod place;
 mod resize;
 mod shapes;
+mod softmax_fusion;
 mod stage;
 mod tail;
 mod tensor_list;

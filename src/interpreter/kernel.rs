@@ -114,6 +114,9 @@ pub struct Registration {
     /// Whether the kernel reads [`PrepareContext::fused_padding`]: a PAD before input 0 may be
     /// folded into the node (see [`with_fused_padding`](Self::with_fused_padding)).
     pub fused_padding: bool,
+    /// Whether a MUL by a positive scalar constant before input 0 may be folded into the
+    /// node's own scale option (see [`with_fused_input_scale`](Self::with_fused_input_scale)).
+    pub fused_input_scale: bool,
 }
 
 impl Registration {
@@ -126,6 +129,7 @@ impl Registration {
             sparse_inputs: 0,
             f16_inputs: 0,
             fused_padding: false,
+            fused_input_scale: false,
         }
     }
 
@@ -159,6 +163,20 @@ impl Registration {
         self
     }
 
+    /// The same registration accepting a MUL of its input by a positive scalar constant
+    /// folded into its scale option (SOFTMAX's `beta`): the builder then rewrites the option
+    /// in its copy of the model and the kernel reads the MUL's input. Only for kernels whose
+    /// result rounds close enough to the unfused graph's (see `builder::softmax_fusion`).
+    pub fn with_fused_input_scale(mut self) -> Self {
+        self.fused_input_scale = true;
+        self
+    }
+
+    /// Whether a MUL by a scalar constant before input 0 may be folded into this kernel's nodes.
+    pub fn reads_fused_input_scale(&self) -> bool {
+        self.fused_input_scale
+    }
+
     /// Whether a PAD before input 0 may be folded into this kernel's nodes.
     pub fn reads_fused_padding(&self) -> bool {
         self.fused_padding
@@ -183,6 +201,7 @@ impl core::fmt::Debug for Registration {
             .field("sparse_inputs", &self.sparse_inputs)
             .field("f16_inputs", &self.f16_inputs)
             .field("fused_padding", &self.fused_padding)
+            .field("fused_input_scale", &self.fused_input_scale)
             .finish()
     }
 }

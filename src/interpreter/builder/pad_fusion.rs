@@ -149,7 +149,7 @@ fn find(
 }
 
 /// Whether `t` has a fully known shape (no `-1` in its signature).
-fn is_static(t: &TensorDef) -> bool {
+pub(super) fn is_static(t: &TensorDef) -> bool {
     t.shape.iter().all(|&d| d >= 0)
         && t.shape_signature
             .as_ref()

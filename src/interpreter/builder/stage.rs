@@ -6,6 +6,7 @@
 use super::evaluate::evaluate_at_build;
 use super::pad_fusion;
 use super::shapes;
+use super::softmax_fusion;
 use super::tail::Tail;
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
 use crate::interpreter::context::{
@@ -134,7 +135,8 @@ pub(crate) fn stage_opts(
 ///    then [`shapes::infer_shapes`]: placeholder shapes of dynamic tensors;
 /// 1. [`resolve`] each node's registration (`PrepareNodeAndRegistrationDataFromFlatbuffer`);
 /// 2. [`lifetimes`] of every tensor, computed once, with in-place aliases where the resolved
-///    kernel runs in place, after [`pad_fusion::fold_pads`]; then the executable graph
+///    kernel runs in place, after [`pad_fusion::fold_pads`] and
+///    [`softmax_fusion::fold_softmax_scales`]; then the executable graph
 ///    ([`graph::build`]) and the refusals a kernel cannot make itself; float16
 ///    dequantizations folded into their readers;
 /// 3. [`Tail::stage_misaligned_constants`]: aligned tail copies that prepare-time nodes read;
@@ -165,12 +167,22 @@ pub(crate) fn stage_with<'r>(
         None => (None, Vec::new()),
     };
     let model = folded_model.as_ref().unwrap_or(model);
+    // Scalar MULs folded into the float SOFTMAX that reads them (same node indices).
+    let (scaled_model, scale_folds) =
+        match softmax_fusion::fold_softmax_scales(model, &layout, &registrations) {
+            Some((m, f)) => (Some(m), f),
+            None => (None, Vec::new()),
+        };
+    let model = scaled_model.as_ref().unwrap_or(model);
     let timeline = Timeline::new(&layout)?;
     let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
     let (mut tensors, mut nodes) = graph::build(model, &layout, &lifetimes)?;
     for f in &pad_folds {
         nodes[f.conv].fused_padding = Some(f.padding);
         nodes[f.pad].prepare_time = true; // it does not run
+    }
+    for f in &scale_folds {
+        nodes[f.mul].prepare_time = true; // it does not run
     }
     let subgraphs = layout.infos(model);
     let shared = shared_inputs(&layout, &subgraphs, &nodes, &tensors);
@@ -186,6 +198,9 @@ pub(crate) fn stage_with<'r>(
     let mut folded = fold_f16_dequantize(&subgraphs, &mut tensors, &mut nodes, &registrations);
     for f in &pad_folds {
         folded[f.pad] = true;
+    }
+    for f in &scale_folds {
+        folded[f.mul] = true;
     }
 
     let mut tail = Tail::new(tensors.len());
@@ -362,7 +377,8 @@ fn init_and_prepare(
         let mut mem = NodeMemory::default();
         if folded[i] {
             // Its readers take the float16 constant itself (`fold_f16_dequantize`), or the
-            // PAD's input and its padding (`pad_fusion`).
+            // PAD's input and its padding (`pad_fusion`), or the MUL's input and a scaled
+            // beta (`softmax_fusion`).
             memory.push(mem);
             continue;
         }

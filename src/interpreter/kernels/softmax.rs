@@ -282,11 +282,13 @@ impl Kernel for Softmax {
 
 /// The SOFTMAX kernel of kernel set `set` (TFLM's `Register_SOFTMAX()`).
 pub fn register_softmax(set: KernelSet) -> Registration {
-    let kernel = match set {
-        KernelSet::Reference => Softmax::reference(),
-        KernelSet::Optimized => Softmax::optimized(),
-    };
-    Registration::new("SOFTMAX", kernel)
+    match set {
+        KernelSet::Reference => Registration::new("SOFTMAX", Softmax::reference()),
+        // A scaling MUL before it folds into `beta` (`builder::softmax_fusion`).
+        KernelSet::Optimized => {
+            Registration::new("SOFTMAX", Softmax::optimized()).with_fused_input_scale()
+        }
+    }
 }
 
 /// SOFTMAX with LiteRT's built-in x86-64 arithmetic ([`Softmax::litert_optimized`]), to
