@@ -25,7 +25,7 @@
 use crate::interpreter::graph::FusedPadding;
 use crate::interpreter::kernel::Registration;
 use crate::interpreter::subgraphs::Layout;
-use crate::model::{BuiltinOp, BuiltinOptions, Model, Padding, TensorDef};
+use crate::model::{BuiltinOp, BuiltinOptions, Model, Padding, Subgraph, TensorDef};
 use crate::tensor::DType;
 use rust_alloc::vec::Vec;
 
@@ -77,9 +77,7 @@ fn find(
     if model.builtin_of(op)? != BuiltinOp::PAD {
         return None;
     }
-    let (p, _) = layout.locate_node(pad);
-    let si = layout.model_index[p];
-    let sg = &model.subgraphs[si];
+    let (p, si, sg) = node_subgraph(model, layout, pad);
     let (&[x, amounts], &[y]) = (&op.inputs[..], &op.outputs[..]) else {
         return None;
     };
@@ -149,6 +147,18 @@ fn find(
 }
 
 /// Whether `t` has a fully known shape (no `-1` in its signature).
+/// The subgraph holding global node `node`: its index in the layout, its index in the model,
+/// and the subgraph.
+pub(super) fn node_subgraph<'m>(
+    model: &'m Model,
+    layout: &Layout,
+    node: usize,
+) -> (usize, usize, &'m Subgraph) {
+    let (p, _) = layout.locate_node(node);
+    let si = layout.model_index[p];
+    (p, si, &model.subgraphs[si])
+}
+
 pub(super) fn is_static(t: &TensorDef) -> bool {
     t.shape.iter().all(|&d| d >= 0)
         && t.shape_signature

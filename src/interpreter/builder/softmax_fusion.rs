@@ -26,7 +26,7 @@
 //! or outputs and does not run; its output tensor is unused. The SOFTMAX's `beta` option is
 //! rewritten in the builder's copy of the model.
 
-use super::pad_fusion::is_static;
+use super::pad_fusion::{is_static, node_subgraph};
 use crate::interpreter::kernel::Registration;
 use crate::interpreter::subgraphs::Layout;
 use crate::model::{Activation, BuiltinOp, BuiltinOptions, Model, TensorDef};
@@ -87,9 +87,7 @@ fn find(
     {
         return None;
     }
-    let (p, _) = layout.locate_node(mul);
-    let si = layout.model_index[p];
-    let sg = &model.subgraphs[si];
+    let (p, si, sg) = node_subgraph(model, layout, mul);
     let (&[a, b], &[y]) = (&op.inputs[..], &op.outputs[..]) else {
         return None;
     };
