@@ -2,9 +2,10 @@
 //! columns, and the OHWI filter is `B` (`out_c × filter_h·filter_w·in_c`, packed once).
 //!
 //! A pointwise convolution (1×1 filter, stride 1, no padding) multiplies the NHWC input in place;
-//! with fewer than [`DOT_ROWS`] output pixels (a classifier head on a 1×1 image) it takes one dot
-//! product per output over the filter where it is, converting float16 in registers, since
-//! packing the filter would cost as much as the product.
+//! over at most [`DOT_MAX_ROWS`] output pixels (the last 7 × 7 stages of a MobileNet, a
+//! classifier head on a 1×1 image) it takes dot products over the filter where it is
+//! ([`super::gemm_dot_tiles`], converting float16 in registers), since packing the filter at
+//! the call would cost a large part of the product.
 //! Every other convolution works on blocks of [`ConvPlan::col_rows`] output pixels. When a
 //! filter row's taps are adjacent in memory and long enough, the windows that lie inside the
 //! image are multiplied where the input keeps them, one filter row at a time (a strided
@@ -28,6 +29,7 @@
 //! taps are not adjacent in memory.
 
 use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Isa, MR};
+use super::gemm_dot_tiles::gemm_dot_tiles;
 use super::conv_direct::{applies as direct_rows_apply, direct_rows};
 use super::conv_windows::{gathered_rows, multiplies_windows_in_place, windowed_rows};
 use super::matrix::{Strided, Weight};
@@ -47,8 +49,20 @@ const MAX_COL_ROWS: usize = 512;
 const STACK_COL_FLOATS: usize = 4096;
 
 /// Output pixels below which a pointwise convolution runs as dot products over the filter in
-/// place ([`ConvPlan::dot`]): packing panels costs about as much as four rows of products.
+/// place ([`ConvPlan::dot`]) whatever its depth: packing panels costs about as much as four
+/// rows of products.
 pub const DOT_ROWS: usize = 4;
+
+/// Most output pixels of a pointwise convolution of depth [`DOT_MIN_DEPTH`] or more that runs
+/// as dot products over the filter in place ([`ConvPlan::dot`]).
+pub const DOT_MAX_ROWS: usize = 64;
+
+/// Least depth at which a pointwise convolution of [`DOT_ROWS`] to [`DOT_MAX_ROWS`] pixels runs
+/// as dot products. The dot-product tiles spend about as long per output on adding their
+/// lanes as on 50 depth steps, while packing the filter at the call costs little at a short
+/// depth and a sixth of the product at a long one (`BENCHMARKS.md`: 7 × 7 pixels, depth 320
+/// and less slower as dot products, 576 and more faster).
+pub const DOT_MIN_DEPTH: usize = 512;
 
 /// How a convolution runs as matrix products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,9 +72,16 @@ pub struct ConvPlan {
     pub k: usize,
     /// Output pixels per im2col block; 0 for a pointwise convolution (no im2col).
     pub col_rows: usize,
-    /// A pointwise convolution of fewer than [`DOT_ROWS`] output pixels: one dot product per
-    /// output over the filter where it is (no packing, no scratch, no packed copy).
+    /// An ungrouped pointwise convolution of fewer than [`DOT_ROWS`] output pixels, or at most
+    /// [`DOT_MAX_ROWS`] of depth [`DOT_MIN_DEPTH`] or more: dot products over the filter where
+    /// it is (no packing, no scratch, no packed copy).
     pub dot: bool,
+}
+
+/// Whether an ungrouped pointwise convolution of `pixels` output pixels and depth `k` runs as
+/// dot products over the filter in place ([`ConvPlan::dot`]).
+pub fn dot_applies(pixels: usize, k: usize) -> bool {
+    pixels < DOT_ROWS || (pixels <= DOT_MAX_ROWS && k >= DOT_MIN_DEPTH)
 }
 
 impl ConvPlan {
@@ -83,7 +104,7 @@ impl ConvPlan {
             let rows = (COL_BLOCK_BYTES / (4 * k.max(1))).clamp(MR, MAX_COL_ROWS);
             (rows / MR * MR).min(g.out_h * g.out_w).max(1)
         };
-        let dot = pointwise && groups == 1 && g.batches * g.out_h * g.out_w < DOT_ROWS;
+        let dot = pointwise && groups == 1 && dot_applies(g.batches * g.out_h * g.out_w, k);
         Some(ConvPlan { k, col_rows, dot })
     }
 
@@ -273,21 +294,30 @@ pub fn conv_f32<W: Weight>(
     let (groups, npg, fd) = (plan.groups(g), plan.group_out(g), g.filter_depth);
     let group_len = plan.group_packed_len(g);
     if let (true, ConvWeights::InPlace { filter, .. }) = (plan.dot, &weights) {
-        // Pointwise on a few pixels: rows of the input times rows of the filter. One pixel
+        // Pointwise on few pixels: rows of the input times rows of the filter. One pixel
         // splits its output channels among the tasks (each output is one dot product, so the
-        // split changes no value); a few pixels run as one task.
+        // split changes no value); more pixels are split into bands of rows, each multiplied
+        // by dot-product tiles (`gemm_dot_tiles`: a row's outputs do not depend on its band).
         let (a, w) = (&input[..m * k], &filter[..n * k]);
-        let units = if m == 1 { task_units(n, k, threads) } else { n };
         let ep = &ep;
-        run_chunks(&mut output[..m * n], units * m, &|t, part| {
-            let j0 = t * units;
-            let nj = part.len() / m;
-            let epj = Epilogue {
-                bias: ep.bias.map(|b| &b[j0..]),
-                ..*ep
-            };
-            gemm_dot(isa, m, nj, k, a, &w[j0 * k..], &epj, part, nj);
-        });
+        if m == 1 {
+            let units = task_units(n, k, threads);
+            run_chunks(&mut output[..n], units, &|t, part| {
+                let j0 = t * units;
+                let nj = part.len();
+                let epj = Epilogue {
+                    bias: ep.bias.map(|b| &b[j0..]),
+                    ..*ep
+                };
+                gemm_dot(isa, 1, nj, k, a, &w[j0 * k..], &epj, part, nj);
+            });
+        } else {
+            let rows = task_rows(m, n, k, threads);
+            run_chunks(&mut output[..m * n], rows * n, &|t, part| {
+                let (r0, mt) = (t * rows, part.len() / n);
+                gemm_dot_tiles(isa, mt, n, k, &a[r0 * k..(r0 + mt) * k], w, ep, part, n);
+            });
+        }
         return;
     }
     let ep = &ep;
@@ -521,7 +551,7 @@ pub(super) mod tests {
             geometry((40, 40, 16), (1, 1, 40), 1, 1, false, 1), // pointwise, 3 tasks
             // Several panel groups (k = 1152: 2 panels a group) with and without im2col.
             geometry((6, 6, 128), (3, 3, 70), 1, 1, true, 1),
-            geometry((6, 6, 1200), (1, 1, 50), 1, 1, false, 1),
+            geometry((9, 9, 1200), (1, 1, 50), 1, 1, false, 1),
             // Windows inside the image multiplied in place (filter rows of 48 and 40 values),
             // the border gathered: strided with batches, 5x5, and windows longer than KC.
             geometry((17, 15, 16), (3, 3, 20), 2, 1, true, 2),
@@ -532,11 +562,18 @@ pub(super) mod tests {
             geometry((31, 7, 12), (3, 3, 20), 1, 1, true, 2),
             geometry((26, 9, 8), (5, 5, 17), 1, 1, true, 1),
             // Dot products over the filter in place: one pixel (channels split among tasks,
-            // a depth with a tail after the 32- and 8-lane steps), three pixels; four rows
-            // and a strided 1x1 on one pixel are matrix products again.
+            // a depth with a tail after the 32- and 8-lane steps), two and three pixels; 7 x 7
+            // of a long depth (bands of rows on several tasks; depths and channels off the
+            // tiles), 64 pixels over batches. Four pixels of a short depth, 65 pixels and a
+            // strided 1x1 on one pixel are matrix products.
             geometry((1, 1, 1029), (1, 1, 1000), 1, 1, false, 1),
             geometry((1, 1, 37), (1, 1, 19), 1, 1, false, 3),
+            geometry((1, 2, 37), (1, 1, 19), 1, 1, false, 1),
+            geometry((7, 7, 960), (1, 1, 161), 1, 1, false, 1),
+            geometry((7, 7, 521), (1, 1, 9), 1, 1, false, 1),
+            geometry((4, 4, 513), (1, 1, 5), 1, 1, false, 4),
             geometry((2, 2, 37), (1, 1, 19), 1, 1, false, 1),
+            geometry((5, 13, 600), (1, 1, 5), 1, 1, false, 1),
             geometry((1, 1, 5), (1, 1, 3), 2, 1, true, 1),
             // One output channel over few input channels (a segmentation head): on the
             // AVX-512 path a dot product per pixel with whole windows (filter rows of 12 and
@@ -580,7 +617,7 @@ pub(super) mod tests {
             let input = values(g.input_len(), 1);
             assert_eq!(
                 plan.dot,
-                g.is_pointwise() && g.batches * g.out_h * g.out_w < DOT_ROWS
+                g.is_pointwise() && dot_applies(g.batches * g.out_h * g.out_w, plan.k)
             );
             let filter = values(g.out_c * plan.k, 2);
             let filter16: Vec<half::f16> = filter.iter().map(|&v| half::f16::from_f32(v)).collect();

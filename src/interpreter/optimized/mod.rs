@@ -78,3 +78,5 @@ mod tests_vnni;
 pub mod hybrid_epilogue;
 /// `gemm::gemm_dot` for a depth below 32: eight outputs per vector, the dot product's bits.
 mod gemm_dot_short;
+/// Dot-product tiles over unpacked weight rows: pointwise convolutions over few pixels.
+mod gemm_dot_tiles;
