@@ -111,7 +111,7 @@ pub(super) fn evaluate_at_build(
     )?;
     let view = tables.view(0, &records);
     check_node_views(node, (view.rt, view.scratch), &slots, tensors)?;
-    // Each of the node's tensors is its own region (staging words, tail records or the
+    // Each of the node's tensors is its own region (staging words, the records' copy or the
     // model's bytes); region 0 is an aligned empty one for zero-byte tensors.
     let mut regions = vec![(
         core::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8,

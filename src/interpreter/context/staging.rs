@@ -18,7 +18,7 @@ use rust_alloc::vec::Vec;
 /// One persistent record.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Record {
-    /// Byte offset in the staging buffer.
+    /// Byte offset from the tail's start.
     pub offset: usize,
     /// Bytes.
     pub size: usize,
@@ -54,7 +54,7 @@ pub(crate) struct Resource {
 
 impl Persistent {
     /// A new zeroed record of `size` bytes; returns its offset (a multiple of
-    /// [`RECORD_ALIGNMENT`], the same in the staging buffer and in the arena's tail).
+    /// [`RECORD_ALIGNMENT`]: where it will lie from the arena tail's start).
     pub fn allocate(&mut self, size: usize, category: Category) -> Result<u32, KernelError> {
         let offset = self.used;
         let rounded = size
