@@ -6,22 +6,84 @@
 //! quantization and the subgraph list are in the buffer too), and the buffer stays within
 //! TFLM's arena (head + tail).
 //! The heap is measured with the counting `GlobalAllocator` (one test in this file, so nothing
-//! else allocates meanwhile). Skips with a notice when `../shared` is absent.
+//! else allocates meanwhile), wrapped to follow the peak of one phase: the build-time heap of
+//! the firmware's configuration (static model bytes, reference kernels) is asserted against
+//! bounds, so that it cannot grow back unnoticed. Skips with a notice when `../shared` is
+//! absent.
 #![cfg(not(loom))]
 
 mod common;
 
+use std::alloc::{GlobalAlloc, Layout};
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tensor_alloc::global::count_allocations;
 use tensor_alloc::interpreter::{
-    Interpreter, InterpreterBuilder, InterpreterError, OpResolver, ALIGNMENT,
+    Interpreter, InterpreterBuilder, InterpreterError, KernelSet, OpResolver, ALIGNMENT,
 };
 use tensor_alloc::model::{Model, ModelBytes};
 use tensor_alloc::GlobalAllocator;
 
+/// The counting allocator, plus the bytes in use and their peak since [`peak_of`] started.
+struct PeakCounting(GlobalAllocator);
+
+static NOW: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(bytes: usize) {
+    let now = NOW.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: forwards every call to `GlobalAllocator` unchanged; the counters only observe.
+unsafe impl GlobalAlloc for PeakCounting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller upholds `alloc`'s contract.
+        let p = unsafe { self.0.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        NOW.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: the caller upholds `dealloc`'s contract.
+        unsafe { self.0.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller upholds `realloc`'s contract.
+        let p = unsafe { self.0.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            // Counted as a fresh block then the old one freed, as an allocator without
+            // in-place growth (the firmware's) holds both for a moment.
+            grew(new_size);
+            NOW.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
 #[global_allocator]
-static GLOBAL: GlobalAllocator = GlobalAllocator::new();
+static GLOBAL: PeakCounting = PeakCounting(GlobalAllocator::new());
+
+/// Runs `f`; returns its result and the most heap bytes it held at once (requested sizes).
+fn peak_of<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let base = NOW.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let r = f();
+    (r, PEAK.load(Ordering::Relaxed) - base)
+}
+
+/// Most heap bytes (64-bit host) parsing a model from static bytes, then sizing it
+/// (`arena_needs`, reference kernels: the firmware's configuration) may hold at once, for the
+/// firmware's three models: what was measured plus 1 % (BENCHMARKS.md, issue 33, branch
+/// mem33s18), so that a table or staging vector growing back fails.
+const PEAK_BOUNDS: &[(&str, usize, usize)] = &[
+    ("hello_world_int8", 3_120, 6_890),
+    ("micro_speech_quantized", 3_370, 7_980),
+    ("person_detect", 25_400, 68_800),
+];
 
 fn in_use() -> u64 {
     GlobalAllocator::bytes_in_use().0
@@ -33,7 +95,9 @@ fn tables_live_in_the_callers_buffer() {
         return;
     };
     let resolver = OpResolver::with_builtins();
+    let reference = OpResolver::with_kernel_set(KernelSet::Reference);
     let mut checked = 0;
+    let mut bounded = 0;
     for case in common::cases(&shared, "tflm") {
         if case.name == "person_detect_vela" {
             continue;
@@ -43,8 +107,34 @@ fn tables_live_in_the_callers_buffer() {
         let (_, parse_shared) = count_allocations(|| Model::from_bytes(shared_bytes)).unwrap();
         // As in flash (the firmware example): static bytes, names and quantization read in place.
         let bytes = ModelBytes::from_static(leaked(&file));
-        let (model, parse) = count_allocations(|| Model::from_bytes(bytes)).unwrap();
+        let ((model, parse), parse_peak) =
+            peak_of(|| count_allocations(|| Model::from_bytes(bytes)).unwrap());
         let model = model.unwrap();
+        // The firmware's sizing: the reference kernels (a model with an op they lack is not
+        // measured).
+        let (sized, sizing_peak) = peak_of(|| Interpreter::arena_needs(&model, &reference));
+        let sizing_peak = sized.is_ok().then_some(sizing_peak);
+        eprintln!(
+            "{:<36} heap peak (static bytes, reference kernels): parse {parse_peak} B, arena_needs {}",
+            case.name,
+            sizing_peak.map_or("n/a (an op without a reference kernel)".into(), |p| format!("+{p} B"))
+        );
+        if let Some(&(_, parse_most, sizing_most)) =
+            PEAK_BOUNDS.iter().find(|(n, ..)| *n == case.name)
+        {
+            assert!(
+                parse_peak <= parse_most,
+                "{}: parsing held {parse_peak} B of heap, at most {parse_most} expected",
+                case.name
+            );
+            let sizing_peak = sizing_peak.expect("a bounded model has reference kernels");
+            assert!(
+                sizing_peak <= sizing_most,
+                "{}: arena_needs held {sizing_peak} B of heap, at most {sizing_most} expected",
+                case.name
+            );
+            bounded += 1;
+        }
         for t in &model.subgraphs[0].tensors {
             let q = t.quantization.as_ref().map_or(0, |q| q.heap_bytes());
             assert_eq!(q, 0, "{}: {:?}'s quantization copied", case.name, t.name);
@@ -174,6 +264,11 @@ fn tables_live_in_the_callers_buffer() {
         checked += 1;
     }
     eprintln!("{checked} models");
+    assert_eq!(
+        bounded,
+        PEAK_BOUNDS.len(),
+        "every model with a heap bound was measured"
+    );
 }
 
 /// `bytes` in a block leaked for the rest of the test (as a model in flash lives for the whole

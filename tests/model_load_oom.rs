@@ -204,14 +204,14 @@ fn every_field_model() -> Model {
     b.quantize(x, 0.5, -3).unwrap();
     if let Some(t) = b.tensor_mut(x) {
         t.shape_signature = Some(vec![-1, 4, 4, 2]);
-        t.calibration = Some(CalibrationRange {
+        t.calibration = Some(Box::new(CalibrationRange {
             min: vec![-1.0],
             max: vec![1.0],
-        });
+        }));
     }
     let w = b.add_constant("weights", DType::I8, &[4, 2], &[1, 2, 3, 4, 5, 6, 7, 8]);
     if let Some(t) = b.tensor_mut(w) {
-        t.sparsity = Some(Sparsity {
+        t.sparsity = Some(Box::new(Sparsity {
             traversal_order: vec![0, 1],
             block_map: vec![],
             dim_metadata: vec![
@@ -228,7 +228,7 @@ fn every_field_model() -> Model {
                     array_indices: Some(SparseIndexVector::Uint8(vec![0, 1, 0, 1])),
                 },
             ],
-        });
+        }));
         t.is_sparse = true;
     }
     let r = b.add_tensor("reshaped", DType::I8, &[1, 32]);

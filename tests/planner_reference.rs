@@ -30,7 +30,7 @@ fn load(path: &Path, alignment: usize) -> (Vec<BufferRequirement>, serde_json::V
         };
         let mut b = BufferRequirement::new(bytes as usize, first as usize, last as usize)
             .with_alignment(alignment);
-        b.name = t["name"].as_str().map(String::from);
+        b.name = t["name"].as_str().map(|s| s.to_string().into());
         out.push(b);
     }
     (out, mem)

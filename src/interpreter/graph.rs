@@ -533,7 +533,7 @@ fn entry(
         quantization: tensor.quantization.clone().map(Box::new),
         kind,
         sparsity: if sparse {
-            tensor.sparsity.clone().map(Box::new)
+            tensor.sparsity.clone()
         } else {
             None
         },

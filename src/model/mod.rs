@@ -17,7 +17,7 @@ pub mod summary;
 pub mod tflite;
 
 use core::ops::Range;
-use rust_alloc::{borrow::Cow, string::String, string::ToString, vec::Vec};
+use rust_alloc::{borrow::Cow, boxed::Box, string::String, string::ToString, vec::Vec};
 
 pub use crate::tensor::{DType, Quantization};
 pub use builder::ModelBuilder;
@@ -116,8 +116,9 @@ pub struct TensorDef {
     /// The affine parameters of `quantization` (`scale`, `zero_point`, `quantized_dimension`),
     /// when it has scales.
     pub quantization: Option<Quantization>,
-    /// `quantization.min` / `max`, when present.
-    pub calibration: Option<CalibrationRange>,
+    /// `quantization.min` / `max`, when present (boxed: most tensors have none, and the table
+    /// of every tensor would otherwise carry its size).
+    pub calibration: Option<Box<CalibrationRange>>,
     /// Whether `quantization.details` (a custom quantization) is present; its content is not
     /// decoded.
     pub custom_quantization: bool,
@@ -126,8 +127,9 @@ pub struct TensorDef {
     /// Whether `sparsity` parameters are present (the tensor is stored sparse and must be
     /// densified, e.g. by a DENSIFY op).
     pub is_sparse: bool,
-    /// The `sparsity` parameters, when present (as read; validated by their consumer).
-    pub sparsity: Option<Sparsity>,
+    /// The `sparsity` parameters, when present (as read; validated by their consumer; boxed
+    /// like `calibration`).
+    pub sparsity: Option<Box<Sparsity>>,
     /// `has_rank`.
     pub has_rank: bool,
 }

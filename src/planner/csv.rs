@@ -70,7 +70,7 @@ pub fn records_from_csv(text: &str) -> Result<Vec<BufferRequirement>, PlanError>
                 format!("upper {hi} is not above lower {lo}; expected lower < upper (upper is exclusive)"),
             ));
         }
-        let mut b = BufferRequirement::new(bytes, lo, hi - 1).with_name(fields[id]);
+        let mut b = BufferRequirement::new(bytes, lo, hi - 1).with_name(String::from(fields[id]));
         if let Some(a) = alignment {
             b.alignment = number(a)?;
         }

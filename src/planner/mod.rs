@@ -44,7 +44,7 @@ pub use random::{planted_tiling, random_branchy_dag, random_layered_dag};
 pub use report::{
     plan_all, plan_all_with, plan_all_with_best, records_from_json, PlanReport, PlannerResult,
 };
-use rust_alloc::{string::String, vec::Vec};
+use rust_alloc::{borrow::Cow, string::String, vec::Vec};
 
 use serde::{Deserialize, Serialize};
 
@@ -63,8 +63,9 @@ pub struct BufferRequirement {
     pub offline_offset: Option<usize>,
     /// Index of another buffer whose offset this one shares (in-place / reshape aliasing).
     pub alias_of: Option<usize>,
-    /// A name for reports and the SVG picture.
-    pub name: Option<String>,
+    /// A name for reports and the SVG picture (borrowed when it is a `&'static str`, e.g. a
+    /// tensor name read in place from a model in flash: naming costs no allocation then).
+    pub name: Option<Cow<'static, str>>,
 }
 
 impl BufferRequirement {
@@ -100,7 +101,7 @@ impl BufferRequirement {
     }
 
     /// Sets the name.
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+    pub fn with_name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.name = Some(name.into());
         self
     }

@@ -6,7 +6,7 @@ use super::{
 };
 use crate::time::Instant;
 use core::fmt::Write;
-use rust_alloc::{string::String, string::ToString, vec::Vec};
+use rust_alloc::{borrow::Cow, string::String, string::ToString, vec::Vec};
 use serde::{Deserialize, Serialize};
 
 /// One planner's outcome.
@@ -258,7 +258,7 @@ pub fn records_from_json(text: &str) -> Result<Vec<BufferRequirement>, PlanError
             last_use: r.last,
             offline_offset: r.offline_offset,
             alias_of: r.alias_of,
-            name: r.name,
+            name: r.name.map(Cow::Owned),
         })
         .collect())
 }

@@ -45,6 +45,12 @@ pub(super) fn evaluate_at_build(
             computed[t] = Some(vec![0u128; words(tensors[t].bytes)]);
         }
     }
+    // The staged records at their offsets in one region (what the node's op data, states and
+    // tail tensors are read from), copied back once it ran.
+    let mut region = persistent
+        .contiguous()
+        .ok_or_else(|| err(String::from("out of memory for the persistent records")))?;
+    let region_base = region.as_mut_ptr() as *mut u8;
     // The node's scratch buffers, one after the other in one block.
     let mut scratch_block = vec![0u128; mem.scratch.iter().map(|&b| words(b)).sum()];
     let mut slots: Vec<Slot> = tensors
@@ -61,7 +67,7 @@ pub(super) fn evaluate_at_build(
         let ptr = if let Some(w) = computed[t].as_mut() {
             w.as_mut_ptr() as *mut u8
         } else if let Some(r) = tensor_record[t] {
-            persistent.ptr(r)
+            region_base.wrapping_add(r as usize)
         } else if let Some(d) = layout.tensor_data(model, t) {
             d.as_ptr() as *mut u8
         } else {
@@ -76,8 +82,7 @@ pub(super) fn evaluate_at_build(
             dtype: e.dtype,
         };
     }
-    // The staged records lie in the staging buffer at their offsets.
-    let records = RecordTable::new(persistent.base(), persistent.tail_bytes());
+    let records = RecordTable::new(region_base, persistent.tail_bytes());
     let scratch_base = scratch_block.as_mut_ptr() as *mut u8;
     let mut at = 0;
     let scratch: Vec<(*mut u8, usize)> = mem
@@ -106,7 +111,7 @@ pub(super) fn evaluate_at_build(
     )?;
     let view = tables.view(0, &records);
     check_node_views(node, (view.rt, view.scratch), &slots, tensors)?;
-    // Each of the node's tensors is its own region (staging words, tail records or the
+    // Each of the node's tensors is its own region (staging words, the records' copy or the
     // model's bytes); region 0 is an aligned empty one for zero-byte tensors.
     let mut regions = vec![(
         core::ptr::NonNull::<u128>::dangling().as_ptr() as *mut u8,
@@ -141,5 +146,7 @@ pub(super) fn evaluate_at_build(
     };
     reg.kernel
         .invoke(&mut ctx)
-        .map_err(|e| kernel_error(node, Phase::Invoke, e))
+        .map_err(|e| kernel_error(node, Phase::Invoke, e))?;
+    persistent.write_back(&region);
+    Ok(())
 }

@@ -302,8 +302,8 @@ impl BuildState<'_> {
             .persistent
             .allocate(core::mem::size_of::<T>(), Category::OpData)?;
         let ptr = self.persistent.ptr(record) as *mut T;
-        // SAFETY: the record is `size_of::<T>()` bytes at a 16-byte aligned offset of the
-        // 16-byte aligned staging buffer, and align_of::<T>() <= 16.
+        // SAFETY: the record's staged block is `size_of::<T>()` bytes (rounded up to 16) at a
+        // 16-byte aligned address, and align_of::<T>() <= 16.
         unsafe { ptr.write(value) };
         self.memory.op_data = Some(OpDataRef {
             record,
@@ -708,10 +708,10 @@ impl<'a> PrepareContext<'a> {
             .persistent
             .allocate(bytes, Category::Precomputed)?;
         let ptr = self.state.persistent.ptr(record) as *mut T;
-        // SAFETY: the record is `len * size_of::<T>()` zeroed bytes at a 16-byte aligned
-        // offset of the 16-byte aligned staging buffer (align_of::<T>() <= 16 checked above),
-        // and `T: Scalar` is plain data valid for all-zero bits; `&mut self` keeps the staging
-        // borrowed exclusively while `fill` writes.
+        // SAFETY: the record's staged block is `len * size_of::<T>()` zeroed bytes at a 16-byte
+        // aligned address (align_of::<T>() <= 16 checked above), and `T: Scalar` is plain data
+        // valid for all-zero bits; `&mut self` keeps the staging borrowed exclusively while
+        // `fill` writes.
         let values = unsafe { core::slice::from_raw_parts_mut(ptr, len) };
         fill(values);
         Ok(Some(PersistentArray {

@@ -110,9 +110,9 @@ impl<'a> SlotTable<'a> {
 const _: () = assert!(core::mem::size_of::<PackedSlot>() == 12);
 
 /// Where the persistent records (op data, persistent and state arrays, tail tensors) are: one
-/// region (the arena's tail at invoke, the staging buffer at build) in which each record lies
-/// at the offset its handle holds (see `staging`). No per-record table: a handle's offset and
-/// its type's size locate it. Invariant: `base..base + len` is live memory of the interpreter
+/// region (the arena's tail at invoke, a contiguous copy of the staged records for a node run
+/// at build) in which each record lies at the offset its handle holds (see `staging`). No
+/// per-record table: a handle's offset and its type's size locate it. Invariant: `base..base + len` is live memory of the interpreter
 /// (or of the build), 16-byte aligned at `base`.
 #[derive(Debug, Default)]
 pub(crate) struct RecordTable {

@@ -1,8 +1,13 @@
 //! Persistent memory while building: records staged on the heap during init and prepare and
-//! copied into the arena's tail once the arena exists, at the same offsets from the tail's
-//! start as from the staging buffer's. Handles hold those offsets, not addresses, so they stay
-//! valid across the move and the interpreter needs no table of records: a record is its
-//! region's start plus the offset.
+//! copied into the arena's tail once the arena exists, each at the offset from the tail's start
+//! that `allocate` returned. Handles hold those offsets, not addresses, so they stay valid
+//! across the move and the interpreter needs no table of records: a record is its region's
+//! start plus the offset.
+//!
+//! Each record is staged in its own block of exactly its (16-byte rounded) size, not in one
+//! growing buffer: growing a buffer holds the old and the new block at once, up to three times
+//! the tail, which was most of a small model's build-time heap. A node run at build reads the
+//! records as one region ([`Persistent::contiguous`], copied back after it ran).
 
 use super::RECORD_ALIGNMENT;
 use crate::arena::Category;
@@ -13,7 +18,7 @@ use rust_alloc::vec::Vec;
 /// One persistent record.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Record {
-    /// Byte offset in the staging buffer.
+    /// Byte offset from the tail's start.
     pub offset: usize,
     /// Bytes.
     pub size: usize,
@@ -24,11 +29,12 @@ pub(crate) struct Record {
 /// Persistent memory while building: staged on the heap, copied to the arena tail afterwards.
 #[derive(Default)]
 pub(crate) struct Persistent {
-    /// 16-byte aligned staging bytes (`u128` words).
-    staging: Vec<u128>,
-    /// Bytes used in `staging`.
+    /// Per record (same order as `records`): its 16-byte aligned staged bytes (`u128` words,
+    /// zero-initialised, exactly the rounded size).
+    blocks: Vec<Vec<u128>>,
+    /// Tail bytes the records take (the next record's offset).
     used: usize,
-    /// Records in allocation order.
+    /// Records in allocation order (and offset order).
     pub records: Vec<Record>,
     /// Resource variables by id (a VAR_HANDLE's output): their `(container, shared_name)`
     /// and, once a node sized it, their storage.
@@ -48,7 +54,7 @@ pub(crate) struct Resource {
 
 impl Persistent {
     /// A new zeroed record of `size` bytes; returns its offset (a multiple of
-    /// [`RECORD_ALIGNMENT`], the same in the staging buffer and in the arena's tail).
+    /// [`RECORD_ALIGNMENT`]: where it will lie from the arena tail's start).
     pub fn allocate(&mut self, size: usize, category: Category) -> Result<u32, KernelError> {
         let offset = self.used;
         let rounded = size
@@ -57,33 +63,31 @@ impl Persistent {
             .ok_or_else(|| {
                 KernelError::new(format!("persistent request of {size} bytes overflows"))
             })?;
-        let words = rounded / RECORD_ALIGNMENT;
-        if words > self.staging.len() {
-            let extra = words - self.staging.len();
-            self.staging.try_reserve(extra).map_err(|_| {
-                KernelError::new(format!("out of memory staging {size} persistent bytes"))
-            })?;
-            self.staging.resize(words, 0);
-        }
+        let words = (rounded - offset) / RECORD_ALIGNMENT;
         let at = u32::try_from(offset)
             .map_err(|_| KernelError::new("persistent records beyond 4 GiB of tail"))?;
-        self.records
-            .try_reserve(1)
-            .map_err(|_| KernelError::new("out of memory for a persistent record"))?;
+        let oom = || KernelError::new(format!("out of memory staging {size} persistent bytes"));
+        let mut block = Vec::new();
+        block.try_reserve_exact(words).map_err(|_| oom())?;
+        block.resize(words, 0);
+        self.records.try_reserve(1).map_err(|_| oom())?;
+        self.blocks.try_reserve(1).map_err(|_| oom())?;
         self.used = rounded;
         self.records.push(Record {
             offset,
             size,
             category,
         });
+        self.blocks.push(block);
         Ok(at)
     }
 
-    /// The record at `offset` (one `allocate` returned; records are in offset order).
-    fn record(&self, offset: u32) -> Record {
+    /// Position in `records` of the record at `offset` (one `allocate` returned; records are
+    /// in offset order; of zero-byte records sharing an offset, the first).
+    fn index(&self, offset: u32) -> usize {
         let i = self.records.partition_point(|r| r.offset < offset as usize);
         match self.records.get(i) {
-            Some(&r) if r.offset == offset as usize => r,
+            Some(r) if r.offset == offset as usize => i,
             _ => panic!("no persistent record at offset {offset}"),
         }
     }
@@ -95,36 +99,52 @@ impl Persistent {
 
     /// The staged bytes of the record at `record` (an offset `allocate` returned).
     pub fn bytes(&self, record: u32) -> &[u8] {
-        let r = self.record(record);
-        // SAFETY: the record lies inside `used <= staging.len() * 16` initialised bytes (the
-        // staging words are zero-initialised), and `&self` keeps them borrowed immutably.
-        unsafe {
-            core::slice::from_raw_parts((self.staging.as_ptr() as *const u8).add(r.offset), r.size)
-        }
+        let i = self.index(record);
+        let (block, size) = (&self.blocks[i], self.records[i].size);
+        // SAFETY: the block holds `size.next_multiple_of(16) / 16` zero-initialised words, so
+        // `size` initialised bytes, and `&self` keeps them borrowed immutably.
+        unsafe { core::slice::from_raw_parts(block.as_ptr() as *const u8, size) }
     }
 
     /// The staged bytes of a record, mutable.
     pub fn bytes_mut(&mut self, record: u32) -> &mut [u8] {
-        let r = self.record(record);
+        let i = self.index(record);
+        let size = self.records[i].size;
+        let block = &mut self.blocks[i];
         // SAFETY: as in `bytes`, and `&mut self` makes the borrow exclusive.
-        unsafe {
-            core::slice::from_raw_parts_mut(
-                (self.staging.as_mut_ptr() as *mut u8).add(r.offset),
-                r.size,
-            )
-        }
+        unsafe { core::slice::from_raw_parts_mut(block.as_mut_ptr() as *mut u8, size) }
     }
 
-    /// Pointer to a record's staged bytes (valid until the next `allocate`).
+    /// Pointer to a record's staged bytes (16-byte aligned; its block never moves, so the
+    /// pointer stays valid while `self` lives and no `&`/`&mut` to that record is taken).
     pub fn ptr(&mut self, record: u32) -> *mut u8 {
-        let r = self.record(record);
-        // SAFETY: the offset lies inside the staging allocation (see `bytes`).
-        unsafe { (self.staging.as_mut_ptr() as *mut u8).add(r.offset) }
+        let i = self.index(record);
+        self.blocks[i].as_mut_ptr() as *mut u8
     }
 
-    /// Start of the staging buffer: the records' region while building (see `RecordTable`).
-    pub fn base(&mut self) -> *mut u8 {
-        self.staging.as_mut_ptr() as *mut u8
+    /// Every record at its offset in one block of [`tail_bytes`](Self::tail_bytes) (the region
+    /// a node run at build reads its records from); [`write_back`](Self::write_back) returns
+    /// what the node wrote. `None` when the block cannot be allocated.
+    pub fn contiguous(&self) -> Option<Vec<u128>> {
+        let words = self.used / RECORD_ALIGNMENT;
+        let mut region = Vec::new();
+        region.try_reserve_exact(words).ok()?;
+        for block in &self.blocks {
+            region.extend_from_slice(block);
+        }
+        Some(region)
+    }
+
+    /// Copies every record back from a block [`contiguous`](Self::contiguous) returned.
+    pub fn write_back(&mut self, region: &[u128]) {
+        let mut at = 0;
+        for block in &mut self.blocks {
+            let n = block.len();
+            if let Some(src) = region.get(at..at + n) {
+                block.copy_from_slice(src);
+            }
+            at += n;
+        }
     }
 }
 

@@ -293,7 +293,7 @@ mod tests {
         let w = b.add_constant("w", DType::F32, &[3, 8], &f32_bytes(values));
         if let Some(t) = b.tensor_mut(w) {
             t.is_sparse = true;
-            t.sparsity = Some(sp);
+            t.sparsity = Some(Box::new(sp));
         }
         let bias = b.add_constant("bias", DType::F32, &[3], &f32_bytes(&[0.5, -1., 0.]));
         if consumer_add {

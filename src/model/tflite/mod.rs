@@ -17,7 +17,7 @@ mod table;
 mod writer;
 
 use core::ops::Range;
-use rust_alloc::{borrow::Cow, string::String, string::ToString, vec::Vec};
+use rust_alloc::{borrow::Cow, boxed::Box, string::String, string::ToString, vec::Vec};
 
 use flatbuffers::Vector;
 
@@ -129,6 +129,25 @@ fn try_vec<X>(n: usize, what: &'static str) -> Result<Vec<X>, ModelError> {
     v.try_reserve_exact(n)
         .map_err(|_| oom(what, n.saturating_mul(core::mem::size_of::<X>())))?;
     Ok(v)
+}
+
+/// `x` in a box allocated fallibly.
+fn try_box<X>(x: X, what: &'static str) -> Result<Box<X>, ModelError> {
+    let layout = core::alloc::Layout::new::<X>();
+    if layout.size() == 0 {
+        return Ok(Box::new(x)); // allocates nothing
+    }
+    // SAFETY: `layout` has a non-zero size, as `alloc` requires.
+    let ptr = unsafe { rust_alloc::alloc::alloc(layout) } as *mut X;
+    if ptr.is_null() {
+        return Err(oom(what, layout.size()));
+    }
+    // SAFETY: `ptr` is a fresh allocation of `X`'s layout from the global allocator, so it is
+    // valid for a write of `X` and `Box::from_raw` may own it (it frees with that layout).
+    unsafe {
+        ptr.write(x);
+        Ok(Box::from_raw(ptr))
+    }
 }
 
 /// Collects an iterator of known length into a vector reserved fallibly: the one allocation is
@@ -449,7 +468,10 @@ impl<'f> Decoder<'f> {
             let min = collect(q.vector::<f32>(quant::MIN), "a tensor's quantization min")?;
             let max = collect(q.vector::<f32>(quant::MAX), "a tensor's quantization max")?;
             if !min.is_empty() || !max.is_empty() {
-                calibration = Some(CalibrationRange { min, max });
+                calibration = Some(try_box(
+                    CalibrationRange { min, max },
+                    "a tensor's quantization min and max",
+                )?);
             }
             custom_quantization = q.scalar::<u8>(quant::DETAILS_TYPE, 0) != 0;
             if let Some(scales) = q.vector::<f32>(quant::SCALE).filter(|v| !v.is_empty()) {
@@ -489,7 +511,10 @@ impl<'f> Decoder<'f> {
             custom_quantization,
             is_variable: t.scalar::<bool>(tensor::IS_VARIABLE, false),
             is_sparse: t.has(tensor::SPARSITY),
-            sparsity: t.table(tensor::SPARSITY).map(decode_sparsity).transpose()?,
+            sparsity: t
+                .table(tensor::SPARSITY)
+                .map(|s| try_box(decode_sparsity(s)?, "a tensor's sparsity"))
+                .transpose()?,
             has_rank: t.scalar::<bool>(tensor::HAS_RANK, false),
         })
     }
