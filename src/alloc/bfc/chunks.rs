@@ -309,7 +309,8 @@ impl<A: Allocator> core::ops::IndexMut<u32> for Slab<A> {
 }
 
 /// Free chunks whose pages may be resident, on a list threaded through the chunks
-/// (`dprev`/`dnext`, `on_dirty_list`) from least to most recently freed; `total` is the sum of
+/// (`dprev`/`dnext`, `on_dirty_list`) in the order they entered a bin (oldest first: freed,
+/// merged, or split off a chunk being handed out); `total` is the sum of
 /// their dirty ranges.
 #[derive(Debug)]
 pub(crate) struct DirtyList {

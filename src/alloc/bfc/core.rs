@@ -128,12 +128,14 @@ struct RecentFree {
 }
 
 /// The dirty-page budget's state: free chunks of at least `min` bytes with possibly resident
-/// pages, on a list threaded through the chunks (`dprev`/`dnext`) from least to most recently
-/// freed.
+/// pages, on a list threaded through the chunks (`dprev`/`dnext`) in the order they entered a
+/// bin (freed, merged, or split off a chunk being handed out).
 ///
 /// Invariants: the list holds exactly the chunks marked `on_dirty_list`, each `Free`, in a bin,
 /// at least `min` bytes, with a non-empty dirty range inside the chunk; `total` is the sum of
-/// their dirty ranges. With `purge`, `total` is brought under the budget after every free.
+/// their dirty ranges. With `purge`, `total` is brought under the budget after every free and
+/// after every allocation or in-place growth under the lock (so bytes in use, cached and dirty
+/// together stay under `(1 + ratio) × reference`, or the floor).
 #[derive(Debug)]
 struct Dirty {
     /// Free chunks are tracked (always: big requests prefer resident chunks).
@@ -149,7 +151,8 @@ struct Dirty {
     released: u64,
     /// Chunks released by the budget so far.
     purges: u64,
-    /// Recent high-water mark of bytes in use (decays towards the current value).
+    /// Recent high-water mark of bytes in use: raised to bytes in use after every allocation
+    /// under the lock, decays towards bytes in use by `DECAY` of the gap at every free.
     reference: f64,
     /// The budget is never below this many bytes.
     floor: f64,
@@ -402,8 +405,27 @@ impl Core {
     // allocation
 
     /// Allocates `size` bytes aligned to `align` (a power of two). Returns the address and the
-    /// chunk size.
+    /// chunk size. With the dirty-page budget, the new block counts as resident at once (its user
+    /// is about to touch it), so a block placed on clean pages makes older free chunks release
+    /// theirs before the block's pages become resident, not at the next free.
+    #[inline]
     pub fn allocate(
+        &mut self,
+        sub: &dyn SubAllocator,
+        size: usize,
+        align: usize,
+    ) -> Result<(usize, usize), Failure> {
+        let r = self.allocate_chunk(sub, size, align);
+        if self.dirty.purge && r.is_ok() {
+            self.enforce_dirty_budget_after_alloc();
+        }
+        r
+    }
+
+    /// [`allocate`](Self::allocate) without the dirty-page budget: finds, splits and marks the
+    /// chunk (growing the allocator if nothing fits).
+    #[inline]
+    fn allocate_chunk(
         &mut self,
         sub: &dyn SubAllocator,
         size: usize,
@@ -744,6 +766,7 @@ impl Core {
             self.bin_remove(next);
             self.merge(ri, h, next);
             self.st.in_use += nsize as i64;
+            self.enforce_dirty_budget_after_alloc();
         }
         let size = self.slab[h].size;
         if self.should_split(size, rounded) {

@@ -106,8 +106,9 @@
 //! # Resident free memory
 //! Free chunks of at least [`BfcPages::resident_min_chunk_bytes`] remember the address range
 //! whose pages may still be resident; big requests take the best-fitting resident chunk first.
-//! With [`BfcOptions::dirty_pages`] the least recently freed of them release their pages
-//! (`MADV_DONTNEED`) when resident free memory exceeds its budget; `memory_dump()` reports
+//! With [`BfcOptions::dirty_pages`] the ones binned longest ago release their pages
+//! (`MADV_DONTNEED`) when resident memory — in use, cached and dirty free, a new block counted
+//! from the moment it is handed out — would exceed its budget; `memory_dump()` reports
 //! [`BfcMemoryDump::dirty_free_bytes`], [`BfcMemoryDump::released_bytes`] and per chunk
 //! [`ChunkDump::dirty_bytes`].
 //!

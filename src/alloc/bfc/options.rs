@@ -178,9 +178,14 @@ impl Default for BfcPages {
 /// `(1 + max_dirty_ratio) × H − in_use − cached`, where `H` is a recent high-water mark of bytes
 /// in use (it follows `in_use` up at once and decays towards it by 1/1024 of the gap per free),
 /// `cached` the bytes in the recent-free and thread caches, and never less than
-/// [`floor_bytes`](Self::floor_bytes). Over budget, the least recently freed of them give their
-/// pages back (`MADV_DONTNEED`) until the total is under budget again, so resident memory stays
-/// near `(1 + max_dirty_ratio) ×` the high-water mark. Each free chunk remembers the address
+/// [`floor_bytes`](Self::floor_bytes). The budget is checked after every free and after every
+/// allocation under the lock (a thread-cache hit reuses a chunk whose pages are counted
+/// already): over budget, the chunks that entered the free bins longest ago give their pages
+/// back (`MADV_DONTNEED`) until the total is under budget again. A block handed out counts as
+/// resident at once, before its user touches it, so resident memory — bytes in use, cached and
+/// dirty free — stays under `(1 + max_dirty_ratio) ×` the high-water mark (or in use + cached +
+/// the floor) instead of overshooting it by the last block placed on clean pages; the price is
+/// that releases happen while allocating too. Each free chunk remembers the address
 /// range that may be resident, so released pages are not advised again when the chunk merges
 /// with a freshly freed neighbour, and reuse prefers resident chunks. A smaller ratio means less
 /// resident memory and more page faults on reuse.

@@ -23,7 +23,8 @@ impl Core {
         ((1.0 + self.dirty.ratio) * reference - in_use - held).max(self.dirty.floor) as u64
     }
 
-    /// Releases the pages of the least recently freed dirty chunks while the budget is exceeded.
+    /// After a free: moves the high-water mark (up to bytes in use, or `DECAY` of the way down)
+    /// and releases the least recently binned dirty chunks while the budget is exceeded.
     #[inline]
     pub(super) fn enforce_dirty_budget(&mut self) {
         if !self.dirty.purge {
@@ -41,6 +42,25 @@ impl Core {
         }
     }
 
+    /// After an allocation or in-place growth under the lock: raises the high-water mark to
+    /// the bytes now in use and releases the least recently binned dirty chunks while the
+    /// budget is exceeded (a block placed on clean pages is about to make them resident).
+    #[inline]
+    pub(super) fn enforce_dirty_budget_after_alloc(&mut self) {
+        if !self.dirty.purge {
+            return;
+        }
+        let in_use = self.st.in_use.max(0) as f64;
+        if in_use > self.dirty.reference {
+            self.dirty.reference = in_use;
+        }
+        if self.dirty.list.total > 0 && self.dirty.list.total > self.dirty_allowance() {
+            self.purge_dirty();
+        }
+    }
+
+    /// Releases the pages of the least recently binned dirty chunks until the list's total is
+    /// within [`dirty_allowance`](Self::dirty_allowance) or the list is empty.
     #[cold]
     #[inline(never)]
     pub(super) fn purge_dirty(&mut self) {

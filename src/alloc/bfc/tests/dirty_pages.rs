@@ -104,3 +104,57 @@ fn dirty_budget_floor_keeps_small_working_sets_resident() {
     assert!(d.dirty_free_bytes >= 4 * MIB as u64);
     a.check_invariants().unwrap();
 }
+
+#[test]
+fn dirty_budget_counts_a_block_on_clean_pages_before_it_is_touched() {
+    let a = BfcAllocator::new(BfcOptions {
+        initial_region_bytes: 256 * MIB,
+        thread_cache: BfcThreadCache::OFF,
+        recent_free: BfcRecentFree {
+            entries: 0,
+            ..BfcRecentFree::default()
+        },
+        dirty_pages: Some(BfcDirtyPages {
+            max_dirty_ratio: 0.25,
+            floor_bytes: 0,
+        }),
+        ..BfcOptions::default()
+    });
+    // In use: 8 + 1 + 40 + 1 MiB (the high-water mark); the 1 MiB blocks keep the others from
+    // merging.
+    let sizes = [8 * MIB, MIB, 40 * MIB, MIB];
+    let ps: Vec<_> = sizes
+        .iter()
+        .map(|&n| a.allocate(l(n, 64)).unwrap().cast::<u8>())
+        .collect();
+    // SAFETY: each block freed once with its layout.
+    unsafe {
+        a.deallocate(ps[0], l(sizes[0], 64));
+        a.deallocate(ps[2], l(sizes[2], 64));
+    }
+    // 2 MiB in use against a 50 MiB high-water mark: the 48 MiB freed stay resident.
+    let d = a.memory_dump();
+    assert_eq!(d.dirty_free_bytes, 48 * MIB as u64, "{d:?}");
+    // 45 MiB fit in no resident chunk: the block goes to clean pages of the region's tail and
+    // counts as resident at once (47 MiB in use). Resident memory may be 1.25 × 50 MiB, so the
+    // free chunks give their pages back before the block is touched.
+    let q = a.allocate(l(45 * MIB, 64)).unwrap().cast::<u8>();
+    let d = a.memory_dump();
+    let st = a.stats();
+    assert_eq!(st.bytes_in_use, 47 * MIB as u64);
+    assert!(
+        st.bytes_in_use + d.dirty_free_bytes <= 50 * MIB as u64 * 5 / 4,
+        "resident {} MiB over 1.25 × 50 MiB: {d:?}",
+        (st.bytes_in_use + d.dirty_free_bytes) / MIB as u64
+    );
+    assert!(d.released_bytes >= 40 * MIB as u64, "{}", d.released_bytes);
+    a.check_invariants().unwrap();
+    // SAFETY: each block freed once with its layout.
+    unsafe {
+        a.deallocate(q, l(45 * MIB, 64));
+        a.deallocate(ps[1], l(sizes[1], 64));
+        a.deallocate(ps[3], l(sizes[3], 64));
+    }
+    a.check_invariants().unwrap();
+    assert_eq!(a.stats().bytes_in_use, 0);
+}
