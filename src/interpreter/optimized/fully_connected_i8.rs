@@ -9,9 +9,9 @@
 //! point (`weights_offset != 0`, which symmetric int8 models never have) and rows longer than
 //! the block ([`PATCH_ELEMS`]) run the reference loop (see [`packs`]).
 
-use super::conv_i8::{widen, PATCH_ELEMS};
+use super::conv_i8::{in_place_group_len, widen, PATCH_ELEMS};
 use super::gemm_i8::{
-    gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix, OutRows,
+    gemm_requant, group_channels, pack, packed_len, padded, zeroed_prefix, OutRows,
     STACK_GROUP_BYTES,
 };
 use super::gemm_i8_dot::gemm_i8_dot;
@@ -143,9 +143,10 @@ pub fn fully_connected_i8_with(
 /// take one dot product per output, reading the weights in place).
 pub const GEMM_MIN_ROWS: usize = 4;
 
-/// Bytes of scratch [`fully_connected_i8_in_place_with`] needs (0: none; also where [`packs`]
-/// is false, when the reference loop runs).
+/// Bytes of scratch [`fully_connected_i8_in_place_with`] needs on `isa` (0: none; also where
+/// [`packs`] is false, when the reference loop runs).
 pub fn in_place_scratch_len(
+    isa: Isa,
     batches: usize,
     depth: usize,
     units: usize,
@@ -154,7 +155,7 @@ pub fn in_place_scratch_len(
     if !packs(depth, weights_offset) || batches < GEMM_MIN_ROWS {
         return 0;
     }
-    match group_len(units, depth, false) {
+    match in_place_group_len(isa, units, depth, false) {
         n if n <= STACK_GROUP_BYTES => 0,
         n => n,
     }

@@ -60,7 +60,7 @@ fn conv_in_place_extremes_match_reference() {
         let b = bias(&mut r, oc);
         let mut want = vec![0i8; g.output_len()];
         conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
-        let mut scratch = vec![0x55i8; panel_scratch_len(&g)];
+        let mut scratch = vec![0x55i8; panel_scratch_len(Isa::configured(), &g)];
         for &isa in Isa::available() {
             let mut got = vec![0i8; g.output_len()];
             conv_i8_rows_in_place_with(
@@ -125,7 +125,7 @@ fn conv_window_runs_match_reference() {
         let b = bias(&mut r, oc);
         let mut want = vec![0i8; g.output_len()];
         conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
-        let mut scratch = vec![0x55i8; panel_scratch_len(&g)];
+        let mut scratch = vec![0x55i8; panel_scratch_len(Isa::configured(), &g)];
         let band = 1 + r.pick(0, 7);
         for &isa in Isa::available() {
             let mut got = vec![0i8; g.output_len()];
