@@ -119,8 +119,7 @@ mod avx512 {
     use core::arch::x86_64::*;
 
     /// [`super::pack`], panel by panel: a full panel's first `k / 16 * 16` depth positions
-    /// as 4 × 4 transposes of quads (64 depth bytes of four rows per step while they last,
-    /// then 16), the rest one byte at a time; then each panel's sums as
+    /// as 4 × 4 transposes of quads, the rest one byte at a time; then each panel's sums as
     /// `vpdpbusd` of ones with its quads (exact: 64 products of at most 128 per step).
     ///
     /// # Safety
@@ -139,45 +138,8 @@ mod avx512 {
             // follow poorly (the loads missing the cache were most of the packing time).
             let next = &w[(c0 + lanes) * k..w.len().min((c0 + lanes + LANES) * k)];
             let done = if lanes == LANES {
-                // 64 depth bytes at a time: the same 4 × 4 transposes of quads in each 128-bit
-                // lane of four zmm rows, each lane's result stored by itself.
-                let wide = k / 64;
-                for ch in 0..wide {
-                    for line in 16 * ch..(16 * ch + 16).min(next.len().div_ceil(64)) {
-                        // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
-                        // nothing.
-                        _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
-                    }
-                    for g in 0..LANES / 4 {
-                        // SAFETY: row `4g + i` reads bytes `64 ch..64 ch + 64 <= k` of its row
-                        // of `rows`; the stores write quads `16 ch..16 ch + 16 <= quads`,
-                        // lanes `4g..4g + 4`, inside the panel.
-                        let src = rows.as_ptr().add((4 * g) * k + 64 * ch);
-                        let r: [__m512i; 4] =
-                            core::array::from_fn(|i| _mm512_loadu_si512(src.add(i * k).cast()));
-                        let t0 = _mm512_unpacklo_epi32(r[0], r[1]);
-                        let t1 = _mm512_unpackhi_epi32(r[0], r[1]);
-                        let t2 = _mm512_unpacklo_epi32(r[2], r[3]);
-                        let t3 = _mm512_unpackhi_epi32(r[2], r[3]);
-                        // Lane `L` of `q[j]`: quad `16 ch + 4 L + j` of rows `4g..4g + 4`.
-                        let q = [
-                            _mm512_unpacklo_epi64(t0, t2),
-                            _mm512_unpackhi_epi64(t0, t2),
-                            _mm512_unpacklo_epi64(t1, t3),
-                            _mm512_unpackhi_epi64(t1, t3),
-                        ];
-                        let dst = panel.as_mut_ptr().add(16 * ch * 4 * LANES + 16 * g);
-                        for (j, v) in q.iter().enumerate() {
-                            let at = |l: usize| dst.add((4 * l + j) * 4 * LANES).cast();
-                            _mm_storeu_si128(at(0), _mm512_castsi512_si128(*v));
-                            _mm_storeu_si128(at(1), _mm512_extracti32x4_epi32::<1>(*v));
-                            _mm_storeu_si128(at(2), _mm512_extracti32x4_epi32::<2>(*v));
-                            _mm_storeu_si128(at(3), _mm512_extracti32x4_epi32::<3>(*v));
-                        }
-                    }
-                }
                 let chunks = k / 16;
-                for ch in 4 * wide..chunks {
+                for ch in 0..chunks {
                     for line in 4 * ch..(4 * ch + 4).min(next.len().div_ceil(64)) {
                         // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
                         // nothing.
