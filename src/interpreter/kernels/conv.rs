@@ -588,7 +588,7 @@ fn prepare_i8_packing(
     };
     Ok(Some(match copy {
         Some(p) => PackedFilter::Persistent(p),
-        None => match fast_i8::panel_scratch_len(g) {
+        None => match fast_i8::panel_scratch_len(isa, g) {
             // A group small enough for the stack: no scratch.
             0 => PackedFilter::Stack,
             n => PackedFilter::Panels(request_parts(ctx, n, 1, ctx.threads())?),
@@ -660,7 +660,7 @@ fn invoke_i8_packed(
             });
         }
         PackedFilter::Panels(id) => {
-            let part = fast_i8::panel_scratch_len(g);
+            let part = fast_i8::panel_scratch_len(isa, g);
             let scratch = ctx.scratch::<i8>(id)?;
             let parts = scratch.len() / part.max(1);
             kernel_ensure!(parts >= 1, "panel scratch of {} < {part}", scratch.len());

@@ -152,12 +152,29 @@ pub fn conv_i8_rows_prepacked_with(
     }
 }
 
-/// Bytes of one task's panel scratch for [`conv_i8_rows_in_place_with`]: 0 where [`packs`] is
-/// false, and where a group of channels (of one convolution group) fits in
+/// Bytes of one group of `n` channels of depth `k` packed for the in-place product on `isa`:
+/// the AVX2 body's group ([`group_len`]), and on the VNNI path at least two of its panels (its
+/// tile is 8 rows × 2 panels, which a one-panel group — what the AVX2 size gives from depth
+/// 512 on — half fills, with as many activation loads for half the products).
+pub(crate) fn in_place_group_len(isa: Isa, n: usize, k: usize, gathers: bool) -> usize {
+    let len = group_len(n, k, gathers);
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512vnni() && len > 0 {
+        use super::gemm_i8_vnni::{packed_len, LANES};
+        return len.max(packed_len(n.min(2 * LANES), k));
+    }
+    let _ = isa;
+    len
+}
+
+/// Bytes of one task's panel scratch for [`conv_i8_rows_in_place_with`] on `isa`: 0 where
+/// [`packs`] is false, and where a group of channels (of one convolution group) fits in
 /// [`STACK_GROUP_BYTES`] (packed on the stack).
-pub fn panel_scratch_len(g: &ConvGeometry) -> usize {
+pub fn panel_scratch_len(isa: Isa, g: &ConvGeometry) -> usize {
     let len = match groups(g) {
-        Some(groups) if packs(g) => group_len(g.out_c / groups, depth(g), !g.is_pointwise()),
+        Some(groups) if packs(g) => {
+            in_place_group_len(isa, g.out_c / groups, depth(g), !g.is_pointwise())
+        }
         _ => 0,
     };
     if len <= STACK_GROUP_BYTES {

@@ -142,7 +142,35 @@ pub(crate) fn conv_rows(
         VnniWeights::Prepacked(p) => (&[], &mut [], Some(p)),
     };
     let mut sums = [0i32; MAX_GROUP];
-    // Output channels `j0..j0 + nj` of convolution group `grp` (`j0` over all channels).
+    let rqj = |j0: usize| rq.channels_from(j0);
+    if prepacked.is_none() && groups == 1 && blocks_outer(pixels, rows_per_block, out_c, group, stride)
+    {
+        // Each block of rows built once, every group packed for it.
+        let mut p0 = 0;
+        while p0 < pixels {
+            let rows = (pixels - p0).min(rows_per_block);
+            // SAFETY: `avx512vnni()` (checked above) includes AVX-512 F/BW.
+            let block = unsafe {
+                build_rows(g, input, offset, 1, 0, first_pixel + p0, stride, &mut patch[..rows * stride])
+            };
+            let mut j0 = 0;
+            while j0 < out_c {
+                let nj = group.min(out_c - j0);
+                pack(isa, &filter[j0 * k..], nj, k, group_panels, &mut sums);
+                let out = OutRows {
+                    out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
+                    stride: out_c,
+                };
+                let (offset, rq) = (q.input_offset, &rqj(j0));
+                gemm_requant(isa, block, stride, rows, k, group_panels, &sums, offset, nj, rq, out);
+                j0 += nj;
+            }
+            p0 += rows;
+        }
+        return true;
+    }
+    // Output channels `j0..j0 + nj` of convolution group `grp` (`j0` over all channels), each
+    // group's rows built block by block.
     let (mut grp, mut j0) = (0, 0);
     while j0 < out_c {
         let group_end = (grp + 1) * npg;
@@ -163,41 +191,20 @@ pub(crate) fn conv_rows(
                 &panels[j0 * stride..]
             }
         };
-        let rqj = rq.channels_from(j0);
         let c0 = grp * fd;
         let mut p0 = 0;
         while p0 < pixels {
             let rows = (pixels - p0).min(rows_per_block);
-            let block = &mut patch[..rows * stride];
-            let block = if groups == 1 && g.is_pointwise() {
-                let src = &input[(first_pixel + p0) * k..][..rows * k];
-                // SAFETY: `avx512vnni()` (checked above) includes AVX-512 F/BW; `src` holds
-                // `rows` input pixels of `k` channels; `block` is `rows` rows of `stride >= k`.
-                unsafe { im2col::flip(src, k, stride, block) }
-            } else if window_runs(g, groups) {
-                // SAFETY: `avx512vnni()` (checked above) includes AVX-512 F/BW; `window_runs`
-                // holds; `block` is whole rows of `stride >= k` bytes.
-                unsafe { im2col::fill(g, input, offset, first_pixel + p0, stride, block) }
-            } else {
-                fill_block(g, input, offset, groups, c0, first_pixel + p0, stride, block)
+            // SAFETY: `avx512vnni()` (checked above) includes AVX-512 F/BW.
+            let block = unsafe {
+                build_rows(g, input, offset, groups, c0, first_pixel + p0, stride, &mut patch[..rows * stride])
             };
             let out = OutRows {
                 out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
                 stride: out_c,
             };
-            gemm_requant(
-                isa,
-                block,
-                stride,
-                rows,
-                k,
-                panels,
-                &sums,
-                q.input_offset,
-                nj,
-                &rqj,
-                out,
-            );
+            let (offset, rq) = (q.input_offset, &rqj(j0));
+            gemm_requant(isa, block, stride, rows, k, panels, &sums, offset, nj, rq, out);
             p0 += rows;
         }
         j0 += nj;
@@ -206,6 +213,50 @@ pub(crate) fn conv_rows(
         }
     }
     true
+}
+
+/// Whether an ungrouped product of `pixels` rows and `out_c` channels (rows of `stride`
+/// bytes) moves fewer bytes with blocks of rows outside and groups of channels inside (every
+/// group packed once per block) than the other way round (every block built once per
+/// group): `blocks * filter + rows < groups * rows + filter`. A few rows against a large
+/// filter (7 × 7 pointwise layers, fully connected layers) take the first.
+fn blocks_outer(pixels: usize, rows_per_block: usize, out_c: usize, group: usize, stride: usize) -> bool {
+    let (blocks, groups) = (pixels.div_ceil(rows_per_block.max(1)), out_c.div_ceil(group.max(1)));
+    let (a, w) = (pixels * stride, out_c * stride);
+    blocks.saturating_mul(w).saturating_add(a) < groups.saturating_mul(a).saturating_add(w)
+}
+
+/// The flipped activation rows (`x ^ 0x80`, zero point offset at padded taps) of output pixels
+/// `at..at + block.len() / stride` of convolution group starting at input channel `c0`, built
+/// into `block`.
+///
+/// # Safety
+/// The CPU supports AVX-512 F/BW; `block` holds whole rows of `stride >= depth(g)` bytes.
+#[allow(clippy::too_many_arguments)]
+unsafe fn build_rows<'b>(
+    g: &ConvGeometry,
+    input: &[i8],
+    offset: i16,
+    groups: usize,
+    c0: usize,
+    at: usize,
+    stride: usize,
+    block: &'b mut [MaybeUninit<u8>],
+) -> &'b [u8] {
+    let k = depth(g);
+    let rows = block.len() / stride;
+    if groups == 1 && g.is_pointwise() {
+        let src = &input[at * k..][..rows * k];
+        // SAFETY: the caller's CPU promise; `src` holds `rows` input pixels of `k` channels;
+        // `block` is `rows` rows of `stride >= k`.
+        unsafe { im2col::flip(src, k, stride, block) }
+    } else if window_runs(g, groups) {
+        // SAFETY: the caller's CPU promise; `window_runs` holds; `block` is whole rows of
+        // `stride >= k` bytes.
+        unsafe { im2col::fill(g, input, offset, at, stride, block) }
+    } else {
+        fill_block(g, input, offset, groups, c0, at, stride, block)
+    }
 }
 
 /// Whether [`im2col::fill`] builds the rows of `g`: an ungrouped, non-pointwise convolution

@@ -9,11 +9,12 @@
 //! point (`weights_offset != 0`, which symmetric int8 models never have) and rows longer than
 //! the block ([`PATCH_ELEMS`]) run the reference loop (see [`packs`]).
 
-use super::conv_i8::{widen, PATCH_ELEMS};
+use super::conv_i8::{in_place_group_len, widen, PATCH_ELEMS};
 use super::gemm_i8::{
-    gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix, OutRows,
+    gemm_requant, group_channels, pack, packed_len, padded, zeroed_prefix, OutRows,
     STACK_GROUP_BYTES,
 };
+use super::gemm_i8_dot::gemm_i8_dot;
 use super::requant_i8::requantize_row;
 use super::requant_i8::Requant;
 use super::Isa;
@@ -142,9 +143,10 @@ pub fn fully_connected_i8_with(
 /// take one dot product per output, reading the weights in place).
 pub const GEMM_MIN_ROWS: usize = 4;
 
-/// Bytes of scratch [`fully_connected_i8_in_place_with`] needs (0: none; also where [`packs`]
-/// is false, when the reference loop runs).
+/// Bytes of scratch [`fully_connected_i8_in_place_with`] needs on `isa` (0: none; also where
+/// [`packs`] is false, when the reference loop runs).
 pub fn in_place_scratch_len(
+    isa: Isa,
     batches: usize,
     depth: usize,
     units: usize,
@@ -153,14 +155,15 @@ pub fn in_place_scratch_len(
     if !packs(depth, weights_offset) || batches < GEMM_MIN_ROWS {
         return 0;
     }
-    match group_len(units, depth, false) {
+    match in_place_group_len(isa, units, depth, false) {
         n if n <= STACK_GROUP_BYTES => 0,
         n => n,
     }
 }
 
 /// [`fully_connected_i8_with`] with the `[units, depth]` weights read where they are: fewer
-/// than [`GEMM_MIN_ROWS`] rows take one exact dot product per output; more pack
+/// than [`GEMM_MIN_ROWS`] rows take exact dot products (dot-product tiles, [`gemm_i8_dot`],
+/// on the `avx512vnni` path; one dot product per output on the others); more pack
 /// [`group_channels`] units at a time into `scratch` ([`in_place_scratch_len`] bytes) and
 /// run every row on that group (on the `avx512vnni` path packed for `vpdpbusd`, see
 /// `conv_i8_vnni`). The same bits as the reference.
@@ -191,6 +194,16 @@ pub fn fully_connected_i8_in_place_with(
         act_min: q.act_min,
         act_max: q.act_max,
     };
+    if batches < GEMM_MIN_ROWS {
+        let out = OutRows {
+            out: &mut output[..],
+            stride: units,
+        };
+        let (x, rows) = (input, batches);
+        if gemm_i8_dot(isa, x, depth, rows, depth, weights, units, q.input_offset, &rq, out) {
+            return;
+        }
+    }
     let mut patch = [MaybeUninit::<i16>::uninit(); PATCH_ELEMS];
     if batches < GEMM_MIN_ROWS {
         let x = zeroed_prefix(&mut patch, depth);

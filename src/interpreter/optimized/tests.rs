@@ -151,7 +151,7 @@ fn check_conv(r: &mut Rng, g: &ConvGeometry) {
             assert_eq!(got, want, "{isa:?} {g:?} bands of {band} pixels");
             // The filter read in place, packed a group of channels at a time per band.
             let mut got = vec![0i8; g.output_len()];
-            let mut scratch = vec![0x55i8; panel_scratch_len(g)];
+            let mut scratch = vec![0x55i8; panel_scratch_len(Isa::configured(), g)];
             for (t, part) in got.chunks_mut(band * g.out_c).enumerate() {
                 conv_i8_rows_in_place_with(
                     isa,
@@ -238,7 +238,7 @@ fn fully_connected_in_place_matches_reference() {
                 &q,
                 &mut want,
             );
-            let mut scratch = vec![0x55i8; in_place_scratch_len(batches, depth, units, 0)];
+            let mut scratch = vec![0x55i8; in_place_scratch_len(Isa::configured(), batches, depth, units, 0)];
             for &isa in Isa::available() {
                 let mut got = vec![0i8; batches * units];
                 fully_connected_i8_in_place_with(

@@ -27,7 +27,7 @@ fn check_grouped(r: &mut Rng, g: &ConvGeometry) {
     for &isa in Isa::available() {
         let band = r.pick(1, 40);
         let mut got = vec![0i8; g.output_len()];
-        let mut scratch = vec![0x55i8; panel_scratch_len(g)];
+        let mut scratch = vec![0x55i8; panel_scratch_len(Isa::configured(), g)];
         for (t, part) in got.chunks_mut(band * g.out_c).enumerate() {
             conv_i8_rows_in_place_with(
                 isa,

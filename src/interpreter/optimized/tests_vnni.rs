@@ -60,7 +60,7 @@ fn conv_in_place_extremes_match_reference() {
         let b = bias(&mut r, oc);
         let mut want = vec![0i8; g.output_len()];
         conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
-        let mut scratch = vec![0x55i8; panel_scratch_len(&g)];
+        let mut scratch = vec![0x55i8; panel_scratch_len(Isa::configured(), &g)];
         for &isa in Isa::available() {
             let mut got = vec![0i8; g.output_len()];
             conv_i8_rows_in_place_with(
@@ -125,7 +125,7 @@ fn conv_window_runs_match_reference() {
         let b = bias(&mut r, oc);
         let mut want = vec![0i8; g.output_len()];
         conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
-        let mut scratch = vec![0x55i8; panel_scratch_len(&g)];
+        let mut scratch = vec![0x55i8; panel_scratch_len(Isa::configured(), &g)];
         let band = 1 + r.pick(0, 7);
         for &isa in Isa::available() {
             let mut got = vec![0i8; g.output_len()];
@@ -217,5 +217,81 @@ fn conv_prepacked_matches_reference() {
                 isa, layout, &g, &input, short, b.as_deref(), &q, 0, &mut got
             ));
         }
+    }
+}
+
+/// The dot-product tiles on weights in place against the reference fully connected layer, on
+/// every path that runs them: each tile shape (4 × 4, 2 × 8, 1 × 16 and their mixes: 1 to 9
+/// rows, 49), depths around the 64-byte chunk (1, 3, 63, 64, 65, 160, 1000 — the last over
+/// several row blocks), channel counts around the 16-channel run (1, 3, 4, 5, 15, 16, 17, 33),
+/// values at the int8 extremes, input offsets 128 (no weight sums), -127 and random, one
+/// scale or one per channel, a bias or none.
+#[test]
+fn dot_tiles_match_reference() {
+    use super::gemm_i8::OutRows;
+    use super::gemm_i8_dot::gemm_i8_dot;
+    use super::requant_i8::Requant;
+    use crate::interpreter::reference::fully_connected::{fully_connected_i8, FcQuant};
+    let mut r = Rng::new(0xd07);
+    let extreme = |r: &mut Rng| match r.pick(0, 4) {
+        0 => -128i8,
+        1 => -127,
+        2 => 127,
+        _ => r.range(-128, 127) as i8,
+    };
+    let mut ran = 0;
+    for case in 0..96 {
+        let rows = [1, 2, 3, 4, 5, 6, 7, 9, 49][case % 9];
+        let k = [1, 3, 63, 64, 65, 160, 1000][case % 7];
+        let n = [1, 3, 4, 5, 15, 16, 17, 33][case % 8];
+        let input: Vec<i8> = (0..rows * k).map(|_| extreme(&mut r)).collect();
+        let weights: Vec<i8> = (0..n * k).map(|_| extreme(&mut r)).collect();
+        let mut qq = Quant::random(&mut r, n);
+        qq.input_offset = [128, -127, qq.input_offset][case % 3];
+        let per_tensor = case % 4 == 0;
+        let m = if per_tensor { 1 } else { n };
+        let q = FcQuant {
+            input_offset: qq.input_offset,
+            weights_offset: 0,
+            output_offset: qq.output_offset,
+            multipliers: &qq.mults[..m],
+            shifts: &qq.shifts[..m],
+            double_scales: None,
+            act_min: qq.act.0,
+            act_max: qq.act.1,
+        };
+        let b = bias(&mut r, n);
+        let mut want = vec![0i8; rows * n];
+        fully_connected_i8(rows, k, n, &input, &weights, b.as_deref(), &q, &mut want);
+        let rq = Requant {
+            bias: b.as_deref(),
+            multipliers: q.multipliers,
+            shifts: q.shifts,
+            output_offset: q.output_offset,
+            act_min: q.act_min,
+            act_max: q.act_max,
+        };
+        for &isa in Isa::available() {
+            // A wider output row (stride) than the channels: bytes past them stay untouched.
+            let stride = n + 3;
+            let mut got = vec![0x55i8; rows * stride];
+            let out = OutRows {
+                out: &mut got,
+                stride,
+            };
+            if !gemm_i8_dot(isa, &input, k, rows, k, &weights, n, q.input_offset, &rq, out) {
+                assert!(!isa.avx512vnni(), "VNNI refused {rows}x{k}x{n}");
+                continue;
+            }
+            ran += 1;
+            for row in 0..rows {
+                let (g, w) = (&got[row * stride..][..stride], &want[row * n..][..n]);
+                assert_eq!(&g[..n], w, "{isa:?} {rows}x{k}x{n} row {row}");
+                assert!(g[n..].iter().all(|&v| v == 0x55), "wrote past the channels");
+            }
+        }
+    }
+    if Isa::available().iter().any(|i| i.avx512vnni()) {
+        assert_eq!(ran, 96);
     }
 }
