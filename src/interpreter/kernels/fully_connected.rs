@@ -127,10 +127,12 @@ fn prepare_i8_packing(
     };
     Ok(Some(match copy {
         Some(p) => I8Weights::Persistent(p),
-        None => match fast_i8::in_place_scratch_len(ctx.isa(), batches, depth, units, weights_offset) {
-            0 => I8Weights::InPlace(None),
-            n => I8Weights::InPlace(Some(ctx.request_scratch(n)?)),
-        },
+        None => {
+            match fast_i8::in_place_scratch_len(ctx.isa(), batches, depth, units, weights_offset) {
+                0 => I8Weights::InPlace(None),
+                n => I8Weights::InPlace(Some(ctx.request_scratch(n)?)),
+            }
+        }
     }))
 }
 
