@@ -315,14 +315,7 @@ pub fn gemm_dot<T: Weight>(
     if m == 0 || n == 0 {
         return;
     }
-    assert!(
-        a.len() >= m * k && b.len() >= n * k,
-        "gemm_dot: A or B too short"
-    );
-    assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
-        "gemm_dot: C too short"
-    );
+    assert_dot_operands("gemm_dot", m, n, k, a, b, ep, c, ldc);
     // A short depth: eight outputs per vector, the same bits (`gemm_dot_short`).
     if let Some(b32) = T::as_f32(b) {
         if super::gemm_dot_short::gemm_dot_short(isa, m, n, k, a, b32, ep, c, ldc) {
@@ -338,6 +331,34 @@ pub fn gemm_dot<T: Weight>(
             let v = total + ep.bias.map_or(0.0, |b| b[j]);
             c[i * ldc + j] = v.max(ep.min).min(ep.max);
         }
+    }
+}
+
+/// Panics unless `a` holds `m × k` values, `b` `n × k`, `c` `m` rows of stride `ldc >= n` and
+/// the bias `n` (`m, n > 0`): what `C = A · Bᵀ` on unpacked rows reads and writes (a caller's
+/// bug: the kernels size them). `what` names the product in the message.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn assert_dot_operands<T>(
+    what: &str,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[T],
+    ep: &Epilogue<'_>,
+    c: &[f32],
+    ldc: usize,
+) {
+    assert!(
+        a.len() >= m * k && b.len() >= n * k,
+        "{what}: A or B too short"
+    );
+    assert!(
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        "{what}: C too short"
+    );
+    if let Some(bias) = ep.bias {
+        assert!(bias.len() >= n, "{what}: bias too short");
     }
 }
 

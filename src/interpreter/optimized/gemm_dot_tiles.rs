@@ -44,17 +44,7 @@ pub(super) fn gemm_dot_tiles<T: Weight>(
     if m == 0 || n == 0 {
         return;
     }
-    assert!(
-        a.len() >= m * k && b.len() >= n * k,
-        "gemm_dot_tiles: A or B too short"
-    );
-    assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
-        "gemm_dot_tiles: C too short"
-    );
-    if let Some(bias) = ep.bias {
-        assert!(bias.len() >= n, "gemm_dot_tiles: bias too short");
-    }
+    super::gemm::assert_dot_operands("gemm_dot_tiles", m, n, k, a, b, ep, c, ldc);
     #[cfg(target_arch = "x86_64")]
     if k > 0 {
         let t = x86::Operands {
