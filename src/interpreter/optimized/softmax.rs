@@ -1,15 +1,18 @@
 //! Float SOFTMAX over the last dimension without a libm call per element: the row maximum and
-//! the sum of exponentials in eight lanes, and `exp` as Cephes' single-precision polynomial
+//! the sum of exponentials in sixteen lanes, `exp` as Cephes' single-precision polynomial
 //! ([`exp_f32`]: range reduction by `ln 2`, degree-6 polynomial, the power of two put into the
-//! exponent bits), all branch-free so the compiler vectorizes it. Relative error of `exp` below
-//! 3e-7 on the arguments softmax gives it (`≤ 0` for positive `beta`), so outputs agree with the
-//! reference (libm `exp`, a sequential sum) to a few float ulps. The body is compiled three
-//! times, plain, with AVX2+FMA (eight lanes) and with AVX-512F (sixteen lanes) enabled. The
-//! polynomial's steps are explicit fused multiply-adds (`mul_add`: one rounding, so the same
-//! bits on every path; a vector FMA where the path has one, a libm call on the plain path, which
-//! makes that path slower in exchange for 11 instead of 20 vector operations per `exp`).
+//! exponent bits), and one reciprocal of the sum per row. Relative error of `exp` below 3e-7 on
+//! the arguments softmax gives it (`≤ 0` for positive `beta`), so outputs agree with the
+//! reference (libm `exp`, a sequential sum, a division per element) to a few float ulps.
+//!
+//! The portable body is compiled plain and with AVX2+FMA; the AVX-512 path is written in
+//! registers, eight rows at a time: a row of the transformer's attention (64 wide) is four
+//! registers, so one row alone is a chain of latencies (maximum, `exp`, sum, reciprocal) that
+//! the next row's independent chains hide. The polynomial's steps are explicit fused
+//! multiply-adds (`mul_add`: one rounding), and every path adds the same elements in the same
+//! lanes in the same order, so every path gives the same bits; the plain path calls libm's
+//! `fmaf` for them (slower there, in exchange for 11 instead of 20 vector operations per `exp`).
 
-use super::mean::lane_sum;
 use super::Isa;
 #[cfg(not(feature = "std"))]
 use crate::math::Float;
@@ -42,7 +45,17 @@ pub fn exp_f32(x: f32) -> f32 {
     y * scale
 }
 
+/// Lanes of one row chunk: the AVX-512 register width, and the unit of every path's summation
+/// order.
+const LANES: usize = 16;
+
 /// Softmax of each `depth`-long row of `input` into `output` with `beta`, on path `isa`.
+///
+/// Every path computes the same bits: the row maximum (order-free), `exp_f32((x - max) · beta)`
+/// stored and summed in [`LANES`] lanes (element `i` into lane `i % 16`, in order; a row's tail
+/// is a partial chunk), the lanes added in a halving tree ([`tree_sum`]), then every output
+/// multiplied by `1 / sum` (one division per row, not per element: at most one float ulp more
+/// than the reference's division).
 pub fn softmax_f32(isa: Isa, input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
     if depth == 0 {
         return;
@@ -50,7 +63,7 @@ pub fn softmax_f32(isa: Isa, input: &[f32], output: &mut [f32], depth: usize, be
     #[cfg(target_arch = "x86_64")]
     if isa.avx512() {
         // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512F.
-        unsafe { rows_avx512(input, output, depth, beta) };
+        unsafe { x86::rows_avx512(input, output, depth, beta) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -63,7 +76,7 @@ pub fn softmax_f32(isa: Isa, input: &[f32], output: &mut [f32], depth: usize, be
     rows(input, output, depth, beta)
 }
 
-/// The rows (inlined into each instruction-set variant).
+/// The rows in portable code (inlined into the plain and AVX2 variants).
 #[inline(always)]
 fn rows(input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
     for (inp, out) in input
@@ -71,22 +84,37 @@ fn rows(input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
         .zip(output.chunks_exact_mut(depth))
     {
         let max = lane_max(inp);
-        for (o, &x) in out.iter_mut().zip(inp) {
-            *o = exp_f32((x - max) * beta);
+        let mut acc = [0.0f32; LANES];
+        for (oc, ic) in out.chunks_mut(LANES).zip(inp.chunks(LANES)) {
+            for ((o, &x), s) in oc.iter_mut().zip(ic).zip(acc.iter_mut()) {
+                let e = exp_f32((x - max) * beta);
+                *o = e;
+                *s += e;
+            }
         }
-        let sum = lane_sum(out);
+        let r = 1.0 / tree_sum(acc);
         for o in out.iter_mut() {
-            *o /= sum;
+            *o *= r;
         }
     }
 }
 
-/// The largest value of `row` (as the reference's `if max < x`, NaNs skipped), eight lanes at
-/// a time.
+/// The sum of 16 lanes halving: lanes `k + 8`, then `k + 4`, `k + 2` and `k + 1` added to lane
+/// `k` (the AVX-512 path's order of 256-, 128-, 64- and 32-bit halves).
+#[inline(always)]
+fn tree_sum(l: [f32; LANES]) -> f32 {
+    let l8: [f32; 8] = core::array::from_fn(|k| l[k] + l[k + 8]);
+    let l4: [f32; 4] = core::array::from_fn(|k| l8[k] + l8[k + 4]);
+    let l2: [f32; 2] = core::array::from_fn(|k| l4[k] + l4[k + 2]);
+    l2[0] + l2[1]
+}
+
+/// The largest value of `row` (as the reference's `if max < x`, NaNs skipped), in [`LANES`]
+/// lanes.
 #[inline(always)]
 fn lane_max(row: &[f32]) -> f32 {
-    let mut lanes = [f32::MIN; 8];
-    let mut chunks = row.chunks_exact(8);
+    let mut lanes = [f32::MIN; LANES];
+    let mut chunks = row.chunks_exact(LANES);
     for c in &mut chunks {
         for (m, &x) in lanes.iter_mut().zip(c) {
             *m = if *m < x { x } else { *m };
@@ -109,14 +137,145 @@ unsafe fn rows_avx2(input: &[f32], output: &mut [f32], depth: usize, beta: f32) 
     rows(input, output, depth, beta)
 }
 
-/// [`rows`] compiled for AVX-512F (with FMA).
-///
-/// # Safety
-/// The CPU supports AVX-512F (and FMA, which every AVX-512F CPU has).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn rows_avx512(input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
-    rows(input, output, depth, beta)
+mod x86 {
+    use super::LANES;
+    use core::arch::x86_64::*;
+
+    /// [`super::exp_f32`] on 16 lanes: the same operations in the same order (clamp keeping
+    /// NaNs, fused multiply-adds where it has `mul_add`), so the same bits.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F (inlined into a function that enables it).
+    #[inline(always)]
+    unsafe fn exp16(x: __m512) -> __m512 {
+        // A macro, not a closure: a closure would not inherit the caller's target features.
+        macro_rules! c {
+            ($v:expr) => {
+                _mm512_set1_ps($v)
+            };
+        }
+        const ROUND: f32 = 12_582_912.0;
+        // `max(lo, x)` / `min(hi, x)` return `x` when it is NaN, as `f32::clamp`.
+        let x = _mm512_min_ps(c!(88.376_26), _mm512_max_ps(c!(-87.336_54), x));
+        let t = _mm512_fmadd_ps(x, c!(core::f32::consts::LOG2_E), c!(ROUND));
+        let n = _mm512_sub_ps(t, c!(ROUND));
+        let r = _mm512_fmadd_ps(n, c!(-0.693_359_4), x);
+        let r = _mm512_fmadd_ps(n, c!(2.121_944_4e-4), r);
+        let mut p = c!(1.987_569_1e-4);
+        p = _mm512_fmadd_ps(p, r, c!(1.398_199_9e-3));
+        p = _mm512_fmadd_ps(p, r, c!(8.333_452e-3));
+        p = _mm512_fmadd_ps(p, r, c!(4.166_579_6e-2));
+        p = _mm512_fmadd_ps(p, r, c!(1.666_666_5e-1));
+        p = _mm512_fmadd_ps(p, r, c!(0.5));
+        let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), c!(1.0));
+        let bits = _mm512_slli_epi32::<23>(_mm512_add_epi32(
+            _mm512_castps_si512(t),
+            _mm512_set1_epi32(127),
+        ));
+        _mm512_mul_ps(y, _mm512_castsi512_ps(bits))
+    }
+
+    /// The lanes of a chunk starting at element `j` of a `depth`-long row.
+    #[inline(always)]
+    fn chunk_mask(j: usize, depth: usize) -> __mmask16 {
+        let c = (depth - j).min(LANES);
+        ((1u32 << c) - 1) as __mmask16
+    }
+
+    /// [`super::rows`] in AVX-512F registers (same bits): a chunk per register, the tail of a
+    /// row in masked lanes, eight rows at a time (their reductions and `exp` chains are
+    /// independent, so they overlap instead of each row waiting on its own latency), the rows
+    /// past a multiple of eight one at a time.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `depth > 0`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn rows_avx512(input: &[f32], output: &mut [f32], depth: usize, beta: f32) {
+        let rows = (input.len() / depth).min(output.len() / depth);
+        let mut row = 0;
+        while row + 8 <= rows {
+            // SAFETY: rows `row..row + 8` lie within both slices (`row + 8 <= rows`).
+            unsafe { block::<8>(input, output, row, depth, beta) };
+            row += 8;
+        }
+        while row < rows {
+            // SAFETY: row `row < rows` lies within both slices.
+            unsafe { block::<1>(input, output, row, depth, beta) };
+            row += 1;
+        }
+    }
+
+    /// Rows `row..row + R` of [`rows_avx512`].
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `depth > 0`; `(row + R) * depth` is at most both lengths.
+    #[inline(always)]
+    unsafe fn block<const R: usize>(
+        input: &[f32],
+        output: &mut [f32],
+        row: usize,
+        depth: usize,
+        beta: f32,
+    ) {
+        // SAFETY (whole body): each row `row + i` holds `depth` elements within both slices
+        // (the caller's bound); every access is a chunk at `j < depth` masked to the row's
+        // `depth` elements (masked-off lanes are neither read nor written).
+        unsafe {
+            let src = input.as_ptr().add(row * depth);
+            let dst = output.as_mut_ptr().add(row * depth);
+            let mut m = [_mm512_set1_ps(f32::MIN); R];
+            let mut j = 0;
+            while j < depth {
+                let k = chunk_mask(j, depth);
+                for (i, mi) in m.iter_mut().enumerate() {
+                    let x = _mm512_mask_loadu_ps(*mi, k, src.add(i * depth + j));
+                    // `max(x, m)` keeps `m` when `x` is NaN (the reference's `max < x`).
+                    *mi = _mm512_max_ps(x, *mi);
+                }
+                j += LANES;
+            }
+            let beta_v = _mm512_set1_ps(beta);
+            // Plain loops, not `array::from_fn`: its closure does not inherit this function's
+            // target features, so it would not be inlined.
+            let mut max = [_mm512_setzero_ps(); R];
+            for (mx, &mi) in max.iter_mut().zip(&m) {
+                *mx = _mm512_set1_ps(_mm512_reduce_max_ps(mi));
+            }
+            let mut acc = [_mm512_setzero_ps(); R];
+            let mut j = 0;
+            while j < depth {
+                let k = chunk_mask(j, depth);
+                for i in 0..R {
+                    let x = _mm512_maskz_loadu_ps(k, src.add(i * depth + j));
+                    let e = exp16(_mm512_mul_ps(_mm512_sub_ps(x, max[i]), beta_v));
+                    _mm512_mask_storeu_ps(dst.add(i * depth + j), k, e);
+                    acc[i] = _mm512_mask_add_ps(acc[i], k, acc[i], e);
+                }
+                j += LANES;
+            }
+            let mut r = [_mm512_setzero_ps(); R];
+            for (ri, &s) in r.iter_mut().zip(&acc) {
+                let s8 = _mm256_add_ps(
+                    _mm512_castps512_ps256(s),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(s))),
+                );
+                let s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps::<1>(s8));
+                let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+                let s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+                *ri = _mm512_set1_ps(1.0 / _mm_cvtss_f32(s1));
+            }
+            let mut j = 0;
+            while j < depth {
+                let k = chunk_mask(j, depth);
+                for (i, &ri) in r.iter().enumerate() {
+                    let e = _mm512_maskz_loadu_ps(k, dst.add(i * depth + j));
+                    _mm512_mask_storeu_ps(dst.add(i * depth + j), k, _mm512_mul_ps(e, ri));
+                }
+                j += LANES;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -135,8 +294,9 @@ mod tests {
         assert!(exp_f32(1000.0).is_finite());
     }
 
-    /// Odd depths (below, at and past the eight lanes), several rows, betas, and inputs
-    /// scaled up to ±40: every path equal to the others and near the reference.
+    /// Odd depths (below, at and past the sixteen lanes), row counts below, at and past the
+    /// AVX-512 path's blocks of eight, betas, and inputs scaled up to ±40: every path equal to
+    /// the others and near the reference.
     #[test]
     fn every_path_matches_the_reference() {
         for (seed, &(rows, depth, beta, scale)) in [
@@ -147,6 +307,12 @@ mod tests {
             (5, 33, 2.0, 3.0),
             (1, 1000, 1.0, 20.0),
             (0, 5, 1.0, 1.0),
+            (8, 16, 1.0, 10.0),
+            (17, 17, 0.25, 30.0),
+            (19, 64, 0.2, 8.0),
+            (9, 1, 1.0, 1.0),
+            (11, 250, 1.5, 6.0),
+            (16, 15, 1.0, 2.0),
         ]
         .iter()
         .enumerate()
