@@ -32,6 +32,18 @@ def litert_median(path, input_files, runs, xnnpack):
         return None
 
 
+def median_invoke_us(it, runs, warmup=3):
+    """Median of `runs` timed `invoke()` calls of the LiteRT interpreter `it`, in µs, after `warmup`."""
+    for _ in range(warmup):
+        it.invoke()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter_ns()
+        it.invoke()
+        times.append((time.perf_counter_ns() - t) / 1e3)
+    return statistics.median(times)
+
+
 def litert_child(path, input_files, runs, xnnpack):
     from ai_edge_litert import interpreter as lit
     inputs = [np.load(f) for f in input_files]
@@ -43,14 +55,7 @@ def litert_child(path, input_files, runs, xnnpack):
         it.allocate_tensors()
         for d, x in zip(it.get_input_details(), inputs):
             it.set_tensor(d["index"], x)
-        for _ in range(3):
-            it.invoke()
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter_ns()
-            it.invoke()
-            times.append((time.perf_counter_ns() - t) / 1e3)
-        return statistics.median(times)
+        return median_invoke_us(it, runs)
     except Exception as e:  # LiteRT refuses some models (e.g. person_detect)
         return None
 

@@ -14,8 +14,9 @@ the time we lose to XNNPACK. A one-operator model keeps its input in cache and p
 per-invoke overhead once per operator, so per-operator sums differ from whole-model times: use it
 to find where the gap is, and the whole-model comparison for the claim.
 """
-import argparse, copy, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, copy, json, os, subprocess, sys, tempfile
 import numpy as np
+from compare_litert import median_invoke_us
 
 
 def split(model_path, ops, out_dir):
@@ -77,14 +78,7 @@ def litert_child(path, runs, xnnpack, threads):
                 info = np.iinfo(dt)
                 x = rng.integers(max(info.min, -100), min(info.max, 100), d["shape"]).astype(dt)
             it.set_tensor(d["index"], x)
-        for _ in range(5):
-            it.invoke()
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter_ns()
-            it.invoke()
-            times.append((time.perf_counter_ns() - t) / 1e3)
-        return statistics.median(times)
+        return median_invoke_us(it, runs, warmup=5)
     except Exception:
         return None
 

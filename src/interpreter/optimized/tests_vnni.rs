@@ -7,6 +7,16 @@ use super::Isa;
 use crate::interpreter::reference::conv::testutil::Rng;
 use crate::interpreter::reference::conv::{conv_i8, ConvGeometry};
 
+/// An int8 value at an end of the range (-128, -127, 127) three times in four, else any.
+fn extreme(r: &mut Rng) -> i8 {
+    match r.pick(0, 4) {
+        0 => -128,
+        1 => -127,
+        2 => 127,
+        _ => r.range(-128, 127) as i8,
+    }
+}
+
 /// The extremes of the VNNI product's arithmetic (`x ^ 0x80` activations, the
 /// `(input_offset - 128) * sum(w)` start of every accumulator, the zero point at padded taps):
 /// inputs and filters at -128/-127/127, input zero points -128 and 127, depths that are not a
@@ -16,12 +26,6 @@ use crate::interpreter::reference::conv::{conv_i8, ConvGeometry};
 #[test]
 fn conv_in_place_extremes_match_reference() {
     let mut r = Rng::new(4099);
-    let extreme = |r: &mut Rng| match r.pick(0, 4) {
-        0 => -128i8,
-        1 => -127,
-        2 => 127,
-        _ => r.range(-128, 127) as i8,
-    };
     for case in 0..48 {
         let (f, c) = [(1, 5), (3, 3), (1, 17), (3, 6), (1, 64), (2, 7)][case % 6];
         let hw = 2 + case % 5;
@@ -233,12 +237,6 @@ fn dot_tiles_match_reference() {
     use super::requant_i8::Requant;
     use crate::interpreter::reference::fully_connected::{fully_connected_i8, FcQuant};
     let mut r = Rng::new(0xd07);
-    let extreme = |r: &mut Rng| match r.pick(0, 4) {
-        0 => -128i8,
-        1 => -127,
-        2 => 127,
-        _ => r.range(-128, 127) as i8,
-    };
     let mut ran = 0;
     for case in 0..96 {
         let rows = [1, 2, 3, 4, 5, 6, 7, 9, 49][case % 9];
