@@ -18,8 +18,9 @@
 //! **Exact.** `vpdpbusd` multiplies unsigned by signed bytes, so activations are flipped to
 //! `u = a + 128` as they are loaded and
 //! `sum((a + input_offset) w) = sum(u w) + (input_offset - 128) sum(w)`; the weight sums of
-//! 16 channels are computed once per block of rows (skipped when `input_offset == 128`, the
-//! usual offset of a ReLU's output). All sums wrap in `i32` as the reference's do, so the
+//! 16 channels are computed once per block of rows, or for one row in the same pass as its
+//! products (a second pass would read each weight twice: a quarter of the classifier's time);
+//! skipped when `input_offset == 128`, the usual offset of a ReLU's output. All sums wrap in `i32` as the reference's do, so the
 //! accumulators are the reference's bit for bit, and the output stage is TFLite's fixed-point
 //! rule ([`Rescale16`]). A depth that is not a multiple of 64 ends with masked loads (weights
 //! past `k` read as zero).
@@ -172,7 +173,9 @@ mod avx512 {
     }
 
     /// The reduced sums of `MT × NT = 16` pairs: lane `r NT + c` =
-    /// `sum_i (a[r][i] + 128) w[c][i]` over `i < 64 chunks + tail bits`.
+    /// `sum_i (a[r][i] + 128) w[c][i] + fold sum_i w[c][i]` over `i < 64 chunks + tail bits`
+    /// (wrapping). `fold` must be 0 unless `MT == 1`: one row adds the weight sums in the pass
+    /// that loads the weights, where [`weight_sums`] would read them a second time.
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW and VNNI; each pointer is valid for `64 chunks` bytes
@@ -183,9 +186,13 @@ mod avx512 {
         w: [*const i8; NT],
         chunks: usize,
         tail: __mmask64,
+        fold: i32,
     ) -> __m512i {
+        debug_assert!(MT == 1 || fold == 0);
         let flip = _mm512_set1_epi8(i8::MIN);
+        let ones = _mm512_set1_epi8(1);
         let mut acc = [[_mm512_setzero_si512(); NT]; MT];
+        let mut wsum = [_mm512_setzero_si512(); NT];
         // SAFETY (loads): chunk `ch < chunks` lies within every row (the caller's promise);
         // the tail's masked loads read only the bytes `tail` selects.
         unsafe {
@@ -201,6 +208,9 @@ mod avx512 {
                         for c in c4..(c4 + 4).min(NT) {
                             let wv = _mm512_loadu_si512(w[c].add(at).cast());
                             acc[0][c] = _mm512_dpbusd_epi32(acc[0][c], av, wv);
+                            if fold != 0 {
+                                wsum[c] = _mm512_dpbusd_epi32(wsum[c], ones, wv);
+                            }
                         }
                     }
                 }
@@ -229,10 +239,18 @@ mod avx512 {
                     for r in 0..MT {
                         acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], av[r], wv);
                     }
+                    if fold != 0 {
+                        wsum[c] = _mm512_dpbusd_epi32(wsum[c], ones, wv);
+                    }
                 }
             }
             let flat: [__m512i; 16] = core::array::from_fn(|i| acc[i / NT][i % NT]);
-            reduce16(&flat)
+            let dots = reduce16(&flat);
+            if fold == 0 {
+                return dots;
+            }
+            let sums = reduce16(&core::array::from_fn(|i| wsum[i % NT]));
+            _mm512_add_epi32(dots, _mm512_mullo_epi32(_mm512_set1_epi32(fold), sums))
         }
     }
 
@@ -289,12 +307,13 @@ mod avx512 {
         stages: &[TileStage],
         chunks: usize,
         tail: __mmask64,
+        fold: i32,
         out_rows: [*mut i8; MT],
     ) {
         for (q, stage) in stages.iter().enumerate().take(nc.div_ceil(NT)) {
             let w: [*const i8; NT] = core::array::from_fn(|c| w16[q * NT + c]);
             // SAFETY: the caller's promise.
-            let bytes = stage.apply(unsafe { tile::<MT, NT>(a_rows, w, chunks, tail) });
+            let bytes = stage.apply(unsafe { tile::<MT, NT>(a_rows, w, chunks, tail, fold) });
             let real = (nc - q * NT).min(NT);
             for (r, o) in out_rows.iter().enumerate() {
                 let src = &bytes[r * NT..][..NT];
@@ -411,7 +430,9 @@ mod avx512 {
     ) -> Option<()> {
         let (chunks, tail) = (shape.chunks, shape.tail);
         let mut sum = [0i32; 16];
-        if shape.fold != 0 {
+        // One row folds the weight sums in its tiles (see [`tile`]); more rows share one pass.
+        let (fold_here, fold_in_tile) = if rows == 1 { (0, shape.fold) } else { (shape.fold, 0) };
+        if fold_here != 0 {
             // SAFETY: the caller's promise; `sum` holds 16 `i32`.
             unsafe {
                 let sums = weight_sums(w16, chunks, tail);
@@ -429,7 +450,7 @@ mod avx512 {
         let s: [i32; 16] = core::array::from_fn(|c| rq.shifts[param(c)].into());
         let add: [i32; 16] = core::array::from_fn(|c| {
             let b = rq.bias.map_or(0, |b| b[c0 + c.min(nc - 1)]);
-            b.wrapping_add(shape.fold.wrapping_mul(sum[c]))
+            b.wrapping_add(fold_here.wrapping_mul(sum[c]))
         });
         let stage = |idx: [i32; 16]| {
             // SAFETY: `idx` holds 16 `i32` below 16; the arrays hold 16 values.
@@ -453,7 +474,7 @@ mod avx512 {
                 let ar: [*const i8; 4] = core::array::from_fn(|i| a_at(r + i));
                 let or: [*mut i8; 4] = core::array::from_fn(|i| o_at(r + i));
                 // SAFETY: rows `r..r + 4 <= rows`; the caller's promise for the rest.
-                unsafe { run_rows::<4, 4>(ar, w16, nc, &st, chunks, tail, or) };
+                unsafe { run_rows::<4, 4>(ar, w16, nc, &st, chunks, tail, 0, or) };
                 r += 4;
             }
         }
@@ -462,13 +483,13 @@ mod avx512 {
             let ar: [*const i8; 2] = core::array::from_fn(|i| a_at(r + i));
             let or: [*mut i8; 2] = core::array::from_fn(|i| o_at(r + i));
             // SAFETY: as above.
-            unsafe { run_rows::<2, 8>(ar, w16, nc, &st, chunks, tail, or) };
+            unsafe { run_rows::<2, 8>(ar, w16, nc, &st, chunks, tail, 0, or) };
             r += 2;
         }
         if rows > r {
             let st = [stage(lane_channels::<16>(0))?];
             // SAFETY: as above.
-            unsafe { run_rows::<1, 16>([a_at(r)], w16, nc, &st, chunks, tail, [o_at(r)]) };
+            unsafe { run_rows::<1, 16>([a_at(r)], w16, nc, &st, chunks, tail, fold_in_tile, [o_at(r)]) };
         }
         Some(())
     }
