@@ -373,9 +373,14 @@ mod avx512 {
                     init[p] = _mm512_add_epi32(init[p], b);
                 }
             }
+            // Tiles of near-equal height (49 rows: seven of 7, not six of 8 and one of 1): a
+            // tile of one to three rows runs two to six accumulator chains, too few to hide
+            // `vpdpbusd`'s latency, and would cost as much as a full one.
+            let tiles = rows.div_ceil(TILE_ROWS);
+            let (base, taller) = (rows / tiles.max(1), rows % tiles.max(1));
             let mut r0 = 0;
-            while r0 < rows {
-                let nr = (rows - r0).min(TILE_ROWS);
+            for t in 0..tiles {
+                let nr = base + usize::from(t < taller);
                 macro_rules! run {
                     ($($r:literal),*) => {
                         match (nr, np) {
@@ -394,6 +399,7 @@ mod avx512 {
                 run!(1, 2, 3, 4, 5, 6, 7, 8);
                 r0 += nr;
             }
+            debug_assert_eq!(r0, rows);
             p0 += np;
         }
     }
