@@ -27,7 +27,7 @@
 
 
 use super::gemm_i8::OutRows;
-use super::requant_i8::avx512::Stage16;
+use super::requant_i8::avx512::{SmallStage16, Stage16};
 use super::requant_i8::{requantize_row, small_sums, Requant};
 use super::Isa;
 
@@ -114,7 +114,9 @@ pub(crate) fn gemm_requant(
 }
 
 mod avx512 {
-    use super::{requantize_row, small_sums, stride, OutRows, Requant, Stage16, LANES, TILE_ROWS};
+    use super::{
+        requantize_row, small_sums, stride, OutRows, Requant, SmallStage16, Stage16, LANES, TILE_ROWS,
+    };
     use crate::interpreter::optimized::Isa;
     use core::arch::x86_64::*;
 
@@ -265,12 +267,18 @@ mod avx512 {
     unsafe fn store<const R: usize, const P: usize>(
         acc: &[[__m512i; P]; R],
         stages: &[Option<Stage16>; 2],
+        fast: Option<&[SmallStage16; 2]>,
         rq: &Requant<'_>,
         out: &mut OutRows<'_>,
         r0: usize,
         c0: usize,
         nc: usize,
     ) {
+        if let Some(f) = fast {
+            // SAFETY: the caller's promise.
+            unsafe { store_small(acc, f, out, r0, c0, nc) };
+            return;
+        }
         if let (2, Some(s0), Some(s1)) = (P, &stages[0], &stages[1]) {
             let mask = (u64::MAX >> (64 - nc)) as __mmask32;
             for (r, acc) in acc.iter().enumerate() {
@@ -326,6 +334,70 @@ mod avx512 {
         }
     }
 
+    /// [`store`] with every panel's stage in the small-sums form: four vectors per pack, so
+    /// two rows of two panels or four rows of one leave as one 64-byte vector.
+    ///
+    /// # Safety
+    /// As [`store`]; the accumulators satisfy the stages' small-sums promise.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+    unsafe fn store_small<const R: usize, const P: usize>(
+        acc: &[[__m512i; P]; R],
+        f: &[SmallStage16; 2],
+        out: &mut OutRows<'_>,
+        r0: usize,
+        c0: usize,
+        nc: usize,
+    ) {
+        let row = |out: &mut OutRows<'_>, r: usize, len: usize| {
+            out.out[(r0 + r) * out.stride + c0..][..len].as_mut_ptr()
+        };
+        if P == 2 {
+            let mask = (u64::MAX >> (64 - nc)) as __mmask32;
+            for r in (0..R).step_by(2) {
+                let a = [f[0].rescale(acc[r][0]), f[1].rescale(acc[r][P - 1])];
+                let b = match acc.get(r + 1) {
+                    Some(next) => [f[0].rescale(next[0]), f[1].rescale(next[P - 1])],
+                    None => a,
+                };
+                let v = f[0].pack4([a[0], a[1], b[0], b[1]]);
+                for (i, half) in [_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v)]
+                    .into_iter()
+                    .enumerate()
+                    .take(R - r)
+                {
+                    let o = row(out, r + i, nc);
+                    if nc == 2 * LANES {
+                        // SAFETY: `o` holds 32 bytes.
+                        _mm256_storeu_si256(o.cast(), half);
+                    } else {
+                        // SAFETY: the mask covers the `nc` bytes of `o`; masked-off bytes
+                        // are not touched.
+                        _mm256_mask_storeu_epi8(o, mask, half);
+                    }
+                }
+            }
+        } else {
+            let mask = ((1u32 << nc) - 1) as __mmask16;
+            for r in (0..R).step_by(4) {
+                let v: [__m512i; 4] =
+                    core::array::from_fn(|i| f[0].rescale(acc[(r + i).min(R - 1)][0]));
+                let v = f[0].pack4(v);
+                let quarters = [
+                    _mm512_extracti32x4_epi32::<0>(v),
+                    _mm512_extracti32x4_epi32::<1>(v),
+                    _mm512_extracti32x4_epi32::<2>(v),
+                    _mm512_extracti32x4_epi32::<3>(v),
+                ];
+                for (i, q) in quarters.into_iter().enumerate().take(R - r) {
+                    // SAFETY: the mask covers the `nc` bytes of the row; masked-off bytes are
+                    // not touched.
+                    _mm_mask_storeu_epi8(row(out, r + i, nc), mask, q);
+                }
+            }
+        }
+    }
+
     /// # Safety
     /// The CPU supports AVX-512 F/BW/DQ/VL and VNNI; the slices have the lengths
     /// `gemm_requant` checks.
@@ -354,7 +426,7 @@ mod avx512 {
             let c0 = p0 * LANES;
             let nc = (n - c0).min(np * LANES);
             let mut init = [_mm512_setzero_si512(); 2];
-            let mut stages = [None, None];
+            let mut stages: [Option<Stage16>; 2] = [None, None];
             for p in 0..np {
                 // SAFETY: `sums` holds whole panels (checked by `gemm_requant`).
                 let s = _mm512_loadu_si512(sums.as_ptr().add((p0 + p) * LANES).cast());
@@ -376,6 +448,10 @@ mod avx512 {
             // Tiles of near-equal height (49 rows: seven of 7, not six of 8 and one of 1): a
             // tile of one to three rows runs two to six accumulator chains, too few to hide
             // `vpdpbusd`'s latency, and would cost as much as a full one.
+            let fast = match (&stages[0], &stages[np - 1]) {
+                (Some(s0), Some(s1)) => s0.small_form().zip(s1.small_form()).map(|(a, b)| [a, b]),
+                _ => None,
+            };
             let tiles = rows.div_ceil(TILE_ROWS);
             let (base, taller) = (rows / tiles.max(1), rows % tiles.max(1));
             let mut r0 = 0;
@@ -386,11 +462,11 @@ mod avx512 {
                         match (nr, np) {
                             $(($r, 2) => {
                                 let acc = block::<$r, 2>(a, a_stride, quads, packed, r0, p0, &init);
-                                store(&acc, &stages, rq, &mut out, r0, c0, nc);
+                                store(&acc, &stages, fast.as_ref(), rq, &mut out, r0, c0, nc);
                             }
                             ($r, _) => {
                                 let acc = block::<$r, 1>(a, a_stride, quads, packed, r0, p0, &init);
-                                store(&acc, &stages, rq, &mut out, r0, c0, nc);
+                                store(&acc, &stages, fast.as_ref(), rq, &mut out, r0, c0, nc);
                             })*
                             _ => unreachable!("row tiles have 1..=TILE_ROWS rows"),
                         }

@@ -672,6 +672,82 @@ pub(crate) mod avx512 {
         }
     }
 
+    /// A [`Stage16`] without bias in [`Rescale16`]'s small-sums form, flattened into
+    /// registers: no optional parts, so a tile's rows run it without a branch (the general
+    /// stage's options cost more than its arithmetic where a tile's depth is a few quads).
+    #[derive(Clone, Copy)]
+    pub(crate) struct SmallStage16 {
+        m: __m512i,
+        m_odd: __m512i,
+        /// As [`Small`]'s.
+        round: [__m512i; 2],
+        right: __m512i,
+        /// All ones in the lanes with `r > 0` (every lane when none has `r == 0`).
+        rounds: __m512i,
+        /// The clamp as 16-bit lanes (-128 and 127 when the layer has none narrower).
+        lo: __m512i,
+        hi: __m512i,
+    }
+
+    impl Stage16 {
+        /// This stage as a [`SmallStage16`], when it has no bias and its rescale the
+        /// small-sums form (the caller promised small sums and the parameters allow it).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F/BW.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        pub(crate) unsafe fn small_form(&self) -> Option<SmallStage16> {
+            let (None, Some(f)) = (self.bias, self.rescale.small) else {
+                return None;
+            };
+            Some(SmallStage16 {
+                m: self.rescale.m,
+                m_odd: self.rescale.m_odd,
+                round: f.round,
+                right: f.right,
+                rounds: f.rounds.unwrap_or(_mm512_set1_epi32(-1)),
+                lo: self.lo.unwrap_or(_mm512_set1_epi16(-128)),
+                hi: self.hi.unwrap_or(_mm512_set1_epi16(127)),
+            })
+        }
+    }
+
+    impl SmallStage16 {
+        /// [`Rescale16::apply`]'s small-sums form (the same operations, the tie correction
+        /// always masked).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F; `|x| < 2^30` (the promise the stage was built on).
+        #[inline(always)]
+        pub(crate) unsafe fn rescale(&self, x: __m512i) -> __m512i {
+            let x2 = _mm512_add_epi32(x, x);
+            let even = _mm512_add_epi64(_mm512_mul_epi32(x2, self.m), self.round[0]);
+            let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(x2), self.m_odd);
+            let odd = _mm512_add_epi64(odd, self.round[1]);
+            let h = _mm512_mask_shuffle_epi32::<_MM_PERM_DDBB>(odd, 0x5555, even);
+            let neg = _mm512_and_si512(_mm512_srai_epi32::<31>(x), self.rounds);
+            _mm512_srav_epi32(_mm512_add_epi32(h, neg), self.right)
+        }
+
+        /// The 64 output bytes of four rescaled vectors: dwords `4L + j` of the two packs
+        /// hold 128-bit lane `L` of vector `j`; gathered by [`PAIR_ORDER`], the result is
+        /// `v[0]`'s sixteen bytes, then `v[1]`'s, `v[2]`'s, `v[3]`'s (each vector's clamp is
+        /// this stage's: the caller's stages share one layer's `act_min`/`act_max`).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F/BW.
+        #[inline(always)]
+        pub(crate) unsafe fn pack4(&self, v: [__m512i; 4]) -> __m512i {
+            let clamp = |x: __m512i| _mm512_min_epi16(_mm512_max_epi16(x, self.lo), self.hi);
+            let a = clamp(_mm512_packs_epi32(v[0], v[1]));
+            let b = clamp(_mm512_packs_epi32(v[2], v[3]));
+            // SAFETY: `PAIR_ORDER` holds sixteen `i32`.
+            let order = unsafe { _mm512_loadu_si512(PAIR_ORDER.as_ptr().cast()) };
+            _mm512_permutexvar_epi32(order, _mm512_packs_epi16(a, b))
+        }
+    }
+
     /// [`super::requantize_row`] sixteen channels per step, the last step masked; returns
     /// how many values it wrote (all, or where [`Stage16::new`] refused: the caller finishes
     /// the rest).
