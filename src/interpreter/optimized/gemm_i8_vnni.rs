@@ -53,9 +53,13 @@ pub(crate) fn packed_len(n: usize, k: usize) -> usize {
 
 /// Output channels (a multiple of [`LANES`], at most [`MAX_GROUP`] and `n` rounded up to a
 /// panel) of `n × k` weights whose packed panels fit in `bytes`; 0 when not one panel fits.
+/// An even number of panels when two fit: the tiles take panels in pairs, and a group's odd
+/// panel would run one-panel tiles (half the products per broadcast: a third of a
+/// three-panel group's time went there).
 pub(crate) fn group_channels(n: usize, k: usize, bytes: usize) -> usize {
-    let c = bytes / (LANES * stride(k).max(1)) * LANES;
-    c.min(MAX_GROUP).min(n.div_ceil(LANES) * LANES)
+    let panels = bytes / (LANES * stride(k).max(1));
+    let panels = if panels >= 2 { panels & !1 } else { panels };
+    (panels * LANES).min(MAX_GROUP).min(n.div_ceil(LANES) * LANES)
 }
 
 /// Packs `n` weight rows of depth `k` (`w[c * k + i]`) into `out` (`packed_len(n, k)` bytes)
