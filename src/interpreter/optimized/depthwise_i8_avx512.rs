@@ -18,7 +18,11 @@
 //! over the whole window (`sum w (x + offset) = sum w x + offset sum w`, wrapping `i32`, so
 //! exact), which saves the offset's add per tap. A border pixel adds the offset per tap and
 //! its taps outside the input are masked to zero after it (a padded tap adds nothing, as in
-//! the reference). 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The
+//! the reference). More than 32 channels with windows of up to 26 taps (3 × 3, 5 × 5) run
+//! up to four groups per pixel ([`groups`]): four independent accumulator chains instead of
+//! two, and a border pixel's tap pointers found once for them all (on Zen 5 one chain of
+//! `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14 twice XNNPACK's time).
+//! 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The
 //! output stage is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
 //! a time, the AVX2 stage's arithmetic on wider registers.
 
@@ -35,6 +39,12 @@ const MIN_CHANNELS: usize = 8;
 /// Tap pairs per window at most (windows of up to 80 taps); the widened weights of a group take
 /// 128 bytes per pair on the stack.
 const MAX_PAIRS: usize = 40;
+/// Channel groups a pixel runs at once when its layer has more than one ([`groups`]): as
+/// many independent accumulator chains, and one window's pointers for all of them.
+const GROUPS: usize = 4;
+/// Tap pairs per window at most for [`groups`] (5 × 5 windows): their widened weights take
+/// `128 * GROUPS` bytes per pair on the stack.
+const GROUP_PAIRS: usize = 13;
 /// Input bytes a block of output rows reads at most (the block runs group by group over it,
 /// so it should stay in L1D); a block has at least one row.
 const BLOCK_BYTES: usize = 24 * 1024;
@@ -192,11 +202,30 @@ unsafe fn rows_body<const VNNI: bool>(
     let col = |x: usize| x * g.stride_w - g.pad_w;
     // The input byte at which a tap outside the input points: the zero point (`x + offset`
     // is 0 there, as the reference's skipped tap), so border pixels run the interior loop.
-    let zp = [(-i32::from(offset)) as i8; LANES];
+    let zp = [(-i32::from(offset)) as i8; LANES * GROUPS];
     let zp = zp.as_ptr();
+    // More than one group of channels: up to `GROUPS` of them per pixel.
+    let several = c > LANES && !bcast && pairs <= GROUP_PAIRS;
     // Rows in blocks whose input stays in L1, groups outer within a block: a group's weights
     // and output stage are set up once per block, not once per row (small layers have few
     // pixels per row).
+    if several {
+        // All rows per pass: a pass reads `LANES * G` channels of each input row, and the
+        // rows a window reuses stay in L1 without blocks.
+        let pass = Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first: first_row };
+        let mut c0 = 0;
+        while c0 < c {
+            let n = (c - c0).div_ceil(LANES).min(GROUPS);
+            match n {
+                1 => groups::<VNNI, 1>(&pass, c0, output),
+                2 => groups::<VNNI, 2>(&pass, c0, output),
+                3 => groups::<VNNI, 3>(&pass, c0, output),
+                _ => groups::<VNNI, GROUPS>(&pass, c0, output),
+            }
+            c0 += n * LANES;
+        }
+        return;
+    }
     let block = (BLOCK_BYTES / (g.in_w * in_c * g.stride_h).max(1)).max(1);
     let mut ptrs = [[zp; 2 * MAX_PAIRS]; LANES / MIN_CHANNELS];
     for (k, block_out) in output.chunks_mut(block * row_out).enumerate() {
@@ -304,6 +333,120 @@ unsafe fn rows_body<const VNNI: bool>(
     }
 }
 
+/// What [`groups`] reads of a block of output rows.
+struct Pass<'a> {
+    g: &'a ConvGeometry,
+    input: &'a [i8],
+    filter: &'a [i8],
+    rq: &'a Requant<'a>,
+    /// The input offset in every lane.
+    off32: __m512i,
+    /// See [`Stage32::new`].
+    small: bool,
+    /// Each tap's input offset from its window origin, with the odd tap's partner.
+    rel: &'a [usize],
+    /// The output columns whose windows lie inside the input.
+    inside_cols: (usize, usize),
+    /// `LANES * GROUPS` bytes of the input zero point.
+    zp: *const i8,
+    /// The block's first output row (over all batches).
+    first: usize,
+}
+
+/// Channels `c0..` in `G` groups of [`LANES`] (the last one possibly partial, each holding a
+/// channel) of the output rows `block_out` (whole rows from row `pass.first`): per pixel, each
+/// pair of taps goes through the `G` groups before the next pair, so the groups' accumulators
+/// are `G` independent chains and a border pixel's tap pointers serve all groups (a group `j`
+/// reads `j * LANES` bytes past them; the zero-point buffer holds `LANES * GROUPS` bytes).
+///
+/// # Safety
+/// As [`rows`], with `rel.len() <= 2 * GROUP_PAIRS`, depth multiplier 1 and
+/// `c0 + (G - 1) * LANES < out_c`.
+#[inline(always)]
+unsafe fn groups<const VNNI: bool, const G: usize>(pass: &Pass<'_>, c0: usize, block_out: &mut [i8]) {
+    let Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first } = *pass;
+    let c = g.out_c;
+    let taps = g.filter_h * g.filter_w;
+    let pairs = rel.len() / 2;
+    let mut kb = [0 as __mmask32; G];
+    let mut w = [[MaybeUninit::<[__m512i; 2]>::uninit(); GROUP_PAIRS]; G];
+    let mut stages: [MaybeUninit<Stage32>; G] = [const { MaybeUninit::uninit() }; G];
+    let mut init = [[_mm512_setzero_si512(); 2]; G];
+    for j in 0..G {
+        let cj = c0 + j * LANES;
+        let n = (c - cj).min(LANES);
+        kb[j] = lane_mask(n);
+        for (p, wp) in w[j].iter_mut().enumerate().take(pairs) {
+            let mut ab = [_mm512_setzero_si512(); 2];
+            for (h, v) in ab.iter_mut().enumerate() {
+                let t = 2 * p + h;
+                if t < taps {
+                    // SAFETY: channels `cj..cj + n` of filter tap `t` (masked lanes not read).
+                    *v = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(
+                        kb[j],
+                        filter.as_ptr().add(t * c + cj),
+                    ));
+                }
+            }
+            wp.write([_mm512_unpacklo_epi16(ab[0], ab[1]), _mm512_unpackhi_epi16(ab[0], ab[1])]);
+        }
+        let stage = Stage32::new(rq, cj, n, small);
+        // SAFETY: entries `..pairs` of group `j` were written just above.
+        let wj: &[[__m512i; 2]] = core::slice::from_raw_parts(w[j].as_ptr().cast(), pairs);
+        init[j] = folded(stage.init(), wj, off32);
+        stages[j].write(stage);
+    }
+    // SAFETY: every stage was written just above.
+    let stages: &[Stage32; G] = &*(&stages as *const [MaybeUninit<Stage32>; G]).cast();
+    // SAFETY (of each use): the pair `i < pairs` of group `j < G`, written above.
+    let wp = |j: usize, i: usize| w.get_unchecked(j).get_unchecked(i).assume_init_ref();
+    let (fh, row_out) = (g.filter_h, g.out_w * c);
+    let mut ptrs = [zp; 2 * GROUP_PAIRS];
+    let ptrs = &mut ptrs[..rel.len()];
+    for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
+        let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
+        let wy = g.row_window(out_y);
+        let rows_inside = wy.f0 == 0 && wy.f1 == fh;
+        let row0 = b * g.in_h;
+        for out_x in 0..g.out_w {
+            let acc = if rows_inside && (inside_cols.0..inside_cols.1).contains(&out_x) {
+                let origin = ((row0 + wy.at(0)) * g.in_w + out_x * g.stride_w - g.pad_w) * c + c0;
+                let p = input.as_ptr().add(origin);
+                let mut acc = init;
+                for (i, pair) in rel.chunks_exact(2).enumerate() {
+                    // SAFETY: the groups' channels of two input pixels (masked lanes not read).
+                    let (pa, pb) = (p.add(pair[0]), p.add(pair[1]));
+                    for j in 0..G {
+                        let xa = load_pixel(pa.add(j * LANES), kb[j], false);
+                        let xb = load_pixel(pb.add(j * LANES), kb[j], false);
+                        mac::<VNNI>(&mut acc[j], xa, xb, wp(j, i));
+                    }
+                }
+                acc
+            } else {
+                let window = Window { g, input, row0, wy: &wy, c0, zp, taps: rel.len() };
+                window.pointers_into(out_x, ptrs);
+                let mut acc = init;
+                for (i, pair) in ptrs.chunks_exact(2).enumerate() {
+                    for j in 0..G {
+                        // SAFETY: the groups' channels of two input pixels or zero-point bytes
+                        // (masked lanes not read).
+                        let xa = load_pixel(pair[0].add(j * LANES), kb[j], false);
+                        let xb = load_pixel(pair[1].add(j * LANES), kb[j], false);
+                        mac::<VNNI>(&mut acc[j], xa, xb, wp(j, i));
+                    }
+                }
+                acc
+            };
+            for j in 0..G {
+                // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of
+                // pixel `out_x` (the store is masked to the group's lanes).
+                stages[j].store(acc[j], out_row.as_mut_ptr().add(out_x * c + c0 + j * LANES), kb[j]);
+            }
+        }
+    }
+}
+
 /// The window of one output row of a batch (rows `wy`) for channel group `c0`.
 struct Window<'a> {
     g: &'a ConvGeometry,
@@ -325,6 +468,12 @@ impl Window<'_> {
     /// the vector state around it.
     #[inline(always)]
     fn pointers(&self, out_x: usize, ptrs: &mut [*const i8; 2 * MAX_PAIRS]) {
+        self.pointers_into(out_x, &mut ptrs[..]);
+    }
+
+    /// [`Self::pointers`] into a slice of at least `taps` pointers.
+    #[inline(always)]
+    fn pointers_into(&self, out_x: usize, ptrs: &mut [*const i8]) {
         let g = self.g;
         ptrs[..self.taps].fill(self.zp);
         let x0 = (out_x * g.stride_w) as isize - g.pad_w as isize;

@@ -119,13 +119,23 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(160))]
 
     /// Depth multiplier 1 on every path against the reference: channel counts around and
-    /// between the 32-channel groups, 3×3, 5×5 and odd windows (one past the 80 taps this
+    /// between the 32-channel groups and the passes of up to four groups (partial last
+    /// passes and groups), 3×3, 5×5 and odd windows (one past the 80 taps this
     /// body takes, which runs the AVX2 body), strides 1 and 2, dilation, SAME and VALID
     /// padding, input zero points at the ends, weights at -128 and 127, scales above 1,
     /// any bias; whole layers and bands of rows.
     #[test]
     fn depthwise_multiplier_one_matches_reference(
-        c in prop_oneof![1usize..100, Just(8), Just(16), Just(32), Just(64), Just(96)],
+        c in prop_oneof![
+            1usize..100,
+            Just(8),
+            Just(16),
+            Just(32),
+            Just(64),
+            Just(96),
+            Just(128),
+            100usize..300,
+        ],
         (fh, fw) in prop_oneof![
             Just((3usize, 3usize)),
             Just((5, 5)),
@@ -134,6 +144,7 @@ proptest! {
             Just((2, 7)),
             Just((7, 1)),
             Just((9, 9)),
+            Just((3, 9)),
         ],
         (h, w) in (1usize..14, 1usize..20),
         batches in 1usize..3,
@@ -278,6 +289,7 @@ fn depthwise_row_blocks_match_reference() {
         (20, 48, 8, 1),
         (19, 47, 16, 2),
         (3, 3, 8, 1),
+        (7, 9, 300, 2),
     ]
     .iter()
     .enumerate()
