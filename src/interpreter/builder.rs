@@ -44,7 +44,7 @@ pub(crate) fn resizable(model: &Model) -> bool {
 pub(crate) use place::{buffer_bytes, finish, table_bytes, Rebuild};
 pub(crate) use resize::resized_model;
 pub(crate) use stage::{
-    default_isa, lowered_model, stage, stage_opts, stage_with, Staged, VariableInit,
+    default_isa, lowered_model, stage, stage_opts, stage_with, Purpose, Staged, VariableInit,
 };
 
 /// Builds an [`Interpreter`] for subgraph 0 of a model.

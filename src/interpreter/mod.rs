@@ -176,7 +176,7 @@ impl<'a> Interpreter<'a> {
         resolver: &OpResolver,
         threads: usize,
     ) -> Result<ArenaNeeds, InterpreterError> {
-        let staged = builder::stage(model, resolver, threads.max(1))?;
+        let staged = builder::stage(model, resolver, threads.max(1), builder::Purpose::Sizing)?;
         Ok(ArenaNeeds {
             total_bytes: builder::buffer_bytes(&staged, model)?,
             tables_bytes: builder::table_bytes(&staged, model)?,

@@ -86,20 +86,22 @@ pub(super) fn kernel_error(
     }
 }
 
-/// Init, prepare (with prepare-time evaluation of constant ops) and head planning.
-/// `threads` is the number of kernel threads invoke will run with (kernels size per-thread
-/// scratch by it, [`PrepareContext::threads`]).
+/// Init, prepare (with prepare-time evaluation of constant ops) and head planning, for
+/// `purpose`. `threads` is the number of kernel threads invoke will run with (kernels size
+/// per-thread scratch by it, [`PrepareContext::threads`]).
 pub(crate) fn stage(
     model: &Model,
     resolver: &OpResolver,
     threads: usize,
+    purpose: Purpose,
 ) -> Result<Staged, InterpreterError> {
-    stage_with(
+    stage_for(
         model,
         &|_| resolver,
         threads,
         Precompute::None,
         default_isa(),
+        purpose,
     )
 }
 
@@ -116,7 +118,7 @@ pub(crate) fn default_isa() -> IsaSelection {
     })
 }
 
-/// [`stage`] granting the precomputed constants `copies`.
+/// [`stage`] for a build, granting the precomputed constants `copies`.
 pub(crate) fn stage_opts(
     model: &Model,
     resolver: &OpResolver,
@@ -127,8 +129,8 @@ pub(crate) fn stage_opts(
     stage_with(model, &|_| resolver, threads, copies, isa)
 }
 
-/// [`stage`] with a resolver per node (`resolver_of(node index)`): a partition's memory space
-/// runs nodes of several devices, each with its device's kernels.
+/// [`stage`] for a build, with a resolver per node (`resolver_of(node index)`): a partition's
+/// memory space runs nodes of several devices, each with its device's kernels.
 ///
 /// The phases, in order (TFLM's names for the same steps in parentheses):
 /// 0. [`lowered_model`]: operator patterns the interpreter runs as one op (tensor-list writes),
@@ -151,6 +153,31 @@ pub(crate) fn stage_with<'r>(
     threads: usize,
     copies: Precompute,
     isa: IsaSelection,
+) -> Result<Staged, InterpreterError> {
+    stage_for(model, resolver_of, threads, copies, isa, Purpose::Build)
+}
+
+/// What a staging is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// An interpreter: every persistent record keeps its bytes for the arena's tail.
+    Build,
+    /// Sizes only ([`Interpreter::arena_needs`](crate::interpreter::Interpreter::arena_needs)):
+    /// when no node runs at build, nothing reads a record back after its node's prepare, so
+    /// its bytes are released there ([`Persistent::release_from`]) and the heap holds the
+    /// records of one node at a time instead of the whole tail. The records' offsets and sizes
+    /// (all that sizing reads) are kept.
+    Sizing,
+}
+
+/// [`stage_with`] for `purpose`.
+fn stage_for<'r>(
+    model: &Model,
+    resolver_of: &dyn Fn(usize) -> &'r OpResolver,
+    threads: usize,
+    copies: Precompute,
+    isa: IsaSelection,
+    purpose: Purpose,
 ) -> Result<Staged, InterpreterError> {
     model.validate()?;
     // Tensor-list writes lowered to slices of changing shape, raised to one operator.
@@ -221,6 +248,9 @@ pub(crate) fn stage_with<'r>(
             threads,
             copies: CopyAllowance::new(copies),
             isa: isa.isa,
+            // A node run at build reads records back (its own, a variable's, a called
+            // subgraph's nodes'): then every record keeps its bytes.
+            release_records: purpose == Purpose::Sizing && !nodes.iter().any(|n| n.prepare_time),
         },
     )?;
     tail.stage_variables(model, &layout, &tensors)?;
@@ -339,6 +369,8 @@ struct Budget {
     threads: usize,
     copies: CopyAllowance,
     isa: Isa,
+    /// Release the bytes of each node's records after its prepare ([`Purpose::Sizing`]).
+    release_records: bool,
 }
 
 /// What [`init_and_prepare`] produced.
@@ -375,6 +407,7 @@ fn init_and_prepare(
         check_counts(node)?;
         let reg = &registrations[i];
         let mut mem = NodeMemory::default();
+        let first_record = tail.persistent.records.len();
         if folded[i] {
             // Its readers take the float16 constant itself (`fold_f16_dequantize`), or the
             // PAD's input and its padding (`pad_fusion`), or the MUL's input and a scaled
@@ -427,6 +460,9 @@ fn init_and_prepare(
             .prepare(&mut ctx)
             .map_err(|e| kernel_error(node, Phase::Prepare, e))?;
         temp.clear();
+        if budget.release_records {
+            tail.persistent.release_from(first_record);
+        }
         if node.prepare_time {
             let table = match &mut table {
                 Some(t) => t,

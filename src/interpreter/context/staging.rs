@@ -13,6 +13,7 @@ use super::RECORD_ALIGNMENT;
 use crate::arena::Category;
 use crate::interpreter::KernelError;
 use core::any::TypeId;
+use rust_alloc::boxed::Box;
 use rust_alloc::vec::Vec;
 
 /// One persistent record.
@@ -30,8 +31,8 @@ pub(crate) struct Record {
 #[derive(Default)]
 pub(crate) struct Persistent {
     /// Per record (same order as `records`): its 16-byte aligned staged bytes (`u128` words,
-    /// zero-initialised, exactly the rounded size).
-    blocks: Vec<Vec<u128>>,
+    /// zero-initialised, exactly the rounded size; boxed, so no capacity word per record).
+    blocks: Vec<Box<[u128]>>,
     /// Tail bytes the records take (the next record's offset).
     used: usize,
     /// Records in allocation order (and offset order).
@@ -70,6 +71,8 @@ impl Persistent {
         let mut block = Vec::new();
         block.try_reserve_exact(words).map_err(|_| oom())?;
         block.resize(words, 0);
+        // Reserved exactly: no reallocation.
+        let block = block.into_boxed_slice();
         self.records.try_reserve(1).map_err(|_| oom())?;
         self.blocks.try_reserve(1).map_err(|_| oom())?;
         self.used = rounded;
@@ -80,6 +83,27 @@ impl Persistent {
         });
         self.blocks.push(block);
         Ok(at)
+    }
+
+    /// Releases the staged bytes of every record from position `first` of `records` on,
+    /// keeping their offsets and sizes: for a staging that only sizes the tail and reads none
+    /// of them again ([`Purpose::Sizing`]). A released record reads as empty bytes
+    /// ([`bytes`](Self::bytes)), so a stray read cannot reach freed memory; [`contiguous`]
+    /// then returns `None`.
+    ///
+    /// [`Purpose::Sizing`]: crate::interpreter::builder::Purpose::Sizing
+    /// [`contiguous`]: Self::contiguous
+    pub fn release_from(&mut self, first: usize) {
+        for block in self.blocks.iter_mut().skip(first) {
+            *block = Box::default();
+        }
+    }
+
+    /// Staged bytes of record `i` (position in `records`): its size, or none once released.
+    fn staged_len(&self, i: usize) -> usize {
+        self.records[i]
+            .size
+            .min(self.blocks[i].len() * RECORD_ALIGNMENT)
     }
 
     /// Position in `records` of the record at `offset` (one `allocate` returned; records are
@@ -100,23 +124,25 @@ impl Persistent {
     /// The staged bytes of the record at `record` (an offset `allocate` returned).
     pub fn bytes(&self, record: u32) -> &[u8] {
         let i = self.index(record);
-        let (block, size) = (&self.blocks[i], self.records[i].size);
-        // SAFETY: the block holds `size.next_multiple_of(16) / 16` zero-initialised words, so
-        // `size` initialised bytes, and `&self` keeps them borrowed immutably.
+        let (block, size) = (&self.blocks[i], self.staged_len(i));
+        // SAFETY: the block holds `size.next_multiple_of(16) / 16` zero-initialised words (none
+        // once released, and then `size` is 0), so `size` initialised bytes, and `&self` keeps
+        // them borrowed immutably.
         unsafe { core::slice::from_raw_parts(block.as_ptr() as *const u8, size) }
     }
 
     /// The staged bytes of a record, mutable.
     pub fn bytes_mut(&mut self, record: u32) -> &mut [u8] {
         let i = self.index(record);
-        let size = self.records[i].size;
+        let size = self.staged_len(i);
         let block = &mut self.blocks[i];
         // SAFETY: as in `bytes`, and `&mut self` makes the borrow exclusive.
         unsafe { core::slice::from_raw_parts_mut(block.as_mut_ptr() as *mut u8, size) }
     }
 
     /// Pointer to a record's staged bytes (16-byte aligned; its block never moves, so the
-    /// pointer stays valid while `self` lives and no `&`/`&mut` to that record is taken).
+    /// pointer stays valid while `self` lives, no `&`/`&mut` to that record is taken and it is
+    /// not released).
     pub fn ptr(&mut self, record: u32) -> *mut u8 {
         let i = self.index(record);
         self.blocks[i].as_mut_ptr() as *mut u8
@@ -132,7 +158,8 @@ impl Persistent {
         for block in &self.blocks {
             region.extend_from_slice(block);
         }
-        Some(region)
+        // Released records have no bytes to lay out.
+        (region.len() == words).then_some(region)
     }
 
     /// Copies every record back from a block [`contiguous`](Self::contiguous) returned.
