@@ -436,7 +436,13 @@ mod x86 {
                         if S == 2 {
                             _mm_prefetch::<_MM_HINT_T0>(pixel.wrapping_offset(prefetch).cast());
                         }
-                        _mm512_maskz_loadu_ps(masks[x], pixel.wrapping_add(ch))
+                        if EDGE && !inside[x] {
+                            // Not loaded at all: a masked load with no lane set still reads
+                            // its line (a neighbouring row's pixels) and measured slow.
+                            _mm512_setzero_ps()
+                        } else {
+                            _mm512_maskz_loadu_ps(masks[x], pixel.wrapping_add(ch))
+                        }
                     });
                     for fx in 0..FW {
                         let w = _mm512_maskz_loadu_ps(lanes, flt.add((fy * FW + fx) * c + ch));
