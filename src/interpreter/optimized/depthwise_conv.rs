@@ -151,8 +151,8 @@ mod x86 {
     use crate::math::Float;
     use core::arch::x86_64::*;
 
-    /// Output rows `row0..row0 + rows` into `output` (which holds exactly those rows), runs of
-    /// [`WIDE`] pixels with whole windows on AVX-512 when `wide`.
+    /// Output rows `row0..row0 + rows` into `output` (which holds exactly those rows), blocks of
+    /// [`block_width`] pixels on AVX-512 when `wide`.
     ///
     /// # Safety
     /// AVX2 and FMA are present, and AVX-512F when `wide` (which needs [`wide_fits`]);
@@ -181,9 +181,10 @@ mod x86 {
             let (b, oy) = (r / g.out_h, r % g.out_h);
             if wide {
                 let wy = g.row_window(oy);
+                let width = block_width(g.out_w);
                 let mut ox = 0;
                 while ox < g.out_w {
-                    let npix = WIDE.min(g.out_w - ox);
+                    let npix = width.min(g.out_w - ox);
                     // SAFETY: row `r` is inside the output, `wy` its window, pixels
                     // `ox..ox + npix` inside the row and their `npix * c` outputs at `o` inside
                     // `output`; the caller checked AVX-512F and `wide_fits`.
@@ -295,16 +296,38 @@ mod x86 {
     /// Output pixels of one AVX-512 block (each 16 channels in one `zmm` accumulator).
     pub(super) const WIDE: usize = 8;
 
+    /// The narrower block, for rows a multiple of 7 wide and not of 8 (MobileNet's 7-, 14- and
+    /// 28-pixel maps): blocks of 8 would leave 1/8 of the last block's FMAs unused.
+    const NARROW: usize = 7;
+
+    /// Pixels per block along a row of `out_w` pixels: [`NARROW`] when it divides the row and
+    /// [`WIDE`] does not, else [`WIDE`].
+    pub(super) fn block_width(out_w: usize) -> usize {
+        if !out_w.is_multiple_of(WIDE) && out_w.is_multiple_of(NARROW) {
+            NARROW
+        } else {
+            WIDE
+        }
+    }
+
+    /// How many 16-channel passes ahead a stride-2 block prefetches its input lines (the same
+    /// pixels' later channels; past the last pass, the next block's first ones). At stride 2
+    /// the input is four times the output and streams from beyond L2 (mobilenet_v2's
+    /// 112 × 112 × 96 layer); at stride 1 the lines come from L2 and the prefetches measured
+    /// slower, so none are issued there.
+    const PREFETCH_PASSES: usize = 2;
+
     /// Whether [`wide_block`] covers `g`'s columns: filter width 3 or 5, stride 1 or 2, no
     /// dilation (each instance keeps its input columns in registers).
     pub(super) fn wide_fits(g: &ConvGeometry) -> bool {
         g.dilation_w == 1 && matches!((g.filter_w, g.stride_w), (3 | 5, 1 | 2))
     }
 
-    /// Output pixels `ox..ox + npix` (`npix <= WIDE`) of row `b`/`wy`, into `out` (`npix * c`
-    /// values), 16 channels per `zmm` (the last pass masked). Each input column a filter row
-    /// reads is loaded once for every pixel and tap that uses it (`(WIDE - 1) · stride +
-    /// filter_w` loads instead of `WIDE · filter_w`); a column outside the input (padding) is
+    /// Output pixels `ox..ox + npix` (`npix <= WIDE`; the block is [`NARROW`] pixels wide when
+    /// `npix` is, else [`WIDE`]) of row `b`/`wy`, into `out` (`npix * c` values), 16 channels
+    /// per `zmm` (the last pass masked). Each input column a filter row reads is loaded once
+    /// for every pixel and tap that uses it (`(P - 1) · stride + filter_w` loads instead of
+    /// `P · filter_w` for a block of `P`); a column outside the input (padding) is
     /// not read and its taps are skipped with masked FMAs, as the reference skips them. Each
     /// output is summed tap by tap in the reference's order (filter rows, then columns) with
     /// FMA, then the bias added and clamped: the bits of the AVX2 loops.
@@ -326,40 +349,49 @@ mod x86 {
         out: *mut f32,
     ) {
         let at = (b, wy, ox, npix);
+        let width = if npix == NARROW { NARROW } else { WIDE };
         // Whether every column the block reads is inside the input (no tap to skip).
         let x0 = (ox * g.stride_w) as isize - g.pad_w as isize;
-        let cols = (WIDE - 1) * g.stride_w + g.filter_w;
+        let cols = (width - 1) * g.stride_w + g.filter_w;
         let inside = x0 >= 0 && x0 + cols as isize <= g.in_w as isize;
         macro_rules! go {
-            ($edge:literal) => {
-                // SAFETY: forwarded (the match arms are the shapes `wide_fits` admits).
+            ($edge:literal, $p:literal) => {
+                // SAFETY: forwarded (the match arms are the shapes `wide_fits` admits; `COLS`
+                // is `($p - 1) · S + FW`).
                 unsafe {
                     match (g.filter_w, g.stride_w) {
-                        (3, 1) => wide_taps::<3, 1, 10, $edge>(g, inp, flt, bias, clamp, at, out),
-                        (3, _) => wide_taps::<3, 2, 17, $edge>(g, inp, flt, bias, clamp, at, out),
-                        (5, 1) => wide_taps::<5, 1, 12, $edge>(g, inp, flt, bias, clamp, at, out),
-                        _ => wide_taps::<5, 2, 19, $edge>(g, inp, flt, bias, clamp, at, out),
+                        (3, 1) => wide_taps::<3, 1, { ($p - 1) + 3 }, $edge, $p>(g, inp, flt, bias, clamp, at, out),
+                        (3, _) => wide_taps::<3, 2, { ($p - 1) * 2 + 3 }, $edge, $p>(g, inp, flt, bias, clamp, at, out),
+                        (5, 1) => wide_taps::<5, 1, { ($p - 1) + 5 }, $edge, $p>(g, inp, flt, bias, clamp, at, out),
+                        _ => wide_taps::<5, 2, { ($p - 1) * 2 + 5 }, $edge, $p>(g, inp, flt, bias, clamp, at, out),
                     }
                 }
             };
         }
-        if inside {
-            go!(false)
-        } else {
-            go!(true)
+        match (inside, width == NARROW) {
+            (true, false) => go!(false, 8),
+            (false, false) => go!(true, 8),
+            (true, true) => go!(false, 7),
+            (false, true) => go!(true, 7),
         }
     }
 
-    /// [`wide_block`] for filter width `FW` and stride `S`; `COLS = (WIDE - 1) · S + FW` input
-    /// columns per filter row; `EDGE` when some of them may lie outside the input (else the
-    /// taps run unmasked).
+    /// [`wide_block`] for filter width `FW`, stride `S` and a block of `P` pixels; `COLS =
+    /// (P - 1) · S + FW` input columns per filter row; `EDGE` when some of them may lie
+    /// outside the input (else the taps run unmasked).
     ///
     /// # Safety
     /// As [`wide_block`], with `g.filter_w == FW`, `g.stride_w == S`, no dilation, and every
     /// column inside the input unless `EDGE`.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn wide_taps<const FW: usize, const S: usize, const COLS: usize, const EDGE: bool>(
+    unsafe fn wide_taps<
+        const FW: usize,
+        const S: usize,
+        const COLS: usize,
+        const EDGE: bool,
+        const P: usize,
+    >(
         g: &ConvGeometry,
         inp: *const f32,
         flt: *const f32,
@@ -368,7 +400,8 @@ mod x86 {
         (b, wy, ox, npix): (usize, &ClippedWindow, usize, usize),
         out: *mut f32,
     ) {
-        debug_assert_eq!(COLS, (WIDE - 1) * S + FW);
+        debug_assert_eq!(COLS, (P - 1) * S + FW);
+        debug_assert!(npix <= P);
         let c = g.out_c;
         let (lo, hi) = (_mm512_set1_ps(act_min), _mm512_set1_ps(act_max));
         // Input column of the block's column 0 (negative in the left padding).
@@ -377,21 +410,39 @@ mod x86 {
             let ix = x0 + x as isize;
             ix >= 0 && ix < g.in_w as isize
         });
+        let passes = c.div_ceil(16);
         let mut ch = 0;
         while ch < c {
+            // Offset from a column's pixel to the line prefetched for it (stride 2 only).
+            let ahead = ch / 16 + PREFETCH_PASSES;
+            let prefetch = if ahead < passes {
+                (ahead * 16) as isize
+            } else {
+                ((ahead - passes) * 16 + P * S * c) as isize
+            };
             let lanes = (u32::MAX >> (32 - (c - ch).min(16))) as __mmask16;
             let masks: [__mmask16; COLS] = core::array::from_fn(|x| if inside[x] { lanes } else { 0 });
-            let mut acc = [_mm512_setzero_ps(); WIDE];
+            let mut acc = [_mm512_setzero_ps(); P];
             for fy in wy.f0..wy.f1 {
                 let row = (((b * g.in_h + wy.at(fy)) * g.in_w) * c + ch) as isize;
                 // SAFETY: a column's lanes are read only when the column is inside the input
                 // row `wy.at(fy)` (its mask is empty otherwise, and a masked-off lane is not
                 // accessed), and then only channels `ch..c`; the filter row `fy * FW + fx` has
-                // `c` values, the masked lanes are channels below `c`.
+                // `c` values, the masked lanes are channels below `c`. A prefetch reads
+                // nothing and never faults, wherever its (wrapping) address points.
                 unsafe {
                     let cols: [__m512; COLS] = core::array::from_fn(|x| {
-                        let at = inp.wrapping_offset(row + (x0 + x as isize) * c as isize);
-                        _mm512_maskz_loadu_ps(masks[x], at)
+                        let pixel = inp.wrapping_offset(row - ch as isize + (x0 + x as isize) * c as isize);
+                        if S == 2 {
+                            _mm_prefetch::<_MM_HINT_T0>(pixel.wrapping_offset(prefetch).cast());
+                        }
+                        if EDGE && !inside[x] {
+                            // Not loaded at all: a masked load with no lane set (at a
+                            // neighbouring row's pixels) measured slow on Zen 5.
+                            _mm512_setzero_ps()
+                        } else {
+                            _mm512_maskz_loadu_ps(masks[x], pixel.wrapping_add(ch))
+                        }
                     });
                     for fx in 0..FW {
                         let w = _mm512_maskz_loadu_ps(lanes, flt.add((fy * FW + fx) * c + ch));
@@ -624,8 +675,9 @@ mod tests {
         assert!(!covers(&g));
     }
 
-    /// The AVX-512 blocks of eight pixels (filter widths 3 and 5, strides 1 and 2, channel
-    /// counts off 16 and below it, rows wider and narrower than a block, padded edges) give the
+    /// The AVX-512 blocks of eight and seven pixels (filter widths 3 and 5, strides 1 and 2,
+    /// channel counts off 16 and below it, rows wider and narrower than a block, padded edges,
+    /// rows of 7, 14, 21 and 28 pixels) give the
     /// bits of the AVX2 loops, and the reference's values up to FMA rounding.
     #[test]
     fn wide_blocks_match_avx2_bits() {
@@ -642,6 +694,11 @@ mod tests {
             (72, 5, 5, 2, 1, 23),
             (24, 3, 3, 1, 2, 20),
             (9, 7, 7, 1, 1, 19),
+            // Rows a multiple of 7 pixels wide (blocks of 7): 14, 7, 28 and 21 outputs.
+            (20, 3, 3, 2, 1, 28),
+            (7, 5, 5, 2, 1, 14),
+            (40, 3, 3, 1, 1, 28),
+            (96, 5, 5, 1, 1, 21),
         ] {
             for pad in [0, 1, 2] {
                 let (in_h, span_w, span_h) = (7, (fw - 1) * dilation + 1, (fh - 1) * dilation + 1);
