@@ -16,6 +16,7 @@ use rust_alloc::sync::Arc;
 
 mod budget;
 mod evaluate;
+mod layer_norm_fusion;
 mod pad_fusion;
 mod place;
 mod resize;

@@ -117,6 +117,9 @@ pub struct Registration {
     /// Whether a MUL by a positive scalar constant before input 0 may be folded into the
     /// node's own scale option (see [`with_fused_input_scale`](Self::with_fused_input_scale)).
     pub fused_input_scale: bool,
+    /// Whether a float layer normalization written as element-wise nodes that ends in this
+    /// node may run as one node (see [`with_fused_layer_norm`](Self::with_fused_layer_norm)).
+    pub fused_layer_norm: bool,
 }
 
 impl Registration {
@@ -130,6 +133,7 @@ impl Registration {
             f16_inputs: 0,
             fused_padding: false,
             fused_input_scale: false,
+            fused_layer_norm: false,
         }
     }
 
@@ -172,6 +176,22 @@ impl Registration {
         self
     }
 
+    /// The same registration accepting to end a fused layer normalization: where its node is the
+    /// final ADD of the pattern `builder::layer_norm_fusion` matches, the builder empties the
+    /// pattern's other nodes, gives the node the inputs `[x, gamma, eps]` and runs it with
+    /// [`register_layer_norm`](crate::interpreter::kernels::layer_norm::register_layer_norm)'s
+    /// kernel instead. Only for kernel sets whose results may differ from the graph's by float
+    /// rounding (the optimized set).
+    pub fn with_fused_layer_norm(mut self) -> Self {
+        self.fused_layer_norm = true;
+        self
+    }
+
+    /// Whether this kernel's nodes may end a fused layer normalization.
+    pub fn reads_fused_layer_norm(&self) -> bool {
+        self.fused_layer_norm
+    }
+
     /// Whether a MUL by a scalar constant before input 0 may be folded into this kernel's nodes.
     pub fn reads_fused_input_scale(&self) -> bool {
         self.fused_input_scale
@@ -202,6 +222,7 @@ impl core::fmt::Debug for Registration {
             .field("f16_inputs", &self.f16_inputs)
             .field("fused_padding", &self.fused_padding)
             .field("fused_input_scale", &self.fused_input_scale)
+            .field("fused_layer_norm", &self.fused_layer_norm)
             .finish()
     }
 }

@@ -4,6 +4,7 @@
 //! [`finish`](super::finish).
 
 use super::evaluate::evaluate_at_build;
+use super::layer_norm_fusion;
 use super::pad_fusion;
 use super::shapes;
 use super::softmax_fusion;
@@ -16,6 +17,7 @@ use crate::interpreter::context::{
 use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
 use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind, TensorTable};
 use crate::interpreter::kernel::Registration;
+use crate::interpreter::kernels::layer_norm::register_layer_norm;
 use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
@@ -138,7 +140,7 @@ pub(crate) fn stage_opts(
 /// 1. [`resolve`] each node's registration (`PrepareNodeAndRegistrationDataFromFlatbuffer`);
 /// 2. [`lifetimes`] of every tensor, computed once, with in-place aliases where the resolved
 ///    kernel runs in place, after [`pad_fusion::fold_pads`] and
-///    [`softmax_fusion::fold_softmax_scales`]; then the executable graph
+///    [`softmax_fusion::fold_softmax_scales`] and [`layer_norm_fusion::fold_layer_norms`]; then the executable graph
 ///    ([`graph::build`]) and the refusals a kernel cannot make itself; float16
 ///    dequantizations folded into their readers;
 /// 3. [`Tail::stage_misaligned_constants`]: aligned tail copies that prepare-time nodes read;
@@ -187,7 +189,7 @@ fn stage_for<'r>(
     let inferred = shapes::infer_shapes(model)?;
     let model = inferred.as_ref().unwrap_or(model);
     let layout = Layout::new(model)?;
-    let registrations = resolve(model, &layout, resolver_of)?;
+    let mut registrations = resolve(model, &layout, resolver_of)?;
     // PADs folded into the convolutions that read them (same node indices, same tensors).
     let (folded_model, pad_folds) = match pad_fusion::fold_pads(model, &layout, &registrations) {
         Some((m, f)) => (Some(m), f),
@@ -201,6 +203,16 @@ fn stage_for<'r>(
             None => (None, Vec::new()),
         };
     let model = scaled_model.as_ref().unwrap_or(model);
+    // Layer norms written as ten element-wise nodes run as their final ADD (same node indices).
+    let (normed_model, norm_folds) =
+        match layer_norm_fusion::fold_layer_norms(model, &layout, &registrations) {
+            Some((m, f)) => (Some(m), f),
+            None => (None, Vec::new()),
+        };
+    let model = normed_model.as_ref().unwrap_or(model);
+    for f in &norm_folds {
+        registrations[f.add] = register_layer_norm();
+    }
     let timeline = Timeline::new(&layout)?;
     let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
     let (mut tensors, mut nodes) = graph::build(model, &layout, &lifetimes)?;
@@ -210,6 +222,11 @@ fn stage_for<'r>(
     }
     for f in &scale_folds {
         nodes[f.mul].prepare_time = true; // it does not run
+    }
+    for f in &norm_folds {
+        for &e in &f.emptied {
+            nodes[e].prepare_time = true; // it does not run
+        }
     }
     let subgraphs = layout.infos(model);
     let shared = shared_inputs(&layout, &subgraphs, &nodes, &tensors);
@@ -228,6 +245,11 @@ fn stage_for<'r>(
     }
     for f in &scale_folds {
         folded[f.mul] = true;
+    }
+    for f in &norm_folds {
+        for &e in &f.emptied {
+            folded[e] = true;
+        }
     }
 
     let mut tail = Tail::new(tensors.len());
@@ -411,7 +433,8 @@ fn init_and_prepare(
         if folded[i] {
             // Its readers take the float16 constant itself (`fold_f16_dequantize`), or the
             // PAD's input and its padding (`pad_fusion`), or the MUL's input and a scaled
-            // beta (`softmax_fusion`).
+            // beta (`softmax_fusion`), or it is part of a fused layer norm
+            // (`layer_norm_fusion`).
             memory.push(mem);
             continue;
         }

@@ -23,6 +23,12 @@ impl Kernel for Add {
 }
 
 /// The ADD kernel of kernel set `set` (TFLM's `Register_ADD()`).
+/// The optimized set's ADD may end a fused layer normalization
+/// ([`Registration::with_fused_layer_norm`]).
 pub fn register_add(set: KernelSet) -> Registration {
-    Registration::new("ADD", Add { set })
+    let r = Registration::new("ADD", Add { set });
+    match set {
+        KernelSet::Reference => r,
+        KernelSet::Optimized => r.with_fused_layer_norm(),
+    }
 }

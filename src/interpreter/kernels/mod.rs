@@ -42,6 +42,7 @@ pub mod greater;
 pub mod hard_swish;
 mod hybrid;
 pub mod if_then_else;
+pub mod layer_norm;
 pub mod leaky_relu;
 pub mod less;
 pub mod logical_and;

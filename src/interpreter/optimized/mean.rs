@@ -87,12 +87,19 @@ fn blocks_mean(count: usize, inner: usize, input: &[f32], output: &mut [f32]) {
 /// (the same order on every path: no reassociation is left to the compiler).
 #[inline(always)]
 pub(super) fn lane_sum(row: &[f32]) -> f32 {
+    lane_sum_of(row, |x| x)
+}
+
+/// The sum of `f(x)` over `row`, in [`lane_sum`]'s order (layer norm's variance: the squared
+/// differences summed as MEAN sums them, without storing them).
+#[inline(always)]
+pub(super) fn lane_sum_of(row: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut acc = [[0.0f32; 8]; 4];
     let mut chunks = row.chunks_exact(32);
     for c in &mut chunks {
         for (j, a) in acc.iter_mut().enumerate() {
             for (k, a) in a.iter_mut().enumerate() {
-                *a += c[8 * j + k];
+                *a += f(c[8 * j + k]);
             }
         }
     }
@@ -101,19 +108,77 @@ pub(super) fn lane_sum(row: &[f32]) -> f32 {
     let quads: [f32; 4] = core::array::from_fn(|k| lanes[k] + lanes[k + 4]);
     let mut sum = (quads[0] + quads[2]) + (quads[1] + quads[3]);
     for &x in chunks.remainder() {
-        sum += x;
+        sum += f(x);
     }
     sum
 }
 
-/// [`blocks_mean`] compiled for AVX2.
+/// [`blocks_mean`] compiled for AVX2, its last-axis sums in AVX2 registers
+/// ([`lane_sum_avx2`]: the compiler splits [`lane_sum`]'s arrays into two-lane adds).
 ///
 /// # Safety
 /// The CPU supports AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn blocks_avx2(count: usize, inner: usize, input: &[f32], output: &mut [f32]) {
+    if inner == 1 {
+        let n = count as f32;
+        for (o, row) in output.iter_mut().zip(input.chunks_exact(count)) {
+            // SAFETY: this function's own precondition: the CPU supports AVX2.
+            *o = unsafe { lane_sum_avx2(row, None) } / n;
+        }
+        return;
+    }
     blocks_mean(count, inner, input, output)
+}
+
+/// [`lane_sum`] of `row` (`centre` `None`) or [`lane_sum_of`] `(x − centre)²`, in the same order
+/// in AVX2 registers, so the same bits: the four accumulators are four 8-lane registers.
+///
+/// # Safety
+/// The CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn lane_sum_avx2(row: &[f32], centre: Option<f32>) -> f32 {
+    use core::arch::x86_64::*;
+    let c = _mm256_set1_ps(centre.unwrap_or(0.0));
+    let f = |v: __m256| match centre {
+        None => v,
+        Some(_) => {
+            let d = _mm256_sub_ps(v, c);
+            _mm256_mul_ps(d, d)
+        }
+    };
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut chunks = row.chunks_exact(32);
+    for ch in &mut chunks {
+        for (j, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `ch` has 32 values, so `8·j .. 8·j + 8` (j < 4) is inside it.
+            let v = unsafe { _mm256_loadu_ps(ch.as_ptr().add(8 * j)) };
+            *a = _mm256_add_ps(*a, f(v));
+        }
+    }
+    let lanes = _mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    );
+    // quads[k] = lanes[k] + lanes[k + 4]; then (q0 + q2) + (q1 + q3).
+    let quads = _mm_add_ps(
+        _mm256_castps256_ps128(lanes),
+        _mm256_extractf128_ps::<1>(lanes),
+    );
+    let pairs = _mm_add_ps(quads, _mm_movehl_ps(quads, quads));
+    let mut sum = _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
+    for &x in chunks.remainder() {
+        sum += match centre {
+            None => x,
+            Some(m) => {
+                let d = x - m;
+                d * d
+            }
+        };
+    }
+    sum
 }
 
 #[cfg(test)]
