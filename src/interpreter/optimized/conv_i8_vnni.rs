@@ -28,8 +28,11 @@ use crate::interpreter::reference::conv::{ConvGeometry, ConvQuant};
 use crate::interpreter::reference::fully_connected::FcQuant;
 use core::mem::MaybeUninit;
 
-/// Bytes of the on-stack activation block (as many as the AVX2 body's `int16` block).
-const BLOCK_BYTES: usize = 2 * PATCH_ELEMS;
+/// Bytes of the on-stack activation block: 64 KiB, so that the 49 rows of a 7 × 7 layer of
+/// depth up to 1280 form one block and a few-row product packs its filter once per call
+/// ([`blocks_outer`]); half of it split MobileNetV2's depth-960 layer in two blocks and
+/// packed its filter twice (16 % of the layer). Larger blocks measured within noise.
+const BLOCK_BYTES: usize = 4 * PATCH_ELEMS;
 
 /// Where [`conv_rows`] takes each group's packed panels and column sums from.
 pub(crate) enum VnniWeights<'a> {
