@@ -40,10 +40,13 @@ const MIN_CHANNELS: usize = 8;
 /// 128 bytes per pair on the stack.
 const MAX_PAIRS: usize = 40;
 /// Channel groups a pixel runs at once when its layer has more than one ([`groups`]): as
-/// many independent accumulator chains, and one window's pointers for all of them.
+/// many independent accumulator chains, and one window's pointers for all of them. A layer
+/// whose last pass would hold one group runs `GROUPS + 1` in its pass before it instead
+/// (144 channels as one pass of five groups, not four and one: a pass of one group costs a
+/// whole pass over the input and its per-pixel work for 16 channels).
 const GROUPS: usize = 4;
 /// Tap pairs per window at most for [`groups`] (5 × 5 windows): their widened weights take
-/// `128 * GROUPS` bytes per pair on the stack.
+/// `128 * (GROUPS + 1)` bytes per pair on the stack.
 const GROUP_PAIRS: usize = 13;
 /// Input bytes a block of output rows reads at most (the block runs group by group over it,
 /// so it should stay in L1D); a block has at least one row.
@@ -202,9 +205,9 @@ unsafe fn rows_body<const VNNI: bool>(
     let col = |x: usize| x * g.stride_w - g.pad_w;
     // The input byte at which a tap outside the input points: the zero point (`x + offset`
     // is 0 there, as the reference's skipped tap), so border pixels run the interior loop.
-    let zp = [(-i32::from(offset)) as i8; LANES * GROUPS];
+    let zp = [(-i32::from(offset)) as i8; LANES * (GROUPS + 1)];
     let zp = zp.as_ptr();
-    // More than one group of channels: up to `GROUPS` of them per pixel.
+    // More than one group of channels: up to `GROUPS` (or `GROUPS + 1`) of them per pixel.
     let several = c > LANES && !bcast && pairs <= GROUP_PAIRS;
     // Rows in blocks whose input stays in L1, groups outer within a block: a group's weights
     // and output stage are set up once per block, not once per row (small layers have few
@@ -215,7 +218,8 @@ unsafe fn rows_body<const VNNI: bool>(
         let pass = Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first: first_row };
         let mut c0 = 0;
         while c0 < c {
-            let n = (c - c0).div_ceil(LANES).min(GROUPS);
+            let left = (c - c0).div_ceil(LANES);
+            let n = if left == GROUPS + 1 { left } else { left.min(GROUPS) };
             // Whether the pass's last group holds `LANES` channels (its loads need no mask).
             let full = c0 + n * LANES <= c;
             match (n, full) {
@@ -225,6 +229,10 @@ unsafe fn rows_body<const VNNI: bool>(
                 (2, false) => groups::<VNNI, 2, false>(&pass, c0, output),
                 (3, true) => groups::<VNNI, 3, true>(&pass, c0, output),
                 (3, false) => groups::<VNNI, 3, false>(&pass, c0, output),
+                (n, true) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, true>(&pass, c0, output),
+                (n, false) if n == GROUPS + 1 => {
+                    groups::<VNNI, { GROUPS + 1 }, false>(&pass, c0, output)
+                }
                 (_, true) => groups::<VNNI, GROUPS, true>(&pass, c0, output),
                 (_, false) => groups::<VNNI, GROUPS, false>(&pass, c0, output),
             }
@@ -353,7 +361,7 @@ struct Pass<'a> {
     rel: &'a [usize],
     /// The output columns whose windows lie inside the input.
     inside_cols: (usize, usize),
-    /// `LANES * GROUPS` bytes of the input zero point.
+    /// `LANES * (GROUPS + 1)` bytes of the input zero point.
     zp: *const i8,
     /// The block's first output row (over all batches).
     first: usize,
@@ -363,7 +371,7 @@ struct Pass<'a> {
 /// channel) of the output rows `block_out` (whole rows from row `pass.first`): per pixel, each
 /// pair of taps goes through the `G` groups before the next pair, so the groups' accumulators
 /// are `G` independent chains and a border pixel's tap pointers serve all groups (a group `j`
-/// reads `j * LANES` bytes past them; the zero-point buffer holds `LANES * GROUPS` bytes).
+/// reads `j * LANES` bytes past them; the zero-point buffer holds `LANES * (GROUPS + 1)` bytes).
 ///
 /// # Safety
 /// As [`rows`], with `rel.len() <= 2 * GROUP_PAIRS`, depth multiplier 1 and
