@@ -19,9 +19,12 @@
 //! exact), which saves the offset's add per tap. A border pixel adds the offset per tap and
 //! its taps outside the input are masked to zero after it (a padded tap adds nothing, as in
 //! the reference). More than 32 channels with windows of up to 26 taps (3 × 3, 5 × 5) run
-//! up to four groups per pixel ([`groups`]): four independent accumulator chains instead of
-//! two, and a border pixel's tap pointers found once for them all (on Zen 5 one chain of
-//! `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14 twice XNNPACK's time).
+//! up to four (or five, see [`GROUPS`]) groups per pixel ([`groups`]): as many independent
+//! accumulator chains instead of two, and a border pixel's tap pointers found once for them
+//! all (on Zen 5 one chain of `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14
+//! twice XNNPACK's time). There the output stage is most of the vector ops of a 3 × 3
+//! window, so full groups load their inputs unmasked (folded into the widening) and
+//! adjacent groups share one byte pack, permute and store.
 //! 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The
 //! output stage is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
 //! a time, the AVX2 stage's arithmetic on wider registers.
