@@ -19,9 +19,12 @@
 //! exact), which saves the offset's add per tap. A border pixel adds the offset per tap and
 //! its taps outside the input are masked to zero after it (a padded tap adds nothing, as in
 //! the reference). More than 32 channels with windows of up to 26 taps (3 × 3, 5 × 5) run
-//! up to four groups per pixel ([`groups`]): four independent accumulator chains instead of
-//! two, and a border pixel's tap pointers found once for them all (on Zen 5 one chain of
-//! `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14 twice XNNPACK's time).
+//! up to four (or five, see [`GROUPS`]) groups per pixel ([`groups`]): as many independent
+//! accumulator chains instead of two, and a border pixel's tap pointers found once for them
+//! all (on Zen 5 one chain of `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14
+//! twice XNNPACK's time). There the output stage is most of the vector ops of a 3 × 3
+//! window, so full groups load their inputs unmasked (folded into the widening) and
+//! adjacent groups share one byte pack, permute and store.
 //! 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The
 //! output stage is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
 //! a time, the AVX2 stage's arithmetic on wider registers.
@@ -40,10 +43,13 @@ const MIN_CHANNELS: usize = 8;
 /// 128 bytes per pair on the stack.
 const MAX_PAIRS: usize = 40;
 /// Channel groups a pixel runs at once when its layer has more than one ([`groups`]): as
-/// many independent accumulator chains, and one window's pointers for all of them.
+/// many independent accumulator chains, and one window's pointers for all of them. A layer
+/// whose last pass would hold one group runs `GROUPS + 1` in its pass before it instead
+/// (144 channels as one pass of five groups, not four and one: a pass of one group costs a
+/// whole pass over the input and its per-pixel work for 16 channels).
 const GROUPS: usize = 4;
 /// Tap pairs per window at most for [`groups`] (5 × 5 windows): their widened weights take
-/// `128 * GROUPS` bytes per pair on the stack.
+/// `128 * (GROUPS + 1)` bytes per pair on the stack.
 const GROUP_PAIRS: usize = 13;
 /// Input bytes a block of output rows reads at most (the block runs group by group over it,
 /// so it should stay in L1D); a block has at least one row.
@@ -202,9 +208,9 @@ unsafe fn rows_body<const VNNI: bool>(
     let col = |x: usize| x * g.stride_w - g.pad_w;
     // The input byte at which a tap outside the input points: the zero point (`x + offset`
     // is 0 there, as the reference's skipped tap), so border pixels run the interior loop.
-    let zp = [(-i32::from(offset)) as i8; LANES * GROUPS];
+    let zp = [(-i32::from(offset)) as i8; LANES * (GROUPS + 1)];
     let zp = zp.as_ptr();
-    // More than one group of channels: up to `GROUPS` of them per pixel.
+    // More than one group of channels: up to `GROUPS` (or `GROUPS + 1`) of them per pixel.
     let several = c > LANES && !bcast && pairs <= GROUP_PAIRS;
     // Rows in blocks whose input stays in L1, groups outer within a block: a group's weights
     // and output stage are set up once per block, not once per row (small layers have few
@@ -215,12 +221,23 @@ unsafe fn rows_body<const VNNI: bool>(
         let pass = Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first: first_row };
         let mut c0 = 0;
         while c0 < c {
-            let n = (c - c0).div_ceil(LANES).min(GROUPS);
-            match n {
-                1 => groups::<VNNI, 1>(&pass, c0, output),
-                2 => groups::<VNNI, 2>(&pass, c0, output),
-                3 => groups::<VNNI, 3>(&pass, c0, output),
-                _ => groups::<VNNI, GROUPS>(&pass, c0, output),
+            let left = (c - c0).div_ceil(LANES);
+            let n = if left == GROUPS + 1 { left } else { left.min(GROUPS) };
+            // Whether the pass's last group holds `LANES` channels (its loads need no mask).
+            let full = c0 + n * LANES <= c;
+            match (n, full) {
+                (1, true) => groups::<VNNI, 1, true>(&pass, c0, output),
+                (1, false) => groups::<VNNI, 1, false>(&pass, c0, output),
+                (2, true) => groups::<VNNI, 2, true>(&pass, c0, output),
+                (2, false) => groups::<VNNI, 2, false>(&pass, c0, output),
+                (3, true) => groups::<VNNI, 3, true>(&pass, c0, output),
+                (3, false) => groups::<VNNI, 3, false>(&pass, c0, output),
+                (n, true) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, true>(&pass, c0, output),
+                (n, false) if n == GROUPS + 1 => {
+                    groups::<VNNI, { GROUPS + 1 }, false>(&pass, c0, output)
+                }
+                (_, true) => groups::<VNNI, GROUPS, true>(&pass, c0, output),
+                (_, false) => groups::<VNNI, GROUPS, false>(&pass, c0, output),
             }
             c0 += n * LANES;
         }
@@ -347,7 +364,7 @@ struct Pass<'a> {
     rel: &'a [usize],
     /// The output columns whose windows lie inside the input.
     inside_cols: (usize, usize),
-    /// `LANES * GROUPS` bytes of the input zero point.
+    /// `LANES * (GROUPS + 1)` bytes of the input zero point.
     zp: *const i8,
     /// The block's first output row (over all batches).
     first: usize,
@@ -357,13 +374,17 @@ struct Pass<'a> {
 /// channel) of the output rows `block_out` (whole rows from row `pass.first`): per pixel, each
 /// pair of taps goes through the `G` groups before the next pair, so the groups' accumulators
 /// are `G` independent chains and a border pixel's tap pointers serve all groups (a group `j`
-/// reads `j * LANES` bytes past them; the zero-point buffer holds `LANES * GROUPS` bytes).
+/// reads `j * LANES` bytes past them; the zero-point buffer holds `LANES * (GROUPS + 1)` bytes).
 ///
 /// # Safety
 /// As [`rows`], with `rel.len() <= 2 * GROUP_PAIRS`, depth multiplier 1 and
 /// `c0 + (G - 1) * LANES < out_c`.
 #[inline(always)]
-unsafe fn groups<const VNNI: bool, const G: usize>(pass: &Pass<'_>, c0: usize, block_out: &mut [i8]) {
+unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
+    pass: &Pass<'_>,
+    c0: usize,
+    block_out: &mut [i8],
+) {
     let Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first } = *pass;
     let c = g.out_c;
     let taps = g.filter_h * g.filter_w;
@@ -417,8 +438,8 @@ unsafe fn groups<const VNNI: bool, const G: usize>(pass: &Pass<'_>, c0: usize, b
                     // SAFETY: the groups' channels of two input pixels (masked lanes not read).
                     let (pa, pb) = (p.add(pair[0]), p.add(pair[1]));
                     for j in 0..G {
-                        let xa = load_pixel(pa.add(j * LANES), kb[j], false);
-                        let xb = load_pixel(pb.add(j * LANES), kb[j], false);
+                        let xa = load_group(pa.add(j * LANES), kb[j], FULL || j + 1 < G);
+                        let xb = load_group(pb.add(j * LANES), kb[j], FULL || j + 1 < G);
                         mac::<VNNI>(&mut acc[j], xa, xb, wp(j, i));
                     }
                 }
@@ -431,17 +452,26 @@ unsafe fn groups<const VNNI: bool, const G: usize>(pass: &Pass<'_>, c0: usize, b
                     for j in 0..G {
                         // SAFETY: the groups' channels of two input pixels or zero-point bytes
                         // (masked lanes not read).
-                        let xa = load_pixel(pair[0].add(j * LANES), kb[j], false);
-                        let xb = load_pixel(pair[1].add(j * LANES), kb[j], false);
+                        let xa = load_group(pair[0].add(j * LANES), kb[j], FULL || j + 1 < G);
+                        let xb = load_group(pair[1].add(j * LANES), kb[j], FULL || j + 1 < G);
                         mac::<VNNI>(&mut acc[j], xa, xb, wp(j, i));
                     }
                 }
                 acc
             };
-            for j in 0..G {
+            let mut j = 0;
+            while j < G {
                 // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of
-                // pixel `out_x` (the store is masked to the group's lanes).
-                stages[j].store(acc[j], out_row.as_mut_ptr().add(out_x * c + c0 + j * LANES), kb[j]);
+                // pixel `out_x` (the stores are masked to the groups' lanes).
+                let out = out_row.as_mut_ptr().add(out_x * c + c0 + j * LANES);
+                if j + 1 < G {
+                    let k = u64::from(kb[j]) | u64::from(kb[j + 1]) << LANES;
+                    stages[j].store_pair(&stages[j + 1], [acc[j], acc[j + 1]], out, k);
+                    j += 2;
+                } else {
+                    stages[j].store(acc[j], out, kb[j]);
+                    j += 1;
+                }
             }
         }
     }
@@ -724,6 +754,20 @@ unsafe fn folded(init: [__m512i; 2], w: &[[__m512i; 2]], offset: __m512i) -> [__
     ]
 }
 
+/// The `kb` lanes of a group's input channels at `p` widened to 16 bits; `full`: all
+/// [`LANES`] of them (`kb` all ones), one load folded into the widening.
+///
+/// # Safety
+/// AVX-512BW; the `kb` bytes at `p` (all `LANES` when `full`) are readable.
+#[inline(always)]
+unsafe fn load_group(p: *const i8, kb: __mmask32, full: bool) -> __m512i {
+    if full {
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(p.cast()))
+    } else {
+        load_pixel(p, kb, false)
+    }
+}
+
 /// The `kb` lanes of the input pixel channels at `p` widened to 16 bits, or (`bcast`) its one
 /// channel in every lane.
 ///
@@ -890,18 +934,40 @@ impl Stage32 {
     /// AVX-512BW; `out` is valid for writes of the `kb` lanes.
     #[inline(always)]
     pub(super) unsafe fn store(&self, acc: [__m512i; 2], out: *mut i8, kb: __mmask32) {
-        let lo = self.halves[0].apply(acc[0]);
-        let hi = self.halves[1].apply(acc[1]);
-        // The clamp bounds lie in -128..=127: clamping after the saturating pack to 16 bits is
-        // clamping the 32-bit values. The pack puts each lane's channels back in order.
-        let v = _mm512_packs_epi32(lo, hi);
-        let v = clamp16(v, self.lo, self.hi);
+        let v = self.words(acc);
         // To bytes by a pack (each 128-bit lane's eight bytes in its low quadword) and a
         // quadword permute, not `vpmovswb`: folded into the store, that is microcoded on
         // AMD Zen 4.
         let v = _mm512_packs_epi16(v, v);
         let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
         _mm256_mask_storeu_epi8(out, kb, _mm512_castsi512_si256(v));
+    }
+
+    /// The group's output values of accumulators `acc` (biases included) as 16-bit lanes in
+    /// channel order, clamped.
+    ///
+    /// # Safety
+    /// AVX-512BW.
+    #[inline(always)]
+    unsafe fn words(&self, acc: [__m512i; 2]) -> __m512i {
+        let lo = self.halves[0].apply(acc[0]);
+        let hi = self.halves[1].apply(acc[1]);
+        // The clamp bounds lie in -128..=127: clamping after the saturating pack to 16 bits is
+        // clamping the 32-bit values. The pack puts each lane's channels back in order.
+        clamp16(_mm512_packs_epi32(lo, hi), self.lo, self.hi)
+    }
+
+    /// Two adjacent groups' output values (`self` then `next`, 64 channels from `out`): one
+    /// byte pack of both groups' words and one quadword permute, stored to the `k` lanes.
+    ///
+    /// # Safety
+    /// AVX-512BW; `out` is valid for writes of the `k` lanes.
+    #[inline(always)]
+    unsafe fn store_pair(&self, next: &Stage32, acc: [[__m512i; 2]; 2], out: *mut i8, k: __mmask64) {
+        // Each 128-bit lane: its eight bytes of `self` then of `next`.
+        let v = _mm512_packs_epi16(self.words(acc[0]), next.words(acc[1]));
+        let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
+        _mm512_mask_storeu_epi8(out, k, v);
     }
 }
 

@@ -278,7 +278,8 @@ fn check(g: &ConvGeometry, zero_point: i32, seed: u64) -> Result<(), TestCaseErr
 /// Row blocks (see `BLOCK_BYTES`): rows wide enough for one-row blocks, and layers of
 /// several blocks whose last block is partial; 8 and 16 channels (adjacent-pixel groups,
 /// border groups in padded rows), odd counts past a 32-channel group; pads on all sides,
-/// strides 1 and 2, the input zero point at both ends.
+/// strides 1 and 2, the input zero point at both ends; five groups in one pass (144 and 150
+/// channels).
 #[test]
 fn depthwise_row_blocks_match_reference() {
     for (i, &(h, w, c, stride)) in [
@@ -290,6 +291,8 @@ fn depthwise_row_blocks_match_reference() {
         (19, 47, 16, 2),
         (3, 3, 8, 1),
         (7, 9, 300, 2),
+        (6, 30, 144, 1),
+        (9, 11, 150, 2),
     ]
     .iter()
     .enumerate()
