@@ -20,9 +20,9 @@
 //! `sum((a + input_offset) w) = sum(u w) + (input_offset - 128) sum(w)`; the weight sums of
 //! 16 channels are computed once per block of rows, or for one row in the same pass as its
 //! products (a second pass would read each weight twice: a quarter of the classifier's time);
-//! skipped when `input_offset == 128`, the usual offset of a ReLU's output. All sums wrap in `i32` as the reference's do, so the
-//! accumulators are the reference's bit for bit, and the output stage is TFLite's fixed-point
-//! rule ([`Rescale16`]). A depth that is not a multiple of 64 ends with masked loads (weights
+//! skipped when `input_offset == 128`, the usual offset of a ReLU's output. All sums wrap in
+//! `i32` as the reference's do, so the accumulators are the reference's bit for bit, and the
+//! output stage is TFLite's fixed-point rule ([`Rescale16`]). A depth that is not a multiple of 64 ends with masked loads (weights
 //! past `k` read as zero).
 
 use super::gemm_i8::OutRows;

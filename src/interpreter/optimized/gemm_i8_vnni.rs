@@ -449,13 +449,14 @@ mod avx512 {
                     init[p] = _mm512_add_epi32(init[p], b);
                 }
             }
-            // Tiles of near-equal height (49 rows: seven of 7, not six of 8 and one of 1): a
-            // tile of one to three rows runs two to six accumulator chains, too few to hide
-            // `vpdpbusd`'s latency, and would cost as much as a full one.
+            // The stages in registers when every one has the small-sums form.
             let fast = match (&stages[0], &stages[np - 1]) {
                 (Some(s0), Some(s1)) => s0.small_form().zip(s1.small_form()).map(|(a, b)| [a, b]),
                 _ => None,
             };
+            // Tiles of near-equal height (49 rows: seven of 7, not six of 8 and one of 1): a
+            // tile of one to three rows runs two to six accumulator chains, too few to hide
+            // `vpdpbusd`'s latency, and would cost as much as a full one.
             let tiles = rows.div_ceil(TILE_ROWS);
             let (base, taller) = (rows / tiles.max(1), rows % tiles.max(1));
             let mut r0 = 0;

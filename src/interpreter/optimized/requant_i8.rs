@@ -345,6 +345,35 @@ pub(crate) mod avx512 {
         rounds: Option<__m512i>,
     }
 
+    impl Small {
+        /// The small-sums form of multipliers `m` (odd lanes' in `m_odd`) applied to `x`,
+        /// the tie correction masked by `rounds` (see [`Small::rounds`]).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F; `|x| < 2^30`.
+        #[inline(always)]
+        unsafe fn apply(
+            &self,
+            m: __m512i,
+            m_odd: __m512i,
+            rounds: Option<__m512i>,
+            x: __m512i,
+        ) -> __m512i {
+            let x2 = _mm512_add_epi32(x, x);
+            let even = _mm512_add_epi64(_mm512_mul_epi32(x2, m), self.round[0]);
+            let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(x2), m_odd);
+            let odd = _mm512_add_epi64(odd, self.round[1]);
+            // The high dwords: the odd products' are in place, the even ones' move down.
+            let h = _mm512_mask_shuffle_epi32::<_MM_PERM_DDBB>(odd, 0x5555, even);
+            let neg = _mm512_srai_epi32::<31>(x);
+            let neg = match rounds {
+                Some(k) => _mm512_and_si512(neg, k),
+                None => neg,
+            };
+            _mm512_srav_epi32(_mm512_add_epi32(h, neg), self.right)
+        }
+    }
+
     impl Rescale16 {
         /// Lane `i`: multiplier `m[i]`, TFLite shift `s[i]` (in `-31..=31`), then `out_off`
         /// added; `None` for a shift outside that range. A few vector operations: the GEMM
@@ -488,18 +517,7 @@ pub(crate) mod avx512 {
         #[target_feature(enable = "avx512f,avx512dq")]
         pub(crate) unsafe fn apply(&self, x: __m512i) -> __m512i {
             if let Some(f) = &self.small {
-                let x2 = _mm512_add_epi32(x, x);
-                let even = _mm512_add_epi64(_mm512_mul_epi32(x2, self.m), f.round[0]);
-                let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(x2), self.m_odd);
-                let odd = _mm512_add_epi64(odd, f.round[1]);
-                // The high dwords: the odd products' are in place, the even ones' move down.
-                let h = _mm512_mask_shuffle_epi32::<_MM_PERM_DDBB>(odd, 0x5555, even);
-                let neg = _mm512_srai_epi32::<31>(x);
-                let neg = match f.rounds {
-                    Some(k) => _mm512_and_si512(neg, k),
-                    None => neg,
-                };
-                return _mm512_srav_epi32(_mm512_add_epi32(h, neg), f.right);
+                return f.apply(self.m, self.m_odd, f.rounds, x);
             }
             let x = match self.left {
                 Some(l) => _mm512_sllv_epi32(x, l),
@@ -679,10 +697,8 @@ pub(crate) mod avx512 {
     pub(crate) struct SmallStage16 {
         m: __m512i,
         m_odd: __m512i,
-        /// As [`Small`]'s.
-        round: [__m512i; 2],
-        right: __m512i,
-        /// All ones in the lanes with `r > 0` (every lane when none has `r == 0`).
+        small: Small,
+        /// [`Small::rounds`], all ones when it is `None` (so the correction is always masked).
         rounds: __m512i,
         /// The clamp as 16-bit lanes (-128 and 127 when the layer has none narrower).
         lo: __m512i,
@@ -704,8 +720,7 @@ pub(crate) mod avx512 {
             Some(SmallStage16 {
                 m: self.rescale.m,
                 m_odd: self.rescale.m_odd,
-                round: f.round,
-                right: f.right,
+                small: f,
                 rounds: f.rounds.unwrap_or(_mm512_set1_epi32(-1)),
                 lo: self.lo.unwrap_or(_mm512_set1_epi16(-128)),
                 hi: self.hi.unwrap_or(_mm512_set1_epi16(127)),
@@ -721,13 +736,8 @@ pub(crate) mod avx512 {
         /// The CPU supports AVX-512 F; `|x| < 2^30` (the promise the stage was built on).
         #[inline(always)]
         pub(crate) unsafe fn rescale(&self, x: __m512i) -> __m512i {
-            let x2 = _mm512_add_epi32(x, x);
-            let even = _mm512_add_epi64(_mm512_mul_epi32(x2, self.m), self.round[0]);
-            let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(x2), self.m_odd);
-            let odd = _mm512_add_epi64(odd, self.round[1]);
-            let h = _mm512_mask_shuffle_epi32::<_MM_PERM_DDBB>(odd, 0x5555, even);
-            let neg = _mm512_and_si512(_mm512_srai_epi32::<31>(x), self.rounds);
-            _mm512_srav_epi32(_mm512_add_epi32(h, neg), self.right)
+            // SAFETY: the caller's promise.
+            unsafe { self.small.apply(self.m, self.m_odd, Some(self.rounds), x) }
         }
 
         /// The 64 output bytes of four rescaled vectors: dwords `4L + j` of the two packs
