@@ -5,7 +5,10 @@
 //! have the pattern are left unfused.
 #![cfg(not(loom))]
 
-use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, Isa, KernelSet};
+mod common;
+
+use common::{build, run_f32};
+use tensor_alloc::interpreter::{Interpreter, Isa, KernelSet};
 use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder};
 use tensor_alloc::tensor::Tensor;
 
@@ -144,28 +147,6 @@ fn inputs(k: &Case) -> Vec<Tensor> {
     out
 }
 
-fn run(interp: &mut Interpreter<'_>, inputs: &[Tensor]) -> Vec<f32> {
-    for (i, t) in inputs.iter().enumerate() {
-        interp.set_input(i, t).unwrap();
-    }
-    interp.invoke().unwrap();
-    interp
-        .output_tensor(0)
-        .unwrap()
-        .as_bytes()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect()
-}
-
-fn build(m: &Model, set: KernelSet, isa: Isa) -> Interpreter<'_> {
-    InterpreterBuilder::new(m)
-        .kernel_set(set)
-        .isa(isa)
-        .build()
-        .unwrap()
-}
-
 /// Within float rounding of the reference: outputs are of order 1 and the graph cancels terms
 /// of order `|x · g|` (up to ~20 here).
 fn assert_close(got: &[f32], want: &[f32], what: &str) {
@@ -210,7 +191,7 @@ fn the_pattern_runs_as_one_node_with_the_graphs_bits() {
         let mut reference = build(&m, KernelSet::Reference, Isa::Scalar);
         assert!(!fused(&reference), "{k:?}: fused on the reference set");
         assert!((0..10).all(|i| !reference.node_is_prepare_time(i)), "{k:?}");
-        let want = run(&mut reference, &x);
+        let want = run_f32(&mut reference, &x);
         for &isa in Isa::available() {
             let what = format!("{k:?} {isa}");
             let mut a = build(&m, KernelSet::Optimized, isa);
@@ -220,8 +201,8 @@ fn the_pattern_runs_as_one_node_with_the_graphs_bits() {
                 (0..10).all(|i| !b.node_is_prepare_time(i)),
                 "{what}: fused with `g` a graph output"
             );
-            let got = run(&mut a, &x);
-            let graph = run(&mut b, &x);
+            let got = run_f32(&mut a, &x);
+            let graph = run_f32(&mut b, &x);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&graph), "{what}");
             assert_close(&got, &want, &what);
@@ -258,14 +239,14 @@ fn near_misses_run_as_written() {
         let m = model(&k);
         let x = inputs(&k);
         let mut reference = build(&m, KernelSet::Reference, Isa::Scalar);
-        let want = run(&mut reference, &x);
+        let want = run_f32(&mut reference, &x);
         for &isa in Isa::available() {
             let mut a = build(&m, KernelSet::Optimized, isa);
             assert!(
                 (0..10).all(|i| !a.node_is_prepare_time(i)),
                 "{k:?} {isa}: fused"
             );
-            assert_close(&run(&mut a, &x), &want, &format!("{k:?} {isa}"));
+            assert_close(&run_f32(&mut a, &x), &want, &format!("{k:?} {isa}"));
         }
     }
     // An offline memory plan placed the intermediates: the plan stays as written.

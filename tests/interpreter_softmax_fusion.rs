@@ -5,7 +5,10 @@
 //! away). Also: what must not fold.
 #![cfg(not(loom))]
 
-use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, Isa, KernelSet};
+mod common;
+
+use common::{build, run_f32};
+use tensor_alloc::interpreter::{Isa, KernelSet};
 use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder};
 use tensor_alloc::tensor::Tensor;
 
@@ -82,26 +85,6 @@ fn input(c: &Case) -> Tensor {
     Tensor::from_vec([c.rows, c.depth], v).unwrap()
 }
 
-fn run(interp: &mut Interpreter<'_>, x: &Tensor) -> Vec<f32> {
-    interp.set_input(0, x).unwrap();
-    interp.invoke().unwrap();
-    interp
-        .output_tensor(0)
-        .unwrap()
-        .as_bytes()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect()
-}
-
-fn build(m: &Model, set: KernelSet, isa: Isa) -> Interpreter<'_> {
-    InterpreterBuilder::new(m)
-        .kernel_set(set)
-        .isa(isa)
-        .build()
-        .unwrap()
-}
-
 fn assert_close(got: &[f32], want: &[f32], what: &str) {
     for (g, w) in got.iter().zip(want) {
         assert!((g - w).abs() <= 1e-5 * w.abs() + 1e-9, "{what}: {g} vs {w}");
@@ -129,13 +112,17 @@ fn folded_scale_gives_the_outputs_of_mul_then_softmax() {
         let (fused, plain) = (model(&c, false), model(&c, true));
         let x = input(&c);
         let mut reference = build(&plain, KernelSet::Reference, Isa::Scalar);
-        let want = run(&mut reference, &x);
+        let want = run_f32(&mut reference, std::slice::from_ref(&x));
         let mut unfused_reference = build(&fused, KernelSet::Reference, Isa::Scalar);
         assert!(
             !unfused_reference.node_is_prepare_time(0),
             "{c:?}: folded on the reference kernel set"
         );
-        assert_eq!(run(&mut unfused_reference, &x), want, "{c:?}");
+        assert_eq!(
+            run_f32(&mut unfused_reference, std::slice::from_ref(&x)),
+            want,
+            "{c:?}"
+        );
         for &isa in Isa::available() {
             let (mut a, mut b) = (
                 build(&fused, KernelSet::Optimized, isa),
@@ -147,8 +134,12 @@ fn folded_scale_gives_the_outputs_of_mul_then_softmax() {
                 "{c:?}: a MUL read by users was folded"
             );
             let what = format!("{c:?} {isa}");
-            assert_close(&run(&mut a, &x), &run(&mut b, &x), &what);
-            assert_close(&run(&mut a, &x), &want, &what);
+            assert_close(
+                &run_f32(&mut a, std::slice::from_ref(&x)),
+                &run_f32(&mut b, std::slice::from_ref(&x)),
+                &what,
+            );
+            assert_close(&run_f32(&mut a, std::slice::from_ref(&x)), &want, &what);
             assert!(
                 a.arena_used_bytes() < b.arena_used_bytes(),
                 "{c:?}: the scaled tensor is still planned"
@@ -185,7 +176,10 @@ fn a_scale_does_not_fold_where_it_could_change_a_result_or_a_plan() {
         let mut a = build(&m, KernelSet::Optimized, Isa::available()[0]);
         assert!(!a.node_is_prepare_time(0), "{c:?}: folded");
         let mut r = build(&m, KernelSet::Reference, Isa::Scalar);
-        let (got, want) = (run(&mut a, &x), run(&mut r, &x));
+        let (got, want) = (
+            run_f32(&mut a, std::slice::from_ref(&x)),
+            run_f32(&mut r, std::slice::from_ref(&x)),
+        );
         for (g, w) in got.iter().zip(&want) {
             assert!(
                 g.to_bits() == w.to_bits() || (g - w).abs() <= 1e-5 * w.abs() + 1e-9,

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use tensor_alloc::interpreter::Interpreter;
+use tensor_alloc::interpreter::{Interpreter, InterpreterBuilder, Isa, KernelSet};
 use tensor_alloc::tensor::{DType, Tensor};
 
 /// `../shared`, or `None` (with a printed notice) when absent.
@@ -261,4 +261,26 @@ pub fn split_model() -> tensor_alloc::model::Model {
     b.add_op(BuiltinOp::ADD, add(), &[t, x], &[z]);
     b.inputs(&[x, y]).outputs(&[z, a]);
     b.build()
+}
+
+/// An interpreter of `m` on kernel set `set` and path `isa` (default options otherwise).
+pub fn build(m: &tensor_alloc::model::Model, set: KernelSet, isa: Isa) -> Interpreter<'_> {
+    InterpreterBuilder::new(m)
+        .kernel_set(set)
+        .isa(isa)
+        .build()
+        .unwrap()
+}
+
+/// One invoke on `inputs`; output 0 read as `f32` values.
+pub fn run_f32(interp: &mut Interpreter<'_>, inputs: &[Tensor]) -> Vec<f32> {
+    set_inputs(interp, inputs).unwrap();
+    interp.invoke().unwrap();
+    interp
+        .output_tensor(0)
+        .unwrap()
+        .as_bytes()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
 }
