@@ -38,6 +38,14 @@ pub enum ArenaSource<'a> {
 /// Alignment of every arena buffer (TFLM's 16).
 pub const ALIGNMENT: usize = RECORD_ALIGNMENT;
 
+/// Alignment of the start of an arena the interpreter allocates itself: a cache line (as
+/// TFLite's arena). Tensors are planned at [`ALIGNMENT`] offsets from it, and most tensors of a
+/// vision model are a multiple of 64 bytes long, so their data then starts on a line and a
+/// 64-byte vector load reads one line instead of straddling two (at a 16-byte start, every
+/// AVX-512 load of those tensors did). Costs no arena byte; a caller's buffer needs only
+/// [`ALIGNMENT`] and runs the same kernels, slower on wide paths when it is not on a line.
+pub const BASE_ALIGNMENT: usize = 64;
+
 /// The plan of the head: tensors and scratch buffers.
 pub(crate) struct MemoryPlan {
     /// Requirements: planned tensors first, then scratch buffers.
@@ -308,7 +316,7 @@ fn owned_arena(
     bytes: usize,
     storage: &mut Option<TensorBuffer>,
 ) -> Result<Arena<'static>, InterpreterError> {
-    let buffer = TensorBuffer::zeroed_in(allocator, bytes, ALIGNMENT)
+    let buffer = TensorBuffer::zeroed_in(allocator, bytes, BASE_ALIGNMENT)
         .map_err(|e| InterpreterError::Memory(format!("arena of {bytes} bytes: {e}")))?;
     let ptr = buffer.as_mut_ptr();
     *storage = Some(buffer);
@@ -346,4 +354,24 @@ fn default_allocator() -> Result<AllocatorRef, InterpreterError> {
 #[cfg(not(feature = "std"))]
 fn default_allocator() -> Result<AllocatorRef, InterpreterError> {
     Ok(rust_alloc::sync::Arc::new(crate::alloc::Global))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An arena the interpreter allocates starts on a [`BASE_ALIGNMENT`] line at every size,
+    /// the large ones included (the system allocator hands those out 16 bytes past a page).
+    #[test]
+    fn owned_arenas_start_on_a_line() {
+        let allocator = default_allocator().unwrap();
+        for bytes in [48, 1000, 4096 + 16, 200_000, 3 << 20] {
+            let mut storage = None;
+            let mut arena = owned_arena(&allocator, bytes, &mut storage).unwrap();
+            arena.commit_head(16).unwrap();
+            let start = arena.head_ptr(0, 1).unwrap().as_ptr() as usize;
+            assert_eq!(start % BASE_ALIGNMENT, 0, "an arena of {bytes} bytes");
+            assert_eq!(arena.size(), bytes, "no byte added to the arena");
+        }
+    }
 }
