@@ -82,14 +82,10 @@ fn peak_of<R>(f: impl FnOnce() -> R) -> (R, usize) {
 /// or staging vector growing back, sizing keeping every persistent record's bytes again, or
 /// the build staging its records on the heap instead of the buffer, fails.
 const PEAK_BOUNDS: &[(&str, usize, usize, usize)] = &[
-    ("hello_world_int8", 3_120, 6_330, BUILD_HELLO),
-    ("micro_speech_quantized", 3_370, 7_500, BUILD_SPEECH),
-    ("person_detect", 25_400, 48_790, BUILD_PERSON),
+    ("hello_world_int8", 3_120, 6_330, 6_070),
+    ("micro_speech_quantized", 3_370, 7_500, 7_370),
+    ("person_detect", 25_400, 48_790, 46_720),
 ];
-
-const BUILD_HELLO: usize = 1_000_000;
-const BUILD_SPEECH: usize = 1_000_000;
-const BUILD_PERSON: usize = 1_000_000;
 
 fn in_use() -> u64 {
     GlobalAllocator::bytes_in_use().0
