@@ -331,3 +331,63 @@ pub(crate) struct NodeMemory {
     /// The node's state arrays: (record offset, bytes).
     pub states: Vec<(u32, u32)>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records go to the region while they fit (a prefix of the records, at their tail
+    /// offsets), then to the heap; their bytes read back from either; a node run at build sees
+    /// them in place only when the region holds them all, else through a copy written back.
+    #[test]
+    fn records_in_a_region_then_on_the_heap() {
+        let mut words = [u128::MAX; 4];
+        let start = words.as_mut_ptr() as *mut u8;
+        // SAFETY: `words` (64 bytes, 16-byte aligned) outlives `p` and is only accessed through
+        // it until `p` is dropped.
+        let region = unsafe { StagingRegion::new(start, 64) }.unwrap();
+        let mut p = Persistent::in_region(Some(region));
+        let a = p.allocate(20, Category::OpData).unwrap();
+        let b = p.allocate(8, Category::OpData).unwrap();
+        assert_eq!((a, b), (0, 32));
+        assert!(
+            p.bytes_mut(a).iter().all(|&x| x == 0),
+            "zeroed in the region"
+        );
+        p.bytes_mut(a).fill(1);
+        p.bytes_mut(b).fill(2);
+        assert_eq!(p.ptr(b), start.wrapping_add(32), "at its tail offset");
+        assert_eq!(p.in_place(), Some(start));
+        // 32 more bytes do not fit in the 64: on the heap, and so is every later record.
+        let c = p.allocate(32, Category::OpData).unwrap();
+        let d = p.allocate(4, Category::OpData).unwrap();
+        assert_eq!((c, d), (48, 80));
+        assert!(matches!(p.source(2), Staging::Heap(_)));
+        assert!(matches!(p.source(3), Staging::Heap(_)));
+        assert!(matches!(p.source(1), Staging::Region));
+        p.bytes_mut(c).fill(3);
+        p.bytes_mut(d).fill(4);
+        assert_eq!(p.in_place(), None);
+        assert_eq!(p.region_addr(), Some(start as usize));
+        let mut copy = p.contiguous().unwrap();
+        assert_eq!(copy.len() * 16, p.tail_bytes());
+        // SAFETY: plain bytes of the words.
+        let laid = unsafe { core::slice::from_raw_parts_mut(copy.as_mut_ptr() as *mut u8, 96) };
+        assert_eq!(
+            (laid[0], laid[19], laid[20], laid[32], laid[48], laid[80]),
+            (1, 1, 0, 2, 3, 4)
+        );
+        laid[33] = 7;
+        laid[81] = 8;
+        p.write_back(&copy);
+        assert_eq!(p.bytes_mut(b), &[2, 7, 2, 2, 2, 2, 2, 2]);
+        assert_eq!(p.bytes_mut(d), &[4, 8, 4, 4]);
+        drop(p);
+        // The region holds the tail's first 48 bytes; the rest of it is untouched.
+        assert_eq!(
+            words[2].to_le_bytes(),
+            [2, 7, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(words[3], u128::MAX);
+    }
+}
