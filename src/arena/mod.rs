@@ -588,6 +588,23 @@ impl<'a> Arena<'a> {
         Ok(unsafe { self.base.add(offset) })
     }
 
+    /// Pointer to `len` bytes at `offset` of the whole block, head, free space and tail alike
+    /// (the interpreter's build reads the persistent records it staged in a caller's buffer
+    /// through it before moving them into the tail).
+    pub(crate) fn block_ptr(&self, offset: usize, len: usize) -> Result<NonNull<u8>, ArenaError> {
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| ArenaError::Overflow("offset + len".into()))?;
+        if end > self.size {
+            return Err(ArenaError::Overflow(format!(
+                "bytes {offset}..{end} lie beyond the arena's {} bytes",
+                self.size
+            )));
+        }
+        // SAFETY: offset + len <= size, so the result stays inside the arena block.
+        Ok(unsafe { self.base.add(offset) })
+    }
+
     /// Pointer to buffer `index` of a committed plan.
     pub fn tensor_ptr(
         &self,

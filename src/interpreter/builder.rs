@@ -4,7 +4,7 @@
 //! that can `invoke()` exists only after planning succeeded (typestate by construction).
 
 use super::allocation::{ArenaSource, ALIGNMENT};
-use super::context::Precompute;
+use super::context::{Precompute, StagingRegion};
 use super::error::InterpreterError;
 use super::kernel::KernelSet;
 use super::optimized::{Isa, IsaSelection};
@@ -45,7 +45,8 @@ pub(crate) fn resizable(model: &Model) -> bool {
 pub(crate) use place::{buffer_bytes, finish, table_bytes, Rebuild};
 pub(crate) use resize::resized_model;
 pub(crate) use stage::{
-    default_isa, lowered_model, stage, stage_opts, stage_with, Purpose, Staged, VariableInit,
+    default_isa, lowered_model, stage, stage_in, stage_opts, stage_with, Purpose, Staged,
+    VariableInit,
 };
 
 /// Builds an [`Interpreter`] for subgraph 0 of a model.
@@ -187,7 +188,7 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
     }
 
     /// Runs init, prepare and memory planning, and starts the kernel threads.
-    pub fn build(self) -> Result<Interpreter<'a>, InterpreterError> {
+    pub fn build(mut self) -> Result<Interpreter<'a>, InterpreterError> {
         if self.threads == 0 {
             return Err(InterpreterError::Usage(
                 "threads must be at least 1 (the invoking thread), got 0".into(),
@@ -209,28 +210,70 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             }
             _ => None,
         };
-        let staged_default =
-            || stage_opts(self.model, &self.resolver, self.threads, self.copies, isa);
+        // A caller's buffer also stages the persistent records of the staging the interpreter
+        // is built from (no heap for them; `fill_arena` moves them into the tail): one such
+        // staging alive at a time, each dropped before the next starts, and the buffer
+        // otherwise untouched until `finish` lays the arena over it.
+        let region = match &mut self.arena {
+            ArenaSource::Buffer(b) => {
+                let skip = b.as_ptr().align_offset(ALIGNMENT).min(b.len());
+                let usable = &mut b[skip..];
+                // SAFETY: the buffer is borrowed exclusively for 'a and nothing reads or writes
+                // it before `finish`; the stagings given the region follow its one-at-a-time
+                // contract (see above and `stage_in_budget`), and `finish` reads the records
+                // through the arena's pointer, not this one.
+                unsafe { StagingRegion::new(usable.as_mut_ptr(), usable.len()) }
+            }
+            _ => None,
+        };
+        let staged_default = |purpose, region| {
+            stage_in(
+                self.model,
+                &self.resolver,
+                self.threads,
+                (self.copies, isa),
+                purpose,
+                region,
+            )
+        };
         let (staged, copies) = match (self.budget, buffer_budget) {
-            (Some(b), _) => self.stage_in_budget(b, isa)?,
-            (None, Some(b)) => {
+            (Some(b), _) => self.stage_in_budget(b, isa, region)?,
+            (None, Some(b)) => 'staged: {
+                // Everything precomputed, staged for real in the buffer: kept when the buffer
+                // holds its arena and tables (so one staging, whenever the kernels precompute
+                // nothing or the buffer is large enough).
+                let all = stage_in(
+                    self.model,
+                    &self.resolver,
+                    self.threads,
+                    (Precompute::All, isa),
+                    Purpose::Build,
+                    region,
+                )?;
+                if place::buffer_bytes(&all, self.model)? <= b {
+                    break 'staged (all, Precompute::All);
+                }
+                drop(all);
                 // The interpreter's tables follow the arena in the buffer: the arena's budget is
                 // the bytes before them (at an `ALIGNMENT` boundary). Records chosen for it whose
                 // tables would not fit leave the default.
-                // (The default staging is dropped meanwhile: two alive would double the build's
-                // heap peak.)
-                let tables = place::table_bytes(&staged_default()?, self.model)?;
+                // (Sized by a staging that keeps no record bytes, dropped before the next: two
+                // alive would double the build's heap peak.)
+                let tables =
+                    place::table_bytes(&staged_default(Purpose::Sizing, None)?, self.model)?;
                 let arena_budget = b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT;
-                match self.stage_in_budget(arena_budget, isa) {
-                    Err(InterpreterError::ArenaBudget { .. }) => (staged_default()?, self.copies),
+                match self.stage_in_budget(arena_budget, isa, region) {
+                    Err(InterpreterError::ArenaBudget { .. }) => {
+                        (staged_default(Purpose::Build, region)?, self.copies)
+                    }
                     Ok((staged, _)) if place::buffer_bytes(&staged, self.model)? > b => {
                         drop(staged);
-                        (staged_default()?, self.copies)
+                        (staged_default(Purpose::Build, region)?, self.copies)
                     }
                     r => r?,
                 }
             }
-            (None, None) => (staged_default()?, self.copies),
+            (None, None) => (staged_default(Purpose::Build, None)?, self.copies),
         };
         // The model's tables are kept only when `resize_input` can use them (a graph input
         // with a dynamic dimension, shapes not fixed): the caller's `Arc` when given, else a copy.

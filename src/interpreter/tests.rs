@@ -449,3 +449,73 @@ fn kernel_counts_released_on_drop() {
         assert_eq!(rust_alloc::sync::Arc::strong_count(&reg.kernel), alone);
     }
 }
+
+/// The build into a caller's buffer stages the persistent records in the buffer (a node run at
+/// build reads them there in place) and moves them into the tail: same results as an owned
+/// arena. A buffer smaller than the tail stages the records that do not fit on the heap (the
+/// node run at build then reads a copy of both) and still reports the exact need.
+#[test]
+fn records_staged_in_the_callers_buffer() {
+    let mut b = ModelBuilder::new("ptc");
+    let x = b.add_tensor("x", DType::F32, &[4]);
+    let halves: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+        .collect();
+    let w16 = b.add_constant("w16", DType::F16, &[4], &halves);
+    let w = b.add_tensor("w", DType::F32, &[4]);
+    let s = b.add_variable("state", DType::F32, &[4]);
+    let y = b.add_tensor("y", DType::F32, &[4]);
+    let z = b.add_tensor("z", DType::F32, &[4]);
+    b.add_op(BuiltinOp::DEQUANTIZE, BuiltinOptions::None, &[w16], &[w]);
+    b.add_custom_op("AddF32", &[], &[x, w], &[y]);
+    b.add_custom_op("ScaleAccumulate", &[], &[y, s], &[z]);
+    b.inputs(&[x]).outputs(&[z]);
+    let model = b.build();
+    let resolver = || {
+        let mut r = accumulate_resolver();
+        r.register_custom("AddF32", Registration::new("AddF32", AddF32));
+        r
+    };
+    let needs = Interpreter::arena_needs(&model, &resolver()).unwrap();
+    let mut words = vec![0xa5a5_a5a5_a5a5_a5a5_a5a5_a5a5_a5a5_a5a5u128; needs.total_bytes / 16 + 1];
+    // SAFETY: plain bytes of the u128 words.
+    let bytes =
+        unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 16) };
+    for short in [16, 48] {
+        let err = InterpreterBuilder::new(&model)
+            .resolver(resolver())
+            .arena_buffer(&mut bytes[..short])
+            .build()
+            .err();
+        match err {
+            Some(InterpreterError::ArenaTooSmall { needed, .. }) => {
+                assert_eq!(needed, needs.total_bytes, "{short}-byte buffer")
+            }
+            other => panic!("{short}-byte buffer: expected ArenaTooSmall, got {other:?}"),
+        }
+    }
+    let mut interp = InterpreterBuilder::new(&model)
+        .resolver(resolver())
+        .arena_buffer(&mut bytes[..needs.total_bytes])
+        .build()
+        .unwrap();
+    let mut owned = InterpreterBuilder::new(&model)
+        .resolver(resolver())
+        .arena_allocator(std::sync::Arc::new(crate::alloc::cpu::SystemAllocator))
+        .build()
+        .unwrap();
+    assert!(interp.node_is_prepare_time(0));
+    assert_eq!(interp.memory().tail_bytes, owned.memory().tail_bytes);
+    assert!(interp.memory().op_data_bytes >= 32);
+    for round in 1..=2 {
+        for i in [&mut interp, &mut owned] {
+            i.input_mut::<f32>(0).unwrap().fill(0.5);
+            i.invoke().unwrap();
+        }
+        let r = round as f32;
+        let want = [1.5 * r, 2. * 2.5 * r, 3. * 3.5 * r, 4. * 4.5 * r];
+        assert_eq!(interp.output::<f32>(0).unwrap(), &want);
+        assert_eq!(owned.output::<f32>(0).unwrap(), &want);
+    }
+}

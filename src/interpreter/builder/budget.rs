@@ -6,10 +6,10 @@
 //! they are the steps of the arena-against-speed trade-off ([`BudgetStep`]). Each step is
 //! staged for real (init, prepare, planning): the arena bytes are exact, not estimated.
 
-use super::stage::{stage_opts, Staged};
+use super::stage::{stage_in, stage_opts, Purpose, Staged};
 use super::InterpreterBuilder;
 use crate::arena::Category;
-use crate::interpreter::context::Precompute;
+use crate::interpreter::context::{Precompute, StagingRegion};
 use crate::interpreter::error::InterpreterError;
 use crate::interpreter::optimized::IsaSelection;
 use rust_alloc::vec;
@@ -49,16 +49,40 @@ impl InterpreterBuilder<'_, '_> {
 
     /// Stages the model under `budget`: the longest prefix of precomputed records that fits,
     /// or [`InterpreterError::ArenaBudget`] with the exact minimum when nothing fits.
+    ///
+    /// With a staging `region` (a caller's buffer), only the staging returned uses it, and one
+    /// staging is alive at a time: everything staged is tried first in the region (returned
+    /// when it fits), and when it does not, the search stages for sizing only (no record bytes
+    /// kept, no region) and the chosen prefix is staged again in the region.
     pub(super) fn stage_in_budget(
         &self,
         budget: usize,
         isa: IsaSelection,
+        region: Option<StagingRegion>,
     ) -> Result<(Staged, Precompute), InterpreterError> {
-        let all = self.stage_copies(Precompute::All, isa)?;
+        let stage = |copies, purpose, region| {
+            stage_in(
+                self.model,
+                &self.resolver,
+                self.threads,
+                (copies, isa),
+                purpose,
+                region,
+            )
+        };
+        let all = stage(Precompute::All, Purpose::Build, region)?;
         if all.arena_bytes()? <= budget {
             return Ok((all, Precompute::All));
         }
-        let none = self.stage_copies(Precompute::None, isa)?;
+        let prefix = prefix_sums(&all);
+        drop(all);
+        // The search's stagings are returned only without a region.
+        let search = if region.is_some() {
+            Purpose::Sizing
+        } else {
+            Purpose::Build
+        };
+        let none = stage(Precompute::None, search, None)?;
         let minimum = none.arena_bytes()?;
         if minimum > budget {
             return Err(InterpreterError::ArenaBudget {
@@ -67,13 +91,12 @@ impl InterpreterBuilder<'_, '_> {
             });
         }
         // Binary search over the prefixes: the arena grows with the prefix.
-        let prefix = prefix_sums(&all);
         let (mut lo, mut hi) = (0usize, prefix.len() - 1);
         let mut best = (none, Precompute::None);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
             let copies = Precompute::UpTo(prefix[mid]);
-            let s = self.stage_copies(copies, isa)?;
+            let s = stage(copies, search, None)?;
             if s.arena_bytes()? <= budget {
                 best = (s, copies);
                 lo = mid;
@@ -81,7 +104,12 @@ impl InterpreterBuilder<'_, '_> {
                 hi = mid - 1;
             }
         }
-        Ok(best)
+        if region.is_none() {
+            return Ok(best);
+        }
+        let copies = best.1;
+        drop(best);
+        Ok((stage(copies, Purpose::Build, region)?, copies))
     }
 
     /// The configurations [`arena_budget`](Self::arena_budget) can choose for this model,

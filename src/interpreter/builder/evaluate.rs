@@ -46,11 +46,19 @@ pub(super) fn evaluate_at_build(
         }
     }
     // The staged records at their offsets in one region (what the node's op data, states and
-    // tail tensors are read from), copied back once it ran.
-    let mut region = persistent
-        .contiguous()
-        .ok_or_else(|| err(String::from("out of memory for the persistent records")))?;
-    let region_base = region.as_mut_ptr() as *mut u8;
+    // tail tensors are read from): the staging region itself when it holds them all, else a
+    // copy, written back once the node ran.
+    let mut copy = None;
+    let region_base = match persistent.in_place() {
+        Some(p) => p,
+        None => {
+            let c =
+                copy.insert(persistent.contiguous().ok_or_else(|| {
+                    err(String::from("out of memory for the persistent records"))
+                })?);
+            c.as_mut_ptr() as *mut u8
+        }
+    };
     // The node's scratch buffers, one after the other in one block.
     let mut scratch_block = vec![0u128; mem.scratch.iter().map(|&b| words(b)).sum()];
     let mut slots: Vec<Slot> = tensors
@@ -147,6 +155,8 @@ pub(super) fn evaluate_at_build(
     reg.kernel
         .invoke(&mut ctx)
         .map_err(|e| kernel_error(node, Phase::Invoke, e))?;
-    persistent.write_back(&region);
+    if let Some(c) = &copy {
+        persistent.write_back(c);
+    }
     Ok(())
 }

@@ -12,7 +12,7 @@ use super::tail::Tail;
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
 use crate::interpreter::context::{
     BuildState, CopyAllowance, InitContext, NodeMemory, Persistent, Precompute, PrepareContext,
-    MAX_INPUTS, MAX_OUTPUTS,
+    StagingRegion, MAX_INPUTS, MAX_OUTPUTS,
 };
 use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
 use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind, TensorTable};
@@ -104,6 +104,7 @@ pub(crate) fn stage(
         Precompute::None,
         default_isa(),
         purpose,
+        None,
     )
 }
 
@@ -156,7 +157,29 @@ pub(crate) fn stage_with<'r>(
     copies: Precompute,
     isa: IsaSelection,
 ) -> Result<Staged, InterpreterError> {
-    stage_for(model, resolver_of, threads, copies, isa, Purpose::Build)
+    stage_for(
+        model,
+        resolver_of,
+        threads,
+        copies,
+        isa,
+        Purpose::Build,
+        None,
+    )
+}
+
+/// [`stage_opts`] for `purpose`, with the persistent records staged in `region` while they fit
+/// (a build into a caller's buffer: the records then take no heap; see [`StagingRegion::new`]
+/// for the one-staging-at-a-time contract the caller keeps).
+pub(crate) fn stage_in(
+    model: &Model,
+    resolver: &OpResolver,
+    threads: usize,
+    (copies, isa): (Precompute, IsaSelection),
+    purpose: Purpose,
+    region: Option<StagingRegion>,
+) -> Result<Staged, InterpreterError> {
+    stage_for(model, &|_| resolver, threads, copies, isa, purpose, region)
 }
 
 /// What a staging is for.
@@ -172,7 +195,7 @@ pub(crate) enum Purpose {
     Sizing,
 }
 
-/// [`stage_with`] for `purpose`.
+/// [`stage_with`] for `purpose`, the records staged in `region` while they fit.
 fn stage_for<'r>(
     model: &Model,
     resolver_of: &dyn Fn(usize) -> &'r OpResolver,
@@ -180,6 +203,7 @@ fn stage_for<'r>(
     copies: Precompute,
     isa: IsaSelection,
     purpose: Purpose,
+    region: Option<StagingRegion>,
 ) -> Result<Staged, InterpreterError> {
     model.validate()?;
     // Tensor-list writes lowered to slices of changing shape, raised to one operator.
@@ -252,7 +276,7 @@ fn stage_for<'r>(
         }
     }
 
-    let mut tail = Tail::new(tensors.len());
+    let mut tail = Tail::new(tensors.len(), region);
     tail.stage_misaligned_constants(model, &layout, &mut tensors)?;
     let prepared = init_and_prepare(
         Graph {

@@ -4,7 +4,7 @@
 
 use super::stage::VariableInit;
 use crate::arena::Category;
-use crate::interpreter::context::Persistent;
+use crate::interpreter::context::{Persistent, StagingRegion};
 use crate::interpreter::error::InterpreterError;
 use crate::interpreter::graph::{TensorEntry, TensorKind};
 use crate::interpreter::subgraphs::Layout;
@@ -23,9 +23,11 @@ pub(super) struct Tail {
 }
 
 impl Tail {
-    pub(super) fn new(tensors: usize) -> Self {
+    /// An empty tail whose records are staged in `region` while they fit
+    /// ([`Persistent::in_region`]).
+    pub(super) fn new(tensors: usize, region: Option<StagingRegion>) -> Self {
         Tail {
-            persistent: Persistent::default(),
+            persistent: Persistent::in_region(region),
             tensor_record: vec![None; tensors],
             variable_init: Vec::new(),
         }

@@ -35,7 +35,7 @@ pub use invoke::InvokeContext;
 pub(crate) use invoke::{check_node_views, Program};
 pub(crate) use nodes::{NodeEntry, NodeRef, NodeTables};
 pub(crate) use slots::{RecordTable, Slot, SlotTable};
-pub(crate) use staging::{NodeMemory, OpDataRef, Persistent, Resource};
+pub(crate) use staging::{NodeMemory, OpDataRef, Persistent, Resource, Staging, StagingRegion};
 
 /// Most outputs a node may have.
 pub const MAX_OUTPUTS: usize = 32;
