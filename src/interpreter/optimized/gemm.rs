@@ -358,10 +358,9 @@ pub fn gemm_grouped<T: Weight>(
     }
 }
 
-/// Packs the `n × k` `B` of a [`gemm_grouped`] group into `scratch`, or, on the AVX-512 path
-/// with contiguous depth of whole 16-step slabs (at least [`FILL_LEAST_DEPTH`]), only what
-/// the product's first row of tiles will not fill (see [`Fill`]): a last panel of fewer than
-/// [`NR`] rows. Either way the panels end up holding [`pack_b`](super::pack::pack_b)'s values.
+/// Packs the `n × k` `B` of a [`gemm_grouped`] group into `scratch`, or only what the
+/// product's first row of tiles will not fill when it can fill ([`fill_for`]). Either way the
+/// panels end up holding [`pack_b`](super::pack::pack_b)'s values.
 fn pack_group<'s, T: Weight>(
     isa: Isa,
     n: usize,
@@ -370,44 +369,49 @@ fn pack_group<'s, T: Weight>(
     scratch: &'s mut [f32],
 ) -> Panels<'s> {
     #[cfg(target_arch = "x86_64")]
-    if isa.avx512() && b.cs == 1 && k.is_multiple_of(SLAB) && k >= FILL_LEAST_DEPTH && n >= NR {
-        let (rows, f16) = match (T::as_f32(b.data), T::as_f16(b.data)) {
-            (Some(w), _) => (w.as_ptr() as *const u8, false),
-            (None, Some(w)) => (w.as_ptr() as *const u8, true),
-            _ => return pack_all(isa, n, k, b, scratch),
-        };
-        let whole_panels = n / NR;
-        let scratch = &mut scratch[..packed_b_len(n, k)];
-        if whole_panels * NR < n {
-            // The last panel, of fewer than `NR` rows.
-            let j0 = whole_panels * NR;
-            let last = Strided {
-                data: &b.data[j0 * b.rs..],
-                ..b
-            };
-            pack_b_with(isa, n - j0, k, last, &mut scratch[whole_panels * k * NR..]);
-        }
-        let fill = Fill {
-            rows,
-            rs: b.rs,
-            f16,
-            whole_panels,
-        };
-        return Panels::Filled(scratch, fill);
+    if let Some(fill) = fill_for(isa, n, k, b, scratch) {
+        return Panels::Filled(&mut scratch[..packed_b_len(n, k)], fill);
     }
-    pack_all(isa, n, k, b, scratch)
+    pack_b_with(isa, n, k, b, scratch);
+    Panels::Packed(scratch)
 }
 
-/// [`pack_b_with`] into `scratch`, as the panels a product reads.
-fn pack_all<'s, T: Weight>(
+/// On the AVX-512 path, for float32 or float16 `B` with contiguous depth of whole 16-step
+/// slabs (at least [`FILL_LEAST_DEPTH`]): packs into `scratch` a last panel of fewer than
+/// [`NR`] rows, if any, and returns the [`Fill`] of the whole panels. `None` (nothing written)
+/// otherwise.
+#[cfg(target_arch = "x86_64")]
+fn fill_for<T: Weight>(
     isa: Isa,
     n: usize,
     k: usize,
     b: Strided<'_, T>,
-    scratch: &'s mut [f32],
-) -> Panels<'s> {
-    pack_b_with(isa, n, k, b, scratch);
-    Panels::Packed(scratch)
+    scratch: &mut [f32],
+) -> Option<Fill> {
+    if !(isa.avx512() && b.cs == 1 && k.is_multiple_of(SLAB) && k >= FILL_LEAST_DEPTH && n >= NR) {
+        return None;
+    }
+    let (rows, f16) = match (T::as_f32(b.data), T::as_f16(b.data)) {
+        (Some(w), _) => (w.as_ptr() as *const u8, false),
+        (None, Some(w)) => (w.as_ptr() as *const u8, true),
+        _ => return None,
+    };
+    let whole_panels = n / NR;
+    if whole_panels * NR < n {
+        let j0 = whole_panels * NR;
+        let last = Strided {
+            data: &b.data[j0 * b.rs..],
+            ..b
+        };
+        let panel = &mut scratch[whole_panels * k * NR..packed_b_len(n, k)];
+        pack_b_with(isa, n - j0, k, last, panel);
+    }
+    Some(Fill {
+        rows,
+        rs: b.rs,
+        f16,
+        whole_panels,
+    })
 }
 
 /// `C = clamp(A · Bᵀ + bias)` with `B` stored `n × k` row-major and not packed: one dot product
