@@ -27,7 +27,7 @@
 //! and panics (a broken caller invariant) rather than read or write out of bounds.
 
 #[cfg(target_arch = "x86_64")]
-use super::gemm_avx512::MR512;
+use super::gemm_avx512::{SlabFill, MR512, SLAB};
 use super::matrix::{Strided, Weight};
 use super::pack::{group_cols, group_scratch_len, pack_b_with, packed_b_len, NR};
 pub use super::Isa;
@@ -36,6 +36,18 @@ pub use super::Isa;
 pub const MR: usize = 6;
 /// Depth of one block of `k`.
 pub const KC: usize = 256;
+/// Rows of the AVX-512 tiles that fill their panels as they run ([`Fill`]): 12 accumulators
+/// and a 16-register transposed slab fit the 32 registers.
+#[cfg(target_arch = "x86_64")]
+const FILL_ROWS: usize = 12;
+/// Least depth at which a product fills its panels as it runs ([`Fill`]): the overlap needs
+/// slabs to come (with one or two, the multiply-adds wait for the whole transpose: measured
+/// slower on mobilenet_v3's depth-16 to depth-40 pointwise layers).
+#[cfg(target_arch = "x86_64")]
+const FILL_LEAST_DEPTH: usize = 4 * SLAB;
+// A filling tile's depth block holds whole slabs.
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(KC.is_multiple_of(SLAB));
 /// Bytes of packed `B` panels one `n` block keeps in L2.
 const L2_PANEL_BYTES: usize = 256 * 1024;
 
@@ -95,8 +107,43 @@ pub fn gemm_packed_steps(
     c: &mut [f32],
     ldc: usize,
 ) {
-    let none = Prefetch::NONE;
-    gemm_packed_prefetch(isa, m, n, k, steps, a, packed_b, ep, c, ldc, none);
+    let panels = Panels::Packed(packed_b);
+    gemm_packed_prefetch(isa, m, n, k, steps, a, panels, ep, c, ldc, Prefetch::NONE);
+}
+
+/// The packed panels of `B` a product reads.
+enum Panels<'a> {
+    /// Packed before the product ([`packed_b_len`] values).
+    Packed(&'a [f32]),
+    /// Written during the product (AVX-512 only): the first row of tiles transposes the
+    /// [`Fill`]'s slabs from `B` into `panels`, the caller packed the rest.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Filled(&'a mut [f32], Fill),
+}
+
+/// The packed panels as the tiles address them: `len` values from `at`, writable when the
+/// product fills them ([`Panels::Filled`], whose `&mut` the pointer comes from).
+#[derive(Clone, Copy)]
+struct PanelsAt {
+    at: *mut f32,
+    len: usize,
+}
+
+/// Where the tiles of a product that packs `B` as it runs ([`Panels::Filled`]) read `B`: the
+/// tiles of rows `0..` transpose whole [`SLAB`]-step slabs of the whole panels just before
+/// they multiply them, so the transposes overlap the multiply-adds instead of preceding them;
+/// the later rows' tiles read the panels so written.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct Fill {
+    /// `B` row 0, step 0: row `j` at `rows + j * rs` elements, float32 or (when `f16`)
+    /// float16, `k` steps each.
+    rows: *const u8,
+    rs: usize,
+    f16: bool,
+    /// Panels whose [`NR`] rows all exist in `B`: these are filled over the whole depth (a
+    /// multiple of [`SLAB`]); the caller packed the panel after them, if any.
+    whole_panels: usize,
 }
 
 /// Memory a product brings toward the cache while it runs (the next weights a caller will
@@ -133,7 +180,7 @@ fn gemm_packed_prefetch(
     k: usize,
     steps: core::ops::Range<usize>,
     a: Strided<'_>,
-    packed_b: &[f32],
+    packed_b: Panels<'_>,
     ep: &Epilogue<'_>,
     c: &mut [f32],
     ldc: usize,
@@ -151,10 +198,24 @@ fn gemm_packed_prefetch(
         a.covers(m, width),
         "gemm: A view too short for {m} x {width}"
     );
-    assert!(
-        packed_b.len() >= packed_b_len(n, k),
-        "gemm: packed B too short"
-    );
+    // The panels' start (writable when filled: the pointer comes from the `&mut`), length
+    // and fill.
+    let (panels_at, panels_len, fill) = match packed_b {
+        Panels::Packed(p) => (p.as_ptr() as *mut f32, p.len(), None),
+        Panels::Filled(p, f) => (p.as_mut_ptr(), p.len(), Some(f)),
+    };
+    assert!(panels_len >= packed_b_len(n, k), "gemm: packed B too short");
+    #[cfg(target_arch = "x86_64")]
+    if let Some(f) = &fill {
+        assert!(
+            isa.avx512() && f.whole_panels <= n / NR && k.is_multiple_of(SLAB) && steps == (0..k),
+            "gemm: panels filled off the AVX-512 path or past B"
+        );
+    }
+    let panels_b = PanelsAt {
+        at: panels_at,
+        len: panels_len,
+    };
     assert!(
         ldc >= n && c.len() >= (m - 1) * ldc + n,
         "gemm: C too short"
@@ -200,7 +261,7 @@ fn gemm_packed_prefetch(
                         q0..q1,
                         steps.start,
                         a,
-                        packed_b,
+                        (panels_b, fill.as_ref()),
                         ep,
                         c,
                         ldc,
@@ -223,7 +284,7 @@ fn gemm_packed_prefetch(
                         q,
                         ldc,
                     };
-                    let tile = Tile::new(&at, a, packed_b, ep, c, NR.min(n - q * NR));
+                    let tile = Tile::new(&at, a, panels_b, ep, c, NR.min(n - q * NR));
                     // SAFETY: the tile reads `rows` rows of A at strides `a_rs`/`a_cs` for `kc`
                     // steps (inside A: rows < m - i0 + 1, steps < steps.end - k0 + 1), `kc * NR` packed
                     // values (inside the panel), `cols` bias values, and reads/writes `rows`
@@ -275,7 +336,7 @@ pub fn gemm_grouped<T: Weight>(
             rs: b.rs,
             cs: b.cs,
         };
-        pack_b_with(isa, cols, k, bj, scratch);
+        let panels = pack_group(isa, cols, k, bj, scratch);
         let epj = Epilogue {
             bias: ep.bias.map(|x| &x[j0..]),
             min: ep.min,
@@ -292,9 +353,65 @@ pub fn gemm_grouped<T: Weight>(
             let last = (next + next_rows - 1) * b.rs + (k - 1) * b.cs;
             Prefetch::of(&b.data[first..=last])
         };
-        gemm_packed_prefetch(isa, m, cols, k, 0..k, a, scratch, &epj, &mut c[j0..], ldc, pf);
+        gemm_packed_prefetch(isa, m, cols, k, 0..k, a, panels, &epj, &mut c[j0..], ldc, pf);
         j0 += cols;
     }
+}
+
+/// Packs the `n × k` `B` of a [`gemm_grouped`] group into `scratch`, or only what the
+/// product's first row of tiles will not fill when it can fill ([`fill_for`]). Either way the
+/// panels end up holding [`pack_b`](super::pack::pack_b)'s values.
+fn pack_group<'s, T: Weight>(
+    isa: Isa,
+    n: usize,
+    k: usize,
+    b: Strided<'_, T>,
+    scratch: &'s mut [f32],
+) -> Panels<'s> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(fill) = fill_for(isa, n, k, b, scratch) {
+        return Panels::Filled(&mut scratch[..packed_b_len(n, k)], fill);
+    }
+    pack_b_with(isa, n, k, b, scratch);
+    Panels::Packed(scratch)
+}
+
+/// On the AVX-512 path, for float32 or float16 `B` with contiguous depth of whole 16-step
+/// slabs (at least [`FILL_LEAST_DEPTH`]): packs into `scratch` a last panel of fewer than
+/// [`NR`] rows, if any, and returns the [`Fill`] of the whole panels. `None` (nothing written)
+/// otherwise.
+#[cfg(target_arch = "x86_64")]
+fn fill_for<T: Weight>(
+    isa: Isa,
+    n: usize,
+    k: usize,
+    b: Strided<'_, T>,
+    scratch: &mut [f32],
+) -> Option<Fill> {
+    if !(isa.avx512() && b.cs == 1 && k.is_multiple_of(SLAB) && k >= FILL_LEAST_DEPTH && n >= NR) {
+        return None;
+    }
+    let (rows, f16) = match (T::as_f32(b.data), T::as_f16(b.data)) {
+        (Some(w), _) => (w.as_ptr() as *const u8, false),
+        (None, Some(w)) => (w.as_ptr() as *const u8, true),
+        _ => return None,
+    };
+    let whole_panels = n / NR;
+    if whole_panels * NR < n {
+        let j0 = whole_panels * NR;
+        let last = Strided {
+            data: &b.data[j0 * b.rs..],
+            ..b
+        };
+        let panel = &mut scratch[whole_panels * k * NR..packed_b_len(n, k)];
+        pack_b_with(isa, n - j0, k, last, panel);
+    }
+    Some(Fill {
+        rows,
+        rs: b.rs,
+        f16,
+        whole_panels,
+    })
 }
 
 /// `C = clamp(A · Bᵀ + bias)` with `B` stored `n × k` row-major and not packed: one dot product
@@ -405,23 +522,25 @@ struct At {
 
 impl Tile {
     /// The tile at `at` writing `cols` columns. The pointers are formed with checked slicing
-    /// (a start past a slice panics), so they point inside `A`, the packed panels, `C` and the
-    /// bias; the extent the tile then reads is its caller's to check.
+    /// or offsets (a start past a slice panics), so they point inside `A`, the packed panels,
+    /// `C` and the bias; the extent the tile then reads is its caller's to check.
     fn new(
         at: &At,
         a: Strided<'_>,
-        packed_b: &[f32],
+        packed_b: PanelsAt,
         ep: &Epilogue<'_>,
         c: &mut [f32],
         cols: usize,
     ) -> Tile {
         let j0 = at.q * NR;
+        let b_at = at.q * at.k * NR + at.k0 * NR;
+        assert!(b_at < packed_b.len, "gemm: panel {} outside packed B", at.q);
         Tile {
             kc: at.kc,
             a: a.data[at.i0 * a.rs + (at.k0 - at.step0) * a.cs..].as_ptr(),
             a_rs: a.rs,
             a_cs: a.cs,
-            b: packed_b[at.q * at.k * NR + at.k0 * NR..].as_ptr(),
+            b: packed_b.at.wrapping_add(b_at) as *const f32,
             b_next: at.k * NR,
             c: c[at.i0 * at.ldc + j0..].as_mut_ptr(),
             ldc: at.ldc,
@@ -439,12 +558,14 @@ impl Tile {
 
 /// One depth block (`k0..k0 + kc`) of [`gemm_packed_steps`] over every row and panels
 /// `panels` with the AVX-512 tiles: [`MR512`] rows at a time, two panels per tile while two
-/// remain. Each output gets the same products in the same order as from the AVX2 tile.
+/// remain. Each output gets the same products in the same order as from the AVX2 tile. With
+/// a [`Fill`], the tiles of rows `0..` first write the whole panels' slabs of the block.
 ///
 /// # Safety
 /// The CPU has AVX-512F; the operands passed [`gemm_packed_steps`]'s checks (`A` covers `m`
 /// rows of the steps, `packed_b` `packed_b_len(n, k)`, `C` `m` rows of `n` at `ldc`, the bias
-/// `n` values), `k0..k0 + kc` lies inside the steps, which start at `step0`.
+/// `n` values), `k0..k0 + kc` lies inside the steps, which start at `step0`; a fill passed
+/// [`gemm_packed_prefetch`]'s checks, and its `B` rows hold `k` steps.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn avx512_block(
@@ -456,7 +577,7 @@ unsafe fn avx512_block(
     panels: core::ops::Range<usize>,
     step0: usize,
     a: Strided<'_>,
-    packed_b: &[f32],
+    (packed_b, fill): (PanelsAt, Option<&Fill>),
     ep: &Epilogue<'_>,
     c: &mut [f32],
     ldc: usize,
@@ -464,7 +585,10 @@ unsafe fn avx512_block(
 ) {
     let mut i0 = 0;
     while i0 < m {
-        let rows = MR512.min(m - i0);
+        // A filling row of tiles holds the transposed slab beside its accumulators: at most
+        // `FILL_ROWS` rows keep both in the 32 registers.
+        let most = if fill.is_some() && i0 == 0 { FILL_ROWS } else { MR512 };
+        let rows = most.min(m - i0);
         let mut q = panels.start;
         while q < panels.end {
             let pair = q + 1 < panels.end;
@@ -483,11 +607,26 @@ unsafe fn avx512_block(
             (tile.pf, tile.pf_lines) = (pf.start, lines);
             pf.start = pf.start.wrapping_add(64 * lines);
             pf.lines -= lines;
+            let slab = match fill {
+                Some(f) if i0 == 0 && q < f.whole_panels => Some(SlabFill {
+                    rows: f.rows.wrapping_add((q * NR * f.rs + k0) * if f.f16 { 2 } else { 4 }),
+                    rs: f.rs,
+                    f16: f.f16,
+                    panels: (f.whole_panels - q).min(if pair { 2 } else { 1 }),
+                    slabs: kc / SLAB,
+                    out: tile.b as *mut f32,
+                }),
+                _ => None,
+            };
             // SAFETY: as `run_tile` in `gemm_packed_steps` (rows below `m - i0`, steps inside
             // the block, `cols` columns below `n - j0`; the second panel, when `pair`, is
             // panel `q + 1 < panels.end <= n.div_ceil(NR)`, inside `packed_b`); the caller
-            // checked AVX-512F.
-            unsafe { super::gemm_avx512::run_tile(rows, pair, &tile) };
+            // checked AVX-512F. A slab fill writes whole panels `q..q + panels` (below
+            // `whole_panels`, so their rows exist in `B`) at the block's steps `k0..k0 + kc`
+            // (`kc` a multiple of `SLAB`: `k` and `KC` are; `B`'s rows hold them); `tile.b`
+            // came from the filled panels' `&mut`, which nothing else reads during the
+            // product.
+            unsafe { super::gemm_avx512::run_tile(rows, pair, &tile, slab.as_ref()) };
             q += if pair { 2 } else { 1 };
         }
         i0 += rows;

@@ -221,6 +221,50 @@ pub(super) mod x86 {
     }
     pub(in crate::interpreter::optimized) use transpose8;
 
+    /// The 16 × 16 transpose of sixteen AVX-512 registers: `cols[c]` lane `i` is `r[i]` lane
+    /// `c` (64 two-source shuffles: within 128-bit lanes, then of 128-bit lanes). A macro, as
+    /// [`transpose8`], so the intrinsics inline into each `target_feature` caller.
+    macro_rules! transpose16 {
+        ($r:expr) => {{
+            let r: [__m512; 16] = $r;
+            // Pairs of rows interleaved: `t[2g]` / `t[2g + 1]` hold, per 128-bit lane `l`, rows
+            // `2g` and `2g + 1` at columns `4l`, `4l + 1` / `4l + 2`, `4l + 3`.
+            let t: [__m512; 16] = core::array::from_fn(|i| {
+                let (x, y) = (r[i & !1], r[i | 1]);
+                if i % 2 == 0 {
+                    _mm512_unpacklo_ps(x, y)
+                } else {
+                    _mm512_unpackhi_ps(x, y)
+                }
+            });
+            // `u[4g + c]`, per 128-bit lane `l`: rows `4g..4g + 4` at column `4l + c`.
+            let u: [__m512; 16] = core::array::from_fn(|i| {
+                let (g, c) = (i / 4, i % 4);
+                let (x, y) = (t[4 * g + c / 2], t[4 * g + 2 + c / 2]);
+                if c % 2 == 0 {
+                    _mm512_shuffle_ps::<0x44>(x, y)
+                } else {
+                    _mm512_shuffle_ps::<0xEE>(x, y)
+                }
+            });
+            // A 4 × 4 transpose of 128-bit lanes per `c`: column `4l + c` gathers lane `l` of
+            // `u[c]`, `u[4 + c]`, `u[8 + c]`, `u[12 + c]`.
+            let mut cols = [_mm512_setzero_ps(); 16];
+            for c in 0..4 {
+                let s0 = _mm512_shuffle_f32x4::<0x44>(u[c], u[4 + c]);
+                let s1 = _mm512_shuffle_f32x4::<0xEE>(u[c], u[4 + c]);
+                let s2 = _mm512_shuffle_f32x4::<0x44>(u[8 + c], u[12 + c]);
+                let s3 = _mm512_shuffle_f32x4::<0xEE>(u[8 + c], u[12 + c]);
+                cols[c] = _mm512_shuffle_f32x4::<0x88>(s0, s2);
+                cols[4 + c] = _mm512_shuffle_f32x4::<0xDD>(s0, s2);
+                cols[8 + c] = _mm512_shuffle_f32x4::<0x88>(s1, s3);
+                cols[12 + c] = _mm512_shuffle_f32x4::<0xDD>(s1, s3);
+            }
+            cols
+        }};
+    }
+    pub(in crate::interpreter::optimized) use transpose16;
+
     /// The body of the `transpose_8x8_blocks` functions: `$load(row, p)` loads eight values
     /// of a source row from depth step `p` as float32 (the caller's `target_feature`s apply).
     macro_rules! transpose_blocks {
