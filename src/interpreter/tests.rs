@@ -356,9 +356,9 @@ impl Kernel for AddF32 {
     }
 }
 
-#[test]
-fn constant_ops_run_once_at_build_into_the_tail() {
-    let mut b = ModelBuilder::new("ptc");
+/// Adds input `x` (f32 `[4]`) and `w`, a DEQUANTIZE of the float16 constant `[1, 2, 3, 4]`
+/// (a node that runs once at build); returns `(x, w)`.
+fn input_and_dequantized_constant(b: &mut ModelBuilder) -> (i32, i32) {
     let x = b.add_tensor("x", DType::F32, &[4]);
     let halves: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
         .iter()
@@ -366,8 +366,15 @@ fn constant_ops_run_once_at_build_into_the_tail() {
         .collect();
     let w16 = b.add_constant("w16", DType::F16, &[4], &halves);
     let w = b.add_tensor("w", DType::F32, &[4]);
-    let y = b.add_tensor("y", DType::F32, &[4]);
     b.add_op(BuiltinOp::DEQUANTIZE, BuiltinOptions::None, &[w16], &[w]);
+    (x, w)
+}
+
+#[test]
+fn constant_ops_run_once_at_build_into_the_tail() {
+    let mut b = ModelBuilder::new("ptc");
+    let (x, w) = input_and_dequantized_constant(&mut b);
+    let y = b.add_tensor("y", DType::F32, &[4]);
     b.add_custom_op("AddF32", &[], &[x, w], &[y]);
     b.inputs(&[x]).outputs(&[y]);
     let model = b.build();
@@ -457,17 +464,10 @@ fn kernel_counts_released_on_drop() {
 #[test]
 fn records_staged_in_the_callers_buffer() {
     let mut b = ModelBuilder::new("ptc");
-    let x = b.add_tensor("x", DType::F32, &[4]);
-    let halves: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
-        .iter()
-        .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
-        .collect();
-    let w16 = b.add_constant("w16", DType::F16, &[4], &halves);
-    let w = b.add_tensor("w", DType::F32, &[4]);
+    let (x, w) = input_and_dequantized_constant(&mut b);
     let s = b.add_variable("state", DType::F32, &[4]);
     let y = b.add_tensor("y", DType::F32, &[4]);
     let z = b.add_tensor("z", DType::F32, &[4]);
-    b.add_op(BuiltinOp::DEQUANTIZE, BuiltinOptions::None, &[w16], &[w]);
     b.add_custom_op("AddF32", &[], &[x, w], &[y]);
     b.add_custom_op("ScaleAccumulate", &[], &[y, s], &[z]);
     b.inputs(&[x]).outputs(&[z]);
