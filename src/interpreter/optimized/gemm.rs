@@ -588,7 +588,10 @@ unsafe fn avx512_block(
         // A filling row of tiles holds the transposed slab beside its accumulators: at most
         // `FILL_ROWS` rows keep both in the 32 registers.
         let most = if fill.is_some() && i0 == 0 { FILL_ROWS } else { MR512 };
-        let rows = most.min(m - i0);
+        // The rows left shared evenly among the fewest tiles that hold them: a short last
+        // tile (49 rows as 12, 12, 12, 12, 1) runs its few accumulators at FMA latency.
+        let left = m - i0;
+        let rows = left.div_ceil(left.div_ceil(most));
         let mut q = panels.start;
         while q < panels.end {
             let pair = q + 1 < panels.end;
