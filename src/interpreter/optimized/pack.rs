@@ -164,11 +164,14 @@ pub const PANEL_GROUP_BYTES: usize = 64 * 1024;
 /// that is not pointwise), so the gather stays a small part of the products.
 pub const GATHER_GROUP_COLS: usize = 64;
 
-/// Columns of `B` (a multiple of [`NR`], at least one panel — [`GATHER_GROUP_COLS`] when
-/// `gathers` — at most `n` rounded up to a panel) packed at a time at depth `k`.
+/// Columns of `B` (a multiple of [`NR`], at most `n` rounded up to a panel) packed at a time
+/// at depth `k`: an even number of panels, at least two ([`GATHER_GROUP_COLS`] when
+/// `gathers`), so the AVX-512 tiles run on pairs of panels (a one-panel tile issues one
+/// broadcast of `A` per multiply-add, two panels halve that); past a depth of 512 the pair
+/// exceeds [`PANEL_GROUP_BYTES`].
 pub fn group_cols(n: usize, k: usize, gathers: bool) -> usize {
-    let least = if gathers { GATHER_GROUP_COLS } else { NR };
-    let panels = PANEL_GROUP_BYTES / (4 * NR * k.max(1));
+    let least = if gathers { GATHER_GROUP_COLS } else { 2 * NR };
+    let panels = (PANEL_GROUP_BYTES / (4 * NR * k.max(1))) & !1;
     (panels * NR).max(least).min(n.div_ceil(NR) * NR)
 }
 
