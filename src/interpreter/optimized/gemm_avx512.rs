@@ -162,7 +162,16 @@ pub(super) mod x86 {
         fill: &SlabFill,
     ) {
         let mut acc = [[_mm512_setzero_ps(); P]; R];
-        let (mut a, mut b) = (t.a, t.b);
+        // Row `i` of `A` at step `s` is `a + i · a_rs` (`a` advanced `a_cs` per step); a
+        // one-panel tile keeps one pointer per row instead, each advanced by its own add. From
+        // the one walking pointer the compiler chains the `R` row addresses through a single
+        // register, a serial add per row and step: that held a one-panel tile (`R`
+        // multiply-adds per step) to about one multiply-add per cycle, while a two-panel tile
+        // (`2 R` per step) hides it, and with row pointers it runs short of registers
+        // (reloads measured slower).
+        let mut a = t.a;
+        let mut rows: [*const f32; R] = core::array::from_fn(|i| t.a.wrapping_add(i * t.a_rs));
+        let mut b = t.b;
         // The prefetch lines, a few per depth step from the first.
         let (mut pf, mut pf_left) = (t.pf, t.pf_lines);
         let pf_step = t.pf_lines.div_ceil(t.kc.max(1));
@@ -178,17 +187,26 @@ pub(super) mod x86 {
                     pf_left = pf_left.saturating_sub(pf_step);
                 }
                 // SAFETY: `b` walks the `kc * NR` packed values of each panel (the second one
-                // `b_next` further), `a` the `kc` steps of each of the `R` rows.
+                // `b_next` further), `a` (or `rows`, one pointer per row) the `kc` steps of
+                // each of the `R` rows.
                 unsafe {
                     let bv: [__m512; P] =
                         core::array::from_fn(|p| _mm512_loadu_ps(b.add(p * t.b_next)));
-                    for (i, row) in acc.iter_mut().enumerate() {
-                        let ai = _mm512_set1_ps(*a.add(i * t.a_rs));
-                        for (h, &bp) in row.iter_mut().zip(&bv) {
-                            *h = _mm512_fmadd_ps(ai, bp, *h);
+                    if P == 1 {
+                        for (row, ar) in acc.iter_mut().zip(rows.iter_mut()) {
+                            let ai = _mm512_set1_ps(**ar);
+                            row[0] = _mm512_fmadd_ps(ai, bv[0], row[0]);
+                            *ar = ar.add(t.a_cs);
                         }
+                    } else {
+                        for (i, row) in acc.iter_mut().enumerate() {
+                            let ai = _mm512_set1_ps(*a.add(i * t.a_rs));
+                            for (h, &bp) in row.iter_mut().zip(&bv) {
+                                *h = _mm512_fmadd_ps(ai, bp, *h);
+                            }
+                        }
+                        a = a.add(t.a_cs);
                     }
-                    a = a.add(t.a_cs);
                     b = b.add(NR);
                 }
             };
