@@ -34,8 +34,11 @@ pub use super::Isa;
 
 /// Rows of the register tile.
 pub const MR: usize = 6;
-/// Depth of one block of `k`.
-pub const KC: usize = 256;
+/// Depth of one block of `k`: a depth of 320 (MobileNet's last pointwise layers) runs as one
+/// block instead of 256 + 64 (each further block reloads and re-stores the tile's `C`); the
+/// AVX-512 pair of panels is then 40 KiB per block, read from L2 when it and the `A` rows
+/// exceed L1.
+pub const KC: usize = 320;
 /// Rows of the AVX-512 tiles that fill their panels as they run ([`Fill`]): 12 accumulators
 /// and a 16-register transposed slab fit the 32 registers.
 #[cfg(target_arch = "x86_64")]
