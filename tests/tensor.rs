@@ -430,7 +430,7 @@ fn external_memory_and_arena_style_independent_views() {
         _storage: storage,
         released: released.clone(),
     };
-    // SAFETY (test): the Vec's heap storage does not move when the Vec moves into `owner`, which
+    // SAFETY: the Vec's heap storage does not move when the Vec moves into `owner`, which
     // the buffer keeps alive; it is only accessed through this buffer.
     let ext = unsafe { TensorBuffer::from_external(ptr, 64, owner) };
     assert!(ext.allocator().is_none());
@@ -448,7 +448,7 @@ fn external_memory_and_arena_style_independent_views() {
     // each writable on their own, keeping the arena alive.
     let (tr, a) = tracking();
     let arena = TensorBuffer::zeroed_in(&a, 256, 64).unwrap();
-    // SAFETY (test): the two views are disjoint and the arena handle itself is not used to write.
+    // SAFETY: the two views are disjoint and the arena handle itself is not used to write.
     let (v1, v2) = unsafe {
         (
             arena.independent_view(0, 64).unwrap(),

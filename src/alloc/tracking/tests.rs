@@ -530,9 +530,11 @@ fn interior_pointers_and_wrong_layouts_are_refused_and_the_block_stays_live() {
     let p = t.allocate(l).unwrap().cast::<u8>();
     let bad = [
         // Interior pointers, 16-aligned and not.
-        // SAFETY (all four): inside the block of 1000 bytes.
+        // SAFETY: inside the block of 1000 bytes.
         (unsafe { p.add(16) }, l, "not a live block"),
+        // SAFETY: as above.
         (unsafe { p.add(64) }, l, "not a live block"),
+        // SAFETY: as above.
         (unsafe { p.add(3) }, l, "interior pointer"),
         // Another alignment (another header offset), a larger size.
         (

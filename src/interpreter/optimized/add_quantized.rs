@@ -622,10 +622,10 @@ mod tests {
             };
             for form in [l, widened] {
                 let mut got = vec![0i8; a.len()];
+                assert!(int8_signed_lanes_apply(&p));
                 // SAFETY: AVX2 is present (checked above); the slices have one length; `p`
                 // passed `int8_signed_lanes_apply` (asserted) and `form` is as conservative as
                 // `Linear::of(p)`.
-                assert!(int8_signed_lanes_apply(&p));
                 let done = unsafe { avx2::add_int8_linear(&form, &p, &a, &b, &mut got) };
                 assert_eq!(done, a.len());
                 assert_eq!(got, want, "{form:?} {p:?}");

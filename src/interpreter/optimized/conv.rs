@@ -28,12 +28,12 @@
 //! the same convolution ungrouped. Windows are always gathered: a group's channels of adjacent
 //! taps are not adjacent in memory.
 
-use super::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue, Isa, MR};
-use super::gemm_dot_tiles::gemm_dot_tiles;
+use super::gemm::{gemm_dot, gemm_grouped, gemm_grouped_into, gemm_packed, Epilogue, Isa, OutRows, MR};
+use super::gemm_dot_tiles::{gemm_dot_tiles, gemm_dot_tiles_into};
 use super::conv_direct::{applies as direct_rows_apply, direct_rows};
 use super::conv_windows::{gathered_rows, multiplies_windows_in_place, windowed_rows};
 use super::matrix::{Strided, Weight};
-use super::pack::{group_cols, group_scratch_len, pack_b, pack_b_with, packed_b_len};
+use super::pack::{group_cols, group_scratch_len, pack_b, pack_b_with, packed_b_len, NR};
 use crate::interpreter::reference::conv::ConvGeometry;
 
 /// Bytes of im2col rows a block aims at (L1/L2 resident).
@@ -232,6 +232,33 @@ pub fn task_rows(m: usize, n: usize, k: usize, threads: usize) -> usize {
     }
 }
 
+/// Output columns per task when a pointwise product of `m` rows reads its `n × k` filter in
+/// place on `threads` threads and the filter is the larger operand (`n > m` rows of the same
+/// depth): split by columns, each task reads (and packs, when it packs panels) only its own
+/// columns' filter rows, where a split of the rows would have every task read all of them
+/// (MobileNet's 7 × 7 stages). `n` shared evenly among [`task_count`] tasks (at most
+/// [`MAX_COLUMN_TASKS`]), rounded up to whole panels of [`NR`]; `None` where rows split
+/// instead (one task, or the input the larger operand).
+pub fn task_columns(m: usize, n: usize, k: usize, threads: usize) -> Option<usize> {
+    if n <= m {
+        return None;
+    }
+    let work = m.saturating_mul(n).saturating_mul(k);
+    let tasks = task_count(work, threads.min(MAX_COLUMN_TASKS));
+    (tasks > 1).then(|| (n.div_ceil(tasks).div_ceil(NR) * NR).min(n))
+}
+
+/// Most tasks a split by columns ([`task_columns`]) makes.
+const MAX_COLUMN_TASKS: usize = 64;
+
+/// Runs `f(t)` for `t < tasks` (at most [`MAX_COLUMN_TASKS`]) through `run_chunks`, whose tasks
+/// each get a disjoint chunk of a slice: here one value of a stack array each, so a task owns
+/// nothing but its number (the columns of the output it writes are its caller's to keep apart).
+fn run_tasks(run_chunks: &mut ChunkRunner<'_>, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+    let mut slots = [0.0f32; MAX_COLUMN_TASKS];
+    run_chunks(&mut slots[..tasks.min(MAX_COLUMN_TASKS)], 1, &|t, _| f(t));
+}
+
 /// How many GEMM multiply-adds one multiply-add of a matrix-vector product weighs when deciding
 /// a split: each weight is loaded for one multiply-add, so it runs at the speed weights stream
 /// in (MobileNetV3's last 576 → 1,024 pointwise layer on one pixel, float16 weights: 0.59 M
@@ -256,7 +283,9 @@ pub fn task_units(n: usize, k: usize, threads: usize) -> usize {
 /// ([`ConvWeights`]).
 ///
 /// The output rows (pixels of all batches) are split into tasks of [`task_rows`] run through
-/// `run_chunks`; an im2col task gathers its rows block by block into its own part of `cols`,
+/// `run_chunks` (a pointwise convolution reading a filter larger than its input in place
+/// splits its output channels instead, [`task_columns`], so no two tasks read one filter
+/// row); an im2col task gathers its rows block by block into its own part of `cols`,
 /// which holds [`ConvPlan::cols_len`] elements per task (at most `cols.len() / cols_len`
 /// tasks run, so one block's worth runs on one thread; likewise for the panel scratch of
 /// [`ConvWeights::InPlace`]). With the filter in place a task packs [`group_cols`] output
@@ -311,6 +340,22 @@ pub fn conv_f32<W: Weight>(
                 };
                 gemm_dot(isa, 1, nj, k, a, &w[j0 * k..], &epj, part, nj);
             });
+        } else if let Some(units) = task_columns(m, n, k, threads) {
+            let out = OutRows::of(&mut output[..m * n]);
+            run_tasks(run_chunks, n.div_ceil(units), &|t| {
+                let j0 = t * units;
+                let nj = units.min(n - j0);
+                let epj = Epilogue {
+                    bias: ep.bias.map(|b| &b[j0..]),
+                    ..*ep
+                };
+                // SAFETY: task `t` writes columns `j0..j0 + nj` of the `m` rows of `out`
+                // (stride `n`), which no other task writes; `out` came from the `&mut` this
+                // call holds for the whole round.
+                unsafe {
+                    gemm_dot_tiles_into(isa, m, nj, k, a, &w[j0 * k..], &epj, out.offset(j0), n)
+                };
+            });
         } else {
             let rows = task_rows(m, n, k, threads);
             run_chunks(&mut output[..m * n], rows * n, &|t, part| {
@@ -352,6 +397,43 @@ pub fn conv_f32<W: Weight>(
     if plan.col_rows == 0 {
         // Pointwise: pixel `r`'s group `grp` is `fd` input values at `r · in_c + grp · fd`.
         let in_c = g.in_c;
+        let split = match &panels {
+            Some((_, parts)) if groups == 1 => task_columns(m, n, k, threads.min(*parts)),
+            _ => None,
+        };
+        if let (Some(units), Some((scratch, _))) = (split, &panels) {
+            // Filter rows in place, outweighing the input: each task packs and multiplies
+            // its own output channels over all pixels.
+            let a = Strided {
+                data: &input[..m * in_c],
+                rs: in_c,
+                cs: 1,
+            };
+            let out = OutRows::of(&mut output[..m * n]);
+            run_tasks(run_chunks, n.div_ceil(units), &|t| {
+                let j0 = t * units;
+                let nj = units.min(n - j0);
+                let bj = Strided {
+                    data: &b.data[j0 * k..(j0 + nj) * k],
+                    rs: k,
+                    cs: 1,
+                };
+                let epj = Epilogue {
+                    bias: ep.bias.map(|x| &x[j0..]),
+                    ..*ep
+                };
+                // SAFETY: task `t` runs once per round and is the only one using scratch part
+                // `t` (`t < n.div_ceil(units)`, at most the parts: `task_columns` got them as
+                // its thread count); it writes columns `j0..j0 + nj` of the `m` rows of `out`
+                // (stride `n`), which no other task writes; `out` came from the `&mut` this
+                // call holds for the whole round.
+                unsafe {
+                    let scratch = scratch.part(t * panel_len, panel_len);
+                    gemm_grouped_into(isa, m, nj, k, a, bj, &epj, out.offset(j0), n, scratch);
+                }
+            });
+            return;
+        }
         let rows = task_rows(m, n, k, threads.min(max_tasks));
         assert!(
             m.div_ceil(rows) <= max_tasks,
@@ -570,6 +652,9 @@ pub(super) mod tests {
             geometry((1, 1, 37), (1, 1, 19), 1, 1, false, 3),
             geometry((1, 2, 37), (1, 1, 19), 1, 1, false, 1),
             geometry((7, 7, 960), (1, 1, 161), 1, 1, false, 1),
+            // Filter outweighing the input in place: on three threads each task takes its own
+            // output channels (`task_columns`), as dot products above, with panels here.
+            geometry((7, 7, 320), (1, 1, 200), 1, 1, false, 1),
             geometry((7, 7, 521), (1, 1, 9), 1, 1, false, 1),
             geometry((4, 4, 513), (1, 1, 5), 1, 1, false, 4),
             geometry((2, 2, 37), (1, 1, 19), 1, 1, false, 1),
@@ -727,6 +812,14 @@ pub(super) mod tests {
         // A matrix-vector product streams its weights: 576 x 1,024 splits.
         assert_eq!(task_units(1024, 576, 2), 512);
         assert_eq!(task_units(64, 32, 2), 64);
+        // 7 x 7 pixels of a 320 -> 1,280 pointwise layer split by columns; 28 x 28 pixels by
+        // rows (the input outweighs the filter); a product too small for two tasks not at all.
+        assert_eq!(task_columns(49, 1280, 320, 2), Some(640));
+        assert_eq!(task_columns(49, 160, 960, 2), Some(80));
+        assert_eq!(task_columns(49, 200, 320, 3), Some(80));
+        assert_eq!(task_columns(784, 192, 32, 2), None);
+        assert_eq!(task_columns(49, 96, 96, 2), None);
+        assert_eq!(task_columns(49, 1280, 320, 1), None);
     }
 
     #[test]

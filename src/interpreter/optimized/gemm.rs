@@ -111,7 +111,44 @@ pub fn gemm_packed_steps(
     ldc: usize,
 ) {
     let panels = Panels::Packed(packed_b);
-    gemm_packed_prefetch(isa, m, n, k, steps, a, panels, ep, c, ldc, Prefetch::NONE);
+    let c = OutRows::of(c);
+    // SAFETY: `c` comes from the `&mut` this call holds.
+    unsafe { gemm_packed_prefetch(isa, m, n, k, steps, a, panels, ep, c, ldc, Prefetch::NONE) };
+}
+
+/// `C` as a product writes it: `len` values from `at`, rows `ldc` apart (each product checks
+/// `len` against its shape). Taken from a `&mut [f32]` ([`OutRows::of`]), or given to one of
+/// several tasks that write disjoint columns of one output (a task's `at` is its first
+/// column), which no `&mut` could describe: their rows interleave.
+#[derive(Clone, Copy)]
+pub(super) struct OutRows {
+    pub(super) at: *mut f32,
+    pub(super) len: usize,
+}
+
+// SAFETY: an `OutRows` is a pointer and a length; writing through it takes an `unsafe`
+// product whose caller promises that no two tasks write the same values.
+unsafe impl Send for OutRows {}
+// SAFETY: as `Send`: sharing one among tasks gives each only what its caller allows it.
+unsafe impl Sync for OutRows {}
+
+impl OutRows {
+    /// All of `c`.
+    pub(super) fn of(c: &mut [f32]) -> OutRows {
+        OutRows {
+            at: c.as_mut_ptr(),
+            len: c.len(),
+        }
+    }
+
+    /// The values from the `j`-th on (for `j < ldc`: each row from column `j`).
+    pub(super) fn offset(self, j: usize) -> OutRows {
+        assert!(j <= self.len, "gemm: column {j} outside C of {}", self.len);
+        OutRows {
+            at: self.at.wrapping_add(j),
+            len: self.len - j,
+        }
+    }
 }
 
 /// The packed panels of `B` a product reads.
@@ -174,9 +211,13 @@ impl Prefetch {
 }
 
 /// [`gemm_packed_steps`] prefetching `pf` along the way (on the AVX-512 path).
+///
+/// # Safety
+/// `c` may be written for its `len` values, and nothing else reads or writes the values the
+/// product writes (`m` rows of `n` values, `ldc` apart) during the call.
 #[allow(clippy::too_many_arguments)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut, unused_variables))]
-fn gemm_packed_prefetch(
+unsafe fn gemm_packed_prefetch(
     isa: Isa,
     m: usize,
     n: usize,
@@ -185,7 +226,7 @@ fn gemm_packed_prefetch(
     a: Strided<'_>,
     packed_b: Panels<'_>,
     ep: &Epilogue<'_>,
-    c: &mut [f32],
+    c: OutRows,
     ldc: usize,
     mut pf: Prefetch,
 ) {
@@ -220,7 +261,7 @@ fn gemm_packed_prefetch(
         len: panels_len,
     };
     assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        ldc >= n && c.len >= (m - 1) * ldc + n,
         "gemm: C too short"
     );
     if let Some(b) = ep.bias {
@@ -230,7 +271,9 @@ fn gemm_packed_prefetch(
         for i in 0..m {
             for j in 0..n {
                 let v = ep.bias.map_or(0.0, |b| b[j]);
-                c[i * ldc + j] = v.max(ep.min).min(ep.max);
+                // SAFETY: `i * ldc + j < (m - 1) * ldc + n <= c.len` (asserted above); the
+                // caller lets the product write there.
+                unsafe { c.at.add(i * ldc + j).write(v.max(ep.min).min(ep.max)) };
             }
         }
         return;
@@ -319,6 +362,30 @@ pub fn gemm_grouped<T: Weight>(
     ldc: usize,
     scratch: &mut [f32],
 ) {
+    let c = OutRows::of(c);
+    // SAFETY: `c` comes from the `&mut` this call holds.
+    unsafe { gemm_grouped_into(isa, m, n, k, a, b, ep, c, ldc, scratch) }
+}
+
+/// [`gemm_grouped`] writing through [`OutRows`]: one of several tasks that each write their own
+/// columns of one output.
+///
+/// # Safety
+/// As [`gemm_packed_prefetch`]: `c` may be written for its `len` values, and nothing else
+/// touches the `m` rows of `n` values (`ldc` apart) the product writes during the call.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm_grouped_into<T: Weight>(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Strided<'_>,
+    b: Strided<'_, T>,
+    ep: &Epilogue<'_>,
+    c: OutRows,
+    ldc: usize,
+    scratch: &mut [f32],
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -356,7 +423,9 @@ pub fn gemm_grouped<T: Weight>(
             let last = (next + next_rows - 1) * b.rs + (k - 1) * b.cs;
             Prefetch::of(&b.data[first..=last])
         };
-        gemm_packed_prefetch(isa, m, cols, k, 0..k, a, panels, &epj, &mut c[j0..], ldc, pf);
+        let cj = c.offset(j0);
+        // SAFETY: columns `j0..j0 + cols` of the rows the caller lets this product write.
+        unsafe { gemm_packed_prefetch(isa, m, cols, k, 0..k, a, panels, &epj, cj, ldc, pf) };
         j0 += cols;
     }
 }
@@ -532,7 +601,7 @@ impl Tile {
         a: Strided<'_>,
         packed_b: PanelsAt,
         ep: &Epilogue<'_>,
-        c: &mut [f32],
+        c: OutRows,
         cols: usize,
     ) -> Tile {
         let j0 = at.q * NR;
@@ -545,7 +614,7 @@ impl Tile {
             a_cs: a.cs,
             b: packed_b.at.wrapping_add(b_at) as *const f32,
             b_next: at.k * NR,
-            c: c[at.i0 * at.ldc + j0..].as_mut_ptr(),
+            c: c.offset(at.i0 * at.ldc + j0).at,
             ldc: at.ldc,
             cols,
             first: at.k0 == 0,
@@ -582,7 +651,7 @@ unsafe fn avx512_block(
     a: Strided<'_>,
     (packed_b, fill): (PanelsAt, Option<&Fill>),
     ep: &Epilogue<'_>,
-    c: &mut [f32],
+    c: OutRows,
     ldc: usize,
     (pf, per_tile): (&mut Prefetch, usize),
 ) {

@@ -20,7 +20,7 @@
 //! agree up to rounding. On paths without the SIMD tile (scalar, or float16 without F16C on
 //! AVX2) the product is [`gemm_dot`]'s one dot product per output.
 
-use super::gemm::{gemm_dot, Epilogue};
+use super::gemm::{Epilogue, OutRows};
 use super::matrix::Weight;
 use super::Isa;
 
@@ -45,6 +45,64 @@ pub(super) fn gemm_dot_tiles<T: Weight>(
         return;
     }
     super::gemm::assert_dot_operands("gemm_dot_tiles", m, n, k, a, b, ep, c, ldc);
+    let c = OutRows::of(c);
+    // SAFETY: `c` comes from the `&mut` this call holds and covers the product (checked).
+    unsafe { tiles_into(isa, m, n, k, a, b, ep, c, ldc) }
+}
+
+/// [`gemm_dot_tiles`] writing through [`OutRows`]: one of several tasks that each write their
+/// own columns of one output.
+///
+/// # Safety
+/// `c` may be written for its `len` values, and nothing else touches the `m` rows of `n`
+/// values (`ldc` apart) the product writes during the call.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm_dot_tiles_into<T: Weight>(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[T],
+    ep: &Epilogue<'_>,
+    c: OutRows,
+    ldc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        a.len() >= m * k && b.len() >= n * k,
+        "gemm_dot_tiles: A or B too short"
+    );
+    assert!(
+        ldc >= n && c.len >= (m - 1) * ldc + n,
+        "gemm_dot_tiles: C too short"
+    );
+    if let Some(bias) = ep.bias {
+        assert!(bias.len() >= n, "gemm_dot_tiles: bias too short");
+    }
+    // SAFETY: the operands were checked just above; the caller's promise on `c`.
+    unsafe { tiles_into(isa, m, n, k, a, b, ep, c, ldc) }
+}
+
+/// The product of checked operands.
+///
+/// # Safety
+/// `a`, `b`, the bias and `c` cover the product (`m`, `n > 0`; checked by the caller), and `c`
+/// may be written there with nothing else touching those values during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn tiles_into<T: Weight>(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[T],
+    ep: &Epilogue<'_>,
+    c: OutRows,
+    ldc: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     if k > 0 {
         let t = x86::Operands {
@@ -53,7 +111,7 @@ pub(super) fn gemm_dot_tiles<T: Weight>(
             k,
             a: a.as_ptr(),
             ldc,
-            c: c.as_mut_ptr(),
+            c: c.at,
             bias: ep.bias.map(|b| b.as_ptr()),
             min: ep.min,
             max: ep.max,
@@ -84,7 +142,17 @@ pub(super) fn gemm_dot_tiles<T: Weight>(
             }
         }
     }
-    gemm_dot(isa, m, n, k, a, b, ep, c, ldc);
+    // Without the tiles' ISA: one dot product per output, weight row outermost (as `gemm_dot`).
+    for j in 0..n {
+        let w = &b[j * k..(j + 1) * k];
+        for i in 0..m {
+            let total = T::dot(isa, &a[i * k..(i + 1) * k], w);
+            let v = (total + ep.bias.map_or(0.0, |b| b[j])).max(ep.min).min(ep.max);
+            // SAFETY: `i * ldc + j < (m - 1) * ldc + n`, inside `c` (the caller's check), which
+            // the caller lets this product write.
+            unsafe { c.at.add(i * ldc + j).write(v) };
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

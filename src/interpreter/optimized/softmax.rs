@@ -218,7 +218,7 @@ mod x86 {
         depth: usize,
         beta: f32,
     ) {
-        // SAFETY (whole body): each row `row + i` holds `depth` elements within both slices
+        // SAFETY: each row `row + i` holds `depth` elements within both slices
         // (the caller's bound); every access is a chunk at `j < depth` masked to the row's
         // `depth` elements (masked-off lanes are neither read nor written).
         unsafe {

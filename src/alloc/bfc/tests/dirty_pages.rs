@@ -76,6 +76,7 @@ fn dirty_budget_releases_the_oldest_resident_free_chunks() {
     // SAFETY: q is live for 12 MiB.
     let bytes = unsafe { ::core::slice::from_raw_parts(q.as_ptr(), 12 * MIB) };
     assert!(bytes[4096..8 * MIB - 4096].iter().all(|&b| b == 0));
+    // SAFETY: q was allocated above with this layout and is freed once.
     unsafe {
         a.deallocate(q, l(12 * MIB, 64));
         a.deallocate(ps[3], l(sizes[3], 64));

@@ -65,7 +65,7 @@ fn thread_cache_hits_keep_stats_exact_single_threaded() {
         Some(MIB),
         "thread-cacheable sizes get exact chunks"
     );
-    // SAFETY (all blocks below): allocated here with the same layout, freed once.
+    // SAFETY: allocated here with the same layout, freed once (as every block below).
     unsafe { a.deallocate(p, l(MIB - 100, 64)) };
     assert_eq!(a.thread_cached(), (1, MIB));
     a.check_invariants().unwrap();
@@ -338,6 +338,7 @@ fn a_thread_moving_to_another_allocator_hands_its_cache_back() {
     // SAFETY: each block is freed once, to the allocator it came from, with its layout.
     unsafe { a.deallocate(p, l(MIB, 64)) };
     assert_eq!(a.thread_cached(), (1, MIB));
+    // SAFETY: as above.
     unsafe { b.deallocate(q, l(MIB, 64)) };
     assert_eq!(a.thread_cached(), (0, 0));
     assert_eq!(b.thread_cached(), (1, MIB));
