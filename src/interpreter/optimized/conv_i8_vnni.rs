@@ -80,7 +80,7 @@ pub(crate) fn prepack(isa: Isa, g: &ConvGeometry, filter: &[i8], out: &mut [i8])
     // channel `c0` are the whole filter's from panel `c0 / LANES` on.
     for c0 in (0..n).step_by(MAX_GROUP) {
         let nc = MAX_GROUP.min(n - c0);
-        pack(isa, &filter[c0 * k..], nc, k, &mut panels[c0 * stride(k)..], &mut sums);
+        pack(isa, &filter[c0 * k..], nc, k, &mut panels[c0 * stride(k)..], Some(&mut sums));
         let padded = nc.div_ceil(LANES) * LANES;
         for (c, s) in sums[..padded].iter().enumerate() {
             let bytes = s.to_le_bytes().map(|b| b as i8);
@@ -144,7 +144,9 @@ pub(crate) fn conv_rows(
         VnniWeights::InPlace { filter, scratch } => (filter, scratch, None),
         VnniWeights::Prepacked(p) => (&[], &mut [], Some(p)),
     };
+    // Stay zero when the product multiplies them by 0 (`gemm_requant`): the pack skips them.
     let mut sums = [0i32; MAX_GROUP];
+    let sums_wanted = q.input_offset != 128;
     let rqj = |j0: usize| rq.channels_from(j0);
     if prepacked.is_none() && groups == 1 && blocks_outer(pixels, rows_per_block, out_c, group, stride)
     {
@@ -159,7 +161,7 @@ pub(crate) fn conv_rows(
             let mut j0 = 0;
             while j0 < out_c {
                 let nj = group.min(out_c - j0);
-                pack(isa, &filter[j0 * k..], nj, k, group_panels, &mut sums);
+                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut sums[..]));
                 let out = OutRows {
                     out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
                     stride: out_c,
@@ -180,7 +182,7 @@ pub(crate) fn conv_rows(
         let nj = group.min(group_end - j0);
         let panels: &[i8] = match prepacked {
             None => {
-                pack(isa, &filter[j0 * k..], nj, k, group_panels, &mut sums);
+                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut sums[..]));
                 group_panels
             }
             Some(p) => {

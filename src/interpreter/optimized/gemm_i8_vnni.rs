@@ -63,16 +63,25 @@ pub(crate) fn group_channels(n: usize, k: usize, bytes: usize) -> usize {
 }
 
 /// Packs `n` weight rows of depth `k` (`w[c * k + i]`) into `out` (`packed_len(n, k)` bytes)
-/// and their sums into `sums` (`n` rounded up to a panel; 0 past `n`).
+/// and their sums into `sums` (`n` rounded up to a panel; 0 past `n`) when given. A product
+/// with `input_offset == 128` (an input zero point of -128, a ReLU's usual output) multiplies
+/// the sums by 0 ([`gemm_requant`]) and needs none: its caller skips their pass.
 ///
 /// # Panics
 /// If `isa` has no VNNI body or a slice is shorter than that (a caller's bug: the drivers
 /// check and size them).
-pub(crate) fn pack(isa: Isa, w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
+pub(crate) fn pack(
+    isa: Isa,
+    w: &[i8],
+    n: usize,
+    k: usize,
+    out: &mut [i8],
+    sums: Option<&mut [i32]>,
+) {
     assert!(isa.avx512vnni(), "the VNNI packing on path {isa}");
     let out = &mut out[..packed_len(n, k)];
     let w = &w[..n * k];
-    let sums = &mut sums[..n.div_ceil(LANES) * LANES];
+    let sums = sums.map(|s| &mut s[..n.div_ceil(LANES) * LANES]);
     // SAFETY: `avx512vnni()` checked the cached detection: the CPU has AVX-512 F/BW/VL and
     // VNNI; the slices have the lengths `avx512::pack` needs (sliced above).
     unsafe { avx512::pack(w, n, k, out, sums) }
@@ -80,7 +89,8 @@ pub(crate) fn pack(isa: Isa, w: &[i8], n: usize, k: usize, out: &mut [i8], sums:
 
 /// `out` row `r`, channel `c` = the output stage `rq` of
 /// `sum_i (a[r * a_stride + i] - 128 + input_offset) * w[c][i]` over `i < k` (wrapping `i32`),
-/// for `r < rows`, `c < n`, with `w` packed by [`pack`] into `packed` and `sums`.
+/// for `r < rows`, `c < n`, with `w` packed by [`pack`] into `packed` and `sums` (`sums` may
+/// hold anything when `input_offset == 128`: the product multiplies them by 0).
 ///
 /// `a` holds `rows` rows of stride `a_stride >= stride(k)` (the elements from `k` to
 /// `stride(k)` of a row may hold anything: their weights are zero).
@@ -134,9 +144,15 @@ mod avx512 {
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW/VL and VNNI; `w` holds `n * k` bytes, `out`
-    /// `packed_len(n, k)` and `sums` `n` rounded up to a panel.
+    /// `packed_len(n, k)` and `sums`, when given, `n` rounded up to a panel.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(super) unsafe fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
+    pub(super) unsafe fn pack(
+        w: &[i8],
+        n: usize,
+        k: usize,
+        out: &mut [i8],
+        mut sums: Option<&mut [i32]>,
+    ) {
         let quads = stride(k) / 4;
         for (p, panel) in out.chunks_exact_mut(quads * 4 * LANES).enumerate() {
             let c0 = p * LANES;
@@ -211,6 +227,9 @@ mod avx512 {
                     panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = 0;
                 }
             }
+            let Some(sums) = sums.as_deref_mut() else {
+                continue;
+            };
             // Four independent sums: one chain of `vpdpbusd` waited on each one's latency
             // (a third of the packing time at depth 128).
             let ones = _mm512_set1_epi8(1);
@@ -575,7 +594,7 @@ mod tests {
                 }
                 let mut got = vec![0x5ai8; packed_len(n, k)];
                 let mut sums = vec![0x5a5a; want_sums.len()];
-                pack(Isa::Avx512Vnni, &w, n, k, &mut got, &mut sums);
+                pack(Isa::Avx512Vnni, &w, n, k, &mut got, Some(&mut sums));
                 assert_eq!(got, want, "n {n} k {k}");
                 assert_eq!(sums, want_sums, "n {n} k {k}");
             }
