@@ -273,7 +273,8 @@ fn window_runs(g: &ConvGeometry, groups: usize) -> bool {
 
 /// The im2col rows of the VNNI body for [`window_runs`] geometries: each filter row of a
 /// pixel's window is one run of `filter_w * in_c` input bytes, copied flipped (`x ^ 0x80`) by
-/// one masked load, xor and masked store; the taps outside the input (columns masked off, rows
+/// one masked load, xor and masked store (a row of at most 64 bytes: its runs merged into one
+/// register, one store); the taps outside the input (columns masked off, rows
 /// outside whole) read as the zero point so flipped ([`Tap`](super::conv_i8) for `u8`: the
 /// padded tap). Replaces the generic per-tap gather, whose window clipping and per-byte copies
 /// cost more than the product on a 3-channel first layer.
@@ -372,6 +373,13 @@ mod im2col {
         let mut px = Pixel::of(g, at);
         let base = input.as_ptr();
         let dst = block.as_mut_ptr().cast::<u8>();
+        if stride <= 64 {
+            // SAFETY: the caller's promises, and `stride <= 64`.
+            unsafe { fill_short(g, base, zp, rows, stride, px, dst) };
+            // SAFETY: `fill_short` wrote every byte of every row, and `MaybeUninit<u8>` has
+            // `u8`'s layout.
+            return &*(block as *const [MaybeUninit<u8>] as *const [u8]);
+        }
         for r in 0..rows {
             let row = dst.add(r * stride);
             // The row's last quad, zero past `k` (the runs then overwrite the values below
@@ -404,6 +412,59 @@ mod im2col {
         // quad `stride - 4..stride`, and `stride` rounds `k` up to a quad), and
         // `MaybeUninit<u8>` has `u8`'s layout.
         &*(block as *const [MaybeUninit<u8>] as *const [u8])
+    }
+
+    /// [`fill`] for rows of at most 64 bytes (a first layer's 3 × 3 × 3 window): each row is
+    /// gathered in one register, run `fy` merged into lanes `fy * run..` by a masked load
+    /// whose address is shifted back by as many bytes, then flipped and written by one masked
+    /// store of `stride` bytes. Three masked stores per row and the separate write of its last
+    /// quad made the gather of MobileNetV2's first layer cost more than its products. Lanes
+    /// `k..stride` hold the zero point flipped (their weights are zero).
+    ///
+    /// # Safety
+    /// As [`fill`], with `stride <= 64`; `base` is `input`'s start, `px` output pixel `at`,
+    /// and `dst` holds `rows` rows of `stride` bytes.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn fill_short(
+        g: &ConvGeometry,
+        base: *const i8,
+        zp: __m512i,
+        rows: usize,
+        stride: usize,
+        mut px: Pixel,
+        dst: *mut u8,
+    ) {
+        let c = g.in_c;
+        let run = g.filter_w * c;
+        let flip = _mm512_set1_epi8(-128);
+        let row_mask = bits(stride);
+        let run_mask = bits(run);
+        for r in 0..rows {
+            let oy = (px.y * g.stride_h) as isize - g.pad_h as isize;
+            let ox = (px.x * g.stride_w) as isize - g.pad_w as isize;
+            let f0 = (-ox).clamp(0, g.filter_w as isize) as usize;
+            let f1 = (g.in_w as isize - ox).clamp(f0 as isize, g.filter_w as isize) as usize;
+            let cols = run_mask & bits(f1 * c) & !bits(f0 * c);
+            let mut v = zp;
+            for fy in 0..g.filter_h {
+                let iy = oy + (fy * g.dilation_h) as isize;
+                let inside = iy >= 0 && (iy as usize) < g.in_h;
+                // `fy * run + run <= k <= 64`: the shift keeps the run's lanes.
+                let k_in = if inside { cols << (fy * run) } else { 0 };
+                // Lane `fy * run + j` reads the run's byte `j` (column `ox`, which may lie
+                // left of the input: only the `k_in` lanes, inside it, are read).
+                let src = base.wrapping_offset(
+                    ((px.b * g.in_h) as isize + iy) * g.in_w as isize * c as isize + ox * c as isize
+                        - (fy * run) as isize,
+                );
+                // SAFETY: the `k_in` lanes are input bytes of row `iy` inside the input
+                // (masked-off lanes are not read).
+                v = _mm512_mask_loadu_epi8(v, k_in, src);
+            }
+            // SAFETY: the row's `stride` bytes, inside `dst` (the caller's promise).
+            _mm512_mask_storeu_epi8(dst.add(r * stride).cast(), row_mask, _mm512_xor_si512(v, flip));
+            px.advance(g);
+        }
     }
 }
 
