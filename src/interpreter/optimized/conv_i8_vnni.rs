@@ -435,28 +435,41 @@ mod im2col {
         dst: *mut u8,
     ) {
         let c = g.in_c;
-        let run = g.filter_w * c;
+        let (run, fh) = (g.filter_w * c, g.filter_h);
         let flip = _mm512_set1_epi8(-128);
         let row_mask = bits(stride);
         let run_mask = bits(run);
+        // Per window row `fy` (`fh * run <= k <= 64`, so `fh <= 64`), set once per output row:
+        // its lanes when the input row is inside, else none; the offset of its input row's
+        // column 0, shifted back by its lanes' start.
+        let mut lanes = [0u64; 64];
+        let mut row_at = [0isize; 64];
+        // A 1 at the start of every window row's lanes: `cols * rep` repeats a column mask
+        // of `run` bits into every window row's lanes (no overlaps, nothing past bit 63).
+        let rep = (0..fh).fold(0u64, |m, fy| m | 1u64 << (fy * run));
+        let mut cached = None;
         for r in 0..rows {
-            let oy = (px.y * g.stride_h) as isize - g.pad_h as isize;
+            if cached != Some((px.b, px.y)) {
+                cached = Some((px.b, px.y));
+                let oy = (px.y * g.stride_h) as isize - g.pad_h as isize;
+                for fy in 0..fh {
+                    let iy = oy + (fy * g.dilation_h) as isize;
+                    let inside = iy >= 0 && (iy as usize) < g.in_h;
+                    lanes[fy] = if inside { run_mask << (fy * run) } else { 0 };
+                    row_at[fy] = ((px.b * g.in_h) as isize + iy) * g.in_w as isize * c as isize
+                        - (fy * run) as isize;
+                }
+            }
             let ox = (px.x * g.stride_w) as isize - g.pad_w as isize;
             let f0 = (-ox).clamp(0, g.filter_w as isize) as usize;
             let f1 = (g.in_w as isize - ox).clamp(f0 as isize, g.filter_w as isize) as usize;
-            let cols = run_mask & bits(f1 * c) & !bits(f0 * c);
+            let cols = (run_mask & bits(f1 * c) & !bits(f0 * c)).wrapping_mul(rep);
             let mut v = zp;
-            for fy in 0..g.filter_h {
-                let iy = oy + (fy * g.dilation_h) as isize;
-                let inside = iy >= 0 && (iy as usize) < g.in_h;
-                // `fy * run + run <= k <= 64`: the shift keeps the run's lanes.
-                let k_in = if inside { cols << (fy * run) } else { 0 };
+            for fy in 0..fh {
+                let k_in = lanes[fy] & cols;
                 // Lane `fy * run + j` reads the run's byte `j` (column `ox`, which may lie
                 // left of the input: only the `k_in` lanes, inside it, are read).
-                let src = base.wrapping_offset(
-                    ((px.b * g.in_h) as isize + iy) * g.in_w as isize * c as isize + ox * c as isize
-                        - (fy * run) as isize,
-                );
+                let src = base.wrapping_offset(row_at[fy] + ox * c as isize);
                 // SAFETY: the `k_in` lanes are input bytes of row `iy` inside the input
                 // (masked-off lanes are not read).
                 v = _mm512_mask_loadu_epi8(v, k_in, src);
