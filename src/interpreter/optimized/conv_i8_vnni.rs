@@ -80,7 +80,7 @@ pub(crate) fn prepack(isa: Isa, g: &ConvGeometry, filter: &[i8], out: &mut [i8])
     // channel `c0` are the whole filter's from panel `c0 / LANES` on.
     for c0 in (0..n).step_by(MAX_GROUP) {
         let nc = MAX_GROUP.min(n - c0);
-        pack(isa, &filter[c0 * k..], nc, k, &mut panels[c0 * stride(k)..], &mut sums);
+        pack(isa, &filter[c0 * k..], nc, k, &mut panels[c0 * stride(k)..], Some(&mut sums));
         let padded = nc.div_ceil(LANES) * LANES;
         for (c, s) in sums[..padded].iter().enumerate() {
             let bytes = s.to_le_bytes().map(|b| b as i8);
@@ -144,7 +144,9 @@ pub(crate) fn conv_rows(
         VnniWeights::InPlace { filter, scratch } => (filter, scratch, None),
         VnniWeights::Prepacked(p) => (&[], &mut [], Some(p)),
     };
+    // Stay zero when the product multiplies them by 0 (`gemm_requant`): the pack skips them.
     let mut sums = [0i32; MAX_GROUP];
+    let sums_wanted = q.input_offset != 128;
     let rqj = |j0: usize| rq.channels_from(j0);
     if prepacked.is_none() && groups == 1 && blocks_outer(pixels, rows_per_block, out_c, group, stride)
     {
@@ -159,7 +161,7 @@ pub(crate) fn conv_rows(
             let mut j0 = 0;
             while j0 < out_c {
                 let nj = group.min(out_c - j0);
-                pack(isa, &filter[j0 * k..], nj, k, group_panels, &mut sums);
+                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut sums[..]));
                 let out = OutRows {
                     out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
                     stride: out_c,
@@ -180,7 +182,7 @@ pub(crate) fn conv_rows(
         let nj = group.min(group_end - j0);
         let panels: &[i8] = match prepacked {
             None => {
-                pack(isa, &filter[j0 * k..], nj, k, group_panels, &mut sums);
+                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut sums[..]));
                 group_panels
             }
             Some(p) => {
@@ -271,7 +273,8 @@ fn window_runs(g: &ConvGeometry, groups: usize) -> bool {
 
 /// The im2col rows of the VNNI body for [`window_runs`] geometries: each filter row of a
 /// pixel's window is one run of `filter_w * in_c` input bytes, copied flipped (`x ^ 0x80`) by
-/// one masked load, xor and masked store; the taps outside the input (columns masked off, rows
+/// one masked load, xor and masked store (a row of at most 64 bytes: its runs merged into one
+/// register, one store); the taps outside the input (columns masked off, rows
 /// outside whole) read as the zero point so flipped ([`Tap`](super::conv_i8) for `u8`: the
 /// padded tap). Replaces the generic per-tap gather, whose window clipping and per-byte copies
 /// cost more than the product on a 3-channel first layer.
@@ -370,6 +373,13 @@ mod im2col {
         let mut px = Pixel::of(g, at);
         let base = input.as_ptr();
         let dst = block.as_mut_ptr().cast::<u8>();
+        if stride <= 64 {
+            // SAFETY: the caller's promises, and `stride <= 64`.
+            unsafe { fill_short(g, base, zp, rows, stride, px, dst) };
+            // SAFETY: `fill_short` wrote every byte of every row, and `MaybeUninit<u8>` has
+            // `u8`'s layout.
+            return &*(block as *const [MaybeUninit<u8>] as *const [u8]);
+        }
         for r in 0..rows {
             let row = dst.add(r * stride);
             // The row's last quad, zero past `k` (the runs then overwrite the values below
@@ -402,6 +412,72 @@ mod im2col {
         // quad `stride - 4..stride`, and `stride` rounds `k` up to a quad), and
         // `MaybeUninit<u8>` has `u8`'s layout.
         &*(block as *const [MaybeUninit<u8>] as *const [u8])
+    }
+
+    /// [`fill`] for rows of at most 64 bytes (a first layer's 3 × 3 × 3 window): each row is
+    /// gathered in one register, run `fy` merged into lanes `fy * run..` by a masked load
+    /// whose address is shifted back by as many bytes, then flipped and written by one masked
+    /// store of `stride` bytes. Three masked stores per row and the separate write of its last
+    /// quad made the gather of MobileNetV2's first layer cost more than its products. Lanes
+    /// `k..stride` hold the zero point flipped (their weights are zero).
+    ///
+    /// # Safety
+    /// As [`fill`], with `stride <= 64`; `base` is `input`'s start, `px` output pixel `at`,
+    /// and `dst` holds `rows` rows of `stride` bytes.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn fill_short(
+        g: &ConvGeometry,
+        base: *const i8,
+        zp: __m512i,
+        rows: usize,
+        stride: usize,
+        mut px: Pixel,
+        dst: *mut u8,
+    ) {
+        let c = g.in_c;
+        let (run, fh) = (g.filter_w * c, g.filter_h);
+        let flip = _mm512_set1_epi8(-128);
+        let row_mask = bits(stride);
+        let run_mask = bits(run);
+        // Per window row `fy` (`fh * run <= k <= 64`, so `fh <= 64`), set once per output row:
+        // its lanes when the input row is inside, else none; the offset of its input row's
+        // column 0, shifted back by its lanes' start.
+        let mut lanes = [0u64; 64];
+        let mut row_at = [0isize; 64];
+        // A 1 at the start of every window row's lanes: `cols * rep` repeats a column mask
+        // of `run` bits into every window row's lanes (no overlaps, nothing past bit 63).
+        let rep = (0..fh).fold(0u64, |m, fy| m | 1u64 << (fy * run));
+        let mut cached = None;
+        for r in 0..rows {
+            if cached != Some((px.b, px.y)) {
+                cached = Some((px.b, px.y));
+                let oy = (px.y * g.stride_h) as isize - g.pad_h as isize;
+                for fy in 0..fh {
+                    let iy = oy + (fy * g.dilation_h) as isize;
+                    let inside = iy >= 0 && (iy as usize) < g.in_h;
+                    lanes[fy] = if inside { run_mask << (fy * run) } else { 0 };
+                    row_at[fy] = ((px.b * g.in_h) as isize + iy) * g.in_w as isize * c as isize
+                        - (fy * run) as isize;
+                }
+            }
+            let ox = (px.x * g.stride_w) as isize - g.pad_w as isize;
+            let f0 = (-ox).clamp(0, g.filter_w as isize) as usize;
+            let f1 = (g.in_w as isize - ox).clamp(f0 as isize, g.filter_w as isize) as usize;
+            let cols = (run_mask & bits(f1 * c) & !bits(f0 * c)).wrapping_mul(rep);
+            let mut v = zp;
+            for fy in 0..fh {
+                let k_in = lanes[fy] & cols;
+                // Lane `fy * run + j` reads the run's byte `j` (column `ox`, which may lie
+                // left of the input: only the `k_in` lanes, inside it, are read).
+                let src = base.wrapping_offset(row_at[fy] + ox * c as isize);
+                // SAFETY: the `k_in` lanes are input bytes of row `iy` inside the input
+                // (masked-off lanes are not read).
+                v = _mm512_mask_loadu_epi8(v, k_in, src);
+            }
+            // SAFETY: the row's `stride` bytes, inside `dst` (the caller's promise).
+            _mm512_mask_storeu_epi8(dst.add(r * stride).cast(), row_mask, _mm512_xor_si512(v, flip));
+            px.advance(g);
+        }
     }
 }
 

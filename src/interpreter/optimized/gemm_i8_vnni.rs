@@ -63,16 +63,25 @@ pub(crate) fn group_channels(n: usize, k: usize, bytes: usize) -> usize {
 }
 
 /// Packs `n` weight rows of depth `k` (`w[c * k + i]`) into `out` (`packed_len(n, k)` bytes)
-/// and their sums into `sums` (`n` rounded up to a panel; 0 past `n`).
+/// and their sums into `sums` (`n` rounded up to a panel; 0 past `n`) when given. A product
+/// with `input_offset == 128` (an input zero point of -128, a ReLU's usual output) multiplies
+/// the sums by 0 ([`gemm_requant`]) and needs none: its caller skips their pass.
 ///
 /// # Panics
 /// If `isa` has no VNNI body or a slice is shorter than that (a caller's bug: the drivers
 /// check and size them).
-pub(crate) fn pack(isa: Isa, w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
+pub(crate) fn pack(
+    isa: Isa,
+    w: &[i8],
+    n: usize,
+    k: usize,
+    out: &mut [i8],
+    sums: Option<&mut [i32]>,
+) {
     assert!(isa.avx512vnni(), "the VNNI packing on path {isa}");
     let out = &mut out[..packed_len(n, k)];
     let w = &w[..n * k];
-    let sums = &mut sums[..n.div_ceil(LANES) * LANES];
+    let sums = sums.map(|s| &mut s[..n.div_ceil(LANES) * LANES]);
     // SAFETY: `avx512vnni()` checked the cached detection: the CPU has AVX-512 F/BW/VL and
     // VNNI; the slices have the lengths `avx512::pack` needs (sliced above).
     unsafe { avx512::pack(w, n, k, out, sums) }
@@ -80,7 +89,8 @@ pub(crate) fn pack(isa: Isa, w: &[i8], n: usize, k: usize, out: &mut [i8], sums:
 
 /// `out` row `r`, channel `c` = the output stage `rq` of
 /// `sum_i (a[r * a_stride + i] - 128 + input_offset) * w[c][i]` over `i < k` (wrapping `i32`),
-/// for `r < rows`, `c < n`, with `w` packed by [`pack`] into `packed` and `sums`.
+/// for `r < rows`, `c < n`, with `w` packed by [`pack`] into `packed` and `sums` (`sums` may
+/// hold anything when `input_offset == 128`: the product multiplies them by 0).
 ///
 /// `a` holds `rows` rows of stride `a_stride >= stride(k)` (the elements from `k` to
 /// `stride(k)` of a row may hold anything: their weights are zero).
@@ -124,15 +134,25 @@ mod avx512 {
     use crate::interpreter::optimized::Isa;
     use core::arch::x86_64::*;
 
-    /// [`super::pack`], panel by panel: a full panel's first `k / 16 * 16` depth positions
-    /// as 4 × 4 transposes of quads, the rest one byte at a time; then each panel's sums as
-    /// `vpdpbusd` of ones with its quads (exact: 64 products of at most 128 per step).
+    /// [`super::pack`], panel by panel: a full panel's first `k / 64 * 64` depth positions as
+    /// 16 × 16 transposes of quads in `zmm` registers ([`transpose16`]), the next
+    /// `k % 64 / 16 * 16` as 4 × 4 transposes in `xmm`, the rest one byte at a time; then each
+    /// panel's sums as `vpdpbusd` of ones with its quads (exact: 64 products of at most 128 per
+    /// step). The 16 × 16 transpose moves 64 bytes per shuffle where the 4 × 4 one moves 16:
+    /// the `xmm` shuffles and stores bounded the packing (the per-call cost of the products
+    /// with few rows).
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW/VL and VNNI; `w` holds `n * k` bytes, `out`
-    /// `packed_len(n, k)` and `sums` `n` rounded up to a panel.
+    /// `packed_len(n, k)` and `sums`, when given, `n` rounded up to a panel.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(super) unsafe fn pack(w: &[i8], n: usize, k: usize, out: &mut [i8], sums: &mut [i32]) {
+    pub(super) unsafe fn pack(
+        w: &[i8],
+        n: usize,
+        k: usize,
+        out: &mut [i8],
+        mut sums: Option<&mut [i32]>,
+    ) {
         let quads = stride(k) / 4;
         for (p, panel) in out.chunks_exact_mut(quads * 4 * LANES).enumerate() {
             let c0 = p * LANES;
@@ -144,8 +164,27 @@ mod avx512 {
             // follow poorly (the loads missing the cache were most of the packing time).
             let next = &w[(c0 + lanes) * k..w.len().min((c0 + lanes + LANES) * k)];
             let done = if lanes == LANES {
+                let wide = k / 64;
+                for ch in 0..wide {
+                    for line in 16 * ch..(16 * ch + 16).min(next.len().div_ceil(64)) {
+                        // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
+                        // nothing.
+                        _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
+                    }
+                    // SAFETY: row `l < 16` reads bytes `64 ch..64 ch + 64 <= k` of its row of
+                    // `rows`.
+                    let r: [__m512i; LANES] = core::array::from_fn(|l| {
+                        _mm512_loadu_si512(rows.as_ptr().add(l * k + 64 * ch).cast())
+                    });
+                    let q = transpose16(&r);
+                    let dst = panel.as_mut_ptr().add(16 * ch * 4 * LANES);
+                    for (j, v) in q.iter().enumerate() {
+                        // SAFETY: quad `16 ch + j < quads` of the panel: 64 bytes inside it.
+                        _mm512_storeu_si512(dst.add(j * 4 * LANES).cast(), *v);
+                    }
+                }
                 let chunks = k / 16;
-                for ch in 0..chunks {
+                for ch in 4 * wide..chunks {
                     for line in 4 * ch..(4 * ch + 4).min(next.len().div_ceil(64)) {
                         // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
                         // nothing.
@@ -188,6 +227,9 @@ mod avx512 {
                     panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = 0;
                 }
             }
+            let Some(sums) = sums.as_deref_mut() else {
+                continue;
+            };
             // Four independent sums: one chain of `vpdpbusd` waited on each one's latency
             // (a third of the packing time at depth 128).
             let ones = _mm512_set1_epi8(1);
@@ -210,6 +252,45 @@ mod avx512 {
             // SAFETY: `sums` holds whole panels.
             _mm512_storeu_si512(sums.as_mut_ptr().add(c0).cast(), s);
         }
+    }
+
+    /// The 16 × 16 transpose of 32-bit elements: `out[j]` lane `l` = `r[l]` lane `j` (row `l`'s
+    /// quad `j` of depth positions). Two rounds of in-lane unpacks transpose each 128-bit lane's
+    /// 4 × 4 blocks; two rounds of `vshufi32x4` then transpose the 4 × 4 grid of lanes.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn transpose16(r: &[__m512i; LANES]) -> [__m512i; LANES] {
+        // `t[2i]` lane `L`: rows `2i, 2i + 1` at quads `4L, 4L + 1` (interleaved);
+        // `t[2i + 1]`: at quads `4L + 2, 4L + 3`.
+        let mut t = [_mm512_setzero_si512(); LANES];
+        for i in 0..LANES / 2 {
+            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        // `u[4i + m]` lane `L`: quad `4L + m` of rows `4i..4i + 4`.
+        let mut u = [_mm512_setzero_si512(); LANES];
+        for i in 0..LANES / 4 {
+            u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+            u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+            u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+            u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+        }
+        // `out[4L + m]` lane `i` (128 bits) = `u[4i + m]` lane `L`.
+        let mut out = [_mm512_setzero_si512(); LANES];
+        for m in 0..4 {
+            let a0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(u[m], u[4 + m]);
+            let a1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(u[m], u[4 + m]);
+            let b0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(u[8 + m], u[12 + m]);
+            let b1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(u[8 + m], u[12 + m]);
+            out[m] = _mm512_shuffle_i32x4::<0b10_00_10_00>(a0, b0);
+            out[4 + m] = _mm512_shuffle_i32x4::<0b11_01_11_01>(a0, b0);
+            out[8 + m] = _mm512_shuffle_i32x4::<0b10_00_10_00>(a1, b1);
+            out[12 + m] = _mm512_shuffle_i32x4::<0b11_01_11_01>(a1, b1);
+        }
+        out
     }
 
     /// The accumulators of one tile of `R` activation rows × `P` panels, starting at `init`.
@@ -491,15 +572,15 @@ mod tests {
     use super::{pack, packed_len, stride, LANES};
     use crate::interpreter::optimized::Isa;
 
-    /// Full and partial panels, depths below, at and across the 16-value transpose chunks and
-    /// not a multiple of 4; the buffers start dirty (padding must be written as zeros).
+    /// Full and partial panels, depths below, at and across the 64- and 16-value transpose
+    /// chunks and not a multiple of 4; the buffers start dirty (padding must be written as zeros).
     #[test]
     fn pack_matches_its_definition() {
         if !Isa::Avx512Vnni.avx512vnni() {
             return; // This CPU has no VNNI: the layout is never packed here.
         }
         for n in [1, 7, 15, 16, 17, 33, 40] {
-            for k in [1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 50, 63, 100] {
+            for k in [1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 50, 63, 64, 65, 100, 128, 130, 197, 320] {
                 let w: Vec<i8> = (0..n * k).map(|i| (i * 37 % 251) as u8 as i8).collect();
                 let quads = stride(k) / 4;
                 let mut want = vec![0i8; packed_len(n, k)];
@@ -513,7 +594,7 @@ mod tests {
                 }
                 let mut got = vec![0x5ai8; packed_len(n, k)];
                 let mut sums = vec![0x5a5a; want_sums.len()];
-                pack(Isa::Avx512Vnni, &w, n, k, &mut got, &mut sums);
+                pack(Isa::Avx512Vnni, &w, n, k, &mut got, Some(&mut sums));
                 assert_eq!(got, want, "n {n} k {k}");
                 assert_eq!(sums, want_sums, "n {n} k {k}");
             }
