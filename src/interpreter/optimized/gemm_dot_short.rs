@@ -94,7 +94,7 @@ mod x86 {
         while j0 < n {
             let cols = (n - j0).min(8);
             let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32), lane);
-            // SAFETY (whole block): row `j < cols` of the block reads `b[(j0 + j) * k + p]`
+            // SAFETY: row `j < cols` of the block reads `b[(j0 + j) * k + p]`
             // for `p < k` (masked loads stop at `k`), inside `b`'s `n * k` values; the bias
             // read covers `j0 + j < n` (masked); rows of `a` and `c` are inside the lengths
             // the caller checked.

@@ -451,6 +451,7 @@ mod avx2 {
                             let acc = block::<$r, 2>(a, a_stride, k, packed, r0, p0);
                             store(&acc, rq, &mut out, r0, c0, nc);
                         },
+                        // SAFETY: as for `gemm` (the closure runs inside it).
                         ($r, _) => unsafe {
                             let acc = block::<$r, 1>(a, a_stride, k, packed, r0, p0);
                             store(&acc, rq, &mut out, r0, c0, nc);

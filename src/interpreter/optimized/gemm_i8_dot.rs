@@ -193,8 +193,8 @@ mod avx512 {
         let ones = _mm512_set1_epi8(1);
         let mut acc = [[_mm512_setzero_si512(); NT]; MT];
         let mut wsum = [_mm512_setzero_si512(); NT];
-        // SAFETY (loads): chunk `ch < chunks` lies within every row (the caller's promise);
-        // the tail's masked loads read only the bytes `tail` selects.
+        // SAFETY: the loads: chunk `ch < chunks` lies within every row (the caller's
+        // promise); the tail's masked loads read only the bytes `tail` selects.
         unsafe {
             if MT == 1 {
                 // One row: four weight rows at a time over the whole depth, so the weights
