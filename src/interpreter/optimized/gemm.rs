@@ -504,7 +504,7 @@ pub fn gemm_dot<T: Weight>(
     if m == 0 || n == 0 {
         return;
     }
-    assert_dot_operands("gemm_dot", m, n, k, a, b, ep, c, ldc);
+    assert_dot_operands("gemm_dot", m, n, k, a, b, ep, c.len(), ldc);
     // A short depth: eight outputs per vector, the same bits (`gemm_dot_short`).
     if let Some(b32) = T::as_f32(b) {
         if super::gemm_dot_short::gemm_dot_short(isa, m, n, k, a, b32, ep, c, ldc) {
@@ -523,9 +523,9 @@ pub fn gemm_dot<T: Weight>(
     }
 }
 
-/// Panics unless `a` holds `m × k` values, `b` `n × k`, `c` `m` rows of stride `ldc >= n` and
-/// the bias `n` (`m, n > 0`): what `C = A · Bᵀ` on unpacked rows reads and writes (a caller's
-/// bug: the kernels size them). `what` names the product in the message.
+/// Panics unless `a` holds `m × k` values, `b` `n × k`, the `c_len` values of `C` `m` rows of
+/// stride `ldc >= n` and the bias `n` (`m, n > 0`): what `C = A · Bᵀ` on unpacked rows reads
+/// and writes (a caller's bug: the kernels size them). `what` names the product in the message.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn assert_dot_operands<T>(
     what: &str,
@@ -535,7 +535,7 @@ pub(super) fn assert_dot_operands<T>(
     a: &[f32],
     b: &[T],
     ep: &Epilogue<'_>,
-    c: &[f32],
+    c_len: usize,
     ldc: usize,
 ) {
     assert!(
@@ -543,7 +543,7 @@ pub(super) fn assert_dot_operands<T>(
         "{what}: A or B too short"
     );
     assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        ldc >= n && c_len >= (m - 1) * ldc + n,
         "{what}: C too short"
     );
     if let Some(bias) = ep.bias {

@@ -41,13 +41,8 @@ pub(super) fn gemm_dot_tiles<T: Weight>(
     c: &mut [f32],
     ldc: usize,
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    super::gemm::assert_dot_operands("gemm_dot_tiles", m, n, k, a, b, ep, c, ldc);
-    let c = OutRows::of(c);
-    // SAFETY: `c` comes from the `&mut` this call holds and covers the product (checked).
-    unsafe { tiles_into(isa, m, n, k, a, b, ep, c, ldc) }
+    // SAFETY: `c` comes from the `&mut` this call holds.
+    unsafe { gemm_dot_tiles_into(isa, m, n, k, a, b, ep, OutRows::of(c), ldc) }
 }
 
 /// [`gemm_dot_tiles`] writing through [`OutRows`]: one of several tasks that each write their
@@ -71,38 +66,7 @@ pub(super) unsafe fn gemm_dot_tiles_into<T: Weight>(
     if m == 0 || n == 0 {
         return;
     }
-    assert!(
-        a.len() >= m * k && b.len() >= n * k,
-        "gemm_dot_tiles: A or B too short"
-    );
-    assert!(
-        ldc >= n && c.len >= (m - 1) * ldc + n,
-        "gemm_dot_tiles: C too short"
-    );
-    if let Some(bias) = ep.bias {
-        assert!(bias.len() >= n, "gemm_dot_tiles: bias too short");
-    }
-    // SAFETY: the operands were checked just above; the caller's promise on `c`.
-    unsafe { tiles_into(isa, m, n, k, a, b, ep, c, ldc) }
-}
-
-/// The product of checked operands.
-///
-/// # Safety
-/// `a`, `b`, the bias and `c` cover the product (`m`, `n > 0`; checked by the caller), and `c`
-/// may be written there with nothing else touching those values during the call.
-#[allow(clippy::too_many_arguments)]
-unsafe fn tiles_into<T: Weight>(
-    isa: Isa,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f32],
-    b: &[T],
-    ep: &Epilogue<'_>,
-    c: OutRows,
-    ldc: usize,
-) {
+    super::gemm::assert_dot_operands("gemm_dot_tiles", m, n, k, a, b, ep, c.len, ldc);
     #[cfg(target_arch = "x86_64")]
     if k > 0 {
         let t = x86::Operands {
@@ -148,8 +112,8 @@ unsafe fn tiles_into<T: Weight>(
         for i in 0..m {
             let total = T::dot(isa, &a[i * k..(i + 1) * k], w);
             let v = (total + ep.bias.map_or(0.0, |b| b[j])).max(ep.min).min(ep.max);
-            // SAFETY: `i * ldc + j < (m - 1) * ldc + n`, inside `c` (the caller's check), which
-            // the caller lets this product write.
+            // SAFETY: `i * ldc + j < (m - 1) * ldc + n <= c.len` (checked above); the caller
+            // lets this product write there.
             unsafe { c.at.add(i * ldc + j).write(v) };
         }
     }
