@@ -139,6 +139,12 @@ pub fn fully_connected_i8_with(
     }
 }
 
+/// Input bytes (rows × depth) from which fewer than [`GEMM_MIN_ROWS`] rows take the
+/// dot-product tiles ([`gemm_i8_dot`]) rather than one dot product per output: below it the
+/// tiles' set-up outweighs what `vpdpbusd` saves (the crossover measured on AVX-512 VNNI is
+/// in BENCHMARKS.md).
+const DOT_TILES_MIN_DEPTH: usize = 256;
+
 /// Input rows from which [`fully_connected_i8_in_place_with`] packs weight groups (fewer rows
 /// take one dot product per output, reading the weights in place).
 pub const GEMM_MIN_ROWS: usize = 4;
@@ -163,7 +169,8 @@ pub fn in_place_scratch_len(
 
 /// [`fully_connected_i8_with`] with the `[units, depth]` weights read where they are: fewer
 /// than [`GEMM_MIN_ROWS`] rows take exact dot products (dot-product tiles, [`gemm_i8_dot`],
-/// on the `avx512vnni` path; one dot product per output on the others); more pack
+/// on the `avx512vnni` path from [`DOT_TILES_MIN_DEPTH`] input bytes; one dot product per
+/// output otherwise); more pack
 /// [`group_channels`] units at a time into `scratch` ([`in_place_scratch_len`] bytes) and
 /// run every row on that group (on the `avx512vnni` path packed for `vpdpbusd`, see
 /// `conv_i8_vnni`). The same bits as the reference.
@@ -194,7 +201,7 @@ pub fn fully_connected_i8_in_place_with(
         act_min: q.act_min,
         act_max: q.act_max,
     };
-    if batches < GEMM_MIN_ROWS {
+    if batches < GEMM_MIN_ROWS && batches * depth >= DOT_TILES_MIN_DEPTH {
         let out = OutRows {
             out: &mut output[..],
             stride: units,
@@ -346,3 +353,4 @@ mod avx2 {
         total
     }
 }
+
