@@ -648,7 +648,16 @@ fn invoke_i8_packed(
                 let run =
                     &mut |tasks: usize, f: &(dyn Fn(usize) + Sync)| ctx.parallel_for(tasks, f);
                 fast_i8::conv_i8_columns_in_place(
-                    isa, g, input, filter, &mut [], bias, &q, units, output, run,
+                    isa,
+                    g,
+                    input,
+                    filter,
+                    &mut [],
+                    bias,
+                    &q,
+                    units,
+                    output,
+                    run,
                 );
                 return Ok(());
             }
