@@ -290,6 +290,10 @@ pub fn conv_i8_rows_in_place_with(
     conv_i8_rows(isa, g, input, w, bias, q, first_pixel, output);
 }
 
+/// Runs `f(t)` for `t < tasks`, possibly on several threads (`InvokeContext::parallel_for`),
+/// returning when all have run: `run(tasks, f)`.
+pub type TaskRunner<'r> = dyn FnMut(usize, &(dyn Fn(usize) + Sync)) + 'r;
+
 /// Runs `run(tasks, f)` once with `f(t)` computing output channels `t * units..` (`units` of
 /// them, fewer in the last task) of every output pixel of [`conv_i8_rows_in_place_with`] into
 /// `output` (the whole output of `g`, an ungrouped geometry that [`packs`]): the split of a
@@ -312,7 +316,7 @@ pub fn conv_i8_columns_in_place(
     q: &ConvQuant<'_>,
     units: usize,
     output: &mut [i8],
-    run: &mut dyn FnMut(usize, &(dyn Fn(usize) + Sync)),
+    run: &mut TaskRunner<'_>,
 ) {
     let out_c = g.out_c;
     assert!(units > 0 && output.len() == g.output_len(), "conv_i8: bad column split");
