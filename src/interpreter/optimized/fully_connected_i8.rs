@@ -120,10 +120,7 @@ pub fn fully_connected_i8_with(
             let src = &input[(b0 + r) * depth..][..depth];
             widen(src, &mut patch[r * stride..][..depth], offset);
         }
-        let out = OutRows {
-            out: &mut output[b0 * units..(b0 + rows) * units],
-            stride: units,
-        };
+        let out = OutRows::new(&mut output[b0 * units..(b0 + rows) * units], units);
         gemm_requant(
             isa,
             &patch[..rows * stride],
@@ -202,10 +199,7 @@ pub fn fully_connected_i8_in_place_with(
         act_max: q.act_max,
     };
     if batches < GEMM_MIN_ROWS && batches * depth >= DOT_TILES_MIN_DEPTH {
-        let out = OutRows {
-            out: &mut output[..],
-            stride: units,
-        };
+        let out = OutRows::new(&mut output[..], units);
         let (x, rows) = (input, batches);
         if gemm_i8_dot(isa, x, depth, rows, depth, weights, units, q.input_offset, &rq, out) {
             return;
@@ -262,10 +256,7 @@ pub fn fully_connected_i8_in_place_with(
                 let src = &input[(b0 + r) * depth..][..depth];
                 widen(src, &mut patch[r * stride..][..depth], offset);
             }
-            let out = OutRows {
-                out: &mut output[b0 * units + j0..(b0 + rows) * units],
-                stride: units,
-            };
+            let out = OutRows::new(&mut output[b0 * units + j0..(b0 + rows) * units], units);
             gemm_requant(
                 isa,
                 &patch[..rows * stride],
