@@ -813,13 +813,18 @@ const HI_CHANNELS: [i32; 16] = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 
 /// [`Self::init`] (the biases, doubled). `|2w| <= 256` and `|2 w x| <= 2^15` keep the
 /// 16-bit weights and the `vpmaddwd` pairs exact; the small-sums promise keeps `2x` in `i32`.
 pub(super) struct Stage32 {
-    halves: [Rescale16; 2],
-    doubled: Option<[Doubled16; 2]>,
+    halves: Halves,
     bias: [__m512i; 2],
-    /// The clamp as bytes: applied after the saturating packs (whose bounds, -128 and 127,
-    /// contain it), which is clamping the 32-bit values.
-    lo: __m512i,
-    hi: __m512i,
+    /// The clamp as bytes, when it cuts into `-128..=127`: applied after the saturating packs
+    /// (whose bounds contain it), which is clamping the 32-bit values.
+    clamp: Option<[__m512i; 2]>,
+}
+
+/// The rescale of a [`Stage32`]'s two halves.
+enum Halves {
+    /// On doubled accumulators.
+    Doubled([Doubled16; 2]),
+    General([Rescale16; 2]),
 }
 
 impl Stage32 {
@@ -914,21 +919,20 @@ impl Stage32 {
         };
         // `applies` checked every shift (lanes past `n` hold 0).
         let half = |i: usize| Rescale16::bounded(m[i], s[i], rq.output_offset, small).expect("shifts in -31..=31");
-        let halves = [half(0), half(1)];
-        let doubled = match (halves[0].doubled(), halves[1].doubled()) {
-            (Some(a), Some(b)) => Some([a, b]),
-            _ => None,
+        let general = [half(0), half(1)];
+        let (halves, bias) = match (general[0].doubled(), general[1].doubled()) {
+            (Some(a), Some(b)) => (
+                Halves::Doubled([a, b]),
+                [_mm512_add_epi32(bias[0], bias[0]), _mm512_add_epi32(bias[1], bias[1])],
+            ),
+            _ => (Halves::General(general), bias),
         };
         Stage32 {
             halves,
-            doubled,
-            bias: match doubled {
-                Some(_) => [_mm512_add_epi32(bias[0], bias[0]), _mm512_add_epi32(bias[1], bias[1])],
-                None => bias,
-            },
+            bias,
             // The kernels validate the clamp: it lies in -128..=127.
-            lo: _mm512_set1_epi8(rq.act_min as i8),
-            hi: _mm512_set1_epi8(rq.act_max as i8),
+            clamp: (rq.act_min > -128 || rq.act_max < 127)
+                .then(|| [_mm512_set1_epi8(rq.act_min as i8), _mm512_set1_epi8(rq.act_max as i8)]),
         }
     }
 
@@ -941,7 +945,7 @@ impl Stage32 {
     /// Whether the accumulators (weights and biases) hold twice the sums ([`Doubled16`]).
     #[inline(always)]
     pub(super) fn doubles(&self) -> bool {
-        self.doubled.is_some()
+        matches!(self.halves, Halves::Doubled(_))
     }
 
     /// 32 filter bytes widened to the 16-bit weights the stage's accumulators take: doubled
@@ -959,7 +963,10 @@ impl Stage32 {
     /// Bytes `v` clamped to the layer's activation range.
     #[inline(always)]
     unsafe fn clamp(&self, v: __m512i) -> __m512i {
-        _mm512_min_epi8(_mm512_max_epi8(v, self.lo), self.hi)
+        match self.clamp {
+            Some([lo, hi]) => _mm512_min_epi8(_mm512_max_epi8(v, lo), hi),
+            None => v,
+        }
     }
 
     /// The group's output values of accumulators `acc` (biases included), stored to the `kb`
@@ -985,9 +992,9 @@ impl Stage32 {
     /// AVX-512BW.
     #[inline(always)]
     unsafe fn words(&self, acc: [__m512i; 2]) -> __m512i {
-        let (lo, hi) = match &self.doubled {
-            Some(d) => (d[0].apply(acc[0]), d[1].apply(acc[1])),
-            None => (self.halves[0].apply(acc[0]), self.halves[1].apply(acc[1])),
+        let (lo, hi) = match &self.halves {
+            Halves::Doubled(d) => (d[0].apply(acc[0]), d[1].apply(acc[1])),
+            Halves::General(h) => (h[0].apply(acc[0]), h[1].apply(acc[1])),
         };
         // The pack puts each lane's channels back in order.
         _mm512_packs_epi32(lo, hi)
