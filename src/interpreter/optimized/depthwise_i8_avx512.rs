@@ -820,7 +820,9 @@ pub(super) struct Stage32 {
     clamp: Option<[__m512i; 2]>,
 }
 
-/// The rescale of a [`Stage32`]'s two halves.
+/// The rescale of a [`Stage32`]'s two halves. Unboxed: stages live on the kernel's stack
+/// (`invoke` allocates nothing), built once per pass.
+#[allow(clippy::large_enum_variant)]
 enum Halves {
     /// On doubled accumulators.
     Doubled([Doubled16; 2]),
