@@ -1,7 +1,8 @@
 //! The executable graph built from the model's subgraphs (see `subgraphs`): one [`TensorEntry`] per tensor (the one
 //! place model tensor types become `tensor::DType`) and one [`NodeInfo`] per operator.
 //!
-//! [`TensorEntry`] is the build's table (names, quantization, every field prepare reads).
+//! [`TensorEntry`] is the build's table (names, shapes, kinds: what prepare reads besides the
+//! quantization, which it reads from the parsed model by tensor index).
 //! What invoke needs of a tensor besides its slot (address, bytes, dtype) is its shape, its
 //! kind and, for a constant stored sparse, its sparsity: [`TensorTable`] keeps only that, 8
 //! bytes per tensor plus one shared pool of dimensions in which equal shapes are stored once;
@@ -45,8 +46,6 @@ pub struct TensorEntry {
     pub dims: Box<[usize]>,
     /// Bytes (`prod(dims) * dtype size`).
     pub bytes: usize,
-    /// Quantization parameters.
-    pub quantization: Option<Box<Quantization>>,
     /// Storage kind.
     pub kind: TensorKind,
     /// Sparse storage of a constant (its `bytes` are then the stored values, not the dense
@@ -121,10 +120,12 @@ pub(crate) struct TensorTable<'a> {
 
 impl<'a> TensorTable<'a> {
     /// The compact table of `entries`; tensors for which `keep(t)` holds keep their name and
-    /// quantization, the name read in place from `model` (the model's bytes) where it stores it.
-    pub(crate) fn new(
+    /// quantization (`quantization(t)`, the model's), the name read in place from `model` (the
+    /// model's bytes) where it stores it.
+    pub(crate) fn new<'q>(
         entries: &[TensorEntry],
         keep: impl Fn(usize) -> bool,
+        quantization: impl Fn(usize) -> Option<&'q Quantization>,
         model: Option<&crate::model::ModelBytes>,
     ) -> Result<Self, InterpreterError> {
         let mut dims: Vec<usize> = Vec::new();
@@ -171,7 +172,7 @@ impl<'a> TensorTable<'a> {
                         }
                     };
                 let q_at = u32::try_from(scales.len()).map_err(|_| too_big())?;
-                let (q_len, q_dim) = match e.quantization.as_deref() {
+                let (q_len, q_dim) = match quantization(t) {
                     Some(q) => {
                         scales.extend_from_slice(q.scales());
                         zero_points.extend_from_slice(q.zero_points());
@@ -530,7 +531,6 @@ fn entry(
         dtype,
         dims: dims.into_boxed_slice(),
         bytes,
-        quantization: tensor.quantization.clone().map(Box::new),
         kind,
         sparsity: if sparse {
             tensor.sparsity.clone()

@@ -386,13 +386,17 @@ impl<'a> SubgraphTable<'a> {
 ///   also returns at another position (copying the outputs back in order would overwrite it
 ///   before it is read).
 ///
-/// Such inputs are not planned, and the kernel's copy into them is a no-op.
+/// Such inputs are not planned, and the kernel's copy into them is a no-op. Empty (read with
+/// `get`) when only one subgraph runs: no input is then shared.
 pub(crate) fn shared_inputs(
     layout: &Layout,
     subgraphs: &[SubgraphInfo],
     nodes: &[super::graph::NodeInfo],
     tensors: &[super::graph::TensorEntry],
 ) -> Vec<Option<usize>> {
+    if layout.len() <= 1 {
+        return Vec::new();
+    }
     let mut shared = vec![None; tensors.len()];
     let mut callers = vec![0usize; layout.len()];
     for list in &layout.callees {

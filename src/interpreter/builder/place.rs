@@ -114,7 +114,7 @@ fn place_tables<'a>(
 fn kept_tensor_table<'a>(
     staged_tensors: &[crate::interpreter::graph::TensorEntry],
     subgraphs: &[SubgraphInfo],
-    model: &Model,
+    (model, layout): (&Model, &crate::interpreter::subgraphs::Layout),
 ) -> Result<TensorTable<'a>, InterpreterError> {
     let io = subgraphs
         .first()
@@ -122,14 +122,20 @@ fn kept_tensor_table<'a>(
         .iter()
         .chain(subgraphs.first().map_or(&[][..], |s| &s.outputs[..]));
     let io: Vec<usize> = io.copied().collect();
-    TensorTable::new(staged_tensors, |t| io.contains(&t), Some(&model.bytes))
+    TensorTable::new(
+        staged_tensors,
+        |t| io.contains(&t),
+        |t| layout.tensor(model, t).quantization.as_ref(),
+        Some(&model.bytes),
+    )
 }
 
 /// Bytes the tables of an interpreter built from `staged` take in a caller's buffer, after its
 /// arena (see `carve`): the same tables built without an arena (their sizes do not depend on
 /// addresses) and measured.
 pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, InterpreterError> {
-    let mut tensors = kept_tensor_table(&staged.tensors, &staged.subgraphs, model)?;
+    let mut tensors =
+        kept_tensor_table(&staged.tensors, &staged.subgraphs, (model, &staged.layout))?;
     let mut subgraphs = SubgraphTable::new(&staged.subgraphs)?;
     let empty = crate::interpreter::context::Slot {
         ptr: core::ptr::null_mut(),
@@ -333,7 +339,7 @@ pub(crate) fn finish<'a>(
         offline_plan_ignored: plan.offline_ignored.clone(),
         subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
     };
-    let mut tensors = kept_tensor_table(&tensors, &subgraphs, model)?;
+    let mut tensors = kept_tensor_table(&tensors, &subgraphs, (model, &layout))?;
     let mut subgraph_table = SubgraphTable::new(&subgraphs)?;
     let mut variable_init: Table<'a, _> = variable_init.into();
     drop(subgraphs);

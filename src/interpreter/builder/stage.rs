@@ -54,7 +54,7 @@ pub(crate) struct Staged {
     /// The included subgraphs (position 0 = the model's subgraph 0).
     pub subgraphs: Vec<SubgraphInfo>,
     /// Per tensor: the calling node's tensor whose memory it reads in place (a called
-    /// subgraph's input; [`shared_inputs`]).
+    /// subgraph's input; [`shared_inputs`]); empty when one subgraph runs.
     pub shared: Vec<Option<usize>>,
 }
 
@@ -189,9 +189,9 @@ pub(crate) enum Purpose {
     Build,
     /// Sizes only ([`Interpreter::arena_needs`](crate::interpreter::Interpreter::arena_needs)):
     /// when no node runs at build, nothing reads a record back after its node's prepare, so
-    /// its bytes are released there ([`Persistent::release_from`]) and the heap holds the
-    /// records of one node at a time instead of the whole tail. The records' offsets and sizes
-    /// (all that sizing reads) are kept.
+    /// it is released there ([`Persistent::release_from`]) and the heap holds the records of
+    /// one node at a time instead of the whole tail. The tail's size (all that sizing reads of
+    /// the records) still counts them.
     Sizing,
 }
 
@@ -302,7 +302,7 @@ fn stage_for<'r>(
     tail.stage_variables(model, &layout, &tensors)?;
     tail.keep_results(&tensors, prepared.computed)?;
     for p in &mut lifetimes.planned {
-        if shared[p.tensor].is_some() {
+        if shared.get(p.tensor).is_some_and(Option::is_some) {
             p.bytes = 0; // not planned: it reads its caller's tensor
         }
     }
@@ -476,7 +476,9 @@ fn init_and_prepare(
             .map_err(|e| kernel_error(node, Phase::Init, e))?;
         let constant = |t: usize| -> Option<&[u8]> {
             match tensors[t].kind {
-                TensorKind::Constant => layout.tensor_data(model, graph.shared[t].unwrap_or(t)),
+                TensorKind::Constant => {
+                    layout.tensor_data(model, graph.shared.get(t).copied().flatten().unwrap_or(t))
+                }
                 TensorKind::PrepareTimeConstant => computed[t].as_ref().map(|w| {
                     // SAFETY: `w` holds at least `bytes` initialised bytes (words of 16).
                     unsafe {
@@ -495,6 +497,7 @@ fn init_and_prepare(
                 memory: &mut mem,
             },
             tensors,
+            model: (model, layout),
             subgraphs: graph.subgraphs,
             constant: &constant,
             temp: &mut temp,
@@ -513,7 +516,12 @@ fn init_and_prepare(
         if node.prepare_time {
             let table = match &mut table {
                 Some(t) => t,
-                None => table.insert(TensorTable::new(tensors, |_| true, None)?),
+                None => table.insert(TensorTable::new(
+                    tensors,
+                    |_| true,
+                    |t| layout.tensor(model, t).quantization.as_ref(),
+                    None,
+                )?),
             };
             evaluate_at_build(
                 node,
@@ -546,7 +554,7 @@ fn plan_head(
     registrations: &[Registration],
     memory: &[NodeMemory],
 ) -> Result<MemoryPlan, InterpreterError> {
-    let producer = producers(nodes);
+    let aliased = in_place_outputs(nodes, registrations);
     let scratch: Vec<Vec<usize>> = nodes
         .iter()
         .zip(memory)
@@ -559,10 +567,7 @@ fn plan_head(
         })
         .collect();
     allocation::plan_head(lifetimes, nodes, node_steps, &scratch, |t| {
-        producer.get(t).copied().flatten().is_some_and(|n| {
-            registrations[n].inplace.shares_input0()
-                && nodes[n].outputs.first() == Some(&(t as i32))
-        })
+        aliased.binary_search(&t).is_ok()
     })
 }
 
@@ -726,23 +731,20 @@ fn check_counts(node: &NodeInfo) -> Result<(), InterpreterError> {
     Ok(())
 }
 
-/// Per tensor index: the first node that writes it (sized to the largest output index).
-fn producers(nodes: &[NodeInfo]) -> Vec<Option<usize>> {
-    let len = nodes
+/// The tensors that alias their writer's input 0 (sorted): output 0 of a node whose kernel
+/// runs in place, where that node is the tensor's first writer. Only such nodes are
+/// searched, so the list is as long as the aliases, not the tensor table.
+fn in_place_outputs(nodes: &[NodeInfo], registrations: &[Registration]) -> Vec<usize> {
+    let mut out: Vec<usize> = nodes
         .iter()
-        .flat_map(|n| &n.outputs)
-        .filter_map(|&t| usize::try_from(t).ok())
-        .max()
-        .map_or(0, |t| t + 1);
-    let mut p = vec![None; len];
-    for node in nodes {
-        for &t in &node.outputs {
-            if let Ok(t) = usize::try_from(t) {
-                if p[t].is_none() {
-                    p[t] = Some(node.index);
-                }
-            }
-        }
-    }
-    p
+        .enumerate()
+        .filter(|(_, n)| registrations[n.index].inplace.shares_input0())
+        .filter_map(|(i, n)| {
+            let &t = n.outputs.first()?;
+            let first_writer = !nodes[..i].iter().any(|m| m.outputs.contains(&t));
+            usize::try_from(t).ok().filter(|_| first_writer)
+        })
+        .collect();
+    out.sort_unstable();
+    out
 }

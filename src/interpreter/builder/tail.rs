@@ -56,8 +56,7 @@ impl Tail {
                         .is_some_and(|a| !(d.as_ptr() as usize).is_multiple_of(a))
                 });
             if misaligned {
-                self.tensor_record[t] =
-                    Some(self.copy_tensor(layout.tensor_data(model, t), (t, e), &model.bytes)?);
+                self.tensor_record[t] = Some(self.copy_tensor((t, e), (model, layout))?);
             }
         }
         Ok(())
@@ -73,8 +72,7 @@ impl Tail {
     ) -> Result<(), InterpreterError> {
         for (t, e) in tensors.iter().enumerate() {
             if is_variable(model, layout, t, e) {
-                self.tensor_record[t] =
-                    Some(self.copy_tensor(layout.tensor_data(model, t), (t, e), &model.bytes)?);
+                self.tensor_record[t] = Some(self.copy_tensor((t, e), (model, layout))?);
             }
         }
         Ok(())
@@ -116,10 +114,10 @@ impl Tail {
     /// variable's initial value in `variable_init` when it is not all zero bytes.
     fn copy_tensor(
         &mut self,
-        data: Option<&[u8]>,
         (t, e): (usize, &TensorEntry),
-        model_bytes: &[u8],
+        (model, layout): (&Model, &Layout),
     ) -> Result<u32, InterpreterError> {
+        let (data, model_bytes) = (layout.tensor_data(model, t), &model.bytes[..]);
         let index = u32::try_from(t).map_err(|_| InterpreterError::Tensor {
             index: t,
             name: e.name.to_string(),
@@ -163,7 +161,8 @@ impl Tail {
         } else if e.kind == TensorKind::Variable && e.dtype == crate::tensor::DType::I8 {
             // TFLM (`MicroInterpreterGraph::ResetTensorData`) fills an int8 variable with its
             // zero point (a real 0), not with zero bytes; the reference outputs depend on it.
-            let zp = e
+            let zp = layout
+                .tensor(model, t)
                 .quantization
                 .as_ref()
                 .map(|q| q.zero_points()[0])

@@ -372,6 +372,11 @@ impl InitContext<'_> {
 pub struct PrepareContext<'a> {
     pub(crate) state: BuildState<'a>,
     pub(crate) tensors: &'a [TensorEntry],
+    /// The model and where its tensors sit in `tensors` (quantization is read from the model).
+    pub(crate) model: (
+        &'a crate::model::Model,
+        &'a crate::interpreter::subgraphs::Layout,
+    ),
     /// The included subgraphs (control-flow kernels check the subgraphs they call).
     pub(crate) subgraphs: &'a [crate::interpreter::subgraphs::SubgraphInfo],
     /// Constant bytes per tensor (model data, or staged prepare-time results).
@@ -502,7 +507,7 @@ impl<'a> PrepareContext<'a> {
             name: &e.name,
             dtype: e.dtype,
             dims: &e.dims,
-            quantization: e.quantization.as_deref(),
+            quantization: self.model.1.tensor(self.model.0, t).quantization.as_ref(),
             is_constant: matches!(
                 e.kind,
                 TensorKind::Constant | TensorKind::PrepareTimeConstant

@@ -163,15 +163,26 @@ impl Persistent {
         Ok(at)
     }
 
-    /// Releases the staged bytes of every heap-staged record from position `first` of
-    /// `records` on, keeping their offsets and sizes: for a staging that only sizes the tail
-    /// and reads none of them again ([`Purpose::Sizing`]). A released record reads as empty
-    /// bytes ([`bytes_mut`](Self::bytes_mut)), so a stray read cannot reach freed memory;
-    /// [`contiguous`] then returns `None`. Records in the staging region keep their bytes.
+    /// Releases every heap-staged record from position `first` of `records` on: for a staging
+    /// that only sizes the tail and reads none of them again ([`Purpose::Sizing`]). Without a
+    /// staging region the records themselves go (their bytes, their entries in `records` and
+    /// their blocks' slots): [`tail_bytes`](Self::tail_bytes) still counts them, `records` then
+    /// lists only the records kept, and later records take offsets after the released ones, so
+    /// `records` stays in offset order. With a region the entries stay, a released record reads
+    /// as empty bytes ([`bytes_mut`](Self::bytes_mut)) so a stray read cannot reach freed
+    /// memory, and records in the region keep their bytes. Either way [`contiguous`] then
+    /// returns `None` (fewer staged words than the tail's) unless every released record was
+    /// empty.
     ///
     /// [`Purpose::Sizing`]: crate::interpreter::builder::Purpose::Sizing
     /// [`contiguous`]: Self::contiguous
     pub fn release_from(&mut self, first: usize) {
+        if self.region.is_none() {
+            // `in_region` is 0: record `i` is block `i`.
+            self.records.truncate(first);
+            self.blocks.truncate(first);
+            return;
+        }
         let skip = first.saturating_sub(self.in_region);
         for block in self.blocks.iter_mut().skip(skip) {
             *block = Box::default();
@@ -389,5 +400,30 @@ mod tests {
             [2, 7, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(words[3], u128::MAX);
+    }
+
+    /// Without a region, released records leave `records` (so it holds one node's records at a
+    /// time while sizing) and the tail still counts them; later records take offsets after
+    /// them and read back their own bytes.
+    #[test]
+    fn released_heap_records_leave_the_list_not_the_tail() {
+        let mut p = Persistent::in_region(None);
+        let kept = p.allocate(8, Category::TensorData).unwrap();
+        p.bytes_mut(kept).fill(9);
+        for node in 0..50 {
+            let first = p.records.len();
+            let a = p.allocate(20, Category::OpData).unwrap();
+            let b = p.allocate(4, Category::OpData).unwrap();
+            assert_eq!((a, b), (16 + node * 48, 48 + node * 48));
+            p.bytes_mut(b).fill(5);
+            assert_eq!(p.bytes_mut(b), &[5; 4]);
+            p.release_from(first);
+            assert_eq!(p.records.len(), 1);
+            assert_eq!(p.blocks.len(), 1);
+        }
+        assert!(p.records.capacity() <= 4, "bounded by one node's records");
+        assert_eq!(p.tail_bytes(), 16 + 50 * 48);
+        assert_eq!(p.bytes_mut(kept), &[9; 8]);
+        assert_eq!(p.contiguous(), None, "released bytes are gone");
     }
 }

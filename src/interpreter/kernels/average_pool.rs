@@ -3,15 +3,16 @@
 
 use super::pool_common::{prepare_pool, PoolData};
 use crate::interpreter::optimized::pool as fast;
+use crate::interpreter::optimized::pool_i8 as fast_i8;
 use crate::interpreter::reference::pooling::{average_pool_f32, average_pool_i16, average_pool_i8};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::tensor::DType;
 
-/// The AVERAGE_POOL_2D kernel: float32 runs the channel-vector loop of
-/// [`crate::interpreter::optimized::pool`] in the optimized set (the same bits), in bands of
-/// output rows across the kernel threads.
+/// The AVERAGE_POOL_2D kernel: float32 and int8 run the channel-vector loops of
+/// [`crate::interpreter::optimized::pool`] and [`crate::interpreter::optimized::pool_i8`] in
+/// the optimized set (the same bits), in bands of output rows across the kernel threads.
 pub struct AveragePool2D {
     set: KernelSet,
 }
@@ -53,6 +54,24 @@ impl Kernel for AveragePool2D {
                 d.float_max,
                 ctx.output::<f32>(0)?,
             ),
+            DType::I8 if self.set == KernelSet::Optimized => {
+                if !fast::windows_cover_input(g) {
+                    return Err(KernelError::new("a pooling window covers no input element"));
+                }
+                let input = ctx.input::<i8>(0)?;
+                let rows = g.batches * g.out_h;
+                let row_len = g.out_w * g.channels;
+                let output = &mut ctx.output::<i8>(0)?[..rows * row_len];
+                let band = rows
+                    .div_ceil(ctx.threads())
+                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
+                let (lo, hi, isa) = (d.act_min, d.act_max, ctx.isa());
+                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                    // Every window covers an input element (checked above).
+                    fast_i8::average_pool_i8_rows(isa, g, input, lo, hi, t * band, part);
+                });
+                true
+            }
             DType::I8 => average_pool_i8(
                 g,
                 ctx.input::<i8>(0)?,

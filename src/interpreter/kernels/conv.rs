@@ -644,6 +644,23 @@ fn invoke_i8_packed(
         }
         PackedFilter::Stack => {
             let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            if let Some(units) = column_split(g, pixels, k, ctx.threads()) {
+                let run =
+                    &mut |tasks: usize, f: &(dyn Fn(usize) + Sync)| ctx.parallel_for(tasks, f);
+                fast_i8::conv_i8_columns_in_place(
+                    isa,
+                    g,
+                    input,
+                    filter,
+                    &mut [],
+                    bias,
+                    &q,
+                    units,
+                    output,
+                    run,
+                );
+                return Ok(());
+            }
             let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
             ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
                 fast_i8::conv_i8_rows_in_place_with(
@@ -664,6 +681,15 @@ fn invoke_i8_packed(
             let scratch = ctx.scratch::<i8>(id)?;
             let parts = scratch.len() / part.max(1);
             kernel_ensure!(parts >= 1, "panel scratch of {} < {part}", scratch.len());
+            if let Some(units) = column_split(g, pixels, k, ctx.threads().min(parts)) {
+                let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+                let run =
+                    &mut |tasks: usize, f: &(dyn Fn(usize) + Sync)| ctx.parallel_for(tasks, f);
+                fast_i8::conv_i8_columns_in_place(
+                    isa, g, input, filter, scratch, bias, &q, units, output, run,
+                );
+                return Ok(());
+            }
             let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
             let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
             let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads().min(parts));
@@ -690,6 +716,18 @@ fn invoke_i8_packed(
         }
     }
     Ok(())
+}
+
+/// Output channels per task where an int8 convolution with its filter in place splits its
+/// output channels rather than its pixels ([`fast::task_columns`]: an ungrouped pointwise
+/// convolution whose filter outweighs its input, MobileNet's 14 × 14 and 7 × 7 stages); a row
+/// split would have every task read and pack the whole filter, and cut 49 pixels into row
+/// tiles unevenly. `None` where rows split.
+fn column_split(g: &ConvGeometry, pixels: usize, k: usize, threads: usize) -> Option<usize> {
+    let ungrouped = fast_i8::packs(g) && g.in_c == g.filter_depth;
+    (ungrouped && g.is_pointwise())
+        .then(|| fast::task_columns(pixels, g.out_c, k, threads))
+        .flatten()
 }
 
 /// The matrix-product path of a float convolution (grouped ones too, one group at a time): the

@@ -35,8 +35,8 @@ pub fn add_quantized_same_shape<T: QuantInt>(
 
 /// Int8 ADD of same-shape inputs: the reference's table path ([`add_int8_with_tables`]) or,
 /// without tables, its per-element arithmetic on the scalar path; on AVX2 the same integers
-/// computed 32 lanes at a time (the input shares without tables, see [`share_split`]), bit for
-/// bit. `tables` are
+/// computed 32 lanes at a time (the input shares without tables, see [`share_split`], or the
+/// affine [`Linear`] form, 64 lanes at a time on AVX-512), bit for bit. `tables` are
 /// [`add_int8_input_tables`](crate::interpreter::reference::add::add_int8_input_tables)`(p)`.
 /// Needs an output multiplier with shift in `-31..=0`, and without tables
 /// [`has_positive_multipliers`]`(p)` (the caller checks both at prepare).
@@ -53,7 +53,7 @@ pub fn add_int8_same_shape(
         let n = out.len().min(a.len()).min(b.len());
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `n` is within all
         // three slices; `p` passed `int8_lanes_apply`.
-        let done = unsafe { int8_blocks_avx2(p, &a[..n], &b[..n], &mut out[..n]) };
+        let done = unsafe { int8_blocks(isa, p, &a[..n], &b[..n], &mut out[..n]) };
         int8_scalar(tables, p, &a[done..n], &b[done..n], &mut out[done..n]);
         return;
     }
@@ -72,7 +72,7 @@ pub fn add_int8_row(isa: Isa, p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut 
     if isa.avx2() && int8_signed_lanes_apply(p) {
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `n` is within all
         // three slices; `p` passed `int8_signed_lanes_apply`.
-        done = unsafe { int8_blocks_avx2(p, &a[..n], &b[..n], &mut out[..n]) };
+        done = unsafe { int8_blocks(isa, p, &a[..n], &b[..n], &mut out[..n]) };
     }
     let _ = isa;
     for ((o, &x), &y) in out[done..n].iter_mut().zip(&a[done..n]).zip(&b[done..n]) {
@@ -128,19 +128,27 @@ pub fn share_split(m: i32) -> (i32, i32) {
 /// as a few blocks.
 const LINEAR_MIN_LEN: usize = 128;
 
-/// The 32-lane blocks of an int8 ADD on AVX2 (a multiple of 32 values; returns how many):
-/// through [`Linear`] where `p` has one and the run is long enough, else the exact lanes.
+/// The vector blocks of an int8 ADD (returns how many values it wrote; the caller finishes
+/// the rest): through [`Linear`] where `p` has one and the run is long enough, 64 lanes at a
+/// time on AVX-512 and 32 on AVX2; else the exact lanes, 32 at a time.
 ///
 /// # Safety
-/// The CPU supports AVX2; `a`, `b` and `out` have one length; `p` passed
+/// `isa.avx2()` holds; `a`, `b` and `out` have one length; `p` passed
 /// [`int8_signed_lanes_apply`] (which [`int8_lanes_apply`] implies).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn int8_blocks_avx2(p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
-    match Linear::of(p).filter(|_| out.len() >= LINEAR_MIN_LEN) {
-        Some(l) => avx2::add_int8_linear(&l, p, a, b, out),
-        None => avx2::add_int8(p, a, b, out),
+unsafe fn int8_blocks(isa: Isa, p: &AddQuantParams, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
+    let Some(l) = Linear::of(p).filter(|_| out.len() >= LINEAR_MIN_LEN) else {
+        // SAFETY: the caller's contract is this function's.
+        return unsafe { avx2::add_int8(p, a, b, out) };
+    };
+    let mut done = 0;
+    if isa.avx512() {
+        // SAFETY: `avx512()` checked the cached detection (AVX-512 F and BW); the slices have
+        // one length and `l` is `Linear::of(p)`.
+        done = unsafe { avx512::add_int8_linear(&l, p, a, b, out) };
     }
+    // SAFETY: AVX2 per the caller; the rests of the slices have one length.
+    done + unsafe { avx2::add_int8_linear(&l, p, &a[done..], &b[done..], &mut out[done..]) }
 }
 
 /// A 32-bit affine form of an int8 ADD with a proven error bound, so most values need three
@@ -457,6 +465,78 @@ mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use crate::interpreter::reference::add::AddQuantParams;
+    use core::arch::x86_64::*;
+
+    /// [`super::avx2::add_int8_linear`] 64 lanes at a time: each 16-lane quarter converts
+    /// straight to int8 with signed saturation (`vpmovsdb`) after adding the zero point in 32
+    /// bits, which then clamps to the activation range as the exact rule does (that range lies
+    /// in int8). A block with a lane too near a rounding boundary runs the exact AVX2 lanes.
+    /// Returns how many values it wrote (a multiple of 64).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F and BW; `a`, `b` and `out` have one length; `p` passed
+    /// [`super::int8_signed_lanes_apply`] and `l` is `Linear::of(p)`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn add_int8_linear(
+        l: &super::Linear,
+        p: &AddQuantParams,
+        a: &[i8],
+        b: &[i8],
+        out: &mut [i8],
+    ) -> usize {
+        let n = out.len() / 64 * 64;
+        let (ca, cb, cc) = (
+            _mm512_set1_epi32(l.a),
+            _mm512_set1_epi32(l.b),
+            _mm512_set1_epi32(l.c),
+        );
+        let mask = _mm512_set1_epi32(((1i64 << l.sh) - 1) as i32);
+        let two_e = _mm512_set1_epi32(l.two_e);
+        let sh = _mm_cvtsi32_si128(l.sh as i32);
+        let zp = _mm512_set1_epi32(p.output_offset);
+        let (lo, hi) = (
+            _mm512_set1_epi8(p.activation_min as i8),
+            _mm512_set1_epi8(p.activation_max as i8),
+        );
+        let mut i = 0;
+        while i < n {
+            let mut near: __mmask16 = 0;
+            let mut q = [_mm_setzero_si128(); 4];
+            for (j, q) in q.iter_mut().enumerate() {
+                // SAFETY: `i + 64 <= n <= a.len() = b.len()`, so bytes `i + 16j .. + 16` exist.
+                let x = _mm512_cvtepi8_epi32(_mm_loadu_si128(a.as_ptr().add(i + 16 * j).cast()));
+                let y = _mm512_cvtepi8_epi32(_mm_loadu_si128(b.as_ptr().add(i + 16 * j).cast()));
+                // `|t| < 2^31` for every int8 `x`, `y` (`Linear::of`): no wrap.
+                let t = _mm512_add_epi32(
+                    _mm512_add_epi32(_mm512_mullo_epi32(x, ca), cc),
+                    _mm512_mullo_epi32(y, cb),
+                );
+                near |= _mm512_cmplt_epi32_mask(_mm512_and_si512(t, mask), two_e);
+                // `|t >> sh| < 2^30` and |zero point| ≤ 256: the sum does not wrap.
+                *q = _mm512_cvtsepi32_epi8(_mm512_add_epi32(_mm512_sra_epi32(t, sh), zp));
+            }
+            if near != 0 {
+                let r = i..i + 64;
+                // SAFETY: AVX-512 implies AVX2; the block is 64 values of each slice, and `p`
+                // passed `int8_signed_lanes_apply`.
+                super::avx2::add_int8(p, &a[r.clone()], &b[r.clone()], &mut out[r]);
+                i += 64;
+                continue;
+            }
+            let w = _mm512_inserti32x4::<1>(_mm512_castsi128_si512(q[0]), q[1]);
+            let w = _mm512_inserti32x4::<3>(_mm512_inserti32x4::<2>(w, q[2]), q[3]);
+            let w = _mm512_min_epi8(_mm512_max_epi8(w, lo), hi);
+            // SAFETY: `i + 64 <= n <= out.len()`.
+            _mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), w);
+            i += 64;
+        }
+        n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,7 +600,7 @@ mod tests {
             assert!(int8_lanes_apply(&p), "{p:?}");
             let [t1, t2] = add_int8_input_tables(&p);
             let mut cases: Vec<Vec<(i8, i8)>> = vec![all.clone()];
-            for n in [0usize, 1, 31, 32, 33, 95, 200] {
+            for n in [0usize, 1, 31, 32, 33, 63, 64, 95, 127, 128, 161, 200] {
                 cases.push(
                     (0..n)
                         .map(|_| (rng.next_u64() as i8, rng.next_u64() as i8))
@@ -582,7 +662,7 @@ mod tests {
     }
 
     /// Every pair of int8 values under random scales (equal, near and far apart; ADD and SUB),
-    /// zero points and activation ranges: the affine lanes equal the reference bit for bit,
+    /// zero points and activation ranges: the affine lanes (AVX2, and AVX-512 where the CPU has it) equal the reference bit for bit,
     /// once as offered and once with the margin widened so that most blocks take the exact
     /// fallback (both branches and their mix inside one run).
     #[test]
@@ -628,7 +708,14 @@ mod tests {
                 // `Linear::of(p)`.
                 let done = unsafe { avx2::add_int8_linear(&form, &p, &a, &b, &mut got) };
                 assert_eq!(done, a.len());
-                assert_eq!(got, want, "{form:?} {p:?}");
+                assert_eq!(got, want, "avx2 {form:?} {p:?}");
+                if Isa::Avx512.avx512() {
+                    let mut got = vec![0i8; a.len()];
+                    // SAFETY: AVX-512 F and BW are present (checked); as above.
+                    let done = unsafe { avx512::add_int8_linear(&form, &p, &a, &b, &mut got) };
+                    assert_eq!(done, a.len());
+                    assert_eq!(got, want, "avx512 {form:?} {p:?}");
+                }
             }
         }
         assert!(offered >= 60, "only {offered} of 80 cases had an affine form");

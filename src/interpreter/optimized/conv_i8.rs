@@ -22,6 +22,7 @@
 
 use super::gemm_i8::{
     gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix, OutRows,
+    SharedRows,
     STACK_GROUP_BYTES,
 };
 use super::requant_i8::Requant;
@@ -289,6 +290,90 @@ pub fn conv_i8_rows_in_place_with(
     conv_i8_rows(isa, g, input, w, bias, q, first_pixel, output);
 }
 
+/// Runs `f(t)` for `t < tasks`, possibly on several threads (`InvokeContext::parallel_for`),
+/// returning when all have run: `run(tasks, f)`.
+pub type TaskRunner<'r> = dyn FnMut(usize, &(dyn Fn(usize) + Sync)) + 'r;
+
+/// Runs `run(tasks, f)` once with `f(t)` computing output channels `t * units..` (`units` of
+/// them, fewer in the last task) of every output pixel of [`conv_i8_rows_in_place_with`] into
+/// `output` (the whole output of `g`, an ungrouped geometry that [`packs`]): the split of a
+/// convolution whose filter outweighs its input (`conv::task_columns`), each task reading and
+/// packing only its own filter rows. Task `t` packs into part `t` of `scratch` (parts of
+/// [`panel_scratch_len`] bytes; none when that is 0). The same bits as the whole convolution
+/// (each output is the same sum whichever task holds it).
+///
+/// # Panics
+/// When `g` is grouped or does not [`packs`], `units` is 0, `output` is not `g`'s output, or
+/// `scratch` has fewer parts than tasks (a caller bug: the kernel sizes them).
+#[allow(clippy::too_many_arguments)]
+pub fn conv_i8_columns_in_place(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    scratch: &mut [i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    units: usize,
+    output: &mut [i8],
+    run: &mut TaskRunner<'_>,
+) {
+    let out_c = g.out_c;
+    assert!(units > 0 && output.len() == g.output_len(), "conv_i8: bad column split");
+    let tasks = out_c.div_ceil(units);
+    let part = panel_scratch_len(isa, g);
+    assert!(part == 0 || scratch.len() / part >= tasks, "conv_i8: too few panel scratch parts");
+    let shared = SharedRows::new(output, out_c);
+    let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
+    run(tasks, &|t| {
+        let cols = t * units..((t + 1) * units).min(out_c);
+        // SAFETY: task `t` runs once per round and is the only one using scratch part `t`
+        // (`t < tasks`, at most the parts: asserted above) and writing columns `cols` of
+        // `output` (the tasks' ranges are disjoint); `shared` came from the `&mut` this call
+        // holds for the whole round.
+        let (s, out) = unsafe {
+            let s: &mut [i8] = if part == 0 { &mut [] } else { scratch.part(t * part, part) };
+            (s, shared.columns(cols.start, cols.len()))
+        };
+        conv_i8_columns_in_place_with(isa, g, input, filter, s, bias, q, cols, out);
+    });
+}
+
+/// Output channels `cols` of every output pixel of [`conv_i8_rows_in_place_with`], for an
+/// ungrouped geometry that [`packs`], into `out` (pixel `p`, channel `cols.start + c` at row
+/// `p`, column `c`): what one task computes when a convolution whose filter outweighs its
+/// input splits its output channels (each task reads and packs only its own filter rows). The
+/// same bits as the whole convolution (each output is the same sum whichever task holds it).
+///
+/// # Panics
+/// When `g` is grouped or does not [`packs`], or `cols` or `out` is outside the output (a
+/// caller bug).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv_i8_columns_in_place_with(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    scratch: &mut [i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    cols: core::ops::Range<usize>,
+    mut out: OutRows<'_>,
+) {
+    assert!(packs(g) && groups(g) == Some(1), "conv_i8: no column split of {g:?}");
+    let pixels = g.batches * g.out_h * g.out_w;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let w = super::conv_i8_vnni::VnniWeights::InPlace { filter, scratch: &mut *scratch };
+        let o = out.from(0, 0);
+        if super::conv_i8_vnni::conv_block(isa, g, input, w, bias, q, 0, pixels, cols.clone(), o) {
+            return;
+        }
+    }
+    let w = Weights::InPlace { filter, scratch };
+    conv_i8_block(isa, g, input, w, bias, q, 0, pixels, cols, out);
+}
+
 /// Where a product's int8 weights come from.
 pub(crate) enum Weights<'a> {
     /// Packed whole ([`pack`]).
@@ -311,17 +396,44 @@ fn conv_i8_rows(
     first_pixel: usize,
     output: &mut [i8],
 ) {
-    debug_assert!(packs(g));
-    let k = depth(g);
-    let stride = padded(k);
-    let groups = groups(g).unwrap_or(1);
-    let (npg, fd) = (g.out_c / groups, g.filter_depth);
     let out_c = g.out_c;
     if out_c == 0 || output.is_empty() {
         return;
     }
     check_pixels(g, first_pixel, output);
     let pixels = output.len() / out_c;
+    let out = OutRows::new(output, out_c);
+    conv_i8_block(isa, g, input, weights, bias, q, first_pixel, pixels, 0..out_c, out);
+}
+
+/// Output channels `cols` of output pixels `first_pixel..first_pixel + pixels` of
+/// [`conv_i8_rows`] into `out` (pixel `p`, channel `cols.start + c` at row `p`, column `c`).
+/// Packed weights take whole convolution groups only (`cols` from a group's first channel).
+#[allow(clippy::too_many_arguments)]
+fn conv_i8_block(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    weights: Weights<'_>,
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    first_pixel: usize,
+    pixels: usize,
+    cols: core::ops::Range<usize>,
+    mut out: OutRows<'_>,
+) {
+    debug_assert!(packs(g));
+    let k = depth(g);
+    let stride = padded(k);
+    let groups = groups(g).unwrap_or(1);
+    let (npg, fd) = (g.out_c / groups, g.filter_depth);
+    assert!(
+        cols.end <= g.out_c && out.fits(pixels, cols.len()),
+        "conv_i8: columns {cols:?} outside"
+    );
+    if cols.is_empty() || pixels == 0 {
+        return;
+    }
     let rows_per_block = (PATCH_ELEMS / stride).min(pixels.max(1));
     // Each block writes every element of its rows (values, zero taps, the pad of an odd
     // `k`) before the product reads them, so the block needs no clearing.
@@ -352,12 +464,15 @@ fn conv_i8_rows(
         w => w,
     };
     // Output channels `j0..j0 + nj` of convolution group `grp` (`j0` over all channels).
-    let (mut grp, mut j0) = (0, 0);
-    while j0 < out_c {
+    let (mut grp, mut j0) = (cols.start / npg, cols.start);
+    while j0 < cols.end {
         let group_end = (grp + 1) * npg;
-        let nj = group.min(group_end - j0);
+        let nj = group.min(group_end.min(cols.end) - j0);
         let packed: &[i8] = match &mut weights {
-            Weights::Packed(p) => &p[grp * packed_len(npg, k)..],
+            Weights::Packed(p) => {
+                assert!(j0 == grp * npg && nj == npg, "conv_i8: packed weights by whole groups");
+                &p[grp * packed_len(npg, k)..]
+            }
             Weights::InPlace { filter, scratch } => {
                 pack(&filter[j0 * k..], nj, k, scratch);
                 &scratch[..]
@@ -370,10 +485,7 @@ fn conv_i8_rows(
             let rows = (pixels - p0).min(rows_per_block);
             let block = &mut patch[..rows * stride];
             let block = fill_block(g, input, offset, groups, c0, first_pixel + p0, stride, block);
-            let out = OutRows {
-                out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
-                stride: out_c,
-            };
+            let out = out.from(p0, j0 - cols.start);
             gemm_requant(
                 isa,
                 block,

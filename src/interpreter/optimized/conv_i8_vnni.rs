@@ -104,6 +104,29 @@ pub(crate) fn conv_rows(
     first_pixel: usize,
     output: &mut [i8],
 ) -> bool {
+    let (out_c, cols) = (g.out_c, 0..g.out_c);
+    let pixels = output.len() / out_c.max(1);
+    let out = OutRows::new(output, out_c);
+    conv_block(isa, g, input, weights, bias, q, first_pixel, pixels, cols, out)
+}
+
+/// Output channels `cols` of output pixels `first_pixel..first_pixel + pixels` of [`conv_rows`]
+/// into `out` (pixel `p`, channel `cols.start + c` at row `p`, column `c`): what one task of a
+/// split by output channels computes. Returns `false`, having done nothing, where
+/// [`conv_rows`] would, and for a prepacked filter when `cols.start` is not a whole panel.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv_block(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    weights: VnniWeights<'_>,
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    first_pixel: usize,
+    pixels: usize,
+    cols: core::ops::Range<usize>,
+    mut out: OutRows<'_>,
+) -> bool {
     let k = depth(g);
     let Some(groups) = groups(g) else {
         return false;
@@ -121,14 +144,14 @@ pub(crate) fn conv_rows(
         return false;
     }
     if let VnniWeights::Prepacked(p) = &weights {
-        if groups != 1 || p.len() < prepacked_len(isa, g) {
+        if groups != 1 || p.len() < prepacked_len(isa, g) || !cols.start.is_multiple_of(LANES) {
             return false;
         }
     }
-    if out_c == 0 || output.is_empty() {
+    assert!(cols.end <= out_c && out.fits(pixels, cols.len()), "conv_block: {cols:?} outside");
+    if cols.is_empty() || pixels == 0 {
         return true;
     }
-    let pixels = output.len() / out_c;
     let rows_per_block = (BLOCK_BYTES / stride).min(pixels.max(1));
     // Each block writes every element of its rows before the product reads them.
     let mut patch = [MaybeUninit::<u8>::uninit(); BLOCK_BYTES];
@@ -148,7 +171,7 @@ pub(crate) fn conv_rows(
     let mut sums = [0i32; MAX_GROUP];
     let sums_wanted = q.input_offset != 128;
     let rqj = |j0: usize| rq.channels_from(j0);
-    if prepacked.is_none() && groups == 1 && blocks_outer(pixels, rows_per_block, out_c, group, stride)
+    if prepacked.is_none() && groups == 1 && blocks_outer(pixels, rows_per_block, cols.len(), group, stride)
     {
         // Each block of rows built once, every group packed for it.
         let mut p0 = 0;
@@ -158,14 +181,11 @@ pub(crate) fn conv_rows(
             let block = unsafe {
                 build_rows(g, input, offset, 1, 0, first_pixel + p0, stride, &mut patch[..rows * stride])
             };
-            let mut j0 = 0;
-            while j0 < out_c {
-                let nj = group.min(out_c - j0);
+            let mut j0 = cols.start;
+            while j0 < cols.end {
+                let nj = group.min(cols.end - j0);
                 pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut sums[..]));
-                let out = OutRows {
-                    out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
-                    stride: out_c,
-                };
+                let out = out.from(p0, j0 - cols.start);
                 let (offset, rq) = (q.input_offset, &rqj(j0));
                 gemm_requant(isa, block, stride, rows, k, group_panels, &sums, offset, nj, rq, out);
                 j0 += nj;
@@ -176,10 +196,10 @@ pub(crate) fn conv_rows(
     }
     // Output channels `j0..j0 + nj` of convolution group `grp` (`j0` over all channels), each
     // group's rows built block by block.
-    let (mut grp, mut j0) = (0, 0);
-    while j0 < out_c {
+    let (mut grp, mut j0) = (cols.start / npg, cols.start);
+    while j0 < cols.end {
         let group_end = (grp + 1) * npg;
-        let nj = group.min(group_end - j0);
+        let nj = group.min(group_end.min(cols.end) - j0);
         let panels: &[i8] = match prepacked {
             None => {
                 pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut sums[..]));
@@ -204,10 +224,7 @@ pub(crate) fn conv_rows(
             let block = unsafe {
                 build_rows(g, input, offset, groups, c0, first_pixel + p0, stride, &mut patch[..rows * stride])
             };
-            let out = OutRows {
-                out: &mut output[p0 * out_c + j0..(p0 + rows) * out_c],
-                stride: out_c,
-            };
+            let out = out.from(p0, j0 - cols.start);
             let (offset, rq) = (q.input_offset, &rqj(j0));
             gemm_requant(isa, block, stride, rows, k, panels, &sums, offset, nj, rq, out);
             p0 += rows;

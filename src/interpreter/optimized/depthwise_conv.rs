@@ -176,26 +176,45 @@ mod x86 {
         let (lo, hi) = (_mm256_set1_ps(act_min), _mm256_set1_ps(act_max));
         let (inp, flt, out) = (input.as_ptr(), filter.as_ptr(), output.as_mut_ptr());
         let bias_at = |ch: usize| bias.map_or(0.0, |b| b[ch]);
-        let mut o = 0;
-        for r in row0..row0 + rows {
-            let (b, oy) = (r / g.out_h, r % g.out_h);
-            if wide {
+        if wide {
+            let pair = pair_fits(g);
+            let width = block_width(g.out_w);
+            let row_len = g.out_w * c;
+            let mut r = row0;
+            while r < row0 + rows {
+                let (b, oy) = (r / g.out_h, r % g.out_h);
+                // Two rows of the same image at once when both are in this call.
+                let two = pair && r + 1 < row0 + rows && oy + 1 < g.out_h;
                 let wy = g.row_window(oy);
-                let width = block_width(g.out_w);
+                let row_out = (r - row0) * row_len;
                 let mut ox = 0;
                 while ox < g.out_w {
                     let npix = width.min(g.out_w - ox);
-                    // SAFETY: row `r` is inside the output, `wy` its window, pixels
-                    // `ox..ox + npix` inside the row and their `npix * c` outputs at `o` inside
-                    // `output`; the caller checked AVX-512F and `wide_fits`.
-                    unsafe {
-                        wide_block(g, inp, flt, bias, (act_min, act_max), (b, &wy), (ox, npix), out.add(o))
-                    };
-                    o += npix * c;
+                    let at = out.wrapping_add(row_out + ox * c);
+                    if two {
+                        // SAFETY: rows `r` and `r + 1` are in this call and in image `b`
+                        // (`oy + 1 < out_h`), so both rows' `npix * c` outputs at `at` and
+                        // `at + row_len` are inside `output`; pixels `ox..ox + npix` are
+                        // inside the row; the caller checked AVX-512F, and `pair_fits`
+                        // holds.
+                        unsafe { wide_pair(g, inp, flt, bias, (act_min, act_max), (b, oy), (ox, npix), at) };
+                    } else {
+                        // SAFETY: row `r` is inside the output, `wy` its window, pixels
+                        // `ox..ox + npix` inside the row and their `npix * c` outputs at `at`
+                        // inside `output`; the caller checked AVX-512F and `wide_fits`.
+                        unsafe {
+                            wide_block(g, inp, flt, bias, (act_min, act_max), (b, &wy), (ox, npix), at)
+                        };
+                    }
                     ox += npix;
                 }
-                continue;
+                r += 1 + usize::from(two);
             }
+            return;
+        }
+        let mut o = 0;
+        for r in row0..row0 + rows {
+            let (b, oy) = (r / g.out_h, r % g.out_h);
             {
                 let wy = g.row_window(oy);
                 let mut ox = 0;
@@ -373,6 +392,173 @@ mod x86 {
             (false, false) => go!(true, 8),
             (true, true) => go!(false, 7),
             (false, true) => go!(true, 7),
+        }
+    }
+
+    /// Whether [`wide_pair`] runs `g`: [`wide_fits`] with a 3 × 3 filter at stride 1, no
+    /// vertical dilation (two rows' accumulators, 16 `zmm`, and both rows' taps fit the 32
+    /// registers), and an image of more than [`PAIR_MIN_INPUT`] bytes. Pairs read each input
+    /// row twice instead of three times, but load each column for every tap that uses it
+    /// (`P · 3` loads per input row instead of `P + 2`): that pays only when the rows come
+    /// from beyond L2; on smaller images and at stride 2 (5 rows read for 2 outputs instead
+    /// of 6) pairs measured slower.
+    pub(super) fn pair_fits(g: &ConvGeometry) -> bool {
+        wide_fits(g)
+            && (g.filter_w, g.filter_h, g.stride_w, g.stride_h, g.dilation_h) == (3, 3, 1, 1, 1)
+            && g.in_h * g.in_w * g.in_c * core::mem::size_of::<f32>() > PAIR_MIN_INPUT
+    }
+
+    /// Image bytes above which [`wide_pair`] runs two rows at once: the L2 size of the
+    /// machines measured (1 MiB; mobilenet_v2's 112 × 112 × 32 and 56 × 56 × 144 layers gain,
+    /// its 28 × 28 × 192 ones lose).
+    const PAIR_MIN_INPUT: usize = 1 << 20;
+
+    /// Output pixels `ox..ox + npix` of rows `oy` and `oy + 1` of image `b` (as
+    /// [`wide_block`] for each row; row `oy + 1`'s outputs `out_w * c` values after `out`).
+    /// The input rows both windows share are read once for the two rows (4 input rows for 2
+    /// output rows instead of 6), so less of the input streams into L1 again. Each output's taps are summed in the
+    /// reference's order (filter rows, then columns) with FMA: the bits of [`wide_block`].
+    ///
+    /// # Safety
+    /// AVX-512F is present; [`pair_fits`] holds; `oy + 1 < out_h`, `b < batches`; `ox + npix
+    /// <= out_w`, `npix <= WIDE`; `out` has `npix * c` values and so has `out + out_w * c`;
+    /// `filter` and `bias` hold what `g` describes.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn wide_pair(
+        g: &ConvGeometry,
+        inp: *const f32,
+        flt: *const f32,
+        bias: Option<&[f32]>,
+        clamp: (f32, f32),
+        (b, oy): (usize, usize),
+        (ox, npix): (usize, usize),
+        out: *mut f32,
+    ) {
+        let width = if npix == NARROW { NARROW } else { WIDE };
+        let x0 = ox as isize - g.pad_w as isize;
+        let cols = width + 2;
+        let inside = x0 >= 0 && x0 + cols as isize <= g.in_w as isize;
+        let at = (b, oy, ox, npix);
+        macro_rules! go {
+            ($edge:literal, $p:literal) => {
+                // SAFETY: forwarded (`COLS` is `$p + 2`).
+                unsafe { pair_taps::<{ $p + 2 }, $edge, $p>(g, inp, flt, bias, clamp, at, out) }
+            };
+        }
+        match (inside, width == NARROW) {
+            (true, false) => go!(false, 8),
+            (false, false) => go!(true, 8),
+            (true, true) => go!(false, 7),
+            (false, true) => go!(true, 7),
+        }
+    }
+
+    /// [`wide_pair`] for a block of `P` pixels; `COLS = P + 2` input
+    /// columns per input row; `EDGE` when some of them may lie outside the input (their taps
+    /// are skipped, as the reference skips them).
+    ///
+    /// # Safety
+    /// As [`wide_pair`], with every column inside the input unless
+    /// `EDGE`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn pair_taps<const COLS: usize, const EDGE: bool, const P: usize>(
+        g: &ConvGeometry,
+        inp: *const f32,
+        flt: *const f32,
+        bias: Option<&[f32]>,
+        (act_min, act_max): (f32, f32),
+        (b, oy, ox, npix): (usize, usize, usize, usize),
+        out: *mut f32,
+    ) {
+        debug_assert_eq!(COLS, P + 2);
+        debug_assert!(npix <= P);
+        let c = g.out_c;
+        let (lo, hi) = (_mm512_set1_ps(act_min), _mm512_set1_ps(act_max));
+        let (wy0, wy1) = (g.row_window(oy), g.row_window(oy + 1));
+        // Input row of each output row's filter row 0 (negative in the top padding).
+        let top0 = oy as isize - g.pad_h as isize;
+        let top1 = top0 + 1;
+        let first = top0 + wy0.f0 as isize;
+        let end = (top0 + wy0.f1 as isize).max(top1 + wy1.f1 as isize);
+        let x0 = ox as isize - g.pad_w as isize;
+        let inside: [bool; COLS] = core::array::from_fn(|x| {
+            let ix = x0 + x as isize;
+            ix >= 0 && ix < g.in_w as isize
+        });
+        let out1 = out.wrapping_add(g.out_w * c);
+        let mut ch = 0;
+        while ch < c {
+            let lanes = (u32::MAX >> (32 - (c - ch).min(16))) as __mmask16;
+            let mut acc0 = [_mm512_setzero_ps(); P];
+            let mut acc1 = [_mm512_setzero_ps(); P];
+            for iy in first..end {
+                let (fy0, fy1) = (iy - top0, iy - top1);
+                let use0 = fy0 >= wy0.f0 as isize && fy0 < wy0.f1 as isize;
+                let use1 = fy1 >= wy1.f0 as isize && fy1 < wy1.f1 as isize;
+                if !use0 && !use1 {
+                    continue;
+                }
+                // `iy` is inside some row's clipped window: a row of the input.
+                let row = inp.wrapping_add(((b * g.in_h + iy as usize) * g.in_w) * c);
+                // Filter row `fy` of a row that uses this input row (any row of the filter
+                // otherwise: its taps are not added).
+                let taps = |used: bool, fy: isize| {
+                    let fy = if used { fy as usize } else { 0 };
+                    flt.wrapping_add(fy * 3 * c + ch)
+                };
+                let (w0, w1) = (taps(use0, fy0), taps(use1, fy1));
+                macro_rules! taps {
+                    ($u0:literal, $u1:literal) => {
+                        for fx in 0..3 {
+                            // SAFETY: the masked lanes are channels `ch..c` of filter row
+                            // `fy * 3 + fx` (`fy < 3`), which has `c` values; a column is read
+                            // only when inside the input row `iy` (always unless `EDGE`), and
+                            // then only channels `ch..c`.
+                            unsafe {
+                                let wa = if $u0 { _mm512_maskz_loadu_ps(lanes, w0.add(fx * c)) } else { _mm512_setzero_ps() };
+                                let wb = if $u1 { _mm512_maskz_loadu_ps(lanes, w1.add(fx * c)) } else { _mm512_setzero_ps() };
+                                for p in 0..P {
+                                    let x = p + fx;
+                                    if EDGE && !inside[x] {
+                                        continue;
+                                    }
+                                    let col = _mm512_maskz_loadu_ps(
+                                        lanes,
+                                        row.wrapping_offset((x0 + x as isize) * c as isize + ch as isize),
+                                    );
+                                    if $u0 {
+                                        acc0[p] = _mm512_fmadd_ps(col, wa, acc0[p]);
+                                    }
+                                    if $u1 {
+                                        acc1[p] = _mm512_fmadd_ps(col, wb, acc1[p]);
+                                    }
+                                }
+                            }
+                        }
+                    };
+                }
+                match (use0, use1) {
+                    (true, true) => taps!(true, true),
+                    (true, false) => taps!(true, false),
+                    _ => taps!(false, true),
+                }
+            }
+            let bv = match bias {
+                // SAFETY: the masked lanes are channels below `c <= bias.len()`.
+                Some(bb) => unsafe { _mm512_maskz_loadu_ps(lanes, bb.as_ptr().add(ch)) },
+                None => _mm512_setzero_ps(),
+            };
+            for (dst, acc) in [(out, &acc0), (out1, &acc1)] {
+                for (p, a) in acc.iter().enumerate().take(npix) {
+                    let v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(*a, bv), lo), hi);
+                    // SAFETY: pixel `p < npix` of either row has `c` outputs at
+                    // `dst + p * c`; masked lanes only.
+                    unsafe { _mm512_mask_storeu_ps(dst.add(p * c + ch), lanes, v) };
+                }
+            }
+            ch += 16;
         }
     }
 
@@ -724,6 +910,44 @@ mod tests {
                         assert!((a - b).abs() <= 1e-5, "c {c}, {fh}x{fw}: {i}: {a} vs {b}");
                     }
                 }
+            }
+        }
+    }
+
+    /// Two output rows at a time (3 × 3 at stride 1 on images above [`x86::PAIR_MIN_INPUT`]):
+    /// the bits of the AVX2 loops and the reference's values up to FMA rounding, with odd and
+    /// even heights (a row left over or not), padded and unpadded edges, a masked last channel
+    /// pass, and bands of rows that split pairs.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn row_pairs_match_avx2_bits() {
+        if !Isa::available().contains(&Isa::Avx512) {
+            return;
+        }
+        for &(c, in_h, in_w, pad) in &[(112, 40, 60, 1), (100, 41, 66, 0), (144, 33, 56, 1)] {
+            let g = geometry(c, (in_h, in_w), (3, 3), 1, 1, pad);
+            assert!(x86::pair_fits(&g), "{g:?} runs in pairs");
+            let input = values(g.input_len(), 7);
+            let filter = values(9 * c, 8);
+            let bias = values(c, 9);
+            let run = |isa: Isa, band: usize| {
+                let mut out = vec![f32::NAN; g.output_len()];
+                let row_len = g.out_w * c;
+                for (t, part) in out.chunks_mut(band * row_len).enumerate() {
+                    depthwise_conv_f32_rows(isa, &g, &input, &filter, Some(&bias), -1.0, 1.5, t * band, part);
+                }
+                out
+            };
+            let narrow = run(Isa::Avx2, g.out_h);
+            for band in [g.out_h, 3] {
+                let wide = run(Isa::Avx512, band);
+                let same = narrow.iter().zip(&wide).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "c {c}, {in_h} x {in_w}, pad {pad}, bands of {band}");
+            }
+            let mut want = vec![0.0; g.output_len()];
+            reference(&g, &input, &filter, Some(&bias), -1.0, 1.5, &mut want);
+            for (i, (a, b)) in narrow.iter().zip(&want).enumerate() {
+                assert!((a - b).abs() <= 1e-5, "c {c}: {i}: {a} vs {b}");
             }
         }
     }

@@ -29,7 +29,7 @@
 //! output stage is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
 //! a time, the AVX2 stage's arithmetic on wider registers.
 
-use super::requant_i8::avx512::{clamp16, Rescale16};
+use super::requant_i8::avx512::{Doubled16, Rescale16};
 use super::requant_i8::Requant;
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
 use core::arch::x86_64::*;
@@ -250,14 +250,12 @@ unsafe fn rows_body<const VNNI: bool>(
         for c0 in (0..c).step_by(LANES) {
             let n = (c - c0).min(LANES);
             let kb = lane_mask(n);
+            let stage = Stage32::new(rq, c0, n, small);
             // The window's weights of channels `c0..c0 + n`, widened and interleaved in pairs.
             let tap_w = |t: usize| {
                 if t < taps {
                     // SAFETY: channels `c0..c0 + n` of filter tap `t` (masked lanes not read).
-                    _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(
-                        kb,
-                        filter.as_ptr().add(t * c + c0),
-                    ))
+                    stage.weights(_mm256_maskz_loadu_epi8(kb, filter.as_ptr().add(t * c + c0)))
                 } else {
                     _mm512_setzero_si512()
                 }
@@ -268,7 +266,6 @@ unsafe fn rows_body<const VNNI: bool>(
             }
             // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
             let w: &[[__m512i; 2]] = core::slice::from_raw_parts(w.as_ptr().cast(), pairs);
-            let stage = Stage32::new(rq, c0, n, small);
             let init_inside = folded(stage.init(), w, off32);
             for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
                 let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
@@ -397,21 +394,18 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
         let cj = c0 + j * LANES;
         let n = (c - cj).min(LANES);
         kb[j] = lane_mask(n);
+        let stage = Stage32::new(rq, cj, n, small);
         for (p, wp) in w[j].iter_mut().enumerate().take(pairs) {
             let mut ab = [_mm512_setzero_si512(); 2];
             for (h, v) in ab.iter_mut().enumerate() {
                 let t = 2 * p + h;
                 if t < taps {
                     // SAFETY: channels `cj..cj + n` of filter tap `t` (masked lanes not read).
-                    *v = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(
-                        kb[j],
-                        filter.as_ptr().add(t * c + cj),
-                    ));
+                    *v = stage.weights(_mm256_maskz_loadu_epi8(kb[j], filter.as_ptr().add(t * c + cj)));
                 }
             }
             wp.write([_mm512_unpacklo_epi16(ab[0], ab[1]), _mm512_unpackhi_epi16(ab[0], ab[1])]);
         }
-        let stage = Stage32::new(rq, cj, n, small);
         // SAFETY: entries `..pairs` of group `j` were written just above.
         let wj: &[[__m512i; 2]] = core::slice::from_raw_parts(w[j].as_ptr().cast(), pairs);
         init[j] = folded(stage.init(), wj, off32);
@@ -566,6 +560,7 @@ impl<'w> Wide<'w> {
     ) -> Wide<'w> {
         let c = g.out_c;
         let taps = g.filter_h * g.filter_w;
+        let stage = Stage32::repeated(rq, c, small);
         let tap_w = |t: usize| {
             if t >= taps {
                 return _mm512_setzero_si512();
@@ -576,7 +571,7 @@ impl<'w> Wide<'w> {
                 *v = f[l % c];
             }
             // SAFETY: `v` holds 32 bytes.
-            _mm512_cvtepi8_epi16(_mm256_loadu_si256(v.as_ptr().cast()))
+            stage.weights(_mm256_loadu_si256(v.as_ptr().cast()))
         };
         for (p, wp) in w.iter_mut().enumerate().take(pairs) {
             let (wa, wb) = (tap_w(2 * p), tap_w(2 * p + 1));
@@ -592,7 +587,6 @@ impl<'w> Wide<'w> {
         let span_bytes = ((pixels - 1) * step + 1).min(16);
         // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).
         let w: &[[__m512i; 2]] = core::slice::from_raw_parts(w.as_ptr().cast(), pairs);
-        let stage = Stage32::repeated(rq, c, small);
         Wide {
             init: folded(stage.init(), w, offset),
             stage,
@@ -812,13 +806,27 @@ const LO_CHANNELS: [i32; 16] = [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25
 const HI_CHANNELS: [i32; 16] = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31];
 
 /// The output stage of one 32-channel group, in the accumulators' lane order.
+///
+/// Where both halves take [`Rescale16`]'s small-sums form the stage runs it flattened
+/// ([`Doubled16`]: no branch per half, no doubling add) on accumulators that hold twice the
+/// sums: the caller widens the weights doubled ([`Self::weights`]) and starts from
+/// [`Self::init`] (the biases, doubled). `|2w| <= 256` and `|2 w x| <= 2^15` keep the
+/// 16-bit weights and the `vpmaddwd` pairs exact; the small-sums promise keeps `2x` in `i32`.
 pub(super) struct Stage32 {
-    halves: [Rescale16; 2],
+    halves: Halves,
     bias: [__m512i; 2],
-    /// The clamp as 16-bit lanes, each bound only when it cuts into `-128..=127` (the byte
-    /// pack saturates to that anyway).
-    lo: Option<__m512i>,
-    hi: Option<__m512i>,
+    /// The clamp as bytes, when it cuts into `-128..=127`: applied after the saturating packs
+    /// (whose bounds contain it), which is clamping the 32-bit values.
+    clamp: Option<[__m512i; 2]>,
+}
+
+/// The rescale of a [`Stage32`]'s two halves. Unboxed: stages live on the kernel's stack
+/// (`invoke` allocates nothing), built once per pass.
+#[allow(clippy::large_enum_variant)]
+enum Halves {
+    /// On doubled accumulators.
+    Doubled([Doubled16; 2]),
+    General([Rescale16; 2]),
 }
 
 impl Stage32 {
@@ -913,18 +921,54 @@ impl Stage32 {
         };
         // `applies` checked every shift (lanes past `n` hold 0).
         let half = |i: usize| Rescale16::bounded(m[i], s[i], rq.output_offset, small).expect("shifts in -31..=31");
+        let general = [half(0), half(1)];
+        let (halves, bias) = match (general[0].doubled(), general[1].doubled()) {
+            (Some(a), Some(b)) => (
+                Halves::Doubled([a, b]),
+                [_mm512_add_epi32(bias[0], bias[0]), _mm512_add_epi32(bias[1], bias[1])],
+            ),
+            _ => (Halves::General(general), bias),
+        };
         Stage32 {
-            halves: [half(0), half(1)],
+            halves,
             bias,
-            lo: (rq.act_min > -128).then(|| _mm512_set1_epi16(rq.act_min as i16)),
-            hi: (rq.act_max < 127).then(|| _mm512_set1_epi16(rq.act_max as i16)),
+            // The kernels validate the clamp: it lies in -128..=127.
+            clamp: (rq.act_min > -128 || rq.act_max < 127)
+                .then(|| [_mm512_set1_epi8(rq.act_min as i8), _mm512_set1_epi8(rq.act_max as i8)]),
         }
     }
 
-    /// Accumulators that start a pixel: the biases.
+    /// Accumulators that start a pixel: the biases (doubled with the weights).
     #[inline(always)]
     pub(super) fn init(&self) -> [__m512i; 2] {
         self.bias
+    }
+
+    /// Whether the accumulators (weights and biases) hold twice the sums ([`Doubled16`]).
+    #[inline(always)]
+    pub(super) fn doubles(&self) -> bool {
+        matches!(self.halves, Halves::Doubled(_))
+    }
+
+    /// 32 filter bytes widened to the 16-bit weights the stage's accumulators take: doubled
+    /// when it runs the [`Doubled16`] form.
+    #[inline(always)]
+    unsafe fn weights(&self, v: __m256i) -> __m512i {
+        let w = _mm512_cvtepi8_epi16(v);
+        if self.doubles() {
+            _mm512_add_epi16(w, w)
+        } else {
+            w
+        }
+    }
+
+    /// Bytes `v` clamped to the layer's activation range.
+    #[inline(always)]
+    unsafe fn clamp(&self, v: __m512i) -> __m512i {
+        match self.clamp {
+            Some([lo, hi]) => _mm512_min_epi8(_mm512_max_epi8(v, lo), hi),
+            None => v,
+        }
     }
 
     /// The group's output values of accumulators `acc` (biases included), stored to the `kb`
@@ -938,23 +982,24 @@ impl Stage32 {
         // To bytes by a pack (each 128-bit lane's eight bytes in its low quadword) and a
         // quadword permute, not `vpmovswb`: folded into the store, that is microcoded on
         // AMD Zen 4.
-        let v = _mm512_packs_epi16(v, v);
+        let v = self.clamp(_mm512_packs_epi16(v, v));
         let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
         _mm256_mask_storeu_epi8(out, kb, _mm512_castsi512_si256(v));
     }
 
     /// The group's output values of accumulators `acc` (biases included) as 16-bit lanes in
-    /// channel order, clamped.
+    /// channel order, saturated (not clamped).
     ///
     /// # Safety
     /// AVX-512BW.
     #[inline(always)]
     unsafe fn words(&self, acc: [__m512i; 2]) -> __m512i {
-        let lo = self.halves[0].apply(acc[0]);
-        let hi = self.halves[1].apply(acc[1]);
-        // The clamp bounds lie in -128..=127: clamping after the saturating pack to 16 bits is
-        // clamping the 32-bit values. The pack puts each lane's channels back in order.
-        clamp16(_mm512_packs_epi32(lo, hi), self.lo, self.hi)
+        let (lo, hi) = match &self.halves {
+            Halves::Doubled(d) => (d[0].apply(acc[0]), d[1].apply(acc[1])),
+            Halves::General(h) => (h[0].apply(acc[0]), h[1].apply(acc[1])),
+        };
+        // The pack puts each lane's channels back in order.
+        _mm512_packs_epi32(lo, hi)
     }
 
     /// Two adjacent groups' output values (`self` then `next`, 64 channels from `out`): one
@@ -964,8 +1009,8 @@ impl Stage32 {
     /// AVX-512BW; `out` is valid for writes of the `k` lanes.
     #[inline(always)]
     unsafe fn store_pair(&self, next: &Stage32, acc: [[__m512i; 2]; 2], out: *mut i8, k: __mmask64) {
-        // Each 128-bit lane: its eight bytes of `self` then of `next`.
-        let v = _mm512_packs_epi16(self.words(acc[0]), next.words(acc[1]));
+        // Each 128-bit lane: its eight bytes of `self` then of `next` (one layer's clamp).
+        let v = self.clamp(_mm512_packs_epi16(self.words(acc[0]), next.words(acc[1])));
         let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
         _mm512_mask_storeu_epi8(out, k, v);
     }

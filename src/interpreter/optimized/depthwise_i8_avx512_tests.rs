@@ -28,10 +28,12 @@ unsafe fn stage_values(rq: &Requant<'_>, acc: &[i32], small: bool) -> [i8; 32] {
     let perm = |idx: &[i32; 16]| {
         _mm512_permutex2var_epi32(v0, _mm512_loadu_si512(idx.as_ptr().cast()), v1)
     };
+    // The kernels' sums, doubled where the stage takes doubled accumulators.
+    let scale = _mm512_set1_epi32(if stage.doubles() { 2 } else { 1 });
     let init = stage.init();
     let acc = [
-        _mm512_add_epi32(init[0], perm(&LO_CHANNELS)),
-        _mm512_add_epi32(init[1], perm(&HI_CHANNELS)),
+        _mm512_add_epi32(init[0], _mm512_mullo_epi32(perm(&LO_CHANNELS), scale)),
+        _mm512_add_epi32(init[1], _mm512_mullo_epi32(perm(&HI_CHANNELS), scale)),
     ];
     let mut out = [0i8; 32];
     stage.store(acc, out.as_mut_ptr(), lane_mask(n));
@@ -99,6 +101,51 @@ fn output_stage_matches_the_scalar_stage() {
             let got = unsafe { stage_values(&rq, &acc, small) };
             assert_eq!(&got[..n], &want[..], "case {case} small {small}: {rq:?} acc {acc:?}");
             assert!(got[n..].iter().all(|&v| v == 0), "case {case}: lanes past {n} written");
+        }
+    }
+}
+
+/// The doubled small-sums stage ([`Doubled16`]) against the scalar stage for every sum a
+/// window of up to 16 taps can reach (`|x| < 2^19`, biases included), every right shift
+/// (`0..=31`; the general form where the offset is too large for the small-sums form),
+/// multipliers at the ends of TFLite's range (`2^30`, whose products put ties
+/// at both roundings, and `i32::MAX`) and one between, offsets at both ends of int8, a full
+/// and a narrow clamp.
+#[test]
+fn doubled_stage_matches_scalar_on_every_reachable_sum() {
+    if !Isa::Avx512.avx512() {
+        return;
+    }
+    const BOUND: i32 = 1 << 19;
+    for r in 0..=31i8 {
+        let (mult, off, lo, hi) = match r % 3 {
+            0 => (1 << 30, -128, -128, 127),
+            1 => (i32::MAX, 127, -100, 90),
+            _ => (1_518_500_250, 5, -128, 127),
+        };
+        let (m, s) = ([mult], [-r]);
+        let rq = Requant {
+            bias: None,
+            multipliers: &m,
+            shifts: &s,
+            output_offset: off,
+            act_min: lo,
+            act_max: hi,
+        };
+        // The small-sums form's bound on the offset (past it, the general form runs).
+        let doubles = (i64::from(off).abs() + 1) << r < 1 << 29;
+        // SAFETY: the CPU has AVX-512 (checked above).
+        assert_eq!(unsafe { Stage32::new(&rq, 0, 32, true) }.doubles(), doubles, "r {r}");
+        let mut acc = [0i32; 32];
+        let mut want = [0i8; 32];
+        for x0 in (-BOUND..BOUND).step_by(32) {
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = x0 + i as i32;
+            }
+            requantize_row(Isa::Scalar, &rq, 0, &acc, &mut want);
+            // SAFETY: the CPU has AVX-512 (checked above); every sum is below 2^30.
+            let got = unsafe { stage_values(&rq, &acc, true) };
+            assert_eq!(got, want, "r {r} mult {mult} off {off} sums {x0}..");
         }
     }
 }

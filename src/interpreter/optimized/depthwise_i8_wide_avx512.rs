@@ -135,7 +135,19 @@ unsafe fn rows_body<const VNNI: bool>(
     let pairs_w = g.filter_w.div_ceil(2);
     let groups = out_c / 8;
     let per_group = g.filter_h * pairs_w;
-    // The widened weights of every group: pair `p` of filter row `fy` of group `j` at
+    // At most `taps` products plus a bias per accumulator.
+    let small = small_sums(g.filter_h * g.filter_w, rq.bias);
+    let mut stages = [const { MaybeUninit::<Stage32>::uninit() }; MAX_GROUPS];
+    for (j, s) in stages.iter_mut().enumerate().take(groups) {
+        // SAFETY: `rq` holds channels `8 j..8 j + 8` (`applies`); lane `l` is channel
+        // `8 j + l % 8`.
+        s.write(unsafe { Stage32::repeated(&rq.channels_from(8 * j), 8, small) });
+    }
+    // SAFETY: the first `groups <= MAX_GROUPS` entries were written just above.
+    let stages: &[Stage32] =
+        unsafe { core::slice::from_raw_parts(stages.as_ptr().cast(), groups) };
+    // The widened weights of every group (doubled where its stage takes doubled
+    // accumulators, see [`Stage32`]): pair `p` of filter row `fy` of group `j` at
     // `j * per_group + fy * pairs_w + p`, each 128-bit lane holding `[w(2p, c), w(2p + 1, c)]`
     // for channels `c` `0..4` (first vector) and `4..8` (second) of the group.
     let mut w = [MaybeUninit::<[__m512i; 2]>::uninit(); MAX_PAIRS];
@@ -145,7 +157,12 @@ unsafe fn rows_body<const VNNI: bool>(
                 let tap = |fx: usize| {
                     let at = (fy * g.filter_w + fx) * out_c + 8 * j;
                     // SAFETY: 8 channels of a filter tap (`8 j + 8 <= out_c`).
-                    _mm_cvtepi8_epi16(unsafe { _mm_loadl_epi64(filter.as_ptr().add(at).cast()) })
+                    let v = _mm_cvtepi8_epi16(unsafe { _mm_loadl_epi64(filter.as_ptr().add(at).cast()) });
+                    if stages[j].doubles() {
+                        _mm_add_epi16(v, v)
+                    } else {
+                        v
+                    }
                 };
                 let wa = tap(2 * p);
                 let wb = if 2 * p + 1 < g.filter_w {
@@ -164,17 +181,6 @@ unsafe fn rows_body<const VNNI: bool>(
     // (`applies`).
     let w: &[[__m512i; 2]] =
         unsafe { core::slice::from_raw_parts(w.as_ptr().cast(), groups * per_group) };
-    // At most `taps` products plus a bias per accumulator.
-    let small = small_sums(g.filter_h * g.filter_w, rq.bias);
-    let mut stages = [const { MaybeUninit::<Stage32>::uninit() }; MAX_GROUPS];
-    for (j, s) in stages.iter_mut().enumerate().take(groups) {
-        // SAFETY: `rq` holds channels `8 j..8 j + 8` (`applies`); lane `l` is channel
-        // `8 j + l % 8`.
-        s.write(unsafe { Stage32::repeated(&rq.channels_from(8 * j), 8, small) });
-    }
-    // SAFETY: the first `groups <= MAX_GROUPS` entries were written just above.
-    let stages: &[Stage32] =
-        unsafe { core::slice::from_raw_parts(stages.as_ptr().cast(), groups) };
     // Pixel `k`'s pair `p`: int16 lanes `2 d` and `2 d + 1` of the dwords `d` of lane `k`
     // read columns `k stride_w + 2p` and the next of the load.
     let idx: [__m512i; SPAN / 2] = core::array::from_fn(|p| {

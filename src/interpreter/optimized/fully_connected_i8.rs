@@ -120,10 +120,7 @@ pub fn fully_connected_i8_with(
             let src = &input[(b0 + r) * depth..][..depth];
             widen(src, &mut patch[r * stride..][..depth], offset);
         }
-        let out = OutRows {
-            out: &mut output[b0 * units..(b0 + rows) * units],
-            stride: units,
-        };
+        let out = OutRows::new(&mut output[b0 * units..(b0 + rows) * units], units);
         gemm_requant(
             isa,
             &patch[..rows * stride],
@@ -138,6 +135,12 @@ pub fn fully_connected_i8_with(
         b0 += rows;
     }
 }
+
+/// Input bytes (rows × depth) from which fewer than [`GEMM_MIN_ROWS`] rows take the
+/// dot-product tiles ([`gemm_i8_dot`]) rather than one dot product per output: below it the
+/// tiles' set-up outweighs what `vpdpbusd` saves (the crossover measured on AVX-512 VNNI is
+/// in BENCHMARKS.md).
+const DOT_TILES_MIN_DEPTH: usize = 256;
 
 /// Input rows from which [`fully_connected_i8_in_place_with`] packs weight groups (fewer rows
 /// take one dot product per output, reading the weights in place).
@@ -163,7 +166,8 @@ pub fn in_place_scratch_len(
 
 /// [`fully_connected_i8_with`] with the `[units, depth]` weights read where they are: fewer
 /// than [`GEMM_MIN_ROWS`] rows take exact dot products (dot-product tiles, [`gemm_i8_dot`],
-/// on the `avx512vnni` path; one dot product per output on the others); more pack
+/// on the `avx512vnni` path from [`DOT_TILES_MIN_DEPTH`] input bytes; one dot product per
+/// output otherwise); more pack
 /// [`group_channels`] units at a time into `scratch` ([`in_place_scratch_len`] bytes) and
 /// run every row on that group (on the `avx512vnni` path packed for `vpdpbusd`, see
 /// `conv_i8_vnni`). The same bits as the reference.
@@ -194,11 +198,8 @@ pub fn fully_connected_i8_in_place_with(
         act_min: q.act_min,
         act_max: q.act_max,
     };
-    if batches < GEMM_MIN_ROWS {
-        let out = OutRows {
-            out: &mut output[..],
-            stride: units,
-        };
+    if batches < GEMM_MIN_ROWS && batches * depth >= DOT_TILES_MIN_DEPTH {
+        let out = OutRows::new(&mut output[..], units);
         let (x, rows) = (input, batches);
         if gemm_i8_dot(isa, x, depth, rows, depth, weights, units, q.input_offset, &rq, out) {
             return;
@@ -255,10 +256,7 @@ pub fn fully_connected_i8_in_place_with(
                 let src = &input[(b0 + r) * depth..][..depth];
                 widen(src, &mut patch[r * stride..][..depth], offset);
             }
-            let out = OutRows {
-                out: &mut output[b0 * units + j0..(b0 + rows) * units],
-                stride: units,
-            };
+            let out = OutRows::new(&mut output[b0 * units + j0..(b0 + rows) * units], units);
             gemm_requant(
                 isa,
                 &patch[..rows * stride],
@@ -346,3 +344,4 @@ mod avx2 {
         total
     }
 }
+

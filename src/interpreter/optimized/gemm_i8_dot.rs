@@ -56,8 +56,7 @@ pub(crate) fn gemm_i8_dot(
         && a_stride >= k
         && a.len() >= (rows - 1) * a_stride + k
         && w.len() >= n * k
-        && out.stride >= n
-        && out.out.len() >= (rows - 1) * out.stride + n
+        && out.fits(rows, n)
         && rq.multipliers.len() >= params
         && rq.shifts.len() >= params
         && rq.shifts[..params].iter().all(|s| (-31..=31).contains(s))
@@ -348,7 +347,7 @@ mod avx512 {
         n: usize,
         input_offset: i32,
         rq: &Requant<'_>,
-        out: OutRows<'_>,
+        mut out: OutRows<'_>,
     ) -> bool {
         let (chunks, tail) = (k / 64, (k % 64) as u32);
         let tail: __mmask64 = if tail == 0 { 0 } else { (1u64 << tail) - 1 };
@@ -359,7 +358,7 @@ mod avx512 {
             fold: input_offset.wrapping_sub(128),
         };
         let block = (BLOCK_BYTES / k).max(4) / 4 * 4;
-        let o_ptr = out.out.as_mut_ptr();
+        let o_ptr = out.as_mut_ptr();
         let mut r0 = 0;
         while r0 < rows {
             let end = rows.min(r0 + block);

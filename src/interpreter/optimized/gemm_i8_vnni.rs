@@ -119,7 +119,7 @@ pub(crate) fn gemm_requant(
     assert!(k > 0, "an empty product has no packed weights");
     assert!(a_stride >= stride(k) && a.len() >= (rows - 1) * a_stride + stride(k));
     assert!(packed.len() >= packed_len(n, k) && sums.len() >= n.div_ceil(LANES) * LANES);
-    assert!(out.out.len() >= (rows - 1) * out.stride + n && out.stride >= n);
+    assert!(out.fits(rows, n));
     // SAFETY: `avx512vnni()` checked the cached detection: the CPU has AVX-512 F/BW/DQ/VL and
     // VNNI; the slice lengths were checked above.
     unsafe {
@@ -367,7 +367,7 @@ mod avx512 {
         if let (2, Some(s0), Some(s1)) = (P, &stages[0], &stages[1]) {
             let mask = (u64::MAX >> (64 - nc)) as __mmask32;
             for (r, acc) in acc.iter().enumerate() {
-                let o = &mut out.out[(r0 + r) * out.stride + c0..][..nc];
+                let o = out.row(r0 + r, c0, nc);
                 let v = s0.pack_pair(s0.rescale(acc[0]), s1.rescale(acc[P - 1]));
                 if nc == 2 * LANES {
                     // SAFETY: `o` holds 32 bytes.
@@ -388,12 +388,12 @@ mod avx512 {
                 let a = s0.rescale(pair[0][0]);
                 let b = pair.get(1).map_or(a, |acc| s0.rescale(acc[0]));
                 let v = s0.pack_pair(a, b);
-                let o = &mut out.out[r * out.stride + c0..][..nc];
+                let o = out.row(r, c0, nc);
                 // SAFETY: the mask covers the `nc` bytes of `o`; masked-off bytes are not
                 // touched.
                 _mm_mask_storeu_epi8(o.as_mut_ptr(), mask, _mm256_castsi256_si128(v));
                 if pair.len() == 2 {
-                    let o = &mut out.out[(r + 1) * out.stride + c0..][..nc];
+                    let o = out.row(r + 1, c0, nc);
                     // SAFETY: as above, the next row.
                     _mm_mask_storeu_epi8(o.as_mut_ptr(), mask, _mm256_extracti128_si256::<1>(v));
                 }
@@ -404,7 +404,7 @@ mod avx512 {
             let c = c0 + p * LANES;
             let lanes = LANES.min(nc - p * LANES);
             for (r, acc) in acc.iter().enumerate() {
-                let o = &mut out.out[(r0 + r) * out.stride + c..][..lanes];
+                let o = out.row(r0 + r, c, lanes);
                 match &stages[p] {
                     // SAFETY: `o` holds `lanes` bytes.
                     Some(s) => s.store(acc[p], o.as_mut_ptr(), lanes),
@@ -435,7 +435,7 @@ mod avx512 {
         nc: usize,
     ) {
         let row = |out: &mut OutRows<'_>, r: usize, len: usize| {
-            out.out[(r0 + r) * out.stride + c0..][..len].as_mut_ptr()
+            out.row(r0 + r, c0, len).as_mut_ptr()
         };
         if P == 2 {
             let mask = (u64::MAX >> (64 - nc)) as __mmask32;

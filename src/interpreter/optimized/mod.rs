@@ -58,6 +58,7 @@ pub mod mean_i8;
 pub mod pack;
 pub mod pad;
 pub mod pool;
+pub mod pool_i8;
 pub mod prelu;
 mod requant_i8;
 pub mod resize_bilinear;

@@ -6,7 +6,7 @@
 //! weight zero points).
 
 use super::conv_i8::{
-    conv_i8_rows_in_place_with, conv_i8_rows_with, conv_i8_with, pack_filter, packed_filter_len,
+    conv_i8_columns_in_place, conv_i8_rows_in_place_with, conv_i8_rows_with, conv_i8_with, pack_filter, packed_filter_len,
     packs, panel_scratch_len, PATCH_ELEMS,
 };
 use super::depthwise_i8::{
@@ -166,6 +166,63 @@ fn check_conv(r: &mut Rng, g: &ConvGeometry) {
                 );
             }
             assert_eq!(got, want, "{isa:?} {g:?} in place, bands of {band} pixels");
+        }
+    }
+}
+
+/// A pointwise convolution split by output channels (each task its own columns of every
+/// pixel, its own scratch part) gives the reference's bits for splits into whole panels, odd
+/// widths and a short last task, whatever order the tasks run in.
+#[test]
+fn conv_column_split_matches_reference() {
+    let mut r = Rng::new(2028);
+    // (batches, height, width, in_c, out_c, channels per task)
+    let cases = [
+        (1, 7, 7, 320, 1280, 640),
+        (1, 7, 7, 160, 960, 480),
+        (1, 7, 7, 960, 160, 48),
+        (1, 14, 14, 64, 384, 192),
+        (1, 7, 7, 96, 200, 40),
+        (2, 3, 5, 24, 50, 16),
+        (1, 2, 2, 8, 5, 3),
+    ];
+    for &(batches, h, w, c, oc, units) in &cases {
+        let g = ConvGeometry {
+            batches,
+            in_h: h,
+            in_w: w,
+            in_c: c,
+            out_h: h,
+            out_w: w,
+            out_c: oc,
+            filter_h: 1,
+            filter_w: 1,
+            filter_depth: c,
+            stride_h: 1,
+            stride_w: 1,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h: 0,
+            pad_w: 0,
+            depth_multiplier: 1,
+        };
+        let filter = r.i8s(oc * c);
+        let input = r.i8s(g.input_len());
+        let qq = Quant::random(&mut r, oc);
+        let q = qq.conv();
+        let b = bias(&mut r, oc);
+        let mut want = vec![0i8; g.output_len()];
+        conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
+        let tasks = oc.div_ceil(units);
+        for &isa in Isa::available() {
+            let mut got = vec![0x55i8; g.output_len()];
+            let mut scratch = vec![0x55i8; tasks * panel_scratch_len(isa, &g)];
+            // The tasks last to first: no task may lean on another's columns.
+            let run = &mut |n: usize, f: &(dyn Fn(usize) + Sync)| (0..n).rev().for_each(f);
+            conv_i8_columns_in_place(
+                isa, &g, &input, &filter, &mut scratch, b.as_deref(), &q, units, &mut got, run,
+            );
+            assert_eq!(got, want, "{isa:?} {g:?} {units} channels a task");
         }
     }
 }

@@ -274,10 +274,7 @@ fn dot_tiles_match_reference() {
             // A wider output row (stride) than the channels: bytes past them stay untouched.
             let stride = n + 3;
             let mut got = vec![0x55i8; rows * stride];
-            let out = OutRows {
-                out: &mut got,
-                stride,
-            };
+            let out = OutRows::new(&mut got, stride);
             if !gemm_i8_dot(isa, &input, k, rows, k, &weights, n, q.input_offset, &rq, out) {
                 assert!(!isa.avx512vnni(), "VNNI refused {rows}x{k}x{n}");
                 continue;

@@ -178,7 +178,7 @@ impl PartitionGraph {
                 let e = &entries[t];
                 Some(OperandInfo {
                     dtype: e.dtype,
-                    quantization: e.quantization.as_deref(),
+                    quantization: sg.tensors[t].quantization.as_ref(),
                     constant: tensors[t].class == TensorClass::Constant,
                 })
             };
