@@ -182,6 +182,7 @@ mod x86 {
             return;
         }
         let step = t.g.stride_w as isize;
+        let pixel_step = g.stride_w * g.in_c;
         let two = t.nj > NR;
         let most = if two { PIXELS } else { PIXELS_ONE };
         let tiles = run.div_ceil(most);
@@ -198,20 +199,29 @@ mod x86 {
                 ..*t
             };
             macro_rules! sized {
-                ($p:literal; $($r:literal)*) => {
+                ($p:literal, $px:expr; $($r:literal)*) => {
                     match n {
-                        $($r => tile::<$r, $p>(&ti),)*
+                        $($r => tile::<$r, $p, { $px }>(&ti),)*
                         _ => unreachable!("tile of {n} pixels"),
                     }
                 };
             }
+            macro_rules! stepped {
+                ($p:literal; $($r:literal)*) => {
+                    match pixel_step {
+                        PX_C3_S2 => sized!($p, PX_C3_S2; $($r)*),
+                        PX_C3_S1 => sized!($p, PX_C3_S1; $($r)*),
+                        _ => sized!($p, 0; $($r)*),
+                    }
+                };
+            }
             // SAFETY: pixels `i..i + n` are among the caller's `run` (`n <= run - i`: the
-            // sizes sum to `run`), `n <= most`.
+            // sizes sum to `run`), `n <= most`; a nonzero `PX` is `pixel_step`.
             unsafe {
                 if two {
-                    sized!(2; 1 2 3 4 5 6 7 8 9 10 11 12)
+                    stepped!(2; 1 2 3 4 5 6 7 8 9 10 11 12)
                 } else {
-                    sized!(1; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+                    stepped!(1; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
                 }
             };
             i += n;
@@ -258,25 +268,45 @@ mod x86 {
         }
     }
 
-    /// `R` pixels × `P` panels; returns `R`.
+    /// Input values from one pixel of a tile to the next (`stride_w · in_c`) that tiles know
+    /// at compile time, for three input channels at strides 2 and 1: each pixel's input is
+    /// then a constant offset from one pointer, where a run-time step holds one pointer per
+    /// pixel, more than the registers left beside the tile's (reloaded every depth step).
+    const PX_C3_S2: usize = 6;
+    const PX_C3_S1: usize = 3;
+
+    /// `R` pixels × `P` panels, pixels `PX` input values apart (0: `stride_w · in_c` read at
+    /// run time); returns `R`.
     ///
     /// # Safety
-    /// As [`run`] with `R` pixels (whole horizontal windows when `R > 1`).
+    /// As [`run`] with `R` pixels (whole horizontal windows when `R > 1`); a nonzero `PX` is
+    /// `stride_w · in_c`.
     #[target_feature(enable = "avx512f")]
-    unsafe fn tile<const R: usize, const P: usize>(t: &Taps<'_>) -> usize {
+    unsafe fn tile<const R: usize, const P: usize, const PX: usize>(t: &Taps<'_>) -> usize {
         let g = t.g;
         let ch = g.in_c;
-        let px = (g.stride_w * ch) as isize;
+        debug_assert!(PX == 0 || PX == g.stride_w * ch);
+        let px = if PX > 0 { PX } else { g.stride_w * ch } as isize;
         let mut acc = [[_mm512_setzero_ps(); P]; R];
+        // Without horizontal dilation the taps of a filter row's clipped window are one run of
+        // `fx.len() · in_c` adjacent input values (and depth steps): one loop over the run
+        // instead of one per tap.
+        let (taps, run) = if g.dilation_w == 1 {
+            (t.fx.start..t.fx.start + 1, t.fx.len() * ch)
+        } else {
+            (t.fx.clone(), ch)
+        };
         for fy in t.fy.clone() {
             let iy = t.y[0] + fy as isize * t.y[1];
-            for fx in t.fx.clone() {
+            for fx in taps.clone() {
                 let ix = t.x0 + (fx * g.dilation_w) as isize;
                 let x = (iy * g.in_w as isize + ix) * ch as isize;
                 let p = (fy * g.filter_w + fx) * ch;
-                for ci in 0..ch {
-                    // SAFETY: tap (fy, fx) of each pixel is inside the image; step `p + ci <
-                    // k` of each panel is inside the packed filter.
+                for ci in 0..run {
+                    // SAFETY: tap (fy, fx) of each pixel is inside the image, and so are the
+                    // run's further taps (`fx.len()` taps of the clipped window, adjacent
+                    // without dilation); step `p + ci < k` of each panel is inside the packed
+                    // filter.
                     unsafe {
                         let w: [__m512; P] = core::array::from_fn(|q| {
                             _mm512_loadu_ps(t.panel.add(q * t.k * NR + (p + ci) * NR))
@@ -333,7 +363,14 @@ mod tests {
         }
         let mut case = 0u32;
         for w in (1..=36).chain([47, 111, 112]) {
-            for &(c, f, stride, oc) in &[(3, 3, 2, 16), (3, 3, 1, 32), (1, 5, 1, 7), (4, 3, 2, 20)] {
+            for &(c, f, stride, oc) in &[
+                (3, 3, 2, 16),
+                (3, 3, 2, 32),
+                (3, 3, 1, 32),
+                (3, 3, 1, 16),
+                (1, 5, 1, 7),
+                (4, 3, 2, 20),
+            ] {
                 case += 1;
                 let h = 3 + (w % 3);
                 let g = geometry((h, w, c), (f, f, oc), stride, 1, true, 1);
