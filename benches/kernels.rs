@@ -107,11 +107,7 @@ fn bench_conv(c: &mut Criterion) {
                     &mut out,
                     &mut cols,
                     1,
-                    &mut |o, chunk, f| {
-                        for (k, part) in o.chunks_mut(chunk).enumerate() {
-                            f(k, part)
-                        }
-                    },
+                    &mut |tasks, f| (0..tasks).for_each(f),
                 )
             })
         });
@@ -133,11 +129,7 @@ fn bench_conv(c: &mut Criterion) {
                     &mut out,
                     &mut cols,
                     1,
-                    &mut |o, chunk, f| {
-                        for (k, part) in o.chunks_mut(chunk).enumerate() {
-                            f(k, part)
-                        }
-                    },
+                    &mut |tasks, f| (0..tasks).for_each(f),
                 )
             })
         });

@@ -76,7 +76,7 @@ impl<'a> InvokeContext<'a> {
 
     /// Splits `out` into consecutive chunks of `chunk` elements and runs `f(k, chunk_k)` for
     /// each on the kernel threads ([`parallel_for`](Self::parallel_for) over disjoint parts).
-    pub fn for_each_chunk_mut<T: Send>(
+    pub fn for_each_chunk_mut<T: Send + Sync>(
         &mut self,
         out: &mut [T],
         chunk: usize,

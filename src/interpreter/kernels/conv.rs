@@ -642,92 +642,26 @@ fn invoke_i8_packed(
                 debug_assert!(ran, "prepacked int8 body declined {g:?}");
             });
         }
-        PackedFilter::Stack => {
-            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
-            if let Some(units) = column_split(g, pixels, k, ctx.threads()) {
-                let run =
-                    &mut |tasks: usize, f: &(dyn Fn(usize) + Sync)| ctx.parallel_for(tasks, f);
-                fast_i8::conv_i8_columns_in_place(
-                    isa,
-                    g,
-                    input,
-                    filter,
-                    &mut [],
-                    bias,
-                    &q,
-                    units,
-                    output,
-                    run,
-                );
-                return Ok(());
-            }
-            let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads());
-            ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
-                fast_i8::conv_i8_rows_in_place_with(
-                    isa,
-                    g,
-                    input,
-                    filter,
-                    &mut [],
-                    bias,
-                    &q,
-                    t * rows,
-                    band,
-                );
-            });
-        }
-        PackedFilter::Panels(id) => {
+        PackedFilter::Stack | PackedFilter::Panels(_) => {
+            let scratch = match packed {
+                PackedFilter::Panels(id) => ctx.scratch::<i8>(id)?,
+                _ => &mut [],
+            };
             let part = fast_i8::panel_scratch_len(isa, g);
-            let scratch = ctx.scratch::<i8>(id)?;
-            let parts = scratch.len() / part.max(1);
-            kernel_ensure!(parts >= 1, "panel scratch of {} < {part}", scratch.len());
-            if let Some(units) = column_split(g, pixels, k, ctx.threads().min(parts)) {
-                let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
-                let run =
-                    &mut |tasks: usize, f: &(dyn Fn(usize) + Sync)| ctx.parallel_for(tasks, f);
-                fast_i8::conv_i8_columns_in_place(
-                    isa, g, input, filter, scratch, bias, &q, units, output, run,
-                );
-                return Ok(());
-            }
-            let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
-            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
-            let rows = fast::task_rows(pixels, g.out_c, k, ctx.threads().min(parts));
             kernel_ensure!(
-                pixels.div_ceil(rows.max(1)) <= parts,
-                "too few panel scratch parts"
+                part == 0 || scratch.len() >= part,
+                "panel scratch of {} < {part}",
+                scratch.len()
             );
-            ctx.for_each_chunk_mut(output, rows * g.out_c, &|t, band| {
-                // SAFETY: task `t` (< parts, checked above) runs once per round and is the
-                // only one using part `t`.
-                let s = unsafe { scratch.part(t * part, part) };
-                fast_i8::conv_i8_rows_in_place_with(
-                    isa,
-                    g,
-                    input,
-                    filter,
-                    s,
-                    bias,
-                    &q,
-                    t * rows,
-                    band,
-                );
-            });
+            let (input, output) = (ctx.input::<i8>(0)?, ctx.output::<i8>(0)?);
+            let threads = ctx.threads();
+            let run = &mut |tasks: usize, f: &(dyn Fn(usize) + Sync)| ctx.parallel_for(tasks, f);
+            fast_i8::conv_i8_in_place(
+                isa, g, input, filter, scratch, bias, &q, output, threads, run,
+            );
         }
     }
     Ok(())
-}
-
-/// Output channels per task where an int8 convolution with its filter in place splits its
-/// output channels rather than its pixels ([`fast::task_columns`]: an ungrouped pointwise
-/// convolution whose filter outweighs its input, MobileNet's 14 × 14 and 7 × 7 stages); a row
-/// split would have every task read and pack the whole filter, and cut 49 pixels into row
-/// tiles unevenly. `None` where rows split.
-fn column_split(g: &ConvGeometry, pixels: usize, k: usize, threads: usize) -> Option<usize> {
-    let ungrouped = fast_i8::packs(g) && g.in_c == g.filter_depth;
-    (ungrouped && g.is_pointwise())
-        .then(|| fast::task_columns(pixels, g.out_c, k, threads))
-        .flatten()
 }
 
 /// The matrix-product path of a float convolution (grouped ones too, one group at a time): the
@@ -838,7 +772,7 @@ fn invoke_gemm(
                 output,
                 cols,
                 threads,
-                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+                &mut |tasks, f| ctx.parallel_for(tasks, f),
             );
         }
         PackedFilter::Stack | PackedFilter::Panels(_) if d.f16_filter => {
@@ -858,7 +792,7 @@ fn invoke_gemm(
                 output,
                 cols,
                 threads,
-                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+                &mut |tasks, f| ctx.parallel_for(tasks, f),
             );
         }
         PackedFilter::Stack | PackedFilter::Panels(_) => {
@@ -878,7 +812,7 @@ fn invoke_gemm(
                 output,
                 cols,
                 threads,
-                &mut |o, c, f| ctx.for_each_chunk_mut(o, c, f),
+                &mut |tasks, f| ctx.parallel_for(tasks, f),
             );
         }
     }

@@ -28,7 +28,9 @@
 //! the same convolution ungrouped. Windows are always gathered: a group's channels of adjacent
 //! taps are not adjacent in memory.
 
-use super::gemm::{gemm_dot, gemm_grouped, gemm_grouped_into, gemm_packed, Epilogue, Isa, OutRows, MR};
+use super::gemm::{gemm_dot, gemm_grouped, gemm_grouped_into, gemm_packed, Epilogue, Isa, MR};
+use super::out_rows::SharedRows;
+use crate::interpreter::threads::{run_chunks, TaskRunner};
 use super::gemm_dot_tiles::{gemm_dot_tiles, gemm_dot_tiles_into};
 use super::conv_direct::{applies as direct_rows_apply, direct_rows};
 use super::conv_windows::{gathered_rows, multiplies_windows_in_place, windowed_rows};
@@ -195,10 +197,6 @@ pub fn pack_filter<W: Weight>(g: &ConvGeometry, plan: &ConvPlan, filter: &[W], p
     }
 }
 
-/// Runs `f(k, chunk_k)` over consecutive chunks of `chunk` elements of a slice, possibly on
-/// several threads (`InvokeContext::for_each_chunk_mut`); each call gets a disjoint chunk.
-pub type ChunkRunner<'r> = dyn FnMut(&mut [f32], usize, &(dyn Fn(usize, &mut [f32]) + Sync)) + 'r;
-
 /// Multiply-adds per task that make a hand-off worth it: a round costs a few microseconds of
 /// hand-off plus the cache traffic of rows that the next layer reads on another core, and
 /// this is about ten microseconds of arithmetic. (A 64 × 96 × 96 fully connected layer split
@@ -251,14 +249,6 @@ pub fn task_columns(m: usize, n: usize, k: usize, threads: usize) -> Option<usiz
 /// Most tasks a split by columns ([`task_columns`]) makes.
 const MAX_COLUMN_TASKS: usize = 64;
 
-/// Runs `f(t)` for `t < tasks` (at most [`MAX_COLUMN_TASKS`]) through `run_chunks`, whose tasks
-/// each get a disjoint chunk of a slice: here one value of a stack array each, so a task owns
-/// nothing but its number (the columns of the output it writes are its caller's to keep apart).
-fn run_tasks(run_chunks: &mut ChunkRunner<'_>, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
-    let mut slots = [0.0f32; MAX_COLUMN_TASKS];
-    run_chunks(&mut slots[..tasks.min(MAX_COLUMN_TASKS)], 1, &|t, _| f(t));
-}
-
 /// How many GEMM multiply-adds one multiply-add of a matrix-vector product weighs when deciding
 /// a split: each weight is loaded for one multiply-add, so it runs at the speed weights stream
 /// in (MobileNetV3's last 576 → 1,024 pointwise layer on one pixel, float16 weights: 0.59 M
@@ -283,7 +273,7 @@ pub fn task_units(n: usize, k: usize, threads: usize) -> usize {
 /// ([`ConvWeights`]).
 ///
 /// The output rows (pixels of all batches) are split into tasks of [`task_rows`] run through
-/// `run_chunks` (a pointwise convolution reading a filter larger than its input in place
+/// `run` (a pointwise convolution reading a filter larger than its input in place
 /// splits its output channels instead, [`task_columns`], so no two tasks read one filter
 /// row); an im2col task gathers its rows block by block into its own part of `cols`,
 /// which holds [`ConvPlan::cols_len`] elements per task (at most `cols.len() / cols_len`
@@ -306,7 +296,7 @@ pub fn conv_f32<W: Weight>(
     output: &mut [f32],
     cols: &mut [f32],
     threads: usize,
-    run_chunks: &mut ChunkRunner<'_>,
+    run: &mut TaskRunner<'_>,
 ) {
     let ep = Epilogue {
         bias,
@@ -331,7 +321,7 @@ pub fn conv_f32<W: Weight>(
         let ep = &ep;
         if m == 1 {
             let units = task_units(n, k, threads);
-            run_chunks(&mut output[..n], units, &|t, part| {
+            run_chunks(run, &mut output[..n], units, &|t, part| {
                 let j0 = t * units;
                 let nj = part.len();
                 let epj = Epilogue {
@@ -341,8 +331,8 @@ pub fn conv_f32<W: Weight>(
                 gemm_dot(isa, 1, nj, k, a, &w[j0 * k..], &epj, part, nj);
             });
         } else if let Some(units) = task_columns(m, n, k, threads) {
-            let out = OutRows::of(&mut output[..m * n]);
-            run_tasks(run_chunks, n.div_ceil(units), &|t| {
+            let out = SharedRows::new(&mut output[..m * n], n);
+            run(n.div_ceil(units), &|t| {
                 let j0 = t * units;
                 let nj = units.min(n - j0);
                 let epj = Epilogue {
@@ -358,7 +348,7 @@ pub fn conv_f32<W: Weight>(
             });
         } else {
             let rows = task_rows(m, n, k, threads);
-            run_chunks(&mut output[..m * n], rows * n, &|t, part| {
+            run_chunks(run, &mut output[..m * n], rows * n, &|t, part| {
                 let (r0, mt) = (t * rows, part.len() / n);
                 gemm_dot_tiles(isa, mt, n, k, &a[r0 * k..(r0 + mt) * k], w, ep, part, n);
             });
@@ -409,8 +399,8 @@ pub fn conv_f32<W: Weight>(
                 rs: in_c,
                 cs: 1,
             };
-            let out = OutRows::of(&mut output[..m * n]);
-            run_tasks(run_chunks, n.div_ceil(units), &|t| {
+            let out = SharedRows::new(&mut output[..m * n], n);
+            run(n.div_ceil(units), &|t| {
                 let j0 = t * units;
                 let nj = units.min(n - j0);
                 let bj = Strided {
@@ -440,7 +430,7 @@ pub fn conv_f32<W: Weight>(
             "conv_f32: too few panel scratch parts"
         );
         let input = &input[..m * in_c];
-        run_chunks(&mut output[..m * n], rows * n, &|t, part| {
+        run_chunks(run, &mut output[..m * n], rows * n, &|t, part| {
             let r0 = t * rows;
             let mt = part.len() / n;
             let scratch: &mut [f32] = match &panels {
@@ -496,7 +486,7 @@ pub fn conv_f32<W: Weight>(
         None => group_cols(npg, k, true),
     };
     let windows_in_place = multiplies_windows_in_place(g);
-    run_chunks(&mut output[..m * n], rows * n, &|t, part| {
+    run_chunks(run, &mut output[..m * n], rows * n, &|t, part| {
         // SAFETY: task `t` runs once per round and is the only one using block `t`.
         let granted = unsafe { cols.part(t * block, block) };
         let stack_rows = plan.stack_block_rows();
@@ -692,9 +682,7 @@ pub(super) mod tests {
                 got,
                 cols,
                 threads,
-                &mut |o, chunk, f| {
-                    crate::interpreter::threads::for_each_chunk_mut(Some(&mut pool), o, chunk, f)
-                },
+                &mut |tasks, f| pool.run(tasks, f),
             );
         }
         for g in cases {

@@ -20,9 +20,10 @@
 //! so the function needs no scratch. Windows longer than the block (`filter_h * filter_w *
 //! filter_depth > PATCH_ELEMS`) run the reference loop (see [`packs`]).
 
+use super::out_rows::{OutRows, SharedRows};
+use crate::interpreter::threads::{run_chunks, TaskRunner};
 use super::gemm_i8::{
-    gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix, OutRows,
-    SharedRows,
+    gemm_requant, group_channels, group_len, pack, packed_len, padded, zeroed_prefix,
     STACK_GROUP_BYTES,
 };
 use super::requant_i8::Requant;
@@ -290,9 +291,55 @@ pub fn conv_i8_rows_in_place_with(
     conv_i8_rows(isa, g, input, w, bias, q, first_pixel, output);
 }
 
-/// Runs `f(t)` for `t < tasks`, possibly on several threads (`InvokeContext::parallel_for`),
-/// returning when all have run: `run(tasks, f)`.
-pub type TaskRunner<'r> = dyn FnMut(usize, &(dyn Fn(usize) + Sync)) + 'r;
+/// [`conv_i8_rows_in_place_with`] over all of `g`'s output, split into tasks run through
+/// `run` on `threads` threads, as [`super::conv::conv_f32`] splits a float convolution: by
+/// output channels where an ungrouped pointwise filter outweighs its input
+/// ([`super::conv::task_columns`]: each task reads and packs only its own filter rows, where a
+/// split of the pixels would have every task read the whole filter), else by bands of
+/// [`super::conv::task_rows`] pixels. Task `t` packs into part `t` of `scratch` (parts of
+/// [`panel_scratch_len`] bytes, empty when that is 0), so at most as many tasks run as
+/// `scratch` has parts. The same bits whatever `threads` (each output is the same sum
+/// whichever task holds it).
+///
+/// # Panics
+/// When `output` is not `g`'s output or `scratch` holds no part (a caller bug: the kernel
+/// sizes both).
+#[allow(clippy::too_many_arguments)]
+pub fn conv_i8_in_place(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    scratch: &mut [i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    output: &mut [i8],
+    threads: usize,
+    run: &mut TaskRunner<'_>,
+) {
+    let part = panel_scratch_len(isa, g);
+    let parts = scratch.len().checked_div(part).unwrap_or(threads);
+    assert!(parts >= 1, "conv_i8: panel scratch of {} < {part}", scratch.len());
+    let threads = threads.min(parts);
+    let pixels = g.batches * g.out_h * g.out_w;
+    let k = g.filter_h * g.filter_w * g.in_c;
+    let ungrouped_pointwise = packs(g) && g.in_c == g.filter_depth && g.is_pointwise();
+    if let Some(units) = ungrouped_pointwise
+        .then(|| super::conv::task_columns(pixels, g.out_c, k, threads))
+        .flatten()
+    {
+        conv_i8_columns_in_place(isa, g, input, filter, scratch, bias, q, units, output, run);
+        return;
+    }
+    let rows = super::conv::task_rows(pixels, g.out_c, k, threads);
+    let scratch = crate::interpreter::threads::DisjointMut::new(scratch);
+    run_chunks(run, output, rows * g.out_c, &|t, band| {
+        // SAFETY: task `t` runs once per round and alone uses scratch part `t`; there are at
+        // most `threads <= parts` tasks (`task_rows` makes no more bands than threads).
+        let s: &mut [i8] = if part == 0 { &mut [] } else { unsafe { scratch.part(t * part, part) } };
+        conv_i8_rows_in_place_with(isa, g, input, filter, s, bias, q, t * rows, band);
+    });
+}
 
 /// Runs `run(tasks, f)` once with `f(t)` computing output channels `t * units..` (`units` of
 /// them, fewer in the last task) of every output pixel of [`conv_i8_rows_in_place_with`] into
@@ -358,7 +405,7 @@ pub(crate) fn conv_i8_columns_in_place_with(
     bias: Option<&[i32]>,
     q: &ConvQuant<'_>,
     cols: core::ops::Range<usize>,
-    mut out: OutRows<'_>,
+    mut out: OutRows<'_, i8>,
 ) {
     assert!(packs(g) && groups(g) == Some(1), "conv_i8: no column split of {g:?}");
     let pixels = g.batches * g.out_h * g.out_w;
@@ -420,7 +467,7 @@ fn conv_i8_block(
     first_pixel: usize,
     pixels: usize,
     cols: core::ops::Range<usize>,
-    mut out: OutRows<'_>,
+    mut out: OutRows<'_, i8>,
 ) {
     debug_assert!(packs(g));
     let k = depth(g);

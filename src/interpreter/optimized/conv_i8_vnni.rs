@@ -18,7 +18,8 @@
 //! body runs.
 
 use super::conv_i8::{depth, fill_block, groups, PATCH_ELEMS};
-use super::gemm_i8::{zeroed_prefix, OutRows};
+use super::gemm_i8::zeroed_prefix;
+use super::out_rows::OutRows;
 use super::gemm_i8_vnni::{
     gemm_requant, group_channels, pack, packed_len, stride, LANES, MAX_GROUP, STACK_BYTES,
 };
@@ -125,7 +126,7 @@ pub(crate) fn conv_block(
     first_pixel: usize,
     pixels: usize,
     cols: core::ops::Range<usize>,
-    mut out: OutRows<'_>,
+    mut out: OutRows<'_, i8>,
 ) -> bool {
     let k = depth(g);
     let Some(groups) = groups(g) else {

@@ -10,8 +10,9 @@
 //! the block ([`PATCH_ELEMS`]) run the reference loop (see [`packs`]).
 
 use super::conv_i8::{in_place_group_len, widen, PATCH_ELEMS};
+use super::out_rows::OutRows;
 use super::gemm_i8::{
-    gemm_requant, group_channels, pack, packed_len, padded, zeroed_prefix, OutRows,
+    gemm_requant, group_channels, pack, packed_len, padded, zeroed_prefix,
     STACK_GROUP_BYTES,
 };
 use super::gemm_i8_dot::gemm_i8_dot;

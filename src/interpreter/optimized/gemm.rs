@@ -29,6 +29,7 @@
 #[cfg(target_arch = "x86_64")]
 use super::gemm_avx512::{SlabFill, MR512, SLAB};
 use super::matrix::{Strided, Weight};
+use super::out_rows::SharedRows;
 use super::pack::{group_cols, group_scratch_len, pack_b_with, packed_b_len, NR};
 pub use super::Isa;
 
@@ -111,44 +112,9 @@ pub fn gemm_packed_steps(
     ldc: usize,
 ) {
     let panels = Panels::Packed(packed_b);
-    let c = OutRows::of(c);
+    let c = SharedRows::new(c, ldc);
     // SAFETY: `c` comes from the `&mut` this call holds.
     unsafe { gemm_packed_prefetch(isa, m, n, k, steps, a, panels, ep, c, ldc, Prefetch::NONE) };
-}
-
-/// `C` as a product writes it: `len` values from `at`, rows `ldc` apart (each product checks
-/// `len` against its shape). Taken from a `&mut [f32]` ([`OutRows::of`]), or given to one of
-/// several tasks that write disjoint columns of one output (a task's `at` is its first
-/// column), which no `&mut` could describe: their rows interleave.
-#[derive(Clone, Copy)]
-pub(super) struct OutRows {
-    pub(super) at: *mut f32,
-    pub(super) len: usize,
-}
-
-// SAFETY: an `OutRows` is a pointer and a length; writing through it takes an `unsafe`
-// product whose caller promises that no two tasks write the same values.
-unsafe impl Send for OutRows {}
-// SAFETY: as `Send`: sharing one among tasks gives each only what its caller allows it.
-unsafe impl Sync for OutRows {}
-
-impl OutRows {
-    /// All of `c`.
-    pub(super) fn of(c: &mut [f32]) -> OutRows {
-        OutRows {
-            at: c.as_mut_ptr(),
-            len: c.len(),
-        }
-    }
-
-    /// The values from the `j`-th on (for `j < ldc`: each row from column `j`).
-    pub(super) fn offset(self, j: usize) -> OutRows {
-        assert!(j <= self.len, "gemm: column {j} outside C of {}", self.len);
-        OutRows {
-            at: self.at.wrapping_add(j),
-            len: self.len - j,
-        }
-    }
 }
 
 /// The packed panels of `B` a product reads.
@@ -226,7 +192,7 @@ unsafe fn gemm_packed_prefetch(
     a: Strided<'_>,
     packed_b: Panels<'_>,
     ep: &Epilogue<'_>,
-    c: OutRows,
+    c: SharedRows<'_, f32>,
     ldc: usize,
     mut pf: Prefetch,
 ) {
@@ -261,7 +227,7 @@ unsafe fn gemm_packed_prefetch(
         len: panels_len,
     };
     assert!(
-        ldc >= n && c.len >= (m - 1) * ldc + n,
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
         "gemm: C too short"
     );
     if let Some(b) = ep.bias {
@@ -273,7 +239,7 @@ unsafe fn gemm_packed_prefetch(
                 let v = ep.bias.map_or(0.0, |b| b[j]);
                 // SAFETY: `i * ldc + j < (m - 1) * ldc + n <= c.len` (asserted above); the
                 // caller lets the product write there.
-                unsafe { c.at.add(i * ldc + j).write(v.max(ep.min).min(ep.max)) };
+                unsafe { c.as_ptr().add(i * ldc + j).write(v.max(ep.min).min(ep.max)) };
             }
         }
         return;
@@ -362,12 +328,12 @@ pub fn gemm_grouped<T: Weight>(
     ldc: usize,
     scratch: &mut [f32],
 ) {
-    let c = OutRows::of(c);
+    let c = SharedRows::new(c, ldc);
     // SAFETY: `c` comes from the `&mut` this call holds.
     unsafe { gemm_grouped_into(isa, m, n, k, a, b, ep, c, ldc, scratch) }
 }
 
-/// [`gemm_grouped`] writing through [`OutRows`]: one of several tasks that each write their own
+/// [`gemm_grouped`] writing through [`SharedRows`]: one of several tasks that each write their own
 /// columns of one output.
 ///
 /// # Safety
@@ -382,7 +348,7 @@ pub(super) unsafe fn gemm_grouped_into<T: Weight>(
     a: Strided<'_>,
     b: Strided<'_, T>,
     ep: &Epilogue<'_>,
-    c: OutRows,
+    c: SharedRows<'_, f32>,
     ldc: usize,
     scratch: &mut [f32],
 ) {
@@ -601,7 +567,7 @@ impl Tile {
         a: Strided<'_>,
         packed_b: PanelsAt,
         ep: &Epilogue<'_>,
-        c: OutRows,
+        c: SharedRows<'_, f32>,
         cols: usize,
     ) -> Tile {
         let j0 = at.q * NR;
@@ -614,7 +580,7 @@ impl Tile {
             a_cs: a.cs,
             b: packed_b.at.wrapping_add(b_at) as *const f32,
             b_next: at.k * NR,
-            c: c.offset(at.i0 * at.ldc + j0).at,
+            c: c.offset(at.i0 * at.ldc + j0).as_ptr(),
             ldc: at.ldc,
             cols,
             first: at.k0 == 0,
@@ -651,7 +617,7 @@ unsafe fn avx512_block(
     a: Strided<'_>,
     (packed_b, fill): (PanelsAt, Option<&Fill>),
     ep: &Epilogue<'_>,
-    c: OutRows,
+    c: SharedRows<'_, f32>,
     ldc: usize,
     (pf, per_tile): (&mut Prefetch, usize),
 ) {

@@ -20,7 +20,8 @@
 //! agree up to rounding. On paths without the SIMD tile (scalar, or float16 without F16C on
 //! AVX2) the product is [`gemm_dot`]'s one dot product per output.
 
-use super::gemm::{Epilogue, OutRows};
+use super::gemm::Epilogue;
+use super::out_rows::SharedRows;
 use super::matrix::Weight;
 use super::Isa;
 
@@ -42,10 +43,10 @@ pub(super) fn gemm_dot_tiles<T: Weight>(
     ldc: usize,
 ) {
     // SAFETY: `c` comes from the `&mut` this call holds.
-    unsafe { gemm_dot_tiles_into(isa, m, n, k, a, b, ep, OutRows::of(c), ldc) }
+    unsafe { gemm_dot_tiles_into(isa, m, n, k, a, b, ep, SharedRows::new(c, ldc), ldc) }
 }
 
-/// [`gemm_dot_tiles`] writing through [`OutRows`]: one of several tasks that each write their
+/// [`gemm_dot_tiles`] writing through [`SharedRows`]: one of several tasks that each write their
 /// own columns of one output.
 ///
 /// # Safety
@@ -60,13 +61,13 @@ pub(super) unsafe fn gemm_dot_tiles_into<T: Weight>(
     a: &[f32],
     b: &[T],
     ep: &Epilogue<'_>,
-    c: OutRows,
+    c: SharedRows<'_, f32>,
     ldc: usize,
 ) {
     if m == 0 || n == 0 {
         return;
     }
-    super::gemm::assert_dot_operands("gemm_dot_tiles", m, n, k, a, b, ep, c.len, ldc);
+    super::gemm::assert_dot_operands("gemm_dot_tiles", m, n, k, a, b, ep, c.len(), ldc);
     #[cfg(target_arch = "x86_64")]
     if k > 0 {
         let t = x86::Operands {
@@ -75,7 +76,7 @@ pub(super) unsafe fn gemm_dot_tiles_into<T: Weight>(
             k,
             a: a.as_ptr(),
             ldc,
-            c: c.at,
+            c: c.as_ptr(),
             bias: ep.bias.map(|b| b.as_ptr()),
             min: ep.min,
             max: ep.max,
@@ -114,7 +115,7 @@ pub(super) unsafe fn gemm_dot_tiles_into<T: Weight>(
             let v = (total + ep.bias.map_or(0.0, |b| b[j])).max(ep.min).min(ep.max);
             // SAFETY: `i * ldc + j < (m - 1) * ldc + n <= c.len` (checked above); the caller
             // lets this product write there.
-            unsafe { c.at.add(i * ldc + j).write(v) };
+            unsafe { c.as_ptr().add(i * ldc + j).write(v) };
         }
     }
 }

@@ -22,7 +22,7 @@
 
 use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
-use core::marker::PhantomData;
+use super::out_rows::OutRows;
 use core::mem::MaybeUninit;
 
 /// Output channels per packed panel (one AVX2 register of `i32` accumulators).
@@ -183,131 +183,6 @@ fn pack_panel_pairs(_w: &[i8], _k: usize, _panel: &mut [i8]) -> usize {
     0
 }
 
-/// Where the requantized rows go: row `r`, channel `c` of the call at `r * stride + c`, for
-/// `c < width`. Taken from a `&mut [i8]` ([`OutRows::new`], `width = stride`), or given to one
-/// of several tasks that write disjoint columns of one output ([`SharedRows::columns`]), which
-/// no `&mut` could describe: their rows interleave. Every write goes through [`OutRows::row`]
-/// or a pointer whose range the product checked against [`OutRows::fits`].
-pub(crate) struct OutRows<'a> {
-    at: *mut i8,
-    len: usize,
-    /// Distance between rows.
-    pub stride: usize,
-    /// Columns of each row this one may write.
-    width: usize,
-    _out: PhantomData<&'a mut [i8]>,
-}
-
-impl<'a> OutRows<'a> {
-    /// All of `out`, rows `stride` apart.
-    pub(crate) fn new(out: &'a mut [i8], stride: usize) -> OutRows<'a> {
-        OutRows {
-            at: out.as_mut_ptr(),
-            len: out.len(),
-            stride,
-            width: stride,
-            _out: PhantomData,
-        }
-    }
-
-    /// Whether `rows` rows of `n` columns fit: `n <= width` and the last row inside.
-    pub(crate) fn fits(&self, rows: usize, n: usize) -> bool {
-        n <= self.width
-            && (rows.saturating_sub(1))
-                .checked_mul(self.stride)
-                .and_then(|x| x.checked_add(n))
-                .is_some_and(|end| end <= self.len)
-    }
-
-    /// Columns `c..c + len` of row `r`.
-    ///
-    /// # Panics
-    /// Outside the rows or the width (a caller's bug).
-    pub(crate) fn row(&mut self, r: usize, c: usize, len: usize) -> &mut [i8] {
-        let at = r * self.stride + c;
-        assert!(
-            c + len <= self.width && at + len <= self.len,
-            "OutRows: row {r} columns {c}..{} outside",
-            c + len
-        );
-        // SAFETY: `at..at + len` is inside the `len` values from `self.at` and inside this
-        // one's columns of row `r` (asserted), which only it writes while it lives (`new`
-        // borrows them mutably; `SharedRows::columns`'s caller keeps tasks' columns apart).
-        unsafe { core::slice::from_raw_parts_mut(self.at.add(at), len) }
-    }
-
-    /// Rows from `r`, columns from `c` (`c <= width`): the same rows, narrowed.
-    pub(crate) fn from(&mut self, r: usize, c: usize) -> OutRows<'_> {
-        let at = r * self.stride + c;
-        assert!(c <= self.width && at <= self.len, "OutRows: {r}, {c} outside");
-        OutRows {
-            at: self.at.wrapping_add(at),
-            len: self.len - at,
-            stride: self.stride,
-            width: self.width - c,
-            _out: PhantomData,
-        }
-    }
-
-    /// The first value's address: writes through it stay within what [`OutRows::fits`]
-    /// checked.
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut i8 {
-        self.at
-    }
-}
-
-/// An output whose columns several tasks write at once, each through its own
-/// [`SharedRows::columns`].
-#[derive(Clone, Copy)]
-pub(crate) struct SharedRows<'a> {
-    at: *mut i8,
-    len: usize,
-    stride: usize,
-    _out: PhantomData<&'a mut [i8]>,
-}
-
-// SAFETY: a `SharedRows` is a pointer and a length from a `&mut` it borrows; writing through
-// it takes `columns`, whose caller promises that no two tasks write the same columns.
-unsafe impl Send for SharedRows<'_> {}
-// SAFETY: as `Send`.
-unsafe impl Sync for SharedRows<'_> {}
-
-impl<'a> SharedRows<'a> {
-    /// All of `out`, rows `stride` apart.
-    pub(crate) fn new(out: &'a mut [i8], stride: usize) -> SharedRows<'a> {
-        SharedRows {
-            at: out.as_mut_ptr(),
-            len: out.len(),
-            stride,
-            _out: PhantomData,
-        }
-    }
-
-    /// Columns `c0..c0 + width` of every row.
-    ///
-    /// # Safety
-    /// While the result lives, nothing else writes or reads those columns (tasks of one
-    /// round take disjoint column ranges).
-    ///
-    /// # Panics
-    /// If the columns are not inside a row.
-    pub(crate) unsafe fn columns(&self, c0: usize, width: usize) -> OutRows<'_> {
-        assert!(
-            c0 + width <= self.stride && c0 <= self.len,
-            "SharedRows: columns {c0}..{} outside rows of {}",
-            c0 + width,
-            self.stride
-        );
-        OutRows {
-            at: self.at.wrapping_add(c0),
-            len: self.len - c0,
-            stride: self.stride,
-            width,
-            _out: PhantomData,
-        }
-    }
-}
-
 /// `out` row `r`, channel `c` = the output stage `rq` of
 /// `sum_i a[r * a_stride + i] * w[c][i]` over `i < k` (wrapping `i32`), for `r < rows`, `c < n`,
 /// with `w` packed by [`pack`] into `packed`.
@@ -327,7 +202,7 @@ pub(crate) fn gemm_requant(
     packed: &[i8],
     n: usize,
     rq: &Requant<'_>,
-    mut out: OutRows<'_>,
+    mut out: OutRows<'_, i8>,
 ) {
     if rows == 0 || n == 0 {
         return;
@@ -510,7 +385,7 @@ mod avx2 {
     unsafe fn store<const R: usize, const P: usize>(
         acc: &[[__m256i; P]; R],
         rq: &Requant<'_>,
-        out: &mut OutRows<'_>,
+        out: &mut OutRows<'_, i8>,
         r0: usize,
         c0: usize,
         nc: usize,
@@ -556,7 +431,7 @@ mod avx2 {
         packed: &[i8],
         n: usize,
         rq: &Requant<'_>,
-        mut out: OutRows<'_>,
+        mut out: OutRows<'_, i8>,
     ) {
         for_tiles(rows, n, |r0, p0, nr, np| {
             let c0 = p0 * PANEL;

@@ -25,7 +25,7 @@
 //! output stage is TFLite's fixed-point rule ([`Rescale16`]). A depth that is not a multiple of 64 ends with masked loads (weights
 //! past `k` read as zero).
 
-use super::gemm_i8::OutRows;
+use super::out_rows::OutRows;
 use super::requant_i8::Requant;
 use super::Isa;
 
@@ -45,7 +45,7 @@ pub(crate) fn gemm_i8_dot(
     n: usize,
     input_offset: i32,
     rq: &Requant<'_>,
-    out: OutRows<'_>,
+    out: OutRows<'_, i8>,
 ) -> bool {
     if rows == 0 || n == 0 {
         return true;
@@ -74,7 +74,7 @@ pub(crate) fn gemm_i8_dot(
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::super::gemm_i8::OutRows;
+    use super::super::out_rows::OutRows;
     use super::super::requant_i8::avx512::Rescale16;
     use super::super::requant_i8::{small_sums, Requant};
     use core::arch::x86_64::*;
@@ -347,7 +347,7 @@ mod avx512 {
         n: usize,
         input_offset: i32,
         rq: &Requant<'_>,
-        mut out: OutRows<'_>,
+        mut out: OutRows<'_, i8>,
     ) -> bool {
         let (chunks, tail) = (k / 64, (k % 64) as u32);
         let tail: __mmask64 = if tail == 0 { 0 } else { (1u64 << tail) - 1 };

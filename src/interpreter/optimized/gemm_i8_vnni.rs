@@ -26,7 +26,7 @@
 //! arena budget grants the copy) is in this layout too, whole (`conv_i8_vnni::prepack`).
 
 
-use super::gemm_i8::OutRows;
+use super::out_rows::OutRows;
 use super::requant_i8::avx512::{SmallStage16, Stage16};
 use super::requant_i8::{requantize_row, small_sums, Requant};
 use super::Isa;
@@ -110,7 +110,7 @@ pub(crate) fn gemm_requant(
     input_offset: i32,
     n: usize,
     rq: &Requant<'_>,
-    out: OutRows<'_>,
+    out: OutRows<'_, i8>,
 ) {
     if rows == 0 || n == 0 {
         return;
@@ -354,7 +354,7 @@ mod avx512 {
         stages: &[Option<Stage16>; 2],
         fast: Option<&[SmallStage16; 2]>,
         rq: &Requant<'_>,
-        out: &mut OutRows<'_>,
+        out: &mut OutRows<'_, i8>,
         r0: usize,
         c0: usize,
         nc: usize,
@@ -429,12 +429,12 @@ mod avx512 {
     unsafe fn store_small<const R: usize, const P: usize>(
         acc: &[[__m512i; P]; R],
         f: &[SmallStage16; 2],
-        out: &mut OutRows<'_>,
+        out: &mut OutRows<'_, i8>,
         r0: usize,
         c0: usize,
         nc: usize,
     ) {
-        let row = |out: &mut OutRows<'_>, r: usize, len: usize| {
+        let row = |out: &mut OutRows<'_, i8>, r: usize, len: usize| {
             out.row(r0 + r, c0, len).as_mut_ptr()
         };
         if P == 2 {
@@ -498,7 +498,7 @@ mod avx512 {
         input_offset: i32,
         n: usize,
         rq: &Requant<'_>,
-        mut out: OutRows<'_>,
+        mut out: OutRows<'_, i8>,
     ) {
         let quads = stride(k) / 4;
         let panels = n.div_ceil(LANES);

@@ -44,6 +44,7 @@ mod gemm_i8;
 #[cfg(target_arch = "x86_64")]
 mod gemm_i8_vnni;
 mod gemm_i8_dot;
+mod out_rows;
 pub mod hard_swish;
 pub mod hybrid_batch_matmul;
 pub mod hybrid_depthwise;

@@ -73,6 +73,28 @@ pub fn average_pool_f32_rows(
     run(isa, Fold::Average, g, input, act_min, act_max, row0, output);
 }
 
+/// Checks that `input` holds `g`'s input and `output_len` values are whole output rows from
+/// row `row0` of `g`'s output, for a kernel writing those rows.
+///
+/// # Panics
+/// When they are not (a caller's bug: the kernels slice both from `g`'s shapes).
+pub(super) fn assert_rows_fit(
+    op: &str,
+    g: &PoolGeometry,
+    input_len: usize,
+    row0: usize,
+    output_len: usize,
+) {
+    let row_len = g.out_w * g.channels;
+    let rows = output_len.checked_div(row_len).unwrap_or(0);
+    assert!(
+        input_len >= g.batches * g.in_h * g.in_w * g.channels
+            && rows * row_len == output_len
+            && row0 + rows <= g.batches * g.out_h,
+        "{op}: slices shorter than {g:?} (rows {row0}+{rows})"
+    );
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run(
     isa: Isa,
@@ -84,14 +106,7 @@ fn run(
     row0: usize,
     output: &mut [f32],
 ) {
-    let row_len = g.out_w * g.channels;
-    let rows = output.len().checked_div(row_len).unwrap_or(0);
-    assert!(
-        input.len() >= g.batches * g.in_h * g.in_w * g.channels
-            && rows * row_len == output.len()
-            && row0 + rows <= g.batches * g.out_h,
-        "pool_f32: slices shorter than {g:?} (rows {row0}+{rows})"
-    );
+    assert_rows_fit("pool_f32", g, input.len(), row0, output.len());
     // Below 16 channels a register holds less than one vector's lanes, and the AVX2 loop with
     // the channel count a constant is faster (an average pool over 4 channels: 117 against
     // 127 µs).

@@ -37,14 +37,7 @@ pub fn average_pool_i8_rows(
     row0: usize,
     output: &mut [i8],
 ) -> bool {
-    let row_len = g.out_w * g.channels;
-    let rows = output.len().checked_div(row_len).unwrap_or(0);
-    assert!(
-        input.len() >= g.batches * g.in_h * g.in_w * g.channels
-            && rows * row_len == output.len()
-            && row0 + rows <= g.batches * g.out_h,
-        "average_pool_i8: slices shorter than {g:?} (rows {row0}+{rows})"
-    );
+    super::pool::assert_rows_fit("average_pool_i8", g, input.len(), row0, output.len());
     let rows = Rows {
         g,
         input,

@@ -6,7 +6,7 @@
 //! weight zero points).
 
 use super::conv_i8::{
-    conv_i8_columns_in_place, conv_i8_rows_in_place_with, conv_i8_rows_with, conv_i8_with, pack_filter, packed_filter_len,
+    conv_i8_columns_in_place, conv_i8_in_place, conv_i8_rows_in_place_with, conv_i8_rows_with, conv_i8_with, pack_filter, packed_filter_len,
     packs, panel_scratch_len, PATCH_ELEMS,
 };
 use super::depthwise_i8::{
@@ -223,6 +223,62 @@ fn conv_column_split_matches_reference() {
                 isa, &g, &input, &filter, &mut scratch, b.as_deref(), &q, units, &mut got, run,
             );
             assert_eq!(got, want, "{isa:?} {g:?} {units} channels a task");
+        }
+    }
+}
+
+/// `conv_i8_in_place` splits by output channels (pointwise filters outweighing the input) or
+/// by pixel bands (the rest) and gives the reference's bits for every thread count, with its
+/// tasks run last to first and as many scratch parts as threads.
+#[test]
+fn conv_in_place_split_matches_reference() {
+    let mut r = Rng::new(2029);
+    // (height, width, in_c, out_c, filter size)
+    let cases = [
+        (7, 7, 160, 960, 1),
+        (14, 14, 64, 384, 1),
+        (28, 28, 32, 24, 1),
+        (9, 11, 24, 40, 3),
+        (2, 2, 8, 5, 1),
+    ];
+    for &(h, w, c, oc, f) in &cases {
+        let g = ConvGeometry {
+            batches: 1,
+            in_h: h,
+            in_w: w,
+            in_c: c,
+            out_h: h,
+            out_w: w,
+            out_c: oc,
+            filter_h: f,
+            filter_w: f,
+            filter_depth: c,
+            stride_h: 1,
+            stride_w: 1,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_h: f / 2,
+            pad_w: f / 2,
+            depth_multiplier: 1,
+        };
+        let filter = r.i8s(oc * f * f * c);
+        let input = r.i8s(g.input_len());
+        let qq = Quant::random(&mut r, oc);
+        let q = qq.conv();
+        let b = bias(&mut r, oc);
+        let mut want = vec![0i8; g.output_len()];
+        conv_i8(&g, &input, &filter, b.as_deref(), &q, &mut want);
+        for &isa in Isa::available() {
+            for threads in [1, 2, 4] {
+                let mut got = vec![0x55i8; g.output_len()];
+                let mut scratch = vec![0x55i8; threads * panel_scratch_len(isa, &g)];
+                let run = &mut |n: usize, f: &(dyn Fn(usize) + Sync)| (0..n).rev().for_each(f);
+                conv_i8_in_place(
+                    isa, &g, &input, &filter, &mut scratch, b.as_deref(), &q, &mut got, threads,
+                    run,
+                );
+                assert_eq!(got, want, "{isa:?} {g:?} on {threads} threads");
+            }
         }
     }
 }
@@ -462,7 +518,7 @@ fn grouped_conv_matches_reference() {
 fn grouped_conv_f32_matches_reference() {
     use super::conv::{conv_f32, pack_filter as pack_f32, ConvPlan, ConvWeights};
     use crate::interpreter::reference::conv::conv_f32 as reference;
-    use crate::interpreter::threads::{for_each_chunk_mut, ThreadPool};
+    use crate::interpreter::threads::ThreadPool;
     let mut r = Rng::new(0xf_2028);
     let mut cases: Vec<ConvGeometry> = (0..150).map(|_| random_grouped(&mut r)).collect();
     // Pointwise groups, and groups of many channels (several im2col blocks and panel groups).
@@ -531,7 +587,7 @@ fn grouped_conv_f32_matches_reference() {
                     &mut got,
                     &mut cols,
                     threads,
-                    &mut |o, chunk, f| for_each_chunk_mut(Some(&mut pool), o, chunk, f),
+                    &mut |tasks, f| pool.run(tasks, f),
                 );
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert!((a - b).abs() <= 1e-4, "{isa:?} {g:?}: element {i}: {a} vs {b}");

@@ -232,7 +232,7 @@ fn conv_prepacked_matches_reference() {
 /// scale or one per channel, a bias or none.
 #[test]
 fn dot_tiles_match_reference() {
-    use super::gemm_i8::OutRows;
+    use super::out_rows::OutRows;
     use super::gemm_i8_dot::gemm_i8_dot;
     use super::requant_i8::Requant;
     use crate::interpreter::reference::fully_connected::{fully_connected_i8, FcQuant};

@@ -85,35 +85,41 @@ mod single;
 #[cfg(not(feature = "std"))]
 pub use single::ThreadPool;
 
+/// Runs `f(t)` for `t < tasks`, each once, possibly on several threads, and returns when all
+/// have run: `run(tasks, f)`. How a kernel lends its threads to an optimized entry point that
+/// splits its own work (`InvokeContext::parallel_for`, or [`ThreadPool::run`] in tests).
+pub type TaskRunner<'r> = dyn FnMut(usize, &(dyn Fn(usize) + Sync)) + 'r;
+
 /// Splits `out` into consecutive chunks of `chunk` elements (the last may be shorter) and runs
-/// `f(k, chunk_k)` for each on `pool` (sequentially without one). Each task gets its own
-/// disjoint part of `out`, so kernels split their output rows across threads without `unsafe`.
-pub fn for_each_chunk_mut<T: Send>(
-    pool: Option<&mut ThreadPool>,
+/// `f(k, chunk_k)` for each as a task of `run`. Each task gets its own disjoint part of `out`,
+/// so kernels split their output rows across threads without `unsafe`.
+pub fn run_chunks<T: Send + Sync>(
+    run: &mut TaskRunner<'_>,
     out: &mut [T],
     chunk: usize,
     f: &(dyn Fn(usize, &mut [T]) + Sync),
 ) {
     let chunk = chunk.max(1);
+    let len = out.len();
+    let parts = DisjointMut::new(out);
+    run(len.div_ceil(chunk), &|k| {
+        let start = k * chunk;
+        // SAFETY: task `k` runs once per round and alone takes `start..start + chunk` (cut at
+        // `len`), disjoint from every other task's range.
+        f(k, unsafe { parts.part(start, chunk.min(len - start)) });
+    });
+}
+
+/// [`run_chunks`] on `pool`'s threads (one after another without a pool).
+pub fn for_each_chunk_mut<T: Send + Sync>(
+    pool: Option<&mut ThreadPool>,
+    out: &mut [T],
+    chunk: usize,
+    f: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
     match pool {
-        Some(pool) if pool.threads() > 1 && out.len() > chunk => {
-            let len = out.len();
-            let base = SendPtr(out.as_mut_ptr());
-            let tasks = len.div_ceil(chunk);
-            pool.run(tasks, &|k| {
-                let start = k * chunk;
-                let n = chunk.min(len - start);
-                // SAFETY: tasks `k` cover disjoint ranges `start..start + n` of `out`, which
-                // is exclusively borrowed for the whole round; each task runs once.
-                let part = unsafe { core::slice::from_raw_parts_mut(base.get().add(start), n) };
-                f(k, part);
-            });
-        }
-        _ => {
-            for (k, part) in out.chunks_mut(chunk).enumerate() {
-                f(k, part);
-            }
-        }
+        Some(pool) => run_chunks(&mut |tasks, task| pool.run(tasks, task), out, chunk, f),
+        None => run_chunks(&mut |tasks, task| (0..tasks).for_each(task), out, chunk, f),
     }
 }
 
