@@ -14,7 +14,12 @@
 //!   deadlock a global allocator that is itself waiting on the lock. Under loom it is a loom
 //!   mutex, so models can explore it.
 
+#[cfg(feature = "std")]
+mod biased;
 mod spin;
+/// Plain updates for the one thread that has used an object so far (an asymmetric handshake).
+#[cfg(feature = "std")]
+pub(crate) use biased::Biased;
 /// The never-allocating spin lock with a `const` constructor in every build (for statics of the
 /// `#[global_allocator]` path).
 pub(crate) use spin::SpinLock as StaticSpinLock;

@@ -7,8 +7,8 @@
 //! TensorFlow's `TrackingAllocator` keeps a hash map under a mutex: every operation pays a lock,
 //! atomic read-modify-writes (each one drains the store buffer) and a hash-table probe into a
 //! table the size of the live set, several times the cost of the wrapped allocator on small
-//! objects. This wrapper pays one uncontended atomic read-modify-write per free and none per
-//! allocation:
+//! objects. This wrapper pays at most one uncontended atomic read-modify-write per free (none
+//! while one thread alone has freed through it) and none per allocation:
 //!
 //! - Each block carries a 16-byte **header** in front of the pointer handed out (the inner
 //!   allocator is asked for `size + max(align, 16)` bytes at `max(align, 16)` alignment). The
@@ -22,7 +22,11 @@
 //!   allocator) holds, for each address where a live block of this allocator starts, the
 //!   block's header offset (`log2(max(align, 16))`), else 0. An allocation sets its byte (a
 //!   plain store); a free checks it and clears it with a compare-and-swap, so of two threads
-//!   freeing one block at once exactly one proceeds. Three dependent loads each, no lock, and
+//!   freeing one block at once exactly one proceeds. While the first thread that freed is the
+//!   only one that has, its clears are plain stores: the second thread's first free ends that
+//!   for good with an asymmetric handshake ([`Biased`](crate::sync::Biased): a `membarrier`
+//!   system call, then a wait for a clear in progress; Linux only, the compare-and-swap
+//!   always elsewhere). Three dependent loads each, no lock, and
 //!   neighbouring blocks share the index's cache lines (one line per KiB of heap).
 //! - The **slot table** (chunks of 1024, 2048, 4096, … 32-byte slots that are never moved or
 //!   freed before the allocator) holds, per live block: address, id, requested and allocated
@@ -71,12 +75,13 @@
 //!   header offset back, never the caller's. A live block whose header was overwritten (a write
 //!   in front of the block) fails the 40-bit check and is refused, except with probability
 //!   2⁻⁴⁰. Two threads freeing the same block at the same instant: one frees it, the other is
-//!   refused as a double free (the compare-and-swap on its index entry decides). Not
+//!   refused as a double free (the compare-and-swap on its index entry decides; the
+//!   handshake orders the first thread's plain clears before it). Not
 //!   detected: a second free after this allocator handed the same address out again (it frees
 //!   the new block, as with any allocator).
 //!
 //!   Cost, in every build: the index lookup, a store per allocation and a compare-and-swap per
-//!   free, a few tens of instructions each (instruction counts in `BENCHMARKS.md`), one
+//!   free (a store while one thread alone frees), a few tens of instructions each (instruction counts in `BENCHMARKS.md`), one
 //!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
 //!   Debug builds add a load of the slot per free (a cache miss on a random free).
 //! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
@@ -163,6 +168,9 @@ pub struct TrackingAllocator<A> {
     /// Which addresses hold a live block: what a free checks before it reads a header. Here
     /// rather than in [`Shared`] (fronts never use it), one load closer.
     shadow: shadow::Shadow,
+    /// Whether one thread alone has freed through this allocator so far: its claims on index
+    /// entries are then plain stores (see [`shadow::claim`]).
+    bias: crate::sync::Biased,
     name: String,
     shared: rust_alloc::sync::Arc<Shared>,
 }
@@ -199,6 +207,7 @@ impl<A> TrackingAllocator<A> {
         Self {
             inner,
             shadow: shadow::Shadow::new(),
+            bias: crate::sync::Biased::new(),
             name: name.into(),
             shared: rust_alloc::sync::Arc::new(Shared::new()),
         }
@@ -357,8 +366,12 @@ impl<A> TrackingAllocator<A> {
             self.refuse(addr, layout, BadFree::Shadow { seen });
             return None;
         }
-        // Claim the block: a thread freeing it at the same instant finds the entry cleared.
-        if !shadow::claim(mark, seen) {
+        // Claim the block: a thread freeing it at the same instant finds the entry cleared. While
+        // this thread is the only one that has freed here, no free can race it: a plain store.
+        let claimed = self
+            .bias
+            .run(|| shadow::claim_alone(mark), || shadow::claim(mark, seen));
+        if !claimed {
             self.refuse(addr, layout, BadFree::Shadow { seen: 0 });
             return None;
         }

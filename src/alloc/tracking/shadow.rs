@@ -91,6 +91,14 @@ pub(super) fn claim(e: &AtomicU8, seen: u8) -> bool {
         .is_ok()
 }
 
+/// [`claim`] for a thread no other can race (the owner of a [`Biased`](crate::sync::Biased)
+/// while its bias holds): a plain store. The caller read `seen` from the entry.
+#[inline]
+pub(super) fn claim_alone(e: &AtomicU8) -> bool {
+    e.store(0, Ordering::Relaxed);
+    true
+}
+
 pub(super) struct Shadow {
     root: AtomicPtr<Root>,
 }

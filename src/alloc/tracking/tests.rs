@@ -760,6 +760,50 @@ fn two_threads_freeing_one_block_at_once_free_it_once() {
 }
 
 #[test]
+fn a_second_threads_first_free_racing_the_first_threads_is_refused_once() {
+    // The first thread to free through an allocator claims index entries with plain stores
+    // until a second thread frees (`sync::Biased`). Each round takes a fresh allocator whose
+    // first thread has freed once, then both threads free one block at the same instant: the
+    // second thread's first free (which ends the bias) races the first thread's plain claim.
+    use core::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let rounds = scale(2_000, 4);
+    let l = Layout::from_size_align(48, 16).unwrap();
+    for r in 0..rounds {
+        let t = TrackingAllocator::with_name(
+            CountFrees {
+                frees: AtomicUsize::new(0),
+                blocks: std::sync::Mutex::new(Vec::new()),
+            },
+            "race",
+        );
+        let first = t.allocate(l).unwrap().cast::<u8>();
+        let raced = t.allocate(l).unwrap().cast::<u8>().as_ptr() as usize;
+        // SAFETY: a live block of `t` with layout `l`, freed once.
+        unsafe { t.deallocate(first, l) };
+        let ready = AtomicUsize::new(0);
+        let free_raced = || {
+            ready.fetch_add(1, SeqCst);
+            while ready.load(SeqCst) != 2 {
+                core::hint::spin_loop();
+            }
+            // SAFETY: a live block of `t` with layout `l`; the other thread's concurrent free
+            // of it is the race under test, which the wrapper must refuse.
+            unsafe { t.deallocate(NonNull::new(raced as *mut u8).unwrap(), l) };
+        };
+        std::thread::scope(|s| {
+            s.spawn(free_raced);
+            free_raced();
+        });
+        assert_eq!(
+            t.inner().frees.load(SeqCst),
+            2,
+            "round {r}: a block reached the inner allocator twice (or not at all)"
+        );
+        assert_eq!(t.live_count(), 0);
+    }
+}
+
+#[test]
 fn allocation_counts_from_the_id_cursor_are_exact_across_id_blocks_and_rebinding() {
     // Allocations are counted by the front's id cursor: the count must be exact at the last id
     // of a block, the first of the next, and after the thread's front moved to another
