@@ -402,9 +402,11 @@ mod avx512 {
         let stride = out.stride;
         // SAFETY: row `r0` column `c0` lies inside the rows `gemm_requant` checked.
         let base = unsafe { out.as_mut_ptr().add(r0 * stride + c0) };
-        // SAFETY (every use): row `r < R` of the tile, columns `c0..c0 + nc`, lies inside the
-        // rows and columns `gemm_requant` checked with `fits`.
-        let row = |r: usize| unsafe { base.add(r * stride) };
+        let row = |r: usize| {
+            // SAFETY: row `r < R` of the tile, columns `c0..c0 + nc`, lies inside the rows and
+            // columns `gemm_requant` checked with `fits`.
+            unsafe { base.add(r * stride) }
+        };
         if P == 2 {
             let mask = (u64::MAX >> (64 - nc)) as __mmask32;
             let whole = nc == 2 * LANES;
