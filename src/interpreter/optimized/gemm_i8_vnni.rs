@@ -381,11 +381,7 @@ mod avx512 {
     }
 
     /// [`store`] with every panel's stage in the small-sums form: four vectors per pack, so
-    /// two rows of two panels or four rows of one leave as one 64-byte vector — one store
-    /// where those rows are adjacent in the output (32 or 16 channels, all of a row), else
-    /// one per row (unmasked when the row's channels fill it). Rows are addressed from the
-    /// output's start: `gemm_requant` checked every row of the call against
-    /// [`OutRows::fits`], so no store checks its row again.
+    /// two rows of two panels or four rows of one leave as one 64-byte vector.
     ///
     /// # Safety
     /// As [`store`]; the accumulators satisfy the stages' small-sums promise.
@@ -399,17 +395,11 @@ mod avx512 {
         c0: usize,
         nc: usize,
     ) {
-        let stride = out.stride;
-        // SAFETY: row `r0` column `c0` lies inside the rows `gemm_requant` checked.
-        let base = unsafe { out.as_mut_ptr().add(r0 * stride + c0) };
-        let row = |r: usize| {
-            // SAFETY: row `r < R` of the tile, columns `c0..c0 + nc`, lies inside the rows and
-            // columns `gemm_requant` checked with `fits`.
-            unsafe { base.add(r * stride) }
+        let row = |out: &mut OutRows<'_>, r: usize, len: usize| {
+            out.row(r0 + r, c0, len).as_mut_ptr()
         };
         if P == 2 {
             let mask = (u64::MAX >> (64 - nc)) as __mmask32;
-            let whole = nc == 2 * LANES;
             for r in (0..R).step_by(2) {
                 let a = [f[0].rescale(acc[r][0]), f[1].rescale(acc[r][P - 1])];
                 let b = match acc.get(r + 1) {
@@ -417,39 +407,28 @@ mod avx512 {
                     None => a,
                 };
                 let v = f[0].pack4([a[0], a[1], b[0], b[1]]);
-                if whole && stride == 2 * LANES && r + 1 < R {
-                    // SAFETY: rows `r, r + 1` are 64 adjacent bytes of the output.
-                    unsafe { _mm512_storeu_si512(row(r).cast(), v) };
-                    continue;
-                }
                 for (i, half) in [_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v)]
                     .into_iter()
                     .enumerate()
                     .take(R - r)
                 {
-                    let o = row(r + i);
-                    if whole {
+                    let o = row(out, r + i, nc);
+                    if nc == 2 * LANES {
                         // SAFETY: `o` holds 32 bytes.
-                        unsafe { _mm256_storeu_si256(o.cast(), half) };
+                        _mm256_storeu_si256(o.cast(), half);
                     } else {
                         // SAFETY: the mask covers the `nc` bytes of `o`; masked-off bytes
                         // are not touched.
-                        unsafe { _mm256_mask_storeu_epi8(o, mask, half) };
+                        _mm256_mask_storeu_epi8(o, mask, half);
                     }
                 }
             }
         } else {
             let mask = ((1u32 << nc) - 1) as __mmask16;
-            let whole = nc == LANES;
             for r in (0..R).step_by(4) {
                 let v: [__m512i; 4] =
                     core::array::from_fn(|i| f[0].rescale(acc[(r + i).min(R - 1)][0]));
                 let v = f[0].pack4(v);
-                if whole && stride == LANES && r + 3 < R {
-                    // SAFETY: rows `r..r + 4` are 64 adjacent bytes of the output.
-                    unsafe { _mm512_storeu_si512(row(r).cast(), v) };
-                    continue;
-                }
                 let quarters = [
                     _mm512_extracti32x4_epi32::<0>(v),
                     _mm512_extracti32x4_epi32::<1>(v),
@@ -457,15 +436,9 @@ mod avx512 {
                     _mm512_extracti32x4_epi32::<3>(v),
                 ];
                 for (i, q) in quarters.into_iter().enumerate().take(R - r) {
-                    let o = row(r + i);
-                    if whole {
-                        // SAFETY: the row holds 16 bytes.
-                        unsafe { _mm_storeu_si128(o.cast(), q) };
-                    } else {
-                        // SAFETY: the mask covers the `nc` bytes of the row; masked-off bytes
-                        // are not touched.
-                        unsafe { _mm_mask_storeu_epi8(o, mask, q) };
-                    }
+                    // SAFETY: the mask covers the `nc` bytes of the row; masked-off bytes are
+                    // not touched.
+                    _mm_mask_storeu_epi8(row(out, r + i, nc), mask, q);
                 }
             }
         }
