@@ -134,13 +134,12 @@ mod avx512 {
     use crate::interpreter::optimized::Isa;
     use core::arch::x86_64::*;
 
-    /// [`super::pack`], panel by panel: a full panel's first `k / 64 * 64` depth positions as
-    /// 16 × 16 transposes of quads in `zmm` registers ([`transpose16`]), the next
-    /// `k % 64 / 16 * 16` as 4 × 4 transposes in `xmm`, the rest one byte at a time; then each
+    /// [`super::pack`], panel by panel: a full panel's first `k / 16 * 16` depth positions
+    /// four quads at a time ([`quad_columns`]: broadcast loads place the sixteen rows' 16-byte
+    /// pieces, in-lane 4 × 4 transposes finish them), the rest one byte at a time; then each
     /// panel's sums as `vpdpbusd` of ones with its quads (exact: 64 products of at most 128 per
-    /// step). The 16 × 16 transpose moves 64 bytes per shuffle where the 4 × 4 one moves 16:
-    /// the `xmm` shuffles and stores bounded the packing (the per-call cost of the products
-    /// with few rows).
+    /// step). The shuffles bound the packing (the per-call cost of the products with few
+    /// rows): a 16 × 16 register transpose takes 64 per 1 KiB, this 32.
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW/VL and VNNI; `w` holds `n * k` bytes, `out`
@@ -164,54 +163,22 @@ mod avx512 {
             // follow poorly (the loads missing the cache were most of the packing time).
             let next = &w[(c0 + lanes) * k..w.len().min((c0 + lanes + LANES) * k)];
             let done = if lanes == LANES {
-                let wide = k / 64;
-                for ch in 0..wide {
-                    for line in 16 * ch..(16 * ch + 16).min(next.len().div_ceil(64)) {
-                        // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
-                        // nothing.
-                        _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
-                    }
-                    // SAFETY: row `l < 16` reads bytes `64 ch..64 ch + 64 <= k` of its row of
-                    // `rows`.
-                    let r: [__m512i; LANES] = core::array::from_fn(|l| {
-                        _mm512_loadu_si512(rows.as_ptr().add(l * k + 64 * ch).cast())
-                    });
-                    let q = transpose16(&r);
-                    let dst = panel.as_mut_ptr().add(16 * ch * 4 * LANES);
-                    for (j, v) in q.iter().enumerate() {
-                        // SAFETY: quad `16 ch + j < quads` of the panel: 64 bytes inside it.
-                        _mm512_storeu_si512(dst.add(j * 4 * LANES).cast(), *v);
-                    }
-                }
                 let chunks = k / 16;
-                for ch in 4 * wide..chunks {
-                    for line in 4 * ch..(4 * ch + 4).min(next.len().div_ceil(64)) {
-                        // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
-                        // nothing.
-                        _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
-                    }
-                    for g in 0..LANES / 4 {
-                        // SAFETY: row `4g + i` reads bytes `16 ch..16 ch + 16 <= k` of its row
-                        // of `rows`; the stores write quads `4 ch..4 ch + 4 <= quads`, lanes
-                        // `4g..4g + 4`, inside the panel.
-                        let src = rows.as_ptr().add((4 * g) * k + 16 * ch);
-                        let r: [__m128i; 4] =
-                            core::array::from_fn(|i| _mm_loadu_si128(src.add(i * k).cast()));
-                        // 4 × 4 transpose: `q[j]` = quad `j` of rows `4g..4g + 4`.
-                        let t0 = _mm_unpacklo_epi32(r[0], r[1]);
-                        let t1 = _mm_unpackhi_epi32(r[0], r[1]);
-                        let t2 = _mm_unpacklo_epi32(r[2], r[3]);
-                        let t3 = _mm_unpackhi_epi32(r[2], r[3]);
-                        let q = [
-                            _mm_unpacklo_epi64(t0, t2),
-                            _mm_unpackhi_epi64(t0, t2),
-                            _mm_unpacklo_epi64(t1, t3),
-                            _mm_unpackhi_epi64(t1, t3),
-                        ];
-                        let dst = panel.as_mut_ptr().add(4 * ch * 4 * LANES + 16 * g);
-                        for (j, v) in q.iter().enumerate() {
-                            _mm_storeu_si128(dst.add(j * 4 * LANES).cast(), *v);
+                for ch in 0..chunks {
+                    if ch % 4 == 0 {
+                        for line in 4 * ch..(4 * ch + 16).min(next.len().div_ceil(64)) {
+                            // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
+                            // nothing.
+                            _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
                         }
+                    }
+                    // SAFETY: row `l < 16` reads bytes `16 ch..16 ch + 16 <= k` of its row of
+                    // `rows`; the stores write quads `4 ch..4 ch + 4 <= quads` of the panel.
+                    let src = rows.as_ptr().add(16 * ch);
+                    let q = quad_columns(src, k);
+                    let dst = panel.as_mut_ptr().add(4 * ch * 4 * LANES);
+                    for (j, v) in q.iter().enumerate() {
+                        _mm512_storeu_si512(dst.add(j * 4 * LANES).cast(), *v);
                     }
                 }
                 chunks * 16
@@ -254,43 +221,37 @@ mod avx512 {
         }
     }
 
-    /// The 16 × 16 transpose of 32-bit elements: `out[j]` lane `l` = `r[l]` lane `j` (row `l`'s
-    /// quad `j` of depth positions). Two rounds of in-lane unpacks transpose each 128-bit lane's
-    /// 4 × 4 blocks; two rounds of `vshufi32x4` then transpose the 4 × 4 grid of lanes.
+    /// Quads `0..4` of sixteen rows `k` bytes apart from `src` (16 bytes of each row), as
+    /// the four panel steps: `out[j]` lane `l` = row `l`'s quad `j`. Each register gathers one
+    /// 16-byte row per 128-bit lane by (masked) broadcast loads — row `4L + i` in lane `L` of
+    /// register `i` — so only the in-lane 4 × 4 transposes take shuffles: 8 per 256 bytes,
+    /// half of a 16 × 16 register transpose's (the shuffles bounded the packing).
     ///
     /// # Safety
-    /// The CPU supports AVX-512 F.
+    /// The CPU supports AVX-512 F; rows `0..16` have 16 readable bytes at `src + l k`.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn transpose16(r: &[__m512i; LANES]) -> [__m512i; LANES] {
-        // `t[2i]` lane `L`: rows `2i, 2i + 1` at quads `4L, 4L + 1` (interleaved);
-        // `t[2i + 1]`: at quads `4L + 2, 4L + 3`.
-        let mut t = [_mm512_setzero_si512(); LANES];
-        for i in 0..LANES / 2 {
-            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-        }
-        // `u[4i + m]` lane `L`: quad `4L + m` of rows `4i..4i + 4`.
-        let mut u = [_mm512_setzero_si512(); LANES];
-        for i in 0..LANES / 4 {
-            u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-            u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-            u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-            u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-        }
-        // `out[4L + m]` lane `i` (128 bits) = `u[4i + m]` lane `L`.
-        let mut out = [_mm512_setzero_si512(); LANES];
-        for m in 0..4 {
-            let a0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(u[m], u[4 + m]);
-            let a1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(u[m], u[4 + m]);
-            let b0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(u[8 + m], u[12 + m]);
-            let b1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(u[8 + m], u[12 + m]);
-            out[m] = _mm512_shuffle_i32x4::<0b10_00_10_00>(a0, b0);
-            out[4 + m] = _mm512_shuffle_i32x4::<0b11_01_11_01>(a0, b0);
-            out[8 + m] = _mm512_shuffle_i32x4::<0b10_00_10_00>(a1, b1);
-            out[12 + m] = _mm512_shuffle_i32x4::<0b11_01_11_01>(a1, b1);
-        }
-        out
+    unsafe fn quad_columns(src: *const i8, k: usize) -> [__m512i; 4] {
+        // SAFETY: every load reads 16 bytes of one of the sixteen rows (the caller's promise).
+        let r: [__m512i; 4] = core::array::from_fn(|i| unsafe {
+            let row = |l: usize| _mm_loadu_si128(src.add(l * k).cast());
+            let v = _mm512_castsi128_si512(row(i));
+            let v = _mm512_mask_broadcast_i32x4(v, 0x00F0, row(4 + i));
+            let v = _mm512_mask_broadcast_i32x4(v, 0x0F00, row(8 + i));
+            _mm512_mask_broadcast_i32x4(v, 0xF000, row(12 + i))
+        });
+        // Lane `L`: `t0` = rows `4L, 4L + 1` at quads 0, 1 (interleaved), `t1` at quads 2, 3;
+        // `t2`, `t3` the same for rows `4L + 2, 4L + 3`.
+        let t0 = _mm512_unpacklo_epi32(r[0], r[1]);
+        let t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+        let t2 = _mm512_unpacklo_epi32(r[2], r[3]);
+        let t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+        [
+            _mm512_unpacklo_epi64(t0, t2),
+            _mm512_unpackhi_epi64(t0, t2),
+            _mm512_unpacklo_epi64(t1, t3),
+            _mm512_unpackhi_epi64(t1, t3),
+        ]
     }
 
     /// The accumulators of one tile of `R` activation rows × `P` panels, starting at `init`.
