@@ -372,6 +372,8 @@ impl InitContext<'_> {
 pub struct PrepareContext<'a> {
     pub(crate) state: BuildState<'a>,
     pub(crate) tensors: &'a [TensorEntry],
+    /// The pool of the tensors' dimensions ([`TensorEntry::dims`]).
+    pub(crate) shapes: &'a [usize],
     /// The model and where its tensors sit in `tensors` (quantization is read from the model).
     pub(crate) model: (
         &'a crate::model::Model,
@@ -506,7 +508,7 @@ impl<'a> PrepareContext<'a> {
             index: t,
             name: &e.name,
             dtype: e.dtype,
-            dims: &e.dims,
+            dims: e.dims.of(self.shapes),
             quantization: self.model.1.tensor(self.model.0, t).quantization.as_ref(),
             is_constant: matches!(
                 e.kind,

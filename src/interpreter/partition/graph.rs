@@ -145,7 +145,7 @@ impl PartitionGraph {
         let lifetimes = Lifetimes::compute(model, &LifetimeOptions::default())
             .map_err(|e| PartitionError::Model(e.into()))?;
         let layout = crate::interpreter::subgraphs::Layout::main_only(model)?;
-        let (entries, infos) = graph::build(model, &layout, &lifetimes)?;
+        let ((entries, _), infos) = graph::build(model, &layout, &lifetimes)?;
         let sg = &model.subgraphs[0];
         let tensors: Vec<PartitionTensor> = entries
             .iter()
@@ -236,7 +236,7 @@ impl PartitionGraph {
             }
             let weighted = inputs
                 .iter()
-                .any(|&t| tensors[t].class == TensorClass::Constant && entries[t].dims.len() >= 2);
+                .any(|&t| tensors[t].class == TensorClass::Constant && entries[t].dims.rank() >= 2);
             nodes.push(PartitionNode {
                 index: info.index,
                 builtin: info.builtin,
