@@ -14,7 +14,7 @@
 use super::carve::{Place, Table};
 use super::error::InterpreterError;
 use super::subgraphs::Layout;
-use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
+use crate::model::{BuiltinOp, Model, Sparsity, TensorDef};
 use crate::tensor::DType;
 use crate::tensor::QuantizationRef;
 use rust_alloc::borrow::Cow;
@@ -38,9 +38,8 @@ pub enum TensorKind {
 /// A tensor of the executable graph.
 #[derive(Clone, Debug)]
 pub struct TensorEntry {
-    /// Name (the model's, borrowed or owned as [`TensorDef::name`](crate::model::TensorDef)).
-    pub name: Cow<'static, str>,
-    /// Element type.
+    /// Element type (the name and quantization are read from the model:
+    /// [`Layout::tensor`]).
     pub dtype: DType,
     /// Where its dimensions (static shape) sit in the staging's shape pool (see [`build`]).
     pub dims: DimsAt,
@@ -160,12 +159,12 @@ pub(crate) struct TensorTable<'a> {
 impl<'a> TensorTable<'a> {
     /// The compact table of `entries` (their dimensions in `shapes`, the pool they were built
     /// with, which the table copies); tensors for which `keep(t)` holds keep their name and
-    /// quantization (`quantization(t)`, the model's), the name read in place from `model` (the
+    /// quantization (of `def(t)`, the model's tensor), the name read in place from `model` (the
     /// model's bytes) where it stores it.
     pub(crate) fn new<'q>(
         (entries, shapes): (&[TensorEntry], &[usize]),
         keep: impl Fn(usize) -> bool,
-        quantization: impl Fn(usize) -> Option<&'q Quantization>,
+        def: impl Fn(usize) -> &'q TensorDef,
         model: Option<&crate::model::ModelBytes>,
     ) -> Result<Self, InterpreterError> {
         let mut meta = Vec::with_capacity(entries.len());
@@ -173,9 +172,10 @@ impl<'a> TensorTable<'a> {
         let mut described = Vec::new();
         let (mut names, mut scales, mut zero_points) = (Vec::new(), Vec::new(), Vec::new());
         for (t, e) in entries.iter().enumerate() {
+            let name = &def(t).name;
             let too_big = || InterpreterError::Tensor {
                 index: t,
-                name: e.name.to_string(),
+                name: name.to_string(),
                 message: "rank or shape table too large for the interpreter's tables".into(),
             };
             // The staging's pool already stores equal shapes once.
@@ -192,17 +192,17 @@ impl<'a> TensorTable<'a> {
             }
             if keep(t) {
                 let (name_at, name_len, name_in_model) =
-                    match model.and_then(|b| find_string(b, &e.name)) {
+                    match model.and_then(|b| find_string(b, name)) {
                         Some((at, len)) => (at, len, true),
                         None => {
                             let at = u32::try_from(names.len()).map_err(|_| too_big())?;
-                            names.extend_from_slice(e.name.as_bytes());
-                            let len = u32::try_from(e.name.len()).map_err(|_| too_big())?;
+                            names.extend_from_slice(name.as_bytes());
+                            let len = u32::try_from(name.len()).map_err(|_| too_big())?;
                             (at, len, false)
                         }
                     };
                 let q_at = u32::try_from(scales.len()).map_err(|_| too_big())?;
-                let (q_len, q_dim) = match quantization(t) {
+                let (q_len, q_dim) = match &def(t).quantization {
                     Some(q) => {
                         scales.extend_from_slice(q.scales());
                         zero_points.extend_from_slice(q.zero_points());
@@ -572,7 +572,6 @@ fn entry(
     let dims = pool_dims(shapes, dims)
         .ok_or_else(|| err("shape too large for the interpreter's tables".into()))?;
     Ok(TensorEntry {
-        name: tensor.name.clone(),
         dtype,
         dims,
         bytes,

@@ -125,7 +125,7 @@ fn kept_tensor_table<'a>(
     TensorTable::new(
         staged_tensors,
         |t| io.contains(&t),
-        |t| layout.tensor(model, t).quantization.as_ref(),
+        |t| layout.tensor(model, t),
         Some(&model.bytes),
     )
 }
@@ -297,7 +297,12 @@ pub(crate) fn finish<'a>(
         )?;
         if !node.prepare_time {
             let view = node_tables.view(i, &records);
-            check_node_views(node, (view.rt, view.scratch), &slots, &tensors)?;
+            check_node_views(
+                node,
+                (view.rt, view.scratch),
+                &slots,
+                (&tensors, (model, &layout)),
+            )?;
         }
     }
     if kept.is_none() {

@@ -264,7 +264,7 @@ fn stage_for<'r>(
         }
     }
     refuse_orphan_reads(&lifetimes, &nodes)?;
-    refuse_sparse_reads(&tensors, &nodes, &registrations)?;
+    refuse_sparse_reads(&tensors, &nodes, &registrations, (model, &layout))?;
     let mut folded = fold_f16_dequantize(
         &subgraphs,
         (&mut tensors, &shapes),
@@ -307,7 +307,7 @@ fn stage_for<'r>(
         },
     )?;
     tail.stage_variables(model, &layout, &tensors)?;
-    tail.keep_results(&tensors, prepared.computed)?;
+    tail.keep_results(&tensors, prepared.computed, (model, &layout))?;
     for p in &mut lifetimes.planned {
         if shared.get(p.tensor).is_some_and(Option::is_some) {
             p.bytes = 0; // not planned: it reads its caller's tensor
@@ -528,7 +528,7 @@ fn init_and_prepare(
                 None => table.insert(TensorTable::new(
                     (tensors, shapes),
                     |_| true,
-                    |t| layout.tensor(model, t).quantization.as_ref(),
+                    |t| layout.tensor(model, t),
                     None,
                 )?),
             };
@@ -679,6 +679,7 @@ fn refuse_sparse_reads(
     tensors: &[TensorEntry],
     nodes: &[NodeInfo],
     registrations: &[Registration],
+    (model, layout): (&Model, &Layout),
 ) -> Result<(), InterpreterError> {
     for (n, reg) in nodes.iter().zip(registrations) {
         for (k, &t) in n.inputs.iter().enumerate() {
@@ -688,7 +689,7 @@ fn refuse_sparse_reads(
             if e.sparsity.is_some() && !reg.reads_sparse_input(k) {
                 return Err(InterpreterError::Usage(format!(
                     "node {} ({}): input {k} `{}` is stored sparse, which this kernel cannot read (DENSIFY and FULLY_CONNECTED weights can)",
-                    n.index, n.op_name, e.name
+                    n.index, n.op_name, layout.tensor(model, t as usize).name
                 )));
             }
         }

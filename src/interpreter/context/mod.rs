@@ -504,12 +504,13 @@ impl<'a> PrepareContext<'a> {
 
     fn info(&self, t: usize) -> TensorInfo<'a> {
         let e = &self.tensors[t];
+        let def = self.model.1.tensor(self.model.0, t);
         TensorInfo {
             index: t,
-            name: &e.name,
+            name: &def.name,
             dtype: e.dtype,
             dims: e.dims.of(self.shapes),
-            quantization: self.model.1.tensor(self.model.0, t).quantization.as_ref(),
+            quantization: def.quantization.as_ref(),
             is_constant: matches!(
                 e.kind,
                 TensorKind::Constant | TensorKind::PrepareTimeConstant

@@ -151,7 +151,7 @@ impl PartitionGraph {
             .iter()
             .enumerate()
             .map(|(t, e)| PartitionTensor {
-                name: e.name.to_string(),
+                name: sg.tensors[t].name.to_string(),
                 bytes: e.bytes,
                 class: if sg.tensors[t].is_variable || e.kind == TensorKind::Variable {
                     TensorClass::Variable
