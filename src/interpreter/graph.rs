@@ -369,8 +369,6 @@ pub struct NodeInfo {
     /// Display name (`CONV_2D`, `CUSTOM(name)`): the builtin's static name, built only for
     /// custom and unknown ops.
     pub op_name: Cow<'static, str>,
-    /// Custom op name.
-    pub custom: Option<String>,
     /// Op version.
     pub version: i32,
     /// Input tensor indices (`-1` = omitted).
@@ -381,8 +379,9 @@ pub struct NodeInfo {
     /// build), or it was folded into its reader (a float16 DEQUANTIZE, a PAD).
     pub prepare_time: bool,
     /// Padding a PAD folded into this convolution adds around its input (see
-    /// `builder::pad_fusion`); `None` for every other node.
-    pub fused_padding: Option<FusedPadding>,
+    /// `builder::pad_fusion`); `None` for every other node (boxed: few nodes have one, and the
+    /// table of every node would otherwise carry its size).
+    pub fused_padding: Option<Box<FusedPadding>>,
 }
 
 /// Rows and columns of pad value around a convolution's input, from a PAD folded into it:
@@ -487,7 +486,6 @@ pub(crate) fn build(
                     (op, Some(name)) if op != BuiltinOp::CUSTOM => Cow::Borrowed(name),
                     _ => Cow::Owned(code.display_name()),
                 },
-                custom: code.custom_code.clone(),
                 version: code.version,
                 inputs: global(&op.inputs),
                 outputs,
@@ -596,4 +594,38 @@ pub(crate) fn operator_code<'m>(
             op.opcode_index
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape reads back from the pool as stored; equal shapes (and a shape that is a run
+    /// of one already stored) take no new room; a scalar's empty shape takes none.
+    #[test]
+    fn the_shape_pool_stores_equal_shapes_once() {
+        let mut pool = Vec::new();
+        let shapes: [&[usize]; 7] = [
+            &[1, 96, 96, 1],
+            &[1, 3, 3, 8],
+            &[],
+            &[1, 96, 96, 1],
+            &[96, 96],
+            &[1, 3, 3, 8],
+            &[2, 5],
+        ];
+        let at: Vec<DimsAt> = shapes
+            .iter()
+            .map(|s| pool_dims(&mut pool, s).unwrap())
+            .collect();
+        for (a, s) in at.iter().zip(&shapes) {
+            assert_eq!(a.of(&pool), *s);
+            assert_eq!(a.rank(), s.len());
+        }
+        assert_eq!(at[0], at[3]);
+        assert_eq!(at[1], at[5]);
+        assert_eq!(pool, [1, 96, 96, 1, 1, 3, 3, 8, 2, 5]);
+        // A position outside the pool reads as no dimensions, not a panic.
+        assert_eq!(at[6].of(&pool[..4]), &[] as &[usize]);
+    }
 }

@@ -22,7 +22,7 @@ use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
-use rust_alloc::{string::ToString, vec::Vec};
+use rust_alloc::{boxed::Box, string::ToString, vec::Vec};
 
 /// A variable tensor's initial value when it is not all zero bytes.
 #[derive(Clone, Copy, Debug)]
@@ -243,7 +243,7 @@ fn stage_for<'r>(
     let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
     let ((mut tensors, shapes), mut nodes) = graph::build(model, &layout, &lifetimes)?;
     for f in &pad_folds {
-        nodes[f.conv].fused_padding = Some(f.padding);
+        nodes[f.conv].fused_padding = Some(Box::new(f.padding));
         nodes[f.pad].prepare_time = true; // it does not run
     }
     for f in &scale_folds {

@@ -479,7 +479,7 @@ impl<'a> PrepareContext<'a> {
     /// The padding of a PAD folded into this node, which then reads the PAD's input (only for
     /// registrations that declare [`Registration::with_fused_padding`]).
     pub fn fused_padding(&self) -> Option<crate::interpreter::FusedPadding> {
-        self.state.node.fused_padding
+        self.state.node.fused_padding.as_deref().copied()
     }
     /// Number of inputs (omitted optional inputs included).
     pub fn num_inputs(&self) -> usize {

@@ -186,7 +186,9 @@ impl PartitionGraph {
             let outs: Vec<OperandInfo<'_>> = info.outputs.iter().filter_map(operand).collect();
             let query = OpQuery {
                 op: info.builtin,
-                custom: info.custom.as_deref(),
+                custom: model
+                    .opcode(&sg.operators[info.index])
+                    .and_then(|c| c.custom_code.as_deref()),
                 version: info.version,
                 inputs: &ins,
                 outputs: &outs,
