@@ -309,7 +309,7 @@ pub(crate) fn resolve_addresses(
         } else if e.bytes > 0 && slots[t].ptr.is_null() && e.kind == TensorKind::Planned {
             return Err(InterpreterError::Memory(format!(
                 "tensor {t} `{}` was not placed by the plan",
-                e.name
+                layout.tensor(model, t).name
             )));
         }
         if slots[t].ptr.is_null() {

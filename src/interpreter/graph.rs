@@ -14,7 +14,7 @@
 use super::carve::{Place, Table};
 use super::error::InterpreterError;
 use super::subgraphs::Layout;
-use crate::model::{BuiltinOp, Model, Quantization, Sparsity};
+use crate::model::{BuiltinOp, Model, Sparsity, TensorDef};
 use crate::tensor::DType;
 use crate::tensor::QuantizationRef;
 use rust_alloc::borrow::Cow;
@@ -38,12 +38,11 @@ pub enum TensorKind {
 /// A tensor of the executable graph.
 #[derive(Clone, Debug)]
 pub struct TensorEntry {
-    /// Name (the model's, borrowed or owned as [`TensorDef::name`](crate::model::TensorDef)).
-    pub name: Cow<'static, str>,
-    /// Element type.
+    /// Element type (the name and quantization are read from the model:
+    /// [`Layout::tensor`]).
     pub dtype: DType,
-    /// Dimensions (static shape).
-    pub dims: Box<[usize]>,
+    /// Where its dimensions (static shape) sit in the staging's shape pool (see [`build`]).
+    pub dims: DimsAt,
     /// Bytes (`prod(dims) * dtype size`).
     pub bytes: usize,
     /// Storage kind.
@@ -51,6 +50,45 @@ pub struct TensorEntry {
     /// Sparse storage of a constant (its `bytes` are then the stored values, not the dense
     /// size); only kernels registered to read it sparse (`Registration::sparse_inputs`) may.
     pub sparsity: Option<Box<Sparsity>>,
+}
+
+/// Where a tensor's dimensions sit in a shape pool (one `Vec<usize>` shared by all tensors of
+/// a staging, equal shapes stored once; [`build`] makes it): `rank` dimensions from `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DimsAt {
+    at: u32,
+    rank: u32,
+}
+
+impl DimsAt {
+    /// The dimensions in `pool` (the pool they were stored in; empty if it is not).
+    pub fn of(self, pool: &[usize]) -> &[usize] {
+        let at = self.at as usize;
+        pool.get(at..at + self.rank as usize).unwrap_or(&[])
+    }
+
+    /// Number of dimensions.
+    pub fn rank(self) -> usize {
+        self.rank as usize
+    }
+}
+
+/// Stores `dims` in `pool` (where an equal run already is, else appended; a scalar's empty
+/// shape is the empty run at 0); `None` when the pool or rank outgrows `u32`.
+fn pool_dims(pool: &mut Vec<usize>, dims: &[usize]) -> Option<DimsAt> {
+    let rank = u32::try_from(dims.len()).ok()?;
+    let found = match dims.len() {
+        0 => Some(0),
+        n => pool.windows(n).position(|w| w == dims),
+    };
+    let at = found.unwrap_or_else(|| {
+        pool.extend_from_slice(dims);
+        pool.len() - dims.len()
+    });
+    Some(DimsAt {
+        at: u32::try_from(at).ok()?,
+        rank,
+    })
 }
 
 /// Per tensor of a [`TensorTable`]: where its dimensions sit in the pool, and its kind. 4
@@ -119,38 +157,30 @@ pub(crate) struct TensorTable<'a> {
 }
 
 impl<'a> TensorTable<'a> {
-    /// The compact table of `entries`; tensors for which `keep(t)` holds keep their name and
-    /// quantization (`quantization(t)`, the model's), the name read in place from `model` (the
+    /// The compact table of `entries` (their dimensions in `shapes`, the pool they were built
+    /// with, which the table copies); tensors for which `keep(t)` holds keep their name and
+    /// quantization (of `def(t)`, the model's tensor), the name read in place from `model` (the
     /// model's bytes) where it stores it.
     pub(crate) fn new<'q>(
-        entries: &[TensorEntry],
+        (entries, shapes): (&[TensorEntry], &[usize]),
         keep: impl Fn(usize) -> bool,
-        quantization: impl Fn(usize) -> Option<&'q Quantization>,
+        def: impl Fn(usize) -> &'q TensorDef,
         model: Option<&crate::model::ModelBytes>,
     ) -> Result<Self, InterpreterError> {
-        let mut dims: Vec<usize> = Vec::new();
         let mut meta = Vec::with_capacity(entries.len());
         let mut sparse = Vec::new();
         let mut described = Vec::new();
         let (mut names, mut scales, mut zero_points) = (Vec::new(), Vec::new(), Vec::new());
         for (t, e) in entries.iter().enumerate() {
+            let name = &def(t).name;
             let too_big = || InterpreterError::Tensor {
                 index: t,
-                name: e.name.to_string(),
+                name: name.to_string(),
                 message: "rank or shape table too large for the interpreter's tables".into(),
             };
-            let rank = u8::try_from(e.dims.len()).map_err(|_| too_big())?;
-            // Equal shapes share their pool entry (the search is build-time only); a scalar's
-            // empty shape is the empty range at 0.
-            let found = match e.dims.len() {
-                0 => Some(0),
-                n => dims.windows(n).position(|w| *w == *e.dims),
-            };
-            let start = found.unwrap_or_else(|| {
-                dims.extend_from_slice(&e.dims);
-                dims.len() - e.dims.len()
-            });
-            let start = u16::try_from(start).map_err(|_| too_big())?;
+            // The staging's pool already stores equal shapes once.
+            let rank = u8::try_from(e.dims.rank()).map_err(|_| too_big())?;
+            let start = u16::try_from(e.dims.at).map_err(|_| too_big())?;
             let tensor = u32::try_from(t).map_err(|_| too_big())?;
             meta.push(TensorMeta {
                 dims: start,
@@ -162,17 +192,17 @@ impl<'a> TensorTable<'a> {
             }
             if keep(t) {
                 let (name_at, name_len, name_in_model) =
-                    match model.and_then(|b| find_string(b, &e.name)) {
+                    match model.and_then(|b| find_string(b, name)) {
                         Some((at, len)) => (at, len, true),
                         None => {
                             let at = u32::try_from(names.len()).map_err(|_| too_big())?;
-                            names.extend_from_slice(e.name.as_bytes());
-                            let len = u32::try_from(e.name.len()).map_err(|_| too_big())?;
+                            names.extend_from_slice(name.as_bytes());
+                            let len = u32::try_from(name.len()).map_err(|_| too_big())?;
                             (at, len, false)
                         }
                     };
                 let q_at = u32::try_from(scales.len()).map_err(|_| too_big())?;
-                let (q_len, q_dim) = match quantization(t) {
+                let (q_len, q_dim) = match &def(t).quantization {
                     Some(q) => {
                         scales.extend_from_slice(q.scales());
                         zero_points.extend_from_slice(q.zero_points());
@@ -194,6 +224,10 @@ impl<'a> TensorTable<'a> {
                 });
             }
         }
+        let mut dims = Vec::new();
+        dims.try_reserve_exact(shapes.len())
+            .map_err(|_| InterpreterError::Memory("out of memory for the shape table".into()))?;
+        dims.extend_from_slice(shapes);
         Ok(TensorTable {
             meta: meta.into(),
             dims: dims.into(),
@@ -335,8 +369,6 @@ pub struct NodeInfo {
     /// Display name (`CONV_2D`, `CUSTOM(name)`): the builtin's static name, built only for
     /// custom and unknown ops.
     pub op_name: Cow<'static, str>,
-    /// Custom op name.
-    pub custom: Option<String>,
     /// Op version.
     pub version: i32,
     /// Input tensor indices (`-1` = omitted).
@@ -347,8 +379,9 @@ pub struct NodeInfo {
     /// build), or it was folded into its reader (a float16 DEQUANTIZE, a PAD).
     pub prepare_time: bool,
     /// Padding a PAD folded into this convolution adds around its input (see
-    /// `builder::pad_fusion`); `None` for every other node.
-    pub fused_padding: Option<FusedPadding>,
+    /// `builder::pad_fusion`); `None` for every other node (boxed: few nodes have one, and the
+    /// table of every node would otherwise carry its size).
+    pub fused_padding: Option<Box<FusedPadding>>,
 }
 
 /// Rows and columns of pad value around a convolution's input, from a PAD folded into it:
@@ -378,13 +411,17 @@ impl NodeInfo {
     }
 }
 
+/// The tensor table and shape pool a staging builds ([`build`]).
+pub(crate) type Tensors = (Vec<TensorEntry>, Vec<usize>);
+
 /// Builds the tensor table of the subgraphs of `layout` (kinds from the merged lifetimes; global
-/// tensor indices) and the node list, with node inputs and outputs as global tensor indices.
+/// tensor indices) with the pool of their dimensions (equal shapes stored once, see [`DimsAt`]),
+/// and the node list, with node inputs and outputs as global tensor indices.
 pub(crate) fn build(
     model: &Model,
     layout: &Layout,
     lifetimes: &crate::model::Lifetimes,
-) -> Result<(Vec<TensorEntry>, Vec<NodeInfo>), InterpreterError> {
+) -> Result<(Tensors, Vec<NodeInfo>), InterpreterError> {
     use crate::model::PersistentKind;
     let count = layout.num_tensors();
     let mut kinds = vec![TensorKind::Unused; count];
@@ -409,14 +446,17 @@ pub(crate) fn build(
         });
     }
     let mut tensors = Vec::with_capacity(count);
+    let mut shapes = Vec::new();
+    let mut dims = Vec::new();
     for (t, kind) in kinds.iter_mut().enumerate() {
         let tensor = layout.tensor(model, t);
         let data = layout.tensor_data(model, t);
         if layout.is_constant(model, t) {
             *kind = TensorKind::Constant;
         }
-        tensors.push(entry(t, tensor, kind, data)?);
+        tensors.push(entry(t, tensor, kind, data, (&mut dims, &mut shapes))?);
     }
+    shapes.shrink_to_fit();
     let mut nodes = Vec::with_capacity(layout.num_nodes());
     for p in 0..layout.len() {
         let si = layout.model_index[p];
@@ -446,7 +486,6 @@ pub(crate) fn build(
                     (op, Some(name)) if op != BuiltinOp::CUSTOM => Cow::Borrowed(name),
                     _ => Cow::Owned(code.display_name()),
                 },
-                custom: code.custom_code.clone(),
                 version: code.version,
                 inputs: global(&op.inputs),
                 outputs,
@@ -455,15 +494,17 @@ pub(crate) fn build(
             });
         }
     }
-    Ok((tensors, nodes))
+    Ok(((tensors, shapes), nodes))
 }
 
-/// The table entry of model tensor `tensor` (global index `t`, `data` its bytes in the model).
+/// The table entry of model tensor `tensor` (global index `t`, `data` its bytes in the model),
+/// its dimensions stored in `shapes` (`dims`: a reused buffer).
 fn entry(
     t: usize,
     tensor: &crate::model::TensorDef,
     kind: &TensorKind,
     data: Option<&[u8]>,
+    (dims, shapes): (&mut Vec<usize>, &mut Vec<usize>),
 ) -> Result<TensorEntry, InterpreterError> {
     let kind = *kind;
     let err = |message: String| InterpreterError::Tensor {
@@ -486,7 +527,7 @@ fn entry(
     let elem = dtype
         .size()
         .ok_or_else(|| err(format!("dtype {dtype} has no fixed element size")))?;
-    let mut dims = Vec::with_capacity(tensor.shape.len());
+    dims.clear();
     for &d in tensor.shape.iter() {
         match usize::try_from(d) {
             Ok(d) => dims.push(d),
@@ -526,10 +567,11 @@ fn entry(
             }
         }
     }
+    let dims = pool_dims(shapes, dims)
+        .ok_or_else(|| err("shape too large for the interpreter's tables".into()))?;
     Ok(TensorEntry {
-        name: tensor.name.clone(),
         dtype,
-        dims: dims.into_boxed_slice(),
+        dims,
         bytes,
         kind,
         sparsity: if sparse {
@@ -552,4 +594,38 @@ pub(crate) fn operator_code<'m>(
             op.opcode_index
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape reads back from the pool as stored; equal shapes (and a shape that is a run
+    /// of one already stored) take no new room; a scalar's empty shape takes none.
+    #[test]
+    fn the_shape_pool_stores_equal_shapes_once() {
+        let mut pool = Vec::new();
+        let shapes: [&[usize]; 7] = [
+            &[1, 96, 96, 1],
+            &[1, 3, 3, 8],
+            &[],
+            &[1, 96, 96, 1],
+            &[96, 96],
+            &[1, 3, 3, 8],
+            &[2, 5],
+        ];
+        let at: Vec<DimsAt> = shapes
+            .iter()
+            .map(|s| pool_dims(&mut pool, s).unwrap())
+            .collect();
+        for (a, s) in at.iter().zip(&shapes) {
+            assert_eq!(a.of(&pool), *s);
+            assert_eq!(a.rank(), s.len());
+        }
+        assert_eq!(at[0], at[3]);
+        assert_eq!(at[1], at[5]);
+        assert_eq!(pool, [1, 96, 96, 1, 1, 3, 3, 8, 2, 5]);
+        // A position outside the pool reads as no dimensions, not a panic.
+        assert_eq!(at[6].of(&pool[..4]), &[] as &[usize]);
+    }
 }

@@ -81,7 +81,7 @@ pub(super) fn evaluate_at_build(
         } else {
             return Err(err(format!(
                 "input tensor `{}` has no data at prepare time",
-                e.name
+                layout.tensor(model, t).name
             )));
         };
         slots[t] = Slot {
@@ -118,7 +118,12 @@ pub(super) fn evaluate_at_build(
         },
     )?;
     let view = tables.view(0, &records);
-    check_node_views(node, (view.rt, view.scratch), &slots, tensors)?;
+    check_node_views(
+        node,
+        (view.rt, view.scratch),
+        &slots,
+        (tensors, (model, layout)),
+    )?;
     // Each of the node's tensors is its own region (staging words, the records' copy or the
     // model's bytes); region 0 is an aligned empty one for zero-byte tensors.
     let mut regions = vec![(

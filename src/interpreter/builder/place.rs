@@ -112,7 +112,7 @@ fn place_tables<'a>(
 /// where it stores them. Kernels have turned every other tensor's parameters into op data;
 /// errors after build name other tensors by index.
 fn kept_tensor_table<'a>(
-    staged_tensors: &[crate::interpreter::graph::TensorEntry],
+    staged_tensors: (&[crate::interpreter::graph::TensorEntry], &[usize]),
     subgraphs: &[SubgraphInfo],
     (model, layout): (&Model, &crate::interpreter::subgraphs::Layout),
 ) -> Result<TensorTable<'a>, InterpreterError> {
@@ -125,7 +125,7 @@ fn kept_tensor_table<'a>(
     TensorTable::new(
         staged_tensors,
         |t| io.contains(&t),
-        |t| layout.tensor(model, t).quantization.as_ref(),
+        |t| layout.tensor(model, t),
         Some(&model.bytes),
     )
 }
@@ -134,8 +134,11 @@ fn kept_tensor_table<'a>(
 /// arena (see `carve`): the same tables built without an arena (their sizes do not depend on
 /// addresses) and measured.
 pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, InterpreterError> {
-    let mut tensors =
-        kept_tensor_table(&staged.tensors, &staged.subgraphs, (model, &staged.layout))?;
+    let mut tensors = kept_tensor_table(
+        (&staged.tensors, &staged.shapes),
+        &staged.subgraphs,
+        (model, &staged.layout),
+    )?;
     let mut subgraphs = SubgraphTable::new(&staged.subgraphs)?;
     let empty = crate::interpreter::context::Slot {
         ptr: core::ptr::null_mut(),
@@ -237,6 +240,7 @@ pub(crate) fn finish<'a>(
 
     let Staged {
         tensors,
+        shapes,
         nodes,
         registrations,
         memory,
@@ -293,7 +297,12 @@ pub(crate) fn finish<'a>(
         )?;
         if !node.prepare_time {
             let view = node_tables.view(i, &records);
-            check_node_views(node, (view.rt, view.scratch), &slots, &tensors)?;
+            check_node_views(
+                node,
+                (view.rt, view.scratch),
+                &slots,
+                (&tensors, (model, &layout)),
+            )?;
         }
     }
     if kept.is_none() {
@@ -339,7 +348,8 @@ pub(crate) fn finish<'a>(
         offline_plan_ignored: plan.offline_ignored.clone(),
         subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
     };
-    let mut tensors = kept_tensor_table(&tensors, &subgraphs, (model, &layout))?;
+    let mut tensors = kept_tensor_table((&tensors, &shapes), &subgraphs, (model, &layout))?;
+    drop(shapes);
     let mut subgraph_table = SubgraphTable::new(&subgraphs)?;
     let mut variable_init: Table<'a, _> = variable_init.into();
     drop(subgraphs);

@@ -22,7 +22,7 @@ use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
-use rust_alloc::{string::ToString, vec::Vec};
+use rust_alloc::{boxed::Box, string::ToString, vec::Vec};
 
 /// A variable tensor's initial value when it is not all zero bytes.
 #[derive(Clone, Copy, Debug)]
@@ -36,6 +36,8 @@ pub(crate) enum VariableInit {
 /// What init and prepare produced, before an arena exists.
 pub(crate) struct Staged {
     pub tensors: Vec<TensorEntry>,
+    /// The pool of the tensors' dimensions ([`TensorEntry::dims`]).
+    pub shapes: Vec<usize>,
     pub nodes: Vec<NodeInfo>,
     pub registrations: Vec<Registration>,
     pub memory: Vec<NodeMemory>,
@@ -239,9 +241,9 @@ fn stage_for<'r>(
     }
     let timeline = Timeline::new(&layout)?;
     let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
-    let (mut tensors, mut nodes) = graph::build(model, &layout, &lifetimes)?;
+    let ((mut tensors, shapes), mut nodes) = graph::build(model, &layout, &lifetimes)?;
     for f in &pad_folds {
-        nodes[f.conv].fused_padding = Some(f.padding);
+        nodes[f.conv].fused_padding = Some(Box::new(f.padding));
         nodes[f.pad].prepare_time = true; // it does not run
     }
     for f in &scale_folds {
@@ -262,8 +264,13 @@ fn stage_for<'r>(
         }
     }
     refuse_orphan_reads(&lifetimes, &nodes)?;
-    refuse_sparse_reads(&tensors, &nodes, &registrations)?;
-    let mut folded = fold_f16_dequantize(&subgraphs, &mut tensors, &mut nodes, &registrations);
+    refuse_sparse_reads(&tensors, &nodes, &registrations, (model, &layout))?;
+    let mut folded = fold_f16_dequantize(
+        &subgraphs,
+        (&mut tensors, &shapes),
+        &mut nodes,
+        &registrations,
+    );
     for f in &pad_folds {
         folded[f.pad] = true;
     }
@@ -285,7 +292,7 @@ fn stage_for<'r>(
             subgraphs: &subgraphs,
             shared: &shared,
         },
-        &tensors,
+        (&tensors, &shapes),
         &nodes,
         &registrations,
         &folded,
@@ -300,7 +307,7 @@ fn stage_for<'r>(
         },
     )?;
     tail.stage_variables(model, &layout, &tensors)?;
-    tail.keep_results(&tensors, prepared.computed)?;
+    tail.keep_results(&tensors, prepared.computed, (model, &layout))?;
     for p in &mut lifetimes.planned {
         if shared.get(p.tensor).is_some_and(Option::is_some) {
             p.bytes = 0; // not planned: it reads its caller's tensor
@@ -318,6 +325,7 @@ fn stage_for<'r>(
 
     Ok(Staged {
         tensors,
+        shapes,
         nodes,
         registrations,
         memory,
@@ -434,7 +442,7 @@ struct Prepared {
 /// right after its prepare, so later nodes' prepares can read its outputs as constants.
 fn init_and_prepare(
     graph: Graph<'_>,
-    tensors: &[TensorEntry],
+    (tensors, shapes): (&[TensorEntry], &[usize]),
     nodes: &[NodeInfo],
     registrations: &[Registration],
     folded: &[bool],
@@ -497,6 +505,7 @@ fn init_and_prepare(
                 memory: &mut mem,
             },
             tensors,
+            shapes,
             model: (model, layout),
             subgraphs: graph.subgraphs,
             constant: &constant,
@@ -517,9 +526,9 @@ fn init_and_prepare(
             let table = match &mut table {
                 Some(t) => t,
                 None => table.insert(TensorTable::new(
-                    tensors,
+                    (tensors, shapes),
                     |_| true,
-                    |t| layout.tensor(model, t).quantization.as_ref(),
+                    |t| layout.tensor(model, t),
                     None,
                 )?),
             };
@@ -610,7 +619,7 @@ fn grow_scratch(plan: &mut MemoryPlan, memory: &mut [NodeMemory]) {
 /// which nodes were dropped.
 fn fold_f16_dequantize(
     subgraphs: &[SubgraphInfo],
-    tensors: &mut [TensorEntry],
+    (tensors, shapes): (&mut [TensorEntry], &[usize]),
     nodes: &mut [NodeInfo],
     registrations: &[Registration],
 ) -> Vec<bool> {
@@ -636,7 +645,7 @@ fn fold_f16_dequantize(
             || s.sparsity.is_some()
             || o.dtype != DType::F32
             || o.kind != TensorKind::PrepareTimeConstant
-            || s.dims != o.dims
+            || s.dims.of(shapes) != o.dims.of(shapes)
             || is_graph_output(out)
         {
             continue;
@@ -670,6 +679,7 @@ fn refuse_sparse_reads(
     tensors: &[TensorEntry],
     nodes: &[NodeInfo],
     registrations: &[Registration],
+    (model, layout): (&Model, &Layout),
 ) -> Result<(), InterpreterError> {
     for (n, reg) in nodes.iter().zip(registrations) {
         for (k, &t) in n.inputs.iter().enumerate() {
@@ -679,7 +689,7 @@ fn refuse_sparse_reads(
             if e.sparsity.is_some() && !reg.reads_sparse_input(k) {
                 return Err(InterpreterError::Usage(format!(
                     "node {} ({}): input {k} `{}` is stored sparse, which this kernel cannot read (DENSIFY and FULLY_CONNECTED weights can)",
-                    n.index, n.op_name, e.name
+                    n.index, n.op_name, layout.tensor(model, t as usize).name
                 )));
             }
         }

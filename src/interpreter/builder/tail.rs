@@ -84,6 +84,7 @@ impl Tail {
         &mut self,
         tensors: &[TensorEntry],
         computed: Vec<Option<Vec<u128>>>,
+        (model, layout): (&Model, &Layout),
     ) -> Result<(), InterpreterError> {
         for (t, w) in computed.into_iter().enumerate() {
             let Some(w) = w else { continue };
@@ -101,7 +102,7 @@ impl Tail {
             if e.kind == TensorKind::PrepareTimeConstant && self.tensor_record[t].is_none() {
                 return Err(InterpreterError::Tensor {
                     index: t,
-                    name: e.name.to_string(),
+                    name: layout.tensor(model, t).name.to_string(),
                     message: "computable at prepare time but no node produced it".into(),
                 });
             }
@@ -120,7 +121,7 @@ impl Tail {
         let (data, model_bytes) = (layout.tensor_data(model, t), &model.bytes[..]);
         let index = u32::try_from(t).map_err(|_| InterpreterError::Tensor {
             index: t,
-            name: e.name.to_string(),
+            name: layout.tensor(model, t).name.to_string(),
             message: "tensor index beyond the interpreter's 32-bit tables".into(),
         })?;
         let record = self
@@ -132,7 +133,7 @@ impl Tail {
             if d.len() != dst.len() {
                 return Err(InterpreterError::Tensor {
                     index: t,
-                    name: e.name.to_string(),
+                    name: layout.tensor(model, t).name.to_string(),
                     message: format!("data has {} bytes, expected {}", d.len(), dst.len()),
                 });
             }
@@ -150,7 +151,7 @@ impl Tail {
                 let Some((at, len)) = range else {
                     return Err(InterpreterError::Tensor {
                         index: t,
-                        name: e.name.to_string(),
+                        name: layout.tensor(model, t).name.to_string(),
                         message: "initial value lies outside the model's first 4 GiB of bytes"
                             .into(),
                     });

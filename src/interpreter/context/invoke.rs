@@ -495,7 +495,10 @@ pub(crate) fn check_node_views(
     node: &NodeInfo,
     (rt, scratch): (NodeFlags, ScratchList<'_>),
     slots: &[Slot],
-    tensors: &[TensorEntry],
+    (tensors, (model, layout)): (
+        &[TensorEntry],
+        (&crate::model::Model, &crate::interpreter::subgraphs::Layout),
+    ),
 ) -> Result<(), InterpreterError> {
     let err = |message: String| InterpreterError::Kernel {
         node: node.index,
@@ -511,7 +514,7 @@ pub(crate) fn check_node_views(
         if matches!(tensors[t].kind, TensorKind::Constant) {
             return Err(err(format!(
                 "output {k} is the constant tensor `{}`",
-                tensors[t].name
+                layout.tensor(model, t).name
             )));
         }
         writable.push((range(slots[t].ptr, slots[t].bytes), format!("output {k}")));

@@ -372,6 +372,8 @@ impl InitContext<'_> {
 pub struct PrepareContext<'a> {
     pub(crate) state: BuildState<'a>,
     pub(crate) tensors: &'a [TensorEntry],
+    /// The pool of the tensors' dimensions ([`TensorEntry::dims`]).
+    pub(crate) shapes: &'a [usize],
     /// The model and where its tensors sit in `tensors` (quantization is read from the model).
     pub(crate) model: (
         &'a crate::model::Model,
@@ -477,7 +479,7 @@ impl<'a> PrepareContext<'a> {
     /// The padding of a PAD folded into this node, which then reads the PAD's input (only for
     /// registrations that declare [`Registration::with_fused_padding`]).
     pub fn fused_padding(&self) -> Option<crate::interpreter::FusedPadding> {
-        self.state.node.fused_padding
+        self.state.node.fused_padding.as_deref().copied()
     }
     /// Number of inputs (omitted optional inputs included).
     pub fn num_inputs(&self) -> usize {
@@ -502,12 +504,13 @@ impl<'a> PrepareContext<'a> {
 
     fn info(&self, t: usize) -> TensorInfo<'a> {
         let e = &self.tensors[t];
+        let def = self.model.1.tensor(self.model.0, t);
         TensorInfo {
             index: t,
-            name: &e.name,
+            name: &def.name,
             dtype: e.dtype,
-            dims: &e.dims,
-            quantization: self.model.1.tensor(self.model.0, t).quantization.as_ref(),
+            dims: e.dims.of(self.shapes),
+            quantization: def.quantization.as_ref(),
             is_constant: matches!(
                 e.kind,
                 TensorKind::Constant | TensorKind::PrepareTimeConstant

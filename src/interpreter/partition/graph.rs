@@ -145,13 +145,13 @@ impl PartitionGraph {
         let lifetimes = Lifetimes::compute(model, &LifetimeOptions::default())
             .map_err(|e| PartitionError::Model(e.into()))?;
         let layout = crate::interpreter::subgraphs::Layout::main_only(model)?;
-        let (entries, infos) = graph::build(model, &layout, &lifetimes)?;
+        let ((entries, _), infos) = graph::build(model, &layout, &lifetimes)?;
         let sg = &model.subgraphs[0];
         let tensors: Vec<PartitionTensor> = entries
             .iter()
             .enumerate()
             .map(|(t, e)| PartitionTensor {
-                name: e.name.to_string(),
+                name: sg.tensors[t].name.to_string(),
                 bytes: e.bytes,
                 class: if sg.tensors[t].is_variable || e.kind == TensorKind::Variable {
                     TensorClass::Variable
@@ -186,7 +186,9 @@ impl PartitionGraph {
             let outs: Vec<OperandInfo<'_>> = info.outputs.iter().filter_map(operand).collect();
             let query = OpQuery {
                 op: info.builtin,
-                custom: info.custom.as_deref(),
+                custom: model
+                    .opcode(&sg.operators[info.index])
+                    .and_then(|c| c.custom_code.as_deref()),
                 version: info.version,
                 inputs: &ins,
                 outputs: &outs,
@@ -236,7 +238,7 @@ impl PartitionGraph {
             }
             let weighted = inputs
                 .iter()
-                .any(|&t| tensors[t].class == TensorClass::Constant && entries[t].dims.len() >= 2);
+                .any(|&t| tensors[t].class == TensorClass::Constant && entries[t].dims.rank() >= 2);
             nodes.push(PartitionNode {
                 index: info.index,
                 builtin: info.builtin,
