@@ -441,22 +441,48 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
                 }
                 acc
             };
-            let mut j = 0;
-            while j < G {
-                // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of
-                // pixel `out_x` (the stores are masked to the groups' lanes).
-                let out = out_row.as_mut_ptr().add(out_x * c + c0 + j * LANES);
-                if j + 1 < G {
-                    let k = u64::from(kb[j]) | u64::from(kb[j + 1]) << LANES;
-                    stages[j].store_pair(&stages[j + 1], [acc[j], acc[j + 1]], out, k);
-                    j += 2;
-                } else {
-                    stages[j].store(acc[j], out, kb[j]);
-                    j += 1;
+            // The groups in pairs (one byte pack, permute and store per pair), an odd last
+            // one alone. SAFETY (of each store): `out_row` holds the output row; channels
+            // `c0 + j * LANES..` of pixel `out_x` (the stores are masked to the groups' lanes).
+            let out = out_row.as_mut_ptr().add(out_x * c + c0);
+            if G == GROUPS + 1 {
+                // Written out: five groups' accumulators then stay in registers (node 12 of
+                // mobilenet_v2_quantized −6 %); for fewer groups the loop measured faster.
+                store_pair(stages, &acc, &kb, 0, out);
+                store_pair(stages, &acc, &kb, 2, out);
+                stages[G - 1].store(acc[G - 1], out.add((G - 1) * LANES), kb[G - 1]);
+            } else {
+                let mut j = 0;
+                while j < G {
+                    if j + 1 < G {
+                        store_pair(stages, &acc, &kb, j, out);
+                        j += 2;
+                    } else {
+                        stages[j].store(acc[j], out.add(j * LANES), kb[j]);
+                        j += 1;
+                    }
                 }
             }
         }
     }
+}
+
+/// Groups `j` and `j + 1` of a pass's accumulators `acc` (output stages `stages`, lane masks
+/// `kb`) stored from `out + j * LANES`.
+///
+/// # Safety
+/// AVX-512BW; `j + 1 < G`; `out` is valid for writes of the groups' `kb` lanes from
+/// `j * LANES`.
+#[inline(always)]
+unsafe fn store_pair<const G: usize>(
+    stages: &[Stage32; G],
+    acc: &[[__m512i; 2]; G],
+    kb: &[__mmask32; G],
+    j: usize,
+    out: *mut i8,
+) {
+    let k = u64::from(kb[j]) | u64::from(kb[j + 1]) << LANES;
+    stages[j].store_pair(&stages[j + 1], [acc[j], acc[j + 1]], out.add(j * LANES), k);
 }
 
 /// The window of one output row of a batch (rows `wy`) for channel group `c0`.
