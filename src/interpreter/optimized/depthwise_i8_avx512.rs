@@ -266,7 +266,7 @@ unsafe fn rows_body<const VNNI: bool>(
                     wy: &wy,
                     c0,
                     zp,
-                    taps: 2 * pairs,
+                    rel,
                 };
                 let mut out_x = 0;
                 while out_x < g.out_w {
@@ -427,7 +427,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
                 }
                 acc
             } else {
-                let window = Window { g, input, row0, wy: &wy, c0, zp, taps: rel.len() };
+                let window = Window { g, input, row0, wy: &wy, c0, zp, rel };
                 window.pointers_into(out_x, ptrs);
                 let mut acc = init;
                 for (i, pair) in ptrs.chunks_exact(2).enumerate() {
@@ -495,13 +495,13 @@ struct Window<'a> {
     c0: usize,
     /// [`LANES`] bytes of the input zero point.
     zp: *const i8,
-    /// Taps with the odd tap's partner (`2 * pairs`).
-    taps: usize,
+    /// Each tap's input offset from its window origin, with the odd tap's partner.
+    rel: &'a [usize],
 }
 
 impl Window<'_> {
-    /// Into `ptrs[..taps]`: where each tap of the pixel in output column `out_x` reads its
-    /// group's channels, the zero point for a tap outside the input (and the odd tap's
+    /// Into `ptrs[..rel.len()]`: where each tap of the pixel in output column `out_x` reads
+    /// its group's channels, the zero point for a tap outside the input (and the odd tap's
     /// partner). The columns are clipped here, inline: an out-of-line call per pixel spills
     /// the vector state around it.
     #[inline(always)]
@@ -509,22 +509,30 @@ impl Window<'_> {
         self.pointers_into(out_x, &mut ptrs[..]);
     }
 
-    /// [`Self::pointers`] into a slice of at least `taps` pointers.
+    /// [`Self::pointers`] into a slice of at least `rel.len()` pointers: one select per tap
+    /// from the window origin's address (no per-tap slicing or branch; border pixels of small
+    /// maps are most of their pixels).
     #[inline(always)]
     fn pointers_into(&self, out_x: usize, ptrs: &mut [*const i8]) {
         let g = self.g;
-        ptrs[..self.taps].fill(self.zp);
         let x0 = (out_x * g.stride_w) as isize - g.pad_w as isize;
-        for fy in self.wy.f0..self.wy.f1 {
-            let row = (self.row0 + self.wy.at(fy)) * g.in_w;
-            for fx in 0..g.filter_w {
-                let x = x0 + (fx * g.dilation_w) as isize;
-                if (0..g.in_w as isize).contains(&x) {
-                    // In bounds: an input pixel's channels `c0..` (one channel when
-                    // broadcast, `c0` then 0).
-                    let at = (row + x as usize) * g.in_c + self.c0;
-                    ptrs[fy * g.filter_w + fx] = self.input[at..].as_ptr();
-                }
+        // The window origin's channel `c0` (one channel when broadcast, `c0` then 0), possibly
+        // outside the input: `wrapping_offset` computes it without a claim, and only the taps
+        // found inside the input below are read.
+        let y0 = self.row0 as isize + self.wy.at(0) as isize;
+        let origin = (y0 * g.in_w as isize + x0) * g.in_c as isize + self.c0 as isize;
+        let origin = self.input.as_ptr().wrapping_offset(origin);
+        let (f0, f1, fw) = (self.wy.f0, self.wy.f1, g.filter_w);
+        let (mut fy, mut fx, mut x) = (0, 0, x0);
+        for (p, &r) in ptrs.iter_mut().zip(self.rel) {
+            // Tap `(fy, fx)` reads input row `wy.at(fy)` (inside for `f0 <= fy < f1`) and
+            // column `x`: then `origin + r` is that pixel's channel `c0`, inside `input`.
+            let inside = fy >= f0 && fy < f1 && x >= 0 && x < g.in_w as isize;
+            *p = if inside { origin.wrapping_add(r) } else { self.zp };
+            fx += 1;
+            x += g.dilation_w as isize;
+            if fx == fw {
+                (fy, fx, x) = (fy + 1, 0, x0);
             }
         }
     }
