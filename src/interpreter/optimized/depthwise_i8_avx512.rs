@@ -504,14 +504,31 @@ impl Window<'_> {
     /// its group's channels, the zero point for a tap outside the input (and the odd tap's
     /// partner). The columns are clipped here, inline: an out-of-line call per pixel spills
     /// the vector state around it.
+    /// The one-group rows fill the zero point then write the taps inside the input
+    /// (person_detect's 8-channel layer measured 8.9 against 10.8 µs with
+    /// [`Self::pointers_into`]'s selects).
     #[inline(always)]
     fn pointers(&self, out_x: usize, ptrs: &mut [*const i8; 2 * MAX_PAIRS]) {
-        self.pointers_into(out_x, &mut ptrs[..]);
+        let g = self.g;
+        ptrs[..self.rel.len()].fill(self.zp);
+        let x0 = (out_x * g.stride_w) as isize - g.pad_w as isize;
+        for fy in self.wy.f0..self.wy.f1 {
+            let row = (self.row0 + self.wy.at(fy)) * g.in_w;
+            for fx in 0..g.filter_w {
+                let x = x0 + (fx * g.dilation_w) as isize;
+                if (0..g.in_w as isize).contains(&x) {
+                    // In bounds: an input pixel's channels `c0..` (one channel when
+                    // broadcast, `c0` then 0).
+                    let at = (row + x as usize) * g.in_c + self.c0;
+                    ptrs[fy * g.filter_w + fx] = self.input[at..].as_ptr();
+                }
+            }
+        }
     }
 
-    /// [`Self::pointers`] into a slice of at least `rel.len()` pointers: one select per tap
-    /// from the window origin's address (no per-tap slicing or branch; border pixels of small
-    /// maps are most of their pixels).
+    /// [`Self::pointers`] for [`groups`], into a slice of at least `rel.len()` pointers: one
+    /// select per tap from the window origin's address (no per-tap slicing or branch; border
+    /// pixels are most of a small map's pixels, and every pass of groups finds them again).
     #[inline(always)]
     fn pointers_into(&self, out_x: usize, ptrs: &mut [*const i8]) {
         let g = self.g;
