@@ -25,18 +25,16 @@
 //! twice XNNPACK's time). There the output stage is most of the vector ops of a 3 × 3
 //! window, so full groups load their inputs unmasked (folded into the widening) and
 //! adjacent groups share one byte pack, permute and store.
-//! 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The
-//! output stage is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, then output offset and clamp), 16 lanes at
-//! a time, the AVX2 stage's arithmetic on wider registers.
+//! 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The output stage
+//! ([`Stage32`], in `stage32_i8`) is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`,
+//! then output offset and clamp), 16 lanes at a time.
 
-use super::requant_i8::avx512::{Doubled16, Rescale16};
 use super::requant_i8::Requant;
+use super::stage32_i8::{lane_mask, Stage32, LANES};
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
-/// Channels per group (int16 lanes of a zmm).
-const LANES: usize = 32;
 /// Below this many channels the AVX2 rows (8-channel groups in ymm) run the layer.
 const MIN_CHANNELS: usize = 8;
 /// Tap pairs per window at most (windows of up to 80 taps); the widened weights of a group take
@@ -142,16 +140,6 @@ unsafe fn rows_bw(
     output: &mut [i8],
 ) {
     rows_body::<false>(g, input, filter, rq, offset, first_row, output)
-}
-
-/// The byte mask of the first `n` (≤ 32) lanes.
-#[inline(always)]
-pub(super) fn lane_mask(n: usize) -> __mmask32 {
-    if n >= 32 {
-        !0
-    } else {
-        (1u32 << n) - 1
-    }
 }
 
 /// The rows; see the module doc.
@@ -278,7 +266,7 @@ unsafe fn rows_body<const VNNI: bool>(
                     wy: &wy,
                     c0,
                     zp,
-                    taps: 2 * pairs,
+                    rel,
                 };
                 let mut out_x = 0;
                 while out_x < g.out_w {
@@ -439,7 +427,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
                 }
                 acc
             } else {
-                let window = Window { g, input, row0, wy: &wy, c0, zp, taps: rel.len() };
+                let window = Window { g, input, row0, wy: &wy, c0, zp, rel };
                 window.pointers_into(out_x, ptrs);
                 let mut acc = init;
                 for (i, pair) in ptrs.chunks_exact(2).enumerate() {
@@ -453,22 +441,48 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
                 }
                 acc
             };
-            let mut j = 0;
-            while j < G {
-                // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of
-                // pixel `out_x` (the stores are masked to the groups' lanes).
-                let out = out_row.as_mut_ptr().add(out_x * c + c0 + j * LANES);
-                if j + 1 < G {
-                    let k = u64::from(kb[j]) | u64::from(kb[j + 1]) << LANES;
-                    stages[j].store_pair(&stages[j + 1], [acc[j], acc[j + 1]], out, k);
-                    j += 2;
-                } else {
-                    stages[j].store(acc[j], out, kb[j]);
-                    j += 1;
+            // The groups in pairs (one byte pack, permute and store per pair), an odd last
+            // one alone. SAFETY (of each store): `out_row` holds the output row; channels
+            // `c0 + j * LANES..` of pixel `out_x` (the stores are masked to the groups' lanes).
+            let out = out_row.as_mut_ptr().add(out_x * c + c0);
+            if G == GROUPS + 1 {
+                // Written out: five groups' accumulators then stay in registers (node 12 of
+                // mobilenet_v2_quantized −6 %); for fewer groups the loop measured faster.
+                store_pair(stages, &acc, &kb, 0, out);
+                store_pair(stages, &acc, &kb, 2, out);
+                stages[G - 1].store(acc[G - 1], out.add((G - 1) * LANES), kb[G - 1]);
+            } else {
+                let mut j = 0;
+                while j < G {
+                    if j + 1 < G {
+                        store_pair(stages, &acc, &kb, j, out);
+                        j += 2;
+                    } else {
+                        stages[j].store(acc[j], out.add(j * LANES), kb[j]);
+                        j += 1;
+                    }
                 }
             }
         }
     }
+}
+
+/// Groups `j` and `j + 1` of a pass's accumulators `acc` (output stages `stages`, lane masks
+/// `kb`) stored from `out + j * LANES`.
+///
+/// # Safety
+/// AVX-512BW; `j + 1 < G`; `out` is valid for writes of the groups' `kb` lanes from
+/// `j * LANES`.
+#[inline(always)]
+unsafe fn store_pair<const G: usize>(
+    stages: &[Stage32; G],
+    acc: &[[__m512i; 2]; G],
+    kb: &[__mmask32; G],
+    j: usize,
+    out: *mut i8,
+) {
+    let k = u64::from(kb[j]) | u64::from(kb[j + 1]) << LANES;
+    stages[j].store_pair(&stages[j + 1], [acc[j], acc[j + 1]], out.add(j * LANES), k);
 }
 
 /// The window of one output row of a batch (rows `wy`) for channel group `c0`.
@@ -481,25 +495,22 @@ struct Window<'a> {
     c0: usize,
     /// [`LANES`] bytes of the input zero point.
     zp: *const i8,
-    /// Taps with the odd tap's partner (`2 * pairs`).
-    taps: usize,
+    /// Each tap's input offset from its window origin, with the odd tap's partner.
+    rel: &'a [usize],
 }
 
 impl Window<'_> {
-    /// Into `ptrs[..taps]`: where each tap of the pixel in output column `out_x` reads its
-    /// group's channels, the zero point for a tap outside the input (and the odd tap's
+    /// Into `ptrs[..rel.len()]`: where each tap of the pixel in output column `out_x` reads
+    /// its group's channels, the zero point for a tap outside the input (and the odd tap's
     /// partner). The columns are clipped here, inline: an out-of-line call per pixel spills
     /// the vector state around it.
+    /// The one-group rows fill the zero point then write the taps inside the input
+    /// (person_detect's 8-channel layer measured 8.9 against 10.8 µs with
+    /// [`Self::pointers_into`]'s selects).
     #[inline(always)]
     fn pointers(&self, out_x: usize, ptrs: &mut [*const i8; 2 * MAX_PAIRS]) {
-        self.pointers_into(out_x, &mut ptrs[..]);
-    }
-
-    /// [`Self::pointers`] into a slice of at least `taps` pointers.
-    #[inline(always)]
-    fn pointers_into(&self, out_x: usize, ptrs: &mut [*const i8]) {
         let g = self.g;
-        ptrs[..self.taps].fill(self.zp);
+        ptrs[..self.rel.len()].fill(self.zp);
         let x0 = (out_x * g.stride_w) as isize - g.pad_w as isize;
         for fy in self.wy.f0..self.wy.f1 {
             let row = (self.row0 + self.wy.at(fy)) * g.in_w;
@@ -511,6 +522,34 @@ impl Window<'_> {
                     let at = (row + x as usize) * g.in_c + self.c0;
                     ptrs[fy * g.filter_w + fx] = self.input[at..].as_ptr();
                 }
+            }
+        }
+    }
+
+    /// [`Self::pointers`] for [`groups`], into a slice of at least `rel.len()` pointers: one
+    /// select per tap from the window origin's address (no per-tap slicing or branch; border
+    /// pixels are most of a small map's pixels, and every pass of groups finds them again).
+    #[inline(always)]
+    fn pointers_into(&self, out_x: usize, ptrs: &mut [*const i8]) {
+        let g = self.g;
+        let x0 = (out_x * g.stride_w) as isize - g.pad_w as isize;
+        // The window origin's channel `c0` (one channel when broadcast, `c0` then 0), possibly
+        // outside the input: `wrapping_offset` computes it without a claim, and only the taps
+        // found inside the input below are read.
+        let y0 = self.row0 as isize + self.wy.at(0) as isize;
+        let origin = (y0 * g.in_w as isize + x0) * g.in_c as isize + self.c0 as isize;
+        let origin = self.input.as_ptr().wrapping_offset(origin);
+        let (f0, f1, fw) = (self.wy.f0, self.wy.f1, g.filter_w);
+        let (mut fy, mut fx, mut x) = (0, 0, x0);
+        for (p, &r) in ptrs.iter_mut().zip(self.rel) {
+            // Tap `(fy, fx)` reads input row `wy.at(fy)` (inside for `f0 <= fy < f1`) and
+            // column `x`: then `origin + r` is that pixel's channel `c0`, inside `input`.
+            let inside = fy >= f0 && fy < f1 && x >= 0 && x < g.in_w as isize;
+            *p = if inside { origin.wrapping_add(r) } else { self.zp };
+            fx += 1;
+            x += g.dilation_w as isize;
+            if fx == fw {
+                (fy, fx, x) = (fy + 1, 0, x0);
             }
         }
     }
@@ -798,222 +837,6 @@ unsafe fn pixel_at<const VNNI: bool>(
         mac::<VNNI>(&mut acc, xa, xb, wp);
     }
     acc
-}
-
-/// Which channel of a 32-channel group each accumulator lane holds (`permutex2var` indices
-/// over the group's channels `0..16` and `16..32`): the in-lane interleave of [`mac`].
-const LO_CHANNELS: [i32; 16] = [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27];
-const HI_CHANNELS: [i32; 16] = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31];
-
-/// The output stage of one 32-channel group, in the accumulators' lane order.
-///
-/// Where both halves take [`Rescale16`]'s small-sums form the stage runs it flattened
-/// ([`Doubled16`]: no branch per half, no doubling add) on accumulators that hold twice the
-/// sums: the caller widens the weights doubled ([`Self::weights`]) and starts from
-/// [`Self::init`] (the biases, doubled). `|2w| <= 256` and `|2 w x| <= 2^15` keep the
-/// 16-bit weights and the `vpmaddwd` pairs exact; the small-sums promise keeps `2x` in `i32`.
-pub(super) struct Stage32 {
-    halves: Halves,
-    bias: [__m512i; 2],
-    /// The clamp as bytes, when it cuts into `-128..=127`: applied after the saturating packs
-    /// (whose bounds contain it), which is clamping the 32-bit values.
-    clamp: Option<[__m512i; 2]>,
-}
-
-/// The rescale of a [`Stage32`]'s two halves. Unboxed: stages live on the kernel's stack
-/// (`invoke` allocates nothing), built once per pass.
-#[allow(clippy::large_enum_variant)]
-enum Halves {
-    /// On doubled accumulators.
-    Doubled([Doubled16; 2]),
-    General([Rescale16; 2]),
-}
-
-impl Stage32 {
-    /// Channels `c0..c0 + n` (`n ≤ 32`) of `rq` (whose per-channel slices hold them: [`applies`]);
-    /// `small`: every accumulator (bias included) it is given satisfies
-    /// [`small_sums`](super::requant_i8::small_sums).
-    #[inline(always)]
-    unsafe fn new(rq: &Requant<'_>, c0: usize, n: usize, small: bool) -> Stage32 {
-        // Channels `c0..c0 + n` of a per-channel slice as two vectors (lanes past `n` zero),
-        // or the one value in every lane.
-        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
-            if broadcast {
-                return [_mm512_set1_epi32(s[0]); 2];
-            }
-            let lo = _mm512_maskz_loadu_epi32(lane_mask(n.min(16)) as __mmask16, s.as_ptr().add(c0));
-            let hi = if n > 16 {
-                _mm512_maskz_loadu_epi32(lane_mask(n - 16) as __mmask16, s.as_ptr().add(c0 + 16))
-            } else {
-                _mm512_setzero_si512()
-            };
-            [lo, hi]
-        };
-        let per_tensor = rq.multipliers.len() == 1;
-        let bias = rq.bias.map(|b| two(b, false));
-        // The shifts are bytes: the same masked loads, one byte a lane, widened. SAFETY: as
-        // `two`'s loads (the masks cover channels `c0..c0 + n`, within the slice: `applies`).
-        let shifts = if per_tensor {
-            [_mm512_set1_epi32(rq.shifts[0].into()); 2]
-        } else {
-            let at = rq.shifts.as_ptr().add(c0);
-            let lo = _mm_maskz_loadu_epi8(lane_mask(n.min(16)) as __mmask16, at);
-            let hi = if n > 16 {
-                _mm_maskz_loadu_epi8(lane_mask(n - 16) as __mmask16, at.add(16))
-            } else {
-                _mm_setzero_si128()
-            };
-            [_mm512_cvtepi8_epi32(lo), _mm512_cvtepi8_epi32(hi)]
-        };
-        Self::of(rq, two(rq.multipliers, per_tensor), shifts, bias, small)
-    }
-
-    /// The stage of a [`Wide`] group: lane `l` is channel `l % c` (`c` divides 32; `rq`
-    /// holds its channels, [`applies`]); `small` as in [`Self::new`].
-    #[inline(always)]
-    pub(super) unsafe fn repeated(rq: &Requant<'_>, c: usize, small: bool) -> Stage32 {
-        let per_tensor = rq.multipliers.len() == 1;
-        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
-            let mut v = [0i32; LANES];
-            for (l, v) in v.iter_mut().enumerate() {
-                *v = s[if broadcast { 0 } else { l % c }];
-            }
-            // SAFETY: `v` holds 32 `i32`.
-            [
-                _mm512_loadu_si512(v.as_ptr().cast()),
-                _mm512_loadu_si512(v.as_ptr().add(16).cast()),
-            ]
-        };
-        let bias = rq.bias.map(|b| two(b, false));
-        // The shifts widened: channels `0..c` (`c <= 32`), or the one shift.
-        let mut shifts = [0i32; LANES];
-        let n = if per_tensor { 1 } else { c };
-        for (w, &s) in shifts.iter_mut().zip(&rq.shifts[..n]) {
-            *w = s.into();
-        }
-        Self::of(rq, two(rq.multipliers, per_tensor), two(&shifts[..n], per_tensor), bias, small)
-    }
-
-    /// The stage of multipliers `m`, shifts `s` and biases `bias` in channel order (lanes
-    /// `0..16` then `16..32`), with `rq`'s offset and clamp.
-    #[inline(always)]
-    unsafe fn of(
-        rq: &Requant<'_>,
-        m: [__m512i; 2],
-        s: [__m512i; 2],
-        bias: Option<[__m512i; 2]>,
-        small: bool,
-    ) -> Stage32 {
-        let lanes = |v: [__m512i; 2]| -> [__m512i; 2] {
-            let (lo, hi) = (
-                _mm512_loadu_si512(LO_CHANNELS.as_ptr().cast()),
-                _mm512_loadu_si512(HI_CHANNELS.as_ptr().cast()),
-            );
-            [
-                _mm512_permutex2var_epi32(v[0], lo, v[1]),
-                _mm512_permutex2var_epi32(v[0], hi, v[1]),
-            ]
-        };
-        let (m, s) = (lanes(m), lanes(s));
-        let bias = match bias {
-            Some(b) => lanes(b),
-            None => [_mm512_setzero_si512(); 2],
-        };
-        // `applies` checked every shift (lanes past `n` hold 0).
-        let half = |i: usize| Rescale16::bounded(m[i], s[i], rq.output_offset, small).expect("shifts in -31..=31");
-        let general = [half(0), half(1)];
-        let (halves, bias) = match (general[0].doubled(), general[1].doubled()) {
-            (Some(a), Some(b)) => (
-                Halves::Doubled([a, b]),
-                [_mm512_add_epi32(bias[0], bias[0]), _mm512_add_epi32(bias[1], bias[1])],
-            ),
-            _ => (Halves::General(general), bias),
-        };
-        Stage32 {
-            halves,
-            bias,
-            // The kernels validate the clamp: it lies in -128..=127.
-            clamp: (rq.act_min > -128 || rq.act_max < 127)
-                .then(|| [_mm512_set1_epi8(rq.act_min as i8), _mm512_set1_epi8(rq.act_max as i8)]),
-        }
-    }
-
-    /// Accumulators that start a pixel: the biases (doubled with the weights).
-    #[inline(always)]
-    pub(super) fn init(&self) -> [__m512i; 2] {
-        self.bias
-    }
-
-    /// Whether the accumulators (weights and biases) hold twice the sums ([`Doubled16`]).
-    #[inline(always)]
-    pub(super) fn doubles(&self) -> bool {
-        matches!(self.halves, Halves::Doubled(_))
-    }
-
-    /// 32 filter bytes widened to the 16-bit weights the stage's accumulators take: doubled
-    /// when it runs the [`Doubled16`] form.
-    #[inline(always)]
-    unsafe fn weights(&self, v: __m256i) -> __m512i {
-        let w = _mm512_cvtepi8_epi16(v);
-        if self.doubles() {
-            _mm512_add_epi16(w, w)
-        } else {
-            w
-        }
-    }
-
-    /// Bytes `v` clamped to the layer's activation range.
-    #[inline(always)]
-    unsafe fn clamp(&self, v: __m512i) -> __m512i {
-        match self.clamp {
-            Some([lo, hi]) => _mm512_min_epi8(_mm512_max_epi8(v, lo), hi),
-            None => v,
-        }
-    }
-
-    /// The group's output values of accumulators `acc` (biases included), stored to the `kb`
-    /// lanes at `out`.
-    ///
-    /// # Safety
-    /// AVX-512BW; `out` is valid for writes of the `kb` lanes.
-    #[inline(always)]
-    pub(super) unsafe fn store(&self, acc: [__m512i; 2], out: *mut i8, kb: __mmask32) {
-        let v = self.words(acc);
-        // To bytes by a pack (each 128-bit lane's eight bytes in its low quadword) and a
-        // quadword permute, not `vpmovswb`: folded into the store, that is microcoded on
-        // AMD Zen 4.
-        let v = self.clamp(_mm512_packs_epi16(v, v));
-        let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
-        _mm256_mask_storeu_epi8(out, kb, _mm512_castsi512_si256(v));
-    }
-
-    /// The group's output values of accumulators `acc` (biases included) as 16-bit lanes in
-    /// channel order, saturated (not clamped).
-    ///
-    /// # Safety
-    /// AVX-512BW.
-    #[inline(always)]
-    unsafe fn words(&self, acc: [__m512i; 2]) -> __m512i {
-        let (lo, hi) = match &self.halves {
-            Halves::Doubled(d) => (d[0].apply(acc[0]), d[1].apply(acc[1])),
-            Halves::General(h) => (h[0].apply(acc[0]), h[1].apply(acc[1])),
-        };
-        // The pack puts each lane's channels back in order.
-        _mm512_packs_epi32(lo, hi)
-    }
-
-    /// Two adjacent groups' output values (`self` then `next`, 64 channels from `out`): one
-    /// byte pack of both groups' words and one quadword permute, stored to the `k` lanes.
-    ///
-    /// # Safety
-    /// AVX-512BW; `out` is valid for writes of the `k` lanes.
-    #[inline(always)]
-    unsafe fn store_pair(&self, next: &Stage32, acc: [[__m512i; 2]; 2], out: *mut i8, k: __mmask64) {
-        // Each 128-bit lane: its eight bytes of `self` then of `next` (one layer's clamp).
-        let v = self.clamp(_mm512_packs_epi16(self.words(acc[0]), next.words(acc[1])));
-        let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
-        _mm512_mask_storeu_epi8(out, k, v);
-    }
 }
 
 #[cfg(test)]

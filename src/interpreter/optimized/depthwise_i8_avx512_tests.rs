@@ -6,6 +6,7 @@ use crate::interpreter::optimized::depthwise_i8::{
     depthwise_conv_i8_rows_with, depthwise_conv_i8_with,
 };
 use crate::interpreter::optimized::requant_i8::requantize_row;
+use crate::interpreter::optimized::stage32_i8::{HI_CHANNELS, LO_CHANNELS};
 use crate::interpreter::optimized::Isa;
 use crate::interpreter::reference::conv::testutil::Rng;
 use crate::interpreter::reference::conv::ConvQuant;

@@ -62,6 +62,8 @@ pub mod pool;
 pub mod pool_i8;
 pub mod prelu;
 mod requant_i8;
+#[cfg(target_arch = "x86_64")]
+mod stage32_i8;
 pub mod resize_bilinear;
 pub mod softmax;
 pub mod softmax_i8;

@@ -1,0 +1,247 @@
+//! The output stage of the AVX-512 int8 depthwise kernels (`depthwise_i8_avx512`,
+//! `depthwise_i8_wide_avx512`): one 32-channel group's int32 accumulators (biases included) to
+//! int8 outputs by TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`, output offset,
+//! clamp), bit-exact with the scalar stage of [`Requant`], 16 lanes per [`Rescale16`] or
+//! [`Doubled16`].
+//!
+//! Invariants the kernels keep: the accumulators come in the lane order of their in-lane tap
+//! interleave ([`LO_CHANNELS`], [`HI_CHANNELS`]: the stage's per-channel parameters are
+//! permuted the same way and the saturating packs put the channels back in order), and when
+//! [`Stage32::doubles`] they hold twice the sums: weights widened by [`Stage32::weights`],
+//! accumulators started from [`Stage32::init`]. `small` promises what
+//! [`small_sums`](super::requant_i8::small_sums) checks for every accumulator the stage is given.
+
+use super::requant_i8::avx512::{Doubled16, Rescale16};
+use super::requant_i8::Requant;
+use core::arch::x86_64::*;
+
+/// Channels per group (int16 lanes of a zmm).
+pub(super) const LANES: usize = 32;
+
+/// The byte mask of the first `n` (≤ 32) lanes.
+#[inline(always)]
+pub(super) fn lane_mask(n: usize) -> __mmask32 {
+    if n >= 32 {
+        !0
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
+/// Which channel of a 32-channel group each accumulator lane holds (`permutex2var` indices
+/// over the group's channels `0..16` and `16..32`): the in-lane interleave of the kernels' tap pairs
+/// (`vpunpcklwd`/`vpunpckhwd` of two taps' 32 channels).
+pub(super) const LO_CHANNELS: [i32; 16] = [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27];
+pub(super) const HI_CHANNELS: [i32; 16] = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31];
+
+/// The output stage of one 32-channel group, in the accumulators' lane order.
+///
+/// Where both halves take [`Rescale16`]'s small-sums form the stage runs it flattened
+/// ([`Doubled16`]: no branch per half, no doubling add) on accumulators that hold twice the
+/// sums: the caller widens the weights doubled ([`Self::weights`]) and starts from
+/// [`Self::init`] (the biases, doubled). `|2w| <= 256` and `|2 w x| <= 2^15` keep the
+/// 16-bit weights and the `vpmaddwd` pairs exact; the small-sums promise keeps `2x` in `i32`.
+pub(super) struct Stage32 {
+    halves: Halves,
+    bias: [__m512i; 2],
+    /// The clamp as bytes, when it cuts into `-128..=127`: applied after the saturating packs
+    /// (whose bounds contain it), which is clamping the 32-bit values.
+    clamp: Option<[__m512i; 2]>,
+}
+
+/// The rescale of a [`Stage32`]'s two halves. Unboxed: stages live on the kernel's stack
+/// (`invoke` allocates nothing), built once per pass.
+#[allow(clippy::large_enum_variant)]
+enum Halves {
+    /// On doubled accumulators.
+    Doubled([Doubled16; 2]),
+    General([Rescale16; 2]),
+}
+
+impl Stage32 {
+    /// Channels `c0..c0 + n` (`n ≤ 32`) of `rq` (whose per-channel slices hold them:
+    /// `depthwise_i8_avx512::applies`);
+    /// `small`: every accumulator (bias included) it is given satisfies
+    /// [`small_sums`](super::requant_i8::small_sums).
+    #[inline(always)]
+    pub(super) unsafe fn new(rq: &Requant<'_>, c0: usize, n: usize, small: bool) -> Stage32 {
+        // Channels `c0..c0 + n` of a per-channel slice as two vectors (lanes past `n` zero),
+        // or the one value in every lane.
+        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
+            if broadcast {
+                return [_mm512_set1_epi32(s[0]); 2];
+            }
+            let lo = _mm512_maskz_loadu_epi32(lane_mask(n.min(16)) as __mmask16, s.as_ptr().add(c0));
+            let hi = if n > 16 {
+                _mm512_maskz_loadu_epi32(lane_mask(n - 16) as __mmask16, s.as_ptr().add(c0 + 16))
+            } else {
+                _mm512_setzero_si512()
+            };
+            [lo, hi]
+        };
+        let per_tensor = rq.multipliers.len() == 1;
+        let bias = rq.bias.map(|b| two(b, false));
+        // The shifts are bytes: the same masked loads, one byte a lane, widened. SAFETY: as
+        // `two`'s loads (the masks cover channels `c0..c0 + n`, within the slice: `applies`).
+        let shifts = if per_tensor {
+            [_mm512_set1_epi32(rq.shifts[0].into()); 2]
+        } else {
+            let at = rq.shifts.as_ptr().add(c0);
+            let lo = _mm_maskz_loadu_epi8(lane_mask(n.min(16)) as __mmask16, at);
+            let hi = if n > 16 {
+                _mm_maskz_loadu_epi8(lane_mask(n - 16) as __mmask16, at.add(16))
+            } else {
+                _mm_setzero_si128()
+            };
+            [_mm512_cvtepi8_epi32(lo), _mm512_cvtepi8_epi32(hi)]
+        };
+        Self::of(rq, two(rq.multipliers, per_tensor), shifts, bias, small)
+    }
+
+    /// The stage of a group of `32 / c` adjacent pixels of `c` channels: lane `l` is channel `l % c` (`c` divides 32; `rq`
+    /// holds its channels);  `small` as in [`Self::new`].
+    #[inline(always)]
+    pub(super) unsafe fn repeated(rq: &Requant<'_>, c: usize, small: bool) -> Stage32 {
+        let per_tensor = rq.multipliers.len() == 1;
+        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
+            let mut v = [0i32; LANES];
+            for (l, v) in v.iter_mut().enumerate() {
+                *v = s[if broadcast { 0 } else { l % c }];
+            }
+            // SAFETY: `v` holds 32 `i32`.
+            [
+                _mm512_loadu_si512(v.as_ptr().cast()),
+                _mm512_loadu_si512(v.as_ptr().add(16).cast()),
+            ]
+        };
+        let bias = rq.bias.map(|b| two(b, false));
+        // The shifts widened: channels `0..c` (`c <= 32`), or the one shift.
+        let mut shifts = [0i32; LANES];
+        let n = if per_tensor { 1 } else { c };
+        for (w, &s) in shifts.iter_mut().zip(&rq.shifts[..n]) {
+            *w = s.into();
+        }
+        Self::of(rq, two(rq.multipliers, per_tensor), two(&shifts[..n], per_tensor), bias, small)
+    }
+
+    /// The stage of multipliers `m`, shifts `s` and biases `bias` in channel order (lanes
+    /// `0..16` then `16..32`), with `rq`'s offset and clamp.
+    #[inline(always)]
+    unsafe fn of(
+        rq: &Requant<'_>,
+        m: [__m512i; 2],
+        s: [__m512i; 2],
+        bias: Option<[__m512i; 2]>,
+        small: bool,
+    ) -> Stage32 {
+        let lanes = |v: [__m512i; 2]| -> [__m512i; 2] {
+            let (lo, hi) = (
+                _mm512_loadu_si512(LO_CHANNELS.as_ptr().cast()),
+                _mm512_loadu_si512(HI_CHANNELS.as_ptr().cast()),
+            );
+            [
+                _mm512_permutex2var_epi32(v[0], lo, v[1]),
+                _mm512_permutex2var_epi32(v[0], hi, v[1]),
+            ]
+        };
+        let (m, s) = (lanes(m), lanes(s));
+        let bias = match bias {
+            Some(b) => lanes(b),
+            None => [_mm512_setzero_si512(); 2],
+        };
+        // `applies` checked every shift (lanes past `n` hold 0).
+        let half = |i: usize| Rescale16::bounded(m[i], s[i], rq.output_offset, small).expect("shifts in -31..=31");
+        let general = [half(0), half(1)];
+        let (halves, bias) = match (general[0].doubled(), general[1].doubled()) {
+            (Some(a), Some(b)) => (
+                Halves::Doubled([a, b]),
+                [_mm512_add_epi32(bias[0], bias[0]), _mm512_add_epi32(bias[1], bias[1])],
+            ),
+            _ => (Halves::General(general), bias),
+        };
+        Stage32 {
+            halves,
+            bias,
+            // The kernels validate the clamp: it lies in -128..=127.
+            clamp: (rq.act_min > -128 || rq.act_max < 127)
+                .then(|| [_mm512_set1_epi8(rq.act_min as i8), _mm512_set1_epi8(rq.act_max as i8)]),
+        }
+    }
+
+    /// Accumulators that start a pixel: the biases (doubled with the weights).
+    #[inline(always)]
+    pub(super) fn init(&self) -> [__m512i; 2] {
+        self.bias
+    }
+
+    /// Whether the accumulators (weights and biases) hold twice the sums ([`Doubled16`]).
+    #[inline(always)]
+    pub(super) fn doubles(&self) -> bool {
+        matches!(self.halves, Halves::Doubled(_))
+    }
+
+    /// 32 filter bytes widened to the 16-bit weights the stage's accumulators take: doubled
+    /// when it runs the [`Doubled16`] form.
+    #[inline(always)]
+    pub(super) unsafe fn weights(&self, v: __m256i) -> __m512i {
+        let w = _mm512_cvtepi8_epi16(v);
+        if self.doubles() {
+            _mm512_add_epi16(w, w)
+        } else {
+            w
+        }
+    }
+
+    /// Bytes `v` clamped to the layer's activation range.
+    #[inline(always)]
+    unsafe fn clamp(&self, v: __m512i) -> __m512i {
+        match self.clamp {
+            Some([lo, hi]) => _mm512_min_epi8(_mm512_max_epi8(v, lo), hi),
+            None => v,
+        }
+    }
+
+    /// The group's output values of accumulators `acc` (biases included), stored to the `kb`
+    /// lanes at `out`.
+    ///
+    /// # Safety
+    /// AVX-512BW; `out` is valid for writes of the `kb` lanes.
+    #[inline(always)]
+    pub(super) unsafe fn store(&self, acc: [__m512i; 2], out: *mut i8, kb: __mmask32) {
+        let v = self.words(acc);
+        // To bytes by a pack (each 128-bit lane's eight bytes in its low quadword) and a
+        // quadword permute, not `vpmovswb`: folded into the store, that is microcoded on
+        // AMD Zen 4.
+        let v = self.clamp(_mm512_packs_epi16(v, v));
+        let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
+        _mm256_mask_storeu_epi8(out, kb, _mm512_castsi512_si256(v));
+    }
+
+    /// The group's output values of accumulators `acc` (biases included) as 16-bit lanes in
+    /// channel order, saturated (not clamped).
+    ///
+    /// # Safety
+    /// AVX-512BW.
+    #[inline(always)]
+    unsafe fn words(&self, acc: [__m512i; 2]) -> __m512i {
+        let (lo, hi) = match &self.halves {
+            Halves::Doubled(d) => (d[0].apply(acc[0]), d[1].apply(acc[1])),
+            Halves::General(h) => (h[0].apply(acc[0]), h[1].apply(acc[1])),
+        };
+        // The pack puts each lane's channels back in order.
+        _mm512_packs_epi32(lo, hi)
+    }
+
+    /// Two adjacent groups' output values (`self` then `next`, 64 channels from `out`): one
+    /// byte pack of both groups' words and one quadword permute, stored to the `k` lanes.
+    ///
+    /// # Safety
+    /// AVX-512BW; `out` is valid for writes of the `k` lanes.
+    #[inline(always)]
+    pub(super) unsafe fn store_pair(&self, next: &Stage32, acc: [[__m512i; 2]; 2], out: *mut i8, k: __mmask64) {
+        // Each 128-bit lane: its eight bytes of `self` then of `next` (one layer's clamp).
+        let v = self.clamp(_mm512_packs_epi16(self.words(acc[0]), next.words(acc[1])));
+        let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
+        _mm512_mask_storeu_epi8(out, k, v);
+    }
+}
