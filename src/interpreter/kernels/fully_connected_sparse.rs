@@ -16,6 +16,7 @@ use rust_alloc::vec::Vec;
 
 use super::fully_connected::{fc_node, FcNode};
 use super::quant_params::{filter_scales, float_range, quantized_range};
+use crate::interpreter::optimized::fully_connected_sparse::sparse_fully_connected_f32 as optimized_f32;
 use crate::interpreter::reference::fully_connected::FcQuant;
 use crate::interpreter::reference::fully_connected_sparse::{
     plan_sparse_fc, sparse_fully_connected_f32, sparse_fully_connected_i8, with_block_csr,
@@ -54,15 +55,18 @@ struct SparseFcData {
     math: Math,
 }
 
-/// FULLY_CONNECTED that runs sparse weights itself and hands dense ones to `dense`.
+/// FULLY_CONNECTED that runs sparse weights itself (float32 with kernel set `set`'s
+/// arithmetic: the reference's, or [`crate::interpreter::optimized::fully_connected_sparse`]'s
+/// reordered sums) and hands dense ones to `dense`.
 pub struct SparseAwareFullyConnected {
     dense: Arc<dyn Kernel>,
+    set: KernelSet,
 }
 
 impl SparseAwareFullyConnected {
     /// Sparse weights here, dense weights through `dense`.
-    pub fn new(dense: Arc<dyn Kernel>) -> Self {
-        SparseAwareFullyConnected { dense }
+    pub fn new(dense: Arc<dyn Kernel>, set: KernelSet) -> Self {
+        SparseAwareFullyConnected { dense, set }
     }
 }
 
@@ -81,7 +85,7 @@ impl Kernel for SparseAwareFullyConnected {
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         match ctx.input_sparsity(1)? {
-            Some(sp) => invoke_sparse(ctx, sp),
+            Some(sp) => invoke_sparse(ctx, sp, self.set),
             None => self.dense.invoke(ctx),
         }
     }
@@ -186,6 +190,7 @@ fn prepare_sparse(ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
 fn invoke_sparse(
     ctx: &mut InvokeContext<'_>,
     sp: &crate::model::Sparsity,
+    set: KernelSet,
 ) -> Result<(), KernelError> {
     let d = *ctx.op_data::<SparseFcData>()?;
     let (b, k, u) = (d.batches, d.depth, d.units);
@@ -194,9 +199,14 @@ fn invoke_sparse(
             let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
             let (input, values) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?);
             let output = ctx.output::<f32>(0)?;
-            with_block_csr!(sp, d.block, |csr| sparse_fully_connected_f32(
-                b, k, u, csr, values, input, bias, act_min, act_max, output
-            ))
+            match set {
+                KernelSet::Optimized => with_block_csr!(sp, d.block, |csr| optimized_f32(
+                    b, k, u, csr, values, input, bias, act_min, act_max, output
+                )),
+                _ => with_block_csr!(sp, d.block, |csr| sparse_fully_connected_f32(
+                    b, k, u, csr, values, input, bias, act_min, act_max, output
+                )),
+            }
         }
         Math::I8 {
             input_offset,
@@ -230,16 +240,22 @@ fn invoke_sparse(
 /// The FULLY_CONNECTED kernel of kernel set `set` (TFLM's `Register_FULLY_CONNECTED()`): the
 /// dense kernel, reading weights stored sparse too.
 pub fn register_fully_connected(set: KernelSet) -> Registration {
-    with_sparse_weights(super::fully_connected::register_fully_connected_dense(set))
+    with_sparse_weights(
+        super::fully_connected::register_fully_connected_dense(set),
+        set,
+    )
 }
 
 /// `dense` extended to sparse weights: the same name and in-place ability, input 1 (the
-/// weights) may be a constant stored sparse.
-pub fn with_sparse_weights(dense: Registration) -> Registration {
-    Registration::new(dense.name, SparseAwareFullyConnected::new(dense.kernel))
-        .with_inplace(dense.inplace)
-        .with_f16_inputs(dense.f16_inputs)
-        .with_sparse_inputs(1 << 1)
+/// weights) may be a constant stored sparse, run with kernel set `set`'s arithmetic.
+pub fn with_sparse_weights(dense: Registration, set: KernelSet) -> Registration {
+    Registration::new(
+        dense.name,
+        SparseAwareFullyConnected::new(dense.kernel, set),
+    )
+    .with_inplace(dense.inplace)
+    .with_f16_inputs(dense.f16_inputs)
+    .with_sparse_inputs(1 << 1)
 }
 
 #[cfg(test)]

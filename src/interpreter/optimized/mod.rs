@@ -36,6 +36,7 @@ mod depthwise_i8_wide;
 #[cfg(target_arch = "x86_64")]
 mod depthwise_i8_wide_avx512;
 pub mod fully_connected_i8;
+pub mod fully_connected_sparse;
 pub mod gelu;
 pub mod gemm;
 #[cfg(target_arch = "x86_64")]
