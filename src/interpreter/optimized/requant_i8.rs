@@ -421,7 +421,7 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f")]
         pub(crate) unsafe fn new(m: __m512i, s: __m512i, out_off: i32) -> Option<Self> {
-            Self::bounded(m, s, out_off, false)
+            Self::general(m, s, out_off)
         }
 
         /// [`Self::new`] for a caller that applies it only to values `|x| < 2^30` when `small`
@@ -646,7 +646,8 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         pub(crate) unsafe fn new(rq: &Requant<'_>, c: usize, lanes: usize) -> Option<Stage16> {
-            Self::bounded(rq, c, lanes, false)
+            let (m, s, bias) = Self::params(rq, c, lanes)?;
+            Some(Self::with_rescale(rq, bias, Rescale16::new(m, s, rq.output_offset)?))
         }
 
         /// [`Self::new`] for a caller whose values (biases included) satisfy
@@ -663,6 +664,22 @@ pub(crate) mod avx512 {
             lanes: usize,
             small: bool,
         ) -> Option<Stage16> {
+            let (m, s, bias) = Self::params(rq, c, lanes)?;
+            Some(Self::with_rescale(rq, bias, Rescale16::bounded(m, s, rq.output_offset, small)?))
+        }
+
+        /// The multipliers, shifts and biases of channels `c..c + lanes` (`None` as for
+        /// [`Self::new`]; lanes past them 0).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F, BW and VL.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+        unsafe fn params(
+            rq: &Requant<'_>,
+            c: usize,
+            lanes: usize,
+        ) -> Option<(__m512i, __m512i, Option<__m512i>)> {
             let per_tensor = rq.multipliers.len() == 1;
             let end = c + lanes;
             if lanes == 0
@@ -688,13 +705,27 @@ pub(crate) mod avx512 {
             };
             // SAFETY: as above.
             let bias = rq.bias.map(|b| _mm512_maskz_loadu_epi32(k, b.as_ptr().add(c)));
-            Some(Stage16 {
+            Some((m, s, bias))
+        }
+
+        /// The stage of `rescale`, `bias` and `rq`'s clamp.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn with_rescale(
+            rq: &Requant<'_>,
+            bias: Option<__m512i>,
+            rescale: Rescale16,
+        ) -> Stage16 {
+            Stage16 {
                 bias,
-                rescale: Rescale16::bounded(m, s, rq.output_offset, small)?,
+                rescale,
                 // The kernels validate the clamp: it lies in -128..=127.
                 lo: (rq.act_min > -128).then(|| _mm512_set1_epi16(rq.act_min as i16)),
                 hi: (rq.act_max < 127).then(|| _mm512_set1_epi16(rq.act_max as i16)),
-            })
+            }
         }
 
         /// Stores the first `lanes` output values of accumulators `acc` at `out`.
