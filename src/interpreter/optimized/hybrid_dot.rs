@@ -48,7 +48,7 @@ pub fn hybrid_dots(
     if isa.avx512vnni() {
         // SAFETY: `avx512vnni()` checked the cached CPU detection (AVX-512 F/BW and VNNI
         // present); `x` holds `rows * k` and `w` `n * k` values (sliced above).
-        unsafe { vnni::dots(rows, k, n, x, &offset, w, &mut emit) };
+        unsafe { vnni::dots(isa, rows, k, n, x, &offset, w, &mut emit) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -144,8 +144,18 @@ unsafe fn hsum(v: core::arch::x86_64::__m256i) -> i32 {
 /// The AVX-512 VNNI body of [`hybrid_dots`].
 #[cfg(target_arch = "x86_64")]
 mod vnni {
+    use super::super::gemm_i8_vnni::{self, LANES};
+    use super::super::Isa;
     use super::CHUNK;
     use core::arch::x86_64::*;
+
+    /// Rows from which [`dots`] takes the broadcast tiles ([`panels`]): the packing of the
+    /// weights then costs less than the lane sums of the dot-product tiles.
+    const PANEL_MIN_ROWS: usize = 32;
+    /// Rows of one broadcast tile at most.
+    const PANEL_ROWS: usize = 8;
+    /// Bytes of one packed group of channels (on the stack).
+    const PACK_BYTES: usize = 4 * 1024;
 
     /// Rows of one tile.
     const ROWS: usize = 4;
@@ -165,7 +175,9 @@ mod vnni {
     /// # Safety
     /// The CPU has AVX-512 F/BW and VNNI; `x` holds `rows * k` values and `w` `n * k`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn dots(
+        isa: Isa,
         rows: usize,
         k: usize,
         n: usize,
@@ -184,6 +196,13 @@ mod vnni {
             let shift = offset(0).wrapping_add(128);
             if let Ok(shift) = u8::try_from(shift) {
                 one_row(n, x, shift, w, d, emit);
+                return;
+            }
+        }
+        if rows >= PANEL_MIN_ROWS {
+            let group = gemm_i8_vnni::group_channels(n, k, PACK_BYTES).min(CHUNK);
+            if group > 0 {
+                panels(isa, rows, k, n, group, x, offset, w, emit);
                 return;
             }
         }
@@ -243,6 +262,152 @@ mod vnni {
             }
             c0 += cn;
         }
+    }
+
+    /// [`dots`] for many rows: `group` channels at a time (a multiple of [`LANES`], at most
+    /// [`CHUNK`]) packed on the stack by [`gemm_i8_vnni::pack`] (panels of 16 channels × one
+    /// depth quad per 64 bytes, with the channels' weight sums), then tiles of up to
+    /// [`PANEL_ROWS`] rows × 2 panels that broadcast each row's quad (flipped to `x + 128`)
+    /// against a panel's 64 bytes: one `vpdpbusd` per row, panel and quad, no lane sums.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW and VNNI (`isa` says so); `x` holds `rows * k` values and `w`
+    /// `n * k`; `packed_len(group, k) <= PACK_BYTES`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn panels(
+        isa: Isa,
+        rows: usize,
+        k: usize,
+        n: usize,
+        group: usize,
+        x: &[i8],
+        offset: &impl Fn(usize) -> i32,
+        w: &[i8],
+        emit: &mut impl FnMut(usize, usize, &[i32]),
+    ) {
+        let mut packed = [0i8; PACK_BYTES];
+        let mut wsum = [0i32; CHUNK];
+        let mut sums = [[0i32; CHUNK]; PANEL_ROWS];
+        let panel_bytes = LANES * gemm_i8_vnni::stride(k);
+        let mut c0 = 0;
+        while c0 < n {
+            let cn = group.min(n - c0);
+            gemm_i8_vnni::pack(isa, &w[c0 * k..], cn, k, &mut packed, Some(&mut wsum[..]));
+            let np = cn.div_ceil(LANES);
+            let mut r0 = 0;
+            while r0 < rows {
+                let rn = (rows - r0).min(PANEL_ROWS);
+                let mut p = 0;
+                while p < np {
+                    let pw = packed.as_ptr().add(p * panel_bytes);
+                    // SAFETY: rows `r0..r0 + rn` are below `rows` (their `k` values are in
+                    // `x`); panels `p..p + 2` (or `p`) were packed, `panel_bytes` each.
+                    if np - p >= 2 {
+                        panel_rows::<2>(x, r0, rn, k, pw, panel_bytes, &mut sums, p);
+                        p += 2;
+                    } else {
+                        panel_rows::<1>(x, r0, rn, k, pw, panel_bytes, &mut sums, p);
+                        p += 1;
+                    }
+                }
+                for (i, row) in sums[..rn].iter_mut().enumerate() {
+                    let shift = offset(r0 + i).wrapping_add(128);
+                    for (s, &ws) in row[..cn].iter_mut().zip(&wsum[..cn]) {
+                        *s = s.wrapping_sub(shift.wrapping_mul(ws));
+                    }
+                    emit(r0 + i, c0, &row[..cn]);
+                }
+                r0 += rn;
+            }
+            c0 += cn;
+        }
+    }
+
+    /// [`panel_tile`] over rows `r0..r0 + rn` (`rn <= PANEL_ROWS`): tiles of 8, 4, 2 and 1.
+    ///
+    /// # Safety
+    /// As [`panel_tile`] for each of those rows.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn panel_rows<const P: usize>(
+        x: &[i8],
+        r0: usize,
+        rn: usize,
+        k: usize,
+        pw: *const i8,
+        panel_bytes: usize,
+        sums: &mut [[i32; CHUNK]; PANEL_ROWS],
+        p: usize,
+    ) {
+        let mut i = 0;
+        while i < rn {
+            let xr = x.as_ptr().add((r0 + i) * k);
+            let out = &mut sums[i..];
+            match rn - i {
+                8.. => i += panel_tile::<8, P>(xr, k, pw, panel_bytes, out, p),
+                4.. => i += panel_tile::<4, P>(xr, k, pw, panel_bytes, out, p),
+                2.. => i += panel_tile::<2, P>(xr, k, pw, panel_bytes, out, p),
+                _ => i += panel_tile::<1, P>(xr, k, pw, panel_bytes, out, p),
+            }
+        }
+    }
+
+    /// `out[i][16 (p + j) + l] = sum_q (x[i k + q] + 128) * w_c[q]` (wrapping) for rows
+    /// `i < R`, the `16` channels `c` of packed panel `j < P` (lane `l`), over the whole depth;
+    /// returns `R`.
+    ///
+    /// # Safety
+    /// `x` points at `R` rows of `k` readable bytes (row stride `k`), `pw` at `P` packed
+    /// panels of `panel_bytes = 16 stride(k)` bytes each; `out` holds `R` rows and
+    /// `16 (p + P) <= CHUNK`; the CPU has AVX-512 F/BW and VNNI.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn panel_tile<const R: usize, const P: usize>(
+        x: *const i8,
+        k: usize,
+        pw: *const i8,
+        panel_bytes: usize,
+        out: &mut [[i32; CHUNK]],
+        p: usize,
+    ) -> usize {
+        let flip = _mm512_set1_epi8(i8::MIN);
+        let mut acc = [[_mm512_setzero_si512(); P]; R];
+        let quads = k / 4;
+        let mut step = |q: usize, xs: [__m512i; R]| {
+            let ws: [__m512i; P] =
+                core::array::from_fn(|j| _mm512_loadu_si512(pw.add(j * panel_bytes + 64 * q) as *const _));
+            for (row, &xv) in acc.iter_mut().zip(&xs) {
+                for (a, &wv) in row.iter_mut().zip(&ws) {
+                    *a = _mm512_dpbusd_epi32(*a, xv, wv);
+                }
+            }
+        };
+        for q in 0..quads {
+            let xs: [__m512i; R] = core::array::from_fn(|i| {
+                let v = x.add(i * k + 4 * q).cast::<i32>().read_unaligned();
+                _mm512_xor_si512(_mm512_set1_epi32(v), flip)
+            });
+            step(q, xs);
+        }
+        if k % 4 != 0 {
+            // The last, partial quad: bytes past `k` read as 0 (their weights are 0 too).
+            let xs: [__m512i; R] = core::array::from_fn(|i| {
+                let mut b = [0u8; 4];
+                for (t, d) in b.iter_mut().enumerate().take(k % 4) {
+                    *d = x.add(i * k + 4 * quads + t).cast::<u8>().read();
+                }
+                _mm512_xor_si512(_mm512_set1_epi32(i32::from_le_bytes(b)), flip)
+            });
+            step(quads, xs);
+        }
+        for (row, o) in acc.iter().zip(out.iter_mut()) {
+            for (j, a) in row.iter().enumerate() {
+                _mm512_storeu_si512(o[LANES * (p + j)..][..LANES].as_mut_ptr() as *mut _, *a);
+            }
+        }
+        R
     }
 
     /// [`dots`] of a single row whose shift `128 + offset` fits a byte: the shift's products
@@ -553,6 +718,12 @@ mod tests {
             (5, 128, 7),
             (1, 4100, 3),
             (9, 72, 70),
+            // From `PANEL_MIN_ROWS` rows: the broadcast tiles (row tiles of 8, 4, 2 and 1;
+            // groups of 64 channels and a remainder; partial depth quads).
+            (40, 72, 70),
+            (35, 37, 17),
+            (47, 130, 48),
+            (32, 1, 16),
             (4, 64, 4),
             (7, 200, 133),
         ];
