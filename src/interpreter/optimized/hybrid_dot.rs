@@ -391,7 +391,7 @@ mod vnni {
             });
             step(q, xs);
         }
-        if k % 4 != 0 {
+        if !k.is_multiple_of(4) {
             // The last, partial quad: bytes past `k` read as 0 (their weights are 0 too).
             let xs: [__m512i; R] = core::array::from_fn(|i| {
                 let mut b = [0u8; 4];
