@@ -304,15 +304,22 @@ pub(crate) mod avx512 {
     ///
     /// **Small sums** ([`Rescale16::bounded`]: the caller promises `|x| < 2^30`, see
     /// [`super::small_sums`]), no left shift, multipliers `m >= 0` and `(|o| + 1) 2^r < 2^29`:
-    /// ten operations instead of twelve ([`Small`]). The product of `2x` (exact) puts the first
-    /// rounding on a dword boundary: the high dword of `2 x m + 2^31 + [r > 0] 2^(31 + r) +
+    /// nine operations instead of twelve ([`Small`]). The product with `2m` puts the first
+    /// rounding on a dword boundary: the high dword of `T = 2 x m + 2^31 + [r > 0] 2^(31 + r) +
     /// o 2^(32 + r)` is `h' = h + [r > 0] 2^(r-1) + o 2^r` (`|h'| < 2^31`: `|2 x m| < 2^62`,
     /// the constants below `2^62`). With `m >= 0`, `[h < 0]` may be read as `[x < 0]` (for
     /// `x m` in `-2^30..0`, `h = 0` and both give `floor((2^(r-1) - 1 or 0) / 2^r) = 0`), so
-    /// the tie correction is `h' + (x >> 31)` in 32-bit lanes, and one `vpsravd` by `r` ends it.
+    /// the tie correction is `h' - [x < 0]` in 32-bit lanes, and one `vpsravd` by `r` ends it.
+    /// `2m < 2^32` does not fit a signed dword, so the product is the unsigned `vpmuludq` of
+    /// `x` read as `x_u = x + [x < 0] 2^32`: `x_u 2m + c = T + [x < 0] 2^32 2m` (mod 2^64), whose
+    /// high dword is `h' + [x < 0] 2m` (mod 2^32). One masked subtract of `2m + [r > 0]` from
+    /// the lanes with `x < 0` takes off both that and the tie correction (wrapping `i32`:
+    /// the true `h' - [x < 0]` fits). The odd lanes' `x` reach the even positions by a dword
+    /// shuffle, not a 64-bit shift (on AMD Zen 5 four shuffles issue per cycle, two shifts).
     #[derive(Clone, Copy)]
     pub(crate) struct Rescale16 {
-        /// The small-sums form, when the caller promised it and it applies.
+        /// The small-sums form, when the caller promised it and it applies (then the fields
+        /// after `m_odd` are not built: [`Self::apply`] reads them in the general form only).
         small: Option<Small>,
         /// The multipliers (`vpmuldq` reads the even lanes).
         m: __m512i,
@@ -337,40 +344,36 @@ pub(crate) mod avx512 {
     /// The constants of [`Rescale16`]'s small-sums form.
     #[derive(Clone, Copy)]
     struct Small {
+        /// The doubled multipliers `2m` as unsigned dwords (`vpmuludq` reads the even lanes).
+        m2: __m512i,
+        /// The odd lanes' `2m` in the even positions.
+        m2_odd: __m512i,
         /// Per 64-bit lane, even channels then odd: `2^31 + [r > 0] 2^(31 + r) + o 2^(32 + r)`.
         round: [__m512i; 2],
         /// The right shifts `r`.
         right: __m512i,
-        /// All ones in the lanes with `r > 0`, when some lane has `r == 0` (no tie correction).
-        rounds: Option<__m512i>,
+        /// `2m + [r > 0]`, taken from the lanes with `x < 0`.
+        neg: __m512i,
     }
 
     impl Small {
-        /// The small-sums form of multipliers `m` (odd lanes' in `m_odd`) applied to `x`,
-        /// the tie correction masked by `rounds` (see [`Small::rounds`]).
+        /// The small-sums form applied to `x` (see [`Rescale16`]).
         ///
         /// # Safety
         /// The CPU supports AVX-512 F; `|x| < 2^30`.
         #[inline(always)]
-        unsafe fn apply(
-            &self,
-            m: __m512i,
-            m_odd: __m512i,
-            rounds: Option<__m512i>,
-            x: __m512i,
-        ) -> __m512i {
-            let x2 = _mm512_add_epi32(x, x);
-            let even = _mm512_add_epi64(_mm512_mul_epi32(x2, m), self.round[0]);
-            let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(x2), m_odd);
-            let odd = _mm512_add_epi64(odd, self.round[1]);
-            // The high dwords: the odd products' are in place, the even ones' move down.
-            let h = _mm512_mask_shuffle_epi32::<_MM_PERM_DDBB>(odd, 0x5555, even);
-            let neg = _mm512_srai_epi32::<31>(x);
-            let neg = match rounds {
-                Some(k) => _mm512_and_si512(neg, k),
-                None => neg,
-            };
-            _mm512_srav_epi32(_mm512_add_epi32(h, neg), self.right)
+        unsafe fn apply(&self, x: __m512i) -> __m512i {
+            // SAFETY: AVX-512 F (the caller's).
+            unsafe {
+                let even = _mm512_add_epi64(_mm512_mul_epu32(x, self.m2), self.round[0]);
+                let x_odd = _mm512_shuffle_epi32::<_MM_PERM_DDBB>(x);
+                let odd = _mm512_add_epi64(_mm512_mul_epu32(x_odd, self.m2_odd), self.round[1]);
+                // The high dwords: the odd products' are in place, the even ones' move down.
+                let h = _mm512_mask_shuffle_epi32::<_MM_PERM_DDBB>(odd, 0x5555, even);
+                let negative = _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512());
+                let h = _mm512_mask_sub_epi32(h, negative, h, self.neg);
+                _mm512_srav_epi32(h, self.right)
+            }
         }
     }
 
@@ -438,36 +441,58 @@ pub(crate) mod avx512 {
             out_off: i32,
             small: bool,
         ) -> Option<Self> {
-            let mut r = Self::general(m, s, out_off)?;
             let zero = _mm512_setzero_si512();
+            let outside = _mm512_cmpgt_epi32_mask(s, _mm512_set1_epi32(31))
+                | _mm512_cmplt_epi32_mask(s, _mm512_set1_epi32(-31));
+            // No left shift, no negative multiplier: then the small-sums form alone (the
+            // general form's constants are not built, a third of the set-up that a few-pixel
+            // product pays at every call).
+            if !small
+                || outside != 0
+                || _mm512_cmpgt_epi32_mask(s, zero) != 0
+                || _mm512_cmplt_epi32_mask(m, zero) != 0
+            {
+                return Self::general(m, s, out_off);
+            }
             let right = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
             let r_max = _mm512_reduce_max_epi32(right) as u32;
             let fits = r_max <= 28 && (u64::from(out_off.unsigned_abs()) + 1) << r_max < 1 << 29;
-            if small
-                && fits
-                && r.left.is_none()
-                && _mm512_cmplt_epi32_mask(m, zero) == 0
-            {
-                let (half, off) = (_mm512_set1_epi64(1 << 31), _mm512_set1_epi64(out_off.into()));
-                let of = |r: __m512i| {
-                    let pos = _mm512_cmpgt_epi64_mask(r, zero);
-                    let round = _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r));
-                    // `|o| 2^(32 + r) < 2^61` (checked above).
-                    let o = _mm512_sllv_epi64(off, _mm512_add_epi64(r, _mm512_set1_epi64(32)));
-                    _mm512_add_epi64(round, o)
-                };
-                let (even, odd) = (
-                    _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
-                    _mm512_srli_epi64::<32>(right),
-                );
-                let zeros = _mm512_cmpeq_epi32_mask(right, zero);
-                r.small = Some(Small {
+            if !fits {
+                return Self::general(m, s, out_off);
+            }
+            let (half, off) = (_mm512_set1_epi64(1 << 31), _mm512_set1_epi64(out_off.into()));
+            let of = |r: __m512i| {
+                let pos = _mm512_cmpgt_epi64_mask(r, zero);
+                let round = _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r));
+                // `|o| 2^(32 + r) < 2^61` (checked above).
+                let o = _mm512_sllv_epi64(off, _mm512_add_epi64(r, _mm512_set1_epi64(32)));
+                _mm512_add_epi64(round, o)
+            };
+            let (even, odd) = (
+                _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
+                _mm512_srli_epi64::<32>(right),
+            );
+            // `2m < 2^32` (`m >= 0`, checked above): exact as an unsigned dword.
+            let m2 = _mm512_add_epi32(m, m);
+            let rounds = _mm512_cmpgt_epi32_mask(right, zero);
+            Some(Rescale16 {
+                small: Some(Small {
+                    m2,
+                    m2_odd: _mm512_srli_epi64::<32>(m2),
                     round: [of(even), of(odd)],
                     right,
-                    rounds: (zeros != 0).then(|| _mm512_maskz_set1_epi32(!zeros, -1)),
-                });
-            }
-            Some(r)
+                    neg: _mm512_mask_add_epi32(m2, rounds, m2, _mm512_set1_epi32(1)),
+                }),
+                m,
+                m_odd: _mm512_srli_epi64::<32>(m),
+                // Read by the general form only.
+                round: [zero; 2],
+                neg: [zero; 2],
+                shift: [zero; 2],
+                left: None,
+                out_off: None,
+                saturated: None,
+            })
         }
 
         /// The general form (see the type's doc).
@@ -573,7 +598,7 @@ pub(crate) mod avx512 {
         #[target_feature(enable = "avx512f,avx512dq")]
         pub(crate) unsafe fn apply(&self, x: __m512i) -> __m512i {
             if let Some(f) = &self.small {
-                return f.apply(self.m, self.m_odd, f.rounds, x);
+                return f.apply(x);
             }
             let x = match self.left {
                 Some(l) => _mm512_sllv_epi32(x, l),
@@ -782,11 +807,7 @@ pub(crate) mod avx512 {
     /// stage's options cost more than its arithmetic where a tile's depth is a few quads).
     #[derive(Clone, Copy)]
     pub(crate) struct SmallStage16 {
-        m: __m512i,
-        m_odd: __m512i,
         small: Small,
-        /// [`Small::rounds`], all ones when it is `None` (so the correction is always masked).
-        rounds: __m512i,
         /// The clamp as 16-bit lanes (-128 and 127 when the layer has none narrower).
         lo: __m512i,
         hi: __m512i,
@@ -805,10 +826,7 @@ pub(crate) mod avx512 {
                 return None;
             };
             Some(SmallStage16 {
-                m: self.rescale.m,
-                m_odd: self.rescale.m_odd,
                 small: f,
-                rounds: f.rounds.unwrap_or(_mm512_set1_epi32(-1)),
                 lo: self.lo.unwrap_or(_mm512_set1_epi16(-128)),
                 hi: self.hi.unwrap_or(_mm512_set1_epi16(127)),
             })
@@ -816,15 +834,14 @@ pub(crate) mod avx512 {
     }
 
     impl SmallStage16 {
-        /// [`Rescale16::apply`]'s small-sums form (the same operations, the tie correction
-        /// always masked).
+        /// [`Rescale16::apply`]'s small-sums form (the same operations).
         ///
         /// # Safety
         /// The CPU supports AVX-512 F; `|x| < 2^30` (the promise the stage was built on).
         #[inline(always)]
         pub(crate) unsafe fn rescale(&self, x: __m512i) -> __m512i {
             // SAFETY: the caller's promise.
-            unsafe { self.small.apply(self.m, self.m_odd, Some(self.rounds), x) }
+            unsafe { self.small.apply(x) }
         }
 
         /// The 64 output bytes of four rescaled vectors: dwords `4L + j` of the two packs
