@@ -25,6 +25,9 @@
 //! twice XNNPACK's time). There the output stage is most of the vector ops of a 3 × 3
 //! window, so full groups load their inputs unmasked (folded into the widening) and
 //! adjacent groups share one byte pack, permute and store.
+//! On small maps, where border pixels are a large share, a pass first copies its channels
+//! of the input into a zero-point-padded image on the stack ([`Padded`]), so that every pixel
+//! takes the inside loop.
 //! 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The output stage
 //! ([`Stage32`], in `stage32_i8`) is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`,
 //! then output offset and clamp), 16 lanes at a time.
@@ -101,11 +104,22 @@ pub(super) unsafe fn rows(
     first_row: usize,
     output: &mut [i8],
 ) {
-    if vnni {
-        rows_vnni(g, input, filter, rq, offset, first_row, output)
-    } else {
-        rows_bw(g, input, filter, rq, offset, first_row, output)
+    // Layers of several groups and the others in functions of their own: the passes' buffer
+    // ([`Padded`]) then stays off the one-group rows' stack frame (with it there the
+    // one-group layers measured slower).
+    let several = several(g);
+    match (vnni, several) {
+        (true, true) => rows_vnni::<true>(g, input, filter, rq, offset, first_row, output),
+        (true, false) => rows_vnni::<false>(g, input, filter, rq, offset, first_row, output),
+        (false, true) => rows_bw::<true>(g, input, filter, rq, offset, first_row, output),
+        (false, false) => rows_bw::<false>(g, input, filter, rq, offset, first_row, output),
     }
+}
+
+/// Whether a layer [`rows`] runs has more than one group of channels and runs them in passes
+/// of several groups ([`passes`]).
+fn several(g: &ConvGeometry) -> bool {
+    g.out_c > LANES && !broadcasts(g) && (g.filter_h * g.filter_w).div_ceil(2) <= GROUP_PAIRS
 }
 
 /// [`rows_body`] with `vpdpwssd`.
@@ -113,7 +127,7 @@ pub(super) unsafe fn rows(
 /// # Safety
 /// As [`rows`] with `vnni`.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-unsafe fn rows_vnni(
+unsafe fn rows_vnni<const SEVERAL: bool>(
     g: &ConvGeometry,
     input: &[i8],
     filter: &[i8],
@@ -122,7 +136,7 @@ unsafe fn rows_vnni(
     first_row: usize,
     output: &mut [i8],
 ) {
-    rows_body::<true>(g, input, filter, rq, offset, first_row, output)
+    rows_body::<true, SEVERAL>(g, input, filter, rq, offset, first_row, output)
 }
 
 /// [`rows_body`] with `vpmaddwd` and `vpaddd`.
@@ -130,7 +144,7 @@ unsafe fn rows_vnni(
 /// # Safety
 /// As [`rows`].
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn rows_bw(
+unsafe fn rows_bw<const SEVERAL: bool>(
     g: &ConvGeometry,
     input: &[i8],
     filter: &[i8],
@@ -139,15 +153,15 @@ unsafe fn rows_bw(
     first_row: usize,
     output: &mut [i8],
 ) {
-    rows_body::<false>(g, input, filter, rq, offset, first_row, output)
+    rows_body::<false, SEVERAL>(g, input, filter, rq, offset, first_row, output)
 }
 
-/// The rows; see the module doc.
+/// The rows; see the module doc. `SEVERAL` is [`several`] for `g`.
 ///
 /// # Safety
 /// As [`rows`] (`VNNI` only where the CPU has it).
 #[inline(always)]
-unsafe fn rows_body<const VNNI: bool>(
+unsafe fn rows_body<const VNNI: bool, const SEVERAL: bool>(
     g: &ConvGeometry,
     input: &[i8],
     filter: &[i8],
@@ -199,36 +213,14 @@ unsafe fn rows_body<const VNNI: bool>(
     let zp = [(-i32::from(offset)) as i8; LANES * (GROUPS + 1)];
     let zp = zp.as_ptr();
     // More than one group of channels: up to `GROUPS` (or `GROUPS + 1`) of them per pixel.
-    let several = c > LANES && !bcast && pairs <= GROUP_PAIRS;
     // Rows in blocks whose input stays in L1, groups outer within a block: a group's weights
     // and output stage are set up once per block, not once per row (small layers have few
     // pixels per row).
-    if several {
+    if SEVERAL {
         // All rows per pass: a pass reads `LANES * G` channels of each input row, and the
         // rows a window reuses stay in L1 without blocks.
         let pass = Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first: first_row };
-        let mut c0 = 0;
-        while c0 < c {
-            let left = (c - c0).div_ceil(LANES);
-            let n = if left == GROUPS + 1 { left } else { left.min(GROUPS) };
-            // Whether the pass's last group holds `LANES` channels (its loads need no mask).
-            let full = c0 + n * LANES <= c;
-            match (n, full) {
-                (1, true) => groups::<VNNI, 1, true>(&pass, c0, output),
-                (1, false) => groups::<VNNI, 1, false>(&pass, c0, output),
-                (2, true) => groups::<VNNI, 2, true>(&pass, c0, output),
-                (2, false) => groups::<VNNI, 2, false>(&pass, c0, output),
-                (3, true) => groups::<VNNI, 3, true>(&pass, c0, output),
-                (3, false) => groups::<VNNI, 3, false>(&pass, c0, output),
-                (n, true) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, true>(&pass, c0, output),
-                (n, false) if n == GROUPS + 1 => {
-                    groups::<VNNI, { GROUPS + 1 }, false>(&pass, c0, output)
-                }
-                (_, true) => groups::<VNNI, GROUPS, true>(&pass, c0, output),
-                (_, false) => groups::<VNNI, GROUPS, false>(&pass, c0, output),
-            }
-            c0 += n * LANES;
-        }
+        passes::<VNNI>(&pass, offset, output);
         return;
     }
     let block = (BLOCK_BYTES / (g.in_w * in_c * g.stride_h).max(1)).max(1);
@@ -335,6 +327,63 @@ unsafe fn rows_body<const VNNI: bool>(
     }
 }
 
+/// Every channel of the output rows `output` (whole rows from row `pass.first`) in passes of
+/// up to `GROUPS` (or `GROUPS + 1`) groups ([`groups`]); layers with enough border pixels run
+/// each pass on its [`Padded`] copy when that fits.
+///
+/// # Safety
+/// As [`rows`] (`VNNI` only where the CPU has it), for a layer of several groups:
+/// `pass.rel.len() <= 2 * GROUP_PAIRS`, depth multiplier 1; `offset` is the input offset.
+#[inline(always)]
+unsafe fn passes<const VNNI: bool>(pass: &Pass<'_>, offset: i16, output: &mut [i8]) {
+    let g = pass.g;
+    let c = g.out_c;
+    let (fh, fw) = (g.filter_h, g.filter_w);
+    // Border pixels: those of the rows whose windows leave the input, and in the other rows
+    // those outside the inside columns.
+    let border_rows = (0..g.out_h)
+        .filter(|&y| {
+            let wy = g.row_window(y);
+            wy.f0 != 0 || wy.f1 != fh
+        })
+        .count();
+    let border_cols = g.out_w - (pass.inside_cols.1 - pass.inside_cols.0);
+    let border = border_rows * g.out_w + (g.out_h - border_rows) * border_cols;
+    let mut buf = MaybeUninit::<PaddedBytes>::uninit();
+    let mut padded = Padded {
+        buf: buf.as_mut_ptr().cast(),
+        ph: (g.out_h - 1) * g.stride_h + (fh - 1) * g.dilation_h + 1,
+        pw: (g.out_w - 1) * g.stride_w + (fw - 1) * g.dilation_w + 1,
+        pc: 0,
+        zp: (-i32::from(offset)) as i8,
+    };
+    // The copy pays where border pixels are at least an eighth of the input pixels: a border
+    // pixel's pointers and loads cost about what copying a dozen input pixels does (see
+    // BENCHMARKS.md, branch dwq27s24).
+    let copy = border > 0 && border * 8 >= g.in_h * g.in_w;
+    let mut c0 = 0;
+    while c0 < c {
+        let left = (c - c0).div_ceil(LANES);
+        let n = if left == GROUPS + 1 { left } else { left.min(GROUPS) };
+        // Whether the pass's last group holds `LANES` channels (its loads need no mask).
+        let full = c0 + n * LANES <= c;
+        let pad = copy.then_some(&mut padded);
+        match (n, full) {
+            (1, true) => groups::<VNNI, 1, true>(pass, c0, output, pad),
+            (1, false) => groups::<VNNI, 1, false>(pass, c0, output, pad),
+            (2, true) => groups::<VNNI, 2, true>(pass, c0, output, pad),
+            (2, false) => groups::<VNNI, 2, false>(pass, c0, output, pad),
+            (3, true) => groups::<VNNI, 3, true>(pass, c0, output, pad),
+            (3, false) => groups::<VNNI, 3, false>(pass, c0, output, pad),
+            (n, true) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, true>(pass, c0, output, pad),
+            (n, false) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, false>(pass, c0, output, pad),
+            (_, true) => groups::<VNNI, GROUPS, true>(pass, c0, output, pad),
+            (_, false) => groups::<VNNI, GROUPS, false>(pass, c0, output, pad),
+        }
+        c0 += n * LANES;
+    }
+}
+
 /// What [`groups`] reads of a block of output rows.
 struct Pass<'a> {
     g: &'a ConvGeometry,
@@ -369,6 +418,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     pass: &Pass<'_>,
     c0: usize,
     block_out: &mut [i8],
+    padded: Option<&mut Padded>,
 ) {
     let Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first } = *pass;
     let c = g.out_c;
@@ -404,6 +454,44 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     // SAFETY (of each use): the pair `i < pairs` of group `j < G`, written above.
     let wp = |j: usize, i: usize| w.get_unchecked(j).get_unchecked(i).assume_init_ref();
     let (fh, row_out) = (g.filter_h, g.out_w * c);
+    if let Some(pad) = padded.filter(|p| p.ph * p.pw * G * LANES <= PADDED_BYTES) {
+        let pc = G * LANES;
+        if pad.pc != pc {
+            // SAFETY: `ph * pw * pc` bytes fit the buffer (checked just above).
+            core::ptr::write_bytes(pad.buf, pad.zp as u8, pad.ph * pad.pw * pc);
+            pad.pc = pc;
+        }
+        // Each tap's offset from its window origin in the buffer, with the odd tap's partner
+        // (the origin again).
+        let mut rel_p = [0usize; 2 * GROUP_PAIRS];
+        for (t, r) in rel_p.iter_mut().enumerate().take(taps) {
+            let (fy, fx) = (t / g.filter_w, t % g.filter_w);
+            *r = (fy * g.dilation_h * pad.pw + fx * g.dilation_w) * pc;
+        }
+        let rel_p = &rel_p[..rel.len()];
+        let rows = block_out.len() / row_out;
+        let mut batch = usize::MAX;
+        for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
+            let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
+            if b != batch {
+                // The rows of batch `b` this block's windows read, from output row `out_y`.
+                let y1 = out_y + (g.out_h - out_y).min(rows - r);
+                pad.copy::<G>(g, input, b, (out_y, y1), c0, &kb);
+                batch = b;
+            }
+            for out_x in 0..g.out_w {
+                let p = pad.buf.add((out_y * g.stride_h * pad.pw + out_x * g.stride_w) * pc);
+                // SAFETY: the window of pixel `(out_y, out_x)` lies inside the padded image,
+                // whose rows it reads were copied above (taps outside the input read the
+                // zero point filled at the layout's change).
+                let acc = inside_groups::<VNNI, G, FULL>(p, rel_p, init, &kb, &w);
+                // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of pixel
+                // `out_x` (the stores are masked to the groups' lanes).
+                store_groups(stages, &acc, &kb, out_row.as_mut_ptr().add(out_x * c + c0));
+            }
+        }
+        return;
+    }
     let mut ptrs = [zp; 2 * GROUP_PAIRS];
     let ptrs = &mut ptrs[..rel.len()];
     for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
@@ -414,18 +502,8 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
         for out_x in 0..g.out_w {
             let acc = if rows_inside && (inside_cols.0..inside_cols.1).contains(&out_x) {
                 let origin = ((row0 + wy.at(0)) * g.in_w + out_x * g.stride_w - g.pad_w) * c + c0;
-                let p = input.as_ptr().add(origin);
-                let mut acc = init;
-                for (i, pair) in rel.chunks_exact(2).enumerate() {
-                    // SAFETY: the groups' channels of two input pixels (masked lanes not read).
-                    let (pa, pb) = (p.add(pair[0]), p.add(pair[1]));
-                    for j in 0..G {
-                        let xa = load_group(pa.add(j * LANES), kb[j], FULL || j + 1 < G);
-                        let xb = load_group(pb.add(j * LANES), kb[j], FULL || j + 1 < G);
-                        mac::<VNNI>(&mut acc[j], xa, xb, wp(j, i));
-                    }
-                }
-                acc
+                // SAFETY: every tap of the pixel reads the groups' channels of an input pixel.
+                inside_groups::<VNNI, G, FULL>(input.as_ptr().add(origin), rel, init, &kb, &w)
             } else {
                 let window = Window { g, input, row0, wy: &wy, c0, zp, rel };
                 window.pointers_into(out_x, ptrs);
@@ -441,26 +519,134 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
                 }
                 acc
             };
-            // The groups in pairs (one byte pack, permute and store per pair), an odd last
-            // one alone. SAFETY (of each store): `out_row` holds the output row; channels
-            // `c0 + j * LANES..` of pixel `out_x` (the stores are masked to the groups' lanes).
-            let out = out_row.as_mut_ptr().add(out_x * c + c0);
-            if G == GROUPS + 1 {
-                // Written out: five groups' accumulators then stay in registers (node 12 of
-                // mobilenet_v2_quantized −6 %); for fewer groups the loop measured faster.
-                store_pair(stages, &acc, &kb, 0, out);
-                store_pair(stages, &acc, &kb, 2, out);
-                stages[G - 1].store(acc[G - 1], out.add((G - 1) * LANES), kb[G - 1]);
+            // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of pixel
+            // `out_x` (the stores are masked to the groups' lanes).
+            store_groups(stages, &acc, &kb, out_row.as_mut_ptr().add(out_x * c + c0));
+        }
+    }
+}
+
+/// The accumulators of a pass's `G` groups (weights `w`, lane masks `kb`, start `init`) for
+/// a pixel whose taps read `p + rel[t]`, group `j` `j * LANES` bytes further; `FULL`: the
+/// last group holds `LANES` channels (the others always do).
+///
+/// # Safety
+/// AVX-512BW (and VNNI when `VNNI`); every `p + rel[t] + j * LANES` is readable for group
+/// `j`'s `kb[j]` lanes; `w[j][..rel.len() / 2]` are written.
+#[inline(always)]
+unsafe fn inside_groups<const VNNI: bool, const G: usize, const FULL: bool>(
+    p: *const i8,
+    rel: &[usize],
+    init: [[__m512i; 2]; G],
+    kb: &[__mmask32; G],
+    w: &[[MaybeUninit<[__m512i; 2]>; GROUP_PAIRS]; G],
+) -> [[__m512i; 2]; G] {
+    let mut acc = init;
+    for (i, pair) in rel.chunks_exact(2).enumerate() {
+        let (pa, pb) = (p.add(pair[0]), p.add(pair[1]));
+        for j in 0..G {
+            let xa = load_group(pa.add(j * LANES), kb[j], FULL || j + 1 < G);
+            let xb = load_group(pb.add(j * LANES), kb[j], FULL || j + 1 < G);
+            mac::<VNNI>(&mut acc[j], xa, xb, w.get_unchecked(j).get_unchecked(i).assume_init_ref());
+        }
+    }
+    acc
+}
+
+/// A pixel's `G` groups of accumulators `acc` through their stages, stored from `out`: in
+/// pairs (one byte pack, permute and store per pair), an odd last one alone.
+///
+/// # Safety
+/// AVX-512BW; `out` is valid for writes of group `j`'s `kb[j]` lanes from `j * LANES`.
+#[inline(always)]
+unsafe fn store_groups<const G: usize>(
+    stages: &[Stage32; G],
+    acc: &[[__m512i; 2]; G],
+    kb: &[__mmask32; G],
+    out: *mut i8,
+) {
+    if G == GROUPS + 1 {
+        // Written out: five groups' accumulators then stay in registers (node 12 of
+        // mobilenet_v2_quantized −6 %); for fewer groups the loop measured faster.
+        store_pair(stages, acc, kb, 0, out);
+        store_pair(stages, acc, kb, 2, out);
+        stages[G - 1].store(acc[G - 1], out.add((G - 1) * LANES), kb[G - 1]);
+    } else {
+        let mut j = 0;
+        while j < G {
+            if j + 1 < G {
+                store_pair(stages, acc, kb, j, out);
+                j += 2;
             } else {
-                let mut j = 0;
-                while j < G {
-                    if j + 1 < G {
-                        store_pair(stages, &acc, &kb, j, out);
-                        j += 2;
-                    } else {
-                        stages[j].store(acc[j], out.add(j * LANES), kb[j]);
-                        j += 1;
-                    }
+                stages[j].store(acc[j], out.add(j * LANES), kb[j]);
+                j += 1;
+            }
+        }
+    }
+}
+
+/// Bytes of [`Padded`]'s buffer: a pass's padded image of four 32-channel groups up to
+/// 16 × 16 pixels (mobilenet_v2's 14 × 14 maps with their border).
+const PADDED_BYTES: usize = 32 * 1024;
+
+/// [`Padded`]'s buffer, aligned to cache lines.
+#[repr(C, align(64))]
+struct PaddedBytes([i8; PADDED_BYTES]);
+
+/// A pass's channels of one batch image copied with their padding laid out: `ph × pw` pixels
+/// (the rows and columns the windows span), `pc` bytes each (the pass's `G * LANES`
+/// channels), the padding the zero point. Every window then lies inside it and every pixel
+/// runs the inside loop with fixed tap offsets; on small maps, where most pixels are border
+/// pixels, that costs less than finding a border pixel's tap pointers once per pass (a
+/// pass's copy is one load and store per 32 channels of an input pixel). The zero point is
+/// filled once per layout (`pc`); a pass copies only the input rows its windows read.
+struct Padded {
+    /// [`PADDED_BYTES`] bytes.
+    buf: *mut i8,
+    ph: usize,
+    pw: usize,
+    /// Bytes per pixel of the layout filled (0: none yet).
+    pc: usize,
+    /// The input zero point (`-offset`): a tap on it adds nothing.
+    zp: i8,
+}
+
+impl Padded {
+    /// Copies channels `c0..` (group `j`'s `kb[j]` lanes) of the input rows that the windows
+    /// of output rows `y0..y1` of batch `b` read into the layout of `G * LANES` bytes per
+    /// pixel.
+    ///
+    /// # Safety
+    /// AVX-512BW; the layout is filled for `pc = G * LANES`, `ph * pw * pc <= PADDED_BYTES`;
+    /// `input` holds `g`'s batches; `y0 < y1 <= g.out_h`; `c0 + j * LANES + l` is a channel
+    /// for every lane `l` of `kb[j]`.
+    #[inline(always)]
+    unsafe fn copy<const G: usize>(
+        &mut self,
+        g: &ConvGeometry,
+        input: &[i8],
+        b: usize,
+        (y0, y1): (usize, usize),
+        c0: usize,
+        kb: &[__mmask32; G],
+    ) {
+        let pc = G * LANES;
+        let lo = (y0 * g.stride_h).saturating_sub(g.pad_h);
+        let hi = ((y1 - 1) * g.stride_h + (g.filter_h - 1) * g.dilation_h + 1)
+            .saturating_sub(g.pad_h)
+            .min(g.in_h);
+        let cols = self.pw.saturating_sub(g.pad_w).min(g.in_w);
+        for iy in lo..hi {
+            // SAFETY (of the loads and stores): input row `iy < in_h` of batch `b`, its
+            // columns `ix < in_w` and channels `c0 + j * LANES..` (`kb[j]` lanes); padded row
+            // `iy + pad_h < ph` and column `ix + pad_w < pw` of the buffer (`y1 <= out_h`).
+            let src = input.as_ptr().add(((b * g.in_h + iy) * g.in_w) * g.in_c + c0);
+            let dst = self.buf.add(((iy + g.pad_h) * self.pw + g.pad_w) * pc);
+            for ix in 0..cols {
+                let (s, d) = (src.add(ix * g.in_c), dst.add(ix * pc));
+                for (j, &k) in kb.iter().enumerate() {
+                    let v = _mm256_maskz_loadu_epi8(k, s.add(j * LANES));
+                    _mm256_mask_storeu_epi8(d.add(j * LANES), k, v);
                 }
             }
         }
