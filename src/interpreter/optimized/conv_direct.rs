@@ -9,8 +9,12 @@
 //! ([`super::pack`]), one broadcast input value per pixel and one filter load per panel per
 //! depth step. A row's pixels with whole windows are split into tiles of equal size (±1) of
 //! at most [`PIXELS`] (one panel: [`PIXELS_ONE`]): a 112-pixel row is not 9 × 12 and three
-//! single pixels, each of those a chain of dependent multiply-adds. Each output is summed over the depth steps `(fy, fx, c)` in the im2col
-//! product's order with one FMA per step (the taps of the padding, zeros there, are skipped:
+//! single pixels, each of those a chain of dependent multiply-adds. Border columns' pixels
+//! (clipped horizontal windows) in rows with whole vertical windows go in such tiles down
+//! their column instead (the same clipped taps, `stride_h` input rows apart), not one by
+//! one; only the pixels clipped both ways go alone. Where the whole windows lie is computed
+//! once per call, not per pixel. Each output is summed over the depth steps `(fy, fx, c)` in
+//! the im2col product's order with one FMA per step (the taps of the padding, zeros there, are skipped:
 //! adding a zero product changes no value), then bias and clamp as the GEMM's epilogue does.
 //!
 //! One output channel (a segmentation head: 4 channels in, 1 out) would use one lane of the
@@ -89,25 +93,17 @@ pub fn direct_rows(
                 *v = panel[p * NR];
             }
         }
-        let full_x = |ox: usize| {
-            let w = g.col_window(ox);
-            w.f0 == 0 && w.f1 == g.filter_w
-        };
-        let mut p = p0;
-        while p < p0 + rows {
+        // Output columns `x_lo..x_hi` and rows `y_lo..y_hi` have whole windows.
+        let (x_lo, x_hi) = whole(g.pad_w, g.stride_w, g.filter_w, g.dilation_w, g.in_w, g.out_w);
+        let (y_lo, y_hi) = whole(g.pad_h, g.stride_h, g.filter_h, g.dilation_h, g.in_h, g.out_h);
+        let end = p0 + rows;
+        let out = c.as_mut_ptr();
+        // The operands of pixel `p` and those after it, `px` input values and `out_step`
+        // output values apart, with `p`'s clipped taps.
+        let taps = |p: usize, px: usize, out_step: usize| {
             let (oy, ox) = (p / g.out_w, p % g.out_w);
-            let wy = g.row_window(oy);
-            let row_end = (p0 + rows).min((oy + 1) * g.out_w);
-            // Pixels whose windows are whole across (all but the borders) go together (in
-            // tiles of up to `PIXELS`); a border pixel alone with its clipped taps.
-            let mut run = 1;
-            if full_x(ox) {
-                while p + run < row_end && full_x(ox + run) {
-                    run += 1;
-                }
-            }
-            let wx = g.col_window(ox);
-            let t = Taps {
+            let (wy, wx) = (g.row_window(oy), g.col_window(ox));
+            Taps {
                 g,
                 image: image.as_ptr(),
                 fy: wy.f0..wy.f1,
@@ -117,25 +113,82 @@ pub fn direct_rows(
                     g.dilation_h as isize,
                 ],
                 x0: (ox * g.stride_w) as isize - g.pad_w as isize,
+                px: px as isize,
                 panel: panel.as_ptr(),
                 single: single.as_ptr(),
                 k,
                 nj,
-                c: c[(p - p0) * ldc..].as_mut_ptr(),
-                ldc,
+                // Inside `c`: `p` is one of the pixels `p0..p0 + rows`.
+                c: out.wrapping_add((p - p0) * ldc),
+                ldc: out_step,
                 bias: ep.bias.map(|b| b.as_ptr()),
                 min: ep.min,
                 max: ep.max,
+            }
+        };
+        // Pixels with whole windows across go in tiles along their output row; a pixel of
+        // a border column in a row with whole windows down goes in tiles down its column
+        // (pixels `stride_h` input rows apart, all with the same clipped taps); any other
+        // pixel alone.
+        let mut p = p0;
+        while p < end {
+            let oy = p / g.out_w;
+            let row_end = end.min((oy + 1) * g.out_w);
+            let (a, b) = (oy * g.out_w + x_lo, oy * g.out_w + x_hi);
+            let n = if p >= a && p < b {
+                b.min(row_end) - p
+            } else if oy >= y_lo && oy < y_hi {
+                // Batched down its column below.
+                p += 1;
+                continue;
+            } else {
+                1
             };
-            // SAFETY: `avx512()` was checked by `applies`; the taps `fy`, `fx` of the `run`
-            // pixels (all with whole horizontal windows when `run > 1`) lie inside the image
-            // (clipped windows), their `k` depth steps inside the packed panels, and the `run`
-            // output rows of `nj` values at `ldc` inside `c` (`p + run <= p0 + rows`), bias
-            // `nj` values (checked above).
-            unsafe { x86::run(&t, run) };
-            p += run;
+            // SAFETY: `avx512()` was checked by `applies`; the taps of the `n` pixels (with
+            // whole horizontal windows when `n > 1`) lie inside the image (clipped windows),
+            // their `k` depth steps inside the packed panels, and the `n` output rows of `nj`
+            // values at `ldc` inside `c` (`p + n <= p0 + rows`), bias `nj` values (checked
+            // above).
+            unsafe { x86::run(&taps(p, g.stride_w * g.in_c, ldc), n) };
+            p += n;
+        }
+        for ox in (0..x_lo).chain(x_hi..g.out_w) {
+            // Rows `oy0..oy1` of column `ox` among pixels `p0..end`, within `y_lo..y_hi`.
+            let oy0 = p0.saturating_sub(ox).div_ceil(g.out_w).max(y_lo);
+            let oy1 = if end > ox { (end - 1 - ox) / g.out_w + 1 } else { 0 }.min(y_hi);
+            if oy0 < oy1 {
+                let px = g.stride_h * g.in_w * g.in_c;
+                // SAFETY: as above for the `oy1 - oy0` pixels of column `ox`, rows
+                // `oy0..oy1` (each inside `p0..end`): they have whole vertical windows and
+                // the same clipped horizontal one, pixel `i`'s taps `px` values after pixel
+                // 0's, and output row `i` is `out_w` pixel rows after pixel 0's.
+                unsafe { x86::run(&taps(oy0 * g.out_w + ox, px, g.out_w * ldc), oy1 - oy0) };
+            }
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+/// Output positions `lo..hi` (along one axis, `hi >= lo`, both at most `out`) whose windows
+/// of `filter` taps `dilation` apart lie inside an input of `size`, at `stride` with `pad`
+/// before the first.
+fn whole(
+    pad: usize,
+    stride: usize,
+    filter: usize,
+    dilation: usize,
+    size: usize,
+    out: usize,
+) -> (usize, usize) {
+    let span = (filter - 1) * dilation + 1;
+    let lo = pad.div_ceil(stride).min(out);
+    // `o · stride - pad + span <= size`.
+    let hi = if size + pad >= span {
+        ((size + pad - span) / stride + 1).min(out)
+    } else {
+        0
+    };
+    (lo, hi.max(lo))
 }
 
 /// One register tile's operands: the pixels' clipped taps and where they go.
@@ -149,6 +202,8 @@ struct Taps<'a> {
     y: [isize; 2],
     /// Input column of tap 0 of the first pixel.
     x0: isize,
+    /// Input values from one pixel's taps to the next pixel's.
+    px: isize,
     panel: *const f32,
     /// The `k` filter values of the one output channel when `nj == 1`.
     single: *const f32,
@@ -167,12 +222,12 @@ mod x86 {
     use super::{Taps, NR, PIXELS, PIXELS_ONE};
     use core::arch::x86_64::*;
 
-    /// `run` pixels of `t` (of one output row) in tiles of equal size (±1), at most
-    /// [`PIXELS`] with two panels and [`PIXELS_ONE`] with one.
+    /// `run` pixels of `t` (`t.px` input values apart, all with `t`'s clipped taps) in tiles
+    /// of equal size (±1), at most [`PIXELS`] with two panels and [`PIXELS_ONE`] with one.
     ///
     /// # Safety
-    /// AVX-512F is present; the taps of `run` pixels are inside the image (whole horizontal
-    /// windows when `run > 1`), `c` has `run` rows.
+    /// AVX-512F is present; the taps of `run` pixels are inside the image, `c` has `run`
+    /// rows.
     pub(super) unsafe fn run(t: &Taps<'_>, run: usize) {
         let g = t.g;
         let row_len = g.filter_w * g.in_c;
@@ -181,8 +236,6 @@ mod x86 {
             unsafe { single(t, run) };
             return;
         }
-        let step = t.g.stride_w as isize;
-        let pixel_step = g.stride_w * g.in_c;
         let two = t.nj > NR;
         let most = if two { PIXELS } else { PIXELS_ONE };
         let tiles = run.div_ceil(most);
@@ -191,7 +244,8 @@ mod x86 {
             // Sizes differ by at most one: the first `run % tiles` tiles take one more.
             let n = run / tiles + usize::from(tile_index < run % tiles);
             let ti = Taps {
-                x0: t.x0 + i as isize * step,
+                // Pixel `i`'s taps: in the image (`wrapping`: no pointer past it is read).
+                image: t.image.wrapping_offset(i as isize * t.px),
                 // SAFETY: pixel `i < run` has output row `i` inside `c`.
                 c: unsafe { t.c.add(i * t.ldc) },
                 fy: t.fy.clone(),
@@ -208,7 +262,7 @@ mod x86 {
             }
             macro_rules! stepped {
                 ($p:literal; $($r:literal)*) => {
-                    match pixel_step {
+                    match t.px as usize {
                         PX_C3_S2 => sized!($p, PX_C3_S2; $($r)*),
                         PX_C3_S1 => sized!($p, PX_C3_S1; $($r)*),
                         _ => sized!($p, 0; $($r)*),
@@ -216,7 +270,7 @@ mod x86 {
                 };
             }
             // SAFETY: pixels `i..i + n` are among the caller's `run` (`n <= run - i`: the
-            // sizes sum to `run`), `n <= most`; a nonzero `PX` is `pixel_step`.
+            // sizes sum to `run`), `n <= most`; a nonzero `PX` is `t.px`.
             unsafe {
                 if two {
                     stepped!(2; 1 2 3 4 5 6 7 8 9 10 11 12)
@@ -248,11 +302,10 @@ mod x86 {
             unsafe { *b }
         });
         for i in 0..run {
-            let x0 = t.x0 + (i * g.stride_w) as isize;
             let mut acc = _mm512_setzero_ps();
             for fy in t.fy.clone() {
                 let iy = t.y[0] + fy as isize * t.y[1];
-                let at = (iy * g.in_w as isize + x0) * g.in_c as isize;
+                let at = (iy * g.in_w as isize + t.x0) * g.in_c as isize + i as isize * t.px;
                 // SAFETY: row `iy` of the window is inside the image and its `row_len` taps
                 // (whole horizontal window) are adjacent there; filter row `fy` has
                 // `row_len` values inside the `k` of `single`. Masked-off lanes are not read.
@@ -275,18 +328,17 @@ mod x86 {
     const PX_C3_S2: usize = 6;
     const PX_C3_S1: usize = 3;
 
-    /// `R` pixels × `P` panels, pixels `PX` input values apart (0: `stride_w · in_c` read at
-    /// run time); returns `R`.
+    /// `R` pixels × `P` panels, pixels `PX` input values apart (0: `t.px` read at run time);
+    /// returns `R`.
     ///
     /// # Safety
-    /// As [`run`] with `R` pixels (whole horizontal windows when `R > 1`); a nonzero `PX` is
-    /// `stride_w · in_c`.
+    /// As [`run`] with `R` pixels; a nonzero `PX` is `t.px`.
     #[target_feature(enable = "avx512f")]
     unsafe fn tile<const R: usize, const P: usize, const PX: usize>(t: &Taps<'_>) -> usize {
         let g = t.g;
         let ch = g.in_c;
-        debug_assert!(PX == 0 || PX == g.stride_w * ch);
-        let px = if PX > 0 { PX } else { g.stride_w * ch } as isize;
+        debug_assert!(PX == 0 || PX as isize == t.px);
+        let px = if PX > 0 { PX as isize } else { t.px };
         let mut acc = [[_mm512_setzero_ps(); P]; R];
         // Without horizontal dilation the taps of a filter row's clipped window are one run of
         // `fx.len() · in_c` adjacent input values (and depth steps): one loop over the run
@@ -352,6 +404,44 @@ mod tests {
     use crate::interpreter::optimized::tests::values;
     use crate::interpreter::reference::conv::conv_f32 as reference;
 
+    /// `g` through [`direct_rows`] in chunks of `chunk` output pixels (starting and ending
+    /// mid-row): the reference's values up to rounding.
+    fn check(g: &ConvGeometry, chunk: usize, case: u32) {
+        let (k, oc) = (g.filter_h * g.filter_w * g.in_c, g.out_c);
+        let input = values(g.input_len(), case);
+        let filter = values(oc * k, case + 1);
+        let bias = values(oc, case + 2);
+        let mut want = vec![0.0f32; g.output_len()];
+        reference(g, &input, &filter, Some(&bias), -1.5, 2.0, &mut want);
+        let mut packed = vec![f32::NAN; packed_b_len(oc, k)];
+        let view = Strided {
+            data: &filter[..],
+            rs: k,
+            cs: 1,
+        };
+        pack_b(oc, k, view, &mut packed);
+        let ep = Epilogue {
+            bias: Some(&bias),
+            min: -1.5,
+            max: 2.0,
+        };
+        let pixels = g.out_h * g.out_w;
+        let mut got = vec![f32::NAN; pixels * oc];
+        let mut p0 = 0;
+        while p0 < pixels {
+            let rows = chunk.min(pixels - p0);
+            let out = &mut got[p0 * oc..];
+            direct_rows(Isa::Avx512, g, &input, p0, rows, oc, &packed, &ep, out, oc);
+            p0 += rows;
+        }
+        for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-5 * k as f32,
+                "{g:?} chunk {chunk} output {i}: {x} vs {y}"
+            );
+        }
+    }
+
     /// Rows of every width from 1 to past two tiles (every split into equal tiles, every
     /// tile size of one and two panels), strides 1 and 2, 1–4 channels, 3 × 3 and 5 × 5
     /// taps, one to two panels of outputs (partial ones too), in chunks of rows that start
@@ -374,40 +464,38 @@ mod tests {
                 case += 1;
                 let h = 3 + (w % 3);
                 let g = geometry((h, w, c), (f, f, oc), stride, 1, true, 1);
-                let k = f * f * c;
-                let input = values(g.input_len(), case);
-                let filter = values(oc * k, case + 1);
-                let bias = values(oc, case + 2);
-                let mut want = vec![0.0f32; g.output_len()];
-                reference(&g, &input, &filter, Some(&bias), -1.5, 2.0, &mut want);
-                let mut packed = vec![f32::NAN; packed_b_len(oc, k)];
-                let view = Strided {
-                    data: &filter[..],
-                    rs: k,
-                    cs: 1,
-                };
-                pack_b(oc, k, view, &mut packed);
-                let ep = Epilogue {
-                    bias: Some(&bias),
-                    min: -1.5,
-                    max: 2.0,
-                };
+                let chunk = 1 + (case as usize * 7) % (g.out_h * g.out_w + 3);
+                check(&g, chunk, case);
+            }
+        }
+    }
+
+    /// Border columns of tall images, whose pixels go in tiles down the column: every
+    /// column length up to past two tiles of either panel count, SAME and VALID padding
+    /// (no border columns), dilation 2, one output channel, whole images and chunks that
+    /// cut columns anywhere.
+    #[test]
+    fn border_columns_match_the_reference_for_every_tile_size() {
+        if !Isa::available().contains(&Isa::Avx512) {
+            return;
+        }
+        let mut case = 1000u32;
+        for h in 1..=40 {
+            for &(w, c, f, stride, dilation, same, oc) in &[
+                (5, 3, 3, 2, 1, true, 32),
+                (4, 3, 3, 1, 1, true, 16),
+                (2, 2, 5, 1, 1, true, 24),
+                (9, 1, 3, 1, 2, true, 1),
+                (7, 3, 3, 2, 1, false, 32),
+            ] {
+                case += 1;
+                if !same && h < (f - 1) * dilation + 1 {
+                    continue;
+                }
+                let g = geometry((h, w, c), (f, f, oc), stride, dilation, same, 1);
                 let pixels = g.out_h * g.out_w;
-                let mut got = vec![f32::NAN; pixels * oc];
-                let chunk = 1 + (case as usize * 7) % (pixels + 3);
-                let mut p0 = 0;
-                while p0 < pixels {
-                    let rows = chunk.min(pixels - p0);
-                    let out = &mut got[p0 * oc..];
-                    direct_rows(Isa::Avx512, &g, &input, p0, rows, oc, &packed, &ep, out, oc);
-                    p0 += rows;
-                }
-                for (i, (x, y)) in got.iter().zip(&want).enumerate() {
-                    assert!(
-                        (x - y).abs() <= 1e-5 * k as f32,
-                        "{g:?} output {i}: {x} vs {y}"
-                    );
-                }
+                check(&g, pixels, case);
+                check(&g, 1 + (case as usize * 5) % (pixels + 2), case);
             }
         }
     }
