@@ -14,7 +14,7 @@
 use super::context::{NodeMemory, Persistent, RecordTable, Slot, Staging, RECORD_ALIGNMENT};
 use super::error::InterpreterError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
-use super::plan::{self, plan_all};
+use super::plan::{self, plan_chosen};
 use super::subgraphs::Layout;
 use crate::alloc::AllocatorRef;
 use crate::arena::{Arena, ArenaError, Category};
@@ -81,25 +81,21 @@ impl MemoryPlan {
 }
 
 /// Plans the head. `keep_alias(tensor)` says whether an in-place alias the lifetimes declared
-/// for `tensor` may be kept (its producer's kernel can run in place).
-pub(crate) fn plan_head(
+/// for `tensor` may be kept (its producer's kernel can run in place); `scratch(node)` lists the
+/// scratch bytes `nodes[node]` asks for (a 0 asks for none).
+pub(crate) fn plan_head<'s>(
     lifetimes: &Lifetimes,
     nodes: &[NodeInfo],
     node_steps: &[(usize, usize)],
-    scratch: &[Vec<usize>],
+    scratch: impl Fn(usize) -> &'s [usize],
     keep_alias: impl Fn(usize) -> bool,
 ) -> Result<MemoryPlan, InterpreterError> {
     let build = |offline: bool| {
-        let mut lt = lifetimes.clone();
-        for p in &mut lt.planned {
-            if p.alias_of.is_some() && !keep_alias(p.tensor) {
-                p.alias_of = None;
-            }
-        }
-        let (mut reqs, tensors) = plan::requirements(&lt, ALIGNMENT, offline);
+        let (mut reqs, tensors) =
+            plan::requirements_keeping(lifetimes, ALIGNMENT, offline, &keep_alias);
         let mut owners: Vec<Owner> = tensors.into_iter().map(Owner::Tensor).collect();
-        for (node, list) in nodes.iter().zip(scratch) {
-            for (k, &bytes) in list.iter().enumerate() {
+        for (at, node) in nodes.iter().enumerate() {
+            for (k, &bytes) in scratch(at).iter().enumerate() {
                 if bytes == 0 {
                     continue;
                 }
@@ -123,8 +119,8 @@ pub(crate) fn plan_head(
     let has_offline = lifetimes.planned.iter().any(|p| p.offline_offset.is_some());
     let (reqs, owners) = build(true);
     let mut offline_ignored = None;
-    let report = match plan_all(&reqs) {
-        Ok(r) => (r, reqs, owners),
+    let (plan, requirements, owners) = match plan_chosen(&reqs) {
+        Ok(plan) => (plan, reqs, owners),
         Err(
             e @ (PlanError::OfflineOverlap { .. }
             | PlanError::OfflineMisaligned { .. }
@@ -132,17 +128,14 @@ pub(crate) fn plan_head(
         ) if has_offline => {
             tracing::info!(error = %e, "offline memory plan cannot be honoured; planning online");
             offline_ignored = Some(e.to_string());
+            drop((reqs, owners));
             let (reqs, owners) = build(false);
-            let r = plan_all(&reqs).map_err(|e| InterpreterError::Memory(e.to_string()))?;
-            (r, reqs, owners)
+            let plan = plan_chosen(&reqs).map_err(|e| InterpreterError::Memory(e.to_string()))?;
+            (plan, reqs, owners)
         }
         Err(e) => return Err(InterpreterError::Memory(e.to_string())),
     };
-    let (report, requirements, owners) = report;
-    let plan = report
-        .chosen_plan()
-        .cloned()
-        .ok_or_else(|| InterpreterError::Memory("no planner produced a plan".into()))?;
+    let plan = plan.ok_or_else(|| InterpreterError::Memory("no planner produced a plan".into()))?;
     Ok(MemoryPlan {
         requirements,
         owners,

@@ -564,18 +564,12 @@ fn plan_head(
     memory: &[NodeMemory],
 ) -> Result<MemoryPlan, InterpreterError> {
     let aliased = in_place_outputs(nodes, registrations);
-    let scratch: Vec<Vec<usize>> = nodes
-        .iter()
-        .zip(memory)
-        .map(|(n, m)| {
-            if n.prepare_time {
-                Vec::new()
-            } else {
-                m.scratch.clone()
-            }
-        })
-        .collect();
-    allocation::plan_head(lifetimes, nodes, node_steps, &scratch, |t| {
+    // A node run at prepare time needs no scratch in the head.
+    let scratch = |at: usize| match (nodes.get(at), memory.get(at)) {
+        (Some(n), Some(m)) if !n.prepare_time => m.scratch.as_slice(),
+        _ => &[],
+    };
+    allocation::plan_head(lifetimes, nodes, node_steps, scratch, |t| {
         aliased.binary_search(&t).is_ok()
     })
 }
