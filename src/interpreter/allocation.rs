@@ -11,7 +11,10 @@
 //! Arena bytes = head + tail exactly, so a caller's buffer of [`MemoryPlan::arena_bytes`] works
 //! and one alignment unit less fails with the exact shortfall.
 
-use super::context::{NodeMemory, Persistent, RecordTable, Slot, Staging, RECORD_ALIGNMENT};
+use super::builder::TensorRecords;
+use super::context::{
+    NodeMemory, Persistent, RecordTable, ScratchRequest, Slot, Staging, RECORD_ALIGNMENT,
+};
 use super::error::InterpreterError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
 use super::plan::{self, plan_chosen};
@@ -87,7 +90,7 @@ pub(crate) fn plan_head<'s>(
     lifetimes: &Lifetimes,
     nodes: &[NodeInfo],
     node_steps: &[(usize, usize)],
-    scratch: impl Fn(usize) -> &'s [usize],
+    scratch: impl Fn(usize) -> &'s [ScratchRequest],
     keep_alias: impl Fn(usize) -> bool,
 ) -> Result<MemoryPlan, InterpreterError> {
     let build = |offline: bool| {
@@ -95,7 +98,7 @@ pub(crate) fn plan_head<'s>(
             plan::requirements_keeping(lifetimes, ALIGNMENT, offline, &keep_alias);
         let mut owners: Vec<Owner> = tensors.into_iter().map(Owner::Tensor).collect();
         for (at, node) in nodes.iter().enumerate() {
-            for (k, &bytes) in scratch(at).iter().enumerate() {
+            for (k, &ScratchRequest { bytes, .. }) in scratch(at).iter().enumerate() {
                 if bytes == 0 {
                     continue;
                 }
@@ -240,7 +243,7 @@ pub(crate) fn resolve_addresses(
     plan: &MemoryPlan,
     tensors: &[TensorEntry],
     memory: &[NodeMemory],
-    tensor_record: &[Option<u32>],
+    tensor_record: &TensorRecords,
     records: &RecordTable,
     (model, layout): (&Model, &Layout),
     shared: &[Option<usize>],
@@ -270,7 +273,9 @@ pub(crate) fn resolve_addresses(
                     dtype: tensors[t].dtype,
                 }
             }
-            Owner::Scratch { node, k } => scratch_ptr[node][k] = (ptr, memory[node].scratch[k]),
+            Owner::Scratch { node, k } => {
+                scratch_ptr[node][k] = (ptr, memory[node].scratch[k].bytes)
+            }
         }
     }
     for (t, e) in tensors.iter().enumerate() {
@@ -282,7 +287,7 @@ pub(crate) fn resolve_addresses(
                 bytes: e.bytes,
                 dtype: e.dtype,
             };
-        } else if let Some(r) = tensor_record[t] {
+        } else if let Some(r) = tensor_record.get(t) {
             let ptr = records.get(r, e.bytes).ok_or_else(|| {
                 InterpreterError::Memory(format!("tensor {t}: its tail record is out of range"))
             })?;
