@@ -17,6 +17,8 @@ use super::context::{
 };
 use super::error::InterpreterError;
 use super::graph::{NodeInfo, TensorEntry, TensorKind};
+#[cfg(test)]
+use super::plan::plan_all;
 use super::plan::{self, plan_chosen};
 use super::subgraphs::Layout;
 use crate::alloc::AllocatorRef;
@@ -415,6 +417,56 @@ mod tests {
             let start = arena.head_ptr(0, 1).unwrap().as_ptr() as usize;
             assert_eq!(start % BASE_ALIGNMENT, 0, "an arena of {bytes} bytes");
             assert_eq!(arena.size(), bytes, "no byte added to the arena");
+        }
+    }
+
+    /// The build's plan is the one `plan_all`'s report chooses, offset for offset, on
+    /// requirements of every shape (chains, overlaps, aliases, offline offsets), and its errors
+    /// are `plan_all`'s.
+    #[test]
+    fn the_builds_plan_is_the_reports_choice() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n) as usize
+        };
+        for case in 0..200 {
+            let count = 1 + next(40);
+            let mut reqs: Vec<BufferRequirement> = (0..count)
+                .map(|_| {
+                    let first = next(30);
+                    BufferRequirement::new(1 + next(5000), first, first + next(8))
+                        .with_alignment(ALIGNMENT)
+                })
+                .collect();
+            if case % 4 == 1 && count > 1 {
+                // An alias of an earlier buffer of the same size and alignment.
+                let (a, b) = (next(count as u64 - 1), count - 1);
+                reqs[b].size = reqs[a].size;
+                reqs[b].alias_of = Some(a);
+            }
+            if case % 4 == 2 {
+                // Offline offsets: overlapping ones are refused by both.
+                for r in reqs.iter_mut().take(2) {
+                    *r = BufferRequirement::new(r.size, r.first_use, r.last_use)
+                        .with_offline_offset(next(3) * 64);
+                }
+            }
+            let ours = plan_chosen(&reqs);
+            let theirs = plan_all(&reqs).map(|r| r.chosen_plan().cloned());
+            match (ours, theirs) {
+                (Ok(Some(a)), Ok(Some(b))) => {
+                    assert_eq!(
+                        (a.offsets, a.arena_size),
+                        (b.offsets, b.arena_size),
+                        "case {case}"
+                    );
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "case {case}"),
+                (a, b) => panic!("case {case}: {a:?} against {b:?}"),
+            }
         }
     }
 }

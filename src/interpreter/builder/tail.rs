@@ -221,3 +221,38 @@ fn is_variable(model: &Model, layout: &Layout, t: usize, e: &TensorEntry) -> boo
     e.kind == TensorKind::Variable
         || (e.kind == TensorKind::Constant && layout.tensor(model, t).is_variable)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TensorRecords;
+    use rust_alloc::vec::Vec;
+
+    /// Records set in any order read back by tensor; a tensor without one reads `None`; setting
+    /// again replaces.
+    #[test]
+    fn tensor_records_read_back_in_any_order() {
+        let mut r = TensorRecords::default();
+        for (t, rec) in [(7, 70), (2, 20), (9, 90), (0, 0), (5, 50)] {
+            r.set(t, rec).unwrap();
+        }
+        r.set(2, 21).unwrap();
+        let got: Vec<Option<u32>> = (0..11).map(|t| r.get(t)).collect();
+        assert_eq!(
+            got,
+            [
+                Some(0),
+                None,
+                Some(21),
+                None,
+                None,
+                Some(50),
+                None,
+                Some(70),
+                None,
+                Some(90),
+                None
+            ]
+        );
+        assert_eq!(r.get(usize::MAX), None);
+    }
+}
