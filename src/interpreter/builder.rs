@@ -48,6 +48,7 @@ pub(crate) use stage::{
     default_isa, lowered_model, stage, stage_in, stage_opts, stage_with, Purpose, Staged,
     VariableInit,
 };
+pub(crate) use tail::TensorRecords;
 
 /// Builds an [`Interpreter`] for subgraph 0 of a model.
 pub struct InterpreterBuilder<'m, 'a> {

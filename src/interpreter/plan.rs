@@ -23,6 +23,27 @@ pub(crate) fn plan_all(reqs: &[BufferRequirement]) -> Result<planner::PlanReport
     planner::plan_all_with_best(reqs, best)
 }
 
+/// The plan an interpreter build commits: `best`'s (with [`BUILD_EXACT_WORK`]), or, when
+/// `best` cannot plan `reqs` (an overlap graph too large), the smallest of the other planners'
+/// — the plan [`PlanReport::chosen_plan`](planner::PlanReport::chosen_plan) picks from
+/// [`plan_all`], without running the planners whose plans it would not pick: their plans and
+/// results are not held while `best` plans (the build's heap peak), nor their time spent.
+/// Errors as [`plan_all`]'s: the requirements are checked first, every planner sees the same.
+pub(crate) fn plan_chosen(reqs: &[BufferRequirement]) -> Result<Option<planner::Plan>, PlanError> {
+    use planner::Planner;
+    planner::lower_bound_without_aliasing(reqs)?;
+    let best = planner::BestPlanner::default()
+        .with_exact_budget(planner::exact::SearchBudget::work(BUILD_EXACT_WORK));
+    match best.plan(reqs) {
+        Ok(plan) => {
+            plan.validate(reqs)?;
+            Ok(Some(plan))
+        }
+        Err(PlanError::TooManyOverlaps { .. }) => Ok(plan_all(reqs)?.chosen_plan().cloned()),
+        Err(e) => Err(e),
+    }
+}
+
 /// How to plan a model.
 #[derive(Clone, Debug)]
 pub struct ModelPlanOptions {
@@ -139,6 +160,17 @@ pub fn requirements(
     alignment: usize,
     offline: bool,
 ) -> (Vec<BufferRequirement>, Vec<usize>) {
+    requirements_keeping(lt, alignment, offline, |_| true)
+}
+
+/// [`requirements`] keeping the in-place alias the lifetimes declare for a tensor only where
+/// `keep_alias(tensor)` holds (an alias dropped: the tensor gets its own buffer).
+pub(crate) fn requirements_keeping(
+    lt: &Lifetimes,
+    alignment: usize,
+    offline: bool,
+    keep_alias: impl Fn(usize) -> bool,
+) -> (Vec<BufferRequirement>, Vec<usize>) {
     let mut index = vec![None; lt.planned.len()];
     let mut reqs = Vec::with_capacity(lt.planned.len());
     let mut tensors = Vec::with_capacity(lt.planned.len());
@@ -156,7 +188,8 @@ pub fn requirements(
         tensors.push(p.tensor);
     }
     for (i, p) in lt.planned.iter().enumerate() {
-        if let (Some(me), Some(root)) = (index[i], p.alias_of.and_then(|r| index[r])) {
+        let alias_of = p.alias_of.filter(|_| keep_alias(p.tensor));
+        if let (Some(me), Some(root)) = (index[i], alias_of.and_then(|r| index[r])) {
             // An alias and its root must agree on placement constraints.
             let root_req = &reqs[root];
             if root_req.offline_offset == reqs[me].offline_offset

@@ -3,10 +3,11 @@
 //! and that the staging tail (`Tail::keep_results` in `stage`) moves into the arena tail.
 
 use super::stage::kernel_error;
+use super::tail::TensorRecords;
 use crate::interpreter::allocation::ALIGNMENT;
 use crate::interpreter::context::{
     check_node_views, InvokeContext, NodeEntry, NodeMemory, NodeRef, NodeTables, Persistent,
-    RecordTable, Slot, SlotTable,
+    RecordTable, ScratchRequest, Slot, SlotTable,
 };
 use crate::interpreter::error::{InterpreterError, Phase};
 use crate::interpreter::graph::{NodeInfo, TensorEntry, TensorTable};
@@ -27,7 +28,7 @@ pub(super) fn evaluate_at_build(
     (model, layout): (&Model, &Layout),
     persistent: &mut Persistent,
     computed: &mut [Option<Vec<u128>>],
-    tensor_record: &[Option<u32>],
+    tensor_record: &TensorRecords,
     isa: Isa,
 ) -> Result<(), InterpreterError> {
     let err = |message: String| InterpreterError::Kernel {
@@ -60,7 +61,7 @@ pub(super) fn evaluate_at_build(
         }
     };
     // The node's scratch buffers, one after the other in one block.
-    let mut scratch_block = vec![0u128; mem.scratch.iter().map(|&b| words(b)).sum()];
+    let mut scratch_block = vec![0u128; mem.scratch.iter().map(|s| words(s.bytes)).sum()];
     let mut slots: Vec<Slot> = tensors
         .iter()
         .map(|e| Slot {
@@ -74,7 +75,7 @@ pub(super) fn evaluate_at_build(
         let e = &tensors[t];
         let ptr = if let Some(w) = computed[t].as_mut() {
             w.as_mut_ptr() as *mut u8
-        } else if let Some(r) = tensor_record[t] {
+        } else if let Some(r) = tensor_record.get(t) {
             region_base.wrapping_add(r as usize)
         } else if let Some(d) = layout.tensor_data(model, t) {
             d.as_ptr() as *mut u8
@@ -96,7 +97,7 @@ pub(super) fn evaluate_at_build(
     let scratch: Vec<(*mut u8, usize)> = mem
         .scratch
         .iter()
-        .map(|&n| {
+        .map(|&ScratchRequest { bytes: n, .. }| {
             let p = scratch_base.wrapping_add(at * ALIGNMENT);
             at += words(n);
             (p, n)

@@ -155,7 +155,7 @@ pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, Inter
         let scratch: Vec<(*mut u8, usize)> = m
             .scratch
             .iter()
-            .map(|&n| (core::ptr::null_mut(), n))
+            .map(|s| (core::ptr::null_mut(), s.bytes))
             .collect();
         nodes.push(
             &staged.registrations[i],

@@ -8,11 +8,11 @@ use super::layer_norm_fusion;
 use super::pad_fusion;
 use super::shapes;
 use super::softmax_fusion;
-use super::tail::Tail;
+use super::tail::{Tail, TensorRecords};
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
 use crate::interpreter::context::{
     BuildState, CopyAllowance, InitContext, NodeMemory, Persistent, Precompute, PrepareContext,
-    StagingRegion, MAX_INPUTS, MAX_OUTPUTS,
+    ScratchRequest, StagingRegion, MAX_INPUTS, MAX_OUTPUTS,
 };
 use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
 use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind, TensorTable};
@@ -44,7 +44,7 @@ pub(crate) struct Staged {
     pub persistent: Persistent,
     /// Persistent record of each tail tensor (variables, prepare-time constants, copied
     /// constants).
-    pub tensor_record: Vec<Option<u32>>,
+    pub tensor_record: TensorRecords,
     pub plan: MemoryPlan,
     pub temp_peak: usize,
     /// Initial contents of variables that have data in the model.
@@ -72,7 +72,7 @@ impl Staged {
             .iter()
             .zip(&self.nodes)
             .filter(|(_, n)| !n.prepare_time)
-            .flat_map(|(m, _)| m.scratch.iter())
+            .flat_map(|(m, _)| m.scratch.iter().map(|s| s.bytes))
             .sum()
     }
 }
@@ -283,7 +283,7 @@ fn stage_for<'r>(
         }
     }
 
-    let mut tail = Tail::new(tensors.len(), region);
+    let mut tail = Tail::new(region);
     tail.stage_misaligned_constants(model, &layout, &mut tensors)?;
     let prepared = init_and_prepare(
         Graph {
@@ -308,6 +308,8 @@ fn stage_for<'r>(
     )?;
     tail.stage_variables(model, &layout, &tensors)?;
     tail.keep_results(&tensors, prepared.computed, (model, &layout))?;
+    // Every record is staged: the lists are held as they are through planning.
+    tail.persistent.trim();
     for p in &mut lifetimes.planned {
         if shared.get(p.tensor).is_some_and(Option::is_some) {
             p.bytes = 0; // not planned: it reads its caller's tensor
@@ -564,18 +566,12 @@ fn plan_head(
     memory: &[NodeMemory],
 ) -> Result<MemoryPlan, InterpreterError> {
     let aliased = in_place_outputs(nodes, registrations);
-    let scratch: Vec<Vec<usize>> = nodes
-        .iter()
-        .zip(memory)
-        .map(|(n, m)| {
-            if n.prepare_time {
-                Vec::new()
-            } else {
-                m.scratch.clone()
-            }
-        })
-        .collect();
-    allocation::plan_head(lifetimes, nodes, node_steps, &scratch, |t| {
+    // A node run at prepare time needs no scratch in the head.
+    let scratch = |at: usize| match (nodes.get(at), memory.get(at)) {
+        (Some(n), Some(m)) if !n.prepare_time => &m.scratch[..],
+        _ => &[],
+    };
+    allocation::plan_head(lifetimes, nodes, node_steps, scratch, |t| {
         aliased.binary_search(&t).is_ok()
     })
 }
@@ -590,7 +586,7 @@ fn grow_scratch(plan: &mut MemoryPlan, memory: &mut [NodeMemory]) {
         let allocation::Owner::Scratch { node, k } = plan.owners[i] else {
             continue;
         };
-        let (least, most) = (memory[node].scratch[k], memory[node].scratch_most[k]);
+        let ScratchRequest { bytes: least, most } = memory[node].scratch[k];
         if most <= least {
             continue;
         }
@@ -608,7 +604,7 @@ fn grow_scratch(plan: &mut MemoryPlan, memory: &mut [NodeMemory]) {
         let room = (end.saturating_sub(offset) / ALIGNMENT) * ALIGNMENT;
         let granted = most.min(room).max(least);
         plan.requirements[i].size = granted;
-        memory[node].scratch[k] = granted;
+        memory[node].scratch[k].bytes = granted;
     }
 }
 

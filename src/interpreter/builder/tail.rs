@@ -9,15 +9,49 @@ use crate::interpreter::error::InterpreterError;
 use crate::interpreter::graph::{TensorEntry, TensorKind};
 use crate::interpreter::subgraphs::Layout;
 use crate::model::Model;
-use rust_alloc::{string::ToString, vec::Vec};
+use rust_alloc::{format, string::ToString, vec::Vec};
+
+/// The record of each tail tensor: `(tensor, record)` sorted by tensor, only for the tensors
+/// that have one (a model's few variables, prepare-time results and copied constants), so that
+/// the build holds no per-tensor table for them.
+#[derive(Default)]
+pub(crate) struct TensorRecords(Vec<(u32, u32)>);
+
+impl TensorRecords {
+    /// Tensor `t`'s record, if it has one.
+    pub(crate) fn get(&self, t: usize) -> Option<u32> {
+        let t = u32::try_from(t).ok()?;
+        self.0
+            .binary_search_by_key(&t, |&(u, _)| u)
+            .ok()
+            .map(|i| self.0[i].1)
+    }
+
+    /// Gives tensor `t` record `record` (replacing any it had).
+    fn set(&mut self, t: usize, record: u32) -> Result<(), InterpreterError> {
+        let tensor = u32::try_from(t).map_err(|_| {
+            InterpreterError::Memory(format!("tensor {t} beyond the 32-bit tail table"))
+        })?;
+        match self.0.binary_search_by_key(&tensor, |&(u, _)| u) {
+            Ok(i) => self.0[i].1 = record,
+            Err(i) => {
+                self.0.try_reserve(1).map_err(|_| {
+                    InterpreterError::Memory("out of memory for the tail table".into())
+                })?;
+                self.0.insert(i, (tensor, record));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The arena tail while it is staged: persistent records (op data, tensor copies) and which
 /// record holds each tail tensor.
 pub(super) struct Tail {
     pub(super) persistent: Persistent,
-    /// Per tensor: its tail record (variables, prepare-time results, aligned copies of
-    /// misaligned constants), else `None`.
-    pub(super) tensor_record: Vec<Option<u32>>,
+    /// The tail tensors' records (variables, prepare-time results, aligned copies of
+    /// misaligned constants).
+    pub(super) tensor_record: TensorRecords,
     /// Initial contents of variables that are not all zero bytes.
     pub(super) variable_init: Vec<(u32, VariableInit)>,
 }
@@ -25,10 +59,10 @@ pub(super) struct Tail {
 impl Tail {
     /// An empty tail whose records are staged in `region` while they fit
     /// ([`Persistent::in_region`]).
-    pub(super) fn new(tensors: usize, region: Option<StagingRegion>) -> Self {
+    pub(super) fn new(region: Option<StagingRegion>) -> Self {
         Tail {
             persistent: Persistent::in_region(region),
-            tensor_record: vec![None; tensors],
+            tensor_record: TensorRecords::default(),
             variable_init: Vec::new(),
         }
     }
@@ -56,7 +90,8 @@ impl Tail {
                         .is_some_and(|a| !(d.as_ptr() as usize).is_multiple_of(a))
                 });
             if misaligned {
-                self.tensor_record[t] = Some(self.copy_tensor((t, e), (model, layout))?);
+                let record = self.copy_tensor((t, e), (model, layout))?;
+                self.tensor_record.set(t, record)?;
             }
         }
         Ok(())
@@ -72,7 +107,8 @@ impl Tail {
     ) -> Result<(), InterpreterError> {
         for (t, e) in tensors.iter().enumerate() {
             if is_variable(model, layout, t, e) {
-                self.tensor_record[t] = Some(self.copy_tensor((t, e), (model, layout))?);
+                let record = self.copy_tensor((t, e), (model, layout))?;
+                self.tensor_record.set(t, record)?;
             }
         }
         Ok(())
@@ -96,10 +132,10 @@ impl Tail {
             let src =
                 unsafe { core::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes) };
             self.persistent.bytes_mut(record).copy_from_slice(src);
-            self.tensor_record[t] = Some(record);
+            self.tensor_record.set(t, record)?;
         }
         for (t, e) in tensors.iter().enumerate() {
-            if e.kind == TensorKind::PrepareTimeConstant && self.tensor_record[t].is_none() {
+            if e.kind == TensorKind::PrepareTimeConstant && self.tensor_record.get(t).is_none() {
                 return Err(InterpreterError::Tensor {
                     index: t,
                     name: layout.tensor(model, t).name.to_string(),
@@ -184,4 +220,39 @@ impl Tail {
 fn is_variable(model: &Model, layout: &Layout, t: usize, e: &TensorEntry) -> bool {
     e.kind == TensorKind::Variable
         || (e.kind == TensorKind::Constant && layout.tensor(model, t).is_variable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TensorRecords;
+    use rust_alloc::vec::Vec;
+
+    /// Records set in any order read back by tensor; a tensor without one reads `None`; setting
+    /// again replaces.
+    #[test]
+    fn tensor_records_read_back_in_any_order() {
+        let mut r = TensorRecords::default();
+        for (t, rec) in [(7, 70), (2, 20), (9, 90), (0, 0), (5, 50)] {
+            r.set(t, rec).unwrap();
+        }
+        r.set(2, 21).unwrap();
+        let got: Vec<Option<u32>> = (0..11).map(|t| r.get(t)).collect();
+        assert_eq!(
+            got,
+            [
+                Some(0),
+                None,
+                Some(21),
+                None,
+                None,
+                Some(50),
+                None,
+                Some(70),
+                None,
+                Some(90),
+                None
+            ]
+        );
+        assert_eq!(r.get(usize::MAX), None);
+    }
 }

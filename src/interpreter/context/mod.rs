@@ -35,7 +35,9 @@ pub use invoke::InvokeContext;
 pub(crate) use invoke::{check_node_views, Program};
 pub(crate) use nodes::{NodeEntry, NodeRef, NodeTables};
 pub(crate) use slots::{RecordTable, Slot, SlotTable};
-pub(crate) use staging::{NodeMemory, OpDataRef, Persistent, Resource, Staging, StagingRegion};
+pub(crate) use staging::{
+    NodeMemory, OpDataRef, Persistent, Resource, ScratchRequest, Staging, StagingRegion,
+};
 
 /// Most outputs a node may have.
 pub const MAX_OUTPUTS: usize = 32;
@@ -619,12 +621,9 @@ impl<'a> PrepareContext<'a> {
         if self.state.memory.states.len() >= MAX_STATES {
             kernel_bail!("more than {MAX_STATES} state arrays");
         }
-        self.state
-            .memory
-            .states
-            .try_reserve(1)
-            .map_err(|_| KernelError::new("out of memory"))?;
-        self.state.memory.states.push((record, size));
+        let states = &mut self.state.memory.states;
+        *states = staging::appended(states, (record, size))
+            .ok_or_else(|| KernelError::new("out of memory"))?;
         Ok(StateArray {
             record,
             len: array_len(len)?,
@@ -754,11 +753,12 @@ impl<'a> PrepareContext<'a> {
                 "more than {MAX_SCRATCH} scratch buffers"
             )));
         }
-        let oom = |_| KernelError::new("out of memory");
-        memory.scratch.try_reserve(1).map_err(oom)?;
-        memory.scratch_most.try_reserve(1).map_err(oom)?;
-        memory.scratch.push(least);
-        memory.scratch_most.push(most.max(least));
+        let request = ScratchRequest {
+            bytes: least,
+            most: most.max(least),
+        };
+        memory.scratch = staging::appended(&memory.scratch, request)
+            .ok_or_else(|| KernelError::new("out of memory"))?;
         Ok(ScratchId(n as u32))
     }
 

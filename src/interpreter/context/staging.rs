@@ -189,6 +189,13 @@ impl Persistent {
         }
     }
 
+    /// Gives back the spare room of the record lists (they grow by doubling while nodes
+    /// prepare): once every record is staged, the lists are held while the head is planned.
+    pub fn trim(&mut self) {
+        self.records.shrink_to_fit();
+        self.blocks.shrink_to_fit();
+    }
+
     /// Where record `i` (position in `records`) is staged.
     pub fn source(&self, i: usize) -> Staging<'_> {
         if i < self.in_region {
@@ -328,19 +335,36 @@ pub(crate) struct OpDataRef {
     pub type_of: fn() -> TypeId,
 }
 
-/// What init and prepare produce for one node.
+/// One scratch request of a node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScratchRequest {
+    /// The least bytes the kernel accepts until the head is planned, then what it is granted.
+    pub bytes: usize,
+    /// The most bytes the kernel can use (≥ the least). The head is planned with the least; a
+    /// request that can use more grows into the head's free space at its node's step, so the
+    /// head does not grow for it.
+    pub most: usize,
+}
+
+/// What init and prepare produce for one node. Its lists are boxed slices of exactly their
+/// length (most nodes have none; a kernel asks for at most a few): no capacity word per list,
+/// no spare room, since the build holds one per node until the arena exists.
 #[derive(Default)]
 pub(crate) struct NodeMemory {
     pub op_data: Option<OpDataRef>,
-    /// Scratch requests (bytes), in request order: the least the kernel accepts until the head
-    /// is planned, then what it is granted (see `scratch_most`).
-    pub scratch: Vec<usize>,
-    /// Per scratch request: the most bytes the kernel can use (≥ `scratch`). The head is planned
-    /// with the least; a request that can use more grows into the head's free space at its
-    /// node's step, so the head does not grow for it.
-    pub scratch_most: Vec<usize>,
+    /// Scratch requests, in request order.
+    pub scratch: Box<[ScratchRequest]>,
     /// The node's state arrays: (record offset, bytes).
-    pub states: Vec<(u32, u32)>,
+    pub states: Box<[(u32, u32)]>,
+}
+
+/// `list` with `value` appended, in a block of exactly the new length (`None`: out of memory).
+pub(crate) fn appended<T: Copy>(list: &[T], value: T) -> Option<Box<[T]>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(list.len() + 1).ok()?;
+    v.extend_from_slice(list);
+    v.push(value);
+    Some(v.into_boxed_slice())
 }
 
 #[cfg(test)]
