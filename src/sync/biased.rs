@@ -18,21 +18,19 @@
 //!
 //! Only on Linux, where the barrier exists; the process registers for it once, when the first
 //! object is adopted, and without it (an old kernel, a seccomp filter) nothing is ever adopted.
-//! Under loom and Miri, which cannot model the barrier, and on other systems, every update is
-//! the atomic one.
+//! Under Miri, which cannot run the barrier, and on other systems, every update is the atomic
+//! one. Under loom both halves of the barrier are `SeqCst` fences, so the loom models explore
+//! the handshake.
 //!
 //! Owner identity is the address of a thread-local: unique among running threads. A thread
 //! that starts after the owner exited may get the same address and act as the owner; that is
 //! harmless (the old owner runs no more updates).
 
+/// The two halves of the asymmetric barrier, the waiting loop's pause and the thread identity
+/// on Linux: `membarrier` and a thread-local's address.
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]
-mod imp {
-    use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
-
-    /// The owner word before any thread asked.
-    const UNOWNED: usize = 0;
-    /// The owner word once a second thread asked (or the barrier is unavailable).
-    const SHARED: usize = usize::MAX;
+mod barrier {
+    use core::sync::atomic::{compiler_fence, AtomicU8, Ordering};
 
     /// `membarrier` commands (`linux/membarrier.h`).
     const CMD_GLOBAL: libc::c_int = 1;
@@ -56,7 +54,7 @@ mod imp {
     }
 
     /// Whether the process can run the heavy barrier (registers for it on the first call).
-    fn barrier_available() -> bool {
+    pub(super) fn available() -> bool {
         match REGISTERED.load(Ordering::Acquire) {
             1 => true,
             2 => false,
@@ -68,13 +66,30 @@ mod imp {
         }
     }
 
+    /// The owner's side: orders its earlier stores before its later loads only against the
+    /// compiler; the revoker's [`heavy`] does the rest.
+    #[inline(always)]
+    pub(super) fn light() {
+        compiler_fence(Ordering::SeqCst);
+    }
+
     /// A full memory barrier on every running thread of the process before it returns.
-    fn heavy_barrier() {
+    pub(super) fn heavy() {
         // Registered before any object was adopted (`adopt`), so the expedited command is
         // accepted; the global one (no registration, slower) is the kernel's fallback.
         if !membarrier(CMD_PRIVATE_EXPEDITED) && !membarrier(CMD_GLOBAL) {
             // Without the barrier an owner could be mid-update unseen: nothing safe is left.
             crate::sync::abort();
+        }
+    }
+
+    /// One turn of the revoker's wait for the owner's update to end.
+    pub(super) fn pause(spins: u32) {
+        if spins < 64 {
+            core::hint::spin_loop();
+        } else {
+            // The owner may be descheduled mid-update (`sched_yield`: no allocation).
+            std::thread::yield_now();
         }
     }
 
@@ -84,9 +99,54 @@ mod imp {
 
     /// This thread's identity: the address of its thread-local (never `UNOWNED` or `SHARED`).
     #[inline(always)]
-    fn token() -> usize {
+    pub(super) fn token() -> usize {
         TOKEN.with(|t| t as *const u8 as usize)
     }
+}
+
+/// The same under loom: both halves of the barrier are `SeqCst` fences (the usual model of an
+/// asymmetric fence: `membarrier` puts a full barrier into the owner between any two of its
+/// instructions, which is what a fence at the light side's place gives), so the models in
+/// `tests/loom_tracking.rs` explore the handshake itself; the identity is a loom thread-local's
+/// address (`std` thread-locals are not per loom thread).
+#[cfg(loom)]
+mod barrier {
+    use loom::sync::atomic::{fence, Ordering};
+
+    pub(super) fn available() -> bool {
+        true
+    }
+
+    pub(super) fn light() {
+        fence(Ordering::SeqCst);
+    }
+
+    pub(super) fn heavy() {
+        fence(Ordering::SeqCst);
+    }
+
+    pub(super) fn pause(_spins: u32) {
+        loom::thread::yield_now();
+    }
+
+    loom::thread_local! {
+        static TOKEN: u8 = 0;
+    }
+
+    pub(super) fn token() -> usize {
+        TOKEN.with(|t| t as *const u8 as usize)
+    }
+}
+
+#[cfg(any(loom, all(target_os = "linux", not(miri))))]
+mod imp {
+    use super::barrier;
+    use crate::sync::{AtomicBool, AtomicUsize, Ordering};
+
+    /// The owner word before any thread asked.
+    const UNOWNED: usize = 0;
+    /// The owner word once a second thread asked (or the barrier is unavailable).
+    const SHARED: usize = usize::MAX;
 
     /// See the module documentation.
     pub(crate) struct Biased {
@@ -96,7 +156,17 @@ mod imp {
 
     impl Biased {
         /// An object no thread has used yet.
+        #[cfg(not(loom))]
         pub(crate) const fn new() -> Self {
+            Self {
+                owner: AtomicUsize::new(UNOWNED),
+                busy: AtomicBool::new(false),
+            }
+        }
+
+        /// An object no thread has used yet (loom's atomics have no `const` constructor).
+        #[cfg(loom)]
+        pub(crate) fn new() -> Self {
             Self {
                 owner: AtomicUsize::new(UNOWNED),
                 busy: AtomicBool::new(false),
@@ -108,14 +178,14 @@ mod imp {
         /// (the revoking thread waits for it to return).
         #[inline(always)]
         pub(crate) fn run<R>(&self, plain: impl FnOnce() -> R, atomic: impl FnOnce() -> R) -> R {
-            let me = token();
+            let me = barrier::token();
             if self.owner.load(Ordering::Relaxed) != me && !self.adopt(me) {
                 return atomic();
             }
             self.busy.store(true, Ordering::Relaxed);
             // The light side: the store above is ordered before the load below by the revoker's
             // barrier, not by a fence of ours.
-            compiler_fence(Ordering::SeqCst);
+            barrier::light();
             let still = self.owner.load(Ordering::Relaxed) == me;
             let r = if still { Some(plain()) } else { None };
             self.busy.store(false, Ordering::Release);
@@ -135,7 +205,7 @@ mod imp {
                 return false;
             }
             if owner == UNOWNED
-                && barrier_available()
+                && barrier::available()
                 && self
                     .owner
                     .compare_exchange(UNOWNED, me, Ordering::Relaxed, Ordering::Relaxed)
@@ -156,28 +226,23 @@ mod imp {
                 // Nobody was adopted (an adoption after the swap fails its compare-and-swap).
                 return;
             }
-            heavy_barrier();
+            barrier::heavy();
             let mut spins = 0u32;
             while self.busy.load(Ordering::Acquire) {
                 spins += 1;
-                if spins < 64 {
-                    core::hint::spin_loop();
-                } else {
-                    // The owner may be descheduled mid-update (`sched_yield`: no allocation).
-                    std::thread::yield_now();
-                }
+                barrier::pause(spins);
             }
         }
 
         /// Whether the calling thread would take the plain update now (for tests).
         #[cfg(test)]
         pub(crate) fn is_owned_by_caller(&self) -> bool {
-            self.owner.load(Ordering::Relaxed) == token()
+            self.owner.load(Ordering::Relaxed) == barrier::token()
         }
     }
 }
 
-#[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
+#[cfg(not(any(loom, all(target_os = "linux", not(miri)))))]
 mod imp {
     /// See the module documentation: without the barrier every update is the atomic one.
     pub(crate) struct Biased;

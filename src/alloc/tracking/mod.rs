@@ -85,7 +85,10 @@
 //!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
 //!   Debug builds add a load of the slot per free (a cache miss on a random free).
 //! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
-//!   show them; this wrapper's statistics count what its callers were given), plus 32 bytes per
+//!   show them; this wrapper's statistics count what its callers were given; alignments up to
+//!   64 are had by placing the caller's pointer in a 16-aligned inner block, so the inner
+//!   allocator is asked for 16-byte alignment and the header sits 16 to 64 bytes in front of
+//!   the block), plus 32 bytes per
 //!   slot in the table (slots are reused; the table is as large as the most blocks ever live at
 //!   once, plus the threads' spare slots), plus the address index: 128 KiB of address space for
 //!   its root and each 16 GiB stretch holding blocks, 64 KiB per MiB stretch holding a block
@@ -287,7 +290,7 @@ impl<A> TrackingAllocator<A> {
     /// Records a new block at `addr` (the caller's pointer, after the header): fills a slot and the
     /// header. `false` when no slot is available (the slot table cannot grow).
     #[inline]
-    fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize, off: usize) -> bool {
+    fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize, entry: u8) -> bool {
         let a = addr.as_ptr() as usize;
         let Some(mark) = self.shadow.entry_or_create(a) else {
             no_shadow_entry(&self.name, a);
@@ -317,7 +320,7 @@ impl<A> TrackingAllocator<A> {
             h.add(1).write(w1);
         }
         // Last: from here on a free of `a` is accepted.
-        shadow::set(mark, off.trailing_zeros() as u8);
+        shadow::set(mark, entry);
         true
     }
 
@@ -341,8 +344,9 @@ impl<A> TrackingAllocator<A> {
     }
 
     /// Forgets the block at `ptr` (its slot and shadow entry are cleared, the slot released) and
-    /// returns the layout to give the inner block back with: the block's own size (what the inner
-    /// allocator returned) at the header offset's alignment, whatever size the caller passed;
+    /// returns the layout to give the inner block back with — the block's own size (what the
+    /// inner allocator returned) at the alignment it was asked for, whatever size the caller
+    /// passed — and the block's lead (the inner block starts that many bytes before `ptr`);
     /// `None`, with an error event and nothing changed, when `ptr` is
     /// not a live block of this allocator or `layout` cannot be the block's.
     ///
@@ -354,7 +358,12 @@ impl<A> TrackingAllocator<A> {
     /// it at the same time (the claim on its index entry lets exactly one proceed), but none
     /// may free it again after this allocator handed its address out anew.
     #[inline]
-    unsafe fn untrack(&self, ptr: NonNull<u8>, layout: Layout, off: usize) -> Option<Layout> {
+    unsafe fn untrack(
+        &self,
+        ptr: NonNull<u8>,
+        layout: Layout,
+        off: usize,
+    ) -> Option<(Layout, usize)> {
         let addr = ptr.as_ptr() as usize;
         let Some(mark) = self.shadow.entry(addr) else {
             self.refuse(addr, layout, BadFree::Shadow { seen: 0 });
@@ -362,8 +371,14 @@ impl<A> TrackingAllocator<A> {
         };
         let seen = shadow::get(mark);
         // The shadow has one entry per 16 bytes: a pointer inside a granule is never a block.
-        if seen != off.trailing_zeros() as u8 || !addr.is_multiple_of(HEADER) {
-            self.refuse(addr, layout, BadFree::Shadow { seen });
+        if seen & OFF_BITS != off.trailing_zeros() as u8 || !addr.is_multiple_of(HEADER) {
+            self.refuse(
+                addr,
+                layout,
+                BadFree::Shadow {
+                    seen: seen & OFF_BITS,
+                },
+            );
             return None;
         }
         // Claim the block: a thread freeing it at the same instant finds the entry cleared. While
@@ -397,15 +412,16 @@ impl<A> TrackingAllocator<A> {
         } else {
             size_field
         } as usize;
+        let (lead, align) = lead_of(off, seen);
         // `allocated + off` is the length the inner allocator returned for this block, so it
         // cannot exceed `isize::MAX`; checked anyway, as `outer_layout` does, in case the header
-        // was rewritten with a valid check (probability 2⁻⁴⁰).
+        // was rewritten with a valid check (probability 2⁻⁴⁰). `align` is at most `off`.
         if layout.size() > allocated || allocated > isize::MAX as usize - (2 * off - 1) {
             return refuse(BadFree::Size { allocated });
         }
-        // SAFETY: `off` is a power of two (`max` of two powers of two) and `allocated + off`
-        // rounded up to it is at most `isize::MAX` (checked just above).
-        let inner_layout = unsafe { Layout::from_size_align_unchecked(allocated + off, off) };
+        // SAFETY: `align` is a power of two (16, or `max` of two powers of two) and
+        // `allocated + off` rounded up to it is at most `isize::MAX` (checked just above).
+        let inner_layout = unsafe { Layout::from_size_align_unchecked(allocated + off, align) };
         // Debug builds also read the slot (a cache miss on a random free): it must hold this
         // address, and the layout must be the one the block was allocated with, exactly.
         if cfg!(debug_assertions) {
@@ -422,7 +438,7 @@ impl<A> TrackingAllocator<A> {
         if !front::give(&self.shared, idx, slot, allocated as u64) {
             self.give_shared(idx, slot, allocated as u64);
         }
-        Some(inner_layout)
+        Some((inner_layout, lead))
     }
 
     /// The shared (locked) path of `untrack`: slot `idx` back on the shared list, counters
@@ -514,9 +530,12 @@ impl<A: Allocator> TrackingAllocator<A> {
     ) -> Result<NonNull<[u8]>, AllocError> {
         let base = block.cast::<u8>();
         let allocated = block.len().max(outer.size()) - off;
-        // SAFETY: `off < outer.size() <= block.len()`, so the caller's pointer is inside the block.
-        let user = unsafe { base.add(off) };
-        if self.track(user, layout, allocated, off) {
+        // `lead <= off`: the caller's `allocated` bytes behind the lead end inside the block.
+        let lead = lead_at(base.as_ptr() as usize, off);
+        // SAFETY: `lead <= off < outer.size() <= block.len()`, so the caller's pointer is inside
+        // the block.
+        let user = unsafe { base.add(lead) };
+        if self.track(user, layout, allocated, shadow_mark(off, lead)) {
             Ok(NonNull::slice_from_raw_parts(user, allocated))
         } else {
             // SAFETY: `base` was just returned by the inner allocator for `outer`.
@@ -565,11 +584,11 @@ unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
         // back, another thread may receive the same address and fill a slot for it.
         // SAFETY: `untrack` accepts any pointer; a live block of ours is not freed by another
         // thread at the same time (the caller's contract: it is this caller's to free).
-        if let Some(outer) = unsafe { self.untrack(ptr, layout, off) } {
-            // SAFETY: the shadow proved a live block of ours at `ptr` whose header offset is
-            // `off`, so the inner block starts `off` bytes before it; `outer` has that alignment
-            // and the length the inner allocator returned for it, which fits the block.
-            unsafe { self.inner.deallocate(ptr.sub(off), outer) }
+        if let Some((outer, lead)) = unsafe { self.untrack(ptr, layout, off) } {
+            // SAFETY: the shadow proved a live block of ours at `ptr` with lead `lead`, so the
+            // inner block starts `lead` bytes before it; `outer` has the alignment it was asked
+            // for and the length the inner allocator returned for it, which fits the block.
+            unsafe { self.inner.deallocate(ptr.sub(lead), outer) }
         }
     }
 }
