@@ -12,7 +12,11 @@
 //! tiles of 4 (or 2, or 1) rows × 4 channels
 //! stream 64 depth positions per step from the weights' own layout (no packed copy, no
 //! scratch), the depth tail by masked loads (weights past `k` load as 0, so their products
-//! vanish).
+//! vanish). Every pair ends in a reduction of 16 lanes, which costs as much as its products at
+//! these depths; so from `PANEL_MIN_ROWS` rows (an image's pixels) the weights are instead
+//! packed, up to 64 channels at a time, on the stack into `gemm_i8_vnni`'s panels, and tiles of
+//! up to 8 rows × 32 channels broadcast each row's depth quad against a panel: no reduction,
+//! the packing paid once per call for all rows.
 //!
 //! AVX2: each row is widened once to int16 `x - offset` (in `[-255, 255]`) into a stack block
 //! of [`BLOCK`] values, then multiplied with the weights widened to int16 by `vpmaddwd`, four
@@ -251,16 +255,32 @@ mod vnni {
                     }
                     c += if cn - c >= CHANNELS { CHANNELS } else { 1 };
                 }
-                for (i, row) in sums[..rn].iter_mut().enumerate() {
-                    let shift = offset(r0 + i).wrapping_add(128);
-                    for (s, &ws) in row[..cn].iter_mut().zip(&wsum[..cn]) {
-                        *s = s.wrapping_sub(shift.wrapping_mul(ws));
-                    }
-                    emit(r0 + i, c0, &row[..cn]);
-                }
+                emit_rows(&mut sums[..rn], r0, c0, &wsum[..cn], offset, emit);
                 r0 += rn;
             }
             c0 += cn;
+        }
+    }
+
+    /// Hands rows `r0..r0 + sums.len()` to `emit` (channels from `c0`), each row's sums
+    /// `sum (x + 128) w` first corrected to `sum (x - offset) w` by its
+    /// `(128 + offset) * wsum` (wrapping; `wsum` covers the run's channels).
+    #[inline]
+    fn emit_rows(
+        sums: &mut [[i32; CHUNK]],
+        r0: usize,
+        c0: usize,
+        wsum: &[i32],
+        offset: &impl Fn(usize) -> i32,
+        emit: &mut impl FnMut(usize, usize, &[i32]),
+    ) {
+        let cn = wsum.len();
+        for (i, row) in sums.iter_mut().enumerate() {
+            let shift = offset(r0 + i).wrapping_add(128);
+            for (s, &ws) in row[..cn].iter_mut().zip(wsum) {
+                *s = s.wrapping_sub(shift.wrapping_mul(ws));
+            }
+            emit(r0 + i, c0, &row[..cn]);
         }
     }
 
@@ -311,13 +331,7 @@ mod vnni {
                         p += 1;
                     }
                 }
-                for (i, row) in sums[..rn].iter_mut().enumerate() {
-                    let shift = offset(r0 + i).wrapping_add(128);
-                    for (s, &ws) in row[..cn].iter_mut().zip(&wsum[..cn]) {
-                        *s = s.wrapping_sub(shift.wrapping_mul(ws));
-                    }
-                    emit(r0 + i, c0, &row[..cn]);
-                }
+                emit_rows(&mut sums[..rn], r0, c0, &wsum[..cn], offset, emit);
                 r0 += rn;
             }
             c0 += cn;
