@@ -212,7 +212,7 @@ mod avx512 {
                         let av = _mm512_xor_si512(_mm512_loadu_si512(a[0].add(at).cast()), flip);
                         for c in c4..(c4 + 4).min(NT) {
                             // A hint only (never faults): the same chunk of the weight row
-                            // `AHEAD` rows on, which the prefetchers would not fetch in time.
+                            // `AHEAD_ROWS` rows on, which the prefetchers would not fetch in time.
                             _mm_prefetch::<_MM_HINT_T0>(w[c].wrapping_add(at + ahead).cast());
                             let wv = _mm512_loadu_si512(w[c].add(at).cast());
                             acc[0][c] = _mm512_dpbusd_epi32(acc[0][c], av, wv);
