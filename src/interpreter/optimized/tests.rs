@@ -127,6 +127,30 @@ pub(super) fn bias(r: &mut Rng, n: usize) -> Option<Vec<i32>> {
     (r.pick(0, 3) != 0).then(|| (0..n).map(|_| r.range(-40000, 40000) as i32).collect())
 }
 
+/// A stride-1, undilated, ungrouped `f × f` convolution of one `h × w` image with SAME
+/// padding (`f` odd): `in_c` input channels, `out_c` outputs.
+fn same_padded(h: usize, w: usize, in_c: usize, out_c: usize, f: usize) -> ConvGeometry {
+    ConvGeometry {
+        batches: 1,
+        in_h: h,
+        in_w: w,
+        in_c,
+        out_h: h,
+        out_w: w,
+        out_c,
+        filter_h: f,
+        filter_w: f,
+        filter_depth: in_c,
+        stride_h: 1,
+        stride_w: 1,
+        dilation_h: 1,
+        dilation_w: 1,
+        pad_h: f / 2,
+        pad_w: f / 2,
+        depth_multiplier: 1,
+    }
+}
+
 fn check_conv(r: &mut Rng, g: &ConvGeometry) {
     let filter = r.i8s(g.out_c * g.filter_h * g.filter_w * g.filter_depth);
     let input = r.i8s(g.input_len());
@@ -242,25 +266,7 @@ fn conv_in_place_split_matches_reference() {
         (2, 2, 8, 5, 1),
     ];
     for &(h, w, c, oc, f) in &cases {
-        let g = ConvGeometry {
-            batches: 1,
-            in_h: h,
-            in_w: w,
-            in_c: c,
-            out_h: h,
-            out_w: w,
-            out_c: oc,
-            filter_h: f,
-            filter_w: f,
-            filter_depth: c,
-            stride_h: 1,
-            stride_w: 1,
-            dilation_h: 1,
-            dilation_w: 1,
-            pad_h: f / 2,
-            pad_w: f / 2,
-            depth_multiplier: 1,
-        };
+        let g = same_padded(h, w, c, oc, f);
         let filter = r.i8s(oc * f * f * c);
         let input = r.i8s(g.input_len());
         let qq = Quant::random(&mut r, oc);
@@ -289,25 +295,7 @@ fn conv_in_place_split_matches_reference() {
 fn conv_in_place_with_several_groups_matches_reference() {
     let mut r = Rng::new(2027);
     for &(hw, c, oc, f) in &[(4, 1024, 40, 3), (3, 2000, 35, 1), (5, 300, 200, 3)] {
-        let g = ConvGeometry {
-            batches: 1,
-            in_h: hw,
-            in_w: hw,
-            in_c: c,
-            out_h: hw,
-            out_w: hw,
-            out_c: oc,
-            filter_h: f,
-            filter_w: f,
-            filter_depth: c,
-            stride_h: 1,
-            stride_w: 1,
-            dilation_h: 1,
-            dilation_w: 1,
-            pad_h: f / 2,
-            pad_w: f / 2,
-            depth_multiplier: 1,
-        };
+        let g = same_padded(hw, hw, c, oc, f);
         check_conv(&mut r, &g);
     }
 }
