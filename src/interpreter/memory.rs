@@ -33,6 +33,10 @@ pub struct MemorySummary {
     /// (0 unless a memory budget or [`Precompute`](super::Precompute) grants them; see
     /// [`InterpreterBuilder::arena_budget`](super::InterpreterBuilder::arena_budget)).
     pub precomputed_bytes: usize,
+    /// Of `persistent_bytes`, the prepare-time tensors (weights a DENSIFY expanded from their
+    /// sparse storage) that their only reader rewrote in their own place into the layout it
+    /// multiplies with (a packed filter): no extra byte, and no packing at invoke.
+    pub repacked_bytes: usize,
     /// Largest temp request during prepare (freed before the arena exists).
     pub temp_peak_bytes: usize,
     /// Heap bytes the interpreter keeps after build, outside the arena (in a caller's buffer
@@ -111,13 +115,18 @@ impl Interpreter<'_> {
     pub fn memory_report(&self) -> String {
         let s = &self.summary;
         let mut out = format!(
-            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors, {} B op data, {} B precomputed){}\n\
+            "arena {} B = head {} B (tensors + {} B scratch) + tail {} B ({} B persistent tensors{}, {} B op data, {} B precomputed){}\n\
              heap kept by the interpreter: {} B ({}); prepare temp peak: {} B\n",
             s.total_bytes,
             s.head_bytes,
             s.scratch_bytes,
             s.tail_bytes,
             s.persistent_bytes,
+            if s.repacked_bytes > 0 {
+                format!(" of which {} B packed for their reader", s.repacked_bytes)
+            } else {
+                String::new()
+            },
             s.op_data_bytes,
             s.precomputed_bytes,
             if s.tables_bytes > 0 {

@@ -613,6 +613,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 "tail_bytes": m.tail_bytes,
                 "scratch_bytes": m.scratch_bytes,
                 "persistent_bytes": m.persistent_bytes,
+                "repacked_bytes": m.repacked_bytes,
                 "op_data_bytes": m.op_data_bytes,
                 "precomputed_bytes": m.precomputed_bytes,
                 "heap_bytes": m.heap_bytes,

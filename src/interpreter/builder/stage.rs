@@ -47,6 +47,9 @@ pub(crate) struct Staged {
     pub tensor_record: TensorRecords,
     pub plan: MemoryPlan,
     pub temp_peak: usize,
+    /// Tail bytes of prepare-time tensors their only reader rewrote into its own layout
+    /// ([`PrepareContext::repack_computed_input`]).
+    pub repacked_bytes: usize,
     /// Initial contents of variables that have data in the model.
     pub variable_init: Vec<(u32, VariableInit)>,
     /// The kernel path prepare-time nodes ran and invoke runs.
@@ -285,12 +288,14 @@ fn stage_for<'r>(
 
     let mut tail = Tail::new(region);
     tail.stage_misaligned_constants(model, &layout, &mut tensors)?;
+    let repackable = sole_read_computed(&tensors, &nodes, &subgraphs, &shared);
     let prepared = init_and_prepare(
         Graph {
             model,
             layout: &layout,
             subgraphs: &subgraphs,
             shared: &shared,
+            repackable: &repackable,
         },
         (&tensors, &shapes),
         &nodes,
@@ -335,6 +340,7 @@ fn stage_for<'r>(
         tensor_record: tail.tensor_record,
         plan,
         temp_peak: prepared.temp_peak,
+        repacked_bytes: prepared.repacked_bytes,
         variable_init: tail.variable_init,
         isa,
         layout,
@@ -357,6 +363,42 @@ struct Graph<'g> {
     layout: &'g Layout,
     subgraphs: &'g [SubgraphInfo],
     shared: &'g [Option<usize>],
+    /// [`sole_read_computed`].
+    repackable: &'g [usize],
+}
+
+/// The prepare-time constants (sorted) that exactly one input of one node reads, that no
+/// subgraph outputs and that no called subgraph reads in place: the tensors their reader may
+/// rewrite into its own layout ([`PrepareContext::repack_computed_input`]).
+fn sole_read_computed(
+    tensors: &[TensorEntry],
+    nodes: &[NodeInfo],
+    subgraphs: &[SubgraphInfo],
+    shared: &[Option<usize>],
+) -> Vec<usize> {
+    let mut reads = vec![0u8; tensors.len()];
+    for n in nodes {
+        for &t in n.inputs.iter() {
+            if let Some(r) = usize::try_from(t).ok().and_then(|t| reads.get_mut(t)) {
+                *r = r.saturating_add(1);
+            }
+        }
+    }
+    for s in subgraphs {
+        for &t in s.outputs.iter() {
+            if let Some(r) = reads.get_mut(t) {
+                *r = u8::MAX;
+            }
+        }
+    }
+    for &t in shared.iter().flatten() {
+        if let Some(r) = reads.get_mut(t) {
+            *r = u8::MAX;
+        }
+    }
+    (0..tensors.len())
+        .filter(|&t| reads[t] == 1 && tensors[t].kind == TensorKind::PrepareTimeConstant)
+        .collect()
 }
 
 /// Phase 1: the registration of every node, or every missing op at once.
@@ -435,6 +477,8 @@ struct Prepared {
     memory: Vec<NodeMemory>,
     /// Most temp bytes any node's prepare held at once.
     temp_peak: usize,
+    /// Bytes of the prepare-time results their reader rewrote (16-byte rounded).
+    repacked_bytes: usize,
     /// Results of prepare-time nodes, kept outside the tail until it is laid out (prepare reads
     /// them while the tail still grows): 16-byte words of each tensor they wrote.
     computed: Vec<Option<Vec<u128>>>,
@@ -456,6 +500,8 @@ fn init_and_prepare(
     let mut memory: Vec<NodeMemory> = Vec::with_capacity(nodes.len());
     let mut temp = Vec::new();
     let mut temp_peak = 0usize;
+    let mut repacked = Vec::new();
+    let mut repacked_bytes = 0usize;
     // The invoke-time table the prepare-time nodes run with (names kept for their errors).
     let mut table: Option<TensorTable> = None;
     for (i, node) in nodes.iter().enumerate() {
@@ -516,11 +562,18 @@ fn init_and_prepare(
             threads: budget.threads,
             isa: budget.isa,
             copies: &mut budget.copies,
+            repackable: graph.repackable,
+            repacked: &mut repacked,
         };
         reg.kernel
             .prepare(&mut ctx)
             .map_err(|e| kernel_error(node, Phase::Prepare, e))?;
         temp.clear();
+        // Tensors the node rewrote for itself (its only reader) replace their computed values.
+        for (t, words) in repacked.drain(..) {
+            repacked_bytes += tensors[t].bytes.next_multiple_of(ALIGNMENT);
+            computed[t] = Some(words);
+        }
         if budget.release_records {
             tail.persistent.release_from(first_record);
         }
@@ -551,6 +604,7 @@ fn init_and_prepare(
     Ok(Prepared {
         memory,
         temp_peak,
+        repacked_bytes,
         computed,
     })
 }

@@ -393,6 +393,13 @@ pub struct PrepareContext<'a> {
     pub(crate) isa: crate::interpreter::optimized::Isa,
     /// Which precomputed constants this build grants, and how many bytes it granted so far.
     pub(crate) copies: &'a mut CopyAllowance,
+    /// The prepare-time constants (sorted) whose only reader is one input of one node and
+    /// that no graph outputs: that reader may rewrite them
+    /// ([`PrepareContext::repack_computed_input`]).
+    pub(crate) repackable: &'a [usize],
+    /// Tensors this prepare rewrote, with their new 16-byte words; the build puts them in
+    /// place of the computed values once prepare returns.
+    pub(crate) repacked: &'a mut Vec<(usize, Vec<u128>)>,
 }
 
 /// Which values computed at prepare from the model's constants kernels may keep in the arena's
@@ -726,6 +733,60 @@ impl<'a> PrepareContext<'a> {
             len: array_len(len)?,
             _t: PhantomData,
         }))
+    }
+
+    /// Rewrites input `k` in its own bytes into a layout of this kernel's choosing (a filter
+    /// packed into panels): `fill(values, out)` reads the tensor's values and writes `len`
+    /// values of `T`, zero beyond what it writes, which invoke then reads as input `k`.
+    /// Allowed only for a tensor computed at prepare (e.g. weights a DENSIFY expanded from
+    /// their sparse storage, which live in the arena's tail anyway) that this one input is
+    /// the only reader of and that no graph outputs, when `len` values of `T` fit in its bytes
+    /// and its dtype is `T`: the rewrite then costs no arena byte and nothing else sees the
+    /// old layout. `Ok(false)` (the tensor unchanged) otherwise.
+    pub fn repack_computed_input<T: Scalar>(
+        &mut self,
+        k: usize,
+        len: usize,
+        fill: impl FnOnce(&[T], &mut [T]),
+    ) -> Result<bool, KernelError> {
+        let Some(t) = self
+            .state
+            .node
+            .inputs
+            .get(k)
+            .and_then(|&t| usize::try_from(t).ok())
+        else {
+            return Ok(false);
+        };
+        if self.repackable.binary_search(&t).is_err() || !dtype_matches::<T>(self.tensors[t].dtype)
+        {
+            return Ok(false);
+        }
+        let bytes = self.tensors[t].bytes;
+        if len
+            .checked_mul(core::mem::size_of::<T>())
+            .is_none_or(|b| b > bytes)
+        {
+            return Ok(false);
+        }
+        let Some(values) = self.info(t).data::<T>()? else {
+            return Ok(false);
+        };
+        let mut words = Vec::new();
+        words
+            .try_reserve_exact(bytes.div_ceil(RECORD_ALIGNMENT))
+            .map_err(|_| KernelError::new(format!("out of memory repacking {bytes} bytes")))?;
+        words.resize(bytes.div_ceil(RECORD_ALIGNMENT), 0u128);
+        // SAFETY: `words` holds `bytes >= len * size_of::<T>()` zeroed bytes at a 16-byte
+        // aligned address (align_of::<T>() <= 16 for every `Scalar`), and `T: Scalar` is plain
+        // data valid for all-zero bits; the slice is dropped before `words` moves.
+        let out = unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut T, len) };
+        fill(values, out);
+        self.repacked
+            .try_reserve(1)
+            .map_err(|_| KernelError::new("out of memory"))?;
+        self.repacked.push((t, words));
+        Ok(true)
     }
 
     /// Requests `bytes` of scratch for invoke (16-byte aligned), planned into the arena head.

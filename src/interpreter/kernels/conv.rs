@@ -75,6 +75,10 @@ pub(crate) enum PackedFilter<T = f32> {
     /// As `Panels`, with a group small enough to be packed on the kernel's stack, or (float
     /// convolution, `ConvPlan::dot`) no packing at all.
     Stack,
+    /// Packed at prepare into the weights' own bytes: a tensor computed at prepare (weights a
+    /// DENSIFY expanded) that this node alone reads, rewritten in the packed layout
+    /// ([`PrepareContext::repack_computed_input`]); no copy, no scratch.
+    Input,
 }
 
 /// Scratch of `parts` parts of `len` elements of `size` bytes.
@@ -612,8 +616,11 @@ fn invoke_i8_packed(
     let pixels = g.batches * g.out_h * g.out_w;
     let isa = ctx.isa();
     match packed {
-        PackedFilter::Persistent(p) => {
-            let packed = ctx.persistent(p)?;
+        PackedFilter::Persistent(_) | PackedFilter::Input => {
+            let packed = match packed {
+                PackedFilter::Persistent(p) => ctx.persistent(p)?,
+                _ => filter,
+            };
             // The copy's layout is a function of the path and the geometry, as at prepare.
             let layout = match fast_i8::prepacked_filter(isa, g) {
                 Some((layout, len)) if packed.len() >= len => layout,
@@ -678,6 +685,12 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
         return Ok(F32Path::Reference);
     };
     let len = plan.packed_filter_len(g);
+    if !plan.dot
+        && !f16
+        && ctx.repack_computed_input::<f32>(1, len, |w, p| fast::pack_filter(g, &plan, w, p))?
+    {
+        return gemm_path(ctx, plan, PackedFilter::Input);
+    }
     let copy = if !filter.is_constant || plan.dot {
         None
     } else if f16 {
@@ -702,6 +715,15 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
             ctx.threads(),
         )?),
     };
+    gemm_path(ctx, plan, packed)
+}
+
+/// [`F32Path::Gemm`] with filter `packed` and the im2col scratch `plan` needs.
+fn gemm_path(
+    ctx: &mut PrepareContext<'_>,
+    plan: ConvPlan,
+    packed: PackedFilter,
+) -> Result<F32Path, KernelError> {
     // One im2col block per kernel thread (each thread gathers its own rows): at least
     // `ConvPlan::least_cols_len` each, more where the head has room at this step.
     let cols = match plan.cols_len() {
@@ -758,8 +780,18 @@ fn invoke_gemm(
     let isa = ctx.isa();
     let (lo, hi) = (d.float_min, d.float_max);
     match filter {
-        PackedFilter::Persistent(p) => {
-            let w: ConvWeights<'_> = ConvWeights::Packed(ctx.persistent(p)?);
+        PackedFilter::Persistent(_) | PackedFilter::Input => {
+            let packed = match filter {
+                PackedFilter::Persistent(p) => ctx.persistent(p)?,
+                _ => ctx.input::<f32>(1)?,
+            };
+            let len = plan.packed_filter_len(g);
+            kernel_ensure!(
+                packed.len() >= len,
+                "packed filter of {} values < {len}",
+                packed.len()
+            );
+            let w: ConvWeights<'_> = ConvWeights::Packed(&packed[..len]);
             fast::conv_f32(
                 isa,
                 g,

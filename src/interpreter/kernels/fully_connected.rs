@@ -213,7 +213,11 @@ impl Kernel for FullyConnected {
                     FcF32Path::Dot
                 } else {
                     let len = packed_b_len(units, depth);
-                    let copy = if !weights.is_constant {
+                    let repacked = !f16_weights
+                        && ctx.repack_computed_input::<f32>(1, len, |w, p| {
+                            pack_b(units, depth, weights_view(w, depth), p)
+                        })?;
+                    let copy = if !weights.is_constant || repacked {
                         None
                     } else if f16_weights {
                         match weights.data::<half::f16>()? {
@@ -232,6 +236,7 @@ impl Kernel for FullyConnected {
                     };
                     FcF32Path::Gemm(match copy {
                         Some(p) => PackedFilter::Persistent(p),
+                        None if repacked => PackedFilter::Input,
                         None => PackedFilter::Panels(request_parts(
                             ctx,
                             group_scratch_len(units, depth, false),
@@ -514,8 +519,18 @@ fn invoke_f32_fast<W: Weight>(
         FcF32Path::Gemm(filter) => {
             let x = ctx.input::<f32>(0)?;
             match filter {
-                PackedFilter::Persistent(p) => {
-                    let packed = ctx.persistent(p)?;
+                PackedFilter::Persistent(_) | PackedFilter::Input => {
+                    let packed = match filter {
+                        PackedFilter::Persistent(p) => ctx.persistent(p)?,
+                        _ => ctx.input::<f32>(1)?,
+                    };
+                    let len = packed_b_len(u, k);
+                    kernel_ensure!(
+                        packed.len() >= len,
+                        "packed weights of {} values < {len}",
+                        packed.len()
+                    );
+                    let packed = &packed[..len];
                     let out = &mut ctx.output::<f32>(0)?[..b * u];
                     // Bands of rows (the bits of each row do not depend on the split).
                     let rows = task_rows(b, u, k, ctx.threads());
