@@ -329,7 +329,7 @@ fn hybrid_models_match_litert_reference_kernels() {
 const HYBRID_WITH_FLOAT_LAYERS: &[(&str, &str)] = &[
     (
         "hybrid_attention_dynamic",
-        "float attention products and SOFTMAX (its hybrid BATCH_MATMUL has one path)",
+        "float attention products and SOFTMAX",
     ),
     (
         "hybrid_gru_dynamic",

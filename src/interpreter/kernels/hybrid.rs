@@ -519,9 +519,12 @@ pub(crate) fn invoke_batch_matmul(
 ) -> Result<(), KernelError> {
     let g = &d.geometry;
     let lhs = ctx.input::<f32>(0)?;
-    let x = d
-        .rows
-        .fill(ctx, |out| quantize_lhs_rows(g, lhs, d.asymmetric, out))?;
+    // Without adj_x the lhs rows are contiguous, as the vectorised row quantizer reads them.
+    let rows = g.lhs_batch.iter().product::<usize>() * g.m;
+    let x = d.rows.fill(ctx, |out| match d.fast && !g.adj_x {
+        true => hybrid_quantize::quantize_rows(ctx.isa(), lhs, rows, g.k, d.asymmetric, out),
+        false => quantize_lhs_rows(g, lhs, d.asymmetric, out),
+    })?;
     let (rhs, scales) = (ctx.input::<i8>(1)?, ctx.persistent(d.scales)?);
     let out = ctx.output::<f32>(0)?;
     if d.fast {

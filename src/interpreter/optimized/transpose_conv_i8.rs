@@ -192,27 +192,41 @@ mod avx512 {
         for (r, out_row) in output.chunks_exact_mut(row_len).enumerate() {
             let (b, oy) = ((row0 + r) / g.out_h, (row0 + r) % g.out_h);
             let py = oy % g.stride_h;
+            // The input row of each of the phase's vertical taps (`None`: outside the input).
+            let mut rows = [None; MAX_TAPS];
+            let mut ny = 0;
+            for fy in phase_taps(py, g.pad_h, g.stride_h, g.filter_h) {
+                rows[ny] = source(oy, fy, g.stride_h, g.pad_h, g.in_h);
+                ny += 1;
+            }
+            let rows = &rows[..ny];
             for px in 0..g.stride_w.min(g.out_w) {
                 let ph = py * g.stride_w + px;
-                let ty = phase_taps(py, g.pad_h, g.stride_h, g.filter_h);
-                let taps = ty.clone().count()
-                    * phase_taps(px, g.pad_w, g.stride_w, g.filter_w).count();
+                // Output column `px + j * stride_w` reads input column `j + first[t]` through
+                // the phase's horizontal tap `t` (`px + pad_w - fx` is a multiple of the stride).
+                let mut first = [0isize; MAX_TAPS];
+                let mut nx = 0;
+                for fx in phase_taps(px, g.pad_w, g.stride_w, g.filter_w) {
+                    // `px + pad_w` and `fx` agree modulo the stride: the quotients' difference.
+                    first[nx] = ((px + g.pad_w) / g.stride_w) as isize - (fx / g.stride_w) as isize;
+                    nx += 1;
+                }
+                let first = &first[..nx];
+                let taps = ny * nx;
                 // Output columns `px, px + stride_w, ..`.
                 let cols = (g.out_w - px).div_ceil(g.stride_w);
                 let mut x0 = 0;
                 while x0 < cols {
                     let nr = (cols - x0).min(TILE_ROWS);
-                    for i in 0..nr {
-                        let ox = px + (x0 + i) * g.stride_w;
-                        let mut t = i * taps;
-                        for fy in ty.clone() {
-                            let iy = source(oy, fy, g.stride_h, g.pad_h, g.in_h);
-                            for fx in phase_taps(px, g.pad_w, g.stride_w, g.filter_w) {
-                                let ix = source(ox, fx, g.stride_w, g.pad_w, g.in_w);
-                                table[t] = match (iy, ix) {
-                                    (Some(iy), Some(ix)) => {
-                                        input[((b * g.in_h + iy) * g.in_w + ix) * ic..][..ic]
-                                            .as_ptr()
+                    let mut t = 0;
+                    for j in x0..x0 + nr {
+                        for &iy in rows {
+                            for &f in first {
+                                let ix = j as isize + f;
+                                table[t] = match iy {
+                                    Some(iy) if (0..g.in_w as isize).contains(&ix) => {
+                                        let at = (b * g.in_h + iy) * g.in_w + ix as usize;
+                                        input[at * ic..][..ic].as_ptr()
                                     }
                                     _ => pad.as_ptr(),
                                 };
