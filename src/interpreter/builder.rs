@@ -74,7 +74,10 @@ impl<'m> InterpreterBuilder<'m, 'static> {
 
     /// A builder with the kernels of `resolver` only (TFLM's `MicroMutableOpResolver`): a
     /// program that never calls [`new`](Self::new) or [`OpResolver::with_builtins`] links only
-    /// the kernels it registers, which is what keeps a firmware's code small.
+    /// the kernels it registers, which is what keeps a firmware's code small. The interpreter
+    /// refers to each kernel it runs by its [`Kernel::constant`](super::Kernel::constant) or
+    /// else one count of its `Arc`, and borrows neither `model` nor `resolver`: both may be
+    /// dropped once it is built.
     pub fn with_resolver(model: &'m Model, resolver: OpResolver) -> Self {
         InterpreterBuilder {
             model,

@@ -29,6 +29,27 @@ pub trait Kernel: Send + Sync {
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError>;
     /// Invoke phase: compute.
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError>;
+    /// This kernel as a constant, for a kernel type that holds nothing but its configuration
+    /// (its kernel set, flags): a `'static` value that behaves exactly as `self`. The
+    /// interpreter's node table then refers to the constant instead of holding a count of the
+    /// registration's `Arc`, so that none of the kernel stays on the heap once the resolver is
+    /// dropped (TFLM's registrations are constants too). `None` (the default): the table holds
+    /// a count.
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        None
+    }
+}
+
+/// The element of `constants` equal to `kernel`, as a [`Kernel::constant`]: for a kernel type
+/// whose value is one of a few configurations.
+pub(crate) fn constant_among<K: Kernel + PartialEq + 'static>(
+    constants: &'static [K],
+    kernel: &K,
+) -> Option<&'static dyn Kernel> {
+    constants
+        .iter()
+        .find(|&k| k == kernel)
+        .map(|k| k as &dyn Kernel)
 }
 
 /// Whether a node's output may share memory with one of its inputs.

@@ -9,8 +9,11 @@
 //! not copied), and the interpreter's arena is one caller buffer of exactly
 //! `Interpreter::arena_needs(..).total_bytes`: the arena, then the interpreter's tensor, slot and
 //! node tables. The heap (a linked-list allocator over a static buffer) holds the parsed
-//! model's tables during the build (the interpreter keeps nothing on it: any part it kept would
-//! be printed); its peak and allocations are measured by counting every allocation, by phase.
+//! model's tables and the resolver during the build (the build adds nothing that stays on it:
+//! any part it kept would be printed); its peak and allocations are measured by counting every
+//! allocation, by phase. After the build the parsed model and the resolver are dropped and the
+//! model runs without them: what stays on the heap then is only the kernels the interpreter
+//! runs (one count of each), and the buffer plus that must be within TFLM's arena.
 
 #![no_std]
 #![no_main]
@@ -114,8 +117,14 @@ struct Footprint {
     arena: usize,
     heap_other: usize,
     /// Heap bytes in use after the build minus with the model parsed, the arena block aside:
-    /// the tables the interpreter keeps outside the caller's buffer.
+    /// the tables the build added outside the caller's buffer.
     heap_kept: usize,
+    /// Heap bytes still in use once the parsed model and the resolver are dropped, the arena
+    /// block aside: what the interpreter keeps besides the caller's buffer (its kernels).
+    retained: usize,
+    /// The buffer's parts: head (tensors and kernel scratch), tail (op data, persistent
+    /// arrays), the interpreter's tables.
+    parts: (usize, usize, usize),
 }
 
 #[entry]
@@ -135,11 +144,16 @@ fn main() -> ! {
             Ok(f) => {
                 let tflm = case.tflm_head + case.tflm_tail;
                 hprintln!(
-                    "footprint {}: arena {} B (TFLM head+tail {} B), heap kept after build {} B, heap peak besides the arena {} B, model {} B (in flash)",
+                    "footprint {}: arena {} B = head {} + tail {} + tables {} (TFLM head+tail {} B), heap kept after build {} B, retained without the model and resolver {} B (arena + retained {} B), heap peak besides the arena {} B, model {} B (in flash)",
                     case.name,
                     f.arena,
+                    f.parts.0,
+                    f.parts.1,
+                    f.parts.2,
                     tflm,
                     f.heap_kept,
+                    f.retained,
+                    f.arena + f.retained,
                     f.heap_other,
                     case.model.len()
                 );
@@ -191,11 +205,12 @@ fn run(case: &Case) -> Result<Footprint, ()> {
     let base = HEAP.in_use.load(Ordering::Relaxed);
     HEAP.peak.store(base, Ordering::Relaxed);
     let model = Model::from_bytes(ModelBytes::from_static(case.model)).map_err(|e| fail(&e))?;
-    // The resolver is the caller's, as TFLM's `MicroMutableOpResolver` is: it outlives the
-    // interpreter, which shares its kernels.
+    let model_heap = HEAP.in_use.load(Ordering::Relaxed) - base;
+    // The caller's resolver, as TFLM's `MicroMutableOpResolver` is; the interpreter takes one
+    // count of each kernel it runs, so the resolver may be dropped after the build.
     let resolver = resolver();
-    // Heap in use with the model parsed: what the build adds on top of it, the arena block
-    // aside, is what the interpreter keeps.
+    // Heap in use with the model parsed and the resolver made: what the build adds on top of
+    // it, the arena block aside, is what the build leaves on the heap.
     let parsed = HEAP.in_use.load(Ordering::Relaxed) - base;
     let parse_peak = HEAP.peak.load(Ordering::Relaxed) - base;
     let before_build = HEAP.in_use.load(Ordering::Relaxed);
@@ -231,6 +246,21 @@ fn run(case: &Case) -> Result<Footprint, ()> {
         ));
         return Err(());
     }
+    // The interpreter borrows neither: it runs without the parsed model and the resolver.
+    drop(model);
+    drop(resolver);
+    let retained = HEAP
+        .in_use
+        .load(Ordering::Relaxed)
+        .saturating_sub(base + block_bytes);
+    let tflm = case.tflm_head + case.tflm_tail;
+    if needs.total_bytes + retained > tflm {
+        fail(&format_args!(
+            "the buffer ({} B) and the {} B the interpreter keeps on the heap exceed TFLM's arena ({} B)",
+            needs.total_bytes, retained, tflm
+        ));
+        return Err(());
+    }
     let input = interp.input_bytes_mut(0).map_err(|e| fail(&e))?;
     if input.len() != case.input.len() {
         fail(&format_args!(
@@ -245,9 +275,10 @@ fn run(case: &Case) -> Result<Footprint, ()> {
     interp.invoke().map_err(|e| fail(&e))?;
     let invoking = heap_since(mark);
     hprintln!(
-        "{}: heap by phase: parsed model and resolver {} B kept; arena_needs peak +{} B in {} allocations; build peak +{} B in {} allocations; invoke {} allocations",
+        "{}: heap by phase: parsed model {} B and resolver {} B kept; arena_needs peak +{} B in {} allocations; build peak +{} B in {} allocations; invoke {} allocations",
         case.name,
-        parsed,
+        model_heap,
+        parsed - model_heap,
         sizing.0,
         sizing.1,
         building.0,
@@ -274,6 +305,8 @@ fn run(case: &Case) -> Result<Footprint, ()> {
         // The model's bytes stay in flash; the arena block is the only other large allocation.
         heap_other: peak,
         heap_kept,
+        retained,
+        parts: (needs.head_bytes, needs.tail_bytes, needs.tables_bytes),
     })
 }
 

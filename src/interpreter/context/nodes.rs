@@ -65,24 +65,32 @@ const NO_OP_DATA: u32 = u32::MAX;
 
 /// A distinct kernel of the table: what invoke calls, the registration's name and the op it
 /// runs (the registration's other fields matter only while building). `Copy`, so that the
-/// table can live in the caller's buffer: the kernel is one strong count of its `Arc`, taken
-/// by [`NodeTables::push`] and given back when the [`NodeTables`] drops. The name is kept as
-/// its first byte and length (a `&'static str` is 16 bytes).
+/// table can live in the caller's buffer: the kernel is its [`Kernel::constant`] when it has
+/// one, else one strong count of its `Arc`, taken by [`NodeTables::push`] and given back when
+/// the [`NodeTables`] drops. The name is kept as its first byte and length (a `&'static str`
+/// is 16 bytes), the length's top bit marking a constant kernel.
+///
+/// [`Kernel::constant`]: crate::interpreter::Kernel::constant
 #[derive(Clone, Copy)]
 pub(crate) struct KernelEntry {
     kernel: KernelPtr,
     /// The registration name's start.
     name_start: StaticBytes,
+    /// The name's length, with [`CONSTANT`] set when `kernel` is a constant (no count held).
     name_len: u32,
     pub builtin: BuiltinOp,
 }
 
-/// A kernel as `Arc::into_raw` gives it: one strong count owned by the [`NodeTables`].
+/// [`KernelEntry::name_len`]'s bit marking a constant kernel.
+const CONSTANT: u32 = 1 << 31;
+
+/// A kernel as `Arc::into_raw` gives it (one strong count owned by the [`NodeTables`]), or a
+/// `'static` constant kernel.
 #[derive(Clone, Copy)]
 struct KernelPtr(*const dyn crate::interpreter::Kernel);
 
-// SAFETY: it points to a `Kernel`, which is `Send + Sync`; the strong count it stands for is
-// released only by `NodeTables::drop`.
+// SAFETY: it points to a `Kernel`, which is `Send + Sync`; the strong count it stands for (if
+// not a constant) is released only by `NodeTables::drop`.
 unsafe impl Send for KernelPtr {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for KernelPtr {}
@@ -99,17 +107,25 @@ unsafe impl Sync for StaticBytes {}
 const _: () = assert!(core::mem::size_of::<KernelEntry>() <= 32);
 
 impl KernelEntry {
-    /// The entry of `kernel` registered as `name` running `builtin`, holding one strong count
-    /// of `kernel` that the caller must release ([`release`](Self::release)) exactly once
-    /// (`None`: a name of 4 GiB or more, nothing taken).
+    /// The entry of `kernel` registered as `name` running `builtin`: its constant when it has
+    /// one, else holding one strong count of `kernel` that the caller must release
+    /// ([`release`](Self::release)) exactly once (`None`: a name of 2 GiB or more, nothing
+    /// taken).
     fn new(
         kernel: &rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
         name: &'static str,
         builtin: BuiltinOp,
     ) -> Option<Self> {
-        let name_len = u32::try_from(name.len()).ok()?;
+        let name_len = u32::try_from(name.len()).ok().filter(|&n| n < CONSTANT)?;
+        let (kernel, name_len) = match kernel.constant() {
+            Some(constant) => (KernelPtr(constant), name_len | CONSTANT),
+            None => (
+                KernelPtr(rust_alloc::sync::Arc::into_raw(kernel.clone())),
+                name_len,
+            ),
+        };
         Some(KernelEntry {
-            kernel: KernelPtr(rust_alloc::sync::Arc::into_raw(kernel.clone())),
+            kernel,
             name_start: StaticBytes(name.as_ptr()),
             name_len,
             builtin,
@@ -119,30 +135,34 @@ impl KernelEntry {
     /// The kernel invoke calls.
     #[inline]
     pub(crate) fn kernel(&self) -> &dyn crate::interpreter::Kernel {
-        // SAFETY: `kernel` came from `Arc::into_raw` (`new`) and its strong count is held
-        // until the table that holds this entry drops (`NodeTables::drop`), which outlives
-        // every `&self` borrowed from it: the kernel is alive and shared (never written).
+        // SAFETY: `kernel` is a `'static` constant, or came from `Arc::into_raw` (`new`) and
+        // its strong count is held until the table that holds this entry drops
+        // (`NodeTables::drop`), which outlives every `&self` borrowed from it: the kernel is
+        // alive and shared (never written).
         unsafe { &*self.kernel.0 }
     }
 
-    /// Gives back the strong count `new` took.
+    /// Gives back the strong count `new` took (none for a constant).
     ///
     /// # Safety
     /// Once per entry made by `new` (copies included), after its last use.
     unsafe fn release(self) {
-        // SAFETY: `kernel` is from `Arc::into_raw` in `new` and its count is still held (the
-        // caller's contract: released once, not used again).
+        if self.name_len & CONSTANT != 0 {
+            return;
+        }
+        // SAFETY: not a constant, so `kernel` is from `Arc::into_raw` in `new` and its count
+        // is still held (the caller's contract: released once, not used again).
         drop(unsafe { rust_alloc::sync::Arc::from_raw(self.kernel.0) });
     }
 
     /// The registration's name.
     pub(crate) fn name(&self) -> &'static str {
-        // SAFETY: `name_start` and `name_len` are the start and length of a `&'static str`
-        // (`new`), or length 0; a static string is live, immutable and valid UTF-8.
+        // SAFETY: `name_start` and `name_len` without its `CONSTANT` bit are the start and
+        // length of a `&'static str` (`new`), or length 0; a static string is live, immutable and valid UTF-8.
         unsafe {
             core::str::from_utf8_unchecked(core::slice::from_raw_parts(
                 self.name_start.0,
-                self.name_len as usize,
+                (self.name_len & !CONSTANT) as usize,
             ))
         }
     }
@@ -503,3 +523,59 @@ impl<'a> NodeTables<'a> {
 }
 
 const _: () = assert!(core::mem::size_of::<NodeRuntime>() == 16);
+
+#[cfg(test)]
+mod tests {
+    use super::KernelEntry;
+    use crate::interpreter::kernels::{conv, reshape};
+    use crate::interpreter::{
+        InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
+    };
+    use crate::model::BuiltinOp;
+    use rust_alloc::sync::Arc;
+
+    /// A kernel without a constant (the trait's default).
+    struct Counted;
+
+    impl Kernel for Counted {
+        fn prepare(&self, _: &mut PrepareContext<'_>) -> Result<(), KernelError> {
+            Ok(())
+        }
+        fn invoke(&self, _: &mut InvokeContext<'_>) -> Result<(), KernelError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn constant_kernels_take_no_count_others_one_until_released() {
+        let mut regs = vec![
+            reshape::register_reshape(KernelSet::Reference),
+            Registration::new("COUNTED", Counted),
+        ];
+        for set in [KernelSet::Reference, KernelSet::Optimized] {
+            regs.push(conv::register_conv_2d(set));
+        }
+        for r in &regs {
+            let before = Arc::strong_count(&r.kernel);
+            let entry = KernelEntry::new(&r.kernel, r.name, BuiltinOp::CONV_2D).unwrap();
+            assert_eq!(entry.name(), r.name);
+            match r.kernel.constant() {
+                Some(constant) => {
+                    assert_eq!(Arc::strong_count(&r.kernel), before, "{}", r.name);
+                    assert!(core::ptr::addr_eq(entry.kernel(), constant), "{}", r.name);
+                }
+                None => {
+                    assert_eq!(r.name, "COUNTED");
+                    assert_eq!(Arc::strong_count(&r.kernel), before + 1);
+                    assert!(core::ptr::addr_eq(entry.kernel(), Arc::as_ptr(&r.kernel)));
+                }
+            }
+            // SAFETY: the entry's one release, after its last use.
+            unsafe { entry.release() };
+            assert_eq!(Arc::strong_count(&r.kernel), before, "{}", r.name);
+        }
+        // One constant per kernel set.
+        let (a, b) = (regs[2].kernel.constant(), regs[3].kernel.constant());
+        assert!(!core::ptr::addr_eq(a.unwrap(), b.unwrap()));
+    }
+}

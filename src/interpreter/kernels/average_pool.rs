@@ -2,6 +2,7 @@
 //! padding, as TFLM's `pooling.cc`.
 
 use super::pool_common::{prepare_pool, PoolData};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::pool as fast;
 use crate::interpreter::optimized::pool_i8 as fast_i8;
 use crate::interpreter::reference::pooling::{average_pool_f32, average_pool_i16, average_pool_i8};
@@ -13,14 +14,29 @@ use crate::tensor::DType;
 /// The AVERAGE_POOL_2D kernel: float32 and int8 run the channel-vector loops of
 /// [`crate::interpreter::optimized::pool`] and [`crate::interpreter::optimized::pool_i8`] in
 /// the optimized set (the same bits), in bands of output rows across the kernel threads.
+#[derive(PartialEq)]
 pub struct AveragePool2D {
     set: KernelSet,
 }
+
+/// Every [`AveragePool2D`] value, for [`Kernel::constant`].
+static AVERAGE_POOL_2D: [AveragePool2D; 2] = [
+    AveragePool2D {
+        set: KernelSet::Reference,
+    },
+    AveragePool2D {
+        set: KernelSet::Optimized,
+    },
+];
 
 /// Output values a task takes at least (smaller layers stay on one thread).
 const MIN_TASK_ELEMENTS: usize = 16 * 1024;
 
 impl Kernel for AveragePool2D {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&AVERAGE_POOL_2D, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let data = prepare_pool(ctx, "AVERAGE_POOL_2D")?;
         ctx.set_op_data(data)

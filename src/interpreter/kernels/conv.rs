@@ -21,6 +21,7 @@ use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, padding_kind,
     per_channel_multipliers, positive, quantized_range, window_axis,
 };
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::conv::{self as fast, ConvPlan, ConvWeights};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
@@ -473,12 +474,27 @@ fn run_quantized<I: Element, B: Element>(
 }
 
 /// The CONV_2D kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct Conv2D {
     /// Which arithmetic invoke runs.
     pub set: KernelSet,
 }
 
+/// Every [`Conv2D`] value, for [`Kernel::constant`].
+static CONV_2D: [Conv2D; 2] = [
+    Conv2D {
+        set: KernelSet::Reference,
+    },
+    Conv2D {
+        set: KernelSet::Optimized,
+    },
+];
+
 impl Kernel for Conv2D {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&CONV_2D, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let BuiltinOptions::Conv2D {
             padding,

@@ -8,6 +8,7 @@ use super::conv::{
     QuantConvFn, Window,
 };
 use super::hybrid;
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::depthwise_conv as fast;
 use crate::interpreter::optimized::depthwise_i8;
 use crate::interpreter::reference::depthwise_conv::{
@@ -20,12 +21,27 @@ use crate::kernel_ensure;
 use crate::model::BuiltinOptions;
 
 /// The DEPTHWISE_CONV_2D kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct DepthwiseConv2D {
     /// Which arithmetic invoke runs.
     pub set: KernelSet,
 }
 
+/// Every [`DepthwiseConv2D`] value, for [`Kernel::constant`].
+static DEPTHWISE_CONV_2D: [DepthwiseConv2D; 2] = [
+    DepthwiseConv2D {
+        set: KernelSet::Reference,
+    },
+    DepthwiseConv2D {
+        set: KernelSet::Optimized,
+    },
+];
+
 impl Kernel for DepthwiseConv2D {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&DEPTHWISE_CONV_2D, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let BuiltinOptions::DepthwiseConv2D {
             padding,

@@ -12,6 +12,7 @@ use super::hybrid;
 use super::quant_params::{
     expect_zero_point_zero, filter_scales, float_range, fused_activation, quantized_range,
 };
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::conv::{task_rows, task_units};
 use crate::interpreter::optimized::fully_connected_i8 as fast_i8;
 use crate::interpreter::optimized::gemm::{gemm_dot, gemm_grouped, gemm_packed, Epilogue};
@@ -137,6 +138,7 @@ fn prepare_i8_packing(
 }
 
 /// The FULLY_CONNECTED kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct FullyConnected {
     /// Which arithmetic invoke runs.
     pub set: KernelSet,
@@ -147,7 +149,31 @@ pub struct FullyConnected {
     pub double_rescale: bool,
 }
 
+/// Every [`FullyConnected`] value, for [`Kernel::constant`].
+pub(crate) static FULLY_CONNECTED: [FullyConnected; 4] = [
+    FullyConnected {
+        set: KernelSet::Reference,
+        double_rescale: false,
+    },
+    FullyConnected {
+        set: KernelSet::Optimized,
+        double_rescale: false,
+    },
+    FullyConnected {
+        set: KernelSet::Reference,
+        double_rescale: true,
+    },
+    FullyConnected {
+        set: KernelSet::Optimized,
+        double_rescale: true,
+    },
+];
+
 impl Kernel for FullyConnected {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&FULLY_CONNECTED, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let FcNode {
             act,

@@ -14,7 +14,7 @@
 use rust_alloc::sync::Arc;
 use rust_alloc::vec::Vec;
 
-use super::fully_connected::{fc_node, FcNode};
+use super::fully_connected::{fc_node, FcNode, FULLY_CONNECTED};
 use super::quant_params::{filter_scales, float_range, quantized_range};
 use crate::interpreter::optimized::fully_connected_sparse::sparse_fully_connected_f32 as optimized_f32;
 use crate::interpreter::reference::fully_connected::FcQuant;
@@ -59,34 +59,81 @@ struct SparseFcData {
 /// arithmetic: the reference's, or [`crate::interpreter::optimized::fully_connected_sparse`]'s
 /// reordered sums) and hands dense ones to `dense`.
 pub struct SparseAwareFullyConnected {
-    dense: Arc<dyn Kernel>,
+    dense: DenseKernel,
     set: KernelSet,
 }
+
+/// The dense kernel a [`SparseAwareFullyConnected`] hands dense weights to: its
+/// [`Kernel::constant`] when it has one (then the wrapper may be a constant too).
+enum DenseKernel {
+    Constant(&'static dyn Kernel),
+    Shared(Arc<dyn Kernel>),
+}
+
+impl DenseKernel {
+    #[inline]
+    fn kernel(&self) -> &dyn Kernel {
+        match self {
+            DenseKernel::Constant(k) => *k,
+            DenseKernel::Shared(k) => &**k,
+        }
+    }
+}
+
+/// The wrappers of the crate's dense FULLY_CONNECTED constants with their own kernel set (what
+/// [`register_fully_connected`] builds), for [`Kernel::constant`].
+static SPARSE_AWARE_FULLY_CONNECTED: [SparseAwareFullyConnected; 2] = [
+    SparseAwareFullyConnected {
+        dense: DenseKernel::Constant(&FULLY_CONNECTED[0]),
+        set: KernelSet::Reference,
+    },
+    SparseAwareFullyConnected {
+        dense: DenseKernel::Constant(&FULLY_CONNECTED[1]),
+        set: KernelSet::Optimized,
+    },
+];
 
 impl SparseAwareFullyConnected {
     /// Sparse weights here, dense weights through `dense`.
     pub fn new(dense: Arc<dyn Kernel>, set: KernelSet) -> Self {
+        let dense = match dense.constant() {
+            Some(k) => DenseKernel::Constant(k),
+            None => DenseKernel::Shared(dense),
+        };
         SparseAwareFullyConnected { dense, set }
     }
 }
 
 impl Kernel for SparseAwareFullyConnected {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        let DenseKernel::Constant(dense) = self.dense else {
+            return None;
+        };
+        SPARSE_AWARE_FULLY_CONNECTED
+            .iter()
+            .find(|w| {
+                w.set == self.set
+                    && matches!(w.dense, DenseKernel::Constant(d) if core::ptr::addr_eq(d, dense))
+            })
+            .map(|w| w as &dyn Kernel)
+    }
+
     fn init(&self, ctx: &mut InitContext<'_>) -> Result<(), KernelError> {
-        self.dense.init(ctx)
+        self.dense.kernel().init(ctx)
     }
 
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         if ctx.num_inputs() >= 2 && ctx.input(1)?.sparsity.is_some() {
             prepare_sparse(ctx)
         } else {
-            self.dense.prepare(ctx)
+            self.dense.kernel().prepare(ctx)
         }
     }
 
     fn invoke(&self, ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
         match ctx.input_sparsity(1)? {
             Some(sp) => invoke_sparse(ctx, sp, self.set),
-            None => self.dense.invoke(ctx),
+            None => self.dense.kernel().invoke(ctx),
         }
     }
 }
@@ -261,6 +308,33 @@ pub fn with_sparse_weights(dense: Registration, set: KernelSet) -> Registration 
 #[cfg(test)]
 mod tests {
     use crate::interpreter::{Interpreter, InterpreterError};
+
+    #[test]
+    fn the_wrapper_is_a_constant_only_of_a_constant_dense_kernel_of_its_own_set() {
+        use super::{register_fully_connected, SparseAwareFullyConnected};
+        use crate::interpreter::kernels::fully_connected::FullyConnected;
+        use crate::interpreter::{Kernel, KernelSet};
+        use rust_alloc::sync::Arc;
+        let (r, o) = (KernelSet::Reference, KernelSet::Optimized);
+        let dense = |set, double_rescale| -> Arc<dyn Kernel> {
+            Arc::new(FullyConnected {
+                set,
+                double_rescale,
+            })
+        };
+        let a = register_fully_connected(r).kernel.constant().unwrap();
+        let b = register_fully_connected(o).kernel.constant().unwrap();
+        assert!(!core::ptr::addr_eq(a, b));
+        let same = SparseAwareFullyConnected::new(dense(r, false), r).constant();
+        assert!(core::ptr::addr_eq(same.unwrap(), a));
+        // No constant wrapper: another dense kernel, another set than the dense kernel's.
+        assert!(SparseAwareFullyConnected::new(dense(r, true), r)
+            .constant()
+            .is_none());
+        assert!(SparseAwareFullyConnected::new(dense(r, false), o)
+            .constant()
+            .is_none());
+    }
     use crate::model::{
         Activation, BuiltinOp, BuiltinOptions, DType, DimensionMetadata, Model, ModelBuilder,
         SparseIndexVector, Sparsity,

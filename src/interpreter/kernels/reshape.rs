@@ -10,6 +10,10 @@ use crate::kernel_ensure;
 pub struct Reshape;
 
 impl Kernel for Reshape {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Reshape)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         kernel_ensure!(
             ctx.num_outputs() == 1 && (1..=2).contains(&ctx.num_inputs()),

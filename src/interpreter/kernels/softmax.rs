@@ -12,6 +12,7 @@
 //! x86-64 (`crate::interpreter::reference::softmax_table`), bit-exact with LiteRT's default kernels
 //! and close to, but not bit-exact with, the reference.
 
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::softmax as optimized;
 use crate::interpreter::optimized::softmax_i8::softmax_quantized_table;
 use crate::interpreter::reference::fixed_point::calculate_input_radius;
@@ -59,7 +60,7 @@ struct SoftmaxData {
 }
 
 /// The SOFTMAX kernel.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Softmax {
     int8_table: bool,
     /// Float32 through [`crate::interpreter::optimized::softmax`] (vector `exp`).
@@ -101,11 +102,22 @@ impl Softmax {
     }
 }
 
+/// Every [`Softmax`] the crate registers, for [`Kernel::constant`].
+static SOFTMAX: [Softmax; 3] = [
+    Softmax::reference(),
+    Softmax::optimized(),
+    Softmax::litert_optimized(),
+];
+
 fn near(x: f32, want: f32, tol: f32) -> bool {
     (x - want).abs() <= tol
 }
 
 impl Kernel for Softmax {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&SOFTMAX, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let input = ctx.input(0)?;
