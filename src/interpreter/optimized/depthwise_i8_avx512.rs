@@ -26,7 +26,7 @@
 //! window, so full groups load their inputs unmasked (folded into the widening) and
 //! adjacent groups share one byte pack, permute and store.
 //! On small maps, where border pixels are a large share, a pass first copies its channels
-//! of the input into a zero-point-padded image on the stack ([`Padded`]), so that every pixel
+//! of the input into a zero-point-padded image on the stack ([`padded`]), so that every pixel
 //! takes the inside loop.
 //! 8 or 16 channels run 4 or 2 adjacent pixels per group ([`Wide`]). The output stage
 //! ([`Stage32`], in `stage32_i8`) is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`,
@@ -37,6 +37,10 @@ use super::stage32_i8::{lane_mask, Stage32, LANES};
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
+use padded::{Padded, PaddedBytes};
+
+#[path = "depthwise_i8_padded.rs"]
+mod padded;
 
 /// Below this many channels the AVX2 rows (8-channel groups in ymm) run the layer.
 const MIN_CHANNELS: usize = 8;
@@ -338,36 +342,15 @@ unsafe fn rows_body<const VNNI: bool, const SEVERAL: bool>(
 unsafe fn passes<const VNNI: bool>(pass: &Pass<'_>, offset: i16, output: &mut [i8]) {
     let g = pass.g;
     let c = g.out_c;
-    let (fh, fw) = (g.filter_h, g.filter_w);
-    // Border pixels: those of the rows whose windows leave the input, and in the other rows
-    // those outside the inside columns.
-    let border_rows = (0..g.out_h)
-        .filter(|&y| {
-            let wy = g.row_window(y);
-            wy.f0 != 0 || wy.f1 != fh
-        })
-        .count();
-    let border_cols = g.out_w - (pass.inside_cols.1 - pass.inside_cols.0);
-    let border = border_rows * g.out_w + (g.out_h - border_rows) * border_cols;
     let mut buf = MaybeUninit::<PaddedBytes>::uninit();
-    let mut padded = Padded {
-        buf: buf.as_mut_ptr().cast(),
-        ph: (g.out_h - 1) * g.stride_h + (fh - 1) * g.dilation_h + 1,
-        pw: (g.out_w - 1) * g.stride_w + (fw - 1) * g.dilation_w + 1,
-        pc: 0,
-        zp: (-i32::from(offset)) as i8,
-    };
-    // The copy pays where border pixels are at least an eighth of the input pixels: a border
-    // pixel's pointers and loads cost about what copying a dozen input pixels does (see
-    // BENCHMARKS.md, branch dwq27s24).
-    let copy = border > 0 && border * 8 >= g.in_h * g.in_w;
+    let mut padded = Padded::pays(g, pass.inside_cols).then(|| Padded::new(g, offset, &mut buf));
     let mut c0 = 0;
     while c0 < c {
         let left = (c - c0).div_ceil(LANES);
         let n = if left == GROUPS + 1 { left } else { left.min(GROUPS) };
         // Whether the pass's last group holds `LANES` channels (its loads need no mask).
         let full = c0 + n * LANES <= c;
-        let pad = copy.then_some(&mut padded);
+        let pad = padded.as_mut();
         match (n, full) {
             (1, true) => groups::<VNNI, 1, true>(pass, c0, output, pad),
             (1, false) => groups::<VNNI, 1, false>(pass, c0, output, pad),
@@ -454,42 +437,9 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     // SAFETY (of each use): the pair `i < pairs` of group `j < G`, written above.
     let wp = |j: usize, i: usize| w.get_unchecked(j).get_unchecked(i).assume_init_ref();
     let (fh, row_out) = (g.filter_h, g.out_w * c);
-    if let Some(pad) = padded.filter(|p| p.ph * p.pw * G * LANES <= PADDED_BYTES) {
-        let pc = G * LANES;
-        if pad.pc != pc {
-            // SAFETY: `ph * pw * pc` bytes fit the buffer (checked just above).
-            core::ptr::write_bytes(pad.buf, pad.zp as u8, pad.ph * pad.pw * pc);
-            pad.pc = pc;
-        }
-        // Each tap's offset from its window origin in the buffer, with the odd tap's partner
-        // (the origin again).
-        let mut rel_p = [0usize; 2 * GROUP_PAIRS];
-        for (t, r) in rel_p.iter_mut().enumerate().take(taps) {
-            let (fy, fx) = (t / g.filter_w, t % g.filter_w);
-            *r = (fy * g.dilation_h * pad.pw + fx * g.dilation_w) * pc;
-        }
-        let rel_p = &rel_p[..rel.len()];
-        let rows = block_out.len() / row_out;
-        let mut batch = usize::MAX;
-        for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
-            let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
-            if b != batch {
-                // The rows of batch `b` this block's windows read, from output row `out_y`.
-                let y1 = out_y + (g.out_h - out_y).min(rows - r);
-                pad.copy::<G>(g, input, b, (out_y, y1), c0, &kb);
-                batch = b;
-            }
-            for out_x in 0..g.out_w {
-                let p = pad.buf.add((out_y * g.stride_h * pad.pw + out_x * g.stride_w) * pc);
-                // SAFETY: the window of pixel `(out_y, out_x)` lies inside the padded image,
-                // whose rows it reads were copied above (taps outside the input read the
-                // zero point filled at the layout's change).
-                let acc = inside_groups::<VNNI, G, FULL>(p, rel_p, init, &kb, &w);
-                // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of pixel
-                // `out_x` (the stores are masked to the groups' lanes).
-                store_groups(stages, &acc, &kb, out_row.as_mut_ptr().add(out_x * c + c0));
-            }
-        }
+    if let Some(pad) = padded.filter(|p| p.fits::<G>()) {
+        // SAFETY: as this function's, and the layout fits the buffer (checked just above).
+        pad.rows::<VNNI, G, FULL>(pass, c0, block_out, init, &kb, &w, stages);
         return;
     }
     let mut ptrs = [zp; 2 * GROUP_PAIRS];
@@ -580,74 +530,6 @@ unsafe fn store_groups<const G: usize>(
             } else {
                 stages[j].store(acc[j], out.add(j * LANES), kb[j]);
                 j += 1;
-            }
-        }
-    }
-}
-
-/// Bytes of [`Padded`]'s buffer: a pass's padded image of four 32-channel groups up to
-/// 16 × 16 pixels (mobilenet_v2's 14 × 14 maps with their border).
-const PADDED_BYTES: usize = 32 * 1024;
-
-/// [`Padded`]'s buffer, aligned to cache lines.
-#[repr(C, align(64))]
-struct PaddedBytes([i8; PADDED_BYTES]);
-
-/// A pass's channels of one batch image copied with their padding laid out: `ph × pw` pixels
-/// (the rows and columns the windows span), `pc` bytes each (the pass's `G * LANES`
-/// channels), the padding the zero point. Every window then lies inside it and every pixel
-/// runs the inside loop with fixed tap offsets; on small maps, where most pixels are border
-/// pixels, that costs less than finding a border pixel's tap pointers once per pass (a
-/// pass's copy is one load and store per 32 channels of an input pixel). The zero point is
-/// filled once per layout (`pc`); a pass copies only the input rows its windows read.
-struct Padded {
-    /// [`PADDED_BYTES`] bytes.
-    buf: *mut i8,
-    ph: usize,
-    pw: usize,
-    /// Bytes per pixel of the layout filled (0: none yet).
-    pc: usize,
-    /// The input zero point (`-offset`): a tap on it adds nothing.
-    zp: i8,
-}
-
-impl Padded {
-    /// Copies channels `c0..` (group `j`'s `kb[j]` lanes) of the input rows that the windows
-    /// of output rows `y0..y1` of batch `b` read into the layout of `G * LANES` bytes per
-    /// pixel.
-    ///
-    /// # Safety
-    /// AVX-512BW; the layout is filled for `pc = G * LANES`, `ph * pw * pc <= PADDED_BYTES`;
-    /// `input` holds `g`'s batches; `y0 < y1 <= g.out_h`; `c0 + j * LANES + l` is a channel
-    /// for every lane `l` of `kb[j]`.
-    #[inline(always)]
-    unsafe fn copy<const G: usize>(
-        &mut self,
-        g: &ConvGeometry,
-        input: &[i8],
-        b: usize,
-        (y0, y1): (usize, usize),
-        c0: usize,
-        kb: &[__mmask32; G],
-    ) {
-        let pc = G * LANES;
-        let lo = (y0 * g.stride_h).saturating_sub(g.pad_h);
-        let hi = ((y1 - 1) * g.stride_h + (g.filter_h - 1) * g.dilation_h + 1)
-            .saturating_sub(g.pad_h)
-            .min(g.in_h);
-        let cols = self.pw.saturating_sub(g.pad_w).min(g.in_w);
-        for iy in lo..hi {
-            // SAFETY (of the loads and stores): input row `iy < in_h` of batch `b`, its
-            // columns `ix < in_w` and channels `c0 + j * LANES..` (`kb[j]` lanes); padded row
-            // `iy + pad_h < ph` and column `ix + pad_w < pw` of the buffer (`y1 <= out_h`).
-            let src = input.as_ptr().add(((b * g.in_h + iy) * g.in_w) * g.in_c + c0);
-            let dst = self.buf.add(((iy + g.pad_h) * self.pw + g.pad_w) * pc);
-            for ix in 0..cols {
-                let (s, d) = (src.add(ix * g.in_c), dst.add(ix * pc));
-                for (j, &k) in kb.iter().enumerate() {
-                    let v = _mm256_maskz_loadu_epi8(k, s.add(j * LANES));
-                    _mm256_mask_storeu_epi8(d.add(j * LANES), k, v);
-                }
             }
         }
     }
