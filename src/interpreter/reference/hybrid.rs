@@ -381,24 +381,23 @@ pub fn batch_matmul_hybrid(
 ) {
     let (m, k, n) = (g.m, g.k, g.n);
     let mut o = 0;
-    for (lb_index, rb_index) in g.batches() {
-                let pl = lb_index;
-                let r = &rhs[rb_index * k * n..][..k * n];
-                for i in 0..m {
-                    let row = pl * m + i;
-                    let x = &lhs.q[row * k..][..k];
-                    let p = lhs.row(row);
-                    for j in 0..n {
-                        let (mut dot, mut sum) = (0i32, 0i32);
-                        for (c, &x) in x.iter().enumerate() {
-                            let w = i32::from(if g.adj_y { r[j * k + c] } else { r[c * n + j] });
-                            dot = dot.wrapping_add(i32::from(x) * w);
-                            sum = sum.wrapping_add(w);
-                        }
-                        out[o] = batch_matmul_output(dot, sum, p, channel_scale(rhs_scales, j));
-                        o += 1;
-                    }
+    for (pl, rb_index) in g.batches() {
+        let r = &rhs[rb_index * k * n..][..k * n];
+        for i in 0..m {
+            let row = pl * m + i;
+            let x = &lhs.q[row * k..][..k];
+            let p = lhs.row(row);
+            for j in 0..n {
+                let (mut dot, mut sum) = (0i32, 0i32);
+                for (c, &x) in x.iter().enumerate() {
+                    let w = i32::from(if g.adj_y { r[j * k + c] } else { r[c * n + j] });
+                    dot = dot.wrapping_add(i32::from(x) * w);
+                    sum = sum.wrapping_add(w);
                 }
+                out[o] = batch_matmul_output(dot, sum, p, channel_scale(rhs_scales, j));
+                o += 1;
+            }
+        }
     }
 }
 
