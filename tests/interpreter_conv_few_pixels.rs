@@ -6,6 +6,8 @@
 //! not covered (four pixels, a stride that drops pixels) still gives the reference bits.
 #![cfg(not(loom))]
 
+mod common;
+
 use tensor_alloc::interpreter::{InterpreterBuilder, Isa, KernelSet};
 use tensor_alloc::model::Padding;
 use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder};
@@ -23,14 +25,9 @@ struct Case {
 
 /// Deterministic values in `lo..=hi`.
 fn values(n: usize, seed: u64, lo: i32, hi: i32) -> Vec<i32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (s % (hi - lo + 1) as u64) as i32
-        })
+    common::xorshift(seed)
+        .take(n)
+        .map(|s| lo + (s % (hi - lo + 1) as u64) as i32)
         .collect()
 }
 

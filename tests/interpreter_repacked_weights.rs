@@ -8,6 +8,8 @@
 //! packed layout would not fit are left as they are.
 #![cfg(not(loom))]
 
+mod common;
+
 use tensor_alloc::interpreter::{InterpreterBuilder, Isa, KernelSet};
 use tensor_alloc::model::Padding;
 use tensor_alloc::model::{Activation, BuiltinOp, BuiltinOptions, DType, Model, ModelBuilder};
@@ -15,14 +17,9 @@ use tensor_alloc::tensor::Tensor;
 
 /// Deterministic values in `-1..=1`.
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 2001) as f32 / 1000.0 - 1.0
-        })
+    common::xorshift(seed)
+        .take(n)
+        .map(|s| (s % 2001) as f32 / 1000.0 - 1.0)
         .collect()
 }
 

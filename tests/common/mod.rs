@@ -284,3 +284,15 @@ pub fn run_f32(interp: &mut Interpreter<'_>, inputs: &[Tensor]) -> Vec<f32> {
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect()
 }
+
+/// A deterministic xorshift64 stream seeded from `seed` (never zero): test data without a
+/// random-number dependency.
+pub fn xorshift(seed: u64) -> impl Iterator<Item = u64> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    core::iter::repeat_with(move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    })
+}
