@@ -21,9 +21,17 @@
 //! (see `gemm_i8_vnni` for why that is exact modulo 2^32, hence bit-exact after
 //! requantization). Nothing goes in the arena.
 //!
-//! Trade-off: a panel spanning `s` groups costs `s` multiply passes (each `filter_depth * taps
-//! / 4` instructions per row) for one requantization; narrower tiles per group would need fewer
-//! multiplies but a requantization per group, which costs more at these widths. Layers outside
+//! Narrow groups take a cheaper form when every panel's groups read at most 64 consecutive
+//! input bytes (its *window*): the panel's weights are packed whole (each lane its own
+//! channel's quads, no zero lanes), and each row loads its window once per tap and hands every
+//! lane its own group's quad with one `vpermd`, so a panel costs `filter_depth * taps / 4`
+//! multiplies per row whatever its groups.
+//!
+//! Trade-off: with segments, a panel spanning `s` groups costs `s` multiply passes (each
+//! `filter_depth * taps / 4` instructions per row) for one requantization; narrower tiles per
+//! group would need fewer multiplies but a requantization per group, which costs more at these
+//! widths. Windows wider than one register would need two-register permutes; those layers keep
+//! the segments (their groups are wide, so a panel spans few of them). Layers outside
 //! [`fits`] (a depth per group that is not a multiple of 4, segments over [`PACK_BYTES`], more
 //! than [`MAX_IN_C`] input channels or [`MAX_TAPS`] taps) return `false` and run the general body.
 
@@ -54,6 +62,22 @@ fn segments(c0: usize, lanes: usize, npg: usize) -> impl Iterator<Item = (usize,
         let l0 = (grp * npg).max(c0) - c0;
         let l1 = ((grp + 1) * npg).min(c0 + lanes) - c0;
         (grp, l0, l1)
+    })
+}
+
+/// The input bytes that the groups of output channels `c0..c0 + lanes` read, with `npg`
+/// channels per group and `fd` input channels per group: `(first byte, bytes)`.
+fn window(c0: usize, lanes: usize, npg: usize, fd: usize) -> (usize, usize) {
+    let (g0, g1) = (c0 / npg, (c0 + lanes - 1) / npg);
+    (g0 * fd, (g1 + 1 - g0) * fd)
+}
+
+/// Whether every panel of `g` (with `groups` groups) has a window of at most 64 bytes.
+fn permutable(g: &ConvGeometry, groups: usize) -> bool {
+    let npg = g.out_c / groups;
+    (0..g.out_c.div_ceil(LANES)).all(|p| {
+        let c0 = p * LANES;
+        window(c0, LANES.min(g.out_c - c0), npg, g.filter_depth).1 <= 64
     })
 }
 
@@ -125,8 +149,8 @@ pub(crate) fn conv_rows(
 }
 
 pub(super) mod avx512 {
-    use super::{depth, segments, ConvGeometry, Requant, LANES, MAX_IN_C, MAX_PANELS, PACK_BYTES};
-    use super::{TABLE, TILE_ROWS};
+    use super::{depth, permutable, segments, window, ConvGeometry, Requant, LANES, MAX_IN_C};
+    use super::{MAX_PANELS, PACK_BYTES, TABLE, TILE_ROWS};
     use crate::interpreter::optimized::requant_i8::avx512::Stage16;
     use crate::interpreter::optimized::requant_i8::requantize_row;
     use crate::interpreter::optimized::Isa;
@@ -156,7 +180,9 @@ pub(super) mod avx512 {
         let quads = k / 4;
         let taps = g.filter_h * g.filter_w;
         let panels = out_c.div_ceil(LANES);
-        // Every panel's segments, one after another, and each panel's initial accumulators.
+        let permuted = permutable(g, groups);
+        // Every panel's segments (or, permuted, its whole quads), one after another, and each
+        // panel's initial accumulators.
         let mut packed = [MaybeUninit::<__m512i>::uninit(); PACK_BYTES / 64];
         let mut inits = [MaybeUninit::<__m512i>::uninit(); MAX_PANELS];
         let scale = _mm512_set1_epi32(input_offset.wrapping_sub(128));
@@ -165,10 +191,16 @@ pub(super) mod avx512 {
             let c0 = p * LANES;
             let lanes = LANES.min(out_c - c0);
             let mut s = _mm512_setzero_si512();
-            for (_, l0, l1) in segments(c0, lanes, npg) {
-                let mask = (((1u32 << l1) - 1) & !((1u32 << l0) - 1)) as __mmask16;
+            if permuted {
+                let mask = ((1u32 << lanes) - 1) as __mmask16;
                 s = pack_quads(filter, k, c0, mask, 0, &mut packed[at..at + quads], s);
                 at += quads;
+            } else {
+                for (_, l0, l1) in segments(c0, lanes, npg) {
+                    let mask = (((1u32 << l1) - 1) & !((1u32 << l0) - 1)) as __mmask16;
+                    s = pack_quads(filter, k, c0, mask, 0, &mut packed[at..at + quads], s);
+                    at += quads;
+                }
             }
             let mut v = _mm512_mullo_epi32(s, scale);
             if let Some(b) = rq.bias {
@@ -191,17 +223,21 @@ pub(super) mod avx512 {
         let unbiased = Requant { bias: None, ..*rq };
         let pixels = output.len() / out_c;
         let block = (TABLE / taps).min(pixels);
-        let mut table = [pad.as_ptr(); TABLE];
+        let mut table = [MaybeUninit::<*const i8>::uninit(); TABLE];
         let mut p0 = 0;
         while p0 < pixels {
             let n = block.min(pixels - p0);
             fill_taps(g, input, &pad, first_pixel + p0, n, &mut table[..n * taps]);
+            // SAFETY: `fill_taps` wrote the first `n * taps` pointers; `MaybeUninit<T>` has
+            // `T`'s layout.
+            let table: &[*const i8] = core::slice::from_raw_parts(table.as_ptr().cast(), n * taps);
             let mut seg = 0;
             for (p, &init) in inits.iter().enumerate() {
                 let c0 = p * LANES;
                 let lanes = LANES.min(out_c - c0);
                 let stage = Stage16::new(&unbiased, c0, lanes);
-                let segs = segments(c0, lanes, npg).count();
+                let segs = if permuted { 1 } else { segments(c0, lanes, npg).count() };
+                let win = permuted.then(|| Window::new(c0, lanes, npg, fd));
                 let w = &packed[seg * quads..(seg + segs) * quads];
                 let mut r0 = 0;
                 while r0 < n {
@@ -220,7 +256,10 @@ pub(super) mod avx512 {
                         ($($r:literal),*) => {
                             match nr {
                                 $($r => {
-                                    let acc = t.acc::<$r>();
+                                    let acc = match &win {
+                                        Some(win) => win.acc::<$r>(&t),
+                                        None => t.acc::<$r>(),
+                                    };
                                     store(&acc, &stage, &unbiased, out, out_c, c0, lanes);
                                 })*
                                 _ => unreachable!("tiles have 1..=TILE_ROWS rows"),
@@ -272,15 +311,15 @@ pub(super) mod avx512 {
     }
 
     /// Writes the tap pointers of output pixels `first..first + n` (batch-major linear
-    /// indices) into `dst` (`taps` per pixel, in filter order): the input pixel's first
-    /// channel, or `pad` outside the input.
+    /// indices) into `dst` (`taps` per pixel, in filter order; `n * taps` of them): the input
+    /// pixel's first channel, or `pad` outside the input.
     fn fill_taps(
         g: &ConvGeometry,
         input: &[i8],
         pad: &[i8; MAX_IN_C],
         first: usize,
         n: usize,
-        dst: &mut [*const i8],
+        dst: &mut [MaybeUninit<*const i8>],
     ) {
         let (mut ox, mut oy) = (first % g.out_w, first / g.out_w % g.out_h);
         let mut b = first / (g.out_w * g.out_h);
@@ -291,17 +330,17 @@ pub(super) mod avx512 {
             for (fy, dst) in dst.chunks_exact_mut(g.filter_w).enumerate() {
                 let y = y0 + (fy * g.dilation_h) as isize;
                 if y < 0 || y >= g.in_h as isize {
-                    dst.fill(pad.as_ptr());
+                    dst.fill(MaybeUninit::new(pad.as_ptr()));
                     continue;
                 }
                 let row = (b * g.in_h + y as usize) * g.in_w;
                 for (fx, d) in dst.iter_mut().enumerate() {
                     let x = x0 + (fx * g.dilation_w) as isize;
-                    *d = if x < 0 || x >= g.in_w as isize {
+                    d.write(if x < 0 || x >= g.in_w as isize {
                         pad.as_ptr()
                     } else {
                         input[(row + x as usize) * g.in_c..][..g.in_c].as_ptr()
-                    };
+                    });
                 }
             }
             ox += 1;
@@ -366,6 +405,83 @@ pub(super) mod avx512 {
                             acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_set1_epi32(x), w);
                         }
                     }
+                }
+            }
+            acc
+        }
+    }
+
+    /// A panel's window in the permuted form: where its bytes start in an input pixel, which
+    /// bytes a row loads, and the dword of the loaded register that each lane's first quad is.
+    struct Window {
+        /// Byte offset of the panel's first group in a pixel's `in_c` values.
+        start: usize,
+        /// The window's bytes (at most 64).
+        mask: __mmask64,
+        /// Lane `l`: `(group(c0 + l) - group(c0)) * fd / 4` (0 past the panel's channels, whose
+        /// weights are zero).
+        first_quads: __m512i,
+    }
+
+    impl Window {
+        /// The window of output channels `c0..c0 + lanes` (`npg` per group, groups `fd` deep),
+        /// which [`permutable`] found at most 64 bytes wide.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn new(c0: usize, lanes: usize, npg: usize, fd: usize) -> Window {
+            let (start, bytes) = window(c0, lanes, npg, fd);
+            let mut quads = [0i32; LANES];
+            let (mut grp, mut at) = (0, c0 % npg);
+            for q in &mut quads[..lanes] {
+                *q = (grp * fd / 4) as i32;
+                at += 1;
+                if at == npg {
+                    (grp, at) = (grp + 1, 0);
+                }
+            }
+            Window {
+                start,
+                mask: if bytes >= 64 { !0 } else { (1u64 << bytes) - 1 },
+                // SAFETY: `quads` holds 16 `i32`.
+                first_quads: _mm512_loadu_si512(quads.as_ptr().cast()),
+            }
+        }
+
+        /// The accumulators of `R` rows of `t`, whose `w` holds the panel's whole quads
+        /// (`taps * fd / 4`, tap-major as the filter row stores them).
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512 F/BW and VNNI; `t.table` holds `R * taps` pointers to
+        /// `in_c >= start + window bytes` readable bytes; `t.w` holds `t.quads` quads.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+        #[allow(clippy::needless_range_loop)]
+        unsafe fn acc<const R: usize>(&self, t: &Tile<'_>) -> [__m512i; R] {
+            let mut acc = [t.init; R];
+            let flip = _mm512_set1_epi8(0x80u8 as i8);
+            let one = _mm512_set1_epi32(1);
+            let fdq = t.fd / 4;
+            let mut wp = t.w.as_ptr();
+            for tap in 0..t.taps {
+                let x: [__m512i; R] = core::array::from_fn(|r| {
+                    // SAFETY: the row's pointer has `start + window bytes <= in_c` readable
+                    // bytes; masked-off bytes are not read.
+                    let p = t.table[r * t.taps + tap].add(self.start);
+                    _mm512_xor_si512(_mm512_maskz_loadu_epi8(self.mask, p), flip)
+                });
+                let mut idx = self.first_quads;
+                for _ in 0..fdq {
+                    // SAFETY: quad `tap * fdq + q < quads` of the panel.
+                    let w = *wp;
+                    wp = wp.add(1);
+                    for r in 0..R {
+                        let a = _mm512_permutexvar_epi32(idx, x[r]);
+                        acc[r] = _mm512_dpbusd_epi32(acc[r], a, w);
+                    }
+                    idx = _mm512_add_epi32(idx, one);
                 }
             }
             acc
