@@ -150,7 +150,7 @@ pub(crate) fn conv_rows(
 
 pub(super) mod avx512 {
     use super::{depth, permutable, segments, window, ConvGeometry, Requant, LANES, MAX_IN_C};
-    use super::{MAX_PANELS, PACK_BYTES, TABLE, TILE_ROWS};
+    use super::{MAX_PANELS, MAX_TAPS, PACK_BYTES, TABLE, TILE_ROWS};
     use crate::interpreter::optimized::requant_i8::avx512::Stage16;
     use crate::interpreter::optimized::requant_i8::requantize_row;
     use crate::interpreter::optimized::Isa;
@@ -324,23 +324,48 @@ pub(super) mod avx512 {
         let (mut ox, mut oy) = (first % g.out_w, first / g.out_w % g.out_h);
         let mut b = first / (g.out_w * g.out_h);
         let taps = g.filter_h * g.filter_w;
-        for dst in dst.chunks_exact_mut(taps).take(n) {
+        // Each tap's distance from the window's first input value: a pixel whose window lies
+        // inside the input takes its pointers as one base plus these.
+        let mut offsets = [0usize; MAX_TAPS];
+        for (t, o) in offsets[..taps].iter_mut().enumerate() {
+            let (fy, fx) = (t / g.filter_w, t % g.filter_w);
+            *o = (fy * g.dilation_h * g.in_w + fx * g.dilation_w) * g.in_c;
+        }
+        let (span_h, span_w) = ((g.filter_h - 1) * g.dilation_h, (g.filter_w - 1) * g.dilation_w);
+        for p in 0..n {
+            let dst = &mut dst[p * taps..(p + 1) * taps];
             let y0 = (oy * g.stride_h) as isize - g.pad_h as isize;
             let x0 = (ox * g.stride_w) as isize - g.pad_w as isize;
-            for (fy, dst) in dst.chunks_exact_mut(g.filter_w).enumerate() {
-                let y = y0 + (fy * g.dilation_h) as isize;
-                if y < 0 || y >= g.in_h as isize {
-                    dst.fill(MaybeUninit::new(pad.as_ptr()));
-                    continue;
+            let inside = y0 >= 0
+                && x0 >= 0
+                && y0 as usize + span_h < g.in_h
+                && x0 as usize + span_w < g.in_w;
+            if inside {
+                let at = ((b * g.in_h + y0 as usize) * g.in_w + x0 as usize) * g.in_c;
+                // The last tap's `in_c` values are inside the input (the window is), so every
+                // pointer below is.
+                let base = input[at + offsets[taps - 1]..][..g.in_c].as_ptr();
+                let base = base.wrapping_sub(offsets[taps - 1]);
+                for (d, &o) in dst.iter_mut().zip(&offsets[..taps]) {
+                    d.write(base.wrapping_add(o));
                 }
-                let row = (b * g.in_h + y as usize) * g.in_w;
-                for (fx, d) in dst.iter_mut().enumerate() {
-                    let x = x0 + (fx * g.dilation_w) as isize;
-                    d.write(if x < 0 || x >= g.in_w as isize {
-                        pad.as_ptr()
-                    } else {
-                        input[(row + x as usize) * g.in_c..][..g.in_c].as_ptr()
-                    });
+            } else {
+                for fy in 0..g.filter_h {
+                    let dst = &mut dst[fy * g.filter_w..(fy + 1) * g.filter_w];
+                    let y = y0 + (fy * g.dilation_h) as isize;
+                    if y < 0 || y >= g.in_h as isize {
+                        dst.fill(MaybeUninit::new(pad.as_ptr()));
+                        continue;
+                    }
+                    let row = (b * g.in_h + y as usize) * g.in_w;
+                    for (fx, d) in dst.iter_mut().enumerate() {
+                        let x = x0 + (fx * g.dilation_w) as isize;
+                        d.write(if x < 0 || x >= g.in_w as isize {
+                            pad.as_ptr()
+                        } else {
+                            input[(row + x as usize) * g.in_c..][..g.in_c].as_ptr()
+                        });
+                    }
                 }
             }
             ox += 1;
