@@ -539,7 +539,7 @@ pub fn conv_f32<W: Weight>(
                 let image = &input[b * image_len..][..image_len];
                 let out = &mut part[(r - r0) * n + j0..];
                 if direct_rows_apply(isa, g, nj) {
-                    direct_rows(isa, g, image, p0, rows, nj, panel, &epj, out, n);
+                    direct_rows(isa, g, image, grp * fd, p0, rows, nj, panel, &epj, out, n);
                 } else if windows_in_place {
                     let cap = (cols.len() / k.max(1)).max(1);
                     windowed_rows(isa, g, image, p0, rows, nj, k, panel, &epj, out, n, cols, cap);

@@ -17,6 +17,13 @@
 //! the im2col product's order with one FMA per step (the taps of the padding, zeros there, are skipped:
 //! adding a zero product changes no value), then bias and clamp as the GEMM's epilogue does.
 //!
+//! The same tiles serve any convolution whose output channels fit one panel (at most `NR`: a
+//! GEMM tile would use as few of its lanes) and whose depth is one block, grouped ones included
+//! (a group's channels of a tap are `filter_depth` adjacent values, `in_c` from the next
+//! tap's): there the im2col copy of every window, a copy per product of at most 16 lanes, cost
+//! more than the products it fed (a 12 × 12 × 40 → 40 layer of 4 groups of 10 channels spent
+//! more than half its time gathering).
+//!
 //! One output channel (a segmentation head: 4 channels in, 1 out) would use one lane of the
 //! tile's sixteen; when a filter row's taps are at most 16 adjacent input values, each pixel
 //! with a whole horizontal window is instead one masked load and FMA per filter row and one
@@ -37,22 +44,25 @@ const PIXELS: usize = 12;
 /// Output pixels per register tile with one panel (16 accumulators).
 const PIXELS_ONE: usize = 16;
 
-/// Whether [`direct_rows`] computes `nj` output channels of `g` on path `isa`: AVX-512F, an
-/// ungrouped filter over at most [`MAX_CHANNELS`] input channels, at most two panels of
-/// channels and one depth block ([`KC`]).
+/// Whether [`direct_rows`] computes `nj` output channels of `g` on path `isa`: AVX-512F, one
+/// depth block ([`KC`]), and either an ungrouped filter over at most [`MAX_CHANNELS`] input
+/// channels and at most two panels of channels, or at most one panel of channels (any depth,
+/// grouped or not).
 pub fn applies(isa: Isa, g: &ConvGeometry, nj: usize) -> bool {
-    let k = g.filter_h * g.filter_w * g.in_c;
+    let k = g.filter_h * g.filter_w * g.filter_depth;
+    let few_channels = g.filter_depth == g.in_c && g.in_c <= MAX_CHANNELS && nj <= 2 * NR;
     cfg!(target_arch = "x86_64")
         && isa.avx512()
-        && g.filter_depth == g.in_c
-        && g.in_c <= MAX_CHANNELS
-        && nj <= 2 * NR
+        && g.filter_depth > 0
+        && g.in_c.is_multiple_of(g.filter_depth)
+        && (few_channels || nj <= NR)
         && k <= KC
 }
 
 /// Output pixels `p0..p0 + rows` (of one image, row-major) × the `nj` packed output channels
-/// `panel` (depth `filter_h · filter_w · in_c`) into `c` at row stride `ldc`, reading the
-/// windows in `image` (one NHWC image).
+/// `panel` (depth `filter_h · filter_w · filter_depth`) into `c` at row stride `ldc`, reading
+/// the windows' input channels `c0..c0 + filter_depth` (a group's) in `image` (one NHWC
+/// image).
 ///
 /// # Panics
 /// When [`applies`] is false or a slice is shorter than the shapes say.
@@ -61,6 +71,7 @@ pub fn direct_rows(
     isa: Isa,
     g: &ConvGeometry,
     image: &[f32],
+    c0: usize,
     p0: usize,
     rows: usize,
     nj: usize,
@@ -70,12 +81,13 @@ pub fn direct_rows(
     ldc: usize,
 ) {
     assert!(applies(isa, g, nj), "direct_rows: geometry not covered");
-    let k = g.filter_h * g.filter_w * g.in_c;
+    let k = g.filter_h * g.filter_w * g.filter_depth;
     if rows == 0 || nj == 0 {
         return;
     }
     assert!(
         image.len() >= g.in_h * g.in_w * g.in_c
+            && c0 + g.filter_depth <= g.in_c
             && p0 + rows <= g.out_h * g.out_w
             && panel.len() >= packed_b_len(nj, k)
             && ldc >= nj
@@ -105,7 +117,9 @@ pub fn direct_rows(
             let (wy, wx) = (g.row_window(oy), g.col_window(ox));
             Taps {
                 g,
-                image: image.as_ptr(),
+                // Channel `c0` of the image's first pixel: every tap reads `filter_depth`
+                // values from its pixel's channel `c0` on.
+                image: image.as_ptr().wrapping_add(c0),
                 fy: wy.f0..wy.f1,
                 fx: wx.f0..wx.f1,
                 y: [
@@ -231,7 +245,9 @@ mod x86 {
     pub(super) unsafe fn run(t: &Taps<'_>, run: usize) {
         let g = t.g;
         let row_len = g.filter_w * g.in_c;
-        if t.nj == 1 && g.dilation_w == 1 && row_len <= 16 && t.fx.len() == g.filter_w {
+        let ungrouped = g.filter_depth == g.in_c;
+        if t.nj == 1 && ungrouped && g.dilation_w == 1 && row_len <= 16 && t.fx.len() == g.filter_w
+        {
             // SAFETY: forwarded (whole horizontal windows, one output channel).
             unsafe { single(t, run) };
             return;
@@ -336,24 +352,24 @@ mod x86 {
     #[target_feature(enable = "avx512f")]
     unsafe fn tile<const R: usize, const P: usize, const PX: usize>(t: &Taps<'_>) -> usize {
         let g = t.g;
-        let ch = g.in_c;
+        let (ch, fd) = (g.in_c, g.filter_depth);
         debug_assert!(PX == 0 || PX as isize == t.px);
         let px = if PX > 0 { PX as isize } else { t.px };
         let mut acc = [[_mm512_setzero_ps(); P]; R];
-        // Without horizontal dilation the taps of a filter row's clipped window are one run of
-        // `fx.len() · in_c` adjacent input values (and depth steps): one loop over the run
-        // instead of one per tap.
-        let (taps, run) = if g.dilation_w == 1 {
+        // Without horizontal dilation the taps of an ungrouped filter row's clipped window are
+        // one run of `fx.len() · in_c` adjacent input values (and depth steps): one loop over
+        // the run instead of one per tap.
+        let (taps, run) = if g.dilation_w == 1 && fd == ch {
             (t.fx.start..t.fx.start + 1, t.fx.len() * ch)
         } else {
-            (t.fx.clone(), ch)
+            (t.fx.clone(), fd)
         };
         for fy in t.fy.clone() {
             let iy = t.y[0] + fy as isize * t.y[1];
             for fx in taps.clone() {
                 let ix = t.x0 + (fx * g.dilation_w) as isize;
                 let x = (iy * g.in_w as isize + ix) * ch as isize;
-                let p = (fy * g.filter_w + fx) * ch;
+                let p = (fy * g.filter_w + fx) * fd;
                 for ci in 0..run {
                     // SAFETY: tap (fy, fx) of each pixel is inside the image, and so are the
                     // run's further taps (`fx.len()` taps of the clipped window, adjacent
@@ -431,7 +447,7 @@ mod tests {
         while p0 < pixels {
             let rows = chunk.min(pixels - p0);
             let out = &mut got[p0 * oc..];
-            direct_rows(Isa::Avx512, g, &input, p0, rows, oc, &packed, &ep, out, oc);
+            direct_rows(Isa::Avx512, g, &input, 0, p0, rows, oc, &packed, &ep, out, oc);
             p0 += rows;
         }
         for (i, (x, y)) in got.iter().zip(&want).enumerate() {
@@ -466,6 +482,89 @@ mod tests {
                 let g = geometry((h, w, c), (f, f, oc), stride, 1, true, 1);
                 let chunk = 1 + (case as usize * 7) % (g.out_h * g.out_w + 3);
                 check(&g, chunk, case);
+            }
+        }
+    }
+
+    /// Grouped filters and deep ones with at most one panel of outputs (the windows of each
+    /// group read `filter_depth` channels from channel `c0`), every group computed by its own
+    /// call into its slice of the output channels, in chunks that start and end mid-row:
+    /// 1–4 groups of 1–16 channels in and 1–16 out, strides 1 and 2, dilation 1 and 2, SAME
+    /// and VALID.
+    #[test]
+    fn grouped_and_deep_rows_match_the_reference() {
+        if !Isa::available().contains(&Isa::Avx512) {
+            return;
+        }
+        let mut case = 5000u32;
+        for &(groups, fd, npg, f, stride, dilation, same) in &[
+            (4, 10, 10, 3, 1, 1, true),
+            (2, 16, 8, 3, 2, 1, true),
+            (1, 16, 8, 3, 1, 1, true),
+            (1, 24, 16, 3, 1, 2, true),
+            (3, 5, 1, 1, 1, 1, false),
+            (4, 1, 3, 5, 2, 1, true),
+            (2, 12, 16, 2, 1, 1, false),
+        ] {
+            for (h, w) in [(1, 1), (5, 7), (12, 12), (3, 20)] {
+                case += 1;
+                let in_c = groups * fd;
+                let oc = groups * npg;
+                let span = (f - 1) * dilation + 1;
+                if !same && (h < span || w < span) {
+                    continue;
+                }
+                let mut g = geometry((h, w, in_c), (f, f, oc), stride, dilation, same, 1);
+                g.filter_depth = fd;
+                let k = f * f * fd;
+                let input = values(g.input_len(), case);
+                let filter = values(oc * k, case + 1);
+                let bias = values(oc, case + 2);
+                let mut want = vec![0.0f32; g.output_len()];
+                reference(&g, &input, &filter, Some(&bias), -1.5, 2.0, &mut want);
+                let pixels = g.out_h * g.out_w;
+                let chunk = 1 + (case as usize * 7) % (pixels + 3);
+                let mut got = vec![f32::NAN; pixels * oc];
+                for grp in 0..groups {
+                    assert!(applies(Isa::Avx512, &g, npg), "{g:?}");
+                    let mut packed = vec![f32::NAN; packed_b_len(npg, k)];
+                    let view = Strided {
+                        data: &filter[grp * npg * k..(grp + 1) * npg * k],
+                        rs: k,
+                        cs: 1,
+                    };
+                    pack_b(npg, k, view, &mut packed);
+                    let ep = Epilogue {
+                        bias: Some(&bias[grp * npg..]),
+                        min: -1.5,
+                        max: 2.0,
+                    };
+                    let mut p0 = 0;
+                    while p0 < pixels {
+                        let rows = chunk.min(pixels - p0);
+                        let out = &mut got[p0 * oc + grp * npg..];
+                        direct_rows(
+                            Isa::Avx512,
+                            &g,
+                            &input,
+                            grp * fd,
+                            p0,
+                            rows,
+                            npg,
+                            &packed,
+                            &ep,
+                            out,
+                            oc,
+                        );
+                        p0 += rows;
+                    }
+                }
+                for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * k as f32,
+                        "{g:?} chunk {chunk} output {i}: {x} vs {y}"
+                    );
+                }
             }
         }
     }
