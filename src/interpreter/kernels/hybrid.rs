@@ -534,3 +534,45 @@ pub(crate) fn invoke_batch_matmul(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::im2col;
+    use crate::interpreter::reference::conv::testutil::{random_window, Rng};
+
+    /// The gathered windows equal a tap-by-tap gather (zero point outside the image) over
+    /// random paddings, strides, dilations and depths, including windows wholly outside.
+    #[test]
+    fn im2col_matches_a_tap_by_tap_gather() {
+        let mut r = Rng::new(0x1c2c);
+        for _ in 0..500 {
+            let mut g = random_window(&mut r);
+            g.in_c = r.pick(1, 9);
+            let image = r.i8s(g.in_h * g.in_w * g.in_c);
+            let pad = r.i8s(1)[0];
+            let k = g.filter_h * g.filter_w * g.in_c;
+            let mut want = Vec::new();
+            for oy in 0..g.out_h {
+                for ox in 0..g.out_w {
+                    for fy in 0..g.filter_h {
+                        for fx in 0..g.filter_w {
+                            let y = (oy * g.stride_h + fy * g.dilation_h).checked_sub(g.pad_h);
+                            let x = (ox * g.stride_w + fx * g.dilation_w).checked_sub(g.pad_w);
+                            for ch in 0..g.in_c {
+                                want.push(match (y, x) {
+                                    (Some(y), Some(x)) if y < g.in_h && x < g.in_w => {
+                                        image[(y * g.in_w + x) * g.in_c + ch]
+                                    }
+                                    _ => pad,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            let mut got = r.i8s(g.out_h * g.out_w * k);
+            im2col(&g, &image, pad, &mut got);
+            assert_eq!(got, want, "{g:?} pad {pad}");
+        }
+    }
+}
