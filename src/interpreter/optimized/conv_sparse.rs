@@ -10,21 +10,27 @@
 //!
 //! **The band.** Stride 1, no dilation, so output pixel `(oy, ox)`'s tap `(fy, fx)` reads
 //! input `(oy + fy − pad_h, ox + fx − pad_w)`. A band of up to [`SparsePlan::rows`] output
-//! rows copies the input rows it reads channel-major into per-thread scratch: channel `c`'s
-//! plane holds `rows + filter_h − 1` rows of `wp = out_w + filter_w − 1` columns, column `j`
-//! being input column `j − pad_w` (zero outside the image, as are rows outside it). Virtual
-//! pixel `v = r · wp + ox` (`ox < wp`; columns `ox ≥ out_w` are computed and dropped) then
-//! reads `band[v + c · plane + fy · wp + fx]` at every tap: one offset per weight, the same
-//! for every pixel, and 16 adjacent virtual pixels are one vector load.
+//! rows copies the input rows it reads channel-major into per-thread scratch, once per filter
+//! column `fx`, shifted by `fx`: plane `(fx, c)` holds `rows + filter_h − 1` rows of `wq`
+//! columns (`out_w` rounded up to 8), column `ox` being input `(c, ox + fx − pad_w)` (zero
+//! outside the image). Virtual pixel `v = r · wq + ox` (`ox ≥ out_w` computed and dropped)
+//! then reads `copies[v + (fx · in_c + c) · plane + fy · wq]` at every tap: one offset per
+//! weight, the same for every pixel, and 16 adjacent virtual pixels are one vector load that
+//! starts on a 64-byte line when `wq` is a multiple of 16 (a load across two lines costs two).
+//! Each row is first gathered once from NHWC into a staging row per channel (a 16 × 16
+//! register transpose), then copied shifted into the `filter_w` planes.
 //!
 //! **The encoding** ([`encode`]) replaces the dense filter in its own bytes
-//! (`PrepareContext::repack_computed_input`), so it costs no arena byte: `out_c + 1` block
-//! starts (`u32` bits), then per non-zero block its offset `c · plane + fy · wp + fx` (`u32`
-//! bits) and its [`BLOCK`] weights, channel `c + i` at offset `+ i · plane`. Invoke checks every
-//! offset against the band before reading ([`SparsePlan::check`]).
+//! (`PrepareContext::repack_computed_input`), so it costs no arena byte: `out_c · filter_w + 1`
+//! block starts (`u32` bits; output channel `o`'s blocks at filter column `fx` are
+//! `start[o · filter_w + fx]..start[o · filter_w + fx + 1]`), then per non-zero block its
+//! offset `(fx · in_c + c) · plane + fy · wq` (`u32` bits) and its [`BLOCK`] weights, channel
+//! `c + i` at offset `+ i · plane`. Invoke checks every offset against the band before
+//! reading ([`SparsePlan::check`]). The AVX-512 body runs one filter column at a time over a
+//! tile of pixels and 16 output channels, so the planes it reads stay in L1.
 //!
-//! Sums are reordered against the reference (blocks skipped, partial sums per block lane), so
-//! results match it within float tolerance, not bit for bit.
+//! Sums are reordered against the reference (blocks skipped, partial sums per block lane and
+//! filter column), so results match it within float tolerance, not bit for bit.
 
 use super::Isa;
 use crate::interpreter::reference::conv::ConvGeometry;
@@ -45,8 +51,11 @@ const BLOCK_WORDS: usize = 1 + BLOCK;
 /// Most output rows of a band.
 const MAX_ROWS: usize = 16;
 
-/// Largest band in bytes (per thread).
-const MAX_BAND_BYTES: usize = 256 * 1024;
+/// Largest band's planes in bytes (per thread).
+const MAX_BAND_BYTES: usize = 192 * 1024;
+
+/// Floats of slack before the planes, to start them on a 64-byte line.
+const ALIGN: usize = 16;
 
 /// How a convolution runs on its sparse filter: the band's shape, fixed at prepare (the
 /// encoded offsets depend on it).
@@ -54,9 +63,9 @@ const MAX_BAND_BYTES: usize = 256 * 1024;
 pub struct SparsePlan {
     /// Output rows of a full band.
     rows: usize,
-    /// Columns of a band row: `out_w + filter_w − 1`.
-    wp: usize,
-    /// Values of one channel's plane: `(rows + filter_h − 1) · wp`.
+    /// Columns of a plane row: `out_w` rounded up to 8.
+    wq: usize,
+    /// Values of one plane: `(rows + filter_h − 1) · wq`.
     plane: usize,
 }
 
@@ -80,31 +89,32 @@ impl SparsePlan {
         if !shaped {
             return None;
         }
-        let wp = g.out_w.checked_add(g.filter_w - 1)?;
+        let wq = g.out_w.checked_next_multiple_of(8)?;
+        let planes = g.filter_w.checked_mul(g.in_c)?;
         // The rows whose tiles waste fewest virtual pixels per output row (ties: more rows),
         // within the band's byte limit.
         let mut best: Option<(usize, usize)> = None;
         for rows in 1..=g.out_h.min(MAX_ROWS) {
-            let plane = (rows + g.filter_h - 1).checked_mul(wp)?;
-            let bytes = plane.checked_mul(g.in_c)?.checked_mul(4)?;
-            if bytes > MAX_BAND_BYTES {
+            let plane = (rows + g.filter_h - 1).checked_mul(wq)?;
+            if plane.checked_mul(planes)?.checked_mul(4)? > MAX_BAND_BYTES {
                 break;
             }
-            let padded = (rows * wp).div_ceil(TILE) * TILE;
+            let padded = (rows * wq).div_ceil(TILE) * TILE;
             // `padded / rows` compared without division: a ≤ b ⇔ pa · rb ≤ pb · ra.
-            let better = match best {
-                None => true,
-                Some((r, p)) => padded * r <= p * rows,
-            };
-            if better {
+            if best.is_none_or(|(r, p)| padded * r <= p * rows) {
                 best = Some((rows, padded));
             }
         }
         let (rows, _) = best?;
-        let plane = (rows + g.filter_h - 1) * wp;
-        // Offsets are stored as `u32`.
-        u32::try_from(g.in_c.checked_mul(plane)?.checked_add(TILE + g.filter_w)?).ok()?;
-        Some(SparsePlan { rows, wp, plane })
+        let plan = SparsePlan {
+            rows,
+            wq,
+            plane: (rows + g.filter_h - 1) * wq,
+        };
+        // Offsets are stored as `u32`; every length below is computed without overflow.
+        u32::try_from(plan.copies_len(g)).ok()?;
+        plan.band_len(g).checked_add(0)?;
+        Some(plan)
     }
 
     /// Output rows of a full band.
@@ -112,33 +122,48 @@ impl SparsePlan {
         self.rows
     }
 
-    /// Values of one thread's band: the planes and the slack the last tile's dropped lanes
-    /// read past them.
+    /// Values of a staging row per channel: `wq + filter_w − 1`.
+    fn stage_w(&self, g: &ConvGeometry) -> usize {
+        self.wq + g.filter_w - 1
+    }
+
+    /// Values of the planes and the slack the last tile's dropped lanes read past them.
+    fn copies_len(&self, g: &ConvGeometry) -> usize {
+        g.filter_w * g.in_c * self.plane + TILE
+    }
+
+    /// Values of one thread's band: the staging rows, the alignment slack and the planes.
     pub fn band_len(&self, g: &ConvGeometry) -> usize {
-        g.in_c * self.plane + TILE + g.filter_w
+        g.in_c * self.stage_w(g) + ALIGN + self.copies_len(g)
     }
 
     /// Virtual pixels a full band's tiles cover.
     fn padded_pixels(&self) -> usize {
-        (self.rows * self.wp).div_ceil(TILE) * TILE
+        (self.rows * self.wq).div_ceil(TILE) * TILE
     }
 
-    /// Whether `enc` is an encoding this plan's kernel reads inside a band of
-    /// [`band_len`](Self::band_len) values: starts non-decreasing from 0 and inside `enc`,
-    /// every offset's block with every tile's lanes inside the band. Returns the number of
-    /// blocks.
+    /// Block starts of the encoding: one per output channel and filter column, and the end.
+    fn starts(g: &ConvGeometry) -> usize {
+        g.out_c * g.filter_w + 1
+    }
+
+    /// Whether `enc` is an encoding this plan's kernel reads inside the planes: starts
+    /// non-decreasing from 0 and inside `enc`, every block's lanes for every tile inside
+    /// [`copies_len`](Self::copies_len). Returns the number of blocks.
     fn check(&self, g: &ConvGeometry, enc: &[f32]) -> Option<usize> {
-        let n = g.out_c;
-        let starts = enc.get(..n + 1)?;
-        let blocks = starts[n].to_bits() as usize;
+        let n = Self::starts(g);
+        let starts = enc.get(..n)?;
+        let blocks = starts[n - 1].to_bits() as usize;
         if starts[0].to_bits() != 0
             || starts.windows(2).any(|w| w[0].to_bits() > w[1].to_bits())
-            || n + 1 + blocks.checked_mul(BLOCK_WORDS)? > enc.len()
+            || n + blocks.checked_mul(BLOCK_WORDS)? > enc.len()
         {
             return None;
         }
-        let limit = self.band_len(g) - (BLOCK - 1) * self.plane - self.padded_pixels();
-        let body = &enc[n + 1..n + 1 + blocks * BLOCK_WORDS];
+        let limit = self
+            .copies_len(g)
+            .checked_sub((BLOCK - 1) * self.plane + self.padded_pixels())?;
+        let body = &enc[n..n + blocks * BLOCK_WORDS];
         if body
             .chunks_exact(BLOCK_WORDS)
             .any(|b| b[0].to_bits() as usize > limit)
@@ -162,8 +187,8 @@ pub fn nonzero_blocks(g: &ConvGeometry, w: &[f32]) -> Option<usize> {
 }
 
 /// Whether the sparse kernel pays for a filter with `nonzero` of `g`'s blocks: at most half
-/// of them (a multiply-add here needs about one and a half loads against the packed GEMM's
-/// fraction of one, so below two thirds it breaks even).
+/// of them (a multiply-add here needs one and a half loads against the packed GEMM's fraction
+/// of one, so about two thirds break even).
 pub fn pays(g: &ConvGeometry, nonzero: usize) -> bool {
     let blocks = g.out_c * g.filter_h * g.filter_w * g.in_c / BLOCK;
     2 * nonzero <= blocks
@@ -171,28 +196,28 @@ pub fn pays(g: &ConvGeometry, nonzero: usize) -> bool {
 
 /// Values of the encoding of a filter with `nonzero` blocks.
 pub fn encoded_len(g: &ConvGeometry, nonzero: usize) -> usize {
-    g.out_c + 1 + nonzero * BLOCK_WORDS
+    SparsePlan::starts(g) + nonzero * BLOCK_WORDS
 }
 
 /// Writes the encoding (module docs) of dense OHWI filter `w` into `out`
 /// ([`encoded_len`] values at least).
 pub fn encode(g: &ConvGeometry, plan: &SparsePlan, w: &[f32], out: &mut [f32]) {
-    let (n, c) = (g.out_c, g.in_c);
+    let c = g.in_c;
     let k = g.filter_h * g.filter_w * c;
-    let mut at = n + 1;
+    let mut at = SparsePlan::starts(g);
     let mut blocks = 0u32;
-    for o in 0..n {
-        out[o] = f32::from_bits(blocks);
-        for fy in 0..g.filter_h {
-            for fx in 0..g.filter_w {
+    for o in 0..g.out_c {
+        for fx in 0..g.filter_w {
+            out[o * g.filter_w + fx] = f32::from_bits(blocks);
+            for fy in 0..g.filter_h {
                 for c0 in (0..c).step_by(BLOCK) {
                     let from = o * k + (fy * g.filter_w + fx) * c + c0;
                     let b = &w[from..from + BLOCK];
                     if b.iter().all(|&x| x == 0.0) {
                         continue;
                     }
-                    // Fits `u32`: `SparsePlan::new` checked the band's length does.
-                    let off = c0 * plan.plane + fy * plan.wp + fx;
+                    // Fits `u32`: `SparsePlan::new` checked the planes' length does.
+                    let off = (fx * c + c0) * plan.plane + fy * plan.wq;
                     out[at] = f32::from_bits(off as u32);
                     out[at + 1..at + BLOCK_WORDS].copy_from_slice(b);
                     at += BLOCK_WORDS;
@@ -201,7 +226,7 @@ pub fn encode(g: &ConvGeometry, plan: &SparsePlan, w: &[f32], out: &mut [f32]) {
             }
         }
     }
-    out[n] = f32::from_bits(blocks);
+    out[SparsePlan::starts(g) - 1] = f32::from_bits(blocks);
 }
 
 /// The convolution `g` of `input` by the encoded filter `enc` ([`encode`] with `plan`), plus
@@ -244,6 +269,7 @@ pub fn conv_sparse_f32(
         min: act_min,
         max: act_max,
     };
+    let stage_len = g.in_c * plan.stage_w(g);
     for b in 0..g.batches {
         let image = &input[b * in_len..(b + 1) * in_len];
         let out = &mut output[b * out_len..(b + 1) * out_len];
@@ -251,15 +277,22 @@ pub fn conv_sparse_f32(
             // SAFETY: task `t` runs once per round and alone uses band `t` (`t < tasks ≤
             // parts`: `out_len.div_ceil(chunk) ≤ tasks`).
             let band = unsafe { bands.part(t * band_len, band_len) };
+            let (stage, rest) = band.split_at_mut(stage_len);
+            // The planes start on a 64-byte line where the scratch allows (speed only).
+            let skip = match rest.as_ptr().align_offset(64) {
+                s if s < ALIGN => s,
+                _ => 0,
+            };
+            let copies = &mut rest[skip..skip + plan.copies_len(g)];
             // The slack past the planes: finite values for the dropped lanes.
-            band[g.in_c * plan.plane..].fill(0.0);
+            copies[g.filter_w * g.in_c * plan.plane..].fill(0.0);
             let row0 = t * per_task * plan.rows;
             let rows = part.len() / (g.out_w * g.out_c);
             for r in (0..rows).step_by(plan.rows) {
                 let rn = plan.rows.min(rows - r);
                 let out = &mut part[r * g.out_w * g.out_c..(r + rn) * g.out_w * g.out_c];
-                fill_band(isa, g, plan, image, row0 + r, rn, band);
-                multiply(isa, g, plan, band, enc, &ep, rn, out);
+                fill_band(isa, g, plan, image, row0 + r, rn, stage, copies);
+                multiply(isa, g, plan, copies, enc, &ep, rn, out);
             }
         });
     }
@@ -273,7 +306,9 @@ struct Ep<'a> {
     max: f32,
 }
 
-/// Copies the input rows output rows `oy0..oy0 + rn` read into `band`'s planes (module docs).
+/// Copies the input rows output rows `oy0..oy0 + rn` read into the planes `copies` (module
+/// docs), each through `stage` (`in_c` rows of `wq + filter_w − 1` values).
+#[allow(clippy::too_many_arguments)]
 fn fill_band(
     isa: Isa,
     g: &ConvGeometry,
@@ -281,50 +316,62 @@ fn fill_band(
     image: &[f32],
     oy0: usize,
     rn: usize,
-    band: &mut [f32],
+    stage: &mut [f32],
+    copies: &mut [f32],
 ) {
-    let (c, wp) = (g.in_c, plan.wp);
-    // Input columns `0..x1` land at band columns `j0..j0 + x1`; the rest of a row is zero.
-    let j0 = g.pad_w.min(wp);
-    let x1 = g.in_w.min(wp - j0);
+    let (c, wq, ws) = (g.in_c, plan.wq, plan.stage_w(g));
+    // Input columns `0..x1` land at staging columns `j0..j0 + x1`; the rest of a row is zero.
+    let j0 = g.pad_w.min(ws);
+    let x1 = g.in_w.min(ws - j0);
     for r in 0..rn + g.filter_h - 1 {
         let y = (oy0 + r).checked_sub(g.pad_h).filter(|&y| y < g.in_h);
-        for ch in 0..c {
-            let row = &mut band[ch * plan.plane + r * wp..ch * plan.plane + (r + 1) * wp];
-            match y {
-                None => row.fill(0.0),
-                Some(_) => {
-                    row[..j0].fill(0.0);
-                    row[j0 + x1..].fill(0.0);
+        let Some(y) = y else {
+            for fx in 0..g.filter_w {
+                for ch in 0..c {
+                    let at = (fx * c + ch) * plan.plane + r * wq;
+                    copies[at..at + wq].fill(0.0);
                 }
             }
+            continue;
+        };
+        for ch in 0..c {
+            let row = &mut stage[ch * ws..(ch + 1) * ws];
+            row[..j0].fill(0.0);
+            row[j0 + x1..].fill(0.0);
         }
-        let Some(y) = y else { continue };
         let src = &image[y * g.in_w * c..(y + 1) * g.in_w * c];
-        let dst = &mut band[r * wp + j0..];
         #[cfg(target_arch = "x86_64")]
         if isa.avx512() {
-            // SAFETY: AVX-512F is present (the body checks its slices itself).
-            unsafe { x86::copy_row(src, c, x1, dst, plan.plane) };
+            // SAFETY: AVX-512F is present (the bodies check their slices themselves).
+            unsafe {
+                x86::copy_row(src, c, x1, &mut stage[j0..], ws);
+                x86::shift_rows(stage, c, ws, g.filter_w, wq, &mut copies[r * wq..], plan.plane);
+            }
             continue;
         }
         let _ = isa;
         for x in 0..x1 {
             for ch in 0..c {
-                dst[ch * plan.plane + x] = src[x * c + ch];
+                stage[ch * ws + j0 + x] = src[x * c + ch];
+            }
+        }
+        for fx in 0..g.filter_w {
+            for ch in 0..c {
+                let at = (fx * c + ch) * plan.plane + r * wq;
+                copies[at..at + wq].copy_from_slice(&stage[ch * ws + fx..ch * ws + fx + wq]);
             }
         }
     }
 }
 
-/// The band's `rn · wp` virtual pixels times the encoded filter, into output rows `out`
+/// The band's `rn · wq` virtual pixels times the encoded filter, into output rows `out`
 /// (`rn · out_w · out_c` values).
 #[allow(clippy::too_many_arguments)]
 fn multiply(
     isa: Isa,
     g: &ConvGeometry,
     plan: &SparsePlan,
-    band: &[f32],
+    copies: &[f32],
     enc: &[f32],
     ep: &Ep<'_>,
     rn: usize,
@@ -332,29 +379,29 @@ fn multiply(
 ) {
     #[cfg(target_arch = "x86_64")]
     if isa.avx512() {
-        // SAFETY: AVX-512F is present; `enc` passed `plan.check` for a band of
-        // `plan.band_len(g)` values (= `band.len()`), so every tile's loads stay in `band`;
-        // `out` holds the band's `rn` output rows.
-        unsafe { x86::multiply(g, plan, band, enc, ep, rn, out) };
+        // SAFETY: AVX-512F is present; `enc` passed `plan.check` for planes of
+        // `plan.copies_len(g)` values (= `copies.len()`), so every tile's loads stay in
+        // `copies`; `rn ≤ plan.rows`.
+        unsafe { x86::multiply(g, plan, copies, enc, ep, rn, out) };
         return;
     }
     let _ = isa;
     let n = g.out_c;
-    let starts = &enc[..n + 1];
-    let body = &enc[n + 1..];
-    let pixels = rn * plan.wp;
+    let s = SparsePlan::starts(g);
+    let (starts, body) = (&enc[..s], &enc[s..]);
+    let pixels = rn * plan.wq;
     let mut acc = [[0.0f32; TILE]; BLOCK];
     for v0 in (0..pixels).step_by(TILE) {
         for o in 0..n {
-            let b0 = starts[o].to_bits() as usize;
-            let b1 = starts[o + 1].to_bits() as usize;
+            let b0 = starts[o * g.filter_w].to_bits() as usize;
+            let b1 = starts[(o + 1) * g.filter_w].to_bits() as usize;
             for a in acc.iter_mut() {
                 a.fill(0.0);
             }
             for blk in body[b0 * BLOCK_WORDS..b1 * BLOCK_WORDS].chunks_exact(BLOCK_WORDS) {
                 let off = v0 + blk[0].to_bits() as usize;
                 for (i, a) in acc.iter_mut().enumerate() {
-                    let x = &band[off + i * plan.plane..off + i * plan.plane + TILE];
+                    let x = &copies[off + i * plan.plane..off + i * plan.plane + TILE];
                     let w = blk[1 + i];
                     for (s, &xv) in a.iter_mut().zip(x) {
                         *s += xv * w;
@@ -364,7 +411,7 @@ fn multiply(
             let bias = ep.bias.map_or(0.0, |b| b[o]);
             for l in 0..TILE.min(pixels - v0) {
                 let v = v0 + l;
-                let (r, ox) = (v / plan.wp, v % plan.wp);
+                let (r, ox) = (v / plan.wq, v % plan.wq);
                 if ox < g.out_w {
                     let sum = bias + acc[0][l] + acc[1][l] + acc[2][l] + acc[3][l];
                     out[(r * g.out_w + ox) * n + o] = sum.max(ep.min).min(ep.max);
@@ -382,7 +429,7 @@ mod x86 {
     use core::arch::x86_64::*;
 
     /// Writes the first `width` pixels of row `src` (`c` channels a pixel) to `dst`: channel
-    /// `ch`, column `x` at `dst[ch * plane + x]`. Does nothing unless both slices hold that.
+    /// `ch`, column `x` at `dst[ch * stride + x]`. Does nothing unless both slices hold that.
     ///
     /// # Safety
     /// AVX-512F is present.
@@ -392,9 +439,9 @@ mod x86 {
         c: usize,
         width: usize,
         dst: &mut [f32],
-        plane: usize,
+        stride: usize,
     ) {
-        if width == 0 || c == 0 || src.len() < width * c || dst.len() < (c - 1) * plane + width {
+        if width == 0 || c == 0 || src.len() < width * c || dst.len() < (c - 1) * stride + width {
             return;
         }
         let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
@@ -407,101 +454,163 @@ mod x86 {
                     core::array::from_fn(|i| unsafe { _mm512_loadu_ps(s.add((x + i) * c + c0)) });
                 let cols = transpose16!(r);
                 for (ch, v) in cols.iter().enumerate() {
-                    // SAFETY: `(c0 + ch) · plane + x + 15 < (c − 1) · plane + width`.
-                    unsafe { _mm512_storeu_ps(d.add((c0 + ch) * plane + x), *v) };
+                    // SAFETY: `(c0 + ch) · stride + x + 15 < (c − 1) · stride + width`.
+                    unsafe { _mm512_storeu_ps(d.add((c0 + ch) * stride + x), *v) };
                 }
             }
             x += 16;
         }
         for ch in full..c {
             for xx in 0..width {
-                dst[ch * plane + xx] = src[xx * c + ch];
+                dst[ch * stride + xx] = src[xx * c + ch];
             }
         }
         for xx in x..width {
             for ch in 0..full {
-                dst[ch * plane + xx] = src[xx * c + ch];
+                dst[ch * stride + xx] = src[xx * c + ch];
             }
         }
     }
 
-    /// [`super::multiply`] on AVX-512: per tile of [`TILE`] virtual pixels and output channel,
-    /// eight accumulators (block lane × tile half), so each block's eight multiply-adds are
-    /// independent; [`CHANNELS`] channels' sums go through a stack tile to one transpose.
+    /// Copies staging row `ch` (`ws` values at `stage[ch * ws]`) from column `fx` on, `wq`
+    /// values, to `dst[(fx * c + ch) * plane..]` for every `fx < fw`. Does nothing unless both
+    /// slices hold that.
     ///
     /// # Safety
-    /// AVX-512F is present; `enc` passed `plan.check(g, _)`, `band` holds
-    /// `plan.band_len(g)` values, `rn ≤ plan.rows` and `out` holds `rn · out_w · out_c`
-    /// values.
+    /// AVX-512F is present.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn shift_rows(
+        stage: &[f32],
+        c: usize,
+        ws: usize,
+        fw: usize,
+        wq: usize,
+        dst: &mut [f32],
+        plane: usize,
+    ) {
+        if fw == 0 || c == 0 || wq + fw - 1 > ws || stage.len() < c * ws {
+            return;
+        }
+        if dst.len() < ((fw - 1) * c + c - 1) * plane + wq {
+            return;
+        }
+        let (s, d) = (stage.as_ptr(), dst.as_mut_ptr());
+        for fx in 0..fw {
+            for ch in 0..c {
+                let from = ch * ws + fx;
+                let to = (fx * c + ch) * plane;
+                let mut j = 0;
+                while j < wq {
+                    let m = if wq - j >= 16 {
+                        0xFFFF
+                    } else {
+                        ((1u32 << (wq - j)) - 1) as __mmask16
+                    };
+                    // SAFETY: `from + j + 16 ≤ from + wq` under the mask `m`, which is inside
+                    // staging row `ch` (`fx + wq ≤ ws`); `to + wq ≤ dst.len()` (checked).
+                    unsafe {
+                        let v = _mm512_maskz_loadu_ps(m, s.add(from + j));
+                        _mm512_mask_storeu_ps(d.add(to + j), m, v);
+                    }
+                    j += 16;
+                }
+            }
+        }
+    }
+
+    /// [`super::multiply`] on AVX-512: per tile of [`TILE`] virtual pixels and [`CHANNELS`]
+    /// output channels, one filter column at a time (so its planes stay in L1), each channel's
+    /// blocks into eight accumulators (block lane × tile half, so a block's eight
+    /// multiply-adds are independent), summed into a stack tile that one transpose per half
+    /// writes to the output.
+    ///
+    /// # Safety
+    /// AVX-512F is present; `enc` passed `plan.check(g, _)` and `copies` holds
+    /// `plan.copies_len(g)` values; `rn ≤ plan.rows`.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn multiply(
         g: &ConvGeometry,
         plan: &SparsePlan,
-        band: &[f32],
+        copies: &[f32],
         enc: &[f32],
         ep: &Ep<'_>,
         rn: usize,
         out: &mut [f32],
     ) {
-        let n = g.out_c;
-        let (starts, body) = (enc.as_ptr(), enc.as_ptr().wrapping_add(n + 1));
-        let pixels = rn * plan.wp;
-        if out.len() < rn * g.out_w * n {
+        let (n, fw) = (g.out_c, g.filter_w);
+        let s = SparsePlan::starts(g);
+        let (starts, body) = (enc.as_ptr(), enc.as_ptr().wrapping_add(s));
+        let pixels = rn * plan.wq;
+        if out.len() < rn * g.out_w * n || rn > plan.rows || copies.len() < plan.copies_len(g) {
             return;
         }
         let (lo, hi) = (_mm512_set1_ps(ep.min), _mm512_set1_ps(ep.max));
-        let x = band.as_ptr();
+        let x = copies.as_ptr();
         let p = plan.plane;
         let mut tile = [[0.0f32; TILE]; CHANNELS];
         for v0 in (0..pixels).step_by(TILE) {
             for o0 in (0..n).step_by(CHANNELS) {
                 let nb = CHANNELS.min(n - o0);
-                for (j, row) in tile.iter_mut().enumerate().take(nb) {
-                    let o = o0 + j;
-                    // SAFETY: `o + 1 ≤ n`: starts `o`, `o + 1` are in `enc` (checked).
-                    let (b0, b1) = unsafe {
-                        (
-                            (*starts.add(o)).to_bits() as usize,
-                            (*starts.add(o + 1)).to_bits() as usize,
-                        )
-                    };
-                    let z = _mm512_setzero_ps();
-                    let mut a = [[z; 2]; BLOCK];
-                    for blk in b0..b1 {
-                        // SAFETY: block `blk < blocks` is in `enc` (checked); its offset plus
-                        // `(BLOCK − 1) · plane` plus any tile's lanes is inside `band`.
-                        unsafe {
-                            let e = body.add(blk * BLOCK_WORDS);
-                            let at = x.add(v0 + (*e).to_bits() as usize);
-                            for i in 0..BLOCK {
-                                let w = _mm512_set1_ps(*e.add(1 + i));
-                                let q = at.add(i * p);
-                                a[i][0] = _mm512_fmadd_ps(_mm512_loadu_ps(q), w, a[i][0]);
-                                a[i][1] = _mm512_fmadd_ps(_mm512_loadu_ps(q.add(16)), w, a[i][1]);
+                for fx in 0..fw {
+                    for (j, row) in tile.iter_mut().enumerate().take(nb) {
+                        let at = (o0 + j) * fw + fx;
+                        // SAFETY: `at + 1 < s`: both starts are in `enc` (checked).
+                        let (b0, b1) = unsafe {
+                            (
+                                (*starts.add(at)).to_bits() as usize,
+                                (*starts.add(at + 1)).to_bits() as usize,
+                            )
+                        };
+                        let z = _mm512_setzero_ps();
+                        let mut a = [[z; 2]; BLOCK];
+                        for blk in b0..b1 {
+                            // SAFETY: block `blk` is in `enc` (checked); its offset plus
+                            // `(BLOCK − 1) · plane` plus any tile's lanes is inside `copies`.
+                            unsafe {
+                                let e = body.add(blk * BLOCK_WORDS);
+                                let at = x.add(v0 + (*e).to_bits() as usize);
+                                for (i, ai) in a.iter_mut().enumerate() {
+                                    let w = _mm512_set1_ps(*e.add(1 + i));
+                                    let q = at.add(i * p);
+                                    ai[0] = _mm512_fmadd_ps(_mm512_loadu_ps(q), w, ai[0]);
+                                    ai[1] = _mm512_fmadd_ps(_mm512_loadu_ps(q.add(16)), w, ai[1]);
+                                }
                             }
                         }
-                    }
-                    let bias = _mm512_set1_ps(ep.bias.map_or(0.0, |b| b[o]));
-                    for h in 0..2 {
-                        let s = _mm512_add_ps(
-                            _mm512_add_ps(a[0][h], a[1][h]),
-                            _mm512_add_ps(a[2][h], a[3][h]),
-                        );
-                        let s = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(bias, s), lo), hi);
-                        // SAFETY: `16 · h + 16 ≤ TILE` values of `row`.
-                        unsafe { _mm512_storeu_ps(row.as_mut_ptr().add(16 * h), s) };
+                        let first = if fx == 0 {
+                            ep.bias.map_or(0.0, |b| b[o0 + j])
+                        } else {
+                            0.0
+                        };
+                        for h in 0..2 {
+                            let sum = _mm512_add_ps(
+                                _mm512_add_ps(a[0][h], a[1][h]),
+                                _mm512_add_ps(a[2][h], a[3][h]),
+                            );
+                            // SAFETY: `16 · h + 16 ≤ TILE` values of `row`.
+                            unsafe {
+                                let t = row.as_mut_ptr().add(16 * h);
+                                let before = if fx == 0 {
+                                    _mm512_set1_ps(first)
+                                } else {
+                                    _mm512_loadu_ps(t)
+                                };
+                                _mm512_storeu_ps(t, _mm512_add_ps(before, sum));
+                            }
+                        }
                     }
                 }
                 let mask = ((1u32 << nb) - 1) as __mmask16;
                 for h in 0..2 {
                     // SAFETY: each row of `tile` holds `TILE ≥ 16 · h + 16` values.
                     let r: [__m512; 16] = core::array::from_fn(|j| unsafe {
-                        _mm512_loadu_ps(tile[j].as_ptr().add(16 * h))
+                        let v = _mm512_loadu_ps(tile[j].as_ptr().add(16 * h));
+                        _mm512_min_ps(_mm512_max_ps(v, lo), hi)
                     });
                     let cols = transpose16!(r);
                     let first = v0 + 16 * h;
-                    let (mut row, mut ox) = (first / plan.wp, first % plan.wp);
+                    let (mut row, mut ox) = (first / plan.wq, first % plan.wq);
                     for col in cols.iter() {
                         if row >= rn {
                             break;
@@ -513,7 +622,7 @@ mod x86 {
                             unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), mask, *col) };
                         }
                         ox += 1;
-                        if ox == plan.wp {
+                        if ox == plan.wq {
                             (row, ox) = (row + 1, 0);
                         }
                     }
@@ -632,10 +741,10 @@ mod tests {
         };
         assert!(run(&enc));
         let mut bad = enc.clone();
-        bad[g.out_c + 1] = f32::from_bits((plan.band_len(&g)) as u32);
+        bad[g.out_c * g.filter_w + 1] = f32::from_bits(plan.copies_len(&g) as u32);
         assert!(!run(&bad));
         let mut bad = enc.clone();
-        bad[g.out_c] = f32::from_bits(nz as u32 + 1);
+        bad[g.out_c * g.filter_w] = f32::from_bits(nz as u32 + 1);
         assert!(!run(&bad));
     }
 
