@@ -773,7 +773,7 @@ fn prepare_sparse(
     let Some(nonzero) = nonzero.filter(|&nz| fast_sparse::pays(g, nz)) else {
         return Ok(None);
     };
-    let len = fast_sparse::encoded_len(g, nonzero);
+    let len = fast_sparse::encoded_len(g, &plan, nonzero);
     if !ctx.repack_computed_input::<f32>(1, len, |w, p| fast_sparse::encode(g, &plan, w, p))? {
         return Ok(None);
     }

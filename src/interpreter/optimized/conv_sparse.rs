@@ -21,13 +21,14 @@
 //! register transpose), then copied shifted into the `filter_w` planes.
 //!
 //! **The encoding** ([`encode`]) replaces the dense filter in its own bytes
-//! (`PrepareContext::repack_computed_input`), so it costs no arena byte: `out_c · filter_w + 1`
-//! block starts (`u32` bits; output channel `o`'s blocks at filter column `fx` are
-//! `start[o · filter_w + fx]..start[o · filter_w + fx + 1]`), then per non-zero block its
+//! (`PrepareContext::repack_computed_input`), so it costs no arena byte: `out_c · segments + 1`
+//! block starts (`u32` bits; output channel `o`'s blocks over segment `s` of the input
+//! channels are `start[o · segments + s]..start[o · segments + s + 1]`), then per non-zero block its
 //! offset `(fx · in_c + c) · plane + fy · wq` (`u32` bits) and its [`BLOCK`] weights, channel
 //! `c + i` at offset `+ i · plane`. Invoke checks every offset against the band before
-//! reading ([`SparsePlan::check`]). The AVX-512 body runs one filter column at a time over a
-//! tile of pixels and 16 output channels, so the planes it reads stay in L1.
+//! reading ([`SparsePlan::check`]). The AVX-512 body runs one segment at a time over a tile
+//! of pixels and 16 output channels, so the planes it reads stay in L1, and each loop over a
+//! channel's blocks is long (a loop's exit is mispredicted once per run).
 //!
 //! Sums are reordered against the reference (blocks skipped, partial sums per block lane and
 //! filter column), so results match it within float tolerance, not bit for bit.
@@ -57,6 +58,9 @@ const MAX_BAND_BYTES: usize = 192 * 1024;
 /// Floats of slack before the planes, to start them on a 64-byte line.
 const ALIGN: usize = 16;
 
+/// Bytes of L1 the planes one segment of input channels reads for a tile may take.
+const L1_BYTES: usize = 40 * 1024;
+
 /// How a convolution runs on its sparse filter: the band's shape, fixed at prepare (the
 /// encoded offsets depend on it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +71,10 @@ pub struct SparsePlan {
     wq: usize,
     /// Values of one plane: `(rows + filter_h − 1) · wq`.
     plane: usize,
+    /// Input channels of a segment (a multiple of [`BLOCK`]): the encoding lists each output
+    /// channel's blocks segment by segment, and the AVX-512 body runs a tile's channels one
+    /// segment at a time, so the lines a segment reads stay in L1.
+    seg: usize,
 }
 
 impl SparsePlan {
@@ -106,10 +114,18 @@ impl SparsePlan {
             }
         }
         let (rows, _) = best?;
+        // Lines a tile reads per input channel: two per tap, three when a row starts
+        // mid-line.
+        let lines = if wq % 16 == 0 { TILE / 16 } else { TILE / 16 + 1 };
+        let per_channel = (g.filter_h * g.filter_w * lines * 64).max(1);
+        let most = (L1_BYTES / per_channel).max(BLOCK);
+        let segments = g.in_c.div_ceil(most);
+        let seg = g.in_c.div_ceil(segments).next_multiple_of(BLOCK);
         let plan = SparsePlan {
             rows,
             wq,
             plane: (rows + g.filter_h - 1) * wq,
+            seg,
         };
         // Offsets are stored as `u32`; every length below is computed without overflow.
         u32::try_from(plan.copies_len(g)).ok()?;
@@ -142,16 +158,21 @@ impl SparsePlan {
         (self.rows * self.wq).div_ceil(TILE) * TILE
     }
 
-    /// Block starts of the encoding: one per output channel and filter column, and the end.
-    fn starts(g: &ConvGeometry) -> usize {
-        g.out_c * g.filter_w + 1
+    /// Segments of input channels.
+    fn segments(&self, g: &ConvGeometry) -> usize {
+        g.in_c.div_ceil(self.seg)
+    }
+
+    /// Block starts of the encoding: one per output channel and segment, and the end.
+    fn starts(&self, g: &ConvGeometry) -> usize {
+        g.out_c * self.segments(g) + 1
     }
 
     /// Whether `enc` is an encoding this plan's kernel reads inside the planes: starts
     /// non-decreasing from 0 and inside `enc`, every block's lanes for every tile inside
     /// [`copies_len`](Self::copies_len). Returns the number of blocks.
     fn check(&self, g: &ConvGeometry, enc: &[f32]) -> Option<usize> {
-        let n = Self::starts(g);
+        let n = self.starts(g);
         let starts = enc.get(..n)?;
         let blocks = starts[n - 1].to_bits() as usize;
         if starts[0].to_bits() != 0
@@ -195,8 +216,8 @@ pub fn pays(g: &ConvGeometry, nonzero: usize) -> bool {
 }
 
 /// Values of the encoding of a filter with `nonzero` blocks.
-pub fn encoded_len(g: &ConvGeometry, nonzero: usize) -> usize {
-    SparsePlan::starts(g) + nonzero * BLOCK_WORDS
+pub fn encoded_len(g: &ConvGeometry, plan: &SparsePlan, nonzero: usize) -> usize {
+    plan.starts(g) + nonzero * BLOCK_WORDS
 }
 
 /// Writes the encoding (module docs) of dense OHWI filter `w` into `out`
@@ -204,13 +225,15 @@ pub fn encoded_len(g: &ConvGeometry, nonzero: usize) -> usize {
 pub fn encode(g: &ConvGeometry, plan: &SparsePlan, w: &[f32], out: &mut [f32]) {
     let c = g.in_c;
     let k = g.filter_h * g.filter_w * c;
-    let mut at = SparsePlan::starts(g);
+    let segments = plan.segments(g);
+    let mut at = plan.starts(g);
     let mut blocks = 0u32;
     for o in 0..g.out_c {
-        for fx in 0..g.filter_w {
-            out[o * g.filter_w + fx] = f32::from_bits(blocks);
-            for fy in 0..g.filter_h {
-                for c0 in (0..c).step_by(BLOCK) {
+        for sg in 0..segments {
+            out[o * segments + sg] = f32::from_bits(blocks);
+            let channels = sg * plan.seg..c.min((sg + 1) * plan.seg);
+            for (fx, fy) in (0..g.filter_w).flat_map(|fx| (0..g.filter_h).map(move |fy| (fx, fy))) {
+                for c0 in channels.clone().step_by(BLOCK) {
                     let from = o * k + (fy * g.filter_w + fx) * c + c0;
                     let b = &w[from..from + BLOCK];
                     if b.iter().all(|&x| x == 0.0) {
@@ -226,7 +249,7 @@ pub fn encode(g: &ConvGeometry, plan: &SparsePlan, w: &[f32], out: &mut [f32]) {
             }
         }
     }
-    out[SparsePlan::starts(g) - 1] = f32::from_bits(blocks);
+    out[plan.starts(g) - 1] = f32::from_bits(blocks);
 }
 
 /// The convolution `g` of `input` by the encoded filter `enc` ([`encode`] with `plan`), plus
@@ -387,14 +410,14 @@ fn multiply(
     }
     let _ = isa;
     let n = g.out_c;
-    let s = SparsePlan::starts(g);
+    let (s, segments) = (plan.starts(g), plan.segments(g));
     let (starts, body) = (&enc[..s], &enc[s..]);
     let pixels = rn * plan.wq;
     let mut acc = [[0.0f32; TILE]; BLOCK];
     for v0 in (0..pixels).step_by(TILE) {
         for o in 0..n {
-            let b0 = starts[o * g.filter_w].to_bits() as usize;
-            let b1 = starts[(o + 1) * g.filter_w].to_bits() as usize;
+            let b0 = starts[o * segments].to_bits() as usize;
+            let b1 = starts[(o + 1) * segments].to_bits() as usize;
             for a in acc.iter_mut() {
                 a.fill(0.0);
             }
@@ -519,7 +542,8 @@ mod x86 {
     }
 
     /// [`super::multiply`] on AVX-512: per tile of [`TILE`] virtual pixels and [`CHANNELS`]
-    /// output channels, one filter column at a time (so its planes stay in L1), each channel's
+    /// output channels, one segment of input channels at a time (so its planes stay in L1),
+    /// each channel's
     /// blocks into eight accumulators (block lane × tile half, so a block's eight
     /// multiply-adds are independent), summed into a stack tile that one transpose per half
     /// writes to the output.
@@ -538,8 +562,8 @@ mod x86 {
         rn: usize,
         out: &mut [f32],
     ) {
-        let (n, fw) = (g.out_c, g.filter_w);
-        let s = SparsePlan::starts(g);
+        let (n, segments) = (g.out_c, plan.segments(g));
+        let s = plan.starts(g);
         let (starts, body) = (enc.as_ptr(), enc.as_ptr().wrapping_add(s));
         let pixels = rn * plan.wq;
         if out.len() < rn * g.out_w * n || rn > plan.rows || copies.len() < plan.copies_len(g) {
@@ -552,9 +576,9 @@ mod x86 {
         for v0 in (0..pixels).step_by(TILE) {
             for o0 in (0..n).step_by(CHANNELS) {
                 let nb = CHANNELS.min(n - o0);
-                for fx in 0..fw {
+                for sg in 0..segments {
                     for (j, row) in tile.iter_mut().enumerate().take(nb) {
-                        let at = (o0 + j) * fw + fx;
+                        let at = (o0 + j) * segments + sg;
                         // SAFETY: `at + 1 < s`: both starts are in `enc` (checked).
                         let (b0, b1) = unsafe {
                             (
@@ -578,7 +602,7 @@ mod x86 {
                                 }
                             }
                         }
-                        let first = if fx == 0 {
+                        let first = if sg == 0 {
                             ep.bias.map_or(0.0, |b| b[o0 + j])
                         } else {
                             0.0
@@ -591,7 +615,7 @@ mod x86 {
                             // SAFETY: `16 · h + 16 ≤ TILE` values of `row`.
                             unsafe {
                                 let t = row.as_mut_ptr().add(16 * h);
-                                let before = if fx == 0 {
+                                let before = if sg == 0 {
                                     _mm512_set1_ps(first)
                                 } else {
                                     _mm512_loadu_ps(t)
@@ -657,7 +681,7 @@ mod tests {
         let plan = SparsePlan::new(g).expect("a sparse plan");
         let w = block_sparse(g, case, 2);
         let nz = nonzero_blocks(g, &w).expect("a whole filter");
-        let mut enc = vec![f32::NAN; encoded_len(g, nz)];
+        let mut enc = vec![f32::NAN; encoded_len(g, &plan, nz)];
         encode(g, &plan, &w, &mut enc);
         let input = values(g.input_len(), case + 1);
         let bias = values(g.out_c, case + 2);
@@ -719,7 +743,7 @@ mod tests {
         let plan = SparsePlan::new(&g).expect("a sparse plan");
         let w = block_sparse(&g, 3, 1);
         let nz = nonzero_blocks(&g, &w).expect("a whole filter");
-        let mut enc = vec![0.0; encoded_len(&g, nz)];
+        let mut enc = vec![0.0; encoded_len(&g, &plan, nz)];
         encode(&g, &plan, &w, &mut enc);
         let run = |enc: &[f32]| {
             let mut out = vec![0.0; g.output_len()];
@@ -741,10 +765,10 @@ mod tests {
         };
         assert!(run(&enc));
         let mut bad = enc.clone();
-        bad[g.out_c * g.filter_w + 1] = f32::from_bits(plan.copies_len(&g) as u32);
+        bad[plan.starts(&g)] = f32::from_bits(plan.copies_len(&g) as u32);
         assert!(!run(&bad));
         let mut bad = enc.clone();
-        bad[g.out_c * g.filter_w] = f32::from_bits(nz as u32 + 1);
+        bad[plan.starts(&g) - 1] = f32::from_bits(nz as u32 + 1);
         assert!(!run(&bad));
     }
 
