@@ -757,9 +757,7 @@ fn prepare_sparse(
     ctx: &mut PrepareContext<'_>,
     g: &ConvGeometry,
 ) -> Result<Option<F32Path>, KernelError> {
-    if !ctx.isa().avx512()
-        || !ctx.computed_input_repackable(1)
-        || ctx.input(1)?.dtype != DType::F32
+    if !ctx.isa().avx512() || !ctx.computed_input_repackable(1) || ctx.input(1)?.dtype != DType::F32
     {
         return Ok(None);
     }
@@ -790,7 +788,11 @@ fn invoke_sparse(
     let g = &d.geometry();
     let bands = ctx.scratch::<f32>(bands)?;
     let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
-    let (input, enc, output) = (ctx.input::<f32>(0)?, ctx.input::<f32>(1)?, ctx.output::<f32>(0)?);
+    let (input, enc, output) = (
+        ctx.input::<f32>(0)?,
+        ctx.input::<f32>(1)?,
+        ctx.output::<f32>(0)?,
+    );
     let (threads, isa) = (ctx.threads(), ctx.isa());
     let ran = fast_sparse::conv_sparse_f32(
         isa,
@@ -806,7 +808,10 @@ fn invoke_sparse(
         threads,
         &mut |tasks, f| ctx.parallel_for(tasks, f),
     );
-    kernel_ensure!(ran, "sparse filter encoding or band scratch does not fit {g:?}");
+    kernel_ensure!(
+        ran,
+        "sparse filter encoding or band scratch does not fit {g:?}"
+    );
     Ok(())
 }
 
