@@ -52,16 +52,15 @@ const BLOCK_WORDS: usize = 1 + BLOCK;
 /// Most output rows of a band.
 const MAX_ROWS: usize = 16;
 
-/// Largest band's planes in bytes (per thread). Smaller bands cost more than they save on
-/// pruned_cnn_sparse: 96 KiB ran its two layers 247 / 389 µs against 231 / 273 µs.
+/// Largest band's planes in bytes (per thread). Smaller bands waste more of their tiles and
+/// copy more halo rows (measured slower: BENCHMARKS.md, branch f27s26).
 const MAX_BAND_BYTES: usize = 192 * 1024;
 
 /// Floats of slack before the planes, to start them on a 64-byte line.
 const ALIGN: usize = 16;
 
-/// Bytes the planes one segment of input channels reads for a tile may take (of the 48 KiB
-/// L1 of the machine measured; on pruned_cnn_sparse's 24 × 24 × 64 layer two segments of 32
-/// channels ran 274–277 µs, one of 64 290, four of 16 300–304).
+/// Bytes the planes one segment of input channels reads for a tile may take (of a 48 KiB
+/// L1; longer runs of blocks outweigh a partial overflow: BENCHMARKS.md, branch f27s26).
 const L1_BYTES: usize = 44 * 1024;
 
 /// How a convolution runs on its sparse filter: the band's shape, fixed at prepare (the
