@@ -735,6 +735,24 @@ impl<'a> PrepareContext<'a> {
         }))
     }
 
+    /// Whether input `k` is a tensor [`repack_computed_input`](Self::repack_computed_input)
+    /// may rewrite (computed at prepare, read by this input alone, not a graph output), so a
+    /// kernel can skip choosing a layout for one it may not.
+    pub fn computed_input_repackable(&self, k: usize) -> bool {
+        self.repackable_input(k).is_some()
+    }
+
+    /// The tensor of input `k` when it is repackable.
+    fn repackable_input(&self, k: usize) -> Option<usize> {
+        let t = self
+            .state
+            .node
+            .inputs
+            .get(k)
+            .and_then(|&t| usize::try_from(t).ok())?;
+        self.repackable.binary_search(&t).ok().map(|_| t)
+    }
+
     /// Rewrites input `k` in its own bytes into a layout of this kernel's choosing (a filter
     /// packed into panels): `fill(values, out)` reads the tensor's values and writes `len`
     /// values of `T`, zero beyond what it writes, which invoke then reads as input `k`.
@@ -749,17 +767,10 @@ impl<'a> PrepareContext<'a> {
         len: usize,
         fill: impl FnOnce(&[T], &mut [T]),
     ) -> Result<bool, KernelError> {
-        let Some(t) = self
-            .state
-            .node
-            .inputs
-            .get(k)
-            .and_then(|&t| usize::try_from(t).ok())
-        else {
+        let Some(t) = self.repackable_input(k) else {
             return Ok(false);
         };
-        if self.repackable.binary_search(&t).is_err() || !dtype_matches::<T>(self.tensors[t].dtype)
-        {
+        if !dtype_matches::<T>(self.tensors[t].dtype) {
             return Ok(false);
         }
         let bytes = self.tensors[t].bytes;

@@ -24,6 +24,7 @@ use super::quant_params::{
 use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::conv::{self as fast, ConvPlan, ConvWeights};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
+use crate::interpreter::optimized::conv_sparse as fast_sparse;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
     FusedPadding, InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext,
@@ -62,6 +63,13 @@ pub(crate) enum F32Path {
     },
     /// Direct SIMD depthwise convolution (depth multiplier 1).
     Depthwise,
+    /// A filter mostly zero in blocks of input channels, encoded at prepare in its own bytes
+    /// ([`fast_sparse`]), multiplied over bands of the input copied into this scratch (one
+    /// band per kernel thread).
+    Sparse {
+        plan: fast_sparse::SparsePlan,
+        bands: ScratchId,
+    },
 }
 
 /// Where the weights of a matrix-product kernel come from at invoke.
@@ -560,6 +568,9 @@ impl Kernel for Conv2D {
         if let F32Path::Gemm { plan, filter, cols } = d.f32_path {
             return invoke_gemm(ctx, &d, &plan, filter, cols);
         }
+        if let F32Path::Sparse { plan, bands } = d.f32_path {
+            return invoke_sparse(ctx, &d, &plan, bands);
+        }
         if let F32Path::ReferenceF16(id) = d.f32_path {
             let w = ctx.scratch::<f32>(id)?;
             half::slice::HalfFloatSliceExt::convert_to_f32_slice(ctx.input::<half::f16>(1)?, w);
@@ -700,6 +711,9 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
         }
         return Ok(F32Path::Reference);
     };
+    if let Some(path) = prepare_sparse(ctx, g)? {
+        return Ok(path);
+    }
     let len = plan.packed_filter_len(g);
     if !plan.dot
         && !f16
@@ -732,6 +746,73 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
         )?),
     };
     gemm_path(ctx, plan, packed)
+}
+
+/// [`F32Path::Sparse`] when the filter is a float tensor computed at prepare that this node
+/// alone reads (weights a DENSIFY expanded), the path has AVX-512 (where the kernel was
+/// measured to pay; the other paths run the same code as plain loops in the tests), the
+/// geometry has a [`fast_sparse::SparsePlan`] and at most half the filter's blocks are
+/// non-zero: the filter is then rewritten in place as its encoding.
+fn prepare_sparse(
+    ctx: &mut PrepareContext<'_>,
+    g: &ConvGeometry,
+) -> Result<Option<F32Path>, KernelError> {
+    if !ctx.isa().avx512() || !ctx.computed_input_repackable(1) || ctx.input(1)?.dtype != DType::F32
+    {
+        return Ok(None);
+    }
+    let Some(plan) = fast_sparse::SparsePlan::new(g) else {
+        return Ok(None);
+    };
+    let nonzero = match ctx.input(1)?.data::<f32>()? {
+        Some(w) => fast_sparse::nonzero_blocks(g, w),
+        None => None,
+    };
+    let Some(nonzero) = nonzero.filter(|&nz| fast_sparse::pays(g, nz)) else {
+        return Ok(None);
+    };
+    let len = fast_sparse::encoded_len(g, &plan, nonzero);
+    if !ctx.repack_computed_input::<f32>(1, len, |w, p| fast_sparse::encode(g, &plan, w, p))? {
+        return Ok(None);
+    }
+    let bands = request_parts(ctx, plan.band_len(g), 4, ctx.threads())?;
+    Ok(Some(F32Path::Sparse { plan, bands }))
+}
+
+fn invoke_sparse(
+    ctx: &mut InvokeContext<'_>,
+    d: &ConvData,
+    plan: &fast_sparse::SparsePlan,
+    bands: ScratchId,
+) -> Result<(), KernelError> {
+    let g = &d.geometry();
+    let bands = ctx.scratch::<f32>(bands)?;
+    let bias = ctx.input_if::<f32>(d.has_bias, 2)?;
+    let (input, enc, output) = (
+        ctx.input::<f32>(0)?,
+        ctx.input::<f32>(1)?,
+        ctx.output::<f32>(0)?,
+    );
+    let (threads, isa) = (ctx.threads(), ctx.isa());
+    let ran = fast_sparse::conv_sparse_f32(
+        isa,
+        g,
+        plan,
+        input,
+        enc,
+        bias,
+        d.float_min,
+        d.float_max,
+        output,
+        bands,
+        threads,
+        &mut |tasks, f| ctx.parallel_for(tasks, f),
+    );
+    kernel_ensure!(
+        ran,
+        "sparse filter encoding or band scratch does not fit {g:?}"
+    );
+    Ok(())
 }
 
 /// [`F32Path::Gemm`] with filter `packed` and the im2col scratch `plan` needs.

@@ -24,6 +24,7 @@ mod conv_direct;
 pub mod conv_i8;
 #[cfg(target_arch = "x86_64")]
 mod conv_grouped;
+pub mod conv_sparse;
 mod conv_windows;
 #[cfg(target_arch = "x86_64")]
 mod conv_i8_vnni;
