@@ -5,9 +5,8 @@
 //! that owns its arena, the build keeps no heap at all (graph inputs' and outputs' names and
 //! quantization and the subgraph list are in the buffer too), and the buffer stays within
 //! TFLM's arena (head + tail). Built, then run, with the parsed model and the resolver dropped
-//! (as the firmware does), the interpreter holds at most one count of each kernel it runs on
-//! the heap (none for a kernel with a constant), within bounds, and for the firmware's three models the buffer plus that stays within
-//! TFLM's arena.
+//! (as the firmware does), the interpreter holds nothing on the heap (every kernel the crate
+//! ships is a constant, of which the node table holds no count).
 //! The heap is measured with the counting `GlobalAllocator` (one test in this file, so nothing
 //! else allocates meanwhile), wrapped to follow the peak of one phase: the build-time heap of
 //! the firmware's configuration (static model bytes, reference kernels) is asserted against
@@ -94,16 +93,12 @@ const PEAK_BOUNDS: &[(&str, usize, usize, usize)] = &[
     ("person_detect", 25_400, 25_051, 27_136),
 ];
 
-/// Most heap bytes (64-bit host) the interpreter keeps once the parsed model and the resolver
-/// are dropped, built into a caller's buffer with the reference kernels: one count of each
-/// distinct kernel it runs without a `Kernel::constant` (an `Arc` of two counts and the
-/// kernel's fields), none for these models, whose kernels all have one (BENCHMARKS.md, issue
-/// 33, branch mem33s25). A kernel losing its constant, a table, the model's tables or the
-/// resolver's maps kept on the heap would exceed it.
-const RETAINED_BOUNDS: &[(&str, usize)] = &[
-    ("hello_world_int8", 0),
-    ("micro_speech_quantized", 0),
-    ("person_detect", 0),
+/// The firmware's models (integer): their outputs without the parsed model and the resolver
+/// are compared with the optimized kernels' bit for bit.
+const FIRMWARE_MODELS: &[&str] = &[
+    "hello_world_int8",
+    "micro_speech_quantized",
+    "person_detect",
 ];
 
 /// Parses `bytes`, builds it into `buffer` (`fixed_shapes`) with a fresh resolver of the
@@ -314,25 +309,25 @@ fn tables_live_in_the_callers_buffer() {
             assert_eq!(outputs.len(), theirs.len(), "{}", case.name);
             eprintln!(
                 "{:<36} without the parsed model and the resolver: buffer {total} B + heap \
-                 {retained} B (kernels' counts) = {} B, TFLM {tflm:?}",
+                 {retained} B = {} B, TFLM {tflm:?}",
                 case.name,
                 total + retained
             );
-            let bound = RETAINED_BOUNDS.iter().find(|(n, _)| *n == case.name);
-            let bounded_model = bound.is_some();
-            if let Some(&(_, most)) = bound {
-                assert!(
-                    retained <= most,
-                    "{}: the interpreter keeps {retained} B of heap without the parsed model \
-                     and the resolver, at most {most} expected",
-                    case.name
-                );
-                // The firmware's models: bit-exact with the optimized kernels (integer).
+            // Every kernel the crate ships is a constant (`Kernel::constant`): the node table
+            // holds no count of one, so nothing stays on the heap.
+            assert_eq!(
+                retained, 0,
+                "{}: the interpreter keeps {retained} B of heap without the parsed model and \
+                 the resolver",
+                case.name
+            );
+            if FIRMWARE_MODELS.contains(&case.name.as_str()) {
+                // Bit-exact with the optimized kernels (integer).
                 for (k, (a, b)) in outputs.iter().zip(&theirs).enumerate() {
                     assert_eq!(a.as_bytes(), b.as_bytes(), "{}: output {k}", case.name);
                 }
             }
-            if let (Some(tflm), true) = (tflm, bounded_model) {
+            if let Some(tflm) = tflm {
                 assert!(
                     (total + retained) as u64 <= tflm,
                     "{}: buffer {total} B + {retained} B of heap kept, TFLM {tflm} B",

@@ -22,8 +22,10 @@ pub struct MemorySummary {
     pub head_bytes: usize,
     /// Tail: op data, persistent arrays, variables, prepare-time constants.
     pub tail_bytes: usize,
-    /// Sum of the kernel scratch buffers as granted (inside the head; an elastic request at the
-    /// size it grew to, see `PrepareContext::request_scratch_up_to`).
+    /// Sum of the kernel scratch buffers as granted, over every node (an elastic request at the
+    /// size it grew to, see `PrepareContext::request_scratch_up_to`). Each buffer is planned in
+    /// the head, live only while its node runs, so buffers of different nodes share space with
+    /// each other and with tensors: the sum may exceed `head_bytes`.
     pub scratch_bytes: usize,
     /// Tail bytes that are tensors (variables, prepare-time constants, aligned constant copies).
     pub persistent_bytes: usize,
@@ -89,7 +91,9 @@ pub struct ArenaNeeds {
     pub tables_bytes: usize,
     /// Head: planned tensors and scratch.
     pub head_bytes: usize,
-    /// Kernel scratch inside the head.
+    /// The kernel scratch buffers summed over the nodes (see
+    /// [`MemorySummary::scratch_bytes`]: they share the head by lifetime, so the sum may exceed
+    /// `head_bytes`).
     pub scratch_bytes: usize,
     /// Tail: op data, persistent arrays, variables, prepare-time constants.
     pub tail_bytes: usize,

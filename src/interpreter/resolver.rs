@@ -152,6 +152,33 @@ mod tests {
         }
     }
 
+    /// The node table holds no count of a constant kernel, so an interpreter of the crate's
+    /// kernels keeps nothing on the heap once the resolver is dropped.
+    #[test]
+    fn every_kernel_the_crate_ships_is_a_constant() {
+        for set in KernelSet::ALL {
+            let registrations = kernels::BUILTINS
+                .iter()
+                .map(|&(op, register)| (op.to_string(), register(set)))
+                .chain(
+                    kernels::CUSTOMS
+                        .iter()
+                        .map(|&(name, register)| (name.to_string(), register())),
+                );
+            for (name, reg) in registrations {
+                let constant = reg.kernel.constant();
+                assert!(constant.is_some(), "{set} {name}: no constant");
+                // The same type, so the same behaviour for a kernel holding only its
+                // configuration (`constant_among` compares that configuration).
+                assert_eq!(
+                    constant.map(core::mem::size_of_val),
+                    Some(core::mem::size_of_val(&*reg.kernel)),
+                    "{set} {name}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_optimized_set_reads_float16_weights_of_conv_and_fully_connected() {
         let r = OpResolver::optimized();

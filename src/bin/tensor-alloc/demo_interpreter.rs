@@ -140,7 +140,7 @@ pub fn section() -> Result<(), String> {
     let needs = Interpreter::arena_needs(&model, &OpResolver::with_builtins())
         .map_err(|e| e.to_string())?;
     println!(
-        "   {} operators; the interpreter asks for an arena of {} B (head {} B incl. {} B kernel scratch, tail {} B)",
+        "   {} operators; the interpreter asks for an arena of {} B (head {} B, shared by lifetime between tensors and kernel scratch buffers that sum to {} B over the nodes; tail {} B)",
         model.subgraphs[0].operators.len(),
         needs.total_bytes,
         needs.head_bytes,

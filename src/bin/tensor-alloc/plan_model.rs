@@ -464,7 +464,7 @@ fn print_text(plan: &ModelPlan, s: &PlanSummary, svg: Option<&PathBuf>) {
             kernels,
             threads,
         } => println!(
-            "interpreter ({kernels} kernels, {threads} thread{}): a caller buffer needs {total} bytes = head {head_bytes} (tensors + {scratch_bytes} B kernel scratch) + tail {tail_bytes} (op data, variables, prepare-time constants) + tables {tables_bytes} (the interpreter's tensor, slot and node tables, after the arena at a 16-byte boundary), at a 16-byte aligned address; `run --arena-bytes {total} --kernels {kernels} --threads {threads}` accepts exactly this (other --kernels/--threads: plan with those flags)",
+            "interpreter ({kernels} kernels, {threads} thread{}): a caller buffer needs {total} bytes = head {head_bytes} (tensors and kernel scratch, sharing space by lifetime: the scratch buffers sum to {scratch_bytes} B over the nodes, each live only while its node runs) + tail {tail_bytes} (op data, variables, prepare-time constants) + tables {tables_bytes} (the interpreter's tensor, slot and node tables, after the arena at a 16-byte boundary), at a 16-byte aligned address; `run --arena-bytes {total} --kernels {kernels} --threads {threads}` accepts exactly this (other --kernels/--threads: plan with those flags)",
             if *threads == 1 { "" } else { "s" }
         ),
         InterpreterNeeds::Error { .. } if s.subgraph != 0 => {

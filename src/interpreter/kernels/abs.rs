@@ -16,6 +16,10 @@ type Data = UnaryMath<(), AbsQuantParams>;
 pub struct Abs;
 
 impl Kernel for Abs {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Abs)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
         let (qmin, qmax) = dtype_range(input.dtype).unwrap_or((0, 0));

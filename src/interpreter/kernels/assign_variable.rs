@@ -20,6 +20,10 @@ struct OpData {
 pub struct AssignVariable;
 
 impl Kernel for AssignVariable {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&AssignVariable)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(2, 0)?;
         let id = handle_input(ctx, 0)?;

@@ -11,6 +11,7 @@
 use super::binary_common::quant_params;
 use super::conv::request_f32_scratch;
 use super::hybrid;
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::batch_matmul as fast;
 use crate::interpreter::optimized::batch_matmul_i8 as fast_i8;
 use crate::interpreter::reference::batch_matmul::{
@@ -25,10 +26,21 @@ use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 /// The BATCH_MATMUL kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct BatchMatMul {
     /// Which arithmetic invoke runs.
     pub set: KernelSet,
 }
+
+/// Every [`BatchMatMul`] value, for [`Kernel::constant`].
+static BATCH_MAT_MUL: [BatchMatMul; 2] = [
+    BatchMatMul {
+        set: KernelSet::Reference,
+    },
+    BatchMatMul {
+        set: KernelSet::Optimized,
+    },
+];
 
 /// What prepare computes.
 #[derive(Clone, Copy, Debug)]
@@ -51,6 +63,10 @@ fn batch_dims(dims: &[usize]) -> [usize; MAX_BATCH_DIMS] {
 }
 
 impl Kernel for BatchMatMul {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&BATCH_MAT_MUL, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(2, 1)?;
         let (adj_x, adj_y, asymmetric) = match *ctx.options() {

@@ -23,6 +23,10 @@ struct CallOnceData {
 }
 
 impl Kernel for CallOnce {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&CallOnce)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let BuiltinOptions::CallOnce {
             init_subgraph_index,

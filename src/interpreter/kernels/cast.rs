@@ -32,6 +32,10 @@ struct CastData {
 pub struct Cast;
 
 impl Kernel for Cast {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Cast)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let input = ctx.input(0)?;

@@ -34,6 +34,10 @@ pub struct Concatenation;
 const MAX_SPLIT_INPUTS: usize = 8;
 
 impl Kernel for Concatenation {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Concatenation)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         kernel_ensure!(
             ctx.num_inputs() >= 1 && ctx.num_outputs() == 1,

@@ -19,6 +19,10 @@ struct OpData {
 }
 
 impl Kernel for Densify {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Densify)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let input = ctx.input(0)?;

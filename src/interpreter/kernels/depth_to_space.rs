@@ -4,6 +4,7 @@
 
 use super::binary_common::SPLIT_ELEMENTS;
 use super::movement_common::{expect_moved_from, with_movable_type};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::reference::depth_to_space::{
     depth_to_space, depth_to_space_rows, space_to_depth,
 };
@@ -15,9 +16,16 @@ use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 /// DEPTH_TO_SPACE (`to_depth == false`) or SPACE_TO_DEPTH.
+#[derive(PartialEq)]
 pub struct DepthSpace {
     to_depth: bool,
 }
+
+/// Every [`DepthSpace`] value, for [`Kernel::constant`].
+static DEPTH_SPACE: [DepthSpace; 2] = [
+    DepthSpace { to_depth: false },
+    DepthSpace { to_depth: true },
+];
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -27,6 +35,10 @@ struct OpData {
 }
 
 impl Kernel for DepthSpace {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&DEPTH_SPACE, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let block_size = match (self.to_depth, ctx.options()) {

@@ -34,6 +34,10 @@ struct OpData {
 }
 
 impl Kernel for Dequantize {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Dequantize)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let input = ctx.input(0)?;

@@ -7,6 +7,7 @@
 use super::binary_common::{
     expect_not_quantized, prepare_binary_activation, product_quant_params, BinaryData, ProductMath,
 };
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::broadcast::{binary_f32, FloatOp};
 use crate::interpreter::reference::div::{div_f32, div_i32, div_quantized};
 use crate::interpreter::{
@@ -17,12 +18,27 @@ use crate::model::BuiltinOptions;
 use crate::tensor::DType;
 
 /// The DIV kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct Div {
     /// Which set's arithmetic the kernel runs.
     pub set: KernelSet,
 }
 
+/// Every [`Div`] value, for [`Kernel::constant`].
+static DIV: [Div; 2] = [
+    Div {
+        set: KernelSet::Reference,
+    },
+    Div {
+        set: KernelSet::Optimized,
+    },
+];
+
 impl Kernel for Div {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&DIV, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (node, act) = prepare_binary_activation(
             ctx,

@@ -28,6 +28,10 @@ struct OpData {
 pub struct DynamicUpdateSlice;
 
 impl Kernel for DynamicUpdateSlice {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&DynamicUpdateSlice)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(3, 1)?;
         let operand = ctx.input(0)?;

@@ -30,6 +30,10 @@ type Data = UnaryMath<(), Quant>;
 pub struct Exp;
 
 impl Kernel for Exp {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Exp)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
         let int16 = input.dtype == DType::I16;

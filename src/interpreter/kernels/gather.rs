@@ -24,6 +24,10 @@ struct GatherData {
 pub struct Gather;
 
 impl Kernel for Gather {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Gather)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(2, 1)?;
         let (axis, batch_dims) = match *ctx.options() {

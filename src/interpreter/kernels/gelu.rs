@@ -6,6 +6,7 @@
 
 use super::binary_common::quant_params;
 use super::unary_common::prepare_unary;
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::gelu as fast;
 use crate::interpreter::reference::elementwise::lut_entry_int8;
 use crate::interpreter::reference::gelu::gelu_f32;
@@ -20,10 +21,21 @@ use crate::tensor::DType;
 use rust_alloc::vec::Vec;
 
 /// The GELU kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct Gelu {
     /// Which arithmetic invoke runs.
     pub set: KernelSet,
 }
+
+/// Every [`Gelu`] value, for [`Kernel::constant`].
+static GELU: [Gelu; 2] = [
+    Gelu {
+        set: KernelSet::Reference,
+    },
+    Gelu {
+        set: KernelSet::Optimized,
+    },
+];
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -33,6 +45,10 @@ struct OpData {
 }
 
 impl Kernel for Gelu {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&GELU, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
         let approximate = match ctx.options() {

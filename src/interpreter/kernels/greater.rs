@@ -10,6 +10,10 @@ use crate::interpreter::{
 pub struct Greater;
 
 impl Kernel for Greater {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Greater)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let d = prepare_comparison(ctx)?;
         ctx.set_op_data(d)

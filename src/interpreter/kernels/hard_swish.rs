@@ -5,6 +5,7 @@
 //! every int8 value, so both sets give the same bits.
 
 use super::unary_common::{prepare_unary, run_unary_split};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::hard_swish as fast;
 use crate::interpreter::reference::hard_swish::{
     hard_swish_f32, hard_swish_i8, hard_swish_params, HardSwishParams,
@@ -18,10 +19,21 @@ use crate::kernel_bail;
 use crate::tensor::DType;
 
 /// The HARD_SWISH kernel.
+#[derive(PartialEq)]
 pub struct HardSwish {
     /// Which arithmetic invoke runs (int8: per element, or the table).
     pub set: KernelSet,
 }
+
+/// Every [`HardSwish`] value, for [`Kernel::constant`].
+static HARD_SWISH: [HardSwish; 2] = [
+    HardSwish {
+        set: KernelSet::Reference,
+    },
+    HardSwish {
+        set: KernelSet::Optimized,
+    },
+];
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -32,6 +44,10 @@ struct OpData {
 }
 
 impl Kernel for HardSwish {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&HARD_SWISH, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
         let params = match input.dtype {

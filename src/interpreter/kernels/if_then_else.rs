@@ -25,6 +25,10 @@ struct IfData {
 }
 
 impl Kernel for If {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&If)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let BuiltinOptions::If {
             then_subgraph_index,

@@ -18,6 +18,10 @@ struct OpData {
 }
 
 impl Kernel for LayerNorm {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&LayerNorm)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(3, 1)?;
         let (x, gamma, eps, y) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?, ctx.output(0)?);

@@ -21,6 +21,10 @@ type Data = UnaryMath<f32, LeakyReluQuantParams>;
 pub struct LeakyRelu;
 
 impl Kernel for LeakyRelu {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&LeakyRelu)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
         let alpha = match ctx.options() {

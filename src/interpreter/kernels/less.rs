@@ -10,6 +10,10 @@ use crate::interpreter::{
 pub struct Less;
 
 impl Kernel for Less {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Less)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let d = prepare_comparison(ctx)?;
         ctx.set_op_data(d)

@@ -12,6 +12,10 @@ use crate::tensor::DType;
 pub struct LogicalAnd;
 
 impl Kernel for LogicalAnd {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&LogicalAnd)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(2, 1)?;
         let (a, b, out) = (ctx.input(0)?, ctx.input(1)?, ctx.output(0)?);

@@ -4,6 +4,7 @@
 //! `sigmoid_table_uint16` after rescaling the input to Q3.12 (zero points 0, output scale
 //! 2^-15). TANH shares this file because its prepare and arithmetic are LOGISTIC's.
 
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::reference::fixed_point::{calculate_input_radius, checked_log2};
 use crate::interpreter::reference::in_place::map_in_place;
 use crate::interpreter::reference::logistic::{
@@ -43,11 +44,19 @@ struct ActData {
 }
 
 /// LOGISTIC (`tanh == false`) or TANH.
+#[derive(PartialEq)]
 pub struct Sigmoidal {
     tanh: bool,
 }
 
+/// Every [`Sigmoidal`] value, for [`Kernel::constant`].
+static SIGMOIDAL: [Sigmoidal; 2] = [Sigmoidal { tanh: false }, Sigmoidal { tanh: true }];
+
 impl Kernel for Sigmoidal {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&SIGMOIDAL, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let input = ctx.input(0)?;

@@ -2,6 +2,7 @@
 //! padding, fused activation (LiteRT's `pooling.cc`).
 
 use super::pool_common::{prepare_pool, PoolData};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::pool as fast;
 use crate::interpreter::reference::max_pool::{max_pool_f32_rows, max_pool_i16, max_pool_i8};
 use crate::interpreter::{
@@ -11,14 +12,29 @@ use crate::tensor::DType;
 
 /// The MAX_POOL_2D kernel: float32 runs the channel-vector loop of
 /// [`crate::interpreter::optimized::pool`] in the optimized set (the same bits).
+#[derive(PartialEq)]
 pub struct MaxPool2D {
     set: KernelSet,
 }
+
+/// Every [`MaxPool2D`] value, for [`Kernel::constant`].
+static MAX_POOL2_D: [MaxPool2D; 2] = [
+    MaxPool2D {
+        set: KernelSet::Reference,
+    },
+    MaxPool2D {
+        set: KernelSet::Optimized,
+    },
+];
 
 /// Output values a task takes at least (smaller layers stay on one thread).
 const MIN_TASK_ELEMENTS: usize = 16 * 1024;
 
 impl Kernel for MaxPool2D {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&MAX_POOL2_D, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let data = prepare_pool(ctx, "MAX_POOL_2D")?;
         ctx.set_op_data(data)

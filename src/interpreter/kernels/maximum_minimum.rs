@@ -5,6 +5,7 @@
 //! [`crate::interpreter::optimized::broadcast`] (the same values).
 
 use super::binary_common::{prepare_binary, BinaryData};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::broadcast::{binary_f32, maximum_minimum_i8, FloatOp};
 use crate::interpreter::reference::maximum_minimum::{maximum, minimum};
 use crate::interpreter::{
@@ -14,12 +15,37 @@ use crate::kernel_bail;
 use crate::tensor::{DType, Element};
 
 /// The MAXIMUM (`max == true`) or MINIMUM kernel.
+#[derive(PartialEq)]
 pub struct MaximumMinimum {
     max: bool,
     set: KernelSet,
 }
 
+/// Every [`MaximumMinimum`] value, for [`Kernel::constant`].
+static MAXIMUM_MINIMUM: [MaximumMinimum; 4] = [
+    MaximumMinimum {
+        max: true,
+        set: KernelSet::Reference,
+    },
+    MaximumMinimum {
+        max: true,
+        set: KernelSet::Optimized,
+    },
+    MaximumMinimum {
+        max: false,
+        set: KernelSet::Reference,
+    },
+    MaximumMinimum {
+        max: false,
+        set: KernelSet::Optimized,
+    },
+];
+
 impl Kernel for MaximumMinimum {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&MAXIMUM_MINIMUM, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let node = prepare_binary(ctx)?;
         let dtype = node.output.dtype;

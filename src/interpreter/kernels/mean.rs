@@ -5,6 +5,7 @@
 //! REDUCE_MAX).
 
 use super::unary_common::expect_same_dtype;
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::mean as optimized;
 use crate::interpreter::optimized::mean_i8;
 use crate::interpreter::reference::mean::{
@@ -33,10 +34,21 @@ struct MeanData {
 
 /// The MEAN kernel of one kernel set (the optimized set sums float blocks without the
 /// reference's index walk: [`crate::interpreter::optimized::mean`]).
+#[derive(PartialEq)]
 pub struct Mean {
     /// Which set's arithmetic the kernel runs.
     pub set: KernelSet,
 }
+
+/// Every [`Mean`] value, for [`Kernel::constant`].
+static MEAN: [Mean; 2] = [
+    Mean {
+        set: KernelSet::Reference,
+    },
+    Mean {
+        set: KernelSet::Optimized,
+    },
+];
 
 /// A reduction node (MEAN, SUM, REDUCE_MAX) checked in what the reductions share: 2 inputs and
 /// 1 output, constant int32 axes (negative ones counting from the end, duplicates ignored)
@@ -225,6 +237,10 @@ pub(crate) fn prepare_reduce<'a>(ctx: &PrepareContext<'a>) -> Result<ReduceNode<
 }
 
 impl Kernel for Mean {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&MEAN, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let ReduceNode {
             input,

@@ -7,6 +7,7 @@
 use super::binary_common::{
     prepare_binary_activation, product_quant_params, BinaryData, ProductMath,
 };
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::broadcast::{binary_f32, mul_i8, FloatOp};
 use crate::interpreter::reference::mul::{mul_f32, mul_i32, mul_quantized};
 use crate::interpreter::{
@@ -17,12 +18,27 @@ use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 /// The MUL kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct Mul {
     /// Which set's arithmetic the kernel runs.
     pub set: KernelSet,
 }
 
+/// Every [`Mul`] value, for [`Kernel::constant`].
+static MUL: [Mul; 2] = [
+    Mul {
+        set: KernelSet::Reference,
+    },
+    Mul {
+        set: KernelSet::Optimized,
+    },
+];
+
 impl Kernel for Mul {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&MUL, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (node, act) = prepare_binary_activation(
             ctx,

@@ -12,6 +12,10 @@ use crate::tensor::DType;
 pub struct Neg;
 
 impl Kernel for Neg {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Neg)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, _) = prepare_unary(ctx)?;
         match input.dtype {

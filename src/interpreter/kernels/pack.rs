@@ -22,6 +22,10 @@ struct OpData {
 }
 
 impl Kernel for Pack {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Pack)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let BuiltinOptions::Pack { values_count, axis } = *ctx.options() else {
             kernel_bail!("PACK without PackOptions");

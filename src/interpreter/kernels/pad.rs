@@ -2,6 +2,7 @@
 //! as TFLM's `pad.cc` (int8 pads with the output zero point unless a constant is given; the
 //! other types with 0).
 
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::reference::pad::PadPlan;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
@@ -20,10 +21,14 @@ struct PadData {
 }
 
 /// The PAD / PADV2 kernel.
+#[derive(PartialEq)]
 pub struct Pad {
     /// Runs the optimized copy (`KernelSet::Optimized`), else the reference's.
     optimized: bool,
 }
+
+/// Every [`Pad`] value, for [`Kernel::constant`].
+static PAD: [Pad; 2] = [Pad { optimized: false }, Pad { optimized: true }];
 
 impl Pad {
     fn of(set: KernelSet) -> Pad {
@@ -34,6 +39,10 @@ impl Pad {
 }
 
 impl Kernel for Pad {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&PAD, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         kernel_ensure!(
             (2..=3).contains(&ctx.num_inputs()) && ctx.num_outputs() == 1,

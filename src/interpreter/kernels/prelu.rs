@@ -4,6 +4,7 @@
 //! bits).
 
 use super::binary_common::{prepare_binary, BinaryNode};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::prelu as fast;
 use crate::interpreter::reference::broadcast::BroadcastShapes;
 use crate::interpreter::reference::prelu::{prelu_f32_range, prelu_i8_range, PreluParams};
@@ -15,10 +16,21 @@ use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 /// The PRELU kernel.
+#[derive(PartialEq)]
 pub struct Prelu {
     /// Which arithmetic invoke runs (float32: the broadcast walk, or the periodic select).
     pub set: KernelSet,
 }
+
+/// Every [`Prelu`] value, for [`Kernel::constant`].
+static PRELU: [Prelu; 2] = [
+    Prelu {
+        set: KernelSet::Reference,
+    },
+    Prelu {
+        set: KernelSet::Optimized,
+    },
+];
 
 /// Elements a task takes at least (a round's hand-off costs as much as a few thousand).
 const MIN_TASK_ELEMENTS: usize = 16 * 1024;
@@ -35,6 +47,10 @@ struct OpData {
 }
 
 impl Kernel for Prelu {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&PRELU, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         // PRELU is a broadcasting binary node: input and alpha onto the output.
         let BinaryNode {

@@ -47,6 +47,10 @@ fn supported(from: DType, to: DType) -> bool {
 pub struct Quantize;
 
 impl Kernel for Quantize {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Quantize)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let input = ctx.input(0)?;

@@ -21,6 +21,10 @@ struct OpData {
 pub struct ReadVariable;
 
 impl Kernel for ReadVariable {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&ReadVariable)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let id = handle_input(ctx, 0)?;

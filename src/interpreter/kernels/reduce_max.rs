@@ -14,6 +14,10 @@ use crate::tensor::DType;
 pub struct ReduceMax;
 
 impl Kernel for ReduceMax {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&ReduceMax)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let node = prepare_reduce(ctx)?;
         node.expect_exact_output_shape()?;

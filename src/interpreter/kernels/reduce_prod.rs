@@ -16,6 +16,10 @@ use crate::tensor::DType;
 pub struct ReduceProd;
 
 impl Kernel for ReduceProd {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&ReduceProd)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let node = prepare_reduce(ctx)?;
         node.expect_exact_output_shape()?;

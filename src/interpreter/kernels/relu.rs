@@ -5,6 +5,7 @@
 
 use super::binary_common::output_activation_range;
 use super::unary_common::{invoke_unary, prepare_unary, unary_math, UnaryMath};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::reference::activations::{relu_x_f32, relu_x_quantized, ReluQuantParams};
 use crate::interpreter::reference::quant::{
     activation_range_f32, quantize_multiplier, FusedActivation,
@@ -17,12 +18,33 @@ type Data = UnaryMath<(f32, f32), ReluQuantParams>;
 
 /// One of the RELU family, by the activation whose range it clamps to; `int16` when LiteRT
 /// has the op for int16 (RELU and RELU6, not RELU_N1_TO_1).
+#[derive(PartialEq)]
 pub struct ReluX {
     act: FusedActivation,
     int16: bool,
 }
 
+/// Every [`ReluX`] value, for [`Kernel::constant`].
+static RELU_X: [ReluX; 3] = [
+    ReluX {
+        act: FusedActivation::Relu,
+        int16: true,
+    },
+    ReluX {
+        act: FusedActivation::Relu6,
+        int16: true,
+    },
+    ReluX {
+        act: FusedActivation::ReluN1To1,
+        int16: false,
+    },
+];
+
 impl Kernel for ReluX {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&RELU_X, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
         let act = self.act;

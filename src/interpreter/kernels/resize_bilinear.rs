@@ -3,6 +3,7 @@
 
 use super::quant_params::dims4;
 use super::unary_common::expect_same_dtype;
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::resize_bilinear as fast;
 use crate::interpreter::reference::resize_bilinear::{
     resize_bilinear_f32, resize_bilinear_i8, ResizeGeometry,
@@ -17,9 +18,20 @@ use crate::{kernel_bail, kernel_ensure};
 /// The RESIZE_BILINEAR kernel: float32 runs the channel-vector loop of
 /// [`crate::interpreter::optimized::resize_bilinear`] in the optimized set (the same bits), in
 /// bands of output rows across the kernel threads.
+#[derive(PartialEq)]
 pub struct ResizeBilinear {
     set: KernelSet,
 }
+
+/// Every [`ResizeBilinear`] value, for [`Kernel::constant`].
+static RESIZE_BILINEAR: [ResizeBilinear; 2] = [
+    ResizeBilinear {
+        set: KernelSet::Reference,
+    },
+    ResizeBilinear {
+        set: KernelSet::Optimized,
+    },
+];
 
 /// Output values a task takes at least (smaller layers stay on one thread).
 const MIN_TASK_ELEMENTS: usize = 16 * 1024;
@@ -83,6 +95,10 @@ pub(crate) fn prepare_resize<'a>(
 }
 
 impl Kernel for ResizeBilinear {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&RESIZE_BILINEAR, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (align_corners, half_pixel_centers) = match *ctx.options() {
             BuiltinOptions::ResizeBilinear {

@@ -17,6 +17,10 @@ use crate::tensor::DType;
 pub struct ResizeNearestNeighbor;
 
 impl Kernel for ResizeNearestNeighbor {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&ResizeNearestNeighbor)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (align_corners, half_pixel_centers) = match *ctx.options() {
             BuiltinOptions::ResizeNearestNeighbor {

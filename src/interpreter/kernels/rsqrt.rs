@@ -29,6 +29,10 @@ enum OpData {
 }
 
 impl Kernel for Rsqrt {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Rsqrt)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, output) = prepare_unary(ctx)?;
         let data = match input.dtype {

@@ -12,6 +12,10 @@ use crate::{kernel_bail, kernel_ensure};
 pub struct Shape;
 
 impl Kernel for Shape {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Shape)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(1, 1)?;
         let input = ctx.input(0)?;

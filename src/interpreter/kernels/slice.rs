@@ -19,6 +19,10 @@ const MAX_RANK: usize = 5;
 pub struct Slice;
 
 impl Kernel for Slice {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Slice)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(3, 1)?;
         let input = ctx.input(0)?;

@@ -86,6 +86,10 @@ pub(crate) fn invoke_ranges(ctx: &mut InvokeContext<'_>, k: usize) -> Result<(),
 pub struct Split;
 
 impl Kernel for Split {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Split)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let BuiltinOptions::Split { num_splits } = *ctx.options() else {
             kernel_bail!("SPLIT without SplitOptions");
@@ -119,6 +123,10 @@ impl Kernel for Split {
 pub struct SplitV;
 
 impl Kernel for SplitV {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&SplitV)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let num_splits = match *ctx.options() {
             BuiltinOptions::SplitV { num_splits } => Some(num_splits),

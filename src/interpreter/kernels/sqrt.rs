@@ -12,6 +12,10 @@ use crate::tensor::DType;
 pub struct Sqrt;
 
 impl Kernel for Sqrt {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Sqrt)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let (input, _) = prepare_unary(ctx)?;
         input.expect_dtype(DType::F32)

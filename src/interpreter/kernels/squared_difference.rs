@@ -4,6 +4,7 @@
 //! [`crate::interpreter::optimized::broadcast`] (the same bits).
 
 use super::binary_common::{prepare_binary, quant_params, BinaryData};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::broadcast::{self as fast, FloatOp};
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::reference::squared_difference::{
@@ -17,10 +18,21 @@ use crate::kernel_bail;
 use crate::tensor::DType;
 
 /// The SQUARED_DIFFERENCE kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct SquaredDifference {
     /// Which set's arithmetic the kernel runs.
     pub set: KernelSet,
 }
+
+/// Every [`SquaredDifference`] value, for [`Kernel::constant`].
+static SQUARED_DIFFERENCE: [SquaredDifference; 2] = [
+    SquaredDifference {
+        set: KernelSet::Reference,
+    },
+    SquaredDifference {
+        set: KernelSet::Optimized,
+    },
+];
 
 /// The arithmetic invoke runs.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +43,10 @@ enum Math {
 }
 
 impl Kernel for SquaredDifference {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&SQUARED_DIFFERENCE, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let node = prepare_binary(ctx)?;
         let math = match node.output.dtype {

@@ -21,6 +21,10 @@ struct SliceData {
 pub struct StridedSlice;
 
 impl Kernel for StridedSlice {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&StridedSlice)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(4, 1)?;
         let input = ctx.input(0)?;

@@ -4,17 +4,33 @@
 //! activation; the arithmetic is in `add_common.rs`.
 
 use super::add_common::{invoke, prepare, Op};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 
 /// The SUB kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct Sub {
     /// Which set's arithmetic the kernel runs.
     pub set: KernelSet,
 }
 
+/// Every [`Sub`] value, for [`Kernel::constant`].
+static SUB: [Sub; 2] = [
+    Sub {
+        set: KernelSet::Reference,
+    },
+    Sub {
+        set: KernelSet::Optimized,
+    },
+];
+
 impl Kernel for Sub {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&SUB, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         prepare(ctx, Op::Sub, self.set)
     }

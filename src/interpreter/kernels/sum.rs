@@ -30,6 +30,10 @@ struct SumData {
 pub struct Sum;
 
 impl Kernel for Sum {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Sum)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let node: ReduceNode<'_> = prepare_reduce(ctx)?;
         node.expect_exact_output_shape()?;

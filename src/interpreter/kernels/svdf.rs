@@ -7,6 +7,7 @@
 //! is refused at prepare. Scratch as TFLM requests it: `batch * num_filters` accumulators,
 //! plus `batch * num_units` for the integer path.
 
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::svdf::svdf_integer_with;
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::reference::quantize::QuantInt;
@@ -53,10 +54,21 @@ struct SvdfData {
 }
 
 /// The SVDF kernel.
+#[derive(PartialEq)]
 pub struct Svdf {
     /// Which arithmetic the integer path runs (the float path is the same in both sets).
     pub set: KernelSet,
 }
+
+/// Every [`Svdf`] value, for [`Kernel::constant`].
+static SVDF: [Svdf; 2] = [
+    Svdf {
+        set: KernelSet::Reference,
+    },
+    Svdf {
+        set: KernelSet::Optimized,
+    },
+];
 
 fn float_activation(a: Activation) -> Result<FloatActivation, KernelError> {
     Ok(match a {
@@ -77,6 +89,10 @@ fn bytes_of(elements: usize, size: usize, what: &str) -> Result<usize, KernelErr
 }
 
 impl Kernel for Svdf {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&SVDF, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(5, 1)?;
         let (rank, activation) = match ctx.options() {

@@ -6,6 +6,7 @@
 
 use super::binary_common::SPLIT_ELEMENTS;
 use super::movement_common::{expect_movable_dtype, with_movable_type};
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::transpose as fast;
 use crate::interpreter::reference::transpose::{transpose, TransposePlan};
 use crate::interpreter::{
@@ -22,12 +23,27 @@ struct TransposeData {
 }
 
 /// The TRANSPOSE kernel of one kernel set.
+#[derive(PartialEq)]
 pub struct Transpose {
     /// Which loop invoke runs.
     pub set: KernelSet,
 }
 
+/// Every [`Transpose`] value, for [`Kernel::constant`].
+static TRANSPOSE: [Transpose; 2] = [
+    Transpose {
+        set: KernelSet::Reference,
+    },
+    Transpose {
+        set: KernelSet::Optimized,
+    },
+];
+
 impl Kernel for Transpose {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&TRANSPOSE, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(2, 1)?;
         let input = ctx.input(0)?;

@@ -11,6 +11,7 @@ use super::quant_params::{
     dims4, filter_scales, float_range, fused_activation, padding_kind, per_channel_multipliers,
     positive, quantized_range,
 };
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::transpose_conv as fast;
 use crate::interpreter::optimized::transpose_conv_i8 as fast_i8;
 use crate::interpreter::reference::padding::axis_geometry;
@@ -26,10 +27,21 @@ use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
 
 /// The TRANSPOSE_CONV kernel.
+#[derive(PartialEq)]
 pub struct TransposeConv {
     /// Which arithmetic runs.
     pub set: KernelSet,
 }
+
+/// Every [`TransposeConv`] value, for [`Kernel::constant`].
+static TRANSPOSE_CONV: [TransposeConv; 2] = [
+    TransposeConv {
+        set: KernelSet::Reference,
+    },
+    TransposeConv {
+        set: KernelSet::Optimized,
+    },
+];
 
 #[derive(Clone, Copy)]
 struct OpData {
@@ -117,6 +129,10 @@ fn operand_geometry(
 }
 
 impl Kernel for TransposeConv {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&TRANSPOSE_CONV, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         kernel_ensure!(
             ctx.num_outputs() == 1 && (3..=4).contains(&ctx.num_inputs()),

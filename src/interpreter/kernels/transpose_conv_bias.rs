@@ -38,6 +38,10 @@ fn params(options: &[u8]) -> Result<(i32, i32, i32), KernelError> {
 }
 
 impl Kernel for Convolution2DTransposeBias {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Convolution2DTransposeBias)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(3, 1)?;
         let (padding, stride_w, stride_h) = params(ctx.custom_options())?;

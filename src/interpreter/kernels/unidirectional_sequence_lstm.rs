@@ -22,6 +22,7 @@
 //! tail and save no time).
 
 use crate::interpreter::context::TensorInfo;
+use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
 use crate::interpreter::optimized::hybrid_quantize;
 use crate::interpreter::optimized::lstm_f32::{eigen_tanh_in_place, IsaFloatGates};
@@ -91,11 +92,22 @@ struct LstmData {
 }
 
 /// The UNIDIRECTIONAL_SEQUENCE_LSTM kernel.
+#[derive(PartialEq)]
 pub struct UnidirectionalSequenceLstm {
     /// Which arithmetic the hybrid form's int8 sums run (the float and integer forms are the
     /// same in both sets).
     pub set: KernelSet,
 }
+
+/// Every [`UnidirectionalSequenceLstm`] value, for [`Kernel::constant`].
+static UNIDIRECTIONAL_SEQUENCE_LSTM: [UnidirectionalSequenceLstm; 2] = [
+    UnidirectionalSequenceLstm {
+        set: KernelSet::Reference,
+    },
+    UnidirectionalSequenceLstm {
+        set: KernelSet::Optimized,
+    },
+];
 
 /// The optimized set's sums of a hybrid LSTM: [`hybrid_dots`] on the interpreter's path (the
 /// same exact int32 sums as the reference loops, so the same bits).
@@ -180,6 +192,10 @@ fn ratio(a: f32, b: f32, c: f32) -> crate::interpreter::reference::quant::Quanti
 }
 
 impl Kernel for UnidirectionalSequenceLstm {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        constant_among(&UNIDIRECTIONAL_SEQUENCE_LSTM, self)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(24, 1)?;
         let (activation, cell_clip, time_major, asymmetric, diagonal) = match ctx.options() {

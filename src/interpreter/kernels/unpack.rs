@@ -14,6 +14,10 @@ use crate::{kernel_bail, kernel_ensure};
 pub struct Unpack;
 
 impl Kernel for Unpack {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&Unpack)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let BuiltinOptions::Unpack { num, axis } = *ctx.options() else {
             kernel_bail!("UNPACK without UnpackOptions");

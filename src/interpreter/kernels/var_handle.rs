@@ -13,6 +13,10 @@ use crate::model::BuiltinOptions;
 pub struct VarHandle;
 
 impl Kernel for VarHandle {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&VarHandle)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         ctx.expect_io(0, 1)?;
         let BuiltinOptions::VarHandle {

@@ -27,6 +27,10 @@ struct WhileData {
 }
 
 impl Kernel for While {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&While)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         let BuiltinOptions::While {
             cond_subgraph_index,

@@ -88,6 +88,10 @@ mod kernel {
     pub struct Energy;
 
     impl Kernel for Energy {
+        fn constant(&self) -> Option<&'static dyn Kernel> {
+            Some(&Energy)
+        }
+
         fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             const OP: &str = "SignalEnergy";
             let o = energy::EnergyOptions::parse(ctx.custom_options()).map_err(opt_err)?;

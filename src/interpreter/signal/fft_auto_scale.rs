@@ -50,6 +50,10 @@ mod kernel {
     pub struct FftAutoScale;
 
     impl Kernel for FftAutoScale {
+        fn constant(&self) -> Option<&'static dyn Kernel> {
+            Some(&FftAutoScale)
+        }
+
         fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             const OP: &str = "SignalFftAutoScale";
             ctx.expect_io(1, 2)?;

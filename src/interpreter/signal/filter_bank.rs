@@ -149,6 +149,10 @@ mod kernel {
     pub struct FilterBank;
 
     impl Kernel for FilterBank {
+        fn constant(&self) -> Option<&'static dyn Kernel> {
+            Some(&FilterBank)
+        }
+
         fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             const OP: &str = "SignalFilterBank";
             let o = filter_bank::FilterBankOptions::parse(ctx.custom_options()).map_err(opt_err)?;

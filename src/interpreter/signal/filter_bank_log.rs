@@ -124,6 +124,10 @@ mod kernel {
     pub struct FilterBankLog;
 
     impl Kernel for FilterBankLog {
+        fn constant(&self) -> Option<&'static dyn Kernel> {
+            Some(&FilterBankLog)
+        }
+
         fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             const OP: &str = "SignalFilterBankLog";
             let o = filter_bank_log::FilterBankLogOptions::parse(ctx.custom_options())

@@ -137,6 +137,10 @@ mod kernel {
     }
 
     impl Kernel for FilterBankSpectralSubtraction {
+        fn constant(&self) -> Option<&'static dyn Kernel> {
+            Some(&FilterBankSpectralSubtraction)
+        }
+
         fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             const OP: &str = "SignalFilterBankSpectralSubtraction";
             let o = filter_bank_spectral_subtraction::SpectralSubtractionOptions::parse(

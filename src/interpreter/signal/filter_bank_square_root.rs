@@ -91,6 +91,10 @@ mod kernel {
     pub struct FilterBankSquareRoot;
 
     impl Kernel for FilterBankSquareRoot {
+        fn constant(&self) -> Option<&'static dyn Kernel> {
+            Some(&FilterBankSquareRoot)
+        }
+
         fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             const OP: &str = "SignalFilterBankSquareRoot";
             ctx.expect_io(2, 1)?;

@@ -115,6 +115,10 @@ mod kernel {
     pub struct Pcan;
 
     impl Kernel for Pcan {
+        fn constant(&self) -> Option<&'static dyn Kernel> {
+            Some(&Pcan)
+        }
+
         fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             const OP: &str = "SignalPCAN";
             let o = pcan::PcanOptions::parse(ctx.custom_options()).map_err(opt_err)?;

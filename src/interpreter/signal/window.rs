@@ -77,6 +77,10 @@ mod kernel {
     pub struct Window;
 
     impl Kernel for Window {
+        fn constant(&self) -> Option<&'static dyn Kernel> {
+            Some(&Window)
+        }
+
         fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
             const OP: &str = "SignalWindow";
             let o = window::WindowOptions::parse(ctx.custom_options()).map_err(opt_err)?;

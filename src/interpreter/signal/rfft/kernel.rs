@@ -53,6 +53,10 @@ fn rfft_tables<T: rfft::KissScalar + crate::interpreter::context::Scalar>(
 }
 
 impl Kernel for RfftKernel {
+    fn constant(&self) -> Option<&'static dyn Kernel> {
+        Some(&RfftKernel)
+    }
+
     fn prepare(&self, ctx: &mut PrepareContext<'_>) -> Result<(), KernelError> {
         const OP: &str = "SignalRfft";
         let o = rfft::RfftOptions::parse(ctx.custom_options()).map_err(opt_err)?;
