@@ -403,7 +403,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     block_out: &mut [i8],
     padded: Option<&mut Padded>,
 ) {
-    let Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first } = *pass;
+    let Pass { g, filter, rq, off32, small, rel, .. } = *pass;
     let c = g.out_c;
     let taps = g.filter_h * g.filter_w;
     let pairs = rel.len() / 2;
@@ -434,21 +434,48 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     }
     // SAFETY: every stage was written just above.
     let stages: &[Stage32; G] = &*(&stages as *const [MaybeUninit<Stage32>; G]).cast();
-    // SAFETY (of each use): the pair `i < pairs` of group `j < G`, written above.
-    let wp = |j: usize, i: usize| w.get_unchecked(j).get_unchecked(i).assume_init_ref();
-    let (fh, row_out) = (g.filter_h, g.out_w * c);
+    // The stages without their forms' dispatch from three groups up, where the loop over the
+    // groups' stores spilled the accumulators; with one or two groups it does not, and the
+    // borrowed stages measured slower there (person_detect's 12 × 12 × 64 layer 2.0 →
+    // 2.25 µs).
+    let doubled = if G >= 3 { doubled_all(stages) } else { None };
     if let Some(pad) = padded.filter(|p| p.fits::<G>()) {
         // SAFETY (both): as this function's, and the layout fits the buffer (checked just
-        // above). The stages without their forms' dispatch from three groups up, where the
-        // loop over the groups' stores spilled the accumulators; with one or two groups it
-        // does not, and the borrowed stages measured slower there (person_detect's
-        // 12 × 12 × 64 layer 2.0 → 2.25 µs).
-        match if G >= 3 { doubled_all(stages) } else { None } {
+        // above).
+        match doubled {
             Some(d) => pad.rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, &d),
             None => pad.rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages),
         }
         return;
     }
+    // SAFETY: as this function's.
+    match doubled {
+        Some(d) => pointer_rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, &d),
+        None => pointer_rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages),
+    }
+}
+
+/// [`groups`]' rows without the padded copy: inside pixels at fixed tap offsets, border
+/// pixels through their tap pointers (the zero point outside the input).
+///
+/// # Safety
+/// As [`groups`]; `w[j][..pass.rel.len() / 2]` are written.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn pointer_rows<const VNNI: bool, const G: usize, const FULL: bool, S: GroupStage>(
+    pass: &Pass<'_>,
+    c0: usize,
+    block_out: &mut [i8],
+    init: [[__m512i; 2]; G],
+    kb: &[__mmask32; G],
+    w: &[[MaybeUninit<[__m512i; 2]>; GROUP_PAIRS]; G],
+    stages: &[S; G],
+) {
+    let Pass { g, input, rel, inside_cols, zp, first, .. } = *pass;
+    let c = g.out_c;
+    let (fh, row_out) = (g.filter_h, g.out_w * c);
+    // SAFETY (of each use): the pair `i < pairs` of group `j < G`, written (the caller's).
+    let wp = |j: usize, i: usize| w.get_unchecked(j).get_unchecked(i).assume_init_ref();
     let mut ptrs = [zp; 2 * GROUP_PAIRS];
     let ptrs = &mut ptrs[..rel.len()];
     for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
@@ -460,7 +487,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
             let acc = if rows_inside && (inside_cols.0..inside_cols.1).contains(&out_x) {
                 let origin = ((row0 + wy.at(0)) * g.in_w + out_x * g.stride_w - g.pad_w) * c + c0;
                 // SAFETY: every tap of the pixel reads the groups' channels of an input pixel.
-                inside_groups::<VNNI, G, FULL>(input.as_ptr().add(origin), rel, init, &kb, &w)
+                inside_groups::<VNNI, G, FULL>(input.as_ptr().add(origin), rel, init, kb, w)
             } else {
                 let window = Window { g, input, row0, wy: &wy, c0, zp, rel };
                 window.pointers_into(out_x, ptrs);
@@ -478,7 +505,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
             };
             // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of pixel
             // `out_x` (the stores are masked to the groups' lanes).
-            store_groups(stages, &acc, &kb, out_row.as_mut_ptr().add(out_x * c + c0));
+            store_groups(stages, &acc, kb, out_row.as_mut_ptr().add(out_x * c + c0));
         }
     }
 }
