@@ -24,7 +24,9 @@
 //! all (on Zen 5 one chain of `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14
 //! twice XNNPACK's time). There the output stage is most of the vector ops of a 3 × 3
 //! window, so full groups load their inputs unmasked (folded into the widening) and
-//! adjacent groups share one byte pack, permute and store.
+//! adjacent groups share one byte pack, permute and store; a pass of three or more groups
+//! whose stages all take the doubled form stores through [`DoubledStage32`], written out (no
+//! branch on the form, the accumulators kept in registers).
 //! On small maps, where border pixels are a large share, a pass first copies its channels
 //! of the input into a zero-point-padded image on the stack ([`padded`]), so that every pixel
 //! takes the inside loop.
