@@ -24,7 +24,9 @@
 //! all (on Zen 5 one chain of `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14
 //! twice XNNPACK's time). There the output stage is most of the vector ops of a 3 × 3
 //! window, so full groups load their inputs unmasked (folded into the widening) and
-//! adjacent groups share one byte pack, permute and store.
+//! adjacent groups share one byte pack, permute and store; a pass of three or more groups
+//! whose stages all take the doubled form stores through [`DoubledStage32`], written out (no
+//! branch on the form, the accumulators kept in registers).
 //! On small maps, where border pixels are a large share, a pass first copies its channels
 //! of the input into a zero-point-padded image on the stack ([`padded`]), so that every pixel
 //! takes the inside loop.
@@ -33,7 +35,7 @@
 //! then output offset and clamp), 16 lanes at a time.
 
 use super::requant_i8::Requant;
-use super::stage32_i8::{lane_mask, Stage32, LANES};
+use super::stage32_i8::{lane_mask, DoubledStage32, GroupStage, Stage32, LANES};
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
@@ -403,7 +405,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     block_out: &mut [i8],
     padded: Option<&mut Padded>,
 ) {
-    let Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first } = *pass;
+    let Pass { g, filter, rq, off32, small, rel, .. } = *pass;
     let c = g.out_c;
     let taps = g.filter_h * g.filter_w;
     let pairs = rel.len() / 2;
@@ -434,14 +436,48 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     }
     // SAFETY: every stage was written just above.
     let stages: &[Stage32; G] = &*(&stages as *const [MaybeUninit<Stage32>; G]).cast();
-    // SAFETY (of each use): the pair `i < pairs` of group `j < G`, written above.
-    let wp = |j: usize, i: usize| w.get_unchecked(j).get_unchecked(i).assume_init_ref();
-    let (fh, row_out) = (g.filter_h, g.out_w * c);
+    // The stages without their forms' dispatch from three groups up, where the loop over the
+    // groups' stores spilled the accumulators; with one or two groups it does not, and the
+    // borrowed stages measured slower there (person_detect's 12 × 12 × 64 layer 2.0 →
+    // 2.25 µs).
+    let doubled = if G >= 3 { doubled_all(stages) } else { None };
     if let Some(pad) = padded.filter(|p| p.fits::<G>()) {
-        // SAFETY: as this function's, and the layout fits the buffer (checked just above).
-        pad.rows::<VNNI, G, FULL>(pass, c0, block_out, init, &kb, &w, stages);
+        // SAFETY (both): as this function's, and the layout fits the buffer (checked just
+        // above).
+        match doubled {
+            Some(d) => pad.rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, &d),
+            None => pad.rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages),
+        }
         return;
     }
+    // SAFETY: as this function's.
+    match doubled {
+        Some(d) => pointer_rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, &d),
+        None => pointer_rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages),
+    }
+}
+
+/// [`groups`]' rows without the padded copy: inside pixels at fixed tap offsets, border
+/// pixels through their tap pointers (the zero point outside the input).
+///
+/// # Safety
+/// As [`groups`]; `w[j][..pass.rel.len() / 2]` are written.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn pointer_rows<const VNNI: bool, const G: usize, const FULL: bool, S: GroupStage>(
+    pass: &Pass<'_>,
+    c0: usize,
+    block_out: &mut [i8],
+    init: [[__m512i; 2]; G],
+    kb: &[__mmask32; G],
+    w: &[[MaybeUninit<[__m512i; 2]>; GROUP_PAIRS]; G],
+    stages: &[S; G],
+) {
+    let Pass { g, input, rel, inside_cols, zp, first, .. } = *pass;
+    let c = g.out_c;
+    let (fh, row_out) = (g.filter_h, g.out_w * c);
+    // SAFETY (of each use): the pair `i < pairs` of group `j < G`, written (the caller's).
+    let wp = |j: usize, i: usize| w.get_unchecked(j).get_unchecked(i).assume_init_ref();
     let mut ptrs = [zp; 2 * GROUP_PAIRS];
     let ptrs = &mut ptrs[..rel.len()];
     for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
@@ -453,7 +489,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
             let acc = if rows_inside && (inside_cols.0..inside_cols.1).contains(&out_x) {
                 let origin = ((row0 + wy.at(0)) * g.in_w + out_x * g.stride_w - g.pad_w) * c + c0;
                 // SAFETY: every tap of the pixel reads the groups' channels of an input pixel.
-                inside_groups::<VNNI, G, FULL>(input.as_ptr().add(origin), rel, init, &kb, &w)
+                inside_groups::<VNNI, G, FULL>(input.as_ptr().add(origin), rel, init, kb, w)
             } else {
                 let window = Window { g, input, row0, wy: &wy, c0, zp, rel };
                 window.pointers_into(out_x, ptrs);
@@ -471,7 +507,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
             };
             // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of pixel
             // `out_x` (the stores are masked to the groups' lanes).
-            store_groups(stages, &acc, &kb, out_row.as_mut_ptr().add(out_x * c + c0));
+            store_groups(stages, &acc, kb, out_row.as_mut_ptr().add(out_x * c + c0));
         }
     }
 }
@@ -503,19 +539,40 @@ unsafe fn inside_groups<const VNNI: bool, const G: usize, const FULL: bool>(
     acc
 }
 
+/// The stages `stages` without their forms' dispatch, when every one takes the doubled form.
+#[inline(always)]
+fn doubled_all<const G: usize>(stages: &[Stage32; G]) -> Option<[DoubledStage32<'_>; G]> {
+    let mut d = [stages[0].as_doubled()?; G];
+    for (d, s) in d.iter_mut().zip(stages).skip(1) {
+        *d = s.as_doubled()?;
+    }
+    Some(d)
+}
+
 /// A pixel's `G` groups of accumulators `acc` through their stages, stored from `out`: in
 /// pairs (one byte pack, permute and store per pair), an odd last one alone.
 ///
 /// # Safety
 /// AVX-512BW; `out` is valid for writes of group `j`'s `kb[j]` lanes from `j * LANES`.
 #[inline(always)]
-unsafe fn store_groups<const G: usize>(
-    stages: &[Stage32; G],
+unsafe fn store_groups<const G: usize, S: GroupStage>(
+    stages: &[S; G],
     acc: &[[__m512i; 2]; G],
     kb: &[__mmask32; G],
     out: *mut i8,
 ) {
-    if G == GROUPS + 1 {
+    if S::WRITE_OUT {
+        // One straight run, pairs at constant indices.
+        if G >= 2 {
+            store_pair(stages, acc, kb, 0, out);
+        }
+        if G >= 4 {
+            store_pair(stages, acc, kb, 2, out);
+        }
+        if G % 2 == 1 {
+            stages[G - 1].store(acc[G - 1], out.add((G - 1) * LANES), kb[G - 1]);
+        }
+    } else if G == GROUPS + 1 {
         // Written out: five groups' accumulators then stay in registers (node 12 of
         // mobilenet_v2_quantized −6 %); for fewer groups the loop measured faster.
         store_pair(stages, acc, kb, 0, out);
@@ -542,8 +599,8 @@ unsafe fn store_groups<const G: usize>(
 /// AVX-512BW; `j + 1 < G`; `out` is valid for writes of the groups' `kb` lanes from
 /// `j * LANES`.
 #[inline(always)]
-unsafe fn store_pair<const G: usize>(
-    stages: &[Stage32; G],
+unsafe fn store_pair<const G: usize, S: GroupStage>(
+    stages: &[S; G],
     acc: &[[__m512i; 2]; G],
     kb: &[__mmask32; G],
     j: usize,

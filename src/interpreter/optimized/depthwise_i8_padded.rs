@@ -16,7 +16,7 @@
 //! maps it would not, and their images would not fit the buffer anyway.
 
 use super::{inside_groups, store_groups, Pass, GROUP_PAIRS};
-use crate::interpreter::optimized::stage32_i8::{Stage32, LANES};
+use crate::interpreter::optimized::stage32_i8::{GroupStage, LANES};
 use crate::interpreter::reference::conv::ConvGeometry;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
@@ -91,7 +91,7 @@ impl Padded {
     /// for `G`; `w[j][..pass.rel.len() / 2]` are written.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) unsafe fn rows<const VNNI: bool, const G: usize, const FULL: bool>(
+    pub(super) unsafe fn rows<const VNNI: bool, const G: usize, const FULL: bool, S: GroupStage>(
         &mut self,
         pass: &Pass<'_>,
         c0: usize,
@@ -99,7 +99,7 @@ impl Padded {
         init: [[__m512i; 2]; G],
         kb: &[__mmask32; G],
         w: &[[MaybeUninit<[__m512i; 2]>; GROUP_PAIRS]; G],
-        stages: &[Stage32; G],
+        stages: &[S; G],
     ) {
         let (g, input, rel, first) = (pass.g, pass.input, pass.rel, pass.first);
         let c = g.out_c;

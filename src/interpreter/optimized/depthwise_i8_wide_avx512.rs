@@ -17,7 +17,7 @@
 //! 2) ≤ 32`) and the layer has at most [`MAX_PAIRS`] weight pairs over all its groups (the
 //! widened weights are built once per call).
 
-use super::stage32_i8::{lane_mask, Stage32};
+use super::stage32_i8::{lane_mask, GroupStage, Stage32};
 use super::depthwise_i8_wide::{applies as wide_applies, drive, WideRows};
 use super::requant_i8::{small_sums, Requant};
 use crate::interpreter::reference::conv::ConvGeometry;

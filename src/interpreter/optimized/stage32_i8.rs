@@ -192,10 +192,52 @@ impl Stage32 {
         }
     }
 
+    /// This stage without its form's dispatch, when both halves take the [`Doubled16`] form.
+    #[inline(always)]
+    pub(super) fn as_doubled(&self) -> Option<DoubledStage32<'_>> {
+        match &self.halves {
+            Halves::Doubled(halves) => Some(DoubledStage32 { halves, clamp: &self.clamp }),
+            Halves::General(_) => None,
+        }
+    }
+}
+
+/// A [`Stage32`] whose halves both take the [`Doubled16`] form, seen without the enum: its
+/// stores have no branch on the form, so a pixel's groups go through their stages as one
+/// straight run (their accumulators stay in registers). It borrows the stage's constants:
+/// a copy is another kilobyte of stack written per group and pass (measured slower on the
+/// passes of four groups).
+#[derive(Clone, Copy)]
+pub(super) struct DoubledStage32<'s> {
+    halves: &'s [Doubled16; 2],
+    clamp: &'s Option<[__m512i; 2]>,
+}
+
+/// The output stage of one 32-channel group: [`Stage32`] or [`DoubledStage32`].
+pub(super) trait GroupStage {
+    /// Whether a caller storing several groups per pixel writes their stores out (one
+    /// straight run) rather than looping over them: where the stage has no branch on its
+    /// form. With the form's dispatch, written-out stores of four groups spilled (BENCHMARKS.md,
+    /// branch dwq27s23).
+    const WRITE_OUT: bool;
+
+    /// The group's output values of accumulators `acc` (biases included) as 16-bit lanes in
+    /// channel order, saturated (not clamped).
+    ///
+    /// # Safety
+    /// AVX-512BW.
+    unsafe fn words(&self, acc: [__m512i; 2]) -> __m512i;
+
+    /// The clamp as bytes, when it cuts into `-128..=127`.
+    fn clamp_bytes(&self) -> Option<[__m512i; 2]>;
+
     /// Bytes `v` clamped to the layer's activation range.
+    ///
+    /// # Safety
+    /// AVX-512BW.
     #[inline(always)]
     unsafe fn clamp(&self, v: __m512i) -> __m512i {
-        match self.clamp {
+        match self.clamp_bytes() {
             Some([lo, hi]) => _mm512_min_epi8(_mm512_max_epi8(v, lo), hi),
             None => v,
         }
@@ -207,7 +249,7 @@ impl Stage32 {
     /// # Safety
     /// AVX-512BW; `out` is valid for writes of the `kb` lanes.
     #[inline(always)]
-    pub(super) unsafe fn store(&self, acc: [__m512i; 2], out: *mut i8, kb: __mmask32) {
+    unsafe fn store(&self, acc: [__m512i; 2], out: *mut i8, kb: __mmask32) {
         let v = self.words(acc);
         // To bytes by a pack (each 128-bit lane's eight bytes in its low quadword) and a
         // quadword permute, not `vpmovswb`: folded into the store, that is microcoded on
@@ -217,11 +259,23 @@ impl Stage32 {
         _mm256_mask_storeu_epi8(out, kb, _mm512_castsi512_si256(v));
     }
 
-    /// The group's output values of accumulators `acc` (biases included) as 16-bit lanes in
-    /// channel order, saturated (not clamped).
+    /// Two adjacent groups' output values (`self` then `next`, 64 channels from `out`): one
+    /// byte pack of both groups' words and one quadword permute, stored to the `k` lanes.
     ///
     /// # Safety
-    /// AVX-512BW.
+    /// AVX-512BW; `out` is valid for writes of the `k` lanes.
+    #[inline(always)]
+    unsafe fn store_pair(&self, next: &Self, acc: [[__m512i; 2]; 2], out: *mut i8, k: __mmask64) {
+        // Each 128-bit lane: its eight bytes of `self` then of `next` (one layer's clamp).
+        let v = self.clamp(_mm512_packs_epi16(self.words(acc[0]), next.words(acc[1])));
+        let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
+        _mm512_mask_storeu_epi8(out, k, v);
+    }
+}
+
+impl GroupStage for Stage32 {
+    const WRITE_OUT: bool = false;
+
     #[inline(always)]
     unsafe fn words(&self, acc: [__m512i; 2]) -> __m512i {
         let (lo, hi) = match &self.halves {
@@ -232,16 +286,22 @@ impl Stage32 {
         _mm512_packs_epi32(lo, hi)
     }
 
-    /// Two adjacent groups' output values (`self` then `next`, 64 channels from `out`): one
-    /// byte pack of both groups' words and one quadword permute, stored to the `k` lanes.
-    ///
-    /// # Safety
-    /// AVX-512BW; `out` is valid for writes of the `k` lanes.
     #[inline(always)]
-    pub(super) unsafe fn store_pair(&self, next: &Stage32, acc: [[__m512i; 2]; 2], out: *mut i8, k: __mmask64) {
-        // Each 128-bit lane: its eight bytes of `self` then of `next` (one layer's clamp).
-        let v = self.clamp(_mm512_packs_epi16(self.words(acc[0]), next.words(acc[1])));
-        let v = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), v);
-        _mm512_mask_storeu_epi8(out, k, v);
+    fn clamp_bytes(&self) -> Option<[__m512i; 2]> {
+        self.clamp
+    }
+}
+
+impl GroupStage for DoubledStage32<'_> {
+    const WRITE_OUT: bool = true;
+
+    #[inline(always)]
+    unsafe fn words(&self, acc: [__m512i; 2]) -> __m512i {
+        _mm512_packs_epi32(self.halves[0].apply(acc[0]), self.halves[1].apply(acc[1]))
+    }
+
+    #[inline(always)]
+    fn clamp_bytes(&self) -> Option<[__m512i; 2]> {
+        *self.clamp
     }
 }
