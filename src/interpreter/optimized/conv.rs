@@ -15,9 +15,9 @@
 //! `col_rows` rows, so the buffer stays small (tens of KiB, in cache) and bounded whatever the
 //! image size, and multiplied.
 //!
-//! On the AVX-512 path a convolution over few input channels (a first layer) reads its
-//! windows where the input keeps them, pixel by pixel ([`super::conv_direct`]), and gathers
-//! nothing.
+//! On the AVX-512 path a convolution over few input channels (a first layer), or one whose
+//! output channels per group fit one 16-lane panel, reads its windows where the input keeps
+//! them, pixel by pixel ([`super::conv_direct`]), and gathers nothing.
 //!
 //! A grouped convolution (`filter_depth < in_c`: `groups = in_c / filter_depth`) is `groups`
 //! such products side by side: group `i` multiplies the input channels `i · filter_depth..` of
@@ -25,8 +25,9 @@
 //! stride) by its own `out_c / groups` filter rows into its slice of the output channels. The
 //! packed filter is the groups' packed panels one after another, and the scratch (im2col block,
 //! panel group) is one group's, reused by the next, so a grouped convolution needs less than
-//! the same convolution ungrouped. Windows are always gathered: a group's channels of adjacent
-//! taps are not adjacent in memory.
+//! the same convolution ungrouped. Windows are gathered unless the direct tiles take the layer:
+//! a group's channels of adjacent taps are not adjacent in memory, so they are never multiplied
+//! in place as a strided matrix.
 
 use super::gemm::{gemm_dot, gemm_grouped, gemm_grouped_into, gemm_packed, Epilogue, Isa, MR};
 use super::out_rows::SharedRows;
