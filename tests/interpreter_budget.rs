@@ -237,3 +237,70 @@ fn budgets_choose_copies_that_fit_on_every_model() {
         }
     }
 }
+
+/// A kernel that takes scratch for speed beyond its leanest body (pruned_cnn_sparse's sparse
+/// convolutions copy input bands) makes the default arena larger than the smallest: a budget
+/// between the two builds the smallest (and says so in its memory), the smallest's size is the
+/// minimum a too-small budget names, the default's size gets the default, the frontier lists
+/// the smallest first, and both give the same outputs up to float rounding. Long tier.
+#[test]
+#[ignore = "long tier: run by CI with --ignored"]
+fn a_budget_below_the_default_falls_back_to_the_smallest_arena() {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let Some(case) = common::cases(&shared, "keras")
+        .into_iter()
+        .find(|c| c.name == "pruned_cnn_sparse")
+    else {
+        eprintln!("skipped: no pruned_cnn_sparse among the shared models");
+        return;
+    };
+    let model = Model::load(&case.model).unwrap();
+    let inputs = case.inputs();
+    let mut default = InterpreterBuilder::new(&model).build().unwrap();
+    let mut smallest = InterpreterBuilder::new(&model)
+        .precompute(Precompute::Smallest)
+        .build()
+        .unwrap();
+    let (big, small) = (default.memory().total_bytes, smallest.memory().total_bytes);
+    if small == big {
+        // This path has no kernel trading scratch for speed here (no AVX-512).
+        eprintln!("skipped: one configuration ({big} B) on this path");
+        return;
+    }
+    assert!(small < big, "smallest {small} > default {big}");
+    let (want, got) = (
+        outputs(&mut default, &inputs),
+        outputs(&mut smallest, &inputs),
+    );
+    for (w, g) in want.iter().zip(&got) {
+        for (a, b) in w
+            .as_slice::<f32>()
+            .unwrap()
+            .iter()
+            .zip(g.as_slice::<f32>().unwrap())
+        {
+            assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{a} vs {b}");
+        }
+    }
+    drop((default, smallest));
+    for (budget, arena) in [(small, small), ((small + big) / 2, small), (big, big)] {
+        let i = InterpreterBuilder::new(&model)
+            .arena_budget(budget)
+            .build()
+            .unwrap_or_else(|e| panic!("budget {budget}: {e}"));
+        assert_eq!(i.memory().total_bytes, arena, "budget {budget}");
+    }
+    match InterpreterBuilder::new(&model)
+        .arena_budget(small - 1)
+        .build()
+    {
+        Err(InterpreterError::ArenaBudget { needed, .. }) => assert_eq!(needed, small),
+        other => panic!("budget {}: {:?}", small - 1, other.map(|_| ())),
+    }
+    let steps = InterpreterBuilder::new(&model).budget_steps(4).unwrap();
+    assert_eq!(steps[0].precompute, Precompute::Smallest);
+    assert_eq!(steps[0].arena_bytes, small);
+    assert_eq!(steps[1].arena_bytes, big);
+}

@@ -141,7 +141,7 @@ pub enum InterpreterError {
     },
     /// Even the smallest kernel variants need more arena than the memory budget
     /// ([`InterpreterBuilder::arena_budget`](super::InterpreterBuilder::arena_budget)).
-    #[error("arena budget of {budget} bytes is too small: the model needs at least {needed} bytes (head + tail with nothing precomputed)")]
+    #[error("arena budget of {budget} bytes is too small: the model needs at least {needed} bytes (head + tail of its smallest configuration: nothing precomputed, no scratch taken for speed)")]
     ArenaBudget {
         /// The budget.
         budget: usize,

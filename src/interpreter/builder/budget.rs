@@ -5,6 +5,9 @@
 //! the prefix sums of the records' sizes are the only budgets at which the choice changes, so
 //! they are the steps of the arena-against-speed trade-off ([`BudgetStep`]). Each step is
 //! staged for real (init, prepare, planning): the arena bytes are exact, not estimated.
+//! Below the default (prefix 0) sits [`Precompute::Smallest`], the default without the scratch
+//! some kernels take for speed (a sparse filter's band copies): a budget the default does not
+//! fit falls back to it, and its arena is the minimum a budget names.
 
 use super::stage::{stage_in, stage_opts, Purpose, Staged};
 use super::InterpreterBuilder;
@@ -48,7 +51,8 @@ impl InterpreterBuilder<'_, '_> {
     }
 
     /// Stages the model under `budget`: the longest prefix of precomputed records that fits,
-    /// or [`InterpreterError::ArenaBudget`] with the exact minimum when nothing fits.
+    /// else [`Precompute::Smallest`] when only that fits, or [`InterpreterError::ArenaBudget`]
+    /// with the exact minimum (the smallest arena's) when nothing fits.
     ///
     /// With a staging `region` (a caller's buffer), only the staging returned uses it, and one
     /// staging is alive at a time: everything staged is tried first in the region (returned
@@ -82,26 +86,31 @@ impl InterpreterBuilder<'_, '_> {
         } else {
             Purpose::Build
         };
-        let none = stage(Precompute::None, search, None)?;
-        let minimum = none.arena_bytes()?;
+        let smallest = stage(Precompute::Smallest, search, None)?;
+        let minimum = smallest.arena_bytes()?;
         if minimum > budget {
             return Err(InterpreterError::ArenaBudget {
                 budget,
                 needed: minimum,
             });
         }
-        // Binary search over the prefixes: the arena grows with the prefix.
-        let (mut lo, mut hi) = (0usize, prefix.len() - 1);
-        let mut best = (none, Precompute::None);
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            let copies = Precompute::UpTo(prefix[mid]);
-            let s = stage(copies, search, None)?;
-            if s.arena_bytes()? <= budget {
-                best = (s, copies);
-                lo = mid;
-            } else {
-                hi = mid - 1;
+        let mut best = (smallest, Precompute::Smallest);
+        // The default (nothing precomputed, kernels' scratch for speed taken) is prefix 0.
+        let default = stage(Precompute::None, search, None)?;
+        if default.arena_bytes()? <= budget {
+            best = (default, Precompute::None);
+            // Binary search over the prefixes: the arena grows with the prefix.
+            let (mut lo, mut hi) = (0usize, prefix.len() - 1);
+            while lo < hi {
+                let mid = (lo + hi).div_ceil(2);
+                let copies = Precompute::UpTo(prefix[mid]);
+                let s = stage(copies, search, None)?;
+                if s.arena_bytes()? <= budget {
+                    best = (s, copies);
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
             }
         }
         if region.is_none() {
@@ -134,7 +143,18 @@ impl InterpreterBuilder<'_, '_> {
             })
             .collect();
         picks.dedup();
-        let mut steps = Vec::with_capacity(picks.len());
+        let mut steps = Vec::with_capacity(picks.len() + 1);
+        // Below the default, when a kernel trades scratch for speed there.
+        let smallest = self.stage_copies(Precompute::Smallest, isa)?;
+        let default = self.stage_copies(Precompute::None, isa)?;
+        if smallest.arena_bytes()? < default.arena_bytes()? {
+            steps.push(BudgetStep {
+                arena_bytes: smallest.arena_bytes()?,
+                precomputed_bytes: 0,
+                precompute: Precompute::Smallest,
+            });
+        }
+        drop((smallest, default));
         for i in picks {
             let copies = match i {
                 0 => Precompute::None,

@@ -417,6 +417,11 @@ pub enum Precompute {
     /// Kernels in node order keep what they precompute while it totals at most this many
     /// bytes (each record rounded up to the tail's 16 bytes).
     UpTo(usize),
+    /// As [`None`](Precompute::None), and no kernel takes extra scratch for speed either (a
+    /// sparse filter's band copies): the smallest arena the kernels run in, which
+    /// [`arena_budget`](super::InterpreterBuilder::arena_budget) falls back to and names as
+    /// the minimum.
+    Smallest,
 }
 
 /// The running state of a [`Precompute`] policy while a model is staged.
@@ -438,7 +443,7 @@ impl CopyAllowance {
             return false;
         };
         let ok = match self.policy {
-            Precompute::None => false,
+            Precompute::None | Precompute::Smallest => false,
             Precompute::All => true,
             Precompute::UpTo(limit) => self
                 .granted
@@ -457,6 +462,12 @@ impl<'a> PrepareContext<'a> {
     /// a kernel that gives each thread its own scratch requests that many copies.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Whether the build wants the smallest arena ([`Precompute::Smallest`]): a kernel then
+    /// takes no scratch beyond what its leanest body needs.
+    pub fn smallest_arena(&self) -> bool {
+        self.copies.policy == Precompute::Smallest
     }
 
     /// The kernel path invoke will run this node on ([`InvokeContext::isa`] is this): a kernel

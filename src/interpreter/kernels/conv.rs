@@ -751,13 +751,17 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
 /// [`F32Path::Sparse`] when the filter is a float tensor computed at prepare that this node
 /// alone reads (weights a DENSIFY expanded), the path has AVX-512 (where the kernel was
 /// measured to pay; the other paths run the same code as plain loops in the tests), the
-/// geometry has a [`fast_sparse::SparsePlan`] and at most half the filter's blocks are
-/// non-zero: the filter is then rewritten in place as its encoding.
+/// geometry has a [`fast_sparse::SparsePlan`], at most half the filter's blocks are non-zero
+/// and the build does not want the smallest arena (the band copies are scratch the dense body
+/// does not need): the filter is then rewritten in place as its encoding.
 fn prepare_sparse(
     ctx: &mut PrepareContext<'_>,
     g: &ConvGeometry,
 ) -> Result<Option<F32Path>, KernelError> {
-    if !ctx.isa().avx512() || !ctx.computed_input_repackable(1) || ctx.input(1)?.dtype != DType::F32
+    if !ctx.isa().avx512()
+        || ctx.smallest_arena()
+        || !ctx.computed_input_repackable(1)
+        || ctx.input(1)?.dtype != DType::F32
     {
         return Ok(None);
     }
