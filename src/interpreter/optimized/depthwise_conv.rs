@@ -607,7 +607,10 @@ mod x86 {
                 ((ahead - passes) * 16 + P * S * c) as isize
             };
             let lanes = (u32::MAX >> (32 - (c - ch).min(16))) as __mmask16;
-            let masks: [__mmask16; COLS] = core::array::from_fn(|x| if inside[x] { lanes } else { 0 });
+            // Without `EDGE` every column is inside: one mask for all (a per-column mask would
+            // be reloaded from the stack for every load).
+            let masks: [__mmask16; COLS] =
+                core::array::from_fn(|x| if !EDGE || inside[x] { lanes } else { 0 });
             let mut acc = [_mm512_setzero_ps(); P];
             for fy in wy.f0..wy.f1 {
                 let row = (((b * g.in_h + wy.at(fy)) * g.in_w) * c + ch) as isize;
