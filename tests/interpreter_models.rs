@@ -93,6 +93,9 @@ fn check_model(case: &Case, tol_floor: f64, set: KernelSet) -> Result<String, St
                 }
             }
             Err(e) => return Err(format!("short buffer: unexpected error {e}")),
+            // Kernels that take scratch for speed (the sparse convolutions' band copies) have a
+            // smaller configuration, which a shorter buffer builds.
+            Ok(short) if short.memory().total_bytes < interp.memory().total_bytes => {}
             Ok(_) => {
                 return Err(format!(
                     "a buffer of {} bytes was accepted",
