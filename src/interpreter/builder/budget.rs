@@ -144,17 +144,6 @@ impl InterpreterBuilder<'_, '_> {
             .collect();
         picks.dedup();
         let mut steps = Vec::with_capacity(picks.len() + 1);
-        // Below the default, when a kernel trades scratch for speed there.
-        let smallest = self.stage_copies(Precompute::Smallest, isa)?;
-        let default = self.stage_copies(Precompute::None, isa)?;
-        if smallest.arena_bytes()? < default.arena_bytes()? {
-            steps.push(BudgetStep {
-                arena_bytes: smallest.arena_bytes()?,
-                precomputed_bytes: 0,
-                precompute: Precompute::Smallest,
-            });
-        }
-        drop((smallest, default));
         for i in picks {
             let copies = match i {
                 0 => Precompute::None,
@@ -173,6 +162,20 @@ impl InterpreterBuilder<'_, '_> {
                 precomputed_bytes: prefix_sums(s).last().copied().unwrap_or(0),
                 precompute: copies,
             });
+        }
+        // Below the default (the first step), when a kernel trades scratch for speed there.
+        let smallest = self
+            .stage_copies(Precompute::Smallest, isa)?
+            .arena_bytes()?;
+        if steps.first().is_some_and(|d| smallest < d.arena_bytes) {
+            steps.insert(
+                0,
+                BudgetStep {
+                    arena_bytes: smallest,
+                    precomputed_bytes: 0,
+                    precompute: Precompute::Smallest,
+                },
+            );
         }
         Ok(steps)
     }
