@@ -169,7 +169,10 @@ pub(crate) fn conv_block(
         VnniWeights::Prepacked(p) => (&[], &mut [], Some(p)),
     };
     // Stay zero when the product multiplies them by 0 (`gemm_requant`): the pack skips them.
-    let mut sums = [0i32; MAX_GROUP];
+    // Only a group's worth is used (`group` is a multiple of the panel): zeroing all
+    // `MAX_GROUP` was a 2 KiB `memset` at every call.
+    let mut sums_buf = [MaybeUninit::<i32>::uninit(); MAX_GROUP];
+    let sums = zeroed_prefix(&mut sums_buf, group);
     let sums_wanted = q.input_offset != 128;
     let rqj = |j0: usize| rq.channels_from(j0);
     if prepacked.is_none() && groups == 1 && blocks_outer(pixels, rows_per_block, cols.len(), group, stride)
@@ -185,10 +188,10 @@ pub(crate) fn conv_block(
             let mut j0 = cols.start;
             while j0 < cols.end {
                 let nj = group.min(cols.end - j0);
-                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut sums[..]));
+                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut *sums));
                 let out = out.from(p0, j0 - cols.start);
                 let (offset, rq) = (q.input_offset, &rqj(j0));
-                gemm_requant(isa, block, stride, rows, k, group_panels, &sums, offset, nj, rq, out);
+                gemm_requant(isa, block, stride, rows, k, group_panels, sums, offset, nj, rq, out);
                 j0 += nj;
             }
             p0 += rows;
@@ -203,7 +206,7 @@ pub(crate) fn conv_block(
         let nj = group.min(group_end.min(cols.end) - j0);
         let panels: &[i8] = match prepacked {
             None => {
-                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut sums[..]));
+                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut *sums));
                 group_panels
             }
             Some(p) => {
@@ -227,7 +230,7 @@ pub(crate) fn conv_block(
             };
             let out = out.from(p0, j0 - cols.start);
             let (offset, rq) = (q.input_offset, &rqj(j0));
-            gemm_requant(isa, block, stride, rows, k, panels, &sums, offset, nj, rq, out);
+            gemm_requant(isa, block, stride, rows, k, panels, sums, offset, nj, rq, out);
             p0 += rows;
         }
         j0 += nj;

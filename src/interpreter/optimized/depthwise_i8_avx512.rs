@@ -75,10 +75,9 @@ pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
         && (1..=2 * MAX_PAIRS).contains(&taps)
         && (per_tensor || (rq.multipliers.len() >= g.out_c && rq.shifts.len() >= g.out_c))
         && rq.bias.is_none_or(|b| b.len() >= g.out_c)
-        && rq.shifts[..if per_tensor { 1 } else { g.out_c }]
-            .iter()
-            .all(|s| (-31..=31).contains(s))
+        && super::requant_i8::shifts_in_range(&rq.shifts[..if per_tensor { 1 } else { g.out_c }])
 }
+
 
 /// One input channel feeding 8 or 16 output channels (depth multiplier 8 or 16): every lane of
 /// a pixel reads the same input byte. Its adjacent pixels run as one group ([`Wide`]) when
@@ -729,13 +728,17 @@ impl<'w> Wide<'w> {
             if t >= taps {
                 return _mm512_setzero_si512();
             }
-            let f = &filter[t * c..][..c];
-            let mut v = [0i8; LANES];
-            for (l, v) in v.iter_mut().enumerate() {
-                *v = f[l % c];
-            }
-            // SAFETY: `v` holds 32 bytes.
-            stage.weights(_mm256_loadu_si256(v.as_ptr().cast()))
+            let f = filter[t * c..][..c].as_ptr();
+            // Tap `t`'s `c` weights repeated over the 32 lanes (lane `l`: channel `l % c`), by
+            // a broadcast load: a byte loop over `l % c` divided at every lane.
+            // SAFETY: `f` holds `c` bytes (sliced above), `c` is 8 or 16 (the caller's
+            // promise).
+            let v = if c == 16 {
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(f.cast()))
+            } else {
+                _mm256_set1_epi64x(f.cast::<i64>().read_unaligned())
+            };
+            stage.weights(v)
         };
         for (p, wp) in w.iter_mut().enumerate().take(pairs) {
             let (wa, wb) = (tap_w(2 * p), tap_w(2 * p + 1));
@@ -746,7 +749,7 @@ impl<'w> Wide<'w> {
         let mut spread = [0u8; LANES];
         for (l, v) in spread.iter_mut().enumerate() {
             // Only read when `(pixels - 1) * step < 16` (the caller's check).
-            *v = ((l / c * step) & 15) as u8;
+            *v = (((l >> c.trailing_zeros()) * step) & 15) as u8;
         }
         let span_bytes = ((pixels - 1) * step + 1).min(16);
         // SAFETY: entries `..pairs` were written just above (`pairs <= MAX_PAIRS`).

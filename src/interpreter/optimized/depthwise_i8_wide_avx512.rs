@@ -48,9 +48,7 @@ pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
         && groups * g.filter_h * pairs_w <= MAX_PAIRS
         && (per_tensor || (rq.multipliers.len() >= g.out_c && rq.shifts.len() >= g.out_c))
         && rq.bias.is_none_or(|b| b.len() >= g.out_c)
-        && rq.shifts[..if per_tensor { 1 } else { g.out_c }]
-            .iter()
-            .all(|s| (-31..=31).contains(s))
+        && super::requant_i8::shifts_in_range(&rq.shifts[..if per_tensor { 1 } else { g.out_c }])
 }
 
 /// Output rows `first_row..` (whole rows of `out_w * out_c` values) into `output`; `vnni`

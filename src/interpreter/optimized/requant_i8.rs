@@ -80,6 +80,16 @@ impl<'a> Requant<'a> {
     }
 }
 
+/// Whether every shift lies in `-31..=31` (the AVX-512 stages' range). A fold without an
+/// early exit, which the compiler vectorizes: the depthwise bodies check it at every invoke,
+/// and a byte-at-a-time `all` over a layer's shifts cost about as much as a small layer's
+/// set-up.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn shifts_in_range(shifts: &[i8]) -> bool {
+    let (lo, hi) = shifts.iter().fold((0i8, 0i8), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+    lo >= -31 && hi <= 31
+}
+
 /// Whether every sum of `k` products of an int8 weight (`|w| <= 128`) and an offset input
 /// (`|x + input_offset| <= 255`) plus one of `bias` lies in `-2^30 + 1..2^30` (the small-sums
 /// form of the AVX-512 output stage; a caller with such sums passes `true` to it).

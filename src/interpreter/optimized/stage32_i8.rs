@@ -103,10 +103,14 @@ impl Stage32 {
     #[inline(always)]
     pub(super) unsafe fn repeated(rq: &Requant<'_>, c: usize, small: bool) -> Stage32 {
         let per_tensor = rq.multipliers.len() == 1;
+        // `c` divides 32: a power of two, so lane `l`'s channel is `l & (c - 1)` (a division
+        // per lane otherwise: this runs at every invoke).
+        debug_assert!(c.is_power_of_two() && c <= LANES);
+        let last = c - 1;
         let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
             let mut v = [0i32; LANES];
             for (l, v) in v.iter_mut().enumerate() {
-                *v = s[if broadcast { 0 } else { l % c }];
+                *v = s[if broadcast { 0 } else { l & last }];
             }
             // SAFETY: `v` holds 32 `i32`.
             [
