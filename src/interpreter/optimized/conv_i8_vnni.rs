@@ -21,7 +21,8 @@ use super::conv_i8::{depth, fill_block, groups, PATCH_ELEMS};
 use super::gemm_i8::zeroed_prefix;
 use super::out_rows::OutRows;
 use super::gemm_i8_vnni::{
-    gemm_requant, group_channels, pack, packed_len, stride, LANES, MAX_GROUP, STACK_BYTES,
+    gemm_requant, group_channels, pack, pack_uninit, packed_len, stride, LANES, MAX_GROUP,
+    STACK_BYTES,
 };
 use super::requant_i8::Requant;
 use super::Isa;
@@ -160,14 +161,19 @@ pub(crate) fn conv_block(
     let offset = q.input_offset as i16;
     let rq = Requant::of_conv(q, bias);
     let mut stack = [MaybeUninit::<i8>::uninit(); STACK_BYTES];
-    // Per group: the filter to pack into `group_panels`, or the prepacked copy.
-    let (filter, group_panels, prepacked): (&[i8], &mut [i8], Option<&[i8]>) = match weights {
-        VnniWeights::InPlace { filter, scratch: [] } => {
-            (filter, zeroed_prefix(&mut stack, packed_len(group, k)), None)
-        }
-        VnniWeights::InPlace { filter, scratch } => (filter, scratch, None),
-        VnniWeights::Prepacked(p) => (&[], &mut [], Some(p)),
-    };
+    // Per group: the filter to pack into `group_panels` (each pack writes every byte the
+    // product then reads, so the stack is not zeroed first), or the prepacked copy.
+    let (filter, group_panels, prepacked): (&[i8], &mut [MaybeUninit<i8>], Option<&[i8]>) =
+        match weights {
+            VnniWeights::InPlace { filter, scratch: [] } => (filter, &mut stack[..], None),
+            VnniWeights::InPlace { filter, scratch } => {
+                // SAFETY: `MaybeUninit<i8>` has `i8`'s layout, and the packing writes only
+                // initialized bytes through this view, so `scratch` stays initialized.
+                let view = unsafe { &mut *(scratch as *mut [i8] as *mut [MaybeUninit<i8>]) };
+                (filter, view, None)
+            }
+            VnniWeights::Prepacked(p) => (&[], &mut [], Some(p)),
+        };
     // Stay zero when the product multiplies them by 0 (`gemm_requant`): the pack skips them.
     // Only a group's worth is used (`group` is a multiple of the panel): zeroing all
     // `MAX_GROUP` was a 2 KiB `memset` at every call.
@@ -188,10 +194,11 @@ pub(crate) fn conv_block(
             let mut j0 = cols.start;
             while j0 < cols.end {
                 let nj = group.min(cols.end - j0);
-                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut *sums));
+                let sums_out = sums_wanted.then_some(&mut *sums);
+                let panels = pack_uninit(isa, &filter[j0 * k..], nj, k, group_panels, sums_out);
                 let out = out.from(p0, j0 - cols.start);
                 let (offset, rq) = (q.input_offset, &rqj(j0));
-                gemm_requant(isa, block, stride, rows, k, group_panels, sums, offset, nj, rq, out);
+                gemm_requant(isa, block, stride, rows, k, panels, sums, offset, nj, rq, out);
                 j0 += nj;
             }
             p0 += rows;
@@ -206,8 +213,8 @@ pub(crate) fn conv_block(
         let nj = group.min(group_end.min(cols.end) - j0);
         let panels: &[i8] = match prepacked {
             None => {
-                pack(isa, &filter[j0 * k..], nj, k, group_panels, sums_wanted.then_some(&mut *sums));
-                group_panels
+                let sums_out = sums_wanted.then_some(&mut *sums);
+                pack_uninit(isa, &filter[j0 * k..], nj, k, &mut *group_panels, sums_out)
             }
             Some(p) => {
                 // One convolution group (checked above); `j0` is a multiple of the panel.

@@ -30,6 +30,7 @@ use super::out_rows::OutRows;
 use super::requant_i8::avx512::{SmallStage16, Stage16};
 use super::requant_i8::{requantize_row, small_sums, Requant};
 use super::Isa;
+use core::mem::MaybeUninit;
 
 /// Output channels per packed panel (one `zmm` register of `i32` accumulators).
 pub(crate) const LANES: usize = 16;
@@ -78,13 +79,35 @@ pub(crate) fn pack(
     out: &mut [i8],
     sums: Option<&mut [i32]>,
 ) {
+    // SAFETY: `MaybeUninit<i8>` has `i8`'s layout, and `pack_uninit` writes only initialized
+    // bytes through the view, so `out` stays initialized.
+    let out = unsafe { &mut *(out as *mut [i8] as *mut [MaybeUninit<i8>]) };
+    pack_uninit(isa, w, n, k, out, sums);
+}
+
+/// [`pack`] into a buffer that need not be initialized (a stack buffer: zeroing it at every
+/// call cost as much as packing a small layer); returns the `packed_len(n, k)` bytes written,
+/// every one of them.
+///
+/// # Panics
+/// As [`pack`].
+pub(crate) fn pack_uninit<'o>(
+    isa: Isa,
+    w: &[i8],
+    n: usize,
+    k: usize,
+    out: &'o mut [MaybeUninit<i8>],
+    sums: Option<&mut [i32]>,
+) -> &'o [i8] {
     assert!(isa.avx512vnni(), "the VNNI packing on path {isa}");
     let out = &mut out[..packed_len(n, k)];
     let w = &w[..n * k];
     let sums = sums.map(|s| &mut s[..n.div_ceil(LANES) * LANES]);
     // SAFETY: `avx512vnni()` checked the cached detection: the CPU has AVX-512 F/BW/VL and
     // VNNI; the slices have the lengths `avx512::pack` needs (sliced above).
-    unsafe { avx512::pack(w, n, k, out, sums) }
+    unsafe { avx512::pack(w, n, k, out, sums) };
+    // SAFETY: `avx512::pack` writes every byte of `out`; `MaybeUninit<i8>` has `i8`'s layout.
+    unsafe { &*(out as *const [MaybeUninit<i8>] as *const [i8]) }
 }
 
 /// `out` row `r`, channel `c` = the output stage `rq` of
@@ -129,7 +152,7 @@ pub(crate) fn gemm_requant(
 
 mod avx512 {
     use super::{
-        requantize_row, small_sums, stride, OutRows, Requant, SmallStage16, Stage16, LANES, TILE_ROWS,
+        MaybeUninit, requantize_row, small_sums, stride, OutRows, Requant, SmallStage16, Stage16, LANES, TILE_ROWS,
     };
     use crate::interpreter::optimized::Isa;
     use core::arch::x86_64::*;
@@ -143,13 +166,14 @@ mod avx512 {
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW/VL and VNNI; `w` holds `n * k` bytes, `out`
-    /// `packed_len(n, k)` and `sums`, when given, `n` rounded up to a panel.
+    /// `packed_len(n, k)` (every byte written, none read before) and `sums`, when given, `n`
+    /// rounded up to a panel.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) unsafe fn pack(
         w: &[i8],
         n: usize,
         k: usize,
-        out: &mut [i8],
+        out: &mut [MaybeUninit<i8>],
         mut sums: Option<&mut [i32]>,
     ) {
         let quads = stride(k) / 4;
@@ -183,15 +207,15 @@ mod avx512 {
                 }
                 chunks * 16
             } else {
-                panel.fill(0);
+                panel.fill(MaybeUninit::new(0));
                 0
             };
             for (l, row) in rows.chunks_exact(k).enumerate() {
                 for (i, &v) in row.iter().enumerate().skip(done) {
-                    panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = v;
+                    panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = MaybeUninit::new(v);
                 }
                 for i in k..stride(k) {
-                    panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = 0;
+                    panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = MaybeUninit::new(0);
                 }
             }
             let Some(sums) = sums.as_deref_mut() else {
