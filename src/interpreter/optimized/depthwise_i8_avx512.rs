@@ -79,6 +79,31 @@ pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
 }
 
 
+/// The output positions `x0..x1` along one axis (`out` of them, over an input of `size`, a
+/// window of `filter >= 1` taps `dilation` apart, `stride >= 1`, `pad` before) whose windows
+/// lie wholly inside the input, `(out, out)` when none: the first and the following outside
+/// position a scan of [`ConvGeometry::col_window`] would find, in closed form (the scan took a
+/// call per output column at every invoke). Inside means `x stride >= pad` and
+/// `x stride - pad + (filter - 1) dilation < size`, a contiguous range.
+pub(super) fn inside_range(
+    out: usize,
+    size: usize,
+    filter: usize,
+    stride: usize,
+    dilation: usize,
+    pad: usize,
+) -> (usize, usize) {
+    let stride = stride.max(1);
+    let lo = pad.div_ceil(stride);
+    let span = filter.saturating_sub(1) * dilation;
+    let hi = (size + pad).saturating_sub(span).div_ceil(stride).min(out);
+    if lo < hi {
+        (lo, hi)
+    } else {
+        (out, out)
+    }
+}
+
 /// One input channel feeding 8 or 16 output channels (depth multiplier 8 or 16): every lane of
 /// a pixel reads the same input byte. Its adjacent pixels run as one group ([`Wide`]) when
 /// their inputs lie within 16 bytes. Only where the AVX2 `depthwise_i8_wide` rows do not
@@ -201,14 +226,7 @@ unsafe fn rows_body<const VNNI: bool, const SEVERAL: bool>(
         .then(|| Wide::new(g, filter, rq, pairs, off32, small, &mut w_wide));
     // The output columns whose windows lie inside the input (a contiguous range), as
     // `inside.0..inside.1`.
-    let inside_cols = {
-        let inside = |x: &usize| {
-            let wx = g.col_window(*x);
-            wx.f0 == 0 && wx.f1 == fw
-        };
-        let x0 = (0..g.out_w).find(inside).unwrap_or(g.out_w);
-        (x0, (x0..g.out_w).find(|x| !inside(x)).unwrap_or(g.out_w))
-    };
+    let inside_cols = inside_range(g.out_w, g.in_w, fw, g.stride_w, g.dilation_w, g.pad_w);
     let row_out = g.out_w * c;
     // The first input column of an inside column's window (no clipping to compute: an
     // out-of-line `col_window` per pixel spills the vector state around its call).

@@ -353,3 +353,50 @@ fn depthwise_row_blocks_match_reference() {
         }
     }
 }
+
+/// `inside_range` against its definition (the scan of clipped windows) on both axes' inputs:
+/// sizes, windows, strides, dilations and paddings around every boundary, including windows
+/// larger than the input and paddings larger than the window.
+#[test]
+fn inside_range_matches_the_window_scan() {
+    use super::inside_range;
+    for size in 1..12 {
+        for filter in 1..6 {
+            for stride in 1..4 {
+                for dilation in 1..3 {
+                    for pad in 0..5 {
+                        for out in 0..14 {
+                            let g = ConvGeometry {
+                                batches: 1,
+                                in_h: 1,
+                                in_w: size,
+                                in_c: 1,
+                                out_h: 1,
+                                out_w: out,
+                                out_c: 1,
+                                filter_h: 1,
+                                filter_w: filter,
+                                filter_depth: 1,
+                                stride_h: 1,
+                                stride_w: stride,
+                                dilation_h: 1,
+                                dilation_w: dilation,
+                                pad_h: 0,
+                                pad_w: pad,
+                                depth_multiplier: 1,
+                            };
+                            let inside = |x: &usize| {
+                                let w = g.col_window(*x);
+                                w.f0 == 0 && w.f1 == filter
+                            };
+                            let x0 = (0..out).find(inside).unwrap_or(out);
+                            let want = (x0, (x0..out).find(|x| !inside(x)).unwrap_or(out));
+                            let got = inside_range(out, size, filter, stride, dilation, pad);
+                            assert_eq!(got, want, "{g:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -53,12 +53,8 @@ impl Padded {
     /// are at least an eighth of the input pixels. A border pixel's pointers and loads cost
     /// about what copying a dozen input pixels does (see BENCHMARKS.md, branch dwq27s24).
     pub(super) fn pays(g: &ConvGeometry, inside_cols: (usize, usize)) -> bool {
-        let border_rows = (0..g.out_h)
-            .filter(|&y| {
-                let wy = g.row_window(y);
-                wy.f0 != 0 || wy.f1 != g.filter_h
-            })
-            .count();
+        let rows = super::inside_range(g.out_h, g.in_h, g.filter_h, g.stride_h, g.dilation_h, g.pad_h);
+        let border_rows = g.out_h - (rows.1 - rows.0);
         let border_cols = g.out_w - (inside_cols.1 - inside_cols.0);
         let border = border_rows * g.out_w + (g.out_h - border_rows) * border_cols;
         border > 0 && border * 8 >= g.in_h * g.in_w

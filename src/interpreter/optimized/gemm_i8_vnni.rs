@@ -554,7 +554,8 @@ mod avx512 {
 
 #[cfg(test)]
 mod tests {
-    use super::{pack, packed_len, stride, LANES};
+    use super::{pack, pack_uninit, packed_len, stride, LANES};
+    use core::mem::MaybeUninit;
     use crate::interpreter::optimized::Isa;
 
     /// Full and partial panels, depths below, at and across the 64- and 16-value transpose
@@ -582,6 +583,11 @@ mod tests {
                 pack(Isa::Avx512Vnni, &w, n, k, &mut got, Some(&mut sums));
                 assert_eq!(got, want, "n {n} k {k}");
                 assert_eq!(sums, want_sums, "n {n} k {k}");
+                // Into a longer dirty buffer that is not initialized as `i8`: the bytes
+                // returned are exactly the packed form (every one written).
+                let mut raw = vec![MaybeUninit::new(0x5ai8); packed_len(n, k) + 64];
+                let got = pack_uninit(Isa::Avx512Vnni, &w, n, k, &mut raw, None);
+                assert_eq!(got, &want[..], "uninitialized buffer: n {n} k {k}");
             }
         }
     }

@@ -175,3 +175,28 @@ unsafe fn small_row(rq: &Requant<'_>, acc: &[i32], out: &mut [i8]) {
     let a = _mm512_maskz_loadu_epi32(mask, acc.as_ptr());
     stage.store(a, out.as_mut_ptr(), n);
 }
+
+/// `shifts_in_range` against its definition: every shift alone, and one shift of every value
+/// at every position of runs of 1 to 80 in-range shifts (the vectorized fold's body and its
+/// tail), the others at both ends of the range.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn shifts_in_range_matches_its_definition() {
+    use super::shifts_in_range;
+    let inside = |s: &[i8]| s.iter().all(|s| (-31..=31).contains(s));
+    for v in i8::MIN..=i8::MAX {
+        assert_eq!(shifts_in_range(&[v]), inside(&[v]), "{v}");
+    }
+    assert!(shifts_in_range(&[]));
+    for n in 1..=80 {
+        let base: Vec<i8> = (0..n).map(|i| if i % 2 == 0 { -31 } else { 31 }).collect();
+        assert!(shifts_in_range(&base), "n {n}");
+        for at in 0..n {
+            for v in [i8::MIN, -32, -31, 0, 31, 32, i8::MAX] {
+                let mut s = base.clone();
+                s[at] = v;
+                assert_eq!(shifts_in_range(&s), inside(&s), "n {n} at {at} value {v}");
+            }
+        }
+    }
+}
