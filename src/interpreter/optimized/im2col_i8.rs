@@ -9,8 +9,10 @@
 //! lies inside the image; the others (and whole filter rows above or below the image) take
 //! the pad byte from the load's source vector, so border pixels need no tap-by-tap loop. The
 //! load address of a run that starts left of the image points before its row: masked-off
-//! lanes are neither read nor faulted on. Other paths, and dilated filter rows, gather tap by
-//! tap with short copies. Both give the same bytes.
+//! lanes are neither read nor faulted on. A run longer than 64 bytes with every tap inside
+//! copies whole 64-byte pieces unmasked (per-piece mask arithmetic measured slower than the
+//! `memcpy` it replaced). Other paths, and horizontally dilated filters, gather tap by tap
+//! with short copies. All give the same bytes.
 
 use super::isa::Isa;
 use crate::interpreter::reference::conv::ConvGeometry;
@@ -168,6 +170,33 @@ mod x86 {
                 for fy in 0..g.filter_h {
                     let inside = (fy_lo..fy_hi).contains(&fy) && lo < hi;
                     let at = src.wrapping_offset(fy as isize * dh * row_bytes);
+                    if inside && lo == 0 && hi == run {
+                        // Every tap inside: whole 64-byte pieces, then a masked tail.
+                        let mut s = 0;
+                        while s + 64 <= run {
+                            // SAFETY: run bytes `s..s + 64` are taps of columns `x0..x0 +
+                            // filter_w` (all in `0..in_w`) of row `y0 + fy · dh` (in
+                            // `0..in_h`), inside `image`; they go to this filter row's
+                            // `run` bytes from `o`, inside `cols`.
+                            unsafe {
+                                let v = _mm512_loadu_si512(at.wrapping_add(s).cast());
+                                _mm512_storeu_si512(o.add(s).cast(), v);
+                            }
+                            s += 64;
+                        }
+                        if s < run {
+                            let m = low(run - s);
+                            // SAFETY: as just above, for the lanes `s..run` the mask keeps.
+                            unsafe {
+                                let v = _mm512_maskz_loadu_epi8(m, at.wrapping_add(s));
+                                _mm512_mask_storeu_epi8(o.add(s), m, v);
+                            }
+                        }
+                        // SAFETY: `o` advances over this filter row's `run` bytes, at most
+                        // to the end of `cols`.
+                        o = unsafe { o.add(run) };
+                        continue;
+                    }
                     let mut s = 0;
                     while s < run {
                         let len = (run - s).min(64);
