@@ -14,6 +14,7 @@
 //! [`crate::interpreter::optimized::hybrid_dot`] (AVX2, AVX-512 VNNI) with the same float epilogue, so both
 //! sets give the same bits: a pointwise convolution (1x1, stride 1) reads the quantized image
 //! as rows, any other gathers each output pixel's window into an im2col row of head scratch
+//! ([`crate::interpreter::optimized::im2col_i8`])
 //! (padding taps hold the image's zero point, so they add zero, as LiteRT's `Im2col` does;
 //! at most [`MAX_IM2COL`] bytes, else the reference loop); DEPTHWISE_CONV_2D takes its sums
 //! pixel-major from [`crate::interpreter::optimized::hybrid_depthwise`] and BATCH_MATMUL runs
@@ -23,6 +24,7 @@ use super::quant_params::{filter_scales, float_range, fused_activation};
 use crate::interpreter::optimized::hybrid_dot::hybrid_dots;
 use crate::interpreter::optimized::hybrid_epilogue::write_run;
 use crate::interpreter::optimized::hybrid_quantize;
+use crate::interpreter::optimized::im2col_i8::im2col_i8;
 use crate::interpreter::optimized::{hybrid_batch_matmul, hybrid_depthwise};
 use crate::interpreter::reference::batch_matmul::BatchMatMulGeometry;
 use crate::interpreter::reference::conv::ConvGeometry;
@@ -374,7 +376,7 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
             let image = &x.q[img * n..][..n];
             let rows: &[i8] = match cols.as_deref_mut() {
                 Some(cols) => {
-                    im2col(g, image, offset as i8, cols);
+                    im2col_i8(isa, g, image, offset as i8, cols);
                     cols
                 }
                 None => image,
@@ -414,62 +416,6 @@ pub(crate) fn invoke_conv(ctx: &mut InvokeContext<'_>, d: &ConvHybrid) -> Result
         conv_hybrid(g, &x, filter, scales, d.order, bias, d.min, d.max, output);
     }
     Ok(())
-}
-
-/// Gathers the window of every output pixel of one quantized image into `cols` (row after
-/// row, taps in filter order `[h][w][in_c]`), taps outside the image set to the image's zero
-/// point `pad`.
-fn im2col(g: &ConvGeometry, image: &[i8], pad: i8, cols: &mut [i8]) {
-    let c = g.in_c;
-    let mut o = 0;
-    for oy in 0..g.out_h {
-        for ox in 0..g.out_w {
-            for fy in 0..g.filter_h {
-                let iy = (oy * g.stride_h + fy * g.dilation_h).checked_sub(g.pad_h);
-                // A filter row whose taps all lie inside the image (undilated) is one run.
-                let x0 = (ox * g.stride_w).checked_sub(g.pad_w);
-                if let (Some(y), Some(x0), 1) = (iy, x0, g.dilation_w) {
-                    if y < g.in_h && x0 + g.filter_w <= g.in_w {
-                        let run = g.filter_w * c;
-                        copy_short(
-                            &mut cols[o..o + run],
-                            &image[(y * g.in_w + x0) * c..][..run],
-                        );
-                        o += run;
-                        continue;
-                    }
-                }
-                for fx in 0..g.filter_w {
-                    let ix = (ox * g.stride_w + fx * g.dilation_w).checked_sub(g.pad_w);
-                    let dst = &mut cols[o..o + c];
-                    match (iy, ix) {
-                        (Some(y), Some(x)) if y < g.in_h && x < g.in_w => {
-                            copy_short(dst, &image[(y * g.in_w + x) * c..][..c]);
-                        }
-                        _ => dst.fill(pad),
-                    }
-                    o += c;
-                }
-            }
-        }
-    }
-}
-
-/// `dst.copy_from_slice(src)` (equal lengths), without a `memcpy` call for the few bytes of
-/// an im2col tap: eight bytes at a time, then the rest.
-#[inline(always)]
-fn copy_short(dst: &mut [i8], src: &[i8]) {
-    if dst.len() > 64 {
-        dst.copy_from_slice(src);
-        return;
-    }
-    let (mut d, mut s) = (dst.chunks_exact_mut(8), src.chunks_exact(8));
-    for (d, s) in (&mut d).zip(&mut s) {
-        d.copy_from_slice(s);
-    }
-    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *d = s;
-    }
 }
 
 /// Op data of a hybrid BATCH_MATMUL.
@@ -533,46 +479,4 @@ pub(crate) fn invoke_batch_matmul(
         batch_matmul_hybrid(g, &x, rhs, scales, out);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::im2col;
-    use crate::interpreter::reference::conv::testutil::{random_window, Rng};
-
-    /// The gathered windows equal a tap-by-tap gather (zero point outside the image) over
-    /// random paddings, strides, dilations and depths, including windows wholly outside.
-    #[test]
-    fn im2col_matches_a_tap_by_tap_gather() {
-        let mut r = Rng::new(0x1c2c);
-        for _ in 0..500 {
-            let mut g = random_window(&mut r);
-            g.in_c = r.pick(1, 9);
-            let image = r.i8s(g.in_h * g.in_w * g.in_c);
-            let pad = r.i8s(1)[0];
-            let k = g.filter_h * g.filter_w * g.in_c;
-            let mut want = Vec::new();
-            for oy in 0..g.out_h {
-                for ox in 0..g.out_w {
-                    for fy in 0..g.filter_h {
-                        for fx in 0..g.filter_w {
-                            let y = (oy * g.stride_h + fy * g.dilation_h).checked_sub(g.pad_h);
-                            let x = (ox * g.stride_w + fx * g.dilation_w).checked_sub(g.pad_w);
-                            for ch in 0..g.in_c {
-                                want.push(match (y, x) {
-                                    (Some(y), Some(x)) if y < g.in_h && x < g.in_w => {
-                                        image[(y * g.in_w + x) * g.in_c + ch]
-                                    }
-                                    _ => pad,
-                                });
-                            }
-                        }
-                    }
-                }
-            }
-            let mut got = r.i8s(g.out_h * g.out_w * k);
-            im2col(&g, &image, pad, &mut got);
-            assert_eq!(got, want, "{g:?} pad {pad}");
-        }
-    }
 }

@@ -52,6 +52,7 @@ pub mod hybrid_batch_matmul;
 pub mod hybrid_depthwise;
 pub mod hybrid_dot;
 pub mod hybrid_quantize;
+pub mod im2col_i8;
 pub mod layer_norm;
 mod isa;
 pub mod lstm_f32;
