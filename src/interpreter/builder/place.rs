@@ -268,6 +268,37 @@ pub(crate) fn finish<'a>(
         &shared,
     )?;
 
+    let op_data_bytes: usize = persistent
+        .records
+        .iter()
+        .filter(|r| r.category == Category::OpData)
+        .map(|r| r.size.next_multiple_of(ALIGNMENT))
+        .sum();
+    let precomputed_bytes: usize = persistent
+        .records
+        .iter()
+        .filter(|r| r.category == Category::Precomputed)
+        .map(|r| r.size.next_multiple_of(ALIGNMENT))
+        .sum();
+    let summary = MemorySummary {
+        total_bytes: arena_bytes.next_multiple_of(if table_bytes > 0 { ALIGNMENT } else { 1 })
+            + table_bytes,
+        tables_bytes: table_bytes,
+        head_bytes: plan.head_bytes(),
+        tail_bytes: persistent.tail_bytes(),
+        scratch_bytes,
+        persistent_bytes: persistent.tail_bytes() - op_data_bytes - precomputed_bytes,
+        op_data_bytes,
+        precomputed_bytes,
+        repacked_bytes,
+        temp_peak_bytes: temp_peak,
+        heap_bytes: 0,
+        offline_plan_ignored: plan.offline_ignored.clone(),
+        subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
+    };
+    // The plan, the staged record list and the tail tensors' records are not read again: freed
+    // before the node tables are built, where the build's heap peaks.
+    drop((plan, persistent, tensor_record));
     let arena_start = arena
         .head_ptr(0, 0)
         .map_err(allocation::arena_error)?
@@ -311,45 +342,18 @@ pub(crate) fn finish<'a>(
         node_tables.drop_registrations();
     }
     node_tables.shrink_to_fit();
-    drop(registrations);
-    drop(nodes);
+    drop((registrations, nodes, memory, scratch_ptr));
     // Tensors live in the arena (region 0) or are constants in the model's bytes (region 1).
-    let slots = SlotTable::pack(
+    let packed = SlotTable::pack(
         &slots,
         &[
             (arena_start, arena.size()),
             (bytes.as_ptr() as *mut u8, bytes.len()),
         ],
     )?;
+    drop(slots);
+    let slots = packed;
 
-    let op_data_bytes: usize = persistent
-        .records
-        .iter()
-        .filter(|r| r.category == Category::OpData)
-        .map(|r| r.size.next_multiple_of(ALIGNMENT))
-        .sum();
-    let precomputed_bytes: usize = persistent
-        .records
-        .iter()
-        .filter(|r| r.category == Category::Precomputed)
-        .map(|r| r.size.next_multiple_of(ALIGNMENT))
-        .sum();
-    let summary = MemorySummary {
-        total_bytes: arena_bytes.next_multiple_of(if table_bytes > 0 { ALIGNMENT } else { 1 })
-            + table_bytes,
-        tables_bytes: table_bytes,
-        head_bytes: plan.head_bytes(),
-        tail_bytes: persistent.tail_bytes(),
-        scratch_bytes,
-        persistent_bytes: persistent.tail_bytes() - op_data_bytes - precomputed_bytes,
-        op_data_bytes,
-        precomputed_bytes,
-        repacked_bytes,
-        temp_peak_bytes: temp_peak,
-        heap_bytes: 0,
-        offline_plan_ignored: plan.offline_ignored.clone(),
-        subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
-    };
     let mut tensors = kept_tensor_table((&tensors, &shapes), &subgraphs, (model, &layout))?;
     drop(shapes);
     let mut subgraph_table = SubgraphTable::new(&subgraphs)?;
