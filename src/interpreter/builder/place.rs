@@ -287,8 +287,7 @@ pub(crate) fn finish<'a>(
     // copy, so the heap holds at most one of them besides the staging's.
     let mut carver = table_region.take().map(Carver::new);
     let mut placed = true;
-    let mut kept_tensors =
-        kept_tensor_table((&tensors, &shapes), &subgraphs, (model, &layout))?;
+    let mut kept_tensors = kept_tensor_table((&tensors, &shapes), &subgraphs, (model, &layout))?;
     drop(shapes);
     if let Some(c) = &mut carver {
         placed &= kept_tensors.place(c);
