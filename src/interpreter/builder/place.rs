@@ -115,8 +115,9 @@ fn kept_tensor_table<'a>(
 
 /// Bytes the tables of an interpreter built from `staged` take in a caller's buffer, after its
 /// arena (see `carve`): the same tables built without an arena (their sizes do not depend on
-/// addresses) and measured in [`place_tables`]' order, each dropped once counted, so that at
-/// most one of them is on the heap at a time.
+/// addresses) and measured in the order `finish` places them (tensors, slots, nodes,
+/// subgraphs, variables), each dropped once counted, so that at most one of them is on the heap
+/// at a time.
 pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, InterpreterError> {
     let mut size = CarveSize::default();
     let mut tensors = kept_tensor_table(
