@@ -225,3 +225,50 @@ fn reported_total_is_exactly_enough() {
             .unwrap();
     }
 }
+
+/// An offline plan the planner refuses (every activation of `hello_world_int8` at offset 0,
+/// live tensors overlapping) is ignored and the head planned again without it, also when the
+/// lifetimes were dropped before the first planning: sizing and the build into a buffer of
+/// exactly `arena_needs` succeed, report the plan as ignored, and compute what the model without
+/// the plan computes.
+#[test]
+fn a_refused_offline_plan_is_planned_again_without_it() {
+    use tensor_alloc::interpreter::{
+        Interpreter, InterpreterBuilder, KernelSet, OpResolver, ALIGNMENT,
+    };
+    let Some(shared) = shared_with_reference() else {
+        return;
+    };
+    let path = shared.join("models/tflm/hello_world_int8.tflite");
+    let model = Model::from_bytes(std::fs::read(path).unwrap()).unwrap();
+    let sg = &model.subgraphs[0];
+    let offsets: Vec<Option<usize>> = (0..sg.tensors.len())
+        .map(|t| (!model.is_constant(0, t)).then_some(0))
+        .collect();
+    let planned = model.with_offline_plan(&offsets).unwrap();
+    let reference = OpResolver::with_kernel_set(KernelSet::Reference);
+    let run = |m: &Model| {
+        let needs = Interpreter::arena_needs(m, &reference).unwrap();
+        let mut buffer = vec![0u8; needs.total_bytes + ALIGNMENT];
+        let skip = buffer.as_ptr().align_offset(ALIGNMENT);
+        let mut interp = InterpreterBuilder::with_resolver(m, reference.clone())
+            .fixed_shapes()
+            .arena_buffer(&mut buffer[skip..skip + needs.total_bytes])
+            .build()
+            .unwrap();
+        let ignored = interp.memory().offline_plan_ignored.clone();
+        for (i, b) in interp.input_bytes_mut(0).unwrap().iter_mut().enumerate() {
+            *b = (i * 37 + 11) as u8;
+        }
+        interp.invoke().unwrap();
+        (interp.output_bytes(0).unwrap().to_vec(), ignored)
+    };
+    let (want, none) = run(&model);
+    assert_eq!(none, None);
+    let (got, ignored) = run(&planned);
+    assert!(
+        ignored.is_some(),
+        "every activation at offset 0 was accepted as an offline plan"
+    );
+    assert_eq!(got, want);
+}

@@ -87,15 +87,21 @@ impl MemoryPlan {
 
 /// Plans the head. `keep_alias(tensor)` says whether an in-place alias the lifetimes declared
 /// for `tensor` may be kept (its producer's kernel can run in place); `scratch(node)` lists the
-/// scratch bytes `nodes[node]` asks for (a 0 asks for none).
+/// scratch bytes `nodes[node]` asks for (a 0 asks for none); `node_steps[node]` is the node's
+/// first and last step.
+///
+/// Takes `lifetimes` and `node_steps` by value: once the requirements are built from them they
+/// are dropped before the planner runs (the build's heap peak is the planner's problem set-up,
+/// so what is freed here is taken off that peak), unless the model has an offline plan, whose
+/// refusal makes the requirements be built again without it.
 pub(crate) fn plan_head<'s>(
-    lifetimes: &Lifetimes,
+    lifetimes: Lifetimes,
     nodes: &[NodeInfo],
-    node_steps: &[(usize, usize)],
+    node_steps: Vec<(usize, usize)>,
     scratch: impl Fn(usize) -> &'s [ScratchRequest],
     keep_alias: impl Fn(usize) -> bool,
 ) -> Result<MemoryPlan, InterpreterError> {
-    let build = |offline: bool| {
+    let build = |lifetimes: &Lifetimes, node_steps: &[(usize, usize)], offline: bool| {
         let (mut reqs, tensors) =
             plan::requirements_keeping(lifetimes, ALIGNMENT, offline, &keep_alias);
         let mut owners: Vec<Owner> = tensors.into_iter().map(Owner::Tensor).collect();
@@ -122,24 +128,30 @@ pub(crate) fn plan_head<'s>(
         (reqs, owners)
     };
     let has_offline = lifetimes.planned.iter().any(|p| p.offline_offset.is_some());
-    let (reqs, owners) = build(true);
+    let (reqs, owners) = build(&lifetimes, &node_steps, true);
+    // Kept only for a second build without the offline plan.
+    let sources = has_offline.then_some((lifetimes, node_steps));
     let mut offline_ignored = None;
-    let (plan, requirements, owners) = match plan_chosen(&reqs) {
-        Ok(plan) => (plan, reqs, owners),
-        Err(
-            e @ (PlanError::OfflineOverlap { .. }
-            | PlanError::OfflineMisaligned { .. }
-            | PlanError::AliasOfflineConflict { .. }),
-        ) if has_offline => {
+    let (plan, requirements, owners) = match (plan_chosen(&reqs), &sources) {
+        (Ok(plan), _) => (plan, reqs, owners),
+        (
+            Err(
+                e @ (PlanError::OfflineOverlap { .. }
+                | PlanError::OfflineMisaligned { .. }
+                | PlanError::AliasOfflineConflict { .. }),
+            ),
+            Some((lifetimes, node_steps)),
+        ) => {
             tracing::info!(error = %e, "offline memory plan cannot be honoured; planning online");
             offline_ignored = Some(e.to_string());
             drop((reqs, owners));
-            let (reqs, owners) = build(false);
+            let (reqs, owners) = build(lifetimes, node_steps, false);
             let plan = plan_chosen(&reqs).map_err(|e| InterpreterError::Memory(e.to_string()))?;
             (plan, reqs, owners)
         }
-        Err(e) => return Err(InterpreterError::Memory(e.to_string())),
+        (Err(e), _) => return Err(InterpreterError::Memory(e.to_string())),
     };
+    drop(sources);
     let plan = plan.ok_or_else(|| InterpreterError::Memory("no planner produced a plan".into()))?;
     Ok(MemoryPlan {
         requirements,

@@ -495,6 +495,11 @@ impl Timeline {
         })
     }
 
+    /// Each node's first and last step, the rest of the timeline dropped.
+    pub fn into_node_steps(self) -> Vec<(usize, usize)> {
+        self.node_steps
+    }
+
     /// One set of lifetimes for every included subgraph on this timeline: `per_subgraph[p]`
     /// are the lifetimes of position `p` in its own steps (local tensor indices); the result has
     /// global tensor indices, steps of this timeline and aliases re-indexed.

@@ -11,7 +11,7 @@
 //! values. [`Rebuild`] remembers the arena source so that [`Interpreter::resize_input`] can
 //! place a new plan in the same place.
 
-use super::{Staged, VariableInit};
+use super::Staged;
 use crate::alloc::AllocatorRef;
 use crate::arena::Category;
 use crate::interpreter::allocation::ArenaSource;
@@ -90,23 +90,6 @@ fn variable_inputs(
     mask
 }
 
-/// Moves the tables an interpreter keeps to `place`, always in this order (what makes
-/// [`CarveSize`]'s count the [`Carver`]'s use); `false` when they do not fit.
-fn place_tables<'a>(
-    tensors: &mut TensorTable<'a>,
-    slots: &mut SlotTable<'a>,
-    nodes: &mut NodeTables<'a>,
-    subgraphs: &mut SubgraphTable<'a>,
-    variable_init: &mut Table<'a, (u32, VariableInit)>,
-    place: &mut impl Place<'a>,
-) -> bool {
-    tensors.place(place)
-        && slots.place(place)
-        && nodes.place(place)
-        && subgraphs.place(place)
-        && place.place(variable_init)
-}
-
 /// The tensor table an interpreter keeps: names and quantization only for the graph inputs and
 /// outputs (subgraph 0's), which users read, the names read in place from `model`'s bytes
 /// where it stores them. Kernels have turned every other tensor's parameters into op data;
@@ -132,14 +115,18 @@ fn kept_tensor_table<'a>(
 
 /// Bytes the tables of an interpreter built from `staged` take in a caller's buffer, after its
 /// arena (see `carve`): the same tables built without an arena (their sizes do not depend on
-/// addresses) and measured.
+/// addresses) and measured in the order `finish` places them (tensors, slots, nodes,
+/// subgraphs, variables), each dropped once counted, so that at most one of them is on the heap
+/// at a time.
 pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, InterpreterError> {
+    let mut size = CarveSize::default();
     let mut tensors = kept_tensor_table(
         (&staged.tensors, &staged.shapes),
         &staged.subgraphs,
         (model, &staged.layout),
     )?;
-    let mut subgraphs = SubgraphTable::new(&staged.subgraphs)?;
+    tensors.place(&mut size);
+    drop(tensors);
     let empty = crate::interpreter::context::Slot {
         ptr: core::ptr::null_mut(),
         bytes: 0,
@@ -149,6 +136,8 @@ pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, Inter
         &rust_alloc::vec![empty; staged.tensors.len()],
         &[(core::ptr::null_mut(), 0); 2],
     )?;
+    slots.place(&mut size);
+    drop(slots);
     let mut nodes = NodeTables::with_scratch_base(core::ptr::null_mut());
     for (i, node) in staged.nodes.iter().enumerate() {
         let m = &staged.memory[i];
@@ -172,16 +161,11 @@ pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, Inter
             },
         )?;
     }
-    let mut size = CarveSize::default();
+    nodes.place(&mut size);
+    drop(nodes);
+    SubgraphTable::new(&staged.subgraphs)?.place(&mut size);
     let mut variables: Table<'_, _> = staged.variable_init.clone().into();
-    place_tables(
-        &mut tensors,
-        &mut slots,
-        &mut nodes,
-        &mut subgraphs,
-        &mut variables,
-        &mut size,
-    );
+    size.place(&mut variables);
     Ok(size.bytes)
 }
 
@@ -268,10 +252,62 @@ pub(crate) fn finish<'a>(
         &shared,
     )?;
 
+    let op_data_bytes: usize = persistent
+        .records
+        .iter()
+        .filter(|r| r.category == Category::OpData)
+        .map(|r| r.size.next_multiple_of(ALIGNMENT))
+        .sum();
+    let precomputed_bytes: usize = persistent
+        .records
+        .iter()
+        .filter(|r| r.category == Category::Precomputed)
+        .map(|r| r.size.next_multiple_of(ALIGNMENT))
+        .sum();
+    let summary = MemorySummary {
+        total_bytes: arena_bytes.next_multiple_of(if table_bytes > 0 { ALIGNMENT } else { 1 })
+            + table_bytes,
+        tables_bytes: table_bytes,
+        head_bytes: plan.head_bytes(),
+        tail_bytes: persistent.tail_bytes(),
+        scratch_bytes,
+        persistent_bytes: persistent.tail_bytes() - op_data_bytes - precomputed_bytes,
+        op_data_bytes,
+        precomputed_bytes,
+        repacked_bytes,
+        temp_peak_bytes: temp_peak,
+        heap_bytes: 0,
+        offline_plan_ignored: plan.offline_ignored.clone(),
+        subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
+    };
+    // The plan, the staged record list and the tail tensors' records are not read again: freed
+    // before the node tables are built, where the build's heap peaks.
+    drop((plan, persistent, tensor_record));
+    // Each table the interpreter keeps moves into the caller's buffer as soon as it is built
+    // (in `table_bytes`' order: tensors, slots, nodes, subgraphs, variables), freeing its heap
+    // copy, so the heap holds at most one of them besides the staging's.
+    let mut carver = table_region.take().map(Carver::new);
+    let mut placed = true;
+    let mut kept_tensors = kept_tensor_table((&tensors, &shapes), &subgraphs, (model, &layout))?;
+    drop(shapes);
+    if let Some(c) = &mut carver {
+        placed &= kept_tensors.place(c);
+    }
     let arena_start = arena
         .head_ptr(0, 0)
         .map_err(allocation::arena_error)?
         .as_ptr();
+    // Tensors live in the arena (region 0) or are constants in the model's bytes (region 1).
+    let mut packed_slots = SlotTable::pack(
+        &slots,
+        &[
+            (arena_start, arena.size()),
+            (bytes.as_ptr() as *mut u8, bytes.len()),
+        ],
+    )?;
+    if let Some(c) = &mut carver {
+        placed &= packed_slots.place(c);
+    }
     let mut node_tables = NodeTables::with_scratch_base(arena_start);
     for (i, node) in nodes.iter().enumerate() {
         let variable_inputs = variable_inputs(node, &tensors);
@@ -311,69 +347,24 @@ pub(crate) fn finish<'a>(
         node_tables.drop_registrations();
     }
     node_tables.shrink_to_fit();
-    drop(registrations);
-    drop(nodes);
-    // Tensors live in the arena (region 0) or are constants in the model's bytes (region 1).
-    let slots = SlotTable::pack(
-        &slots,
-        &[
-            (arena_start, arena.size()),
-            (bytes.as_ptr() as *mut u8, bytes.len()),
-        ],
-    )?;
-
-    let op_data_bytes: usize = persistent
-        .records
-        .iter()
-        .filter(|r| r.category == Category::OpData)
-        .map(|r| r.size.next_multiple_of(ALIGNMENT))
-        .sum();
-    let precomputed_bytes: usize = persistent
-        .records
-        .iter()
-        .filter(|r| r.category == Category::Precomputed)
-        .map(|r| r.size.next_multiple_of(ALIGNMENT))
-        .sum();
-    let summary = MemorySummary {
-        total_bytes: arena_bytes.next_multiple_of(if table_bytes > 0 { ALIGNMENT } else { 1 })
-            + table_bytes,
-        tables_bytes: table_bytes,
-        head_bytes: plan.head_bytes(),
-        tail_bytes: persistent.tail_bytes(),
-        scratch_bytes,
-        persistent_bytes: persistent.tail_bytes() - op_data_bytes - precomputed_bytes,
-        op_data_bytes,
-        precomputed_bytes,
-        repacked_bytes,
-        temp_peak_bytes: temp_peak,
-        heap_bytes: 0,
-        offline_plan_ignored: plan.offline_ignored.clone(),
-        subgraphs: subgraph_memory(&plan, &layout, &subgraphs),
-    };
-    let mut tensors = kept_tensor_table((&tensors, &shapes), &subgraphs, (model, &layout))?;
-    drop(shapes);
+    drop((registrations, nodes, memory, scratch_ptr, slots, tensors));
+    if let Some(c) = &mut carver {
+        placed &= node_tables.place(c);
+    }
     let mut subgraph_table = SubgraphTable::new(&subgraphs)?;
-    let mut variable_init: Table<'a, _> = variable_init.into();
     drop(subgraphs);
-    let mut slots = slots;
-    if let Some(region) = table_region.take() {
-        let mut carver = Carver::new(region);
-        let placed = place_tables(
-            &mut tensors,
-            &mut slots,
-            &mut node_tables,
-            &mut subgraph_table,
-            &mut variable_init,
-            &mut carver,
-        );
-        if !placed || carver.used() != table_bytes {
+    let mut variable_init: Table<'a, _> = variable_init.into();
+    if let Some(c) = &mut carver {
+        placed &= subgraph_table.place(c) && c.place(&mut variable_init);
+        if !placed || c.used() != table_bytes {
             return Err(InterpreterError::Memory(format!(
                 "the interpreter's tables took {} bytes of the caller's buffer, {table_bytes} \
                  were counted",
-                carver.used()
+                c.used()
             )));
         }
     }
+    let (tensors, slots) = (kept_tensors, packed_slots);
     let mut interp = Interpreter {
         model_bytes: bytes,
         tensors,

@@ -320,10 +320,12 @@ fn stage_for<'r>(
             p.bytes = 0; // not planned: it reads its caller's tensor
         }
     }
+    // The lifetimes and the timeline are not needed after the requirements are built from
+    // them: `plan_head` drops them before the planner runs.
     let mut plan = plan_head(
-        &lifetimes,
+        lifetimes,
         &nodes,
-        &timeline.node_steps,
+        timeline.into_node_steps(),
         &registrations,
         &prepared.memory,
     )?;
@@ -613,9 +615,9 @@ fn init_and_prepare(
 /// scratch lives over its steps `node_steps`); a reshape's output aliases its input only where
 /// its kernel runs in place.
 fn plan_head(
-    lifetimes: &Lifetimes,
+    lifetimes: Lifetimes,
     nodes: &[NodeInfo],
-    node_steps: &[(usize, usize)],
+    node_steps: Vec<(usize, usize)>,
     registrations: &[Registration],
     memory: &[NodeMemory],
 ) -> Result<MemoryPlan, InterpreterError> {
