@@ -71,7 +71,15 @@ pub(super) const OFF_BITS: u8 = 0x3F;
 /// The layout asked of the inner allocator for `layout`, and the header offset `max(align, 16)`.
 #[inline]
 pub(super) fn outer_layout(layout: Layout) -> Option<(Layout, usize)> {
-    let off = layout.align().max(HEADER);
+    outer_layout_at(layout, layout.align().max(HEADER))
+}
+
+/// [`outer_layout`] with the header offset `off` (`max(layout.align(), 16)`) given: the
+/// allocation's common path passes the constant 16 for alignments up to 16, so this and
+/// everything after it (lead, shadow entry) fold to constants.
+#[inline(always)]
+pub(super) fn outer_layout_at(layout: Layout, off: usize) -> Option<(Layout, usize)> {
+    debug_assert_eq!(off, layout.align().max(HEADER));
     let size = layout.size().checked_add(off)?;
     let inner_align = inner_align(off);
     if size > isize::MAX as usize - (inner_align - 1) {
@@ -88,18 +96,27 @@ pub(super) fn outer_layout(layout: Layout) -> Option<(Layout, usize)> {
 
 /// The lead of a block whose inner block starts at `base` (aligned as [`outer_layout`] asked)
 /// and whose header offset is `off`: the first `off`-aligned address at least [`HEADER`] bytes
-/// past `base`, minus `base`. At most `off`.
-#[inline]
+/// past `base`, minus `base`. At most `off`. For `off` = 16 that is 16 (the inner block is
+/// 16-aligned, as asked: the allocator's contract), a constant on the common path.
+#[inline(always)]
 pub(super) fn lead_at(base: usize, off: usize) -> usize {
+    if off == HEADER {
+        debug_assert!(base.is_multiple_of(HEADER));
+        return HEADER;
+    }
     HEADER + (base.wrapping_add(HEADER).wrapping_neg() & (off - 1))
 }
 
 /// The shadow entry of a live block with header offset `off` and lead `lead` (the lead's bits
 /// mean nothing for a header offset above [`PAD_MAX`]: its lead is the offset).
-#[inline]
+#[inline(always)]
 pub(super) fn shadow_mark(off: usize, lead: usize) -> u8 {
     off.trailing_zeros() as u8 | ((((lead >> 4).wrapping_sub(1) & 3) as u8) << 6)
 }
+
+/// The shadow entry of every live block with header offset 16 (alignment up to 16): lead 16.
+pub(super) const SMALL_MARK: u8 = 4;
+const _: () = assert!(SMALL_MARK == HEADER.trailing_zeros() as u8);
 
 /// The lead of a live block from its shadow entry `seen` and its header offset `off`, and the
 /// alignment its inner block was asked for.

@@ -84,6 +84,9 @@
 //!   free (a store while one thread alone frees), a few tens of instructions each (instruction counts in `BENCHMARKS.md`), one
 //!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
 //!   Debug builds add a load of the slot per free (a cache miss on a random free).
+//!   Alignments up to 16 (header offset 16, lead 16, index entry one fixed value) take
+//!   `allocate` and `deallocate` paths where those are constants; larger ones a general path
+//!   with the same checks.
 //! - **Memory:** `max(align, 16)` bytes per block more from the inner allocator (its statistics
 //!   show them; this wrapper's statistics count what its callers were given; alignments up to
 //!   64 are had by placing the caller's pointer in a 16-aligned inner block, so the inner
@@ -289,7 +292,7 @@ impl<A> TrackingAllocator<A> {
 
     /// Records a new block at `addr` (the caller's pointer, after the header): fills a slot and the
     /// header. `false` when no slot is available (the slot table cannot grow).
-    #[inline]
+    #[inline(always)]
     fn track(&self, addr: NonNull<u8>, layout: Layout, allocated: usize, entry: u8) -> bool {
         let a = addr.as_ptr() as usize;
         let Some(mark) = self.shadow.entry_or_create(a) else {
@@ -357,7 +360,7 @@ impl<A> TrackingAllocator<A> {
     /// `ptr` may be anything. If it is a live block of this allocator, another thread may free
     /// it at the same time (the claim on its index entry lets exactly one proceed), but none
     /// may free it again after this allocator handed its address out anew.
-    #[inline]
+    #[inline(always)]
     unsafe fn untrack(
         &self,
         ptr: NonNull<u8>,
@@ -370,8 +373,16 @@ impl<A> TrackingAllocator<A> {
             return None;
         };
         let seen = shadow::get(mark);
+        // The entry must hold the header offset the caller's `Layout` implies. A live block
+        // with offset 16 always has lead 16, so its whole entry is `SMALL_MARK` (one compare
+        // on the common path, where `off` is the constant 16).
+        let offset_matches = if off == HEADER {
+            seen == SMALL_MARK
+        } else {
+            seen & OFF_BITS == off.trailing_zeros() as u8
+        };
         // The shadow has one entry per 16 bytes: a pointer inside a granule is never a block.
-        if seen & OFF_BITS != off.trailing_zeros() as u8 || !addr.is_multiple_of(HEADER) {
+        if !offset_matches || !addr.is_multiple_of(HEADER) {
             self.refuse(
                 addr,
                 layout,
@@ -412,7 +423,11 @@ impl<A> TrackingAllocator<A> {
         } else {
             size_field
         } as usize;
-        let (lead, align) = lead_of(off, seen);
+        let (lead, align) = if off == HEADER {
+            (HEADER, HEADER)
+        } else {
+            lead_of(off, seen)
+        };
         // `allocated + off` is the length the inner allocator returned for this block, so it
         // cannot exceed `isize::MAX`; checked anyway, as `outer_layout` does, in case the header
         // was rewritten with a valid check (probability 2⁻⁴⁰). `align` is at most `off`.
@@ -519,8 +534,8 @@ impl<A> TrackingAllocator<A> {
 
 impl<A: Allocator> TrackingAllocator<A> {
     /// Tracks a block the inner allocator returned for `outer`, or gives it back when the table
-    /// cannot take it.
-    #[inline]
+    /// cannot take it. Always inlined: the common path's constant header offset must reach it.
+    #[inline(always)]
     fn finish(
         &self,
         block: NonNull<[u8]>,
@@ -557,7 +572,11 @@ unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
         if layout.size() == 0 {
             return Ok(dangling_for(layout));
         }
-        let (outer, off) = outer_layout(layout).ok_or(AllocError)?;
+        if layout.align() > HEADER {
+            return self.allocate_aligned(layout);
+        }
+        // Alignments up to 16: the header offset, the lead and the shadow entry are constants.
+        let (outer, off) = outer_layout_at(layout, HEADER).ok_or(AllocError)?;
         let b = self.inner.allocate(outer)?;
         self.finish(b, layout, outer, off)
     }
@@ -577,9 +596,56 @@ unsafe impl<A: Allocator> Allocator for TrackingAllocator<A> {
         if layout.size() == 0 {
             return;
         }
-        // The header offset the caller's `Layout` implies. No overflow check on the size here:
-        // `untrack` refuses any size above the block's own (which fits `isize`).
-        let off = layout.align().max(HEADER);
+        // Two functions, each with its own prologue: the common one (alignments up to 16) has
+        // the constant header offset 16 (see `deallocate_at`).
+        if layout.align() > HEADER {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.deallocate_aligned(ptr, layout) }
+        } else {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.deallocate_small(ptr, layout) }
+        }
+    }
+}
+
+impl<A: Allocator> TrackingAllocator<A> {
+    /// `allocate` for alignments above 16: the header offset and lead depend on the alignment
+    /// (inlined like the common path: the caller's prologue serves both).
+    #[inline(always)]
+    fn allocate_aligned(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        let (outer, off) = outer_layout(layout).ok_or(AllocError)?;
+        let b = self.inner.allocate(outer)?;
+        self.finish(b, layout, outer, off)
+    }
+
+    /// `deallocate` for alignments up to 16: header offset 16, lead 16.
+    ///
+    /// # Safety
+    /// As `Allocator::deallocate`, with `layout.size() > 0`.
+    #[inline(never)]
+    unsafe fn deallocate_small(&self, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.deallocate_at(ptr, layout, HEADER) }
+    }
+
+    /// `deallocate` for alignments above 16.
+    ///
+    /// # Safety
+    /// As `Allocator::deallocate`, with `layout.size() > 0`.
+    #[inline(never)]
+    unsafe fn deallocate_aligned(&self, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.deallocate_at(ptr, layout, layout.align().max(HEADER)) }
+    }
+
+    /// `deallocate` of a non-empty `layout` whose header offset is `off` = `max(align, 16)`.
+    /// No overflow check on the size here: `untrack` refuses any size above the block's own,
+    /// which fits `isize`.
+    ///
+    /// # Safety
+    /// As `Allocator::deallocate`, with `layout.size() > 0`.
+    #[inline(always)]
+    unsafe fn deallocate_at(&self, ptr: NonNull<u8>, layout: Layout, off: usize) {
         // Clear the slot and the shadow entry first: once the inner allocator has the block
         // back, another thread may receive the same address and fill a slot for it.
         // SAFETY: `untrack` accepts any pointer; a live block of ours is not freed by another

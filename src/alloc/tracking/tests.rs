@@ -846,3 +846,78 @@ fn allocation_counts_from_the_id_cursor_are_exact_across_id_blocks_and_rebinding
         (n as u64, n as u64, 0)
     );
 }
+
+/// Blocks of alignment up to 16 take the free's common path (header offset 16, entry compared
+/// whole): interior pointers, another alignment in either direction, a larger size and a double
+/// free are refused there as on the general path, and the live report stays exact.
+#[test]
+fn blocks_of_alignment_up_to_16_refuse_every_bad_free_on_the_common_path() {
+    let t = TrackingAllocator::new(AlignedCpuAllocator::new());
+    let l8 = Layout::from_size_align(200, 8).unwrap();
+    let l32 = Layout::from_size_align(96, 32).unwrap();
+    let p = t.allocate(l8).unwrap().cast::<u8>();
+    let q = t.allocate(l32).unwrap().cast::<u8>();
+    let bad = [
+        // SAFETY: inside the block of 200 bytes (the next granule: no entry).
+        (unsafe { p.add(16) }, l8, "not a live block"),
+        // SAFETY: as above (the block's own granule, not 16-aligned).
+        (unsafe { p.add(8) }, l8, "interior pointer"),
+        // SAFETY: as above.
+        (unsafe { p.add(3) }, l8, "interior pointer"),
+        (
+            p,
+            Layout::from_size_align(200, 32).unwrap(),
+            "another alignment",
+        ),
+        (
+            p,
+            Layout::from_size_align(201, 8).unwrap(),
+            "larger than the block",
+        ),
+        (
+            p,
+            Layout::from_size_align(201, 16).unwrap(),
+            "larger than the block",
+        ),
+        // The 32-aligned block freed with an alignment of 16 or less.
+        (
+            q,
+            Layout::from_size_align(96, 8).unwrap(),
+            "another alignment",
+        ),
+        (
+            q,
+            Layout::from_size_align(96, 16).unwrap(),
+            "another alignment",
+        ),
+    ];
+    for (r, rl, what) in bad {
+        // SAFETY: the deliberate bad frees under test; none is forwarded.
+        let logs = unsafe { free_logged(&t, r, rl) };
+        assert!(
+            logs.contains("ERROR") && logs.contains(what),
+            "{rl:?} {what}: {logs}"
+        );
+        assert_eq!(t.live_count(), 2);
+        assert_eq!(t.inner().stats().num_frees, 0);
+    }
+    let live = t.live_allocations();
+    assert_eq!(
+        live.iter()
+            .map(|a| (a.address, a.requested, a.align))
+            .collect::<Vec<_>>(),
+        [(p.as_ptr() as usize, 200, 8), (q.as_ptr() as usize, 96, 32)]
+    );
+    // SAFETY: `p` came from `t` with `l8`; freed once, then the deliberate double free.
+    unsafe {
+        assert!(free_logged(&t, p, l8).is_empty());
+        let again = free_logged(&t, p, l8);
+        assert!(again.contains("not a live block"), "{again}");
+    }
+    // SAFETY: `q` came from `t` with `l32` and is freed once.
+    let logs = unsafe { free_logged(&t, q, l32) };
+    assert!(logs.is_empty(), "{logs}");
+    let s = t.stats();
+    assert_eq!((s.num_allocs, s.num_frees, s.bytes_in_use), (2, 2, 0));
+    assert_eq!((t.live_count(), t.inner().stats().num_frees), (0, 2));
+}
