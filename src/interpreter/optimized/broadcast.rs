@@ -433,10 +433,22 @@ fn mul_i8_rows(
     let (o1, o2) = (p.input1_offset, p.input2_offset);
     let mut prod = [0i32; BLOCK];
     for_each_row(shapes, a, b, out, |o, x, y| {
+        #[cfg(target_arch = "x86_64")]
+        if let (true, Operand::Run(xs), Operand::Run(ys)) = (isa.avx512(), x, y) {
+            // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512
+            // F/BW/DQ/VL; `xs`, `ys` and `o` are one row's runs, of one length.
+            if unsafe { x86::mul_avx512(&rq, o1, o2, xs, ys, o) } == o.len() {
+                return;
+            }
+        }
         blocks_i8(o, x, y, |o, x, y| {
             let mut done = 0;
             #[cfg(target_arch = "x86_64")]
-            if isa.avx2() {
+            if isa.avx512() {
+                // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512
+                // F/BW/DQ/VL; `x`, `y` and `o` have one length (blocks of one row).
+                done = unsafe { x86::mul_avx512(&rq, o1, o2, x, y, o) };
+            } else if isa.avx2() {
                 // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `x`, `y`
                 // and `o` have one length (blocks of one row).
                 done = unsafe { x86::mul(&rq, o1, o2, x, y, o) };
@@ -536,6 +548,7 @@ mod x86 {
         SquaredDifferenceParams, SQUARED_DIFFERENCE_LEFT_SHIFT,
     };
     use crate::interpreter::optimized::requant_i8::avx2::Stage8;
+    use crate::interpreter::optimized::requant_i8::avx512::Stage16;
     use crate::interpreter::optimized::requant_i8::Requant;
     use core::arch::x86_64::*;
 
@@ -570,6 +583,62 @@ mod x86 {
                 _mm_storel_epi64(out.as_mut_ptr().add(i).cast(), stage.apply(prod));
             }
             i += 8;
+        }
+        n
+    }
+
+    /// [`mul`] in sixty-four lanes: the products in four 16-lane vectors, through the
+    /// output stage's small-sums form (a product of two offset int8 values is at most
+    /// 255 · 255 in magnitude), 64 bytes stored at once; a partial last block masked. Returns
+    /// how many values it wrote (all, or 0 where the stage refused: the caller does them).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW/DQ/VL; `x`, `y` and `out` have one length.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+    pub(super) unsafe fn mul_avx512(
+        rq: &Requant<'_>,
+        o1: i32,
+        o2: i32,
+        x: &[i8],
+        y: &[i8],
+        out: &mut [i8],
+    ) -> usize {
+        let n = out.len().min(x.len()).min(y.len());
+        // SAFETY: the CPU supports AVX-512 F/BW/VL; `|(o1 + x)(o2 + y)| <= 255²`, far
+        // inside the small-sums range (the offsets are validated to -127..=128 / -128..=127).
+        let Some(stage) = (unsafe { Stage16::bounded(rq, 0, 16, true) })
+            .and_then(|s| unsafe { s.small_form() })
+        else {
+            return 0;
+        };
+        let (off1, off2) = (_mm512_set1_epi32(o1), _mm512_set1_epi32(o2));
+        let mut i = 0;
+        while i < n {
+            let lanes = (n - i).min(64);
+            let mask = if lanes == 64 {
+                u64::MAX
+            } else {
+                (1u64 << lanes) - 1
+            };
+            // SAFETY: the mask covers elements `i..i + lanes <= n` of all three slices;
+            // masked-off bytes are neither read nor written.
+            unsafe {
+                let vx = _mm512_maskz_loadu_epi8(mask, x.as_ptr().add(i));
+                let vy = _mm512_maskz_loadu_epi8(mask, y.as_ptr().add(i));
+                let quarter = |v: __m512i, q: usize| match q {
+                    0 => _mm512_cvtepi8_epi32(_mm512_castsi512_si128(v)),
+                    1 => _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32::<1>(v)),
+                    2 => _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32::<2>(v)),
+                    _ => _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32::<3>(v)),
+                };
+                let v: [__m512i; 4] = core::array::from_fn(|q| {
+                    let a = _mm512_add_epi32(quarter(vx, q), off1);
+                    let b = _mm512_add_epi32(quarter(vy, q), off2);
+                    stage.rescale(_mm512_mullo_epi32(a, b))
+                });
+                _mm512_mask_storeu_epi8(out.as_mut_ptr().add(i), mask, stage.pack4(v));
+            }
+            i += lanes;
         }
         n
     }
