@@ -3,7 +3,7 @@
 interpreter and in LiteRT in the same run.
 
 Usage (needs a venv with ai-edge-litert 2.3.0, e.g. from ../shared/tools/setup_venv.sh):
-    VENV/bin/python tools/compare_litert.py [--runs 50] [--models a,b] [--binary target/release/tensor-alloc]
+    VENV/bin/python tools/compare_litert.py [--runs 50] [--models a,b] [--dir DIR] [--binary target/release/tensor-alloc]
 
 For each model: tensor-alloc `run --json --repeat N` on the reference input (median invoke), LiteRT with
 its built-in kernels (BUILTIN_WITHOUT_DEFAULT_DELEGATES, 1 thread) and LiteRT with XNNPACK (1 thread), each
@@ -77,6 +77,8 @@ def main():
     ap.add_argument("--models", default="")
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "tensor-alloc"))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--dir", action="append", default=[],
+                    help="also time the models in DIR (inputs from DIR/reference/NAME/input_K.npy when present)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--xnnpack", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--input", action="append", default=[], help=argparse.SUPPRESS)
@@ -90,6 +92,7 @@ def main():
     groups = [(os.path.join(SHARED, "models", "tflm"), os.path.join(SHARED, "reference")),
               (os.path.join(SHARED, "models", "keras"), os.path.join(SHARED, "reference", "keras")),
               (conv, os.path.join(conv, "reference"))]
+    groups += [(d, os.path.join(d, "reference")) for d in a.dir]
     for mdir, refroot in groups:
         if not os.path.isdir(mdir):
             continue

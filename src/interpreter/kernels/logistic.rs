@@ -2,9 +2,12 @@
 //! `kernels/tanh.cc`): float32; int8 through gemmlowp's fixed-point logistic / tanh on the
 //! input rescaled to Q4.27 (inputs beyond the range radius saturate); int16 by interpolating
 //! `sigmoid_table_uint16` after rescaling the input to Q3.12 (zero points 0, output scale
-//! 2^-15). TANH shares this file because its prepare and arithmetic are LOGISTIC's.
+//! 2^-15). TANH shares this file because its prepare and arithmetic are LOGISTIC's. The
+//! optimized set computes float32 without libm ([`crate::interpreter::optimized::logistic`]).
 
 use crate::interpreter::kernel::constant_among;
+use crate::interpreter::optimized::logistic as fast;
+use crate::interpreter::optimized::lookup_i8::lookup_i8;
 use crate::interpreter::reference::fixed_point::{calculate_input_radius, checked_log2};
 use crate::interpreter::reference::in_place::map_in_place;
 use crate::interpreter::reference::logistic::{
@@ -43,14 +46,34 @@ struct ActData {
     math: Math,
 }
 
-/// LOGISTIC (`tanh == false`) or TANH.
+/// LOGISTIC (`tanh == false`) or TANH of one kernel set.
 #[derive(PartialEq)]
 pub struct Sigmoidal {
     tanh: bool,
+    /// Float arithmetic: the reference's libm calls or [`fast`]'s vectorized form (integer
+    /// types run the same bit-exact arithmetic in both sets).
+    set: KernelSet,
 }
 
 /// Every [`Sigmoidal`] value, for [`Kernel::constant`].
-static SIGMOIDAL: [Sigmoidal; 2] = [Sigmoidal { tanh: false }, Sigmoidal { tanh: true }];
+static SIGMOIDAL: [Sigmoidal; 4] = [
+    Sigmoidal {
+        tanh: false,
+        set: KernelSet::Reference,
+    },
+    Sigmoidal {
+        tanh: true,
+        set: KernelSet::Reference,
+    },
+    Sigmoidal {
+        tanh: false,
+        set: KernelSet::Optimized,
+    },
+    Sigmoidal {
+        tanh: true,
+        set: KernelSet::Optimized,
+    },
+];
 
 impl Kernel for Sigmoidal {
     fn constant(&self) -> Option<&'static dyn Kernel> {
@@ -187,9 +210,23 @@ impl Kernel for Sigmoidal {
                 });
             }};
         }
+        let isa = ctx.isa();
         match (&d.math, self.tanh) {
+            (Math::F32, false) if self.set == KernelSet::Optimized => run!(
+                f32,
+                |i: &[f32], o: &mut [f32]| fast::logistic_f32(isa, i, o),
+                SPLIT_ELEMENTS
+            ),
+            (Math::F32, true) if self.set == KernelSet::Optimized => run!(
+                f32,
+                |i: &[f32], o: &mut [f32]| fast::tanh_f32(isa, i, o),
+                SPLIT_ELEMENTS
+            ),
             (Math::F32, false) => run!(f32, logistic_f32, COSTLY_SPLIT_ELEMENTS),
             (Math::F32, true) => run!(f32, tanh_f32, COSTLY_SPLIT_ELEMENTS),
+            (Math::I8(table), _) if self.set == KernelSet::Optimized => {
+                run!(i8, |i: &[i8], o: &mut [i8]| lookup_i8(isa, table, i, o))
+            }
             (Math::I8(table), _) => run!(i8, |i: &[i8], o: &mut [i8]| lookup_int8(table, i, o)),
             (
                 Math::I16 {
@@ -221,11 +258,12 @@ impl Kernel for Sigmoidal {
 }
 
 /// The LOGISTIC kernel (TFLM's `Register_LOGISTIC()`).
-pub fn register_logistic(_set: KernelSet) -> Registration {
-    Registration::new("LOGISTIC", Sigmoidal { tanh: false }).with_inplace(InPlace::UnaryElementwise)
+pub fn register_logistic(set: KernelSet) -> Registration {
+    Registration::new("LOGISTIC", Sigmoidal { tanh: false, set })
+        .with_inplace(InPlace::UnaryElementwise)
 }
 
 /// The TANH kernel (TFLM's `Register_TANH()`).
-pub fn register_tanh(_set: KernelSet) -> Registration {
-    Registration::new("TANH", Sigmoidal { tanh: true }).with_inplace(InPlace::UnaryElementwise)
+pub fn register_tanh(set: KernelSet) -> Registration {
+    Registration::new("TANH", Sigmoidal { tanh: true, set }).with_inplace(InPlace::UnaryElementwise)
 }

@@ -75,6 +75,11 @@ pub fn for_each_row<T: Copy>(
             Operand::Run(&v[at..at + inner])
         }
     }
+    match one_value(shapes) {
+        Some(1) => return row(out, Operand::Splat(a[0]), Operand::Run(&b[..n])),
+        Some(_) => return row(out, Operand::Run(&a[..n]), Operand::Splat(b[0])),
+        None => {}
+    }
     if let Some(side) = repeated_row(shapes) {
         return tiled_rows(side, inner, a, b, out, row);
     }
@@ -132,6 +137,35 @@ pub fn repeated_row(shapes: &BroadcastShapes) -> Option<u8> {
     row_under_rows(shapes)
 }
 
+/// Whether an input of strides `s` walks its elements in order over extents `e` (its values
+/// are one contiguous run of the output's order).
+#[inline(always)]
+fn contiguous(e: &[usize; MAX_BROADCAST_DIMS], s: &[usize; MAX_BROADCAST_DIMS]) -> bool {
+    let mut want = 1;
+    (0..MAX_BROADCAST_DIMS).rev().all(|i| {
+        let ok = e[i] == 1 || s[i] == want;
+        want *= e[i];
+        ok
+    })
+}
+
+/// Which input (1 or 2) is a single value broadcast over the other, when the other is
+/// contiguous (a scalar scale or offset: the output is one row of the other's values).
+#[inline(always)]
+fn one_value(shapes: &BroadcastShapes) -> Option<u8> {
+    let e = &shapes.extents;
+    let contiguous = |s: &[usize; MAX_BROADCAST_DIMS]| contiguous(e, s);
+    let single = |s: &[usize; MAX_BROADCAST_DIMS]| (0..MAX_BROADCAST_DIMS).all(|i| s[i] == 0 || e[i] == 1);
+    let (s1, s2) = (&shapes.strides1, &shapes.strides2);
+    if single(s2) && contiguous(s1) {
+        Some(2)
+    } else if single(s1) && contiguous(s2) {
+        Some(1)
+    } else {
+        None
+    }
+}
+
 /// Which input (1 or 2) is one row repeated under every row of the other, when the other is
 /// contiguous, whatever the row's length: consecutive output rows are then again such a
 /// broadcast ([`repeated_row_part`]), so the output splits into bands of rows.
@@ -139,14 +173,7 @@ pub fn repeated_row(shapes: &BroadcastShapes) -> Option<u8> {
 pub fn row_under_rows(shapes: &BroadcastShapes) -> Option<u8> {
     const LAST: usize = MAX_BROADCAST_DIMS - 1;
     let e = &shapes.extents;
-    let contiguous = |s: &[usize; MAX_BROADCAST_DIMS]| {
-        let mut want = 1;
-        (0..MAX_BROADCAST_DIMS).rev().all(|i| {
-            let ok = e[i] == 1 || s[i] == want;
-            want *= e[i];
-            ok
-        })
-    };
+    let contiguous = |s: &[usize; MAX_BROADCAST_DIMS]| contiguous(e, s);
     let one_row = |s: &[usize; MAX_BROADCAST_DIMS]| {
         s[LAST] == 1 && (0..LAST).all(|i| s[i] == 0 || e[i] == 1)
     };
@@ -433,10 +460,18 @@ fn mul_i8_rows(
     let (o1, o2) = (p.input1_offset, p.input2_offset);
     let mut prod = [0i32; BLOCK];
     for_each_row(shapes, a, b, out, |o, x, y| {
+        #[cfg(target_arch = "x86_64")]
+        if isa.avx512() {
+            // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512
+            // F/BW/DQ/VL; `x` and `y` are one row's operands, runs as long as `o`.
+            if unsafe { x86::mul_avx512(&rq, o1, o2, x, y, o) } == o.len() {
+                return;
+            }
+        }
         blocks_i8(o, x, y, |o, x, y| {
             let mut done = 0;
             #[cfg(target_arch = "x86_64")]
-            if isa.avx2() {
+            if isa.avx2() && !isa.avx512() {
                 // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2; `x`, `y`
                 // and `o` have one length (blocks of one row).
                 done = unsafe { x86::mul(&rq, o1, o2, x, y, o) };
@@ -536,6 +571,8 @@ mod x86 {
         SquaredDifferenceParams, SQUARED_DIFFERENCE_LEFT_SHIFT,
     };
     use crate::interpreter::optimized::requant_i8::avx2::Stage8;
+    use crate::interpreter::optimized::requant_i8::avx512::Stage16;
+    use super::Operand;
     use crate::interpreter::optimized::requant_i8::Requant;
     use core::arch::x86_64::*;
 
@@ -570,6 +607,77 @@ mod x86 {
                 _mm_storel_epi64(out.as_mut_ptr().add(i).cast(), stage.apply(prod));
             }
             i += 8;
+        }
+        n
+    }
+
+    /// [`mul`] in sixty-four lanes over one row of runs or repeated values: the products in
+    /// four 16-lane vectors, through the
+    /// output stage's small-sums form (a product of two offset int8 values is at most
+    /// 255 · 255 in magnitude), 64 bytes stored at once; a partial last block masked. Returns
+    /// how many values it wrote (all, or 0 where the stage refused: the caller does them).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F/BW/DQ/VL; `x` and `y` are runs as long as `out` or values.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+    pub(super) unsafe fn mul_avx512(
+        rq: &Requant<'_>,
+        o1: i32,
+        o2: i32,
+        x: Operand<'_, i8>,
+        y: Operand<'_, i8>,
+        out: &mut [i8],
+    ) -> usize {
+        let len = |v: &Operand<'_, i8>| match v {
+            Operand::Run(r) => r.len(),
+            Operand::Splat(_) => usize::MAX,
+        };
+        let n = out.len().min(len(&x)).min(len(&y));
+        // SAFETY: the CPU supports AVX-512 F/BW/VL; `|(o1 + x)(o2 + y)| <= 255²`, far
+        // inside the small-sums range (the offsets are validated to -127..=128 / -128..=127).
+        let Some(stage) = (unsafe { Stage16::bounded(rq, 0, 16, true) })
+            .and_then(|s| unsafe { s.small_form() })
+        else {
+            return 0;
+        };
+        let (off1, off2) = (_mm512_set1_epi32(o1), _mm512_set1_epi32(o2));
+        let mut i = 0;
+        while i < n {
+            let lanes = (n - i).min(64);
+            let mask = if lanes == 64 {
+                u64::MAX
+            } else {
+                (1u64 << lanes) - 1
+            };
+            // SAFETY: the mask covers elements `i..i + lanes <= n` of the output and of each
+            // run; masked-off bytes are neither read nor written.
+            unsafe {
+                macro_rules! load {
+                    ($v:expr) => {
+                        match $v {
+                            Operand::Run(r) => _mm512_maskz_loadu_epi8(mask, r.as_ptr().add(i)),
+                            Operand::Splat(c) => _mm512_set1_epi8(c),
+                        }
+                    };
+                }
+                let (vx, vy) = (load!(x), load!(y));
+                // A macro, not a closure: a closure would not inherit this function's target
+                // features and would stay out of line.
+                macro_rules! product {
+                    ($q:literal) => {{
+                        let a = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32::<$q>(vx));
+                        let b = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32::<$q>(vy));
+                        let p = _mm512_mullo_epi32(
+                            _mm512_add_epi32(a, off1),
+                            _mm512_add_epi32(b, off2),
+                        );
+                        stage.rescale(p)
+                    }};
+                }
+                let v = [product!(0), product!(1), product!(2), product!(3)];
+                _mm512_mask_storeu_epi8(out.as_mut_ptr().add(i), mask, stage.pack4(v));
+            }
+            i += lanes;
         }
         n
     }

@@ -48,6 +48,8 @@ mod gemm_i8_vnni;
 mod gemm_i8_dot;
 mod out_rows;
 pub mod hard_swish;
+pub mod logistic;
+pub mod lookup_i8;
 pub mod hybrid_batch_matmul;
 pub mod hybrid_depthwise;
 pub mod hybrid_dot;
