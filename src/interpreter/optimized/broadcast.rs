@@ -154,12 +154,20 @@ fn contiguous(e: &[usize; MAX_BROADCAST_DIMS], s: &[usize; MAX_BROADCAST_DIMS]) 
 #[inline(always)]
 fn one_value(shapes: &BroadcastShapes) -> Option<u8> {
     let e = &shapes.extents;
-    let contiguous = |s: &[usize; MAX_BROADCAST_DIMS]| contiguous(e, s);
-    let single = |s: &[usize; MAX_BROADCAST_DIMS]| (0..MAX_BROADCAST_DIMS).all(|i| s[i] == 0 || e[i] == 1);
+    narrow_over_contiguous(shapes, |s| (0..MAX_BROADCAST_DIMS).all(|i| s[i] == 0 || e[i] == 1))
+}
+
+/// Which input (1 or 2) has strides `narrow` accepts while the other input is contiguous.
+#[inline(always)]
+fn narrow_over_contiguous(
+    shapes: &BroadcastShapes,
+    narrow: impl Fn(&[usize; MAX_BROADCAST_DIMS]) -> bool,
+) -> Option<u8> {
+    let e = &shapes.extents;
     let (s1, s2) = (&shapes.strides1, &shapes.strides2);
-    if single(s2) && contiguous(s1) {
+    if contiguous(e, s1) && narrow(s2) {
         Some(2)
-    } else if single(s1) && contiguous(s2) {
+    } else if contiguous(e, s2) && narrow(s1) {
         Some(1)
     } else {
         None
@@ -173,18 +181,9 @@ fn one_value(shapes: &BroadcastShapes) -> Option<u8> {
 pub fn row_under_rows(shapes: &BroadcastShapes) -> Option<u8> {
     const LAST: usize = MAX_BROADCAST_DIMS - 1;
     let e = &shapes.extents;
-    let contiguous = |s: &[usize; MAX_BROADCAST_DIMS]| contiguous(e, s);
-    let one_row = |s: &[usize; MAX_BROADCAST_DIMS]| {
+    narrow_over_contiguous(shapes, |s| {
         s[LAST] == 1 && (0..LAST).all(|i| s[i] == 0 || e[i] == 1)
-    };
-    let (s1, s2) = (&shapes.strides1, &shapes.strides2);
-    if contiguous(s1) && one_row(s2) {
-        Some(2)
-    } else if contiguous(s2) && one_row(s1) {
-        Some(1)
-    } else {
-        None
-    }
+    })
 }
 
 /// [`for_each_row`] where input `side` is one row repeated ([`repeated_row`]): that row is
