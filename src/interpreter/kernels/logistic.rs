@@ -50,8 +50,9 @@ struct ActData {
 #[derive(PartialEq)]
 pub struct Sigmoidal {
     tanh: bool,
-    /// Float arithmetic: the reference's libm calls or [`fast`]'s vectorized form (integer
-    /// types run the same bit-exact arithmetic in both sets).
+    /// Float arithmetic: the reference's libm calls or [`fast`]'s vectorized form. Integer
+    /// types give the same bits in both sets (the optimized set looks int8 tables up 64
+    /// values at a time).
     set: KernelSet,
 }
 

@@ -15,8 +15,13 @@
 //!   [`add_quantized`](super::add_quantized::add_int8_row) on each row (a repeated value is
 //!   splatted into a small block first).
 //! - **int8 MUL**: the products of the offset inputs in 32-bit lanes, then the vector output
-//!   stage of the convolutions (`MultiplyByQuantizedMultiplier`, set up once per block; the
-//!   scalar path and the last values through [`requantize_row`]).
+//!   stage of the convolutions (`MultiplyByQuantizedMultiplier`). AVX-512: a whole row 64
+//!   values per step, the stage set up once per row in its small-sums form (a repeated value
+//!   held in a register); AVX2: 8 lanes, the stage set up once per block; the scalar path and
+//!   the last values through [`requantize_row`].
+//!
+//! A single value broadcast over a contiguous input (a scalar scale) is one row of the whole
+//! output (`one_value`), not one row per innermost dimension.
 //! - **int8 SQUARED_DIFFERENCE**: both inputs rescaled, squared and rescaled again with the
 //!   rounding high multiply in lanes ([`x86::mbqm`]).
 //! - **int8 MAXIMUM and MINIMUM**: the comparisons, vectorized by the compiler.
@@ -611,10 +616,10 @@ mod x86 {
     }
 
     /// [`mul`] in sixty-four lanes over one row of runs or repeated values: the products in
-    /// four 16-lane vectors, through the
-    /// output stage's small-sums form (a product of two offset int8 values is at most
-    /// 255 · 255 in magnitude), 64 bytes stored at once; a partial last block masked. Returns
-    /// how many values it wrote (all, or 0 where the stage refused: the caller does them).
+    /// four 16-lane vectors, through the output stage's small-sums form (a product of two
+    /// offset int8 values is at most 255 · 255 in magnitude), 64 bytes stored at once; a
+    /// partial last block masked. Returns how many values it wrote (all, or 0 where the stage
+    /// refused: the caller does them).
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW/DQ/VL; `x` and `y` are runs as long as `out` or values.
