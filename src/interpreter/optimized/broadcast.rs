@@ -648,11 +648,7 @@ mod x86 {
         let mut i = 0;
         while i < n {
             let lanes = (n - i).min(64);
-            let mask = if lanes == 64 {
-                u64::MAX
-            } else {
-                (1u64 << lanes) - 1
-            };
+            let mask = crate::interpreter::optimized::low_bits(lanes);
             // SAFETY: the mask covers elements `i..i + lanes <= n` of the output and of each
             // run; masked-off bytes are neither read nor written.
             unsafe {

@@ -312,15 +312,7 @@ mod im2col {
     use core::arch::x86_64::*;
     use core::mem::MaybeUninit;
 
-    /// The first `n` (`0..=64`) bits.
-    #[inline(always)]
-    fn bits(n: usize) -> u64 {
-        if n >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << n) - 1
-        }
-    }
+    use crate::interpreter::optimized::low_bits as bits;
 
     /// The rows of a pointwise convolution: `src`'s pixels of `k` values, flipped, each row
     /// then zeros up to `stride`; 64 bytes per step (one run when `stride == k`).

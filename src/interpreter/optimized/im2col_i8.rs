@@ -101,15 +101,7 @@ mod x86 {
     use super::ConvGeometry;
     use core::arch::x86_64::*;
 
-    /// The low `n` bits set (`n <= 64`).
-    #[inline(always)]
-    fn low(n: usize) -> u64 {
-        if n >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << n) - 1
-        }
-    }
+    use crate::interpreter::optimized::low_bits as low;
 
     /// [`super::im2col_i8`] with `dilation_w == 1` and `filter_w · in_c > 0`: each filter row
     /// of a window in pieces of at most 64 bytes, one masked load and store each.

@@ -65,15 +65,7 @@ mod x86 {
         }
     }
 
-    /// The mask of the first `lanes <= 64` bytes.
-    #[inline(always)]
-    fn first(lanes: usize) -> u64 {
-        if lanes >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << lanes) - 1
-        }
-    }
+    use crate::interpreter::optimized::low_bits as first;
 
     /// The lookup with `vpermi2b`; returns how many values it wrote (all).
     ///

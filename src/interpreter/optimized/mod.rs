@@ -50,6 +50,18 @@ mod out_rows;
 pub mod hard_swish;
 pub mod logistic;
 pub mod lookup_i8;
+
+/// The low `n` bits of a `u64` set (all of them from `n = 64` on): the mask of the first `n`
+/// bytes of a 64-byte AVX-512 access.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn low_bits(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
 pub mod hybrid_batch_matmul;
 pub mod hybrid_depthwise;
 pub mod hybrid_dot;
