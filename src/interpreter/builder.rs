@@ -23,6 +23,7 @@ mod resize;
 mod shapes;
 mod softmax_fusion;
 mod stage;
+mod swish_fusion;
 mod tail;
 mod tensor_list;
 

@@ -141,6 +141,9 @@ pub struct Registration {
     /// Whether a float layer normalization written as element-wise nodes that ends in this
     /// node may run as one node (see [`with_fused_layer_norm`](Self::with_fused_layer_norm)).
     pub fused_layer_norm: bool,
+    /// Whether a LOGISTIC of one of this node's inputs, read by the node alone as its other
+    /// input, may be fused into it (see [`with_fused_swish`](Self::with_fused_swish)).
+    pub fused_swish: bool,
 }
 
 impl Registration {
@@ -155,6 +158,7 @@ impl Registration {
             fused_padding: false,
             fused_input_scale: false,
             fused_layer_norm: false,
+            fused_swish: false,
         }
     }
 
@@ -208,6 +212,21 @@ impl Registration {
         self
     }
 
+    /// The same registration accepting a swish fused into it: where its node is the MUL of
+    /// `x` by `LOGISTIC(x)` that `builder::swish_fusion` matches, the builder empties the
+    /// LOGISTIC, gives the node the input `[x]` and runs it with
+    /// [`register_swish`](crate::interpreter::kernels::swish::register_swish)'s kernel instead.
+    /// Only for kernel sets that may run a graph other than as written (the optimized set).
+    pub fn with_fused_swish(mut self) -> Self {
+        self.fused_swish = true;
+        self
+    }
+
+    /// Whether this kernel's nodes may run a fused swish.
+    pub fn reads_fused_swish(&self) -> bool {
+        self.fused_swish
+    }
+
     /// Whether this kernel's nodes may end a fused layer normalization.
     pub fn reads_fused_layer_norm(&self) -> bool {
         self.fused_layer_norm
@@ -244,6 +263,7 @@ impl core::fmt::Debug for Registration {
             .field("fused_padding", &self.fused_padding)
             .field("fused_input_scale", &self.fused_input_scale)
             .field("fused_layer_norm", &self.fused_layer_norm)
+            .field("fused_swish", &self.fused_swish)
             .finish()
     }
 }

@@ -8,6 +8,7 @@ use super::layer_norm_fusion;
 use super::pad_fusion;
 use super::shapes;
 use super::softmax_fusion;
+use super::swish_fusion;
 use super::tail::{Tail, TensorRecords};
 use crate::interpreter::allocation::{self, MemoryPlan, ALIGNMENT};
 use crate::interpreter::context::{
@@ -18,6 +19,7 @@ use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
 use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind, TensorTable};
 use crate::interpreter::kernel::Registration;
 use crate::interpreter::kernels::layer_norm::register_layer_norm;
+use crate::interpreter::kernels::swish::register_swish;
 use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
@@ -146,8 +148,8 @@ pub(crate) fn stage_opts(
 /// 1. [`resolve`] each node's registration (`PrepareNodeAndRegistrationDataFromFlatbuffer`);
 /// 2. [`lifetimes`] of every tensor, computed once, with in-place aliases where the resolved
 ///    kernel runs in place, after [`pad_fusion::fold_pads`] and
-///    [`softmax_fusion::fold_softmax_scales`] and [`layer_norm_fusion::fold_layer_norms`]; then the executable graph
-///    ([`graph::build`]) and the refusals a kernel cannot make itself; float16
+///    [`softmax_fusion::fold_softmax_scales`], [`layer_norm_fusion::fold_layer_norms`] and
+///    [`swish_fusion::fold_swishes`]; then the executable graph ([`graph::build`]) and the refusals a kernel cannot make itself; float16
 ///    dequantizations folded into their readers;
 /// 3. [`Tail::stage_misaligned_constants`]: aligned tail copies that prepare-time nodes read;
 /// 4. [`init_and_prepare`] every node, running the all-constant ones (`InitSubgraphs`,
@@ -242,6 +244,16 @@ fn stage_for<'r>(
     for f in &norm_folds {
         registrations[f.add] = register_layer_norm();
     }
+    // Swish written as LOGISTIC + MUL runs as the MUL (same node indices).
+    let (swish_model, swish_folds) =
+        match swish_fusion::fold_swishes(model, &layout, &registrations) {
+            Some((m, f)) => (Some(m), f),
+            None => (None, Vec::new()),
+        };
+    let model = swish_model.as_ref().unwrap_or(model);
+    for f in &swish_folds {
+        registrations[f.mul] = register_swish();
+    }
     let timeline = Timeline::new(&layout)?;
     let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
     let ((mut tensors, shapes), mut nodes) = graph::build(model, &layout, &lifetimes)?;
@@ -251,6 +263,9 @@ fn stage_for<'r>(
     }
     for f in &scale_folds {
         nodes[f.mul].prepare_time = true; // it does not run
+    }
+    for f in &swish_folds {
+        nodes[f.logistic].prepare_time = true; // it does not run
     }
     for f in &norm_folds {
         for &e in &f.emptied {
@@ -279,6 +294,9 @@ fn stage_for<'r>(
     }
     for f in &scale_folds {
         folded[f.mul] = true;
+    }
+    for f in &swish_folds {
+        folded[f.logistic] = true;
     }
     for f in &norm_folds {
         for &e in &f.emptied {

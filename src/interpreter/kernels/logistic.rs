@@ -113,25 +113,7 @@ impl Kernel for Sigmoidal {
                         output.name
                     );
                 }
-                // Q4.27 input: scale * 2^27 as frexp mantissa (Q31) and exponent.
-                let (q, shift) = frexp(f64::from(in_scale) * f64::from(1i32 << 27));
-                kernel_ensure!(
-                    (0..=30).contains(&shift),
-                    "input `{}` scale {in_scale} is outside the range the int8 kernel supports",
-                    input.name
-                );
-                let m = (q * 2f64.powi(31)).round();
-                // TFLM casts to int32 without a check; a mantissa rounding up to 2^31 wraps.
-                let multiplier = if m >= 2_147_483_648.0 {
-                    i32::MIN
-                } else {
-                    m as i32
-                };
-                let p = Int8ActivationParams {
-                    input_zero_point: in_zp,
-                    input_range_radius: calculate_input_radius(4, shift, 31),
-                    input_multiplier: QuantizedMultiplier { multiplier, shift },
-                };
+                let p = int8_params(in_scale, in_zp, input.name)?;
                 Math::I8(if self.tanh {
                     int8_table(|i, o| tanh_int8(i, o, &p))
                 } else {
@@ -256,6 +238,33 @@ impl Kernel for Sigmoidal {
         }
         Ok(())
     }
+}
+
+/// The fixed-point parameters of the int8 logistic / tanh of an input with scale `in_scale` and
+/// zero point `in_zp` (the input rescaled to Q4.27); `name` names the input in the error.
+pub(crate) fn int8_params(
+    in_scale: f32,
+    in_zp: i32,
+    name: &str,
+) -> Result<Int8ActivationParams, KernelError> {
+    // Q4.27 input: scale * 2^27 as frexp mantissa (Q31) and exponent.
+    let (q, shift) = frexp(f64::from(in_scale) * f64::from(1i32 << 27));
+    kernel_ensure!(
+        (0..=30).contains(&shift),
+        "input `{name}` scale {in_scale} is outside the range the int8 kernel supports"
+    );
+    let m = (q * 2f64.powi(31)).round();
+    // TFLM casts to int32 without a check; a mantissa rounding up to 2^31 wraps.
+    let multiplier = if m >= 2_147_483_648.0 {
+        i32::MIN
+    } else {
+        m as i32
+    };
+    Ok(Int8ActivationParams {
+        input_zero_point: in_zp,
+        input_range_radius: calculate_input_radius(4, shift, 31),
+        input_multiplier: QuantizedMultiplier { multiplier, shift },
+    })
 }
 
 /// The LOGISTIC kernel (TFLM's `Register_LOGISTIC()`).

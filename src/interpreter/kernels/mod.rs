@@ -78,6 +78,7 @@ pub mod strided_slice;
 pub mod sub;
 pub mod sum;
 pub mod svdf;
+pub mod swish;
 pub mod transpose;
 pub mod transpose_conv;
 pub mod transpose_conv_bias;

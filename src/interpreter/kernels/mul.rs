@@ -97,7 +97,12 @@ impl Kernel for Mul {
     }
 }
 
-/// The MUL kernel (TFLM's `Register_MUL()`).
+/// The MUL kernel of kernel set `set` (TFLM's `Register_MUL()`). The optimized set's MUL may
+/// run a fused swish ([`Registration::with_fused_swish`]).
 pub fn register_mul(set: KernelSet) -> Registration {
-    Registration::new("MUL", Mul { set })
+    let r = Registration::new("MUL", Mul { set });
+    match set {
+        KernelSet::Reference => r,
+        KernelSet::Optimized => r.with_fused_swish(),
+    }
 }
