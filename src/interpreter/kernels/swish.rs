@@ -6,9 +6,9 @@
 //!   reference MUL on every input value, so the outputs are the unfused graph's bit for bit.
 //!   The LOGISTIC's output is assumed to carry TFLite's int8 logistic quantization (scale
 //!   1/256, zero point −128), which the fusion checks.
-//! - float32: the optimized set's logistic ([`crate::interpreter::optimized::logistic`]) into
-//!   a block on the stack, then the product and the MUL's clamp: the unfused optimized graph's
-//!   bits, one pass over `x` and no intermediate tensor.
+//! - float32: the optimized set's logistic, the product and the MUL's clamp in one pass
+//!   ([`crate::interpreter::optimized::logistic::swish_f32`]): the unfused optimized graph's
+//!   bits, no intermediate tensor.
 //!
 //! Both run in place ([`InPlace::UnaryElementwise`]) and split across the kernel threads.
 
@@ -17,10 +17,8 @@ use super::binary_common::{
 };
 use super::logistic::int8_params;
 use super::unary_common::run_unary_split_at;
-use crate::interpreter::optimized::logistic::logistic_f32;
+use crate::interpreter::optimized::logistic::swish_f32;
 use crate::interpreter::optimized::lookup_i8::lookup_i8;
-use crate::interpreter::optimized::Isa;
-use crate::interpreter::reference::add::clamp_f32;
 use crate::interpreter::reference::in_place::map_in_place;
 use crate::interpreter::reference::logistic::{int8_table, logistic_int8};
 use crate::interpreter::reference::mul::mul_quantized_value;
@@ -38,9 +36,6 @@ use crate::{kernel_bail, kernel_ensure};
 pub(crate) const LOGISTIC_I8_SCALE: f32 = 1.0 / 256.0;
 /// Zero point of an int8 LOGISTIC's output.
 pub(crate) const LOGISTIC_I8_ZERO_POINT: i32 = -128;
-
-/// Float values per block of the float32 product (the logistic's block on the stack).
-const F32_BLOCK: usize = 256;
 
 // Op data lives once per node in the arena tail; boxing the large variant would not save
 // memory.
@@ -146,18 +141,6 @@ impl Kernel for Swish {
             }
         }
         Ok(())
-    }
-}
-
-/// `output[k] = clamp(input[k] · σ(input[k]), lo, hi)` for the shorter slice's length.
-fn swish_f32(isa: Isa, lo: f32, hi: f32, input: &[f32], output: &mut [f32]) {
-    let mut sigma = [0f32; F32_BLOCK];
-    for (x, y) in input.chunks(F32_BLOCK).zip(output.chunks_mut(F32_BLOCK)) {
-        let s = &mut sigma[..x.len().min(y.len())];
-        logistic_f32(isa, x, s);
-        for ((y, &x), &s) in y.iter_mut().zip(x).zip(s.iter()) {
-            *y = clamp_f32(x * s, lo, hi);
-        }
     }
 }
 

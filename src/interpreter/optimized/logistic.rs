@@ -1,4 +1,4 @@
-//! Float LOGISTIC and TANH without a libm call per element: branch-free arithmetic on
+//! Float LOGISTIC, TANH and swish (`x · logistic(x)`, `kernels::swish`) without a libm call per element: branch-free arithmetic on
 //! [`exp_f32`] (Cephes' single-precision `exp`, relative error below 3e-7) that the compiler
 //! vectorizes, compiled plain, with AVX2+FMA and with AVX-512F.
 //!
@@ -15,6 +15,7 @@
 
 use super::softmax::exp_f32;
 use super::Isa;
+use crate::interpreter::reference::add::clamp_f32;
 #[cfg(not(feature = "std"))]
 use crate::math::Float;
 
@@ -62,41 +63,67 @@ pub fn tanh_one(x: f32) -> f32 {
 
 /// Float logistic of `input` into `output`, on path `isa`.
 pub fn logistic_f32(isa: Isa, input: &[f32], output: &mut [f32]) {
-    dispatch(isa, input, output, false)
+    dispatch(isa, input, output, Fun::Logistic)
 }
 
 /// Float tanh of `input` into `output`, on path `isa`.
 pub fn tanh_f32(isa: Isa, input: &[f32], output: &mut [f32]) {
-    dispatch(isa, input, output, true)
+    dispatch(isa, input, output, Fun::Tanh)
 }
 
-fn dispatch(isa: Isa, input: &[f32], output: &mut [f32], tanh: bool) {
+/// Float swish `clamp(x · logistic(x), lo, hi)` of `input` into `output`, on path `isa`: the
+/// bits of [`logistic_f32`] followed by a float MUL by `x` with that clamp.
+pub fn swish_f32(isa: Isa, lo: f32, hi: f32, input: &[f32], output: &mut [f32]) {
+    dispatch(isa, input, output, Fun::Swish { lo, hi })
+}
+
+/// The function a pass computes.
+#[derive(Clone, Copy)]
+enum Fun {
+    Logistic,
+    Tanh,
+    /// `x · logistic(x)` clamped to `[lo, hi]`.
+    Swish {
+        lo: f32,
+        hi: f32,
+    },
+}
+
+fn dispatch(isa: Isa, input: &[f32], output: &mut [f32], f: Fun) {
     #[cfg(target_arch = "x86_64")]
     if isa.avx512() {
         // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512F.
-        unsafe { map_avx512(input, output, tanh) };
+        unsafe { map_avx512(input, output, f) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2 and FMA.
-        unsafe { map_avx2(input, output, tanh) };
+        unsafe { map_avx2(input, output, f) };
         return;
     }
     let _ = isa;
-    map(input, output, tanh)
+    map(input, output, f)
 }
 
 /// The function over a slice (inlined into each instruction-set variant).
 #[inline(always)]
-fn map(input: &[f32], output: &mut [f32], tanh: bool) {
-    if tanh {
-        for (o, &x) in output.iter_mut().zip(input) {
-            *o = tanh_one(x);
+fn map(input: &[f32], output: &mut [f32], f: Fun) {
+    match f {
+        Fun::Logistic => {
+            for (o, &x) in output.iter_mut().zip(input) {
+                *o = logistic_one(x);
+            }
         }
-    } else {
-        for (o, &x) in output.iter_mut().zip(input) {
-            *o = logistic_one(x);
+        Fun::Tanh => {
+            for (o, &x) in output.iter_mut().zip(input) {
+                *o = tanh_one(x);
+            }
+        }
+        Fun::Swish { lo, hi } => {
+            for (o, &x) in output.iter_mut().zip(input) {
+                *o = clamp_f32(x * logistic_one(x), lo, hi);
+            }
         }
     }
 }
@@ -107,8 +134,8 @@ fn map(input: &[f32], output: &mut [f32], tanh: bool) {
 /// The CPU supports AVX2 and FMA (the crate's `avx2` path requires both).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn map_avx2(input: &[f32], output: &mut [f32], tanh: bool) {
-    map(input, output, tanh)
+unsafe fn map_avx2(input: &[f32], output: &mut [f32], f: Fun) {
+    map(input, output, f)
 }
 
 /// [`map`] compiled for AVX-512F (with FMA).
@@ -117,8 +144,8 @@ unsafe fn map_avx2(input: &[f32], output: &mut [f32], tanh: bool) {
 /// The CPU supports AVX-512F (and FMA, which every AVX-512F CPU has).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn map_avx512(input: &[f32], output: &mut [f32], tanh: bool) {
-    map(input, output, tanh)
+unsafe fn map_avx512(input: &[f32], output: &mut [f32], f: Fun) {
+    map(input, output, f)
 }
 
 #[cfg(test)]
@@ -187,19 +214,38 @@ mod tests {
         let input: Vec<f32> = (0..1003)
             .map(|i| (i as f32 - 501.0) * 0.043 + if i % 7 == 0 { 1e-5 } else { 0.0 })
             .collect();
-        for tanh in [false, true] {
-            let mut first: Option<Vec<f32>> = None;
+        let funs = [
+            Fun::Logistic,
+            Fun::Tanh,
+            Fun::Swish {
+                lo: f32::MIN,
+                hi: f32::MAX,
+            },
+            Fun::Swish { lo: 0.0, hi: 6.0 },
+        ];
+        for (k, f) in funs.into_iter().enumerate() {
+            let mut first: Option<Vec<u32>> = None;
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             for &isa in Isa::available() {
                 let mut out = vec![0.0; input.len()];
-                dispatch(isa, &input, &mut out, tanh);
+                dispatch(isa, &input, &mut out, f);
                 let one: Vec<f32> = input
                     .iter()
-                    .map(|&x| if tanh { tanh_one(x) } else { logistic_one(x) })
+                    .map(|&x| match f {
+                        Fun::Logistic => logistic_one(x),
+                        Fun::Tanh => tanh_one(x),
+                        // The unfused graph: the logistic, then the MUL's product and clamp.
+                        Fun::Swish { lo, hi } => {
+                            let mut s = [0.0];
+                            logistic_f32(Isa::Scalar, &[x], &mut s);
+                            clamp_f32(x * s[0], lo, hi)
+                        }
+                    })
                     .collect();
-                assert_eq!(out, one, "{isa:?} tanh={tanh}");
+                assert_eq!(bits(&out), bits(&one), "{isa:?} function {k}");
                 match &first {
-                    Some(f) => assert_eq!(&out, f, "{isa:?} tanh={tanh}"),
-                    None => first = Some(out),
+                    Some(b) => assert_eq!(&bits(&out), b, "{isa:?} function {k}"),
+                    None => first = Some(bits(&out)),
                 }
             }
         }
