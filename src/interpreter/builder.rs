@@ -231,10 +231,13 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             }
             _ => None,
         };
+        // The stagings borrow the resolver (each node's registration is the resolver's), the
+        // builder's other fields stay free to move into the interpreter.
+        let resolver = core::mem::take(&mut self.resolver);
         let staged_default = |purpose, region| {
             stage_in(
                 self.model,
-                &self.resolver,
+                &resolver,
                 self.threads,
                 (self.copies, isa),
                 purpose,
@@ -242,14 +245,14 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             )
         };
         let (staged, copies) = match (self.budget, buffer_budget) {
-            (Some(b), _) => self.stage_in_budget(b, isa, region)?,
+            (Some(b), _) => self.stage_in_budget(&resolver, b, isa, region)?,
             (None, Some(b)) => 'staged: {
                 // Everything precomputed, staged for real in the buffer: kept when the buffer
                 // holds its arena and tables (so one staging, whenever the kernels precompute
                 // nothing or the buffer is large enough).
                 let all = stage_in(
                     self.model,
-                    &self.resolver,
+                    &resolver,
                     self.threads,
                     (Precompute::All, isa),
                     Purpose::Build,
@@ -267,7 +270,7 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 let tables =
                     place::table_bytes(&staged_default(Purpose::Sizing, None)?, self.model)?;
                 let arena_budget = b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT;
-                match self.stage_in_budget(arena_budget, isa, region) {
+                match self.stage_in_budget(&resolver, arena_budget, isa, region) {
                     Err(InterpreterError::ArenaBudget { .. }) => {
                         (staged_default(Purpose::Build, region)?, self.copies)
                     }

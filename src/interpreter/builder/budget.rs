@@ -15,6 +15,7 @@ use crate::arena::Category;
 use crate::interpreter::context::{Precompute, StagingRegion};
 use crate::interpreter::error::InterpreterError;
 use crate::interpreter::optimized::IsaSelection;
+use crate::interpreter::resolver::OpResolver;
 use rust_alloc::vec;
 use rust_alloc::vec::Vec;
 
@@ -46,7 +47,7 @@ impl InterpreterBuilder<'_, '_> {
         &self,
         copies: Precompute,
         isa: IsaSelection,
-    ) -> Result<Staged, InterpreterError> {
+    ) -> Result<Staged<'_>, InterpreterError> {
         stage_opts(self.model, &self.resolver, self.threads, copies, isa)
     }
 
@@ -58,16 +59,19 @@ impl InterpreterBuilder<'_, '_> {
     /// staging is alive at a time: everything staged is tried first in the region (returned
     /// when it fits), and when it does not, the search stages for sizing only (no record bytes
     /// kept, no region) and the chosen prefix is staged again in the region.
-    pub(super) fn stage_in_budget(
+    /// `resolver` is the builder's (taken out of it by `build`, so that the staging returned
+    /// borrows the resolver alone).
+    pub(super) fn stage_in_budget<'r>(
         &self,
+        resolver: &'r OpResolver,
         budget: usize,
         isa: IsaSelection,
         region: Option<StagingRegion>,
-    ) -> Result<(Staged, Precompute), InterpreterError> {
+    ) -> Result<(Staged<'r>, Precompute), InterpreterError> {
         let stage = |copies, purpose, region| {
             stage_in(
                 self.model,
-                &self.resolver,
+                resolver,
                 self.threads,
                 (copies, isa),
                 purpose,

@@ -56,7 +56,7 @@ pub(crate) struct Fold {
 pub(crate) fn fold_layer_norms(
     model: &Model,
     layout: &Layout,
-    registrations: &[Registration],
+    registrations: &[&Registration],
 ) -> Option<(Model, Vec<Fold>)> {
     if model.offline_plan().map_or(true, |p| p.is_some()) {
         return None;
@@ -177,7 +177,7 @@ fn other_than(pair: [i32; 2], t: i32) -> Option<i32> {
 fn find(
     model: &Model,
     layout: &Layout,
-    registrations: &[Registration],
+    registrations: &[&Registration],
     add: usize,
 ) -> Option<(Fold, [i32; 3])> {
     let op = layout.operator(model, add);

@@ -42,7 +42,7 @@ pub(crate) struct Fold {
 pub(crate) fn fold_pads(
     model: &Model,
     layout: &Layout,
-    registrations: &[Registration],
+    registrations: &[&Registration],
 ) -> Option<(Model, Vec<Fold>)> {
     if model.offline_plan().map_or(true, |p| p.is_some()) {
         return None;
@@ -70,7 +70,7 @@ pub(crate) fn fold_pads(
 fn find(
     model: &Model,
     layout: &Layout,
-    registrations: &[Registration],
+    registrations: &[&Registration],
     pad: usize,
 ) -> Option<Fold> {
     let op = layout.operator(model, pad);

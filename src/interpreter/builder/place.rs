@@ -147,7 +147,7 @@ pub(crate) fn table_bytes(staged: &Staged, model: &Model) -> Result<usize, Inter
             .map(|s| (core::ptr::null_mut(), s.bytes))
             .collect();
         nodes.push(
-            &staged.registrations[i],
+            staged.registrations[i],
             NodeEntry {
                 builtin: node.builtin,
                 inputs: &node.inputs,
@@ -319,7 +319,7 @@ pub(crate) fn finish<'a>(
                 _ => false,
             };
         node_tables.push(
-            &registrations[i],
+            registrations[i],
             NodeEntry {
                 builtin: node.builtin,
                 inputs: &node.inputs,

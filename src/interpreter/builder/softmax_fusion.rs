@@ -45,7 +45,7 @@ pub(crate) struct Fold {
 pub(crate) fn fold_softmax_scales(
     model: &Model,
     layout: &Layout,
-    registrations: &[Registration],
+    registrations: &[&Registration],
 ) -> Option<(Model, Vec<Fold>)> {
     if model.offline_plan().map_or(true, |p| p.is_some()) {
         return None;
@@ -73,7 +73,7 @@ pub(crate) fn fold_softmax_scales(
 fn find(
     model: &Model,
     layout: &Layout,
-    registrations: &[Registration],
+    registrations: &[&Registration],
     mul: usize,
 ) -> Option<(Fold, i32, f32)> {
     let op = layout.operator(model, mul);

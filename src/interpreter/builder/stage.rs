@@ -18,8 +18,8 @@ use crate::interpreter::context::{
 use crate::interpreter::error::{InterpreterError, MissingOp, Phase};
 use crate::interpreter::graph::{self, NodeInfo, TensorEntry, TensorKind, TensorTable};
 use crate::interpreter::kernel::Registration;
-use crate::interpreter::kernels::layer_norm::register_layer_norm;
-use crate::interpreter::kernels::swish::register_swish;
+use crate::interpreter::kernels::layer_norm::layer_norm_registration;
+use crate::interpreter::kernels::swish::swish_registration;
 use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
 use crate::interpreter::resolver::OpResolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
@@ -36,12 +36,14 @@ pub(crate) enum VariableInit {
 }
 
 /// What init and prepare produced, before an arena exists.
-pub(crate) struct Staged {
+pub(crate) struct Staged<'r> {
     pub tensors: Vec<TensorEntry>,
     /// The pool of the tensors' dimensions ([`TensorEntry::dims`]).
     pub shapes: Vec<usize>,
     pub nodes: Vec<NodeInfo>,
-    pub registrations: Vec<Registration>,
+    /// Each node's registration, the resolver's own (no per-node copy: the resolver outlives
+    /// the staging).
+    pub registrations: Vec<&'r Registration>,
     pub memory: Vec<NodeMemory>,
     pub persistent: Persistent,
     /// Persistent record of each tail tensor (variables, prepare-time constants, copied
@@ -65,7 +67,7 @@ pub(crate) struct Staged {
     pub shared: Vec<Option<usize>>,
 }
 
-impl Staged {
+impl Staged<'_> {
     /// Arena bytes this model needs.
     pub fn arena_bytes(&self) -> Result<usize, InterpreterError> {
         self.plan.arena_bytes(self.persistent.tail_bytes())
@@ -98,12 +100,12 @@ pub(super) fn kernel_error(
 /// Init, prepare (with prepare-time evaluation of constant ops) and head planning, for
 /// `purpose`. `threads` is the number of kernel threads invoke will run with (kernels size
 /// per-thread scratch by it, [`PrepareContext::threads`]).
-pub(crate) fn stage(
+pub(crate) fn stage<'r>(
     model: &Model,
-    resolver: &OpResolver,
+    resolver: &'r OpResolver,
     threads: usize,
     purpose: Purpose,
-) -> Result<Staged, InterpreterError> {
+) -> Result<Staged<'r>, InterpreterError> {
     stage_for(
         model,
         &|_| resolver,
@@ -129,13 +131,13 @@ pub(crate) fn default_isa() -> IsaSelection {
 }
 
 /// [`stage`] for a build, granting the precomputed constants `copies`.
-pub(crate) fn stage_opts(
+pub(crate) fn stage_opts<'r>(
     model: &Model,
-    resolver: &OpResolver,
+    resolver: &'r OpResolver,
     threads: usize,
     copies: Precompute,
     isa: IsaSelection,
-) -> Result<Staged, InterpreterError> {
+) -> Result<Staged<'r>, InterpreterError> {
     stage_with(model, &|_| resolver, threads, copies, isa)
 }
 
@@ -163,7 +165,7 @@ pub(crate) fn stage_with<'r>(
     threads: usize,
     copies: Precompute,
     isa: IsaSelection,
-) -> Result<Staged, InterpreterError> {
+) -> Result<Staged<'r>, InterpreterError> {
     stage_for(
         model,
         resolver_of,
@@ -178,14 +180,14 @@ pub(crate) fn stage_with<'r>(
 /// [`stage_opts`] for `purpose`, with the persistent records staged in `region` while they fit
 /// (a build into a caller's buffer: the records then take no heap; see [`StagingRegion::new`]
 /// for the one-staging-at-a-time contract the caller keeps).
-pub(crate) fn stage_in(
+pub(crate) fn stage_in<'r>(
     model: &Model,
-    resolver: &OpResolver,
+    resolver: &'r OpResolver,
     threads: usize,
     (copies, isa): (Precompute, IsaSelection),
     purpose: Purpose,
     region: Option<StagingRegion>,
-) -> Result<Staged, InterpreterError> {
+) -> Result<Staged<'r>, InterpreterError> {
     stage_for(model, &|_| resolver, threads, copies, isa, purpose, region)
 }
 
@@ -211,7 +213,7 @@ fn stage_for<'r>(
     isa: IsaSelection,
     purpose: Purpose,
     region: Option<StagingRegion>,
-) -> Result<Staged, InterpreterError> {
+) -> Result<Staged<'r>, InterpreterError> {
     model.validate()?;
     // Tensor-list writes lowered to slices of changing shape, raised to one operator.
     let lowered = lowered_model(model);
@@ -242,7 +244,7 @@ fn stage_for<'r>(
         };
     let model = normed_model.as_ref().unwrap_or(model);
     for f in &norm_folds {
-        registrations[f.add] = register_layer_norm();
+        registrations[f.add] = layer_norm_registration();
     }
     // Swish written as LOGISTIC + MUL runs as the MUL (same node indices).
     let (swish_model, swish_folds) =
@@ -252,7 +254,7 @@ fn stage_for<'r>(
         };
     let model = swish_model.as_ref().unwrap_or(model);
     for f in &swish_folds {
-        registrations[f.mul] = register_swish();
+        registrations[f.mul] = swish_registration();
     }
     let timeline = Timeline::new(&layout)?;
     let mut lifetimes = lifetimes(model, &layout, &timeline, &registrations)?;
@@ -426,14 +428,14 @@ fn resolve<'r>(
     model: &Model,
     layout: &Layout,
     resolver_of: &dyn Fn(usize) -> &'r OpResolver,
-) -> Result<Vec<Registration>, InterpreterError> {
+) -> Result<Vec<&'r Registration>, InterpreterError> {
     let mut missing = Vec::new();
     let mut registrations = Vec::with_capacity(layout.num_nodes());
     for i in 0..layout.num_nodes() {
         let op = layout.operator(model, i);
         let code = graph::operator_code(model, i, op)?;
         match resolver_of(i).find(code.builtin, code.custom_code.as_deref(), code.version) {
-            Some(r) => registrations.push(r.clone()),
+            Some(r) => registrations.push(r),
             None => missing.push(MissingOp {
                 node: i,
                 op: code.display_name(),
@@ -454,7 +456,7 @@ fn lifetimes(
     model: &Model,
     layout: &Layout,
     timeline: &Timeline,
-    registrations: &[Registration],
+    registrations: &[&Registration],
 ) -> Result<Lifetimes, InterpreterError> {
     let mut per_subgraph = Vec::with_capacity(layout.len());
     for p in 0..layout.len() {
@@ -510,7 +512,7 @@ fn init_and_prepare(
     graph: Graph<'_>,
     (tensors, shapes): (&[TensorEntry], &[usize]),
     nodes: &[NodeInfo],
-    registrations: &[Registration],
+    registrations: &[&Registration],
     folded: &[bool],
     tail: &mut Tail,
     mut budget: Budget,
@@ -636,7 +638,7 @@ fn plan_head(
     lifetimes: Lifetimes,
     nodes: &[NodeInfo],
     node_steps: Vec<(usize, usize)>,
-    registrations: &[Registration],
+    registrations: &[&Registration],
     memory: &[NodeMemory],
 ) -> Result<MemoryPlan, InterpreterError> {
     let aliased = in_place_outputs(nodes, registrations);
@@ -691,7 +693,7 @@ fn fold_f16_dequantize(
     subgraphs: &[SubgraphInfo],
     (tensors, shapes): (&mut [TensorEntry], &[usize]),
     nodes: &mut [NodeInfo],
-    registrations: &[Registration],
+    registrations: &[&Registration],
 ) -> Vec<bool> {
     use crate::model::BuiltinOp;
     use crate::tensor::DType;
@@ -748,7 +750,7 @@ fn fold_f16_dequantize(
 fn refuse_sparse_reads(
     tensors: &[TensorEntry],
     nodes: &[NodeInfo],
-    registrations: &[Registration],
+    registrations: &[&Registration],
     (model, layout): (&Model, &Layout),
 ) -> Result<(), InterpreterError> {
     for (n, reg) in nodes.iter().zip(registrations) {
@@ -814,7 +816,7 @@ fn check_counts(node: &NodeInfo) -> Result<(), InterpreterError> {
 /// The tensors that alias their writer's input 0 (sorted): output 0 of a node whose kernel
 /// runs in place, where that node is the tensor's first writer. Only such nodes are
 /// searched, so the list is as long as the aliases, not the tensor table.
-fn in_place_outputs(nodes: &[NodeInfo], registrations: &[Registration]) -> Vec<usize> {
+fn in_place_outputs(nodes: &[NodeInfo], registrations: &[&Registration]) -> Vec<usize> {
     let mut out: Vec<usize> = nodes
         .iter()
         .enumerate()

@@ -44,7 +44,7 @@ pub(crate) struct Fold {
 pub(crate) fn fold_swishes(
     model: &Model,
     layout: &Layout,
-    registrations: &[Registration],
+    registrations: &[&Registration],
 ) -> Option<(Model, Vec<Fold>)> {
     if model.offline_plan().map_or(true, |p| p.is_some()) {
         return None;
@@ -98,7 +98,7 @@ fn logistic_output_quantization(t: &TensorDef) -> bool {
 fn find(
     model: &Model,
     layout: &Layout,
-    registrations: &[Registration],
+    registrations: &[&Registration],
     mul: usize,
 ) -> Option<(Fold, i32)> {
     let op = layout.operator(model, mul);

@@ -72,3 +72,10 @@ impl Kernel for LayerNorm {
 pub fn register_layer_norm() -> Registration {
     Registration::new("LAYER_NORM", LayerNorm)
 }
+
+/// [`register_layer_norm`]'s registration, made once for the program: a staging refers to it
+/// as it refers to its resolver's registrations (by reference, not a copy per node).
+pub(crate) fn layer_norm_registration() -> &'static Registration {
+    static REGISTRATION: once_cell::race::OnceBox<Registration> = once_cell::race::OnceBox::new();
+    REGISTRATION.get_or_init(|| rust_alloc::boxed::Box::new(register_layer_norm()))
+}

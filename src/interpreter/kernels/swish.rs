@@ -149,3 +149,10 @@ impl Kernel for Swish {
 pub fn register_swish() -> Registration {
     Registration::new("SWISH", Swish).with_inplace(InPlace::UnaryElementwise)
 }
+
+/// [`register_swish`]'s registration, made once for the program: a staging refers to it as it
+/// refers to its resolver's registrations (by reference, not a copy per node).
+pub(crate) fn swish_registration() -> &'static Registration {
+    static REGISTRATION: once_cell::race::OnceBox<Registration> = once_cell::race::OnceBox::new();
+    REGISTRATION.get_or_init(|| rust_alloc::boxed::Box::new(register_swish()))
+}
