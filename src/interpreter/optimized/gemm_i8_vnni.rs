@@ -157,12 +157,16 @@ mod avx512 {
     use crate::interpreter::optimized::Isa;
     use core::arch::x86_64::*;
 
-    /// [`super::pack`], panel by panel: a full panel's first `k / 16 * 16` depth positions
-    /// four quads at a time ([`quad_columns`]: broadcast loads place the sixteen rows' 16-byte
-    /// pieces, in-lane 4 × 4 transposes finish them), the rest one byte at a time; then each
-    /// panel's sums as `vpdpbusd` of ones with its quads (exact: 64 products of at most 128 per
-    /// step). The shuffles bound the packing (the per-call cost of the products with few
-    /// rows): a 16 × 16 register transpose takes 64 per 1 KiB, this 32.
+    /// [`super::pack`], panel by panel: a full panel's first `k / 64 * 64` depth positions
+    /// sixteen quads at a time ([`quads_of_64`]: one 64-byte load per row, a 16 × 16 register
+    /// transpose), then up to `k / 16 * 16` four quads at a time ([`quad_columns`]: broadcast
+    /// loads place the sixteen rows' 16-byte pieces, in-lane 4 × 4 transposes finish them),
+    /// the rest one byte at a time; then each panel's sums as `vpdpbusd` of ones with its quads
+    /// (exact: 64 products of at most 128 per step). This is the per-call cost of a product
+    /// whose filter is read in place: the 64-byte pieces pack person_detect's 256 × 256
+    /// filter in about three quarters of the time the 16-byte pieces took (as compiled, each
+    /// masked broadcast became a load and an insert: 64 loads and 80 shuffles per KiB against
+    /// 16 loads and 64 shuffles).
     ///
     /// # Safety
     /// The CPU supports AVX-512 F/BW/VL and VNNI; `w` holds `n * k` bytes, `out`
@@ -187,8 +191,25 @@ mod avx512 {
             // follow poorly (the loads missing the cache were most of the packing time).
             let next = &w[(c0 + lanes) * k..w.len().min((c0 + lanes + LANES) * k)];
             let done = if lanes == LANES {
+                // 64-byte pieces of the sixteen rows: one load per row, a 16 × 16 transpose
+                // of 32-bit quads in registers.
+                let wide = k / 64;
+                for ch in 0..wide {
+                    for line in 16 * ch..(16 * ch + 16).min(next.len().div_ceil(64)) {
+                        // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
+                        // nothing.
+                        _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
+                    }
+                    // SAFETY: row `l < 16` reads bytes `64 ch..64 ch + 64 <= k` of its row of
+                    // `rows`; the stores write quads `16 ch..16 ch + 16 <= quads` of the panel.
+                    let q = quads_of_64(rows.as_ptr().add(64 * ch), k);
+                    let dst = panel.as_mut_ptr().add(16 * ch * 4 * LANES);
+                    for (j, v) in q.iter().enumerate() {
+                        _mm512_storeu_si512(dst.add(j * 4 * LANES).cast(), *v);
+                    }
+                }
                 let chunks = k / 16;
-                for ch in 0..chunks {
+                for ch in 4 * wide..chunks {
                     if ch % 4 == 0 {
                         for line in 4 * ch..(4 * ch + 16).min(next.len().div_ceil(64)) {
                             // SAFETY: `64 line < next.len()`: inside `next`; a prefetch reads
@@ -243,6 +264,58 @@ mod avx512 {
             // SAFETY: `sums` holds whole panels.
             _mm512_storeu_si512(sums.as_mut_ptr().add(c0).cast(), s);
         }
+    }
+
+    /// Quads `0..16` of sixteen rows `k` bytes apart from `src` (64 bytes of each row), as
+    /// the sixteen panel steps: `out[q]` lane `l` = row `l`'s quad `q`. One 64-byte load per
+    /// row, then a 16 × 16 transpose of 32-bit elements: dword and quadword interleaves
+    /// transpose the 4 × 4 blocks inside each 128-bit lane, two rounds of 128-bit shuffles
+    /// then the 4 × 4 blocks themselves (64 shuffles per KiB and 16 loads, where
+    /// [`quad_columns`] takes 64 loads and, as compiled, 80 shuffles and inserts).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F; rows `0..16` have 64 readable bytes at `src + l k`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn quads_of_64(src: *const i8, k: usize) -> [__m512i; 16] {
+        // SAFETY: every load reads 64 bytes of one of the sixteen rows (the caller's promise).
+        let r: [__m512i; 16] =
+            core::array::from_fn(|l| unsafe { _mm512_loadu_si512(src.add(l * k).cast()) });
+        // Lane `L` of `a[2i]`: rows `2i, 2i + 1` at quads `4L, 4L + 1` (interleaved); of
+        // `a[2i + 1]`: at quads `4L + 2, 4L + 3`.
+        let a: [__m512i; 16] = core::array::from_fn(|j| {
+            let (x, y) = (r[j & !1], r[j | 1]);
+            if j % 2 == 0 {
+                _mm512_unpacklo_epi32(x, y)
+            } else {
+                _mm512_unpackhi_epi32(x, y)
+            }
+        });
+        // Lane `L` of `b[4g + m]`: rows `4g..4g + 4` at quad `4L + m`.
+        let b: [__m512i; 16] = core::array::from_fn(|j| {
+            let (g, m) = (j / 4, j % 4);
+            let (x, y) = (a[4 * g + m / 2], a[4 * g + 2 + m / 2]);
+            if m % 2 == 0 {
+                _mm512_unpacklo_epi64(x, y)
+            } else {
+                _mm512_unpackhi_epi64(x, y)
+            }
+        });
+        // `out[4L + m]` lane `G` = `b[4G + m]` lane `L`: a 4 × 4 transpose of 128-bit lanes
+        // for each `m`.
+        let mut out = [_mm512_setzero_si512(); 16];
+        for m in 0..4 {
+            let (x0, x1, x2, x3) = (b[m], b[4 + m], b[8 + m], b[12 + m]);
+            let c0 = _mm512_shuffle_i32x4::<0x44>(x0, x1);
+            let c1 = _mm512_shuffle_i32x4::<0xEE>(x0, x1);
+            let c2 = _mm512_shuffle_i32x4::<0x44>(x2, x3);
+            let c3 = _mm512_shuffle_i32x4::<0xEE>(x2, x3);
+            out[m] = _mm512_shuffle_i32x4::<0x88>(c0, c2);
+            out[4 + m] = _mm512_shuffle_i32x4::<0xDD>(c0, c2);
+            out[8 + m] = _mm512_shuffle_i32x4::<0x88>(c1, c3);
+            out[12 + m] = _mm512_shuffle_i32x4::<0xDD>(c1, c3);
+        }
+        out
     }
 
     /// Quads `0..4` of sixteen rows `k` bytes apart from `src` (16 bytes of each row), as
@@ -566,7 +639,7 @@ mod tests {
             return; // This CPU has no VNNI: the layout is never packed here.
         }
         for n in [1, 7, 15, 16, 17, 33, 40] {
-            for k in [1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 50, 63, 64, 65, 100, 128, 130, 197, 320] {
+            for k in [1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 50, 63, 64, 65, 80, 100, 128, 130, 144, 197, 256, 320] {
                 let w: Vec<i8> = (0..n * k).map(|i| (i * 37 % 251) as u8 as i8).collect();
                 let quads = stride(k) / 4;
                 let mut want = vec![0i8; packed_len(n, k)];
