@@ -352,6 +352,23 @@ impl DirtyList {
         best
     }
 
+    /// The chunk with the smallest dirty range (the oldest among equal ones; `NIL` if the list
+    /// is empty). Walks the whole list, oldest first.
+    pub fn smallest<A: Allocator>(&self, s: &Slab<A>) -> u32 {
+        let mut best = self.oldest;
+        let mut best_dirty = usize::MAX;
+        let mut h = self.oldest;
+        while h != NIL {
+            let c = &s[h];
+            if c.dirty() < best_dirty {
+                best = h;
+                best_dirty = c.dirty();
+            }
+            h = c.dnext;
+        }
+        best
+    }
+
     /// Appends chunk `h` (not on the list) as the most recently freed.
     #[inline]
     pub fn push<A: Allocator>(&mut self, s: &mut Slab<A>, h: u32) {

@@ -24,7 +24,6 @@ mod report;
 const MAX_GROWTH_TRIES: usize = 64;
 /// Transparent huge page size assumed for region alignment (x86-64 and arm64 with 4 KiB pages).
 const HUGE_PAGE: usize = 2 << 20;
-const DECAY: f64 = 1.0 / 1024.0;
 
 /// Plain counters (protected by the allocator's lock, so no atomics on the hot path).
 #[derive(Debug, Default, Clone)]
@@ -129,7 +128,8 @@ struct RecentFree {
 
 /// The dirty-page budget's state: free chunks of at least `min` bytes with possibly resident
 /// pages, on a list threaded through the chunks (`dprev`/`dnext`) in the order they entered a
-/// bin (freed, merged, or split off a chunk being handed out).
+/// bin (freed, merged, or split off a chunk being handed out); over budget, the chunk with the
+/// smallest dirty range (the oldest among equal ones) is released first.
 ///
 /// Invariants: the list holds exactly the chunks marked `on_dirty_list`, each `Free`, in a bin,
 /// at least `min` bytes, with a non-empty dirty range inside the chunk; `total` is the sum of
@@ -151,11 +151,14 @@ struct Dirty {
     released: u64,
     /// Chunks released by the budget so far.
     purges: u64,
-    /// Recent high-water mark of bytes in use: raised to bytes in use after every allocation
-    /// under the lock, decays towards bytes in use by `DECAY` of the gap at every free.
+    /// High-water mark of bytes in use: raised to bytes in use after every allocation under
+    /// the lock, decays towards bytes in use by `decay` of the gap at every free.
     reference: f64,
-    /// The budget is never below this many bytes.
+    /// `BfcDirtyPages::peak_decay` (0: the mark is the peak since creation).
+    decay: f64,
+    /// The budget is never below this many bytes (and the same as an integer).
     floor: f64,
+    floor_bytes: u64,
     /// Freed chunks of at least this many bytes give their whole pages back (`MADV_DONTNEED`).
     release_min: usize,
     page: usize,
@@ -342,7 +345,9 @@ impl Core {
                 released: 0,
                 purges: 0,
                 reference: 0.0,
+                decay: o.dirty_pages.map_or(0.0, |d| d.peak_decay),
                 floor: o.dirty_pages.map_or(0, |d| d.floor_bytes) as f64,
+                floor_bytes: o.dirty_pages.map_or(0, |d| d.floor_bytes) as u64,
                 release_min: o.pages.release_min_chunk_bytes.unwrap_or(usize::MAX),
                 page,
                 purge_unit: if o.pages.huge_page_min_region_bytes.is_some() {

@@ -106,7 +106,8 @@
 //! # Resident free memory
 //! Free chunks of at least [`BfcPages::resident_min_chunk_bytes`] remember the address range
 //! whose pages may still be resident; big requests take the best-fitting resident chunk first.
-//! With [`BfcOptions::dirty_pages`] the ones binned longest ago release their pages
+//! With [`BfcOptions::dirty_pages`] (on by default: 1.14 × the peak of bytes in use, at least a
+//! 32 MiB floor) the ones with the smallest resident range release their pages first
 //! (`MADV_DONTNEED`) when resident memory — in use, cached and dirty free, a new block counted
 //! from the moment it is handed out — would exceed its budget; `memory_dump()` reports
 //! [`BfcMemoryDump::dirty_free_bytes`], [`BfcMemoryDump::released_bytes`] and per chunk
