@@ -336,14 +336,24 @@ fn a_header_naming_any_slot_but_its_own_is_refused_and_the_block_stays_live() {
         // SAFETY: `freed` came from `t` with `l` and is freed once; its slot is now free.
         unsafe { t.deallocate(freed, l) };
         let created = t.shared.created.load(Ordering::Relaxed);
-        for bad in [other_idx, freed_idx, created, created + 5, IDX_MASK, u64::MAX] {
+        for bad in [
+            other_idx,
+            freed_idx,
+            created,
+            created + 5,
+            IDX_MASK,
+            u64::MAX,
+        ] {
             assert_ne!(bad, own);
             // SAFETY: a buffer underflow simulated on purpose: the header lies inside the
             // inner block, which is live.
             unsafe { p.as_ptr().sub(HEADER).cast::<u64>().write(bad) };
             // SAFETY: the live block with a header naming another slot: refused.
             let logs = unsafe { free_logged(&t, p, l) };
-            assert!(logs.contains("header was overwritten"), "{align} {bad}: {logs}");
+            assert!(
+                logs.contains("header was overwritten"),
+                "{align} {bad}: {logs}"
+            );
             assert_eq!(t.live_count(), 2, "{align} {bad}");
             // SAFETY: `p` is live and not freed concurrently; its slot is intact.
             assert_eq!(unsafe { t.live_allocation(p) }, None);
