@@ -1,60 +1,33 @@
-//! The 16-byte header in front of every block: slot index, allocated size and a check over
-//! them, the address and a per-allocator salt.
+//! The 16-byte header in front of every block: the index of the block's slot (first word; the
+//! second is not written). Nothing in it is trusted: a free takes the index only as a place to
+//! look, and accepts it when that slot records this very address (see
+//! [`TrackingAllocator::untrack`]).
 
 use super::*;
 
-/// Bits of the slot index in the header's first word (the table holds at most 2^40 slots).
+/// Bits of a slot index: the table holds at most 2^40 slots.
 pub(super) const IDX_BITS: u32 = 40;
-/// Bits of the allocated size in the header's second word; a larger block stores [`BIG`] there
-/// and keeps its size in its slot only.
-pub(super) const SIZE_HDR_BITS: u32 = 48;
-/// The header's size field of a block of 2^48 bytes or more.
-pub(super) const BIG: u64 = (1 << SIZE_HDR_BITS) - 1;
 pub(super) const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
 
-/// The 40-bit check of a header: a hash of the allocator's salt, the block's address, its slot
-/// index and its size field. A free recomputes it once the address index has proved the block
-/// live, so a header that was overwritten (a write in front of the block) fails it with
-/// probability 1 − 2⁻⁴⁰ instead of naming another block's slot or a wrong size. It is not what
-/// detects double or foreign frees: the header of such a pointer is never read.
-#[inline]
-pub(super) fn header_check(salt: u64, addr: usize, idx: u64, size_field: u64) -> u64 {
-    let x = addr as u64 ^ salt ^ idx.rotate_left(24) ^ size_field.rotate_left(40);
-    // The high bits of a product by an odd constant depend on every bit of `x`.
-    x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 24
+/// Writes the header of a block at `ptr` whose slot is `idx`.
+///
+/// # Safety
+/// The 16 bytes before `ptr` must be writable and belong to the block (true for a block the
+/// inner allocator just returned, `ptr` being at least [`HEADER`] bytes past its start).
+#[inline(always)]
+pub(super) unsafe fn write_header(ptr: NonNull<u8>, idx: u64) {
+    // SAFETY: per the caller; the header is 8-byte aligned (blocks are aligned to at least 16).
+    unsafe { ptr.as_ptr().sub(HEADER).cast::<u64>().write(idx) }
 }
 
-/// The two words of the header of a block at `addr` in slot `idx` with `allocated` bytes.
-#[inline]
-pub(super) fn encode_header(salt: u64, addr: usize, idx: u64, allocated: u64) -> [u64; 2] {
-    let size_field = allocated.min(BIG);
-    let chk = header_check(salt, addr, idx, size_field);
-    [
-        idx | ((chk >> 16) << IDX_BITS),
-        size_field | ((chk & 0xFFFF) << SIZE_HDR_BITS),
-    ]
-}
-
-/// The `(slot index, size field)` of a header whose check holds for `addr`, else `None`.
-#[inline]
-pub(super) fn decode_header(salt: u64, addr: usize, h: [u64; 2]) -> Option<(u64, u64)> {
-    let idx = h[0] & IDX_MASK;
-    let size_field = h[1] & BIG;
-    let chk = ((h[0] >> IDX_BITS) << 16) | (h[1] >> SIZE_HDR_BITS);
-    (chk == header_check(salt, addr, idx, size_field)).then_some((idx, size_field))
-}
-
-/// The raw header words of `ptr`.
+/// The slot index a block's header names (possibly overwritten: check it against the slot).
 ///
 /// # Safety
 /// The 16 bytes before `ptr` must be readable (true for every live block of this allocator).
-#[inline]
-pub(super) unsafe fn read_header(ptr: NonNull<u8>) -> [u64; 2] {
+#[inline(always)]
+pub(super) unsafe fn read_header(ptr: NonNull<u8>) -> u64 {
     // SAFETY: per the caller; the header is 8-byte aligned (blocks are aligned to at least 16).
-    unsafe {
-        let h = ptr.as_ptr().sub(HEADER).cast::<u64>();
-        [h.read(), h.add(1).read()]
-    }
+    unsafe { ptr.as_ptr().sub(HEADER).cast::<u64>().read() }
 }
 
 /// Alignments up to this are had by padding: the inner block is asked for `size + align` bytes

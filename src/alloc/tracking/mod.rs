@@ -12,10 +12,12 @@
 //!
 //! - Each block carries a 16-byte **header** in front of the pointer handed out (the inner
 //!   allocator is asked for `size + max(align, 16)` bytes at `max(align, 16)` alignment). The
-//!   header holds the index of the block's **slot**, its allocated size and a 40-bit **check**
-//!   (a hash of the address, index, size and a per-allocator salt), so a free finds its slot and
-//!   size from the header, which shares a cache line with the inner allocator's own
-//!   bookkeeping, instead of loading the slot (a cache miss on every random free).
+//!   header holds the index of the block's **slot** and nothing else, and is not trusted: a
+//!   free loads the slot it names and accepts it only if the slot records this very address
+//!   (then it is the block's own: a live address has one slot), and takes the block's size
+//!   from there. The free writes that slot line anyway (marking it free), so the check costs a
+//!   load and a compare where a hash over the header took some twenty instructions on each
+//!   side.
 //! - The header is read only once the block is proved live: an **address index** (the
 //!   *shadow*, a three-level radix tree over addresses below 2^48 with one byte per 16-byte
 //!   granule, nodes in anonymous mappings of their own, never moved or freed before the
@@ -67,23 +69,23 @@
 //!   - an **interior pointer** (no entry at that address, or not 16-byte aligned),
 //!   - a **wrong `Layout` alignment** that changes the header offset (`max(align, 16)`: e.g.
 //!     64 for a block of 16, or 16 for a block of 64),
-//!   - a **wrong `Layout` size above the block's** allocated size (from the header).
+//!   - a **wrong `Layout` size above the block's** allocated size (from its slot).
 //!
-//!   Debug builds also read the slot (a cache miss per free) and refuse, exactly, a size below
-//!   the requested one and any other alignment (e.g. 8 for a block of 16). Release builds free
-//!   such a block correctly anyway: the inner allocator always gets the block's own size and
-//!   header offset back, never the caller's. A live block whose header was overwritten (a write
-//!   in front of the block) fails the 40-bit check and is refused, except with probability
-//!   2⁻⁴⁰. Two threads freeing the same block at the same instant: one frees it, the other is
+//!   Debug builds also refuse, exactly, a size below the requested one and any other alignment
+//!   (e.g. 8 for a block of 16). Release builds free such a block correctly anyway: the inner
+//!   allocator always gets the block's own size and header offset back, never the caller's. A
+//!   live block whose header was overwritten (a write in front of the block) is refused,
+//!   exactly: the slot its header names does not record its address. Two threads freeing the same block at the same instant: one frees it, the other is
 //!   refused as a double free (the compare-and-swap on its index entry decides; the
 //!   handshake orders the first thread's plain clears before it). Not
 //!   detected: a second free after this allocator handed the same address out again (it frees
 //!   the new block, as with any allocator).
 //!
 //!   Cost, in every build: the index lookup, a store per allocation and a compare-and-swap per
-//!   free (a store while one thread alone frees), a few tens of instructions each (instruction counts in `BENCHMARKS.md`), one
-//!   `mmap` the first time a MiB stretch of addresses holds a block, and the memory below.
-//!   Debug builds add a load of the slot per free (a cache miss on a random free).
+//!   free (a store while one thread alone frees), a few tens of instructions each (instruction
+//!   counts in `BENCHMARKS.md`), a load of the slot line per free (which the free writes
+//!   anyway), one `mmap` the first time a MiB stretch of addresses holds a block, and the
+//!   memory below.
 //!   Alignments up to 16 (header offset 16, lead 16, index entry one fixed value) take
 //!   `allocate` and `deallocate` paths where those are constants; larger ones a general path
 //!   with the same checks.
@@ -145,7 +147,7 @@ enum BadFree {
     /// The shadow entry of the address is `seen`, not the header offset the caller's `Layout`
     /// implies (0: no live block of ours starts there), or the address is not 16-aligned.
     Shadow { seen: u8 },
-    /// A live block of ours whose header fails its check (or names no slot).
+    /// A live block of ours whose header names a slot that does not record its address.
     Header,
     /// The caller's size exceeds the block's.
     Size { allocated: usize },
@@ -255,9 +257,8 @@ impl<A> TrackingAllocator<A> {
         }
         // SAFETY: the shadow proves a live block of ours at `ptr`, which the caller does not free
         // concurrently, so its header precedes it inside the inner block.
-        let h = unsafe { read_header(ptr) };
-        let (idx, _) = decode_header(self.salt(), ptr.as_ptr() as usize, h)?;
-        read_slot(self.shared.slot(idx)?).filter(|a| a.address == ptr.as_ptr() as usize)
+        let idx = unsafe { read_header(ptr) };
+        read_slot(self.shared.slot(idx)?).filter(|a| a.address == addr)
     }
 
     /// A printable leak report: one line per live allocation, then the totals.
@@ -315,13 +316,8 @@ impl<A> TrackingAllocator<A> {
         );
         s.word.store(a, Ordering::Release);
         // SAFETY: the header lies inside the block the inner allocator just returned (the caller's
-        // pointer is at least HEADER bytes past its start) and is 8-byte aligned.
-        unsafe {
-            let [w0, w1] = encode_header(self.salt(), a, idx, allocated as u64);
-            let h = addr.as_ptr().sub(HEADER).cast::<u64>();
-            h.write(w0);
-            h.add(1).write(w1);
-        }
+        // pointer is at least HEADER bytes past its start).
+        unsafe { write_header(addr, idx) };
         // Last: from here on a free of `a` is accepted.
         shadow::set(mark, entry);
         true
@@ -410,42 +406,40 @@ impl<A> TrackingAllocator<A> {
         // SAFETY: the shadow said a live block of this allocator starts at `addr` and this
         // thread's claim cleared it, so no other free reads past this point; the 16 bytes in
         // front of `addr` are its header, inside the inner block.
-        let h = unsafe { read_header(ptr) };
-        let Some((idx, size_field)) = decode_header(self.salt(), addr, h) else {
-            // The block is live and ours, so its header was overwritten (a buffer underflow).
+        let idx = unsafe { read_header(ptr) };
+        // The header is only a place to look: the block is live and ours, so exactly one slot
+        // records `addr` (its own); any other index names a slot outside the table or one
+        // holding another address or a free mark, and means the header was overwritten (a
+        // buffer underflow). Relaxed: the slot was filled before the pointer reached this
+        // thread (the caller's synchronisation, as for the header), and only the thread holding
+        // the claim changes it now.
+        let Some(slot) = self
+            .shared
+            .slot(idx)
+            .filter(|s| s.word.load(Ordering::Relaxed) == addr)
+        else {
             return refuse(BadFree::Header);
         };
-        let Some(slot) = self.shared.slot(idx) else {
-            return refuse(BadFree::Header);
-        };
-        let allocated = if size_field == BIG {
-            slot.packed.load(Ordering::Relaxed) & ((1 << SIZE_BITS) - 1)
-        } else {
-            size_field
-        } as usize;
+        let allocated = (slot.packed.load(Ordering::Relaxed) & ((1 << SIZE_BITS) - 1)) as usize;
         let (lead, align) = if off == HEADER {
             (HEADER, HEADER)
         } else {
             lead_of(off, seen)
         };
-        // `allocated + off` is the length the inner allocator returned for this block, so it
-        // cannot exceed `isize::MAX`; checked anyway, as `outer_layout` does, in case the header
-        // was rewritten with a valid check (probability 2⁻⁴⁰). `align` is at most `off`.
+        // `allocated + off` is the length the inner allocator returned for this block (from its
+        // slot), so it cannot exceed `isize::MAX`; checked anyway, as `outer_layout` does (one
+        // compare). `align` is at most `off`.
         if layout.size() > allocated || allocated > isize::MAX as usize - (2 * off - 1) {
             return refuse(BadFree::Size { allocated });
         }
         // SAFETY: `align` is a power of two (16, or `max` of two powers of two) and
         // `allocated + off` rounded up to it is at most `isize::MAX` (checked just above).
         let inner_layout = unsafe { Layout::from_size_align_unchecked(allocated + off, align) };
-        // Debug builds also read the slot (a cache miss on a random free): it must hold this
-        // address, and the layout must be the one the block was allocated with, exactly.
+        // Debug builds also check the layout is the one the block was allocated with, exactly.
         if cfg!(debug_assertions) {
             let packed = slot.packed.load(Ordering::Relaxed);
             let requested = slot.requested.load(Ordering::Relaxed);
             let align = 1usize << (packed >> SIZE_BITS);
-            if slot.word.load(Ordering::Acquire) != addr {
-                return refuse(BadFree::Header);
-            }
             if layout.size() < requested || layout.align() != align {
                 return refuse(BadFree::Layout { requested, align });
             }
@@ -516,13 +510,6 @@ impl<A> TrackingAllocator<A> {
                  block); ignored, the block stays live"
             ),
         }
-    }
-
-    /// The salt of this allocator's header checks: the address of its shared state, unique among
-    /// live tracking allocators.
-    #[inline]
-    fn salt(&self) -> u64 {
-        rust_alloc::sync::Arc::as_ptr(&self.shared) as u64
     }
 
     fn snapshot(&self) -> AllocatorStats {

@@ -156,19 +156,21 @@ impl Shared {
         if idx >= self.created.load(Ordering::Acquire) {
             return None;
         }
+        // `created <= IDX_MASK + 1` (`take_slots` stops there), so `j < 2^41`: its highest bit
+        // is at most 40, `k` at most 30, below `MAX_CHUNKS`, and `j` is not 0.
         let j = idx + (1 << FIRST_SHIFT);
-        let k = (63 - j.leading_zeros() - FIRST_SHIFT) as usize;
-        let biased = self.biased.get(k)?.load(Ordering::Acquire);
-        if biased == 0 {
-            return None;
-        }
+        // SAFETY: `j >= 2^FIRST_SHIFT > 0`.
+        let high = 63 - unsafe { core::num::NonZeroU64::new_unchecked(j) }.leading_zeros();
+        let k = (high - FIRST_SHIFT) as usize;
+        // SAFETY: `k < MAX_CHUNKS` (above).
+        let biased = unsafe { self.biased.get_unchecked(k) }.load(Ordering::Acquire);
         let addr = biased.wrapping_add((j as usize) * core::mem::size_of::<Slot>());
-        // SAFETY: `idx < created`, so chunk `k` was published (before `created` moved past its
-        // first index, both with release; loaded here with acquire) and holds
-        // `1 << (FIRST_SHIFT + k)` initialised slots, of which `j - (1 << (FIRST_SHIFT + k))`
-        // (below that count, by the choice of `k`) is at `addr` (`create_chunk` stores the
-        // base minus that many slots' bytes); chunks live until `Shared` drops, which outlives
-        // `&self`.
+        // SAFETY: `idx < created`, so chunk `k` was published (its `biased` stored before
+        // `created` moved past its first index, both with release; loaded here with acquire:
+        // not 0) and holds `1 << (FIRST_SHIFT + k)` initialised slots, of which
+        // `j - (1 << (FIRST_SHIFT + k))` (below that count, by the choice of `k`) is at `addr`
+        // (`create_chunk` stores the base minus that many slots' bytes); chunks live until
+        // `Shared` drops, which outlives `&self`.
         Some(unsafe { &*(addr as *const Slot) })
     }
 
