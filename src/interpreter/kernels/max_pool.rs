@@ -4,14 +4,16 @@
 use super::pool_common::{prepare_pool, PoolData};
 use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::pool as fast;
+use crate::interpreter::optimized::pool_i8 as fast_i8;
 use crate::interpreter::reference::max_pool::{max_pool_f32_rows, max_pool_i16, max_pool_i8};
 use crate::interpreter::{
     InvokeContext, Kernel, KernelError, KernelSet, PrepareContext, Registration,
 };
 use crate::tensor::DType;
 
-/// The MAX_POOL_2D kernel: float32 runs the channel-vector loop of
-/// [`crate::interpreter::optimized::pool`] in the optimized set (the same bits).
+/// The MAX_POOL_2D kernel: float32 and int8 run the channel-vector loops of
+/// [`crate::interpreter::optimized::pool`] and [`crate::interpreter::optimized::pool_i8`] in
+/// the optimized set (the same bits).
 #[derive(PartialEq)]
 pub struct MaxPool2D {
     set: KernelSet,
@@ -67,6 +69,20 @@ impl Kernel for MaxPool2D {
                         });
                     }
                 }
+            }
+            DType::I8 if self.set == KernelSet::Optimized => {
+                // Bands of output rows, one per kernel thread (same bits with any split).
+                let input = ctx.input::<i8>(0)?;
+                let rows = g.batches * g.out_h;
+                let row_len = g.out_w * g.channels;
+                let output = &mut ctx.output::<i8>(0)?[..rows * row_len];
+                let band = rows
+                    .div_ceil(ctx.threads())
+                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
+                let (lo, hi, isa) = (d.act_min, d.act_max, ctx.isa());
+                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                    fast_i8::max_pool_i8_rows(isa, g, input, lo, hi, t * band, part)
+                });
             }
             DType::I8 => max_pool_i8(g, ctx.input(0)?, d.act_min, d.act_max, ctx.output(0)?),
             _ => max_pool_i16(g, ctx.input(0)?, d.act_min, d.act_max, ctx.output(0)?),

@@ -87,14 +87,31 @@ fn conv_in_place_extremes_match_reference() {
 /// The VNNI body's im2col runs (`conv_i8_vnni::im2col`: each window row one masked run of
 /// `filter_w * in_c` bytes): strides, padding on every side (rows and columns of the window
 /// outside the input read as the zero point), vertical dilation, runs of 1 to 64 bytes and
-/// past 64 (the generic gather), horizontal dilation (the generic gather), depths that are not
+/// just past 64 (two steps), horizontal dilation (the generic gather), depths that are not
 /// a multiple of 4, input zero points at both ends, two batches and bands of pixels that start
 /// mid-row; every path, the filter read in place.
 #[test]
 fn conv_window_runs_match_reference() {
-    let mut r = Rng::new(7877);
+    let shapes = [(3, 3, 3), (3, 3, 1), (2, 5, 4), (1, 3, 21), (3, 2, 32), (3, 3, 22), (5, 1, 7)];
+    window_runs_match_reference(7877, &shapes);
+}
+
+/// As [`conv_window_runs_match_reference`] with runs of several 64-byte steps, their ends
+/// and the window's clipped columns anywhere in a step: 3 × 3 over 64 channels (runs of 192
+/// bytes, the longest the runs take), 1 × 7 over 19 (133), 7 × 1 over 70, 1 × 3 over 43
+/// (129), 3 × 3 over 45 (135: a depth that is not a multiple of 4), 2 × 2 over 33; and
+/// 3 × 3 over 80 (240 bytes: the generic gather).
+#[test]
+fn conv_long_window_runs_match_reference() {
+    let shapes = [(3, 3, 80), (1, 7, 19), (7, 1, 70), (1, 3, 43), (3, 3, 45), (2, 2, 33), (3, 3, 64)];
+    window_runs_match_reference(9931, &shapes);
+}
+
+/// The body of the window-run tests over filter shapes `(filter_h, filter_w, in_c)`.
+fn window_runs_match_reference(seed: u64, shapes: &[(usize, usize, usize); 7]) {
+    let mut r = Rng::new(seed);
     for case in 0..60 {
-        let (fh, fw, c) = [(3, 3, 3), (3, 3, 1), (2, 5, 4), (1, 3, 21), (3, 2, 32), (3, 3, 22), (5, 1, 7)][case % 7];
+        let (fh, fw, c) = shapes[case % 7];
         let (stride, pad, dil_h, dil_w) = [(1, 1, 1, 1), (2, 0, 1, 1), (2, 1, 2, 1), (1, 2, 1, 2), (3, 2, 1, 1)][case / 7 % 5];
         let (in_h, in_w) = (3 + case % 4, 2 + case % 5);
         let out = |n: usize, f: usize, d: usize| (n + 2 * pad).saturating_sub((f - 1) * d + 1) / stride + 1;
