@@ -101,11 +101,10 @@ impl Kernel for Swish {
                     activation_min,
                     activation_max,
                 };
+                // Entry `i` is for the value `i as u8 as i8`, as in `sigma`; the clamp to the
+                // activation range keeps each product within int8.
                 Math::I8(core::array::from_fn(|i| {
-                    let v = i as u8 as i8;
-                    let s = sigma[usize::from(v as u8)];
-                    // The clamp to the activation range keeps the value within int8.
-                    mul_quantized_value(v.into(), s.into(), &p) as i8
+                    mul_quantized_value((i as u8 as i8).into(), sigma[i].into(), &p) as i8
                 }))
             }
             other => kernel_bail!(
