@@ -1,7 +1,7 @@
 //! AVERAGE_POOL_2D: float, int8 and int16 (input and output quantization equal), SAME / VALID
 //! padding, as TFLM's `pooling.cc`.
 
-use super::pool_common::{prepare_pool, PoolData};
+use super::pool_common::{for_each_row_band, prepare_pool, PoolData};
 use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::pool as fast;
 use crate::interpreter::optimized::pool_i8 as fast_i8;
@@ -29,9 +29,6 @@ static AVERAGE_POOL_2D: [AveragePool2D; 2] = [
     },
 ];
 
-/// Output values a task takes at least (smaller layers stay on one thread).
-const MIN_TASK_ELEMENTS: usize = 16 * 1024;
-
 impl Kernel for AveragePool2D {
     fn constant(&self) -> Option<&'static dyn Kernel> {
         constant_among(&AVERAGE_POOL_2D, self)
@@ -51,16 +48,10 @@ impl Kernel for AveragePool2D {
                     return Err(KernelError::new("a pooling window covers no input element"));
                 }
                 let input = ctx.input::<f32>(0)?;
-                let rows = g.batches * g.out_h;
-                let row_len = g.out_w * g.channels;
-                let output = &mut ctx.output::<f32>(0)?[..rows * row_len];
-                let band = rows
-                    .div_ceil(ctx.threads())
-                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
                 let (lo, hi, isa) = (d.float_min, d.float_max, ctx.isa());
-                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
-                    fast::average_pool_f32_rows(isa, g, input, lo, hi, t * band, part)
-                });
+                for_each_row_band(ctx, g, &|row0, part| {
+                    fast::average_pool_f32_rows(isa, g, input, lo, hi, row0, part)
+                })?;
                 true
             }
             DType::F32 => average_pool_f32(
@@ -75,17 +66,11 @@ impl Kernel for AveragePool2D {
                     return Err(KernelError::new("a pooling window covers no input element"));
                 }
                 let input = ctx.input::<i8>(0)?;
-                let rows = g.batches * g.out_h;
-                let row_len = g.out_w * g.channels;
-                let output = &mut ctx.output::<i8>(0)?[..rows * row_len];
-                let band = rows
-                    .div_ceil(ctx.threads())
-                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
                 let (lo, hi, isa) = (d.act_min, d.act_max, ctx.isa());
-                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
+                for_each_row_band(ctx, g, &|row0, part| {
                     // Every window covers an input element (checked above).
-                    fast_i8::average_pool_i8_rows(isa, g, input, lo, hi, t * band, part);
-                });
+                    fast_i8::average_pool_i8_rows(isa, g, input, lo, hi, row0, part);
+                })?;
                 true
             }
             DType::I8 => average_pool_i8(

@@ -1,7 +1,7 @@
 //! MAX_POOL_2D: float32, int8 and int16 (input and output quantization equal), SAME / VALID
 //! padding, fused activation (LiteRT's `pooling.cc`).
 
-use super::pool_common::{prepare_pool, PoolData};
+use super::pool_common::{for_each_row_band, prepare_pool, PoolData};
 use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::pool as fast;
 use crate::interpreter::optimized::pool_i8 as fast_i8;
@@ -29,9 +29,6 @@ static MAX_POOL2_D: [MaxPool2D; 2] = [
     },
 ];
 
-/// Output values a task takes at least (smaller layers stay on one thread).
-const MIN_TASK_ELEMENTS: usize = 16 * 1024;
-
 impl Kernel for MaxPool2D {
     fn constant(&self) -> Option<&'static dyn Kernel> {
         constant_among(&MAX_POOL2_D, self)
@@ -49,40 +46,28 @@ impl Kernel for MaxPool2D {
             DType::F32 => {
                 // Bands of output rows, one per kernel thread (same bits with any split).
                 let input = ctx.input::<f32>(0)?;
-                let rows = g.batches * g.out_h;
-                let row_len = g.out_w * g.channels;
-                let output = &mut ctx.output::<f32>(0)?[..rows * row_len];
-                let band = rows
-                    .div_ceil(ctx.threads())
-                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
                 let (lo, hi) = (d.float_min, d.float_max);
                 match self.set {
                     KernelSet::Optimized => {
                         let isa = ctx.isa();
-                        ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
-                            fast::max_pool_f32_rows(isa, g, input, lo, hi, t * band, part)
-                        });
+                        for_each_row_band(ctx, g, &|row0, part| {
+                            fast::max_pool_f32_rows(isa, g, input, lo, hi, row0, part)
+                        })?;
                     }
                     KernelSet::Reference => {
-                        ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
-                            max_pool_f32_rows(g, input, lo, hi, t * band, part)
-                        });
+                        for_each_row_band(ctx, g, &|row0, part| {
+                            max_pool_f32_rows(g, input, lo, hi, row0, part)
+                        })?;
                     }
                 }
             }
             DType::I8 if self.set == KernelSet::Optimized => {
                 // Bands of output rows, one per kernel thread (same bits with any split).
                 let input = ctx.input::<i8>(0)?;
-                let rows = g.batches * g.out_h;
-                let row_len = g.out_w * g.channels;
-                let output = &mut ctx.output::<i8>(0)?[..rows * row_len];
-                let band = rows
-                    .div_ceil(ctx.threads())
-                    .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
                 let (lo, hi, isa) = (d.act_min, d.act_max, ctx.isa());
-                ctx.for_each_chunk_mut(output, band * row_len, &|t, part| {
-                    fast_i8::max_pool_i8_rows(isa, g, input, lo, hi, t * band, part)
-                });
+                for_each_row_band(ctx, g, &|row0, part| {
+                    fast_i8::max_pool_i8_rows(isa, g, input, lo, hi, row0, part)
+                })?;
             }
             DType::I8 => max_pool_i8(g, ctx.input(0)?, d.act_min, d.act_max, ctx.output(0)?),
             _ => max_pool_i16(g, ctx.input(0)?, d.act_min, d.act_max, ctx.output(0)?),

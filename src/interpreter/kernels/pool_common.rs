@@ -6,10 +6,10 @@ use super::quant_params::{
     float_range, fused_activation, padding_kind, positive, quantized_range, window_axis,
 };
 use crate::interpreter::reference::pooling::PoolGeometry;
-use crate::interpreter::{KernelError, PrepareContext};
+use crate::interpreter::{InvokeContext, KernelError, PrepareContext};
 use crate::kernel_ensure;
 use crate::model::BuiltinOptions;
-use crate::tensor::DType;
+use crate::tensor::{DType, Element};
 
 /// A pooling node's op data.
 #[derive(Clone, Copy, Debug)]
@@ -119,4 +119,26 @@ pub(super) fn prepare_pool(
         }
     }
     Ok(data)
+}
+
+/// Fewest output values a kernel thread takes: smaller bands cost more in hand-off than they
+/// save.
+const MIN_TASK_ELEMENTS: usize = 16 * 1024;
+
+/// Output 0 of a pooling node over `g` in bands of whole output rows, at most one per kernel
+/// thread and none under [`MIN_TASK_ELEMENTS`] values: `f(first_row, band)` for each (pooling
+/// computes each output row alone, so any split gives the same bits).
+pub(super) fn for_each_row_band<T: Element + Send + Sync>(
+    ctx: &mut InvokeContext<'_>,
+    g: &PoolGeometry,
+    f: &(dyn Fn(usize, &mut [T]) + Sync),
+) -> Result<(), KernelError> {
+    let rows = g.batches * g.out_h;
+    let row_len = g.out_w * g.channels;
+    let output = &mut ctx.output::<T>(0)?[..rows * row_len];
+    let band = rows
+        .div_ceil(ctx.threads())
+        .max(MIN_TASK_ELEMENTS.div_ceil(row_len.max(1)));
+    ctx.for_each_chunk_mut(output, band * row_len, &|t, part| f(t * band, part));
+    Ok(())
 }
