@@ -22,9 +22,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tensor_alloc::global::count_allocations;
 use tensor_alloc::interpreter::{
-    Interpreter, InterpreterBuilder, InterpreterError, KernelSet, OpResolver, ALIGNMENT,
+    kernels, ArrayOpResolver, Interpreter, InterpreterBuilder, InterpreterError, KernelSet,
+    OpResolver, ALIGNMENT,
 };
-use tensor_alloc::model::{Model, ModelBytes};
+use tensor_alloc::model::{BuiltinOp, Model, ModelBytes};
 use tensor_alloc::GlobalAllocator;
 
 /// The counting allocator, plus the bytes in use and their peak since [`peak_of`] started.
@@ -105,13 +106,43 @@ const FIRMWARE_MODELS: &[&str] = &[
     "person_detect",
 ];
 
-/// Parses `bytes`, builds it into `buffer` (`fixed_shapes`) with a fresh resolver of the
-/// reference kernels, and drops the parsed model and the resolver: the interpreter and the
-/// heap bytes it still holds then (`buffer` allocated by the caller beforehand).
+/// The reference kernels of `model`'s operators, and no others, in an `ArrayOpResolver` (the
+/// firmware's resolver), with the heap bytes making it held at most (asserted 0: the crate's
+/// registrations hold their kernels as constants).
+fn array_resolver(model: &Model) -> ArrayOpResolver<32> {
+    let (r, peak) = peak_of(|| {
+        let mut r = ArrayOpResolver::<32>::new();
+        for code in &model.operator_codes {
+            let reg = match code.custom_code.as_deref() {
+                Some(name) if code.builtin == BuiltinOp::CUSTOM => kernels::CUSTOMS
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|&(n, register)| (BuiltinOp::CUSTOM, Some(n), register())),
+                _ => kernels::BUILTINS
+                    .iter()
+                    .find(|(op, _)| *op == code.builtin)
+                    .map(|&(op, register)| (op, None, register(KernelSet::Reference))),
+            };
+            match reg {
+                Some((_, Some(name), reg)) => r.register_custom(name, reg).unwrap(),
+                Some((op, None, reg)) => r.register_builtin(op, reg).unwrap(),
+                None => {}
+            }
+        }
+        r
+    });
+    assert_eq!(peak, 0, "the array resolver took heap");
+    r
+}
+
+/// Parses `bytes`, builds it into `buffer` (`fixed_shapes`) with a fresh array resolver of the
+/// reference kernels ([`array_resolver`], as the firmware), and drops the parsed model and the
+/// resolver: the interpreter and the heap bytes it still holds then (`buffer` allocated by the
+/// caller beforehand).
 fn retained_alone(bytes: ModelBytes, buffer: &mut [u8]) -> (Interpreter<'_>, usize) {
     let level = in_use();
     let model = Model::from_bytes(bytes).unwrap();
-    let kernels = OpResolver::with_kernel_set(KernelSet::Reference);
+    let kernels = array_resolver(&model);
     let interp = InterpreterBuilder::with_resolver(&model, kernels.clone())
         .fixed_shapes()
         .arena_buffer(buffer)

@@ -8,7 +8,7 @@ use super::context::{Precompute, StagingRegion};
 use super::error::InterpreterError;
 use super::kernel::KernelSet;
 use super::optimized::{Isa, IsaSelection};
-use super::resolver::OpResolver;
+use super::resolver::{OpResolver, Resolver};
 use super::Interpreter;
 use crate::alloc::AllocatorRef;
 use crate::model::Model;
@@ -51,12 +51,15 @@ pub(crate) use stage::{
 };
 pub(crate) use tail::TensorRecords;
 
-/// Builds an [`Interpreter`] for subgraph 0 of a model.
-pub struct InterpreterBuilder<'m, 'a> {
+/// Builds an [`Interpreter`] for subgraph 0 of a model, with the kernels of a resolver `R`
+/// ([`OpResolver`] unless given another [`Resolver`] with
+/// [`with_resolver`](Self::with_resolver), e.g. an
+/// [`ArrayOpResolver`](super::ArrayOpResolver)).
+pub struct InterpreterBuilder<'m, 'a, R = OpResolver> {
     model: &'m Model,
     /// The caller's shared handle on `model`, when given ([`shared`](Self::shared)).
     shared: Option<Arc<Model>>,
-    resolver: OpResolver,
+    resolver: R,
     arena: ArenaSource<'a>,
     threads: usize,
     copies: Precompute,
@@ -73,13 +76,25 @@ impl<'m> InterpreterBuilder<'m, 'static> {
         Self::with_resolver(model, OpResolver::with_builtins())
     }
 
+    /// [`new`](Self::new) for a model behind an `Arc`: an interpreter that keeps the model's
+    /// tables for [`Interpreter::resize_input`] (a graph input with a dynamic dimension) shares
+    /// this `Arc` instead of copying them.
+    pub fn shared(model: &'m Arc<Model>) -> Self {
+        let mut b = Self::new(model);
+        b.shared = Some(model.clone());
+        b
+    }
+}
+
+impl<'m, R: Resolver> InterpreterBuilder<'m, 'static, R> {
     /// A builder with the kernels of `resolver` only (TFLM's `MicroMutableOpResolver`): a
     /// program that never calls [`new`](Self::new) or [`OpResolver::with_builtins`] links only
     /// the kernels it registers, which is what keeps a firmware's code small. The interpreter
     /// refers to each kernel it runs by its [`Kernel::constant`](super::Kernel::constant) or
     /// else one count of its `Arc`, and borrows neither `model` nor `resolver`: both may be
-    /// dropped once it is built.
-    pub fn with_resolver(model: &'m Model, resolver: OpResolver) -> Self {
+    /// dropped once it is built. Any [`Resolver`]: an [`ArrayOpResolver`](super::ArrayOpResolver)
+    /// of the crate's kernels puts nothing on the heap.
+    pub fn with_resolver(model: &'m Model, resolver: R) -> Self {
         InterpreterBuilder {
             model,
             shared: None,
@@ -91,15 +106,6 @@ impl<'m> InterpreterBuilder<'m, 'static> {
             isa: None,
             fixed_shapes: false,
         }
-    }
-
-    /// [`new`](Self::new) for a model behind an `Arc`: an interpreter that keeps the model's
-    /// tables for [`Interpreter::resize_input`] (a graph input with a dynamic dimension) shares
-    /// this `Arc` instead of copying them.
-    pub fn shared(model: &'m Arc<Model>) -> Self {
-        let mut b = Self::new(model);
-        b.shared = Some(model.clone());
-        b
     }
 }
 
@@ -115,9 +121,11 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
     pub fn kernel_set(self, set: KernelSet) -> Self {
         self.resolver(OpResolver::with_kernel_set(set))
     }
+}
 
+impl<'m, 'a, R: Resolver> InterpreterBuilder<'m, 'a, R> {
     /// Places the arena in a caller's buffer.
-    pub fn arena_buffer<'b>(self, buffer: &'b mut [u8]) -> InterpreterBuilder<'m, 'b> {
+    pub fn arena_buffer<'b>(self, buffer: &'b mut [u8]) -> InterpreterBuilder<'m, 'b, R> {
         InterpreterBuilder {
             model: self.model,
             shared: self.shared,
@@ -233,11 +241,12 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
         };
         // The stagings borrow the resolver (each node's registration is the resolver's), the
         // builder's other fields stay free to move into the interpreter.
-        let resolver = core::mem::take(&mut self.resolver);
+        let resolver = self.resolver;
+        let resolver: &dyn Resolver = &resolver;
         let staged_default = |purpose, region| {
             stage_in(
                 self.model,
-                &resolver,
+                resolver,
                 self.threads,
                 (self.copies, isa),
                 purpose,
@@ -245,14 +254,16 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
             )
         };
         let (staged, copies) = match (self.budget, buffer_budget) {
-            (Some(b), _) => self.stage_in_budget(&resolver, b, isa, region)?,
+            (Some(b), _) => {
+                budget::stage_in_budget(self.model, self.threads, resolver, b, isa, region)?
+            }
             (None, Some(b)) => 'staged: {
                 // Everything precomputed, staged for real in the buffer: kept when the buffer
                 // holds its arena and tables (so one staging, whenever the kernels precompute
                 // nothing or the buffer is large enough).
                 let all = stage_in(
                     self.model,
-                    &resolver,
+                    resolver,
                     self.threads,
                     (Precompute::All, isa),
                     Purpose::Build,
@@ -270,7 +281,14 @@ impl<'m, 'a> InterpreterBuilder<'m, 'a> {
                 let tables =
                     place::table_bytes(&staged_default(Purpose::Sizing, None)?, self.model)?;
                 let arena_budget = b.saturating_sub(tables) / ALIGNMENT * ALIGNMENT;
-                match self.stage_in_budget(&resolver, arena_budget, isa, region) {
+                match budget::stage_in_budget(
+                    self.model,
+                    self.threads,
+                    resolver,
+                    arena_budget,
+                    isa,
+                    region,
+                ) {
                     Err(InterpreterError::ArenaBudget { .. }) => {
                         (staged_default(Purpose::Build, region)?, self.copies)
                     }

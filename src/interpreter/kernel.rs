@@ -115,13 +115,82 @@ impl core::fmt::Display for KernelSet {
     }
 }
 
+/// How a [`Registration`] holds its kernel: the kernel's `'static` constant
+/// ([`Kernel::constant`]; no heap, what every kernel the crate ships is) or a shared count of a
+/// caller's kernel that has none. Dereferences to the kernel.
+#[derive(Clone)]
+pub enum KernelRef {
+    /// A `'static` kernel: nothing to count, nothing on the heap.
+    Constant(&'static dyn Kernel),
+    /// A kernel on the heap, shared by count.
+    Shared(Arc<dyn Kernel>),
+}
+
+impl KernelRef {
+    /// `kernel` as its constant when it has one (no heap), else on the heap.
+    pub fn new(kernel: impl Kernel + 'static) -> Self {
+        match kernel.constant() {
+            Some(k) => KernelRef::Constant(k),
+            None => KernelRef::Shared(Arc::new(kernel)),
+        }
+    }
+
+    /// The shared kernel's `Arc`, `None` for a constant.
+    pub fn shared(&self) -> Option<&Arc<dyn Kernel>> {
+        match self {
+            KernelRef::Constant(_) => None,
+            KernelRef::Shared(k) => Some(k),
+        }
+    }
+
+    /// Whether both are the same kernel object (same address and type). May answer `false`
+    /// for the same constant seen through two vtables; never `true` for two objects.
+    pub fn same(&self, other: &KernelRef) -> bool {
+        match (self, other) {
+            (KernelRef::Shared(a), KernelRef::Shared(b)) => Arc::ptr_eq(a, b),
+            // The vtable is compared too: two zero-sized constants may share an address.
+            #[allow(ambiguous_wide_pointer_comparisons)]
+            (KernelRef::Constant(a), KernelRef::Constant(b)) => core::ptr::eq(*a, *b),
+            _ => false,
+        }
+    }
+}
+
+impl From<Arc<dyn Kernel>> for KernelRef {
+    /// The kernel's constant when it has one (the `Arc` is then dropped), else the `Arc`.
+    fn from(kernel: Arc<dyn Kernel>) -> Self {
+        match kernel.constant() {
+            Some(k) => KernelRef::Constant(k),
+            None => KernelRef::Shared(kernel),
+        }
+    }
+}
+
+impl From<&'static dyn Kernel> for KernelRef {
+    fn from(kernel: &'static dyn Kernel) -> Self {
+        KernelRef::Constant(kernel)
+    }
+}
+
+impl core::ops::Deref for KernelRef {
+    type Target = dyn Kernel;
+    #[inline]
+    fn deref(&self) -> &(dyn Kernel + 'static) {
+        match self {
+            KernelRef::Constant(k) => *k,
+            KernelRef::Shared(k) => &**k,
+        }
+    }
+}
+
 /// A kernel with what the interpreter must know about it.
 #[derive(Clone)]
 pub struct Registration {
     /// Name for reports (`ADD`, `SignalWindow`).
     pub name: &'static str,
-    /// The implementation.
-    pub kernel: Arc<dyn Kernel>,
+    /// The implementation: its constant when it has one (then the registration holds nothing
+    /// on the heap), else a shared count.
+    pub kernel: KernelRef,
     /// In-place ability.
     pub inplace: InPlace,
     /// Bit `k`: input `k` may be a constant stored sparse (the kernel reads its sparsity
@@ -147,11 +216,18 @@ pub struct Registration {
 }
 
 impl Registration {
-    /// A registration of `kernel` under `name`, never in place.
+    /// A registration of `kernel` under `name`, never in place. A kernel with a
+    /// [`Kernel::constant`] is held as that constant: no heap.
     pub fn new(name: &'static str, kernel: impl Kernel + 'static) -> Self {
+        Self::with_kernel(name, KernelRef::new(kernel))
+    }
+
+    /// A registration of a kernel already held as a [`KernelRef`] (a `'static` constant with
+    /// `KernelRef::Constant(&K)`), never in place.
+    pub const fn with_kernel(name: &'static str, kernel: KernelRef) -> Self {
         Registration {
             name,
-            kernel: Arc::new(kernel),
+            kernel,
             inplace: InPlace::Never,
             sparse_inputs: 0,
             f16_inputs: 0,

@@ -56,11 +56,11 @@ pub use context::{
 };
 pub use error::{InterpreterError, KernelError, MissingOp, Phase};
 pub use graph::{FusedPadding, TensorKind};
-pub use kernel::{InPlace, Kernel, KernelSet, Registration};
+pub use kernel::{InPlace, Kernel, KernelRef, KernelSet, Registration};
 pub use memory::{ArenaNeeds, MemorySummary, SubgraphMemory};
 pub use optimized::{Isa, IsaSelection, IsaSource};
 pub use plan::{plan_model, ModelPlan, ModelPlanOptions};
-pub use resolver::OpResolver;
+pub use resolver::{ArrayOpResolver, OpResolver, Resolver};
 use rust_alloc::string::ToString;
 pub use threads::RoundCounts;
 
@@ -153,7 +153,7 @@ impl<'a> Interpreter<'a> {
     /// `resolver`'s kernels: the arena and the interpreter's tables.
     pub fn arena_bytes_for(
         model: &Model,
-        resolver: &OpResolver,
+        resolver: &dyn Resolver,
     ) -> Result<usize, InterpreterError> {
         Ok(Self::arena_needs(model, resolver)?.total_bytes)
     }
@@ -163,7 +163,7 @@ impl<'a> Interpreter<'a> {
     /// planning run; no arena is made).
     pub fn arena_needs(
         model: &Model,
-        resolver: &OpResolver,
+        resolver: &dyn Resolver,
     ) -> Result<ArenaNeeds, InterpreterError> {
         Self::arena_needs_threads(model, resolver, 1)
     }
@@ -173,7 +173,7 @@ impl<'a> Interpreter<'a> {
     /// scratch (im2col blocks) request `threads` copies, so the scratch can be larger.
     pub fn arena_needs_threads(
         model: &Model,
-        resolver: &OpResolver,
+        resolver: &dyn Resolver,
         threads: usize,
     ) -> Result<ArenaNeeds, InterpreterError> {
         let staged = builder::stage(model, resolver, threads.max(1), builder::Purpose::Sizing)?;

@@ -433,7 +433,7 @@ fn kernel_counts_released_on_drop() {
         r.register_custom("ScaleAccumulate", reg.clone());
         r
     };
-    let alone = rust_alloc::sync::Arc::strong_count(&reg.kernel);
+    let alone = rust_alloc::sync::Arc::strong_count(reg.kernel.shared().unwrap());
     let need = Interpreter::arena_bytes_for(&model, &resolver()).unwrap();
     let mut words = vec![0u128; need.div_ceil(16)];
     // SAFETY: plain bytes of the u128 words.
@@ -451,9 +451,15 @@ fn kernel_counts_released_on_drop() {
         assert_eq!(interp.memory().tables_bytes > 0, buffer);
         interp.input_mut::<f32>(0).unwrap().fill(1.0);
         interp.invoke().unwrap();
-        assert_eq!(rust_alloc::sync::Arc::strong_count(&reg.kernel), alone + 1);
+        assert_eq!(
+            rust_alloc::sync::Arc::strong_count(reg.kernel.shared().unwrap()),
+            alone + 1
+        );
         drop(interp);
-        assert_eq!(rust_alloc::sync::Arc::strong_count(&reg.kernel), alone);
+        assert_eq!(
+            rust_alloc::sync::Arc::strong_count(reg.kernel.shared().unwrap()),
+            alone
+        );
     }
 }
 

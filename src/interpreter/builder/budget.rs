@@ -15,7 +15,8 @@ use crate::arena::Category;
 use crate::interpreter::context::{Precompute, StagingRegion};
 use crate::interpreter::error::InterpreterError;
 use crate::interpreter::optimized::IsaSelection;
-use crate::interpreter::resolver::OpResolver;
+use crate::interpreter::resolver::Resolver;
+use crate::model::Model;
 use rust_alloc::vec;
 use rust_alloc::vec::Vec;
 
@@ -42,87 +43,13 @@ fn prefix_sums(all: &Staged) -> Vec<usize> {
     prefix
 }
 
-impl InterpreterBuilder<'_, '_> {
+impl<R: Resolver> InterpreterBuilder<'_, '_, R> {
     fn stage_copies(
         &self,
         copies: Precompute,
         isa: IsaSelection,
     ) -> Result<Staged<'_>, InterpreterError> {
         stage_opts(self.model, &self.resolver, self.threads, copies, isa)
-    }
-
-    /// Stages the model under `budget`: the longest prefix of precomputed records that fits,
-    /// else [`Precompute::Smallest`] when only that fits, or [`InterpreterError::ArenaBudget`]
-    /// with the exact minimum (the smallest arena's) when nothing fits.
-    ///
-    /// With a staging `region` (a caller's buffer), only the staging returned uses it, and one
-    /// staging is alive at a time: everything staged is tried first in the region (returned
-    /// when it fits), and when it does not, the search stages for sizing only (no record bytes
-    /// kept, no region) and the chosen prefix is staged again in the region.
-    /// `resolver` is the builder's (taken out of it by `build`, so that the staging returned
-    /// borrows the resolver alone).
-    pub(super) fn stage_in_budget<'r>(
-        &self,
-        resolver: &'r OpResolver,
-        budget: usize,
-        isa: IsaSelection,
-        region: Option<StagingRegion>,
-    ) -> Result<(Staged<'r>, Precompute), InterpreterError> {
-        let stage = |copies, purpose, region| {
-            stage_in(
-                self.model,
-                resolver,
-                self.threads,
-                (copies, isa),
-                purpose,
-                region,
-            )
-        };
-        let all = stage(Precompute::All, Purpose::Build, region)?;
-        if all.arena_bytes()? <= budget {
-            return Ok((all, Precompute::All));
-        }
-        let prefix = prefix_sums(&all);
-        drop(all);
-        // The search's stagings are returned only without a region.
-        let search = if region.is_some() {
-            Purpose::Sizing
-        } else {
-            Purpose::Build
-        };
-        let smallest = stage(Precompute::Smallest, search, None)?;
-        let minimum = smallest.arena_bytes()?;
-        if minimum > budget {
-            return Err(InterpreterError::ArenaBudget {
-                budget,
-                needed: minimum,
-            });
-        }
-        let mut best = (smallest, Precompute::Smallest);
-        // The default (nothing precomputed, kernels' scratch for speed taken) is prefix 0.
-        let default = stage(Precompute::None, search, None)?;
-        if default.arena_bytes()? <= budget {
-            best = (default, Precompute::None);
-            // Binary search over the prefixes: the arena grows with the prefix.
-            let (mut lo, mut hi) = (0usize, prefix.len() - 1);
-            while lo < hi {
-                let mid = (lo + hi).div_ceil(2);
-                let copies = Precompute::UpTo(prefix[mid]);
-                let s = stage(copies, search, None)?;
-                if s.arena_bytes()? <= budget {
-                    best = (s, copies);
-                    lo = mid;
-                } else {
-                    hi = mid - 1;
-                }
-            }
-        }
-        if region.is_none() {
-            return Ok(best);
-        }
-        let copies = best.1;
-        drop(best);
-        Ok((stage(copies, Purpose::Build, region)?, copies))
     }
 
     /// The configurations [`arena_budget`](Self::arena_budget) can choose for this model,
@@ -183,4 +110,72 @@ impl InterpreterBuilder<'_, '_> {
         }
         Ok(steps)
     }
+}
+
+/// Stages `model` on `threads` kernel threads under `budget`: the longest prefix of
+/// precomputed records that fits, else [`Precompute::Smallest`] when only that fits, or
+/// [`InterpreterError::ArenaBudget`] with the exact minimum (the smallest arena's) when nothing
+/// fits.
+///
+/// With a staging `region` (a caller's buffer), only the staging returned uses it, and one
+/// staging is alive at a time: everything staged is tried first in the region (returned when it
+/// fits), and when it does not, the search stages for sizing only (no record bytes kept, no
+/// region) and the chosen prefix is staged again in the region. `resolver` is the builder's
+/// (moved out of it by `build`, so that the staging returned borrows the resolver alone).
+pub(super) fn stage_in_budget<'r>(
+    model: &Model,
+    threads: usize,
+    resolver: &'r dyn Resolver,
+    budget: usize,
+    isa: IsaSelection,
+    region: Option<StagingRegion>,
+) -> Result<(Staged<'r>, Precompute), InterpreterError> {
+    let stage = |copies, purpose, region| {
+        stage_in(model, resolver, threads, (copies, isa), purpose, region)
+    };
+    let all = stage(Precompute::All, Purpose::Build, region)?;
+    if all.arena_bytes()? <= budget {
+        return Ok((all, Precompute::All));
+    }
+    let prefix = prefix_sums(&all);
+    drop(all);
+    // The search's stagings are returned only without a region.
+    let search = if region.is_some() {
+        Purpose::Sizing
+    } else {
+        Purpose::Build
+    };
+    let smallest = stage(Precompute::Smallest, search, None)?;
+    let minimum = smallest.arena_bytes()?;
+    if minimum > budget {
+        return Err(InterpreterError::ArenaBudget {
+            budget,
+            needed: minimum,
+        });
+    }
+    let mut best = (smallest, Precompute::Smallest);
+    // The default (nothing precomputed, kernels' scratch for speed taken) is prefix 0.
+    let default = stage(Precompute::None, search, None)?;
+    if default.arena_bytes()? <= budget {
+        best = (default, Precompute::None);
+        // Binary search over the prefixes: the arena grows with the prefix.
+        let (mut lo, mut hi) = (0usize, prefix.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let copies = Precompute::UpTo(prefix[mid]);
+            let s = stage(copies, search, None)?;
+            if s.arena_bytes()? <= budget {
+                best = (s, copies);
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+    }
+    if region.is_none() {
+        return Ok(best);
+    }
+    let copies = best.1;
+    drop(best);
+    Ok((stage(copies, Purpose::Build, region)?, copies))
 }

@@ -21,7 +21,7 @@ use crate::interpreter::kernel::Registration;
 use crate::interpreter::kernels::layer_norm::layer_norm_registration;
 use crate::interpreter::kernels::swish::swish_registration;
 use crate::interpreter::optimized::{Isa, IsaSelection, IsaSource};
-use crate::interpreter::resolver::OpResolver;
+use crate::interpreter::resolver::Resolver;
 use crate::interpreter::subgraphs::{shared_inputs, Layout, SubgraphInfo, Timeline};
 use crate::model::{LifetimeOptions, Lifetimes, Model, TensorRole};
 use rust_alloc::{boxed::Box, string::ToString, vec::Vec};
@@ -102,7 +102,7 @@ pub(super) fn kernel_error(
 /// per-thread scratch by it, [`PrepareContext::threads`]).
 pub(crate) fn stage<'r>(
     model: &Model,
-    resolver: &'r OpResolver,
+    resolver: &'r dyn Resolver,
     threads: usize,
     purpose: Purpose,
 ) -> Result<Staged<'r>, InterpreterError> {
@@ -133,7 +133,7 @@ pub(crate) fn default_isa() -> IsaSelection {
 /// [`stage`] for a build, granting the precomputed constants `copies`.
 pub(crate) fn stage_opts<'r>(
     model: &Model,
-    resolver: &'r OpResolver,
+    resolver: &'r dyn Resolver,
     threads: usize,
     copies: Precompute,
     isa: IsaSelection,
@@ -161,7 +161,7 @@ pub(crate) fn stage_opts<'r>(
 /// 7. [`grow_scratch`]: scratch that can use more takes the head's free space at its step.
 pub(crate) fn stage_with<'r>(
     model: &Model,
-    resolver_of: &dyn Fn(usize) -> &'r OpResolver,
+    resolver_of: &dyn Fn(usize) -> &'r dyn Resolver,
     threads: usize,
     copies: Precompute,
     isa: IsaSelection,
@@ -182,7 +182,7 @@ pub(crate) fn stage_with<'r>(
 /// for the one-staging-at-a-time contract the caller keeps).
 pub(crate) fn stage_in<'r>(
     model: &Model,
-    resolver: &'r OpResolver,
+    resolver: &'r dyn Resolver,
     threads: usize,
     (copies, isa): (Precompute, IsaSelection),
     purpose: Purpose,
@@ -207,7 +207,7 @@ pub(crate) enum Purpose {
 /// [`stage_with`] for `purpose`, the records staged in `region` while they fit.
 fn stage_for<'r>(
     model: &Model,
-    resolver_of: &dyn Fn(usize) -> &'r OpResolver,
+    resolver_of: &dyn Fn(usize) -> &'r dyn Resolver,
     threads: usize,
     copies: Precompute,
     isa: IsaSelection,
@@ -427,7 +427,7 @@ fn sole_read_computed(
 fn resolve<'r>(
     model: &Model,
     layout: &Layout,
-    resolver_of: &dyn Fn(usize) -> &'r OpResolver,
+    resolver_of: &dyn Fn(usize) -> &'r dyn Resolver,
 ) -> Result<Vec<&'r Registration>, InterpreterError> {
     let mut missing = Vec::new();
     let mut registrations = Vec::with_capacity(layout.num_nodes());

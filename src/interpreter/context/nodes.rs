@@ -112,17 +112,21 @@ impl KernelEntry {
     /// ([`release`](Self::release)) exactly once (`None`: a name of 2 GiB or more, nothing
     /// taken).
     fn new(
-        kernel: &rust_alloc::sync::Arc<dyn crate::interpreter::Kernel>,
+        kernel: &crate::interpreter::KernelRef,
         name: &'static str,
         builtin: BuiltinOp,
     ) -> Option<Self> {
+        use crate::interpreter::KernelRef;
         let name_len = u32::try_from(name.len()).ok().filter(|&n| n < CONSTANT)?;
-        let (kernel, name_len) = match kernel.constant() {
-            Some(constant) => (KernelPtr(constant), name_len | CONSTANT),
-            None => (
-                KernelPtr(rust_alloc::sync::Arc::into_raw(kernel.clone())),
-                name_len,
-            ),
+        let (kernel, name_len) = match kernel {
+            KernelRef::Constant(constant) => (KernelPtr(*constant), name_len | CONSTANT),
+            KernelRef::Shared(shared) => match shared.constant() {
+                Some(constant) => (KernelPtr(constant), name_len | CONSTANT),
+                None => (
+                    KernelPtr(rust_alloc::sync::Arc::into_raw(shared.clone())),
+                    name_len,
+                ),
+            },
         };
         Some(KernelEntry {
             kernel,
@@ -312,7 +316,7 @@ impl<'a> NodeTables<'a> {
         };
         let found = kernels.iter().zip(&self.registrations).position(|(k, r)| {
             r.name == registration.name
-                && rust_alloc::sync::Arc::ptr_eq(&r.kernel, &registration.kernel)
+                && r.kernel.same(&registration.kernel)
                 && r.inplace == registration.inplace
                 && r.sparse_inputs == registration.sparse_inputs
                 && r.f16_inputs == registration.f16_inputs
@@ -555,24 +559,35 @@ mod tests {
         for set in [KernelSet::Reference, KernelSet::Optimized] {
             regs.push(conv::register_conv_2d(set));
         }
+        // A caller's `Arc` of a kernel with a constant is held as the constant too.
+        let arc: Arc<dyn Kernel> = Arc::new(reshape::Reshape);
+        regs.push(Registration::with_kernel("RESHAPE", arc.into()));
+        let count = |r: &Registration| r.kernel.shared().map_or(0, Arc::strong_count);
         for r in &regs {
-            let before = Arc::strong_count(&r.kernel);
+            // Only the kernel without a constant is on the heap.
+            assert_eq!(
+                r.kernel.shared().is_some(),
+                r.name == "COUNTED",
+                "{}",
+                r.name
+            );
+            let before = count(r);
             let entry = KernelEntry::new(&r.kernel, r.name, BuiltinOp::CONV_2D).unwrap();
             assert_eq!(entry.name(), r.name);
             match r.kernel.constant() {
                 Some(constant) => {
-                    assert_eq!(Arc::strong_count(&r.kernel), before, "{}", r.name);
+                    assert_eq!(count(r), before, "{}", r.name);
                     assert!(core::ptr::addr_eq(entry.kernel(), constant), "{}", r.name);
                 }
                 None => {
                     assert_eq!(r.name, "COUNTED");
-                    assert_eq!(Arc::strong_count(&r.kernel), before + 1);
-                    assert!(core::ptr::addr_eq(entry.kernel(), Arc::as_ptr(&r.kernel)));
+                    assert_eq!(count(r), before + 1);
+                    assert!(core::ptr::addr_eq(entry.kernel(), &*r.kernel));
                 }
             }
             // SAFETY: the entry's one release, after its last use.
             unsafe { entry.release() };
-            assert_eq!(Arc::strong_count(&r.kernel), before, "{}", r.name);
+            assert_eq!(count(r), before, "{}", r.name);
         }
         // One constant per kernel set.
         let (a, b) = (regs[2].kernel.constant(), regs[3].kernel.constant());

@@ -23,8 +23,8 @@ use crate::interpreter::reference::fully_connected_sparse::{
 };
 use crate::interpreter::reference::quant::quantize_multiplier;
 use crate::interpreter::{
-    InitContext, InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext,
-    Registration,
+    InitContext, InvokeContext, Kernel, KernelError, KernelRef, KernelSet, PersistentArray,
+    PrepareContext, Registration,
 };
 use crate::tensor::DType;
 use crate::{kernel_bail, kernel_ensure};
@@ -95,10 +95,13 @@ static SPARSE_AWARE_FULLY_CONNECTED: [SparseAwareFullyConnected; 2] = [
 
 impl SparseAwareFullyConnected {
     /// Sparse weights here, dense weights through `dense`.
-    pub fn new(dense: Arc<dyn Kernel>, set: KernelSet) -> Self {
-        let dense = match dense.constant() {
-            Some(k) => DenseKernel::Constant(k),
-            None => DenseKernel::Shared(dense),
+    pub fn new(dense: impl Into<KernelRef>, set: KernelSet) -> Self {
+        let dense = match dense.into() {
+            KernelRef::Constant(k) => DenseKernel::Constant(k),
+            KernelRef::Shared(k) => match k.constant() {
+                Some(k) => DenseKernel::Constant(k),
+                None => DenseKernel::Shared(k),
+            },
         };
         SparseAwareFullyConnected { dense, set }
     }

@@ -131,7 +131,9 @@ pub(super) fn build_spaces(
             space: owner.name().to_string(),
             source,
         };
-        let resolver_of = |i: usize| &resolvers[device_of_node[order[i]]];
+        let resolver_of = |i: usize| -> &dyn crate::interpreter::resolver::Resolver {
+            &resolvers[device_of_node[order[i]]]
+        };
         let staged = stage_with(
             &m,
             &resolver_of,
