@@ -25,11 +25,18 @@ const LOGISTIC_UPPER: f32 = 16.619_047;
 const LOGISTIC_LOWER: f32 = -9.0;
 
 /// `logistic(x)` in single precision (see the module docs).
+///
+/// One `exp` per value: with `e = e^-|x|`, `1 / (1 + e^-x)` is `1 / (1 + e)` for `x ≥ 0` and
+/// `e / (1 + e)` below (the same quotient with numerator and denominator multiplied by `e`,
+/// which never overflows), and the reference's `e^x` below the lower cut-off is `e / 1`. A
+/// select of the argument instead (`e^x` or `e^-x`) made the compiler evaluate both
+/// exponentials in every lane.
 #[inline(always)]
 pub fn logistic_one(x: f32) -> f32 {
-    let below = x < LOGISTIC_LOWER;
-    let e = exp_f32(if below { x } else { -x });
-    let y = if below { e } else { 1.0 / (1.0 + e) };
+    let e = exp_f32(-x.abs());
+    let num = if x < 0.0 { e } else { 1.0 };
+    let den = if x < LOGISTIC_LOWER { 1.0 } else { 1.0 + e };
+    let y = num / den;
     if x > LOGISTIC_UPPER {
         1.0
     } else {
