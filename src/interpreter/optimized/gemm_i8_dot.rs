@@ -75,7 +75,7 @@ pub(crate) fn gemm_i8_dot(
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::super::out_rows::OutRows;
-    use super::super::requant_i8::avx512::Rescale16;
+    use super::super::requant_i8::avx512::{Rescale16, Stage16};
     use super::super::requant_i8::{small_sums, Requant};
     use core::arch::x86_64::*;
 
@@ -437,9 +437,23 @@ mod avx512 {
         out_stride: usize,
     ) -> Option<()> {
         let (chunks, tail) = (shape.chunks, shape.tail);
+        if rows == 1 {
+            // One row (a classifier): the GEMM's 16-channel stage, its parameters loaded as
+            // vectors from `rq`, where the tile stage gathers them lane by lane into arrays
+            // and reloads them (set-up that was a tenth of MobileNetV2's classifier, whose
+            // weights stream through the tiles once). The tile adds the weight sums itself.
+            // SAFETY: the caller's CPU promise; `small_sums` (`shape.small`) bounds every
+            // sum plus its bias as the stage requires.
+            let stage = unsafe { Stage16::bounded(rq, c0, nc, shape.small) }?;
+            // SAFETY: row 0 and the run's weight rows hold the bytes `shape` reads.
+            let dots = unsafe { tile::<1, 16>([a.as_ptr()], *w16, chunks, tail, shape.fold) };
+            // SAFETY: the output row holds the run's `nc <= 16` bytes.
+            unsafe { stage.store(dots, out, nc) };
+            return Some(());
+        }
         let mut sum = [0i32; 16];
-        // One row folds the weight sums in its tiles (see [`tile`]); more rows share one pass.
-        let (fold_here, fold_in_tile) = if rows == 1 { (0, shape.fold) } else { (shape.fold, 0) };
+        // More rows share one pass over the weight sums (one row folds them in its tile).
+        let fold_here = shape.fold;
         if fold_here != 0 {
             // SAFETY: the caller's promise; `sum` holds 16 `i32`.
             unsafe {
@@ -497,7 +511,7 @@ mod avx512 {
         if rows > r {
             let st = [stage(lane_channels::<16>(0))?];
             // SAFETY: as above.
-            unsafe { run_rows::<1, 16>([a_at(r)], w16, nc, &st, chunks, tail, fold_in_tile, [o_at(r)]) };
+            unsafe { run_rows::<1, 16>([a_at(r)], w16, nc, &st, chunks, tail, 0, [o_at(r)]) };
         }
         Some(())
     }

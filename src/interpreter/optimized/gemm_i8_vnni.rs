@@ -161,8 +161,9 @@ mod avx512 {
     /// sixteen quads at a time ([`quads_of_64`]: one 64-byte load per row, a 16 × 16 register
     /// transpose), then up to `k / 16 * 16` four quads at a time ([`quad_columns`]: broadcast
     /// loads place the sixteen rows' 16-byte pieces, in-lane 4 × 4 transposes finish them),
-    /// the rest one byte at a time; then each panel's sums as `vpdpbusd` of ones with its quads
-    /// (exact: 64 products of at most 128 per step). This is the per-call cost of a product
+    /// the rest one byte at a time; each panel's sums as `vpdpbusd` of ones with its quads
+    /// (exact: 64 products of at most 128 per step), taken from the transposed registers
+    /// and, for the quads the byte loop wrote, from the panel. This is the per-call cost of a product
     /// whose filter is read in place: the 64-byte pieces pack person_detect's 256 × 256
     /// filter in about three quarters of the time the 16-byte pieces took (as compiled, each
     /// masked broadcast became a load and an insert: 64 loads and 80 shuffles per KiB against
@@ -190,6 +191,13 @@ mod avx512 {
             // transposing loads walk sixteen rows at once, which the hardware prefetchers
             // follow poorly (the loads missing the cache were most of the packing time).
             let next = &w[(c0 + lanes) * k..w.len().min((c0 + lanes + LANES) * k)];
+            // The column sums: four independent `vpdpbusd` chains (one chain waited on each
+            // one's latency: a third of the packing time at depth 128), fed from the
+            // transposed registers for the 64- and 16-byte pieces (not a second pass over
+            // those panel bytes), from the panel for the quads after them.
+            let ones = _mm512_set1_epi8(1);
+            let mut s = [_mm512_setzero_si512(); 4];
+            let mut summed = 0;
             let done = if lanes == LANES {
                 // 64-byte pieces of the sixteen rows: one load per row, a 16 × 16 transpose
                 // of 32-bit quads in registers.
@@ -206,6 +214,11 @@ mod avx512 {
                     let dst = panel.as_mut_ptr().add(16 * ch * 4 * LANES);
                     for (j, v) in q.iter().enumerate() {
                         _mm512_storeu_si512(dst.add(j * 4 * LANES).cast(), *v);
+                    }
+                    if sums.is_some() {
+                        for (j, v) in q.iter().enumerate() {
+                            s[j % 4] = _mm512_dpbusd_epi32(s[j % 4], ones, *v);
+                        }
                     }
                 }
                 let chunks = k / 16;
@@ -225,13 +238,22 @@ mod avx512 {
                     for (j, v) in q.iter().enumerate() {
                         _mm512_storeu_si512(dst.add(j * 4 * LANES).cast(), *v);
                     }
+                    if sums.is_some() {
+                        for (s, v) in s.iter_mut().zip(q) {
+                            *s = _mm512_dpbusd_epi32(*s, ones, v);
+                        }
+                    }
                 }
+                summed = 4 * chunks;
                 chunks * 16
             } else {
                 panel.fill(MaybeUninit::new(0));
                 0
             };
-            for (l, row) in rows.chunks_exact(k).enumerate() {
+            // The bytes the pieces left (none for a full panel of a depth that is a multiple
+            // of 16: the row walk that found nothing to do was 7 % of packing a 256-deep
+            // filter).
+            for (l, row) in rows.chunks_exact(k).enumerate().take(if done < stride(k) { LANES } else { 0 }) {
                 for (i, &v) in row.iter().enumerate().skip(done) {
                     panel[(i / 4) * 4 * LANES + l * 4 + i % 4] = MaybeUninit::new(v);
                 }
@@ -242,15 +264,11 @@ mod avx512 {
             let Some(sums) = sums.as_deref_mut() else {
                 continue;
             };
-            // Four independent sums: one chain of `vpdpbusd` waited on each one's latency
-            // (a third of the packing time at depth 128).
-            let ones = _mm512_set1_epi8(1);
-            let mut s = [_mm512_setzero_si512(); 4];
             let quad = |j: usize| {
                 // SAFETY: quad `j < quads` of the panel.
                 _mm512_loadu_si512(panel.as_ptr().add(j * 4 * LANES).cast())
             };
-            let mut j = 0;
+            let mut j = summed;
             while j + 4 <= quads {
                 for (i, s) in s.iter_mut().enumerate() {
                     *s = _mm512_dpbusd_epi32(*s, ones, quad(j + i));
@@ -266,6 +284,69 @@ mod avx512 {
         }
     }
 
+    /// The 64 bytes at `src + l k` for rows `l < 16`, addressed from two bases (rows 0 and 8)
+    /// and the multiples `k, 3k, 5k, 7k` (`[b + k]`, `[b + 2k]`, `[b + 3k]`, `[b + 4k]`,
+    /// `[b + 5k]`, `[b + 2 * 3k]`, `[b + 7k]`): six registers. Written as sixteen loads of
+    /// `src + l k`, the compiler kept the sixteen row offsets as loop invariants, spilled them,
+    /// and reloaded one from the stack per row load (a fifth of the packing's samples).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F; rows `0..16` have 64 readable bytes at `src + l k`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn rows_of_64(src: *const i8, k: usize) -> [__m512i; 16] {
+        let (b0, b8) = (src, src.wrapping_add(8 * k));
+        let (k3, k5, k7) = (3 * k, 5 * k, 7 * k);
+        let (r0, r1, r2, r3, r4, r5, r6, r7): (__m512i, __m512i, __m512i, __m512i, __m512i, __m512i, __m512i, __m512i);
+        let (r8, r9, r10, r11, r12, r13, r14, r15): (__m512i, __m512i, __m512i, __m512i, __m512i, __m512i, __m512i, __m512i);
+        // SAFETY: each load reads the 64 bytes of one row `l < 16` at `b0 + l k` (`b8 = b0 +
+        // 8 k`), readable (the caller's promise); nothing else is read or written.
+        unsafe {
+            core::arch::asm!(
+                "vmovdqu64 {r0}, zmmword ptr [{b0}]",
+                "vmovdqu64 {r1}, zmmword ptr [{b0} + {k}]",
+                "vmovdqu64 {r2}, zmmword ptr [{b0} + {k}*2]",
+                "vmovdqu64 {r3}, zmmword ptr [{b0} + {k3}]",
+                "vmovdqu64 {r4}, zmmword ptr [{b0} + {k}*4]",
+                "vmovdqu64 {r5}, zmmword ptr [{b0} + {k5}]",
+                "vmovdqu64 {r6}, zmmword ptr [{b0} + {k3}*2]",
+                "vmovdqu64 {r7}, zmmword ptr [{b0} + {k7}]",
+                "vmovdqu64 {r8}, zmmword ptr [{b8}]",
+                "vmovdqu64 {r9}, zmmword ptr [{b8} + {k}]",
+                "vmovdqu64 {r10}, zmmword ptr [{b8} + {k}*2]",
+                "vmovdqu64 {r11}, zmmword ptr [{b8} + {k3}]",
+                "vmovdqu64 {r12}, zmmword ptr [{b8} + {k}*4]",
+                "vmovdqu64 {r13}, zmmword ptr [{b8} + {k5}]",
+                "vmovdqu64 {r14}, zmmword ptr [{b8} + {k3}*2]",
+                "vmovdqu64 {r15}, zmmword ptr [{b8} + {k7}]",
+                b0 = in(reg) b0,
+                b8 = in(reg) b8,
+                k = in(reg) k,
+                k3 = in(reg) k3,
+                k5 = in(reg) k5,
+                k7 = in(reg) k7,
+                r0 = out(zmm_reg) r0,
+                r1 = out(zmm_reg) r1,
+                r2 = out(zmm_reg) r2,
+                r3 = out(zmm_reg) r3,
+                r4 = out(zmm_reg) r4,
+                r5 = out(zmm_reg) r5,
+                r6 = out(zmm_reg) r6,
+                r7 = out(zmm_reg) r7,
+                r8 = out(zmm_reg) r8,
+                r9 = out(zmm_reg) r9,
+                r10 = out(zmm_reg) r10,
+                r11 = out(zmm_reg) r11,
+                r12 = out(zmm_reg) r12,
+                r13 = out(zmm_reg) r13,
+                r14 = out(zmm_reg) r14,
+                r15 = out(zmm_reg) r15,
+                options(nostack, readonly, preserves_flags, pure),
+            );
+        }
+        [r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15]
+    }
+
     /// Quads `0..16` of sixteen rows `k` bytes apart from `src` (64 bytes of each row), as
     /// the sixteen panel steps: `out[q]` lane `l` = row `l`'s quad `q`. One 64-byte load per
     /// row, then a 16 × 16 transpose of 32-bit elements: dword and quadword interleaves
@@ -279,8 +360,7 @@ mod avx512 {
     #[target_feature(enable = "avx512f")]
     unsafe fn quads_of_64(src: *const i8, k: usize) -> [__m512i; 16] {
         // SAFETY: every load reads 64 bytes of one of the sixteen rows (the caller's promise).
-        let r: [__m512i; 16] =
-            core::array::from_fn(|l| unsafe { _mm512_loadu_si512(src.add(l * k).cast()) });
+        let r = unsafe { rows_of_64(src, k) };
         // Lane `L` of `a[2i]`: rows `2i, 2i + 1` at quads `4L, 4L + 1` (interleaved); of
         // `a[2i + 1]`: at quads `4L + 2, 4L + 3`.
         let a: [__m512i; 16] = core::array::from_fn(|j| {
