@@ -24,9 +24,11 @@
 //! all (on Zen 5 one chain of `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14
 //! twice XNNPACK's time). There the output stage is most of the vector ops of a 3 × 3
 //! window, so full groups load their inputs unmasked (folded into the widening) and
-//! adjacent groups share one byte pack, permute and store; a pass of three or more groups
+//! adjacent groups share one byte pack, permute and store; a pass of two or more groups
 //! whose stages all take the doubled form stores through [`Doubled32`], written out (no
-//! branch on the form, the accumulators kept in registers).
+//! branch on the form, the accumulators kept in registers), its stages built directly from
+//! the layer's parameters at every invoke (on maps of 9 to 49 pixels building them was up to
+//! half of a layer's time).
 //! On small maps, where border pixels are a large share, a pass first copies its channels
 //! of the input into a zero-point-padded image on the stack ([`padded`]), so that every pixel
 //! takes the inside loop.
@@ -425,11 +427,11 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     let Pass { g, rq, small, .. } = *pass;
     let c = g.out_c;
     let n = |j: usize| (c - c0 - j * LANES).min(LANES);
-    // From three groups up, the stages without their forms' dispatch when all of them take
-    // the doubled form: the loop over the groups' stores spilled the accumulators there. With
-    // one or two groups it does not, and the dispatch-free stages measured slower (person_detect's
-    // 12 × 12 × 64 layer 2.0 → 2.25 µs, BENCHMARKS.md branch dwq27s26).
-    if G >= 3 {
+    // The stages without their forms' dispatch when every group takes the doubled form,
+    // built directly: from three groups up the loop over the groups' stores spilled the
+    // accumulators with the dispatch; with two the direct build pays (person_detect's
+    // 12² × 64 layer 2.2 → 1.9 µs). One group keeps `Stage32`.
+    if G >= 2 {
         let mut stages: [MaybeUninit<Doubled32>; G] = [const { MaybeUninit::uninit() }; G];
         let mut all = true;
         for (j, s) in stages.iter_mut().enumerate() {
