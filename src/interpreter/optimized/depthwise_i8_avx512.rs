@@ -24,9 +24,11 @@
 //! all (on Zen 5 one chain of `vpdpwssd` per group left 5 × 5 layers at 7 × 7 and 14 × 14
 //! twice XNNPACK's time). There the output stage is most of the vector ops of a 3 × 3
 //! window, so full groups load their inputs unmasked (folded into the widening) and
-//! adjacent groups share one byte pack, permute and store; a pass of three or more groups
-//! whose stages all take the doubled form stores through [`DoubledStage32`], written out (no
-//! branch on the form, the accumulators kept in registers).
+//! adjacent groups share one byte pack, permute and store; a pass of two or more groups
+//! whose stages all take the doubled form stores through [`Doubled32`], written out (no
+//! branch on the form, the accumulators kept in registers), its stages built directly from
+//! the layer's parameters at every invoke (on maps of 9 to 49 pixels building them was up to
+//! half of a layer's time).
 //! On small maps, where border pixels are a large share, a pass first copies its channels
 //! of the input into a zero-point-padded image on the stack ([`padded`]), so that every pixel
 //! takes the inside loop.
@@ -35,7 +37,7 @@
 //! then output offset and clamp), 16 lanes at a time.
 
 use super::requant_i8::Requant;
-use super::stage32_i8::{lane_mask, DoubledStage32, GroupStage, Stage32, LANES};
+use super::stage32_i8::{lane_mask, Doubled32, GroupStage, Stage32, LANES};
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
@@ -422,19 +424,65 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     block_out: &mut [i8],
     padded: Option<&mut Padded>,
 ) {
-    let Pass { g, filter, rq, off32, small, rel, .. } = *pass;
+    let Pass { g, rq, small, .. } = *pass;
+    let c = g.out_c;
+    let n = |j: usize| (c - c0 - j * LANES).min(LANES);
+    // The stages without their forms' dispatch when every group takes the doubled form,
+    // built directly: from three groups up the loop over the groups' stores spilled the
+    // accumulators with the dispatch; with two the direct build pays (person_detect's
+    // 12² × 64 layer 2.2 → 1.9 µs). One group keeps `Stage32`.
+    if G >= 2 {
+        let mut stages: [MaybeUninit<Doubled32>; G] = [const { MaybeUninit::uninit() }; G];
+        let mut all = true;
+        for (j, s) in stages.iter_mut().enumerate() {
+            match Doubled32::new(rq, c0 + j * LANES, n(j), small) {
+                Some(d) => {
+                    s.write(d);
+                }
+                None => {
+                    all = false;
+                    break;
+                }
+            }
+        }
+        if all {
+            // SAFETY: every stage was written just above.
+            let stages: &[Doubled32; G] = &*(&stages as *const [MaybeUninit<Doubled32>; G]).cast();
+            return groups_with::<VNNI, G, FULL, _>(pass, c0, block_out, padded, stages);
+        }
+    }
+    let mut stages: [MaybeUninit<Stage32>; G] = [const { MaybeUninit::uninit() }; G];
+    for (j, s) in stages.iter_mut().enumerate() {
+        s.write(Stage32::new(rq, c0 + j * LANES, n(j), small));
+    }
+    // SAFETY: every stage was written just above.
+    let stages: &[Stage32; G] = &*(&stages as *const [MaybeUninit<Stage32>; G]).cast();
+    groups_with::<VNNI, G, FULL, _>(pass, c0, block_out, padded, stages)
+}
+
+/// [`groups`] with its stages `stages` (group `j`: channels `c0 + j * LANES..`).
+///
+/// # Safety
+/// As [`groups`].
+#[inline(always)]
+unsafe fn groups_with<const VNNI: bool, const G: usize, const FULL: bool, S: GroupStage>(
+    pass: &Pass<'_>,
+    c0: usize,
+    block_out: &mut [i8],
+    padded: Option<&mut Padded>,
+    stages: &[S; G],
+) {
+    let Pass { g, filter, off32, rel, .. } = *pass;
     let c = g.out_c;
     let taps = g.filter_h * g.filter_w;
     let pairs = rel.len() / 2;
     let mut kb = [0 as __mmask32; G];
     let mut w = [[MaybeUninit::<[__m512i; 2]>::uninit(); GROUP_PAIRS]; G];
-    let mut stages: [MaybeUninit<Stage32>; G] = [const { MaybeUninit::uninit() }; G];
     let mut init = [[_mm512_setzero_si512(); 2]; G];
     for j in 0..G {
         let cj = c0 + j * LANES;
-        let n = (c - cj).min(LANES);
-        kb[j] = lane_mask(n);
-        let stage = Stage32::new(rq, cj, n, small);
+        kb[j] = lane_mask((c - cj).min(LANES));
+        let stage = &stages[j];
         for (p, wp) in w[j].iter_mut().enumerate().take(pairs) {
             let mut ab = [_mm512_setzero_si512(); 2];
             for (h, v) in ab.iter_mut().enumerate() {
@@ -449,29 +497,14 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
         // SAFETY: entries `..pairs` of group `j` were written just above.
         let wj: &[[__m512i; 2]] = core::slice::from_raw_parts(w[j].as_ptr().cast(), pairs);
         init[j] = folded(stage.init(), wj, off32);
-        stages[j].write(stage);
     }
-    // SAFETY: every stage was written just above.
-    let stages: &[Stage32; G] = &*(&stages as *const [MaybeUninit<Stage32>; G]).cast();
-    // The stages without their forms' dispatch from three groups up, where the loop over the
-    // groups' stores spilled the accumulators; with one or two groups it does not, and the
-    // borrowed stages measured slower there (person_detect's 12 × 12 × 64 layer 2.0 →
-    // 2.25 µs).
-    let doubled = if G >= 3 { doubled_all(stages) } else { None };
     if let Some(pad) = padded.filter(|p| p.fits::<G>()) {
-        // SAFETY (both): as this function's, and the layout fits the buffer (checked just
-        // above).
-        match doubled {
-            Some(d) => pad.rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, &d),
-            None => pad.rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages),
-        }
+        // SAFETY: as this function's, and the layout fits the buffer (checked just above).
+        pad.rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages);
         return;
     }
     // SAFETY: as this function's.
-    match doubled {
-        Some(d) => pointer_rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, &d),
-        None => pointer_rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages),
-    }
+    pointer_rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages);
 }
 
 /// [`groups`]' rows without the padded copy: inside pixels at fixed tap offsets, border
@@ -554,16 +587,6 @@ unsafe fn inside_groups<const VNNI: bool, const G: usize, const FULL: bool>(
         }
     }
     acc
-}
-
-/// The stages `stages` without their forms' dispatch, when every one takes the doubled form.
-#[inline(always)]
-fn doubled_all<const G: usize>(stages: &[Stage32; G]) -> Option<[DoubledStage32<'_>; G]> {
-    let mut d = [stages[0].as_doubled()?; G];
-    for (d, s) in d.iter_mut().zip(stages).skip(1) {
-        *d = s.as_doubled()?;
-    }
-    Some(d)
 }
 
 /// A pixel's `G` groups of accumulators `acc` through their stages, stored from `out`: in

@@ -400,3 +400,171 @@ fn inside_range_matches_the_window_scan() {
         }
     }
 }
+
+/// [`Doubled16::direct`](crate::interpreter::optimized::requant_i8::avx512::Doubled16::direct)
+/// against the form it builds directly (`Rescale16::bounded` with small sums, then
+/// `doubled`): `None` for the same parameters (left shifts, negative multipliers, right
+/// shifts past 28, shifts outside -31..=31, offsets too large for the small-sums form) and
+/// otherwise the same value for every small sum, lane by lane (mixed shifts and multipliers
+/// in one vector).
+#[test]
+fn direct_doubled_form_matches_the_rescale() {
+    use crate::interpreter::optimized::requant_i8::avx512::{Doubled16, Rescale16};
+    if !Isa::Avx512.avx512() {
+        return;
+    }
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+    unsafe fn case(m: &[i32; 16], s: &[i32; 16], off: i32, xs: &[[i32; 16]]) {
+        let (mv, sv) = (_mm512_loadu_si512(m.as_ptr().cast()), _mm512_loadu_si512(s.as_ptr().cast()));
+        let direct = Doubled16::direct(mv, sv, off);
+        let via = match Rescale16::bounded(mv, sv, off, true) {
+            Some(r) => r.doubled(),
+            None => None,
+        };
+        assert_eq!(direct.is_some(), via.is_some(), "m {m:?} s {s:?} offset {off}");
+        let (Some(d), Some(v)) = (direct, via) else {
+            return;
+        };
+        for x in xs {
+            let x2 = _mm512_slli_epi32::<1>(_mm512_loadu_si512(x.as_ptr().cast()));
+            let (mut a, mut b) = ([0i32; 16], [0i32; 16]);
+            _mm512_storeu_si512(a.as_mut_ptr().cast(), d.apply(x2));
+            _mm512_storeu_si512(b.as_mut_ptr().cast(), v.apply(x2));
+            assert_eq!(a, b, "m {m:?} s {s:?} offset {off} x {x:?}");
+        }
+    }
+    let mut r = Rng::new(0xd1ec7);
+    let xs: Vec<[i32; 16]> = (0..64)
+        .map(|i| {
+            core::array::from_fn(|l| match (i + l) % 5 {
+                0 => (1 << 30) - 1,
+                1 => -(1 << 30) + 1,
+                2 => 0,
+                _ => r.range(-(1 << 30) + 1, (1 << 30) - 1) as i32,
+            })
+        })
+        .collect();
+    for i in 0..3000 {
+        let m: [i32; 16] = core::array::from_fn(|_| match r.pick(0, 9) {
+            0 => i32::MAX,
+            1 => 1 << 30,
+            2 if i % 7 == 0 => -(1 << 30),
+            2 if i % 11 == 0 => i32::MIN,
+            _ => r.range(1 << 30, i64::from(i32::MAX)) as i32,
+        });
+        let s: [i32; 16] = core::array::from_fn(|_| match i % 4 {
+            0 => -(r.range(0, 12) as i32),
+            1 => -(r.range(0, 31) as i32),
+            2 => r.range(-33, 2) as i32,
+            _ => -(r.range(20, 29) as i32),
+        });
+        let off = match r.pick(0, 3) {
+            0 => r.range(-128, 127) as i32,
+            1 => r.range(-2000, 2000) as i32,
+            2 => 0,
+            _ => r.range(-(1 << 20), 1 << 20) as i32,
+        };
+        // SAFETY: the CPU has AVX-512 (checked above); `|x| < 2^30` in every lane.
+        unsafe { case(&m, &s, off, &xs) };
+    }
+}
+
+/// The passes' dispatch-free stages ([`Doubled32`]) against [`Stage32`]: built for the same
+/// parameters (`Stage32::doubles`), the same output bytes for the same sums, on partial and
+/// whole groups, per-tensor and per-channel parameters, with and without biases and clamp.
+#[test]
+fn owned_doubled_stage_matches_stage32() {
+    if !Isa::Avx512.avx512() {
+        return;
+    }
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+    unsafe fn case(rq: &Requant<'_>, c0: usize, n: usize, sums: &[[i32; 32]]) {
+        let s = Stage32::new(rq, c0, n, true);
+        let Some(d) = Doubled32::new(rq, c0, n, true) else {
+            assert!(!s.doubles(), "{rq:?} c0 {c0} n {n}");
+            return;
+        };
+        assert!(s.doubles(), "{rq:?} c0 {c0} n {n}");
+        assert!(Doubled32::new(rq, c0, n, false).is_none());
+        for x in sums {
+            // Accumulators as the kernels hold them: doubled sums, in lane order, from init.
+            let v = |i: usize| _mm512_loadu_si512(x.as_ptr().add(16 * i).cast());
+            let x2 = [_mm512_slli_epi32::<1>(v(0)), _mm512_slli_epi32::<1>(v(1))];
+            let (si, di) = (GroupStage::init(&s), GroupStage::init(&d));
+            let mut out = [[0i8; 32]; 2];
+            s.store([_mm512_add_epi32(si[0], x2[0]), _mm512_add_epi32(si[1], x2[1])], out[0].as_mut_ptr(), !0);
+            d.store([_mm512_add_epi32(di[0], x2[0]), _mm512_add_epi32(di[1], x2[1])], out[1].as_mut_ptr(), !0);
+            assert_eq!(out[0][..n], out[1][..n], "{rq:?} c0 {c0} n {n} sums {x:?}");
+            let w = _mm256_set1_epi8(-128);
+            let (ws, wd) = (GroupStage::weights(&s, w), GroupStage::weights(&d, w));
+            let (mut a, mut b) = ([0i16; 32], [0i16; 32]);
+            _mm512_storeu_si512(a.as_mut_ptr().cast(), ws);
+            _mm512_storeu_si512(b.as_mut_ptr().cast(), wd);
+            assert_eq!(a, b);
+        }
+    }
+    let mut r = Rng::new(0x57a6e);
+    let sums: Vec<[i32; 32]> =
+        (0..16).map(|_| core::array::from_fn(|_| r.range(-(1 << 20), 1 << 20) as i32)).collect();
+    for i in 0..400 {
+        let c = [40usize, 64, 97, 128][i % 4];
+        let per_tensor = i % 5 == 0;
+        let params: Vec<(i32, i8)> = (0..if per_tensor { 1 } else { c })
+            .map(|_| {
+                let m = quantize_multiplier(r.range(1, 30000) as f64 / [10000.0, 500_000.0][i % 2]);
+                (m.multiplier, m.shift_i8())
+            })
+            .collect();
+        let (mults, shifts): (Vec<i32>, Vec<i8>) = params.into_iter().unzip();
+        let bias: Option<Vec<i32>> =
+            (i % 3 != 0).then(|| (0..c).map(|_| r.range(-40000, 40000) as i32).collect());
+        let (a, b) = (r.range(-128, 127) as i32, r.range(-128, 127) as i32);
+        let (lo, hi) = if i % 2 == 0 { (-128, 127) } else { (a.min(b), a.max(b)) };
+        let rq = Requant {
+            bias: bias.as_deref(),
+            multipliers: &mults,
+            shifts: &shifts,
+            output_offset: r.range(-128, 127) as i32,
+            act_min: lo,
+            act_max: hi,
+        };
+        for c0 in (0..c).step_by(LANES) {
+            // SAFETY: the CPU has AVX-512 (checked above); the sums are small.
+            unsafe { case(&rq, c0, (c - c0).min(LANES), &sums) };
+        }
+    }
+}
+
+/// Small maps on the passes of several groups (person_detect's 6 × 6 and 3 × 3 layers,
+/// mobilenet_v2's 7 × 7): 3 × 3 windows over 1 × 1 to 7 × 7 inputs, strides 1 and 2, SAME
+/// and VALID, channel counts that leave a partial last group or a pass of fewer groups, and
+/// the input zero point at both ends and between, on every path.
+#[test]
+fn depthwise_small_maps_match_reference() {
+    for (i, &(h, w, c, stride)) in [
+        (3usize, 3usize, 256usize, 1usize),
+        (6, 6, 128, 2),
+        (6, 6, 128, 1),
+        (7, 7, 100, 1),
+        (7, 7, 200, 2),
+        (2, 2, 97, 2),
+        (1, 1, 130, 1),
+        (4, 5, 161, 2),
+        (3, 3, 96, 1),
+        (5, 3, 250, 1),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for (k, zero_point) in [-128, 127, 3].into_iter().enumerate() {
+            for same in [true, false] {
+                let Some(g) = geometry(1, (h, w), c, 1, (3, 3), stride, 1, same) else {
+                    continue;
+                };
+                for seed in 0..4u64 {
+                    check(&g, zero_point, 0x5a11 + 97 * i as u64 + 13 * k as u64 + seed).unwrap();
+                }
+            }
+        }
+    }
+}

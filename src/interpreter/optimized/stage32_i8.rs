@@ -28,6 +28,94 @@ pub(super) fn lane_mask(n: usize) -> __mmask32 {
     }
 }
 
+/// Channels `c0..c0 + n` (`n <= 32`) of `rq`'s multipliers, shifts and biases, each as two
+/// vectors in channel order (lanes past `n` zero; one multiplier and shift in every lane when
+/// `rq` is per tensor).
+///
+/// # Safety
+/// AVX-512 F/BW/VL; `rq`'s per-channel slices hold channels `c0..c0 + n`
+/// (`depthwise_i8_avx512::applies`).
+#[inline(always)]
+unsafe fn params(rq: &Requant<'_>, c0: usize, n: usize) -> ([__m512i; 2], [__m512i; 2], Option<[__m512i; 2]>) {
+        // Channels `c0..c0 + n` of a per-channel slice as two vectors (lanes past `n` zero),
+        // or the one value in every lane.
+        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
+            if broadcast {
+                return [_mm512_set1_epi32(s[0]); 2];
+            }
+            let lo = _mm512_maskz_loadu_epi32(lane_mask(n.min(16)) as __mmask16, s.as_ptr().add(c0));
+            let hi = if n > 16 {
+                _mm512_maskz_loadu_epi32(lane_mask(n - 16) as __mmask16, s.as_ptr().add(c0 + 16))
+            } else {
+                _mm512_setzero_si512()
+            };
+            [lo, hi]
+        };
+        let per_tensor = rq.multipliers.len() == 1;
+        let bias = rq.bias.map(|b| two(b, false));
+        // The shifts are bytes: the same masked loads, one byte a lane, widened. SAFETY: as
+        // `two`'s loads (the masks cover channels `c0..c0 + n`, within the slice: `applies`).
+        let shifts = if per_tensor {
+            [_mm512_set1_epi32(rq.shifts[0].into()); 2]
+        } else {
+            let at = rq.shifts.as_ptr().add(c0);
+            let lo = _mm_maskz_loadu_epi8(lane_mask(n.min(16)) as __mmask16, at);
+            let hi = if n > 16 {
+                _mm_maskz_loadu_epi8(lane_mask(n - 16) as __mmask16, at.add(16))
+            } else {
+                _mm_setzero_si128()
+            };
+            [_mm512_cvtepi8_epi32(lo), _mm512_cvtepi8_epi32(hi)]
+        };
+        (two(rq.multipliers, per_tensor), shifts, bias)
+}
+
+/// Per-channel values `v` (channels `0..16`, `16..32`) in the accumulators' lane order
+/// ([`LO_CHANNELS`], [`HI_CHANNELS`]).
+///
+/// # Safety
+/// AVX-512 F.
+#[inline(always)]
+unsafe fn lane_order(v: [__m512i; 2]) -> [__m512i; 2] {
+    let (lo, hi) = (
+        _mm512_loadu_si512(LO_CHANNELS.as_ptr().cast()),
+        _mm512_loadu_si512(HI_CHANNELS.as_ptr().cast()),
+    );
+    [_mm512_permutex2var_epi32(v[0], lo, v[1]), _mm512_permutex2var_epi32(v[0], hi, v[1])]
+}
+
+/// Both halves' [`Doubled16`] (multipliers `m`, shifts `s` in lane order), when both take it:
+/// built directly, without the general form's constants.
+///
+/// # Safety
+/// AVX-512 F; the accumulators the halves are given satisfy the small-sums promise.
+#[inline(always)]
+unsafe fn doubled_halves(rq: &Requant<'_>, m: [__m512i; 2], s: [__m512i; 2]) -> Option<[Doubled16; 2]> {
+    let lo = Doubled16::direct(m[0], s[0], rq.output_offset)?;
+    Some([lo, Doubled16::direct(m[1], s[1], rq.output_offset)?])
+}
+
+/// `2 v` in every lane (the doubled form's biases).
+///
+/// # Safety
+/// AVX-512 F.
+#[inline(always)]
+unsafe fn twice(v: [__m512i; 2]) -> [__m512i; 2] {
+    [_mm512_add_epi32(v[0], v[0]), _mm512_add_epi32(v[1], v[1])]
+}
+
+/// The clamp as bytes, when it cuts into `-128..=127` (the kernels validate that it lies in
+/// that range).
+#[inline(always)]
+fn clamp_of(rq: &Requant<'_>) -> Option<[__m512i; 2]> {
+    if rq.act_min > -128 || rq.act_max < 127 {
+        // SAFETY: `set1` needs AVX-512 F, which every caller (a stage's builder) has.
+        Some(unsafe { [_mm512_set1_epi8(rq.act_min as i8), _mm512_set1_epi8(rq.act_max as i8)] })
+    } else {
+        None
+    }
+}
+
 /// Which channel of a 32-channel group each accumulator lane holds (`permutex2var` indices
 /// over the group's channels `0..16` and `16..32`): the in-lane interleave of the kernels' tap pairs
 /// (`vpunpcklwd`/`vpunpckhwd` of two taps' 32 channels).
@@ -65,37 +153,8 @@ impl Stage32 {
     /// [`small_sums`](super::requant_i8::small_sums).
     #[inline(always)]
     pub(super) unsafe fn new(rq: &Requant<'_>, c0: usize, n: usize, small: bool) -> Stage32 {
-        // Channels `c0..c0 + n` of a per-channel slice as two vectors (lanes past `n` zero),
-        // or the one value in every lane.
-        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
-            if broadcast {
-                return [_mm512_set1_epi32(s[0]); 2];
-            }
-            let lo = _mm512_maskz_loadu_epi32(lane_mask(n.min(16)) as __mmask16, s.as_ptr().add(c0));
-            let hi = if n > 16 {
-                _mm512_maskz_loadu_epi32(lane_mask(n - 16) as __mmask16, s.as_ptr().add(c0 + 16))
-            } else {
-                _mm512_setzero_si512()
-            };
-            [lo, hi]
-        };
-        let per_tensor = rq.multipliers.len() == 1;
-        let bias = rq.bias.map(|b| two(b, false));
-        // The shifts are bytes: the same masked loads, one byte a lane, widened. SAFETY: as
-        // `two`'s loads (the masks cover channels `c0..c0 + n`, within the slice: `applies`).
-        let shifts = if per_tensor {
-            [_mm512_set1_epi32(rq.shifts[0].into()); 2]
-        } else {
-            let at = rq.shifts.as_ptr().add(c0);
-            let lo = _mm_maskz_loadu_epi8(lane_mask(n.min(16)) as __mmask16, at);
-            let hi = if n > 16 {
-                _mm_maskz_loadu_epi8(lane_mask(n - 16) as __mmask16, at.add(16))
-            } else {
-                _mm_setzero_si128()
-            };
-            [_mm512_cvtepi8_epi32(lo), _mm512_cvtepi8_epi32(hi)]
-        };
-        Self::of(rq, two(rq.multipliers, per_tensor), shifts, bias, small)
+        let (m, s, bias) = params(rq, c0, n);
+        Self::of(rq, m, s, bias, small, true)
     }
 
     /// The stage of a group of `32 / c` adjacent pixels of `c` channels: lane `l` is channel `l % c` (`c` divides 32; `rq`
@@ -125,11 +184,14 @@ impl Stage32 {
         for (w, &s) in shifts.iter_mut().zip(&rq.shifts[..n]) {
             *w = s.into();
         }
-        Self::of(rq, two(rq.multipliers, per_tensor), two(&shifts[..n], per_tensor), bias, small)
+        // The doubled form through `Rescale16` (out of line): built inline, person_detect's
+        // 16-channel layer (adjacent-pixel groups) measured 4.3 → 4.5 µs.
+        Self::of(rq, two(rq.multipliers, per_tensor), two(&shifts[..n], per_tensor), bias, small, false)
     }
 
     /// The stage of multipliers `m`, shifts `s` and biases `bias` in channel order (lanes
-    /// `0..16` then `16..32`), with `rq`'s offset and clamp.
+    /// `0..16` then `16..32`), with `rq`'s offset and clamp; `direct`: the doubled form built
+    /// inline ([`Doubled16::direct`]) rather than through [`Rescale16`] (the same values).
     #[inline(always)]
     unsafe fn of(
         rq: &Requant<'_>,
@@ -137,39 +199,27 @@ impl Stage32 {
         s: [__m512i; 2],
         bias: Option<[__m512i; 2]>,
         small: bool,
+        direct: bool,
     ) -> Stage32 {
-        let lanes = |v: [__m512i; 2]| -> [__m512i; 2] {
-            let (lo, hi) = (
-                _mm512_loadu_si512(LO_CHANNELS.as_ptr().cast()),
-                _mm512_loadu_si512(HI_CHANNELS.as_ptr().cast()),
-            );
-            [
-                _mm512_permutex2var_epi32(v[0], lo, v[1]),
-                _mm512_permutex2var_epi32(v[0], hi, v[1]),
-            ]
-        };
-        let (m, s) = (lanes(m), lanes(s));
+        let (m, s) = (lane_order(m), lane_order(s));
+        // A `match`, not `map_or`: its closure was compiled out of line, calling the
+        // intrinsics without the AVX-512 features.
         let bias = match bias {
-            Some(b) => lanes(b),
+            Some(b) => lane_order(b),
             None => [_mm512_setzero_si512(); 2],
         };
+        if small && direct {
+            if let Some(halves) = doubled_halves(rq, m, s) {
+                return Stage32 { halves: Halves::Doubled(halves), bias: twice(bias), clamp: clamp_of(rq) };
+            }
+        }
         // `applies` checked every shift (lanes past `n` hold 0).
         let half = |i: usize| Rescale16::bounded(m[i], s[i], rq.output_offset, small).expect("shifts in -31..=31");
         let general = [half(0), half(1)];
-        let (halves, bias) = match (general[0].doubled(), general[1].doubled()) {
-            (Some(a), Some(b)) => (
-                Halves::Doubled([a, b]),
-                [_mm512_add_epi32(bias[0], bias[0]), _mm512_add_epi32(bias[1], bias[1])],
-            ),
-            _ => (Halves::General(general), bias),
-        };
-        Stage32 {
-            halves,
-            bias,
-            // The kernels validate the clamp: it lies in -128..=127.
-            clamp: (rq.act_min > -128 || rq.act_max < 127)
-                .then(|| [_mm512_set1_epi8(rq.act_min as i8), _mm512_set1_epi8(rq.act_max as i8)]),
+        if let (Some(a), Some(b)) = (general[0].doubled(), general[1].doubled()) {
+            return Stage32 { halves: Halves::Doubled([a, b]), bias: twice(bias), clamp: clamp_of(rq) };
         }
+        Stage32 { halves: Halves::General(general), bias, clamp: clamp_of(rq) }
     }
 
     /// Accumulators that start a pixel: the biases (doubled with the weights).
@@ -196,28 +246,44 @@ impl Stage32 {
         }
     }
 
-    /// This stage without its form's dispatch, when both halves take the [`Doubled16`] form.
+}
+
+/// A group's output stage in the [`Doubled16`] form, held without [`Stage32`]'s enum: its
+/// stores have no branch on the form, so a pixel's groups go through their stages as one
+/// straight run (their accumulators stay in registers), and it is built directly from the
+/// layer's parameters (no general-form constants, no copy of a [`Stage32`]). The same
+/// invariants as a [`Stage32`] that [`doubles`](Stage32::doubles): weights from
+/// [`GroupStage::weights`], accumulators from [`GroupStage::init`].
+#[derive(Clone, Copy)]
+pub(super) struct Doubled32 {
+    halves: [Doubled16; 2],
+    /// The biases, doubled, in lane order.
+    bias: [__m512i; 2],
+    clamp: Option<[__m512i; 2]>,
+}
+
+impl Doubled32 {
+    /// Channels `c0..c0 + n` (`n <= 32`) of `rq` as [`Stage32::new`] would build them, when
+    /// that stage [`doubles`](Stage32::doubles) (else `None`).
+    ///
+    /// # Safety
+    /// As [`Stage32::new`].
     #[inline(always)]
-    pub(super) fn as_doubled(&self) -> Option<DoubledStage32<'_>> {
-        match &self.halves {
-            Halves::Doubled(halves) => Some(DoubledStage32 { halves, clamp: &self.clamp }),
-            Halves::General(_) => None,
+    pub(super) unsafe fn new(rq: &Requant<'_>, c0: usize, n: usize, small: bool) -> Option<Doubled32> {
+        if !small {
+            return None;
         }
+        let (m, s, bias) = params(rq, c0, n);
+        let halves = doubled_halves(rq, lane_order(m), lane_order(s))?;
+        let bias = match bias {
+            Some(b) => twice(lane_order(b)),
+            None => [_mm512_setzero_si512(); 2],
+        };
+        Some(Doubled32 { halves, bias, clamp: clamp_of(rq) })
     }
 }
 
-/// A [`Stage32`] whose halves both take the [`Doubled16`] form, seen without the enum: its
-/// stores have no branch on the form, so a pixel's groups go through their stages as one
-/// straight run (their accumulators stay in registers). It borrows the stage's constants:
-/// a copy is another kilobyte of stack written per group and pass (measured slower on the
-/// passes of four groups).
-#[derive(Clone, Copy)]
-pub(super) struct DoubledStage32<'s> {
-    halves: &'s [Doubled16; 2],
-    clamp: &'s Option<[__m512i; 2]>,
-}
-
-/// The output stage of one 32-channel group: [`Stage32`] or [`DoubledStage32`].
+/// The output stage of one 32-channel group: [`Stage32`] or [`Doubled32`].
 pub(super) trait GroupStage {
     /// Whether a caller storing several groups per pixel writes their stores out (one
     /// straight run) rather than looping over them: where the stage has no branch on its
@@ -234,6 +300,15 @@ pub(super) trait GroupStage {
 
     /// The clamp as bytes, when it cuts into `-128..=127`.
     fn clamp_bytes(&self) -> Option<[__m512i; 2]>;
+
+    /// Accumulators that start a pixel: the biases (doubled with the weights).
+    fn init(&self) -> [__m512i; 2];
+
+    /// 32 filter bytes widened to the 16-bit weights the stage's accumulators take.
+    ///
+    /// # Safety
+    /// AVX-512BW.
+    unsafe fn weights(&self, v: __m256i) -> __m512i;
 
     /// Bytes `v` clamped to the layer's activation range.
     ///
@@ -294,9 +369,19 @@ impl GroupStage for Stage32 {
     fn clamp_bytes(&self) -> Option<[__m512i; 2]> {
         self.clamp
     }
+
+    #[inline(always)]
+    fn init(&self) -> [__m512i; 2] {
+        Stage32::init(self)
+    }
+
+    #[inline(always)]
+    unsafe fn weights(&self, v: __m256i) -> __m512i {
+        Stage32::weights(self, v)
+    }
 }
 
-impl GroupStage for DoubledStage32<'_> {
+impl GroupStage for Doubled32 {
     const WRITE_OUT: bool = true;
 
     #[inline(always)]
@@ -306,6 +391,17 @@ impl GroupStage for DoubledStage32<'_> {
 
     #[inline(always)]
     fn clamp_bytes(&self) -> Option<[__m512i; 2]> {
-        *self.clamp
+        self.clamp
+    }
+
+    #[inline(always)]
+    fn init(&self) -> [__m512i; 2] {
+        self.bias
+    }
+
+    #[inline(always)]
+    unsafe fn weights(&self, v: __m256i) -> __m512i {
+        let w = _mm512_cvtepi8_epi16(v);
+        _mm512_add_epi16(w, w)
     }
 }
