@@ -166,12 +166,17 @@ impl ConvPlan {
     /// ([`ConvWeights::InPlace`]): [`group_cols`] output channels of one group, packed.
     /// A pointwise, ungrouped product that [`gemm_weight_rows`] may take (on an AVX-512 path)
     /// needs room for its transposed input there too.
-    /// The dot-product plan needs none, unless [`gemm_weight_rows`] may take it.
+    /// The dot-product plan needs none, unless [`gemm_weight_rows`] may take it
+    /// ([`gemm_weight_rows::beats_dots`]).
     pub fn panel_scratch_len(&self, g: &ConvGeometry) -> usize {
         let m = g.batches * g.out_h * g.out_w;
         let rows = self.col_rows == 0
             && self.groups(g) == 1
-            && gemm_weight_rows::fits(m, g.out_c, self.k);
+            && if self.dot {
+                gemm_weight_rows::beats_dots(m, g.out_c, self.k)
+            } else {
+                gemm_weight_rows::fits(m, g.out_c, self.k)
+            };
         let at = if rows {
             gemm_weight_rows::scratch_len(m, self.k)
         } else {
@@ -712,6 +717,13 @@ pub(super) mod tests {
             geometry((2, 2, 37), (1, 1, 19), 1, 1, false, 1),
             geometry((5, 13, 600), (1, 1, 5), 1, 1, false, 1),
             geometry((1, 1, 5), (1, 1, 3), 2, 1, true, 1),
+            // Filter outweighing the pixels on the AVX-512 path (`gemm_weight_rows`): rows past
+            // the whole 16 (1, 3 and 14), channels off the 8-row tiles, a depth past KC,
+            // batches, and a long depth the dot-product plan gives it.
+            geometry((5, 7, 300), (1, 1, 333), 1, 1, false, 1),
+            geometry((6, 5, 400), (1, 1, 301), 1, 1, false, 1),
+            geometry((4, 5, 256), (1, 1, 300), 1, 1, false, 2),
+            geometry((7, 7, 960), (1, 1, 330), 1, 1, false, 1),
             // One output channel over few input channels (a segmentation head): on the
             // AVX-512 path a dot product per pixel with whole windows (filter rows of 12 and
             // 15 values, strided, batches), the border through the tile.
@@ -772,8 +784,12 @@ pub(super) mod tests {
             );
             let mut packed = vec![0.0; plan.packed_filter_len(&g)];
             pack_filter(&g, &plan, &filter, &mut packed);
+            let m = g.batches * g.out_h * g.out_w;
             for &isa in super::super::Isa::available() {
-                let mut first: [Option<Vec<f32>>; 2] = [None, None];
+                let rows_path = g.is_pointwise()
+                    && gemm_weight_rows::applies(isa, m, g.out_c, plan.k)
+                    && (!plan.dot || gemm_weight_rows::beats_dots(m, g.out_c, plan.k));
+                let mut first: [Option<Vec<f32>>; 3] = [None, None, None];
                 // The im2col block as planned, the least one and one in between (the
                 // planner grants any length from least to most): the same bits.
                 let sizes = [
@@ -808,8 +824,13 @@ pub(super) mod tests {
                     }
                     // Splitting the rows, the im2col block or packing the filter at the call
                     // changes no value (the dot-product plan sums in another order than the
-                    // packed product: compared with its own kind only).
-                    let kind = usize::from(plan.dot && in_place);
+                    // packed product, as do the transposed pixels' rows past the whole 16 and
+                    // depths past KC: each compared with its own kind only).
+                    let kind = match (in_place, rows_path, plan.dot) {
+                        (true, true, _) => 2,
+                        (true, false, true) => 1,
+                        _ => 0,
+                    };
                     match &first[kind] {
                         Some(f) => assert!(
                             f == &got,
