@@ -747,12 +747,9 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
         }
         // Or float32 weights times the input transposed once on an AVX-512 path
         // (`gemm_weight_rows`, where it fits): one part.
-        None if plan.dot => PackedFilter::Panels(request_parts(
-            ctx,
-            plan.panel_scratch_len(g),
-            4,
-            1,
-        )?),
+        None if plan.dot => {
+            PackedFilter::Panels(request_parts(ctx, plan.panel_scratch_len(g), 4, 1)?)
+        }
         None => PackedFilter::Panels(request_parts(
             ctx,
             plan.panel_scratch_len(g),
