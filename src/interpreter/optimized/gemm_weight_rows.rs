@@ -236,8 +236,8 @@ mod x86 {
             }
         }
         let (lo, hi) = (_mm512_set1_ps(t.min), _mm512_set1_ps(t.max));
-        // SAFETY: `R` bias values from `j` exist (`j + R <= n`).
         let bias: [__m512; R] = core::array::from_fn(|r| match t.bias {
+            // SAFETY: `R` bias values from `j` exist (`j + R <= n`).
             Some(b) => unsafe { _mm512_set1_ps(*b.add(j + r)) },
             None => _mm512_setzero_ps(),
         });
