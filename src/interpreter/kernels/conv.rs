@@ -737,7 +737,19 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
     let packed = match copy {
         Some(p) => PackedFilter::Persistent(p),
         // Dot products over the filter in place: nothing to pack, no scratch.
-        None if plan.dot => PackedFilter::Stack,
+        None if plan.dot
+            && (plan.panel_scratch_len(g) == 0
+                || f16
+                || !ctx.isa().avx512()
+                || ctx.smallest_arena()) =>
+        {
+            PackedFilter::Stack
+        }
+        // Or float32 weights times the input transposed once on an AVX-512 path
+        // (`gemm_weight_rows`, where it fits): one part.
+        None if plan.dot => {
+            PackedFilter::Panels(request_parts(ctx, plan.panel_scratch_len(g), 4, 1)?)
+        }
         None => PackedFilter::Panels(request_parts(
             ctx,
             plan.panel_scratch_len(g),

@@ -33,6 +33,7 @@ use super::gemm::{gemm_dot, gemm_grouped, gemm_grouped_into, gemm_packed, Epilog
 use super::out_rows::SharedRows;
 use crate::interpreter::threads::{run_chunks, TaskRunner};
 use super::gemm_dot_tiles::{gemm_dot_tiles, gemm_dot_tiles_into};
+use super::gemm_weight_rows;
 use super::conv_direct::{applies as direct_rows_apply, direct_rows};
 use super::conv_windows::{gathered_rows, multiplies_windows_in_place, windowed_rows};
 use super::matrix::{Strided, Weight};
@@ -163,11 +164,28 @@ impl ConvPlan {
 
     /// Elements of one task's panel scratch when the filter is read in place
     /// ([`ConvWeights::InPlace`]): [`group_cols`] output channels of one group, packed.
+    /// A pointwise, ungrouped product that [`gemm_weight_rows`] may take (on an AVX-512 path)
+    /// needs room for its transposed input there too.
+    /// The dot-product plan needs none, unless [`gemm_weight_rows`] may take it
+    /// ([`gemm_weight_rows::beats_dots`]).
     pub fn panel_scratch_len(&self, g: &ConvGeometry) -> usize {
+        let m = g.batches * g.out_h * g.out_w;
+        let rows = self.col_rows == 0
+            && self.groups(g) == 1
+            && if self.dot {
+                gemm_weight_rows::beats_dots(m, g.out_c, self.k)
+            } else {
+                gemm_weight_rows::fits(m, g.out_c, self.k)
+            };
+        let at = if rows {
+            gemm_weight_rows::scratch_len(m, self.k)
+        } else {
+            0
+        };
         if self.dot {
-            return 0;
+            return at;
         }
-        group_scratch_len(self.group_out(g), self.k, self.col_rows > 0)
+        group_scratch_len(self.group_out(g), self.k, self.col_rows > 0).max(at)
     }
 }
 
@@ -313,6 +331,54 @@ pub fn conv_f32<W: Weight>(
     // Each group: `npg` output channels from `fd` input channels (all of them when ungrouped).
     let (groups, npg, fd) = (plan.groups(g), plan.group_out(g), g.filter_depth);
     let group_len = plan.group_packed_len(g);
+    let mut weights = weights;
+    if let ConvWeights::InPlace { filter, scratch } = &mut weights {
+        // Pointwise, the filter in place outweighing the pixels: the pixels are transposed
+        // (once, shared by the tasks) instead of the filter packed; tasks split the output
+        // channels (`task_columns`), each output summed alike in any task.
+        let at_len = gemm_weight_rows::scratch_len(m, k);
+        let w = W::as_f32(filter);
+        if let (true, Some(w)) = (
+            plan.col_rows == 0
+                && groups == 1
+                && gemm_weight_rows::applies(isa, m, n, k)
+                && scratch.len() >= at_len,
+            w,
+        ) {
+            let a = &input[..m * k];
+            gemm_weight_rows::transpose_a(isa, m, k, a, &mut scratch[..at_len]);
+            let at = &scratch[..at_len];
+            let w = &w[..n * k];
+            let units = task_columns(m, n, k, threads).unwrap_or(n);
+            let out = SharedRows::new(&mut output[..m * n], n);
+            run(n.div_ceil(units), &|t| {
+                let j0 = t * units;
+                let nj = units.min(n - j0);
+                let epj = Epilogue {
+                    bias: ep.bias.map(|x| &x[j0..]),
+                    ..ep
+                };
+                // SAFETY: task `t` writes columns `j0..j0 + nj` of the `m` rows of `out`
+                // (stride `n`), which no other task writes; `out` came from the `&mut` this
+                // call holds for the whole round.
+                unsafe {
+                    gemm_weight_rows::gemm_weight_rows_into(
+                        isa,
+                        m,
+                        nj,
+                        k,
+                        a,
+                        at,
+                        &w[j0 * k..],
+                        &epj,
+                        out.offset(j0),
+                        n,
+                    )
+                };
+            });
+            return;
+        }
+    }
     if let (true, ConvWeights::InPlace { filter, .. }) = (plan.dot, &weights) {
         // Pointwise on few pixels: rows of the input times rows of the filter. One pixel
         // splits its output channels among the tasks (each output is one dot product, so the
@@ -651,6 +717,13 @@ pub(super) mod tests {
             geometry((2, 2, 37), (1, 1, 19), 1, 1, false, 1),
             geometry((5, 13, 600), (1, 1, 5), 1, 1, false, 1),
             geometry((1, 1, 5), (1, 1, 3), 2, 1, true, 1),
+            // Filter outweighing the pixels on the AVX-512 path (`gemm_weight_rows`): rows past
+            // the whole 16 (1, 3 and 14), channels off the 8-row tiles, a depth past KC,
+            // batches, and a long depth the dot-product plan gives it.
+            geometry((5, 7, 300), (1, 1, 333), 1, 1, false, 1),
+            geometry((6, 5, 400), (1, 1, 301), 1, 1, false, 1),
+            geometry((4, 5, 256), (1, 1, 300), 1, 1, false, 2),
+            geometry((7, 7, 960), (1, 1, 330), 1, 1, false, 1),
             // One output channel over few input channels (a segmentation head): on the
             // AVX-512 path a dot product per pixel with whole windows (filter rows of 12 and
             // 15 values, strided, batches), the border through the tile.
@@ -711,8 +784,12 @@ pub(super) mod tests {
             );
             let mut packed = vec![0.0; plan.packed_filter_len(&g)];
             pack_filter(&g, &plan, &filter, &mut packed);
+            let m = g.batches * g.out_h * g.out_w;
             for &isa in super::super::Isa::available() {
-                let mut first: [Option<Vec<f32>>; 2] = [None, None];
+                let rows_path = g.is_pointwise()
+                    && gemm_weight_rows::applies(isa, m, g.out_c, plan.k)
+                    && (!plan.dot || gemm_weight_rows::beats_dots(m, g.out_c, plan.k));
+                let mut first: [Option<Vec<f32>>; 3] = [None, None, None];
                 // The im2col block as planned, the least one and one in between (the
                 // planner grants any length from least to most): the same bits.
                 let sizes = [
@@ -747,8 +824,13 @@ pub(super) mod tests {
                     }
                     // Splitting the rows, the im2col block or packing the filter at the call
                     // changes no value (the dot-product plan sums in another order than the
-                    // packed product: compared with its own kind only).
-                    let kind = usize::from(plan.dot && in_place);
+                    // packed product, as do the transposed pixels' rows past the whole 16 and
+                    // depths past KC: each compared with its own kind only).
+                    let kind = match (in_place, rows_path, plan.dot) {
+                        (true, true, _) => 2,
+                        (true, false, true) => 1,
+                        _ => 0,
+                    };
                     match &first[kind] {
                         Some(f) => assert!(
                             f == &got,
