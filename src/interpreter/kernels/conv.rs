@@ -25,6 +25,7 @@ use crate::interpreter::kernel::constant_among;
 use crate::interpreter::optimized::conv::{self as fast, ConvPlan, ConvWeights};
 use crate::interpreter::optimized::conv_i8 as fast_i8;
 use crate::interpreter::optimized::conv_sparse as fast_sparse;
+use crate::interpreter::optimized::gemm_weight_rows;
 use crate::interpreter::reference::conv::{conv_f32, conv_i16, conv_i8, ConvGeometry, ConvQuant};
 use crate::interpreter::{
     FusedPadding, InvokeContext, Kernel, KernelError, KernelSet, PersistentArray, PrepareContext,
@@ -734,28 +735,16 @@ fn prepare_gemm(ctx: &mut PrepareContext<'_>, g: &ConvGeometry) -> Result<F32Pat
             None => None,
         }
     };
+    // Scratch for the float32 weights' other product (`gemm_weight_rows`) only where it runs.
+    let panel_len = plan.panel_scratch_len(g, gemm_weight_rows::runs(ctx.isa(), !f16));
     let packed = match copy {
         Some(p) => PackedFilter::Persistent(p),
         // Dot products over the filter in place: nothing to pack, no scratch.
-        None if plan.dot
-            && (plan.panel_scratch_len(g) == 0
-                || f16
-                || !ctx.isa().avx512()
-                || ctx.smallest_arena()) =>
-        {
-            PackedFilter::Stack
-        }
+        None if plan.dot && (panel_len == 0 || ctx.smallest_arena()) => PackedFilter::Stack,
         // Or float32 weights times the input transposed once on an AVX-512 path
         // (`gemm_weight_rows`, where it fits): one part.
-        None if plan.dot => {
-            PackedFilter::Panels(request_parts(ctx, plan.panel_scratch_len(g), 4, 1)?)
-        }
-        None => PackedFilter::Panels(request_parts(
-            ctx,
-            plan.panel_scratch_len(g),
-            4,
-            ctx.threads(),
-        )?),
+        None if plan.dot => PackedFilter::Panels(request_parts(ctx, panel_len, 4, 1)?),
+        None => PackedFilter::Panels(request_parts(ctx, panel_len, 4, ctx.threads())?),
     };
     gemm_path(ctx, plan, packed)
 }

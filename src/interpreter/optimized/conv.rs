@@ -164,13 +164,14 @@ impl ConvPlan {
 
     /// Elements of one task's panel scratch when the filter is read in place
     /// ([`ConvWeights::InPlace`]): [`group_cols`] output channels of one group, packed.
-    /// A pointwise, ungrouped product that [`gemm_weight_rows`] may take (on an AVX-512 path)
-    /// needs room for its transposed input there too.
-    /// The dot-product plan needs none, unless [`gemm_weight_rows`] may take it
-    /// ([`gemm_weight_rows::beats_dots`]).
-    pub fn panel_scratch_len(&self, g: &ConvGeometry) -> usize {
+    /// Where [`gemm_weight_rows`] runs (`weight_rows`: [`gemm_weight_rows::runs`] for the path
+    /// and the weights), a pointwise, ungrouped product it may take needs room for its
+    /// transposed input there too. The dot-product plan needs none, unless
+    /// [`gemm_weight_rows`] may take it ([`gemm_weight_rows::beats_dots`]).
+    pub fn panel_scratch_len(&self, g: &ConvGeometry, weight_rows: bool) -> usize {
         let m = g.batches * g.out_h * g.out_w;
-        let rows = self.col_rows == 0
+        let rows = weight_rows
+            && self.col_rows == 0
             && self.groups(g) == 1
             && if self.dot {
                 gemm_weight_rows::beats_dots(m, g.out_c, self.k)
@@ -427,7 +428,7 @@ pub fn conv_f32<W: Weight>(
     let (packed, filter, panel_len, panels) = match weights {
         ConvWeights::Packed(p) => (Some(p), &[][..], 0, None),
         ConvWeights::InPlace { filter, scratch } => {
-            let len = plan.panel_scratch_len(g);
+            let len = plan.panel_scratch_len(g, gemm_weight_rows::runs(isa, !W::CONVERTS));
             let parts = scratch.len() / len.max(1);
             assert!(
                 parts >= 1,
@@ -808,7 +809,7 @@ pub(super) mod tests {
                     (1, true, 2),
                 ] {
                     let mut cols = vec![f32::NAN; sizes[size] * threads];
-                    let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
+                    let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g, gemm_weight_rows::runs(isa, true)) * threads];
                     let mut got = vec![f32::NAN; g.output_len()];
                     let weights = if in_place {
                         ConvWeights::InPlace {
@@ -845,7 +846,7 @@ pub(super) mod tests {
                 let mut once: Option<Vec<f32>> = None;
                 for threads in [1, 3] {
                     let mut cols = vec![f32::NAN; plan.cols_len() * threads];
-                    let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g) * threads];
+                    let mut panels = vec![f32::NAN; plan.panel_scratch_len(&g, gemm_weight_rows::runs(isa, true)) * threads];
                     let mut got = vec![f32::NAN; g.output_len()];
                     let weights = ConvWeights::InPlace {
                         filter: &filter16[..],

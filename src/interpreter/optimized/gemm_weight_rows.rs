@@ -42,9 +42,15 @@ pub fn beats_dots(m: usize, n: usize, k: usize) -> bool {
     fits(m, n, k) && m.saturating_mul(k.saturating_add(n)).saturating_mul(4) <= n.saturating_mul(k)
 }
 
-/// [`fits`] on path `isa`: the tiles are AVX-512F.
+/// Whether the tiles run on path `isa` over weights that are float32 (`float32`; they are read
+/// in place, so other weight types never take them): AVX-512F.
+pub fn runs(isa: Isa, float32: bool) -> bool {
+    cfg!(target_arch = "x86_64") && isa.avx512() && float32
+}
+
+/// [`fits`] on path `isa` (float32 weights, [`runs`]).
 pub fn applies(isa: Isa, m: usize, n: usize, k: usize) -> bool {
-    cfg!(target_arch = "x86_64") && isa.avx512() && fits(m, n, k)
+    runs(isa, true) && fits(m, n, k)
 }
 
 /// Elements of the transposed `A` ([`transpose_a`]): its whole 16-row groups.

@@ -103,4 +103,4 @@ pub mod hybrid_epilogue;
 mod gemm_dot_short;
 /// Dot-product tiles over unpacked weight rows: pointwise convolutions over few pixels.
 mod gemm_dot_tiles;
-mod gemm_weight_rows;
+pub mod gemm_weight_rows;

@@ -553,7 +553,7 @@ fn grouped_conv_f32_matches_reference() {
             for (threads, in_place) in [(1, false), (3, false), (1, true), (3, true)] {
                 let mut pool = ThreadPool::new(threads).unwrap();
                 let mut cols = vec![f32::NAN; plan.cols_len() * threads];
-                let mut panels = vec![f32::NAN; plan.panel_scratch_len(g) * threads];
+                let mut panels = vec![f32::NAN; plan.panel_scratch_len(g, super::gemm_weight_rows::runs(isa, true)) * threads];
                 let mut got = vec![f32::NAN; g.output_len()];
                 let weights = if in_place {
                     ConvWeights::InPlace {
