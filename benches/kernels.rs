@@ -6,7 +6,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tensor_alloc::interpreter::optimized::{
-    batch_matmul as fast_bmm, conv as fast_conv, depthwise_conv as fast_dw, gemm, matrix, pack, Isa,
+    batch_matmul as fast_bmm, conv as fast_conv, depthwise_conv as fast_dw, gemm, gemm_weight_rows,
+    matrix, pack, Isa,
 };
 use tensor_alloc::interpreter::reference::batch_matmul::{batch_matmul_f32, BatchMatMulGeometry};
 use tensor_alloc::interpreter::reference::conv::{conv_f32, ConvGeometry};
@@ -111,7 +112,8 @@ fn bench_conv(c: &mut Criterion) {
                 )
             })
         });
-        let mut panels = vec![0.0; plan.panel_scratch_len(&g)];
+        let weight_rows = gemm_weight_rows::runs(Isa::configured(), true);
+        let mut panels = vec![0.0; plan.panel_scratch_len(&g, weight_rows)];
         group.bench_function(BenchmarkId::new("optimized, in place", name), |b| {
             b.iter(|| {
                 fast_conv::conv_f32(
