@@ -404,6 +404,45 @@ pub(crate) mod avx512 {
         sign: __m512i,
     }
 
+    /// Whether right shifts `right` (each in `0..=31`) and output offset `out_off` fit the
+    /// small-sums form: every shift at most 28 and `(|out_off| + 1) 2^max < 2^29`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F.
+    #[inline(always)]
+    unsafe fn small_sums_fit(right: __m512i, out_off: i32) -> bool {
+        // SAFETY: AVX-512 F (the caller's).
+        let r_max = unsafe { _mm512_reduce_max_epi32(right) } as u32;
+        r_max <= 28 && (u64::from(out_off.unsigned_abs()) + 1) << r_max < 1 << 29
+    }
+
+    /// The small-sums form's rounding constants for right shifts `right` that
+    /// [fit](small_sums_fit) with `out_off`: per 64-bit lane of the even and of the odd dwords,
+    /// `2^31 + (r > 0 ? 2^(31 + r) : 0) + out_off 2^(32 + r)`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512 F.
+    #[inline(always)]
+    unsafe fn small_sums_rounding(right: __m512i, out_off: i32) -> [__m512i; 2] {
+        // SAFETY: AVX-512 F (the caller's).
+        unsafe {
+            let zero = _mm512_setzero_si512();
+            let (half, off) = (_mm512_set1_epi64(1 << 31), _mm512_set1_epi64(out_off.into()));
+            let of = |r: __m512i| {
+                let pos = _mm512_cmpgt_epi64_mask(r, zero);
+                let round = _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r));
+                // `|o| 2^(32 + r) < 2^61` (`small_sums_fit`).
+                let o = _mm512_sllv_epi64(off, _mm512_add_epi64(r, _mm512_set1_epi64(32)));
+                _mm512_add_epi64(round, o)
+            };
+            let (even, odd) = (
+                _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
+                _mm512_srli_epi64::<32>(right),
+            );
+            [of(even), of(odd)]
+        }
+    }
+
     impl Doubled16 {
         /// The rescaled values (output offset added, not clamped) of `x2 = 2x`.
         ///
@@ -443,27 +482,14 @@ pub(crate) mod avx512 {
                 }
                 // `s <= 0` in every lane: `r = -s` (a shift below -31 fails the bound below).
                 let right = _mm512_sub_epi32(zero, s);
-                let r_max = _mm512_reduce_max_epi32(right) as u32;
-                if r_max > 28 || (u64::from(out_off.unsigned_abs()) + 1) << r_max >= 1 << 29 {
+                if !small_sums_fit(right, out_off) {
                     return None;
                 }
-                // As `Rescale16::bounded`'s small-sums rounding constants.
-                let (half, off) = (_mm512_set1_epi64(1 << 31), _mm512_set1_epi64(out_off.into()));
-                let of = |r: __m512i| {
-                    let pos = _mm512_cmpgt_epi64_mask(r, zero);
-                    let round = _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r));
-                    let o = _mm512_sllv_epi64(off, _mm512_add_epi64(r, _mm512_set1_epi64(32)));
-                    _mm512_add_epi64(round, o)
-                };
-                let (even, odd) = (
-                    _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
-                    _mm512_srli_epi64::<32>(right),
-                );
                 let rounds = _mm512_cmpgt_epi32_mask(right, zero);
                 Some(Doubled16 {
                     m,
                     m_odd: _mm512_srli_epi64::<32>(m),
-                    round: [of(even), of(odd)],
+                    round: small_sums_rounding(right, out_off),
                     right,
                     sign: _mm512_mask_blend_epi32(rounds, _mm512_set1_epi32(32), _mm512_set1_epi32(31)),
                 })
@@ -512,23 +538,9 @@ pub(crate) mod avx512 {
                 return Self::general(m, s, out_off);
             }
             let right = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
-            let r_max = _mm512_reduce_max_epi32(right) as u32;
-            let fits = r_max <= 28 && (u64::from(out_off.unsigned_abs()) + 1) << r_max < 1 << 29;
-            if !fits {
+            if !small_sums_fit(right, out_off) {
                 return Self::general(m, s, out_off);
             }
-            let (half, off) = (_mm512_set1_epi64(1 << 31), _mm512_set1_epi64(out_off.into()));
-            let of = |r: __m512i| {
-                let pos = _mm512_cmpgt_epi64_mask(r, zero);
-                let round = _mm512_add_epi64(half, _mm512_maskz_sllv_epi64(pos, half, r));
-                // `|o| 2^(32 + r) < 2^61` (checked above).
-                let o = _mm512_sllv_epi64(off, _mm512_add_epi64(r, _mm512_set1_epi64(32)));
-                _mm512_add_epi64(round, o)
-            };
-            let (even, odd) = (
-                _mm512_and_si512(right, _mm512_set1_epi64(0xFFFF_FFFF)),
-                _mm512_srli_epi64::<32>(right),
-            );
             // `2m < 2^32` (`m >= 0`, checked above): exact as an unsigned dword.
             let m2 = _mm512_add_epi32(m, m);
             let rounds = _mm512_cmpgt_epi32_mask(right, zero);
@@ -536,7 +548,7 @@ pub(crate) mod avx512 {
                 small: Some(Small {
                     m2,
                     m2_odd: _mm512_srli_epi64::<32>(m2),
-                    round: [of(even), of(odd)],
+                    round: small_sums_rounding(right, out_off),
                     right,
                     neg: _mm512_mask_add_epi32(m2, rounds, m2, _mm512_set1_epi32(1)),
                 }),
