@@ -307,20 +307,21 @@ mod tests {
         }
     }
 
-    /// Global, strided, padded and channel counts around the block and vector widths, inputs
-    /// at both ends of int8 and random, clamps narrow and wide, on every path and split into
-    /// row bands: the reference's bytes.
-    #[test]
-    fn every_path_matches_the_reference_bit_for_bit() {
-        let mut rng = Rng::new(31);
-        for (in_hw, c, f, s, pad) in [
-            ((6, 6), 128, (6, 6), (1, 1), (0, 0)),
-            ((7, 7), 1280, (7, 7), (1, 1), (0, 0)),
-            ((9, 8), 3, (3, 3), (2, 2), (1, 1)),
-            ((5, 9), 17, (2, 3), (1, 2), (1, 0)),
-            ((4, 4), 257, (4, 4), (1, 1), (2, 2)),
-            ((11, 1), 64, (5, 1), (3, 1), (2, 0)),
-        ] {
+    /// A pooling geometry: input height and width, channels, window, strides, padding.
+    type Case = ((usize, usize), usize, (usize, usize), (usize, usize), (usize, usize));
+
+    /// For each case, input fill (all −128, all 127, random) and clamp: `rows` on every path,
+    /// whole and in bands of one output row, writes `reference`'s bytes (outputs start as
+    /// 0x55, so an unwritten byte shows).
+    fn check_every_path(
+        seed: u64,
+        cases: &[Case],
+        clamps: &[(i32, i32)],
+        reference: impl Fn(&PoolGeometry, &[i8], i32, i32, &mut [i8]),
+        rows: impl Fn(Isa, &PoolGeometry, &[i8], i32, i32, usize, &mut [i8]),
+    ) {
+        let mut rng = Rng::new(seed);
+        for &(in_hw, c, f, s, pad) in cases {
             let g = geometry(in_hw, c, f, s, pad);
             let n = g.batches * g.in_h * g.in_w * c;
             for fill in 0..3 {
@@ -331,19 +332,18 @@ mod tests {
                         _ => rng.next_u64() as i8,
                     })
                     .collect();
-                for (lo, hi) in [(-128, 127), (-20, 90)] {
+                for &(lo, hi) in clamps {
                     let len = g.batches * g.out_h * g.out_w * c;
                     let mut want = vec![0i8; len];
-                    assert!(average_pool_i8(&g, &input, lo, hi, &mut want));
+                    reference(&g, &input, lo, hi, &mut want);
                     for &isa in Isa::available() {
-                        let mut got = vec![0i8; len];
-                        assert!(average_pool_i8_rows(isa, &g, &input, lo, hi, 0, &mut got));
+                        let mut got = vec![0x55i8; len];
+                        rows(isa, &g, &input, lo, hi, 0, &mut got);
                         assert_eq!(got, want, "{isa:?} {g:?} fill {fill} clamp {lo}..{hi}");
-                        // In bands of one output row.
-                        let mut banded = vec![0i8; len];
+                        let mut banded = vec![0x55i8; len];
                         let row = g.out_w * c;
                         for (r, part) in banded.chunks_mut(row).enumerate() {
-                            assert!(average_pool_i8_rows(isa, &g, &input, lo, hi, r, part));
+                            rows(isa, &g, &input, lo, hi, r, part);
                         }
                         assert_eq!(banded, want, "{isa:?} {g:?} banded");
                     }
@@ -352,50 +352,50 @@ mod tests {
         }
     }
 
+    /// Global, strided, padded and channel counts around the block and vector widths, inputs
+    /// at both ends of int8 and random, clamps narrow and wide, on every path and split into
+    /// row bands: the reference's bytes.
+    #[test]
+    fn every_path_matches_the_reference_bit_for_bit() {
+        check_every_path(
+            31,
+            &[
+                ((6, 6), 128, (6, 6), (1, 1), (0, 0)),
+                ((7, 7), 1280, (7, 7), (1, 1), (0, 0)),
+                ((9, 8), 3, (3, 3), (2, 2), (1, 1)),
+                ((5, 9), 17, (2, 3), (1, 2), (1, 0)),
+                ((4, 4), 257, (4, 4), (1, 1), (2, 2)),
+                ((11, 1), 64, (5, 1), (3, 1), (2, 0)),
+            ],
+            &[(-128, 127), (-20, 90)],
+            |g, input, lo, hi, out| assert!(average_pool_i8(g, input, lo, hi, out)),
+            |isa, g, input, lo, hi, row0, out| {
+                assert!(average_pool_i8_rows(isa, g, input, lo, hi, row0, out))
+            },
+        );
+    }
+
     /// Max pooling over channel counts around the 64-lane vector (1, 3, 63, 64, 65, 130),
     /// stride 2 with SAME-style padding, windows clipped at every edge, a window past the
     /// input (empty: `i8::MIN` before the clamp), clamps narrow, full and outside int8 (the
     /// scalar fallback), on every path and in row bands: the reference's bytes.
     #[test]
     fn max_pool_every_path_matches_the_reference_bit_for_bit() {
-        let mut rng = Rng::new(47);
-        for (in_hw, c, f, s, pad) in [
-            ((9, 9), 64, (3, 3), (2, 2), (1, 1)),
-            ((8, 7), 65, (3, 3), (2, 2), (0, 1)),
-            ((5, 6), 3, (2, 2), (2, 2), (0, 0)),
-            ((7, 7), 130, (3, 3), (1, 1), (1, 1)),
-            ((6, 5), 63, (3, 2), (1, 2), (1, 0)),
-            ((4, 4), 1, (2, 2), (1, 1), (0, 0)),
-            ((3, 3), 17, (2, 2), (2, 2), (3, 3)),
-        ] {
-            let g = geometry(in_hw, c, f, s, pad);
-            let n = g.batches * g.in_h * g.in_w * c;
-            for fill in 0..3 {
-                let input: Vec<i8> = (0..n)
-                    .map(|_| match fill {
-                        0 => -128,
-                        1 => 127,
-                        _ => rng.next_u64() as i8,
-                    })
-                    .collect();
-                for (lo, hi) in [(-128, 127), (-20, 90), (0, 6), (-300, 300)] {
-                    let len = g.batches * g.out_h * g.out_w * c;
-                    let mut want = vec![0i8; len];
-                    max_pool_i8(&g, &input, lo, hi, &mut want);
-                    for &isa in Isa::available() {
-                        let mut got = vec![0x55i8; len];
-                        max_pool_i8_rows(isa, &g, &input, lo, hi, 0, &mut got);
-                        assert_eq!(got, want, "{isa:?} {g:?} fill {fill} clamp {lo}..{hi}");
-                        let mut banded = vec![0x55i8; len];
-                        let row = g.out_w * c;
-                        for (r, part) in banded.chunks_mut(row).enumerate() {
-                            max_pool_i8_rows(isa, &g, &input, lo, hi, r, part);
-                        }
-                        assert_eq!(banded, want, "{isa:?} {g:?} banded");
-                    }
-                }
-            }
-        }
+        check_every_path(
+            47,
+            &[
+                ((9, 9), 64, (3, 3), (2, 2), (1, 1)),
+                ((8, 7), 65, (3, 3), (2, 2), (0, 1)),
+                ((5, 6), 3, (2, 2), (2, 2), (0, 0)),
+                ((7, 7), 130, (3, 3), (1, 1), (1, 1)),
+                ((6, 5), 63, (3, 2), (1, 2), (1, 0)),
+                ((4, 4), 1, (2, 2), (1, 1), (0, 0)),
+                ((3, 3), 17, (2, 2), (2, 2), (3, 3)),
+            ],
+            &[(-128, 127), (-20, 90), (0, 6), (-300, 300)],
+            max_pool_i8,
+            max_pool_i8_rows,
+        );
     }
 
     /// Every sum a window of 1 to 40 taps of int8 values can have: the `f32` division rounds
