@@ -132,7 +132,7 @@ fn find_string(bytes: &[u8], name: &str) -> Option<(u32, u32)> {
     let len = u32::try_from(n).ok()?.to_le_bytes();
     let is_string_at = |at: usize| {
         at >= 4
-            && at % 4 == 0
+            && at.is_multiple_of(4)
             && bytes.get(at - 4..at) == Some(&len[..])
             && bytes.get(at..at + n) == Some(name.as_bytes())
             && bytes.get(at + n) == Some(&0)
