@@ -5,7 +5,9 @@
 //! fails (`Arc::try_new_uninit_slice` is unstable), so a model read from a file keeps its bytes in
 //! one block of this type: a small header (reference count, length) and the bytes, allocated with
 //! `std::alloc::alloc_zeroed` and freed when the last clone goes. Bytes handed in by the caller
-//! (`Arc<[u8]>`, `Vec<u8>`, a slice, `&'static [u8]`) are kept as they come.
+//! (`Arc<[u8]>`, `Vec<u8>`, a slice, `&'static [u8]`) are kept as they come. With `std` on Unix
+//! a file can also be mapped ([`ModelBytes::map`]): nothing is copied, and the pages stay the
+//! page cache's.
 
 use core::alloc::Layout;
 use core::fmt;
@@ -35,6 +37,35 @@ enum Repr {
     Shared(Arc<[u8]>),
     /// Allocated fallibly by this crate.
     Counted(Counted),
+    /// A read-only mapping of a file.
+    #[cfg(all(feature = "std", unix))]
+    Mapped(Arc<Mapping>),
+}
+
+/// A private read-only `mmap` of `len` bytes of a file at `ptr`, unmapped on drop. Invariant:
+/// the mapping is live while this value is, and nothing writes its pages (the caller of
+/// [`ModelBytes::map`] promised that the file is not modified meanwhile).
+#[cfg(all(feature = "std", unix))]
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and never written through this value (invariant); unmapping
+// happens once, on drop.
+#[cfg(all(feature = "std", unix))]
+unsafe impl Send for Mapping {}
+// SAFETY: see `Send`: `&Mapping` only reads.
+#[cfg(all(feature = "std", unix))]
+unsafe impl Sync for Mapping {}
+
+#[cfg(all(feature = "std", unix))]
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what `mmap` returned and was asked for, and this is
+        // the mapping's last owner (it is dropped once, with its `Arc`): nothing borrows it.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
 }
 
 /// The start of a [`Counted`] block; the bytes follow at offset [`MODEL_BYTES_ALIGNMENT`].
@@ -186,7 +217,7 @@ impl ModelBytes {
     pub fn as_static(&self) -> Option<&'static [u8]> {
         match self.0 {
             Repr::Static(b) => Some(b),
-            Repr::Shared(_) | Repr::Counted(_) => None,
+            _ => None,
         }
     }
 
@@ -195,7 +226,7 @@ impl ModelBytes {
     pub fn get_mut(&mut self) -> Option<&mut [u8]> {
         match &mut self.0 {
             Repr::Counted(c) => c.get_mut(),
-            Repr::Static(_) | Repr::Shared(_) => None,
+            _ => None,
         }
     }
 
@@ -205,7 +236,60 @@ impl ModelBytes {
             Repr::Static(b) => b,
             Repr::Shared(b) => b,
             Repr::Counted(c) => c.as_slice(),
+            #[cfg(all(feature = "std", unix))]
+            // SAFETY: the mapping is live while its `Arc` is (invariant of `Mapping`), `len`
+            // bytes long and readable (`PROT_READ`), and not written meanwhile (the promise of
+            // `map`'s caller).
+            Repr::Mapped(m) => unsafe { core::slice::from_raw_parts(m.ptr.as_ptr(), m.len) },
         }
+    }
+
+    /// The first `len` bytes of `file`, mapped privately and read-only (`mmap`), as LiteRT's
+    /// `FlatBufferModel::BuildFromFile` does: nothing is copied or allocated, the pages are
+    /// read when first touched and stay the page cache's (the system may drop and reread them
+    /// under memory pressure; several processes share them). Unmapped when the last handle
+    /// goes. `len == 0` maps nothing. The bytes are never writable ([`get_mut`](Self::get_mut)
+    /// is `None`). A failed `mmap` is its I/O error.
+    ///
+    /// # Safety
+    /// Until the last handle on these bytes (and on any [`Model`](super::Model) or interpreter
+    /// built from them) is dropped, the file must not be modified or truncated, by this process
+    /// or another: a write would change bytes the reader has checked, and a read past a
+    /// truncation raises `SIGBUS`. Read the file ([`Model::load`](super::Model::load)) when
+    /// that cannot be promised.
+    #[cfg(all(feature = "std", unix))]
+    pub unsafe fn map(file: &std::fs::File, len: usize) -> std::io::Result<Self> {
+        use std::os::unix::io::AsRawFd;
+        if len == 0 {
+            return Ok(Self::default());
+        }
+        // SAFETY: a fresh mapping at an address the kernel chooses; it aliases no Rust object.
+        // The file's stability while it lives is the caller's promise.
+        let ptr = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| std::io::Error::other("mmap returned a null mapping"))?;
+        Ok(Self(Repr::Mapped(Arc::new(Mapping { ptr, len }))))
+    }
+
+    /// Whether the bytes are a file mapped by [`map`](Self::map).
+    pub fn is_mapped(&self) -> bool {
+        #[cfg(all(feature = "std", unix))]
+        if let Repr::Mapped(_) = self.0 {
+            return true;
+        }
+        false
     }
 }
 

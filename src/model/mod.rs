@@ -450,6 +450,19 @@ impl Model {
         tflite::load(path)
     }
 
+    /// Maps a `.tflite` file instead of reading it ([`ModelBytes::map`], as LiteRT's
+    /// `FlatBufferModel::BuildFromFile`): the same checks and decoding as [`load`](Self::load),
+    /// no copy of the file in memory, its pages shared with the page cache.
+    ///
+    /// # Safety
+    /// The file is neither modified nor truncated, by any process, while the model, its bytes
+    /// or anything built from them (an interpreter) live (see [`ModelBytes::map`]).
+    #[cfg(all(feature = "std", unix))]
+    pub unsafe fn load_mapped(path: impl AsRef<std::path::Path>) -> Result<Model, ModelError> {
+        // SAFETY: the caller's promise.
+        unsafe { tflite::load_mapped(path) }
+    }
+
     /// Decodes a model from bytes (verify, then decode). See [`tflite::read_model`]. The bytes
     /// are kept as given (an `Arc<[u8]>` is shared, a `Vec<u8>` or slice becomes one).
     pub fn from_bytes(bytes: impl Into<ModelBytes>) -> Result<Model, ModelError> {

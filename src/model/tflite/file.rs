@@ -15,24 +15,58 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
 pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, ModelError> {
     use std::io::Read;
     let path = path.as_ref();
-    let io = |source| ModelError::Io {
-        path: path.display().to_string(),
-        source,
+    let (mut file, head, len) = open_checked(path, max_bytes)?;
+    // Read straight into the model's shared buffer (one copy of the file in memory, not two),
+    // allocated fallibly: a file too large for the memory left is an error, not an abort.
+    let mut bytes = ModelBytes::try_zeroed(len).map_err(|_| oom("the model file", len))?;
+    let Some(data) = bytes.get_mut() else {
+        unreachable!("freshly allocated model bytes have one handle");
     };
-    if std::fs::metadata(path).map_err(io)?.is_dir() {
+    data[..8].copy_from_slice(&head);
+    // Exactly the measured length: a file that shrank meanwhile is an I/O error, one that grew
+    // is read up to the measured length only.
+    file.read_exact(&mut data[8..]).map_err(io_error(path))?;
+    read_model(bytes)
+}
+
+/// [`load`], with the file mapped instead of read ([`ModelBytes::map`]): the same checks first
+/// (a regular file of at most [`MAX_MODEL_FILE_BYTES`] with TFLite's identifier), then the
+/// model decoded over the mapping.
+///
+/// # Safety
+/// As [`ModelBytes::map`]: the file is neither modified nor truncated while the model, its
+/// bytes or anything built from them live.
+#[cfg(unix)]
+pub unsafe fn load_mapped(path: impl AsRef<Path>) -> Result<Model, ModelError> {
+    let path = path.as_ref();
+    let (file, _, len) = open_checked(path, MAX_MODEL_FILE_BYTES)?;
+    // SAFETY: the caller's promise.
+    let bytes = unsafe { ModelBytes::map(&file, len) }.map_err(io_error(path))?;
+    read_model(bytes)
+}
+
+/// Opens `path` as a regular file of at least 8 and at most `max_bytes` bytes whose first 8
+/// (returned) carry TFLite's file identifier, and returns it with its length.
+fn open_checked(
+    path: &Path,
+    max_bytes: u64,
+) -> Result<(std::fs::File, [u8; 8], usize), ModelError> {
+    use std::io::Read;
+    let io = io_error(path);
+    if std::fs::metadata(path).map_err(&io)?.is_dir() {
         return Err(io(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "is a directory, expected a .tflite file",
         )));
     }
-    let (mut file, len) = crate::fileio::open_regular(path).map_err(io)?;
+    let (mut file, len) = crate::fileio::open_regular(path).map_err(&io)?;
     if len < 8 {
         return Err(ModelError::NotTflite(format!(
             "{len} bytes, a TFLite flatbuffer has at least 8 (root offset and file identifier)"
         )));
     }
     let mut head = [0u8; 8];
-    file.read_exact(&mut head).map_err(io)?;
+    file.read_exact(&mut head).map_err(&io)?;
     if &head[4..8] != FILE_IDENTIFIER {
         return Err(ModelError::NotTflite(format!(
             "file identifier {:?}, expected \"TFL3\"",
@@ -47,15 +81,13 @@ pub fn load_with_limit(path: impl AsRef<Path>, max_bytes: u64) -> Result<Model, 
     let len = usize::try_from(len).map_err(|_| {
         ModelError::NotTflite(format!("{len} bytes do not fit in this address space"))
     })?;
-    // Read straight into the model's shared buffer (one copy of the file in memory, not two),
-    // allocated fallibly: a file too large for the memory left is an error, not an abort.
-    let mut bytes = ModelBytes::try_zeroed(len).map_err(|_| oom("the model file", len))?;
-    let Some(data) = bytes.get_mut() else {
-        unreachable!("freshly allocated model bytes have one handle");
-    };
-    data[..8].copy_from_slice(&head);
-    // Exactly the measured length: a file that shrank meanwhile is an I/O error, one that grew
-    // is read up to the measured length only.
-    file.read_exact(&mut data[8..]).map_err(io)?;
-    read_model(bytes)
+    Ok((file, head, len))
+}
+
+/// The [`ModelError::Io`] of an I/O error on `path`.
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
+    move |source| ModelError::Io {
+        path: path.display().to_string(),
+        source,
+    }
 }

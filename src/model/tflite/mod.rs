@@ -33,6 +33,8 @@ use schema::{
 use table::T;
 
 pub use dtype::{dtype_from_schema, dtype_to_schema};
+#[cfg(all(feature = "std", unix))]
+pub use file::load_mapped;
 #[cfg(feature = "std")]
 pub use file::{load, load_with_limit};
 pub use writer::write_model;
