@@ -111,6 +111,25 @@ pub fn depthwise_conv_i8_rows_with(
     #[cfg(target_arch = "x86_64")]
     if isa.avx512() {
         let rq = Requant::of_conv(q, bias);
+        if super::depthwise_i8_few_avx512::applies(g, &rq) {
+            // SAFETY: `avx512()` (and `avx512vnni()` for the VNNI body) checked the cached
+            // detection: the CPU has AVX-512 F, BW, DQ and VL; `applies` was checked just above,
+            // the lengths and whole rows by the caller and the assert above. The kernels
+            // validate int8 zero points, so the offset fits in 16 bits.
+            unsafe {
+                super::depthwise_i8_few_avx512::rows(
+                    isa.avx512vnni(),
+                    g,
+                    input,
+                    filter,
+                    &rq,
+                    q.input_offset as i16,
+                    first_row,
+                    output,
+                )
+            };
+            return;
+        }
         if super::depthwise_i8_avx512::applies(g, &rq) {
             // SAFETY: `avx512()` (and `avx512vnni()` for the VNNI body) checked the cached
             // detection: the CPU has AVX-512 F, BW, DQ and VL; `applies` was checked just above,
