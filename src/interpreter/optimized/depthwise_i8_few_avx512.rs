@@ -283,7 +283,7 @@ impl Out<'_> {
         let wy = g.row_window(out_y);
         let mut rows = [self.zeros; MAX_WEIGHTS];
         let needed = |t: usize| (wy.f0..wy.f1).any(|fy| b * g.in_h + wy.at(fy) == t);
-        for fy in wy.f0..wy.f1 {
+        for (fy, row) in rows.iter_mut().enumerate().take(wy.f1).skip(wy.f0) {
             let y = b * g.in_h + wy.at(fy);
             let tags = &mut self.tags[..fh];
             let s = match tags.iter().position(|&t| t == y) {
@@ -299,7 +299,7 @@ impl Out<'_> {
                     s
                 }
             };
-            rows[fy] = self.buf.add(s * self.slot_len);
+            *row = self.buf.add(s * self.slot_len);
         }
         rows
     }
