@@ -23,11 +23,14 @@
 //! rows run four pixels per zmm pair (`depthwise_i8_wide_avx512`) where their windows fit one
 //! load.
 //!
-//! On AVX-512 (BW, VL; VNNI when the path is `avx512vnni`), depth multiplier 1 with 8
-//! channels or more goes to the `depthwise_i8_avx512` rows: 32-channel groups in zmm, border
-//! pixels in the same loop (their outside taps masked to zero); 8 or 16 channels fill the zmm
-//! with 4 or 2 adjacent pixels; one input channel into 8 or 16 goes there only where the
-//! `depthwise_i8_wide` rows do not apply. Fewer than 8 channels stay on the AVX2 rows.
+//! On AVX-512 (BW, VL; VNNI when the path is `avx512vnni`), depth multiplier 1 with 1 to 16
+//! channels goes to the `depthwise_i8_few_avx512` rows (several pixels per vector over input
+//! rows widened once into tap pairs) where their row buffer fits; depth multiplier 1 with 8
+//! channels or more otherwise goes to the `depthwise_i8_avx512` rows: 32-channel groups in
+//! zmm, border pixels in the same loop (their outside taps masked to zero); 8 or 16 channels
+//! fill the zmm with 4 or 2 adjacent pixels; one input channel into 8 or 16 goes there only
+//! where the `depthwise_i8_wide` rows do not apply. Fewer than 8 channels whose row buffer
+//! does not fit stay on the AVX2 rows.
 //!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
@@ -111,6 +114,25 @@ pub fn depthwise_conv_i8_rows_with(
     #[cfg(target_arch = "x86_64")]
     if isa.avx512() {
         let rq = Requant::of_conv(q, bias);
+        if super::depthwise_i8_few_avx512::applies(g, &rq) {
+            // SAFETY: `avx512()` (and `avx512vnni()` for the VNNI body) checked the cached
+            // detection: the CPU has AVX-512 F, BW, DQ and VL; `applies` was checked just above,
+            // the lengths and whole rows by the caller and the assert above. The kernels
+            // validate int8 zero points, so the offset fits in 16 bits.
+            unsafe {
+                super::depthwise_i8_few_avx512::rows(
+                    isa.avx512vnni(),
+                    g,
+                    input,
+                    filter,
+                    &rq,
+                    q.input_offset as i16,
+                    first_row,
+                    output,
+                )
+            };
+            return;
+        }
         if super::depthwise_i8_avx512::applies(g, &rq) {
             // SAFETY: `avx512()` (and `avx512vnni()` for the VNNI body) checked the cached
             // detection: the CPU has AVX-512 F, BW, DQ and VL; `applies` was checked just above,

@@ -70,12 +70,19 @@ const BLOCK_BYTES: usize = 24 * 1024;
 /// parameters for every channel.
 pub(super) fn applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
     let taps = g.filter_h * g.filter_w;
-    // As `Requant`'s scalar stage: one multiplier means one (the first) shift for all.
-    let per_tensor = rq.multipliers.len() == 1 && !rq.shifts.is_empty();
     let dm = g.depth_multiplier.max(1);
     ((dm == 1 && g.out_c == g.in_c && g.out_c >= MIN_CHANNELS) || broadcasts(g))
         && (1..=2 * MAX_PAIRS).contains(&taps)
-        && (per_tensor || (rq.multipliers.len() >= g.out_c && rq.shifts.len() >= g.out_c))
+        && stage_applies(g, rq)
+}
+
+/// Whether `rq` holds the parameters of every output channel of `g` the AVX-512 output stage
+/// ([`Stage32`]) reads: one multiplier (and its shift) for all, or one per channel; a bias
+/// per channel if any; shifts in `-31..=31`.
+pub(super) fn stage_applies(g: &ConvGeometry, rq: &Requant<'_>) -> bool {
+    // As `Requant`'s scalar stage: one multiplier means one (the first) shift for all.
+    let per_tensor = rq.multipliers.len() == 1 && !rq.shifts.is_empty();
+    (per_tensor || (rq.multipliers.len() >= g.out_c && rq.shifts.len() >= g.out_c))
         && rq.bias.is_none_or(|b| b.len() >= g.out_c)
         && super::requant_i8::shifts_in_range(&rq.shifts[..if per_tensor { 1 } else { g.out_c }])
 }
@@ -1010,4 +1017,4 @@ unsafe fn pixel_at<const VNNI: bool>(
 
 #[cfg(test)]
 #[path = "depthwise_i8_avx512_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -233,7 +233,7 @@ proptest! {
 /// The square-strided, square-dilated geometry of `in_c` channels times `dm` over an `h × w`
 /// input (SAME or VALID), or `None` when the window does not fit (VALID).
 #[allow(clippy::too_many_arguments)]
-fn geometry(
+pub(crate) fn geometry(
     batches: usize,
     (h, w): (usize, usize),
     in_c: usize,
@@ -268,7 +268,7 @@ fn geometry(
 
 /// `g` with random weights (some at -128 and 127), input, scales, bias, offsets and clamp
 /// on every path, whole and in bands of rows, against the reference.
-fn check(g: &ConvGeometry, zero_point: i32, seed: u64) -> Result<(), TestCaseError> {
+pub(crate) fn check(g: &ConvGeometry, zero_point: i32, seed: u64) -> Result<(), TestCaseError> {
     let (c, fh, fw) = (g.out_c, g.filter_h, g.filter_w);
     let mut r = Rng::new(seed);
     let mut filter = r.i8s(c * fh * fw);

@@ -33,6 +33,8 @@ pub mod depthwise_i8;
 #[cfg(target_arch = "x86_64")]
 mod depthwise_i8_avx512;
 #[cfg(target_arch = "x86_64")]
+mod depthwise_i8_few_avx512;
+#[cfg(target_arch = "x86_64")]
 mod depthwise_i8_wide;
 #[cfg(target_arch = "x86_64")]
 mod depthwise_i8_wide_avx512;

@@ -189,6 +189,43 @@ impl Stage32 {
         Self::of(rq, two(rq.multipliers, per_tensor), two(&shifts[..n], per_tensor), bias, small, false)
     }
 
+    /// The stage of accumulators whose lanes hold any channels: lane `l` of the first
+    /// accumulator holds channel `chan[l]`, lane `l` of the second `chan[16 + l]` (each below
+    /// the channels `rq` holds). [`GroupStage::words`] then gives accumulator 0's lane
+    /// `4k + i` as word `8k + i` and accumulator 1's as word `8k + 4 + i` (`i < 4`);
+    /// `small` as in [`Self::new`].
+    #[inline(always)]
+    pub(super) unsafe fn lanes(rq: &Requant<'_>, chan: &[u8; LANES], small: bool) -> Stage32 {
+        let per_tensor = rq.multipliers.len() == 1;
+        // The values in "channel order" that `of`'s lane order permutes onto the lanes:
+        // position `LO_CHANNELS[l]` goes to lane `l` of the first accumulator,
+        // `HI_CHANNELS[l]` to lane `l` of the second.
+        let two = |s: &[i32], broadcast: bool| -> [__m512i; 2] {
+            let mut v = [0i32; LANES];
+            for l in 0..16 {
+                let at = |c: u8| s[if broadcast { 0 } else { usize::from(c) }];
+                v[LO_CHANNELS[l] as usize] = at(chan[l]);
+                v[HI_CHANNELS[l] as usize] = at(chan[16 + l]);
+            }
+            // SAFETY: `v` holds 32 `i32`.
+            [
+                _mm512_loadu_si512(v.as_ptr().cast()),
+                _mm512_loadu_si512(v.as_ptr().add(16).cast()),
+            ]
+        };
+        let bias = rq.bias.map(|b| two(b, false));
+        let shifts: [i32; LANES] = core::array::from_fn(|l| rq.shifts[if per_tensor { 0 } else { usize::from(chan[l]) }].into());
+        // `two` over the widened shifts, lane by lane (already per lane: index by lane).
+        let mut s = [0i32; LANES];
+        for l in 0..16 {
+            s[LO_CHANNELS[l] as usize] = shifts[l];
+            s[HI_CHANNELS[l] as usize] = shifts[16 + l];
+        }
+        // SAFETY: `s` holds 32 `i32`.
+        let s = [_mm512_loadu_si512(s.as_ptr().cast()), _mm512_loadu_si512(s.as_ptr().add(16).cast())];
+        Self::of(rq, two(rq.multipliers, per_tensor), s, bias, small, true)
+    }
+
     /// The stage of multipliers `m`, shifts `s` and biases `bias` in channel order (lanes
     /// `0..16` then `16..32`), with `rq`'s offset and clamp; `direct`: the doubled form built
     /// inline ([`Doubled16::direct`]) rather than through [`Rescale16`] (the same values).
