@@ -101,9 +101,10 @@ impl Kernel for Gelu {
             KernelSet::Reference => gelu_f32(input, d.approximate, output),
             KernelSet::Optimized => fast::gelu_f32(isa, input, d.approximate, output),
         };
-        match ctx.unary_io::<f32, f32>()? {
-            (Some(i), o) => f(i, o),
-            (None, o) => map_in_place(o, f),
+        match (ctx.unary_io::<f32, f32>()?, self.set) {
+            ((Some(i), o), _) => f(i, o),
+            ((None, o), KernelSet::Optimized) => fast::gelu_f32_in_place(isa, o, d.approximate),
+            ((None, o), KernelSet::Reference) => map_in_place(o, f),
         }
         Ok(())
     }

@@ -9,8 +9,11 @@
 //! without index arithmetic. A short row repeated under a contiguous operand (a per-channel
 //! scale of 16 channels) is tiled into a block of whole rows first, so one call covers many rows.
 //!
-//! - **float32**: the reference's per-element closures compiled a second time with AVX2 enabled
-//!   (eight lanes instead of SSE2's four). No FMA is involved, so the bits are the reference's.
+//! - **float32**: the reference's per-element closures compiled again with AVX2 enabled (eight
+//!   lanes) and with AVX-512F enabled (sixteen lanes, the tail masked). The row closures are
+//!   `#[inline(always)]`: a closure does not inherit its caller's target features, so one left
+//!   out of line runs SSE2's four lanes whatever the path. No FMA is involved, so the bits are
+//!   the reference's.
 //! - **int8 ADD and SUB**: the 32-lane shares of
 //!   [`add_quantized`](super::add_quantized::add_int8_row) on each row (a repeated value is
 //!   splatted into a small block first).
@@ -280,12 +283,36 @@ pub fn binary_f32(
     out: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
+    if isa.avx512() {
+        // SAFETY: `avx512()` checked the cached detection: this CPU has AVX-512F.
+        unsafe { binary_f32_avx512(op, lo, hi, shapes, a, b, out) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if isa.avx2() {
         // SAFETY: `avx2()` checked the cached detection: this CPU has AVX2.
         unsafe { binary_f32_avx2(op, lo, hi, shapes, a, b, out) };
         return;
     }
     let _ = isa;
+    binary_f32_rows(op, lo, hi, shapes, a, b, out)
+}
+
+/// [`binary_f32_rows`] compiled for AVX-512F (sixteen lanes, the tail masked).
+///
+/// # Safety
+/// The CPU supports AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn binary_f32_avx512(
+    op: FloatOp,
+    lo: f32,
+    hi: f32,
+    shapes: &BroadcastShapes,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+) {
     binary_f32_rows(op, lo, hi, shapes, a, b, out)
 }
 
@@ -318,25 +345,25 @@ fn binary_f32_rows(
     out: &mut [f32],
 ) {
     match op {
-        FloatOp::Add => for_each_row(shapes, a, b, out, |o, x, y| {
+        FloatOp::Add => for_each_row(shapes, a, b, out, #[inline(always)] |o, x, y| {
             row_map(o, x, y, |x, y| clamp_f32(x + y, lo, hi))
         }),
-        FloatOp::Sub => for_each_row(shapes, a, b, out, |o, x, y| {
+        FloatOp::Sub => for_each_row(shapes, a, b, out, #[inline(always)] |o, x, y| {
             row_map(o, x, y, |x, y| clamp_f32(x - y, lo, hi))
         }),
-        FloatOp::Mul => for_each_row(shapes, a, b, out, |o, x, y| {
+        FloatOp::Mul => for_each_row(shapes, a, b, out, #[inline(always)] |o, x, y| {
             row_map(o, x, y, |x, y| clamp_f32(x * y, lo, hi))
         }),
-        FloatOp::Div => for_each_row(shapes, a, b, out, |o, x, y| {
+        FloatOp::Div => for_each_row(shapes, a, b, out, #[inline(always)] |o, x, y| {
             row_map(o, x, y, |x, y| clamp_f32(x / y, lo, hi))
         }),
-        FloatOp::Maximum => for_each_row(shapes, a, b, out, |o, x, y| {
+        FloatOp::Maximum => for_each_row(shapes, a, b, out, #[inline(always)] |o, x, y| {
             row_map(o, x, y, |x, y| if x > y { x } else { y })
         }),
-        FloatOp::Minimum => for_each_row(shapes, a, b, out, |o, x, y| {
+        FloatOp::Minimum => for_each_row(shapes, a, b, out, #[inline(always)] |o, x, y| {
             row_map(o, x, y, |x, y| if x < y { x } else { y })
         }),
-        FloatOp::SquaredDifference => for_each_row(shapes, a, b, out, |o, x, y| {
+        FloatOp::SquaredDifference => for_each_row(shapes, a, b, out, #[inline(always)] |o, x, y| {
             row_map(o, x, y, |x, y| {
                 let d = x - y;
                 d * d
@@ -800,6 +827,29 @@ mod tests {
         ]
     }
 
+    /// [`shape_pairs`] and more for the float rows, whose AVX-512 body runs 16 lanes with a
+    /// masked tail: a rank-0 scalar either side of outputs whose lengths are not multiples of
+    /// 16 (an attention score scale), a one-element tensor of every rank up to 6, runs of 1, 15,
+    /// 17 and 1023 values, a per-row `[.., 1]` splat over long rows, and 5-D and 6-D broadcasts
+    /// in the middle dimensions.
+    fn float_shape_pairs() -> Vec<(Vec<usize>, Vec<usize>)> {
+        let mut v = shape_pairs();
+        v.extend([
+            (vec![1, 4, 64, 63], vec![]),
+            (vec![], vec![2, 3, 17]),
+            (vec![1, 1, 1, 1, 1, 1], vec![3, 5, 7]),
+            (vec![1023], vec![1, 1]),
+            (vec![1, 1, 1], vec![15]),
+            (vec![17], vec![1]),
+            (vec![1], vec![1]),
+            (vec![3, 1, 2, 1, 5, 19], vec![3, 4, 2, 6, 5, 19]),
+            (vec![2, 3, 1, 4, 31], vec![1, 3, 5, 4, 1]),
+            (vec![2, 1, 300], vec![2, 7, 1]),
+            (vec![1, 5, 1], vec![1, 5, 301]),
+        ]);
+        v
+    }
+
     fn floats(r: &mut Rng, n: usize) -> Vec<f32> {
         (0..n)
             .map(|_| (r.next_u64() % 4001) as f32 / 1000.0 - 2.0)
@@ -821,11 +871,18 @@ mod tests {
                 squared_difference_f32(s, a, b, o)
             }),
         ];
-        for (da, db) in shape_pairs() {
+        for (da, db) in float_shape_pairs() {
             let s = BroadcastShapes::new(&da, &db).unwrap();
             let mut a = floats(&mut r, da.iter().product());
-            let b = floats(&mut r, db.iter().product());
-            a[0] = f32::NAN;
+            let mut b = floats(&mut r, db.iter().product());
+            // A NaN and an infinity where they do not fill the whole output.
+            if a.len() > 1 {
+                a[0] = f32::NAN;
+            }
+            if b.len() > 2 {
+                let last = b.len() - 1;
+                b[last] = f32::INFINITY;
+            }
             for (op, reference) in ops {
                 for (lo, hi) in [(f32::MIN, f32::MAX), (0.0, 6.0), (-1.0, 1.0)] {
                     let mut want = vec![0.0; s.output_len()];

@@ -33,7 +33,16 @@ pub fn pack_b_with<T: Weight>(isa: Isa, n: usize, k: usize, b: Strided<'_, T>, p
         let j0 = q * NR;
         let cols = NR.min(n - j0);
         if b.rs == 1 {
-            // Columns adjacent in memory (B stored `k × n`): one run per depth step.
+            // Columns adjacent in memory (B stored `k × n`): one run per depth step. A whole
+            // float32 panel copies runs of the constant length `NR`, which compile to vector
+            // moves instead of a `memcpy` call per step (a batch matmul packs its right-hand
+            // matrix at every call).
+            if let (NR, Some(all)) = (cols, T::as_f32(b.data)) {
+                for (p, dst) in panel.chunks_exact_mut(NR).enumerate() {
+                    dst.copy_from_slice(&all[j0 + p * b.cs..][..NR]);
+                }
+                continue;
+            }
             for (p, dst) in panel.chunks_exact_mut(NR).enumerate() {
                 let src = &b.data[j0 + p * b.cs..][..cols];
                 T::to_f32_slice(src, &mut dst[..cols]);
