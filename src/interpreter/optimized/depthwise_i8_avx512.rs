@@ -464,9 +464,9 @@ struct Pass<'a> {
     zp: *const i8,
     /// The block's first output row (over all batches).
     first: usize,
-    /// Channel 0 of the block's first pixel in the output: channel `ch` of the block's pixel
-    /// `p` (row-major over its rows) is at `out.wrapping_add(p * out_c + ch)`. Only the
-    /// channels of the call's range are written (another task may own the others).
+    /// Channel 0 of the block's first pixel, inside the output: channel `ch` of the block's
+    /// pixel `p` (row-major over its rows) is at `out.add(p * out_c + ch)`. Only the channels
+    /// of the call's range are written (another task may own the others).
     out: *mut i8,
     /// Output rows of the block.
     rows: usize,
@@ -592,7 +592,8 @@ unsafe fn pointer_rows<const VNNI: bool, const G: usize, const FULL: bool, S: Gr
     let mut ptrs = [zp; 2 * GROUP_PAIRS];
     let ptrs = &mut ptrs[..rel.len()];
     for r in 0..rows {
-        let out_row = out.wrapping_add(r * row_out);
+        // SAFETY: row `r < rows` of the block starts inside the output (`Pass::out`).
+        let out_row = out.add(r * row_out);
         let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
         let wy = g.row_window(out_y);
         let rows_inside = wy.f0 == 0 && wy.f1 == fh;
@@ -619,7 +620,7 @@ unsafe fn pointer_rows<const VNNI: bool, const G: usize, const FULL: bool, S: Gr
             };
             // SAFETY: channels `c0 + j * LANES..` of the block's row `r`, pixel `out_x`, are
             // this call's to write (`Pass::out`; the stores are masked to the groups' lanes).
-            store_groups(stages, &acc, kb, out_row.wrapping_add(out_x * c + c0));
+            store_groups(stages, &acc, kb, out_row.add(out_x * c + c0));
         }
     }
 }

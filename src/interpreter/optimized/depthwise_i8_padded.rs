@@ -116,7 +116,8 @@ impl Padded {
         let rel_p = &rel_p[..rel.len()];
         let mut batch = usize::MAX;
         for r in 0..rows {
-            let out_row = out.wrapping_add(r * row_out);
+            // SAFETY: row `r < rows` of the block starts inside the output (`Pass::out`).
+            let out_row = out.add(r * row_out);
             let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
             if b != batch {
                 // The rows of batch `b` this block's windows read, from output row `out_y`.
@@ -132,7 +133,7 @@ impl Padded {
                 let acc = inside_groups::<VNNI, G, FULL>(p, rel_p, init, kb, w);
                 // SAFETY: channels `c0 + j * LANES..` of the block's row `r`, pixel `out_x`, are
                 // this call's to write (`Pass::out`; the stores are masked to the groups' lanes).
-                store_groups(stages, &acc, kb, out_row.wrapping_add(out_x * c + c0));
+                store_groups(stages, &acc, kb, out_row.add(out_x * c + c0));
             }
         }
     }
