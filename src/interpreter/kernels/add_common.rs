@@ -295,7 +295,9 @@ pub(crate) fn invoke(ctx: &mut InvokeContext<'_>) -> Result<(), KernelError> {
                 add_int8_same_shape(isa, tables, &p, a, b, o)
             };
             match set {
-                KernelSet::Optimized => d.run_split::<i8>(ctx, math),
+                KernelSet::Optimized => {
+                    d.run_split_at::<i8>(ctx, super::binary_common::INT8_ADD_SPLIT_ELEMENTS, math)
+                }
                 KernelSet::Reference => d.run::<i8>(ctx, math),
             }
         }

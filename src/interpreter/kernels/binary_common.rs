@@ -360,9 +360,20 @@ impl<M> BinaryData<M> {
         ctx: &mut InvokeContext<'_>,
         math: impl Fn(&BroadcastShapes, &[T], &[T], &mut [T]) + Sync,
     ) -> Result<(), KernelError> {
+        self.run_split_at(ctx, SPLIT_ELEMENTS, math)
+    }
+
+    /// [`run_split`](Self::run_split) with tasks of at least `min_task` output elements (an
+    /// op whose elements cost less or more than [`SPLIT_ELEMENTS`] assumes).
+    pub fn run_split_at<T: Element + Send + Sync>(
+        &self,
+        ctx: &mut InvokeContext<'_>,
+        min_task: usize,
+        math: impl Fn(&BroadcastShapes, &[T], &[T], &mut [T]) + Sync,
+    ) -> Result<(), KernelError> {
         let shapes = self.shapes();
         let (a, b, o) = binary_io(ctx, &shapes, self.n1, self.n2)?;
-        let tasks = (o.len() / SPLIT_ELEMENTS).clamp(1, ctx.threads());
+        let tasks = (o.len() / min_task.max(1)).clamp(1, ctx.threads());
         if tasks == 1 {
             math(&shapes, a, b, o);
         } else if !shapes.requires_broadcast {
@@ -401,6 +412,11 @@ impl<M> BinaryData<M> {
 /// Output elements per kernel-thread task of [`BinaryData::run_split`] at least: below it,
 /// waking a thread costs more than it saves.
 pub const SPLIT_ELEMENTS: usize = 16 * 1024;
+
+/// [`SPLIT_ELEMENTS`] of the int8 ADD of two same-shape tensors (its AVX-512 body adds about
+/// 15 elements a nanosecond, so 6 K of them take ~0.4 µs, about what a round costs): the
+/// residual ADDs of MobileNetV2's 14 × 14 and 28 × 28 stages split.
+pub const INT8_ADD_SPLIT_ELEMENTS: usize = 6 * 1024;
 
 /// Inputs 0 and 1 and output 0 of a binary node at invoke.
 pub type BinaryIo<'a, T> = (&'a [T], &'a [T], &'a mut [T]);

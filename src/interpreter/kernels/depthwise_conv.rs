@@ -134,26 +134,24 @@ impl Kernel for DepthwiseConv2D {
             && d.kind == ConvKind::I8
             && depthwise_i8::fast_path(&d.geometry())
         {
-            // Bands of output rows, as for float.
+            // Bands of output rows as for float, or ranges of channels for layers of few rows.
             let g = &d.geometry();
             let q = conv_quant(ctx, &d)?;
             let bias = ctx.input_if::<i32>(d.has_bias, 2)?;
             let (input, filter) = (ctx.input::<i8>(0)?, ctx.input::<i8>(1)?);
             let output = &mut ctx.output::<i8>(0)?[..g.output_len()];
-            let rows = fast::task_rows(g, ctx.threads());
-            let isa = ctx.isa();
-            ctx.for_each_chunk_mut(output, rows * g.out_w * g.out_c, &|t, part| {
-                depthwise_i8::depthwise_conv_i8_rows_with(
-                    isa,
-                    g,
-                    input,
-                    filter,
-                    bias,
-                    &q,
-                    t * rows,
-                    part,
-                );
-            });
+            let (isa, threads) = (ctx.isa(), ctx.threads());
+            depthwise_i8::depthwise_conv_i8_split(
+                isa,
+                g,
+                input,
+                filter,
+                bias,
+                &q,
+                output,
+                threads,
+                &mut |tasks, f| ctx.parallel_for(tasks, f),
+            );
             return Ok(());
         }
         let i8_fn: QuantConvFn<i8, i32> = match self.set {

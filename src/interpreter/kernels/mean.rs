@@ -298,9 +298,9 @@ impl Kernel for Mean {
 }
 
 /// The int8 / int16 MEAN of `d` with sums in scratch `t`: the reference loop, or on the
-/// optimized set the vectorized sums (same bits).
-fn invoke_quantized<T: QuantInt + Element>(
-    ctx: &InvokeContext<'_>,
+/// optimized set the vectorized sums (same bits), split over the kernel threads where large.
+fn invoke_quantized<T: QuantInt + Element + Send + Sync>(
+    ctx: &mut InvokeContext<'_>,
     d: &MeanData,
     t: ScratchId,
     set: KernelSet,
@@ -313,7 +313,19 @@ fn invoke_quantized<T: QuantInt + Element>(
     let (izp, ozp, m) = (d.input_zp, d.output_zp, d.multiplier);
     match set {
         KernelSet::Optimized => {
-            mean_i8::mean_quantized(ctx.isa(), &d.plan, input, izp, ozp, m, temp, output)
+            let (isa, threads) = (ctx.isa(), ctx.threads());
+            mean_i8::mean_quantized_split(
+                isa,
+                &d.plan,
+                input,
+                izp,
+                ozp,
+                m,
+                temp,
+                output,
+                threads,
+                &mut |tasks, f| ctx.parallel_for(tasks, f),
+            )
         }
         KernelSet::Reference => mean_quantized(&d.plan, input, izp, ozp, m, temp, output),
     }

@@ -56,6 +56,37 @@ pub fn task_rows(g: &ConvGeometry, threads: usize) -> usize {
     rows.div_ceil(super::conv::task_count(work, threads)).max(1)
 }
 
+/// How a depthwise layer's output is shared among tasks ([`task_split`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskSplit {
+    /// Bands of this many output rows (of `batches · out_h`), the last one possibly shorter.
+    Rows(usize),
+    /// Ranges of this many output channels of every pixel, the last one possibly shorter.
+    Channels(usize),
+}
+
+/// How `g` splits over `threads` threads: bands of [`task_rows`], or, where those are uneven
+/// and a split of the channels in multiples of `unit` is more even (layers of few rows:
+/// 7 rows on two threads are 4 + 3), as many ranges of channels. `unit` is the granularity
+/// of a kernel path that computes channel ranges (0: it does not). Each task then reads
+/// only its channels' weights and inputs; their output values interleave.
+pub fn task_split(g: &ConvGeometry, threads: usize, unit: usize) -> TaskSplit {
+    let rows = g.batches * g.out_h;
+    let band = task_rows(g, threads);
+    let tasks = rows.div_ceil(band);
+    if unit == 0 || tasks <= 1 || rows.is_multiple_of(tasks) {
+        return TaskSplit::Rows(band);
+    }
+    let groups = g.out_c.div_ceil(unit);
+    let per = groups.div_ceil(tasks);
+    // The largest task's share: `band / rows` against `per / groups` (cross-multiplied).
+    if groups >= tasks && per * rows < band * groups {
+        TaskSplit::Channels(per * unit)
+    } else {
+        TaskSplit::Rows(band)
+    }
+}
+
 /// Output rows `row0..` (row `b * out_h + oy`; as many as `output` holds, whole rows of
 /// `out_w · out_c` values) of [`depthwise_conv_f32`]: each output value is computed the same
 /// way whichever rows a call covers, so a layer split into bands of rows across threads gives
@@ -953,5 +984,30 @@ mod tests {
                 assert!((a - b).abs() <= 1e-5, "c {c}: {i}: {a} vs {b}");
             }
         }
+    }
+
+    /// The split of few rows by channels: 7 rows on two threads (4 + 3) go by channels in
+    /// whole units, evenly; rows that share evenly, a path without channel ranges (`unit` 0),
+    /// one task, or fewer units than tasks stay in bands of rows.
+    #[test]
+    fn few_uneven_rows_split_by_channels() {
+        let mut g = geometry(960, (9, 9), (3, 3), 1, 1, 0);
+        g.batches = 1;
+        assert_eq!(g.out_h, 7);
+        assert_eq!(task_split(&g, 2, 32), TaskSplit::Channels(480));
+        assert_eq!(task_split(&g, 3, 32), TaskSplit::Channels(320));
+        assert_eq!(task_split(&g, 2, 0), TaskSplit::Rows(4));
+        assert_eq!(task_split(&g, 1, 32), TaskSplit::Rows(7));
+        // 100 channels: 4 units of 32, the last partial; 2 + 2 units beat 4 + 3 rows.
+        let mut h = geometry(100, (9, 40), (3, 3), 1, 1, 0);
+        h.batches = 1;
+        assert_eq!(task_split(&h, 2, 32), TaskSplit::Channels(64));
+        // Fewer units than tasks: rows.
+        let mut n = geometry(40, (9, 100), (3, 3), 1, 1, 0);
+        n.batches = 1;
+        assert_eq!(task_split(&n, 3, 32), TaskSplit::Rows(3));
+        // Two images of 7 rows: 14 rows share evenly.
+        let even = geometry(960, (9, 9), (3, 3), 1, 1, 0);
+        assert_eq!(task_split(&even, 2, 32), TaskSplit::Rows(7));
     }
 }

@@ -34,11 +34,14 @@
 //!
 //! Layers with more than [`MAX_CHANNELS`] output channels run the reference loop.
 
+use super::depthwise_conv::TaskSplit;
 use super::gemm_i8::zeroed_prefix;
+use super::out_rows::{OutRows, SharedRows};
 use super::requant_i8::{requantize_row, Requant};
 use super::Isa;
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry, ConvQuant};
 use crate::interpreter::reference::depthwise_conv as reference;
+use crate::interpreter::threads::{run_chunks, TaskRunner};
 use core::mem::MaybeUninit;
 
 /// Up to this many channels (depth multiplier 1) a pixel runs in register tiles rather than
@@ -197,6 +200,116 @@ pub fn depthwise_conv_i8_rows_with(
         return;
     }
     depthwise_body(Isa::Scalar, g, input, filter, bias, q, first_row, output)
+}
+
+/// Channels per unit of a split by channels on path `isa` for `g` (with output stage `rq`),
+/// 0 where the path computes whole rows only: the AVX-512 passes of several 32-channel groups
+/// ([`depthwise_i8_avx512`](super::depthwise_i8_avx512)).
+pub(crate) fn channel_unit(isa: Isa, g: &ConvGeometry, rq: &Requant<'_>) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512()
+        && super::depthwise_i8_avx512::applies(g, rq)
+        && super::depthwise_i8_avx512::splits_channels(g)
+    {
+        return super::stage32_i8::LANES;
+    }
+    let _ = (isa, g, rq);
+    0
+}
+
+/// [`depthwise_conv_i8_with`] over all of `g`'s output (a geometry on the [`fast_path`]),
+/// split into tasks run through `run` on `threads` threads
+/// ([`task_split`](super::depthwise_conv::task_split)): bands of output rows
+/// ([`depthwise_conv_i8_rows_with`]), or, for layers of few rows on a path that computes
+/// channel ranges, ranges of channels of every pixel (7 rows on two threads would be 4 + 3).
+/// The same bits whatever the split (each output is computed alone).
+///
+/// # Panics
+/// When `output` is not `g`'s output (a caller bug).
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_conv_i8_split(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    output: &mut [i8],
+    threads: usize,
+    run: &mut TaskRunner<'_>,
+) {
+    assert!(output.len() == g.output_len(), "depthwise_conv_i8: output is not the layer's");
+    let unit = channel_unit(isa, g, &Requant::of_conv(q, bias));
+    match super::depthwise_conv::task_split(g, threads, unit) {
+        TaskSplit::Rows(rows) => {
+            run_chunks(run, output, rows * g.out_w * g.out_c, &|t, part| {
+                depthwise_conv_i8_rows_with(isa, g, input, filter, bias, q, t * rows, part);
+            });
+        }
+        TaskSplit::Channels(units) => {
+            let out_c = g.out_c;
+            let shared = SharedRows::new(output, out_c);
+            run(out_c.div_ceil(units), &|t| {
+                let chans = t * units..((t + 1) * units).min(out_c);
+                // SAFETY: task `t` runs once per round and alone writes channels `chans` of
+                // every pixel (the tasks' ranges are disjoint); `shared` came from the `&mut`
+                // this call holds for the whole round.
+                let out = unsafe { shared.columns(chans.start, chans.len()) };
+                depthwise_conv_i8_channels_with(isa, g, input, filter, bias, q, chans, out);
+            });
+        }
+    }
+}
+
+/// Channels `chans` of every output pixel of [`depthwise_conv_i8_with`] into `out` (pixel `p`,
+/// channel `chans.start + k` at row `p`, column `k`): one task of a split by channels.
+///
+/// # Panics
+/// When the path does not compute channel ranges of `g` ([`channel_unit`] is 0), `chans` is
+/// not in its units, or `out` does not hold every pixel (a caller bug).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn depthwise_conv_i8_channels_with(
+    isa: Isa,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    q: &ConvQuant<'_>,
+    chans: core::ops::Range<usize>,
+    out: OutRows<'_, i8>,
+) {
+    let rq = Requant::of_conv(q, bias);
+    let unit = channel_unit(isa, g, &rq);
+    let pixels = g.batches * g.out_h * g.out_w;
+    assert!(
+        unit > 0
+            && chans.start.is_multiple_of(unit)
+            && (chans.end.is_multiple_of(unit) || chans.end == g.out_c)
+            && chans.start < chans.end
+            && chans.end <= g.out_c
+            && out.stride == g.out_c
+            && out.fits(pixels, chans.len())
+            && input.len() >= g.input_len()
+            && filter.len() >= g.filter_h * g.filter_w * g.out_c,
+        "depthwise_conv_i8: no split of channels {chans:?} of {g:?} on {isa}"
+    );
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `channel_unit` > 0 checked the cached detection (AVX-512 F, BW, DQ, VL; VNNI
+    // for the VNNI body), `applies` and `splits_channels`; the range, the output rows and the
+    // slices' lengths were asserted just above. The kernels validate int8 zero points, so the
+    // offset fits in 16 bits.
+    unsafe {
+        super::depthwise_i8_avx512::channels(
+            isa.avx512vnni(),
+            g,
+            input,
+            filter,
+            &rq,
+            q.input_offset as i16,
+            chans,
+            out,
+        );
+    }
 }
 
 /// [`depthwise_body`] compiled with AVX2.

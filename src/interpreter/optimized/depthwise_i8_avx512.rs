@@ -36,6 +36,7 @@
 //! ([`Stage32`], in `stage32_i8`) is TFLite's fixed-point rule (`MultiplyByQuantizedMultiplier`,
 //! then output offset and clamp), 16 lanes at a time.
 
+use super::out_rows::OutRows;
 use super::requant_i8::Requant;
 use super::stage32_i8::{lane_mask, Doubled32, GroupStage, Stage32, LANES};
 use crate::interpreter::reference::conv::{ClippedWindow, ConvGeometry};
@@ -147,11 +148,48 @@ pub(super) unsafe fn rows(
     // ([`Padded`]) then stays off the one-group rows' stack frame (with it there the
     // one-group layers measured slower).
     let several = several(g);
+    let (rows, out) = (output.len() / (g.out_w * g.out_c).max(1), output.as_mut_ptr());
+    let all = 0..g.out_c;
     match (vnni, several) {
-        (true, true) => rows_vnni::<true>(g, input, filter, rq, offset, first_row, output),
-        (true, false) => rows_vnni::<false>(g, input, filter, rq, offset, first_row, output),
-        (false, true) => rows_bw::<true>(g, input, filter, rq, offset, first_row, output),
-        (false, false) => rows_bw::<false>(g, input, filter, rq, offset, first_row, output),
+        (true, true) => rows_vnni::<true>(g, input, filter, rq, offset, first_row, rows, out, all),
+        (true, false) => rows_vnni::<false>(g, input, filter, rq, offset, first_row, rows, out, all),
+        (false, true) => rows_bw::<true>(g, input, filter, rq, offset, first_row, rows, out, all),
+        (false, false) => rows_bw::<false>(g, input, filter, rq, offset, first_row, rows, out, all),
+    }
+}
+
+/// Whether [`channels`] runs `g` (for which [`applies`] holds): layers of several channel
+/// groups, which run in passes over a range of groups ([`passes`]).
+pub(super) fn splits_channels(g: &ConvGeometry) -> bool {
+    several(g) && g.depth_multiplier.max(1) == 1
+}
+
+/// Channels `chans` of every output pixel of `g` into `out` (pixel `p`, channel
+/// `chans.start + k` at row `p`, column `k`): one task of a layer split by channels, with the
+/// bits of [`rows`] (each channel is computed alone). `vnni` selects the `vpdpwssd` body.
+///
+/// # Safety
+/// As [`rows`], with [`splits_channels`] for `g`; `chans.start` is a multiple of [`LANES`],
+/// `chans.end` one too or `out_c`; `out` holds `batches * out_h * out_w` rows of stride
+/// `out_c` and at least `chans.len()` columns (the caller checks [`OutRows::fits`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn channels(
+    vnni: bool,
+    g: &ConvGeometry,
+    input: &[i8],
+    filter: &[i8],
+    rq: &Requant<'_>,
+    offset: i16,
+    chans: core::ops::Range<usize>,
+    mut out: OutRows<'_, i8>,
+) {
+    let rows = g.batches * g.out_h;
+    // Channel 0 of pixel 0: the passes write only channels `chans` through it.
+    let base = out.as_mut_ptr().wrapping_sub(chans.start);
+    if vnni {
+        rows_vnni::<true>(g, input, filter, rq, offset, 0, rows, base, chans)
+    } else {
+        rows_bw::<true>(g, input, filter, rq, offset, 0, rows, base, chans)
     }
 }
 
@@ -164,8 +202,9 @@ fn several(g: &ConvGeometry) -> bool {
 /// [`rows_body`] with `vpdpwssd`.
 ///
 /// # Safety
-/// As [`rows`] with `vnni`.
+/// As [`rows_body`] with `vnni`.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn rows_vnni<const SEVERAL: bool>(
     g: &ConvGeometry,
     input: &[i8],
@@ -173,16 +212,19 @@ unsafe fn rows_vnni<const SEVERAL: bool>(
     rq: &Requant<'_>,
     offset: i16,
     first_row: usize,
-    output: &mut [i8],
+    rows: usize,
+    out: *mut i8,
+    chans: core::ops::Range<usize>,
 ) {
-    rows_body::<true, SEVERAL>(g, input, filter, rq, offset, first_row, output)
+    rows_body::<true, SEVERAL>(g, input, filter, rq, offset, first_row, rows, out, chans)
 }
 
 /// [`rows_body`] with `vpmaddwd` and `vpaddd`.
 ///
 /// # Safety
-/// As [`rows`].
+/// As [`rows_body`].
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn rows_bw<const SEVERAL: bool>(
     g: &ConvGeometry,
     input: &[i8],
@@ -190,16 +232,24 @@ unsafe fn rows_bw<const SEVERAL: bool>(
     rq: &Requant<'_>,
     offset: i16,
     first_row: usize,
-    output: &mut [i8],
+    rows: usize,
+    out: *mut i8,
+    chans: core::ops::Range<usize>,
 ) {
-    rows_body::<false, SEVERAL>(g, input, filter, rq, offset, first_row, output)
+    rows_body::<false, SEVERAL>(g, input, filter, rq, offset, first_row, rows, out, chans)
 }
 
-/// The rows; see the module doc. `SEVERAL` is [`several`] for `g`.
+/// Channels `chans` of `rows` output rows from row `first_row`, the first one's pixel 0,
+/// channel 0 at `out` (see [`Pass::out`]); see the module doc. `SEVERAL` is [`several`] for
+/// `g`.
 ///
 /// # Safety
-/// As [`rows`] (`VNNI` only where the CPU has it).
+/// As [`rows`] (`VNNI` only where the CPU has it), the rows inside the output; the channels
+/// `chans` of those rows are this call's to write through `out`, and without `SEVERAL`
+/// `chans` is every channel (`out` then holds the rows alone: `rows * out_w * out_c` values).
+/// With `SEVERAL`, `chans` is as [`passes`] requires.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn rows_body<const VNNI: bool, const SEVERAL: bool>(
     g: &ConvGeometry,
     input: &[i8],
@@ -207,7 +257,9 @@ unsafe fn rows_body<const VNNI: bool, const SEVERAL: bool>(
     rq: &Requant<'_>,
     offset: i16,
     first_row: usize,
-    output: &mut [i8],
+    rows: usize,
+    out: *mut i8,
+    chans: core::ops::Range<usize>,
 ) {
     let c = g.out_c;
     let (fh, fw) = (g.filter_h, g.filter_w);
@@ -251,10 +303,13 @@ unsafe fn rows_body<const VNNI: bool, const SEVERAL: bool>(
     if SEVERAL {
         // All rows per pass: a pass reads `LANES * G` channels of each input row, and the
         // rows a window reuses stay in L1 without blocks.
-        let pass = Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first: first_row };
-        passes::<VNNI>(&pass, offset, output);
+        let pass = Pass { g, input, filter, rq, off32, small, rel, inside_cols, zp, first: first_row, out, rows };
+        passes::<VNNI>(&pass, offset, chans);
         return;
     }
+    debug_assert!(chans == (0..c));
+    // SAFETY: without `SEVERAL`, `out` holds the `rows` whole rows alone (the caller's).
+    let output = core::slice::from_raw_parts_mut(out, rows * row_out);
     let block = (BLOCK_BYTES / (g.in_w * in_c * g.stride_h).max(1)).max(1);
     let mut ptrs = [[zp; 2 * MAX_PAIRS]; LANES / MIN_CHANNELS];
     for (k, block_out) in output.chunks_mut(block * row_out).enumerate() {
@@ -359,37 +414,40 @@ unsafe fn rows_body<const VNNI: bool, const SEVERAL: bool>(
     }
 }
 
-/// Every channel of the output rows `output` (whole rows from row `pass.first`) in passes of
-/// up to `GROUPS` (or `GROUPS + 1`) groups ([`groups`]); layers with enough border pixels run
-/// each pass on its [`Padded`] copy when that fits.
+/// Channels `chans` of the block's output rows (`pass.rows` whole rows from row `pass.first`,
+/// at `pass.out`) in passes of up to `GROUPS` (or `GROUPS + 1`) groups ([`groups`]); layers
+/// with enough border pixels run each pass on its [`Padded`] copy when that fits.
 ///
 /// # Safety
 /// As [`rows`] (`VNNI` only where the CPU has it), for a layer of several groups:
-/// `pass.rel.len() <= 2 * GROUP_PAIRS`, depth multiplier 1; `offset` is the input offset.
+/// `pass.rel.len() <= 2 * GROUP_PAIRS`, depth multiplier 1; `offset` is the input offset;
+/// `chans.start` is a multiple of [`LANES`], `chans.end` one too or `out_c`; channels `chans`
+/// of the block's pixels are writable through `pass.out` and no other thread accesses them.
 #[inline(always)]
-unsafe fn passes<const VNNI: bool>(pass: &Pass<'_>, offset: i16, output: &mut [i8]) {
+unsafe fn passes<const VNNI: bool>(pass: &Pass<'_>, offset: i16, chans: core::ops::Range<usize>) {
     let g = pass.g;
     let c = g.out_c;
+    debug_assert!(chans.start.is_multiple_of(LANES) && (chans.end.is_multiple_of(LANES) || chans.end == c));
     let mut buf = MaybeUninit::<PaddedBytes>::uninit();
     let mut padded = Padded::pays(g, pass.inside_cols).then(|| Padded::new(g, offset, &mut buf));
-    let mut c0 = 0;
-    while c0 < c {
-        let left = (c - c0).div_ceil(LANES);
+    let mut c0 = chans.start;
+    while c0 < chans.end {
+        let left = (chans.end - c0).div_ceil(LANES);
         let n = if left == GROUPS + 1 { left } else { left.min(GROUPS) };
         // Whether the pass's last group holds `LANES` channels (its loads need no mask).
         let full = c0 + n * LANES <= c;
         let pad = padded.as_mut();
         match (n, full) {
-            (1, true) => groups::<VNNI, 1, true>(pass, c0, output, pad),
-            (1, false) => groups::<VNNI, 1, false>(pass, c0, output, pad),
-            (2, true) => groups::<VNNI, 2, true>(pass, c0, output, pad),
-            (2, false) => groups::<VNNI, 2, false>(pass, c0, output, pad),
-            (3, true) => groups::<VNNI, 3, true>(pass, c0, output, pad),
-            (3, false) => groups::<VNNI, 3, false>(pass, c0, output, pad),
-            (n, true) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, true>(pass, c0, output, pad),
-            (n, false) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, false>(pass, c0, output, pad),
-            (_, true) => groups::<VNNI, GROUPS, true>(pass, c0, output, pad),
-            (_, false) => groups::<VNNI, GROUPS, false>(pass, c0, output, pad),
+            (1, true) => groups::<VNNI, 1, true>(pass, c0, pad),
+            (1, false) => groups::<VNNI, 1, false>(pass, c0, pad),
+            (2, true) => groups::<VNNI, 2, true>(pass, c0, pad),
+            (2, false) => groups::<VNNI, 2, false>(pass, c0, pad),
+            (3, true) => groups::<VNNI, 3, true>(pass, c0, pad),
+            (3, false) => groups::<VNNI, 3, false>(pass, c0, pad),
+            (n, true) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, true>(pass, c0, pad),
+            (n, false) if n == GROUPS + 1 => groups::<VNNI, { GROUPS + 1 }, false>(pass, c0, pad),
+            (_, true) => groups::<VNNI, GROUPS, true>(pass, c0, pad),
+            (_, false) => groups::<VNNI, GROUPS, false>(pass, c0, pad),
         }
         c0 += n * LANES;
     }
@@ -413,22 +471,27 @@ struct Pass<'a> {
     zp: *const i8,
     /// The block's first output row (over all batches).
     first: usize,
+    /// Channel 0 of the block's first pixel, inside the output: channel `ch` of the block's
+    /// pixel `p` (row-major over its rows) is at `out.add(p * out_c + ch)`. Only the channels
+    /// of the call's range are written (another task may own the others).
+    out: *mut i8,
+    /// Output rows of the block.
+    rows: usize,
 }
 
 /// Channels `c0..` in `G` groups of [`LANES`] (the last one possibly partial, each holding a
-/// channel) of the output rows `block_out` (whole rows from row `pass.first`): per pixel, each
+/// channel) of the block's output rows (`pass.rows` from row `pass.first`): per pixel, each
 /// pair of taps goes through the `G` groups before the next pair, so the groups' accumulators
 /// are `G` independent chains and a border pixel's tap pointers serve all groups (a group `j`
 /// reads `j * LANES` bytes past them; the zero-point buffer holds `LANES * (GROUPS + 1)` bytes).
 ///
 /// # Safety
-/// As [`rows`], with `rel.len() <= 2 * GROUP_PAIRS`, depth multiplier 1 and
-/// `c0 + (G - 1) * LANES < out_c`.
+/// As [`passes`], with `rel.len() <= 2 * GROUP_PAIRS`, depth multiplier 1 and
+/// `c0 + (G - 1) * LANES < out_c`, the `G` groups' channels inside the call's range.
 #[inline(always)]
 unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     pass: &Pass<'_>,
     c0: usize,
-    block_out: &mut [i8],
     padded: Option<&mut Padded>,
 ) {
     let Pass { g, rq, small, .. } = *pass;
@@ -455,7 +518,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
         if all {
             // SAFETY: every stage was written just above.
             let stages: &[Doubled32; G] = &*(&stages as *const [MaybeUninit<Doubled32>; G]).cast();
-            return groups_with::<VNNI, G, FULL, _>(pass, c0, block_out, padded, stages);
+            return groups_with::<VNNI, G, FULL, _>(pass, c0, padded, stages);
         }
     }
     let mut stages: [MaybeUninit<Stage32>; G] = [const { MaybeUninit::uninit() }; G];
@@ -464,7 +527,7 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
     }
     // SAFETY: every stage was written just above.
     let stages: &[Stage32; G] = &*(&stages as *const [MaybeUninit<Stage32>; G]).cast();
-    groups_with::<VNNI, G, FULL, _>(pass, c0, block_out, padded, stages)
+    groups_with::<VNNI, G, FULL, _>(pass, c0, padded, stages)
 }
 
 /// [`groups`] with its stages `stages` (group `j`: channels `c0 + j * LANES..`).
@@ -475,7 +538,6 @@ unsafe fn groups<const VNNI: bool, const G: usize, const FULL: bool>(
 unsafe fn groups_with<const VNNI: bool, const G: usize, const FULL: bool, S: GroupStage>(
     pass: &Pass<'_>,
     c0: usize,
-    block_out: &mut [i8],
     padded: Option<&mut Padded>,
     stages: &[S; G],
 ) {
@@ -507,11 +569,11 @@ unsafe fn groups_with<const VNNI: bool, const G: usize, const FULL: bool, S: Gro
     }
     if let Some(pad) = padded.filter(|p| p.fits::<G>()) {
         // SAFETY: as this function's, and the layout fits the buffer (checked just above).
-        pad.rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages);
+        pad.rows::<VNNI, G, FULL, _>(pass, c0, init, &kb, &w, stages);
         return;
     }
     // SAFETY: as this function's.
-    pointer_rows::<VNNI, G, FULL, _>(pass, c0, block_out, init, &kb, &w, stages);
+    pointer_rows::<VNNI, G, FULL, _>(pass, c0, init, &kb, &w, stages);
 }
 
 /// [`groups`]' rows without the padded copy: inside pixels at fixed tap offsets, border
@@ -524,20 +586,21 @@ unsafe fn groups_with<const VNNI: bool, const G: usize, const FULL: bool, S: Gro
 unsafe fn pointer_rows<const VNNI: bool, const G: usize, const FULL: bool, S: GroupStage>(
     pass: &Pass<'_>,
     c0: usize,
-    block_out: &mut [i8],
     init: [[__m512i; 2]; G],
     kb: &[__mmask32; G],
     w: &[[MaybeUninit<[__m512i; 2]>; GROUP_PAIRS]; G],
     stages: &[S; G],
 ) {
-    let Pass { g, input, rel, inside_cols, zp, first, .. } = *pass;
+    let Pass { g, input, rel, inside_cols, zp, first, out, rows, .. } = *pass;
     let c = g.out_c;
     let (fh, row_out) = (g.filter_h, g.out_w * c);
     // SAFETY (of each use): the pair `i < pairs` of group `j < G`, written (the caller's).
     let wp = |j: usize, i: usize| w.get_unchecked(j).get_unchecked(i).assume_init_ref();
     let mut ptrs = [zp; 2 * GROUP_PAIRS];
     let ptrs = &mut ptrs[..rel.len()];
-    for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
+    for r in 0..rows {
+        // SAFETY: row `r < rows` of the block starts inside the output (`Pass::out`).
+        let out_row = out.add(r * row_out);
         let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
         let wy = g.row_window(out_y);
         let rows_inside = wy.f0 == 0 && wy.f1 == fh;
@@ -562,9 +625,9 @@ unsafe fn pointer_rows<const VNNI: bool, const G: usize, const FULL: bool, S: Gr
                 }
                 acc
             };
-            // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of pixel
-            // `out_x` (the stores are masked to the groups' lanes).
-            store_groups(stages, &acc, kb, out_row.as_mut_ptr().add(out_x * c + c0));
+            // SAFETY: channels `c0 + j * LANES..` of the block's row `r`, pixel `out_x`, are
+            // this call's to write (`Pass::out`; the stores are masked to the groups' lanes).
+            store_groups(stages, &acc, kb, out_row.add(out_x * c + c0));
         }
     }
 }

@@ -3,8 +3,10 @@
 
 use super::*;
 use crate::interpreter::optimized::depthwise_i8::{
-    depthwise_conv_i8_rows_with, depthwise_conv_i8_with,
+    channel_unit, depthwise_conv_i8_channels_with, depthwise_conv_i8_rows_with,
+    depthwise_conv_i8_split, depthwise_conv_i8_with,
 };
+use crate::interpreter::optimized::out_rows::SharedRows;
 use crate::interpreter::optimized::requant_i8::requantize_row;
 use crate::interpreter::optimized::stage32_i8::{HI_CHANNELS, LO_CHANNELS};
 use crate::interpreter::optimized::Isa;
@@ -319,8 +321,93 @@ pub(crate) fn check(g: &ConvGeometry, zero_point: i32, seed: u64) -> Result<(), 
             );
         }
         prop_assert_eq!(&got, &want, "{:?} {:?} bands of {}", isa, g, band);
+        // As the kernel splits it over 2 and 3 threads (bands of rows, or ranges of channels
+        // for few rows), the tasks run in reverse on this thread.
+        for threads in [2usize, 3] {
+            let mut got = vec![0x55i8; g.output_len()];
+            depthwise_conv_i8_split(
+                isa, g, &input, &filter, bias.as_deref(), &q, &mut got, threads,
+                &mut |tasks, f| (0..tasks).rev().for_each(f),
+            );
+            prop_assert_eq!(&got, &want, "{:?} {:?} split for {} threads", isa, g, threads);
+        }
+        // Every split by channels the path computes: ranges of 1, 2, ... units.
+        let unit = channel_unit(isa, g, &Requant::of_conv(&q, bias.as_deref()));
+        for units in (unit..=c.next_multiple_of(unit.max(1))).step_by(unit.max(1)).filter(|_| unit > 0) {
+            let mut got = vec![0x55i8; g.output_len()];
+            let shared = SharedRows::new(&mut got, c);
+            for t in (0..c.div_ceil(units)).rev() {
+                let chans = t * units..((t + 1) * units).min(c);
+                // SAFETY: one range at a time, each its own channels.
+                let out = unsafe { shared.columns(chans.start, chans.len()) };
+                depthwise_conv_i8_channels_with(
+                    isa, g, &input, &filter, bias.as_deref(), &q, chans, out,
+                );
+            }
+            prop_assert_eq!(&got, &want, "{:?} {:?} channels in ranges of {}", isa, g, units);
+        }
     }
     Ok(())
+}
+
+/// Layers of 1 to 7 output rows split by channels over real kernel threads (2 and 3): channel
+/// counts past and between the 32-channel units (33, 100, 161, 200), MobileNetV2's 7 × 7
+/// layers (576 at stride 2, 960), SAME and VALID, on every path; the bits of one thread and
+/// of the reference, the output's gaps between ranges written (it starts as `0x55`).
+#[test]
+fn depthwise_channel_split_over_threads_matches_reference() {
+    use crate::interpreter::threads::ThreadPool;
+    let mut pools = [ThreadPool::new(2).unwrap(), ThreadPool::new(3).unwrap()];
+    for (i, &(h, w, c, stride)) in [
+        (1usize, 5usize, 100usize, 1usize),
+        (2, 9, 33, 1),
+        (3, 3, 161, 1),
+        (5, 4, 200, 1),
+        (7, 7, 960, 1),
+        (14, 14, 576, 2),
+        (13, 6, 96, 2),
+        (7, 11, 300, 1),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for same in [true, false] {
+            let Some(g) = geometry(1, (h, w), c, 1, (3, 3), stride, 1, same) else {
+                continue;
+            };
+            let mut r = Rng::new(0xc4a7 + i as u64);
+            let filter = r.i8s(c * 9);
+            let input = r.i8s(g.input_len());
+            let (mults, shifts): (Vec<i32>, Vec<i8>) = (0..c)
+                .map(|_| {
+                    let m = quantize_multiplier(r.range(1, 30000) as f64 / 500000.0);
+                    (m.multiplier, m.shift_i8())
+                })
+                .unzip();
+            let bias: Vec<i32> = (0..c).map(|_| r.range(-40000, 40000) as i32).collect();
+            let q = ConvQuant {
+                input_offset: 7,
+                output_offset: -3,
+                multipliers: &mults,
+                shifts: &shifts,
+                act_min: -128,
+                act_max: 127,
+            };
+            let mut want = vec![0i8; g.output_len()];
+            depthwise_conv_i8(&g, &input, &filter, Some(&bias), &q, &mut want);
+            for &isa in Isa::available() {
+                for pool in pools.iter_mut() {
+                    let threads = pool.threads();
+                    let mut got = vec![0x55i8; g.output_len()];
+                    depthwise_conv_i8_split(
+                        isa, &g, &input, &filter, Some(&bias), &q, &mut got, threads,
+                        &mut |tasks, f| pool.run(tasks, f),
+                    );
+                    assert_eq!(got, want, "{isa:?} {g:?} {threads} threads");
+                }
+            }
+        }
+    }
 }
 
 /// Row blocks (see `BLOCK_BYTES`): rows wide enough for one-row blocks, and layers of

@@ -79,8 +79,8 @@ impl Padded {
     }
 
     /// Channels `c0..` in `G` groups (lane masks `kb`, weights `w`, accumulators' start
-    /// `init`, output stages `stages`) of the output rows `block_out` (whole rows from row
-    /// `pass.first`), every pixel on the padded copy.
+    /// `init`, output stages `stages`) of the block's output rows (`pass.rows` whole rows from
+    /// row `pass.first`, at `pass.out`), every pixel on the padded copy.
     ///
     /// # Safety
     /// As [`groups`](super::groups) (`VNNI` only where the CPU has it); [`Self::fits`] holds
@@ -91,13 +91,12 @@ impl Padded {
         &mut self,
         pass: &Pass<'_>,
         c0: usize,
-        block_out: &mut [i8],
         init: [[__m512i; 2]; G],
         kb: &[__mmask32; G],
         w: &[[MaybeUninit<[__m512i; 2]>; GROUP_PAIRS]; G],
         stages: &[S; G],
     ) {
-        let (g, input, rel, first) = (pass.g, pass.input, pass.rel, pass.first);
+        let (g, input, rel, first, out, rows) = (pass.g, pass.input, pass.rel, pass.first, pass.out, pass.rows);
         let c = g.out_c;
         let taps = g.filter_h * g.filter_w;
         let row_out = g.out_w * c;
@@ -115,9 +114,10 @@ impl Padded {
             *r = (fy * g.dilation_h * self.pw + fx * g.dilation_w) * pc;
         }
         let rel_p = &rel_p[..rel.len()];
-        let rows = block_out.len() / row_out;
         let mut batch = usize::MAX;
-        for (r, out_row) in block_out.chunks_exact_mut(row_out).enumerate() {
+        for r in 0..rows {
+            // SAFETY: row `r < rows` of the block starts inside the output (`Pass::out`).
+            let out_row = out.add(r * row_out);
             let (b, out_y) = ((first + r) / g.out_h, (first + r) % g.out_h);
             if b != batch {
                 // The rows of batch `b` this block's windows read, from output row `out_y`.
@@ -131,9 +131,9 @@ impl Padded {
                 // whose rows it reads were copied above (taps outside the input read the
                 // zero point filled at the layout's change).
                 let acc = inside_groups::<VNNI, G, FULL>(p, rel_p, init, kb, w);
-                // SAFETY: `out_row` holds the output row; channels `c0 + j * LANES..` of pixel
-                // `out_x` (the stores are masked to the groups' lanes).
-                store_groups(stages, &acc, kb, out_row.as_mut_ptr().add(out_x * c + c0));
+                // SAFETY: channels `c0 + j * LANES..` of the block's row `r`, pixel `out_x`, are
+                // this call's to write (`Pass::out`; the stores are masked to the groups' lanes).
+                store_groups(stages, &acc, kb, out_row.add(out_x * c + c0));
             }
         }
     }

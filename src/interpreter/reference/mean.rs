@@ -209,9 +209,22 @@ pub fn mean_of_sums<T: QuantInt>(
     output: &mut [T],
 ) {
     let n = plan.num_outputs;
-    let m = mean_multiplier(m, plan.count);
-    let zp_total = i64::from(input_zero_point).wrapping_mul(plan.count as i64);
-    for (o, &sum) in output[..n].iter_mut().zip(&temp[..n]) {
+    rescale_sums(plan.count, input_zero_point, output_zero_point, m, &temp[..n], &mut output[..n]);
+}
+
+/// [`mean_of_sums`] of some of the outputs: `output[i]` from `sums[i]`, each the sum of
+/// `count` inputs (as many as both slices hold).
+pub fn rescale_sums<T: QuantInt>(
+    count: usize,
+    input_zero_point: i32,
+    output_zero_point: i32,
+    m: QuantizedMultiplier,
+    sums: &[i32],
+    output: &mut [T],
+) {
+    let m = mean_multiplier(m, count);
+    let zp_total = i64::from(input_zero_point).wrapping_mul(count as i64);
+    for (o, &sum) in output.iter_mut().zip(sums) {
         let shifted = i64::from(sum).wrapping_sub(zp_total) as i32;
         let v = multiply_by_quantized_multiplier(shifted, m).wrapping_add(output_zero_point);
         *o = T::from_i32(v.clamp(T::MIN, T::MAX));
