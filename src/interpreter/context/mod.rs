@@ -314,6 +314,34 @@ impl BuildState<'_> {
         Ok(())
     }
 
+    /// A persistent array of `len` values `value(0..len)`, each written straight into its
+    /// staged record (no copy of the values held beside it).
+    fn persistent_array_from_fn<T: Scalar>(
+        &mut self,
+        len: usize,
+        mut value: impl FnMut(usize) -> Result<T, KernelError>,
+    ) -> Result<PersistentArray<T>, KernelError> {
+        let bytes = len
+            .checked_mul(core::mem::size_of::<T>())
+            .ok_or_else(|| KernelError::new(format!("array of {len} values overflows")))?;
+        let array = PersistentArray {
+            record: self.persistent.allocate(bytes, Category::OpData)?,
+            len: array_len(len)?,
+            _t: PhantomData,
+        };
+        let dst = self.persistent.bytes_mut(array.record);
+        debug_assert_eq!(dst.len(), bytes);
+        let dst = dst.as_mut_ptr() as *mut T;
+        for i in 0..len {
+            let v = value(i)?;
+            // SAFETY: the record's staged bytes are exactly `len * size_of::<T>()` long at a
+            // `RECORD_ALIGNMENT` (16) boundary, at least `align_of::<T>()` for a `Scalar`, and
+            // `i < len`; `T` is plain data, so writing over the zeroed bytes drops nothing.
+            unsafe { dst.add(i).write(v) };
+        }
+        Ok(array)
+    }
+
     fn persistent_array<T: Scalar>(
         &mut self,
         values: &[T],
@@ -614,6 +642,17 @@ impl<'a> PrepareContext<'a> {
         self.state.persistent_array(values)
     }
 
+    /// A persistent array of `len` values `value(0..len)` written straight into the record:
+    /// the same record as [`persistent_array`](Self::persistent_array) of those values, with
+    /// no temporary copy on the heap. An error from `value` fails the prepare.
+    pub(crate) fn persistent_array_from_fn<T: Scalar>(
+        &mut self,
+        len: usize,
+        value: impl FnMut(usize) -> Result<T, KernelError>,
+    ) -> Result<PersistentArray<T>, KernelError> {
+        self.state.persistent_array_from_fn(len, value)
+    }
+
     /// `len` zeroed values of kernel state that invoke may read and write (see [`StateArray`]).
     pub fn persistent_state<T: Scalar>(
         &mut self,
@@ -857,5 +896,87 @@ impl<'a> PrepareContext<'a> {
         // SAFETY: `temp` holds `words * 16 >= bytes` zeroed bytes, borrowed mutably through
         // `&mut self`.
         Ok(unsafe { core::slice::from_raw_parts_mut(self.temp.as_mut_ptr() as *mut u8, bytes) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rust_alloc::borrow::Cow;
+
+    /// An array written value by value into its record is the record a copy of the same
+    /// values makes (same offset, length and bytes), for records in a staging region and on
+    /// the heap, for 1-, 4- and 8-byte values and lengths that do and do not fill 16 bytes;
+    /// an error from a value fails it.
+    #[test]
+    fn array_from_fn_is_the_array_of_its_values() {
+        fn check<T: Scalar + core::fmt::Debug + PartialEq>(values: &[T], region: bool) {
+            let mut words = [[0u128; 64]; 2];
+            let mut states = words.iter_mut().map(|w| {
+                let start = w.as_mut_ptr() as *mut u8;
+                // SAFETY: `w` (1 KiB, 16-byte aligned) outlives the staging and is accessed
+                // only through it meanwhile.
+                let r = region.then(|| unsafe { StagingRegion::new(start, 1024) }.unwrap());
+                Persistent::in_region(r)
+            });
+            let (mut a, mut b) = (states.next().unwrap(), states.next().unwrap());
+            let node = NodeInfo {
+                index: 0,
+                subgraph: 0,
+                local: 0,
+                builtin: BuiltinOp::CONV_2D,
+                op_name: Cow::Borrowed("CONV_2D"),
+                version: 1,
+                inputs: Box::new([]),
+                outputs: Box::new([]),
+                prepare_time: false,
+                fused_padding: None,
+            };
+            let (mut ma, mut mb) = (NodeMemory::default(), NodeMemory::default());
+            fn state<'s>(
+                node: &'s NodeInfo,
+                persistent: &'s mut Persistent,
+                memory: &'s mut NodeMemory,
+            ) -> BuildState<'s> {
+                BuildState {
+                    node,
+                    options: &BuiltinOptions::None,
+                    custom_options: &[],
+                    persistent,
+                    memory,
+                }
+            }
+            // A record before, so the arrays do not start at offset 0.
+            a.allocate(4, Category::OpData).unwrap();
+            b.allocate(4, Category::OpData).unwrap();
+            let copied = state(&node, &mut a, &mut ma)
+                .persistent_array(values)
+                .unwrap();
+            let written = state(&node, &mut b, &mut mb)
+                .persistent_array_from_fn(values.len(), |i| Ok(values[i]))
+                .unwrap();
+            assert_eq!((copied.record, copied.len), (written.record, written.len));
+            assert_eq!(a.tail_bytes(), b.tail_bytes());
+            assert_eq!(a.bytes_mut(copied.record), b.bytes_mut(written.record));
+            let failed =
+                state(&node, &mut b, &mut mb).persistent_array_from_fn(values.len(), |i| {
+                    if i + 1 == values.len() {
+                        Err(KernelError::new("no value"))
+                    } else {
+                        Ok(values[i])
+                    }
+                });
+            assert!(failed.is_err());
+        }
+        for region in [true, false] {
+            check(&[-3i8, 7, 127, -128, 1], region);
+            check(&[i32::MIN, -1, 0, 1 << 30, i32::MAX], region);
+            check(
+                &(0..37).map(|i| i * 1_000_003 - 5).collect::<Vec<i32>>(),
+                region,
+            );
+            check(&[1.5f64, -0.25, 3e300], region);
+            check(&[7u8; 16], region);
+        }
     }
 }
