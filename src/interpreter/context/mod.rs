@@ -314,32 +314,50 @@ impl BuildState<'_> {
         Ok(())
     }
 
-    /// A persistent array of `len` values `value(0..len)`, each written straight into its
-    /// staged record (no copy of the values held beside it).
-    fn persistent_array_from_fn<T: Scalar>(
+    /// Two persistent arrays of `len` values each, `value(i) = (a[i], b[i])`, written straight
+    /// into their staged records (allocated `a` then `b`: the records two
+    /// [`persistent_array`](Self::persistent_array) calls make), with no copy of the values
+    /// held beside them and each pair computed once.
+    fn persistent_arrays_from_fn<A: Scalar, B: Scalar>(
         &mut self,
         len: usize,
-        mut value: impl FnMut(usize) -> Result<T, KernelError>,
-    ) -> Result<PersistentArray<T>, KernelError> {
-        let bytes = len
-            .checked_mul(core::mem::size_of::<T>())
-            .ok_or_else(|| KernelError::new(format!("array of {len} values overflows")))?;
-        let array = PersistentArray {
-            record: self.persistent.allocate(bytes, Category::OpData)?,
+        mut value: impl FnMut(usize) -> Result<(A, B), KernelError>,
+    ) -> Result<(PersistentArray<A>, PersistentArray<B>), KernelError> {
+        let bytes = |size: usize| {
+            len.checked_mul(size)
+                .ok_or_else(|| KernelError::new(format!("array of {len} values overflows")))
+        };
+        let (bytes_a, bytes_b) = (
+            bytes(core::mem::size_of::<A>())?,
+            bytes(core::mem::size_of::<B>())?,
+        );
+        let a = PersistentArray {
+            record: self.persistent.allocate(bytes_a, Category::OpData)?,
             len: array_len(len)?,
             _t: PhantomData,
         };
-        let dst = self.persistent.bytes_mut(array.record);
-        debug_assert_eq!(dst.len(), bytes);
-        let dst = dst.as_mut_ptr() as *mut T;
+        let b = PersistentArray {
+            record: self.persistent.allocate(bytes_b, Category::OpData)?,
+            len: a.len,
+            _t: PhantomData,
+        };
+        debug_assert_eq!(self.persistent.bytes_mut(a.record).len(), bytes_a);
+        debug_assert_eq!(self.persistent.bytes_mut(b.record).len(), bytes_b);
+        let dst_a = self.persistent.ptr(a.record) as *mut A;
+        let dst_b = self.persistent.ptr(b.record) as *mut B;
         for i in 0..len {
-            let v = value(i)?;
-            // SAFETY: the record's staged bytes are exactly `len * size_of::<T>()` long at a
-            // `RECORD_ALIGNMENT` (16) boundary, at least `align_of::<T>()` for a `Scalar`, and
-            // `i < len`; `T` is plain data, so writing over the zeroed bytes drops nothing.
-            unsafe { dst.add(i).write(v) };
+            let (va, vb) = value(i)?;
+            // SAFETY: each record's staged bytes are exactly `len` values long (`allocate`
+            // sized them) at a `RECORD_ALIGNMENT` (16) boundary, at least the alignment of a
+            // `Scalar`; the two records do not overlap, never move while `self.persistent`
+            // lives, and no reference to them exists meanwhile; `i < len`; the values are
+            // plain data, so writing over the zeroed bytes drops nothing.
+            unsafe {
+                dst_a.add(i).write(va);
+                dst_b.add(i).write(vb);
+            }
         }
-        Ok(array)
+        Ok((a, b))
     }
 
     fn persistent_array<T: Scalar>(
@@ -642,15 +660,16 @@ impl<'a> PrepareContext<'a> {
         self.state.persistent_array(values)
     }
 
-    /// A persistent array of `len` values `value(0..len)` written straight into the record:
-    /// the same record as [`persistent_array`](Self::persistent_array) of those values, with
-    /// no temporary copy on the heap. An error from `value` fails the prepare.
-    pub(crate) fn persistent_array_from_fn<T: Scalar>(
+    /// Two persistent arrays of `len` values each, `value(i) = (a[i], b[i])`, written straight
+    /// into their records: the same records as [`persistent_array`](Self::persistent_array) of
+    /// the `a` values then of the `b` values, with no temporary copies on the heap. An error
+    /// from `value` fails the prepare.
+    pub(crate) fn persistent_arrays_from_fn<A: Scalar, B: Scalar>(
         &mut self,
         len: usize,
-        value: impl FnMut(usize) -> Result<T, KernelError>,
-    ) -> Result<PersistentArray<T>, KernelError> {
-        self.state.persistent_array_from_fn(len, value)
+        value: impl FnMut(usize) -> Result<(A, B), KernelError>,
+    ) -> Result<(PersistentArray<A>, PersistentArray<B>), KernelError> {
+        self.state.persistent_arrays_from_fn(len, value)
     }
 
     /// `len` zeroed values of kernel state that invoke may read and write (see [`StateArray`]).
@@ -904,12 +923,12 @@ mod tests {
     use super::*;
     use rust_alloc::borrow::Cow;
 
-    /// An array written value by value into its record is the record a copy of the same
-    /// values makes (same offset, length and bytes), for records in a staging region and on
-    /// the heap, for 1-, 4- and 8-byte values and lengths that do and do not fill 16 bytes;
-    /// an error from a value fails it.
+    /// Two arrays written value by value into their records are the records two copies of
+    /// the same values make (same offsets, lengths and bytes), for records in a staging region
+    /// and on the heap, for 1-, 4- and 8-byte values and lengths that do and do not fill 16
+    /// bytes; an error from a value fails it.
     #[test]
-    fn array_from_fn_is_the_array_of_its_values() {
+    fn arrays_from_fn_are_the_arrays_of_their_values() {
         fn check<T: Scalar + core::fmt::Debug + PartialEq>(values: &[T], region: bool) {
             let mut words = [[0u128; 64]; 2];
             let mut states = words.iter_mut().map(|w| {
@@ -949,21 +968,35 @@ mod tests {
             // A record before, so the arrays do not start at offset 0.
             a.allocate(4, Category::OpData).unwrap();
             b.allocate(4, Category::OpData).unwrap();
-            let copied = state(&node, &mut a, &mut ma)
-                .persistent_array(values)
-                .unwrap();
+            // The second array: each value's index as an i8 (wrapping), 1 byte a value.
+            let second: Vec<i8> = (0..values.len()).map(|i| i as i8 ^ 0x5a).collect();
+            let copied = {
+                let mut s = state(&node, &mut a, &mut ma);
+                (
+                    s.persistent_array(values).unwrap(),
+                    s.persistent_array(&second).unwrap(),
+                )
+            };
             let written = state(&node, &mut b, &mut mb)
-                .persistent_array_from_fn(values.len(), |i| Ok(values[i]))
+                .persistent_arrays_from_fn(values.len(), |i| Ok((values[i], second[i])))
                 .unwrap();
-            assert_eq!((copied.record, copied.len), (written.record, written.len));
+            assert_eq!(
+                (copied.0.record, copied.0.len),
+                (written.0.record, written.0.len)
+            );
+            assert_eq!(
+                (copied.1.record, copied.1.len),
+                (written.1.record, written.1.len)
+            );
             assert_eq!(a.tail_bytes(), b.tail_bytes());
-            assert_eq!(a.bytes_mut(copied.record), b.bytes_mut(written.record));
+            assert_eq!(a.bytes_mut(copied.0.record), b.bytes_mut(written.0.record));
+            assert_eq!(a.bytes_mut(copied.1.record), b.bytes_mut(written.1.record));
             let failed =
-                state(&node, &mut b, &mut mb).persistent_array_from_fn(values.len(), |i| {
+                state(&node, &mut b, &mut mb).persistent_arrays_from_fn(values.len(), |i| {
                     if i + 1 == values.len() {
                         Err(KernelError::new("no value"))
                     } else {
-                        Ok(values[i])
+                        Ok((values[i], second[i]))
                     }
                 });
             assert!(failed.is_err());

@@ -174,11 +174,10 @@ pub(crate) fn per_channel_multipliers(
         }
         Ok(m)
     };
-    // Written straight into the two records (each channel's multiplier computed once per
-    // array: build-time arithmetic, no temporary arrays on the heap).
-    let mult = ctx.persistent_array_from_fn(channels, |c| multiplier(c).map(|m| m.multiplier))?;
-    let shift = ctx.persistent_array_from_fn(channels, |c| multiplier(c).map(|m| m.shift_i8()))?;
-    Ok((mult, shift))
+    // Written straight into the two records (no temporary arrays on the heap).
+    ctx.persistent_arrays_from_fn(channels, |c| {
+        multiplier(c).map(|m| (m.multiplier, m.shift_i8()))
+    })
 }
 
 /// Fails unless the tensor's per-tensor zero point is 0 (the 16-bit kernels' requirement).
