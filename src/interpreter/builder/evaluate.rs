@@ -27,7 +27,7 @@ pub(super) fn evaluate_at_build(
     (tensors, table): (&[TensorEntry], &TensorTable),
     (model, layout): (&Model, &Layout),
     persistent: &mut Persistent,
-    computed: &mut [Option<Vec<u128>>],
+    computed: &mut Vec<Option<Vec<u128>>>,
     tensor_record: &TensorRecords,
     isa: Isa,
 ) -> Result<(), InterpreterError> {
@@ -38,6 +38,7 @@ pub(super) fn evaluate_at_build(
         message,
     };
     let words = |bytes: usize| bytes.div_ceil(ALIGNMENT);
+    let computed = super::stage::computed_for(computed, tensors.len());
     for &t in &node.outputs {
         if let Ok(t) = usize::try_from(t) {
             if computed[t].is_some() {

@@ -518,7 +518,9 @@ fn init_and_prepare(
     mut budget: Budget,
 ) -> Result<Prepared, InterpreterError> {
     let (model, layout) = (graph.model, graph.layout);
-    let mut computed: Vec<Option<Vec<u128>>> = vec![None; tensors.len()];
+    // Per tensor once a node computed one at build (empty until then: a model without
+    // prepare-time nodes keeps no per-tensor entry through its prepares).
+    let mut computed: Vec<Option<Vec<u128>>> = Vec::new();
     let mut memory: Vec<NodeMemory> = Vec::with_capacity(nodes.len());
     let mut temp = Vec::new();
     let mut temp_peak = 0usize;
@@ -557,7 +559,7 @@ fn init_and_prepare(
                 TensorKind::Constant => {
                     layout.tensor_data(model, graph.shared.get(t).copied().flatten().unwrap_or(t))
                 }
-                TensorKind::PrepareTimeConstant => computed[t].as_ref().map(|w| {
+                TensorKind::PrepareTimeConstant => computed.get(t)?.as_ref().map(|w| {
                     // SAFETY: `w` holds at least `bytes` initialised bytes (words of 16).
                     unsafe {
                         core::slice::from_raw_parts(w.as_ptr() as *const u8, tensors[t].bytes)
@@ -594,7 +596,7 @@ fn init_and_prepare(
         // Tensors the node rewrote for itself (its only reader) replace their computed values.
         for (t, words) in repacked.drain(..) {
             repacked_bytes += tensors[t].bytes.next_multiple_of(ALIGNMENT);
-            computed[t] = Some(words);
+            computed_for(&mut computed, tensors.len())[t] = Some(words);
         }
         if budget.release_records {
             tail.persistent.release_from(first_record);
@@ -629,6 +631,18 @@ fn init_and_prepare(
         repacked_bytes,
         computed,
     })
+}
+
+/// The per-tensor table of values computed at build, made full length (`tensors` entries) on
+/// its first use.
+pub(super) fn computed_for(
+    computed: &mut Vec<Option<Vec<u128>>>,
+    tensors: usize,
+) -> &mut [Option<Vec<u128>>] {
+    if computed.len() < tensors {
+        computed.resize(tensors, None);
+    }
+    computed
 }
 
 /// Phase 6: the head plan of tensors and scratch of the nodes that run at invoke (a node's

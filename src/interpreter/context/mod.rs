@@ -314,6 +314,52 @@ impl BuildState<'_> {
         Ok(())
     }
 
+    /// Two persistent arrays of `len` values each, `value(i) = (a[i], b[i])`, written straight
+    /// into their staged records (allocated `a` then `b`: the records two
+    /// [`persistent_array`](Self::persistent_array) calls make), with no copy of the values
+    /// held beside them and each pair computed once.
+    fn persistent_arrays_from_fn<A: Scalar, B: Scalar>(
+        &mut self,
+        len: usize,
+        mut value: impl FnMut(usize) -> Result<(A, B), KernelError>,
+    ) -> Result<(PersistentArray<A>, PersistentArray<B>), KernelError> {
+        let bytes = |size: usize| {
+            len.checked_mul(size)
+                .ok_or_else(|| KernelError::new(format!("array of {len} values overflows")))
+        };
+        let (bytes_a, bytes_b) = (
+            bytes(core::mem::size_of::<A>())?,
+            bytes(core::mem::size_of::<B>())?,
+        );
+        let a = PersistentArray {
+            record: self.persistent.allocate(bytes_a, Category::OpData)?,
+            len: array_len(len)?,
+            _t: PhantomData,
+        };
+        let b = PersistentArray {
+            record: self.persistent.allocate(bytes_b, Category::OpData)?,
+            len: a.len,
+            _t: PhantomData,
+        };
+        debug_assert_eq!(self.persistent.bytes_mut(a.record).len(), bytes_a);
+        debug_assert_eq!(self.persistent.bytes_mut(b.record).len(), bytes_b);
+        let dst_a = self.persistent.ptr(a.record) as *mut A;
+        let dst_b = self.persistent.ptr(b.record) as *mut B;
+        for i in 0..len {
+            let (va, vb) = value(i)?;
+            // SAFETY: each record's staged bytes are exactly `len` values long (`allocate`
+            // sized them) at a `RECORD_ALIGNMENT` (16) boundary, at least the alignment of a
+            // `Scalar`; the two records do not overlap, never move while `self.persistent`
+            // lives, and no reference to them exists meanwhile; `i < len`; the values are
+            // plain data, so writing over the zeroed bytes drops nothing.
+            unsafe {
+                dst_a.add(i).write(va);
+                dst_b.add(i).write(vb);
+            }
+        }
+        Ok((a, b))
+    }
+
     fn persistent_array<T: Scalar>(
         &mut self,
         values: &[T],
@@ -614,6 +660,18 @@ impl<'a> PrepareContext<'a> {
         self.state.persistent_array(values)
     }
 
+    /// Two persistent arrays of `len` values each, `value(i) = (a[i], b[i])`, written straight
+    /// into their records: the same records as [`persistent_array`](Self::persistent_array) of
+    /// the `a` values then of the `b` values, with no temporary copies on the heap. An error
+    /// from `value` fails the prepare.
+    pub(crate) fn persistent_arrays_from_fn<A: Scalar, B: Scalar>(
+        &mut self,
+        len: usize,
+        value: impl FnMut(usize) -> Result<(A, B), KernelError>,
+    ) -> Result<(PersistentArray<A>, PersistentArray<B>), KernelError> {
+        self.state.persistent_arrays_from_fn(len, value)
+    }
+
     /// `len` zeroed values of kernel state that invoke may read and write (see [`StateArray`]).
     pub fn persistent_state<T: Scalar>(
         &mut self,
@@ -857,5 +915,101 @@ impl<'a> PrepareContext<'a> {
         // SAFETY: `temp` holds `words * 16 >= bytes` zeroed bytes, borrowed mutably through
         // `&mut self`.
         Ok(unsafe { core::slice::from_raw_parts_mut(self.temp.as_mut_ptr() as *mut u8, bytes) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rust_alloc::borrow::Cow;
+
+    /// Two arrays written value by value into their records are the records two copies of
+    /// the same values make (same offsets, lengths and bytes), for records in a staging region
+    /// and on the heap, for 1-, 4- and 8-byte values and lengths that do and do not fill 16
+    /// bytes; an error from a value fails it.
+    #[test]
+    fn arrays_from_fn_are_the_arrays_of_their_values() {
+        fn check<T: Scalar + core::fmt::Debug + PartialEq>(values: &[T], region: bool) {
+            let mut words = [[0u128; 64]; 2];
+            let mut states = words.iter_mut().map(|w| {
+                let start = w.as_mut_ptr() as *mut u8;
+                // SAFETY: `w` (1 KiB, 16-byte aligned) outlives the staging and is accessed
+                // only through it meanwhile.
+                let r = region.then(|| unsafe { StagingRegion::new(start, 1024) }.unwrap());
+                Persistent::in_region(r)
+            });
+            let (mut a, mut b) = (states.next().unwrap(), states.next().unwrap());
+            let node = NodeInfo {
+                index: 0,
+                subgraph: 0,
+                local: 0,
+                builtin: BuiltinOp::CONV_2D,
+                op_name: Cow::Borrowed("CONV_2D"),
+                version: 1,
+                inputs: Box::new([]),
+                outputs: Box::new([]),
+                prepare_time: false,
+                fused_padding: None,
+            };
+            let (mut ma, mut mb) = (NodeMemory::default(), NodeMemory::default());
+            fn state<'s>(
+                node: &'s NodeInfo,
+                persistent: &'s mut Persistent,
+                memory: &'s mut NodeMemory,
+            ) -> BuildState<'s> {
+                BuildState {
+                    node,
+                    options: &BuiltinOptions::None,
+                    custom_options: &[],
+                    persistent,
+                    memory,
+                }
+            }
+            // A record before, so the arrays do not start at offset 0.
+            a.allocate(4, Category::OpData).unwrap();
+            b.allocate(4, Category::OpData).unwrap();
+            // The second array: each value's index as an i8 (wrapping), 1 byte a value.
+            let second: Vec<i8> = (0..values.len()).map(|i| i as i8 ^ 0x5a).collect();
+            let copied = {
+                let mut s = state(&node, &mut a, &mut ma);
+                (
+                    s.persistent_array(values).unwrap(),
+                    s.persistent_array(&second).unwrap(),
+                )
+            };
+            let written = state(&node, &mut b, &mut mb)
+                .persistent_arrays_from_fn(values.len(), |i| Ok((values[i], second[i])))
+                .unwrap();
+            assert_eq!(
+                (copied.0.record, copied.0.len),
+                (written.0.record, written.0.len)
+            );
+            assert_eq!(
+                (copied.1.record, copied.1.len),
+                (written.1.record, written.1.len)
+            );
+            assert_eq!(a.tail_bytes(), b.tail_bytes());
+            assert_eq!(a.bytes_mut(copied.0.record), b.bytes_mut(written.0.record));
+            assert_eq!(a.bytes_mut(copied.1.record), b.bytes_mut(written.1.record));
+            let failed =
+                state(&node, &mut b, &mut mb).persistent_arrays_from_fn(values.len(), |i| {
+                    if i + 1 == values.len() {
+                        Err(KernelError::new("no value"))
+                    } else {
+                        Ok((values[i], second[i]))
+                    }
+                });
+            assert!(failed.is_err());
+        }
+        for region in [true, false] {
+            check(&[-3i8, 7, 127, -128, 1], region);
+            check(&[i32::MIN, -1, 0, 1 << 30, i32::MAX], region);
+            check(
+                &(0..37).map(|i| i * 1_000_003 - 5).collect::<Vec<i32>>(),
+                region,
+            );
+            check(&[1.5f64, -0.25, 3e300], region);
+            check(&[7u8; 16], region);
+        }
     }
 }

@@ -10,7 +10,6 @@ use crate::interpreter::reference::quant::{
 use crate::interpreter::{KernelError, PersistentArray, PrepareContext, TensorInfo};
 use crate::model::{Activation, Padding};
 use crate::tensor::DType;
-use rust_alloc::vec::Vec;
 
 /// The fused activation of the options, refusing the ones kernels do not fuse.
 pub(crate) fn fused_activation(a: Activation) -> Result<FusedActivation, KernelError> {
@@ -156,9 +155,7 @@ pub(crate) fn per_channel_multipliers(
     channels: usize,
     max_shift: Option<i32>,
 ) -> Result<(PersistentArray<i32>, PersistentArray<i8>), KernelError> {
-    let mut mult = Vec::with_capacity(channels);
-    let mut shift = Vec::with_capacity(channels);
-    for c in 0..channels {
+    let multiplier = |c: usize| {
         let s = if scales.len() == 1 {
             scales[0]
         } else {
@@ -175,10 +172,12 @@ pub(crate) fn per_channel_multipliers(
                 )));
             }
         }
-        mult.push(m.multiplier);
-        shift.push(m.shift_i8());
-    }
-    Ok((ctx.persistent_array(&mult)?, ctx.persistent_array(&shift)?))
+        Ok(m)
+    };
+    // Written straight into the two records (no temporary arrays on the heap).
+    ctx.persistent_arrays_from_fn(channels, |c| {
+        multiplier(c).map(|m| (m.multiplier, m.shift_i8()))
+    })
 }
 
 /// Fails unless the tensor's per-tensor zero point is 0 (the 16-bit kernels' requirement).
