@@ -252,7 +252,8 @@ impl ModelBytes {
     /// is `None`). A failed `mmap` is its I/O error.
     ///
     /// # Safety
-    /// Until the last handle on these bytes (and on any [`Model`](super::Model) or interpreter
+    /// `len` is at most the file's length (pages past its end raise `SIGBUS` when read), and
+    /// until the last handle on these bytes (and on any [`Model`](super::Model) or interpreter
     /// built from them) is dropped, the file must not be modified or truncated, by this process
     /// or another: a write would change bytes the reader has checked, and a read past a
     /// truncation raises `SIGBUS`. Read the file ([`Model::load`](super::Model::load)) when
