@@ -123,8 +123,8 @@ struct Described {
 }
 
 /// Where `bytes` (a flatbuffer) stores `name` as a string: a 4-aligned little-endian length,
-/// the bytes and a zero terminator. Any such occurrence holds the same bytes, so the first
-/// one serves. A name borrowed from `bytes` (a model read in place) is found by its address;
+/// the bytes and a zero terminator. Any such occurrence holds the same bytes, so any one
+/// serves. A name borrowed from `bytes` (a model read in place) is found by its address;
 /// else the name's occurrences are searched for from the end (`memchr::memmem`, vectorized
 /// with `std`): the converters' files (TFLM's examples, Keras exports) store the tensor names
 /// after the weights, so the search reads a few KiB where a scan from the start read the whole
